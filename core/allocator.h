@@ -1,0 +1,64 @@
+// The allocator interface every storage is carved from. It is shaped for the CUDA caching and
+// pinned-host allocators: a block can be marked as used on further streams (record_stream) so the
+// allocator reuses it only after all of them are done.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+#include "kernels/stream.h"
+
+namespace kiln {
+
+class Allocator;
+
+// Owning pointer to a block: returns it to its allocator on destruction.
+class DataPtr {
+ public:
+  DataPtr() = default;
+  DataPtr(void* ptr, size_t nbytes, Device device, Allocator* owner) : ptr_(ptr), nbytes_(nbytes), device_(device), owner_(owner) {}
+  DataPtr(const DataPtr&) = delete;
+  DataPtr& operator=(const DataPtr&) = delete;
+  DataPtr(DataPtr&& o) noexcept { *this = std::move(o); }
+  DataPtr& operator=(DataPtr&& o) noexcept;
+  ~DataPtr() { reset(); }
+
+  void* get() const { return ptr_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  Allocator* allocator() const { return owner_; }
+  void reset();
+
+ private:
+  void* ptr_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Allocator* owner_ = nullptr;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // A block of at least nbytes, aligned to at least 64 bytes; nbytes == 0 gives a null block.
+  virtual DataPtr allocate(size_t nbytes) = 0;
+  // Marks the block holding `ptr` as in use on `stream` too. CPU allocators ignore it.
+  virtual void record_stream(void* ptr, Stream stream) {
+    (void)ptr;
+    (void)stream;
+  }
+  virtual const char* name() const = 0;
+
+ protected:
+  friend class DataPtr;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+
+// The allocator for a device. CPU: 64-byte aligned host memory. CUDA: registered by the CUDA
+// runtime when kiln is built with it; otherwise asking for one is a DeviceError.
+Allocator* get_allocator(Device device);
+void set_allocator(Device device, Allocator* allocator);
+Allocator* cpu_allocator();
+
+}  // namespace kiln

@@ -1,0 +1,498 @@
+// The autograd engine and the tensor-side autograd API.
+// Nodes run in a deterministic order: among the nodes whose inputs are complete, the one created
+// last goes first, so the order depends on the graph alone and never on timing.
+#include "core/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "core/ops/reduce.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+std::atomic<uint64_t> g_sequence_nr{0};
+std::atomic<bool> g_anomaly{false};
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Gradient sink of a leaf: accumulates into .grad, in place when a gradient already exists.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
+    output_meta_.push_back(OutputMeta{leaf_->sizes, leaf_->dtype, leaf_->storage->device()});
+  }
+  std::string name() const override { return "AccumulateGrad"; }
+
+  TensorList apply(TensorList&& grads) override {
+    Tensor g = std::move(grads[0]);
+    AutogradMeta& meta = leaf_->autograd_meta();
+    for (auto& hook : meta.leaf_hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    Tensor& dst = meta.grad;
+    if (!dst.defined()) {
+      // Take the incoming buffer when nobody else can see it; otherwise copy it.
+      bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.is_view() &&
+                       g.is_non_overlapping_and_dense();
+      dst = exclusive ? g : g.detach().clone(MemoryFormat::Contiguous);
+    } else {
+      dst.add_(g);
+    }
+    Tensor leaf(leaf_);
+    for (auto& hook : meta.post_accumulate_hooks) hook(leaf);
+    return {};
+  }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+std::string shapes_of(const TensorList& ts) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    os << (i ? ", " : "");
+    if (ts[i].defined()) {
+      os << shape_str(ts[i].sizes()) << ' ' << dtype_name(ts[i].dtype());
+    } else {
+      os << "None";
+    }
+  }
+  return os.str();
+}
+
+bool has_nan(const Tensor& t) {
+  if (!t.is_floating_point() || t.numel() == 0) return false;
+  return any(isnan(t)).item<bool>();
+}
+
+}  // namespace
+
+Node::Node() : sequence_nr_(g_sequence_nr.fetch_add(1)) {}
+
+// --- SavedTensor -----------------------------------------------------------------------------
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
+  if (t.defined()) {
+    tensor_ = t.detach();
+    version_ = t.version();
+    saved_ = true;
+  }
+}
+
+Tensor SavedTensor::unpack() const {
+  if (released_) {
+    throw AutogradError(std::string(op_) +
+                        ": trying to backward through the graph a second time (its saved tensors were freed "
+                        "after the first backward); pass retain_graph=true to the first backward");
+  }
+  if (saved_ && tensor_.version() != version_) {
+    throw AutogradError(std::string(op_) + ": a tensor saved for backward (shape " + shape_str(tensor_.sizes()) +
+                        ") was modified by an in-place operation: it is at version " +
+                        std::to_string(tensor_.version()) + ", backward needs version " + std::to_string(version_));
+  }
+  return tensor_;
+}
+
+TensorList FunctionNode::apply(TensorList&& grad_outputs) {
+  if (released_) {
+    for (const auto& s : saved) s.unpack();  // throws the "second time" error
+  }
+  Context ctx{grad_outputs, saved, needs_input_grad};
+  TensorList out = fn_(ctx);
+  if (out.size() != next_edges_.size()) {
+    throw AutogradError(name_ + ": backward returned " + std::to_string(out.size()) + " gradients for " +
+                        std::to_string(next_edges_.size()) + " inputs");
+  }
+  return out;
+}
+
+void FunctionNode::release_saved() {
+  for (auto& s : saved) s.release();
+  released_ = true;
+}
+
+// --- recording -------------------------------------------------------------------------------
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const TensorList& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.impl()->autograd) return {};
+  AutogradMeta& meta = *t.impl()->autograd;
+  if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  if (!meta.requires_grad) return {};
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  AutogradMeta& meta = t.impl()->autograd_meta();
+  meta.grad_fn = fn;
+  meta.output_nr = output_nr;
+  meta.requires_grad = true;
+}
+
+std::shared_ptr<FunctionNode> record_function(const char* name, const TensorList& inputs, const TensorList& outputs,
+                                              const TensorList& saved, FunctionNode::BackwardFn fn) {
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+  auto& edges = node->next_edges();
+  edges.reserve(inputs.size());
+  node->needs_input_grad.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    Edge e = (in.defined() && in.requires_grad()) ? gradient_edge(in) : Edge{};
+    node->needs_input_grad.push_back(e.valid());
+    edges.push_back(std::move(e));
+  }
+  node->saved.reserve(saved.size());
+  for (const Tensor& s : saved) node->saved.emplace_back(s, name);
+  if (anomaly_mode_enabled()) node->forward_context = shapes_of(inputs);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& out = outputs[k];
+    node->output_meta().push_back(OutputMeta{out.sizes(), out.dtype(), out.device()});
+    set_history(out, node, static_cast<uint32_t>(k));
+  }
+  return node;
+}
+
+// --- the engine ------------------------------------------------------------------------------
+
+namespace {
+
+struct CaptureTarget {
+  Node* node;
+  uint32_t nr;
+  size_t slot;
+};
+
+struct ReadyCmp {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Runs the graph below `roots`. With `captures`, gradients reaching those (node, output) pairs are
+// stored into `captured` and leaves are left untouched (autograd::grad).
+void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph,
+             const std::vector<CaptureTarget>* captures, TensorList* captured) {
+  // Dependencies: how many edges point at each node from the reachable graph.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::shared_ptr<Node>> alive;
+  std::vector<Node*> stack;
+  for (const Edge& r : roots) {
+    if (alive.emplace(r.fn.get(), r.fn).second) stack.push_back(r.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.valid()) continue;
+      ++deps[e.fn.get()];
+      if (alive.emplace(e.fn.get(), e.fn).second) stack.push_back(e.fn.get());
+    }
+  }
+
+  std::unordered_map<Node*, TensorList> buffers;
+  auto add_to_buffer = [&](Node* n, uint32_t nr, Tensor g) {
+    TensorList& buf = buffers[n];
+    if (buf.empty()) buf.resize(n->output_meta().size());
+    const OutputMeta& meta = n->output_meta()[nr];
+    if (g.sizes() != meta.sizes) {
+      throw AutogradError("autograd: a gradient of shape " + shape_str(g.sizes()) + " arrived for an output of " +
+                          n->name() + " of shape " + shape_str(meta.sizes));
+    }
+    if (g.dtype() != meta.dtype) g = g.to(meta.dtype);
+    Tensor& slot = buf[nr];
+    slot = slot.defined() ? add(slot, g) : g;
+  };
+  for (size_t i = 0; i < roots.size(); ++i) add_to_buffer(roots[i].fn.get(), roots[i].input_nr, seeds[i]);
+
+  std::priority_queue<Node*, std::vector<Node*>, ReadyCmp> ready;
+  std::unordered_set<Node*> queued;
+  for (const Edge& r : roots) {
+    Node* n = r.fn.get();
+    if (deps[n] == 0 && queued.insert(n).second) ready.push(n);
+  }
+
+  std::vector<Node*> executed;
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->output_meta().size());
+    for (auto& [nr, hook] : n->pre_hooks()) {
+      if (nr < grads.size() && grads[nr].defined()) {
+        Tensor r = hook(grads[nr]);
+        if (r.defined()) grads[nr] = r;
+      }
+    }
+    bool skip = false;
+    if (captures) {
+      for (const CaptureTarget& c : *captures) {
+        if (c.node == n && grads[c.nr].defined()) {
+          Tensor& slot = (*captured)[c.slot];
+          slot = slot.defined() ? add(slot, grads[c.nr]) : grads[c.nr];
+        }
+      }
+      skip = dynamic_cast<AccumulateGrad*>(n) != nullptr;
+    }
+    bool any_grad = false;
+    for (const Tensor& g : grads) any_grad = any_grad || g.defined();
+    TensorList outs;
+    if (!skip && any_grad) {
+      for (size_t k = 0; k < grads.size(); ++k) {
+        if (!grads[k].defined()) {
+          const OutputMeta& m = n->output_meta()[k];
+          grads[k] = zeros(m.sizes, TensorOptions(m.dtype, m.device));
+        }
+      }
+      outs = n->apply(std::move(grads));
+      executed.push_back(n);
+      if (anomaly_mode_enabled()) {
+        for (size_t k = 0; k < outs.size(); ++k) {
+          if (outs[k].defined() && has_nan(outs[k])) {
+            throw AutogradError("anomaly: the backward of " + n->name() + " (forward inputs: " + n->forward_context +
+                                ") produced NaN in the gradient of its input " + std::to_string(k));
+          }
+        }
+      }
+    }
+    const auto& edges = n->next_edges();
+    for (size_t k = 0; k < edges.size(); ++k) {
+      const Edge& e = edges[k];
+      if (!e.valid()) continue;
+      if (k < outs.size() && outs[k].defined()) add_to_buffer(e.fn.get(), e.input_nr, std::move(outs[k]));
+      if (--deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn.get());
+    }
+  }
+  if (!retain_graph) {
+    for (Node* n : executed) n->release_saved();
+  }
+}
+
+// Seeds for roots: ones for one-element roots when not given.
+TensorList make_seeds(const TensorList& roots, const TensorList& grad_roots, std::vector<Edge>& edges) {
+  if (!grad_roots.empty() && grad_roots.size() != roots.size()) {
+    throw AutogradError("backward: got " + std::to_string(grad_roots.size()) + " gradients for " +
+                        std::to_string(roots.size()) + " tensors");
+  }
+  TensorList seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    if (!r.defined()) throw AutogradError("backward: tensor " + std::to_string(i) + " is undefined");
+    Edge e = gradient_edge(r);
+    if (!e.valid()) {
+      throw AutogradError("backward: tensor " + std::to_string(i) + " (shape " + shape_str(r.sizes()) +
+                          ") does not require grad and has no grad_fn");
+    }
+    Tensor g = grad_roots.empty() ? Tensor() : grad_roots[i];
+    if (!g.defined()) {
+      if (r.numel() != 1) {
+        throw AutogradError("backward: a gradient can be implied only for one-element tensors, got shape " +
+                            shape_str(r.sizes()) + "; pass the gradient explicitly");
+      }
+      g = ones_like(r);
+    } else if (g.sizes() != r.sizes()) {
+      throw ShapeError("backward: gradient of shape " + shape_str(g.sizes()) + " for a tensor of shape " +
+                       shape_str(r.sizes()));
+    }
+    edges.push_back(std::move(e));
+    seeds.push_back(g.detach());
+  }
+  return seeds;
+}
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* prev;
+  CallbackScope() : prev(t_callbacks) { t_callbacks = &callbacks; }
+  ~CallbackScope() { t_callbacks = prev; }
+  void run() {
+    // Callbacks may queue further callbacks; run until none are left.
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  }
+};
+
+}  // namespace
+
+void run_backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph) {
+  std::vector<Edge> edges;
+  TensorList seeds = make_seeds(roots, grad_roots, edges);
+  NoGradGuard no_grad;
+  CallbackScope scope;
+  execute(edges, std::move(seeds), retain_graph, nullptr, nullptr);
+  scope.run();
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
+  std::vector<Edge> edges;
+  TensorList seeds = make_seeds(outputs, grad_outputs, edges);
+  std::vector<CaptureTarget> targets;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge e = gradient_edge(inputs[i]);
+    if (!e.valid()) {
+      throw AutogradError("grad: input " + std::to_string(i) + " does not require grad");
+    }
+    targets.push_back(CaptureTarget{e.fn.get(), e.input_nr, i});
+    keep.push_back(e.fn);
+  }
+  TensorList captured(inputs.size());
+  NoGradGuard no_grad;
+  CallbackScope scope;
+  execute(edges, std::move(seeds), retain_graph, &targets, &captured);
+  scope.run();
+  for (size_t i = 0; i < captured.size(); ++i) {
+    if (!captured[i].defined() && !allow_unused) {
+      throw AutogradError("grad: input " + std::to_string(i) +
+                          " was not used in the graph of the outputs; pass allow_unused=true to get an undefined "
+                          "gradient");
+    }
+  }
+  return captured;
+}
+
+void queue_backward_callback(std::function<void()> callback) {
+  if (!t_callbacks) throw AutogradError("queue_backward_callback: no backward pass is running on this thread");
+  t_callbacks->push_back(std::move(callback));
+}
+
+bool anomaly_mode_enabled() { return g_anomaly.load(); }
+void set_anomaly_mode(bool enabled) { g_anomaly.store(enabled); }
+
+// --- Tensor's autograd methods ----------------------------------------------------------------
+
+bool Tensor::requires_grad() const {
+  check_defined("requires_grad");
+  const auto& m = impl_->autograd;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::set_requires_grad(bool rg) {
+  check_defined("set_requires_grad");
+  if (impl_->autograd && impl_->autograd->grad_fn) {
+    throw AutogradError("set_requires_grad: only leaf tensors can change requires_grad; use detach() first");
+  }
+  if (rg && !is_floating(dtype())) {
+    throw DTypeError(std::string("set_requires_grad: only floating point tensors can require gradients, got ") +
+                     dtype_name(dtype()));
+  }
+  if (rg || impl_->autograd) impl_->autograd_meta().requires_grad = rg;
+  return *this;
+}
+
+const Tensor& Tensor::grad() const {
+  static const Tensor kUndefined;
+  check_defined("grad");
+  return impl_->autograd ? impl_->autograd->grad : kUndefined;
+}
+
+Tensor& Tensor::mutable_grad() {
+  check_defined("mutable_grad");
+  return impl_->autograd_meta().grad;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  check_defined("set_grad");
+  if (g.defined() && (g.sizes() != sizes() || g.dtype() != dtype() || g.device() != device())) {
+    throw ShapeError("set_grad: gradient " + shape_str(g.sizes()) + " " + dtype_name(g.dtype()) + " on " +
+                     g.device().str() + " does not match tensor " + shape_str(sizes()) + " " + dtype_name(dtype()) +
+                     " on " + device().str());
+  }
+  impl_->autograd_meta().grad = g;
+}
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> kNone;
+  check_defined("grad_fn");
+  return impl_->autograd ? impl_->autograd->grad_fn : kNone;
+}
+
+bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+
+uint32_t Tensor::output_nr() const {
+  check_defined("output_nr");
+  return impl_->autograd ? impl_->autograd->output_nr : 0;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  run_backward({*this}, {gradient}, retain_graph);
+}
+
+void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  if (!requires_grad()) throw AutogradError("register_hook: the tensor does not require grad");
+  if (is_leaf()) {
+    impl_->autograd_meta().leaf_hooks.push_back(std::move(hook));
+  } else {
+    grad_fn()->pre_hooks().emplace_back(output_nr(), std::move(hook));
+  }
+}
+
+void Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const {
+  if (!requires_grad() || !is_leaf()) {
+    throw AutogradError("register_post_accumulate_grad_hook: only leaf tensors that require grad have one");
+  }
+  impl_->autograd_meta().post_accumulate_hooks.push_back(std::move(hook));
+}
+
+void Tensor::retain_grad() const {
+  if (!requires_grad()) throw AutogradError("retain_grad: the tensor does not require grad");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  AutogradMeta& meta = impl_->autograd_meta();
+  if (meta.retains_grad) return;
+  meta.retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  grad_fn()->pre_hooks().emplace_back(output_nr(), [weak](const Tensor& g) {
+    if (auto impl = weak.lock()) {
+      Tensor& dst = impl->autograd_meta().grad;
+      dst = dst.defined() ? add(dst, g) : g.detach().clone();
+    }
+    return Tensor();
+  });
+}
+
+Tensor Tensor::detach() const {
+  check_defined("detach");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->dtype = impl_->dtype;
+  impl->sizes = impl_->sizes;
+  impl->strides = impl_->strides;
+  impl->offset = impl_->offset;
+  impl->version = impl_->version;
+  impl->is_view = true;
+  return Tensor(std::move(impl));
+}
+
+Tensor& Tensor::detach_() {
+  check_defined("detach_");
+  if (impl_->autograd) {
+    impl_->autograd->grad_fn.reset();
+    impl_->autograd->output_nr = 0;
+    impl_->autograd->requires_grad = false;
+  }
+  return *this;
+}
+
+}  // namespace kiln

@@ -1,0 +1,607 @@
+// Elementwise ops: type promotion, broadcasting, output layout, one kernel call, and the backward
+// node recorded right under the forward. Backward formulas use tensor ops, or a fused backward
+// kernel where one pass does it (relu, gelu, tanh, sigmoid, sqrt, rsqrt, pow, clamp, abs).
+#include "core/ops/elementwise.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "kernels/error.h"
+
+namespace kiln {
+
+using ops::make_operand;
+using ops::scalar_operand;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw ShapeError(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                       " cannot be broadcast (dimension " + std::to_string(i) + ": " + std::to_string(da) + " vs " +
+                       std::to_string(db) + ")");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.sizes() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  Shape dims;
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    if (d < lead || (shape[static_cast<size_t>(d - lead)] == 1 && grad.size(d) != 1)) dims.push_back(d);
+  }
+  Tensor r = dims.empty() ? grad : sum(grad, dims, true);
+  return r.reshape(shape);
+}
+
+namespace {
+
+// Output of an elementwise op over `shape`, laid out like the first input of that exact shape.
+Tensor make_output(const Shape& shape, DType dtype, Device device, std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) {
+    if (t && t->defined() && t->sizes() == shape) {
+      return empty_strided(shape, ops::strides_like(shape, *t), TensorOptions(dtype, device));
+    }
+  }
+  return empty(shape, TensorOptions(dtype, device));
+}
+
+// Runs the unary kernel into `out` (already shaped like x or x's broadcast).
+void launch_unary(const char* name, const Tensor& out, const Operand& in_op, const Tensor* in, UnaryOp op, DType compute,
+                  double a, double b) {
+  if (out.numel() == 0) return;
+  StridedArg o = ops::make_arg(out);
+  Operand i = in_op;
+  std::vector<StridedArg*> args{&o};
+  if (!i.is_scalar) args.push_back(&i.arg);
+  ops::collapse_dims(args);
+  if (out.is_cpu()) {
+    unary_cpu(o, i, op, compute, a, b);
+  } else {
+    ops::no_cuda_kernel(name);
+  }
+  (void)in;
+}
+
+void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, BinaryOp op, DType compute, double alpha,
+                   double beta) {
+  if (out.numel() == 0) return;
+  StridedArg o = ops::make_arg(out);
+  std::vector<StridedArg*> args{&o};
+  if (!x.is_scalar) args.push_back(&x.arg);
+  if (!y.is_scalar) args.push_back(&y.arg);
+  ops::collapse_dims(args);
+  if (out.is_cpu()) {
+    binary_cpu(o, x, y, op, compute, alpha, beta);
+  } else {
+    ops::no_cuda_kernel(name);
+  }
+}
+
+DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
+
+// Unary forward without autograd: result dtype `out_dtype`, computed in its compute type.
+Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0) {
+  ops::check_defined(name, x, "input");
+  Tensor out = make_output(x.sizes(), out_dtype, x.device(), {&x});
+  launch_unary(name, out, make_operand(x, x.sizes()), &x, op, compute_dtype_for(out_dtype), a, b);
+  return out;
+}
+
+// Binary forward of tensors without autograd.
+Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
+                  double alpha = 1, double beta = 0) {
+  ops::check_defined(name, a, "first operand");
+  ops::check_defined(name, b, "second operand");
+  Device dev = ops::common_device(name, {&a, &b});
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = make_output(shape, out_dtype, dev, {&a, &b});
+  launch_binary(name, out, make_operand(a, shape), make_operand(b, shape), op, compute, alpha, beta);
+  return out;
+}
+
+Tensor binary_scalar_raw(const char* name, const Tensor& a, const Scalar& s, BinaryOp op, DType out_dtype,
+                         DType compute, bool scalar_first = false, double alpha = 1) {
+  ops::check_defined(name, a, "tensor operand");
+  Tensor out = make_output(a.sizes(), out_dtype, a.device(), {&a});
+  Operand t = make_operand(a, a.sizes());
+  Operand v = scalar_operand(s);
+  if (scalar_first) {
+    launch_binary(name, out, v, t, op, compute, alpha, 0);
+  } else {
+    launch_binary(name, out, t, v, op, compute, alpha, 0);
+  }
+  return out;
+}
+
+
+// Records a unary op whose backward is bop(grad, saved).
+void record_unary(const char* name, const Tensor& x, const Tensor& out, const Tensor& saved, BinaryOp bop,
+                  double alpha = 0, double beta = 0) {
+  if (!needs_grad({&x})) return;
+  record_function(name, {x}, {out}, {saved}, [bop, alpha, beta](const FunctionNode::Context& ctx) {
+    return TensorList{ops::backward_kernel(ctx.grads[0], ctx.saved_at(0), bop, alpha, beta)};
+  });
+}
+
+DType promote(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+
+}  // namespace
+
+Tensor ops::backward_kernel(const Tensor& g, const Tensor& saved, BinaryOp op, double alpha, double beta) {
+  return binary_raw("backward", g, saved, op, g.dtype(), compute_dtype_for(g.dtype()), alpha, beta);
+}
+
+// --- unary ------------------------------------------------------------------------------------
+
+Tensor neg(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::Bool) throw DTypeError("neg: bool tensors cannot be negated; use logical_not");
+  Tensor out = unary_raw("neg", x, UnaryOp::Neg, x.dtype());
+  if (needs_grad({&x})) {
+    record_function("neg", {x}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{neg(ctx.grads[0])}; });
+  }
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_raw("exp", x, UnaryOp::Exp, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("exp", {x}, {out}, {out},
+                    [](const FunctionNode::Context& ctx) { return TensorList{mul(ctx.grads[0], ctx.saved_at(0))}; });
+  }
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_raw("log", x, UnaryOp::Log, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("log", {x}, {out}, {x},
+                    [](const FunctionNode::Context& ctx) { return TensorList{div(ctx.grads[0], ctx.saved_at(0))}; });
+  }
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_raw("sqrt", x, UnaryOp::Sqrt, float_result(x.dtype()));
+  record_unary("sqrt", x, out, out, BinaryOp::SqrtBackward);
+  return out;
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = unary_raw("rsqrt", x, UnaryOp::Rsqrt, float_result(x.dtype()));
+  record_unary("rsqrt", x, out, out, BinaryOp::RsqrtBackward);
+  return out;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = unary_raw("abs", x, UnaryOp::Abs, x.dtype());
+  record_unary("abs", x, out, x, BinaryOp::AbsBackward);
+  return out;
+}
+
+Tensor sign(const Tensor& x) {
+  Tensor out = unary_raw("sign", x, UnaryOp::Sign, x.dtype());
+  if (needs_grad({&x})) {
+    record_function("sign", {x}, {out}, {}, [](const FunctionNode::Context& ctx) {
+      return TensorList{zeros_like(ctx.grads[0])};
+    });
+  }
+  return out;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_raw("tanh", x, UnaryOp::Tanh, float_result(x.dtype()));
+  record_unary("tanh", x, out, out, BinaryOp::TanhBackward);
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_raw("sigmoid", x, UnaryOp::Sigmoid, float_result(x.dtype()));
+  record_unary("sigmoid", x, out, out, BinaryOp::SigmoidBackward);
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::Bool) throw DTypeError("relu: not defined for bool tensors");
+  Tensor out = unary_raw("relu", x, UnaryOp::Relu, x.dtype());
+  record_unary("relu", x, out, out, BinaryOp::ReluBackward);
+  return out;
+}
+
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  ops::check_defined("gelu", x, "input");
+  ops::check_floating("gelu", x, "input");
+  bool t = approx == GeluApprox::Tanh;
+  Tensor out = unary_raw("gelu", x, t ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x.dtype());
+  record_unary("gelu", x, out, x, t ? BinaryOp::GeluTanhBackward : BinaryOp::GeluErfBackward);
+  return out;
+}
+
+Tensor pow(const Tensor& x, const Scalar& exponent) {
+  ops::check_defined("pow", x, "base");
+  DType rt = promote_with_scalar(x.dtype(), exponent);
+  if (!is_floating(rt) && exponent.to_double() < 0) {
+    throw Error("pow: integer tensors cannot be raised to a negative integer power (exponent " + exponent.str() + ")");
+  }
+  Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
+  launch_unary("pow", out, make_operand(x, x.sizes()), &x, UnaryOp::PowScalar, compute_dtype_for(rt),
+               exponent.to_double(), 0);
+  record_unary("pow", x, out, x, BinaryOp::PowScalarBackward, exponent.to_double());
+  return out;
+}
+
+Tensor pow(const Scalar& base, const Tensor& exponent) {
+  ops::check_defined("pow", exponent, "exponent");
+  DType rt = promote_with_scalar(exponent.dtype(), base);
+  Tensor out = make_output(exponent.sizes(), rt, exponent.device(), {&exponent});
+  launch_unary("pow", out, make_operand(exponent, exponent.sizes()), &exponent, UnaryOp::RPowScalar,
+               compute_dtype_for(rt), base.to_double(), 0);
+  if (needs_grad({&exponent})) {
+    double lb = std::log(base.to_double());
+    record_function("pow", {exponent}, {out}, {out}, [lb](const FunctionNode::Context& ctx) {
+      return TensorList{mul(ctx.grads[0], ctx.saved_at(0)) * lb};
+    });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& x, const Tensor& exponent) {
+  DType rt = promote(x, exponent);
+  Tensor out = binary_raw("pow", x, exponent, BinaryOp::Pow, rt, compute_dtype_for(rt));
+  if (needs_grad({&x, &exponent})) {
+    Shape xs = x.sizes(), es = exponent.sizes();
+    record_function("pow", {x, exponent}, {out}, {x, exponent, out}, [xs, es](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      Tensor b = ctx.saved_at(0), e = ctx.saved_at(1), y = ctx.saved_at(2);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(g * e * pow(b, e - 1.0), xs);
+      if (ctx.needs_input_grad[1]) {
+        // d/de b^e = b^e log b; defined as 0 where b == 0 and e >= 0, as PyTorch does.
+        Tensor gexp = g * y * log(b);
+        r[1] = sum_to(where(logical_and(eq(b, 0), ge(e, 0)), zeros_like(gexp), gexp), es);
+      }
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  ops::check_defined("clamp", x, "input");
+  if (!min && !max) throw Error("clamp: at least one of min and max must be given");
+  DType rt = x.dtype();
+  if (min) rt = promote_with_scalar(rt, *min);
+  if (max) rt = promote_with_scalar(rt, *max);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;
+  Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
+  launch_unary("clamp", out, make_operand(x, x.sizes()), &x, UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
+  record_unary("clamp", x, out, x, BinaryOp::ClampBackward, lo, hi);
+  return out;
+}
+
+Tensor logical_not(const Tensor& x) { return unary_raw("logical_not", x, UnaryOp::LogicalNot, DType::Bool); }
+
+Tensor isnan(const Tensor& x) {
+  ops::check_defined("isnan", x, "input");
+  if (!x.is_floating_point()) return zeros(x.sizes(), TensorOptions(DType::Bool, x.device()));
+  return binary_raw("isnan", x, x, BinaryOp::Ne, DType::Bool, compute_dtype_for(x.dtype()));
+}
+
+// --- binary -----------------------------------------------------------------------------------
+
+namespace {
+Tensor add_impl(const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  ops::check_defined(name, a, "first operand");
+  ops::check_defined(name, b, "second operand");
+  DType rt = promote(a, b);
+  if (alpha.is_floating() && !is_floating(rt)) {
+    throw DTypeError(std::string(name) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
+                     dtype_name(rt));
+  }
+  Tensor out = binary_raw(name, a, b, BinaryOp::Add, rt, compute_dtype_for(rt), alpha.to_double());
+  if (needs_grad({&a, &b})) {
+    Shape as = a.sizes(), bs = b.sizes();
+    double al = alpha.to_double();
+    record_function(name, {a, b}, {out}, {}, [as, bs, al](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(g, as);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(al == 1.0 ? g : g * al, bs);
+      return r;
+    });
+  }
+  return out;
+}
+
+Scalar negated(const Scalar& s) { return s.is_floating() ? Scalar(-s.to_double()) : Scalar(-s.to_int()); }
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_impl("add", a, b, alpha); }
+
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if ((a.defined() && a.dtype() == DType::Bool) || (b.defined() && b.dtype() == DType::Bool)) {
+    throw DTypeError("sub: bool tensors cannot be subtracted; use logical_xor or ne");
+  }
+  return add_impl("sub", a, b, negated(alpha));
+}
+
+Tensor add(const Tensor& a, const Scalar& b) {
+  ops::check_defined("add", a, "tensor operand");
+  DType rt = promote_with_scalar(a.dtype(), b);
+  Tensor out = binary_scalar_raw("add", a, b, BinaryOp::Add, rt, compute_dtype_for(rt));
+  if (needs_grad({&a})) {
+    record_function("add", {a}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{ctx.grads[0]}; });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Scalar& b) { return add(a, negated(b)); }
+
+Tensor sub(const Scalar& a, const Tensor& b) { return add(neg(b), a); }
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  DType rt = promote(a, b);
+  Tensor out = binary_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
+  if (needs_grad({&a, &b})) {
+    Shape as = a.sizes(), bs = b.sizes();
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    // Save only what the wanted gradients need.
+    record_function("mul", {a, b}, {out}, {gb ? a : Tensor(), ga ? b : Tensor()},
+                    [as, bs](const FunctionNode::Context& ctx) {
+                      const Tensor& g = ctx.grads[0];
+                      TensorList r(2);
+                      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, ctx.saved_at(1)), as);
+                      if (ctx.needs_input_grad[1]) r[1] = sum_to(mul(g, ctx.saved_at(0)), bs);
+                      return r;
+                    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Scalar& b) {
+  ops::check_defined("mul", a, "tensor operand");
+  DType rt = promote_with_scalar(a.dtype(), b);
+  Tensor out = binary_scalar_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
+  if (needs_grad({&a})) {
+    Scalar s = b;
+    record_function("mul", {a}, {out}, {}, [s](const FunctionNode::Context& ctx) {
+      return TensorList{mul(ctx.grads[0], s)};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  DType rt = float_result(promote(a, b));
+  Tensor out = binary_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
+  if (needs_grad({&a, &b})) {
+    Shape as = a.sizes(), bs = b.sizes();
+    record_function("div", {a, b}, {out}, {b, out}, [as, bs](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      Tensor bv = ctx.saved_at(0);
+      TensorList r(2);
+      Tensor gq = div(g, bv);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(gq, as);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(neg(mul(gq, ctx.saved_at(1))), bs);
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Scalar& b) {
+  ops::check_defined("div", a, "tensor operand");
+  DType rt = float_result(promote_with_scalar(a.dtype(), b));
+  Tensor out = binary_scalar_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
+  if (needs_grad({&a})) {
+    Scalar s = b;
+    record_function("div", {a}, {out}, {}, [s](const FunctionNode::Context& ctx) {
+      return TensorList{div(ctx.grads[0], s)};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Scalar& a, const Tensor& b) {
+  ops::check_defined("div", b, "tensor operand");
+  DType rt = float_result(promote_with_scalar(b.dtype(), a));
+  Tensor out = binary_scalar_raw("div", b, a, BinaryOp::Div, rt, compute_dtype_for(rt), /*scalar_first=*/true);
+  if (needs_grad({&b})) {
+    record_function("div", {b}, {out}, {b, out}, [](const FunctionNode::Context& ctx) {
+      // d(a/b)/db = -(a/b) / b
+      return TensorList{neg(div(mul(ctx.grads[0], ctx.saved_at(1)), ctx.saved_at(0)))};
+    });
+  }
+  return out;
+}
+
+namespace {
+Tensor max_min(const char* name, const Tensor& a, const Tensor& b, bool is_max) {
+  DType rt = promote(a, b);
+  Tensor out = binary_raw(name, a, b, is_max ? BinaryOp::Maximum : BinaryOp::Minimum, rt, compute_dtype_for(rt));
+  if (needs_grad({&a, &b})) {
+    Shape as = a.sizes(), bs = b.sizes();
+    record_function(name, {a, b}, {out}, {a, b}, [as, bs, is_max](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      Tensor x = ctx.saved_at(0), y = ctx.saved_at(1);
+      // The winner gets the gradient; ties split it evenly, as PyTorch does.
+      Tensor a_wins = is_max ? gt(x, y) : lt(x, y);
+      Tensor tie = eq(x, y);
+      Tensor half = g * 0.5;
+      Tensor zero = zeros_like(g);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(where(a_wins, g, where(tie, half, zero)), as);
+      if (ctx.needs_input_grad[1]) {
+        Tensor b_wins = logical_not(logical_or(a_wins, tie));
+        r[1] = sum_to(where(b_wins, g, where(tie, half, zero)), bs);
+      }
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor compare(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) {
+  return binary_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote(a, b)));
+}
+Tensor compare(const char* name, const Tensor& a, const Scalar& b, BinaryOp op) {
+  return binary_scalar_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote_with_scalar(a.dtype(), b)));
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return max_min("maximum", a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return max_min("minimum", a, b, false); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, BinaryOp::Eq); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, BinaryOp::Ne); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, BinaryOp::Lt); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, BinaryOp::Le); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, BinaryOp::Gt); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, BinaryOp::Ge); }
+Tensor eq(const Tensor& a, const Scalar& b) { return compare("eq", a, b, BinaryOp::Eq); }
+Tensor ne(const Tensor& a, const Scalar& b) { return compare("ne", a, b, BinaryOp::Ne); }
+Tensor lt(const Tensor& a, const Scalar& b) { return compare("lt", a, b, BinaryOp::Lt); }
+Tensor le(const Tensor& a, const Scalar& b) { return compare("le", a, b, BinaryOp::Le); }
+Tensor gt(const Tensor& a, const Scalar& b) { return compare("gt", a, b, BinaryOp::Gt); }
+Tensor ge(const Tensor& a, const Scalar& b) { return compare("ge", a, b, BinaryOp::Ge); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare("logical_and", a, b, BinaryOp::LogicalAnd); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare("logical_or", a, b, BinaryOp::LogicalOr); }
+
+// --- where, masked_fill, to ---------------------------------------------------------------------
+
+namespace {
+Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const Tensor* b, const Scalar* bs) {
+  const char* name = "where";
+  ops::check_defined(name, cond, "condition");
+  if (cond.dtype() != DType::Bool) {
+    throw DTypeError(std::string("where: condition must be bool, got ") + dtype_name(cond.dtype()) + " (shape " +
+                     shape_str(cond.sizes()) + ")");
+  }
+  Device dev = ops::common_device(name, {&cond, a, b});
+  Shape shape = cond.sizes();
+  if (a) shape = broadcast_shapes(shape, a->sizes(), name);
+  if (b) shape = broadcast_shapes(shape, b->sizes(), name);
+  DType rt;
+  if (a && b) {
+    rt = promote_types(a->dtype(), b->dtype());
+  } else if (a) {
+    rt = promote_with_scalar(a->dtype(), *bs);
+  } else {
+    rt = promote_with_scalar(b->dtype(), *as);
+  }
+  Tensor out = make_output(shape, rt, dev, {a, b});
+  if (out.numel() > 0) {
+    StridedArg o = ops::make_arg(out);
+    StridedArg c = ops::make_arg(cond, shape);
+    Operand x = a ? make_operand(*a, shape) : scalar_operand(*as);
+    Operand y = b ? make_operand(*b, shape) : scalar_operand(*bs);
+    std::vector<StridedArg*> args{&o, &c};
+    if (a) args.push_back(&x.arg);
+    if (b) args.push_back(&y.arg);
+    ops::collapse_dims(args);
+    if (!out.is_cpu()) ops::no_cuda_kernel(name);
+    where_cpu(o, c, x, y, compute_dtype_for(rt));
+  }
+  TensorList inputs{a ? *a : Tensor(), b ? *b : Tensor()};
+  if (needs_grad(inputs)) {
+    Shape ash = a ? a->sizes() : Shape{}, bsh = b ? b->sizes() : Shape{};
+    record_function(name, inputs, {out}, {cond}, [ash, bsh](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      Tensor c = ctx.saved_at(0);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(where(c, g, 0.0), ash);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(where(c, 0.0, g), bsh);
+      return r;
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ops::check_defined("where", a, "first value");
+  ops::check_defined("where", b, "second value");
+  return where_impl(cond, &a, nullptr, &b, nullptr);
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
+  ops::check_defined("where", a, "first value");
+  return where_impl(cond, &a, nullptr, nullptr, &b);
+}
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
+  ops::check_defined("where", b, "second value");
+  return where_impl(cond, nullptr, &a, &b, nullptr);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  ops::check_defined("masked_fill", x, "input");
+  ops::check_defined("masked_fill", mask, "mask");
+  if (mask.dtype() != DType::Bool) {
+    throw DTypeError(std::string("masked_fill: mask must be bool, got ") + dtype_name(mask.dtype()) + " (shape " +
+                     shape_str(mask.sizes()) + ")");
+  }
+  if (broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill") != x.sizes()) {
+    throw ShapeError("masked_fill: mask of shape " + shape_str(mask.sizes()) + " does not broadcast to input shape " +
+                     shape_str(x.sizes()));
+  }
+  if (value.is_floating() && !x.is_floating_point()) {
+    throw DTypeError("masked_fill: cannot fill " + std::string(dtype_name(x.dtype())) + " tensor with float value " +
+                     value.str());
+  }
+  Tensor out = where(mask, value, x);
+  return out.dtype() == x.dtype() ? out : out.to(x.dtype());
+}
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  ops::check_defined("to", x, "input");
+  if (x.dtype() == dtype) return x;
+  Tensor out = unary_raw("to", x, UnaryOp::Copy, dtype);
+  if (needs_grad({&x})) {
+    if (!is_floating(dtype)) {
+      // A cast to an integer type ends the graph, as in PyTorch.
+      return out;
+    }
+    DType src = x.dtype();
+    record_function("to", {x}, {out}, {}, [src](const FunctionNode::Context& ctx) {
+      return TensorList{to_dtype(ctx.grads[0], src)};
+    });
+  }
+  return out;
+}
+
+// --- operators ---------------------------------------------------------------------------------
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(a, b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+
+}  // namespace kiln

@@ -1,0 +1,212 @@
+// Tensor factories: allocation, fills, ranges, random draws and copies from host memory.
+#include "core/ops/factory.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/autograd.h"
+#include "core/ops/helpers.h"
+#include "core/random.h"
+#include "kernels/elementwise.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t s : shape) {
+    if (s < 0) throw ShapeError(std::string(op) + ": negative size in shape " + shape_str(shape));
+  }
+}
+
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+void fill_tensor(const Tensor& t, double value) {
+  if (t.numel() == 0) return;
+  if (!t.is_cpu()) ops::no_cuda_kernel("fill");
+  StridedArg a = ops::make_arg(t);
+  ops::collapse_dims({&a});
+  fill_cpu(a, value);
+}
+
+void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, double b) {
+  if (t.numel() == 0) return;
+  PhiloxState st = default_generator(t.device()).next();
+  StridedArg arg = ops::make_arg(t);  // no collapse reordering: element i of the logical order uses draw i
+  if (t.is_cpu()) {
+    random_cpu(arg, dist, a, b, st);
+  } else {
+#if defined(KILN_WITH_CUDA)
+    random_cuda(arg, dist, a, b, st, nullptr);
+#else
+    ops::no_cuda_kernel(op);
+#endif
+  }
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format) {
+  check_shape("empty", shape);
+  Shape strides = format == MemoryFormat::ChannelsLast ? channels_last_strides(shape) : contiguous_strides(shape);
+  return empty_strided(shape, strides, options);
+}
+
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
+  check_shape("empty_strided", shape);
+  if (shape.size() != strides.size()) {
+    throw ShapeError("empty_strided: shape " + shape_str(shape) + " and strides " + shape_str(strides) +
+                     " differ in length");
+  }
+  int64_t extent = 0;  // one past the furthest element
+  bool any_zero = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) any_zero = true;
+    extent += (shape[i] - 1) * strides[i];
+  }
+  size_t nbytes = any_zero ? 0 : static_cast<size_t>(extent + 1) * element_size(options.dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(nbytes, options.device);
+  impl->dtype = options.dtype;
+  impl->sizes = shape;
+  impl->strides = strides;
+  return finish(Tensor(std::move(impl)), options);
+}
+
+Tensor empty_like(const Tensor& t, MemoryFormat format) { return empty_like(t, t.dtype(), format); }
+
+Tensor empty_like(const Tensor& t, DType dtype, MemoryFormat format) {
+  TensorOptions o(dtype, t.device());
+  if (format == MemoryFormat::Preserve) return empty_strided(t.sizes(), ops::strides_like(t.sizes(), t), o);
+  return empty(t.sizes(), o, format);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
+  check_shape("full", shape);
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  fill_tensor(t, value.to_double());
+  return finish(t, options);
+}
+Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
+Tensor full_like(const Tensor& t, const Scalar& value) {
+  Tensor r = empty_like(t);
+  fill_tensor(r, value.to_double());
+  return r;
+}
+
+Tensor scalar_tensor(const Scalar& value, TensorOptions options) { return full({}, value, options); }
+Tensor scalar_tensor(const Scalar& value) { return full({}, value, TensorOptions(value.default_dtype())); }
+
+Tensor arange(const Scalar& end) { return arange(0, end, 1); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
+  bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  return arange(start, end, step, TensorOptions(all_int ? DType::Int64 : kDefaultFloat));
+}
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (st == 0 || !std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
+    throw Error("arange: start, end and step must be finite and step non-zero, got start=" + start.str() +
+                " end=" + end.str() + " step=" + step.str());
+  }
+  if ((st > 0 && e < s) || (st < 0 && e > s)) {
+    throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" +
+                end.str() + ")");
+  }
+  int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  Tensor t = empty({n}, options.with_requires_grad(false));
+  if (n > 0) {
+    if (!t.is_cpu()) ops::no_cuda_kernel("arange");
+    arange_cpu(ops::make_arg(t), s, st);
+  }
+  return finish(t, options);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  if (steps < 0) throw Error("linspace: steps must be non-negative, got " + std::to_string(steps));
+  Tensor t = empty({steps}, options.with_requires_grad(false));
+  if (steps > 0) {
+    if (!t.is_cpu()) ops::no_cuda_kernel("linspace");
+    double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+    arange_cpu(ops::make_arg(t), start, step);
+    if (steps > 1) {  // the last point exactly `end`, as PyTorch gives
+      Tensor last = t.narrow(0, steps - 1, 1);
+      StridedArg a = ops::make_arg(last);
+      fill_cpu(a, end);
+    }
+  }
+  return finish(t, options);
+}
+
+Tensor rand(const Shape& shape, TensorOptions options) {
+  check_shape("rand", shape);
+  if (!is_floating(options.dtype)) throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  random_fill("rand", t, RandomDist::Uniform, 0.0, 1.0);
+  return finish(t, options);
+}
+
+Tensor randn(const Shape& shape, TensorOptions options) {
+  check_shape("randn", shape);
+  if (!is_floating(options.dtype)) throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  random_fill("randn", t, RandomDist::Normal, 0.0, 1.0);
+  return finish(t, options);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
+  check_shape("randint", shape);
+  if (high <= low) {
+    throw Error("randint: low must be below high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
+  }
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  random_fill("randint", t, RandomDist::RandInt, static_cast<double>(low), static_cast<double>(high));
+  return finish(t, options);
+}
+
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
+  check_shape("from_blob", shape);
+  Tensor host = empty(shape, TensorOptions(dtype));
+  size_t nbytes = static_cast<size_t>(host.numel()) * element_size(dtype);
+  if (nbytes > 0) {
+    if (!data) throw Error("from_blob: null data pointer for shape " + shape_str(shape));
+    std::memcpy(host.data_ptr(), data, nbytes);
+  }
+  Tensor t = host;
+  if (options.dtype != dtype) t = t.to(options.dtype);
+  if (options.device != Device::cpu()) t = t.to(options.device);
+  return finish(t, options);
+}
+
+Tensor detail::tensor_from_host(const void* data, size_t count, DType dtype, const Shape& shape,
+                                const std::optional<TensorOptions>& options) {
+  Shape s = shape.empty() && count != 1 ? Shape{static_cast<int64_t>(count)} : shape;
+  if (shape_numel(s) != static_cast<int64_t>(count)) {
+    throw ShapeError("tensor: " + std::to_string(count) + " values do not fill shape " + shape_str(s));
+  }
+  return from_blob(data, s, dtype, options.value_or(TensorOptions(dtype)));
+}
+
+// --- generators ------------------------------------------------------------------------------
+
+Generator& default_generator(Device device) {
+  static Generator cpu_gen;
+  static Generator cuda_gens[16];
+  if (device.is_cpu()) return cpu_gen;
+  if (device.index < 0 || device.index >= 16) throw DeviceError("default_generator: bad device " + device.str());
+  return cuda_gens[device.index];
+}
+
+void manual_seed(uint64_t seed) {
+  default_generator(Device::cpu()).manual_seed(seed);
+  for (int i = 0; i < 16; ++i) default_generator(Device::cuda(i)).manual_seed(seed);
+}
+
+}  // namespace kiln

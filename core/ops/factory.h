@@ -1,0 +1,93 @@
+// Tensor factories. Random factories draw from the device's Philox generator (core/random.h).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+struct TensorOptions {
+  DType dtype = kDefaultFloat;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype(t) {}  // NOLINT: zeros({2}, DType::Int64)
+  TensorOptions(Device d) : device(d) {}  // NOLINT
+  TensorOptions(DType t, Device d, bool rg = false) : dtype(t), device(d), requires_grad(rg) {}
+  TensorOptions with_dtype(DType t) const { return TensorOptions(t, device, requires_grad); }
+  TensorOptions with_device(Device d) const { return TensorOptions(dtype, d, requires_grad); }
+  TensorOptions with_requires_grad(bool rg) const { return TensorOptions(dtype, device, rg); }
+};
+
+Tensor empty(const Shape& shape, TensorOptions options = {}, MemoryFormat format = MemoryFormat::Contiguous);
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options = {});
+// Same shape, dtype and device; with Preserve, the same memory layout when `t` is dense.
+Tensor empty_like(const Tensor& t, MemoryFormat format = MemoryFormat::Preserve);
+Tensor empty_like(const Tensor& t, DType dtype, MemoryFormat format = MemoryFormat::Preserve);
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, const Scalar& value, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+// A 0-d tensor; its dtype follows the scalar (bool, int64 or float32) unless given.
+Tensor scalar_tensor(const Scalar& value, TensorOptions options);
+Tensor scalar_tensor(const Scalar& value);
+
+// [start, end) in steps; dtype int64 when all three are integers, else float32, unless given.
+Tensor arange(const Scalar& end);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options);
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+
+Tensor rand(const Shape& shape, TensorOptions options = {});   // uniform [0, 1)
+Tensor randn(const Shape& shape, TensorOptions options = {});  // standard normal
+// Integers in [low, high); int64 unless given.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::Int64);
+
+// Copies `count` elements of type `dtype` from host memory into a new contiguous tensor.
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});
+// A tensor from values: its dtype follows T (float32, float64, int64 for integers, bool) unless
+// `options` names one, in which case the values are cast. An empty shape means 1-d (or 0-d for a
+// single value).
+namespace detail {
+Tensor tensor_from_host(const void* data, size_t count, DType dtype, const Shape& shape,
+                        const std::optional<TensorOptions>& options);
+template <typename T> Tensor tensor_from_range(const T* begin, size_t count, const Shape& shape,
+                                               const std::optional<TensorOptions>& options) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> v(begin, begin + count);
+    return tensor_from_host(v.data(), count, DType::Bool, shape, options);
+  } else if constexpr (std::is_integral_v<T>) {
+    std::vector<int64_t> v(begin, begin + count);
+    return tensor_from_host(v.data(), count, DType::Int64, shape, options);
+  } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return tensor_from_host(begin, count, dtype_of<T>(), shape, options);
+  } else {
+    std::vector<float> v(begin, begin + count);
+    return tensor_from_host(v.data(), count, DType::Float32, shape, options);
+  }
+}
+}  // namespace detail
+
+template <typename T>
+Tensor tensor(std::initializer_list<T> values, const Shape& shape = {}, std::optional<TensorOptions> options = {}) {
+  return detail::tensor_from_range(values.begin(), values.size(), shape, options);
+}
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, std::optional<TensorOptions> options = {}) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> v(values.begin(), values.end());
+    return detail::tensor_from_host(v.data(), v.size(), DType::Bool, shape, options);
+  } else {
+    return detail::tensor_from_range(values.data(), values.size(), shape, options);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// Reductions over any set of dims (empty dims = all), with keepdim; topk and multinomial.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// Integer and bool inputs sum to int64, like PyTorch.
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1).
+Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+// Max/min of all elements (0-d) or over dims; NaN propagates. Gradient flows evenly to ties.
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Along one dim: values and int64 indices (first occurrence); gradient flows to the index.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index of the max over the flattened tensor (no dim) or along dim.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+
+// k largest (or smallest) along dim, sorted; values and int64 indices.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+// Draws num_samples category indices per row of a 1-d or 2-d tensor of non-negative weights.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+
+}  // namespace kiln

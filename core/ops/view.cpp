@@ -1,0 +1,364 @@
+// View ops: new sizes/strides/offset over the same storage, each with its backward node.
+// as_strided is the one view without a gradient (it can alias elements arbitrarily).
+#include <algorithm>
+#include <numeric>
+
+#include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape& from) {
+  Shape out = shape;
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (infer >= 0) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + shape_str(shape));
+      infer = static_cast<int>(i);
+    } else if (out[i] < 0) {
+      throw ShapeError(std::string(op) + ": invalid size " + std::to_string(out[i]) + " in shape " + shape_str(shape));
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0) {
+      throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " is invalid for input of shape " +
+                       shape_str(from) + " (" + std::to_string(numel) + " elements)");
+    }
+    out[static_cast<size_t>(infer)] = numel / known;
+  } else if (known != numel) {
+    throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " is invalid for input of shape " +
+                     shape_str(from) + " (" + std::to_string(numel) + " elements)");
+  }
+  return out;
+}
+
+// Strides that let `new_sizes` view memory laid out as (sizes, strides), if any. Old dims are
+// grouped into runs that are contiguous with each other; each run must be exactly covered by a run
+// of new dims, which then get strides inside it.
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+  Shape out(new_sizes.size(), 1);
+  if (shape_numel(sizes) == 0) return contiguous_strides(new_sizes);
+  if (sizes.empty()) return out;
+  int64_t nd = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t base = strides.back();
+  int64_t old_count = 1, new_count = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    old_count *= sizes[static_cast<size_t>(d)];
+    bool run_ends = d == 0 || (sizes[static_cast<size_t>(d - 1)] != 1 &&
+                               strides[static_cast<size_t>(d - 1)] != old_count * base);
+    if (!run_ends) continue;
+    while (nd >= 0 && (new_count < old_count || new_sizes[static_cast<size_t>(nd)] == 1)) {
+      out[static_cast<size_t>(nd)] = new_count * base;
+      new_count *= new_sizes[static_cast<size_t>(nd)];
+      --nd;
+    }
+    if (new_count != old_count) return std::nullopt;
+    if (d > 0) {
+      base = strides[static_cast<size_t>(d - 1)];
+      old_count = 1;
+      new_count = 1;
+    }
+  }
+  if (nd != -1) return std::nullopt;
+  return out;
+}
+
+// Records a view whose backward reshapes the gradient back to the input's shape.
+void record_reshape_like(const char* name, const Tensor& x, const Tensor& out) {
+  if (!needs_grad({&x})) return;
+  Shape xs = x.sizes();
+  record_function(name, {x}, {out}, {}, [xs](const FunctionNode::Context& ctx) {
+    return TensorList{ctx.grads[0].reshape(xs)};
+  });
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape) const {
+  check_defined("view");
+  Shape ns = infer_shape("view", shape, numel(), sizes());
+  auto st = view_strides(sizes(), strides(), ns);
+  if (!st) {
+    throw ShapeError("view: shape " + shape_str(shape) + " is not compatible with the input's size " +
+                     shape_str(sizes()) + " and strides " + shape_str(strides()) + "; use reshape");
+  }
+  Tensor out = ops::make_view(*this, ns, *st, storage_offset());
+  record_reshape_like("view", *this, out);
+  return out;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  check_defined("reshape");
+  Shape ns = infer_shape("reshape", shape, numel(), sizes());
+  if (view_strides(sizes(), strides(), ns)) return view(ns);
+  return contiguous().view(ns);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  check_defined("permute");
+  const int64_t n = dim();
+  if (static_cast<int64_t>(dims.size()) != n) {
+    throw ShapeError("permute: " + std::to_string(dims.size()) + " dims given for a " + std::to_string(n) +
+                     "-d tensor (shape " + shape_str(sizes()) + ")");
+  }
+  Shape ns(dims.size()), nst(dims.size()), inverse(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], n, "permute");
+    if (seen[static_cast<size_t>(d)]) throw ShapeError("permute: dim " + std::to_string(d) + " repeats in " + shape_str(dims));
+    seen[static_cast<size_t>(d)] = true;
+    ns[i] = sizes()[static_cast<size_t>(d)];
+    nst[i] = strides()[static_cast<size_t>(d)];
+    inverse[static_cast<size_t>(d)] = static_cast<int64_t>(i);
+  }
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  if (needs_grad({this})) {
+    record_function("permute", {*this}, {out}, {}, [inverse](const FunctionNode::Context& ctx) {
+      return TensorList{ctx.grads[0].permute(inverse)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  check_defined("transpose");
+  int64_t n = dim();
+  if (n == 0) return *this;
+  d0 = wrap_dim(d0, n, "transpose");
+  d1 = wrap_dim(d1, n, "transpose");
+  Shape p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[static_cast<size_t>(d0)], p[static_cast<size_t>(d1)]);
+  return permute(p);
+}
+
+Tensor Tensor::t() const {
+  if (dim() > 2) throw ShapeError("t: expects a tensor with at most 2 dims, got shape " + shape_str(sizes()));
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  check_defined("slice");
+  d = wrap_dim(d, dim(), "slice");
+  if (step <= 0) throw Error("slice: step must be positive, got " + std::to_string(step));
+  const int64_t size = sizes()[static_cast<size_t>(d)];
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape ns = sizes(), nst = strides();
+  ns[static_cast<size_t>(d)] = (end - start + step - 1) / step;
+  nst[static_cast<size_t>(d)] *= step;
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset() + start * stride(d));
+  if (needs_grad({this})) {
+    Shape xs = sizes();
+    record_function("slice", {*this}, {out}, {}, [xs, d, start, end, step](const FunctionNode::Context& ctx) {
+      Tensor g = zeros(xs, TensorOptions(ctx.grads[0].dtype(), ctx.grads[0].device()));
+      ops::copy_raw(g.slice(d, start, end, step), ctx.grads[0]);
+      return TensorList{g};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check_defined("narrow");
+  d = wrap_dim(d, dim(), "narrow");
+  const int64_t size = sizes()[static_cast<size_t>(d)];
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start + length > size) {
+    throw IndexError("narrow: range [" + std::to_string(start) + ", " + std::to_string(start + length) +
+                     ") is out of bounds for dimension " + std::to_string(d) + " of size " + std::to_string(size) +
+                     " (shape " + shape_str(sizes()) + ")");
+  }
+  return slice(d, start, start + length, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  check_defined("select");
+  if (dim() == 0) throw IndexError("select: cannot index a 0-d tensor");
+  d = wrap_dim(d, dim(), "select");
+  const int64_t size = sizes()[static_cast<size_t>(d)];
+  if (index < -size || index >= size) {
+    throw IndexError("select: index " + std::to_string(index) + " is out of range for dimension " + std::to_string(d) +
+                     " of size " + std::to_string(size) + " (shape " + shape_str(sizes()) + ")");
+  }
+  if (index < 0) index += size;
+  Shape ns = sizes(), nst = strides();
+  ns.erase(ns.begin() + d);
+  nst.erase(nst.begin() + d);
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset() + index * stride(d));
+  if (needs_grad({this})) {
+    Shape xs = sizes();
+    record_function("select", {*this}, {out}, {}, [xs, d, index](const FunctionNode::Context& ctx) {
+      Tensor g = zeros(xs, TensorOptions(ctx.grads[0].dtype(), ctx.grads[0].device()));
+      ops::copy_raw(g.select(d, index), ctx.grads[0]);
+      return TensorList{g};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  check_defined("expand");
+  const int64_t n = static_cast<int64_t>(shape.size());
+  if (n < dim()) {
+    throw ShapeError("expand: target shape " + shape_str(shape) + " has fewer dims than the input " + shape_str(sizes()));
+  }
+  Shape ns(shape.size()), nst(shape.size());
+  const int64_t lead = n - dim();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t target = shape[static_cast<size_t>(i)];
+    if (i < lead) {
+      if (target < 0) throw ShapeError("expand: -1 is not allowed in a new leading dim, shape " + shape_str(shape));
+      ns[static_cast<size_t>(i)] = target;
+      nst[static_cast<size_t>(i)] = 0;
+      continue;
+    }
+    int64_t cur = sizes()[static_cast<size_t>(i - lead)];
+    if (target == -1) target = cur;
+    if (cur == target) {
+      ns[static_cast<size_t>(i)] = cur;
+      nst[static_cast<size_t>(i)] = strides()[static_cast<size_t>(i - lead)];
+    } else if (cur == 1) {
+      ns[static_cast<size_t>(i)] = target;
+      nst[static_cast<size_t>(i)] = 0;
+    } else {
+      throw ShapeError("expand: cannot expand shape " + shape_str(sizes()) + " to " + shape_str(shape) +
+                       " (dimension " + std::to_string(i) + ": " + std::to_string(cur) + " to " +
+                       std::to_string(target) + ")");
+    }
+  }
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  if (needs_grad({this})) {
+    Shape xs = sizes();
+    record_function("expand", {*this}, {out}, {}, [xs](const FunctionNode::Context& ctx) {
+      return TensorList{sum_to(ctx.grads[0], xs)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::squeeze() const {
+  check_defined("squeeze");
+  Shape ns, nst;
+  for (int64_t d = 0; d < dim(); ++d) {
+    if (sizes()[static_cast<size_t>(d)] != 1) {
+      ns.push_back(sizes()[static_cast<size_t>(d)]);
+      nst.push_back(strides()[static_cast<size_t>(d)]);
+    }
+  }
+  if (ns.size() == sizes().size()) return *this;
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  record_reshape_like("squeeze", *this, out);
+  return out;
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  check_defined("squeeze");
+  if (dim() == 0) return *this;
+  d = wrap_dim(d, dim(), "squeeze");
+  if (sizes()[static_cast<size_t>(d)] != 1) return *this;  // as PyTorch: not an error
+  Shape ns = sizes(), nst = strides();
+  ns.erase(ns.begin() + d);
+  nst.erase(nst.begin() + d);
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  record_reshape_like("squeeze", *this, out);
+  return out;
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  check_defined("unsqueeze");
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape ns = sizes(), nst = strides();
+  int64_t st = d < dim() ? strides()[static_cast<size_t>(d)] * sizes()[static_cast<size_t>(d)] : 1;
+  ns.insert(ns.begin() + d, 1);
+  nst.insert(nst.begin() + d, st);
+  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  record_reshape_like("unsqueeze", *this, out);
+  return out;
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  check_defined("flatten");
+  if (dim() == 0) return reshape({1});
+  start_dim = wrap_dim(start_dim, dim(), "flatten");
+  end_dim = wrap_dim(end_dim, dim(), "flatten");
+  if (start_dim > end_dim) {
+    throw ShapeError("flatten: start_dim " + std::to_string(start_dim) + " is after end_dim " + std::to_string(end_dim));
+  }
+  if (start_dim == end_dim) return *this;
+  Shape ns;
+  for (int64_t d = 0; d < start_dim; ++d) ns.push_back(size(d));
+  int64_t m = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) m *= size(d);
+  ns.push_back(m);
+  for (int64_t d = end_dim + 1; d < dim(); ++d) ns.push_back(size(d));
+  return reshape(ns);
+}
+
+Tensor Tensor::as_strided(const Shape& sizes_, const Shape& strides_, int64_t offset) const {
+  check_defined("as_strided");
+  if (needs_grad({this})) {
+    throw AutogradError("as_strided: not differentiable in kiln; call it on a detached tensor or under NoGradGuard");
+  }
+  if (sizes_.size() != strides_.size()) {
+    throw ShapeError("as_strided: sizes " + shape_str(sizes_) + " and strides " + shape_str(strides_) + " differ in length");
+  }
+  int64_t extent = offset;
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    if (sizes_[i] < 0 || strides_[i] < 0) throw ShapeError("as_strided: negative size or stride");
+    if (sizes_[i] == 0) {
+      extent = -1;
+      break;
+    }
+    extent += (sizes_[i] - 1) * strides_[i];
+  }
+  int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
+  if (offset < 0 || extent >= capacity) {
+    throw IndexError("as_strided: sizes " + shape_str(sizes_) + ", strides " + shape_str(strides_) + " and offset " +
+                     std::to_string(offset) + " reach past the storage of " + std::to_string(capacity) + " elements");
+  }
+  return ops::make_view(*this, sizes_, strides_, offset);
+}
+
+Tensor Tensor::clone(MemoryFormat format) const {
+  check_defined("clone");
+  Tensor out = empty_like(*this, format);
+  ops::copy_raw(out, *this);
+  if (needs_grad({this})) {
+    record_function("clone", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{ctx.grads[0]}; });
+  }
+  return out;
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  check_defined("contiguous");
+  if (format == MemoryFormat::Preserve) format = MemoryFormat::Contiguous;
+  if (is_contiguous(format)) return *this;
+  return clone(format);
+}
+
+// Free-function forms.
+Tensor view(const Tensor& x, const Shape& shape) { return x.view(shape); }
+Tensor reshape(const Tensor& x, const Shape& shape) { return x.reshape(shape); }
+Tensor permute(const Tensor& x, const Shape& dims) { return x.permute(dims); }
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
+Tensor narrow(const Tensor& x, int64_t d, int64_t start, int64_t length) { return x.narrow(d, start, length); }
+Tensor select(const Tensor& x, int64_t d, int64_t index) { return x.select(d, index); }
+Tensor expand(const Tensor& x, const Shape& shape) { return x.expand(shape); }
+Tensor squeeze(const Tensor& x, std::optional<int64_t> d) { return d ? x.squeeze(*d) : x.squeeze(); }
+Tensor unsqueeze(const Tensor& x, int64_t d) { return x.unsqueeze(d); }
+Tensor flatten(const Tensor& x, int64_t s, int64_t e) { return x.flatten(s, e); }
+Tensor contiguous(const Tensor& x, MemoryFormat format) { return x.contiguous(format); }
+
+}  // namespace kiln

@@ -1,0 +1,276 @@
+// CPU reference for the generic elementwise path. Two loops per op: a typed loop when every
+// operand is 1-D, unit-stride and already of the compute type (the compiler vectorizes it), and a
+// strided loop that casts on load and store for everything else.
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/elementwise.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+using cpu::load_as;
+using cpu::store_as;
+
+constexpr int64_t kGrain = 16384;
+
+bool dense_as(const StridedArg& a, DType t) { return a.dtype == t && a.ndim == 1 && a.strides[0] == 1; }
+
+template <typename C> C operand_value(const Operand& o, int64_t off) {
+  return o.is_scalar ? static_cast<C>(o.scalar) : load_as<C>(o.arg.data, o.arg.dtype, off);
+}
+
+template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const Operand& in, C a, C b) {
+  const int64_t n = out.numel();
+  const DType ct = dtype_of<C>();
+  if (dense_as(out, ct) && !in.is_scalar && dense_as(in.arg, ct)) {
+    C* o = static_cast<C*>(out.data);
+    const C* x = static_cast<const C*>(in.arg.data);
+    cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      for (int64_t i = b0; i < e0; ++i) o[i] = ew::unary_fn<OP, C>(x[i], a, b);
+    });
+    return;
+  }
+  const int64_t zero[kMaxDims] = {};
+  const int64_t* strides[2] = {out.strides, in.is_scalar ? zero : in.arg.strides};
+  cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+    cpu::nd_loop<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+      store_as<C>(out.data, out.dtype, off[0], ew::unary_fn<OP, C>(operand_value<C>(in, off[1]), a, b));
+    });
+  });
+}
+
+template <BinaryOp OP, typename C>
+void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C alpha, C beta) {
+  const int64_t n = out.numel();
+  const DType ct = dtype_of<C>();
+  if (dense_as(out, ct) && !x.is_scalar && dense_as(x.arg, ct) && (y.is_scalar || dense_as(y.arg, ct))) {
+    C* o = static_cast<C*>(out.data);
+    const C* xp = static_cast<const C*>(x.arg.data);
+    if (y.is_scalar) {
+      const C yv = static_cast<C>(y.scalar);
+      cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+        for (int64_t i = b0; i < e0; ++i) o[i] = ew::binary_fn<OP, C>(xp[i], yv, alpha, beta);
+      });
+    } else {
+      const C* yp = static_cast<const C*>(y.arg.data);
+      cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+        for (int64_t i = b0; i < e0; ++i) o[i] = ew::binary_fn<OP, C>(xp[i], yp[i], alpha, beta);
+      });
+    }
+    return;
+  }
+  const int64_t zero[kMaxDims] = {};
+  const int64_t* strides[3] = {out.strides, x.is_scalar ? zero : x.arg.strides, y.is_scalar ? zero : y.arg.strides};
+  cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+    cpu::nd_loop<3>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+      C r = ew::binary_fn<OP, C>(operand_value<C>(x, off[1]), operand_value<C>(y, off[2]), alpha, beta);
+      store_as<C>(out.data, out.dtype, off[0], r);
+    });
+  });
+}
+
+template <typename F> void visit_compute(DType compute, F&& f) {
+  switch (compute) {
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float32: f.template operator()<float>(); return;
+    case DType::Int64: f.template operator()<int64_t>(); return;
+    default: throw DTypeError(std::string("elementwise: unsupported compute dtype ") + dtype_name(compute));
+  }
+}
+
+template <UnaryOp OP> void unary_dispatch(const StridedArg& out, const Operand& in, DType compute, double a, double b) {
+  visit_compute(compute, [&]<typename C>() { unary_typed<OP, C>(out, in, static_cast<C>(a), static_cast<C>(b)); });
+}
+
+template <BinaryOp OP>
+void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, DType compute, double alpha, double beta) {
+  visit_compute(compute, [&]<typename C>() {
+    if constexpr (std::is_integral_v<C>) {
+      // NaN bounds cannot be represented in integers; ClampBackward on integers never happens.
+      binary_typed<OP, C>(out, x, y, static_cast<C>(std::isnan(alpha) ? 0 : alpha),
+                          static_cast<C>(std::isnan(beta) ? 0 : beta));
+    } else {
+      binary_typed<OP, C>(out, x, y, static_cast<C>(alpha), static_cast<C>(beta));
+    }
+  });
+}
+
+}  // namespace
+
+void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b) {
+  if (is_integral(compute, true) && op == UnaryOp::Clamp) {
+    // NaN means "no bound": turn it into the widest integer bound.
+    if (std::isnan(a)) a = static_cast<double>(std::numeric_limits<int64_t>::lowest());
+    if (std::isnan(b)) b = static_cast<double>(std::numeric_limits<int64_t>::max());
+  }
+#define KILN_UNARY_CASE(NAME) \
+  case UnaryOp::NAME: unary_dispatch<UnaryOp::NAME>(out, in, compute, a, b); return;
+  switch (op) {
+    KILN_UNARY_CASE(Copy)
+    KILN_UNARY_CASE(Neg)
+    KILN_UNARY_CASE(Exp)
+    KILN_UNARY_CASE(Log)
+    KILN_UNARY_CASE(Sqrt)
+    KILN_UNARY_CASE(Rsqrt)
+    KILN_UNARY_CASE(Abs)
+    KILN_UNARY_CASE(Tanh)
+    KILN_UNARY_CASE(Sigmoid)
+    KILN_UNARY_CASE(Relu)
+    KILN_UNARY_CASE(GeluErf)
+    KILN_UNARY_CASE(GeluTanh)
+    KILN_UNARY_CASE(Sign)
+    KILN_UNARY_CASE(PowScalar)
+    KILN_UNARY_CASE(RPowScalar)
+    KILN_UNARY_CASE(Clamp)
+    KILN_UNARY_CASE(LogicalNot)
+  }
+#undef KILN_UNARY_CASE
+}
+
+void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
+                double beta) {
+#define KILN_BINARY_CASE(NAME) \
+  case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta); return;
+  switch (op) {
+    KILN_BINARY_CASE(Add)
+    KILN_BINARY_CASE(Sub)
+    KILN_BINARY_CASE(Mul)
+    KILN_BINARY_CASE(Div)
+    KILN_BINARY_CASE(Pow)
+    KILN_BINARY_CASE(Maximum)
+    KILN_BINARY_CASE(Minimum)
+    KILN_BINARY_CASE(Eq)
+    KILN_BINARY_CASE(Ne)
+    KILN_BINARY_CASE(Lt)
+    KILN_BINARY_CASE(Le)
+    KILN_BINARY_CASE(Gt)
+    KILN_BINARY_CASE(Ge)
+    KILN_BINARY_CASE(LogicalAnd)
+    KILN_BINARY_CASE(LogicalOr)
+    KILN_BINARY_CASE(ReluBackward)
+    KILN_BINARY_CASE(GeluErfBackward)
+    KILN_BINARY_CASE(GeluTanhBackward)
+    KILN_BINARY_CASE(TanhBackward)
+    KILN_BINARY_CASE(SigmoidBackward)
+    KILN_BINARY_CASE(RsqrtBackward)
+    KILN_BINARY_CASE(SqrtBackward)
+    KILN_BINARY_CASE(PowScalarBackward)
+    KILN_BINARY_CASE(ClampBackward)
+    KILN_BINARY_CASE(AbsBackward)
+  }
+#undef KILN_BINARY_CASE
+}
+
+void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute) {
+  const int64_t zero[kMaxDims] = {};
+  const int64_t* strides[4] = {out.strides, cond.strides, x.is_scalar ? zero : x.arg.strides,
+                               y.is_scalar ? zero : y.arg.strides};
+  visit_compute(compute, [&]<typename C>() {
+    cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      cpu::nd_loop<4>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+        bool c = load_as<int64_t>(cond.data, cond.dtype, off[1]) != 0;
+        C v = c ? operand_value<C>(x, off[2]) : operand_value<C>(y, off[3]);
+        store_as<C>(out.data, out.dtype, off[0], v);
+      });
+    });
+  });
+}
+
+void fill_cpu(const StridedArg& out, double value) {
+  Operand v;
+  v.is_scalar = true;
+  v.scalar = value;
+  unary_cpu(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0);
+}
+
+void arange_cpu(const StridedArg& out, double start, double step) {
+  const int64_t* strides[1] = {out.strides};
+  visit_compute(compute_dtype_for(out.dtype), [&]<typename C>() {
+    cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      int64_t i = b0;
+      cpu::nd_loop<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+        if constexpr (std::is_integral_v<C>) {
+          store_as<C>(out.data, out.dtype, off[0], static_cast<C>(start) + static_cast<C>(i) * static_cast<C>(step));
+        } else {
+          store_as<double>(out.data, out.dtype, off[0], start + static_cast<double>(i) * step);
+        }
+        ++i;
+      });
+    });
+  });
+}
+
+void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox) {
+  const int64_t* strides[1] = {out.strides};
+  const bool dbl = out.dtype == DType::Float64;
+  cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+    int64_t i = b0;
+    cpu::nd_loop<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+      Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i) >> 1);
+      uint32_t w0 = r.v[(i & 1) * 2], w1 = r.v[(i & 1) * 2 + 1];
+      switch (dist) {
+        case RandomDist::Uniform: {
+          double u = dbl ? philox_uniform_double(w0, w1) : static_cast<double>(philox_uniform(w0));
+          double v = a + (b - a) * u;
+          if (!dbl) {
+            float f = static_cast<float>(a) + static_cast<float>(b - a) * static_cast<float>(u);
+            store_as<float>(out.data, out.dtype, off[0], f);
+          } else {
+            store_as<double>(out.data, out.dtype, off[0], v);
+          }
+          break;
+        }
+        case RandomDist::Normal: {
+          // Box-Muller on two words; u1 in (0, 1] keeps the log finite.
+          if (dbl) {
+            // float64 needs four words per element: it takes a whole block of its own.
+            Philox4 r4 = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i));
+            double u1 = 1.0 - philox_uniform_double(r4.v[0], r4.v[1]);
+            double u2 = philox_uniform_double(r4.v[2], r4.v[3]);
+            double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+            store_as<double>(out.data, out.dtype, off[0], a + b * z);
+          } else {
+            float u1 = 1.0f - philox_uniform(w0);
+            float u2 = philox_uniform(w1);
+            float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2);
+            store_as<float>(out.data, out.dtype, off[0], static_cast<float>(a) + static_cast<float>(b) * z);
+          }
+          break;
+        }
+        case RandomDist::RandInt: {
+          // [a, b): 64 random bits modulo the range (bias below 2^-32 for ranges under 2^32).
+          uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
+          uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
+          int64_t v = static_cast<int64_t>(a) + static_cast<int64_t>(bits % range);
+          store_as<int64_t>(out.data, out.dtype, off[0], v);
+          break;
+        }
+      }
+      ++i;
+    });
+  });
+}
+
+void triangle_cpu(const StridedArg& out, const StridedArg& in, int64_t k, bool upper) {
+  const int nd = out.ndim;
+  const int64_t rows = out.sizes[nd - 2], cols = out.sizes[nd - 1];
+  const int64_t* strides[2] = {out.strides, in.strides};
+  visit_compute(compute_dtype_for(out.dtype), [&]<typename C>() {
+    cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      int64_t i = b0;
+      cpu::nd_loop<2>(nd, out.sizes, strides, b0, e0, [&](const int64_t* off) {
+        int64_t c = i % cols, r = (i / cols) % rows;
+        bool keep = upper ? (c - r >= k) : (c - r <= k);
+        store_as<C>(out.data, out.dtype, off[0], keep ? load_as<C>(in.data, in.dtype, off[1]) : C(0));
+        ++i;
+      });
+    });
+  });
+}
+
+}  // namespace kiln

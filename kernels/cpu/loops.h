@@ -1,0 +1,83 @@
+// Helpers shared by the CPU kernels: cast-on-load/store by runtime dtype, and an N-d strided loop
+// that walks a range of the output's logical (row-major) order, as the thread pool chunks it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+#include "kernels/strided.h"
+
+namespace kiln::cpu {
+
+template <typename C> inline C load_as(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
+    case DType::Float16: return static_cast<C>(static_cast<float>(static_cast<const Half*>(base)[i]));
+    case DType::BFloat16: return static_cast<C>(static_cast<float>(static_cast<const BFloat16*>(base)[i]));
+    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
+    case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
+    case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
+    case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
+    case DType::Bool: return static_cast<C>(static_cast<const bool*>(base)[i] ? 1 : 0);
+  }
+  return C(0);
+}
+
+template <typename C> inline void store_as(void* base, DType t, int64_t i, C v) {
+  switch (t) {
+    case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
+    case DType::Float16: static_cast<Half*>(base)[i] = Half(static_cast<float>(v)); return;
+    case DType::BFloat16: static_cast<BFloat16*>(base)[i] = BFloat16(static_cast<float>(v)); return;
+    case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
+    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
+    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
+    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
+    case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
+  }
+}
+
+// Calls f(offsets) for the elements [begin, end) of the logical order of a `sizes` shape, where
+// offsets[a] is the element offset into operand a (strides[a]). NARGS operands.
+template <int NARGS, typename F>
+inline void nd_loop(int ndim, const int64_t* sizes, const int64_t* const* strides, int64_t begin, int64_t end, F&& f) {
+  int64_t off[NARGS];
+  if (ndim == 0) {
+    for (int a = 0; a < NARGS; ++a) off[a] = 0;
+    if (begin < end) f(off);
+    return;
+  }
+  int64_t idx[kMaxDims];
+  int64_t rem = begin;
+  for (int a = 0; a < NARGS; ++a) off[a] = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    idx[d] = rem % sizes[d];
+    rem /= sizes[d];
+    for (int a = 0; a < NARGS; ++a) off[a] += idx[d] * strides[a][d];
+  }
+  const int last = ndim - 1;
+  int64_t inner_stride[NARGS];
+  for (int a = 0; a < NARGS; ++a) inner_stride[a] = strides[a][last];
+  int64_t i = begin;
+  while (i < end) {
+    int64_t count = std::min(sizes[last] - idx[last], end - i);
+    for (int64_t k = 0; k < count; ++k) {
+      f(off);
+      for (int a = 0; a < NARGS; ++a) off[a] += inner_stride[a];
+    }
+    i += count;
+    if (i >= end) break;
+    // carry into the outer dims
+    for (int a = 0; a < NARGS; ++a) off[a] -= sizes[last] * inner_stride[a];
+    idx[last] = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      ++idx[d];
+      for (int a = 0; a < NARGS; ++a) off[a] += strides[a][d];
+      if (idx[d] < sizes[d]) break;
+      for (int a = 0; a < NARGS; ++a) off[a] -= sizes[d] * strides[a][d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace kiln::cpu

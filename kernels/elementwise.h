@@ -1,0 +1,77 @@
+// Elementwise kernels: one generic path for every unary, binary and ternary op. Operands are
+// StridedArgs cast on load to a compute type (float for float/half/bf16, double for float64,
+// int64 for integers and bool) and cast on store, so there is no kernel per dtype pair. Core
+// collapses operands that are dense with identical strides to 1-D, which is the fast path.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/philox.h"
+#include "kernels/stream.h"
+#include "kernels/strided.h"
+
+namespace kiln {
+
+enum class UnaryOp : uint8_t {
+  Copy,  // cast/copy
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Tanh, Sigmoid, Relu, GeluErf, GeluTanh, Sign,
+  PowScalar,  // x ^ a
+  RPowScalar,  // a ^ x
+  Clamp,       // min(max(x, a), b); NaN stays NaN
+  LogicalNot,
+};
+
+enum class BinaryOp : uint8_t {
+  Add,  // a + alpha * b
+  Sub,  // a - alpha * b
+  Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // bool result
+  LogicalAnd, LogicalOr,
+  // backward helpers: (grad, x or y) -> grad_input
+  ReluBackward,      // x > 0 ? g : 0
+  GeluErfBackward,   // g * gelu'(x)
+  GeluTanhBackward,  // g * gelu_tanh'(x)
+  TanhBackward,      // g * (1 - y^2), y = tanh(x)
+  SigmoidBackward,   // g * y * (1 - y)
+  RsqrtBackward,     // -0.5 * g * y^3, y = rsqrt(x)
+  SqrtBackward,      // g / (2 y), y = sqrt(x)
+  PowScalarBackward, // g * alpha * x^(alpha - 1)
+  ClampBackward,     // alpha <= x <= beta ? g : 0 (NaN bounds mean no bound)
+  AbsBackward,       // g * sign(x)
+};
+
+// An operand: a strided tensor or, when is_scalar, a value broadcast everywhere.
+struct Operand {
+  StridedArg arg;
+  bool is_scalar = false;
+  double scalar = 0.0;
+};
+
+// Compute type of an elementwise op: what operands are converted to before the math.
+constexpr DType compute_dtype_for(DType t) {
+  if (t == DType::Float64) return DType::Float64;
+  if (is_floating(t)) return DType::Float32;
+  return DType::Int64;
+}
+
+// All StridedArgs of one call have the output's ndim and sizes (broadcast dims have stride 0).
+void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b);
+void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
+                double beta);
+// out = cond ? x : y
+void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute);
+// Fills `out` with a value (cast to its dtype).
+void fill_cpu(const StridedArg& out, double value);
+// out[i] = start + i * step over the logical order of a contiguous output.
+void arange_cpu(const StridedArg& out, double start, double step);
+// Random fills from Philox; element i of the logical order uses subsequence i (see random.h).
+enum class RandomDist : uint8_t { Uniform, Normal, RandInt };
+void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox);
+// tril (upper=false) / triu over the last two dims: keeps j - i <= k (tril) or j - i >= k (triu).
+void triangle_cpu(const StridedArg& out, const StridedArg& in, int64_t k, bool upper);
+
+#if defined(KILN_WITH_CUDA)
+void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox, Stream stream);
+#endif
+
+}  // namespace kiln

@@ -1,0 +1,153 @@
+// The scalar math of every elementwise op, written once for the CPU reference and the CUDA kernels.
+// C is the compute type (float, double or int64_t); ops that need a float are never called with
+// int64_t by core (it promotes their output to a float dtype first).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/elementwise.h"
+#include "kernels/macros.h"
+
+namespace kiln::ew {
+
+template <typename C> KILN_HD bool is_nan(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+template <typename C> KILN_HD C int_pow(C base, C exp) {
+  if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+  C r = 1;
+  while (exp) {
+    if (exp & 1) r *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return r;
+}
+
+template <typename C> KILN_HD C pow_fn(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::pow(x, y);
+  } else {
+    return int_pow(x, y);
+  }
+}
+
+template <typename C> KILN_HD C sign_fn(C x) {
+  if (is_nan(x)) return x;
+  return static_cast<C>((C(0) < x) - (x < C(0)));
+}
+
+template <typename C> KILN_HD C sigmoid_fn(C x) {
+  if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
+  C e = std::exp(x);
+  return e / (C(1) + e);
+}
+
+template <typename C> KILN_HD C gelu_erf_fn(C x) {
+  return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+}
+template <typename C> KILN_HD C gelu_erf_grad(C x) {
+  C cdf = C(0.5) * (C(1) + std::erf(x * C(0.70710678118654752440)));
+  C pdf = std::exp(C(-0.5) * x * x) * C(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+template <typename C> KILN_HD C gelu_tanh_fn(C x) {
+  const C k = C(0.79788456080286535588);  // sqrt(2/pi)
+  C u = k * (x + C(0.044715) * x * x * x);
+  return C(0.5) * x * (C(1) + std::tanh(u));
+}
+template <typename C> KILN_HD C gelu_tanh_grad(C x) {
+  const C k = C(0.79788456080286535588);
+  C x2 = x * x;
+  C t = std::tanh(k * (x + C(0.044715) * x2 * x));
+  return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * C(0.044715) * x2);
+}
+
+template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
+  if constexpr (OP == UnaryOp::Copy) {
+    return x;
+  } else if constexpr (OP == UnaryOp::Neg) {
+    return -x;
+  } else if constexpr (OP == UnaryOp::Abs) {
+    return x < C(0) ? -x : x;
+  } else if constexpr (OP == UnaryOp::Sign) {
+    return sign_fn(x);
+  } else if constexpr (OP == UnaryOp::Relu) {
+    return (x > C(0) || is_nan(x)) ? x : C(0);
+  } else if constexpr (OP == UnaryOp::Clamp) {
+    if (is_nan(x)) return x;
+    if (!is_nan(a) && x < a) x = a;  // a NaN bound means "no bound"
+    if (!is_nan(b) && x > b) x = b;
+    return x;
+  } else if constexpr (OP == UnaryOp::LogicalNot) {
+    return x == C(0) ? C(1) : C(0);
+  } else if constexpr (OP == UnaryOp::PowScalar) {
+    return pow_fn(x, a);
+  } else if constexpr (OP == UnaryOp::RPowScalar) {
+    return pow_fn(a, x);
+  } else if constexpr (std::is_floating_point_v<C>) {
+    if constexpr (OP == UnaryOp::Exp) return std::exp(x);
+    if constexpr (OP == UnaryOp::Log) return std::log(x);
+    if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
+    if constexpr (OP == UnaryOp::Rsqrt) return C(1) / std::sqrt(x);
+    if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
+    if constexpr (OP == UnaryOp::Sigmoid) return sigmoid_fn(x);
+    if constexpr (OP == UnaryOp::GeluErf) return gelu_erf_fn(x);
+    if constexpr (OP == UnaryOp::GeluTanh) return gelu_tanh_fn(x);
+    return x;
+  } else {
+    return x;  // float-only op on integers: unreachable, core promotes first
+  }
+}
+
+template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta) {
+  if constexpr (OP == BinaryOp::Add) return x + alpha * y;
+  if constexpr (OP == BinaryOp::Sub) return x - alpha * y;
+  if constexpr (OP == BinaryOp::Mul) return x * y;
+  if constexpr (OP == BinaryOp::Div) {
+    if constexpr (std::is_floating_point_v<C>) {
+      return x / y;
+    } else {
+      return y == 0 ? C(0) : x / y;  // never reached for integers: core divides in float
+    }
+  }
+  if constexpr (OP == BinaryOp::Pow) return pow_fn(x, y);
+  if constexpr (OP == BinaryOp::Maximum) return is_nan(x) ? x : (is_nan(y) ? y : (x > y ? x : y));
+  if constexpr (OP == BinaryOp::Minimum) return is_nan(x) ? x : (is_nan(y) ? y : (x < y ? x : y));
+  if constexpr (OP == BinaryOp::Eq) return C(x == y);
+  if constexpr (OP == BinaryOp::Ne) return C(x != y);
+  if constexpr (OP == BinaryOp::Lt) return C(x < y);
+  if constexpr (OP == BinaryOp::Le) return C(x <= y);
+  if constexpr (OP == BinaryOp::Gt) return C(x > y);
+  if constexpr (OP == BinaryOp::Ge) return C(x >= y);
+  if constexpr (OP == BinaryOp::LogicalAnd) return C(x != C(0) && y != C(0));
+  if constexpr (OP == BinaryOp::LogicalOr) return C(x != C(0) || y != C(0));
+  if constexpr (OP == BinaryOp::ReluBackward) return y > C(0) ? x : C(0);
+  if constexpr (OP == BinaryOp::ClampBackward) {
+    bool in = (is_nan(alpha) || y >= alpha) && (is_nan(beta) || y <= beta);
+    return in ? x : C(0);
+  }
+  if constexpr (OP == BinaryOp::AbsBackward) return x * sign_fn(y);
+  if constexpr (OP == BinaryOp::PowScalarBackward) {
+    if (alpha == C(0)) return C(0);
+    return x * alpha * pow_fn(y, static_cast<C>(alpha - C(1)));
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    if constexpr (OP == BinaryOp::GeluErfBackward) return x * gelu_erf_grad(y);
+    if constexpr (OP == BinaryOp::GeluTanhBackward) return x * gelu_tanh_grad(y);
+    if constexpr (OP == BinaryOp::TanhBackward) return x * (C(1) - y * y);
+    if constexpr (OP == BinaryOp::SigmoidBackward) return x * y * (C(1) - y);
+    if constexpr (OP == BinaryOp::RsqrtBackward) return C(-0.5) * x * y * y * y;
+    if constexpr (OP == BinaryOp::SqrtBackward) return x / (C(2) * y);
+  }
+  return x;
+}
+
+}  // namespace kiln::ew

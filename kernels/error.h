@@ -1,0 +1,45 @@
+// kiln's error hierarchy. It lives at the bottom layer so kernels can raise it too;
+// every message names the op and the offending shapes, dtypes, devices or values.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+class DTypeError : public Error {
+ public:
+  using Error::Error;
+};
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+class IOError : public Error {
+ public:
+  using Error::Error;
+};
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+// Raised by the autograd engine (second backward, modified saved tensor, anomaly).
+class AutogradError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace kiln

@@ -1,0 +1,65 @@
+// Philox4x32-10 counter-based generator (Salmon et al., SC'11), shared by the CPU and CUDA paths.
+// A draw is a pure function of (seed, offset, element index), so random tensors, integer draws and
+// masks are bit-identical on both devices by construction; floats agree to rounding of the maps.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/macros.h"
+
+namespace kiln {
+
+struct PhiloxState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // counter words consumed so far by earlier ops
+};
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+KILN_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+  uint64_t p = static_cast<uint64_t>(a) * static_cast<uint64_t>(b);
+  hi = static_cast<uint32_t>(p >> 32);
+  lo = static_cast<uint32_t>(p);
+}
+
+// Ten rounds over counter (c0..c3) with key (k0,k1).
+KILN_HD Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int r = 0; r < 10; ++r) {
+    uint32_t hi0, lo0, hi1, lo1;
+    philox_mulhilo(kM0, c0, hi0, lo0);
+    philox_mulhilo(kM1, c2, hi1, lo1);
+    uint32_t n0 = hi1 ^ c1 ^ k0;
+    uint32_t n1 = lo1;
+    uint32_t n2 = hi0 ^ c3 ^ k1;
+    uint32_t n3 = lo0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return Philox4{{c0, c1, c2, c3}};
+}
+
+// The block of four words for subsequence `index` at counter `offset` of stream `seed`.
+KILN_HD Philox4 philox_block(uint64_t seed, uint64_t offset, uint64_t index) {
+  return philox4x32(static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                    static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
+                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// Uniform in [0, 1): the top 24 bits, so every value is exactly representable in float.
+KILN_HD float philox_uniform(uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
+
+// Uniform in [0, 1) with 53 random bits, for float64 tensors.
+KILN_HD double philox_uniform_double(uint32_t hi, uint32_t lo) {
+  uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
+  return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace kiln

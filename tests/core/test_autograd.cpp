@@ -1,0 +1,197 @@
+// The autograd engine: accumulation, graph reuse, version checks, hooks, callbacks, anomaly mode,
+// grad mode and the functional grad API.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "core/kiln.h"
+
+using namespace kiln;
+
+namespace {
+Tensor leaf(std::vector<float> v, Shape s) { return tensor(v, s).set_requires_grad(true); }
+}  // namespace
+
+TEST_CASE("chain rule through a small graph", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor w = leaf({0.5, -1, 2}, {3});
+  Tensor y = sum(tanh(x * w) * x);
+  y.backward();
+  std::vector<float> gx = x.grad().to_vector<float>(), gw = w.grad().to_vector<float>();
+  std::vector<float> xv{1, 2, 3}, wv{0.5, -1, 2};
+  for (size_t i = 0; i < 3; ++i) {
+    double t = std::tanh(xv[i] * wv[i]);
+    CHECK(gx[i] == Approx(t + xv[i] * wv[i] * (1 - t * t)).epsilon(1e-5));
+    CHECK(gw[i] == Approx(xv[i] * xv[i] * (1 - t * t)).epsilon(1e-5));
+  }
+  CHECK(x.is_leaf());
+  CHECK(!y.is_leaf());
+  CHECK(y.grad_fn()->name() == "sum");
+}
+
+TEST_CASE("gradients accumulate into .grad in place", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  sum(x * 3.0).backward();
+  Tensor g = x.grad();
+  const void* storage = g.data_ptr();
+  sum(x * x).backward();
+  CHECK(x.grad().data_ptr() == storage);  // accumulated in place: views into flat buffers stay valid
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{5, 7});
+  // A view of a flat buffer as .grad receives the accumulation.
+  Tensor flat = zeros({4});
+  Tensor p = leaf({1, 1}, {2});
+  p.set_grad(flat.narrow(0, 2, 2));
+  sum(p * 2.0).backward();
+  CHECK(flat.to_vector<float>() == std::vector<float>{0, 0, 2, 2});
+}
+
+TEST_CASE("a used input receives the sum of its paths", "[autograd]") {
+  Tensor x = leaf({2}, {1});
+  Tensor y = x * x + x * 3.0 + exp(x) * 0.0;
+  y.backward();
+  CHECK(x.grad().item<float>() == Approx(7.0f));
+}
+
+TEST_CASE("backward twice needs retain_graph", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), true);
+  y.backward();
+  CHECK(x.grad().to_vector<float>()[0] == Approx(2 * std::exp(1.0f)));
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("second time") && Catch::Contains("retain_graph"));
+}
+
+TEST_CASE("modifying a saved tensor in place is caught in backward", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor h = x * 2.0;
+  Tensor y = exp(h);  // saves its output
+  y.mul_(3.0);        // changes the saved output
+  CHECK_THROWS_WITH(sum(y).backward(), Catch::Contains("exp") && Catch::Contains("in-place") &&
+                                           Catch::Contains("version"));
+}
+
+TEST_CASE("in-place ops on non-leaves are differentiated", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = x * 2.0;
+  y.add_(x);       // y = 3x
+  y.mul_(y.detach() * 0.0 + 2.0);  // y = 6x
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{6, 6, 6});
+  Tensor z = leaf({1}, {1});
+  CHECK_THROWS_WITH(z.add_(1.0), Catch::Contains("leaf") && Catch::Contains("add_"));
+  {
+    NoGradGuard g;
+    z.add_(1.0);  // allowed without grad mode: optimizers work like this
+  }
+  CHECK(z.item<float>() == 2.0f);
+}
+
+TEST_CASE("no_grad, detach and requires_grad rules", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    NoGradGuard g;
+    Tensor y = x * 2.0;
+    CHECK(!y.requires_grad());
+  }
+  Tensor d = x.detach();
+  CHECK(!d.requires_grad());
+  CHECK(d.storage() == x.storage());
+  CHECK_THROWS_AS(zeros({2}, DType::Int64).set_requires_grad(true), DTypeError);
+  Tensor y = x * 2.0;
+  CHECK_THROWS_AS(y.set_requires_grad(false), AutogradError);
+  CHECK_THROWS_WITH(zeros({2}).sum().backward(), Catch::Contains("does not require grad"));
+  CHECK_THROWS_WITH(sum(x * 1.0, {}, true).expand({3, 2}).backward(), Catch::Contains("one-element"));
+}
+
+TEST_CASE("tensor hooks, retain_grad and post-accumulate hooks", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor h = x * 3.0;
+  h.retain_grad();
+  h.register_hook([](const Tensor& g) { return g * 10.0; });  // scales what flows below h
+  std::vector<float> seen;
+  x.register_post_accumulate_grad_hook([&](Tensor& t) { seen = t.grad().to_vector<float>(); });
+  sum(h * h).backward();
+  // dL/dh = 2h = (6, 12); retain_grad records it before the scaling hook added after it? Hooks
+  // run in registration order: retain_grad's hook came first.
+  CHECK(h.grad().to_vector<float>() == std::vector<float>{6, 12});
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{180, 360});
+  CHECK(seen == std::vector<float>{180, 360});
+}
+
+TEST_CASE("end-of-backward callbacks run once after all nodes", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  int calls = 0;
+  bool grad_ready = false;
+  x.register_post_accumulate_grad_hook([&](Tensor&) {
+    queue_backward_callback([&] {
+      ++calls;
+      grad_ready = x.grad().defined();
+    });
+  });
+  sum(x * x).backward();
+  CHECK(calls == 1);
+  CHECK(grad_ready);
+  CHECK_THROWS_AS(queue_backward_callback([] {}), AutogradError);
+}
+
+TEST_CASE("anomaly mode names the op whose backward made a NaN", "[autograd]") {
+  Tensor x = leaf({0, 1}, {2});
+  {
+    Tensor y = sum(sqrt(x) * 0.0);  // d sqrt at 0 is inf; times 0 gives NaN in sqrt's backward
+    CHECK_NOTHROW(y.backward());     // off by default: no check
+  }
+  AnomalyModeGuard on;
+  Tensor y = sum(sqrt(x) * 0.0);
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("anomaly") && Catch::Contains("sqrt"));
+}
+
+TEST_CASE("grad() returns gradients without touching .grad", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = sum(x * x);
+  TensorList g = grad({y}, {x});
+  CHECK(g[0].to_vector<float>() == std::vector<float>{2, 4, 6});
+  CHECK(!x.grad().defined());
+  Tensor unused = leaf({1}, {1});
+  Tensor z = sum(x * 2.0);
+  CHECK_THROWS_WITH(grad({z}, {unused}), Catch::Contains("not used"));
+}
+
+TEST_CASE("backward order is deterministic", "[autograd]") {
+  // Two runs of the same graph give bitwise-identical gradients.
+  auto run = [] {
+    manual_seed(5);
+    Tensor x = randn({64, 33}).set_requires_grad(true);
+    Tensor y = sum(tanh(x) * sigmoid(x) + exp(x * 0.1) * gelu(x));
+    y.backward();
+    return x.grad().to_vector<float>();
+  };
+  CHECK(run() == run());
+}
+
+TEST_CASE("to(dtype) is differentiable and casts the gradient back", "[autograd]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = sum(x.to(DType::Float64) * 2.0);
+  y.backward();
+  CHECK(x.grad().dtype() == DType::Float32);
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 2});
+  Tensor h = x.to(DType::BFloat16);
+  sum(h * h).backward();
+  CHECK(x.grad().dtype() == DType::Float32);
+}
+
+TEST_CASE("gradcheck catches a wrong gradient", "[autograd]") {
+  Tensor x = tensor({0.3, -0.7, 1.1}, {3}, TensorOptions(DType::Float64)).set_requires_grad(true);
+  auto good = gradcheck([](const TensorList& in) { return TensorList{tanh(in[0]) * in[0]}; }, {x});
+  CHECK(good.ok);
+  // A deliberately wrong backward through a hook: doubles the gradient.
+  auto bad = gradcheck(
+      [](const TensorList& in) {
+        Tensor y = in[0] * 1.0;
+        if (y.requires_grad()) y.register_hook([](const Tensor& g) { return g * 2.0; });
+        return TensorList{y * y};
+      },
+      {x});
+  CHECK(!bad.ok);
+  CHECK(bad.message.find("input 0") != std::string::npos);
+}

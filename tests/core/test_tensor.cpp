@@ -1,0 +1,145 @@
+// Tensor basics the op table cannot say: storage sharing of views, strides and layouts, version
+// counters, conversions, printing, and the errors of bad input.
+#include <catch2/catch.hpp>
+
+#include "core/kiln.h"
+
+using namespace kiln;
+
+TEST_CASE("factories give shapes, dtypes and contiguous strides", "[tensor]") {
+  Tensor t = zeros({2, 3, 4});
+  CHECK(t.sizes() == Shape{2, 3, 4});
+  CHECK(t.strides() == Shape{12, 4, 1});
+  CHECK(t.dtype() == DType::Float32);
+  CHECK(t.device() == Device::cpu());
+  CHECK(t.numel() == 24);
+  CHECK(t.is_contiguous());
+  Tensor s = scalar_tensor(2.5);
+  CHECK(s.dim() == 0);
+  CHECK(s.item<double>() == 2.5);
+  Tensor e = empty({0, 5});
+  CHECK(e.numel() == 0);
+  CHECK(arange(5).dtype() == DType::Int64);
+  CHECK(arange(0.0, 1.0, 0.25).sizes() == Shape{4});
+  std::vector<float> host{1, 2, 3, 4, 5, 6};
+  Tensor b = from_blob(host.data(), {2, 3}, DType::Float32);
+  host[0] = 100;  // from_blob copies
+  CHECK(b.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("views share storage and the version counter", "[tensor]") {
+  Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
+  Tensor v = x.transpose(0, 1);
+  CHECK(v.sizes() == Shape{4, 3});
+  CHECK(v.strides() == Shape{1, 4});
+  CHECK(!v.is_contiguous());
+  CHECK(v.storage() == x.storage());
+  Tensor row = x.select(0, 1);
+  row.fill_(-1.0);
+  CHECK(x.to_vector<float>()[4] == -1.0f);
+  CHECK(x.version() == row.version());
+  CHECK(x.version() == 1);
+  Tensor n = x.narrow(1, 1, 2);
+  CHECK(n.storage_offset() == 1);
+  CHECK(n.sizes() == Shape{3, 2});
+  Tensor s = x.slice(1, 0, 4, 2);
+  CHECK(s.strides() == Shape{4, 2});
+  Tensor c = v.contiguous();
+  CHECK(c.is_contiguous());
+  CHECK(c.storage() != x.storage());
+  CHECK(x.expand({2, 3, 4}).strides() == Shape{0, 4, 1});
+  CHECK(x.unsqueeze(1).sizes() == Shape{3, 1, 4});
+  CHECK(x.unsqueeze(1).squeeze().sizes() == Shape{3, 4});
+  CHECK(x.flatten().sizes() == Shape{12});
+  CHECK(x.view({2, -1}).sizes() == Shape{2, 6});
+  CHECK_THROWS_AS(v.view({12}), ShapeError);  // transposed memory needs reshape
+  CHECK(v.reshape({12}).to_vector<float>()[2] == 8.0f);
+}
+
+TEST_CASE("channels-last is a stride permutation and elementwise ops keep it", "[tensor]") {
+  Tensor x = randn({2, 3, 4, 5}).contiguous(MemoryFormat::ChannelsLast);
+  CHECK(x.sizes() == Shape{2, 3, 4, 5});
+  CHECK(x.strides() == Shape{60, 1, 15, 3});
+  CHECK(x.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(!x.is_contiguous());
+  Tensor y = relu(x) + 1.0;
+  CHECK(y.strides() == x.strides());
+  CHECK(y.contiguous().to_vector<float>() == (relu(x.contiguous()) + 1.0).to_vector<float>());
+  Tensor z = x.clone();
+  CHECK(z.is_contiguous(MemoryFormat::ChannelsLast));
+}
+
+TEST_CASE("dtype conversions round as the target type does", "[tensor]") {
+  Tensor x = tensor({1.0f, 2.7f, -3.5f, 65519.0f});
+  CHECK(x.to(DType::Int32).to_vector<int32_t>() == std::vector<int32_t>{1, 2, -3, 65519});
+  std::vector<float> h = x.to(DType::Float16).to(DType::Float32).to_vector<float>();
+  CHECK(h[1] == static_cast<float>(Half(2.7f)));
+  CHECK(h[3] == 65504.0f);
+  CHECK(x.to(DType::Float32).is_same(x));  // no copy when already that dtype
+  CHECK((x > 0.0).dtype() == DType::Bool);
+  CHECK((x > 0.0).to_vector<uint8_t>() == std::vector<uint8_t>{1, 1, 0, 1});
+}
+
+TEST_CASE("in-place ops check dtypes and shapes and bump versions", "[tensor]") {
+  Tensor a = zeros({2, 3});
+  a.add_(ones({3}));
+  a.mul_(2.0);
+  a.sub_(ones({2, 1}), 0.5);
+  CHECK(a.to_vector<float>() == std::vector<float>(6, 1.5f));
+  CHECK(a.version() == 3);
+  Tensor i = zeros({2}, DType::Int64);
+  CHECK_THROWS_AS(i.add_(ones({2})), DTypeError);
+  CHECK_THROWS_WITH(a.add_(ones({4})), Catch::Contains("add_") && Catch::Contains("[4]"));
+  CHECK_THROWS_AS(a.copy_(ones({3, 3})), ShapeError);
+  a.zero_();
+  CHECK(sum(a).item<double>() == 0.0);
+  Tensor c = empty({3});
+  c.copy_(tensor({1.0, 2.0, 3.0}, {3}, TensorOptions(DType::Float64)));
+  CHECK(c.to_vector<float>() == std::vector<float>{1, 2, 3});
+  c.clamp_(1.5, 2.5);
+  CHECK(c.to_vector<float>() == std::vector<float>{1.5f, 2, 2.5f});
+  c.masked_fill_(c > 2.0, -1.0);
+  CHECK(c.to_vector<float>() == std::vector<float>{1.5f, 2, -1});
+}
+
+TEST_CASE("item and printing", "[tensor]") {
+  CHECK(tensor({3.5f}).item<double>() == 3.5);
+  CHECK(scalar_tensor(7).item<int64_t>() == 7);
+  CHECK_THROWS_WITH(zeros({2}).item(), Catch::Contains("item") && Catch::Contains("[2]"));
+  CHECK(tensor({1.0f, 2.0f}).str() == "tensor([1., 2.])");
+  CHECK(tensor({0.5f, -1.25f}).str() == "tensor([ 0.5000, -1.2500])");
+  CHECK(arange(4).reshape({2, 2}).str() == "tensor([[0, 1],\n        [2, 3]])");
+  CHECK(ones({2}, DType::Int32).str() == "tensor([1, 1], dtype=int32)");
+  Tensor g = ones({2}).set_requires_grad(true);
+  CHECK(g.str() == "tensor([1., 1.], requires_grad=True)");
+  CHECK((g * 2.0).str() == "tensor([2., 2.], grad_fn=<mul>)");
+  CHECK(tensor({true, false}, {2}, TensorOptions(DType::Bool)).str() == "tensor([ True, False])");
+  std::string big = arange(0.0, 5000.0, 1.0).str();
+  CHECK(big.find("...") != std::string::npos);
+  CHECK(big.size() < 200);
+}
+
+TEST_CASE("devices: parsing, and CUDA without the runtime is a clear error", "[tensor]") {
+  CHECK(Device("cuda:1") == Device::cuda(1));
+  CHECK(Device("cpu").is_cpu());
+  CHECK_THROWS_AS(Device("tpu"), DeviceError);
+  CHECK_THROWS_AS(Device("cuda:x"), DeviceError);
+#if !defined(KILN_WITH_CUDA)
+  CHECK_THROWS_WITH(zeros({2}, Device::cuda()), Catch::Contains("cuda:0"));
+  CHECK_THROWS_AS(zeros({2}).to(Device::cuda()), DeviceError);
+#endif
+}
+
+TEST_CASE("bad shapes and dims name the op and the shapes", "[tensor]") {
+  Tensor x = zeros({2, 3});
+  CHECK_THROWS_WITH(x.permute({0}), Catch::Contains("permute") && Catch::Contains("[2, 3]"));
+  CHECK_THROWS_WITH(x.select(2, 0), Catch::Contains("select"));
+  CHECK_THROWS_WITH(x.select(1, 3), Catch::Contains("select") && Catch::Contains("size 3"));
+  CHECK_THROWS_WITH(x.view({4, 2}), Catch::Contains("view") && Catch::Contains("[4, 2]"));
+  CHECK_THROWS_WITH(x.expand({3, 3}), Catch::Contains("expand"));
+  CHECK_THROWS_AS(x.size(5), IndexError);
+  CHECK_THROWS_WITH(x.as_strided({10}, {1}, 0), Catch::Contains("as_strided"));
+  Tensor undefined;
+  CHECK_THROWS_AS(undefined.sizes(), Error);
+  CHECK_THROWS_AS(add(undefined, x), Error);
+}

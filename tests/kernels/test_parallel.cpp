@@ -1,0 +1,66 @@
+// The CPU thread pool: every chunk runs once, exceptions reach the caller, and reductions give the
+// same bits whatever the number of threads.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "core/kiln.h"
+#include "kernels/cpu/parallel.h"
+
+using namespace kiln;
+
+TEST_CASE("parallel_for runs every chunk exactly once with fixed boundaries", "[parallel]") {
+  for (int64_t n : {0, 1, 7, 1000, 100003}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::vector<std::pair<int64_t, int64_t>> bounds(static_cast<size_t>(cpu::num_chunks(n, 1000)));
+    cpu::parallel_for(n, 1000, [&](int64_t c, int64_t b, int64_t e) {
+      bounds[static_cast<size_t>(c)] = {b, e};
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) CHECK(h.load() == 1);
+    for (size_t c = 0; c < bounds.size(); ++c) {
+      CHECK(bounds[c].first == static_cast<int64_t>(c) * 1000);
+      CHECK(bounds[c].second == std::min<int64_t>(n, static_cast<int64_t>(c + 1) * 1000));
+    }
+  }
+}
+
+TEST_CASE("parallel_for rethrows a worker's exception on the caller", "[parallel]") {
+  CHECK_THROWS_WITH(cpu::parallel_for(100, 1,
+                                      [](int64_t c, int64_t, int64_t) {
+                                        if (c == 57) throw std::runtime_error("chunk 57 failed");
+                                      }),
+                    "chunk 57 failed");
+  // The pool still works afterwards.
+  std::atomic<int64_t> sum{0};
+  cpu::parallel_for(100, 1, [&](int64_t c, int64_t, int64_t) { sum += c; });
+  CHECK(sum.load() == 4950);
+}
+
+TEST_CASE("nested parallel_for runs inline instead of deadlocking", "[parallel]") {
+  std::atomic<int64_t> count{0};
+  cpu::parallel_for(8, 1, [&](int64_t, int64_t, int64_t) {
+    cpu::parallel_for(100, 10, [&](int64_t, int64_t b, int64_t e) { count += e - b; });
+  });
+  CHECK(count.load() == 800);
+}
+
+TEST_CASE("reductions give identical bits for any thread count", "[parallel]") {
+  manual_seed(11);
+  Tensor x = randn({3, 300001});
+  Tensor big = randn({1000003});
+  int threads = cpu::num_threads();
+  std::vector<std::vector<float>> results;
+  for (int t : {1, 2, 3, 5}) {
+    cpu::set_num_threads(t);
+    results.push_back(sum(big).to_vector<float>());
+    std::vector<float> rows = sum(x, {1}).to_vector<float>();
+    std::vector<float> v = var(big).to_vector<float>();
+    results.back().insert(results.back().end(), rows.begin(), rows.end());
+    results.back().insert(results.back().end(), v.begin(), v.end());
+  }
+  cpu::set_num_threads(threads);
+  for (size_t i = 1; i < results.size(); ++i) CHECK(results[i] == results[0]);
+}

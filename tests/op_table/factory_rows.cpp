@@ -1,0 +1,207 @@
+// Op table rows: factories and random fills. Random rows are checked against the documented
+// Philox mapping (element i uses block i/2 of (seed, offset), words 2*(i%2) and 2*(i%2)+1), so the
+// CUDA parity runner can later demand the same bits from the GPU. The sample's only tensor is an
+// int64 scalar holding the dtype to create (an integer, so the runner never converts it).
+#include <cmath>
+
+#include "kernels/philox.h"
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+constexpr uint64_t kSeed = 20261123;  // the runner seeds this before op and reference
+
+Tensor carrier(DType t, Device d) { return scalar_tensor(static_cast<int64_t>(t), TensorOptions(DType::Int64, d)); }
+DType dt(const TensorList& x) { return static_cast<DType>(x[0].item<int64_t>()); }
+
+Sample shape_sample(const std::string& name) {
+  return {name, [](DType t, Device d) { return TensorList{carrier(t, d)}; }};
+}
+
+// The two words of element i for the op that drew with `offset`.
+std::pair<uint32_t, uint32_t> words(uint64_t offset, int64_t i) {
+  Philox4 b = philox_block(kSeed, offset, static_cast<uint64_t>(i) >> 1);
+  return {b.v[(i & 1) * 2], b.v[(i & 1) * 2 + 1]};
+}
+
+Tensor ref_uniform(const Shape& shape, DType t, double lo, double hi) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < shape_numel(shape); ++i) {
+    auto [w0, w1] = words(0, i);
+    double u = t == DType::Float64 ? philox_uniform_double(w0, w1) : static_cast<double>(philox_uniform(w0));
+    v.push_back(lo + (hi - lo) * u);
+  }
+  return from_values(v, shape);
+}
+
+Tensor ref_normal(const Shape& shape, DType t, double mean, double std) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < shape_numel(shape); ++i) {
+    double u1, u2;
+    if (t == DType::Float64) {
+      Philox4 b = philox_block(kSeed, 0, static_cast<uint64_t>(i));
+      u1 = 1.0 - philox_uniform_double(b.v[0], b.v[1]);
+      u2 = philox_uniform_double(b.v[2], b.v[3]);
+    } else {
+      auto [w0, w1] = words(0, i);
+      u1 = 1.0 - philox_uniform(w0);
+      u2 = philox_uniform(w1);
+    }
+    v.push_back(mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  return from_values(v, shape);
+}
+
+}  // namespace
+
+void add_factory_rows(std::vector<OpRow>& rows) {
+  const Shape shape{3, 37};  // odd: the last element uses half of a Philox block
+  {
+    OpRow r;
+    r.name = "rand";
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    r.samples = {shape_sample("3x37")};
+    r.op = [shape](const TensorList& x) { return TensorList{rand(shape, TensorOptions(dt(x)))}; };
+    r.reference = [shape](const TensorList& x) {
+      return TensorList{ref_uniform(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0, 1)};
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"integer dtype", [] { rand({2}, TensorOptions(DType::Int64)); }, {"rand", "int64"}},
+                {"negative size", [] { rand({2, -1}); }, {"rand", "[2, -1]"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "uniform_";
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    r.samples = {shape_sample("3x37")};
+    r.op = [shape](const TensorList& x) {
+      Tensor t = empty(shape, TensorOptions(dt(x)));
+      t.uniform_(-2.0, 3.0);
+      return TensorList{t};
+    };
+    r.reference = [shape](const TensorList& x) {
+      return TensorList{ref_uniform(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, -2, 3)};
+    };
+    r.errors = {{"low above high", [] { zeros({2}).uniform_(1.0, 0.0); }, {"uniform_", "low"}},
+                {"integer tensor", [] { zeros({2}, DType::Int32).uniform_(); }, {"uniform_", "int32"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "randn";
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    r.samples = {shape_sample("3x37")};
+    r.op = [shape](const TensorList& x) { return TensorList{randn(shape, TensorOptions(dt(x)))}; };
+    r.reference = [shape](const TensorList& x) {
+      return TensorList{ref_normal(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0, 1)};
+    };
+    // float32 Box-Muller: log and cos in float differ from the double reference by a few ulps
+    // of values up to ~4, i.e. ~1e-6 absolute.
+    r.tolerance[DType::Float32] = {1e-5, 1e-5};
+    r.errors = {{"integer dtype", [] { randn({2}, TensorOptions(DType::Int32)); }, {"randn", "int32"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "normal_";
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    r.samples = {shape_sample("3x37")};
+    r.op = [shape](const TensorList& x) {
+      Tensor t = empty(shape, TensorOptions(dt(x)));
+      t.normal_(0.5, 2.0);
+      return TensorList{t};
+    };
+    r.reference = [shape](const TensorList& x) {
+      return TensorList{ref_normal(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0.5, 2.0)};
+    };
+    // As randn, scaled by std = 2.
+    r.tolerance[DType::Float32] = {3e-5, 1e-5};
+    r.errors = {{"negative std", [] { zeros({2}).normal_(0.0, -1.0); }, {"normal_", "std"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "randint";
+    r.dtypes = {DType::Int64, DType::Int32, DType::UInt8, DType::Float32};
+    r.random = true;
+    r.samples = {shape_sample("3x37")};
+    r.op = [shape](const TensorList& x) { return TensorList{randint(-3, 250, shape, TensorOptions(dt(x)))}; };
+    r.reference = [shape](const TensorList&) {
+      std::vector<double> v;
+      for (int64_t i = 0; i < shape_numel(shape); ++i) {
+        auto [w0, w1] = words(0, i);
+        uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
+        v.push_back(static_cast<double>(-3 + static_cast<int64_t>(bits % 253)));
+      }
+      return TensorList{from_values(v, shape)};
+    };
+    r.exact_outputs = {0};
+    // uint8 cannot hold -3..-1: those wrap, as a cast does in PyTorch; keep the check to int types
+    // that hold the range, and float32 (exact for small integers).
+    r.dtypes = {DType::Int64, DType::Int32, DType::Float32};
+    r.errors = {{"empty range", [] { randint(5, 5, {2}); }, {"randint", "low=5", "high=5"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "arange";
+    r.dtypes = {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::BFloat16};
+    r.samples = {shape_sample("0..7 step 0.5 / ints")};
+    r.op = [](const TensorList& x) {
+      DType t = dt(x);
+      return TensorList{is_floating(t) ? arange(0.0, 7.0, 0.5, TensorOptions(t)) : arange(-4, 9, 3, TensorOptions(t))};
+    };
+    r.reference = [](const TensorList& x) {
+      std::vector<double> v;
+      if (is_floating(dt(x))) {
+        for (int i = 0; i < 14; ++i) v.push_back(0.5 * i);
+      } else {
+        for (int i = -4; i < 9; i += 3) v.push_back(i);
+      }
+      return TensorList{from_values(v, {static_cast<int64_t>(v.size())})};
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"zero step", [] { arange(0, 5, 0); }, {"arange", "step"}},
+                {"step away from end", [] { arange(0, 5, -1); }, {"arange", "step -1"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "linspace";
+    r.dtypes = {DType::Float32, DType::Float64, DType::Float16};
+    r.samples = {shape_sample("-1..2, 7 points")};
+    r.op = [](const TensorList& x) { return TensorList{linspace(-1.0, 2.0, 7, TensorOptions(dt(x)))}; };
+    r.reference = [](const TensorList&) {
+      std::vector<double> v;
+      for (int i = 0; i < 7; ++i) v.push_back(-1.0 + 0.5 * i);
+      return TensorList{from_values(v, {7})};
+    };
+    r.errors = {{"negative steps", [] { linspace(0, 1, -2); }, {"linspace", "-2"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "full";
+    r.dtypes = kAllNumeric;
+    r.samples = {shape_sample("2x3x5 of 3")};
+    r.op = [](const TensorList& x) {
+      return TensorList{full({2, 3, 5}, 3, TensorOptions(dt(x))), zeros({4}, TensorOptions(dt(x))),
+                        ones({2, 2}, TensorOptions(dt(x)))};
+    };
+    r.reference = [](const TensorList&) {
+      return TensorList{from_values(std::vector<double>(30, 3.0), {2, 3, 5}), from_values(std::vector<double>(4, 0.0), {4}),
+                        from_values(std::vector<double>(4, 1.0), {2, 2})};
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"negative size", [] { full({-2}, 1.0); }, {"full", "[-2]"}}};
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace kiln::test

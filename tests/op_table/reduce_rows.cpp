@@ -1,0 +1,488 @@
+// Op table rows: reductions (sum, mean, var, max/min, amax/amin, argmax/argmin, any/all) and topk.
+// Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max,
+// min and topk come from rnd_distinct so the winners are unique (no ties for the index outputs or
+// the gradient). multinomial is random and tested on its own.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+using Group = std::vector<double>;
+using GroupFn = std::function<double(const Group&)>;
+
+double sum_of(const Group& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+double mean_of(const Group& v) { return sum_of(v) / static_cast<double>(v.size()); }  // 0/0 = NaN when empty
+GroupFn var_with(double correction) {
+  return [correction](const Group& v) {
+    double m = mean_of(v), ss = 0;
+    for (double x : v) ss += (x - m) * (x - m);
+    double dof = static_cast<double>(v.size()) - correction;
+    return dof <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / dof;
+  };
+}
+double max_of(const Group& v) { return *std::max_element(v.begin(), v.end()); }
+double min_of(const Group& v) { return *std::min_element(v.begin(), v.end()); }
+// Position of the first maximum / minimum in the group (row-major order along the reduced dims).
+double argmax_of(const Group& v) { return static_cast<double>(std::max_element(v.begin(), v.end()) - v.begin()); }
+double argmin_of(const Group& v) { return static_cast<double>(std::min_element(v.begin(), v.end()) - v.begin()); }
+double any_of(const Group& v) { return std::any_of(v.begin(), v.end(), [](double x) { return x != 0; }) ? 1 : 0; }
+double all_of(const Group& v) { return std::all_of(v.begin(), v.end(), [](double x) { return x != 0; }) ? 1 : 0; }
+
+DType sum_dtype(DType t) { return is_floating(t) ? t : DType::Int64; }
+DType same_dtype(DType t) { return t; }
+
+// The usual inputs of a reduction over a 3-d tensor: odd sizes, a non-contiguous one and a permuted one.
+std::vector<Sample> normal_samples(uint64_t seed) {
+  return {
+      {"3x5x7", [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, seed)}; }},
+      {"non-contiguous 5x3x9", [seed](DType t, Device d) { return TensorList{noncontig(rnd({5, 3, 9}, t, d, seed + 1))}; }},
+      {"permuted 7x3x5", [seed](DType t, Device d) { return TensorList{rnd({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
+  };
+}
+
+// The same shapes with distinct values (at most 135 elements, so they stay exact in bfloat16 and uint8).
+std::vector<Sample> distinct_samples(uint64_t seed) {
+  return {
+      {"3x5x7 distinct", [seed](DType t, Device d) { return TensorList{rnd_distinct({3, 5, 7}, t, d, seed)}; }},
+      {"non-contiguous 5x3x9 distinct",
+       [seed](DType t, Device d) { return TensorList{noncontig(rnd_distinct({5, 3, 9}, t, d, seed + 1))}; }},
+      {"permuted 7x3x5 distinct",
+       [seed](DType t, Device d) { return TensorList{rnd_distinct({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
+  };
+}
+
+// A row whose single output is ref_reduce(x, dims, keepdim, fn).
+OpRow reduction(const std::string& name, std::vector<DType> dtypes, std::vector<Sample> samples,
+                std::function<Tensor(const Tensor&)> op, Shape dims, bool keepdim, GroupFn fn) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = std::move(dtypes);
+  r.samples = std::move(samples);
+  r.op = [op](const TensorList& x) { return TensorList{op(x[0])}; };
+  r.reference = [dims, keepdim, fn](const TensorList& x) { return TensorList{ref_reduce(x[0], dims, keepdim, fn)}; };
+  return r;
+}
+
+// Reference of topk along dim: the k largest (smallest) values and their indices, sorted.
+TensorList ref_topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+  const Shape& s = x.sizes();
+  int64_t d = dim < 0 ? dim + static_cast<int64_t>(s.size()) : dim;
+  Shape os = s;
+  os[static_cast<size_t>(d)] = k;
+  std::vector<double> xv = values(x);
+  std::vector<double> vals(static_cast<size_t>(shape_numel(os))), idxs(vals.size());
+  for (int64_t o = 0; o < shape_numel(os); ++o) {
+    Shape idx = unravel(o, os);
+    if (idx[static_cast<size_t>(d)] != 0) continue;  // one pass per row, from its first output
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t j = 0; j < s[static_cast<size_t>(d)]; ++j) {
+      Shape src = idx;
+      src[static_cast<size_t>(d)] = j;
+      row.emplace_back(xv[static_cast<size_t>(ravel(src, s))], j);
+    }
+    std::stable_sort(row.begin(), row.end(), [largest](const auto& a, const auto& b) {
+      return largest ? a.first > b.first : a.first < b.first;
+    });
+    for (int64_t j = 0; j < k; ++j) {
+      Shape dst = idx;
+      dst[static_cast<size_t>(d)] = j;
+      vals[static_cast<size_t>(ravel(dst, os))] = row[static_cast<size_t>(j)].first;
+      idxs[static_cast<size_t>(ravel(dst, os))] = static_cast<double>(row[static_cast<size_t>(j)].second);
+    }
+  }
+  return {from_values(vals, os), from_values(idxs, os)};
+}
+
+OpRow topk_row(const std::string& name, int64_t k, int64_t dim, bool largest, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kAllNumeric;
+  r.samples = distinct_samples(seed);
+  r.samples.push_back({"1-d 9", [seed](DType t, Device d) { return TensorList{rnd_distinct({9}, t, d, seed + 3)}; }});
+  // k is at most the smallest size along dim in the samples (3); the op clamps it for the 1-d sample.
+  r.op = [k, dim, largest](const TensorList& x) {
+    int64_t dd = x[0].dim() == 1 ? 0 : dim;
+    auto [v, i] = topk(x[0], std::min(k, x[0].size(dd)), dd, largest);
+    return TensorList{v, i};
+  };
+  r.reference = [k, dim, largest](const TensorList& x) {
+    int64_t dd = x[0].dim() == 1 ? 0 : dim;
+    return ref_topk(x[0], std::min(k, x[0].size(dd)), dd, largest);
+  };
+  r.differentiable = {0};
+  r.exact_outputs = {1};
+  r.out_dtype = same_dtype;
+  r.errors = {
+      {"k larger than the dim", [dim] { topk(zeros({3, 4}), 5, dim); }, {"topk", "k = 5", "[3, 4]"}},
+      {"negative k", [dim, largest] { topk(zeros({3, 4}), -1, dim, largest); }, {"topk", "k = -1", "[3, 4]"}},
+      {"dim out of range", [] { topk(zeros({3, 4}), 1, 2); }, {"topk", "dimension 2", "2-d"}},
+      {"bool input", [] { topk(zeros({3, 4}, DType::Bool), 1); }, {"topk", "bool"}},
+  };
+  return r;
+}
+
+// Bool-like inputs (0/1 values cast to the dtype) with rows that are all false, all true and mixed.
+std::vector<Sample> logical_samples(uint64_t seed) {
+  return {
+      {"4x3 crafted rows",
+       [](DType t, Device d) {
+         return TensorList{from_values({0, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1}, {4, 3}).to(t).to(d)};
+       }},
+      {"all false 3x5", [](DType t, Device d) { return TensorList{zeros({3, 5}, TensorOptions(t, d))}; }},
+      {"all true non-contiguous 3x5", [](DType t, Device d) { return TensorList{noncontig(ones({3, 5}, TensorOptions(t, d)))}; }},
+      {"random 3x5x7", [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, DType::Bool, d, seed).to(t)}; }},
+  };
+}
+
+}  // namespace
+
+void add_reduce_rows(std::vector<OpRow>& rows) {
+  // --- sum ---------------------------------------------------------------------------------
+  {
+    std::vector<Sample> s = normal_samples(100);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 104)}; }});
+    s.push_back({"empty 0x3", [](DType t, Device d) { return TensorList{zeros({0, 3}, TensorOptions(t, d))}; }});
+    OpRow r = reduction("sum_all", kAllNumeric, s, [](const Tensor& x) { return sum(x); }, {}, false, sum_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    r.errors = {
+        {"dim out of range", [] { sum(zeros({2, 3}), {5}); }, {"sum", "dimension 5", "2-d"}},
+        {"negative dim out of range", [] { sum(zeros({2, 3}), {-3}); }, {"sum", "dimension -3", "2-d"}},
+        {"dim repeated", [] { sum(zeros({2, 3}), {1, -1}); }, {"sum", "[1, -1]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("sum_dim1", kAllNumeric, normal_samples(110), [](const Tensor& x) { return sum(x, {1}); }, {1},
+                        false, sum_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    r.errors = {{"dim out of range", [] { sum(zeros({2, 3}), {2}); }, {"sum", "dimension 2", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("sum_dim1_keepdim", kAllNumeric, normal_samples(120),
+                        [](const Tensor& x) { return sum(x, {1}, true); }, {1}, true, sum_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("sum_dims02", kAllNumeric, normal_samples(130), [](const Tensor& x) { return sum(x, {0, 2}); },
+                        {0, 2}, false, sum_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    r.errors = {{"one of the dims out of range", [] { sum(zeros({2, 3, 4}), {0, 3}); }, {"sum", "dimension 3", "3-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("sum_dimneg1_keepdim", kAllNumeric, normal_samples(140),
+                        [](const Tensor& x) { return sum(x, {-1}, true); }, {-1}, true, sum_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    // Integer and bool inputs sum to int64.
+    std::vector<Sample> s = normal_samples(150);
+    OpRow r = reduction("sum_int_bool_dims01", {DType::Int32, DType::UInt8, DType::Bool, DType::Int64}, s,
+                        [](const Tensor& x) { return sum(x, {0, 1}); }, {0, 1}, false, sum_of);
+    r.out_dtype = [](DType) { return DType::Int64; };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Long reductions with few outputs take the chunked path (partials of 32768 merged in order).
+    // Forward only: a gradcheck over 140k elements would take minutes.
+    std::vector<Sample> s = {
+        {"2x70001", [](DType t, Device d) { return TensorList{rnd({2, 70001}, t, d, 160)}; }},
+        {"non-contiguous 70001x2 over dim 0",
+         [](DType t, Device d) { return TensorList{rnd({2, 70001}, t, d, 161).t()}; }},
+    };
+    OpRow r;
+    r.name = "sum_long_chunked";
+    r.dtypes = kAllNumeric;
+    r.samples = s;
+    r.op = [](const TensorList& x) { return TensorList{sum(x[0], {x[0].size(0) == 2 ? 1 : 0})}; };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {x[0].size(0) == 2 ? 1 : 0}, false, sum_of)};
+    };
+    r.out_dtype = sum_dtype;
+    rows.push_back(std::move(r));
+  }
+
+  // --- mean --------------------------------------------------------------------------------
+  {
+    std::vector<Sample> s = normal_samples(200);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 204)}; }});
+    OpRow r = reduction("mean_all", kFloatTypes, s, [](const Tensor& x) { return mean(x); }, {}, false, mean_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"int input", [] { mean(zeros({3, 4}, DType::Int32)); }, {"mean", "int32"}},
+        {"dim out of range", [] { mean(zeros({2, 3}), {4}); }, {"mean", "dimension 4", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("mean_dim1", kFloatTypes, normal_samples(210), [](const Tensor& x) { return mean(x, {1}); }, {1},
+                        false, mean_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {{"bool input", [] { mean(zeros({3}, DType::Bool), {0}); }, {"mean", "bool"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("mean_dim0_keepdim", kFloatTypes, normal_samples(220),
+                        [](const Tensor& x) { return mean(x, {0}, true); }, {0}, true, mean_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("mean_dimsneg1neg2", kFloatTypes, normal_samples(230),
+                        [](const Tensor& x) { return mean(x, {-1, -2}); }, {-1, -2}, false, mean_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {{"dim repeated", [] { mean(zeros({2, 3}), {0, -2}); }, {"mean", "[0, -2]"}}};
+    rows.push_back(std::move(r));
+  }
+
+  // --- var ---------------------------------------------------------------------------------
+  {
+    OpRow r = reduction("var_dim1", kFloatTypes, normal_samples(300), [](const Tensor& x) { return var(x, {1}); }, {1},
+                        false, var_with(1.0));
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"int input", [] { var(zeros({3, 4}, DType::Int64), {1}); }, {"var", "int64", "[3, 4]"}},
+        {"dim out of range", [] { var(zeros({2, 3}), {-4}); }, {"var", "dimension -4", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("var_dimneg1_correction0_keepdim", kFloatTypes, normal_samples(310),
+                        [](const Tensor& x) { return var(x, {-1}, 0.0, true); }, {-1}, true, var_with(0.0));
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("var_all", kFloatTypes, normal_samples(320), [](const Tensor& x) { return var(x); }, {}, false,
+                        var_with(1.0));
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("var_all_correction0", kFloatTypes, normal_samples(330),
+                        [](const Tensor& x) { return var(x, {}, 0.0); }, {}, false, var_with(0.0));
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    // Chan's pairwise merge of chunk partials; values offset by 1000 so a naive sum of squares would lose digits.
+    OpRow r;
+    r.name = "var_long_chunked";
+    r.dtypes = {DType::Float32, DType::Float64};
+    r.samples = {{"2x70001 offset", [](DType t, Device d) { return TensorList{(rnd({2, 70001}, t, d, 340) + 1000.0)}; }}};
+    r.op = [](const TensorList& x) { return TensorList{var(x[0], {1})}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_reduce(x[0], {1}, false, var_with(1.0))}; };
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+
+  // --- max / min ---------------------------------------------------------------------------
+  {
+    std::vector<Sample> s = distinct_samples(400);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 404)}; }});
+    OpRow r = reduction("max", kAllNumeric, s, [](const Tensor& x) { return max(x); }, {}, false, max_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"empty input", [] { max(zeros({0, 3})); }, {"max", "empty", "[0, 3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("min", kAllNumeric, distinct_samples(410), [](const Tensor& x) { return min(x); }, {}, false,
+                        min_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {{"empty input", [] { min(zeros({2, 0, 3})); }, {"min", "empty", "[2, 0, 3]"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Along a dim: values and int64 indices; the gradient flows to the indexed element.
+    OpRow r;
+    r.name = "max_dim1";
+    r.dtypes = kAllNumeric;
+    r.samples = distinct_samples(420);
+    r.op = [](const TensorList& x) {
+      auto [v, i] = max(x[0], 1);
+      return TensorList{v, i};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {1}, false, max_of), ref_reduce(x[0], {1}, false, argmax_of)};
+    };
+    r.differentiable = {0};
+    r.exact_outputs = {1};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"dim out of range", [] { max(zeros({2, 3}), 2); }, {"max", "dimension 2", "2-d"}},
+        {"empty dim", [] { max(zeros({3, 0}), 1); }, {"max", "empty", "[3, 0]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "max_dimneg1_keepdim";
+    r.dtypes = kAllNumeric;
+    r.samples = distinct_samples(430);
+    r.op = [](const TensorList& x) {
+      auto [v, i] = max(x[0], -1, true);
+      return TensorList{v, i};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {-1}, true, max_of), ref_reduce(x[0], {-1}, true, argmax_of)};
+    };
+    r.differentiable = {0};
+    r.exact_outputs = {1};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "min_dim0";
+    r.dtypes = kAllNumeric;
+    r.samples = distinct_samples(440);
+    r.op = [](const TensorList& x) {
+      auto [v, i] = min(x[0], 0);
+      return TensorList{v, i};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {0}, false, min_of), ref_reduce(x[0], {0}, false, argmin_of)};
+    };
+    r.differentiable = {0};
+    r.exact_outputs = {1};
+    r.out_dtype = same_dtype;
+    r.errors = {{"dim out of range", [] { min(zeros({2, 3}), -3); }, {"min", "dimension -3", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("amax_dims02", kAllNumeric, distinct_samples(450),
+                        [](const Tensor& x) { return amax(x, {0, 2}); }, {0, 2}, false, max_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"dim out of range", [] { amax(zeros({2, 3}), {0, 2}); }, {"amax", "dimension 2", "2-d"}},
+        {"empty dims reduced", [] { amax(zeros({4, 0}), {1}); }, {"amax", "empty", "[4, 0]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("amax_dim1_keepdim", kAllNumeric, distinct_samples(460),
+                        [](const Tensor& x) { return amax(x, {1}, true); }, {1}, true, max_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("amin_dimsneg1", kAllNumeric, distinct_samples(470),
+                        [](const Tensor& x) { return amin(x, {-1}); }, {-1}, false, min_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+
+  // --- argmax / argmin ---------------------------------------------------------------------
+  {
+    OpRow r = reduction("argmax", kAllNumeric, distinct_samples(500), [](const Tensor& x) { return argmax(x); }, {},
+                        false, argmax_of);
+    r.out_dtype = [](DType) { return DType::Int64; };
+    r.errors = {
+        {"empty input", [] { argmax(zeros({0})); }, {"argmax", "empty", "[0]"}},
+        {"dim out of range", [] { argmax(zeros({2, 3}), 2); }, {"argmax", "dimension 2", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("argmax_dim1_keepdim", kAllNumeric, distinct_samples(510),
+                        [](const Tensor& x) { return argmax(x, 1, true); }, {1}, true, argmax_of);
+    r.out_dtype = [](DType) { return DType::Int64; };
+    r.errors = {{"empty dim", [] { argmax(zeros({2, 0}), 1); }, {"argmax", "empty", "[2, 0]"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("argmin", kAllNumeric, distinct_samples(520), [](const Tensor& x) { return argmin(x); }, {},
+                        false, argmin_of);
+    r.out_dtype = [](DType) { return DType::Int64; };
+    r.errors = {{"empty input", [] { argmin(zeros({3, 0})); }, {"argmin", "empty", "[3, 0]"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("argmin_dimneg1", kAllNumeric, distinct_samples(530),
+                        [](const Tensor& x) { return argmin(x, -1); }, {-1}, false, argmin_of);
+    r.out_dtype = [](DType) { return DType::Int64; };
+    rows.push_back(std::move(r));
+  }
+  {
+    // The chunked path: partials of 32768 elements merged in order. Distinct values in float32 are
+    // multiples of 0.25 (exact); half types and uint8 cannot hold 140k distinct values.
+    OpRow r;
+    r.name = "argmax_long_chunked";
+    r.dtypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
+    r.samples = {
+        {"140002", [](DType t, Device d) { return TensorList{rnd_distinct({140002}, t, d, 540)}; }},
+        {"non-contiguous 2x70001", [](DType t, Device d) { return TensorList{noncontig(rnd_distinct({2, 70001}, t, d, 541))}; }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{argmax(x[0]), argmin(x[0]), max(x[0])}; };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {}, false, argmax_of), ref_reduce(x[0], {}, false, argmin_of),
+                        ref_reduce(x[0], {}, false, max_of)};
+    };
+    rows.push_back(std::move(r));
+  }
+
+  // --- any / all ---------------------------------------------------------------------------
+  const std::vector<DType> logical_types{DType::Bool, DType::Float32, DType::Int32, DType::UInt8};
+  {
+    OpRow r = reduction("any", logical_types, logical_samples(600), [](const Tensor& x) { return any(x); }, {}, false,
+                        any_of);
+    r.out_dtype = [](DType) { return DType::Bool; };
+    r.errors = {{"dim out of range", [] { any(zeros({2, 3}, DType::Bool), {3}); }, {"any", "dimension 3", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("any_dimneg1", logical_types, logical_samples(610), [](const Tensor& x) { return any(x, {-1}); },
+                        {-1}, false, any_of);
+    r.out_dtype = [](DType) { return DType::Bool; };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("all", logical_types, logical_samples(620), [](const Tensor& x) { return all(x); }, {}, false,
+                        all_of);
+    r.out_dtype = [](DType) { return DType::Bool; };
+    r.errors = {{"dim out of range", [] { all(zeros({2, 3}, DType::Bool), {-3}); }, {"all", "dimension -3", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction("all_dim1_keepdim", logical_types, logical_samples(630),
+                        [](const Tensor& x) { return all(x, {1}, true); }, {1}, true, all_of);
+    r.out_dtype = [](DType) { return DType::Bool; };
+    rows.push_back(std::move(r));
+  }
+
+  // --- topk --------------------------------------------------------------------------------
+  rows.push_back(topk_row("topk_largest_last", 3, -1, true, 700));
+  rows.push_back(topk_row("topk_smallest_last", 3, -1, false, 710));
+  rows.push_back(topk_row("topk_largest_dim0", 2, 0, true, 720));
+  rows.push_back(topk_row("topk_smallest_dim0", 3, 0, false, 730));
+}
+
+}  // namespace kiln::test

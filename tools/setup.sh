@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what kiln's build and tests need from Debian, non-interactively; a no-op when all is present.
+# Uses sudo when not root. The CUDA toolkit is expected to be installed already (it is optional).
+set -euo pipefail
+packages=(cmake ninja-build g++ ccache catch2 libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+          dataset-fashion-mnist)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command (README's second Quick start command, and what CI runs):
+#  1. a CPU-only build (KILN_CUDA=OFF) and the whole test suite;
+#  2. when the CUDA toolkit is present, a KILN_CUDA=ON build for KILN_CUDA_ARCHITECTURES (default
+#     80;90): every CUDA source must compile and the non-CUDA tests must pass without a GPU;
+#     the "cuda"-labelled tests run too when a GPU is visible.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+start=$(date +%s)
+KILN_CUDA=OFF bash "$root/tools/build.sh" "$root/build/cpu"
+ctest --test-dir "$root/build/cpu" --output-on-failure --parallel "$(nproc)"
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
+  KILN_CUDA=ON bash "$root/tools/build.sh" "$root/build/cuda"
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    ctest --test-dir "$root/build/cuda" --output-on-failure
+  else
+    echo "test: no GPU visible; running the non-CUDA tests of the CUDA build"
+    ctest --test-dir "$root/build/cuda" --output-on-failure --parallel "$(nproc)" -LE cuda
+  fi
+else
+  echo "test: no CUDA toolkit found; skipped the KILN_CUDA=ON build"
+fi
+echo "test: finished in $(( $(date +%s) - start )) s"
