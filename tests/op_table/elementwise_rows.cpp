@@ -1,44 +1,1016 @@
-// Op table rows: elementwise ops (unary, binary with broadcasting, comparisons, where, casts).
+// Op table rows: elementwise ops (unary, binary and scalar forms with broadcasting, comparisons,
+// logical ops, where, masked_fill, casts) and the in-place ops. A row's op has fixed arguments, so
+// scalar operands are part of the row (a float scalar for float dtypes, an integer one for integer
+// dtypes where the row keeps integers integral). Inputs of ops with kinks (relu, abs, clamp,
+// maximum, minimum) stay away from the kinks so central differences never straddle one; bases of
+// log, sqrt, rsqrt and pow are positive. In-place rows apply the op to a clone of input 0 (a leaf
+// that requires grad is refused by design); the clone is strided when input 0 is, outside gradcheck.
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numbers>
+#include <optional>
 
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
+namespace {
+
+using Values = std::vector<double>;
+using Gen = std::function<Tensor(const Shape&, DType, Device, uint64_t)>;
+using ListFn = std::function<TensorList(const TensorList&)>;
+
+const std::vector<DType> kSigned{DType::Float32, DType::Float16, DType::BFloat16,
+                                 DType::Float64, DType::Int32,   DType::Int64};
+const std::vector<DType> kNumericAndBool{DType::Float32, DType::Float16, DType::BFloat16, DType::Float64,
+                                         DType::Int32,   DType::Int64,   DType::UInt8,    DType::Bool};
+const std::vector<DType> kIntTypes{DType::Int32, DType::Int64, DType::UInt8};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+DType same_dtype(DType t) { return t; }
+DType float_or_default(DType t) { return is_floating(t) ? t : DType::Float32; }
+DType bool_dtype(DType) { return DType::Bool; }
+
+// Builds a tensor of dtype t on d from float64 values (exact for the values used here).
+Tensor make(const Values& v, const Shape& shape, DType t, Device d) { return from_values(v, shape).to(t).to(d); }
+
+// --- input generators ----------------------------------------------------------------------------
+
+Gen normal(double scale = 1.0) {
+  return [scale](const Shape& s, DType t, Device d, uint64_t seed) { return rnd(s, t, d, seed, scale); };
+}
+
+// Normal values moved at least `margin` away from every point in `kinks`; integer dtypes keep
+// rnd's integers (they are never gradchecked).
+Gen avoiding(Values kinks, double margin = 0.05, double scale = 1.0) {
+  return [kinks, margin, scale](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (!is_floating(t)) return rnd(s, t, d, seed);
+    Values v = values(rnd(s, DType::Float64, Device::cpu(), seed, scale));
+    for (double& x : v) {
+      for (double k : kinks) {
+        if (std::fabs(x - k) < margin) x = x < k ? k - margin : k + margin;
+      }
+    }
+    return make(v, s, t, d);
+  };
+}
+
+// Values away from zero (denominators, negative powers): |x| >= 0.25 for floats, nonzero integers.
+Gen nonzero() {
+  return [](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (is_floating(t)) return avoiding({0.0}, 0.25)(s, t, d, seed);
+    Values v = values(rnd(s, t, Device::cpu(), seed));
+    for (double& x : v) x = x == 0 ? 1 : x;
+    return make(v, s, t, d);
+  };
+}
+
+// Positive values: uniform in [lo, hi] for floats, integers in [1, 10] otherwise.
+Gen positive(double lo, double hi) {
+  return [lo, hi](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (is_floating(t)) return rnd_range(s, t, d, seed, lo, hi);
+    Values v = values(rnd(s, DType::UInt8, Device::cpu(), seed));
+    for (double& x : v) x += 1;
+    return make(v, s, t, d);
+  };
+}
+
+// Small integers in any dtype (bool: a fair coin): comparisons see ties, logical ops see zeros.
+Gen small_ints() {
+  return [](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (t == DType::Bool || t == DType::UInt8) return rnd(s, t, d, seed);
+    return rnd(s, DType::Int64, Device::cpu(), seed).to(t).to(d);
+  };
+}
+
+// rnd_distinct's values, shifted by half its spacing for floats when `shift`: an unshifted and a
+// shifted tensor never hold equal values (no ties for maximum and minimum).
+Gen distinct(bool shift) {
+  return [shift](const Shape& s, DType t, Device d, uint64_t seed) {
+    Values v = values(rnd_distinct(s, t, Device::cpu(), seed));
+    double off = !shift || !is_floating(t) ? 0.0 : (t == DType::Float16 || t == DType::BFloat16 ? 0.5 : 0.125);
+    for (double& x : v) x += off;
+    return make(v, s, t, d);
+  };
+}
+
+Gen booleans() {
+  return [](const Shape& s, DType, Device d, uint64_t seed) { return rnd(s, DType::Bool, d, seed); };
+}
+
+// --- samples -------------------------------------------------------------------------------------
+
+std::vector<Sample> unary_samples(uint64_t seed, Gen g) {
+  return {
+      {"odd size", [=](DType t, Device d) { return TensorList{g({7, 13}, t, d, seed)}; }},
+      {"non-contiguous", [=](DType t, Device d) { return TensorList{noncontig(g({5, 3}, t, d, seed + 1))}; }},
+      {"transposed", [=](DType t, Device d) { return TensorList{g({4, 6}, t, d, seed + 2).t()}; }},
+      {"0-d", [=](DType t, Device d) { return TensorList{g({}, t, d, seed + 3)}; }},
+      {"empty", [=](DType t, Device d) { return TensorList{g({0, 3}, t, d, seed + 4)}; }},
+  };
+}
+
+std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
+  return {
+      {"same shape", [=](DType t, Device d) { return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)}; }},
+      {"broadcast",
+       [=](DType t, Device d) { return TensorList{ga({4, 1, 3}, t, d, seed + 2), gb({5, 1}, t, d, seed + 3)}; }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
+       }},
+      {"0-d and tensor", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 6), gb({2, 3}, t, d, seed + 7)}; }},
+      {"0-d", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)}; }},
+  };
+}
+
+// Samples of an in-place op self.op_(other): other broadcasts to self's shape.
+std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb) {
+  return {
+      {"same shape", [=](DType t, Device d) { return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)}; }},
+      {"broadcast other",
+       [=](DType t, Device d) { return TensorList{ga({3, 4, 5}, t, d, seed + 2), gb({4, 1}, t, d, seed + 3)}; }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
+       }},
+      {"0-d other", [=](DType t, Device d) { return TensorList{ga({2, 3}, t, d, seed + 6), gb({}, t, d, seed + 7)}; }},
+      {"0-d", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)}; }},
+  };
+}
+
+// The tensor an in-place row modifies: a copy of x, strided like x when x is strided and not
+// gradchecked (in-place on a view that takes part in autograd is refused by design).
+Tensor inplace_target(const Tensor& x) {
+  if (x.requires_grad() || x.is_contiguous()) return x.clone();
+  return noncontig(x.clone());
+}
+
+// --- rows ----------------------------------------------------------------------------------------
+
+using RefFn = std::function<double(const Values&)>;
+
+ListFn ref(RefFn fn) {
+  return [fn](const TensorList& x) { return TensorList{ref_map(x, fn)}; };
+}
+
+// A reference with several outputs, each elementwise over all inputs.
+ListFn refs(std::vector<RefFn> fns) {
+  return [fns](const TensorList& x) {
+    TensorList r;
+    for (const RefFn& f : fns) r.push_back(ref_map(x, f));
+    return r;
+  };
+}
+
+OpRow make_row(std::string name, std::vector<DType> dtypes, std::vector<Sample> samples, ListFn op, ListFn reference,
+               std::vector<size_t> differentiable, std::function<DType(DType)> out_dtype) {
+  OpRow r;
+  r.name = std::move(name);
+  r.dtypes = std::move(dtypes);
+  r.samples = std::move(samples);
+  r.op = std::move(op);
+  r.reference = std::move(reference);
+  r.differentiable = std::move(differentiable);
+  r.out_dtype = std::move(out_dtype);
+  return r;
+}
+
+// A scalar operand that keeps integer rows integral: f for float tensors, i for the others.
+Scalar pick(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? Scalar(f) : Scalar(i); }
+double pickd(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? f : static_cast<double>(i); }
+
+ErrorCase no_broadcast(const std::string& op, std::function<Tensor(const Tensor&, const Tensor&)> fn) {
+  return {"shapes do not broadcast", [fn] { fn(zeros({2, 3}), zeros({4})); }, {op, "[2, 3]", "[4]"}};
+}
+
+ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tensor&)> fn) {
+  return {"undefined input", [fn] { fn(Tensor()); }, {op, "undefined"}};
+}
+
+// Integer inputs of these rows give float32 outputs computed in float32: float32's tolerance.
+void int_inputs_give_float32(OpRow& r) {
+  for (DType t : kIntTypes) r.tolerance[t] = default_tolerance(DType::Float32);
+}
+
+double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+void add_arithmetic_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r = make_row(
+        "add", kAllNumeric, binary_samples(100, normal(), normal()),
+        [](const TensorList& x) { return TensorList{add(x[0], x[1])}; },
+        ref([](const Values& v) { return v[0] + v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        no_broadcast("add", [](const Tensor& a, const Tensor& b) { return add(a, b); }),
+        {"float alpha with integer operands",
+         [] { add(zeros({2}, DType::Int64), zeros({2}, DType::Int64), 0.5); },
+         {"add", "alpha", "int64"}},
+        {"undefined operand", [] { add(zeros({2}), Tensor()); }, {"add", "undefined"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // a + alpha * b; uint8 stays below 256 (at most 9 + 3 * 9).
+    OpRow r = make_row(
+        "add_alpha", kAllNumeric, binary_samples(150, normal(), normal()),
+        [](const TensorList& x) { return TensorList{add(x[0], x[1], pick(x[0], -0.5, 3))}; },
+        [](const TensorList& x) {
+          double al = pickd(x[0], -0.5, 3);
+          return TensorList{ref_map(x, [al](const Values& v) { return v[0] + al * v[1]; })};
+        },
+        {0, 1}, same_dtype);
+    r.errors = {no_broadcast("add", [](const Tensor& a, const Tensor& b) { return add(a, b, 2); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // A float scalar: integer tensors promote to float32 (exact for these small values).
+    OpRow r = make_row(
+        "add_scalar", kAllNumeric, unary_samples(200, normal()),
+        [](const TensorList& x) { return TensorList{add(x[0], 0.75)}; },
+        ref([](const Values& v) { return v[0] + 0.75; }), {0}, float_or_default);
+    r.errors = {undefined_input("add", [](const Tensor& a) { return add(a, 1); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Unsigned integers are left out: their differences wrap.
+    OpRow r = make_row(
+        "sub", kSigned, binary_samples(300, normal(), normal()),
+        [](const TensorList& x) { return TensorList{sub(x[0], x[1])}; },
+        ref([](const Values& v) { return v[0] - v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        no_broadcast("sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }),
+        {"bool operands", [] { sub(zeros({2}, DType::Bool), zeros({2}, DType::Bool)); }, {"sub", "bool"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "sub_scalar", kSigned, unary_samples(350, normal()),
+        [](const TensorList& x) { return TensorList{sub(x[0], pick(x[0], 1.5, 2))}; },
+        [](const TensorList& x) {
+          double s = pickd(x[0], 1.5, 2);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[0] - s; })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        undefined_input("sub", [](const Tensor& a) { return sub(a, 1); }),
+        {"bool tensor", [] { sub(zeros({2}, DType::Bool), 1); }, {"sub", "bool"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "rsub_scalar", kSigned, unary_samples(400, normal()),
+        [](const TensorList& x) { return TensorList{sub(pick(x[0], 1.25, 4), x[0])}; },
+        [](const TensorList& x) {
+          double s = pickd(x[0], 1.25, 4);
+          return TensorList{ref_map(x, [s](const Values& v) { return s - v[0]; })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        undefined_input("sub", [](const Tensor& a) { return sub(1, a); }),
+        {"bool tensor", [] { sub(1, zeros({2}, DType::Bool)); }, {"sub", "bool"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "mul", kAllNumeric, binary_samples(500, normal(), normal()),
+        [](const TensorList& x) { return TensorList{mul(x[0], x[1])}; },
+        ref([](const Values& v) { return v[0] * v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        no_broadcast("mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }),
+        {"undefined operand", [] { mul(Tensor(), zeros({2})); }, {"mul", "undefined"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "mul_scalar", kAllNumeric, unary_samples(550, normal()),
+        [](const TensorList& x) { return TensorList{mul(x[0], pick(x[0], -1.5, 3))}; },
+        [](const TensorList& x) {
+          double s = pickd(x[0], -1.5, 3);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[0] * s; })};
+        },
+        {0}, same_dtype);
+    r.errors = {undefined_input("mul", [](const Tensor& a) { return mul(a, 2); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // True division: integer operands give float32.
+    OpRow r = make_row(
+        "div", kAllNumeric, binary_samples(600, normal(), nonzero()),
+        [](const TensorList& x) { return TensorList{div(x[0], x[1])}; },
+        ref([](const Values& v) { return v[0] / v[1]; }), {0, 1}, float_or_default);
+    int_inputs_give_float32(r);
+    r.errors = {
+        no_broadcast("div", [](const Tensor& a, const Tensor& b) { return div(a, b); }),
+        {"undefined operand", [] { div(zeros({2}), Tensor()); }, {"div", "undefined"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Integers divided by 4 are exact in float32.
+    OpRow r = make_row(
+        "div_scalar", kAllNumeric, unary_samples(650, normal()),
+        [](const TensorList& x) { return TensorList{div(x[0], pick(x[0], 0.3, 4))}; },
+        [](const TensorList& x) {
+          double s = pickd(x[0], 0.3, 4);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[0] / s; })};
+        },
+        {0}, float_or_default);
+    r.errors = {undefined_input("div", [](const Tensor& a) { return div(a, 2); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "rdiv_scalar", kAllNumeric, unary_samples(700, nonzero()),
+        [](const TensorList& x) { return TensorList{div(pick(x[0], 1.5, 3), x[0])}; },
+        [](const TensorList& x) {
+          double s = pickd(x[0], 1.5, 3);
+          return TensorList{ref_map(x, [s](const Values& v) { return s / v[0]; })};
+        },
+        {0}, float_or_default);
+    int_inputs_give_float32(r);
+    r.errors = {undefined_input("div", [](const Tensor& a) { return div(2, a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Unsigned integers are left out: negation wraps.
+    OpRow r = make_row(
+        "neg", kSigned, unary_samples(800, normal()), [](const TensorList& x) { return TensorList{neg(x[0])}; },
+        ref([](const Values& v) { return -v[0]; }), {0}, same_dtype);
+    r.errors = {
+        {"bool tensor", [] { neg(zeros({2}, DType::Bool)); }, {"neg", "bool"}},
+        undefined_input("neg", [](const Tensor& a) { return neg(a); }),
+    };
+    rows.push_back(std::move(r));
+  }
+}
+
+void add_unary_rows(std::vector<OpRow>& rows) {
+  struct Unary {
+    const char* name;
+    std::vector<DType> dtypes;
+    Gen gen;
+    std::function<Tensor(const Tensor&)> op;
+    std::function<double(double)> ref;
+  };
+  const std::vector<Unary> unary = {
+      {"exp", kAllNumeric, normal(1.5), [](const Tensor& x) { return exp(x); }, [](double v) { return std::exp(v); }},
+      {"log", kFloatTypes, positive(0.2, 4.0), [](const Tensor& x) { return log(x); },
+       [](double v) { return std::log(v); }},
+      {"sqrt", kFloatTypes, positive(0.2, 4.0), [](const Tensor& x) { return sqrt(x); },
+       [](double v) { return std::sqrt(v); }},
+      {"rsqrt", kFloatTypes, positive(0.2, 4.0), [](const Tensor& x) { return rsqrt(x); },
+       [](double v) { return 1 / std::sqrt(v); }},
+      {"tanh", kFloatTypes, normal(2.0), [](const Tensor& x) { return tanh(x); },
+       [](double v) { return std::tanh(v); }},
+      {"sigmoid", kFloatTypes, normal(3.0), [](const Tensor& x) { return sigmoid(x); },
+       [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"gelu", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x); }, gelu_erf_ref},
+      {"gelu_tanh", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); },
+       gelu_tanh_ref},
+  };
+  uint64_t seed = 1000;
+  for (const Unary& u : unary) {
+    auto fn = u.ref;
+    auto op = u.op;
+    OpRow r = make_row(
+        u.name, u.dtypes, unary_samples(seed, u.gen), [op](const TensorList& x) { return TensorList{op(x[0])}; },
+        ref([fn](const Values& v) { return fn(v[0]); }), {0}, float_or_default);
+    int_inputs_give_float32(r);
+    std::string name = std::string(u.name) == "gelu_tanh" ? "gelu" : u.name;
+    r.errors = {undefined_input(name, op)};
+    if (name == "gelu") {
+      r.errors.push_back({"integer input", [op] { op(zeros({2, 3}, DType::Int64)); }, {"gelu", "int64", "[2, 3]"}});
+    }
+    rows.push_back(std::move(r));
+    seed += 50;
+  }
+  {
+    OpRow r = make_row(
+        "abs", kAllNumeric, unary_samples(1500, avoiding({0.0}, 0.1)),
+        [](const TensorList& x) { return TensorList{abs(x[0])}; }, ref([](const Values& v) { return std::fabs(v[0]); }),
+        {0}, same_dtype);
+    r.errors = {undefined_input("abs", [](const Tensor& a) { return abs(a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // The gradient is zero away from 0.
+    OpRow r = make_row(
+        "sign", kAllNumeric, unary_samples(1550, avoiding({0.0}, 0.1)),
+        [](const TensorList& x) { return TensorList{sign(x[0])}; },
+        ref([](const Values& v) { return static_cast<double>((v[0] > 0) - (v[0] < 0)); }), {0}, same_dtype);
+    r.errors = {undefined_input("sign", [](const Tensor& a) { return sign(a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "relu", kAllNumeric, unary_samples(1600, avoiding({0.0}, 0.1)),
+        [](const TensorList& x) { return TensorList{relu(x[0])}; },
+        ref([](const Values& v) { return v[0] > 0 ? v[0] : 0.0; }), {0}, same_dtype);
+    r.errors = {
+        {"bool tensor", [] { relu(zeros({2}, DType::Bool)); }, {"relu", "bool"}},
+        undefined_input("relu", [](const Tensor& a) { return relu(a); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Every third value of a float input is NaN; integers never are.
+    Gen with_nans = [](const Shape& s, DType t, Device d, uint64_t seed) {
+      if (!is_floating(t)) return rnd(s, t, d, seed);
+      Values v = values(rnd(s, DType::Float64, Device::cpu(), seed));
+      for (size_t i = 0; i < v.size(); i += 3) v[i] = kNaN;
+      return make(v, s, t, d);
+    };
+    OpRow r = make_row(
+        "isnan", kAllNumeric, unary_samples(1650, with_nans),
+        [](const TensorList& x) { return TensorList{isnan(x[0])}; },
+        ref([](const Values& v) { return std::isnan(v[0]) ? 1.0 : 0.0; }), {}, bool_dtype);
+    r.errors = {undefined_input("isnan", [](const Tensor& a) { return isnan(a); })};
+    rows.push_back(std::move(r));
+  }
+}
+
+void add_pow_clamp_rows(std::vector<OpRow>& rows) {
+  {
+    // Integer exponents on signed bases (away from 0 for the negative power); integer tensors stay
+    // integral. uint8 is left out: 9^3 wraps.
+    OpRow r = make_row(
+        "pow_scalar", kSigned, unary_samples(2000, nonzero()),
+        [](const TensorList& x) {
+          TensorList out{pow(x[0], 2), pow(x[0], 3), pow(x[0], 0), pow(x[0], 1)};
+          if (x[0].is_floating_point()) out.push_back(pow(x[0], -2));
+          return out;
+        },
+        [](const TensorList& x) {
+          TensorList out;
+          for (double e : {2.0, 3.0, 0.0, 1.0}) out.push_back(ref_map(x, [e](const Values& v) { return std::pow(v[0], e); }));
+          if (x[0].is_floating_point()) out.push_back(ref_map(x, [](const Values& v) { return std::pow(v[0], -2.0); }));
+          return out;
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"integer tensor to a negative integer power", [] { pow(zeros({3}, DType::Int64), -2); },
+         {"pow", "negative", "-2"}},
+        undefined_input("pow", [](const Tensor& a) { return pow(a, 2); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Fractional exponents on positive bases; integer tensors promote to float32.
+    OpRow r = make_row(
+        "pow_scalar_frac", kAllNumeric, unary_samples(2050, positive(0.5, 2.0)),
+        [](const TensorList& x) { return TensorList{pow(x[0], 0.5), pow(x[0], -1.5), pow(x[0], 2.5)}; },
+        refs({[](const Values& v) { return std::pow(v[0], 0.5); }, [](const Values& v) { return std::pow(v[0], -1.5); },
+              [](const Values& v) { return std::pow(v[0], 2.5); }}),
+        {0}, float_or_default);
+    int_inputs_give_float32(r);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "rpow_scalar", kFloatTypes, unary_samples(2100, normal()),
+        [](const TensorList& x) { return TensorList{pow(2.5, x[0]), pow(0.5, x[0])}; },
+        refs({[](const Values& v) { return std::pow(2.5, v[0]); }, [](const Values& v) { return std::pow(0.5, v[0]); }}),
+        {0}, same_dtype);
+    r.errors = {undefined_input("pow", [](const Tensor& a) { return pow(2.0, a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "pow", kFloatTypes, binary_samples(2150, positive(0.5, 2.0), normal()),
+        [](const TensorList& x) { return TensorList{pow(x[0], x[1])}; },
+        ref([](const Values& v) { return std::pow(v[0], v[1]); }), {0, 1}, same_dtype);
+    r.errors = {no_broadcast("pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Outputs: both bounds, min only, max only, and min > max (everything becomes max, as in
+    // PyTorch). Inputs stay 0.05 away from the bounds.
+    OpRow r = make_row(
+        "clamp", kAllNumeric, unary_samples(2200, avoiding({-0.5, 0.8}, 0.05)),
+        [](const TensorList& x) {
+          Scalar lo = pick(x[0], -0.5, 1), hi = pick(x[0], 0.8, 4);
+          return TensorList{clamp(x[0], lo, hi), clamp(x[0], lo, std::nullopt), clamp(x[0], std::nullopt, hi),
+                            clamp(x[0], hi, lo)};
+        },
+        [](const TensorList& x) {
+          double lo = pickd(x[0], -0.5, 1), hi = pickd(x[0], 0.8, 4);
+          return TensorList{ref_map(x, [=](const Values& v) { return std::min(std::max(v[0], lo), hi); }),
+                            ref_map(x, [=](const Values& v) { return std::max(v[0], lo); }),
+                            ref_map(x, [=](const Values& v) { return std::min(v[0], hi); }),
+                            ref_map(x, [=](const Values&) { return lo; })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"no bounds", [] { clamp(zeros({3}), std::nullopt, std::nullopt); }, {"clamp", "min", "max"}},
+        undefined_input("clamp", [](const Tensor& a) { return clamp(a, 0, 1); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // The "ties" sample has equal elements: the gradient splits evenly, which is also what central
+    // differences see at a tie.
+    for (bool is_max : {true, false}) {
+      std::vector<Sample> samples = binary_samples(is_max ? 2300 : 2350, distinct(false), distinct(true));
+      samples.push_back({"ties", [seed = is_max ? 2320 : 2370](DType t, Device d) {
+                           return TensorList{small_ints()({5, 7}, t, d, seed), small_ints()({5, 7}, t, d, seed + 1)};
+                         }});
+      std::string name = is_max ? "maximum" : "minimum";
+      OpRow r = make_row(
+          name, kAllNumeric, samples,
+          [is_max](const TensorList& x) { return TensorList{is_max ? maximum(x[0], x[1]) : minimum(x[0], x[1])}; },
+          ref([is_max](const Values& v) { return is_max ? std::max(v[0], v[1]) : std::min(v[0], v[1]); }), {0, 1},
+          same_dtype);
+      r.errors = {no_broadcast(name, [is_max](const Tensor& a, const Tensor& b) {
+        return is_max ? maximum(a, b) : minimum(a, b);
+      })};
+      rows.push_back(std::move(r));
+    }
+  }
+}
+
+void add_comparison_rows(std::vector<OpRow>& rows) {
+  struct Cmp {
+    const char* name;
+    std::function<Tensor(const Tensor&, const Tensor&)> op;
+    std::function<bool(double, double)> ref;
+  };
+  const std::vector<Cmp> cmps = {
+      {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, [](double a, double b) { return a == b; }},
+      {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, [](double a, double b) { return a != b; }},
+      {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, [](double a, double b) { return a < b; }},
+      {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); }, [](double a, double b) { return a <= b; }},
+      {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, [](double a, double b) { return a > b; }},
+      {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, [](double a, double b) { return a >= b; }},
+  };
+  uint64_t seed = 3000;
+  for (const Cmp& c : cmps) {
+    // Small integers give ties; the last sample compares normal values with small integers.
+    std::vector<Sample> samples = binary_samples(seed, small_ints(), small_ints());
+    samples.push_back({"mixed values", [seed](DType t, Device d) {
+                         return TensorList{normal(2.0)({6, 5}, t, d, seed + 20), small_ints()({5}, t, d, seed + 21)};
+                       }});
+    auto op = c.op;
+    auto fn = c.ref;
+    OpRow r = make_row(
+        c.name, kNumericAndBool, samples, [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
+        ref([fn](const Values& v) { return fn(v[0], v[1]) ? 1.0 : 0.0; }), {}, bool_dtype);
+    r.errors = {no_broadcast(c.name, op)};
+    rows.push_back(std::move(r));
+    seed += 50;
+  }
+  {
+    // Every comparison against an integer scalar and two float scalars.
+    OpRow r = make_row(
+        "compare_scalar", kAllNumeric, unary_samples(3400, small_ints()),
+        [](const TensorList& x) {
+          const Tensor& a = x[0];
+          return TensorList{eq(a, 1), ne(a, 1), lt(a, 1), le(a, 1), gt(a, 1), ge(a, 1), lt(a, 0.5), ge(a, -1.5)};
+        },
+        refs({[](const Values& v) { return double(v[0] == 1); }, [](const Values& v) { return double(v[0] != 1); },
+              [](const Values& v) { return double(v[0] < 1); }, [](const Values& v) { return double(v[0] <= 1); },
+              [](const Values& v) { return double(v[0] > 1); }, [](const Values& v) { return double(v[0] >= 1); },
+              [](const Values& v) { return double(v[0] < 0.5); }, [](const Values& v) { return double(v[0] >= -1.5); }}),
+        {}, bool_dtype);
+    r.errors = {undefined_input("eq", [](const Tensor& a) { return eq(a, 1); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "logical_not", kNumericAndBool, unary_samples(3450, small_ints()),
+        [](const TensorList& x) { return TensorList{logical_not(x[0])}; },
+        ref([](const Values& v) { return v[0] == 0 ? 1.0 : 0.0; }), {}, bool_dtype);
+    r.errors = {undefined_input("logical_not", [](const Tensor& a) { return logical_not(a); })};
+    rows.push_back(std::move(r));
+  }
+  for (bool is_and : {true, false}) {
+    std::string name = is_and ? "logical_and" : "logical_or";
+    auto op = [is_and](const Tensor& a, const Tensor& b) { return is_and ? logical_and(a, b) : logical_or(a, b); };
+    OpRow r = make_row(
+        name, kNumericAndBool, binary_samples(is_and ? 3500 : 3550, small_ints(), small_ints()),
+        [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
+        ref([is_and](const Values& v) {
+          bool a = v[0] != 0, b = v[1] != 0;
+          return (is_and ? a && b : a || b) ? 1.0 : 0.0;
+        }),
+        {}, bool_dtype);
+    r.errors = {no_broadcast(name, op)};
+    rows.push_back(std::move(r));
+  }
+}
+
+void add_select_cast_rows(std::vector<OpRow>& rows) {
+  {
+    Gen v = normal();
+    Gen c = booleans();
+    std::vector<Sample> samples = {
+        {"same shape",
+         [=](DType t, Device d) { return TensorList{c({7, 13}, t, d, 4000), v({7, 13}, t, d, 4001), v({7, 13}, t, d, 4002)}; }},
+        {"broadcast all three",
+         [=](DType t, Device d) { return TensorList{c({3, 1, 5}, t, d, 4003), v({4, 1}, t, d, 4004), v({5}, t, d, 4005)}; }},
+        {"non-contiguous",
+         [=](DType t, Device d) {
+           return TensorList{noncontig(c({3, 7}, t, d, 4006)), noncontig(v({3, 7}, t, d, 4007)), v({7, 3}, t, d, 4008).t()};
+         }},
+        {"0-d condition",
+         [=](DType t, Device d) { return TensorList{c({}, t, d, 4009), v({2, 3}, t, d, 4010), v({2, 3}, t, d, 4011)}; }},
+        {"0-d values",
+         [=](DType t, Device d) { return TensorList{c({2, 3}, t, d, 4012), v({}, t, d, 4013), v({3}, t, d, 4014)}; }},
+    };
+    OpRow r = make_row(
+        "where", kNumericAndBool, samples, [](const TensorList& x) { return TensorList{where(x[0], x[1], x[2])}; },
+        ref([](const Values& x) { return x[0] != 0 ? x[1] : x[2]; }), {1, 2}, same_dtype);
+    r.errors = {
+        {"float condition", [] { where(zeros({2, 3}), zeros({2, 3}), zeros({2, 3})); }, {"where", "bool", "float32"}},
+        {"shapes do not broadcast", [] { where(zeros({2, 3}, DType::Bool), zeros({4}), zeros({2, 3})); },
+         {"where", "[2, 3]", "[4]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    Gen v = normal();
+    Gen m = booleans();
+    std::vector<Sample> samples = {
+        {"same shape", [=](DType t, Device d) { return TensorList{v({7, 13}, t, d, 4100), m({7, 13}, t, d, 4101)}; }},
+        {"broadcast mask", [=](DType t, Device d) { return TensorList{v({3, 4, 5}, t, d, 4102), m({4, 1}, t, d, 4103)}; }},
+        {"non-contiguous",
+         [=](DType t, Device d) { return TensorList{noncontig(v({3, 7}, t, d, 4104)), m({7, 3}, t, d, 4105).t()}; }},
+        {"0-d mask", [=](DType t, Device d) { return TensorList{v({2, 3}, t, d, 4106), m({}, t, d, 4107)}; }},
+        {"0-d", [=](DType t, Device d) { return TensorList{v({}, t, d, 4108), m({}, t, d, 4109)}; }},
+    };
+    OpRow r = make_row(
+        "masked_fill", kNumericAndBool, samples,
+        [](const TensorList& x) { return TensorList{masked_fill(x[0], x[1], pick(x[0], -2.5, 7))}; },
+        [](const TensorList& x) {
+          double s = x[0].dtype() == DType::Bool ? 1.0 : pickd(x[0], -2.5, 7);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[1] != 0 ? s : v[0]; })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"integer mask", [] { masked_fill(zeros({2, 3}), zeros({2, 3}, DType::Int64), 1.0); },
+         {"masked_fill", "bool", "int64"}},
+        {"mask does not broadcast to the input", [] { masked_fill(zeros({3}), zeros({2, 3}, DType::Bool), 1.0); },
+         {"masked_fill", "[2, 3]", "[3]"}},
+        {"float value into an integer tensor", [] { masked_fill(zeros({3}, DType::Int64), zeros({3}, DType::Bool), 0.5); },
+         {"masked_fill", "int64", "0.5"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Exact for every source dtype.
+    OpRow r = make_row(
+        "to_float64", kNumericAndBool, unary_samples(4200, normal()),
+        [](const TensorList& x) { return TensorList{x[0].to(DType::Float64)}; },
+        ref([](const Values& v) { return v[0]; }), {0}, [](DType) { return DType::Float64; });
+    r.errors = {undefined_input("to", [](const Tensor& a) { return to_dtype(a, DType::Float64); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Small magnitudes (about 1e-3): float32's spacing there (~1e-10) is small enough for central
+    // differences with eps 1e-6 through the float32 rounding of the output.
+    OpRow r = make_row(
+        "to_float32", kAllNumeric, unary_samples(4250, normal(1e-3)),
+        [](const TensorList& x) { return TensorList{x[0].to(DType::Float32)}; },
+        ref([](const Values& v) { return v[0]; }), {0}, [](DType) { return DType::Float32; });
+    // A float64 source is rounded to float32: up to 2^-24 relative.
+    r.tolerance[DType::Float64] = {0, 6e-8};
+    rows.push_back(std::move(r));
+  }
+  for (DType target : {DType::Float16, DType::BFloat16}) {
+    // Round to nearest: within half a spacing, i.e. 2^-11 (float16) or 2^-8 (bfloat16) relative; a
+    // truncating cast fails this bound.
+    double u = target == DType::Float16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    OpRow r = make_row(
+        target == DType::Float16 ? "to_float16" : "to_bfloat16", kAllNumeric, unary_samples(4300, normal()),
+        [target](const TensorList& x) { return TensorList{x[0].to(target)}; },
+        ref([](const Values& v) { return v[0]; }), {}, [target](DType) { return target; });
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, u};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Floats truncate toward zero; not differentiable (an integer cast ends the graph).
+    OpRow r = make_row(
+        "to_int32", kAllNumeric, unary_samples(4350, normal(4.0)),
+        [](const TensorList& x) { return TensorList{x[0].to(DType::Int32)}; },
+        ref([](const Values& v) { return std::trunc(v[0]); }), {}, [](DType) { return DType::Int32; });
+    rows.push_back(std::move(r));
+  }
+}
+
+void add_inplace_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r = make_row(
+        "add_", kAllNumeric, inplace_samples(5000, normal(), normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.add_(x[1]);
+          return TensorList{self};
+        },
+        ref([](const Values& v) { return v[0] + v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        {"float result into an integer tensor",
+         [] {
+           Tensor x = zeros({2, 3}, DType::Int64);
+           x.add_(zeros({2, 3}));
+         },
+         {"add_", "float32", "int64"}},
+        {"operand does not broadcast to self",
+         [] {
+           Tensor x = zeros({3});
+           x.add_(zeros({2, 3}));
+         },
+         {"add_", "[2, 3]", "[3]"}},
+        {"shapes do not broadcast",
+         [] {
+           Tensor x = zeros({2, 3});
+           x.add_(zeros({4}));
+         },
+         {"add_", "[2, 3]", "[4]"}},
+        {"float alpha with integer operands",
+         [] {
+           Tensor x = zeros({3}, DType::Int64);
+           x.add_(ones({3}, DType::Int64), 0.5);
+         },
+         {"add_", "alpha", "int64"}},
+        {"leaf that requires grad",
+         [] {
+           Tensor x = zeros({3});
+           x.set_requires_grad(true);
+           x.add_(ones({3}));
+         },
+         {"add_", "leaf"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "add_scalar_", kAllNumeric, unary_samples(5050, normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.add_(pick(x[0], 0.75, 2));
+          return TensorList{self};
+        },
+        [](const TensorList& x) {
+          double s = pickd(x[0], 0.75, 2);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[0] + s; })};
+        },
+        {0}, same_dtype);
+    r.errors = {{"float scalar into an integer tensor",
+                 [] {
+                   Tensor x = zeros({3}, DType::Int32);
+                   x.add_(0.5);
+                 },
+                 {"add_", "float32", "int32"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "sub_", kSigned, inplace_samples(5100, normal(), normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.sub_(x[1]);
+          return TensorList{self};
+        },
+        ref([](const Values& v) { return v[0] - v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        {"float result into an integer tensor",
+         [] {
+           Tensor x = zeros({2, 3}, DType::Int64);
+           x.sub_(zeros({2, 3}));
+         },
+         {"sub_", "float32", "int64"}},
+        {"operand does not broadcast to self",
+         [] {
+           Tensor x = zeros({3});
+           x.sub_(zeros({2, 3}));
+         },
+         {"sub_", "[2, 3]", "[3]"}},
+        {"bool tensors",
+         [] {
+           Tensor x = zeros({3}, DType::Bool);
+           x.sub_(zeros({3}, DType::Bool));
+         },
+         {"sub_", "bool"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "mul_", kAllNumeric, inplace_samples(5150, normal(), normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.mul_(x[1]);
+          return TensorList{self};
+        },
+        ref([](const Values& v) { return v[0] * v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        {"float result into an integer tensor",
+         [] {
+           Tensor x = zeros({2, 3}, DType::Int32);
+           x.mul_(zeros({2, 3}));
+         },
+         {"mul_", "float32", "int32"}},
+        {"operand does not broadcast to self",
+         [] {
+           Tensor x = zeros({3});
+           x.mul_(zeros({2, 3}));
+         },
+         {"mul_", "[2, 3]", "[3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "mul_scalar_", kAllNumeric, unary_samples(5200, normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.mul_(pick(x[0], -1.5, 3));
+          return TensorList{self};
+        },
+        [](const TensorList& x) {
+          double s = pickd(x[0], -1.5, 3);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[0] * s; })};
+        },
+        {0}, same_dtype);
+    r.errors = {{"float scalar into an integer tensor",
+                 [] {
+                   Tensor x = zeros({3}, DType::Int64);
+                   x.mul_(1.5);
+                 },
+                 {"mul_", "float32", "int64"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    // True division cannot be stored into integer tensors: float dtypes only.
+    OpRow r = make_row(
+        "div_", kFloatTypes, inplace_samples(5250, normal(), nonzero()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.div_(x[1]);
+          return TensorList{self};
+        },
+        ref([](const Values& v) { return v[0] / v[1]; }), {0, 1}, same_dtype);
+    r.errors = {
+        {"integer tensor",
+         [] {
+           Tensor x = ones({2, 3}, DType::Int64);
+           x.div_(ones({2, 3}, DType::Int64));
+         },
+         {"div_", "float32", "int64"}},
+        {"operand does not broadcast to self",
+         [] {
+           Tensor x = ones({3});
+           x.div_(ones({2, 3}));
+         },
+         {"div_", "[2, 3]", "[3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "div_scalar_", kFloatTypes, unary_samples(5300, normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.div_(0.3);
+          return TensorList{self};
+        },
+        ref([](const Values& v) { return v[0] / 0.3; }), {0}, same_dtype);
+    r.errors = {{"integer tensor",
+                 [] {
+                   Tensor x = ones({3}, DType::Int32);
+                   x.div_(2);
+                 },
+                 {"div_", "float32", "int32"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "clamp_", kAllNumeric, unary_samples(5350, avoiding({-0.5, 0.8}, 0.05)),
+        [](const TensorList& x) {
+          Scalar lo = pick(x[0], -0.5, 1), hi = pick(x[0], 0.8, 4);
+          Tensor both = inplace_target(x[0]), low = inplace_target(x[0]), high = inplace_target(x[0]);
+          both.clamp_(lo, hi);
+          low.clamp_(lo, std::nullopt);
+          high.clamp_(std::nullopt, hi);
+          return TensorList{both, low, high};
+        },
+        [](const TensorList& x) {
+          double lo = pickd(x[0], -0.5, 1), hi = pickd(x[0], 0.8, 4);
+          return TensorList{ref_map(x, [=](const Values& v) { return std::min(std::max(v[0], lo), hi); }),
+                            ref_map(x, [=](const Values& v) { return std::max(v[0], lo); }),
+                            ref_map(x, [=](const Values& v) { return std::min(v[0], hi); })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"float bounds for an integer tensor",
+         [] {
+           Tensor x = zeros({3}, DType::Int64);
+           x.clamp_(-0.5, 0.5);
+         },
+         {"clamp_", "float32", "int64"}},
+        {"no bounds",
+         [] {
+           Tensor x = zeros({3});
+           x.clamp_(std::nullopt, std::nullopt);
+         },
+         {"clamp", "min", "max"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    Gen v = normal();
+    Gen m = booleans();
+    std::vector<Sample> samples = {
+        {"same shape", [=](DType t, Device d) { return TensorList{v({7, 13}, t, d, 5400), m({7, 13}, t, d, 5401)}; }},
+        {"broadcast mask", [=](DType t, Device d) { return TensorList{v({3, 4, 5}, t, d, 5402), m({4, 1}, t, d, 5403)}; }},
+        {"non-contiguous",
+         [=](DType t, Device d) { return TensorList{noncontig(v({3, 7}, t, d, 5404)), m({7, 3}, t, d, 5405).t()}; }},
+        {"0-d", [=](DType t, Device d) { return TensorList{v({}, t, d, 5406), m({}, t, d, 5407)}; }},
+    };
+    OpRow r = make_row(
+        "masked_fill_", kAllNumeric, samples,
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.masked_fill_(x[1], pick(x[0], -2.5, 7));
+          return TensorList{self};
+        },
+        [](const TensorList& x) {
+          double s = pickd(x[0], -2.5, 7);
+          return TensorList{ref_map(x, [s](const Values& v) { return v[1] != 0 ? s : v[0]; })};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"integer mask",
+         [] {
+           Tensor x = zeros({2, 3});
+           x.masked_fill_(zeros({2, 3}, DType::Int64), 1.0);
+         },
+         {"masked_fill", "bool", "int64"}},
+        {"mask does not broadcast to self",
+         [] {
+           Tensor x = zeros({3});
+           x.masked_fill_(zeros({2, 3}, DType::Bool), 1.0);
+         },
+         {"masked_fill", "[2, 3]", "[3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Output 0: self (whose old values get no gradient) overwritten by src broadcast to its shape;
+    // output 1: a float64 destination, so every source dtype is cast on the way.
+    OpRow r = make_row(
+        "copy_", kAllNumeric, inplace_samples(5450, normal(), normal()),
+        [](const TensorList& x) {
+          Tensor self = inplace_target(x[0]);
+          self.copy_(x[1]);
+          Tensor wide = zeros(x[0].sizes(), DType::Float64);
+          wide.copy_(x[1]);
+          return TensorList{self, wide};
+        },
+        refs({[](const Values& v) { return v[1]; }, [](const Values& v) { return v[1]; }}), {0, 1}, same_dtype);
+    r.errors = {
+        {"source does not broadcast to self",
+         [] {
+           Tensor x = zeros({3});
+           x.copy_(zeros({2, 3}));
+         },
+         {"copy_", "[2, 3]", "[3]"}},
+        {"shapes do not broadcast",
+         [] {
+           Tensor x = zeros({2, 3});
+           x.copy_(zeros({4}));
+         },
+         {"copy_", "[2, 3]", "[4]"}},
+        {"leaf that requires grad",
+         [] {
+           Tensor x = zeros({3});
+           x.set_requires_grad(true);
+           x.copy_(ones({3}));
+         },
+         {"copy_", "leaf"}},
+    };
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace
 
 void add_elementwise_rows(std::vector<OpRow>& rows) {
-  {
-    OpRow r;
-    r.name = "add";
-    r.dtypes = kAllNumeric;
-    r.samples = {
-        {"same shape", [](DType t, Device d) { return TensorList{rnd({3, 5}, t, d, 1), rnd({3, 5}, t, d, 2)}; }},
-        {"broadcast", [](DType t, Device d) { return TensorList{rnd({4, 1, 3}, t, d, 3), rnd({5, 1}, t, d, 4)}; }},
-        {"non-contiguous", [](DType t, Device d) { return TensorList{noncontig(rnd({3, 7}, t, d, 5)), rnd({7}, t, d, 6)}; }},
-        {"scalar tensor", [](DType t, Device d) { return TensorList{rnd({}, t, d, 7), rnd({2, 3}, t, d, 8)}; }},
-    };
-    r.op = [](const TensorList& x) { return TensorList{add(x[0], x[1])}; };
-    r.reference = [](const TensorList& x) { return TensorList{ref_map(x, [](auto& v) { return v[0] + v[1]; })}; };
-    r.differentiable = {0, 1};
-    r.out_dtype = [](DType t) { return t; };
-    r.errors = {
-        {"shapes do not broadcast", [] { add(zeros({2, 3}), zeros({4})); }, {"add", "[2, 3]", "[4]"}},
-    };
-    rows.push_back(std::move(r));
-  }
-  {
-    OpRow r;
-    r.name = "exp";
-    r.dtypes = kFloatTypes;
-    r.samples = {
-        {"odd size", [](DType t, Device d) { return TensorList{rnd({7, 3}, t, d, 11)}; }},
-        {"non-contiguous", [](DType t, Device d) { return TensorList{noncontig(rnd({5, 2}, t, d, 12))}; }},
-    };
-    r.op = [](const TensorList& x) { return TensorList{exp(x[0])}; };
-    r.reference = [](const TensorList& x) { return TensorList{ref_map(x, [](auto& v) { return std::exp(v[0]); })}; };
-    r.differentiable = {0};
-    r.out_dtype = [](DType t) { return t; };
-    rows.push_back(std::move(r));
-  }
+  add_arithmetic_rows(rows);
+  add_unary_rows(rows);
+  add_pow_clamp_rows(rows);
+  add_comparison_rows(rows);
+  add_select_cast_rows(rows);
+  add_inplace_rows(rows);
 }
 
 }  // namespace kiln::test

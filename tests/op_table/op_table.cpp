@@ -12,6 +12,10 @@ const std::vector<OpRow>& op_table() {
     add_reduce_rows(r);
     add_shape_rows(r);
     add_factory_rows(r);
+    add_linalg_rows(r);
+    add_conv_rows(r);
+    add_nn_rows(r);
+    add_attention_rows(r);
     return r;
   }();
   return rows;

@@ -59,6 +59,10 @@ void add_elementwise_rows(std::vector<OpRow>& rows);
 void add_reduce_rows(std::vector<OpRow>& rows);
 void add_shape_rows(std::vector<OpRow>& rows);
 void add_factory_rows(std::vector<OpRow>& rows);
+void add_linalg_rows(std::vector<OpRow>& rows);
+void add_conv_rows(std::vector<OpRow>& rows);
+void add_nn_rows(std::vector<OpRow>& rows);
+void add_attention_rows(std::vector<OpRow>& rows);
 
 // --- helpers for writing rows ------------------------------------------------------------------
 

@@ -40,8 +40,10 @@ DType same_dtype(DType t) { return t; }
 std::vector<Sample> normal_samples(uint64_t seed) {
   return {
       {"3x5x7", [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, seed)}; }},
-      {"non-contiguous 5x3x9", [seed](DType t, Device d) { return TensorList{noncontig(rnd({5, 3, 9}, t, d, seed + 1))}; }},
-      {"permuted 7x3x5", [seed](DType t, Device d) { return TensorList{rnd({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
+      {"non-contiguous 5x3x9",
+       [seed](DType t, Device d) { return TensorList{noncontig(rnd({5, 3, 9}, t, d, seed + 1))}; }},
+      {"permuted 7x3x5",
+       [seed](DType t, Device d) { return TensorList{rnd({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
   };
 }
 
@@ -134,7 +136,8 @@ std::vector<Sample> logical_samples(uint64_t seed) {
          return TensorList{from_values({0, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1}, {4, 3}).to(t).to(d)};
        }},
       {"all false 3x5", [](DType t, Device d) { return TensorList{zeros({3, 5}, TensorOptions(t, d))}; }},
-      {"all true non-contiguous 3x5", [](DType t, Device d) { return TensorList{noncontig(ones({3, 5}, TensorOptions(t, d)))}; }},
+      {"all true non-contiguous 3x5",
+       [](DType t, Device d) { return TensorList{noncontig(ones({3, 5}, TensorOptions(t, d)))}; }},
       {"random 3x5x7", [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, DType::Bool, d, seed).to(t)}; }},
   };
 }
@@ -229,8 +232,8 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
   {
-    OpRow r = reduction("mean_dim1", kFloatTypes, normal_samples(210), [](const Tensor& x) { return mean(x, {1}); }, {1},
-                        false, mean_of);
+    OpRow r = reduction("mean_dim1", kFloatTypes, normal_samples(210),
+                        [](const Tensor& x) { return mean(x, {1}); }, {1}, false, mean_of);
     r.differentiable = {0};
     r.out_dtype = same_dtype;
     r.errors = {{"bool input", [] { mean(zeros({3}, DType::Bool), {0}); }, {"mean", "bool"}}};
@@ -290,7 +293,8 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     OpRow r;
     r.name = "var_long_chunked";
     r.dtypes = {DType::Float32, DType::Float64};
-    r.samples = {{"2x70001 offset", [](DType t, Device d) { return TensorList{(rnd({2, 70001}, t, d, 340) + 1000.0)}; }}};
+    r.samples = {{"2x70001 offset",
+                  [](DType t, Device d) { return TensorList{rnd({2, 70001}, t, d, 340) + 1000.0}; }}};
     r.op = [](const TensorList& x) { return TensorList{var(x[0], {1})}; };
     r.reference = [](const TensorList& x) { return TensorList{ref_reduce(x[0], {1}, false, var_with(1.0))}; };
     r.out_dtype = same_dtype;
@@ -439,7 +443,8 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     r.dtypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
     r.samples = {
         {"140002", [](DType t, Device d) { return TensorList{rnd_distinct({140002}, t, d, 540)}; }},
-        {"non-contiguous 2x70001", [](DType t, Device d) { return TensorList{noncontig(rnd_distinct({2, 70001}, t, d, 541))}; }},
+        {"non-contiguous 2x70001",
+         [](DType t, Device d) { return TensorList{noncontig(rnd_distinct({2, 70001}, t, d, 541))}; }},
     };
     r.op = [](const TensorList& x) { return TensorList{argmax(x[0]), argmin(x[0]), max(x[0])}; };
     r.reference = [](const TensorList& x) {
@@ -459,8 +464,8 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
   {
-    OpRow r = reduction("any_dimneg1", logical_types, logical_samples(610), [](const Tensor& x) { return any(x, {-1}); },
-                        {-1}, false, any_of);
+    OpRow r = reduction("any_dimneg1", logical_types, logical_samples(610),
+                        [](const Tensor& x) { return any(x, {-1}); }, {-1}, false, any_of);
     r.out_dtype = [](DType) { return DType::Bool; };
     rows.push_back(std::move(r));
   }

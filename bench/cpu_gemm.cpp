@@ -1,0 +1,2 @@
+// placeholder: CPU GEMM benchmark
+int main() { return 0; }

@@ -1,0 +1,2 @@
+// placeholder: implemented by the issue-4 work
+#include "core/ops/attention.h"

@@ -1,0 +1,149 @@
+// matmul: operands whose last two dims are row-major or transposed go to the GEMM as they are
+// (a transpose flag and a leading dimension); anything else is made contiguous first. Broadcast
+// batch dims become per-batch offsets, so an expanded operand is never copied.
+#include "core/ops/linalg.h"
+
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "core/ops/reduce.h"
+#include "kernels/error.h"
+#include "kernels/matmul.h"
+
+namespace kiln {
+namespace {
+
+// How a [.., rows, cols] operand reaches the GEMM: its tensor (maybe a contiguous copy), whether
+// it is transposed in memory, and its leading dimension.
+struct GemmOperand {
+  Tensor t;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+GemmOperand as_gemm_operand(const Tensor& x) {
+  const int64_t r = x.size(-2), c = x.size(-1);
+  const int64_t sr = x.stride(-2), sc = x.stride(-1);
+  if ((sc == 1 || c == 1) && sr >= std::max<int64_t>(c, 1)) return {x, false, std::max<int64_t>(sr, 1)};
+  if ((sr == 1 || r == 1) && sc >= std::max<int64_t>(r, 1)) return {x, true, std::max<int64_t>(sc, 1)};
+  Tensor cx = x.contiguous();
+  return {cx, false, std::max<int64_t>(c, 1)};
+}
+
+// Element offsets of each broadcast batch of x (sizes `batch`) in row-major batch order.
+std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
+  const int64_t nb = shape_numel(batch);
+  const int64_t lead = static_cast<int64_t>(batch.size()) - (x.dim() - 2);
+  std::vector<int64_t> offs(static_cast<size_t>(nb));
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t rem = i, off = 0;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t idx = rem % batch[static_cast<size_t>(d)];
+      rem /= batch[static_cast<size_t>(d)];
+      int64_t xd = d - lead;
+      if (xd >= 0 && x.size(xd) != 1) off += idx * x.stride(xd);
+    }
+    offs[static_cast<size_t>(i)] = off;
+  }
+  return offs;
+}
+
+// a: [..., m, k], b: [..., k, n] (both at least 2-d), same dtype and device.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = empty(out_shape, TensorOptions(a.dtype(), a.device()));
+  if (out.numel() == 0) return out;
+  if (k == 0) {
+    out.zero_();
+    return out;
+  }
+  GemmOperand ga = as_gemm_operand(a), gb = as_gemm_operand(b);
+  std::vector<int64_t> ao = batch_offsets(ga.t, batch), bo = batch_offsets(gb.t, batch);
+  std::vector<int64_t> co(ao.size());
+  for (size_t i = 0; i < co.size(); ++i) co[i] = static_cast<int64_t>(i) * m * n;
+  GemmBatch gbatch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
+  if (!a.is_cpu()) ops::no_cuda_kernel("matmul");
+  gemm_cpu(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld, gb.t.data_ptr(), gb.ld, 0.0,
+           out.data_ptr(), n, gbatch);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  ops::check_defined("matmul", a, "first operand");
+  ops::check_defined("matmul", b, "second operand");
+  ops::common_device("matmul", {&a, &b});
+  if (a.dim() == 0 || b.dim() == 0) {
+    throw ShapeError("matmul: both operands need at least 1 dim, got shapes " + shape_str(a.sizes()) + " and " +
+                     shape_str(b.sizes()));
+  }
+  if (a.dtype() != b.dtype()) {
+    throw DTypeError(std::string("matmul: operands must share a dtype, got ") + dtype_name(a.dtype()) + " and " +
+                     dtype_name(b.dtype()) + " (shapes " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) + ")");
+  }
+  if (!a.is_floating_point()) {
+    throw DTypeError(std::string("matmul: needs floating operands, got ") + dtype_name(a.dtype()));
+  }
+  if (a.size(-1) != b.size(b.dim() == 1 ? 0 : -2)) {
+    throw ShapeError("matmul: inner dimensions differ: " + shape_str(a.sizes()) + " @ " + shape_str(b.sizes()) + " (" +
+                     std::to_string(a.size(-1)) + " vs " + std::to_string(b.size(b.dim() == 1 ? 0 : -2)) + ")");
+  }
+  Tensor a2 = a.dim() == 1 ? a.detach().unsqueeze(0) : a.detach();
+  Tensor b2 = b.dim() == 1 ? b.detach().unsqueeze(1) : b.detach();
+  Tensor out = matmul_nd(a2, b2);
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  if (needs_grad({&a, &b})) {
+    Shape as = a.sizes(), bs = b.sizes();
+    record_function("matmul", {a, b}, {out}, {a, b}, [as, bs](const FunctionNode::Context& ctx) {
+      Tensor g = ctx.grads[0];
+      Tensor av = ctx.saved_at(0), bv = ctx.saved_at(1);
+      // Work in the promoted 2-d+ forms, then drop the added dims and sum broadcast batches.
+      Tensor a2 = av.dim() == 1 ? av.unsqueeze(0) : av;
+      Tensor b2 = bv.dim() == 1 ? bv.unsqueeze(1) : bv;
+      if (as.size() == 1) g = g.unsqueeze(-2);
+      if (bs.size() == 1) g = g.unsqueeze(-1);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) {
+        Tensor ga = matmul(g, b2.transpose(-1, -2));
+        if (as.size() == 1) ga = ga.squeeze(-2);
+        r[0] = sum_to(ga, as);
+      }
+      if (ctx.needs_input_grad[1]) {
+        Tensor gb = matmul(a2.transpose(-1, -2), g);
+        if (bs.size() == 1) gb = gb.squeeze(-1);
+        r[1] = sum_to(gb, bs);
+      }
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops::check_defined("linear", x, "input");
+  ops::check_defined("linear", weight, "weight");
+  if (weight.dim() != 2) throw ShapeError("linear: weight must be 2-d, got shape " + shape_str(weight.sizes()));
+  if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
+    throw ShapeError("linear: input has " + std::to_string(x.dim() ? x.size(-1) : 0) + " features, weight expects " +
+                     std::to_string(weight.size(1)) + " (input " + shape_str(x.sizes()) + ", weight " +
+                     shape_str(weight.sizes()) + ")");
+  }
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))) {
+    throw ShapeError("linear: bias of shape " + shape_str(bias.sizes()) + " does not match " +
+                     std::to_string(weight.size(0)) + " output features (weight " + shape_str(weight.sizes()) + ")");
+  }
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+}  // namespace kiln
