@@ -135,7 +135,12 @@ void record_unary(const char* name, const Tensor& x, const Tensor& out, const Te
   });
 }
 
-DType promote(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+// The result dtype of a binary op; checks first that both operands are defined (messages name `op`).
+DType promote(const char* op, const Tensor& a, const Tensor& b) {
+  ops::check_defined(op, a, "first operand");
+  ops::check_defined(op, b, "second operand");
+  return promote_types(a.dtype(), b.dtype());
+}
 
 }  // namespace
 
@@ -146,7 +151,8 @@ Tensor ops::backward_kernel(const Tensor& g, const Tensor& saved, BinaryOp op, d
 // --- unary ------------------------------------------------------------------------------------
 
 Tensor neg(const Tensor& x) {
-  if (x.defined() && x.dtype() == DType::Bool) throw DTypeError("neg: bool tensors cannot be negated; use logical_not");
+  ops::check_defined("neg", x, "input");
+  if (x.dtype() == DType::Bool) throw DTypeError("neg: bool tensors cannot be negated; use logical_not");
   Tensor out = unary_raw("neg", x, UnaryOp::Neg, x.dtype());
   if (needs_grad({&x})) {
     record_function("neg", {x}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{neg(ctx.grads[0])}; });
@@ -155,6 +161,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  ops::check_defined("exp", x, "input");
   Tensor out = unary_raw("exp", x, UnaryOp::Exp, float_result(x.dtype()));
   if (needs_grad({&x})) {
     record_function("exp", {x}, {out}, {out},
@@ -164,6 +171,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  ops::check_defined("log", x, "input");
   Tensor out = unary_raw("log", x, UnaryOp::Log, float_result(x.dtype()));
   if (needs_grad({&x})) {
     record_function("log", {x}, {out}, {x},
@@ -173,24 +181,28 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  ops::check_defined("sqrt", x, "input");
   Tensor out = unary_raw("sqrt", x, UnaryOp::Sqrt, float_result(x.dtype()));
   record_unary("sqrt", x, out, out, BinaryOp::SqrtBackward);
   return out;
 }
 
 Tensor rsqrt(const Tensor& x) {
+  ops::check_defined("rsqrt", x, "input");
   Tensor out = unary_raw("rsqrt", x, UnaryOp::Rsqrt, float_result(x.dtype()));
   record_unary("rsqrt", x, out, out, BinaryOp::RsqrtBackward);
   return out;
 }
 
 Tensor abs(const Tensor& x) {
+  ops::check_defined("abs", x, "input");
   Tensor out = unary_raw("abs", x, UnaryOp::Abs, x.dtype());
   record_unary("abs", x, out, x, BinaryOp::AbsBackward);
   return out;
 }
 
 Tensor sign(const Tensor& x) {
+  ops::check_defined("sign", x, "input");
   Tensor out = unary_raw("sign", x, UnaryOp::Sign, x.dtype());
   if (needs_grad({&x})) {
     record_function("sign", {x}, {out}, {}, [](const FunctionNode::Context& ctx) {
@@ -201,19 +213,22 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  ops::check_defined("tanh", x, "input");
   Tensor out = unary_raw("tanh", x, UnaryOp::Tanh, float_result(x.dtype()));
   record_unary("tanh", x, out, out, BinaryOp::TanhBackward);
   return out;
 }
 
 Tensor sigmoid(const Tensor& x) {
+  ops::check_defined("sigmoid", x, "input");
   Tensor out = unary_raw("sigmoid", x, UnaryOp::Sigmoid, float_result(x.dtype()));
   record_unary("sigmoid", x, out, out, BinaryOp::SigmoidBackward);
   return out;
 }
 
 Tensor relu(const Tensor& x) {
-  if (x.defined() && x.dtype() == DType::Bool) throw DTypeError("relu: not defined for bool tensors");
+  ops::check_defined("relu", x, "input");
+  if (x.dtype() == DType::Bool) throw DTypeError("relu: not defined for bool tensors");
   Tensor out = unary_raw("relu", x, UnaryOp::Relu, x.dtype());
   record_unary("relu", x, out, out, BinaryOp::ReluBackward);
   return out;
@@ -257,7 +272,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 }
 
 Tensor pow(const Tensor& x, const Tensor& exponent) {
-  DType rt = promote(x, exponent);
+  DType rt = promote("pow", x, exponent);
   Tensor out = binary_raw("pow", x, exponent, BinaryOp::Pow, rt, compute_dtype_for(rt));
   if (needs_grad({&x, &exponent})) {
     Shape xs = x.sizes(), es = exponent.sizes();
@@ -305,7 +320,7 @@ namespace {
 Tensor add_impl(const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha) {
   ops::check_defined(name, a, "first operand");
   ops::check_defined(name, b, "second operand");
-  DType rt = promote(a, b);
+  DType rt = promote(name, a, b);
   if (alpha.is_floating() && !is_floating(rt)) {
     throw DTypeError(std::string(name) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
                      dtype_name(rt));
@@ -332,7 +347,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_i
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if ((a.defined() && a.dtype() == DType::Bool) || (b.defined() && b.dtype() == DType::Bool)) {
-    throw DTypeError("sub: bool tensors cannot be subtracted; use logical_xor or ne");
+    throw DTypeError("sub: bool tensors cannot be subtracted; use ne");
   }
   return add_impl("sub", a, b, negated(alpha));
 }
@@ -347,12 +362,25 @@ Tensor add(const Tensor& a, const Scalar& b) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Scalar& b) { return add(a, negated(b)); }
+namespace {
+void check_sub_operand(const Tensor& t) {
+  ops::check_defined("sub", t, "tensor operand");
+  if (t.dtype() == DType::Bool) throw DTypeError("sub: bool tensors cannot be subtracted; use ne");
+}
+}  // namespace
 
-Tensor sub(const Scalar& a, const Tensor& b) { return add(neg(b), a); }
+Tensor sub(const Tensor& a, const Scalar& b) {
+  check_sub_operand(a);
+  return add(a, negated(b));
+}
+
+Tensor sub(const Scalar& a, const Tensor& b) {
+  check_sub_operand(b);
+  return add(neg(b), a);
+}
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  DType rt = promote(a, b);
+  DType rt = promote("mul", a, b);
   Tensor out = binary_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
   if (needs_grad({&a, &b})) {
     Shape as = a.sizes(), bs = b.sizes();
@@ -384,7 +412,7 @@ Tensor mul(const Tensor& a, const Scalar& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  DType rt = float_result(promote(a, b));
+  DType rt = float_result(promote("div", a, b));
   Tensor out = binary_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
   if (needs_grad({&a, &b})) {
     Shape as = a.sizes(), bs = b.sizes();
@@ -429,7 +457,7 @@ Tensor div(const Scalar& a, const Tensor& b) {
 
 namespace {
 Tensor max_min(const char* name, const Tensor& a, const Tensor& b, bool is_max) {
-  DType rt = promote(a, b);
+  DType rt = promote(name, a, b);
   Tensor out = binary_raw(name, a, b, is_max ? BinaryOp::Maximum : BinaryOp::Minimum, rt, compute_dtype_for(rt));
   if (needs_grad({&a, &b})) {
     Shape as = a.sizes(), bs = b.sizes();
@@ -454,9 +482,10 @@ Tensor max_min(const char* name, const Tensor& a, const Tensor& b, bool is_max) 
 }
 
 Tensor compare(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) {
-  return binary_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote(a, b)));
+  return binary_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote(name, a, b)));
 }
 Tensor compare(const char* name, const Tensor& a, const Scalar& b, BinaryOp op) {
+  ops::check_defined(name, a, "tensor operand");
   return binary_scalar_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote_with_scalar(a.dtype(), b)));
 }
 }  // namespace

@@ -65,21 +65,24 @@ void record_overwrite(const char* op, const Tensor& self) {
   record_function(op, {self}, {self}, {}, [](const FunctionNode::Context&) { return TensorList{Tensor()}; });
 }
 
-}  // namespace
-
-Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
-  check_inplace("add_", *this, {&other});
-  ops::check_defined("add_", other, "operand");
-  check_broadcast_to_self("add_", *this, other);
-  DType rt = promote_types(dtype(), other.dtype());
-  check_cast("add_", rt, *this);
-  bool record = needs_grad({this, &other});
-  apply_binary_inplace("add_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Add, rt, alpha.to_double());
-  bump_version();
+// self += alpha * other; `op` names add_ or sub_ in errors and in the graph.
+void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar& alpha) {
+  check_inplace(op, self, {&other});
+  ops::check_defined(op, other, "operand");
+  check_broadcast_to_self(op, self, other);
+  DType rt = promote_types(self.dtype(), other.dtype());
+  if (alpha.is_floating() && !is_floating(rt)) {
+    throw DTypeError(std::string(op) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
+                     dtype_name(rt));
+  }
+  check_cast(op, rt, self);
+  bool record = needs_grad({&self, &other});
+  apply_binary_inplace(op, self, ops::make_operand(other, self.sizes()), true, BinaryOp::Add, rt, alpha.to_double());
+  self.bump_version();
   if (record) {
     Shape os = other.sizes();
     double al = alpha.to_double();
-    record_function("add_", {*this, other}, {*this}, {}, [os, al](const FunctionNode::Context& ctx) {
+    record_function(op, {self, other}, {self}, {}, [os, al](const FunctionNode::Context& ctx) {
       const Tensor& g = ctx.grads[0];
       TensorList r(2);
       if (ctx.needs_input_grad[0]) r[0] = g;
@@ -87,11 +90,21 @@ Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
       return r;
     });
   }
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
+  add_inplace("add_", *this, other, alpha);
   return *this;
 }
 
 Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) {
-  return add_(other, alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int()));
+  if ((defined() && dtype() == DType::Bool) || (other.defined() && other.dtype() == DType::Bool)) {
+    throw DTypeError("sub_: bool tensors cannot be subtracted; use ne");
+  }
+  add_inplace("sub_", *this, other, alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int()));
+  return *this;
 }
 
 Tensor& Tensor::add_(const Scalar& other) {

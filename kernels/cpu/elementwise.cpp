@@ -83,8 +83,18 @@ template <typename F> void visit_compute(DType compute, F&& f) {
   }
 }
 
+// A double parameter in the compute type; integers saturate (int64's max is not a double, and an
+// out-of-range conversion is undefined).
+template <typename C> C to_compute(double v) {
+  if constexpr (std::is_integral_v<C>) {
+    if (v >= 0x1p63) return std::numeric_limits<C>::max();
+    if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
+  }
+  return static_cast<C>(v);
+}
+
 template <UnaryOp OP> void unary_dispatch(const StridedArg& out, const Operand& in, DType compute, double a, double b) {
-  visit_compute(compute, [&]<typename C>() { unary_typed<OP, C>(out, in, static_cast<C>(a), static_cast<C>(b)); });
+  visit_compute(compute, [&]<typename C>() { unary_typed<OP, C>(out, in, to_compute<C>(a), to_compute<C>(b)); });
 }
 
 template <BinaryOp OP>

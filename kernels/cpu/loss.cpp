@@ -1,1 +1,158 @@
-// placeholder
+// CPU reference for fused cross-entropy. Targets are range-checked in one sequential scan before
+// any work, so the error always names the first bad row whatever the thread count; sum and mean
+// add per-chunk partials (in double) in chunk order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/error.h"
+#include "kernels/loss.h"
+
+namespace kiln {
+namespace {
+
+using cpu::load_as;
+using cpu::store_as;
+
+constexpr int64_t kRowGrainWork = 32768;  // elements of work per chunk of rows
+
+template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T, typename A> inline A ld(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<A>(static_cast<float>(p[i]));
+  } else {
+    return static_cast<A>(p[i]);
+  }
+}
+template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    p[i] = T(static_cast<float>(v));
+  } else {
+    p[i] = static_cast<T>(v);
+  }
+}
+
+template <typename F> void visit_float(DType t, F&& f) {
+  switch (t) {
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float16: f.template operator()<Half>(); return;
+    case DType::BFloat16: f.template operator()<BFloat16>(); return;
+    default: f.template operator()<float>(); return;
+  }
+}
+
+bool is_ignored(int64_t t, const CrossEntropyShape& s) { return t == s.ignore_index; }
+
+int64_t check_targets(const int64_t* target, const CrossEntropyShape& s) {
+  const int64_t rows = s.n * s.s;
+  int64_t valid = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = target[r];
+    if (is_ignored(t, s)) continue;
+    if (t < 0 || t >= s.c) {
+      throw IndexError("cross_entropy: target " + std::to_string(t) + " is out of range for " + std::to_string(s.c) +
+                       " classes (at position " + std::to_string(r) + "; ignore_index is " +
+                       std::to_string(s.ignore_index) + ")");
+    }
+    ++valid;
+  }
+  return valid;
+}
+
+int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kRowGrainWork / std::max<int64_t>(3 * c, 1)); }
+
+}  // namespace
+
+void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+                               DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
+                               LossReduce reduce) {
+  const int64_t valid = check_targets(target, shape);
+  *valid_count = valid;
+  const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
+  const double eps = shape.label_smoothing;
+  const int64_t grain = row_grain(c_n);
+  std::vector<double> partial(static_cast<size_t>(cpu::num_chunks(rows, grain)), 0.0);
+  visit_float(logits_dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(logits);
+    A* lp = static_cast<A*>(lse);
+    cpu::parallel_for(rows, grain, [&](int64_t chunk, int64_t b0, int64_t e0) {
+      double acc = 0;
+      for (int64_t r = b0; r < e0; ++r) {
+        const int64_t base = (r / inner) * c_n * inner + r % inner;
+        A mx = -std::numeric_limits<A>::infinity();
+        for (int64_t j = 0; j < c_n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
+        A se = 0, sx = 0;
+        for (int64_t j = 0; j < c_n; ++j) {
+          const A v = ld<T, A>(x, base + j * inner);
+          se += std::exp(v - mx);
+          sx += v;
+        }
+        const A l = mx + std::log(se);
+        lp[r] = l;
+        const int64_t t = target[r];
+        A loss = 0;
+        if (!is_ignored(t, shape)) {
+          // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c)
+          const A nll = l - ld<T, A>(x, base + t * inner);
+          const A smooth = l - sx / static_cast<A>(c_n);
+          loss = static_cast<A>(1.0 - eps) * nll + static_cast<A>(eps) * smooth;
+        }
+        if (reduce == LossReduce::None) {
+          store_as<A>(out, out_dtype, r, loss);
+        } else {
+          acc += static_cast<double>(loss);
+        }
+      }
+      partial[static_cast<size_t>(chunk)] = acc;
+    });
+  });
+  if (reduce == LossReduce::None) return;
+  double total = 0;
+  for (double p : partial) total += p;
+  // Mean over zero non-ignored rows is 0/0 = NaN, as in PyTorch.
+  if (reduce == LossReduce::Mean) total /= static_cast<double>(valid);
+  store_as<double>(out, out_dtype, 0, total);
+}
+
+void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
+                                DType logits_dtype, const void* lse, const int64_t* valid_count,
+                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce) {
+  const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
+  const double eps = shape.label_smoothing;
+  double scale = 1.0;
+  if (reduce != LossReduce::None) scale = load_as<double>(dout, dout_dtype, 0);
+  if (reduce == LossReduce::Mean) scale /= static_cast<double>(*valid_count);
+  visit_float(logits_dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(logits);
+    const A* lp = static_cast<const A*>(lse);
+    T* dx = static_cast<T*>(dlogits);
+    const A off_target = static_cast<A>(eps / static_cast<double>(c_n));
+    const A on_target = static_cast<A>(1.0 - eps) + off_target;
+    cpu::parallel_for(rows, row_grain(c_n), [&](int64_t, int64_t b0, int64_t e0) {
+      for (int64_t r = b0; r < e0; ++r) {
+        const int64_t base = (r / inner) * c_n * inner + r % inner;
+        const int64_t t = target[r];
+        if (is_ignored(t, shape)) {
+          for (int64_t j = 0; j < c_n; ++j) st<T, A>(dx, base + j * inner, A(0));
+          continue;
+        }
+        const A g = static_cast<A>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
+        const A l = lp[r];
+        for (int64_t j = 0; j < c_n; ++j) {
+          const A p = std::exp(ld<T, A>(x, base + j * inner) - l);
+          st<T, A>(dx, base + j * inner, g * (p - (j == t ? on_target : off_target)));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln

@@ -1,1 +1,238 @@
-// placeholder
+// CPU pooling: one task per (n, c) plane, read and written through strides. Backward passes sum a
+// plane into a local float (double) buffer in output order and store it once: no atomics, no
+// dependence on the thread count, and half gradients round once instead of once per window.
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/error.h"
+#include "kernels/pool.h"
+
+namespace kiln {
+namespace {
+
+template <typename T> using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename A, typename T> inline A load(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<A, T>) {
+    return p[i];
+  } else {
+    return static_cast<A>(static_cast<float>(p[i]));
+  }
+}
+template <typename T, typename A> inline void store(T* p, int64_t i, A v) {
+  if constexpr (std::is_same_v<A, T>) {
+    p[i] = v;
+  } else {
+    p[i] = T(static_cast<float>(v));
+  }
+}
+
+template <typename F> void visit_float(const char* op, DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f.template operator()<float>(); return;
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float16: f.template operator()<Half>(); return;
+    case DType::BFloat16: f.template operator()<BFloat16>(); return;
+    default: throw DTypeError(std::string(op) + ": unsupported dtype " + dtype_name(t));
+  }
+}
+
+// Runs body(n, c) for every plane, spread over the pool; `cost` is the work of one plane.
+template <typename F> void for_each_plane(const Conv2dGeometry& g, int64_t cost, F&& body) {
+  const int64_t planes = g.batch * g.channels;
+  if (planes == 0) return;
+  cpu::parallel_for(planes, cpu::grain_for(cost), [&](int64_t, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) body(p / g.channels, p % g.channels);
+  });
+}
+
+// A window along one axis: real elements [lo, hi) and the divisor's share of it.
+struct Span {
+  int64_t lo, hi, size;
+};
+
+// avg_pool2d: the window clipped to the padded extent [-pad, in + pad) counts for
+// count_include_pad; the real elements are that clipped again to [0, in).
+inline Span avg_span(int64_t o, int64_t in, int64_t kernel, int64_t stride, int64_t pad, bool include_pad) {
+  int64_t start = o * stride - pad;
+  int64_t end = std::min(start + kernel, in + pad);
+  int64_t padded = end - start;
+  int64_t lo = std::max<int64_t>(start, 0), hi = std::min(end, in);
+  return {lo, hi, include_pad ? padded : hi - lo};
+}
+
+inline Span adaptive_span(int64_t o, int64_t in, int64_t out) {
+  int64_t lo = (o * in) / out;
+  int64_t hi = ((o + 1) * in + out - 1) / out;
+  return {lo, hi, hi - lo};
+}
+
+// Shared by avg_pool2d and adaptive_avg_pool2d: span_h(oh) / span_w(ow) give the windows.
+template <typename T, typename SH, typename SW>
+void mean_pool_forward(T* out, ImageStrides os, const T* in, ImageStrides is, const Conv2dGeometry& g, int64_t taps,
+                       SH&& span_h, SW&& span_w) {
+  using A = AccOf<T>;
+  for_each_plane(g, g.out_h * g.out_w * taps, [&](int64_t n, int64_t c) {
+    const T* ip = in + n * is.n + c * is.c;
+    T* op = out + n * os.n + c * os.c;
+    for (int64_t oh = 0; oh < g.out_h; ++oh) {
+      const Span sh = span_h(oh);
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        const Span sw = span_w(ow);
+        A sum = 0;
+        for (int64_t ih = sh.lo; ih < sh.hi; ++ih)
+          for (int64_t iw = sw.lo; iw < sw.hi; ++iw) sum += load<A>(ip, ih * is.h + iw * is.w);
+        store(op, oh * os.h + ow * os.w, sum / static_cast<A>(sh.size * sw.size));
+      }
+    }
+  });
+}
+
+template <typename T, typename SH, typename SW>
+void mean_pool_backward(T* gin, ImageStrides gis, const T* gout, ImageStrides gos, const Conv2dGeometry& g,
+                        int64_t taps, SH&& span_h, SW&& span_w) {
+  using A = AccOf<T>;
+  for_each_plane(g, g.out_h * g.out_w * taps + g.in_h * g.in_w, [&](int64_t n, int64_t c) {
+    // One buffer per plane task; planes are small enough that the allocation is noise.
+    std::vector<A> acc(static_cast<size_t>(g.in_h * g.in_w), A(0));
+    const T* gp = gout + n * gos.n + c * gos.c;
+    for (int64_t oh = 0; oh < g.out_h; ++oh) {
+      const Span sh = span_h(oh);
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        const Span sw = span_w(ow);
+        const A v = load<A>(gp, oh * gos.h + ow * gos.w) / static_cast<A>(sh.size * sw.size);
+        for (int64_t ih = sh.lo; ih < sh.hi; ++ih)
+          for (int64_t iw = sw.lo; iw < sw.hi; ++iw) acc[static_cast<size_t>(ih * g.in_w + iw)] += v;
+      }
+    }
+    T* ip = gin + n * gis.n + c * gis.c;
+    for (int64_t ih = 0; ih < g.in_h; ++ih)
+      for (int64_t iw = 0; iw < g.in_w; ++iw) store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
+  });
+}
+
+}  // namespace
+
+void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
+                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g) {
+  visit_float("max_pool2d", dtype, [&]<typename T>() {
+    using A = AccOf<T>;
+    const Window2d& w = g.window;
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(out);
+    const ImageStrides is = in_strides, os = out_strides;
+    for_each_plane(g, g.out_h * g.out_w * w.kernel_h * w.kernel_w, [&](int64_t n, int64_t c) {
+      const T* ip = src + n * is.n + c * is.c;
+      T* op = dst + n * os.n + c * os.c;
+      int64_t* xp = indices + n * os.n + c * os.c;
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        const int64_t h0 = oh * w.stride_h - w.pad_h;
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const int64_t w0 = ow * w.stride_w - w.pad_w;
+          A best = 0;
+          T best_t{};
+          int64_t best_i = -1;
+          for (int64_t i = 0; i < w.kernel_h; ++i) {
+            const int64_t ih = h0 + i * w.dilation_h;
+            if (ih < 0 || ih >= g.in_h) continue;
+            for (int64_t j = 0; j < w.kernel_w; ++j) {
+              const int64_t iw = w0 + j * w.dilation_w;
+              if (iw < 0 || iw >= g.in_w) continue;
+              const int64_t off = ih * is.h + iw * is.w;
+              const A v = load<A>(ip, off);
+              // Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
+              if (best_i < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {
+                best = v;
+                best_t = ip[off];
+                best_i = ih * g.in_w + iw;
+              }
+            }
+          }
+          const int64_t o = oh * os.h + ow * os.w;
+          // A window entirely in the padding cannot happen with pad <= kernel / 2 (checked by
+          // the op); keep the kernel total anyway.
+          op[o] = best_i < 0 ? T(-INFINITY) : best_t;
+          xp[o] = best_i;
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                             ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
+                             DType dtype, const Conv2dGeometry& g) {
+  visit_float("max_pool2d_backward", dtype, [&]<typename T>() {
+    using A = AccOf<T>;
+    const ImageStrides gis = grad_in_strides, gos = grad_out_strides, xs = indices_strides;
+    T* gin = static_cast<T*>(grad_in);
+    const T* gout = static_cast<const T*>(grad_out);
+    const int64_t plane_size = g.in_h * g.in_w;
+    for_each_plane(g, g.out_h * g.out_w + plane_size, [&](int64_t n, int64_t c) {
+      std::vector<A> acc(static_cast<size_t>(plane_size), A(0));
+      const T* gp = gout + n * gos.n + c * gos.c;
+      const int64_t* xp = indices + n * xs.n + c * xs.c;
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const int64_t idx = xp[oh * xs.h + ow * xs.w];
+          if (idx >= 0 && idx < plane_size) acc[static_cast<size_t>(idx)] += load<A>(gp, oh * gos.h + ow * gos.w);
+        }
+      }
+      T* ip = gin + n * gis.n + c * gis.c;
+      for (int64_t ih = 0; ih < g.in_h; ++ih)
+        for (int64_t iw = 0; iw < g.in_w; ++iw) store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
+    });
+  });
+}
+
+void avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides, DType dtype,
+                            const Conv2dGeometry& g, bool count_include_pad) {
+  const Window2d w = g.window;
+  auto sh = [&](int64_t o) { return avg_span(o, g.in_h, w.kernel_h, w.stride_h, w.pad_h, count_include_pad); };
+  auto sw = [&](int64_t o) { return avg_span(o, g.in_w, w.kernel_w, w.stride_w, w.pad_w, count_include_pad); };
+  visit_float("avg_pool2d", dtype, [&]<typename T>() {
+    mean_pool_forward(static_cast<T*>(out), out_strides, static_cast<const T*>(in), in_strides, g,
+                      w.kernel_h * w.kernel_w, sh, sw);
+  });
+}
+
+void avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                             ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                             bool count_include_pad) {
+  const Window2d w = g.window;
+  auto sh = [&](int64_t o) { return avg_span(o, g.in_h, w.kernel_h, w.stride_h, w.pad_h, count_include_pad); };
+  auto sw = [&](int64_t o) { return avg_span(o, g.in_w, w.kernel_w, w.stride_w, w.pad_w, count_include_pad); };
+  visit_float("avg_pool2d_backward", dtype, [&]<typename T>() {
+    mean_pool_backward(static_cast<T*>(grad_in), grad_in_strides, static_cast<const T*>(grad_out), grad_out_strides, g,
+                       w.kernel_h * w.kernel_w, sh, sw);
+  });
+}
+
+void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
+                                     DType dtype, const Conv2dGeometry& g) {
+  if (g.out_h <= 0 || g.out_w <= 0) return;
+  auto sh = [&](int64_t o) { return adaptive_span(o, g.in_h, g.out_h); };
+  auto sw = [&](int64_t o) { return adaptive_span(o, g.in_w, g.out_w); };
+  // A window covers about (in / out + 1) elements per axis.
+  const int64_t taps = (g.in_h / g.out_h + 1) * (g.in_w / g.out_w + 1);
+  visit_float("adaptive_avg_pool2d", dtype, [&]<typename T>() {
+    mean_pool_forward(static_cast<T*>(out), out_strides, static_cast<const T*>(in), in_strides, g, taps, sh, sw);
+  });
+}
+
+void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g) {
+  if (g.out_h <= 0 || g.out_w <= 0) return;
+  auto sh = [&](int64_t o) { return adaptive_span(o, g.in_h, g.out_h); };
+  auto sw = [&](int64_t o) { return adaptive_span(o, g.in_w, g.out_w); };
+  const int64_t taps = (g.in_h / g.out_h + 1) * (g.in_w / g.out_w + 1);
+  visit_float("adaptive_avg_pool2d_backward", dtype, [&]<typename T>() {
+    mean_pool_backward(static_cast<T*>(grad_in), grad_in_strides, static_cast<const T*>(grad_out), grad_out_strides, g,
+                       taps, sh, sw);
+  });
+}
+
+}  // namespace kiln

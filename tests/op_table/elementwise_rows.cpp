@@ -20,11 +20,17 @@ using Values = std::vector<double>;
 using Gen = std::function<Tensor(const Shape&, DType, Device, uint64_t)>;
 using ListFn = std::function<TensorList(const TensorList&)>;
 
-const std::vector<DType> kSigned{DType::Float32, DType::Float16, DType::BFloat16,
-                                 DType::Float64, DType::Int32,   DType::Int64};
-const std::vector<DType> kNumericAndBool{DType::Float32, DType::Float16, DType::BFloat16, DType::Float64,
-                                         DType::Int32,   DType::Int64,   DType::UInt8,    DType::Bool};
-const std::vector<DType> kIntTypes{DType::Int32, DType::Int64, DType::UInt8};
+// Functions, not namespace-scope vectors: the table is built during static initialization of
+// another translation unit (run_op_table.cpp), possibly before this one's globals.
+std::vector<DType> signed_types() {
+  return {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int64};
+}
+std::vector<DType> numeric_and_bool() {
+  std::vector<DType> t = kAllNumeric;
+  t.push_back(DType::Bool);
+  return t;
+}
+std::vector<DType> int_types() { return {DType::Int32, DType::Int64, DType::UInt8}; }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -103,40 +109,74 @@ Gen booleans() {
 
 std::vector<Sample> unary_samples(uint64_t seed, Gen g) {
   return {
-      {"odd size", [=](DType t, Device d) { return TensorList{g({7, 13}, t, d, seed)}; }},
-      {"non-contiguous", [=](DType t, Device d) { return TensorList{noncontig(g({5, 3}, t, d, seed + 1))}; }},
-      {"transposed", [=](DType t, Device d) { return TensorList{g({4, 6}, t, d, seed + 2).t()}; }},
+      {"odd size",
+       [=](DType t, Device d) {
+         return TensorList{g({7, 13}, t, d, seed)};
+       }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(g({5, 3}, t, d, seed + 1))};
+       }},
+      {"transposed",
+       [=](DType t, Device d) {
+         return TensorList{g({4, 6}, t, d, seed + 2).t()};
+       }},
       {"0-d", [=](DType t, Device d) { return TensorList{g({}, t, d, seed + 3)}; }},
-      {"empty", [=](DType t, Device d) { return TensorList{g({0, 3}, t, d, seed + 4)}; }},
+      {"empty",
+       [=](DType t, Device d) {
+         return TensorList{g({0, 3}, t, d, seed + 4)};
+       }},
   };
 }
 
 std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
   return {
-      {"same shape", [=](DType t, Device d) { return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)}; }},
+      {"same shape",
+       [=](DType t, Device d) {
+         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
+       }},
       {"broadcast",
-       [=](DType t, Device d) { return TensorList{ga({4, 1, 3}, t, d, seed + 2), gb({5, 1}, t, d, seed + 3)}; }},
+       [=](DType t, Device d) {
+         return TensorList{ga({4, 1, 3}, t, d, seed + 2), gb({5, 1}, t, d, seed + 3)};
+       }},
       {"non-contiguous",
        [=](DType t, Device d) {
          return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
        }},
-      {"0-d and tensor", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 6), gb({2, 3}, t, d, seed + 7)}; }},
-      {"0-d", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)}; }},
+      {"0-d and tensor",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 6), gb({2, 3}, t, d, seed + 7)};
+       }},
+      {"0-d",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
+       }},
   };
 }
 
 // Samples of an in-place op self.op_(other): other broadcasts to self's shape.
 std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb) {
   return {
-      {"same shape", [=](DType t, Device d) { return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)}; }},
+      {"same shape",
+       [=](DType t, Device d) {
+         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
+       }},
       {"broadcast other",
-       [=](DType t, Device d) { return TensorList{ga({3, 4, 5}, t, d, seed + 2), gb({4, 1}, t, d, seed + 3)}; }},
+       [=](DType t, Device d) {
+         return TensorList{ga({3, 4, 5}, t, d, seed + 2), gb({4, 1}, t, d, seed + 3)};
+       }},
       {"non-contiguous",
        [=](DType t, Device d) {
          return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
        }},
-      {"0-d other", [=](DType t, Device d) { return TensorList{ga({2, 3}, t, d, seed + 6), gb({}, t, d, seed + 7)}; }},
-      {"0-d", [=](DType t, Device d) { return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)}; }},
+      {"0-d other",
+       [=](DType t, Device d) {
+         return TensorList{ga({2, 3}, t, d, seed + 6), gb({}, t, d, seed + 7)};
+       }},
+      {"0-d",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
+       }},
   };
 }
 
@@ -191,7 +231,7 @@ ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tens
 
 // Integer inputs of these rows give float32 outputs computed in float32: float32's tolerance.
 void int_inputs_give_float32(OpRow& r) {
-  for (DType t : kIntTypes) r.tolerance[t] = default_tolerance(DType::Float32);
+  for (DType t : int_types()) r.tolerance[t] = default_tolerance(DType::Float32);
 }
 
 double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
@@ -240,7 +280,7 @@ void add_arithmetic_rows(std::vector<OpRow>& rows) {
   {
     // Unsigned integers are left out: their differences wrap.
     OpRow r = make_row(
-        "sub", kSigned, binary_samples(300, normal(), normal()),
+        "sub", signed_types(), binary_samples(300, normal(), normal()),
         [](const TensorList& x) { return TensorList{sub(x[0], x[1])}; },
         ref([](const Values& v) { return v[0] - v[1]; }), {0, 1}, same_dtype);
     r.errors = {
@@ -251,7 +291,7 @@ void add_arithmetic_rows(std::vector<OpRow>& rows) {
   }
   {
     OpRow r = make_row(
-        "sub_scalar", kSigned, unary_samples(350, normal()),
+        "sub_scalar", signed_types(), unary_samples(350, normal()),
         [](const TensorList& x) { return TensorList{sub(x[0], pick(x[0], 1.5, 2))}; },
         [](const TensorList& x) {
           double s = pickd(x[0], 1.5, 2);
@@ -266,7 +306,7 @@ void add_arithmetic_rows(std::vector<OpRow>& rows) {
   }
   {
     OpRow r = make_row(
-        "rsub_scalar", kSigned, unary_samples(400, normal()),
+        "rsub_scalar", signed_types(), unary_samples(400, normal()),
         [](const TensorList& x) { return TensorList{sub(pick(x[0], 1.25, 4), x[0])}; },
         [](const TensorList& x) {
           double s = pickd(x[0], 1.25, 4);
@@ -344,7 +384,7 @@ void add_arithmetic_rows(std::vector<OpRow>& rows) {
   {
     // Unsigned integers are left out: negation wraps.
     OpRow r = make_row(
-        "neg", kSigned, unary_samples(800, normal()), [](const TensorList& x) { return TensorList{neg(x[0])}; },
+        "neg", signed_types(), unary_samples(800, normal()), [](const TensorList& x) { return TensorList{neg(x[0])}; },
         ref([](const Values& v) { return -v[0]; }), {0}, same_dtype);
     r.errors = {
         {"bool tensor", [] { neg(zeros({2}, DType::Bool)); }, {"neg", "bool"}},
@@ -375,8 +415,7 @@ void add_unary_rows(std::vector<OpRow>& rows) {
       {"sigmoid", kFloatTypes, normal(3.0), [](const Tensor& x) { return sigmoid(x); },
        [](double v) { return 1 / (1 + std::exp(-v)); }},
       {"gelu", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x); }, gelu_erf_ref},
-      {"gelu_tanh", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); },
-       gelu_tanh_ref},
+      {"gelu_tanh", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, gelu_tanh_ref},
   };
   uint64_t seed = 1000;
   for (const Unary& u : unary) {
@@ -444,7 +483,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
     // Integer exponents on signed bases (away from 0 for the negative power); integer tensors stay
     // integral. uint8 is left out: 9^3 wraps.
     OpRow r = make_row(
-        "pow_scalar", kSigned, unary_samples(2000, nonzero()),
+        "pow_scalar", signed_types(), unary_samples(2000, nonzero()),
         [](const TensorList& x) {
           TensorList out{pow(x[0], 2), pow(x[0], 3), pow(x[0], 0), pow(x[0], 1)};
           if (x[0].is_floating_point()) out.push_back(pow(x[0], -2));
@@ -452,13 +491,15 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
         },
         [](const TensorList& x) {
           TensorList out;
-          for (double e : {2.0, 3.0, 0.0, 1.0}) out.push_back(ref_map(x, [e](const Values& v) { return std::pow(v[0], e); }));
+          for (double e : {2.0, 3.0, 0.0, 1.0})
+            out.push_back(ref_map(x, [e](const Values& v) { return std::pow(v[0], e); }));
           if (x[0].is_floating_point()) out.push_back(ref_map(x, [](const Values& v) { return std::pow(v[0], -2.0); }));
           return out;
         },
         {0}, same_dtype);
     r.errors = {
-        {"integer tensor to a negative integer power", [] { pow(zeros({3}, DType::Int64), -2); },
+        {"integer tensor to a negative integer power",
+         [] { pow(zeros({3}, DType::Int64), -2); },
          {"pow", "negative", "-2"}},
         undefined_input("pow", [](const Tensor& a) { return pow(a, 2); }),
     };
@@ -468,7 +509,9 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
     // Fractional exponents on positive bases; integer tensors promote to float32.
     OpRow r = make_row(
         "pow_scalar_frac", kAllNumeric, unary_samples(2050, positive(0.5, 2.0)),
-        [](const TensorList& x) { return TensorList{pow(x[0], 0.5), pow(x[0], -1.5), pow(x[0], 2.5)}; },
+        [](const TensorList& x) {
+          return TensorList{pow(x[0], 0.5), pow(x[0], -1.5), pow(x[0], 2.5)};
+        },
         refs({[](const Values& v) { return std::pow(v[0], 0.5); }, [](const Values& v) { return std::pow(v[0], -1.5); },
               [](const Values& v) { return std::pow(v[0], 2.5); }}),
         {0}, float_or_default);
@@ -478,8 +521,11 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
   {
     OpRow r = make_row(
         "rpow_scalar", kFloatTypes, unary_samples(2100, normal()),
-        [](const TensorList& x) { return TensorList{pow(2.5, x[0]), pow(0.5, x[0])}; },
-        refs({[](const Values& v) { return std::pow(2.5, v[0]); }, [](const Values& v) { return std::pow(0.5, v[0]); }}),
+        [](const TensorList& x) {
+          return TensorList{pow(2.5, x[0]), pow(0.5, x[0])};
+        },
+        refs(
+            {[](const Values& v) { return std::pow(2.5, v[0]); }, [](const Values& v) { return std::pow(0.5, v[0]); }}),
         {0}, same_dtype);
     r.errors = {undefined_input("pow", [](const Tensor& a) { return pow(2.0, a); })};
     rows.push_back(std::move(r));
@@ -494,7 +540,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
   }
   {
     // Outputs: both bounds, min only, max only, and min > max (everything becomes max, as in
-    // PyTorch). Inputs stay 0.05 away from the bounds.
+    // PyTorch). Float inputs stay 0.05 away from the bounds; integer rows use bounds 1 and 4 (valid for uint8).
     OpRow r = make_row(
         "clamp", kAllNumeric, unary_samples(2200, avoiding({-0.5, 0.8}, 0.05)),
         [](const TensorList& x) {
@@ -530,9 +576,8 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
           [is_max](const TensorList& x) { return TensorList{is_max ? maximum(x[0], x[1]) : minimum(x[0], x[1])}; },
           ref([is_max](const Values& v) { return is_max ? std::max(v[0], v[1]) : std::min(v[0], v[1]); }), {0, 1},
           same_dtype);
-      r.errors = {no_broadcast(name, [is_max](const Tensor& a, const Tensor& b) {
-        return is_max ? maximum(a, b) : minimum(a, b);
-      })};
+      r.errors = {no_broadcast(
+          name, [is_max](const Tensor& a, const Tensor& b) { return is_max ? maximum(a, b) : minimum(a, b); })};
       rows.push_back(std::move(r));
     }
   }
@@ -562,7 +607,7 @@ void add_comparison_rows(std::vector<OpRow>& rows) {
     auto op = c.op;
     auto fn = c.ref;
     OpRow r = make_row(
-        c.name, kNumericAndBool, samples, [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
+        c.name, numeric_and_bool(), samples, [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
         ref([fn](const Values& v) { return fn(v[0], v[1]) ? 1.0 : 0.0; }), {}, bool_dtype);
     r.errors = {no_broadcast(c.name, op)};
     rows.push_back(std::move(r));
@@ -579,14 +624,15 @@ void add_comparison_rows(std::vector<OpRow>& rows) {
         refs({[](const Values& v) { return double(v[0] == 1); }, [](const Values& v) { return double(v[0] != 1); },
               [](const Values& v) { return double(v[0] < 1); }, [](const Values& v) { return double(v[0] <= 1); },
               [](const Values& v) { return double(v[0] > 1); }, [](const Values& v) { return double(v[0] >= 1); },
-              [](const Values& v) { return double(v[0] < 0.5); }, [](const Values& v) { return double(v[0] >= -1.5); }}),
+              [](const Values& v) { return double(v[0] < 0.5); },
+              [](const Values& v) { return double(v[0] >= -1.5); }}),
         {}, bool_dtype);
     r.errors = {undefined_input("eq", [](const Tensor& a) { return eq(a, 1); })};
     rows.push_back(std::move(r));
   }
   {
     OpRow r = make_row(
-        "logical_not", kNumericAndBool, unary_samples(3450, small_ints()),
+        "logical_not", numeric_and_bool(), unary_samples(3450, small_ints()),
         [](const TensorList& x) { return TensorList{logical_not(x[0])}; },
         ref([](const Values& v) { return v[0] == 0 ? 1.0 : 0.0; }), {}, bool_dtype);
     r.errors = {undefined_input("logical_not", [](const Tensor& a) { return logical_not(a); })};
@@ -596,9 +642,8 @@ void add_comparison_rows(std::vector<OpRow>& rows) {
     std::string name = is_and ? "logical_and" : "logical_or";
     auto op = [is_and](const Tensor& a, const Tensor& b) { return is_and ? logical_and(a, b) : logical_or(a, b); };
     OpRow r = make_row(
-        name, kNumericAndBool, binary_samples(is_and ? 3500 : 3550, small_ints(), small_ints()),
-        [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
-        ref([is_and](const Values& v) {
+        name, numeric_and_bool(), binary_samples(is_and ? 3500 : 3550, small_ints(), small_ints()),
+        [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; }, ref([is_and](const Values& v) {
           bool a = v[0] != 0, b = v[1] != 0;
           return (is_and ? a && b : a || b) ? 1.0 : 0.0;
         }),
@@ -614,24 +659,40 @@ void add_select_cast_rows(std::vector<OpRow>& rows) {
     Gen c = booleans();
     std::vector<Sample> samples = {
         {"same shape",
-         [=](DType t, Device d) { return TensorList{c({7, 13}, t, d, 4000), v({7, 13}, t, d, 4001), v({7, 13}, t, d, 4002)}; }},
+         [=](DType t, Device d) {
+           return TensorList{c({7, 13}, t, d, 4000), v({7, 13}, t, d, 4001), v({7, 13}, t, d, 4002)};
+         }},
         {"broadcast all three",
-         [=](DType t, Device d) { return TensorList{c({3, 1, 5}, t, d, 4003), v({4, 1}, t, d, 4004), v({5}, t, d, 4005)}; }},
+         [=](DType t, Device d) {
+           return TensorList{c({3, 1, 5}, t, d, 4003), v({4, 1}, t, d, 4004), v({5}, t, d, 4005)};
+         }},
         {"non-contiguous",
          [=](DType t, Device d) {
-           return TensorList{noncontig(c({3, 7}, t, d, 4006)), noncontig(v({3, 7}, t, d, 4007)), v({7, 3}, t, d, 4008).t()};
+           return TensorList{noncontig(c({3, 7}, t, d, 4006)), noncontig(v({3, 7}, t, d, 4007)),
+                             v({7, 3}, t, d, 4008).t()};
          }},
         {"0-d condition",
-         [=](DType t, Device d) { return TensorList{c({}, t, d, 4009), v({2, 3}, t, d, 4010), v({2, 3}, t, d, 4011)}; }},
+         [=](DType t, Device d) {
+           return TensorList{c({}, t, d, 4009), v({2, 3}, t, d, 4010), v({2, 3}, t, d, 4011)};
+         }},
         {"0-d values",
-         [=](DType t, Device d) { return TensorList{c({2, 3}, t, d, 4012), v({}, t, d, 4013), v({3}, t, d, 4014)}; }},
+         [=](DType t, Device d) {
+           return TensorList{c({2, 3}, t, d, 4012), v({}, t, d, 4013), v({3}, t, d, 4014)};
+         }},
     };
     OpRow r = make_row(
-        "where", kNumericAndBool, samples, [](const TensorList& x) { return TensorList{where(x[0], x[1], x[2])}; },
+        "where", numeric_and_bool(), samples, [](const TensorList& x) { return TensorList{where(x[0], x[1], x[2])}; },
         ref([](const Values& x) { return x[0] != 0 ? x[1] : x[2]; }), {1, 2}, same_dtype);
     r.errors = {
-        {"float condition", [] { where(zeros({2, 3}), zeros({2, 3}), zeros({2, 3})); }, {"where", "bool", "float32"}},
-        {"shapes do not broadcast", [] { where(zeros({2, 3}, DType::Bool), zeros({4}), zeros({2, 3})); },
+        {"float condition",
+         [] {
+           where(zeros({2, 3}), zeros({2, 3}), zeros({2, 3}));
+         },
+         {"where", "bool", "float32"}},
+        {"shapes do not broadcast",
+         [] {
+           where(zeros({2, 3}, DType::Bool), zeros({4}), zeros({2, 3}));
+         },
          {"where", "[2, 3]", "[4]"}},
     };
     rows.push_back(std::move(r));
@@ -640,15 +701,29 @@ void add_select_cast_rows(std::vector<OpRow>& rows) {
     Gen v = normal();
     Gen m = booleans();
     std::vector<Sample> samples = {
-        {"same shape", [=](DType t, Device d) { return TensorList{v({7, 13}, t, d, 4100), m({7, 13}, t, d, 4101)}; }},
-        {"broadcast mask", [=](DType t, Device d) { return TensorList{v({3, 4, 5}, t, d, 4102), m({4, 1}, t, d, 4103)}; }},
+        {"same shape",
+         [=](DType t, Device d) {
+           return TensorList{v({7, 13}, t, d, 4100), m({7, 13}, t, d, 4101)};
+         }},
+        {"broadcast mask",
+         [=](DType t, Device d) {
+           return TensorList{v({3, 4, 5}, t, d, 4102), m({4, 1}, t, d, 4103)};
+         }},
         {"non-contiguous",
-         [=](DType t, Device d) { return TensorList{noncontig(v({3, 7}, t, d, 4104)), m({7, 3}, t, d, 4105).t()}; }},
-        {"0-d mask", [=](DType t, Device d) { return TensorList{v({2, 3}, t, d, 4106), m({}, t, d, 4107)}; }},
-        {"0-d", [=](DType t, Device d) { return TensorList{v({}, t, d, 4108), m({}, t, d, 4109)}; }},
+         [=](DType t, Device d) {
+           return TensorList{noncontig(v({3, 7}, t, d, 4104)), m({7, 3}, t, d, 4105).t()};
+         }},
+        {"0-d mask",
+         [=](DType t, Device d) {
+           return TensorList{v({2, 3}, t, d, 4106), m({}, t, d, 4107)};
+         }},
+        {"0-d",
+         [=](DType t, Device d) {
+           return TensorList{v({}, t, d, 4108), m({}, t, d, 4109)};
+         }},
     };
     OpRow r = make_row(
-        "masked_fill", kNumericAndBool, samples,
+        "masked_fill", numeric_and_bool(), samples,
         [](const TensorList& x) { return TensorList{masked_fill(x[0], x[1], pick(x[0], -2.5, 7))}; },
         [](const TensorList& x) {
           double s = x[0].dtype() == DType::Bool ? 1.0 : pickd(x[0], -2.5, 7);
@@ -656,11 +731,18 @@ void add_select_cast_rows(std::vector<OpRow>& rows) {
         },
         {0}, same_dtype);
     r.errors = {
-        {"integer mask", [] { masked_fill(zeros({2, 3}), zeros({2, 3}, DType::Int64), 1.0); },
+        {"integer mask",
+         [] {
+           masked_fill(zeros({2, 3}), zeros({2, 3}, DType::Int64), 1.0);
+         },
          {"masked_fill", "bool", "int64"}},
-        {"mask does not broadcast to the input", [] { masked_fill(zeros({3}), zeros({2, 3}, DType::Bool), 1.0); },
+        {"mask does not broadcast to the input",
+         [] {
+           masked_fill(zeros({3}), zeros({2, 3}, DType::Bool), 1.0);
+         },
          {"masked_fill", "[2, 3]", "[3]"}},
-        {"float value into an integer tensor", [] { masked_fill(zeros({3}, DType::Int64), zeros({3}, DType::Bool), 0.5); },
+        {"float value into an integer tensor",
+         [] { masked_fill(zeros({3}, DType::Int64), zeros({3}, DType::Bool), 0.5); },
          {"masked_fill", "int64", "0.5"}},
     };
     rows.push_back(std::move(r));
@@ -668,7 +750,7 @@ void add_select_cast_rows(std::vector<OpRow>& rows) {
   {
     // Exact for every source dtype.
     OpRow r = make_row(
-        "to_float64", kNumericAndBool, unary_samples(4200, normal()),
+        "to_float64", numeric_and_bool(), unary_samples(4200, normal()),
         [](const TensorList& x) { return TensorList{x[0].to(DType::Float64)}; },
         ref([](const Values& v) { return v[0]; }), {0}, [](DType) { return DType::Float64; });
     r.errors = {undefined_input("to", [](const Tensor& a) { return to_dtype(a, DType::Float64); })};
@@ -774,7 +856,7 @@ void add_inplace_rows(std::vector<OpRow>& rows) {
   }
   {
     OpRow r = make_row(
-        "sub_", kSigned, inplace_samples(5100, normal(), normal()),
+        "sub_", signed_types(), inplace_samples(5100, normal(), normal()),
         [](const TensorList& x) {
           Tensor self = inplace_target(x[0]);
           self.sub_(x[1]);
@@ -930,11 +1012,22 @@ void add_inplace_rows(std::vector<OpRow>& rows) {
     Gen v = normal();
     Gen m = booleans();
     std::vector<Sample> samples = {
-        {"same shape", [=](DType t, Device d) { return TensorList{v({7, 13}, t, d, 5400), m({7, 13}, t, d, 5401)}; }},
-        {"broadcast mask", [=](DType t, Device d) { return TensorList{v({3, 4, 5}, t, d, 5402), m({4, 1}, t, d, 5403)}; }},
+        {"same shape",
+         [=](DType t, Device d) {
+           return TensorList{v({7, 13}, t, d, 5400), m({7, 13}, t, d, 5401)};
+         }},
+        {"broadcast mask",
+         [=](DType t, Device d) {
+           return TensorList{v({3, 4, 5}, t, d, 5402), m({4, 1}, t, d, 5403)};
+         }},
         {"non-contiguous",
-         [=](DType t, Device d) { return TensorList{noncontig(v({3, 7}, t, d, 5404)), m({7, 3}, t, d, 5405).t()}; }},
-        {"0-d", [=](DType t, Device d) { return TensorList{v({}, t, d, 5406), m({}, t, d, 5407)}; }},
+         [=](DType t, Device d) {
+           return TensorList{noncontig(v({3, 7}, t, d, 5404)), m({7, 3}, t, d, 5405).t()};
+         }},
+        {"0-d",
+         [=](DType t, Device d) {
+           return TensorList{v({}, t, d, 5406), m({}, t, d, 5407)};
+         }},
     };
     OpRow r = make_row(
         "masked_fill_", kAllNumeric, samples,

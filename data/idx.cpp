@@ -1,0 +1,115 @@
+// idx reading with zlib's gz interface, which reads plain files unchanged too, so one path serves
+// both. Every header field is checked against the bytes actually present before use.
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+
+namespace kiln::data {
+namespace {
+
+class GzFile {
+ public:
+  explicit GzFile(const std::string& path) : path_(path), f_(gzopen(path.c_str(), "rb")) {
+    if (!f_) throw IOError("read_idx: cannot open " + path);
+  }
+  ~GzFile() {
+    if (f_) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
+  // Reads exactly n bytes or throws.
+  void read(void* dst, size_t n, const char* what) {
+    auto* p = static_cast<unsigned char*>(dst);
+    while (n > 0) {
+      unsigned chunk = static_cast<unsigned>(std::min<size_t>(n, 1u << 30));
+      int got = gzread(f_, p, chunk);
+      if (got <= 0) {
+        int err = 0;
+        const char* msg = gzerror(f_, &err);
+        throw IOError("read_idx: " + path_ + " is truncated or corrupt while reading " + what +
+                      (err != Z_OK && err != Z_STREAM_END && msg ? std::string(" (") + msg + ")" : std::string()));
+      }
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+  }
+  bool at_end() {
+    unsigned char c;
+    return gzread(f_, &c, 1) == 0;
+  }
+
+ private:
+  std::string path_;
+  gzFile f_;
+};
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) {
+  GzFile f(path);
+  unsigned char magic[4];
+  f.read(magic, 4, "the magic number");
+  if (magic[0] != 0 || magic[1] != 0) throw IOError("read_idx: " + path + " is not an idx file (bad magic)");
+  if (magic[2] != 0x08) {
+    throw IOError("read_idx: " + path + " has element type 0x" + std::to_string(magic[2]) + "; only uint8 (0x08) is supported");
+  }
+  const int ndims = magic[3];
+  if (ndims < 1 || ndims > 4) throw IOError("read_idx: " + path + " declares " + std::to_string(ndims) + " dimensions");
+  Shape shape;
+  int64_t total = 1;
+  for (int d = 0; d < ndims; ++d) {
+    unsigned char b[4];
+    f.read(b, 4, "the dimension sizes");
+    int64_t s = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
+    if (s <= 0 || s > (int64_t{1} << 31)) throw IOError("read_idx: " + path + " declares size " + std::to_string(s));
+    total *= s;
+    if (total > (int64_t{1} << 34)) throw IOError("read_idx: " + path + " declares an implausibly large tensor");
+    shape.push_back(s);
+  }
+  Tensor t = empty(shape, TensorOptions(DType::UInt8));
+  f.read(t.data_ptr(), static_cast<size_t>(total), "the data");
+  if (!f.at_end()) throw IOError("read_idx: " + path + " has bytes after the declared data");
+  return t;
+}
+
+FashionMnist load_fashion_mnist(const std::string& dir, const std::string& split) {
+  if (split != "train" && split != "t10k") {
+    throw Error("load_fashion_mnist: split must be \"train\" or \"t10k\", got \"" + split + "\"");
+  }
+  const std::string images = dir + "/" + split + "-images-idx3-ubyte.gz";
+  const std::string labels = dir + "/" + split + "-labels-idx1-ubyte.gz";
+  for (const std::string& p : {images, labels}) {
+    if (!std::filesystem::exists(p)) {
+      throw IOError("load_fashion_mnist: " + p +
+                    " not found; install the dataset with `apt-get install dataset-fashion-mnist` or pass its "
+                    "directory");
+    }
+  }
+  Tensor x = read_idx(images);
+  Tensor y = read_idx(labels);
+  if (x.dim() != 3 || x.size(1) != 28 || x.size(2) != 28 || y.dim() != 1 || y.size(0) != x.size(0)) {
+    throw IOError("load_fashion_mnist: unexpected shapes " + shape_str(x.sizes()) + " (images) and " +
+                  shape_str(y.sizes()) + " (labels) in " + dir);
+  }
+  FashionMnist ds;
+  ds.images = (x.to(DType::Float32) / 255.0).reshape({x.size(0), 1, 28, 28});
+  ds.labels = y.to(DType::Int64);
+  return ds;
+}
+
+const char* fashion_mnist_class_name(int64_t label) {
+  static const char* names[] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  return label >= 0 && label < 10 ? names[label] : "?";
+}
+
+}  // namespace kiln::data

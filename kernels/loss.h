@@ -1,0 +1,39 @@
+// Fused cross-entropy kernels. One pass per row computes the log-sum-exp and the loss (with
+// ignore_index and label smoothing); the backward rebuilds softmax from the saved log-sum-exp
+// instead of saving probabilities, so a [rows, classes] tensor is never kept for backward.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kiln {
+
+// Logits: contiguous [N, C, S] (class dim in the middle, S = product of the trailing dims; S = 1
+// for [N, C]); target: contiguous int64 [N, S]. A row is one (n, s) pair.
+struct CrossEntropyShape {
+  int64_t n = 0, c = 0, s = 1;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
+// How the per-row losses are combined: none writes [N, S] losses (ignored rows are 0); sum and
+// mean write one value (mean divides by the number of non-ignored rows; NaN when there is none,
+// as 0/0 in PyTorch).
+enum class LossReduce : uint8_t { None, Sum, Mean };
+
+// out: [N*S] or one element, of out_dtype. lse: [N*S] log-sum-exp per row, of
+// norm_stat_dtype(logits_dtype) (kernels/norm.h). valid_count: one int64, the non-ignored rows.
+// A target outside [0, C) that is not ignore_index is an IndexError naming cross_entropy, the
+// target and the number of classes; the first such row in row-major order is reported.
+// Sum and mean add the row losses in fixed chunks merged in order (deterministic).
+void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+                               DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
+                               LossReduce reduce);
+// dlogits (contiguous [N, C, S], logits_dtype) = dout_row * (softmax - (1 - eps) * onehot - eps / C),
+// where dout_row is dout[row] (none), dout[0] (sum) or dout[0] / valid_count (mean); 0 on ignored rows.
+void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
+                                DType logits_dtype, const void* lse, const int64_t* valid_count,
+                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce);
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// 2-d pooling over NCHW or channels-last images (read and written through ImageStrides). Work is
+// split over (n, c) planes; a backward accumulates each plane in float (double for float64) in a
+// fixed order, so gradients are the same bits for any thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/conv.h"
+#include "kernels/dtype.h"
+
+namespace kiln {
+
+// out and indices share out_strides; indices[n, c, oh, ow] = ih * in_w + iw of the maximum
+// (the first one on ties; a NaN wins and stays). g.window holds kernel, stride, padding, dilation.
+void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
+                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g);
+// grad_in[n, c] = scatter-add of grad_out[n, c] by indices (grad_in is overwritten).
+void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                             ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
+                             DType dtype, const Conv2dGeometry& g);
+
+// PyTorch's windows: [oh*s - p, oh*s - p + k) clipped to [-p, H + p); the divisor is that clipped
+// size with count_include_pad, else the number of real (unpadded) elements in the window.
+void avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides, DType dtype,
+                            const Conv2dGeometry& g, bool count_include_pad);
+void avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                             ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                             bool count_include_pad);
+
+// Window of output row i: [floor(i*H/OH), ceil((i+1)*H/OH)), likewise for columns; g.window unused.
+void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
+                                     DType dtype, const Conv2dGeometry& g);
+void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g);
+
+}  // namespace kiln

@@ -1,0 +1,110 @@
+// idx reading: plain and gzip files, every kind of corrupt header, and the Fashion-MNIST loader.
+#include <catch2/catch.hpp>
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/kiln.h"
+#include "data/idx.h"
+
+using namespace kiln;
+
+namespace {
+
+std::filesystem::path temp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("kiln_idx_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+std::vector<unsigned char> idx_bytes(std::vector<uint32_t> dims, const std::vector<unsigned char>& data,
+                                     unsigned char type = 0x08) {
+  std::vector<unsigned char> b{0, 0, type, static_cast<unsigned char>(dims.size())};
+  for (uint32_t d : dims) {
+    b.push_back(static_cast<unsigned char>(d >> 24));
+    b.push_back(static_cast<unsigned char>(d >> 16));
+    b.push_back(static_cast<unsigned char>(d >> 8));
+    b.push_back(static_cast<unsigned char>(d));
+  }
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+std::string write_plain(const std::string& name, const std::vector<unsigned char>& bytes) {
+  auto p = temp_dir() / name;
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return p.string();
+}
+
+std::string write_gz(const std::string& name, const std::vector<unsigned char>& bytes) {
+  auto p = temp_dir() / name;
+  gzFile f = gzopen(p.string().c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("read_idx reads plain and gzip idx files", "[data]") {
+  std::vector<unsigned char> values{1, 2, 3, 4, 5, 6};
+  auto bytes = idx_bytes({2, 3}, values);
+  for (const std::string& path : {write_plain("a.idx", bytes), write_gz("a.idx.gz", bytes)}) {
+    Tensor t = data::read_idx(path);
+    CHECK(t.dtype() == DType::UInt8);
+    CHECK(t.sizes() == Shape{2, 3});
+    CHECK(t.to_vector<uint8_t>() == std::vector<uint8_t>(values.begin(), values.end()));
+  }
+}
+
+TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[data]") {
+  std::vector<unsigned char> v{1, 2, 3, 4, 5, 6};
+  auto truncated = idx_bytes({2, 3}, {1, 2, 3});
+  auto bad_magic = idx_bytes({2, 3}, v);
+  bad_magic[0] = 7;
+  auto float_type = idx_bytes({2, 3}, v, 0x0D);
+  auto extra = idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6, 7});
+  auto zero_dim = idx_bytes({0, 3}, {});
+  auto huge = idx_bytes({1u << 30, 1u << 30}, {});
+  struct Case {
+    std::string name;
+    std::vector<unsigned char> bytes;
+    std::string mention;
+  };
+  for (const Case& c : {Case{"truncated.gz", truncated, "truncated"}, Case{"magic.gz", bad_magic, "magic"},
+                        Case{"type.gz", float_type, "element type"}, Case{"extra.gz", extra, "after the declared"},
+                        Case{"zero.gz", zero_dim, "size 0"}, Case{"huge.gz", huge, "implausibly large"},
+                        Case{"header.gz", {0, 0}, "truncated"}}) {
+    std::string path = write_gz(c.name, c.bytes);
+    INFO(c.name);
+    CHECK_THROWS_AS(data::read_idx(path), IOError);
+    CHECK_THROWS_WITH(data::read_idx(path), Catch::Contains(c.name) && Catch::Contains(c.mention));
+  }
+  CHECK_THROWS_WITH(data::read_idx("/nonexistent/file.gz"), Catch::Contains("/nonexistent/file.gz"));
+}
+
+TEST_CASE("load_fashion_mnist: a missing directory says how to install the dataset", "[data]") {
+  CHECK_THROWS_WITH(data::load_fashion_mnist("/nonexistent", "train"), Catch::Contains("apt-get install dataset-fashion-mnist"));
+  CHECK_THROWS_WITH(data::load_fashion_mnist(data::kFashionMnistDefaultDir, "valid"), Catch::Contains("split"));
+}
+
+TEST_CASE("load_fashion_mnist loads the installed test split", "[data]") {
+  // tools/setup.sh installs dataset-fashion-mnist, so the data is present wherever tests run.
+  data::FashionMnist ds = data::load_fashion_mnist(data::kFashionMnistDefaultDir, "t10k");
+  CHECK(ds.images.sizes() == Shape{10000, 1, 28, 28});
+  CHECK(ds.labels.sizes() == Shape{10000});
+  CHECK(min(ds.labels).item<int64_t>() == 0);
+  CHECK(max(ds.labels).item<int64_t>() == 9);
+  CHECK(max(ds.images).item<double>() <= 1.0);
+  CHECK(min(ds.images).item<double>() >= 0.0);
+  // The test split is balanced: 1000 images per class.
+  Tensor counts = zeros({10}, DType::Int64);
+  counts = scatter_add(counts, 0, ds.labels, ones({10000}, DType::Int64));
+  CHECK(counts.to_vector<int64_t>() == std::vector<int64_t>(10, 1000));
+  CHECK(std::string(data::fashion_mnist_class_name(9)) == "Ankle boot");
+}
