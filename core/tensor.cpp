@@ -132,10 +132,20 @@ std::string shape_str(const Shape& shape) {
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dims 0 and -1, like PyTorch
   if (dim < -n || dim >= n) {
-    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) + " is out of range (expected in [" +
-                     std::to_string(-n) + ", " + std::to_string(n - 1) + "])");
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) + " is out of range for a " +
+                     std::to_string(ndim) + "-d tensor (expected in [" + std::to_string(-n) + ", " +
+                     std::to_string(n - 1) + "])");
   }
   return dim < 0 ? dim + n : dim;
+}
+
+int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op) {
+  if (dim < -(ndim + 1) || dim > ndim) {
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) + " is out of range for inserting into a " +
+                     std::to_string(ndim) + "-d tensor (expected in [" + std::to_string(-(ndim + 1)) + ", " +
+                     std::to_string(ndim) + "])");
+  }
+  return dim < 0 ? dim + ndim + 1 : dim;
 }
 
 Shape contiguous_strides(const Shape& sizes) {

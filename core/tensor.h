@@ -163,6 +163,8 @@ std::string shape_str(const Shape& shape);
 
 // Normalizes a possibly negative dim against `ndim`; an IndexError naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The same for a dim at which a new dim is inserted (unsqueeze, stack): range [-(ndim+1), ndim].
+int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op);
 // Row-major contiguous strides of a shape, and the number of elements.
 Shape contiguous_strides(const Shape& sizes);
 Shape channels_last_strides(const Shape& sizes);  // 4-D only

@@ -43,7 +43,7 @@ void im2col_cpu(void* col, DType col_dtype, int64_t ld_col, const void* in, DTyp
 // The adjoint of im2col: in_grad[n, c, y, x] = sum of the col entries im2col read from (y, x).
 // Overwrites every element of in_grad (zero where no window reaches). Each (n, c) plane is summed
 // by one thread in a fixed order, so the result does not depend on the thread count.
-void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype, int64_t ld_col,
-                const Conv2dGeometry& g);
+void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
+                int64_t ld_col, const Conv2dGeometry& g);
 
 }  // namespace kiln

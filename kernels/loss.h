@@ -33,7 +33,7 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
 // dlogits (contiguous [N, C, S], logits_dtype) = dout_row * (softmax - (1 - eps) * onehot - eps / C),
 // where dout_row is dout[row] (none), dout[0] (sum) or dout[0] / valid_count (mean); 0 on ignored rows.
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* lse, const int64_t* valid_count,
-                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce);
+                                DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
+                                const CrossEntropyShape& shape, LossReduce reduce);
 
 }  // namespace kiln

@@ -60,8 +60,8 @@ struct BatchNormParams {
 // stats normalize x and save_mean/save_rstd receive running_mean and 1/sqrt(running_var + eps).
 // save_mean/save_rstd: [C] of norm_stat_dtype(x_dtype).
 void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const void* x, DType x_dtype,
-                            const ChannelLayout& layout, const BatchNormParams& params, bool training,
-                            double momentum, double eps);
+                            const ChannelLayout& layout, const BatchNormParams& params, bool training, double momentum,
+                            double eps);
 // dx (x's layout and dtype), dweight, dbias ([C], param_dtype); any may be null. dout has x's
 // layout and dtype. Training differentiates through the batch statistics; eval treats them as
 // constants.

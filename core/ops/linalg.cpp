@@ -55,7 +55,13 @@ std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb, "matmul");
+  } catch (const ShapeError& e) {  // name the operands, not just their batch dims
+    throw ShapeError("matmul: batch dims of " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()) +
+                     " do not broadcast (" + e.what() + ")");
+  }
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
@@ -110,8 +116,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       // Work in the promoted 2-d+ forms, then drop the added dims and sum broadcast batches.
       Tensor a2 = av.dim() == 1 ? av.unsqueeze(0) : av;
       Tensor b2 = bv.dim() == 1 ? bv.unsqueeze(1) : bv;
-      if (as.size() == 1) g = g.unsqueeze(-2);
+      // Undo the forward's squeezes in reverse order (1-d @ 1-d: g is 0-d, so -1 must come first).
       if (bs.size() == 1) g = g.unsqueeze(-1);
+      if (as.size() == 1) g = g.unsqueeze(-2);
       TensorList r(2);
       if (ctx.needs_input_grad[0]) {
         Tensor ga = matmul(g, b2.transpose(-1, -2));
@@ -132,6 +139,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ops::check_defined("linear", x, "input");
   ops::check_defined("linear", weight, "weight");
+  for (const Tensor* t : {&weight, &bias}) {
+    if (t->defined() && t->dtype() != x.dtype()) {
+      throw DTypeError(std::string("linear: ") + (t == &weight ? "weight" : "bias") + " is " + dtype_name(t->dtype()) +
+                       ", input is " + dtype_name(x.dtype()) + " (input " + shape_str(x.sizes()) + ", " +
+                       (t == &weight ? "weight " : "bias ") + shape_str(t->sizes()) + ")");
+    }
+  }
   if (weight.dim() != 2) throw ShapeError("linear: weight must be 2-d, got shape " + shape_str(weight.sizes()));
   if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
     throw ShapeError("linear: input has " + std::to_string(x.dim() ? x.size(-1) : 0) + " features, weight expects " +

@@ -118,7 +118,7 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
                        ", tensor " + std::to_string(i) + " is " + shape_str(tensors[i].sizes()));
     }
   }
-  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  int64_t d = wrap_insert_dim(dim, tensors[0].dim(), "stack");
   TensorList parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));

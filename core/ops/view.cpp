@@ -278,7 +278,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 
 Tensor Tensor::unsqueeze(int64_t d) const {
   check_defined("unsqueeze");
-  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  d = wrap_insert_dim(d, dim(), "unsqueeze");
   Shape ns = sizes(), nst = strides();
   int64_t st = d < dim() ? strides()[static_cast<size_t>(d)] * sizes()[static_cast<size_t>(d)] : 1;
   ns.insert(ns.begin() + d, 1);

@@ -1,11 +1,13 @@
 // CPU im2col / col2im. im2col is split over output rows (n, oh), each writing whole contiguous
 // column rows; col2im is split over input planes (n, c), each summed in a local buffer in one fixed
 // order (output pixel, then kernel tap) and stored once, which is what makes it deterministic.
+#include "kernels/conv.h"
+
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "kernels/conv.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
@@ -136,8 +138,8 @@ void im2col_cpu(void* col, DType col_dtype, int64_t ld_col, const void* in, DTyp
   });
 }
 
-void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype, int64_t ld_col,
-                const Conv2dGeometry& g) {
+void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
+                int64_t ld_col, const Conv2dGeometry& g) {
   check_dtypes("col2im", in_dtype, col_dtype);
   if (g.batch * g.channels * g.in_h * g.in_w == 0) return;
   visit_image_dtype(in_dtype, [&]<typename T, typename C>() {

@@ -1,17 +1,19 @@
 // CPU dropout: one strided pass over the logical order, so a chunk starting at element b knows
 // each element's index (and hence its Philox word) without any per-element index arithmetic.
+#include "kernels/dropout.h"
+
 #include <cmath>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/dropout.h"
 
 namespace kiln {
 namespace {
 
 constexpr int64_t kGrain = 16384;
 
-template <typename C> void dropout_typed(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox) {
+template <typename C>
+void dropout_typed(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox) {
   const uint32_t threshold = dropout_threshold(p);
   const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
   const int64_t* strides[2] = {out.strides, in.strides};

@@ -1,6 +1,8 @@
 // CPU reference for fused cross-entropy. Targets are range-checked in one sequential scan before
 // any work, so the error always names the first bad row whatever the thread count; sum and mean
 // add per-chunk partials (in double) in chunk order.
+#include "kernels/loss.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,6 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
-#include "kernels/loss.h"
 
 namespace kiln {
 namespace {
@@ -21,16 +22,19 @@ using cpu::store_as;
 
 constexpr int64_t kRowGrainWork = 32768;  // elements of work per chunk of rows
 
-template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename T, typename A> inline A ld(const T* p, int64_t i) {
+template <typename T, typename A>
+inline A ld(const T* p, int64_t i) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return static_cast<A>(static_cast<float>(p[i]));
   } else {
     return static_cast<A>(p[i]);
   }
 }
-template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
+template <typename T, typename A>
+inline void st(T* p, int64_t i, A v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     p[i] = T(static_cast<float>(v));
   } else {
@@ -38,7 +42,8 @@ template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
   }
 }
 
-template <typename F> void visit_float(DType t, F&& f) {
+template <typename F>
+void visit_float(DType t, F&& f) {
   switch (t) {
     case DType::Float64: f.template operator()<double>(); return;
     case DType::Float16: f.template operator()<Half>(); return;
@@ -88,20 +93,21 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
         const int64_t base = (r / inner) * c_n * inner + r % inner;
         A mx = -std::numeric_limits<A>::infinity();
         for (int64_t j = 0; j < c_n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
-        A se = 0, sx = 0;
+        // Sums of x - max, so large logits (around +-1000) lose nothing to the magnitude of the max.
+        A se = 0, sxm = 0;
         for (int64_t j = 0; j < c_n; ++j) {
-          const A v = ld<T, A>(x, base + j * inner);
-          se += std::exp(v - mx);
-          sx += v;
+          const A v = ld<T, A>(x, base + j * inner) - mx;
+          se += std::exp(v);
+          sxm += v;
         }
-        const A l = mx + std::log(se);
-        lp[r] = l;
+        const A lsum = std::log(se);
+        lp[r] = mx + lsum;
         const int64_t t = target[r];
         A loss = 0;
         if (!is_ignored(t, shape)) {
-          // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c)
-          const A nll = l - ld<T, A>(x, base + t * inner);
-          const A smooth = l - sx / static_cast<A>(c_n);
+          // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c), with lse - x = lsum - (x - max).
+          const A nll = lsum - (ld<T, A>(x, base + t * inner) - mx);
+          const A smooth = lsum - sxm / static_cast<A>(c_n);
           loss = static_cast<A>(1.0 - eps) * nll + static_cast<A>(eps) * smooth;
         }
         if (reduce == LossReduce::None) {
@@ -122,8 +128,8 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
 }
 
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* lse, const int64_t* valid_count,
-                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce) {
+                                DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
+                                const CrossEntropyShape& shape, LossReduce reduce) {
   const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
   const double eps = shape.label_smoothing;
   double scale = 1.0;

@@ -1,8 +1,14 @@
-// CPU GEMM: a straightforward threaded reference (rows of C split across the pool, each row an
-// axpy over k with float accumulation). A cache-blocked, packed version replaces it.
+// CPU GEMM, cache-blocked in the GotoBLAS/BLIS manner: A and B are packed (converted to the
+// accumulation type, zero-padded to whole tiles) into KC-deep micro-panels, and a fixed-size
+// register tile (4x16 float, 4x8 double) is written as plain loops that GCC vectorizes with SSE2.
+// Each C element is one sequential sum over k in k order, whatever the blocking, the tile's place
+// or the thread count, so results are bitwise identical for any number of threads.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
@@ -10,64 +16,307 @@
 namespace kiln {
 namespace {
 
+// Register tile (mr x nr) and cache blocks. kc: a B micro-panel (kc x nr) stays in L1 while the
+// A micro-panels of a block stream past it; mc x kc of packed A stays in L2. mc/nc are upper
+// bounds: small problems shrink them so that every thread gets a block (see plan_blocks).
+template <typename Acc> struct Blocking;
+template <> struct Blocking<float> {
+  static constexpr int64_t mr = 4, nr = 16, kc = 256, mc = 128, nc = 256;
+};
+template <> struct Blocking<double> {
+  static constexpr int64_t mr = 4, nr = 8, kc = 128, mc = 64, nc = 128;
+};
+
+// Below this many flops a product runs on the calling thread, and a task of a split product is
+// never smaller: handing work to the pool costs a few microseconds.
+constexpr int64_t kMinTaskFlops = int64_t{1} << 19;
+
+template <typename T, typename Acc> inline Acc to_acc(T v) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    return v;
+  } else {
+    return static_cast<Acc>(static_cast<float>(v));
+  }
+}
+
+// acc (mr x nr, row-major) += the product of an A micro-panel (kc x mr, i fastest) and a B
+// micro-panel (kc x nr, j fastest); acc starts from zero when `first`. The unroll pragmas make
+// GCC (at -O2 as at -O3) flatten the i/j loops before vectorizing, so the tile becomes SSE
+// registers; without them -O3 vectorizes across k instead, with shuffles, several times slower.
+// No reassociation and no FMA (ISO C++ mode contracts nothing): every lane does mul-then-add in
+// k order, exactly as the scalar loop reads.
+template <typename Acc, int64_t MR, int64_t NR>
+void micro_kernel(int64_t kc, const Acc* __restrict a, const Acc* __restrict b, Acc* __restrict tile, bool first) {
+  Acc acc[MR][NR];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < NR; ++j) acc[i][j] = first ? Acc(0) : tile[i * NR + j];
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const Acc* ap = a + p * MR;
+    const Acc* bp = b + p * NR;
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+      for (int64_t j = 0; j < NR; ++j) acc[i][j] += ap[i] * bp[j];
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < NR; ++j) tile[i * NR + j] = acc[i][j];
+  }
+}
+
+// One matrix product's operands as the GEMM sees them (pointers already offset to the batch).
+template <typename T, typename Acc> struct Problem {
+  bool ta, tb;
+  int64_t m, n, k;
+  Acc alpha, beta;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  T* c;
+  int64_t ldc;
+};
+
+inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Packs rows [i0, i0 + mr) x k-range [p0, p0 + kl) of op(A) into dst (kl x mr, i fastest); rows past
+// m are zeros, so an edge tile runs the same kernel as any other.
 template <typename T, typename Acc>
-void gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k, Acc alpha, const T* a, int64_t lda, const T* b,
-              int64_t ldb, Acc beta, T* c, int64_t ldc) {
-  cpu::parallel_for(m, cpu::grain_for(n * k), [&](int64_t, int64_t r0, int64_t r1) {
-    std::vector<Acc> row(static_cast<size_t>(n));
-    for (int64_t i = r0; i < r1; ++i) {
-      std::fill(row.begin(), row.end(), Acc(0));
-      for (int64_t p = 0; p < k; ++p) {
-        Acc av = static_cast<Acc>(static_cast<float>(ta ? a[p * lda + i] : a[i * lda + p]));
-        if constexpr (std::is_same_v<T, double>) av = ta ? a[p * lda + i] : a[i * lda + p];
-        if (av == Acc(0)) continue;
-        if (!tb) {
-          const T* brow = b + p * ldb;
-          for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] += av * static_cast<Acc>(brow[j]);
-        } else {
-          for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] += av * static_cast<Acc>(b[j * ldb + p]);
-        }
-      }
-      T* crow = c + i * ldc;
-      for (int64_t j = 0; j < n; ++j) {
-        Acc v = alpha * row[static_cast<size_t>(j)];
-        if (beta != Acc(0)) v += beta * static_cast<Acc>(crow[j]);
-        crow[j] = static_cast<T>(v);
+void pack_a(const Problem<T, Acc>& pr, int64_t i0, int64_t p0, int64_t kl, Acc* dst) {
+  constexpr int64_t MR = Blocking<Acc>::mr;
+  const int64_t rows = std::min<int64_t>(MR, pr.m - i0);
+  if (!pr.ta) {  // A(i, p) = a[i * lda + p]: rows are contiguous
+    for (int64_t i = 0; i < MR; ++i) {
+      if (i < rows) {
+        const T* src = pr.a + (i0 + i) * pr.lda + p0;
+        for (int64_t p = 0; p < kl; ++p) dst[p * MR + i] = to_acc<T, Acc>(src[p]);
+      } else {
+        for (int64_t p = 0; p < kl; ++p) dst[p * MR + i] = Acc(0);
       }
     }
-  });
+  } else {  // A(i, p) = a[p * lda + i]: each k step is a contiguous run of rows
+    for (int64_t p = 0; p < kl; ++p) {
+      const T* src = pr.a + (p0 + p) * pr.lda + i0;
+      Acc* d = dst + p * MR;
+      for (int64_t i = 0; i < rows; ++i) d[i] = to_acc<T, Acc>(src[i]);
+      for (int64_t i = rows; i < MR; ++i) d[i] = Acc(0);
+    }
+  }
+}
+
+// Packs k-range [p0, p0 + kl) x columns [j0, j0 + nr) of op(B) into dst (kl x nr, j fastest).
+template <typename T, typename Acc>
+void pack_b(const Problem<T, Acc>& pr, int64_t j0, int64_t p0, int64_t kl, Acc* dst) {
+  constexpr int64_t NR = Blocking<Acc>::nr;
+  const int64_t cols = std::min<int64_t>(NR, pr.n - j0);
+  if (!pr.tb) {  // B(p, j) = b[p * ldb + j]
+    for (int64_t p = 0; p < kl; ++p) {
+      const T* src = pr.b + (p0 + p) * pr.ldb + j0;
+      Acc* d = dst + p * NR;
+      for (int64_t j = 0; j < cols; ++j) d[j] = to_acc<T, Acc>(src[j]);
+      for (int64_t j = cols; j < NR; ++j) d[j] = Acc(0);
+    }
+  } else {  // B(p, j) = b[j * ldb + p]
+    for (int64_t j = 0; j < NR; ++j) {
+      if (j < cols) {
+        const T* src = pr.b + (j0 + j) * pr.ldb + p0;
+        for (int64_t p = 0; p < kl; ++p) dst[p * NR + j] = to_acc<T, Acc>(src[p]);
+      } else {
+        for (int64_t p = 0; p < kl; ++p) dst[p * NR + j] = Acc(0);
+      }
+    }
+  }
+}
+
+// C block sizes (multiples of the tile) for an m x n product: the largest blocks up to mc x nc,
+// halved while there are fewer blocks than ~4 per thread and a block stays above kMinTaskFlops.
+// Only the work split depends on the thread count, never the arithmetic.
+template <typename Acc> std::pair<int64_t, int64_t> plan_blocks(int64_t m, int64_t n, int64_t k, int threads) {
+  using B = Blocking<Acc>;
+  int64_t mb = std::min(B::mc, round_up(m, B::mr));
+  int64_t nb = std::min(B::nc, round_up(n, B::nr));
+  if (threads <= 1) return {mb, nb};
+  auto blocks = [&](int64_t bm, int64_t bn) { return ((m + bm - 1) / bm) * ((n + bn - 1) / bn); };
+  const int64_t target = 4 * static_cast<int64_t>(threads);
+  while (blocks(mb, nb) < target) {
+    const int64_t mb2 = round_up(mb / 2, B::mr), nb2 = round_up(nb / 2, B::nr);
+    const bool can_m = mb2 < mb, can_n = nb2 < nb;
+    if (!can_m && !can_n) break;
+    // Split the side with more tiles: an A micro-panel is reused nb/nr times, a B one mb/mr times.
+    const bool split_m = can_m && (!can_n || mb * B::nr >= nb * B::mr);
+    const int64_t bm = split_m ? mb2 : mb, bn = split_m ? nb : nb2;
+    if (2 * bm * bn * k < kMinTaskFlops) break;
+    mb = bm;
+    nb = bn;
+  }
+  return {mb, nb};
+}
+
+// Scratch reused across the products of one task: packed A and B (all of k) and a block's
+// accumulators.
+template <typename Acc> struct Workspace {
+  std::vector<Acc> a, b, acc;
+};
+
+// C = alpha * op(A) op(B) + beta * C for one product. `threads` > 1 splits packing and the C block
+// grid across the pool; 1 runs everything on the calling thread.
+template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int threads, Workspace<Acc>& ws) {
+  using B = Blocking<Acc>;
+  constexpr int64_t MR = B::mr, NR = B::nr, KC = B::kc;
+  const int64_t m = pr.m, n = pr.n, k = pr.k;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // an empty sum: alpha * 0 + beta * C
+    for (int64_t i = 0; i < m; ++i) {
+      T* crow = pr.c + i * pr.ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        crow[j] = static_cast<T>(pr.beta == Acc(0) ? Acc(0) : pr.beta * to_acc<T, Acc>(crow[j]));
+      }
+    }
+    return;
+  }
+  const int64_t m_pad = round_up(m, MR), n_pad = round_up(n, NR);
+  const int64_t m_panels = m_pad / MR, n_panels = n_pad / NR, k_blocks = (k + KC - 1) / KC;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (flops < 2.0 * static_cast<double>(kMinTaskFlops)) threads = 1;
+
+  // Packed layout: k block q (starting at p0 = q * KC, kl deep) of A holds m_panels micro-panels of
+  // kl x MR from offset p0 * m_pad; likewise B with n_pad.
+  ws.a.resize(static_cast<size_t>(m_pad * k));
+  ws.b.resize(static_cast<size_t>(n_pad * k));
+  Acc* apack = ws.a.data();
+  Acc* bpack = ws.b.data();
+  const int64_t a_items = k_blocks * m_panels, b_items = k_blocks * n_panels;
+  auto pack_items = [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const bool is_a = t < a_items;
+      const int64_t u = is_a ? t : t - a_items, panels = is_a ? m_panels : n_panels;
+      const int64_t q = u / panels, panel = u % panels;
+      const int64_t p0 = q * KC, kl = std::min(KC, k - p0);
+      if (is_a) {
+        pack_a(pr, panel * MR, p0, kl, apack + p0 * m_pad + panel * MR * kl);
+      } else {
+        pack_b(pr, panel * NR, p0, kl, bpack + p0 * n_pad + panel * NR * kl);
+      }
+    }
+  };
+  // A pack item is one micro-panel (~MR * KC elements); ~16 of them make a chunk worth a thread.
+  if (threads > 1) {
+    cpu::parallel_for(a_items + b_items, 16, pack_items);
+  } else {
+    pack_items(0, 0, a_items + b_items);
+  }
+
+  const std::pair<int64_t, int64_t> blocks = plan_blocks<Acc>(m, n, k, threads);
+  const int64_t mb = blocks.first, nb = blocks.second;
+  const int64_t grid_m = (m + mb - 1) / mb, grid_n = (n + nb - 1) / nb;
+  auto run_block = [&](int64_t blk, std::vector<Acc>& acc_buf) {
+    const int64_t i0 = (blk / grid_n) * mb, j0 = (blk % grid_n) * nb;
+    const int64_t ir0 = i0 / MR, ir1 = std::min(i0 + mb, m_pad) / MR;
+    const int64_t jr0 = j0 / NR, jr1 = std::min(j0 + nb, n_pad) / NR;
+    const int64_t tiles_m = ir1 - ir0;
+    acc_buf.resize(static_cast<size_t>(tiles_m * (jr1 - jr0) * MR * NR));
+    Acc* accs = acc_buf.data();  // tile (ir, jr) at ((jr - jr0) * tiles_m + (ir - ir0)) * MR * NR
+    // k blocks outermost and in order: each accumulator tile continues its one running sum.
+    for (int64_t q = 0; q < k_blocks; ++q) {
+      const int64_t p0 = q * KC, kl = std::min(KC, k - p0);
+      const Acc* ablk = apack + p0 * m_pad;
+      const Acc* bblk = bpack + p0 * n_pad;
+      for (int64_t jr = jr0; jr < jr1; ++jr) {
+        const Acc* bp = bblk + jr * NR * kl;  // stays in L1 across the ir loop
+        Acc* acc_col = accs + (jr - jr0) * tiles_m * MR * NR;
+        for (int64_t ir = ir0; ir < ir1; ++ir) {
+          micro_kernel<Acc, MR, NR>(kl, ablk + ir * MR * kl, bp, acc_col + (ir - ir0) * MR * NR, q == 0);
+        }
+      }
+    }
+    // Epilogue: the valid part of each tile goes to C once, with alpha and beta.
+    for (int64_t jr = jr0; jr < jr1; ++jr) {
+      const int64_t cols = std::min(NR, n - jr * NR);
+      for (int64_t ir = ir0; ir < ir1; ++ir) {
+        const int64_t rows = std::min(MR, m - ir * MR);
+        const Acc* t = accs + ((jr - jr0) * tiles_m + (ir - ir0)) * MR * NR;
+        for (int64_t i = 0; i < rows; ++i) {
+          T* crow = pr.c + (ir * MR + i) * pr.ldc + jr * NR;
+          const Acc* trow = t + i * NR;
+          if (pr.beta == Acc(0)) {
+            for (int64_t j = 0; j < cols; ++j) crow[j] = static_cast<T>(pr.alpha * trow[j]);
+          } else {
+            for (int64_t j = 0; j < cols; ++j) {
+              crow[j] = static_cast<T>(pr.alpha * trow[j] + pr.beta * to_acc<T, Acc>(crow[j]));
+            }
+          }
+        }
+      }
+    }
+  };
+  const int64_t grid = grid_m * grid_n;
+  if (threads > 1 && grid > 1) {
+    cpu::parallel_for(grid, 1, [&](int64_t, int64_t begin, int64_t end) {
+      std::vector<Acc> acc_buf;
+      for (int64_t blk = begin; blk < end; ++blk) run_block(blk, acc_buf);
+    });
+  } else {
+    for (int64_t blk = 0; blk < grid; ++blk) run_block(blk, ws.acc);
+  }
+}
+
+template <typename T, typename Acc>
+void gemm_typed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda,
+                const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
+  if (batch.count <= 0 || m <= 0 || n <= 0) return;
+  auto problem = [&](int64_t i) {
+    const int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0;
+    const int64_t bo = batch.b_offsets ? batch.b_offsets[i] : 0;
+    const int64_t co = batch.c_offsets ? batch.c_offsets[i] : 0;
+    return Problem<T, Acc>{ta,
+                           tb,
+                           m,
+                           n,
+                           k,
+                           static_cast<Acc>(alpha),
+                           static_cast<Acc>(beta),
+                           static_cast<const T*>(a) + ao,
+                           lda,
+                           static_cast<const T*>(b) + bo,
+                           ldb,
+                           static_cast<T*>(c) + co,
+                           ldc};
+  };
+  const int threads = cpu::num_threads();
+  const int64_t flops = 2 * m * n * std::max<int64_t>(k, 1);
+  // Many small products: one product per thread at a time beats splitting each one (two pool
+  // round trips per product). Their C blocks must not overlap, as in any batched BLAS.
+  if (batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
+    const int64_t grain = std::max<int64_t>(1, kMinTaskFlops / flops);
+    cpu::parallel_for(batch.count, grain, [&](int64_t, int64_t begin, int64_t end) {
+      Workspace<Acc> ws;
+      for (int64_t i = begin; i < end; ++i) gemm_one<T, Acc>(problem(i), 1, ws);
+    });
+    return;
+  }
+  Workspace<Acc> ws;
+  for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
 }
 
 }  // namespace
 
 void gemm_cpu(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
-  for (int64_t i = 0; i < batch.count; ++i) {
-    int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0;
-    int64_t bo = batch.b_offsets ? batch.b_offsets[i] : 0;
-    int64_t co = batch.c_offsets ? batch.c_offsets[i] : 0;
-    switch (dtype) {
-      case DType::Float32:
-        gemm_one<float, float>(trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a) + ao,
-                               lda, static_cast<const float*>(b) + bo, ldb, static_cast<float>(beta),
-                               static_cast<float*>(c) + co, ldc);
-        break;
-      case DType::Float64:
-        gemm_one<double, double>(trans_a, trans_b, m, n, k, alpha, static_cast<const double*>(a) + ao, lda,
-                                 static_cast<const double*>(b) + bo, ldb, beta, static_cast<double*>(c) + co, ldc);
-        break;
-      case DType::Float16:
-        gemm_one<Half, float>(trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const Half*>(a) + ao,
-                              lda, static_cast<const Half*>(b) + bo, ldb, static_cast<float>(beta),
-                              static_cast<Half*>(c) + co, ldc);
-        break;
-      case DType::BFloat16:
-        gemm_one<BFloat16, float>(trans_a, trans_b, m, n, k, static_cast<float>(alpha),
-                                  static_cast<const BFloat16*>(a) + ao, lda, static_cast<const BFloat16*>(b) + bo, ldb,
-                                  static_cast<float>(beta), static_cast<BFloat16*>(c) + co, ldc);
-        break;
-      default: throw DTypeError(std::string("gemm: unsupported dtype ") + dtype_name(dtype));
-    }
+  switch (dtype) {
+    case DType::Float32:
+      return gemm_typed<float, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    case DType::Float64:
+      return gemm_typed<double, double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    case DType::Float16:
+      return gemm_typed<Half, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    case DType::BFloat16:
+      return gemm_typed<BFloat16, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    default: throw DTypeError(std::string("gemm: unsupported dtype ") + dtype_name(dtype));
   }
 }
 

@@ -2,13 +2,14 @@
 // spread over the pool; the one cross-row reduction, layer norm's dweight/dbias, writes one
 // partial per fixed chunk of rows and adds the partials in chunk order. Batch norm sums a whole
 // channel on one thread, in double, since a channel can hold millions of elements.
+#include "kernels/norm.h"
+
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/norm.h"
 
 namespace kiln {
 namespace {
@@ -17,16 +18,19 @@ using cpu::load_as;
 using cpu::store_as;
 
 // Accumulation type of an element type: double for double, float for the rest.
-template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename T, typename A> inline A ld(const T* p, int64_t i) {
+template <typename T, typename A>
+inline A ld(const T* p, int64_t i) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return static_cast<A>(static_cast<float>(p[i]));
   } else {
     return static_cast<A>(p[i]);
   }
 }
-template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
+template <typename T, typename A>
+inline void st(T* p, int64_t i, A v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     p[i] = T(static_cast<float>(v));
   } else {
@@ -35,7 +39,8 @@ template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
 }
 
 // Calls f.template operator()<T>() for the floating dtypes the kernels accept.
-template <typename F> void visit_float(DType t, F&& f) {
+template <typename F>
+void visit_float(DType t, F&& f) {
   switch (t) {
     case DType::Float64: f.template operator()<double>(); return;
     case DType::Float16: f.template operator()<Half>(); return;
@@ -45,7 +50,8 @@ template <typename F> void visit_float(DType t, F&& f) {
 }
 
 // A per-channel / per-feature parameter vector of any dtype, loaded once; `fill` where absent.
-template <typename A> std::vector<A> load_vector(const void* p, DType t, int64_t n, A fill) {
+template <typename A>
+std::vector<A> load_vector(const void* p, DType t, int64_t n, A fill) {
   std::vector<A> v(static_cast<size_t>(n), fill);
   if (p) {
     for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = load_as<A>(p, t, i);
@@ -71,8 +77,10 @@ void softmax_forward_cpu(void* out, const void* in, DType dtype, int64_t outer, 
         A sum = 0;
         for (int64_t j = 0; j < n; ++j) sum += std::exp(ld<T, A>(x, base + j * inner) - mx);
         if (log) {
-          const A shift = mx + std::log(sum);
-          for (int64_t j = 0; j < n; ++j) st<T, A>(y, base + j * inner, ld<T, A>(x, base + j * inner) - shift);
+          // (x - max) - log(sum), not x - (max + log(sum)): for logits near +-1000 the latter
+          // rounds log(sum) to the spacing of floats near 1000.
+          const A lsum = std::log(sum);
+          for (int64_t j = 0; j < n; ++j) st<T, A>(y, base + j * inner, (ld<T, A>(x, base + j * inner) - mx) - lsum);
         } else {
           const A inv = A(1) / sum;
           for (int64_t j = 0; j < n; ++j) {
@@ -222,7 +230,8 @@ void layer_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
 namespace {
 
 // Calls f(offset) for every element of channel c, in (n, s) order.
-template <typename F> inline void for_channel(const ChannelLayout& l, int64_t c, F&& f) {
+template <typename F>
+inline void for_channel(const ChannelLayout& l, int64_t c, F&& f) {
   const int64_t base = c * l.stride_c;
   for (int64_t i = 0; i < l.n; ++i) {
     const int64_t row = base + i * l.stride_n;
@@ -233,8 +242,8 @@ template <typename F> inline void for_channel(const ChannelLayout& l, int64_t c,
 }  // namespace
 
 void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const void* x, DType x_dtype,
-                            const ChannelLayout& layout, const BatchNormParams& params, bool training,
-                            double momentum, double eps) {
+                            const ChannelLayout& layout, const BatchNormParams& params, bool training, double momentum,
+                            double eps) {
   visit_float(x_dtype, [&]<typename T>() {
     using A = acc_t<T>;
     const std::vector<A> w = load_vector<A>(params.weight, params.param_dtype, layout.c, A(1));

@@ -1,6 +1,9 @@
 // CPU pooling: one task per (n, c) plane, read and written through strides. Backward passes sum a
 // plane into a local float (double) buffer in output order and store it once: no atomics, no
 // dependence on the thread count, and half gradients round once instead of once per window.
+#include "kernels/pool.h"
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -8,7 +11,6 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
-#include "kernels/pool.h"
 
 namespace kiln {
 namespace {
@@ -71,9 +73,9 @@ inline Span adaptive_span(int64_t o, int64_t in, int64_t out) {
 }
 
 // Shared by avg_pool2d and adaptive_avg_pool2d: span_h(oh) / span_w(ow) give the windows.
-template <typename T, typename SH, typename SW>
-void mean_pool_forward(T* out, ImageStrides os, const T* in, ImageStrides is, const Conv2dGeometry& g, int64_t taps,
-                       SH&& span_h, SW&& span_w) {
+template <typename T, typename SH, typename SW> void mean_pool_forward(T* out, ImageStrides os, const T* in,
+                                                                       ImageStrides is, const Conv2dGeometry& g,
+                                                                       int64_t taps, SH&& span_h, SW&& span_w) {
   using A = AccOf<T>;
   for_each_plane(g, g.out_h * g.out_w * taps, [&](int64_t n, int64_t c) {
     const T* ip = in + n * is.n + c * is.c;
@@ -91,9 +93,9 @@ void mean_pool_forward(T* out, ImageStrides os, const T* in, ImageStrides is, co
   });
 }
 
-template <typename T, typename SH, typename SW>
-void mean_pool_backward(T* gin, ImageStrides gis, const T* gout, ImageStrides gos, const Conv2dGeometry& g,
-                        int64_t taps, SH&& span_h, SW&& span_w) {
+template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, ImageStrides gis, const T* gout,
+                                                                        ImageStrides gos, const Conv2dGeometry& g,
+                                                                        int64_t taps, SH&& span_h, SW&& span_w) {
   using A = AccOf<T>;
   for_each_plane(g, g.out_h * g.out_w * taps + g.in_h * g.in_w, [&](int64_t n, int64_t c) {
     // One buffer per plane task; planes are small enough that the allocation is noise.
@@ -110,7 +112,8 @@ void mean_pool_backward(T* gin, ImageStrides gis, const T* gout, ImageStrides go
     }
     T* ip = gin + n * gis.n + c * gis.c;
     for (int64_t ih = 0; ih < g.in_h; ++ih)
-      for (int64_t iw = 0; iw < g.in_w; ++iw) store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
+      for (int64_t iw = 0; iw < g.in_w; ++iw)
+        store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
   });
 }
 
@@ -183,7 +186,8 @@ void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const 
       }
       T* ip = gin + n * gis.n + c * gis.c;
       for (int64_t ih = 0; ih < g.in_h; ++ih)
-        for (int64_t iw = 0; iw < g.in_w; ++iw) store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
+        for (int64_t iw = 0; iw < g.in_w; ++iw)
+          store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
     });
   });
 }

@@ -1,1 +1,158 @@
+// Hand tests for conv2d and pooling: what the op table cannot say (layouts of outputs and
+// gradients, a hand-computed convolution, bitwise determinism across thread counts, where the
+// max-pool gradient lands).
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "core/kiln.h"
+#include "kernels/cpu/parallel.h"
+
+using namespace kiln;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  return std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
+}
+
+bool is_channels_last_layout(const Tensor& t) { return t.strides() == channels_last_strides(t.sizes()); }
+
+// Restores the thread count a test changed, even when a check throws.
+struct ThreadCountGuard {
+  int saved = cpu::num_threads();
+  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("conv2d: channels-last input gives a channels-last output with NCHW's values", "[conv]") {
+  manual_seed(7);
+  Tensor x = randn({2, 4, 7, 6});
+  Tensor w = randn({6, 2, 3, 3});
+  Tensor b = randn({6});
+  Tensor xcl = x.contiguous(MemoryFormat::ChannelsLast).detach().set_requires_grad(true);
+  Tensor xn = x.detach().set_requires_grad(true);
+  Tensor wn = w.detach().set_requires_grad(true), wcl = w.detach().set_requires_grad(true);
+
+  Tensor yn = conv2d(xn, wn, b, {2, 1}, {1, 1}, {1, 1}, 2);
+  Tensor ycl = conv2d(xcl, wcl, b, {2, 1}, {1, 1}, {1, 1}, 2);
+  CHECK(yn.is_contiguous());
+  CHECK(is_channels_last_layout(ycl));
+  CHECK_FALSE(ycl.is_contiguous());
+  // Same columns, same GEMMs: only the final layout differs, so the values agree bit for bit.
+  CHECK(same_bits(yn, ycl));
+
+  Tensor gy = randn(yn.sizes());
+  yn.backward(gy);
+  ycl.backward(gy);
+  CHECK(is_channels_last_layout(xcl.grad()));
+  CHECK(same_bits(xn.grad(), xcl.grad()));
+  CHECK(same_bits(wn.grad(), wcl.grad()));
+
+  // Pooling keeps the layout too.
+  Tensor p = max_pool2d(xcl.detach(), {2, 2});
+  CHECK(is_channels_last_layout(p));
+  CHECK(same_bits(p, max_pool2d(x, {2, 2})));
+  Tensor a = avg_pool2d(xcl.detach(), {3, 3}, {2, 2}, {1, 1});
+  CHECK(is_channels_last_layout(a));
+  CHECK(same_bits(a, avg_pool2d(x, {3, 3}, {2, 2}, {1, 1})));
+}
+
+TEST_CASE("conv2d: a hand-computed 3x3 * 2x2 convolution and its gradients", "[conv]") {
+  Tensor x = tensor({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f}, {1, 1, 3, 3}).set_requires_grad(true);
+  Tensor w = tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 1, 2, 2}).set_requires_grad(true);
+  Tensor b = tensor({0.5f}, {1}).set_requires_grad(true);
+
+  Tensor y = conv2d(x, w, b);
+  REQUIRE(y.sizes() == Shape{1, 1, 2, 2});
+  // y[i, j] = sum_{a, b} x[i + a, j + b] * w[a, b] + 0.5
+  CHECK(y.to_vector<float>() == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+
+  y.sum().backward();
+  // Each input pixel collects the taps of the windows that cover it.
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
+  // Each tap collects the input pixels it meets.
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{12, 16, 24, 28});
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{4});
+
+  // Stride 2, padding 1: windows at rows/cols {-1, 0} and {1, 2}.
+  Tensor y2 = conv2d(x.detach(), w.detach(), Tensor(), {2, 2}, {1, 1});
+  CHECK(y2.to_vector<float>() == std::vector<float>{4, 18, 36, 77});
+}
+
+TEST_CASE("conv2d: backward is bitwise the same with 1 and 2 threads", "[conv]") {
+  ThreadCountGuard guard;
+  manual_seed(11);
+  // Big enough that im2col, col2im and the pooling kernels cut their work into several chunks.
+  Tensor x0 = randn({8, 16, 20, 20});
+  Tensor w0 = randn({16, 8, 3, 3});
+  Tensor b0 = randn({16});
+  Tensor gy = randn({8, 16, 10, 20});
+  auto run = [&](int threads, bool channels_last) {
+    cpu::set_num_threads(threads);
+    Tensor x = (channels_last ? x0.contiguous(MemoryFormat::ChannelsLast) : x0).detach().set_requires_grad(true);
+    Tensor w = w0.detach().set_requires_grad(true), b = b0.detach().set_requires_grad(true);
+    Tensor y = conv2d(x, w, b, {2, 1}, {1, 1}, {1, 1}, 2);
+    y.backward(gy);
+    return TensorList{y, x.grad(), w.grad(), b.grad()};
+  };
+  for (bool cl : {false, true}) {
+    INFO("channels_last " << cl);
+    TensorList one = run(1, cl), two = run(2, cl);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("tensor " << i);
+      CHECK(same_bits(one[i], two[i]));
+    }
+  }
+  // Pooling gradients too.
+  Tensor first;
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    Tensor x = x0.detach().set_requires_grad(true);
+    (avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}) * 3.0 + max_pool2d(x, {3, 3}, {2, 2}, {1, 1})).sum().backward();
+    if (threads == 1) {
+      first = x.grad();
+    } else {
+      CHECK(same_bits(first, x.grad()));
+    }
+  }
+}
+
+TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
+  // One 4x4 plane; the maxima of the 2x2 windows are 9 (1, 1), 8 (0, 3), 7 (3, 0), 6 (2, 2).
+  Tensor x = tensor({1.0f, 0.0f, 2.0f, 8.0f,  //
+                     3.0f, 9.0f, 1.0f, 4.0f,  //
+                     0.0f, 2.0f, 6.0f, 5.0f,  //
+                     7.0f, 1.0f, 3.0f, 2.0f},
+                    {1, 1, 4, 4})
+                 .set_requires_grad(true);
+  Tensor y = max_pool2d(x, {2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>{9, 8, 7, 6});
+  y.backward(tensor({10.0f, 20.0f, 30.0f, 40.0f}, {1, 1, 2, 2}));
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 20, 0, 10, 0, 0, 0, 0, 40, 0, 30, 0, 0, 0});
+
+  // Overlapping windows: the global maximum wins all four 3x3 windows and collects all four.
+  Tensor x2 = x.detach().set_requires_grad(true);
+  Tensor y2 = max_pool2d(x2, {3, 3}, {1, 1});
+  CHECK(y2.to_vector<float>() == std::vector<float>{9, 9, 9, 9});
+  y2.sum().backward();
+  std::vector<float> expect(16, 0.0f);
+  expect[5] = 4;
+  CHECK(x2.grad().to_vector<float>() == expect);
+}
+
+TEST_CASE("conv2d: float16 and bfloat16 round once, like float32 rounded to half", "[conv]") {
+  manual_seed(3);
+  // 64 input channels x 3x3: 576 terms per output, where rounding inside the sum would show.
+  Tensor x = randn({1, 64, 5, 5});
+  Tensor w = randn({4, 64, 3, 3}) * 0.05;
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(t));
+    Tensor xh = x.to(t), wh = w.to(t);
+    Tensor ref = conv2d(xh.to(DType::Float32), wh.to(DType::Float32), Tensor(), {1, 1}, {1, 1}).to(t);
+    CHECK(same_bits(conv2d(xh, wh, Tensor(), {1, 1}, {1, 1}), ref));
+  }
+}

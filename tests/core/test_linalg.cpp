@@ -1,1 +1,236 @@
+// Hand tests for the CPU GEMM and matmul: what the op table cannot say. Bitwise identity across
+// thread counts (each C element is one float sum in k order, which is also checked directly),
+// gemm_cpu's own contract (alpha, beta, leading dims, batch offsets that repeat, empty dims) and
+// accuracy at a k long enough to cross many k blocks.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "core/kiln.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/matmul.h"
+
+using namespace kiln;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  return std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
+}
+
+// Restores the thread count a test changed, even when a check throws.
+struct ThreadCountGuard {
+  int saved = cpu::num_threads();
+  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
+};
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// Float64 C = alpha * op(A) op(B) + beta * C0 from row-major values with leading dimensions, and
+// sum |alpha * a * b| + |beta * c0| per element (the scale a rounding error is measured against).
+struct Reference {
+  std::vector<double> value, scale;
+};
+Reference ref_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const std::vector<double>& a,
+                   int64_t lda, const std::vector<double>& b, int64_t ldb, double beta, const std::vector<double>& c0,
+                   int64_t ldc) {
+  Reference r{std::vector<double>(at(m * n)), std::vector<double>(at(m * n))};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, sa = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double av = ta ? a[at(p * lda + i)] : a[at(i * lda + p)];
+        const double bv = tb ? b[at(j * ldb + p)] : b[at(p * ldb + j)];
+        s += av * bv;
+        sa += std::fabs(av * bv);
+      }
+      const double cv = beta == 0 ? 0.0 : c0[at(i * ldc + j)];
+      r.value[at(i * n + j)] = alpha * s + beta * cv;
+      r.scale[at(i * n + j)] = std::fabs(alpha) * sa + std::fabs(beta * cv);
+    }
+  }
+  return r;
+}
+
+// Relative rounding of one value of each dtype (what the output's final rounding may cost).
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::Float64: return 0x1p-53;
+    case DType::Float32: return 0x1p-24;
+    case DType::Float16: return 0x1p-11;
+    default: return 0x1p-8;  // bfloat16
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul: 1, 2 and 3 threads give the same bits, each a float sum in k order", "[linalg]") {
+  ThreadCountGuard guard;
+  manual_seed(11);
+  const int64_t m = 300, n = 257, k = 129;
+  Tensor a = randn({m, k});
+  Tensor b = randn({k, n});
+  Tensor bt = randn({n, k}).t();  // reaches the GEMM transposed
+  Tensor xa = randn({24, 40, 50}), xb = randn({24, 50, 30});  // small products: split by batch
+  std::vector<Tensor> outs, outs_t, outs_b;
+  for (int threads : {1, 2, 3}) {
+    cpu::set_num_threads(threads);
+    outs.push_back(matmul(a, b));
+    outs_t.push_back(matmul(a, bt));
+    outs_b.push_back(matmul(xa, xb));
+  }
+  for (size_t i = 1; i < outs.size(); ++i) {
+    INFO("threads " << i + 1);
+    CHECK(same_bits(outs[0], outs[i]));
+    CHECK(same_bits(outs_t[0], outs_t[i]));
+    CHECK(same_bits(outs_b[0], outs_b[i]));
+  }
+  // The contract that makes this hold: one running float sum per element, in k order (no FMA on
+  // x86-64 without -mfma, no reassociation). Blocks and tiles only decide where it runs.
+  std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(), ov = outs[0].to_vector<float>();
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (int64_t p = 0; p < k; ++p) s += av[at(i * k + p)] * bv[at(p * n + j)];
+      if (std::memcmp(&s, &ov[at(i * n + j)], sizeof(float)) != 0) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in every dtype", "[linalg]") {
+  manual_seed(12);
+  const int64_t m = 19, n = 21, k = 37;
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool ta = mode & 1, tb = mode & 2;
+      // Leading dimensions wider than the rows they hold: the padding must never be read.
+      const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+      Tensor a = randn({ta ? k : m, lda}).to(t), b = randn({tb ? n : k, ldb}).to(t), c = randn({m, ldc}).to(t);
+      for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{0.5, -2.0}, std::pair{-1.5, 1.0}}) {
+        INFO(dtype_name(t) << " ta=" << ta << " tb=" << tb << " alpha=" << alpha << " beta=" << beta);
+        Tensor out = c.clone();
+        if (beta == 0.0) out.fill_(std::numeric_limits<double>::quiet_NaN());  // beta == 0 ignores C
+        gemm_cpu(t, ta, tb, m, n, k, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta, out.data_ptr(), ldc);
+        Reference r = ref_gemm(ta, tb, m, n, k, alpha, a.to_vector_double(), lda, b.to_vector_double(), ldb, beta,
+                               c.to_vector_double(), ldc);
+        std::vector<double> ov = out.to_vector_double();
+        // Sums in float (double for float64) over k = 37 terms, then one rounding to the dtype.
+        const double acc_eps = t == DType::Float64 ? 0x1p-53 : 0x1p-24;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const double ref = r.value[at(i * n + j)];
+            // (+ 2^-24: float16's subnormal spacing bounds the final rounding of a tiny result.)
+            const double tol =
+                2 * (k + 2) * acc_eps * r.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref) + (t == DType::Float16 ? 0x1p-24 : 0.0);
+            if (!(std::fabs(ov[at(i * ldc + j)] - ref) <= tol)) ++bad;
+          }
+          // The columns past n belong to someone else: untouched.
+          for (int64_t j = n; j < ldc; ++j) {
+            const double before = c.to_vector_double()[at(i * ldc + j)];
+            if (beta != 0.0 && ov[at(i * ldc + j)] != before) ++bad;
+            if (beta == 0.0 && !std::isnan(ov[at(i * ldc + j)])) ++bad;
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm_cpu: k = 4096 stays within float rounding of a float64 reference", "[linalg]") {
+  manual_seed(13);
+  const int64_t m = 9, n = 18, k = 4096;  // sixteen float k blocks, thirty-two float64 ones
+  for (DType t : {DType::Float32, DType::Float64}) {
+    INFO(dtype_name(t));
+    Tensor a = randn({m, k}).to(t), b = randn({k, n}).to(t);
+    Tensor out = matmul(a, b);
+    Reference r = ref_gemm(false, false, m, n, k, 1.0, a.to_vector_double(), k, b.to_vector_double(), n, 0.0, {}, n);
+    std::vector<double> ov = out.to_vector_double();
+    // A sequential sum of k terms errs by at most ~k*u*sum|a*b|, and by far less for random signs;
+    // 4*sqrt(k)*u*sum|a*b| (~0.04 in float32 here) leaves a wide margin for a correct sum yet is
+    // hundreds of times below what a k block dropped or added twice costs (~sqrt(256) = 16).
+    const double u = t == DType::Float64 ? 0x1p-53 : 0x1p-24;
+    double worst = 0;
+    for (size_t i = 0; i < ov.size(); ++i) {
+      worst = std::max(worst, std::fabs(ov[i] - r.value[i]) / (4 * std::sqrt(double(k)) * u * r.scale[i]));
+    }
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copied)", "[linalg]") {
+  manual_seed(14);
+  // Few large products (each split across threads) and many small ones (split by batch).
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> cases{{100, 90, 300, 3}, {20, 24, 40, 40}};
+  for (auto [m, n, k, count] : cases) {
+    INFO("m=" << m << " n=" << n << " k=" << k << " count=" << count);
+    Tensor a = randn({2, m, k}), b = randn({k, n}), c = empty({count, m, n});
+    std::vector<int64_t> ao, bo, co;
+    for (int64_t i = 0; i < count; ++i) {
+      ao.push_back((i % 3 == 1 ? 1 : 0) * m * k);  // batches 0, 1, 0, 0, 1, ...: A repeats
+      bo.push_back(0);                             // B shared by all
+      co.push_back(i * m * n);
+    }
+    GemmBatch batch{count, ao.data(), bo.data(), co.data()};
+    gemm_cpu(DType::Float32, false, false, m, n, k, 1.0, a.data_ptr(), k, b.data_ptr(), n, 0.0, c.data_ptr(), n, batch);
+    for (int64_t i = 0; i < count; ++i) {
+      INFO("batch " << i);
+      Tensor expect = matmul(a.select(0, i % 3 == 1 ? 1 : 0), b);
+      CHECK(same_bits(c.select(0, i).contiguous(), expect));
+    }
+  }
+}
+
+TEST_CASE("gemm_cpu and matmul: empty dims", "[linalg]") {
+  float sentinel[4] = {7, 7, 7, 7};
+  const float a[4] = {1, 2, 3, 4};
+  // m = 0 or n = 0: nothing to write; C is not touched.
+  gemm_cpu(DType::Float32, false, false, 0, 2, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
+  gemm_cpu(DType::Float32, false, false, 2, 0, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
+  for (float v : sentinel) CHECK(v == 7.0f);
+  // k = 0: an empty sum, so C = beta * C (zeros when beta == 0, whatever C held).
+  float c[4] = {std::numeric_limits<float>::quiet_NaN(), 1, 2, 3};
+  gemm_cpu(DType::Float32, false, false, 2, 2, 0, 1.0, a, 1, a, 2, 0.0, c, 2);
+  for (float v : c) CHECK(v == 0.0f);
+  float c2[4] = {1, 2, 3, 4};
+  gemm_cpu(DType::Float32, true, true, 2, 2, 0, 1.0, a, 2, a, 1, 2.0, c2, 2);
+  CHECK(c2[0] == 2.0f);
+  CHECK(c2[3] == 8.0f);
+  // Through matmul.
+  Tensor z = matmul(zeros({3, 0}), zeros({0, 4}));
+  CHECK(z.sizes() == Shape{3, 4});
+  for (double v : z.to_vector_double()) CHECK(v == 0.0);
+  CHECK(matmul(zeros({0, 5}), zeros({5, 4})).sizes() == Shape{0, 4});
+  CHECK(matmul(zeros({2, 0, 5}), zeros({5, 4})).sizes() == Shape{2, 0, 4});
+  CHECK(matmul(zeros({3, 5}), zeros({5, 0})).sizes() == Shape{3, 0});
+  CHECK(matmul(zeros({0}), zeros({0})).sizes() == Shape{});
+  CHECK(matmul(zeros({0}), zeros({0})).item<float>() == 0.0f);
+}
+
+TEST_CASE("matmul: gradients of a broadcast batch sum over the broadcast dims", "[linalg]") {
+  manual_seed(15);
+  Tensor a = randn({2, 1, 3, 4}).set_requires_grad(true);
+  Tensor b = randn({5, 4, 2}).set_requires_grad(true);
+  Tensor y = matmul(a, b);
+  CHECK(y.sizes() == Shape{2, 5, 3, 2});
+  y.sum().backward();
+  CHECK(a.grad().sizes() == a.sizes());
+  CHECK(b.grad().sizes() == b.sizes());
+  // d(sum)/da[i, 0, r, p] = sum over the 5 broadcast batches and the 2 columns of b[., p, .].
+  std::vector<double> bv = b.to_vector_double(), ga = a.grad().to_vector_double();
+  for (int64_t p = 0; p < 4; ++p) {
+    double s = 0;
+    for (int64_t q = 0; q < 5; ++q)
+      for (int64_t j = 0; j < 2; ++j) s += bv[at((q * 4 + p) * 2 + j)];
+    CHECK(ga[at(p)] == Approx(s).epsilon(1e-5));
+  }
+}

@@ -1,1 +1,297 @@
+// The nn ops beyond the op table: batch_norm's running statistics (PyTorch's momentum rule with
+// the unbiased variance) and their use in eval, dropout's mask statistics and reproducibility,
+// cross_entropy against log_softmax + NLL by hand, softmax stability, and gradients that do not
+// depend on the thread count.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "core/kiln.h"
+#include "kernels/cpu/parallel.h"
+
+using namespace kiln;
+
+namespace {
+
+// Mean and biased/unbiased variance of channel c of an [N, C, ...] tensor, by plain loops.
+struct ChannelStats {
+  double mean, var_biased, var_unbiased;
+};
+ChannelStats channel_stats(const Tensor& x, int64_t c) {
+  std::vector<double> v = x.to_vector_double();
+  const int64_t channels = x.size(1), inner = x.numel() / (x.size(0) * channels);
+  std::vector<double> vals;
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i)
+    if ((i / inner) % channels == c) vals.push_back(v[static_cast<size_t>(i)]);
+  double m = 0, ss = 0;
+  for (double e : vals) m += e;
+  m /= static_cast<double>(vals.size());
+  for (double e : vals) ss += (e - m) * (e - m);
+  const double n = static_cast<double>(vals.size());
+  return {m, ss / n, ss / (n - 1)};
+}
+
+struct ThreadCountGuard {
+  int saved = cpu::num_threads();
+  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("batch_norm: one training step updates the running stats by PyTorch's rule", "[nn]") {
+  manual_seed(11);
+  Tensor x = randn({4, 3, 2, 5}) * 2.0 + 1.0;
+  Tensor rm = tensor<float>({0.5f, -1.0f, 2.0f});
+  Tensor rv = tensor<float>({1.0f, 0.25f, 3.0f});
+  const std::vector<float> rm0 = rm.to_vector<float>(), rv0 = rv.to_vector<float>();
+  const uint64_t version = rm.version();
+  const double momentum = 0.2;
+  Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, momentum);
+  CHECK(rm.version() > version);  // an in-place update, visible to autograd's version checks
+  std::vector<float> rm1 = rm.to_vector<float>(), rv1 = rv.to_vector<float>();
+  for (int64_t c = 0; c < 3; ++c) {
+    ChannelStats s = channel_stats(x, c);
+    const size_t cu = static_cast<size_t>(c);
+    CHECK(rm1[cu] == Approx((1 - momentum) * rm0[cu] + momentum * s.mean).epsilon(1e-6));
+    // The running variance takes the unbiased batch variance, the normalization the biased one.
+    CHECK(rv1[cu] == Approx((1 - momentum) * rv0[cu] + momentum * s.var_unbiased).epsilon(1e-6));
+    CHECK(rv1[cu] != Approx((1 - momentum) * rv0[cu] + momentum * s.var_biased).epsilon(1e-6));
+  }
+  // The training output is normalized with the batch statistics: per channel mean 0, biased variance 1.
+  for (int64_t c = 0; c < 3; ++c) {
+    ChannelStats s = channel_stats(y, c);
+    CHECK(s.mean == Approx(0).margin(1e-5));
+    CHECK(s.var_biased == Approx(1).epsilon(1e-4));
+  }
+
+  // Eval uses the running stats (and leaves them alone).
+  Tensor w = tensor<float>({1.5f, -0.5f, 2.0f}), b = tensor<float>({0.1f, 0.2f, -0.3f});
+  Tensor x2 = randn({2, 3, 4});
+  Tensor y2 = batch_norm(x2, rm, rv, w, b, false);
+  CHECK(rm.to_vector<float>() == rm1);
+  CHECK(rv.to_vector<float>() == rv1);
+  std::vector<double> xv = x2.to_vector_double(), yv = y2.to_vector_double();
+  std::vector<double> wv = w.to_vector_double(), bv = b.to_vector_double();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const size_t c = (i / 4) % 3;
+    const double expect = (xv[i] - rm1[c]) / std::sqrt(static_cast<double>(rv1[c]) + 1e-5) * wv[c] + bv[c];
+    CHECK(yv[i] == Approx(expect).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("batch_norm: channels-last input and strided running stats give the same update", "[nn]") {
+  manual_seed(12);
+  Tensor x = randn({3, 4, 3, 2});
+  Tensor rm_a = zeros({4}), rv_a = ones({4});
+  Tensor y_a = batch_norm(x, rm_a, rv_a, Tensor(), Tensor(), true);
+  // Same values in channels-last memory; running stats as every other element of a buffer.
+  Tensor x_cl = x.contiguous(MemoryFormat::ChannelsLast);
+  Tensor buf_m = zeros({8}), buf_v = ones({8});
+  Tensor rm_b = buf_m.slice(0, 0, 8, 2), rv_b = buf_v.slice(0, 0, 8, 2);
+  Tensor y_b = batch_norm(x_cl, rm_b, rv_b, Tensor(), Tensor(), true);
+  CHECK(y_b.is_contiguous(MemoryFormat::ChannelsLast));  // the output keeps the input's layout
+  std::vector<float> ya = y_a.to_vector<float>(), yb = y_b.to_vector<float>();
+  for (size_t i = 0; i < ya.size(); ++i) CHECK(yb[i] == Approx(ya[i]).margin(1e-6));
+  std::vector<float> ma = rm_a.to_vector<float>(), mb = rm_b.to_vector<float>();
+  std::vector<float> va = rv_a.to_vector<float>(), vb = rv_b.to_vector<float>();
+  for (size_t c = 0; c < 4; ++c) {
+    CHECK(mb[c] == Approx(ma[c]).margin(1e-7));
+    CHECK(vb[c] == Approx(va[c]).epsilon(1e-6));
+  }
+  CHECK(buf_m.to_vector<float>()[1] == 0.0f);  // the elements between the strided stats are untouched
+}
+
+TEST_CASE("dropout: about p of 100k elements are dropped, the rest scaled by 1/(1-p)", "[nn]") {
+  const double p = 0.3;
+  manual_seed(21);
+  Tensor x = ones({100000});
+  Tensor y = dropout(x, p);
+  std::vector<float> v = y.to_vector<float>();
+  int64_t dropped = 0;
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  for (float e : v) {
+    if (e == 0.0f) {
+      ++dropped;
+    } else {
+      CHECK(e == scale);
+    }
+  }
+  // The standard deviation of the fraction is sqrt(p (1 - p) / n) ~ 0.0015; 0.01 is ~7 of them.
+  CHECK(static_cast<double>(dropped) / 100000.0 == Approx(p).margin(0.01));
+}
+
+TEST_CASE("dropout: the mask is a function of the seed, and the gradient is zero where dropped", "[nn]") {
+  Tensor x = randn({64, 33});
+  manual_seed(5);
+  std::vector<float> a = dropout(x, 0.5).to_vector<float>();
+  std::vector<float> a_next = dropout(x, 0.5).to_vector<float>();
+  manual_seed(5);
+  std::vector<float> b = dropout(x, 0.5).to_vector<float>();
+  CHECK(a == b);
+  CHECK(a != a_next);  // each call draws with a fresh Philox offset
+
+  Tensor leaf = x.detach().set_requires_grad(true);
+  Tensor w = randn({64, 33});
+  manual_seed(5);
+  Tensor y = dropout(leaf, 0.5);
+  sum(y * w).backward();
+  std::vector<float> yv = y.to_vector<float>(), g = leaf.grad().to_vector<float>(), wv = w.to_vector<float>();
+  for (size_t i = 0; i < yv.size(); ++i) {
+    if (yv[i] == 0.0f) {
+      CHECK(g[i] == 0.0f);
+    } else {
+      CHECK(g[i] == Approx(wv[i] * 2.0f).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("dropout: p = 0 and eval return the input, p = 1 gives zeros", "[nn]") {
+  Tensor x = randn({5, 6}).set_requires_grad(true);
+  CHECK(dropout(x, 0.0).is_same(x));
+  CHECK(dropout(x, 0.7, false).is_same(x));
+  Tensor y = dropout(x, 1.0);
+  CHECK(y.to_vector<float>() == std::vector<float>(30, 0.0f));
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(30, 0.0f));
+  CHECK_THROWS_AS(dropout(x, 1.5), Error);
+}
+
+TEST_CASE("cross_entropy equals log_softmax + NLL by hand; ignored rows contribute nothing", "[nn]") {
+  const std::vector<double> lv{1.0, 2.0, 0.5, -1.0, 0.0, 3.0, 1.0, 1.0, -2.0, 0.5, 0.25, 4.0};
+  Tensor logits = tensor(lv, {3, 4}).set_requires_grad(true);
+  Tensor target = tensor<int64_t>({1, -100, 3});
+  Tensor loss = cross_entropy(logits, target);
+
+  // By hand: loss = -(log p[0][1] + log p[2][3]) / 2 (row 1 is ignored and not counted).
+  auto log_p = [&](size_t row, size_t cls) {
+    double s = 0;
+    for (size_t c = 0; c < 4; ++c) s += std::exp(lv[row * 4 + c]);
+    return lv[row * 4 + cls] - std::log(s);
+  };
+  const double expect = -(log_p(0, 1) + log_p(2, 3)) / 2.0;
+  CHECK(loss.item<double>() == Approx(expect).epsilon(1e-12));
+  // The same through kiln's log_softmax.
+  std::vector<double> ls = log_softmax(logits.detach(), 1).to_vector_double();
+  CHECK(loss.item<double>() == Approx(-(ls[1] + ls[11]) / 2.0).epsilon(1e-12));
+
+  // Per-row losses: the ignored row is 0.
+  std::vector<double> none = cross_entropy(logits.detach(), target, Reduction::None).to_vector_double();
+  CHECK(none[0] == Approx(-log_p(0, 1)).epsilon(1e-12));
+  CHECK(none[1] == 0.0);
+  CHECK(none[2] == Approx(-log_p(2, 3)).epsilon(1e-12));
+
+  // Gradient: (softmax - onehot) / 2 on counted rows, exactly zero on the ignored one.
+  loss.backward();
+  std::vector<double> g = logits.grad().to_vector_double();
+  for (size_t c = 0; c < 4; ++c) {
+    CHECK(g[4 + c] == 0.0);
+    CHECK(g[c] == Approx((std::exp(log_p(0, c)) - (c == 1 ? 1.0 : 0.0)) / 2.0).epsilon(1e-12));
+  }
+
+  // Changing an ignored row's logits changes nothing.
+  Tensor other = logits.detach().clone();
+  other.select(0, 1).fill_(100.0);
+  CHECK(cross_entropy(other, target).item<double>() == loss.item<double>());
+
+  // Label smoothing: (1 - eps) * nll + eps * mean over classes of -log p.
+  const double eps = 0.1;
+  double smooth = 0;
+  for (size_t row : {size_t{0}, size_t{2}}) {
+    double mean_nlp = 0;
+    for (size_t c = 0; c < 4; ++c) mean_nlp -= log_p(row, c) / 4.0;
+    smooth += (1 - eps) * -log_p(row, row == 0 ? 1 : 3) + eps * mean_nlp;
+  }
+  CHECK(cross_entropy(logits.detach(), target, Reduction::Mean, -100, eps).item<double>() ==
+        Approx(smooth / 2.0).epsilon(1e-12));
+  // Every target ignored: the mean is 0/0, as in PyTorch.
+  CHECK(std::isnan(cross_entropy(logits.detach(), tensor<int64_t>({-100, -100, -100})).item<double>()));
+}
+
+TEST_CASE("softmax rows sum to 1 and stay finite for logits of +-1000", "[nn]") {
+  for (DType t : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    INFO(dtype_name(t));
+    // Values exact in bfloat16 (spacing 4 around 1000).
+    Tensor x = tensor<double>({1000, -1000, 996, 0, -1000, -996, -1000, -1000}, {2, 4}).to(t);
+    std::vector<double> s = softmax(x, -1).to_vector_double();
+    for (double e : s) CHECK(std::isfinite(e));
+    // bfloat16 rounds each output to ~3 digits; float32's log(sum) near 1 loses a few ulps to conditioning.
+    const double tol = t == DType::BFloat16 ? 1e-2 : (t == DType::Float32 ? 1e-5 : 1e-12);
+    CHECK(s[0] + s[1] + s[2] + s[3] == Approx(1.0).margin(tol));
+    CHECK(s[4] + s[5] + s[6] + s[7] == Approx(1.0).margin(tol));
+    CHECK(s[0] == Approx(1.0 / (1.0 + std::exp(-4.0))).margin(tol));
+    CHECK(s[1] == 0.0);
+    std::vector<double> l = log_softmax(x, -1).to_vector_double();
+    for (double e : l) CHECK(std::isfinite(e));
+    CHECK(l[5] == Approx(-std::log(1.0 + 3.0 * std::exp(-4.0))).epsilon(tol));
+  }
+  manual_seed(3);
+  Tensor r = softmax(randn({17, 33}) * 5.0, 1);
+  std::vector<double> sums = sum(r, {1}).to_vector_double();
+  for (double e : sums) CHECK(e == Approx(1.0).margin(1e-6));
+}
+
+TEST_CASE("layer_norm of a constant row is zero, with finite gradients", "[nn]") {
+  Tensor x = full({3, 8}, 0.1).set_requires_grad(true);
+  Tensor w = ones({8}).set_requires_grad(true), b = zeros({8}).set_requires_grad(true);
+  Tensor y = layer_norm(x, {8}, w, b);
+  for (float e : y.to_vector<float>()) {
+    CHECK(std::isfinite(e));
+    CHECK(e == Approx(0.0f).margin(1e-4));
+  }
+  sum(y * y + y).backward();
+  for (const Tensor* t : {&x, &w, &b})
+    for (float g : t->grad().to_vector<float>()) CHECK(std::isfinite(g));
+}
+
+TEST_CASE("nn backward passes give the same bits for any thread count", "[nn]") {
+  ThreadCountGuard guard;
+  auto run = [](int threads) {
+    cpu::set_num_threads(threads);
+    manual_seed(8);
+    Tensor x = randn({700, 48}).set_requires_grad(true);
+    Tensor w = randn({48}).set_requires_grad(true), b = randn({48}).set_requires_grad(true);
+    Tensor bx = randn({64, 6, 5, 5}).set_requires_grad(true);
+    Tensor logits = randn({3000, 10}).set_requires_grad(true);
+    Tensor target = randint(0, 10, {3000});
+    Tensor loss = sum(layer_norm(x, {48}, w, b) * 0.5) +
+                  sum(batch_norm(bx, Tensor(), Tensor(), Tensor(), Tensor(), true) * 0.25) +
+                  cross_entropy(logits, target, Reduction::Sum);
+    loss.backward();
+    std::vector<float> all{loss.item<float>()};
+    for (const Tensor* t : {&x, &w, &b, &bx, &logits}) {
+      std::vector<float> g = t->grad().to_vector<float>();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  std::vector<float> one = run(1), two = run(2), four = run(4);
+  CHECK(one == two);
+  CHECK(one == four);
+}
+
+TEST_CASE("embedding: repeated indices accumulate their gradients", "[nn]") {
+  Tensor w = randn({4, 3}).set_requires_grad(true);
+  Tensor idx = tensor<int64_t>({2, 0, 2, 2}, {2, 2});
+  Tensor y = embedding(w, idx);
+  CHECK(y.sizes() == Shape{2, 2, 3});
+  CHECK(y.grad_fn()->name() == "embedding");
+  sum(y).backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{1, 1, 1, 0, 0, 0, 3, 3, 3, 0, 0, 0});
+  CHECK_THROWS_WITH(embedding(w, tensor<int64_t>({4})), Catch::Contains("embedding") && Catch::Contains("index 4"));
+}
+
+TEST_CASE("nn ops accept empty inputs", "[nn]") {
+  Tensor e = zeros({0, 5}).set_requires_grad(true);
+  CHECK(softmax(e, 1).sizes() == Shape{0, 5});
+  CHECK(log_softmax(e, 0).sizes() == Shape{0, 5});
+  Tensor w = ones({5}).set_requires_grad(true);
+  Tensor y = layer_norm(e, {5}, w, Tensor());
+  sum(y).backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(5, 0.0f));
+  CHECK(batch_norm(zeros({0, 5}), zeros({5}), ones({5}), Tensor(), Tensor(), false).sizes() == Shape{0, 5});
+  CHECK(cross_entropy(e, zeros({0}, DType::Int64), Reduction::None).sizes() == Shape{0});
+  CHECK(cross_entropy(e, zeros({0}, DType::Int64), Reduction::Sum).item<float>() == 0.0f);
+  CHECK(std::isnan(cross_entropy(e, zeros({0}, DType::Int64)).item<float>()));  // mean of nothing
+  CHECK(embedding(ones({3, 2}), zeros({0, 4}, DType::Int64)).sizes() == Shape{0, 4, 2});
+  CHECK(dropout(e, 0.5).sizes() == Shape{0, 5});
+}

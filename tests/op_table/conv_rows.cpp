@@ -1,6 +1,452 @@
-// Op table rows: placeholder.
+// Op table rows: conv2d and 2-d pooling. An op's hyper-parameters travel with each sample as a
+// trailing int64 tensor (the runner never converts integer inputs), so one row covers many
+// configurations. References are direct loops in float64 over the values (no im2col).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
-void add_conv_rows(std::vector<OpRow>& rows) { (void)rows; }
+namespace {
+
+Tensor params(const std::vector<int64_t>& v, Device d) {
+  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, d));
+}
+std::vector<int64_t> param_values(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+Tensor channels_last(const Tensor& t) { return t.contiguous(MemoryFormat::ChannelsLast); }
+
+int64_t floor_div(int64_t a, int64_t b) { return static_cast<int64_t>(std::floor(static_cast<double>(a) / b)); }
+
+// --- conv2d ----------------------------------------------------------------------------------
+// Params: stride h, w, padding h, w, dilation h, w, groups.
+
+Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const std::vector<int64_t>& p) {
+  const Shape xs = x.sizes(), ws = w.sizes();
+  const int64_t n_ = xs[0], h_ = xs[2], w_ = xs[3];
+  const int64_t co_ = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
+  const int64_t groups = p[6], cog = co_ / groups;
+  const int64_t oh_ = (h_ + 2 * p[2] - p[4] * (kh - 1) - 1) / p[0] + 1;
+  const int64_t ow_ = (w_ + 2 * p[3] - p[5] * (kw - 1) - 1) / p[1] + 1;
+  std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>();
+  std::vector<double> out;
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t co = 0; co < co_; ++co)
+      for (int64_t oh = 0; oh < oh_; ++oh)
+        for (int64_t ow = 0; ow < ow_; ++ow) {
+          double acc = bv.empty() ? 0.0 : bv[static_cast<size_t>(co)];
+          const int64_t g = co / cog;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t ih = oh * p[0] - p[2] + i * p[4], iw = ow * p[1] - p[3] + j * p[5];
+                if (ih < 0 || ih >= h_ || iw < 0 || iw >= w_) continue;
+                acc += xv[static_cast<size_t>(ravel({n, g * cg + ci, ih, iw}, xs))] *
+                       wv[static_cast<size_t>(ravel({co, ci, i, j}, ws))];
+              }
+          out.push_back(acc);
+        }
+  return from_values(out, {n_, co_, oh_, ow_});
+}
+
+// x [n, c, h, w], weight [co, c / groups, k, k2]; seeds differ per sample.
+TensorList conv_inputs(DType t, Device d, Shape xs, Shape ws, std::vector<int64_t> p, bool bias, bool cl,
+                       uint64_t seed) {
+  Tensor x = rnd(xs, t, d, seed);
+  if (cl) x = channels_last(x);
+  // Weight scaled like a fan-in initialisation so outputs stay O(1) in every dtype.
+  Tensor w = rnd(ws, t, d, seed + 1, 1.0 / std::sqrt(static_cast<double>(ws[1] * ws[2] * ws[3])));
+  TensorList r{x, w};
+  if (bias) r.push_back(rnd({ws[0]}, t, d, seed + 2));
+  r.push_back(params(p, d));
+  return r;
+}
+
+Sample conv_sample(const std::string& name, Shape xs, Shape ws, std::vector<int64_t> p, bool bias, bool cl,
+                   uint64_t seed) {
+  return {name, [=](DType t, Device d) { return conv_inputs(t, d, xs, ws, p, bias, cl, seed); }};
+}
+
+std::vector<int64_t> std_params() { return {1, 1, 0, 0, 1, 1, 1}; }
+
+// --- pooling ---------------------------------------------------------------------------------
+
+int64_t ref_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  int64_t out = ceil_mode ? -floor_div(-span, s) + 1 : floor_div(span, s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// Runs fn(plane values, h, w) -> values of one output plane, over all planes of a 3-d or 4-d x.
+Tensor ref_per_plane(const Tensor& x, int64_t oh, int64_t ow,
+                     const std::function<std::vector<double>(const double*, int64_t, int64_t)>& fn) {
+  const int64_t h = x.size(-2), w = x.size(-1);
+  const int64_t planes = x.numel() / (h * w);
+  std::vector<double> xv = values(x), out;
+  for (int64_t p = 0; p < planes; ++p) {
+    std::vector<double> o = fn(xv.data() + p * h * w, h, w);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  Shape s = x.sizes();
+  s[s.size() - 2] = oh;
+  s[s.size() - 1] = ow;
+  return from_values(out, s);
+}
+
+// Max-pool params: kernel h, w, stride h, w (0: the kernel's), padding h, w, dilation h, w, ceil_mode.
+Tensor ref_max_pool(const Tensor& x, std::vector<int64_t> q) {
+  if (q[2] == 0) q[2] = q[0];
+  if (q[3] == 0) q[3] = q[1];
+  const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], q[6], q[8] != 0);
+  const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], q[7], q[8] != 0);
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        double best = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < q[0]; ++i)
+          for (int64_t j = 0; j < q[1]; ++j) {
+            const int64_t y = a * q[2] - q[4] + i * q[6], z = b * q[3] - q[5] + j * q[7];
+            if (y >= 0 && y < h && z >= 0 && z < w) best = std::max(best, v[y * w + z]);
+          }
+        o.push_back(best);
+      }
+    return o;
+  });
+}
+
+// Avg-pool params: kernel h, w, stride h, w, padding h, w, ceil_mode, count_include_pad.
+Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
+  const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], 1, q[6] != 0);
+  const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], 1, q[6] != 0);
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        double sum = 0;
+        int64_t real = 0, padded = 0;
+        for (int64_t i = 0; i < q[0]; ++i)
+          for (int64_t j = 0; j < q[1]; ++j) {
+            const int64_t y = a * q[2] - q[4] + i, z = b * q[3] - q[5] + j;
+            // Window cells past the right/bottom padding (ceil_mode) count for nothing.
+            if (y >= h + q[4] || z >= w + q[5]) continue;
+            ++padded;
+            if (y >= 0 && y < h && z >= 0 && z < w) {
+              sum += v[y * w + z];
+              ++real;
+            }
+          }
+        o.push_back(sum / static_cast<double>(q[7] ? padded : real));
+      }
+    return o;
+  });
+}
+
+Tensor ref_adaptive_avg(const Tensor& x, int64_t oh, int64_t ow) {
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        const int64_t y0 = static_cast<int64_t>(std::floor(static_cast<double>(a * h) / oh));
+        const int64_t y1 = static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * h) / oh));
+        const int64_t z0 = static_cast<int64_t>(std::floor(static_cast<double>(b * w) / ow));
+        const int64_t z1 = static_cast<int64_t>(std::ceil(static_cast<double>((b + 1) * w) / ow));
+        double sum = 0;
+        for (int64_t y = y0; y < y1; ++y)
+          for (int64_t z = z0; z < z1; ++z) sum += v[y * w + z];
+        o.push_back(sum / static_cast<double>((y1 - y0) * (z1 - z0)));
+      }
+    return o;
+  });
+}
+
+// A pooling sample: x of `shape` (distinct values for max pooling so the argmax is unique and
+// gradcheck's perturbations never swap winners), optionally channels-last, then the params.
+Sample pool_sample(const std::string& name, Shape shape, std::vector<int64_t> q, bool distinct, bool cl,
+                   uint64_t seed) {
+  return {name, [=](DType t, Device d) {
+            Tensor x = distinct ? rnd_distinct(shape, t, d, seed) : rnd(shape, t, d, seed);
+            if (cl) x = channels_last(x);
+            return TensorList{x, params(q, d)};
+          }};
+}
+
+Pair pr(const std::vector<int64_t>& q, size_t i) { return {q[i], q[i + 1]}; }
+
+}  // namespace
+
+void add_conv_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r;
+    r.name = "conv2d";
+    r.dtypes = kFloatTypes;
+    // Small images keep gradcheck (one forward per perturbed element) well under a second.
+    r.samples = {
+        conv_sample("3x3", {2, 3, 6, 5}, {3, 3, 3, 3}, std_params(), true, false, 11),
+        conv_sample("stride 2, padding 1", {2, 3, 6, 5}, {3, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, true, false, 21),
+        conv_sample("dilation 2, padding 2x1", {2, 3, 7, 6}, {3, 3, 3, 2}, {1, 1, 2, 1, 2, 2, 1}, true, false, 31),
+        conv_sample("groups 2", {2, 4, 6, 5}, {4, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true, false, 41),
+        conv_sample("1x1", {2, 3, 5, 4}, {4, 3, 1, 1}, std_params(), true, false, 51),
+        conv_sample("1x1 channels-last", {2, 3, 5, 4}, {4, 3, 1, 1}, std_params(), true, true, 55),
+        conv_sample("channels-last, padding 1", {2, 3, 6, 5}, {3, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true, true, 61),
+        conv_sample("channels-last, groups 3, stride 2x1", {2, 3, 7, 5}, {3, 1, 3, 2}, {2, 1, 1, 0, 1, 1, 3}, true,
+                    true, 65),
+        conv_sample("odd sizes, 5x3 kernel, stride 3x2", {1, 5, 9, 7}, {2, 5, 5, 3}, {3, 2, 2, 1, 1, 1, 1}, true, false,
+                    71),
+        {"non-contiguous input",
+         [](DType t, Device d) {
+           TensorList in = conv_inputs(t, d, {2, 3, 5, 5}, {3, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true, false, 81);
+           in[0] = noncontig(in[0]);
+           return in;
+         }},
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      return TensorList{conv2d(in[0], in[1], in[2], {p[0], p[1]}, {p[2], p[3]}, {p[4], p[5]}, p[6])};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_conv2d(in[0], in[1], in[2], param_values(in[3]))}; };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    // No loosened half tolerance: float16/bfloat16 inputs are widened to float32 columns and the
+    // whole sum stays in float32, so the output carries only the final rounding to half (2^-11,
+    // 2^-8 relative), within the default 1e-3 / 1e-2 however many terms the sum has.
+    const Tensor x4 = zeros({2, 3, 8, 8}), w4 = zeros({8, 3, 3, 3});
+    r.errors = {
+        {"input not 4-d",
+         [] {
+           conv2d(zeros({3, 8, 8}), zeros({8, 3, 3, 3}));
+         },
+         {"conv2d", "4-d", "[3, 8, 8]"}},
+        {"weight not 4-d",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({8, 27}));
+         },
+         {"conv2d", "weight", "[8, 27]"}},
+        {"channel mismatch",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({8, 4, 3, 3}));
+         },
+         {"conv2d", "input has 3 channels, weight expects 4", "[2, 3, 8, 8]", "[8, 4, 3, 3]"}},
+        {"grouped channel mismatch",
+         [] {
+           conv2d(zeros({2, 4, 8, 8}), zeros({8, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2);
+         },
+         {"conv2d", "input has 4 channels, weight expects 2", "[2, 4, 8, 8]", "[8, 1, 3, 3]"}},
+        {"groups do not divide input channels",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({4, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2);
+         },
+         {"conv2d", "groups 2", "3 channels", "[2, 3, 8, 8]", "[4, 1, 3, 3]"}},
+        {"groups do not divide output channels",
+         [] {
+           conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2);
+         },
+         {"conv2d", "groups 2", "3 output channels", "[3, 2, 3, 3]"}},
+        {"zero groups",
+         [] {
+           conv2d(zeros({2, 4, 8, 8}), zeros({4, 4, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 0);
+         },
+         {"conv2d", "groups", "[2, 4, 8, 8]"}},
+        {"kernel larger than padded input",
+         [] {
+           conv2d(zeros({1, 3, 4, 4}), zeros({2, 3, 5, 5}), Tensor(), {1, 1}, {0, 0});
+         },
+         {"conv2d", "larger than the padded input 4x4", "[1, 3, 4, 4]", "[2, 3, 5, 5]"}},
+        {"non-positive output size (dilation)",
+         [] {
+           conv2d(zeros({1, 3, 5, 5}), zeros({2, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {3, 3});
+         },
+         {"conv2d", "output size -1x-1", "[1, 3, 5, 5]", "[2, 3, 3, 3]"}},
+        {"zero stride",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({8, 3, 3, 3}), Tensor(), {0, 1});
+         },
+         {"conv2d", "stride", "0x1", "[2, 3, 8, 8]"}},
+        {"negative padding",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({8, 3, 3, 3}), Tensor(), {1, 1}, {-1, 0});
+         },
+         {"conv2d", "padding", "-1x0"}},
+        {"dtype mismatch",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}), zeros({8, 3, 3, 3}, DType::Float64));
+         },
+         {"conv2d", "float32", "float64", "[2, 3, 8, 8]"}},
+        {"integer input",
+         [] {
+           conv2d(zeros({2, 3, 8, 8}, DType::Int64), zeros({8, 3, 3, 3}, DType::Int64));
+         },
+         {"conv2d", "int64", "[2, 3, 8, 8]"}},
+        {"bias shape", [x4, w4] { conv2d(x4, w4, zeros({3})); }, {"conv2d", "bias", "[8]", "[3]", "[8, 3, 3, 3]"}},
+        {"undefined weight", [x4] { conv2d(x4, Tensor()); }, {"conv2d", "weight"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "conv2d (no bias)";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        conv_sample("3x3, padding 1", {2, 3, 6, 5}, {3, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, false, false, 111),
+        conv_sample("channels-last, groups 3, dilation 2", {2, 3, 7, 6}, {3, 1, 2, 3}, {1, 2, 1, 2, 2, 2, 3}, false,
+                    true, 121),
+        conv_sample("1x1 channels-last stride 2", {2, 3, 5, 5}, {2, 3, 1, 1}, {2, 2, 0, 0, 1, 1, 1}, false, true, 131),
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[2]);
+      return TensorList{conv2d(in[0], in[1], Tensor(), {p[0], p[1]}, {p[2], p[3]}, {p[4], p[5]}, p[6])};
+    };
+    r.reference = [](const TensorList& in) {
+      return TensorList{ref_conv2d(in[0], in[1], Tensor(), param_values(in[2]))};
+    };
+    r.differentiable = {0, 1};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "max_pool2d";
+    r.dtypes = kFloatTypes;
+    // rnd_distinct: every window has one maximum (ties would make the gradient ill-defined).
+    r.samples = {
+        pool_sample("2x2", {2, 3, 6, 4}, {2, 2, 0, 0, 0, 0, 1, 1, 0}, true, false, 201),
+        pool_sample("3x3 stride 2 padding 1", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 0}, true, false, 211),
+        pool_sample("3x3 stride 2 padding 1, channels-last", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 0}, true, true,
+                    221),
+        pool_sample("3x2 stride 2, ceil_mode", {2, 2, 7, 5}, {3, 2, 2, 2, 1, 0, 1, 1, 1}, true, false, 231),
+        pool_sample("2x2 dilation 2", {1, 3, 7, 7}, {2, 2, 1, 2, 1, 0, 2, 2, 0}, true, false, 241),
+        pool_sample("3-d input, overlapping 3x3 stride 1", {2, 5, 5}, {3, 3, 1, 1, 0, 0, 1, 1, 0}, true, false, 251),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{max_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), pr(q, 6), q[8] != 0)};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_max_pool(in[0], param_values(in[1]))}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    // Max pooling copies input values: exact in every dtype.
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};
+    r.errors = {
+        {"2-d input",
+         [] {
+           max_pool2d(zeros({8, 8}), {2, 2});
+         },
+         {"max_pool2d", "[8, 8]"}},
+        {"zero kernel",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {0, 2});
+         },
+         {"max_pool2d", "kernel", "0x2", "[1, 2, 8, 8]"}},
+        {"negative stride",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {-1, 2});
+         },
+         {"max_pool2d", "stride", "-1x2", "[1, 2, 8, 8]"}},
+        {"padding above half the kernel",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {3, 3}, {1, 1}, {2, 2});
+         },
+         {"max_pool2d", "padding 2x2", "3x3", "[1, 2, 8, 8]"}},
+        {"kernel larger than input",
+         [] {
+           max_pool2d(zeros({1, 2, 2, 8}), {3, 3});
+         },
+         {"max_pool2d", "output size 0x2", "[1, 2, 2, 8]"}},
+        {"integer input",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}, DType::Int32), {2, 2});
+         },
+         {"max_pool2d", "int32"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "avg_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("2x2", {2, 3, 6, 4}, {2, 2, 2, 2, 0, 0, 0, 1}, false, false, 301),
+        pool_sample("3x3 stride 2 padding 1, count_include_pad", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 0, 1}, false, false,
+                    311),
+        pool_sample("3x3 stride 2 padding 1, exclude pad", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 0, 0}, false, false, 321),
+        pool_sample("3x2 stride 2 padding 1x0, ceil_mode, count_include_pad", {2, 2, 8, 5}, {3, 2, 2, 2, 1, 0, 1, 1},
+                    false, false, 331),
+        pool_sample("3x3 stride 2 padding 1, ceil_mode, exclude pad, channels-last", {2, 3, 6, 6},
+                    {3, 3, 2, 2, 1, 1, 1, 0}, false, true, 341),
+        pool_sample("3-d input", {3, 5, 7}, {2, 3, 1, 2, 1, 1, 0, 1}, false, false, 351),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{avg_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), q[6] != 0, q[7] != 0)};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_avg_pool(in[0], param_values(in[1]))}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"5-d input",
+         [] {
+           avg_pool2d(zeros({1, 1, 2, 8, 8}), {2, 2});
+         },
+         {"avg_pool2d", "[1, 1, 2, 8, 8]"}},
+        {"padding above half the kernel",
+         [] {
+           avg_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {2, 2}, {2, 0});
+         },
+         {"avg_pool2d", "padding 2x0", "2x2", "[1, 2, 8, 8]"}},
+        {"zero stride",
+         [] {
+           avg_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {2, -2});
+         },
+         {"avg_pool2d", "stride", "2x-2", "[1, 2, 8, 8]"}},
+        {"kernel larger than input",
+         [] {
+           avg_pool2d(zeros({2, 3, 3}), {4, 1});
+         },
+         {"avg_pool2d", "output size 0x3", "[2, 3, 3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "adaptive_avg_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("1x1 from 6x5", {2, 3, 6, 5}, {1, 1}, false, false, 401),
+        pool_sample("3x2 from 7x5", {2, 3, 7, 5}, {3, 2}, false, false, 411),
+        pool_sample("3x2 from 7x5, channels-last", {2, 3, 7, 5}, {3, 2}, false, true, 421),
+        pool_sample("4x3 from 3x2 (upsampling windows)", {1, 2, 3, 2}, {4, 3}, false, false, 431),
+        pool_sample("3-d input, 2x4 from 5x7", {3, 5, 7}, {2, 4}, false, false, 441),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{adaptive_avg_pool2d(in[0], {q[0], q[1]})};
+    };
+    r.reference = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{ref_adaptive_avg(in[0], q[0], q[1])};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"zero output size",
+         [] {
+           adaptive_avg_pool2d(zeros({1, 2, 8, 8}), {0, 2});
+         },
+         {"adaptive_avg_pool2d", "0x2", "[1, 2, 8, 8]"}},
+        {"2-d input",
+         [] {
+           adaptive_avg_pool2d(zeros({8, 8}), {2, 2});
+         },
+         {"adaptive_avg_pool2d", "[8, 8]"}},
+        {"empty spatial dim",
+         [] {
+           adaptive_avg_pool2d(zeros({1, 2, 0, 8}), {2, 2});
+         },
+         {"adaptive_avg_pool2d", "[1, 2, 0, 8]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+}
+
 }  // namespace kiln::test

@@ -1,6 +1,196 @@
-// Op table rows: placeholder.
+// Op table rows: matmul (PyTorch's rules: 1-d promotion, broadcast batch dims) and linear. The
+// float64 references are plain triple loops over the row-major values; the samples cover both
+// ways an operand reaches the GEMM without a copy (row-major and transposed) and the copy path
+// (noncontig), and a k past the float64 GEMM's k block so gradcheck runs its accumulation across
+// blocks. linear has two rows because a row's differentiable inputs hold for all its samples.
+#include <algorithm>
+
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
-void add_linalg_rows(std::vector<OpRow>& rows) { (void)rows; }
+namespace {
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// Row-major index of the batch element that a broadcast batch index `idx` (of the full batch
+// shape) reads from an operand whose batch dims are `sub` (right-aligned, size-1 dims broadcast).
+int64_t sub_batch(const Shape& idx, const Shape& sub) {
+  Shape s(sub.size());
+  for (size_t d = 0; d < sub.size(); ++d) s[d] = sub[d] == 1 ? 0 : idx[idx.size() - sub.size() + d];
+  return ravel(s, sub);
+}
+
+Tensor ref_matmul(const Tensor& a, const Tensor& b) {
+  Shape as = a.sizes(), bs = b.sizes();
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  if (a1) as.insert(as.begin(), 1);
+  if (b1) bs.push_back(1);
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  const Shape ba(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  const size_t nd = std::max(ba.size(), bb.size());
+  Shape batch(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    const int64_t da = d < nd - ba.size() ? 1 : ba[d - (nd - ba.size())];
+    const int64_t db = d < nd - bb.size() ? 1 : bb[d - (nd - bb.size())];
+    batch[d] = da == 1 ? db : da;
+  }
+  const std::vector<double> av = values(a), bv = values(b);
+  std::vector<double> out;
+  for (int64_t q = 0; q < shape_numel(batch); ++q) {
+    const Shape idx = unravel(q, batch);
+    const int64_t qa = sub_batch(idx, ba), qb = sub_batch(idx, bb);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += av[at((qa * m + i) * k + p)] * bv[at((qb * k + p) * n + j)];
+        out.push_back(s);
+      }
+    }
+  }
+  Shape out_shape = batch;
+  if (!a1) out_shape.push_back(m);
+  if (!b1) out_shape.push_back(n);
+  return from_values(out, out_shape);
+}
+
+// y[..., o] = sum_i x[..., i] * w[o, i] (+ bias[o]).
+Tensor ref_linear(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const int64_t in = w.size(1), out_f = w.size(0), rows = x.numel() / in;
+  const std::vector<double> xv = values(x), wv = values(w);
+  const std::vector<double> bv = bias ? values(*bias) : std::vector<double>(at(out_f), 0.0);
+  std::vector<double> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out_f; ++o) {
+      double s = 0;
+      for (int64_t i = 0; i < in; ++i) s += xv[at(r * in + i)] * wv[at(o * in + i)];
+      out.push_back(s + bv[at(o)]);
+    }
+  }
+  Shape shape = x.sizes();
+  shape.back() = out_f;
+  return from_values(out, shape);
+}
+
+Sample pair(const std::string& name, Shape sa, Shape sb, uint64_t seed) {
+  return {name, [sa, sb, seed](DType t, Device d) {
+            return TensorList{rnd(sa, t, d, seed), rnd(sb, t, d, seed + 1)};
+          }};
+}
+
+}  // namespace
+
+void add_linalg_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r;
+    r.name = "matmul";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pair("2-d odd sizes 7x13 @ 13x5", {7, 13}, {13, 5}, 5101),
+        pair("2-d long k 2x150 @ 150x3", {2, 150}, {150, 3}, 5103),
+        pair("batched [3,4,5] @ [3,5,2]", {3, 4, 5}, {3, 5, 2}, 5105),
+        pair("broadcast batch [2,1,3,4] @ [5,4,2]", {2, 1, 3, 4}, {5, 4, 2}, 5107),
+        pair("3-d @ 2-d [3,4,5] @ [5,2]", {3, 4, 5}, {5, 2}, 5109),
+        pair("2-d @ 3-d [4,5] @ [3,5,2]", {4, 5}, {3, 5, 2}, 5111),
+        pair("1-d @ 2-d [4] @ [4,3]", {4}, {4, 3}, 5113),
+        pair("2-d @ 1-d [3,4] @ [4]", {3, 4}, {4}, 5115),
+        pair("1-d @ 1-d [6] @ [6]", {6}, {6}, 5117),
+        pair("1-d @ 3-d [4] @ [2,4,3]", {4}, {2, 4, 3}, 5119),
+        pair("3-d @ 1-d [2,3,4] @ [4]", {2, 3, 4}, {4}, 5121),
+        pair("1x1 @ 1x1", {1, 1}, {1, 1}, 5123),
+        {"transposed operands [5,3]^T @ [4,5]^T",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 3}, t, d, 5125).transpose(0, 1), rnd({4, 5}, t, d, 5126).transpose(0, 1)};
+         }},
+        {"batched, transposed last dims [2,6,3]^T @ [2,4,6]^T",
+         [](DType t, Device d) {
+           return TensorList{rnd({2, 6, 3}, t, d, 5127).transpose(1, 2), rnd({2, 4, 6}, t, d, 5128).transpose(1, 2)};
+         }},
+        {"non-contiguous [4,6] @ [6,3]",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({4, 6}, t, d, 5129)), noncontig(rnd({6, 3}, t, d, 5130))};
+         }},
+        {"non-contiguous batched [2,3,5] @ transposed [5,4]",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({2, 3, 5}, t, d, 5131)), rnd({4, 5}, t, d, 5132).transpose(0, 1)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{matmul(x[0], x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_matmul(x[0], x[1])}; };
+    r.differentiable = {0, 1};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"inner dims differ", [] { matmul(zeros({2, 3}), zeros({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]"}},
+        {"inner dims differ, 1-d", [] { matmul(zeros({3}), zeros({4})); }, {"matmul", "[3]", "[4]"}},
+        {"batch dims do not broadcast",
+         [] { matmul(zeros({2, 3, 4}), zeros({3, 4, 5})); },
+         {"matmul", "[2, 3, 4]", "[3, 4, 5]"}},
+        {"dtype mismatch",
+         [] { matmul(zeros({2, 3}), zeros({3, 2}, DType::Float64)); },
+         {"matmul", "float32", "float64"}},
+        {"0-d operand", [] { matmul(scalar_tensor(2.0), zeros({3})); }, {"matmul", "[3]"}},
+        {"integer operands",
+         [] { matmul(zeros({2, 2}, DType::Int64), zeros({2, 2}, DType::Int64)); },
+         {"matmul", "int64"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "linear";
+    r.dtypes = kFloatTypes;
+    auto sample = [](const std::string& name, Shape sx, int64_t out_f, uint64_t seed, bool nc_x, bool t_w) {
+      return Sample{name, [=](DType t, Device d) {
+                      const int64_t in = sx.back();
+                      Tensor x = rnd(sx, t, d, seed);
+                      Tensor w = t_w ? rnd({in, out_f}, t, d, seed + 1).t() : rnd({out_f, in}, t, d, seed + 1);
+                      return TensorList{nc_x ? noncontig(x) : x, w, rnd({out_f}, t, d, seed + 2)};
+                    }};
+    };
+    r.samples = {
+        sample("[5,3] -> 4", {5, 3}, 4, 5201, false, false),
+        sample("3-d [2,3,5] -> 4", {2, 3, 5}, 4, 5204, false, false),
+        sample("odd [7,13] -> 5, non-contiguous input", {7, 13}, 5, 5207, true, false),
+        sample("1-d [6] -> 3, transposed weight", {6}, 3, 5210, false, true),
+    };
+    r.op = [](const TensorList& x) { return TensorList{linear(x[0], x[1], x[2])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_linear(x[0], x[1], &x[2])}; };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"wrong feature count",
+         [] { linear(zeros({64, 300}), zeros({128, 784})); },
+         {"linear", "features", "[64, 300]", "[128, 784]"}},
+        {"bias size", [] { linear(zeros({2, 3}), zeros({4, 3}), zeros({5})); }, {"linear", "bias", "[5]"}},
+        {"weight not 2-d", [] { linear(zeros({2, 3}), zeros({3})); }, {"linear", "weight", "[3]"}},
+        {"dtype mismatch",
+         [] { linear(zeros({2, 3}), zeros({4, 3}, DType::Float64)); },
+         {"linear", "float32", "float64"}},
+        {"0-d input", [] { linear(scalar_tensor(1.0), zeros({4, 3})); }, {"linear", "[]", "[4, 3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "linear without bias";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pair("[5,3] -> 4", {5, 3}, {4, 3}, 5301),
+        pair("3-d [2,3,5] -> 4", {2, 3, 5}, {4, 5}, 5303),
+        pair("odd [7,13] -> 5", {7, 13}, {5, 13}, 5305),
+        {"transposed input [3,7]^T -> 2",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 7}, t, d, 5307).t(), rnd({2, 3}, t, d, 5308)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{linear(x[0], x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_linear(x[0], x[1], nullptr)}; };
+    r.differentiable = {0, 1};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"wrong feature count",
+                 [] { linear(zeros({3, 2, 5}), zeros({4, 6})); },
+                 {"linear", "features", "[3, 2, 5]", "[4, 6]"}}};
+    rows.push_back(std::move(r));
+  }
+}
+
 }  // namespace kiln::test
