@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/cuda/runtime.h"
 #include "core/storage.h"
 #include "kernels/error.h"
 
@@ -63,12 +64,15 @@ Allocator* cpu_allocator() {
 
 Allocator* get_allocator(Device device) {
   if (device.is_cpu()) return cpu_allocator();
-  std::lock_guard<std::mutex> lk(g_registry_mutex);
-  if (device.index < 0 || device.index >= 16 || !g_cuda_allocators[device.index]) {
-    throw DeviceError("allocator: no allocator for " + device.str() +
-                      ": this build of kiln has no CUDA runtime, or no CUDA device is available");
+  {
+    std::lock_guard<std::mutex> lk(g_registry_mutex);
+    if (device.index >= 0 && device.index < 16 && g_cuda_allocators[device.index]) return g_cuda_allocators[device.index];
   }
-  return g_cuda_allocators[device.index];
+  // The CUDA caching allocator, created on first use (and a DeviceError when there is no CUDA).
+  if (!cuda::is_available()) {
+    throw DeviceError("allocator: cannot allocate on " + device.str() + ": " + cuda::unavailable_reason());
+  }
+  return &cuda::caching_allocator(device.index);
 }
 
 void set_allocator(Device device, Allocator* allocator) {

@@ -1,0 +1,331 @@
+// The caching allocator's policy. One mutex guards everything; the device is touched only through
+// the backend, and never (no raw_alloc, no event query, no synchronize) while a capture runs.
+#include "core/cuda/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "kernels/error.h"
+
+namespace kiln::cuda {
+
+namespace {
+constexpr size_t kRound = 512;
+constexpr size_t kSmallRequest = size_t{1} << 20;      // 1 MiB
+constexpr size_t kSmallSegment = size_t{2} << 20;      // 2 MiB
+constexpr size_t kMediumRequest = size_t{10} << 20;    // 10 MiB
+constexpr size_t kMediumSegment = size_t{20} << 20;    // 20 MiB
+constexpr size_t kLargeRound = size_t{2} << 20;        // 2 MiB
+constexpr size_t kMinLargeRemainder = size_t{1} << 20;  // split a large block only if >= 1 MiB is left
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
+struct CachingAllocator::Block {
+  void* ptr = nullptr;
+  size_t size = 0;
+  size_t requested = 0;
+  Stream stream = nullptr;
+  PoolId pool = kSmall;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours inside one segment
+  Block* next = nullptr;
+  std::set<Stream> stream_uses;
+};
+
+bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return std::less<Stream>()(a->stream, b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return std::less<void*>()(a->ptr, b->ptr);
+}
+
+size_t CachingAllocator::round_size(size_t nbytes) { return nbytes < kRound ? kRound : (nbytes + kRound - 1) / kRound * kRound; }
+
+size_t CachingAllocator::segment_size(size_t rounded) {
+  if (rounded <= kSmallRequest) return kSmallSegment;
+  if (rounded < kMediumRequest) return kMediumSegment;
+  return (rounded + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+CachingAllocator::CachingAllocator(Device device, std::unique_ptr<DeviceBackend> backend, bool direct)
+    : device_(device), backend_(std::move(backend)), direct_(direct) {}
+
+CachingAllocator::~CachingAllocator() {
+  // Storages may still be alive at exit; their memory goes with the process.
+}
+
+CachingAllocator::PoolId CachingAllocator::pool_for(size_t size) const { return size <= kSmallRequest ? kSmall : kLarge; }
+
+void CachingAllocator::update_peaks() {
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+}
+
+CachingAllocator::Block* CachingAllocator::find_free_block(PoolId pool, Stream stream, size_t size) {
+  Block key;
+  key.stream = pool == kCapture ? nullptr : stream;
+  key.size = size;
+  key.ptr = nullptr;
+  auto it = pools_[pool].lower_bound(&key);
+  if (it == pools_[pool].end() || (*it)->stream != key.stream) return nullptr;
+  Block* b = *it;
+  pools_[pool].erase(it);
+  return b;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream stream, size_t size, size_t requested) {
+  size_t seg = pool == kCapture ? size : segment_size(size);
+  void* p = backend_->raw_alloc(seg);
+  if (!p) {
+    // Free what the cache holds and try once more.
+    release_free_segments(false);
+    p = backend_->raw_alloc(seg);
+  }
+  if (!p) throw_oom(requested);
+  std::unique_ptr<Block> b = std::make_unique<Block>();
+  b->ptr = p;
+  b->size = seg;
+  b->stream = pool == kCapture ? nullptr : stream;
+  b->pool = pool;
+  all_blocks_.push_back(std::move(b));
+  stats_.reserved_bytes += static_cast<int64_t>(seg);
+  stats_.num_device_mallocs++;
+  update_peaks();
+  return all_blocks_.back().get();
+}
+
+CachingAllocator::Block* CachingAllocator::split(Block* block, size_t size) {
+  size_t rest = block->size - size;
+  bool worth = block->pool == kLarge ? rest >= kMinLargeRemainder : rest >= kRound;
+  if (!worth) return block;
+  Block* r;
+  if (!spare_blocks_.empty()) {
+    r = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *r = Block();
+  } else {
+    all_blocks_.push_back(std::make_unique<Block>());
+    r = all_blocks_.back().get();
+  }
+  r->ptr = static_cast<char*>(block->ptr) + size;
+  r->size = rest;
+  r->stream = block->stream;
+  r->pool = block->pool;
+  r->prev = block;
+  r->next = block->next;
+  if (block->next) block->next->prev = r;
+  block->next = r;
+  block->size = size;
+  pools_[r->pool].insert(r);
+  return block;
+}
+
+DataPtr CachingAllocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return DataPtr(nullptr, 0, device_, this);
+  std::lock_guard<std::mutex> lk(mutex_);
+  Stream stream = backend_->current_stream();
+  Block* block = nullptr;
+  if (direct_) {
+    void* p = backend_->raw_alloc(nbytes);
+    if (!p) throw_oom(nbytes);
+    all_blocks_.push_back(std::make_unique<Block>());
+    block = all_blocks_.back().get();
+    block->ptr = p;
+    block->size = nbytes;
+    block->stream = stream;
+    stats_.reserved_bytes += static_cast<int64_t>(nbytes);
+    stats_.num_device_mallocs++;
+  } else if (capturing_) {
+    size_t size = round_size(nbytes);
+    block = find_free_block(kCapture, stream, size);
+    if (!block) {
+      size_t free_bytes = 0;
+      for (const Block* b : pools_[kCapture]) free_bytes = std::max(free_bytes, b->size);
+      throw OutOfMemoryError("cuda caching allocator: " + mib(static_cast<int64_t>(nbytes)) +
+                             " requested during graph capture, but the capture pool's largest free block is " +
+                             mib(static_cast<int64_t>(free_bytes)) +
+                             "; reserve more with reserve_capture_pool() before capturing (nothing may call "
+                             "cudaMalloc while a stream captures)");
+    }
+    block = split(block, size);
+  } else {
+    process_events();
+    size_t size = round_size(nbytes);
+    PoolId pool = pool_for(size);
+    block = find_free_block(pool, stream, size);
+    if (!block) block = new_segment(pool, stream, size, nbytes);
+    block = split(block, size);
+  }
+  block->allocated = true;
+  block->requested = nbytes;
+  live_[block->ptr] = block;
+  stats_.allocated_bytes += static_cast<int64_t>(block->size);
+  stats_.requested_bytes += static_cast<int64_t>(nbytes);
+  stats_.num_allocations++;
+  stats_.active_blocks++;
+  update_peaks();
+  return DataPtr(block->ptr, nbytes, device_, this);
+}
+
+void CachingAllocator::record_stream(void* ptr, Stream stream) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lk(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    throw Error("record_stream: pointer is not a live block of the " + device_.str() + " caching allocator");
+  }
+  if (stream != it->second->stream) it->second->stream_uses.insert(stream);
+}
+
+void CachingAllocator::deallocate(void* ptr, size_t) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;  // not ours: nothing to do (never happens through DataPtr)
+  Block* block = it->second;
+  live_.erase(it);
+  stats_.allocated_bytes -= static_cast<int64_t>(block->size);
+  stats_.requested_bytes -= static_cast<int64_t>(block->requested);
+  stats_.active_blocks--;
+  if (direct_) {
+    backend_->raw_free(block->ptr);
+    stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+    stats_.num_device_frees++;
+    *block = Block();
+    spare_blocks_.push_back(block);
+    return;
+  }
+  if (!block->stream_uses.empty() && block->pool != kCapture) {
+    // Reusable only once every stream that used it has passed this point.
+    std::vector<DeviceBackend::EventHandle> events;
+    for (Stream s : block->stream_uses) events.push_back(backend_->record_event(s));
+    block->stream_uses.clear();
+    block->allocated = false;
+    pending_.emplace_back(block, std::move(events));
+    return;
+  }
+  block->stream_uses.clear();
+  free_block(block);
+}
+
+void CachingAllocator::free_block(Block* block) {
+  block->allocated = false;
+  Pool& pool = pools_[block->pool];
+  // Merge with free neighbours of the same segment.
+  for (Block* n : {block->prev, block->next}) {
+    if (!n || n->allocated || pool.find(n) == pool.end()) continue;
+    pool.erase(n);
+    if (n == block->prev) {
+      n->size += block->size;
+      n->next = block->next;
+      if (block->next) block->next->prev = n;
+      *block = Block();
+      spare_blocks_.push_back(block);
+      block = n;
+    } else {
+      block->size += n->size;
+      block->next = n->next;
+      if (n->next) n->next->prev = block;
+      *n = Block();
+      spare_blocks_.push_back(n);
+    }
+  }
+  pool.insert(block);
+}
+
+void CachingAllocator::process_events() {
+  if (capturing_) return;  // no event queries during capture
+  for (size_t i = 0; i < pending_.size();) {
+    auto& [block, events] = pending_[i];
+    bool done = std::all_of(events.begin(), events.end(), [&](auto e) { return backend_->event_done(e); });
+    if (!done) {
+      ++i;
+      continue;
+    }
+    for (auto e : events) backend_->destroy_event(e);
+    free_block(block);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void CachingAllocator::release_free_segments(bool include_capture) {
+  for (int p = 0; p < 3; ++p) {
+    if (p == kCapture && !include_capture) continue;
+    for (auto it = pools_[p].begin(); it != pools_[p].end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {
+        ++it;
+        continue;
+      }
+      it = pools_[p].erase(it);
+      backend_->raw_free(b->ptr);
+      stats_.reserved_bytes -= static_cast<int64_t>(b->size);
+      stats_.num_device_frees++;
+      *b = Block();
+      spare_blocks_.push_back(b);
+    }
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (capturing_) throw Error("empty_cache: not allowed while a graph capture is running");
+  backend_->synchronize();
+  process_events();
+  release_free_segments(false);
+}
+
+void CachingAllocator::throw_oom(size_t requested) {
+  stats_.num_ooms++;
+  size_t free_dev = backend_->free_memory();
+  throw OutOfMemoryError("CUDA out of memory on " + device_.str() + ": tried to allocate " +
+                         mib(static_cast<int64_t>(requested)) + "; kiln has " + mib(stats_.allocated_bytes) +
+                         " allocated and " + mib(stats_.reserved_bytes) + " reserved" +
+                         (free_dev ? ", the device reports " + mib(static_cast<int64_t>(free_dev)) + " free" : "") +
+                         ". Try a smaller batch, autocast (float16/bfloat16 activations), activation "
+                         "checkpointing, or gradient accumulation.");
+}
+
+MemoryStats CachingAllocator::memory_stats() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CachingAllocator::reserve_capture_pool(size_t nbytes) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (capturing_) throw Error("reserve_capture_pool: call it before the capture begins");
+  size_t size = round_size(nbytes);
+  Block* b = new_segment(kCapture, nullptr, size, nbytes);
+  pools_[kCapture].insert(b);
+}
+
+void CachingAllocator::begin_capture(Stream stream) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (capturing_) throw Error("begin_capture: a capture is already running");
+  process_events();  // the last chance to query events before the capture
+  capturing_ = true;
+  capture_stream_ = stream;
+}
+
+void CachingAllocator::end_capture() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  capturing_ = false;
+  capture_stream_ = nullptr;
+}
+
+bool CachingAllocator::capturing() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return capturing_;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,118 @@
+// The caching device allocator (ARCHITECTURE.md section 2). Blocks are carved from large
+// segments, split to fit and merged back when freed, and reused only by the stream that allocated
+// them; a block also used on other streams (record_stream) is reused only after events on those
+// streams complete. Everything the GPU does goes through a DeviceBackend, so the whole policy runs
+// and is tested on the CPU with a fake backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+
+namespace kiln::cuda {
+
+// The device operations the allocator needs. CudaBackend (core/cuda/runtime.cpp) is the real one.
+class DeviceBackend {
+ public:
+  using EventHandle = void*;
+  virtual ~DeviceBackend() = default;
+  virtual void* raw_alloc(size_t nbytes) = 0;  // nullptr when the device is out of memory
+  virtual void raw_free(void* ptr) = 0;
+  virtual EventHandle record_event(Stream stream) = 0;  // a new event recorded on stream
+  virtual bool event_done(EventHandle event) = 0;       // query
+  virtual void destroy_event(EventHandle event) = 0;
+  virtual bool is_capturing(Stream stream) = 0;         // stream capture in progress
+  virtual void synchronize() = 0;                       // the whole device
+  virtual Stream current_stream() = 0;
+  virtual size_t free_memory() { return 0; }            // for error messages; 0 when unknown
+};
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0;       // in live blocks (rounded sizes)
+  int64_t reserved_bytes = 0;        // in segments obtained from the device
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t requested_bytes = 0;       // as asked by callers (unrounded)
+  int64_t num_device_mallocs = 0;    // segments obtained (cudaMalloc calls that succeeded)
+  int64_t num_device_frees = 0;
+  int64_t num_allocations = 0;       // blocks handed out
+  int64_t num_ooms = 0;
+  int64_t active_blocks = 0;
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  // direct = true bypasses the cache: every allocation is its own raw_alloc (so compute-sanitizer
+  // sees each out-of-bounds access), as KILN_CUDA_ALLOC=direct asks.
+  CachingAllocator(Device device, std::unique_ptr<DeviceBackend> backend, bool direct = false);
+  ~CachingAllocator() override;
+
+  DataPtr allocate(size_t nbytes) override;
+  void record_stream(void* ptr, Stream stream) override;
+  const char* name() const override { return direct_ ? "cuda-direct" : "cuda-caching"; }
+
+  MemoryStats memory_stats() const;
+  void reset_peak_stats();
+  // Returns every wholly free segment to the device (waits for pending cross-stream uses first).
+  void empty_cache();
+
+  // Graph capture: between begin and end, allocations on `stream` come from a private pool that
+  // never calls raw_alloc, queries events or synchronizes. reserve_capture_pool(bytes) obtains its
+  // memory beforehand; blocks freed during capture are reused only by the same capture pool.
+  void reserve_capture_pool(size_t nbytes);
+  void begin_capture(Stream stream);
+  void end_capture();
+  bool capturing() const;
+
+  // Rounding rules, exposed for tests: requests round up to 512 bytes; small requests (<= 1 MiB)
+  // come from 2 MiB segments, larger ones from segments of their size rounded to 2 MiB (or 20 MiB
+  // for requests between 1 and 10 MiB, so several share a segment).
+  static size_t round_size(size_t nbytes);
+  static size_t segment_size(size_t rounded);
+
+ protected:
+  void deallocate(void* ptr, size_t nbytes) override;
+
+ private:
+  struct Block;
+  struct BlockLess {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockLess>;
+  enum PoolId : int { kSmall = 0, kLarge = 1, kCapture = 2 };
+
+  Block* find_free_block(PoolId pool, Stream stream, size_t size);
+  Block* new_segment(PoolId pool, Stream stream, size_t size, size_t requested);
+  Block* split(Block* block, size_t size);
+  void free_block(Block* block);
+  void merge_into(Block* block, Pool& pool);
+  void process_events();
+  void release_free_segments(bool include_capture);
+  [[noreturn]] void throw_oom(size_t requested);
+  PoolId pool_for(size_t size) const;
+  void update_peaks();
+
+  Device device_;
+  std::unique_ptr<DeviceBackend> backend_;
+  bool direct_;
+  mutable std::mutex mutex_;
+  Pool pools_[3];
+  std::unordered_map<void*, Block*> live_;  // allocated blocks by pointer
+  std::vector<std::unique_ptr<Block>> all_blocks_;  // ownership (blocks are recycled via free list)
+  std::vector<Block*> spare_blocks_;
+  // Blocks freed while used on other streams, waiting for their events.
+  std::vector<std::pair<Block*, std::vector<DeviceBackend::EventHandle>>> pending_;
+  MemoryStats stats_;
+  bool capturing_ = false;
+  Stream capture_stream_ = nullptr;
+};
+
+}  // namespace kiln::cuda

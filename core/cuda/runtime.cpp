@@ -1,0 +1,385 @@
+// CUDA runtime wrappers. Everything is lazy: the first is_available() asks for the device count,
+// and a failure there (no device, no driver: error 35, unknown error) means "no CUDA", not a crash.
+// The CPU build compiles the bottom half of this file instead, where every call is a clear error.
+#include "core/cuda/runtime.h"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/error.h"
+
+#if defined(KILN_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace kiln::cuda {
+
+MathSwitches& math_switches() {
+  static MathSwitches s;
+  return s;
+}
+
+#if defined(KILN_WITH_CUDA)
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  }
+}
+
+cudaStream_t raw(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+struct InitState {
+  std::once_flag once;
+  int count = 0;
+  std::string reason;
+};
+
+InitState& init_state() {
+  static InitState s;
+  std::call_once(s.once, [] {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      s.count = 0;
+      s.reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+      (void)cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    } else if (n == 0) {
+      s.reason = "no CUDA device";
+    }
+    s.count = err == cudaSuccess ? n : 0;
+  });
+  return s;
+}
+
+void require_device(int index) {
+  InitState& s = init_state();
+  if (s.count == 0) throw DeviceError("cuda: no usable CUDA device (" + s.reason + ")");
+  if (index < 0 || index >= s.count) {
+    throw DeviceError("cuda: device " + std::to_string(index) + " does not exist (" + std::to_string(s.count) +
+                      " devices)");
+  }
+}
+
+int resolve(int device) { return device < 0 ? current_device() : device; }
+
+thread_local Stream t_current_streams[kMaxDevices] = {};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  void* raw_alloc(size_t n) override {
+    DeviceGuard g(device_);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, n);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    check(err, "cudaMalloc");
+    return p;
+  }
+  void raw_free(void* p) override {
+    DeviceGuard g(device_);
+    check(cudaFree(p), "cudaFree");
+  }
+  EventHandle record_event(Stream s) override {
+    DeviceGuard g(device_);
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(e, raw(s)), "cudaEventRecord");
+    return e;
+  }
+  bool event_done(EventHandle e) override {
+    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    check(err, "cudaEventQuery");
+    return true;
+  }
+  void destroy_event(EventHandle e) override { check(cudaEventDestroy(static_cast<cudaEvent_t>(e)), "cudaEventDestroy"); }
+  bool is_capturing(Stream s) override {
+    cudaStreamCaptureStatus st;
+    check(cudaStreamIsCapturing(raw(s), &st), "cudaStreamIsCapturing");
+    return st != cudaStreamCaptureStatusNone;
+  }
+  void synchronize() override {
+    DeviceGuard g(device_);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  Stream current_stream() override { return cuda::current_stream(device_); }
+  size_t free_memory() override {
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return free_b;
+  }
+
+ private:
+  int device_;
+};
+
+// Page-locked host blocks cached by power-of-two size; reuse waits for recorded streams.
+class PinnedAllocator final : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) return DataPtr(nullptr, 0, Device::cpu(), this);
+    size_t size = 512;
+    while (size < nbytes) size <<= 1;
+    std::lock_guard<std::mutex> lk(mutex_);
+    auto& list = free_[size];
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (ready(list[i])) {
+        void* p = list[i].ptr;
+        list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+        sizes_[p] = size;
+        return DataPtr(p, nbytes, Device::cpu(), this);
+      }
+    }
+    require_device(0);
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw OutOfMemoryError("pinned allocator: cudaHostAlloc of " + std::to_string(size) + " bytes failed (" +
+                             cudaGetErrorString(err) + ")");
+    }
+    sizes_[p] = size;
+    return DataPtr(p, nbytes, Device::cpu(), this);
+  }
+  void record_stream(void* ptr, Stream stream) override {
+    std::lock_guard<std::mutex> lk(mutex_);
+    uses_[ptr].push_back(stream);
+  }
+  const char* name() const override { return "cuda-pinned"; }
+
+ protected:
+  void deallocate(void* ptr, size_t) override {
+    std::lock_guard<std::mutex> lk(mutex_);
+    Entry e{ptr, {}};
+    for (Stream s : uses_[ptr]) {
+      cudaEvent_t ev;
+      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+      check(cudaEventRecord(ev, raw(s)), "cudaEventRecord");
+      e.events.push_back(ev);
+    }
+    uses_.erase(ptr);
+    free_[sizes_[ptr]].push_back(std::move(e));
+  }
+
+ private:
+  struct Entry {
+    void* ptr;
+    std::vector<cudaEvent_t> events;
+  };
+  bool ready(Entry& e) {
+    for (cudaEvent_t ev : e.events) {
+      cudaError_t err = cudaEventQuery(ev);
+      if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+      }
+    }
+    for (cudaEvent_t ev : e.events) cudaEventDestroy(ev);
+    e.events.clear();
+    return true;
+  }
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<Entry>> free_;
+  std::unordered_map<void*, size_t> sizes_;
+  std::unordered_map<void*, std::vector<Stream>> uses_;
+};
+
+std::mutex g_alloc_mutex;
+std::unique_ptr<CachingAllocator> g_allocators[kMaxDevices];
+
+}  // namespace
+
+bool is_available() { return init_state().count > 0; }
+int device_count() { return init_state().count; }
+std::string unavailable_reason() { return init_state().reason; }
+
+int current_device() {
+  require_device(0);
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+void set_device(int index) {
+  require_device(index);
+  check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+DeviceGuard::DeviceGuard(int index) : prev_(current_device()) {
+  if (index != prev_) set_device(index);
+}
+DeviceGuard::~DeviceGuard() {
+  int cur = 0;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);
+}
+
+Stream current_stream(int device) {
+  int d = resolve(device);
+  require_device(d);
+  return t_current_streams[d];
+}
+
+void set_current_stream(Stream stream, int device) {
+  int d = resolve(device);
+  require_device(d);
+  t_current_streams[d] = stream;
+}
+
+StreamGuard::StreamGuard(Stream stream, int device) : device_(resolve(device)), prev_(current_stream(device_)) {
+  set_current_stream(stream, device_);
+}
+StreamGuard::~StreamGuard() { t_current_streams[device_] = prev_; }
+
+CudaStream::CudaStream(int device, bool high_priority) : device_(resolve(device)) {
+  DeviceGuard g(device_);
+  int lo = 0, hi = 0;
+  check(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cudaDeviceGetStreamPriorityRange");
+  cudaStream_t s;
+  check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? hi : lo), "cudaStreamCreate");
+  stream_ = reinterpret_cast<Stream>(s);
+}
+CudaStream::~CudaStream() {
+  if (stream_) cudaStreamDestroy(raw(stream_));
+}
+void CudaStream::synchronize() const { stream_synchronize(stream_); }
+
+Event::Event(bool enable_timing) : device_(current_device()) {
+  cudaEvent_t e;
+  check(cudaEventCreateWithFlags(&e, enable_timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
+  event_ = e;
+}
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void Event::record(Stream stream) { check(cudaEventRecord(static_cast<cudaEvent_t>(event_), raw(stream)), "cudaEventRecord"); }
+void Event::wait(Stream stream) const {
+  check(cudaStreamWaitEvent(raw(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
+}
+void Event::synchronize() const { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+bool Event::query() const {
+  cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(err, "cudaEventQuery");
+  return true;
+}
+float Event::elapsed_ms(const Event& end) const {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(event_), static_cast<cudaEvent_t>(end.event_)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+void synchronize(int device) {
+  DeviceGuard g(resolve(device));
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+void stream_synchronize(Stream stream) { check(cudaStreamSynchronize(raw(stream)), "cudaStreamSynchronize"); }
+
+void check_last_launch(const char* op) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": kernel launch failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+}
+
+CachingAllocator& caching_allocator(int device) {
+  int d = resolve(device);
+  require_device(d);
+  std::lock_guard<std::mutex> lk(g_alloc_mutex);
+  if (!g_allocators[d]) {
+    const char* mode = std::getenv("KILN_CUDA_ALLOC");
+    bool direct = mode && std::string(mode) == "direct";
+    g_allocators[d] = std::make_unique<CachingAllocator>(Device::cuda(d), std::make_unique<CudaBackend>(d), direct);
+  }
+  return *g_allocators[d];
+}
+
+MemoryStats memory_stats(int device) { return caching_allocator(device).memory_stats(); }
+void reset_peak_memory_stats(int device) { caching_allocator(device).reset_peak_stats(); }
+void empty_cache() {
+  for (int d = 0; d < device_count(); ++d) {
+    std::unique_lock<std::mutex> lk(g_alloc_mutex);
+    CachingAllocator* a = g_allocators[d].get();
+    lk.unlock();
+    if (a) a->empty_cache();
+  }
+}
+
+Allocator* pinned_allocator() {
+  static PinnedAllocator* a = new PinnedAllocator();  // outlives every pinned storage
+  return a;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, Stream stream,
+                bool non_blocking) {
+  if (nbytes == 0) return;
+  cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                             : (src_device.is_cuda() ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  DeviceGuard g(dst_device.is_cuda() ? dst_device.index : src_device.index);
+  check(cudaMemcpyAsync(dst, src, nbytes, kind, raw(stream)), "cudaMemcpyAsync");
+  if (!non_blocking) stream_synchronize(stream);
+}
+
+#else  // CPU build: the same API, no device.
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw DeviceError(std::string(what) + ": this build of kiln has no CUDA backend (configure with KILN_CUDA=ON)");
+}
+}  // namespace
+
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "built without CUDA"; }
+int current_device() { no_cuda("cuda::current_device"); }
+void set_device(int) { no_cuda("cuda::set_device"); }
+DeviceGuard::DeviceGuard(int) : prev_(0) { no_cuda("cuda::DeviceGuard"); }
+DeviceGuard::~DeviceGuard() = default;
+Stream current_stream(int) { no_cuda("cuda::current_stream"); }
+void set_current_stream(Stream, int) { no_cuda("cuda::set_current_stream"); }
+StreamGuard::StreamGuard(Stream, int) : device_(0), prev_(nullptr) { no_cuda("cuda::StreamGuard"); }
+StreamGuard::~StreamGuard() = default;
+CudaStream::CudaStream(int, bool) { no_cuda("cuda::CudaStream"); }
+CudaStream::~CudaStream() = default;
+void CudaStream::synchronize() const { no_cuda("cuda::CudaStream::synchronize"); }
+Event::Event(bool) { no_cuda("cuda::Event"); }
+Event::~Event() = default;
+void Event::record(Stream) { no_cuda("cuda::Event::record"); }
+void Event::wait(Stream) const { no_cuda("cuda::Event::wait"); }
+void Event::synchronize() const { no_cuda("cuda::Event::synchronize"); }
+bool Event::query() const { no_cuda("cuda::Event::query"); }
+float Event::elapsed_ms(const Event&) const { no_cuda("cuda::Event::elapsed_ms"); }
+void synchronize(int) { no_cuda("cuda::synchronize"); }
+void stream_synchronize(Stream) { no_cuda("cuda::stream_synchronize"); }
+void check_last_launch(const char*) {}
+CachingAllocator& caching_allocator(int) { no_cuda("cuda::caching_allocator"); }
+MemoryStats memory_stats(int) { no_cuda("cuda::memory_stats"); }
+void reset_peak_memory_stats(int) { no_cuda("cuda::reset_peak_memory_stats"); }
+void empty_cache() {}
+Allocator* pinned_allocator() { no_cuda("cuda::pinned_allocator"); }
+void copy_bytes(void*, Device, const void*, Device, size_t, Stream, bool) { no_cuda("cuda::copy_bytes"); }
+
+#endif
+
+}  // namespace kiln::cuda

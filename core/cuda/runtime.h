@@ -1,0 +1,120 @@
+// The CUDA runtime as kiln uses it: lazy initialization, device selection, the current stream per
+// device and thread, events, guards, the caching and pinned allocators, and the math switches.
+// No CUDA header here: a CPU build compiles and links the same API, where is_available() is false
+// and everything that needs a device is a DeviceError.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/cuda/caching_allocator.h"
+#include "kernels/stream.h"
+
+namespace kiln::cuda {
+
+// True when a usable CUDA device exists. False, without throwing, on "no device", "insufficient
+// driver" (error 35: a toolkit without a driver) and "unknown error", and in CPU builds. The first
+// call initializes CUDA; nothing touches CUDA before it.
+bool is_available();
+int device_count();
+// Why is_available() is false ("" when it is true), for messages.
+std::string unavailable_reason();
+
+int current_device();
+void set_device(int index);
+
+// Makes `index` current for the scope.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_;
+};
+
+// The stream ops of this thread run on for `device` (-1: the current device). Default: the
+// device's legacy default stream (nullptr).
+Stream current_stream(int device = -1);
+void set_current_stream(Stream stream, int device = -1);
+
+class StreamGuard {
+ public:
+  explicit StreamGuard(Stream stream, int device = -1);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  Stream prev_;
+};
+
+// An owned, non-blocking stream.
+class CudaStream {
+ public:
+  explicit CudaStream(int device = -1, bool high_priority = false);
+  ~CudaStream();
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  Stream get() const { return stream_; }
+  int device() const { return device_; }
+  void synchronize() const;
+
+ private:
+  Stream stream_ = nullptr;
+  int device_ = 0;
+};
+
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(Stream stream);
+  void wait(Stream stream) const;  // `stream` waits for this event, without blocking the host
+  void synchronize() const;
+  bool query() const;
+  float elapsed_ms(const Event& end) const;
+
+ private:
+  void* event_ = nullptr;
+  int device_ = 0;
+};
+
+void synchronize(int device = -1);
+void stream_synchronize(Stream stream);
+
+// Raises a DeviceError naming `op` when the last launch failed (kernels check through this too).
+void check_last_launch(const char* op);
+
+// The per-device caching allocator (created on first use) and its statistics.
+CachingAllocator& caching_allocator(int device = -1);
+MemoryStats memory_stats(int device = -1);
+void reset_peak_memory_stats(int device = -1);
+void empty_cache();
+
+// Host memory for fast, asynchronous copies: a caching allocator of page-locked blocks. A block
+// freed while a copy on some stream may still read it is reused only after that stream passes.
+Allocator* pinned_allocator();
+
+// Copies `nbytes` between host and device (either direction, or device to device) on `stream`.
+// Blocking unless non_blocking and the host side is pinned.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, Stream stream,
+                bool non_blocking);
+
+// Math switches, named as in PyTorch; they take effect in the cuBLAS/cuDNN paths.
+struct MathSwitches {
+  bool allow_tf32_matmul = false;  // torch.backends.cuda.matmul.allow_tf32
+  bool allow_tf32_cudnn = true;    // torch.backends.cudnn.allow_tf32
+  bool cudnn_benchmark = false;    // torch.backends.cudnn.benchmark
+  bool cudnn_enabled = true;       // torch.backends.cudnn.enabled
+};
+MathSwitches& math_switches();
+
+}  // namespace kiln::cuda
