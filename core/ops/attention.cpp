@@ -20,25 +20,6 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// Element offsets of each entry of the broadcast `batch` shape in x (whose leading dims are its
-// batch dims, right-aligned against `batch`; size-1 dims broadcast).
-std::vector<int64_t> offsets_for(const Tensor& x, int64_t x_batch_dims, const Shape& batch) {
-  const int64_t nb = shape_numel(batch);
-  const int64_t lead = static_cast<int64_t>(batch.size()) - x_batch_dims;
-  std::vector<int64_t> offs(static_cast<size_t>(nb));
-  for (int64_t n = 0; n < nb; ++n) {
-    int64_t rem = n, off = x.storage_offset();
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      int64_t idx = rem % batch[static_cast<size_t>(d)];
-      rem /= batch[static_cast<size_t>(d)];
-      int64_t xd = d - lead;
-      if (xd >= 0 && x.size(xd) != 1) off += idx * x.stride(xd);
-    }
-    offs[static_cast<size_t>(n)] = off;
-  }
-  return offs;
-}
-
 Shape batch_of(const Tensor& x) { return Shape(x.sizes().begin(), x.sizes().end() - 2); }
 
 Tensor last_dim_contiguous(const Tensor& x) { return x.stride(-1) == 1 || x.size(-1) == 1 ? x : x.contiguous(); }
@@ -50,7 +31,7 @@ struct Prepared {
   AttentionArgs args;
 };
 
-// Fills the kernel arguments; pointers point at storage bases, offsets include storage offsets.
+// Fills the kernel arguments; offsets count from each tensor's data_ptr().
 Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
                  bool causal, double scale, PhiloxState philox) {
   Prepared p;
@@ -65,9 +46,9 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.S = k.size(-2);
   a.E = q.size(-1);
   a.Ev = v.size(-1);
-  p.qo = offsets_for(p.q, q.dim() - 2, p.batch);
-  p.ko = offsets_for(p.k, k.dim() - 2, p.batch);
-  p.vo = offsets_for(p.v, v.dim() - 2, p.batch);
+  p.qo = ops::batch_offsets(p.q, q.dim() - 2, p.batch);
+  p.ko = ops::batch_offsets(p.k, k.dim() - 2, p.batch);
+  p.vo = ops::batch_offsets(p.v, v.dim() - 2, p.batch);
   a.q_offsets = p.qo.data();
   a.k_offsets = p.ko.data();
   a.v_offsets = p.vo.data();
@@ -83,8 +64,8 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
                        " does not broadcast to the scores' shape " + shape_str(full));
     }
     p.mask = mask.detach().expand(full);
-    p.mo = offsets_for(p.mask, static_cast<int64_t>(p.batch.size()), p.batch);
-    a.mask = p.mask.storage()->data();
+    p.mo = ops::batch_offsets(p.mask, static_cast<int64_t>(p.batch.size()), p.batch);
+    a.mask = p.mask.data_ptr();
     a.mask_dtype = p.mask.dtype();
     a.mask_offsets = p.mo.data();
     a.mask_row_stride = p.mask.stride(-2);
@@ -150,8 +131,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor lse = empty(lse_shape, TensorOptions(lse_dtype, q.device()));
   if (out.numel() > 0) {
     if (!q.is_cpu()) ops::no_cuda_kernel(kOp);
-    attention_forward_cpu(out.data_ptr(), lse.data_ptr(), p.q.storage()->data(), p.k.storage()->data(),
-                          p.v.storage()->data(), p.args);
+    attention_forward_cpu(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args);
   }
   if (needs_grad({&q, &k, &v})) {
     Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
@@ -170,8 +150,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                       Tensor dq = empty(dq_shape, opt), dk = empty(dk_shape, opt), dv = empty(dv_shape, opt);
                       if (a.batch * a.L > 0 && a.S > 0) {
                         attention_backward_cpu(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), g.data_ptr(),
-                                               o.data_ptr(), l.data_ptr(), bp.q.storage()->data(),
-                                               bp.k.storage()->data(), bp.v.storage()->data(), a);
+                                               o.data_ptr(), l.data_ptr(), bp.q.data_ptr(), bp.k.data_ptr(),
+                                               bp.v.data_ptr(), a);
                       } else {
                         dq.zero_();
                         dk.zero_();

@@ -172,6 +172,23 @@ void copy_raw(const Tensor& dst, const Tensor& src) {
             0, 0);
 }
 
+std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch) {
+  const int64_t nb = shape_numel(batch);
+  const int64_t lead = static_cast<int64_t>(batch.size()) - x_batch_dims;
+  std::vector<int64_t> offs(static_cast<size_t>(nb));
+  for (int64_t n = 0; n < nb; ++n) {
+    int64_t rem = n, off = 0;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t idx = rem % batch[static_cast<size_t>(d)];
+      rem /= batch[static_cast<size_t>(d)];
+      int64_t xd = d - lead;
+      if (xd >= 0 && x.size(xd) != 1) off += idx * x.stride(xd);
+    }
+    offs[static_cast<size_t>(n)] = off;
+  }
+  return offs;
+}
+
 Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.storage();

@@ -47,6 +47,10 @@ namespace kiln::ops {
 void copy_raw(const Tensor& dst, const Tensor& src);
 // A new tensor sharing x's storage and version counter with other sizes, strides and offset.
 Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
+// Element offsets (from x.data_ptr()) of each entry of a broadcast batch shape, in row-major
+// order. x's first `x_batch_dims` dims are its batch dims, right-aligned against `batch`; size-1
+// dims repeat. Batched kernels (matmul, attention) take these instead of copying broadcasts.
+std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);
 }  // namespace kiln::ops

@@ -33,24 +33,6 @@ GemmOperand as_gemm_operand(const Tensor& x) {
   return {cx, false, std::max<int64_t>(c, 1)};
 }
 
-// Element offsets of each broadcast batch of x (sizes `batch`) in row-major batch order.
-std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
-  const int64_t nb = shape_numel(batch);
-  const int64_t lead = static_cast<int64_t>(batch.size()) - (x.dim() - 2);
-  std::vector<int64_t> offs(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t rem = i, off = 0;
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      int64_t idx = rem % batch[static_cast<size_t>(d)];
-      rem /= batch[static_cast<size_t>(d)];
-      int64_t xd = d - lead;
-      if (xd >= 0 && x.size(xd) != 1) off += idx * x.stride(xd);
-    }
-    offs[static_cast<size_t>(i)] = off;
-  }
-  return offs;
-}
-
 // a: [..., m, k], b: [..., k, n] (both at least 2-d), same dtype and device.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
@@ -72,7 +54,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     return out;
   }
   GemmOperand ga = as_gemm_operand(a), gb = as_gemm_operand(b);
-  std::vector<int64_t> ao = batch_offsets(ga.t, batch), bo = batch_offsets(gb.t, batch);
+  std::vector<int64_t> ao = ops::batch_offsets(ga.t, ga.t.dim() - 2, batch);
+  std::vector<int64_t> bo = ops::batch_offsets(gb.t, gb.t.dim() - 2, batch);
   std::vector<int64_t> co(ao.size());
   for (size_t i = 0; i < co.size(); ++i) co[i] = static_cast<int64_t>(i) * m * n;
   GemmBatch gbatch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};

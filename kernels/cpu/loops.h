@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/dtype.h"
 #include "kernels/strided.h"
@@ -34,6 +35,35 @@ template <typename C> inline void store_as(void* base, DType t, int64_t i, C v) 
     case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
     case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
     case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
+  }
+}
+
+// Accumulation type of a floating element type: double for double, float for the rest.
+template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Typed element access for kernels that switched on the dtype once (half types go through float).
+template <typename T, typename A> inline A ld(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<A>(static_cast<float>(p[i]));
+  } else {
+    return static_cast<A>(p[i]);
+  }
+}
+template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    p[i] = T(static_cast<float>(v));
+  } else {
+    p[i] = static_cast<T>(v);
+  }
+}
+
+// Calls f.template operator()<T>() for the floating dtypes (float32 for anything else).
+template <typename F> void visit_float(DType t, F&& f) {
+  switch (t) {
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float16: f.template operator()<Half>(); return;
+    case DType::BFloat16: f.template operator()<BFloat16>(); return;
+    default: f.template operator()<float>(); return;
   }
 }
 

@@ -22,35 +22,10 @@ using cpu::store_as;
 
 constexpr int64_t kRowGrainWork = 32768;  // elements of work per chunk of rows
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T, typename A>
-inline A ld(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<A>(static_cast<float>(p[i]));
-  } else {
-    return static_cast<A>(p[i]);
-  }
-}
-template <typename T, typename A>
-inline void st(T* p, int64_t i, A v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    p[i] = T(static_cast<float>(v));
-  } else {
-    p[i] = static_cast<T>(v);
-  }
-}
-
-template <typename F>
-void visit_float(DType t, F&& f) {
-  switch (t) {
-    case DType::Float64: f.template operator()<double>(); return;
-    case DType::Float16: f.template operator()<Half>(); return;
-    case DType::BFloat16: f.template operator()<BFloat16>(); return;
-    default: f.template operator()<float>(); return;
-  }
-}
+using cpu::acc_t;
+using cpu::ld;
+using cpu::st;
+using cpu::visit_float;
 
 bool is_ignored(int64_t t, const CrossEntropyShape& s) { return t == s.ignore_index; }
 

@@ -17,37 +17,10 @@ namespace {
 using cpu::load_as;
 using cpu::store_as;
 
-// Accumulation type of an element type: double for double, float for the rest.
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T, typename A>
-inline A ld(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<A>(static_cast<float>(p[i]));
-  } else {
-    return static_cast<A>(p[i]);
-  }
-}
-template <typename T, typename A>
-inline void st(T* p, int64_t i, A v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    p[i] = T(static_cast<float>(v));
-  } else {
-    p[i] = static_cast<T>(v);
-  }
-}
-
-// Calls f.template operator()<T>() for the floating dtypes the kernels accept.
-template <typename F>
-void visit_float(DType t, F&& f) {
-  switch (t) {
-    case DType::Float64: f.template operator()<double>(); return;
-    case DType::Float16: f.template operator()<Half>(); return;
-    case DType::BFloat16: f.template operator()<BFloat16>(); return;
-    default: f.template operator()<float>(); return;
-  }
-}
+using cpu::acc_t;
+using cpu::ld;
+using cpu::st;
+using cpu::visit_float;
 
 // A per-channel / per-feature parameter vector of any dtype, loaded once; `fill` where absent.
 template <typename A>
