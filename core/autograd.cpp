@@ -485,6 +485,24 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(impl));
 }
 
+void Tensor::set_data(const Tensor& data) {
+  check_defined("set_data");
+  if (!data.defined()) throw Error("set_data: the new data is an undefined tensor");
+  if (!is_leaf()) throw AutogradError("set_data: only leaf tensors can take new data");
+  if (requires_grad() && !is_floating(data.dtype())) {
+    throw DTypeError(std::string("set_data: a tensor that requires grad cannot hold ") + dtype_name(data.dtype()) +
+                     " data");
+  }
+  impl_->storage = data.impl()->storage;
+  impl_->dtype = data.impl()->dtype;
+  impl_->sizes = data.impl()->sizes;
+  impl_->strides = data.impl()->strides;
+  impl_->offset = data.impl()->offset;
+  impl_->version = data.impl()->version;
+  impl_->is_view = data.impl()->is_view;
+  if (impl_->autograd) impl_->autograd->grad = Tensor();
+}
+
 Tensor& Tensor::detach_() {
   check_defined("detach_");
   if (impl_->autograd) {

@@ -16,6 +16,7 @@ class Storage {
   void* data() const { return data_.get(); }
   size_t nbytes() const { return data_.nbytes(); }
   Device device() const { return data_.device(); }
+  Allocator* allocator() const { return data_.allocator(); }
   // The block is used on `stream` as well as where it was allocated (see Allocator).
   void record_stream(Stream stream) const;
 

@@ -97,11 +97,17 @@ class Tensor {
   void retain_grad() const;  // keep .grad on a non-leaf
   Tensor detach() const;     // same storage and version counter, no history
   Tensor& detach_();
+  // Leaves only: makes this tensor hold `data`'s storage, dtype, shape and strides (PyTorch's
+  // `t.data = data`), keeping its identity and requires_grad; its gradient is dropped.
+  void set_data(const Tensor& data);
 
   // --- conversions ------------------------------------------------------------------------
   Tensor to(DType dtype) const;  // differentiable; returns *this when already that dtype
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
+  // A copy in page-locked host memory (CPU tensors only), for asynchronous host-to-device copies.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor clone(MemoryFormat format = MemoryFormat::Preserve) const;
   Tensor contiguous(MemoryFormat format = MemoryFormat::Contiguous) const;
   Scalar item() const;  // one-element tensors only; syncs the device

@@ -71,7 +71,17 @@ void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, Phil
 void triangle_cpu(const StridedArg& out, const StridedArg& in, int64_t k, bool upper);
 
 #if defined(KILN_WITH_CUDA)
+// CUDA twins of the above, same arguments plus the stream they are ordered on. Pointers are device
+// pointers of the current device; launch failures are DeviceErrors naming the op.
+void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b, Stream stream);
+void binary_cuda(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
+                 double beta, Stream stream);
+void where_cuda(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute,
+                Stream stream);
+void fill_cuda(const StridedArg& out, double value, Stream stream);
+void arange_cuda(const StridedArg& out, double start, double step, Stream stream);
 void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox, Stream stream);
+void triangle_cuda(const StridedArg& out, const StridedArg& in, int64_t k, bool upper, Stream stream);
 #endif
 
 }  // namespace kiln

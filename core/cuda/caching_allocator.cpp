@@ -169,6 +169,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
   stats_.num_allocations++;
   stats_.active_blocks++;
   update_peaks();
+  if (poison_) backend_->fill(block->ptr, block->size, 0xFF, stream);
   return DataPtr(block->ptr, nbytes, device_, this);
 }
 
@@ -321,6 +322,11 @@ void CachingAllocator::end_capture() {
   std::lock_guard<std::mutex> lk(mutex_);
   capturing_ = false;
   capture_stream_ = nullptr;
+}
+
+void CachingAllocator::set_poison(bool enabled) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  poison_ = enabled;
 }
 
 bool CachingAllocator::capturing() const {

@@ -33,6 +33,9 @@ class DeviceBackend {
   virtual void synchronize() = 0;                       // the whole device
   virtual Stream current_stream() = 0;
   virtual size_t free_memory() { return 0; }            // for error messages; 0 when unknown
+  virtual void fill(void* ptr, size_t nbytes, int byte, Stream stream) {  // async memset
+    (void)ptr, (void)nbytes, (void)byte, (void)stream;
+  }
 };
 
 struct MemoryStats {
@@ -71,6 +74,8 @@ class CachingAllocator final : public Allocator {
   void begin_capture(Stream stream);
   void end_capture();
   bool capturing() const;
+  // Fill new blocks with 0xFF (see cuda::set_poison_allocations).
+  void set_poison(bool enabled);
 
   // Rounding rules, exposed for tests: requests round up to 512 bytes; small requests (<= 1 MiB)
   // come from 2 MiB segments, larger ones from segments of their size rounded to 2 MiB (or 20 MiB
@@ -112,6 +117,7 @@ class CachingAllocator final : public Allocator {
   std::vector<std::pair<Block*, std::vector<DeviceBackend::EventHandle>>> pending_;
   MemoryStats stats_;
   bool capturing_ = false;
+  bool poison_ = false;
   Stream capture_stream_ = nullptr;
 };
 

@@ -116,6 +116,9 @@ class CudaBackend final : public DeviceBackend {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   Stream current_stream() override { return cuda::current_stream(device_); }
+  void fill(void* ptr, size_t n, int byte, Stream s) override {
+    check(cudaMemsetAsync(ptr, byte, n, raw(s)), "cudaMemsetAsync");
+  }
   size_t free_memory() override {
     size_t free_b = 0, total = 0;
     if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
@@ -202,6 +205,11 @@ class PinnedAllocator final : public Allocator {
 
 std::mutex g_alloc_mutex;
 std::unique_ptr<CachingAllocator> g_allocators[kMaxDevices];
+DeviceErrorRecord* g_error_records[kMaxDevices] = {};
+bool g_poison = [] {
+  const char* p = std::getenv("KILN_CUDA_POISON");
+  return p && std::string(p) == "1";
+}();
 
 }  // namespace
 
@@ -291,6 +299,7 @@ float Event::elapsed_ms(const Event& end) const {
 void synchronize(int device) {
   DeviceGuard g(resolve(device));
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  raise_device_errors(resolve(device));
 }
 
 void stream_synchronize(Stream stream) { check(cudaStreamSynchronize(raw(stream)), "cudaStreamSynchronize"); }
@@ -311,11 +320,51 @@ CachingAllocator& caching_allocator(int device) {
     const char* mode = std::getenv("KILN_CUDA_ALLOC");
     bool direct = mode && std::string(mode) == "direct";
     g_allocators[d] = std::make_unique<CachingAllocator>(Device::cuda(d), std::make_unique<CudaBackend>(d), direct);
+    g_allocators[d]->set_poison(g_poison);
   }
   return *g_allocators[d];
 }
 
 MemoryStats memory_stats(int device) { return caching_allocator(device).memory_stats(); }
+
+void set_poison_allocations(bool enabled) {
+  std::lock_guard<std::mutex> lk(g_alloc_mutex);
+  g_poison = enabled;
+  for (auto& a : g_allocators)
+    if (a) a->set_poison(enabled);
+}
+
+DeviceErrorRecord* device_error_record(int device) {
+  int d = resolve(device);
+  require_device(d);
+  std::lock_guard<std::mutex> lk(g_alloc_mutex);
+  if (!g_error_records[d]) {
+    DeviceGuard g(d);
+    void* p = nullptr;
+    check(cudaMalloc(&p, sizeof(DeviceErrorRecord)), "cudaMalloc");
+    check(cudaMemset(p, 0, sizeof(DeviceErrorRecord)), "cudaMemset");
+    g_error_records[d] = static_cast<DeviceErrorRecord*>(p);
+  }
+  return g_error_records[d];
+}
+
+void raise_device_errors(int device) {
+  int d = resolve(device);
+  DeviceErrorRecord* rec = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g_alloc_mutex);
+    rec = g_error_records[d];
+  }
+  if (!rec) return;
+  DeviceGuard g(d);
+  DeviceErrorRecord host{};
+  check(cudaMemcpy(&host, rec, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (host.op == 0) return;
+  check(cudaMemset(rec, 0, sizeof host), "cudaMemset");
+  throw IndexError(std::string(index_check_op_name(static_cast<IndexCheckOp>(host.op))) + ": index " +
+                   std::to_string(host.index) + " is out of range for size " + std::to_string(host.size) +
+                   " (detected on cuda:" + std::to_string(d) + ")");
+}
 void reset_peak_memory_stats(int device) { caching_allocator(device).reset_peak_stats(); }
 void empty_cache() {
   for (int d = 0; d < device_count(); ++d) {
@@ -338,7 +387,10 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                                              : (src_device.is_cuda() ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   DeviceGuard g(dst_device.is_cuda() ? dst_device.index : src_device.index);
   check(cudaMemcpyAsync(dst, src, nbytes, kind, raw(stream)), "cudaMemcpyAsync");
-  if (!non_blocking) stream_synchronize(stream);
+  if (!non_blocking) {
+    stream_synchronize(stream);
+    if (src_device.is_cuda() && !dst_device.is_cuda()) raise_device_errors(src_device.index);
+  }
 }
 
 #else  // CPU build: the same API, no device.
@@ -379,6 +431,9 @@ void reset_peak_memory_stats(int) { no_cuda("cuda::reset_peak_memory_stats"); }
 void empty_cache() {}
 Allocator* pinned_allocator() { no_cuda("cuda::pinned_allocator"); }
 void copy_bytes(void*, Device, const void*, Device, size_t, Stream, bool) { no_cuda("cuda::copy_bytes"); }
+DeviceErrorRecord* device_error_record(int) { no_cuda("cuda::device_error_record"); }
+void raise_device_errors(int) {}
+void set_poison_allocations(bool) {}
 
 #endif
 

@@ -10,6 +10,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda/caching_allocator.h"
+#include "kernels/index.h"
 #include "kernels/stream.h"
 
 namespace kiln::cuda {
@@ -107,6 +108,16 @@ Allocator* pinned_allocator();
 // Blocking unless non_blocking and the host side is pinned.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, Stream stream,
                 bool non_blocking);
+
+// The device's error record for kernels' index checks (a zeroed device buffer, created on first
+// use), and the check that turns a recorded error into an IndexError: it synchronizes the device,
+// so it runs where the host waits anyway (item(), copies to the host, synchronize()).
+DeviceErrorRecord* device_error_record(int device = -1);
+void raise_device_errors(int device = -1);
+
+// Debugging aid for parity tests: fill every new block with 0xFF bytes (NaN for floats), so an
+// output element a kernel forgot to write cannot pass. Also on with KILN_CUDA_POISON=1.
+void set_poison_allocations(bool enabled);
 
 // Math switches, named as in PyTorch; they take effect in the cuBLAS/cuDNN paths.
 struct MathSwitches {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
@@ -69,8 +70,15 @@ void launch_unary(const char* name, const Tensor& out, const Operand& in_op, con
   if (out.is_cpu()) {
     unary_cpu(o, i, op, compute, a, b);
   } else {
+#if defined(KILN_WITH_CUDA)
+    const int dev = out.device().index;
+    cuda::DeviceGuard guard(dev);
+    unary_cuda(o, i, op, compute, a, b, cuda::current_stream(dev));
+#else
     ops::no_cuda_kernel(name);
+#endif
   }
+  (void)name;
   (void)in;
 }
 
@@ -85,8 +93,15 @@ void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, Bi
   if (out.is_cpu()) {
     binary_cpu(o, x, y, op, compute, alpha, beta);
   } else {
+#if defined(KILN_WITH_CUDA)
+    const int dev = out.device().index;
+    cuda::DeviceGuard guard(dev);
+    binary_cuda(o, x, y, op, compute, alpha, beta, cuda::current_stream(dev));
+#else
     ops::no_cuda_kernel(name);
+#endif
   }
+  (void)name;
 }
 
 DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
@@ -540,8 +555,17 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
     if (a) args.push_back(&x.arg);
     if (b) args.push_back(&y.arg);
     ops::collapse_dims(args);
-    if (!out.is_cpu()) ops::no_cuda_kernel(name);
-    where_cpu(o, c, x, y, compute_dtype_for(rt));
+    if (out.is_cpu()) {
+      where_cpu(o, c, x, y, compute_dtype_for(rt));
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int d = out.device().index;
+      cuda::DeviceGuard guard(d);
+      where_cuda(o, c, x, y, compute_dtype_for(rt), cuda::current_stream(d));
+#else
+      ops::no_cuda_kernel(name);
+#endif
+    }
   }
   TensorList inputs{a ? *a : Tensor(), b ? *b : Tensor()};
   if (needs_grad(inputs)) {

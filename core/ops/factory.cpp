@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/helpers.h"
 #include "core/random.h"
 #include "kernels/elementwise.h"
@@ -26,10 +27,19 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 
 void fill_tensor(const Tensor& t, double value) {
   if (t.numel() == 0) return;
-  if (!t.is_cpu()) ops::no_cuda_kernel("fill");
   StridedArg a = ops::make_arg(t);
   ops::collapse_dims({&a});
-  fill_cpu(a, value);
+  if (t.is_cpu()) {
+    fill_cpu(a, value);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = t.device().index;
+  cuda::DeviceGuard guard(dev);
+  fill_cuda(a, value, cuda::current_stream(dev));
+#else
+  ops::no_cuda_kernel("fill");
+#endif
 }
 
 void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, double b) {
@@ -40,11 +50,30 @@ void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, dou
     random_cpu(arg, dist, a, b, st);
   } else {
 #if defined(KILN_WITH_CUDA)
-    random_cuda(arg, dist, a, b, st, nullptr);
+    const int dev = t.device().index;
+    cuda::DeviceGuard guard(dev);
+    random_cuda(arg, dist, a, b, st, cuda::current_stream(dev));
 #else
     ops::no_cuda_kernel(op);
 #endif
   }
+  (void)op;
+}
+
+// out[i] = start + i * step on out's device.
+void arange_on_device(const char* op, const Tensor& t, double start, double step) {
+  if (t.is_cpu()) {
+    arange_cpu(ops::make_arg(t), start, step);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = t.device().index;
+  cuda::DeviceGuard guard(dev);
+  arange_cuda(ops::make_arg(t), start, step, cuda::current_stream(dev));
+#else
+  ops::no_cuda_kernel(op);
+#endif
+  (void)op;
 }
 
 }  // namespace
@@ -122,10 +151,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   }
   int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor t = empty({n}, options.with_requires_grad(false));
-  if (n > 0) {
-    if (!t.is_cpu()) ops::no_cuda_kernel("arange");
-    arange_cpu(ops::make_arg(t), s, st);
-  }
+  if (n > 0) arange_on_device("arange", t, s, st);
   return finish(t, options);
 }
 
@@ -133,14 +159,9 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   if (steps < 0) throw Error("linspace: steps must be non-negative, got " + std::to_string(steps));
   Tensor t = empty({steps}, options.with_requires_grad(false));
   if (steps > 0) {
-    if (!t.is_cpu()) ops::no_cuda_kernel("linspace");
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-    arange_cpu(ops::make_arg(t), start, step);
-    if (steps > 1) {  // the last point exactly `end`, as PyTorch gives
-      Tensor last = t.narrow(0, steps - 1, 1);
-      StridedArg a = ops::make_arg(last);
-      fill_cpu(a, end);
-    }
+    arange_on_device("linspace", t, start, step);
+    if (steps > 1) fill_tensor(t.narrow(0, steps - 1, 1), end);  // the last point exactly `end`, as PyTorch gives
   }
   return finish(t, options);
 }

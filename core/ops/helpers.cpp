@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/cuda/runtime.h"
 #include "kernels/error.h"
 
 namespace kiln::ops {
@@ -163,13 +164,21 @@ void copy_raw(const Tensor& dst, const Tensor& src) {
   StridedArg o = make_arg(dst);
   Operand i = make_operand(src, dst.sizes());
   collapse_dims({&o, &i.arg});
-  if (!dst.is_cpu()) no_cuda_kernel("copy_");
-  unary_cpu(o, i, UnaryOp::Copy, compute_dtype_for(dst.dtype() == DType::Float64 || src.dtype() == DType::Float64
-                                                       ? DType::Float64
-                                                       : (is_floating(dst.dtype()) || is_floating(src.dtype())
-                                                              ? DType::Float32
-                                                              : DType::Int64)),
-            0, 0);
+  const DType compute = compute_dtype_for(dst.dtype() == DType::Float64 || src.dtype() == DType::Float64
+                                              ? DType::Float64
+                                              : (is_floating(dst.dtype()) || is_floating(src.dtype()) ? DType::Float32
+                                                                                                      : DType::Int64));
+  if (dst.is_cpu()) {
+    unary_cpu(o, i, UnaryOp::Copy, compute, 0, 0);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = dst.device().index;
+  cuda::DeviceGuard guard(dev);
+  unary_cuda(o, i, UnaryOp::Copy, compute, 0, 0, cuda::current_stream(dev));
+#else
+  no_cuda_kernel("copy_");
+#endif
 }
 
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch) {

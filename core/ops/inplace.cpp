@@ -1,11 +1,13 @@
 // In-place ops and conversions. Every in-place op checks that the result dtype casts to self's
 // and that the other operand broadcasts to self's shape, bumps the version counter, and rewrites
 // self's history so backward sees the op. In-place on a leaf that requires grad, or on a view
-// that takes part in autograd, is refused (kiln does not rebase view histories).
+// that takes part in autograd, is refused (kiln does not rebase view histories). Moves between
+// devices copy the bytes of a contiguous source on the CUDA side's current stream.
 #include <cstring>
 #include <limits>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -55,8 +57,33 @@ void apply_binary_inplace(const char* op, const Tensor& self, const Operand& oth
   std::vector<StridedArg*> args{&o, &x.arg};
   if (other_is_tensor) args.push_back(&y.arg);
   ops::collapse_dims(args);
-  if (!self.is_cpu()) ops::no_cuda_kernel(op);
-  binary_cpu(o, x, y, bop, compute_dtype_for(rt), alpha, 0);
+  if (self.is_cpu()) {
+    binary_cpu(o, x, y, bop, compute_dtype_for(rt), alpha, 0);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = self.device().index;
+  cuda::DeviceGuard guard(dev);
+  binary_cuda(o, x, y, bop, compute_dtype_for(rt), alpha, 0, cuda::current_stream(dev));
+#else
+  ops::no_cuda_kernel(op);
+#endif
+}
+
+// A random fill of `self` in its logical order (no collapsing: element i uses draw i).
+void random_inplace(const char* op, const Tensor& self, RandomDist dist, double a, double b) {
+  PhiloxState st = default_generator(self.device()).next();
+  if (self.is_cpu()) {
+    random_cpu(ops::make_arg(self), dist, a, b, st);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = self.device().index;
+  cuda::DeviceGuard guard(dev);
+  random_cuda(ops::make_arg(self), dist, a, b, st, cuda::current_stream(dev));
+#else
+  ops::no_cuda_kernel(op);
+#endif
 }
 
 // Marks self as produced by a node that passes no gradient to self's old value.
@@ -205,18 +232,27 @@ Tensor& Tensor::copy_(const Tensor& src) {
     throw ShapeError("copy_: source of shape " + shape_str(src.sizes()) + " does not broadcast to destination shape " +
                      shape_str(sizes()));
   }
+  bool record = needs_grad({this, &src});
+  Tensor source = src;
   if (device() != src.device()) {
+#if defined(KILN_WITH_CUDA)
+    // Across devices: move the source over first (its own history is not needed: the node below
+    // sends the gradient back to src's device), then the same-device copy casts and broadcasts.
+    NoGradGuard no_grad;
+    source = src.to(device());
+#else
     throw DeviceError("copy_: copies between " + src.device().str() + " and " + device().str() +
                       " need the CUDA runtime, which this build of kiln does not have");
+#endif
   }
-  bool record = needs_grad({this, &src});
-  ops::copy_raw(*this, src);
+  ops::copy_raw(*this, source);
   bump_version();
   if (record) {
     Shape ss = src.sizes();
-    record_function("copy_", {*this, src}, {*this}, {}, [ss](const FunctionNode::Context& ctx) {
+    Device sd = src.device();
+    record_function("copy_", {*this, src}, {*this}, {}, [ss, sd](const FunctionNode::Context& ctx) {
       TensorList r(2);
-      if (ctx.needs_input_grad[1]) r[1] = sum_to(ctx.grads[0], ss);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(ctx.grads[0], ss).to(sd);
       return r;
     });
   }
@@ -231,8 +267,17 @@ Tensor& Tensor::fill_(const Scalar& value) {
   if (numel() > 0) {
     StridedArg a = ops::make_arg(*this);
     ops::collapse_dims({&a});
-    if (!is_cpu()) ops::no_cuda_kernel("fill_");
-    fill_cpu(a, value.to_double());
+    if (is_cpu()) {
+      fill_cpu(a, value.to_double());
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = device().index;
+      cuda::DeviceGuard guard(dev);
+      fill_cuda(a, value.to_double(), cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel("fill_");
+#endif
+    }
   }
   bump_version();
   record_overwrite("fill_", *this);
@@ -247,11 +292,7 @@ Tensor& Tensor::uniform_(double low, double high) {
   if (!(low <= high)) {
     throw Error("uniform_: low must not exceed high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
   }
-  if (numel() > 0) {
-    PhiloxState st = default_generator(device()).next();
-    if (!is_cpu()) ops::no_cuda_kernel("uniform_");
-    random_cpu(ops::make_arg(*this), RandomDist::Uniform, low, high, st);
-  }
+  if (numel() > 0) random_inplace("uniform_", *this, RandomDist::Uniform, low, high);
   bump_version();
   record_overwrite("uniform_", *this);
   return *this;
@@ -261,11 +302,7 @@ Tensor& Tensor::normal_(double mean, double std) {
   check_inplace("normal_", *this, {});
   if (!is_floating_point()) throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(std >= 0)) throw Error("normal_: std must be non-negative, got " + std::to_string(std));
-  if (numel() > 0) {
-    PhiloxState st = default_generator(device()).next();
-    if (!is_cpu()) ops::no_cuda_kernel("normal_");
-    random_cpu(ops::make_arg(*this), RandomDist::Normal, mean, std, st);
-  }
+  if (numel() > 0) random_inplace("normal_", *this, RandomDist::Normal, mean, std);
   bump_version();
   record_overwrite("normal_", *this);
   return *this;
@@ -313,15 +350,117 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
 
 Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
 
+#if defined(KILN_WITH_CUDA)
+namespace {
+
+// An uninitialized contiguous CPU tensor in page-locked memory from the pinned caching allocator.
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(dtype);
+  impl->storage = std::make_shared<Storage>(cuda::pinned_allocator()->allocate(nbytes));
+  impl->dtype = dtype;
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  return Tensor(std::move(impl));
+}
+
+// The bytes of x, made contiguous, in a new contiguous tensor on `d` (x is elsewhere). Copies run
+// on the current stream of the CUDA side; they are asynchronous only where that is safe: a pinned
+// host side and non_blocking, where record_stream keeps the pinned block from reuse until done.
+Tensor move_to_device(const Tensor& x, Device d, bool non_blocking) {
+  Tensor src;
+  {
+    NoGradGuard no_grad;  // the caller records one node for the whole move
+    src = x.contiguous();
+  }
+  const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
+  if (src.is_cpu()) {  // host to device
+    Tensor out = empty(src.sizes(), TensorOptions(src.dtype(), d));
+    cuda::DeviceGuard guard(d.index);
+    const Stream stream = cuda::current_stream(d.index);
+    const bool async = non_blocking && src.is_pinned();
+    cuda::copy_bytes(out.data_ptr(), d, src.data_ptr(), src.device(), nbytes, stream, async);
+    if (async) src.storage()->record_stream(stream);
+    return out;
+  }
+  const int from = src.device().index;
+  if (d.is_cpu()) {  // device to host: non_blocking lands in pinned memory, as PyTorch does
+    cuda::DeviceGuard guard(from);
+    const Stream stream = cuda::current_stream(from);
+    Tensor out = non_blocking ? empty_pinned(src.sizes(), src.dtype()) : empty(src.sizes(), TensorOptions(src.dtype()));
+    cuda::copy_bytes(out.data_ptr(), d, src.data_ptr(), src.device(), nbytes, stream, non_blocking);
+    if (non_blocking) out.storage()->record_stream(stream);
+    return out;
+  }
+  // device to device: the destination's stream first waits for the source's, then copies; the
+  // copy is blocking so that src (and its stream-ordered block) may be released right after.
+  Tensor out = empty(src.sizes(), TensorOptions(src.dtype(), d));
+  const Stream to_stream = cuda::current_stream(d.index);
+  {
+    cuda::DeviceGuard guard(from);
+    cuda::Event ready;
+    ready.record(cuda::current_stream(from));
+    ready.wait(to_stream);
+  }
+  cuda::DeviceGuard guard(d.index);
+  cuda::copy_bytes(out.data_ptr(), d, src.data_ptr(), src.device(), nbytes, to_stream, false);
+  return out;
+}
+
+}  // namespace
+#endif
+
 Tensor Tensor::to(Device d, bool non_blocking) const {
   check_defined("to");
-  (void)non_blocking;
   if (d == device()) return *this;
+#if defined(KILN_WITH_CUDA)
+  if (!cuda::is_available()) {
+    throw DeviceError("to: moving a tensor from " + device().str() + " to " + d.str() + " needs a CUDA device (" +
+                      cuda::unavailable_reason() + ")");
+  }
+  Tensor out = move_to_device(*this, d, non_blocking);
+  if (needs_grad({this})) {
+    Device src = device();
+    record_function("to", {*this}, {out}, {}, [src](const FunctionNode::Context& ctx) {
+      return TensorList{ctx.grads[0].to(src)};
+    });
+  }
+  return out;
+#else
+  (void)non_blocking;
   throw DeviceError("to: moving a tensor from " + device().str() + " to " + d.str() +
                     " needs the CUDA runtime, which this build of kiln does not have");
+#endif
 }
 
 Tensor Tensor::to(Device d, DType t) const { return to(t).to(d); }
+
+Tensor Tensor::pin_memory() const {
+  check_defined("pin_memory");
+  if (!is_cpu()) throw DeviceError("pin_memory: only CPU tensors can be pinned, got one on " + device().str());
+#if defined(KILN_WITH_CUDA)
+  if (is_pinned()) return *this;
+  Tensor out = empty_pinned(sizes(), dtype());
+  ops::copy_raw(out, *this);
+  if (needs_grad({this})) {
+    record_function("pin_memory", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) {
+      return TensorList{ctx.grads[0]};
+    });
+  }
+  return out;
+#else
+  throw DeviceError("pin_memory: needs the CUDA runtime");
+#endif
+}
+
+bool Tensor::is_pinned() const {
+  if (!defined() || !is_cpu() || !storage()->data()) return false;
+#if defined(KILN_WITH_CUDA)
+  return cuda::is_available() && storage()->allocator() == cuda::pinned_allocator();
+#else
+  return false;
+#endif
+}
 
 std::vector<double> Tensor::to_vector_double() const {
   check_defined("to_vector_double");

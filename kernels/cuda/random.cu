@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/error.h"
 
@@ -16,40 +17,22 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
-// Device mirror of cpu::store_as, with the same casts.
-template <typename C> __device__ void store_value(void* base, DType t, int64_t i, C v) {
-  switch (t) {
-    case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::Float16: static_cast<Half*>(base)[i] = Half(static_cast<float>(v)); return;
-    case DType::BFloat16: static_cast<BFloat16*>(base)[i] = BFloat16(static_cast<float>(v)); return;
-    case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
-    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
-    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
-    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
-    case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
-  }
-}
-
 __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double a, double b, PhiloxState philox) {
   const bool dbl = out.dtype == DType::Float64;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t off = 0, rem = i;
-    for (int d = out.ndim - 1; d >= 0; --d) {
-      off += (rem % out.sizes[d]) * out.strides[d];
-      rem /= out.sizes[d];
-    }
+    const int64_t off = cuda_detail::strided_offset(out, i);
     const Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i) >> 1);
     const uint32_t w0 = r.v[(i & 1) * 2], w1 = r.v[(i & 1) * 2 + 1];
     switch (dist) {
       case RandomDist::Uniform: {
         if (dbl) {
           const double u = philox_uniform_double(w0, w1);
-          store_value<double>(out.data, out.dtype, off, __dadd_rn(a, __dmul_rn(b - a, u)));
+          cuda_detail::store_as<double>(out.data, out.dtype, off, __dadd_rn(a, __dmul_rn(b - a, u)));
         } else {
           const float u = philox_uniform(w0);
           const float f = __fadd_rn(static_cast<float>(a), __fmul_rn(static_cast<float>(b - a), u));
-          store_value<float>(out.data, out.dtype, off, f);
+          cuda_detail::store_as<float>(out.data, out.dtype, off, f);
         }
         break;
       }
@@ -59,20 +42,20 @@ __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double
           const double u1 = 1.0 - philox_uniform_double(r4.v[0], r4.v[1]);
           const double u2 = philox_uniform_double(r4.v[2], r4.v[3]);
           const double z = __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
-          store_value<double>(out.data, out.dtype, off, __dadd_rn(a, __dmul_rn(b, z)));
+          cuda_detail::store_as<double>(out.data, out.dtype, off, __dadd_rn(a, __dmul_rn(b, z)));
         } else {
           const float u1 = 1.0f - philox_uniform(w0);
           const float u2 = philox_uniform(w1);
           const float z = __fmul_rn(sqrtf(__fmul_rn(-2.0f, logf(u1))), cosf(__fmul_rn(6.2831853071795865f, u2)));
           const float f = __fadd_rn(static_cast<float>(a), __fmul_rn(static_cast<float>(b), z));
-          store_value<float>(out.data, out.dtype, off, f);
+          cuda_detail::store_as<float>(out.data, out.dtype, off, f);
         }
         break;
       }
       case RandomDist::RandInt: {
         const uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
         const uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
-        store_value<int64_t>(out.data, out.dtype, off, static_cast<int64_t>(a) + static_cast<int64_t>(bits % range));
+        cuda_detail::store_as<int64_t>(out.data, out.dtype, off, static_cast<int64_t>(a) + static_cast<int64_t>(bits % range));
         break;
       }
     }
@@ -89,7 +72,7 @@ void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, Phi
                                                                                                    philox);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    throw Error(std::string("random: CUDA kernel launch failed: ") + cudaGetErrorString(err));
+    throw DeviceError(std::string("random: CUDA kernel launch failed: ") + cudaGetErrorString(err));
   }
 }
 

@@ -1,0 +1,94 @@
+// CudaGraph: capture on a side stream in global mode, with the allocator switched to its capture
+// pool for exactly the duration of the capture (also when `fn` throws).
+#include "core/cuda/graph.h"
+
+#include <string>
+
+#include "core/cuda/runtime.h"
+#include "kernels/error.h"
+
+#if defined(KILN_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace kiln::cuda {
+
+#if defined(KILN_WITH_CUDA)
+
+namespace {
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string("CudaGraph: ") + what + ": " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+}
+}  // namespace
+
+CudaGraph::~CudaGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
+  if (exec_) throw Error("CudaGraph::capture: this graph was already captured");
+  device_ = current_device();
+  CachingAllocator& alloc = caching_allocator(device_);
+  if (pool_bytes > 0) alloc.reserve_capture_pool(pool_bytes);
+  Stream origin = current_stream(device_);
+  CudaStream side(device_);
+  {
+    // The side stream starts after everything already queued on the current stream.
+    Event ready;
+    ready.record(origin);
+    ready.wait(side.get());
+  }
+  cudaGraph_t graph = nullptr;
+  {
+    StreamGuard guard(side.get(), device_);
+    alloc.begin_capture(side.get());
+    cudaError_t begin = cudaStreamBeginCapture(reinterpret_cast<cudaStream_t>(side.get()), cudaStreamCaptureModeGlobal);
+    if (begin != cudaSuccess) {
+      alloc.end_capture();
+      check(begin, "cudaStreamBeginCapture");
+    }
+    try {
+      fn();
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(side.get()), &broken);
+      if (broken) cudaGraphDestroy(broken);
+      (void)cudaGetLastError();
+      alloc.end_capture();
+      throw;
+    }
+    cudaError_t end = cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(side.get()), &graph);
+    alloc.end_capture();
+    check(end, "cudaStreamEndCapture (a synchronization or allocation happened during the capture?)");
+  }
+  graph_ = graph;
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  exec_ = exec;
+  // The origin stream continues after the capture stream's (empty) work.
+  Event done;
+  done.record(side.get());
+  done.wait(origin);
+}
+
+void CudaGraph::replay() {
+  if (!exec_) throw Error("CudaGraph::replay: nothing was captured");
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), reinterpret_cast<cudaStream_t>(current_stream(device_))),
+        "cudaGraphLaunch");
+}
+
+#else
+
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::capture(const std::function<void()>&, size_t) {
+  throw DeviceError("CudaGraph::capture: this build of kiln has no CUDA backend");
+}
+void CudaGraph::replay() { throw DeviceError("CudaGraph::replay: this build of kiln has no CUDA backend"); }
+
+#endif
+
+}  // namespace kiln::cuda

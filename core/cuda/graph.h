@@ -1,0 +1,35 @@
+// CUDA graph capture and replay. capture() records everything `fn` enqueues, in global capture
+// mode, so any hidden synchronization or cudaMalloc anywhere in the process fails the capture:
+// that is what makes a captured training step a test of the no-sync rule. Allocations during the
+// capture come from the caching allocator's private capture pool, reserved beforehand.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace kiln::cuda {
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Runs `fn` under capture on a side stream that waits for the current stream, then
+  // instantiates the graph. pool_bytes is reserved for the capture's allocations first (blocks
+  // freed during the capture are reused by it). Tensors created inside `fn` that the caller keeps
+  // are the graph's outputs; their memory is rewritten by every replay. One captured graph per
+  // device at a time owns the capture pool.
+  void capture(const std::function<void()>& fn, size_t pool_bytes = size_t{64} << 20);
+  // Launches the graph on the current stream.
+  void replay();
+  bool captured() const { return exec_ != nullptr; }
+
+ private:
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+  int device_ = 0;
+};
+
+}  // namespace kiln::cuda

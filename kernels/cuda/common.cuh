@@ -1,0 +1,219 @@
+// Device helpers shared by kiln's CUDA kernels: cast-on-load/store by runtime dtype, the element
+// offset of a logical index in a StridedArg, 16-byte vector access, warp and block reductions,
+// a grid-stride launch configuration, and launch checking. Plain CUDA C++: no fmt, spdlog, JSON or
+// Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+#include "kernels/index.h"
+#include "kernels/stream.h"
+#include "kernels/strided.h"
+
+namespace kiln::cuda_detail {
+
+inline cudaStream_t raw_stream(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// Throws kiln::DeviceError naming `op` when the last launch failed.
+inline void check_launch(const char* op) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": CUDA kernel launch failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+}
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n items: enough to fill the GPU, capped.
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 65535 * 8) blocks = 65535 * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+template <typename C> __device__ __forceinline__ C load_as(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
+    case DType::Float16: return static_cast<C>(__half2float(static_cast<const __half*>(base)[i]));
+    case DType::BFloat16: return static_cast<C>(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
+    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
+    case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
+    case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
+    case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
+    case DType::Bool: return static_cast<C>(static_cast<const bool*>(base)[i] ? 1 : 0);
+  }
+  return C(0);
+}
+
+template <typename C> __device__ __forceinline__ void store_as(void* base, DType t, int64_t i, C v) {
+  switch (t) {
+    case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
+    case DType::Float16: static_cast<__half*>(base)[i] = __float2half_rn(static_cast<float>(v)); return;
+    case DType::BFloat16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(static_cast<float>(v)); return;
+    case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
+    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
+    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
+    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
+    case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
+  }
+}
+
+// Element offset of logical (row-major) index `linear` in a strided operand of `a`'s sizes.
+__device__ __forceinline__ int64_t strided_offset(const StridedArg& a, int64_t linear) {
+  int64_t off = 0;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    int64_t s = a.sizes[d];
+    off += (linear % s) * a.strides[d];
+    linear /= s;
+  }
+  return off;
+}
+
+// The same for an operand with its own strides but `shape`'s sizes (broadcast operands).
+__device__ __forceinline__ int64_t strided_offset(const StridedArg& shape, const int64_t* strides, int64_t linear) {
+  int64_t off = 0;
+  for (int d = shape.ndim - 1; d >= 0; --d) {
+    int64_t s = shape.sizes[d];
+    off += (linear % s) * strides[d];
+    linear /= s;
+  }
+  return off;
+}
+
+// 16 bytes of T, for vectorized loads and stores when pointers are 16-byte aligned.
+template <typename T> struct alignas(16) Vec16 {
+  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
+  T v[kCount];
+};
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T other = __shfl_down_sync(0xffffffffu, v, o);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
+// The order of additions is fixed by the thread layout, so it is deterministic.
+template <typename T> __device__ T block_sum(T v) {
+  __shared__ T partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < nwarps ? partial[lane] : T(0);
+  if (warp == 0) v = warp_sum(v);
+  __syncthreads();
+  return v;
+}
+
+
+// --- elementwise helpers -----------------------------------------------------------------------
+
+// The 16-bit and 32-bit float storage types of the vectorized fast paths, converted to and from
+// float with the hardware's round-to-nearest-even conversions.
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename S> __device__ __forceinline__ S from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Offsets of N operands that share one index space (the output's sizes), for one thread per
+// element. Dims are stored innermost first so the unrolled loop below indexes the kernel
+// parameter with constants; the outermost dim needs no division. When every index fits in 31 bits
+// (`small`) the divisions are 32-bit, several times cheaper than 64-bit ones on the GPU.
+template <int N> struct OffsetCalc {
+  int ndim = 0;
+  bool small = true;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims][N] = {};
+
+  template <typename I> __device__ __forceinline__ void walk(I rem, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
+      I idx = rem;
+      if (d != ndim - 1) {
+        const I s = static_cast<I>(sizes[d]);
+        const I q = rem / s;
+        idx = rem - q * s;
+        rem = q;
+      }
+#pragma unroll
+      for (int a = 0; a < N; ++a) off[a] += static_cast<int64_t>(idx) * strides[d][a];
+    }
+  }
+
+  __device__ __forceinline__ void offsets(int64_t linear, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int a = 0; a < N; ++a) off[a] = 0;
+    if (small) {
+      walk<uint32_t>(static_cast<uint32_t>(linear), off);
+    } else {
+      walk<int64_t>(linear, off);
+    }
+  }
+};
+
+// Host side: the calculator for `shape`'s sizes (outermost first, as in a StridedArg) and one
+// stride array per operand (nullptr: a scalar, stride 0 everywhere).
+template <int N> inline OffsetCalc<N> make_offset_calc(const StridedArg& shape, const int64_t* const (&strides)[N]) {
+  OffsetCalc<N> c;
+  c.ndim = shape.ndim;
+  for (int k = 0; k < shape.ndim; ++k) {
+    const int d = shape.ndim - 1 - k;
+    c.sizes[k] = shape.sizes[d];
+    for (int a = 0; a < N; ++a) c.strides[k][a] = strides[a] ? strides[a][d] : 0;
+  }
+  c.small = shape.numel() <= INT32_MAX;
+  return c;
+}
+
+// An elementwise input in the kernel: a strided tensor read with cast-on-load, or a scalar.
+template <typename C> struct InValue {
+  const void* data = nullptr;
+  DType dtype = DType::Float32;
+  bool is_scalar = false;
+  C scalar = C(0);
+  __device__ __forceinline__ C load(int64_t off) const { return is_scalar ? scalar : load_as<C>(data, dtype, off); }
+};
+
+// Grid-stride loop bounds: this thread's first index and the stride between its indices.
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
+inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }
+
+// Device-side index checks (ARCHITECTURE.md section 6): the first failing thread claims the device's
+// record (op goes from 0 to `op`) and fills in the details; later failures leave it as it is.
+__device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, IndexCheckOp op, int64_t index,
+                                                    int64_t size) {
+  if (err == nullptr) return;
+  if (atomicCAS(&err->op, 0, static_cast<int32_t>(op)) == 0) {
+    err->index = index;
+    err->size = size;
+  }
+}
+
+}  // namespace kiln::cuda_detail

@@ -1,0 +1,234 @@
+// CUDA binary elementwise ops (arithmetic, comparisons, fused backward helpers): the twin of
+// binary_cpu. As for unary ops, kernels exist per (op, compute type) and cast on load and store;
+// only the vectorized fast path for dense float32/float16/bfloat16 operands of one dtype is
+// specialized by storage type. Either operand may be a scalar broadcast everywhere.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/elementwise.h"
+#include "kernels/elementwise_math.h"
+
+namespace kiln {
+namespace {
+
+using namespace cuda_detail;
+
+// Backward helpers take a gradient, which is always floating: not instantiated for int64.
+constexpr bool float_only(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::ReluBackward:
+    case BinaryOp::GeluErfBackward:
+    case BinaryOp::GeluTanhBackward:
+    case BinaryOp::TanhBackward:
+    case BinaryOp::SigmoidBackward:
+    case BinaryOp::RsqrtBackward:
+    case BinaryOp::SqrtBackward:
+    case BinaryOp::PowScalarBackward:
+    case BinaryOp::ClampBackward:
+    case BinaryOp::AbsBackward: return true;
+    default: return false;
+  }
+}
+
+// Comparisons and logical ops always write bool, so their output never matches float inputs.
+constexpr bool has_vector_path(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Eq:
+    case BinaryOp::Ne:
+    case BinaryOp::Lt:
+    case BinaryOp::Le:
+    case BinaryOp::Gt:
+    case BinaryOp::Ge:
+    case BinaryOp::LogicalAnd:
+    case BinaryOp::LogicalOr: return false;
+    default: return true;
+  }
+}
+
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Pow: return "pow";
+    case BinaryOp::Maximum: return "maximum";
+    case BinaryOp::Minimum: return "minimum";
+    case BinaryOp::Eq: return "eq";
+    case BinaryOp::Ne: return "ne";
+    case BinaryOp::Lt: return "lt";
+    case BinaryOp::Le: return "le";
+    case BinaryOp::Gt: return "gt";
+    case BinaryOp::Ge: return "ge";
+    case BinaryOp::LogicalAnd: return "logical_and";
+    case BinaryOp::LogicalOr: return "logical_or";
+    case BinaryOp::ReluBackward: return "relu backward";
+    case BinaryOp::GeluErfBackward: return "gelu backward";
+    case BinaryOp::GeluTanhBackward: return "gelu(tanh) backward";
+    case BinaryOp::TanhBackward: return "tanh backward";
+    case BinaryOp::SigmoidBackward: return "sigmoid backward";
+    case BinaryOp::RsqrtBackward: return "rsqrt backward";
+    case BinaryOp::SqrtBackward: return "sqrt backward";
+    case BinaryOp::PowScalarBackward: return "pow backward";
+    case BinaryOp::ClampBackward: return "clamp backward";
+    case BinaryOp::AbsBackward: return "abs backward";
+  }
+  return "binary";
+}
+
+// Vector i of p in float, or `value` K times when p is null (a scalar stays unrounded, as on the CPU).
+template <typename S, int K>
+__device__ __forceinline__ void load_or_splat(float (&v)[K], const S* p, int64_t i, float value) {
+  if (p) {
+    const Vec16<S> raw = reinterpret_cast<const Vec16<S>*>(p)[i];
+#pragma unroll
+    for (int j = 0; j < K; ++j) v[j] = to_f32(raw.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < K; ++j) v[j] = value;
+  }
+}
+
+// One 16-byte vector of each operand per thread and step, then the tail one element per thread
+// (everything when a pointer is not 16-byte aligned: n_vec == 0). A null x or y is a scalar. No
+// __restrict__: in-place ops pass out == x, each element read and then written by one thread.
+template <BinaryOp OP, typename S>
+__global__ void binary_vec_kernel(S* out, const S* x, const S* y, float x_value, float y_value, int64_t n,
+                                  int64_t n_vec, float alpha, float beta) {
+  constexpr int K = Vec16<S>::kCount;
+  const int64_t first = global_thread(), step = grid_threads();
+  for (int64_t i = first; i < n_vec; i += step) {
+    float a[K], b[K];
+    load_or_splat(a, x, i, x_value);
+    load_or_splat(b, y, i, y_value);
+    Vec16<S> r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = from_f32<S>(ew::binary_fn<OP, float>(a[j], b[j], alpha, beta));
+    reinterpret_cast<Vec16<S>*>(out)[i] = r;
+  }
+  for (int64_t i = n_vec * K + first; i < n; i += step) {
+    const float a = x ? to_f32(x[i]) : x_value;
+    const float b = y ? to_f32(y[i]) : y_value;
+    out[i] = from_f32<S>(ew::binary_fn<OP, float>(a, b, alpha, beta));
+  }
+}
+
+template <BinaryOp OP, typename C>
+__global__ void binary_generic_kernel(const __grid_constant__ OffsetCalc<3> calc, void* out, DType out_dtype,
+                                      const InValue<C> x, const InValue<C> y, int64_t n, C alpha, C beta) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    int64_t off[3];
+    calc.offsets(i, off);
+    store_as<C>(out, out_dtype, off[0], ew::binary_fn<OP, C>(x.load(off[1]), y.load(off[2]), alpha, beta));
+  }
+}
+
+bool dense_as(const Operand& o, DType t) { return o.is_scalar || (dense_1d(o.arg) && o.arg.dtype == t); }
+
+template <BinaryOp OP, typename S>
+void launch_vec(const StridedArg& out, const Operand& x, const Operand& y, float alpha, float beta,
+                cudaStream_t stream) {
+  constexpr int K = Vec16<S>::kCount;
+  const int64_t n = out.numel();
+  S* o = static_cast<S*>(out.data);
+  const S* xp = x.is_scalar ? nullptr : static_cast<const S*>(x.arg.data);
+  const S* yp = y.is_scalar ? nullptr : static_cast<const S*>(y.arg.data);
+  const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
+  const int64_t n_vec = aligned ? n / K : 0;
+  const int64_t items = std::max(n_vec, n - n_vec * K);
+  binary_vec_kernel<OP, S><<<grid_for(items), kThreads, 0, stream>>>(
+      o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, n_vec, alpha, beta);
+}
+
+template <typename C> InValue<C> in_value(const Operand& o) {
+  InValue<C> v;
+  v.data = o.is_scalar ? nullptr : o.arg.data;
+  v.dtype = o.arg.dtype;
+  v.is_scalar = o.is_scalar;
+  v.scalar = static_cast<C>(o.scalar);  // as the CPU's operand_value
+  return v;
+}
+
+template <BinaryOp OP, typename C>
+void launch_typed(const StridedArg& out, const Operand& x, const Operand& y, C alpha, C beta, cudaStream_t stream) {
+  if constexpr (std::is_same_v<C, float> && has_vector_path(OP)) {
+    if (dense_1d(out) && dense_as(x, out.dtype) && dense_as(y, out.dtype)) {
+      switch (out.dtype) {
+        case DType::Float32: launch_vec<OP, float>(out, x, y, alpha, beta, stream); return;
+        case DType::Float16: launch_vec<OP, __half>(out, x, y, alpha, beta, stream); return;
+        case DType::BFloat16: launch_vec<OP, __nv_bfloat16>(out, x, y, alpha, beta, stream); return;
+        default: break;
+      }
+    }
+  }
+  const int64_t n = out.numel();
+  const int64_t* strides[3] = {out.strides, x.is_scalar ? nullptr : x.arg.strides,
+                               y.is_scalar ? nullptr : y.arg.strides};
+  binary_generic_kernel<OP, C><<<grid_for(n), kThreads, 0, stream>>>(
+      make_offset_calc<3>(out, strides), out.data, out.dtype, in_value<C>(x), in_value<C>(y), n, alpha, beta);
+}
+
+template <BinaryOp OP>
+void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, DType compute, double alpha,
+                     double beta, cudaStream_t stream) {
+  switch (compute) {
+    case DType::Float32:
+      launch_typed<OP, float>(out, x, y, static_cast<float>(alpha), static_cast<float>(beta), stream);
+      return;
+    case DType::Float64: launch_typed<OP, double>(out, x, y, alpha, beta, stream); return;
+    case DType::Int64:
+      if constexpr (!float_only(OP)) {
+        // As binary_cpu: NaN parameters (no clamp bound) have no integer form and become 0.
+        launch_typed<OP, int64_t>(out, x, y, static_cast<int64_t>(std::isnan(alpha) ? 0 : alpha),
+                                  static_cast<int64_t>(std::isnan(beta) ? 0 : beta), stream);
+        return;
+      }
+      break;
+    default: break;
+  }
+  throw DTypeError(std::string(binary_name(OP)) + ": no CUDA kernel for compute dtype " + dtype_name(compute));
+}
+
+}  // namespace
+
+void binary_cuda(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
+                 double beta, Stream stream) {
+  if (out.numel() == 0) return;
+  const cudaStream_t s = raw_stream(stream);
+#define KILN_BINARY_CASE(NAME) \
+  case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta, s); break;
+  switch (op) {
+    KILN_BINARY_CASE(Add)
+    KILN_BINARY_CASE(Sub)
+    KILN_BINARY_CASE(Mul)
+    KILN_BINARY_CASE(Div)
+    KILN_BINARY_CASE(Pow)
+    KILN_BINARY_CASE(Maximum)
+    KILN_BINARY_CASE(Minimum)
+    KILN_BINARY_CASE(Eq)
+    KILN_BINARY_CASE(Ne)
+    KILN_BINARY_CASE(Lt)
+    KILN_BINARY_CASE(Le)
+    KILN_BINARY_CASE(Gt)
+    KILN_BINARY_CASE(Ge)
+    KILN_BINARY_CASE(LogicalAnd)
+    KILN_BINARY_CASE(LogicalOr)
+    KILN_BINARY_CASE(ReluBackward)
+    KILN_BINARY_CASE(GeluErfBackward)
+    KILN_BINARY_CASE(GeluTanhBackward)
+    KILN_BINARY_CASE(TanhBackward)
+    KILN_BINARY_CASE(SigmoidBackward)
+    KILN_BINARY_CASE(RsqrtBackward)
+    KILN_BINARY_CASE(SqrtBackward)
+    KILN_BINARY_CASE(PowScalarBackward)
+    KILN_BINARY_CASE(ClampBackward)
+    KILN_BINARY_CASE(AbsBackward)
+  }
+#undef KILN_BINARY_CASE
+  check_launch(binary_name(op));
+}
+
+}  // namespace kiln

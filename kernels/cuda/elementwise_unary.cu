@@ -1,0 +1,197 @@
+// CUDA unary elementwise ops: the twin of unary_cpu, with the math of elementwise_math.h. Kernels
+// are instantiated per (op, compute type) only; operands of any dtype are cast on load and store.
+// The one specialization by storage type is the vectorized fast path (16-byte accesses) for dense
+// float32/float16/bfloat16 operands of one dtype, which is where training spends its time.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/elementwise.h"
+#include "kernels/elementwise_math.h"
+
+namespace kiln {
+namespace {
+
+using namespace cuda_detail;
+
+// Ops that only make sense on floats: core promotes integer inputs of these to float first, so they
+// are not instantiated for int64 (the CPU twin compiles them as the identity).
+constexpr bool float_only(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::GeluErf:
+    case UnaryOp::GeluTanh: return true;
+    default: return false;
+  }
+}
+
+// logical_not always writes bool, so its output never matches a float input: no vector kernel.
+constexpr bool has_vector_path(UnaryOp op) { return op != UnaryOp::LogicalNot; }
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Copy: return "copy";
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::GeluErf: return "gelu";
+    case UnaryOp::GeluTanh: return "gelu(tanh)";
+    case UnaryOp::Sign: return "sign";
+    case UnaryOp::PowScalar: return "pow";
+    case UnaryOp::RPowScalar: return "pow(scalar base)";
+    case UnaryOp::Clamp: return "clamp";
+    case UnaryOp::LogicalNot: return "logical_not";
+  }
+  return "unary";
+}
+
+// One 16-byte vector per thread and step; the last n - n_vec * K elements (all of them when a
+// pointer is not 16-byte aligned, then n_vec == 0) one per thread. No __restrict__: in-place ops
+// pass out == in (each element is read and then written by the same thread, which is safe).
+template <UnaryOp OP, typename S>
+__global__ void unary_vec_kernel(S* out, const S* in, float in_value, int64_t n, int64_t n_vec, float a, float b) {
+  constexpr int K = Vec16<S>::kCount;
+  const int64_t first = global_thread(), step = grid_threads();
+  if (in == nullptr) {  // a scalar input (fill): the value once, then stores only
+    const S v = from_f32<S>(ew::unary_fn<OP, float>(in_value, a, b));
+    Vec16<S> r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = v;
+    for (int64_t i = first; i < n_vec; i += step) reinterpret_cast<Vec16<S>*>(out)[i] = r;
+    for (int64_t i = n_vec * K + first; i < n; i += step) out[i] = v;
+    return;
+  }
+  for (int64_t i = first; i < n_vec; i += step) {
+    const Vec16<S> x = reinterpret_cast<const Vec16<S>*>(in)[i];
+    Vec16<S> r;
+#pragma unroll
+    for (int j = 0; j < K; ++j) r.v[j] = from_f32<S>(ew::unary_fn<OP, float>(to_f32(x.v[j]), a, b));
+    reinterpret_cast<Vec16<S>*>(out)[i] = r;
+  }
+  for (int64_t i = n_vec * K + first; i < n; i += step) {
+    out[i] = from_f32<S>(ew::unary_fn<OP, float>(to_f32(in[i]), a, b));
+  }
+}
+
+// Everything else: one thread per output element, any strides and dtypes.
+template <UnaryOp OP, typename C>
+__global__ void unary_generic_kernel(const __grid_constant__ OffsetCalc<2> calc, void* out, DType out_dtype,
+                                     const InValue<C> in, int64_t n, C a, C b) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    int64_t off[2];
+    calc.offsets(i, off);
+    store_as<C>(out, out_dtype, off[0], ew::unary_fn<OP, C>(in.load(off[1]), a, b));
+  }
+}
+
+template <UnaryOp OP, typename S>
+void launch_vec(const StridedArg& out, const Operand& in, float a, float b, cudaStream_t stream) {
+  constexpr int K = Vec16<S>::kCount;
+  const int64_t n = out.numel();
+  S* o = static_cast<S*>(out.data);
+  const S* x = in.is_scalar ? nullptr : static_cast<const S*>(in.arg.data);
+  const bool aligned = aligned16(o) && (x == nullptr || aligned16(x));
+  const int64_t n_vec = aligned ? n / K : 0;
+  const int64_t items = std::max(n_vec, n - n_vec * K);
+  unary_vec_kernel<OP, S><<<grid_for(items), kThreads, 0, stream>>>(o, x, static_cast<float>(in.scalar), n, n_vec,
+                                                                     a, b);
+}
+
+template <UnaryOp OP, typename C>
+void launch_typed(const StridedArg& out, const Operand& in, C a, C b, cudaStream_t stream) {
+  if constexpr (std::is_same_v<C, float> && has_vector_path(OP)) {
+    if (dense_1d(out) && (in.is_scalar || (dense_1d(in.arg) && in.arg.dtype == out.dtype))) {
+      switch (out.dtype) {
+        case DType::Float32: launch_vec<OP, float>(out, in, a, b, stream); return;
+        case DType::Float16: launch_vec<OP, __half>(out, in, a, b, stream); return;
+        case DType::BFloat16: launch_vec<OP, __nv_bfloat16>(out, in, a, b, stream); return;
+        default: break;
+      }
+    }
+  }
+  const int64_t n = out.numel();
+  const int64_t* strides[2] = {out.strides, in.is_scalar ? nullptr : in.arg.strides};
+  InValue<C> x;
+  x.data = in.is_scalar ? nullptr : in.arg.data;
+  x.dtype = in.arg.dtype;
+  x.is_scalar = in.is_scalar;
+  x.scalar = static_cast<C>(in.scalar);  // as the CPU's operand_value
+  unary_generic_kernel<OP, C>
+      <<<grid_for(n), kThreads, 0, stream>>>(make_offset_calc<2>(out, strides), out.data, out.dtype, x, n, a, b);
+}
+
+// A double parameter in the compute type, as unary_cpu converts it: integers saturate.
+template <typename C> C to_compute(double v) {
+  if constexpr (std::is_integral_v<C>) {
+    if (v >= 0x1p63) return std::numeric_limits<C>::max();
+    if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
+  }
+  return static_cast<C>(v);
+}
+
+template <UnaryOp OP>
+void unary_dispatch(const StridedArg& out, const Operand& in, DType compute, double a, double b, cudaStream_t stream) {
+  switch (compute) {
+    case DType::Float32: launch_typed<OP, float>(out, in, to_compute<float>(a), to_compute<float>(b), stream); return;
+    case DType::Float64: launch_typed<OP, double>(out, in, a, b, stream); return;
+    case DType::Int64:
+      if constexpr (!float_only(OP)) {
+        launch_typed<OP, int64_t>(out, in, to_compute<int64_t>(a), to_compute<int64_t>(b), stream);
+        return;
+      }
+      break;
+    default: break;
+  }
+  throw DTypeError(std::string(unary_name(OP)) + ": no CUDA kernel for compute dtype " + dtype_name(compute));
+}
+
+}  // namespace
+
+void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b, Stream stream) {
+  if (out.numel() == 0) return;
+  if (is_integral(compute, true) && op == UnaryOp::Clamp) {
+    // NaN means "no bound", as in unary_cpu: the widest integer bound.
+    if (std::isnan(a)) a = static_cast<double>(std::numeric_limits<int64_t>::lowest());
+    if (std::isnan(b)) b = static_cast<double>(std::numeric_limits<int64_t>::max());
+  }
+  const cudaStream_t s = raw_stream(stream);
+#define KILN_UNARY_CASE(NAME) \
+  case UnaryOp::NAME: unary_dispatch<UnaryOp::NAME>(out, in, compute, a, b, s); break;
+  switch (op) {
+    KILN_UNARY_CASE(Copy)
+    KILN_UNARY_CASE(Neg)
+    KILN_UNARY_CASE(Exp)
+    KILN_UNARY_CASE(Log)
+    KILN_UNARY_CASE(Sqrt)
+    KILN_UNARY_CASE(Rsqrt)
+    KILN_UNARY_CASE(Abs)
+    KILN_UNARY_CASE(Tanh)
+    KILN_UNARY_CASE(Sigmoid)
+    KILN_UNARY_CASE(Relu)
+    KILN_UNARY_CASE(GeluErf)
+    KILN_UNARY_CASE(GeluTanh)
+    KILN_UNARY_CASE(Sign)
+    KILN_UNARY_CASE(PowScalar)
+    KILN_UNARY_CASE(RPowScalar)
+    KILN_UNARY_CASE(Clamp)
+    KILN_UNARY_CASE(LogicalNot)
+  }
+#undef KILN_UNARY_CASE
+  check_launch(unary_name(op));
+}
+
+}  // namespace kiln

@@ -1,0 +1,166 @@
+// torch.nn.init in kiln. trunc_normal_ inverts the normal CDF with tensor ops (erfinv by Giles'
+// single-precision polynomials) so it runs on the tensor's own device and generator, in one pass,
+// however far into a tail [a, b] lies; rejection sampling would loop there.
+#include "nn/init.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+
+namespace kiln::nn::init {
+namespace {
+
+std::string num(double v) { return std::to_string(v); }
+
+// Standard normal CDF.
+double phi_cdf(double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// Horner evaluation of c[0] w^(n-1) + ... + c[n-1] over a tensor w.
+template <size_t N> Tensor polyval(const double (&c)[N], const Tensor& w) {
+  Tensor p = w * c[0] + c[1];
+  for (size_t k = 2; k < N; ++k) p = p * w + c[k];
+  return p;
+}
+
+// erfinv for x in (-1, 1), relative error about 1e-7 (M. Giles, "Approximating the erfinv function").
+Tensor erfinv(const Tensor& x) {
+  static constexpr double central[] = {2.81022636e-08,  3.43273939e-07, -3.5233877e-06,
+                                       -4.39150654e-06, 0.00021858087,  -0.00125372503,
+                                       -0.00417768164,  0.246640727,    1.50140941};
+  static constexpr double tail[] = {-0.000200214257, 0.000100950558, 0.00134934322,
+                                    -0.00367342844,  0.00573950773,  -0.0076224613,
+                                    0.00943887047,   1.00167406,     2.83297682};
+  Tensor w = neg(log((1.0 - x) * (1.0 + x)));
+  Tensor p = polyval(central, w - 2.5);
+  Tensor q = polyval(tail, sqrt(w) - 3.0);
+  return where(lt(w, 5.0), p, q) * x;
+}
+
+int64_t fan_for(const Tensor& t, FanMode mode, const char* op) {
+  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  int64_t fan = mode == FanMode::FanIn ? fan_in : fan_out;
+  if (fan <= 0) throw Error(std::string(op) + ": fan is 0 for a tensor of shape " + shape_str(t.sizes()));
+  return fan;
+}
+
+}  // namespace
+
+double calculate_gain(Nonlinearity nonlinearity, double param) {
+  switch (nonlinearity) {
+    case Nonlinearity::Linear:
+    case Nonlinearity::Conv:
+    case Nonlinearity::Sigmoid: return 1.0;
+    case Nonlinearity::Tanh: return 5.0 / 3.0;
+    case Nonlinearity::ReLU: return std::sqrt(2.0);
+    case Nonlinearity::LeakyReLU: return std::sqrt(2.0 / (1.0 + param * param));
+  }
+  return 1.0;
+}
+
+std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
+  if (!t.defined()) throw Error("calculate_fan_in_and_fan_out: tensor is undefined");
+  if (t.dim() < 2) {
+    throw ShapeError("calculate_fan_in_and_fan_out: fan in and fan out need a tensor of at least 2 dims, got shape " +
+                     shape_str(t.sizes()));
+  }
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
+  return {t.size(1) * receptive, t.size(0) * receptive};
+}
+
+Tensor uniform_(const Tensor& t, double a, double b) {
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.uniform_(a, b);
+  return h;
+}
+
+Tensor normal_(const Tensor& t, double mean, double std) {
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.normal_(mean, std);
+  return h;
+}
+
+Tensor constant_(const Tensor& t, double value) {
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.fill_(value);
+  return h;
+}
+
+Tensor zeros_(const Tensor& t) {
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.zero_();
+  return h;
+}
+
+Tensor ones_(const Tensor& t) {
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.fill_(1);
+  return h;
+}
+
+Tensor kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
+  if (t.defined() && t.numel() == 0) return t;
+  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan_for(t, mode, "kaiming_uniform_")));
+  const double bound = std::sqrt(3.0) * std;
+  return uniform_(t, -bound, bound);
+}
+
+Tensor kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
+  if (t.defined() && t.numel() == 0) return t;
+  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan_for(t, mode, "kaiming_normal_")));
+  return normal_(t, 0.0, std);
+}
+
+Tensor xavier_uniform_(const Tensor& t, double gain) {
+  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  if (t.numel() == 0) return t;
+  const double std = gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
+  const double bound = std::sqrt(3.0) * std;
+  return uniform_(t, -bound, bound);
+}
+
+Tensor xavier_normal_(const Tensor& t, double gain) {
+  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  if (t.numel() == 0) return t;
+  return normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)));
+}
+
+Tensor trunc_normal_(const Tensor& t, double mean, double std, double a, double b) {
+  if (!t.defined()) throw Error("trunc_normal_: tensor is undefined");
+  if (!t.is_floating_point()) {
+    throw DTypeError(std::string("trunc_normal_: needs a floating tensor, got ") + dtype_name(t.dtype()));
+  }
+  if (!(a < b)) throw Error("trunc_normal_: needs a < b, got a=" + num(a) + " b=" + num(b));
+  if (!(std >= 0)) throw Error("trunc_normal_: std must be non-negative, got " + num(std));
+  NoGradGuard no_grad;
+  Tensor h = t;
+  if (t.numel() == 0) return h;
+  if (std == 0) {
+    h.fill_(std::min(std::max(mean, a), b));
+    return h;
+  }
+  // u uniform on [2 Phi(alpha) - 1, 2 Phi(beta) - 1] maps through mean + std * sqrt(2) * erfinv(u)
+  // onto the normal restricted to [a, b]. Float32 work unless the tensor is float64.
+  const DType work = t.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const double lo = 2.0 * phi_cdf((a - mean) / std) - 1.0;
+  const double hi = 2.0 * phi_cdf((b - mean) / std) - 1.0;
+  Tensor u = empty(t.sizes(), TensorOptions(work, t.device()));
+  u.uniform_(lo, hi);
+  // erfinv(+-1) is infinite: keep u one ulp inside (-1, 1); the final clamp then catches any
+  // rounding past the bounds.
+  const double edge = work == DType::Float64 ? 1.0 - 0x1p-53 : 1.0 - 0x1p-24;
+  u = clamp(u, -edge, edge);
+  Tensor x = clamp(erfinv(u) * (std * std::sqrt(2.0)) + mean, a, b);
+  h.copy_(x);
+  return h;
+}
+
+}  // namespace kiln::nn::init

@@ -1,0 +1,47 @@
+// Parameter initializers with torch.nn.init's names and formulas. Each fills its tensor in place
+// under NoGradGuard, drawing from the tensor's device generator (kiln::manual_seed), and returns
+// the same tensor. Defaults are torch.nn.init's (kaiming_uniform_ has a = 0); nn.Linear and
+// nn.Conv2d pass a = sqrt(5) themselves, as PyTorch's layers do.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace kiln::nn::init {
+
+enum class FanMode : uint8_t { FanIn, FanOut };
+enum class Nonlinearity : uint8_t { Linear, Conv, Sigmoid, Tanh, ReLU, LeakyReLU };
+
+// torch.nn.init.calculate_gain: 1 for linear/conv/sigmoid, 5/3 for tanh, sqrt(2) for relu and
+// sqrt(2 / (1 + param^2)) for leaky_relu (param is the negative slope).
+double calculate_gain(Nonlinearity nonlinearity, double param = 0.01);
+
+// {fan_in, fan_out} of a weight [out, in, *kernel]: in * prod(kernel), out * prod(kernel).
+// A kiln::Error for tensors with fewer than 2 dims.
+std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t);
+
+Tensor uniform_(const Tensor& t, double a = 0.0, double b = 1.0);
+Tensor normal_(const Tensor& t, double mean = 0.0, double std = 1.0);
+Tensor zeros_(const Tensor& t);
+Tensor ones_(const Tensor& t);
+Tensor constant_(const Tensor& t, double value);
+
+// He init: std = gain / sqrt(fan), gain from the nonlinearity (a: negative slope of leaky_relu).
+// Uniform draws from [-sqrt(3) * std, sqrt(3) * std].
+Tensor kaiming_uniform_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::FanIn,
+                        Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+Tensor kaiming_normal_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::FanIn,
+                       Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+
+// Glorot init: std = gain * sqrt(2 / (fan_in + fan_out)).
+Tensor xavier_uniform_(const Tensor& t, double gain = 1.0);
+Tensor xavier_normal_(const Tensor& t, double gain = 1.0);
+
+// Normal(mean, std) conditioned on [a, b] (absolute bounds, as PyTorch): inverse-CDF sampling,
+// so every value lies in [a, b] and the tails are exact rather than clipped.
+Tensor trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0);
+
+}  // namespace kiln::nn::init

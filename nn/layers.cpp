@@ -1,0 +1,361 @@
+// The standard layers: each forward is a core op, each constructor registers PyTorch's parameter
+// names and applies PyTorch's default init. extra_repr writes numbers as Python's repr would
+// (1e-05, 0.1, 1.0), so printed models match PyTorch's text.
+#include "nn/layers.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/ops/factory.h"
+#include "core/ops/linalg.h"
+#include "core/ops/nn.h"
+#include "kernels/error.h"
+#include "nn/init.h"
+
+namespace kiln::nn {
+namespace {
+
+const char* py_bool(bool b) { return b ? "True" : "False"; }
+
+// Python's repr(float): the shortest round-trip digits, fixed notation for exponents in [-4, 16),
+// scientific ("1e-05") otherwise.
+std::string py_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
+  std::string s(buf, res.ptr);
+  const size_t e = s.find('e');
+  std::string mant = s.substr(0, e);
+  const int exp = std::atoi(s.c_str() + e + 1);
+  std::string sign;
+  if (!mant.empty() && mant[0] == '-') {
+    sign = "-";
+    mant.erase(0, 1);
+  }
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  std::string out;
+  if (exp >= -4 && exp < 16) {
+    if (exp >= 0) {
+      const size_t int_len = static_cast<size_t>(exp) + 1;
+      if (digits.size() <= int_len) {
+        out = digits + std::string(int_len - digits.size(), '0') + ".0";
+      } else {
+        out = digits.substr(0, int_len) + "." + digits.substr(int_len);
+      }
+    } else {
+      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int a = std::abs(exp);
+    out += std::string("e") + (exp < 0 ? "-" : "+") + (a < 10 ? "0" : "") + std::to_string(a);
+  }
+  return sign + out;
+}
+
+std::string tuple_str(Pair p) {
+  std::string s = "(";
+  s += std::to_string(p[0]);
+  s += ", ";
+  s += std::to_string(p[1]);
+  s += ")";
+  return s;
+}
+// Pools print what PyTorch users usually pass: an int when both sides agree.
+std::string int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : tuple_str(p); }
+
+void check_non_negative(const char* layer, const char* what, int64_t v) {
+  if (v < 0) throw Error(std::string(layer) + ": " + what + " must be non-negative, got " + std::to_string(v));
+}
+
+void check_positive(const char* layer, const char* what, Pair p) {
+  if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
+}
+
+}  // namespace
+
+// --- Linear ---------------------------------------------------------------------------------------
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : in_features(in_features), out_features(out_features) {
+  check_non_negative("Linear", "in_features", in_features);
+  check_non_negative("Linear", "out_features", out_features);
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (bias) this->bias = register_parameter("bias", empty({out_features}));
+  reset_parameters();
+}
+
+void Linear::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + py_bool(bias.defined());
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+// --- Conv2d ---------------------------------------------------------------------------------------
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride, Pair padding, Pair dilation,
+               int64_t groups, bool bias)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      groups(groups) {
+  check_non_negative("Conv2d", "in_channels", in_channels);
+  check_non_negative("Conv2d", "out_channels", out_channels);
+  check_positive("Conv2d", "kernel_size", kernel_size);
+  check_positive("Conv2d", "stride", stride);
+  check_positive("Conv2d", "dilation", dilation);
+  if (padding[0] < 0 || padding[1] < 0) throw Error("Conv2d: padding must be non-negative, got " + tuple_str(padding));
+  if (groups <= 0) throw Error("Conv2d: groups must be positive, got " + std::to_string(groups));
+  if (in_channels % groups != 0 || out_channels % groups != 0) {
+    throw Error("Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " +
+                std::to_string(out_channels) + " must both be divisible by groups " + std::to_string(groups));
+  }
+  weight = register_parameter("weight", empty({out_channels, in_channels / groups, kernel_size[0], kernel_size[1]}));
+  if (bias) this->bias = register_parameter("bias", empty({out_channels}));
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+std::string Conv2d::extra_repr() const {
+  std::string s = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
+                  ", kernel_size=" + tuple_str(kernel_size) + ", stride=" + tuple_str(stride);
+  if (padding != Pair{0, 0}) s += ", padding=" + tuple_str(padding);
+  if (dilation != Pair{1, 1}) s += ", dilation=" + tuple_str(dilation);
+  if (groups != 1) s += ", groups=" + std::to_string(groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+
+// --- BatchNorm2d ----------------------------------------------------------------------------------
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
+    : num_features(num_features), eps(eps), momentum(momentum), affine(affine), track_running_stats(track_running_stats) {
+  if (num_features <= 0) throw Error("BatchNorm2d: num_features must be positive, got " + std::to_string(num_features));
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
+    bias = register_parameter("bias", zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+
+void BatchNorm2d::reset_running_stats() {
+  if (!track_running_stats) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1);
+  num_batches_tracked.zero_();
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  return std::to_string(num_features) + ", eps=" + py_float(eps) + ", momentum=" + py_float(momentum) +
+         ", affine=" + py_bool(affine) + ", track_running_stats=" + py_bool(track_running_stats);
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (x.dim() != 4) {
+    throw ShapeError("BatchNorm2d: expected a 4-d input [N, C, H, W], got shape " + shape_str(x.sizes()));
+  }
+  if (x.size(1) != num_features) {
+    throw ShapeError("BatchNorm2d: input has " + std::to_string(x.size(1)) + " channels, num_features is " +
+                     std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
+  }
+  if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps);
+  if (is_training()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+}
+
+// --- LayerNorm ------------------------------------------------------------------------------------
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool bias)
+    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+  if (this->normalized_shape.empty()) throw Error("LayerNorm: normalized_shape must name at least one dim");
+  for (int64_t s : this->normalized_shape) check_non_negative("LayerNorm", "normalized_shape", s);
+  if (elementwise_affine) {
+    weight = register_parameter("weight", ones(this->normalized_shape));
+    if (bias) this->bias = register_parameter("bias", zeros(this->normalized_shape));
+  }
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::string s = "(";
+  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
+  s += normalized_shape.size() == 1 ? ",)" : ")";
+  return s + ", eps=" + py_float(eps) + ", elementwise_affine=" + py_bool(elementwise_affine);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+// --- Embedding ------------------------------------------------------------------------------------
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
+    : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
+  check_non_negative("Embedding", "num_embeddings", num_embeddings);
+  check_non_negative("Embedding", "embedding_dim", embedding_dim);
+  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  init::normal_(weight, 0.0, 1.0);
+}
+
+std::string Embedding::extra_repr() const {
+  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+
+// --- Dropout, activations, Flatten ------------------------------------------------------------------
+
+Dropout::Dropout(double p) : p(p) {
+  if (!(p >= 0.0 && p <= 1.0)) throw Error("Dropout: probability p must be in [0, 1], got " + py_float(p));
+}
+
+std::string Dropout::extra_repr() const { return "p=" + py_float(p) + ", inplace=False"; }
+
+// Skipping the op in eval and at p = 0 also leaves the generator untouched there.
+Tensor Dropout::forward(const Tensor& x) { return is_training() && p > 0.0 ? dropout(x, p, true) : x; }
+
+std::string GELU::extra_repr() const {
+  return std::string("approximate='") + (approximate == GeluApprox::Tanh ? "tanh" : "none") + "'";
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+std::string Flatten::extra_repr() const {
+  return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);
+}
+
+Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+
+// --- pools --------------------------------------------------------------------------------------------
+
+MaxPool2d::MaxPool2d(Pair kernel_size, Pair stride, Pair padding, Pair dilation, bool ceil_mode)
+    : kernel_size(kernel_size),
+      stride(stride == Pair{0, 0} ? kernel_size : stride),
+      padding(padding),
+      dilation(dilation),
+      ceil_mode(ceil_mode) {
+  check_positive("MaxPool2d", "kernel_size", kernel_size);
+  check_positive("MaxPool2d", "stride", this->stride);
+  check_positive("MaxPool2d", "dilation", dilation);
+}
+
+std::string MaxPool2d::extra_repr() const {
+  return "kernel_size=" + int_or_tuple(kernel_size) + ", stride=" + int_or_tuple(stride) +
+         ", padding=" + int_or_tuple(padding) + ", dilation=" + int_or_tuple(dilation) +
+         ", ceil_mode=" + py_bool(ceil_mode);
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); }
+
+AvgPool2d::AvgPool2d(Pair kernel_size, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad)
+    : kernel_size(kernel_size),
+      stride(stride == Pair{0, 0} ? kernel_size : stride),
+      padding(padding),
+      ceil_mode(ceil_mode),
+      count_include_pad(count_include_pad) {
+  check_positive("AvgPool2d", "kernel_size", kernel_size);
+  check_positive("AvgPool2d", "stride", this->stride);
+}
+
+std::string AvgPool2d::extra_repr() const {
+  return "kernel_size=" + int_or_tuple(kernel_size) + ", stride=" + int_or_tuple(stride) +
+         ", padding=" + int_or_tuple(padding);
+}
+
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+}
+
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_or_tuple(output_size); }
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
+
+// --- containers -------------------------------------------------------------------------------------
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+Sequential::Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
+  register_module(std::to_string(modules_.size()), m);
+  modules_.push_back(std::move(m));
+}
+
+const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
+  if (i >= modules_.size()) {
+    throw IndexError("Sequential: index " + std::to_string(i) + " is out of range for " +
+                     std::to_string(modules_.size()) + " modules");
+  }
+  return modules_[i];
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& m : modules_) y = m->forward(y);
+  return y;
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> m) {
+  register_module(std::to_string(modules_.size()), m);
+  modules_.push_back(std::move(m));
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  if (i >= modules_.size()) {
+    throw IndexError("ModuleList: index " + std::to_string(i) + " is out of range for " +
+                     std::to_string(modules_.size()) + " modules");
+  }
+  return modules_[i];
+}
+
+bool ModuleDict::contains(const std::string& name) const {
+  for (const auto& [n, m] : named_children())
+    if (n == name) return true;
+  return false;
+}
+
+std::shared_ptr<Module> ModuleDict::at(const std::string& name) const {
+  for (const auto& [n, m] : named_children())
+    if (n == name) return m;
+  throw Error("ModuleDict: no module named \"" + name + "\"");
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,224 @@
+// The standard layers, PyTorch-shaped: same class names, constructor arguments, default init,
+// parameter/buffer names and printed form (extra_repr as PyTorch writes it, with True/False and
+// Python float reprs), so a printed kiln model reads like its PyTorch twin and state dicts map
+// 1:1. Optional parameters (bias=false, affine=false) are simply not registered, as PyTorch's None.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ops/conv.h"
+#include "core/ops/elementwise.h"
+#include "kernels/error.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// y = x @ weight^T + bias. weight [out, in]: kaiming_uniform_(a = sqrt(5)); bias [out]:
+// uniform(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  // PyTorch's reset_parameters: the default init again.
+  void reset_parameters();
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias = false
+};
+
+// weight [out, in / groups, kH, kW] and bias [out], initialized as PyTorch's Conv2d.
+class Conv2d : public UnaryModule {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
+         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+  std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Pair kernel_size, stride, padding, dilation;
+  int64_t groups;
+  Tensor weight, bias;
+};
+
+// Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
+// running_var (ones) and num_batches_tracked (int64 0) when track_running_stats. Training
+// normalizes with the batch statistics and updates the buffers; eval uses the running statistics
+// (or the batch's when they are not tracked).
+class BatchNorm2d : public UnaryModule {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true);
+  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+
+  int64_t num_features;
+  double eps, momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias;
+  Tensor running_mean, running_var, num_batches_tracked;
+};
+
+// Normalizes over the trailing dims normalized_shape; weight ones, bias zeros (bias = false drops it).
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
+  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true, bool bias = true)
+      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine, bias) {}
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+  Tensor weight, bias;
+};
+
+// A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1); forward picks rows by
+// integer indices of any shape.
+class Embedding : public UnaryModule {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& indices) override;
+
+  int64_t num_embeddings, embedding_dim;
+  Tensor weight;
+};
+
+// Identity in eval (and for p = 0); in training zeroes with probability p and scales by 1/(1-p).
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  double p;
+};
+
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(GeluApprox approximate = GeluApprox::None) : approximate(approximate) {}
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  GeluApprox approximate;
+};
+
+class ReLU : public UnaryModule {
+ public:
+  std::string type_name() const override { return "ReLU"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  int64_t start_dim, end_dim;
+};
+
+// stride {0, 0} means "equal to kernel_size", PyTorch's default.
+class MaxPool2d : public UnaryModule {
+ public:
+  explicit MaxPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, Pair dilation = {1, 1},
+                     bool ceil_mode = false);
+  std::string type_name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Pair kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+class AvgPool2d : public UnaryModule {
+ public:
+  explicit AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false,
+                     bool count_include_pad = true);
+  std::string type_name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Pair kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+};
+
+class AdaptiveAvgPool2d : public UnaryModule {
+ public:
+  explicit AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {}
+  explicit AdaptiveAvgPool2d(int64_t output_size) : output_size{output_size, output_size} {}
+  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Pair output_size;
+};
+
+// Chains UnaryModules; children are named "0", "1", ... in order.
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules);
+  explicit Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules);
+  std::string type_name() const override { return "Sequential"; }
+  Tensor forward(const Tensor& x) override;
+
+  void push_back(std::shared_ptr<UnaryModule> m);
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  // An IndexError when out of range.
+  const std::shared_ptr<UnaryModule>& operator[](size_t i) const;
+  // The i-th module as M; a kiln::Error when it is another type.
+  template <class M> std::shared_ptr<M> at(size_t i) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[i]);
+    if (!m) throw Error("Sequential: module " + std::to_string(i) + " is a " + (*this)[i]->type_name());
+    return m;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> modules_;
+};
+
+// A list of modules of any kind (children "0", "1", ...), as torch.nn.ModuleList: holds, never runs.
+class ModuleList : public Module {
+ public:
+  std::string type_name() const override { return "ModuleList"; }
+  void push_back(std::shared_ptr<Module> m);
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Named modules in insertion order, as torch.nn.ModuleDict: holds, never runs.
+class ModuleDict : public Module {
+ public:
+  std::string type_name() const override { return "ModuleDict"; }
+  void insert(const std::string& name, std::shared_ptr<Module> m) { register_module(name, std::move(m)); }
+  bool contains(const std::string& name) const;
+  // A kiln::Error naming the key when absent.
+  std::shared_ptr<Module> at(const std::string& name) const;
+};
+
+}  // namespace kiln::nn

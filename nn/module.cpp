@@ -1,0 +1,219 @@
+// Module bookkeeping: registration, dotted-name traversal with tied-weight deduplication,
+// in-place device/dtype moves, state dicts and printing.
+#include "nn/module.h"
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+
+namespace kiln::nn {
+namespace {
+void check_name(const std::string& name, const char* what) {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    throw Error(std::string("Module: ") + what + " name \"" + name + "\" must be non-empty and contain no '.'");
+  }
+}
+}  // namespace
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_name(name, "parameter");
+  if (!t.defined()) throw Error("Module: parameter \"" + name + "\" is undefined");
+  for (auto& [n, p] : params_)
+    if (n == name) throw Error("Module: parameter \"" + name + "\" is registered twice in " + type_name());
+  if (!t.is_leaf()) t = t.detach();
+  if (requires_grad) t.set_requires_grad(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  check_name(name, "buffer");
+  for (auto& [n, b] : buffers_)
+    if (n == name) throw Error("Module: buffer \"" + name + "\" is registered twice in " + type_name());
+  buffers_.emplace_back(name, t.defined() ? t.detach() : t);
+  return buffers_.back().second;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  check_name(name, "module");
+  if (!m) throw Error("Module: child \"" + name + "\" is null");
+  for (auto& [n, c] : children_)
+    if (n == name) throw Error("Module: child \"" + name + "\" is registered twice in " + type_name());
+  children_.emplace_back(name, std::move(m));
+}
+
+void Module::set_parameter(const std::string& name, const Tensor& t) {
+  for (auto& [n, p] : params_) {
+    if (n == name) {
+      p = t;
+      return;
+    }
+  }
+  throw Error("Module: " + type_name() + " has no parameter \"" + name + "\"");
+}
+
+void Module::collect(const std::string& prefix, bool params, bool recurse, bool dedup,
+                     std::vector<std::pair<std::string, Tensor>>& out, std::vector<const TensorImpl*>& seen) const {
+  for (const auto& [n, t] : params ? params_ : buffers_) {
+    if (!t.defined()) continue;
+    if (dedup) {
+      if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
+      seen.push_back(t.impl());
+    }
+    out.emplace_back(prefix + n, t);
+  }
+  if (!recurse) return;
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, dedup, out, seen);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<const TensorImpl*> seen;
+  collect("", true, recurse, true, out, seen);
+  return out;
+}
+
+TensorList Module::parameters(bool recurse) const {
+  TensorList out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<const TensorImpl*> seen;
+  collect("", false, recurse, true, out, seen);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+  for (auto& [n, c] : children_) {
+    for (auto& [cn, cm] : c->named_modules()) out.emplace_back(cn.empty() ? n : n + "." + cn, cm);
+  }
+  return out;
+}
+
+int64_t Module::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters())
+    if (!trainable_only || t.requires_grad()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  auto move = [&](std::vector<std::pair<std::string, Tensor>> list) {
+    for (auto& [n, t] : list)
+      if (t.device() != device) t.set_data(t.detach().to(device));
+  };
+  move(named_parameters());
+  move(named_buffers());
+  zero_grad();
+}
+
+void Module::to(DType dtype) {
+  if (!is_floating(dtype)) throw DTypeError(std::string("Module::to: needs a floating dtype, got ") + dtype_name(dtype));
+  NoGradGuard no_grad;
+  auto cast = [&](std::vector<std::pair<std::string, Tensor>> list) {
+    for (auto& [n, t] : list)
+      if (t.is_floating_point() && t.dtype() != dtype) t.set_data(t.detach().to(dtype));
+  };
+  cast(named_parameters());
+  cast(named_buffers());
+  zero_grad();
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& [n, p] : named_parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      NoGradGuard g;
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  std::vector<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect("", true, true, false, all, seen);
+  collect("", false, true, false, all, seen);
+  for (auto& [n, t] : all) out[n] = t;
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  std::map<std::string, Tensor> own = state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (auto& [n, t] : own) {
+    auto it = state.find(n);
+    if (it == state.end()) {
+      missing.push_back(n);
+    } else if (it->second.sizes() != t.sizes() || it->second.dtype() != t.dtype()) {
+      mismatched.push_back(n + " (expected " + shape_str(t.sizes()) + " " + dtype_name(t.dtype()) + ", got " +
+                           shape_str(it->second.sizes()) + " " + dtype_name(it->second.dtype()) + ")");
+    }
+  }
+  for (auto& [n, t] : state)
+    if (!own.count(n)) unexpected.push_back(n);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s;
+  };
+  if (!mismatched.empty()) throw Error("load_state_dict: shape or dtype mismatch for " + join(mismatched));
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::string msg = "load_state_dict: keys do not match " + type_name() + ":";
+    if (!missing.empty()) msg += " missing " + join(missing) + ";";
+    if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
+    throw Error(msg);
+  }
+  NoGradGuard no_grad;
+  for (auto& [n, t] : own) {
+    auto it = state.find(n);
+    if (it != state.end()) t.copy_(it->second.to(t.device()));
+  }
+}
+
+std::string Module::str_indented(int indent) const {
+  std::ostringstream os;
+  const std::string extra = extra_repr();
+  os << type_name() << '(';
+  // As PyTorch: a one-line extra_repr stays inline only when there are no children; otherwise
+  // each of its lines goes on its own indented line above the children.
+  if (children_.empty() && extra.find('\n') == std::string::npos) {
+    os << extra;
+  } else {
+    os << '\n';
+    std::istringstream lines(extra);
+    for (std::string line; std::getline(lines, line);)
+      os << std::string(static_cast<size_t>(indent + 2), ' ') << line << '\n';
+    for (auto& [n, c] : children_) {
+      os << std::string(static_cast<size_t>(indent + 2), ' ') << '(' << n << "): " << c->str_indented(indent + 2)
+         << '\n';
+    }
+    os << std::string(static_cast<size_t>(indent), ' ');
+  }
+  os << ')';
+  return os.str();
+}
+
+std::string Module::str() const { return str_indented(0); }
+
+std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.str(); }
+
+}  // namespace kiln::nn

@@ -1,0 +1,95 @@
+// Module: the PyTorch-shaped container of parameters, buffers and child modules. Names are dotted
+// as PyTorch forms them ("blocks.0.attn.qkv.weight"); parameters() lists each tensor once even
+// when it is registered under several names (tied weights). to(device/dtype) converts tensors in
+// place, keeping their identity, so optimizers built before the move stay valid.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The class name shown when printing ("Linear").
+  virtual std::string type_name() const = 0;
+  // The text in parentheses when printing ("in_features=784, out_features=10, bias=true").
+  virtual std::string extra_repr() const { return ""; }
+
+  // --- registration --------------------------------------------------------------------------
+  // Registers a parameter (a leaf; requires_grad is set unless told otherwise) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // Buffers are state that is saved but not trained (BatchNorm's running statistics).
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M> std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  // Replaces a registered parameter by another tensor (weight tying: head.weight = wte.weight).
+  void set_parameter(const std::string& name, const Tensor& t);
+
+  // --- traversal -----------------------------------------------------------------------------
+  // Dotted names, depth first in registration order; a tensor registered twice appears once,
+  // under its first name.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  TensorList parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // This module ("") and every descendant, with dotted names.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  int64_t num_parameters(bool trainable_only = false) const;
+
+  // --- mode, device, dtype ----------------------------------------------------------------------
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // In place: every parameter and buffer keeps its Tensor identity; gradients are dropped.
+  void to(Device device);
+  void to(DType dtype);  // floating parameters and buffers only
+  // Gradients to none (the default, as in PyTorch 2) or to zeros.
+  void zero_grad(bool set_to_none = true);
+
+  // --- state ------------------------------------------------------------------------------------
+  // Parameters and buffers by dotted name (tied tensors under each of their names).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values in place. strict: every key must match, with equal shapes and dtypes; otherwise
+  // a kiln::Error names the missing, unexpected or mismatched keys.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  // The module tree, PyTorch-style.
+  std::string str() const;
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  bool training_ = true;
+
+ private:
+  void collect(const std::string& prefix, bool params, bool recurse, bool dedup,
+               std::vector<std::pair<std::string, Tensor>>& out, std::vector<const TensorImpl*>& seen) const;
+  std::string str_indented(int indent) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// A module with one tensor in and one out: what Sequential chains.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace kiln::nn

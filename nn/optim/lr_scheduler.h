@@ -1,0 +1,67 @@
+// Learning-rate schedules as pure functions of the step, and a scheduler that applies one to an
+// optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT: step it of the warmup
+// gets base_lr * (it + 1) / (warmup_steps + 1), so the first step already moves the weights.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/optim/optimizer.h"
+
+namespace kiln::nn::optim {
+
+// Linear warmup for steps [0, warmup_steps), then a cosine from base_lr down to min_lr at
+// total_steps, and min_lr from then on. Needs 0 <= warmup_steps <= total_steps.
+double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr);
+// base_lr * gamma^(step / step_size) (integer division).
+double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma);
+
+// Sets every group's lr to lr_at(step). Construction applies step 0; call step() after each
+// optimizer.step() to move to the next. The step is the scheduler's whole state: save step()
+// and restore it with set_step(), which applies that step's lr.
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  virtual double lr_at(int64_t step) const = 0;
+  void step();
+  int64_t last_step() const { return step_; }
+  void set_step(int64_t step);
+  double current_lr() const { return lr_at(step_); }
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
+  // Called at the end of subclass constructors (lr_at is virtual).
+  void apply() { optimizer_.set_lr(lr_at(step_)); }
+
+ private:
+  Optimizer& optimizer_;
+  int64_t step_ = 0;
+};
+
+class WarmupCosine : public LRScheduler {
+ public:
+  WarmupCosine(Optimizer& optimizer, double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);
+  double lr_at(int64_t step) const override {
+    return warmup_cosine_lr(step, base_lr_, warmup_steps_, total_steps_, min_lr_);
+  }
+
+ private:
+  double base_lr_;
+  int64_t warmup_steps_, total_steps_;
+  double min_lr_;
+};
+
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, double base_lr, int64_t step_size, double gamma = 0.1);
+  double lr_at(int64_t step) const override { return step_lr(step, base_lr_, step_size_, gamma_); }
+
+ private:
+  double base_lr_;
+  int64_t step_size_;
+  double gamma_;
+};
+
+}  // namespace kiln::nn::optim

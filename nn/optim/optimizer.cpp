@@ -1,0 +1,346 @@
+// Optimizer base: groups, the device scalars, lazily created state and state_dict. The step
+// counters advance in one launch per device after every update of a step has read them, gated
+// by found_inf on the device, so the host never learns whether a step was skipped and never waits.
+#include "nn/optim/optimizer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/ops/factory.h"
+#include "core/ops/foreach.h"
+#include "kernels/error.h"
+
+namespace kiln::nn::optim {
+namespace {
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
+// `t` as a tensor on param's device with param's layout and dtype `dtype`: itself when it already
+// is, else a copy (Module::to moved the parameter, or a checkpoint was read onto the CPU).
+Tensor like_param(const Tensor& t, const Tensor& param, DType dtype) {
+  if (t.device() == param.device() && t.dtype() == dtype && same_layout(t, param)) return t;
+  Tensor out = empty_like(param, dtype);
+  out.copy_(t);
+  return out;
+}
+
+void check_lr(double lr, const char* where) {
+  if (!(lr >= 0.0)) throw Error(std::string(where) + ": learning rate must be >= 0, got " + std::to_string(lr));
+}
+
+bool parse_index(const std::string& s, size_t& out) {
+  if (s.empty() || s.size() > 18) return false;
+  out = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<size_t>(c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+  std::set<const TensorImpl*> seen;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& grp = groups_[g];
+    group_offsets_.push_back(num_params_);
+    check_lr(grp.lr, "optimizer");
+    if (!(grp.weight_decay >= 0.0)) {
+      throw Error("optimizer: weight_decay must be >= 0, got " + std::to_string(grp.weight_decay) + " in group " +
+                  std::to_string(g));
+    }
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      const Tensor& p = grp.params[i];
+      const std::string where = "parameter " + std::to_string(i) + " of group " + std::to_string(g);
+      if (!p.defined()) throw Error("optimizer: " + where + " is an undefined tensor");
+      if (!p.is_floating_point()) {
+        throw DTypeError("optimizer: " + where + " is " + dtype_name(p.dtype()) + "; only floating tensors are optimized");
+      }
+      if (!seen.insert(p.impl()).second) {
+        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
+                    ") appears more than once; each parameter may be in one group only");
+      }
+    }
+    num_params_ += grp.params.size();
+    const Device dev = grp.params.empty() ? Device::cpu() : grp.params.front().device();
+    lr_tensors_.push_back(full({}, grp.lr, TensorOptions(DType::Float32, dev)));
+    step_tensors_.push_back(zeros({}, TensorOptions(DType::Float32, dev)));
+  }
+  if (num_params_ == 0) throw Error("optimizer: got an empty parameter list");
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  // Zeroing keeps the gradient tensors (they may be views into flat buffers): one launch per device.
+  std::vector<std::pair<Device, TensorList>> by_device;
+  for (ParamGroup& grp : groups_) {
+    for (Tensor& p : grp.params) {
+      if (!p.grad().defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+        continue;
+      }
+      const Tensor& g = p.grad();
+      if (!g.is_non_overlapping_and_dense()) {  // a strided view: not a flat block
+        NoGradGuard no_grad;
+        p.mutable_grad().zero_();
+        continue;
+      }
+      auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
+      if (it == by_device.end()) {
+        by_device.push_back({g.device(), {g}});
+      } else {
+        it->second.push_back(g);
+      }
+    }
+  }
+  for (const auto& [dev, grads] : by_device) foreach_zero_(grads);
+}
+
+void Optimizer::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  check_lr(lr, "set_lr");
+  groups_.at(group).lr = lr;
+  // A fill kernel on the current stream: later steps read the new value, nothing waits.
+  NoGradGuard no_grad;
+  lr_tensors_.at(group).fill_(lr);
+}
+
+void Optimizer::set_grad_scaling(const Tensor& found_inf, const Tensor& grad_scale) {
+  for (const Tensor* t : {&found_inf, &grad_scale}) {
+    if (t->defined() && (t->numel() != 1 || t->dtype() != DType::Float32)) {
+      throw DTypeError("set_grad_scaling: found_inf and grad_scale must be one-element float32 tensors, got " +
+                       std::string(dtype_name(t->dtype())) + " of shape " + shape_str(t->sizes()));
+    }
+  }
+  found_inf_ = found_inf;
+  grad_scale_ = grad_scale;
+}
+
+void Optimizer::check_options(const char* optimizer) const {
+  const std::vector<std::string> known = option_names();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const auto& [name, value] : groups_[g].options) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::string list;
+        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+        throw Error(std::string(optimizer) + ": group " + std::to_string(g) + " overrides unknown option \"" + name +
+                    "\" (known: " + list + "; lr and weight_decay are ParamGroup fields)");
+      }
+    }
+  }
+}
+
+double Optimizer::option(size_t group, const std::string& name, double fallback) const {
+  const auto& opts = groups_.at(group).options;
+  auto it = opts.find(name);
+  return it == opts.end() ? fallback : it->second;
+}
+
+DType Optimizer::state_dtype(const Tensor& param) {
+  return param.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
+Optimizer::Batch Optimizer::collect(size_t group) {
+  ParamGroup& grp = groups_.at(group);
+  Batch b;
+  if (grp.params.empty()) return b;
+  const Device dev = grp.params.front().device();
+  if (lr_tensors_[group].device() != dev) {
+    lr_tensors_[group] = lr_tensors_[group].to(dev);
+    step_tensors_[group] = step_tensors_[group].to(dev);
+  }
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < grp.params.size(); ++i) {
+    const Tensor& p = grp.params[i];
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    b.params.push_back(p);
+    b.grads.push_back(like_param(g, p, p.dtype()));
+    b.index.push_back(flat_index(group, i));
+  }
+  return b;
+}
+
+TensorList Optimizer::state_for(const std::string& name, const Batch& batch) {
+  TensorList& all = state_[name];
+  if (all.size() != num_params_) all.resize(num_params_);
+  TensorList out, fresh;
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < batch.params.size(); ++k) {
+    const Tensor& p = batch.params[k];
+    Tensor& s = all[batch.index[k]];
+    if (!s.defined()) {
+      s = empty_like(p, state_dtype(p));
+      fresh.push_back(s);
+    } else {
+      s = like_param(s, p, state_dtype(p));
+    }
+    out.push_back(s);
+  }
+  // New state starts at zero: one launch per step that creates state, not one fill per tensor.
+  if (!fresh.empty()) {
+    std::vector<std::pair<Device, TensorList>> by_device;
+    for (const Tensor& t : fresh) {
+      auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == t.device(); });
+      if (it == by_device.end()) {
+        by_device.push_back({t.device(), {t}});
+      } else {
+        it->second.push_back(t);
+      }
+    }
+    for (const auto& [dev, list] : by_device) foreach_zero_(list);
+  }
+  return out;
+}
+
+void Optimizer::finish_step(const std::vector<bool>& updated) {
+  std::vector<std::pair<Device, TensorList>> by_device;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!updated.at(g)) continue;
+    const Tensor& s = step_tensors_[g];
+    auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == s.device(); });
+    if (it == by_device.end()) {
+      by_device.push_back({s.device(), {s}});
+    } else {
+      it->second.push_back(s);
+    }
+  }
+  for (const auto& [dev, steps] : by_device) {
+    const bool gate = found_inf_.defined() && found_inf_.device() == dev;
+    foreach_add_scalar_(steps, 1.0, gate ? found_inf_ : Tensor());
+  }
+  count_step();
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> out;
+  NoGradGuard no_grad;
+  for (const auto& [name, list] : state_) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].defined()) out["state." + std::to_string(i) + "." + name] = list[i].clone();
+    }
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    out["group." + std::to_string(g) + ".lr"] = full({}, groups_[g].lr, TensorOptions(DType::Float64));
+    out["group." + std::to_string(g) + ".step"] = step_tensors_[g].clone();
+  }
+  out["step"] = full({}, step_count_, TensorOptions(DType::Int64));
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  const char* op = "Optimizer::load_state_dict";
+  // Everything is checked before anything changes, so a refused state leaves the optimizer as it was.
+  std::vector<const Tensor*> params(num_params_);
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) params[flat_index(g, i)] = &groups_[g].params[i];
+  const std::vector<std::string> names = state_names();
+
+  auto scalar = [&](const std::string& key, DType dtype) -> const Tensor& {
+    auto it = state.find(key);
+    if (it == state.end()) throw Error(std::string(op) + ": missing key \"" + key + "\"");
+    if (it->second.numel() != 1 || it->second.dtype() != dtype) {
+      throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) + " tensor, got " +
+                       dtype_name(it->second.dtype()) + " of shape " + shape_str(it->second.sizes()));
+    }
+    return it->second;
+  };
+  const Tensor& step = scalar("step", DType::Int64);
+  std::vector<double> lrs;
+  TensorList steps;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    // Host tensors: reading them waits on no device.
+    lrs.push_back(scalar("group." + std::to_string(g) + ".lr", DType::Float64).to(Device::cpu()).item<double>());
+    check_lr(lrs.back(), op);
+    steps.push_back(scalar("group." + std::to_string(g) + ".step", DType::Float32));
+  }
+
+  std::map<std::string, std::vector<std::pair<size_t, Tensor>>> loaded;
+  for (const auto& [key, t] : state) {
+    if (key == "step") continue;
+    if (key.rfind("group.", 0) == 0) {
+      const size_t dot = key.find('.', 6);
+      size_t g = 0;
+      const std::string field = dot == std::string::npos ? "" : key.substr(dot + 1);
+      if (dot == std::string::npos || !parse_index(key.substr(6, dot - 6), g) || g >= groups_.size() ||
+          (field != "lr" && field != "step")) {
+        throw Error(std::string(op) + ": unexpected key \"" + key + "\" (this optimizer has " +
+                    std::to_string(groups_.size()) + " groups)");
+      }
+      continue;
+    }
+    const size_t dot = key.find('.', 6);
+    size_t i = 0;
+    if (key.rfind("state.", 0) != 0 || dot == std::string::npos || !parse_index(key.substr(6, dot - 6), i)) {
+      throw Error(std::string(op) + ": unexpected key \"" + key + "\"");
+    }
+    const std::string name = key.substr(dot + 1);
+    if (i >= num_params_) {
+      throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(i) + ", but there are " +
+                  std::to_string(num_params_));
+    }
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"");
+    }
+    const Tensor& p = *params[i];
+    if (!t.defined() || t.sizes() != p.sizes() || t.dtype() != state_dtype(p)) {
+      throw Error(std::string(op) + ": \"" + key + "\" is " +
+                  (t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("undefined")) +
+                  ", expected " + shape_str(p.sizes()) + " " + dtype_name(state_dtype(p)) + " for its parameter");
+    }
+    loaded[name].push_back({i, t});
+  }
+  // A parameter has either all of its state or none (it never had a gradient).
+  for (size_t i = 0; i < num_params_; ++i) {
+    size_t have = 0;
+    for (const std::string& n : names)
+      for (const auto& e : loaded[n]) have += e.first == i ? 1 : 0;
+    if (have != 0 && have != names.size()) {
+      throw Error(std::string(op) + ": parameter " + std::to_string(i) + " has only part of its state (" +
+                  std::to_string(have) + " of " + std::to_string(names.size()) + " tensors)");
+    }
+  }
+
+  NoGradGuard no_grad;
+  state_.clear();
+  for (const std::string& n : names) {
+    TensorList list(num_params_);
+    for (const auto& [i, t] : loaded[n]) {
+      const Tensor& p = *params[i];
+      Tensor s = empty_like(p, state_dtype(p));  // a copy on the parameter's device, in its layout
+      s.copy_(t);
+      list[i] = s;
+    }
+    state_[n] = std::move(list);
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    set_lr(g, lrs[g]);
+    step_tensors_[g].copy_(steps[g]);
+  }
+  step_count_ = step.to(Device::cpu()).item<int64_t>();
+}
+
+std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
+                                     double weight_decay) {
+  ParamGroup decay, no_decay;
+  decay.lr = no_decay.lr = lr;
+  decay.weight_decay = weight_decay;
+  no_decay.weight_decay = 0.0;
+  for (const auto& [name, p] : named_params) {
+    if (!p.defined() || !p.requires_grad()) continue;  // frozen tensors are not optimized
+    (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  }
+  return {decay, no_decay};
+}
+
+}  // namespace kiln::nn::optim

@@ -1,0 +1,118 @@
+// Optimizer base: parameter groups, and the state a step reads on the device. Each group's
+// learning rate and the step count live in 0-d tensors on the parameters' device and are read by
+// the multi-tensor kernels through pointers, so changing the learning rate or stepping never
+// syncs the host, and a whole step can be captured as a CUDA graph and replayed.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::nn::optim {
+
+struct ParamGroup {
+  TensorList params;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  // Per-group option overrides by name (e.g. "momentum", "beta1"); unset names use the optimizer's.
+  std::map<std::string, double> options;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient. No host synchronization.
+  virtual void step() = 0;
+  void zero_grad(bool set_to_none = true);
+
+  size_t num_groups() const { return groups_.size(); }
+  const ParamGroup& group(size_t i) const { return groups_.at(i); }
+  // The learning rate of a group, as the host last set it; set_lr writes the device scalar too.
+  double lr(size_t group = 0) const { return groups_.at(group).lr; }
+  void set_lr(double lr);                // every group
+  void set_lr(size_t group, double lr);  // one group
+  // Completed step() calls (host mirror of the device counters, which do not advance on steps
+  // skipped for inf/NaN gradients, nor for a group none of whose parameters had a gradient).
+  int64_t step_count() const { return step_count_; }
+
+  // AMP without a sync (what GradScaler calls): while `found_inf` is defined, step() changes
+  // nothing (parameters, state, the device step counters) where *found_inf != 0, and gradients
+  // are divided by *grad_scale inside the update when that is defined. One-element float32
+  // tensors on the parameters' device; undefined tensors turn it off.
+  void set_grad_scaling(const Tensor& found_inf, const Tensor& grad_scale = Tensor());
+
+  // Everything needed to resume bit for bit, as a snapshot (copies, made without a sync):
+  // per-parameter state tensors under "state.<flat param index>.<name>", group learning rates
+  // "group.<g>.lr" (float64, CPU), each group's device step counter "group.<g>.step" and the
+  // host step count "step" (int64, CPU).
+  virtual std::map<std::string, Tensor> state_dict() const;
+  // Restores a state_dict of an optimizer built over the same parameters; a mismatch in keys,
+  // shapes or dtypes is a kiln::Error naming the key.
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ protected:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  // Per-parameter state tensors by name (e.g. "exp_avg"), created lazily by subclasses.
+  std::map<std::string, TensorList>& state() { return state_; }
+  const std::map<std::string, TensorList>& state() const { return state_; }
+  // Device scalars: group learning rates (float32) and the step counter (float32, advanced on
+  // the device by one small launch after all update kernels of a step; exact up to 2^24 steps),
+  // one per group, on the device of the group's parameters.
+  const Tensor& lr_tensor(size_t group) const { return lr_tensors_.at(group); }
+  const Tensor& step_tensor(size_t group) const { return step_tensors_.at(group); }
+  void count_step() { ++step_count_; }
+
+  // --- helpers for subclasses' step() ---------------------------------------------------------
+  // The names of the per-parameter state tensors a subclass keeps (checked by load_state_dict).
+  virtual std::vector<std::string> state_names() const = 0;
+  // The option names a group may override (ParamGroup::options); check_options rejects others.
+  virtual std::vector<std::string> option_names() const = 0;
+  // Subclass constructors call this once their option_names() answer: an unknown override name
+  // in some group's options is a kiln::Error naming it.
+  void check_options(const char* optimizer) const;
+  // A group's option: its override, else the optimizer's default.
+  double option(size_t group, const std::string& name, double fallback) const;
+  // Parameters of group g that have a gradient, their gradients (in the parameter's memory
+  // layout) and their flat indices. Moves the group's lr and step scalars, and the state of
+  // these parameters, along when Module::to moved the parameters since the last step.
+  struct Batch {
+    TensorList params, grads;
+    std::vector<size_t> index;
+  };
+  Batch collect(size_t group);
+  // State `name` of each parameter of a batch, created as zeros (float32, or float64 for float64
+  // parameters) on first use.
+  TensorList state_for(const std::string& name, const Batch& batch);
+  // The state dtype of a parameter: float32, or float64 for float64 parameters.
+  static DType state_dtype(const Tensor& param);
+  // After every update of a step: advances the step counters of the groups that were updated
+  // (one launch per device; skipped on the device where *found_inf != 0) and the host count.
+  void finish_step(const std::vector<bool>& updated);
+  const Tensor& found_inf() const { return found_inf_; }
+  const Tensor& grad_scale() const { return grad_scale_; }
+  // Flat index of parameter i of group g (groups in order, parameters in order).
+  size_t flat_index(size_t group, size_t i) const { return group_offsets_.at(group) + i; }
+  size_t num_params() const { return num_params_; }
+
+  std::vector<ParamGroup> groups_;
+  TensorList lr_tensors_;
+  TensorList step_tensors_;
+  std::map<std::string, TensorList> state_;
+  int64_t step_count_ = 0;
+  Tensor found_inf_, grad_scale_;
+  std::vector<size_t> group_offsets_;
+  size_t num_params_ = 0;
+};
+
+// Splits a model's parameters into two groups as is usual for AdamW: group 0 holds matrices
+// (dim >= 2) with weight decay, group 1 biases and norm parameters (dim < 2) without. Tensors
+// that do not require grad are left out.
+std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
+                                     double weight_decay);
+
+}  // namespace kiln::nn::optim

@@ -1,0 +1,70 @@
+// SGD::step: per group, the parameters that have gradients go through foreach_sgd_ (momentum
+// buffers created at zero on first use), then the step counters advance once. No host sync.
+#include "nn/optim/sgd.h"
+
+#include "core/ops/foreach.h"
+#include "kernels/error.h"
+
+namespace kiln::nn::optim {
+namespace {
+
+std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay) {
+  ParamGroup g;
+  g.params = params;
+  g.lr = lr;
+  g.weight_decay = weight_decay;
+  return {g};
+}
+
+}  // namespace
+
+SGD::SGD(const TensorList& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov)
+    : Optimizer(one_group(params, lr, weight_decay)), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
+  validate();
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, double momentum, double dampening, bool nesterov)
+    : Optimizer(std::move(groups)), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
+  validate();
+}
+
+void SGD::validate() {
+  check_options("SGD");
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const double momentum = option(g, "momentum", momentum_);
+    const double dampening = option(g, "dampening", dampening_);
+    const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
+    const std::string where = groups_.size() > 1 ? " (group " + std::to_string(g) + ")" : "";
+    if (!(momentum >= 0.0)) throw Error("SGD: momentum must be >= 0, got " + std::to_string(momentum) + where);
+    if (nesterov && (momentum <= 0.0 || dampening != 0.0)) {
+      throw Error("SGD: Nesterov momentum needs momentum > 0 and dampening == 0, got momentum=" +
+                  std::to_string(momentum) + " dampening=" + std::to_string(dampening) + where);
+    }
+  }
+}
+
+std::vector<std::string> SGD::state_names() const {
+  // Momentum buffers exist only where some group uses momentum; a state_dict has none otherwise.
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (option(g, "momentum", momentum_) != 0.0) return {"momentum_buffer"};
+  return {};
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  std::vector<bool> updated(groups_.size(), false);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double momentum = option(g, "momentum", momentum_);
+    const double dampening = option(g, "dampening", dampening_);
+    const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
+    const TensorList bufs = momentum != 0.0 ? state_for("momentum_buffer", b) : TensorList();
+    foreach_sgd_(b.params, b.grads, bufs, lr_tensor(g), momentum, dampening, nesterov, groups_[g].weight_decay,
+                 step_tensor(g), found_inf(), grad_scale());
+    updated[g] = true;
+  }
+  finish_step(updated);
+}
+
+}  // namespace kiln::nn::optim

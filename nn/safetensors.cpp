@@ -1,0 +1,473 @@
+// safetensors reading and writing. The header is validated completely (types, dtypes, shapes,
+// every offset against the file size, overlaps) before any tensor byte is read, so a hostile or
+// truncated file is a kiln::IOError and never an out-of-bounds read; writes go to a temporary file
+// in the target's directory that is fsynced and then renamed over the target.
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; kiln copies it byte for byte");
+
+namespace {
+
+using json = nlohmann::json;
+
+// The reference implementation's limit: a larger header is not a real file.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A real header nests three levels ({name: {shape: [..]}}); a deeper one is rejected before parsing
+// so that a crafted header cannot make the parser or the json destructor recurse without bound.
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxRank = 64;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw IOError("safetensors: " + path + ": " + what);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool dtype_from_name(const std::string& s, DType& out) {
+  static const std::pair<const char*, DType> table[] = {
+      {"F32", DType::Float32}, {"F16", DType::Float16}, {"BF16", DType::BFloat16}, {"F64", DType::Float64},
+      {"I32", DType::Int32},   {"I64", DType::Int64},   {"U8", DType::UInt8},      {"BOOL", DType::Bool},
+  };
+  for (auto& [name, dt] : table) {
+    if (s == name) {
+      out = dt;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Deepest bracket nesting of a JSON text, ignoring brackets inside strings.
+int json_depth(const std::string& text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// A non-negative JSON integer as uint64; false for anything else (negative, float, string...).
+bool json_unsigned(const json& j, uint64_t& out) {
+  if (j.is_number_unsigned()) {
+    out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    out = static_cast<uint64_t>(j.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& tmp_path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp_path, "write failed: " + errno_text());
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+bool read_all_at(int fd, void* data, size_t n, uint64_t offset) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (r == 0) return false;  // the file shrank after it was validated
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+// The temporary sibling a save writes into. Until commit() it is closed and removed on every exit
+// path, so a failed save leaves neither a partial target nor a stray temporary file.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) {
+    static std::atomic<uint64_t> counter{0};
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      path_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+      // 0666 before the umask, like any file the user creates; O_EXCL so we never reuse a name.
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ >= 0) return;
+      if (errno != EEXIST) fail(target, "cannot create temporary file " + path_ + ": " + errno_text());
+    }
+    fail(target, "cannot find a free temporary file name next to it");
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+  // Data on disk, then the name: a crash before the rename leaves the old target intact.
+  void commit(const std::string& target) {
+    if (::fsync(fd_) != 0) fail(path_, "fsync failed: " + errno_text());
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(path_, "close failed: " + errno_text());
+    if (std::rename(path_.c_str(), target.c_str()) != 0) {
+      fail(target, "cannot rename " + path_ + " over it: " + errno_text());
+    }
+    committed_ = true;
+    // Make the rename itself durable. Best effort: some filesystems refuse fsync on directories,
+    // and the new file is already complete and in place.
+    auto slash = target.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Same storage, same view: writing both would store the same bytes twice and lose the tie.
+bool same_view(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl()) return true;
+  return a.storage() && a.storage() == b.storage() && a.dtype() == b.dtype() &&
+         a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides();
+}
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "F32";
+    case DType::Float16: return "F16";
+    case DType::BFloat16: return "BF16";
+    case DType::Float64: return "F64";
+    case DType::Int32: return "I32";
+    case DType::Int64: return "I64";
+    case DType::UInt8: return "U8";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+// --- writing -------------------------------------------------------------------------------------
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  if (metadata.count(kTiedMetadataKey)) {
+    throw Error(std::string("save_safetensors: ") + path + ": metadata key \"" + kTiedMetadataKey +
+                "\" is reserved for kiln's tied-tensor table");
+  }
+  if (tensors.count("__metadata__")) {
+    throw Error("save_safetensors: " + path + ": \"__metadata__\" cannot be a tensor name");
+  }
+
+  // Names in map order; a tensor that is the same view as an earlier one becomes an alias of it.
+  std::vector<std::pair<std::string, Tensor>> stored;
+  std::map<std::string, std::string> aliases;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) throw Error("save_safetensors: " + path + ": tensor " + quoted(name) + " is undefined");
+    auto it = std::find_if(stored.begin(), stored.end(), [&](const auto& s) { return same_view(s.second, t); });
+    if (it != stored.end()) aliases[name] = it->first;
+    else stored.emplace_back(name, t);
+  }
+  // Widest elements first: the data buffer starts 8-byte aligned and has no holes (the format
+  // forbids them), so this order keeps every tensor aligned to its element size.
+  std::stable_sort(stored.begin(), stored.end(),
+                   [](const auto& a, const auto& b) { return a.second.element_size() > b.second.element_size(); });
+
+  json header = json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : stored) {
+    uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                    {"shape", t.sizes()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  if (!metadata.empty() || !aliases.empty()) {
+    json meta = json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    if (!aliases.empty()) meta[kTiedMetadataKey] = json(aliases).dump();
+    header["__metadata__"] = meta;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {
+    // dump() refuses strings that are not valid UTF-8, which the format requires.
+    throw Error("save_safetensors: " + path + ": a tensor name or metadata string is not valid UTF-8 (" +
+                e.what() + ")");
+  }
+  // Spaces after the JSON (allowed by the format) so that the data starts at a multiple of 8.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+
+  TempFile tmp(path);
+  write_all(tmp.fd(), len_bytes, 8, tmp.path());
+  write_all(tmp.fd(), text.data(), text.size(), tmp.path());
+  {
+    NoGradGuard no_grad;
+    // One tensor at a time on the host, so a model on the GPU is never staged whole.
+    for (const auto& [name, t] : stored) {
+      Tensor c = t.detach().contiguous();
+      if (!c.is_cpu()) c = c.to(Device::cpu()).contiguous();
+      write_all(tmp.fd(), c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), tmp.path());
+    }
+  }
+  tmp.commit(path);
+}
+
+// --- reading -------------------------------------------------------------------------------------
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, "cannot open: " + errno_text());
+  // The destructor does not run for a throwing constructor: close the file ourselves.
+  try {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail(path, "cannot stat: " + errno_text());
+    if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+    file_size_ = static_cast<uint64_t>(st.st_size);
+    if (file_size_ < 8) {
+      fail(path, "file is " + std::to_string(file_size_) + " bytes, too short for the 8-byte header length");
+    }
+    unsigned char len_bytes[8];
+    if (!read_all_at(fd_, len_bytes, 8, 0)) fail(path, "cannot read the header length");
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
+    if (n > kMaxHeaderBytes) {
+      fail(path, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                     " bytes");
+    }
+    if (n > file_size_ - 8) {
+      fail(path, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(file_size_) + " bytes)");
+    }
+    std::string text(static_cast<size_t>(n), '\0');
+    if (n > 0 && !read_all_at(fd_, text.data(), text.size(), 8)) fail(path, "cannot read the header");
+    data_start_ = 8 + n;
+    const uint64_t data_size = file_size_ - data_start_;
+    if (text.empty() || text[0] != '{') fail(path, "header is not a JSON object (it must start with '{')");
+    if (json_depth(text) > kMaxJsonDepth) fail(path, "header JSON nests deeper than any safetensors header");
+
+    json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (header.is_discarded()) fail(path, "header is not valid JSON");
+    if (!header.is_object()) fail(path, "header is not a JSON object");
+
+    for (const auto& [name, value] : header.items()) {
+      if (name == "__metadata__") {
+        if (!value.is_object()) fail(path, "field \"__metadata__\" is not an object");
+        for (const auto& [k, v] : value.items()) {
+          if (!v.is_string()) fail(path, "metadata field " + quoted(k) + " is not a string");
+          metadata_[k] = v.get<std::string>();
+        }
+        continue;
+      }
+      const std::string where = "tensor " + quoted(name) + ": ";
+      if (!value.is_object()) fail(path, where + "entry is not an object");
+
+      SafetensorsEntry e;
+      auto dt = value.find("dtype");
+      if (dt == value.end() || !dt->is_string()) fail(path, where + "missing or non-string field \"dtype\"");
+      if (!dtype_from_name(dt->get<std::string>(), e.dtype)) {
+        fail(path, where + "unknown dtype \"" + dt->get<std::string>() + "\"");
+      }
+
+      auto sh = value.find("shape");
+      if (sh == value.end() || !sh->is_array()) fail(path, where + "missing or non-array field \"shape\"");
+      if (sh->size() > kMaxRank) fail(path, where + "shape has " + std::to_string(sh->size()) + " dimensions");
+      // Overflow-checked: the product of the sizes (with zeros counted as one, because kiln's
+      // strides are such products) and the byte size must both fit in int64.
+      uint64_t numel = 1, stride_product = 1;
+      bool overflow = false;
+      for (size_t i = 0; i < sh->size(); ++i) {
+        uint64_t d = 0;
+        if (!json_unsigned((*sh)[i], d)) {
+          fail(path, where + "shape entry " + std::to_string(i) + " is " + (*sh)[i].dump() +
+                         ", not a non-negative integer");
+        }
+        if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+        else if (__builtin_mul_overflow(numel, d, &numel)) overflow = true;
+        if (d > 0 && __builtin_mul_overflow(stride_product, d, &stride_product)) overflow = true;
+        e.shape.push_back(static_cast<int64_t>(d));
+      }
+      uint64_t nbytes = 0;
+      if (overflow || __builtin_mul_overflow(numel, element_size(e.dtype), &nbytes) ||
+          stride_product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail(path, where + "shape " + sh->dump() + " is too large");
+      }
+
+      auto off = value.find("data_offsets");
+      if (off == value.end() || !off->is_array() || off->size() != 2) {
+        fail(path, where + "missing field \"data_offsets\" or it is not [begin, end]");
+      }
+      if (!json_unsigned((*off)[0], e.begin) || !json_unsigned((*off)[1], e.end)) {
+        fail(path, where + "data_offsets " + off->dump() + " are not non-negative integers");
+      }
+      if (e.begin > e.end) fail(path, where + "data_offsets " + off->dump() + " have begin > end");
+      if (e.end > data_size) {
+        fail(path, where + "data_offsets " + off->dump() + " run past the data buffer (" +
+                       std::to_string(data_size) + " bytes)");
+      }
+      if (e.end - e.begin != nbytes) {
+        fail(path, where + "data_offsets " + off->dump() + " span " + std::to_string(e.end - e.begin) +
+                       " bytes, but " + safetensors_dtype_name(e.dtype) + " " + sh->dump() + " needs " +
+                       std::to_string(nbytes));
+      }
+      entries_.emplace(name, std::move(e));
+    }
+
+    // Overlaps: sort non-empty ranges by begin and compare neighbours.
+    std::vector<std::pair<const std::string*, const SafetensorsEntry*>> ranges;
+    for (const auto& [name, e] : entries_)
+      if (e.end > e.begin) ranges.emplace_back(&name, &e);
+    std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+    for (size_t i = 1; i < ranges.size(); ++i) {
+      if (ranges[i].second->begin < ranges[i - 1].second->end) {
+        fail(path, "tensors " + quoted(*ranges[i - 1].first) + " and " + quoted(*ranges[i].first) +
+                       " have overlapping data ranges");
+      }
+    }
+
+    auto tied = metadata_.find(kTiedMetadataKey);
+    if (tied != metadata_.end()) {
+      const std::string where = std::string("metadata field \"") + kTiedMetadataKey + "\": ";
+      if (json_depth(tied->second) > kMaxJsonDepth) fail(path, where + "nests too deeply");
+      json table = json::parse(tied->second, nullptr, /*allow_exceptions=*/false);
+      if (table.is_discarded() || !table.is_object()) fail(path, where + "is not a JSON object");
+      for (const auto& [alias, target] : table.items()) {
+        if (!target.is_string()) fail(path, where + "alias " + quoted(alias) + " does not map to a name");
+        const std::string t = target.get<std::string>();
+        if (!entries_.count(t)) fail(path, where + "alias " + quoted(alias) + " refers to missing tensor " + quoted(t));
+        if (entries_.count(alias) || alias == "__metadata__") {
+          fail(path, where + "alias " + quoted(alias) + " collides with a stored tensor");
+        }
+        aliases_[alias] = t;
+      }
+      metadata_.erase(tied);
+    }
+  } catch (const json::exception& e) {
+    ::close(fd_);
+    fd_ = -1;
+    fail(path, std::string("malformed header: ") + e.what());
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, e] : entries_) out.push_back(n);
+  for (const auto& [a, t] : aliases_) out.push_back(a);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool SafetensorsFile::contains(const std::string& name) const { return entries_.count(name) || aliases_.count(name); }
+
+Tensor SafetensorsFile::read_entry(const std::string& name, const SafetensorsEntry& e, Device device) const {
+  Tensor t = empty(e.shape, TensorOptions(e.dtype));
+  const uint64_t nbytes = e.end - e.begin;
+  if (nbytes > 0 && !read_all_at(fd_, t.data_ptr(), static_cast<size_t>(nbytes), data_start_ + e.begin)) {
+    fail(path_, "tensor " + quoted(name) + ": cannot read its data (was the file truncated?)");
+  }
+  if (e.dtype == DType::Bool) {
+    // Any byte other than 0 or 1 is not a C++ bool; reading it would be undefined behaviour.
+    const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+    for (uint64_t i = 0; i < nbytes; ++i) {
+      if (p[i] > 1) fail(path_, "tensor " + quoted(name) + ": BOOL element " + std::to_string(i) + " is not 0 or 1");
+    }
+  }
+  return device.is_cpu() ? t : t.to(device);
+}
+
+Tensor SafetensorsFile::load(const std::string& name, Device device) const {
+  auto a = aliases_.find(name);
+  const std::string& stored = a == aliases_.end() ? name : a->second;
+  auto it = entries_.find(stored);
+  if (it == entries_.end()) fail(path_, "no tensor named " + quoted(name));
+  return read_entry(it->first, it->second, device);
+}
+
+std::map<std::string, Tensor> SafetensorsFile::load_all(Device device) const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, e] : entries_) out.emplace(name, read_entry(name, e, device));
+  for (const auto& [alias, target] : aliases_) out.emplace(alias, out.at(target));
+  return out;
+}
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device) {
+  return SafetensorsFile(path).load_all(device);
+}
+
+void load_into(Module& module, const std::string& path, bool strict) {
+  std::map<std::string, Tensor> tensors = load_safetensors(path);
+  try {
+    // Tied names of the module share one tensor; load_state_dict fills it from each of its names,
+    // and those are the same stored tensor, so the tie keeps a single consistent value.
+    module.load_state_dict(tensors, strict);
+  } catch (const IOError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error("load_into: " + path + ": " + e.what());
+  }
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,187 @@
+// Training checkpoints on top of safetensors. Loading parses and checks the whole file (metadata,
+// key sets, shapes, dtypes) before it changes anything, so a bad checkpoint leaves the model,
+// optimizer and generators as they were; generator states are plain host values and are restored
+// without touching CUDA, which save only queries when kiln::cuda::is_available().
+#include "nn/training_checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <system_error>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "core/random.h"
+#include "kernels/error.h"
+#include "nn/safetensors.h"
+
+namespace kiln::nn {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kVersionKey = "kiln.checkpoint_version";
+constexpr const char* kModelTypeKey = "kiln.model_type";
+constexpr const char* kStepKey = "kiln.step";
+constexpr const char* kDataPositionKey = "kiln.data_position";
+constexpr const char* kHasOptimizerKey = "kiln.has_optimizer";
+constexpr const char* kRngKey = "kiln.rng";
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kOptimPrefix = "optim.";
+// default_generator keeps one generator per CUDA device index below this bound.
+constexpr int kMaxCudaGenerators = 16;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw IOError("load_checkpoint: " + path + ": " + what);
+}
+
+template <typename T> bool parse_decimal(const std::string& s, T& out) {
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+json generator_json(Device device) {
+  PhiloxState s = default_generator(device).state();
+  // Decimal strings: a uint64 seed does not survive JSON readers that use doubles.
+  return {{"seed", std::to_string(s.seed)}, {"offset", std::to_string(s.offset)}};
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+                     const TrainingState& state) {
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, t] : model.state_dict()) tensors[kModelPrefix + name] = t;
+  if (optimizer) {
+    for (const auto& [key, t] : optimizer->state_dict()) tensors[kOptimPrefix + key] = t;
+  }
+
+  json rng = json::object();
+  rng["cpu"] = generator_json(Device::cpu());
+  // Only a machine with CUDA can have drawn on a CUDA generator; elsewhere CUDA is not touched.
+  if (cuda::is_available()) {
+    int n = std::min(cuda::device_count(), kMaxCudaGenerators);
+    for (int i = 0; i < n; ++i) rng[Device::cuda(i).str()] = generator_json(Device::cuda(i));
+  }
+
+  std::map<std::string, std::string> metadata{
+      {kVersionKey, std::to_string(kCheckpointVersion)},
+      {kModelTypeKey, model.type_name()},
+      {kStepKey, std::to_string(state.step)},
+      {kDataPositionKey, json(state.data_position).dump()},
+      {kHasOptimizerKey, optimizer ? "1" : "0"},
+      {kRngKey, rng.dump()},
+  };
+  save_safetensors(path, tensors, metadata);
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer) {
+  SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  auto field = [&](const char* key) -> const std::string& {
+    auto it = meta.find(key);
+    if (it == meta.end()) fail(path, std::string("not a kiln training checkpoint: metadata has no \"") + key + "\"");
+    return it->second;
+  };
+
+  // --- metadata, parsed completely before anything is restored ---------------------------------
+  int version = 0;
+  if (!parse_decimal(field(kVersionKey), version)) fail(path, "bad checkpoint version \"" + field(kVersionKey) + "\"");
+  if (version != kCheckpointVersion) {
+    fail(path, "checkpoint format version " + std::to_string(version) + ", this kiln reads version " +
+                   std::to_string(kCheckpointVersion));
+  }
+  TrainingState state;
+  if (!parse_decimal(field(kStepKey), state.step)) fail(path, "bad step \"" + field(kStepKey) + "\"");
+
+  json pos = json::parse(field(kDataPositionKey), nullptr, /*allow_exceptions=*/false);
+  if (pos.is_discarded() || !pos.is_object()) fail(path, "data_position is not a JSON object");
+  for (const auto& [k, v] : pos.items()) {
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))) {
+      fail(path, "data_position \"" + k + "\" is " + v.dump() + ", not a 64-bit integer");
+    }
+    state.data_position[k] = v.get<int64_t>();
+  }
+
+  const std::string& has_opt = field(kHasOptimizerKey);
+  if (has_opt != "0" && has_opt != "1") fail(path, "bad has_optimizer \"" + has_opt + "\"");
+  if (optimizer && has_opt != "1") {
+    throw Error("load_checkpoint: " + path + ": the checkpoint holds no optimizer state, but an optimizer was given");
+  }
+
+  std::vector<std::pair<Device, PhiloxState>> generators;
+  json rng = json::parse(field(kRngKey), nullptr, /*allow_exceptions=*/false);
+  if (rng.is_discarded() || !rng.is_object()) fail(path, "generator states are not a JSON object");
+  for (const auto& [dev, v] : rng.items()) {
+    Device device;
+    if (dev == "cpu") {
+      device = Device::cpu();
+    } else {
+      int index = -1;
+      if (!starts_with(dev, "cuda:") || !parse_decimal(dev.substr(5), index) || index < 0 ||
+          index >= kMaxCudaGenerators) {
+        fail(path, "generator state for unknown device \"" + dev + "\"");
+      }
+      device = Device::cuda(index);
+    }
+    PhiloxState s;
+    if (!v.is_object() || !v.contains("seed") || !v.contains("offset") || !v["seed"].is_string() ||
+        !v["offset"].is_string() || !parse_decimal(v["seed"].get<std::string>(), s.seed) ||
+        !parse_decimal(v["offset"].get<std::string>(), s.offset)) {
+      fail(path, "generator state for \"" + dev + "\" needs decimal strings \"seed\" and \"offset\", got " + v.dump());
+    }
+    generators.emplace_back(device, s);
+  }
+  if (!rng.contains("cpu")) fail(path, "no generator state for the CPU");
+
+  // --- tensors: split by prefix and match against the model ---------------------------------
+  std::map<std::string, Tensor> all = file.load_all(Device::cpu());
+  std::map<std::string, Tensor> model_state, optim_state;
+  for (auto& [name, t] : all) {
+    if (starts_with(name, kModelPrefix)) model_state[name.substr(6)] = t;
+    else if (starts_with(name, kOptimPrefix)) optim_state[name.substr(6)] = t;
+    else fail(path, "tensor '" + name + "' is neither model.* nor optim.*");
+  }
+
+  std::map<std::string, Tensor> own = model.state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (const auto& [name, t] : own) {
+    auto it = model_state.find(name);
+    if (it == model_state.end()) {
+      missing.push_back(kModelPrefix + name);
+    } else if (it->second.sizes() != t.sizes() || it->second.dtype() != t.dtype()) {
+      mismatched.push_back(kModelPrefix + name + " (checkpoint " + shape_str(it->second.sizes()) + " " +
+                           dtype_name(it->second.dtype()) + ", model " + shape_str(t.sizes()) + " " +
+                           dtype_name(t.dtype()) + ")");
+    }
+  }
+  for (const auto& [name, t] : model_state)
+    if (!own.count(name)) unexpected.push_back(kModelPrefix + name);
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    std::string saved_type = meta.count(kModelTypeKey) ? meta.at(kModelTypeKey) : "?";
+    std::string msg = "load_checkpoint: " + path + ": checkpoint of a " + saved_type + " does not match this " +
+                      model.type_name() + ":";
+    if (!missing.empty()) msg += " missing " + join(missing) + ";";
+    if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
+    if (!mismatched.empty()) msg += " shape or dtype mismatch for " + join(mismatched) + ";";
+    throw Error(msg);
+  }
+
+  // --- restore: the optimizer first, because its load is the one step that can still refuse ----
+  if (optimizer) optimizer->load_state_dict(optim_state);
+  model.load_state_dict(model_state, /*strict=*/true);
+  for (const auto& [device, s] : generators) default_generator(device).set_state(s);
+  return state;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,202 @@
+// GPT: nanoGPT's module tree and init in kiln. q, k and v are views into the fused projection
+// (split on the last dim, then [B, T, H, D] transposed), so attention reads them without copies.
+#include "nn/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "core/ops/attention.h"
+#include "core/ops/factory.h"
+#include "core/ops/nn.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "kernels/error.h"
+#include "nn/init.h"
+
+namespace kiln::nn {
+namespace {
+
+void check_config(const GPTConfig& c) {
+  auto positive = [](const char* what, int64_t v) {
+    if (v <= 0) throw Error(std::string("GPTConfig: ") + what + " must be positive, got " + std::to_string(v));
+  };
+  positive("vocab_size", c.vocab_size);
+  positive("block_size", c.block_size);
+  positive("n_head", c.n_head);
+  positive("n_embd", c.n_embd);
+  if (c.n_layer < 0) throw Error("GPTConfig: n_layer must be non-negative, got " + std::to_string(c.n_layer));
+  if (c.n_embd % c.n_head != 0) {
+    throw Error("GPTConfig: n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
+                std::to_string(c.n_head));
+  }
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0)) {
+    throw Error("GPTConfig: dropout must be in [0, 1), got " + std::to_string(c.dropout));
+  }
+}
+
+// Depth first over a module and its descendants with dotted names (usable inside a constructor,
+// where named_modules' shared_from_this is not yet available).
+void visit(Module& m, const std::string& prefix, const std::function<void(const std::string&, Module&)>& fn) {
+  fn(prefix, m);
+  for (const auto& [n, c] : m.named_children()) visit(*c, prefix.empty() ? n : prefix + "." + n, fn);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+// --- CausalSelfAttention ------------------------------------------------------------------------
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config)
+    : n_head(config.n_head), n_embd(config.n_embd), dropout(config.dropout) {
+  check_config(config);
+  c_attn = register_module("c_attn", std::make_shared<Linear>(n_embd, 3 * n_embd, config.bias));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(n_embd, n_embd, config.bias));
+  // attn_dropout holds no state: the attention op applies the probability itself. It is
+  // registered so the printed tree matches nanoGPT's.
+  attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(config.dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  if (x.dim() != 3 || x.size(2) != n_embd) {
+    throw ShapeError("CausalSelfAttention: expected input [B, T, " + std::to_string(n_embd) + "], got shape " +
+                     shape_str(x.sizes()));
+  }
+  const int64_t b = x.size(0), t = x.size(1), hd = n_embd / n_head;
+  TensorList qkv = split(c_attn->forward(x), n_embd, 2);
+  auto heads = [&](const Tensor& p) { return p.view({b, t, n_head, hd}).transpose(1, 2); };
+  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(),
+                                          is_training() ? dropout : 0.0, /*is_causal=*/true);
+  y = y.transpose(1, 2).reshape({b, t, n_embd});
+  return resid_dropout->forward(c_proj->forward(y));
+}
+
+// --- MLP ----------------------------------------------------------------------------------------
+
+MLP::MLP(const GPTConfig& config) {
+  check_config(config);
+  c_fc = register_module("c_fc", std::make_shared<Linear>(config.n_embd, 4 * config.n_embd, config.bias));
+  gelu = register_module("gelu", std::make_shared<GELU>(GeluApprox::Tanh));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * config.n_embd, config.n_embd, config.bias));
+  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
+}
+
+Tensor MLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x)))); }
+
+// --- TransformerBlock ----------------------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(const GPTConfig& config) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, true, config.bias));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, true, config.bias));
+  mlp = register_module("mlp", std::make_shared<MLP>(config));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor y = x + attn->forward(ln_1->forward(x));
+  return y + mlp->forward(ln_2->forward(y));
+}
+
+// --- GPT -------------------------------------------------------------------------------------------
+
+GPT::GPT(const GPTConfig& config) : config_(config) {
+  check_config(config);
+  const int64_t c = config.n_embd;
+  transformer = register_module("transformer", std::make_shared<ModuleDict>());
+  wte = std::make_shared<Embedding>(config.vocab_size, c);
+  wpe = std::make_shared<Embedding>(config.block_size, c);
+  drop = std::make_shared<Dropout>(config.dropout);
+  h_list = std::make_shared<ModuleList>();
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    h.push_back(std::make_shared<TransformerBlock>(config));
+    h_list->push_back(h.back());
+  }
+  ln_f = std::make_shared<LayerNorm>(c, 1e-5, true, config.bias);
+  transformer->insert("wte", wte);
+  transformer->insert("wpe", wpe);
+  transformer->insert("drop", drop);
+  transformer->insert("h", h_list);
+  transformer->insert("ln_f", ln_f);
+  lm_head = register_module("lm_head", std::make_shared<Linear>(c, config.vocab_size, false));
+  // Weight tying: both modules hold one Tensor, so one gradient accumulates from both uses.
+  lm_head->set_parameter("weight", wte->weight);
+  lm_head->weight = wte->weight;
+
+  // nanoGPT's init: N(0, 0.02) for every Linear and Embedding weight, zero biases, then the
+  // residual projections (every *c_proj.weight) scaled down by sqrt(2 * n_layer).
+  visit(*this, "", [](const std::string&, Module& m) {
+    if (auto* lin = dynamic_cast<Linear*>(&m)) {
+      init::normal_(lin->weight, 0.0, 0.02);
+      if (lin->bias.defined()) init::zeros_(lin->bias);
+    } else if (auto* emb = dynamic_cast<Embedding*>(&m)) {
+      init::normal_(emb->weight, 0.0, 0.02);
+    }
+  });
+  if (config.n_layer > 0) {
+    const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+    for (auto& [name, p] : named_parameters())
+      if (ends_with(name, "c_proj.weight")) init::normal_(p, 0.0, proj_std);
+  }
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  if (idx.dim() != 2) throw ShapeError("GPT: idx must be 2-d [B, T], got shape " + shape_str(idx.sizes()));
+  if (idx.dtype() != DType::Int64 && idx.dtype() != DType::Int32) {
+    throw DTypeError(std::string("GPT: idx must hold int64 token ids, got ") + dtype_name(idx.dtype()));
+  }
+  const int64_t t = idx.size(1);
+  if (t > config_.block_size) {
+    throw ShapeError("GPT: cannot forward a sequence of length " + std::to_string(t) + ", block_size is only " +
+                     std::to_string(config_.block_size) + " (idx " + shape_str(idx.sizes()) + ")");
+  }
+  Tensor pos = arange(0, t, 1, TensorOptions(DType::Int64, idx.device()));
+  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));
+  for (const auto& block : h) x = block->forward(x);
+  return lm_head->forward(ln_f->forward(x));
+}
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
+  if (targets.sizes() != idx.sizes()) {
+    throw ShapeError("GPT::loss: targets of shape " + shape_str(targets.sizes()) + " do not match idx of shape " +
+                     shape_str(idx.sizes()));
+  }
+  Tensor logits = forward(idx);
+  return cross_entropy(logits.reshape({-1, config_.vocab_size}), targets.reshape({-1}), Reduction::Mean, -1);
+}
+
+Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k) {
+  if (idx.dim() != 2 || idx.size(1) == 0) {
+    throw ShapeError("GPT::generate: idx must be [B, T] with T >= 1, got shape " + shape_str(idx.sizes()));
+  }
+  if (max_new_tokens < 0) throw Error("GPT::generate: max_new_tokens must be non-negative, got " + std::to_string(max_new_tokens));
+  if (!(temperature > 0.0)) throw Error("GPT::generate: temperature must be positive, got " + std::to_string(temperature));
+  if (top_k && *top_k <= 0) throw Error("GPT::generate: top_k must be positive, got " + std::to_string(*top_k));
+  NoGradGuard no_grad;
+  Tensor out = idx;
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    const int64_t t = out.size(1);
+    Tensor context = t <= config_.block_size ? out : out.slice(1, t - config_.block_size, t);
+    Tensor logits = forward(context).select(1, context.size(1) - 1) / temperature;  // [B, vocab]
+    if (top_k) {
+      const int64_t k = std::min(*top_k, config_.vocab_size);
+      Tensor kth = topk(logits, k, -1).first.narrow(1, k - 1, 1);  // [B, 1]: the k-th largest
+      logits = masked_fill(logits, lt(logits, kth), -std::numeric_limits<double>::infinity());
+    }
+    Tensor next = multinomial(softmax(logits, -1), 1);  // [B, 1]
+    out = cat({out, next.to(out.dtype())}, 1);
+  }
+  return out;
+}
+
+int64_t GPT::get_num_params(bool non_embedding) const {
+  int64_t n = num_parameters();
+  if (non_embedding) n -= wpe->weight.numel();
+  return n;
+}
+
+}  // namespace kiln::nn

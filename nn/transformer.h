@@ -1,0 +1,101 @@
+// A GPT-2-style decoder whose module tree, parameter names and init follow nanoGPT's, so its
+// state dict maps 1:1 onto a PyTorch nanoGPT model ("transformer.h.0.attn.c_attn.weight").
+// lm_head.weight is the very tensor of transformer.wte.weight (tied): listed once by parameters(),
+// under both names in state_dict().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "nn/layers.h"
+
+namespace kiln::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 50304;
+  int64_t block_size = 1024;
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_embd = 768;
+  double dropout = 0.0;
+  bool bias = true;  // biases in Linear and LayerNorm layers
+};
+
+// Multi-head causal self-attention: one fused q/k/v projection, scaled_dot_product_attention
+// with is_causal, an output projection and residual dropout. x [B, T, C] -> [B, T, C].
+class CausalSelfAttention : public UnaryModule {
+ public:
+  explicit CausalSelfAttention(const GPTConfig& config);
+  std::string type_name() const override { return "CausalSelfAttention"; }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t n_head, n_embd;
+  double dropout;
+  std::shared_ptr<Linear> c_attn, c_proj;
+  std::shared_ptr<Dropout> attn_dropout, resid_dropout;
+};
+
+// Linear(C, 4C), GELU (tanh approximation, as GPT-2), Linear(4C, C), dropout.
+class MLP : public UnaryModule {
+ public:
+  explicit MLP(const GPTConfig& config);
+  std::string type_name() const override { return "MLP"; }
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> c_fc;
+  std::shared_ptr<GELU> gelu;
+  std::shared_ptr<Linear> c_proj;
+  std::shared_ptr<Dropout> dropout;
+};
+
+// Pre-LayerNorm residual block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class TransformerBlock : public UnaryModule {
+ public:
+  explicit TransformerBlock(const GPTConfig& config);
+  std::string type_name() const override { return "Block"; }
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<LayerNorm> ln_1;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<LayerNorm> ln_2;
+  std::shared_ptr<MLP> mlp;
+};
+
+class GPT : public UnaryModule {
+ public:
+  explicit GPT(const GPTConfig& config);
+  std::string type_name() const override { return "GPT"; }
+
+  // idx int64 [B, T] with T <= block_size -> logits [B, T, vocab_size].
+  Tensor forward(const Tensor& idx) override;
+  // Mean cross-entropy of forward(idx) against targets int64 [B, T]; targets equal to -1 are
+  // ignored (nanoGPT's convention).
+  Tensor loss(const Tensor& idx, const Tensor& targets);
+  // Appends max_new_tokens sampled tokens to idx [B, T] -> [B, T + max_new_tokens], under
+  // NoGradGuard. Each step sees at most the last block_size tokens, divides the last logits by
+  // temperature (> 0), keeps the top_k largest when given, and samples from the softmax.
+  // The mode is left as it is: call eval() first to turn dropout off, as in nanoGPT.
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
+                  std::optional<int64_t> top_k = std::nullopt);
+  // nanoGPT's get_num_params: parameters counted once, without the position embedding unless
+  // non_embedding is false (the token embedding counts, being the output layer too).
+  int64_t get_num_params(bool non_embedding = true) const;
+
+  const GPTConfig& config() const { return config_; }
+
+  // The "transformer" container (wte, wpe, drop, h, ln_f) and typed handles into it.
+  std::shared_ptr<ModuleDict> transformer;
+  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<ModuleList> h_list;
+  std::vector<std::shared_ptr<TransformerBlock>> h;
+  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Linear> lm_head;
+
+ private:
+  GPTConfig config_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,385 @@
+// Layers and initializers: output shapes, each layer against its defining formula, train/eval
+// differences, PyTorch's printed form, and init statistics (mean, std, bounds) on tensors large
+// enough that the tolerances are many standard errors wide.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+
+using namespace kiln;
+using namespace kiln::nn;
+
+namespace {
+
+struct Moments {
+  double mean, std, min, max;
+};
+
+Moments moments(const Tensor& t) {
+  std::vector<double> v = t.to_vector_double();
+  double m = 0, lo = v.at(0), hi = v.at(0);
+  for (double e : v) {
+    m += e;
+    lo = std::min(lo, e);
+    hi = std::max(hi, e);
+  }
+  m /= static_cast<double>(v.size());
+  double ss = 0;
+  for (double e : v) ss += (e - m) * (e - m);
+  return {m, std::sqrt(ss / static_cast<double>(v.size() - 1)), lo, hi};
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_vector_double(), y = b.to_vector_double();
+  REQUIRE(x.size() == y.size());
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+  return d;
+}
+
+double normal_pdf(double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI); }
+double normal_cdf(double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+}  // namespace
+
+// --- layers -------------------------------------------------------------------------------------
+
+TEST_CASE("Linear: y = x @ W^T + b, default init bounds, printed form", "[nn]") {
+  manual_seed(1);
+  Linear lin(20, 7);
+  CHECK(lin.weight.sizes() == Shape{7, 20});
+  CHECK(lin.bias.sizes() == Shape{7});
+  Tensor x = randn({5, 20});
+  Tensor y = lin.forward(x);
+  CHECK(y.sizes() == Shape{5, 7});
+  CHECK(max_abs_diff(y, matmul(x, lin.weight.t()) + lin.bias) < 1e-5);
+  // kaiming_uniform_(a = sqrt(5)) and the bias both come out as U(-1/sqrt(in), 1/sqrt(in)).
+  const double bound = 1.0 / std::sqrt(20.0);
+  CHECK(moments(lin.weight).max <= bound);
+  CHECK(moments(lin.weight).min >= -bound);
+  CHECK(moments(lin.bias).max <= bound);
+  CHECK(lin.str() == "Linear(in_features=20, out_features=7, bias=True)");
+  // Leading batch dims pass through.
+  CHECK(lin.forward(randn({2, 3, 20})).sizes() == Shape{2, 3, 7});
+
+  Linear no_bias(20, 7, false);
+  CHECK_FALSE(no_bias.bias.defined());
+  CHECK(no_bias.named_parameters().size() == 1);
+  CHECK(no_bias.extra_repr() == "in_features=20, out_features=7, bias=False");
+}
+
+TEST_CASE("Linear: a wrong input width is an error naming both shapes", "[nn]") {
+  Linear lin(784, 128);
+  try {
+    lin.forward(zeros({64, 300}));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("linear: input has 300 features, weight expects 784") != std::string::npos);
+    CHECK(std::string(e.what()).find("[64, 300]") != std::string::npos);
+  }
+}
+
+TEST_CASE("Conv2d: output shape, weight shape, init bound and printed form", "[nn]") {
+  manual_seed(2);
+  Conv2d conv(3, 8, {3, 3}, {2, 2}, {1, 1});
+  CHECK(conv.weight.sizes() == Shape{8, 3, 3, 3});
+  CHECK(conv.forward(randn({2, 3, 32, 32})).sizes() == Shape{2, 8, 16, 16});
+  const double bound = 1.0 / std::sqrt(27.0);
+  CHECK(moments(conv.weight).max <= bound);
+  CHECK(moments(conv.bias).min >= -bound);
+  CHECK(conv.str() == "Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))");
+  // Against the functional op with the layer's own tensors.
+  Tensor x = randn({1, 3, 9, 9});
+  CHECK(max_abs_diff(conv.forward(x), conv2d(x, conv.weight, conv.bias, {2, 2}, {1, 1})) == 0.0);
+
+  Conv2d grouped(4, 6, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 2, false);
+  CHECK(grouped.weight.sizes() == Shape{6, 2, 1, 1});
+  CHECK(grouped.extra_repr() == "4, 6, kernel_size=(1, 1), stride=(1, 1), groups=2, bias=False");
+  CHECK_THROWS_AS(Conv2d(3, 6, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 2), Error);
+  CHECK_THROWS_AS(conv.forward(randn({2, 4, 8, 8})), ShapeError);
+}
+
+TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]") {
+  manual_seed(3);
+  BatchNorm2d bn(3);
+  CHECK(bn.str() == "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
+  std::vector<std::string> buffers;
+  for (const auto& [n, b] : bn.named_buffers()) buffers.push_back(n);
+  CHECK(buffers == std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
+  CHECK(bn.num_batches_tracked.dtype() == DType::Int64);
+
+  Tensor x = randn({4, 3, 5, 5}) * 3.0 + 2.0;
+  Tensor y_train = bn.forward(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  // Running mean moved 10% of the way from 0 to the batch mean (about 2).
+  const std::vector<float> rm = bn.running_mean.to_vector<float>();
+  for (float v : rm) CHECK(v == Approx(0.2).margin(0.1));
+  // Training output: batch statistics, so each channel has mean ~0.
+  CHECK(std::abs(moments(y_train.select(1, 0)).mean) < 1e-4);
+
+  bn.eval();
+  const std::vector<float> rm_before = bn.running_mean.to_vector<float>();
+  const std::vector<float> rv_before = bn.running_var.to_vector<float>();
+  Tensor y_eval = bn.forward(x);
+  CHECK(bn.running_mean.to_vector<float>() == rm_before);
+  CHECK(bn.running_var.to_vector<float>() == rv_before);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  CHECK(max_abs_diff(y_train, y_eval) > 0.5);
+  // Eval is the affine map with the running statistics.
+  Tensor expect = (x - bn.running_mean.view({1, 3, 1, 1})) / (bn.running_var.view({1, 3, 1, 1}) + 1e-5).sqrt() *
+                      bn.weight.view({1, 3, 1, 1}) +
+                  bn.bias.view({1, 3, 1, 1});
+  CHECK(max_abs_diff(y_eval, expect) < 1e-4);
+
+  CHECK_THROWS_AS(bn.forward(randn({2, 4, 3, 3})), ShapeError);
+  CHECK_THROWS_AS(bn.forward(randn({2, 3, 3})), ShapeError);
+
+  BatchNorm2d plain(2, 1e-3, 0.2, false, false);
+  CHECK(plain.named_parameters().empty());
+  CHECK(plain.named_buffers().empty());
+  plain.eval();
+  // Without running statistics eval normalizes with the batch's own.
+  CHECK(std::abs(moments(plain.forward(randn({3, 2, 4, 4}) + 5.0)).mean) < 1e-4);
+}
+
+TEST_CASE("LayerNorm: normalizes the trailing dims; printed form; bias=false", "[nn]") {
+  manual_seed(4);
+  LayerNorm ln(16);
+  CHECK(ln.str() == "LayerNorm((16,), eps=1e-05, elementwise_affine=True)");
+  Tensor y = ln.forward(randn({3, 5, 16}) * 4.0 + 1.0);
+  CHECK(y.sizes() == Shape{3, 5, 16});
+  Moments m = moments(y.select(0, 1).select(0, 2));
+  CHECK(std::abs(m.mean) < 1e-5);
+  CHECK(m.std == Approx(std::sqrt(16.0 / 15.0)).epsilon(1e-3));  // biased variance 1
+  LayerNorm two({4, 5}, 1e-6, true, false);
+  CHECK(two.weight.sizes() == Shape{4, 5});
+  CHECK_FALSE(two.bias.defined());
+  CHECK(two.extra_repr() == "(4, 5), eps=1e-06, elementwise_affine=True");
+  LayerNorm none(8, 1e-5, false);
+  CHECK(none.named_parameters().empty());
+}
+
+TEST_CASE("Embedding: picks rows; N(0, 1) init", "[nn]") {
+  manual_seed(5);
+  Embedding emb(300, 40);
+  CHECK(emb.str() == "Embedding(300, 40)");
+  Tensor idx = tensor<int64_t>({7, 0, 299, 7, 12, 3}, {2, 3});
+  Tensor out = emb.forward(idx);
+  CHECK(out.sizes() == Shape{2, 3, 40});
+  CHECK(out.select(0, 0).select(0, 0).to_vector<float>() == emb.weight.select(0, 7).to_vector<float>());
+  CHECK(out.select(0, 0).select(0, 2).to_vector<float>() == emb.weight.select(0, 299).to_vector<float>());
+  Moments m = moments(emb.weight);
+  CHECK(std::abs(m.mean) < 0.03);
+  CHECK(m.std == Approx(1.0).epsilon(0.03));
+  CHECK_THROWS_AS(emb.forward(tensor<int64_t>({300})), IndexError);
+}
+
+TEST_CASE("Dropout: masks and rescales in training, identity in eval", "[nn]") {
+  manual_seed(6);
+  Dropout drop(0.5);
+  CHECK(drop.str() == "Dropout(p=0.5, inplace=False)");
+  Tensor x = ones({4000});
+  std::vector<float> y = drop.forward(x).to_vector<float>();
+  int zeros_seen = 0;
+  for (float v : y) {
+    CHECK((v == 0.0f || v == 2.0f));
+    zeros_seen += v == 0.0f;
+  }
+  CHECK(zeros_seen > 1800);
+  CHECK(zeros_seen < 2200);
+  drop.eval();
+  CHECK(drop.forward(x).to_vector<float>() == x.to_vector<float>());
+  CHECK_THROWS_AS(Dropout(1.5), Error);
+}
+
+TEST_CASE("Activations, Flatten and pools: shapes, values and printed forms", "[nn]") {
+  manual_seed(7);
+  Tensor x = randn({2, 3, 8, 8});
+  GELU gelu_exact, gelu_tanh(GeluApprox::Tanh);
+  CHECK(gelu_exact.str() == "GELU(approximate='none')");
+  CHECK(gelu_tanh.str() == "GELU(approximate='tanh')");
+  CHECK(max_abs_diff(gelu_tanh.forward(x), gelu(x, GeluApprox::Tanh)) == 0.0);
+  ReLU relu_layer;
+  CHECK(relu_layer.str() == "ReLU()");
+  CHECK(moments(relu_layer.forward(x)).min == 0.0);
+
+  Flatten flat;
+  CHECK(flat.str() == "Flatten(start_dim=1, end_dim=-1)");
+  CHECK(flat.forward(x).sizes() == Shape{2, 192});
+  CHECK(Flatten(0, 1).forward(x).sizes() == Shape{6, 8, 8});
+
+  MaxPool2d mp({2, 2});
+  CHECK(mp.str() == "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)");
+  CHECK(mp.forward(x).sizes() == Shape{2, 3, 4, 4});
+  AvgPool2d ap({3, 3}, {1, 1}, {1, 1});
+  CHECK(ap.str() == "AvgPool2d(kernel_size=3, stride=1, padding=1)");
+  CHECK(ap.forward(x).sizes() == Shape{2, 3, 8, 8});
+  AdaptiveAvgPool2d gap(1);
+  CHECK(gap.str() == "AdaptiveAvgPool2d(output_size=1)");
+  Tensor pooled = gap.forward(x);
+  CHECK(pooled.sizes() == Shape{2, 3, 1, 1});
+  CHECK(max_abs_diff(pooled, x.mean({2, 3}, true)) < 1e-5);
+  CHECK(AdaptiveAvgPool2d(Pair{2, 3}).extra_repr() == "output_size=(2, 3)");
+}
+
+TEST_CASE("Sequential: chains, indexes, names children 0, 1, ...", "[nn]") {
+  manual_seed(8);
+  auto l1 = std::make_shared<Linear>(6, 5);
+  auto l2 = std::make_shared<Linear>(5, 2);
+  Sequential seq{l1, std::make_shared<ReLU>()};
+  seq.push_back(l2);
+  CHECK(seq.size() == 3);
+  CHECK(seq[0] == l1);
+  CHECK(seq.at<Linear>(2) == l2);
+  CHECK_THROWS_AS(seq.at<Linear>(1), Error);
+  CHECK_THROWS_AS(seq[3], IndexError);
+  Tensor x = randn({4, 6});
+  CHECK(max_abs_diff(seq.forward(x), l2->forward(relu(l1->forward(x)))) == 0.0);
+  std::vector<std::string> names;
+  for (const auto& [n, p] : seq.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+}
+
+// --- init ---------------------------------------------------------------------------------------
+
+TEST_CASE("init: fans and gains as torch.nn.init computes them", "[nn]") {
+  CHECK(init::calculate_fan_in_and_fan_out(empty({10, 20})) == std::pair<int64_t, int64_t>{20, 10});
+  CHECK(init::calculate_fan_in_and_fan_out(empty({16, 8, 3, 5})) == std::pair<int64_t, int64_t>{8 * 15, 16 * 15});
+  CHECK_THROWS_AS(init::calculate_fan_in_and_fan_out(empty({10})), Error);
+  CHECK(init::calculate_gain(init::Nonlinearity::ReLU) == Approx(std::sqrt(2.0)));
+  CHECK(init::calculate_gain(init::Nonlinearity::Tanh) == Approx(5.0 / 3.0));
+  CHECK(init::calculate_gain(init::Nonlinearity::Linear) == 1.0);
+  CHECK(init::calculate_gain(init::Nonlinearity::LeakyReLU) == Approx(std::sqrt(2.0 / (1.0 + 1e-4))));
+  CHECK(init::calculate_gain(init::Nonlinearity::LeakyReLU, std::sqrt(5.0)) == Approx(std::sqrt(1.0 / 3.0)));
+}
+
+TEST_CASE("init: kaiming, xavier and normal statistics", "[nn]") {
+  manual_seed(9);
+  // 131072 samples: the sample std's relative standard error is about 0.2%, the tolerance 2%.
+  Tensor w = empty({512, 256});
+  const double n = static_cast<double>(w.numel());
+
+  SECTION("kaiming_normal_ fan_in relu") {
+    init::kaiming_normal_(w, 0.0, init::FanMode::FanIn, init::Nonlinearity::ReLU);
+    Moments m = moments(w);
+    const double std = std::sqrt(2.0 / 256.0);
+    CHECK(std::abs(m.mean) < 5 * std / std::sqrt(n));
+    CHECK(m.std == Approx(std).epsilon(0.02));
+  }
+  SECTION("kaiming_normal_ fan_out on a conv weight") {
+    Tensor c = empty({64, 32, 3, 3});
+    init::kaiming_normal_(c, 0.0, init::FanMode::FanOut, init::Nonlinearity::ReLU);
+    CHECK(moments(c).std == Approx(std::sqrt(2.0 / (64 * 9))).epsilon(0.02));
+  }
+  SECTION("kaiming_uniform_ with a = sqrt(5), as nn.Linear calls it") {
+    init::kaiming_uniform_(w, std::sqrt(5.0));
+    Moments m = moments(w);
+    const double bound = 1.0 / std::sqrt(256.0);
+    CHECK(m.max <= bound);
+    CHECK(m.min >= -bound);
+    CHECK(m.max > 0.99 * bound);
+    CHECK(m.std == Approx(bound / std::sqrt(3.0)).epsilon(0.02));
+  }
+  SECTION("kaiming_uniform_ default: a = 0, leaky_relu gain sqrt(2), as torch.nn.init") {
+    init::kaiming_uniform_(w);
+    const double bound = std::sqrt(6.0 / 256.0);
+    CHECK(moments(w).max <= bound);
+    CHECK(moments(w).std == Approx(bound / std::sqrt(3.0)).epsilon(0.02));
+  }
+  SECTION("kaiming_uniform_ relu") {
+    init::kaiming_uniform_(w, 0.0, init::FanMode::FanIn, init::Nonlinearity::ReLU);
+    const double bound = std::sqrt(6.0 / 256.0);
+    CHECK(moments(w).max <= bound);
+    CHECK(moments(w).std == Approx(bound / std::sqrt(3.0)).epsilon(0.02));
+  }
+  SECTION("xavier_uniform_ with gain") {
+    init::xavier_uniform_(w, 2.0);
+    const double std = 2.0 * std::sqrt(2.0 / (256.0 + 512.0));
+    CHECK(moments(w).max <= std::sqrt(3.0) * std);
+    CHECK(moments(w).std == Approx(std).epsilon(0.02));
+  }
+  SECTION("xavier_normal_") {
+    init::xavier_normal_(w);
+    CHECK(moments(w).std == Approx(std::sqrt(2.0 / 768.0)).epsilon(0.02));
+    CHECK(std::abs(moments(w).mean) < 5 * std::sqrt(2.0 / 768.0) / std::sqrt(n));
+  }
+  SECTION("normal_ and uniform_") {
+    init::normal_(w, 3.0, 0.5);
+    CHECK(moments(w).mean == Approx(3.0).margin(0.01));
+    CHECK(moments(w).std == Approx(0.5).epsilon(0.02));
+    init::uniform_(w, -2.0, 4.0);
+    CHECK(moments(w).min >= -2.0);
+    CHECK(moments(w).max < 4.0);
+    CHECK(moments(w).mean == Approx(1.0).margin(0.02));
+  }
+  SECTION("constants") {
+    init::constant_(w, 0.25);
+    CHECK(moments(w).min == 0.25);
+    CHECK(moments(w).max == 0.25);
+    init::ones_(w);
+    CHECK(moments(w).min == 1.0);
+    init::zeros_(w);
+    CHECK(moments(w).max == 0.0);
+  }
+}
+
+TEST_CASE("init: trunc_normal_ stays in [a, b] with the truncated normal's moments", "[nn]") {
+  manual_seed(10);
+  struct Case {
+    double mean, std, a, b;
+  };
+  // Symmetric default-like, asymmetric, and a one-sided tail where clipping a normal would be
+  // badly wrong (P(x in [1, 4]) is about 16%).
+  const Case cases[] = {{0.0, 1.0, -2.0, 2.0}, {0.5, 2.0, -1.0, 3.0}, {0.0, 1.0, 1.0, 4.0}, {0.0, 0.02, -0.04, 0.04}};
+  for (const Case& c : cases) {
+    Tensor w = empty({400, 250});
+    init::trunc_normal_(w, c.mean, c.std, c.a, c.b);
+    const double alpha = (c.a - c.mean) / c.std, beta = (c.b - c.mean) / c.std;
+    const double z = normal_cdf(beta) - normal_cdf(alpha);
+    const double ratio = (normal_pdf(alpha) - normal_pdf(beta)) / z;
+    const double mean = c.mean + c.std * ratio;
+    const double var = c.std * c.std * (1.0 + (alpha * normal_pdf(alpha) - beta * normal_pdf(beta)) / z - ratio * ratio);
+    Moments m = moments(w);
+    INFO("mean " << c.mean << " std " << c.std << " [" << c.a << ", " << c.b << "]");
+    CHECK(m.min >= c.a);
+    CHECK(m.max <= c.b);
+    CHECK(m.mean == Approx(mean).margin(0.02 * std::sqrt(var)));
+    CHECK(m.std == Approx(std::sqrt(var)).epsilon(0.02));
+  }
+  // float64 tensors work in float64.
+  Tensor d = empty({1000}, DType::Float64);
+  init::trunc_normal_(d, 0.0, 1.0, -0.5, 0.5);
+  CHECK(moments(d).min >= -0.5);
+  CHECK(moments(d).max <= 0.5);
+  CHECK_THROWS_AS(init::trunc_normal_(d, 0.0, 1.0, 1.0, -1.0), Error);
+}
+
+TEST_CASE("init: works on parameters without recording history; same seed, same init", "[nn]") {
+  Tensor p = zeros({8, 8});
+  p.set_requires_grad(true);
+  init::xavier_uniform_(p);
+  CHECK(p.is_leaf());
+  CHECK(p.grad_fn() == nullptr);
+  CHECK(p.requires_grad());
+
+  manual_seed(42);
+  Linear a(30, 20);
+  Conv2d ca(3, 4, {3, 3});
+  Tensor ta = init::trunc_normal_(empty({100}), 0.0, 1.0);
+  manual_seed(42);
+  Linear b(30, 20);
+  Conv2d cb(3, 4, {3, 3});
+  Tensor tb = init::trunc_normal_(empty({100}), 0.0, 1.0);
+  CHECK(a.weight.to_vector<float>() == b.weight.to_vector<float>());
+  CHECK(a.bias.to_vector<float>() == b.bias.to_vector<float>());
+  CHECK(ca.weight.to_vector<float>() == cb.weight.to_vector<float>());
+  CHECK(ta.to_vector<float>() == tb.to_vector<float>());
+  manual_seed(43);
+  Linear c(30, 20);
+  CHECK(a.weight.to_vector<float>() != c.weight.to_vector<float>());
+}
