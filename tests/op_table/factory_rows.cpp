@@ -63,7 +63,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.dtypes = kFloatTypes;
     r.random = true;
     r.samples = {shape_sample("3x37")};
-    r.op = [shape](const TensorList& x) { return TensorList{rand(shape, TensorOptions(dt(x)))}; };
+    r.op = [shape](const TensorList& x) { return TensorList{rand(shape, TensorOptions(dt(x), x[0].device()))}; };
     r.reference = [shape](const TensorList& x) {
       return TensorList{ref_uniform(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0, 1)};
     };
@@ -79,7 +79,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.random = true;
     r.samples = {shape_sample("3x37")};
     r.op = [shape](const TensorList& x) {
-      Tensor t = empty(shape, TensorOptions(dt(x)));
+      Tensor t = empty(shape, TensorOptions(dt(x), x[0].device()));
       t.uniform_(-2.0, 3.0);
       return TensorList{t};
     };
@@ -96,7 +96,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.dtypes = kFloatTypes;
     r.random = true;
     r.samples = {shape_sample("3x37")};
-    r.op = [shape](const TensorList& x) { return TensorList{randn(shape, TensorOptions(dt(x)))}; };
+    r.op = [shape](const TensorList& x) { return TensorList{randn(shape, TensorOptions(dt(x), x[0].device()))}; };
     r.reference = [shape](const TensorList& x) {
       return TensorList{ref_normal(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0, 1)};
     };
@@ -113,7 +113,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.random = true;
     r.samples = {shape_sample("3x37")};
     r.op = [shape](const TensorList& x) {
-      Tensor t = empty(shape, TensorOptions(dt(x)));
+      Tensor t = empty(shape, TensorOptions(dt(x), x[0].device()));
       t.normal_(0.5, 2.0);
       return TensorList{t};
     };
@@ -131,7 +131,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.dtypes = {DType::Int64, DType::Int32, DType::UInt8, DType::Float32};
     r.random = true;
     r.samples = {shape_sample("3x37")};
-    r.op = [shape](const TensorList& x) { return TensorList{randint(-3, 250, shape, TensorOptions(dt(x)))}; };
+    r.op = [shape](const TensorList& x) { return TensorList{randint(-3, 250, shape, TensorOptions(dt(x), x[0].device()))}; };
     r.reference = [shape](const TensorList&) {
       std::vector<double> v;
       for (int64_t i = 0; i < shape_numel(shape); ++i) {
@@ -154,8 +154,8 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.dtypes = {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::BFloat16};
     r.samples = {shape_sample("0..7 step 0.5 / ints")};
     r.op = [](const TensorList& x) {
-      DType t = dt(x);
-      return TensorList{is_floating(t) ? arange(0.0, 7.0, 0.5, TensorOptions(t)) : arange(-4, 9, 3, TensorOptions(t))};
+      TensorOptions o(dt(x), x[0].device());
+      return TensorList{is_floating(o.dtype) ? arange(0.0, 7.0, 0.5, o) : arange(-4, 9, 3, o)};
     };
     r.reference = [](const TensorList& x) {
       std::vector<double> v;
@@ -176,7 +176,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.name = "linspace";
     r.dtypes = {DType::Float32, DType::Float64, DType::Float16};
     r.samples = {shape_sample("-1..2, 7 points")};
-    r.op = [](const TensorList& x) { return TensorList{linspace(-1.0, 2.0, 7, TensorOptions(dt(x)))}; };
+    r.op = [](const TensorList& x) { return TensorList{linspace(-1.0, 2.0, 7, TensorOptions(dt(x), x[0].device()))}; };
     r.reference = [](const TensorList&) {
       std::vector<double> v;
       for (int i = 0; i < 7; ++i) v.push_back(-1.0 + 0.5 * i);
@@ -191,8 +191,8 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     r.dtypes = kAllNumeric;
     r.samples = {shape_sample("2x3x5 of 3")};
     r.op = [](const TensorList& x) {
-      return TensorList{full({2, 3, 5}, 3, TensorOptions(dt(x))), zeros({4}, TensorOptions(dt(x))),
-                        ones({2, 2}, TensorOptions(dt(x)))};
+      return TensorList{full({2, 3, 5}, 3, TensorOptions(dt(x), x[0].device())), zeros({4}, TensorOptions(dt(x), x[0].device())),
+                        ones({2, 2}, TensorOptions(dt(x), x[0].device()))};
     };
     r.reference = [](const TensorList&) {
       return TensorList{from_values(std::vector<double>(30, 3.0), {2, 3, 5}), from_values(std::vector<double>(4, 0.0), {4}),

@@ -1,0 +1,464 @@
+// CPU<->CUDA parity over the op test table (ARCHITECTURE.md section 5): one Catch2 test case per
+// row, "cuda parity: <row>". Inputs are built once on the CPU and copied to CUDA with their strides
+// and storage offset intact, outputs are poisoned, the op runs on both devices and backward runs
+// from the same random cotangent. Rows that have no CUDA kernel yet sit in an explicit list and must
+// still throw the missing-kernel DeviceError, so the list cannot go stale silently.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+constexpr uint64_t kRandomSeed = 20261123;    // as run_op_table.cpp: random rows reseed before each call
+constexpr uint64_t kCotangentSeed = 71000;    // cotangent k uses kCotangentSeed + k on both devices
+const char* const kNoKernel = "no CUDA kernel";  // what ops::no_cuda_kernel's DeviceError says
+
+// Rows expected to have no CUDA kernel until the next issue (nn, conv, matmul and attention; this
+// issue brings the Foundation I kernels: elementwise, reductions, shape/index ops, factories). Each
+// must throw the missing-kernel DeviceError on CUDA; when one stops throwing, its test fails and
+// the row must be taken off this list so that its parity is checked. mse_loss is deliberately not
+// here: it is composed of sub, mul, sum and mean, so Foundation I kernels run it on CUDA.
+const std::set<std::string>& rows_without_cuda_kernel() {
+  static const std::set<std::string> rows = {
+      // tests/op_table/nn_rows.cpp
+      "softmax", "softmax dim 0", "log_softmax", "log_softmax dim 1",
+      "layer_norm", "layer_norm no affine", "layer_norm last 2 dims",
+      "batch_norm_train", "batch_norm_eval",
+      "cross_entropy", "cross_entropy sum", "cross_entropy none", "cross_entropy ignore_index",
+      "cross_entropy none ignore_index 2", "cross_entropy label_smoothing",
+      "cross_entropy sum label_smoothing ignore_index",
+      "embedding", "dropout",
+      // tests/op_table/conv_rows.cpp
+      "conv2d", "conv2d (no bias)", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+      // tests/op_table/linalg_rows.cpp
+      "matmul", "linear", "linear without bias",
+      // tests/op_table/attention_rows.cpp
+      "sdpa", "sdpa_causal", "sdpa_dropout",
+  };
+  return rows;
+}
+
+bool expected_without_kernel(const OpRow& row) { return rows_without_cuda_kernel().count(row.name) > 0; }
+
+// float64 exists for the CPU only (kernels/dtype.h): it backs gradcheck and the references.
+bool on_cuda(DType t) { return t != DType::Float64; }
+
+std::string describe(const OpRow& row, const Sample& s, DType t) {
+  return row.name + " / " + s.name + " / " + dtype_name(t);
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// --- tolerances --------------------------------------------------------------------------------
+
+// float32 rows whose results are sums or transcendental functions. The GPU adds in another order
+// than the CPU (block trees and warp shuffles in float, where the CPU reference accumulates in
+// double), and CUDA's expf/logf/tanhf/erff/rsqrtf are within a few ulps of glibc's but not equal;
+// the float32 default (rtol 1e-5, ~80 ulps) leaves no room for a rounding difference that a sum
+// then carries. 1e-4 is still three orders tighter than any real indexing or formula bug.
+bool float32_order_or_libm_sensitive(const std::string& name) {
+  static const char* const prefixes[] = {"sum_", "mean_", "var_", "pow", "softmax", "log_softmax", "layer_norm",
+                                         "batch_norm", "cross_entropy", "mse_loss", "sdpa", "conv2d", "linear"};
+  static const std::set<std::string> exact = {"exp",    "log",   "tanh",       "sigmoid",    "gelu",
+                                              "gelu_tanh", "rsqrt", "rpow_scalar", "matmul", "avg_pool2d",
+                                              "adaptive_avg_pool2d", "randn", "normal_"};
+  if (exact.count(name)) return true;
+  return std::any_of(std::begin(prefixes), std::end(prefixes), [&](const char* p) { return starts_with(name, p); });
+}
+
+// The tolerance a CUDA output is held to against the CPU output: the row's own (or the default) for
+// the sample dtype; for integer samples with a float output (a mean, a cast), the output dtype's.
+Tolerance forward_tolerance(const OpRow& row, DType sample_dtype, DType out_dtype) {
+  auto it = row.tolerance.find(sample_dtype);
+  Tolerance tol = it != row.tolerance.end() ? it->second
+                                            : default_tolerance(is_floating(sample_dtype) ? sample_dtype : out_dtype);
+  if (out_dtype == DType::Float32 && float32_order_or_libm_sensitive(row.name)) {
+    tol.atol = std::max(tol.atol, 1e-5);
+    tol.rtol = std::max(tol.rtol, 1e-4);
+  }
+  // 70001-term float sums: the GPU's float tree over 70001 normal values carries a rounding error
+  // of about sqrt(log2 n) * eps * ||x||_2 ~ 6e-5 absolute, whatever the size of the result, so a
+  // row sum that lands near zero needs an absolute allowance the relative one cannot give.
+  if (out_dtype == DType::Float32 && (row.name == "sum_long_chunked" || row.name == "var_long_chunked")) {
+    tol.atol = std::max(tol.atol, 1e-3);
+  }
+  return tol;
+}
+
+// Gradients are compared a little looser than forward outputs: the gradient of a broadcast operand
+// is a sum over the broadcast dims (again in another order on the GPU), and for float16/bfloat16 a
+// gradient is the end of a chain of roundings in the input dtype (saved output, cotangent product,
+// cast back), where a one-ulp difference upstream can become two.
+Tolerance gradient_tolerance(const OpRow& row, DType sample_dtype, DType grad_dtype) {
+  Tolerance tol = forward_tolerance(row, sample_dtype, grad_dtype);
+  if (grad_dtype == DType::Float32) {
+    tol.atol = std::max(tol.atol, 1e-5);
+    tol.rtol = std::max(tol.rtol, 1e-4);
+  } else if (grad_dtype == DType::Float16 || grad_dtype == DType::BFloat16) {
+    tol.atol *= 2;
+    tol.rtol *= 2;
+  }
+  return tol;
+}
+
+// --- moving inputs -------------------------------------------------------------------------------
+
+// The last element a tensor reaches, relative to its storage offset (strides are never negative).
+int64_t extent(const Tensor& t) {
+  int64_t e = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) e += (t.size(d) - 1) * t.stride(d);
+  return e;
+}
+
+// A CUDA copy of a CPU tensor with the same sizes, strides and storage offset: a non-contiguous,
+// expanded or offset CPU input arrives on CUDA as the same kind of view, so kernels see the layout
+// the row meant to test. A view is rebuilt over a CUDA buffer holding the bytes of the CPU storage
+// up to the last element it reaches; a tensor that owns its storage becomes an empty_strided.
+Tensor to_cuda_same_layout(const Tensor& t) {
+  if (!t.defined()) return t;
+  REQUIRE(t.is_cpu());
+  NoGradGuard no_grad;
+  const Device cuda = Device::cuda(0);
+  const TensorOptions options(t.dtype(), cuda);
+  if (t.numel() == 0) return empty_strided(t.sizes(), t.strides(), options);
+  const size_t es = t.element_size();
+  Tensor out;
+  if (t.is_view() || t.storage_offset() != 0) {
+    const int64_t span = t.storage_offset() + extent(t) + 1;
+    Tensor buf = empty({span}, options);
+    cuda::copy_bytes(buf.data_ptr(), cuda, t.storage()->data(), Device::cpu(), static_cast<size_t>(span) * es,
+                     cuda::current_stream(), false);
+    out = buf.as_strided(t.sizes(), t.strides(), t.storage_offset());
+  } else {
+    out = empty_strided(t.sizes(), t.strides(), options);
+    cuda::copy_bytes(out.data_ptr(), cuda, t.data_ptr(), Device::cpu(), static_cast<size_t>(extent(t) + 1) * es,
+                     cuda::current_stream(), false);
+  }
+  return out;
+}
+
+TensorList to_cuda_same_layout(const TensorList& in) {
+  TensorList out;
+  for (const Tensor& t : in) {
+    Tensor c = to_cuda_same_layout(t);
+    if (t.defined()) {
+      INFO("input layout: cpu sizes " << shape_str(t.sizes()) << " strides " << shape_str(t.strides()) << " offset "
+                                      << t.storage_offset() << ", cuda strides " << shape_str(c.strides())
+                                      << " offset " << c.storage_offset());
+      REQUIRE(c.is_cuda());
+      REQUIRE(c.sizes() == t.sizes());
+      REQUIRE(c.strides() == t.strides());
+      REQUIRE(c.storage_offset() == t.storage_offset());
+      REQUIRE(c.is_contiguous() == t.is_contiguous());
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// --- comparing -----------------------------------------------------------------------------------
+
+// Strides of the dims that have more than one element: the only ones that say anything about layout.
+Shape layout_of(const Tensor& t) {
+  Shape s;
+  for (int64_t d = 0; d < t.dim(); ++d) s.push_back(t.size(d) > 1 ? t.stride(d) : 0);
+  return s;
+}
+
+// "" when `got` (from CUDA) matches `want` (from the CPU): both defined or neither, got on CUDA,
+// same dtype, shape and layout, values exact or within tolerance, NaN only against NaN. Otherwise a
+// message with the first and the worst mismatch, so a first GPU run says how far off a row is.
+std::string compare(const Tensor& got, const Tensor& want, bool exact, Tolerance tol) {
+  if (!got.defined() || !want.defined()) {
+    return got.defined() == want.defined() ? "" : std::string("defined on ") + (got.defined() ? "cuda" : "cpu") + " only";
+  }
+  if (!got.is_cuda()) {
+    return "the cuda result is on " + got.device().str() +
+           ": the row's op does not follow its inputs' device (a factory row must pass x[0].device())";
+  }
+  if (got.dtype() != want.dtype()) {
+    return std::string("dtype ") + dtype_name(got.dtype()) + " on cuda, " + dtype_name(want.dtype()) + " on cpu";
+  }
+  if (got.sizes() != want.sizes()) return "shape " + shape_str(got.sizes()) + " on cuda, " + shape_str(want.sizes()) + " on cpu";
+  if (layout_of(got) != layout_of(want)) {
+    return "layout differs: cuda strides " + shape_str(got.strides()) + ", cpu strides " + shape_str(want.strides());
+  }
+  std::vector<double> g = values(got), w = values(want);
+  int64_t bad = 0, first = -1, worst = -1;
+  double worst_excess = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    bool ok;
+    double excess = 0;
+    if (std::isnan(w[i]) || std::isnan(g[i])) {
+      ok = std::isnan(w[i]) && std::isnan(g[i]);
+      excess = ok ? 0 : std::numeric_limits<double>::infinity();
+    } else if (exact || std::isinf(w[i]) || std::isinf(g[i])) {
+      ok = g[i] == w[i];
+      excess = ok ? 0 : std::numeric_limits<double>::infinity();
+    } else {
+      double allowed = tol.atol + tol.rtol * std::fabs(w[i]);
+      double diff = std::fabs(g[i] - w[i]);
+      ok = diff <= allowed;
+      excess = diff / allowed;
+    }
+    if (!ok) {
+      ++bad;
+      if (first < 0) first = static_cast<int64_t>(i);
+      if (worst < 0 || excess > worst_excess) {
+        worst = static_cast<int64_t>(i);
+        worst_excess = excess;
+      }
+    }
+  }
+  if (bad == 0) return "";
+  std::ostringstream os;
+  os.precision(9);
+  auto at = [&](int64_t i) {
+    std::ostringstream e;
+    e.precision(9);
+    e << "element " << i << " " << shape_str(unravel(i, want.sizes())) << ": cuda " << g[static_cast<size_t>(i)]
+      << ", cpu " << w[static_cast<size_t>(i)];
+    return e.str();
+  };
+  os << bad << " of " << w.size() << " elements differ";
+  if (exact) os << " (compared exactly)";
+  else os << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
+  os << "; first " << at(first);
+  if (worst != first) os << "; worst " << at(worst);
+  if (!exact && std::isfinite(worst_excess)) os << " (" << worst_excess << "x the allowance)";
+  return os.str();
+}
+
+bool is_exact_output(const OpRow& row, const Tensor& t, size_t k) {
+  return !t.is_floating_point() ||
+         std::find(row.exact_outputs.begin(), row.exact_outputs.end(), k) != row.exact_outputs.end();
+}
+
+// Runs `fn` on CUDA and synchronizes, so that an asynchronous kernel error is raised here; "" when
+// it ran, else what went wrong, naming the missing-kernel case plainly.
+template <typename Fn> std::string run_on_cuda(Fn&& fn) {
+  try {
+    fn();
+    cuda::synchronize();
+    return "";
+  } catch (const DeviceError& e) {
+    std::string msg = e.what();
+    if (msg.find(kNoKernel) != std::string::npos) {
+      return "no CUDA kernel yet (" + msg + "); a Foundation I op must run on CUDA";
+    }
+    return std::string("DeviceError: ") + msg;
+  } catch (const Error& e) {
+    return std::string("kiln::Error: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("non-kiln exception: ") + e.what();
+  }
+}
+
+// Sets poisoned allocations for the scope: an output element a CUDA kernel forgot to write reads
+// as NaN (floats) or all-ones bytes (integers) instead of a plausible leftover value.
+struct PoisonGuard {
+  PoisonGuard() { cuda::set_poison_allocations(true); }
+  ~PoisonGuard() {
+    const char* env = std::getenv("KILN_CUDA_POISON");
+    cuda::set_poison_allocations(env && std::string(env) == "1");
+  }
+  PoisonGuard(const PoisonGuard&) = delete;
+  PoisonGuard& operator=(const PoisonGuard&) = delete;
+};
+
+// --- one (row, sample, dtype) -------------------------------------------------------------------
+
+// Checks one case; false when the op has no CUDA kernel, after which the row's other cases would
+// only repeat that failure.
+bool check_case(const OpRow& row, const Sample& s, DType t) {
+  INFO(describe(row, s, t));
+  TensorList cpu_in = s.make(t, Device::cpu());
+  TensorList cuda_in = to_cuda_same_layout(cpu_in);
+
+  // Differentiable floating inputs require grad on both devices before the forward, as gradcheck's.
+  std::vector<size_t> diff;
+  for (size_t i : row.differentiable) {
+    REQUIRE(i < cpu_in.size());
+    if (cpu_in[i].defined() && cpu_in[i].is_floating_point()) diff.push_back(i);
+  }
+  for (size_t i : diff) {
+    cpu_in[i].set_requires_grad(true);
+    cuda_in[i].set_requires_grad(true);
+  }
+
+  if (row.random) manual_seed(kRandomSeed);
+  TensorList cpu_out = row.op(cpu_in);
+  TensorList cuda_out;
+  std::string err = run_on_cuda([&] {
+    if (row.random) manual_seed(kRandomSeed);
+    cuda_out = row.op(cuda_in);
+  });
+  if (!err.empty()) {
+    bool missing = err.find(kNoKernel) != std::string::npos;
+    FAIL_CHECK("forward on cuda: " << err << (missing ? " (the row's remaining dtypes and samples are not run)" : ""));
+    return !missing;
+  }
+  REQUIRE(cuda_out.size() == cpu_out.size());
+  for (size_t k = 0; k < cpu_out.size(); ++k) {
+    INFO("output " << k);
+    bool exact = cpu_out[k].defined() && is_exact_output(row, cpu_out[k], k);
+    Tolerance tol = cpu_out[k].defined() ? forward_tolerance(row, t, cpu_out[k].dtype()) : Tolerance{0, 0};
+    CHECK(compare(cuda_out[k], cpu_out[k], exact, tol) == "");
+  }
+
+  // Backward from the same random cotangent for every floating output that carries a gradient.
+  if (diff.empty()) return true;
+  TensorList roots_cpu, roots_cuda, cot_cpu, cot_cuda, leaves_cpu, leaves_cuda;
+  for (size_t k = 0; k < cpu_out.size(); ++k) {
+    const Tensor& o = cpu_out[k];
+    if (!o.defined() || !o.is_floating_point() || !o.requires_grad()) continue;
+    INFO("output " << k);
+    REQUIRE(cuda_out[k].defined());
+    CHECK(cuda_out[k].requires_grad());
+    if (!cuda_out[k].requires_grad()) return true;
+    Tensor c = rnd(o.sizes(), o.dtype(), Device::cpu(), kCotangentSeed + k);
+    roots_cpu.push_back(o);
+    roots_cuda.push_back(cuda_out[k]);
+    cot_cpu.push_back(c);
+    cot_cuda.push_back(to_cuda_same_layout(c));
+  }
+  if (roots_cpu.empty()) return true;
+  for (size_t i : diff) {
+    leaves_cpu.push_back(cpu_in[i]);
+    leaves_cuda.push_back(cuda_in[i]);
+  }
+  if (row.random) manual_seed(kRandomSeed);
+  TensorList g_cpu = grad(roots_cpu, leaves_cpu, cot_cpu, false, true);
+  TensorList g_cuda;
+  err = run_on_cuda([&] {
+    if (row.random) manual_seed(kRandomSeed);
+    g_cuda = grad(roots_cuda, leaves_cuda, cot_cuda, false, true);
+  });
+  if (!err.empty()) {
+    FAIL_CHECK("backward on cuda: " << err);
+    return true;
+  }
+  REQUIRE(g_cuda.size() == g_cpu.size());
+  for (size_t j = 0; j < diff.size(); ++j) {
+    INFO("gradient of input " << diff[j]);
+    Tolerance tol = g_cpu[j].defined() ? gradient_tolerance(row, t, g_cpu[j].dtype()) : Tolerance{0, 0};
+    // Gradients are not required to share a layout across devices: accumulation may hand back the
+    // cotangent's layout or a fresh contiguous tensor, and either is correct.
+    Tensor want = g_cpu[j].defined() ? g_cpu[j].contiguous() : g_cpu[j];
+    Tensor got = g_cuda[j].defined() && g_cuda[j].is_cuda() ? g_cuda[j].contiguous() : g_cuda[j];
+    CHECK(compare(got, want, false, tol) == "");
+  }
+  return true;
+}
+
+// A row expected to lack a CUDA kernel: every CUDA dtype and sample must throw the missing-kernel
+// DeviceError. Anything else (it ran, or failed otherwise) fails with what to do about it.
+void check_still_without_kernel(const OpRow& row) {
+  for (DType t : row.dtypes) {
+    if (!on_cuda(t)) continue;
+    for (const Sample& s : row.samples) {
+      INFO(describe(row, s, t));
+      TensorList in = to_cuda_same_layout(s.make(t, Device::cpu()));
+      std::string outcome;
+      try {
+        if (row.random) manual_seed(kRandomSeed);
+        row.op(in);
+        cuda::synchronize();
+        outcome = "ran on CUDA without the expected \"" + std::string(kNoKernel) +
+                  "\" DeviceError: its kernel has arrived, so take \"" + row.name +
+                  "\" off rows_without_cuda_kernel() in tests/cuda/run_parity.cpp and let its parity be checked";
+      } catch (const DeviceError& e) {
+        std::string msg = e.what();
+        if (msg.find(kNoKernel) == std::string::npos) outcome = "a DeviceError other than the missing kernel: " + msg;
+      } catch (const std::exception& e) {
+        outcome = std::string("expected the missing-kernel DeviceError, got: ") + e.what();
+      }
+      CHECK(outcome == "");
+    }
+  }
+}
+
+void run_row(const OpRow& row) {
+  {
+    INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
+    REQUIRE(cuda::is_available());
+  }
+  PoisonGuard poison;
+  if (expected_without_kernel(row)) {
+    check_still_without_kernel(row);
+    return;
+  }
+  bool any = false;
+  for (DType t : row.dtypes) {
+    if (!on_cuda(t)) continue;
+    any = true;
+    for (const Sample& s : row.samples) {
+      if (!check_case(row, s, t)) return;
+    }
+  }
+  INFO(row.name << " lists no dtype that CUDA has (float64 is CPU-only)");
+  CHECK(any);
+}
+
+struct RowInvoker final : Catch::ITestInvoker {
+  explicit RowInvoker(size_t i) : index(i) {}
+  void invoke() const override { run_row(op_table()[index]); }
+  size_t index;
+};
+
+size_t g_registered = 0;
+
+// Registers "cuda parity: <row>" for every row, as run_op_table.cpp does for the CPU runner; the
+// names must outlive Catch's registry.
+const bool registered = [] {
+  static std::vector<std::string> names;
+  static std::vector<std::unique_ptr<Catch::AutoReg>> regs;
+  const auto& table = op_table();
+  names.reserve(table.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    names.push_back("cuda parity: " + table[i].name);
+    regs.push_back(std::make_unique<Catch::AutoReg>(new RowInvoker(i), CATCH_INTERNAL_LINEINFO, Catch::StringRef(),
+                                                    Catch::NameAndTags{names.back(), "[cuda][parity]"}));
+  }
+  g_registered = table.size();
+  return true;
+}();
+
+}  // namespace
+
+// Needs no GPU: it checks the bookkeeping of this file against the table.
+TEST_CASE("cuda: every op-table row is covered", "[cuda][parity]") {
+  const auto& table = op_table();
+  std::set<std::string> names;
+  size_t parity = 0, without_kernel = 0;
+  for (const OpRow& row : table) {
+    names.insert(row.name);
+    (expected_without_kernel(row) ? without_kernel : parity)++;
+  }
+  for (const std::string& listed : rows_without_cuda_kernel()) {
+    INFO("rows_without_cuda_kernel() names \"" << listed << "\", which is not a row of the op table");
+    CHECK(names.count(listed) == 1);
+  }
+  INFO(parity << " rows checked for parity, " << without_kernel << " expected to lack a CUDA kernel, "
+              << table.size() << " rows in the table");
+  CHECK(registered);
+  CHECK(g_registered == table.size());
+  CHECK(names.size() == table.size());  // unique names: each row is its own test case
+  CHECK(parity + without_kernel == table.size());
+  CHECK(without_kernel == rows_without_cuda_kernel().size());
+  CHECK(parity > 0);
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Joins bench/gpu_bench's JSON lines with tools/torch_peer.py's (same cases and shapes) and prints
+a markdown table for bench/RESULTS.md: GB/s and % of each one's own copy ceiling, and the ratio
+kiln/PyTorch of throughput (above 1: kiln is faster), headed by the date, GPU and both commands.
+
+  usage: python3 tools/bench_compare.py KILN.jsonl TORCH.jsonl [--out FILE.md]
+"""
+import argparse
+import json
+import sys
+
+
+def load(path):
+    records = {}
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"bench_compare: {path}:{line_no}: not JSON ({e})")
+            key = (rec.get("case"), rec.get("dtype"), tuple(rec.get("shape") or []))
+            records[key] = rec
+    return records
+
+
+def first(records, field):
+    for rec in records.values():
+        if rec.get(field):
+            return rec[field]
+    return "?"
+
+
+def cell(rec, field, fmt):
+    if rec is None:
+        return "missing"
+    if "error" in rec:
+        return "n/a"
+    return fmt.format(rec[field])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kiln")
+    p.add_argument("torch")
+    p.add_argument("--out", help="also write the markdown here")
+    args = p.parse_args()
+    kiln, torch = load(args.kiln), load(args.torch)
+
+    lines = [
+        f"### {first(kiln, 'date')[:10]}, {first(kiln, 'gpu')}",
+        "",
+        f"- kiln: `{first(kiln, 'command')}` ({first(kiln, 'date')})",
+        f"- PyTorch {first(torch, 'torch')}: `{first(torch, 'command')}` ({first(torch, 'date')})",
+        "",
+        "| case | dtype | shape | kiln GB/s | kiln % of copy | PyTorch GB/s | PyTorch % of copy | kiln/PyTorch |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    if first(kiln, "gpu") != first(torch, "gpu"):
+        lines.insert(2, f"**Different GPUs: kiln ran on {first(kiln, 'gpu')}, PyTorch on {first(torch, 'gpu')}; "
+                        "the ratios below compare nothing.**\n")
+    keys = list(kiln) + [k for k in torch if k not in kiln]
+    notes = []
+    for key in keys:
+        k, t = kiln.get(key), torch.get(key)
+        case, dtype, shape = key
+        ratio = "n/a"
+        if k and t and "error" not in k and "error" not in t and t["gbps"] > 0:
+            ratio = f"{k['gbps'] / t['gbps']:.2f}"
+        lines.append(f"| {case} | {dtype} | {list(shape)} | {cell(k, 'gbps', '{:.0f}')} | "
+                     f"{cell(k, 'pct_of_copy', '{:.1f}')} | {cell(t, 'gbps', '{:.0f}')} | "
+                     f"{cell(t, 'pct_of_copy', '{:.1f}')} | {ratio} |")
+        for who, rec in (("kiln", k), ("PyTorch", t)):
+            if rec and "error" in rec:
+                notes.append(f"- {case} {dtype} ({who}): {rec['error']}")
+    if notes:
+        lines += ["", "Not measured:"] + notes
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# The GPU test loop of GPU.md in one script, so every GPU check runs the same way (docs/gpu-testing.md).
+#   tools/gpu_check.sh stage   on the build machine: build for Hopper into build/gpu and stage the CUDA
+#                              test and bench executables with the shared libraries the GPU host lacks
+#                              into stage/ (git-ignored, at most 64 MiB; carry it to the GPU host)
+#   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, then
+#                              compute-sanitizer memcheck and racecheck, then benchmarks and the
+#                              PyTorch peer; logs in $OUT (8 files at most); non-zero exit on failure
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+stage_dir=$root/stage
+
+# What gets staged. Every CUDA test executable runs once; benches run after the sanitizers.
+cuda_tests=(kiln_cuda_tests)
+benches=(gpu_bench)
+stage_limit=$((64 * 1024 * 1024))
+
+die() {
+  echo "gpu_check: $*" >&2
+  exit 2
+}
+
+# --- stage -----------------------------------------------------------------------------------------
+
+# Shared libraries the GPU host has: the C library family (the same glibc ran there, GPU.md) and
+# CUDA's own (toolkit and driver are installed there). Everything else is copied.
+provided_on_gpu_host() {
+  local name=$1 path=$2
+  case "$name" in
+    linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | \
+      libresolv.so* | libutil.so*) return 0 ;;
+    libcuda.so* | libcudart.so* | libcublas*.so* | libcudnn*.so* | libnccl.so* | libnvrtc*.so* | \
+      libnvJitLink.so* | libcufft*.so* | libcurand.so* | libcusparse*.so* | libcusolver*.so* | \
+      libnvToolsExt.so* | libnvidia-*.so*) return 0 ;;
+  esac
+  case "$path" in
+    /usr/local/cuda* | */cuda/lib64/* | */cuda/targets/*) return 0 ;;
+  esac
+  return 1
+}
+
+stage() {
+  local build=$root/build/gpu
+  local nvcc=/usr/local/cuda/bin/nvcc
+  [ -x "$nvcc" ] || nvcc=$(command -v nvcc || true)
+  [ -n "$nvcc" ] || die "stage: no nvcc found; the stage step runs on the build machine with the CUDA toolkit"
+
+  echo "== configure and build into $build (Hopper, sm_90)"
+  # -lineinfo: compute-sanitizer names the source line of a bad access; code generation is unchanged.
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
+    -DKILN_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_FLAGS=-lineinfo \
+    -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=ON >/dev/null || die "stage: cmake configure failed"
+  cmake --build "$build" --parallel "$(nproc)" --target "${cuda_tests[@]}" "${benches[@]}" ||
+    die "stage: build failed"
+
+  echo "== stage into $stage_dir"
+  rm -rf "$stage_dir"
+  mkdir -p "$stage_dir"
+  local exe
+  for exe in "${cuda_tests[@]}" "${benches[@]}"; do
+    [ -x "$build/bin/$exe" ] || die "stage: $build/bin/$exe was not built"
+    cp "$build/bin/$exe" "$stage_dir/"
+  done
+  printf '%s\n' "${cuda_tests[@]}" >"$stage_dir/cuda_tests.txt"
+
+  # kiln's own libraries, then every library any staged file needs that the GPU host lacks, until
+  # nothing new turns up. Copied under the name the loader asks for (the soname) as a plain file:
+  # links do not travel. libstdc++ and libgcc_s go to stage/cxxrt, used only if the host's are too
+  # old for these binaries (a C++ program built here ran there with the host's; GPU.md).
+  local changed=1 f line name path missing
+  mkdir -p "$stage_dir/cxxrt"
+  while [ $changed = 1 ]; do
+    changed=0
+    missing=""
+    for f in "$stage_dir"/* "$stage_dir"/cxxrt/*; do
+      [ -f "$f" ] || continue
+      case "$f" in *.txt) continue ;; esac
+      while read -r line; do
+        name=$(awk '{print $1}' <<<"$line")
+        path=$(awk '$2 == "=>" {print $3}' <<<"$line")
+        if [ -z "$name" ] || [ -z "$path" ]; then continue; fi  # the vdso and the loader have no "=>"
+        case "$name" in
+          libkiln_*)
+            [ -e "$stage_dir/$name" ] || { cp -L "$build/bin/$name" "$stage_dir/$name" && changed=1; }
+            continue
+            ;;
+          libstdc++.so* | libgcc_s.so*)
+            [ "$path" = not ] && { missing="$missing $name"; continue; }
+            [ -e "$stage_dir/cxxrt/$name" ] || { cp -L "$path" "$stage_dir/cxxrt/$name" && changed=1; }
+            continue
+            ;;
+        esac
+        if [ "$path" = not ]; then  # "=> not found"
+          provided_on_gpu_host "$name" "" || missing="$missing $name"
+          continue
+        fi
+        provided_on_gpu_host "$name" "$path" && continue
+        [ -e "$stage_dir/$name" ] || { cp -L "$path" "$stage_dir/$name" && changed=1; }
+      done < <(LD_LIBRARY_PATH="$stage_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null)
+    done
+  done
+  [ -z "$missing" ] || die "stage: ldd cannot resolve:$missing"
+
+  {
+    echo "kiln GPU stage"
+    echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "staged: $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-unknown}"
+    echo "build: -DKILN_CUDA=ON -DKILN_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo (Release)"
+    echo "data: none (the CUDA tests and benches make their own random inputs)"
+    echo "files:"
+    (cd "$stage_dir" && find . -type f ! -name MANIFEST.txt -printf '  %10s  %P\n' | sort -k2)
+  } >"$stage_dir/MANIFEST.txt"
+
+  local bytes
+  bytes=$(du -sb "$stage_dir" | awk '{print $1}')
+  cat "$stage_dir/MANIFEST.txt"
+  echo "stage: $(du -sh "$stage_dir" | awk '{print $1}') ($bytes bytes) in $stage_dir"
+  if [ "$bytes" -gt "$stage_limit" ]; then
+    die "stage: $bytes bytes is over the 64 MiB a GPU call can carry"
+  fi
+  # What else travels with a GPU call: tracked and untracked, not ignored, files.
+  local tree
+  tree=$(cd "$root" && git ls-files -z -co --exclude-standard 2>/dev/null | du -cb --files0-from=- 2>/dev/null |
+    tail -n 1 | awk '{print $1}')
+  if [ -n "$tree" ]; then
+    echo "stage: the working tree adds $tree bytes; together $((tree + bytes)) of $stage_limit"
+    [ $((tree + bytes)) -le "$stage_limit" ] || die "stage: working tree + stage exceed the 64 MiB a GPU call carries"
+  fi
+  echo "stage: done. On the GPU host, with stage/ carried: OUT=\$OUT bash tools/gpu_check.sh run"
+}
+
+# --- run -----------------------------------------------------------------------------------------
+
+start_s=$(date +%s)
+failed=()
+notes=()
+
+elapsed() { echo $(($(date +%s) - start_s)); }
+
+# Trims a log to 15 MiB (head and tail kept): $OUT hands back at most 16 MiB per file.
+cap() {
+  local f=$1 max=$((15 * 1024 * 1024))
+  [ -f "$f" ] || return 0
+  local size
+  size=$(stat -c %s "$f")
+  if [ "$size" -gt "$max" ]; then
+    { head -c $((max / 2)) "$f"; printf '\n\n[... %d bytes cut by gpu_check.sh ...]\n\n' $((size - max)); tail -c $((max / 2)) "$f"; } >"$f.cut"
+    mv "$f.cut" "$f"
+  fi
+}
+
+# Seconds a step may take: its budget, cut so the whole run ends before the deadline (a GPU call
+# is stopped at 10 minutes; the later, less important steps then lose their time first).
+budget() {
+  local want=$1 left
+  left=$((deadline - $(elapsed) - 5))
+  [ "$left" -lt "$want" ] && want=$left
+  echo "$want"
+}
+
+record() {  # record STATUS STEP DETAIL
+  printf '%-10s %-22s %s\n' "$1" "$2" "$3" | tee -a "$summary"
+}
+
+fail() {  # fail STEP DETAIL LOG
+  failed+=("$1")
+  record FAILED "$1" "$2"
+  if [ -n "${3:-}" ] && [ -f "$3" ]; then
+    echo "---- last lines of $(basename "$3") ----"
+    tail -n 40 "$3"
+    echo "----"
+  fi
+}
+
+# The names of the failed test cases in a Catch2 console log (the reporter heads each failure with
+# its test case's name between two rules of dashes), at most 40 of them.
+failing_tests() {
+  local names
+  names=$(awk '/^-+$/ && length($0) > 70 { getline name; getline rule; if (rule ~ /^-+$/ && length(rule) > 70) print "  " name }' "$1" | sort -u)
+  [ -n "$names" ] || return 0
+  echo "  failed test cases ($(wc -l <<<"$names")):"
+  head -n 40 <<<"$names"
+}
+
+# Runs a kiln executable with the staged libraries; only kiln sees them (python must not load our
+# libstdc++).
+kiln_env() { env LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_NUM_THREADS=8 "$@"; }
+
+# compute-sanitizer's verdict from its exit code and its summary line ("ERROR SUMMARY: N errors"
+# for memcheck, "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" for racecheck):
+# errors fail; a clean summary with a nonzero exit fails too (the tests failed under the tool, or
+# the target crashed after the kernels it checked); racecheck warnings are noted; no summary at all
+# means the tool did not run (it has been refused on some H200 hosts; GPU.md), which is said, not
+# hidden.
+sanitizer_step() {
+  local step=$1 log=$2 rc=$3 secs=$4
+  local line errors=0 warnings=0
+  line=$(grep -E 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard' "$log" | tail -n 1)
+  if [ -n "$line" ]; then
+    errors=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*\(([0-9]+) errors?,.*/\1/p' <<<"$line" | head -n 1)
+    warnings=$(sed -nE 's/.*, ([0-9]+) warnings?\).*/\1/p' <<<"$line" | head -n 1)
+    line=$(sed -E 's/^=+ *//' <<<"$line")
+  fi
+  if [ -z "$line" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
+    fail "$step" "timed out after ${secs}s: incomplete, not a pass (see $(basename "$log"))" "$log"
+  elif [ -z "$line" ]; then
+    notes+=("$step: compute-sanitizer printed no summary (exit $rc): it did not run here; see $(basename "$log")")
+    record "NOT RUN" "$step" "compute-sanitizer did not run (exit $rc); see $(basename "$log")"
+  elif [ "${errors:-0}" != 0 ]; then
+    fail "$step" "$line (see $(basename "$log"))" "$log"
+  elif [ "$rc" != 0 ]; then
+    fail "$step" "exit $rc with \"$line\": the tests failed or the target crashed under the tool" "$log"
+  else
+    [ "${warnings:-0}" = 0 ] || notes+=("$step: ${warnings} racecheck warnings (possible hazards); read $(basename "$log")")
+    record ok "$step" "$line (${secs}s)"
+  fi
+}
+
+# The staged libstdc++/libgcc_s join the library path only when the host's are too old for kiln's
+# binaries; otherwise the host's serve kiln and compute-sanitizer alike.
+choose_library_path() {
+  lib_path=$stage_dir
+  local probe
+  probe=$(LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage_dir/${cuda_tests[0]}" \
+    --list-test-names-only 2>&1 >/dev/null | grep -E "GLIBCXX|CXXABI|GCC_[0-9]|libstdc\+\+|libgcc_s" || true)
+  if [ -n "$probe" ]; then
+    lib_path=$stage_dir:$stage_dir/cxxrt
+    notes+=("the host's C++ runtime is too old for kiln's binaries; using the staged one (stage/cxxrt): $probe")
+  fi
+}
+
+run() {
+  [ -n "${OUT:-}" ] || die "run: set OUT to the folder for results (the GPU host sets it)"
+  [ -f "$stage_dir/cuda_tests.txt" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and carry stage/"
+  cd "$root" || die "run: cannot cd to $root"
+  mkdir -p "$OUT"
+  deadline=${KILN_GPU_DEADLINE:-570}  # seconds from start; a GPU call is stopped at 600
+  summary=$OUT/summary.txt
+  : >"$summary"
+  choose_library_path
+  local tests_log=$OUT/tests.log memcheck_log=$OUT/memcheck.log racecheck_log=$OUT/racecheck.log
+  local bench_log=$OUT/bench.log kiln_json=$OUT/bench_kiln.jsonl torch_json=$OUT/bench_torch.jsonl
+  local compare_md=$OUT/bench_compare.md
+
+  {
+    echo "kiln gpu_check run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-unknown}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+    sed -n 's/^commit: /staged commit: /p; s/^staged: /staged at: /p' "$stage_dir/MANIFEST.txt"
+    echo
+  } | tee -a "$summary"
+
+  # 1. Parity and runtime tests: each CUDA test executable once (not once per test case).
+  local exe rc t0 secs
+  : >"$tests_log"
+  while read -r exe; do
+    [ -n "$exe" ] || continue
+    secs=$(budget 180)
+    t0=$(elapsed)
+    echo "==== $exe" >>"$tests_log"
+    kiln_env timeout --kill-after=10 "$secs" "$stage_dir/$exe" --durations yes >>"$tests_log" 2>&1
+    rc=$?
+    # Catch2's exit code is its failure count (up to 255), so 124 can be a count: only a run that
+    # printed no totals line was stopped by the timeout.
+    local totals
+    totals=$(sed -n "/^==== $exe\$/,\$p" "$tests_log" | grep -E '^(test cases:|All tests passed)' | tail -n 1)
+    if [ $rc = 0 ]; then
+      record ok "tests: $exe" "$totals ($(($(elapsed) - t0))s)"
+    elif [ -n "$totals" ]; then
+      fail "tests: $exe" "exit $rc: $totals" "$tests_log"
+      failing_tests "$tests_log" | tee -a "$summary"
+    elif [ $rc = 124 ] || [ $rc = 137 ]; then
+      fail "tests: $exe" "timed out after ${secs}s" "$tests_log"
+    else
+      fail "tests: $exe" "exit $rc before any totals (a crash?)" "$tests_log"
+    fi
+  done <"$stage_dir/cuda_tests.txt"
+  cap "$tests_log"
+
+  # 2-3. compute-sanitizer: memcheck with the allocator bypassed (every allocation its own
+  # cudaMalloc, so an access past a tensor's end is out of bounds, not inside a cached segment),
+  # then racecheck on kiln's kernels only. API errors are not reported: kiln checks every status
+  # itself, and the tests provoke some on purpose (the out-of-memory test).
+  local cs
+  cs=$(command -v compute-sanitizer || true)
+  [ -n "$cs" ] || [ ! -x /usr/local/cuda/bin/compute-sanitizer ] || cs=/usr/local/cuda/bin/compute-sanitizer
+  local main_test=${cuda_tests[0]}
+  # KILN_SANITIZE_TESTS (a Catch2 test spec, e.g. "cuda parity: add*") narrows both sanitizer runs
+  # when the whole executable does not fit the time under instrumentation.
+  local spec=()
+  [ -z "${KILN_SANITIZE_TESTS:-}" ] || spec=("$KILN_SANITIZE_TESTS")
+  if [ -z "$cs" ]; then
+    notes+=("compute-sanitizer is not on this host: memcheck and racecheck did not run")
+    record "NOT RUN" "memcheck" "compute-sanitizer not found"
+    record "NOT RUN" "racecheck" "compute-sanitizer not found"
+  else
+    "$cs" --version 2>&1 | tail -n 1 | sed 's/^/compute-sanitizer: /' | tee -a "$summary"
+    secs=$(budget 200)
+    t0=$(elapsed)
+    if [ "$secs" -lt 10 ]; then
+      fail memcheck "no time left" ""
+    else
+      kiln_env KILN_CUDA_ALLOC=direct timeout --kill-after=10 "$secs" "$cs" --tool memcheck --error-exitcode 86 \
+        --report-api-errors no --print-limit 100 "$stage_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
+      rc=$?
+      sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))"
+      cap "$memcheck_log"
+    fi
+
+    # Filter to kiln's kernels: their mangled names all start with _ZN4kiln, and "kiln" matches the
+    # demangled name too. Without a --kernel-name option, racecheck runs unfiltered and says so.
+    local filter=()
+    if "$cs" --help 2>&1 | grep -q -- '--kernel-name'; then
+      filter=(--kernel-name kns=kiln)
+    else
+      notes+=("racecheck ran unfiltered: this compute-sanitizer has no --kernel-name")
+    fi
+    secs=$(budget 150)
+    t0=$(elapsed)
+    if [ "$secs" -lt 10 ]; then
+      fail racecheck "no time left" ""
+    else
+      kiln_env timeout --kill-after=10 "$secs" "$cs" --tool racecheck "${filter[@]}" --error-exitcode 86 \
+        --report-api-errors no --print-limit 100 "$stage_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
+      rc=$?
+      sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))"
+      cap "$racecheck_log"
+    fi
+  fi
+
+  # 4-6. Benchmarks, the PyTorch peer on the same shapes, and the comparison table.
+  : >"$bench_log"
+  local b
+  for b in "${benches[@]}"; do
+    secs=$(budget 90)
+    t0=$(elapsed)
+    echo "==== $b" >>"$bench_log"
+    if [ "$secs" -lt 10 ]; then
+      fail "bench: $b" "no time left" ""
+      continue
+    fi
+    kiln_env timeout --kill-after=10 "$secs" "$stage_dir/$b" --json "$kiln_json" >>"$bench_log" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then record ok "bench: $b" "$(wc -l <"$kiln_json") cases ($(($(elapsed) - t0))s)"
+    else fail "bench: $b" "exit $rc" "$bench_log"; fi
+  done
+  secs=$(budget 120)
+  t0=$(elapsed)
+  echo "==== tools/torch_peer.py" >>"$bench_log"
+  if [ "$secs" -lt 15 ]; then
+    fail "bench: torch_peer" "no time left" ""
+  else
+    PYTHONUNBUFFERED=1 timeout --kill-after=10 "$secs" python3 "$root/tools/torch_peer.py" --json "$torch_json" >>"$bench_log" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then record ok "bench: torch_peer" "$(wc -l <"$torch_json") cases ($(($(elapsed) - t0))s)"
+    else fail "bench: torch_peer" "exit $rc" "$bench_log"; fi
+  fi
+  if [ -s "$kiln_json" ] && [ -s "$torch_json" ]; then
+    if python3 "$root/tools/bench_compare.py" "$kiln_json" "$torch_json" --out "$compare_md" >>"$bench_log" 2>&1; then
+      record ok "bench: compare" "$(basename "$compare_md")"
+    else
+      fail "bench: compare" "bench_compare.py failed" "$bench_log"
+    fi
+  else
+    record "NOT RUN" "bench: compare" "a JSON file is missing or empty"
+  fi
+  cap "$bench_log"
+
+  {
+    echo
+    echo "finished in $(elapsed)s"
+    for n in "${notes[@]}"; do echo "note: $n"; done
+    if [ ${#failed[@]} -gt 0 ]; then
+      echo "FAILED steps (${#failed[@]}): ${failed[*]}"
+    else
+      echo "all steps passed"
+    fi
+  } | tee -a "$summary"
+  [ -f "$compare_md" ] && { echo; cat "$compare_md"; }
+  [ ${#failed[@]} -eq 0 ]
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) run ;;
+  *) die "usage: tools/gpu_check.sh stage|run (see docs/gpu-testing.md)" ;;
+esac

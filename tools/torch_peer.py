@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench/gpu_bench: the same cases, shapes and method (CUDA events around each run,
+median of many after warm-up, inputs rotated over >= 4 sets that together exceed 4x L2, random
+data), written as the same JSON lines with impl "torch", so tools/bench_compare.py can join them.
+
+  usage: python3 tools/torch_peer.py [--json FILE] [--elements N] [--runs R] [--warmup W]
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+
+import torch
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sets_for(input_bytes_per_set, l2_bytes):
+    # As gpu_bench's Bench::sets_for: at least 4 sets, together at least 4x L2, at most 64.
+    want = 4 * l2_bytes
+    n = -(-want // max(input_bytes_per_set, 1))
+    return min(max(n, 4), 64)
+
+
+def random_on_gpu(shape, dtype):
+    # Drawn in float32, then cast, as gpu_bench does.
+    t = torch.randn(shape, dtype=torch.float32, device="cuda")
+    return t if dtype == torch.float32 else t.to(dtype)
+
+
+def make_cases(n):
+    """(name, dtype, shape, bytes, input bytes per set, make(set) -> state, run(state))."""
+    cases = []
+
+    def copy_make(shape, dtype):
+        return lambda: (random_on_gpu(shape, dtype), torch.empty(shape, dtype=dtype, device="cuda"))
+
+    # The ceiling: a same-dtype contiguous device copy, which PyTorch does with cudaMemcpyAsync,
+    # as gpu_bench's "copy" does. Bytes read + written.
+    cases.append(("copy", torch.float32, [n], 2 * 4 * n, 4 * n, copy_make([n], torch.float32),
+                  lambda s: s[1].copy_(s[0])))
+    # gpu_bench's "copy_" is kiln's own copy kernel; PyTorch's copy_ is the same memcpy again.
+    cases.append(("copy_", torch.float32, [n], 2 * 4 * n, 4 * n, copy_make([n], torch.float32),
+                  lambda s: s[1].copy_(s[0])))
+    for dtype in (torch.float32, torch.bfloat16):
+        es = torch.tensor([], dtype=dtype).element_size()
+        cases.append(("add", dtype, [n], 3 * es * n, 2 * es * n,
+                      (lambda d: lambda: (random_on_gpu([n], d), random_on_gpu([n], d)))(dtype),
+                      lambda s: torch.add(s[0], s[1])))
+        cases.append(("gelu", dtype, [n], 2 * es * n, es * n,
+                      (lambda d: lambda: (random_on_gpu([n], d),))(dtype),
+                      lambda s: torch.nn.functional.gelu(s[0])))
+        cases.append(("sum", dtype, [n], es * n + es, es * n,
+                      (lambda d: lambda: (random_on_gpu([n], d),))(dtype),
+                      lambda s: s[0].sum()))
+        rows, cols = n // 1024, 1024
+        cases.append(("sum_rows", dtype, [rows, cols], es * (rows * cols + rows), es * rows * cols,
+                      (lambda d: lambda: (random_on_gpu([rows, cols], d),))(dtype),
+                      lambda s: s[0].sum(dim=1)))
+    return cases
+
+
+def time_case(case, args, l2_bytes, starts, ends):
+    name, dtype, shape, nbytes, per_set, make, run = case
+    sets = sets_for(per_set, l2_bytes)
+    states = [make() for _ in range(sets)]
+    for i in range(args.warmup):
+        run(states[i % sets])
+    torch.cuda.synchronize()
+    for i in range(args.runs):
+        starts[i].record()
+        run(states[i % sets])
+        ends[i].record()
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    del states
+    return sets, ms
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="write JSON lines here")
+    p.add_argument("--elements", type=int, default=1 << 26)
+    p.add_argument("--runs", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    args = p.parse_args()
+    if args.elements < 1024 or args.elements % 1024:
+        p.error("--elements must be a positive multiple of 1024")
+    if not torch.cuda.is_available():
+        print("torch_peer: torch.cuda.is_available() is false", file=sys.stderr)
+        return 1
+
+    props = torch.cuda.get_device_properties(0)
+    gpu = props.name
+    l2_bytes = int(getattr(props, "L2_cache_size", 50 << 20))
+    command = " ".join(["python3"] + sys.argv)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.runs)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.runs)]
+
+    print(f"PyTorch {torch.__version__} peer on {gpu} (L2 {l2_bytes / (1 << 20):.0f} MiB), {args.elements} elements, "
+          f"median of {args.runs} runs after {args.warmup} warm-up, {utc_now()}")
+    print(f"{'case':<9} {'dtype':<9} {'shape':<14} {'sets':>5} {'MB moved':>10} {'median ms':>10} {'GB/s':>9} "
+          f"{'% of copy':>10}")
+    records, ceiling = [], 0.0
+    for case in make_cases(args.elements):
+        name, dtype, shape, nbytes = case[0], case[1], case[2], case[3]
+        dname = str(dtype).replace("torch.", "")
+        rec = {"impl": "torch", "case": name, "dtype": dname, "shape": shape}
+        try:
+            sets, ms = time_case(case, args, l2_bytes, starts, ends)
+            gbps = nbytes / (ms * 1e-3) / 1e9
+            if name == "copy":
+                ceiling = gbps
+            pct = 100.0 * gbps / ceiling if ceiling else 0.0
+            rec.update(bytes=nbytes, median_ms=round(ms, 6), gbps=round(gbps, 2), pct_of_copy=round(pct, 2))
+            print(f"{name:<9} {dname:<9} {json.dumps(shape):<14} {sets:>5} {nbytes / 1e6:>10.1f} {ms:>10.4f} "
+                  f"{gbps:>9.1f} {pct:>9.1f}%")
+        except Exception as e:  # report and go on: one failing case must not hide the others
+            sets = 0
+            rec["error"] = f"{type(e).__name__}: {e}"
+            print(f"{name:<9} {dname:<9} {json.dumps(shape):<14}  n/a: {rec['error']}")
+        torch.cuda.empty_cache()
+        rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
+                   torch=torch.__version__)
+        records.append(rec)
+        sys.stdout.flush()
+
+    if args.json:
+        with open(args.json, "w") as f:
+            for rec in records:
+                f.write(json.dumps(rec) + "\n")
+        print(f"wrote {args.json}")
+    return 0 if records and "error" not in records[0] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
