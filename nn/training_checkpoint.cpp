@@ -56,6 +56,60 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+
+// The JSON metadata values. nlohmann's accessors are only used after type checks, but any json
+// exception that still escapes becomes an IOError like every other malformed field.
+std::map<std::string, int64_t> parse_data_position(const std::string& path, const std::string& text) {
+  std::map<std::string, int64_t> out;
+  try {
+    json pos = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (pos.is_discarded() || !pos.is_object()) fail(path, "data_position is not a JSON object");
+    for (const auto& [k, v] : pos.items()) {
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))) {
+        // type_name, not dump(): a crafted value could nest deeply enough to exhaust the stack.
+        fail(path, "data_position \"" + k + "\" is a " + std::string(v.type_name()) + ", not a 64-bit integer");
+      }
+      out[k] = v.get<int64_t>();
+    }
+  } catch (const json::exception& e) {
+    fail(path, std::string("malformed data_position: ") + e.what());
+  }
+  return out;
+}
+
+std::vector<std::pair<Device, PhiloxState>> parse_generators(const std::string& path, const std::string& text) {
+  std::vector<std::pair<Device, PhiloxState>> out;
+  try {
+    const json rng = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (rng.is_discarded() || !rng.is_object()) fail(path, "generator states are not a JSON object");
+    for (const auto& [dev, v] : rng.items()) {
+      Device device;
+      if (dev == "cpu") {
+        device = Device::cpu();
+      } else {
+        int index = -1;
+        if (!starts_with(dev, "cuda:") || !parse_decimal(dev.substr(5), index) || index < 0 ||
+            index >= kMaxCudaGenerators) {
+          fail(path, "generator state for unknown device \"" + dev + "\"");
+        }
+        device = Device::cuda(index);
+      }
+      PhiloxState s;
+      auto seed = v.is_object() ? v.find("seed") : v.end();
+      auto offset = v.is_object() ? v.find("offset") : v.end();
+      if (seed == v.end() || offset == v.end() || !seed->is_string() || !offset->is_string() ||
+          !parse_decimal(seed->get<std::string>(), s.seed) || !parse_decimal(offset->get<std::string>(), s.offset)) {
+        fail(path, "generator state for \"" + dev + "\" needs \"seed\" and \"offset\" as decimal strings");
+      }
+      out.emplace_back(device, s);
+    }
+    if (!rng.contains("cpu")) fail(path, "no generator state for the CPU");
+  } catch (const json::exception& e) {
+    fail(path, std::string("malformed generator states: ") + e.what());
+  }
+  return out;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
@@ -74,11 +128,17 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
     for (int i = 0; i < n; ++i) rng[Device::cuda(i).str()] = generator_json(Device::cuda(i));
   }
 
+  std::string position;
+  try {
+    position = json(state.data_position).dump();
+  } catch (const json::exception&) {
+    throw Error("save_checkpoint: " + path + ": a data_position name is not valid UTF-8");
+  }
   std::map<std::string, std::string> metadata{
       {kVersionKey, std::to_string(kCheckpointVersion)},
       {kModelTypeKey, model.type_name()},
       {kStepKey, std::to_string(state.step)},
-      {kDataPositionKey, json(state.data_position).dump()},
+      {kDataPositionKey, position},
       {kHasOptimizerKey, optimizer ? "1" : "0"},
       {kRngKey, rng.dump()},
   };
@@ -104,14 +164,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   TrainingState state;
   if (!parse_decimal(field(kStepKey), state.step)) fail(path, "bad step \"" + field(kStepKey) + "\"");
 
-  json pos = json::parse(field(kDataPositionKey), nullptr, /*allow_exceptions=*/false);
-  if (pos.is_discarded() || !pos.is_object()) fail(path, "data_position is not a JSON object");
-  for (const auto& [k, v] : pos.items()) {
-    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))) {
-      fail(path, "data_position \"" + k + "\" is " + v.dump() + ", not a 64-bit integer");
-    }
-    state.data_position[k] = v.get<int64_t>();
-  }
+  state.data_position = parse_data_position(path, field(kDataPositionKey));
 
   const std::string& has_opt = field(kHasOptimizerKey);
   if (has_opt != "0" && has_opt != "1") fail(path, "bad has_optimizer \"" + has_opt + "\"");
@@ -119,30 +172,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
     throw Error("load_checkpoint: " + path + ": the checkpoint holds no optimizer state, but an optimizer was given");
   }
 
-  std::vector<std::pair<Device, PhiloxState>> generators;
-  json rng = json::parse(field(kRngKey), nullptr, /*allow_exceptions=*/false);
-  if (rng.is_discarded() || !rng.is_object()) fail(path, "generator states are not a JSON object");
-  for (const auto& [dev, v] : rng.items()) {
-    Device device;
-    if (dev == "cpu") {
-      device = Device::cpu();
-    } else {
-      int index = -1;
-      if (!starts_with(dev, "cuda:") || !parse_decimal(dev.substr(5), index) || index < 0 ||
-          index >= kMaxCudaGenerators) {
-        fail(path, "generator state for unknown device \"" + dev + "\"");
-      }
-      device = Device::cuda(index);
-    }
-    PhiloxState s;
-    if (!v.is_object() || !v.contains("seed") || !v.contains("offset") || !v["seed"].is_string() ||
-        !v["offset"].is_string() || !parse_decimal(v["seed"].get<std::string>(), s.seed) ||
-        !parse_decimal(v["offset"].get<std::string>(), s.offset)) {
-      fail(path, "generator state for \"" + dev + "\" needs decimal strings \"seed\" and \"offset\", got " + v.dump());
-    }
-    generators.emplace_back(device, s);
-  }
-  if (!rng.contains("cpu")) fail(path, "no generator state for the CPU");
+  const std::vector<std::pair<Device, PhiloxState>> generators = parse_generators(path, field(kRngKey));
 
   // --- tensors: split by prefix and match against the model ---------------------------------
   std::map<std::string, Tensor> all = file.load_all(Device::cpu());

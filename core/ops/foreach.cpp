@@ -1,0 +1,374 @@
+// Multi-tensor ops: checks, bucketing by dtype, one kernel call per bucket. A dense tensor is
+// handed to the kernels as one flat block from its first element, which is valid whatever its
+// dimension order, so channels-last parameters need no copy; all this file reads of the scalar
+// tensors is their device pointer, never their value.
+#include "core/ops/foreach.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "kernels/error.h"
+#include "kernels/foreach.h"
+
+namespace kiln {
+namespace {
+
+std::string at(const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); }
+
+// A list element must be defined and dense; returns it as a kernel entry.
+ForeachTensor flat(const char* op, const Tensor& t, const std::string& what) {
+  ops::check_defined(op, t, what.c_str());
+  if (!t.is_non_overlapping_and_dense()) {
+    throw Error(std::string(op) + ": " + what + " (shape " + shape_str(t.sizes()) + ", strides " +
+                shape_str(t.strides()) + ") is not dense; multi-tensor ops need contiguous or channels-last tensors");
+  }
+  return ForeachTensor{t.data_ptr(), t.numel()};
+}
+
+// Strides that matter: those of dims with more than one element.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
+// `t` (the i-th of `what`) must match param i in shape and layout.
+void check_like_param(const char* op, const Tensor& t, const Tensor& param, const std::string& what) {
+  if (t.sizes() != param.sizes()) {
+    throw ShapeError(std::string(op) + ": " + what + " has shape " + shape_str(t.sizes()) + " but its parameter has " +
+                     shape_str(param.sizes()));
+  }
+  if (!same_layout(t, param)) {
+    throw Error(std::string(op) + ": " + what + " has strides " + shape_str(t.strides()) +
+                " but its parameter has strides " + shape_str(param.strides()) + " (shape " +
+                shape_str(param.sizes()) + "); they must share one memory layout");
+  }
+}
+
+void check_length(const char* op, const TensorList& list, size_t n, const char* what) {
+  if (list.size() != n) {
+    throw Error(std::string(op) + ": expected " + std::to_string(n) + " " + what + " (one per parameter), got " +
+                std::to_string(list.size()));
+  }
+}
+
+// A one-element float32 scalar on `device`; returns its pointer (nullptr when optional and absent).
+const float* scalar_ptr(const char* op, const Tensor& s, const char* what, Device device, bool required) {
+  if (!s.defined()) {
+    if (required) throw Error(std::string(op) + ": " + what + " is an undefined tensor");
+    return nullptr;
+  }
+  if (s.numel() != 1 || s.dtype() != DType::Float32) {
+    throw DTypeError(std::string(op) + ": " + what + " must be a one-element float32 tensor, got " +
+                     dtype_name(s.dtype()) + " of shape " + shape_str(s.sizes()));
+  }
+  if (s.device() != device) {
+    throw DeviceError(std::string(op) + ": " + what + " is on " + s.device().str() + " but the tensors are on " +
+                      device.str());
+  }
+  return static_cast<const float*>(s.data_ptr());
+}
+
+Device list_device(const char* op, std::initializer_list<const TensorList*> lists) {
+  std::vector<const Tensor*> all;
+  for (const TensorList* l : lists)
+    for (const Tensor& t : *l) all.push_back(&t);
+  return ops::common_device(op, all);
+}
+
+// Indices of `n` items grouped by key, groups in order of first appearance (so launches and norm
+// partials come in a fixed order).
+template <typename Key, typename KeyOf> std::vector<std::pair<Key, std::vector<size_t>>> bucket(size_t n, KeyOf key_of) {
+  std::vector<std::pair<Key, std::vector<size_t>>> buckets;
+  for (size_t i = 0; i < n; ++i) {
+    const Key k = key_of(i);
+    auto it = buckets.begin();
+    while (it != buckets.end() && !(it->first == k)) ++it;
+    if (it == buckets.end()) {
+      buckets.push_back({k, {i}});
+    } else {
+      it->second.push_back(i);
+    }
+  }
+  return buckets;
+}
+
+std::vector<ForeachTensor> gather(const std::vector<ForeachTensor>& all, const std::vector<size_t>& idx) {
+  std::vector<ForeachTensor> out;
+  out.reserve(idx.size());
+  for (size_t i : idx) out.push_back(all[i]);
+  return out;
+}
+
+struct DTypePair {
+  DType param, state;
+  bool operator==(const DTypePair& o) const { return param == o.param && state == o.state; }
+};
+
+// Checks of an optimizer update: params floating and dense, each state list like the params with a
+// dtype of float32 or the param's. Returns the flat entries of params (index 0), grads (1) and each
+// state list.
+std::vector<std::vector<ForeachTensor>> check_update(const char* op, const TensorList& params, const TensorList& grads,
+                                                     const std::vector<std::pair<const TensorList*, const char*>>& states) {
+  check_length(op, grads, params.size(), "gradients");
+  for (const auto& [list, what] : states) check_length(op, *list, params.size(), what);
+  std::vector<std::vector<ForeachTensor>> flats(2 + states.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    flats[0].push_back(flat(op, p, at("parameter", i)));
+    ops::check_floating(op, p, at("parameter", i).c_str());
+    flats[1].push_back(flat(op, grads[i], at("gradient", i)));
+    if (grads[i].dtype() != p.dtype()) {
+      throw DTypeError(std::string(op) + ": gradient " + std::to_string(i) + " is " + dtype_name(grads[i].dtype()) +
+                       " but its parameter is " + dtype_name(p.dtype()));
+    }
+    check_like_param(op, grads[i], p, at("gradient", i));
+    for (size_t k = 0; k < states.size(); ++k) {
+      const Tensor& s = (*states[k].first)[i];
+      const std::string what = at(states[k].second, i);
+      flats[2 + k].push_back(flat(op, s, what));
+      check_like_param(op, s, p, what);
+      if (s.dtype() != p.dtype() && s.dtype() != DType::Float32) {
+        throw DTypeError(std::string(op) + ": " + what + " is " + dtype_name(s.dtype()) +
+                         "; optimizer state must be float32 or the parameter's dtype " + dtype_name(p.dtype()));
+      }
+      if (k > 0 && s.dtype() != (*states[0].first)[i].dtype()) {
+        throw DTypeError(std::string(op) + ": the states of parameter " + std::to_string(i) + " differ in dtype (" +
+                         dtype_name((*states[0].first)[i].dtype()) + " and " + dtype_name(s.dtype()) + ")");
+      }
+    }
+  }
+  return flats;
+}
+
+void bump(const TensorList& list) {
+  for (const Tensor& t : list) t.bump_version();
+}
+
+}  // namespace
+
+void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+                  const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
+                  const Tensor& step, const Tensor& found_inf, const Tensor& grad_scale) {
+  const char* op = "foreach_sgd_";
+  const bool use_buf = momentum != 0.0;
+  if (use_buf || !momentum_buffers.empty()) check_length(op, momentum_buffers, params.size(), "momentum buffers");
+  std::vector<std::pair<const TensorList*, const char*>> states;
+  if (use_buf) states.push_back({&momentum_buffers, "momentum buffer"});
+  const std::vector<std::vector<ForeachTensor>> flats = check_update(op, params, grads, states);
+  if (params.empty()) return;
+  const Device dev = list_device(op, {&params, &grads, &momentum_buffers});
+  ForeachScalars s;
+  s.lr = scalar_ptr(op, lr, "lr", dev, true);
+  s.step = scalar_ptr(op, step, "step", dev, true);
+  s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
+  s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
+  SgdHyper h;
+  h.momentum = momentum;
+  h.dampening = dampening;
+  h.weight_decay = weight_decay;
+  h.nesterov = nesterov;
+
+  const auto buckets = bucket<DTypePair>(params.size(), [&](size_t i) {
+    return DTypePair{params[i].dtype(), use_buf ? momentum_buffers[i].dtype() : params[i].dtype()};
+  });
+  for (const auto& [types, idx] : buckets) {
+    const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
+    const std::vector<ForeachTensor> b = use_buf ? gather(flats[2], idx) : std::vector<ForeachTensor>();
+    const ForeachTensor* bp = use_buf ? b.data() : nullptr;
+    const int64_t n = static_cast<int64_t>(idx.size());
+    if (dev.is_cpu()) {
+      sgd_step_cpu(p.data(), g.data(), bp, n, types.param, types.state, h, s);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      cuda::DeviceGuard guard(dev.index);
+      sgd_step_cuda(p.data(), g.data(), bp, n, types.param, types.state, h, s, cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+  }
+  bump(params);
+  if (use_buf) bump(momentum_buffers);
+}
+
+void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                    const TensorList& exp_avg_sqs, const Tensor& lr, const Tensor& step, double beta1, double beta2,
+                    double eps, double weight_decay, const Tensor& found_inf, const Tensor& grad_scale) {
+  const char* op = "foreach_adamw_";
+  const std::vector<std::vector<ForeachTensor>> flats =
+      check_update(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
+  if (params.empty()) return;
+  const Device dev = list_device(op, {&params, &grads, &exp_avgs, &exp_avg_sqs});
+  ForeachScalars s;
+  s.lr = scalar_ptr(op, lr, "lr", dev, true);
+  s.step = scalar_ptr(op, step, "step", dev, true);
+  s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
+  s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
+  AdamWHyper h;
+  h.beta1 = beta1;
+  h.beta2 = beta2;
+  h.eps = eps;
+  h.weight_decay = weight_decay;
+
+  const auto buckets = bucket<DTypePair>(
+      params.size(), [&](size_t i) { return DTypePair{params[i].dtype(), exp_avgs[i].dtype()}; });
+  for (const auto& [types, idx] : buckets) {
+    const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
+    const std::vector<ForeachTensor> m = gather(flats[2], idx), v = gather(flats[3], idx);
+    const int64_t n = static_cast<int64_t>(idx.size());
+    if (dev.is_cpu()) {
+      adamw_step_cpu(p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      cuda::DeviceGuard guard(dev.index);
+      adamw_step_cuda(p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s,
+                      cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+  }
+  bump(params);
+  bump(exp_avgs);
+  bump(exp_avg_sqs);
+}
+
+Tensor foreach_norm(const TensorList& tensors, double norm_type) {
+  const char* op = "foreach_norm";
+  if (!(norm_type > 0.0)) {  // also NaN
+    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + std::to_string(norm_type));
+  }
+  std::vector<ForeachTensor> flats;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    flats.push_back(flat(op, tensors[i], at("tensor", i)));
+    ops::check_floating(op, tensors[i], at("tensor", i).c_str());
+  }
+  if (tensors.empty()) return zeros({}, TensorOptions(DType::Float32));
+  const Device dev = list_device(op, {&tensors});
+  const int64_t chunks = foreach_num_chunks(flats.data(), static_cast<int64_t>(flats.size()));
+  Tensor partials = empty({chunks}, TensorOptions(DType::Float32, dev));
+  Tensor out = empty({}, TensorOptions(DType::Float32, dev));
+  float* part = static_cast<float*>(partials.data_ptr());
+  const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  // Each bucket's partials follow the previous bucket's, in one fixed order.
+  int64_t offset = 0;
+#if defined(KILN_WITH_CUDA)
+  std::optional<cuda::DeviceGuard> guard;
+  if (dev.is_cuda()) guard.emplace(dev.index);
+#endif
+  for (const auto& [dtype, idx] : buckets) {
+    const std::vector<ForeachTensor> list = gather(flats, idx);
+    const int64_t n = static_cast<int64_t>(list.size());
+    if (dev.is_cpu()) {
+      norm_partials_cpu(part + offset, list.data(), n, dtype, norm_type);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      norm_partials_cuda(part + offset, list.data(), n, dtype, norm_type, cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+    offset += foreach_num_chunks(list.data(), n);
+  }
+  if (dev.is_cpu()) {
+    norm_finish_cpu(static_cast<float*>(out.data_ptr()), part, chunks, norm_type);
+  } else {
+#if defined(KILN_WITH_CUDA)
+    norm_finish_cuda(static_cast<float*>(out.data_ptr()), part, chunks, norm_type, cuda::current_stream(dev.index));
+#endif
+  }
+  return out;
+}
+
+void foreach_mul_(const TensorList& tensors, const Tensor& scalar) {
+  const char* op = "foreach_mul_";
+  std::vector<ForeachTensor> flats;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    flats.push_back(flat(op, tensors[i], at("tensor", i)));
+    ops::check_floating(op, tensors[i], at("tensor", i).c_str());
+  }
+  ops::check_defined(op, scalar, "scalar");
+  if (tensors.empty()) return;
+  const Device dev = list_device(op, {&tensors});
+  // A float16/bfloat16/float64 factor becomes float32 on its device (a kernel, not a sync).
+  const Tensor factor = scalar.is_floating_point() && scalar.dtype() != DType::Float32 ? scalar.to(DType::Float32) : scalar;
+  const float* v = scalar_ptr(op, factor, "scalar", dev, true);
+  const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  for (const auto& [dtype, idx] : buckets) {
+    const std::vector<ForeachTensor> list = gather(flats, idx);
+    const int64_t n = static_cast<int64_t>(list.size());
+    if (dev.is_cpu()) {
+      mul_scalar_cpu(list.data(), n, dtype, v);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      cuda::DeviceGuard guard(dev.index);
+      mul_scalar_cuda(list.data(), n, dtype, v, cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+  }
+  bump(tensors);
+}
+
+void foreach_add_scalar_(const TensorList& tensors, double value, const Tensor& found_inf) {
+  const char* op = "foreach_add_scalar_";
+  std::vector<ForeachTensor> flats;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    flats.push_back(flat(op, tensors[i], at("tensor", i)));
+    ops::check_floating(op, tensors[i], at("tensor", i).c_str());
+  }
+  if (tensors.empty()) return;
+  const Device dev = list_device(op, {&tensors});
+  const float* inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
+  const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  for (const auto& [dtype, idx] : buckets) {
+    const std::vector<ForeachTensor> list = gather(flats, idx);
+    const int64_t n = static_cast<int64_t>(list.size());
+    if (dev.is_cpu()) {
+      add_scalar_cpu(list.data(), n, dtype, value, inf);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      cuda::DeviceGuard guard(dev.index);
+      add_scalar_cuda(list.data(), n, dtype, value, inf, cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+  }
+  bump(tensors);
+}
+
+void foreach_zero_(const TensorList& tensors) {
+  const char* op = "foreach_zero_";
+  std::vector<ForeachTensor> flats;
+  for (size_t i = 0; i < tensors.size(); ++i) flats.push_back(flat(op, tensors[i], at("tensor", i)));
+  if (tensors.empty()) return;
+  const Device dev = list_device(op, {&tensors});
+  const auto buckets = bucket<size_t>(tensors.size(), [&](size_t i) { return tensors[i].element_size(); });
+  for (const auto& [size, idx] : buckets) {
+    const std::vector<ForeachTensor> list = gather(flats, idx);
+    const int64_t n = static_cast<int64_t>(list.size());
+    if (dev.is_cpu()) {
+      zero_cpu(list.data(), n, size);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      cuda::DeviceGuard guard(dev.index);
+      zero_cuda(list.data(), n, size, cuda::current_stream(dev.index));
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
+  }
+  bump(tensors);
+}
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// Multi-tensor ops: optimizer steps, norms, scaling and zeroing of whole tensor lists in a few
+// launches. In place, no autograd, no host sync: step-dependent values (lr, step, found_inf,
+// grad_scale) are 0-d float32 tensors on the lists' device, read by the kernels. Tensors need only
+// be dense (contiguous or channels-last), with one layout per (param, grad, state) tuple; lists
+// are bucketed by dtype, so one call may mix float32 and bfloat16 parameters.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// PyTorch's SGD: d = g (/ *grad_scale) + weight_decay * p; with momentum,
+// buf = (*step == 0) ? d : momentum * buf + (1 - dampening) * d and d = nesterov ? d + momentum * buf
+// : buf; then p -= *lr * d. momentum_buffers may be empty when momentum == 0; otherwise one per
+// param, float32 or the param's dtype. Nothing changes when found_inf is given and *found_inf != 0.
+// Does not advance `step` (see foreach_add_scalar_).
+void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+                  const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
+                  const Tensor& step, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor());
+
+// torch.optim.AdamW (no amsgrad, no maximize) with t = *step + 1: p *= 1 - lr * weight_decay;
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// States are float32 or the param's dtype. found_inf and grad_scale as for SGD; `step` unchanged.
+void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                    const TensorList& exp_avg_sqs, const Tensor& lr, const Tensor& step, double beta1, double beta2,
+                    double eps, double weight_decay, const Tensor& found_inf = Tensor(),
+                    const Tensor& grad_scale = Tensor());
+
+// The p-norm of all elements of all tensors together (p > 0, or infinity for the max), as a 0-d
+// float32 tensor on their device (on the CPU for an empty list). Deterministic: fixed chunks, each
+// reduced in float, combined in order.
+Tensor foreach_norm(const TensorList& tensors, double norm_type = 2.0);
+
+// tensors *= scalar, a one-element float tensor on the same device.
+void foreach_mul_(const TensorList& tensors, const Tensor& scalar);
+
+// tensors += value, unless found_inf is given and *found_inf != 0: how optimizers advance their
+// step counters once per step, after every update kernel has read them.
+void foreach_add_scalar_(const TensorList& tensors, double value, const Tensor& found_inf = Tensor());
+
+// Every tensor to zero, any dtype.
+void foreach_zero_(const TensorList& tensors);
+
+}  // namespace kiln

@@ -1,0 +1,200 @@
+// CPU reference of the multi-tensor kernels. The work list is every (tensor, chunk) pair in list
+// order, spread over kiln's pool one chunk per task; a chunk is always computed by one thread in
+// index order, and norm partials are combined in chunk order, so results do not depend on the
+// number of threads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/error.h"
+#include "kernels/foreach.h"
+
+namespace kiln {
+namespace {
+
+using cpu::ld;
+using cpu::st;
+
+struct WorkItem {
+  int64_t tensor, begin, end;
+};
+
+std::vector<WorkItem> chunk_items(const ForeachTensor* tensors, int64_t n) {
+  std::vector<WorkItem> items;
+  items.reserve(static_cast<size_t>(foreach_num_chunks(tensors, n)));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t numel = tensors[t].numel;
+    for (int64_t b = 0; b < numel; b += kForeachChunk) items.push_back({t, b, std::min(numel, b + kForeachChunk)});
+  }
+  return items;
+}
+
+// Calls f(item_index, item) for every chunk of the list, one pool task per chunk.
+template <typename F> void for_each_chunk(const ForeachTensor* tensors, int64_t n, F&& f) {
+  const std::vector<WorkItem> items = chunk_items(tensors, n);
+  cpu::parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i, items[static_cast<size_t>(i)]);
+  });
+}
+
+// Calls f.template operator()<T>() for a floating dtype; anything else is a DTypeError.
+template <typename F> void visit_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: f.template operator()<float>(); return;
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float16: f.template operator()<Half>(); return;
+    case DType::BFloat16: f.template operator()<BFloat16>(); return;
+    default: throw DTypeError(std::string(op) + ": expected a floating dtype, got " + dtype_name(t));
+  }
+}
+
+// Calls f.template operator()<P, S>() for a parameter dtype P and a state dtype S (float32 or P).
+template <typename F> void visit_param_state(DType param, DType state, const char* op, F&& f) {
+  visit_floating(param, op, [&]<typename P>() {
+    if (state == param) {
+      f.template operator()<P, P>();
+    } else if (state == DType::Float32) {
+      f.template operator()<P, float>();
+    } else {
+      throw DTypeError(std::string(op) + ": optimizer state must be float32 or the parameter dtype " +
+                       dtype_name(param) + ", got " + dtype_name(state));
+    }
+  });
+}
+
+}  // namespace
+
+int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
+  int64_t chunks = 0;
+  for (int64_t t = 0; t < n; ++t) chunks += (tensors[t].numel + kForeachChunk - 1) / kForeachChunk;
+  return chunks;
+}
+
+void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s) {
+  if (n == 0 || foreach_math::skip_update(s)) return;
+  visit_param_state(param_dtype, state_dtype, "foreach_sgd_", [&]<typename P, typename S>() {
+    using C = cpu::acc_t<P>;
+    const foreach_math::SgdCoef<C> k = foreach_math::sgd_coef<C>(h, s);
+    const bool use_buf = k.has_momentum && bufs != nullptr;
+    for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
+      P* p = static_cast<P*>(params[w.tensor].data);
+      const P* g = static_cast<const P*>(grads[w.tensor].data);
+      S* b = use_buf ? static_cast<S*>(bufs[w.tensor].data) : nullptr;
+      for (int64_t i = w.begin; i < w.end; ++i) {
+        C pv = ld<P, C>(p, i);
+        // The first step overwrites the buffer without reading it (it may hold anything).
+        C bv = use_buf && !k.first ? ld<S, C>(b, i) : C(0);
+        foreach_math::sgd_element<C>(pv, ld<P, C>(g, i), &bv, k);
+        st<P, C>(p, i, pv);
+        if (use_buf) st<S, C>(b, i, bv);
+      }
+    });
+  });
+}
+
+void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                    const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
+                    const AdamWHyper& h, const ForeachScalars& s) {
+  if (n == 0 || foreach_math::skip_update(s)) return;
+  visit_param_state(param_dtype, state_dtype, "foreach_adamw_", [&]<typename P, typename S>() {
+    using C = cpu::acc_t<P>;
+    const foreach_math::AdamWCoef<C> k = foreach_math::adamw_coef<C>(h, s);
+    for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
+      P* p = static_cast<P*>(params[w.tensor].data);
+      const P* g = static_cast<const P*>(grads[w.tensor].data);
+      S* m = static_cast<S*>(exp_avgs[w.tensor].data);
+      S* v = static_cast<S*>(exp_avg_sqs[w.tensor].data);
+      for (int64_t i = w.begin; i < w.end; ++i) {
+        C pv = ld<P, C>(p, i), mv = ld<S, C>(m, i), vv = ld<S, C>(v, i);
+        foreach_math::adamw_element<C>(pv, ld<P, C>(g, i), mv, vv, k);
+        st<P, C>(p, i, pv);
+        st<S, C>(m, i, mv);
+        st<S, C>(v, i, vv);
+      }
+    });
+  });
+}
+
+void norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p) {
+  const bool inf = std::isinf(p);
+  visit_floating(dtype, "foreach_norm", [&]<typename T>() {
+    using A = cpu::acc_t<T>;
+    const A pa = static_cast<A>(p);
+    for_each_chunk(tensors, n, [&](int64_t idx, const WorkItem& w) {
+      const T* x = static_cast<const T*>(tensors[w.tensor].data);
+      A acc = 0;
+      if (inf) {
+        for (int64_t i = w.begin; i < w.end; ++i) {
+          const A a = std::abs(ld<T, A>(x, i));
+          if (a > acc || std::isnan(a)) acc = a;
+          if (std::isnan(acc)) break;
+        }
+      } else if (p == 2.0) {
+        for (int64_t i = w.begin; i < w.end; ++i) {
+          const A a = ld<T, A>(x, i);
+          acc += a * a;
+        }
+      } else if (p == 1.0) {
+        for (int64_t i = w.begin; i < w.end; ++i) acc += std::abs(ld<T, A>(x, i));
+      } else {
+        for (int64_t i = w.begin; i < w.end; ++i) acc += std::pow(std::abs(ld<T, A>(x, i)), pa);
+      }
+      partials[idx] = static_cast<float>(acc);
+    });
+  });
+}
+
+void norm_finish_cpu(float* out, const float* partials, int64_t count, double p) {
+  double acc = 0;
+  if (std::isinf(p)) {
+    for (int64_t k = 0; k < count; ++k) {
+      const double a = partials[k];
+      if (a > acc || std::isnan(a)) acc = a;
+      if (std::isnan(acc)) break;
+    }
+  } else {
+    for (int64_t k = 0; k < count; ++k) acc += partials[k];
+    acc = p == 1.0 ? acc : p == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / p);
+  }
+  *out = static_cast<float>(acc);
+}
+
+void mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar) {
+  if (n == 0) return;
+  visit_floating(dtype, "foreach_mul_", [&]<typename T>() {
+    using C = cpu::acc_t<T>;
+    const C v = static_cast<C>(*scalar);
+    for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
+      T* x = static_cast<T*>(tensors[w.tensor].data);
+      for (int64_t i = w.begin; i < w.end; ++i) st<T, C>(x, i, ld<T, C>(x, i) * v);
+    });
+  });
+}
+
+void add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf) {
+  if (n == 0 || (found_inf != nullptr && *found_inf != 0.0f)) return;
+  visit_floating(dtype, "foreach_add_scalar_", [&]<typename T>() {
+    using C = cpu::acc_t<T>;
+    const C v = static_cast<C>(value);
+    for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
+      T* x = static_cast<T*>(tensors[w.tensor].data);
+      for (int64_t i = w.begin; i < w.end; ++i) st<T, C>(x, i, ld<T, C>(x, i) + v);
+    });
+  });
+}
+
+void zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size) {
+  for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
+    char* base = static_cast<char*>(tensors[w.tensor].data);
+    std::memset(base + static_cast<size_t>(w.begin) * element_size, 0,
+                static_cast<size_t>(w.end - w.begin) * element_size);
+  });
+}
+
+}  // namespace kiln

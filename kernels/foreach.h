@@ -1,0 +1,174 @@
+// Multi-tensor ("foreach") kernels: one call updates a whole list of tensors, described as
+// {pointer, numel} entries, each cut into fixed chunks of kForeachChunk elements. Step-dependent
+// scalars (lr, step, found_inf, grad_scale) arrive as pointers into device memory, never as host
+// values, so a training step never waits on the host and can be captured as a CUDA graph.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <math.h>
+
+#include "kernels/dtype.h"
+#include "kernels/macros.h"
+#include "kernels/stream.h"
+
+namespace kiln {
+
+// One tensor of a list: its lowest-addressed element and its element count. The elements form
+// one dense block; tensors of one call that are updated together (param, grad, state) share
+// their layout, so element i of one corresponds to element i of the others.
+struct ForeachTensor {
+  void* data = nullptr;
+  int64_t numel = 0;
+};
+
+// The work unit of every foreach kernel: chunk c of a tensor covers elements
+// [c * kForeachChunk, (c + 1) * kForeachChunk). Fixed, so norms are deterministic on any machine.
+constexpr int64_t kForeachChunk = 65536;
+
+// Number of chunks of a list: the length of the partials buffer of the norm kernels.
+int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n);
+
+// Scalars read through pointers (0-d float32 tensors on the kernels' device; nullptr: absent).
+// found_inf != 0 makes an update a no-op; gradients are divided by *grad_scale on the fly.
+struct ForeachScalars {
+  const float* lr = nullptr;
+  const float* step = nullptr;  // completed steps before this one
+  const float* found_inf = nullptr;
+  const float* grad_scale = nullptr;
+};
+
+struct SgdHyper {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+struct AdamWHyper {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// PyTorch's SGD on n (param, grad, momentum buffer) triples. params and grads have
+// `param_dtype` (float32, float16, bfloat16, float64); buffers have `state_dtype` (float32 or
+// param_dtype) and may be nullptr when momentum == 0. The first step (*step == 0) copies d into
+// the buffer. Needs s.lr and s.step.
+void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s);
+// torch.optim.AdamW (no amsgrad, no maximize) on n (param, grad, exp_avg, exp_avg_sq) tuples;
+// bias corrections use t = *step + 1. Dtypes as for SGD.
+void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                    const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
+                    const AdamWHyper& h, const ForeachScalars& s);
+// Norms: partials[k] = the reduction of chunk k of the list in (tensor, chunk) order: sum of
+// |x|^p, or max |x| when p is infinite. Then `out` (one float) = the combination of `count`
+// partials in index order: (sum)^(1/p) or the max. NaN propagates.
+void norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p);
+void norm_finish_cpu(float* out, const float* partials, int64_t count, double p);
+// tensors *= *scalar (a float32 scalar).
+void mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar);
+// tensors += value, skipped when found_inf is given and *found_inf != 0 (the step counters).
+void add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf);
+// All bytes zero (zero in every dtype); `element_size` of 1, 2, 4 or 8.
+void zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size);
+
+// --- the per-element math, shared by both backends -------------------------------------------
+// Coefficients are derived once per call (per thread on the GPU) from the host hyperparameters
+// and the device scalars, in double; elements are then updated in the compute type C (float, or
+// double for float64) with the same operation order as the unfused tensor-op formulas.
+namespace foreach_math {
+
+KILN_HD bool skip_update(const ForeachScalars& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
+
+template <typename C> struct SgdCoef {
+  C lr, momentum, one_minus_dampening, weight_decay, scale;
+  bool has_momentum, has_decay, has_scale, nesterov, first;
+};
+
+template <typename C> KILN_HD SgdCoef<C> sgd_coef(const SgdHyper& h, const ForeachScalars& s) {
+  SgdCoef<C> k;
+  k.lr = static_cast<C>(*s.lr);
+  k.momentum = static_cast<C>(h.momentum);
+  k.one_minus_dampening = static_cast<C>(1.0 - h.dampening);
+  k.weight_decay = static_cast<C>(h.weight_decay);
+  k.scale = s.grad_scale != nullptr ? static_cast<C>(*s.grad_scale) : C(1);
+  k.has_momentum = h.momentum != 0.0;
+  k.has_decay = h.weight_decay != 0.0;
+  k.has_scale = s.grad_scale != nullptr;
+  k.nesterov = h.nesterov;
+  k.first = *s.step == 0.0f;
+  return k;
+}
+
+// d = g (/ scale) + wd * p; buf = first ? d : momentum * buf + (1 - dampening) * d;
+// d = nesterov ? d + momentum * buf : buf; p -= lr * d.
+template <typename C> KILN_HD void sgd_element(C& p, C g, C* buf, const SgdCoef<C>& k) {
+  C d = k.has_scale ? g / k.scale : g;
+  if (k.has_decay) d = d + k.weight_decay * p;
+  if (k.has_momentum) {
+    C b = k.first ? d : k.momentum * *buf + k.one_minus_dampening * d;
+    *buf = b;
+    d = k.nesterov ? d + k.momentum * b : b;
+  }
+  p = p - k.lr * d;
+}
+
+template <typename C> struct AdamWCoef {
+  C decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps, scale;
+  bool has_scale;
+};
+
+template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const ForeachScalars& s) {
+  const double lr = static_cast<double>(*s.lr);
+  const double t = static_cast<double>(*s.step) + 1.0;
+  const double bc1 = 1.0 - ::pow(h.beta1, t);
+  const double bc2 = 1.0 - ::pow(h.beta2, t);
+  AdamWCoef<C> k;
+  k.decay = static_cast<C>(1.0 - lr * h.weight_decay);
+  k.beta1 = static_cast<C>(h.beta1);
+  k.one_minus_beta1 = static_cast<C>(1.0 - h.beta1);
+  k.beta2 = static_cast<C>(h.beta2);
+  k.one_minus_beta2 = static_cast<C>(1.0 - h.beta2);
+  k.step_size = static_cast<C>(lr / bc1);
+  k.bc2_sqrt = static_cast<C>(::sqrt(bc2));
+  k.eps = static_cast<C>(h.eps);
+  k.scale = s.grad_scale != nullptr ? static_cast<C>(*s.grad_scale) : C(1);
+  k.has_scale = s.grad_scale != nullptr;
+  return k;
+}
+
+// p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
+// p -= (lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps)), as torch.optim.AdamW orders it.
+template <typename C> KILN_HD void adamw_element(C& p, C g, C& m, C& v, const AdamWCoef<C>& k) {
+  if (k.has_scale) g = g / k.scale;
+  p = p * k.decay;
+  m = k.beta1 * m + k.one_minus_beta1 * g;
+  v = k.beta2 * v + k.one_minus_beta2 * (g * g);
+  const C denom = ::sqrt(v) / k.bc2_sqrt + k.eps;
+  p = p - k.step_size * (m / denom);
+}
+
+}  // namespace foreach_math
+
+#if defined(KILN_WITH_CUDA)
+// CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
+// launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
+// tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
+void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
+                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, Stream stream);
+void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
+                     const AdamWHyper& h, const ForeachScalars& s, Stream stream);
+void norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+                        Stream stream);
+void norm_finish_cuda(float* out, const float* partials, int64_t count, double p, Stream stream);
+void mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, Stream stream);
+void add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
+                     Stream stream);
+void zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, Stream stream);
+#endif
+
+}  // namespace kiln

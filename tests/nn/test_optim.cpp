@@ -1,0 +1,463 @@
+// Optimizers, schedules and clipping. Expected values come from the update formulas written out in
+// plain double arithmetic below (never from kiln ops); learning rates are powers of two so the
+// float32 device scalar holds them exactly, and float32 updates match to ~1e-6 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/optim/adamw.h"
+#include "nn/optim/clip.h"
+#include "nn/optim/lr_scheduler.h"
+#include "nn/optim/sgd.h"
+
+using namespace kiln;
+using namespace kiln::nn::optim;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+Tensor param(const Vec& v, DType dtype = DType::Float32) {
+  Tensor t = tensor(v).to(dtype);
+  t.set_requires_grad(true);
+  return t;
+}
+
+void set_grad(Tensor& p, const Vec& g) { p.set_grad(tensor(g).to(p.dtype())); }
+
+void require_values(const Tensor& t, const Vec& expected, double rtol = 2e-6, double atol = 1e-7) {
+  std::vector<double> v = t.to_vector_double();
+  REQUIRE(v.size() == expected.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    INFO("element " << i << ": got " << v[i] << ", expected " << expected[i]);
+    REQUIRE(std::abs(v[i] - expected[i]) <= atol + rtol * std::abs(expected[i]));
+  }
+}
+
+// torch.optim.SGD on one tensor, in double. `first`: the momentum buffer starts as d.
+void sgd_expected(Vec& p, const Vec& g, Vec& buf, bool first, double lr, double momentum, double dampening,
+                  double wd, bool nesterov) {
+  if (buf.empty()) buf.assign(p.size(), 0.0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    double d = g[i] + wd * p[i];
+    if (momentum != 0) {
+      buf[i] = first ? d : momentum * buf[i] + (1 - dampening) * d;
+      d = nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    p[i] -= lr * d;
+  }
+}
+
+// torch.optim.AdamW on one tensor, in double, at 1-based step t.
+void adamw_expected(Vec& p, const Vec& g, Vec& m, Vec& v, int t, double lr, double b1, double b2, double eps,
+                    double wd) {
+  if (m.empty()) m.assign(p.size(), 0.0);
+  if (v.empty()) v.assign(p.size(), 0.0);
+  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] *= 1 - lr * wd;
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    p[i] -= lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
+  }
+}
+
+const std::vector<Vec> kGrads = {{0.5, -1.0, 2.0}, {-0.25, 0.75, 1.5}, {1.0, 0.5, -3.0}};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(a.numel()) * a.element_size()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("SGD steps match the formulas", "[optim]") {
+  struct Config {
+    const char* name;
+    double momentum, dampening, wd;
+    bool nesterov;
+  };
+  const std::vector<Config> configs = {{"plain", 0, 0, 0, false},
+                                       {"momentum", 0.9, 0, 0, false},
+                                       {"momentum with dampening", 0.9, 0.5, 0, false},
+                                       {"nesterov", 0.9, 0, 0, true},
+                                       {"weight decay", 0, 0, 0.1, false},
+                                       {"nesterov with weight decay", 0.8, 0, 0.05, true}};
+  for (const Config& c : configs) {
+    INFO(c.name);
+    Tensor p = param({1.0, -2.0, 0.5});
+    SGD opt({p}, 0.5, c.momentum, c.dampening, c.wd, c.nesterov);
+    Vec expected = {1.0, -2.0, 0.5}, buf;
+    for (size_t s = 0; s < kGrads.size(); ++s) {
+      set_grad(p, kGrads[s]);
+      opt.step();
+      sgd_expected(expected, kGrads[s], buf, s == 0, 0.5, c.momentum, c.dampening, c.wd, c.nesterov);
+      require_values(p, expected);
+    }
+    REQUIRE(opt.step_count() == 3);
+  }
+}
+
+TEST_CASE("AdamW steps match the formulas", "[optim]") {
+  const double lr = 0.0625, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+  Tensor p = param({1.0, -2.0, 0.5});
+  AdamW opt({p}, lr, {b1, b2}, eps, wd);
+  Vec expected = {1.0, -2.0, 0.5}, m, v;
+  for (size_t s = 0; s < kGrads.size(); ++s) {
+    set_grad(p, kGrads[s]);
+    opt.step();
+    adamw_expected(expected, kGrads[s], m, v, static_cast<int>(s) + 1, lr, b1, b2, eps, wd);
+    require_values(p, expected, 1e-5, 1e-6);
+  }
+  // The first step of Adam moves each weight by about lr (plus the decay): a sanity anchor.
+  Tensor q = param({0.0});
+  AdamW opt2({q}, lr, {b1, b2}, eps, 0.0);
+  set_grad(q, {123.0});
+  opt2.step();
+  REQUIRE(q.item<double>() == Approx(-lr).epsilon(1e-6));
+
+  // The defaults are PyTorch's.
+  Tensor r = param({2.0});
+  AdamW opt3({r});
+  set_grad(r, {1.0});
+  opt3.step();
+  Vec er = {2.0}, mr, vr;
+  adamw_expected(er, {1.0}, mr, vr, 1, 1e-3, 0.9, 0.999, 1e-8, 1e-2);
+  require_values(r, er, 1e-6, 1e-7);
+}
+
+TEST_CASE("optimizers skip parameters without a gradient", "[optim]") {
+  Tensor a = param({1.0, 2.0}), b = param({3.0});
+  AdamW opt({a, b}, 0.125);
+  set_grad(a, {1.0, -1.0});
+  opt.step();
+  REQUIRE(b.item<double>() == 3.0);
+  const auto sd = opt.state_dict();
+  REQUIRE(sd.count("state.0.exp_avg") == 1);
+  REQUIRE(sd.count("state.1.exp_avg") == 0);
+
+  // A group none of whose parameters had a gradient does not advance its step counter.
+  ParamGroup g0{{a}, 0.125, 0.0, {}}, g1{{b}, 0.125, 0.0, {}};
+  SGD sgd(std::vector<ParamGroup>{g0, g1}, 0.9);
+  set_grad(a, {1.0, 1.0});
+  b.set_grad(Tensor());
+  sgd.step();
+  sgd.step();
+  const auto s2 = sgd.state_dict();
+  REQUIRE(s2.at("group.0.step").item<double>() == 2.0);
+  REQUIRE(s2.at("group.1.step").item<double>() == 0.0);
+  REQUIRE(s2.at("step").item<int64_t>() == 2);
+}
+
+TEST_CASE("parameter groups: own lr, options, and no decay on 1-d parameters", "[optim]") {
+  SECTION("SGD groups with their own lr and momentum") {
+    Tensor a = param({1.0}), b = param({1.0});
+    ParamGroup ga{{a}, 0.5, 0.0, {}}, gb{{b}, 0.25, 0.0, {{"momentum", 0.5}}};
+    SGD opt(std::vector<ParamGroup>{ga, gb});
+    Vec ea = {1.0}, eb = {1.0}, bufa, bufb;
+    for (int s = 0; s < 2; ++s) {
+      set_grad(a, {1.0});
+      set_grad(b, {1.0});
+      opt.step();
+      sgd_expected(ea, {1.0}, bufa, s == 0, 0.5, 0, 0, 0, false);
+      sgd_expected(eb, {1.0}, bufb, s == 0, 0.25, 0.5, 0, 0, false);
+    }
+    require_values(a, ea);
+    require_values(b, eb);
+    REQUIRE(opt.lr(0) == 0.5);
+    REQUIRE(opt.lr(1) == 0.25);
+  }
+  SECTION("decay_groups + AdamW") {
+    Tensor w = tensor(Vec{1.0, -1.0, 2.0, 0.5}, {2, 2}).to(DType::Float32);
+    w.set_requires_grad(true);
+    Tensor bias = param({0.5, -0.5});
+    Tensor frozen = tensor({1.0, 2.0}).view({1, 2});  // requires no grad: left out
+    std::vector<std::pair<std::string, Tensor>> named = {{"w", w}, {"bias", bias}, {"frozen", frozen}};
+    std::vector<ParamGroup> groups = decay_groups(named, 0.0625, 0.5);
+    REQUIRE(groups.size() == 2);
+    REQUIRE(groups[0].params.size() == 1);
+    REQUIRE(groups[0].params[0].is_same(w));
+    REQUIRE(groups[0].weight_decay == 0.5);
+    REQUIRE(groups[1].params.size() == 1);
+    REQUIRE(groups[1].params[0].is_same(bias));
+    REQUIRE(groups[1].weight_decay == 0.0);
+    groups[1].options["beta2"] = 0.9;
+    AdamW opt(groups, {0.9, 0.99}, 1e-8);
+    Vec ew = {1.0, -1.0, 2.0, 0.5}, eb = {0.5, -0.5}, mw, vw, mb, vb;
+    for (int s = 1; s <= 2; ++s) {
+      w.set_grad(tensor(Vec{0.1, 0.2, -0.3, 0.4}, {2, 2}).to(DType::Float32));
+      set_grad(bias, {1.0, -2.0});
+      opt.step();
+      adamw_expected(ew, {0.1, 0.2, -0.3, 0.4}, mw, vw, s, 0.0625, 0.9, 0.99, 1e-8, 0.5);
+      adamw_expected(eb, {1.0, -2.0}, mb, vb, s, 0.0625, 0.9, 0.9, 1e-8, 0.0);
+    }
+    require_values(w, ew, 1e-5, 1e-6);
+    require_values(bias, eb, 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("set_lr takes effect at the next step", "[optim]") {
+  Tensor a = param({1.0}), b = param({1.0});
+  ParamGroup ga{{a}, 0.5, 0.0, {}}, gb{{b}, 0.5, 0.0, {}};
+  SGD opt(std::vector<ParamGroup>{ga, gb});
+  set_grad(a, {1.0});
+  set_grad(b, {1.0});
+  opt.step();  // both: 1 - 0.5
+  opt.set_lr(0.25);
+  opt.step();  // both: - 0.25
+  opt.set_lr(1, 0.125);
+  opt.step();  // a: - 0.25, b: - 0.125
+  REQUIRE(a.item<double>() == 0.0);
+  REQUIRE(b.item<double>() == 0.125);
+  REQUIRE(opt.lr(0) == 0.25);
+  REQUIRE(opt.lr(1) == 0.125);
+  REQUIRE_THROWS_AS(opt.set_lr(-1.0), Error);
+}
+
+TEST_CASE("zero_grad clears or zeroes gradients", "[optim]") {
+  Tensor a = param({1.0, 2.0}), b = param({3.0});
+  SGD opt({a, b}, 0.5);
+  set_grad(a, {1.0, 1.0});
+  set_grad(b, {2.0});
+  Tensor ga = a.grad();
+  opt.zero_grad(false);
+  REQUIRE(a.grad().is_same(ga));  // kept, zeroed in place
+  REQUIRE(a.grad().to_vector_double() == Vec{0.0, 0.0});
+  REQUIRE(b.grad().to_vector_double() == Vec{0.0});
+  opt.zero_grad();
+  REQUIRE_FALSE(a.grad().defined());
+  REQUIRE_FALSE(b.grad().defined());
+}
+
+TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
+  manual_seed(17);
+  const std::vector<Shape> shapes = {{4, 3}, {3}, {70000}};
+  const int before = 3, after = 4;
+  std::vector<TensorList> grads;
+  for (int s = 0; s < before + after; ++s) {
+    TensorList g;
+    for (const Shape& sh : shapes) g.push_back(randn(sh));
+    grads.push_back(g);
+  }
+  auto make_params = [&]() {
+    manual_seed(1);
+    TensorList ps;
+    for (const Shape& sh : shapes) {
+      Tensor p = randn(sh);
+      p.set_requires_grad(true);
+      ps.push_back(p);
+    }
+    return ps;
+  };
+  auto apply_grads = [](TensorList& ps, const TensorList& g) {
+    for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(g[i].clone());
+  };
+  auto check = [&](auto make_opt) {
+    // Uninterrupted run.
+    TensorList p = make_params();
+    auto opt = make_opt(p);
+    std::map<std::string, Tensor> snapshot;
+    TensorList p_snapshot;
+    for (int s = 0; s < before + after; ++s) {
+      if (s == before) {
+        snapshot = opt->state_dict();
+        for (const Tensor& t : p) p_snapshot.push_back(t.detach().clone());
+      }
+      apply_grads(p, grads[static_cast<size_t>(s)]);
+      opt->step();
+      if (s == 1) opt->set_lr(opt->lr() * 0.5);
+    }
+    // Resumed run: fresh parameters from the snapshot, a fresh optimizer, the saved state.
+    TensorList q;
+    for (const Tensor& t : p_snapshot) {
+      Tensor c = t.clone();
+      c.set_requires_grad(true);
+      q.push_back(c);
+    }
+    auto resumed = make_opt(q);
+    resumed->load_state_dict(snapshot);
+    REQUIRE(resumed->step_count() == before);
+    REQUIRE(resumed->lr() == opt->lr());
+    for (int s = before; s < before + after; ++s) {
+      apply_grads(q, grads[static_cast<size_t>(s)]);
+      resumed->step();
+    }
+    for (size_t i = 0; i < p.size(); ++i) REQUIRE(same_bits(p[i], q[i]));
+    REQUIRE(resumed->step_count() == opt->step_count());
+  };
+  SECTION("AdamW") {
+    check([](const TensorList& ps) { return std::make_unique<AdamW>(ps, 0.01, std::make_pair(0.9, 0.95), 1e-8, 0.1); });
+  }
+  SECTION("SGD with momentum") {
+    check([](const TensorList& ps) { return std::make_unique<SGD>(ps, 0.05, 0.9, 0.1, 1e-3, false); });
+  }
+}
+
+TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as it was", "[optim]") {
+  Tensor a = param({1.0, 2.0}), b = param({3.0});
+  AdamW opt({a, b}, 0.125);
+  set_grad(a, {1.0, 1.0});
+  set_grad(b, {1.0});
+  opt.step();
+  const auto good = opt.state_dict();
+  REQUIRE(good.at("state.0.exp_avg").dtype() == DType::Float32);
+  REQUIRE(good.at("group.0.lr").item<double>() == 0.125);
+
+  AdamW other({param({1.0, 2.0}), param({3.0})}, 0.5);
+  auto bad = good;
+  bad["state.0.exp_avg"] = zeros({3});
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  bad = good;
+  bad["state.5.exp_avg"] = zeros({2});
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  bad = good;
+  bad["state.0.momentum_buffer"] = zeros({2});
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  bad = good;
+  bad.erase("state.1.exp_avg_sq");  // half of a parameter's state
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  bad = good;
+  bad.erase("group.0.lr");
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  bad = good;
+  bad["state.0.exp_avg"] = zeros({2}, DType::Float64);
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  REQUIRE(other.lr() == 0.5);
+  REQUIRE(other.state_dict().size() == 3);  // still no per-parameter state
+  other.load_state_dict(good);
+  REQUIRE(other.lr() == 0.125);
+}
+
+TEST_CASE("found_inf set through set_grad_scaling skips the step on the device", "[optim]") {
+  Tensor p = param({1.0, -1.0});
+  AdamW opt({p}, 0.125);
+  Tensor found_inf = zeros({}), scale = full({}, 4.0);
+  opt.set_grad_scaling(found_inf, scale);
+  found_inf.fill_(1.0);
+  set_grad(p, {4.0, 8.0});
+  opt.step();
+  require_values(p, {1.0, -1.0}, 0, 0);
+  REQUIRE(opt.state_dict().at("group.0.step").item<double>() == 0.0);
+  REQUIRE(opt.step_count() == 1);  // the host counts calls; it does not know the step was skipped
+
+  found_inf.fill_(0.0);
+  opt.step();  // gradients divided by 4: as the first step with {1, 2}
+  Vec e = {1.0, -1.0}, m, v;
+  adamw_expected(e, {1.0, 2.0}, m, v, 1, 0.125, 0.9, 0.999, 1e-8, 1e-2);
+  require_values(p, e, 1e-6, 1e-7);
+  REQUIRE(opt.state_dict().at("group.0.step").item<double>() == 1.0);
+  REQUIRE_THROWS_AS(opt.set_grad_scaling(zeros({2})), DTypeError);
+}
+
+TEST_CASE("optimizer arguments are checked", "[optim]") {
+  Tensor p = param({1.0});
+  REQUIRE_THROWS_AS(SGD({p}, 0.1, 0.0, 0.0, 0.0, true), Error);  // nesterov without momentum
+  REQUIRE_THROWS_AS(SGD({p}, 0.1, 0.9, 0.1, 0.0, true), Error);  // nesterov with dampening
+  REQUIRE_NOTHROW(SGD({p}, 0.1, 0.9, 0.0, 0.0, true));
+  REQUIRE_THROWS_AS(SGD(TensorList{}, 0.1), Error);
+  REQUIRE_THROWS_AS(SGD({p, p}, 0.1), Error);  // a parameter twice
+  REQUIRE_THROWS_AS(SGD({p}, -0.1), Error);
+  REQUIRE_THROWS_AS(AdamW({p}, 1e-3, {1.0, 0.999}), Error);
+  ParamGroup g{{p}, 0.1, 0.0, {{"momentun", 0.9}}};  // a typo is refused, not ignored
+  REQUIRE_THROWS_AS(SGD(std::vector<ParamGroup>{g}), Error);
+  ParamGroup n{{p}, 0.1, 0.0, {{"nesterov", 1.0}}};
+  REQUIRE_THROWS_AS(SGD(std::vector<ParamGroup>{n}), Error);
+}
+
+TEST_CASE("optimizers keep float32 state for low-precision parameters", "[optim]") {
+  Tensor p = param({1.0, -1.0, 0.5}, DType::BFloat16);
+  AdamW opt({p}, 0.0625, {0.9, 0.99}, 1e-8, 0.0);
+  set_grad(p, {0.5, -1.0, 2.0});
+  opt.step();
+  REQUIRE(p.dtype() == DType::BFloat16);
+  REQUIRE(opt.state_dict().at("state.0.exp_avg_sq").dtype() == DType::Float32);
+  Vec e = {1.0, -1.0, 0.5}, m, v;
+  adamw_expected(e, {0.5, -1.0, 2.0}, m, v, 1, 0.0625, 0.9, 0.99, 1e-8, 0.0);
+  // One bfloat16 rounding of the result: 2^-8 relative.
+  require_values(p, e, 1.0 / 256, 0);
+}
+
+TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients", "[optim]") {
+  Tensor a = param({0.0, 0.0}), b = param({0.0}), c = param({5.0});
+  set_grad(a, {3.0, 4.0});
+  set_grad(b, {12.0});  // total norm 13; c has no gradient
+  Tensor norm = clip_grad_norm_({a, b, c}, 6.5);
+  REQUIRE(norm.dim() == 0);
+  REQUIRE(norm.dtype() == DType::Float32);
+  REQUIRE(norm.item<double>() == Approx(13.0).epsilon(1e-7));
+  const double coef = 6.5 / (13.0 + 1e-6);
+  require_values(a.grad(), {3.0 * coef, 4.0 * coef});
+  require_values(b.grad(), {12.0 * coef});
+
+  // Below max_norm: the factor is clamped to 1 and the gradients keep their values.
+  set_grad(a, {3.0, 4.0});
+  set_grad(b, {12.0});
+  Tensor n2 = clip_grad_norm_({a, b}, 100.0);
+  REQUIRE(n2.item<double>() == Approx(13.0).epsilon(1e-7));
+  require_values(a.grad(), {3.0, 4.0}, 0, 0);
+
+  // Other norms; no gradients at all gives 0.
+  set_grad(a, {3.0, -4.0});
+  set_grad(b, {12.0});
+  REQUIRE(clip_grad_norm_({a, b}, 1e9, 1.0).item<double>() == Approx(19.0));
+  REQUIRE(clip_grad_norm_({a, b}, 1e9, std::numeric_limits<double>::infinity()).item<double>() == Approx(12.0));
+  REQUIRE(clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
+}
+
+TEST_CASE("schedules at key steps", "[optim]") {
+  SECTION("warmup then cosine (nanoGPT's warmup: (it + 1) / (warmup + 1))") {
+    const double base = 1.0, min_lr = 0.1;
+    REQUIRE(warmup_cosine_lr(0, base, 10, 110, min_lr) == Approx(1.0 / 11));
+    REQUIRE(warmup_cosine_lr(9, base, 10, 110, min_lr) == Approx(10.0 / 11));
+    REQUIRE(warmup_cosine_lr(10, base, 10, 110, min_lr) == Approx(1.0));
+    REQUIRE(warmup_cosine_lr(60, base, 10, 110, min_lr) == Approx(0.55));  // halfway: the mean
+    REQUIRE(warmup_cosine_lr(35, base, 10, 110, min_lr) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
+    REQUIRE(warmup_cosine_lr(110, base, 10, 110, min_lr) == Approx(0.1));
+    REQUIRE(warmup_cosine_lr(5000, base, 10, 110, min_lr) == Approx(0.1));
+    REQUIRE(warmup_cosine_lr(0, base, 0, 100, 0.0) == Approx(1.0));  // no warmup
+    REQUIRE_THROWS_AS(warmup_cosine_lr(0, base, 20, 10, 0.0), Error);
+  }
+  SECTION("step decay") {
+    REQUIRE(step_lr(0, 0.5, 10, 0.1) == Approx(0.5));
+    REQUIRE(step_lr(9, 0.5, 10, 0.1) == Approx(0.5));
+    REQUIRE(step_lr(10, 0.5, 10, 0.1) == Approx(0.05));
+    REQUIRE(step_lr(25, 0.5, 10, 0.1) == Approx(0.005));
+    REQUIRE_THROWS_AS(step_lr(0, 0.5, 0, 0.1), Error);
+  }
+  SECTION("schedulers drive the optimizer and save their step") {
+    Tensor p = param({1.0});
+    SGD opt({p}, 1.0);
+    WarmupCosine sched(opt, 1.0, 3, 13, 0.0);
+    REQUIRE(opt.lr() == Approx(0.25));  // construction applies step 0
+    REQUIRE(sched.last_step() == 0);
+    sched.step();
+    sched.step();
+    REQUIRE(sched.last_step() == 2);
+    REQUIRE(opt.lr() == Approx(0.75));
+    sched.step();
+    REQUIRE(opt.lr() == Approx(1.0));
+    // The step is the whole state: a new scheduler set to it gives the same lr.
+    WarmupCosine again(opt, 1.0, 3, 13, 0.0);
+    again.set_step(sched.last_step());
+    REQUIRE(opt.lr() == sched.current_lr());
+
+    StepLR steps(opt, 0.5, 2, 0.5);
+    REQUIRE(opt.lr() == 0.5);
+    steps.step();
+    steps.step();
+    REQUIRE(opt.lr() == 0.25);
+    // The device scalar follows: one SGD step with gradient 1 moves the weight by lr.
+    const double before = p.item<double>();
+    set_grad(p, {1.0});
+    opt.step();
+    REQUIRE(p.item<double>() == before - 0.25);
+  }
+}
