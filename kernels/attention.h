@@ -3,11 +3,13 @@
 // a fused GPU kernel can match it without storing the L x S matrix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
 #include "kernels/philox.h"
 #include "kernels/stream.h"
+#include "kernels/strided.h"
 
 namespace kiln {
 
@@ -39,6 +41,32 @@ void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, c
 // dq/dk/dv: contiguous [batch, L, E], [batch, S, E], [batch, S, Ev]; deterministic.
 void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                             const void* q, const void* k, const void* v, const AttentionArgs& a);
+
+#if defined(KILN_WITH_CUDA)
+// The CUDA kernels cannot read AttentionArgs' host arrays (q/k/v/mask_offsets): they derive batch
+// entry b's offsets on the device from the broadcast batch shape and each operand's strides over it
+// (0 where the operand broadcasts), which keeps the launch free of host-to-device copies (and so
+// capturable in a CUDA graph). The rest of AttentionArgs means what it means on the CPU.
+struct AttentionBatchLayout {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t q[kMaxDims] = {}, k[kMaxDims] = {}, v[kMaxDims] = {}, mask[kMaxDims] = {};
+};
+
+// One fused node on the GPU (float32/float16/bfloat16; float64 is CPU-only), same semantics as the
+// CPU: float scores, bool or additive mask, causal rule, dropout through attention_keep. lse is
+// float32. Head dims are limited by shared memory (E = Ev = 256 needs about 100 KB); larger ones
+// are a kiln::Error.
+void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                            const AttentionBatchLayout& batch, Stream stream);
+// The backward in the flash formulation: dq per query row, dk/dv per key row, each a fixed-order
+// sum, so gradients are deterministic. `workspace`: attention_backward_cuda_workspace_bytes(a).
+size_t attention_backward_cuda_workspace_bytes(const AttentionArgs& a);
+void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                             const void* q, const void* k, const void* v, const AttentionArgs& a,
+                             const AttentionBatchLayout& batch, void* workspace, size_t workspace_bytes,
+                             Stream stream);
+#endif
 
 // The dropout keep decision of element (b, i, j), shared by both devices.
 KILN_HD bool attention_keep(const PhiloxState& st, uint64_t index, double p) {

@@ -1,12 +1,15 @@
-// im2col / col2im for 2-d convolution. The column matrix has one ROW per output pixel (n, oh, ow)
-// and one column per (c, kh, kw), so a group's GEMM covers the whole batch at once (m = N*OH*OW)
-// and writes the output straight into channels-last order. Columns are float32 (float64 for
-// float64 inputs): half inputs widen on the copy, so the GEMM and col2im sums round only once.
+// 2-d convolution: im2col / col2im for the CPU's GEMM path (cuDNN on CUDA, at the end). The column
+// matrix has one ROW per output pixel (n, oh, ow) and one column per (c, kh, kw), so a group's GEMM
+// covers the whole batch at once (m = N*OH*OW) and writes the output straight into channels-last
+// order. Columns are float32 (float64 for float64 inputs): half inputs widen on the copy, so the
+// GEMM and col2im sums round only once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
+#include "kernels/stream.h"
 
 namespace kiln {
 
@@ -45,5 +48,45 @@ void im2col_cpu(void* col, DType col_dtype, int64_t ld_col, const void* in, DTyp
 // by one thread in a fixed order, so the result does not depend on the thread count.
 void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
                 int64_t ld_col, const Conv2dGeometry& g);
+
+#if defined(KILN_WITH_CUDA)
+// 2-d convolution on the GPU through cuDNN (no im2col). The image tensors are described to cuDNN by
+// their element strides, so NCHW and channels-last images go in without copies; the filter is dense
+// in the matching order ([C_out, C_in/groups, kH, kW] or, channels-last, [C_out, kH, kW, C_in/groups]).
+struct CudnnConv2d {
+  DType dtype = DType::Float32;    // of x, w, y and their gradients: float32, float16, bfloat16, float64
+  Conv2dGeometry geo;              // batch, input channels, input and output sizes, window
+  int64_t out_channels = 0;
+  int64_t groups = 1;
+  ImageStrides x_strides;          // the input and its gradient
+  ImageStrides y_strides;          // the output and its gradient
+  bool channels_last = false;      // the layout of x and y, and the filter's order
+  bool allow_tf32 = true;          // float32: TF32 tensor cores allowed (cuda::math_switches())
+  // Pick algorithms by timing them once per problem (cudnnFind*AlgorithmEx) instead of cuDNN's
+  // heuristics. A search cannot run while the stream is capturing a CUDA graph: the call is an
+  // error then unless the warm-up step already searched that problem.
+  bool benchmark = false;
+};
+
+// Device memory of at least `bytes` bytes that stays valid for work enqueued on the call's stream
+// until the call returns (core hands out caching-allocator blocks). Called for an algorithm search
+// and for the run, never with 0.
+using ConvWorkspaceFn = void* (*)(void* ctx, size_t bytes);
+struct ConvWorkspace {
+  ConvWorkspaceFn fn = nullptr;
+  void* ctx = nullptr;
+  void* get(size_t bytes) const { return fn(ctx, bytes); }
+};
+
+// y = conv(x, w) (no bias: core adds it).
+void conv2d_forward_cuda(const CudnnConv2d& p, void* y, const void* x, const void* w, const ConvWorkspace& workspace,
+                         Stream stream);
+// dx = the input gradient for dy (overwritten).
+void conv2d_backward_data_cuda(const CudnnConv2d& p, void* dx, const void* dy, const void* w,
+                               const ConvWorkspace& workspace, Stream stream);
+// dw = the weight gradient for dy and x (overwritten).
+void conv2d_backward_filter_cuda(const CudnnConv2d& p, void* dw, const void* x, const void* dy,
+                                 const ConvWorkspace& workspace, Stream stream);
+#endif
 
 }  // namespace kiln

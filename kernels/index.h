@@ -17,4 +17,27 @@ void gather_cpu(const StridedArg& out, const StridedArg& in, int dim, const Stri
 // Deterministic: positions differing only along `dim` are accumulated by one thread, in order.
 void scatter_add_cpu(const StridedArg& out, int dim, const StridedArg& index, const StridedArg& src);
 
+// Device-side index checks (ARCHITECTURE.md section 6): a CUDA kernel that meets an index out of
+// range skips the read, and the first such event is recorded here; the host turns it into an
+// IndexError at its next synchronizing call (cuda::raise_device_errors).
+// Multinomial is not an index check but shares the record: an invalid row of weights (see
+// multinomial_cuda in kernels/reduce.h: index = the row, size = a MultinomialRowError code).
+enum class IndexCheckOp : int32_t { None = 0, IndexSelect, Gather, ScatterAdd, Embedding, CrossEntropy, Multinomial };
+struct DeviceErrorRecord {
+  int32_t op;      // IndexCheckOp; 0 while nothing went wrong
+  int32_t pad;
+  int64_t index;   // the offending value
+  int64_t size;    // the size it had to be below
+};
+const char* index_check_op_name(IndexCheckOp op);
+
+#if defined(KILN_WITH_CUDA)
+void index_select_cuda(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
+                       DeviceErrorRecord* err, Stream stream);
+void gather_cuda(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index, DeviceErrorRecord* err,
+                 Stream stream);
+void scatter_add_cuda(const StridedArg& out, int dim, const StridedArg& index, const StridedArg& src,
+                      DeviceErrorRecord* err, Stream stream);
+#endif
+
 }  // namespace kiln

@@ -1,8 +1,9 @@
 // Matrix products. The CPU GEMM is row-major, cache-blocked and threaded; batches are described by
 // per-batch element offsets so broadcast batch dims (offset repeats) need no copies. On CUDA the
-// same entry point goes to cuBLAS(Lt) with a caller-provided workspace (a later issue).
+// same product goes to cuBLASLt with a caller-provided workspace.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
@@ -24,5 +25,17 @@ struct GemmBatch {
 
 void gemm_cpu(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch = {});
+
+#if defined(KILN_WITH_CUDA)
+// The same product on the GPU through cuBLASLt (pointers are device memory, offsets host arrays).
+// float32 computes in FP32, or TF32 when allow_tf32; float16/bfloat16 accumulate in float32 (and
+// split-k partial sums stay float32); float64 in FP64. `workspace` (workspace_bytes of device
+// memory, may be 0) is the caller's: nothing is allocated here, so the call can be captured in a
+// CUDA graph once the thread's cuBLASLt handle exists. Batches whose offsets step evenly run as one
+// strided-batched call; others run as several.
+void gemm_cuda(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch,
+               void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream);
+#endif
 
 }  // namespace kiln

@@ -4,9 +4,11 @@
 // use fixed chunks merged in chunk order, so they are bit-identical for any thread count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
+#include "kernels/stream.h"
 
 namespace kiln {
 
@@ -68,5 +70,35 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
 void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
                              const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
                              const void* weight, DType param_dtype, bool training);
+
+#if defined(KILN_WITH_CUDA)
+// The CUDA twins: same arguments and results (pointers on the device), float32/float16/bfloat16
+// activations (float64 is CPU-only: a DTypeError), parameters and running stats of any float dtype.
+// Cross-row sums go through a caller-provided workspace of the size the *_workspace_bytes function
+// gives (0: none needed; pointer may then be null) as fixed chunks merged in order, so results are
+// bit-identical run to run. Statistics are float32.
+void softmax_forward_cuda(void* out, const void* in, DType dtype, int64_t outer, int64_t n, int64_t inner, bool log,
+                          Stream stream);
+void softmax_backward_cuda(void* dinp, const void* dout, const void* out, DType dtype, int64_t outer, int64_t n,
+                           int64_t inner, bool log, Stream stream);
+
+void layer_norm_forward_cuda(void* out, void* mean, void* rstd, const void* x, DType x_dtype, const void* weight,
+                             const void* bias, DType param_dtype, int64_t rows, int64_t n, double eps, Stream stream);
+size_t layer_norm_backward_cuda_workspace_bytes(int64_t rows, int64_t n, bool want_param_grads);
+void layer_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
+                              const void* mean, const void* rstd, const void* weight, DType param_dtype, int64_t rows,
+                              int64_t n, void* workspace, size_t workspace_bytes, Stream stream);
+
+// The CUDA batch norm reads x, out, dout and dx through `layout`; all four share it (as on the CPU).
+size_t batch_norm_forward_cuda_workspace_bytes(const ChannelLayout& layout, bool training);
+void batch_norm_forward_cuda(void* out, void* save_mean, void* save_rstd, const void* x, DType x_dtype,
+                             const ChannelLayout& layout, const BatchNormParams& params, bool training,
+                             double momentum, double eps, void* workspace, size_t workspace_bytes, Stream stream);
+size_t batch_norm_backward_cuda_workspace_bytes(const ChannelLayout& layout);
+void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
+                              const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
+                              const void* weight, DType param_dtype, bool training, void* workspace,
+                              size_t workspace_bytes, Stream stream);
+#endif
 
 }  // namespace kiln

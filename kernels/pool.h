@@ -7,6 +7,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/dtype.h"
+#include "kernels/stream.h"
 
 namespace kiln {
 
@@ -32,5 +33,27 @@ void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const 
                                      DType dtype, const Conv2dGeometry& g);
 void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                                       ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g);
+
+#if defined(KILN_WITH_CUDA)
+// The same on the GPU with kiln's own kernels (same arguments, device pointers, plus a stream).
+// Forward: one thread per output element. Backward: one thread per INPUT element, which sums the
+// outputs whose windows can hold it in the CPU's order (output raster order), so there are no
+// atomics and gradients are deterministic (float32 gives the CPU's bits).
+void max_pool2d_forward_cuda(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
+                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, Stream stream);
+void max_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                              ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
+                              DType dtype, const Conv2dGeometry& g, Stream stream);
+void avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
+                             DType dtype, const Conv2dGeometry& g, bool count_include_pad, Stream stream);
+void avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                              ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                              bool count_include_pad, Stream stream);
+void adaptive_avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
+                                      DType dtype, const Conv2dGeometry& g, Stream stream);
+void adaptive_avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
+                                       ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                                       Stream stream);
+#endif
 
 }  // namespace kiln

@@ -3,4 +3,4 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/build.sh" "$root/build/release"
-"$root/build/release/bin/train_fashion_mnist" "$@"
+"$root/build/release/bin/train_cnn" --out "$root/runs/cnn" "$@"

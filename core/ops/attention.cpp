@@ -1,13 +1,15 @@
 // scaled_dot_product_attention: one autograd node. q/k/v whose last dim is contiguous are read in
 // place (views of a fused qkv projection included); broadcast batch dims become per-batch
 // offsets. The node saves q, k, v, the output and the log-sum-exp, plus the Philox state of its
-// dropout, so the backward redraws exactly the forward's mask.
+// dropout, so the backward redraws exactly the forward's mask. On CUDA the kernels find the batch
+// offsets from strides (AttentionBatchLayout) instead of the host offset arrays.
 #include "core/ops/attention.h"
 
 #include <cmath>
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -78,6 +80,33 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return p;
 }
 
+#if defined(KILN_WITH_CUDA)
+// The batch strides of a prepared problem: for each operand, the stride of each broadcast batch dim
+// (0 where the operand has size 1 there or lacks the dim), as ops::batch_offsets walks them.
+AttentionBatchLayout batch_layout(const Prepared& p) {
+  const int64_t nd = static_cast<int64_t>(p.batch.size());
+  if (nd > kMaxDims) {
+    throw ShapeError(std::string(kOp) + ": more than " + std::to_string(kMaxDims) + " batch dims (batch " +
+                     shape_str(p.batch) + ")");
+  }
+  AttentionBatchLayout l;
+  l.ndim = static_cast<int>(nd);
+  auto fill = [&](int64_t* out, const Tensor& x, int64_t x_batch_dims) {
+    const int64_t lead = nd - x_batch_dims;
+    for (int64_t d = 0; d < nd; ++d) {
+      const int64_t xd = d - lead;
+      out[d] = (xd >= 0 && x.size(xd) != 1) ? x.stride(xd) : 0;
+    }
+  };
+  for (int64_t d = 0; d < nd; ++d) l.sizes[d] = p.batch[static_cast<size_t>(d)];
+  fill(l.q, p.q, p.q.dim() - 2);
+  fill(l.k, p.k, p.k.dim() - 2);
+  fill(l.v, p.v, p.v.dim() - 2);
+  if (p.mask.defined()) fill(l.mask, p.mask, nd);
+  return l;
+}
+#endif
+
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p) {
   ops::check_defined(kOp, q, "query");
   ops::check_defined(kOp, k, "key");
@@ -130,8 +159,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = empty(out_shape, TensorOptions(q.dtype(), q.device()));
   Tensor lse = empty(lse_shape, TensorOptions(lse_dtype, q.device()));
   if (out.numel() > 0) {
-    if (!q.is_cpu()) ops::no_cuda_kernel(kOp);
-    attention_forward_cpu(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args);
+    if (q.is_cpu()) {
+      attention_forward_cpu(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = q.device().index;
+      cuda::DeviceGuard guard(dev);
+      attention_forward_cuda(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args,
+                             batch_layout(p), cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel(kOp);
+#endif
+    }
   }
   if (needs_grad({&q, &k, &v})) {
     Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
@@ -148,10 +187,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                       dv_shape.insert(dv_shape.end(), {a.S, a.Ev});
                       TensorOptions opt(qv.dtype(), qv.device());
                       Tensor dq = empty(dq_shape, opt), dk = empty(dk_shape, opt), dv = empty(dv_shape, opt);
-                      if (a.batch * a.L > 0 && a.S > 0) {
+                      if (a.batch * a.L > 0 && a.S > 0 && qv.is_cpu()) {
                         attention_backward_cpu(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), g.data_ptr(),
                                                o.data_ptr(), l.data_ptr(), bp.q.data_ptr(), bp.k.data_ptr(),
                                                bp.v.data_ptr(), a);
+                      } else if (a.batch * a.L > 0 && a.S > 0) {
+#if defined(KILN_WITH_CUDA)
+                        const int dev = qv.device().index;
+                        cuda::DeviceGuard guard(dev);
+                        const size_t bytes = attention_backward_cuda_workspace_bytes(a);
+                        Tensor ws = empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, qv.device()));
+                        // The kernels read dO with out's dtype and layout.
+                        Tensor gd = g.to(qv.dtype()).contiguous();
+                        attention_backward_cuda(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), gd.data_ptr(),
+                                                o.data_ptr(), l.data_ptr(), bp.q.data_ptr(), bp.k.data_ptr(),
+                                                bp.v.data_ptr(), a, batch_layout(bp), ws.data_ptr(), bytes,
+                                                cuda::current_stream(dev));
+#else
+                        ops::no_cuda_kernel(kOp);
+#endif
                       } else {
                         dq.zero_();
                         dk.zero_();

@@ -1,8 +1,9 @@
-// conv2d and 2-d pooling. conv2d is im2col + one GEMM per group over a chunk of the batch, done in
-// channels-last matrix form ([N*OH*OW, C_out], so m = N*OH*OW); an NCHW output is a transposing
-// copy of it. Chunks of the batch are sized by a column-buffer budget that depends only on the
-// shapes, so the weight gradient (chunk GEMMs accumulated in chunk order) is the same bits on any
-// thread count. float16/bfloat16 run in float32 columns and round once per output element.
+// conv2d and 2-d pooling. On the CPU conv2d is im2col + one GEMM per group over a chunk of the
+// batch, in channels-last matrix form ([N*OH*OW, C_out]); chunks are sized by a column-buffer
+// budget that depends only on the shapes, so the weight gradient is the same bits on any thread
+// count, and float16/bfloat16 run in float32 columns. On CUDA conv2d is cuDNN, fed the tensors in
+// the input's layout (channels-last stays channels-last, the weight follows it), and pooling runs
+// kiln's own kernels.
 #include "core/ops/conv.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
@@ -45,6 +47,15 @@ void* element_ptr(const Tensor& t, int64_t offset) {
 }
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+#if defined(KILN_WITH_CUDA)
+// The tensor's device made current for the scope, and that device's current stream.
+struct OnDevice {
+  explicit OnDevice(const Tensor& t) : guard(t.device().index), stream(cuda::current_stream(t.device().index)) {}
+  cuda::DeviceGuard guard;
+  Stream stream;
+};
+#endif
 
 // --- conv2d ------------------------------------------------------------------------------------
 
@@ -187,6 +198,97 @@ Tensor conv_backward_weight(const ConvPlan& p, const Tensor& gm, const Tensor& x
   return dw.reshape(weight_shape).to(p.dtype);
 }
 
+#if defined(KILN_WITH_CUDA)
+// --- conv2d on CUDA (cuDNN) ---------------------------------------------------------------------
+
+MemoryFormat conv_format(const ConvPlan& p) {
+  return p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
+// cuDNN's workspace: caching-allocator blocks of the current stream, held until the op returns. A
+// larger request replaces the held block; the old one is reused only by later work on this stream,
+// so cuDNN's earlier use of it stays safe (and inside a graph capture it comes from the capture pool).
+struct CudnnWorkspace {
+  Device device;
+  Tensor held;
+
+  static void* get(void* ctx, size_t bytes) {
+    auto* self = static_cast<CudnnWorkspace*>(ctx);
+    if (!self->held.defined() || static_cast<size_t>(self->held.numel()) < bytes) {
+      self->held = empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, self->device));
+    }
+    return self->held.data_ptr();
+  }
+  ConvWorkspace handle() { return {&CudnnWorkspace::get, this}; }
+};
+
+// The cuDNN problem of p, with x-shaped and y-shaped tensors laid out as `x_like` and `y_like`. The
+// math switches are read at each call, as PyTorch reads its flags.
+CudnnConv2d cudnn_problem(const ConvPlan& p, const Tensor& x_like, const Tensor& y_like) {
+  CudnnConv2d c;
+  c.dtype = p.dtype;
+  c.geo = p.geo;
+  c.out_channels = p.out_channels;
+  c.groups = p.groups;
+  c.x_strides = image_strides(x_like);
+  c.y_strides = image_strides(y_like);
+  c.channels_last = p.channels_last;
+  const cuda::MathSwitches& ms = cuda::math_switches();
+  c.allow_tf32 = ms.allow_tf32_cudnn;
+  c.benchmark = ms.cudnn_benchmark;
+  return c;
+}
+
+Tensor conv_forward_cuda(const ConvPlan& p, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out = empty_image(p.out_shape(), p.dtype, x.device(), p.channels_last);
+  if (out.numel() == 0) return out;
+  if (x.numel() == 0) {  // no input channels or an all-padding image: empty sums, so just the bias
+    if (bias.defined()) {
+      ops::copy_raw(out, bias.reshape({1, p.out_channels, 1, 1}));
+    } else {
+      out.zero_();
+    }
+    return out;
+  }
+  OnDevice on(x);
+  const Tensor xc = x.contiguous(conv_format(p)), wc = weight.contiguous(conv_format(p));
+  CudnnWorkspace ws{x.device(), Tensor()};
+  conv2d_forward_cuda(cudnn_problem(p, xc, out), out.data_ptr(), xc.data_ptr(), wc.data_ptr(), ws.handle(), on.stream);
+  if (bias.defined()) out.add_(bias.reshape({1, p.out_channels, 1, 1}));
+  return out;
+}
+
+// dy: the output gradient, dense in the plan's layout.
+Tensor conv_backward_input_cuda(const ConvPlan& p, const Tensor& dy, const Tensor& weight) {
+  Tensor gx = empty_image(p.in_shape(), p.dtype, dy.device(), p.channels_last);
+  if (gx.numel() == 0) return gx;
+  if (dy.numel() == 0) return gx.zero_();
+  OnDevice on(dy);
+  const Tensor wc = weight.contiguous(conv_format(p));
+  CudnnWorkspace ws{dy.device(), Tensor()};
+  conv2d_backward_data_cuda(cudnn_problem(p, gx, dy), gx.data_ptr(), dy.data_ptr(), wc.data_ptr(), ws.handle(),
+                            on.stream);
+  return gx;
+}
+
+// The weight gradient comes out in the filter order cuDNN used and is returned laid out like the
+// weight (channels-last weights get channels-last gradients, others contiguous ones).
+Tensor conv_backward_weight_cuda(const ConvPlan& p, const Tensor& dy, const Tensor& x, const Shape& weight_shape,
+                                 bool weight_channels_last) {
+  Tensor dw = empty_image(weight_shape, p.dtype, dy.device(), p.channels_last);
+  if (dw.numel() > 0 && (x.numel() == 0 || dy.numel() == 0)) {
+    dw.zero_();
+  } else if (dw.numel() > 0) {
+    OnDevice on(dy);
+    const Tensor xc = x.contiguous(conv_format(p));
+    CudnnWorkspace ws{dy.device(), Tensor()};
+    conv2d_backward_filter_cuda(cudnn_problem(p, xc, dy), dw.data_ptr(), xc.data_ptr(), dy.data_ptr(), ws.handle(),
+                                on.stream);
+  }
+  return dw.contiguous(weight_channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+}
+#endif
+
 // --- pooling ------------------------------------------------------------------------------------
 
 // PyTorch's pooling output size: floor (or ceil) of the window count, where with ceil_mode the
@@ -210,7 +312,9 @@ Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool 
                      shape_str(x.sizes()));
   }
   ops::check_floating(op, x, "input");
+#if !defined(KILN_WITH_CUDA)
   if (!x.is_cpu()) ops::no_cuda_kernel(op);
+#endif
   for (int i = 0; i < 2; ++i)
     if (a.stride[i] == 0) a.stride[i] = a.kernel[i];  // PyTorch's default: stride = kernel
   const std::string where = " (input " + shape_str(x.sizes()) + ")";
@@ -324,7 +428,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                      std::to_string(w + 2 * padding[1]) + ": output size " + std::to_string(oh) + "x" +
                      std::to_string(ow) + " is not positive (" + shapes + ", padding " + pair_str(padding) + ")");
   }
+#if defined(KILN_WITH_CUDA)
+  if (!x.is_cpu() && !cuda::math_switches().cudnn_enabled) {
+    throw DeviceError("conv2d: cuDNN is disabled (cuda::math_switches().cudnn_enabled) and kiln has no other CUDA "
+                      "convolution (" + shapes + ")");
+  }
+#else
   if (!x.is_cpu()) ops::no_cuda_kernel(op);
+#endif
 
   ConvPlan p;
   p.geo = {
@@ -334,16 +445,40 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   p.channels_last = is_channels_last(x);
   p.dtype = x.dtype();
   p.acc = conv_column_dtype(x.dtype());
-  Tensor out = conv_forward(p, x.detach(), weight.detach(), bias.defined() ? bias.detach() : Tensor());
+  const Tensor bias_d = bias.defined() ? bias.detach() : Tensor();
+  Tensor out;
+  if (x.is_cpu()) {
+    out = conv_forward(p, x.detach(), weight.detach(), bias_d);
+  } else {
+#if defined(KILN_WITH_CUDA)
+    out = conv_forward_cuda(p, x.detach(), weight.detach(), bias_d);
+#endif
+  }
 
   if (needs_grad({&x, &weight, &bias})) {
     const bool need_x = needs_grad({&x}), need_w = needs_grad({&weight});
     Shape wshape = weight.sizes();
+    const bool w_channels_last = is_channels_last(weight);
     // The input gradient needs the weight, the weight gradient needs the input; save only those.
     record_function(op, {x, weight, bias}, {out}, {need_w ? x : Tensor(), need_x ? weight : Tensor()},
-                    [p, wshape](const FunctionNode::Context& ctx) {
+                    [p, wshape, w_channels_last](const FunctionNode::Context& ctx) {
                       Tensor g = ctx.grads[0];
                       TensorList r(3);
+#if defined(KILN_WITH_CUDA)
+                      if (!g.is_cpu()) {
+                        Tensor dy;
+                        if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1]) dy = g.contiguous(conv_format(p));
+                        if (ctx.needs_input_grad[0]) r[0] = conv_backward_input_cuda(p, dy, ctx.saved_at(1));
+                        if (ctx.needs_input_grad[1]) {
+                          r[1] = conv_backward_weight_cuda(p, dy, ctx.saved_at(0), wshape, w_channels_last);
+                        }
+                        // kiln's reduction, as on the CPU: deterministic.
+                        if (ctx.needs_input_grad[2]) r[2] = sum(g, {0, 2, 3});
+                        return r;
+                      }
+#else
+                      (void)w_channels_last;
+#endif
                       Tensor gm;
                       if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1]) {
                         gm = g.to(p.acc).contiguous(MemoryFormat::ChannelsLast);
@@ -369,16 +504,32 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   // Indices into each input plane, kept for the backward (which scatters by them).
   Tensor indices = empty_image(out_shape, DType::Int64, x.device(), cl);
   if (out.numel() > 0) {
-    max_pool2d_forward_cpu(out.data_ptr(), indices.data_ptr<int64_t>(), image_strides(out), x4.data_ptr(),
-                           image_strides(x4), x.dtype(), g);
+    if (x.is_cpu()) {
+      max_pool2d_forward_cpu(out.data_ptr(), indices.data_ptr<int64_t>(), image_strides(out), x4.data_ptr(),
+                             image_strides(x4), x.dtype(), g);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnDevice on(x);
+      max_pool2d_forward_cuda(out.data_ptr(), indices.data_ptr<int64_t>(), image_strides(out), x4.data_ptr(),
+                              image_strides(x4), x.dtype(), g, on.stream);
+#endif
+    }
   }
   if (needs_grad({&x4})) {
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {indices}, [g, xs, cl](const FunctionNode::Context& ctx) {
       Tensor idx = ctx.saved_at(0);
       return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
-        max_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr),
-                                idx.data_ptr<int64_t>(), image_strides(idx), gr.dtype(), g);
+        if (gr.is_cpu()) {
+          max_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr),
+                                  idx.data_ptr<int64_t>(), image_strides(idx), gr.dtype(), g);
+        } else {
+#if defined(KILN_WITH_CUDA)
+          OnDevice on(gr);
+          max_pool2d_backward_cuda(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr),
+                                   idx.data_ptr<int64_t>(), image_strides(idx), gr.dtype(), g, on.stream);
+#endif
+        }
       })};
     });
   }
@@ -394,15 +545,31 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   const bool cl = is_channels_last(x4);
   Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   if (out.numel() > 0) {
-    avg_pool2d_forward_cpu(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g,
-                           count_include_pad);
+    if (x.is_cpu()) {
+      avg_pool2d_forward_cpu(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g,
+                             count_include_pad);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnDevice on(x);
+      avg_pool2d_forward_cuda(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g,
+                              count_include_pad, on.stream);
+#endif
+    }
   }
   if (needs_grad({&x4})) {
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {}, [g, xs, cl, count_include_pad](const FunctionNode::Context& ctx) {
       return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
-        avg_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(), g,
-                                count_include_pad);
+        if (gr.is_cpu()) {
+          avg_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(), g,
+                                  count_include_pad);
+        } else {
+#if defined(KILN_WITH_CUDA)
+          OnDevice on(gr);
+          avg_pool2d_backward_cuda(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(), g,
+                                   count_include_pad, on.stream);
+#endif
+        }
       })};
     });
   }
@@ -424,7 +591,9 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   if (x.size(-2) == 0 || x.size(-1) == 0) {
     throw ShapeError("adaptive_avg_pool2d: input " + shape_str(x.sizes()) + " has an empty spatial dim");
   }
+#if !defined(KILN_WITH_CUDA)
   if (!x.is_cpu()) ops::no_cuda_kernel(op);
+#endif
   Tensor x4 = as_batched(x);
   Conv2dGeometry g;
   g.batch = x4.size(0);
@@ -436,14 +605,31 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   const bool cl = is_channels_last(x4);
   Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   if (out.numel() > 0) {
-    adaptive_avg_pool2d_forward_cpu(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g);
+    if (x.is_cpu()) {
+      adaptive_avg_pool2d_forward_cpu(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(),
+                                      g);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnDevice on(x);
+      adaptive_avg_pool2d_forward_cuda(out.data_ptr(), image_strides(out), x4.data_ptr(), image_strides(x4),
+                                       x.dtype(), g, on.stream);
+#endif
+    }
   }
   if (needs_grad({&x4})) {
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {}, [g, xs, cl](const FunctionNode::Context& ctx) {
       return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
-        adaptive_avg_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(),
-                                         g);
+        if (gr.is_cpu()) {
+          adaptive_avg_pool2d_backward_cpu(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr),
+                                           gr.dtype(), g);
+        } else {
+#if defined(KILN_WITH_CUDA)
+          OnDevice on(gr);
+          adaptive_avg_pool2d_backward_cuda(gx.data_ptr(), image_strides(gx), gr.data_ptr(), image_strides(gr),
+                                            gr.dtype(), g, on.stream);
+#endif
+        }
       })};
     });
   }

@@ -2,6 +2,8 @@
 // calls the fused backward kernel directly (first-order gradients only; these nodes are not
 // themselves differentiable). Dropout saves no mask: its node keeps the PhiloxState and the
 // backward redraws the identical mask, which costs a few integer ops instead of a byte per element.
+// CUDA tensors take the kernels' CUDA twins on the current stream; their workspaces are tensors
+// from the caching allocator, and index checks go to the device's error record (no sync here).
 #include "core/ops/nn.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -40,9 +43,22 @@ std::string num_str(double v) {
 
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.is_cpu()) ops::no_cuda_kernel(op);
+#if defined(KILN_WITH_CUDA)
+// A CUDA op's setting: its device made current for the scope, and that device's current stream.
+struct OnCuda {
+  explicit OnCuda(const Tensor& t) : device(t.device().index), guard(device), stream(cuda::current_stream(device)) {}
+  int device;
+  cuda::DeviceGuard guard;
+  Stream stream;
+  DeviceErrorRecord* error_record() const { return cuda::device_error_record(device); }
+};
+
+// Scratch memory for a kernel, as a tensor so the caching allocator serves it on the stream.
+Tensor workspace(size_t bytes, Device device) {
+  return empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, device));
 }
+void* workspace_ptr(const Tensor& ws) { return ws.numel() > 0 ? ws.data_ptr() : nullptr; }
+#endif
 
 int64_t checked_dim(const char* op, const Tensor& x, int64_t dim) {
   const int64_t n = x.dim() == 0 ? 1 : x.dim();
@@ -71,8 +87,16 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
   auto [outer, n, inner] = split_at(xc.sizes(), d);
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    require_cpu(op, x);
-    softmax_forward_cpu(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, n, inner, log);
+    if (x.is_cpu()) {
+      softmax_forward_cpu(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, n, inner, log);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnCuda on(x);
+      softmax_forward_cuda(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, n, inner, log, on.stream);
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
   }
   if (needs_grad({&x})) {
     record_function(op, {x}, {out}, {out}, [op, outer, n, inner, log](const FunctionNode::Context& ctx) {
@@ -80,8 +104,17 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
       Tensor g = dense_grad(ctx.grads[0], y.dtype());
       Tensor dx = empty(y.sizes(), TensorOptions(y.dtype(), y.device()));
       if (dx.numel() > 0) {
-        require_cpu(op, y);
-        softmax_backward_cpu(dx.data_ptr(), g.data_ptr(), y.data_ptr(), y.dtype(), outer, n, inner, log);
+        if (y.is_cpu()) {
+          softmax_backward_cpu(dx.data_ptr(), g.data_ptr(), y.data_ptr(), y.dtype(), outer, n, inner, log);
+        } else {
+#if defined(KILN_WITH_CUDA)
+          OnCuda on(y);
+          softmax_backward_cuda(dx.data_ptr(), g.data_ptr(), y.data_ptr(), y.dtype(), outer, n, inner, log,
+                                on.stream);
+#else
+          ops::no_cuda_kernel(op);
+#endif
+        }
       }
       return TensorList{dx};
     });
@@ -191,9 +224,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor mean = empty({rows}, TensorOptions(sdt, x.device()));
   Tensor rstd = empty({rows}, TensorOptions(sdt, x.device()));
   if (out.numel() > 0) {
-    require_cpu(op, x);
-    layer_norm_forward_cpu(out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), xc.data_ptr(), x.dtype(), ptr_or_null(wc),
-                           ptr_or_null(bc), pdt, rows, n, eps);
+    if (x.is_cpu()) {
+      layer_norm_forward_cpu(out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), xc.data_ptr(), x.dtype(),
+                             ptr_or_null(wc), ptr_or_null(bc), pdt, rows, n, eps);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnCuda on(x);
+      layer_norm_forward_cuda(out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), xc.data_ptr(), x.dtype(),
+                              ptr_or_null(wc), ptr_or_null(bc), pdt, rows, n, eps, on.stream);
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
   }
   if (needs_grad({&x, &weight, &bias})) {
     Shape ns = normalized_shape;
@@ -206,11 +248,22 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                       // zeros, not empty: with no rows the kernel does not run and the sums are 0.
                       if (ctx.needs_input_grad[1]) grads[1] = zeros(ns, TensorOptions(pdt, xs.device()));
                       if (ctx.needs_input_grad[2]) grads[2] = zeros(ns, TensorOptions(pdt, xs.device()));
-                      if (rows > 0) {
-                        require_cpu("layer_norm", xs);
+                      if (rows > 0 && xs.is_cpu()) {
                         layer_norm_backward_cpu(ptr_or_null(grads[0]), ptr_or_null(grads[1]), ptr_or_null(grads[2]),
                                                 g.data_ptr(), xs.data_ptr(), xs.dtype(), m.data_ptr(), r.data_ptr(),
                                                 ptr_or_null(w), pdt, rows, n);
+                      } else if (rows > 0) {
+#if defined(KILN_WITH_CUDA)
+                        OnCuda on(xs);
+                        const size_t bytes =
+                            layer_norm_backward_cuda_workspace_bytes(rows, n, grads[1].defined() || grads[2].defined());
+                        Tensor ws = workspace(bytes, xs.device());
+                        layer_norm_backward_cuda(ptr_or_null(grads[0]), ptr_or_null(grads[1]), ptr_or_null(grads[2]),
+                                                 g.data_ptr(), xs.data_ptr(), xs.dtype(), m.data_ptr(), r.data_ptr(),
+                                                 ptr_or_null(w), pdt, rows, n, workspace_ptr(ws), bytes, on.stream);
+#else
+                        ops::no_cuda_kernel("layer_norm");
+#endif
                       }
                       return grads;
                     });
@@ -262,7 +315,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   // The kernel updates contiguous running stats in place; others go through a copy and back.
   Tensor rm = dense(running_mean), rv = dense(running_var);
   if (x.numel() > 0) {
-    require_cpu(op, x);
     BatchNormParams params;
     params.weight = ptr_or_null(wc);
     params.bias = ptr_or_null(bc);
@@ -270,8 +322,20 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     params.running_mean = ptr_or_null(rm);
     params.running_var = ptr_or_null(rv);
     params.running_dtype = running_mean.defined() ? running_mean.dtype() : DType::Float32;
-    batch_norm_forward_cpu(out.data_ptr(), save_mean.data_ptr(), save_rstd.data_ptr(), xd.data_ptr(), x.dtype(),
-                           *layout, params, training, momentum, eps);
+    if (x.is_cpu()) {
+      batch_norm_forward_cpu(out.data_ptr(), save_mean.data_ptr(), save_rstd.data_ptr(), xd.data_ptr(), x.dtype(),
+                             *layout, params, training, momentum, eps);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnCuda on(x);
+      const size_t bytes = batch_norm_forward_cuda_workspace_bytes(*layout, training);
+      Tensor ws = workspace(bytes, x.device());
+      batch_norm_forward_cuda(out.data_ptr(), save_mean.data_ptr(), save_rstd.data_ptr(), xd.data_ptr(), x.dtype(),
+                              *layout, params, training, momentum, eps, workspace_ptr(ws), bytes, on.stream);
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
     if (training && running_mean.defined()) {
       if (rm.data_ptr() != running_mean.data_ptr()) ops::copy_raw(running_mean, rm);
       if (rv.data_ptr() != running_var.data_ptr()) ops::copy_raw(running_var, rv);
@@ -291,11 +355,22 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                       }
                       if (ctx.needs_input_grad[1]) grads[1] = zeros({c}, TensorOptions(pdt, xs.device()));
                       if (ctx.needs_input_grad[2]) grads[2] = zeros({c}, TensorOptions(pdt, xs.device()));
-                      if (xs.numel() > 0) {
-                        require_cpu("batch_norm", xs);
+                      if (xs.numel() > 0 && xs.is_cpu()) {
                         batch_norm_backward_cpu(ptr_or_null(grads[0]), ptr_or_null(grads[1]), ptr_or_null(grads[2]),
                                                 g.data_ptr(), xs.data_ptr(), xs.dtype(), l, m.data_ptr(), r.data_ptr(),
                                                 ptr_or_null(w), pdt, training);
+                      } else if (xs.numel() > 0) {
+#if defined(KILN_WITH_CUDA)
+                        OnCuda on(xs);
+                        const size_t bytes = batch_norm_backward_cuda_workspace_bytes(l);
+                        Tensor ws = workspace(bytes, xs.device());
+                        batch_norm_backward_cuda(ptr_or_null(grads[0]), ptr_or_null(grads[1]), ptr_or_null(grads[2]),
+                                                 g.data_ptr(), xs.data_ptr(), xs.dtype(), l, m.data_ptr(),
+                                                 r.data_ptr(), ptr_or_null(w), pdt, training, workspace_ptr(ws), bytes,
+                                                 on.stream);
+#else
+                        ops::no_cuda_kernel("batch_norm");
+#endif
                       }
                       return grads;
                     });
@@ -315,17 +390,31 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   const PhiloxState state = default_generator(x.device()).next();
   Tensor out = empty_strided(x.sizes(), ops::strides_like(x.sizes(), x), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    require_cpu(op, x);
-    dropout_cpu(ops::make_arg(out), ops::make_arg(x.detach()), p, state);
+    if (x.is_cpu()) {
+      dropout_cpu(ops::make_arg(out), ops::make_arg(x.detach()), p, state);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      OnCuda on(x);
+      dropout_cuda(ops::make_arg(out), ops::make_arg(x.detach()), p, state, on.stream);
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
   }
   if (needs_grad({&x})) {
     DType dt = x.dtype();
     record_function(op, {x}, {out}, {}, [p, state, dt](const FunctionNode::Context& ctx) {
       Tensor g = ctx.grads[0].detach();
       Tensor dx = empty_strided(g.sizes(), ops::strides_like(g.sizes(), g), TensorOptions(dt, g.device()));
-      if (dx.numel() > 0) {
-        require_cpu("dropout", g);
+      if (dx.numel() > 0 && g.is_cpu()) {
         dropout_cpu(ops::make_arg(dx), ops::make_arg(g), p, state);
+      } else if (dx.numel() > 0) {
+#if defined(KILN_WITH_CUDA)
+        OnCuda on(g);
+        dropout_cuda(ops::make_arg(dx), ops::make_arg(g), p, state, on.stream);
+#else
+        ops::no_cuda_kernel("dropout");
+#endif
       }
       return TensorList{dx};
     });
@@ -363,8 +452,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   out_shape.push_back(dim);
   Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
   if (out.numel() > 0) {
-    require_cpu(op, weight);
-    index_select_cpu(ops::make_arg(out.view({k, dim})), ops::make_arg(weight.detach()), 0, ops::make_arg(flat));
+    if (weight.is_cpu()) {
+      index_select_cpu(ops::make_arg(out.view({k, dim})), ops::make_arg(weight.detach()), 0, ops::make_arg(flat));
+    } else {
+#if defined(KILN_WITH_CUDA)
+      // Checked on the device: a bad index gives a zero row and an IndexError naming embedding at
+      // the next sync (the host cannot read the indices without waiting for the GPU).
+      OnCuda on(weight);
+      embedding_forward_cuda(out.data_ptr(), ops::make_arg(weight.detach()), flat.data_ptr<int64_t>(), k,
+                             on.error_record(), on.stream);
+#else
+      ops::no_cuda_kernel(op);
+#endif
+    }
   }
   if (needs_grad({&weight})) {
     Shape ws = weight.sizes();
@@ -374,9 +474,16 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
       Tensor g = ctx.grads[0].detach().to(dt).reshape({k, dim});
       // Rows picked several times receive the sum of their gradients (scatter_add is deterministic).
       Tensor dw = zeros(ws, TensorOptions(dt, g.device()));
-      if (g.numel() > 0) {
-        require_cpu("embedding", g);
+      if (g.numel() > 0 && g.is_cpu()) {
         scatter_add_cpu(ops::make_arg(dw), 0, ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g));
+      } else if (g.numel() > 0) {
+#if defined(KILN_WITH_CUDA)
+        OnCuda on(g);
+        scatter_add_cuda(ops::make_arg(dw), 0, ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g),
+                         on.error_record(), on.stream);
+#else
+        ops::no_cuda_kernel("embedding");
+#endif
       }
       return TensorList{dw};
     });
@@ -427,19 +534,39 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
       empty(red == LossReduce::None ? target.sizes() : Shape{}, TensorOptions(logits.dtype(), logits.device()));
   Tensor lse = empty({rows}, TensorOptions(norm_stat_dtype(logits.dtype()), logits.device()));
   Tensor count = empty({1}, TensorOptions(DType::Int64, logits.device()));
-  require_cpu(op, logits);
-  cross_entropy_forward_cpu(out.data_ptr(), out.dtype(), lse.data_ptr(), count.data_ptr<int64_t>(), lc.data_ptr(),
-                            lc.dtype(), tc.data_ptr<int64_t>(), cs, red);
+  if (logits.is_cpu()) {
+    cross_entropy_forward_cpu(out.data_ptr(), out.dtype(), lse.data_ptr(), count.data_ptr<int64_t>(), lc.data_ptr(),
+                              lc.dtype(), tc.data_ptr<int64_t>(), cs, red);
+  } else {
+#if defined(KILN_WITH_CUDA)
+    // Targets are range-checked on the device: a bad one is an IndexError at the next sync.
+    OnCuda on(logits);
+    const size_t bytes = cross_entropy_cuda_workspace_bytes(cs, red);
+    Tensor ws = workspace(bytes, logits.device());
+    cross_entropy_forward_cuda(out.data_ptr(), out.dtype(), lse.data_ptr(), count.data_ptr<int64_t>(), lc.data_ptr(),
+                               lc.dtype(), tc.data_ptr<int64_t>(), cs, red, workspace_ptr(ws), bytes,
+                               on.error_record(), on.stream);
+#else
+    ops::no_cuda_kernel(op);
+#endif
+  }
   if (needs_grad({&logits})) {
     Shape ls = logits.sizes();
     record_function(op, {logits}, {out}, {lc, tc, lse, count}, [cs, red, ls](const FunctionNode::Context& ctx) {
       Tensor x = ctx.saved_at(0), t = ctx.saved_at(1), l = ctx.saved_at(2), cnt = ctx.saved_at(3);
       Tensor g = dense(ctx.grads[0]);
       Tensor dx = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
-      if (dx.numel() > 0) {
-        require_cpu("cross_entropy", x);
+      if (dx.numel() > 0 && x.is_cpu()) {
         cross_entropy_backward_cpu(dx.data_ptr(), g.data_ptr(), g.dtype(), x.data_ptr(), x.dtype(), l.data_ptr(),
                                    cnt.data_ptr<int64_t>(), t.data_ptr<int64_t>(), cs, red);
+      } else if (dx.numel() > 0) {
+#if defined(KILN_WITH_CUDA)
+        OnCuda on(x);
+        cross_entropy_backward_cuda(dx.data_ptr(), g.data_ptr(), g.dtype(), x.data_ptr(), x.dtype(), l.data_ptr(),
+                                    cnt.data_ptr<int64_t>(), t.data_ptr<int64_t>(), cs, red, on.stream);
+#else
+        ops::no_cuda_kernel("cross_entropy");
+#endif
       }
       return TensorList{dx.reshape(ls)};
     });

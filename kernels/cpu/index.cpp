@@ -127,4 +127,16 @@ void scatter_add_cpu(const StridedArg& out_arg, int dim, const StridedArg& index
   });
 }
 
+const char* index_check_op_name(IndexCheckOp op) {
+  switch (op) {
+    case IndexCheckOp::IndexSelect: return "index_select";
+    case IndexCheckOp::Gather: return "gather";
+    case IndexCheckOp::ScatterAdd: return "scatter_add";
+    case IndexCheckOp::Embedding: return "embedding";
+    case IndexCheckOp::CrossEntropy: return "cross_entropy";
+    case IndexCheckOp::None: break;
+  }
+  return "?";
+}
+
 }  // namespace kiln

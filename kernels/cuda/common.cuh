@@ -216,4 +216,127 @@ __device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, Inde
   }
 }
 
+// --- row kernels (norm, loss, attention) ---------------------------------------------------------
+
+// Warp sum and max that every lane receives. The xor butterfly pairs lanes symmetrically and float
+// addition is commutative, so all 32 lanes end with the same bits. fmaxf drops a NaN operand, as
+// the CPU's std::max(running, x) does.
+template <typename T> __device__ __forceinline__ T warp_allreduce_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_allreduce_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Kernels over float activations are instantiated for the three storage types CUDA tensors use;
+// float64 is CPU-only (kernels/dtype.h), so it is refused by name instead of instantiated.
+[[noreturn]] inline void throw_no_cuda_float_kernel(const char* op, DType t) {
+  throw DTypeError(std::string(op) + ": no CUDA kernel for dtype " + dtype_name(t) +
+                   " (CUDA kernels take float32, float16 or bfloat16; float64 is CPU-only)");
+}
+// Runs the statements with `S` naming the storage type of float dtype `dtype`.
+#define KILN_CUDA_FLOAT_SWITCH(dtype, op, ...)                                 \
+  switch (dtype) {                                                             \
+    case ::kiln::DType::Float32: {                                             \
+      using S = float;                                                         \
+      __VA_ARGS__;                                                             \
+      break;                                                                   \
+    }                                                                          \
+    case ::kiln::DType::Float16: {                                             \
+      using S = __half;                                                        \
+      __VA_ARGS__;                                                             \
+      break;                                                                   \
+    }                                                                          \
+    case ::kiln::DType::BFloat16: {                                            \
+      using S = __nv_bfloat16;                                                 \
+      __VA_ARGS__;                                                             \
+      break;                                                                   \
+    }                                                                          \
+    default: ::kiln::cuda_detail::throw_no_cuda_float_kernel((op), (dtype));   \
+  }
+
+}  // namespace kiln::cuda_detail
+
+// --- capture state and library handles (cuBLASLt, cuDNN) ----------------------------------------
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace kiln::cuda_detail {
+
+// Whether work enqueued on `stream` now would land in a CUDA graph capture. The legacy default
+// stream answers cudaErrorStreamCaptureImplicit while a blocking stream of the device captures;
+// that counts as capturing too (using it would break the capture), and the error is cleared.
+inline bool stream_capturing(Stream stream, const char* op) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(raw_stream(stream), &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": cudaStreamIsCapturing failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// A library handle (H is a pointer type) per device and host thread, as the libraries recommend.
+// Created on a thread's first call on a device; when the thread ends its handles are parked in a
+// process-wide list that the next new thread takes from, and no handle is ever destroyed: at exit
+// the libraries may already be unloaded when destructors run. Creating a handle may allocate
+// device memory, so it is refused while `stream` is capturing: the warm-up step creates it.
+template <typename H, H (*Create)()> H thread_handle(int device, Stream stream, const char* op) {
+  struct Parked {
+    std::mutex mutex;
+    std::vector<std::pair<int, H>> handles;
+  };
+  static Parked* parked = new Parked;  // leaked on purpose (see above)
+  struct Owned {
+    std::vector<std::pair<int, H>> handles;
+    ~Owned() {
+      std::lock_guard<std::mutex> lock(parked->mutex);
+      for (const auto& h : handles) parked->handles.push_back(h);
+    }
+  };
+  thread_local Owned owned;
+  for (const auto& h : owned.handles)
+    if (h.first == device) return h.second;
+  H handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(parked->mutex);
+    for (auto it = parked->handles.begin(); it != parked->handles.end(); ++it) {
+      if (it->first == device) {
+        handle = it->second;
+        parked->handles.erase(it);
+        break;
+      }
+    }
+  }
+  if (handle == nullptr) {
+    if (stream_capturing(stream, op)) {
+      throw DeviceError(std::string(op) +
+                        ": the library handle of this thread and device would be created during CUDA graph "
+                        "capture, which cannot allocate; run the captured work once before capturing (warm-up)");
+    }
+    handle = Create();
+  }
+  owned.handles.emplace_back(device, handle);
+  return handle;
+}
+
+// The current device, checked.
+inline int current_device_checked(const char* op) {
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": cudaGetDevice failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+  return device;
+}
+
 }  // namespace kiln::cuda_detail

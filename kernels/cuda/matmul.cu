@@ -1,0 +1,316 @@
+// CUDA GEMM through cuBLASLt. kiln's matrices are row-major and cuBLASLt's column-major, so
+// C = op(A) op(B) runs as C^T = op(B)^T op(A)^T: the operands swap places and keep their own
+// transpose flags, with no copy. A plan (descriptors plus the heuristic's first algorithm) is built
+// once per problem, pointer alignment included, and reused; runs of batches whose offsets step
+// evenly become one strided-batched call.
+#include <cublasLt.h>
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/matmul.h"
+
+namespace kiln {
+namespace {
+
+using namespace cuda_detail;
+
+std::string status_text(cublasStatus_t st) {
+  return std::string(cublasLtGetStatusName(st)) + " (" + cublasLtGetStatusString(st) + ")";
+}
+
+void check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) throw DeviceError(std::string("matmul: ") + what + " failed: " + status_text(st));
+}
+
+cublasLtHandle_t create_lt_handle() {
+  cublasLtHandle_t h = nullptr;
+  check(cublasLtCreate(&h), "cublasLtCreate");
+  return h;
+}
+
+// How a dtype maps onto cuBLASLt: storage type, compute type and the type of alpha and beta.
+struct LtTypes {
+  cudaDataType_t data;
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+};
+
+LtTypes lt_types(DType t, bool allow_tf32) {
+  switch (t) {
+    case DType::Float32:
+      return {CUDA_R_32F, allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::Float16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::BFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::Float64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
+    default: break;
+  }
+  throw DTypeError(std::string("matmul: unsupported dtype ") + dtype_name(t) + " on CUDA");
+}
+
+// The largest power of two up to 256 dividing every address of a batch (base + i * stride elements):
+// cuBLASLt assumes 256-byte alignment unless told otherwise, and views and batch offsets break it.
+uint32_t alignment_of(const void* base, int64_t stride, size_t elem_size) {
+  uint64_t bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)) |
+                  static_cast<uint64_t>(stride) * static_cast<uint64_t>(elem_size);
+  if (bits == 0) return 256;
+  const uint64_t low = bits & (~bits + 1);
+  return static_cast<uint32_t>(low < 256 ? low : 256);
+}
+
+// One cuBLASLt call: `count` products whose A, B and C step by fixed element strides.
+struct Problem {
+  DType dtype;
+  bool ta, tb, tf32;
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t count;
+  int64_t stride_a, stride_b, stride_c;
+  uint32_t align_a, align_b, align_c;
+  size_t workspace_bytes;
+  int device;
+};
+
+using PlanKey = std::array<int64_t, 19>;
+
+PlanKey key_of(const Problem& p) {
+  return {p.device,   static_cast<int64_t>(p.dtype), p.ta,       p.tb,       p.tf32,     p.m,       p.n,
+          p.k,        p.lda,    p.ldb,               p.ldc,      p.count,    p.stride_a, p.stride_b, p.stride_c,
+          p.align_a,  p.align_b, p.align_c,          static_cast<int64_t>(p.workspace_bytes)};
+}
+
+// Descriptors and algorithm of one Problem. In cuBLASLt's terms A is kiln's B, B is kiln's A, and
+// C (also D) is C^T. Immutable once built, so threads share it.
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {  // host memory only
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t count,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+        "cublasLtMatrixLayoutCreate");
+  if (count > 1) {
+    const int32_t batch = static_cast<int32_t>(count);
+    cublasStatus_t st =
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch));
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                            sizeof(stride));
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatrixLayoutDestroy(layout);
+      check(st, "cublasLtMatrixLayoutSetAttribute (batch)");
+    }
+  }
+  return layout;
+}
+
+std::string problem_str(const Problem& p) {
+  return std::string(dtype_name(p.dtype)) + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + (p.ta ? " A^T" : "") + (p.tb ? " B^T" : "") + " batch=" +
+         std::to_string(p.count) + (p.tf32 ? " tf32" : "");
+}
+
+std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const Problem& p) {
+  const LtTypes types = lt_types(p.dtype, p.tf32);
+  auto plan = std::make_unique<Plan>();
+  check(cublasLtMatmulDescCreate(&plan->op, types.compute, types.scale), "cublasLtMatmulDescCreate");
+  const cublasOperation_t op_a = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is kiln's B
+  const cublasOperation_t op_b = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+        "cublasLtMatmulDescSetAttribute (transa)");
+  check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+        "cublasLtMatmulDescSetAttribute (transb)");
+  // Stored shapes (before op): kiln's B is k x n row-major, i.e. n x k column-major (k x n when
+  // transposed); kiln's A likewise with m; C^T is n x m.
+  plan->a = make_layout(types.data, p.tb ? p.k : p.n, p.tb ? p.n : p.k, p.ldb, p.count, p.stride_b);
+  plan->b = make_layout(types.data, p.ta ? p.m : p.k, p.ta ? p.k : p.m, p.lda, p.count, p.stride_a);
+  plan->c = make_layout(types.data, p.n, p.m, p.ldc, p.count, p.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } pref_guard{pref};
+  const uint64_t max_ws = p.workspace_bytes;
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)),
+        "cublasLtMatmulPreferenceSetAttribute (workspace)");
+  const uint32_t align[4] = {p.align_b, p.align_a, p.align_c, p.align_c};  // cuBLASLt's A, B, C, D
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])),
+          "cublasLtMatmulPreferenceSetAttribute (alignment)");
+  }
+  // Split-k partial sums are staged in the workspace and reduced there, never added into C in
+  // place; for float16/bfloat16 only in float32 (the output-type scheme would sum in 16 bits, and
+  // kiln accumulates in float). Algorithms without split-k are always allowed.
+  const bool half = p.dtype == DType::Float16 || p.dtype == DType::BFloat16;
+  const uint32_t mask = half ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                             : (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
+        "cublasLtMatmulPreferenceSetAttribute (reduction scheme)");
+  cublasLtMatmulHeuristicResult_t result;
+  std::memset(&result, 0, sizeof(result));
+  int returned = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+                                       &returned),
+        "cublasLtMatmulAlgoGetHeuristic");
+  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    throw DeviceError("matmul: cuBLASLt has no algorithm for " + problem_str(p) + " (alignment A " +
+                      std::to_string(p.align_a) + ", B " + std::to_string(p.align_b) + ", C " +
+                      std::to_string(p.align_c) + " bytes; workspace " + std::to_string(p.workspace_bytes) +
+                      " bytes)" + (returned > 0 ? ": " + status_text(result.state) : std::string()));
+  }
+  plan->algo = result.algo;  // needs result.workspaceSize <= the workspace limit, which every call passes
+  return plan;
+}
+
+// Plans live for the process: leaked on purpose so that no cuBLASLt call runs during static
+// destruction, after the library may be gone.
+struct PlanCache {
+  std::mutex mutex;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+};
+
+const Plan& get_plan(cublasLtHandle_t handle, const Problem& p) {
+  static PlanCache* cache = new PlanCache;
+  const PlanKey key = key_of(p);
+  std::lock_guard<std::mutex> lock(cache->mutex);
+  auto it = cache->plans.find(key);
+  if (it == cache->plans.end()) it = cache->plans.emplace(key, make_plan(handle, p)).first;
+  return *it->second;
+}
+
+int64_t offset_at(const int64_t* offsets, int64_t i) { return offsets ? offsets[i] : 0; }
+
+// The batches from `first` on that one strided call covers: all three offsets step by a fixed
+// stride (0 for a broadcast A or B; never 0 for C, whose products must not overlap).
+int64_t run_length(const GemmBatch& batch, int64_t first, int64_t (&stride)[3]) {
+  const int64_t* offsets[3] = {batch.a_offsets, batch.b_offsets, batch.c_offsets};
+  for (int64_t& s : stride) s = 0;
+  if (first + 1 >= batch.count) return 1;
+  for (int x = 0; x < 3; ++x) stride[x] = offset_at(offsets[x], first + 1) - offset_at(offsets[x], first);
+  if (stride[0] < 0 || stride[1] < 0 || stride[2] <= 0) {
+    for (int64_t& s : stride) s = 0;
+    return 1;
+  }
+  int64_t len = 2;
+  while (first + len < batch.count && len < INT32_MAX) {
+    bool same = true;
+    for (int x = 0; x < 3 && same; ++x) {
+      same = offset_at(offsets[x], first + len) - offset_at(offsets[x], first + len - 1) == stride[x];
+    }
+    if (!same) break;
+    ++len;
+  }
+  return len;
+}
+
+// k == 0: each product is an empty sum, so C = beta * C (beta == 0 writes zeros over anything).
+template <typename C>
+__global__ void scale_matrix_kernel(void* c, DType dtype, int64_t rows, int64_t cols, int64_t ld, C beta) {
+  const int64_t total = rows * cols;
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    const int64_t off = (i / cols) * ld + i % cols;
+    store_as<C>(c, dtype, off, beta == C(0) ? C(0) : beta * load_as<C>(c, dtype, off));
+  }
+}
+
+void scale_outputs(DType dtype, int64_t m, int64_t n, double beta, void* c, int64_t ldc, const GemmBatch& batch,
+                   cudaStream_t stream) {
+  const size_t es = element_size(dtype);
+  for (int64_t i = 0; i < batch.count; ++i) {
+    void* ci = static_cast<char*>(c) + offset_at(batch.c_offsets, i) * static_cast<int64_t>(es);
+    if (dtype == DType::Float64) {
+      scale_matrix_kernel<double><<<grid_for(m * n), kThreads, 0, stream>>>(ci, dtype, m, n, ldc, beta);
+    } else {
+      scale_matrix_kernel<float>
+          <<<grid_for(m * n), kThreads, 0, stream>>>(ci, dtype, m, n, ldc, static_cast<float>(beta));
+    }
+    check_launch("matmul");
+  }
+}
+
+}  // namespace
+
+void gemm_cuda(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch,
+               void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream) {
+  (void)lt_types(dtype, allow_tf32);  // rejects other dtypes before anything runs
+  if (batch.count <= 0 || m <= 0 || n <= 0) return;
+  const cudaStream_t s = raw_stream(stream);
+  if (k <= 0) {
+    scale_outputs(dtype, m, n, beta, c, ldc, batch, s);
+    return;
+  }
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
+    throw ShapeError("matmul: cuBLASLt takes matrix dims up to 2^31 - 1, got m=" + std::to_string(m) +
+                     " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  }
+  if (workspace == nullptr) workspace_bytes = 0;
+  const int device = current_device_checked("matmul");
+  cublasLtHandle_t handle = thread_handle<cublasLtHandle_t, create_lt_handle>(device, stream, "matmul");
+  const bool tf32 = dtype == DType::Float32 && allow_tf32;
+  // alpha and beta in the scale type, read on the host when cublasLtMatmul is called.
+  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
+  const bool f64 = dtype == DType::Float64;
+  const void* alpha_p = f64 ? static_cast<const void*>(&alpha) : static_cast<const void*>(&alpha_f);
+  const void* beta_p = f64 ? static_cast<const void*>(&beta) : static_cast<const void*>(&beta_f);
+  const size_t es = element_size(dtype);
+  const auto ies = static_cast<int64_t>(es);
+  for (int64_t i = 0; i < batch.count;) {
+    int64_t stride[3];
+    const int64_t len = run_length(batch, i, stride);
+    const char* pa = static_cast<const char*>(a) + offset_at(batch.a_offsets, i) * ies;
+    const char* pb = static_cast<const char*>(b) + offset_at(batch.b_offsets, i) * ies;
+    char* pc = static_cast<char*>(c) + offset_at(batch.c_offsets, i) * ies;
+    Problem p{dtype,
+              trans_a,
+              trans_b,
+              tf32,
+              m,
+              n,
+              k,
+              lda,
+              ldb,
+              ldc,
+              len,
+              stride[0],
+              stride[1],
+              stride[2],
+              alignment_of(pa, stride[0], es),
+              alignment_of(pb, stride[1], es),
+              alignment_of(pc, stride[2], es),
+              workspace_bytes,
+              device};
+    const Plan& plan = get_plan(handle, p);
+    // cuBLASLt's A is kiln's B and its B is kiln's A; C and D are both kiln's C (beta == 0 does
+    // not read it).
+    check(cublasLtMatmul(handle, plan.op, alpha_p, pb, plan.a, pa, plan.b, beta_p, pc, plan.c, pc, plan.c, &plan.algo,
+                         workspace, workspace_bytes, s),
+          "cublasLtMatmul");
+    i += len;
+  }
+}
+
+}  // namespace kiln
