@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <cstddef>
+
+#include "kernels/index.h"
 #include "kernels/philox.h"
 #include "kernels/stream.h"
 #include "kernels/strided.h"
@@ -40,5 +43,33 @@ void topk_cpu(void* values, DType values_dtype, int64_t* indices, const void* in
 // Invalid rows (negative, inf or NaN weights, zero sum, too few non-zero weights) are an Error.
 void multinomial_cpu(int64_t* out, const StridedArg& probs, int64_t num_samples, bool replacement,
                      PhiloxState philox);
+
+#if defined(KILN_WITH_CUDA)
+// The CUDA reduction: the same ops and empty-reduction results as reduce_cpu, accumulating in float
+// for float32/float16/bfloat16 (double for float64, int64 for integer sums and products). The launch
+// plan depends only on sizes and strides, never on the device or timing, so results are
+// reproducible run to run. Long reductions with few outputs take two passes through `workspace`;
+// reduce_cuda_workspace_bytes says how much (0 for one pass), and core allocates it on the stream.
+size_t reduce_cuda_workspace_bytes(ReduceOp op, const ReduceArgs& args);
+void reduce_cuda(ReduceOp op, const ReduceArgs& args, void* workspace, size_t workspace_bytes, Stream stream);
+
+// topk_cpu's contract on the GPU. Rows longer than 2048 with k > 2048 are sorted in `workspace`
+// (topk_cuda_workspace_bytes; 0 otherwise), a batch of rows at a time when it is smaller than all.
+// Rows of 2^32 - 1 elements or more are a kiln::Error.
+size_t topk_cuda_workspace_bytes(int64_t rows, int64_t n, int64_t k);
+void topk_cuda(void* values, DType values_dtype, int64_t* indices, const void* in, DType in_dtype, int64_t rows,
+               int64_t n, int64_t k, bool largest, void* workspace, size_t workspace_bytes, Stream stream);
+
+// multinomial_cpu's draws on the GPU: the same Philox element indices and words, so the same
+// categories except where u * total lands within rounding of a cumulative-sum boundary (the CUDA
+// prefix sum adds in another order) or two exponential keys are within an ulp (CUDA's log1p).
+// An invalid row cannot throw from the device: its outputs are set to 0 and the first one found is
+// recorded in `err` as {op = IndexCheckOp::Multinomial, index = row, size = MultinomialRowError}, which
+// the host raises at its next synchronizing call (cuda::raise_device_errors).
+enum class MultinomialRowError : int64_t { InvalidWeight = 1, NegativeWeight, ZeroSum, InfiniteSum, TooFewNonZero };
+size_t multinomial_cuda_workspace_bytes(int64_t rows, int64_t n, int64_t num_samples, bool replacement);
+void multinomial_cuda(int64_t* out, const StridedArg& probs, int64_t num_samples, bool replacement, PhiloxState philox,
+                      void* workspace, size_t workspace_bytes, DeviceErrorRecord* err, Stream stream);
+#endif
 
 }  // namespace kiln

@@ -361,9 +361,16 @@ void raise_device_errors(int device) {
   check(cudaMemcpy(&host, rec, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy");
   if (host.op == 0) return;
   check(cudaMemset(rec, 0, sizeof host), "cudaMemset");
+  const std::string where = " (detected on cuda:" + std::to_string(d) + ")";
+  if (static_cast<IndexCheckOp>(host.op) == IndexCheckOp::Multinomial) {
+    static const char* const reasons[] = {"?", "has an inf or NaN weight", "has a negative weight", "sums to zero",
+                                          "sums to inf", "has fewer non-zero weights than samples drawn without "
+                                          "replacement"};
+    const int64_t r = host.size >= 1 && host.size <= 5 ? host.size : 0;
+    throw Error("multinomial: row " + std::to_string(host.index) + " " + reasons[r] + where);
+  }
   throw IndexError(std::string(index_check_op_name(static_cast<IndexCheckOp>(host.op))) + ": index " +
-                   std::to_string(host.index) + " is out of range for size " + std::to_string(host.size) +
-                   " (detected on cuda:" + std::to_string(d) + ")");
+                   std::to_string(host.index) + " is out of range for size " + std::to_string(host.size) + where);
 }
 void reset_peak_memory_stats(int device) { caching_allocator(device).reset_peak_stats(); }
 void empty_cache() {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -17,6 +18,16 @@
 
 namespace kiln {
 namespace {
+
+#if defined(KILN_WITH_CUDA)
+// Scratch bytes for a CUDA kernel from the caching allocator on the current stream; dropping the
+// tensor right after the launch is safe because a freed block is reused in stream order.
+Tensor cuda_workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, device));
+}
+void* workspace_ptr(const Tensor& ws) { return ws.defined() ? ws.data_ptr() : nullptr; }
+#endif
 
 // Which dims of x are reduced (empty list = all), as a mask.
 std::vector<bool> reduced_mask(const char* op, const Tensor& x, const Shape& dims) {
@@ -76,8 +87,19 @@ void launch_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vec
     }
   }
   args.correction = correction;
-  if (!x.is_cpu()) ops::no_cuda_kernel(op);
-  reduce_cpu(rop, args);
+  if (x.is_cpu()) {
+    reduce_cpu(rop, args);
+    return;
+  }
+#if defined(KILN_WITH_CUDA)
+  const int dev = x.device().index;
+  cuda::DeviceGuard guard(dev);
+  const size_t bytes = reduce_cuda_workspace_bytes(rop, args);
+  Tensor ws = cuda_workspace(bytes, x.device());
+  reduce_cuda(rop, args, workspace_ptr(ws), bytes, cuda::current_stream(dev));
+#else
+  ops::no_cuda_kernel(op);
+#endif
 }
 
 // Gradient of a keepdim=false reduction, broadcast back to x's shape.
@@ -260,9 +282,21 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   Tensor values = empty(out_shape, TensorOptions(x.dtype(), x.device()));
   Tensor indices = empty(out_shape, TensorOptions(DType::Int64, x.device()));
   if (rows > 0 && k > 0) {
-    if (!x.is_cpu()) ops::no_cuda_kernel("topk");
-    topk_cpu(values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(), src.data_ptr(), src.dtype(), rows, n, k,
-             largest);
+    if (x.is_cpu()) {
+      topk_cpu(values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(), src.data_ptr(), src.dtype(), rows, n, k,
+               largest);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = x.device().index;
+      cuda::DeviceGuard guard(dev);
+      const size_t bytes = topk_cuda_workspace_bytes(rows, n, k);
+      Tensor ws = cuda_workspace(bytes, x.device());
+      topk_cuda(values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(), src.data_ptr(), src.dtype(), rows, n, k,
+                largest, workspace_ptr(ws), bytes, cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel("topk");
+#endif
+    }
   }
   if (x.dim() == 0) {
     values = values.reshape({});
@@ -297,9 +331,26 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
                 std::to_string(n) + " categories");
   }
   Tensor out = empty({p2.size(0), num_samples}, TensorOptions(DType::Int64, probs.device()));
+#if !defined(KILN_WITH_CUDA)
   if (!probs.is_cpu()) ops::no_cuda_kernel("multinomial");
+#endif
   PhiloxState st = default_generator(probs.device()).next();
-  if (out.numel() > 0) multinomial_cpu(out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st);
+  if (out.numel() > 0) {
+    if (probs.is_cpu()) {
+      multinomial_cpu(out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      // An invalid row is found on the device: it is recorded in the device's error record and
+      // raised as an error at the next synchronizing call (item(), a copy to the host), not here.
+      const int dev = probs.device().index;
+      cuda::DeviceGuard guard(dev);
+      const size_t bytes = multinomial_cuda_workspace_bytes(p2.size(0), n, num_samples, replacement);
+      Tensor ws = cuda_workspace(bytes, probs.device());
+      multinomial_cuda(out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st,
+                       workspace_ptr(ws), bytes, cuda::device_error_record(dev), cuda::current_stream(dev));
+#endif
+    }
+  }
   return probs.dim() == 1 ? out.squeeze(0) : out;
 }
 

@@ -4,6 +4,7 @@
 #include "core/ops/shape.h"
 
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -34,8 +35,19 @@ Tensor expand_index_along(const Tensor& index, int64_t dim, const Shape& shape) 
 Tensor scatter_add_raw(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = self.detach().clone(MemoryFormat::Contiguous);
   if (index.numel() > 0) {
-    if (!self.is_cpu()) ops::no_cuda_kernel("scatter_add");
-    scatter_add_cpu(ops::make_arg(out), static_cast<int>(dim), ops::make_arg(index), ops::make_arg(src));
+    if (self.is_cpu()) {
+      scatter_add_cpu(ops::make_arg(out), static_cast<int>(dim), ops::make_arg(index), ops::make_arg(src));
+    } else {
+#if defined(KILN_WITH_CUDA)
+      // A bad index is recorded on the device and raised at the next synchronizing call.
+      const int dev = self.device().index;
+      cuda::DeviceGuard guard(dev);
+      scatter_add_cuda(ops::make_arg(out), static_cast<int>(dim), ops::make_arg(index), ops::make_arg(src),
+                       cuda::device_error_record(dev), cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel("scatter_add");
+#endif
+    }
   }
   return out;
 }
@@ -181,8 +193,18 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   out_shape[static_cast<size_t>(d)] = idx.numel();
   Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    if (!x.is_cpu()) ops::no_cuda_kernel("index_select");
-    index_select_cpu(ops::make_arg(out), ops::make_arg(src), static_cast<int>(d), ops::make_arg(idx));
+    if (x.is_cpu()) {
+      index_select_cpu(ops::make_arg(out), ops::make_arg(src), static_cast<int>(d), ops::make_arg(idx));
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = x.device().index;
+      cuda::DeviceGuard guard(dev);
+      index_select_cuda(ops::make_arg(out), ops::make_arg(src), static_cast<int>(d), ops::make_arg(idx),
+                        cuda::device_error_record(dev), cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel("index_select");
+#endif
+    }
   } else if (idx.numel() > 0 && src.size(d) == 0) {
     throw IndexError("index_select: index into dimension " + std::to_string(d) + " of size 0");
   }
@@ -220,8 +242,18 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   }
   Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    if (!x.is_cpu()) ops::no_cuda_kernel("gather");
-    gather_cpu(ops::make_arg(out), ops::make_arg(x), static_cast<int>(d), ops::make_arg(index));
+    if (x.is_cpu()) {
+      gather_cpu(ops::make_arg(out), ops::make_arg(x), static_cast<int>(d), ops::make_arg(index));
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = x.device().index;
+      cuda::DeviceGuard guard(dev);
+      gather_cuda(ops::make_arg(out), ops::make_arg(x), static_cast<int>(d), ops::make_arg(index),
+                  cuda::device_error_record(dev), cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel("gather");
+#endif
+    }
   }
   if (needs_grad({&x})) {
     Shape xs = x.sizes();
@@ -285,8 +317,17 @@ Tensor triangle(const char* name, const Tensor& x, int64_t k, bool upper) {
   if (x.dim() < 2) throw ShapeError(std::string(name) + ": expects at least 2 dims, got shape " + shape_str(x.sizes()));
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    if (!x.is_cpu()) ops::no_cuda_kernel(name);
-    triangle_cpu(ops::make_arg(out), ops::make_arg(x), k, upper);
+    if (x.is_cpu()) {
+      triangle_cpu(ops::make_arg(out), ops::make_arg(x), k, upper);
+    } else {
+#if defined(KILN_WITH_CUDA)
+      const int dev = x.device().index;
+      cuda::DeviceGuard guard(dev);
+      triangle_cuda(ops::make_arg(out), ops::make_arg(x), k, upper, cuda::current_stream(dev));
+#else
+      ops::no_cuda_kernel(name);
+#endif
+    }
   }
   if (needs_grad({&x})) {
     record_function(name, {x}, {out}, {}, [k, upper](const FunctionNode::Context& ctx) {

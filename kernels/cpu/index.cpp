@@ -134,6 +134,7 @@ const char* index_check_op_name(IndexCheckOp op) {
     case IndexCheckOp::ScatterAdd: return "scatter_add";
     case IndexCheckOp::Embedding: return "embedding";
     case IndexCheckOp::CrossEntropy: return "cross_entropy";
+    case IndexCheckOp::Multinomial: return "multinomial";
     case IndexCheckOp::None: break;
   }
   return "?";
