@@ -245,6 +245,29 @@ std::vector<Case> make_cases(int64_t n, Buffers& buf) {
       c.run = [&buf](int s) { Tensor out = sum(buf.a[static_cast<size_t>(s)], {1}); };
       cases.push_back(c);
     }
+    // Row-wise ops of a transformer: rows of 1024, one read and one write per element.
+    {
+      const int64_t cols = 1024, rows = n / cols;
+      Case c{"softmax", t, {rows, cols}, 2 * es * static_cast<double>(rows * cols), esi * rows * cols, nullptr,
+             nullptr};
+      c.make = [&buf, ensure, rows, t](int s) { ensure(buf.a, s, {rows, 1024}, t); };
+      c.run = [&buf](int s) { Tensor out = softmax(buf.a[static_cast<size_t>(s)], -1); };
+      cases.push_back(c);
+    }
+    {
+      const int64_t cols = 1024, rows = n / cols;
+      Case c{"layer_norm", t, {rows, cols}, 2 * es * static_cast<double>(rows * cols) + 2 * 4 * cols,
+             esi * rows * cols, nullptr, nullptr};
+      c.make = [&buf, ensure, rows, t](int s) {
+        ensure(buf.a, s, {rows, 1024}, t);
+        if (buf.b.empty()) buf.b.resize(1);
+        buf.b[0] = ones({1024}, TensorOptions(DType::Float32, kCuda));  // float32 parameters
+      };
+      c.run = [&buf](int s) {
+        Tensor out = layer_norm(buf.a[static_cast<size_t>(s)], {1024}, buf.b[0], Tensor());
+      };
+      cases.push_back(c);
+    }
   }
   return cases;
 }

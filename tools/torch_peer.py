@@ -60,6 +60,16 @@ def make_cases(n):
         cases.append(("sum_rows", dtype, [rows, cols], es * (rows * cols + rows), es * rows * cols,
                       (lambda d: lambda: (random_on_gpu([rows, cols], d),))(dtype),
                       lambda s: s[0].sum(dim=1)))
+        # Row-wise ops of a transformer: rows of 1024, one read and one write per element (plus the
+        # layer_norm parameters, read once).
+        cases.append(("softmax", dtype, [rows, cols], 2 * es * rows * cols, es * rows * cols,
+                      (lambda d: lambda: (random_on_gpu([rows, cols], d),))(dtype),
+                      lambda s: torch.softmax(s[0], dim=-1)))
+        cases.append(("layer_norm", dtype, [rows, cols], 2 * es * rows * cols + 2 * 4 * cols, es * rows * cols,
+                      (lambda d: lambda: (random_on_gpu([rows, cols], d),
+                                          torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")))(dtype),
+                      lambda s: torch.nn.functional.layer_norm(s[0], (s[0].shape[-1],),
+                                                               s[1].to(s[0].dtype), s[2].to(s[0].dtype))))
     return cases
 
 
