@@ -2,7 +2,7 @@
 # The GPU test loop of GPU.md in one script, so every GPU check runs the same way (docs/gpu-testing.md).
 #   tools/gpu_check.sh stage   on the build machine: build for Hopper into build/gpu and stage the CUDA
 #                              test and bench executables with the shared libraries the GPU host lacks
-#                              into stage/ (git-ignored, at most 64 MiB; carry it to the GPU host)
+#                              into stage/ (git-ignored, at most 64 MiB; copy it to the GPU host with the working tree)
 #   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, then
 #                              compute-sanitizer memcheck and racecheck, then benchmarks and the
 #                              PyTorch peer; logs in $OUT (8 files at most); non-zero exit on failure
@@ -116,7 +116,7 @@ stage() {
   cat "$stage_dir/MANIFEST.txt"
   echo "stage: $(du -sh "$stage_dir" | awk '{print $1}') ($bytes bytes) in $stage_dir"
   if [ "$bytes" -gt "$stage_limit" ]; then
-    die "stage: $bytes bytes is over the 64 MiB a GPU call can carry"
+    die "stage: $bytes bytes is over the 64 MiB that travels to the GPU host"
   fi
   # What else travels with a GPU call: tracked and untracked, not ignored, files.
   local tree
@@ -124,9 +124,9 @@ stage() {
     tail -n 1 | awk '{print $1}')
   if [ -n "$tree" ]; then
     echo "stage: the working tree adds $tree bytes; together $((tree + bytes)) of $stage_limit"
-    [ $((tree + bytes)) -le "$stage_limit" ] || die "stage: working tree + stage exceed the 64 MiB a GPU call carries"
+    [ $((tree + bytes)) -le "$stage_limit" ] || die "stage: working tree + stage exceed the 64 MiB that travels to the GPU host"
   fi
-  echo "stage: done. On the GPU host, with stage/ carried: OUT=\$OUT bash tools/gpu_check.sh run"
+  echo "stage: done. On the GPU host, with stage/ copied along: OUT=\$OUT bash tools/gpu_check.sh run"
 }
 
 # --- run -----------------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ choose_library_path() {
 
 run() {
   [ -n "${OUT:-}" ] || die "run: set OUT to the folder for results (the GPU host sets it)"
-  [ -f "$stage_dir/cuda_tests.txt" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and carry stage/"
+  [ -f "$stage_dir/cuda_tests.txt" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
   cd "$root" || die "run: cannot cd to $root"
   mkdir -p "$OUT"
   deadline=${KILN_GPU_DEADLINE:-570}  # seconds from start; a GPU call is stopped at 600
