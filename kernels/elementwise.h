@@ -40,6 +40,15 @@ enum class BinaryOp : uint8_t {
   AbsBackward,       // g * sign(x)
 };
 
+// Every op once, for the CPU and CUDA dispatch switches (-Wswitch flags an op missing here).
+#define KILN_FOR_EACH_UNARY_OP(X) \
+  X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh) X(Sign) \
+  X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot)
+#define KILN_FOR_EACH_BINARY_OP(X)                                                                                   \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd)         \
+  X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward) X(SigmoidBackward)            \
+  X(RsqrtBackward) X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward)
+
 // An operand: a strided tensor or, when is_scalar, a value broadcast everywhere.
 struct Operand {
   StridedArg arg;

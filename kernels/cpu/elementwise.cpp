@@ -121,23 +121,7 @@ void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compu
 #define KILN_UNARY_CASE(NAME) \
   case UnaryOp::NAME: unary_dispatch<UnaryOp::NAME>(out, in, compute, a, b); return;
   switch (op) {
-    KILN_UNARY_CASE(Copy)
-    KILN_UNARY_CASE(Neg)
-    KILN_UNARY_CASE(Exp)
-    KILN_UNARY_CASE(Log)
-    KILN_UNARY_CASE(Sqrt)
-    KILN_UNARY_CASE(Rsqrt)
-    KILN_UNARY_CASE(Abs)
-    KILN_UNARY_CASE(Tanh)
-    KILN_UNARY_CASE(Sigmoid)
-    KILN_UNARY_CASE(Relu)
-    KILN_UNARY_CASE(GeluErf)
-    KILN_UNARY_CASE(GeluTanh)
-    KILN_UNARY_CASE(Sign)
-    KILN_UNARY_CASE(PowScalar)
-    KILN_UNARY_CASE(RPowScalar)
-    KILN_UNARY_CASE(Clamp)
-    KILN_UNARY_CASE(LogicalNot)
+    KILN_FOR_EACH_UNARY_OP(KILN_UNARY_CASE)
   }
 #undef KILN_UNARY_CASE
 }
@@ -147,31 +131,7 @@ void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, Binar
 #define KILN_BINARY_CASE(NAME) \
   case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta); return;
   switch (op) {
-    KILN_BINARY_CASE(Add)
-    KILN_BINARY_CASE(Sub)
-    KILN_BINARY_CASE(Mul)
-    KILN_BINARY_CASE(Div)
-    KILN_BINARY_CASE(Pow)
-    KILN_BINARY_CASE(Maximum)
-    KILN_BINARY_CASE(Minimum)
-    KILN_BINARY_CASE(Eq)
-    KILN_BINARY_CASE(Ne)
-    KILN_BINARY_CASE(Lt)
-    KILN_BINARY_CASE(Le)
-    KILN_BINARY_CASE(Gt)
-    KILN_BINARY_CASE(Ge)
-    KILN_BINARY_CASE(LogicalAnd)
-    KILN_BINARY_CASE(LogicalOr)
-    KILN_BINARY_CASE(ReluBackward)
-    KILN_BINARY_CASE(GeluErfBackward)
-    KILN_BINARY_CASE(GeluTanhBackward)
-    KILN_BINARY_CASE(TanhBackward)
-    KILN_BINARY_CASE(SigmoidBackward)
-    KILN_BINARY_CASE(RsqrtBackward)
-    KILN_BINARY_CASE(SqrtBackward)
-    KILN_BINARY_CASE(PowScalarBackward)
-    KILN_BINARY_CASE(ClampBackward)
-    KILN_BINARY_CASE(AbsBackward)
+    KILN_FOR_EACH_BINARY_OP(KILN_BINARY_CASE)
   }
 #undef KILN_BINARY_CASE
 }

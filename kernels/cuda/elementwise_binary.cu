@@ -201,31 +201,7 @@ void binary_cuda(const StridedArg& out, const Operand& x, const Operand& y, Bina
 #define KILN_BINARY_CASE(NAME) \
   case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta, s); break;
   switch (op) {
-    KILN_BINARY_CASE(Add)
-    KILN_BINARY_CASE(Sub)
-    KILN_BINARY_CASE(Mul)
-    KILN_BINARY_CASE(Div)
-    KILN_BINARY_CASE(Pow)
-    KILN_BINARY_CASE(Maximum)
-    KILN_BINARY_CASE(Minimum)
-    KILN_BINARY_CASE(Eq)
-    KILN_BINARY_CASE(Ne)
-    KILN_BINARY_CASE(Lt)
-    KILN_BINARY_CASE(Le)
-    KILN_BINARY_CASE(Gt)
-    KILN_BINARY_CASE(Ge)
-    KILN_BINARY_CASE(LogicalAnd)
-    KILN_BINARY_CASE(LogicalOr)
-    KILN_BINARY_CASE(ReluBackward)
-    KILN_BINARY_CASE(GeluErfBackward)
-    KILN_BINARY_CASE(GeluTanhBackward)
-    KILN_BINARY_CASE(TanhBackward)
-    KILN_BINARY_CASE(SigmoidBackward)
-    KILN_BINARY_CASE(RsqrtBackward)
-    KILN_BINARY_CASE(SqrtBackward)
-    KILN_BINARY_CASE(PowScalarBackward)
-    KILN_BINARY_CASE(ClampBackward)
-    KILN_BINARY_CASE(AbsBackward)
+    KILN_FOR_EACH_BINARY_OP(KILN_BINARY_CASE)
   }
 #undef KILN_BINARY_CASE
   check_launch(binary_name(op));

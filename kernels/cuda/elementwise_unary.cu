@@ -172,23 +172,7 @@ void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType comp
 #define KILN_UNARY_CASE(NAME) \
   case UnaryOp::NAME: unary_dispatch<UnaryOp::NAME>(out, in, compute, a, b, s); break;
   switch (op) {
-    KILN_UNARY_CASE(Copy)
-    KILN_UNARY_CASE(Neg)
-    KILN_UNARY_CASE(Exp)
-    KILN_UNARY_CASE(Log)
-    KILN_UNARY_CASE(Sqrt)
-    KILN_UNARY_CASE(Rsqrt)
-    KILN_UNARY_CASE(Abs)
-    KILN_UNARY_CASE(Tanh)
-    KILN_UNARY_CASE(Sigmoid)
-    KILN_UNARY_CASE(Relu)
-    KILN_UNARY_CASE(GeluErf)
-    KILN_UNARY_CASE(GeluTanh)
-    KILN_UNARY_CASE(Sign)
-    KILN_UNARY_CASE(PowScalar)
-    KILN_UNARY_CASE(RPowScalar)
-    KILN_UNARY_CASE(Clamp)
-    KILN_UNARY_CASE(LogicalNot)
+    KILN_FOR_EACH_UNARY_OP(KILN_UNARY_CASE)
   }
 #undef KILN_UNARY_CASE
   check_launch(unary_name(op));
