@@ -130,7 +130,9 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
   std::lock_guard<std::mutex> lk(mutex_);
   Stream stream = backend_->current_stream();
   Block* block = nullptr;
-  if (direct_) {
+  // Direct mode (a debugging aid: each tensor its own cudaMalloc) still serves a graph capture from
+  // the reserved capture pool: nothing may call cudaMalloc while a stream captures.
+  if (direct_ && !capturing_) {
     void* p = backend_->raw_alloc(nbytes);
     if (!p) throw_oom(nbytes);
     all_blocks_.push_back(std::make_unique<Block>());
@@ -183,6 +185,11 @@ void CachingAllocator::record_stream(void* ptr, Stream stream) {
   if (stream != it->second->stream) it->second->stream_uses.insert(stream);
 }
 
+void CachingAllocator::forget_stream(Stream stream) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  for (const auto& b : all_blocks_) b->stream_uses.erase(stream);
+}
+
 void CachingAllocator::deallocate(void* ptr, size_t) {
   std::lock_guard<std::mutex> lk(mutex_);
   auto it = live_.find(ptr);
@@ -192,7 +199,7 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   stats_.allocated_bytes -= static_cast<int64_t>(block->size);
   stats_.requested_bytes -= static_cast<int64_t>(block->requested);
   stats_.active_blocks--;
-  if (direct_) {
+  if (direct_ && block->pool != kCapture) {
     backend_->raw_free(block->ptr);
     stats_.reserved_bytes -= static_cast<int64_t>(block->size);
     stats_.num_device_frees++;

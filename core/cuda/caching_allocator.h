@@ -60,6 +60,9 @@ class CachingAllocator final : public Allocator {
 
   DataPtr allocate(size_t nbytes) override;
   void record_stream(void* ptr, Stream stream) override;
+  // Drops `stream` from every block's recorded uses. Called when a stream is destroyed, after its
+  // work has finished: a freed block then no longer waits on (or records events into) a dead stream.
+  void forget_stream(Stream stream);
   const char* name() const override { return direct_ ? "cuda-direct" : "cuda-caching"; }
 
   MemoryStats memory_stats() const;

@@ -3,6 +3,7 @@
 // The CPU build compiles the bottom half of this file instead, where every call is a clear error.
 #include "core/cuda/runtime.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -162,21 +163,41 @@ class PinnedAllocator final : public Allocator {
   }
   void record_stream(void* ptr, Stream stream) override {
     std::lock_guard<std::mutex> lk(mutex_);
-    uses_[ptr].push_back(stream);
+    auto& streams = uses_[ptr];
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
+  }
+  // See CachingAllocator::forget_stream: the stream's work is done, nothing need wait for it.
+  void forget_stream(Stream stream) {
+    std::lock_guard<std::mutex> lk(mutex_);
+    for (auto& [ptr, streams] : uses_) streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
   }
   const char* name() const override { return "cuda-pinned"; }
 
  protected:
+  // Runs in a storage's destructor, so it never throws: should an event not be recorded, the
+  // block is kept back for good (a leak of one pinned block) rather than reused too early.
   void deallocate(void* ptr, size_t) override {
     std::lock_guard<std::mutex> lk(mutex_);
     Entry e{ptr, {}};
+    bool recorded = true;
     for (Stream s : uses_[ptr]) {
       cudaEvent_t ev;
-      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
-      check(cudaEventRecord(ev, raw(s)), "cudaEventRecord");
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+        recorded = false;
+        break;
+      }
       e.events.push_back(ev);
+      if (cudaEventRecord(ev, raw(s)) != cudaSuccess) {
+        recorded = false;
+        break;
+      }
     }
     uses_.erase(ptr);
+    if (!recorded) {
+      (void)cudaGetLastError();
+      for (cudaEvent_t ev : e.events) cudaEventDestroy(ev);
+      return;
+    }
     free_[sizes_[ptr]].push_back(std::move(e));
   }
 
@@ -206,6 +227,10 @@ class PinnedAllocator final : public Allocator {
 std::mutex g_alloc_mutex;
 std::unique_ptr<CachingAllocator> g_allocators[kMaxDevices];
 DeviceErrorRecord* g_error_records[kMaxDevices] = {};
+PinnedAllocator& pinned_allocator_impl() {
+  static PinnedAllocator* a = new PinnedAllocator();  // outlives every pinned storage
+  return *a;
+}
 bool g_poison = [] {
   const char* p = std::getenv("KILN_CUDA_POISON");
   return p && std::string(p) == "1";
@@ -263,7 +288,19 @@ CudaStream::CudaStream(int device, bool high_priority) : device_(resolve(device)
   stream_ = reinterpret_cast<Stream>(s);
 }
 CudaStream::~CudaStream() {
-  if (stream_) cudaStreamDestroy(raw(stream_));
+  if (!stream_) return;
+  // Wait for the stream's work, then let the allocators forget it: a block recorded on this stream
+  // and freed later must neither record an event into a destroyed stream nor wait for one.
+  DeviceGuard g(device_);
+  (void)cudaStreamSynchronize(raw(stream_));
+  {
+    std::unique_lock<std::mutex> lk(g_alloc_mutex);
+    CachingAllocator* a = g_allocators[device_].get();
+    lk.unlock();
+    if (a) a->forget_stream(stream_);
+  }
+  pinned_allocator_impl().forget_stream(stream_);
+  cudaStreamDestroy(raw(stream_));
 }
 void CudaStream::synchronize() const { stream_synchronize(stream_); }
 
@@ -382,10 +419,7 @@ void empty_cache() {
   }
 }
 
-Allocator* pinned_allocator() {
-  static PinnedAllocator* a = new PinnedAllocator();  // outlives every pinned storage
-  return a;
-}
+Allocator* pinned_allocator() { return &pinned_allocator_impl(); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, Stream stream,
                 bool non_blocking) {

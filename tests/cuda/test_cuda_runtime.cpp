@@ -152,6 +152,27 @@ TEST_CASE("cuda runtime: pinned memory gives correct non-blocking copies", "[cud
   CHECK(same_bytes(on_side.to(Device::cpu()), x));
 }
 
+TEST_CASE("cuda runtime: a stream destroyed before the blocks recorded on it are freed", "[cuda]") {
+  require_cuda();
+  // The pinned source of a non-blocking copy and a device tensor are both recorded on a side
+  // stream that is destroyed first; freeing them afterwards must neither throw nor record into
+  // the dead stream, and their memory must still be reusable.
+  Tensor host = random_cpu({1 << 16}, DType::Float32).pin_memory();
+  Tensor dev = randn({1 << 16}, TensorOptions(DType::Float32, kCuda));
+  {
+    cuda::CudaStream side;
+    cuda::StreamGuard guard(side.get());
+    Tensor copied = host.to(kCuda, true);  // records the pinned block on `side`
+    dev.storage()->record_stream(side.get());
+    CHECK(same_bytes(copied.to(Device::cpu()), host));
+  }
+  CHECK_NOTHROW(host = Tensor());
+  CHECK_NOTHROW(dev = Tensor());
+  Tensor again = random_cpu({1 << 16}, DType::Float32).pin_memory();
+  CHECK(again.is_pinned());
+  CHECK_NOTHROW(cuda::synchronize());
+}
+
 TEST_CASE("cuda runtime: record_stream keeps a freed block until the other stream is done", "[cuda]") {
   require_cuda();
   if (direct_allocator()) {
@@ -163,6 +184,15 @@ TEST_CASE("cuda runtime: record_stream keeps a freed block until the other strea
   Tensor x = randn({n}, options);
   std::vector<float> xv = x.to_vector<float>();  // also synchronizes: x is written
   void* px = x.data_ptr();
+
+  // Launch every kernel the test uses once before the gate closes: CUDA loads modules lazily, and
+  // loading one while a stream sits in a blocked host function waits for that stream (here, for
+  // the gate's 20-second timeout, after which the block is legitimately free again).
+  {
+    Tensor warm = zeros({n}, options);
+    Tensor warm2 = warm * 2.0;
+    cuda::synchronize();
+  }
 
   cuda::CudaStream side;
   cuda::Event x_ready;

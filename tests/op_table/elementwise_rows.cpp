@@ -1065,7 +1065,10 @@ void add_inplace_rows(std::vector<OpRow>& rows) {
         [](const TensorList& x) {
           Tensor self = inplace_target(x[0]);
           self.copy_(x[1]);
-          Tensor wide = zeros(x[0].sizes(), DType::Float64);
+          // A converting copy on the inputs' device: into float32 (float64 exists on the CPU only,
+          // so only float64 samples copy into float64).
+          const DType wide_dtype = x[1].dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+          Tensor wide = zeros(x[0].sizes(), TensorOptions(wide_dtype, x[0].device()));
           wide.copy_(x[1]);
           return TensorList{self, wide};
         },
