@@ -97,6 +97,40 @@ __global__ void softmax_forward_rows_kernel(S* out, const S* in, int64_t rows, i
   for (int64_t r = G::first(); r < rows; r += G::step()) {
     const S* x = in + r * n;
     S* y = out + r * n;
+    if constexpr (!kBlockRow) {
+      // A warp row (n <= kWarpRowMax) lives in registers: one read of the input instead of three,
+      // with all of a lane's loads in flight at once. Each lane visits the same j = lane + 32k in
+      // the same order as the loops below, so the results are the same bits.
+      constexpr int kPer = kWarpRowMax / 32;
+      const int lane = G::rank();
+      float v[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t j = lane + 32 * k;
+        v[k] = j < n ? to_f32(x[j]) : -INFINITY;
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) mx = fmaxf(mx, v[k]);
+      mx = row_max<false>(mx);
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (lane + 32 * k < n) {
+          const float e = expf(v[k] - mx);
+          sum += e;
+          if (!log) v[k] = e;
+        }
+      }
+      sum = row_sum<false>(sum);
+      const float lsum = log ? logf(sum) : 0.f, inv = 1.f / sum;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t j = lane + 32 * k;
+        if (j < n) y[j] = from_f32<S>(log ? (v[k] - mx) - lsum : v[k] * inv);
+      }
+      continue;
+    }
     // Subtracting the row max keeps exp in range for logits of any magnitude.
     float mx = -INFINITY;
     for (int64_t j = G::rank(); j < n; j += G::size()) mx = fmaxf(mx, to_f32(x[j]));

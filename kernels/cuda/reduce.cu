@@ -59,6 +59,9 @@ struct ReduceParams {
   // otherwise on consecutive outputs (outer reductions: coalesced along the kept dims).
   int br, bo;
   bool r_fast;
+  // > 0: the reduced range is contiguous and the input float32/float16/bfloat16, read in runs of
+  // `vec` consecutive elements (16 bytes; see accumulate_runs). 0: one element at a time.
+  int vec;
   int64_t groups;     // ceil(nout / bo)
   int64_t nchunks;    // 1: one pass
   int64_t chunk_len;  // reduced elements per chunk (count when one pass)
@@ -104,8 +107,15 @@ ReduceParams make_params(ReduceOp op, const ReduceArgs& a) {
 
   const bool inner = p.red_strides[p.red_ndim - 1] == 1;
   p.r_fast = inner;
+  const bool half_or_float = a.in_dtype == DType::Float32 || a.in_dtype == DType::Float16 ||
+                             a.in_dtype == DType::BFloat16;
+  p.vec = inner && p.red_ndim == 1 && half_or_float && p.count > 1
+              ? static_cast<int>(16 / (a.in_dtype == DType::Float32 ? 4 : 2))
+              : 0;
   if (inner) {
-    p.br = pow2_at_least(p.count, kBlock);
+    // Enough threads per output that each has about kMinPerThread elements: short rows share a
+    // block (fewer block-wide merges per row), long ones get the whole block.
+    p.br = pow2_at_least(ceil_div(p.count, kMinPerThread), kBlock);
     p.bo = kBlock / p.br;
   } else {
     // Up to 256 outputs side by side; when there are fewer, the spare threads split r instead of
@@ -121,8 +131,10 @@ ReduceParams make_params(ReduceOp op, const ReduceArgs& a) {
     const int64_t by_work = ceil_div(p.count, static_cast<int64_t>(p.br) * kMinPerThread);
     const int64_t want = std::min(by_fill, by_work);
     if (want >= 2) {
-      // Chunks start at multiples of br, so every thread of a chunk starts on the same phase.
-      p.chunk_len = ceil_div(ceil_div(p.count, want), p.br) * p.br;
+      // Chunks start at multiples of br (of br runs with vec), so every thread of a chunk starts
+      // on the same phase.
+      const int64_t unit = static_cast<int64_t>(p.br) * (p.vec > 0 ? p.vec : 1);
+      p.chunk_len = ceil_div(ceil_div(p.count, want), unit) * unit;
       p.nchunks = ceil_div(p.count, p.chunk_len);
       if (p.nchunks < 2) {
         p.nchunks = 1;
@@ -347,11 +359,74 @@ __device__ __forceinline__ int64_t reduced_offset(const ReduceParams& p, int64_t
   return off;
 }
 
-// One thread's partial over r = begin + tr, begin + tr + br, ... < end, in increasing r.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// V consecutive elements (16 bytes) as floats: one 16-byte load when aligned, else V loads. Either
+// way the same values come out, so alignment never changes a result.
+template <typename T, int V> __device__ __forceinline__ void load_run(const T* src, bool aligned, float (&v)[V]) {
+  static_assert(V * sizeof(T) == 16, "a run is 16 bytes");
+  if (aligned) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = to_float(e[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = to_float(src[j]);
+  }
+}
+
+// The contiguous path (p.vec == V): the reduced range [begin, end) is cut into runs of V elements;
+// thread tr takes runs tr, tr + br, ... and adds each run's elements in order, then the tail
+// elements (fewer than V) go one each to threads 0, 1, ... So a thread still sees increasing r (as
+// ExtremePolicy needs), and the order of additions depends on sizes only.
+template <class Policy, typename T, int V>
+__device__ typename Policy::Partial accumulate_runs(const ReduceParams& p, int64_t base, int64_t begin, int64_t end,
+                                                    int tr) {
+  typename Policy::Partial acc = Policy::identity();
+  const T* x = static_cast<const T*>(p.in) + base;
+  const int64_t step = p.br;
+  const int64_t nruns = (end - begin) / V;
+  const bool aligned = reinterpret_cast<uintptr_t>(x + begin) % 16 == 0;
+  int64_t g = tr;
+  // Four runs in flight before their in-order adds.
+  for (; g + 3 * step < nruns; g += 4 * step) {
+    float v[4][V];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) load_run<T, V>(x + begin + (g + k * step) * V, aligned, v[k]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t r0 = begin + (g + k * step) * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) Policy::add(acc, v[k][j], r0 + j);
+    }
+  }
+  for (; g < nruns; g += step) {
+    float v[V];
+    load_run<T, V>(x + begin + g * V, aligned, v);
+    const int64_t r0 = begin + g * V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) Policy::add(acc, v[j], r0 + j);
+  }
+  for (int64_t r = begin + nruns * V + tr; r < end; r += step) Policy::add(acc, to_float(x[r]), r);
+  return acc;
+}
+
+// One thread's partial over r = begin + tr, begin + tr + br, ... < end, in increasing r (or, with
+// p.vec, over runs of p.vec elements: accumulate_runs).
 template <class Policy>
 __device__ typename Policy::Partial accumulate(const ReduceParams& p, int64_t base, int64_t begin, int64_t end,
                                                int tr) {
   using L = typename Policy::Load;
+  if constexpr (std::is_same_v<L, float>) {
+    if (p.vec > 0) {
+      if (p.in_dtype == DType::Float32) return accumulate_runs<Policy, float, 4>(p, base, begin, end, tr);
+      if (p.in_dtype == DType::Float16) return accumulate_runs<Policy, __half, 8>(p, base, begin, end, tr);
+      return accumulate_runs<Policy, __nv_bfloat16, 8>(p, base, begin, end, tr);
+    }
+  }
   typename Policy::Partial acc = Policy::identity();
   const int64_t step = p.br;
   int64_t r = begin + tr;
@@ -490,6 +565,7 @@ template <class Policy> void run(const ReduceParams& p, void* workspace, size_t 
   cuda_detail::check_launch("reduce");
   ReduceParams q = p;
   q.r_fast = true;
+  q.vec = 0;  // pass 2 reads the partials, not the input
   q.br = pow2_at_least(p.nchunks, kBlock);
   q.bo = kBlock / q.br;
   q.groups = ceil_div(p.nout, q.bo);
