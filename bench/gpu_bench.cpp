@@ -1,8 +1,12 @@
-// GPU memory-bound microbenchmarks (ARCHITECTURE.md section 7): a device-to-device copy measured in
-// the same run is the bandwidth ceiling; elementwise add, GELU and sums (full and per row) in
-// float32 and bfloat16 report GB/s and % of it. CUDA events around each run, the median of many
-// after warm-up, inputs rotated over at least 4 sets that together exceed 4x L2, random data.
-// tools/torch_peer.py times PyTorch the same way and writes the same JSON lines. Never asserts speed.
+// GPU microbenchmarks (ARCHITECTURE.md section 7). Memory-bound cases: a device-to-device copy
+// measured in the same run is the bandwidth ceiling; elementwise add, GELU, sums (full and per row),
+// softmax and layer_norm in float32 and bfloat16 report GB/s and % of it. Compute-bound cases:
+// matmul (cuBLASLt) in bfloat16 and in float32 with TF32, and conv2d forward (cuDNN) in bfloat16
+// (NCHW and channels-last) and float32 (TF32, cuDNN's default) report TFLOP/s and % of the 8192^3
+// matmul of the same precision in the same run, the compute ceiling. CUDA events around each run,
+// the median of many after warm-up, inputs rotated over at least 4 sets that together exceed 4x
+// L2, random data. tools/torch_peer.py times PyTorch the same way and writes the same JSON lines.
+// Never asserts speed.
 //   usage: gpu_bench [--json FILE] [--elements N] [--runs R] [--warmup W]
 #include <cuda_runtime.h>
 
@@ -12,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -91,12 +96,19 @@ struct Case {
   int64_t input_bytes_per_set;
   std::function<void(int)> make;
   std::function<void(int)> run;
+  // Compute-bound cases: floating-point operations per run (a multiply-add counts 2), the precision
+  // whose matmul ceiling they are measured against ("bf16", "tf32"), and whether this case is that
+  // ceiling (the 8192^3 matmul).
+  double flops = 0;
+  std::string precision = {};
+  bool is_compute_ceiling = false;
 };
 
 struct Result {
-  std::string name, dtype, error;
+  std::string name, dtype, error, precision;
   Shape shape;
   double bytes = 0, median_ms = 0, gbps = 0, pct_of_copy = 0;
+  double flops = 0, tflops = 0, pct_of_matmul = 0;
   int sets = 0;
 };
 
@@ -122,6 +134,8 @@ class Bench {
     r.dtype = dtype_name(c.dtype);
     r.shape = c.shape;
     r.bytes = c.bytes;
+    r.flops = c.flops;
+    r.precision = c.precision;
     r.sets = sets_for(c.input_bytes_per_set);
     try {
       for (int s = 0; s < r.sets; ++s) c.make(s);
@@ -140,6 +154,7 @@ class Bench {
       }
       r.median_ms = median(ms);
       r.gbps = c.bytes / (r.median_ms * 1e-3) / 1e9;
+      r.tflops = c.flops / (r.median_ms * 1e-3) / 1e12;
     } catch (const std::exception& e) {
       r.error = e.what();
       try {
@@ -272,6 +287,81 @@ std::vector<Case> make_cases(int64_t n, Buffers& buf) {
   return cases;
 }
 
+// The math switches a case runs under, set before every run (and restored after the case by
+// restore_switches), so that each case states its precision itself.
+void use_precision(bool tf32) {
+  cuda::math_switches().allow_tf32_matmul = tf32;
+  cuda::math_switches().allow_tf32_cudnn = tf32;
+  cuda::math_switches().cudnn_benchmark = true;  // search once per shape, as a training loop would
+}
+
+// Compute-bound cases: matmul [m, k] x [k, n] and conv2d forward. The 8192^3 matmul of each
+// precision comes first (before its 4096^3 sibling) and is that precision's ceiling.
+std::vector<Case> make_compute_cases(Buffers& buf) {
+  std::vector<Case> cases;
+  auto ensure = [](std::vector<Tensor>& v, int s, const Shape& shape, DType t, MemoryFormat f) {
+    if (static_cast<int>(v.size()) <= s) v.resize(static_cast<size_t>(s) + 1);
+    Tensor x = random_on_gpu(shape, t);
+    v[static_cast<size_t>(s)] = f == MemoryFormat::ChannelsLast ? x.contiguous(MemoryFormat::ChannelsLast) : x;
+  };
+  struct Precision {
+    const char* name;
+    DType dtype;
+    bool tf32;
+  };
+  const Precision precisions[] = {{"bf16", DType::BFloat16, false}, {"tf32", DType::Float32, true}};
+  for (const Precision& p : precisions) {
+    const double es = static_cast<double>(element_size(p.dtype));
+    for (int64_t n : {int64_t(8192), int64_t(4096)}) {
+      const double nd = static_cast<double>(n);
+      Case c{std::string("matmul") + (p.tf32 ? "_tf32" : ""), p.dtype, {n, n, n}, 3 * es * nd * nd,
+             2 * static_cast<int64_t>(es) * n * n, nullptr, nullptr};
+      c.flops = 2 * nd * nd * nd;
+      c.precision = p.name;
+      c.is_compute_ceiling = n == 8192;
+      c.make = [&buf, ensure, n, p](int s) {
+        ensure(buf.a, s, {n, n}, p.dtype, MemoryFormat::Contiguous);
+        ensure(buf.b, s, {n, n}, p.dtype, MemoryFormat::Contiguous);
+      };
+      c.run = [&buf, p](int s) {
+        use_precision(p.tf32);
+        Tensor out = matmul(buf.a[static_cast<size_t>(s)], buf.b[static_cast<size_t>(s)]);
+      };
+      cases.push_back(c);
+    }
+  }
+  // A ResNet stage's 3x3 convolution: x [64, 128, 56, 56], weight [128, 128, 3, 3], padding 1.
+  struct ConvCase {
+    const char* name;
+    Precision p;
+    MemoryFormat format;
+  };
+  const ConvCase convs[] = {{"conv2d_nhwc", precisions[0], MemoryFormat::ChannelsLast},
+                            {"conv2d_nchw", precisions[0], MemoryFormat::Contiguous},
+                            {"conv2d_nchw", precisions[1], MemoryFormat::Contiguous}};
+  const int64_t N = 64, C = 128, H = 56, W = 56, K = 128, R = 3;
+  for (const ConvCase& cc : convs) {
+    const double es = static_cast<double>(element_size(cc.p.dtype));
+    const double x_elems = static_cast<double>(N * C * H * W), w_elems = static_cast<double>(K * C * R * R);
+    const double out_elems = static_cast<double>(N * K * H * W);
+    Case c{cc.name, cc.p.dtype, {N, C, H, W}, es * (x_elems + w_elems + out_elems),
+           static_cast<int64_t>(es * (x_elems + w_elems)), nullptr, nullptr};
+    c.flops = 2 * out_elems * static_cast<double>(C * R * R);
+    c.precision = cc.p.name;
+    const ConvCase conv = cc;
+    c.make = [&buf, ensure, conv, N, C, H, W, K, R](int s) {
+      ensure(buf.a, s, {N, C, H, W}, conv.p.dtype, conv.format);
+      ensure(buf.b, s, {K, C, R, R}, conv.p.dtype, conv.format);
+    };
+    c.run = [&buf, conv](int s) {
+      use_precision(conv.p.tf32);
+      Tensor out = conv2d(buf.a[static_cast<size_t>(s)], buf.b[static_cast<size_t>(s)], Tensor(), {1, 1}, {1, 1});
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 std::string result_json(const Result& r, const Bench& b) {
   const Options& o = b.options();
   std::string s = "{\"impl\": \"kiln\", \"case\": \"" + r.name + "\", \"dtype\": \"" + r.dtype +
@@ -282,6 +372,11 @@ std::string result_json(const Result& r, const Bench& b) {
                   ", \"bytes\": %.0f, \"median_ms\": %.6f, \"gbps\": %.2f, \"pct_of_copy\": %.2f", r.bytes,
                   r.median_ms, r.gbps, r.pct_of_copy);
     s += num;
+    if (r.flops > 0) {
+      std::snprintf(num, sizeof num, ", \"flops\": %.0f, \"tflops\": %.2f, \"pct_of_matmul\": %.2f, \"precision\": \"%s\"",
+                    r.flops, r.tflops, r.pct_of_matmul, r.precision.c_str());
+      s += num;
+    }
   } else {
     s += ", \"error\": \"" + json_escape(r.error) + "\"";
   }
@@ -355,6 +450,29 @@ int main(int argc, char** argv) {
                   shape_json(r.shape).c_str(), r.sets, r.bytes / 1e6, r.median_ms, r.gbps, r.pct_of_copy);
     } else {
       std::printf("%-9s %-9s %-14s  n/a: %s\n", r.name.c_str(), r.dtype.c_str(), shape_json(r.shape).c_str(),
+                  r.error.c_str());
+    }
+    std::fflush(stdout);
+    results.push_back(r);
+  }
+
+  std::printf("\n%-12s %-9s %-18s %5s %10s %9s %12s\n", "case", "dtype", "shape", "sets", "median ms", "TFLOP/s",
+              "% of matmul");
+  const cuda::MathSwitches saved = cuda::math_switches();
+  std::vector<Case> compute = make_compute_cases(buf);
+  std::map<std::string, double> compute_ceiling;  // precision -> TFLOP/s of its 8192^3 matmul
+  for (const Case& c : compute) {
+    Result r = bench.time(c);
+    buf.clear();
+    cuda::math_switches() = saved;
+    if (c.is_compute_ceiling && r.error.empty()) compute_ceiling[c.precision] = r.tflops;
+    if (r.error.empty()) {
+      auto it = compute_ceiling.find(c.precision);
+      if (it != compute_ceiling.end() && it->second > 0) r.pct_of_matmul = 100.0 * r.tflops / it->second;
+      std::printf("%-12s %-9s %-18s %5d %10.4f %9.1f %11.1f%%\n", r.name.c_str(), r.dtype.c_str(),
+                  shape_json(r.shape).c_str(), r.sets, r.median_ms, r.tflops, r.pct_of_matmul);
+    } else {
+      std::printf("%-12s %-9s %-18s  n/a: %s\n", r.name.c_str(), r.dtype.c_str(), shape_json(r.shape).c_str(),
                   r.error.c_str());
     }
     std::fflush(stdout);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Joins bench/gpu_bench's JSON lines with tools/torch_peer.py's (same cases and shapes) and prints
-a markdown table for bench/RESULTS.md: GB/s and % of each one's own copy ceiling, and the ratio
-kiln/PyTorch of throughput (above 1: kiln is faster), headed by the date, GPU and both commands.
+markdown tables for bench/RESULTS.md, headed by the date, GPU and both commands: memory-bound cases
+with GB/s and % of each one's own copy ceiling; compute-bound cases (those with "flops") with
+TFLOP/s and % of each one's own 8192^3 matmul of the same precision; and the ratio kiln/PyTorch of
+throughput (above 1: kiln is faster).
 
   usage: python3 tools/bench_compare.py KILN.jsonl TORCH.jsonl [--out FILE.md]
 """
@@ -55,28 +57,45 @@ def main():
         f"- kiln: `{first(kiln, 'command')}` ({first(kiln, 'date')})",
         f"- PyTorch {first(torch, 'torch')}: `{first(torch, 'command')}` ({first(torch, 'date')})",
         "",
-        "| case | dtype | shape | kiln GB/s | kiln % of copy | PyTorch GB/s | PyTorch % of copy | kiln/PyTorch |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     if first(kiln, "gpu") != first(torch, "gpu"):
         lines.insert(2, f"**Different GPUs: kiln ran on {first(kiln, 'gpu')}, PyTorch on {first(torch, 'gpu')}; "
                         "the ratios below compare nothing.**\n")
     keys = list(kiln) + [k for k in torch if k not in kiln]
+
+    def is_compute(key):
+        # A case is compute-bound when either side gives its flops (an errored record has none).
+        return any("flops" in rec for rec in (kiln.get(key), torch.get(key)) if rec) or key[0].startswith(
+            ("matmul", "conv2d"))
+
     notes = []
-    for key in keys:
-        k, t = kiln.get(key), torch.get(key)
-        case, dtype, shape = key
-        ratio = "n/a"
-        if k and t and "error" not in k and "error" not in t and t["gbps"] > 0:
-            ratio = f"{k['gbps'] / t['gbps']:.2f}"
-        lines.append(f"| {case} | {dtype} | {list(shape)} | {cell(k, 'gbps', '{:.0f}')} | "
-                     f"{cell(k, 'pct_of_copy', '{:.1f}')} | {cell(t, 'gbps', '{:.0f}')} | "
-                     f"{cell(t, 'pct_of_copy', '{:.1f}')} | {ratio} |")
-        for who, rec in (("kiln", k), ("PyTorch", t)):
-            if rec and "error" in rec:
-                notes.append(f"- {case} {dtype} ({who}): {rec['error']}")
+    tables = (("Memory-bound: GB/s, and % of the same program's device-to-device copy", "GB/s", "gbps", "% of copy",
+               "pct_of_copy", [k for k in keys if not is_compute(k)]),
+              ("Compute-bound: TFLOP/s, and % of the same program's 8192^3 matmul in the same precision",
+               "TFLOP/s", "tflops", "% of matmul", "pct_of_matmul", [k for k in keys if is_compute(k)]))
+    for title, unit, field, pct_name, pct_field, rows in tables:
+        if not rows:
+            continue
+        lines += [f"{title}:", "",
+                  f"| case | dtype | shape | kiln {unit} | kiln {pct_name} | PyTorch {unit} | PyTorch {pct_name} | "
+                  "kiln/PyTorch |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        fmt = "{:.0f}" if field == "gbps" else "{:.1f}"
+        for key in rows:
+            k, t = kiln.get(key), torch.get(key)
+            case, dtype, shape = key
+            ratio = "n/a"
+            if k and t and "error" not in k and "error" not in t and t.get(field, 0) > 0:
+                ratio = f"{k[field] / t[field]:.2f}"
+            lines.append(f"| {case} | {dtype} | {list(shape)} | {cell(k, field, fmt)} | "
+                         f"{cell(k, pct_field, '{:.1f}')} | {cell(t, field, fmt)} | "
+                         f"{cell(t, pct_field, '{:.1f}')} | {ratio} |")
+            for who, rec in (("kiln", k), ("PyTorch", t)):
+                if rec and "error" in rec:
+                    notes.append(f"- {case} {dtype} ({who}): {rec['error']}")
+        lines.append("")
     if notes:
-        lines += ["", "Not measured:"] + notes
+        lines += ["Not measured:"] + notes
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:

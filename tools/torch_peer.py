@@ -73,8 +73,44 @@ def make_cases(n):
     return cases
 
 
+def use_precision(tf32):
+    """As gpu_bench's use_precision: TF32 for matmul and cuDNN on or off, cuDNN benchmark mode on."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+
+
+def make_compute_cases():
+    """As gpu_bench's make_compute_cases: (name, dtype, shape, bytes, input bytes per set, make, run,
+    flops, precision, is_ceiling). The 8192^3 matmul of each precision comes first and is its ceiling."""
+    cases = []
+    for precision, dtype, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True)):
+        es = torch.tensor([], dtype=dtype).element_size()
+        for n in (8192, 4096):
+            run = (lambda t: lambda s: (use_precision(t), torch.matmul(s[0], s[1])))(tf32)
+            cases.append(("matmul_tf32" if tf32 else "matmul", dtype, [n, n, n], 3 * es * n * n, 2 * es * n * n,
+                          (lambda d, m: lambda: (random_on_gpu([m, m], d), random_on_gpu([m, m], d)))(dtype, n),
+                          run, 2.0 * n ** 3, precision, n == 8192))
+    N, C, H, W, K, R = 64, 128, 56, 56, 128, 3
+    for name, precision, dtype, tf32, channels_last in (("conv2d_nhwc", "bf16", torch.bfloat16, False, True),
+                                                          ("conv2d_nchw", "bf16", torch.bfloat16, False, False),
+                                                          ("conv2d_nchw", "tf32", torch.float32, True, False)):
+        es = torch.tensor([], dtype=dtype).element_size()
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+
+        def make(d=dtype, f=fmt):
+            return (random_on_gpu([N, C, H, W], d).contiguous(memory_format=f),
+                    random_on_gpu([K, C, R, R], d).contiguous(memory_format=f))
+
+        run = (lambda t: lambda s: (use_precision(t), torch.nn.functional.conv2d(s[0], s[1], None, 1, 1)))(tf32)
+        out_elems = N * K * H * W
+        cases.append((name, dtype, [N, C, H, W], es * (N * C * H * W + K * C * R * R + out_elems),
+                      es * (N * C * H * W + K * C * R * R), make, run, 2.0 * out_elems * C * R * R, precision, False))
+    return cases
+
+
 def time_case(case, args, l2_bytes, starts, ends):
-    name, dtype, shape, nbytes, per_set, make, run = case
+    name, dtype, shape, nbytes, per_set, make, run = case[:7]
     sets = sets_for(per_set, l2_bytes)
     states = [make() for _ in range(sets)]
     for i in range(args.warmup):
@@ -132,6 +168,34 @@ def main():
             sets = 0
             rec["error"] = f"{type(e).__name__}: {e}"
             print(f"{name:<9} {dname:<9} {json.dumps(shape):<14}  n/a: {rec['error']}")
+        torch.cuda.empty_cache()
+        rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
+                   torch=torch.__version__)
+        records.append(rec)
+        sys.stdout.flush()
+
+    print(f"\n{'case':<12} {'dtype':<9} {'shape':<18} {'sets':>5} {'median ms':>10} {'TFLOP/s':>9} {'% of matmul':>12}")
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    ceilings = {}
+    for case in make_compute_cases():
+        name, dtype, shape, nbytes = case[0], case[1], case[2], case[3]
+        flops, precision, is_ceiling = case[7], case[8], case[9]
+        dname = str(dtype).replace("torch.", "")
+        rec = {"impl": "torch", "case": name, "dtype": dname, "shape": shape}
+        try:
+            sets, ms = time_case(case, args, l2_bytes, starts, ends)
+            tflops = flops / (ms * 1e-3) / 1e12
+            if is_ceiling:
+                ceilings[precision] = tflops
+            pct = 100.0 * tflops / ceilings[precision] if ceilings.get(precision) else 0.0
+            rec.update(bytes=nbytes, median_ms=round(ms, 6), gbps=round(nbytes / (ms * 1e-3) / 1e9, 2), pct_of_copy=0.0,
+                       flops=flops, tflops=round(tflops, 2), pct_of_matmul=round(pct, 2), precision=precision)
+            print(f"{name:<12} {dname:<9} {json.dumps(shape):<18} {sets:>5} {ms:>10.4f} {tflops:>9.1f} {pct:>11.1f}%")
+        except Exception as e:
+            sets = 0
+            rec["error"] = f"{type(e).__name__}: {e}"
+            print(f"{name:<12} {dname:<9} {json.dumps(shape):<18}  n/a: {rec['error']}")
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) = saved
         torch.cuda.empty_cache()
         rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
                    torch=torch.__version__)
