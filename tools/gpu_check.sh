@@ -6,13 +6,26 @@
 #   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, then
 #                              compute-sanitizer memcheck and racecheck, then benchmarks and the
 #                              PyTorch peer; logs in $OUT (8 files at most); non-zero exit on failure
+#   tools/gpu_check.sh interop on the GPU host: tools/check_torch_interop.py with the staged
+#                              kiln_nn_tests (kiln's safetensors into PyTorch and back)
+#   tools/gpu_check.sh exec PROGRAM [ARGS...]
+#                              on the GPU host: runs a staged program (an example, a test, a bench)
+#                              with the staged libraries; the data the examples read is staged under
+#                              stage/data (fashion-mnist/, tinyshakespeare/input.txt)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage_dir=$root/stage
+# The executables and libraries travel as one gzip'd tar (the GPU code compresses about 5:1, and
+# the stage must fit 64 MiB with the data); each command on the GPU host unpacks it into bin_dir.
+bin_dir=${TMPDIR:-/tmp}/kiln-stage-bin
 
 # What gets staged. Every CUDA test executable runs once; benches run after the sanitizers.
 cuda_tests=(kiln_cuda_tests)
 benches=(gpu_bench)
+examples=(train_cnn train_gpt)
+cpu_tests=(kiln_nn_tests)  # staged for the PyTorch interop check, which drives its [interop] test
+fashion_mnist=${KILN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+shakespeare=${KILN_SHAKESPEARE:-$root/../shared/data/tinyshakespeare/input.txt}
 stage_limit=$((64 * 1024 * 1024))
 
 die() {
@@ -50,43 +63,54 @@ stage() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
     -DKILN_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_FLAGS=-lineinfo \
     -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=ON >/dev/null || die "stage: cmake configure failed"
-  cmake --build "$build" --parallel "$(nproc)" --target "${cuda_tests[@]}" "${benches[@]}" ||
+  cmake --build "$build" --parallel "$(nproc)" --target "${cuda_tests[@]}" "${benches[@]}" "${examples[@]}" "${cpu_tests[@]}" ||
     die "stage: build failed"
 
   echo "== stage into $stage_dir"
-  rm -rf "$stage_dir"
-  mkdir -p "$stage_dir"
+  bin_dir=$build/stage-bin
+  rm -rf "$stage_dir" "$bin_dir"
+  mkdir -p "$stage_dir" "$bin_dir"
   local exe
-  for exe in "${cuda_tests[@]}" "${benches[@]}"; do
+  for exe in "${cuda_tests[@]}" "${benches[@]}" "${examples[@]}" "${cpu_tests[@]}"; do
     [ -x "$build/bin/$exe" ] || die "stage: $build/bin/$exe was not built"
-    cp "$build/bin/$exe" "$stage_dir/"
+    cp "$build/bin/$exe" "$bin_dir/"
   done
-  printf '%s\n' "${cuda_tests[@]}" >"$stage_dir/cuda_tests.txt"
+  printf '%s\n' "${cuda_tests[@]}" >"$bin_dir/cuda_tests.txt"
+
+  # The examples' data (GPU.md: neither is on the GPU host).
+  mkdir -p "$stage_dir/data/fashion-mnist" "$stage_dir/data/tinyshakespeare"
+  local gz
+  for gz in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [ -f "$fashion_mnist/$gz" ] || die "stage: $fashion_mnist/$gz is missing (set KILN_FASHION_MNIST)"
+    cp "$fashion_mnist/$gz" "$stage_dir/data/fashion-mnist/"
+  done
+  [ -f "$shakespeare" ] || die "stage: $shakespeare is missing (set KILN_SHAKESPEARE)"
+  cp "$shakespeare" "$stage_dir/data/tinyshakespeare/input.txt"
 
   # kiln's own libraries, then every library any staged file needs that the GPU host lacks, until
   # nothing new turns up. Copied under the name the loader asks for (the soname) as a plain file:
   # links do not travel. libstdc++ and libgcc_s go to stage/cxxrt, used only if the host's are too
   # old for these binaries (a C++ program built here ran there with the host's; GPU.md).
   local changed=1 f line name path missing
-  mkdir -p "$stage_dir/cxxrt"
+  mkdir -p "$bin_dir/cxxrt"
   while [ $changed = 1 ]; do
     changed=0
     missing=""
-    for f in "$stage_dir"/* "$stage_dir"/cxxrt/*; do
+    for f in "$bin_dir"/* "$bin_dir"/cxxrt/*; do
       [ -f "$f" ] || continue
-      case "$f" in *.txt) continue ;; esac
+      case "$f" in *.txt | */data/*) continue ;; esac
       while read -r line; do
         name=$(awk '{print $1}' <<<"$line")
         path=$(awk '$2 == "=>" {print $3}' <<<"$line")
         if [ -z "$name" ] || [ -z "$path" ]; then continue; fi  # the vdso and the loader have no "=>"
         case "$name" in
           libkiln_*)
-            [ -e "$stage_dir/$name" ] || { cp -L "$build/bin/$name" "$stage_dir/$name" && changed=1; }
+            [ -e "$bin_dir/$name" ] || { cp -L "$build/bin/$name" "$bin_dir/$name" && changed=1; }
             continue
             ;;
           libstdc++.so* | libgcc_s.so*)
             [ "$path" = not ] && { missing="$missing $name"; continue; }
-            [ -e "$stage_dir/cxxrt/$name" ] || { cp -L "$path" "$stage_dir/cxxrt/$name" && changed=1; }
+            [ -e "$bin_dir/cxxrt/$name" ] || { cp -L "$path" "$bin_dir/cxxrt/$name" && changed=1; }
             continue
             ;;
         esac
@@ -95,8 +119,8 @@ stage() {
           continue
         fi
         provided_on_gpu_host "$name" "$path" && continue
-        [ -e "$stage_dir/$name" ] || { cp -L "$path" "$stage_dir/$name" && changed=1; }
-      done < <(LD_LIBRARY_PATH="$stage_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null)
+        [ -e "$bin_dir/$name" ] || { cp -L "$path" "$bin_dir/$name" && changed=1; }
+      done < <(LD_LIBRARY_PATH="$bin_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null)
     done
   done
   [ -z "$missing" ] || die "stage: ldd cannot resolve:$missing"
@@ -106,10 +130,12 @@ stage() {
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "staged: $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-unknown}"
     echo "build: -DKILN_CUDA=ON -DKILN_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo (Release)"
-    echo "data: none (the CUDA tests and benches make their own random inputs)"
+    echo "data: data/fashion-mnist (from $fashion_mnist), data/tinyshakespeare/input.txt; the CUDA tests and benches make their own random inputs"
     echo "files:"
-    (cd "$stage_dir" && find . -type f ! -name MANIFEST.txt -printf '  %10s  %P\n' | sort -k2)
+    (cd "$bin_dir" && find . -type f ! -name MANIFEST.txt ! -path './data/*' -printf '  %10s  %P\n' | sort -k2)
+    (cd "$stage_dir" && find ./data -type f -printf '  %10s  %P\n' | sort -k2)
   } >"$stage_dir/MANIFEST.txt"
+  tar -czf "$stage_dir/bin.tar.gz" -C "$bin_dir" . || die "stage: tar failed"
 
   local bytes
   bytes=$(du -sb "$stage_dir" | awk '{print $1}')
@@ -184,7 +210,40 @@ failing_tests() {
 
 # Runs a kiln executable with the staged libraries; only kiln sees them (python must not load our
 # libstdc++).
-kiln_env() { env LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_NUM_THREADS=8 "$@"; }
+kiln_env() {
+  env LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_NUM_THREADS=8 \
+    KILN_GOLDEN_DIR="$root/tests/golden" KILN_GOLDEN_VERBOSE=1 "$@"
+}
+
+# On the GPU host: the staged executables and libraries, unpacked into bin_dir.
+unpack() {
+  [ -f "$stage_dir/bin.tar.gz" ] || die "no $stage_dir/bin.tar.gz; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
+  rm -rf "$bin_dir"
+  mkdir -p "$bin_dir"
+  tar -xzf "$stage_dir/bin.tar.gz" -C "$bin_dir" || die "cannot unpack $stage_dir/bin.tar.gz into $bin_dir"
+}
+
+exec_staged() {
+  [ $# -ge 1 ] || die "usage: tools/gpu_check.sh exec PROGRAM [ARGS...]"
+  unpack
+  [ -x "$bin_dir/$1" ] || die "exec: $1 is not staged"
+  choose_library_path
+  local prog=$1
+  shift
+  kiln_env "$bin_dir/$prog" "$@"
+}
+
+# PyTorch's side runs in the host's python3, which must not see the staged libraries: only the
+# kiln_nn_tests it starts gets them, through a wrapper.
+interop() {
+  unpack
+  choose_library_path
+  local wrapper=$bin_dir/kiln_nn_tests.sh
+  printf '#!/bin/sh\nexec env LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "%s" "$@"\n' \
+    "$lib_path" "$bin_dir/kiln_nn_tests" >"$wrapper"
+  chmod +x "$wrapper"
+  python3 "$root/tools/check_torch_interop.py" --tests "$wrapper" "$@"
+}
 
 # compute-sanitizer's verdict from its exit code and its summary line ("ERROR SUMMARY: N errors"
 # for memcheck, "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" for racecheck):
@@ -219,20 +278,21 @@ sanitizer_step() {
 # The staged libstdc++/libgcc_s join the library path only when the host's are too old for kiln's
 # binaries; otherwise the host's serve kiln and compute-sanitizer alike.
 choose_library_path() {
-  lib_path=$stage_dir
+  lib_path=$bin_dir
   local probe
-  probe=$(LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$stage_dir/${cuda_tests[0]}" \
+  probe=$(LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin_dir/${cuda_tests[0]}" \
     --list-test-names-only 2>&1 >/dev/null | grep -E "GLIBCXX|CXXABI|GCC_[0-9]|libstdc\+\+|libgcc_s" || true)
   if [ -n "$probe" ]; then
-    lib_path=$stage_dir:$stage_dir/cxxrt
+    lib_path=$bin_dir:$bin_dir/cxxrt
     notes+=("the host's C++ runtime is too old for kiln's binaries; using the staged one (stage/cxxrt): $probe")
   fi
 }
 
 run() {
   [ -n "${OUT:-}" ] || die "run: set OUT to the folder for results (the GPU host sets it)"
-  [ -f "$stage_dir/cuda_tests.txt" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
+  [ -f "$stage_dir/bin.tar.gz" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
   cd "$root" || die "run: cannot cd to $root"
+  unpack
   mkdir -p "$OUT"
   deadline=${KILN_GPU_DEADLINE:-570}  # seconds from start; a GPU call is stopped at 600
   summary=$OUT/summary.txt
@@ -257,7 +317,7 @@ run() {
     secs=$(budget 180)
     t0=$(elapsed)
     echo "==== $exe" >>"$tests_log"
-    kiln_env timeout --kill-after=10 "$secs" "$stage_dir/$exe" --durations yes >>"$tests_log" 2>&1
+    kiln_env timeout --kill-after=10 "$secs" "$bin_dir/$exe" --durations yes >>"$tests_log" 2>&1
     rc=$?
     # Catch2's exit code is its failure count (up to 255), so 124 can be a count: only a run that
     # printed no totals line was stopped by the timeout.
@@ -273,7 +333,7 @@ run() {
     else
       fail "tests: $exe" "exit $rc before any totals (a crash?)" "$tests_log"
     fi
-  done <"$stage_dir/cuda_tests.txt"
+  done <"$bin_dir/cuda_tests.txt"
   cap "$tests_log"
 
   # 2-3. compute-sanitizer: memcheck with the allocator bypassed (every allocation its own
@@ -300,7 +360,7 @@ run() {
       fail memcheck "no time left" ""
     else
       kiln_env KILN_CUDA_ALLOC=direct timeout --kill-after=10 "$secs" "$cs" --tool memcheck --error-exitcode 86 \
-        --report-api-errors no --print-limit 100 "$stage_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
+        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
       rc=$?
       sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))"
       cap "$memcheck_log"
@@ -320,7 +380,7 @@ run() {
       fail racecheck "no time left" ""
     else
       kiln_env timeout --kill-after=10 "$secs" "$cs" --tool racecheck "${filter[@]}" --error-exitcode 86 \
-        --report-api-errors no --print-limit 100 "$stage_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
+        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
       rc=$?
       sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))"
       cap "$racecheck_log"
@@ -338,7 +398,7 @@ run() {
       fail "bench: $b" "no time left" ""
       continue
     fi
-    kiln_env timeout --kill-after=10 "$secs" "$stage_dir/$b" --json "$kiln_json" >>"$bench_log" 2>&1
+    kiln_env timeout --kill-after=10 "$secs" "$bin_dir/$b" --json "$kiln_json" >>"$bench_log" 2>&1
     rc=$?
     if [ $rc = 0 ]; then record ok "bench: $b" "$(wc -l <"$kiln_json") cases ($(($(elapsed) - t0))s)"
     else fail "bench: $b" "exit $rc" "$bench_log"; fi
@@ -382,5 +442,13 @@ run() {
 case "${1:-}" in
   stage) stage ;;
   run) run ;;
-  *) die "usage: tools/gpu_check.sh stage|run (see docs/gpu-testing.md)" ;;
+  exec)
+    shift
+    exec_staged "$@"
+    ;;
+  interop)
+    shift
+    interop "$@"
+    ;;
+  *) die "usage: tools/gpu_check.sh stage|run|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
 esac
