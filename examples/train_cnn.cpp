@@ -61,7 +61,7 @@ void usage(const char* prog) {
                "          [--batch-size N] [--optimizer adamw|sgd] [--lr LR] [--weight-decay WD]\n"
                "          [--augment | --no-augment] [--out DIR] [--resume CHECKPOINT] [--train-limit N]\n"
                "          [--test-limit N] [--min-accuracy A] [--seed S] [--stop-at-step N] [--max-minutes M]\n"
-               "defaults: small-cnn 5 epochs, resnet 15 epochs; AdamW lr 1e-3 wd 0.05, SGD (momentum 0.9,\n"
+               "defaults: small-cnn 5 epochs, resnet 30 epochs; AdamW lr 1e-3 wd 0.05, SGD (momentum 0.9,\n"
                "Nesterov) lr 0.05 wd 5e-4; cosine schedule to lr/100 over the whole run.\n",
                prog);
 }
@@ -121,7 +121,7 @@ Options parse(int argc, char** argv) {
     std::fprintf(stderr, "--batch-size must be positive\n");
     std::exit(2);
   }
-  if (o.epochs == 0) o.epochs = o.model == "resnet" ? 15 : 5;
+  if (o.epochs == 0) o.epochs = o.model == "resnet" ? 30 : 5;
   if (o.epochs < 0) {
     std::fprintf(stderr, "--epochs must be positive\n");
     std::exit(2);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -49,7 +51,7 @@ struct Options {
   uint64_t seed = 1337;
   double max_minutes = 0;  // > 0: checkpoint and stop after this long
   int64_t stop_at_iter = 0;  // > 0: checkpoint and stop after this iteration (splits a run)
-  double max_val_loss = 0;  // > 0: exit status 1 when the final val loss is above it
+  double max_val_loss = 0;  // > 0: exit status 1 when the best val loss is above it
   std::string prompt = "\n";
   double temperature = 0.8;
   int64_t top_k = 200;
@@ -68,7 +70,9 @@ void usage(const char* prog) {
                "  dropout 0.2, 5000 iterations, lr 1e-3 -> 1e-4, eval every 250 over 200 batches;\n"
                "on cpu: 2 layers, 4 heads, 64 wide, block 64, batch 16, dropout 0, 2000 iterations,\n"
                "  lr 4e-3 -> 4e-4, eval every 250 over 20 batches. Warmup 100, AdamW betas (0.9, 0.99),\n"
-               "  weight decay 0.1 on matrices, gradient clipping at norm 1.\n",
+               "  weight decay 0.1 on matrices, gradient clipping at norm 1. The weights at the best evaluation\n"
+               "  are kept in OUT/best.safetensors (the sample comes from them); --max-val-loss judges the best\n"
+               "  val loss.\n",
                prog);
 }
 
@@ -311,10 +315,22 @@ int main(int argc, char** argv) {
   }
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   const std::string metrics_path = (fs::path(opt.out) / "metrics.jsonl").string();
+  const std::string best_path = (fs::path(opt.out) / "best.safetensors").string();
   int64_t iter = 0;
+  // The best validation loss so far and its iteration. As nanoGPT does, the weights at the best
+  // evaluation are kept (best.safetensors): this small dataset is overfitted long before the end
+  // of the schedule, and the best loss is the run's result. A checkpoint carries both (the loss as
+  // its double's bit pattern: the checkpoint's loop position holds integers), so a resumed run
+  // makes the same decisions.
+  double best_val = std::numeric_limits<double>::infinity();
+  int64_t best_iter = -1;
   if (!opt.resume.empty()) {
     try {
-      iter = nn::load_checkpoint(opt.resume, *model, &optimizer).step;
+      const nn::TrainingState st = nn::load_checkpoint(opt.resume, *model, &optimizer);
+      iter = st.step;
+      if (auto it = st.data_position.find("best_val_bits"); it != st.data_position.end())
+        best_val = std::bit_cast<double>(it->second);
+      if (auto it = st.data_position.find("best_iter"); it != st.data_position.end()) best_iter = it->second;
     } catch (const Error& e) {
       std::fprintf(stderr, "%s\n", e.what());
       return 2;
@@ -330,7 +346,9 @@ int main(int argc, char** argv) {
   auto save = [&]() {
     nn::TrainingState st;
     st.step = iter;
-    st.data_position = {{"seed", static_cast<int64_t>(opt.seed)}};
+    st.data_position = {{"seed", static_cast<int64_t>(opt.seed)},
+                        {"best_val_bits", std::bit_cast<int64_t>(best_val)},
+                        {"best_iter", best_iter}};
     nn::save_checkpoint(checkpoint_path, *model, &optimizer, st);
   };
 
@@ -355,6 +373,11 @@ int main(int argc, char** argv) {
     const double tr = estimate_loss(*model, train_data, opt.eval_iters, opt.batch_size, opt.block_size);
     const double va = estimate_loss(*model, val_data, opt.eval_iters, opt.batch_size, opt.block_size);
     val_loss = va;
+    if (va < best_val) {
+      best_val = va;
+      best_iter = iter;
+      nn::save_safetensors(best_path, model->state_dict());
+    }
     const double tps = train_secs > 0 ? static_cast<double>(trained_iters) * tokens_per_iter / train_secs : 0;
     progress.end_line();
     std::printf("step %lld: train loss %.4f, val loss %.4f  (%.0f tokens/s, %s)\n", static_cast<long long>(iter), tr,
@@ -432,7 +455,13 @@ int main(int argc, char** argv) {
     const double tps = train_secs > 0 ? static_cast<double>(trained_iters) * tokens_per_iter / train_secs : 0;
     std::printf("final val loss %.4f after %lld iterations (%s, %.0f tokens/s while training)\n", *val_loss,
                 static_cast<long long>(iter), format_duration(seconds_since(t_start)).c_str(), tps);
+    if (best_iter >= 0) {
+      std::printf("best val loss %.4f at iteration %lld (%s)\n", best_val, static_cast<long long>(best_iter),
+                  best_path.c_str());
+    }
     if (opt.sample_tokens > 0) {
+      // From the best weights, as nanoGPT samples from its best checkpoint.
+      if (best_iter >= 0) nn::load_into(*model, best_path);
       model->eval();
       Tensor idx = tensor(prompt_ids).view({1, -1}).to(device);
       std::optional<int64_t> top_k;
@@ -446,8 +475,9 @@ int main(int argc, char** argv) {
                   static_cast<long long>(opt.top_k), sample.c_str());
     }
   }
-  if (opt.max_val_loss > 0 && !(*val_loss <= opt.max_val_loss)) {
-    std::printf("FAIL: val loss %.4f is above --max-val-loss %.4f\n", *val_loss, opt.max_val_loss);
+  const double result = best_iter >= 0 ? std::min(best_val, *val_loss) : *val_loss;
+  if (opt.max_val_loss > 0 && !(result <= opt.max_val_loss)) {
+    std::printf("FAIL: best val loss %.4f is above --max-val-loss %.4f\n", result, opt.max_val_loss);
     return 1;
   }
   return 0;

@@ -1,6 +1,6 @@
 # CTest script: a short train_gpt run whole, and split at an iteration between two evaluations
 # (the batches, dropout masks and evaluation batches all come from the restored generator); the
-# metrics (timings left out) and the final model files must be identical byte for byte.
+# metrics (timings left out), the final and the best model files must be identical byte for byte.
 # Usage: cmake -DEXE=<train_gpt> -DDATA=<text file> -DWORK=<scratch dir> -P gpt_resume.cmake
 foreach(var EXE DATA WORK)
   if(NOT ${var})
@@ -45,9 +45,12 @@ endif()
 if(NOT "${whole}" STREQUAL "${split}")
   message(FATAL_ERROR "gpt_resume: metrics differ\n  whole: ${whole}\n  split: ${split}")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/model.safetensors"
-                        "${WORK}/split/model.safetensors" RESULT_VARIABLE differ)
-if(NOT differ EQUAL 0)
-  message(FATAL_ERROR "gpt_resume: the final models differ")
-endif()
+# The final weights, and the best ones (the split run must carry the best loss so far across).
+foreach(file model.safetensors best.safetensors)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${file}" "${WORK}/split/${file}"
+                  RESULT_VARIABLE differ)
+  if(NOT differ EQUAL 0)
+    message(FATAL_ERROR "gpt_resume: ${file} differs between the whole and the split run")
+  endif()
+endforeach()
 message("gpt_resume: the split run matches the whole run bit for bit: ${split}")
