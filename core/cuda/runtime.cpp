@@ -290,16 +290,20 @@ CudaStream::CudaStream(int device, bool high_priority) : device_(resolve(device)
 CudaStream::~CudaStream() {
   if (!stream_) return;
   // Wait for the stream's work, then let the allocators forget it: a block recorded on this stream
-  // and freed later must neither record an event into a destroyed stream nor wait for one.
-  DeviceGuard g(device_);
-  (void)cudaStreamSynchronize(raw(stream_));
-  {
+  // and freed later must neither record an event into a destroyed stream nor wait for one. A
+  // destructor must not throw: should the device be gone (process teardown), there is nothing
+  // left to wait for.
+  try {
+    DeviceGuard g(device_);
+    (void)cudaStreamSynchronize(raw(stream_));
     std::unique_lock<std::mutex> lk(g_alloc_mutex);
     CachingAllocator* a = g_allocators[device_].get();
     lk.unlock();
     if (a) a->forget_stream(stream_);
+    pinned_allocator_impl().forget_stream(stream_);
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();
   }
-  pinned_allocator_impl().forget_stream(stream_);
   cudaStreamDestroy(raw(stream_));
 }
 void CudaStream::synchronize() const { stream_synchronize(stream_); }
