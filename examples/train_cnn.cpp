@@ -3,8 +3,6 @@
 // decision: every random choice is reproducible from saved integers (the epoch's permutation is a
 // host Fisher-Yates seeded from (seed, epoch); augmentation and dropout draw from kiln's generator,
 // which the checkpoint restores), so a resumed run matches an uninterrupted one bit for bit.
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -15,11 +13,13 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cuda/runtime.h"
+#include "examples/common.h"
 #include "core/kiln.h"
 #include "data/idx.h"
 #include "nn/optim/adamw.h"
@@ -31,7 +31,10 @@
 
 using namespace kiln;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using examples::Clock;
+using examples::format_duration;
+using examples::Progress;
+using examples::seconds_since;
 
 namespace {
 
@@ -68,46 +71,27 @@ void usage(const char* prog) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage(argv[0]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    try {
-      if (a == "--data") o.data_dir = next();
-      else if (a == "--device") o.device = next();
-      else if (a == "--model") o.model = next();
-      else if (a == "--optimizer") o.optimizer = next();
-      else if (a == "--out") o.out = next();
-      else if (a == "--resume") o.resume = next();
-      else if (a == "--epochs") o.epochs = std::stoi(next());
-      else if (a == "--batch-size") o.batch_size = std::stoll(next());
-      else if (a == "--lr") o.lr = std::stod(next());
-      else if (a == "--weight-decay") o.weight_decay = std::stod(next());
-      else if (a == "--augment") o.augment = 1;
-      else if (a == "--no-augment") o.augment = 0;
-      else if (a == "--train-limit") o.train_limit = std::stoll(next());
-      else if (a == "--test-limit") o.test_limit = std::stoll(next());
-      else if (a == "--min-accuracy") o.min_accuracy = std::stod(next());
-      else if (a == "--seed") o.seed = std::stoull(next());
-      else if (a == "--stop-at-step") o.stop_at_step = std::stoll(next());
-      else if (a == "--max-minutes") o.max_minutes = std::stod(next());
-      else if (a == "--help" || a == "-h") {
-        usage(argv[0]);
-        std::exit(0);
-      } else {
-        std::fprintf(stderr, "unknown option %s\n", a.c_str());
-        usage(argv[0]);
-        std::exit(2);
-      }
-    } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
-      std::fprintf(stderr, "bad value for %s\n", a.c_str());
-      std::exit(2);
-    }
+  examples::CommandLine cl(argc, argv, usage);
+  while (cl.next()) {
+    if (cl.is("--data")) o.data_dir = cl.text();
+    else if (cl.is("--device")) o.device = cl.text();
+    else if (cl.is("--model")) o.model = cl.text();
+    else if (cl.is("--optimizer")) o.optimizer = cl.text();
+    else if (cl.is("--out")) o.out = cl.text();
+    else if (cl.is("--resume")) o.resume = cl.text();
+    else if (cl.is("--epochs")) o.epochs = static_cast<int>(cl.integer());
+    else if (cl.is("--batch-size")) o.batch_size = cl.integer();
+    else if (cl.is("--lr")) o.lr = cl.real();
+    else if (cl.is("--weight-decay")) o.weight_decay = cl.real();
+    else if (cl.is("--augment")) o.augment = 1;
+    else if (cl.is("--no-augment")) o.augment = 0;
+    else if (cl.is("--train-limit")) o.train_limit = cl.integer();
+    else if (cl.is("--test-limit")) o.test_limit = cl.integer();
+    else if (cl.is("--min-accuracy")) o.min_accuracy = cl.real();
+    else if (cl.is("--seed")) o.seed = cl.unsigned_integer();
+    else if (cl.is("--stop-at-step")) o.stop_at_step = cl.integer();
+    else if (cl.is("--max-minutes")) o.max_minutes = cl.real();
+    else cl.unknown();
   }
   if (o.model != "small-cnn" && o.model != "resnet") {
     std::fprintf(stderr, "--model must be small-cnn or resnet, got %s\n", o.model.c_str());
@@ -173,32 +157,6 @@ Tensor augment(const Tensor& x, int64_t pad) {
   return gather(padded, 2, index).view({b, c, h, w});
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string format_duration(double s) {
-  char buf[32];
-  const auto total = static_cast<long long>(s + 0.5);
-  if (total >= 3600) std::snprintf(buf, sizeof buf, "%lldh%02lldm", total / 3600, total / 60 % 60);
-  else std::snprintf(buf, sizeof buf, "%lldm%02llds", total / 60, total % 60);
-  return buf;
-}
-
-// The progress line: rewritten in place on a terminal, a plain line every ~10 s otherwise (logs).
-struct Progress {
-  bool tty = ::isatty(::fileno(stdout)) != 0;
-  Clock::time_point last = Clock::now();
-  bool due() const { return seconds_since(last) >= (tty ? 0.5 : 10.0); }
-  void print(const std::string& line) {
-    if (tty) std::printf("\r\033[K%s", line.c_str());
-    else std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-    last = Clock::now();
-  }
-  void end_line() {
-    if (tty) std::printf("\r\033[K");
-  }
-};
-
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
 int64_t count_correct(nn::UnaryModule& model, const Tensor& x, const Tensor& y) {
   NoGradGuard no_grad;
@@ -221,19 +179,9 @@ float bits_float(int64_t b) { return std::bit_cast<float>(static_cast<uint32_t>(
 
 int main(int argc, char** argv) {
   Options opt = parse(argc, argv);
-  Device device = Device::cpu();
-  if (opt.device.empty()) {
-    device = cuda::is_available() ? Device::cuda(0) : Device::cpu();
-  } else if (opt.device == "cuda") {
-    if (!cuda::is_available()) {
-      std::fprintf(stderr, "--device cuda: %s\n", cuda::unavailable_reason().c_str());
-      return 2;
-    }
-    device = Device::cuda(0);
-  } else if (opt.device != "cpu") {
-    std::fprintf(stderr, "--device must be cpu or cuda, got %s\n", opt.device.c_str());
-    return 2;
-  }
+  const std::optional<Device> chosen = examples::choose_device(opt.device);
+  if (!chosen) return 2;
+  const Device device = *chosen;
 
   data::FashionMnist train, test;
   try {

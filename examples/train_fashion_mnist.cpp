@@ -13,6 +13,7 @@
 
 #include "core/kiln.h"
 #include "data/idx.h"
+#include "examples/common.h"
 
 using namespace kiln;
 
@@ -38,27 +39,17 @@ void usage(const char* prog) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage(argv[0]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--data") o.data_dir = next();
-    else if (a == "--epochs") o.epochs = std::stoi(next());
-    else if (a == "--batch-size") o.batch_size = std::stoll(next());
-    else if (a == "--lr") o.lr = std::stod(next());
-    else if (a == "--hidden") o.hidden = std::stoll(next());
-    else if (a == "--train-limit") o.train_limit = std::stoll(next());
-    else if (a == "--min-accuracy") o.min_accuracy = std::stod(next());
-    else if (a == "--seed") o.seed = std::stoull(next());
-    else {
-      usage(argv[0]);
-      std::exit(2);
-    }
+  examples::CommandLine cl(argc, argv, usage);
+  while (cl.next()) {
+    if (cl.is("--data")) o.data_dir = cl.text();
+    else if (cl.is("--epochs")) o.epochs = static_cast<int>(cl.integer());
+    else if (cl.is("--batch-size")) o.batch_size = cl.integer();
+    else if (cl.is("--lr")) o.lr = cl.real();
+    else if (cl.is("--hidden")) o.hidden = cl.integer();
+    else if (cl.is("--train-limit")) o.train_limit = cl.integer();
+    else if (cl.is("--min-accuracy")) o.min_accuracy = cl.real();
+    else if (cl.is("--seed")) o.seed = cl.unsigned_integer();
+    else cl.unknown();
   }
   return o;
 }

@@ -3,8 +3,6 @@
 // minutes. Non-obvious decision: batches are random windows drawn on the device from kiln's
 // generator, so the checkpoint's generator state is the whole data position and a resumed (or
 // --max-minutes split) run continues bit for bit.
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "core/cuda/runtime.h"
+#include "examples/common.h"
 #include "core/kiln.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
@@ -34,7 +33,10 @@
 
 using namespace kiln;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using examples::Clock;
+using examples::format_duration;
+using examples::Progress;
+using examples::seconds_since;
 
 namespace {
 
@@ -78,55 +80,36 @@ void usage(const char* prog) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage(argv[0]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    try {
-      if (a == "--data") o.data = next();
-      else if (a == "--device") o.device = next();
-      else if (a == "--out") o.out = next();
-      else if (a == "--resume") o.resume = next();
-      else if (a == "--n-layer") o.n_layer = std::stoll(next());
-      else if (a == "--n-head") o.n_head = std::stoll(next());
-      else if (a == "--n-embd") o.n_embd = std::stoll(next());
-      else if (a == "--block-size") o.block_size = std::stoll(next());
-      else if (a == "--batch-size") o.batch_size = std::stoll(next());
-      else if (a == "--dropout") o.dropout = std::stod(next());
-      else if (a == "--max-iters") o.max_iters = std::stoll(next());
-      else if (a == "--lr") o.lr = std::stod(next());
-      else if (a == "--min-lr") o.min_lr = std::stod(next());
-      else if (a == "--warmup-iters") o.warmup_iters = std::stoll(next());
-      else if (a == "--weight-decay") o.weight_decay = std::stod(next());
-      else if (a == "--beta2") o.beta2 = std::stod(next());
-      else if (a == "--grad-clip") o.grad_clip = std::stod(next());
-      else if (a == "--eval-interval") o.eval_interval = std::stoll(next());
-      else if (a == "--eval-iters") o.eval_iters = std::stoll(next());
-      else if (a == "--seed") o.seed = std::stoull(next());
-      else if (a == "--max-minutes") o.max_minutes = std::stod(next());
-      else if (a == "--stop-at-iter") o.stop_at_iter = std::stoll(next());
-      else if (a == "--max-val-loss") o.max_val_loss = std::stod(next());
-      else if (a == "--prompt") o.prompt = next();
-      else if (a == "--temperature") o.temperature = std::stod(next());
-      else if (a == "--top-k") o.top_k = std::stoll(next());
-      else if (a == "--sample-tokens") o.sample_tokens = std::stoll(next());
-      else if (a == "--help" || a == "-h") {
-        usage(argv[0]);
-        std::exit(0);
-      } else {
-        std::fprintf(stderr, "unknown option %s\n", a.c_str());
-        usage(argv[0]);
-        std::exit(2);
-      }
-    } catch (const std::logic_error&) {  // std::stoll and friends on a malformed number
-      std::fprintf(stderr, "bad value for %s\n", a.c_str());
-      std::exit(2);
-    }
+  examples::CommandLine cl(argc, argv, usage);
+  while (cl.next()) {
+    if (cl.is("--data")) o.data = cl.text();
+    else if (cl.is("--device")) o.device = cl.text();
+    else if (cl.is("--out")) o.out = cl.text();
+    else if (cl.is("--resume")) o.resume = cl.text();
+    else if (cl.is("--n-layer")) o.n_layer = cl.integer();
+    else if (cl.is("--n-head")) o.n_head = cl.integer();
+    else if (cl.is("--n-embd")) o.n_embd = cl.integer();
+    else if (cl.is("--block-size")) o.block_size = cl.integer();
+    else if (cl.is("--batch-size")) o.batch_size = cl.integer();
+    else if (cl.is("--dropout")) o.dropout = cl.real();
+    else if (cl.is("--max-iters")) o.max_iters = cl.integer();
+    else if (cl.is("--lr")) o.lr = cl.real();
+    else if (cl.is("--min-lr")) o.min_lr = cl.real();
+    else if (cl.is("--warmup-iters")) o.warmup_iters = cl.integer();
+    else if (cl.is("--weight-decay")) o.weight_decay = cl.real();
+    else if (cl.is("--beta2")) o.beta2 = cl.real();
+    else if (cl.is("--grad-clip")) o.grad_clip = cl.real();
+    else if (cl.is("--eval-interval")) o.eval_interval = cl.integer();
+    else if (cl.is("--eval-iters")) o.eval_iters = cl.integer();
+    else if (cl.is("--seed")) o.seed = cl.unsigned_integer();
+    else if (cl.is("--max-minutes")) o.max_minutes = cl.real();
+    else if (cl.is("--stop-at-iter")) o.stop_at_iter = cl.integer();
+    else if (cl.is("--max-val-loss")) o.max_val_loss = cl.real();
+    else if (cl.is("--prompt")) o.prompt = cl.text();
+    else if (cl.is("--temperature")) o.temperature = cl.real();
+    else if (cl.is("--top-k")) o.top_k = cl.integer();
+    else if (cl.is("--sample-tokens")) o.sample_tokens = cl.integer();
+    else cl.unknown();
   }
   return o;
 }
@@ -168,32 +151,6 @@ bool check_options(const Options& o) {
   if (!(o.temperature > 0)) return bad("--temperature must be positive");
   return true;
 }
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string format_duration(double s) {
-  char buf[32];
-  const auto total = static_cast<long long>(s + 0.5);
-  if (total >= 3600) std::snprintf(buf, sizeof buf, "%lldh%02lldm", total / 3600, total / 60 % 60);
-  else std::snprintf(buf, sizeof buf, "%lldm%02llds", total / 60, total % 60);
-  return buf;
-}
-
-// The progress line: rewritten in place on a terminal, a plain line every ~10 s otherwise (logs).
-struct Progress {
-  bool tty = ::isatty(::fileno(stdout)) != 0;
-  Clock::time_point last = Clock::now();
-  bool due() const { return seconds_since(last) >= (tty ? 0.5 : 10.0); }
-  void print(const std::string& line) {
-    if (tty) std::printf("\r\033[K%s", line.c_str());
-    else std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-    last = Clock::now();
-  }
-  void end_line() {
-    if (tty) std::printf("\r\033[K");
-  }
-};
 
 // The vocabulary: the sorted distinct bytes of the text.
 struct Vocab {
@@ -240,19 +197,9 @@ double estimate_loss(nn::GPT& model, const Tensor& data, int64_t iters, int64_t 
 
 int main(int argc, char** argv) {
   Options opt = parse(argc, argv);
-  Device device = Device::cpu();
-  if (opt.device.empty()) {
-    device = cuda::is_available() ? Device::cuda(0) : Device::cpu();
-  } else if (opt.device == "cuda") {
-    if (!cuda::is_available()) {
-      std::fprintf(stderr, "--device cuda: %s\n", cuda::unavailable_reason().c_str());
-      return 2;
-    }
-    device = Device::cuda(0);
-  } else if (opt.device != "cpu") {
-    std::fprintf(stderr, "--device must be cpu or cuda, got %s\n", opt.device.c_str());
-    return 2;
-  }
+  const std::optional<Device> chosen = examples::choose_device(opt.device);
+  if (!chosen) return 2;
+  const Device device = *chosen;
   apply_defaults(opt, device.is_cuda());
   if (!check_options(opt)) return 2;
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation).
