@@ -362,6 +362,52 @@ std::vector<Case> make_compute_cases(Buffers& buf) {
   return cases;
 }
 
+// The ceilings each result is measured against, taken from the cases that measure them: the copy
+// for memory-bound cases, each precision's 8192^3 matmul for compute-bound ones. A ceiling case
+// runs before the cases measured against it.
+struct Ceilings {
+  double copy_gbps = 0;
+  std::map<std::string, double> matmul_tflops;  // precision -> TFLOP/s
+
+  void relate(const Case& c, Result& r) {
+    if (!r.error.empty()) return;
+    if (c.flops > 0) {
+      if (c.is_compute_ceiling) matmul_tflops[c.precision] = r.tflops;
+      const auto it = matmul_tflops.find(c.precision);
+      if (it != matmul_tflops.end() && it->second > 0) r.pct_of_matmul = 100.0 * r.tflops / it->second;
+    } else {
+      if (c.name == "copy") copy_gbps = r.gbps;
+      if (copy_gbps > 0) r.pct_of_copy = 100.0 * r.gbps / copy_gbps;
+    }
+  }
+};
+
+void print_header(bool compute) {
+  if (compute) {
+    std::printf("\n%-12s %-9s %-18s %5s %10s %9s %12s\n", "case", "dtype", "shape", "sets", "median ms", "TFLOP/s",
+                "% of matmul");
+  } else {
+    std::printf("%-10s %-9s %-14s %5s %10s %10s %9s %10s\n", "case", "dtype", "shape", "sets", "MB moved",
+                "median ms", "GB/s", "% of copy");
+  }
+}
+
+void print_row(const Result& r) {
+  const bool compute = r.flops > 0;
+  const std::string shape = shape_json(r.shape);
+  if (!r.error.empty()) {
+    std::printf(compute ? "%-12s %-9s %-18s  n/a: %s\n" : "%-10s %-9s %-14s  n/a: %s\n", r.name.c_str(), r.dtype.c_str(),
+                shape.c_str(), r.error.c_str());
+  } else if (compute) {
+    std::printf("%-12s %-9s %-18s %5d %10.4f %9.1f %11.1f%%\n", r.name.c_str(), r.dtype.c_str(), shape.c_str(), r.sets,
+                r.median_ms, r.tflops, r.pct_of_matmul);
+  } else {
+    std::printf("%-10s %-9s %-14s %5d %10.1f %10.4f %9.1f %9.1f%%\n", r.name.c_str(), r.dtype.c_str(), shape.c_str(),
+                r.sets, r.bytes / 1e6, r.median_ms, r.gbps, r.pct_of_copy);
+  }
+  std::fflush(stdout);
+}
+
 std::string result_json(const Result& r, const Bench& b) {
   const Options& o = b.options();
   std::string s = "{\"impl\": \"kiln\", \"case\": \"" + r.name + "\", \"dtype\": \"" + r.dtype +
@@ -433,60 +479,37 @@ int main(int argc, char** argv) {
   std::printf("kiln gpu_bench on %s (L2 %.0f MiB), %lld elements, median of %d runs after %d warm-up, %s\n",
               bench.device().name.c_str(), static_cast<double>(bench.device().l2_bytes) / (1 << 20),
               static_cast<long long>(opt.elements), opt.runs, opt.warmup, utc_now().c_str());
-  std::printf("%-9s %-9s %-14s %5s %10s %10s %9s %10s\n", "case", "dtype", "shape", "sets", "MB moved", "median ms",
-              "GB/s", "% of copy");
 
   Buffers buf;
   std::vector<Case> cases = make_cases(opt.elements, buf);
+  for (Case& c : make_compute_cases(buf)) cases.push_back(std::move(c));
   std::vector<Result> results;
-  double ceiling = 0;
-  for (const Case& c : cases) {
-    Result r = bench.time(c);
-    buf.clear();
-    if (c.name == "copy" && r.error.empty()) ceiling = r.gbps;
-    if (r.error.empty() && ceiling > 0) r.pct_of_copy = 100.0 * r.gbps / ceiling;
-    if (r.error.empty()) {
-      std::printf("%-9s %-9s %-14s %5d %10.1f %10.4f %9.1f %9.1f%%\n", r.name.c_str(), r.dtype.c_str(),
-                  shape_json(r.shape).c_str(), r.sets, r.bytes / 1e6, r.median_ms, r.gbps, r.pct_of_copy);
-    } else {
-      std::printf("%-9s %-9s %-14s  n/a: %s\n", r.name.c_str(), r.dtype.c_str(), shape_json(r.shape).c_str(),
-                  r.error.c_str());
-    }
-    std::fflush(stdout);
-    results.push_back(r);
-  }
-
-  std::printf("\n%-12s %-9s %-18s %5s %10s %9s %12s\n", "case", "dtype", "shape", "sets", "median ms", "TFLOP/s",
-              "% of matmul");
+  Ceilings ceilings;
   const cuda::MathSwitches saved = cuda::math_switches();
-  std::vector<Case> compute = make_compute_cases(buf);
-  std::map<std::string, double> compute_ceiling;  // precision -> TFLOP/s of its 8192^3 matmul
-  for (const Case& c : compute) {
+  print_header(false);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    if (c.flops > 0 && (i == 0 || cases[i - 1].flops == 0)) print_header(true);
     Result r = bench.time(c);
     buf.clear();
-    cuda::math_switches() = saved;
-    if (c.is_compute_ceiling && r.error.empty()) compute_ceiling[c.precision] = r.tflops;
-    if (r.error.empty()) {
-      auto it = compute_ceiling.find(c.precision);
-      if (it != compute_ceiling.end() && it->second > 0) r.pct_of_matmul = 100.0 * r.tflops / it->second;
-      std::printf("%-12s %-9s %-18s %5d %10.4f %9.1f %11.1f%%\n", r.name.c_str(), r.dtype.c_str(),
-                  shape_json(r.shape).c_str(), r.sets, r.median_ms, r.tflops, r.pct_of_matmul);
-    } else {
-      std::printf("%-12s %-9s %-18s  n/a: %s\n", r.name.c_str(), r.dtype.c_str(), shape_json(r.shape).c_str(),
-                  r.error.c_str());
-    }
-    std::fflush(stdout);
+    cuda::math_switches() = saved;  // a case may have set its own precision
+    ceilings.relate(c, r);
+    print_row(r);
     results.push_back(r);
   }
 
   if (!opt.json.empty()) {
-    FILE* f = std::fopen(opt.json.c_str(), "w");
-    if (!f) {
+    // Atomically: a temporary file beside the target, renamed over it once complete.
+    const std::string tmp = opt.json + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    bool ok = f != nullptr;
+    for (size_t i = 0; ok && i < results.size(); ++i) ok = std::fprintf(f, "%s\n", result_json(results[i], bench).c_str()) > 0;
+    if (f) ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), opt.json.c_str()) != 0) {
+      std::remove(tmp.c_str());
       std::fprintf(stderr, "gpu_bench: cannot write %s\n", opt.json.c_str());
       return 1;
     }
-    for (const Result& r : results) std::fprintf(f, "%s\n", result_json(r, bench).c_str());
-    std::fclose(f);
     std::printf("wrote %s\n", opt.json.c_str());
   }
   bool copy_ok = !results.empty() && results[0].error.empty();

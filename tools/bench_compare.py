@@ -9,7 +9,22 @@ throughput (above 1: kiln is faster).
 """
 import argparse
 import json
+import os
 import sys
+import tempfile
+
+
+def write_atomic(path, text):
+    """Writes text to path through a temporary file in the same folder, renamed over path when
+    complete: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def load(path):
@@ -99,8 +114,7 @@ def main():
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        write_atomic(args.out, text)
     return 0
 
 

@@ -8,10 +8,14 @@ data), written as the same JSON lines with impl "torch", so tools/bench_compare.
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
 
 
 def utc_now():
@@ -109,6 +113,15 @@ def make_compute_cases():
     return cases
 
 
+def print_header(compute):
+    if compute:
+        print(f"\n{'case':<12} {'dtype':<9} {'shape':<18} {'sets':>5} {'median ms':>10} {'TFLOP/s':>9} "
+              f"{'% of matmul':>12}")
+    else:
+        print(f"{'case':<10} {'dtype':<9} {'shape':<14} {'sets':>5} {'MB moved':>10} {'median ms':>10} {'GB/s':>9} "
+              f"{'% of copy':>10}")
+
+
 def time_case(case, args, l2_bytes, starts, ends):
     name, dtype, shape, nbytes, per_set, make, run = case[:7]
     sets = sets_for(per_set, l2_bytes)
@@ -148,53 +161,41 @@ def main():
 
     print(f"PyTorch {torch.__version__} peer on {gpu} (L2 {l2_bytes / (1 << 20):.0f} MiB), {args.elements} elements, "
           f"median of {args.runs} runs after {args.warmup} warm-up, {utc_now()}")
-    print(f"{'case':<9} {'dtype':<9} {'shape':<14} {'sets':>5} {'MB moved':>10} {'median ms':>10} {'GB/s':>9} "
-          f"{'% of copy':>10}")
-    records, ceiling = [], 0.0
-    for case in make_cases(args.elements):
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    records, copy_gbps, matmul_tflops = [], 0.0, {}
+    cases = make_cases(args.elements) + make_compute_cases()
+    for i, case in enumerate(cases):
         name, dtype, shape, nbytes = case[0], case[1], case[2], case[3]
+        # Memory-bound cases have no flops; compute-bound ones name their precision and ceiling.
+        flops, precision, is_ceiling = case[7:10] if len(case) > 7 else (0, None, False)
+        if i == 0 or (flops and len(cases[i - 1]) <= 7):
+            print_header(bool(flops))
         dname = str(dtype).replace("torch.", "")
         rec = {"impl": "torch", "case": name, "dtype": dname, "shape": shape}
         try:
             sets, ms = time_case(case, args, l2_bytes, starts, ends)
             gbps = nbytes / (ms * 1e-3) / 1e9
-            if name == "copy":
-                ceiling = gbps
-            pct = 100.0 * gbps / ceiling if ceiling else 0.0
-            rec.update(bytes=nbytes, median_ms=round(ms, 6), gbps=round(gbps, 2), pct_of_copy=round(pct, 2))
-            print(f"{name:<9} {dname:<9} {json.dumps(shape):<14} {sets:>5} {nbytes / 1e6:>10.1f} {ms:>10.4f} "
-                  f"{gbps:>9.1f} {pct:>9.1f}%")
+            rec.update(bytes=nbytes, median_ms=round(ms, 6), gbps=round(gbps, 2), pct_of_copy=0.0)
+            if flops:
+                tflops = flops / (ms * 1e-3) / 1e12
+                if is_ceiling:
+                    matmul_tflops[precision] = tflops
+                pct = 100.0 * tflops / matmul_tflops[precision] if matmul_tflops.get(precision) else 0.0
+                rec.update(flops=flops, tflops=round(tflops, 2), pct_of_matmul=round(pct, 2), precision=precision)
+                print(f"{name:<12} {dname:<9} {json.dumps(shape):<18} {sets:>5} {ms:>10.4f} {tflops:>9.1f} {pct:>11.1f}%")
+            else:
+                if name == "copy":
+                    copy_gbps = gbps
+                pct = 100.0 * gbps / copy_gbps if copy_gbps else 0.0
+                rec.update(pct_of_copy=round(pct, 2))
+                print(f"{name:<10} {dname:<9} {json.dumps(shape):<14} {sets:>5} {nbytes / 1e6:>10.1f} {ms:>10.4f} "
+                      f"{gbps:>9.1f} {pct:>9.1f}%")
         except Exception as e:  # report and go on: one failing case must not hide the others
             sets = 0
             rec["error"] = f"{type(e).__name__}: {e}"
-            print(f"{name:<9} {dname:<9} {json.dumps(shape):<14}  n/a: {rec['error']}")
-        torch.cuda.empty_cache()
-        rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
-                   torch=torch.__version__)
-        records.append(rec)
-        sys.stdout.flush()
-
-    print(f"\n{'case':<12} {'dtype':<9} {'shape':<18} {'sets':>5} {'median ms':>10} {'TFLOP/s':>9} {'% of matmul':>12}")
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
-    ceilings = {}
-    for case in make_compute_cases():
-        name, dtype, shape, nbytes = case[0], case[1], case[2], case[3]
-        flops, precision, is_ceiling = case[7], case[8], case[9]
-        dname = str(dtype).replace("torch.", "")
-        rec = {"impl": "torch", "case": name, "dtype": dname, "shape": shape}
-        try:
-            sets, ms = time_case(case, args, l2_bytes, starts, ends)
-            tflops = flops / (ms * 1e-3) / 1e12
-            if is_ceiling:
-                ceilings[precision] = tflops
-            pct = 100.0 * tflops / ceilings[precision] if ceilings.get(precision) else 0.0
-            rec.update(bytes=nbytes, median_ms=round(ms, 6), gbps=round(nbytes / (ms * 1e-3) / 1e9, 2), pct_of_copy=0.0,
-                       flops=flops, tflops=round(tflops, 2), pct_of_matmul=round(pct, 2), precision=precision)
-            print(f"{name:<12} {dname:<9} {json.dumps(shape):<18} {sets:>5} {ms:>10.4f} {tflops:>9.1f} {pct:>11.1f}%")
-        except Exception as e:
-            sets = 0
-            rec["error"] = f"{type(e).__name__}: {e}"
-            print(f"{name:<12} {dname:<9} {json.dumps(shape):<18}  n/a: {rec['error']}")
+            width = (12, 18) if flops else (10, 14)
+            print(f"{name:<{width[0]}} {dname:<9} {json.dumps(shape):<{width[1]}}  n/a: {rec['error']}")
+        # A case may have set its own precision.
         (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) = saved
         torch.cuda.empty_cache()
         rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
@@ -203,9 +204,7 @@ def main():
         sys.stdout.flush()
 
     if args.json:
-        with open(args.json, "w") as f:
-            for rec in records:
-                f.write(json.dumps(rec) + "\n")
+        write_atomic(args.json, "".join(json.dumps(rec) + "\n" for rec in records))
         print(f"wrote {args.json}")
     return 0 if records and "error" not in records[0] else 1
 
