@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/random.h"
 #include "core/ops/reduce.h"
 #include "core/random.h"
 #include "kernels/error.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/random.h"
 #include "core/scalar.h"
 #include "core/storage.h"
 #include "kernels/dtype.h"
@@ -145,8 +146,9 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
-  Tensor& uniform_(double low = 0.0, double high = 1.0);
-  Tensor& normal_(double mean = 0.0, double std = 1.0);
+  // Random fills from `generator`, or the device's default generator (core/random.h).
+  Tensor& uniform_(double low = 0.0, double high = 1.0, const std::optional<Generator>& generator = std::nullopt);
+  Tensor& normal_(double mean = 0.0, double std = 1.0, const std::optional<Generator>& generator = std::nullopt);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
 

@@ -1,6 +1,8 @@
 // Scaled dot-product attention kernels. The forward writes the output and the row log-sum-exp;
 // the backward recomputes probabilities from the log-sum-exp (the flash-attention formulation), so
-// a fused GPU kernel can match it without storing the L x S matrix.
+// a fused GPU kernel can match it without storing the L x S matrix. Batch entries are located by
+// strides over a broadcast batch shape, on both devices, so a launch needs no host arrays (and can
+// be captured in a CUDA graph).
 #pragma once
 
 #include <cstddef>
@@ -8,26 +10,30 @@
 
 #include "kernels/dtype.h"
 #include "kernels/philox.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 #include "kernels/strided.h"
 
 namespace kiln {
 
-// One attention problem per batch entry b: Q_b [L, E], K_b [S, E], V_b [S, Ev], O_b [L, Ev].
-// Rows are contiguous in their last dim; row strides and per-batch element offsets locate them.
-// The optional mask is bool (true = attend) or of the q dtype (added to the scores), read as
-// mask + mask_offsets[b] + i * mask_row_stride + j * mask_col_stride (strides may be 0).
+// One attention problem per batch entry b: Q_b [L, E], K_b [S, E], V_b [S, Ev], O_b [L, Ev]. The
+// batch is a broadcast shape (up to kMaxDims dims); each operand has a stride over each batch dim,
+// 0 where it broadcasts, so an expanded operand is read in place. Rows are contiguous in their last
+// dim and located by row strides. The optional mask is bool (true = attend) or of the q dtype (added
+// to the scores), read at mask offset + i * mask_row_stride + j * mask_col_stride (strides may be 0).
+struct AttentionBatch {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t q[kMaxDims] = {}, k[kMaxDims] = {}, v[kMaxDims] = {}, mask[kMaxDims] = {};
+};
+
 struct AttentionArgs {
   DType dtype = DType::Float32;  // q, k, v, out (and their gradients)
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
-  const int64_t* q_offsets = nullptr;
-  const int64_t* k_offsets = nullptr;
-  const int64_t* v_offsets = nullptr;
+  AttentionBatch layout;  // its sizes multiply to `batch`
   int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0;
   // out, dout, dq, dk, dv and lse are contiguous: [batch, L, Ev], [batch, L, E], [batch, S, E], ...
   const void* mask = nullptr;
   DType mask_dtype = DType::Bool;
-  const int64_t* mask_offsets = nullptr;
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   bool causal = false;  // key j is visible to query i iff j <= i
   double scale = 1.0;
@@ -35,40 +41,49 @@ struct AttentionArgs {
   PhiloxState philox;
 };
 
-// lse: float32 [batch, L] (float64 for float64 inputs). A row with no visible key gives a zero
-// output row and lse = -inf.
-void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a);
-// dq/dk/dv: contiguous [batch, L, E], [batch, S, E], [batch, S, Ev]; deterministic.
-void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
-                            const void* q, const void* k, const void* v, const AttentionArgs& a);
-
-#if defined(KILN_WITH_CUDA)
-// The CUDA kernels cannot read AttentionArgs' host arrays (q/k/v/mask_offsets): they derive batch
-// entry b's offsets on the device from the broadcast batch shape and each operand's strides over it
-// (0 where the operand broadcasts), which keeps the launch free of host-to-device copies (and so
-// capturable in a CUDA graph). The rest of AttentionArgs means what it means on the CPU.
-struct AttentionBatchLayout {
-  int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t q[kMaxDims] = {}, k[kMaxDims] = {}, v[kMaxDims] = {}, mask[kMaxDims] = {};
+// Element offsets of batch entry b's q, k, v and mask (row-major over the batch shape).
+// (No member initializers: CUDA kernels keep one in shared memory.)
+struct AttentionOffsets {
+  int64_t q, k, v, mask;
 };
+KILN_HD AttentionOffsets attention_offsets(const AttentionBatch& layout, int64_t b) {
+  AttentionOffsets o{0, 0, 0, 0};
+  for (int d = layout.ndim - 1; d >= 0; --d) {
+    const int64_t idx = b % layout.sizes[d];
+    b /= layout.sizes[d];
+    o.q += idx * layout.q[d];
+    o.k += idx * layout.k[d];
+    o.v += idx * layout.v[d];
+    o.mask += idx * layout.mask[d];
+  }
+  return o;
+}
 
-// One fused node on the GPU (float32/float16/bfloat16; float64 is CPU-only), same semantics as the
-// CPU: float scores, bool or additive mask, causal rule, dropout through attention_keep. lse is
-// float32. Head dims are limited by shared memory (E = Ev = 256 needs about 100 KB); larger ones
-// are a kiln::Error.
-void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
-                            const AttentionBatchLayout& batch, Stream stream);
-// The backward in the flash formulation: dq per query row, dk/dv per key row, each a fixed-order
-// sum, so gradients are deterministic. `workspace`: attention_backward_cuda_workspace_bytes(a).
-size_t attention_backward_cuda_workspace_bytes(const AttentionArgs& a);
+// lse: float32 [batch, L] (float64 for float64 inputs). A row with no visible key gives a zero
+// output row and lse = -inf. The CUDA twin is one fused kernel (float32/float16/bfloat16; float64 is
+// CPU-only) with float scores, the same mask, causal and dropout rules (attention_keep); head dims
+// are limited by shared memory (E = Ev = 256 needs about 100 KB), larger ones are a kiln::Error.
+void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                           const KernelContext& ctx);
+void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v,
+                            const AttentionArgs& a, const KernelContext& ctx);
+// dq/dk/dv: contiguous [batch, L, E], [batch, S, E], [batch, S, Ev]. The flash formulation
+// (probabilities recomputed from lse): dq per query row, dk/dv per key row, each a fixed-order sum,
+// so gradients are deterministic. The CUDA twin keeps per-row terms in scratch memory.
+void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                            const void* q, const void* k, const void* v, const AttentionArgs& a,
+                            const KernelContext& ctx);
 void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                              const void* q, const void* k, const void* v, const AttentionArgs& a,
-                             const AttentionBatchLayout& batch, void* workspace, size_t workspace_bytes,
-                             Stream stream);
-#endif
+                             const KernelContext& ctx);
 
-// The dropout keep decision of element (b, i, j), shared by both devices.
+namespace kernels {
+KILN_KERNEL(attention_forward);
+KILN_KERNEL(attention_backward);
+}  // namespace kernels
+
+// The dropout keep decision of element (b, i, j), shared by both devices; `st` resolved
+// (philox_resolve).
 KILN_HD bool attention_keep(const PhiloxState& st, uint64_t index, double p) {
   Philox4 blk = philox_block(st.seed, st.offset, index >> 1);
   return static_cast<double>(philox_uniform(blk.v[(index & 1) * 2])) >= p;

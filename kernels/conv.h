@@ -1,15 +1,16 @@
-// 2-d convolution: im2col / col2im for the CPU's GEMM path (cuDNN on CUDA, at the end). The column
-// matrix has one ROW per output pixel (n, oh, ow) and one column per (c, kh, kw), so a group's GEMM
-// covers the whole batch at once (m = N*OH*OW) and writes the output straight into channels-last
-// order. Columns are float32 (float64 for float64 inputs): half inputs widen on the copy, so the
-// GEMM and col2im sums round only once.
+// 2-d convolution, forward and both backward passes, with one problem description for both devices.
+// The CPU lowers it to im2col + GEMM over chunks of the batch: the column matrix has one ROW per
+// output pixel (n, oh, ow) and one column per (c, kh, kw), so a group's GEMM covers a whole chunk at
+// once and writes the output straight into channels-last order; columns are float32 (float64 for
+// float64), so half inputs widen on the copy and the GEMM and col2im sums round only once. CUDA
+// calls cuDNN with the tensors in their own layout (no im2col).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 
 namespace kiln {
 
@@ -34,59 +35,51 @@ struct Conv2dGeometry {
   Window2d window;
 };
 
-// The dtype of the column matrix (and of the GEMMs around it) for an input dtype.
-constexpr DType conv_column_dtype(DType in) { return in == DType::Float64 ? DType::Float64 : DType::Float32; }
-
-// col[(n*OH*OW + oh*OW + ow) * ld_col + (c*KH + i)*KW + j] = in[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
-// (0 outside the image) for n < batch, c < channels. `in` points at element [0, 0, 0, 0] of the
-// images covered; ld_col >= channels*KH*KW. col_dtype must be conv_column_dtype(in_dtype).
-void im2col_cpu(void* col, DType col_dtype, int64_t ld_col, const void* in, DType in_dtype, ImageStrides in_strides,
-                const Conv2dGeometry& g);
-
-// The adjoint of im2col: in_grad[n, c, y, x] = sum of the col entries im2col read from (y, x).
-// Overwrites every element of in_grad (zero where no window reaches). Each (n, c) plane is summed
-// by one thread in a fixed order, so the result does not depend on the thread count.
-void col2im_cpu(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
-                int64_t ld_col, const Conv2dGeometry& g);
-
-#if defined(KILN_WITH_CUDA)
-// 2-d convolution on the GPU through cuDNN (no im2col). The image tensors are described to cuDNN by
-// their element strides, so NCHW and channels-last images go in without copies; the filter is dense
-// in the matching order ([C_out, C_in/groups, kH, kW] or, channels-last, [C_out, kH, kW, C_in/groups]).
-struct CudnnConv2d {
-  DType dtype = DType::Float32;    // of x, w, y and their gradients: float32, float16, bfloat16, float64
-  Conv2dGeometry geo;              // batch, input channels, input and output sizes, window
+// One convolution. x-shaped tensors (the input and its gradient) are dense in the layout
+// `channels_last` names and addressed through x_strides; y-shaped ones (the output and its
+// gradient) likewise through y_strides. The filter [C_out, C_in/groups, kH, kW] is dense in the
+// matching order: NCHW order, or [C_out, kH, kW, C_in/groups] when channels_last; the weight
+// gradient comes out in that order too.
+struct Conv2dArgs {
+  DType dtype = DType::Float32;  // of x, w, bias, y and their gradients: float32, float16, bfloat16, float64
+  Conv2dGeometry geo;            // batch, input channels, input and output sizes, window
   int64_t out_channels = 0;
   int64_t groups = 1;
-  ImageStrides x_strides;          // the input and its gradient
-  ImageStrides y_strides;          // the output and its gradient
-  bool channels_last = false;      // the layout of x and y, and the filter's order
-  bool allow_tf32 = true;          // float32: TF32 tensor cores allowed (cuda::math_switches())
-  // Pick algorithms by timing them once per problem (cudnnFind*AlgorithmEx) instead of cuDNN's
-  // heuristics. A search cannot run while the stream is capturing a CUDA graph: the call is an
-  // error then unless the warm-up step already searched that problem.
+  ImageStrides x_strides;
+  ImageStrides y_strides;
+  bool channels_last = false;
+  // CUDA only (cuda::math_switches()): float32 may use TF32 tensor cores; `benchmark` picks cuDNN
+  // algorithms by timing them once per problem instead of by heuristics. A search cannot run while
+  // the stream is capturing a CUDA graph: the call is an error then unless the warm-up step already
+  // searched that problem.
+  bool allow_tf32 = true;
   bool benchmark = false;
 };
 
-// Device memory of at least `bytes` bytes that stays valid for work enqueued on the call's stream
-// until the call returns (core hands out caching-allocator blocks). Called for an algorithm search
-// and for the run, never with 0.
-using ConvWorkspaceFn = void* (*)(void* ctx, size_t bytes);
-struct ConvWorkspace {
-  ConvWorkspaceFn fn = nullptr;
-  void* ctx = nullptr;
-  void* get(size_t bytes) const { return fn(ctx, bytes); }
-};
+// The dtype the CPU computes a convolution in (its columns and GEMMs) for an input dtype.
+constexpr DType conv_column_dtype(DType in) { return in == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-// y = conv(x, w) (no bias: core adds it).
-void conv2d_forward_cuda(const CudnnConv2d& p, void* y, const void* x, const void* w, const ConvWorkspace& workspace,
-                         Stream stream);
+// y = conv(x, w) + bias (bias: [C_out] or null). An empty input (no channels, or an all-padding
+// image) gives the bias alone (or zeros).
+void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
+                        const KernelContext& ctx);
+void conv2d_forward_cuda(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
+                         const KernelContext& ctx);
 // dx = the input gradient for dy (overwritten).
-void conv2d_backward_data_cuda(const CudnnConv2d& p, void* dx, const void* dy, const void* w,
-                               const ConvWorkspace& workspace, Stream stream);
-// dw = the weight gradient for dy and x (overwritten).
-void conv2d_backward_filter_cuda(const CudnnConv2d& p, void* dw, const void* x, const void* dy,
-                                 const ConvWorkspace& workspace, Stream stream);
-#endif
+void conv2d_backward_data_cpu(const Conv2dArgs& p, void* dx, const void* dy, const void* w, const KernelContext& ctx);
+void conv2d_backward_data_cuda(const Conv2dArgs& p, void* dx, const void* dy, const void* w,
+                               const KernelContext& ctx);
+// dw = the weight gradient for dy and x (overwritten). The CPU adds the batch chunks in order, so
+// the result does not depend on the thread count.
+void conv2d_backward_filter_cpu(const Conv2dArgs& p, void* dw, const void* x, const void* dy,
+                                const KernelContext& ctx);
+void conv2d_backward_filter_cuda(const Conv2dArgs& p, void* dw, const void* x, const void* dy,
+                                 const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(conv2d_forward);
+KILN_KERNEL(conv2d_backward_data);
+KILN_KERNEL(conv2d_backward_filter);
+}  // namespace kernels
 
 }  // namespace kiln

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/philox.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 #include "kernels/strided.h"
 
 namespace kiln {
@@ -20,12 +20,14 @@ uint32_t dropout_threshold(double p);
 // sizes, dtypes may differ; computed in double when out is float64, else float). Dropped elements
 // are written as 0 (and p == 1 writes zeros). The same call with in = dout is the backward: for a
 // fixed mask the op is linear in its input.
-void dropout_cpu(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox);
+// The CUDA twin is bit for bit the same: the same logical element indices, Philox words and
+// integer keep test, and the same float (double for a float64 output) multiply and rounding.
+void dropout_cpu(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox, const KernelContext& ctx);
+void dropout_cuda(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox,
+                  const KernelContext& ctx);
 
-#if defined(KILN_WITH_CUDA)
-// dropout_cpu on the GPU, bit for bit: the same logical element indices, Philox words and integer
-// keep test, and the same float (double for a float64 output) multiply and rounding.
-void dropout_cuda(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox, Stream stream);
-#endif
+namespace kernels {
+KILN_KERNEL(dropout);
+}  // namespace kernels
 
 }  // namespace kiln

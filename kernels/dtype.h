@@ -84,4 +84,10 @@ template <typename F> decltype(auto) visit_dtype(DType t, F&& f) {
   return f.template operator()<bool>();
 }
 
+// The dtype of saved statistics (mean, rstd) for an activation dtype: float64 stays float64,
+// everything else is float32.
+constexpr DType norm_stat_dtype(DType activation) {
+  return activation == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
 }  // namespace kiln

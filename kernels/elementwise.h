@@ -6,8 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/philox.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 #include "kernels/strided.h"
 
 namespace kiln {
@@ -63,34 +62,27 @@ constexpr DType compute_dtype_for(DType t) {
   return DType::Int64;
 }
 
-// All StridedArgs of one call have the output's ndim and sizes (broadcast dims have stride 0).
-void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b);
+// All StridedArgs of one call have the output's ndim and sizes (broadcast dims have stride 0). The
+// CUDA twins take device pointers of the current device; launch failures are DeviceErrors naming
+// the op.
+void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b,
+               const KernelContext& ctx);
+void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b,
+                const KernelContext& ctx);
 void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
-                double beta);
-// out = cond ? x : y
-void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute);
-// Fills `out` with a value (cast to its dtype).
-void fill_cpu(const StridedArg& out, double value);
-// out[i] = start + i * step over the logical order of a contiguous output.
-void arange_cpu(const StridedArg& out, double start, double step);
-// Random fills from Philox; element i of the logical order uses subsequence i (see random.h).
-enum class RandomDist : uint8_t { Uniform, Normal, RandInt };
-void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox);
-// tril (upper=false) / triu over the last two dims: keeps j - i <= k (tril) or j - i >= k (triu).
-void triangle_cpu(const StridedArg& out, const StridedArg& in, int64_t k, bool upper);
-
-#if defined(KILN_WITH_CUDA)
-// CUDA twins of the above, same arguments plus the stream they are ordered on. Pointers are device
-// pointers of the current device; launch failures are DeviceErrors naming the op.
-void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b, Stream stream);
+                double beta, const KernelContext& ctx);
 void binary_cuda(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
-                 double beta, Stream stream);
+                 double beta, const KernelContext& ctx);
+// out = cond ? x : y
+void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute,
+               const KernelContext& ctx);
 void where_cuda(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute,
-                Stream stream);
-void fill_cuda(const StridedArg& out, double value, Stream stream);
-void arange_cuda(const StridedArg& out, double start, double step, Stream stream);
-void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox, Stream stream);
-void triangle_cuda(const StridedArg& out, const StridedArg& in, int64_t k, bool upper, Stream stream);
-#endif
+                const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(unary);
+KILN_KERNEL(binary);
+KILN_KERNEL(where);
+}  // namespace kernels
 
 }  // namespace kiln

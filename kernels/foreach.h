@@ -10,7 +10,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/macros.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 
 namespace kiln {
 
@@ -57,28 +57,54 @@ struct AdamWHyper {
 // param_dtype) and may be nullptr when momentum == 0. The first step (*step == 0) copies d into
 // the buffer. Needs s.lr and s.step.
 void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s);
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx);
 // torch.optim.AdamW (no amsgrad, no maximize) on n (param, grad, exp_avg, exp_avg_sq) tuples;
 // bias corrections use t = *step + 1. Dtypes as for SGD.
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                    const AdamWHyper& h, const ForeachScalars& s);
+                    const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
 // Norms: partials[k] = the reduction of chunk k of the list in (tensor, chunk) order: sum of
 // |x|^p, or max |x| when p is infinite. Then `out` (one float) = the combination of `count`
 // partials in index order: (sum)^(1/p) or the max. NaN propagates.
-void norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p);
-void norm_finish_cpu(float* out, const float* partials, int64_t count, double p);
+void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p, const KernelContext& ctx);
+void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
 // tensors *= *scalar (a float32 scalar).
-void mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar);
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx);
 // tensors += value, skipped when found_inf is given and *found_inf != 0 (the step counters).
-void add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf);
+void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf, const KernelContext& ctx);
 // All bytes zero (zero in every dtype); `element_size` of 1, 2, 4 or 8.
-void zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size);
+void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
 
 // --- the per-element math, shared by both backends -------------------------------------------
 // Coefficients are derived once per call (per thread on the GPU) from the host hyperparameters
 // and the device scalars, in double; elements are then updated in the compute type C (float, or
 // double for float64) with the same operation order as the unfused tensor-op formulas.
+// CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
+// launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
+// tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
+void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
+                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
+                     const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+                        const KernelContext& ctx);
+void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx);
+void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
+                     const KernelContext& ctx);
+void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(sgd_step);
+KILN_KERNEL(adamw_step);
+KILN_KERNEL(foreach_norm_partials);
+KILN_KERNEL(foreach_norm_finish);
+KILN_KERNEL(foreach_mul_scalar);
+KILN_KERNEL(foreach_add_scalar);
+KILN_KERNEL(foreach_zero);
+}  // namespace kernels
+
 namespace foreach_math {
 
 KILN_HD bool skip_update(const ForeachScalars& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
@@ -153,22 +179,5 @@ template <typename C> KILN_HD void adamw_element(C& p, C g, C& m, C& v, const Ad
 
 }  // namespace foreach_math
 
-#if defined(KILN_WITH_CUDA)
-// CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
-// launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
-// tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
-void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, Stream stream);
-void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                     const AdamWHyper& h, const ForeachScalars& s, Stream stream);
-void norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
-                        Stream stream);
-void norm_finish_cuda(float* out, const float* partials, int64_t count, double p, Stream stream);
-void mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, Stream stream);
-void add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
-                     Stream stream);
-void zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, Stream stream);
-#endif
 
 }  // namespace kiln

@@ -1,27 +1,20 @@
 // Indexing kernels: index_select, gather and scatter_add. Indices are int64 StridedArgs; an index
-// out of range is an IndexError naming the op, the index and the size (CPU: at once).
+// out of range is an IndexError naming the op, the index and the size (CPU: at once; CUDA: through
+// the device error record, at the next synchronizing call).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 #include "kernels/strided.h"
 
 namespace kiln {
-
-// out = in with dim `dim` replaced by in.index_select(dim, index); index is 1-D.
-void index_select_cpu(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index);
-// out[..., i_dim, ...] = in[..., index[..., i_dim, ...], ...]; out and index share sizes.
-void gather_cpu(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index);
-// out[..., index[..., i, ...], ...] += src[..., i, ...] over index's sizes (src may be larger).
-// Deterministic: positions differing only along `dim` are accumulated by one thread, in order.
-void scatter_add_cpu(const StridedArg& out, int dim, const StridedArg& index, const StridedArg& src);
 
 // Device-side index checks (ARCHITECTURE.md section 6): a CUDA kernel that meets an index out of
 // range skips the read, and the first such event is recorded here; the host turns it into an
 // IndexError at its next synchronizing call (cuda::raise_device_errors).
 // Multinomial is not an index check but shares the record: an invalid row of weights (see
-// multinomial_cuda in kernels/reduce.h: index = the row, size = a MultinomialRowError code).
+// multinomial_cuda in kernels/random.h: index = the row, size = a MultinomialRowError code).
 enum class IndexCheckOp : int32_t { None = 0, IndexSelect, Gather, ScatterAdd, Embedding, CrossEntropy, Multinomial };
 struct DeviceErrorRecord {
   int32_t op;      // IndexCheckOp; 0 while nothing went wrong
@@ -31,13 +24,27 @@ struct DeviceErrorRecord {
 };
 const char* index_check_op_name(IndexCheckOp op);
 
-#if defined(KILN_WITH_CUDA)
+// out = in with dim `dim` replaced by in.index_select(dim, index); index is 1-D.
+void index_select_cpu(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
+                      const KernelContext& ctx);
 void index_select_cuda(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
-                       DeviceErrorRecord* err, Stream stream);
-void gather_cuda(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index, DeviceErrorRecord* err,
-                 Stream stream);
+                       const KernelContext& ctx);
+// out[..., i_dim, ...] = in[..., index[..., i_dim, ...], ...]; out and index share sizes.
+void gather_cpu(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
+                const KernelContext& ctx);
+void gather_cuda(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
+                 const KernelContext& ctx);
+// out[..., index[..., i, ...], ...] += src[..., i, ...] over index's sizes (src may be larger).
+// Deterministic: positions differing only along `dim` are accumulated by one thread, in order.
+void scatter_add_cpu(const StridedArg& out, int dim, const StridedArg& index, const StridedArg& src,
+                     const KernelContext& ctx);
 void scatter_add_cuda(const StridedArg& out, int dim, const StridedArg& index, const StridedArg& src,
-                      DeviceErrorRecord* err, Stream stream);
-#endif
+                      const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(index_select);
+KILN_KERNEL(gather);
+KILN_KERNEL(scatter_add);
+}  // namespace kernels
 
 }  // namespace kiln

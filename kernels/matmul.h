@@ -1,21 +1,17 @@
 // Matrix products. The CPU GEMM is row-major, cache-blocked and threaded; batches are described by
 // per-batch element offsets so broadcast batch dims (offset repeats) need no copies. On CUDA the
-// same product goes to cuBLASLt with a caller-provided workspace.
+// same product goes to cuBLASLt, whose workspace comes from the kernel context.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 
 namespace kiln {
 
-// For each batch i: C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where op(X) is X or X^T,
-// A_i = a + a_offsets[i] (elements), an m x k matrix (k x m when trans_a) with leading dimension
-// lda, likewise B_i (k x n, or n x k when trans_b) and C_i (m x n, ldc). All three share `dtype`
-// (float32, float64, float16, bfloat16); accumulation is float (double for float64). beta == 0
-// ignores C's old contents (NaN included). Null offsets mean offset 0 for every batch.
+// Null offsets mean offset 0 for every batch entry.
 struct GemmBatch {
   int64_t count = 1;
   const int64_t* a_offsets = nullptr;
@@ -23,19 +19,39 @@ struct GemmBatch {
   const int64_t* c_offsets = nullptr;
 };
 
-void gemm_cpu(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-              int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch = {});
+// For each batch entry i: C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where op(X) is X or X^T,
+// A_i = a + a_offsets[i] (elements), an m x k matrix (k x m when trans_a) with leading dimension
+// lda, likewise B_i (k x n, or n x k when trans_b) and C_i (m x n, ldc). All three share `dtype`
+// (float32, float64, float16, bfloat16); accumulation is float (double for float64). beta == 0
+// ignores C's old contents (NaN included).
+struct GemmArgs {
+  DType dtype = DType::Float32;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1.0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  double beta = 0.0;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  GemmBatch batch;
+  // float32 on CUDA may use TF32 tensor cores (cuda::math_switches().allow_tf32_matmul); the CPU
+  // always computes in float32.
+  bool allow_tf32 = false;
+};
 
-#if defined(KILN_WITH_CUDA)
-// The same product on the GPU through cuBLASLt (pointers are device memory, offsets host arrays).
-// float32 computes in FP32, or TF32 when allow_tf32; float16/bfloat16 accumulate in float32 (and
-// split-k partial sums stay float32); float64 in FP64. `workspace` (workspace_bytes of device
-// memory, may be 0) is the caller's: nothing is allocated here, so the call can be captured in a
-// CUDA graph once the thread's cuBLASLt handle exists. Batches whose offsets step evenly run as one
-// strided-batched call; others run as several.
-void gemm_cuda(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch,
-               void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream);
-#endif
+// The CUDA twin: device pointers, host offset arrays; float32 computes in FP32 (or TF32),
+// float16/bfloat16 accumulate in float32 (split-k partial sums too), float64 in FP64. Its cuBLASLt
+// workspace comes from the context (a stream-ordered caching-allocator block, so a CUDA graph
+// capture takes it from the capture pool); batches whose offsets step evenly run as one
+// strided-batched call, others as several.
+void gemm_cpu(const GemmArgs& g, const KernelContext& ctx);
+void gemm_cuda(const GemmArgs& g, const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(gemm);
+}  // namespace kernels
 
 }  // namespace kiln

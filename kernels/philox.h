@@ -1,6 +1,8 @@
 // Philox4x32-10 counter-based generator (Salmon et al., SC'11), shared by the CPU and CUDA paths.
 // A draw is a pure function of (seed, offset, element index), so random tensors, integer draws and
 // masks are bit-identical on both devices by construction; floats agree to rounding of the maps.
+// Under CUDA graph capture an op's seed and offset base are read from device memory when the kernel
+// runs (PhiloxState::base), so each replay of a captured step draws new numbers.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,17 @@ namespace kiln {
 struct PhiloxState {
   uint64_t seed = 0;
   uint64_t offset = 0;  // counter words consumed so far by earlier ops
+  // Null for a draw whose seed and offset are known on the host. Otherwise two words in the
+  // kernel's memory, {seed, offset base}, written before each replay of a captured graph: the
+  // draw then uses seed base[0] and offset base[1] + offset (`seed` is ignored).
+  const uint64_t* base = nullptr;
 };
+
+// The seed and offset a kernel draws with; call once per thread before drawing.
+KILN_HD PhiloxState philox_resolve(const PhiloxState& s) {
+  if (s.base == nullptr) return s;
+  return PhiloxState{s.base[0], s.base[1] + s.offset, nullptr};
+}
 
 struct Philox4 {
   uint32_t v[4];

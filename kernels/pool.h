@@ -7,53 +7,62 @@
 
 #include "kernels/conv.h"
 #include "kernels/dtype.h"
-#include "kernels/stream.h"
+#include "kernels/kernel.h"
 
 namespace kiln {
 
 // out and indices share out_strides; indices[n, c, oh, ow] = ih * in_w + iw of the maximum
 // (the first one on ties; a NaN wins and stays). g.window holds kernel, stride, padding, dilation.
 void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
-                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g);
+                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 // grad_in[n, c] = scatter-add of grad_out[n, c] by indices (grad_in is overwritten).
 void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                              ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
-                             DType dtype, const Conv2dGeometry& g);
+                             DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 
 // PyTorch's windows: [oh*s - p, oh*s - p + k) clipped to [-p, H + p); the divisor is that clipped
 // size with count_include_pad, else the number of real (unpadded) elements in the window.
 void avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides, DType dtype,
-                            const Conv2dGeometry& g, bool count_include_pad);
+                            const Conv2dGeometry& g, bool count_include_pad, const KernelContext& ctx);
 void avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                              ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                             bool count_include_pad);
+                             bool count_include_pad, const KernelContext& ctx);
 
 // Window of output row i: [floor(i*H/OH), ceil((i+1)*H/OH)), likewise for columns; g.window unused.
 void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                                     DType dtype, const Conv2dGeometry& g);
+                                     DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
-                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g);
+                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                                      const KernelContext& ctx);
 
-#if defined(KILN_WITH_CUDA)
-// The same on the GPU with kiln's own kernels (same arguments, device pointers, plus a stream).
+// The CUDA twins: kiln's own kernels, same arguments and results (device pointers),
+// float32/float16/bfloat16 (float64 is CPU-only).
 // Forward: one thread per output element. Backward: one thread per INPUT element, which sums the
 // outputs whose windows can hold it in the CPU's order (output raster order), so there are no
 // atomics and gradients are deterministic (float32 gives the CPU's bits).
 void max_pool2d_forward_cuda(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
-                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, Stream stream);
+                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 void max_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                               ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
-                              DType dtype, const Conv2dGeometry& g, Stream stream);
+                              DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 void avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                             DType dtype, const Conv2dGeometry& g, bool count_include_pad, Stream stream);
+                             DType dtype, const Conv2dGeometry& g, bool count_include_pad, const KernelContext& ctx);
 void avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                               ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                              bool count_include_pad, Stream stream);
+                              bool count_include_pad, const KernelContext& ctx);
 void adaptive_avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                                      DType dtype, const Conv2dGeometry& g, Stream stream);
+                                      DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 void adaptive_avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                                        ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                                       Stream stream);
-#endif
+                                       const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(max_pool2d_forward);
+KILN_KERNEL(max_pool2d_backward);
+KILN_KERNEL(avg_pool2d_forward);
+KILN_KERNEL(avg_pool2d_backward);
+KILN_KERNEL(adaptive_avg_pool2d_forward);
+KILN_KERNEL(adaptive_avg_pool2d_backward);
+}  // namespace kernels
 
 }  // namespace kiln

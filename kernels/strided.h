@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/dtype.h"
 
@@ -32,5 +33,11 @@ struct StridedArg {
     return true;
   }
 };
+
+// Collapses the dims of args that share a shape (elementwise over the same index space): drops
+// size-1 dims, optionally orders dims by the first arg's strides (so a channels-last or transposed
+// layout becomes a unit-stride loop), and merges dims that are contiguous in every arg.
+// Only for work whose result does not depend on the logical order of elements.
+void collapse_dims(std::vector<StridedArg*> args, bool allow_reorder = true);
 
 }  // namespace kiln

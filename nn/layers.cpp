@@ -8,8 +8,14 @@
 #include <cstdlib>
 
 #include "core/ops/factory.h"
-#include "core/ops/linalg.h"
-#include "core/ops/nn.h"
+#include "core/ops/matmul.h"
+#include "core/ops/batch_norm.h"
+#include "core/ops/cross_entropy.h"
+#include "core/ops/dropout.h"
+#include "core/ops/embedding.h"
+#include "core/ops/layer_norm.h"
+#include "core/ops/pool.h"
+#include "core/ops/softmax.h"
 #include "kernels/error.h"
 #include "nn/init.h"
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/cuda/runtime.h"
+#include "core/random.h"
 #include "kernels/error.h"
 
 #if defined(KILN_WITH_CUDA)
@@ -43,6 +44,7 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
     ready.wait(side.get());
   }
   cudaGraph_t graph = nullptr;
+  auto generators = std::make_unique<GeneratorCapture>(Device::cuda(device_));
   {
     StreamGuard guard(side.get(), device_);
     alloc.begin_capture(side.get());
@@ -62,6 +64,7 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
       throw;
     }
     cudaError_t end = cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(side.get()), &graph);
+    generators->end();
     alloc.end_capture();
     check(end, "cudaStreamEndCapture (a synchronization or allocation happened during the capture?)");
   }
@@ -69,6 +72,7 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
   cudaGraphExec_t exec = nullptr;
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   exec_ = exec;
+  generators_ = std::move(generators);
   // The origin stream continues after the capture stream's (empty) work.
   Event done;
   done.record(side.get());
@@ -77,6 +81,10 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
 
 void CudaGraph::replay() {
   if (!exec_) throw Error("CudaGraph::replay: nothing was captured");
+  {
+    DeviceGuard guard(device_);
+    generators_->prepare_replay();
+  }
   check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), reinterpret_cast<cudaStream_t>(current_stream(device_))),
         "cudaGraphLaunch");
 }

@@ -6,6 +6,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+
+namespace kiln {
+class GeneratorCapture;
+}
 
 namespace kiln::cuda {
 
@@ -20,9 +25,11 @@ class CudaGraph {
   // instantiates the graph. pool_bytes is reserved for the capture's allocations first (blocks
   // freed during the capture are reused by it). Tensors created inside `fn` that the caller keeps
   // are the graph's outputs; their memory is rewritten by every replay. One captured graph per
-  // device at a time owns the capture pool.
+  // device at a time owns the capture pool. Random ops inside `fn` (dropout, rand, ...) draw
+  // through a GeneratorCapture (core/random.h): each replay draws new numbers, the ones the same
+  // eager steps would have drawn at that point.
   void capture(const std::function<void()>& fn, size_t pool_bytes = size_t{64} << 20);
-  // Launches the graph on the current stream.
+  // Launches the graph on the current stream, after giving its random draws their seed and offset.
   void replay();
   bool captured() const { return exec_ != nullptr; }
 
@@ -30,6 +37,7 @@ class CudaGraph {
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
   int device_ = 0;
+  std::unique_ptr<GeneratorCapture> generators_;
 };
 
 }  // namespace kiln::cuda

@@ -1,15 +1,15 @@
 // scaled_dot_product_attention: one autograd node. q/k/v whose last dim is contiguous are read in
-// place (views of a fused qkv projection included); broadcast batch dims become per-batch
-// offsets. The node saves q, k, v, the output and the log-sum-exp, plus the Philox state of its
-// dropout, so the backward redraws exactly the forward's mask. On CUDA the kernels find the batch
-// offsets from strides (AttentionBatchLayout) instead of the host offset arrays.
+// place (views of a fused qkv projection included); broadcast batch dims reach the kernels as
+// strides over the batch shape (0 where an operand broadcasts), on both devices. The node saves q,
+// k, v, the output and the log-sum-exp, plus the draw of its dropout, so the backward redraws
+// exactly the forward's mask.
 #include "core/ops/attention.h"
 
 #include <cmath>
-#include <vector>
+#include <string>
 
 #include "core/autograd.h"
-#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -29,9 +29,19 @@ Tensor last_dim_contiguous(const Tensor& x) { return x.stride(-1) == 1 || x.size
 struct Prepared {
   Tensor q, k, v, mask;  // detached, last dim contiguous
   Shape batch;
-  std::vector<int64_t> qo, ko, vo, mo;
   AttentionArgs args;
 };
+
+// The stride of each broadcast batch dim of the problem in x (0 where x has size 1 there or lacks
+// the dim), x's first `x_batch_dims` dims being its batch dims, right-aligned against the batch.
+void batch_strides(int64_t* out, const Tensor& x, int64_t x_batch_dims, const Shape& batch) {
+  const int64_t nd = static_cast<int64_t>(batch.size());
+  const int64_t lead = nd - x_batch_dims;
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t xd = d - lead;
+    out[d] = (xd >= 0 && x.size(xd) != 1) ? x.stride(xd) : 0;
+  }
+}
 
 // Fills the kernel arguments; offsets count from each tensor's data_ptr().
 Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
@@ -48,12 +58,15 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.S = k.size(-2);
   a.E = q.size(-1);
   a.Ev = v.size(-1);
-  p.qo = ops::batch_offsets(p.q, q.dim() - 2, p.batch);
-  p.ko = ops::batch_offsets(p.k, k.dim() - 2, p.batch);
-  p.vo = ops::batch_offsets(p.v, v.dim() - 2, p.batch);
-  a.q_offsets = p.qo.data();
-  a.k_offsets = p.ko.data();
-  a.v_offsets = p.vo.data();
+  if (static_cast<int64_t>(p.batch.size()) > kMaxDims) {
+    throw ShapeError(std::string(kOp) + ": more than " + std::to_string(kMaxDims) + " batch dims (batch " +
+                     shape_str(p.batch) + ")");
+  }
+  a.layout.ndim = static_cast<int>(p.batch.size());
+  for (size_t d = 0; d < p.batch.size(); ++d) a.layout.sizes[d] = p.batch[d];
+  batch_strides(a.layout.q, p.q, p.q.dim() - 2, p.batch);
+  batch_strides(a.layout.k, p.k, p.k.dim() - 2, p.batch);
+  batch_strides(a.layout.v, p.v, p.v.dim() - 2, p.batch);
   a.q_row_stride = p.q.stride(-2);
   a.k_row_stride = p.k.stride(-2);
   a.v_row_stride = p.v.stride(-2);
@@ -66,10 +79,9 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
                        " does not broadcast to the scores' shape " + shape_str(full));
     }
     p.mask = mask.detach().expand(full);
-    p.mo = ops::batch_offsets(p.mask, static_cast<int64_t>(p.batch.size()), p.batch);
+    batch_strides(a.layout.mask, p.mask, static_cast<int64_t>(p.batch.size()), p.batch);
     a.mask = p.mask.data_ptr();
     a.mask_dtype = p.mask.dtype();
-    a.mask_offsets = p.mo.data();
     a.mask_row_stride = p.mask.stride(-2);
     a.mask_col_stride = p.mask.stride(-1);
   }
@@ -80,32 +92,6 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return p;
 }
 
-#if defined(KILN_WITH_CUDA)
-// The batch strides of a prepared problem: for each operand, the stride of each broadcast batch dim
-// (0 where the operand has size 1 there or lacks the dim), as ops::batch_offsets walks them.
-AttentionBatchLayout batch_layout(const Prepared& p) {
-  const int64_t nd = static_cast<int64_t>(p.batch.size());
-  if (nd > kMaxDims) {
-    throw ShapeError(std::string(kOp) + ": more than " + std::to_string(kMaxDims) + " batch dims (batch " +
-                     shape_str(p.batch) + ")");
-  }
-  AttentionBatchLayout l;
-  l.ndim = static_cast<int>(nd);
-  auto fill = [&](int64_t* out, const Tensor& x, int64_t x_batch_dims) {
-    const int64_t lead = nd - x_batch_dims;
-    for (int64_t d = 0; d < nd; ++d) {
-      const int64_t xd = d - lead;
-      out[d] = (xd >= 0 && x.size(xd) != 1) ? x.stride(xd) : 0;
-    }
-  };
-  for (int64_t d = 0; d < nd; ++d) l.sizes[d] = p.batch[static_cast<size_t>(d)];
-  fill(l.q, p.q, p.q.dim() - 2);
-  fill(l.k, p.k, p.k.dim() - 2);
-  fill(l.v, p.v, p.v.dim() - 2);
-  if (p.mask.defined()) fill(l.mask, p.mask, nd);
-  return l;
-}
-#endif
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p) {
   ops::check_defined(kOp, q, "query");
@@ -141,14 +127,16 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                    double dropout_p, bool is_causal, std::optional<double> scale) {
+                                    double dropout_p, bool is_causal, std::optional<double> scale,
+                                    const std::optional<Generator>& generator) {
   check_inputs(q, k, v, attn_mask, dropout_p);
   if (is_causal && attn_mask.defined()) {
     throw Error(std::string(kOp) + ": pass either attn_mask or is_causal, not both");
   }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  ops::KernelScope scope(kOp, q.device());
   PhiloxState philox{};
-  if (dropout_p > 0) philox = default_generator(q.device()).next();
+  if (dropout_p > 0) philox = generator_for(kOp, q.device(), generator).next();
   Prepared p = prepare(q, k, v, attn_mask, dropout_p, is_causal, sc, philox);
   Shape out_shape = p.batch;
   out_shape.push_back(p.args.L);
@@ -159,18 +147,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = empty(out_shape, TensorOptions(q.dtype(), q.device()));
   Tensor lse = empty(lse_shape, TensorOptions(lse_dtype, q.device()));
   if (out.numel() > 0) {
-    if (q.is_cpu()) {
-      attention_forward_cpu(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      const int dev = q.device().index;
-      cuda::DeviceGuard guard(dev);
-      attention_forward_cuda(out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(), p.v.data_ptr(), p.args,
-                             batch_layout(p), cuda::current_stream(dev));
-#else
-      ops::no_cuda_kernel(kOp);
-#endif
-    }
+    scope.run(kernels::attention_forward, out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(),
+              p.v.data_ptr(), p.args);
   }
   if (needs_grad({&q, &k, &v})) {
     Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
@@ -187,25 +165,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                       dv_shape.insert(dv_shape.end(), {a.S, a.Ev});
                       TensorOptions opt(qv.dtype(), qv.device());
                       Tensor dq = empty(dq_shape, opt), dk = empty(dk_shape, opt), dv = empty(dv_shape, opt);
-                      if (a.batch * a.L > 0 && a.S > 0 && qv.is_cpu()) {
-                        attention_backward_cpu(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), g.data_ptr(),
-                                               o.data_ptr(), l.data_ptr(), bp.q.data_ptr(), bp.k.data_ptr(),
-                                               bp.v.data_ptr(), a);
-                      } else if (a.batch * a.L > 0 && a.S > 0) {
-#if defined(KILN_WITH_CUDA)
-                        const int dev = qv.device().index;
-                        cuda::DeviceGuard guard(dev);
-                        const size_t bytes = attention_backward_cuda_workspace_bytes(a);
-                        Tensor ws = empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, qv.device()));
+                      if (a.batch * a.L > 0 && a.S > 0) {
                         // The kernels read dO with out's dtype and layout.
-                        Tensor gd = g.to(qv.dtype()).contiguous();
-                        attention_backward_cuda(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), gd.data_ptr(),
-                                                o.data_ptr(), l.data_ptr(), bp.q.data_ptr(), bp.k.data_ptr(),
-                                                bp.v.data_ptr(), a, batch_layout(bp), ws.data_ptr(), bytes,
-                                                cuda::current_stream(dev));
-#else
-                        ops::no_cuda_kernel(kOp);
-#endif
+                        const Tensor gd = g.to(qv.dtype()).contiguous();
+                        ops::launch(kOp, qv.device(), kernels::attention_backward, dq.data_ptr(), dk.data_ptr(),
+                                    dv.data_ptr(), gd.data_ptr(), o.data_ptr(), l.data_ptr(), bp.q.data_ptr(),
+                                    bp.k.data_ptr(), bp.v.data_ptr(), a);
                       } else {
                         dq.zero_();
                         dk.zero_();

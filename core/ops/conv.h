@@ -1,4 +1,4 @@
-// Convolution and pooling over NCHW or channels-last inputs (the output keeps the input's layout).
+// 2-d convolution over NCHW or channels-last inputs (the output keeps the input's layout).
 #pragma once
 
 #include <array>
@@ -13,12 +13,5 @@ using Pair = std::array<int64_t, 2>;
 // x [N, C_in, H, W], weight [C_out, C_in / groups, kH, kW], bias [C_out] or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Pair stride = {1, 1},
               Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
-
-// stride {0, 0} means "equal to kernel_size", as PyTorch's default.
-Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
-                  Pair dilation = {1, 1}, bool ceil_mode = false);
-Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
-                  bool ceil_mode = false, bool count_include_pad = true);
-Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 
 }  // namespace kiln

@@ -7,7 +7,8 @@
 #include <limits>
 
 #include "core/autograd.h"
-#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/elementwise_grad.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
@@ -59,27 +60,13 @@ Tensor make_output(const Shape& shape, DType dtype, Device device, std::initiali
 }
 
 // Runs the unary kernel into `out` (already shaped like x or x's broadcast).
-void launch_unary(const char* name, const Tensor& out, const Operand& in_op, const Tensor* in, UnaryOp op, DType compute,
-                  double a, double b) {
+void launch_unary(const char* name, const Tensor& out, Operand in, UnaryOp op, DType compute, double a, double b) {
   if (out.numel() == 0) return;
   StridedArg o = ops::make_arg(out);
-  Operand i = in_op;
   std::vector<StridedArg*> args{&o};
-  if (!i.is_scalar) args.push_back(&i.arg);
+  if (!in.is_scalar) args.push_back(&in.arg);
   ops::collapse_dims(args);
-  if (out.is_cpu()) {
-    unary_cpu(o, i, op, compute, a, b);
-  } else {
-#if defined(KILN_WITH_CUDA)
-    const int dev = out.device().index;
-    cuda::DeviceGuard guard(dev);
-    unary_cuda(o, i, op, compute, a, b, cuda::current_stream(dev));
-#else
-    ops::no_cuda_kernel(name);
-#endif
-  }
-  (void)name;
-  (void)in;
+  ops::launch(name, out.device(), kernels::unary, o, in, op, compute, a, b);
 }
 
 void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, BinaryOp op, DType compute, double alpha,
@@ -90,18 +77,7 @@ void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, Bi
   if (!x.is_scalar) args.push_back(&x.arg);
   if (!y.is_scalar) args.push_back(&y.arg);
   ops::collapse_dims(args);
-  if (out.is_cpu()) {
-    binary_cpu(o, x, y, op, compute, alpha, beta);
-  } else {
-#if defined(KILN_WITH_CUDA)
-    const int dev = out.device().index;
-    cuda::DeviceGuard guard(dev);
-    binary_cuda(o, x, y, op, compute, alpha, beta, cuda::current_stream(dev));
-#else
-    ops::no_cuda_kernel(name);
-#endif
-  }
-  (void)name;
+  ops::launch(name, out.device(), kernels::binary, o, x, y, op, compute, alpha, beta);
 }
 
 DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
@@ -110,7 +86,7 @@ DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0) {
   ops::check_defined(name, x, "input");
   Tensor out = make_output(x.sizes(), out_dtype, x.device(), {&x});
-  launch_unary(name, out, make_operand(x, x.sizes()), &x, op, compute_dtype_for(out_dtype), a, b);
+  launch_unary(name, out, make_operand(x, x.sizes()), op, compute_dtype_for(out_dtype), a, b);
   return out;
 }
 
@@ -265,7 +241,7 @@ Tensor pow(const Tensor& x, const Scalar& exponent) {
     throw Error("pow: integer tensors cannot be raised to a negative integer power (exponent " + exponent.str() + ")");
   }
   Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
-  launch_unary("pow", out, make_operand(x, x.sizes()), &x, UnaryOp::PowScalar, compute_dtype_for(rt),
+  launch_unary("pow", out, make_operand(x, x.sizes()), UnaryOp::PowScalar, compute_dtype_for(rt),
                exponent.to_double(), 0);
   record_unary("pow", x, out, x, BinaryOp::PowScalarBackward, exponent.to_double());
   return out;
@@ -275,7 +251,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
   ops::check_defined("pow", exponent, "exponent");
   DType rt = promote_with_scalar(exponent.dtype(), base);
   Tensor out = make_output(exponent.sizes(), rt, exponent.device(), {&exponent});
-  launch_unary("pow", out, make_operand(exponent, exponent.sizes()), &exponent, UnaryOp::RPowScalar,
+  launch_unary("pow", out, make_operand(exponent, exponent.sizes()), UnaryOp::RPowScalar,
                compute_dtype_for(rt), base.to_double(), 0);
   if (needs_grad({&exponent})) {
     double lb = std::log(base.to_double());
@@ -316,8 +292,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   const double nan = std::numeric_limits<double>::quiet_NaN();
   double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;
   Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
-  launch_unary("clamp", out, make_operand(x, x.sizes()), &x, UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
-  record_unary("clamp", x, out, x, BinaryOp::ClampBackward, lo, hi);
+  launch_unary("clamp", out, make_operand(x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
+  ops::record_clamp("clamp", x, out, x, lo, hi);
   return out;
 }
 
@@ -341,17 +317,7 @@ Tensor add_impl(const char* name, const Tensor& a, const Tensor& b, const Scalar
                      dtype_name(rt));
   }
   Tensor out = binary_raw(name, a, b, BinaryOp::Add, rt, compute_dtype_for(rt), alpha.to_double());
-  if (needs_grad({&a, &b})) {
-    Shape as = a.sizes(), bs = b.sizes();
-    double al = alpha.to_double();
-    record_function(name, {a, b}, {out}, {}, [as, bs, al](const FunctionNode::Context& ctx) {
-      const Tensor& g = ctx.grads[0];
-      TensorList r(2);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(g, as);
-      if (ctx.needs_input_grad[1]) r[1] = sum_to(al == 1.0 ? g : g * al, bs);
-      return r;
-    });
-  }
+  ops::record_add(name, a, b, out, alpha.to_double());
   return out;
 }
 
@@ -371,9 +337,7 @@ Tensor add(const Tensor& a, const Scalar& b) {
   ops::check_defined("add", a, "tensor operand");
   DType rt = promote_with_scalar(a.dtype(), b);
   Tensor out = binary_scalar_raw("add", a, b, BinaryOp::Add, rt, compute_dtype_for(rt));
-  if (needs_grad({&a})) {
-    record_function("add", {a}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{ctx.grads[0]}; });
-  }
+  ops::record_scalar("add", a, out, ops::ScalarGrad::Identity, b);
   return out;
 }
 
@@ -397,19 +361,7 @@ Tensor sub(const Scalar& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   DType rt = promote("mul", a, b);
   Tensor out = binary_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
-  if (needs_grad({&a, &b})) {
-    Shape as = a.sizes(), bs = b.sizes();
-    bool ga = a.requires_grad(), gb = b.requires_grad();
-    // Save only what the wanted gradients need.
-    record_function("mul", {a, b}, {out}, {gb ? a : Tensor(), ga ? b : Tensor()},
-                    [as, bs](const FunctionNode::Context& ctx) {
-                      const Tensor& g = ctx.grads[0];
-                      TensorList r(2);
-                      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, ctx.saved_at(1)), as);
-                      if (ctx.needs_input_grad[1]) r[1] = sum_to(mul(g, ctx.saved_at(0)), bs);
-                      return r;
-                    });
-  }
+  ops::record_mul("mul", a, b, out, a, b);
   return out;
 }
 
@@ -417,30 +369,14 @@ Tensor mul(const Tensor& a, const Scalar& b) {
   ops::check_defined("mul", a, "tensor operand");
   DType rt = promote_with_scalar(a.dtype(), b);
   Tensor out = binary_scalar_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
-  if (needs_grad({&a})) {
-    Scalar s = b;
-    record_function("mul", {a}, {out}, {}, [s](const FunctionNode::Context& ctx) {
-      return TensorList{mul(ctx.grads[0], s)};
-    });
-  }
+  ops::record_scalar("mul", a, out, ops::ScalarGrad::Mul, b);
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   DType rt = float_result(promote("div", a, b));
   Tensor out = binary_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
-  if (needs_grad({&a, &b})) {
-    Shape as = a.sizes(), bs = b.sizes();
-    record_function("div", {a, b}, {out}, {b, out}, [as, bs](const FunctionNode::Context& ctx) {
-      const Tensor& g = ctx.grads[0];
-      Tensor bv = ctx.saved_at(0);
-      TensorList r(2);
-      Tensor gq = div(g, bv);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(gq, as);
-      if (ctx.needs_input_grad[1]) r[1] = sum_to(neg(mul(gq, ctx.saved_at(1))), bs);
-      return r;
-    });
-  }
+  ops::record_div("div", a, b, out);
   return out;
 }
 
@@ -448,12 +384,7 @@ Tensor div(const Tensor& a, const Scalar& b) {
   ops::check_defined("div", a, "tensor operand");
   DType rt = float_result(promote_with_scalar(a.dtype(), b));
   Tensor out = binary_scalar_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
-  if (needs_grad({&a})) {
-    Scalar s = b;
-    record_function("div", {a}, {out}, {}, [s](const FunctionNode::Context& ctx) {
-      return TensorList{div(ctx.grads[0], s)};
-    });
-  }
+  ops::record_scalar("div", a, out, ops::ScalarGrad::Div, b);
   return out;
 }
 
@@ -523,7 +454,7 @@ Tensor ge(const Tensor& a, const Scalar& b) { return compare("ge", a, b, BinaryO
 Tensor logical_and(const Tensor& a, const Tensor& b) { return compare("logical_and", a, b, BinaryOp::LogicalAnd); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return compare("logical_or", a, b, BinaryOp::LogicalOr); }
 
-// --- where, masked_fill, to ---------------------------------------------------------------------
+// --- where, masked_fill ------------------------------------------------------------------------
 
 namespace {
 Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const Tensor* b, const Scalar* bs) {
@@ -555,30 +486,9 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
     if (a) args.push_back(&x.arg);
     if (b) args.push_back(&y.arg);
     ops::collapse_dims(args);
-    if (out.is_cpu()) {
-      where_cpu(o, c, x, y, compute_dtype_for(rt));
-    } else {
-#if defined(KILN_WITH_CUDA)
-      const int d = out.device().index;
-      cuda::DeviceGuard guard(d);
-      where_cuda(o, c, x, y, compute_dtype_for(rt), cuda::current_stream(d));
-#else
-      ops::no_cuda_kernel(name);
-#endif
-    }
+    ops::launch(name, dev, kernels::where, o, c, x, y, compute_dtype_for(rt));
   }
-  TensorList inputs{a ? *a : Tensor(), b ? *b : Tensor()};
-  if (needs_grad(inputs)) {
-    Shape ash = a ? a->sizes() : Shape{}, bsh = b ? b->sizes() : Shape{};
-    record_function(name, inputs, {out}, {cond}, [ash, bsh](const FunctionNode::Context& ctx) {
-      const Tensor& g = ctx.grads[0];
-      Tensor c = ctx.saved_at(0);
-      TensorList r(2);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(where(c, g, 0.0), ash);
-      if (ctx.needs_input_grad[1]) r[1] = sum_to(where(c, 0.0, g), bsh);
-      return r;
-    });
-  }
+  ops::record_where(name, cond, a ? *a : Tensor(), b ? *b : Tensor(), out);
   return out;
 }
 }  // namespace
@@ -616,23 +526,6 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   return out.dtype() == x.dtype() ? out : out.to(x.dtype());
 }
 
-Tensor to_dtype(const Tensor& x, DType dtype) {
-  ops::check_defined("to", x, "input");
-  if (x.dtype() == dtype) return x;
-  Tensor out = unary_raw("to", x, UnaryOp::Copy, dtype);
-  if (needs_grad({&x})) {
-    if (!is_floating(dtype)) {
-      // A cast to an integer type ends the graph, as in PyTorch.
-      return out;
-    }
-    DType src = x.dtype();
-    record_function("to", {x}, {out}, {}, [src](const FunctionNode::Context& ctx) {
-      return TensorList{to_dtype(ctx.grads[0], src)};
-    });
-  }
-  return out;
-}
-
 // --- operators ---------------------------------------------------------------------------------
 
 Tensor operator-(const Tensor& x) { return neg(x); }
@@ -656,5 +549,86 @@ Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
 Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+
+// Method forms of common ops.
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::pow(const Scalar& e) const { return kiln::pow(*this, e); }
+
+// --- the autograd nodes (core/ops/elementwise_grad.h) ------------------------------------------
+
+void ops::record_add(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  if (!needs_grad({&a, &b})) return;
+  Shape as = a.sizes(), bs = b.sizes();
+  record_function(name, {a, b}, {out}, {}, [as, bs, alpha](const FunctionNode::Context& ctx) {
+    const Tensor& g = ctx.grads[0];
+    TensorList r(2);
+    if (ctx.needs_input_grad[0]) r[0] = sum_to(g, as);
+    if (ctx.needs_input_grad[1]) r[1] = sum_to(alpha == 1.0 ? g : g * alpha, bs);
+    return r;
+  });
+}
+
+void ops::record_mul(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& a_value,
+                     const Tensor& b_value) {
+  if (!needs_grad({&a, &b})) return;
+  Shape as = a.sizes(), bs = b.sizes();
+  // Save only what the wanted gradients need.
+  record_function(name, {a, b}, {out}, {b.requires_grad() ? a_value : Tensor(), a.requires_grad() ? b_value : Tensor()},
+                  [as, bs](const FunctionNode::Context& ctx) {
+                    const Tensor& g = ctx.grads[0];
+                    TensorList r(2);
+                    if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, ctx.saved_at(1)), as);
+                    if (ctx.needs_input_grad[1]) r[1] = sum_to(mul(g, ctx.saved_at(0)), bs);
+                    return r;
+                  });
+}
+
+void ops::record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!needs_grad({&a, &b})) return;
+  Shape as = a.sizes(), bs = b.sizes();
+  record_function(name, {a, b}, {out}, {b, out}, [as, bs](const FunctionNode::Context& ctx) {
+    const Tensor gq = div(ctx.grads[0], ctx.saved_at(0));
+    TensorList r(2);
+    if (ctx.needs_input_grad[0]) r[0] = sum_to(gq, as);
+    if (ctx.needs_input_grad[1]) r[1] = sum_to(neg(mul(gq, ctx.saved_at(1))), bs);
+    return r;
+  });
+}
+
+void ops::record_scalar(const char* name, const Tensor& x, const Tensor& out, ScalarGrad kind, const Scalar& s) {
+  if (!needs_grad({&x})) return;
+  record_function(name, {x}, {out}, {}, [kind, s](const FunctionNode::Context& ctx) {
+    switch (kind) {
+      case ScalarGrad::Mul: return TensorList{mul(ctx.grads[0], s)};
+      case ScalarGrad::Div: return TensorList{div(ctx.grads[0], s)};
+      case ScalarGrad::Identity: break;
+    }
+    return TensorList{ctx.grads[0]};
+  });
+}
+
+void ops::record_clamp(const char* name, const Tensor& x, const Tensor& out, const Tensor& x_value, double lo,
+                       double hi) {
+  if (!needs_grad({&x})) return;
+  record_function(name, {x}, {out}, {x_value}, [lo, hi](const FunctionNode::Context& ctx) {
+    return TensorList{ops::backward_kernel(ctx.grads[0], ctx.saved_at(0), BinaryOp::ClampBackward, lo, hi)};
+  });
+}
+
+void ops::record_where(const char* name, const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!needs_grad({&a, &b})) return;
+  Shape ash = a.defined() ? a.sizes() : Shape{}, bsh = b.defined() ? b.sizes() : Shape{};
+  record_function(name, {a, b}, {out}, {cond}, [ash, bsh](const FunctionNode::Context& ctx) {
+    const Tensor& g = ctx.grads[0];
+    const Tensor c = ctx.saved_at(0);
+    TensorList r(2);
+    if (ctx.needs_input_grad[0]) r[0] = sum_to(where(c, g, 0.0), ash);
+    if (ctx.needs_input_grad[1]) r[1] = sum_to(where(c, 0.0, g), bsh);
+    return r;
+  });
+}
 
 }  // namespace kiln

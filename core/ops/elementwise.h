@@ -65,9 +65,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 
-// Differentiable dtype conversion (the backward casts the gradient back).
-Tensor to_dtype(const Tensor& x, DType dtype);
-
 // The shape two shapes broadcast to; a ShapeError naming `op` when they cannot.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Sums `grad` down to `shape` (the inverse of broadcasting), for backward of broadcast ops.

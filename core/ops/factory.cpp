@@ -1,91 +1,46 @@
-// Tensor factories: allocation, fills, ranges, random draws and copies from host memory.
+// Tensor factories: allocation, fills (new tensors and fill_/zero_), ranges and copies from host
+// memory. Random factories live in core/ops/random.cpp.
 #include "core/ops/factory.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "core/autograd.h"
-#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/helpers.h"
-#include "core/random.h"
-#include "kernels/elementwise.h"
 #include "kernels/error.h"
+#include "kernels/factory.h"
 
 namespace kiln {
 namespace {
-
-void check_shape(const char* op, const Shape& shape) {
-  for (int64_t s : shape) {
-    if (s < 0) throw ShapeError(std::string(op) + ": negative size in shape " + shape_str(shape));
-  }
-}
 
 Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
 
-void fill_tensor(const Tensor& t, double value) {
+void fill_tensor(const char* op, const Tensor& t, double value) {
   if (t.numel() == 0) return;
   StridedArg a = ops::make_arg(t);
   ops::collapse_dims({&a});
-  if (t.is_cpu()) {
-    fill_cpu(a, value);
-    return;
-  }
-#if defined(KILN_WITH_CUDA)
-  const int dev = t.device().index;
-  cuda::DeviceGuard guard(dev);
-  fill_cuda(a, value, cuda::current_stream(dev));
-#else
-  ops::no_cuda_kernel("fill");
-#endif
-}
-
-void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, double b) {
-  if (t.numel() == 0) return;
-  PhiloxState st = default_generator(t.device()).next();
-  StridedArg arg = ops::make_arg(t);  // no collapse reordering: element i of the logical order uses draw i
-  if (t.is_cpu()) {
-    random_cpu(arg, dist, a, b, st);
-  } else {
-#if defined(KILN_WITH_CUDA)
-    const int dev = t.device().index;
-    cuda::DeviceGuard guard(dev);
-    random_cuda(arg, dist, a, b, st, cuda::current_stream(dev));
-#else
-    ops::no_cuda_kernel(op);
-#endif
-  }
-  (void)op;
+  ops::launch(op, t.device(), kernels::fill, a, value);
 }
 
 // out[i] = start + i * step on out's device.
 void arange_on_device(const char* op, const Tensor& t, double start, double step) {
-  if (t.is_cpu()) {
-    arange_cpu(ops::make_arg(t), start, step);
-    return;
-  }
-#if defined(KILN_WITH_CUDA)
-  const int dev = t.device().index;
-  cuda::DeviceGuard guard(dev);
-  arange_cuda(ops::make_arg(t), start, step, cuda::current_stream(dev));
-#else
-  ops::no_cuda_kernel(op);
-#endif
-  (void)op;
+  ops::launch(op, t.device(), kernels::arange, ops::make_arg(t), start, step);
 }
 
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format) {
-  check_shape("empty", shape);
+  ops::check_shape("empty", shape);
   Shape strides = format == MemoryFormat::ChannelsLast ? channels_last_strides(shape) : contiguous_strides(shape);
   return empty_strided(shape, strides, options);
 }
 
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
-  check_shape("empty_strided", shape);
+  ops::check_shape("empty_strided", shape);
   if (shape.size() != strides.size()) {
     throw ShapeError("empty_strided: shape " + shape_str(shape) + " and strides " + shape_str(strides) +
                      " differ in length");
@@ -114,9 +69,9 @@ Tensor empty_like(const Tensor& t, DType dtype, MemoryFormat format) {
 }
 
 Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
-  check_shape("full", shape);
+  ops::check_shape("full", shape);
   Tensor t = empty(shape, options.with_requires_grad(false));
-  fill_tensor(t, value.to_double());
+  fill_tensor("full", t, value.to_double());
   return finish(t, options);
 }
 Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
@@ -125,7 +80,7 @@ Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
 Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
 Tensor full_like(const Tensor& t, const Scalar& value) {
   Tensor r = empty_like(t);
-  fill_tensor(r, value.to_double());
+  fill_tensor("full_like", r, value.to_double());
   return r;
 }
 
@@ -161,39 +116,13 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   if (steps > 0) {
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
     arange_on_device("linspace", t, start, step);
-    if (steps > 1) fill_tensor(t.narrow(0, steps - 1, 1), end);  // the last point exactly `end`, as PyTorch gives
+    if (steps > 1) fill_tensor("linspace", t.narrow(0, steps - 1, 1), end);  // the last point exactly `end`, as PyTorch gives
   }
-  return finish(t, options);
-}
-
-Tensor rand(const Shape& shape, TensorOptions options) {
-  check_shape("rand", shape);
-  if (!is_floating(options.dtype)) throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
-  Tensor t = empty(shape, options.with_requires_grad(false));
-  random_fill("rand", t, RandomDist::Uniform, 0.0, 1.0);
-  return finish(t, options);
-}
-
-Tensor randn(const Shape& shape, TensorOptions options) {
-  check_shape("randn", shape);
-  if (!is_floating(options.dtype)) throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
-  Tensor t = empty(shape, options.with_requires_grad(false));
-  random_fill("randn", t, RandomDist::Normal, 0.0, 1.0);
-  return finish(t, options);
-}
-
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
-  check_shape("randint", shape);
-  if (high <= low) {
-    throw Error("randint: low must be below high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
-  }
-  Tensor t = empty(shape, options.with_requires_grad(false));
-  random_fill("randint", t, RandomDist::RandInt, static_cast<double>(low), static_cast<double>(high));
   return finish(t, options);
 }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
-  check_shape("from_blob", shape);
+  ops::check_shape("from_blob", shape);
   Tensor host = empty(shape, TensorOptions(dtype));
   size_t nbytes = static_cast<size_t>(host.numel()) * element_size(dtype);
   if (nbytes > 0) {
@@ -215,19 +144,19 @@ Tensor detail::tensor_from_host(const void* data, size_t count, DType dtype, con
   return from_blob(data, s, dtype, options.value_or(TensorOptions(dtype)));
 }
 
-// --- generators ------------------------------------------------------------------------------
+// --- fills in place ------------------------------------------------------------------------------
 
-Generator& default_generator(Device device) {
-  static Generator cpu_gen;
-  static Generator cuda_gens[16];
-  if (device.is_cpu()) return cpu_gen;
-  if (device.index < 0 || device.index >= 16) throw DeviceError("default_generator: bad device " + device.str());
-  return cuda_gens[device.index];
+Tensor& Tensor::fill_(const Scalar& value) {
+  ops::check_inplace("fill_", *this, {});
+  if (value.is_floating() && !is_floating(dtype())) {
+    throw DTypeError("fill_: cannot fill a " + std::string(dtype_name(dtype())) + " tensor with float value " + value.str());
+  }
+  fill_tensor("fill_", *this, value.to_double());
+  bump_version();
+  ops::record_overwrite("fill_", *this);
+  return *this;
 }
 
-void manual_seed(uint64_t seed) {
-  default_generator(Device::cpu()).manual_seed(seed);
-  for (int i = 0; i < 16; ++i) default_generator(Device::cuda(i)).manual_seed(seed);
-}
+Tensor& Tensor::zero_() { return fill_(0); }
 
 }  // namespace kiln

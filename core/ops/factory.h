@@ -1,4 +1,5 @@
-// Tensor factories. Random factories draw from the device's Philox generator (core/random.h).
+// Tensor factories: new tensors, fills, ranges and copies of host values. Random factories are in
+// core/ops/random.h.
 #pragma once
 
 #include <cstdint>
@@ -46,10 +47,6 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 
-Tensor rand(const Shape& shape, TensorOptions options = {});   // uniform [0, 1)
-Tensor randn(const Shape& shape, TensorOptions options = {});  // standard normal
-// Integers in [low, high); int64 unless given.
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::Int64);
 
 // Copies `count` elements of type `dtype` from host memory into a new contiguous tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});

@@ -5,11 +5,10 @@
 #include "core/ops/foreach.h"
 
 #include <cmath>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
@@ -179,21 +178,13 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   const auto buckets = bucket<DTypePair>(params.size(), [&](size_t i) {
     return DTypePair{params[i].dtype(), use_buf ? momentum_buffers[i].dtype() : params[i].dtype()};
   });
+  ops::KernelScope scope(op, dev);
   for (const auto& [types, idx] : buckets) {
     const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
     const std::vector<ForeachTensor> b = use_buf ? gather(flats[2], idx) : std::vector<ForeachTensor>();
     const ForeachTensor* bp = use_buf ? b.data() : nullptr;
     const int64_t n = static_cast<int64_t>(idx.size());
-    if (dev.is_cpu()) {
-      sgd_step_cpu(p.data(), g.data(), bp, n, types.param, types.state, h, s);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      cuda::DeviceGuard guard(dev.index);
-      sgd_step_cuda(p.data(), g.data(), bp, n, types.param, types.state, h, s, cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::sgd_step, p.data(), g.data(), bp, n, types.param, types.state, h, s);
   }
   bump(params);
   if (use_buf) bump(momentum_buffers);
@@ -220,21 +211,12 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
 
   const auto buckets = bucket<DTypePair>(
       params.size(), [&](size_t i) { return DTypePair{params[i].dtype(), exp_avgs[i].dtype()}; });
+  ops::KernelScope scope(op, dev);
   for (const auto& [types, idx] : buckets) {
     const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
     const std::vector<ForeachTensor> m = gather(flats[2], idx), v = gather(flats[3], idx);
     const int64_t n = static_cast<int64_t>(idx.size());
-    if (dev.is_cpu()) {
-      adamw_step_cpu(p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      cuda::DeviceGuard guard(dev.index);
-      adamw_step_cuda(p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s,
-                      cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::adamw_step, p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s);
   }
   bump(params);
   bump(exp_avgs);
@@ -260,31 +242,14 @@ Tensor foreach_norm(const TensorList& tensors, double norm_type) {
   const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
   // Each bucket's partials follow the previous bucket's, in one fixed order.
   int64_t offset = 0;
-#if defined(KILN_WITH_CUDA)
-  std::optional<cuda::DeviceGuard> guard;
-  if (dev.is_cuda()) guard.emplace(dev.index);
-#endif
+  ops::KernelScope scope(op, dev);
   for (const auto& [dtype, idx] : buckets) {
     const std::vector<ForeachTensor> list = gather(flats, idx);
     const int64_t n = static_cast<int64_t>(list.size());
-    if (dev.is_cpu()) {
-      norm_partials_cpu(part + offset, list.data(), n, dtype, norm_type);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      norm_partials_cuda(part + offset, list.data(), n, dtype, norm_type, cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::foreach_norm_partials, part + offset, list.data(), n, dtype, norm_type);
     offset += foreach_num_chunks(list.data(), n);
   }
-  if (dev.is_cpu()) {
-    norm_finish_cpu(static_cast<float*>(out.data_ptr()), part, chunks, norm_type);
-  } else {
-#if defined(KILN_WITH_CUDA)
-    norm_finish_cuda(static_cast<float*>(out.data_ptr()), part, chunks, norm_type, cuda::current_stream(dev.index));
-#endif
-  }
+  scope.run(kernels::foreach_norm_finish, static_cast<float*>(out.data_ptr()), part, chunks, norm_type);
   return out;
 }
 
@@ -302,19 +267,10 @@ void foreach_mul_(const TensorList& tensors, const Tensor& scalar) {
   const Tensor factor = scalar.is_floating_point() && scalar.dtype() != DType::Float32 ? scalar.to(DType::Float32) : scalar;
   const float* v = scalar_ptr(op, factor, "scalar", dev, true);
   const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  ops::KernelScope scope(op, dev);
   for (const auto& [dtype, idx] : buckets) {
     const std::vector<ForeachTensor> list = gather(flats, idx);
-    const int64_t n = static_cast<int64_t>(list.size());
-    if (dev.is_cpu()) {
-      mul_scalar_cpu(list.data(), n, dtype, v);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      cuda::DeviceGuard guard(dev.index);
-      mul_scalar_cuda(list.data(), n, dtype, v, cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::foreach_mul_scalar, list.data(), static_cast<int64_t>(list.size()), dtype, v);
   }
   bump(tensors);
 }
@@ -330,19 +286,10 @@ void foreach_add_scalar_(const TensorList& tensors, double value, const Tensor& 
   const Device dev = list_device(op, {&tensors});
   const float* inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  ops::KernelScope scope(op, dev);
   for (const auto& [dtype, idx] : buckets) {
     const std::vector<ForeachTensor> list = gather(flats, idx);
-    const int64_t n = static_cast<int64_t>(list.size());
-    if (dev.is_cpu()) {
-      add_scalar_cpu(list.data(), n, dtype, value, inf);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      cuda::DeviceGuard guard(dev.index);
-      add_scalar_cuda(list.data(), n, dtype, value, inf, cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::foreach_add_scalar, list.data(), static_cast<int64_t>(list.size()), dtype, value, inf);
   }
   bump(tensors);
 }
@@ -354,19 +301,10 @@ void foreach_zero_(const TensorList& tensors) {
   if (tensors.empty()) return;
   const Device dev = list_device(op, {&tensors});
   const auto buckets = bucket<size_t>(tensors.size(), [&](size_t i) { return tensors[i].element_size(); });
+  ops::KernelScope scope(op, dev);
   for (const auto& [size, idx] : buckets) {
     const std::vector<ForeachTensor> list = gather(flats, idx);
-    const int64_t n = static_cast<int64_t>(list.size());
-    if (dev.is_cpu()) {
-      zero_cpu(list.data(), n, size);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      cuda::DeviceGuard guard(dev.index);
-      zero_cuda(list.data(), n, size, cuda::current_stream(dev.index));
-#else
-      ops::no_cuda_kernel(op);
-#endif
-    }
+    scope.run(kernels::foreach_zero, list.data(), static_cast<int64_t>(list.size()), size);
   }
   bump(tensors);
 }

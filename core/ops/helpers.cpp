@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
 
-#include "core/cuda/runtime.h"
+#include "core/autograd.h"
+#include "core/ops/dispatch.h"
 #include "kernels/error.h"
 
 namespace kiln::ops {
@@ -60,56 +62,6 @@ Operand scalar_operand(const Scalar& s) {
   return o;
 }
 
-void collapse_dims(std::vector<StridedArg*> args, bool allow_reorder) {
-  if (args.empty()) return;
-  StridedArg& first = *args[0];
-  const int nd = first.ndim;
-  // Keep dims of size != 1.
-  std::vector<int> dims;
-  for (int d = 0; d < nd; ++d)
-    if (first.sizes[d] != 1) dims.push_back(d);
-  if (allow_reorder) {
-    // Outermost first: order by the first arg's stride (descending), stable for ties.
-    std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) {
-      int64_t sa = first.strides[a] < 0 ? -first.strides[a] : first.strides[a];
-      int64_t sb = first.strides[b] < 0 ? -first.strides[b] : first.strides[b];
-      return sa > sb;
-    });
-  }
-  // Merge dim i into the previous one when it is contiguous with it in every arg.
-  std::vector<int64_t> sizes;
-  std::vector<std::vector<int64_t>> strides(args.size());
-  for (int d : dims) {
-    bool merge = !sizes.empty();
-    if (merge) {
-      for (size_t a = 0; a < args.size(); ++a) {
-        if (strides[a].back() != args[a]->strides[d] * args[a]->sizes[d]) {
-          merge = false;
-          break;
-        }
-      }
-    }
-    if (merge) {
-      sizes.back() *= first.sizes[d];
-      for (size_t a = 0; a < args.size(); ++a) strides[a].back() = args[a]->strides[d];
-    } else {
-      sizes.push_back(first.sizes[d]);
-      for (size_t a = 0; a < args.size(); ++a) strides[a].push_back(args[a]->strides[d]);
-    }
-  }
-  if (sizes.empty()) {  // all size 1: one element
-    sizes.push_back(1);
-    for (auto& s : strides) s.push_back(1);
-  }
-  for (size_t a = 0; a < args.size(); ++a) {
-    args[a]->ndim = static_cast<int>(sizes.size());
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      args[a]->sizes[d] = sizes[d];
-      args[a]->strides[d] = strides[a][d];
-    }
-  }
-}
-
 Shape strides_like(const Shape& shape, const Tensor& like) {
   if (like.defined() && like.sizes() == shape && like.is_non_overlapping_and_dense() && !like.is_contiguous()) {
     return like.strides();
@@ -135,15 +87,17 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
   if (!t.defined()) throw Error(std::string(op) + ": " + what + " is an undefined tensor");
 }
 
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t s : shape) {
+    if (s < 0) throw ShapeError(std::string(op) + ": negative size in shape " + shape_str(shape));
+  }
+}
+
 void check_floating(const char* op, const Tensor& t, const char* what) {
   if (!t.is_floating_point()) {
     throw DTypeError(std::string(op) + ": " + what + " must be a floating point tensor, got " + dtype_name(t.dtype()) +
                      " (shape " + shape_str(t.sizes()) + ")");
   }
-}
-
-void no_cuda_kernel(const char* op) {
-  throw DeviceError(std::string(op) + ": this op has no CUDA kernel in this build of kiln");
 }
 
 bool can_cast(DType from, DType to) {
@@ -153,6 +107,77 @@ bool can_cast(DType from, DType to) {
 }
 
 std::string dtype_str(DType t) { return dtype_name(t); }
+
+std::string num_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+Tensor dense(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
+
+Tensor dense_grad(const Tensor& g, DType dtype) { return g.detach().to(dtype).contiguous(); }
+
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+int64_t checked_dim(const char* op, const Tensor& x, int64_t dim) {
+  const int64_t n = x.dim() == 0 ? 1 : x.dim();
+  if (dim < -n || dim >= n) {
+    throw IndexError(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for input of shape " +
+                     shape_str(x.sizes()) + " (expected in [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
+                     "])");
+  }
+  return dim < 0 ? dim + n : dim;
+}
+
+void check_param(const char* op, const Tensor& t, const char* what, const Shape& shape, const std::string& expected) {
+  if (!t.defined()) return;
+  check_floating(op, t, what);
+  if (t.sizes() != shape) {
+    throw ShapeError(std::string(op) + ": " + what + " of shape " + shape_str(t.sizes()) + " does not match " +
+                     expected);
+  }
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype()) {
+    throw DTypeError(std::string(op) + ": " + a_name + " is " + dtype_name(a.dtype()) + " but " + b_name + " is " +
+                     dtype_name(b.dtype()));
+  }
+}
+
+DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback) {
+  return a.defined() ? a.dtype() : (b.defined() ? b.dtype() : fallback);
+}
+
+
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others) {
+  if (!self.defined()) throw Error(std::string(op) + ": called on an undefined tensor");
+  if (!grad_enabled()) return;
+  bool others_grad = false;
+  for (const Tensor* t : others) others_grad = others_grad || (t && t->defined() && t->requires_grad());
+  if (self.requires_grad() && self.is_leaf()) {
+    throw AutogradError(std::string(op) + ": a leaf tensor that requires grad (shape " + shape_str(self.sizes()) +
+                        ") cannot be modified in place; wrap the update in NoGradGuard or use detach()");
+  }
+  if (self.is_view() && (self.requires_grad() || others_grad)) {
+    throw AutogradError(std::string(op) + ": in-place on a view that takes part in autograd is not supported (shape " +
+                        shape_str(self.sizes()) + "); use the out-of-place op");
+  }
+}
+
+void check_inplace_cast(const char* op, DType result, const Tensor& self) {
+  if (!can_cast(result, self.dtype())) {
+    throw DTypeError(std::string(op) + ": result dtype " + dtype_name(result) + " cannot be stored in place into a " +
+                     dtype_name(self.dtype()) + " tensor");
+  }
+}
+
+void record_overwrite(const char* op, const Tensor& self) {
+  if (!grad_enabled() || !self.requires_grad()) return;
+  record_function(op, {self}, {self}, {}, [](const FunctionNode::Context&) { return TensorList{Tensor()}; });
+}
+
 
 }  // namespace kiln::ops
 
@@ -168,17 +193,7 @@ void copy_raw(const Tensor& dst, const Tensor& src) {
                                               ? DType::Float64
                                               : (is_floating(dst.dtype()) || is_floating(src.dtype()) ? DType::Float32
                                                                                                       : DType::Int64));
-  if (dst.is_cpu()) {
-    unary_cpu(o, i, UnaryOp::Copy, compute, 0, 0);
-    return;
-  }
-#if defined(KILN_WITH_CUDA)
-  const int dev = dst.device().index;
-  cuda::DeviceGuard guard(dev);
-  unary_cuda(o, i, UnaryOp::Copy, compute, 0, 0, cuda::current_stream(dev));
-#else
-  no_cuda_kernel("copy_");
-#endif
+  launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, compute, 0.0, 0.0);
 }
 
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch) {

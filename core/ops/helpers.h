@@ -2,6 +2,7 @@
 // layout of outputs, and the checks every op makes. Not part of the public API.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,7 @@ StridedArg make_arg(const Tensor& t, const Shape& shape);
 Operand make_operand(const Tensor& t, const Shape& shape);
 Operand scalar_operand(const Scalar& s);
 
-// Collapses the dims of args that share a shape (elementwise over the same index space): drops
-// size-1 dims, optionally orders dims by the first arg's strides (so a channels-last or transposed
-// layout becomes a unit-stride loop), and merges dims that are contiguous in every arg.
-// Only for ops whose result does not depend on the logical order of elements.
-void collapse_dims(std::vector<StridedArg*> args, bool allow_reorder = true);
+using kiln::collapse_dims;  // kernels/strided.h
 
 // Strides for a new tensor of `shape` laid out like `like` (when it is dense and the same
 // shape), else contiguous. Elementwise outputs keep their input's layout this way.
@@ -32,13 +29,39 @@ Shape strides_like(const Shape& shape, const Tensor& like);
 // Checks: all defined tensors on one device (DeviceError naming op and devices); returns it.
 Device common_device(const char* op, const std::vector<const Tensor*>& tensors);
 void check_defined(const char* op, const Tensor& t, const char* what);
+// A shape for a new tensor: no negative sizes (a ShapeError naming `op` otherwise).
+void check_shape(const char* op, const Shape& shape);
 void check_floating(const char* op, const Tensor& t, const char* what);
-// Errors an op that has no CUDA kernel yet raises for CUDA tensors.
-[[noreturn]] void no_cuda_kernel(const char* op);
 // Whether an op's result dtype may be written into a tensor of dtype `to` (in-place ops).
 bool can_cast(DType from, DType to);
 
+// What every in-place op checks first: self is defined, and with grad mode on it is neither a leaf
+// that requires grad nor a view that takes part in autograd (kiln does not rebase view histories).
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others);
+// The result dtype of an in-place op must cast to self's (a DTypeError naming the op otherwise).
+void check_inplace_cast(const char* op, DType result, const Tensor& self);
+// Marks self as produced by a node that passes no gradient to self's old value (fills).
+void record_overwrite(const char* op, const Tensor& self);
+
 std::string dtype_str(DType t);
+// A double as a person would write it (0.1, not 0.100000), for messages.
+std::string num_str(double v);
+
+// A dense row-major copy (or alias) without history: what row-wise kernels read. Undefined stays so.
+Tensor dense(const Tensor& t);
+// A gradient as the backward kernels want it: row-major, in dtype `dtype`.
+Tensor dense_grad(const Tensor& g, DType dtype);
+// t's data pointer, or null for an undefined (absent, optional) tensor.
+void* ptr_or_null(const Tensor& t);
+// dim wrapped into [0, max(x.dim(), 1)); an IndexError naming `op` and the range otherwise.
+int64_t checked_dim(const char* op, const Tensor& x, int64_t dim);
+// A per-feature parameter: undefined, or floating of exactly `shape` (a ShapeError naming `what`
+// and `expected` otherwise).
+void check_param(const char* op, const Tensor& t, const char* what, const Shape& shape, const std::string& expected);
+// Two optional tensors read through one dtype argument of a kernel must agree on it.
+void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);
+// The dtype of the first defined of a and b, else `fallback`.
+DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback);
 
 }  // namespace kiln::ops
 

@@ -1,33 +1,23 @@
-// Reductions, topk and multinomial: dims are normalized and checked here, the input is described
-// to the one generic reduction kernel as kept dims plus reduced dims, and gradients flow back by
-// broadcasting (sum, mean, var), to ties (max/min of all) or to indices (max/min along a dim, topk).
+// Reductions: dims are normalized and checked here, the input is described to the one generic
+// reduction kernel as kept dims plus reduced dims, and gradients flow back by broadcasting (sum,
+// mean, var), to ties (max/min of all) or to indices (max/min along a dim).
 #include "core/ops/reduce.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/autograd.h"
-#include "core/cuda/runtime.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/index.h"
 #include "core/ops/shape.h"
-#include "core/random.h"
 #include "kernels/error.h"
 #include "kernels/reduce.h"
 
 namespace kiln {
 namespace {
-
-#if defined(KILN_WITH_CUDA)
-// Scratch bytes for a CUDA kernel from the caching allocator on the current stream; dropping the
-// tensor right after the launch is safe because a freed block is reused in stream order.
-Tensor cuda_workspace(size_t bytes, Device device) {
-  if (bytes == 0) return Tensor();
-  return empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, device));
-}
-void* workspace_ptr(const Tensor& ws) { return ws.defined() ? ws.data_ptr() : nullptr; }
-#endif
 
 // Which dims of x are reduced (empty list = all), as a mask.
 std::vector<bool> reduced_mask(const char* op, const Tensor& x, const Shape& dims) {
@@ -87,19 +77,7 @@ void launch_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vec
     }
   }
   args.correction = correction;
-  if (x.is_cpu()) {
-    reduce_cpu(rop, args);
-    return;
-  }
-#if defined(KILN_WITH_CUDA)
-  const int dev = x.device().index;
-  cuda::DeviceGuard guard(dev);
-  const size_t bytes = reduce_cuda_workspace_bytes(rop, args);
-  Tensor ws = cuda_workspace(bytes, x.device());
-  reduce_cuda(rop, args, workspace_ptr(ws), bytes, cuda::current_stream(dev));
-#else
-  ops::no_cuda_kernel(op);
-#endif
+  ops::launch(op, x.device(), kernels::reduce, rop, args);
 }
 
 // Gradient of a keepdim=false reduction, broadcast back to x's shape.
@@ -263,96 +241,6 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) { return any_all("any", ReduceOp::Any, x, dims, keepdim); }
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) { return any_all("all", ReduceOp::All, x, dims, keepdim); }
-
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
-  ops::check_defined("topk", x, "input");
-  int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "topk");
-  int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  if (k < 0 || k > n) {
-    throw IndexError("topk: k = " + std::to_string(k) + " is out of range for dimension " + std::to_string(d) +
-                     " of size " + std::to_string(n) + " (shape " + shape_str(x.sizes()) + ")");
-  }
-  if (x.dtype() == DType::Bool) throw DTypeError("topk: not defined for bool tensors");
-  // Move dim last and make rows contiguous; the kernel works on [rows, n].
-  Tensor moved = x.dim() == 0 ? x.reshape({1}) : x.transpose(d, -1);
-  Tensor src = moved.detach().contiguous();
-  Shape out_shape = moved.sizes();
-  out_shape.back() = k;
-  int64_t rows = n == 0 ? 0 : src.numel() / n;
-  Tensor values = empty(out_shape, TensorOptions(x.dtype(), x.device()));
-  Tensor indices = empty(out_shape, TensorOptions(DType::Int64, x.device()));
-  if (rows > 0 && k > 0) {
-    if (x.is_cpu()) {
-      topk_cpu(values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(), src.data_ptr(), src.dtype(), rows, n, k,
-               largest);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      const int dev = x.device().index;
-      cuda::DeviceGuard guard(dev);
-      const size_t bytes = topk_cuda_workspace_bytes(rows, n, k);
-      Tensor ws = cuda_workspace(bytes, x.device());
-      topk_cuda(values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(), src.data_ptr(), src.dtype(), rows, n, k,
-                largest, workspace_ptr(ws), bytes, cuda::current_stream(dev));
-#else
-      ops::no_cuda_kernel("topk");
-#endif
-    }
-  }
-  if (x.dim() == 0) {
-    values = values.reshape({});
-    indices = indices.reshape({});
-  } else {
-    values = values.transpose(d, -1);
-    indices = indices.transpose(d, -1);
-  }
-  if (needs_grad({&x})) {
-    Shape xs = x.sizes();
-    record_function("topk", {x}, {values}, {indices}, [xs, d](const FunctionNode::Context& ctx) {
-      const Tensor& g = ctx.grads[0];
-      if (xs.empty()) return TensorList{g};
-      return TensorList{scatter_add(zeros(xs, TensorOptions(g.dtype(), g.device())), d, ctx.saved_at(0), g)};
-    });
-  }
-  return {values, indices};
-}
-
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
-  ops::check_defined("multinomial", probs, "probabilities");
-  ops::check_floating("multinomial", probs, "probabilities");
-  if (probs.dim() < 1 || probs.dim() > 2) {
-    throw ShapeError("multinomial: expects a 1-d or 2-d tensor of weights, got shape " + shape_str(probs.sizes()));
-  }
-  Tensor p2 = probs.dim() == 1 ? probs.unsqueeze(0) : probs;
-  int64_t n = p2.size(1);
-  if (n == 0) throw ShapeError("multinomial: the rows have no categories (shape " + shape_str(probs.sizes()) + ")");
-  if (num_samples <= 0) throw Error("multinomial: num_samples must be positive, got " + std::to_string(num_samples));
-  if (!replacement && num_samples > n) {
-    throw Error("multinomial: cannot draw " + std::to_string(num_samples) + " samples without replacement from " +
-                std::to_string(n) + " categories");
-  }
-  Tensor out = empty({p2.size(0), num_samples}, TensorOptions(DType::Int64, probs.device()));
-#if !defined(KILN_WITH_CUDA)
-  if (!probs.is_cpu()) ops::no_cuda_kernel("multinomial");
-#endif
-  PhiloxState st = default_generator(probs.device()).next();
-  if (out.numel() > 0) {
-    if (probs.is_cpu()) {
-      multinomial_cpu(out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st);
-    } else {
-#if defined(KILN_WITH_CUDA)
-      // An invalid row is found on the device: it is recorded in the device's error record and
-      // raised as an error at the next synchronizing call (item(), a copy to the host), not here.
-      const int dev = probs.device().index;
-      cuda::DeviceGuard guard(dev);
-      const size_t bytes = multinomial_cuda_workspace_bytes(p2.size(0), n, num_samples, replacement);
-      Tensor ws = cuda_workspace(bytes, probs.device());
-      multinomial_cuda(out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st,
-                       workspace_ptr(ws), bytes, cuda::device_error_record(dev), cuda::current_stream(dev));
-#endif
-    }
-  }
-  return probs.dim() == 1 ? out.squeeze(0) : out;
-}
 
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }

@@ -1,4 +1,4 @@
-// Reductions over any set of dims (empty dims = all), with keepdim; topk and multinomial.
+// Reductions over any set of dims (empty dims = all), with keepdim.
 #pragma once
 
 #include <optional>
@@ -28,9 +28,5 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
-// k largest (or smallest) along dim, sorted; values and int64 indices.
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
-// Draws num_samples category indices per row of a 1-d or 2-d tensor of non-negative weights.
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// Views (free-function forms of the Tensor methods) and the ops that join, split and index.
+// Views (free-function forms of the Tensor methods) and the ops that join and split.
 #pragma once
 
 #include <vector>
@@ -14,13 +14,6 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim = 0);
 // `chunks` pieces as equal as possible (PyTorch's rule: ceil(size / chunks) each).
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
-// A copy of x with src added at index along dim.
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
-// Lower / upper triangle of the last two dims; elements with j - i > k (tril) / < k (triu) are zero.
-Tensor tril(const Tensor& x, int64_t k = 0);
-Tensor triu(const Tensor& x, int64_t k = 0);
 
 Tensor view(const Tensor& x, const Shape& shape);
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -17,28 +17,35 @@ namespace {
 using cpu::load_as;
 using cpu::store_as;
 
+// The rows of batch entry b: its offsets are found once (attention_offsets), then every access is
+// a multiply-add.
 template <typename Acc> struct Rows {
   const AttentionArgs& a;
   const void* q;
   const void* k;
   const void* v;
-  Acc qv(int64_t b, int64_t i, int64_t e) const {
-    return load_as<Acc>(q, a.dtype, a.q_offsets[b] + i * a.q_row_stride + e);
+  PhiloxState philox;  // resolved
+  int64_t b = -1;  // the selected batch entry
+  AttentionOffsets o{0, 0, 0, 0};
+
+  Rows(const AttentionArgs& args, const void* q_, const void* k_, const void* v_)
+      : a(args), q(q_), k(k_), v(v_), philox(philox_resolve(args.philox)) {}
+  void select(int64_t entry) {
+    if (entry == b) return;
+    b = entry;
+    o = attention_offsets(a.layout, entry);
   }
-  Acc kv(int64_t b, int64_t j, int64_t e) const {
-    return load_as<Acc>(k, a.dtype, a.k_offsets[b] + j * a.k_row_stride + e);
-  }
-  Acc vv(int64_t b, int64_t j, int64_t e) const {
-    return load_as<Acc>(v, a.dtype, a.v_offsets[b] + j * a.v_row_stride + e);
-  }
+  Acc qv(int64_t i, int64_t e) const { return load_as<Acc>(q, a.dtype, o.q + i * a.q_row_stride + e); }
+  Acc kv(int64_t j, int64_t e) const { return load_as<Acc>(k, a.dtype, o.k + j * a.k_row_stride + e); }
+  Acc vv(int64_t j, int64_t e) const { return load_as<Acc>(v, a.dtype, o.v + j * a.v_row_stride + e); }
   // Score of (i, j) including mask; -inf when masked out.
-  Acc score(int64_t b, int64_t i, int64_t j) const {
+  Acc score(int64_t i, int64_t j) const {
     if (a.causal && j > i) return -std::numeric_limits<Acc>::infinity();
     Acc s = 0;
-    for (int64_t e = 0; e < a.E; ++e) s += qv(b, i, e) * kv(b, j, e);
+    for (int64_t e = 0; e < a.E; ++e) s += qv(i, e) * kv(j, e);
     s *= static_cast<Acc>(a.scale);
     if (a.mask) {
-      int64_t mo = a.mask_offsets[b] + i * a.mask_row_stride + j * a.mask_col_stride;
+      int64_t mo = o.mask + i * a.mask_row_stride + j * a.mask_col_stride;
       if (a.mask_dtype == DType::Bool) {
         if (!static_cast<const bool*>(a.mask)[mo]) return -std::numeric_limits<Acc>::infinity();
       } else {
@@ -47,24 +54,26 @@ template <typename Acc> struct Rows {
     }
     return s;
   }
-  Acc keep_scale(int64_t b, int64_t i, int64_t j) const {
+  Acc keep_scale(int64_t i, int64_t j) const {
     if (a.dropout_p <= 0) return 1;
     uint64_t idx = static_cast<uint64_t>((b * a.L + i) * a.S + j);
-    return attention_keep(a.philox, idx, a.dropout_p) ? static_cast<Acc>(1.0 / (1.0 - a.dropout_p)) : Acc(0);
+    return attention_keep(philox, idx, a.dropout_p) ? static_cast<Acc>(1.0 / (1.0 - a.dropout_p)) : Acc(0);
   }
 };
 
-template <typename Acc> void forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a) {
-  Rows<Acc> r{a, q, k, v};
+template <typename Acc>
+void forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a) {
   const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   cpu::parallel_for(a.batch * a.L, cpu::grain_for(a.S * (a.E + a.Ev)), [&](int64_t, int64_t r0, int64_t r1) {
+    Rows<Acc> r(a, q, k, v);
     std::vector<Acc> s(static_cast<size_t>(a.S));
     std::vector<Acc> acc(static_cast<size_t>(a.Ev));
     for (int64_t row = r0; row < r1; ++row) {
-      const int64_t b = row / a.L, i = row % a.L;
+      const int64_t i = row % a.L;
+      r.select(row / a.L);
       Acc m = -std::numeric_limits<Acc>::infinity();
       for (int64_t j = 0; j < a.S; ++j) {
-        s[static_cast<size_t>(j)] = r.score(b, i, j);
+        s[static_cast<size_t>(j)] = r.score(i, j);
         m = std::max(m, s[static_cast<size_t>(j)]);
       }
       std::fill(acc.begin(), acc.end(), Acc(0));
@@ -77,9 +86,9 @@ template <typename Acc> void forward(void* out, void* lse, const void* q, const 
       for (int64_t j = 0; j < a.S; ++j) {
         Acc p = std::exp(s[static_cast<size_t>(j)] - m);
         sum += p;
-        Acc pd = p * r.keep_scale(b, i, j);
+        Acc pd = p * r.keep_scale(i, j);
         if (pd == Acc(0)) continue;
-        for (int64_t e = 0; e < a.Ev; ++e) acc[static_cast<size_t>(e)] += pd * r.vv(b, j, e);
+        for (int64_t e = 0; e < a.Ev; ++e) acc[static_cast<size_t>(e)] += pd * r.vv(j, e);
       }
       for (int64_t e = 0; e < a.Ev; ++e) store_as<Acc>(out, a.dtype, row * a.Ev + e, acc[static_cast<size_t>(e)] / sum);
       store_as<Acc>(lse, lse_dtype, row, m + std::log(sum));
@@ -90,11 +99,12 @@ template <typename Acc> void forward(void* out, void* lse, const void* q, const 
 template <typename Acc>
 void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
               const void* k, const void* v, const AttentionArgs& a) {
-  Rows<Acc> r{a, q, k, v};
+  Rows<Acc> r(a, q, k, v);
   const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   const size_t LS = static_cast<size_t>(a.L * a.S);
   std::vector<Acc> p(LS), ds(LS), pd(LS);  // probabilities, score gradients, dropped probabilities
   for (int64_t b = 0; b < a.batch; ++b) {
+    r.select(b);
     // Per query row: P, the dropped P, and dS = P * (dP - D) with D = dO . O.
     cpu::parallel_for(a.L, cpu::grain_for(a.S * (a.E + a.Ev)), [&](int64_t, int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -106,13 +116,13 @@ void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, c
         }
         for (int64_t j = 0; j < a.S; ++j) {
           const size_t ij = static_cast<size_t>(i * a.S + j);
-          Acc s = r.score(b, i, j);
+          Acc s = r.score(i, j);
           Acc pij = (l == -std::numeric_limits<Acc>::infinity() || s == -std::numeric_limits<Acc>::infinity())
                         ? Acc(0)
                         : std::exp(s - l);
-          Acc keep = r.keep_scale(b, i, j);
+          Acc keep = r.keep_scale(i, j);
           Acc dpd = 0;  // dO_i . V_j
-          for (int64_t e = 0; e < a.Ev; ++e) dpd += load_as<Acc>(dout, a.dtype, row * a.Ev + e) * r.vv(b, j, e);
+          for (int64_t e = 0; e < a.Ev; ++e) dpd += load_as<Acc>(dout, a.dtype, row * a.Ev + e) * r.vv(j, e);
           p[ij] = pij;
           pd[ij] = pij * keep;
           ds[ij] = pij * (dpd * keep - d);
@@ -120,7 +130,7 @@ void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, c
         const Acc sc = static_cast<Acc>(a.scale);
         for (int64_t e = 0; e < a.E; ++e) {
           Acc g = 0;
-          for (int64_t j = 0; j < a.S; ++j) g += ds[static_cast<size_t>(i * a.S + j)] * r.kv(b, j, e);
+          for (int64_t j = 0; j < a.S; ++j) g += ds[static_cast<size_t>(i * a.S + j)] * r.kv(j, e);
           store_as<Acc>(dq, a.dtype, row * a.E + e, g * sc);
         }
       }
@@ -132,7 +142,7 @@ void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, c
         const int64_t krow = b * a.S + j;
         for (int64_t e = 0; e < a.E; ++e) {
           Acc g = 0;
-          for (int64_t i = 0; i < a.L; ++i) g += ds[static_cast<size_t>(i * a.S + j)] * r.qv(b, i, e);
+          for (int64_t i = 0; i < a.L; ++i) g += ds[static_cast<size_t>(i * a.S + j)] * r.qv(i, e);
           store_as<Acc>(dk, a.dtype, krow * a.E + e, g * sc);
         }
         for (int64_t e = 0; e < a.Ev; ++e) {
@@ -149,7 +159,8 @@ void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, c
 
 }  // namespace
 
-void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a) {
+void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                           const KernelContext&) {
   if (a.dtype == DType::Float64) {
     forward<double>(out, lse, q, k, v, a);
   } else if (is_floating(a.dtype)) {
@@ -160,7 +171,8 @@ void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, c
 }
 
 void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
-                            const void* q, const void* k, const void* v, const AttentionArgs& a) {
+                            const void* q, const void* k, const void* v, const AttentionArgs& a,
+                            const KernelContext&) {
   if (a.dtype == DType::Float64) {
     backward<double>(dq, dk, dv, dout, out, lse, q, k, v, a);
   } else {

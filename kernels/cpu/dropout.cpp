@@ -40,7 +40,8 @@ uint32_t dropout_threshold(double p) {
   return static_cast<uint32_t>(t);
 }
 
-void dropout_cpu(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox) {
+void dropout_cpu(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox, const KernelContext&) {
+  philox = philox_resolve(philox);
   if (out.dtype == DType::Float64) {
     dropout_typed<double>(out, in, p, philox);
   } else {

@@ -15,6 +15,7 @@ namespace {
 
 using cpu::load_as;
 using cpu::store_as;
+using cpu::visit_compute;
 
 constexpr int64_t kGrain = 16384;
 
@@ -74,15 +75,6 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
   });
 }
 
-template <typename F> void visit_compute(DType compute, F&& f) {
-  switch (compute) {
-    case DType::Float64: f.template operator()<double>(); return;
-    case DType::Float32: f.template operator()<float>(); return;
-    case DType::Int64: f.template operator()<int64_t>(); return;
-    default: throw DTypeError(std::string("elementwise: unsupported compute dtype ") + dtype_name(compute));
-  }
-}
-
 // A double parameter in the compute type; integers saturate (int64's max is not a double, and an
 // out-of-range conversion is undefined).
 template <typename C> C to_compute(double v) {
@@ -112,7 +104,8 @@ void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, 
 
 }  // namespace
 
-void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b) {
+void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b,
+               const KernelContext&) {
   if (is_integral(compute, true) && op == UnaryOp::Clamp) {
     // NaN means "no bound": turn it into the widest integer bound.
     if (std::isnan(a)) a = static_cast<double>(std::numeric_limits<int64_t>::lowest());
@@ -127,7 +120,7 @@ void unary_cpu(const StridedArg& out, const Operand& in, UnaryOp op, DType compu
 }
 
 void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
-                double beta) {
+                double beta, const KernelContext&) {
 #define KILN_BINARY_CASE(NAME) \
   case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta); return;
   switch (op) {
@@ -136,7 +129,8 @@ void binary_cpu(const StridedArg& out, const Operand& x, const Operand& y, Binar
 #undef KILN_BINARY_CASE
 }
 
-void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute) {
+void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, const Operand& y, DType compute,
+               const KernelContext&) {
   const int64_t zero[kMaxDims] = {};
   const int64_t* strides[4] = {out.strides, cond.strides, x.is_scalar ? zero : x.arg.strides,
                                y.is_scalar ? zero : y.arg.strides};
@@ -146,98 +140,6 @@ void where_cpu(const StridedArg& out, const StridedArg& cond, const Operand& x, 
         bool c = load_as<int64_t>(cond.data, cond.dtype, off[1]) != 0;
         C v = c ? operand_value<C>(x, off[2]) : operand_value<C>(y, off[3]);
         store_as<C>(out.data, out.dtype, off[0], v);
-      });
-    });
-  });
-}
-
-void fill_cpu(const StridedArg& out, double value) {
-  Operand v;
-  v.is_scalar = true;
-  v.scalar = value;
-  unary_cpu(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0);
-}
-
-void arange_cpu(const StridedArg& out, double start, double step) {
-  const int64_t* strides[1] = {out.strides};
-  visit_compute(compute_dtype_for(out.dtype), [&]<typename C>() {
-    cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-      int64_t i = b0;
-      cpu::nd_loop<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-        if constexpr (std::is_integral_v<C>) {
-          store_as<C>(out.data, out.dtype, off[0], static_cast<C>(start) + static_cast<C>(i) * static_cast<C>(step));
-        } else {
-          store_as<double>(out.data, out.dtype, off[0], start + static_cast<double>(i) * step);
-        }
-        ++i;
-      });
-    });
-  });
-}
-
-void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox) {
-  const int64_t* strides[1] = {out.strides};
-  const bool dbl = out.dtype == DType::Float64;
-  cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-    int64_t i = b0;
-    cpu::nd_loop<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-      Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i) >> 1);
-      uint32_t w0 = r.v[(i & 1) * 2], w1 = r.v[(i & 1) * 2 + 1];
-      switch (dist) {
-        case RandomDist::Uniform: {
-          double u = dbl ? philox_uniform_double(w0, w1) : static_cast<double>(philox_uniform(w0));
-          double v = a + (b - a) * u;
-          if (!dbl) {
-            float f = static_cast<float>(a) + static_cast<float>(b - a) * static_cast<float>(u);
-            store_as<float>(out.data, out.dtype, off[0], f);
-          } else {
-            store_as<double>(out.data, out.dtype, off[0], v);
-          }
-          break;
-        }
-        case RandomDist::Normal: {
-          // Box-Muller on two words; u1 in (0, 1] keeps the log finite.
-          if (dbl) {
-            // float64 needs four words per element: it takes a whole block of its own.
-            Philox4 r4 = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i));
-            double u1 = 1.0 - philox_uniform_double(r4.v[0], r4.v[1]);
-            double u2 = philox_uniform_double(r4.v[2], r4.v[3]);
-            double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-            store_as<double>(out.data, out.dtype, off[0], a + b * z);
-          } else {
-            float u1 = 1.0f - philox_uniform(w0);
-            float u2 = philox_uniform(w1);
-            float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2);
-            store_as<float>(out.data, out.dtype, off[0], static_cast<float>(a) + static_cast<float>(b) * z);
-          }
-          break;
-        }
-        case RandomDist::RandInt: {
-          // [a, b): 64 random bits modulo the range (bias below 2^-32 for ranges under 2^32).
-          uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
-          uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
-          int64_t v = static_cast<int64_t>(a) + static_cast<int64_t>(bits % range);
-          store_as<int64_t>(out.data, out.dtype, off[0], v);
-          break;
-        }
-      }
-      ++i;
-    });
-  });
-}
-
-void triangle_cpu(const StridedArg& out, const StridedArg& in, int64_t k, bool upper) {
-  const int nd = out.ndim;
-  const int64_t rows = out.sizes[nd - 2], cols = out.sizes[nd - 1];
-  const int64_t* strides[2] = {out.strides, in.strides};
-  visit_compute(compute_dtype_for(out.dtype), [&]<typename C>() {
-    cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-      int64_t i = b0;
-      cpu::nd_loop<2>(nd, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-        int64_t c = i % cols, r = (i / cols) % rows;
-        bool keep = upper ? (c - r >= k) : (c - r <= k);
-        store_as<C>(out.data, out.dtype, off[0], keep ? load_as<C>(in.data, in.dtype, off[1]) : C(0));
-        ++i;
       });
     });
   });

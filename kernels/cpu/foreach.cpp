@@ -76,7 +76,7 @@ int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
 }
 
 void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s) {
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
   visit_param_state(param_dtype, state_dtype, "foreach_sgd_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
@@ -100,7 +100,7 @@ void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const
 
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                    const AdamWHyper& h, const ForeachScalars& s) {
+                    const AdamWHyper& h, const ForeachScalars& s, const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
   visit_param_state(param_dtype, state_dtype, "foreach_adamw_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
@@ -121,7 +121,7 @@ void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, con
   });
 }
 
-void norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p) {
+void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p, const KernelContext&) {
   const bool inf = std::isinf(p);
   visit_floating(dtype, "foreach_norm", [&]<typename T>() {
     using A = cpu::acc_t<T>;
@@ -150,7 +150,7 @@ void norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n,
   });
 }
 
-void norm_finish_cpu(float* out, const float* partials, int64_t count, double p) {
+void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, double p, const KernelContext&) {
   double acc = 0;
   if (std::isinf(p)) {
     for (int64_t k = 0; k < count; ++k) {
@@ -165,7 +165,7 @@ void norm_finish_cpu(float* out, const float* partials, int64_t count, double p)
   *out = static_cast<float>(acc);
 }
 
-void mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar) {
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext&) {
   if (n == 0) return;
   visit_floating(dtype, "foreach_mul_", [&]<typename T>() {
     using C = cpu::acc_t<T>;
@@ -177,7 +177,7 @@ void mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const 
   });
 }
 
-void add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf) {
+void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf, const KernelContext&) {
   if (n == 0 || (found_inf != nullptr && *found_inf != 0.0f)) return;
   visit_floating(dtype, "foreach_add_scalar_", [&]<typename T>() {
     using C = cpu::acc_t<T>;
@@ -189,7 +189,7 @@ void add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double
   });
 }
 
-void zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size) {
+void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext&) {
   for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
     char* base = static_cast<char*>(tensors[w.tensor].data);
     std::memset(base + static_cast<size_t>(w.begin) * element_size, 0,

@@ -49,7 +49,8 @@ StridedArg at_least_1d(const StridedArg& a) {
 
 }  // namespace
 
-void index_select_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg) {
+void index_select_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg,
+                      const KernelContext&) {
   const StridedArg out = at_least_1d(out_arg), in = at_least_1d(in_arg), index = at_least_1d(index_arg);
   const int64_t m = index.sizes[0];
   const int64_t size = in.sizes[dim];
@@ -75,7 +76,8 @@ void index_select_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int d
   });
 }
 
-void gather_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg) {
+void gather_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg,
+                const KernelContext&) {
   const StridedArg out = at_least_1d(out_arg), in = at_least_1d(in_arg), index = at_least_1d(index_arg);
   const int64_t size = in.sizes[dim];
   int64_t in_strides[kMaxDims] = {};
@@ -91,7 +93,8 @@ void gather_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, co
   });
 }
 
-void scatter_add_cpu(const StridedArg& out_arg, int dim, const StridedArg& index_arg, const StridedArg& src_arg) {
+void scatter_add_cpu(const StridedArg& out_arg, int dim, const StridedArg& index_arg, const StridedArg& src_arg,
+                     const KernelContext&) {
   const StridedArg out = at_least_1d(out_arg), index = at_least_1d(index_arg), src = at_least_1d(src_arg);
   // The outer loop runs over index's shape with `dim` removed.
   int64_t outer_sizes[kMaxDims] = {}, out_strides[kMaxDims] = {}, index_strides[kMaxDims] = {},

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/error.h"
 #include "kernels/strided.h"
 
 namespace kiln::cpu {
@@ -64,6 +67,25 @@ template <typename F> void visit_float(DType t, F&& f) {
     case DType::Float16: f.template operator()<Half>(); return;
     case DType::BFloat16: f.template operator()<BFloat16>(); return;
     default: f.template operator()<float>(); return;
+  }
+}
+
+// A per-channel / per-feature parameter vector of any dtype, loaded once; `fill` where absent.
+template <typename A> std::vector<A> load_vector(const void* p, DType t, int64_t n, A fill) {
+  std::vector<A> v(static_cast<size_t>(n), fill);
+  if (p) {
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = load_as<A>(p, t, i);
+  }
+  return v;
+}
+
+// Calls f.template operator()<C>() for an elementwise compute dtype (double, float or int64).
+template <typename F> void visit_compute(DType compute, F&& f) {
+  switch (compute) {
+    case DType::Float64: f.template operator()<double>(); return;
+    case DType::Float32: f.template operator()<float>(); return;
+    case DType::Int64: f.template operator()<int64_t>(); return;
+    default: throw DTypeError(std::string("elementwise: unsupported compute dtype ") + dtype_name(compute));
   }
 }
 

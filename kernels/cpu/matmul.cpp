@@ -265,9 +265,13 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
   }
 }
 
-template <typename T, typename Acc>
-void gemm_typed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda,
-                const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
+template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
+  const bool ta = g.trans_a, tb = g.trans_b;
+  const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
+  const double alpha = g.alpha, beta = g.beta;
+  const void *a = g.a, *b = g.b;
+  void* c = g.c;
+  const GemmBatch& batch = g.batch;
   if (batch.count <= 0 || m <= 0 || n <= 0) return;
   auto problem = [&](int64_t i) {
     const int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0;
@@ -305,18 +309,13 @@ void gemm_typed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 
 }  // namespace
 
-void gemm_cpu(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-              int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
-  switch (dtype) {
-    case DType::Float32:
-      return gemm_typed<float, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
-    case DType::Float64:
-      return gemm_typed<double, double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
-    case DType::Float16:
-      return gemm_typed<Half, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
-    case DType::BFloat16:
-      return gemm_typed<BFloat16, float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
-    default: throw DTypeError(std::string("gemm: unsupported dtype ") + dtype_name(dtype));
+void gemm_cpu(const GemmArgs& g, const KernelContext&) {
+  switch (g.dtype) {
+    case DType::Float32: return gemm_typed<float, float>(g);
+    case DType::Float64: return gemm_typed<double, double>(g);
+    case DType::Float16: return gemm_typed<Half, float>(g);
+    case DType::BFloat16: return gemm_typed<BFloat16, float>(g);
+    default: throw DTypeError(std::string("gemm: unsupported dtype ") + dtype_name(g.dtype));
   }
 }
 

@@ -120,7 +120,7 @@ template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, 
 }  // namespace
 
 void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
-                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g) {
+                            ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, const KernelContext&) {
   visit_float("max_pool2d", dtype, [&]<typename T>() {
     using A = AccOf<T>;
     const Window2d& w = g.window;
@@ -167,7 +167,7 @@ void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_stride
 
 void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                              ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
-                             DType dtype, const Conv2dGeometry& g) {
+                             DType dtype, const Conv2dGeometry& g, const KernelContext&) {
   visit_float("max_pool2d_backward", dtype, [&]<typename T>() {
     using A = AccOf<T>;
     const ImageStrides gis = grad_in_strides, gos = grad_out_strides, xs = indices_strides;
@@ -193,7 +193,7 @@ void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const 
 }
 
 void avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides, DType dtype,
-                            const Conv2dGeometry& g, bool count_include_pad) {
+                            const Conv2dGeometry& g, bool count_include_pad, const KernelContext&) {
   const Window2d w = g.window;
   auto sh = [&](int64_t o) { return avg_span(o, g.in_h, w.kernel_h, w.stride_h, w.pad_h, count_include_pad); };
   auto sw = [&](int64_t o) { return avg_span(o, g.in_w, w.kernel_w, w.stride_w, w.pad_w, count_include_pad); };
@@ -205,7 +205,7 @@ void avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in,
 
 void avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                              ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                             bool count_include_pad) {
+                             bool count_include_pad, const KernelContext&) {
   const Window2d w = g.window;
   auto sh = [&](int64_t o) { return avg_span(o, g.in_h, w.kernel_h, w.stride_h, w.pad_h, count_include_pad); };
   auto sw = [&](int64_t o) { return avg_span(o, g.in_w, w.kernel_w, w.stride_w, w.pad_w, count_include_pad); };
@@ -216,7 +216,7 @@ void avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const 
 }
 
 void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                                     DType dtype, const Conv2dGeometry& g) {
+                                     DType dtype, const Conv2dGeometry& g, const KernelContext&) {
   if (g.out_h <= 0 || g.out_w <= 0) return;
   auto sh = [&](int64_t o) { return adaptive_span(o, g.in_h, g.out_h); };
   auto sw = [&](int64_t o) { return adaptive_span(o, g.in_w, g.out_w); };
@@ -228,7 +228,7 @@ void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const 
 }
 
 void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
-                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g) {
+                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g, const KernelContext&) {
   if (g.out_h <= 0 || g.out_w <= 0) return;
   auto sh = [&](int64_t o) { return adaptive_span(o, g.in_h, g.out_h); };
   auto sw = [&](int64_t o) { return adaptive_span(o, g.in_w, g.out_w); };

@@ -1,10 +1,9 @@
-// CPU reference for reductions, topk and multinomial. Each reduction is a policy with a partial over
+// CPU reference for reductions. Each reduction is a policy with a partial over
 // a range of the reduced space, an in-order merge and a store; short reductions run one range per
 // output, long ones with few outputs are cut into fixed 32768-element chunks whose partials merge in
 // chunk order, so which path runs and where chunks start never depend on the thread count.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -261,22 +260,9 @@ template <typename Op, typename T> void run_reduce(const ReduceArgs& args) {
   });
 }
 
-std::string format_value(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
-// (value, index) order for topk: NaN above every number, ties by lower index.
-bool greater_nan_high(double a, double b) {
-  if (std::isnan(b)) return false;
-  if (std::isnan(a)) return true;
-  return a > b;
-}
-
 }  // namespace
 
-void reduce_cpu(ReduceOp op, const ReduceArgs& args) {
+void reduce_cpu(ReduceOp op, const ReduceArgs& args, const KernelContext&) {
   visit_dtype(args.in_dtype, [&]<typename T>() {
     using C = std::conditional_t<is_float_type_v<T>, double, int64_t>;
     switch (op) {
@@ -292,129 +278,6 @@ void reduce_cpu(ReduceOp op, const ReduceArgs& args) {
       case ReduceOp::All: run_reduce<LogicalOp<C, false>, T>(args); return;
     }
   });
-}
-
-void topk_cpu(void* values, DType values_dtype, int64_t* indices, const void* in, DType in_dtype, int64_t rows,
-              int64_t n, int64_t k, bool largest) {
-  if (k > n) {
-    throw Error("topk: k = " + std::to_string(k) + " is larger than the row size " + std::to_string(n));
-  }
-  if (k <= 0 || rows <= 0) return;
-  // Values are copied from the input in its own compute type so int64 values survive exactly;
-  // only the comparison goes through double.
-  const bool integral = is_integral(in_dtype, true);
-  cpu::parallel_for(rows, cpu::grain_for(n), [&](int64_t, int64_t b0, int64_t e0) {
-    std::vector<std::pair<double, int64_t>> row(static_cast<size_t>(n));
-    for (int64_t r = b0; r < e0; ++r) {
-      for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] = {load_as<double>(in, in_dtype, r * n + j), j};
-      auto before = [largest](const std::pair<double, int64_t>& x, const std::pair<double, int64_t>& y) {
-        const bool xy = largest ? greater_nan_high(x.first, y.first) : greater_nan_high(y.first, x.first);
-        if (xy) return true;
-        const bool yx = largest ? greater_nan_high(y.first, x.first) : greater_nan_high(x.first, y.first);
-        return !yx && x.second < y.second;
-      };
-      std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t src = r * n + row[static_cast<size_t>(j)].second;
-        const int64_t dst = r * k + j;
-        if (indices) indices[dst] = row[static_cast<size_t>(j)].second;
-        if (!values) continue;
-        if (integral) {
-          store_as<int64_t>(values, values_dtype, dst, load_as<int64_t>(in, in_dtype, src));
-        } else {
-          store_as<double>(values, values_dtype, dst, load_as<double>(in, in_dtype, src));
-        }
-      }
-    }
-  });
-}
-
-void multinomial_cpu(int64_t* out, const StridedArg& probs, int64_t num_samples, bool replacement,
-                     PhiloxState philox) {
-  const bool two_d = probs.ndim >= 2;
-  const int64_t rows = two_d ? probs.sizes[0] : 1;
-  const int64_t n = two_d ? probs.sizes[1] : probs.sizes[0];
-  const int64_t row_stride = two_d ? probs.strides[0] : 0;
-  const int64_t col_stride = two_d ? probs.strides[1] : probs.strides[0];
-  if (rows <= 0) return;
-
-  const int64_t grain = cpu::grain_for(n + num_samples);
-  // One error slot per chunk: each chunk stops at its first bad row, so the lowest failing chunk
-  // holds the lowest bad row and the message never depends on which thread failed first.
-  std::vector<std::string> errors(static_cast<size_t>(cpu::num_chunks(rows, grain)));
-
-  cpu::parallel_for(rows, grain, [&](int64_t chunk, int64_t b0, int64_t e0) {
-    std::vector<double> w(static_cast<size_t>(n));
-    std::vector<std::pair<double, int64_t>> keys;
-    for (int64_t r = b0; r < e0; ++r) {
-      std::string& err = errors[static_cast<size_t>(chunk)];
-      auto row_name = [r] { return "multinomial: row " + std::to_string(r); };
-      double total = 0;
-      int64_t nonzero = 0, last_nonzero = -1;
-      for (int64_t j = 0; j < n; ++j) {
-        const double p = load_as<double>(probs.data, probs.dtype, r * row_stride + j * col_stride);
-        if (std::isnan(p) || std::isinf(p)) {
-          err = row_name() + " has an invalid weight " + format_value(p) + " at index " + std::to_string(j);
-          return;
-        }
-        if (p < 0) {
-          err = row_name() + " has a negative weight " + format_value(p) + " at index " + std::to_string(j);
-          return;
-        }
-        if (p > 0) {
-          ++nonzero;
-          last_nonzero = j;
-        }
-        total += p;
-        w[static_cast<size_t>(j)] = replacement ? total : p;  // cumulative sum when sampling with replacement
-      }
-      if (total == 0) {
-        err = row_name() + " has weights that sum to zero";
-        return;
-      }
-      if (std::isinf(total)) {
-        err = row_name() + " has weights whose sum overflows to inf";
-        return;
-      }
-      if (!replacement && nonzero < num_samples) {
-        err = row_name() + " has only " + std::to_string(nonzero) + " non-zero weights, fewer than num_samples = " +
-              std::to_string(num_samples) + " (sampling without replacement)";
-        return;
-      }
-
-      int64_t* dst = out + r * num_samples;
-      if (replacement) {
-        for (int64_t s = 0; s < num_samples; ++s) {
-          const uint64_t e = static_cast<uint64_t>(r * num_samples + s);
-          const Philox4 blk = philox_block(philox.seed, philox.offset, e >> 1);
-          const double u = philox_uniform_double(blk.v[(e & 1) * 2], blk.v[(e & 1) * 2 + 1]);
-          // First category whose cumulative sum exceeds the target; zero-weight categories repeat
-          // the previous sum, so they can never be the first to exceed it.
-          const auto it = std::upper_bound(w.begin(), w.end(), u * total);
-          int64_t j = static_cast<int64_t>(it - w.begin());
-          if (j >= n) j = last_nonzero;  // u * total rounded up to total
-          dst[s] = j;
-        }
-      } else {
-        // Exponential race: category j finishes at E_j / p_j; zero weights never enter the race.
-        keys.clear();
-        for (int64_t j = 0; j < n; ++j) {
-          const double p = w[static_cast<size_t>(j)];
-          if (p <= 0) continue;
-          const uint64_t e = static_cast<uint64_t>(r * n + j);
-          const Philox4 blk = philox_block(philox.seed, philox.offset, e >> 1);
-          const double u = philox_uniform_double(blk.v[(e & 1) * 2], blk.v[(e & 1) * 2 + 1]);
-          keys.emplace_back(-std::log1p(-u) / p, j);
-        }
-        std::partial_sort(keys.begin(), keys.begin() + num_samples, keys.end());
-        for (int64_t s = 0; s < num_samples; ++s) dst[s] = keys[static_cast<size_t>(s)].second;
-      }
-    }
-  });
-
-  for (const std::string& e : errors) {
-    if (!e.empty()) throw Error(e);
-  }
 }
 
 }  // namespace kiln

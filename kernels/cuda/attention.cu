@@ -45,25 +45,12 @@ struct Params {
   double dropout_p;
   float keep_scale;  // 1 / (1 - p)
   PhiloxState philox;
-  AttentionBatchLayout layout;
-};
-
-struct Offsets {
-  int64_t q, k, v, mask;
+  AttentionBatch layout;
 };
 
 // Thread 0 computes batch entry b's offsets into shared memory; the caller synchronizes.
-__device__ void batch_offsets(const Params& p, int64_t b, Offsets* out) {
-  Offsets o{0, 0, 0, 0};
-  for (int d = p.layout.ndim - 1; d >= 0; --d) {
-    const int64_t idx = b % p.layout.sizes[d];
-    b /= p.layout.sizes[d];
-    o.q += idx * p.layout.q[d];
-    o.k += idx * p.layout.k[d];
-    o.v += idx * p.layout.v[d];
-    o.mask += idx * p.layout.mask[d];
-  }
-  *out = o;
+__device__ void batch_offsets(const Params& p, int64_t b, AttentionOffsets* out) {
+  *out = attention_offsets(p.layout, b);
 }
 
 // Dot product of a staged row (float4-aligned, zero-padded to n4) with row `lane` of a transposed
@@ -101,7 +88,9 @@ __device__ __forceinline__ float masked_score(const Params& p, int64_t mask_base
 __device__ __forceinline__ float keep_factor(const Params& p, int64_t b, int64_t i, int64_t j) {
   if (!p.dropout) return 1.f;
   const uint64_t idx = static_cast<uint64_t>((b * p.L + i) * p.S + j);
-  return attention_keep(p.philox, idx, p.dropout_p) ? p.keep_scale : 0.f;
+  // The seed and offset are resolved here rather than once per kernel: they are two cached loads,
+  // and a captured graph's values are only known when the kernel runs.
+  return attention_keep(philox_resolve(p.philox), idx, p.dropout_p) ? p.keep_scale : 0.f;
 }
 
 // Stages `n` elements of a row (row-contiguous in global memory) as floats, zero-padded to n4.
@@ -141,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
   float* v_s = k_t + p.E4 * kPad;
   float* p_s = v_s + kTile * p.Ev;
   float* acc_s = p_s + kRows * kTile;
-  __shared__ Offsets offs;
+  __shared__ AttentionOffsets offs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.L, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {
@@ -224,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
   float* v_t = k_t + p.E4 * kPad;
   float* ds_s = v_t + p.Ev4 * kPad;
   float* acc_s = ds_s + kRows * kTile;
-  __shared__ Offsets offs;
+  __shared__ AttentionOffsets offs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.L, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {
@@ -306,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
   float* pd_s = ds_s + kRows * kTile;
   float* acc_k_s = pd_s + kRows * kTile;
   float* acc_v_s = acc_k_s + kRows * p.E;
-  __shared__ Offsets offs;
+  __shared__ AttentionOffsets offs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.S, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {
@@ -374,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- host side -----------------------------------------------------------------------------------
 
-Params make_params(const AttentionArgs& a, const AttentionBatchLayout& batch) {
+Params make_params(const AttentionArgs& a) {
   Params p{};
   p.batch = a.batch;
   p.L = a.L;
@@ -396,7 +385,7 @@ Params make_params(const AttentionArgs& a, const AttentionBatchLayout& batch) {
   p.dropout_p = a.dropout_p;
   p.keep_scale = a.dropout_p > 0 ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f;
   p.philox = a.philox;
-  p.layout = batch;
+  p.layout = a.layout;
   return p;
 }
 
@@ -427,7 +416,8 @@ unsigned grid_for_rows(int64_t batch, int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(batch * ceil_div(rows, kRows), 1, kMaxGrid));
 }
 
-void check_layout(const AttentionBatchLayout& batch, const AttentionArgs& a, const char* op) {
+void check_layout(const AttentionArgs& a, const char* op) {
+  const AttentionBatch& batch = a.layout;
   int64_t n = 1;
   for (int d = 0; d < batch.ndim; ++d) n *= batch.sizes[d];
   if (batch.ndim < 0 || batch.ndim > kMaxDims || n != a.batch) {
@@ -438,14 +428,14 @@ void check_layout(const AttentionBatchLayout& batch, const AttentionArgs& a, con
 
 }  // namespace
 
-void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
-                            const AttentionBatchLayout& batch, Stream stream) {
+void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v,
+                            const AttentionArgs& a, const KernelContext& ctx) {
   const char* op = "scaled_dot_product_attention";
   if (a.batch * a.L == 0) return;
-  check_layout(batch, a, op);
-  const Params p = make_params(a, batch);
+  check_layout(a, op);
+  const Params p = make_params(a);
   const size_t smem = forward_smem(p);
-  const cudaStream_t s = raw_stream(stream);
+  const cudaStream_t s = raw_stream(ctx.stream);
   KILN_CUDA_FLOAT_SWITCH(a.dtype, op, {
     allow_smem(attention_forward_kernel<S>, smem, a, op);
     attention_forward_kernel<S><<<grid_for_rows(a.batch, a.L), kThreads, smem, s>>>(
@@ -455,25 +445,17 @@ void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, 
   cuda_detail::check_launch(op);
 }
 
-size_t attention_backward_cuda_workspace_bytes(const AttentionArgs& a) {
-  return static_cast<size_t>(a.batch * a.L) * sizeof(float);
-}
-
 void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                              const void* q, const void* k, const void* v, const AttentionArgs& a,
-                             const AttentionBatchLayout& batch, void* workspace, size_t workspace_bytes,
-                             Stream stream) {
+                             const KernelContext& ctx) {
   const char* op = "scaled_dot_product_attention backward";
   if (a.batch * a.L == 0 || a.S == 0) return;
-  check_layout(batch, a, op);
-  if (workspace_bytes < attention_backward_cuda_workspace_bytes(a)) {
-    throw Error(std::string(op) + ": CUDA workspace of " + std::to_string(workspace_bytes) + " bytes is smaller than " +
-                std::to_string(attention_backward_cuda_workspace_bytes(a)));
-  }
-  const Params p = make_params(a, batch);
+  check_layout(a, op);
+  const Params p = make_params(a);
   const size_t smem_q = backward_q_smem(p), smem_kv = backward_kv_smem(p);
-  const cudaStream_t s = raw_stream(stream);
-  float* d_rows = static_cast<float*>(workspace);
+  const cudaStream_t s = raw_stream(ctx.stream);
+  // D_i = dO_i . O_i per query row, written by the dq kernel and read by the dk/dv kernel.
+  float* d_rows = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L) * sizeof(float)));
   KILN_CUDA_FLOAT_SWITCH(a.dtype, op, {
     allow_smem(attention_backward_q_kernel<S>, smem_q, a, op);
     allow_smem(attention_backward_kv_kernel<S>, smem_kv, a, op);

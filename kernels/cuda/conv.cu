@@ -16,6 +16,8 @@
 
 #include "kernels/conv.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/elementwise.h"
+#include "kernels/factory.h"
 
 namespace kiln {
 namespace {
@@ -27,6 +29,28 @@ using namespace cuda_detail;
 constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
 
 enum class Direction : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
+
+// A 4-d [n, c, h, w] tensor through `s`, for the elementwise kernels that handle the bias and the
+// empty cases.
+StridedArg image_arg(const void* data, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, ImageStrides s) {
+  StridedArg a;
+  a.data = const_cast<void*>(data);
+  a.dtype = dtype;
+  a.ndim = 4;
+  const int64_t sizes[4] = {n, c, h, w}, strides[4] = {s.n, s.c, s.h, s.w};
+  for (int d = 0; d < 4; ++d) {
+    a.sizes[d] = sizes[d];
+    a.strides[d] = strides[d];
+  }
+  return a;
+}
+
+// Dense memory the convolution overwrites but cuDNN would not touch (an empty sum): zeros.
+void zero(const StridedArg& a, const KernelContext& ctx) {
+  StridedArg o = a;
+  collapse_dims({&o});
+  fill_cuda(o, 0.0, ctx);
+}
 
 const char* op_name(Direction d) {
   switch (d) {
@@ -68,7 +92,7 @@ cudnnDataType_t compute_type(DType t) { return t == DType::Float64 ? CUDNN_DATA_
 // The math mode asked for. CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION is never used: it may convert
 // float32 data to float16. float32 gets TF32 tensor cores (CUDNN_TENSOR_OP_MATH) only when allowed,
 // else CUDNN_FMA_MATH, which excludes tensor-core kernels (and with them TF32).
-cudnnMathType_t wanted_math(const CudnnConv2d& p) {
+cudnnMathType_t wanted_math(const Conv2dArgs& p) {
   switch (p.dtype) {
     case DType::Float16:
     case DType::BFloat16: return CUDNN_TENSOR_OP_MATH;
@@ -85,7 +109,7 @@ int to_int(int64_t v, const char* op, const char* what) {
   return static_cast<int>(v);
 }
 
-std::string describe(const CudnnConv2d& p, int64_t batch) {
+std::string describe(const Conv2dArgs& p, int64_t batch) {
   const Conv2dGeometry& g = p.geo;
   const Window2d& w = g.window;
   auto pair = [](int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); };
@@ -127,7 +151,7 @@ struct Descriptors {
   }
 };
 
-void make_descriptors(Descriptors& d, const CudnnConv2d& p, int64_t batch, const char* op) {
+void make_descriptors(Descriptors& d, const Conv2dArgs& p, int64_t batch, const char* op) {
   const Conv2dGeometry& g = p.geo;
   const Window2d& win = g.window;
   const cudnnDataType_t dt = data_type(p.dtype, op);
@@ -357,7 +381,7 @@ size_t search_workspace_bytes(const Call& c) {
 // convolution's parameters, the math mode and whether the choice came from a search.
 using AlgoKey = std::array<int64_t, 30>;
 
-AlgoKey algo_key(Direction dir, const CudnnConv2d& p, int64_t batch, int device, cudnnMathType_t math, bool search) {
+AlgoKey algo_key(Direction dir, const Conv2dArgs& p, int64_t batch, int device, cudnnMathType_t math, bool search) {
   const Conv2dGeometry& g = p.geo;
   const Window2d& w = g.window;
   return {device,         static_cast<int64_t>(dir), static_cast<int64_t>(p.dtype), batch,         g.channels,
@@ -381,8 +405,9 @@ AlgoCache& algo_cache() {
 
 // The algorithm for one chunk, cached per problem. `allow_search` is false where a search would
 // overwrite results the output already holds (later chunks of the weight gradient).
-Choice choose(const Call& c, const CudnnConv2d& p, int64_t batch, int device, bool allow_search,
-              const ConvWorkspace& workspace, Stream stream) {
+Choice choose(const Call& c, const Conv2dArgs& p, int64_t batch, int device, bool allow_search,
+              const KernelContext& ctx) {
+  const Stream stream = ctx.stream;
   const char* op = op_name(c.dir);
   const cudnnMathType_t want = wanted_math(p);
   const bool search = p.benchmark && allow_search;
@@ -404,8 +429,7 @@ Choice choose(const Call& c, const CudnnConv2d& p, int64_t batch, int device, bo
                         "captured work once before capturing (warm-up), or turn cudnn_benchmark off");
     }
     const size_t bytes = search_workspace_bytes(c);
-    void* ws = bytes > 0 ? workspace.get(bytes) : nullptr;
-    perfs = searched_perfs(c, ws, bytes, op);
+    perfs = searched_perfs(c, ctx.workspace(bytes), bytes, op);
   } else {
     perfs = heuristic_perfs(c, op);
   }
@@ -424,7 +448,7 @@ Choice choose(const Call& c, const CudnnConv2d& p, int64_t batch, int device, bo
 
 // Batch chunks keep every tensor of a call under 2^31 elements, which cuDNN's int descriptors
 // address.
-int64_t batch_chunk(const CudnnConv2d& p, const char* op) {
+int64_t batch_chunk(const Conv2dArgs& p, const char* op) {
   const Conv2dGeometry& g = p.geo;
   const int64_t per_image = std::max<int64_t>({g.channels * g.in_h * g.in_w, p.out_channels * g.out_h * g.out_w, 1});
   if (per_image > INT_MAX) {
@@ -434,8 +458,8 @@ int64_t batch_chunk(const CudnnConv2d& p, const char* op) {
   return std::clamp<int64_t>(INT_MAX / per_image, 1, std::max<int64_t>(g.batch, 1));
 }
 
-void run(Direction dir, const CudnnConv2d& p, void* out, const void* in0, const void* in1,
-         const ConvWorkspace& workspace, Stream stream) {
+void run(Direction dir, const Conv2dArgs& p, void* out, const void* in0, const void* in1, const KernelContext& ctx) {
+  const Stream stream = ctx.stream;
   const char* op = op_name(dir);
   (void)data_type(p.dtype, op);
   const Conv2dGeometry& g = p.geo;
@@ -482,9 +506,9 @@ void run(Direction dir, const CudnnConv2d& p, void* out, const void* in0, const 
     }
     const Call call{dir, handle, d, a, b, o};
     const bool first = n0 == 0;
-    const Choice choice = choose(call, p, count, device, dir != Direction::BackwardFilter || first, workspace, stream);
+    const Choice choice = choose(call, p, count, device, dir != Direction::BackwardFilter || first, ctx);
     check(cudnnSetConvolutionMathType(d.conv, choice.math), op, "cudnnSetConvolutionMathType");
-    void* ws = choice.workspace > 0 ? workspace.get(choice.workspace) : nullptr;
+    void* ws = ctx.workspace(choice.workspace);
     const void* beta = (dir == Direction::BackwardFilter && !first) ? one : zero;
     switch (dir) {
       case Direction::Forward:
@@ -511,19 +535,58 @@ void run(Direction dir, const CudnnConv2d& p, void* out, const void* in0, const 
 
 }  // namespace
 
-void conv2d_forward_cuda(const CudnnConv2d& p, void* y, const void* x, const void* w, const ConvWorkspace& workspace,
-                         Stream stream) {
-  run(Direction::Forward, p, y, x, w, workspace, stream);
+void conv2d_forward_cuda(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
+                         const KernelContext& ctx) {
+  const Conv2dGeometry& g = p.geo;
+  const StridedArg out = image_arg(y, p.dtype, g.batch, p.out_channels, g.out_h, g.out_w, p.y_strides);
+  if (out.numel() == 0) return;
+  const StridedArg bias_arg = bias ? image_arg(bias, p.dtype, g.batch, p.out_channels, g.out_h, g.out_w,
+                                               ImageStrides{0, 1, 0, 0})
+                                   : StridedArg{};
+  if (g.channels * g.in_h * g.in_w == 0) {  // no input channels or an all-padding image: empty sums
+    Operand v;
+    if (bias) {
+      v.arg = bias_arg;
+    } else {
+      v.is_scalar = true;  // 0
+    }
+    unary_cuda(out, v, UnaryOp::Copy, compute_dtype_for(p.dtype), 0, 0, ctx);
+    return;
+  }
+  run(Direction::Forward, p, y, x, w, ctx);
+  if (bias) {  // y += bias, as a broadcast add in the compute type (the rounding of an add_)
+    Operand self, b;
+    self.arg = out;
+    b.arg = bias_arg;
+    binary_cuda(out, self, b, BinaryOp::Add, compute_dtype_for(p.dtype), 1.0, 0.0, ctx);
+  }
 }
 
-void conv2d_backward_data_cuda(const CudnnConv2d& p, void* dx, const void* dy, const void* w,
-                               const ConvWorkspace& workspace, Stream stream) {
-  run(Direction::BackwardData, p, dx, w, dy, workspace, stream);
+void conv2d_backward_data_cuda(const Conv2dArgs& p, void* dx, const void* dy, const void* w,
+                               const KernelContext& ctx) {
+  const Conv2dGeometry& g = p.geo;
+  const StridedArg gx = image_arg(dx, p.dtype, g.batch, g.channels, g.in_h, g.in_w, p.x_strides);
+  if (gx.numel() == 0) return;
+  if (p.out_channels * g.out_h * g.out_w == 0) return zero(gx, ctx);
+  run(Direction::BackwardData, p, dx, w, dy, ctx);
 }
 
-void conv2d_backward_filter_cuda(const CudnnConv2d& p, void* dw, const void* x, const void* dy,
-                                 const ConvWorkspace& workspace, Stream stream) {
-  run(Direction::BackwardFilter, p, dw, x, dy, workspace, stream);
+void conv2d_backward_filter_cuda(const Conv2dArgs& p, void* dw, const void* x, const void* dy,
+                                 const KernelContext& ctx) {
+  const Conv2dGeometry& g = p.geo;
+  const Window2d& win = g.window;
+  const int64_t dw_numel = p.out_channels * (g.channels / std::max<int64_t>(p.groups, 1)) * win.kernel_h * win.kernel_w;
+  if (dw_numel == 0) return;
+  if (g.batch * g.channels * g.in_h * g.in_w == 0 || g.batch * p.out_channels * g.out_h * g.out_w == 0) {
+    StridedArg a;
+    a.data = dw;
+    a.dtype = p.dtype;
+    a.ndim = 1;
+    a.sizes[0] = dw_numel;
+    a.strides[0] = 1;
+    return zero(a, ctx);
+  }
+  run(Direction::BackwardFilter, p, dw, x, dy, ctx);
 }
 
 }  // namespace kiln

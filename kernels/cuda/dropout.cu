@@ -22,6 +22,7 @@ __device__ __forceinline__ bool keep_word(uint32_t word, uint32_t threshold) { r
 template <typename S>
 __global__ void dropout_dense_kernel(S* out, const S* in, int64_t n, uint32_t threshold, float scale,
                                      PhiloxState philox) {
+  philox = philox_resolve(philox);  // a captured graph's seed and offset, read when the kernel runs
   const int64_t pairs = (n + 1) >> 1;
   for (int64_t q = cuda_detail::global_thread(); q < pairs; q += cuda_detail::grid_threads()) {
     const Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(q));
@@ -39,6 +40,7 @@ template <typename C>
 __global__ void dropout_strided_kernel(const __grid_constant__ cuda_detail::OffsetCalc<2> calc, void* out,
                                        DType out_dtype, const void* in, DType in_dtype, int64_t n, uint32_t threshold,
                                        C scale, PhiloxState philox) {
+  philox = philox_resolve(philox);
   const int64_t pairs = (n + 1) >> 1;
   for (int64_t q = cuda_detail::global_thread(); q < pairs; q += cuda_detail::grid_threads()) {
     const Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(q));
@@ -90,11 +92,12 @@ Merged merge_dims(const StridedArg& out, const StridedArg& in) {
 
 }  // namespace
 
-void dropout_cuda(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox, Stream stream) {
+void dropout_cuda(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox,
+                  const KernelContext& ctx) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const uint32_t threshold = dropout_threshold(p);
-  const cudaStream_t s = raw_stream(stream);
+  const cudaStream_t s = raw_stream(ctx.stream);
   const Merged m = merge_dims(out, in);
   const int64_t pairs = (n + 1) / 2;
   const bool dense = m.shape.ndim == 1 && m.out_strides[0] == 1 && m.in_strides[0] == 1 && out.dtype == in.dtype;

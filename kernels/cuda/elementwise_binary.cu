@@ -195,9 +195,9 @@ void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, 
 }  // namespace
 
 void binary_cuda(const StridedArg& out, const Operand& x, const Operand& y, BinaryOp op, DType compute, double alpha,
-                 double beta, Stream stream) {
+                 double beta, const KernelContext& ctx) {
   if (out.numel() == 0) return;
-  const cudaStream_t s = raw_stream(stream);
+  const cudaStream_t s = raw_stream(ctx.stream);
 #define KILN_BINARY_CASE(NAME) \
   case BinaryOp::NAME: binary_dispatch<BinaryOp::NAME>(out, x, y, compute, alpha, beta, s); break;
   switch (op) {

@@ -161,14 +161,15 @@ void unary_dispatch(const StridedArg& out, const Operand& in, DType compute, dou
 
 }  // namespace
 
-void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b, Stream stream) {
+void unary_cuda(const StridedArg& out, const Operand& in, UnaryOp op, DType compute, double a, double b,
+                const KernelContext& ctx) {
   if (out.numel() == 0) return;
   if (is_integral(compute, true) && op == UnaryOp::Clamp) {
     // NaN means "no bound", as in unary_cpu: the widest integer bound.
     if (std::isnan(a)) a = static_cast<double>(std::numeric_limits<int64_t>::lowest());
     if (std::isnan(b)) b = static_cast<double>(std::numeric_limits<int64_t>::max());
   }
-  const cudaStream_t s = raw_stream(stream);
+  const cudaStream_t s = raw_stream(ctx.stream);
 #define KILN_UNARY_CASE(NAME) \
   case UnaryOp::NAME: unary_dispatch<UnaryOp::NAME>(out, in, compute, a, b, s); break;
   switch (op) {

@@ -341,10 +341,10 @@ template <typename U> void launch_zero(const ForeachTensor* tensors, int64_t n, 
 }  // namespace
 
 void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, Stream stream) {
+                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
   const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_sgd_");
   if (n == 0) return;
-  const cudaStream_t st = raw_stream(stream);
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (kind) {
     case PairKind::F32: launch_sgd<float, float>(params, grads, bufs, n, h, s, st); break;
     case PairKind::F16_F32: launch_sgd<__half, float>(params, grads, bufs, n, h, s, st); break;
@@ -356,10 +356,10 @@ void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, cons
 
 void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                      const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                     const AdamWHyper& h, const ForeachScalars& s, Stream stream) {
+                     const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
   const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_adamw_");
   if (n == 0) return;
-  const cudaStream_t st = raw_stream(stream);
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (kind) {
     case PairKind::F32: launch_adamw<float, float>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st); break;
     case PairKind::F16_F32: launch_adamw<__half, float>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st); break;
@@ -373,10 +373,10 @@ void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, co
   }
 }
 
-void norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
-                        Stream stream) {
+void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+                        const KernelContext& ctx) {
   const NormMode mode = norm_mode(p);
-  const cudaStream_t st = raw_stream(stream);
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
     case DType::Float32: launch_norm_partials<float>(partials, tensors, n, mode, p, st); break;
     case DType::Float16: launch_norm_partials<__half>(partials, tensors, n, mode, p, st); break;
@@ -385,13 +385,13 @@ void norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n
   }
 }
 
-void norm_finish_cuda(float* out, const float* partials, int64_t count, double p, Stream stream) {
-  norm_finish_kernel<<<1, kBlock, 0, raw_stream(stream)>>>(out, partials, count, norm_mode(p), p);
+void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx) {
+  norm_finish_kernel<<<1, kBlock, 0, raw_stream(ctx.stream)>>>(out, partials, count, norm_mode(p), p);
   check_launch("foreach_norm");
 }
 
-void mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, Stream stream) {
-  const cudaStream_t st = raw_stream(stream);
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx) {
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
     case DType::Float32: launch_mul_scalar<float>(tensors, n, scalar, st); break;
     case DType::Float16: launch_mul_scalar<__half>(tensors, n, scalar, st); break;
@@ -400,9 +400,9 @@ void mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const
   }
 }
 
-void add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
-                     Stream stream) {
-  const cudaStream_t st = raw_stream(stream);
+void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
+                     const KernelContext& ctx) {
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
     case DType::Float32: launch_add_scalar<float>(tensors, n, value, found_inf, st); break;
     case DType::Float16: launch_add_scalar<__half>(tensors, n, value, found_inf, st); break;
@@ -411,8 +411,8 @@ void add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, doubl
   }
 }
 
-void zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, Stream stream) {
-  const cudaStream_t st = raw_stream(stream);
+void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx) {
+  const cudaStream_t st = raw_stream(ctx.stream);
   switch (element_size) {
     case 1: launch_zero<uint8_t>(tensors, n, st); break;
     case 2: launch_zero<uint16_t>(tensors, n, st); break;

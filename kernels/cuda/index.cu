@@ -136,35 +136,38 @@ __global__ void scatter_add_kernel(StridedArg out, int dim, StridedArg index, St
 }  // namespace
 
 void index_select_cuda(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg,
-                       DeviceErrorRecord* err, Stream stream) {
+                       const KernelContext& ctx) {
   const StridedArg out = at_least_1d(out_arg), in = at_least_1d(in_arg), index = at_least_1d(index_arg);
   const int64_t n = out.numel();
   if (n == 0) return;
-  index_select_kernel<<<cuda_detail::grid_for(n), kThreads, 0, raw_stream(stream)>>>(out, in, dim, index, n, err);
+  DeviceErrorRecord* err = ctx.error_record();
+  index_select_kernel<<<cuda_detail::grid_for(n), kThreads, 0, raw_stream(ctx.stream)>>>(out, in, dim, index, n, err);
   cuda_detail::check_launch("index_select");
 }
 
 void gather_cuda(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg,
-                 DeviceErrorRecord* err, Stream stream) {
+                 const KernelContext& ctx) {
   const StridedArg out = at_least_1d(out_arg), in = at_least_1d(in_arg), index = at_least_1d(index_arg);
   const int64_t n = out.numel();
   if (n == 0) return;
-  gather_kernel<<<cuda_detail::grid_for(n), kThreads, 0, raw_stream(stream)>>>(out, in, dim, index, n, err);
+  DeviceErrorRecord* err = ctx.error_record();
+  gather_kernel<<<cuda_detail::grid_for(n), kThreads, 0, raw_stream(ctx.stream)>>>(out, in, dim, index, n, err);
   cuda_detail::check_launch("gather");
 }
 
 void scatter_add_cuda(const StridedArg& out_arg, int dim, const StridedArg& index_arg, const StridedArg& src_arg,
-                      DeviceErrorRecord* err, Stream stream) {
+                      const KernelContext& ctx) {
   const StridedArg out = at_least_1d(out_arg), index = at_least_1d(index_arg), src = at_least_1d(src_arg);
   int64_t outer = 1;
   for (int d = 0; d < index.ndim; ++d)
     if (d != dim) outer *= index.sizes[d];
   if (outer == 0 || index.sizes[dim] == 0) return;
   const unsigned blocks = cuda_detail::grid_for(outer);
+  DeviceErrorRecord* err = ctx.error_record();
   if (is_floating(out.dtype)) {
-    scatter_add_kernel<double><<<blocks, kThreads, 0, raw_stream(stream)>>>(out, dim, index, src, outer, err);
+    scatter_add_kernel<double><<<blocks, kThreads, 0, raw_stream(ctx.stream)>>>(out, dim, index, src, outer, err);
   } else {
-    scatter_add_kernel<int64_t><<<blocks, kThreads, 0, raw_stream(stream)>>>(out, dim, index, src, outer, err);
+    scatter_add_kernel<int64_t><<<blocks, kThreads, 0, raw_stream(ctx.stream)>>>(out, dim, index, src, outer, err);
   }
   cuda_detail::check_launch("scatter_add");
 }

@@ -20,6 +20,8 @@ namespace {
 
 using namespace cuda_detail;
 
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
 std::string status_text(cublasStatus_t st) {
   return std::string(cublasLtGetStatusName(st)) + " (" + cublasLtGetStatusString(st) + ")";
 }
@@ -253,11 +255,17 @@ void scale_outputs(DType dtype, int64_t m, int64_t n, double beta, void* c, int6
 
 }  // namespace
 
-void gemm_cuda(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch,
-               void* workspace, size_t workspace_bytes, bool allow_tf32, Stream stream) {
+void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
+  const DType dtype = g.dtype;
+  const bool trans_a = g.trans_a, trans_b = g.trans_b, allow_tf32 = g.allow_tf32;
+  const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
+  const double alpha = g.alpha, beta = g.beta;
+  const void *a = g.a, *b = g.b;
+  void* c = g.c;
+  const GemmBatch& batch = g.batch;
   (void)lt_types(dtype, allow_tf32);  // rejects other dtypes before anything runs
   if (batch.count <= 0 || m <= 0 || n <= 0) return;
+  const Stream stream = ctx.stream;
   const cudaStream_t s = raw_stream(stream);
   if (k <= 0) {
     scale_outputs(dtype, m, n, beta, c, ldc, batch, s);
@@ -267,7 +275,10 @@ void gemm_cuda(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, in
     throw ShapeError("matmul: cuBLASLt takes matrix dims up to 2^31 - 1, got m=" + std::to_string(m) +
                      " n=" + std::to_string(n) + " k=" + std::to_string(k));
   }
-  if (workspace == nullptr) workspace_bytes = 0;
+  // 32 MiB: NVIDIA's recommendation for Hopper. A stream-ordered block from the caller, so graph
+  // capture takes it from the capture pool and two streams never share one.
+  const size_t workspace_bytes = kWorkspaceBytes;
+  void* workspace = ctx.workspace(workspace_bytes);
   const int device = current_device_checked("matmul");
   cublasLtHandle_t handle = thread_handle<cublasLtHandle_t, create_lt_handle>(device, stream, "matmul");
   const bool tf32 = dtype == DType::Float32 && allow_tf32;

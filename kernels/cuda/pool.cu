@@ -257,12 +257,12 @@ void mean_pool_backward(const char* op, void* gin, ImageStrides gis, const void*
 }  // namespace
 
 void max_pool2d_forward_cuda(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
-                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, Stream stream) {
+                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, const KernelContext& ctx) {
   const char* op = "max_pool2d";
   const int64_t total = g.batch * g.channels * g.out_h * g.out_w;
   visit_float(op, dtype, [&]<typename S>() {
     if (total <= 0) return;
-    max_pool_forward_kernel<S><<<grid_for(total), kThreads, 0, raw_stream(stream)>>>(
+    max_pool_forward_kernel<S><<<grid_for(total), kThreads, 0, raw_stream(ctx.stream)>>>(
         static_cast<S*>(out), indices, out_strides, static_cast<const S*>(in), in_strides, g,
         channels_inner(out_strides, g.channels), total);
     check_launch(op);
@@ -271,12 +271,12 @@ void max_pool2d_forward_cuda(void* out, int64_t* indices, ImageStrides out_strid
 
 void max_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                               ImageStrides grad_out_strides, const int64_t* indices, ImageStrides indices_strides,
-                              DType dtype, const Conv2dGeometry& g, Stream stream) {
+                              DType dtype, const Conv2dGeometry& g, const KernelContext& ctx) {
   const char* op = "max_pool2d_backward";
   const int64_t total = g.batch * g.channels * g.in_h * g.in_w;
   visit_float(op, dtype, [&]<typename S>() {
     if (total <= 0) return;
-    max_pool_backward_kernel<S><<<grid_for(total), kThreads, 0, raw_stream(stream)>>>(
+    max_pool_backward_kernel<S><<<grid_for(total), kThreads, 0, raw_stream(ctx.stream)>>>(
         static_cast<S*>(grad_in), grad_in_strides, static_cast<const S*>(grad_out), grad_out_strides, indices,
         indices_strides, g, channels_inner(grad_in_strides, g.channels), total);
     check_launch(op);
@@ -284,29 +284,29 @@ void max_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const
 }
 
 void avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                             DType dtype, const Conv2dGeometry& g, bool count_include_pad, Stream stream) {
-  mean_pool_forward<false>("avg_pool2d", out, out_strides, in, in_strides, dtype, g, count_include_pad, stream);
+                             DType dtype, const Conv2dGeometry& g, bool count_include_pad, const KernelContext& ctx) {
+  mean_pool_forward<false>("avg_pool2d", out, out_strides, in, in_strides, dtype, g, count_include_pad, ctx.stream);
 }
 
 void avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                               ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                              bool count_include_pad, Stream stream) {
+                              bool count_include_pad, const KernelContext& ctx) {
   mean_pool_backward<false>("avg_pool2d_backward", grad_in, grad_in_strides, grad_out, grad_out_strides, dtype, g,
-                            count_include_pad, stream);
+                            count_include_pad, ctx.stream);
 }
 
 void adaptive_avg_pool2d_forward_cuda(void* out, ImageStrides out_strides, const void* in, ImageStrides in_strides,
-                                      DType dtype, const Conv2dGeometry& g, Stream stream) {
+                                      DType dtype, const Conv2dGeometry& g, const KernelContext& ctx) {
   if (g.out_h <= 0 || g.out_w <= 0) return;
-  mean_pool_forward<true>("adaptive_avg_pool2d", out, out_strides, in, in_strides, dtype, g, false, stream);
+  mean_pool_forward<true>("adaptive_avg_pool2d", out, out_strides, in, in_strides, dtype, g, false, ctx.stream);
 }
 
 void adaptive_avg_pool2d_backward_cuda(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
                                        ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
-                                       Stream stream) {
+                                       const KernelContext& ctx) {
   if (g.out_h <= 0 || g.out_w <= 0) return;
   mean_pool_backward<true>("adaptive_avg_pool2d_backward", grad_in, grad_in_strides, grad_out, grad_out_strides, dtype,
-                           g, false, stream);
+                           g, false, ctx.stream);
 }
 
 }  // namespace kiln

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/elementwise.h"
+#include "kernels/random.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -18,6 +18,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
 __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double a, double b, PhiloxState philox) {
+  philox = philox_resolve(philox);  // a captured graph's seed and offset, read when the kernel runs
   const bool dbl = out.dtype == DType::Float64;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -62,17 +63,33 @@ __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double
   }
 }
 
+__global__ void philox_base_store_kernel(uint64_t* base, uint64_t seed, uint64_t offset) {
+  base[0] = seed;
+  base[1] = offset;
+}
+
 }  // namespace
 
-void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox, Stream stream) {
+void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+                 const KernelContext& ctx) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  random_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, n, dist, a, b,
+  random_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(ctx.stream)>>>(out, n, dist, a, b,
                                                                                                    philox);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     throw DeviceError(std::string("random: CUDA kernel launch failed: ") + cudaGetErrorString(err));
+  }
+}
+
+void philox_base_store_cuda(uint64_t* base, uint64_t seed, uint64_t offset, const KernelContext& ctx) {
+  // A kernel rather than a memcpy: its arguments travel with the launch, so no host buffer has to
+  // outlive the call.
+  philox_base_store_kernel<<<1, 1, 0, static_cast<cudaStream_t>(ctx.stream)>>>(base, seed, offset);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string("philox_base_store: CUDA kernel launch failed: ") + cudaGetErrorString(err));
   }
 }
 

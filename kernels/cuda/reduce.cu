@@ -546,21 +546,16 @@ template <class Policy> size_t partials_bytes(const ReduceParams& p) {
   return static_cast<size_t>(p.nout) * static_cast<size_t>(p.nchunks) * sizeof(typename Policy::Partial);
 }
 
-template <class Policy> void run(const ReduceParams& p, void* workspace, size_t workspace_size, Stream stream) {
+template <class Policy> void run(const ReduceParams& p, const KernelContext& ctx) {
   using Partial = typename Policy::Partial;
-  const cudaStream_t s = raw_stream(stream);
+  const cudaStream_t s = raw_stream(ctx.stream);
   const dim3 grid(static_cast<unsigned>(std::min(p.groups, kMaxGridX)), static_cast<unsigned>(p.nchunks));
   if (p.nchunks <= 1) {
     reduce_kernel<Policy><<<grid, kBlock, 0, s>>>(p, nullptr);
     cuda_detail::check_launch("reduce");
     return;
   }
-  const size_t need = partials_bytes<Policy>(p);
-  if (workspace == nullptr || workspace_size < need) {
-    throw Error("reduce: the CUDA workspace has " + std::to_string(workspace_size) + " bytes, the plan needs " +
-                std::to_string(need) + " (ask reduce_cuda_workspace_bytes)");
-  }
-  Partial* partials = static_cast<Partial*>(workspace);
+  Partial* partials = static_cast<Partial*>(ctx.workspace(partials_bytes<Policy>(p)));
   reduce_kernel<Policy><<<grid, kBlock, 0, s>>>(p, partials);
   cuda_detail::check_launch("reduce");
   ReduceParams q = p;
@@ -616,17 +611,10 @@ template <typename F> decltype(auto) visit_policy(ReduceOp op, DType in, F&& f) 
 
 }  // namespace
 
-size_t reduce_cuda_workspace_bytes(ReduceOp op, const ReduceArgs& args) {
-  const ReduceParams p = make_params(op, args);
-  return visit_policy(op, args.in_dtype,
-                      [&](auto tag) { return partials_bytes<typename decltype(tag)::type>(p); });
-}
-
-void reduce_cuda(ReduceOp op, const ReduceArgs& args, void* workspace, size_t workspace_bytes, Stream stream) {
+void reduce_cuda(ReduceOp op, const ReduceArgs& args, const KernelContext& ctx) {
   const ReduceParams p = make_params(op, args);
   if (p.nout == 0) return;
-  visit_policy(op, args.in_dtype,
-               [&](auto tag) { run<typename decltype(tag)::type>(p, workspace, workspace_bytes, stream); });
+  visit_policy(op, args.in_dtype, [&](auto tag) { run<typename decltype(tag)::type>(p, ctx); });
 }
 
 }  // namespace kiln

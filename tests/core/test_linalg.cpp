@@ -105,6 +105,32 @@ TEST_CASE("matmul: 1, 2 and 3 threads give the same bits, each a float sum in k 
   CHECK(mismatches == 0);
 }
 
+namespace {
+
+// gemm_cpu with the product spelled out, as the GEMM's tests read best (no scratch needed).
+void gemm(DType t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda,
+          const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch = {}) {
+  GemmArgs g;
+  g.dtype = t;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.beta = beta;
+  g.c = c;
+  g.ldc = ldc;
+  g.batch = batch;
+  gemm_cpu(g, KernelContext{});
+}
+
+}  // namespace
+
 TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in every dtype", "[linalg]") {
   manual_seed(12);
   const int64_t m = 19, n = 21, k = 37;
@@ -118,7 +144,7 @@ TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in ev
         INFO(dtype_name(t) << " ta=" << ta << " tb=" << tb << " alpha=" << alpha << " beta=" << beta);
         Tensor out = c.clone();
         if (beta == 0.0) out.fill_(std::numeric_limits<double>::quiet_NaN());  // beta == 0 ignores C
-        gemm_cpu(t, ta, tb, m, n, k, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta, out.data_ptr(), ldc);
+        gemm(t, ta, tb, m, n, k, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta, out.data_ptr(), ldc);
         Reference r = ref_gemm(ta, tb, m, n, k, alpha, a.to_vector_double(), lda, b.to_vector_double(), ldb, beta,
                                c.to_vector_double(), ldc);
         std::vector<double> ov = out.to_vector_double();
@@ -181,7 +207,7 @@ TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copi
       co.push_back(i * m * n);
     }
     GemmBatch batch{count, ao.data(), bo.data(), co.data()};
-    gemm_cpu(DType::Float32, false, false, m, n, k, 1.0, a.data_ptr(), k, b.data_ptr(), n, 0.0, c.data_ptr(), n, batch);
+    gemm(DType::Float32, false, false, m, n, k, 1.0, a.data_ptr(), k, b.data_ptr(), n, 0.0, c.data_ptr(), n, batch);
     for (int64_t i = 0; i < count; ++i) {
       INFO("batch " << i);
       Tensor expect = matmul(a.select(0, i % 3 == 1 ? 1 : 0), b);
@@ -194,15 +220,15 @@ TEST_CASE("gemm_cpu and matmul: empty dims", "[linalg]") {
   float sentinel[4] = {7, 7, 7, 7};
   const float a[4] = {1, 2, 3, 4};
   // m = 0 or n = 0: nothing to write; C is not touched.
-  gemm_cpu(DType::Float32, false, false, 0, 2, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
-  gemm_cpu(DType::Float32, false, false, 2, 0, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
+  gemm(DType::Float32, false, false, 0, 2, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
+  gemm(DType::Float32, false, false, 2, 0, 2, 1.0, a, 2, a, 2, 0.0, sentinel, 2);
   for (float v : sentinel) CHECK(v == 7.0f);
   // k = 0: an empty sum, so C = beta * C (zeros when beta == 0, whatever C held).
   float c[4] = {std::numeric_limits<float>::quiet_NaN(), 1, 2, 3};
-  gemm_cpu(DType::Float32, false, false, 2, 2, 0, 1.0, a, 1, a, 2, 0.0, c, 2);
+  gemm(DType::Float32, false, false, 2, 2, 0, 1.0, a, 1, a, 2, 0.0, c, 2);
   for (float v : c) CHECK(v == 0.0f);
   float c2[4] = {1, 2, 3, 4};
-  gemm_cpu(DType::Float32, true, true, 2, 2, 0, 1.0, a, 2, a, 1, 2.0, c2, 2);
+  gemm(DType::Float32, true, true, 2, 2, 0, 1.0, a, 2, a, 1, 2.0, c2, 2);
   CHECK(c2[0] == 2.0f);
   CHECK(c2[3] == 8.0f);
   // Through matmul.

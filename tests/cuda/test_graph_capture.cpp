@@ -1,7 +1,8 @@
 // A whole training step (forward, backward, gradient clipping, AdamW) captured once as a CUDA graph
-// in global capture mode and replayed, for a small MLP and a transformer block. Any hidden host
-// synchronization or cudaMalloc in the step makes the capture fail, so this guards the no-sync
-// rule of ARCHITECTURE.md section 2; the replays must match the same number of eager steps.
+// in global capture mode and replayed, for a small MLP and a transformer block (with dropout too).
+// Any hidden host synchronization or cudaMalloc in the step makes the capture fail, so this guards
+// the no-sync rule (docs/architecture.md); the replays must match the same number of eager steps bit
+// for bit, random draws included.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -45,29 +46,40 @@ void compare_params(const nn::Module& a, const nn::Module& b) {
   }
 }
 
-template <typename MakeModel, typename MakeLoss> void check_capture(MakeModel make_model, MakeLoss make_loss) {
+// Builds a run: the model on the GPU, AdamW, and three warm-up steps, which create optimizer state,
+// gradient buffers, library handles and the allocator cache outside any capture.
+template <typename MakeModel, typename MakeLoss> void prepare(Run& r, MakeModel& make_model, MakeLoss& make_loss) {
+  manual_seed(7);
+  r.model = make_model();
+  r.model->to(Device::cuda());
+  r.opt = std::make_unique<nn::optim::AdamW>(r.model->parameters(), 1e-3);
+  r.loss = make_loss(*r.model);
+  for (int i = 0; i < 3; ++i) step(r);
+}
+
+// Eager steps first, then the graphed run from the same seed: both draw their random numbers
+// (dropout) from the one default generator of the device, so they must not interleave.
+template <typename MakeModel, typename MakeLoss>
+void check_capture(MakeModel make_model, MakeLoss make_loss, int steps = 5) {
   REQUIRE(cuda::is_available());
   Run eager, graphed;
-  for (Run* r : {&eager, &graphed}) {
-    manual_seed(7);
-    r->model = make_model();
-    r->model->to(Device::cuda());
-    r->opt = std::make_unique<nn::optim::AdamW>(r->model->parameters(), 1e-3);
-    r->loss = make_loss(*r->model);
-    // Warm-up steps: optimizer state, gradient buffers, library handles and the allocator cache
-    // are created outside the capture.
-    for (int i = 0; i < 3; ++i) step(*r);
-  }
+  prepare(eager, make_model, make_loss);
+  for (int i = 0; i < steps; ++i) step(eager);
   cuda::synchronize();
+  const PhiloxState after_eager = default_generator(Device::cuda()).state();
+
+  prepare(graphed, make_model, make_loss);
+  cuda::synchronize();
+  const PhiloxState before_capture = default_generator(Device::cuda()).state();
   cuda::CudaGraph graph;
   graph.capture([&] { step(graphed); }, size_t{256} << 20);
-  const int n = 5;
-  for (int i = 0; i < n; ++i) {
-    graph.replay();
-    step(eager);
-  }
+  // Capturing draws nothing from the generator: the replays do.
+  CHECK(default_generator(Device::cuda()).state().offset == before_capture.offset);
+  for (int i = 0; i < steps; ++i) graph.replay();
   cuda::synchronize();
   compare_params(*eager.model, *graphed.model);
+  // The replays advanced the generator exactly as the eager steps did.
+  CHECK(default_generator(Device::cuda()).state().offset == after_eager.offset);
 }
 
 }  // namespace
@@ -106,6 +118,46 @@ TEST_CASE("cuda graph: a transformer block training step captured and replayed m
                   auto* block = dynamic_cast<nn::TransformerBlock*>(&m);
                   return std::function<Tensor()>([block, &x, &target] { return mse_loss(block->forward(x), target); });
                 });
+}
+
+TEST_CASE("cuda graph: a transformer block step with dropout 0.1 replays three eager steps bit for bit",
+          "[cuda][graph]") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 32;
+  cfg.block_size = 16;
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 32;
+  cfg.dropout = 0.1;  // attention and residual dropout: three random ops per step forward
+  manual_seed(3);
+  Tensor x = randn({4, 16, 32}).to(Device::cuda());
+  Tensor target = randn({4, 16, 32}).to(Device::cuda());
+  check_capture([&] { return std::static_pointer_cast<nn::Module>(std::make_shared<nn::TransformerBlock>(cfg)); },
+                [&](nn::Module& m) {
+                  auto* block = dynamic_cast<nn::TransformerBlock*>(&m);
+                  return std::function<Tensor()>([block, &x, &target] { return mse_loss(block->forward(x), target); });
+                },
+                3);
+}
+
+TEST_CASE("cuda graph: consecutive replays draw different dropout masks", "[cuda][graph]") {
+  REQUIRE(cuda::is_available());
+  manual_seed(11);
+  Tensor ones_in = ones({4096}, TensorOptions(DType::Float32, Device::cuda()));
+  Tensor out = zeros({4096}, TensorOptions(DType::Float32, Device::cuda()));
+  (void)dropout(ones_in, 0.5);  // warm-up: kernels loaded, allocator cache filled
+  cuda::synchronize();
+  cuda::CudaGraph graph;
+  graph.capture([&] { out.copy_(dropout(ones_in, 0.5)); });
+  graph.replay();
+  const std::vector<float> first = out.to_vector<float>();
+  graph.replay();
+  const std::vector<float> second = out.to_vector<float>();
+  CHECK(first != second);
+  // Each replay's mask is the eager mask of the offset it took: replay the generator by hand.
+  const PhiloxState now = default_generator(Device::cuda()).state();
+  default_generator(Device::cuda()).set_state(PhiloxState{now.seed, now.offset - 1});
+  CHECK(dropout(ones_in, 0.5).to_vector<float>() == second);
 }
 
 TEST_CASE("cuda graph: a host synchronization inside the capture is refused", "[cuda][graph]") {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/elementwise.h"
+#include "kernels/random.h"
 
 using namespace kiln;
 
@@ -22,7 +22,7 @@ template <typename T> std::vector<T> draw_cuda(int64_t n, DType dtype, RandomDis
   arg.ndim = 1;
   arg.sizes[0] = n;
   arg.strides[0] = 1;
-  random_cuda(arg, dist, a, b, PhiloxState{1234, 7}, nullptr);
+  random_cuda(arg, dist, a, b, PhiloxState{1234, 7}, KernelContext{});
   std::vector<T> host(static_cast<size_t>(n));
   REQUIRE(cudaMemcpy(host.data(), d, host.size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(d);
@@ -37,7 +37,7 @@ template <typename T> std::vector<T> draw_cpu(int64_t n, DType dtype, RandomDist
   arg.ndim = 1;
   arg.sizes[0] = n;
   arg.strides[0] = 1;
-  random_cpu(arg, dist, a, b, PhiloxState{1234, 7});
+  random_cpu(arg, dist, a, b, PhiloxState{1234, 7}, KernelContext{});
   return host;
 }
 

@@ -1,5 +1,4 @@
-// CUDA twins of kernels/cpu/loss.cpp (fused cross-entropy) and embedding's checked lookup. The
-// forward reads each logit once: every thread keeps an online log-sum-exp (running max, sum of
+// CUDA twins of kernels/cpu/cross_entropy.cpp. The forward reads each logit once: every thread keeps an online log-sum-exp (running max, sum of
 // exp(x - max), sum of x - max, rescaled when the max grows) and the row's threads merge theirs in a
 // fixed tree; targets are checked on the device and the row losses are added in a fixed order by a
 // second, one-block kernel, so sum and mean are bit-identical run to run.
@@ -8,7 +7,8 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/loss.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/index.h"
 
 namespace kiln {
 namespace {
@@ -230,63 +230,22 @@ __global__ void ce_backward_kernel(S* dx, const void* dout, DType dout_dtype, co
   }
 }
 
-// --- embedding ---------------------------------------------------------------------------------
-
-// W: an unsigned integer of the element's size, so the lookup moves bits and never converts.
-template <typename W>
-__global__ void embedding_forward_kernel(W* out, const W* weight, int64_t stride_row, int64_t stride_col,
-                                         const int64_t* indices, int64_t k, int64_t num, int64_t dim,
-                                         DeviceErrorRecord* err) {
-  const int64_t numel = k * dim;
-  const bool small = numel <= UINT32_MAX;
-  for (int64_t e = cuda_detail::global_thread(); e < numel; e += cuda_detail::grid_threads()) {
-    int64_t i, j;
-    if (small) {
-      const uint32_t ue = static_cast<uint32_t>(e), ud = static_cast<uint32_t>(dim);
-      i = ue / ud;
-      j = ue - static_cast<uint32_t>(i) * ud;
-    } else {
-      i = e / dim;
-      j = e - i * dim;
-    }
-    const int64_t v = indices[i];
-    if (v < 0 || v >= num) {
-      // Only the row's first element reports, so a bad index does not make dim threads contend.
-      if (j == 0) cuda_detail::record_device_error(err, IndexCheckOp::Embedding, v, num);
-      out[e] = W(0);
-      continue;
-    }
-    out[e] = weight[v * stride_row + j * stride_col];
-  }
-}
-
-template <typename W>
-void launch_embedding(void* out, const StridedArg& w, const int64_t* indices, int64_t k, DeviceErrorRecord* err,
-                      cudaStream_t s) {
-  embedding_forward_kernel<W><<<cuda_detail::grid_for(k * w.sizes[1]), cuda_detail::kThreads, 0, s>>>(
-      static_cast<W*>(out), static_cast<const W*>(w.data), w.strides[0], w.strides[1], indices, k, w.sizes[0],
-      w.sizes[1], err);
-}
-
-}  // namespace
-
-size_t cross_entropy_cuda_workspace_bytes(const CrossEntropyShape& shape, LossReduce reduce) {
+// Scratch for the row losses that sum and mean add in order.
+size_t row_loss_bytes(const CrossEntropyShape& shape, LossReduce reduce) {
   if (reduce == LossReduce::None) return 0;
   return static_cast<size_t>(shape.n * shape.s) * sizeof(float);
 }
 
+}  // namespace
+
 void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
                                 DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
-                                LossReduce reduce, void* workspace, size_t workspace_bytes, DeviceErrorRecord* err,
-                                Stream stream) {
+                                LossReduce reduce, const KernelContext& ctx) {
   const char* op = "cross_entropy";
-  const size_t need = cross_entropy_cuda_workspace_bytes(shape, reduce);
-  if (workspace_bytes < need) {
-    throw Error(std::string(op) + ": CUDA workspace of " + std::to_string(workspace_bytes) +
-                " bytes is smaller than the " + std::to_string(need) + " bytes needed");
-  }
   if (shape.c > INT32_MAX) throw Error("cross_entropy: more than 2^31 - 1 classes (" + std::to_string(shape.c) + ")");
-  const cudaStream_t s = raw_stream(stream);
+  void* workspace = ctx.workspace(row_loss_bytes(shape, reduce));
+  DeviceErrorRecord* err = ctx.error_record();
+  const cudaStream_t s = raw_stream(ctx.stream);
   const int64_t rows = shape.n * shape.s;
   CeArgs a{};
   a.out = out;
@@ -328,7 +287,7 @@ void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* 
 void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
                                  DType logits_dtype, const void* lse, const int64_t* valid_count,
                                  const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
-                                 Stream stream) {
+                                 const KernelContext& ctx) {
   const char* op = "cross_entropy backward";
   const int64_t numel = shape.n * shape.c * shape.s;
   if (numel == 0) return;
@@ -336,24 +295,11 @@ void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dty
   const float off_target = static_cast<float>(eps / static_cast<double>(shape.c));
   const float on_target = static_cast<float>(1.0 - eps) + off_target;
   KILN_CUDA_FLOAT_SWITCH(logits_dtype, op, {
-    ce_backward_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, raw_stream(stream)>>>(
+    ce_backward_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, raw_stream(ctx.stream)>>>(
         static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
         valid_count, target, shape.n, shape.c, shape.s, shape.ignore_index, reduce, on_target, off_target);
   });
   cuda_detail::check_launch(op);
-}
-
-void embedding_forward_cuda(void* out, const StridedArg& weight, const int64_t* indices, int64_t k,
-                            DeviceErrorRecord* err, Stream stream) {
-  if (k == 0 || weight.ndim != 2 || weight.sizes[1] == 0) return;
-  const cudaStream_t s = raw_stream(stream);
-  switch (element_size(weight.dtype)) {
-    case 1: launch_embedding<uint8_t>(out, weight, indices, k, err, s); break;
-    case 2: launch_embedding<uint16_t>(out, weight, indices, k, err, s); break;
-    case 4: launch_embedding<uint32_t>(out, weight, indices, k, err, s); break;
-    default: launch_embedding<uint64_t>(out, weight, indices, k, err, s); break;
-  }
-  cuda_detail::check_launch("embedding");
 }
 
 }  // namespace kiln

@@ -1,13 +1,8 @@
-// matmul: operands whose last two dims are row-major or transposed go to the GEMM as they are
-// (a transpose flag and a leading dimension); anything else is made contiguous first. Broadcast
-// batch dims become per-batch offsets, so an expanded operand is never copied. On CUDA the GEMM
-// (cuBLASLt) uses one workspace per device that is allocated once and kept, so graph capture
-// never allocates for it.
-#include "core/ops/linalg.h"
+// matmul and linear: operands whose last two dims are row-major or transposed go to the GEMM as they
+// are (a transpose flag and a leading dimension); anything else is made contiguous first. Broadcast
+// batch dims become per-batch offsets, so an expanded operand is never copied.
+#include "core/ops/matmul.h"
 
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +10,7 @@
 #include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
 #include "kernels/error.h"
@@ -40,64 +36,6 @@ GemmOperand as_gemm_operand(const Tensor& x) {
   return {cx, false, std::max<int64_t>(c, 1)};
 }
 
-#if defined(KILN_WITH_CUDA)
-// cuBLASLt's workspace: 32 MiB (NVIDIA's recommendation for Hopper) per device, a uint8 tensor from
-// the caching allocator taken by the first CUDA matmul on the device and kept for the process, so
-// that a CUDA graph capture never allocates it. That first matmul must therefore run before any
-// capture (the usual warm-up step does it); a capture that would allocate it is an error. It shows
-// in memory_stats() as allocated. All streams of the device share it: outside capture, a matmul
-// waits for an event recorded after the previous matmul whenever the stream changed, so two
-// streams never use it at once. Inside a capture nothing is recorded or waited (the capture stream
-// starts after its origin stream's work), so a graph replayed on one stream while matmuls run on
-// another stream would share it unordered: replay on the stream that runs the eager matmuls.
-constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
-
-struct GemmWorkspace {
-  Tensor buffer;
-  std::unique_ptr<cuda::Event> done;  // recorded after each matmul outside capture
-  Stream last_stream = nullptr;
-  bool used = false;
-};
-
-struct GemmWorkspaces {
-  std::mutex mutex;  // held from choosing the workspace until the matmul and its event are enqueued
-  std::map<int, GemmWorkspace> by_device;
-};
-
-// Leaked on purpose: the tensors must not go back to a caching allocator destroyed before them.
-GemmWorkspaces& gemm_workspaces() {
-  static GemmWorkspaces* w = new GemmWorkspaces;
-  return *w;
-}
-
-void gemm_on_cuda(const Tensor& out, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-                  const void* b, int64_t ldb, int64_t ldc, const GemmBatch& batch) {
-  const int dev = out.device().index;
-  cuda::DeviceGuard guard(dev);
-  const Stream stream = cuda::current_stream(dev);
-  const bool capturing = cuda::caching_allocator(dev).capturing();
-  GemmWorkspaces& all = gemm_workspaces();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  GemmWorkspace& ws = all.by_device[dev];
-  if (!ws.buffer.defined()) {
-    if (capturing) {
-      throw DeviceError("matmul: the cuBLASLt workspace of cuda:" + std::to_string(dev) +
-                        " is allocated by the first matmul on that device, which must run before CUDA graph "
-                        "capture; run the captured work once first (warm-up)");
-    }
-    ws.buffer = empty({static_cast<int64_t>(kGemmWorkspaceBytes)}, TensorOptions(DType::UInt8, out.device()));
-    ws.done = std::make_unique<cuda::Event>(false);
-  }
-  if (!capturing && ws.used && ws.last_stream != stream) ws.done->wait(stream);
-  gemm_cuda(out.dtype(), ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, out.data_ptr(), ldc, batch, ws.buffer.data_ptr(),
-            kGemmWorkspaceBytes, cuda::math_switches().allow_tf32_matmul, stream);
-  if (!capturing) {
-    ws.done->record(stream);
-    ws.last_stream = stream;
-    ws.used = true;
-  }
-}
-#endif
 
 // a: [..., m, k], b: [..., k, n] (both at least 2-d), same dtype and device.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
@@ -124,17 +62,23 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   std::vector<int64_t> bo = ops::batch_offsets(gb.t, gb.t.dim() - 2, batch);
   std::vector<int64_t> co(ao.size());
   for (size_t i = 0; i < co.size(); ++i) co[i] = static_cast<int64_t>(i) * m * n;
-  GemmBatch gbatch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
-  if (a.is_cpu()) {
-    gemm_cpu(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld, gb.t.data_ptr(), gb.ld, 0.0,
-             out.data_ptr(), n, gbatch);
-  } else {
-#if defined(KILN_WITH_CUDA)
-    gemm_on_cuda(out, ga.trans, gb.trans, m, n, k, ga.t.data_ptr(), ga.ld, gb.t.data_ptr(), gb.ld, n, gbatch);
-#else
-    ops::no_cuda_kernel("matmul");
-#endif
-  }
+  GemmArgs g;
+  g.dtype = a.dtype();
+  g.trans_a = ga.trans;
+  g.trans_b = gb.trans;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = ga.t.data_ptr();
+  g.lda = ga.ld;
+  g.b = gb.t.data_ptr();
+  g.ldb = gb.ld;
+  g.c = out.data_ptr();
+  g.ldc = n;
+  g.batch = GemmBatch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
+  // Read at each call, as PyTorch reads its flag (false in a build without CUDA).
+  g.allow_tf32 = a.is_cuda() && cuda::math_switches().allow_tf32_matmul;
+  ops::launch("matmul", a.device(), kernels::gemm, g);
   return out;
 }
 

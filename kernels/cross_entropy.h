@@ -7,9 +7,7 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
-#include "kernels/index.h"
-#include "kernels/stream.h"
-#include "kernels/strided.h"
+#include "kernels/kernel.h"
 
 namespace kiln {
 
@@ -27,43 +25,37 @@ struct CrossEntropyShape {
 enum class LossReduce : uint8_t { None, Sum, Mean };
 
 // out: [N*S] or one element, of out_dtype. lse: [N*S] log-sum-exp per row, of
-// norm_stat_dtype(logits_dtype) (kernels/norm.h). valid_count: one int64, the non-ignored rows.
+// norm_stat_dtype(logits_dtype) (kernels/dtype.h). valid_count: one int64, the non-ignored rows.
 // A target outside [0, C) that is not ignore_index is an IndexError naming cross_entropy, the
 // target and the number of classes; the first such row in row-major order is reported.
 // Sum and mean add the row losses in fixed chunks merged in order (deterministic).
 void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
                                DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
-                               LossReduce reduce);
+                               LossReduce reduce, const KernelContext& ctx);
 // dlogits (contiguous [N, C, S], logits_dtype) = dout_row * (softmax - (1 - eps) * onehot - eps / C),
 // where dout_row is dout[row] (none), dout[0] (sum) or dout[0] / valid_count (mean); 0 on ignored rows.
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
                                 DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
-                                const CrossEntropyShape& shape, LossReduce reduce);
+                                const CrossEntropyShape& shape, LossReduce reduce, const KernelContext& ctx);
 
-#if defined(KILN_WITH_CUDA)
-// The CUDA twins: device pointers throughout, valid_count and the scalar dout included, so nothing
-// waits for the host. float32/float16/bfloat16 logits (float64 is CPU-only); lse is float32. A
-// kernel cannot throw: a target outside [0, C) that is not ignore_index makes its row count as
-// ignored (loss 0, gradient 0, not in valid_count) and the first one is recorded in `err` as
-// IndexCheckOp::CrossEntropy (index = the target, size = C), raised as an IndexError by the host at
-// its next synchronizing call. Sum and mean add the row losses (float, added in double) in a fixed
-// order through `workspace` of cross_entropy_cuda_workspace_bytes (0 for LossReduce::None).
-size_t cross_entropy_cuda_workspace_bytes(const CrossEntropyShape& shape, LossReduce reduce);
+// The CUDA twins take device pointers throughout, valid_count and the scalar dout included, so
+// nothing waits for the host. float32/float16/bfloat16 logits (float64 is CPU-only); lse is float32.
+// A kernel cannot throw: a target outside [0, C) that is not ignore_index makes its row count as
+// ignored (loss 0, gradient 0, not in valid_count) and the first one is recorded in the context's
+// error record as IndexCheckOp::CrossEntropy (index = the target, size = C), raised as an
+// IndexError by the host at its next synchronizing call. Sum and mean add the row losses (float,
+// added in double) in a fixed order through scratch memory from the context.
 void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
                                 DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
-                                LossReduce reduce, void* workspace, size_t workspace_bytes, DeviceErrorRecord* err,
-                                Stream stream);
+                                LossReduce reduce, const KernelContext& ctx);
 void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
                                  DType logits_dtype, const void* lse, const int64_t* valid_count,
                                  const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
-                                 Stream stream);
+                                 const KernelContext& ctx);
 
-// embedding's lookup on the GPU (it lives with cross-entropy, the other op whose indices come from
-// data and are checked on the device): out, contiguous [k, dim] of weight's dtype, gets row
-// indices[i] of weight (a 2-D [num, dim] StridedArg) as its row i; indices: contiguous int64 [k].
-// An index outside [0, num) gives a zero row and is recorded as IndexCheckOp::Embedding.
-void embedding_forward_cuda(void* out, const StridedArg& weight, const int64_t* indices, int64_t k,
-                            DeviceErrorRecord* err, Stream stream);
-#endif
+namespace kernels {
+KILN_KERNEL(cross_entropy_forward);
+KILN_KERNEL(cross_entropy_backward);
+}  // namespace kernels
 
 }  // namespace kiln

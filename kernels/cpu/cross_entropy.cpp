@@ -1,7 +1,7 @@
 // CPU reference for fused cross-entropy. Targets are range-checked in one sequential scan before
 // any work, so the error always names the first bad row whatever the thread count; sum and mean
 // add per-chunk partials (in double) in chunk order.
-#include "kernels/loss.h"
+#include "kernels/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +51,7 @@ int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kRowGrainWork / std::
 
 void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
                                DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
-                               LossReduce reduce) {
+                               LossReduce reduce, const KernelContext&) {
   const int64_t valid = check_targets(target, shape);
   *valid_count = valid;
   const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
@@ -104,7 +104,7 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
 
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
                                 DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
-                                const CrossEntropyShape& shape, LossReduce reduce) {
+                                const CrossEntropyShape& shape, LossReduce reduce, const KernelContext&) {
   const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
   const double eps = shape.label_smoothing;
   double scale = 1.0;

@@ -1,0 +1,154 @@
+// In-place elementwise ops: add_, sub_, mul_, div_ (tensor and scalar), clamp_ and masked_fill_.
+// Each checks that the result dtype casts to self's and that the other operand broadcasts to self's
+// shape, runs the kernel into self, bumps the version counter and records the same autograd node as
+// its out-of-place form (core/ops/elementwise_grad.h), so self's history includes the op.
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/elementwise_grad.h"
+#include "core/ops/helpers.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+void check_broadcast_to_self(const char* op, const Tensor& self, const Tensor& other) {
+  ops::common_device(op, {&self, &other});
+  if (broadcast_shapes(self.sizes(), other.sizes(), op) != self.sizes()) {
+    throw ShapeError(std::string(op) + ": operand of shape " + shape_str(other.sizes()) +
+                     " does not broadcast to the in-place target's shape " + shape_str(self.sizes()));
+  }
+}
+
+// self = op(self, other) elementwise, computed in rt's compute type.
+void apply_binary_inplace(const char* op, const Tensor& self, const Operand& other, bool other_is_tensor, BinaryOp bop,
+                          DType rt, double alpha) {
+  if (self.numel() == 0) return;
+  StridedArg o = ops::make_arg(self);
+  Operand x = ops::make_operand(self, self.sizes());
+  Operand y = other;
+  std::vector<StridedArg*> args{&o, &x.arg};
+  if (other_is_tensor) args.push_back(&y.arg);
+  ops::collapse_dims(args);
+  ops::launch(op, self.device(), kernels::binary, o, x, y, bop, compute_dtype_for(rt), alpha, 0.0);
+}
+
+// self += alpha * other; `op` names add_ or sub_ in errors and in the graph.
+void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar& alpha) {
+  ops::check_inplace(op, self, {&other});
+  ops::check_defined(op, other, "operand");
+  check_broadcast_to_self(op, self, other);
+  DType rt = promote_types(self.dtype(), other.dtype());
+  if (alpha.is_floating() && !is_floating(rt)) {
+    throw DTypeError(std::string(op) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
+                     dtype_name(rt));
+  }
+  ops::check_inplace_cast(op, rt, self);
+  apply_binary_inplace(op, self, ops::make_operand(other, self.sizes()), true, BinaryOp::Add, rt, alpha.to_double());
+  self.bump_version();
+  ops::record_add(op, self, other, self, alpha.to_double());
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, const Scalar& alpha) {
+  add_inplace("add_", *this, other, alpha);
+  return *this;
+}
+
+Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) {
+  if ((defined() && dtype() == DType::Bool) || (other.defined() && other.dtype() == DType::Bool)) {
+    throw DTypeError("sub_: bool tensors cannot be subtracted; use ne");
+  }
+  add_inplace("sub_", *this, other, alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int()));
+  return *this;
+}
+
+Tensor& Tensor::add_(const Scalar& other) {
+  ops::check_inplace("add_", *this, {});
+  DType rt = promote_with_scalar(dtype(), other);
+  ops::check_inplace_cast("add_", rt, *this);
+  apply_binary_inplace("add_", *this, ops::scalar_operand(other), false, BinaryOp::Add, rt, 1.0);
+  bump_version();
+  ops::record_scalar("add_", *this, *this, ops::ScalarGrad::Identity, other);
+  return *this;
+}
+
+Tensor& Tensor::mul_(const Tensor& other) {
+  ops::check_inplace("mul_", *this, {&other});
+  ops::check_defined("mul_", other, "operand");
+  check_broadcast_to_self("mul_", *this, other);
+  DType rt = promote_types(dtype(), other.dtype());
+  ops::check_inplace_cast("mul_", rt, *this);
+  // other's gradient needs self's value from before the product.
+  Tensor old = needs_grad({this, &other}) && other.requires_grad() ? detach().clone() : Tensor();
+  apply_binary_inplace("mul_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Mul, rt, 1.0);
+  bump_version();
+  ops::record_mul("mul_", *this, other, *this, old, other);
+  return *this;
+}
+
+Tensor& Tensor::mul_(const Scalar& other) {
+  ops::check_inplace("mul_", *this, {});
+  DType rt = promote_with_scalar(dtype(), other);
+  ops::check_inplace_cast("mul_", rt, *this);
+  apply_binary_inplace("mul_", *this, ops::scalar_operand(other), false, BinaryOp::Mul, rt, 1.0);
+  bump_version();
+  ops::record_scalar("mul_", *this, *this, ops::ScalarGrad::Mul, other);
+  return *this;
+}
+
+Tensor& Tensor::div_(const Tensor& other) {
+  ops::check_inplace("div_", *this, {&other});
+  ops::check_defined("div_", other, "operand");
+  check_broadcast_to_self("div_", *this, other);
+  DType rt = promote_types(dtype(), other.dtype());
+  if (!is_floating(rt)) rt = kDefaultFloat;
+  ops::check_inplace_cast("div_", rt, *this);
+  apply_binary_inplace("div_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Div, rt, 1.0);
+  bump_version();
+  ops::record_div("div_", *this, other, *this);
+  return *this;
+}
+
+Tensor& Tensor::div_(const Scalar& other) {
+  ops::check_inplace("div_", *this, {});
+  DType rt = promote_with_scalar(dtype(), other);
+  if (!is_floating(rt)) rt = kDefaultFloat;
+  ops::check_inplace_cast("div_", rt, *this);
+  apply_binary_inplace("div_", *this, ops::scalar_operand(other), false, BinaryOp::Div, rt, 1.0);
+  bump_version();
+  ops::record_scalar("div_", *this, *this, ops::ScalarGrad::Div, other);
+  return *this;
+}
+
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  ops::check_inplace("clamp_", *this, {});
+  Tensor r = [&] {
+    NoGradGuard g;
+    return clamp(*this, min, max);
+  }();
+  ops::check_inplace_cast("clamp_", r.dtype(), *this);
+  Tensor old = needs_grad({this}) ? detach().clone() : Tensor();
+  ops::copy_raw(*this, r);
+  bump_version();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ops::record_clamp("clamp_", *this, *this, old, min ? min->to_double() : nan, max ? max->to_double() : nan);
+  return *this;
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  ops::check_inplace("masked_fill_", *this, {});
+  Tensor r = [&] {
+    NoGradGuard g;
+    return masked_fill(*this, mask, value);
+  }();
+  ops::copy_raw(*this, r);
+  bump_version();
+  ops::record_where("masked_fill_", mask, Tensor(), *this, *this);  // the gradient of the kept elements
+  return *this;
+}
+
+}  // namespace kiln

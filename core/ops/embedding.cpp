@@ -1,0 +1,70 @@
+// embedding: rows of the weight picked by integer indices; the weight gradient is a deterministic
+// scatter_add of the output gradient (rows picked several times receive the sum).
+#include "core/ops/embedding.h"
+
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "kernels/error.h"
+#include "kernels/embedding.h"
+#include "kernels/index.h"
+
+namespace kiln {
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  const char* op = "embedding";
+  ops::check_defined(op, weight, "weight");
+  ops::check_defined(op, indices, "indices");
+  if (weight.dim() != 2) {
+    throw ShapeError("embedding: weight must be 2-d [num_embeddings, embedding_dim], got shape " +
+                     shape_str(weight.sizes()));
+  }
+  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32) {
+    throw DTypeError(std::string("embedding: indices must be int64 or int32, got ") + dtype_name(indices.dtype()) +
+                     " (shape " + shape_str(indices.sizes()) + ")");
+  }
+  ops::common_device(op, {&weight, &indices});
+  const int64_t num = weight.size(0), dim = weight.size(1), k = indices.numel();
+  Tensor flat = ops::dense(indices.to(DType::Int64)).reshape({k});
+  if (flat.is_cpu()) {
+    // Checked here, before the gather, so the message names embedding and the caller's shapes.
+    const int64_t* iv = flat.data_ptr<int64_t>();
+    for (int64_t i = 0; i < k; ++i) {
+      if (iv[i] < 0 || iv[i] >= num) {
+        throw IndexError("embedding: index " + std::to_string(iv[i]) + " is out of range for " + std::to_string(num) +
+                         " embeddings (weight " + shape_str(weight.sizes()) + ", indices " +
+                         shape_str(indices.sizes()) + ")");
+      }
+    }
+  }
+  Shape out_shape = indices.sizes();
+  out_shape.push_back(dim);
+  Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
+  // On CUDA the indices are checked on the device: a bad one gives a zero row and an IndexError
+  // naming embedding at the next sync (the host cannot read them without waiting for the GPU).
+  if (out.numel() > 0) {
+    ops::launch(op, weight.device(), kernels::embedding_forward, out.data_ptr(), ops::make_arg(weight.detach()),
+                flat.data_ptr<int64_t>(), k);
+  }
+  if (needs_grad({&weight})) {
+    Shape ws = weight.sizes();
+    const DType dt = weight.dtype();
+    record_function(op, {weight}, {out}, {flat}, [ws, dt, k, dim](const FunctionNode::Context& ctx) {
+      Tensor idx = ctx.saved_at(0);
+      Tensor g = ctx.grads[0].detach().to(dt).reshape({k, dim});
+      // Rows picked several times receive the sum of their gradients (scatter_add is deterministic).
+      Tensor dw = zeros(ws, TensorOptions(dt, g.device()));
+      if (g.numel() > 0) {
+        ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg(dw), 0,
+                    ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g));
+      }
+      return TensorList{dw};
+    });
+  }
+  return out;
+}
+
+}  // namespace kiln

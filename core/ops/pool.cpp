@@ -1,0 +1,186 @@
+// 2-d pooling (max, average, adaptive average) with kiln's own kernels on both devices. The output
+// keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image.
+#include "core/ops/pool.h"
+
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "core/ops/image.h"
+#include "kernels/error.h"
+#include "kernels/pool.h"
+
+namespace kiln {
+namespace {
+
+using ops::empty_image;
+using ops::image_strides;
+using ops::is_channels_last;
+using ops::pair_str;
+
+// PyTorch's pooling output size: floor (or ceil) of the window count, where with ceil_mode the
+// last window must still start inside the input or its left padding.
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t span = in + 2 * p - d * (k - 1) - 1;
+  int64_t out = ops::floor_div(span + (ceil_mode ? s - 1 : 0), s) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+struct PoolArgs {
+  Pair kernel, stride, padding, dilation;
+};
+
+// The checks every pooling op makes, and the geometry of x (3-d inputs count as one image).
+Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool ceil_mode) {
+  ops::check_defined(op, x, "input");
+  if (x.dim() != 3 && x.dim() != 4) {
+    throw ShapeError(std::string(op) + ": input must be 3-d [C, H, W] or 4-d [N, C, H, W], got shape " +
+                     shape_str(x.sizes()));
+  }
+  ops::check_floating(op, x, "input");
+  for (int i = 0; i < 2; ++i)
+    if (a.stride[i] == 0) a.stride[i] = a.kernel[i];  // PyTorch's default: stride = kernel
+  const std::string where = " (input " + shape_str(x.sizes()) + ")";
+  if (a.kernel[0] <= 0 || a.kernel[1] <= 0) {
+    throw Error(std::string(op) + ": kernel size must be positive, got " + pair_str(a.kernel) + where);
+  }
+  if (a.stride[0] <= 0 || a.stride[1] <= 0) {
+    throw Error(std::string(op) + ": stride must be positive, got " + pair_str(a.stride) + where);
+  }
+  if (a.dilation[0] <= 0 || a.dilation[1] <= 0) {
+    throw Error(std::string(op) + ": dilation must be positive, got " + pair_str(a.dilation) + where);
+  }
+  if (a.padding[0] < 0 || a.padding[1] < 0 || a.padding[0] > a.kernel[0] / 2 || a.padding[1] > a.kernel[1] / 2) {
+    throw Error(std::string(op) + ": padding " + pair_str(a.padding) +
+                " must be non-negative and at most half the kernel " + pair_str(a.kernel) + where);
+  }
+  const int64_t h = x.size(-2), w = x.size(-1);
+  const int64_t oh = pool_out_size(h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], ceil_mode);
+  const int64_t ow = pool_out_size(w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], ceil_mode);
+  if (oh <= 0 || ow <= 0) {
+    throw ShapeError(std::string(op) + ": output size " + std::to_string(oh) + "x" + std::to_string(ow) +
+                     " is not positive (input " + shape_str(x.sizes()) + ", kernel " + pair_str(a.kernel) +
+                     ", stride " + pair_str(a.stride) + ", padding " + pair_str(a.padding) + ", dilation " +
+                     pair_str(a.dilation) + ")");
+  }
+  Conv2dGeometry g;
+  g.batch = x.dim() == 4 ? x.size(0) : 1;
+  g.channels = x.size(-3);
+  g.in_h = h;
+  g.in_w = w;
+  g.out_h = oh;
+  g.out_w = ow;
+  g.window = {a.kernel[0],  a.kernel[1],  a.stride[0],   a.stride[1],
+              a.padding[0], a.padding[1], a.dilation[0], a.dilation[1]};
+  return g;
+}
+
+// x as a 4-d tensor: 3-d [C, H, W] inputs get a batch dim (a differentiable view).
+Tensor as_batched(const Tensor& x) { return x.dim() == 3 ? x.unsqueeze(0) : x; }
+Tensor as_input_rank(const Tensor& out, const Tensor& x) { return x.dim() == 3 ? out.squeeze(0) : out; }
+
+// The input gradient of a pooling op, in x4's layout; `kernel(grad_in, grad)` fills it.
+template <typename F> Tensor pool_grad(const Shape& x_shape, bool channels_last, const Tensor& grad, F&& kernel) {
+  Tensor gx = empty_image(x_shape, grad.dtype(), grad.device(), channels_last);
+  if (gx.numel() > 0) kernel(gx, grad);
+  return gx;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+  const char* op = "max_pool2d";
+  PoolArgs a{kernel_size, stride, padding, dilation};
+  const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
+  Tensor x4 = as_batched(x);
+  const bool cl = is_channels_last(x4);
+  const Shape out_shape{g.batch, g.channels, g.out_h, g.out_w};
+  Tensor out = empty_image(out_shape, x.dtype(), x.device(), cl);
+  // Indices into each input plane, kept for the backward (which scatters by them).
+  Tensor indices = empty_image(out_shape, DType::Int64, x.device(), cl);
+  if (out.numel() > 0) {
+    ops::launch(op, x.device(), kernels::max_pool2d_forward, out.data_ptr(), indices.data_ptr<int64_t>(),
+                image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g);
+  }
+  if (needs_grad({&x4})) {
+    Shape xs = x4.sizes();
+    record_function(op, {x4}, {out}, {indices}, [g, xs, cl](const FunctionNode::Context& ctx) {
+      Tensor idx = ctx.saved_at(0);
+      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+        ops::launch("max_pool2d backward", gr.device(), kernels::max_pool2d_backward, gx.data_ptr(), image_strides(gx),
+                    gr.data_ptr(), image_strides(gr), idx.data_ptr<int64_t>(), image_strides(idx), gr.dtype(), g);
+      })};
+    });
+  }
+  return as_input_rank(out, x);
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
+                  bool count_include_pad) {
+  const char* op = "avg_pool2d";
+  PoolArgs a{kernel_size, stride, padding, {1, 1}};
+  const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
+  Tensor x4 = as_batched(x);
+  const bool cl = is_channels_last(x4);
+  Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
+  if (out.numel() > 0) {
+    ops::launch(op, x.device(), kernels::avg_pool2d_forward, out.data_ptr(), image_strides(out), x4.data_ptr(),
+                image_strides(x4), x.dtype(), g, count_include_pad);
+  }
+  if (needs_grad({&x4})) {
+    Shape xs = x4.sizes();
+    record_function(op, {x4}, {out}, {}, [g, xs, cl, count_include_pad](const FunctionNode::Context& ctx) {
+      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+        ops::launch("avg_pool2d backward", gr.device(), kernels::avg_pool2d_backward, gx.data_ptr(), image_strides(gx),
+                    gr.data_ptr(), image_strides(gr), gr.dtype(), g, count_include_pad);
+      })};
+    });
+  }
+  return as_input_rank(out, x);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  ops::check_defined(op, x, "input");
+  if (x.dim() != 3 && x.dim() != 4) {
+    throw ShapeError("adaptive_avg_pool2d: input must be 3-d [C, H, W] or 4-d [N, C, H, W], got shape " +
+                     shape_str(x.sizes()));
+  }
+  ops::check_floating(op, x, "input");
+  if (output_size[0] <= 0 || output_size[1] <= 0) {
+    throw ShapeError("adaptive_avg_pool2d: output size must be positive, got " + pair_str(output_size) + " (input " +
+                     shape_str(x.sizes()) + ")");
+  }
+  if (x.size(-2) == 0 || x.size(-1) == 0) {
+    throw ShapeError("adaptive_avg_pool2d: input " + shape_str(x.sizes()) + " has an empty spatial dim");
+  }
+  Tensor x4 = as_batched(x);
+  Conv2dGeometry g;
+  g.batch = x4.size(0);
+  g.channels = x4.size(1);
+  g.in_h = x4.size(2);
+  g.in_w = x4.size(3);
+  g.out_h = output_size[0];
+  g.out_w = output_size[1];
+  const bool cl = is_channels_last(x4);
+  Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
+  if (out.numel() > 0) {
+    ops::launch(op, x.device(), kernels::adaptive_avg_pool2d_forward, out.data_ptr(), image_strides(out),
+                x4.data_ptr(), image_strides(x4), x.dtype(), g);
+  }
+  if (needs_grad({&x4})) {
+    Shape xs = x4.sizes();
+    record_function(op, {x4}, {out}, {}, [g, xs, cl](const FunctionNode::Context& ctx) {
+      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+        ops::launch("adaptive_avg_pool2d backward", gr.device(), kernels::adaptive_avg_pool2d_backward, gx.data_ptr(),
+                    image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(), g);
+      })};
+    });
+  }
+  return as_input_rank(out, x);
+}
+
+}  // namespace kiln

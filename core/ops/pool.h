@@ -1,0 +1,16 @@
+// 2-d pooling over NCHW or channels-last inputs (the output keeps the input's layout).
+#pragma once
+
+#include "core/ops/conv.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// stride {0, 0} means "equal to kernel_size", as PyTorch's default.
+Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                  Pair dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+// softmax and log_softmax along any dim: the input is seen as [outer, n, inner] and one fused kernel
+// runs along the middle dim; the backward needs only the forward's output.
+#include "core/ops/softmax.h"
+
+#include <tuple>
+
+#include "core/autograd.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "kernels/error.h"
+#include "kernels/softmax.h"
+
+namespace kiln {
+namespace {
+
+using ops::dense;
+using ops::dense_grad;
+
+// [outer, n, inner] around dim d of a shape (a 0-d shape is [1, 1, 1]).
+std::tuple<int64_t, int64_t, int64_t> split_at(const Shape& s, int64_t d) {
+  int64_t outer = 1, inner = 1;
+  if (s.empty()) return {1, 1, 1};
+  for (int64_t i = 0; i < d; ++i) outer *= s[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(d) + 1; i < s.size(); ++i) inner *= s[i];
+  return {outer, s[static_cast<size_t>(d)], inner};
+}
+
+Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  const int64_t d = ops::checked_dim(op, x, dim);
+  Tensor xc = dense(x);
+  auto [outer, n, inner] = split_at(xc.sizes(), d);
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
+  if (out.numel() > 0) {
+    ops::launch(op, x.device(), kernels::softmax_forward, out.data_ptr(), xc.data_ptr(), x.dtype(), outer, n, inner,
+                log);
+  }
+  if (needs_grad({&x})) {
+    record_function(op, {x}, {out}, {out}, [op, outer, n, inner, log](const FunctionNode::Context& ctx) {
+      Tensor y = ctx.saved_at(0);
+      Tensor g = dense_grad(ctx.grads[0], y.dtype());
+      Tensor dx = empty(y.sizes(), TensorOptions(y.dtype(), y.device()));
+      if (dx.numel() > 0) {
+        ops::launch(op, y.device(), kernels::softmax_backward, dx.data_ptr(), g.data_ptr(), y.data_ptr(), y.dtype(),
+                    outer, n, inner, log);
+      }
+      return TensorList{dx};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+
+}  // namespace kiln

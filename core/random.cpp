@@ -1,0 +1,190 @@
+// Generators and graph-capture draws. A generator's state sits behind its own mutex; the registry
+// of active captures is consulted on every draw through one atomic count, so a draw outside any
+// capture costs one relaxed load beyond the generator's lock.
+#include "core/random.h"
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "core/ops/dispatch.h"
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+#include "kernels/random.h"
+
+namespace kiln {
+
+struct Generator::Impl {
+  std::mutex mutex;
+  Device device;
+  PhiloxState state;
+};
+
+struct GeneratorCapture::State {
+  struct Entry {
+    Generator generator;
+    Tensor base;  // int64 [2] on the device: {seed, offset base}, written by prepare_replay
+    uint64_t draws = 0;
+  };
+
+  explicit State(Device d) : device(d) {}
+  PhiloxState draw(const Generator& g);
+
+  Device device;
+  std::mutex mutex;
+  std::vector<Entry> entries;
+};
+
+namespace {
+
+constexpr int kMaxCudaGenerators = 16;
+
+std::mutex g_capture_mutex;
+std::atomic<int> g_active_captures{0};
+std::vector<std::shared_ptr<GeneratorCapture::State>> g_captures;  // active ones, at most one per device
+
+std::shared_ptr<GeneratorCapture::State> active_capture(Device device) {
+  if (g_active_captures.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (const auto& c : g_captures) {
+    if (c->device == device) return c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// --- Generator -----------------------------------------------------------------------------------
+
+Generator::Generator(uint64_t seed, Device device) : impl_(std::make_shared<Impl>()) {
+  impl_->device = device;
+  impl_->state = PhiloxState{seed, 0, nullptr};
+}
+
+Device Generator::device() const { return impl_->device; }
+
+void Generator::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->state = PhiloxState{seed, 0, nullptr};
+}
+
+uint64_t Generator::seed() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->state.seed;
+}
+
+PhiloxState Generator::state() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->state;
+}
+
+void Generator::set_state(PhiloxState s) {
+  if (s.base != nullptr) throw Error("Generator::set_state: a state with a device base is a draw, not a state");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->state = s;
+}
+
+PhiloxState Generator::next() {
+  if (std::shared_ptr<GeneratorCapture::State> capture = active_capture(impl_->device)) return capture->draw(*this);
+  return reserve(1);
+}
+
+PhiloxState Generator::reserve(uint64_t draws) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const PhiloxState s = impl_->state;
+  impl_->state.offset += draws;
+  return s;
+}
+
+Generator& default_generator(Device device) {
+  static Generator cpu_gen(Generator::kDefaultSeed, Device::cpu());
+  static std::vector<Generator> cuda_gens = [] {
+    std::vector<Generator> g;
+    for (int i = 0; i < kMaxCudaGenerators; ++i) g.emplace_back(Generator::kDefaultSeed, Device::cuda(i));
+    return g;
+  }();
+  if (device.is_cpu()) return cpu_gen;
+  if (device.index < 0 || device.index >= kMaxCudaGenerators) {
+    throw DeviceError("default_generator: kiln keeps generators for cuda:0 to cuda:" +
+                      std::to_string(kMaxCudaGenerators - 1) + ", not " + device.str());
+  }
+  return cuda_gens[static_cast<size_t>(device.index)];
+}
+
+void manual_seed(uint64_t seed) {
+  default_generator(Device::cpu()).manual_seed(seed);
+  for (int i = 0; i < kMaxCudaGenerators; ++i) default_generator(Device::cuda(i)).manual_seed(seed);
+}
+
+Generator generator_for(const char* op, Device device, const std::optional<Generator>& generator) {
+  if (!generator) return default_generator(device);
+  if (generator->device() != device) {
+    throw DeviceError(std::string(op) + ": the generator belongs to " + generator->device().str() +
+                      " but the op runs on " + device.str());
+  }
+  return *generator;
+}
+
+// --- GeneratorCapture ----------------------------------------------------------------------------
+
+PhiloxState GeneratorCapture::State::draw(const Generator& g) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry* entry = nullptr;
+  for (Entry& e : entries) {
+    if (e.generator == g) entry = &e;
+  }
+  if (!entry) {
+    // empty, not zeros: a fill would be a kernel, and a kernel launched now would be captured into
+    // the graph and overwrite, at every replay, what prepare_replay wrote before it.
+    entries.push_back(Entry{g, empty({2}, TensorOptions(DType::Int64, device)), 0});
+    entry = &entries.back();
+  }
+  const uint64_t k = entry->draws++;
+  return PhiloxState{0, k, static_cast<const uint64_t*>(entry->base.data_ptr())};
+}
+
+GeneratorCapture::GeneratorCapture(Device device) : state_(std::make_shared<State>(device)) {
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (const auto& c : g_captures) {
+    if (c->device == device) {
+      throw Error("GeneratorCapture: " + device.str() + " is already being captured; one capture per device at a time");
+    }
+  }
+  g_captures.push_back(state_);
+  g_active_captures.fetch_add(1, std::memory_order_release);
+}
+
+GeneratorCapture::~GeneratorCapture() { end(); }
+
+void GeneratorCapture::end() {
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  for (auto it = g_captures.begin(); it != g_captures.end(); ++it) {
+    if (*it == state_) {
+      g_captures.erase(it);
+      g_active_captures.fetch_sub(1, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+void GeneratorCapture::prepare_replay() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (State::Entry& e : state_->entries) {
+    // Taking the draws in one step keeps a concurrent eager draw from landing inside them.
+    const PhiloxState s = e.generator.reserve(e.draws);
+    ops::launch("graph replay", state_->device, kernels::philox_base_store,
+                static_cast<uint64_t*>(e.base.data_ptr()), s.seed, s.offset);
+  }
+}
+
+size_t GeneratorCapture::generators() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->entries.size();
+}
+
+uint64_t GeneratorCapture::draws(size_t i) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->entries.at(i).draws;
+}
+
+}  // namespace kiln

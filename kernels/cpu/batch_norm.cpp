@@ -1,0 +1,130 @@
+// CPU reference for batch norm. Channels are independent and spread over the pool; each channel is
+// summed on one thread, in double, since a channel can hold millions of elements.
+#include "kernels/batch_norm.h"
+
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/parallel.h"
+
+namespace kiln {
+namespace {
+
+using cpu::load_as;
+using cpu::store_as;
+
+using cpu::acc_t;
+using cpu::ld;
+using cpu::load_vector;
+using cpu::st;
+using cpu::visit_float;
+
+}  // namespace
+
+namespace {
+
+// Calls f(offset) for every element of channel c, in (n, s) order.
+template <typename F>
+inline void for_channel(const ChannelLayout& l, int64_t c, F&& f) {
+  const int64_t base = c * l.stride_c;
+  for (int64_t i = 0; i < l.n; ++i) {
+    const int64_t row = base + i * l.stride_n;
+    for (int64_t k = 0; k < l.s; ++k) f(row + k * l.stride_s);
+  }
+}
+
+}  // namespace
+
+void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const void* x, DType x_dtype,
+                            const ChannelLayout& layout, const BatchNormParams& params, bool training, double momentum,
+                            double eps, const KernelContext&) {
+  visit_float(x_dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const std::vector<A> w = load_vector<A>(params.weight, params.param_dtype, layout.c, A(1));
+    const std::vector<A> b = load_vector<A>(params.bias, params.param_dtype, layout.c, A(0));
+    const T* xp = static_cast<const T*>(x);
+    T* yp = static_cast<T*>(out);
+    A* mp = static_cast<A*>(save_mean);
+    A* rp = static_cast<A*>(save_rstd);
+    const int64_t count = layout.n * layout.s;
+    cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        A m, rs;
+        if (training) {
+          double s = 0;
+          for_channel(layout, c, [&](int64_t o) { s += ld<T, double>(xp, o); });
+          const double md = s / static_cast<double>(count);
+          double ss = 0;
+          for_channel(layout, c, [&](int64_t o) {
+            const double d = ld<T, double>(xp, o) - md;
+            ss += d * d;
+          });
+          const double var = ss / static_cast<double>(count);
+          m = static_cast<A>(md);
+          rs = static_cast<A>(1.0 / std::sqrt(var + eps));
+          if (params.running_mean) {
+            const double rm = load_as<double>(params.running_mean, params.running_dtype, c);
+            store_as<double>(params.running_mean, params.running_dtype, c, (1.0 - momentum) * rm + momentum * md);
+          }
+          if (params.running_var) {
+            // The running variance tracks the unbiased estimate, as in PyTorch (count > 1 is checked by core).
+            const double unbiased = ss / static_cast<double>(count - 1);
+            const double rv = load_as<double>(params.running_var, params.running_dtype, c);
+            store_as<double>(params.running_var, params.running_dtype, c, (1.0 - momentum) * rv + momentum * unbiased);
+          }
+        } else {
+          m = load_as<A>(params.running_mean, params.running_dtype, c);
+          rs = static_cast<A>(1.0 / std::sqrt(load_as<double>(params.running_var, params.running_dtype, c) + eps));
+        }
+        mp[c] = m;
+        rp[c] = rs;
+        const A wc = w[static_cast<size_t>(c)], bc = b[static_cast<size_t>(c)];
+        for_channel(layout, c, [&](int64_t o) { st<T, A>(yp, o, (ld<T, A>(xp, o) - m) * rs * wc + bc); });
+      }
+    });
+  });
+}
+
+void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
+                             const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
+                             const void* weight, DType param_dtype, bool training, const KernelContext&) {
+  visit_float(x_dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const std::vector<A> w = load_vector<A>(weight, param_dtype, layout.c, A(1));
+    const T* xp = static_cast<const T*>(x);
+    const T* dyp = static_cast<const T*>(dout);
+    T* dxp = static_cast<T*>(dx);
+    const A* mp = static_cast<const A*>(save_mean);
+    const A* rp = static_cast<const A*>(save_rstd);
+    const int64_t count = layout.n * layout.s;
+    cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const A m = mp[c], rs = rp[c], wc = w[static_cast<size_t>(c)];
+        double sdy = 0, sdy_xhat = 0;
+        for_channel(layout, c, [&](int64_t o) {
+          const double g = ld<T, double>(dyp, o);
+          sdy += g;
+          sdy_xhat += g * (ld<T, double>(xp, o) - static_cast<double>(m)) * static_cast<double>(rs);
+        });
+        if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
+        if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
+        if (!dxp) continue;
+        if (training) {
+          // dx = w * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): the batch statistics depend on x.
+          const A mdy = static_cast<A>(sdy / static_cast<double>(count));
+          const A mdyx = static_cast<A>(sdy_xhat / static_cast<double>(count));
+          for_channel(layout, c, [&](int64_t o) {
+            const A xhat = (ld<T, A>(xp, o) - m) * rs;
+            st<T, A>(dxp, o, wc * rs * (ld<T, A>(dyp, o) - mdy - xhat * mdyx));
+          });
+        } else {
+          for_channel(layout, c, [&](int64_t o) { st<T, A>(dxp, o, ld<T, A>(dyp, o) * wc * rs); });
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln

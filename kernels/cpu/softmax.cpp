@@ -1,0 +1,79 @@
+// CPU reference for softmax and log_softmax: each row (along any dim) is read in its dtype and
+// reduced in float (double for float64), rows spread over the pool.
+#include "kernels/softmax.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/parallel.h"
+
+namespace kiln {
+namespace {
+
+using cpu::load_as;
+using cpu::store_as;
+
+using cpu::acc_t;
+using cpu::ld;
+using cpu::st;
+using cpu::visit_float;
+
+}  // namespace
+
+void softmax_forward_cpu(void* out, const void* in, DType dtype, int64_t outer, int64_t n, int64_t inner, bool log,
+                         const KernelContext&) {
+  visit_float(dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    cpu::parallel_for(outer * inner, cpu::grain_for(3 * n), [&](int64_t, int64_t b0, int64_t e0) {
+      for (int64_t r = b0; r < e0; ++r) {
+        const int64_t base = (r / inner) * n * inner + r % inner;
+        // Subtracting the row max keeps exp in range for logits of any magnitude.
+        A mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
+        A sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(ld<T, A>(x, base + j * inner) - mx);
+        if (log) {
+          // (x - max) - log(sum), not x - (max + log(sum)): for logits near +-1000 the latter
+          // rounds log(sum) to the spacing of floats near 1000.
+          const A lsum = std::log(sum);
+          for (int64_t j = 0; j < n; ++j) st<T, A>(y, base + j * inner, (ld<T, A>(x, base + j * inner) - mx) - lsum);
+        } else {
+          const A inv = A(1) / sum;
+          for (int64_t j = 0; j < n; ++j) {
+            st<T, A>(y, base + j * inner, std::exp(ld<T, A>(x, base + j * inner) - mx) * inv);
+          }
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward_cpu(void* dinp, const void* dout, const void* out, DType dtype, int64_t outer, int64_t n,
+                          int64_t inner, bool log, const KernelContext&) {
+  visit_float(dtype, [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* dy = static_cast<const T*>(dout);
+    const T* y = static_cast<const T*>(out);
+    T* dx = static_cast<T*>(dinp);
+    cpu::parallel_for(outer * inner, cpu::grain_for(3 * n), [&](int64_t, int64_t b0, int64_t e0) {
+      for (int64_t r = b0; r < e0; ++r) {
+        const int64_t base = (r / inner) * n * inner + r % inner;
+        A s = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t k = base + j * inner;
+          s += log ? ld<T, A>(dy, k) : ld<T, A>(dy, k) * ld<T, A>(y, k);
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t k = base + j * inner;
+          const A g = ld<T, A>(dy, k), yv = ld<T, A>(y, k);
+          st<T, A>(dx, k, log ? g - std::exp(yv) * s : yv * (g - s));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln

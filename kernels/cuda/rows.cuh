@@ -1,0 +1,97 @@
+// What kiln's row-wise CUDA kernels share (softmax, layer norm, batch norm): a row along the last dim
+// gets a warp (a block when longer than 1024), reduced with sums and maxes whose every thread gets
+// the same bits; cross-row sums write per-chunk partials to scratch memory, merged in chunk order.
+// Internal to the .cu files that include it (each gets its own copy).
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+using cuda_detail::from_f32;
+using cuda_detail::load_as;
+using cuda_detail::raw_stream;
+using cuda_detail::store_as;
+using cuda_detail::to_f32;
+using cuda_detail::warp_allreduce_max;
+using cuda_detail::warp_allreduce_sum;
+
+constexpr int kWarpRowMax = 1024;      // rows up to this long get one warp, longer ones a block
+constexpr int kWarpRowThreads = 256;   // 8 warp-rows per block
+constexpr int kBlockRowThreads = 512;  // one long row per block
+constexpr int64_t kMaxGrid = int64_t{1} << 20;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline unsigned grid_of(int64_t blocks) {
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxGrid));
+}
+
+// --- rows shared by a warp or a block --------------------------------------------------------------
+
+// The threads that share a row: a warp, or (kBlockRow) the whole block. Rows are visited in a
+// grid-stride loop that is uniform over the group, so block reductions may synchronize inside it.
+template <bool kBlockRow> struct RowGroup {
+  static __device__ __forceinline__ int rank() { return kBlockRow ? static_cast<int>(threadIdx.x) : (threadIdx.x & 31); }
+  static __device__ __forceinline__ int size() { return kBlockRow ? static_cast<int>(blockDim.x) : 32; }
+  static __device__ __forceinline__ int64_t first() {
+    return kBlockRow ? static_cast<int64_t>(blockIdx.x)
+                     : static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  }
+  static __device__ __forceinline__ int64_t step() {
+    return kBlockRow ? static_cast<int64_t>(gridDim.x) : static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  }
+};
+
+// Sum / max over the row's threads, received by all of them. Across warps every thread adds the
+// per-warp results in warp order, so all threads (and all runs) get the same bits.
+template <bool kBlockRow> __device__ __forceinline__ float row_sum(float v) {
+  v = warp_allreduce_sum(v);
+  if constexpr (kBlockRow) {
+    __shared__ float part[32];
+    __syncthreads();  // the previous reduction's readers are done with `part`
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v += part[w];
+  }
+  return v;
+}
+
+template <bool kBlockRow> __device__ __forceinline__ float row_max(float v) {
+  v = warp_allreduce_max(v);
+  if constexpr (kBlockRow) {
+    __shared__ float part[32];
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = fmaxf(v, part[w]);
+  }
+  return v;
+}
+
+// How rows of length n are spread: warp rows (8 per block) or block rows.
+struct RowLaunch {
+  bool block_row;
+  unsigned grid;
+  int threads;
+};
+inline RowLaunch row_launch(int64_t rows, int64_t n) {
+  if (n <= kWarpRowMax) return {false, grid_of(ceil_div(rows, kWarpRowThreads / 32)), kWarpRowThreads};
+  return {true, grid_of(rows), kBlockRowThreads};
+}
+
+__device__ __forceinline__ float param_or(const void* p, DType t, int64_t i, float fallback) {
+  return p ? load_as<float>(p, t, i) : fallback;
+}
+
+inline size_t align_up(size_t v) { return (v + 255) & ~size_t{255}; }
+
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// Fills of new tensors: a constant, or an arithmetic sequence. Both go through the elementwise
+// cast-on-store path, so every dtype gets exactly the value a cast of the double would give.
+#pragma once
+
+#include "kernels/kernel.h"
+#include "kernels/strided.h"
+
+namespace kiln {
+
+// Fills `out` with a value (cast to its dtype). The CUDA twin turns a fill of +0 into a memset.
+void fill_cpu(const StridedArg& out, double value, const KernelContext& ctx);
+void fill_cuda(const StridedArg& out, double value, const KernelContext& ctx);
+// out[i] = start + i * step over the logical order of `out`: int64 arithmetic for integer outputs,
+// double rounded once per operation (no fused multiply-add) for float ones, on both devices.
+void arange_cpu(const StridedArg& out, double start, double step, const KernelContext& ctx);
+void arange_cuda(const StridedArg& out, double start, double step, const KernelContext& ctx);
+
+namespace kernels {
+KILN_KERNEL(fill);
+KILN_KERNEL(arange);
+}  // namespace kernels
+
+}  // namespace kiln
