@@ -25,11 +25,14 @@ class CudaGraph {
   // Launches the graph on the current stream.
   void replay();
   bool captured() const { return exec_ != nullptr; }
+  // Nodes in the captured graph (0 before capture()).
+  size_t num_nodes() const { return num_nodes_; }
 
  private:
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
   int device_ = 0;
+  size_t num_nodes_ = 0;
 };
 
 }  // namespace kiln::cuda
