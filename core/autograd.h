@@ -137,7 +137,8 @@ void run_backward(const TensorList& roots, const TensorList& grad_roots, bool re
 // Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad.
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false);
-// Runs `callback` once when the current backward pass finishes (DDP uses it to wait for buckets).
+// Runs `callback` once when the current backward pass finishes (what a data-parallel gradient
+// all-reduce needs, to wait for its last buckets).
 // Only valid while a backward pass runs (from a hook); otherwise an AutogradError.
 void queue_backward_callback(std::function<void()> callback);
 

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   Tensor w2 = (randn({hidden}) * (1.0 / std::sqrt(static_cast<double>(hidden)))).set_requires_grad(true);
   Tensor b2 = zeros({1}).set_requires_grad(true);
   TensorList params{w1, b1, w2, b2};
-  // Adam-style moments kept by hand (nn optimizers come later); updates run without grad.
+  // Adam-style moments kept by hand (the smallest loop, without nn::optim); updates run without grad.
   TensorList m, v;
   for (const Tensor& p : params) {
     m.push_back(zeros_like(p));

@@ -1,6 +1,7 @@
 // Trains an MLP (784-256-10, ReLU) on Fashion-MNIST with hand-written Adam and prints held-out
-// (t10k) accuracy after each epoch. It uses only core ops (linear, relu, cross_entropy): modules and
-// optimizers come later. Shuffling is a seeded Fisher-Yates on the host, so runs are reproducible.
+// (t10k) accuracy after each epoch. It uses only core ops (linear, relu, cross_entropy), no nn
+// modules or optimizers, to show what those are built from. Shuffling is a seeded Fisher-Yates on
+// the host, so runs are reproducible.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,7 +55,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Hand-written Adam over a list of parameters (the nn optimizers replace this later).
+// Hand-written Adam over a list of parameters (nn::optim::AdamW is the library's version).
 struct Adam {
   TensorList params, m, v;
   double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;

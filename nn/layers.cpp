@@ -3,10 +3,12 @@
 // (1e-05, 0.1, 1.0), so printed models match PyTorch's text.
 #include "nn/layers.h"
 
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 
+#include "core/autograd.h"
 #include "core/ops/factory.h"
 #include "core/ops/matmul.h"
 #include "core/ops/batch_norm.h"
@@ -17,6 +19,7 @@
 #include "core/ops/pool.h"
 #include "core/ops/softmax.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 #include "nn/init.h"
 
 namespace kiln::nn {
@@ -83,7 +86,30 @@ void check_positive(const char* layer, const char* what, Pair p) {
   if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
 }
 
+std::atomic<bool> g_conv_bias_warned{false};
+
+// A conv bias right before batch norm is wasted: batch norm subtracts each channel's mean, and a
+// per-channel constant cancels there. The check reads the input's autograd producer rather than a
+// Sequential's neighbours, because ResNet-style blocks call conv then bn from their own forward;
+// the graph sees every way the two meet. conv2d records its inputs as (x, weight, bias), so edge
+// 2 is valid exactly when a bias that requires grad went in (so: with grad mode on, as in
+// training). Once warned, or with Warn off, the check costs an atomic load and a level check.
+void warn_if_conv_bias_feeds(const Tensor& x, int64_t num_features) {
+  if (g_conv_bias_warned.load(std::memory_order_relaxed) || !log_enabled(LogLevel::Warn)) return;
+  const std::shared_ptr<Node>& producer = x.grad_fn();
+  if (!producer || producer->name() != "conv2d") return;
+  const std::vector<Edge>& edges = producer->next_edges();
+  if (edges.size() != 3 || !edges[2].valid()) return;
+  if (g_conv_bias_warned.exchange(true)) return;
+  log_message(LogLevel::Warn, "BatchNorm2d(" + std::to_string(num_features) +
+                                  "): its input comes from a conv2d with a bias, which batch norm cancels (it "
+                                  "subtracts each channel's mean): the bias only costs memory and time; construct "
+                                  "that Conv2d with bias=false (warned once)");
+}
+
 }  // namespace
+
+void reset_conv_bias_warning_for_testing() { g_conv_bias_warned.store(false); }
 
 // --- Linear ---------------------------------------------------------------------------------------
 
@@ -196,6 +222,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     throw ShapeError("BatchNorm2d: input has " + std::to_string(x.size(1)) + " channels, num_features is " +
                      std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
   }
+  warn_if_conv_bias_feeds(x, num_features);
   if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps);
   if (is_training()) {
     NoGradGuard no_grad;

@@ -68,6 +68,10 @@ class BatchNorm2d : public UnaryModule {
   Tensor running_mean, running_var, num_batches_tracked;
 };
 
+// BatchNorm2d::forward warns once per process when its input comes straight from a conv2d with a
+// bias (wasted: batch norm cancels it). Tests re-arm that warning with this.
+void reset_conv_bias_warning_for_testing();
+
 // Normalizes over the trailing dims normalized_shape; weight ones, bias zeros (bias = false drops it).
 class LayerNorm : public UnaryModule {
  public:

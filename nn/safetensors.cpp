@@ -20,6 +20,7 @@
 
 #include "core/ops/factory.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
@@ -201,6 +202,13 @@ const char* safetensors_dtype_name(DType dtype) {
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  const uint64_t bytes = detail::write_safetensors(path, tensors, metadata);
+  KILN_LOG(Info, "save_safetensors: wrote " + std::to_string(tensors.size()) + " tensors, " + format_bytes(bytes) +
+                     " to " + path);
+}
+
+uint64_t detail::write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                                   const std::map<std::string, std::string>& metadata) {
   if (metadata.count(kTiedMetadataKey)) {
     throw Error(std::string("save_safetensors: ") + path + ": metadata key \"" + kTiedMetadataKey +
                 "\" is reserved for kiln's tied-tensor table");
@@ -265,6 +273,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     }
   }
   tmp.commit(path);
+  return 8 + n + offset;
 }
 
 // --- reading -------------------------------------------------------------------------------------
@@ -454,7 +463,11 @@ std::map<std::string, Tensor> SafetensorsFile::load_all(Device device) const {
 }
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device) {
-  return SafetensorsFile(path).load_all(device);
+  SafetensorsFile file(path);
+  std::map<std::string, Tensor> tensors = file.load_all(device);
+  KILN_LOG(Info, "load_safetensors: read " + std::to_string(tensors.size()) + " tensors, " +
+                     format_bytes(file.file_size()) + " from " + path + " onto " + device.str());
+  return tensors;
 }
 
 void load_into(Module& module, const std::string& path, bool strict) {

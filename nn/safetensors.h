@@ -22,13 +22,13 @@ inline constexpr const char* kTiedMetadataKey = "__kiln_tied__";
 // Writes `tensors` (any device, any layout: copied to CPU and row-major contiguous) and string
 // metadata atomically to `path`. Undefined tensors, the reserved metadata key and strings that are
 // not valid UTF-8 are a kiln::Error; any failure to write is a kiln::IOError, and the previous
-// file at `path`, if any, is left untouched.
+// file at `path`, if any, is left untouched. Logs one Info line (path, tensors, bytes).
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 // Reads every tensor onto `device`. Aliases recorded by save_safetensors come back as the same
 // Tensor (one TensorImpl) under each name. Any malformed or truncated file is a kiln::IOError
-// naming the file and the offending tensor or field.
+// naming the file and the offending tensor or field. Logs one Info line (path, tensors, bytes).
 std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device = Device::cpu());
 
 // One tensor as the header describes it. Offsets are relative to the start of the data buffer.
@@ -59,6 +59,7 @@ class SafetensorsFile {
   // alias -> stored name.
   const std::map<std::string, std::string>& aliases() const { return aliases_; }
   uint64_t data_start() const { return data_start_; }  // byte offset of the data buffer in the file
+  uint64_t file_size() const { return file_size_; }
 
   // One tensor (a stored name or an alias), read from disk onto `device`.
   Tensor load(const std::string& name, Device device = Device::cpu()) const;
@@ -75,6 +76,13 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
   std::map<std::string, std::string> aliases_;
 };
+
+namespace detail {
+// save_safetensors without its log line; returns the bytes written. For save_checkpoint, which
+// logs one line of its own (with the training step) instead of two.
+uint64_t write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                           const std::map<std::string, std::string>& metadata);
+}  // namespace detail
 
 // The format's dtype strings ("F32", "BF16", "BOOL", ...).
 const char* safetensors_dtype_name(DType dtype);

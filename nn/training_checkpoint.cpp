@@ -14,6 +14,7 @@
 #include "core/cuda/runtime.h"
 #include "core/random.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 #include "nn/safetensors.h"
 
 namespace kiln::nn {
@@ -116,6 +117,7 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
                      const TrainingState& state) {
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors[kModelPrefix + name] = t;
+  const size_t model_tensors = tensors.size();
   if (optimizer) {
     for (const auto& [key, t] : optimizer->state_dict()) tensors[kOptimPrefix + key] = t;
   }
@@ -142,7 +144,11 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
       {kHasOptimizerKey, optimizer ? "1" : "0"},
       {kRngKey, rng.dump()},
   };
-  save_safetensors(path, tensors, metadata);
+  const uint64_t bytes = detail::write_safetensors(path, tensors, metadata);
+  KILN_LOG(Info, "save_checkpoint: step " + std::to_string(state.step) + ", " + std::to_string(tensors.size()) +
+                     " tensors (" + std::to_string(model_tensors) + " model, " +
+                     std::to_string(tensors.size() - model_tensors) + " optimizer), " + format_bytes(bytes) +
+                     " written to " + path);
 }
 
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer) {
@@ -211,6 +217,10 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   if (optimizer) optimizer->load_state_dict(optim_state);
   model.load_state_dict(model_state, /*strict=*/true);
   for (const auto& [device, s] : generators) default_generator(device).set_state(s);
+  KILN_LOG(Info, "load_checkpoint: step " + std::to_string(state.step) + ", " + std::to_string(all.size()) +
+                     " tensors (" + std::to_string(model_state.size()) + " model, " +
+                     std::to_string(optim_state.size()) + " optimizer), " + format_bytes(file.file_size()) +
+                     " read from " + path + " (a " + model.type_name() + ")");
   return state;
 }
 

@@ -1,5 +1,6 @@
 // The caching allocator's policy. One mutex guards everything; the device is touched only through
 // the backend, and never (no raw_alloc, no event query, no synchronize) while a capture runs.
+// Logged (kernels/log.h): an out-of-memory retry at Warn, cache releases at Info, capture pool at Debug.
 #include "core/cuda/caching_allocator.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <set>
 
 #include "kernels/error.h"
+#include "kernels/log.h"
 
 namespace kiln::cuda {
 
@@ -83,7 +85,13 @@ CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream strea
   void* p = backend_->raw_alloc(seg);
   if (!p) {
     // Free what the cache holds and try once more.
-    release_free_segments(false);
+    const int64_t allocated = stats_.allocated_bytes, reserved = stats_.reserved_bytes;
+    const size_t released = release_free_segments(false);
+    KILN_LOG(Warn, "cuda caching allocator: out of memory on " + device_.str() + " obtaining a " +
+                       mib(static_cast<int64_t>(seg)) + " segment for a request of " +
+                       mib(static_cast<int64_t>(requested)) + " (" + mib(allocated) + " allocated, " + mib(reserved) +
+                       " reserved); released " + mib(static_cast<int64_t>(released)) +
+                       " of free cached segments, retrying once");
     p = backend_->raw_alloc(seg);
   }
   if (!p) throw_oom(requested);
@@ -95,6 +103,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream strea
   all_blocks_.push_back(std::move(b));
   stats_.reserved_bytes += static_cast<int64_t>(seg);
   stats_.num_device_mallocs++;
+  if (pool == kCapture) capture_pool_bytes_ += seg;
   update_peaks();
   return all_blocks_.back().get();
 }
@@ -260,7 +269,8 @@ void CachingAllocator::process_events() {
   }
 }
 
-void CachingAllocator::release_free_segments(bool include_capture) {
+size_t CachingAllocator::release_free_segments(bool include_capture) {
+  size_t released = 0;
   for (int p = 0; p < 3; ++p) {
     if (p == kCapture && !include_capture) continue;
     for (auto it = pools_[p].begin(); it != pools_[p].end();) {
@@ -271,12 +281,15 @@ void CachingAllocator::release_free_segments(bool include_capture) {
       }
       it = pools_[p].erase(it);
       backend_->raw_free(b->ptr);
+      released += b->size;
+      if (p == kCapture) capture_pool_bytes_ -= b->size;
       stats_.reserved_bytes -= static_cast<int64_t>(b->size);
       stats_.num_device_frees++;
       *b = Block();
       spare_blocks_.push_back(b);
     }
   }
+  return released;
 }
 
 void CachingAllocator::empty_cache() {
@@ -284,18 +297,27 @@ void CachingAllocator::empty_cache() {
   if (capturing_) throw Error("empty_cache: not allowed while a graph capture is running");
   backend_->synchronize();
   process_events();
-  release_free_segments(false);
+  const size_t released = release_free_segments(false);
+  KILN_LOG(Info, "cuda caching allocator: empty_cache released " + mib(static_cast<int64_t>(released)) + " on " +
+                     device_.str() + "; " + mib(stats_.reserved_bytes) + " still reserved, " +
+                     mib(stats_.allocated_bytes) + " allocated");
 }
 
 void CachingAllocator::throw_oom(size_t requested) {
   stats_.num_ooms++;
   size_t free_dev = backend_->free_memory();
+  // Only what kiln offers: it has no autocast and no activation checkpointing, but .grad
+  // accumulates across backward calls, which is all gradient accumulation needs.
   throw OutOfMemoryError("CUDA out of memory on " + device_.str() + ": tried to allocate " +
-                         mib(static_cast<int64_t>(requested)) + "; kiln has " + mib(stats_.allocated_bytes) +
-                         " allocated and " + mib(stats_.reserved_bytes) + " reserved" +
+                         mib(static_cast<int64_t>(requested)) +
+                         (direct_ ? " (KILN_CUDA_ALLOC=direct: nothing is cached)"
+                                  : " (still failing after freeing the cache and retrying)") +
+                         "; kiln has " + mib(stats_.allocated_bytes) + " allocated and " +
+                         mib(stats_.reserved_bytes) + " reserved" +
                          (free_dev ? ", the device reports " + mib(static_cast<int64_t>(free_dev)) + " free" : "") +
-                         ". Try a smaller batch, autocast (float16/bfloat16 activations), activation "
-                         "checkpointing, or gradient accumulation.");
+                         ". Try a smaller batch, with gradient accumulation to keep the effective batch size "
+                         "(backward on several smaller batches, then one optimizer step: .grad accumulates), or a "
+                         "smaller model or input.");
 }
 
 MemoryStats CachingAllocator::memory_stats() const {
@@ -315,6 +337,19 @@ void CachingAllocator::reserve_capture_pool(size_t nbytes) {
   size_t size = round_size(nbytes);
   Block* b = new_segment(kCapture, nullptr, size, nbytes);
   pools_[kCapture].insert(b);
+  if (log_enabled(LogLevel::Debug)) {
+    size_t pool_free = 0;
+    for (const Block* f : pools_[kCapture]) pool_free += f->size;
+    log_message(LogLevel::Debug, "cuda caching allocator: reserved a " + mib(static_cast<int64_t>(size)) +
+                                     " capture pool segment on " + device_.str() + "; the capture pool has " +
+                                     mib(static_cast<int64_t>(capture_pool_bytes_)) + ", " +
+                                     mib(static_cast<int64_t>(pool_free)) + " of it free");
+  }
+}
+
+size_t CachingAllocator::capture_pool_bytes() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return capture_pool_bytes_;
 }
 
 void CachingAllocator::begin_capture(Stream stream) {

@@ -74,6 +74,8 @@ class CachingAllocator final : public Allocator {
   // never calls raw_alloc, queries events or synchronizes. reserve_capture_pool(bytes) obtains its
   // memory beforehand; blocks freed during capture are reused only by the same capture pool.
   void reserve_capture_pool(size_t nbytes);
+  // Bytes reserved for captures so far (the capture pool's segments are kept for the process).
+  size_t capture_pool_bytes() const;
   void begin_capture(Stream stream);
   void end_capture();
   bool capturing() const;
@@ -103,7 +105,7 @@ class CachingAllocator final : public Allocator {
   void free_block(Block* block);
   void merge_into(Block* block, Pool& pool);
   void process_events();
-  void release_free_segments(bool include_capture);
+  size_t release_free_segments(bool include_capture);  // bytes returned to the device
   [[noreturn]] void throw_oom(size_t requested);
   PoolId pool_for(size_t size) const;
   void update_peaks();
@@ -119,6 +121,7 @@ class CachingAllocator final : public Allocator {
   // Blocks freed while used on other streams, waiting for their events.
   std::vector<std::pair<Block*, std::vector<DeviceBackend::EventHandle>>> pending_;
   MemoryStats stats_;
+  size_t capture_pool_bytes_ = 0;
   bool capturing_ = false;
   bool poison_ = false;
   Stream capture_stream_ = nullptr;

@@ -1,5 +1,6 @@
 // CudaGraph: capture on a side stream in global mode, with the allocator switched to its capture
-// pool for exactly the duration of the capture (also when `fn` throws).
+// pool for exactly the duration of the capture (also when `fn` throws). Capture start and end are
+// logged at Info, replays at Debug (kernels/log.h).
 #include "core/cuda/graph.h"
 
 #include <string>
@@ -7,6 +8,7 @@
 #include "core/cuda/runtime.h"
 #include "core/random.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 
 #if defined(KILN_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -35,6 +37,9 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
   device_ = current_device();
   CachingAllocator& alloc = caching_allocator(device_);
   if (pool_bytes > 0) alloc.reserve_capture_pool(pool_bytes);
+  const std::string where = "cuda:" + std::to_string(device_);
+  KILN_LOG(Info, "CudaGraph: capture begins on " + where + ", " + format_bytes(alloc.capture_pool_bytes()) +
+                     " reserved for the capture pool");
   Stream origin = current_stream(device_);
   CudaStream side(device_);
   {
@@ -69,6 +74,11 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
     check(end, "cudaStreamEndCapture (a synchronization or allocation happened during the capture?)");
   }
   graph_ = graph;
+  // Counting nodes is a host-side query of the graph just built: cheap, and no device work.
+  if (cudaGraphGetNodes(graph, nullptr, &num_nodes_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    num_nodes_ = 0;
+  }
   cudaGraphExec_t exec = nullptr;
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   exec_ = exec;
@@ -77,6 +87,8 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
   Event done;
   done.record(side.get());
   done.wait(origin);
+  KILN_LOG(Info, "CudaGraph: captured and instantiated " + std::to_string(num_nodes_) + " nodes on " + where +
+                     "; the capture pool holds " + format_bytes(alloc.capture_pool_bytes()));
 }
 
 void CudaGraph::replay() {
@@ -85,6 +97,7 @@ void CudaGraph::replay() {
     DeviceGuard guard(device_);
     generators_->prepare_replay();
   }
+  KILN_LOG(Debug, "CudaGraph: replaying " + std::to_string(num_nodes_) + " nodes on cuda:" + std::to_string(device_));
   check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), reinterpret_cast<cudaStream_t>(current_stream(device_))),
         "cudaGraphLaunch");
 }

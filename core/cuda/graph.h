@@ -32,12 +32,15 @@ class CudaGraph {
   // Launches the graph on the current stream, after giving its random draws their seed and offset.
   void replay();
   bool captured() const { return exec_ != nullptr; }
+  // Nodes in the captured graph (0 before capture()).
+  size_t num_nodes() const { return num_nodes_; }
 
  private:
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
   int device_ = 0;
   std::unique_ptr<GeneratorCapture> generators_;
+  size_t num_nodes_ = 0;
 };
 
 }  // namespace kiln::cuda

@@ -1,6 +1,7 @@
 // CUDA runtime wrappers. Everything is lazy: the first is_available() asks for the device count,
 // and a failure there (no device, no driver: error 35, unknown error) means "no CUDA", not a crash.
 // The CPU build compiles the bottom half of this file instead, where every call is a clear error.
+// The outcome of that first query, and each device's allocator mode, are logged (kernels/log.h).
 #include "core/cuda/runtime.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/log.h"
 
 #if defined(KILN_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -55,6 +57,22 @@ InitState& init_state() {
       s.reason = "no CUDA device";
     }
     s.count = err == cudaSuccess ? n : 0;
+    if (s.count == 0) {
+      KILN_LOG(Info, "cuda: not available (" + s.reason + "); only the CPU backend can be used");
+    } else if (log_enabled(LogLevel::Info)) {
+      std::string devices;
+      for (int d = 0; d < s.count; ++d) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+          (void)cudaGetLastError();
+          continue;
+        }
+        devices += std::string(devices.empty() ? "" : ", ") + "cuda:" + std::to_string(d) + " " + prop.name +
+                   " (compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " +
+                   std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
+      }
+      log_message(LogLevel::Info, "cuda: " + std::to_string(s.count) + " device(s): " + devices);
+    }
   });
   return s;
 }
@@ -362,6 +380,11 @@ CachingAllocator& caching_allocator(int device) {
     bool direct = mode && std::string(mode) == "direct";
     g_allocators[d] = std::make_unique<CachingAllocator>(Device::cuda(d), std::make_unique<CudaBackend>(d), direct);
     g_allocators[d]->set_poison(g_poison);
+    if (direct) {
+      KILN_LOG(Info, "cuda:" + std::to_string(d) +
+                         ": KILN_CUDA_ALLOC=direct, the caching allocator is bypassed (every tensor is its own "
+                         "cudaMalloc)");
+    }
   }
   return *g_allocators[d];
 }

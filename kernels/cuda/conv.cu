@@ -3,11 +3,13 @@
 // heuristics, or by timing with cudnn_benchmark) and cached; only algorithms cuDNN reports as
 // deterministic are taken while one exists, so a step's gradients are the same bits on every run.
 // Math modes never down-convert float32 to float16: TF32 tensor cores when allowed, else FMA only.
+// Each choice is logged once, when it enters the cache (kernels/log.h: no spdlog in a .cu file).
 #include <cudnn.h>
 
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/factory.h"
+#include "kernels/log.h"
 
 namespace kiln {
 namespace {
@@ -195,19 +198,21 @@ struct Call {
   void* out;        // forward: y, backward data: dx, backward filter: dw
 };
 
-// An algorithm as the three directions' perf structs describe it.
+// An algorithm as the three directions' perf structs describe it (time_ms: what a search measured).
 struct Perf {
   int algo;
   cudnnStatus_t status;
   cudnnDeterminism_t determinism;
   cudnnMathType_t math;
+  float time_ms = 0.0f;
+  size_t memory = 0;
 };
 
 template <typename P> std::vector<Perf> to_perfs(const std::vector<P>& results, int count) {
   std::vector<Perf> out;
   for (int i = 0; i < count; ++i) {
     const P& r = results[static_cast<size_t>(i)];
-    out.push_back({static_cast<int>(r.algo), r.status, r.determinism, r.mathType});
+    out.push_back({static_cast<int>(r.algo), r.status, r.determinism, r.mathType, r.time, r.memory});
   }
   return out;
 }
@@ -346,7 +351,58 @@ struct Choice {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
+  bool deterministic = true;
 };
+
+// --- names for the log ---------------------------------------------------------------------------
+
+const char* algo_name(Direction dir, int algo) {
+  static const char* const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",     "DIRECT",
+                                    "FFT",           "FFT_TILING",            "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const bwd_data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const bwd_filter[] = {"ALGO_0",   "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                           "FFT_TILING"};
+  auto at = [algo](const auto& names) -> const char* {
+    return algo >= 0 && static_cast<size_t>(algo) < std::size(names) ? names[algo] : "?";
+  };
+  switch (dir) {
+    case Direction::Forward: return at(fwd);
+    case Direction::BackwardData: return at(bwd_data);
+    case Direction::BackwardFilter: return at(bwd_filter);
+  }
+  return "?";
+}
+
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH: return "FMA math";
+  }
+  return "unknown math";
+}
+
+// One line listing every candidate as cuDNN returned it, best first; with times when searched.
+std::string candidates_str(Direction dir, const std::vector<Perf>& perfs, bool timed) {
+  std::string s;
+  for (const Perf& r : perfs) {
+    if (!s.empty()) s += "; ";
+    s += algo_name(dir, r.algo);
+    if (r.status != CUDNN_STATUS_SUCCESS) {
+      s += std::string(" (") + cudnnGetErrorString(r.status) + ")";
+      continue;
+    }
+    if (timed) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " %.4f ms", static_cast<double>(r.time_ms));
+      s += buf;
+    }
+    s += ", workspace " + format_bytes(r.memory) + ", " + math_name(r.math);
+    if (r.determinism != CUDNN_DETERMINISTIC || known_nondeterministic(dir, r.algo)) s += ", nondeterministic";
+  }
+  return s.empty() ? "none" : s;
+}
 
 // The first of `perfs` (best first) that succeeded, is deterministic when asked, runs under the
 // wanted math mode and fits the workspace limit.
@@ -361,7 +417,8 @@ std::optional<Choice> pick(const Call& c, const std::vector<Perf>& perfs, cudnnM
     if (cudnnSetConvolutionMathType(c.d.conv, math) != CUDNN_STATUS_SUCCESS) continue;
     const std::optional<size_t> bytes = workspace_size(c, r.algo);
     if (!bytes || *bytes > kMaxWorkspaceBytes) continue;
-    return Choice{r.algo, math, *bytes};
+    const bool det = r.determinism == CUDNN_DETERMINISTIC && !known_nondeterministic(c.dir, r.algo);
+    return Choice{r.algo, math, *bytes, det};
   }
   return std::nullopt;
 }
@@ -419,7 +476,7 @@ Choice choose(const Call& c, const Conv2dArgs& p, int64_t batch, int device, boo
     if (it != cache.choices.end()) return it->second;
   }
   // Not under the lock: a search runs every algorithm. Two threads may both choose for one problem;
-  // either choice is valid.
+  // either choice is valid, and the first to reach the cache is kept.
   check(cudnnSetConvolutionMathType(c.d.conv, want), op, "cudnnSetConvolutionMathType");
   std::vector<Perf> perfs;
   if (search) {
@@ -430,20 +487,44 @@ Choice choose(const Call& c, const Conv2dArgs& p, int64_t batch, int device, boo
     }
     const size_t bytes = search_workspace_bytes(c);
     perfs = searched_perfs(c, ctx.workspace(bytes), bytes, op);
+    KILN_LOG(Debug, std::string(op) + ": cuDNN timed search on cuda:" + std::to_string(device) + " for " +
+                        describe(p, batch) + " (given a workspace of " + format_bytes(bytes) + "), fastest first: " +
+                        candidates_str(c.dir, perfs, true));
   } else {
     perfs = heuristic_perfs(c, op);
+    KILN_LOG(Debug, std::string(op) + ": cuDNN heuristics on cuda:" + std::to_string(device) + " for " +
+                        describe(p, batch) + ", best first: " + candidates_str(c.dir, perfs, false));
   }
   // Deterministic first; when no deterministic algorithm supports the problem, the fastest other.
+  const char* how = search ? "timed search" : "heuristics";
   std::optional<Choice> choice = pick(c, perfs, want, true);
-  if (!choice) choice = pick(c, all_perfs(c, want), want, true);
+  if (!choice && (choice = pick(c, all_perfs(c, want), want, true))) {
+    how = "fallback to the first supported deterministic algorithm (no candidate was usable)";
+  }
   if (!choice) choice = pick(c, perfs, want, false);
-  if (!choice) choice = pick(c, all_perfs(c, want), want, false);
+  if (!choice && (choice = pick(c, all_perfs(c, want), want, false))) {
+    how = "fallback to the first supported algorithm (no candidate was usable)";
+  }
   if (!choice) {
     throw DeviceError(std::string(op) + ": cuDNN has no algorithm for this convolution (" + describe(p, batch) + ")");
   }
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.choices[key] = *choice;
-  return *choice;
+  bool inserted = false;
+  Choice chosen;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto [it, fresh] = cache.choices.emplace(key, *choice);
+    inserted = fresh;
+    chosen = it->second;
+  }
+  // Once per problem: a thread that lost the race to fill the cache takes the winner's choice quietly.
+  if (inserted) {
+    KILN_LOG(Info, std::string(op) + ": cuDNN algorithm " + algo_name(c.dir, chosen.algo) + " by " + how +
+                       " on cuda:" + std::to_string(device) + " for " + describe(p, batch) + "; " +
+                       math_name(chosen.math) + ", workspace " + format_bytes(chosen.workspace) +
+                       (chosen.deterministic ? ", deterministic" : ", nondeterministic (no deterministic algorithm "
+                                                                   "supports this problem)"));
+  }
+  return chosen;
 }
 
 // Batch chunks keep every tensor of a call under 2^31 elements, which cuDNN's int descriptors

@@ -40,10 +40,11 @@ class Optimizer {
   // skipped for inf/NaN gradients, nor for a group none of whose parameters had a gradient).
   int64_t step_count() const { return step_count_; }
 
-  // AMP without a sync (what GradScaler calls): while `found_inf` is defined, step() changes
-  // nothing (parameters, state, the device step counters) where *found_inf != 0, and gradients
-  // are divided by *grad_scale inside the update when that is defined. One-element float32
-  // tensors on the parameters' device; undefined tensors turn it off.
+  // Loss scaling without a sync, the hook a gradient scaler such as PyTorch's GradScaler drives
+  // (kiln has no scaler class; a caller sets the tensors): while `found_inf` is defined, step()
+  // changes nothing (parameters, state, the device step counters) where *found_inf != 0, and
+  // gradients are divided by *grad_scale inside the update when that is defined. One-element
+  // float32 tensors on the parameters' device; undefined tensors turn it off.
   void set_grad_scaling(const Tensor& found_inf, const Tensor& grad_scale = Tensor());
 
   // Everything needed to resume bit for bit, as a snapshot (copies, made without a sync):

@@ -25,11 +25,6 @@ constexpr uint64_t kRandomSeed = 20261123;    // as run_op_table.cpp: random row
 constexpr uint64_t kCotangentSeed = 71000;    // cotangent k uses kCotangentSeed + k on both devices
 const char* const kNoKernel = "no CUDA kernel";  // what ops::no_cuda_kernel's DeviceError says
 
-// Rows expected to have no CUDA kernel until the next issue (nn, conv, matmul and attention; this
-// issue brings the Foundation I kernels: elementwise, reductions, shape/index ops, factories). Each
-// must throw the missing-kernel DeviceError on CUDA; when one stops throwing, its test fails and
-// the row must be taken off this list so that its parity is checked. mse_loss is deliberately not
-// here: it is composed of sub, mul, sum and mean, so Foundation I kernels run it on CUDA.
 // Rows whose op has no CUDA kernel yet: each must throw the "no CUDA kernel" DeviceError, and
 // must come off this list when its kernel arrives. Every op of the table has one now.
 const std::set<std::string>& rows_without_cuda_kernel() {
@@ -243,7 +238,7 @@ template <typename Fn> std::string run_on_cuda(Fn&& fn) {
   } catch (const DeviceError& e) {
     std::string msg = e.what();
     if (msg.find(kNoKernel) != std::string::npos) {
-      return "no CUDA kernel yet (" + msg + "); a Foundation I op must run on CUDA";
+      return "no CUDA kernel (" + msg + "); every row outside rows_without_cuda_kernel() must run on CUDA";
     }
     return std::string("DeviceError: ") + msg;
   } catch (const Error& e) {

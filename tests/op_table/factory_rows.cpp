@@ -1,6 +1,6 @@
 // Op table rows: factories and random fills. Random rows are checked against the documented
-// Philox mapping (element i uses block i/2 of (seed, offset), words 2*(i%2) and 2*(i%2)+1), so the
-// CUDA parity runner can later demand the same bits from the GPU. The sample's only tensor is an
+// Philox mapping (element i uses block i/2 of (seed, offset), words 2*(i%2) and 2*(i%2)+1), and the
+// CUDA parity runner demands the same values from the GPU. The sample's only tensor is an
 // int64 scalar holding the dtype to create (an integer, so the runner never converts it).
 #include <cmath>
 
