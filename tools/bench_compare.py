@@ -79,7 +79,8 @@ def main():
     keys = list(kiln) + [k for k in torch if k not in kiln]
 
     def is_compute(key):
-        # A case is compute-bound when either side gives its flops (an errored record has none).
+        # A case is compute-bound when either side gives its flops (errored records have them since
+        # the case list came from the op table; the name test is for files written before).
         return any("flops" in rec for rec in (kiln.get(key), torch.get(key)) if rec) or key[0].startswith(
             ("matmul", "conv2d"))
 

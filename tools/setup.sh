@@ -3,7 +3,7 @@
 # Uses sudo when not root. The CUDA toolkit is expected to be installed already (it is optional).
 set -euo pipefail
 # libspdlog-dev depends on libfmt-dev (spdlog's CMake package finds fmt itself).
-packages=(cmake ninja-build g++ ccache catch2 libspdlog-dev nlohmann-json3-dev zlib1g-dev
+packages=(cmake ninja-build g++ ccache catch2 libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

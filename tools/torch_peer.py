@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench/gpu_bench: the same cases, shapes and method (CUDA events around each run,
-median of many after warm-up, inputs rotated over >= 4 sets that together exceed 4x L2, random
-data), written as the same JSON lines with impl "torch", so tools/bench_compare.py can join them.
+"""PyTorch peer of bench/gpu_bench: times exactly the cases of gpu_bench's case list (written by
+`bench_cases --json FILE` or `gpu_bench --list-cases --json FILE` from the op table's rows) with the
+same method (CUDA events around each run, median of many after warm-up, inputs rotated over >= 4
+sets that together exceed 4x L2, random data) and writes the same JSON lines with impl "torch", so
+tools/bench_compare.py can join them. Each case names a kiln op; OPS below maps it to a torch call,
+and a case whose op has no mapping fails loudly. --check-cases checks that without PyTorch (CI).
 
-  usage: python3 tools/torch_peer.py [--json FILE] [--elements N] [--runs R] [--warmup W]
+  usage: python3 tools/torch_peer.py --cases FILE [--json OUT] [--runs R] [--warmup W]
+         python3 tools/torch_peer.py --check-cases FILE
 """
 import argparse
 import datetime
@@ -12,10 +16,129 @@ import os
 import statistics
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import write_atomic  # noqa: E402
+
+torch = None  # imported by load_torch() when timing: checking a case list needs no PyTorch
+
+
+def load_torch():
+    global torch
+    import torch as t
+    torch = t
+
+
+# --- the kiln op -> torch call mapping -------------------------------------------------------------
+
+
+class Op:
+    """A torch call for a kiln op: how many inputs it takes, which args it needs or accepts, and
+    call(inputs, args) -> a function that runs it once (made once per rotation set, untimed)."""
+
+    def __init__(self, inputs, call, required=(), optional=()):
+        self.inputs, self.call, self.required, self.optional = inputs, call, set(required), set(optional)
+
+
+def _copy(inputs, args):
+    dst, src = inputs
+    return lambda: dst.copy_(src)
+
+
+def _sum(inputs, args):
+    (x,) = inputs
+    if "dim" in args:
+        dim = tuple(args["dim"])
+        return lambda: x.sum(dim=dim)
+    return lambda: x.sum()
+
+
+def _layer_norm(inputs, args):
+    x, w = inputs
+    # A zero bias, and the parameters cast to the input's dtype inside the timed call: what this
+    # peer has always timed, so its results stay comparable with those in bench/RESULTS.md.
+    b = torch.zeros_like(w)
+    shape = tuple(args["normalized_shape"])
+    return lambda: torch.nn.functional.layer_norm(x, shape, w.to(x.dtype), b.to(x.dtype))
+
+
+def _conv2d(inputs, args):
+    x, w = inputs
+    stride, padding = tuple(args.get("stride", (1, 1))), tuple(args.get("padding", (0, 0)))
+    return lambda: torch.nn.functional.conv2d(x, w, None, stride, padding)
+
+
+OPS = {
+    # gpu_bench's ceiling: a same-dtype contiguous copy_, which PyTorch does with cudaMemcpyAsync.
+    "memcpy": Op(2, _copy),
+    # kiln's own copy kernel in gpu_bench; PyTorch's copy_ is the same memcpy again.
+    "copy_": Op(2, _copy),
+    "add": Op(2, lambda i, a: (lambda: torch.add(i[0], i[1]))),
+    "gelu": Op(1, lambda i, a: (lambda: torch.nn.functional.gelu(i[0], approximate=a.get("approximate", "none"))),
+               optional=("approximate",)),
+    "sum": Op(1, _sum, optional=("dim",)),
+    "softmax": Op(1, lambda i, a: (lambda: torch.softmax(i[0], dim=a["dim"])), required=("dim",)),
+    "layer_norm": Op(2, _layer_norm, required=("normalized_shape",)),
+    "matmul": Op(2, lambda i, a: (lambda: torch.matmul(i[0], i[1]))),
+    "conv2d": Op(2, _conv2d, optional=("stride", "padding")),
+}
+
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+FIELDS = ("case", "dtype", "shape", "bytes", "flops", "precision", "tf32", "ceiling", "op", "args", "inputs",
+          "set_bytes")
+
+
+def load_cases(path):
+    cases = []
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    cases.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise SystemExit(f"torch_peer: {path}:{line_no}: not JSON ({e})")
+    return cases
+
+
+def check_cases(cases):
+    """Problems that would keep this peer from timing the listed cases as gpu_bench does."""
+    problems, ceilings = [], set()
+    if not cases:
+        problems.append("the case list is empty")
+    for n, c in enumerate(cases, 1):
+        where = f"case {n} ({c.get('case')}, {c.get('dtype')}, {c.get('shape')})"
+        missing = [k for k in FIELDS if k not in c]
+        if missing:
+            problems.append(f"{where}: no {', '.join(missing)}")
+            continue
+        op = OPS.get(c["op"])
+        if op is None:
+            problems.append(f"{where}: no torch mapping for kiln op \"{c['op']}\": add one to OPS in tools/torch_peer.py")
+            continue
+        if len(c["inputs"]) != op.inputs:
+            problems.append(f"{where}: op {c['op']} takes {op.inputs} inputs, the case lists {len(c['inputs'])}")
+        args = set(c["args"])
+        if op.required - args or args - op.required - op.optional:
+            problems.append(f"{where}: args {sorted(args)} for op {c['op']}, which needs {sorted(op.required)} "
+                            f"and accepts {sorted(op.optional)}")
+        for i in [c] + c["inputs"]:
+            if i.get("dtype") not in DTYPES:
+                problems.append(f"{where}: dtype {i.get('dtype')} has no torch dtype here")
+        for i in c["inputs"]:
+            if i.get("fill") not in ("normal", "ones", "empty") or i.get("format") not in ("contiguous",
+                                                                                         "channels_last"):
+                problems.append(f"{where}: input {i} has an unknown fill or format")
+        if bool(c["flops"]) != (c["precision"] is not None) or c["precision"] not in (None, "bf16", "tf32"):
+            problems.append(f"{where}: flops {c['flops']} and precision {c['precision']} do not go together")
+        if c["ceiling"]:
+            ceilings.add(c["precision"])
+        elif c["precision"] is not None and c["precision"] not in ceilings:
+            problems.append(f"{where}: no {c['precision']} ceiling before it")
+    if cases and "op" in cases[0] and cases[0]["op"] != "memcpy":
+        problems.append("the first case is not the memcpy ceiling")
+    return problems
+
+
+# --- timing ----------------------------------------------------------------------------------------
 
 
 def utc_now():
@@ -35,46 +158,15 @@ def random_on_gpu(shape, dtype):
     return t if dtype == torch.float32 else t.to(dtype)
 
 
-def make_cases(n):
-    """(name, dtype, shape, bytes, input bytes per set, make(set) -> state, run(state))."""
-    cases = []
-
-    def copy_make(shape, dtype):
-        return lambda: (random_on_gpu(shape, dtype), torch.empty(shape, dtype=dtype, device="cuda"))
-
-    # The ceiling: a same-dtype contiguous device copy, which PyTorch does with cudaMemcpyAsync,
-    # as gpu_bench's "copy" does. Bytes read + written.
-    cases.append(("copy", torch.float32, [n], 2 * 4 * n, 4 * n, copy_make([n], torch.float32),
-                  lambda s: s[1].copy_(s[0])))
-    # gpu_bench's "copy_" is kiln's own copy kernel; PyTorch's copy_ is the same memcpy again.
-    cases.append(("copy_", torch.float32, [n], 2 * 4 * n, 4 * n, copy_make([n], torch.float32),
-                  lambda s: s[1].copy_(s[0])))
-    for dtype in (torch.float32, torch.bfloat16):
-        es = torch.tensor([], dtype=dtype).element_size()
-        cases.append(("add", dtype, [n], 3 * es * n, 2 * es * n,
-                      (lambda d: lambda: (random_on_gpu([n], d), random_on_gpu([n], d)))(dtype),
-                      lambda s: torch.add(s[0], s[1])))
-        cases.append(("gelu", dtype, [n], 2 * es * n, es * n,
-                      (lambda d: lambda: (random_on_gpu([n], d),))(dtype),
-                      lambda s: torch.nn.functional.gelu(s[0])))
-        cases.append(("sum", dtype, [n], es * n + es, es * n,
-                      (lambda d: lambda: (random_on_gpu([n], d),))(dtype),
-                      lambda s: s[0].sum()))
-        rows, cols = n // 1024, 1024
-        cases.append(("sum_rows", dtype, [rows, cols], es * (rows * cols + rows), es * rows * cols,
-                      (lambda d: lambda: (random_on_gpu([rows, cols], d),))(dtype),
-                      lambda s: s[0].sum(dim=1)))
-        # Row-wise ops of a transformer: rows of 1024, one read and one write per element (plus the
-        # layer_norm parameters, read once).
-        cases.append(("softmax", dtype, [rows, cols], 2 * es * rows * cols, es * rows * cols,
-                      (lambda d: lambda: (random_on_gpu([rows, cols], d),))(dtype),
-                      lambda s: torch.softmax(s[0], dim=-1)))
-        cases.append(("layer_norm", dtype, [rows, cols], 2 * es * rows * cols + 2 * 4 * cols, es * rows * cols,
-                      (lambda d: lambda: (random_on_gpu([rows, cols], d),
-                                          torch.ones(cols, device="cuda"), torch.zeros(cols, device="cuda")))(dtype),
-                      lambda s: torch.nn.functional.layer_norm(s[0], (s[0].shape[-1],),
-                                                               s[1].to(s[0].dtype), s[2].to(s[0].dtype))))
-    return cases
+def make_input(spec):
+    dtype = getattr(torch, spec["dtype"])
+    if spec["fill"] == "normal":
+        t = random_on_gpu(spec["shape"], dtype)
+    elif spec["fill"] == "ones":
+        t = torch.ones(spec["shape"], dtype=dtype, device="cuda")
+    else:
+        t = torch.empty(spec["shape"], dtype=dtype, device="cuda")
+    return t.contiguous(memory_format=torch.channels_last) if spec["format"] == "channels_last" else t
 
 
 def use_precision(tf32):
@@ -84,33 +176,30 @@ def use_precision(tf32):
     torch.backends.cudnn.benchmark = True
 
 
-def make_compute_cases():
-    """As gpu_bench's make_compute_cases: (name, dtype, shape, bytes, input bytes per set, make, run,
-    flops, precision, is_ceiling). The 8192^3 matmul of each precision comes first and is its ceiling."""
-    cases = []
-    for precision, dtype, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True)):
-        es = torch.tensor([], dtype=dtype).element_size()
-        for n in (8192, 4096):
-            run = (lambda t: lambda s: (use_precision(t), torch.matmul(s[0], s[1])))(tf32)
-            cases.append(("matmul_tf32" if tf32 else "matmul", dtype, [n, n, n], 3 * es * n * n, 2 * es * n * n,
-                          (lambda d, m: lambda: (random_on_gpu([m, m], d), random_on_gpu([m, m], d)))(dtype, n),
-                          run, 2.0 * n ** 3, precision, n == 8192))
-    N, C, H, W, K, R = 64, 128, 56, 56, 128, 3
-    for name, precision, dtype, tf32, channels_last in (("conv2d_nhwc", "bf16", torch.bfloat16, False, True),
-                                                          ("conv2d_nchw", "bf16", torch.bfloat16, False, False),
-                                                          ("conv2d_nchw", "tf32", torch.float32, True, False)):
-        es = torch.tensor([], dtype=dtype).element_size()
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
+def make_run(case):
+    """One input set of the case and the function that runs it once (under the case's math switches
+    when it is compute-bound, set inside the timed run as gpu_bench does)."""
+    call = OPS[case["op"]].call([make_input(i) for i in case["inputs"]], case["args"])
+    if case["precision"] is None:
+        return call
+    tf32 = case["tf32"]
+    return lambda: (use_precision(tf32), call())
 
-        def make(d=dtype, f=fmt):
-            return (random_on_gpu([N, C, H, W], d).contiguous(memory_format=f),
-                    random_on_gpu([K, C, R, R], d).contiguous(memory_format=f))
 
-        run = (lambda t: lambda s: (use_precision(t), torch.nn.functional.conv2d(s[0], s[1], None, 1, 1)))(tf32)
-        out_elems = N * K * H * W
-        cases.append((name, dtype, [N, C, H, W], es * (N * C * H * W + K * C * R * R + out_elems),
-                      es * (N * C * H * W + K * C * R * R), make, run, 2.0 * out_elems * C * R * R, precision, False))
-    return cases
+def time_case(case, args, l2_bytes, starts, ends):
+    sets = sets_for(case["set_bytes"], l2_bytes)
+    runs = [make_run(case) for _ in range(sets)]
+    for i in range(args.warmup):
+        runs[i % sets]()
+    torch.cuda.synchronize()
+    for i in range(args.runs):
+        starts[i].record()
+        runs[i % sets]()
+        ends[i].record()
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    del runs
+    return sets, ms
 
 
 def print_header(compute):
@@ -122,36 +211,32 @@ def print_header(compute):
               f"{'% of copy':>10}")
 
 
-def time_case(case, args, l2_bytes, starts, ends):
-    name, dtype, shape, nbytes, per_set, make, run = case[:7]
-    sets = sets_for(per_set, l2_bytes)
-    states = [make() for _ in range(sets)]
-    for i in range(args.warmup):
-        run(states[i % sets])
-    torch.cuda.synchronize()
-    for i in range(args.runs):
-        starts[i].record()
-        run(states[i % sets])
-        ends[i].record()
-    torch.cuda.synchronize()
-    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
-    del states
-    return sets, ms
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", help="time the cases of this case list (JSON lines)")
+    p.add_argument("--check-cases", metavar="FILE", help="check that every case of this list has a torch mapping")
     p.add_argument("--json", help="write JSON lines here")
-    p.add_argument("--elements", type=int, default=1 << 26)
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     args = p.parse_args()
-    if args.elements < 1024 or args.elements % 1024:
-        p.error("--elements must be a positive multiple of 1024")
+    if bool(args.cases) == bool(args.check_cases):
+        p.error("give either --cases FILE or --check-cases FILE")
+    if args.runs < 1 or args.warmup < 0:
+        p.error("--runs must be >= 1 and --warmup >= 0")
+    cases = load_cases(args.cases or args.check_cases)
+    problems = check_cases(cases)
+    for problem in problems:
+        print(f"torch_peer: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    if args.check_cases:
+        print(f"torch_peer: {len(cases)} cases, each with a torch mapping ({', '.join(sorted({c['op'] for c in cases}))})")
+        return 0
+
+    load_torch()
     if not torch.cuda.is_available():
         print("torch_peer: torch.cuda.is_available() is false", file=sys.stderr)
         return 1
-
     props = torch.cuda.get_device_properties(0)
     gpu = props.name
     l2_bytes = int(getattr(props, "L2_cache_size", 50 << 20))
@@ -159,18 +244,16 @@ def main():
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.runs)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.runs)]
 
-    print(f"PyTorch {torch.__version__} peer on {gpu} (L2 {l2_bytes / (1 << 20):.0f} MiB), {args.elements} elements, "
-          f"median of {args.runs} runs after {args.warmup} warm-up, {utc_now()}")
+    print(f"PyTorch {torch.__version__} peer on {gpu} (L2 {l2_bytes / (1 << 20):.0f} MiB), {len(cases)} cases from "
+          f"{args.cases}, median of {args.runs} runs after {args.warmup} warm-up, {utc_now()}")
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
     records, copy_gbps, matmul_tflops = [], 0.0, {}
-    cases = make_cases(args.elements) + make_compute_cases()
     for i, case in enumerate(cases):
-        name, dtype, shape, nbytes = case[0], case[1], case[2], case[3]
+        name, dname, shape, nbytes = case["case"], case["dtype"], case["shape"], case["bytes"]
         # Memory-bound cases have no flops; compute-bound ones name their precision and ceiling.
-        flops, precision, is_ceiling = case[7:10] if len(case) > 7 else (0, None, False)
-        if i == 0 or (flops and len(cases[i - 1]) <= 7):
+        flops, precision, is_ceiling = float(case["flops"]), case["precision"], case["ceiling"]
+        if i == 0 or (flops and not cases[i - 1]["flops"]):
             print_header(bool(flops))
-        dname = str(dtype).replace("torch.", "")
         rec = {"impl": "torch", "case": name, "dtype": dname, "shape": shape}
         try:
             sets, ms = time_case(case, args, l2_bytes, starts, ends)
@@ -184,7 +267,7 @@ def main():
                 rec.update(flops=flops, tflops=round(tflops, 2), pct_of_matmul=round(pct, 2), precision=precision)
                 print(f"{name:<12} {dname:<9} {json.dumps(shape):<18} {sets:>5} {ms:>10.4f} {tflops:>9.1f} {pct:>11.1f}%")
             else:
-                if name == "copy":
+                if case["op"] == "memcpy":
                     copy_gbps = gbps
                 pct = 100.0 * gbps / copy_gbps if copy_gbps else 0.0
                 rec.update(pct_of_copy=round(pct, 2))
@@ -193,6 +276,8 @@ def main():
         except Exception as e:  # report and go on: one failing case must not hide the others
             sets = 0
             rec["error"] = f"{type(e).__name__}: {e}"
+            if flops:  # so bench_compare.py still files it as compute-bound
+                rec.update(flops=flops, precision=precision)
             width = (12, 18) if flops else (10, 14)
             print(f"{name:<{width[0]}} {dname:<9} {json.dumps(shape):<{width[1]}}  n/a: {rec['error']}")
         # A case may have set its own precision.

@@ -122,6 +122,7 @@ OpRow make_row(const std::string& name, RefOptions o) {
   // values differ from the float64 reference by a few output ulps.
   r.tolerance[DType::Float16] = {2e-3, 2e-3};
   r.tolerance[DType::BFloat16] = {2e-2, 2e-2};
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
   return r;
 }
 

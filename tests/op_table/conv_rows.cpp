@@ -175,6 +175,34 @@ Sample pool_sample(const std::string& name, Shape shape, std::vector<int64_t> q,
 
 Pair pr(const std::vector<int64_t>& q, size_t i) { return {q[i], q[i + 1]}; }
 
+// The compute-bound bench of a ResNet stage's 3x3 convolution, forward: x [64, 128, 56, 56], weight
+// [128, 128, 3, 3], padding 1, no bias; bfloat16 (channels-last or NCHW) or float32 with TF32 (NCHW).
+// Its own timed call: the row's op reads its hyper-parameters from an int64 tensor input.
+BenchCase conv_bench(const std::string& name, bool tf32, bool cl) {
+  BenchCase b;
+  b.name = name;
+  b.dtypes = {tf32 ? DType::Float32 : DType::BFloat16};
+  b.op = "conv2d";
+  b.args = R"({"stride": [1, 1], "padding": [1, 1]})";
+  b.setup = [tf32, cl](DType t, int64_t) {
+    const int64_t N = 64, C = 128, H = 56, W = 56, K = 128, R = 3;
+    const double es = static_cast<double>(element_size(t));
+    const double x_elems = static_cast<double>(N * C * H * W), w_elems = static_cast<double>(K * C * R * R);
+    const double out_elems = static_cast<double>(N * K * H * W);
+    const MemoryFormat f = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+    BenchSetup s;
+    s.shape = {N, C, H, W};
+    s.inputs = {{{N, C, H, W}, t, BenchInput::Fill::Normal, f}, {{K, C, R, R}, t, BenchInput::Fill::Normal, f}};
+    s.bytes = es * (x_elems + w_elems + out_elems);
+    s.flops = 2 * out_elems * static_cast<double>(C * R * R);
+    s.precision = tf32 ? "tf32" : "bf16";
+    s.tf32 = tf32;
+    return s;
+  };
+  b.run = [](const TensorList& x) { return TensorList{conv2d(x[0], x[1], Tensor(), {1, 1}, {1, 1})}; };
+  return b;
+}
+
 }  // namespace
 
 void add_conv_rows(std::vector<OpRow>& rows) {
@@ -282,6 +310,7 @@ void add_conv_rows(std::vector<OpRow>& rows) {
         {"bias shape", [x4, w4] { conv2d(x4, w4, zeros({3})); }, {"conv2d", "bias", "[8]", "[3]", "[8, 3, 3, 3]"}},
         {"undefined weight", [x4] { conv2d(x4, Tensor()); }, {"conv2d", "weight"}},
     };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
   {
@@ -302,6 +331,9 @@ void add_conv_rows(std::vector<OpRow>& rows) {
       return TensorList{ref_conv2d(in[0], in[1], Tensor(), param_values(in[2]))};
     };
     r.differentiable = {0, 1};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    r.bench = {conv_bench("conv2d_nhwc", false, true), conv_bench("conv2d_nchw", false, false),
+               conv_bench("conv2d_nchw", true, false)};
     rows.push_back(std::move(r));
   }
   {
@@ -405,6 +437,7 @@ void add_conv_rows(std::vector<OpRow>& rows) {
          },
          {"avg_pool2d", "output size 0x3", "[2, 3, 3]"}},
     };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
   {
@@ -445,6 +478,7 @@ void add_conv_rows(std::vector<OpRow>& rows) {
          },
          {"adaptive_avg_pool2d", "[1, 2, 0, 8]"}},
     };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
 }

@@ -217,6 +217,23 @@ OpRow make_row(std::string name, std::vector<DType> dtypes, std::vector<Sample> 
   return r;
 }
 
+// A memory-bound bench case of an elementwise op of `arity` inputs of n elements (--elements) in
+// float32 and bfloat16: each input read once, the output written once.
+BenchCase elementwise_bench(const std::string& name, const std::string& op, int arity) {
+  BenchCase b;
+  b.name = name;
+  b.dtypes = {DType::Float32, DType::BFloat16};
+  b.op = op;
+  b.setup = [arity](DType t, int64_t n) {
+    BenchSetup s;
+    s.shape = {n};
+    for (int i = 0; i < arity; ++i) s.inputs.push_back({{n}, t});
+    s.bytes = (arity + 1.0) * static_cast<double>(element_size(t)) * static_cast<double>(n);
+    return s;
+  };
+  return b;
+}
+
 // A scalar operand that keeps integer rows integral: f for float tensors, i for the others.
 Scalar pick(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? Scalar(f) : Scalar(i); }
 double pickd(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? f : static_cast<double>(i); }
@@ -246,6 +263,7 @@ void add_arithmetic_rows(std::vector<OpRow>& rows) {
         "add", kAllNumeric, binary_samples(100, normal(), normal()),
         [](const TensorList& x) { return TensorList{add(x[0], x[1])}; },
         ref([](const Values& v) { return v[0] + v[1]; }), {0, 1}, same_dtype);
+    r.bench = {elementwise_bench("add", "add", 2)};
     r.errors = {
         no_broadcast("add", [](const Tensor& a, const Tensor& b) { return add(a, b); }),
         {"float alpha with integer operands",
@@ -425,6 +443,9 @@ void add_unary_rows(std::vector<OpRow>& rows) {
         u.name, u.dtypes, unary_samples(seed, u.gen), [op](const TensorList& x) { return TensorList{op(x[0])}; },
         ref([fn](const Values& v) { return fn(v[0]); }), {0}, float_or_default);
     int_inputs_give_float32(r);
+    // sqrt is correctly rounded on both devices; the others go through libm on each.
+    if (std::string(u.name) != "sqrt") r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    if (std::string(u.name) == "gelu") r.bench = {elementwise_bench("gelu", "gelu", 1)};
     std::string name = std::string(u.name) == "gelu_tanh" ? "gelu" : u.name;
     r.errors = {undefined_input(name, op)};
     if (name == "gelu") {
@@ -497,6 +518,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
           return out;
         },
         {0}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     r.errors = {
         {"integer tensor to a negative integer power",
          [] { pow(zeros({3}, DType::Int64), -2); },
@@ -516,6 +538,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
               [](const Values& v) { return std::pow(v[0], 2.5); }}),
         {0}, float_or_default);
     int_inputs_give_float32(r);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     rows.push_back(std::move(r));
   }
   {
@@ -527,6 +550,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
         refs(
             {[](const Values& v) { return std::pow(2.5, v[0]); }, [](const Values& v) { return std::pow(0.5, v[0]); }}),
         {0}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     r.errors = {undefined_input("pow", [](const Tensor& a) { return pow(2.0, a); })};
     rows.push_back(std::move(r));
   }
@@ -535,6 +559,7 @@ void add_pow_clamp_rows(std::vector<OpRow>& rows) {
         "pow", kFloatTypes, binary_samples(2150, positive(0.5, 2.0), normal()),
         [](const TensorList& x) { return TensorList{pow(x[0], x[1])}; },
         ref([](const Values& v) { return std::pow(v[0], v[1]); }), {0, 1}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     r.errors = {no_broadcast("pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); })};
     rows.push_back(std::move(r));
   }
@@ -1073,6 +1098,27 @@ void add_inplace_rows(std::vector<OpRow>& rows) {
           return TensorList{self, wide};
         },
         refs({[](const Values& v) { return v[1]; }, [](const Values& v) { return v[1]; }}), {0, 1}, same_dtype);
+    // kiln's copy kernel against gpu_bench's cudaMemcpyAsync ceiling: float32 into an empty
+    // float32 tensor of the same size (the row's op would also time a clone and a second copy).
+    {
+      BenchCase b;
+      b.name = "copy_";
+      b.dtypes = {DType::Float32};
+      b.op = "copy_";
+      b.setup = [](DType t, int64_t n) {
+        BenchSetup s;
+        s.shape = {n};
+        s.inputs = {{{n}, t, BenchInput::Fill::Empty}, {{n}, t}};
+        s.bytes = 2.0 * static_cast<double>(element_size(t)) * static_cast<double>(n);
+        return s;
+      };
+      b.run = [](const TensorList& x) {
+        Tensor self = x[0];
+        self.copy_(x[1]);
+        return TensorList{self};
+      };
+      r.bench = {b};
+    }
     r.errors = {
         {"source does not broadcast to self",
          [] {

@@ -104,6 +104,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     // of values up to ~4, i.e. ~1e-6 absolute.
     r.tolerance[DType::Float32] = {1e-5, 1e-5};
     r.errors = {{"integer dtype", [] { randn({2}, TensorOptions(DType::Int32)); }, {"randn", "int32"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     rows.push_back(std::move(r));
   }
   {
@@ -123,6 +124,7 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     // As randn, scaled by std = 2.
     r.tolerance[DType::Float32] = {3e-5, 1e-5};
     r.errors = {{"negative std", [] { zeros({2}).normal_(0.0, -1.0); }, {"normal_", "std"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     rows.push_back(std::move(r));
   }
   {

@@ -77,6 +77,29 @@ Sample pair(const std::string& name, Shape sa, Shape sb, uint64_t seed) {
           }};
 }
 
+// The compute-bound bench of a square matmul [n, n] x [n, n] (shape reported as [m, k, n]): in
+// bfloat16 (float accumulation), or in float32 with TF32. Each precision's 8192^3 is its ceiling,
+// the compute ceiling of the card that every compute-bound case of that precision is measured against.
+BenchCase matmul_bench(int64_t n, bool tf32) {
+  BenchCase b;
+  b.name = tf32 ? "matmul_tf32" : "matmul";
+  b.dtypes = {tf32 ? DType::Float32 : DType::BFloat16};
+  b.op = "matmul";
+  b.setup = [n, tf32](DType t, int64_t) {
+    const double nd = static_cast<double>(n);
+    BenchSetup s;
+    s.shape = {n, n, n};
+    s.inputs = {{{n, n}, t}, {{n, n}, t}};
+    s.bytes = 3 * static_cast<double>(element_size(t)) * nd * nd;
+    s.flops = 2 * nd * nd * nd;
+    s.precision = tf32 ? "tf32" : "bf16";
+    s.tf32 = tf32;
+    s.ceiling = n == 8192;
+    return s;
+  };
+  return b;
+}
+
 }  // namespace
 
 void add_linalg_rows(std::vector<OpRow>& rows) {
@@ -132,6 +155,9 @@ void add_linalg_rows(std::vector<OpRow>& rows) {
          [] { matmul(zeros({2, 2}, DType::Int64), zeros({2, 2}, DType::Int64)); },
          {"matmul", "int64"}},
     };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    r.bench = {matmul_bench(8192, false), matmul_bench(4096, false), matmul_bench(8192, true),
+               matmul_bench(4096, true)};
     rows.push_back(std::move(r));
   }
   {
@@ -167,6 +193,7 @@ void add_linalg_rows(std::vector<OpRow>& rows) {
          {"linear", "float32", "float64"}},
         {"0-d input", [] { linear(scalar_tensor(1.0), zeros({4, 3})); }, {"linear", "[]", "[4, 3]"}},
     };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
   {
@@ -189,6 +216,7 @@ void add_linalg_rows(std::vector<OpRow>& rows) {
     r.errors = {{"wrong feature count",
                  [] { linear(zeros({3, 2, 5}), zeros({4, 6})); },
                  {"linear", "features", "[3, 2, 5]", "[4, 6]"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
 }

@@ -165,6 +165,32 @@ std::string num(double v) {
   return os.str();
 }
 
+// The memory-bound bench of a row-wise op of a transformer on [n/1024, 1024] (n: --elements) in
+// float32 and bfloat16: each element read once and written once. With `weight`, layer_norm over the
+// rows with a float32 weight of ones and no bias, plus 2 x 4 x 1024 bytes of parameters (the formula
+// of the runs in bench/RESULTS.md); its own timed call, since the row's op normalizes a fixed shape.
+BenchCase row_bench(const std::string& name, const std::string& op, const std::string& args, bool weight) {
+  BenchCase b;
+  b.name = name;
+  b.dtypes = {DType::Float32, DType::BFloat16};
+  b.op = op;
+  b.args = args;
+  b.setup = [weight](DType t, int64_t n) {
+    const int64_t cols = 1024, rows = n / cols;
+    BenchSetup s;
+    s.shape = {rows, cols};
+    s.inputs = {{s.shape, t}};
+    s.bytes = 2 * static_cast<double>(element_size(t)) * static_cast<double>(rows * cols);
+    if (weight) {
+      s.inputs.push_back({{cols}, DType::Float32, BenchInput::Fill::Ones});
+      s.bytes += 2 * 4 * cols;
+    }
+    return s;
+  };
+  if (weight) b.run = [](const TensorList& x) { return TensorList{layer_norm(x[0], {1024}, x[1], Tensor())}; };
+  return b;
+}
+
 // --- rows ------------------------------------------------------------------------------------------
 
 OpRow softmax_row(const std::string& name, bool log, int64_t dim, std::vector<Sample> samples) {
@@ -176,6 +202,7 @@ OpRow softmax_row(const std::string& name, bool log, int64_t dim, std::vector<Sa
   r.reference = [log, dim](const TensorList& x) { return TensorList{ref_softmax(x[0], dim, log)}; };
   r.differentiable = {0};
   r.out_dtype = [](DType t) { return t; };
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
   const char* op = log ? "log_softmax" : "softmax";
   r.errors = {
       {"integer input",
@@ -225,6 +252,7 @@ OpRow layer_norm_row(const std::string& name, const Shape& x_shape, const Shape&
   };
   r.differentiable = affine ? std::vector<size_t>{0, 1, 2} : std::vector<size_t>{0};
   r.out_dtype = [](DType t) { return t; };
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
   r.errors = {
       {"weight shape",
        [] {
@@ -348,6 +376,7 @@ OpRow cross_entropy_row(const std::string& name, Reduction red, int64_t ignore, 
   };
   r.differentiable = {0};
   r.out_dtype = [](DType t) { return t; };
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
   r.errors = {
       {"target out of range",
        [] {
@@ -414,6 +443,7 @@ OpRow mse_row(const std::string& name, Reduction red) {
   };
   r.differentiable = {0, 1};
   r.out_dtype = [](DType t) { return t; };
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
   r.errors = {
       {"shape mismatch",
        [red] {
@@ -439,6 +469,7 @@ void add_nn_rows(std::vector<OpRow>& rows) {
                                  return TensorList{noncontig(rnd({3, 5, 7}, t, d, 2, 3.0))};
                                }},
                               {"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 3)}; }}}));
+  rows.back().bench = {row_bench("softmax", "softmax", R"({"dim": -1})", false)};
   rows.push_back(softmax_row("softmax dim 0", false, 0,
                              {{"[5, 3]",
                                [](DType t, Device d) {
@@ -466,6 +497,7 @@ void add_nn_rows(std::vector<OpRow>& rows) {
 
   // --- layer_norm ---
   rows.push_back(layer_norm_row("layer_norm", {4, 7}, {7}, true, 11));
+  rows.back().bench = {row_bench("layer_norm", "layer_norm", R"({"normalized_shape": [1024]})", true)};
   rows.push_back(layer_norm_row("layer_norm no affine", {3, 2, 6}, {6}, false, 14));
   rows.push_back(layer_norm_row("layer_norm last 2 dims", {3, 4, 5}, {4, 5}, true, 17));
 
@@ -482,6 +514,7 @@ void add_nn_rows(std::vector<OpRow>& rows) {
     r.differentiable = {0, 1, 2};
     r.out_dtype = [](DType t) { return t; };
     r.errors = batch_norm_errors();
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
     rows.push_back(std::move(r));
   }
   {
@@ -496,6 +529,7 @@ void add_nn_rows(std::vector<OpRow>& rows) {
     r.differentiable = {0, 3, 4};
     r.out_dtype = [](DType t) { return t; };
     r.errors = batch_norm_errors();
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
     rows.push_back(std::move(r));
   }
 

@@ -1,4 +1,5 @@
-// The table's registry, tolerances and the helpers rows are written with.
+// The table's registry, tolerances (CPU and CUDA) and the helpers rows are written with. Needs
+// no test framework: gpu_bench and bench_cases link it too.
 #include "tests/op_table/op_table.h"
 
 #include <algorithm>
@@ -29,6 +30,53 @@ Tolerance default_tolerance(DType t) {
     case DType::BFloat16: return {1e-2, 1e-2};
     default: return {0, 0};
   }
+}
+
+// The reasons rows cite with cuda_float32_floor (each becomes the row's `why`).
+const char* const kCudaWhySumOrder =
+    "float32 sums: the GPU adds in another order than the CPU (block trees and warp shuffles in float, the CPU "
+    "accumulating in double), and rtol 1e-5 (~80 ulps) leaves no room for a rounding difference a sum carries; "
+    "1e-4 is still three orders tighter than an indexing or formula bug";
+const char* const kCudaWhyLibm =
+    "float32 transcendental functions: CUDA's expf/logf/sinf/cosf/tanhf/erff/rsqrtf/powf are within a few ulps "
+    "of glibc's but not equal, and rtol 1e-5 (~80 ulps) leaves no room for that difference once later arithmetic "
+    "carries it; 1e-4 is still three orders tighter than a formula bug";
+const char* const kCudaWhySumOrderAndLibm =
+    "float32 sums of transcendental terms (exp, log, rsqrt): the GPU adds in another order than the CPU and "
+    "CUDA's expf/logf/rsqrtf are within a few ulps of glibc's but not equal; rtol 1e-5 (~80 ulps) leaves no room "
+    "for either, 1e-4 is still three orders tighter than an indexing or formula bug";
+
+CudaTolerance cuda_float32_floor(const char* why) { return {{{DType::Float32, {1e-5, 1e-4}}}, why}; }
+
+// The CPU rule (the row's own tolerance for the sample dtype, or the default; for integer samples
+// with a float output, a mean or a cast, the output dtype's default), then the row's CUDA floor for
+// the output dtype.
+Tolerance cuda_forward_tolerance(const OpRow& row, DType sample_dtype, DType out_dtype) {
+  auto it = row.tolerance.find(sample_dtype);
+  Tolerance tol = it != row.tolerance.end() ? it->second
+                                            : default_tolerance(is_floating(sample_dtype) ? sample_dtype : out_dtype);
+  auto floor = row.cuda_tolerance.at_least.find(out_dtype);
+  if (floor != row.cuda_tolerance.at_least.end()) {
+    tol.atol = std::max(tol.atol, floor->second.atol);
+    tol.rtol = std::max(tol.rtol, floor->second.rtol);
+  }
+  return tol;
+}
+
+// Gradients are compared a little looser than forward outputs, for every row: the gradient of a
+// broadcast operand is a sum over the broadcast dims (again in another order on the GPU), and for
+// float16/bfloat16 a gradient is the end of a chain of roundings in the input dtype (saved output,
+// cotangent product, cast back), where a one-ulp difference upstream can become two.
+Tolerance cuda_gradient_tolerance(const OpRow& row, DType sample_dtype, DType grad_dtype) {
+  Tolerance tol = cuda_forward_tolerance(row, sample_dtype, grad_dtype);
+  if (grad_dtype == DType::Float32) {
+    tol.atol = std::max(tol.atol, 1e-5);
+    tol.rtol = std::max(tol.rtol, 1e-4);
+  } else if (grad_dtype == DType::Float16 || grad_dtype == DType::BFloat16) {
+    tol.atol *= 2;
+    tol.rtol *= 2;
+  }
+  return tol;
 }
 
 Tensor rnd(const Shape& shape, DType dtype, Device device, uint64_t seed, double scale) {

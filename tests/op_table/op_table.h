@@ -1,8 +1,8 @@
 // The op test table (ARCHITECTURE.md section 5): one row per op with sample inputs, dtypes,
-// differentiable inputs, tolerances, an independent float64 reference and error cases. The CPU
-// runner checks forward against the reference in every dtype, gradchecks every differentiable
-// input and expects every error case to be a kiln::Error naming the op; the CUDA parity runner
-// reuses the same rows with the device switched.
+// differentiable inputs, tolerances, a float64 reference and error cases, checked by the CPU runner;
+// the CUDA parity runner reuses the rows with the device switched and gpu_bench times their bench
+// cases. The row is the one place for an op's checks: its CUDA tolerance and bench shapes live on
+// it, never in lists keyed by row names elsewhere.
 #pragma once
 
 #include <functional>
@@ -33,6 +33,56 @@ struct Tolerance {
   double rtol;
 };
 
+// How much further a CUDA output may stray from the CPU output than the CPU rule allows (the row's
+// `tolerance` for the sample dtype, else default_tolerance): for an output of a listed dtype, atol
+// and rtol are each raised to at least the listed floor, never lowered. `why` is mandatory whenever
+// a floor is listed (tests/op_table/test_row_specs.cpp checks it, and the caps).
+struct CudaTolerance {
+  std::map<DType, Tolerance> at_least;  // output dtype -> floor
+  std::string why;
+};
+
+// Shared reasons for the common float32 floor (atol 1e-5, rtol 1e-4); rows cite them by name.
+extern const char* const kCudaWhySumOrder;
+extern const char* const kCudaWhyLibm;
+extern const char* const kCudaWhySumOrderAndLibm;
+// The common floor: float32 outputs held to atol 1e-5, rtol 1e-4 on CUDA, for `why`.
+CudaTolerance cuda_float32_floor(const char* why);
+
+// One input of a bench case, made on the GPU before timing: drawn from a normal distribution in
+// float32 and cast (never zeros), filled with ones (a norm's weight), or left uninitialized (an
+// output buffer). Only drawn inputs count towards a rotation set's size.
+struct BenchInput {
+  enum class Fill { Normal, Ones, Empty };
+  Shape shape;
+  DType dtype;
+  Fill fill = Fill::Normal;
+  MemoryFormat format = MemoryFormat::Contiguous;
+};
+
+// A bench case at one dtype and one size (--elements): what gpu_bench times and
+// tools/torch_peer.py times the same way in PyTorch.
+struct BenchSetup {
+  Shape shape;  // the shape the results report (matmul: [m, k, n]; bench/RESULTS.md joins on it)
+  std::vector<BenchInput> inputs;
+  double bytes = 0;       // the fewest bytes the work moves: each input read once, each output written once
+  double flops = 0;       // compute-bound cases: floating-point operations (a multiply-add counts 2); 0 otherwise
+  std::string precision;  // compute-bound cases: "bf16" or "tf32", whose 8192^3 matmul is their ceiling
+  bool tf32 = false;      // the math switches: TF32 for matmul and cuDNN on (compute-bound cases)
+  bool ceiling = false;   // this case is its precision's ceiling
+};
+
+// A benchmark of the row's op. The case list (bench/case_list.h) has one case per dtype.
+struct BenchCase {
+  std::string name;           // the results' "case" (stable: bench/RESULTS.md and bench_compare.py join on it)
+  std::vector<DType> dtypes;  // float32 and bfloat16 where the row supports them
+  std::string op;             // the op tools/torch_peer.py maps to a torch call
+  std::string args = "{}";    // that call's arguments besides the inputs, a JSON object
+  std::function<BenchSetup(DType dtype, int64_t elements)> setup;
+  // The timed call on the inputs of setup(); empty: the row's own op.
+  std::function<TensorList(const TensorList&)> run;
+};
+
 struct OpRow {
   std::string name;
   std::vector<DType> dtypes;  // forward checked in each against the float64 reference
@@ -49,9 +99,19 @@ struct OpRow {
   std::vector<size_t> exact_outputs;
   // Expected dtype of output 0 for a given sample dtype (type promotion); unchecked when empty.
   std::function<DType(DType)> out_dtype;
+  // CUDA parity: how much looser than the CPU rule a CUDA output may be, with the reason.
+  CudaTolerance cuda_tolerance;
+  // GPU benchmarks of this op (bench/gpu_bench.cpp); most rows have none.
+  std::vector<BenchCase> bench;
 };
 
 Tolerance default_tolerance(DType t);
+
+// The tolerances the CUDA parity runner (tests/cuda/run_parity.cpp) holds a CUDA result to against
+// the CPU result: forward outputs of dtype `out_dtype` for a sample of `sample_dtype`, and gradients
+// of dtype `grad_dtype`. They read only the row's fields.
+Tolerance cuda_forward_tolerance(const OpRow& row, DType sample_dtype, DType out_dtype);
+Tolerance cuda_gradient_tolerance(const OpRow& row, DType sample_dtype, DType grad_dtype);
 
 // The whole table, built on first use from the op_table/*_rows.cpp files (no static-init order).
 const std::vector<OpRow>& op_table();

@@ -46,7 +46,7 @@ run_step("installing ${KILN_BUILD_DIR}" ${CMAKE_COMMAND} --install ${KILN_BUILD_
 # Moved after installing: the package must not remember where it was put.
 file(RENAME ${WORK}/staged ${WORK}/prefix)
 set(prefix ${WORK}/prefix)
-foreach(file include/core/tensor.h include/core/ops/linalg.h include/nn/layers.h include/nn/optim/adamw.h
+foreach(file include/core/tensor.h include/core/ops/matmul.h include/nn/layers.h include/nn/optim/adamw.h
              include/data/idx.h include/kernels/half.h lib/cmake/kiln/kilnConfig.cmake
              lib/cmake/kiln/kilnConfigVersion.cmake lib/cmake/kiln/kilnTargets.cmake
              lib/libkiln_kernels.so lib/libkiln_core.so lib/libkiln_nn.so lib/libkiln_data.so)

@@ -1,0 +1,17 @@
+# The op table as a library (kiln_op_table): the rows, their registry and helpers, without a test
+# framework. Included by tests/ (the CPU runner, the CUDA parity runner) and bench/ (gpu_bench,
+# bench_cases); whichever comes first defines it, so the rows compile once.
+if(NOT TARGET kiln_op_table)
+  add_library(kiln_op_table STATIC
+    ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/elementwise_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/reduce_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/shape_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/factory_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/linalg_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/conv_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/nn_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp)
+  target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
+  target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})
+endif()
