@@ -6,17 +6,23 @@
 #include <numeric>
 
 namespace kiln::test {
+const std::vector<RowFamily>& row_families() {
+  static const std::vector<RowFamily> families = {
+      {"elementwise", add_elementwise_rows}, {"reduce", add_reduce_rows}, {"shape", add_shape_rows},
+      {"factory", add_factory_rows},         {"linalg", add_linalg_rows}, {"conv", add_conv_rows},
+      {"nn", add_nn_rows},                   {"attention", add_attention_rows},
+  };
+  return families;
+}
+
 const std::vector<OpRow>& op_table() {
   static const std::vector<OpRow> rows = [] {
     std::vector<OpRow> r;
-    add_elementwise_rows(r);
-    add_reduce_rows(r);
-    add_shape_rows(r);
-    add_factory_rows(r);
-    add_linalg_rows(r);
-    add_conv_rows(r);
-    add_nn_rows(r);
-    add_attention_rows(r);
+    for (const RowFamily& f : row_families()) {
+      const size_t first = r.size();
+      f.add(r);
+      for (size_t i = first; i < r.size(); ++i) r[i].family = f.family;
+    }
     return r;
   }();
   return rows;

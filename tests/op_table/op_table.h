@@ -85,6 +85,10 @@ struct BenchCase {
 
 struct OpRow {
   std::string name;
+  // The op family the row tests: the stem of its files on every floor (core/ops/<family>.cpp,
+  // tests/op_table/<family>_rows.cpp, ...; docs/ops.md lists them). Set by the registry from the
+  // rows file that adds the row.
+  std::string family;
   std::vector<DType> dtypes;  // forward checked in each against the float64 reference
   std::vector<Sample> samples;
   // The op under test; returns its outputs (compared one by one).
@@ -115,6 +119,13 @@ Tolerance cuda_gradient_tolerance(const OpRow& row, DType sample_dtype, DType gr
 
 // The whole table, built on first use from the op_table/*_rows.cpp files (no static-init order).
 const std::vector<OpRow>& op_table();
+
+// One entry per rows file, tests/op_table/<family>_rows.cpp, whose add function appends its rows.
+struct RowFamily {
+  const char* family;
+  void (*add)(std::vector<OpRow>&);
+};
+const std::vector<RowFamily>& row_families();
 void add_elementwise_rows(std::vector<OpRow>& rows);
 void add_reduce_rows(std::vector<OpRow>& rows);
 void add_shape_rows(std::vector<OpRow>& rows);
