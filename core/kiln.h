@@ -25,6 +25,7 @@
 #include "core/ops/softmax.h"
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
+#include "core/ops/view.h"
 #include "core/random.h"
 #include "core/scalar.h"
 #include "core/tensor.h"

@@ -1,0 +1,272 @@
+// Kernel twin tests (label cuda): each kernel pair's CPU and CUDA twins on one problem through the
+// raw-pointer API, the way a kernel benchmark or a new backend would call them. The op table's parity
+// runner covers every op through tensors; these cover what tensors hide: the problem descriptions
+// themselves (strided batch layouts, filter orders, GEMM batches), draws whose seed and offset are
+// read from memory at run time (a captured graph's), and integer results that must match exactly.
+#include <tuple>
+
+#include "kernels/attention.h"
+#include "kernels/conv.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layer_norm.h"
+#include "kernels/matmul.h"
+#include "kernels/random.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "kernels/topk.h"
+#include "tests/kernels/twin.h"
+
+namespace kiln::test {
+namespace {
+
+// float32 results that are sums or transcendental functions: the GPU adds in another order and its
+// expf/logf differ from glibc's by an ulp or so (the parity runner's rule for float32).
+constexpr double kSumAtol = 1e-5, kSumRtol = 1e-4;
+
+TEST_CASE("twins: integer draws are bit-identical and float draws agree to rounding", "[cuda][twins]") {
+  const int64_t n = 100003;
+  Twin ints = twin_poisoned({n}, DType::Int64);
+  run_twins(kernels::random, [&](Device d) {
+    return std::tuple(flat_arg(ints, d), RandomDist::RandInt, -50.0, 1000.0, PhiloxState{1234, 7});
+  });
+  CHECK(compare_twin(ints) == "");
+  for (RandomDist dist : {RandomDist::Uniform, RandomDist::Normal}) {
+    Twin f = twin_poisoned({n}, DType::Float32);
+    run_twins(kernels::random, [&](Device d) { return std::tuple(flat_arg(f, d), dist, 0.0, 1.0, PhiloxState{1234, 7}); });
+    CHECK(compare_twin(f, 0, 1e-5) == "");
+  }
+}
+
+TEST_CASE("twins: a dropout draw read from memory (a captured graph's) matches the eager draw", "[cuda][twins]") {
+  // philox_base_store writes {seed, offset} where a captured draw reads them; the kernel adds the
+  // draw's own offset when it runs.
+  Twin base = twin_poisoned({2}, DType::Int64);
+  run_twins(kernels::philox_base_store,
+            [&](Device d) { return std::tuple(base.ptr<uint64_t>(d), uint64_t{77}, uint64_t{5}); });
+  CHECK(compare_twin(base) == "");
+  Twin x = twin_randn({3, 1001}, DType::Float32, 1);
+  Twin captured = twin_poisoned({3, 1001}, DType::Float32), eager = twin_poisoned({3, 1001}, DType::Float32);
+  run_twins(kernels::dropout, [&](Device d) {
+    return std::tuple(flat_arg(captured, d), flat_arg(x, d), 0.3, PhiloxState{0, 3, base.ptr<uint64_t>(d)});
+  });
+  run_twins(kernels::dropout,
+            [&](Device d) { return std::tuple(flat_arg(eager, d), flat_arg(x, d), 0.3, PhiloxState{77, 8}); });
+  CHECK(compare_twin(captured) == "");  // bit for bit: the keep test is an integer comparison
+  CHECK(compare_twin(eager) == "");
+  CHECK(captured.cpu.to_vector<float>() == eager.cpu.to_vector<float>());
+}
+
+TEST_CASE("twins: softmax forward and backward along the last and an inner dim", "[cuda][twins]") {
+  for (auto [outer, n, inner] : {std::tuple<int64_t, int64_t, int64_t>{37, 129, 1}, {5, 33, 7}, {3, 2049, 1}}) {
+    INFO("outer " << outer << " n " << n << " inner " << inner);
+    const Shape shape{outer, n, inner};
+    Twin x = twin_randn(shape, DType::Float32, 2), y = twin_poisoned(shape, DType::Float32);
+    run_twins(kernels::softmax_forward, [&](Device d) {
+      return std::tuple(y.ptr(d), x.ptr(d), DType::Float32, outer, n, inner, false);
+    });
+    CHECK(compare_twin(y, kSumAtol, kSumRtol) == "");
+    Twin dy = twin_randn(shape, DType::Float32, 3), dx = twin_poisoned(shape, DType::Float32);
+    // The backward reads the forward output: give both twins the CPU's.
+    y.cuda.copy_(y.cpu.to(kTwinCuda));
+    run_twins(kernels::softmax_backward, [&](Device d) {
+      return std::tuple(dx.ptr(d), dy.ptr(d), y.ptr(d), DType::Float32, outer, n, inner, false);
+    });
+    CHECK(compare_twin(dx, kSumAtol, kSumRtol) == "");
+  }
+}
+
+TEST_CASE("twins: layer_norm forward and backward with bfloat16 activations and float32 parameters",
+          "[cuda][twins]") {
+  const int64_t rows = 65, n = 300;
+  Twin x = twin_randn({rows, n}, DType::BFloat16, 4), w = twin_randn({n}, DType::Float32, 5);
+  Twin b = twin_randn({n}, DType::Float32, 6);
+  Twin y = twin_poisoned({rows, n}, DType::BFloat16), mean = twin_poisoned({rows}, DType::Float32);
+  Twin rstd = twin_poisoned({rows}, DType::Float32);
+  run_twins(kernels::layer_norm_forward, [&](Device d) {
+    return std::tuple(y.ptr(d), mean.ptr(d), rstd.ptr(d), x.ptr(d), DType::BFloat16, w.ptr(d), b.ptr(d),
+                      DType::Float32, rows, n, 1e-5);
+  });
+  CHECK(compare_twin(mean, kSumAtol, kSumRtol) == "");
+  CHECK(compare_twin(rstd, kSumAtol, kSumRtol) == "");
+  CHECK(compare_twin(y, 1e-2, 1e-2) == "");  // bfloat16's tolerance: one rounding of the output
+  Twin dy = twin_randn({rows, n}, DType::BFloat16, 7), dx = twin_poisoned({rows, n}, DType::BFloat16);
+  Twin dw = twin_poisoned({n}, DType::Float32), db = twin_poisoned({n}, DType::Float32);
+  mean.cuda.copy_(mean.cpu.to(kTwinCuda));
+  rstd.cuda.copy_(rstd.cpu.to(kTwinCuda));
+  run_twins(kernels::layer_norm_backward, [&](Device d) {
+    return std::tuple(dx.ptr(d), dw.ptr(d), db.ptr(d), dy.ptr(d), x.ptr(d), DType::BFloat16, mean.ptr(d),
+                      rstd.ptr(d), w.ptr(d), DType::Float32, rows, n);
+  });
+  CHECK(compare_twin(dx, 2e-2, 2e-2) == "");
+  CHECK(compare_twin(dw, 1e-4, 1e-4) == "");  // 65-term float sums of bfloat16 products
+  CHECK(compare_twin(db, 1e-4, 1e-4) == "");
+}
+
+TEST_CASE("twins: cross_entropy forward (mean, label smoothing, an ignored row)", "[cuda][twins]") {
+  CrossEntropyShape cs;
+  cs.n = 9;
+  cs.c = 17;
+  cs.s = 1;
+  cs.ignore_index = -100;
+  cs.label_smoothing = 0.1;
+  Twin logits = twin_randn({cs.n, cs.c}, DType::Float32, 8);
+  Twin target = twin_of(tensor(std::vector<int64_t>{3, 0, 16, -100, 5, 5, 1, 9, 12}));
+  Twin out = twin_poisoned({}, DType::Float32), lse = twin_poisoned({cs.n}, DType::Float32);
+  Twin count = twin_poisoned({1}, DType::Int64);
+  run_twins(kernels::cross_entropy_forward, [&](Device d) {
+    return std::tuple(out.ptr(d), DType::Float32, lse.ptr(d), count.ptr<int64_t>(d), logits.ptr(d), DType::Float32,
+                      target.ptr<int64_t>(d), cs, LossReduce::Mean);
+  });
+  cuda::raise_device_errors();  // every target is valid: nothing recorded
+  CHECK(compare_twin(count) == "");
+  CHECK(count.cpu.to_vector<int64_t>()[0] == 8);
+  CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
+  CHECK(compare_twin(out, kSumAtol, kSumRtol) == "");
+}
+
+TEST_CASE("twins: a batched GEMM with repeated (broadcast) offsets and transposes", "[cuda][twins]") {
+  const int64_t m = 33, n = 20, k = 47, count = 4;
+  Twin a = twin_randn({2, k, m}, DType::Float32, 9), b = twin_randn({n, k}, DType::Float32, 10);
+  Twin c = twin_poisoned({count, m, n}, DType::Float32);
+  const std::vector<int64_t> ao{0, m * k, 0, m * k}, bo(4, 0), co{0, m * n, 2 * m * n, 3 * m * n};
+  run_twins(kernels::gemm, [&](Device d) {
+    GemmArgs g;
+    g.dtype = DType::Float32;
+    g.trans_a = true;
+    g.trans_b = true;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a.ptr(d);
+    g.lda = m;
+    g.b = b.ptr(d);
+    g.ldb = k;
+    g.c = c.ptr(d);
+    g.ldc = n;
+    g.batch = GemmBatch{count, ao.data(), bo.data(), co.data()};
+    g.allow_tf32 = false;
+    return std::tuple(g);
+  });
+  CHECK(compare_twin(c, kSumAtol, kSumRtol) == "");
+}
+
+// One convolution problem in one layout, its three passes on both twins.
+void check_conv(bool channels_last, DType dtype, int64_t groups, bool with_bias, double atol, double rtol) {
+  INFO((channels_last ? "channels-last " : "NCHW ") << dtype_name(dtype) << " groups " << groups
+                                                    << (with_bias ? " with bias" : ""));
+  const int64_t N = 3, C = 4, H = 9, W = 7, K = 6, R = 3;
+  const MemoryFormat fmt = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  Conv2dArgs p;
+  p.dtype = dtype;
+  p.geo = {N, C, H, W, 5, 4, Window2d{R, R, 2, 2, 1, 1, 1, 1}};
+  p.out_channels = K;
+  p.groups = groups;
+  p.channels_last = channels_last;
+  p.allow_tf32 = false;  // float32 to float32 accuracy
+  auto dense = [&](const Twin& t) { return Twin{t.cpu.contiguous(fmt), t.cuda.contiguous(fmt)}; };
+  Twin x = dense(twin_randn({N, C, H, W}, dtype, 11)), w = dense(twin_randn({K, C / groups, R, R}, dtype, 12));
+  Twin bias = twin_randn({K}, dtype, 13);
+  Twin y = dense(twin_poisoned({N, K, 5, 4}, dtype));
+  const ImageStrides xs{x.cpu.stride(0), x.cpu.stride(1), x.cpu.stride(2), x.cpu.stride(3)};
+  const ImageStrides ys{y.cpu.stride(0), y.cpu.stride(1), y.cpu.stride(2), y.cpu.stride(3)};
+  p.x_strides = xs;
+  p.y_strides = ys;
+  run_twins(kernels::conv2d_forward, [&](Device d) {
+    return std::tuple(p, y.ptr(d), static_cast<const void*>(x.ptr(d)), static_cast<const void*>(w.ptr(d)),
+                      static_cast<const void*>(with_bias ? bias.ptr(d) : nullptr));
+  });
+  CHECK(compare_twin(y, atol, rtol) == "");
+  Twin dy = dense(twin_randn({N, K, 5, 4}, dtype, 14)), dx = dense(twin_poisoned({N, C, H, W}, dtype));
+  Twin dw = dense(twin_poisoned({K, C / groups, R, R}, dtype));
+  run_twins(kernels::conv2d_backward_data, [&](Device d) {
+    return std::tuple(p, dx.ptr(d), static_cast<const void*>(dy.ptr(d)), static_cast<const void*>(w.ptr(d)));
+  });
+  CHECK(compare_twin(dx, atol, rtol) == "");
+  run_twins(kernels::conv2d_backward_filter, [&](Device d) {
+    return std::tuple(p, dw.ptr(d), static_cast<const void*>(x.ptr(d)), static_cast<const void*>(dy.ptr(d)));
+  });
+  CHECK(compare_twin(dw, atol, rtol) == "");
+}
+
+TEST_CASE("twins: conv2d's three passes in NCHW and channels-last, grouped, with and without bias", "[cuda][twins]") {
+  check_conv(false, DType::Float32, 1, true, kSumAtol, kSumRtol);
+  check_conv(true, DType::Float32, 2, false, kSumAtol, kSumRtol);
+  check_conv(true, DType::BFloat16, 1, true, 2e-2, 2e-2);  // bfloat16 output rounding, twice for gradients
+}
+
+TEST_CASE("twins: attention forward over a broadcast batch layout", "[cuda][twins]") {
+  const int64_t B0 = 2, B1 = 3, L = 19, S = 23, E = 16;
+  Twin q = twin_randn({B0, B1, L, E}, DType::Float32, 15);
+  Twin k = twin_randn({B0, 1, S, E}, DType::Float32, 16), v = twin_randn({B0, 1, S, E}, DType::Float32, 17);
+  Twin out = twin_poisoned({B0 * B1, L, E}, DType::Float32), lse = twin_poisoned({B0 * B1, L}, DType::Float32);
+  AttentionArgs a;
+  a.dtype = DType::Float32;
+  a.batch = B0 * B1;
+  a.L = L;
+  a.S = S;
+  a.E = E;
+  a.Ev = E;
+  a.layout.ndim = 2;
+  a.layout.sizes[0] = B0;
+  a.layout.sizes[1] = B1;
+  a.layout.q[0] = B1 * L * E;
+  a.layout.q[1] = L * E;
+  a.layout.k[0] = a.layout.v[0] = S * E;  // k and v broadcast over the second batch dim
+  a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
+  a.causal = true;
+  a.scale = 0.25;
+  run_twins(kernels::attention_forward, [&](Device d) {
+    return std::tuple(out.ptr(d), lse.ptr(d), static_cast<const void*>(q.ptr(d)), static_cast<const void*>(k.ptr(d)),
+                      static_cast<const void*>(v.ptr(d)), a);
+  });
+  CHECK(compare_twin(out, kSumAtol, kSumRtol) == "");
+  CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
+}
+
+TEST_CASE("twins: topk, embedding and a long sum", "[cuda][twins]") {
+  const int64_t rows = 7, n = 3000, k = 5;
+  Twin in = twin_randn({rows, n}, DType::Float32, 18), values = twin_poisoned({rows, k}, DType::Float32);
+  Twin indices = twin_poisoned({rows, k}, DType::Int64);
+  run_twins(kernels::topk, [&](Device d) {
+    return std::tuple(values.ptr(d), DType::Float32, indices.ptr<int64_t>(d), static_cast<const void*>(in.ptr(d)),
+                      DType::Float32, rows, n, k, true);
+  });
+  CHECK(compare_twin(values) == "");  // picked, not computed: exact
+  CHECK(compare_twin(indices) == "");
+
+  Twin weight = twin_randn({10, 6}, DType::BFloat16, 19), out = twin_poisoned({4, 6}, DType::BFloat16);
+  Twin idx = twin_of(tensor(std::vector<int64_t>{9, 0, 3, 3}));
+  run_twins(kernels::embedding_forward, [&](Device d) {
+    StridedArg w;
+    w.data = weight.ptr(d);
+    w.dtype = DType::BFloat16;
+    w.ndim = 2;
+    w.sizes[0] = 10;
+    w.sizes[1] = 6;
+    w.strides[0] = 6;
+    w.strides[1] = 1;
+    return std::tuple(out.ptr(d), w, static_cast<const int64_t*>(idx.ptr<int64_t>(d)), int64_t{4});
+  });
+  CHECK(compare_twin(out) == "");
+
+  Twin x = twin_randn({1 << 20}, DType::Float32, 20), total = twin_poisoned({}, DType::Float32);
+  run_twins(kernels::reduce, [&](Device d) {
+    ReduceArgs r;
+    r.out.data = total.ptr(d);
+    r.out.dtype = DType::Float32;
+    r.out.ndim = 0;
+    r.in = x.ptr(d);
+    r.in_dtype = DType::Float32;
+    r.red_ndim = 1;
+    r.red_sizes[0] = 1 << 20;
+    r.red_strides[0] = 1;
+    return std::tuple(ReduceOp::Sum, r);
+  });
+  // 2^20 normal values: the float tree's rounding is about sqrt(log2 n) * eps * ||x||_2 absolute.
+  CHECK(compare_twin(total, 1e-3, 1e-4) == "");
+}
+
+}  // namespace
+}  // namespace kiln::test
