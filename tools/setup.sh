@@ -2,7 +2,7 @@
 # Installs what kiln's build and tests need from Debian, non-interactively; a no-op when all is present.
 # Uses sudo when not root. The CUDA toolkit is expected to be installed already (it is optional).
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache catch2 libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+packages=(cmake ninja-build g++ ccache catch2 libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
           dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
