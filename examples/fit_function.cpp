@@ -126,14 +126,11 @@ int main(int argc, char** argv) {
   std::printf("fit y = sin(2x) + 0.3x with %lld tanh units: final mse %.6f after %d steps (%.2f s, %.0f steps/s)\n",
               static_cast<long long>(hidden), loss_value, opt.steps, secs, opt.steps / secs);
   if (metrics) {
-    metrics->write(examples::JsonLine()
-                       .text("record", "summary")
-                       .boolean("finished", true)
-                       .integer("steps", opt.steps)
-                       .real("final_mse", loss_value, "%.9g")
-                       .real("steps_per_s", opt.steps / secs, "%.1f")
-                       .real("train_seconds", secs, "%.3f")
-                       .real("wall_seconds", secs, "%.3f"));
+    examples::JsonLine summary;
+    summary.text("record", "summary").boolean("finished", true).integer("steps", opt.steps);
+    summary.real("final_mse", loss_value, "%.9g").real("steps_per_s", opt.steps / secs, "%.1f");
+    summary.real("train_seconds", secs, "%.3f").real("wall_seconds", secs, "%.3f");
+    metrics->write(examples::add_host_usage(summary));
   }
   return loss_value < 0.01 ? 0 : 1;
 }

@@ -8,6 +8,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
+
+#include <sys/resource.h>
 
 #include "examples/common.h"
 #include "kernels/error.h"
@@ -130,12 +133,31 @@ std::string device_name(Device device) {
   return cpu_name();
 }
 
+double cpu_seconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return std::numeric_limits<double>::quiet_NaN();
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = std::numeric_limits<double>::quiet_NaN();
+  if (!(in >> one_minute)) return std::numeric_limits<double>::quiet_NaN();
+  return one_minute;
+}
+
+JsonLine& add_host_usage(JsonLine& record) {
+  return record.real("cpu_seconds", cpu_seconds(), "%.1f").real("load_average", load_average(), "%.2f");
+}
+
 JsonLine run_record(std::string_view program, int argc, char** argv, Device device, std::string_view resumed_from,
                     const JsonLine& settings) {
   JsonLine r;
   r.text("record", "run").text("program", program).texts("argv", std::vector<std::string>(argv, argv + argc));
   r.text("start_utc", utc_now()).text("kiln_commit", build_commit());
   r.text("device", device.str()).text("device_name", device_name(device)).integer("threads", cpu::num_threads());
+  r.real("load_average", load_average(), "%.2f");
   r.text("resumed_from", resumed_from);
   return r.object("settings", settings);
 }

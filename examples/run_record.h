@@ -59,8 +59,17 @@ const char* build_commit();
 // The GPU's name for a CUDA device; the CPU's model name otherwise.
 std::string device_name(Device device);
 
+// The machine's share in a run's speed, for its records: CPU seconds (user and system) this process
+// has used, and the host's 1-minute load average (NaN, written as null, where /proc/loadavg is
+// missing). On a shared machine a busy neighbour slows a run; these say so.
+double cpu_seconds();
+double load_average();
+// Adds "cpu_seconds" and "load_average" to a record.
+JsonLine& add_host_usage(JsonLine& record);
+
 // The first record of a run: program, argv, start time (UTC), build commit, device, its name, the
-// CPU thread count, the checkpoint resumed from ("" for a fresh run) and the resolved settings.
+// CPU thread count, the host's load average, the checkpoint resumed from ("" for a fresh run) and
+// the resolved settings.
 JsonLine run_record(std::string_view program, int argc, char** argv, Device device, std::string_view resumed_from,
                     const JsonLine& settings);
 

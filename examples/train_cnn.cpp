@@ -316,7 +316,8 @@ examples::JsonLine summary_record(bool finished, const Loop& loop, double accura
   if (t.best_accuracy >= 0) s.real("best_test_accuracy", t.best_accuracy, "%.4f").integer("best_epoch", t.best_epoch);
   s.integer("test_images", test_images).integer("images", t.images);
   s.real("images_per_s", t.train_seconds > 0 ? static_cast<double>(t.images) / t.train_seconds : 0, "%.1f");
-  return s.real("train_seconds", t.train_seconds, "%.2f").real("wall_seconds", wall_seconds, "%.2f");
+  s.real("train_seconds", t.train_seconds, "%.2f").real("wall_seconds", wall_seconds, "%.2f");
+  return examples::add_host_usage(s);
 }
 
 // --min-accuracy's verdict on a finished run: the accuracy, and the last epoch's mean loss against

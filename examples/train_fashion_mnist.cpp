@@ -218,18 +218,13 @@ int main(int argc, char** argv) {
   }
   const double total = seconds_since(t_start);
   std::printf("held-out (t10k) accuracy %.4f after %d epochs in %.1f s\n", accuracy, opt.epochs, total);
-  metrics.write(examples::JsonLine()
-                    .text("record", "summary")
-                    .boolean("finished", true)
-                    .integer("epochs", opt.epochs)
-                    .real("final_test_accuracy", accuracy, "%.4f")
-                    .real("best_test_accuracy", best, "%.4f")
-                    .integer("best_epoch", best_epoch)
-                    .integer("test_images", d.x_test.size(0))
-                    .integer("images", n * opt.epochs)
-                    .real("images_per_s", static_cast<double>(n) * opt.epochs / train_seconds, "%.1f")
-                    .real("train_seconds", train_seconds, "%.2f")
-                    .real("wall_seconds", total, "%.2f"));
+  examples::JsonLine summary;
+  summary.text("record", "summary").boolean("finished", true).integer("epochs", opt.epochs);
+  summary.real("final_test_accuracy", accuracy, "%.4f").real("best_test_accuracy", best, "%.4f");
+  summary.integer("best_epoch", best_epoch).integer("test_images", d.x_test.size(0)).integer("images", n * opt.epochs);
+  summary.real("images_per_s", static_cast<double>(n) * opt.epochs / train_seconds, "%.1f");
+  summary.real("train_seconds", train_seconds, "%.2f").real("wall_seconds", total, "%.2f");
+  metrics.write(examples::add_host_usage(summary));
   if (opt.min_accuracy && accuracy < *opt.min_accuracy) {
     std::printf("FAIL: accuracy %.4f is below --min-accuracy %.4f\n", accuracy, *opt.min_accuracy);
     return 1;

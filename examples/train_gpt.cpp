@@ -331,7 +331,8 @@ examples::JsonLine summary_record(bool finished, int64_t iter, double val_loss, 
   s.real("final_val_loss", val_loss, "%.6f");
   if (best.iter >= 0) s.real("best_val_loss", best.val, "%.6f").integer("best_iter", best.iter);
   s.integer("tokens", t.iters * opt.batch_size * opt.block_size).real("tokens_per_s", t.tokens_per_s(opt), "%.1f");
-  return s.real("train_seconds", t.seconds, "%.2f").real("wall_seconds", wall_seconds, "%.2f");
+  s.real("train_seconds", t.seconds, "%.2f").real("wall_seconds", wall_seconds, "%.2f");
+  return examples::add_host_usage(s);
 }
 
 }  // namespace

@@ -38,9 +38,10 @@ into the binary at build time from `git describe --always --dirty`: a `-dirty` s
 files differed from that commit when it was built); the device (the GPU's name, or the CPU's model
 and the thread count); the command (the program's name, then its arguments exactly as given); the
 settings with every default resolved; and the results: final and best held-out accuracy or
-validation loss, training throughput (evaluations left out) and wall time (the training loop with
-its evaluations; data loading and set-up left out). A run split across resumes is one entry that
-lists each process's command.
+validation loss, training throughput (evaluations left out), wall time (the training loop with its
+evaluations; data loading and set-up left out), and how busy the host was (its load average when
+the run started and ended, and the CPU time the run used). A run split across resumes is one entry
+that lists each process's command.
 
 {MARKER}
 """
@@ -102,6 +103,19 @@ def duration(seconds):
     return f"{seconds:.1f} s"
 
 
+def host_text(segs):
+    """How busy the machine was: the load average when the run started and ended, and the CPU time
+    the run's processes used (on a shared machine, neighbours slow a run down)."""
+    done = summaries(segs)
+    start, end = segs[0][0].get("load_average"), done[-1].get("load_average")
+    cpu = [s.get("cpu_seconds") for s in done]
+    load = ("1-minute load average " + (f"{start:.2f}" if start is not None else "unknown") + " at the start, " +
+            (f"{end:.2f}" if end is not None else "unknown") + " at the end")
+    if None in cpu or not cpu:
+        return load
+    return f"{load}; the run used {duration(sum(cpu))} of CPU time"
+
+
 def settings_text(settings):
     return "; ".join(f"{k} {json.dumps(v) if isinstance(v, bool) else v}" for k, v in settings.items())
 
@@ -110,11 +124,16 @@ def summaries(segs):
     return [s for _, rest in segs for s in rest if s["record"] == "summary"]
 
 
-def speed(count, unit, segs):
-    train_seconds = sum(s["train_seconds"] for s in summaries(segs))
-    wall = sum(s["wall_seconds"] for s in summaries(segs))
-    rate = f"{count / train_seconds:,.0f} {unit}/s while training; " if train_seconds > 0 else ""
-    return f"{rate}wall time {duration(wall)}"
+def speed(count, unit, segs, rate_key):
+    """Training throughput and wall time; one process's own rate, else the processes' pooled rate."""
+    done = summaries(segs)
+    train_seconds = sum(s["train_seconds"] for s in done)
+    wall = sum(s["wall_seconds"] for s in done)
+    if len(done) == 1 and rate_key in done[0]:
+        rate = done[0][rate_key]
+    else:
+        rate = count / train_seconds if train_seconds > 0 else 0
+    return f"{rate:,.0f} {unit}/s while training; wall time {duration(wall)}" if rate else f"wall time {duration(wall)}"
 
 
 def results_classifier(segs, records):
@@ -128,7 +147,7 @@ def results_classifier(segs, records):
     return [
         f"held-out accuracy {final['test_accuracy']:.4f} after {final['epoch']} epochs{steps} on "
         f"{last['test_images']:,} test images; best {best['test_accuracy']:.4f} (epoch {best['epoch']})",
-        speed(sum(s["images"] for s in summaries(segs)), "images", segs),
+        speed(sum(s["images"] for s in summaries(segs)), "images", segs, "images_per_s"),
     ]
 
 
@@ -142,7 +161,7 @@ def results_gpt(segs, records):
     return [
         f"validation loss {last['final_val_loss']:.4f} after {last['iterations']} iterations; "
         f"best {best['val_loss']:.4f} (iteration {best['step']})",
-        speed(sum(s["tokens"] for s in summaries(segs)), "tokens", segs),
+        speed(sum(s["tokens"] for s in summaries(segs)), "tokens", segs, "tokens_per_s"),
     ]
 
 
@@ -151,7 +170,7 @@ def results_fit(segs, records):
     last = summaries(segs)[-1]
     return [
         f"final mean squared error {last['final_mse']:.6g} after {last['steps']} steps",
-        speed(last["steps"], "steps", segs),
+        speed(last["steps"], "steps", segs, "steps_per_s"),
     ]
 
 
@@ -196,6 +215,7 @@ def entry(records, source):
     out.append(f"- settings: {settings_text(first.get('settings', {}))}")
     out.append(f"- result: {lines[0]}")
     out.append(f"- speed: {lines[1]}")
+    out.append(f"- host: {host_text(segs)}")
     out.append("")
     return key, "\n".join(out) + "\n"
 

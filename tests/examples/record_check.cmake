@@ -34,7 +34,8 @@ if(NOT entry)
 endif()
 foreach(re "- command: `train_fashion_mnist --epochs 1 --train-limit 2000 --out [^`]+`"
            "- result: held-out accuracy 0\\.[0-9][0-9][0-9][0-9] after 1 epochs on 10,000 test images"
-           "- device: CPU: [^\n]+, [0-9]+ threads" "- kiln commit: `[0-9a-z._-]+`" "[0-9,]+ images/s while training")
+           "- device: CPU: [^\n]+, [0-9]+ threads" "- kiln commit: `[0-9a-z._-]+`" "[0-9,]+ images/s while training"
+           "- host: 1-minute load average [0-9.]+ at the start, [0-9.]+ at the end; the run used [0-9.]+ s of CPU")
   if(NOT entry MATCHES "${re}")
     message(FATAL_ERROR "record_check: the entry does not match '${re}':\n${entry}")
   endif()
