@@ -15,6 +15,7 @@ by `tools/gpu_check.sh exec`). Standard library only. Exit 2 on bad input, with 
 
 import argparse
 import datetime
+import decimal
 import json
 import os
 import shlex
@@ -133,7 +134,12 @@ def speed(count, unit, segs, rate_key):
         rate = done[0][rate_key]
     else:
         rate = count / train_seconds if train_seconds > 0 else 0
-    return f"{rate:,.0f} {unit}/s while training; wall time {duration(wall)}" if rate else f"wall time {duration(wall)}"
+    if not rate:
+        return f"wall time {duration(wall)}"
+    # A summary keeps one decimal (12192.5 for the 12192.54 its log printed as 12193): half up
+    # gives the log's whole number back.
+    whole = decimal.Decimal(repr(rate)).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
+    return f"{whole:,} {unit}/s while training; wall time {duration(wall)}"
 
 
 def results_classifier(segs, records):
