@@ -2,16 +2,16 @@
 // model sees it) on random inputs, median of several timed runs after warm-up, in GFLOP/s. Input
 // pairs rotate through ~64 MB so packing reads them from memory, not from a warm cache. A plain
 // i-k-j loop on one thread is timed once as the baseline. Reports speed; never asserts it.
-//   usage: bench_cpu_gemm [--threads N] [--reps R]
+//   usage: bench_cpu_gemm [--threads N] [--reps R]   (--help: the flags and their defaults)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/kiln.h"
+#include "examples/common.h"
 #include "kernels/cpu/parallel.h"
 
 using namespace kiln;
@@ -77,17 +77,20 @@ double time_naive(int64_t m, int64_t n, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The flag policy of the examples (examples/common.h): strict numbers, exit code 2 for bad flags.
   int reps = 11;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
-      cpu::set_num_threads(std::atoi(argv[++i]));
-    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps R]\n", argv[0]);
-      return 2;
-    }
-  }
+  std::optional<int> threads;
+  CLI::App app(
+      "GFLOP/s of kiln's CPU GEMM (float32 kiln::matmul, median of R timed runs after warm-up) on square and\n"
+      "MLP-layer shapes, and of a plain one-thread i-k-j loop as the baseline.",
+      "bench_cpu_gemm");
+  examples::set_flag_defaults(app);
+  app.add_option("--threads", threads, "CPU threads")
+      ->transform(examples::whole<int>(1))
+      ->default_str("KILN_NUM_THREADS, else all cores");
+  app.add_option("--reps", reps, "timed runs per shape")->transform(examples::whole<int>(1));
+  examples::parse_or_exit(app, argc, argv);
+  if (threads) cpu::set_num_threads(*threads);
   manual_seed(1234);
   std::printf("kiln CPU GEMM (float32, kiln::matmul), %d thread(s), median of %d runs\n", cpu::num_threads(), reps);
   const std::vector<Shape3> shapes = {

@@ -5,11 +5,9 @@
 // which the checkpoint restores), so a resumed run matches an uninterrupted one bit for bit.
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -18,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/runtime.h"
-#include "examples/common.h"
 #include "core/kiln.h"
 #include "data/idx.h"
+#include "examples/common.h"
+#include "examples/run_record.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
@@ -33,11 +31,11 @@ using namespace kiln;
 namespace fs = std::filesystem;
 using examples::Clock;
 using examples::format_duration;
-using examples::Progress;
 using examples::seconds_since;
 
 namespace {
 
+// The settings of a run, every default resolved.
 struct Options {
   std::string data_dir = data::kFashionMnistDefaultDir;
   std::string device;  // "" picks cuda when available
@@ -45,75 +43,128 @@ struct Options {
   std::string optimizer = "adamw";
   std::string out = "train_cnn_out";
   std::string resume;
-  int epochs = 0;  // 0: the model's default
+  int epochs = 0;
   int64_t batch_size = 128;
-  double lr = -1;            // < 0: the optimizer's default
-  double weight_decay = -1;  // < 0: the optimizer's default
-  int augment = -1;          // -1: on for resnet, off for small-cnn
-  int64_t train_limit = 0;   // 0: all 60,000 training images
-  int64_t test_limit = 0;    // 0: all 10,000 held-out images
-  double min_accuracy = 0;   // exit status 1 when the final accuracy is below this
+  double lr = 0, weight_decay = 0;
+  bool augment = false;
+  std::optional<int64_t> train_limit;  // unset: all 60,000 training images
+  std::optional<int64_t> test_limit;   // unset: all 10,000 held-out images
+  std::optional<double> min_accuracy;  // set: exit status 1 below it, or when the loss did not fall
   uint64_t seed = 0;
-  int64_t stop_at_step = 0;  // > 0: checkpoint and exit after this global step (splits a run)
-  double max_minutes = 0;    // > 0: checkpoint and exit once this much time has passed
+  std::optional<int64_t> stop_at_step;  // checkpoint and exit after this global step (splits a run)
+  std::optional<double> max_minutes;    // checkpoint and exit once this much time has passed
 };
 
-void usage(const char* prog) {
-  std::fprintf(stderr,
-               "usage: %s [--data DIR] [--device cpu|cuda] [--model small-cnn|resnet] [--epochs N]\n"
-               "          [--batch-size N] [--optimizer adamw|sgd] [--lr LR] [--weight-decay WD]\n"
-               "          [--augment | --no-augment] [--out DIR] [--resume CHECKPOINT] [--train-limit N]\n"
-               "          [--test-limit N] [--min-accuracy A] [--seed S] [--stop-at-step N] [--max-minutes M]\n"
-               "defaults: small-cnn 5 epochs, resnet 30 epochs; AdamW lr 1e-3 wd 0.05, SGD (momentum 0.9,\n"
-               "Nesterov) lr 0.05 wd 5e-4; cosine schedule to lr/100 over the whole run.\n",
-               prog);
+Options parse_options(int argc, char** argv) {
+  using examples::whole, examples::real, examples::Ends;
+  Options o;
+  // Unset, these take the model's or the optimizer's default below.
+  std::optional<int> epochs;
+  std::optional<double> lr, weight_decay;
+  std::optional<bool> augment;
+  CLI::App app(
+      "Trains SmallCNN or a small ResNet on Fashion-MNIST (AdamW or SGD, warmup then cosine decay to lr/100),\n"
+      "printing the held-out accuracy after every epoch. Writes OUT/metrics.jsonl, OUT/checkpoint.safetensors\n"
+      "after every epoch (and when stopped early) and OUT/model.safetensors at the end; --resume continues a\n"
+      "run exactly where its checkpoint left it.",
+      "train_cnn");
+  examples::set_flag_defaults(app);
+  app.add_option("--data", o.data_dir, "folder with Fashion-MNIST's four .gz files")->type_name("DIR");
+  examples::add_device_option(app, o.device);
+  app.add_option("--model", o.model, "the network")->check(CLI::IsMember({"small-cnn", "resnet"}));
+  app.add_option("--epochs", epochs, "passes over the training images")
+      ->transform(whole<int>(1))
+      ->default_str("5 for small-cnn, 30 for resnet");
+  app.add_option("--batch-size", o.batch_size, "images per step")->transform(whole<int64_t>(1));
+  app.add_option("--optimizer", o.optimizer, "AdamW, or SGD with Nesterov momentum 0.9")
+      ->check(CLI::IsMember({"adamw", "sgd"}));
+  app.add_option("--lr", lr, "peak learning rate")
+      ->transform(real(0, INFINITY, Ends::open_low))
+      ->default_str("1e-3 for adamw, 0.05 for sgd");
+  app.add_option("--weight-decay", weight_decay, "weight decay of the weight matrices and kernels")
+      ->transform(real(0))
+      ->default_str("0.05 for adamw, 5e-4 for sgd");
+  auto* on = app.add_flag_callback("--augment", [&] { augment = true; },
+                                   "random crops and flips of the training images (default: on for resnet, off for "
+                                   "small-cnn)");
+  auto* off = app.add_flag_callback("--no-augment", [&] { augment = false; }, "no augmentation, whatever the model");
+  on->excludes(off);
+  app.add_option("--out", o.out, "folder for metrics, checkpoints and the model (created)")->type_name("DIR");
+  app.add_option("--resume", o.resume, "continue from this checkpoint")->type_name("CHECKPOINT")->default_str("");
+  app.add_option("--train-limit", o.train_limit, "train on the first N training images")
+      ->transform(whole<int64_t>(1))
+      ->default_str("all 60000");
+  app.add_option("--test-limit", o.test_limit, "evaluate on the first N held-out images")
+      ->transform(whole<int64_t>(1))
+      ->default_str("all 10000");
+  app.add_option("--min-accuracy", o.min_accuracy,
+                 "exit with status 1 when the final accuracy is below A or the training loss did not fall")
+      ->transform(real(0, 1))
+      ->default_str("none");
+  app.add_option("--seed", o.seed, "seed of the initial weights, shuffling, augmentation and dropout")
+      ->transform(whole<uint64_t>());
+  app.add_option("--stop-at-step", o.stop_at_step, "checkpoint and stop after this step (splits a run)")
+      ->transform(whole<int64_t>(1))
+      ->default_str("none");
+  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
+      ->transform(real(0, INFINITY, Ends::open_low))
+      ->default_str("none");
+  examples::parse_or_exit(app, argc, argv);
+
+  const bool adamw = o.optimizer == "adamw";
+  o.epochs = epochs.value_or(o.model == "resnet" ? 30 : 5);
+  o.lr = lr.value_or(adamw ? 1e-3 : 0.05);
+  o.weight_decay = weight_decay.value_or(adamw ? 0.05 : 5e-4);
+  o.augment = augment.value_or(o.model == "resnet");
+  return o;
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  examples::CommandLine cl(argc, argv, usage);
-  while (cl.next()) {
-    if (cl.is("--data")) o.data_dir = cl.text();
-    else if (cl.is("--device")) o.device = cl.text();
-    else if (cl.is("--model")) o.model = cl.text();
-    else if (cl.is("--optimizer")) o.optimizer = cl.text();
-    else if (cl.is("--out")) o.out = cl.text();
-    else if (cl.is("--resume")) o.resume = cl.text();
-    else if (cl.is("--epochs")) o.epochs = static_cast<int>(cl.integer());
-    else if (cl.is("--batch-size")) o.batch_size = cl.integer();
-    else if (cl.is("--lr")) o.lr = cl.real();
-    else if (cl.is("--weight-decay")) o.weight_decay = cl.real();
-    else if (cl.is("--augment")) o.augment = 1;
-    else if (cl.is("--no-augment")) o.augment = 0;
-    else if (cl.is("--train-limit")) o.train_limit = cl.integer();
-    else if (cl.is("--test-limit")) o.test_limit = cl.integer();
-    else if (cl.is("--min-accuracy")) o.min_accuracy = cl.real();
-    else if (cl.is("--seed")) o.seed = cl.unsigned_integer();
-    else if (cl.is("--stop-at-step")) o.stop_at_step = cl.integer();
-    else if (cl.is("--max-minutes")) o.max_minutes = cl.real();
-    else cl.unknown();
+// Fashion-MNIST normalized with its training-set mean and standard deviation. The whole set lives
+// on the device, so a batch is an index_select there, never a host copy.
+struct Data {
+  Tensor x_train, y_train, x_test, y_test;
+};
+
+Data load_data(const Options& opt, Device device) {
+  data::FashionMnist train, test;
+  try {
+    train = data::load_fashion_mnist(opt.data_dir, "train");
+    test = data::load_fashion_mnist(opt.data_dir, "t10k");
+  } catch (const Error& e) {
+    examples::input_error(e.what());
   }
-  if (o.model != "small-cnn" && o.model != "resnet") {
-    std::fprintf(stderr, "--model must be small-cnn or resnet, got %s\n", o.model.c_str());
-    std::exit(2);
+  auto first = [](Tensor t, const std::optional<int64_t>& limit) {
+    return limit && *limit < t.size(0) ? t.narrow(0, 0, *limit) : t;
+  };
+  constexpr double kMean = 0.2860, kStd = 0.3530;
+  Data d;
+  d.x_train = ((first(train.images, opt.train_limit) - kMean) / kStd).to(device);
+  d.y_train = first(train.labels, opt.train_limit).to(device);
+  d.x_test = ((first(test.images, opt.test_limit) - kMean) / kStd).to(device);
+  d.y_test = first(test.labels, opt.test_limit).to(device);
+  return d;
+}
+
+// The initial weights come from kiln's generator, seeded by --seed just before.
+std::shared_ptr<nn::UnaryModule> build_model(const Options& opt, Device device) {
+  manual_seed(opt.seed);
+  std::shared_ptr<nn::UnaryModule> model;
+  if (opt.model == "resnet") {
+    nn::ResNetConfig cfg;
+    cfg.in_channels = 1;
+    model = std::make_shared<nn::ResNet>(cfg);
+  } else {
+    model = std::make_shared<nn::SmallCNN>();
   }
-  if (o.optimizer != "adamw" && o.optimizer != "sgd") {
-    std::fprintf(stderr, "--optimizer must be adamw or sgd, got %s\n", o.optimizer.c_str());
-    std::exit(2);
-  }
-  if (o.batch_size <= 0) {
-    std::fprintf(stderr, "--batch-size must be positive\n");
-    std::exit(2);
-  }
-  if (o.epochs == 0) o.epochs = o.model == "resnet" ? 30 : 5;
-  if (o.epochs < 0) {
-    std::fprintf(stderr, "--epochs must be positive\n");
-    std::exit(2);
-  }
-  if (o.lr < 0) o.lr = o.optimizer == "adamw" ? 1e-3 : 0.05;
-  if (o.weight_decay < 0) o.weight_decay = o.optimizer == "adamw" ? 0.05 : 5e-4;
-  if (o.augment < 0) o.augment = o.model == "resnet" ? 1 : 0;
-  return o;
+  model->to(device);
+  model->train();
+  return model;
+}
+
+std::unique_ptr<nn::optim::Optimizer> build_optimizer(const Options& opt, const nn::Module& model) {
+  auto groups = nn::optim::decay_groups(model.named_parameters(), opt.lr, opt.weight_decay);
+  if (opt.optimizer == "adamw") return std::make_unique<nn::optim::AdamW>(std::move(groups));
+  return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0, /*nesterov=*/true);
 }
 
 // A permutation of [0, n) that depends only on (seed, epoch): Fisher-Yates with our own bounded
@@ -158,146 +209,162 @@ Tensor augment(const Tensor& x, int64_t pad) {
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
-int64_t count_correct(nn::UnaryModule& model, const Tensor& x, const Tensor& y) {
+double test_accuracy(nn::UnaryModule& model, const Data& d) {
   NoGradGuard no_grad;
   model.eval();
-  Tensor correct = zeros({}, TensorOptions(DType::Int64, x.device()));
+  Tensor correct = zeros({}, TensorOptions(DType::Int64, d.x_test.device()));
   const int64_t chunk = 500;
-  for (int64_t start = 0; start < x.size(0); start += chunk) {
-    const int64_t len = std::min(chunk, x.size(0) - start);
-    Tensor pred = argmax(model(x.narrow(0, start, len)), 1);
-    correct = correct + sum(eq(pred, y.narrow(0, start, len)));
+  for (int64_t start = 0; start < d.x_test.size(0); start += chunk) {
+    const int64_t len = std::min(chunk, d.x_test.size(0) - start);
+    Tensor pred = argmax(model(d.x_test.narrow(0, start, len)), 1);
+    correct = correct + sum(eq(pred, d.y_test.narrow(0, start, len)));
   }
   model.train();
-  return correct.item<int64_t>();
+  return static_cast<double>(correct.item<int64_t>()) / static_cast<double>(d.x_test.size(0));
 }
 
 int64_t float_bits(float v) { return static_cast<int64_t>(std::bit_cast<uint32_t>(v)); }
 float bits_float(int64_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b)); }
 
+// Where the loop is: what a checkpoint carries besides the weights, the optimizer and the
+// generators. The next batch to train is (epoch, batch); loss_sum is that epoch's so far.
+struct Loop {
+  int64_t step = 0, epoch = 0, batch = 0;
+  float first_loss = 0;  // the very first batch's, for the "did the loss fall" check
+  Tensor loss_sum;       // on the device
+};
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Optimizer& optimizer,
+                     const Options& opt, int64_t train_size, const Loop& loop) {
+  nn::TrainingState st;
+  st.step = loop.step;
+  st.data_position = {{"epoch", loop.epoch},
+                      {"batch", loop.batch},
+                      {"seed", static_cast<int64_t>(opt.seed)},
+                      {"batch_size", opt.batch_size},
+                      {"train_size", train_size},
+                      {"epochs", opt.epochs},
+                      {"first_loss_bits", float_bits(loop.first_loss)},
+                      {"loss_sum_bits", float_bits(loop.loss_sum.item<float>())}};
+  nn::save_checkpoint(path, model, &optimizer, st);
+}
+
+// Restores --resume into the model and optimizer and returns the loop position; the run continues
+// the saved run's shuffling, so its seed replaces --seed. A checkpoint of another batch size or
+// training set is bad input.
+Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, int64_t train_size, Device device) {
+  nn::TrainingState st;
+  try {
+    st = nn::load_checkpoint(opt.resume, model, &optimizer);
+  } catch (const Error& e) {
+    examples::input_error(e.what());
+  }
+  auto& pos = st.data_position;
+  if (pos["batch_size"] != opt.batch_size || pos["train_size"] != train_size) {
+    examples::input_error("--resume: the checkpoint was trained with batch size " + std::to_string(pos["batch_size"]) +
+                          " on " + std::to_string(pos["train_size"]) + " images; got " +
+                          std::to_string(opt.batch_size) + " on " + std::to_string(train_size));
+  }
+  if (pos["epochs"] != opt.epochs) {
+    std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
+                static_cast<long long>(pos["epochs"]), opt.epochs);
+  }
+  opt.seed = static_cast<uint64_t>(pos["seed"]);
+  Loop loop{st.step, pos["epoch"], pos["batch"], bits_float(pos["first_loss_bits"]),
+            zeros({}, TensorOptions(DType::Float32, device))};
+  loop.loss_sum.fill_(static_cast<double>(bits_float(pos["loss_sum_bits"])));
+  std::printf("resumed from %s at epoch %lld, batch %lld (step %lld)\n", opt.resume.c_str(),
+              static_cast<long long>(loop.epoch + 1), static_cast<long long>(loop.batch),
+              static_cast<long long>(loop.step));
+  return loop;
+}
+
+examples::JsonLine settings(const Options& opt, int64_t train_images, int64_t test_images, int64_t parameters) {
+  examples::JsonLine s;
+  s.text("model", opt.model).integer("parameters", parameters).integer("epochs", opt.epochs);
+  s.integer("batch_size", opt.batch_size).text("optimizer", opt.optimizer).real("lr", opt.lr, "%g");
+  s.real("weight_decay", opt.weight_decay, "%g").boolean("augment", opt.augment);
+  return s.integer("train_images", train_images).integer("test_images", test_images).unsigned_integer("seed", opt.seed);
+}
+
+// What this process trained, for the summary record.
+struct Totals {
+  int64_t images = 0;
+  double train_seconds = 0;  // training only, evaluation left out
+  double best_accuracy = -1;
+  int64_t best_epoch = 0;
+};
+
+examples::JsonLine epoch_record(const Loop& loop, double train_loss, double accuracy, double images_per_s,
+                                double seconds) {
+  // %.9g: a float32 loss round-trips, so the resume test can compare lines exactly.
+  return examples::JsonLine()
+      .text("record", "epoch")
+      .integer("epoch", loop.epoch + 1)
+      .integer("step", loop.step)
+      .real("train_loss", train_loss, "%.9g")
+      .real("test_accuracy", accuracy, "%.4f")
+      .real("images_per_s", images_per_s, "%.1f")
+      .real("seconds", seconds, "%.2f");
+}
+
+examples::JsonLine summary_record(bool finished, const Loop& loop, double accuracy, const Totals& t,
+                                  int64_t test_images, double wall_seconds) {
+  examples::JsonLine s;
+  s.text("record", "summary").boolean("finished", finished).integer("epochs", loop.epoch).integer("steps", loop.step);
+  s.real("final_test_accuracy", accuracy, "%.4f");
+  if (t.best_accuracy >= 0) s.real("best_test_accuracy", t.best_accuracy, "%.4f").integer("best_epoch", t.best_epoch);
+  s.integer("test_images", test_images).integer("images", t.images);
+  s.real("images_per_s", t.train_seconds > 0 ? static_cast<double>(t.images) / t.train_seconds : 0, "%.1f");
+  s.real("train_seconds", t.train_seconds, "%.2f").real("wall_seconds", wall_seconds, "%.2f");
+  return examples::add_host_usage(s);
+}
+
+// --min-accuracy's verdict on a finished run: the accuracy, and the last epoch's mean loss against
+// the very first batch's (the loss must have fallen).
+int verdict(const Options& opt, double accuracy, const Loop& loop, double last_train_loss, bool trained) {
+  if (!opt.min_accuracy) return 0;
+  int status = 0;
+  if (accuracy < *opt.min_accuracy) {
+    std::printf("FAIL: accuracy %.4f is below --min-accuracy %.4f\n", accuracy, *opt.min_accuracy);
+    status = 1;
+  }
+  if (trained && !(last_train_loss < 0.5 * loop.first_loss)) {
+    std::printf("FAIL: the training loss did not fall (first batch %.4f, last epoch %.4f)\n", loop.first_loss,
+                last_train_loss);
+    status = 1;
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt = parse(argc, argv);
-  const std::optional<Device> chosen = examples::choose_device(opt.device);
-  if (!chosen) return 2;
-  const Device device = *chosen;
-
-  data::FashionMnist train, test;
-  try {
-    train = data::load_fashion_mnist(opt.data_dir, "train");
-    test = data::load_fashion_mnist(opt.data_dir, "t10k");
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
-  Tensor x_train = train.images, y_train = train.labels;
-  if (opt.train_limit > 0 && opt.train_limit < x_train.size(0)) {
-    x_train = x_train.narrow(0, 0, opt.train_limit);
-    y_train = y_train.narrow(0, 0, opt.train_limit);
-  }
-  // Fashion-MNIST's training-set mean and standard deviation; the whole set lives on the device,
-  // so a batch is an index_select there, never a host copy.
-  constexpr double kMean = 0.2860, kStd = 0.3530;
-  x_train = ((x_train - kMean) / kStd).to(device);
-  y_train = y_train.to(device);
-  Tensor x_test = test.images, y_test = test.labels;
-  if (opt.test_limit > 0 && opt.test_limit < x_test.size(0)) {
-    x_test = x_test.narrow(0, 0, opt.test_limit);
-    y_test = y_test.narrow(0, 0, opt.test_limit);
-  }
-  x_test = ((x_test - kMean) / kStd).to(device);
-  y_test = y_test.to(device);
-  const int64_t n = x_train.size(0);
+  Options opt = parse_options(argc, argv);
+  const Device device = examples::choose_device(opt.device);
+  const Data data = load_data(opt, device);
+  const int64_t n = data.x_train.size(0), n_test = data.x_test.size(0);
   const int64_t batches_per_epoch = (n + opt.batch_size - 1) / opt.batch_size;
   const int64_t total_steps = batches_per_epoch * opt.epochs;
 
-  manual_seed(opt.seed);
-  std::shared_ptr<nn::UnaryModule> model;
-  if (opt.model == "resnet") {
-    nn::ResNetConfig cfg;
-    cfg.in_channels = 1;
-    model = std::make_shared<nn::ResNet>(cfg);
-  } else {
-    model = std::make_shared<nn::SmallCNN>();
-  }
-  model->to(device);
-  model->train();
-
-  std::unique_ptr<nn::optim::Optimizer> optimizer;
-  auto groups = nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay);
-  if (opt.optimizer == "adamw") {
-    optimizer = std::make_unique<nn::optim::AdamW>(std::move(groups));
-  } else {
-    optimizer = std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0,
-                                                 /*nesterov=*/true);
-  }
+  auto model = build_model(opt, device);
+  auto optimizer = build_optimizer(opt, *model);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
 
-  int64_t step = 0, start_epoch = 0, start_batch = 0;
-  float first_loss = 0;
-  Tensor loss_sum = zeros({}, TensorOptions(DType::Float32, device));  // this epoch's, on the device
   std::error_code ec;
   fs::create_directories(opt.out, ec);
-  if (ec) {
-    std::fprintf(stderr, "cannot create --out %s: %s\n", opt.out.c_str(), ec.message().c_str());
-    return 2;
-  }
+  if (ec) examples::input_error("cannot create --out " + opt.out + ": " + ec.message());
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
-  const std::string metrics_path = (fs::path(opt.out) / "metrics.jsonl").string();
+  Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    nn::TrainingState st;
-    try {
-      st = nn::load_checkpoint(opt.resume, *model, optimizer.get());
-    } catch (const Error& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      return 2;
-    }
-    auto& pos = st.data_position;
-    if (pos["batch_size"] != opt.batch_size || pos["train_size"] != n) {
-      std::fprintf(stderr, "--resume: the checkpoint was trained with batch size %lld on %lld images; got %lld on %lld\n",
-                   static_cast<long long>(pos["batch_size"]), static_cast<long long>(pos["train_size"]),
-                   static_cast<long long>(opt.batch_size), static_cast<long long>(n));
-      return 2;
-    }
-    if (pos["epochs"] != opt.epochs) {
-      std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
-                  static_cast<long long>(pos["epochs"]), opt.epochs);
-    }
-    opt.seed = static_cast<uint64_t>(pos["seed"]);  // the shuffling continues the saved run's
-    step = st.step;
-    start_epoch = pos["epoch"];
-    start_batch = pos["batch"];
-    first_loss = bits_float(pos["first_loss_bits"]);
-    loss_sum.fill_(static_cast<double>(bits_float(pos["loss_sum_bits"])));
-    schedule.set_step(step);
-    std::printf("resumed from %s at epoch %lld, batch %lld (step %lld)\n", opt.resume.c_str(),
-                static_cast<long long>(start_epoch + 1), static_cast<long long>(start_batch),
-                static_cast<long long>(step));
+    loop = resume_from(opt, *model, *optimizer, n, device);
+    schedule.set_step(loop.step);
   }
-  // A fresh run starts a fresh metrics file; a resumed one appends to it.
-  std::FILE* metrics = std::fopen(metrics_path.c_str(), opt.resume.empty() ? "w" : "a");
-  if (!metrics) {
-    std::fprintf(stderr, "cannot write %s\n", metrics_path.c_str());
-    return 2;
-  }
-
-  auto save = [&](int64_t epoch, int64_t batch) {
-    nn::TrainingState st;
-    st.step = step;
-    st.data_position = {{"epoch", epoch},
-                        {"batch", batch},
-                        {"seed", static_cast<int64_t>(opt.seed)},
-                        {"batch_size", opt.batch_size},
-                        {"train_size", n},
-                        {"epochs", opt.epochs},
-                        {"first_loss_bits", float_bits(first_loss)},
-                        {"loss_sum_bits", float_bits(loss_sum.item<float>())}};
-    nn::save_checkpoint(checkpoint_path, *model, optimizer.get(), st);
-  };
-
+  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/!opt.resume.empty());
+  metrics.write(examples::run_record("train_cnn", argc, argv, device, opt.resume,
+                                     settings(opt, n, n_test, model->num_parameters())));
   std::printf("%s on Fashion-MNIST (%s): %lld parameters, %lld training images, %d epochs, batch %lld, %s lr %g "
               "wd %g, augmentation %s\n",
               model->type_name().c_str(), device.str().c_str(), static_cast<long long>(model->num_parameters()),
@@ -306,101 +373,89 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const auto t_start = Clock::now();
-  Progress progress;
+  examples::Progress progress;
+  Totals totals;
   double accuracy = -1, last_train_loss = 0;
-  int64_t images_this_run = 0, epochs_done = start_epoch;
-  bool stop_after_epoch = false;
-  for (int64_t epoch = start_epoch; epoch < opt.epochs; ++epoch) {
+  bool stop = false;
+  for (; loop.epoch < opt.epochs && !stop; ++loop.epoch, loop.batch = 0) {
     const auto t_epoch = Clock::now();
-    const int64_t first_batch = epoch == start_epoch ? start_batch : 0;
-    if (first_batch == 0) loss_sum.zero_();
-    Tensor perm = tensor(epoch_permutation(n, opt.seed, epoch)).to(device);
+    if (loop.batch == 0) loop.loss_sum.zero_();
+    Tensor perm = tensor(epoch_permutation(n, opt.seed, loop.epoch)).to(device);
     int64_t images_this_epoch = 0;
-    for (int64_t b = first_batch; b < batches_per_epoch; ++b) {
-      const int64_t begin = b * opt.batch_size, len = std::min(opt.batch_size, n - begin);
+    while (loop.batch < batches_per_epoch) {
+      const int64_t begin = loop.batch * opt.batch_size, len = std::min(opt.batch_size, n - begin);
       Tensor idx = perm.narrow(0, begin, len);
-      Tensor xb = index_select(x_train, 0, idx), yb = index_select(y_train, 0, idx);
+      Tensor xb = index_select(data.x_train, 0, idx), yb = index_select(data.y_train, 0, idx);
       if (opt.augment) xb = augment(xb, 2);
       Tensor loss = cross_entropy((*model)(xb), yb);
       optimizer->zero_grad();
       loss.backward();
       optimizer->step();
       schedule.step();
-      ++step;
-      loss_sum.add_(loss.detach());
-      if (step == 1) first_loss = loss.item<float>();
+      ++loop.step;
+      ++loop.batch;
+      loop.loss_sum.add_(loss.detach());
+      if (loop.step == 1) loop.first_loss = loss.item<float>();
       images_this_epoch += len;
-      images_this_run += len;
+      totals.images += len;
 
-      const bool stop = (opt.stop_at_step > 0 && step == opt.stop_at_step) ||
-                        (opt.max_minutes > 0 && seconds_since(t_start) >= opt.max_minutes * 60);
+      stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
+             (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
       if (progress.due() || stop) {
-        const double secs = seconds_since(t_start);
-        const double ips = static_cast<double>(images_this_run) / secs;
-        const double left = static_cast<double>(total_steps - step) * static_cast<double>(opt.batch_size) / ips;
+        const double ips = static_cast<double>(totals.images) / seconds_since(t_start);
+        const double left = static_cast<double>(total_steps - loop.step) * static_cast<double>(opt.batch_size) / ips;
         char line[256];
         std::snprintf(line, sizeof line, "epoch %lld/%d  batch %lld/%lld  loss %.4f  %.0f images/s  ETA %s",
-                      static_cast<long long>(epoch + 1), opt.epochs, static_cast<long long>(b + 1),
+                      static_cast<long long>(loop.epoch + 1), opt.epochs, static_cast<long long>(loop.batch),
                       static_cast<long long>(batches_per_epoch),
-                      loss_sum.item<double>() / static_cast<double>(b + 1), ips, format_duration(left).c_str());
+                      loop.loss_sum.item<double>() / static_cast<double>(loop.batch), ips,
+                      format_duration(left).c_str());
         progress.print(line);
       }
-      if (stop && b + 1 < batches_per_epoch) {
-        save(epoch, b + 1);
+      if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
+        totals.train_seconds += seconds_since(t_epoch);
+        save_checkpoint(checkpoint_path, *model, *optimizer, opt, n, loop);
         progress.end_line();
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
-                    static_cast<long long>(step), static_cast<long long>(epoch + 1), static_cast<long long>(b + 1),
-                    checkpoint_path.c_str());
+                    static_cast<long long>(loop.step), static_cast<long long>(loop.epoch + 1),
+                    static_cast<long long>(loop.batch), checkpoint_path.c_str());
+        metrics.write(summary_record(false, loop, accuracy, totals, n_test, seconds_since(t_start)));
         return 0;
       }
-      if (stop) stop_after_epoch = true;  // at an epoch's end: evaluate and save it, then stop
     }
-    last_train_loss = loss_sum.item<double>() / static_cast<double>(batches_per_epoch);
+    // The epoch's end (also when stopping there): evaluate, record, checkpoint the next position.
+    last_train_loss = loop.loss_sum.item<double>() / static_cast<double>(batches_per_epoch);
     const double train_secs = seconds_since(t_epoch);  // the item() above waited for the device
     const double ips = static_cast<double>(images_this_epoch) / train_secs;
-    const int64_t correct = count_correct(*model, x_test, y_test);
-    accuracy = static_cast<double>(correct) / static_cast<double>(x_test.size(0));
+    totals.train_seconds += train_secs;
+    accuracy = test_accuracy(*model, data);
+    if (accuracy > totals.best_accuracy) {
+      totals.best_accuracy = accuracy;
+      totals.best_epoch = loop.epoch + 1;
+    }
     const double secs = seconds_since(t_epoch);
     progress.end_line();
     std::printf("epoch %lld/%d  train loss %.4f  test accuracy %.4f  %.1f s (%.1f s evaluating)  %.0f images/s"
                 "  (total %s)\n",
-                static_cast<long long>(epoch + 1), opt.epochs, last_train_loss, accuracy, secs, secs - train_secs, ips,
-                format_duration(seconds_since(t_start)).c_str());
-    // %.9g: a float32 loss round-trips, so the resume test can compare lines exactly.
-    std::fprintf(metrics,
-                 "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.9g, \"test_accuracy\": %.4f, "
-                 "\"images_per_s\": %.1f, \"seconds\": %.2f}\n",
-                 static_cast<long long>(epoch + 1), static_cast<long long>(step), last_train_loss, accuracy, ips, secs);
-    std::fflush(metrics);
+                static_cast<long long>(loop.epoch + 1), opt.epochs, last_train_loss, accuracy, secs, secs - train_secs,
+                ips, format_duration(seconds_since(t_start)).c_str());
     std::fflush(stdout);
-    save(epoch + 1, 0);
-    epochs_done = epoch + 1;
-    if (stop_after_epoch) break;
+    metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
+    const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
+    save_checkpoint(checkpoint_path, *model, *optimizer, opt, n, next);
   }
-  std::fclose(metrics);
-  if (accuracy < 0) {
-    // A resume of a finished run: nothing was trained, but the accuracy is still worth stating.
-    accuracy = static_cast<double>(count_correct(*model, x_test, y_test)) / static_cast<double>(x_test.size(0));
-  }
+
+  if (accuracy < 0) accuracy = test_accuracy(*model, data);  // a resume of a finished run trains nothing
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
-  if (step < total_steps) {
+  const bool finished = loop.step >= total_steps;
+  metrics.write(summary_record(finished, loop, accuracy, totals, n_test, seconds_since(t_start)));
+  if (!finished) {
     std::printf("stopped after epoch %lld with test accuracy %.4f; continue with --resume %s\n",
-                static_cast<long long>(epochs_done), accuracy, checkpoint_path.c_str());
+                static_cast<long long>(loop.epoch), accuracy, checkpoint_path.c_str());
     return 0;
   }
   std::printf("held-out (t10k) accuracy %.4f on %lld images after %d epochs (%lld steps) in %s\n", accuracy,
-              static_cast<long long>(x_test.size(0)), opt.epochs, static_cast<long long>(step),
+              static_cast<long long>(n_test), opt.epochs, static_cast<long long>(loop.step),
               format_duration(seconds_since(t_start)).c_str());
-  int status = 0;
-  if (opt.min_accuracy > 0 && accuracy < opt.min_accuracy) {
-    std::printf("FAIL: accuracy %.4f is below --min-accuracy %.4f\n", accuracy, opt.min_accuracy);
-    status = 1;
-  }
-  // The loss must have fallen: the last epoch's mean against the very first batch's loss.
-  if (opt.min_accuracy > 0 && images_this_run > 0 && !(last_train_loss < 0.5 * first_loss)) {
-    std::printf("FAIL: the training loss did not fall (first batch %.4f, last epoch %.4f)\n", first_loss,
-                last_train_loss);
-    status = 1;
-  }
-  return status;
+  return verdict(opt, accuracy, loop, last_train_loss, totals.images > 0);
 }

@@ -11,7 +11,9 @@
 #   tools/gpu_check.sh exec PROGRAM [ARGS...]
 #                              on the GPU host: runs a staged program (an example, a test, a bench)
 #                              with the staged libraries; the data the examples read is staged under
-#                              stage/data (fashion-mnist/, tinyshakespeare/input.txt)
+#                              stage/data (fashion-mnist/, tinyshakespeare/input.txt). With $OUT set,
+#                              an example's metrics.jsonl comes back as $OUT/PROGRAM.metrics.jsonl,
+#                              for tools/record_training.py on the build machine
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage_dir=$root/stage
@@ -25,7 +27,7 @@ benches=(gpu_bench)
 examples=(train_cnn train_gpt)
 cpu_tests=(kiln_nn_tests)  # staged for the PyTorch interop check, which drives its [interop] test
 fashion_mnist=${KILN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-shakespeare=${KILN_SHAKESPEARE:-$root/../shared/data/tinyshakespeare/input.txt}
+shakespeare=${KILN_SHAKESPEARE:-$root/data/tinyshakespeare/input.txt}
 stage_limit=$((64 * 1024 * 1024))
 
 die() {
@@ -223,6 +225,21 @@ unpack() {
   tar -xzf "$stage_dir/bin.tar.gz" -C "$bin_dir" || die "cannot unpack $stage_dir/bin.tar.gz into $bin_dir"
 }
 
+# The folder an example writes its metrics to: the last "--out DIR" or "--out=DIR" of its
+# arguments, else the examples' default, PROGRAM_out in the working directory.
+out_folder() {
+  local dir=${1}_out
+  shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) [ $# -lt 2 ] || dir=$2; shift ;;
+      --out=*) dir=${1#--out=} ;;
+    esac
+    shift
+  done
+  echo "$dir"
+}
+
 exec_staged() {
   [ $# -ge 1 ] || die "usage: tools/gpu_check.sh exec PROGRAM [ARGS...]"
   unpack
@@ -230,7 +247,24 @@ exec_staged() {
   choose_library_path
   local prog=$1
   shift
+  local metrics rc started=$bin_dir/.exec-started
+  metrics=$(out_folder "$prog" "$@")/metrics.jsonl
+  touch "$started"
   kiln_env "$bin_dir/$prog" "$@"
+  rc=$?
+  # The run's own record of itself comes back with $OUT (checkpoints stay: they can be too big).
+  # Only a file this run wrote: an older one in the same folder is not this run's.
+  if [ -n "${OUT:-}" ] && [ -f "$metrics" ] && [ "$metrics" -nt "$started" ]; then
+    mkdir -p "$OUT"
+    local dest=$OUT/$prog.metrics.jsonl n=2
+    while [ -e "$dest" ]; do
+      dest=$OUT/$prog-$n.metrics.jsonl
+      n=$((n + 1))
+    done
+    cp "$metrics" "$dest" && echo "gpu_check: $metrics is in \$OUT as $(basename "$dest"); on the build machine:" \
+      "python3 tools/record_training.py $(basename "$dest")"
+  fi
+  return $rc
 }
 
 # PyTorch's side runs in the host's python3, which must not see the staged libraries: only the

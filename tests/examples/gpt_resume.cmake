@@ -20,4 +20,4 @@ resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --stop-at-iter 27)
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")
 # Metrics at steps 0, 20 and 40; the final weights, and the best ones (the split run must carry the
 # best loss so far across).
-resume_compare(gpt_resume "${WORK}" tokens_per_s 3 model.safetensors best.safetensors)
+resume_compare(gpt_resume "${WORK}" eval tokens_per_s 3 2 model.safetensors best.safetensors)

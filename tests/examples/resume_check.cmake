@@ -10,22 +10,37 @@ function(resume_run tag exe)
   endif()
 endfunction()
 
-# resume_compare(TAG WORK TIMING_FIELD LINES FILES...): WORK/whole and WORK/split must have the same
-# metrics.jsonl, each line cut before TIMING_FIELD (the timings legitimately differ), LINES of
-# them, and byte-identical FILES.
-function(resume_compare tag work timing_field lines)
+# resume_compare(TAG WORK KIND TIMING_FIELD LINES RUNS FILES...): WORK/whole and WORK/split must
+# have the same records of KIND ("epoch", "eval") in metrics.jsonl, each cut before TIMING_FIELD
+# (the timings legitimately differ), LINES of them, and byte-identical FILES. The split run's file
+# must hold one "run" record for each of its RUNS processes, and both files must end with the
+# summary of a finished run.
+function(resume_compare tag work kind timing_field lines runs)
   foreach(run whole split)
     file(STRINGS "${work}/${run}/metrics.jsonl" raw)
     set(kept "")
+    set(run_records 0)
     foreach(line IN LISTS raw)
-      string(REGEX REPLACE ", \"${timing_field}\".*" "" line "${line}")
-      list(APPEND kept "${line}")
+      if(line MATCHES "^{\"record\": \"${kind}\", ")
+        string(REGEX REPLACE ", \"${timing_field}\".*" "" line "${line}")
+        list(APPEND kept "${line}")
+      elseif(line MATCHES "^{\"record\": \"run\", ")
+        math(EXPR run_records "${run_records} + 1")
+      endif()
     endforeach()
+    list(GET raw -1 last)
+    if(NOT last MATCHES "^{\"record\": \"summary\", \"finished\": true, ")
+      message(FATAL_ERROR "${tag}: ${run}/metrics.jsonl does not end with a finished run's summary: ${last}")
+    endif()
     set(${run} "${kept}")
+    set(${run}_runs ${run_records})
   endforeach()
   list(LENGTH whole n)
   if(NOT n EQUAL lines)
-    message(FATAL_ERROR "${tag}: expected ${lines} metrics lines from the whole run, got ${n}: ${whole}")
+    message(FATAL_ERROR "${tag}: expected ${lines} ${kind} records from the whole run, got ${n}: ${whole}")
+  endif()
+  if(NOT whole_runs EQUAL 1 OR NOT split_runs EQUAL runs)
+    message(FATAL_ERROR "${tag}: expected 1 and ${runs} run records, got ${whole_runs} and ${split_runs}")
   endif()
   if(NOT "${whole}" STREQUAL "${split}")
     message(FATAL_ERROR "${tag}: metrics differ\n  whole: ${whole}\n  split: ${split}")

@@ -1,0 +1,165 @@
+// The metrics file's records (run_record.h). The only example code that talks to the CUDA runtime
+// directly: kiln has no call for a GPU's name, and this file is compiled with cudart only when the
+// CUDA backend is built.
+#include "examples/run_record.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <limits>
+
+#include <sys/resource.h>
+
+#include "examples/common.h"
+#include "kernels/error.h"
+#include "kernels/cpu/parallel.h"
+
+#ifdef KILN_EXAMPLES_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace kiln::examples {
+
+namespace {
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The "model name" line of /proc/cpuinfo (x86); other machines say less, so fall back to "CPU".
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        const size_t begin = line.find_first_not_of(" \t", colon + 1);
+        if (begin != std::string::npos) return line.substr(begin);
+      }
+    }
+  }
+  return "CPU";
+}
+
+}  // namespace
+
+JsonLine& JsonLine::raw(std::string_view key, std::string_view json) {
+  if (!body_.empty()) body_ += ", ";
+  body_ += quote(key);
+  body_ += ": ";
+  body_ += json;
+  return *this;
+}
+
+JsonLine& JsonLine::text(std::string_view key, std::string_view value) { return raw(key, quote(value)); }
+
+JsonLine& JsonLine::integer(std::string_view key, int64_t value) { return raw(key, std::to_string(value)); }
+
+JsonLine& JsonLine::unsigned_integer(std::string_view key, uint64_t value) { return raw(key, std::to_string(value)); }
+
+JsonLine& JsonLine::real(std::string_view key, double value, const char* format) {
+  if (!std::isfinite(value)) return raw(key, "null");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return raw(key, buf);
+}
+
+JsonLine& JsonLine::boolean(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+
+JsonLine& JsonLine::null(std::string_view key) { return raw(key, "null"); }
+
+JsonLine& JsonLine::texts(std::string_view key, const std::vector<std::string>& values) {
+  std::string list = "[";
+  for (size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + quote(values[i]);
+  return raw(key, list + "]");
+}
+
+JsonLine& JsonLine::object(std::string_view key, const JsonLine& value) { return raw(key, value.str()); }
+
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!file_) input_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsFile::write(const JsonLine& record) {
+  const std::string line = record.str() + "\n";
+  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+    throw IOError("cannot write " + path_ + ": " + std::strerror(errno));
+  }
+}
+
+std::string device_name(Device device) {
+#ifdef KILN_EXAMPLES_WITH_CUDA
+  if (device.is_cuda()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device.index) == cudaSuccess) return prop.name;
+    return "unknown GPU";
+  }
+#endif
+  return cpu_name();
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return std::numeric_limits<double>::quiet_NaN();
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = std::numeric_limits<double>::quiet_NaN();
+  if (!(in >> one_minute)) return std::numeric_limits<double>::quiet_NaN();
+  return one_minute;
+}
+
+JsonLine& add_host_usage(JsonLine& record) {
+  return record.real("cpu_seconds", cpu_seconds(), "%.1f").real("load_average", load_average(), "%.2f");
+}
+
+JsonLine run_record(std::string_view program, int argc, char** argv, Device device, std::string_view resumed_from,
+                    const JsonLine& settings) {
+  JsonLine r;
+  r.text("record", "run").text("program", program).texts("argv", std::vector<std::string>(argv, argv + argc));
+  r.text("start_utc", utc_now()).text("kiln_commit", build_commit());
+  r.text("device", device.str()).text("device_name", device_name(device)).integer("threads", cpu::num_threads());
+  r.real("load_average", load_average(), "%.2f");
+  r.text("resumed_from", resumed_from);
+  return r.object("settings", settings);
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,76 @@
+// The metrics file a training example writes into its --out folder (metrics.jsonl, one JSON object
+// a line): a "run" record first (command line, device, threads, the commit the binary was built
+// from, start time, resolved settings), then the program's progress records, then a "summary".
+// tools/record_training.py turns such a file into a bench/TRAINING.md entry. Non-obvious decision:
+// the commit is stamped into the binary at build time (build_commit.cmake), so a record names the
+// code that ran, not whatever the repository holds when the file is read.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+
+namespace kiln::examples {
+
+// One JSON object, written on one line, keys in the order they were added.
+class JsonLine {
+ public:
+  JsonLine& text(std::string_view key, std::string_view value);
+  JsonLine& integer(std::string_view key, int64_t value);
+  JsonLine& unsigned_integer(std::string_view key, uint64_t value);
+  // printf `format` for the number; NaN and infinities become null (JSON has no spelling for them).
+  JsonLine& real(std::string_view key, double value, const char* format = "%.6g");
+  JsonLine& boolean(std::string_view key, bool value);
+  JsonLine& null(std::string_view key);
+  JsonLine& texts(std::string_view key, const std::vector<std::string>& values);
+  JsonLine& object(std::string_view key, const JsonLine& value);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  JsonLine& raw(std::string_view key, std::string_view json);
+  std::string body_;
+};
+
+// OUT/metrics.jsonl. A fresh run starts it anew and a resumed run appends to it; each record is
+// flushed as it is written, so a run cut short keeps what it reported. A file that cannot be
+// opened is bad input (message, exit 2); a failed write is an IOError.
+class MetricsFile {
+ public:
+  MetricsFile(const std::string& path, bool append);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  void write(const JsonLine& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// `git describe --always --dirty` of the source tree when this binary was built ("-dirty": tracked
+// files differed from that commit), or "unknown" without git.
+const char* build_commit();
+
+// The GPU's name for a CUDA device; the CPU's model name otherwise.
+std::string device_name(Device device);
+
+// The machine's share in a run's speed, for its records: CPU seconds (user and system) this process
+// has used, and the host's 1-minute load average (NaN, written as null, where /proc/loadavg is
+// missing). On a shared machine a busy neighbour slows a run; these say so.
+double cpu_seconds();
+double load_average();
+// Adds "cpu_seconds" and "load_average" to a record.
+JsonLine& add_host_usage(JsonLine& record);
+
+// The first record of a run: program, argv, start time (UTC), build commit, device, its name, the
+// CPU thread count, the host's load average, the checkpoint resumed from ("" for a fresh run) and
+// the resolved settings.
+JsonLine run_record(std::string_view program, int argc, char** argv, Device device, std::string_view resumed_from,
+                    const JsonLine& settings);
+
+}  // namespace kiln::examples

@@ -1,0 +1,19 @@
+# CTest script for the examples' flag policy: runs EXE with ARGS; the exit code must be exactly
+# CODE (CLI11's own codes differ: 2 for every bad flag is kiln's policy) and STREAM ("stdout" or
+# "stderr") must match REGEX (an error names its flag; --help shows a default value).
+# Usage: cmake -DEXE=<program> "-DARGS=<a;b;...>" -DCODE=<n> -DSTREAM=<stdout|stderr> -DREGEX=<re> -P flag_check.cmake
+foreach(var EXE CODE STREAM REGEX)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "flag_check: pass -D${var}=...")
+  endif()
+endforeach()
+execute_process(COMMAND ${EXE} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
+get_filename_component(name "${EXE}" NAME)
+if(NOT rc STREQUAL CODE)
+  message(FATAL_ERROR "flag_check: ${name} ${ARGS} exited with '${rc}', expected ${CODE}\n"
+                      "stdout: ${stdout}\nstderr: ${stderr}")
+endif()
+if(NOT "${${STREAM}}" MATCHES "${REGEX}")
+  message(FATAL_ERROR "flag_check: the ${STREAM} of ${name} ${ARGS} does not match '${REGEX}':\n${${STREAM}}")
+endif()
+message("flag_check: ${name} ${ARGS}: exit ${rc}, ${STREAM} matches '${REGEX}'")
