@@ -1,4 +1,4 @@
-// GPU microbenchmarks (ARCHITECTURE.md section 7) of the op table's bench cases (OpRow::bench, listed
+// GPU microbenchmarks (docs/architecture.md section 8) of the op table's bench cases (OpRow::bench, listed
 // by bench/case_list.h; `--list-cases` writes that list without touching the GPU). Memory-bound cases
 // report GB/s and % of a device-to-device copy, compute-bound ones TFLOP/s and % of the 8192^3 matmul
 // of their precision, both ceilings measured in the same run. CUDA events around each run, median of

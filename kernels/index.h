@@ -10,7 +10,7 @@
 
 namespace kiln {
 
-// Device-side index checks (ARCHITECTURE.md section 6): a CUDA kernel that meets an index out of
+// Device-side index checks (docs/architecture.md section 7): a CUDA kernel that meets an index out of
 // range skips the read, and the first such event is recorded here; the host turns it into an
 // IndexError at its next synchronizing call (cuda::raise_device_errors).
 // Multinomial is not an index check but shares the record: an invalid row of weights (see

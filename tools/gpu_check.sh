@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU test loop of GPU.md in one script, so every GPU check runs the same way (docs/gpu-testing.md).
+# The GPU test loop in one script, so every GPU check runs the same way (docs/gpu-testing.md).
 #   tools/gpu_check.sh stage   on the build machine: build for Hopper into build/gpu and stage the CUDA
 #                              test and bench executables with the shared libraries the GPU host lacks
 #                              into stage/ (git-ignored, at most 64 MiB; copy it to the GPU host with the working tree)
@@ -37,7 +37,7 @@ die() {
 
 # --- stage -----------------------------------------------------------------------------------------
 
-# Shared libraries the GPU host has: the C library family (the same glibc ran there, GPU.md) and
+# Shared libraries the GPU host has: the C library family (the same glibc ran there) and
 # CUDA's own (toolkit and driver are installed there). Everything else is copied.
 provided_on_gpu_host() {
   local name=$1 path=$2
@@ -79,7 +79,7 @@ stage() {
   done
   printf '%s\n' "${cuda_tests[@]}" >"$bin_dir/cuda_tests.txt"
 
-  # The examples' data (GPU.md: neither is on the GPU host).
+  # The examples' data (neither is on the GPU host; docs/gpu-testing.md).
   mkdir -p "$stage_dir/data/fashion-mnist" "$stage_dir/data/tinyshakespeare"
   local gz
   for gz in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
@@ -92,7 +92,7 @@ stage() {
   # kiln's own libraries, then every library any staged file needs that the GPU host lacks, until
   # nothing new turns up. Copied under the name the loader asks for (the soname) as a plain file:
   # links do not travel. libstdc++ and libgcc_s go to stage/cxxrt, used only if the host's are too
-  # old for these binaries (a C++ program built here ran there with the host's; GPU.md).
+  # old for these binaries (a C++ program built here ran there with the host's).
   local changed=1 f line name path missing
   mkdir -p "$bin_dir/cxxrt"
   while [ $changed = 1 ]; do
@@ -283,7 +283,7 @@ interop() {
 # for memcheck, "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" for racecheck):
 # errors fail; a clean summary with a nonzero exit fails too (the tests failed under the tool, or
 # the target crashed after the kernels it checked); racecheck warnings are noted; no summary at all
-# means the tool did not run (it has been refused on some H200 hosts; GPU.md), which is said, not
+# means the tool did not run (it has been refused on some H200 hosts), which is said, not
 # hidden.
 sanitizer_step() {
   local step=$1 log=$2 rc=$3 secs=$4

@@ -1,4 +1,4 @@
-// The caching device allocator (ARCHITECTURE.md section 2). Blocks are carved from large
+// The caching device allocator (docs/architecture.md section 2). Blocks are carved from large
 // segments, split to fit and merged back when freed, and reused only by the stream that allocated
 // them; a block also used on other streams (record_stream) is reused only after events on those
 // streams complete. Everything the GPU does goes through a DeviceBackend, so the whole policy runs

@@ -205,7 +205,7 @@ __device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(
 // The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
 inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }
 
-// Device-side index checks (ARCHITECTURE.md section 6): the first failing thread claims the device's
+// Device-side index checks (docs/architecture.md section 7): the first failing thread claims the device's
 // record (op goes from 0 to `op`) and fills in the details; later failures leave it as it is.
 __device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, IndexCheckOp op, int64_t index,
                                                     int64_t size) {

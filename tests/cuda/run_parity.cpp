@@ -1,4 +1,4 @@
-// CPU<->CUDA parity over the op test table (ARCHITECTURE.md section 5): one Catch2 test case per
+// CPU<->CUDA parity over the op test table (docs/architecture.md section 6): one Catch2 test case per
 // row, "cuda parity: <row>". Inputs are copied to CUDA with their strides and storage offset intact,
 // outputs are poisoned, backward runs from the same random cotangent, tolerances come from the row
 // alone (cuda_forward_tolerance). Rows without a CUDA kernel sit in an explicit list and must still

@@ -1,4 +1,4 @@
-// Model-level agreement with PyTorch (ARCHITECTURE.md section 5): a tiny GPT and a tiny SmallCNN
+// Model-level agreement with PyTorch (docs/architecture.md section 6): a tiny GPT and a tiny SmallCNN
 // replay the float64 AdamW runs that tools/make_golden.py recorded in tests/golden/ (in float64, and
 // in float32 with the tolerances of tests/nn/golden_replay.h), checking every loss, every gradient
 // and the final weights; and the safetensors exchange with PyTorch that tools/check_torch_interop.py

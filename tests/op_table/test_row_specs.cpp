@@ -1,4 +1,4 @@
-// Invariants of the fields the op table's rows carry for other runners (ARCHITECTURE.md section 5):
+// Invariants of the fields the op table's rows carry for other runners (docs/architecture.md section 6):
 // CUDA tolerance floors (each with its reason, none past a stated cap) and bench specs (well formed,
 // and the memory-bound ones run on the CPU at a small size, so a spec whose call does not fit its
 // inputs fails here rather than on the GPU host).
