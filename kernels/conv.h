@@ -11,6 +11,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/kernel.h"
+#include "kernels/strided.h"
 
 namespace kiln {
 
@@ -55,6 +56,22 @@ struct Conv2dArgs {
   bool allow_tf32 = true;
   bool benchmark = false;
 };
+
+// A 4-d [n, c, h, w] tensor of `dtype` through `s`, as an elementwise argument (both twins copy,
+// fill and add biases through the elementwise kernels).
+inline StridedArg image_arg(const void* data, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
+                            ImageStrides s) {
+  StridedArg a;
+  a.data = const_cast<void*>(data);
+  a.dtype = dtype;
+  a.ndim = 4;
+  const int64_t sizes[4] = {n, c, h, w}, strides[4] = {s.n, s.c, s.h, s.w};
+  for (int d = 0; d < 4; ++d) {
+    a.sizes[d] = sizes[d];
+    a.strides[d] = strides[d];
+  }
+  return a;
+}
 
 // The dtype the CPU computes a convolution in (its columns and GEMMs) for an input dtype.
 constexpr DType conv_column_dtype(DType in) { return in == DType::Float64 ? DType::Float64 : DType::Float32; }

@@ -42,6 +42,30 @@ struct GemmArgs {
   bool allow_tf32 = false;
 };
 
+// The whole product in one expression (a designated initializer would need every field in order).
+inline GemmArgs gemm_args(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
+                          const GemmBatch& batch = {}, bool allow_tf32 = false) {
+  GemmArgs g;
+  g.dtype = dtype;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.beta = beta;
+  g.c = c;
+  g.ldc = ldc;
+  g.batch = batch;
+  g.allow_tf32 = allow_tf32;
+  return g;
+}
+
 // The CUDA twin: device pointers, host offset arrays; float32 computes in FP32 (or TF32),
 // float16/bfloat16 accumulate in float32 (split-k partial sums too), float64 in FP64. Its cuBLASLt
 // workspace comes from the context (a stream-ordered caching-allocator block, so a CUDA graph

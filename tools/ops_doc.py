@@ -14,7 +14,9 @@ import json
 import os
 import re
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # core/ops files that are machinery shared by the families, not a family.
@@ -152,17 +154,6 @@ def render(rows_path):
         if bench:
             lines.append(f"- bench cases: {', '.join(bench)}")
     return "\n".join(lines) + "\n", problems
-
-
-def write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main():

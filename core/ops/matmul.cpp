@@ -62,23 +62,12 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   std::vector<int64_t> bo = ops::batch_offsets(gb.t, gb.t.dim() - 2, batch);
   std::vector<int64_t> co(ao.size());
   for (size_t i = 0; i < co.size(); ++i) co[i] = static_cast<int64_t>(i) * m * n;
-  GemmArgs g;
-  g.dtype = a.dtype();
-  g.trans_a = ga.trans;
-  g.trans_b = gb.trans;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = ga.t.data_ptr();
-  g.lda = ga.ld;
-  g.b = gb.t.data_ptr();
-  g.ldb = gb.ld;
-  g.c = out.data_ptr();
-  g.ldc = n;
-  g.batch = GemmBatch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
-  // Read at each call, as PyTorch reads its flag (false in a build without CUDA).
-  g.allow_tf32 = a.is_cuda() && cuda::math_switches().allow_tf32_matmul;
-  ops::launch("matmul", a.device(), kernels::gemm, g);
+  const GemmBatch gemm_batch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
+  // TF32 is read at each call, as PyTorch reads its flag.
+  const bool tf32 = a.is_cuda() && cuda::math_switches().allow_tf32_matmul;
+  ops::launch("matmul", a.device(), kernels::gemm,
+              gemm_args(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld, gb.t.data_ptr(), gb.ld,
+                        0.0, out.data_ptr(), n, gemm_batch, tf32));
   return out;
 }
 

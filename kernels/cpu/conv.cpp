@@ -206,26 +206,17 @@ struct Plan {
            w.stride_w == 1 && w.pad_h == 0 && w.pad_w == 0 &&
            same_strides(p.x_strides, dense_strides(p.geo.channels, p.geo.in_h, p.geo.in_w, true));
   }
+  // Scratch for the column matrix of `chunk` images (none for a pointwise conv, which needs none).
+  void* columns(int64_t chunk, const KernelContext& ctx) const {
+    if (pointwise()) return nullptr;
+    return ctx.workspace(static_cast<size_t>(chunk * pixels() * col_width()) * acc_size());
+  }
   // The filter [C_out, C_in/groups, kH, kW] as the problem stores it.
   ImageStrides filter_strides() const {
     const Window2d& w = p.geo.window;
     return dense_strides(p.geo.channels / p.groups, w.kernel_h, w.kernel_w, p.channels_last);
   }
 };
-
-// A 4-d [n, c, h, w] tensor of `dtype` through `strides`, as an elementwise argument.
-StridedArg image_arg(const void* data, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, ImageStrides s) {
-  StridedArg a;
-  a.data = const_cast<void*>(data);
-  a.dtype = dtype;
-  a.ndim = 4;
-  const int64_t sizes[4] = {n, c, h, w}, strides[4] = {s.n, s.c, s.h, s.w};
-  for (int d = 0; d < 4; ++d) {
-    a.sizes[d] = sizes[d];
-    a.strides[d] = strides[d];
-  }
-  return a;
-}
 
 // dst = src (same logical shape), cast through the acc dtype.
 void copy_image(const StridedArg& dst, const StridedArg& src, DType acc, const KernelContext& ctx) {
@@ -301,25 +292,6 @@ const void* chunk_columns(const Plan& pl, const void* x, void* cols, int64_t n0,
   return cols;
 }
 
-GemmArgs group_gemm(DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
-                    const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GroupOffsets& off) {
-  GemmArgs g;
-  g.dtype = dtype;
-  g.trans_a = ta;
-  g.trans_b = tb;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = a;
-  g.lda = lda;
-  g.b = b;
-  g.ldb = ldb;
-  g.beta = beta;
-  g.c = c;
-  g.ldc = ldc;
-  g.batch = off.batch();
-  return g;
-}
 
 }  // namespace
 
@@ -344,15 +316,15 @@ void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void*
   if (k > 0) {
     const void* wm = filter_matrix(pl, w, ctx);
     const int64_t chunk = pl.chunk();
-    void* cols = pl.pointwise() ? nullptr : ctx.workspace(static_cast<size_t>(chunk * pixels * pl.col_width()) * pl.acc_size());
+    void* cols = pl.columns(chunk, ctx);
     const GroupOffsets off = group_offsets(p.groups, k, cog * k, cog);
     for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
       const int64_t count = std::min(chunk, g.batch - n0);
       int64_t ld = 0;
       const void* a = chunk_columns(pl, x, cols, n0, count, ld);
       // out[rows, group's channels] = cols[rows, group's taps] @ W_g^T
-      gemm_cpu(group_gemm(pl.acc, false, true, count * pixels, cog, k, a, ld, wm, k, beta,
-                          at(acc, n0 * pixels * cout, pl.acc_size()), cout, off),
+      gemm_cpu(gemm_args(pl.acc, false, true, count * pixels, cog, k, 1.0, a, ld, wm, k, beta,
+                         at(acc, n0 * pixels * cout, pl.acc_size()), cout, off.batch()),
                ctx);
     }
   }
@@ -371,15 +343,15 @@ void conv2d_backward_data_cpu(const Conv2dArgs& p, void* dx, const void* dy, con
   const GroupOffsets off = group_offsets(p.groups, cog, cog * k, k);
   const int64_t chunk = pl.chunk();
   const bool direct = pl.pointwise();  // the column gradient is the input gradient
-  void* cols = direct ? nullptr : ctx.workspace(static_cast<size_t>(chunk * pixels * pl.col_width()) * pl.acc_size());
+  void* cols = pl.columns(chunk, ctx);
   const size_t es = element_size(p.dtype);
   for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     const int64_t count = std::min(chunk, g.batch - n0);
     void* c = direct ? at(dx, n0 * p.x_strides.n, es) : cols;
     const int64_t ldc = direct ? g.channels : pl.col_width();
     // dcols[rows, group's taps] = dout[rows, group's channels] @ W_g
-    gemm_cpu(group_gemm(pl.acc, false, false, count * pixels, k, cog, at(gm, n0 * pixels * cout, pl.acc_size()), cout,
-                        wm, k, 0.0, c, ldc, off),
+    gemm_cpu(gemm_args(pl.acc, false, false, count * pixels, k, cog, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
+                       cout, wm, k, 0.0, c, ldc, off.batch()),
              ctx);
     if (!direct) col2im(at(dx, n0 * p.x_strides.n, es), p.dtype, p.x_strides, cols, pl.acc, ldc, pl.chunk_geo(count));
   }
@@ -401,19 +373,19 @@ void conv2d_backward_filter_cpu(const Conv2dArgs& p, void* dw, const void* x, co
   const void* gm = output_matrix(pl, dy, ctx);
   const GroupOffsets off = group_offsets(p.groups, cog, k, cog * k);
   const int64_t chunk = pl.chunk();
-  void* cols = pl.pointwise() ? nullptr : ctx.workspace(static_cast<size_t>(chunk * pixels * pl.col_width()) * pl.acc_size());
+  void* cols = pl.columns(chunk, ctx);
   for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     const int64_t count = std::min(chunk, g.batch - n0);
     int64_t ld = 0;
     const void* b = chunk_columns(pl, x, cols, n0, count, ld);
     // dW_g += dout[rows, group's channels]^T @ cols[rows, group's taps]; chunks add in order.
-    gemm_cpu(group_gemm(pl.acc, true, false, cog, k, count * pixels, at(gm, n0 * pixels * cout, pl.acc_size()), cout, b,
-                        ld, n0 == 0 ? 0.0 : 1.0, acc, k, off),
+    gemm_cpu(gemm_args(pl.acc, true, false, cog, k, count * pixels, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
+                       cout, b, ld, n0 == 0 ? 0.0 : 1.0, acc, k, off.batch()),
              ctx);
   }
   if (!in_place) {
-    copy_image(out, image_arg(acc, pl.acc, cout, cg, win.kernel_h, win.kernel_w, dense_strides(cg, win.kernel_h, win.kernel_w, false)),
-               pl.acc, ctx);
+    const ImageStrides nchw_filter = dense_strides(cg, win.kernel_h, win.kernel_w, false);
+    copy_image(out, image_arg(acc, pl.acc, cout, cg, win.kernel_h, win.kernel_w, nchw_filter), pl.acc, ctx);
   }
 }
 

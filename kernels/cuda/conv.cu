@@ -33,21 +33,6 @@ constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
 
 enum class Direction : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
 
-// A 4-d [n, c, h, w] tensor through `s`, for the elementwise kernels that handle the bias and the
-// empty cases.
-StridedArg image_arg(const void* data, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, ImageStrides s) {
-  StridedArg a;
-  a.data = const_cast<void*>(data);
-  a.dtype = dtype;
-  a.ndim = 4;
-  const int64_t sizes[4] = {n, c, h, w}, strides[4] = {s.n, s.c, s.h, s.w};
-  for (int d = 0; d < 4; ++d) {
-    a.sizes[d] = sizes[d];
-    a.strides[d] = strides[d];
-  }
-  return a;
-}
-
 // Dense memory the convolution overwrites but cuDNN would not touch (an empty sum): zeros.
 void zero(const StridedArg& a, const KernelContext& ctx) {
   StridedArg o = a;

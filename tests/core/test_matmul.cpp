@@ -110,23 +110,7 @@ namespace {
 // gemm_cpu with the product spelled out, as the GEMM's tests read best (no scratch needed).
 void gemm(DType t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t lda,
           const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch = {}) {
-  GemmArgs g;
-  g.dtype = t;
-  g.trans_a = ta;
-  g.trans_b = tb;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.alpha = alpha;
-  g.a = a;
-  g.lda = lda;
-  g.b = b;
-  g.ldb = ldb;
-  g.beta = beta;
-  g.c = c;
-  g.ldc = ldc;
-  g.batch = batch;
-  gemm_cpu(g, KernelContext{});
+  gemm_cpu(gemm_args(t, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch), KernelContext{});
 }
 
 }  // namespace

@@ -35,6 +35,18 @@ void step(Run& r) {
   r.opt->step();
 }
 
+// One transformer block on [4, 16, 32] inputs.
+nn::GPTConfig tiny_block(double dropout) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 32;
+  cfg.block_size = 16;
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 32;
+  cfg.dropout = dropout;
+  return cfg;
+}
+
 void compare_params(const nn::Module& a, const nn::Module& b) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   REQUIRE(pa.size() == pb.size());
@@ -104,12 +116,7 @@ TEST_CASE("cuda graph: an MLP training step captured and replayed matches eager 
 
 TEST_CASE("cuda graph: a transformer block training step captured and replayed matches eager steps",
           "[cuda][graph]") {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 32;
-  cfg.block_size = 16;
-  cfg.n_layer = 1;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
+  const nn::GPTConfig cfg = tiny_block(0.0);
   manual_seed(2);
   Tensor x = randn({4, 16, 32}).to(Device::cuda());
   Tensor target = randn({4, 16, 32}).to(Device::cuda());
@@ -122,13 +129,8 @@ TEST_CASE("cuda graph: a transformer block training step captured and replayed m
 
 TEST_CASE("cuda graph: a transformer block step with dropout 0.1 replays three eager steps bit for bit",
           "[cuda][graph]") {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 32;
-  cfg.block_size = 16;
-  cfg.n_layer = 1;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.dropout = 0.1;  // attention and residual dropout: three random ops per step forward
+  // Attention and residual dropout: three random ops per step forward.
+  const nn::GPTConfig cfg = tiny_block(0.1);
   manual_seed(3);
   Tensor x = randn({4, 16, 32}).to(Device::cuda());
   Tensor target = randn({4, 16, 32}).to(Device::cuda());

@@ -132,22 +132,8 @@ TEST_CASE("twins: a batched GEMM with repeated (broadcast) offsets and transpose
   Twin c = twin_poisoned({count, m, n}, DType::Float32);
   const std::vector<int64_t> ao{0, m * k, 0, m * k}, bo(4, 0), co{0, m * n, 2 * m * n, 3 * m * n};
   run_twins(kernels::gemm, [&](Device d) {
-    GemmArgs g;
-    g.dtype = DType::Float32;
-    g.trans_a = true;
-    g.trans_b = true;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.a = a.ptr(d);
-    g.lda = m;
-    g.b = b.ptr(d);
-    g.ldb = k;
-    g.c = c.ptr(d);
-    g.ldc = n;
-    g.batch = GemmBatch{count, ao.data(), bo.data(), co.data()};
-    g.allow_tf32 = false;
-    return std::tuple(g);
+    return std::tuple(gemm_args(DType::Float32, true, true, m, n, k, 1.0, a.ptr(d), m, b.ptr(d), k, 0.0, c.ptr(d), n,
+                                GemmBatch{count, ao.data(), bo.data(), co.data()}));
   });
   CHECK(compare_twin(c, kSumAtol, kSumRtol) == "");
 }

@@ -16,6 +16,8 @@
 #include "nn/optim/sgd.h"
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
+#include "tests/nn/temp_dir.h"
+
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -23,18 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_ckpt_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+// Each test's own directory ("kiln_ckpt_XXXXXX"), removed when it ends.
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln_ckpt") {}
 };
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {

@@ -17,6 +17,8 @@
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 #include "tests/kernels/log_capture.h"
+#include "tests/nn/temp_dir.h"
+
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -31,18 +33,9 @@ std::shared_ptr<Conv2d> conv(bool bias) {
 
 size_t bias_warnings(const LogCapture& log) { return log.count(LogLevel::Warn, {"BatchNorm2d(4)", "bias=false"}); }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_log_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+// Each test's own directory ("kiln_log_XXXXXX"), removed when it ends.
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln_log") {}
 };
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include "kernels/error.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
+#include "tests/nn/temp_dir.h"
+
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -27,24 +29,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln_st_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+// Each test's own directory ("kiln_st_XXXXXX"), removed when it ends.
+struct TempDir : kiln::test::TempDir {
+  TempDir() : kiln::test::TempDir("kiln_st") {}
 };
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
