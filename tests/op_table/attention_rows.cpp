@@ -104,7 +104,7 @@ TensorList fused_qkv(DType t, Device d) {
   return parts;
 }
 
-OpRow make_row(const std::string& name, RefOptions o) {
+OpRow sdpa_row(const std::string& name, RefOptions o) {
   OpRow r;
   r.name = name;
   r.dtypes = kFloatTypes;
@@ -130,7 +130,7 @@ OpRow make_row(const std::string& name, RefOptions o) {
 
 void add_attention_rows(std::vector<OpRow>& rows) {
   {
-    OpRow r = make_row("sdpa", {});
+    OpRow r = sdpa_row("sdpa", {});
     r.samples = {
         {"L=5 S=6 E=4 Ev=3",
          [](DType t, Device d) {
@@ -194,7 +194,7 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
   {
-    OpRow r = make_row("sdpa_causal", {true, 0.0});
+    OpRow r = sdpa_row("sdpa_causal", {true, 0.0});
     r.samples = {
         {"L=S=5", [](DType t, Device d) {
            return TensorList{rnd({2, 5, 4}, t, d, 331), rnd({2, 5, 4}, t, d, 332), rnd({2, 5, 3}, t, d, 333)};
@@ -210,7 +210,7 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
   {
-    OpRow r = make_row("sdpa_dropout", {false, 0.3});
+    OpRow r = sdpa_row("sdpa_dropout", {false, 0.3});
     r.samples = {
         {"p=0.3", [](DType t, Device d) {
            return TensorList{rnd({2, 2, 5, 4}, t, d, 341), rnd({2, 2, 6, 4}, t, d, 342), rnd({2, 2, 6, 3}, t, d, 343)};

@@ -1,10 +1,8 @@
-// Op table rows: elementwise ops (unary, binary and scalar forms with broadcasting, comparisons,
-// logical ops, where, masked_fill, casts) and the in-place ops. A row's op has fixed arguments, so
-// scalar operands are part of the row (a float scalar for float dtypes, an integer one for integer
-// dtypes where the row keeps integers integral). Inputs of ops with kinks (relu, abs, clamp,
-// maximum, minimum) stay away from the kinks so central differences never straddle one; bases of
-// log, sqrt, rsqrt and pow are positive. In-place rows apply the op to a clone of input 0 (a leaf
-// that requires grad is refused by design); the clone is strided when input 0 is, outside gradcheck.
+// Op table rows of the elementwise family: unary, binary and scalar forms with broadcasting, comparisons,
+// logical ops, where, masked_fill and the in-place ops. A row's op has fixed arguments, so scalar operands are
+// part of the row (float for float dtypes, integer where the row keeps integers integral). Inputs of ops with
+// kinks (relu, abs, clamp, maximum, minimum) stay away from them so central differences never straddle one;
+// bases of log, sqrt, rsqrt and pow are positive. In-place rows apply the op to a copy of input 0.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,25 +14,15 @@
 namespace kiln::test {
 namespace {
 
-using Values = std::vector<double>;
-using Gen = std::function<Tensor(const Shape&, DType, Device, uint64_t)>;
-using ListFn = std::function<TensorList(const TensorList&)>;
-
 // Functions, not namespace-scope vectors: the table is built during static initialization of
 // another translation unit (run_op_table.cpp), possibly before this one's globals.
 std::vector<DType> signed_types() {
   return {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int64};
 }
-std::vector<DType> numeric_and_bool() {
-  std::vector<DType> t = kAllNumeric;
-  t.push_back(DType::Bool);
-  return t;
-}
 std::vector<DType> int_types() { return {DType::Int32, DType::Int64, DType::UInt8}; }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-DType same_dtype(DType t) { return t; }
 DType float_or_default(DType t) { return is_floating(t) ? t : DType::Float32; }
 DType bool_dtype(DType) { return DType::Bool; }
 
@@ -42,10 +30,6 @@ DType bool_dtype(DType) { return DType::Bool; }
 Tensor make(const Values& v, const Shape& shape, DType t, Device d) { return from_values(v, shape).to(t).to(d); }
 
 // --- input generators ----------------------------------------------------------------------------
-
-Gen normal(double scale = 1.0) {
-  return [scale](const Shape& s, DType t, Device d, uint64_t seed) { return rnd(s, t, d, seed, scale); };
-}
 
 // Normal values moved at least `margin` away from every point in `kinks`; integer dtypes keep
 // rnd's integers (they are never gradchecked).
@@ -107,28 +91,6 @@ Gen booleans() {
 
 // --- samples -------------------------------------------------------------------------------------
 
-std::vector<Sample> unary_samples(uint64_t seed, Gen g) {
-  return {
-      {"odd size",
-       [=](DType t, Device d) {
-         return TensorList{g({7, 13}, t, d, seed)};
-       }},
-      {"non-contiguous",
-       [=](DType t, Device d) {
-         return TensorList{noncontig(g({5, 3}, t, d, seed + 1))};
-       }},
-      {"transposed",
-       [=](DType t, Device d) {
-         return TensorList{g({4, 6}, t, d, seed + 2).t()};
-       }},
-      {"0-d", [=](DType t, Device d) { return TensorList{g({}, t, d, seed + 3)}; }},
-      {"empty",
-       [=](DType t, Device d) {
-         return TensorList{g({0, 3}, t, d, seed + 4)};
-       }},
-  };
-}
-
 std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
   return {
       {"same shape",
@@ -154,68 +116,7 @@ std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
   };
 }
 
-// Samples of an in-place op self.op_(other): other broadcasts to self's shape.
-std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb) {
-  return {
-      {"same shape",
-       [=](DType t, Device d) {
-         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
-       }},
-      {"broadcast other",
-       [=](DType t, Device d) {
-         return TensorList{ga({3, 4, 5}, t, d, seed + 2), gb({4, 1}, t, d, seed + 3)};
-       }},
-      {"non-contiguous",
-       [=](DType t, Device d) {
-         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
-       }},
-      {"0-d other",
-       [=](DType t, Device d) {
-         return TensorList{ga({2, 3}, t, d, seed + 6), gb({}, t, d, seed + 7)};
-       }},
-      {"0-d",
-       [=](DType t, Device d) {
-         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
-       }},
-  };
-}
-
-// The tensor an in-place row modifies: a copy of x, strided like x when x is strided and not
-// gradchecked (in-place on a view that takes part in autograd is refused by design).
-Tensor inplace_target(const Tensor& x) {
-  if (x.requires_grad() || x.is_contiguous()) return x.clone();
-  return noncontig(x.clone());
-}
-
 // --- rows ----------------------------------------------------------------------------------------
-
-using RefFn = std::function<double(const Values&)>;
-
-ListFn ref(RefFn fn) {
-  return [fn](const TensorList& x) { return TensorList{ref_map(x, fn)}; };
-}
-
-// A reference with several outputs, each elementwise over all inputs.
-ListFn refs(std::vector<RefFn> fns) {
-  return [fns](const TensorList& x) {
-    TensorList r;
-    for (const RefFn& f : fns) r.push_back(ref_map(x, f));
-    return r;
-  };
-}
-
-OpRow make_row(std::string name, std::vector<DType> dtypes, std::vector<Sample> samples, ListFn op, ListFn reference,
-               std::vector<size_t> differentiable, std::function<DType(DType)> out_dtype) {
-  OpRow r;
-  r.name = std::move(name);
-  r.dtypes = std::move(dtypes);
-  r.samples = std::move(samples);
-  r.op = std::move(op);
-  r.reference = std::move(reference);
-  r.differentiable = std::move(differentiable);
-  r.out_dtype = std::move(out_dtype);
-  return r;
-}
 
 // A memory-bound bench case of an elementwise op of `arity` inputs of n elements (--elements) in
 // float32 and bfloat16: each input read once, the output written once.
@@ -240,10 +141,6 @@ double pickd(const Tensor& t, double f, int64_t i) { return t.is_floating_point(
 
 ErrorCase no_broadcast(const std::string& op, std::function<Tensor(const Tensor&, const Tensor&)> fn) {
   return {"shapes do not broadcast", [fn] { fn(zeros({2, 3}), zeros({4})); }, {op, "[2, 3]", "[4]"}};
-}
-
-ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tensor&)> fn) {
-  return {"undefined input", [fn] { fn(Tensor()); }, {op, "undefined"}};
 }
 
 // Integer inputs of these rows give float32 outputs computed in float32: float32's tolerance.
@@ -678,7 +575,7 @@ void add_comparison_rows(std::vector<OpRow>& rows) {
   }
 }
 
-void add_select_cast_rows(std::vector<OpRow>& rows) {
+void add_select_rows(std::vector<OpRow>& rows) {
   {
     Gen v = normal();
     Gen c = booleans();
@@ -770,45 +667,6 @@ void add_select_cast_rows(std::vector<OpRow>& rows) {
          [] { masked_fill(zeros({3}, DType::Int64), zeros({3}, DType::Bool), 0.5); },
          {"masked_fill", "int64", "0.5"}},
     };
-    rows.push_back(std::move(r));
-  }
-  {
-    // Exact for every source dtype.
-    OpRow r = make_row(
-        "to_float64", numeric_and_bool(), unary_samples(4200, normal()),
-        [](const TensorList& x) { return TensorList{x[0].to(DType::Float64)}; },
-        ref([](const Values& v) { return v[0]; }), {0}, [](DType) { return DType::Float64; });
-    r.errors = {undefined_input("to", [](const Tensor& a) { return to_dtype(a, DType::Float64); })};
-    rows.push_back(std::move(r));
-  }
-  {
-    // Small magnitudes (about 1e-3): float32's spacing there (~1e-10) is small enough for central
-    // differences with eps 1e-6 through the float32 rounding of the output.
-    OpRow r = make_row(
-        "to_float32", kAllNumeric, unary_samples(4250, normal(1e-3)),
-        [](const TensorList& x) { return TensorList{x[0].to(DType::Float32)}; },
-        ref([](const Values& v) { return v[0]; }), {0}, [](DType) { return DType::Float32; });
-    // A float64 source is rounded to float32: up to 2^-24 relative.
-    r.tolerance[DType::Float64] = {0, 6e-8};
-    rows.push_back(std::move(r));
-  }
-  for (DType target : {DType::Float16, DType::BFloat16}) {
-    // Round to nearest: within half a spacing, i.e. 2^-11 (float16) or 2^-8 (bfloat16) relative; a
-    // truncating cast fails this bound.
-    double u = target == DType::Float16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
-    OpRow r = make_row(
-        target == DType::Float16 ? "to_float16" : "to_bfloat16", kAllNumeric, unary_samples(4300, normal()),
-        [target](const TensorList& x) { return TensorList{x[0].to(target)}; },
-        ref([](const Values& v) { return v[0]; }), {}, [target](DType) { return target; });
-    for (DType t : kFloatTypes) r.tolerance[t] = {0, u};
-    rows.push_back(std::move(r));
-  }
-  {
-    // Floats truncate toward zero; not differentiable (an integer cast ends the graph).
-    OpRow r = make_row(
-        "to_int32", kAllNumeric, unary_samples(4350, normal(4.0)),
-        [](const TensorList& x) { return TensorList{x[0].to(DType::Int32)}; },
-        ref([](const Values& v) { return std::trunc(v[0]); }), {}, [](DType) { return DType::Int32; });
     rows.push_back(std::move(r));
   }
 }
@@ -1082,66 +940,6 @@ void add_inplace_rows(std::vector<OpRow>& rows) {
     };
     rows.push_back(std::move(r));
   }
-  {
-    // Output 0: self (whose old values get no gradient) overwritten by src broadcast to its shape;
-    // output 1: a float64 destination, so every source dtype is cast on the way.
-    OpRow r = make_row(
-        "copy_", kAllNumeric, inplace_samples(5450, normal(), normal()),
-        [](const TensorList& x) {
-          Tensor self = inplace_target(x[0]);
-          self.copy_(x[1]);
-          // A converting copy on the inputs' device: into float32 (float64 exists on the CPU only,
-          // so only float64 samples copy into float64).
-          const DType wide_dtype = x[1].dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-          Tensor wide = zeros(x[0].sizes(), TensorOptions(wide_dtype, x[0].device()));
-          wide.copy_(x[1]);
-          return TensorList{self, wide};
-        },
-        refs({[](const Values& v) { return v[1]; }, [](const Values& v) { return v[1]; }}), {0, 1}, same_dtype);
-    // kiln's copy kernel against gpu_bench's cudaMemcpyAsync ceiling: float32 into an empty
-    // float32 tensor of the same size (the row's op would also time a clone and a second copy).
-    {
-      BenchCase b;
-      b.name = "copy_";
-      b.dtypes = {DType::Float32};
-      b.op = "copy_";
-      b.setup = [](DType t, int64_t n) {
-        BenchSetup s;
-        s.shape = {n};
-        s.inputs = {{{n}, t, BenchInput::Fill::Empty}, {{n}, t}};
-        s.bytes = 2.0 * static_cast<double>(element_size(t)) * static_cast<double>(n);
-        return s;
-      };
-      b.run = [](const TensorList& x) {
-        Tensor self = x[0];
-        self.copy_(x[1]);
-        return TensorList{self};
-      };
-      r.bench = {b};
-    }
-    r.errors = {
-        {"source does not broadcast to self",
-         [] {
-           Tensor x = zeros({3});
-           x.copy_(zeros({2, 3}));
-         },
-         {"copy_", "[2, 3]", "[3]"}},
-        {"shapes do not broadcast",
-         [] {
-           Tensor x = zeros({2, 3});
-           x.copy_(zeros({4}));
-         },
-         {"copy_", "[2, 3]", "[4]"}},
-        {"leaf that requires grad",
-         [] {
-           Tensor x = zeros({3});
-           x.set_requires_grad(true);
-           x.copy_(ones({3}));
-         },
-         {"copy_", "leaf"}},
-    };
-    rows.push_back(std::move(r));
-  }
 }
 
 }  // namespace
@@ -1151,7 +949,7 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
   add_unary_rows(rows);
   add_pow_clamp_rows(rows);
   add_comparison_rows(rows);
-  add_select_cast_rows(rows);
+  add_select_rows(rows);
   add_inplace_rows(rows);
 }
 

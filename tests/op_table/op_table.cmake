@@ -4,13 +4,27 @@
 if(NOT TARGET kiln_op_table)
   add_library(kiln_op_table STATIC
     ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp
+    # One rows file per op family, in the order of row_families() (op_table.cpp).
     ${PROJECT_SOURCE_DIR}/tests/op_table/elementwise_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/copy_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/reduce_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/topk_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/shape_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/index_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/triangle_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/view_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/random_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/factory_rows.cpp
-    ${PROJECT_SOURCE_DIR}/tests/op_table/linalg_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/matmul_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/conv_rows.cpp
-    ${PROJECT_SOURCE_DIR}/tests/op_table/nn_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/pool_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/softmax_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/layer_norm_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/batch_norm_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/cross_entropy_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/mse_loss_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/embedding_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/dropout_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp)
   target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
   target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})

@@ -6,11 +6,30 @@
 #include <numeric>
 
 namespace kiln::test {
+// The table's row order (CTest's list, the parity runner's): families grouped, elementwise first.
 const std::vector<RowFamily>& row_families() {
   static const std::vector<RowFamily> families = {
-      {"elementwise", add_elementwise_rows}, {"reduce", add_reduce_rows}, {"shape", add_shape_rows},
-      {"factory", add_factory_rows},         {"linalg", add_linalg_rows}, {"conv", add_conv_rows},
-      {"nn", add_nn_rows},                   {"attention", add_attention_rows},
+      {"elementwise", add_elementwise_rows},
+      {"copy", add_copy_rows},
+      {"reduce", add_reduce_rows},
+      {"topk", add_topk_rows},
+      {"shape", add_shape_rows},
+      {"index", add_index_rows},
+      {"triangle", add_triangle_rows},
+      {"view", add_view_rows},
+      {"random", add_random_rows},
+      {"factory", add_factory_rows},
+      {"matmul", add_matmul_rows},
+      {"conv", add_conv_rows},
+      {"pool", add_pool_rows},
+      {"softmax", add_softmax_rows},
+      {"layer_norm", add_layer_norm_rows},
+      {"batch_norm", add_batch_norm_rows},
+      {"cross_entropy", add_cross_entropy_rows},
+      {"mse_loss", add_mse_loss_rows},
+      {"embedding", add_embedding_rows},
+      {"dropout", add_dropout_rows},
+      {"attention", add_attention_rows},
   };
   return families;
 }
@@ -234,6 +253,181 @@ std::string expect_error(const ErrorCase& e) {
     return e.what + ": threw a non-kiln exception: " + other.what();
   }
   return e.what + ": did not throw";
+}
+
+// --- helpers that several rows files share -----------------------------------------------------
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim; }
+DType same_dtype(DType t) { return t; }
+
+std::vector<DType> numeric_and_bool() {
+  std::vector<DType> t = kAllNumeric;
+  t.push_back(DType::Bool);
+  return t;
+}
+
+Gen normal(double scale) {
+  return [scale](const Shape& s, DType t, Device d, uint64_t seed) { return rnd(s, t, d, seed, scale); };
+}
+
+std::vector<Sample> unary_samples(uint64_t seed, Gen g) {
+  return {
+      {"odd size",
+       [=](DType t, Device d) {
+         return TensorList{g({7, 13}, t, d, seed)};
+       }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(g({5, 3}, t, d, seed + 1))};
+       }},
+      {"transposed",
+       [=](DType t, Device d) {
+         return TensorList{g({4, 6}, t, d, seed + 2).t()};
+       }},
+      {"0-d", [=](DType t, Device d) { return TensorList{g({}, t, d, seed + 3)}; }},
+      {"empty",
+       [=](DType t, Device d) {
+         return TensorList{g({0, 3}, t, d, seed + 4)};
+       }},
+  };
+}
+
+std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb) {
+  return {
+      {"same shape",
+       [=](DType t, Device d) {
+         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
+       }},
+      {"broadcast other",
+       [=](DType t, Device d) {
+         return TensorList{ga({3, 4, 5}, t, d, seed + 2), gb({4, 1}, t, d, seed + 3)};
+       }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
+       }},
+      {"0-d other",
+       [=](DType t, Device d) {
+         return TensorList{ga({2, 3}, t, d, seed + 6), gb({}, t, d, seed + 7)};
+       }},
+      {"0-d",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
+       }},
+  };
+}
+
+Tensor inplace_target(const Tensor& x) {
+  if (x.requires_grad() || x.is_contiguous()) return x.clone();
+  return noncontig(x.clone());
+}
+
+ListFn ref(RefFn fn) {
+  return [fn](const TensorList& x) { return TensorList{ref_map(x, fn)}; };
+}
+
+ListFn refs(std::vector<RefFn> fns) {
+  return [fns](const TensorList& x) {
+    TensorList r;
+    for (const RefFn& f : fns) r.push_back(ref_map(x, f));
+    return r;
+  };
+}
+
+OpRow make_row(std::string name, std::vector<DType> dtypes, std::vector<Sample> samples, ListFn op, ListFn reference,
+               std::vector<size_t> differentiable, std::function<DType(DType)> out_dtype) {
+  OpRow r;
+  r.name = std::move(name);
+  r.dtypes = std::move(dtypes);
+  r.samples = std::move(samples);
+  r.op = std::move(op);
+  r.reference = std::move(reference);
+  r.differentiable = std::move(differentiable);
+  r.out_dtype = std::move(out_dtype);
+  return r;
+}
+
+ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tensor&)> fn) {
+  return {"undefined input", [fn] { fn(Tensor()); }, {op, "undefined"}};
+}
+
+std::vector<Sample> distinct_samples(uint64_t seed) {
+  return {
+      {"3x5x7 distinct", [seed](DType t, Device d) { return TensorList{rnd_distinct({3, 5, 7}, t, d, seed)}; }},
+      {"non-contiguous 5x3x9 distinct",
+       [seed](DType t, Device d) { return TensorList{noncontig(rnd_distinct({5, 3, 9}, t, d, seed + 1))}; }},
+      {"permuted 7x3x5 distinct",
+       [seed](DType t, Device d) { return TensorList{rnd_distinct({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
+  };
+}
+
+Tensor ref_pick(const Tensor& x, const Shape& out_shape, const std::function<Shape(const Shape&)>& src) {
+  std::vector<double> xv = values(x);
+  std::vector<double> out(at(shape_numel(out_shape)));
+  for (int64_t i = 0; i < shape_numel(out_shape); ++i) {
+    out[at(i)] = xv[at(ravel(src(unravel(i, out_shape)), x.sizes()))];
+  }
+  return from_values(out, out_shape);
+}
+
+std::vector<Sample> one_input_samples(uint64_t seed) {
+  return {
+      {"3x5x7", [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, seed)}; }},
+      {"non-contiguous 3x5x9",
+       [seed](DType t, Device d) { return TensorList{noncontig(rnd({3, 5, 9}, t, d, seed + 1))}; }},
+      {"transposed 7x5x3",
+       [seed](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, seed + 2).transpose(0, 2)}; }},
+  };
+}
+
+OpRow unary_row(const std::string& name, std::vector<Sample> samples, std::function<Tensor(const Tensor&)> op,
+                std::function<Tensor(const Tensor&)> ref) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kAllNumeric;
+  r.samples = std::move(samples);
+  r.op = [op](const TensorList& x) { return TensorList{op(x[0])}; };
+  r.reference = [ref](const TensorList& x) { return TensorList{ref(x[0])}; };
+  r.differentiable = {0};
+  r.out_dtype = [](DType t) { return t; };
+  return r;
+}
+
+Tensor carrier(DType t, Device d) { return scalar_tensor(static_cast<int64_t>(t), TensorOptions(DType::Int64, d)); }
+DType dt(const TensorList& x) { return static_cast<DType>(x[0].item<int64_t>()); }
+
+Sample shape_sample(const std::string& name) {
+  return {name, [](DType t, Device d) { return TensorList{carrier(t, d)}; }};
+}
+
+Tensor params(const std::vector<int64_t>& v, Device d) {
+  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, d));
+}
+std::vector<int64_t> param_values(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+Tensor channels_last(const Tensor& t) { return t.contiguous(MemoryFormat::ChannelsLast); }
+
+BenchCase row_bench(const std::string& name, const std::string& op, const std::string& args, bool weight) {
+  BenchCase b;
+  b.name = name;
+  b.dtypes = {DType::Float32, DType::BFloat16};
+  b.op = op;
+  b.args = args;
+  b.setup = [weight](DType t, int64_t n) {
+    const int64_t cols = 1024, rows = n / cols;
+    BenchSetup s;
+    s.shape = {rows, cols};
+    s.inputs = {{s.shape, t}};
+    s.bytes = 2 * static_cast<double>(element_size(t)) * static_cast<double>(rows * cols);
+    if (weight) {
+      s.inputs.push_back({{cols}, DType::Float32, BenchInput::Fill::Ones});
+      s.bytes += 2 * 4 * cols;
+    }
+    return s;
+  };
+  if (weight) b.run = [](const TensorList& x) { return TensorList{layer_norm(x[0], {1024}, x[1], Tensor())}; };
+  return b;
 }
 
 }  // namespace kiln::test

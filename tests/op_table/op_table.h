@@ -1,4 +1,4 @@
-// The op test table (ARCHITECTURE.md section 5): one row per op with sample inputs, dtypes,
+// The op test table (docs/architecture.md section 6): one row per op with sample inputs, dtypes,
 // differentiable inputs, tolerances, a float64 reference and error cases, checked by the CPU runner;
 // the CUDA parity runner reuses the rows with the device switched and gpu_bench times their bench
 // cases. The row is the one place for an op's checks: its CUDA tolerance and bench shapes live on
@@ -127,12 +127,25 @@ struct RowFamily {
 };
 const std::vector<RowFamily>& row_families();
 void add_elementwise_rows(std::vector<OpRow>& rows);
+void add_copy_rows(std::vector<OpRow>& rows);
 void add_reduce_rows(std::vector<OpRow>& rows);
+void add_topk_rows(std::vector<OpRow>& rows);
 void add_shape_rows(std::vector<OpRow>& rows);
+void add_index_rows(std::vector<OpRow>& rows);
+void add_triangle_rows(std::vector<OpRow>& rows);
+void add_view_rows(std::vector<OpRow>& rows);
+void add_random_rows(std::vector<OpRow>& rows);
 void add_factory_rows(std::vector<OpRow>& rows);
-void add_linalg_rows(std::vector<OpRow>& rows);
+void add_matmul_rows(std::vector<OpRow>& rows);
 void add_conv_rows(std::vector<OpRow>& rows);
-void add_nn_rows(std::vector<OpRow>& rows);
+void add_pool_rows(std::vector<OpRow>& rows);
+void add_softmax_rows(std::vector<OpRow>& rows);
+void add_layer_norm_rows(std::vector<OpRow>& rows);
+void add_batch_norm_rows(std::vector<OpRow>& rows);
+void add_cross_entropy_rows(std::vector<OpRow>& rows);
+void add_mse_loss_rows(std::vector<OpRow>& rows);
+void add_embedding_rows(std::vector<OpRow>& rows);
+void add_dropout_rows(std::vector<OpRow>& rows);
 void add_attention_rows(std::vector<OpRow>& rows);
 
 // --- helpers for writing rows ------------------------------------------------------------------
@@ -169,5 +182,74 @@ int64_t ravel(const Shape& index, const Shape& shape);
 // Runs `call` and checks it throws kiln::Error mentioning every string; returns "" when it does,
 // else what went wrong.
 std::string expect_error(const ErrorCase& e);
+
+// --- helpers that several rows files share -----------------------------------------------------
+// A helper that one family needs stays in that family's rows file.
+
+using Values = std::vector<double>;
+// An input generator: a tensor of a shape, dtype and device from a seed.
+using Gen = std::function<Tensor(const Shape&, DType, Device, uint64_t)>;
+using ListFn = std::function<TensorList(const TensorList&)>;
+using RefFn = std::function<double(const Values&)>;
+
+size_t at(int64_t i);                     // a vector position from an int64 index
+int64_t wrap(int64_t dim, int64_t ndim);  // a negative dim counted from the end
+DType same_dtype(DType t);                // out_dtype of ops that keep the input's dtype
+// A function, not a namespace-scope vector: the table is built during static initialization of
+// another translation unit (run_op_table.cpp), possibly before the globals of the one defining it.
+std::vector<DType> numeric_and_bool();
+
+// Elementwise ops and casts (elementwise_rows.cpp, copy_rows.cpp).
+// rnd's values, scaled.
+Gen normal(double scale = 1.0);
+// One input: odd size, non-contiguous, transposed, 0-d and empty.
+std::vector<Sample> unary_samples(uint64_t seed, Gen g);
+// Samples of an in-place op self.op_(other): other broadcasts to self's shape.
+std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb);
+// The tensor an in-place row modifies: a copy of x, strided like x when x is strided and not
+// gradchecked (in-place on a view that takes part in autograd is refused by design).
+Tensor inplace_target(const Tensor& x);
+// A reference elementwise over all inputs (broadcast), and one with an output per function.
+ListFn ref(RefFn fn);
+ListFn refs(std::vector<RefFn> fns);
+OpRow make_row(std::string name, std::vector<DType> dtypes, std::vector<Sample> samples, ListFn op, ListFn reference,
+               std::vector<size_t> differentiable, std::function<DType(DType)> out_dtype);
+ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tensor&)> fn);
+
+// Rows over distinct values (reduce_rows.cpp, topk_rows.cpp): rnd_distinct of 3x5x7, a
+// non-contiguous 5x3x9 and a permuted 7x3x5 (at most 135 elements, so they stay exact in bfloat16
+// and uint8).
+std::vector<Sample> distinct_samples(uint64_t seed);
+
+// Ops that move values (shape, index, triangle and view rows). References move them with plain
+// index arithmetic (unravel/ravel).
+// Output of `out_shape` whose element at each index is x's element at the multi-index src(index).
+Tensor ref_pick(const Tensor& x, const Shape& out_shape, const std::function<Shape(const Shape&)>& src);
+// The three usual samples of a one-input op: contiguous, non-contiguous and transposed (3-d, odd sizes).
+std::vector<Sample> one_input_samples(uint64_t seed);
+// A one-input, one-output row in every numeric dtype, differentiable, keeping the dtype: op and
+// reference both get the input.
+OpRow unary_row(const std::string& name, std::vector<Sample> samples, std::function<Tensor(const Tensor&)> op,
+                std::function<Tensor(const Tensor&)> ref);
+
+// Factory and random rows (factory_rows.cpp, random_rows.cpp): the sample's only tensor is an
+// int64 scalar holding the dtype to create (an integer, so the runner never converts it).
+Tensor carrier(DType t, Device d);
+DType dt(const TensorList& x);  // the dtype a carrier holds
+Sample shape_sample(const std::string& name);
+
+// conv2d and pooling rows (conv_rows.cpp, pool_rows.cpp): an op's hyper-parameters travel with each
+// sample as a trailing int64 tensor (the runner never converts integer inputs), so one row covers
+// many configurations.
+Tensor params(const std::vector<int64_t>& v, Device d);
+std::vector<int64_t> param_values(const Tensor& t);
+Tensor channels_last(const Tensor& t);
+
+// The memory-bound bench of a row-wise op of a transformer (softmax_rows.cpp, layer_norm_rows.cpp)
+// on [n/1024, 1024] (n: --elements) in float32 and bfloat16: each element read once and written
+// once. With `weight`, layer_norm over the rows with a float32 weight of ones and no bias, plus
+// 2 x 4 x 1024 bytes of parameters (the formula of the runs in bench/RESULTS.md); its own timed
+// call, since the row's op normalizes a fixed shape.
+BenchCase row_bench(const std::string& name, const std::string& op, const std::string& args, bool weight);
 
 }  // namespace kiln::test

@@ -1,7 +1,7 @@
-// Op table rows: reductions (sum, mean, var, max/min, amax/amin, argmax/argmin, any/all) and topk.
-// Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max,
-// min and topk come from rnd_distinct so the winners are unique (no ties for the index outputs or
-// the gradient). multinomial is random and tested on its own.
+// Op table rows of the reduce family: sum, mean, var, max/min, amax/amin, argmax/argmin, any/all.
+// Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max and
+// min come from rnd_distinct so the winners are unique (no ties for the index outputs or the
+// gradient). multinomial is random and tested on its own.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,7 +34,6 @@ double any_of(const Group& v) { return std::any_of(v.begin(), v.end(), [](double
 double all_of(const Group& v) { return std::all_of(v.begin(), v.end(), [](double x) { return x != 0; }) ? 1 : 0; }
 
 DType sum_dtype(DType t) { return is_floating(t) ? t : DType::Int64; }
-DType same_dtype(DType t) { return t; }
 
 // The usual inputs of a reduction over a 3-d tensor: odd sizes, a non-contiguous one and a permuted one.
 std::vector<Sample> normal_samples(uint64_t seed) {
@@ -47,17 +46,6 @@ std::vector<Sample> normal_samples(uint64_t seed) {
   };
 }
 
-// The same shapes with distinct values (at most 135 elements, so they stay exact in bfloat16 and uint8).
-std::vector<Sample> distinct_samples(uint64_t seed) {
-  return {
-      {"3x5x7 distinct", [seed](DType t, Device d) { return TensorList{rnd_distinct({3, 5, 7}, t, d, seed)}; }},
-      {"non-contiguous 5x3x9 distinct",
-       [seed](DType t, Device d) { return TensorList{noncontig(rnd_distinct({5, 3, 9}, t, d, seed + 1))}; }},
-      {"permuted 7x3x5 distinct",
-       [seed](DType t, Device d) { return TensorList{rnd_distinct({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
-  };
-}
-
 // A row whose single output is ref_reduce(x, dims, keepdim, fn).
 OpRow reduction(const std::string& name, std::vector<DType> dtypes, std::vector<Sample> samples,
                 std::function<Tensor(const Tensor&)> op, Shape dims, bool keepdim, GroupFn fn) {
@@ -67,64 +55,6 @@ OpRow reduction(const std::string& name, std::vector<DType> dtypes, std::vector<
   r.samples = std::move(samples);
   r.op = [op](const TensorList& x) { return TensorList{op(x[0])}; };
   r.reference = [dims, keepdim, fn](const TensorList& x) { return TensorList{ref_reduce(x[0], dims, keepdim, fn)}; };
-  return r;
-}
-
-// Reference of topk along dim: the k largest (smallest) values and their indices, sorted.
-TensorList ref_topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
-  const Shape& s = x.sizes();
-  int64_t d = dim < 0 ? dim + static_cast<int64_t>(s.size()) : dim;
-  Shape os = s;
-  os[static_cast<size_t>(d)] = k;
-  std::vector<double> xv = values(x);
-  std::vector<double> vals(static_cast<size_t>(shape_numel(os))), idxs(vals.size());
-  for (int64_t o = 0; o < shape_numel(os); ++o) {
-    Shape idx = unravel(o, os);
-    if (idx[static_cast<size_t>(d)] != 0) continue;  // one pass per row, from its first output
-    std::vector<std::pair<double, int64_t>> row;
-    for (int64_t j = 0; j < s[static_cast<size_t>(d)]; ++j) {
-      Shape src = idx;
-      src[static_cast<size_t>(d)] = j;
-      row.emplace_back(xv[static_cast<size_t>(ravel(src, s))], j);
-    }
-    std::stable_sort(row.begin(), row.end(), [largest](const auto& a, const auto& b) {
-      return largest ? a.first > b.first : a.first < b.first;
-    });
-    for (int64_t j = 0; j < k; ++j) {
-      Shape dst = idx;
-      dst[static_cast<size_t>(d)] = j;
-      vals[static_cast<size_t>(ravel(dst, os))] = row[static_cast<size_t>(j)].first;
-      idxs[static_cast<size_t>(ravel(dst, os))] = static_cast<double>(row[static_cast<size_t>(j)].second);
-    }
-  }
-  return {from_values(vals, os), from_values(idxs, os)};
-}
-
-OpRow topk_row(const std::string& name, int64_t k, int64_t dim, bool largest, uint64_t seed) {
-  OpRow r;
-  r.name = name;
-  r.dtypes = kAllNumeric;
-  r.samples = distinct_samples(seed);
-  r.samples.push_back({"1-d 9", [seed](DType t, Device d) { return TensorList{rnd_distinct({9}, t, d, seed + 3)}; }});
-  // k is at most the smallest size along dim in the samples (3); the op clamps it for the 1-d sample.
-  r.op = [k, dim, largest](const TensorList& x) {
-    int64_t dd = x[0].dim() == 1 ? 0 : dim;
-    auto [v, i] = topk(x[0], std::min(k, x[0].size(dd)), dd, largest);
-    return TensorList{v, i};
-  };
-  r.reference = [k, dim, largest](const TensorList& x) {
-    int64_t dd = x[0].dim() == 1 ? 0 : dim;
-    return ref_topk(x[0], std::min(k, x[0].size(dd)), dd, largest);
-  };
-  r.differentiable = {0};
-  r.exact_outputs = {1};
-  r.out_dtype = same_dtype;
-  r.errors = {
-      {"k larger than the dim", [dim] { topk(zeros({3, 4}), 5, dim); }, {"topk", "k = 5", "[3, 4]"}},
-      {"negative k", [dim, largest] { topk(zeros({3, 4}), -1, dim, largest); }, {"topk", "k = -1", "[3, 4]"}},
-      {"dim out of range", [] { topk(zeros({3, 4}), 1, 2); }, {"topk", "dimension 2", "2-d"}},
-      {"bool input", [] { topk(zeros({3, 4}, DType::Bool), 1); }, {"topk", "bool"}},
-  };
   return r;
 }
 
@@ -530,12 +460,6 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     r.out_dtype = [](DType) { return DType::Bool; };
     rows.push_back(std::move(r));
   }
-
-  // --- topk --------------------------------------------------------------------------------
-  rows.push_back(topk_row("topk_largest_last", 3, -1, true, 700));
-  rows.push_back(topk_row("topk_smallest_last", 3, -1, false, 710));
-  rows.push_back(topk_row("topk_largest_dim0", 2, 0, true, 720));
-  rows.push_back(topk_row("topk_smallest_dim0", 3, 0, false, 730));
 }
 
 }  // namespace kiln::test

@@ -1,10 +1,12 @@
-// Invariants of the fields the op table's rows carry for other runners (docs/architecture.md section 6):
-// CUDA tolerance floors (each with its reason, none past a stated cap) and bench specs (well formed,
-// and the memory-bound ones run on the CPU at a small size, so a spec whose call does not fit its
-// inputs fails here rather than on the GPU host).
+// Invariants of the fields the op table's rows carry for other runners (docs/architecture.md §6):
+// CUDA tolerance floors (each with its reason, none past a stated cap), bench specs (well formed, and
+// the memory-bound ones run on the CPU at a small size, so a spec whose call does not fit its inputs
+// fails here rather than on the GPU host), and each row family's files in the source tree.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include "tests/op_table/op_table.h"
 
@@ -102,6 +104,29 @@ TEST_CASE("op table: bench specs are well formed and the memory-bound ones run",
     }
   }
   CHECK(cases > 0);
+}
+
+// A family names the stem of the op's files on every floor: its rows file and the op's core file
+// must exist under that name, so a family registered under a name no file has (or a file renamed
+// without its family) fails here. A family without rows is a rows file left empty.
+TEST_CASE("op table: every row family has its rows file and its core/ops file", "[optable]") {
+  const std::filesystem::path root(KILN_SOURCE_DIR);
+  std::map<std::string, size_t> rows_of;
+  for (const RowFamily& f : row_families()) {
+    INFO("family " << f.family);
+    CHECK(rows_of.emplace(f.family, 0).second);
+    CHECK(std::filesystem::is_regular_file(root / "tests" / "op_table" / (std::string(f.family) + "_rows.cpp")));
+    CHECK(std::filesystem::is_regular_file(root / "core" / "ops" / (std::string(f.family) + ".cpp")));
+  }
+  for (const OpRow& row : op_table()) {
+    INFO(row.name << " of family " << row.family);
+    REQUIRE(rows_of.count(row.family) == 1);
+    ++rows_of[row.family];
+  }
+  for (const auto& [family, n] : rows_of) {
+    INFO("family " << family);
+    CHECK(n > 0);
+  }
 }
 
 }  // namespace kiln::test

@@ -1,16 +1,14 @@
-// Op table rows: matmul (PyTorch's rules: 1-d promotion, broadcast batch dims) and linear. The
-// float64 references are plain triple loops over the row-major values; the samples cover both
-// ways an operand reaches the GEMM without a copy (row-major and transposed) and the copy path
-// (noncontig), and a k past the float64 GEMM's k block so gradcheck runs its accumulation across
-// blocks. linear has two rows because a row's differentiable inputs hold for all its samples.
+// Op table rows of the matmul family: matmul (PyTorch's rules: 1-d promotion, broadcast batch dims)
+// and linear. The float64 references are plain triple loops over the row-major values; the samples
+// cover both ways an operand reaches the GEMM without a copy (row-major and transposed), the copy
+// path (noncontig), and a k past the float64 GEMM's k block so gradcheck accumulates across blocks.
+// linear has two rows because a row's differentiable inputs hold for all its samples.
 #include <algorithm>
 
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
 namespace {
-
-size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 // Row-major index of the batch element that a broadcast batch index `idx` (of the full batch
 // shape) reads from an operand whose batch dims are `sub` (right-aligned, size-1 dims broadcast).
@@ -102,7 +100,7 @@ BenchCase matmul_bench(int64_t n, bool tf32) {
 
 }  // namespace
 
-void add_linalg_rows(std::vector<OpRow>& rows) {
+void add_matmul_rows(std::vector<OpRow>& rows) {
   {
     OpRow r;
     r.name = "matmul";

@@ -1,0 +1,149 @@
+// Op table rows of the cross_entropy family: mean, sum and no reduction, ignore_index (outside and
+// inside the class range) and label_smoothing, on [N, C], [N, C, d1, d2] and 1-d logits. Class
+// targets are int64 inputs (they keep their dtype) from a small LCG, independent of kiln's generator.
+#include <algorithm>
+#include <cmath>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+// Class indices in [0, classes) from a small LCG; every `ignore_every`-th one (1-based; 0 = none)
+// is `ignore`.
+Tensor class_targets(const Shape& shape, int64_t classes, uint64_t seed, int64_t ignore_every, int64_t ignore,
+                     Device d) {
+  Values v;
+  uint64_t s = seed * 2862933555777941757ull + 3037000493ull;
+  for (int64_t i = 0; i < shape_numel(shape); ++i) {
+    s = s * 2862933555777941757ull + 3037000493ull;
+    int64_t t = static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(classes));
+    if (ignore_every > 0 && (i + 1) % ignore_every == 0) t = ignore;
+    v.push_back(static_cast<double>(t));
+  }
+  return from_values(v, shape, DType::Int64).to(d);
+}
+
+// logits [N, C, ...] or [C]; target [N, ...] or 0-d. Loss per target element, then reduced.
+Tensor ref_cross_entropy(const Tensor& logits, const Tensor& target, Reduction red, int64_t ignore, double eps) {
+  Shape ls = logits.sizes();
+  if (ls.size() == 1) ls.insert(ls.begin(), 1);
+  const int64_t c_n = ls[1];
+  Values lv = values(logits), tv = values(target), losses;
+  Shape ts = ls;
+  ts.erase(ts.begin() + 1);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < shape_numel(ts); ++r) {
+    const int64_t t = static_cast<int64_t>(tv[at(r)]);
+    if (t == ignore) {
+      losses.push_back(0);
+      continue;
+    }
+    Shape ti = unravel(r, ts);
+    Values row;
+    for (int64_t c = 0; c < c_n; ++c) {
+      Shape li = ti;
+      li.insert(li.begin() + 1, c);
+      row.push_back(lv[at(ravel(li, ls))]);
+    }
+    double mx = *std::max_element(row.begin(), row.end()), se = 0, mean_x = 0;
+    for (double v : row) {
+      se += std::exp(v - mx);
+      mean_x += v / static_cast<double>(c_n);
+    }
+    const double lse = mx + std::log(se);
+    const double loss = (1 - eps) * (lse - row[at(t)]) + eps * (lse - mean_x);
+    losses.push_back(loss);
+    total += loss;
+    ++count;
+  }
+  if (red == Reduction::None) return from_values(losses, target.sizes());
+  return from_values({red == Reduction::Sum ? total : total / static_cast<double>(count)}, {});
+}
+
+// A cross_entropy sample: logits of `shape` (class dim 1, or 0 for 1-d) and matching targets.
+Sample ce_sample(const std::string& name, const Shape& shape, uint64_t seed, int64_t ignore_every, int64_t ignore,
+                 bool strided = false) {
+  return {name, [=](DType t, Device d) {
+            Tensor logits = rnd(shape, t, d, seed, 2.0);
+            if (strided) logits = noncontig(logits);
+            Shape ts = shape;
+            ts.erase(ts.begin() + (shape.size() == 1 ? 0 : 1));
+            const int64_t classes = shape.size() == 1 ? shape[0] : shape[1];
+            return TensorList{logits, class_targets(ts, classes, seed + 1, ignore_every, ignore, d)};
+          }};
+}
+
+OpRow cross_entropy_row(const std::string& name, Reduction red, int64_t ignore, double eps, int64_t ignore_every) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {
+      ce_sample("[5, 7]", {5, 7}, 41, ignore_every, ignore),
+      ce_sample("4-d [2, 5, 3, 2]", {2, 5, 3, 2}, 42, ignore_every, ignore),
+      ce_sample("non-contiguous [4, 6]", {4, 6}, 43, ignore_every, ignore, true),
+  };
+  // A single [C] row with a 0-d target cannot hold an ignored target without making the mean 0/0.
+  if (ignore_every == 0) r.samples.push_back(ce_sample("1-d [6]", {6}, 44, 0, ignore));
+  r.op = [red, ignore, eps](const TensorList& x) { return TensorList{cross_entropy(x[0], x[1], red, ignore, eps)}; };
+  r.reference = [red, ignore, eps](const TensorList& x) {
+    return TensorList{ref_cross_entropy(x[0], x[1], red, ignore, eps)};
+  };
+  r.differentiable = {0};
+  r.out_dtype = [](DType t) { return t; };
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+  r.errors = {
+      {"target out of range",
+       [] {
+         cross_entropy(zeros({4, 10}), tensor<int64_t>({1, 12, 3, 4}), Reduction::Mean);
+       },
+       {"cross_entropy: target 12 is out of range for 10 classes"}},
+      {"negative target that is not ignore_index",
+       [] {
+         cross_entropy(zeros({2, 10}), tensor<int64_t>({-1, 3}), Reduction::Mean);
+       },
+       {"cross_entropy", "target -1", "10 classes"}},
+      {"target shape",
+       [] {
+         cross_entropy(zeros({4, 10}), tensor<int64_t>({1, 2, 3}));
+       },
+       {"cross_entropy", "[3]", "[4, 10]", "expected target [4]"}},
+      {"4-d target shape",
+       [] {
+         cross_entropy(zeros({2, 5, 3, 2}), zeros({2, 5, 3}, DType::Int64));
+       },
+       {"cross_entropy", "[2, 5, 3]", "[2, 3, 2]"}},
+      {"float target",
+       [] {
+         cross_entropy(zeros({4, 10}), zeros({4}));
+       },
+       {"cross_entropy", "float32", "[4]"}},
+      {"integer logits",
+       [] {
+         cross_entropy(zeros({4, 10}, DType::Int64), zeros({4}, DType::Int64));
+       },
+       {"cross_entropy", "logits", "int64"}},
+      {"label_smoothing above 1",
+       [] {
+         cross_entropy(zeros({4, 10}), zeros({4}, DType::Int64), Reduction::Mean, -100, 1.5);
+       },
+       {"cross_entropy", "label_smoothing", "1.5"}},
+  };
+  return r;
+}
+
+}  // namespace
+
+void add_cross_entropy_rows(std::vector<OpRow>& rows) {
+  rows.push_back(cross_entropy_row("cross_entropy", Reduction::Mean, -100, 0.0, 0));
+  rows.push_back(cross_entropy_row("cross_entropy sum", Reduction::Sum, -100, 0.0, 0));
+  rows.push_back(cross_entropy_row("cross_entropy none", Reduction::None, -100, 0.0, 0));
+  rows.push_back(cross_entropy_row("cross_entropy ignore_index", Reduction::Mean, -100, 0.0, 3));
+  // An ignore_index inside the class range: those targets are skipped, not treated as class 2.
+  rows.push_back(cross_entropy_row("cross_entropy none ignore_index 2", Reduction::None, 2, 0.0, 4));
+  rows.push_back(cross_entropy_row("cross_entropy label_smoothing", Reduction::Mean, -100, 0.1, 0));
+  rows.push_back(cross_entropy_row("cross_entropy sum label_smoothing ignore_index", Reduction::Sum, -100, 0.1, 3));
+}
+
+}  // namespace kiln::test

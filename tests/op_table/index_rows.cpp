@@ -1,0 +1,226 @@
+// Op table rows of the index family: index_select, gather and scatter_add. Index inputs are int64
+// (or int32) tensors built without kiln's generator; most samples repeat indices, so scatter_add's
+// accumulation and the gradients' sums over repeats are exercised.
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+// An index tensor of `shape` with values in [0, high) from a small LCG; the element at coordinate 1
+// along `dim` copies the one at coordinate 0, so every sample has repeated indices along dim.
+Tensor make_index(const Shape& shape, int64_t high, int64_t dim, uint64_t seed, Device d,
+                  DType t = DType::Int64) {
+  std::vector<double> v(at(shape_numel(shape)));
+  uint64_t s = seed * 2862933555777941757ull + 3037000493ull;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<double>((s >> 33) % static_cast<uint64_t>(high));
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+    Shape idx = unravel(i, shape);
+    if (idx[at(dim)] != 1) continue;
+    idx[at(dim)] = 0;
+    v[at(i)] = v[at(ravel(idx, shape))];
+  }
+  return from_values(v, shape, t).to(d);
+}
+
+Tensor idx1d(const std::vector<double>& v, Device d, DType t = DType::Int64) {
+  return from_values(v, {static_cast<int64_t>(v.size())}, t).to(d);
+}
+
+Tensor ref_index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  std::vector<double> iv = values(index);
+  int64_t d = wrap(dim, x.dim());
+  Shape os = x.sizes();
+  os[at(d)] = static_cast<int64_t>(iv.size());
+  return ref_pick(x, os, [&](Shape idx) {
+    idx[at(d)] = static_cast<int64_t>(iv[at(idx[at(d)])]);
+    return idx;
+  });
+}
+
+Tensor ref_gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  std::vector<double> iv = values(index);
+  int64_t d = wrap(dim, x.dim());
+  return ref_pick(x, index.sizes(), [&](Shape idx) {
+    idx[at(d)] = static_cast<int64_t>(iv[at(ravel(idx, index.sizes()))]);
+    return idx;
+  });
+}
+
+Tensor ref_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  std::vector<double> out = values(x), iv = values(index), sv = values(src);
+  int64_t d = wrap(dim, x.dim());
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    Shape p = unravel(i, index.sizes());
+    double add = sv[at(ravel(p, src.sizes()))];
+    p[at(d)] = static_cast<int64_t>(iv[at(i)]);
+    out[at(ravel(p, x.sizes()))] += add;
+  }
+  return from_values(out, x.sizes());
+}
+
+}  // namespace
+
+void add_index_rows(std::vector<OpRow>& rows) {
+  // --- index_select ------------------------------------------------------------------------
+  {
+    OpRow r;
+    r.name = "index_select_dim1";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"3x5x7, repeated indices",
+         [](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, 1300), idx1d({4, 0, 4, 2, 1, 4}, d)}; }},
+        {"non-contiguous 3x5x9, int32 index",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({3, 5, 9}, t, d, 1301)), idx1d({1, 1, 3}, d, DType::Int32)};
+         }},
+        {"transposed 7x5x3, non-contiguous index",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1302).transpose(0, 2), noncontig(idx1d({0, 2, 0, 4, 3}, d))};
+         }},
+        {"0-d index", [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1303), from_values({3}, {}, DType::Int64).to(d)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{index_select(x[0], 1, x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_index_select(x[0], 1, x[1])}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"index out of range", [] { index_select(zeros({3, 4}), 1, idx1d({0, 4}, Device::cpu())); },
+         {"index_select", "index 4", "size 4"}},
+        {"negative index", [] { index_select(zeros({3, 4}), 0, idx1d({-1}, Device::cpu())); },
+         {"index_select", "index -1", "size 3"}},
+        {"float index", [] { index_select(zeros({3, 4}), 0, zeros({2})); }, {"index_select", "float32", "[2]"}},
+        {"2-d index", [] { index_select(zeros({3, 4}), 0, zeros({2, 2}, DType::Int64)); },
+         {"index_select", "[2, 2]"}},
+        {"dim out of range", [] { index_select(zeros({3, 4}), 2, idx1d({0}, Device::cpu())); },
+         {"index_select", "dimension 2", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "index_select_dim0";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"5x7", [](DType t, Device d) { return TensorList{rnd({5, 7}, t, d, 1310), idx1d({2, 2, 0, 4, 2}, d)}; }},
+        {"1-d 9", [](DType t, Device d) { return TensorList{rnd({9}, t, d, 1311), idx1d({8, 0, 8}, d)}; }},
+        {"non-contiguous 5x7, empty index", [](DType t, Device d) {
+           return TensorList{noncontig(rnd({5, 7}, t, d, 1312)), zeros({0}, TensorOptions(DType::Int64, d))};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{index_select(x[0], 0, x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_index_select(x[0], 0, x[1])}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"index out of range", [] { index_select(zeros({3, 4}), 0, idx1d({0, 3}, Device::cpu())); },
+                 {"index_select", "index 3", "size 3"}}};
+    rows.push_back(std::move(r));
+  }
+
+  // --- gather ------------------------------------------------------------------------------
+  {
+    OpRow r;
+    r.name = "gather_dim0";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"5x7, index 6x7",
+         [](DType t, Device d) { return TensorList{rnd({5, 7}, t, d, 1400), make_index({6, 7}, 5, 0, 1, d)}; }},
+        {"non-contiguous 5x9, index 4x3",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({5, 9}, t, d, 1401)), make_index({4, 3}, 5, 0, 2, d)};
+         }},
+        {"3x5x7, non-contiguous index 4x5x7", [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1402), noncontig(make_index({4, 5, 7}, 3, 0, 3, d))};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{gather(x[0], 0, x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_gather(x[0], 0, x[1])}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"index out of range", [] { gather(zeros({3, 4}), 0, from_values({0, 1, 3, 2}, {1, 4}, DType::Int64)); },
+         {"gather", "index 3", "size 3"}},
+        {"float index", [] { gather(zeros({3, 4}), 0, zeros({1, 4})); }, {"gather", "float32", "[1, 4]"}},
+        {"dim counts differ", [] { gather(zeros({3, 4}), 0, zeros({4}, DType::Int64)); }, {"gather", "[3, 4]", "[4]"}},
+        {"index larger in another dim", [] { gather(zeros({3, 4}), 0, zeros({2, 5}, DType::Int64)); },
+         {"gather", "[2, 5]", "[3, 4]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "gather_dim1";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"5x7, index 5x9",
+         [](DType t, Device d) { return TensorList{rnd({5, 7}, t, d, 1410), make_index({5, 9}, 7, 1, 4, d)}; }},
+        {"transposed 7x5, index 3x4",
+         [](DType t, Device d) { return TensorList{rnd({5, 7}, t, d, 1411).t(), make_index({3, 4}, 5, 1, 5, d)}; }},
+        {"3x5x7, int32 index 3x6x7", [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1412), make_index({3, 6, 7}, 5, 1, 6, d, DType::Int32)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{gather(x[0], 1, x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_gather(x[0], 1, x[1])}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"negative index", [] { gather(zeros({3, 4}), 1, from_values({0, -2}, {1, 2}, DType::Int64)); },
+         {"gather", "index -2", "size 4"}},
+        {"dim out of range", [] { gather(zeros({3, 4}), -3, zeros({3, 4}, DType::Int64)); },
+         {"gather", "dimension -3", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+
+  // --- scatter_add -------------------------------------------------------------------------
+  for (int64_t dim : {0, 1}) {
+    OpRow r;
+    r.name = dim == 0 ? "scatter_add_dim0" : "scatter_add_dim1";
+    r.dtypes = kAllNumeric;
+    uint64_t seed = 1500 + static_cast<uint64_t>(dim) * 10;
+    r.samples = {
+        {"5x7, index and src 6x7 (dim0) / 5x9 (dim1)",
+         [dim, seed](DType t, Device d) {
+           Shape is = dim == 0 ? Shape{6, 7} : Shape{5, 9};
+           return TensorList{rnd({5, 7}, t, d, seed), make_index(is, dim == 0 ? 5 : 7, dim, seed, d),
+                             rnd(is, t, d, seed + 1)};
+         }},
+        {"src larger than index",
+         [dim, seed](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, seed + 2), make_index({4, 3}, dim == 0 ? 5 : 7, dim, seed + 2, d),
+                             rnd({6, 9}, t, d, seed + 3)};
+         }},
+        {"non-contiguous input and src, 3-d",
+         [dim, seed](DType t, Device d) {
+           return TensorList{noncontig(rnd({3, 5, 7}, t, d, seed + 4)),
+                             make_index({3, 4, 7}, dim == 0 ? 3 : 5, dim, seed + 4, d),
+                             noncontig(rnd({3, 4, 7}, t, d, seed + 5))};
+         }},
+    };
+    r.op = [dim](const TensorList& x) { return TensorList{scatter_add(x[0], dim, x[1], x[2])}; };
+    r.reference = [dim](const TensorList& x) { return TensorList{ref_scatter_add(x[0], dim, x[1], x[2])}; };
+    r.differentiable = {0, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"index out of range",
+         [dim] { scatter_add(zeros({3, 4}), dim, from_values({0, 9}, {1, 2}, DType::Int64), zeros({3, 4})); },
+         {"scatter_add", "index 9", dim == 0 ? "size 3" : "size 4"}},
+        {"float index", [dim] { scatter_add(zeros({3, 4}), dim, zeros({1, 2}), zeros({3, 4})); },
+         {"scatter_add", "float32", "[1, 2]"}},
+        {"src dtype differs",
+         [dim] { scatter_add(zeros({3, 4}), dim, zeros({1, 2}, DType::Int64), zeros({3, 4}, DType::Float64)); },
+         {"scatter_add", "float64", "float32"}},
+        {"index larger than src",
+         [dim] { scatter_add(zeros({3, 4}), dim, zeros({2, 4}, DType::Int64), zeros({1, 4})); },
+         {"scatter_add", "[2, 4]", "[1, 4]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,268 @@
+// Op table rows of the pool family: max_pool2d, avg_pool2d and adaptive_avg_pool2d on 3-d and 4-d
+// inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers many
+// configurations. References are direct loops in float64 over each plane's windows.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+int64_t floor_div(int64_t a, int64_t b) { return static_cast<int64_t>(std::floor(static_cast<double>(a) / b)); }
+
+int64_t ref_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  int64_t out = ceil_mode ? -floor_div(-span, s) + 1 : floor_div(span, s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// Runs fn(plane values, h, w) -> values of one output plane, over all planes of a 3-d or 4-d x.
+Tensor ref_per_plane(const Tensor& x, int64_t oh, int64_t ow,
+                     const std::function<std::vector<double>(const double*, int64_t, int64_t)>& fn) {
+  const int64_t h = x.size(-2), w = x.size(-1);
+  const int64_t planes = x.numel() / (h * w);
+  std::vector<double> xv = values(x), out;
+  for (int64_t p = 0; p < planes; ++p) {
+    std::vector<double> o = fn(xv.data() + p * h * w, h, w);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  Shape s = x.sizes();
+  s[s.size() - 2] = oh;
+  s[s.size() - 1] = ow;
+  return from_values(out, s);
+}
+
+// Max-pool params: kernel h, w, stride h, w (0: the kernel's), padding h, w, dilation h, w, ceil_mode.
+Tensor ref_max_pool(const Tensor& x, std::vector<int64_t> q) {
+  if (q[2] == 0) q[2] = q[0];
+  if (q[3] == 0) q[3] = q[1];
+  const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], q[6], q[8] != 0);
+  const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], q[7], q[8] != 0);
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        double best = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < q[0]; ++i)
+          for (int64_t j = 0; j < q[1]; ++j) {
+            const int64_t y = a * q[2] - q[4] + i * q[6], z = b * q[3] - q[5] + j * q[7];
+            if (y >= 0 && y < h && z >= 0 && z < w) best = std::max(best, v[y * w + z]);
+          }
+        o.push_back(best);
+      }
+    return o;
+  });
+}
+
+// Avg-pool params: kernel h, w, stride h, w, padding h, w, ceil_mode, count_include_pad.
+Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
+  const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], 1, q[6] != 0);
+  const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], 1, q[6] != 0);
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        double sum = 0;
+        int64_t real = 0, padded = 0;
+        for (int64_t i = 0; i < q[0]; ++i)
+          for (int64_t j = 0; j < q[1]; ++j) {
+            const int64_t y = a * q[2] - q[4] + i, z = b * q[3] - q[5] + j;
+            // Window cells past the right/bottom padding (ceil_mode) count for nothing.
+            if (y >= h + q[4] || z >= w + q[5]) continue;
+            ++padded;
+            if (y >= 0 && y < h && z >= 0 && z < w) {
+              sum += v[y * w + z];
+              ++real;
+            }
+          }
+        o.push_back(sum / static_cast<double>(q[7] ? padded : real));
+      }
+    return o;
+  });
+}
+
+Tensor ref_adaptive_avg(const Tensor& x, int64_t oh, int64_t ow) {
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        const int64_t y0 = static_cast<int64_t>(std::floor(static_cast<double>(a * h) / oh));
+        const int64_t y1 = static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * h) / oh));
+        const int64_t z0 = static_cast<int64_t>(std::floor(static_cast<double>(b * w) / ow));
+        const int64_t z1 = static_cast<int64_t>(std::ceil(static_cast<double>((b + 1) * w) / ow));
+        double sum = 0;
+        for (int64_t y = y0; y < y1; ++y)
+          for (int64_t z = z0; z < z1; ++z) sum += v[y * w + z];
+        o.push_back(sum / static_cast<double>((y1 - y0) * (z1 - z0)));
+      }
+    return o;
+  });
+}
+
+// A pooling sample: x of `shape` (distinct values for max pooling so the argmax is unique and
+// gradcheck's perturbations never swap winners), optionally channels-last, then the params.
+Sample pool_sample(const std::string& name, Shape shape, std::vector<int64_t> q, bool distinct, bool cl,
+                   uint64_t seed) {
+  return {name, [=](DType t, Device d) {
+            Tensor x = distinct ? rnd_distinct(shape, t, d, seed) : rnd(shape, t, d, seed);
+            if (cl) x = channels_last(x);
+            return TensorList{x, params(q, d)};
+          }};
+}
+
+Pair pr(const std::vector<int64_t>& q, size_t i) { return {q[i], q[i + 1]}; }
+
+}  // namespace
+
+void add_pool_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r;
+    r.name = "max_pool2d";
+    r.dtypes = kFloatTypes;
+    // rnd_distinct: every window has one maximum (ties would make the gradient ill-defined).
+    r.samples = {
+        pool_sample("2x2", {2, 3, 6, 4}, {2, 2, 0, 0, 0, 0, 1, 1, 0}, true, false, 201),
+        pool_sample("3x3 stride 2 padding 1", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 0}, true, false, 211),
+        pool_sample("3x3 stride 2 padding 1, channels-last", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 0}, true, true,
+                    221),
+        pool_sample("3x2 stride 2, ceil_mode", {2, 2, 7, 5}, {3, 2, 2, 2, 1, 0, 1, 1, 1}, true, false, 231),
+        pool_sample("2x2 dilation 2", {1, 3, 7, 7}, {2, 2, 1, 2, 1, 0, 2, 2, 0}, true, false, 241),
+        pool_sample("3-d input, overlapping 3x3 stride 1", {2, 5, 5}, {3, 3, 1, 1, 0, 0, 1, 1, 0}, true, false, 251),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{max_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), pr(q, 6), q[8] != 0)};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_max_pool(in[0], param_values(in[1]))}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    // Max pooling copies input values: exact in every dtype.
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};
+    r.errors = {
+        {"2-d input",
+         [] {
+           max_pool2d(zeros({8, 8}), {2, 2});
+         },
+         {"max_pool2d", "[8, 8]"}},
+        {"zero kernel",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {0, 2});
+         },
+         {"max_pool2d", "kernel", "0x2", "[1, 2, 8, 8]"}},
+        {"negative stride",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {-1, 2});
+         },
+         {"max_pool2d", "stride", "-1x2", "[1, 2, 8, 8]"}},
+        {"padding above half the kernel",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}), {3, 3}, {1, 1}, {2, 2});
+         },
+         {"max_pool2d", "padding 2x2", "3x3", "[1, 2, 8, 8]"}},
+        {"kernel larger than input",
+         [] {
+           max_pool2d(zeros({1, 2, 2, 8}), {3, 3});
+         },
+         {"max_pool2d", "output size 0x2", "[1, 2, 2, 8]"}},
+        {"integer input",
+         [] {
+           max_pool2d(zeros({1, 2, 8, 8}, DType::Int32), {2, 2});
+         },
+         {"max_pool2d", "int32"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "avg_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("2x2", {2, 3, 6, 4}, {2, 2, 2, 2, 0, 0, 0, 1}, false, false, 301),
+        pool_sample("3x3 stride 2 padding 1, count_include_pad", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 0, 1}, false, false,
+                    311),
+        pool_sample("3x3 stride 2 padding 1, exclude pad", {2, 3, 7, 6}, {3, 3, 2, 2, 1, 1, 0, 0}, false, false, 321),
+        pool_sample("3x2 stride 2 padding 1x0, ceil_mode, count_include_pad", {2, 2, 8, 5}, {3, 2, 2, 2, 1, 0, 1, 1},
+                    false, false, 331),
+        pool_sample("3x3 stride 2 padding 1, ceil_mode, exclude pad, channels-last", {2, 3, 6, 6},
+                    {3, 3, 2, 2, 1, 1, 1, 0}, false, true, 341),
+        pool_sample("3-d input", {3, 5, 7}, {2, 3, 1, 2, 1, 1, 0, 1}, false, false, 351),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{avg_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), q[6] != 0, q[7] != 0)};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_avg_pool(in[0], param_values(in[1]))}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"5-d input",
+         [] {
+           avg_pool2d(zeros({1, 1, 2, 8, 8}), {2, 2});
+         },
+         {"avg_pool2d", "[1, 1, 2, 8, 8]"}},
+        {"padding above half the kernel",
+         [] {
+           avg_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {2, 2}, {2, 0});
+         },
+         {"avg_pool2d", "padding 2x0", "2x2", "[1, 2, 8, 8]"}},
+        {"zero stride",
+         [] {
+           avg_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {2, -2});
+         },
+         {"avg_pool2d", "stride", "2x-2", "[1, 2, 8, 8]"}},
+        {"kernel larger than input",
+         [] {
+           avg_pool2d(zeros({2, 3, 3}), {4, 1});
+         },
+         {"avg_pool2d", "output size 0x3", "[2, 3, 3]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "adaptive_avg_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("1x1 from 6x5", {2, 3, 6, 5}, {1, 1}, false, false, 401),
+        pool_sample("3x2 from 7x5", {2, 3, 7, 5}, {3, 2}, false, false, 411),
+        pool_sample("3x2 from 7x5, channels-last", {2, 3, 7, 5}, {3, 2}, false, true, 421),
+        pool_sample("4x3 from 3x2 (upsampling windows)", {1, 2, 3, 2}, {4, 3}, false, false, 431),
+        pool_sample("3-d input, 2x4 from 5x7", {3, 5, 7}, {2, 4}, false, false, 441),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{adaptive_avg_pool2d(in[0], {q[0], q[1]})};
+    };
+    r.reference = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{ref_adaptive_avg(in[0], q[0], q[1])};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"zero output size",
+         [] {
+           adaptive_avg_pool2d(zeros({1, 2, 8, 8}), {0, 2});
+         },
+         {"adaptive_avg_pool2d", "0x2", "[1, 2, 8, 8]"}},
+        {"2-d input",
+         [] {
+           adaptive_avg_pool2d(zeros({8, 8}), {2, 2});
+         },
+         {"adaptive_avg_pool2d", "[8, 8]"}},
+        {"empty spatial dim",
+         [] {
+           adaptive_avg_pool2d(zeros({1, 2, 0, 8}), {2, 2});
+         },
+         {"adaptive_avg_pool2d", "[1, 2, 0, 8]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,264 @@
+// Op table rows of the view family: view, reshape, permute, transpose, narrow, slice, select,
+// expand, squeeze, unsqueeze, flatten, contiguous and clone. References relabel or pick values with
+// plain index arithmetic; view checks that it shares the input's storage, clone that it does not.
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+// The same values in row-major order under another shape (view, reshape, flatten, squeeze, ...).
+Tensor ref_relabel(const Tensor& x, const Shape& shape) { return from_values(values(x), shape); }
+
+}  // namespace
+
+void add_view_rows(std::vector<OpRow>& rows) {
+  {
+    // Merging dims 0 and 1 is a view even of the non-contiguous sample (its dims 0 and 1 are packed).
+    std::vector<Sample> s = {
+        {"3x5x7", [](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, 1700)}; }},
+        {"non-contiguous 3x5x9", [](DType t, Device d) { return TensorList{noncontig(rnd({3, 5, 9}, t, d, 1701))}; }},
+    };
+    OpRow r = unary_row(
+        "view", s,
+        [](const Tensor& x) {
+          Tensor y = view(x, {x.size(0) * x.size(1), -1});
+          if (!y.is_view() || y.storage() != x.storage()) {
+            throw Error("view: result does not share the input's storage");
+          }
+          return y;
+        },
+        [](const Tensor& x) { return ref_relabel(x, {x.size(0) * x.size(1), x.size(2)}); });
+    r.errors = {
+        {"wrong element count", [] { view(zeros({3, 5}), {4, 4}); }, {"view", "[4, 4]", "[3, 5]"}},
+        {"strides not viewable", [] { view(zeros({5, 3}).t(), {-1}); }, {"view", "[3, 5]", "reshape"}},
+        {"two -1", [] { view(zeros({3, 5}), {-1, -1}); }, {"view", "[-1, -1]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // The transposed and non-contiguous samples cannot be viewed as [last, -1]: reshape must copy.
+    OpRow r = unary_row(
+        "reshape", one_input_samples(1710), [](const Tensor& x) { return reshape(x, {x.size(-1), -1}); },
+        [](const Tensor& x) { return ref_relabel(x, {x.size(-1), x.numel() / x.size(-1)}); });
+    r.errors = {
+        {"wrong element count", [] { reshape(zeros({3, 5}), {4, -1}); }, {"reshape", "[4, -1]", "[3, 5]"}},
+        {"negative size", [] { reshape(zeros({3, 5}), {-3, 5}); }, {"reshape", "-3"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "permute", one_input_samples(1720), [](const Tensor& x) { return permute(x, {2, 0, -2}); },
+        [](const Tensor& x) {
+          const Shape& s = x.sizes();
+          return ref_pick(x, {s[2], s[0], s[1]}, [](const Shape& o) { return Shape{o[1], o[2], o[0]}; });
+        });
+    r.errors = {
+        {"wrong dim count", [] { permute(zeros({2, 3, 4}), {1, 0}); }, {"permute", "[2, 3, 4]"}},
+        {"repeated dim", [] { permute(zeros({2, 3, 4}), {0, -3, 1}); }, {"permute", "[0, -3, 1]"}},
+        {"dim out of range", [] { permute(zeros({2, 3}), {0, 2}); }, {"permute", "dimension 2", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "transpose", one_input_samples(1730), [](const Tensor& x) { return transpose(x, 0, -1); },
+        [](const Tensor& x) {
+          const Shape& s = x.sizes();
+          return ref_pick(x, {s[2], s[1], s[0]}, [](const Shape& o) { return Shape{o[2], o[1], o[0]}; });
+        });
+    r.errors = {{"dim out of range", [] { transpose(zeros({2, 3}), 0, 2); }, {"transpose", "dimension 2", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "narrow", one_input_samples(1740), [](const Tensor& x) { return narrow(x, -1, 1, 2); },
+        [](const Tensor& x) {
+          Shape s = x.sizes();
+          s[2] = 2;
+          return ref_pick(x, s, [](Shape o) {
+            o[2] += 1;
+            return o;
+          });
+        });
+    r.errors = {
+        {"range past the end", [] { narrow(zeros({3, 5}), 1, 3, 4); }, {"narrow", "[3, 7)", "size 5", "[3, 5]"}},
+        {"negative length", [] { narrow(zeros({3, 5}), 0, 1, -1); }, {"narrow", "[1, 0)", "size 3"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Start 1, end past the size (clamped), step 2: elements 1, 3, ... of the last dim.
+    OpRow r = unary_row(
+        "slice_step2", one_input_samples(1750), [](const Tensor& x) { return x.slice(-1, 1, 100, 2); },
+        [](const Tensor& x) {
+          Shape s = x.sizes();
+          s[2] = s[2] / 2;
+          return ref_pick(x, s, [](Shape o) {
+            o[2] = 1 + 2 * o[2];
+            return o;
+          });
+        });
+    r.errors = {
+        {"zero step", [] { zeros({3, 5}).slice(1, 0, 5, 0); }, {"slice", "step", "0"}},
+        {"dim out of range", [] { zeros({3, 5}).slice(2, 0, 1); }, {"slice", "dimension 2", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Negative start and end count from the size: elements size-3 and size-2 of dim 1.
+    OpRow r = unary_row(
+        "slice_negative_bounds", one_input_samples(1760), [](const Tensor& x) { return x.slice(1, -3, -1); },
+        [](const Tensor& x) {
+          Shape s = x.sizes();
+          int64_t start = s[1] - 3;
+          s[1] = 2;
+          return ref_pick(x, s, [start](Shape o) {
+            o[1] += start;
+            return o;
+          });
+        });
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "select_neg", one_input_samples(1770), [](const Tensor& x) { return select(x, 1, -2); },
+        [](const Tensor& x) {
+          const Shape& s = x.sizes();
+          int64_t i = s[1] - 2;
+          return ref_pick(x, {s[0], s[2]}, [i](const Shape& o) { return Shape{o[0], i, o[1]}; });
+        });
+    r.errors = {
+        {"index out of range", [] { select(zeros({3, 5}), 1, 5); }, {"select", "index 5", "size 5", "[3, 5]"}},
+        {"negative index out of range", [] { select(zeros({3, 5}), 0, -4); }, {"select", "index -4", "size 3"}},
+        {"0-d input", [] { select(zeros({}), 0, 0); }, {"select", "0-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = {
+        {"3x1x7", [](DType t, Device d) { return TensorList{rnd({3, 1, 7}, t, d, 1780)}; }},
+        {"non-contiguous 3x1x9", [](DType t, Device d) { return TensorList{noncontig(rnd({3, 1, 9}, t, d, 1781))}; }},
+        {"1x1x1", [](DType t, Device d) { return TensorList{rnd({1, 1, 1}, t, d, 1782)}; }},
+    };
+    // A new leading dim of 2, dim 1 broadcast to 5, the others kept with -1.
+    OpRow r = unary_row(
+        "expand", s, [](const Tensor& x) { return expand(x, {2, -1, 5, -1}); },
+        [](const Tensor& x) {
+          const Shape& xs = x.sizes();
+          return ref_pick(x, {2, xs[0], 5, xs[2]}, [](const Shape& o) { return Shape{o[1], 0, o[3]}; });
+        });
+    r.errors = {
+        {"size not 1", [] { expand(zeros({3, 2}), {3, 4}); }, {"expand", "[3, 2]", "[3, 4]"}},
+        {"fewer dims", [] { expand(zeros({3, 2}), {2}); }, {"expand", "[3, 2]", "[2]"}},
+        {"-1 in a new dim", [] { expand(zeros({3}), {-1, 3}); }, {"expand", "[-1, 3]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = {
+        {"3x1x5x1", [](DType t, Device d) { return TensorList{rnd({3, 1, 5, 1}, t, d, 1790)}; }},
+        {"non-contiguous 1x5x1x7",
+         [](DType t, Device d) { return TensorList{noncontig(rnd({1, 5, 1, 7}, t, d, 1791))}; }},
+        {"nothing to squeeze 3x5", [](DType t, Device d) { return TensorList{rnd({3, 5}, t, d, 1792)}; }},
+    };
+    OpRow r = unary_row(
+        "squeeze", s, [](const Tensor& x) { return squeeze(x); },
+        [](const Tensor& x) {
+          Shape ns;
+          for (int64_t v : x.sizes())
+            if (v != 1) ns.push_back(v);
+          return ref_relabel(x, ns);
+        });
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = {
+        {"3x1x5x1", [](DType t, Device d) { return TensorList{rnd({3, 1, 5, 1}, t, d, 1800)}; }},
+        {"last not 1: unchanged 3x5x7",
+         [](DType t, Device d) { return TensorList{noncontig(rnd({3, 5, 7}, t, d, 1801))}; }},
+    };
+    OpRow r = unary_row(
+        "squeeze_dimneg1", s, [](const Tensor& x) { return squeeze(x, -1); },
+        [](const Tensor& x) {
+          Shape ns = x.sizes();
+          if (ns.back() == 1) ns.pop_back();
+          return ref_relabel(x, ns);
+        });
+    r.errors = {{"dim out of range", [] { squeeze(zeros({3, 1}), 2); }, {"squeeze", "dimension 2", "2-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "unsqueeze_dim1", one_input_samples(1810), [](const Tensor& x) { return unsqueeze(x, 1); },
+        [](const Tensor& x) {
+          Shape ns = x.sizes();
+          ns.insert(ns.begin() + 1, 1);
+          return ref_relabel(x, ns);
+        });
+    r.errors = {{"dim out of range", [] { unsqueeze(zeros({3, 1}), 3); }, {"unsqueeze", "dimension 3"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = one_input_samples(1820);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 1823)}; }});
+    OpRow r = unary_row(
+        "unsqueeze_dimneg1", s, [](const Tensor& x) { return unsqueeze(x, -1); },
+        [](const Tensor& x) {
+          Shape ns = x.sizes();
+          ns.push_back(1);
+          return ref_relabel(x, ns);
+        });
+    r.errors = {{"negative dim out of range", [] { unsqueeze(zeros({3, 1}), -4); }, {"unsqueeze", "dimension -4"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "flatten_dims1to2", one_input_samples(1830), [](const Tensor& x) { return flatten(x, 1, -1); },
+        [](const Tensor& x) { return ref_relabel(x, {x.size(0), x.size(1) * x.size(2)}); });
+    r.errors = {
+        {"start after end", [] { flatten(zeros({2, 3, 4}), 2, 1); }, {"flatten", "start_dim 2", "end_dim 1"}},
+        {"dim out of range", [] { flatten(zeros({2, 3}), 0, 2); }, {"flatten", "dimension 2", "2-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = one_input_samples(1840);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 1843)}; }});
+    OpRow r = unary_row(
+        "flatten_all", s, [](const Tensor& x) { return flatten(x); },
+        [](const Tensor& x) { return ref_relabel(x, {x.numel()}); });
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = one_input_samples(1850);
+    s.push_back({"transposed last two 3x7x5",
+                 [](DType t, Device d) { return TensorList{rnd({3, 5, 7}, t, d, 1853).transpose(1, 2)}; }});
+    OpRow r = unary_row(
+        "contiguous", s,
+        [](const Tensor& x) {
+          Tensor y = contiguous(x);
+          if (!y.is_contiguous()) throw Error("contiguous: result is not contiguous");
+          return y;
+        },
+        [](const Tensor& x) { return ref_relabel(x, x.sizes()); });
+    r.errors = {{"undefined tensor", [] { contiguous(Tensor()); }, {"contiguous", "undefined"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = one_input_samples(1860);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 1863)}; }});
+    OpRow r = unary_row(
+        "clone", s,
+        [](const Tensor& x) {
+          Tensor y = x.clone();
+          if (y.storage() == x.storage()) throw Error("clone: result shares the input's storage");
+          return y;
+        },
+        [](const Tensor& x) { return ref_relabel(x, x.sizes()); });
+    r.errors = {{"undefined tensor", [] { Tensor().clone(); }, {"clone", "undefined"}}};
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace kiln::test
