@@ -72,7 +72,8 @@ const char* fill_name(BenchInput::Fill f) {
 }  // namespace
 
 std::vector<ListedCase> list_cases(int64_t elements) {
-  if (elements < 1024 || elements % 1024 != 0) throw std::invalid_argument("elements must be a positive multiple of 1024");
+  if (elements < 1024 || elements % 1024 != 0)
+    throw std::invalid_argument("elements must be a positive multiple of 1024");
   std::vector<ListedCase> memory, compute;
   std::vector<DType> dtype_order;
   for (const OpRow& row : test::op_table()) {

@@ -102,8 +102,8 @@ void run_case(const ListedCase& c, const TensorList& in) {
   if (c.copy_ceiling) {
     const Tensor& dst = in[0];
     const Tensor& src = in[1];
-    cuda::copy_bytes(dst.data_ptr(), kCuda, src.data_ptr(), kCuda, static_cast<size_t>(src.numel()) * src.element_size(),
-                     cuda::current_stream(), true);
+    cuda::copy_bytes(dst.data_ptr(), kCuda, src.data_ptr(), kCuda,
+                     static_cast<size_t>(src.numel()) * src.element_size(), cuda::current_stream(), true);
     return;
   }
   if (c.compute_bound()) use_precision(c.setup.tf32);

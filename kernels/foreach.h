@@ -57,7 +57,8 @@ struct AdamWHyper {
 // param_dtype) and may be nullptr when momentum == 0. The first step (*step == 0) copies d into
 // the buffer. Needs s.lr and s.step.
 void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
+                  const KernelContext& ctx);
 // torch.optim.AdamW (no amsgrad, no maximize) on n (param, grad, exp_avg, exp_avg_sq) tuples;
 // bias corrections use t = *step + 1. Dtypes as for SGD.
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
@@ -66,12 +67,15 @@ void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, con
 // Norms: partials[k] = the reduction of chunk k of the list in (tensor, chunk) order: sum of
 // |x|^p, or max |x| when p is infinite. Then `out` (one float) = the combination of `count`
 // partials in index order: (sum)^(1/p) or the max. NaN propagates.
-void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p, const KernelContext& ctx);
+void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+                               const KernelContext& ctx);
 void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
 // tensors *= *scalar (a float32 scalar).
-void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx);
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
+                            const KernelContext& ctx);
 // tensors += value, skipped when found_inf is given and *found_inf != 0 (the step counters).
-void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf, const KernelContext& ctx);
+void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
+                            const KernelContext& ctx);
 // All bytes zero (zero in every dtype); `element_size` of 1, 2, 4 or 8.
 void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
 
@@ -83,16 +87,18 @@ void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_si
 // launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
 // tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
 void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
+                   const KernelContext& ctx);
 void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                      const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
                      const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
 void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
-                        const KernelContext& ctx);
+                                const KernelContext& ctx);
 void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
-void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx);
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
+                             const KernelContext& ctx);
 void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
-                     const KernelContext& ctx);
+                             const KernelContext& ctx);
 void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
 
 namespace kernels {

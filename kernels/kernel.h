@@ -52,8 +52,10 @@ template <typename Fn> struct Kernel {
 // Declares kernels::NAME pairing NAME_cpu with NAME_cuda (which must have the same type); use
 // inside `namespace kiln::kernels`, after both declarations.
 #if defined(KILN_WITH_CUDA)
-#define KILN_KERNEL(name) \
-  inline constexpr ::kiln::Kernel<decltype(::kiln::name##_cpu)> name { #name, &::kiln::name##_cpu, &::kiln::name##_cuda }
+#define KILN_KERNEL(name)                                              \
+  inline constexpr ::kiln::Kernel<decltype(::kiln::name##_cpu)> name { \
+#name, &::kiln::name##_cpu, &::kiln::name##_cuda                   \
+  }
 #else
 #define KILN_KERNEL(name) \
   inline constexpr ::kiln::Kernel<decltype(::kiln::name##_cpu)> name { #name, &::kiln::name##_cpu, nullptr }

@@ -94,7 +94,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
 
   Conv2dArgs p;
   p.dtype = x.dtype();
-  p.geo = {n, c, h, w, oh, ow, Window2d{kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]}};
+  p.geo = {
+      n, c, h, w, oh, ow, Window2d{kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]}};
   p.groups = groups;
   p.out_channels = cout;
   p.channels_last = is_channels_last(x);

@@ -33,7 +33,8 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
     record_function(op, {x}, {out}, {}, [p, state, dt](const FunctionNode::Context& ctx) {
       Tensor g = ctx.grads[0].detach();
       Tensor dx = empty_strided(g.sizes(), ops::strides_like(g.sizes(), g), TensorOptions(dt, g.device()));
-      if (dx.numel() > 0) ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg(dx), ops::make_arg(g), p, state);
+      if (dx.numel() > 0)
+        ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg(dx), ops::make_arg(g), p, state);
       return TensorList{dx};
     });
   }

@@ -146,7 +146,8 @@ Tensor neg(const Tensor& x) {
   if (x.dtype() == DType::Bool) throw DTypeError("neg: bool tensors cannot be negated; use logical_not");
   Tensor out = unary_raw("neg", x, UnaryOp::Neg, x.dtype());
   if (needs_grad({&x})) {
-    record_function("neg", {x}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{neg(ctx.grads[0])}; });
+    record_function("neg", {x}, {out}, {},
+                    [](const FunctionNode::Context& ctx) { return TensorList{neg(ctx.grads[0])}; });
   }
   return out;
 }

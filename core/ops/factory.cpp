@@ -116,7 +116,8 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   if (steps > 0) {
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
     arange_on_device("linspace", t, start, step);
-    if (steps > 1) fill_tensor("linspace", t.narrow(0, steps - 1, 1), end);  // the last point exactly `end`, as PyTorch gives
+    // The last point exactly `end`, as PyTorch gives.
+    if (steps > 1) fill_tensor("linspace", t.narrow(0, steps - 1, 1), end);
   }
   return finish(t, options);
 }
@@ -149,7 +150,8 @@ Tensor detail::tensor_from_host(const void* data, size_t count, DType dtype, con
 Tensor& Tensor::fill_(const Scalar& value) {
   ops::check_inplace("fill_", *this, {});
   if (value.is_floating() && !is_floating(dtype())) {
-    throw DTypeError("fill_: cannot fill a " + std::string(dtype_name(dtype())) + " tensor with float value " + value.str());
+    throw DTypeError("fill_: cannot fill a " + std::string(dtype_name(dtype())) + " tensor with float value " +
+                     value.str());
   }
   fill_tensor("fill_", *this, value.to_double());
   bump_version();

@@ -18,7 +18,8 @@ inline bool is_channels_last(const Tensor& x) {
 }
 
 inline Tensor empty_image(const Shape& shape, DType dtype, Device device, bool channels_last) {
-  return empty(shape, TensorOptions(dtype, device), channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  return empty(shape, TensorOptions(dtype, device),
+               channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
 }
 
 inline std::string pair_str(Pair p) { return std::to_string(p[0]) + "x" + std::to_string(p[1]); }

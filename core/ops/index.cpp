@@ -115,8 +115,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   ops::common_device("scatter_add", {&x, &index, &src});
   int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
   if (index.dim() != x.dim() || src.dim() != x.dim()) {
-    throw ShapeError("scatter_add: input, index and src must have the same number of dims; got " + shape_str(x.sizes()) +
-                     ", " + shape_str(index.sizes()) + ", " + shape_str(src.sizes()));
+    throw ShapeError("scatter_add: input, index and src must have the same number of dims; got " +
+                     shape_str(x.sizes()) + ", " + shape_str(index.sizes()) + ", " + shape_str(src.sizes()));
   }
   for (int64_t k = 0; k < x.dim(); ++k) {
     if (index.size(k) > src.size(k) || (k != d && index.size(k) > x.size(k))) {

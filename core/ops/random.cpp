@@ -26,7 +26,8 @@ void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, dou
 
 Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Generator>& generator) {
   ops::check_shape("rand", shape);
-  if (!is_floating(options.dtype)) throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
+  if (!is_floating(options.dtype))
+    throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = empty(shape, options.with_requires_grad(false));
   random_fill("rand", t, RandomDist::Uniform, 0.0, 1.0, generator);
   if (options.requires_grad) t.set_requires_grad(true);
@@ -35,7 +36,8 @@ Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Gener
 
 Tensor randn(const Shape& shape, TensorOptions options, const std::optional<Generator>& generator) {
   ops::check_shape("randn", shape);
-  if (!is_floating(options.dtype)) throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
+  if (!is_floating(options.dtype))
+    throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = empty(shape, options.with_requires_grad(false));
   random_fill("randn", t, RandomDist::Normal, 0.0, 1.0, generator);
   if (options.requires_grad) t.set_requires_grad(true);
@@ -56,7 +58,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 
 Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>& generator) {
   ops::check_inplace("uniform_", *this, {});
-  if (!is_floating_point()) throw DTypeError(std::string("uniform_: needs a floating tensor, got ") + dtype_name(dtype()));
+  if (!is_floating_point())
+    throw DTypeError(std::string("uniform_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(low <= high)) {
     throw Error("uniform_: low must not exceed high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
   }
@@ -68,7 +71,8 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
 
 Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>& generator) {
   ops::check_inplace("normal_", *this, {});
-  if (!is_floating_point()) throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
+  if (!is_floating_point())
+    throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(std >= 0)) throw Error("normal_: std must be non-negative, got " + std::to_string(std));
   random_fill("normal_", *this, RandomDist::Normal, mean, std, generator);
   bump_version();
@@ -76,7 +80,8 @@ Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>&
   return *this;
 }
 
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, const std::optional<Generator>& generator) {
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement,
+                   const std::optional<Generator>& generator) {
   ops::check_defined("multinomial", probs, "probabilities");
   ops::check_floating("multinomial", probs, "probabilities");
   if (probs.dim() < 1 || probs.dim() > 2) {

@@ -76,7 +76,8 @@ int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
 }
 
 void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext&) {
+                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
+                  const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
   visit_param_state(param_dtype, state_dtype, "foreach_sgd_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
@@ -121,7 +122,8 @@ void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, con
   });
 }
 
-void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p, const KernelContext&) {
+void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+                               const KernelContext&) {
   const bool inf = std::isinf(p);
   visit_floating(dtype, "foreach_norm", [&]<typename T>() {
     using A = cpu::acc_t<T>;
@@ -165,7 +167,8 @@ void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, d
   *out = static_cast<float>(acc);
 }
 
-void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext&) {
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
+                            const KernelContext&) {
   if (n == 0) return;
   visit_floating(dtype, "foreach_mul_", [&]<typename T>() {
     using C = cpu::acc_t<T>;
@@ -177,7 +180,8 @@ void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype
   });
 }
 
-void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf, const KernelContext&) {
+void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
+                            const KernelContext&) {
   if (n == 0 || (found_inf != nullptr && *found_inf != 0.0f)) return;
   visit_floating(dtype, "foreach_add_scalar_", [&]<typename T>() {
     using C = cpu::acc_t<T>;

@@ -228,7 +228,8 @@ void adaptive_avg_pool2d_forward_cpu(void* out, ImageStrides out_strides, const 
 }
 
 void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const void* grad_out,
-                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g, const KernelContext&) {
+                                      ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
+                                      const KernelContext&) {
   if (g.out_h <= 0 || g.out_w <= 0) return;
   auto sh = [&](int64_t o) { return adaptive_span(o, g.in_h, g.out_h); };
   auto sw = [&](int64_t o) { return adaptive_span(o, g.in_w, g.out_w); };

@@ -1,7 +1,8 @@
-// CUDA twins of kernels/cpu/cross_entropy.cpp. The forward reads each logit once: every thread keeps an online log-sum-exp (running max, sum of
-// exp(x - max), sum of x - max, rescaled when the max grows) and the row's threads merge theirs in a
-// fixed tree; targets are checked on the device and the row losses are added in a fixed order by a
-// second, one-block kernel, so sum and mean are bit-identical run to run.
+// CUDA twins of kernels/cpu/cross_entropy.cpp. The forward reads each logit once: every thread keeps
+// an online log-sum-exp (running max, sum of exp(x - max), sum of x - max, rescaled when the max
+// grows) and the row's threads merge theirs in a fixed tree; targets are checked on the device and
+// the row losses are added in a fixed order by a second, one-block kernel, so sum and mean are
+// bit-identical run to run.
 #include <algorithm>
 #include <cmath>
 #include <string>

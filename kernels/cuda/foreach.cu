@@ -57,7 +57,8 @@ template <typename T> __device__ __forceinline__ T* chunk_ptr(void* base, int64_
 // calls launch(table, blocks, first_chunk) for each full table and for the remainder. Chunks
 // are enumerated in (tensor, chunk) order across launches, so first_chunk + blockIdx.x is the
 // chunk's index in the whole list (the norm partials' slot).
-template <int N, typename Launch> void launch_chunks(const ForeachTensor* const (&lists)[N], int64_t n, Launch&& launch) {
+template <int N, typename Launch>
+void launch_chunks(const ForeachTensor* const (&lists)[N], int64_t n, Launch&& launch) {
   ChunkTable<N> table{};
   int nt = 0, nb = 0;
   int64_t launched = 0;
@@ -289,7 +290,8 @@ void launch_norm_partials(float* partials, const ForeachTensor* tensors, int64_t
 // --- scale, add, zero -------------------------------------------------------------------------
 
 template <typename T>
-__global__ void __launch_bounds__(kBlock) mul_scalar_kernel(const __grid_constant__ ChunkTable<1> table, const float* scalar) {
+__global__ void __launch_bounds__(kBlock)
+    mul_scalar_kernel(const __grid_constant__ ChunkTable<1> table, const float* scalar) {
   const float v = *scalar;
   const BlockChunk<1> c = block_chunk(table);
   T* x = chunk_ptr<T>(table.data[0][c.tensor], c.begin);
@@ -305,7 +307,8 @@ __global__ void __launch_bounds__(kBlock)
   for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) x[i] = from_f32<T>(to_f32(x[i]) + value);
 }
 
-template <typename U> __global__ void __launch_bounds__(kBlock) zero_kernel(const __grid_constant__ ChunkTable<1> table) {
+template <typename U>
+__global__ void __launch_bounds__(kBlock) zero_kernel(const __grid_constant__ ChunkTable<1> table) {
   const BlockChunk<1> c = block_chunk(table);
   U* x = chunk_ptr<U>(table.data[0][c.tensor], c.begin);
   for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) x[i] = U(0);
@@ -341,7 +344,8 @@ template <typename U> void launch_zero(const ForeachTensor* tensors, int64_t n, 
 }  // namespace
 
 void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
+                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
+                   const KernelContext& ctx) {
   const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_sgd_");
   if (n == 0) return;
   const cudaStream_t st = raw_stream(ctx.stream);
@@ -374,7 +378,7 @@ void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, co
 }
 
 void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
-                        const KernelContext& ctx) {
+                                const KernelContext& ctx) {
   const NormMode mode = norm_mode(p);
   const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
@@ -390,7 +394,8 @@ void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, 
   check_launch("foreach_norm");
 }
 
-void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar, const KernelContext& ctx) {
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
+                             const KernelContext& ctx) {
   const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
     case DType::Float32: launch_mul_scalar<float>(tensors, n, scalar, st); break;
@@ -401,7 +406,7 @@ void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtyp
 }
 
 void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
-                     const KernelContext& ctx) {
+                             const KernelContext& ctx) {
   const cudaStream_t st = raw_stream(ctx.stream);
   switch (dtype) {
     case DType::Float32: launch_add_scalar<float>(tensors, n, value, found_inf, st); break;

@@ -75,8 +75,8 @@ void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, Phi
   const int64_t n = out.numel();
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  random_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(ctx.stream)>>>(out, n, dist, a, b,
-                                                                                                   philox);
+  random_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(ctx.stream)>>>(out, n, dist, a,
+                                                                                                       b, philox);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     throw DeviceError(std::string("random: CUDA kernel launch failed: ") + cudaGetErrorString(err));

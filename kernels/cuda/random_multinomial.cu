@@ -163,7 +163,8 @@ __global__ void multinomial_draw_kernel(int64_t* out, const double* cum, const R
 }
 
 size_t multinomial_row_bytes(int64_t n, int64_t num_samples, bool replacement) {
-  return sizeof(RowInfo) + (replacement ? static_cast<size_t>(n) * sizeof(double) : sort_workspace_per_row(n, num_samples));
+  return sizeof(RowInfo) +
+         (replacement ? static_cast<size_t>(n) * sizeof(double) : sort_workspace_per_row(n, num_samples));
 }
 
 }  // namespace

@@ -36,7 +36,9 @@ inline unsigned grid_of(int64_t blocks) {
 // The threads that share a row: a warp, or (kBlockRow) the whole block. Rows are visited in a
 // grid-stride loop that is uniform over the group, so block reductions may synchronize inside it.
 template <bool kBlockRow> struct RowGroup {
-  static __device__ __forceinline__ int rank() { return kBlockRow ? static_cast<int>(threadIdx.x) : (threadIdx.x & 31); }
+  static __device__ __forceinline__ int rank() {
+    return kBlockRow ? static_cast<int>(threadIdx.x) : (threadIdx.x & 31);
+  }
   static __device__ __forceinline__ int size() { return kBlockRow ? static_cast<int>(blockDim.x) : 32; }
   static __device__ __forceinline__ int64_t first() {
     return kBlockRow ? static_cast<int64_t>(blockIdx.x)

@@ -89,7 +89,8 @@ __global__ void softmax_forward_cols_kernel(S* out, const S* in, int64_t outer, 
       }
     } else {
       const float inv = 1.f / sum;
-      for (int64_t j = 0; j < n; ++j) out[base + j * inner] = from_f32<S>(expf(to_f32(in[base + j * inner]) - mx) * inv);
+      for (int64_t j = 0; j < n; ++j)
+        out[base + j * inner] = from_f32<S>(expf(to_f32(in[base + j * inner]) - mx) * inv);
     }
   }
 }

@@ -139,8 +139,8 @@ TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in ev
           for (int64_t j = 0; j < n; ++j) {
             const double ref = r.value[at(i * n + j)];
             // (+ 2^-24: float16's subnormal spacing bounds the final rounding of a tiny result.)
-            const double tol =
-                2 * (k + 2) * acc_eps * r.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref) + (t == DType::Float16 ? 0x1p-24 : 0.0);
+            const double tol = 2 * (k + 2) * acc_eps * r.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref) +
+                               (t == DType::Float16 ? 0x1p-24 : 0.0);
             if (!(std::fabs(ov[at(i * ldc + j)] - ref) <= tol)) ++bad;
           }
           // The columns past n belong to someone else: untouched.

@@ -23,7 +23,7 @@ namespace {
 
 constexpr uint64_t kRandomSeed = 20261123;    // as run_op_table.cpp: random rows reseed before each call
 constexpr uint64_t kCotangentSeed = 71000;    // cotangent k uses kCotangentSeed + k on both devices
-const char* const kNoKernel = "no CUDA kernel";  // what ops::no_cuda_kernel's DeviceError says
+const char* const kNoKernel = "no CUDA kernel";  // what core/ops/dispatch.cpp's DeviceError says
 
 // Rows whose op has no CUDA kernel yet: each must throw the "no CUDA kernel" DeviceError, and
 // must come off this list when its kernel arrives. Every op of the table has one now.

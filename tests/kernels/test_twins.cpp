@@ -34,7 +34,9 @@ TEST_CASE("twins: integer draws are bit-identical and float draws agree to round
   CHECK(compare_twin(ints) == "");
   for (RandomDist dist : {RandomDist::Uniform, RandomDist::Normal}) {
     Twin f = twin_poisoned({n}, DType::Float32);
-    run_twins(kernels::random, [&](Device d) { return std::tuple(flat_arg(f, d), dist, 0.0, 1.0, PhiloxState{1234, 7}); });
+    run_twins(kernels::random, [&](Device d) {
+      return std::tuple(flat_arg(f, d), dist, 0.0, 1.0, PhiloxState{1234, 7});
+    });
     CHECK(compare_twin(f, 0, 1e-5) == "");
   }
 }

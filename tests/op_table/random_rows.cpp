@@ -125,7 +125,9 @@ void add_random_rows(std::vector<OpRow>& rows) {
     r.dtypes = {DType::Int64, DType::Int32, DType::UInt8, DType::Float32};
     r.random = true;
     r.samples = {shape_sample("3x37")};
-    r.op = [shape](const TensorList& x) { return TensorList{randint(-3, 250, shape, TensorOptions(dt(x), x[0].device()))}; };
+    r.op = [shape](const TensorList& x) {
+      return TensorList{randint(-3, 250, shape, TensorOptions(dt(x), x[0].device()))};
+    };
     r.reference = [shape](const TensorList&) {
       std::vector<double> v;
       for (int64_t i = 0; i < shape_numel(shape); ++i) {

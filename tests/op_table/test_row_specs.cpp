@@ -86,7 +86,8 @@ TEST_CASE("op table: bench specs are well formed and the memory-bound ones run",
         // Every input that is read is read at least once.
         double read = 0;
         for (const BenchInput& in : s.inputs) {
-          if (in.fill != BenchInput::Fill::Empty) read += static_cast<double>(shape_numel(in.shape) * element_size(in.dtype));
+          if (in.fill != BenchInput::Fill::Empty)
+            read += static_cast<double>(shape_numel(in.shape) * element_size(in.dtype));
         }
         CHECK(s.bytes >= read);
         if (s.flops > 0) continue;  // an 8192^3 matmul is no CPU test
