@@ -134,7 +134,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     throw Error(std::string(kOp) + ": pass either attn_mask or is_causal, not both");
   }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  ops::KernelScope scope(kOp, q.device());
+  ops::KernelScope scope(kOp, {&q, &k, &v, &attn_mask});  // the op's tensor inputs: autocast's entry
   PhiloxState philox{};
   if (dropout_p > 0) philox = generator_for(kOp, q.device(), generator).next();
   Prepared p = prepare(q, k, v, attn_mask, dropout_p, is_causal, sc, philox);

@@ -109,8 +109,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   Tensor out = empty_image({n, cout, oh, ow}, x.dtype(), x.device(), p.channels_last);
   p.x_strides = image_strides(xc);
   p.y_strides = image_strides(out);
-  ops::launch(op, x.device(), kernels::conv2d_forward, p, out.data_ptr(), xc.data_ptr(), wc.data_ptr(),
-              bc.defined() ? bc.data_ptr() : nullptr);
+  ops::KernelScope scope(op, {&x, &weight, &bias});  // the op's tensor inputs: autocast's entry
+  scope.run(kernels::conv2d_forward, p, out.data_ptr(), xc.data_ptr(), wc.data_ptr(),
+            bc.defined() ? bc.data_ptr() : nullptr);
 
   if (needs_grad({&x, &weight, &bias})) {
     const bool need_x = needs_grad({&x}), need_w = needs_grad({&weight});

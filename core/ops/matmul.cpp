@@ -65,9 +65,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const GemmBatch gemm_batch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
   // TF32 is read at each call, as PyTorch reads its flag.
   const bool tf32 = a.is_cuda() && cuda::math_switches().allow_tf32_matmul;
-  ops::launch("matmul", a.device(), kernels::gemm,
-              gemm_args(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld, gb.t.data_ptr(), gb.ld,
-                        0.0, out.data_ptr(), n, gemm_batch, tf32));
+  ops::KernelScope scope("matmul", {&a, &b});  // the op's tensor inputs: autocast's entry
+  scope.run(kernels::gemm, gemm_args(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld,
+                                     gb.t.data_ptr(), gb.ld, 0.0, out.data_ptr(), n, gemm_batch, tf32));
   return out;
 }
 
