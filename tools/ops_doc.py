@@ -145,7 +145,8 @@ def render(rows_path):
             rows_file = f"tests/op_table/{fam}_rows.cpp"
             if not os.path.exists(os.path.join(ROOT, rows_file)):
                 problems.append(f"{fam}: rows come from a family without {rows_file}")
-            tests.append(f"`{rows_file}` ({len(fam_rows)} rows: {', '.join(r['row'] for r in fam_rows)})")
+            count = f"{len(fam_rows)} row" + ("s" if len(fam_rows) != 1 else "")
+            tests.append(f"`{rows_file}` ({count}: {', '.join(r['row'] for r in fam_rows)})")
         hand = f"tests/core/test_{fam}.cpp"
         if os.path.exists(os.path.join(ROOT, hand)):
             tests.append(f"`{hand}`")
