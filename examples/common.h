@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,13 @@ namespace kiln::examples {
 [[noreturn]] inline void input_error(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::exit(2);
+}
+
+// Creates --out (and its parents) or exits 2 saying why it cannot.
+inline void make_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) input_error("cannot create --out " + dir + ": " + ec.message());
 }
 
 // kiln's defaults for a CLI11 app, set before its flags are added: --help shows every default, and

@@ -82,9 +82,7 @@ struct Adam {
 
 std::unique_ptr<examples::MetricsFile> open_metrics(const Options& opt, int argc, char** argv, int64_t hidden) {
   if (opt.out.empty()) return nullptr;
-  std::error_code ec;
-  fs::create_directories(opt.out, ec);
-  if (ec) examples::input_error("cannot create --out " + opt.out + ": " + ec.message());
+  examples::make_out_dir(opt.out);
   auto metrics = std::make_unique<examples::MetricsFile>((fs::path(opt.out) / "metrics.jsonl").string(), false);
   examples::JsonLine settings;
   settings.text("model", "tanh " + std::to_string(hidden)).integer("steps", opt.steps).real("lr", opt.lr, "%g");

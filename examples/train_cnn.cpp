@@ -320,6 +320,45 @@ examples::JsonLine summary_record(bool finished, const Loop& loop, double accura
   return examples::add_host_usage(s);
 }
 
+// --- what the run prints ----------------------------------------------------------------------------
+
+void print_banner(const Options& opt, Device device, const nn::Module& model, int64_t train_images) {
+  std::printf("%s on Fashion-MNIST (%s): %lld parameters, %lld training images, %d epochs, batch %lld, %s lr %g "
+              "wd %g, augmentation %s\n",
+              model.type_name().c_str(), device.str().c_str(), static_cast<long long>(model.num_parameters()),
+              static_cast<long long>(train_images), opt.epochs, static_cast<long long>(opt.batch_size),
+              opt.optimizer == "adamw" ? "AdamW" : "SGD", opt.lr, opt.weight_decay, opt.augment ? "on" : "off");
+  std::fflush(stdout);
+}
+
+// The progress line during an epoch (its loss read waits for the device, so it is drawn rarely).
+std::string progress_line(const Options& opt, const Loop& loop, int64_t batches_per_epoch, int64_t total_steps,
+                          const Totals& totals, double seconds) {
+  const double ips = static_cast<double>(totals.images) / seconds;
+  const double left = static_cast<double>(total_steps - loop.step) * static_cast<double>(opt.batch_size) / ips;
+  char line[256];
+  std::snprintf(line, sizeof line, "epoch %lld/%d  batch %lld/%lld  loss %.4f  %.0f images/s  ETA %s",
+                static_cast<long long>(loop.epoch + 1), opt.epochs, static_cast<long long>(loop.batch),
+                static_cast<long long>(batches_per_epoch),
+                loop.loss_sum.item<double>() / static_cast<double>(loop.batch), ips, format_duration(left).c_str());
+  return line;
+}
+
+void print_epoch(const Options& opt, const Loop& loop, double train_loss, double accuracy, double seconds,
+                 double train_seconds, double images_per_s, double total_seconds) {
+  std::printf("epoch %lld/%d  train loss %.4f  test accuracy %.4f  %.1f s (%.1f s evaluating)  %.0f images/s"
+              "  (total %s)\n",
+              static_cast<long long>(loop.epoch + 1), opt.epochs, train_loss, accuracy, seconds,
+              seconds - train_seconds, images_per_s, format_duration(total_seconds).c_str());
+  std::fflush(stdout);
+}
+
+void print_result(const Options& opt, const Loop& loop, double accuracy, int64_t test_images, double seconds) {
+  std::printf("held-out (t10k) accuracy %.4f on %lld images after %d epochs (%lld steps) in %s\n", accuracy,
+              static_cast<long long>(test_images), opt.epochs, static_cast<long long>(loop.step),
+              format_duration(seconds).c_str());
+}
+
 // --min-accuracy's verdict on a finished run: the accuracy, and the last epoch's mean loss against
 // the very first batch's (the loss must have fallen).
 int verdict(const Options& opt, double accuracy, const Loop& loop, double last_train_loss, bool trained) {
@@ -353,9 +392,7 @@ int main(int argc, char** argv) {
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
 
-  std::error_code ec;
-  fs::create_directories(opt.out, ec);
-  if (ec) examples::input_error("cannot create --out " + opt.out + ": " + ec.message());
+  examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
@@ -365,12 +402,7 @@ int main(int argc, char** argv) {
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/!opt.resume.empty());
   metrics.write(examples::run_record("train_cnn", argc, argv, device, opt.resume,
                                      settings(opt, n, n_test, model->num_parameters())));
-  std::printf("%s on Fashion-MNIST (%s): %lld parameters, %lld training images, %d epochs, batch %lld, %s lr %g "
-              "wd %g, augmentation %s\n",
-              model->type_name().c_str(), device.str().c_str(), static_cast<long long>(model->num_parameters()),
-              static_cast<long long>(n), opt.epochs, static_cast<long long>(opt.batch_size),
-              opt.optimizer == "adamw" ? "AdamW" : "SGD", opt.lr, opt.weight_decay, opt.augment ? "on" : "off");
-  std::fflush(stdout);
+  print_banner(opt, device, *model, n);
 
   const auto t_start = Clock::now();
   examples::Progress progress;
@@ -402,15 +434,7 @@ int main(int argc, char** argv) {
       stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
              (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
       if (progress.due() || stop) {
-        const double ips = static_cast<double>(totals.images) / seconds_since(t_start);
-        const double left = static_cast<double>(total_steps - loop.step) * static_cast<double>(opt.batch_size) / ips;
-        char line[256];
-        std::snprintf(line, sizeof line, "epoch %lld/%d  batch %lld/%lld  loss %.4f  %.0f images/s  ETA %s",
-                      static_cast<long long>(loop.epoch + 1), opt.epochs, static_cast<long long>(loop.batch),
-                      static_cast<long long>(batches_per_epoch),
-                      loop.loss_sum.item<double>() / static_cast<double>(loop.batch), ips,
-                      format_duration(left).c_str());
-        progress.print(line);
+        progress.print(progress_line(opt, loop, batches_per_epoch, total_steps, totals, seconds_since(t_start)));
       }
       if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
         totals.train_seconds += seconds_since(t_epoch);
@@ -435,11 +459,7 @@ int main(int argc, char** argv) {
     }
     const double secs = seconds_since(t_epoch);
     progress.end_line();
-    std::printf("epoch %lld/%d  train loss %.4f  test accuracy %.4f  %.1f s (%.1f s evaluating)  %.0f images/s"
-                "  (total %s)\n",
-                static_cast<long long>(loop.epoch + 1), opt.epochs, last_train_loss, accuracy, secs, secs - train_secs,
-                ips, format_duration(seconds_since(t_start)).c_str());
-    std::fflush(stdout);
+    print_epoch(opt, loop, last_train_loss, accuracy, secs, train_secs, ips, seconds_since(t_start));
     metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
     save_checkpoint(checkpoint_path, *model, *optimizer, opt, n, next);
@@ -454,8 +474,6 @@ int main(int argc, char** argv) {
                 static_cast<long long>(loop.epoch), accuracy, checkpoint_path.c_str());
     return 0;
   }
-  std::printf("held-out (t10k) accuracy %.4f on %lld images after %d epochs (%lld steps) in %s\n", accuracy,
-              static_cast<long long>(n_test), opt.epochs, static_cast<long long>(loop.step),
-              format_duration(seconds_since(t_start)).c_str());
+  print_result(opt, loop, accuracy, n_test, seconds_since(t_start));
   return verdict(opt, accuracy, loop, last_train_loss, totals.images > 0);
 }

@@ -172,9 +172,7 @@ examples::JsonLine settings(const Options& opt, int64_t train_images) {
 int main(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   const Data d = load_data(opt);
-  std::error_code ec;
-  fs::create_directories(opt.out, ec);
-  if (ec) examples::input_error("cannot create --out " + opt.out + ": " + ec.message());
+  examples::make_out_dir(opt.out);
   const int64_t n = d.x_train.size(0);
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/false);
   metrics.write(examples::run_record("train_fashion_mnist", argc, argv, Device::cpu(), "", settings(opt, n)));

@@ -335,6 +335,40 @@ examples::JsonLine summary_record(bool finished, int64_t iter, double val_loss, 
   return examples::add_host_usage(s);
 }
 
+// --- what the run prints ----------------------------------------------------------------------------
+
+void print_banner(const Options& opt, const Corpus& corpus, nn::GPT& model) {
+  std::printf("GPT on %s (%s): %zu bytes, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
+              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g\n",
+              opt.data.c_str(), opt.device.str().c_str(), corpus.text.size(),
+              static_cast<long long>(corpus.vocab.size()), static_cast<long long>(opt.n_layer),
+              static_cast<long long>(opt.n_head), static_cast<long long>(opt.n_embd),
+              static_cast<long long>(opt.block_size), static_cast<double>(model.get_num_params()) / 1e6,
+              static_cast<long long>(opt.batch_size), opt.dropout, static_cast<long long>(opt.max_iters), opt.lr,
+              opt.min_lr);
+  std::fflush(stdout);
+}
+
+std::string progress_line(const Options& opt, int64_t iter, double mean_loss, double lr, double tokens_per_s) {
+  const double eta =
+      static_cast<double>(opt.max_iters - iter) * static_cast<double>(opt.batch_size * opt.block_size) / tokens_per_s;
+  char line[256];
+  std::snprintf(line, sizeof line, "iter %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  ETA %s",
+                static_cast<long long>(iter), static_cast<long long>(opt.max_iters), mean_loss, lr, tokens_per_s,
+                format_duration(eta).c_str());
+  return line;
+}
+
+void print_result(const Options& opt, int64_t iter, double val_loss, const Best& best, const std::string& best_path,
+                  const Throughput& trained, double seconds) {
+  std::printf("final val loss %.4f after %lld iterations (%s, %.0f tokens/s while training)\n", val_loss,
+              static_cast<long long>(iter), format_duration(seconds).c_str(), trained.tokens_per_s(opt));
+  if (best.iter >= 0) {
+    std::printf("best val loss %.4f at iteration %lld (%s)\n", best.val, static_cast<long long>(best.iter),
+                best_path.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,9 +382,7 @@ int main(int argc, char** argv) {
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   const TensorList params = model->parameters();
 
-  std::error_code ec;
-  fs::create_directories(opt.out, ec);
-  if (ec) examples::input_error("cannot create --out " + opt.out + ": " + ec.message());
+  examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   const std::string best_path = (fs::path(opt.out) / "best.safetensors").string();
   int64_t iter = 0;
@@ -362,15 +394,7 @@ int main(int argc, char** argv) {
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/!opt.resume.empty());
   metrics.write(examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
                                      settings(opt, corpus, model->get_num_params())));
-  std::printf("GPT on %s (%s): %zu bytes, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
-              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g\n",
-              opt.data.c_str(), opt.device.str().c_str(), corpus.text.size(),
-              static_cast<long long>(corpus.vocab.size()), static_cast<long long>(opt.n_layer),
-              static_cast<long long>(opt.n_head), static_cast<long long>(opt.n_embd),
-              static_cast<long long>(opt.block_size), static_cast<double>(model->get_num_params()) / 1e6,
-              static_cast<long long>(opt.batch_size), opt.dropout, static_cast<long long>(opt.max_iters), opt.lr,
-              opt.min_lr);
-  std::fflush(stdout);
+  print_banner(opt, corpus, *model);
 
   const auto t_start = Clock::now();
   const double tokens_per_iter = static_cast<double>(opt.batch_size * opt.block_size);
@@ -425,13 +449,8 @@ int main(int argc, char** argv) {
     const double secs = seconds_since(t_window);
     trained.seconds += secs;
     trained.iters += window_iters;
-    const double tps = static_cast<double>(window_iters) * tokens_per_iter / secs;
-    const double eta = static_cast<double>(opt.max_iters - iter) * tokens_per_iter / tps;
-    char line[256];
-    std::snprintf(line, sizeof line, "iter %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  ETA %s",
-                  static_cast<long long>(iter), static_cast<long long>(opt.max_iters), mean_loss,
-                  schedule.current_lr(), tps, format_duration(eta).c_str());
-    progress.print(line);
+    progress.print(progress_line(opt, iter, mean_loss, schedule.current_lr(),
+                                 static_cast<double>(window_iters) * tokens_per_iter / secs));
     loss_window.zero_();
     window_iters = 0;
     if (eval_now) evaluate();
@@ -456,13 +475,7 @@ int main(int argc, char** argv) {
   }
   if (!val_loss) val_loss = estimate_loss(*model, corpus.val, opt);
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
-  std::printf("final val loss %.4f after %lld iterations (%s, %.0f tokens/s while training)\n", *val_loss,
-              static_cast<long long>(iter), format_duration(seconds_since(t_start)).c_str(),
-              trained.tokens_per_s(opt));
-  if (best.iter >= 0) {
-    std::printf("best val loss %.4f at iteration %lld (%s)\n", best.val, static_cast<long long>(best.iter),
-                best_path.c_str());
-  }
+  print_result(opt, iter, *val_loss, best, best_path, trained, seconds_since(t_start));
   metrics.write(summary_record(true, iter, *val_loss, best, trained, opt, seconds_since(t_start)));
   if (opt.sample_tokens > 0) {
     std::printf("---------- sample (temperature %g, top-k %lld) ----------\n%s\n----------\n", opt.temperature,
