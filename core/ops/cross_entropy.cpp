@@ -26,13 +26,8 @@ LossReduce to_loss_reduce(Reduction r) {
 
 }  // namespace
 
-using ops::check_param;
-using ops::check_same_dtype;
 using ops::dense;
-using ops::dense_grad;
 using ops::num_str;
-using ops::param_dtype_of;
-using ops::ptr_or_null;
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {

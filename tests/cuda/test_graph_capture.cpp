@@ -94,6 +94,19 @@ void check_capture(MakeModel make_model, MakeLoss make_loss, int steps = 5) {
   CHECK(default_generator(Device::cuda()).state().offset == after_eager.offset);
 }
 
+// A transformer block trained on fixed random [4, 16, 32] inputs toward a fixed random target.
+void check_block(const nn::GPTConfig& cfg, uint64_t seed, int steps) {
+  manual_seed(seed);
+  Tensor x = randn({4, 16, 32}).to(Device::cuda());
+  Tensor target = randn({4, 16, 32}).to(Device::cuda());
+  check_capture([&] { return std::static_pointer_cast<nn::Module>(std::make_shared<nn::TransformerBlock>(cfg)); },
+                [&](nn::Module& m) {
+                  auto* block = dynamic_cast<nn::TransformerBlock*>(&m);
+                  return std::function<Tensor()>([block, &x, &target] { return mse_loss(block->forward(x), target); });
+                },
+                steps);
+}
+
 }  // namespace
 
 TEST_CASE("cuda graph: an MLP training step captured and replayed matches eager steps", "[cuda][graph]") {
@@ -116,30 +129,13 @@ TEST_CASE("cuda graph: an MLP training step captured and replayed matches eager 
 
 TEST_CASE("cuda graph: a transformer block training step captured and replayed matches eager steps",
           "[cuda][graph]") {
-  const nn::GPTConfig cfg = tiny_block(0.0);
-  manual_seed(2);
-  Tensor x = randn({4, 16, 32}).to(Device::cuda());
-  Tensor target = randn({4, 16, 32}).to(Device::cuda());
-  check_capture([&] { return std::static_pointer_cast<nn::Module>(std::make_shared<nn::TransformerBlock>(cfg)); },
-                [&](nn::Module& m) {
-                  auto* block = dynamic_cast<nn::TransformerBlock*>(&m);
-                  return std::function<Tensor()>([block, &x, &target] { return mse_loss(block->forward(x), target); });
-                });
+  check_block(tiny_block(0.0), 2, 5);
 }
 
 TEST_CASE("cuda graph: a transformer block step with dropout 0.1 replays three eager steps bit for bit",
           "[cuda][graph]") {
   // Attention and residual dropout: three random ops per step forward.
-  const nn::GPTConfig cfg = tiny_block(0.1);
-  manual_seed(3);
-  Tensor x = randn({4, 16, 32}).to(Device::cuda());
-  Tensor target = randn({4, 16, 32}).to(Device::cuda());
-  check_capture([&] { return std::static_pointer_cast<nn::Module>(std::make_shared<nn::TransformerBlock>(cfg)); },
-                [&](nn::Module& m) {
-                  auto* block = dynamic_cast<nn::TransformerBlock*>(&m);
-                  return std::function<Tensor()>([block, &x, &target] { return mse_loss(block->forward(x), target); });
-                },
-                3);
+  check_block(tiny_block(0.1), 3, 3);
 }
 
 TEST_CASE("cuda graph: consecutive replays draw different dropout masks", "[cuda][graph]") {
