@@ -8,33 +8,17 @@
 
 #include "core/autograd.h"
 #include "core/cuda/runtime.h"
-#include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
-#include "kernels/elementwise.h"
 #include "kernels/error.h"
 
 namespace kiln {
-namespace {
-
-// x cast to `dtype`, laid out like x, computed in the output dtype's compute type.
-Tensor converted(const Tensor& x, DType dtype) {
-  Tensor out = empty_strided(x.sizes(), ops::strides_like(x.sizes(), x), TensorOptions(dtype, x.device()));
-  if (out.numel() == 0) return out;
-  StridedArg o = ops::make_arg(out);
-  Operand in = ops::make_operand(x, x.sizes());
-  ops::collapse_dims({&o, &in.arg});
-  ops::launch("to", x.device(), kernels::unary, o, in, UnaryOp::Copy, compute_dtype_for(dtype), 0.0, 0.0);
-  return out;
-}
-
-}  // namespace
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
   ops::check_defined("to", x, "input");
   if (x.dtype() == dtype) return x;
-  Tensor out = converted(x, dtype);
+  Tensor out = ops::unary_raw("to", x, UnaryOp::Copy, dtype);
   if (needs_grad({&x})) {
     if (!is_floating(dtype)) {
       // A cast to an integer type ends the graph, as in PyTorch.

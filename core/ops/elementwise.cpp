@@ -82,13 +82,7 @@ void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, Bi
 
 DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 
-// Unary forward without autograd: result dtype `out_dtype`, computed in its compute type.
-Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0) {
-  ops::check_defined(name, x, "input");
-  Tensor out = make_output(x.sizes(), out_dtype, x.device(), {&x});
-  launch_unary(name, out, make_operand(x, x.sizes()), op, compute_dtype_for(out_dtype), a, b);
-  return out;
-}
+using ops::unary_raw;
 
 // Binary forward of tensors without autograd.
 Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
@@ -134,6 +128,13 @@ DType promote(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a, double b) {
+  ops::check_defined(name, x, "input");
+  Tensor out = make_output(x.sizes(), out_dtype, x.device(), {&x});
+  launch_unary(name, out, make_operand(x, x.sizes()), op, compute_dtype_for(out_dtype), a, b);
+  return out;
+}
 
 Tensor ops::backward_kernel(const Tensor& g, const Tensor& saved, BinaryOp op, double alpha, double beta) {
   return binary_raw("backward", g, saved, op, g.dtype(), compute_dtype_for(g.dtype()), alpha, beta);

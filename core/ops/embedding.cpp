@@ -27,24 +27,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                      " (shape " + shape_str(indices.sizes()) + ")");
   }
   ops::common_device(op, {&weight, &indices});
-  const int64_t num = weight.size(0), dim = weight.size(1), k = indices.numel();
+  const int64_t dim = weight.size(1), k = indices.numel();
   Tensor flat = ops::dense(indices.to(DType::Int64)).reshape({k});
-  if (flat.is_cpu()) {
-    // Checked here, before the gather, so the message names embedding and the caller's shapes.
-    const int64_t* iv = flat.data_ptr<int64_t>();
-    for (int64_t i = 0; i < k; ++i) {
-      if (iv[i] < 0 || iv[i] >= num) {
-        throw IndexError("embedding: index " + std::to_string(iv[i]) + " is out of range for " + std::to_string(num) +
-                         " embeddings (weight " + shape_str(weight.sizes()) + ", indices " +
-                         shape_str(indices.sizes()) + ")");
-      }
-    }
-  }
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);
   Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
-  // On CUDA the indices are checked on the device: a bad one gives a zero row and an IndexError
-  // naming embedding at the next sync (the host cannot read them without waiting for the GPU).
+  // The CPU kernel checks every index before it writes; on CUDA they are checked on the device: a
+  // bad one gives a zero row and an IndexError naming embedding at the next sync (the host cannot
+  // read them without waiting for the GPU).
   if (out.numel() > 0) {
     ops::launch(op, weight.device(), kernels::embedding_forward, out.data_ptr(), ops::make_arg(weight.detach()),
                 flat.data_ptr<int64_t>(), k);

@@ -74,6 +74,9 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
 // order. x's first `x_batch_dims` dims are its batch dims, right-aligned against `batch`; size-1
 // dims repeat. Batched kernels (matmul, attention) take these instead of copying broadcasts.
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch);
+// op(x) without autograd: a new tensor of `out_dtype` laid out like x, computed in out_dtype's
+// compute type (the forward of every unary op, and of to(dtype) with UnaryOp::Copy).
+Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);
 }  // namespace kiln::ops

@@ -12,18 +12,13 @@
 namespace kiln {
 namespace {
 
-using cpu::load_as;
-using cpu::store_as;
-
 using cpu::acc_t;
 using cpu::ld;
+using cpu::load_as;
 using cpu::load_vector;
 using cpu::st;
+using cpu::store_as;
 using cpu::visit_float;
-
-}  // namespace
-
-namespace {
 
 // Calls f(offset) for every element of channel c, in (n, s) order.
 template <typename F>

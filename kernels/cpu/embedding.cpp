@@ -16,7 +16,8 @@ void embedding_forward_cpu(void* out, const StridedArg& weight, const int64_t* i
   for (int64_t i = 0; i < k; ++i) {
     if (indices[i] < 0 || indices[i] >= num) {
       throw IndexError("embedding: index " + std::to_string(indices[i]) + " is out of range for " +
-                       std::to_string(num) + " embeddings (at position " + std::to_string(i) + ")");
+                       std::to_string(num) + " embeddings (weight [" + std::to_string(num) + ", " +
+                       std::to_string(weight.sizes[1]) + "], at flat index position " + std::to_string(i) + ")");
     }
   }
   const size_t es = element_size(weight.dtype);
