@@ -76,7 +76,8 @@ double time_naive(int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
   // The flag policy of the examples (examples/common.h): strict numbers, exit code 2 for bad flags.
   int reps = 11;
   std::optional<int> threads;
@@ -110,4 +111,8 @@ int main(int argc, char** argv) {
   std::printf("%-32s %6d %6d %6d %10.3f %9.1f\n", "baseline: plain i-k-j, 1 thread", 256, 256, 256, tn * 1e3,
               2.0 * 256 * 256 * 256 / tn * 1e-9);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("bench_cpu_gemm", [&] { return run(argc, argv); });
 }

@@ -1,13 +1,16 @@
 // The CPU allocator and the per-device allocator registry.
 #include "core/allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "core/cuda/runtime.h"
 #include "core/storage.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 
 namespace kiln {
 
@@ -25,11 +28,67 @@ DataPtr& DataPtr::operator=(DataPtr&& o) noexcept {
   return *this;
 }
 
-void DataPtr::reset() {
-  if (ptr_ && owner_) owner_->deallocate(ptr_, nbytes_);
+namespace {
+
+struct DeferredFreeErrors {
+  std::mutex mutex;
+  std::string first;
+  int64_t count = 0;
+};
+DeferredFreeErrors& deferred_free_errors() {
+  static auto* d = new DeferredFreeErrors();  // never destroyed: storages may be freed after statics
+  return *d;
+}
+
+void record_free_error(const Allocator* owner, size_t nbytes, const char* what) noexcept {
+  try {
+    std::string msg = std::string(owner->name()) + " allocator: freeing a block of " + std::to_string(nbytes) +
+                      " bytes failed: " + what;
+    KILN_LOG(Error, msg + " (raised at the next synchronizing call)");
+    DeferredFreeErrors& d = deferred_free_errors();
+    std::lock_guard<std::mutex> lk(d.mutex);
+    if (d.count++ == 0) d.first = std::move(msg);
+  } catch (...) {
+    // Out of memory while recording: nothing more can be done here without throwing.
+  }
+}
+
+}  // namespace
+
+void DataPtr::reset() noexcept {
+  if (ptr_ && owner_) {
+    try {
+      owner_->deallocate(ptr_, nbytes_);
+    } catch (const std::exception& e) {
+      record_free_error(owner_, nbytes_, e.what());
+    } catch (...) {
+      record_free_error(owner_, nbytes_, "an unknown exception");
+    }
+  }
   ptr_ = nullptr;
   nbytes_ = 0;
   owner_ = nullptr;
+}
+
+bool has_deferred_free_error() {
+  DeferredFreeErrors& d = deferred_free_errors();
+  std::lock_guard<std::mutex> lk(d.mutex);
+  return d.count > 0;
+}
+
+void raise_deferred_free_errors() {
+  DeferredFreeErrors& d = deferred_free_errors();
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(d.mutex);
+    if (d.count == 0) return;
+    msg = d.first;
+    if (d.count > 1) msg += " (and " + std::to_string(d.count - 1) + " more failed frees)";
+    d.first.clear();
+    d.count = 0;
+  }
+  throw DeviceError(msg + "; the block was not returned (reported at this synchronizing call because frees run in "
+                          "destructors)");
 }
 
 namespace {
@@ -38,8 +97,8 @@ class CpuAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr(nullptr, 0, Device::cpu(), this);
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    // aligned_alloc wants a multiple of the alignment; the rounding must not wrap past SIZE_MAX.
+    void* p = nbytes > SIZE_MAX - 63 ? nullptr : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
     if (!p) {
       throw OutOfMemoryError("cpu allocator: could not allocate " + std::to_string(nbytes) +
                              " bytes of host memory; try a smaller batch or model");

@@ -29,7 +29,9 @@ class DataPtr {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   Allocator* allocator() const { return owner_; }
-  void reset();
+  // Returns the block. Never throws (it runs in destructors): an allocator's failure to free is
+  // recorded and raised by the next synchronizing call, see raise_deferred_free_errors().
+  void reset() noexcept;
 
  private:
   void* ptr_ = nullptr;
@@ -54,6 +56,15 @@ class Allocator {
   friend class DataPtr;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
 };
+
+// Errors from freeing memory. A free runs in a destructor, where throwing would end the process
+// (std::terminate), so DataPtr records the allocator's error instead (logged at once) and this
+// raises it as a DeviceError, as CUDA reports a failed asynchronous operation at the next call
+// that waits for the device: kiln's synchronizing calls (cuda::synchronize, stream and event
+// waits, copies to the host, item()) call it. Only the first error since the last raise is kept
+// in the message, with the count of any others.
+void raise_deferred_free_errors();
+bool has_deferred_free_error();
 
 // The allocator for a device. CPU: 64-byte aligned host memory. CUDA: registered by the CUDA
 // runtime when kiln is built with it; otherwise asking for one is a DeviceError.

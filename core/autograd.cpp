@@ -76,6 +76,29 @@ bool has_nan(const Tensor& t) {
 
 Node::Node() : sequence_nr_(g_sequence_nr.fetch_add(1)) {}
 
+// A graph is a chain of shared_ptrs: letting each node's destructor free the next one would recurse
+// once per node, and a long graph (an RNN unrolled over 100,000 steps) would overflow the stack.
+// Instead the dying node takes over the edges of every node it is the last owner of and frees them
+// in a loop, so destruction runs in constant stack depth whatever the graph's length.
+Node::~Node() {
+  if (next_edges_.empty()) return;
+  std::vector<std::shared_ptr<Node>> pending;
+  auto take_edges = [&pending](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn) pending.push_back(std::move(e.fn));
+    edges.clear();
+  };
+  take_edges(next_edges_);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> fn = std::move(pending.back());
+    pending.pop_back();
+    // Only the last owner may empty a node's edges: others still use them. A count of one cannot
+    // grow behind our back, since the only other handles are weak ones held for leaves, which have
+    // no edges to take.
+    if (fn.use_count() == 1) take_edges(fn->next_edges_);
+  }  // each `fn` dies here with no edges left, so its own destructor returns at once
+}
+
 // --- SavedTensor -----------------------------------------------------------------------------
 
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {

@@ -32,7 +32,7 @@ using GradHook = std::function<Tensor(const Tensor&)>;
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: a long graph is freed without deep recursion
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

@@ -57,6 +57,9 @@ std::shared_ptr<GeneratorCapture::State> active_capture(Device device) {
 // --- Generator -----------------------------------------------------------------------------------
 
 Generator::Generator(uint64_t seed, Device device) : impl_(std::make_shared<Impl>()) {
+  if (device.is_cuda() && device.index < 0) {
+    throw DeviceError("Generator: " + device.str() + " is not a device (CUDA indices start at 0)");
+  }
   impl_->device = device;
   impl_->state = PhiloxState{seed, 0, nullptr};
 }
@@ -184,7 +187,12 @@ size_t GeneratorCapture::generators() const {
 
 uint64_t GeneratorCapture::draws(size_t i) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->entries.at(i).draws;
+  if (i >= state_->entries.size()) {
+    throw IndexError("GeneratorCapture::draws: generator " + std::to_string(i) +
+                     " is out of range; the capture drew from " + std::to_string(state_->entries.size()) +
+                     " generators");
+  }
+  return state_->entries[i].draws;
 }
 
 }  // namespace kiln

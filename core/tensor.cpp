@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "core/autograd.h"
@@ -37,9 +38,18 @@ const Shape& Tensor::strides() const {
   check_defined("strides");
   return impl_->strides;
 }
-int64_t Tensor::size(int64_t d) const { return sizes()[static_cast<size_t>(wrap_dim(d, dim(), "size"))]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(wrap_dim(d, dim(), "stride"))]; }
-int64_t Tensor::numel() const { return shape_numel(sizes()); }
+int64_t Tensor::size(int64_t d) const {
+  check_defined("size");
+  return impl_->sizes[static_cast<size_t>(wrap_dim(d, dim(), "size"))];
+}
+int64_t Tensor::stride(int64_t d) const {
+  check_defined("stride");
+  return impl_->strides[static_cast<size_t>(wrap_dim(d, dim(), "stride"))];
+}
+int64_t Tensor::numel() const {
+  check_defined("numel");
+  return shape_numel(impl_->sizes);
+}
 int64_t Tensor::storage_offset() const {
   check_defined("storage_offset");
   return impl_->offset;
@@ -69,6 +79,7 @@ void* Tensor::data_ptr() const {
 }
 
 template <typename T> T* Tensor::data_ptr() const {
+  check_defined("data_ptr");
   if (dtype_of<T>() != dtype()) {
     throw DTypeError(std::string("data_ptr: tensor is ") + dtype_name(dtype()) + ", asked for " +
                      dtype_name(dtype_of<T>()));
@@ -85,6 +96,7 @@ template uint8_t* Tensor::data_ptr<uint8_t>() const;
 template bool* Tensor::data_ptr<bool>() const;
 
 bool Tensor::is_contiguous(MemoryFormat format) const {
+  check_defined("is_contiguous");
   const Shape& sz = sizes();
   const Shape& st = strides();
   if (format == MemoryFormat::ChannelsLast) {
@@ -107,6 +119,7 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
 }
 
 bool Tensor::is_non_overlapping_and_dense() const {
+  check_defined("is_non_overlapping_and_dense");
   const Shape& sz = sizes();
   const Shape& st = strides();
   std::vector<size_t> order;
@@ -130,13 +143,16 @@ std::string shape_str(const Shape& shape) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
-  int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dims 0 and -1, like PyTorch
-  if (dim < -n || dim >= n) {
-    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) + " is out of range for a " +
-                     std::to_string(ndim) + "-d tensor (expected in [" + std::to_string(-n) + ", " +
-                     std::to_string(n - 1) + "])");
+  if (ndim == 0) {
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) +
+                     " is out of range for a 0-d tensor (it has no dimensions)");
   }
-  return dim < 0 ? dim + n : dim;
+  if (dim < -ndim || dim >= ndim) {
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) + " is out of range for a " +
+                     std::to_string(ndim) + "-d tensor (expected in [" + std::to_string(-ndim) + ", " +
+                     std::to_string(ndim - 1) + "])");
+  }
+  return dim < 0 ? dim + ndim : dim;
 }
 
 int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op) {
@@ -148,31 +164,119 @@ int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + ndim + 1 : dim;
 }
 
+namespace {
+
+bool has_zero(const Shape& sizes) { return std::find(sizes.begin(), sizes.end(), int64_t{0}) != sizes.end(); }
+
+[[noreturn]] void throw_too_many(const char* op, const Shape& sizes) {
+  throw ShapeError(std::string(op) + ": shape " + shape_str(sizes) + " has more elements than int64 can count");
+}
+
+}  // namespace
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape st(sizes.size());
   int64_t s = 1;
+  bool saturated = false;  // past int64: only a shape without elements may get here
   for (size_t i = sizes.size(); i-- > 0;) {
     st[i] = s;
-    s *= sizes[i] > 1 ? sizes[i] : 1;
+    if (!saturated && __builtin_mul_overflow(s, std::max<int64_t>(sizes[i], 1), &s)) {
+      if (!has_zero(sizes)) {
+        throw ShapeError("contiguous_strides: the strides of shape " + shape_str(sizes) + " overflow int64");
+      }
+      saturated = true;
+    }
+    if (saturated) s = std::numeric_limits<int64_t>::max();
   }
   return st;
 }
 
 Shape channels_last_strides(const Shape& sizes) {
   if (sizes.size() != 4) throw ShapeError("channels_last: needs a 4-d shape, got " + shape_str(sizes));
-  auto m = [](int64_t v) { return v > 1 ? v : int64_t{1}; };
+  // Order of increasing stride: C, W, H, N; the same saturation rule as contiguous_strides.
+  const size_t order[4] = {1, 3, 2, 0};
   Shape st(4);
-  st[1] = 1;
-  st[3] = m(sizes[1]);
-  st[2] = st[3] * m(sizes[3]);
-  st[0] = st[2] * m(sizes[2]);
+  int64_t s = 1;
+  bool saturated = false;
+  for (size_t d : order) {
+    st[d] = s;
+    if (!saturated && __builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) {
+      if (!has_zero(sizes)) {
+        throw ShapeError("channels_last: the strides of shape " + shape_str(sizes) + " overflow int64");
+      }
+      saturated = true;
+    }
+    if (saturated) s = std::numeric_limits<int64_t>::max();
+  }
   return st;
 }
 
-int64_t shape_numel(const Shape& sizes) {
+int64_t shape_numel(const Shape& sizes) { return checked_numel(sizes, "numel"); }
+
+int64_t checked_numel(const Shape& sizes, const char* op) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  bool overflow = false;
+  for (int64_t s : sizes) {
+    if (s < 0) throw ShapeError(std::string(op) + ": negative size in shape " + shape_str(sizes));
+    overflow = overflow || __builtin_mul_overflow(n, s, &n);
+  }
+  // A zero anywhere makes the count 0 whatever the other sizes are.
+  if (overflow) {
+    if (has_zero(sizes)) return 0;
+    throw_too_many(op, sizes);
+  }
   return n;
+}
+
+int64_t checked_nbytes(const Shape& sizes, DType dtype, const char* op) {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(checked_numel(sizes, op), static_cast<int64_t>(element_size(dtype)), &bytes)) {
+    throw ShapeError(std::string(op) + ": shape " + shape_str(sizes) + " of " + dtype_name(dtype) +
+                     " needs more bytes than int64 can count");
+  }
+  return bytes;
+}
+
+int64_t checked_extent(const Shape& sizes, const Shape& strides, const char* op) {
+  if (sizes.size() != strides.size()) {
+    throw ShapeError(std::string(op) + ": shape " + shape_str(sizes) + " and strides " + shape_str(strides) +
+                     " differ in length");
+  }
+  for (int64_t st : strides) {
+    if (st < 0) {
+      throw ShapeError(std::string(op) + ": negative stride in strides " + shape_str(strides) + " (shape " +
+                       shape_str(sizes) + "); kiln has no negative strides");
+    }
+  }
+  if (checked_numel(sizes, op) == 0) return 0;
+  int64_t extent = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t span = 0;
+    if (sizes[i] > 1 &&
+        (__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) || __builtin_add_overflow(extent, span, &extent))) {
+      throw ShapeError(std::string(op) + ": shape " + shape_str(sizes) + " with strides " + shape_str(strides) +
+                       " spans more elements than int64 can count");
+    }
+  }
+  return extent;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op, const char* what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    throw ShapeError(std::string(op) + ": " + what + " overflows int64 (" + std::to_string(a) + " + " +
+                     std::to_string(b) + ")");
+  }
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    throw ShapeError(std::string(op) + ": " + what + " overflows int64 (" + std::to_string(a) + " * " +
+                     std::to_string(b) + ")");
+  }
+  return r;
 }
 
 namespace {

@@ -58,7 +58,10 @@ class Tensor {
   const Shape& strides() const;
   int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
+  int64_t dim() const {
+    check_defined("dim");
+    return static_cast<int64_t>(impl_->sizes.size());
+  }
   int64_t numel() const;
   int64_t storage_offset() const;
   size_t element_size() const { return kiln::element_size(dtype()); }
@@ -128,7 +131,7 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
   Tensor expand(const Shape& shape) const;  // -1 keeps a size
-  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor expand_as(const Tensor& other) const;
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
@@ -170,13 +173,32 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string shape_str(const Shape& shape);
 
 // Normalizes a possibly negative dim against `ndim`; an IndexError naming `op` when out of range.
+// A 0-d tensor has no dims to index, so every dim is out of range for it (ops that treat a 0-d
+// tensor as one element, as reductions and softmax do, accept 0 and -1 themselves).
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The same for a dim at which a new dim is inserted (unsqueeze, stack): range [-(ndim+1), ndim].
 int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op);
-// Row-major contiguous strides of a shape, and the number of elements.
+// Row-major contiguous strides of a shape, and the number of elements. A ShapeError when a stride
+// or the count overflows int64 (strides of a shape with no elements saturate instead: they are
+// never used) or, for shape_numel, when a size is negative.
 Shape contiguous_strides(const Shape& sizes);
 Shape channels_last_strides(const Shape& sizes);  // 4-D only
 int64_t shape_numel(const Shape& sizes);
+
+// Overflow-checked size arithmetic. Shapes come from callers, and a count that wraps around sizes
+// a buffer too small for the tensor (or passes a "same count" check) and is then read past its
+// end, so every size computation that can overflow goes through these. Each throws a ShapeError
+// naming `op` and the offending shape or values.
+// The element count of `sizes` (negative sizes refused).
+int64_t checked_numel(const Shape& sizes, const char* op);
+// The bytes of a dense tensor of `sizes` and `dtype`.
+int64_t checked_nbytes(const Shape& sizes, DType dtype, const char* op);
+// The elements a strided layout spans from its first element: 1 + sum((size - 1) * stride) over
+// dims of size > 1, 0 when it has no elements. Negative sizes or strides are refused.
+int64_t checked_extent(const Shape& sizes, const Shape& strides, const char* op);
+// a + b and a * b; `what` names the quantity in the message.
+int64_t checked_add(int64_t a, int64_t b, const char* op, const char* what);
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what);
 
 // --- grad mode ----------------------------------------------------------------------------
 bool grad_enabled();

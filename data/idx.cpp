@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -71,13 +72,30 @@ Tensor read_idx(const std::string& path) {
     f.read(b, 4, "the dimension sizes");
     int64_t s = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
     if (s <= 0 || s > (int64_t{1} << 31)) throw IOError("read_idx: " + path + " declares size " + std::to_string(s));
+    // Checked before multiplying: 2^34 * 2^31 would overflow int64.
+    constexpr int64_t kMaxElements = int64_t{1} << 34;
+    if (total > kMaxElements / s) throw IOError("read_idx: " + path + " declares an implausibly large tensor");
     total *= s;
-    if (total > (int64_t{1} << 34)) throw IOError("read_idx: " + path + " declares an implausibly large tensor");
     shape.push_back(s);
   }
-  Tensor t = empty(shape, TensorOptions(DType::UInt8));
-  f.read(t.data_ptr(), static_cast<size_t>(total), "the data");
+  // The sizes are only a claim until the bytes are there: a 30-byte file may declare 16 GiB. So the
+  // data is read in bounded chunks and the tensor allocated once it is all present (one extra copy,
+  // small next to the inflate), and a short file fails having allocated about what it holds.
+  std::vector<unsigned char> bytes;
+  constexpr size_t kChunk = size_t{16} << 20;
+  while (bytes.size() < static_cast<size_t>(total)) {
+    const size_t done = bytes.size();
+    const size_t n = std::min(kChunk, static_cast<size_t>(total) - done);
+    // Geometric growth (never past the declared size), so a large file is not copied once per chunk.
+    if (bytes.capacity() < done + n) {
+      bytes.reserve(std::min(static_cast<size_t>(total), std::max(done + n, 2 * bytes.capacity())));
+    }
+    bytes.resize(done + n);
+    f.read(bytes.data() + done, n, "the data");
+  }
   if (!f.at_end()) throw IOError("read_idx: " + path + " has bytes after the declared data");
+  Tensor t = empty(shape, TensorOptions(DType::UInt8));
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
   return t;
 }
 

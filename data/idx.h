@@ -10,7 +10,8 @@ namespace kiln::data {
 
 // Reads an idx file (.gz through zlib, or plain): magic (0, 0, type 0x08 = uint8, ndims), big-endian
 // dimension sizes, then the data. Returns a uint8 tensor of those dims. Truncated files, bad magic,
-// other element types or sizes that do not match the file length are an IOError naming the file.
+// other element types or sizes that do not match the file length are an IOError naming the file;
+// memory is allocated as the data arrives, so a short file that declares a huge tensor costs little.
 Tensor read_idx(const std::string& path);
 
 struct FashionMnist {

@@ -1,7 +1,10 @@
 // What the example programs share: the command-line policy on top of CLI11 (strict numbers, exit
-// code 2 for any bad flag), the --device choice, and the progress line with its clock. Header-only:
-// each example is one program. Non-obvious decision: numbers are parsed here, not by CLI11, which
-// reads "010" as octal, wraps "-1" into an unsigned type and saturates an overflow.
+// code 2 for any bad flag), the error policy (run_main: every failure is one line on stderr and
+// exit code 1, bad input exit code 2, never an abort), the --device choice, the non-finite loss
+// stop, and the progress line with its clock. Header-only: each example is one program.
+// Non-obvious decisions: numbers are parsed here, not by CLI11, which reads "010" as octal, wraps
+// "-1" into an unsigned type and saturates an overflow; and nothing here calls std::exit, which
+// would skip the destructors that remove a half-written temporary file.
 #pragma once
 
 #include <unistd.h>
@@ -14,7 +17,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -22,23 +28,76 @@
 
 #include "core/cuda/runtime.h"
 #include "core/device.h"
+#include "kernels/error.h"
+#include "nn/safetensors.h"
 
 namespace kiln::examples {
 
-// --- command line ---------------------------------------------------------------------------------
+// --- errors and exit codes -------------------------------------------------------------------------
 
-// Bad input found after the flags were read (a missing file, a checkpoint that does not fit): the
-// message, and exit code 2, the same code as a bad flag.
-[[noreturn]] inline void input_error(const std::string& message) {
-  std::fprintf(stderr, "%s\n", message.c_str());
-  std::exit(2);
+// Bad input found after the flags were read (a missing file, a checkpoint that does not fit):
+// run_main prints the message and exits with code 2, the same code as a bad flag.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] inline void input_error(const std::string& message) { throw InputError(message); }
+
+// The command line asked to end now with `code` (--help: 0; a bad flag: 2, its message printed).
+struct ExitRequest {
+  int code = 0;
+};
+
+// Runs an example's body and turns every way it can fail into one line on stderr and an exit
+// code: 2 for bad input (flags, files, checkpoints that do not fit), 1 for anything that goes
+// wrong while running (kiln errors, I/O, out of memory, a diverged loss). Exceptions unwind
+// through here, so every destructor runs: a save cut short removes its temporary file.
+inline int run_main(const char* program, const std::function<int()>& body) {
+  auto fail = [program](int code, const std::string& what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s%s\n", program, code == 1 ? "error: " : "", what.c_str());
+    return code;
+  };
+  try {
+    return body();
+  } catch (const ExitRequest& e) {
+    return e.code;
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of host memory (try a smaller --batch-size or model)");
+  } catch (const std::exception& e) {  // kiln::Error and everything else
+    return fail(1, e.what());
+  } catch (...) {
+    return fail(1, "an unknown exception");
+  }
 }
 
-// Creates --out (and its parents) or exits 2 saying why it cannot.
+// A non-finite training loss: the run has diverged, and every further step, checkpoint and
+// evaluation would carry NaN. run_main reports it (exit 1); the last checkpoint is still the last
+// good one, since the examples check the loss before each save.
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+};
+inline void check_finite_loss(double loss, const std::string& where) {
+  if (std::isfinite(loss)) return;
+  throw DivergedError("the loss is " + std::string(std::isnan(loss) ? "nan" : "infinite") + " at " + where +
+                      ": training diverged (try a lower --lr); stopped before saving anything from it");
+}
+
+// --- command line ---------------------------------------------------------------------------------
+
+// Creates --out (and its parents) or exits 2 saying why it cannot; then removes the temporary
+// files an earlier run left there when it was killed mid-save.
 inline void make_out_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) input_error("cannot create --out " + dir + ": " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) input_error("--out " + dir + " is not a folder");
+  for (const std::string& stale : nn::remove_stale_temp_files(dir)) {
+    std::printf("removed %s, left by a run killed while saving\n", stale.c_str());
+  }
 }
 
 // kiln's defaults for a CLI11 app, set before its flags are added: --help shows every default, and
@@ -49,18 +108,19 @@ inline void set_flag_defaults(CLI::App& app) {
   app.get_formatter()->column_width(34);
 }
 
-// Parses the command line. --help prints the description and every flag with its default, exit 0;
-// anything wrong (a bad value, an unknown flag, a missing value) prints what and exits 2.
-inline void parse_or_exit(CLI::App& app, int argc, char** argv) {
+// Parses the command line. --help prints the description and every flag with its default and
+// ends the program with 0; anything wrong (a bad value, an unknown flag, a missing value) prints
+// what and ends it with 2 (both through ExitRequest, which run_main turns into the exit code).
+inline void parse_or_exit(CLI::App& app, int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help
-    std::exit(app.exit(e));
+    throw ExitRequest{app.exit(e)};
   } catch (const CLI::ParseError& e) {
     const std::string prog = app.get_name();
     std::fprintf(stderr, "%s: %s\n(%s --help lists the flags and their defaults)\n", prog.c_str(), e.what(),
                  prog.c_str());
-    std::exit(2);
+    throw ExitRequest{2};
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,7 @@ struct Adam {
 std::unique_ptr<examples::MetricsFile> open_metrics(const Options& opt, int argc, char** argv, int64_t hidden) {
   if (opt.out.empty()) return nullptr;
   examples::make_out_dir(opt.out);
-  auto metrics = std::make_unique<examples::MetricsFile>((fs::path(opt.out) / "metrics.jsonl").string(), false);
+  auto metrics = std::make_unique<examples::MetricsFile>((fs::path(opt.out) / "metrics.jsonl").string(), std::nullopt);
   examples::JsonLine settings;
   settings.text("model", "tanh " + std::to_string(hidden)).integer("steps", opt.steps).real("lr", opt.lr, "%g");
   metrics->write(examples::run_record("fit_function", argc, argv, Device::cpu(), "", settings));
@@ -92,7 +93,8 @@ std::unique_ptr<examples::MetricsFile> open_metrics(const Options& opt, int argc
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   const int64_t n = 256, hidden = 32;
   auto metrics = open_metrics(opt, argc, argv, hidden);
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
     adam.update(step);
     if (step % 500 == 0 || step == 1 || step == opt.steps) {
       loss_value = loss.item<double>();
+      examples::check_finite_loss(loss_value, "step " + std::to_string(step));
       std::printf("step %5d  loss %.6f\n", step, loss_value);
       if (metrics) {
         metrics->write(
@@ -131,4 +134,8 @@ int main(int argc, char** argv) {
     metrics->write(examples::add_host_usage(summary));
   }
   return loss_value < 0.01 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("fit_function", [&] { return run(argc, argv); });
 }

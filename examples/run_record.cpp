@@ -3,12 +3,18 @@
 // CUDA backend is built.
 #include "examples/run_record.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <system_error>
 
 #include <sys/resource.h>
 
@@ -106,8 +112,50 @@ JsonLine& JsonLine::texts(std::string_view key, const std::vector<std::string>& 
 
 JsonLine& JsonLine::object(std::string_view key, const JsonLine& value) { return raw(key, value.str()); }
 
-MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+namespace {
+
+// The "step" of a record as JsonLine writes it (`"step": 123` at the top level), if it has one.
+std::optional<int64_t> record_step(const std::string& line) {
+  const std::string key = "\"step\": ";
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  int64_t v = 0;
+  const char* begin = line.data() + at + key.size();
+  const auto [ptr, ec] = std::from_chars(begin, line.data() + line.size(), v);
+  if (ec != std::errc() || ptr == begin) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+MetricsFile::MetricsFile(const std::string& path, std::optional<int64_t> resumed_at_step) : path_(path) {
+  if (resumed_at_step) {
+    // Keep what the run reported up to its checkpoint; what a killed process wrote after it (or a
+    // line it was killed in the middle of) the resumed run writes again. Rewritten atomically.
+    std::ifstream in(path, std::ios::binary);
+    std::string kept, line;
+    int64_t dropped = 0;
+    while (std::getline(in, line)) {
+      const bool whole = !in.eof() && !line.empty() && line.back() == '}';
+      const auto step = record_step(line);
+      if (whole && (!step || *step <= *resumed_at_step)) kept += line + "\n";
+      else ++dropped;
+    }
+    if (dropped > 0) {
+      const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + ".0";
+      std::FILE* out = std::fopen(tmp.c_str(), "w");
+      const bool ok = out && std::fputs(kept.c_str(), out) >= 0 && std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
+      if (out) std::fclose(out);
+      if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        throw IOError("cannot rewrite " + path + ": " + why);
+      }
+      std::printf("%s: dropped %lld record(s) written after the checkpoint's step %lld\n", path.c_str(),
+                  static_cast<long long>(dropped), static_cast<long long>(*resumed_at_step));
+    }
+  }
+  file_ = std::fopen(path.c_str(), resumed_at_step ? "a" : "w");
   if (!file_) input_error("cannot write " + path + ": " + std::strerror(errno));
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,12 +36,14 @@ class JsonLine {
   std::string body_;
 };
 
-// OUT/metrics.jsonl. A fresh run starts it anew and a resumed run appends to it; each record is
-// flushed as it is written, so a run cut short keeps what it reported. A file that cannot be
-// opened is bad input (message, exit 2); a failed write is an IOError.
+// OUT/metrics.jsonl. A fresh run starts it anew; a run resumed from a checkpoint of step S first
+// drops the records with a "step" after S (a killed run wrote them after its last checkpoint, and
+// the resumed run writes them again) and any torn last line, then appends. Each record is flushed
+// as it is written, so a run cut short keeps what it reported. A file that cannot be opened is
+// bad input (message, exit 2); a failed write is an IOError.
 class MetricsFile {
  public:
-  MetricsFile(const std::string& path, bool append);
+  MetricsFile(const std::string& path, std::optional<int64_t> resumed_at_step);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "data/idx.h"
 #include "examples/common.h"
 #include "examples/run_record.h"
+#include "examples/train_cnn_options.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
@@ -32,97 +34,17 @@ namespace fs = std::filesystem;
 using examples::Clock;
 using examples::format_duration;
 using examples::seconds_since;
+using examples::cnn::Options;
+using examples::cnn::parse_options;
 
 namespace {
-
-// The settings of a run, every default resolved.
-struct Options {
-  std::string data_dir = data::kFashionMnistDefaultDir;
-  std::string device;  // "" picks cuda when available
-  std::string model = "small-cnn";
-  std::string optimizer = "adamw";
-  std::string out = "train_cnn_out";
-  std::string resume;
-  int epochs = 0;
-  int64_t batch_size = 128;
-  double lr = 0, weight_decay = 0;
-  bool augment = false;
-  std::optional<int64_t> train_limit;  // unset: all 60,000 training images
-  std::optional<int64_t> test_limit;   // unset: all 10,000 held-out images
-  std::optional<double> min_accuracy;  // set: exit status 1 below it, or when the loss did not fall
-  uint64_t seed = 0;
-  std::optional<int64_t> stop_at_step;  // checkpoint and exit after this global step (splits a run)
-  std::optional<double> max_minutes;    // checkpoint and exit once this much time has passed
-};
-
-Options parse_options(int argc, char** argv) {
-  using examples::whole, examples::real, examples::Ends;
-  Options o;
-  // Unset, these take the model's or the optimizer's default below.
-  std::optional<int> epochs;
-  std::optional<double> lr, weight_decay;
-  std::optional<bool> augment;
-  CLI::App app(
-      "Trains SmallCNN or a small ResNet on Fashion-MNIST (AdamW or SGD, warmup then cosine decay to lr/100),\n"
-      "printing the held-out accuracy after every epoch. Writes OUT/metrics.jsonl, OUT/checkpoint.safetensors\n"
-      "after every epoch (and when stopped early) and OUT/model.safetensors at the end; --resume continues a\n"
-      "run exactly where its checkpoint left it.",
-      "train_cnn");
-  examples::set_flag_defaults(app);
-  app.add_option("--data", o.data_dir, "folder with Fashion-MNIST's four .gz files")->type_name("DIR");
-  examples::add_device_option(app, o.device);
-  app.add_option("--model", o.model, "the network")->check(CLI::IsMember({"small-cnn", "resnet"}));
-  app.add_option("--epochs", epochs, "passes over the training images")
-      ->transform(whole<int>(1))
-      ->default_str("5 for small-cnn, 30 for resnet");
-  app.add_option("--batch-size", o.batch_size, "images per step")->transform(whole<int64_t>(1));
-  app.add_option("--optimizer", o.optimizer, "AdamW, or SGD with Nesterov momentum 0.9")
-      ->check(CLI::IsMember({"adamw", "sgd"}));
-  app.add_option("--lr", lr, "peak learning rate")
-      ->transform(real(0, INFINITY, Ends::open_low))
-      ->default_str("1e-3 for adamw, 0.05 for sgd");
-  app.add_option("--weight-decay", weight_decay, "weight decay of the weight matrices and kernels")
-      ->transform(real(0))
-      ->default_str("0.05 for adamw, 5e-4 for sgd");
-  auto* on = app.add_flag_callback("--augment", [&] { augment = true; },
-                                   "random crops and flips of the training images (default: on for resnet, off for "
-                                   "small-cnn)");
-  auto* off = app.add_flag_callback("--no-augment", [&] { augment = false; }, "no augmentation, whatever the model");
-  on->excludes(off);
-  app.add_option("--out", o.out, "folder for metrics, checkpoints and the model (created)")->type_name("DIR");
-  app.add_option("--resume", o.resume, "continue from this checkpoint")->type_name("CHECKPOINT")->default_str("");
-  app.add_option("--train-limit", o.train_limit, "train on the first N training images")
-      ->transform(whole<int64_t>(1))
-      ->default_str("all 60000");
-  app.add_option("--test-limit", o.test_limit, "evaluate on the first N held-out images")
-      ->transform(whole<int64_t>(1))
-      ->default_str("all 10000");
-  app.add_option("--min-accuracy", o.min_accuracy,
-                 "exit with status 1 when the final accuracy is below A or the training loss did not fall")
-      ->transform(real(0, 1))
-      ->default_str("none");
-  app.add_option("--seed", o.seed, "seed of the initial weights, shuffling, augmentation and dropout")
-      ->transform(whole<uint64_t>());
-  app.add_option("--stop-at-step", o.stop_at_step, "checkpoint and stop after this step (splits a run)")
-      ->transform(whole<int64_t>(1))
-      ->default_str("none");
-  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
-      ->transform(real(0, INFINITY, Ends::open_low))
-      ->default_str("none");
-  examples::parse_or_exit(app, argc, argv);
-
-  const bool adamw = o.optimizer == "adamw";
-  o.epochs = epochs.value_or(o.model == "resnet" ? 30 : 5);
-  o.lr = lr.value_or(adamw ? 1e-3 : 0.05);
-  o.weight_decay = weight_decay.value_or(adamw ? 0.05 : 5e-4);
-  o.augment = augment.value_or(o.model == "resnet");
-  return o;
-}
 
 // Fashion-MNIST normalized with its training-set mean and standard deviation. The whole set lives
 // on the device, so a batch is an index_select there, never a host copy.
 struct Data {
   Tensor x_train, y_train, x_test, y_test;
+  // What a checkpoint's loop position refers to: the training images and labels it shuffles.
+  std::map<std::string, std::string> fingerprint;
 };
 
 Data load_data(const Options& opt, Device device) {
@@ -142,6 +64,10 @@ Data load_data(const Options& opt, Device device) {
   d.y_train = first(train.labels, opt.train_limit).to(device);
   d.x_test = ((first(test.images, opt.test_limit) - kMean) / kStd).to(device);
   d.y_test = first(test.labels, opt.test_limit).to(device);
+  const Tensor images = first(train.images, opt.train_limit), labels = first(train.labels, opt.train_limit);
+  d.fingerprint = {{"dataset", "Fashion-MNIST train, first " + std::to_string(images.size(0)) + " images"},
+                   {"train_images_crc32", nn::tensor_checksum(images)},
+                   {"train_labels_crc32", nn::tensor_checksum(labels)}};
   return d;
 }
 
@@ -235,9 +161,11 @@ struct Loop {
 };
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Optimizer& optimizer,
-                     const Options& opt, int64_t train_size, const Loop& loop) {
+                     const Options& opt, const Data& data, const Loop& loop) {
+  const int64_t train_size = data.x_train.size(0);
   nn::TrainingState st;
   st.step = loop.step;
+  st.data_fingerprint = data.fingerprint;
   st.data_position = {{"epoch", loop.epoch},
                       {"batch", loop.batch},
                       {"seed", static_cast<int64_t>(opt.seed)},
@@ -250,29 +178,43 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
 }
 
 // Restores --resume into the model and optimizer and returns the loop position; the run continues
-// the saved run's shuffling, so its seed replaces --seed. A checkpoint of another batch size or
-// training set is bad input.
-Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, int64_t train_size, Device device) {
+// the saved run's shuffling, so its seed replaces --seed. A checkpoint of other training data or
+// another batch size, or whose loop position does not fit this run, is bad input.
+Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, const Data& data, Device device) {
+  const int64_t train_size = data.x_train.size(0);
   nn::TrainingState st;
+  Loop loop;
   try {
-    st = nn::load_checkpoint(opt.resume, model, &optimizer);
+    st = nn::load_checkpoint(opt.resume, model, &optimizer, data.fingerprint);
+    const int64_t batch_size = st.position("batch_size", 1, INT64_MAX, opt.resume);
+    const int64_t saved_train_size = st.position("train_size", 1, INT64_MAX, opt.resume);
+    if (batch_size != opt.batch_size || saved_train_size != train_size) {
+      examples::input_error("--resume: the checkpoint was trained with batch size " + std::to_string(batch_size) +
+                            " on " + std::to_string(saved_train_size) + " images; got " +
+                            std::to_string(opt.batch_size) + " on " + std::to_string(train_size));
+    }
+    const int64_t batches_per_epoch = (train_size + opt.batch_size - 1) / opt.batch_size;
+    const int64_t epochs = st.position("epochs", 1, INT32_MAX, opt.resume);
+    if (epochs != opt.epochs) {
+      std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
+                  static_cast<long long>(epochs), opt.epochs);
+    }
+    // seed is a uint64 stored in an int64: every value is one.
+    opt.seed = static_cast<uint64_t>(st.position("seed", INT64_MIN, INT64_MAX, opt.resume));
+    loop.epoch = st.position("epoch", 0, INT32_MAX, opt.resume);
+    loop.batch = st.position("batch", 0, batches_per_epoch - 1, opt.resume);
+    if (st.step != loop.epoch * batches_per_epoch + loop.batch) {
+      examples::input_error("--resume " + opt.resume + ": step " + std::to_string(st.step) + " is not epoch " +
+                            std::to_string(loop.epoch) + " times " + std::to_string(batches_per_epoch) +
+                            " batches plus batch " + std::to_string(loop.batch));
+    }
+    loop.step = st.step;
+    loop.first_loss = bits_float(st.position("first_loss_bits", 0, UINT32_MAX, opt.resume));
+    loop.loss_sum = zeros({}, TensorOptions(DType::Float32, device));
+    loop.loss_sum.fill_(static_cast<double>(bits_float(st.position("loss_sum_bits", 0, UINT32_MAX, opt.resume))));
   } catch (const Error& e) {
     examples::input_error(e.what());
   }
-  auto& pos = st.data_position;
-  if (pos["batch_size"] != opt.batch_size || pos["train_size"] != train_size) {
-    examples::input_error("--resume: the checkpoint was trained with batch size " + std::to_string(pos["batch_size"]) +
-                          " on " + std::to_string(pos["train_size"]) + " images; got " +
-                          std::to_string(opt.batch_size) + " on " + std::to_string(train_size));
-  }
-  if (pos["epochs"] != opt.epochs) {
-    std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
-                static_cast<long long>(pos["epochs"]), opt.epochs);
-  }
-  opt.seed = static_cast<uint64_t>(pos["seed"]);
-  Loop loop{st.step, pos["epoch"], pos["batch"], bits_float(pos["first_loss_bits"]),
-            zeros({}, TensorOptions(DType::Float32, device))};
-  loop.loss_sum.fill_(static_cast<double>(bits_float(pos["loss_sum_bits"])));
   std::printf("resumed from %s at epoch %lld, batch %lld (step %lld)\n", opt.resume.c_str(),
               static_cast<long long>(loop.epoch + 1), static_cast<long long>(loop.batch),
               static_cast<long long>(loop.step));
@@ -333,14 +275,14 @@ void print_banner(const Options& opt, Device device, const nn::Module& model, in
 
 // The progress line during an epoch (its loss read waits for the device, so it is drawn rarely).
 std::string progress_line(const Options& opt, const Loop& loop, int64_t batches_per_epoch, int64_t total_steps,
-                          const Totals& totals, double seconds) {
+                          const Totals& totals, double mean_loss, double seconds) {
   const double ips = static_cast<double>(totals.images) / seconds;
   const double left = static_cast<double>(total_steps - loop.step) * static_cast<double>(opt.batch_size) / ips;
   char line[256];
   std::snprintf(line, sizeof line, "epoch %lld/%d  batch %lld/%lld  loss %.4f  %.0f images/s  ETA %s",
                 static_cast<long long>(loop.epoch + 1), opt.epochs, static_cast<long long>(loop.batch),
                 static_cast<long long>(batches_per_epoch),
-                loop.loss_sum.item<double>() / static_cast<double>(loop.batch), ips, format_duration(left).c_str());
+                mean_loss, ips, format_duration(left).c_str());
   return line;
 }
 
@@ -378,7 +320,8 @@ int verdict(const Options& opt, double accuracy, const Loop& loop, double last_t
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
   Options opt = parse_options(argc, argv);
   const Device device = examples::choose_device(opt.device);
   const Data data = load_data(opt, device);
@@ -396,10 +339,11 @@ int main(int argc, char** argv) {
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    loop = resume_from(opt, *model, *optimizer, n, device);
+    loop = resume_from(opt, *model, *optimizer, data, device);
     schedule.set_step(loop.step);
   }
-  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/!opt.resume.empty());
+  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
+                                opt.resume.empty() ? std::nullopt : std::optional<int64_t>(loop.step));
   metrics.write(examples::run_record("train_cnn", argc, argv, device, opt.resume,
                                      settings(opt, n, n_test, model->num_parameters())));
   print_banner(opt, device, *model, n);
@@ -427,18 +371,24 @@ int main(int argc, char** argv) {
       ++loop.step;
       ++loop.batch;
       loop.loss_sum.add_(loss.detach());
-      if (loop.step == 1) loop.first_loss = loss.item<float>();
+      if (loop.step == 1) {
+        loop.first_loss = loss.item<float>();
+        examples::check_finite_loss(loop.first_loss, "step 1");
+      }
       images_this_epoch += len;
       totals.images += len;
 
       stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
              (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
       if (progress.due() || stop) {
-        progress.print(progress_line(opt, loop, batches_per_epoch, total_steps, totals, seconds_since(t_start)));
+        const double mean_loss = loop.loss_sum.item<double>() / static_cast<double>(loop.batch);  // waits
+        examples::check_finite_loss(mean_loss, "step " + std::to_string(loop.step));
+        progress.print(progress_line(opt, loop, batches_per_epoch, total_steps, totals, mean_loss,
+                                     seconds_since(t_start)));
       }
       if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
         totals.train_seconds += seconds_since(t_epoch);
-        save_checkpoint(checkpoint_path, *model, *optimizer, opt, n, loop);
+        save_checkpoint(checkpoint_path, *model, *optimizer, opt, data, loop);
         progress.end_line();
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
                     static_cast<long long>(loop.step), static_cast<long long>(loop.epoch + 1),
@@ -449,6 +399,7 @@ int main(int argc, char** argv) {
     }
     // The epoch's end (also when stopping there): evaluate, record, checkpoint the next position.
     last_train_loss = loop.loss_sum.item<double>() / static_cast<double>(batches_per_epoch);
+    examples::check_finite_loss(last_train_loss, "the end of epoch " + std::to_string(loop.epoch + 1));
     const double train_secs = seconds_since(t_epoch);  // the item() above waited for the device
     const double ips = static_cast<double>(images_this_epoch) / train_secs;
     totals.train_seconds += train_secs;
@@ -462,7 +413,7 @@ int main(int argc, char** argv) {
     print_epoch(opt, loop, last_train_loss, accuracy, secs, train_secs, ips, seconds_since(t_start));
     metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
-    save_checkpoint(checkpoint_path, *model, *optimizer, opt, n, next);
+    save_checkpoint(checkpoint_path, *model, *optimizer, opt, data, next);
   }
 
   if (accuracy < 0) accuracy = test_accuracy(*model, data);  // a resume of a finished run trains nothing
@@ -476,4 +427,8 @@ int main(int argc, char** argv) {
   }
   print_result(opt, loop, accuracy, n_test, seconds_since(t_start));
   return verdict(opt, accuracy, loop, last_train_loss, totals.images > 0);
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("train_cnn", [&] { return run(argc, argv); });
 }

@@ -169,12 +169,13 @@ examples::JsonLine settings(const Options& opt, int64_t train_images) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   const Data d = load_data(opt);
   examples::make_out_dir(opt.out);
   const int64_t n = d.x_train.size(0);
-  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/false);
+  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), std::nullopt);
   metrics.write(examples::run_record("train_fashion_mnist", argc, argv, Device::cpu(), "", settings(opt, n)));
 
   manual_seed(opt.seed);
@@ -194,6 +195,7 @@ int main(int argc, char** argv) {
     const auto t_epoch = Clock::now();
     std::shuffle(order.begin(), order.end(), rng);
     const double loss = train_epoch(mlp, adam, d, order, opt.batch_size);
+    examples::check_finite_loss(loss, "epoch " + std::to_string(epoch));
     const double secs_training = seconds_since(t_epoch);
     accuracy = test_accuracy(mlp, d);
     const double secs = seconds_since(t_epoch);
@@ -228,4 +230,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("train_fashion_mnist", [&] { return run(argc, argv); });
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "core/kiln.h"
 #include "examples/common.h"
 #include "examples/run_record.h"
+#include "examples/train_gpt_options.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/lr_scheduler.h"
@@ -35,124 +37,10 @@ namespace fs = std::filesystem;
 using examples::Clock;
 using examples::format_duration;
 using examples::seconds_since;
+using examples::gpt::Options;
+using examples::gpt::parse_options;
 
 namespace {
-
-#ifdef KILN_SOURCE_DIR
-constexpr const char* kDefaultData = KILN_SOURCE_DIR "/data/tinyshakespeare/input.txt";
-#else
-constexpr const char* kDefaultData = "data/tinyshakespeare/input.txt";
-#endif
-
-// The settings of a run, every default resolved (some depend on the device).
-struct Options {
-  std::string data = kDefaultData;
-  std::string device_name;  // --device; "" picks cuda when available
-  Device device;
-  std::string out = "train_gpt_out";
-  std::string resume;
-  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0;
-  int64_t max_iters = 0, warmup_iters = 100, eval_interval = 0, eval_iters = 0;
-  double lr = 0, min_lr = 0, dropout = 0;
-  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;  // grad_clip 0: no clipping
-  uint64_t seed = 1337;
-  std::optional<double> max_minutes;   // checkpoint and stop after this long
-  std::optional<int64_t> stop_at_iter;  // checkpoint and stop after this iteration (splits a run)
-  std::optional<double> max_val_loss;  // exit status 1 when the best val loss is above it
-  std::string prompt = "\n";
-  double temperature = 0.8;
-  int64_t top_k = 200;  // 0: sample from the whole vocabulary
-  int64_t sample_tokens = 500;
-};
-
-// The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
-template <typename T> T on_device(const std::optional<T>& flag, bool cuda, T cuda_value, T cpu_value) {
-  return flag.value_or(cuda ? cuda_value : cpu_value);
-}
-
-Options parse_options(int argc, char** argv) {
-  using examples::whole, examples::real, examples::Ends;
-  Options o;
-  std::optional<int64_t> n_layer, n_head, n_embd, block_size, batch_size, max_iters, eval_interval, eval_iters;
-  std::optional<double> lr, min_lr, dropout;
-  CLI::App app(
-      "Trains a character-level GPT on a text file (the first 90% trains, the rest validates) with AdamW, warmup\n"
-      "and cosine decay, then prints a sample from the weights of the best evaluation. Writes OUT/metrics.jsonl,\n"
-      "OUT/checkpoint.safetensors at every evaluation (and when stopped early), OUT/best.safetensors and\n"
-      "OUT/model.safetensors; --resume continues a run bit for bit. Defaults marked cuda/cpu depend on the device:\n"
-      "nanoGPT's shakespeare-char shape on a GPU, a tiny model that learns in minutes on the CPU.",
-      "train_gpt");
-  examples::set_flag_defaults(app);
-  app.add_option("--data", o.data, "the text to learn (bytes are the vocabulary)")->type_name("FILE");
-  examples::add_device_option(app, o.device_name);
-  app.add_option("--out", o.out, "folder for metrics, checkpoints and models (created)")->type_name("DIR");
-  app.add_option("--resume", o.resume, "continue from this checkpoint")->type_name("CHECKPOINT")->default_str("");
-  auto positive = [&](const char* flag, std::optional<int64_t>& v, const char* help, const char* defaults) {
-    app.add_option(flag, v, help)->transform(whole<int64_t>(1))->default_str(defaults);
-  };
-  positive("--n-layer", n_layer, "transformer blocks", "cuda 6, cpu 2");
-  positive("--n-head", n_head, "attention heads", "cuda 6, cpu 4");
-  positive("--n-embd", n_embd, "embedding width (a multiple of --n-head)", "cuda 384, cpu 64");
-  positive("--block-size", block_size, "context length in characters", "cuda 256, cpu 64");
-  positive("--batch-size", batch_size, "sequences per step", "cuda 64, cpu 16");
-  app.add_option("--dropout", dropout, "dropout probability")
-      ->transform(real(0, 1, Ends::open_high))
-      ->default_str("cuda 0.2, cpu 0");
-  app.add_option("--max-iters", max_iters, "training steps")
-      ->transform(whole<int64_t>(0))
-      ->default_str("cuda 5000, cpu 2000");
-  app.add_option("--lr", lr, "peak learning rate")
-      ->transform(real(0, INFINITY, Ends::open_low))
-      ->default_str("cuda 1e-3, cpu 4e-3");
-  app.add_option("--min-lr", min_lr, "learning rate at the end of the cosine decay")
-      ->transform(real(0))
-      ->default_str("lr/10");
-  app.add_option("--warmup-iters", o.warmup_iters, "linear warmup steps (at most --max-iters)")
-      ->transform(whole<int64_t>(0));
-  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay of the weight matrices")->transform(real(0));
-  app.add_option("--beta2", o.beta2, "AdamW's second-moment decay")->transform(real(0, 1, Ends::open_high));
-  app.add_option("--grad-clip", o.grad_clip, "clip the gradient norm to C; 0 turns clipping off")->transform(real(0));
-  positive("--eval-interval", eval_interval, "evaluate every N steps", "250");
-  positive("--eval-iters", eval_iters, "batches per loss estimate", "cuda 200, cpu 20");
-  app.add_option("--seed", o.seed, "seed of the initial weights, batches and dropout")->transform(whole<uint64_t>());
-  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
-      ->transform(real(0, INFINITY, Ends::open_low))
-      ->default_str("none");
-  app.add_option("--stop-at-iter", o.stop_at_iter, "checkpoint and stop after this step (splits a run)")
-      ->transform(whole<int64_t>(1))
-      ->default_str("none");
-  app.add_option("--max-val-loss", o.max_val_loss, "exit with status 1 when the best val loss is above V")
-      ->transform(real(0, INFINITY, Ends::open_low))
-      ->default_str("none");
-  app.add_option("--prompt", o.prompt, "the sample's first characters")->default_str("a newline");
-  app.add_option("--temperature", o.temperature, "sampling temperature")
-      ->transform(real(0, INFINITY, Ends::open_low));
-  app.add_option("--top-k", o.top_k, "sample among the K likeliest characters; 0: all")->transform(whole<int64_t>(0));
-  app.add_option("--sample-tokens", o.sample_tokens, "characters to sample at the end; 0: no sample")
-      ->transform(whole<int64_t>(0));
-  examples::parse_or_exit(app, argc, argv);
-
-  o.device = examples::choose_device(o.device_name);
-  const bool cuda = o.device.is_cuda();
-  o.n_layer = on_device<int64_t>(n_layer, cuda, 6, 2);
-  o.n_head = on_device<int64_t>(n_head, cuda, 6, 4);
-  o.n_embd = on_device<int64_t>(n_embd, cuda, 384, 64);
-  o.block_size = on_device<int64_t>(block_size, cuda, 256, 64);
-  o.batch_size = on_device<int64_t>(batch_size, cuda, 64, 16);
-  o.dropout = on_device(dropout, cuda, 0.2, 0.0);
-  o.max_iters = on_device<int64_t>(max_iters, cuda, 5000, 2000);
-  // The tiny CPU model tolerates, and needs, a larger step to learn within its few iterations.
-  o.lr = on_device(lr, cuda, 1e-3, 4e-3);
-  o.eval_interval = eval_interval.value_or(250);
-  o.eval_iters = on_device<int64_t>(eval_iters, cuda, 200, 20);
-  o.min_lr = min_lr.value_or(o.lr / 10);
-  o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
-  if (o.n_embd % o.n_head != 0) {
-    examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +
-                          std::to_string(o.n_head));
-  }
-  return o;
-}
 
 // The vocabulary: the sorted distinct bytes of the text.
 struct Vocab {
@@ -179,15 +67,31 @@ struct Corpus {
   Vocab vocab;
   Tensor train, val;
   std::vector<int64_t> prompt_ids;
+  // What a checkpoint refers to: this text and its character map (token ids mean nothing without it).
+  std::map<std::string, std::string> fingerprint() const {
+    auto bytes = [](const void* p, size_t n) {
+      return from_blob(p, {static_cast<int64_t>(n)}, DType::UInt8);
+    };
+    const std::string text_crc = nn::tensor_checksum(bytes(text.data(), text.size()));
+    const std::string vocab_crc = nn::tensor_checksum(bytes(vocab.chars.data(), vocab.chars.size()));
+    return {{"text", std::to_string(text.size()) + " bytes, CRC-32 " + text_crc},
+            {"vocabulary", std::to_string(vocab.chars.size()) + " characters, CRC-32 " + vocab_crc}};
+  }
 };
 
 Corpus load_corpus(const Options& opt) {
   std::ifstream in(opt.data, std::ios::binary);
-  if (!in) {
-    examples::input_error("cannot read --data " + opt.data + " (relative paths resolve against " +
-                          fs::current_path().string() + ")");
+  std::error_code ec;
+  if (!in || !fs::is_regular_file(opt.data, ec)) {
+    examples::input_error("cannot read --data " + opt.data + (fs::is_directory(opt.data, ec) ? ": it is a folder" :
+                          " (relative paths resolve against " + fs::current_path().string() + ")"));
   }
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // Checked first: an empty or short file is the problem, whatever else is wrong with it.
+  if (static_cast<int64_t>(text.size()) - static_cast<int64_t>(text.size()) * 9 / 10 <= opt.block_size + 1) {
+    examples::input_error("--data " + opt.data + " is too short for block size " + std::to_string(opt.block_size) +
+                          " (" + std::to_string(text.size()) + " bytes)");
+  }
   Vocab vocab(text);
   std::vector<int64_t> ids(text.size());
   for (size_t i = 0; i < text.size(); ++i) ids[i] = vocab.id[static_cast<unsigned char>(text[i])];
@@ -205,10 +109,6 @@ Corpus load_corpus(const Options& opt) {
   Tensor all = tensor(ids).to(opt.device);
   Tensor train = all.narrow(0, 0, n_train);
   Tensor val = all.narrow(0, n_train, all.size(0) - n_train);
-  if (val.size(0) <= opt.block_size + 1) {
-    examples::input_error("--data " + opt.data + " is too short for block size " + std::to_string(opt.block_size) +
-                          " (" + std::to_string(text.size()) + " bytes)");
-  }
   return Corpus{std::move(text), std::move(vocab), train, val, std::move(prompt_ids)};
 }
 
@@ -262,27 +162,34 @@ struct Best {
 // A checkpoint carries the best loss too (as its double's bit pattern: the loop position holds
 // integers), so a resumed run makes the same decisions.
 void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::optim::AdamW& optimizer,
-                     const Options& opt, int64_t iter, const Best& best) {
+                     const Options& opt, const Corpus& corpus, int64_t iter, const Best& best) {
   nn::TrainingState st;
   st.step = iter;
+  st.data_fingerprint = corpus.fingerprint();
   st.data_position = {{"seed", static_cast<int64_t>(opt.seed)},
                       {"best_val_bits", std::bit_cast<int64_t>(best.val)},
                       {"best_iter", best.iter}};
   nn::save_checkpoint(path, model, &optimizer, st);
 }
 
-// Restores --resume; returns the iteration it reached and the best evaluation so far.
-std::pair<int64_t, Best> resume_from(const Options& opt, nn::GPT& model, nn::optim::AdamW& optimizer) {
+// Restores --resume; returns the iteration it reached and the best evaluation so far. A checkpoint
+// of another text or character map, or whose numbers do not fit, is bad input.
+std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, nn::GPT& model,
+                                     nn::optim::AdamW& optimizer) {
   Best best;
   nn::TrainingState st;
   try {
-    st = nn::load_checkpoint(opt.resume, model, &optimizer);
+    st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint());
+    best.iter = st.position("best_iter", -1, st.step, opt.resume);
+    best.val = std::bit_cast<double>(st.position("best_val_bits", INT64_MIN, INT64_MAX, opt.resume));
+    const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
+    if (!none_yet && !(best.iter >= 0 && std::isfinite(best.val))) {
+      examples::input_error("--resume " + opt.resume + ": best validation loss " + std::to_string(best.val) +
+                            " at iteration " + std::to_string(best.iter) + " is not a result of a run");
+    }
   } catch (const Error& e) {
     examples::input_error(e.what());
   }
-  if (auto it = st.data_position.find("best_val_bits"); it != st.data_position.end())
-    best.val = std::bit_cast<double>(it->second);
-  if (auto it = st.data_position.find("best_iter"); it != st.data_position.end()) best.iter = it->second;
   std::printf("resumed from %s at iteration %lld\n", opt.resume.c_str(), static_cast<long long>(st.step));
   return {st.step, best};
 }
@@ -371,7 +278,8 @@ void print_result(const Options& opt, int64_t iter, double val_loss, const Best&
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation).
   if (opt.device.is_cuda()) cuda::math_switches().allow_tf32_matmul = true;
@@ -388,10 +296,11 @@ int main(int argc, char** argv) {
   int64_t iter = 0;
   Best best;
   if (!opt.resume.empty()) {
-    std::tie(iter, best) = resume_from(opt, *model, optimizer);
+    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer);
     schedule.set_step(iter);
   }
-  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(), /*append=*/!opt.resume.empty());
+  examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
+                                opt.resume.empty() ? std::nullopt : std::optional<int64_t>(iter));
   metrics.write(examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
                                      settings(opt, corpus, model->get_num_params())));
   print_banner(opt, corpus, *model);
@@ -404,6 +313,8 @@ int main(int argc, char** argv) {
   auto evaluate = [&] {
     const double tr = estimate_loss(*model, corpus.train, opt);
     const double va = estimate_loss(*model, corpus.val, opt);
+    examples::check_finite_loss(tr, "the training-set estimate of iteration " + std::to_string(iter));
+    examples::check_finite_loss(va, "the validation estimate of iteration " + std::to_string(iter));
     val_loss = va;
     if (va < best.val) {
       best = {va, iter};
@@ -446,6 +357,7 @@ int main(int argc, char** argv) {
                              (opt.stop_at_iter && iter == *opt.stop_at_iter);
     if (!progress.due() && !eval_now && !out_of_time) continue;
     const double mean_loss = loss_window.item<double>() / static_cast<double>(window_iters);  // waits
+    examples::check_finite_loss(mean_loss, "iteration " + std::to_string(iter));
     const double secs = seconds_since(t_window);
     trained.seconds += secs;
     trained.iters += window_iters;
@@ -455,7 +367,7 @@ int main(int argc, char** argv) {
     window_iters = 0;
     if (eval_now) evaluate();
     // After the evaluation: its draws are part of the generator state a resume restores.
-    if (eval_now || out_of_time) save_checkpoint(checkpoint_path, *model, optimizer, opt, iter, best);
+    if (eval_now || out_of_time) save_checkpoint(checkpoint_path, *model, optimizer, opt, corpus, iter, best);
     t_window = Clock::now();
     if (out_of_time && iter < opt.max_iters) {
       stopped = true;
@@ -487,4 +399,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("train_gpt", [&] { return run(argc, argv); });
 }

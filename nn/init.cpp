@@ -39,8 +39,24 @@ Tensor erfinv(const Tensor& x) {
   return where(lt(w, 5.0), p, q) * x;
 }
 
+void check_defined(const char* op, const Tensor& t) {
+  if (!t.defined()) throw Error(std::string(op) + ": tensor is undefined");
+}
+
+// calculate_fan_in_and_fan_out with errors naming `op`.
+std::pair<int64_t, int64_t> fans(const Tensor& t, const char* op) {
+  check_defined(op, t);
+  if (t.dim() < 2) {
+    throw ShapeError(std::string(op) + ": fan in and fan out need a tensor of at least 2 dims, got shape " +
+                     shape_str(t.sizes()));
+  }
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);  // a product of t's sizes: fits
+  return {t.size(1) * receptive, t.size(0) * receptive};
+}
+
 int64_t fan_for(const Tensor& t, FanMode mode, const char* op) {
-  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  auto [fan_in, fan_out] = fans(t, op);
   int64_t fan = mode == FanMode::FanIn ? fan_in : fan_out;
   if (fan <= 0) throw Error(std::string(op) + ": fan is 0 for a tensor of shape " + shape_str(t.sizes()));
   return fan;
@@ -61,17 +77,11 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  if (!t.defined()) throw Error("calculate_fan_in_and_fan_out: tensor is undefined");
-  if (t.dim() < 2) {
-    throw ShapeError("calculate_fan_in_and_fan_out: fan in and fan out need a tensor of at least 2 dims, got shape " +
-                     shape_str(t.sizes()));
-  }
-  int64_t receptive = 1;
-  for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
-  return {t.size(1) * receptive, t.size(0) * receptive};
+  return fans(t, "calculate_fan_in_and_fan_out");
 }
 
 Tensor uniform_(const Tensor& t, double a, double b) {
+  check_defined("uniform_", t);
   NoGradGuard no_grad;
   Tensor h = t;
   h.uniform_(a, b);
@@ -79,6 +89,7 @@ Tensor uniform_(const Tensor& t, double a, double b) {
 }
 
 Tensor normal_(const Tensor& t, double mean, double std) {
+  check_defined("normal_", t);
   NoGradGuard no_grad;
   Tensor h = t;
   h.normal_(mean, std);
@@ -86,13 +97,21 @@ Tensor normal_(const Tensor& t, double mean, double std) {
 }
 
 Tensor constant_(const Tensor& t, double value) {
+  check_defined("constant_", t);
   NoGradGuard no_grad;
   Tensor h = t;
-  h.fill_(value);
+  if (t.is_floating_point()) {
+    h.fill_(value);
+  } else if (std::isfinite(value) && value == std::trunc(value)) {
+    h.fill_(static_cast<int64_t>(value));  // an integer value fills an integer tensor exactly
+  } else {
+    throw DTypeError("constant_: cannot fill a " + std::string(dtype_name(t.dtype())) + " tensor with " + num(value));
+  }
   return h;
 }
 
 Tensor zeros_(const Tensor& t) {
+  check_defined("zeros_", t);
   NoGradGuard no_grad;
   Tensor h = t;
   h.zero_();
@@ -100,6 +119,7 @@ Tensor zeros_(const Tensor& t) {
 }
 
 Tensor ones_(const Tensor& t) {
+  check_defined("ones_", t);
   NoGradGuard no_grad;
   Tensor h = t;
   h.fill_(1);
@@ -107,20 +127,22 @@ Tensor ones_(const Tensor& t) {
 }
 
 Tensor kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
-  if (t.defined() && t.numel() == 0) return t;
+  check_defined("kaiming_uniform_", t);
+  if (t.numel() == 0) return t;
   const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan_for(t, mode, "kaiming_uniform_")));
   const double bound = std::sqrt(3.0) * std;
   return uniform_(t, -bound, bound);
 }
 
 Tensor kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
-  if (t.defined() && t.numel() == 0) return t;
+  check_defined("kaiming_normal_", t);
+  if (t.numel() == 0) return t;
   const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan_for(t, mode, "kaiming_normal_")));
   return normal_(t, 0.0, std);
 }
 
 Tensor xavier_uniform_(const Tensor& t, double gain) {
-  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  auto [fan_in, fan_out] = fans(t, "xavier_uniform_");
   if (t.numel() == 0) return t;
   const double std = gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
   const double bound = std::sqrt(3.0) * std;
@@ -128,7 +150,7 @@ Tensor xavier_uniform_(const Tensor& t, double gain) {
 }
 
 Tensor xavier_normal_(const Tensor& t, double gain) {
-  auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t);
+  auto [fan_in, fan_out] = fans(t, "xavier_normal_");
   if (t.numel() == 0) return t;
   return normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)));
 }

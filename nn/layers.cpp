@@ -86,6 +86,40 @@ void check_positive(const char* layer, const char* what, Pair p) {
   if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
 }
 
+// A pool's padding: PyTorch's rule, checked here so that a bad layer fails where it is built.
+void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
+  if (padding[0] < 0 || padding[1] < 0 || padding[0] > kernel_size[0] / 2 || padding[1] > kernel_size[1] / 2) {
+    throw Error(std::string(layer) + ": padding " + tuple_str(padding) +
+                " must be non-negative and at most half the kernel size " + tuple_str(kernel_size));
+  }
+}
+
+// eps of a norm layer: a finite number >= 0.
+void check_eps(const char* layer, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    throw Error(std::string(layer) + ": eps must be a finite number >= 0, got " + py_float(eps));
+  }
+}
+
+// An uninitialized float32 parameter or buffer of `shape` for `layer`. Layer sizes come from
+// callers: the element and byte counts are checked (a ShapeError naming the layer when they
+// overflow int64), and a failed allocation is an OutOfMemoryError naming the layer and the shape
+// rather than a std::bad_alloc or a wrapped size.
+Tensor new_tensor(const char* layer, const Shape& shape) {
+  checked_nbytes(shape, kDefaultFloat, layer);
+  try {
+    return empty(shape);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(std::string(layer) + ": " + e.what());
+  }
+}
+
+Tensor filled(const char* layer, const Shape& shape, double value) {
+  Tensor t = new_tensor(layer, shape);
+  t.fill_(value);
+  return t;
+}
+
 std::atomic<bool> g_conv_bias_warned{false};
 
 // A conv bias right before batch norm is wasted: batch norm subtracts each channel's mean, and a
@@ -117,8 +151,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     : in_features(in_features), out_features(out_features) {
   check_non_negative("Linear", "in_features", in_features);
   check_non_negative("Linear", "out_features", out_features);
-  weight = register_parameter("weight", empty({out_features, in_features}));
-  if (bias) this->bias = register_parameter("bias", empty({out_features}));
+  weight = register_parameter("weight", new_tensor("Linear", {out_features, in_features}));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Linear", {out_features}));
   reset_parameters();
 }
 
@@ -159,8 +193,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair
     throw Error("Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " +
                 std::to_string(out_channels) + " must both be divisible by groups " + std::to_string(groups));
   }
-  weight = register_parameter("weight", empty({out_channels, in_channels / groups, kernel_size[0], kernel_size[1]}));
-  if (bias) this->bias = register_parameter("bias", empty({out_channels}));
+  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
+  weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Conv2d", {out_channels}));
   reset_parameters();
 }
 
@@ -190,13 +225,17 @@ Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride,
 BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
     : num_features(num_features), eps(eps), momentum(momentum), affine(affine), track_running_stats(track_running_stats) {
   if (num_features <= 0) throw Error("BatchNorm2d: num_features must be positive, got " + std::to_string(num_features));
+  check_eps("BatchNorm2d", eps);
+  if (!(momentum >= 0.0 && momentum <= 1.0)) {
+    throw Error("BatchNorm2d: momentum must be in [0, 1], got " + py_float(momentum));
+  }
   if (affine) {
-    weight = register_parameter("weight", ones({num_features}));
-    bias = register_parameter("bias", zeros({num_features}));
+    weight = register_parameter("weight", filled("BatchNorm2d", {num_features}, 1.0));
+    bias = register_parameter("bias", filled("BatchNorm2d", {num_features}, 0.0));
   }
   if (track_running_stats) {
-    running_mean = register_buffer("running_mean", zeros({num_features}));
-    running_var = register_buffer("running_var", ones({num_features}));
+    running_mean = register_buffer("running_mean", filled("BatchNorm2d", {num_features}, 0.0));
+    running_var = register_buffer("running_var", filled("BatchNorm2d", {num_features}, 1.0));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
   }
 }
@@ -215,6 +254,7 @@ std::string BatchNorm2d::extra_repr() const {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (!x.defined()) throw Error("BatchNorm2d: the input is an undefined tensor");
   if (x.dim() != 4) {
     throw ShapeError("BatchNorm2d: expected a 4-d input [N, C, H, W], got shape " + shape_str(x.sizes()));
   }
@@ -237,9 +277,10 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
     : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
   if (this->normalized_shape.empty()) throw Error("LayerNorm: normalized_shape must name at least one dim");
   for (int64_t s : this->normalized_shape) check_non_negative("LayerNorm", "normalized_shape", s);
+  check_eps("LayerNorm", eps);
   if (elementwise_affine) {
-    weight = register_parameter("weight", ones(this->normalized_shape));
-    if (bias) this->bias = register_parameter("bias", zeros(this->normalized_shape));
+    weight = register_parameter("weight", filled("LayerNorm", this->normalized_shape, 1.0));
+    if (bias) this->bias = register_parameter("bias", filled("LayerNorm", this->normalized_shape, 0.0));
   }
 }
 
@@ -258,7 +299,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
     : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
   check_non_negative("Embedding", "num_embeddings", num_embeddings);
   check_non_negative("Embedding", "embedding_dim", embedding_dim);
-  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  weight = register_parameter("weight", new_tensor("Embedding", {num_embeddings, embedding_dim}));
   init::normal_(weight, 0.0, 1.0);
 }
 
@@ -304,6 +345,7 @@ MaxPool2d::MaxPool2d(Pair kernel_size, Pair stride, Pair padding, Pair dilation,
   check_positive("MaxPool2d", "kernel_size", kernel_size);
   check_positive("MaxPool2d", "stride", this->stride);
   check_positive("MaxPool2d", "dilation", dilation);
+  check_pool_padding("MaxPool2d", padding, kernel_size);
 }
 
 std::string MaxPool2d::extra_repr() const {
@@ -322,6 +364,7 @@ AvgPool2d::AvgPool2d(Pair kernel_size, Pair stride, Pair padding, bool ceil_mode
       count_include_pad(count_include_pad) {
   check_positive("AvgPool2d", "kernel_size", kernel_size);
   check_positive("AvgPool2d", "stride", this->stride);
+  check_pool_padding("AvgPool2d", padding, kernel_size);
 }
 
 std::string AvgPool2d::extra_repr() const {
@@ -331,6 +374,10 @@ std::string AvgPool2d::extra_repr() const {
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {
+  check_positive("AdaptiveAvgPool2d", "output_size", output_size);
 }
 
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_or_tuple(output_size); }

@@ -165,8 +165,8 @@ class AvgPool2d : public UnaryModule {
 
 class AdaptiveAvgPool2d : public UnaryModule {
  public:
-  explicit AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {}
-  explicit AdaptiveAvgPool2d(int64_t output_size) : output_size{output_size, output_size} {}
+  explicit AdaptiveAvgPool2d(Pair output_size);
+  explicit AdaptiveAvgPool2d(int64_t output_size) : AdaptiveAvgPool2d(Pair{output_size, output_size}) {}
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;

@@ -23,6 +23,11 @@ void check_name(const std::string& name, const char* what) {
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   check_name(name, "parameter");
   if (!t.defined()) throw Error("Module: parameter \"" + name + "\" is undefined");
+  if (requires_grad && !is_floating(t.dtype())) {
+    throw DTypeError("Module: parameter \"" + name + "\" of " + type_name() + " is " + dtype_name(t.dtype()) +
+                     "; only floating point tensors can be trained (register it as a buffer, or with requires_grad "
+                     "false)");
+  }
   for (auto& [n, p] : params_)
     if (n == name) throw Error("Module: parameter \"" + name + "\" is registered twice in " + type_name());
   if (!t.is_leaf()) t = t.detach();
@@ -163,6 +168,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     auto it = state.find(n);
     if (it == state.end()) {
       missing.push_back(n);
+    } else if (!it->second.defined()) {
+      mismatched.push_back(n + " (expected " + shape_str(t.sizes()) + " " + dtype_name(t.dtype()) +
+                           ", got an undefined tensor)");
     } else if (it->second.sizes() != t.sizes() || it->second.dtype() != t.dtype()) {
       mismatched.push_back(n + " (expected " + shape_str(t.sizes()) + " " + dtype_name(t.dtype()) + ", got " +
                            shape_str(it->second.sizes()) + " " + dtype_name(it->second.dtype()) + ")");

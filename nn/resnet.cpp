@@ -3,6 +3,8 @@
 #include "nn/resnet.h"
 
 #include <functional>
+#include <string>
+#include <utility>
 
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
@@ -27,6 +29,11 @@ void check_image(const char* model, const Tensor& x, int64_t channels) {
 // --- BasicBlock ---------------------------------------------------------------------------------
 
 BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride) {
+  if (in_channels <= 0 || out_channels <= 0) {
+    throw Error("BasicBlock: in_channels and out_channels must be positive, got " + std::to_string(in_channels) +
+                " and " + std::to_string(out_channels));
+  }
+  if (stride <= 0) throw Error("BasicBlock: stride must be positive, got " + std::to_string(stride));
   conv1 = register_module("conv1", conv3x3(in_channels, out_channels, stride));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(out_channels));
   relu = register_module("relu", std::make_shared<ReLU>());
@@ -51,6 +58,12 @@ Tensor BasicBlock::forward(const Tensor& x) {
 // --- ResNet -------------------------------------------------------------------------------------
 
 ResNet::ResNet(const ResNetConfig& config) : config_(config) {
+  if (config.in_channels <= 0) {
+    throw Error("ResNet: in_channels must be positive, got " + std::to_string(config.in_channels));
+  }
+  if (config.num_classes <= 0) {
+    throw Error("ResNet: num_classes must be positive, got " + std::to_string(config.num_classes));
+  }
   for (int s = 0; s < 3; ++s) {
     if (config.widths[s] <= 0 || config.blocks[s] <= 0) {
       throw Error("ResNet: stage widths and block counts must be positive, got stage " + std::to_string(s + 1) +
@@ -103,7 +116,18 @@ SmallCNN::SmallCNN(const SmallCNNConfig& config) : config_(config) {
   if (config.image_size <= 0 || config.image_size % 4 != 0) {
     throw Error("SmallCNN: image_size must be a positive multiple of 4, got " + std::to_string(config.image_size));
   }
+  for (const auto& [what, v] : {std::pair<const char*, int64_t>{"in_channels", config.in_channels},
+                                {"num_classes", config.num_classes},
+                                {"hidden", config.hidden}}) {
+    if (v <= 0) throw Error(std::string("SmallCNN: ") + what + " must be positive, got " + std::to_string(v));
+  }
   const int64_t side = config.image_size / 4;
+  // The classifier reads 64 * side^2 features: a count past int64 is a bad image_size.
+  int64_t flat = 0;
+  if (__builtin_mul_overflow(side, side, &flat) || __builtin_mul_overflow(flat, int64_t{64}, &flat)) {
+    throw Error("SmallCNN: image_size " + std::to_string(config.image_size) +
+                " is too large (the classifier's 64 * (image_size / 4)^2 inputs overflow int64)");
+  }
   features = register_module(
       "features",
       std::make_shared<Sequential>(std::vector<std::shared_ptr<UnaryModule>>{
@@ -114,7 +138,7 @@ SmallCNN::SmallCNN(const SmallCNNConfig& config) : config_(config) {
           std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(Pair{2, 2})}));
   classifier = register_module(
       "classifier", std::make_shared<Sequential>(std::vector<std::shared_ptr<UnaryModule>>{
-                        std::make_shared<Flatten>(1), std::make_shared<Linear>(64 * side * side, config.hidden),
+                        std::make_shared<Flatten>(1), std::make_shared<Linear>(flat, config.hidden),
                         std::make_shared<ReLU>(), std::make_shared<Dropout>(config.dropout),
                         std::make_shared<Linear>(config.hidden, config.num_classes)}));
 }

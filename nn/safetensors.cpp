@@ -1,10 +1,12 @@
 // safetensors reading and writing. The header is validated completely (types, dtypes, shapes,
 // every offset against the file size, overlaps) before any tensor byte is read, so a hostile or
-// truncated file is a kiln::IOError and never an out-of-bounds read; writes go to a temporary file
-// in the target's directory that is fsynced and then renamed over the target.
+// truncated file is a kiln::IOError and never an out-of-bounds read, and every tensor read is
+// checked against the CRC-32 kiln wrote for it; writes go to a temporary file in the target's
+// directory that is fsynced and then renamed over the target.
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +16,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <zlib.h>
 
 #include "core/ops/factory.h"
 #include "kernels/error.h"
@@ -94,17 +98,40 @@ bool json_unsigned(const json& j, uint64_t& out) {
   return false;
 }
 
-void write_all(int fd, const void* data, size_t n, const std::string& tmp_path) {
+void write_all_at(int fd, const void* data, size_t n, uint64_t offset, const std::string& tmp_path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
     if (w < 0) {
       if (errno == EINTR) continue;
       fail(tmp_path, "write failed: " + errno_text());
     }
     p += w;
     n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
   }
+}
+
+// zlib's CRC-32 (the gzip and PNG polynomial), over any length.
+uint32_t crc32_of(const void* data, size_t n) {
+  return static_cast<uint32_t>(::crc32_z(0L, static_cast<const Bytef*>(data), n));
+}
+
+std::string crc_hex(uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", crc);
+  return buf;
+}
+
+bool parse_crc_hex(const std::string& s, uint32_t& out) {
+  if (s.size() != 8) return false;
+  out = 0;
+  for (char c : s) {
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) return false;
+    out = out << 4 | static_cast<uint32_t>(v);
+  }
+  return true;
 }
 
 bool read_all_at(int fd, void* data, size_t n, uint64_t offset) {
@@ -175,6 +202,28 @@ class TempFile {
   bool committed_ = false;
 };
 
+// One of kiln's metadata fields that hold a JSON object (the tied-tensor and checksum tables), parsed
+// under the same guards as the header; `where` names the field in errors.
+json metadata_table(const std::string& path, const std::string& where, const std::string& text) {
+  if (json_depth(text) > kMaxJsonDepth) fail(path, where + "nests too deeply");
+  json table = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (table.is_discarded() || !table.is_object()) fail(path, where + "is not a JSON object");
+  return table;
+}
+
+// TempFile's naming: "<target>.tmp.<pid>.<counter>"; the pid of a name that has this form, or 0.
+pid_t temp_file_owner(const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string::npos || tmp == 0) return 0;
+  const std::string rest = name.substr(tmp + 5);  // "<pid>.<counter>"
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return 0;
+  auto digits = [](const std::string& s) { return s.find_first_not_of("0123456789") == std::string::npos; };
+  const std::string pid_text = rest.substr(0, dot);
+  if (!digits(pid_text) || !digits(rest.substr(dot + 1)) || pid_text.size() > 9) return 0;
+  return static_cast<pid_t>(std::stol(pid_text));
+}
+
 // Same storage, same view: writing both would store the same bytes twice and lose the tie.
 bool same_view(const Tensor& a, const Tensor& b) {
   if (a.impl() == b.impl()) return true;
@@ -209,9 +258,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
 uint64_t detail::write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                                    const std::map<std::string, std::string>& metadata) {
-  if (metadata.count(kTiedMetadataKey)) {
-    throw Error(std::string("save_safetensors: ") + path + ": metadata key \"" + kTiedMetadataKey +
-                "\" is reserved for kiln's tied-tensor table");
+  for (const char* reserved : {kTiedMetadataKey, kChecksumMetadataKey}) {
+    if (metadata.count(reserved)) {
+      throw Error(std::string("save_safetensors: ") + path + ": metadata key \"" + reserved +
+                  "\" is reserved for kiln's own use");
+    }
   }
   if (tensors.count("__metadata__")) {
     throw Error("save_safetensors: " + path + ": \"__metadata__\" cannot be a tensor name");
@@ -220,7 +271,9 @@ uint64_t detail::write_safetensors(const std::string& path, const std::map<std::
   // Names in map order; a tensor that is the same view as an earlier one becomes an alias of it.
   std::vector<std::pair<std::string, Tensor>> stored;
   std::map<std::string, std::string> aliases;
-  for (const auto& [name, t] : tensors) {
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;  // a plain reference: lambdas may capture it (C++20 bindings need clang 16)
     if (!t.defined()) throw Error("save_safetensors: " + path + ": tensor " + quoted(name) + " is undefined");
     auto it = std::find_if(stored.begin(), stored.end(), [&](const auto& s) { return same_view(s.second, t); });
     if (it != stored.end()) aliases[name] = it->first;
@@ -240,40 +293,84 @@ uint64_t detail::write_safetensors(const std::string& path, const std::map<std::
                     {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
-  if (!metadata.empty() || !aliases.empty()) {
+  // The header, with every stored tensor's CRC-32 in kiln's checksum table. The data is written
+  // first, after room for the header, because the checksums are only known once each tensor is on
+  // the host; the table's values are always 8 hex digits, so the header's length is known up front.
+  std::map<std::string, std::string> checksums;
+  for (const auto& s : stored) checksums[s.first] = crc_hex(0);
+  auto header_text = [&] {
     json meta = json::object();
     for (const auto& [k, v] : metadata) meta[k] = v;
     if (!aliases.empty()) meta[kTiedMetadataKey] = json(aliases).dump();
+    meta[kChecksumMetadataKey] = json(checksums).dump();
     header["__metadata__"] = meta;
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const json::exception& e) {
-    // dump() refuses strings that are not valid UTF-8, which the format requires.
-    throw Error("save_safetensors: " + path + ": a tensor name or metadata string is not valid UTF-8 (" +
-                e.what() + ")");
-  }
-  // Spaces after the JSON (allowed by the format) so that the data starts at a multiple of 8.
-  text.append((8 - text.size() % 8) % 8, ' ');
-  uint64_t n = text.size();
-  unsigned char len_bytes[8];
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+    std::string text;
+    try {
+      text = header.dump();
+    } catch (const json::exception& e) {
+      // dump() refuses strings that are not valid UTF-8, which the format requires.
+      throw Error("save_safetensors: " + path + ": a tensor name or metadata string is not valid UTF-8 (" +
+                  e.what() + ")");
+    }
+    // Spaces after the JSON (allowed by the format) so that the data starts at a multiple of 8.
+    text.append((8 - text.size() % 8) % 8, ' ');
+    return text;
+  };
+  const uint64_t n = header_text().size();
 
   TempFile tmp(path);
-  write_all(tmp.fd(), len_bytes, 8, tmp.path());
-  write_all(tmp.fd(), text.data(), text.size(), tmp.path());
   {
     NoGradGuard no_grad;
     // One tensor at a time on the host, so a model on the GPU is never staged whole.
+    uint64_t at = 8 + n;
     for (const auto& [name, t] : stored) {
       Tensor c = t.detach().contiguous();
       if (!c.is_cpu()) c = c.to(Device::cpu()).contiguous();
-      write_all(tmp.fd(), c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), tmp.path());
+      const size_t nbytes = static_cast<size_t>(c.numel()) * c.element_size();
+      checksums[name] = crc_hex(crc32_of(c.data_ptr(), nbytes));
+      write_all_at(tmp.fd(), c.data_ptr(), nbytes, at, tmp.path());
+      at += nbytes;
     }
   }
+  const std::string text = header_text();
+  if (text.size() != n) throw Error("save_safetensors: " + path + ": internal error: the header changed length");
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+  write_all_at(tmp.fd(), len_bytes, 8, 0, tmp.path());
+  write_all_at(tmp.fd(), text.data(), text.size(), 8, tmp.path());
   tmp.commit(path);
   return 8 + n + offset;
+}
+
+std::string tensor_checksum(const Tensor& t) {
+  if (!t.defined()) throw Error("tensor_checksum: called on an undefined tensor");
+  NoGradGuard no_grad;
+  Tensor c = t.detach().contiguous();
+  if (!c.is_cpu()) c = c.to(Device::cpu()).contiguous();
+  return crc_hex(crc32_of(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()));
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return removed;  // no folder yet: nothing was ever saved there
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const pid_t pid = temp_file_owner(it->path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || !it->is_regular_file(ec)) continue;
+    // kill(pid, 0) delivers nothing: it only asks whether the process exists.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string path = it->path().string();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      throw IOError("remove_stale_temp_files: cannot remove " + path + ": " + errno_text());
+    }
+    KILN_LOG(Info, "remove_stale_temp_files: removed " + path + ", left by process " + std::to_string(pid) +
+                       " when it died mid-save");
+    removed.push_back(path);
+  }
+  return removed;
 }
 
 // --- reading -------------------------------------------------------------------------------------
@@ -392,9 +489,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     auto tied = metadata_.find(kTiedMetadataKey);
     if (tied != metadata_.end()) {
       const std::string where = std::string("metadata field \"") + kTiedMetadataKey + "\": ";
-      if (json_depth(tied->second) > kMaxJsonDepth) fail(path, where + "nests too deeply");
-      json table = json::parse(tied->second, nullptr, /*allow_exceptions=*/false);
-      if (table.is_discarded() || !table.is_object()) fail(path, where + "is not a JSON object");
+      const json table = metadata_table(path, where, tied->second);  // named: items() refers into it
       for (const auto& [alias, target] : table.items()) {
         if (!target.is_string()) fail(path, where + "alias " + quoted(alias) + " does not map to a name");
         const std::string t = target.get<std::string>();
@@ -405,6 +500,21 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         aliases_[alias] = t;
       }
       metadata_.erase(tied);
+    }
+
+    auto sums = metadata_.find(kChecksumMetadataKey);
+    if (sums != metadata_.end()) {
+      const std::string where = std::string("metadata field \"") + kChecksumMetadataKey + "\": ";
+      const json table = metadata_table(path, where, sums->second);
+      for (const auto& [name, value] : table.items()) {
+        uint32_t crc = 0;
+        if (!entries_.count(name)) fail(path, where + "names " + quoted(name) + ", which is not a stored tensor");
+        if (!value.is_string() || !parse_crc_hex(value.get<std::string>(), crc)) {
+          fail(path, where + "the checksum of " + quoted(name) + " is not 8 lowercase hex digits");
+        }
+        checksums_[name] = crc;
+      }
+      metadata_.erase(sums);
     }
   } catch (const json::exception& e) {
     ::close(fd_);
@@ -436,6 +546,14 @@ Tensor SafetensorsFile::read_entry(const std::string& name, const SafetensorsEnt
   const uint64_t nbytes = e.end - e.begin;
   if (nbytes > 0 && !read_all_at(fd_, t.data_ptr(), static_cast<size_t>(nbytes), data_start_ + e.begin)) {
     fail(path_, "tensor " + quoted(name) + ": cannot read its data (was the file truncated?)");
+  }
+  auto sum = checksums_.find(name);
+  if (sum != checksums_.end()) {
+    const uint32_t crc = crc32_of(t.data_ptr(), static_cast<size_t>(nbytes));
+    if (crc != sum->second) {
+      fail(path_, "tensor " + quoted(name) + ": its data does not match its checksum (stored CRC-32 " +
+                      crc_hex(sum->second) + ", the bytes give " + crc_hex(crc) + "): the file is corrupt");
+    }
   }
   if (e.dtype == DType::Bool) {
     // Any byte other than 0 or 1 is not a C++ bool; reading it would be undefined behaviour.

@@ -18,6 +18,11 @@ class Module;
 
 // The metadata key holding {"alias": "stored name", ...} as JSON. Reserved: user metadata may not use it.
 inline constexpr const char* kTiedMetadataKey = "__kiln_tied__";
+// The metadata key holding {"stored name": "CRC-32 of its bytes as 8 hex digits", ...} as JSON,
+// written for every tensor; a reader verifies each tensor it reads against it, so a flipped bit in
+// a file is an IOError instead of a silently different model. Other safetensors readers ignore it.
+// Reserved, like kTiedMetadataKey. Files without it (from other writers) load unverified.
+inline constexpr const char* kChecksumMetadataKey = "__kiln_crc32__";
 
 // Writes `tensors` (any device, any layout: copied to CPU and row-major contiguous) and string
 // metadata atomically to `path`. Undefined tensors, the reserved metadata key and strings that are
@@ -27,8 +32,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
                       const std::map<std::string, std::string>& metadata = {});
 
 // Reads every tensor onto `device`. Aliases recorded by save_safetensors come back as the same
-// Tensor (one TensorImpl) under each name. Any malformed or truncated file is a kiln::IOError
-// naming the file and the offending tensor or field. Logs one Info line (path, tensors, bytes).
+// Tensor (one TensorImpl) under each name. Any malformed, truncated or corrupt file (a tensor whose
+// bytes do not match its stored checksum) is a kiln::IOError naming the file and the offending
+// tensor or field. Logs one Info line (path, tensors, bytes).
 std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device = Device::cpu());
 
 // One tensor as the header describes it. Offsets are relative to the start of the data buffer.
@@ -54,10 +60,12 @@ class SafetensorsFile {
   // Stored names and aliases, sorted.
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const;
-  // The user metadata ("__metadata__" without kiln's reserved key).
+  // The user metadata ("__metadata__" without kiln's reserved keys).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // alias -> stored name.
   const std::map<std::string, std::string>& aliases() const { return aliases_; }
+  // stored name -> CRC-32 of its bytes, verified by every read; empty for files kiln did not write.
+  const std::map<std::string, uint32_t>& checksums() const { return checksums_; }
   uint64_t data_start() const { return data_start_; }  // byte offset of the data buffer in the file
   uint64_t file_size() const { return file_size_; }
 
@@ -75,6 +83,7 @@ class SafetensorsFile {
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
   std::map<std::string, std::string> aliases_;
+  std::map<std::string, uint32_t> checksums_;
 };
 
 namespace detail {
@@ -83,6 +92,16 @@ namespace detail {
 uint64_t write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                            const std::map<std::string, std::string>& metadata);
 }  // namespace detail
+
+// Removes what saves into `dir` left behind when their process died mid-save (SIGKILL, a crash,
+// power loss): the temporary siblings "<target>.tmp.<pid>.<n>" whose process <pid> no longer runs.
+// A save under way in a live process is left alone. Returns the paths removed (and logs each at
+// Info); a file that cannot be removed is a kiln::IOError. Training programs call it at start.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir);
+
+// The CRC-32 of a tensor's bytes in row-major order, as 8 hex digits: what kChecksumMetadataKey
+// stores for it. Also a cheap fingerprint of a dataset for training checkpoints.
+std::string tensor_checksum(const Tensor& t);
 
 // The format's dtype strings ("F32", "BF16", "BOOL", ...).
 const char* safetensors_dtype_name(DType dtype);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -26,6 +27,7 @@ constexpr const char* kVersionKey = "kiln.checkpoint_version";
 constexpr const char* kModelTypeKey = "kiln.model_type";
 constexpr const char* kStepKey = "kiln.step";
 constexpr const char* kDataPositionKey = "kiln.data_position";
+constexpr const char* kDataFingerprintKey = "kiln.data_fingerprint";
 constexpr const char* kHasOptimizerKey = "kiln.has_optimizer";
 constexpr const char* kRngKey = "kiln.rng";
 constexpr const char* kModelPrefix = "model.";
@@ -76,6 +78,62 @@ std::map<std::string, int64_t> parse_data_position(const std::string& path, cons
     fail(path, std::string("malformed data_position: ") + e.what());
   }
   return out;
+}
+
+std::map<std::string, std::string> parse_data_fingerprint(const std::string& path, const std::string& text) {
+  std::map<std::string, std::string> out;
+  try {
+    json fp = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (fp.is_discarded() || !fp.is_object()) fail(path, "data_fingerprint is not a JSON object");
+    for (const auto& [k, v] : fp.items()) {
+      if (!v.is_string()) {
+        fail(path, "data_fingerprint \"" + k + "\" is a " + std::string(v.type_name()) + ", not a string");
+      }
+      out[k] = v.get<std::string>();
+    }
+  } catch (const json::exception& e) {
+    fail(path, std::string("malformed data_fingerprint: ") + e.what());
+  }
+  return out;
+}
+
+// Every key of either side must agree; the error lists each difference.
+void check_same_data(const std::string& path, const std::map<std::string, std::string>& saved,
+                     const std::map<std::string, std::string>& expected) {
+  std::string diffs;
+  auto describe = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string("(none)") : "\"" + it->second + "\"";
+  };
+  std::vector<std::string> keys;
+  for (const auto& kv : saved) keys.push_back(kv.first);
+  for (const auto& kv : expected)
+    if (!saved.count(kv.first)) keys.push_back(kv.first);
+  for (const auto& k : keys) {
+    if (describe(saved, k) == describe(expected, k)) continue;
+    diffs += (diffs.empty() ? "" : "; ") + k + ": checkpoint " + describe(saved, k) + ", this run " +
+             describe(expected, k);
+  }
+  if (!diffs.empty()) {
+    throw Error("load_checkpoint: " + path + ": the checkpoint's data position refers to other data than this run's (" +
+                diffs + ")");
+  }
+}
+
+// Names and counts of the floating tensors holding NaN or infinity.
+std::string non_finite_report(const std::map<std::string, Tensor>& tensors, const std::string& prefix) {
+  std::string report;
+  for (const auto& [name, t] : tensors) {
+    if (!t.is_floating_point()) continue;
+    int64_t bad = 0;
+    for (double v : t.to_vector_double())
+      if (!std::isfinite(v)) ++bad;
+    if (bad > 0) {
+      report += (report.empty() ? "" : ", ") + prefix + name + " (" + std::to_string(bad) + " of " +
+                std::to_string(t.numel()) + ")";
+    }
+  }
+  return report;
 }
 
 std::vector<std::pair<Device, PhiloxState>> parse_generators(const std::string& path, const std::string& text) {
@@ -130,17 +188,19 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
     for (int i = 0; i < n; ++i) rng[Device::cuda(i).str()] = generator_json(Device::cuda(i));
   }
 
-  std::string position;
+  std::string position, fingerprint;
   try {
     position = json(state.data_position).dump();
+    fingerprint = json(state.data_fingerprint).dump();
   } catch (const json::exception&) {
-    throw Error("save_checkpoint: " + path + ": a data_position name is not valid UTF-8");
+    throw Error("save_checkpoint: " + path + ": a data_position or data_fingerprint string is not valid UTF-8");
   }
   std::map<std::string, std::string> metadata{
       {kVersionKey, std::to_string(kCheckpointVersion)},
       {kModelTypeKey, model.type_name()},
       {kStepKey, std::to_string(state.step)},
       {kDataPositionKey, position},
+      {kDataFingerprintKey, fingerprint},
       {kHasOptimizerKey, optimizer ? "1" : "0"},
       {kRngKey, rng.dump()},
   };
@@ -151,7 +211,18 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
                      " written to " + path);
 }
 
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer) {
+int64_t TrainingState::position(const std::string& key, int64_t lo, int64_t hi, const std::string& path) const {
+  auto it = data_position.find(key);
+  if (it == data_position.end()) throw Error("load_checkpoint: " + path + ": the data position has no \"" + key + "\"");
+  if (it->second < lo || it->second > hi) {
+    throw Error("load_checkpoint: " + path + ": data position \"" + key + "\" is " + std::to_string(it->second) +
+                ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for this run");
+  }
+  return it->second;
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              const std::map<std::string, std::string>& expected_data) {
   SafetensorsFile file(path);
   const auto& meta = file.metadata();
   auto field = [&](const char* key) -> const std::string& {
@@ -168,9 +239,14 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
                    std::to_string(kCheckpointVersion));
   }
   TrainingState state;
-  if (!parse_decimal(field(kStepKey), state.step)) fail(path, "bad step \"" + field(kStepKey) + "\"");
+  if (!parse_decimal(field(kStepKey), state.step) || state.step < 0) fail(path, "bad step \"" + field(kStepKey) + "\"");
 
   state.data_position = parse_data_position(path, field(kDataPositionKey));
+  state.data_fingerprint = parse_data_fingerprint(path, field(kDataFingerprintKey));
+  // kiln writes a checksum for every tensor; a checkpoint without them was altered by hand.
+  for (const auto& [name, e] : file.entries()) {
+    if (!file.checksums().count(name)) fail(path, "tensor '" + name + "' has no checksum");
+  }
 
   const std::string& has_opt = field(kHasOptimizerKey);
   if (has_opt != "0" && has_opt != "1") fail(path, "bad has_optimizer \"" + has_opt + "\"");
@@ -211,6 +287,15 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
     if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
     if (!mismatched.empty()) msg += " shape or dtype mismatch for " + join(mismatched) + ";";
     throw Error(msg);
+  }
+
+  // Then the data: a checkpoint of this model trained on other data continues at a meaningless place.
+  if (!expected_data.empty()) check_same_data(path, state.data_fingerprint, expected_data);
+
+  const std::string non_finite = non_finite_report(model_state, kModelPrefix);
+  if (!non_finite.empty()) {
+    KILN_LOG(Warn, "load_checkpoint: " + path + ": the model holds non-finite values: " + non_finite +
+                       " (saved from a run that diverged?)");
   }
 
   // --- restore: the optimizer first, because its load is the one step that can still refuse ----

@@ -14,26 +14,40 @@
 namespace kiln::nn {
 
 // Where the training loop is. data_position holds whatever integers the loop needs to continue
-// exactly where it stopped (epoch, batch index, a sampler's seed, ...).
+// exactly where it stopped (epoch, batch index, a sampler's seed, ...); data_fingerprint says what
+// those integers refer to (a dataset's name, size and checksum, a vocabulary, ...), so a resume on
+// other data is refused instead of silently continuing at a position that means something else.
 struct TrainingState {
   int64_t step = 0;
   std::map<std::string, int64_t> data_position;
+  std::map<std::string, std::string> data_fingerprint;
+
+  // data_position[key], which must exist and lie in [lo, hi]: anything else is a kiln::Error
+  // naming `path` (the checkpoint), the key, its value and the range. A checkpoint's numbers are
+  // input like any other: the loop checks them before it indexes anything with them.
+  int64_t position(const std::string& key, int64_t lo, int64_t hi, const std::string& path) const;
 };
 
-// The checkpoint layout version written into, and required from, every checkpoint.
-inline constexpr int kCheckpointVersion = 1;
+// The checkpoint layout version written into, and required from, every checkpoint. Version 2
+// added the data fingerprint and made the per-tensor checksums (safetensors.h) mandatory.
+inline constexpr int kCheckpointVersion = 2;
 
 // Writes model tensors under "model.<name>", optimizer state (when `optimizer` is given) under
-// "optim.<key>", and in the metadata: the format version, step, data_position, the model's type
-// name, and the generator states of the CPU and of every visible CUDA device. Atomic: a failure
-// leaves any previous file at `path` untouched.
+// "optim.<key>", and in the metadata: the format version, step, data_position, data_fingerprint,
+// the model's type name, and the generator states of the CPU and of every visible CUDA device;
+// every tensor's bytes carry a CRC-32. Atomic: a failure leaves any previous file at `path`
+// untouched.
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
                      const TrainingState& state);
 
 // Restores model, optimizer (when given; the checkpoint must then hold optimizer state) and the
 // generator states, and returns the loop position. Strict: missing or unexpected model keys and
-// shape or dtype mismatches are a kiln::Error naming the keys, checked before anything is changed;
-// a malformed file is a kiln::IOError. Resuming reproduces an uninterrupted run bit for bit.
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer);
+// shape or dtype mismatches are a kiln::Error naming the keys, and so is a data fingerprint that
+// differs from `expected_data` (when given: every key of either side must agree), all checked
+// before anything is changed; a malformed or corrupt file (a checksum mismatch) is a kiln::IOError.
+// Non-finite values in the model's weights load, with a warning naming the tensors. Resuming
+// reproduces an uninterrupted run bit for bit.
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              const std::map<std::string, std::string>& expected_data = {});
 
 }  // namespace kiln::nn

@@ -33,6 +33,10 @@ void check_config(const GPTConfig& c) {
   positive("n_head", c.n_head);
   positive("n_embd", c.n_embd);
   if (c.n_layer < 0) throw Error("GPTConfig: n_layer must be non-negative, got " + std::to_string(c.n_layer));
+  // The MLP is 4 * n_embd wide (and c_attn 3 * n_embd): that product must fit.
+  if (c.n_embd > std::numeric_limits<int64_t>::max() / 4) {
+    throw Error("GPTConfig: n_embd " + std::to_string(c.n_embd) + " is too large (4 * n_embd overflows int64)");
+  }
   if (c.n_embd % c.n_head != 0) {
     throw Error("GPTConfig: n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
                 std::to_string(c.n_head));

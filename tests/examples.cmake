@@ -68,6 +68,8 @@ kiln_flag_test(fit_function_trailing_junk fit_function 2 stderr "--steps.*'100k'
 kiln_flag_test(bench_cpu_gemm_threads bench_cpu_gemm 2 stderr "--threads.*'0'" --threads 0)
 kiln_flag_test(bench_cpu_gemm_help bench_cpu_gemm 0 stdout "--reps INT:POSITIVE=11" --help)
 
+include(${CMAKE_CURRENT_SOURCE_DIR}/examples/bad_runs.cmake)
+
 # tools/record_training.py turns a short run's metrics into a TRAINING.md entry (on a copy).
 find_program(KILN_PYTHON3 python3)
 add_test(NAME example_record_training
@@ -81,3 +83,24 @@ if(NOT KILN_PYTHON3)
   message(WARNING "kiln: python3 not found; example_record_training is disabled")
   set_tests_properties(example_record_training PROPERTIES DISABLED TRUE)
 endif()
+
+# Each example, killed with SIGKILL a dozen times at random moments (about half of them
+# timed by a save's temporary file appearing, to land inside the save) and resumed each time, must
+# end as an uninterrupted run: byte-identical models, the same evaluation records without
+# duplicates, no stale temporary files. The kill schedule's seed is fresh each run and printed;
+# replay it with --seed.
+foreach(example gpt cnn)
+  set(data "")
+  if(example STREQUAL "gpt")
+    set(data --data "${KILN_SHAKESPEARE}")
+  endif()
+  add_test(NAME example_sigkill_resume_${example}
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/sigkill_resume.py --example ${example}
+                   --exe $<TARGET_FILE:train_${example}> ${data} --work ${KILN_EXAMPLE_RUNS}/sigkill_resume_${example})
+  set_tests_properties(example_sigkill_resume_${example} PROPERTIES ENVIRONMENT "KILN_NUM_THREADS=2" LABELS example
+                       TIMEOUT 300)
+  if(NOT KILN_PYTHON3)
+    message(WARNING "kiln: python3 not found; example_sigkill_resume_${example} is disabled")
+    set_tests_properties(example_sigkill_resume_${example} PROPERTIES DISABLED TRUE)
+  endif()
+endforeach()

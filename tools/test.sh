@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # The test command (README's second Quick start command, and what CI runs):
 #  1. a CPU-only build (KILN_CUDA=OFF) and the whole test suite;
-#  2. when the CUDA toolkit is present, a KILN_CUDA=ON build for KILN_CUDA_ARCHITECTURES (default
+#  2. the same suite built with clang under AddressSanitizer + UndefinedBehaviorSanitizer (all but
+#     the end-to-end example trainings, which step 1 ran), then every libFuzzer target for
+#     KILN_FUZZ_SECONDS (default 60) s, in the one tree both share (build/fuzz; docs/robustness.md);
+#  3. when the CUDA toolkit is present, a KILN_CUDA=ON build for KILN_CUDA_ARCHITECTURES (default
 #     80;90): every CUDA source must compile and the non-CUDA tests must pass without a GPU;
 #     the "cuda"-labelled tests run too when a GPU is visible.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 start=$(date +%s)
+phase() { echo "test: $1 finished at $(( $(date +%s) - start )) s"; }
 KILN_CUDA=OFF bash "$root/tools/build.sh" "$root/build/cpu"
 ctest --test-dir "$root/build/cpu" --output-on-failure --parallel "$(nproc)"
+phase "CPU build and tests"
+bash "$root/tools/sanitize.sh" --no-examples
+phase "sanitized build and tests"
+bash "$root/tools/fuzz.sh" --no-build
+phase "fuzzing"
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
   KILN_CUDA=ON bash "$root/tools/build.sh" "$root/build/cuda"
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

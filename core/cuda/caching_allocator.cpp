@@ -208,6 +208,9 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   stats_.allocated_bytes -= static_cast<int64_t>(block->size);
   stats_.requested_bytes -= static_cast<int64_t>(block->requested);
   stats_.active_blocks--;
+  // Should the backend fail below (a sticky CUDA error), the block is leaked: it is no longer live,
+  // stays marked allocated so no neighbour merges with it, and is never handed out again. The
+  // error goes up to DataPtr, which records it for the next synchronizing call.
   if (direct_ && block->pool != kCapture) {
     backend_->raw_free(block->ptr);
     stats_.reserved_bytes -= static_cast<int64_t>(block->size);
@@ -219,7 +222,17 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   if (!block->stream_uses.empty() && block->pool != kCapture) {
     // Reusable only once every stream that used it has passed this point.
     std::vector<DeviceBackend::EventHandle> events;
-    for (Stream s : block->stream_uses) events.push_back(backend_->record_event(s));
+    try {
+      for (Stream s : block->stream_uses) events.push_back(backend_->record_event(s));
+    } catch (...) {
+      for (auto e : events) {
+        try {
+          backend_->destroy_event(e);
+        } catch (...) {
+        }
+      }
+      throw;
+    }
     block->stream_uses.clear();
     block->allocated = false;
     pending_.emplace_back(block, std::move(events));

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/allocator.h"
 #include "kernels/error.h"
 #include "kernels/log.h"
 
@@ -338,7 +339,10 @@ void Event::record(Stream stream) { check(cudaEventRecord(static_cast<cudaEvent_
 void Event::wait(Stream stream) const {
   check(cudaStreamWaitEvent(raw(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
 }
-void Event::synchronize() const { check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize"); }
+void Event::synchronize() const {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+  raise_deferred_free_errors();
+}
 bool Event::query() const {
   cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event_));
   if (err == cudaErrorNotReady) {
@@ -361,7 +365,10 @@ void synchronize(int device) {
   raise_device_errors(resolve(device));
 }
 
-void stream_synchronize(Stream stream) { check(cudaStreamSynchronize(raw(stream)), "cudaStreamSynchronize"); }
+void stream_synchronize(Stream stream) {
+  check(cudaStreamSynchronize(raw(stream)), "cudaStreamSynchronize");
+  raise_deferred_free_errors();
+}
 
 void check_last_launch(const char* op) {
   cudaError_t err = cudaGetLastError();
@@ -413,6 +420,7 @@ DeviceErrorRecord* device_error_record(int device) {
 }
 
 void raise_device_errors(int device) {
+  raise_deferred_free_errors();
   int d = resolve(device);
   DeviceErrorRecord* rec = nullptr;
   {

@@ -74,7 +74,13 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
     Shape full = p.batch;
     full.push_back(a.L);
     full.push_back(a.S);
-    if (broadcast_shapes(full, mask.sizes(), kOp) != full) {
+    bool fits = true;
+    try {
+      fits = broadcast_shapes(full, mask.sizes(), kOp) == full;
+    } catch (const ShapeError&) {
+      fits = false;
+    }
+    if (!fits) {
       throw ShapeError(std::string(kOp) + ": attn_mask of shape " + shape_str(mask.sizes()) +
                        " does not broadcast to the scores' shape " + shape_str(full));
     }
@@ -133,6 +139,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (is_causal && attn_mask.defined()) {
     throw Error(std::string(kOp) + ": pass either attn_mask or is_causal, not both");
   }
+  if (scale && !std::isfinite(*scale)) {
+    throw Error(std::string(kOp) + ": scale must be finite, got " + ops::num_str(*scale));
+  }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   ops::KernelScope scope(kOp, {&q, &k, &v, &attn_mask});  // the op's tensor inputs: autocast's entry
   PhiloxState philox{};
@@ -144,8 +153,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Shape lse_shape = p.batch;
   lse_shape.push_back(p.args.L);
   DType lse_dtype = q.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor out = empty(out_shape, TensorOptions(q.dtype(), q.device()));
-  Tensor lse = empty(lse_shape, TensorOptions(lse_dtype, q.device()));
+  Tensor out = ops::empty_for(kOp, out_shape, TensorOptions(q.dtype(), q.device()));
+  Tensor lse = ops::empty_for(kOp, lse_shape, TensorOptions(lse_dtype, q.device()));
   if (out.numel() > 0) {
     scope.run(kernels::attention_forward, out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(),
               p.v.data_ptr(), p.args);

@@ -92,6 +92,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                      shape_str(x.sizes()));
   }
   if (!(eps >= 0)) throw Error("batch_norm: eps must be non-negative, got " + num_str(eps));
+  if (!(momentum >= 0.0 && momentum <= 1.0)) {
+    throw Error("batch_norm: momentum must be in [0, 1], got " + num_str(momentum));
+  }
 
   std::optional<ChannelLayout> layout = channel_layout(x);
   Tensor xd = layout ? x.detach() : dense(x);
@@ -99,7 +102,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const DType pdt = param_dtype_of(weight, bias, x.dtype());
   const DType sdt = norm_stat_dtype(x.dtype());
   Tensor wc = dense(weight), bc = dense(bias);
-  Tensor out = empty_strided(x.sizes(), xd.strides(), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for(op, x.sizes(), xd.strides(), TensorOptions(x.dtype(), x.device()));
   Tensor save_mean = empty({c}, TensorOptions(sdt, x.device()));
   Tensor save_rstd = empty({c}, TensorOptions(sdt, x.device()));
   // The kernel updates contiguous running stats in place; others go through a copy and back.

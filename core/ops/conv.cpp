@@ -5,6 +5,7 @@
 #include "core/ops/conv.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/autograd.h"
@@ -65,8 +66,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
     throw ShapeError("conv2d: groups " + std::to_string(groups) + " does not divide the weight's " +
                      std::to_string(cout) + " output channels (" + shapes + ")");
   }
-  if (weight.size(1) * groups != c) {
-    std::string expects = std::to_string(weight.size(1) * groups);
+  int64_t expected_c = 0;
+  const bool c_overflows = __builtin_mul_overflow(weight.size(1), groups, &expected_c);
+  if (c_overflows || expected_c != c) {
+    std::string expects = c_overflows ? std::to_string(weight.size(1)) + " x " + std::to_string(groups)
+                                      : std::to_string(expected_c);
     if (groups > 1)
       expects += " (" + std::to_string(weight.size(1)) + " per group x " + std::to_string(groups) + " groups)";
     throw ShapeError("conv2d: input has " + std::to_string(c) + " channels, weight expects " + expects + " (" + shapes +
@@ -77,9 +81,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                      shape_str(bias.sizes()) + " (" + shapes + ")");
   }
   if (kh <= 0 || kw <= 0) throw ShapeError("conv2d: kernel size must be positive (" + shapes + ")");
-  const int64_t ekh = dilation[0] * (kh - 1) + 1, ekw = dilation[1] * (kw - 1) + 1;
-  const int64_t oh = ops::floor_div(h + 2 * padding[0] - ekh, stride[0]) + 1;
-  const int64_t ow = ops::floor_div(w + 2 * padding[1] - ekw, stride[1]) + 1;
+  const std::optional<int64_t> ohs = ops::window_out_size(h, kh, stride[0], padding[0], dilation[0]);
+  const std::optional<int64_t> ows = ops::window_out_size(w, kw, stride[1], padding[1], dilation[1]);
+  if (!ohs || !ows) {
+    throw ShapeError("conv2d: the output size overflows int64 (kernel " + std::to_string(kh) + "x" +
+                     std::to_string(kw) + ", stride " + pair_str(stride) + ", padding " + pair_str(padding) +
+                     ", dilation " + pair_str(dilation) + "; " + shapes + ")");
+  }
+  const int64_t oh = *ohs, ow = *ows;
+  // The products fit: window_out_size computed them without overflow.
+  // Printed unsigned: a reach of INT64_MAX plus one still reads right.
+  const uint64_t ekh = static_cast<uint64_t>(dilation[0] * (kh - 1)) + 1;
+  const uint64_t ekw = static_cast<uint64_t>(dilation[1] * (kw - 1)) + 1;
   if (oh <= 0 || ow <= 0) {
     throw ShapeError("conv2d: kernel " + std::to_string(kh) + "x" + std::to_string(kw) + " (dilation " +
                      pair_str(dilation) + ", spans " + std::to_string(ekh) + "x" + std::to_string(ekw) +
@@ -106,7 +119,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   const Tensor xc = x.detach().contiguous(format), wc = weight.detach().contiguous(format);
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = empty_image({n, cout, oh, ow}, x.dtype(), x.device(), p.channels_last);
+  Tensor out = empty_image(op, {n, cout, oh, ow}, x.dtype(), x.device(), p.channels_last);
   p.x_strides = image_strides(xc);
   p.y_strides = image_strides(out);
   ops::KernelScope scope(op, {&x, &weight, &bias});  // the op's tensor inputs: autocast's entry
@@ -130,7 +143,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                       }
                       if (ctx.needs_input_grad[0]) {
                         const Tensor wv = ctx.saved_at(1).contiguous(format);
-                        Tensor dx = empty_image(in_shape, q.dtype, g.device(), q.channels_last);
+                        Tensor dx = empty_image("conv2d backward", in_shape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(dx);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_data, q, dx.data_ptr(),
                                     dy.data_ptr(), wv.data_ptr());
@@ -138,7 +151,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                       }
                       if (ctx.needs_input_grad[1]) {
                         const Tensor xv = ctx.saved_at(0).contiguous(format);
-                        Tensor dw = empty_image(wshape, q.dtype, g.device(), q.channels_last);
+                        Tensor dw = empty_image("conv2d backward", wshape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(xv);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_filter, q, dw.data_ptr(),
                                     xv.data_ptr(), dy.data_ptr());

@@ -21,7 +21,9 @@ LossReduce to_loss_reduce(Reduction r) {
     case Reduction::Sum: return LossReduce::Sum;
     case Reduction::Mean: return LossReduce::Mean;
   }
-  return LossReduce::Mean;
+  // Only a cast can make another value; refusing it beats guessing one.
+  throw Error("cross_entropy: unknown reduction " + std::to_string(static_cast<int>(r)) +
+              " (expected Reduction::None, Mean or Sum)");
 }
 
 }  // namespace
@@ -34,6 +36,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const char* op = "cross_entropy";
   ops::check_defined(op, logits, "logits");
   ops::check_defined(op, target, "target");
+  const LossReduce red = to_loss_reduce(reduction);
   ops::check_floating(op, logits, "logits");
   if (target.dtype() != DType::Int64 && target.dtype() != DType::Int32) {
     throw DTypeError(std::string("cross_entropy: target must hold integer class indices (int64), got ") +
@@ -65,11 +68,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   if (cs.c == 0 && rows > 0) {
     throw ShapeError("cross_entropy: logits have no classes (shape " + shape_str(logits.sizes()) + ")");
   }
-  const LossReduce red = to_loss_reduce(reduction);
   Tensor lc = dense(lg);
   Tensor tc = dense(target.to(DType::Int64));
-  Tensor out =
-      empty(red == LossReduce::None ? target.sizes() : Shape{}, TensorOptions(logits.dtype(), logits.device()));
+  Tensor out = ops::empty_for(op, red == LossReduce::None ? target.sizes() : Shape{},
+                              TensorOptions(logits.dtype(), logits.device()));
   Tensor lse = empty({rows}, TensorOptions(norm_stat_dtype(logits.dtype()), logits.device()));
   Tensor count = empty({1}, TensorOptions(DType::Int64, logits.device()));
   // On CUDA targets are range-checked on the device: a bad one is an IndexError at the next sync.

@@ -26,7 +26,7 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
   if (!training || p == 0.0) return x;
   ops::KernelScope scope(op, x.device());
   const PhiloxState state = generator_for(op, x.device(), generator).next();
-  Tensor out = empty_strided(x.sizes(), ops::strides_like(x.sizes(), x), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for(op, x.sizes(), ops::strides_like(x.sizes(), x), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) scope.run(kernels::dropout, ops::make_arg(out), ops::make_arg(x.detach()), p, state);
   if (needs_grad({&x})) {
     DType dt = x.dtype();

@@ -21,6 +21,11 @@ using ops::make_operand;
 using ops::scalar_operand;
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  for (const Shape* s : {&a, &b}) {
+    for (int64_t v : *s) {
+      if (v < 0) throw ShapeError(std::string(op) + ": negative size in shape " + shape_str(*s));
+    }
+  }
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -37,8 +42,19 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  ops::check_defined("sum_to", grad, "gradient");
   if (grad.sizes() == shape) return grad;
   const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  // `shape` must broadcast to grad's shape: no more dims, and each size equal or 1.
+  bool ok = lead >= 0;
+  for (int64_t d = 0; ok && d < static_cast<int64_t>(shape.size()); ++d) {
+    const int64_t s = shape[static_cast<size_t>(d)];
+    ok = s == 1 || s == grad.size(d + lead);
+  }
+  if (!ok) {
+    throw ShapeError("sum_to: a gradient of shape " + shape_str(grad.sizes()) + " cannot be summed to shape " +
+                     shape_str(shape) + ", which does not broadcast to it");
+  }
   Shape dims;
   for (int64_t d = 0; d < grad.dim(); ++d) {
     if (d < lead || (shape[static_cast<size_t>(d - lead)] == 1 && grad.size(d) != 1)) dims.push_back(d);
@@ -49,14 +65,15 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 namespace {
 
-// Output of an elementwise op over `shape`, laid out like the first input of that exact shape.
-Tensor make_output(const Shape& shape, DType dtype, Device device, std::initializer_list<const Tensor*> inputs) {
+// Output of elementwise op `name` over `shape`, laid out like the first input of that exact shape.
+Tensor make_output(const char* name, const Shape& shape, DType dtype, Device device,
+                   std::initializer_list<const Tensor*> inputs) {
   for (const Tensor* t : inputs) {
     if (t && t->defined() && t->sizes() == shape) {
-      return empty_strided(shape, ops::strides_like(shape, *t), TensorOptions(dtype, device));
+      return ops::empty_for(name, shape, ops::strides_like(shape, *t), TensorOptions(dtype, device));
     }
   }
-  return empty(shape, TensorOptions(dtype, device));
+  return ops::empty_for(name, shape, TensorOptions(dtype, device));
 }
 
 // Runs the unary kernel into `out` (already shaped like x or x's broadcast).
@@ -91,7 +108,7 @@ Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp o
   ops::check_defined(name, b, "second operand");
   Device dev = ops::common_device(name, {&a, &b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = make_output(shape, out_dtype, dev, {&a, &b});
+  Tensor out = make_output(name, shape, out_dtype, dev, {&a, &b});
   launch_binary(name, out, make_operand(a, shape), make_operand(b, shape), op, compute, alpha, beta);
   return out;
 }
@@ -99,7 +116,7 @@ Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp o
 Tensor binary_scalar_raw(const char* name, const Tensor& a, const Scalar& s, BinaryOp op, DType out_dtype,
                          DType compute, bool scalar_first = false, double alpha = 1) {
   ops::check_defined(name, a, "tensor operand");
-  Tensor out = make_output(a.sizes(), out_dtype, a.device(), {&a});
+  Tensor out = make_output(name, a.sizes(), out_dtype, a.device(), {&a});
   Operand t = make_operand(a, a.sizes());
   Operand v = scalar_operand(s);
   if (scalar_first) {
@@ -131,7 +148,7 @@ DType promote(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a, double b) {
   ops::check_defined(name, x, "input");
-  Tensor out = make_output(x.sizes(), out_dtype, x.device(), {&x});
+  Tensor out = make_output(name, x.sizes(), out_dtype, x.device(), {&x});
   launch_unary(name, out, make_operand(x, x.sizes()), op, compute_dtype_for(out_dtype), a, b);
   return out;
 }
@@ -242,7 +259,7 @@ Tensor pow(const Tensor& x, const Scalar& exponent) {
   if (!is_floating(rt) && exponent.to_double() < 0) {
     throw Error("pow: integer tensors cannot be raised to a negative integer power (exponent " + exponent.str() + ")");
   }
-  Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
+  Tensor out = make_output("pow", x.sizes(), rt, x.device(), {&x});
   launch_unary("pow", out, make_operand(x, x.sizes()), UnaryOp::PowScalar, compute_dtype_for(rt),
                exponent.to_double(), 0);
   record_unary("pow", x, out, x, BinaryOp::PowScalarBackward, exponent.to_double());
@@ -252,7 +269,7 @@ Tensor pow(const Tensor& x, const Scalar& exponent) {
 Tensor pow(const Scalar& base, const Tensor& exponent) {
   ops::check_defined("pow", exponent, "exponent");
   DType rt = promote_with_scalar(exponent.dtype(), base);
-  Tensor out = make_output(exponent.sizes(), rt, exponent.device(), {&exponent});
+  Tensor out = make_output("pow", exponent.sizes(), rt, exponent.device(), {&exponent});
   launch_unary("pow", out, make_operand(exponent, exponent.sizes()), UnaryOp::RPowScalar,
                compute_dtype_for(rt), base.to_double(), 0);
   if (needs_grad({&exponent})) {
@@ -293,7 +310,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (max) rt = promote_with_scalar(rt, *max);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;
-  Tensor out = make_output(x.sizes(), rt, x.device(), {&x});
+  Tensor out = make_output("clamp", x.sizes(), rt, x.device(), {&x});
   launch_unary("clamp", out, make_operand(x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
   ops::record_clamp("clamp", x, out, x, lo, hi);
   return out;
@@ -478,7 +495,7 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
   } else {
     rt = promote_with_scalar(b->dtype(), *as);
   }
-  Tensor out = make_output(shape, rt, dev, {a, b});
+  Tensor out = make_output(name, shape, rt, dev, {a, b});
   if (out.numel() > 0) {
     StridedArg o = ops::make_arg(out);
     StridedArg c = ops::make_arg(cond, shape);

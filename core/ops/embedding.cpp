@@ -31,7 +31,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor flat = ops::dense(indices.to(DType::Int64)).reshape({k});
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);
-  Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
+  Tensor out = ops::empty_for(op, out_shape, TensorOptions(weight.dtype(), weight.device()));
   // The CPU kernel checks every index before it writes; on CUDA they are checked on the device: a
   // bad one gives a zero row and an IndexError naming embedding at the next sync (the host cannot
   // read them without waiting for the GPU).

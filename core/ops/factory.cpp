@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -33,59 +34,96 @@ void arange_on_device(const char* op, const Tensor& t, double start, double step
 
 }  // namespace
 
-Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format) {
-  ops::check_shape("empty", shape);
-  Shape strides = format == MemoryFormat::ChannelsLast ? channels_last_strides(shape) : contiguous_strides(shape);
-  return empty_strided(shape, strides, options);
-}
-
-Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
-  ops::check_shape("empty_strided", shape);
-  if (shape.size() != strides.size()) {
-    throw ShapeError("empty_strided: shape " + shape_str(shape) + " and strides " + shape_str(strides) +
-                     " differ in length");
+Tensor ops::empty_for(const char* op, const Shape& shape, const Shape& strides, const TensorOptions& options) {
+  // The element count first (negative sizes, overflow), then the span of the strides and the
+  // bytes: each of these sizes the allocation, so none may wrap.
+  checked_numel(shape, op);
+  const int64_t extent = checked_extent(shape, strides, op);
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(extent, static_cast<int64_t>(element_size(options.dtype)), &nbytes)) {
+    throw ShapeError(std::string(op) + ": a tensor of shape " + shape_str(shape) + " and dtype " +
+                     dtype_name(options.dtype) + " needs more bytes than int64 can count");
   }
-  int64_t extent = 0;  // one past the furthest element
-  bool any_zero = false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) any_zero = true;
-    extent += (shape[i] - 1) * strides[i];
-  }
-  size_t nbytes = any_zero ? 0 : static_cast<size_t>(extent + 1) * element_size(options.dtype);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(nbytes, options.device);
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), options.device);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(std::string(op) + ": cannot allocate a tensor of shape " + shape_str(shape) + " and dtype " +
+                           dtype_name(options.dtype) + " (" + std::to_string(nbytes) + " bytes): " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(std::string(op) + ": cannot allocate a tensor of shape " + shape_str(shape) + " and dtype " +
+                           dtype_name(options.dtype) + " (" + std::to_string(nbytes) + " bytes)");
+  }
   impl->dtype = options.dtype;
   impl->sizes = shape;
   impl->strides = strides;
   return finish(Tensor(std::move(impl)), options);
 }
 
-Tensor empty_like(const Tensor& t, MemoryFormat format) { return empty_like(t, t.dtype(), format); }
-
-Tensor empty_like(const Tensor& t, DType dtype, MemoryFormat format) {
-  TensorOptions o(dtype, t.device());
-  if (format == MemoryFormat::Preserve) return empty_strided(t.sizes(), ops::strides_like(t.sizes(), t), o);
-  return empty(t.sizes(), o, format);
+Tensor ops::empty_for(const char* op, const Shape& shape, const TensorOptions& options, MemoryFormat format) {
+  checked_numel(shape, op);  // before the strides, which would overflow first with a vaguer message
+  if (format == MemoryFormat::ChannelsLast && shape.size() != 4) {
+    throw ShapeError(std::string(op) + ": the channels-last memory format needs a 4-d shape, got " + shape_str(shape));
+  }
+  Shape strides = format == MemoryFormat::ChannelsLast ? channels_last_strides(shape) : contiguous_strides(shape);
+  return empty_for(op, shape, strides, options);
 }
 
-Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
-  ops::check_shape("full", shape);
-  Tensor t = empty(shape, options.with_requires_grad(false));
-  fill_tensor("full", t, value.to_double());
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format) {
+  return ops::empty_for("empty", shape, options, format);
+}
+
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
+  return ops::empty_for("empty_strided", shape, strides, options);
+}
+
+namespace {
+
+Tensor empty_like_for(const char* op, const Tensor& t, DType dtype, MemoryFormat format) {
+  ops::check_defined(op, t, "input");
+  TensorOptions o(dtype, t.device());
+  if (format == MemoryFormat::Preserve) return ops::empty_for(op, t.sizes(), ops::strides_like(t.sizes(), t), o);
+  return ops::empty_for(op, t.sizes(), o, format);
+}
+
+Tensor full_for(const char* op, const Shape& shape, const Scalar& value, const TensorOptions& options) {
+  Tensor t = ops::empty_for(op, shape, options.with_requires_grad(false));
+  fill_tensor(op, t, value.to_double());
   return finish(t, options);
 }
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
-Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
-Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
-Tensor full_like(const Tensor& t, const Scalar& value) {
-  Tensor r = empty_like(t);
-  fill_tensor("full_like", r, value.to_double());
+
+Tensor full_like_for(const char* op, const Tensor& t, const Scalar& value) {
+  Tensor r = empty_like_for(op, t, t.defined() ? t.dtype() : DType::Float32, MemoryFormat::Preserve);
+  fill_tensor(op, r, value.to_double());
   return r;
 }
 
-Tensor scalar_tensor(const Scalar& value, TensorOptions options) { return full({}, value, options); }
-Tensor scalar_tensor(const Scalar& value) { return full({}, value, TensorOptions(value.default_dtype())); }
+}  // namespace
+
+Tensor empty_like(const Tensor& t, MemoryFormat format) {
+  ops::check_defined("empty_like", t, "input");
+  return empty_like_for("empty_like", t, t.dtype(), format);
+}
+
+Tensor empty_like(const Tensor& t, DType dtype, MemoryFormat format) {
+  return empty_like_for("empty_like", t, dtype, format);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, TensorOptions options) {
+  return full_for("full", shape, value, options);
+}
+Tensor zeros(const Shape& shape, TensorOptions options) { return full_for("zeros", shape, 0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return full_for("ones", shape, 1, options); }
+Tensor zeros_like(const Tensor& t) { return full_like_for("zeros_like", t, 0); }
+Tensor ones_like(const Tensor& t) { return full_like_for("ones_like", t, 1); }
+Tensor full_like(const Tensor& t, const Scalar& value) { return full_like_for("full_like", t, value); }
+
+Tensor scalar_tensor(const Scalar& value, TensorOptions options) {
+  return full_for("scalar_tensor", {}, value, options);
+}
+Tensor scalar_tensor(const Scalar& value) {
+  return full_for("scalar_tensor", {}, value, TensorOptions(value.default_dtype()));
+}
 
 Tensor arange(const Scalar& end) { return arange(0, end, 1); }
 
@@ -104,15 +142,21 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
     throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" +
                 end.str() + ")");
   }
-  int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
-  Tensor t = empty({n}, options.with_requires_grad(false));
+  // Counted in double: a count past int64 (or an infinite one, from a tiny step) cannot be cast.
+  const double count = std::ceil((e - s) / st);
+  if (!(count < 9223372036854775807.0)) {
+    throw ShapeError("arange: [" + start.str() + ", " + end.str() + ") in steps of " + step.str() + " has " +
+                     ops::num_str(count) + " elements, more than int64 can count");
+  }
+  const int64_t n = static_cast<int64_t>(count);
+  Tensor t = ops::empty_for("arange", {n}, options.with_requires_grad(false));
   if (n > 0) arange_on_device("arange", t, s, st);
   return finish(t, options);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   if (steps < 0) throw Error("linspace: steps must be non-negative, got " + std::to_string(steps));
-  Tensor t = empty({steps}, options.with_requires_grad(false));
+  Tensor t = ops::empty_for("linspace", {steps}, options.with_requires_grad(false));
   if (steps > 0) {
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
     arange_on_device("linspace", t, start, step);
@@ -123,9 +167,8 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
 }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
-  ops::check_shape("from_blob", shape);
-  Tensor host = empty(shape, TensorOptions(dtype));
-  size_t nbytes = static_cast<size_t>(host.numel()) * element_size(dtype);
+  const size_t nbytes = static_cast<size_t>(checked_nbytes(shape, dtype, "from_blob"));
+  Tensor host = ops::empty_for("from_blob", shape, TensorOptions(dtype));
   if (nbytes > 0) {
     if (!data) throw Error("from_blob: null data pointer for shape " + shape_str(shape));
     std::memcpy(host.data_ptr(), data, nbytes);
@@ -139,7 +182,7 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOption
 Tensor detail::tensor_from_host(const void* data, size_t count, DType dtype, const Shape& shape,
                                 const std::optional<TensorOptions>& options) {
   Shape s = shape.empty() && count != 1 ? Shape{static_cast<int64_t>(count)} : shape;
-  if (shape_numel(s) != static_cast<int64_t>(count)) {
+  if (checked_numel(s, "tensor") != static_cast<int64_t>(count)) {
     throw ShapeError("tensor: " + std::to_string(count) + " values do not fill shape " + shape_str(s));
   }
   return from_blob(data, s, dtype, options.value_or(TensorOptions(dtype)));

@@ -51,8 +51,9 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options =
 // Copies `count` elements of type `dtype` from host memory into a new contiguous tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});
 // A tensor from values: its dtype follows T (float32, float64, int64 for integers, bool) unless
-// `options` names one, in which case the values are cast. An empty shape means 1-d (or 0-d for a
-// single value).
+// `options` names one, in which case the values are cast. An empty shape means 1-d, except that
+// an initializer list of one value, tensor({2.0f}), makes a 0-d tensor; a std::vector is always
+// 1-d, whatever its length (a one-element batch must not lose its dimension).
 namespace detail {
 Tensor tensor_from_host(const void* data, size_t count, DType dtype, const Shape& shape,
                         const std::optional<TensorOptions>& options);
@@ -79,11 +80,12 @@ Tensor tensor(std::initializer_list<T> values, const Shape& shape = {}, std::opt
 }
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, std::optional<TensorOptions> options = {}) {
+  const Shape s = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> v(values.begin(), values.end());
-    return detail::tensor_from_host(v.data(), v.size(), DType::Bool, shape, options);
+    return detail::tensor_from_host(v.data(), v.size(), DType::Bool, s, options);
   } else {
-    return detail::tensor_from_range(values.data(), values.size(), shape, options);
+    return detail::tensor_from_range(values.data(), values.size(), s, options);
   }
 }
 

@@ -5,6 +5,7 @@
 #include "core/ops/foreach.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,12 +152,26 @@ void bump(const TensorList& list) {
   for (const Tensor& t : list) t.bump_version();
 }
 
+// A hyperparameter must be a finite number, at least `min` and below `below` when those are given.
+// The kernels take them as they are, and a NaN or infinity would spread through every parameter.
+void check_hyper(const char* op, const char* what, double v, std::optional<double> min,
+                 std::optional<double> below = std::nullopt) {
+  if (std::isfinite(v) && (!min || v >= *min) && (!below || v < *below)) return;
+  std::string want = "a finite number";
+  if (min) want += " >= " + ops::num_str(*min);
+  if (below) want += std::string(min ? " and" : "") + " below " + ops::num_str(*below);
+  throw Error(std::string(op) + ": " + what + " must be " + want + ", got " + ops::num_str(v));
+}
+
 }  // namespace
 
 void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                   const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
                   const Tensor& step, const Tensor& found_inf, const Tensor& grad_scale) {
   const char* op = "foreach_sgd_";
+  check_hyper(op, "momentum", momentum, 0.0);
+  check_hyper(op, "dampening", dampening, std::nullopt);
+  check_hyper(op, "weight_decay", weight_decay, 0.0);
   const bool use_buf = momentum != 0.0;
   if (use_buf || !momentum_buffers.empty()) check_length(op, momentum_buffers, params.size(), "momentum buffers");
   std::vector<std::pair<const TensorList*, const char*>> states;
@@ -194,6 +209,10 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
                     const TensorList& exp_avg_sqs, const Tensor& lr, const Tensor& step, double beta1, double beta2,
                     double eps, double weight_decay, const Tensor& found_inf, const Tensor& grad_scale) {
   const char* op = "foreach_adamw_";
+  check_hyper(op, "beta1", beta1, 0.0, 1.0);
+  check_hyper(op, "beta2", beta2, 0.0, 1.0);
+  check_hyper(op, "eps", eps, 0.0);
+  check_hyper(op, "weight_decay", weight_decay, 0.0);
   const std::vector<std::vector<ForeachTensor>> flats =
       check_update(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   if (params.empty()) return;

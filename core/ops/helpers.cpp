@@ -213,7 +213,17 @@ std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const 
   return offs;
 }
 
-Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
+Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
+  const int64_t extent = checked_extent(sizes, strides, op);
+  if (extent > 0) {
+    const int64_t capacity = static_cast<int64_t>(x.storage()->nbytes() / x.element_size());
+    int64_t end = 0;
+    if (offset < 0 || __builtin_add_overflow(offset, extent, &end) || end > capacity) {
+      throw IndexError(std::string(op) + ": a view of shape " + shape_str(sizes) + ", strides " + shape_str(strides) +
+                       " and offset " + std::to_string(offset) + " reaches past the storage of " +
+                       std::to_string(capacity) + " elements");
+    }
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.storage();
   impl->dtype = x.dtype();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/factory.h"
 #include "core/tensor.h"
 #include "kernels/elementwise.h"
 #include "kernels/strided.h"
@@ -68,8 +69,17 @@ DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback);
 namespace kiln::ops {
 // dst[...] = src broadcast to dst's shape, cast to dst's dtype. No autograd, no checks of aliasing.
 void copy_raw(const Tensor& dst, const Tensor& src);
-// A new tensor sharing x's storage and version counter with other sizes, strides and offset.
-Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset);
+// A new tensor sharing x's storage and version counter with other sizes, strides and offset. The
+// one place views are made, so the one place their bounds are checked: a count or extent that
+// overflows is a ShapeError, elements past x's storage an IndexError, each naming `op`.
+Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, int64_t offset);
+// A new tensor made by `op` (its output, scratch or copy): the shape, strides and byte count are
+// checked (a ShapeError naming `op` when negative or past int64) and a failed allocation is an
+// OutOfMemoryError naming `op` and the shape. The factories of core/ops/factory.h are these under
+// their own names.
+Tensor empty_for(const char* op, const Shape& shape, const Shape& strides, const TensorOptions& options);
+Tensor empty_for(const char* op, const Shape& shape, const TensorOptions& options,
+                 MemoryFormat format = MemoryFormat::Contiguous);
 // Element offsets (from x.data_ptr()) of each entry of a broadcast batch shape, in row-major
 // order. x's first `x_batch_dims` dims are its batch dims, right-aligned against `batch`; size-1
 // dims repeat. Batched kernels (matmul, attention) take these instead of copying broadcasts.

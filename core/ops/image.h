@@ -2,10 +2,12 @@
 // kernels' form, and window arithmetic. Internal to core/ops.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/ops/conv.h"
 #include "core/ops/factory.h"
+#include "core/ops/helpers.h"
 #include "kernels/conv.h"
 
 namespace kiln::ops {
@@ -17,14 +19,30 @@ inline bool is_channels_last(const Tensor& x) {
   return x.dim() == 4 && !x.is_contiguous() && x.is_contiguous(MemoryFormat::ChannelsLast);
 }
 
-inline Tensor empty_image(const Shape& shape, DType dtype, Device device, bool channels_last) {
-  return empty(shape, TensorOptions(dtype, device),
-               channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+// A new NCHW or channels-last image for `op` (its output or a gradient).
+inline Tensor empty_image(const char* op, const Shape& shape, DType dtype, Device device, bool channels_last) {
+  return empty_for(op, shape, TensorOptions(dtype, device),
+                   channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
 }
 
 inline std::string pair_str(Pair p) { return std::to_string(p[0]) + "x" + std::to_string(p[1]); }
 
 // Division rounding toward negative infinity (output sizes of windows that start in the padding).
-inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// b > 0; written so that no step overflows for any such a and b.
+inline int64_t floor_div(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+// How many windows of kernel k (dilation d) fit, stride s apart, in `in` padded by `pad` on each
+// side: floor((in + 2 pad - d (k - 1) - 1) / s) + 1 (0 or less when none fits). nullopt when the
+// padded length or the window's reach overflows int64 (k, s, d >= 1, in and pad >= 0).
+inline std::optional<int64_t> window_out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d) {
+  int64_t reach = 0, padded = 0, twice_pad = 0;
+  if (__builtin_mul_overflow(d, k - 1, &reach) || __builtin_mul_overflow(pad, 2, &twice_pad) ||
+      __builtin_add_overflow(in, twice_pad, &padded)) {
+    return std::nullopt;
+  }
+  return floor_div(padded - reach - 1, s) + 1;  // both operands of the difference are non-negative
+}
 
 }  // namespace kiln::ops

@@ -54,7 +54,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t d = wrap_dim(dim, src.dim(), "index_select");
   Shape out_shape = src.sizes();
   out_shape[static_cast<size_t>(d)] = idx.numel();
-  Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for("index_select", out_shape, TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
     ops::launch("index_select", x.device(), kernels::index_select, ops::make_arg(out), ops::make_arg(src),
                 static_cast<int>(d), ops::make_arg(idx));
@@ -82,7 +82,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   ops::check_defined("gather", x, "input");
   check_index_tensor("gather", index);
   ops::common_device("gather", {&x, &index});
-  int64_t d = wrap_dim(dim, x.dim(), "gather");
+  // A 0-d input is one element, named by dims 0 and -1.
+  const int64_t d = x.dim() == 0 ? ops::checked_dim("gather", x, dim) : wrap_dim(dim, x.dim(), "gather");
   if (index.dim() != x.dim()) {
     throw ShapeError("gather: index must have as many dims as the input; input " + shape_str(x.sizes()) + ", index " +
                      shape_str(index.sizes()));
@@ -93,7 +94,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                        " in dimension " + std::to_string(k));
     }
   }
-  Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for("gather", index.sizes(), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
     ops::launch("gather", x.device(), kernels::gather, ops::make_arg(out), ops::make_arg(x), static_cast<int>(d),
                 ops::make_arg(index));
@@ -113,7 +114,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   ops::check_defined("scatter_add", src, "src");
   check_index_tensor("scatter_add", index);
   ops::common_device("scatter_add", {&x, &index, &src});
-  int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
+  const int64_t d = x.dim() == 0 ? ops::checked_dim("scatter_add", x, dim) : wrap_dim(dim, x.dim(), "scatter_add");
   if (index.dim() != x.dim() || src.dim() != x.dim()) {
     throw ShapeError("scatter_add: input, index and src must have the same number of dims; got " +
                      shape_str(x.sizes()) + ", " + shape_str(index.sizes()) + ", " + shape_str(src.sizes()));

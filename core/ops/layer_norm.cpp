@@ -48,7 +48,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const DType pdt = param_dtype_of(weight, bias, x.dtype());
   const DType sdt = norm_stat_dtype(x.dtype());
   Tensor xc = dense(x), wc = dense(weight), bc = dense(bias);
-  Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for(op, x.sizes(), TensorOptions(x.dtype(), x.device()));
   Tensor mean = empty({rows}, TensorOptions(sdt, x.device()));
   Tensor rstd = empty({rows}, TensorOptions(sdt, x.device()));
   if (out.numel() > 0) {

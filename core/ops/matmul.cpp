@@ -51,7 +51,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = empty(out_shape, TensorOptions(a.dtype(), a.device()));
+  Tensor out = ops::empty_for("matmul", out_shape, TensorOptions(a.dtype(), a.device()));
   if (out.numel() == 0) return out;
   if (k == 0) {
     out.zero_();
@@ -128,6 +128,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ops::check_defined("linear", x, "input");
   ops::check_defined("linear", weight, "weight");
+  ops::common_device("linear", {&x, &weight, &bias});
   for (const Tensor* t : {&weight, &bias}) {
     if (t->defined() && t->dtype() != x.dtype()) {
       throw DTypeError(std::string("linear: ") + (t == &weight ? "weight" : "bias") + " is " + dtype_name(t->dtype()) +

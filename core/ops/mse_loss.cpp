@@ -17,6 +17,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   ops::check_defined(op, target, "target");
   ops::check_floating(op, input, "input");
   ops::check_floating(op, target, "target");
+  ops::common_device(op, {&input, &target});
+  if (reduction != Reduction::None && reduction != Reduction::Sum && reduction != Reduction::Mean) {
+    throw Error("mse_loss: unknown reduction " + std::to_string(static_cast<int>(reduction)) +
+                " (expected Reduction::None, Mean or Sum)");
+  }
   // Stricter than PyTorch (which broadcasts with a warning): a [N, 1] vs [N] mismatch is nearly
   // always a bug, and broadcasting it silently gives an [N, N] loss.
   if (input.sizes() != target.sizes()) {

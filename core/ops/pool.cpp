@@ -2,6 +2,7 @@
 // keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image.
 #include "core/ops/pool.h"
 
+#include <optional>
 #include <string>
 
 #include "core/autograd.h"
@@ -22,10 +23,16 @@ using ops::pair_str;
 
 // PyTorch's pooling output size: floor (or ceil) of the window count, where with ceil_mode the
 // last window must still start inside the input or its left padding.
-int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t span = in + 2 * p - d * (k - 1) - 1;
-  int64_t out = ops::floor_div(span + (ceil_mode ? s - 1 : 0), s) + 1;
-  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+// nullopt when a step overflows int64 (a huge kernel, dilation or stride).
+std::optional<int64_t> pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  std::optional<int64_t> floor_out = ops::window_out_size(in, k, s, p, d);
+  if (!floor_out || !ceil_mode) return floor_out;
+  // ceil: one more window when the last one starts inside the input or its left padding.
+  int64_t span = 0, start = 0;
+  if (__builtin_mul_overflow(d, k - 1, &span)) return std::nullopt;
+  span = in + 2 * p - span - 1;  // fits: window_out_size computed it
+  int64_t out = *floor_out;
+  if (span % s != 0 && (__builtin_mul_overflow(out, s, &start) ? false : start < in + p)) ++out;
   return out;
 }
 
@@ -58,8 +65,14 @@ Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool 
                 " must be non-negative and at most half the kernel " + pair_str(a.kernel) + where);
   }
   const int64_t h = x.size(-2), w = x.size(-1);
-  const int64_t oh = pool_out_size(h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], ceil_mode);
-  const int64_t ow = pool_out_size(w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], ceil_mode);
+  const std::optional<int64_t> ohs = pool_out_size(h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], ceil_mode);
+  const std::optional<int64_t> ows = pool_out_size(w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], ceil_mode);
+  if (!ohs || !ows) {
+    throw ShapeError(std::string(op) + ": the output size overflows int64 (input " + shape_str(x.sizes()) +
+                     ", kernel " + pair_str(a.kernel) + ", stride " + pair_str(a.stride) + ", padding " +
+                     pair_str(a.padding) + ", dilation " + pair_str(a.dilation) + ")");
+  }
+  const int64_t oh = *ohs, ow = *ows;
   if (oh <= 0 || ow <= 0) {
     throw ShapeError(std::string(op) + ": output size " + std::to_string(oh) + "x" + std::to_string(ow) +
                      " is not positive (input " + shape_str(x.sizes()) + ", kernel " + pair_str(a.kernel) +
@@ -83,8 +96,9 @@ Tensor as_batched(const Tensor& x) { return x.dim() == 3 ? x.unsqueeze(0) : x; }
 Tensor as_input_rank(const Tensor& out, const Tensor& x) { return x.dim() == 3 ? out.squeeze(0) : out; }
 
 // The input gradient of a pooling op, in x4's layout; `kernel(grad_in, grad)` fills it.
-template <typename F> Tensor pool_grad(const Shape& x_shape, bool channels_last, const Tensor& grad, F&& kernel) {
-  Tensor gx = empty_image(x_shape, grad.dtype(), grad.device(), channels_last);
+template <typename F>
+Tensor pool_grad(const char* op, const Shape& x_shape, bool channels_last, const Tensor& grad, F&& kernel) {
+  Tensor gx = empty_image(op, x_shape, grad.dtype(), grad.device(), channels_last);
   if (gx.numel() > 0) kernel(gx, grad);
   return gx;
 }
@@ -98,9 +112,9 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   Tensor x4 = as_batched(x);
   const bool cl = is_channels_last(x4);
   const Shape out_shape{g.batch, g.channels, g.out_h, g.out_w};
-  Tensor out = empty_image(out_shape, x.dtype(), x.device(), cl);
+  Tensor out = empty_image(op, out_shape, x.dtype(), x.device(), cl);
   // Indices into each input plane, kept for the backward (which scatters by them).
-  Tensor indices = empty_image(out_shape, DType::Int64, x.device(), cl);
+  Tensor indices = empty_image(op, out_shape, DType::Int64, x.device(), cl);
   if (out.numel() > 0) {
     ops::launch(op, x.device(), kernels::max_pool2d_forward, out.data_ptr(), indices.data_ptr<int64_t>(),
                 image_strides(out), x4.data_ptr(), image_strides(x4), x.dtype(), g);
@@ -109,7 +123,7 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {indices}, [g, xs, cl](const FunctionNode::Context& ctx) {
       Tensor idx = ctx.saved_at(0);
-      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+      return TensorList{pool_grad("max_pool2d backward", xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
         ops::launch("max_pool2d backward", gr.device(), kernels::max_pool2d_backward, gx.data_ptr(), image_strides(gx),
                     gr.data_ptr(), image_strides(gr), idx.data_ptr<int64_t>(), image_strides(idx), gr.dtype(), g);
       })};
@@ -125,7 +139,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
   Tensor x4 = as_batched(x);
   const bool cl = is_channels_last(x4);
-  Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
+  Tensor out = empty_image(op, {g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   if (out.numel() > 0) {
     ops::launch(op, x.device(), kernels::avg_pool2d_forward, out.data_ptr(), image_strides(out), x4.data_ptr(),
                 image_strides(x4), x.dtype(), g, count_include_pad);
@@ -133,7 +147,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   if (needs_grad({&x4})) {
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {}, [g, xs, cl, count_include_pad](const FunctionNode::Context& ctx) {
-      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+      return TensorList{pool_grad("avg_pool2d backward", xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
         ops::launch("avg_pool2d backward", gr.device(), kernels::avg_pool2d_backward, gx.data_ptr(), image_strides(gx),
                     gr.data_ptr(), image_strides(gr), gr.dtype(), g, count_include_pad);
       })};
@@ -166,7 +180,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   g.out_h = output_size[0];
   g.out_w = output_size[1];
   const bool cl = is_channels_last(x4);
-  Tensor out = empty_image({g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
+  Tensor out = empty_image(op, {g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   if (out.numel() > 0) {
     ops::launch(op, x.device(), kernels::adaptive_avg_pool2d_forward, out.data_ptr(), image_strides(out),
                 x4.data_ptr(), image_strides(x4), x.dtype(), g);
@@ -174,9 +188,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   if (needs_grad({&x4})) {
     Shape xs = x4.sizes();
     record_function(op, {x4}, {out}, {}, [g, xs, cl](const FunctionNode::Context& ctx) {
-      return TensorList{pool_grad(xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
-        ops::launch("adaptive_avg_pool2d backward", gr.device(), kernels::adaptive_avg_pool2d_backward, gx.data_ptr(),
-                    image_strides(gx), gr.data_ptr(), image_strides(gr), gr.dtype(), g);
+      const char* name = "adaptive_avg_pool2d backward";
+      return TensorList{pool_grad(name, xs, cl, ctx.grads[0], [&](const Tensor& gx, const Tensor& gr) {
+        ops::launch(name, gr.device(), kernels::adaptive_avg_pool2d_backward, gx.data_ptr(), image_strides(gx),
+                    gr.data_ptr(), image_strides(gr), gr.dtype(), g);
       })};
     });
   }

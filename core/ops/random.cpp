@@ -3,6 +3,9 @@
 // the output's logical order from subsequence i, so its dims are never collapsed or reordered.
 #include "core/ops/random.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/helpers.h"
@@ -28,7 +31,7 @@ Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Gener
   ops::check_shape("rand", shape);
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
-  Tensor t = empty(shape, options.with_requires_grad(false));
+  Tensor t = ops::empty_for("rand", shape, options.with_requires_grad(false));
   random_fill("rand", t, RandomDist::Uniform, 0.0, 1.0, generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
@@ -38,7 +41,7 @@ Tensor randn(const Shape& shape, TensorOptions options, const std::optional<Gene
   ops::check_shape("randn", shape);
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
-  Tensor t = empty(shape, options.with_requires_grad(false));
+  Tensor t = ops::empty_for("randn", shape, options.with_requires_grad(false));
   random_fill("randn", t, RandomDist::Normal, 0.0, 1.0, generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
@@ -50,7 +53,21 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
   if (high <= low) {
     throw Error("randint: low must be below high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
   }
-  Tensor t = empty(shape, options.with_requires_grad(false));
+  // [low, high) must fit the dtype: a draw cast into a narrower type would wrap around.
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  switch (options.dtype) {
+    case DType::Bool: lo = 0, hi = 2; break;
+    case DType::UInt8: lo = 0, hi = 256; break;
+    case DType::Int32:
+      lo = std::numeric_limits<int32_t>::min(), hi = int64_t{std::numeric_limits<int32_t>::max()} + 1;
+      break;
+    default: break;
+  }
+  if (low < lo || high > hi) {
+    throw Error("randint: [" + std::to_string(low) + ", " + std::to_string(high) + ") does not fit dtype " +
+                dtype_name(options.dtype) + " (values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "))");
+  }
+  Tensor t = ops::empty_for("randint", shape, options.with_requires_grad(false));
   random_fill("randint", t, RandomDist::RandInt, static_cast<double>(low), static_cast<double>(high), generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
@@ -61,7 +78,10 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
   if (!is_floating_point())
     throw DTypeError(std::string("uniform_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(low <= high)) {
-    throw Error("uniform_: low must not exceed high, got low=" + std::to_string(low) + " high=" + std::to_string(high));
+    throw Error("uniform_: low must not exceed high, got low=" + ops::num_str(low) + " high=" + ops::num_str(high));
+  }
+  if (!std::isfinite(low) || !std::isfinite(high)) {
+    throw Error("uniform_: low and high must be finite, got low=" + ops::num_str(low) + " high=" + ops::num_str(high));
   }
   random_fill("uniform_", *this, RandomDist::Uniform, low, high, generator);
   bump_version();
@@ -73,7 +93,10 @@ Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>&
   ops::check_inplace("normal_", *this, {});
   if (!is_floating_point())
     throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
-  if (!(std >= 0)) throw Error("normal_: std must be non-negative, got " + std::to_string(std));
+  if (!(std >= 0) || !std::isfinite(std)) {
+    throw Error("normal_: std must be finite and non-negative, got " + ops::num_str(std));
+  }
+  if (!std::isfinite(mean)) throw Error("normal_: mean must be finite, got " + ops::num_str(mean));
   random_fill("normal_", *this, RandomDist::Normal, mean, std, generator);
   bump_version();
   ops::record_overwrite("normal_", *this);
@@ -95,7 +118,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement,
     throw Error("multinomial: cannot draw " + std::to_string(num_samples) + " samples without replacement from " +
                 std::to_string(n) + " categories");
   }
-  Tensor out = empty({p2.size(0), num_samples}, TensorOptions(DType::Int64, probs.device()));
+  Tensor out = ops::empty_for("multinomial", {p2.size(0), num_samples}, TensorOptions(DType::Int64, probs.device()));
   ops::KernelScope scope("multinomial", probs.device());
   const PhiloxState st = generator_for("multinomial", probs.device(), generator).next();
   // On CUDA an invalid row is found on the device: it is recorded in the device's error record and

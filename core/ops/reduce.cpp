@@ -23,8 +23,11 @@ namespace {
 std::vector<bool> reduced_mask(const char* op, const Tensor& x, const Shape& dims) {
   std::vector<bool> mask(static_cast<size_t>(x.dim()), dims.empty());
   for (int64_t d : dims) {
+    if (x.dim() == 0) {  // a 0-d tensor reduces over itself: dims 0 and -1
+      ops::checked_dim(op, x, d);
+      continue;
+    }
     int64_t w = wrap_dim(d, x.dim(), op);
-    if (x.dim() == 0) continue;
     if (mask[static_cast<size_t>(w)] && !dims.empty()) {
       throw ShapeError(std::string(op) + ": dim " + std::to_string(w) + " appears twice in " + shape_str(dims));
     }
@@ -105,7 +108,7 @@ Tensor sum_like(const char* name, ReduceOp rop, const Tensor& x, const Shape& di
   if (rop == ReduceOp::Mean && !is_floating(rt)) {
     throw DTypeError(std::string("mean: needs a floating input, got ") + dtype_name(rt) + "; convert with to(float32)");
   }
-  Tensor out = empty(reduced_shape(x, mask, false), TensorOptions(rt, x.device()));
+  Tensor out = ops::empty_for(name, reduced_shape(x, mask, false), TensorOptions(rt, x.device()));
   launch_reduce(name, rop, x, mask, out, Tensor());
   if (keepdim) out = out.reshape(reduced_shape(x, mask, true));
   if (needs_grad({&x})) {
@@ -122,7 +125,7 @@ Tensor sum_like(const char* name, ReduceOp rop, const Tensor& x, const Shape& di
 Tensor any_all(const char* name, ReduceOp rop, const Tensor& x, const Shape& dims, bool keepdim) {
   ops::check_defined(name, x, "input");
   auto mask = reduced_mask(name, x, dims);
-  Tensor out = empty(reduced_shape(x, mask, false), TensorOptions(DType::Bool, x.device()));
+  Tensor out = ops::empty_for(name, reduced_shape(x, mask, false), TensorOptions(DType::Bool, x.device()));
   launch_reduce(name, rop, x, mask, out, Tensor());
   return keepdim ? out.reshape(reduced_shape(x, mask, true)) : out;
 }
@@ -132,7 +135,7 @@ Tensor extreme(const char* name, bool is_max, const Tensor& x, const Shape& dims
   ops::check_defined(name, x, "input");
   auto mask = reduced_mask(name, x, dims);
   check_nonempty(name, x, mask);
-  Tensor out = empty(reduced_shape(x, mask, false), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for(name, reduced_shape(x, mask, false), TensorOptions(x.dtype(), x.device()));
   launch_reduce(name, is_max ? ReduceOp::Max : ReduceOp::Min, x, mask, out, Tensor());
   if (keepdim) out = out.reshape(reduced_shape(x, mask, true));
   if (needs_grad({&x})) {
@@ -157,8 +160,8 @@ std::pair<Tensor, Tensor> extreme_dim(const char* name, bool is_max, const Tenso
   auto mask = reduced_mask(name, x, {dim});
   check_nonempty(name, x, mask);
   Shape s = reduced_shape(x, mask, false);
-  Tensor out = empty(s, TensorOptions(x.dtype(), x.device()));
-  Tensor idx = empty(s, TensorOptions(DType::Int64, x.device()));
+  Tensor out = ops::empty_for(name, s, TensorOptions(x.dtype(), x.device()));
+  Tensor idx = ops::empty_for(name, s, TensorOptions(DType::Int64, x.device()));
   launch_reduce(name, is_max ? ReduceOp::Max : ReduceOp::Min, x, mask, out, idx);
   if (keepdim) {
     Shape ks = reduced_shape(x, mask, true);
@@ -188,7 +191,7 @@ Tensor arg_extreme(const char* name, bool is_max, const Tensor& x, std::optional
   Tensor src = dim ? x : x.reshape({-1});
   auto mask = reduced_mask(name, src, dim ? Shape{*dim} : Shape{});
   check_nonempty(name, src, mask);
-  Tensor idx = empty(reduced_shape(src, mask, false), TensorOptions(DType::Int64, x.device()));
+  Tensor idx = ops::empty_for(name, reduced_shape(src, mask, false), TensorOptions(DType::Int64, x.device()));
   launch_reduce(name, is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, src, mask, Tensor(), idx);
   if (keepdim) {
     if (dim) return idx.reshape(reduced_shape(src, mask, true));
@@ -208,7 +211,7 @@ Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
   ops::check_defined("var", x, "input");
   ops::check_floating("var", x, "input");
   auto mask = reduced_mask("var", x, dims);
-  Tensor out = empty(reduced_shape(x, mask, false), TensorOptions(x.dtype(), x.device()));
+  Tensor out = ops::empty_for("var", reduced_shape(x, mask, false), TensorOptions(x.dtype(), x.device()));
   launch_reduce("var", ReduceOp::Var, x, mask, out, Tensor(), correction);
   if (keepdim) out = out.reshape(reduced_shape(x, mask, true));
   if (needs_grad({&x})) {

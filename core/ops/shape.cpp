@@ -45,11 +45,14 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
                          shape_str(ref->sizes()) + " apart from that dimension");
       }
     }
-    total += t.size(d);
+    if (__builtin_add_overflow(total, t.size(d), &total)) {
+      throw ShapeError("cat: the sizes along dimension " + std::to_string(d) + " add up past int64 (tensor " +
+                       std::to_string(i) + " of shape " + shape_str(t.sizes()) + ")");
+    }
   }
   Shape out_shape = ref->sizes();
   out_shape[static_cast<size_t>(d)] = total;
-  Tensor out = empty(out_shape, TensorOptions(rt, dev));
+  Tensor out = ops::empty_for("cat", out_shape, TensorOptions(rt, dev));
   Shape lengths;
   int64_t off = 0;
   for (const Tensor& t : tensors) {
@@ -98,7 +101,11 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw ShapeError("split: negative size in " + shape_str(sizes));
-    total += s;
+    // Checked: a sum that wrapped around could match the dim and split past its end.
+    if (__builtin_add_overflow(total, s, &total)) {
+      throw ShapeError("split: sizes " + shape_str(sizes) + " add up past int64 (dimension " + std::to_string(d) +
+                       " has size " + std::to_string(x.size(d)) + ")");
+    }
   }
   if (total != x.size(d)) {
     throw ShapeError("split: sizes " + shape_str(sizes) + " sum to " + std::to_string(total) + ", but dimension " +
@@ -130,7 +137,7 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   if (chunks <= 0) throw Error("chunk: chunks must be positive, got " + std::to_string(chunks));
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.size(d);
-  int64_t each = (n + chunks - 1) / chunks;
+  const int64_t each = n == 0 ? 0 : (n - 1) / chunks + 1;  // ceil(n / chunks); n + chunks - 1 may overflow
   return split(x, std::max<int64_t>(each, 1), d);
 }
 

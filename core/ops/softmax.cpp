@@ -3,6 +3,7 @@
 #include "core/ops/softmax.h"
 
 #include <tuple>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -38,7 +39,8 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
                 log);
   }
   if (needs_grad({&x})) {
-    record_function(op, {x}, {out}, {out}, [op, outer, n, inner, log](const FunctionNode::Context& ctx) {
+    // Captured by copy under new names: clang 14 cannot capture structured bindings.
+    auto backward = [op, outer = outer, n = n, inner = inner, log](const FunctionNode::Context& ctx) {
       Tensor y = ctx.saved_at(0);
       Tensor g = dense_grad(ctx.grads[0], y.dtype());
       Tensor dx = empty(y.sizes(), TensorOptions(y.dtype(), y.device()));
@@ -47,7 +49,8 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
                     outer, n, inner, log);
       }
       return TensorList{dx};
-    });
+    };
+    record_function(op, {x}, {out}, {out}, std::move(backward));
   }
   return out;
 }

@@ -14,7 +14,8 @@ namespace kiln {
 
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   ops::check_defined("topk", x, "input");
-  int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "topk");
+  // A 0-d input is one element: dims 0 and -1 name it.
+  int64_t d = x.dim() == 0 ? ops::checked_dim("topk", x, dim) : wrap_dim(dim, x.dim(), "topk");
   int64_t n = x.dim() == 0 ? 1 : x.size(d);
   if (k < 0 || k > n) {
     throw IndexError("topk: k = " + std::to_string(k) + " is out of range for dimension " + std::to_string(d) +
@@ -27,8 +28,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   Shape out_shape = moved.sizes();
   out_shape.back() = k;
   int64_t rows = n == 0 ? 0 : src.numel() / n;
-  Tensor values = empty(out_shape, TensorOptions(x.dtype(), x.device()));
-  Tensor indices = empty(out_shape, TensorOptions(DType::Int64, x.device()));
+  Tensor values = ops::empty_for("topk", out_shape, TensorOptions(x.dtype(), x.device()));
+  Tensor indices = ops::empty_for("topk", out_shape, TensorOptions(DType::Int64, x.device()));
   if (rows > 0 && k > 0) {
     ops::launch("topk", x.device(), kernels::topk, values.data_ptr(), values.dtype(), indices.data_ptr<int64_t>(),
                 src.data_ptr(), src.dtype(), rows, n, k, largest);

@@ -16,18 +16,19 @@ namespace {
 
 Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape& from) {
   Shape out = shape;
-  int64_t known = 1;
+  Shape given = shape;  // the sizes other than the inferred one
   int infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       if (infer >= 0) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + shape_str(shape));
       infer = static_cast<int>(i);
+      given[i] = 1;
     } else if (out[i] < 0) {
       throw ShapeError(std::string(op) + ": invalid size " + std::to_string(out[i]) + " in shape " + shape_str(shape));
-    } else {
-      known *= out[i];
     }
   }
+  // Checked: a product that wrapped around could match numel and make a view of a huge shape.
+  const int64_t known = checked_numel(given, op);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0) {
       throw ShapeError(std::string(op) + ": shape " + shape_str(shape) + " is invalid for input of shape " +
@@ -91,7 +92,7 @@ Tensor Tensor::view(const Shape& shape) const {
     throw ShapeError("view: shape " + shape_str(shape) + " is not compatible with the input's size " +
                      shape_str(sizes()) + " and strides " + shape_str(strides()) + "; use reshape");
   }
-  Tensor out = ops::make_view(*this, ns, *st, storage_offset());
+  Tensor out = ops::make_view("view", *this, ns, *st, storage_offset());
   record_reshape_like("view", *this, out);
   return out;
 }
@@ -120,7 +121,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     nst[i] = strides()[static_cast<size_t>(d)];
     inverse[static_cast<size_t>(d)] = static_cast<int64_t>(i);
   }
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  Tensor out = ops::make_view("permute", *this, ns, nst, storage_offset());
   if (needs_grad({this})) {
     record_function("permute", {*this}, {out}, {}, [inverse](const FunctionNode::Context& ctx) {
       return TensorList{ctx.grads[0].permute(inverse)};
@@ -132,7 +133,11 @@ Tensor Tensor::permute(const Shape& dims) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   check_defined("transpose");
   int64_t n = dim();
-  if (n == 0) return *this;
+  if (n == 0) {  // dims 0 and -1 name the 0-d tensor itself, as in PyTorch
+    ops::checked_dim("transpose", *this, d0);
+    ops::checked_dim("transpose", *this, d1);
+    return *this;
+  }
   d0 = wrap_dim(d0, n, "transpose");
   d1 = wrap_dim(d1, n, "transpose");
   Shape p(static_cast<size_t>(n));
@@ -142,6 +147,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::t() const {
+  check_defined("t");
   if (dim() > 2) throw ShapeError("t: expects a tensor with at most 2 dims, got shape " + shape_str(sizes()));
   return dim() < 2 ? *this : transpose(0, 1);
 }
@@ -151,14 +157,18 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   d = wrap_dim(d, dim(), "slice");
   if (step <= 0) throw Error("slice: step must be positive, got " + std::to_string(step));
   const int64_t size = sizes()[static_cast<size_t>(d)];
+  // Negative bounds count from the end; the adds cannot overflow (the operands differ in sign).
   if (start < 0) start += size;
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
   Shape ns = sizes(), nst = strides();
-  ns[static_cast<size_t>(d)] = (end - start + step - 1) / step;
-  nst[static_cast<size_t>(d)] *= step;
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset() + start * stride(d));
+  // ceil((end - start) / step) without end - start + step - 1, which overflows for a huge step.
+  const int64_t n = end > start ? (end - start - 1) / step + 1 : 0;
+  ns[static_cast<size_t>(d)] = n;
+  // With one element or none the stride is never used, and stride * step may not fit.
+  if (n > 1) nst[static_cast<size_t>(d)] *= step;
+  Tensor out = ops::make_view("slice", *this, ns, nst, storage_offset() + start * stride(d));
   if (needs_grad({this})) {
     Shape xs = sizes();
     record_function("slice", {*this}, {out}, {}, [xs, d, start, end, step](const FunctionNode::Context& ctx) {
@@ -174,11 +184,18 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   check_defined("narrow");
   d = wrap_dim(d, dim(), "narrow");
   const int64_t size = sizes()[static_cast<size_t>(d)];
+  const int64_t given_start = start;
   if (start < 0) start += size;
-  if (start < 0 || length < 0 || start + length > size) {
-    throw IndexError("narrow: range [" + std::to_string(start) + ", " + std::to_string(start + length) +
-                     ") is out of bounds for dimension " + std::to_string(d) + " of size " + std::to_string(size) +
-                     " (shape " + shape_str(sizes()) + ")");
+  // length > size - start, not start + length > size: the sum overflows for a huge length.
+  if (start < 0 || length < 0 || start > size || length > size - start) {
+    int64_t end = 0;
+    const std::string last = __builtin_add_overflow(start, length, &end)
+                                 ? std::to_string(start) + " + " + std::to_string(length)
+                                 : std::to_string(end);
+    const std::string range = std::to_string(start) + ", " + last;
+    throw IndexError("narrow: range [" + range + ") is out of bounds for dimension " + std::to_string(d) + " of size " +
+                     std::to_string(size) + " (shape " + shape_str(sizes()) + "; start " + std::to_string(given_start) +
+                     ", length " + std::to_string(length) + ")");
   }
   return slice(d, start, start + length, 1);
 }
@@ -196,7 +213,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape ns = sizes(), nst = strides();
   ns.erase(ns.begin() + d);
   nst.erase(nst.begin() + d);
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset() + index * stride(d));
+  Tensor out = ops::make_view("select", *this, ns, nst, storage_offset() + index * stride(d));
   if (needs_grad({this})) {
     Shape xs = sizes();
     record_function("select", {*this}, {out}, {}, [xs, d, index](const FunctionNode::Context& ctx) {
@@ -218,6 +235,10 @@ Tensor Tensor::expand(const Shape& shape) const {
   const int64_t lead = n - dim();
   for (int64_t i = 0; i < n; ++i) {
     int64_t target = shape[static_cast<size_t>(i)];
+    if (target < -1) {
+      throw ShapeError("expand: invalid size " + std::to_string(target) + " in target shape " + shape_str(shape) +
+                       " (input " + shape_str(sizes()) + ")");
+    }
     if (i < lead) {
       if (target < 0) throw ShapeError("expand: -1 is not allowed in a new leading dim, shape " + shape_str(shape));
       ns[static_cast<size_t>(i)] = target;
@@ -238,7 +259,7 @@ Tensor Tensor::expand(const Shape& shape) const {
                        std::to_string(target) + ")");
     }
   }
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  Tensor out = ops::make_view("expand", *this, ns, nst, storage_offset());
   if (needs_grad({this})) {
     Shape xs = sizes();
     record_function("expand", {*this}, {out}, {}, [xs](const FunctionNode::Context& ctx) {
@@ -258,20 +279,23 @@ Tensor Tensor::squeeze() const {
     }
   }
   if (ns.size() == sizes().size()) return *this;
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  Tensor out = ops::make_view("squeeze", *this, ns, nst, storage_offset());
   record_reshape_like("squeeze", *this, out);
   return out;
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   check_defined("squeeze");
-  if (dim() == 0) return *this;
+  if (dim() == 0) {  // dims 0 and -1 name the 0-d tensor itself
+    ops::checked_dim("squeeze", *this, d);
+    return *this;
+  }
   d = wrap_dim(d, dim(), "squeeze");
   if (sizes()[static_cast<size_t>(d)] != 1) return *this;  // as PyTorch: not an error
   Shape ns = sizes(), nst = strides();
   ns.erase(ns.begin() + d);
   nst.erase(nst.begin() + d);
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  Tensor out = ops::make_view("squeeze", *this, ns, nst, storage_offset());
   record_reshape_like("squeeze", *this, out);
   return out;
 }
@@ -280,17 +304,25 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   check_defined("unsqueeze");
   d = wrap_insert_dim(d, dim(), "unsqueeze");
   Shape ns = sizes(), nst = strides();
-  int64_t st = d < dim() ? strides()[static_cast<size_t>(d)] * sizes()[static_cast<size_t>(d)] : 1;
+  // The stride of a size-1 dim is never used: one that would overflow becomes 1.
+  int64_t st = 1;
+  if (d < dim() && __builtin_mul_overflow(strides()[static_cast<size_t>(d)], sizes()[static_cast<size_t>(d)], &st)) {
+    st = 1;
+  }
   ns.insert(ns.begin() + d, 1);
   nst.insert(nst.begin() + d, st);
-  Tensor out = ops::make_view(*this, ns, nst, storage_offset());
+  Tensor out = ops::make_view("unsqueeze", *this, ns, nst, storage_offset());
   record_reshape_like("unsqueeze", *this, out);
   return out;
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   check_defined("flatten");
-  if (dim() == 0) return reshape({1});
+  if (dim() == 0) {  // dims 0 and -1 name the 0-d tensor itself
+    ops::checked_dim("flatten", *this, start_dim);
+    ops::checked_dim("flatten", *this, end_dim);
+    return reshape({1});
+  }
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
   if (start_dim > end_dim) {
@@ -314,26 +346,37 @@ Tensor Tensor::as_strided(const Shape& sizes_, const Shape& strides_, int64_t of
   if (sizes_.size() != strides_.size()) {
     throw ShapeError("as_strided: sizes " + shape_str(sizes_) + " and strides " + shape_str(strides_) + " differ in length");
   }
-  int64_t extent = offset;
   for (size_t i = 0; i < sizes_.size(); ++i) {
-    if (sizes_[i] < 0 || strides_[i] < 0) throw ShapeError("as_strided: negative size or stride");
-    if (sizes_[i] == 0) {
-      extent = -1;
-      break;
+    if (sizes_[i] < 0 || strides_[i] < 0) {
+      throw ShapeError("as_strided: negative size or stride in sizes " + shape_str(sizes_) + ", strides " +
+                       shape_str(strides_));
     }
-    extent += (sizes_[i] - 1) * strides_[i];
   }
-  int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
-  if (offset < 0 || extent >= capacity) {
+  const int64_t numel = checked_numel(sizes_, "as_strided");
+  const int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
+  // The furthest element, offset + sum((size - 1) * stride), checked: a sum that wrapped around
+  // would pass the bound and reach far outside the storage.
+  bool inside = offset >= 0;
+  int64_t last = offset;
+  for (size_t i = 0; inside && numel > 0 && i < sizes_.size(); ++i) {
+    int64_t span = 0;
+    inside = !__builtin_mul_overflow(sizes_[i] - 1, strides_[i], &span) && !__builtin_add_overflow(last, span, &last);
+  }
+  if (!inside || (numel > 0 && last >= capacity)) {
     throw IndexError("as_strided: sizes " + shape_str(sizes_) + ", strides " + shape_str(strides_) + " and offset " +
                      std::to_string(offset) + " reach past the storage of " + std::to_string(capacity) + " elements");
   }
-  return ops::make_view(*this, sizes_, strides_, offset);
+  return ops::make_view("as_strided", *this, sizes_, strides_, offset);
 }
 
 Tensor Tensor::clone(MemoryFormat format) const {
   check_defined("clone");
-  Tensor out = empty_like(*this, format);
+  Tensor out;
+  if (format == MemoryFormat::Preserve) {
+    out = ops::empty_for("clone", sizes(), ops::strides_like(sizes(), *this), TensorOptions(dtype(), device()));
+  } else {
+    out = ops::empty_for("clone", sizes(), TensorOptions(dtype(), device()), format);
+  }
   ops::copy_raw(out, *this);
   if (needs_grad({this})) {
     record_function("clone", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{ctx.grads[0]}; });
@@ -346,6 +389,11 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::Preserve) format = MemoryFormat::Contiguous;
   if (is_contiguous(format)) return *this;
   return clone(format);
+}
+
+Tensor Tensor::expand_as(const Tensor& other) const {
+  ops::check_defined("expand_as", other, "the tensor to expand as");
+  return expand(other.sizes());
 }
 
 // Free-function forms.

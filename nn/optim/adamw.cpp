@@ -3,6 +3,8 @@
 // advance once, after every update has read them. No host sync.
 #include "nn/optim/adamw.h"
 
+#include <cmath>
+
 #include "core/ops/foreach.h"
 #include "kernels/error.h"
 
@@ -37,7 +39,9 @@ void AdamW::validate() {
     if (!(b1 >= 0.0 && b1 < 1.0) || !(b2 >= 0.0 && b2 < 1.0)) {
       throw Error("AdamW: betas must be in [0, 1), got (" + std::to_string(b1) + ", " + std::to_string(b2) + ")" + where);
     }
-    if (!(eps >= 0.0)) throw Error("AdamW: eps must be >= 0, got " + std::to_string(eps) + where);
+    if (!(eps >= 0.0) || !std::isfinite(eps)) {
+      throw Error("AdamW: eps must be a finite number >= 0, got " + std::to_string(eps) + where);
+    }
   }
 }
 

@@ -13,6 +13,9 @@ namespace kiln::nn::optim {
 
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type) {
   if (!(max_norm >= 0.0)) throw Error("clip_grad_norm_: max_norm must be >= 0, got " + std::to_string(max_norm));
+  if (!(norm_type > 0.0)) {  // NaN too; infinity is the max norm
+    throw Error("clip_grad_norm_: norm_type must be positive (or infinity), got " + std::to_string(norm_type));
+  }
   NoGradGuard no_grad;
   TensorList dense, strided;
   for (const Tensor& p : params) {

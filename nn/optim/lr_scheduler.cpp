@@ -11,6 +11,10 @@
 namespace kiln::nn::optim {
 
 double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
+  if (!(base_lr >= 0.0) || !(min_lr >= 0.0) || !std::isfinite(base_lr) || !std::isfinite(min_lr)) {
+    throw Error("warmup_cosine_lr: base_lr and min_lr must be finite numbers >= 0, got base_lr=" +
+                std::to_string(base_lr) + " min_lr=" + std::to_string(min_lr));
+  }
   if (warmup_steps < 0 || total_steps < warmup_steps) {
     throw Error("warmup_cosine_lr: needs 0 <= warmup_steps <= total_steps, got warmup_steps=" +
                 std::to_string(warmup_steps) + " total_steps=" + std::to_string(total_steps));
@@ -27,6 +31,12 @@ double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int6
 
 double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma) {
   if (step_size <= 0) throw Error("step_lr: step_size must be positive, got " + std::to_string(step_size));
+  if (!(gamma > 0.0) || !std::isfinite(gamma)) {
+    throw Error("step_lr: gamma must be a finite number > 0, got " + std::to_string(gamma));
+  }
+  if (!(base_lr >= 0.0) || !std::isfinite(base_lr)) {
+    throw Error("step_lr: base_lr must be a finite number >= 0, got " + std::to_string(base_lr));
+  }
   if (step < 0) step = 0;
   return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
 }

@@ -4,8 +4,10 @@
 #include "nn/optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
+#include "core/autograd.h"
 #include "core/ops/factory.h"
 #include "core/ops/foreach.h"
 #include "kernels/error.h"
@@ -31,7 +33,9 @@ Tensor like_param(const Tensor& t, const Tensor& param, DType dtype) {
 }
 
 void check_lr(double lr, const char* where) {
-  if (!(lr >= 0.0)) throw Error(std::string(where) + ": learning rate must be >= 0, got " + std::to_string(lr));
+  if (!(lr >= 0.0) || !std::isfinite(lr)) {
+    throw Error(std::string(where) + ": learning rate must be a finite number >= 0, got " + std::to_string(lr));
+  }
 }
 
 bool parse_index(const std::string& s, size_t& out) {
@@ -52,9 +56,9 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     const ParamGroup& grp = groups_[g];
     group_offsets_.push_back(num_params_);
     check_lr(grp.lr, "optimizer");
-    if (!(grp.weight_decay >= 0.0)) {
-      throw Error("optimizer: weight_decay must be >= 0, got " + std::to_string(grp.weight_decay) + " in group " +
-                  std::to_string(g));
+    if (!(grp.weight_decay >= 0.0) || !std::isfinite(grp.weight_decay)) {
+      throw Error("optimizer: weight_decay must be a finite number >= 0, got " + std::to_string(grp.weight_decay) +
+                  " in group " + std::to_string(g));
     }
     for (size_t i = 0; i < grp.params.size(); ++i) {
       const Tensor& p = grp.params[i];
@@ -62,6 +66,17 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
       if (!p.defined()) throw Error("optimizer: " + where + " is an undefined tensor");
       if (!p.is_floating_point()) {
         throw DTypeError("optimizer: " + where + " is " + dtype_name(p.dtype()) + "; only floating tensors are optimized");
+      }
+      // A tensor without requires_grad never gets a gradient to step with, and a non-leaf's
+      // gradient is not kept: either is a mistake in the list, not a parameter.
+      if (!p.requires_grad()) {
+        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
+                    ") has requires_grad false; pass only trainable tensors (decay_groups leaves frozen ones out)");
+      }
+      if (!p.is_leaf()) {
+        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
+                    ") is not a leaf tensor (it was made by " + p.grad_fn()->name() +
+                    "); optimize the tensor it was computed from");
       }
       if (!seen.insert(p.impl()).second) {
         throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
@@ -107,7 +122,20 @@ void Optimizer::set_lr(double lr) {
   for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
 }
 
+size_t Optimizer::checked_group(size_t group, const char* op) const {
+  if (group >= groups_.size()) {
+    throw IndexError(std::string(op) + ": group " + std::to_string(group) + " is out of range (the optimizer has " +
+                     std::to_string(groups_.size()) + (groups_.size() == 1 ? " group)" : " groups)"));
+  }
+  return group;
+}
+
+const ParamGroup& Optimizer::group(size_t i) const { return groups_[checked_group(i, "Optimizer::group")]; }
+
+double Optimizer::lr(size_t group) const { return groups_[checked_group(group, "Optimizer::lr")].lr; }
+
 void Optimizer::set_lr(size_t group, double lr) {
+  checked_group(group, "set_lr");
   check_lr(lr, "set_lr");
   groups_.at(group).lr = lr;
   // A fill kernel on the current stream: later steps read the new value, nothing waits.
@@ -249,6 +277,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   auto scalar = [&](const std::string& key, DType dtype) -> const Tensor& {
     auto it = state.find(key);
     if (it == state.end()) throw Error(std::string(op) + ": missing key \"" + key + "\"");
+    if (!it->second.defined()) throw Error(std::string(op) + ": \"" + key + "\" is an undefined tensor");
     if (it->second.numel() != 1 || it->second.dtype() != dtype) {
       throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) + " tensor, got " +
                        dtype_name(it->second.dtype()) + " of shape " + shape_str(it->second.sizes()));

@@ -31,9 +31,10 @@ class Optimizer {
   void zero_grad(bool set_to_none = true);
 
   size_t num_groups() const { return groups_.size(); }
-  const ParamGroup& group(size_t i) const { return groups_.at(i); }
+  // An IndexError naming the call for a group past the end.
+  const ParamGroup& group(size_t i) const;
   // The learning rate of a group, as the host last set it; set_lr writes the device scalar too.
-  double lr(size_t group = 0) const { return groups_.at(group).lr; }
+  double lr(size_t group = 0) const;
   void set_lr(double lr);                // every group
   void set_lr(size_t group, double lr);  // one group
   // Completed step() calls (host mirror of the device counters, which do not advance on steps
@@ -96,6 +97,8 @@ class Optimizer {
   void finish_step(const std::vector<bool>& updated);
   const Tensor& found_inf() const { return found_inf_; }
   const Tensor& grad_scale() const { return grad_scale_; }
+  // `group` as an index into groups_; an IndexError naming `op` when past the end.
+  size_t checked_group(size_t group, const char* op) const;
   // Flat index of parameter i of group g (groups in order, parameters in order).
   size_t flat_index(size_t group, size_t i) const { return group_offsets_.at(group) + i; }
   size_t num_params() const { return num_params_; }

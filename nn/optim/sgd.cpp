@@ -2,6 +2,8 @@
 // buffers created at zero on first use), then the step counters advance once. No host sync.
 #include "nn/optim/sgd.h"
 
+#include <cmath>
+
 #include "core/ops/foreach.h"
 #include "kernels/error.h"
 
@@ -35,7 +37,12 @@ void SGD::validate() {
     const double dampening = option(g, "dampening", dampening_);
     const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
     const std::string where = groups_.size() > 1 ? " (group " + std::to_string(g) + ")" : "";
-    if (!(momentum >= 0.0)) throw Error("SGD: momentum must be >= 0, got " + std::to_string(momentum) + where);
+    if (!(momentum >= 0.0) || !std::isfinite(momentum)) {
+      throw Error("SGD: momentum must be a finite number >= 0, got " + std::to_string(momentum) + where);
+    }
+    if (!std::isfinite(dampening)) {
+      throw Error("SGD: dampening must be finite, got " + std::to_string(dampening) + where);
+    }
     if (nesterov && (momentum <= 0.0 || dampening != 0.0)) {
       throw Error("SGD: Nesterov momentum needs momentum > 0 and dampening == 0, got momentum=" +
                   std::to_string(momentum) + " dampening=" + std::to_string(dampening) + where);

@@ -1,7 +1,9 @@
 # CTest script for the examples' flag policy: runs EXE with ARGS; the exit code must be exactly
 # CODE (CLI11's own codes differ: 2 for every bad flag is kiln's policy) and STREAM ("stdout" or
 # "stderr") must match REGEX (an error names its flag; --help shows a default value).
-# Usage: cmake -DEXE=<program> "-DARGS=<a;b;...>" -DCODE=<n> -DSTREAM=<stdout|stderr> -DREGEX=<re> -P flag_check.cmake
+# Usage: cmake -DEXE=<program> "-DARGS=<a;b;...>" -DCODE=<n> -DSTREAM=<stdout|stderr> -DREGEX=<re>
+#        [-DNO_TEMP_IN=<dir>] -P flag_check.cmake
+# A process killed by a signal fails too: its result is the signal's name, never CODE.
 foreach(var EXE CODE STREAM REGEX)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "flag_check: pass -D${var}=...")
@@ -15,5 +17,12 @@ if(NOT rc STREQUAL CODE)
 endif()
 if(NOT "${${STREAM}}" MATCHES "${REGEX}")
   message(FATAL_ERROR "flag_check: the ${STREAM} of ${name} ${ARGS} does not match '${REGEX}':\n${${STREAM}}")
+endif()
+# NO_TEMP_IN=<dir>: a run that failed while saving must not leave a temporary file behind.
+if(DEFINED NO_TEMP_IN)
+  file(GLOB leftovers "${NO_TEMP_IN}/*.tmp.*")
+  if(leftovers)
+    message(FATAL_ERROR "flag_check: ${name} ${ARGS} left temporary files: ${leftovers}")
+  endif()
 endif()
 message("flag_check: ${name} ${ARGS}: exit ${rc}, ${STREAM} matches '${REGEX}'")

@@ -6,11 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 
 #include "core/kiln.h"
 #include "kernels/error.h"
+#include "tests/kernels/log_capture.h"
 #include "nn/module.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
@@ -141,7 +144,7 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
   manual_seed(2024);
   auto b = std::make_shared<TinyNet>(3, 6, 2);
   for (int i = 0; i < kSteps; ++i) train_step(*b, kLr);
-  save_checkpoint(path, *b, nullptr, TrainingState{kSteps, {{"epoch", 1}, {"batch", -3}}});
+  save_checkpoint(path, *b, nullptr, TrainingState{kSteps, {{"epoch", 1}, {"batch", -3}}, {}});
   const PhiloxState at_save = default_generator(Device::cpu()).state();
 
   // The process "restarts": a different seed, other draws, a freshly initialized model.
@@ -184,7 +187,7 @@ TEST_CASE("resuming with an optimizer (SGD with momentum, AdamW) is bitwise exac
   auto b = std::make_shared<TinyNet>(3, 6, 2);
   auto opt_b = make_optimizer(kind, *b);
   for (int i = 0; i < kSteps; ++i) train_step(*b, kLr, opt_b.get());
-  save_checkpoint(path, *b, opt_b.get(), TrainingState{opt_b->step_count(), {{"batch", kSteps}}});
+  save_checkpoint(path, *b, opt_b.get(), TrainingState{opt_b->step_count(), {{"batch", kSteps}}, {}});
   CHECK(SafetensorsFile(path).metadata().at("kiln.has_optimizer") == "1");
   CHECK(SafetensorsFile(path).contains("optim.step"));
 
@@ -222,7 +225,7 @@ TEST_CASE("load_checkpoint checks the optimizer against the checkpoint", "[check
   auto sgd = make_optimizer(OptKind::SGDMomentum, *m);
   train_step(*m, kLr, sgd.get());
   const std::string with_sgd = dir.file("sgd.safetensors");
-  save_checkpoint(with_sgd, *m, sgd.get(), TrainingState{1, {}});
+  save_checkpoint(with_sgd, *m, sgd.get(), TrainingState{1, {}, {}});
   Tensor w_before = fresh->fc1_->weight_.clone();
   CHECK_THROWS_AS(load_checkpoint(with_sgd, *fresh, opt.get()), Error);
   CHECK(bitwise_equal(fresh->fc1_->weight_, w_before));
@@ -234,17 +237,19 @@ TEST_CASE("a checkpoint is one safetensors file with kiln's metadata", "[checkpo
   manual_seed(5);
   auto m = std::make_shared<TinyNet>(3, 4, 2);
   (void)randn({3});  // move the offset off zero
-  save_checkpoint(path, *m, nullptr, TrainingState{42, {}});
+  save_checkpoint(path, *m, nullptr, TrainingState{42, {}, {{"dataset", "fashion-mnist"}}});
 
   SafetensorsFile f(path);
   CHECK(f.names() == std::vector<std::string>{"model.fc1.bias", "model.fc1.running_mean", "model.fc1.weight",
                                               "model.fc2.bias", "model.fc2.running_mean", "model.fc2.weight"});
   const auto& meta = f.metadata();
-  CHECK(meta.at("kiln.checkpoint_version") == "1");
+  CHECK(meta.at("kiln.checkpoint_version") == "2");
   CHECK(meta.at("kiln.step") == "42");
   CHECK(meta.at("kiln.model_type") == "TinyNet");
   CHECK(meta.at("kiln.has_optimizer") == "0");
   CHECK(meta.at("kiln.data_position") == "{}");
+  CHECK(meta.at("kiln.data_fingerprint") == R"({"dataset":"fashion-mnist"})");
+  CHECK(f.checksums().size() == 6);  // one per tensor
   const PhiloxState s = default_generator(Device::cpu()).state();
   CHECK(meta.at("kiln.rng").find("\"cpu\":{\"offset\":\"" + std::to_string(s.offset) + "\",\"seed\":\"" +
                                  std::to_string(s.seed) + "\"}") != std::string::npos);
@@ -257,7 +262,7 @@ TEST_CASE("checkpoints restore CUDA generator states without touching CUDA", "[c
   TempDir dir;
   const std::string path = dir.file("ckpt.safetensors");
   auto m = std::make_shared<TinyNet>(3, 4, 2);
-  save_checkpoint(path, *m, nullptr, TrainingState{1, {}});
+  save_checkpoint(path, *m, nullptr, TrainingState{1, {}, {}});
   SafetensorsFile f(path);
   auto meta = f.metadata();
   meta["kiln.rng"] = R"({"cpu":{"seed":"11","offset":"22"},"cuda:1":{"seed":"18446744073709551615","offset":"7"}})";
@@ -276,7 +281,7 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
   const std::string path = dir.file("ckpt.safetensors");
   manual_seed(3);
   auto m = std::make_shared<TinyNet>(3, 4, 2);
-  save_checkpoint(path, *m, nullptr, TrainingState{7, {{"epoch", 2}}});
+  save_checkpoint(path, *m, nullptr, TrainingState{7, {{"epoch", 2}}, {{"dataset", "fashion-mnist train"}}});
 
   auto fresh = std::make_shared<TinyNet>(3, 4, 2);
   auto before = fresh->state_dict();
@@ -307,7 +312,11 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
     auto tensors = f.load_all();
     const std::string bad = dir.file("bad.safetensors");
     for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"kiln.checkpoint_version", "2"},
+             {"kiln.checkpoint_version", "1"},
+             {"kiln.checkpoint_version", "3"},
+             {"kiln.step", "-1"},
+             {"kiln.data_fingerprint", R"({"dataset":7})"},
+             {"kiln.data_fingerprint", "[]"},
              {"kiln.step", "12x"},
              {"kiln.data_position", R"({"epoch":1.5})"},
              {"kiln.data_position", "[1]"},
@@ -338,6 +347,65 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
                       Catch::Contains("TinyNet") && Catch::Contains("OtherNet") && Catch::Contains("missing model.w") &&
                           Catch::Contains("unexpected model.fc1.bias"));
     CHECK(bitwise_equal(other->state_dict()["w"], w));
+  }
+  SECTION("a flipped byte in a tensor's data is found by its checksum") {
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekg(0, std::ios::end);
+    const auto size = static_cast<std::streamoff>(io.tellg());
+    io.seekg(size - 5);  // inside the last tensor's bytes
+    char c = 0;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    io.seekp(size - 5);
+    io.write(&c, 1);
+    io.close();
+    CHECK_THROWS_AS(load_checkpoint(path, *fresh, nullptr), IOError);
+    CHECK_THROWS_WITH(load_checkpoint(path, *fresh, nullptr),
+                      Catch::Contains("does not match its checksum") && Catch::Contains("the file is corrupt"));
+    CHECK(untouched());
+  }
+  SECTION("a checkpoint whose checksums were removed") {
+    SafetensorsFile f(path);
+    // The same file with the checksum table taken out of the header (padded back to its length).
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const uint64_t n = f.data_start() - 8;
+    auto json_header = nlohmann::json::parse(bytes.substr(8, n));
+    REQUIRE(json_header["__metadata__"].erase(kChecksumMetadataKey) == 1);
+    std::string header = json_header.dump();
+    header.resize(n, ' ');
+    const std::string stripped = dir.file("stripped.safetensors");
+    std::ofstream(stripped, std::ios::binary) << bytes.substr(0, 8) << header << bytes.substr(8 + n);
+    REQUIRE(SafetensorsFile(stripped).checksums().empty());
+    CHECK_THROWS_WITH(load_checkpoint(stripped, *fresh, nullptr), Catch::Contains("has no checksum"));
+    CHECK(untouched());
+  }
+  SECTION("a checkpoint of other data") {
+    CHECK_THROWS_WITH(load_checkpoint(path, *fresh, nullptr, {{"dataset", "tiny shakespeare"}}),
+                      Catch::Contains("refers to other data") &&
+                          Catch::Contains(R"(dataset: checkpoint "fashion-mnist train", this run "tiny shakespeare")"));
+    CHECK_THROWS_WITH(load_checkpoint(path, *fresh, nullptr, {{"dataset", "fashion-mnist train"}, {"vocab", "abc"}}),
+                      Catch::Contains(R"(vocab: checkpoint (none), this run "abc")"));
+    CHECK(untouched());
+    CHECK(load_checkpoint(path, *fresh, nullptr, {{"dataset", "fashion-mnist train"}}).step == 7);
+  }
+  SECTION("the loop position is range-checked by its reader") {
+    const TrainingState st = load_checkpoint(path, *fresh, nullptr);
+    CHECK(st.position("epoch", 0, 5, path) == 2);
+    CHECK_THROWS_WITH(st.position("epoch", 0, 1, path), Catch::Contains("\"epoch\" is 2, outside [0, 1]"));
+    CHECK_THROWS_WITH(st.position("batch", 0, 1, path), Catch::Contains("has no \"batch\""));
+  }
+  SECTION("non-finite weights load with a warning naming them") {
+    auto nan_model = std::make_shared<TinyNet>(3, 4, 2);
+    {
+      NoGradGuard g;
+      nan_model->fc1_->weight_.fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    const std::string nan_path = dir.file("nan.safetensors");
+    save_checkpoint(nan_path, *nan_model, nullptr, TrainingState{1, {}, {}});
+    kiln::test::LogCapture log(LogLevel::Warn);
+    load_checkpoint(nan_path, *fresh, nullptr);
+    CHECK(log.count(LogLevel::Warn, {"non-finite values: model.fc1.weight (12 of 12)"}) == 1);
   }
   SECTION("an extra tensor outside model.* and optim.*") {
     SafetensorsFile f(path);

@@ -194,6 +194,7 @@ TEST_CASE("safetensors metadata round-trips and the alias key is reserved", "[se
   CHECK(SafetensorsFile(dir.file("m.safetensors")).metadata() == meta);
 
   CHECK_THROWS_AS(save_safetensors(dir.file("r.safetensors"), {{"x", ones({2})}}, {{"__kiln_tied__", "{}"}}), Error);
+  CHECK_THROWS_AS(save_safetensors(dir.file("r.safetensors"), {{"x", ones({2})}}, {{"__kiln_crc32__", "{}"}}), Error);
   CHECK_THROWS_AS(save_safetensors(dir.file("r.safetensors"), {{"x", Tensor()}}), Error);
   CHECK_THROWS_AS(save_safetensors(dir.file("r.safetensors"), {{"x", ones({1})}}, {{"bad", "\xff\xfe"}}), Error);
   CHECK(dir.listing() == std::vector<std::string>{"m.safetensors"});
@@ -353,6 +354,31 @@ TEST_CASE("safetensors rejects every kind of corrupt file with kiln::IOError", "
     check_corrupt(p, {"__kiln_tied__"});
     write_file(p, R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x02", 2));
     check_corrupt(p, {"'m'", "not 0 or 1"});
+  }
+  SECTION("bad checksum tables and data that does not match its checksum") {
+    std::string p = path_for();
+    const std::string t = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+    auto with_sums = [&](const std::string& table, const std::string& data) {
+      write_file(p, "{" + t + R"(,"__metadata__":{"__kiln_crc32__":")" + table + R"("}})", data);
+    };
+    with_sums(R"({\"u\":\"00000000\"})", ok_data);
+    check_corrupt(p, {"__kiln_crc32__", "'u'", "not a stored tensor"});
+    with_sums(R"({\"t\":\"0000000\"})", ok_data);
+    check_corrupt(p, {"'t'", "not 8 lowercase hex digits"});
+    with_sums(R"({\"t\":\"ABCDEF01\"})", ok_data);
+    check_corrupt(p, {"'t'", "not 8 lowercase hex digits"});
+    with_sums(R"({\"t\":7})", ok_data);
+    check_corrupt(p, {"'t'", "not 8 lowercase hex digits"});
+    with_sums("[]", ok_data);
+    check_corrupt(p, {"__kiln_crc32__", "not a JSON object"});
+    // A file kiln wrote, with one bit of the last tensor byte flipped.
+    const std::string good = dir.file("good.safetensors");
+    save_safetensors(good, {{"t", tensor<float>({1.0f, 2.0f})}});
+    std::string bytes = read_bytes(good);
+    bytes[bytes.size() - 1] ^= 0x01;
+    write_bytes(p, bytes);
+    check_corrupt(p, {"tensor 't'", "does not match its checksum", "the file is corrupt"});
+    CHECK_NOTHROW(SafetensorsFile(p));  // the header is intact: the damage shows when the tensor is read
   }
   SECTION("not a file") {
     check_corrupt(dir.file("does_not_exist.safetensors"), {"cannot open"});

@@ -163,7 +163,8 @@ Tensor noncontig(const Tensor& t) {
 std::vector<double> values(const Tensor& t) { return t.to_vector_double(); }
 
 Tensor from_values(const std::vector<double>& v, const Shape& shape, DType dtype) {
-  return tensor(v, shape, TensorOptions(dtype));
+  // Through 1-d and a reshape: a vector makes a 1-d tensor, and `shape` may be 0-d.
+  return tensor(v, {}, TensorOptions(dtype)).reshape(shape);
 }
 
 Shape unravel(int64_t linear, const Shape& shape) {

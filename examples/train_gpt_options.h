@@ -1,0 +1,133 @@
+// train_gpt's command line: its settings (some defaults depend on the device) and their parsing,
+// in a header of their own so that the command-line fuzzer (fuzz/fuzz_cli.cpp) parses exactly what
+// the program parses.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+#include "examples/common.h"
+
+namespace kiln::examples::gpt {
+
+#ifdef KILN_SOURCE_DIR
+inline constexpr const char* kDefaultData = KILN_SOURCE_DIR "/data/tinyshakespeare/input.txt";
+#else
+inline constexpr const char* kDefaultData = "data/tinyshakespeare/input.txt";
+#endif
+
+// The settings of a run, every default resolved (some depend on the device).
+struct Options {
+  std::string data = kDefaultData;
+  std::string device_name;  // --device; "" picks cuda when available
+  Device device;
+  std::string out = "train_gpt_out";
+  std::string resume;
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, batch_size = 0;
+  int64_t max_iters = 0, warmup_iters = 100, eval_interval = 0, eval_iters = 0;
+  double lr = 0, min_lr = 0, dropout = 0;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;  // grad_clip 0: no clipping
+  uint64_t seed = 1337;
+  std::optional<double> max_minutes;   // checkpoint and stop after this long
+  std::optional<int64_t> stop_at_iter;  // checkpoint and stop after this iteration (splits a run)
+  std::optional<double> max_val_loss;  // exit status 1 when the best val loss is above it
+  std::string prompt = "\n";
+  double temperature = 0.8;
+  int64_t top_k = 200;  // 0: sample from the whole vocabulary
+  int64_t sample_tokens = 500;
+};
+
+// The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
+template <typename T> T on_device(const std::optional<T>& flag, bool cuda, T cuda_value, T cpu_value) {
+  return flag.value_or(cuda ? cuda_value : cpu_value);
+}
+
+inline Options parse_options(int argc, const char* const* argv) {
+  using examples::whole, examples::real, examples::Ends;
+  Options o;
+  std::optional<int64_t> n_layer, n_head, n_embd, block_size, batch_size, max_iters, eval_interval, eval_iters;
+  std::optional<double> lr, min_lr, dropout;
+  CLI::App app(
+      "Trains a character-level GPT on a text file (the first 90% trains, the rest validates) with AdamW, warmup\n"
+      "and cosine decay, then prints a sample from the weights of the best evaluation. Writes OUT/metrics.jsonl,\n"
+      "OUT/checkpoint.safetensors at every evaluation (and when stopped early), OUT/best.safetensors and\n"
+      "OUT/model.safetensors; --resume continues a run bit for bit. Defaults marked cuda/cpu depend on the device:\n"
+      "nanoGPT's shakespeare-char shape on a GPU, a tiny model that learns in minutes on the CPU.",
+      "train_gpt");
+  examples::set_flag_defaults(app);
+  app.add_option("--data", o.data, "the text to learn (bytes are the vocabulary)")->type_name("FILE");
+  examples::add_device_option(app, o.device_name);
+  app.add_option("--out", o.out, "folder for metrics, checkpoints and models (created)")->type_name("DIR");
+  app.add_option("--resume", o.resume, "continue from this checkpoint")->type_name("CHECKPOINT")->default_str("");
+  auto positive = [&](const char* flag, std::optional<int64_t>& v, const char* help, const char* defaults) {
+    app.add_option(flag, v, help)->transform(whole<int64_t>(1))->default_str(defaults);
+  };
+  positive("--n-layer", n_layer, "transformer blocks", "cuda 6, cpu 2");
+  positive("--n-head", n_head, "attention heads", "cuda 6, cpu 4");
+  positive("--n-embd", n_embd, "embedding width (a multiple of --n-head)", "cuda 384, cpu 64");
+  positive("--block-size", block_size, "context length in characters", "cuda 256, cpu 64");
+  positive("--batch-size", batch_size, "sequences per step", "cuda 64, cpu 16");
+  app.add_option("--dropout", dropout, "dropout probability")
+      ->transform(real(0, 1, Ends::open_high))
+      ->default_str("cuda 0.2, cpu 0");
+  app.add_option("--max-iters", max_iters, "training steps")
+      ->transform(whole<int64_t>(0))
+      ->default_str("cuda 5000, cpu 2000");
+  app.add_option("--lr", lr, "peak learning rate")
+      ->transform(real(0, INFINITY, Ends::open_low))
+      ->default_str("cuda 1e-3, cpu 4e-3");
+  app.add_option("--min-lr", min_lr, "learning rate at the end of the cosine decay")
+      ->transform(real(0))
+      ->default_str("lr/10");
+  app.add_option("--warmup-iters", o.warmup_iters, "linear warmup steps (at most --max-iters)")
+      ->transform(whole<int64_t>(0));
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay of the weight matrices")->transform(real(0));
+  app.add_option("--beta2", o.beta2, "AdamW's second-moment decay")->transform(real(0, 1, Ends::open_high));
+  app.add_option("--grad-clip", o.grad_clip, "clip the gradient norm to C; 0 turns clipping off")->transform(real(0));
+  positive("--eval-interval", eval_interval, "evaluate every N steps", "250");
+  positive("--eval-iters", eval_iters, "batches per loss estimate", "cuda 200, cpu 20");
+  app.add_option("--seed", o.seed, "seed of the initial weights, batches and dropout")->transform(whole<uint64_t>());
+  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
+      ->transform(real(0, INFINITY, Ends::open_low))
+      ->default_str("none");
+  app.add_option("--stop-at-iter", o.stop_at_iter, "checkpoint and stop after this step (splits a run)")
+      ->transform(whole<int64_t>(1))
+      ->default_str("none");
+  app.add_option("--max-val-loss", o.max_val_loss, "exit with status 1 when the best val loss is above V")
+      ->transform(real(0, INFINITY, Ends::open_low))
+      ->default_str("none");
+  app.add_option("--prompt", o.prompt, "the sample's first characters")->default_str("a newline");
+  app.add_option("--temperature", o.temperature, "sampling temperature")
+      ->transform(real(0, INFINITY, Ends::open_low));
+  app.add_option("--top-k", o.top_k, "sample among the K likeliest characters; 0: all")->transform(whole<int64_t>(0));
+  app.add_option("--sample-tokens", o.sample_tokens, "characters to sample at the end; 0: no sample")
+      ->transform(whole<int64_t>(0));
+  examples::parse_or_exit(app, argc, argv);
+
+  o.device = examples::choose_device(o.device_name);
+  const bool cuda = o.device.is_cuda();
+  o.n_layer = on_device<int64_t>(n_layer, cuda, 6, 2);
+  o.n_head = on_device<int64_t>(n_head, cuda, 6, 4);
+  o.n_embd = on_device<int64_t>(n_embd, cuda, 384, 64);
+  o.block_size = on_device<int64_t>(block_size, cuda, 256, 64);
+  o.batch_size = on_device<int64_t>(batch_size, cuda, 64, 16);
+  o.dropout = on_device(dropout, cuda, 0.2, 0.0);
+  o.max_iters = on_device<int64_t>(max_iters, cuda, 5000, 2000);
+  // The tiny CPU model tolerates, and needs, a larger step to learn within its few iterations.
+  o.lr = on_device(lr, cuda, 1e-3, 4e-3);
+  o.eval_interval = eval_interval.value_or(250);
+  o.eval_iters = on_device<int64_t>(eval_iters, cuda, 200, 20);
+  o.min_lr = min_lr.value_or(o.lr / 10);
+  o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
+  if (o.n_embd % o.n_head != 0) {
+    examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +
+                          std::to_string(o.n_head));
+  }
+  return o;
+}
+
+}  // namespace kiln::examples::gpt
