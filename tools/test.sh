@@ -14,7 +14,7 @@ phase() { echo "test: $1 finished at $(( $(date +%s) - start )) s"; }
 KILN_CUDA=OFF bash "$root/tools/build.sh" "$root/build/cpu"
 ctest --test-dir "$root/build/cpu" --output-on-failure --parallel "$(nproc)"
 phase "CPU build and tests"
-bash "$root/tools/sanitize.sh" --no-examples
+bash "$root/tools/sanitize.sh"
 phase "sanitized build and tests"
 bash "$root/tools/fuzz.sh" --no-build
 phase "fuzzing"

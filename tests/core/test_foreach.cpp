@@ -13,6 +13,7 @@
 #include "core/kiln.h"
 #include "core/ops/foreach.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/bitwise.h"
 
 using namespace kiln;
 
@@ -52,11 +53,7 @@ void require_close(const TensorList& a, const TensorList& b, double rtol, double
   }
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(a.numel()) * a.element_size()) == 0;
-}
+bool same_bits(const Tensor& a, const Tensor& b) { return kiln::test::bitwise_equal(a, b); }
 bool same_bits(const TensorList& a, const TensorList& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)

@@ -20,6 +20,7 @@
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 #include "tests/nn/temp_dir.h"
+#include "tests/bitwise.h"
 
 
 using namespace kiln;
@@ -33,11 +34,7 @@ struct TempDir : kiln::test::TempDir {
   TempDir() : kiln::test::TempDir("kiln_ckpt") {}
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  Tensor ca = a.detach().contiguous(), cb = b.detach().contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
-}
+using kiln::test::bitwise_equal;
 
 bool same_state(const Module& a, const Module& b) {
   auto sa = a.state_dict(), sb = b.state_dict();

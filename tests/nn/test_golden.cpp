@@ -104,7 +104,10 @@ struct ScratchDir {
 void randomize(Module& m) {
   NoGradGuard no_grad;
   for (auto& [n, p] : m.named_parameters()) {
-    const auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+    // n by name: clang 14 cannot capture a structured binding.
+    const auto ends = [&n = n](const std::string& s) {
+      return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+    };
     if (ends("wte.weight") || ends("wpe.weight")) {
       init::normal_(p, 0.0, 0.5);
     } else if (p.dim() >= 2) {

@@ -16,6 +16,7 @@
 #include "nn/optim/clip.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
+#include "tests/bitwise.h"
 
 using namespace kiln;
 using namespace kiln::nn::optim;
@@ -71,11 +72,7 @@ void adamw_expected(Vec& p, const Vec& g, Vec& m, Vec& v, int t, double lr, doub
 
 const std::vector<Vec> kGrads = {{0.5, -1.0, 2.0}, {-0.25, 0.75, 1.5}, {1.0, 0.5, -3.0}};
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(a.numel()) * a.element_size()) == 0;
-}
+bool same_bits(const Tensor& a, const Tensor& b) { return kiln::test::bitwise_equal(a, b); }
 
 }  // namespace
 

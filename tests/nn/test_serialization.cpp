@@ -20,6 +20,7 @@
 #include "nn/module.h"
 #include "nn/safetensors.h"
 #include "tests/nn/temp_dir.h"
+#include "tests/bitwise.h"
 
 
 using namespace kiln;
@@ -34,11 +35,7 @@ struct TempDir : kiln::test::TempDir {
   TempDir() : kiln::test::TempDir("kiln_st") {}
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
-}
+using kiln::test::bitwise_equal;
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');
