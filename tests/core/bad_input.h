@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -32,10 +33,19 @@
 #define KILN_BAD_INPUT_CAN_FORK 0
 #endif
 
+#include "core/kiln.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
 namespace kiln::bad_input {
+
+// What both tables use: non-finite hyperparameters, a count that fits int64 but no memory
+// (2^62 float32 elements are 16 EiB), and zero-filled inputs of a shape.
+inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline const double kInf = std::numeric_limits<double>::infinity();
+inline constexpr int64_t kP62 = int64_t{1} << 62;
+inline Tensor f32(const Shape& s) { return zeros(s); }
+inline Tensor i64(const Shape& s) { return zeros(s, DType::Int64); }
 
 enum class Expect { Error, Shape, DType, Device, Index, IO, OutOfMemory, Autograd };
 

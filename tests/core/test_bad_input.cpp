@@ -19,6 +19,7 @@
 using namespace kiln;
 using kiln::bad_input::Expect;
 using kiln::bad_input::Table;
+using kiln::bad_input::f32, kiln::bad_input::i64, kiln::bad_input::kInf, kiln::bad_input::kNaN, kiln::bad_input::kP62;
 
 namespace {
 
@@ -30,13 +31,8 @@ constexpr int64_t kWrapA = 274177;
 constexpr int64_t kWrapB = 67280421310721;
 // Counts that fit int64 but no memory: 2^50 float32 elements are 4 PiB.
 constexpr int64_t kP50 = int64_t{1} << 50;
-constexpr int64_t kP62 = int64_t{1} << 62;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
 
-Tensor f32(const Shape& s) { return zeros(s); }
 Tensor f64(const Shape& s) { return zeros(s, DType::Float64); }
-Tensor i64(const Shape& s) { return zeros(s, DType::Int64); }
 Tensor leaf(const Shape& s) { return zeros(s).set_requires_grad(true); }
 Tensor scalar0() { return scalar_tensor(1.0); }
 // A view of n elements without n elements of memory: one element broadcast.

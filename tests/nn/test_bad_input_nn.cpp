@@ -25,17 +25,13 @@ using namespace kiln;
 using namespace kiln::nn;
 using kiln::bad_input::Expect;
 using kiln::bad_input::Table;
+using kiln::bad_input::f32, kiln::bad_input::i64, kiln::bad_input::kInf, kiln::bad_input::kNaN, kiln::bad_input::kP62;
 
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr int64_t kP62 = int64_t{1} << 62;
 constexpr int64_t kP40 = int64_t{1} << 40;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
 
-Tensor f32(const Shape& s) { return zeros(s); }
-Tensor i64(const Shape& s) { return zeros(s, DType::Int64); }
 Tensor param(const Shape& s) { return zeros(s).set_requires_grad(true); }
 
 GPTConfig tiny_gpt() {
