@@ -2,6 +2,9 @@
 // dtype where it first appears in the table) so results read as one table per dtype.
 #include "bench/case_list.h"
 
+#include "core/atomic_file.h"
+#include "kernels/error.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -166,12 +169,9 @@ std::string case_json(const ListedCase& c) {
 }
 
 bool write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f) ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+  try {
+    write_file_atomically(path, text, "bench");
+  } catch (const Error&) {
     return false;
   }
   return true;

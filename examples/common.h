@@ -29,7 +29,7 @@
 #include "core/cuda/runtime.h"
 #include "core/device.h"
 #include "kernels/error.h"
-#include "nn/safetensors.h"
+#include "core/atomic_file.h"
 
 namespace kiln::examples {
 
@@ -95,7 +95,7 @@ inline void make_out_dir(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) input_error("cannot create --out " + dir + ": " + ec.message());
   if (!std::filesystem::is_directory(dir, ec)) input_error("--out " + dir + " is not a folder");
-  for (const std::string& stale : nn::remove_stale_temp_files(dir)) {
+  for (const std::string& stale : remove_stale_temp_files(dir)) {
     std::printf("removed %s, left by a run killed while saving\n", stale.c_str());
   }
 }

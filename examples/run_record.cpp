@@ -3,8 +3,6 @@
 // CUDA backend is built.
 #include "examples/run_record.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -18,6 +16,7 @@
 
 #include <sys/resource.h>
 
+#include "core/atomic_file.h"
 #include "examples/common.h"
 #include "kernels/error.h"
 #include "kernels/cpu/parallel.h"
@@ -142,15 +141,7 @@ MetricsFile::MetricsFile(const std::string& path, std::optional<int64_t> resumed
       else ++dropped;
     }
     if (dropped > 0) {
-      const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + ".0";
-      std::FILE* out = std::fopen(tmp.c_str(), "w");
-      const bool ok = out && std::fputs(kept.c_str(), out) >= 0 && std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
-      if (out) std::fclose(out);
-      if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw IOError("cannot rewrite " + path + ": " + why);
-      }
+      write_file_atomically(path, kept, "metrics");
       std::printf("%s: dropped %lld record(s) written after the checkpoint's step %lld\n", path.c_str(),
                   static_cast<long long>(dropped), static_cast<long long>(*resumed_at_step));
     }

@@ -67,16 +67,9 @@ struct Corpus {
   Vocab vocab;
   Tensor train, val;
   std::vector<int64_t> prompt_ids;
-  // What a checkpoint refers to: this text and its character map (token ids mean nothing without it).
-  std::map<std::string, std::string> fingerprint() const {
-    auto bytes = [](const void* p, size_t n) {
-      return from_blob(p, {static_cast<int64_t>(n)}, DType::UInt8);
-    };
-    const std::string text_crc = nn::tensor_checksum(bytes(text.data(), text.size()));
-    const std::string vocab_crc = nn::tensor_checksum(bytes(vocab.chars.data(), vocab.chars.size()));
-    return {{"text", std::to_string(text.size()) + " bytes, CRC-32 " + text_crc},
-            {"vocabulary", std::to_string(vocab.chars.size()) + " characters, CRC-32 " + vocab_crc}};
-  }
+  // What a checkpoint refers to: this text and its character map (token ids mean nothing without
+  // it). Computed once: every checkpoint carries it.
+  std::map<std::string, std::string> fingerprint;
 };
 
 Corpus load_corpus(const Options& opt) {
@@ -109,7 +102,14 @@ Corpus load_corpus(const Options& opt) {
   Tensor all = tensor(ids).to(opt.device);
   Tensor train = all.narrow(0, 0, n_train);
   Tensor val = all.narrow(0, n_train, all.size(0) - n_train);
-  return Corpus{std::move(text), std::move(vocab), train, val, std::move(prompt_ids)};
+  auto crc = [](const void* p, size_t n) {
+    return nn::tensor_checksum(from_blob(p, {static_cast<int64_t>(n)}, DType::UInt8));
+  };
+  std::map<std::string, std::string> fingerprint{
+      {"text", std::to_string(text.size()) + " bytes, CRC-32 " + crc(text.data(), text.size())},
+      {"vocabulary", std::to_string(vocab.chars.size()) + " characters, CRC-32 " +
+                         crc(vocab.chars.data(), vocab.chars.size())}};
+  return Corpus{std::move(text), std::move(vocab), train, val, std::move(prompt_ids), std::move(fingerprint)};
 }
 
 // The initial weights come from kiln's generator, seeded by --seed just before.
@@ -165,7 +165,7 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::op
                      const Options& opt, const Corpus& corpus, int64_t iter, const Best& best) {
   nn::TrainingState st;
   st.step = iter;
-  st.data_fingerprint = corpus.fingerprint();
+  st.data_fingerprint = corpus.fingerprint;
   st.data_position = {{"seed", static_cast<int64_t>(opt.seed)},
                       {"best_val_bits", std::bit_cast<int64_t>(best.val)},
                       {"best_iter", best.iter}};
@@ -179,7 +179,7 @@ std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, n
   Best best;
   nn::TrainingState st;
   try {
-    st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint());
+    st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint);
     best.iter = st.position("best_iter", -1, st.step, opt.resume);
     best.val = std::bit_cast<double>(st.position("best_val_bits", INT64_MIN, INT64_MAX, opt.resume));
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();

@@ -1,27 +1,25 @@
 // safetensors reading and writing. The header is validated completely (types, dtypes, shapes,
 // every offset against the file size, overlaps) before any tensor byte is read, so a hostile or
 // truncated file is a kiln::IOError and never an out-of-bounds read, and every tensor read is
-// checked against the CRC-32 kiln wrote for it; writes go to a temporary file in the target's
-// directory that is fsynced and then renamed over the target.
+// checked against the CRC-32 kiln wrote for it; writes go through core/atomic_file.h (a temporary
+// sibling, fsynced, then renamed over the target).
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <zlib.h>
 
+#include "core/atomic_file.h"
 #include "core/ops/factory.h"
 #include "kernels/error.h"
 #include "kernels/log.h"
@@ -98,20 +96,6 @@ bool json_unsigned(const json& j, uint64_t& out) {
   return false;
 }
 
-void write_all_at(int fd, const void* data, size_t n, uint64_t offset, const std::string& tmp_path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(tmp_path, "write failed: " + errno_text());
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    offset += static_cast<uint64_t>(w);
-  }
-}
-
 // zlib's CRC-32 (the gzip and PNG polynomial), over any length.
 uint32_t crc32_of(const void* data, size_t n) {
   return static_cast<uint32_t>(::crc32_z(0L, static_cast<const Bytef*>(data), n));
@@ -150,58 +134,6 @@ bool read_all_at(int fd, void* data, size_t n, uint64_t offset) {
   return true;
 }
 
-// The temporary sibling a save writes into. Until commit() it is closed and removed on every exit
-// path, so a failed save leaves neither a partial target nor a stray temporary file.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) {
-    static std::atomic<uint64_t> counter{0};
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      path_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-      // 0666 before the umask, like any file the user creates; O_EXCL so we never reuse a name.
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) return;
-      if (errno != EEXIST) fail(target, "cannot create temporary file " + path_ + ": " + errno_text());
-    }
-    fail(target, "cannot find a free temporary file name next to it");
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-
-  // Data on disk, then the name: a crash before the rename leaves the old target intact.
-  void commit(const std::string& target) {
-    if (::fsync(fd_) != 0) fail(path_, "fsync failed: " + errno_text());
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail(path_, "close failed: " + errno_text());
-    if (std::rename(path_.c_str(), target.c_str()) != 0) {
-      fail(target, "cannot rename " + path_ + " over it: " + errno_text());
-    }
-    committed_ = true;
-    // Make the rename itself durable. Best effort: some filesystems refuse fsync on directories,
-    // and the new file is already complete and in place.
-    auto slash = target.find_last_of('/');
-    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 // One of kiln's metadata fields that hold a JSON object (the tied-tensor and checksum tables), parsed
 // under the same guards as the header; `where` names the field in errors.
 json metadata_table(const std::string& path, const std::string& where, const std::string& text) {
@@ -209,19 +141,6 @@ json metadata_table(const std::string& path, const std::string& where, const std
   json table = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (table.is_discarded() || !table.is_object()) fail(path, where + "is not a JSON object");
   return table;
-}
-
-// TempFile's naming: "<target>.tmp.<pid>.<counter>"; the pid of a name that has this form, or 0.
-pid_t temp_file_owner(const std::string& name) {
-  const size_t tmp = name.rfind(".tmp.");
-  if (tmp == std::string::npos || tmp == 0) return 0;
-  const std::string rest = name.substr(tmp + 5);  // "<pid>.<counter>"
-  const size_t dot = rest.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return 0;
-  auto digits = [](const std::string& s) { return s.find_first_not_of("0123456789") == std::string::npos; };
-  const std::string pid_text = rest.substr(0, dot);
-  if (!digits(pid_text) || !digits(rest.substr(dot + 1)) || pid_text.size() > 9) return 0;
-  return static_cast<pid_t>(std::stol(pid_text));
 }
 
 // Same storage, same view: writing both would store the same bytes twice and lose the tie.
@@ -318,7 +237,7 @@ uint64_t detail::write_safetensors(const std::string& path, const std::map<std::
   };
   const uint64_t n = header_text().size();
 
-  TempFile tmp(path);
+  AtomicFile tmp(path, "safetensors");
   {
     NoGradGuard no_grad;
     // One tensor at a time on the host, so a model on the GPU is never staged whole.
@@ -328,7 +247,7 @@ uint64_t detail::write_safetensors(const std::string& path, const std::map<std::
       if (!c.is_cpu()) c = c.to(Device::cpu()).contiguous();
       const size_t nbytes = static_cast<size_t>(c.numel()) * c.element_size();
       checksums[name] = crc_hex(crc32_of(c.data_ptr(), nbytes));
-      write_all_at(tmp.fd(), c.data_ptr(), nbytes, at, tmp.path());
+      tmp.write_at(c.data_ptr(), nbytes, at);
       at += nbytes;
     }
   }
@@ -336,9 +255,9 @@ uint64_t detail::write_safetensors(const std::string& path, const std::map<std::
   if (text.size() != n) throw Error("save_safetensors: " + path + ": internal error: the header changed length");
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
-  write_all_at(tmp.fd(), len_bytes, 8, 0, tmp.path());
-  write_all_at(tmp.fd(), text.data(), text.size(), 8, tmp.path());
-  tmp.commit(path);
+  tmp.write_at(len_bytes, 8, 0);
+  tmp.write_at(text.data(), text.size(), 8);
+  tmp.commit();
   return 8 + n + offset;
 }
 
@@ -348,29 +267,6 @@ std::string tensor_checksum(const Tensor& t) {
   Tensor c = t.detach().contiguous();
   if (!c.is_cpu()) c = c.to(Device::cpu()).contiguous();
   return crc_hex(crc32_of(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size()));
-}
-
-std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> removed;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) return removed;  // no folder yet: nothing was ever saved there
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const pid_t pid = temp_file_owner(it->path().filename().string());
-    if (pid <= 0 || pid == ::getpid() || !it->is_regular_file(ec)) continue;
-    // kill(pid, 0) delivers nothing: it only asks whether the process exists.
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    const std::string path = it->path().string();
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      throw IOError("remove_stale_temp_files: cannot remove " + path + ": " + errno_text());
-    }
-    KILN_LOG(Info, "remove_stale_temp_files: removed " + path + ", left by process " + std::to_string(pid) +
-                       " when it died mid-save");
-    removed.push_back(path);
-  }
-  return removed;
 }
 
 // --- reading -------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 // The safetensors format (8-byte little-endian header length, a JSON header, one flat data buffer),
 // read and written by kiln. Non-obvious decisions: a file is written to a temporary sibling and
-// renamed over the target, so a crash never leaves a half-written file; tensors that are the same
-// view of the same storage are stored once, and the other names go into the metadata key
-// "__kiln_tied__" so kiln ties them again on load (the format itself forbids shared tensors).
+// renamed over the target (core/atomic_file.h), so a crash never leaves a half-written file;
+// tensors that are the same view of the same storage are stored once, and the other names go into
+// the metadata key "__kiln_tied__" so kiln ties them again on load (the format itself forbids
+// shared tensors).
 #pragma once
 
 #include <cstdint>
@@ -92,12 +93,6 @@ namespace detail {
 uint64_t write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                            const std::map<std::string, std::string>& metadata);
 }  // namespace detail
-
-// Removes what saves into `dir` left behind when their process died mid-save (SIGKILL, a crash,
-// power loss): the temporary siblings "<target>.tmp.<pid>.<n>" whose process <pid> no longer runs.
-// A save under way in a live process is left alone. Returns the paths removed (and logs each at
-// Info); a file that cannot be removed is a kiln::IOError. Training programs call it at start.
-std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 // The CRC-32 of a tensor's bytes in row-major order, as 8 hex digits: what kChecksumMetadataKey
 // stores for it. Also a cheap fingerprint of a dataset for training checkpoints.

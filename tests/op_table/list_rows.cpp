@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/atomic_file.h"
+#include "kernels/error.h"
 #include "tests/op_table/op_table.h"
 
 namespace {
@@ -24,21 +26,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s --json FILE\n", argv[0]);
     return 2;
   }
-  const std::string path = argv[2], tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  bool ok = f != nullptr;
+  std::string text;
   for (const kiln::test::OpRow& row : kiln::test::op_table()) {
-    if (!ok) break;
     std::string bench = "[";
     for (size_t i = 0; i < row.bench.size(); ++i) bench += (i ? ", " : "") + quoted(row.bench[i].name);
     bench += "]";
-    ok = std::fprintf(f, "{\"row\": %s, \"family\": %s, \"bench\": %s}\n", quoted(row.name).c_str(),
-                      quoted(row.family).c_str(), bench.c_str()) > 0;
+    text += "{\"row\": " + quoted(row.name) + ", \"family\": " + quoted(row.family) + ", \"bench\": " + bench +
+            "}\n";
   }
-  if (f) ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    std::fprintf(stderr, "op_table_rows: cannot write %s\n", path.c_str());
+  try {
+    kiln::write_file_atomically(argv[2], text, "op_table_rows");
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
   return 0;
