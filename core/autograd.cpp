@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autocast.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/reduce.h"
@@ -20,6 +21,14 @@ namespace {
 std::atomic<uint64_t> g_sequence_nr{0};
 std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Whether two tensors of one shape lay their elements out alike (strides of size-1 dims do not matter).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
 
 // Gradient sink of a leaf: accumulates into .grad, in place when a gradient already exists.
 class AccumulateGrad final : public Node {
@@ -37,15 +46,25 @@ class AccumulateGrad final : public Node {
       if (r.defined()) g = r;
     }
     Tensor& dst = meta.grad;
+    Tensor leaf(leaf_);
     if (!dst.defined()) {
-      // Take the incoming buffer when nobody else can see it; otherwise copy it.
-      bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.is_view() &&
-                       g.is_non_overlapping_and_dense();
-      dst = exclusive ? g : g.detach().clone(MemoryFormat::Contiguous);
+      // The gradient takes its parameter's layout (a channels-last weight gets a channels-last
+      // gradient, a contiguous one a contiguous gradient, whatever strides backward produced): the
+      // incoming buffer when nobody else can see it and it already has that layout, else a copy.
+      const bool dense_leaf = leaf.is_non_overlapping_and_dense();
+      const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.is_view() &&
+                             g.is_non_overlapping_and_dense() && (!dense_leaf || same_layout(g, leaf));
+      if (exclusive) {
+        dst = g;
+      } else if (dense_leaf) {
+        dst = empty_strided(leaf.sizes(), leaf.strides(), TensorOptions(g.dtype(), g.device()));
+        dst.copy_(g);
+      } else {
+        dst = g.detach().clone(MemoryFormat::Contiguous);
+      }
     } else {
       dst.add_(g);
     }
-    Tensor leaf(leaf_);
     for (auto& hook : meta.post_accumulate_hooks) hook(leaf);
     return {};
   }
@@ -217,6 +236,9 @@ struct ReadyCmp {
 // stored into `captured` and leaves are left untouched (autograd::grad).
 void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph,
              const std::vector<CaptureTarget>* captures, TensorList* captured) {
+  // Backward runs in the dtypes forward chose: the casts autocast made are on the tape, and a
+  // backward started inside an autocast region must not cast its gradients again.
+  const AutocastSnapshotGuard autocast_off(AutocastSnapshot{});
   // Dependencies: how many edges point at each node from the reachable graph.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::shared_ptr<Node>> alive;
@@ -534,6 +556,42 @@ Tensor& Tensor::detach_() {
     impl_->autograd->requires_grad = false;
   }
   return *this;
+}
+
+// --- debugging ----------------------------------------------------------------------------------
+
+int64_t saved_tensor_bytes(const Tensor& root) {
+  if (!root.defined()) throw AutogradError("saved_tensor_bytes: the tensor is undefined");
+  std::unordered_set<Node*> seen;
+  std::unordered_set<const Storage*> storages;
+  std::vector<Node*> stack;
+  int64_t bytes = 0;
+  if (Node* fn = root.grad_fn().get()) {
+    stack.push_back(fn);
+    seen.insert(fn);
+  }
+  // Iterative, as every walk over a graph here: a long graph must not recurse once per node.
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (const auto* f = dynamic_cast<const FunctionNode*>(n)) {
+      for (const SavedTensor& s : f->saved) {
+        if (!s.defined()) continue;
+        Tensor t;
+        try {
+          t = s.unpack();
+        } catch (const AutogradError&) {
+          continue;  // released by a backward, or stale: see the header
+        }
+        const Storage* storage = t.defined() ? t.storage().get() : nullptr;
+        if (storage && storages.insert(storage).second) bytes += static_cast<int64_t>(storage->nbytes());
+      }
+    }
+    for (const Edge& e : n->next_edges()) {
+      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+  return bytes;
 }
 
 }  // namespace kiln

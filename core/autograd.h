@@ -157,4 +157,12 @@ class AnomalyModeGuard {
   bool prev_;
 };
 
+// --- debugging ---------------------------------------------------------------------------------
+// Bytes of the distinct storages that the saved tensors (FunctionNode::saved) of the graph behind
+// `root` keep alive: what that graph costs in memory until its backward runs. A storage shared by
+// several saved tensors (or views of one tensor) counts once, and whole, as it is held whole.
+// Saved tensors already released by a backward, or modified in place since they were saved (their
+// backward would refuse them), are not counted. 0 for a tensor without history.
+int64_t saved_tensor_bytes(const Tensor& root);
+
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // Everything a kiln user needs from the core layer, in one include.
 #pragma once
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/gradcheck.h"

@@ -3,6 +3,7 @@
 // capture costs one relaxed load beyond the generator's lock.
 #include "core/random.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -24,11 +25,15 @@ struct GeneratorCapture::State {
   struct Entry {
     Generator generator;
     Tensor base;  // int64 [2] on the device: {seed, offset base}, written by prepare_replay
-    uint64_t draws = 0;
+    uint64_t draws = 0;       // the next draw's k
+    uint64_t high_water = 0;  // the largest `draws` before a set_position rewound it
+    uint64_t total() const { return std::max(draws, high_water); }
   };
 
   explicit State(Device d) : device(d) {}
   PhiloxState draw(const Generator& g);
+  // This generator's entry, made on its first use (caller holds `mutex`).
+  Entry& entry_for(const Generator& g);
 
   Device device;
   std::mutex mutex;
@@ -92,6 +97,31 @@ PhiloxState Generator::next() {
   return reserve(1);
 }
 
+uint64_t Generator::position() const {
+  if (std::shared_ptr<GeneratorCapture::State> capture = active_capture(impl_->device)) {
+    std::lock_guard<std::mutex> lock(capture->mutex);
+    for (const GeneratorCapture::State::Entry& e : capture->entries) {
+      if (e.generator == *this) return e.draws;
+    }
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->state.offset;
+}
+
+void Generator::set_position(uint64_t position) {
+  if (std::shared_ptr<GeneratorCapture::State> capture = active_capture(impl_->device)) {
+    std::lock_guard<std::mutex> lock(capture->mutex);
+    // Rewinding replays draws the graph already makes; the replay reserves the most it ever drew.
+    GeneratorCapture::State::Entry& e = capture->entry_for(*this);
+    e.high_water = std::max(e.high_water, e.draws);
+    e.draws = position;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->state.offset = position;
+}
+
 PhiloxState Generator::reserve(uint64_t draws) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const PhiloxState s = impl_->state;
@@ -130,20 +160,21 @@ Generator generator_for(const char* op, Device device, const std::optional<Gener
 
 // --- GeneratorCapture ----------------------------------------------------------------------------
 
+GeneratorCapture::State::Entry& GeneratorCapture::State::entry_for(const Generator& g) {
+  for (Entry& e : entries) {
+    if (e.generator == g) return e;
+  }
+  // empty, not zeros: a fill would be a kernel, and a kernel launched now would be captured into
+  // the graph and overwrite, at every replay, what prepare_replay wrote before it.
+  entries.push_back(Entry{g, empty({2}, TensorOptions(DType::Int64, device)), 0, 0});
+  return entries.back();
+}
+
 PhiloxState GeneratorCapture::State::draw(const Generator& g) {
   std::lock_guard<std::mutex> lock(mutex);
-  Entry* entry = nullptr;
-  for (Entry& e : entries) {
-    if (e.generator == g) entry = &e;
-  }
-  if (!entry) {
-    // empty, not zeros: a fill would be a kernel, and a kernel launched now would be captured into
-    // the graph and overwrite, at every replay, what prepare_replay wrote before it.
-    entries.push_back(Entry{g, empty({2}, TensorOptions(DType::Int64, device)), 0});
-    entry = &entries.back();
-  }
-  const uint64_t k = entry->draws++;
-  return PhiloxState{0, k, static_cast<const uint64_t*>(entry->base.data_ptr())};
+  Entry& entry = entry_for(g);
+  const uint64_t k = entry.draws++;
+  return PhiloxState{0, k, static_cast<const uint64_t*>(entry.base.data_ptr())};
 }
 
 GeneratorCapture::GeneratorCapture(Device device) : state_(std::make_shared<State>(device)) {
@@ -174,7 +205,7 @@ void GeneratorCapture::prepare_replay() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (State::Entry& e : state_->entries) {
     // Taking the draws in one step keeps a concurrent eager draw from landing inside them.
-    const PhiloxState s = e.generator.reserve(e.draws);
+    const PhiloxState s = e.generator.reserve(e.total());
     ops::launch("graph replay", state_->device, kernels::philox_base_store,
                 static_cast<uint64_t*>(e.base.data_ptr()), s.seed, s.offset);
   }
@@ -192,7 +223,7 @@ uint64_t GeneratorCapture::draws(size_t i) const {
                      " is out of range; the capture drew from " + std::to_string(state_->entries.size()) +
                      " generators");
   }
-  return state_->entries[i].draws;
+  return state_->entries[i].total();
 }
 
 }  // namespace kiln

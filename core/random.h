@@ -33,6 +33,12 @@ class Generator {
   PhiloxState next();
   // Takes `draws` consecutive offsets at once (a graph replay's), returning the state before them.
   PhiloxState reserve(uint64_t draws);
+  // Where the next draw comes from, as one number that can be saved and put back: the host offset,
+  // or, while this generator's device is being captured, the capture's count of this generator's
+  // draws (the k of base + k). Activation recompute (nn/checkpoint.h) saves it before forward and
+  // puts it back for the recompute, so a recompute inside a capture replays forward's draws too.
+  uint64_t position() const;
+  void set_position(uint64_t position);
 
   // Whether two handles share one state.
   bool operator==(const Generator& other) const { return impl_ == other.impl_; }

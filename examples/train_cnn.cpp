@@ -20,6 +20,7 @@
 #include "core/kiln.h"
 #include "data/idx.h"
 #include "examples/common.h"
+#include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_cnn_options.h"
 #include "nn/optim/adamw.h"
@@ -78,11 +79,13 @@ std::shared_ptr<nn::UnaryModule> build_model(const Options& opt, Device device) 
   if (opt.model == "resnet") {
     nn::ResNetConfig cfg;
     cfg.in_channels = 1;
+    cfg.recompute = opt.precision.recompute;
     model = std::make_shared<nn::ResNet>(cfg);
   } else {
     model = std::make_shared<nn::SmallCNN>();
   }
   model->to(device);
+  if (opt.precision.channels_last) model->to(MemoryFormat::ChannelsLast);
   model->train();
   return model;
 }
@@ -135,8 +138,10 @@ Tensor augment(const Tensor& x, int64_t pad) {
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
-double test_accuracy(nn::UnaryModule& model, const Data& d) {
+double test_accuracy(nn::UnaryModule& model, const Data& d, const examples::PrecisionOptions& precision) {
   NoGradGuard no_grad;
+  std::optional<AutocastGuard> autocast;  // evaluate in the precision the run trains in
+  if (const std::optional<DType> dt = precision.amp_dtype()) autocast.emplace(d.x_test.device().type, *dt);
   model.eval();
   Tensor correct = zeros({}, TensorOptions(DType::Int64, d.x_test.device()));
   const int64_t chunk = 500;
@@ -161,7 +166,7 @@ struct Loop {
 };
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Optimizer& optimizer,
-                     const Options& opt, const Data& data, const Loop& loop) {
+                     const nn::amp::GradScaler* scaler, const Options& opt, const Data& data, const Loop& loop) {
   const int64_t train_size = data.x_train.size(0);
   nn::TrainingState st;
   st.step = loop.step;
@@ -174,18 +179,19 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
                       {"epochs", opt.epochs},
                       {"first_loss_bits", float_bits(loop.first_loss)},
                       {"loss_sum_bits", float_bits(loop.loss_sum.item<float>())}};
-  nn::save_checkpoint(path, model, &optimizer, st);
+  nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
 // Restores --resume into the model and optimizer and returns the loop position; the run continues
 // the saved run's shuffling, so its seed replaces --seed. A checkpoint of other training data or
 // another batch size, or whose loop position does not fit this run, is bad input.
-Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, const Data& data, Device device) {
+Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, nn::amp::GradScaler* scaler,
+                 const Data& data, Device device) {
   const int64_t train_size = data.x_train.size(0);
   nn::TrainingState st;
   Loop loop;
   try {
-    st = nn::load_checkpoint(opt.resume, model, &optimizer, data.fingerprint);
+    st = nn::load_checkpoint(opt.resume, model, &optimizer, data.fingerprint, scaler);
     const int64_t batch_size = st.position("batch_size", 1, INT64_MAX, opt.resume);
     const int64_t saved_train_size = st.position("train_size", 1, INT64_MAX, opt.resume);
     if (batch_size != opt.batch_size || saved_train_size != train_size) {
@@ -221,11 +227,15 @@ Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimize
   return loop;
 }
 
-examples::JsonLine settings(const Options& opt, int64_t train_images, int64_t test_images, int64_t parameters) {
+examples::JsonLine settings(const Options& opt, Device device, int64_t train_images, int64_t test_images,
+                            int64_t parameters) {
   examples::JsonLine s;
   s.text("model", opt.model).integer("parameters", parameters).integer("epochs", opt.epochs);
   s.integer("batch_size", opt.batch_size).text("optimizer", opt.optimizer).real("lr", opt.lr, "%g");
   s.real("weight_decay", opt.weight_decay, "%g").boolean("augment", opt.augment);
+  s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
+  s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
+  s.integer("grad_accum", opt.precision.grad_accum);
   return s.integer("train_images", train_images).integer("test_images", test_images).unsigned_integer("seed", opt.seed);
 }
 
@@ -266,10 +276,11 @@ examples::JsonLine summary_record(bool finished, const Loop& loop, double accura
 
 void print_banner(const Options& opt, Device device, const nn::Module& model, int64_t train_images) {
   std::printf("%s on Fashion-MNIST (%s): %lld parameters, %lld training images, %d epochs, batch %lld, %s lr %g "
-              "wd %g, augmentation %s\n",
+              "wd %g, augmentation %s; %s\n",
               model.type_name().c_str(), device.str().c_str(), static_cast<long long>(model.num_parameters()),
               static_cast<long long>(train_images), opt.epochs, static_cast<long long>(opt.batch_size),
-              opt.optimizer == "adamw" ? "AdamW" : "SGD", opt.lr, opt.weight_decay, opt.augment ? "on" : "off");
+              opt.optimizer == "adamw" ? "AdamW" : "SGD", opt.lr, opt.weight_decay, opt.augment ? "on" : "off",
+              examples::precision_str(opt.precision, device).c_str());
   std::fflush(stdout);
 }
 
@@ -329,8 +340,10 @@ static int run(int argc, char** argv) {
   const int64_t batches_per_epoch = (n + opt.batch_size - 1) / opt.batch_size;
   const int64_t total_steps = batches_per_epoch * opt.epochs;
 
+  examples::apply_math_switches(opt.precision);
   auto model = build_model(opt, device);
   auto optimizer = build_optimizer(opt, *model);
+  examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
@@ -339,13 +352,13 @@ static int run(int argc, char** argv) {
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    loop = resume_from(opt, *model, *optimizer, data, device);
+    loop = resume_from(opt, *model, *optimizer, train_step.scaler(), data, device);
     schedule.set_step(loop.step);
   }
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(loop.step));
   metrics.write(examples::run_record("train_cnn", argc, argv, device, opt.resume,
-                                     settings(opt, n, n_test, model->num_parameters())));
+                                     settings(opt, device, n, n_test, model->num_parameters())));
   print_banner(opt, device, *model, n);
 
   const auto t_start = Clock::now();
@@ -363,10 +376,9 @@ static int run(int argc, char** argv) {
       Tensor idx = perm.narrow(0, begin, len);
       Tensor xb = index_select(data.x_train, 0, idx), yb = index_select(data.y_train, 0, idx);
       if (opt.augment) xb = augment(xb, 2);
-      Tensor loss = cross_entropy((*model)(xb), yb);
-      optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
+      Tensor loss = train_step.run(len, [&](int64_t start, int64_t rows) {
+        return cross_entropy((*model)(xb.narrow(0, start, rows)), yb.narrow(0, start, rows));
+      });
       schedule.step();
       ++loop.step;
       ++loop.batch;
@@ -388,7 +400,7 @@ static int run(int argc, char** argv) {
       }
       if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
         totals.train_seconds += seconds_since(t_epoch);
-        save_checkpoint(checkpoint_path, *model, *optimizer, opt, data, loop);
+        save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, loop);
         progress.end_line();
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
                     static_cast<long long>(loop.step), static_cast<long long>(loop.epoch + 1),
@@ -403,7 +415,7 @@ static int run(int argc, char** argv) {
     const double train_secs = seconds_since(t_epoch);  // the item() above waited for the device
     const double ips = static_cast<double>(images_this_epoch) / train_secs;
     totals.train_seconds += train_secs;
-    accuracy = test_accuracy(*model, data);
+    accuracy = test_accuracy(*model, data, opt.precision);
     if (accuracy > totals.best_accuracy) {
       totals.best_accuracy = accuracy;
       totals.best_epoch = loop.epoch + 1;
@@ -413,10 +425,10 @@ static int run(int argc, char** argv) {
     print_epoch(opt, loop, last_train_loss, accuracy, secs, train_secs, ips, seconds_since(t_start));
     metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
-    save_checkpoint(checkpoint_path, *model, *optimizer, opt, data, next);
+    save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, next);
   }
 
-  if (accuracy < 0) accuracy = test_accuracy(*model, data);  // a resume of a finished run trains nothing
+  if (accuracy < 0) accuracy = test_accuracy(*model, data, opt.precision);  // a resume of a finished run trains nothing
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
   const bool finished = loop.step >= total_steps;
   metrics.write(summary_record(finished, loop, accuracy, totals, n_test, seconds_since(t_start)));
@@ -426,6 +438,7 @@ static int run(int argc, char** argv) {
     return 0;
   }
   print_result(opt, loop, accuracy, n_test, seconds_since(t_start));
+  examples::print_memory(opt.precision, device);
   return verdict(opt, accuracy, loop, last_train_loss, totals.images > 0);
 }
 

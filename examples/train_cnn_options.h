@@ -9,6 +9,7 @@
 
 #include "data/idx.h"
 #include "examples/common.h"
+#include "examples/precision_options.h"
 
 namespace kiln::examples::cnn {
 
@@ -30,6 +31,7 @@ struct Options {
   uint64_t seed = 0;
   std::optional<int64_t> stop_at_step;  // checkpoint and exit after this global step (splits a run)
   std::optional<double> max_minutes;    // checkpoint and exit once this much time has passed
+  PrecisionOptions precision;  // --amp, --tf32, --channels-last, --recompute, --grad-accum, --memory
 };
 
 inline Options parse_options(int argc, const char* const* argv) {
@@ -86,6 +88,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
+  examples::add_precision_options(app, o.precision, /*image_model=*/true);
   examples::parse_or_exit(app, argc, argv);
 
   const bool adamw = o.optimizer == "adamw";
@@ -93,6 +96,10 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.lr = lr.value_or(adamw ? 1e-3 : 0.05);
   o.weight_decay = weight_decay.value_or(adamw ? 0.05 : 5e-4);
   o.augment = augment.value_or(o.model == "resnet");
+  examples::check_grad_accum(o.precision, o.batch_size);
+  if (o.precision.recompute && o.model != "resnet") {
+    examples::input_error("--recompute needs --model resnet (the small CNN has no blocks to recompute)");
+  }
   return o;
 }
 

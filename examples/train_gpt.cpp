@@ -23,6 +23,7 @@
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "examples/common.h"
+#include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_gpt_options.h"
 #include "nn/optim/adamw.h"
@@ -122,6 +123,7 @@ std::shared_ptr<nn::GPT> build_model(const Options& opt, int64_t vocab_size) {
   cfg.n_head = opt.n_head;
   cfg.n_embd = opt.n_embd;
   cfg.dropout = opt.dropout;
+  cfg.recompute = opt.precision.recompute;
   auto model = std::make_shared<nn::GPT>(cfg);
   model->to(opt.device);
   model->train();
@@ -141,6 +143,8 @@ std::pair<Tensor, Tensor> get_batch(const Tensor& data, int64_t batch, int64_t b
 // Mean loss over --eval-iters random batches, in eval mode (no dropout) and without autograd.
 double estimate_loss(nn::GPT& model, const Tensor& data, const Options& opt) {
   NoGradGuard no_grad;
+  std::optional<AutocastGuard> autocast;  // evaluate in the precision the run trains in
+  if (const std::optional<DType> dt = opt.precision.amp_dtype()) autocast.emplace(opt.device.type, *dt);
   model.eval();
   Tensor total = zeros({}, TensorOptions(DType::Float32, data.device()));
   for (int64_t i = 0; i < opt.eval_iters; ++i) {
@@ -162,24 +166,25 @@ struct Best {
 // A checkpoint carries the best loss too (as its double's bit pattern: the loop position holds
 // integers), so a resumed run makes the same decisions.
 void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::optim::AdamW& optimizer,
-                     const Options& opt, const Corpus& corpus, int64_t iter, const Best& best) {
+                     const nn::amp::GradScaler* scaler, const Options& opt, const Corpus& corpus, int64_t iter,
+                     const Best& best) {
   nn::TrainingState st;
   st.step = iter;
   st.data_fingerprint = corpus.fingerprint;
   st.data_position = {{"seed", static_cast<int64_t>(opt.seed)},
                       {"best_val_bits", std::bit_cast<int64_t>(best.val)},
                       {"best_iter", best.iter}};
-  nn::save_checkpoint(path, model, &optimizer, st);
+  nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
 // Restores --resume; returns the iteration it reached and the best evaluation so far. A checkpoint
 // of another text or character map, or whose numbers do not fit, is bad input.
 std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, nn::GPT& model,
-                                     nn::optim::AdamW& optimizer) {
+                                     nn::optim::AdamW& optimizer, nn::amp::GradScaler* scaler) {
   Best best;
   nn::TrainingState st;
   try {
-    st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint);
+    st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint, scaler);
     best.iter = st.position("best_iter", -1, st.step, opt.resume);
     best.val = std::bit_cast<double>(st.position("best_val_bits", INT64_MIN, INT64_MAX, opt.resume));
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
@@ -218,7 +223,8 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.real("dropout", opt.dropout, "%g").integer("max_iters", opt.max_iters).real("lr", opt.lr, "%g");
   s.real("min_lr", opt.min_lr, "%g").integer("warmup_iters", opt.warmup_iters);
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
-  s.boolean("tf32", opt.device.is_cuda());
+  s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
+  s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
   return s.unsigned_integer("seed", opt.seed);
 }
 
@@ -246,13 +252,13 @@ examples::JsonLine summary_record(bool finished, int64_t iter, double val_loss, 
 
 void print_banner(const Options& opt, const Corpus& corpus, nn::GPT& model) {
   std::printf("GPT on %s (%s): %zu bytes, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
-              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g\n",
+              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g; %s\n",
               opt.data.c_str(), opt.device.str().c_str(), corpus.text.size(),
               static_cast<long long>(corpus.vocab.size()), static_cast<long long>(opt.n_layer),
               static_cast<long long>(opt.n_head), static_cast<long long>(opt.n_embd),
               static_cast<long long>(opt.block_size), static_cast<double>(model.get_num_params()) / 1e6,
               static_cast<long long>(opt.batch_size), opt.dropout, static_cast<long long>(opt.max_iters), opt.lr,
-              opt.min_lr);
+              opt.min_lr, examples::precision_str(opt.precision, opt.device).c_str());
   std::fflush(stdout);
 }
 
@@ -281,14 +287,14 @@ void print_result(const Options& opt, int64_t iter, double val_loss, const Best&
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
   const Options opt = parse_options(argc, argv);
-  // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation).
-  if (opt.device.is_cuda()) cuda::math_switches().allow_tf32_matmul = true;
+  // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
+  examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);
   auto model = build_model(opt, corpus.vocab.size());
   nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
                              {opt.beta1, opt.beta2});
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
-  const TensorList params = model->parameters();
+  examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
@@ -296,7 +302,7 @@ static int run(int argc, char** argv) {
   int64_t iter = 0;
   Best best;
   if (!opt.resume.empty()) {
-    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer);
+    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer, train_step.scaler());
     schedule.set_step(iter);
   }
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
@@ -342,11 +348,9 @@ static int run(int argc, char** argv) {
   auto t_window = Clock::now();  // throughput since the last report, so evaluation time does not count
   while (iter < opt.max_iters) {
     auto [x, y] = get_batch(corpus.train, opt.batch_size, opt.block_size);
-    Tensor loss = model->loss(x, y);
-    loss.backward();
-    if (opt.grad_clip > 0) nn::optim::clip_grad_norm_(params, opt.grad_clip);
-    optimizer.step();
-    optimizer.zero_grad();
+    Tensor loss = train_step.run(opt.batch_size, [&, &x = x, &y = y](int64_t start, int64_t len) {
+      return model->loss(x.narrow(0, start, len), y.narrow(0, start, len));
+    });
     schedule.step();
     ++iter;
     ++window_iters;
@@ -367,7 +371,9 @@ static int run(int argc, char** argv) {
     window_iters = 0;
     if (eval_now) evaluate();
     // After the evaluation: its draws are part of the generator state a resume restores.
-    if (eval_now || out_of_time) save_checkpoint(checkpoint_path, *model, optimizer, opt, corpus, iter, best);
+    if (eval_now || out_of_time) {
+      save_checkpoint(checkpoint_path, *model, optimizer, train_step.scaler(), opt, corpus, iter, best);
+    }
     t_window = Clock::now();
     if (out_of_time && iter < opt.max_iters) {
       stopped = true;
@@ -388,6 +394,7 @@ static int run(int argc, char** argv) {
   if (!val_loss) val_loss = estimate_loss(*model, corpus.val, opt);
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
   print_result(opt, iter, *val_loss, best, best_path, trained, seconds_since(t_start));
+  examples::print_memory(opt.precision, opt.device);
   metrics.write(summary_record(true, iter, *val_loss, best, trained, opt, seconds_since(t_start)));
   if (opt.sample_tokens > 0) {
     std::printf("---------- sample (temperature %g, top-k %lld) ----------\n%s\n----------\n", opt.temperature,

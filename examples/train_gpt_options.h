@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "examples/common.h"
+#include "examples/precision_options.h"
 
 namespace kiln::examples::gpt {
 
@@ -39,6 +40,7 @@ struct Options {
   double temperature = 0.8;
   int64_t top_k = 200;  // 0: sample from the whole vocabulary
   int64_t sample_tokens = 500;
+  PrecisionOptions precision;  // --amp, --tf32, --recompute, --grad-accum, --memory
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -106,6 +108,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--top-k", o.top_k, "sample among the K likeliest characters; 0: all")->transform(whole<int64_t>(0));
   app.add_option("--sample-tokens", o.sample_tokens, "characters to sample at the end; 0: no sample")
       ->transform(whole<int64_t>(0));
+  examples::add_precision_options(app, o.precision, /*image_model=*/false);
   examples::parse_or_exit(app, argc, argv);
 
   o.device = examples::choose_device(o.device_name);
@@ -123,6 +126,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.eval_iters = on_device<int64_t>(eval_iters, cuda, 200, 20);
   o.min_lr = min_lr.value_or(o.lr / 10);
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
+  examples::check_grad_accum(o.precision, o.batch_size);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +
                           std::to_string(o.n_head));

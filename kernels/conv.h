@@ -99,4 +99,29 @@ KILN_KERNEL(conv2d_backward_data);
 KILN_KERNEL(conv2d_backward_filter);
 }  // namespace kernels
 
+// --- debugging hook: the math cuDNN ran with --------------------------------------------------------
+
+// cuDNN's math types as kiln names them (TensorOp: CUDNN_TENSOR_OP_MATH, Fma: CUDNN_FMA_MATH).
+enum class ConvMathType : uint8_t { None, Default, TensorOp, TensorOpAllowConversion, Fma };
+enum class ConvPass : uint8_t { None, Forward, BackwardData, BackwardFilter };
+
+// What the last cuDNN convolution on this thread ran with, so a test can see that allow_tf32 reached
+// cuDNN: float32 asks for TensorOp (TF32 allowed) or Fma (TF32 excluded). `used` is the math type
+// set on the descriptor for the chosen algorithm: under TensorOp an algorithm without tensor cores
+// runs with Default. Everything None before the first CUDA convolution of the thread, and always in
+// a build without CUDA (where this is an inline stub).
+struct ConvMathRecord {
+  ConvPass pass = ConvPass::None;
+  ConvMathType requested = ConvMathType::None;
+  ConvMathType used = ConvMathType::None;
+  int cudnn_math_type = -1;  // the cudnnMathType_t value of `used` (-1: none yet)
+  int algo = -1;             // the algorithm enum value of the pass
+  DType dtype = DType::Float32;
+};
+#if defined(KILN_WITH_CUDA)
+ConvMathRecord last_conv_math_cuda();
+#else
+inline ConvMathRecord last_conv_math_cuda() { return {}; }
+#endif
+
 }  // namespace kiln

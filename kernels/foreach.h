@@ -78,6 +78,15 @@ void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype
                             const KernelContext& ctx);
 // All bytes zero (zero in every dtype); `element_size` of 1, 2, 4 or 8.
 void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
+// Dynamic loss scaling, pass 1: *found_inf = 1 when any element of the list is inf or NaN (checked
+// before the multiply; the flag is only ever set, never cleared), and every element *= *inv_scale
+// unless inv_scale is nullptr (a check without a write). Floating dtypes, float64 included.
+void foreach_non_finite_check_and_unscale_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, float* found_inf,
+                                              const float* inv_scale, const KernelContext& ctx);
+// Dynamic loss scaling, pass 2, on one float32 scale and one int32 growth tracker (see
+// foreach_math::amp_update_scale).
+void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
+                          double backoff_factor, int32_t growth_interval, const KernelContext& ctx);
 
 // --- the per-element math, shared by both backends -------------------------------------------
 // Coefficients are derived once per call (per thread on the GPU) from the host hyperparameters
@@ -100,6 +109,10 @@ void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtyp
 void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
                              const KernelContext& ctx);
 void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);
+void foreach_non_finite_check_and_unscale_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, float* found_inf,
+                                               const float* inv_scale, const KernelContext& ctx);
+void amp_update_scale_cuda(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
+                           double backoff_factor, int32_t growth_interval, const KernelContext& ctx);
 
 namespace kernels {
 KILN_KERNEL(sgd_step);
@@ -109,6 +122,8 @@ KILN_KERNEL(foreach_norm_finish);
 KILN_KERNEL(foreach_mul_scalar);
 KILN_KERNEL(foreach_add_scalar);
 KILN_KERNEL(foreach_zero);
+KILN_KERNEL(foreach_non_finite_check_and_unscale);
+KILN_KERNEL(amp_update_scale);
 }  // namespace kernels
 
 namespace foreach_math {
@@ -181,6 +196,27 @@ template <typename C> KILN_HD void adamw_element(C& p, C g, C& m, C& v, const Ad
   v = k.beta2 * v + k.one_minus_beta2 * (g * g);
   const C denom = ::sqrt(v) / k.bc2_sqrt + k.eps;
   p = p - k.step_size * (m / denom);
+}
+
+// PyTorch's _amp_update_scale_: after a step with a non-finite gradient the scale backs off and
+// the tracker restarts; after growth_interval clean steps in a row it grows. Products are formed
+// in double and rounded once to float, the same on both devices; a grown scale that would not be
+// a finite float32 is not taken (an infinite scale would make every later step non-finite).
+KILN_HD void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
+                              double backoff_factor, int32_t growth_interval) {
+  if (found_inf != 0.0f) {
+    scale = static_cast<float>(static_cast<double>(scale) * backoff_factor);
+    growth_tracker = 0;
+    return;
+  }
+  const int32_t clean = growth_tracker + 1;
+  if (clean < growth_interval) {
+    growth_tracker = clean;
+    return;
+  }
+  const float grown = static_cast<float>(static_cast<double>(scale) * growth_factor);
+  if (grown - grown == 0.0f) scale = grown;  // finite: inf - inf and NaN - NaN are NaN
+  growth_tracker = 0;
 }
 
 }  // namespace foreach_math

@@ -78,4 +78,24 @@ namespace kernels {
 KILN_KERNEL(gemm);
 }  // namespace kernels
 
+// --- debugging hook: the math cuBLASLt was asked for ------------------------------------------------
+
+// cuBLASLt's compute types as kiln names them (Float32FastTF32 is CUBLAS_COMPUTE_32F_FAST_TF32).
+enum class GemmComputeType : uint8_t { None, Float32, Float32FastTF32, Float64, Other };
+
+// What the last gemm_cuda call on this thread handed to cuBLASLt, read back from the matmul
+// descriptor it ran with, so a test can see that a math switch reached the library rather than only
+// that the numbers moved. None before the first CUDA GEMM of the thread, and always in a build
+// without CUDA (where this is an inline stub).
+struct GemmComputeRecord {
+  GemmComputeType compute = GemmComputeType::None;
+  int cublas_compute_type = -1;  // the cublasComputeType_t value itself (-1: none yet)
+  DType dtype = DType::Float32;  // of the operands
+};
+#if defined(KILN_WITH_CUDA)
+GemmComputeRecord last_gemm_compute_cuda();
+#else
+inline GemmComputeRecord last_gemm_compute_cuda() { return {}; }
+#endif
+
 }  // namespace kiln

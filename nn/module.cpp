@@ -1,5 +1,5 @@
 // Module bookkeeping: registration, dotted-name traversal with tied-weight deduplication,
-// in-place device/dtype moves, state dicts and printing.
+// in-place device/dtype/layout moves, state dicts and printing.
 #include "nn/module.h"
 
 #include <algorithm>
@@ -137,6 +137,37 @@ void Module::to(DType dtype) {
   cast(named_parameters());
   cast(named_buffers());
   zero_grad();
+}
+
+void Module::to(MemoryFormat format) {
+  if (format != MemoryFormat::Contiguous && format != MemoryFormat::ChannelsLast) {
+    throw Error("Module::to: MemoryFormat::Preserve names no layout; convert " + type_name() +
+                " to MemoryFormat::Contiguous or MemoryFormat::ChannelsLast");
+  }
+  NoGradGuard no_grad;
+  // Exactly the layout's strides, even where a size-1 dim makes both layouts hold the same bytes
+  // (a 1-channel stem weight): conv2d reads those strides to tell a converted model from an NCHW one.
+  auto strides_of = [&](const Tensor& t) {
+    return format == MemoryFormat::ChannelsLast ? channels_last_strides(t.sizes()) : contiguous_strides(t.sizes());
+  };
+  auto in_format = [&](const Tensor& t) {
+    Tensor out = empty_strided(t.sizes(), strides_of(t), TensorOptions(t.dtype(), t.device()));
+    out.copy_(t.detach());
+    return out;
+  };
+  auto convert = [&](std::vector<std::pair<std::string, Tensor>> list) {
+    for (auto& [n, t] : list) {
+      if (t.dim() != 4 || t.strides() == strides_of(t)) continue;
+      Tensor grad = t.grad();
+      if (grad.defined() && grad.strides() != strides_of(grad)) grad = in_format(grad);
+      // set_data keeps the handle that optimizers and tied modules hold, and drops the gradient,
+      // which goes back converted.
+      t.set_data(in_format(t));
+      if (grad.defined()) t.set_grad(grad);
+    }
+  };
+  convert(named_parameters());
+  convert(named_buffers());
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -1,7 +1,8 @@
 // Module: the PyTorch-shaped container of parameters, buffers and child modules. Names are dotted
 // as PyTorch forms them ("blocks.0.attn.qkv.weight"); parameters() lists each tensor once even
 // when it is registered under several names (tied weights). to(device/dtype) converts tensors in
-// place, keeping their identity, so optimizers built before the move stay valid.
+// place, keeping their identity, so optimizers built before the move stay valid; to(MemoryFormat)
+// does the same for the layout of 4-d tensors (channels-last models).
 #pragma once
 
 #include <functional>
@@ -57,6 +58,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // In place: every parameter and buffer keeps its Tensor identity; gradients are dropped.
   void to(Device device);
   void to(DType dtype);  // floating parameters and buffers only
+  // In place: every 4-d parameter and buffer (conv weights) takes the layout `format` names,
+  // Contiguous (NCHW) or ChannelsLast, with exactly that layout's strides; others are untouched.
+  // Identities and values stay; a gradient already there is converted with its parameter, and
+  // the gradients later backward passes produce come in the parameter's layout. An optimizer's
+  // state follows the new layout at its next step (one copy). Preserve names no layout: an Error.
+  void to(MemoryFormat format);
   // Gradients to none (the default, as in PyTorch 2) or to zeros.
   void zero_grad(bool set_to_none = true);
 

@@ -8,6 +8,7 @@
 
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
+#include "nn/checkpoint.h"
 #include "nn/init.h"
 
 namespace kiln::nn {
@@ -64,7 +65,12 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   if (config.num_classes <= 0) {
     throw Error("ResNet: num_classes must be positive, got " + std::to_string(config.num_classes));
   }
-  for (int s = 0; s < 3; ++s) {
+  if (config.widths.empty() || config.widths.size() > 8 || config.blocks.size() != config.widths.size()) {
+    throw Error("ResNet: needs 1 to 8 stages with one width and one block count each, got " +
+                std::to_string(config.widths.size()) + " widths and " + std::to_string(config.blocks.size()) +
+                " block counts");
+  }
+  for (size_t s = 0; s < config.widths.size(); ++s) {
     if (config.widths[s] <= 0 || config.blocks[s] <= 0) {
       throw Error("ResNet: stage widths and block counts must be positive, got stage " + std::to_string(s + 1) +
                   " width " + std::to_string(config.widths[s]) + " blocks " + std::to_string(config.blocks[s]));
@@ -74,7 +80,7 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(config.widths[0]));
   relu = register_module("relu", std::make_shared<ReLU>());
   int64_t in = config.widths[0];
-  auto stage = [&](const char* name, int s) {
+  auto stage = [&](const std::string& name, size_t s) {
     auto seq = std::make_shared<Sequential>();
     for (int64_t b = 0; b < config.blocks[s]; ++b) {
       const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
@@ -83,12 +89,10 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
     }
     return register_module(name, seq);
   };
-  layer1 = stage("layer1", 0);
-  layer2 = stage("layer2", 1);
-  layer3 = stage("layer3", 2);
+  for (size_t s = 0; s < config.widths.size(); ++s) layers.push_back(stage("layer" + std::to_string(s + 1), s));
   avgpool = register_module("avgpool", std::make_shared<AdaptiveAvgPool2d>(1));
   flatten = register_module("flatten", std::make_shared<Flatten>(1));
-  fc = register_module("fc", std::make_shared<Linear>(config.widths[2], config.num_classes));
+  fc = register_module("fc", std::make_shared<Linear>(config.widths.back(), config.num_classes));
 
   // He init for the convs (fan_out, as torchvision); BatchNorm2d starts at weight 1, bias 0.
   std::function<void(Module&)> init_convs = [&](Module& m) {
@@ -106,7 +110,15 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 Tensor ResNet::forward(const Tensor& x) {
   check_image("ResNet", x, config_.in_channels);
   Tensor y = relu->forward(bn1->forward(conv1->forward(x)));
-  y = layer3->forward(layer2->forward(layer1->forward(y)));
+  if (config_.recompute) {
+    // A BasicBlock draws no random numbers: no random state to save and restore.
+    CheckpointOptions recompute;
+    recompute.preserve_rng_state = false;
+    for (const auto& stage : layers)
+      for (const auto& block : *stage) y = checkpoint(block, y, recompute);
+  } else {
+    for (const auto& stage : layers) y = stage->forward(y);
+  }
   return fc->forward(flatten->forward(avgpool->forward(y)));
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "nn/layers.h"
 
@@ -31,12 +32,29 @@ class BasicBlock : public UnaryModule {
 struct ResNetConfig {
   int64_t in_channels = 3;
   int64_t num_classes = 10;
-  std::array<int64_t, 3> widths = {16, 32, 64};
-  std::array<int64_t, 3> blocks = {2, 2, 2};  // BasicBlocks per stage
+  // One entry per stage (1 to 8 stages, both lists the same length): output channels, and
+  // BasicBlocks per stage. The default is the three-stage CIFAR ResNet-14 train_cnn uses.
+  std::vector<int64_t> widths = {16, 32, 64};
+  std::vector<int64_t> blocks = {2, 2, 2};
+  // Activation recompute: each BasicBlock runs through nn::checkpoint, keeping only its input for
+  // backward and running it again there; BatchNorm's running statistics are put back after the
+  // recompute, so they count each batch once (docs/recompute.md). Off by default.
+  bool recompute = false;
+
+  // ResNet-18 for 32x32 images, as CIFAR training recipes adapt it: a 3x3 stem without max-pool,
+  // four stages of two BasicBlocks, 64 to 512 channels.
+  static ResNetConfig resnet18_cifar(int64_t num_classes = 10) {
+    ResNetConfig c;
+    c.num_classes = num_classes;
+    c.widths = {64, 128, 256, 512};
+    c.blocks = {2, 2, 2, 2};
+    return c;
+  }
 };
 
-// Stem conv3x3(in, widths[0]) + BN + ReLU; layer1..layer3 of BasicBlocks (stride 2 at the start
-// of layer2 and layer3); AdaptiveAvgPool2d(1), Flatten, Linear(widths[2], num_classes).
+// Stem conv3x3(in, widths[0]) + BN + ReLU; one stage layer1, layer2, ... of BasicBlocks per width
+// (stride 2 at the start of every stage but the first); AdaptiveAvgPool2d(1), Flatten,
+// Linear(widths.back(), num_classes).
 // Convs: kaiming_normal_(fan_out, relu); BN: weight 1, bias 0; fc: Linear's default.
 class ResNet : public UnaryModule {
  public:
@@ -47,7 +65,7 @@ class ResNet : public UnaryModule {
   std::shared_ptr<Conv2d> conv1;
   std::shared_ptr<BatchNorm2d> bn1;
   std::shared_ptr<ReLU> relu;
-  std::shared_ptr<Sequential> layer1, layer2, layer3;
+  std::vector<std::shared_ptr<Sequential>> layers;  // "layer1", "layer2", ...
   std::shared_ptr<AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<Flatten> flatten;
   std::shared_ptr<Linear> fc;

@@ -29,9 +29,12 @@ constexpr const char* kStepKey = "kiln.step";
 constexpr const char* kDataPositionKey = "kiln.data_position";
 constexpr const char* kDataFingerprintKey = "kiln.data_fingerprint";
 constexpr const char* kHasOptimizerKey = "kiln.has_optimizer";
+// Written only when a scaler is saved; a checkpoint without it has no scaler state.
+constexpr const char* kHasScalerKey = "kiln.has_scaler";
 constexpr const char* kRngKey = "kiln.rng";
 constexpr const char* kModelPrefix = "model.";
 constexpr const char* kOptimPrefix = "optim.";
+constexpr const char* kScalerPrefix = "scaler.";
 // default_generator keeps one generator per CUDA device index below this bound.
 constexpr int kMaxCudaGenerators = 16;
 
@@ -172,13 +175,18 @@ std::vector<std::pair<Device, PhiloxState>> parse_generators(const std::string& 
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
-                     const TrainingState& state) {
+                     const TrainingState& state, const amp::GradScaler* scaler) {
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors[kModelPrefix + name] = t;
   const size_t model_tensors = tensors.size();
   if (optimizer) {
     for (const auto& [key, t] : optimizer->state_dict()) tensors[kOptimPrefix + key] = t;
   }
+  const size_t optimizer_tensors = tensors.size() - model_tensors;
+  if (scaler) {
+    for (const auto& [key, t] : scaler->state_dict()) tensors[kScalerPrefix + key] = t;
+  }
+  const size_t scaler_tensors = tensors.size() - model_tensors - optimizer_tensors;
 
   json rng = json::object();
   rng["cpu"] = generator_json(Device::cpu());
@@ -204,10 +212,11 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
       {kHasOptimizerKey, optimizer ? "1" : "0"},
       {kRngKey, rng.dump()},
   };
+  if (scaler) metadata[kHasScalerKey] = "1";
   const uint64_t bytes = detail::write_safetensors(path, tensors, metadata);
   KILN_LOG(Info, "save_checkpoint: step " + std::to_string(state.step) + ", " + std::to_string(tensors.size()) +
-                     " tensors (" + std::to_string(model_tensors) + " model, " +
-                     std::to_string(tensors.size() - model_tensors) + " optimizer), " + format_bytes(bytes) +
+                     " tensors (" + std::to_string(model_tensors) + " model, " + std::to_string(optimizer_tensors) +
+                     " optimizer, " + std::to_string(scaler_tensors) + " scaler), " + format_bytes(bytes) +
                      " written to " + path);
 }
 
@@ -222,7 +231,7 @@ int64_t TrainingState::position(const std::string& key, int64_t lo, int64_t hi, 
 }
 
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              const std::map<std::string, std::string>& expected_data) {
+                              const std::map<std::string, std::string>& expected_data, amp::GradScaler* scaler) {
   SafetensorsFile file(path);
   const auto& meta = file.metadata();
   auto field = [&](const char* key) -> const std::string& {
@@ -254,16 +263,25 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
     throw Error("load_checkpoint: " + path + ": the checkpoint holds no optimizer state, but an optimizer was given");
   }
 
+  auto has_scaler_it = meta.find(kHasScalerKey);
+  const std::string has_scaler = has_scaler_it == meta.end() ? "0" : has_scaler_it->second;
+  if (has_scaler != "0" && has_scaler != "1") fail(path, "bad has_scaler \"" + has_scaler + "\"");
+  if (scaler && has_scaler != "1") {
+    throw Error("load_checkpoint: " + path + ": the checkpoint holds no GradScaler state, but a scaler was given");
+  }
+
   const std::vector<std::pair<Device, PhiloxState>> generators = parse_generators(path, field(kRngKey));
 
   // --- tensors: split by prefix and match against the model ---------------------------------
   std::map<std::string, Tensor> all = file.load_all(Device::cpu());
-  std::map<std::string, Tensor> model_state, optim_state;
+  std::map<std::string, Tensor> model_state, optim_state, scaler_state;
   for (auto& [name, t] : all) {
     if (starts_with(name, kModelPrefix)) model_state[name.substr(6)] = t;
     else if (starts_with(name, kOptimPrefix)) optim_state[name.substr(6)] = t;
-    else fail(path, "tensor '" + name + "' is neither model.* nor optim.*");
+    else if (starts_with(name, kScalerPrefix)) scaler_state[name.substr(7)] = t;
+    else fail(path, "tensor '" + name + "' is neither model.*, optim.* nor scaler.*");
   }
+  if (!scaler_state.empty() && has_scaler != "1") fail(path, "scaler.* tensors without has_scaler");
 
   std::map<std::string, Tensor> own = model.state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
@@ -298,14 +316,26 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
                        " (saved from a run that diverged?)");
   }
 
+  // The scaler's state is checked here and restored after the optimizer's, so that a refusal by
+  // either leaves everything as it was.
+  if (scaler) {
+    try {
+      scaler->check_state_dict(scaler_state);
+    } catch (const Error& e) {
+      throw Error("load_checkpoint: " + path + ": " + e.what());
+    }
+  }
+
   // --- restore: the optimizer first, because its load is the one step that can still refuse ----
   if (optimizer) optimizer->load_state_dict(optim_state);
+  if (scaler) scaler->load_state_dict(scaler_state);
   model.load_state_dict(model_state, /*strict=*/true);
   for (const auto& [device, s] : generators) default_generator(device).set_state(s);
   KILN_LOG(Info, "load_checkpoint: step " + std::to_string(state.step) + ", " + std::to_string(all.size()) +
                      " tensors (" + std::to_string(model_state.size()) + " model, " +
-                     std::to_string(optim_state.size()) + " optimizer), " + format_bytes(file.file_size()) +
-                     " read from " + path + " (a " + model.type_name() + ")");
+                     std::to_string(optim_state.size()) + " optimizer, " + std::to_string(scaler_state.size()) +
+                     " scaler), " + format_bytes(file.file_size()) + " read from " + path + " (a " +
+                     model.type_name() + ")");
   return state;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "nn/amp/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optim/optimizer.h"
 
@@ -33,21 +34,23 @@ struct TrainingState {
 inline constexpr int kCheckpointVersion = 2;
 
 // Writes model tensors under "model.<name>", optimizer state (when `optimizer` is given) under
-// "optim.<key>", and in the metadata: the format version, step, data_position, data_fingerprint,
-// the model's type name, and the generator states of the CPU and of every visible CUDA device;
-// every tensor's bytes carry a CRC-32. Atomic: a failure leaves any previous file at `path`
-// untouched.
+// "optim.<key>", loss-scaler state (when `scaler` is given) under "scaler.<key>", and in the
+// metadata: the format version, step, data_position, data_fingerprint, the model's type name, and
+// the generator states of the CPU and of every visible CUDA device; every tensor's bytes carry a
+// CRC-32. Atomic: a failure leaves any previous file at `path` untouched. The scaler's keys are
+// optional in format version 2: a checkpoint written without a scaler is the same file as before.
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
-                     const TrainingState& state);
+                     const TrainingState& state, const amp::GradScaler* scaler = nullptr);
 
-// Restores model, optimizer (when given; the checkpoint must then hold optimizer state) and the
-// generator states, and returns the loop position. Strict: missing or unexpected model keys and
+// Restores model, optimizer and loss scaler (each when given; the checkpoint must then hold its
+// state) and the generator states, and returns the loop position. Strict: missing or unexpected model keys and
 // shape or dtype mismatches are a kiln::Error naming the keys, and so is a data fingerprint that
 // differs from `expected_data` (when given: every key of either side must agree), all checked
 // before anything is changed; a malformed or corrupt file (a checksum mismatch) is a kiln::IOError.
 // Non-finite values in the model's weights load, with a warning naming the tensors. Resuming
 // reproduces an uninterrupted run bit for bit.
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              const std::map<std::string, std::string>& expected_data = {});
+                              const std::map<std::string, std::string>& expected_data = {},
+                              amp::GradScaler* scaler = nullptr);
 
 }  // namespace kiln::nn

@@ -19,6 +19,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "kernels/error.h"
+#include "nn/checkpoint.h"
 #include "nn/init.h"
 
 namespace kiln::nn {
@@ -166,7 +167,11 @@ Tensor GPT::forward(const Tensor& idx) {
   }
   Tensor pos = arange(0, t, 1, TensorOptions(DType::Int64, idx.device()));
   Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));
-  for (const auto& block : h) x = block->forward(x);
+  // A block draws random numbers only for dropout in training; without any, the recompute need not
+  // save and restore the random state.
+  CheckpointOptions recompute;
+  recompute.preserve_rng_state = config_.dropout > 0.0 && is_training();
+  for (const auto& block : h) x = config_.recompute ? checkpoint(block, x, recompute) : block->forward(x);
   return lm_head->forward(ln_f->forward(x));
 }
 

@@ -21,6 +21,10 @@ struct GPTConfig {
   int64_t n_embd = 768;
   double dropout = 0.0;
   bool bias = true;  // biases in Linear and LayerNorm layers
+  // Activation recompute: each TransformerBlock runs through nn::checkpoint, keeping only its input
+  // for backward and running it again there (docs/recompute.md). Outputs and gradients are the
+  // same bits either way; off by default.
+  bool recompute = false;
 };
 
 // Multi-head causal self-attention: one fused q/k/v projection, scaled_dot_product_attention

@@ -29,7 +29,24 @@ add_test(NAME example_train_gpt_resume
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
                  -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
 
+# Mixed precision and memory flags on the CPU: a bfloat16-autocast GPT with recompute and gradient
+# accumulation must still learn (the float32 run's target, in half the iterations: below 2.4); and
+# float16 runs with loss scaling resume bit for bit (the scaler's scale and growth tracker travel in
+# the checkpoint), the CNN in channels-last with accumulation, the GPT with recompute.
+add_test(NAME example_train_gpt_amp_bf16
+         COMMAND train_gpt --device cpu --data "${KILN_SHAKESPEARE}" --max-iters 300 --lr 6e-3 --eval-interval 300
+                 --eval-iters 20 --sample-tokens 0 --max-val-loss 2.4 --amp bf16 --recompute --grad-accum 2
+                 --out "${KILN_EXAMPLE_RUNS}/train_gpt_amp_bf16")
+add_test(NAME example_train_cnn_resume_fp16
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_resume_fp16
+                 -DEXTRA=--amp,fp16,--channels-last,--grad-accum,2 -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/cnn_resume.cmake)
+add_test(NAME example_train_gpt_resume_fp16
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
+                 -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume_fp16 -DEXTRA=--amp,fp16,--recompute,--grad-accum,2
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
+
 set_tests_properties(example_train_cnn example_train_cnn_resume example_train_gpt example_train_gpt_resume
+                     example_train_gpt_amp_bf16 example_train_cnn_resume_fp16 example_train_gpt_resume_fp16
                      PROPERTIES ENVIRONMENT "KILN_NUM_THREADS=2" LABELS example TIMEOUT 600)
 
 # kiln_flag_test(NAME TARGET CODE STREAM REGEX ARGS...): TARGET run with ARGS must exit with exactly
@@ -58,6 +75,13 @@ kiln_flag_test(gpt_float_for_int train_gpt 2 stderr "--max-iters.*'1e3'" --max-i
 kiln_flag_test(gpt_dropout_one train_gpt 2 stderr "--dropout.*'1'" --dropout 1)
 kiln_flag_test(gpt_lr_nan train_gpt 2 stderr "--lr.*'nan'" --lr nan)
 kiln_flag_test(gpt_top_k_negative train_gpt 2 stderr "--top-k.*'-5'" --top-k -5)
+kiln_flag_test(gpt_amp_unknown train_gpt 2 stderr "--amp.*fp8" --amp fp8)
+kiln_flag_test(gpt_grad_accum_zero train_gpt 2 stderr "--grad-accum.*'0'" --grad-accum 0)
+kiln_flag_test(gpt_grad_accum_above_batch train_gpt 2 stderr "--grad-accum 32 is larger than --batch-size 16"
+               --device cpu --grad-accum 32)
+kiln_flag_test(gpt_no_channels_last train_gpt 2 stderr "--channels-last" --channels-last)
+kiln_flag_test(cnn_recompute_small_cnn train_cnn 2 stderr "--recompute needs --model resnet" --recompute)
+kiln_flag_test(cnn_amp_help train_cnn 0 stdout "--amp TEXT:{off,bf16,fp16}.*--channels-last.*--grad-accum" --help)
 kiln_flag_test(gpt_device train_gpt 2 stderr "--device.*tpu" --device tpu)
 kiln_flag_test(gpt_help train_gpt 0 stdout "data/tinyshakespeare/input.txt.*--temperature FLOAT:POSITIVE=0.8" --help)
 kiln_flag_test(fashion_mnist_seed_overflow train_fashion_mnist 2 stderr "--seed.*'18446744073709551616'"

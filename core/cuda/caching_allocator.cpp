@@ -26,6 +26,8 @@ std::string mib(int64_t bytes) {
   std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
 }
+// "30.00 MiB (31457280 bytes)": the rounded figure to read, the exact one to compare.
+std::string mib_bytes(int64_t bytes) { return mib(bytes) + " (" + std::to_string(bytes) + " bytes)"; }
 }  // namespace
 
 struct CachingAllocator::Block {
@@ -319,23 +321,65 @@ void CachingAllocator::empty_cache() {
 void CachingAllocator::throw_oom(size_t requested) {
   stats_.num_ooms++;
   size_t free_dev = backend_->free_memory();
-  // Only what kiln offers: it has no autocast and no activation checkpointing, but .grad
-  // accumulates across backward calls, which is all gradient accumulation needs.
-  throw OutOfMemoryError("CUDA out of memory on " + device_.str() + ": tried to allocate " +
-                         mib(static_cast<int64_t>(requested)) +
-                         (direct_ ? " (KILN_CUDA_ALLOC=direct: nothing is cached)"
-                                  : " (still failing after freeing the cache and retrying)") +
-                         "; kiln has " + mib(stats_.allocated_bytes) + " allocated and " +
-                         mib(stats_.reserved_bytes) + " reserved" +
-                         (free_dev ? ", the device reports " + mib(static_cast<int64_t>(free_dev)) + " free" : "") +
-                         ". Try a smaller batch, with gradient accumulation to keep the effective batch size "
-                         "(backward on several smaller batches, then one optimizer step: .grad accumulates), or a "
-                         "smaller model or input.");
+  // The advice names what kiln has, with the switch that turns each on in the training examples.
+  throw OutOfMemoryError(
+      "CUDA out of memory on " + device_.str() + ": tried to allocate " + mib_bytes(static_cast<int64_t>(requested)) +
+      (direct_ ? " (KILN_CUDA_ALLOC=direct: nothing is cached)"
+               : " (still failing after freeing the cache and retrying)") +
+      "; kiln has " + mib_bytes(stats_.allocated_bytes) + " allocated and " + mib_bytes(stats_.reserved_bytes) +
+      " reserved, peak allocated " + mib_bytes(stats_.peak_allocated_bytes) +
+      (free_dev ? ", and the device reports " + mib_bytes(static_cast<int64_t>(free_dev)) + " free" : "") +
+      ". To fit, try: autocast (AutocastGuard / --amp) to keep activations in 16 bits, activation recompute "
+      "(nn::checkpoint / --recompute) to keep fewer activations, gradient accumulation (--grad-accum) to keep "
+      "the effective batch with smaller ones (.grad accumulates across backward calls), a smaller batch. "
+      "cuda::memory_summary() shows where the memory is.");
 }
 
 MemoryStats CachingAllocator::memory_stats() const {
   std::lock_guard<std::mutex> lk(mutex_);
   return stats_;
+}
+
+MemorySnapshot CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  MemorySnapshot snap;
+  snap.device = device_;
+  snap.direct = direct_;
+  snap.capturing = capturing_;
+  snap.stats = stats_;
+  snap.capture_pool_bytes = capture_pool_bytes_;
+  std::set<const Block*> pending;
+  for (const auto& [block, events] : pending_) pending.insert(block);
+  // Spare blocks are reset (no pointer); every other block lies in a segment, whose first block
+  // has no predecessor.
+  for (const auto& owned : all_blocks_) {
+    const Block* head = owned.get();
+    if (!head->ptr || head->prev) continue;
+    SegmentSnapshot seg;
+    seg.address = reinterpret_cast<uintptr_t>(head->ptr);
+    seg.stream = head->stream;
+    seg.pool = (direct_ && head->pool != kCapture) ? PoolKind::Direct
+               : head->pool == kSmall              ? PoolKind::Small
+               : head->pool == kLarge              ? PoolKind::Large
+                                                   : PoolKind::Capture;
+    for (const Block* b = head; b; b = b->next) {
+      BlockSnapshot bs;
+      bs.address = reinterpret_cast<uintptr_t>(b->ptr);
+      bs.size = b->size;
+      bs.allocated = b->allocated;
+      bs.requested = b->allocated ? b->requested : 0;
+      bs.pending = pending.count(b) > 0;
+      seg.size += b->size;
+      seg.blocks.push_back(bs);
+    }
+    snap.segments.push_back(std::move(seg));
+  }
+  std::sort(snap.segments.begin(), snap.segments.end(), [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
+    if (a.pool != b.pool) return a.pool < b.pool;
+    if (a.stream != b.stream) return std::less<Stream>()(a.stream, b.stream);
+    return a.address < b.address;
+  });
+  return snap;
 }
 
 void CachingAllocator::reset_peak_stats() {

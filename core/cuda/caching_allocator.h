@@ -51,6 +51,34 @@ struct MemoryStats {
   int64_t active_blocks = 0;
 };
 
+// What the allocator holds at one moment, segment by segment (cuda::memory_summary formats it).
+enum class PoolKind : uint8_t { Small, Large, Capture, Direct };
+
+struct BlockSnapshot {
+  uintptr_t address = 0;
+  size_t size = 0;          // rounded, as the block occupies its segment
+  size_t requested = 0;     // as the caller asked (allocated blocks only)
+  bool allocated = false;
+  bool pending = false;     // freed, but waiting for events on the other streams that used it
+};
+
+struct SegmentSnapshot {
+  uintptr_t address = 0;
+  size_t size = 0;
+  Stream stream = nullptr;  // the stream whose pool it serves (none for the capture pool)
+  PoolKind pool = PoolKind::Small;
+  std::vector<BlockSnapshot> blocks;  // in address order; they tile the segment
+};
+
+struct MemorySnapshot {
+  Device device = Device::cuda(0);
+  bool direct = false;     // KILN_CUDA_ALLOC=direct
+  bool capturing = false;  // a graph capture is running
+  MemoryStats stats;
+  size_t capture_pool_bytes = 0;
+  std::vector<SegmentSnapshot> segments;  // by pool (small, large, capture, direct), stream, address
+};
+
 class CachingAllocator final : public Allocator {
  public:
   // direct = true bypasses the cache: every allocation is its own raw_alloc (so compute-sanitizer
@@ -66,6 +94,8 @@ class CachingAllocator final : public Allocator {
   const char* name() const override { return direct_ ? "cuda-direct" : "cuda-caching"; }
 
   MemoryStats memory_stats() const;
+  // Every segment and block, for memory_summary() and tests; touches no device.
+  MemorySnapshot snapshot() const;
   void reset_peak_stats();
   // Returns every wholly free segment to the device (waits for pending cross-stream uses first).
   void empty_cache();

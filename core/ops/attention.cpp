@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
@@ -135,6 +136,9 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale,
                                     const std::optional<Generator>& generator) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(kOp, {&q, &k, &v, &attn_mask})) {
+    return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], (*c)[3], dropout_p, is_causal, scale, generator);
+  }
   check_inputs(q, k, v, attn_mask, dropout_p);
   if (is_causal && attn_mask.defined()) {
     throw Error(std::string(kOp) + ": pass either attn_mask or is_causal, not both");

@@ -11,6 +11,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/layout_stats.h"
 #include "kernels/error.h"
 #include "kernels/batch_norm.h"
 
@@ -44,9 +45,22 @@ std::optional<ChannelLayout> channel_layout(const Tensor& x) {
   return l;
 }
 
-// t (same sizes as `like`) with exactly like's strides and dtype: a copy unless it already has them.
+// Same sizes, and the same strides wherever a dim has more than one element (the stride of a
+// size-1 dim addresses nothing, so it may differ).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
+// t (same sizes as `like`) in like's layout and dtype: a copy unless it already is. Only a change
+// of layout counts as a hidden layout copy; a cast (autocast's gradients) is not one.
 Tensor with_layout_of(const Tensor& t, const Tensor& like) {
-  if (t.strides() == like.strides() && t.dtype() == like.dtype()) return t.detach();
+  const bool layout_matches = same_layout(t, like);
+  if (layout_matches && t.dtype() == like.dtype()) return t.detach();
+  if (!layout_matches) ops::note_layout_copy("batch_norm backward (grad_output)");
   Tensor r = empty_strided(like.sizes(), like.strides(), TensorOptions(like.dtype(), like.device()));
   ops::copy_raw(r, t.detach());
   return r;
@@ -97,7 +111,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
 
   std::optional<ChannelLayout> layout = channel_layout(x);
-  Tensor xd = layout ? x.detach() : dense(x);
+  // Dense NCHW and channels-last inputs are read in place; only a strided view is copied.
+  Tensor xd = layout ? x.detach() : ops::to_layout(x, MemoryFormat::Contiguous, "batch_norm (input)");
   if (!layout) layout = channel_layout(xd);
   const DType pdt = param_dtype_of(weight, bias, x.dtype());
   const DType sdt = norm_stat_dtype(x.dtype());

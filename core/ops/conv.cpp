@@ -1,24 +1,52 @@
 // conv2d: checks, then one kernel per pass through the problem description both devices share
-// (kernels/conv.h): the CPU lowers it to im2col + GEMM, CUDA calls cuDNN. Input and weight go in
-// dense in the input's layout (channels-last stays channels-last, the weight follows it); the
-// weight gradient comes back laid out like the weight.
+// (kernels/conv.h): the CPU lowers it to im2col + GEMM, CUDA calls cuDNN. The convolution runs
+// channels-last when the input or the weight is (a converted model converts an NCHW input once, at
+// its first conv); input and weight go in dense in that layout, and the weight gradient comes back
+// laid out like the weight. A weight of the other layout is copied on every call: the slow path.
 #include "core/ops/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/image.h"
+#include "core/ops/layout_stats.h"
 #include "core/ops/reduce.h"
 #include "kernels/conv.h"
 #include "kernels/error.h"
+#include "kernels/log.h"
 
 namespace kiln {
+namespace {
+
+// Whether t is laid out channels-last. A layout that is both NCHW and channels-last (one channel,
+// or 1x1 images) counts only when its strides are exactly channels-last's, as Module::to leaves
+// them: that is how the 1-channel stem conv of a converted model knows to run channels-last.
+bool laid_out_channels_last(const Tensor& t) {
+  if (ops::is_channels_last(t)) return true;
+  return t.dim() == 4 && t.strides() == channels_last_strides(t.sizes()) &&
+         t.strides() != contiguous_strides(t.sizes());
+}
+
+// The slow path, said once per process (at Info: the result is right, only slower).
+void note_weight_copy(const Tensor& x, const Tensor& weight) {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  KILN_LOG(Info, "conv2d: a channels-last input " + shape_str(x.sizes()) + " meets an NCHW weight " +
+                     shape_str(weight.sizes()) +
+                     ": the weight is copied to channels-last on every call, and its gradient back to NCHW; convert "
+                     "the model with Module::to(MemoryFormat::ChannelsLast) (said once; layout_copy_count() counts "
+                     "every copy)");
+}
+
+}  // namespace
 
 using ops::empty_image;
 using ops::image_strides;
@@ -28,6 +56,9 @@ using ops::pair_str;
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation,
               int64_t groups) {
   const char* op = "conv2d";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &weight, &bias})) {
+    return conv2d((*c)[0], (*c)[1], (*c)[2], stride, padding, dilation, groups);
+  }
   ops::check_defined(op, x, "input");
   ops::check_defined(op, weight, "weight");
   ops::common_device(op, {&x, &weight, &bias});
@@ -111,14 +142,24 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
       n, c, h, w, oh, ow, Window2d{kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]}};
   p.groups = groups;
   p.out_channels = cout;
-  p.channels_last = is_channels_last(x);
+  // Either operand being channels-last makes the convolution channels-last, as in PyTorch: a
+  // converted model fed NCHW images copies the input once at the stem and runs channels-last from
+  // there on, instead of copying every weight of every layer back to NCHW.
+  const bool x_cl = laid_out_channels_last(x), w_cl = laid_out_channels_last(weight);
+  p.channels_last = x_cl || w_cl;
   // Read at each call, as PyTorch reads its flags; the CPU ignores them.
   const cuda::MathSwitches& ms = cuda::math_switches();
   p.allow_tf32 = ms.allow_tf32_cudnn;
   p.benchmark = ms.cudnn_benchmark;
   const MemoryFormat format = p.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
-  const Tensor xc = x.detach().contiguous(format), wc = weight.detach().contiguous(format);
-  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  // The fast path copies nothing: input and weight already lie in `format` (a converted model with
+  // channels-last images). A weight in the other layout is the slow path: it is copied here on every
+  // call, and again in backward, because the forward saves the weight itself (its version counter
+  // must catch an in-place update before backward), not the copy.
+  if (x_cl && !w_cl && !weight.is_contiguous(format)) note_weight_copy(x, weight);
+  const Tensor xc = ops::to_layout(x, format, "conv2d (input)");
+  const Tensor wc = ops::to_layout(weight, format, "conv2d (weight)");
+  const Tensor bc = bias.defined() ? ops::to_layout(bias, MemoryFormat::Contiguous, "conv2d (bias)") : Tensor();
   Tensor out = empty_image(op, {n, cout, oh, ow}, x.dtype(), x.device(), p.channels_last);
   p.x_strides = image_strides(xc);
   p.y_strides = image_strides(out);
@@ -129,20 +170,20 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   if (needs_grad({&x, &weight, &bias})) {
     const bool need_x = needs_grad({&x}), need_w = needs_grad({&weight});
     const Shape in_shape = x.sizes(), wshape = weight.sizes();
-    const bool w_channels_last = is_channels_last(weight);
+    const MemoryFormat w_format = w_cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
     // The input gradient needs the weight, the weight gradient needs the input; save only those.
     record_function(op, {x, weight, bias}, {out}, {need_w ? x : Tensor(), need_x ? weight : Tensor()},
-                    [p, format, in_shape, wshape, w_channels_last](const FunctionNode::Context& ctx) {
+                    [p, format, in_shape, wshape, w_format](const FunctionNode::Context& ctx) {
                       const Tensor& g = ctx.grads[0];
                       TensorList r(3);
                       Conv2dArgs q = p;
                       Tensor dy;
                       if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1]) {
-                        dy = g.contiguous(format);
+                        dy = ops::to_layout(g, format, "conv2d backward (grad_output)");
                         q.y_strides = image_strides(dy);
                       }
                       if (ctx.needs_input_grad[0]) {
-                        const Tensor wv = ctx.saved_at(1).contiguous(format);
+                        const Tensor wv = ops::to_layout(ctx.saved_at(1), format, "conv2d backward (weight)");
                         Tensor dx = empty_image("conv2d backward", in_shape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(dx);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_data, q, dx.data_ptr(),
@@ -150,12 +191,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                         r[0] = dx;
                       }
                       if (ctx.needs_input_grad[1]) {
-                        const Tensor xv = ctx.saved_at(0).contiguous(format);
+                        const Tensor xv = ops::to_layout(ctx.saved_at(0), format, "conv2d backward (input)");
                         Tensor dw = empty_image("conv2d backward", wshape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(xv);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_filter, q, dw.data_ptr(),
                                     xv.data_ptr(), dy.data_ptr());
-                        r[1] = dw.contiguous(w_channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+                        // Laid out like the weight, so the optimizer reads both without a copy. dw
+                        // itself when it is (not a detached alias: the engine adopts a gradient
+                        // buffer as .grad only when nothing else refers to it).
+                        if (!dw.is_contiguous(w_format)) {
+                          dw = ops::to_layout(dw, w_format, "conv2d backward (grad_weight)");
+                        }
+                        r[1] = dw;
                       }
                       // kiln's reduction: deterministic on both devices.
                       if (ctx.needs_input_grad[2]) r[2] = sum(g, {0, 2, 3});

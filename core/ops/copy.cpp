@@ -1,7 +1,8 @@
 // Copies and conversions: to(dtype) (differentiable), copy_ (broadcasting, casting, across devices),
 // moves between the CPU and CUDA devices, pinned host memory, and reading values back to the host.
-// A move copies the bytes of a contiguous source on the CUDA side's current stream; it is
-// asynchronous only where that is safe (a pinned host side and non_blocking).
+// A move copies the bytes of a dense source, in its own layout (channels-last stays channels-last),
+// on the CUDA side's current stream; it is asynchronous only where that is safe (a pinned host side
+// and non_blocking).
 #include "core/ops/copy.h"
 
 #include <cstring>
@@ -66,29 +67,35 @@ Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
 
 namespace {
 
-// An uninitialized contiguous CPU tensor in page-locked memory from the pinned caching allocator.
-Tensor empty_pinned(const Shape& shape, DType dtype) {
+// An uninitialized dense CPU tensor (of `strides`, a dense layout of `shape`) in page-locked memory
+// from the pinned caching allocator.
+Tensor empty_pinned(const Shape& shape, const Shape& strides, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(dtype);
   impl->storage = std::make_shared<Storage>(cuda::pinned_allocator()->allocate(nbytes));
   impl->dtype = dtype;
   impl->sizes = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = strides;
   return Tensor(std::move(impl));
 }
 
-// The bytes of x, made contiguous, in a new contiguous tensor on `d` (x is elsewhere). Copies run
-// on the current stream of the CUDA side; they are asynchronous only where that is safe: a pinned
-// host side and non_blocking, where record_stream keeps the pinned block from reuse until done.
+// The bytes of x in a new tensor on `d` (x is elsewhere) with x's layout when x is dense, as
+// PyTorch's to() preserves the memory format: a channels-last batch or model stays channels-last
+// on the other device instead of arriving NCHW and being copied back by its first conv. A dense
+// tensor's elements fill one block from its first element (kiln has no negative strides), so the
+// block moves as it is; anything else is made contiguous first. Copies run on the current stream of
+// the CUDA side; they are asynchronous only where that is safe: a pinned host side and
+// non_blocking, where record_stream keeps the pinned block from reuse until done.
 Tensor move_to_device(const Tensor& x, Device d, bool non_blocking) {
   Tensor src;
   {
     NoGradGuard no_grad;  // the caller records one node for the whole move
-    src = x.contiguous();
+    src = x.is_non_overlapping_and_dense() ? x.detach() : x.contiguous();
   }
+  const Shape& strides = src.strides();
   const size_t nbytes = static_cast<size_t>(src.numel()) * src.element_size();
   if (src.is_cpu()) {  // host to device
-    Tensor out = empty(src.sizes(), TensorOptions(src.dtype(), d));
+    Tensor out = empty_strided(src.sizes(), strides, TensorOptions(src.dtype(), d));
     cuda::DeviceGuard guard(d.index);
     const Stream stream = cuda::current_stream(d.index);
     const bool async = non_blocking && src.is_pinned();
@@ -100,14 +107,15 @@ Tensor move_to_device(const Tensor& x, Device d, bool non_blocking) {
   if (d.is_cpu()) {  // device to host: non_blocking lands in pinned memory, as PyTorch does
     cuda::DeviceGuard guard(from);
     const Stream stream = cuda::current_stream(from);
-    Tensor out = non_blocking ? empty_pinned(src.sizes(), src.dtype()) : empty(src.sizes(), TensorOptions(src.dtype()));
+    Tensor out = non_blocking ? empty_pinned(src.sizes(), strides, src.dtype())
+                              : empty_strided(src.sizes(), strides, TensorOptions(src.dtype()));
     cuda::copy_bytes(out.data_ptr(), d, src.data_ptr(), src.device(), nbytes, stream, non_blocking);
     if (non_blocking) out.storage()->record_stream(stream);
     return out;
   }
   // device to device: the destination's stream first waits for the source's, then copies; the
   // copy is blocking so that src (and its stream-ordered block) may be released right after.
-  Tensor out = empty(src.sizes(), TensorOptions(src.dtype(), d));
+  Tensor out = empty_strided(src.sizes(), strides, TensorOptions(src.dtype(), d));
   const Stream to_stream = cuda::current_stream(d.index);
   {
     cuda::DeviceGuard guard(from);
@@ -148,7 +156,7 @@ Tensor Tensor::pin_memory() const {
     throw DeviceError("pin_memory: page-locked memory needs a CUDA device (" + cuda::unavailable_reason() + ")");
   }
   if (is_pinned()) return *this;
-  Tensor out = empty_pinned(sizes(), dtype());
+  Tensor out = empty_pinned(sizes(), contiguous_strides(sizes()), dtype());
   ops::copy_raw(out, *this);
   if (needs_grad({this})) {
     record_function("pin_memory", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) {

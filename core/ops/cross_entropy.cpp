@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
@@ -34,6 +35,9 @@ using ops::num_str;
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
   const char* op = "cross_entropy";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&logits, &target})) {
+    return cross_entropy((*c)[0], (*c)[1], reduction, ignore_index, label_smoothing);
+  }
   ops::check_defined(op, logits, "logits");
   ops::check_defined(op, target, "target");
   const LossReduce red = to_loss_reduce(reduction);

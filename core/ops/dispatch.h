@@ -3,8 +3,9 @@
 // the kernel its context: the device's current stream, scratch memory from the caching allocator
 // (held until the scope ends, which is safe because freed blocks are reused in stream order), and
 // the device error record. A build without CUDA gets one DeviceError naming the op here instead
-// of a branch in every op. Autocast (mixed precision) will cast an op's floating inputs at this
-// entry too: every op states its tensor inputs when it opens its scope.
+// of a branch in every op. Autocast (core/autocast.h) acts one step earlier, at the op's public
+// entry: its casts must be recorded on the autograd tape, which this scope, opened after the op's
+// checks on its already-detached inputs, is too late for.
 #pragma once
 
 #include <initializer_list>

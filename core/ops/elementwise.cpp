@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise_grad.h"
@@ -171,6 +172,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("exp", {&x})) return exp((*c)[0]);
   ops::check_defined("exp", x, "input");
   Tensor out = unary_raw("exp", x, UnaryOp::Exp, float_result(x.dtype()));
   if (needs_grad({&x})) {
@@ -181,6 +183,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("log", {&x})) return log((*c)[0]);
   ops::check_defined("log", x, "input");
   Tensor out = unary_raw("log", x, UnaryOp::Log, float_result(x.dtype()));
   if (needs_grad({&x})) {
@@ -198,6 +201,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("rsqrt", {&x})) return rsqrt((*c)[0]);
   ops::check_defined("rsqrt", x, "input");
   Tensor out = unary_raw("rsqrt", x, UnaryOp::Rsqrt, float_result(x.dtype()));
   record_unary("rsqrt", x, out, out, BinaryOp::RsqrtBackward);
@@ -254,6 +258,7 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
 }
 
 Tensor pow(const Tensor& x, const Scalar& exponent) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("pow", {&x})) return pow((*c)[0], exponent);
   ops::check_defined("pow", x, "base");
   DType rt = promote_with_scalar(x.dtype(), exponent);
   if (!is_floating(rt) && exponent.to_double() < 0) {
@@ -267,6 +272,7 @@ Tensor pow(const Tensor& x, const Scalar& exponent) {
 }
 
 Tensor pow(const Scalar& base, const Tensor& exponent) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("pow", {&exponent})) return pow(base, (*c)[0]);
   ops::check_defined("pow", exponent, "exponent");
   DType rt = promote_with_scalar(exponent.dtype(), base);
   Tensor out = make_output("pow", exponent.sizes(), rt, exponent.device(), {&exponent});
@@ -282,6 +288,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 }
 
 Tensor pow(const Tensor& x, const Tensor& exponent) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("pow", {&x, &exponent})) return pow((*c)[0], (*c)[1]);
   DType rt = promote("pow", x, exponent);
   Tensor out = binary_raw("pow", x, exponent, BinaryOp::Pow, rt, compute_dtype_for(rt));
   if (needs_grad({&x, &exponent})) {

@@ -5,6 +5,7 @@
 #include "core/ops/foreach.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -326,6 +327,63 @@ void foreach_zero_(const TensorList& tensors) {
     scope.run(kernels::foreach_zero, list.data(), static_cast<int64_t>(list.size()), size);
   }
   bump(tensors);
+}
+
+void foreach_non_finite_check_and_unscale_(const TensorList& tensors, const Tensor& found_inf,
+                                           const Tensor& inv_scale) {
+  const char* op = "foreach_non_finite_check_and_unscale_";
+  std::vector<ForeachTensor> flats;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    flats.push_back(flat(op, tensors[i], at("tensor", i)));
+    ops::check_floating(op, tensors[i], at("tensor", i).c_str());
+  }
+  // The scalars are checked even for an empty list: a wrong flag is a mistake whatever the list.
+  const Device dev =
+      tensors.empty() ? (found_inf.defined() ? found_inf.device() : Device::cpu()) : list_device(op, {&tensors});
+  float* flag = const_cast<float*>(scalar_ptr(op, found_inf, "found_inf", dev, true));
+  const float* inv = scalar_ptr(op, inv_scale, "inv_scale", dev, false);
+  if (tensors.empty()) return;
+  const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
+  ops::KernelScope scope(op, dev);
+  for (const auto& [dtype, idx] : buckets) {
+    const std::vector<ForeachTensor> list = gather(flats, idx);
+    scope.run(kernels::foreach_non_finite_check_and_unscale, list.data(), static_cast<int64_t>(list.size()), dtype,
+              flag, inv);
+  }
+  if (inv != nullptr) bump(tensors);
+  found_inf.bump_version();
+}
+
+void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                       double growth_factor, double backoff_factor, int64_t growth_interval) {
+  const char* op = "amp_update_scale_";
+  if (!(growth_factor > 1.0) || !std::isfinite(growth_factor)) {
+    throw Error(std::string(op) + ": growth_factor must be a finite number > 1, got " + ops::num_str(growth_factor));
+  }
+  if (!(backoff_factor > 0.0 && backoff_factor < 1.0)) {
+    throw Error(std::string(op) + ": backoff_factor must be in (0, 1), got " + ops::num_str(backoff_factor));
+  }
+  if (growth_interval < 1 || growth_interval > std::numeric_limits<int32_t>::max()) {
+    throw Error(std::string(op) + ": growth_interval must be in [1, 2^31 - 1] (the tracker is int32), got " +
+                std::to_string(growth_interval));
+  }
+  ops::check_defined(op, scale, "scale");
+  const Device dev = scale.device();
+  float* s = const_cast<float*>(scalar_ptr(op, scale, "scale", dev, true));
+  const float* inf = scalar_ptr(op, found_inf, "found_inf", dev, true);
+  ops::check_defined(op, growth_tracker, "growth_tracker");
+  if (growth_tracker.numel() != 1 || growth_tracker.dtype() != DType::Int32) {
+    throw DTypeError(std::string(op) + ": growth_tracker must be a one-element int32 tensor, got " +
+                     dtype_name(growth_tracker.dtype()) + " of shape " + shape_str(growth_tracker.sizes()));
+  }
+  if (growth_tracker.device() != dev) {
+    throw DeviceError(std::string(op) + ": growth_tracker is on " + growth_tracker.device().str() +
+                      " but scale is on " + dev.str());
+  }
+  ops::launch(op, dev, kernels::amp_update_scale, s, static_cast<int32_t*>(growth_tracker.data_ptr()), inf,
+              growth_factor, backoff_factor, static_cast<int32_t>(growth_interval));
+  scale.bump_version();
+  growth_tracker.bump_version();
 }
 
 }  // namespace kiln

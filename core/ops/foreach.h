@@ -41,4 +41,20 @@ void foreach_add_scalar_(const TensorList& tensors, double value, const Tensor& 
 // Every tensor to zero, any dtype.
 void foreach_zero_(const TensorList& tensors);
 
+// Dynamic loss scaling (nn/amp/grad_scaler.h), as PyTorch's _amp_foreach_non_finite_check_and_unscale_:
+// in one pass over the list, sets *found_inf to 1 when any element is inf or NaN and multiplies every
+// element by *inv_scale. found_inf is only ever set, never cleared, so calls accumulate into it.
+// found_inf (required) and inv_scale are one-element float32 tensors on the tensors' device; an
+// undefined inv_scale checks without writing the tensors. Tensors: floating (float64 too), dense.
+void foreach_non_finite_check_and_unscale_(const TensorList& tensors, const Tensor& found_inf,
+                                           const Tensor& inv_scale);
+
+// The loss-scale update of one step, on the device, as PyTorch's _amp_update_scale_: when
+// *found_inf != 0, scale *= backoff_factor and growth_tracker = 0; otherwise growth_tracker += 1,
+// and when it reaches growth_interval, scale *= growth_factor (unless that is not a finite float32)
+// and growth_tracker = 0. scale and found_inf: one-element float32; growth_tracker: one-element
+// int32; all on one device. growth_factor > 1, backoff_factor in (0, 1), growth_interval >= 1.
+void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                       double growth_factor, double backoff_factor, int64_t growth_interval);
+
 }  // namespace kiln

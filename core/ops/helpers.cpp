@@ -7,6 +7,7 @@
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/layout_stats.h"
 #include "kernels/error.h"
 
 namespace kiln::ops {
@@ -114,9 +115,16 @@ std::string num_str(double v) {
   return os.str();
 }
 
-Tensor dense(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
+Tensor dense(const Tensor& t) {
+  if (!t.defined()) return t;
+  return to_layout(t, MemoryFormat::Contiguous, "dense");
+}
 
-Tensor dense_grad(const Tensor& g, DType dtype) { return g.detach().to(dtype).contiguous(); }
+Tensor dense_grad(const Tensor& g, DType dtype) {
+  // The cast keeps g's layout; only the row-major copy after it is a layout conversion.
+  if (!g.is_contiguous()) note_layout_copy("dense_grad");
+  return g.detach().to(dtype).contiguous();
+}
 
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
@@ -236,3 +244,39 @@ Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, in
 }
 
 }  // namespace kiln::ops
+
+// --- hidden layout copies (core/ops/layout_stats.h) ------------------------------------------------
+
+namespace kiln {
+namespace {
+
+// Per thread: ops run on their caller's thread (and backward on backward()'s), so a test counting
+// around its own step sees neither another thread's copies nor a lock.
+struct LayoutCopies {
+  int64_t total = 0;
+  std::map<std::string, int64_t> by_op;
+};
+thread_local LayoutCopies t_layout_copies;
+
+}  // namespace
+
+int64_t layout_copy_count() { return t_layout_copies.total; }
+std::map<std::string, int64_t> layout_copy_counts() { return t_layout_copies.by_op; }
+void reset_layout_copy_count() { t_layout_copies = LayoutCopies(); }
+
+namespace ops {
+
+void note_layout_copy(const char* what) {
+  ++t_layout_copies.total;
+  ++t_layout_copies.by_op[what];
+}
+
+Tensor to_layout(const Tensor& t, MemoryFormat format, const char* what) {
+  if (format == MemoryFormat::Preserve) format = MemoryFormat::Contiguous;
+  if (t.is_contiguous(format)) return t.detach();
+  note_layout_copy(what);
+  return t.detach().contiguous(format);
+}
+
+}  // namespace ops
+}  // namespace kiln

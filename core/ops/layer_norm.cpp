@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
@@ -24,6 +25,9 @@ using ops::ptr_or_null;
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   const char* op = "layer_norm";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &weight, &bias})) {
+    return layer_norm((*c)[0], normalized_shape, (*c)[1], (*c)[2], eps);
+  }
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/cuda/runtime.h"
 #include "core/ops/elementwise.h"
@@ -74,6 +75,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("matmul", {&a, &b})) return matmul((*c)[0], (*c)[1]);
   ops::check_defined("matmul", a, "first operand");
   ops::check_defined("matmul", b, "second operand");
   ops::common_device("matmul", {&a, &b});
@@ -126,6 +128,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("linear", {&x, &weight, &bias})) {
+    return linear((*c)[0], (*c)[1], (*c)[2]);
+  }
   ops::check_defined("linear", x, "input");
   ops::check_defined("linear", weight, "weight");
   ops::common_device("linear", {&x, &weight, &bias});

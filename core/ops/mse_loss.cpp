@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/autocast.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
@@ -13,6 +14,9 @@ namespace kiln {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   const char* op = "mse_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &target})) {
+    return mse_loss((*c)[0], (*c)[1], reduction);
+  }
   ops::check_defined(op, input, "input");
   ops::check_defined(op, target, "target");
   ops::check_floating(op, input, "input");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
@@ -101,6 +102,9 @@ void check_nonempty(const char* op, const Tensor& x, const std::vector<bool>& ma
 }
 
 Tensor sum_like(const char* name, ReduceOp rop, const Tensor& x, const Shape& dims, bool keepdim) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(name, {&x})) {
+    return sum_like(name, rop, (*c)[0], dims, keepdim);
+  }
   ops::check_defined(name, x, "input");
   auto mask = reduced_mask(name, x, dims);
   DType rt = x.dtype();
@@ -208,6 +212,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("var", {&x})) return var((*c)[0], dims, correction, keepdim);
   ops::check_defined("var", x, "input");
   ops::check_floating("var", x, "input");
   auto mask = reduced_mask("var", x, dims);

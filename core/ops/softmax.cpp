@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
@@ -28,6 +29,7 @@ std::tuple<int64_t, int64_t, int64_t> split_at(const Shape& s, int64_t d) {
 }
 
 Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return softmax_impl(op, (*c)[0], dim, log);
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
   const int64_t d = ops::checked_dim(op, x, dim);

@@ -3,6 +3,7 @@
 // index order, and norm partials are combined in chunk order, so results do not depend on the
 // number of threads.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -199,6 +200,36 @@ void foreach_zero_cpu(const ForeachTensor* tensors, int64_t n, size_t element_si
     std::memset(base + static_cast<size_t>(w.begin) * element_size, 0,
                 static_cast<size_t>(w.end - w.begin) * element_size);
   });
+}
+
+void foreach_non_finite_check_and_unscale_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, float* found_inf,
+                                              const float* inv_scale, const KernelContext&) {
+  if (n == 0) return;
+  visit_floating(dtype, "foreach_non_finite_check_and_unscale_", [&]<typename T>() {
+    using C = cpu::acc_t<T>;
+    const C inv = inv_scale != nullptr ? static_cast<C>(*inv_scale) : C(1);
+    for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
+      T* x = static_cast<T*>(tensors[w.tensor].data);
+      bool bad = false;
+      if (inv_scale != nullptr) {
+        for (int64_t i = w.begin; i < w.end; ++i) {
+          const C v = ld<T, C>(x, i);
+          bad |= !std::isfinite(v);
+          st<T, C>(x, i, v * inv);
+        }
+      } else {
+        for (int64_t i = w.begin; i < w.end; ++i) bad |= !std::isfinite(ld<T, C>(x, i));
+      }
+      // Several chunks may find a bad value at once; they all store the same 1, but two threads
+      // writing one float is still a race in C++ unless the store is atomic.
+      if (bad) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
+    });
+  });
+}
+
+void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
+                          double backoff_factor, int32_t growth_interval, const KernelContext&) {
+  foreach_math::amp_update_scale(*scale, *growth_tracker, *found_inf, growth_factor, backoff_factor, growth_interval);
 }
 
 }  // namespace kiln

@@ -358,6 +358,28 @@ const char* algo_name(Direction dir, int algo) {
   return "?";
 }
 
+// The last convolution of this thread (last_conv_math_cuda). Per thread, as ops run on their caller's.
+thread_local ConvMathRecord t_last_conv;
+
+ConvMathType math_kind(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH: return ConvMathType::Default;
+    case CUDNN_TENSOR_OP_MATH: return ConvMathType::TensorOp;
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return ConvMathType::TensorOpAllowConversion;
+    case CUDNN_FMA_MATH: return ConvMathType::Fma;
+  }
+  return ConvMathType::None;
+}
+
+ConvPass pass_of(Direction d) {
+  switch (d) {
+    case Direction::Forward: return ConvPass::Forward;
+    case Direction::BackwardData: return ConvPass::BackwardData;
+    case Direction::BackwardFilter: return ConvPass::BackwardFilter;
+  }
+  return ConvPass::None;
+}
+
 const char* math_name(cudnnMathType_t math) {
   switch (math) {
     case CUDNN_DEFAULT_MATH: return "default math";
@@ -596,10 +618,17 @@ void run(Direction dir, const Conv2dArgs& p, void* out, const void* in0, const v
               op, "cudnnConvolutionBackwardFilter");
         break;
     }
+    // Read back from the descriptor the call ran with: the hook reports cuDNN's view, not kiln's wish.
+    cudnnMathType_t used = choice.math;
+    check(cudnnGetConvolutionMathType(d.conv, &used), op, "cudnnGetConvolutionMathType");
+    t_last_conv = {pass_of(dir), math_kind(wanted_math(p)), math_kind(used), static_cast<int>(used), choice.algo,
+                   p.dtype};
   }
 }
 
 }  // namespace
+
+ConvMathRecord last_conv_math_cuda() { return t_last_conv; }
 
 void conv2d_forward_cuda(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
                          const KernelContext& ctx) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/foreach.h"
@@ -341,6 +342,64 @@ template <typename U> void launch_zero(const ForeachTensor* tensors, int64_t n, 
   });
 }
 
+// --- loss scaling -----------------------------------------------------------------------------
+
+// The compute type of the check and the multiply: float for the 32- and 16-bit types, double for
+// float64 (which only this kernel of the family accepts: a gradient may be float64 on any device).
+template <typename T> struct UnscaleAcc {
+  using type = float;
+};
+template <> struct UnscaleAcc<double> {
+  using type = double;
+};
+__device__ __forceinline__ double to_acc(double v) { return v; }
+template <typename T> __device__ __forceinline__ float to_acc(T v) { return to_f32(v); }
+template <typename T> __device__ __forceinline__ T from_acc(typename UnscaleAcc<T>::type v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return from_f32<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    check_unscale_kernel(const __grid_constant__ ChunkTable<1> table, float* found_inf, const float* inv_scale) {
+  using C = typename UnscaleAcc<T>::type;
+  const BlockChunk<1> c = block_chunk(table);
+  T* x = chunk_ptr<T>(table.data[0][c.tensor], c.begin);
+  int bad = 0;
+  if (inv_scale != nullptr) {
+    const C inv = static_cast<C>(*inv_scale);
+    for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) {
+      const C v = to_acc(x[i]);
+      bad |= !isfinite(v);
+      x[i] = from_acc<T>(v * inv);
+    }
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) bad |= !isfinite(to_acc(x[i]));
+  }
+  // One plain store per block that saw a bad value. Blocks race only to write the same 1, and
+  // nothing in this launch reads the flag, so no atomic is needed.
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
+}
+
+template <typename T>
+void launch_check_unscale(const ForeachTensor* tensors, int64_t n, float* found_inf, const float* inv_scale,
+                          cudaStream_t stream) {
+  const ForeachTensor* lists[1] = {tensors};
+  launch_chunks<1>(lists, n, [&](const ChunkTable<1>& table, int blocks, int64_t) {
+    check_unscale_kernel<T><<<blocks, kBlock, 0, stream>>>(table, found_inf, inv_scale);
+    check_launch("foreach_non_finite_check_and_unscale_");
+  });
+}
+
+// One thread: the update is a handful of scalar operations, read and written in stream order.
+__global__ void amp_update_scale_kernel(float* scale, int32_t* growth_tracker, const float* found_inf,
+                                        double growth_factor, double backoff_factor, int32_t growth_interval) {
+  foreach_math::amp_update_scale(*scale, *growth_tracker, *found_inf, growth_factor, backoff_factor, growth_interval);
+}
+
 }  // namespace
 
 void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
@@ -425,6 +484,27 @@ void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_s
     case 8: launch_zero<uint64_t>(tensors, n, st); break;
     default: throw DTypeError("foreach_zero_: unsupported element size " + std::to_string(element_size));
   }
+}
+
+void foreach_non_finite_check_and_unscale_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, float* found_inf,
+                                               const float* inv_scale, const KernelContext& ctx) {
+  const cudaStream_t st = raw_stream(ctx.stream);
+  switch (dtype) {
+    case DType::Float32: launch_check_unscale<float>(tensors, n, found_inf, inv_scale, st); break;
+    case DType::Float16: launch_check_unscale<__half>(tensors, n, found_inf, inv_scale, st); break;
+    case DType::BFloat16: launch_check_unscale<__nv_bfloat16>(tensors, n, found_inf, inv_scale, st); break;
+    case DType::Float64: launch_check_unscale<double>(tensors, n, found_inf, inv_scale, st); break;
+    default:
+      throw DTypeError(std::string("foreach_non_finite_check_and_unscale_: expected floating tensors, got ") +
+                       dtype_name(dtype));
+  }
+}
+
+void amp_update_scale_cuda(float* scale, int32_t* growth_tracker, const float* found_inf, double growth_factor,
+                           double backoff_factor, int32_t growth_interval, const KernelContext& ctx) {
+  amp_update_scale_kernel<<<1, 1, 0, raw_stream(ctx.stream)>>>(scale, growth_tracker, found_inf, growth_factor,
+                                                                backoff_factor, growth_interval);
+  check_launch("amp_update_scale_");
 }
 
 }  // namespace kiln

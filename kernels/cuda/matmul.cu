@@ -91,6 +91,7 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // read back from `op` (last_gemm_compute_cuda)
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -134,6 +135,11 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const Problem& p) {
   const LtTypes types = lt_types(p.dtype, p.tf32);
   auto plan = std::make_unique<Plan>();
   check(cublasLtMatmulDescCreate(&plan->op, types.compute, types.scale), "cublasLtMatmulDescCreate");
+  // What the descriptor holds, not what was asked: the debugging hook reports the library's view.
+  size_t written = 0;
+  check(cublasLtMatmulDescGetAttribute(plan->op, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &plan->compute,
+                                       sizeof(plan->compute), &written),
+        "cublasLtMatmulDescGetAttribute (compute type)");
   const cublasOperation_t op_a = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is kiln's B
   const cublasOperation_t op_b = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
@@ -201,6 +207,18 @@ const Plan& get_plan(cublasLtHandle_t handle, const Problem& p) {
   auto it = cache->plans.find(key);
   if (it == cache->plans.end()) it = cache->plans.emplace(key, make_plan(handle, p)).first;
   return *it->second;
+}
+
+// The last GEMM of this thread (last_gemm_compute_cuda). Per thread, as ops run on their caller's.
+thread_local GemmComputeRecord t_last_gemm;
+
+GemmComputeType compute_type_of(cublasComputeType_t c) {
+  switch (c) {
+    case CUBLAS_COMPUTE_32F: return GemmComputeType::Float32;
+    case CUBLAS_COMPUTE_32F_FAST_TF32: return GemmComputeType::Float32FastTF32;
+    case CUBLAS_COMPUTE_64F: return GemmComputeType::Float64;
+    default: return GemmComputeType::Other;
+  }
 }
 
 int64_t offset_at(const int64_t* offsets, int64_t i) { return offsets ? offsets[i] : 0; }
@@ -320,8 +338,11 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
     check(cublasLtMatmul(handle, plan.op, alpha_p, pb, plan.a, pa, plan.b, beta_p, pc, plan.c, pc, plan.c, &plan.algo,
                          workspace, workspace_bytes, s),
           "cublasLtMatmul");
+    t_last_gemm = {compute_type_of(plan.compute), static_cast<int>(plan.compute), dtype};
     i += len;
   }
 }
+
+GemmComputeRecord last_gemm_compute_cuda() { return t_last_gemm; }
 
 }  // namespace kiln

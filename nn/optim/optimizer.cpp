@@ -154,6 +154,14 @@ void Optimizer::set_grad_scaling(const Tensor& found_inf, const Tensor& grad_sca
   grad_scale_ = grad_scale;
 }
 
+TensorList Optimizer::grads() const {
+  TensorList out;
+  for (const ParamGroup& grp : groups_)
+    for (const Tensor& p : grp.params)
+      if (p.grad().defined()) out.push_back(p.grad());
+  return out;
+}
+
 void Optimizer::check_options(const char* optimizer) const {
   const std::vector<std::string> known = option_names();
   for (size_t g = 0; g < groups_.size(); ++g) {

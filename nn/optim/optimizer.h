@@ -41,12 +41,17 @@ class Optimizer {
   // skipped for inf/NaN gradients, nor for a group none of whose parameters had a gradient).
   int64_t step_count() const { return step_count_; }
 
-  // Loss scaling without a sync, the hook a gradient scaler such as PyTorch's GradScaler drives
-  // (kiln has no scaler class; a caller sets the tensors): while `found_inf` is defined, step()
-  // changes nothing (parameters, state, the device step counters) where *found_inf != 0, and
-  // gradients are divided by *grad_scale inside the update when that is defined. One-element
-  // float32 tensors on the parameters' device; undefined tensors turn it off.
+  // Loss scaling without a sync, the hook nn::amp::GradScaler drives: while `found_inf` is
+  // defined, step() changes nothing (parameters, state, the device step counters) where
+  // *found_inf != 0, and gradients are divided by *grad_scale inside the update when that is
+  // defined. One-element float32 tensors on the parameters' device; undefined tensors turn it off.
   void set_grad_scaling(const Tensor& found_inf, const Tensor& grad_scale = Tensor());
+  // The tensors set_grad_scaling last set (undefined when off), so a scaler can put them back.
+  const Tensor& found_inf() const { return found_inf_; }
+  const Tensor& grad_scale() const { return grad_scale_; }
+  // The gradients (.grad, the tensors themselves, not copies) of every parameter that has one,
+  // groups in order: what a gradient scaler unscales in place.
+  TensorList grads() const;
 
   // Everything needed to resume bit for bit, as a snapshot (copies, made without a sync):
   // per-parameter state tensors under "state.<flat param index>.<name>", group learning rates
@@ -95,8 +100,6 @@ class Optimizer {
   // After every update of a step: advances the step counters of the groups that were updated
   // (one launch per device; skipped on the device where *found_inf != 0) and the host count.
   void finish_step(const std::vector<bool>& updated);
-  const Tensor& found_inf() const { return found_inf_; }
-  const Tensor& grad_scale() const { return grad_scale_; }
   // `group` as an index into groups_; an IndexError naming `op` when past the end.
   size_t checked_group(size_t group, const char* op) const;
   // Flat index of parameter i of group g (groups in order, parameters in order).

@@ -5,8 +5,11 @@
 
 #include <cstdlib>
 #include <set>
+#include <sstream>
 
 #include "core/cuda/caching_allocator.h"
+#include "core/cuda/memory_summary.h"
+#include "core/cuda/runtime.h"
 #include "kernels/error.h"
 #include "tests/kernels/log_capture.h"
 
@@ -174,9 +177,9 @@ TEST_CASE("caching allocator: out of memory frees the cache, retries, then expla
     CHECK(m.find("smaller batch") != std::string::npos);
     CHECK(m.find("gradient accumulation") != std::string::npos);
     CHECK(m.find("after freeing the cache and retrying") != std::string::npos);
-    // Advice names only what kiln has (it has neither autocast nor activation checkpointing).
-    CHECK(m.find("autocast") == std::string::npos);
-    CHECK(m.find("checkpointing") == std::string::npos);
+    // Advice names what kiln has, with the API and the examples' flag.
+    CHECK(m.find("autocast (AutocastGuard / --amp)") != std::string::npos);
+    CHECK(m.find("activation recompute (nn::checkpoint / --recompute)") != std::string::npos);
   }
   CHECK(a->memory_stats().num_ooms == 1);
 }
@@ -261,4 +264,136 @@ TEST_CASE("caching allocator: a capture uses its own pool and never touches the 
   CHECK(d.mallocs == mallocs + 1);
   blocks.clear();  // capture blocks go back to the capture pool, in direct mode as well
   CHECK(d.frees == 0);
+}
+
+// --- cuda::memory_summary and the out-of-memory message ------------------------------------------
+
+namespace {
+
+// The summary line that starts with `label` (after its two-space indent); fails the test when absent.
+std::string summary_line(const std::string& summary, const std::string& label) {
+  std::istringstream lines(summary);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  " + label, 0) == 0) return line;
+  }
+  FAIL("no line starting with \"" << label << "\" in:\n" << summary);
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("memory_summary: names the allocator's numbers after known allocations", "[allocator][memory_summary]") {
+  FakeDevice d;
+  auto a = make(d);
+  d.current = stream_id(1);
+  DataPtr small = a->allocate(1000);            // 1024 bytes of a 2 MiB small segment
+  DataPtr medium = a->allocate(size_t{3} << 20);  // 3 MiB of a 20 MiB segment, 17 MiB left free
+  d.current = stream_id(2);
+  DataPtr big = a->allocate(size_t{30} << 20);  // a 30 MiB segment of its own
+  small.reset();                                // the small segment is whole and free again
+  d.current = stream_id(1);
+  DataPtr shared = a->allocate(2048);           // used on stream 3 too, then freed: waits for it
+  a->record_stream(shared.get(), stream_id(3));
+  shared.reset();
+
+  const std::string s = memory_summary(*a);
+  INFO(s);
+  CHECK(has(s, "kiln CUDA memory summary, cuda:0 (caching allocator)"));
+  // allocated 3 + 30 MiB; peak also held the 1024- and 2048-byte blocks, never both at once.
+  const std::string allocated = summary_line(s, "allocated");
+  CHECK(has(allocated, "33.00 MiB (34603008 bytes)"));
+  CHECK(has(allocated, "33.00 MiB (34605056 bytes)"));
+  const std::string reserved = summary_line(s, "reserved");
+  CHECK(has(reserved, "52.00 MiB (54525952 bytes)"));  // 2 + 20 + 30 MiB, current and peak
+  CHECK(has(summary_line(s, "active"), "(34605056 bytes)"));  // + the 2048 bytes waiting on stream 3
+  CHECK(has(summary_line(s, "requested"), "(34603008 bytes)"));
+  // 17 MiB left of the 20 MiB segment, and the small segment less the waiting block: 17 MiB + 2 MiB - 2048.
+  CHECK(has(summary_line(s, "cached free"), "(19920896 bytes)"));
+  CHECK(has(summary_line(s, "segments"), "3 (small pool 1, large pool 2, graph capture pool 0)"));
+  CHECK(has(summary_line(s, "blocks"), "5 (2 allocated, 1 waiting for other streams, 2 free)"));
+  CHECK(has(summary_line(s, "device calls"), "3 allocations, 0 frees; 4 blocks served in all, 0 out-of-memory"));
+  CHECK(has(summary_line(s, "largest free block"), "17.00 MiB (17825792 bytes)"));
+  // The largest blocks, largest first: the 30 MiB block on stream 2, then the 17 MiB free remainder.
+  const size_t first = s.find("    30.00 MiB (31457280 bytes)"), second = s.find("    17.00 MiB (17825792 bytes)");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(first < second);
+  CHECK(has(s.substr(first, s.find('\n', first) - first), "allocated"));
+  CHECK(has(s.substr(second, s.find('\n', second) - second), "free"));
+  // Per-stream pools: stream 1 holds the small and the 20 MiB segment, stream 2 the 30 MiB one.
+  std::string pools = s.substr(s.find("per-stream pools"));
+  const std::string s1 = summary_line(pools.substr(pools.find('\n') + 1), "  stream " + [] {
+    std::ostringstream os;
+    os << static_cast<void*>(stream_id(1));
+    return os.str();
+  }());
+  CHECK(has(s1, "reserved 22.00 MiB (23068672 bytes), allocated 3.00 MiB (3145728 bytes)"));
+  CHECK(has(s1, "2 segments, 4 blocks"));
+  CHECK(has(s, "reserved 30.00 MiB (31457280 bytes), allocated 30.00 MiB (31457280 bytes), free 0.00 MiB (0 bytes)"));
+  CHECK(has(s, "graph capture pool: none reserved"));
+  CHECK(d.mallocs == 3);  // the summary touched no device
+}
+
+TEST_CASE("memory_summary: the graph capture pool and direct mode", "[allocator][memory_summary]") {
+  FakeDevice d;
+  auto a = make(d);
+  a->reserve_capture_pool(size_t{4} << 20);
+  a->begin_capture(stream_id(5));
+  DataPtr inside = a->allocate(size_t{1} << 20);
+  const std::string s = memory_summary(a->snapshot());
+  INFO(s);
+  CHECK(has(s, "a graph capture is running"));
+  CHECK(has(s, "graph capture pool: reserved 4.00 MiB (4194304 bytes), allocated 1.00 MiB (1048576 bytes), free "
+               "3.00 MiB (3145728 bytes); 1 segment, 2 blocks; capturing now"));
+  CHECK(has(summary_line(s, "segments"), "1 (small pool 0, large pool 0, graph capture pool 1)"));
+  CHECK(has(s, "per-stream pools: none"));
+  a->end_capture();
+
+  FakeDevice dd;
+  auto direct = make(dd, true);
+  DataPtr p = direct->allocate(100), q = direct->allocate(5000);
+  const std::string ds = memory_summary(*direct);
+  INFO(ds);
+  CHECK(has(ds, "KILN_CUDA_ALLOC=direct"));
+  CHECK(has(summary_line(ds, "allocated"), "(5100 bytes)"));  // direct blocks are not rounded
+  CHECK(has(summary_line(ds, "segments"), "direct 2"));
+}
+
+TEST_CASE("memory_summary: a device that is not there is a DeviceError", "[allocator][memory_summary]") {
+  if (!cuda::is_available()) {
+    CHECK_THROWS_AS(memory_summary(), DeviceError);
+    CHECK_THROWS_WITH(memory_summary(0), Catch::Contains("cuda::memory_summary"));
+  } else {
+    CHECK(has(memory_summary(), "kiln CUDA memory summary, cuda:"));
+  }
+}
+
+TEST_CASE("caching allocator: the out-of-memory message names the sizes and what kiln offers",
+          "[allocator][memory_summary]") {
+  FakeDevice d;
+  d.capacity = size_t{64} << 20;
+  auto a = make(d);
+  DataPtr kept = a->allocate(size_t{20} << 20);
+  { DataPtr freed = a->allocate(size_t{20} << 20); }  // peak 40 MiB allocated; then cached
+  try {
+    DataPtr q = a->allocate(size_t{50} << 20);  // 20 + 50 > 64 even after the cache is released
+    FAIL("expected OutOfMemoryError");
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(has(m, "CUDA out of memory on cuda:0"));
+    CHECK(has(m, "tried to allocate 50.00 MiB (52428800 bytes)"));
+    CHECK(has(m, "20.00 MiB (20971520 bytes) allocated"));
+    CHECK(has(m, "20.00 MiB (20971520 bytes) reserved"));  // the cached 20 MiB went back before the retry
+    CHECK(has(m, "peak allocated 40.00 MiB (41943040 bytes)"));
+    CHECK(has(m, "autocast (AutocastGuard / --amp)"));
+    CHECK(has(m, "activation recompute (nn::checkpoint / --recompute)"));
+    CHECK(has(m, "gradient accumulation (--grad-accum)"));
+    CHECK(has(m, "a smaller batch"));
+    CHECK(has(m, "cuda::memory_summary()"));
+  }
+  CHECK(a->memory_stats().num_ooms == 1);
+  CHECK(has(summary_line(memory_summary(*a), "device calls"), "1 out-of-memory"));
 }

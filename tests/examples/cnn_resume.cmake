@@ -2,7 +2,9 @@
 # mid-epoch, resumed up to the epoch's end, resumed to the finish); the metrics (timings left out)
 # and the final model files must be identical byte for byte. Splitting mid-epoch is what checks the
 # restored data position, loss sum and generator state, not only the weights.
-# Usage: cmake -DEXE=<train_cnn> -DWORK=<scratch dir> -P cnn_resume.cmake
+# Usage: cmake -DEXE=<train_cnn> -DWORK=<scratch dir> [-DMODEL=resnet] [-DEXTRA=<flag,value,...>]
+#        -P cnn_resume.cmake
+# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too).
 foreach(var EXE WORK)
   if(NOT ${var})
     message(FATAL_ERROR "cnn_resume: pass -D${var}=...")
@@ -10,7 +12,14 @@ foreach(var EXE WORK)
 endforeach()
 
 # Small on purpose: 1,500 images in batches of 50 is 30 steps per epoch; 1,000 held-out images.
-set(common --device cpu --model small-cnn --epochs 2 --train-limit 1500 --test-limit 1000 --batch-size 50 --seed 7)
+if(NOT MODEL)
+  set(MODEL small-cnn)
+endif()
+set(common --device cpu --model ${MODEL} --epochs 2 --train-limit 1500 --test-limit 1000 --batch-size 50 --seed 7)
+if(EXTRA)
+  string(REPLACE "," ";" extra "${EXTRA}")
+  list(APPEND common ${extra})
+endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 

@@ -1,7 +1,9 @@
 # CTest script: a short train_gpt run whole, and split at an iteration between two evaluations
 # (the batches, dropout masks and evaluation batches all come from the restored generator); the
 # metrics (timings left out), the final and the best model files must be identical byte for byte.
-# Usage: cmake -DEXE=<train_gpt> -DDATA=<text file> -DWORK=<scratch dir> -P gpt_resume.cmake
+# Usage: cmake -DEXE=<train_gpt> -DDATA=<text file> -DWORK=<scratch dir> [-DEXTRA=<flag,value,...>]
+#        -P gpt_resume.cmake
+# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too).
 foreach(var EXE DATA WORK)
   if(NOT ${var})
     message(FATAL_ERROR "gpt_resume: pass -D${var}=...")
@@ -11,6 +13,10 @@ endforeach()
 # Dropout on, so its masks must continue from the saved generator state too.
 set(common --device cpu --data "${DATA}" --n-layer 1 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8
     --dropout 0.1 --max-iters 40 --warmup-iters 10 --eval-interval 20 --eval-iters 2 --sample-tokens 0 --seed 3)
+if(EXTRA)
+  string(REPLACE "," ";" extra "${EXTRA}")
+  list(APPEND common ${extra})
+endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 

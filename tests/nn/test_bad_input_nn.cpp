@@ -569,6 +569,18 @@ void model_rows(Table& t) {
     c.blocks = {1, -1, 1};
     ResNet r(c);
   });
+  t.add("ResNet: widths and blocks of different lengths", Expect::Error, {"ResNet", "4 widths and 3 block counts"},
+        [] {
+          ResNetConfig c;
+          c.widths = {4, 4, 4, 4};
+          ResNet r(c);
+        });
+  t.add("ResNet: no stages", Expect::Error, {"ResNet", "0 widths"}, [] {
+    ResNetConfig c;
+    c.widths = {};
+    c.blocks = {};
+    ResNet r(c);
+  });
   t.add("ResNet: negative in_channels", Expect::Error, {"ResNet", "in_channels", "-1"}, [] {
     ResNetConfig c;
     c.in_channels = -1;

@@ -207,7 +207,7 @@ TEST_CASE("ResNet: shapes for 28x28x1 and 32x32x3, torchvision names, backward r
     CHECK(sd.count("layer3.1.conv2.weight") == 1);
     CHECK(sd.count("fc.weight") == 1);
     // He init, fan_out: std sqrt(2 / (64 * 9)) on a [64, 64, 3, 3] conv.
-    CHECK(sample_std(net->layer3->at<BasicBlock>(1)->conv2->weight) == Approx(std::sqrt(2.0 / 576.0)).epsilon(0.05));
+    CHECK(sample_std(net->layers[2]->at<BasicBlock>(1)->conv2->weight) == Approx(std::sqrt(2.0 / 576.0)).epsilon(0.05));
     net->eval();
     CHECK(net->forward(randn({1, 1, 28, 28})).sizes() == Shape{1, 10});
     CHECK_THROWS_AS(net->forward(randn({1, 3, 28, 28})), ShapeError);
@@ -221,7 +221,19 @@ TEST_CASE("ResNet: shapes for 28x28x1 and 32x32x3, torchvision names, backward r
     CHECK(y.sizes() == Shape{2, 5});
     y.sum().backward();
     check_every_parameter_gets_a_gradient(*net);
-    CHECK(net->layer1->size() == 1);
+    CHECK(net->layers[0]->size() == 1);
+  }
+  SECTION("ResNet-18 for CIFAR: four stages") {
+    auto net = std::make_shared<ResNet>(ResNetConfig::resnet18_cifar());
+    // The CIFAR ResNet-18's count: 11,173,962 parameters for 10 classes.
+    CHECK(net->num_parameters() == 11173962);
+    CHECK(net->layers.size() == 4);
+    auto sd = net->state_dict();
+    CHECK(sd.count("layer4.1.bn2.running_var") == 1);
+    CHECK(sd.count("layer4.0.downsample.0.weight") == 1);
+    CHECK(sd.at("fc.weight").sizes() == Shape{10, 512});
+    Tensor y = net->forward(randn({2, 3, 32, 32}));
+    CHECK(y.sizes() == Shape{2, 10});
   }
 }
 

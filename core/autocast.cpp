@@ -1,0 +1,238 @@
+// Autocast state, the parameter-cast cache and the policy table.
+//
+// The table is the whole policy: an op that is not in it runs in its inputs' dtypes. Ops consult it
+// at their entry (autocast::cast_inputs, before any check or autograd recording), so the cast is an
+// ordinary differentiable to(dtype) on the tape and backward needs no autocast logic of its own.
+#include "core/autocast.h"
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "core/autograd.h"
+#include "kernels/error.h"
+
+namespace kiln {
+namespace {
+
+struct ThreadState {
+  AutocastState cpu{false, DType::BFloat16};
+  AutocastState cuda{false, DType::Float16};
+  int depth = 0;  // guards alive on this thread; the cache empties when it returns to 0
+};
+
+thread_local ThreadState tls;
+
+AutocastState& state_of(DeviceType device) { return device == DeviceType::CPU ? tls.cpu : tls.cuda; }
+
+// One cached cast of a parameter. The weak pointer tells a live source from a new tensor that
+// happens to reuse a freed one's address; the version refuses a cast made before an in-place update
+// (an optimizer step inside the guard), which PyTorch's cache would hand out stale.
+struct CacheEntry {
+  std::weak_ptr<TensorImpl> source;
+  uint64_t version = 0;
+  Tensor cast;
+};
+
+struct CacheKey {
+  const TensorImpl* source;
+  DType dtype;
+  bool grad_mode;  // a cast made under NoGradGuard has no history, so it must not serve a forward with grad
+  bool operator==(const CacheKey& o) const {
+    return source == o.source && dtype == o.dtype && grad_mode == o.grad_mode;
+  }
+};
+
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& k) const {
+    return std::hash<const void*>()(k.source) ^ (static_cast<size_t>(k.dtype) << 1) ^ static_cast<size_t>(k.grad_mode);
+  }
+};
+
+thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> cast_cache;
+
+void check_dtype(DeviceType device, DType dtype) {
+  if (dtype != DType::Float16 && dtype != DType::BFloat16) {
+    throw DTypeError(std::string("AutocastGuard: the autocast dtype must be float16 or bfloat16, got ") +
+                     dtype_name(dtype) + " (device type " + (device == DeviceType::CPU ? "cpu" : "cuda") + ")");
+  }
+}
+
+void leave() {
+  if (--tls.depth == 0) cast_cache.clear();
+}
+
+bool eligible(const Tensor* t) {
+  // float64 stays float64, as in PyTorch: it is asked for explicitly (gradcheck, references).
+  return t != nullptr && t->defined() && t->is_floating_point() && t->dtype() != DType::Float64;
+}
+
+// to(dtype), through the cache for parameters.
+Tensor cast(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  if (!(t.is_leaf() && t.requires_grad()) || tls.depth == 0) return t.to(dtype);
+  const CacheKey key{t.impl(), dtype, grad_enabled()};
+  auto it = cast_cache.find(key);
+  if (it != cast_cache.end()) {
+    const std::shared_ptr<TensorImpl> source = it->second.source.lock();
+    if (source.get() == t.impl() && it->second.version == t.version()) return it->second.cast;
+  }
+  Tensor out = t.to(dtype);
+  cast_cache[key] = CacheEntry{t.impl_ptr(), t.version(), out};
+  return out;
+}
+
+}  // namespace
+
+DType autocast_default_dtype(DeviceType device) {
+  return device == DeviceType::CPU ? DType::BFloat16 : DType::Float16;
+}
+
+AutocastState autocast_state(DeviceType device) { return state_of(device); }
+AutocastSnapshot autocast_snapshot() { return {tls.cpu, tls.cuda}; }
+bool autocast_any_enabled() { return tls.cpu.enabled || tls.cuda.enabled; }
+
+AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled) : device_(device) {
+  check_dtype(device, dtype);
+  prev_ = state_of(device);
+  state_of(device) = AutocastState{enabled, dtype};
+  ++tls.depth;
+}
+
+AutocastGuard::AutocastGuard(DeviceType device, bool enabled)
+    : AutocastGuard(device, autocast_default_dtype(device), enabled) {}
+
+AutocastGuard::~AutocastGuard() {
+  state_of(device_) = prev_;
+  leave();
+}
+
+AutocastSnapshotGuard::AutocastSnapshotGuard(const AutocastSnapshot& snapshot) : prev_(autocast_snapshot()) {
+  tls.cpu = snapshot.cpu;
+  tls.cuda = snapshot.cuda;
+  ++tls.depth;
+}
+
+AutocastSnapshotGuard::~AutocastSnapshotGuard() {
+  tls.cpu = prev_.cpu;
+  tls.cuda = prev_.cuda;
+  leave();
+}
+
+size_t autocast_cache_size() { return cast_cache.size(); }
+void clear_autocast_cache() { cast_cache.clear(); }
+
+namespace autocast {
+
+// The policy. Names are the ops' own (the name each op puts in its errors).
+//
+// Where kiln differs from PyTorch (torch.autocast), and why:
+// - bmm, baddbmm, addmm, mm: kiln has one matrix product, matmul (batched and broadcast), so
+//   matmul's row covers them.
+// - batch_norm is left alone, as PyTorch leaves it (the issue that asked for autocast listed it
+//   with the float32 ops): kiln's kernel already reads float16/bfloat16 activations with float32
+//   weights and float32 statistics and accumulates in float32. A float32 cast would add a copy of
+//   every activation of a convolutional net and a float32 output that the next conv casts back.
+// - add, sub, mul, div, maximum, minimum, cat, stack and where promote to their widest input
+//   themselves (kiln's type promotion, as PyTorch's), so their rows say Widest and the ops need no
+//   cast at their entry; cast_inputs implements Widest for any op that lists it and does not
+//   promote on its own.
+// - sum, mean and var run in float32 for any float16/bfloat16 input. PyTorch does the same for sum
+//   (and prod, which kiln does not have); kiln adds mean and var because they are sums too.
+// - Reductions such as amax/amin, and activations (relu, gelu, tanh, sigmoid), run in the input
+//   dtype: they are exact or bounded in the low precision, as in PyTorch.
+const std::vector<PolicyRow>& policy_table() {
+  static const std::vector<PolicyRow> rows = {
+      // Tensor-core work: the point of autocast.
+      {"matmul", Policy::LowPrecision},
+      {"linear", Policy::LowPrecision},
+      {"conv2d", Policy::LowPrecision},
+      {"scaled_dot_product_attention", Policy::LowPrecision},
+      // Range or accuracy needs float32: exponentials, logarithms, powers, long sums, the
+      // normalizations and the losses.
+      {"softmax", Policy::Float32},
+      {"log_softmax", Policy::Float32},
+      {"layer_norm", Policy::Float32},
+      {"cross_entropy", Policy::Float32},
+      {"mse_loss", Policy::Float32},
+      {"sum", Policy::Float32},
+      {"mean", Policy::Float32},
+      {"var", Policy::Float32},
+      {"exp", Policy::Float32},
+      {"log", Policy::Float32},
+      {"pow", Policy::Float32},
+      {"rsqrt", Policy::Float32},
+      // Several inputs of possibly different dtypes: the widest wins (promoted by the ops themselves).
+      {"add", Policy::Widest},
+      {"sub", Policy::Widest},
+      {"mul", Policy::Widest},
+      {"div", Policy::Widest},
+      {"maximum", Policy::Widest},
+      {"minimum", Policy::Widest},
+      {"cat", Policy::Widest},
+      {"stack", Policy::Widest},
+      {"where", Policy::Widest},
+  };
+  return rows;
+}
+
+std::optional<Policy> policy_of(const char* op) {
+  for (const PolicyRow& row : policy_table()) {
+    if (std::strcmp(row.op, op) == 0) return row.policy;
+  }
+  return std::nullopt;
+}
+
+std::optional<TensorList> cast_inputs(const char* op, std::initializer_list<const Tensor*> inputs) {
+  if (!autocast_any_enabled()) return std::nullopt;
+  const Tensor* first = nullptr;
+  for (const Tensor* t : inputs) {
+    if (t != nullptr && t->defined()) {
+      first = t;
+      break;
+    }
+  }
+  if (first == nullptr) return std::nullopt;
+  // Mixed devices are the op's error to report, with its own message; autocast follows the first.
+  const AutocastState state = state_of(first->device().type);
+  if (!state.enabled) return std::nullopt;
+  const std::optional<Policy> policy = policy_of(op);
+  if (!policy) return std::nullopt;
+
+  DType target = state.dtype;
+  if (*policy == Policy::Widest) {
+    std::optional<DType> widest;
+    for (const Tensor* t : inputs) {
+      if (t != nullptr && t->defined() && t->is_floating_point())
+        widest = widest ? promote_types(*widest, t->dtype()) : t->dtype();
+    }
+    if (!widest) return std::nullopt;
+    target = *widest;
+  }
+  auto wanted = [&](const Tensor* t) -> std::optional<DType> {
+    if (!eligible(t)) return std::nullopt;
+    if (*policy == Policy::Float32) {
+      return t->dtype() == DType::Float16 || t->dtype() == DType::BFloat16 ? std::optional<DType>(DType::Float32)
+                                                                            : std::nullopt;
+    }
+    return t->dtype() == target ? std::nullopt : std::optional<DType>(target);
+  };
+  bool changes = false;
+  for (const Tensor* t : inputs) changes = changes || wanted(t).has_value();
+  if (!changes) return std::nullopt;
+  TensorList out;
+  out.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    if (t == nullptr) {
+      out.emplace_back();
+    } else if (const std::optional<DType> dt = wanted(t)) {
+      out.push_back(cast(*t, *dt));
+    } else {
+      out.push_back(*t);
+    }
+  }
+  return out;
+}
+
+}  // namespace autocast
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// The training examples' precision and memory flags: --amp, --tf32, --channels-last, --recompute,
+// --grad-accum and --memory (what they do: examples/mixed_precision.h). In a header of their own, as
+// the rest of the examples' options, so the command-line fuzzer parses exactly what the programs do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/cuda/runtime.h"
+#include "core/device.h"
+#include "examples/common.h"
+
+namespace kiln::examples {
+
+struct PrecisionOptions {
+  std::string amp = "off";  // off, bf16, fp16
+  bool tf32 = true;
+  bool channels_last = false;
+  bool recompute = false;
+  int64_t grad_accum = 1;
+  bool memory = false;
+
+  std::optional<DType> amp_dtype() const {
+    if (amp == "bf16") return DType::BFloat16;
+    if (amp == "fp16") return DType::Float16;
+    return std::nullopt;
+  }
+  // float16 needs loss scaling; bfloat16 has float32's range and does not.
+  bool loss_scaling() const { return amp == "fp16"; }
+};
+
+// Adds the flags; --channels-last only where the model has 4-d activations (`image_model`).
+inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image_model) {
+  app.add_option("--amp", p.amp,
+                 "mixed precision: autocast matmuls/convs/attention to bf16, or to fp16 with dynamic loss scaling; "
+                 "off keeps float32")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  app.add_flag("--tf32,!--no-tf32", p.tf32,
+               "TF32 tensor-core math for float32 matmuls and convolutions on the GPU (default on; no effect on "
+               "the CPU)");
+  if (image_model) {
+    app.add_flag("--channels-last", p.channels_last,
+                 "keep weights and activations in NHWC, the layout tensor-core convolutions read");
+  }
+  app.add_flag("--recompute", p.recompute,
+               "activation recompute: keep only each block's input and run the block again in backward");
+  app.add_option("--grad-accum", p.grad_accum,
+                 "compute each step's batch as K micro-batches of batch-size/K (less activation memory)")
+      ->transform(whole<int64_t>(1, 1 << 20));
+  app.add_flag("--memory", p.memory, "print the device allocator's memory summary at the end");
+}
+
+// Every micro-batch needs a row: --grad-accum at most --batch-size.
+inline void check_grad_accum(const PrecisionOptions& p, int64_t batch_size) {
+  if (p.grad_accum > batch_size) {
+    input_error("--grad-accum " + std::to_string(p.grad_accum) + " is larger than --batch-size " +
+                std::to_string(batch_size) + ": every micro-batch needs at least one row");
+  }
+}
+
+inline void apply_math_switches(const PrecisionOptions& p) {
+  cuda::math_switches().allow_tf32_matmul = p.tf32;
+  cuda::math_switches().allow_tf32_cudnn = p.tf32;
+}
+
+// A summary of the flags for the examples' banners.
+inline std::string precision_str(const PrecisionOptions& p, Device device) {
+  std::string s = "amp " + p.amp + ", tf32 " + (device.is_cuda() && p.tf32 ? "on" : "off");
+  if (p.channels_last) s += ", channels-last";
+  if (p.recompute) s += ", recompute";
+  if (p.grad_accum > 1) s += ", grad-accum " + std::to_string(p.grad_accum);
+  return s;
+}
+
+}  // namespace kiln::examples

@@ -1,0 +1,94 @@
+// One row per op of autocast's policy table (core/autocast.cpp): sample inputs on a device, the op,
+// and the output dtype the test expects under autocast — written here independently of the table,
+// so a wrong table entry fails the test instead of defining what is right. Shared by the CPU test
+// (tests/core/test_autocast.cpp) and the CUDA one (tests/cuda/test_autocast_cuda.cpp).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+
+namespace kiln::test {
+
+struct AutocastRow {
+  std::string op;                                       // the table's name for the op
+  std::function<TensorList(Device, DType)> inputs;      // inputs, given the autocast dtype
+  std::function<Tensor(const TensorList&)> call;        // the op itself
+  // Expected output dtype given the autocast dtype; also the dtype the explicitly cast reference
+  // gives every floating input.
+  std::function<DType(DType)> out_dtype;
+};
+
+inline std::vector<AutocastRow> autocast_rows() {
+  using D = DType;
+  auto f32 = [](Device d) { return TensorOptions(D::Float32, d); };
+  auto rnd = [f32](const Shape& s, Device d) { return randn(s, f32(d)); };
+  auto pos = [f32](const Shape& s, Device d) { return rand(s, f32(d)) + 0.5; };
+  auto low = [](D lp) { return lp; };
+  auto fp32 = [](D) { return D::Float32; };
+  std::vector<AutocastRow> rows;
+  // Low precision: float32 inputs are cast down (weights from a leaf that requires grad).
+  rows.push_back({"matmul", [=](Device d, D) { return TensorList{rnd({3, 4}, d), rnd({4, 5}, d)}; },
+                  [](const TensorList& in) { return matmul(in[0], in[1]); }, low});
+  rows.push_back({"linear",
+                  [=](Device d, D) {
+                    return TensorList{rnd({2, 3, 4}, d), rnd({5, 4}, d).set_requires_grad(true), rnd({5}, d)};
+                  },
+                  [](const TensorList& in) { return linear(in[0], in[1], in[2]); }, low});
+  rows.push_back({"conv2d", [=](Device d, D) { return TensorList{rnd({1, 2, 5, 5}, d), rnd({3, 2, 3, 3}, d), rnd({3}, d)}; },
+                  [](const TensorList& in) { return conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}); }, low});
+  rows.push_back({"scaled_dot_product_attention",
+                  [=](Device d, D) { return TensorList{rnd({1, 2, 5, 8}, d), rnd({1, 2, 5, 8}, d), rnd({1, 2, 5, 8}, d)}; },
+                  [](const TensorList& in) {
+                    return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.0, /*is_causal=*/true);
+                  },
+                  low});
+  // Float32: low-precision inputs are cast up.
+  auto lp_in = [=](const Shape& s) { return [=](Device d, D lp) { return TensorList{rnd(s, d).to(lp)}; }; };
+  auto lp_pos = [=](const Shape& s) { return [=](Device d, D lp) { return TensorList{pos(s, d).to(lp)}; }; };
+  rows.push_back({"softmax", lp_in({3, 5}), [](const TensorList& in) { return softmax(in[0], 1); }, fp32});
+  rows.push_back({"log_softmax", lp_in({3, 5}), [](const TensorList& in) { return log_softmax(in[0], -1); }, fp32});
+  rows.push_back({"layer_norm",
+                  [=](Device d, D lp) { return TensorList{rnd({2, 6}, d).to(lp), rnd({6}, d).to(lp), rnd({6}, d)}; },
+                  [](const TensorList& in) { return layer_norm(in[0], {6}, in[1], in[2]); }, fp32});
+  rows.push_back({"cross_entropy",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({4, 5}, d).to(lp), tensor(std::vector<int64_t>{1, 0, 4, 2}, {4}, TensorOptions(D::Int64, d))};
+                  },
+                  [](const TensorList& in) { return cross_entropy(in[0], in[1]); }, fp32});
+  rows.push_back({"mse_loss", [=](Device d, D lp) { return TensorList{rnd({3, 4}, d).to(lp), rnd({3, 4}, d)}; },
+                  [](const TensorList& in) { return mse_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
+  rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
+  rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});
+  rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});
+  rows.push_back({"log", lp_pos({3, 4}), [](const TensorList& in) { return log(in[0]); }, fp32});
+  rows.push_back({"rsqrt", lp_pos({3, 4}), [](const TensorList& in) { return rsqrt(in[0]); }, fp32});
+  rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },
+                  [](const TensorList& in) { return pow(in[0], 2.5) + pow(in[0], in[1]) + pow(1.5, in[1]); }, fp32});
+  // Widest: a low-precision and a float32 input give float32.
+  auto mixed = [=](const Shape& s) {
+    return [=](Device d, D lp) { return TensorList{rnd(s, d).to(lp), pos(s, d)}; };
+  };
+  rows.push_back({"add", mixed({3, 4}), [](const TensorList& in) { return add(in[0], in[1]); }, fp32});
+  rows.push_back({"sub", mixed({3, 4}), [](const TensorList& in) { return sub(in[0], in[1]); }, fp32});
+  rows.push_back({"mul", mixed({3, 4}), [](const TensorList& in) { return mul(in[0], in[1]); }, fp32});
+  rows.push_back({"div", mixed({3, 4}), [](const TensorList& in) { return div(in[0], in[1]); }, fp32});
+  rows.push_back({"maximum", mixed({3, 4}), [](const TensorList& in) { return maximum(in[0], in[1]); }, fp32});
+  rows.push_back({"minimum", mixed({3, 4}), [](const TensorList& in) { return minimum(in[0], in[1]); }, fp32});
+  rows.push_back({"cat", mixed({3, 4}), [](const TensorList& in) { return cat(in, 0); }, fp32});
+  rows.push_back({"stack", mixed({3, 4}), [](const TensorList& in) { return stack(in, 1); }, fp32});
+  rows.push_back({"where", mixed({3, 4}), [](const TensorList& in) { return where(in[1] > 1.0, in[0], in[1]); }, fp32});
+  return rows;
+}
+
+// The reference: every floating input cast explicitly (float64 would stay, none is used here).
+inline TensorList cast_floating(const TensorList& in, DType dtype) {
+  TensorList out;
+  for (const Tensor& t : in) out.push_back(t.defined() && t.is_floating_point() ? t.detach().to(dtype) : t);
+  return out;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,714 @@
+// GradScaler (dynamic loss scaling) and its two ops on the CPU. The scales are powers of two, and
+// multiplying by a power of two commutes with float rounding (barring overflow and subnormals), so
+// a scaled run must equal an unscaled one bit for bit: that is what most checks here compare
+// against. Skipped steps must leave parameters, optimizer state and device step counters untouched,
+// bitwise; the scale's backoff and growth are checked step by step with a small growth_interval.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+#include "core/ops/foreach.h"
+#include "core/storage.h"
+#include "nn/amp/grad_scaler.h"
+#include "nn/layers.h"
+#include "nn/optim/adamw.h"
+#include "nn/optim/clip.h"
+#include "nn/optim/sgd.h"
+#include "nn/safetensors.h"
+#include "nn/training_checkpoint.h"
+#include "tests/bitwise.h"
+#include "tests/nn/temp_dir.h"
+
+using namespace kiln;
+using kiln::nn::amp::GradScaler;
+using kiln::test::bitwise_equal;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::shared_ptr<nn::Sequential> make_mlp() {
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(4, 8));
+  m->push_back(std::make_shared<nn::GELU>());
+  m->push_back(std::make_shared<nn::Linear>(8, 2));
+  return m;
+}
+
+// A fixed regression problem: the same batch for every step, so runs differ only in what they do.
+struct Batch {
+  Tensor x, y;
+};
+Batch make_batch(uint64_t seed) {
+  manual_seed(seed);
+  return {randn({16, 4}), randn({16, 2})};
+}
+
+// One gradient element set to `value` (inf or NaN), as an overflow in backward would leave it.
+void poison_grad(const Tensor& param, double value) {
+  NoGradGuard no_grad;
+  Tensor g = param.grad();
+  g.view({-1}).narrow(0, 1, 1).fill_(value);
+}
+
+bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                  const std::string& skip = "") {
+  if (a.size() != b.size()) return false;
+  for (const auto& [k, t] : a) {
+    if (k == skip) continue;
+    auto it = b.find(k);
+    if (it == b.end() || !bitwise_equal(t, it->second)) return false;
+  }
+  return true;
+}
+
+bool same_params(const TensorList& a, const TensorList& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!bitwise_equal(a[i], b[i])) return false;
+  return true;
+}
+
+TensorList clones(const TensorList& l) {
+  TensorList out;
+  for (const Tensor& t : l) out.push_back(t.detach().clone());
+  return out;
+}
+
+// A tensor that claims to live on cuda:0 while holding host memory: device checks must refuse it
+// before anything reads it. Its storage is a static block nobody frees.
+Tensor fake_cuda(const Shape& s, DType dtype = DType::Float32) {
+  alignas(64) static unsigned char block[1 << 12];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(DataPtr(block, sizeof block, Device::cuda(0), nullptr));
+  impl->dtype = dtype;
+  impl->sizes = s;
+  impl->strides = contiguous_strides(s);
+  return Tensor(std::move(impl));
+}
+
+GradScaler::Options small_interval(int64_t interval, double init = 1024.0) {
+  GradScaler::Options o;
+  o.init_scale = init;
+  o.growth_interval = interval;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a non-finite gradient skips the step bitwise and halves the scale", "[amp]") {
+  const double bad = GENERATE(values({kInf, -kInf, kNaN}));
+  const bool unscale_first = GENERATE(false, true);
+  INFO("bad value " << bad << (unscale_first ? ", unscale_ before step" : ", step without unscale_"));
+  const Batch b = make_batch(3);
+  manual_seed(4);
+  auto model = make_mlp();
+  nn::optim::AdamW opt(model->parameters(), 1e-2);
+  GradScaler scaler;
+  auto step = [&](bool poison) {
+    opt.zero_grad();
+    scaler.scale(mse_loss(model->forward(b.x), b.y)).backward();
+    if (poison) poison_grad(model->parameters()[2], bad);  // the second layer's weight
+    if (unscale_first) scaler.unscale_(opt);
+    scaler.step(opt);
+    scaler.update();
+  };
+  step(false);
+  step(false);  // moments and step counters hold real values now
+  const TensorList params_before = clones(model->parameters());
+  const auto state_before = opt.state_dict();
+  REQUIRE(scaler.get_scale() == 65536.0);
+  REQUIRE(scaler.get_growth_tracker() == 2);
+
+  step(true);
+  CHECK(same_params(model->parameters(), params_before));
+  // Everything the device holds is untouched; only the host's call count ("step") moves on.
+  CHECK(same_tensors(opt.state_dict(), state_before, "step"));
+  CHECK(opt.state_dict().at("group.0.step").item<double>() == 2.0);
+  CHECK(scaler.get_scale() == 32768.0);
+  CHECK(scaler.get_growth_tracker() == 0);
+
+  // The next clean step updates again, with the halved scale.
+  step(false);
+  CHECK_FALSE(same_params(model->parameters(), params_before));
+  CHECK(opt.state_dict().at("group.0.step").item<double>() == 3.0);
+  CHECK(scaler.get_scale() == 32768.0);
+  CHECK(scaler.get_growth_tracker() == 1);
+}
+
+TEST_CASE("the scale grows exactly after growth_interval clean steps and backs off after inf", "[amp]") {
+  manual_seed(5);
+  Tensor w = randn({3}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.125);
+  GradScaler::Options o = small_interval(3, 8.0);
+  o.growth_factor = 4.0;
+  o.backoff_factor = 0.25;
+  GradScaler scaler(o);
+  auto step = [&](bool poison) {
+    opt.zero_grad();
+    scaler.scale(sum(mul(w, w))).backward();
+    if (poison) poison_grad(w, kInf);
+    scaler.step(opt);
+    scaler.update();
+  };
+  // (poisoned?, scale after, tracker after)
+  const std::vector<std::tuple<bool, double, int64_t>> expected = {
+      {false, 8, 1},  {false, 8, 2},  {false, 32, 0}, {false, 32, 1},  {true, 8, 0},  {false, 8, 1}, {false, 8, 2},
+      {false, 32, 0}, {false, 32, 1}, {false, 32, 2}, {false, 128, 0}, {true, 32, 0}, {true, 8, 0},  {false, 8, 1},
+  };
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [poison, scale, tracker] = expected[i];
+    INFO("step " << i);
+    step(poison);
+    REQUIRE(scaler.get_scale() == scale);
+    REQUIRE(scaler.get_growth_tracker() == tracker);
+  }
+  // update(new_scale) sets the scale and leaves the tracker.
+  scaler.scale(sum(w));
+  scaler.update(0.75);
+  CHECK(scaler.get_scale() == 0.75);
+  CHECK(scaler.get_growth_tracker() == 1);
+  CHECK_THROWS_WITH(scaler.update(0.0), Catch::Contains("new_scale") && Catch::Contains("0"));
+  CHECK_THROWS_WITH(scaler.update(kInf), Catch::Contains("new_scale") && Catch::Contains("inf"));
+}
+
+TEST_CASE("a scale that would overflow float32 does not grow", "[amp]") {
+  Tensor scale = full({}, 3e38), tracker = zeros({}, DType::Int32), found = zeros({});
+  amp_update_scale_(scale, tracker, found, 2.0, 0.5, 1);
+  CHECK(scale.item<float>() == 3e38f);
+  CHECK(tracker.item<int64_t>() == 0);
+  scale.fill_(1e38);
+  amp_update_scale_(scale, tracker, found, 2.0, 0.5, 1);
+  CHECK(scale.item<float>() == 2e38f);
+}
+
+TEST_CASE("scaled training equals unscaled training bit for bit when nothing overflows", "[amp]") {
+  const bool unscale_first = GENERATE(false, true);
+  INFO((unscale_first ? "unscale_ before step" : "step without unscale_"));
+  const Batch b = make_batch(6);
+  manual_seed(7);
+  auto plain = make_mlp();
+  manual_seed(7);
+  auto scaled = make_mlp();
+  REQUIRE(same_params(plain->parameters(), scaled->parameters()));
+  nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_scaled(scaled->parameters(), 1e-2);
+  GradScaler scaler(small_interval(2));  // the scale doubles every other step
+  for (int i = 0; i < 6; ++i) {
+    opt_plain.zero_grad();
+    mse_loss(plain->forward(b.x), b.y).backward();
+    opt_plain.step();
+
+    opt_scaled.zero_grad();
+    scaler.scale(mse_loss(scaled->forward(b.x), b.y)).backward();
+    if (unscale_first) scaler.unscale_(opt_scaled);
+    scaler.step(opt_scaled);
+    scaler.update();
+  }
+  CHECK(scaler.get_scale() == 1024.0 * 8);
+  CHECK(same_params(plain->parameters(), scaled->parameters()));
+  CHECK(same_tensors(opt_plain.state_dict(), opt_scaled.state_dict()));
+}
+
+TEST_CASE("clipping after unscale_ equals clipping the unscaled gradients", "[amp]") {
+  const Batch b = make_batch(8);
+  manual_seed(9);
+  auto plain = make_mlp();
+  manual_seed(9);
+  auto scaled = make_mlp();
+  nn::optim::SGD opt_plain(plain->parameters(), 0.5, 0.9), opt_scaled(scaled->parameters(), 0.5, 0.9);
+  GradScaler scaler;
+  for (int i = 0; i < 3; ++i) {
+    INFO("step " << i);
+    opt_plain.zero_grad();
+    mse_loss(plain->forward(b.x), b.y).backward();
+    const Tensor norm_plain = nn::optim::clip_grad_norm_(plain->parameters(), 1e-3);
+
+    opt_scaled.zero_grad();
+    scaler.scale(mse_loss(scaled->forward(b.x), b.y)).backward();
+    // Before unscale_ the norm is the scale times too large: clipping then would be wrong.
+    CHECK(nn::optim::clip_grad_norm_(scaled->parameters(), 1e30).item<double>() ==
+          Approx(norm_plain.item<double>() * 65536.0).epsilon(1e-6));
+    scaler.unscale_(opt_scaled);
+    const Tensor norm_scaled = nn::optim::clip_grad_norm_(scaled->parameters(), 1e-3);
+    REQUIRE(norm_plain.item<double>() > 1e-3);  // the clip is active
+    CHECK(bitwise_equal(norm_plain, norm_scaled));
+    CHECK(same_params(opt_plain.grads(), opt_scaled.grads()));
+
+    opt_plain.step();
+    scaler.step(opt_scaled);
+    scaler.update();
+    CHECK(same_params(plain->parameters(), scaled->parameters()));
+  }
+}
+
+TEST_CASE("float16 gradients that underflow without scaling survive with it", "[amp]") {
+  // d loss / d h = k * c with k = 2^-17 and |c| ~ 1e-3: about 1e-8, below float16's smallest
+  // subnormal (2^-24, 6e-8), so the float16 backward rounds it to zero.
+  const double k = std::ldexp(1.0, -17);
+  const Tensor c = tensor(std::vector<double>{1e-3, -2e-3, 3e-3, 5e-4}).to(DType::Float16);
+  const std::vector<double> cv = c.to_vector_double();
+
+  SECTION("float32 master weights, float16 compute") {
+    auto loss_of = [&](const Tensor& w) { return mul(sum(mul(w.to(DType::Float16), c)).to(DType::Float32), k); };
+    Tensor w = ones({4}).set_requires_grad(true);
+    loss_of(w).backward();
+    for (double g : w.grad().to_vector_double()) CHECK(g == 0.0);
+
+    nn::optim::SGD opt({w}, 1.0);
+    GradScaler scaler;
+    opt.zero_grad();
+    scaler.scale(loss_of(w)).backward();
+    const std::vector<double> scaled = w.grad().to_vector_double();
+    for (size_t i = 0; i < cv.size(); ++i) CHECK(scaled[i] != 0.0);
+    scaler.unscale_(opt);
+    const std::vector<double> g = w.grad().to_vector_double();
+    for (size_t i = 0; i < cv.size(); ++i) {
+      INFO("element " << i << ": " << g[i] << " vs " << k * cv[i]);
+      // One float16 rounding of k * c * 2^16 (2^-11 relative); the rest is exact powers of two.
+      CHECK(std::abs(g[i] - k * cv[i]) <= std::abs(k * cv[i]) * std::ldexp(1.0, -11));
+    }
+  }
+
+  SECTION("a float16 parameter holds the scaled gradient") {
+    auto loss_of = [&](const Tensor& w) { return mul(sum(mul(w, c)).to(DType::Float32), k); };
+    Tensor w = ones({4}, DType::Float16).set_requires_grad(true);
+    loss_of(w).backward();
+    for (double g : w.grad().to_vector_double()) CHECK(g == 0.0);
+    w.set_grad(Tensor());
+    GradScaler scaler;
+    scaler.scale(loss_of(w)).backward();
+    const std::vector<double> g = w.grad().to_vector_double();
+    for (size_t i = 0; i < cv.size(); ++i) {
+      CHECK(std::abs(g[i] - 65536.0 * k * cv[i]) <= std::abs(65536.0 * k * cv[i]) * std::ldexp(1.0, -11));
+    }
+    // step() without unscale_ divides by the scale inside the update's float32 math, where 1e-8 is
+    // representable, so the update is not lost (unscaling the float16 gradient first would round it
+    // to zero again). lr = 2^20 makes the step (8c, about 1e-2) visible next to 1 in float16.
+    nn::optim::SGD opt({w}, 1048576.0);
+    scaler.step(opt);
+    scaler.update();
+    const std::vector<double> after = w.to_vector_double();
+    for (size_t i = 0; i < cv.size(); ++i) {
+      INFO("element " << i << ": " << after[i]);
+      const double expected = 1.0 - 1048576.0 * k * cv[i];
+      CHECK(std::abs(after[i] - expected) <= std::ldexp(1.0, -9));
+      CHECK(after[i] != 1.0);
+    }
+  }
+}
+
+TEST_CASE("two optimizers: only the one with inf skips, and any inf backs the scale off", "[amp]") {
+  manual_seed(10);
+  Tensor a = randn({3}).set_requires_grad(true), b = randn({2}).set_requires_grad(true);
+  nn::optim::SGD opt_a({a}, 0.25), opt_b({b}, 0.25);
+  GradScaler scaler(small_interval(100));
+  scaler.scale(add(sum(mul(a, a)), sum(mul(b, b)))).backward();
+  poison_grad(a, kInf);
+  const Tensor a0 = a.detach().clone(), b0 = b.detach().clone();
+  scaler.step(opt_a);
+  scaler.step(opt_b);
+  scaler.update();
+  CHECK(bitwise_equal(a, a0));
+  CHECK_FALSE(bitwise_equal(b, b0));
+  // b stepped with its true gradient 2b: b0 - 0.25 * 2 * b0 = b0 / 2.
+  CHECK(bitwise_equal(b, mul(b0, 0.5)));
+  CHECK(scaler.get_scale() == 512.0);
+}
+
+TEST_CASE("GradScaler restores the optimizer's own grad-scaling tensors after step", "[amp]") {
+  Tensor w = ones({2}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.5);
+  const Tensor own_inf = zeros({}), own_scale = full({}, 2.0);
+  opt.set_grad_scaling(own_inf, own_scale);
+  GradScaler scaler;
+  scaler.scale(sum(w)).backward();
+  scaler.step(opt);
+  CHECK(opt.found_inf().is_same(own_inf));
+  CHECK(opt.grad_scale().is_same(own_scale));
+  // During the step the scaler's tensors were in charge: the true gradient 1 was applied.
+  CHECK(w.to_vector_double() == std::vector<double>{0.5, 0.5});
+  scaler.update();
+}
+
+TEST_CASE("unscale_ handles strided gradients and gradients of several dtypes", "[amp]") {
+  Tensor a = zeros({2, 3}).set_requires_grad(true);
+  Tensor b = zeros({5}, DType::BFloat16).set_requires_grad(true);
+  Tensor c = zeros({2}, DType::Float64).set_requires_grad(true);
+  nn::optim::SGD opt({a, b, c}, 1.0);
+  GradScaler scaler(small_interval(10, 4.0));
+  scaler.scale(zeros({}));  // places the scale on the CPU
+  Tensor strided =
+      tensor(std::vector<double>{4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24, 0}, {2, 6}).to(DType::Float32).slice(1, 0, 6, 2);
+  REQUIRE_FALSE(strided.is_non_overlapping_and_dense());
+  a.set_grad(strided);
+  b.set_grad(full({5}, 8.0, DType::BFloat16));
+  c.set_grad(full({2}, -4.0, DType::Float64));
+  scaler.unscale_(opt);
+  CHECK(a.grad().to_vector_double() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  CHECK(b.grad().to_vector_double() == std::vector<double>(5, 2.0));
+  CHECK(c.grad().to_vector_double() == std::vector<double>(2, -1.0));
+  scaler.step(opt);
+  scaler.update();
+  CHECK(a.to_vector_double() == std::vector<double>{-1, -2, -3, -4, -5, -6});
+  CHECK(scaler.get_growth_tracker() == 1);
+
+  // An inf in the strided gradient is seen too.
+  opt.zero_grad();
+  Tensor bad = zeros({2, 6});
+  bad.view({-1}).narrow(0, 10, 1).fill_(kInf);
+  a.set_grad(bad.slice(1, 0, 6, 2));
+  scaler.unscale_(opt);
+  scaler.step(opt);
+  scaler.update();
+  CHECK(scaler.get_scale() == 2.0);
+}
+
+TEST_CASE("GradScaler refuses calls out of order", "[amp]") {
+  Tensor w = ones({2}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.5);
+  GradScaler scaler;
+  w.set_grad(ones({2}));
+  CHECK_THROWS_WITH(scaler.unscale_(opt), Catch::Contains("unscale_") && Catch::Contains("scale(loss)"));
+  CHECK_THROWS_WITH(scaler.step(opt), Catch::Contains("step") && Catch::Contains("scale(loss)"));
+  CHECK_THROWS_WITH(scaler.update(), Catch::Contains("update") && Catch::Contains("scale(loss)"));
+
+  scaler.scale(sum(w));
+  CHECK_THROWS_WITH(scaler.update(), Catch::Contains("no optimizer was unscaled or stepped"));
+  scaler.unscale_(opt);
+  CHECK_THROWS_WITH(scaler.unscale_(opt), Catch::Contains("unscale_() was already called"));
+  scaler.step(opt);
+  CHECK_THROWS_WITH(scaler.unscale_(opt), Catch::Contains("after step()"));
+  CHECK_THROWS_WITH(scaler.step(opt), Catch::Contains("step() was already called"));
+  scaler.update();
+  // A new step starts clean.
+  CHECK_NOTHROW(scaler.unscale_(opt));
+  CHECK_NOTHROW(scaler.step(opt));
+  CHECK_NOTHROW(scaler.update());
+
+  CHECK_THROWS_AS(scaler.scale(Tensor()), Error);
+  CHECK_THROWS_WITH(scaler.scale(zeros({}, DType::Int64)),
+                    Catch::Contains("GradScaler::scale") && Catch::Contains("int64"));
+  // The scale lives on the CPU now: a loss that claims another device is refused before any read.
+  CHECK_THROWS_AS(scaler.scale(fake_cuda({})), DeviceError);
+}
+
+TEST_CASE("GradScaler options are checked", "[amp]") {
+  auto with = [](auto set) {
+    GradScaler::Options o;
+    set(o);
+    return o;
+  };
+  using O = GradScaler::Options;
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = 0; })),
+                    Catch::Contains("init_scale") && Catch::Contains("got 0"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = -2; })),
+                    Catch::Contains("init_scale") && Catch::Contains("-2"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = kInf; })),
+                    Catch::Contains("init_scale") && Catch::Contains("inf"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = kNaN; })),
+                    Catch::Contains("init_scale") && Catch::Contains("nan"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = 1e39; })), Catch::Contains("init_scale"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = 1.0; })),
+                    Catch::Contains("growth_factor") && Catch::Contains("got 1"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = 0.5; })),
+                    Catch::Contains("growth_factor") && Catch::Contains("0.5"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = kInf; })), Catch::Contains("growth_factor"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.backoff_factor = 1.0; })),
+                    Catch::Contains("backoff_factor") && Catch::Contains("got 1"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.backoff_factor = 0.0; })), Catch::Contains("backoff_factor"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.backoff_factor = kNaN; })), Catch::Contains("backoff_factor"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_interval = 0; })),
+                    Catch::Contains("growth_interval") && Catch::Contains("got 0"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_interval = -3; })),
+                    Catch::Contains("growth_interval") && Catch::Contains("-3"));
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_interval = int64_t{1} << 31; })),
+                    Catch::Contains("growth_interval") && Catch::Contains("2147483648"));
+  CHECK_NOTHROW(GradScaler(with([](O& o) { o.growth_interval = 1; })));
+}
+
+TEST_CASE("a disabled GradScaler passes everything through", "[amp]") {
+  GradScaler::Options o;
+  o.enabled = false;
+  GradScaler scaler(o);
+  CHECK_FALSE(scaler.is_enabled());
+  Tensor w = ones({2}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.5);
+  Tensor loss = sum(w);
+  CHECK(scaler.scale(loss).is_same(loss));
+  loss.backward();
+  scaler.unscale_(opt);
+  scaler.unscale_(opt);  // no stages when disabled
+  scaler.step(opt);
+  scaler.update();
+  CHECK(w.to_vector_double() == std::vector<double>{0.5, 0.5});
+  CHECK(scaler.get_scale() == 1.0);
+  CHECK(scaler.state_dict().empty());
+}
+
+TEST_CASE("GradScaler state_dict round trip and refusals", "[amp]") {
+  Tensor w = ones({2}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.5);
+  GradScaler::Options o = small_interval(5, 256.0);
+  o.growth_factor = 3.0;
+  o.backoff_factor = 0.125;
+  GradScaler scaler(o);
+  for (int i = 0; i < 3; ++i) {
+    opt.zero_grad();
+    scaler.scale(sum(w)).backward();
+    if (i == 0) poison_grad(w, kNaN);
+    scaler.step(opt);
+    scaler.update();
+  }
+  REQUIRE(scaler.get_scale() == 32.0);
+  REQUIRE(scaler.get_growth_tracker() == 2);
+  const auto sd = scaler.state_dict();
+  CHECK(sd.size() == 5);
+  CHECK(sd.at("scale").dtype() == DType::Float32);
+  CHECK(sd.at("growth_tracker").dtype() == DType::Int32);
+
+  GradScaler fresh;  // default options: loading replaces them
+  fresh.load_state_dict(sd);
+  CHECK(fresh.get_scale() == 32.0);
+  CHECK(fresh.get_growth_tracker() == 2);
+  CHECK(fresh.options().growth_factor == 3.0);
+  CHECK(fresh.options().backoff_factor == 0.125);
+  CHECK(fresh.options().growth_interval == 5);
+  CHECK(same_tensors(fresh.state_dict(), sd));
+
+  // The same next steps from either scaler.
+  Tensor w2 = w.detach().clone().set_requires_grad(true);
+  nn::optim::SGD opt2({w2}, 0.5);
+  for (int i = 0; i < 4; ++i) {
+    opt.zero_grad();
+    scaler.scale(sum(mul(w, w))).backward();
+    scaler.step(opt);
+    scaler.update();
+    opt2.zero_grad();
+    fresh.scale(sum(mul(w2, w2))).backward();
+    fresh.step(opt2);
+    fresh.update();
+  }
+  CHECK(scaler.get_scale() == 96.0);
+  CHECK(same_tensors(scaler.state_dict(), fresh.state_dict()));
+  CHECK(bitwise_equal(w, w2));
+
+  // Refusals name the key and change nothing.
+  auto with = [&](const std::string& key, const Tensor& t) {
+    auto s = sd;
+    if (t.defined()) {
+      s[key] = t;
+    } else {
+      s.erase(key);
+    }
+    return s;
+  };
+  const auto before = fresh.state_dict();
+  struct Bad {
+    std::map<std::string, Tensor> state;
+    std::string fragment;
+  };
+  const std::vector<Bad> bad = {
+      {with("scale", Tensor()), "missing key \"scale\""},
+      {with("growth_tracker", Tensor()), "missing key \"growth_tracker\""},
+      {with("growth_interval", Tensor()), "missing key \"growth_interval\""},
+      {with("scale", full({}, 2.0, DType::Float64)), "\"scale\""},
+      {with("scale", full({2}, 2.0)), "\"scale\""},
+      {with("scale", full({}, -1.0)), "\"scale\""},
+      {with("scale", full({}, kNaN)), "\"scale\""},
+      {with("growth_tracker", full({}, 5, DType::Int32)), "\"growth_tracker\""},
+      {with("growth_tracker", full({}, -1, DType::Int32)), "\"growth_tracker\""},
+      {with("growth_tracker", full({}, 1.0)), "\"growth_tracker\""},
+      {with("growth_factor", full({}, 1.0, DType::Float64)), "\"growth_factor\""},
+      {with("backoff_factor", full({}, 2.0, DType::Float64)), "\"backoff_factor\""},
+      {with("growth_interval", full({}, 0, DType::Int64)), "\"growth_interval\""},
+      {with("extra", zeros({})), "unexpected key \"extra\""},
+      {{}, "empty"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.fragment);
+    CHECK_THROWS_WITH(fresh.load_state_dict(b.state),
+                      Catch::Contains("GradScaler::load_state_dict") && Catch::Contains(b.fragment));
+    CHECK(same_tensors(fresh.state_dict(), before));
+  }
+}
+
+TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]") {
+  kiln::test::TempDir dir("kiln_amp");
+  const std::string path = dir.file("ckpt.safetensors");
+  constexpr int kSteps = 6;
+  // Steps 1 and 8 overflow and the scale grows every second clean step: 512 after step 1, 2048
+  // at the checkpoint, 4096 at the end (a fresh scaler would start at 1024).
+  auto poisoned = [](int step) { return step == 1 || step == 8; };
+  struct Run {
+    std::shared_ptr<nn::Sequential> model;
+    std::unique_ptr<nn::optim::AdamW> opt;
+    std::unique_ptr<GradScaler> scaler;
+  };
+  auto make_run = [](uint64_t seed) {
+    manual_seed(seed);
+    Run r;
+    r.model = make_mlp();
+    r.opt = std::make_unique<nn::optim::AdamW>(r.model->parameters(), 1e-2);
+    r.scaler = std::make_unique<GradScaler>(small_interval(2));
+    return r;
+  };
+  // Each step draws its batch from the CPU generator, which the checkpoint restores.
+  auto train = [&](Run& r, int step) {
+    r.opt->zero_grad();
+    Tensor x = randn({8, 4}), y = randn({8, 2});
+    r.scaler->scale(mse_loss(r.model->forward(x), y)).backward();
+    if (poisoned(step)) poison_grad(r.model->parameters()[0], kInf);
+    r.scaler->unscale_(*r.opt);
+    nn::optim::clip_grad_norm_(r.model->parameters(), 1.0);
+    r.scaler->step(*r.opt);
+    r.scaler->update();
+  };
+
+  Run a = make_run(21);
+  for (int i = 0; i < 2 * kSteps; ++i) train(a, i);
+
+  Run b = make_run(21);
+  for (int i = 0; i < kSteps; ++i) train(b, i);
+  nn::save_checkpoint(path, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}}, b.scaler.get());
+  {
+    nn::SafetensorsFile f(path);
+    CHECK(f.contains("scaler.scale"));
+    CHECK(f.contains("scaler.growth_tracker"));
+    CHECK(f.metadata().at("kiln.has_scaler") == "1");
+    CHECK(f.metadata().at("kiln.checkpoint_version") == "2");
+  }
+
+  Run c = make_run(99);  // another seed: other weights, other draws
+  CHECK(c.scaler->get_scale() != b.scaler->get_scale());
+  nn::load_checkpoint(path, *c.model, c.opt.get(), {}, c.scaler.get());
+  CHECK(c.scaler->get_scale() == b.scaler->get_scale());
+  CHECK(c.scaler->get_growth_tracker() == b.scaler->get_growth_tracker());
+  for (int i = kSteps; i < 2 * kSteps; ++i) train(c, i);
+  CHECK(same_params(a.model->parameters(), c.model->parameters()));
+  CHECK(same_tensors(a.opt->state_dict(), c.opt->state_dict()));
+  CHECK(same_tensors(a.scaler->state_dict(), c.scaler->state_dict()));
+  CHECK(a.scaler->get_scale() == 4096.0);
+
+  // Without the scaler's state the resumed run differs: a fresh scaler starts at the initial scale.
+  Run d = make_run(99);
+  nn::load_checkpoint(path, *d.model, d.opt.get());  // the scaler keys are ignored without a scaler
+  for (int i = kSteps; i < 2 * kSteps; ++i) train(d, i);
+  CHECK_FALSE(same_tensors(a.scaler->state_dict(), d.scaler->state_dict()));
+
+  // A checkpoint without scaler state cannot restore a scaler, and nothing changes.
+  const std::string plain = dir.file("plain.safetensors");
+  nn::save_checkpoint(plain, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}});
+  CHECK_FALSE(nn::SafetensorsFile(plain).metadata().count("kiln.has_scaler"));
+  Run e = make_run(5);
+  const TensorList e_params = clones(e.model->parameters());
+  CHECK_THROWS_WITH(nn::load_checkpoint(plain, *e.model, e.opt.get(), {}, e.scaler.get()),
+                    Catch::Contains("no GradScaler state"));
+  CHECK(same_params(e.model->parameters(), e_params));
+  // Nor can a checkpoint saved with a disabled scaler restore an enabled one.
+  GradScaler::Options off;
+  off.enabled = false;
+  GradScaler disabled(off);
+  const std::string off_path = dir.file("off.safetensors");
+  nn::save_checkpoint(off_path, *b.model, nullptr, nn::TrainingState{}, &disabled);
+  CHECK_THROWS_WITH(nn::load_checkpoint(off_path, *e.model, nullptr, {}, e.scaler.get()),
+                    Catch::Contains("disabled GradScaler"));
+  CHECK(same_params(e.model->parameters(), e_params));
+}
+
+TEST_CASE("foreach_non_finite_check_and_unscale_ on mixed dtypes", "[amp][foreach]") {
+  manual_seed(12);
+  // 70000 elements cross a 65536-element chunk boundary.
+  const std::vector<DType> dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Float32};
+  const std::vector<Shape> shapes = {{70000}, {3, 5}, {7}, {2, 2}, {}};
+  TensorList list, before;
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    list.push_back(randn(shapes[i]).to(dtypes[i]));
+    before.push_back(list.back().clone());
+  }
+  Tensor found = zeros({}), inv = full({}, 0.25);
+  foreach_non_finite_check_and_unscale_(list, found, inv);
+  CHECK(found.item<float>() == 0.0f);
+  for (size_t i = 0; i < list.size(); ++i) {
+    INFO("tensor " << i << " " << dtype_name(dtypes[i]));
+    CHECK(list[i].dtype() == dtypes[i]);
+    CHECK(bitwise_equal(list[i], mul(before[i], 0.25)));  // a power of two: exact in every dtype
+  }
+
+  // Check only: nothing is written, the flag is set by a bad value anywhere, in any bucket.
+  for (size_t bad = 0; bad < list.size(); ++bad) {
+    INFO("inf in tensor " << bad);
+    TensorList l = {list[0].clone(), list[1].clone(), list[2].clone(), list[3].clone(), list[4].clone()};
+    l[bad].view({-1}).narrow(0, l[bad].numel() - 1, 1).fill_(bad % 2 ? kNaN : -kInf);
+    const TensorList copy = clones(l);
+    Tensor f = zeros({});
+    foreach_non_finite_check_and_unscale_(l, f, Tensor());
+    CHECK(f.item<float>() == 1.0f);
+    CHECK(same_params(l, copy));
+    // With an unscale every tensor is still multiplied.
+    Tensor f2 = zeros({});
+    foreach_non_finite_check_and_unscale_(l, f2, full({}, 2.0));
+    CHECK(f2.item<float>() == 1.0f);
+    for (size_t i = 0; i < l.size(); ++i)
+      if (i != bad) CHECK(bitwise_equal(l[i], mul(copy[i], 2.0)));
+  }
+
+  // The flag is only ever set: a clean list leaves a 1 as it is.
+  Tensor set = ones({});
+  foreach_non_finite_check_and_unscale_({ones({3})}, set, Tensor());
+  CHECK(set.item<float>() == 1.0f);
+  // A finite value that the multiply overflows is not flagged: the check reads the input.
+  Tensor big = full({2}, 60000.0, DType::Float16), f3 = zeros({});
+  foreach_non_finite_check_and_unscale_({big}, f3, full({}, 2.0));
+  CHECK(f3.item<float>() == 0.0f);
+  CHECK(std::isinf(big.to_vector_double()[0]));
+}
+
+TEST_CASE("foreach_non_finite_check_and_unscale_ and amp_update_scale_ check their arguments", "[amp][foreach]") {
+  const char* op = "foreach_non_finite_check_and_unscale_";
+  Tensor found = zeros({}), inv = ones({});
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({2}, DType::Int64)}, found, inv),
+                    Catch::Contains(op) && Catch::Contains("int64"));
+  CHECK_THROWS_AS(foreach_non_finite_check_and_unscale_({zeros({2}, DType::Int64)}, found, inv), DTypeError);
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({2})}, Tensor(), inv),
+                    Catch::Contains(op) && Catch::Contains("found_inf") && Catch::Contains("undefined"));
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({2})}, zeros({}, DType::Int32), inv),
+                    Catch::Contains(op) && Catch::Contains("found_inf") && Catch::Contains("int32"));
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({2})}, found, zeros({2})),
+                    Catch::Contains(op) && Catch::Contains("inv_scale") && Catch::Contains("[2]"));
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({2})}, fake_cuda({}), inv),
+                    Catch::Contains(op) && Catch::Contains("found_inf") && Catch::Contains("cuda:0"));
+  CHECK_THROWS_AS(foreach_non_finite_check_and_unscale_({zeros({2})}, fake_cuda({}), inv), DeviceError);
+  CHECK_THROWS_AS(foreach_non_finite_check_and_unscale_({zeros({2}), fake_cuda({2})}, found, inv), DeviceError);
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({zeros({4}).slice(0, 0, 4, 2)}, found, inv),
+                    Catch::Contains(op) && Catch::Contains("not dense"));
+  CHECK_THROWS_WITH(foreach_non_finite_check_and_unscale_({Tensor()}, found, inv),
+                    Catch::Contains(op) && Catch::Contains("tensor 0") && Catch::Contains("undefined"));
+  CHECK_THROWS_AS(foreach_non_finite_check_and_unscale_({}, zeros({}, DType::Float64), Tensor()), DTypeError);
+  CHECK_NOTHROW(foreach_non_finite_check_and_unscale_({}, found, Tensor()));
+
+  const char* up = "amp_update_scale_";
+  Tensor scale = ones({}), tracker = zeros({}, DType::Int32);
+  CHECK_THROWS_WITH(amp_update_scale_(scale, zeros({}), found, 2.0, 0.5, 10),
+                    Catch::Contains(up) && Catch::Contains("growth_tracker") && Catch::Contains("float32"));
+  CHECK_THROWS_WITH(amp_update_scale_(zeros({}, DType::Float64), tracker, found, 2.0, 0.5, 10),
+                    Catch::Contains(up) && Catch::Contains("scale") && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(amp_update_scale_(scale, tracker, Tensor(), 2.0, 0.5, 10),
+                    Catch::Contains(up) && Catch::Contains("found_inf"));
+  CHECK_THROWS_WITH(amp_update_scale_(scale, tracker, fake_cuda({}), 2.0, 0.5, 10),
+                    Catch::Contains(up) && Catch::Contains("cuda:0"));
+  CHECK_THROWS_WITH(amp_update_scale_(scale, tracker, found, 1.0, 0.5, 10),
+                    Catch::Contains(up) && Catch::Contains("growth_factor"));
+  CHECK_THROWS_WITH(amp_update_scale_(scale, tracker, found, 2.0, 1.5, 10),
+                    Catch::Contains(up) && Catch::Contains("backoff_factor") && Catch::Contains("1.5"));
+  CHECK_THROWS_WITH(amp_update_scale_(scale, tracker, found, 2.0, 0.5, 0),
+                    Catch::Contains(up) && Catch::Contains("growth_interval"));
+  CHECK(scale.item<float>() == 1.0f);
+  CHECK(tracker.item<int64_t>() == 0);
+}
