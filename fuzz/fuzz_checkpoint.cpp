@@ -1,5 +1,6 @@
 // libFuzzer target for training checkpoints (nn/training_checkpoint.h): the input is a checkpoint
-// file, loaded into the fixed model of checkpoint_model.h with and without its AdamW optimizer.
+// file, loaded into the fixed model of checkpoint_model.h with and without its AdamW optimizer, and
+// with the optimizer and a GradScaler.
 // An accepted checkpoint must leave a model and optimizer that can take a training step: a load
 // that lets inconsistent state through would crash or trip a sanitizer there, so that is checked too.
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "core/random.h"
 #include "fuzz/checkpoint_model.h"
 #include "fuzz/fuzz_common.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/training_checkpoint.h"
 
 namespace {
@@ -53,6 +55,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       train_step(*model, *opt);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fuzz_checkpoint: FINDING: a training step after a successful load failed: %s\n",
+                   e.what());
+      std::abort();
+    }
+  }
+
+  // With a loss scaler too: its state must leave a scaler that can take a scaled step.
+  kiln::manual_seed(0);
+  auto scaled_model = kiln::fuzz::make_checkpoint_model();
+  auto scaled_opt = kiln::fuzz::make_checkpoint_optimizer(*scaled_model);
+  kiln::nn::amp::GradScaler scaler;
+  bool scaler_loaded = false;
+  kiln::fuzz::expect_kiln_errors_only("fuzz_checkpoint", [&] {
+    kiln::nn::load_checkpoint(path, *scaled_model, scaled_opt.get(), {}, &scaler);
+    scaler_loaded = true;
+  });
+  if (scaler_loaded) {
+    try {
+      Tensor loss = scaler.scale((*scaled_model)(kiln::randn({2, 3})).sum());
+      scaled_opt->zero_grad();
+      loss.backward();
+      scaler.step(*scaled_opt);
+      scaler.update();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fuzz_checkpoint: FINDING: a scaled training step after a successful load failed: %s
+",
                    e.what());
       std::abort();
     }

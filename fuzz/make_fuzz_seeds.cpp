@@ -16,6 +16,7 @@
 #include "core/ops/random.h"
 #include "core/random.h"
 #include "fuzz/checkpoint_model.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 
@@ -146,6 +147,26 @@ void checkpoint_seeds() {
   });
   variant("missing_bias.safetensors", [](Parts& p) { p.tensors.erase("model.0.bias"); });
   variant("stray_tensor.safetensors", [](Parts& p) { p.tensors["extra"] = kiln::ones({1}); });
+
+  // With a loss scaler's state (--amp fp16 runs), and near-valid scaler states.
+  kiln::nn::amp::GradScaler scaler;
+  Tensor scaled = scaler.scale((*model)(kiln::randn({2, 3})).sum());
+  scaled.backward();
+  scaler.step(*opt);
+  scaler.update();
+  state.step = 43;
+  const fs::path with_scaler = d / "with_scaler.safetensors";
+  kiln::nn::save_checkpoint(with_scaler.string(), *model, opt.get(), state, &scaler);
+  auto scaler_variant = [&](const char* name, auto&& change) {
+    Parts p = read_parts(with_scaler);
+    change(p);
+    kiln::nn::save_safetensors((d / name).string(), p.tensors, p.metadata);
+  };
+  scaler_variant("scaler_negative_scale.safetensors", [](Parts& p) { p.tensors["scaler.scale"].fill_(-1.0); });
+  scaler_variant("scaler_tracker_dtype.safetensors", [](Parts& p) {
+    p.tensors["scaler.growth_tracker"] = kiln::zeros({}, TensorOptions(DType::Int64));
+  });
+  scaler_variant("scaler_missing_interval.safetensors", [](Parts& p) { p.tensors.erase("scaler.growth_interval"); });
 }
 
 // idx: magic (0, 0, 0x08, ndims), big-endian sizes, data. kiln has no idx writer (datasets come as files).

@@ -5,7 +5,11 @@
 #                              into stage/ (git-ignored, at most 64 MiB; copy it to the GPU host with the working tree)
 #   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, then
 #                              compute-sanitizer memcheck and racecheck, then benchmarks and the
-#                              PyTorch peer; logs in $OUT (8 files at most); non-zero exit on failure
+#                              PyTorch peer, then the training-step bench and its peer; logs in $OUT
+#                              (8 files at most); non-zero exit on failure
+#   tools/gpu_check.sh train-step
+#                              on the GPU host, with $OUT set: the training-step bench and its PyTorch
+#                              peer alone, with the whole call's time (run gives them what is left)
 #   tools/gpu_check.sh interop on the GPU host: tools/check_torch_interop.py with the staged
 #                              kiln_nn_tests (kiln's safetensors into PyTorch and back)
 #   tools/gpu_check.sh exec PROGRAM [ARGS...]
@@ -20,10 +24,13 @@ stage_dir=$root/stage
 # The executables and libraries travel as one gzip'd tar (the GPU code compresses about 5:1, and
 # the stage must fit 64 MiB with the data); each command on the GPU host unpacks it into bin_dir.
 bin_dir=${TMPDIR:-/tmp}/kiln-stage-bin
+# Files a run on the GPU host keeps outside $OUT (which hands back 8 files at most): each
+# sanitizer's own log before it joins sanitizers.log, each training-step run's JSON lines.
+scratch=${TMPDIR:-/tmp}/kiln-gpu-check
 
 # What gets staged. Every CUDA test executable runs once; benches run after the sanitizers.
 cuda_tests=(kiln_cuda_tests)
-benches=(gpu_bench)
+benches=(gpu_bench bench_train_step)
 examples=(train_cnn train_gpt)
 cpu_tests=(kiln_nn_tests)  # staged for the PyTorch interop check, which drives its [interop] test
 fashion_mnist=${KILN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -165,9 +172,10 @@ notes=()
 
 elapsed() { echo $(($(date +%s) - start_s)); }
 
-# Trims a log to 15 MiB (head and tail kept): $OUT hands back at most 16 MiB per file.
-cap() {
-  local f=$1 max=$((15 * 1024 * 1024))
+# Trims a log to 15 MiB (head and tail kept): $OUT hands back at most 16 MiB per file. A log that
+# shares its file with another gets a smaller MAX.
+cap() {  # cap FILE [MAX]
+  local f=$1 max=${2:-$((15 * 1024 * 1024))}
   [ -f "$f" ] || return 0
   local size
   size=$(stat -c %s "$f")
@@ -284,9 +292,9 @@ interop() {
 # errors fail; a clean summary with a nonzero exit fails too (the tests failed under the tool, or
 # the target crashed after the kernels it checked); racecheck warnings are noted; no summary at all
 # means the tool did not run (it has been refused on some H200 hosts), which is said, not
-# hidden.
-sanitizer_step() {
-  local step=$1 log=$2 rc=$3 secs=$4
+# hidden. SHOWN names the file in $OUT that the log comes back in (both sanitizers share one).
+sanitizer_step() {  # sanitizer_step STEP LOG RC SECS [SHOWN]
+  local step=$1 log=$2 rc=$3 secs=$4 shown=${5:-$(basename "$2")}
   local line errors=0 warnings=0
   line=$(grep -E 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard' "$log" | tail -n 1)
   if [ -n "$line" ]; then
@@ -295,16 +303,16 @@ sanitizer_step() {
     line=$(sed -E 's/^=+ *//' <<<"$line")
   fi
   if [ -z "$line" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
-    fail "$step" "timed out after ${secs}s: incomplete, not a pass (see $(basename "$log"))" "$log"
+    fail "$step" "timed out after ${secs}s: incomplete, not a pass (see $shown)" "$log"
   elif [ -z "$line" ]; then
-    notes+=("$step: compute-sanitizer printed no summary (exit $rc): it did not run here; see $(basename "$log")")
-    record "NOT RUN" "$step" "compute-sanitizer did not run (exit $rc); see $(basename "$log")"
+    notes+=("$step: compute-sanitizer printed no summary (exit $rc): it did not run here; see $shown")
+    record "NOT RUN" "$step" "compute-sanitizer did not run (exit $rc); see $shown"
   elif [ "${errors:-0}" != 0 ]; then
-    fail "$step" "$line (see $(basename "$log"))" "$log"
+    fail "$step" "$line (see $shown)" "$log"
   elif [ "$rc" != 0 ]; then
     fail "$step" "exit $rc with \"$line\": the tests failed or the target crashed under the tool" "$log"
   else
-    [ "${warnings:-0}" = 0 ] || notes+=("$step: ${warnings} racecheck warnings (possible hazards); read $(basename "$log")")
+    [ "${warnings:-0}" = 0 ] || notes+=("$step: ${warnings} racecheck warnings (possible hazards); read $shown")
     record ok "$step" "$line (${secs}s)"
   fi
 }
@@ -322,26 +330,137 @@ choose_library_path() {
   fi
 }
 
-run() {
-  [ -n "${OUT:-}" ] || die "run: set OUT to the folder for results (the GPU host sets it)"
-  [ -f "$stage_dir/bin.tar.gz" ] || die "run: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
-  cd "$root" || die "run: cannot cd to $root"
+# What run and train-step do first: the staged binaries unpacked, $OUT and its summary started.
+begin_run() {  # begin_run COMMAND
+  [ -n "${OUT:-}" ] || die "$1: set OUT to the folder for results (the GPU host sets it)"
+  [ -f "$stage_dir/bin.tar.gz" ] || die "$1: no $stage_dir; run 'tools/gpu_check.sh stage' on the build machine and copy stage/ along"
+  cd "$root" || die "$1: cannot cd to $root"
   unpack
   mkdir -p "$OUT"
+  rm -rf "$scratch"
+  mkdir -p "$scratch"
   deadline=${KILN_GPU_DEADLINE:-570}  # seconds from start; a GPU call is stopped at 600
   summary=$OUT/summary.txt
   : >"$summary"
   choose_library_path
-  local tests_log=$OUT/tests.log memcheck_log=$OUT/memcheck.log racecheck_log=$OUT/racecheck.log
-  local bench_log=$OUT/bench.log kiln_json=$OUT/bench_kiln.jsonl torch_json=$OUT/bench_torch.jsonl
-  local compare_md=$OUT/bench_compare.md
-
   {
-    echo "kiln gpu_check run, $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-unknown}"
+    echo "kiln gpu_check $1, $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-unknown}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
     sed -n 's/^commit: /staged commit: /p; s/^staged: /staged at: /p' "$stage_dir/MANIFEST.txt"
     echo
   } | tee -a "$summary"
+}
+
+# The end of the summary: time, notes, and the failed steps (the caller's exit status says whether any).
+end_run() {
+  {
+    echo
+    echo "finished in $(elapsed)s"
+    for n in "${notes[@]}"; do echo "note: $n"; done
+    if [ ${#failed[@]} -gt 0 ]; then
+      echo "FAILED steps (${#failed[@]}): ${failed[*]}"
+    else
+      echo "all steps passed"
+    fi
+  } | tee -a "$summary"
+}
+
+# The training-step bench (bench_train_step, every workload and mode at its GPU sizes) and its
+# PyTorch peer, alternately: kiln, PyTorch, kiln, PyTorch, so that a drift of the GPU's clocks or
+# temperature during the call falls on both. Each run writes its own file outside $OUT (which hands
+# back 8 files at most) after every case, so a run stopped by its timeout keeps what it measured;
+# the runs come back concatenated in run order as TRAIN_JSON, where tools/train_step_compare.py
+# tells them apart by their header records and takes the median over the rounds. The comparison's
+# markdown is left in $scratch/train_step.md.
+train_step_rounds() {  # train_step_rounds LOG TRAIN_JSON
+  local log=$1 train_json=$2 round who rc t0 secs want left runs_left=4 file cases errors
+  local dir=$scratch/train-step kiln_files=() torch_files=()
+  rm -rf "$dir" "$scratch/train_step.md"
+  mkdir -p "$dir"
+  for round in 1 2; do
+    for who in kiln torch; do
+      # An even share of what is left, at most 150 s, so a slow first run cannot starve the others;
+      # at least 40 s while time is left, so that with little of it one round of both still runs.
+      left=$((deadline - $(elapsed) - 15))
+      want=$((left / runs_left))
+      [ "$want" -le 150 ] || want=150
+      [ "$want" -ge 40 ] || want=40
+      runs_left=$((runs_left - 1))
+      secs=$(budget "$want")
+      t0=$(elapsed)
+      file=$dir/$who-$round.jsonl
+      # Out of time is said, not failed: in run these steps get what the others leave, and the
+      # train-step command exists to give them a whole call.
+      if [ "$secs" -lt 20 ]; then
+        record "NOT RUN" "train_step: $who $round" "no time left; 'tools/gpu_check.sh train-step' gives it a whole call"
+        continue
+      fi
+      if [ "$who" = kiln ]; then
+        echo "==== bench_train_step, round $round" >>"$log"
+        kiln_env timeout --kill-after=10 "$secs" "$bin_dir/bench_train_step" --device cuda --json "$file" >>"$log" 2>&1
+      else
+        echo "==== tools/train_step_peer.py, round $round" >>"$log"
+        PYTHONUNBUFFERED=1 timeout --kill-after=10 "$secs" python3 "$root/tools/train_step_peer.py" --device cuda \
+          --json "$file" >>"$log" 2>&1
+      fi
+      rc=$?
+      cases=0
+      errors=0
+      if [ -s "$file" ]; then
+        if [ "$who" = kiln ]; then kiln_files+=("$file"); else torch_files+=("$file"); fi
+        cases=$(grep -c '"record": "case"' "$file")
+        errors=$(grep -c '"error": ' "$file")
+      fi
+      if [ $rc = 0 ]; then
+        record ok "train_step: $who $round" "$cases cases ($(($(elapsed) - t0))s)"
+      elif [ $rc = 124 ] || [ $rc = 137 ]; then
+        fail "train_step: $who $round" "timed out after ${secs}s with $cases cases done (they are kept)" "$log"
+      else
+        fail "train_step: $who $round" "exit $rc ($errors of the $cases cases it recorded carry an error)" "$log"
+      fi
+    done
+  done
+  # Interleaved again as they ran: kiln 1, torch 1, kiln 2, torch 2 (those that wrote anything).
+  : >"$train_json"
+  for round in 1 2; do
+    for who in kiln torch; do
+      [ ! -s "$dir/$who-$round.jsonl" ] || cat "$dir/$who-$round.jsonl" >>"$train_json"
+    done
+  done
+  if [ ${#kiln_files[@]} -gt 0 ] && [ ${#torch_files[@]} -gt 0 ]; then
+    if python3 "$root/tools/train_step_compare.py" "$train_json" --out "$scratch/train_step.md" >>"$log" 2>&1; then
+      record ok "train_step: compare" "${#kiln_files[@]} kiln and ${#torch_files[@]} PyTorch runs"
+    else
+      fail "train_step: compare" "train_step_compare.py failed" "$log"
+    fi
+  else
+    record "NOT RUN" "train_step: compare" "no kiln or no PyTorch records"
+  fi
+}
+
+# On the GPU host: the training-step rounds alone (the whole call's time is theirs). What comes
+# back: summary.txt, train_step.log, train_step.jsonl and train_step.md.
+train_step_only() {
+  begin_run train-step
+  local log=$OUT/train_step.log
+  : >"$log"
+  train_step_rounds "$log" "$OUT/train_step.jsonl"
+  cap "$log"
+  [ ! -f "$scratch/train_step.md" ] || cp "$scratch/train_step.md" "$OUT/train_step.md"
+  end_run
+  [ -f "$OUT/train_step.md" ] && { echo; cat "$OUT/train_step.md"; }
+  [ ${#failed[@]} -eq 0 ]
+}
+
+run() {
+  begin_run run
+  # $OUT hands back 8 files at most: summary.txt, tests.log, sanitizers.log (memcheck's log, then
+  # racecheck's), bench.log (every bench's output), bench_kiln.jsonl, bench_torch.jsonl,
+  # bench_compare.md (the kernel table, then the training-step table) and train_step.jsonl.
+  local tests_log=$OUT/tests.log sanitize_log=$OUT/sanitizers.log
+  local memcheck_log=$scratch/memcheck.log racecheck_log=$scratch/racecheck.log
+  local bench_log=$OUT/bench.log kiln_json=$OUT/bench_kiln.jsonl torch_json=$OUT/bench_torch.jsonl
+  local compare_md=$OUT/bench_compare.md train_json=$OUT/train_step.jsonl
 
   # 1. Parity and runtime tests: each CUDA test executable once (not once per test case).
   local exe rc t0 secs
@@ -396,8 +515,10 @@ run() {
       kiln_env KILN_CUDA_ALLOC=direct timeout --kill-after=10 "$secs" "$cs" --tool memcheck --error-exitcode 86 \
         --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
       rc=$?
-      sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))"
-      cap "$memcheck_log"
+      sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      # Each sanitizer's half of the file: its summary, at the end, survives the trim.
+      cap "$memcheck_log" $((15 * 1024 * 1024 / 2))
+      { echo "==== memcheck"; cat "$memcheck_log"; } >>"$sanitize_log"
     fi
 
     # Filter to kiln's kernels: their mangled names all start with _ZN4kiln, and "kiln" matches the
@@ -416,8 +537,9 @@ run() {
       kiln_env timeout --kill-after=10 "$secs" "$cs" --tool racecheck "${filter[@]}" --error-exitcode 86 \
         --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
       rc=$?
-      sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))"
-      cap "$racecheck_log"
+      sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      cap "$racecheck_log" $((15 * 1024 * 1024 / 2))
+      { echo "==== racecheck"; cat "$racecheck_log"; } >>"$sanitize_log"
     fi
   fi
 
@@ -467,18 +589,14 @@ run() {
   else
     record "NOT RUN" "bench: compare" "a JSON file is missing or empty"
   fi
+
+  # 7-9. The training-step bench and its peer, two rounds each, alternately; their table follows
+  # the kernel table in bench_compare.md.
+  train_step_rounds "$bench_log" "$train_json"
+  [ ! -f "$scratch/train_step.md" ] || { echo; cat "$scratch/train_step.md"; } >>"$compare_md"
   cap "$bench_log"
 
-  {
-    echo
-    echo "finished in $(elapsed)s"
-    for n in "${notes[@]}"; do echo "note: $n"; done
-    if [ ${#failed[@]} -gt 0 ]; then
-      echo "FAILED steps (${#failed[@]}): ${failed[*]}"
-    else
-      echo "all steps passed"
-    fi
-  } | tee -a "$summary"
+  end_run
   [ -f "$compare_md" ] && { echo; cat "$compare_md"; }
   [ ${#failed[@]} -eq 0 ]
 }
@@ -486,6 +604,7 @@ run() {
 case "${1:-}" in
   stage) stage ;;
   run) run ;;
+  train-step) train_step_only ;;
   exec)
     shift
     exec_staged "$@"
@@ -494,5 +613,5 @@ case "${1:-}" in
     shift
     interop "$@"
     ;;
-  *) die "usage: tools/gpu_check.sh stage|run|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
+  *) die "usage: tools/gpu_check.sh stage|run|train-step|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
 esac

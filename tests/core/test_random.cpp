@@ -181,3 +181,34 @@ TEST_CASE("one capture per device at a time", "[random]") {
   GeneratorCapture second(Device::cpu());  // the device is free again
   CHECK(second.generators() == 0);
 }
+
+TEST_CASE("a generator's position rewinds its host offset, or a capture's draw count", "[random]") {
+  Generator g(99);
+  g.next();
+  g.next();
+  CHECK(g.position() == 2);
+  const PhiloxState third = g.next();
+  g.set_position(2);
+  CHECK(g.next().offset == third.offset);  // the same draw again
+  CHECK(g.state().seed == 99);
+
+  // Inside a capture the position is the capture's count k of this generator's draws.
+  g.set_state(PhiloxState{99, 10});
+  GeneratorCapture capture(Device::cpu());
+  CHECK(g.position() == 0);
+  const PhiloxState k0 = g.next();
+  const PhiloxState k1 = g.next();
+  CHECK(g.position() == 2);
+  g.set_position(1);                        // rewind: what a recompute does
+  CHECK(g.next().offset == k1.offset);      // the draw forward made, again
+  CHECK(g.position() == 2);
+  g.set_position(0);
+  CHECK(g.next().offset == k0.offset);
+  g.set_position(2);                        // put back
+  capture.end();
+  CHECK(g.state().offset == 10);            // the host state never moved
+  REQUIRE(capture.generators() == 1);
+  CHECK(capture.draws(0) == 2);             // a replay takes the draws of the most the capture reached
+  capture.prepare_replay();
+  CHECK(g.state().offset == 12);
+}

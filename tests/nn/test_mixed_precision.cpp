@@ -1,15 +1,19 @@
 // Mixed precision on whole models: a GPT under bfloat16 autocast against the computation cast by
-// hand, and gradient accumulation.
+// hand, gradient accumulation with and without a GradScaler, and a channels-last ResNet under
+// autocast without hidden layout copies.
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "core/kiln.h"
+#include "core/ops/layout_stats.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
+#include "nn/resnet.h"
 #include "nn/transformer.h"
 #include "tests/bitwise.h"
 
@@ -139,5 +143,43 @@ TEST_CASE("gradient accumulation: K micro-batches give the update of one K-times
         }
       }
     }
+  }
+}
+
+TEST_CASE("a channels-last ResNet step under bfloat16 autocast makes no hidden layout copies", "[amp]") {
+  manual_seed(4);
+  nn::ResNetConfig cfg;
+  cfg.widths = {8, 16};
+  cfg.blocks = {1, 1};
+  auto net = std::make_shared<nn::ResNet>(cfg);
+  net->to(MemoryFormat::ChannelsLast);
+  nn::optim::AdamW opt(net->parameters(), 1e-3);
+  Tensor x = randn({4, 3, 8, 8}).contiguous(MemoryFormat::ChannelsLast);
+  Tensor y = tensor<int64_t>({1, 0, 3, 2});
+  for (int step = 0; step < 2; ++step) {
+    INFO("step " << step);
+    reset_layout_copy_count();
+    Tensor loss;
+    {
+      AutocastGuard autocast(DeviceType::CPU, DType::BFloat16);
+      loss = cross_entropy(net->forward(x), y);
+    }
+    loss.backward();
+    opt.step();
+    INFO("copies by op: " << [] {
+      std::string s;
+      for (const auto& [what, n] : layout_copy_counts()) s += what + "=" + std::to_string(n) + " ";
+      return s;
+    }());
+    CHECK(layout_copy_count() == 0);
+    // The bfloat16 casts of the weights kept their layout, and the gradients arrive in float32 and
+    // channels-last, as the weights are.
+    for (const auto& [name, p] : net->named_parameters()) {
+      INFO(name);
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().dtype() == DType::Float32);
+      if (p.dim() == 4) CHECK(p.grad().is_contiguous(MemoryFormat::ChannelsLast));
+    }
+    opt.zero_grad();
   }
 }

@@ -1,0 +1,474 @@
+// Training-step benchmark of kiln's precision and memory modes (docs/mixed-precision.md): one whole
+// step (forward under autocast, backward, GradScaler where float16 needs it, AdamW, zero_grad) of a
+// nanoGPT-shaped GPT and of ResNet-18 for 32x32 images, on a fixed synthetic batch, in each mode:
+//   fp32            float32, TF32 off
+//   tf32            float32 matmuls and convolutions on TF32 tensor cores
+//   bf16            autocast bfloat16 (TF32 on for whatever stays float32)
+//   fp16            autocast float16 + GradScaler (TF32 on)
+//   bf16-recompute  bf16 + activation recompute of every GPT block / ResNet BasicBlock
+//   bf16-nhwc       bf16 + channels-last weights and activations (resnet18 only)
+// Each case builds its model and optimizer afresh, runs --warmup steps (cuDNN's algorithm search,
+// the allocator's first segments), then times --steps steps: on the GPU one pair of CUDA events
+// around each step, read only after the loop so nothing waits on the host; on the CPU the steady
+// clock. It reports the median, min and max step time, tokens/s or images/s at the median, and on
+// the GPU the allocator's peak of allocated bytes over the timed steps. tools/train_step_peer.py
+// times the same models and modes in PyTorch the same way and writes the same JSON lines;
+// tools/train_step_compare.py puts the two side by side. Reports speed; never asserts it.
+//   usage: bench_train_step [--workload gpt|resnet18|all] [--mode M]... [--json FILE]   (--help: all flags)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/autocast.h"
+#include "core/cuda/runtime.h"
+#include "core/kiln.h"
+#include "examples/common.h"
+#include "examples/run_record.h"
+#include "kernels/cpu/parallel.h"
+#include "nn/amp/grad_scaler.h"
+#include "nn/optim/adamw.h"
+#include "nn/resnet.h"
+#include "nn/transformer.h"
+
+using namespace kiln;
+using examples::JsonLine;
+
+namespace {
+
+// --- modes and flags -------------------------------------------------------------------------------
+
+struct Mode {
+  std::string name;
+  std::optional<DType> amp;  // the autocast dtype; none: float32
+  bool tf32 = false;
+  bool scaler = false;  // float16's dynamic loss scaling
+  bool recompute = false;
+  bool channels_last = false;  // 4-d activations only: the resnet
+};
+
+// In the order the cases run and the tables list them: fp32 first, the baseline of every speedup.
+const std::vector<Mode>& all_modes() {
+  static const std::vector<Mode> modes = {
+      {"fp32", std::nullopt, false, false, false, false},
+      {"tf32", std::nullopt, true, false, false, false},
+      {"bf16", DType::BFloat16, true, false, false, false},
+      {"fp16", DType::Float16, true, true, false, false},
+      {"bf16-recompute", DType::BFloat16, true, false, true, false},
+      {"bf16-nhwc", DType::BFloat16, true, false, false, true},
+  };
+  return modes;
+}
+
+bool mode_fits(const std::string& workload, const Mode& m) { return !m.channels_last || workload == "resnet18"; }
+
+struct Options {
+  std::string workload = "all";
+  std::vector<std::string> modes = {"all"};
+  int steps = 20;
+  int warmup = 5;
+  std::string device;
+  std::optional<int64_t> batch;  // default: 64 for gpt, 512 for resnet18
+  // gpt: nanoGPT's Shakespeare-character shape (6 layers, 384 wide, 6 heads, vocabulary 65, T 256).
+  int64_t n_layer = 6, n_head = 6, n_embd = 384, block_size = 256;
+  // resnet18: resnet18_cifar() on 3x32x32 images, 10 classes; --base-width shrinks it for the CPU.
+  int64_t image_size = 32;
+  std::optional<int64_t> base_width;
+  uint64_t seed = 1337;
+  std::string json;
+};
+
+constexpr int64_t kVocab = 65;  // tiny Shakespeare's characters
+constexpr int64_t kClasses = 10;
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  CLI::App app(
+      "Step time, throughput and peak memory of one training step (forward, backward, AdamW) of a nanoGPT-shaped\n"
+      "GPT and of ResNet-18 for 32x32 images, in each precision and memory mode; JSON lines for\n"
+      "tools/train_step_compare.py, whose PyTorch peer is tools/train_step_peer.py.",
+      "bench_train_step");
+  examples::set_flag_defaults(app);
+  app.add_option("--workload", o.workload, "which model: gpt, resnet18 or all")
+      ->check(CLI::IsMember({"gpt", "resnet18", "all"}));
+  std::vector<std::string> names;
+  for (const Mode& m : all_modes()) names.push_back(m.name);
+  names.push_back("all");
+  app.add_option("--mode", o.modes, "mode(s) to time, repeatable or comma-separated: fp32, tf32, bf16, fp16, "
+                                    "bf16-recompute, bf16-nhwc (resnet18 only), or all")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->delimiter(',')
+      ->check(CLI::IsMember(names));
+  app.add_option("--steps", o.steps, "timed steps per case (median, min and max reported)")
+      ->transform(examples::whole<int>(1, 100000));
+  app.add_option("--warmup", o.warmup, "untimed steps per case first")->transform(examples::whole<int>(0, 100000));
+  examples::add_device_option(app, o.device);
+  app.add_option("--batch", o.batch, "batch size of every workload")
+      ->transform(examples::whole<int64_t>(1, int64_t(1) << 20))
+      ->default_str("64 for gpt, 512 for resnet18");
+  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks")->transform(examples::whole<int64_t>(1, 1024));
+  app.add_option("--n-head", o.n_head, "gpt: attention heads")->transform(examples::whole<int64_t>(1, 1024));
+  app.add_option("--n-embd", o.n_embd, "gpt: width (a multiple of --n-head)")
+      ->transform(examples::whole<int64_t>(1, 65536));
+  app.add_option("--block-size", o.block_size, "gpt: tokens per sequence (T)")
+      ->transform(examples::whole<int64_t>(1, 65536));
+  app.add_option("--image-size", o.image_size, "resnet18: square image side")
+      ->transform(examples::whole<int64_t>(4, 4096));
+  app.add_option("--base-width", o.base_width, "resnet18: first stage's width, the others scaled alike")
+      ->transform(examples::whole<int64_t>(1, 4096))
+      ->default_str("resnet18_cifar()'s");
+  app.add_option("--seed", o.seed, "seed of the weights and the synthetic batch")
+      ->transform(examples::whole<uint64_t>(0));
+  app.add_option("--json", o.json, "write the JSON lines here (atomically, after every case) instead of stdout");
+  examples::parse_or_exit(app, argc, argv);
+
+  if (o.n_embd % o.n_head != 0) {
+    examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
+                          std::to_string(o.n_head));
+  }
+  if (!o.json.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(o.json).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      examples::input_error("--json " + o.json + ": " + dir.string() + " is not a folder");
+    }
+  }
+  return o;
+}
+
+std::vector<std::string> chosen_workloads(const Options& o) {
+  if (o.workload == "all") return {"gpt", "resnet18"};
+  return {o.workload};
+}
+
+// The chosen modes in all_modes()' order, each once. A mode that fits none of the chosen workloads
+// (bf16-nhwc for gpt alone) is bad input: timing nothing would look like a result.
+std::vector<Mode> chosen_modes(const Options& o) {
+  const bool all = std::find(o.modes.begin(), o.modes.end(), "all") != o.modes.end();
+  std::vector<Mode> out;
+  for (const Mode& m : all_modes()) {
+    if (!all && std::find(o.modes.begin(), o.modes.end(), m.name) == o.modes.end()) continue;
+    bool fits = false;
+    for (const std::string& w : chosen_workloads(o)) fits = fits || mode_fits(w, m);
+    if (!fits && !all) {
+      examples::input_error("--mode " + m.name + " needs 4-d activations, which --workload " + o.workload +
+                            " does not have (use --workload resnet18 or all)");
+    }
+    if (fits) out.push_back(m);
+  }
+  return out;
+}
+
+// --- workloads --------------------------------------------------------------------------------------
+
+// A model, its fixed synthetic batch and the one forward that gives the mean loss.
+struct Workload {
+  std::string name;
+  int64_t batch = 0;
+  double items_per_step = 0;  // tokens or images
+  const char* unit = "";
+  std::shared_ptr<nn::Module> model;
+  std::function<Tensor()> loss;
+  JsonLine shape;  // the model's sizes, which the peer must match
+};
+
+Workload make_gpt(const Options& o, const Mode& m, Device device) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = kVocab;
+  cfg.block_size = o.block_size;
+  cfg.n_layer = o.n_layer;
+  cfg.n_head = o.n_head;
+  cfg.n_embd = o.n_embd;
+  cfg.dropout = 0.0;  // a step's cost without dropout's masks; the peer does the same
+  cfg.bias = true;
+  cfg.recompute = m.recompute;
+  manual_seed(o.seed);
+  auto model = std::make_shared<nn::GPT>(cfg);
+  model->to(device);
+  model->train();
+
+  Workload w;
+  w.name = "gpt";
+  w.batch = o.batch.value_or(64);
+  w.items_per_step = static_cast<double>(w.batch * o.block_size);
+  w.unit = "tokens/s";
+  const TensorOptions i64(DType::Int64, device);
+  const Tensor idx = randint(0, kVocab, {w.batch, o.block_size}, i64);
+  const Tensor targets = randint(0, kVocab, {w.batch, o.block_size}, i64);
+  w.loss = [model, idx, targets] { return model->loss(idx, targets); };
+  w.model = model;
+  w.shape.integer("n_layer", cfg.n_layer).integer("n_head", cfg.n_head).integer("n_embd", cfg.n_embd);
+  w.shape.integer("block_size", cfg.block_size).integer("vocab_size", cfg.vocab_size);
+  return w;
+}
+
+std::string joined(const auto& values) {
+  std::string s;
+  for (const int64_t v : values) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+Workload make_resnet(const Options& o, const Mode& m, Device device) {
+  nn::ResNetConfig cfg = nn::ResNetConfig::resnet18_cifar();
+  cfg.in_channels = 3;
+  cfg.num_classes = kClasses;
+  cfg.recompute = m.recompute;
+  if (o.base_width) {
+    // Every stage keeps its ratio to the first (64:128:256:512 in ResNet-18), rounded down, at least 1.
+    const int64_t first = cfg.widths[0];
+    for (auto& width : cfg.widths) width = std::max<int64_t>(1, width * *o.base_width / first);
+  }
+  manual_seed(o.seed);
+  auto model = std::make_shared<nn::ResNet>(cfg);
+  model->to(device);
+  if (m.channels_last) model->to(MemoryFormat::ChannelsLast);
+  model->train();
+
+  Workload w;
+  w.name = "resnet18";
+  w.batch = o.batch.value_or(512);
+  w.items_per_step = static_cast<double>(w.batch);
+  w.unit = "images/s";
+  Tensor x = randn({w.batch, 3, o.image_size, o.image_size}, TensorOptions(DType::Float32, device));
+  if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+  const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
+  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
+  w.model = model;
+  w.shape.integer("image_size", o.image_size).integer("in_channels", 3).integer("num_classes", kClasses);
+  w.shape.text("widths", joined(cfg.widths)).text("blocks", joined(cfg.blocks));
+  return w;
+}
+
+// --- one case ---------------------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Result {
+  std::vector<double> step_ms;
+  std::optional<int64_t> peak_bytes, start_bytes;  // the GPU's caching allocator only
+  double final_loss = NAN;
+  int64_t parameters = 0;
+  std::string error;
+};
+
+// The timed region is the step as a training loop runs it; the loss stays on the device (no host
+// sync inside a step, in any mode), and is read once after the last step.
+Result run_case(const Workload& w, const Mode& m, Device device, const Options& o) {
+  Result r;
+  r.parameters = w.model->num_parameters();
+  // nanoGPT's AdamW: weight decay on matrices only, betas (0.9, 0.99); the values do not change the
+  // cost, but a peer with the same groups does the same work.
+  nn::optim::AdamW optimizer(nn::optim::decay_groups(w.model->named_parameters(), 1e-3, 0.1), {0.9, 0.99});
+  std::unique_ptr<nn::amp::GradScaler> scaler;
+  if (m.scaler) scaler = std::make_unique<nn::amp::GradScaler>();
+  auto step = [&] {
+    Tensor loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (m.amp) autocast.emplace(device.type, *m.amp);
+      loss = w.loss();
+    }
+    if (scaler) {
+      scaler->scale(loss).backward();
+      scaler->step(optimizer);
+      scaler->update();
+    } else {
+      loss.backward();
+      optimizer.step();
+    }
+    optimizer.zero_grad();
+    return loss.detach();
+  };
+
+  for (int i = 0; i < o.warmup; ++i) step();
+  Tensor last;
+  if (device.is_cuda()) {
+    std::vector<std::unique_ptr<cuda::Event>> start, end;
+    for (int i = 0; i < o.steps; ++i) {
+      start.push_back(std::make_unique<cuda::Event>(true));
+      end.push_back(std::make_unique<cuda::Event>(true));
+    }
+    // The peak from here on: what the model, the optimizer's moments and the batch hold, plus the
+    // most any timed step added (activations, gradients, casts, workspaces).
+    cuda::synchronize(device.index);
+    cuda::reset_peak_memory_stats(device.index);
+    r.start_bytes = cuda::memory_stats(device.index).allocated_bytes;
+    const Stream stream = cuda::current_stream(device.index);
+    for (int i = 0; i < o.steps; ++i) {
+      start[static_cast<size_t>(i)]->record(stream);
+      last = step();
+      end[static_cast<size_t>(i)]->record(stream);
+    }
+    cuda::synchronize(device.index);
+    r.peak_bytes = cuda::memory_stats(device.index).peak_allocated_bytes;
+    for (int i = 0; i < o.steps; ++i) {
+      r.step_ms.push_back(start[static_cast<size_t>(i)]->elapsed_ms(*end[static_cast<size_t>(i)]));
+    }
+  } else {
+    // CPU ops return when their work is done, so the clock around a step times the step.
+    for (int i = 0; i < o.steps; ++i) {
+      const auto t0 = examples::Clock::now();
+      last = step();
+      r.step_ms.push_back(1e3 * examples::seconds_since(t0));
+    }
+  }
+  r.final_loss = last.item<float>();
+  return r;
+}
+
+// --- records ----------------------------------------------------------------------------------------
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
+  JsonLine h;
+  h.text("record", "header").text("impl", "kiln").text("date", utc_now()).text("kiln_commit", examples::build_commit());
+  h.text("command", command_line(argc, argv)).text("device", device.str());
+  h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
+  h.integer("steps", o.steps).integer("warmup", o.warmup);
+  h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock");
+  return examples::add_host_usage(h);
+}
+
+JsonLine case_record(const Workload& w, const Mode& m, Device device, const Options& o, const Result& r) {
+  JsonLine c;
+  c.text("record", "case").text("impl", "kiln").text("workload", w.name).text("mode", m.name);
+  c.text("device", device.str()).text("device_name", examples::device_name(device));
+  c.integer("batch", w.batch).object("shape", w.shape).integer("parameters", r.parameters);
+  if (m.amp) c.text("amp", dtype_name(*m.amp));
+  else c.null("amp");
+  c.boolean("tf32", device.is_cuda() && m.tf32).boolean("loss_scaling", m.scaler);
+  c.boolean("recompute", m.recompute).boolean("channels_last", m.channels_last);
+  c.integer("steps", o.steps).integer("warmup", o.warmup);
+  if (!r.error.empty()) return c.text("error", r.error);
+  const double med = median(r.step_ms);
+  c.real("step_ms_median", med, "%.4f");
+  c.real("step_ms_min", *std::min_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
+  c.real("step_ms_max", *std::max_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
+  c.real("throughput", w.items_per_step / (med * 1e-3), "%.1f").text("throughput_unit", w.unit);
+  if (r.peak_bytes) c.integer("peak_bytes", *r.peak_bytes).integer("start_bytes", *r.start_bytes);
+  else c.null("peak_bytes").null("start_bytes");
+  return c.real("final_loss", r.final_loss, "%.6g");
+}
+
+// The human-readable table: on stdout, or on stderr when the JSON lines take stdout.
+void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r) {
+  if (!r.error.empty()) {
+    std::fprintf(out, "%-9s %-15s %6lld  n/a: %s\n", w.name.c_str(), m.name.c_str(), static_cast<long long>(w.batch),
+                 r.error.c_str());
+  } else {
+    const double med = median(r.step_ms);
+    char peak[32] = "-";
+    if (r.peak_bytes) std::snprintf(peak, sizeof peak, "%.0f", static_cast<double>(*r.peak_bytes) / (1 << 20));
+    std::fprintf(out, "%-9s %-15s %6lld %10.3f %10.3f %10.3f %12.0f %-8s %9s %10.4f\n", w.name.c_str(),
+                 m.name.c_str(), static_cast<long long>(w.batch), med,
+                 *std::min_element(r.step_ms.begin(), r.step_ms.end()),
+                 *std::max_element(r.step_ms.begin(), r.step_ms.end()), w.items_per_step / (med * 1e-3), w.unit, peak,
+                 r.final_loss);
+  }
+  std::fflush(out);
+}
+
+}  // namespace
+
+// The program; main() runs it under examples::run_main, which turns every failure into one line.
+static int run(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  const Device device = examples::choose_device(o.device);
+  const std::vector<Mode> modes = chosen_modes(o);
+  std::FILE* table = o.json.empty() ? stderr : stdout;
+
+  const JsonLine header = header_record(o, device, argc, argv);
+  std::string text = header.str() + "\n";
+  if (o.json.empty()) {
+    std::printf("%s", text.c_str());
+    std::fflush(stdout);
+  }
+  std::fprintf(table, "kiln training-step bench on %s (%s), commit %s, median of %d steps after %d warm-up, %s\n",
+               device.str().c_str(), examples::device_name(device).c_str(), examples::build_commit(), o.steps,
+               o.warmup, utc_now().c_str());
+  std::fprintf(table, "%-9s %-15s %6s %10s %10s %10s %12s %-8s %9s %10s\n", "workload", "mode", "batch", "median ms",
+               "min ms", "max ms", "throughput", "", "peak MiB", "last loss");
+
+  const cuda::MathSwitches saved = cuda::math_switches();
+  int failed = 0;
+  for (const std::string& name : chosen_workloads(o)) {
+    for (const Mode& m : modes) {
+      if (!mode_fits(name, m)) continue;
+      // Each mode states its own precision; cuDNN searches each convolution shape once, in the
+      // warm-up, as a training run with benchmark mode does.
+      cuda::math_switches().allow_tf32_matmul = m.tf32;
+      cuda::math_switches().allow_tf32_cudnn = m.tf32;
+      cuda::math_switches().cudnn_benchmark = true;
+      std::optional<Workload> w;
+      Result r;
+      try {
+        w = name == "gpt" ? make_gpt(o, m, device) : make_resnet(o, m, device);
+        r = run_case(*w, m, device, o);
+      } catch (const std::exception& e) {  // report and go on: one failing mode must not hide the others
+        r.error = e.what();
+        if (!w) {
+          w.emplace();
+          w->name = name;
+          w->batch = o.batch.value_or(name == "gpt" ? 64 : 512);
+        }
+      }
+      if (!r.error.empty()) ++failed;
+      print_row(table, *w, m, r);
+      const std::string line = case_record(*w, m, device, o, r).str() + "\n";
+      text += line;
+      // Written after every case, so a run stopped by the GPU host's time limit keeps what it measured.
+      if (o.json.empty()) {
+        std::printf("%s", line.c_str());
+        std::fflush(stdout);
+      } else {
+        write_file_atomically(o.json, text, "bench_train_step");
+      }
+      w.reset();
+      cuda::math_switches() = saved;
+      // The next case starts from an empty cache, as a fresh process would.
+      if (device.is_cuda()) {
+        try {
+          cuda::synchronize(device.index);
+          cuda::empty_cache();
+        } catch (const std::exception&) {
+        }
+      }
+    }
+  }
+  if (!o.json.empty()) std::printf("wrote %s\n", o.json.c_str());
+  if (failed > 0) {
+    std::fprintf(stderr, "bench_train_step: %d case(s) failed (their records carry the error)\n", failed);
+    return 1;
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("bench_train_step", [&] { return run(argc, argv); });
+}

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench/train_step.cpp (bench_train_step): the same training step of the same models
+in the same precision and memory modes, timed the same way, written as the same JSON lines with
+impl "torch", so tools/train_step_compare.py can put them side by side.
+
+Models, written here with kiln's shapes (the init need not match, the shapes and the work must):
+  gpt       nanoGPT's GPT: token + position embeddings, pre-LayerNorm blocks of causal
+            self-attention (one fused q/k/v Linear, scaled_dot_product_attention with is_causal) and
+            an MLP (Linear 4C, GELU tanh approximation as kiln's, Linear C), biases on, dropout 0,
+            lm_head tied to the token embedding; 6 layers, 384 wide, 6 heads, vocabulary 65, B64, T256
+  resnet18  ResNet-18 for 32x32 images (kiln's ResNetConfig::resnet18_cifar()): 3x3 stem conv + BN +
+            ReLU, no max-pool, four stages of 2 BasicBlocks (64, 128, 256, 512 wide, stride 2 at the
+            start of stages 2-4, 1x1 conv + BN shortcuts), global average pool, Linear 10; B512
+Modes: fp32 (TF32 off), tf32, bf16 (torch.autocast bfloat16, TF32 on), fp16 (torch.autocast float16
++ torch.amp.GradScaler, TF32 on), bf16-recompute (bf16 + torch.utils.checkpoint around every GPT
+block / BasicBlock, use_reentrant=False, no RNG state saved: nothing in them draws random numbers,
+as in kiln), bf16-nhwc (bf16 + channels_last model and input; resnet18 only).
+
+One step: forward under autocast, backward (scaled for fp16), AdamW (PyTorch's default
+implementation: foreach on the GPU; weight decay on matrices only, betas 0.9/0.99, as kiln's bench),
+GradScaler step and update for fp16 (PyTorch's step reads found-inf back to the host; kiln's does
+not), zero_grad(set_to_none=True). Each case builds its model and optimizer afresh (cuDNN benchmark
+mode on), runs --warmup steps, then times --steps steps on one fixed synthetic batch: one pair of
+CUDA events around each step, read after the loop (time.perf_counter on the CPU); the median, min
+and max, tokens/s or images/s at the median, and torch.cuda.max_memory_allocated() over the timed
+steps (null on the CPU).
+
+  usage: python3 tools/train_step_peer.py [--workload gpt|resnet18|all] [--mode M]... [--json FILE]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+
+# The modes in the order the cases run and the tables list them (fp32 first: every speedup's base):
+# name -> (autocast dtype name or None, TF32, GradScaler, recompute, channels-last).
+MODES = {
+    "fp32": (None, False, False, False, False),
+    "tf32": (None, True, False, False, False),
+    "bf16": ("bfloat16", True, False, False, False),
+    "fp16": ("float16", True, True, False, False),
+    "bf16-recompute": ("bfloat16", True, False, True, False),
+    "bf16-nhwc": ("bfloat16", True, False, False, True),
+}
+WORKLOADS = ("gpt", "resnet18")
+VOCAB = 65
+CLASSES = 10
+RESNET18_WIDTHS = (64, 128, 256, 512)
+RESNET18_BLOCKS = (2, 2, 2, 2)
+
+
+def mode_fits(workload, mode):
+    return not MODES[mode][4] or workload == "resnet18"
+
+
+# --- the models ------------------------------------------------------------------------------------
+
+
+def define_models(torch):
+    nn, F = torch.nn, torch.nn.functional
+    from torch.utils.checkpoint import checkpoint
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, n_embd, n_head):
+            super().__init__()
+            self.n_head, self.n_embd = n_head, n_embd
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            self.c_proj = nn.Linear(n_embd, n_embd)
+
+        def forward(self, x):
+            b, t, c = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            q, k, v = (p.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for p in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+    class MLP(nn.Module):
+        def __init__(self, n_embd):
+            super().__init__()
+            self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+            self.gelu = nn.GELU(approximate="tanh")  # kiln's GPT uses GPT-2's tanh form
+            self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+        def forward(self, x):
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self, n_embd, n_head):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(n_embd)
+            self.attn = CausalSelfAttention(n_embd, n_head)
+            self.ln_2 = nn.LayerNorm(n_embd)
+            self.mlp = MLP(n_embd)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, recompute):
+            super().__init__()
+            self.vocab_size, self.recompute = vocab_size, recompute
+            self.wte = nn.Embedding(vocab_size, n_embd)
+            self.wpe = nn.Embedding(block_size, n_embd)
+            self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+            self.ln_f = nn.LayerNorm(n_embd)
+            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+            self.lm_head.weight = self.wte.weight  # tied, as kiln's and nanoGPT's
+            for m in self.modules():  # nanoGPT's init
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, 0.0, 0.02)
+                if isinstance(m, nn.Linear) and m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+        def forward(self, idx, targets):
+            pos = torch.arange(idx.size(1), device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = checkpoint(block, x, use_reentrant=False, preserve_rng_state=False) if self.recompute else block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, self.vocab_size), targets.view(-1), ignore_index=-1)
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=False)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+    class ResNet(nn.Module):
+        def __init__(self, in_channels, num_classes, widths, blocks, recompute):
+            super().__init__()
+            self.recompute = recompute
+            self.conv1 = nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(widths[0])
+            self.relu = nn.ReLU(inplace=False)
+            cin, stages = widths[0], []
+            for s, (width, count) in enumerate(zip(widths, blocks)):
+                stage = []
+                for b in range(count):
+                    stage.append(BasicBlock(cin, width, 2 if s > 0 and b == 0 else 1))
+                    cin = width
+                stages.append(nn.Sequential(*stage))
+            self.layers = nn.ModuleList(stages)
+            self.fc = nn.Linear(widths[-1], num_classes)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+        def forward(self, x):
+            y = self.relu(self.bn1(self.conv1(x)))
+            for stage in self.layers:
+                for block in stage:
+                    y = checkpoint(block, y, use_reentrant=False, preserve_rng_state=False) if self.recompute else block(y)
+            return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+    return GPT, ResNet
+
+
+# --- one case --------------------------------------------------------------------------------------
+
+
+def resnet_widths(base_width):
+    if base_width is None:
+        return RESNET18_WIDTHS
+    # As bench_train_step's --base-width: every stage keeps its ratio to the first, rounded down.
+    return tuple(max(1, w * base_width // RESNET18_WIDTHS[0]) for w in RESNET18_WIDTHS)
+
+
+def make_workload(torch, models, name, mode, args, device):
+    """(model, loss function on a fixed synthetic batch, batch, items per step, unit, shape)."""
+    GPT, ResNet = models
+    amp, tf32, scaler, recompute, channels_last = MODES[mode]
+    torch.manual_seed(args.seed)
+    if name == "gpt":
+        batch = args.batch or 64
+        model = GPT(VOCAB, args.block_size, args.n_layer, args.n_head, args.n_embd, recompute).to(device).train()
+        idx = torch.randint(0, VOCAB, (batch, args.block_size), device=device)
+        targets = torch.randint(0, VOCAB, (batch, args.block_size), device=device)
+        shape = {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd, "block_size": args.block_size,
+                 "vocab_size": VOCAB}
+        return model, (lambda: model(idx, targets)), batch, batch * args.block_size, "tokens/s", shape
+    batch = args.batch or 512
+    widths = resnet_widths(args.base_width)
+    model = ResNet(3, CLASSES, widths, RESNET18_BLOCKS, recompute).to(device).train()
+    x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, CLASSES, (batch,), device=device)
+    shape = {"image_size": args.image_size, "in_channels": 3, "num_classes": CLASSES,
+             "widths": ",".join(map(str, widths)), "blocks": ",".join(map(str, RESNET18_BLOCKS))}
+    return model, (lambda: torch.nn.functional.cross_entropy(model(x), y)), batch, batch, "images/s", shape
+
+
+def run_case(torch, model, loss_fn, mode, args, device):
+    """Step times in ms, (peak, start) allocated bytes on the GPU, the last step's loss."""
+    amp, tf32, use_scaler, recompute, channels_last = MODES[mode]
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+    scaler = torch.amp.GradScaler(device.type) if use_scaler else None
+    amp_dtype = getattr(torch, amp) if amp else None
+
+    def step():
+        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            loss = loss_fn()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    for _ in range(args.warmup):
+        step()
+    ms, peak, start_bytes = [], None, None
+    if device.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start_bytes = torch.cuda.memory_allocated()
+        for i in range(args.steps):
+            starts[i].record()
+            last = step()
+            ends[i].record()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            last = step()
+            ms.append(1e3 * (time.perf_counter() - t0))
+    return ms, peak, start_bytes, float(last.float().item())
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cpu_name():
+    # As kiln's examples::device_name for the CPU: /proc/cpuinfo's "model name".
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU"
+
+
+def tree_commit():
+    """`git describe --always --dirty` of the tree this script is in ("unknown" where the working tree
+    travelled without its repository, as to the GPU host: kiln's own record then names the commit)."""
+    try:
+        out = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "describe", "--always",
+                              "--dirty", "--abbrev=10"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="all", choices=WORKLOADS + ("all",), help="which model")
+    p.add_argument("--mode", action="append", metavar="M",
+                   help="mode(s), repeatable or comma-separated: " + ", ".join(MODES) + ", or all (default)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per case")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps per case first")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
+    p.add_argument("--batch", type=int, help="batch size of every workload (default: 64 gpt, 512 resnet18)")
+    p.add_argument("--n-layer", type=int, default=6)
+    p.add_argument("--n-head", type=int, default=6)
+    p.add_argument("--n-embd", type=int, default=384)
+    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--base-width", type=int, help="resnet18: the first stage's width, the others scaled alike")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--json", help="write the JSON lines here (atomically, after every case) instead of stdout")
+    args = p.parse_args(argv)
+    # The same checks as bench_train_step's, each naming its flag (exit code 2, as argparse's own).
+    for flag, value, lo, hi in (("--steps", args.steps, 1, 100000), ("--warmup", args.warmup, 0, 100000),
+                                ("--batch", args.batch, 1, 1 << 20), ("--n-layer", args.n_layer, 1, 1024),
+                                ("--n-head", args.n_head, 1, 1024), ("--n-embd", args.n_embd, 1, 65536),
+                                ("--block-size", args.block_size, 1, 65536), ("--image-size", args.image_size, 4, 4096),
+                                ("--base-width", args.base_width, 1, 4096), ("--seed", args.seed, 0, 2**63 - 1)):
+        if value is not None and not lo <= value <= hi:
+            p.error(f"{flag} expects a whole number from {lo} to {hi}, got {value}")
+    if args.n_embd % args.n_head:
+        p.error(f"--n-embd {args.n_embd} is not a multiple of --n-head {args.n_head}")
+    given = [m for arg in (args.mode or ["all"]) for m in arg.split(",")]
+    for m in given:
+        if m not in MODES and m != "all":
+            p.error(f"--mode: {m!r} is not one of {', '.join(MODES)}, all")
+    workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    modes = []
+    for m in MODES:
+        if "all" not in given and m not in given:
+            continue
+        fits = any(mode_fits(w, m) for w in workloads)
+        if not fits and "all" not in given:
+            p.error(f"--mode {m} needs 4-d activations, which --workload {args.workload} does not have")
+        if fits:
+            modes.append(m)
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder):
+            p.error(f"--json {args.json}: {folder} is not a folder")
+    return args, workloads, modes
+
+
+def main(argv=None):
+    args, workloads, modes = parse_args(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("train_step_peer: --device cuda: torch.cuda.is_available() is false", file=sys.stderr)
+        return 2
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        device = torch.device("cuda", 0)
+    device_str = str(device)
+    device_name = torch.cuda.get_device_name(0) if device.type == "cuda" else cpu_name()
+    models = define_models(torch)
+    table = sys.stdout if args.json else sys.stderr
+    header = {"record": "header", "impl": "torch", "date": utc_now(), "kiln_commit": tree_commit(),
+              "command": " ".join(["python3"] + sys.argv), "device": device_str, "device_name": device_name,
+              "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup,
+              "timer": "cuda events" if device.type == "cuda" else "perf_counter", "torch": torch.__version__,
+              "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None}
+    lines = [json.dumps(header)]
+    if not args.json:
+        print(lines[0], flush=True)
+    print(f"PyTorch {torch.__version__} training-step peer on {device_str} ({device_name}), median of {args.steps} "
+          f"steps after {args.warmup} warm-up, {header['date']}", file=table)
+    print(f"{'workload':<9} {'mode':<15} {'batch':>6} {'median ms':>10} {'min ms':>10} {'max ms':>10} "
+          f"{'throughput':>12} {'':<8} {'peak MiB':>9} {'last loss':>10}", file=table, flush=True)
+
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    failed = 0
+    for name in workloads:
+        for mode in modes:
+            if not mode_fits(name, mode):
+                continue
+            amp, tf32, use_scaler, recompute, channels_last = MODES[mode]
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+            torch.backends.cudnn.benchmark = True
+            rec = {"record": "case", "impl": "torch", "workload": name, "mode": mode, "device": device_str,
+                   "device_name": device_name, "batch": args.batch or (64 if name == "gpt" else 512)}
+            try:
+                model, loss_fn, batch, items, unit, shape = make_workload(torch, models, name, mode, args, device)
+                rec.update(batch=batch, shape=shape, parameters=sum(p.numel() for p in model.parameters()))
+                rec.update(amp=amp, tf32=device.type == "cuda" and tf32, loss_scaling=use_scaler, recompute=recompute,
+                           channels_last=channels_last, steps=args.steps, warmup=args.warmup)
+                ms, peak, start_bytes, loss = run_case(torch, model, loss_fn, mode, args, device)
+                med = statistics.median(ms)
+                rec.update(step_ms_median=round(med, 4), step_ms_min=round(min(ms), 4), step_ms_max=round(max(ms), 4),
+                           throughput=round(items / (med * 1e-3), 1), throughput_unit=unit, peak_bytes=peak,
+                           start_bytes=start_bytes, final_loss=loss if loss == loss and abs(loss) != float("inf")
+                           else None)
+                peak_mib = f"{peak / (1 << 20):.0f}" if peak is not None else "-"
+                print(f"{name:<9} {mode:<15} {batch:>6} {med:>10.3f} {min(ms):>10.3f} {max(ms):>10.3f} "
+                      f"{items / (med * 1e-3):>12.0f} {unit:<8} {peak_mib:>9} {loss:>10.4f}", file=table, flush=True)
+            except Exception as e:  # report and go on: one failing mode must not hide the others
+                failed += 1
+                rec["error"] = f"{type(e).__name__}: {e}"
+                print(f"{name:<9} {mode:<15} {rec['batch']:>6}  n/a: {rec['error']}", file=table, flush=True)
+            model = loss_fn = None
+            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark) = saved
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()  # the next case starts from an empty cache, as kiln's does
+            lines.append(json.dumps(rec))
+            # Written after every case, so a run stopped by the GPU host's time limit keeps what it measured.
+            if args.json:
+                write_atomic(args.json, "".join(line + "\n" for line in lines))
+            else:
+                print(lines[-1], flush=True)
+    if args.json:
+        print(f"wrote {args.json}")
+    if failed:
+        print(f"train_step_peer: {failed} case(s) failed (their records carry the error)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
