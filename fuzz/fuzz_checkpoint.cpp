@@ -78,8 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       scaler.step(*scaled_opt);
       scaler.update();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "fuzz_checkpoint: FINDING: a scaled training step after a successful load failed: %s
-",
+      std::fprintf(stderr, "fuzz_checkpoint: FINDING: a scaled training step after a successful load failed: %s\n",
                    e.what());
       std::abort();
     }

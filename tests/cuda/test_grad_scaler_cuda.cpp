@@ -1,17 +1,15 @@
-// GradScaler on the GPU: the skip, backoff and growth checks of tests/nn/test_grad_scaler.cpp on
-// CUDA tensors, CPU-vs-GPU parity of the check-and-unscale op (every floating dtype, chunk
-// boundaries, a non-finite value in each bucket) and of the scale update, and a whole training step
-// with the scaler (forward, scale, backward, unscale_, clip, step, update) captured as a CUDA graph:
-// a capture fails on any host synchronization, so it proves the scaler never waits on the host, and
-// replays, some with an overflowing loss, must match eager steps bit for bit.
+// GradScaler on the GPU: the skip, backoff and growth, scaled-equals-unscaled and state_dict checks
+// of tests/nn/grad_scaler_checks.h (which the CPU test runs too) on CUDA tensors; CPU-vs-GPU parity
+// of the check-and-unscale op (every floating dtype, chunk boundaries, a non-finite value in each
+// bucket) and of the scale update; and a whole training step with the scaler (forward, scale,
+// backward, unscale_, clip, step, update) captured as a CUDA graph: a capture fails on any host
+// synchronization, so it proves the scaler never waits on the host, and replays, some with an
+// overflowing loss, must match eager steps bit for bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <functional>
-#include <limits>
-#include <map>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "core/cuda/graph.h"
@@ -23,163 +21,38 @@
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/sgd.h"
-#include "tests/bitwise.h"
+#include "tests/nn/grad_scaler_checks.h"
 
 using namespace kiln;
 using kiln::nn::amp::GradScaler;
+using namespace kiln::test;
 
 namespace {
 
 const Device kCuda = Device::cuda(0);
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void require_cuda() {
   INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
   REQUIRE(cuda::is_available());
 }
 
-// Bitwise equality of tensors on any device (compared on the host).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return kiln::test::bitwise_equal(a.to(Device::cpu()), b.to(Device::cpu()));
-}
-bool same_bits(const TensorList& a, const TensorList& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_bits(a[i], b[i])) return false;
-  return true;
-}
-bool same_bits(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
-               const std::string& skip = "") {
-  if (a.size() != b.size()) return false;
-  for (const auto& [k, t] : a) {
-    if (k == skip) continue;
-    auto it = b.find(k);
-    if (it == b.end() || !same_bits(t, it->second)) return false;
-  }
-  return true;
-}
-
-TensorList clones(const TensorList& l) {
-  TensorList out;
-  for (const Tensor& t : l) out.push_back(t.detach().clone());
-  return out;
-}
-
-std::shared_ptr<nn::Sequential> make_mlp() {
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Linear>(32, 64));
-  m->push_back(std::make_shared<nn::GELU>());
-  m->push_back(std::make_shared<nn::Linear>(64, 10));
-  return m;
-}
-
-void poison_grad(const Tensor& param, double value) {
-  NoGradGuard no_grad;
-  Tensor g = param.grad();
-  g.view({-1}).narrow(0, 1, 1).fill_(value);
-}
-
-GradScaler::Options small_interval(int64_t interval, double init = 1024.0) {
-  GradScaler::Options o;
-  o.init_scale = init;
-  o.growth_interval = interval;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("cuda GradScaler: a non-finite gradient skips the step bitwise and halves the scale", "[cuda][amp]") {
   require_cuda();
-  const double bad = GENERATE(values({kInf, kNaN}));
+  const double bad = GENERATE(values({kInf, -kInf, kNaN}));
   const bool unscale_first = GENERATE(false, true);
-  INFO("bad value " << bad << (unscale_first ? ", unscale_ before step" : ", step without unscale_"));
-  manual_seed(3);
-  Tensor x = randn({16, 32}).to(kCuda), y = randn({16, 10}).to(kCuda);
-  auto model = make_mlp();
-  model->to(kCuda);
-  nn::optim::AdamW opt(model->parameters(), 1e-2);
-  GradScaler scaler;
-  auto step = [&](bool poison) {
-    opt.zero_grad();
-    scaler.scale(mse_loss(model->forward(x), y)).backward();
-    if (poison) poison_grad(model->parameters()[2], bad);
-    if (unscale_first) scaler.unscale_(opt);
-    scaler.step(opt);
-    scaler.update();
-  };
-  step(false);
-  step(false);
-  const TensorList params_before = clones(model->parameters());
-  const auto state_before = opt.state_dict();
-  REQUIRE(scaler.get_scale() == 65536.0);
-
-  step(true);
-  CHECK(same_bits(model->parameters(), params_before));
-  CHECK(same_bits(opt.state_dict(), state_before, "step"));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 2.0);
-  CHECK(scaler.get_scale() == 32768.0);
-  CHECK(scaler.get_growth_tracker() == 0);
-
-  step(false);
-  CHECK_FALSE(same_bits(model->parameters(), params_before));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 3.0);
-  CHECK(scaler.get_growth_tracker() == 1);
+  test::check_non_finite_grad_skips_the_step(kCuda, bad, unscale_first);
 }
 
 TEST_CASE("cuda GradScaler: the scale grows after growth_interval clean steps and backs off", "[cuda][amp]") {
   require_cuda();
-  manual_seed(5);
-  Tensor w = randn({3}).to(kCuda).set_requires_grad(true);
-  nn::optim::SGD opt({w}, 0.125);
-  GradScaler::Options o = small_interval(3, 8.0);
-  o.growth_factor = 4.0;
-  o.backoff_factor = 0.25;
-  GradScaler scaler(o);
-  const std::vector<std::tuple<bool, double, int64_t>> expected = {
-      {false, 8, 1}, {false, 8, 2}, {false, 32, 0}, {false, 32, 1}, {true, 8, 0},
-      {false, 8, 1}, {false, 8, 2}, {false, 32, 0}, {true, 8, 0},   {true, 2, 0},
-  };
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const auto& [poison, scale, tracker] = expected[i];
-    INFO("step " << i);
-    opt.zero_grad();
-    scaler.scale(sum(mul(w, w))).backward();
-    if (poison) poison_grad(w, kInf);
-    scaler.step(opt);
-    scaler.update();
-    REQUIRE(scaler.get_scale() == scale);
-    REQUIRE(scaler.get_growth_tracker() == tracker);
-  }
+  test::check_scale_growth_and_backoff(kCuda);
 }
 
 TEST_CASE("cuda GradScaler: scaled training equals the same unscaled training bit for bit", "[cuda][amp]") {
   require_cuda();
-  manual_seed(6);
-  Tensor x = randn({16, 32}).to(kCuda), y = randn({16, 10}).to(kCuda);
-  manual_seed(7);
-  auto plain = make_mlp();
-  plain->to(kCuda);
-  manual_seed(7);
-  auto scaled = make_mlp();
-  scaled->to(kCuda);
-  nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_scaled(scaled->parameters(), 1e-2);
-  GradScaler scaler(small_interval(2));
-  for (int i = 0; i < 6; ++i) {
-    opt_plain.zero_grad();
-    mse_loss(plain->forward(x), y).backward();
-    nn::optim::clip_grad_norm_(plain->parameters(), 1e-3);
-    opt_plain.step();
-
-    opt_scaled.zero_grad();
-    scaler.scale(mse_loss(scaled->forward(x), y)).backward();
-    scaler.unscale_(opt_scaled);
-    nn::optim::clip_grad_norm_(scaled->parameters(), 1e-3);
-    scaler.step(opt_scaled);
-    scaler.update();
-  }
-  CHECK(scaler.get_scale() == 8192.0);
-  CHECK(same_bits(plain->parameters(), scaled->parameters()));
+  test::check_scaled_training_matches_unscaled(kCuda, /*unscale_first=*/true, /*clip=*/true);
 }
 
 TEST_CASE("cuda foreach_non_finite_check_and_unscale_ matches the CPU", "[cuda][amp][foreach]") {
@@ -250,35 +123,8 @@ TEST_CASE("cuda GradScaler: tensors on another device than the scale are refused
 
 TEST_CASE("cuda GradScaler: a state_dict from the GPU resumes on the GPU", "[cuda][amp]") {
   require_cuda();
-  Tensor w = ones({4}).to(kCuda).set_requires_grad(true);
-  nn::optim::SGD opt({w}, 0.25);
-  GradScaler scaler(small_interval(2, 64.0));
-  for (int i = 0; i < 3; ++i) {
-    opt.zero_grad();
-    scaler.scale(sum(mul(w, w))).backward();
-    if (i == 1) poison_grad(w, kNaN);
-    scaler.step(opt);
-    scaler.update();
-  }
-  const auto sd = scaler.state_dict();
-  CHECK(sd.at("scale").device() == kCuda);
-  GradScaler fresh;
-  fresh.load_state_dict(sd);
-  CHECK(fresh.get_scale() == scaler.get_scale());
-  Tensor w2 = w.detach().clone().set_requires_grad(true);
-  nn::optim::SGD opt2({w2}, 0.25);
-  for (int i = 0; i < 3; ++i) {
-    opt.zero_grad();
-    scaler.scale(sum(mul(w, w))).backward();
-    scaler.step(opt);
-    scaler.update();
-    opt2.zero_grad();
-    fresh.scale(sum(mul(w2, w2))).backward();
-    fresh.step(opt2);
-    fresh.update();
-  }
-  CHECK(same_bits(scaler.state_dict(), fresh.state_dict()));
-  CHECK(same_bits(w, w2));
+  GradScaler resumed;
+  test::check_state_dict_round_trip(kCuda, resumed);
 }
 
 namespace {
@@ -304,7 +150,7 @@ void scaled_step(ScaledRun& r, const Tensor& x, const Tensor& y) {
 
 void prepare(ScaledRun& r, const Tensor& x, const Tensor& y) {
   manual_seed(7);
-  r.model = make_mlp();
+  r.model = make_mlp(32, 64, 10);
   r.model->to(kCuda);
   r.opt = std::make_unique<nn::optim::AdamW>(r.model->parameters(), 1e-3);
   r.scaler = std::make_unique<GradScaler>(small_interval(2));

@@ -3,13 +3,12 @@
 // activations and gradients, and a training step makes no hidden layout copy (layout_copy_count()).
 // The CPU convolution lowers to im2col + GEMM, whose column matrix and packed filter are scratch
 // memory inside the kernel by design; the counter counts the tensor-level layout conversions an op
-// makes of its inputs, which are what a converted model avoids.
+// makes of its inputs, which are what a converted model avoids. The helpers and the slow weight
+// path's check are shared with the CUDA test through tests/nn/channels_last_checks.h.
 #include <catch2/catch.hpp>
-#include <algorithm>
-#include <cmath>
+
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,48 +18,13 @@
 #include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
 #include "nn/resnet.h"
+#include "tests/nn/channels_last_checks.h"
 
 using namespace kiln;
 using namespace kiln::nn;
+using namespace kiln::test;
 
 namespace {
-
-bool exactly_channels_last(const Tensor& t) { return t.dim() == 4 && t.strides() == channels_last_strides(t.sizes()); }
-
-std::string copies_str() {
-  std::ostringstream os;
-  for (const auto& [what, n] : layout_copy_counts()) os << what << ": " << n << "; ";
-  return os.str();
-}
-
-// max |a - b| / (atol + rtol |b|) over the elements: <= 1 passes.
-double worst_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
-  REQUIRE(a.sizes() == b.sizes());
-  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
-  double worst = 0.0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    worst = std::max(worst, std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i])));
-  }
-  return worst;
-}
-
-ResNetConfig small_resnet(int64_t in_channels = 3) {
-  ResNetConfig cfg;
-  cfg.in_channels = in_channels;
-  cfg.widths = {8, 16, 32};
-  cfg.blocks = {1, 1, 1};
-  return cfg;
-}
-
-// Two ResNets with the same weights: `a` stays NCHW, `b` is converted to channels-last.
-std::pair<std::shared_ptr<ResNet>, std::shared_ptr<ResNet>> twin_resnets(const ResNetConfig& cfg) {
-  manual_seed(21);
-  auto a = std::make_shared<ResNet>(cfg);
-  auto b = std::make_shared<ResNet>(cfg);
-  b->load_state_dict(a->state_dict());
-  b->to(MemoryFormat::ChannelsLast);
-  return {a, b};
-}
 
 // A module with a 4-d buffer, a 1-channel conv (whose NCHW and channels-last layouts hold the same
 // bytes) and 1-d and 2-d tensors that must stay as they are.
@@ -259,33 +223,7 @@ TEST_CASE("layout copies are counted: NCHW images into a converted model, and th
     CHECK(layout_copy_counts() == expected);
   }
   SECTION("a channels-last input meeting an NCHW weight copies the weight every call, and its gradient back") {
-    const Tensor w0 = randn({6, 3, 3, 3});
-    const Tensor gy = randn({2, 6, 16, 16}).contiguous(MemoryFormat::ChannelsLast);
-    Tensor xcl = x.contiguous(MemoryFormat::ChannelsLast).set_requires_grad(true);
-    Tensor w = w0.detach().set_requires_grad(true);
-    reset_layout_copy_count();
-    Tensor y = conv2d(xcl, w, Tensor(), {1, 1}, {1, 1});
-    CHECK(exactly_channels_last(y));
-    CHECK(layout_copy_counts() == std::map<std::string, int64_t>{{"conv2d (weight)", 1}});
-    y.backward(gy);
-    INFO(copies_str());
-    const std::map<std::string, int64_t> expected{
-        {"conv2d (weight)", 1}, {"conv2d backward (weight)", 1}, {"conv2d backward (grad_weight)", 1}};
-    CHECK(layout_copy_counts() == expected);
-    CHECK(layout_copy_count() == 3);
-    CHECK(w.grad().strides() == contiguous_strides(w.sizes()));  // laid out like its weight
-    // The same convolution with the weight converted copies nothing and gives the same numbers.
-    Tensor xcl2 = x.contiguous(MemoryFormat::ChannelsLast).set_requires_grad(true);
-    Tensor wcl = w0.contiguous(MemoryFormat::ChannelsLast).set_requires_grad(true);
-    reset_layout_copy_count();
-    Tensor ycl = conv2d(xcl2, wcl, Tensor(), {1, 1}, {1, 1});
-    ycl.backward(gy);
-    CHECK(layout_copy_count() == 0);
-    CHECK(exactly_channels_last(wcl.grad()));
-    CHECK(exactly_channels_last(xcl2.grad()));
-    CHECK(worst_ratio(ycl, y, 1e-6, 1e-5) <= 1.0);
-    CHECK(worst_ratio(wcl.grad(), w.grad(), 1e-5, 1e-5) <= 1.0);
-    CHECK(worst_ratio(xcl2.grad(), xcl.grad(), 1e-6, 1e-5) <= 1.0);
+    test::check_weight_copy_path(Device::cpu(), x, /*out_channels=*/6, /*slack=*/1.0);
   }
   SECTION("the counter is per thread and resets") {
     Tensor xcl = x.contiguous(MemoryFormat::ChannelsLast);

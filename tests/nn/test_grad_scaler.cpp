@@ -3,10 +3,11 @@
 // a scaled run must equal an unscaled one bit for bit: that is what most checks here compare
 // against. Skipped steps must leave parameters, optimizer state and device step counters untouched,
 // bitwise; the scale's backoff and growth are checked step by step with a small growth_interval.
+// The checks that mean the same on the GPU live in tests/nn/grad_scaler_checks.h, which
+// tests/cuda/test_grad_scaler_cuda.cpp runs on CUDA tensors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,64 +24,14 @@
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 #include "tests/bitwise.h"
+#include "tests/nn/grad_scaler_checks.h"
 #include "tests/nn/temp_dir.h"
 
 using namespace kiln;
 using kiln::nn::amp::GradScaler;
-using kiln::test::bitwise_equal;
+using namespace kiln::test;
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::shared_ptr<nn::Sequential> make_mlp() {
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Linear>(4, 8));
-  m->push_back(std::make_shared<nn::GELU>());
-  m->push_back(std::make_shared<nn::Linear>(8, 2));
-  return m;
-}
-
-// A fixed regression problem: the same batch for every step, so runs differ only in what they do.
-struct Batch {
-  Tensor x, y;
-};
-Batch make_batch(uint64_t seed) {
-  manual_seed(seed);
-  return {randn({16, 4}), randn({16, 2})};
-}
-
-// One gradient element set to `value` (inf or NaN), as an overflow in backward would leave it.
-void poison_grad(const Tensor& param, double value) {
-  NoGradGuard no_grad;
-  Tensor g = param.grad();
-  g.view({-1}).narrow(0, 1, 1).fill_(value);
-}
-
-bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
-                  const std::string& skip = "") {
-  if (a.size() != b.size()) return false;
-  for (const auto& [k, t] : a) {
-    if (k == skip) continue;
-    auto it = b.find(k);
-    if (it == b.end() || !bitwise_equal(t, it->second)) return false;
-  }
-  return true;
-}
-
-bool same_params(const TensorList& a, const TensorList& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!bitwise_equal(a[i], b[i])) return false;
-  return true;
-}
-
-TensorList clones(const TensorList& l) {
-  TensorList out;
-  for (const Tensor& t : l) out.push_back(t.detach().clone());
-  return out;
-}
 
 // A tensor that claims to live on cuda:0 while holding host memory: device checks must refuse it
 // before anything reads it. Its storage is a static block nobody frees.
@@ -94,89 +45,16 @@ Tensor fake_cuda(const Shape& s, DType dtype = DType::Float32) {
   return Tensor(std::move(impl));
 }
 
-GradScaler::Options small_interval(int64_t interval, double init = 1024.0) {
-  GradScaler::Options o;
-  o.init_scale = init;
-  o.growth_interval = interval;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("a non-finite gradient skips the step bitwise and halves the scale", "[amp]") {
   const double bad = GENERATE(values({kInf, -kInf, kNaN}));
   const bool unscale_first = GENERATE(false, true);
-  INFO("bad value " << bad << (unscale_first ? ", unscale_ before step" : ", step without unscale_"));
-  const Batch b = make_batch(3);
-  manual_seed(4);
-  auto model = make_mlp();
-  nn::optim::AdamW opt(model->parameters(), 1e-2);
-  GradScaler scaler;
-  auto step = [&](bool poison) {
-    opt.zero_grad();
-    scaler.scale(mse_loss(model->forward(b.x), b.y)).backward();
-    if (poison) poison_grad(model->parameters()[2], bad);  // the second layer's weight
-    if (unscale_first) scaler.unscale_(opt);
-    scaler.step(opt);
-    scaler.update();
-  };
-  step(false);
-  step(false);  // moments and step counters hold real values now
-  const TensorList params_before = clones(model->parameters());
-  const auto state_before = opt.state_dict();
-  REQUIRE(scaler.get_scale() == 65536.0);
-  REQUIRE(scaler.get_growth_tracker() == 2);
-
-  step(true);
-  CHECK(same_params(model->parameters(), params_before));
-  // Everything the device holds is untouched; only the host's call count ("step") moves on.
-  CHECK(same_tensors(opt.state_dict(), state_before, "step"));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 2.0);
-  CHECK(scaler.get_scale() == 32768.0);
-  CHECK(scaler.get_growth_tracker() == 0);
-
-  // The next clean step updates again, with the halved scale.
-  step(false);
-  CHECK_FALSE(same_params(model->parameters(), params_before));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 3.0);
-  CHECK(scaler.get_scale() == 32768.0);
-  CHECK(scaler.get_growth_tracker() == 1);
+  test::check_non_finite_grad_skips_the_step(Device::cpu(), bad, unscale_first);
 }
 
 TEST_CASE("the scale grows exactly after growth_interval clean steps and backs off after inf", "[amp]") {
-  manual_seed(5);
-  Tensor w = randn({3}).set_requires_grad(true);
-  nn::optim::SGD opt({w}, 0.125);
-  GradScaler::Options o = small_interval(3, 8.0);
-  o.growth_factor = 4.0;
-  o.backoff_factor = 0.25;
-  GradScaler scaler(o);
-  auto step = [&](bool poison) {
-    opt.zero_grad();
-    scaler.scale(sum(mul(w, w))).backward();
-    if (poison) poison_grad(w, kInf);
-    scaler.step(opt);
-    scaler.update();
-  };
-  // (poisoned?, scale after, tracker after)
-  const std::vector<std::tuple<bool, double, int64_t>> expected = {
-      {false, 8, 1},  {false, 8, 2},  {false, 32, 0}, {false, 32, 1},  {true, 8, 0},  {false, 8, 1}, {false, 8, 2},
-      {false, 32, 0}, {false, 32, 1}, {false, 32, 2}, {false, 128, 0}, {true, 32, 0}, {true, 8, 0},  {false, 8, 1},
-  };
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const auto& [poison, scale, tracker] = expected[i];
-    INFO("step " << i);
-    step(poison);
-    REQUIRE(scaler.get_scale() == scale);
-    REQUIRE(scaler.get_growth_tracker() == tracker);
-  }
-  // update(new_scale) sets the scale and leaves the tracker.
-  scaler.scale(sum(w));
-  scaler.update(0.75);
-  CHECK(scaler.get_scale() == 0.75);
-  CHECK(scaler.get_growth_tracker() == 1);
-  CHECK_THROWS_WITH(scaler.update(0.0), Catch::Contains("new_scale") && Catch::Contains("0"));
-  CHECK_THROWS_WITH(scaler.update(kInf), Catch::Contains("new_scale") && Catch::Contains("inf"));
+  test::check_scale_growth_and_backoff(Device::cpu());
 }
 
 TEST_CASE("a scale that would overflow float32 does not grow", "[amp]") {
@@ -191,33 +69,11 @@ TEST_CASE("a scale that would overflow float32 does not grow", "[amp]") {
 
 TEST_CASE("scaled training equals unscaled training bit for bit when nothing overflows", "[amp]") {
   const bool unscale_first = GENERATE(false, true);
-  INFO((unscale_first ? "unscale_ before step" : "step without unscale_"));
-  const Batch b = make_batch(6);
-  manual_seed(7);
-  auto plain = make_mlp();
-  manual_seed(7);
-  auto scaled = make_mlp();
-  REQUIRE(same_params(plain->parameters(), scaled->parameters()));
-  nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_scaled(scaled->parameters(), 1e-2);
-  GradScaler scaler(small_interval(2));  // the scale doubles every other step
-  for (int i = 0; i < 6; ++i) {
-    opt_plain.zero_grad();
-    mse_loss(plain->forward(b.x), b.y).backward();
-    opt_plain.step();
-
-    opt_scaled.zero_grad();
-    scaler.scale(mse_loss(scaled->forward(b.x), b.y)).backward();
-    if (unscale_first) scaler.unscale_(opt_scaled);
-    scaler.step(opt_scaled);
-    scaler.update();
-  }
-  CHECK(scaler.get_scale() == 1024.0 * 8);
-  CHECK(same_params(plain->parameters(), scaled->parameters()));
-  CHECK(same_tensors(opt_plain.state_dict(), opt_scaled.state_dict()));
+  test::check_scaled_training_matches_unscaled(Device::cpu(), unscale_first, /*clip=*/false);
 }
 
 TEST_CASE("clipping after unscale_ equals clipping the unscaled gradients", "[amp]") {
-  const Batch b = make_batch(8);
+  const Batch b = make_batch(8, Device::cpu());
   manual_seed(9);
   auto plain = make_mlp();
   manual_seed(9);
@@ -239,12 +95,12 @@ TEST_CASE("clipping after unscale_ equals clipping the unscaled gradients", "[am
     const Tensor norm_scaled = nn::optim::clip_grad_norm_(scaled->parameters(), 1e-3);
     REQUIRE(norm_plain.item<double>() > 1e-3);  // the clip is active
     CHECK(bitwise_equal(norm_plain, norm_scaled));
-    CHECK(same_params(opt_plain.grads(), opt_scaled.grads()));
+    CHECK(same_bits(opt_plain.grads(), opt_scaled.grads()));
 
     opt_plain.step();
     scaler.step(opt_scaled);
     scaler.update();
-    CHECK(same_params(plain->parameters(), scaled->parameters()));
+    CHECK(same_bits(plain->parameters(), scaled->parameters()));
   }
 }
 
@@ -453,51 +309,8 @@ TEST_CASE("a disabled GradScaler passes everything through", "[amp]") {
 }
 
 TEST_CASE("GradScaler state_dict round trip and refusals", "[amp]") {
-  Tensor w = ones({2}).set_requires_grad(true);
-  nn::optim::SGD opt({w}, 0.5);
-  GradScaler::Options o = small_interval(5, 256.0);
-  o.growth_factor = 3.0;
-  o.backoff_factor = 0.125;
-  GradScaler scaler(o);
-  for (int i = 0; i < 3; ++i) {
-    opt.zero_grad();
-    scaler.scale(sum(w)).backward();
-    if (i == 0) poison_grad(w, kNaN);
-    scaler.step(opt);
-    scaler.update();
-  }
-  REQUIRE(scaler.get_scale() == 32.0);
-  REQUIRE(scaler.get_growth_tracker() == 2);
-  const auto sd = scaler.state_dict();
-  CHECK(sd.size() == 5);
-  CHECK(sd.at("scale").dtype() == DType::Float32);
-  CHECK(sd.at("growth_tracker").dtype() == DType::Int32);
-
   GradScaler fresh;  // default options: loading replaces them
-  fresh.load_state_dict(sd);
-  CHECK(fresh.get_scale() == 32.0);
-  CHECK(fresh.get_growth_tracker() == 2);
-  CHECK(fresh.options().growth_factor == 3.0);
-  CHECK(fresh.options().backoff_factor == 0.125);
-  CHECK(fresh.options().growth_interval == 5);
-  CHECK(same_tensors(fresh.state_dict(), sd));
-
-  // The same next steps from either scaler.
-  Tensor w2 = w.detach().clone().set_requires_grad(true);
-  nn::optim::SGD opt2({w2}, 0.5);
-  for (int i = 0; i < 4; ++i) {
-    opt.zero_grad();
-    scaler.scale(sum(mul(w, w))).backward();
-    scaler.step(opt);
-    scaler.update();
-    opt2.zero_grad();
-    fresh.scale(sum(mul(w2, w2))).backward();
-    fresh.step(opt2);
-    fresh.update();
-  }
-  CHECK(scaler.get_scale() == 96.0);
-  CHECK(same_tensors(scaler.state_dict(), fresh.state_dict()));
-  CHECK(bitwise_equal(w, w2));
+  const auto sd = test::check_state_dict_round_trip(Device::cpu(), fresh);
 
   // Refusals name the key and change nothing.
   auto with = [&](const std::string& key, const Tensor& t) {
@@ -535,7 +348,7 @@ TEST_CASE("GradScaler state_dict round trip and refusals", "[amp]") {
     INFO(b.fragment);
     CHECK_THROWS_WITH(fresh.load_state_dict(b.state),
                       Catch::Contains("GradScaler::load_state_dict") && Catch::Contains(b.fragment));
-    CHECK(same_tensors(fresh.state_dict(), before));
+    CHECK(same_bits(fresh.state_dict(), before));
   }
 }
 
@@ -591,16 +404,16 @@ TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]
   CHECK(c.scaler->get_scale() == b.scaler->get_scale());
   CHECK(c.scaler->get_growth_tracker() == b.scaler->get_growth_tracker());
   for (int i = kSteps; i < 2 * kSteps; ++i) train(c, i);
-  CHECK(same_params(a.model->parameters(), c.model->parameters()));
-  CHECK(same_tensors(a.opt->state_dict(), c.opt->state_dict()));
-  CHECK(same_tensors(a.scaler->state_dict(), c.scaler->state_dict()));
+  CHECK(same_bits(a.model->parameters(), c.model->parameters()));
+  CHECK(same_bits(a.opt->state_dict(), c.opt->state_dict()));
+  CHECK(same_bits(a.scaler->state_dict(), c.scaler->state_dict()));
   CHECK(a.scaler->get_scale() == 4096.0);
 
   // Without the scaler's state the resumed run differs: a fresh scaler starts at the initial scale.
   Run d = make_run(99);
   nn::load_checkpoint(path, *d.model, d.opt.get());  // the scaler keys are ignored without a scaler
   for (int i = kSteps; i < 2 * kSteps; ++i) train(d, i);
-  CHECK_FALSE(same_tensors(a.scaler->state_dict(), d.scaler->state_dict()));
+  CHECK_FALSE(same_bits(a.scaler->state_dict(), d.scaler->state_dict()));
 
   // A checkpoint without scaler state cannot restore a scaler, and nothing changes.
   const std::string plain = dir.file("plain.safetensors");
@@ -610,7 +423,7 @@ TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]
   const TensorList e_params = clones(e.model->parameters());
   CHECK_THROWS_WITH(nn::load_checkpoint(plain, *e.model, e.opt.get(), {}, e.scaler.get()),
                     Catch::Contains("no GradScaler state"));
-  CHECK(same_params(e.model->parameters(), e_params));
+  CHECK(same_bits(e.model->parameters(), e_params));
   // Nor can a checkpoint saved with a disabled scaler restore an enabled one.
   GradScaler::Options off;
   off.enabled = false;
@@ -619,7 +432,7 @@ TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]
   nn::save_checkpoint(off_path, *b.model, nullptr, nn::TrainingState{}, &disabled);
   CHECK_THROWS_WITH(nn::load_checkpoint(off_path, *e.model, nullptr, {}, e.scaler.get()),
                     Catch::Contains("disabled GradScaler"));
-  CHECK(same_params(e.model->parameters(), e_params));
+  CHECK(same_bits(e.model->parameters(), e_params));
 }
 
 TEST_CASE("foreach_non_finite_check_and_unscale_ on mixed dtypes", "[amp][foreach]") {
@@ -650,7 +463,7 @@ TEST_CASE("foreach_non_finite_check_and_unscale_ on mixed dtypes", "[amp][foreac
     Tensor f = zeros({});
     foreach_non_finite_check_and_unscale_(l, f, Tensor());
     CHECK(f.item<float>() == 1.0f);
-    CHECK(same_params(l, copy));
+    CHECK(same_bits(l, copy));
     // With an unscale every tensor is still multiplied.
     Tensor f2 = zeros({});
     foreach_non_finite_check_and_unscale_(l, f2, full({}, 2.0));
