@@ -28,9 +28,9 @@ struct CheckpointOptions {
   // copied before the recompute and written back after it, so a batch is not counted twice.
   TensorList buffers;
   // Re-run fn with the random state it had in forward (dropout masks equal), then put the state
-  // back as it was before the recompute. Inside a CUDA graph capture the draws cannot be replayed,
-  // so there fn then runs without recompute. Turn it off when fn draws no random numbers: the
-  // save is skipped and fn is recomputed under capture too.
+  // back as it was before the recompute; inside a CUDA graph capture this rewinds the capture's
+  // draw count (Generator::position). Turn it off when fn draws no random numbers: nothing is
+  // saved or restored.
   bool preserve_rng_state = true;
   // Generators fn draws from besides the default ones of the CPU and of the inputs' and params'
   // CUDA devices, which are always saved.
@@ -42,9 +42,8 @@ using CheckpointFn = std::function<TensorList(const TensorList&)>;
 // Runs fn(inputs) without keeping its intermediates and records one autograd node over `inputs`
 // and options.params, saving only `inputs`, whose backward runs fn again (grad mode on, forward's
 // autocast settings and random state) and differentiates the recomputed outputs. Floating outputs
-// carry the node; others are returned as they are. fn simply runs, keeping its graph, without grad
-// mode, when neither an input nor a param requires grad, and inside a CUDA graph capture with
-// preserve_rng_state on. A kiln::Error naming `checkpoint` when fn is empty or returns no tensor or
+// carry the node; others are returned as they are. fn simply runs, keeping its graph, when neither
+// an input nor a param requires grad, or without grad mode. A kiln::Error naming `checkpoint` when fn is empty or returns no tensor or
 // an undefined one; in backward, when the recompute's outputs differ in number, shape or dtype from
 // forward's, when fn reads a tensor with history that is not an input, or one that requires grad
 // and is not listed while params are.

@@ -1,7 +1,8 @@
 // Activation recompute on the GPU: a GPT (with dropout) and a ResNet get the same gradient bits with
 // and without recompute, the device's random stream ends where it would, the peak of allocated
 // memory over a training step drops, and a captured training step with recompute replays the
-// eager steps bit for bit (with dropout, where fn then runs without recompute inside the capture).
+// eager steps bit for bit (with dropout too: the recompute rewinds the capture's draw count and
+// draws forward's masks again).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -201,7 +202,8 @@ TEST_CASE("recompute on CUDA: a captured GPT step recomputes its blocks and repl
 
 TEST_CASE("recompute on CUDA: a captured GPT step with dropout replays eager steps bit for bit",
           "[cuda][recompute][graph]") {
-  // With dropout a recompute inside the capture could not replay forward's draws: the blocks run
-  // without recompute there, and the graph draws exactly what the eager steps (with recompute) do.
+  // With dropout the recompute inside the capture rewinds the capture's draw count
+  // (Generator::position) and replays forward's masks; the graph draws exactly what the eager
+  // steps (with recompute) do.
   check_captured_recompute(0.1);
 }
