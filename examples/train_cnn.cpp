@@ -1,8 +1,9 @@
 // Trains SmallCNN or a CIFAR-style ResNet on Fashion-MNIST with AdamW and a cosine schedule, writes
 // metrics, checkpoints and the final model to --out, and resumes mid-epoch exactly. Non-obvious
 // decision: every random choice is reproducible from saved integers (the epoch's permutation is a
-// host Fisher-Yates seeded from (seed, epoch); augmentation and dropout draw from kiln's generator,
-// which the checkpoint restores), so a resumed run matches an uninterrupted one bit for bit.
+// host Fisher-Yates seeded from (seed, epoch), data::epoch_permutation; augmentation and dropout
+// draw from kiln's generator, which the checkpoint restores), so a resumed run matches an
+// uninterrupted one bit for bit.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -11,14 +12,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/kiln.h"
 #include "data/idx.h"
+#include "data/sampler.h"
 #include "examples/common.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
@@ -94,26 +94,6 @@ std::unique_ptr<nn::optim::Optimizer> build_optimizer(const Options& opt, const 
   auto groups = nn::optim::decay_groups(model.named_parameters(), opt.lr, opt.weight_decay);
   if (opt.optimizer == "adamw") return std::make_unique<nn::optim::AdamW>(std::move(groups));
   return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0, /*nesterov=*/true);
-}
-
-// A permutation of [0, n) that depends only on (seed, epoch): Fisher-Yates with our own bounded
-// draw (std::uniform_int_distribution and std::shuffle are implementation-defined, so they could
-// differ between standard libraries).
-std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(epoch),
-                    0x5eedu};
-  std::mt19937_64 rng(seq);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const uint64_t bound = static_cast<uint64_t>(i) + 1;
-    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;  // rejection keeps the draw unbiased
-    uint64_t r;
-    do r = rng();
-    while (r >= limit);
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r % bound)]);
-  }
-  return order;
 }
 
 // A random horizontal flip and a random crop of the image zero-padded by `pad` pixels, chosen per
@@ -369,7 +349,7 @@ static int run(int argc, char** argv) {
   for (; loop.epoch < opt.epochs && !stop; ++loop.epoch, loop.batch = 0) {
     const auto t_epoch = Clock::now();
     if (loop.batch == 0) loop.loss_sum.zero_();
-    Tensor perm = tensor(epoch_permutation(n, opt.seed, loop.epoch)).to(device);
+    Tensor perm = tensor(data::epoch_permutation(n, opt.seed, loop.epoch)).to(device);
     int64_t images_this_epoch = 0;
     while (loop.batch < batches_per_epoch) {
       const int64_t begin = loop.batch * opt.batch_size, len = std::min(opt.batch_size, n - begin);
