@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -330,15 +329,6 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
 
 // --- records ----------------------------------------------------------------------------------------
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -347,7 +337,8 @@ std::string command_line(int argc, char** argv) {
 
 JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
   JsonLine h;
-  h.text("record", "header").text("impl", "kiln").text("date", utc_now()).text("kiln_commit", examples::build_commit());
+  h.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
+  h.text("kiln_commit", examples::build_commit());
   h.text("command", command_line(argc, argv)).text("device", device.str());
   h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
   h.integer("steps", o.steps).integer("warmup", o.warmup);
@@ -411,7 +402,7 @@ static int run(int argc, char** argv) {
   }
   std::fprintf(table, "kiln training-step bench on %s (%s), commit %s, median of %d steps after %d warm-up, %s\n",
                device.str().c_str(), examples::device_name(device).c_str(), examples::build_commit(), o.steps,
-               o.warmup, utc_now().c_str());
+               o.warmup, examples::utc_now().c_str());
   std::fprintf(table, "%-9s %-15s %6s %10s %10s %10s %12s %-8s %9s %10s\n", "workload", "mode", "batch", "median ms",
                "min ms", "max ms", "throughput", "", "peak MiB", "last loss");
 

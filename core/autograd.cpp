@@ -58,7 +58,7 @@ class AccumulateGrad final : public Node {
         dst = g;
       } else if (dense_leaf) {
         dst = empty_strided(leaf.sizes(), leaf.strides(), TensorOptions(g.dtype(), g.device()));
-        dst.copy_(g);
+        dst.copy_(g.detach());
       } else {
         dst = g.detach().clone(MemoryFormat::Contiguous);
       }

@@ -51,14 +51,6 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // The "model name" line of /proc/cpuinfo (x86); other machines say less, so fall back to "CPU".
 std::string cpu_name() {
@@ -77,6 +69,15 @@ std::string cpu_name() {
 }
 
 }  // namespace
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 JsonLine& JsonLine::raw(std::string_view key, std::string_view json) {
   if (!body_.empty()) body_ += ", ";

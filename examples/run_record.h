@@ -59,6 +59,9 @@ class MetricsFile {
 // files differed from that commit), or "unknown" without git.
 const char* build_commit();
 
+// Now, in UTC, as 2026-11-24T03:51:26Z.
+std::string utc_now();
+
 // The GPU's name for a CUDA device; the CPU's model name otherwise.
 std::string device_name(Device device);
 

@@ -14,11 +14,12 @@
 #include "core/kiln.h"
 #include "core/ops/foreach.h"
 #include "core/random.h"
-#include "core/storage.h"
+#include "tests/fake_cuda.h"
 
 using namespace kiln;
 using kiln::bad_input::Expect;
 using kiln::bad_input::Table;
+using kiln::test::fake_cuda;
 using kiln::bad_input::f32, kiln::bad_input::i64, kiln::bad_input::kInf, kiln::bad_input::kNaN, kiln::bad_input::kP62;
 
 namespace {
@@ -39,17 +40,6 @@ Tensor scalar0() { return scalar_tensor(1.0); }
 Tensor broadcast_of(const Shape& s) { return zeros(Shape(s.size(), 1)).expand(s); }
 Tensor f32_scalar(float v) { return full({}, v, DType::Float32); }
 
-// A tensor that claims to live on cuda:0 while holding host memory: device checks must refuse it
-// before a kernel reads it. Its storage is a static block nobody frees.
-Tensor fake_cuda(const Shape& s, DType dtype = DType::Float32) {
-  alignas(64) static unsigned char block[1 << 16];
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(DataPtr(block, sizeof block, Device::cuda(0), nullptr));
-  impl->dtype = dtype;
-  impl->sizes = s;
-  impl->strides = contiguous_strides(s);
-  return Tensor(std::move(impl));
-}
 
 // --- core/tensor.h: metadata, undefined tensors, shape helpers ------------------------------------
 

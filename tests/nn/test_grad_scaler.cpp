@@ -15,7 +15,6 @@
 
 #include "core/kiln.h"
 #include "core/ops/foreach.h"
-#include "core/storage.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
@@ -24,6 +23,7 @@
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 #include "tests/bitwise.h"
+#include "tests/fake_cuda.h"
 #include "tests/nn/grad_scaler_checks.h"
 #include "tests/nn/temp_dir.h"
 
@@ -33,17 +33,6 @@ using namespace kiln::test;
 
 namespace {
 
-// A tensor that claims to live on cuda:0 while holding host memory: device checks must refuse it
-// before anything reads it. Its storage is a static block nobody frees.
-Tensor fake_cuda(const Shape& s, DType dtype = DType::Float32) {
-  alignas(64) static unsigned char block[1 << 12];
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(DataPtr(block, sizeof block, Device::cuda(0), nullptr));
-  impl->dtype = dtype;
-  impl->sizes = s;
-  impl->strides = contiguous_strides(s);
-  return Tensor(std::move(impl));
-}
 
 }  // namespace
 
