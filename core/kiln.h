@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "core/gradcheck.h"
 #include "core/ops/attention.h"
+#include "core/ops/augment.h"
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"

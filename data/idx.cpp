@@ -99,7 +99,7 @@ Tensor read_idx(const std::string& path) {
   return t;
 }
 
-FashionMnist load_fashion_mnist(const std::string& dir, const std::string& split) {
+FashionMnist read_fashion_mnist(const std::string& dir, const std::string& split) {
   if (split != "train" && split != "t10k") {
     throw Error("load_fashion_mnist: split must be \"train\" or \"t10k\", got \"" + split + "\"");
   }
@@ -118,9 +118,12 @@ FashionMnist load_fashion_mnist(const std::string& dir, const std::string& split
     throw IOError("load_fashion_mnist: unexpected shapes " + shape_str(x.sizes()) + " (images) and " +
                   shape_str(y.sizes()) + " (labels) in " + dir);
   }
-  FashionMnist ds;
-  ds.images = (x.to(DType::Float32) / 255.0).reshape({x.size(0), 1, 28, 28});
-  ds.labels = y.to(DType::Int64);
+  return {x.reshape({x.size(0), 1, 28, 28}), y.to(DType::Int64)};
+}
+
+FashionMnist load_fashion_mnist(const std::string& dir, const std::string& split) {
+  FashionMnist ds = read_fashion_mnist(dir, split);
+  ds.images = ds.images.to(DType::Float32) / 255.0;
   return ds;
 }
 

@@ -1,9 +1,10 @@
-// Trains SmallCNN or a CIFAR-style ResNet on Fashion-MNIST with AdamW and a cosine schedule, writes
-// metrics, checkpoints and the final model to --out, and resumes mid-epoch exactly. Non-obvious
-// decision: every random choice is reproducible from saved integers (the epoch's permutation is a
-// host Fisher-Yates seeded from (seed, epoch), data::epoch_permutation; augmentation and dropout
-// draw from kiln's generator, which the checkpoint restores), so a resumed run matches an
-// uninterrupted one bit for bit.
+// Trains SmallCNN or a CIFAR-style ResNet on Fashion-MNIST with AdamW and a cosine schedule, reading
+// batches through kiln's DataLoader, writes metrics, checkpoints and the final model to --out, and
+// resumes mid-epoch exactly. Non-obvious decision: every random choice is reproducible from saved
+// integers (the epoch's permutation is a host Fisher-Yates seeded from (seed, epoch); augmentation
+// on the CPU draws from per-sample generators keyed by (seed, epoch, image), and on the GPU, like
+// dropout, from kiln's device generator, which the checkpoint restores), so a resumed run matches an
+// uninterrupted one bit for bit, whatever --workers is.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,8 +18,10 @@
 #include <vector>
 
 #include "core/kiln.h"
-#include "data/idx.h"
-#include "data/sampler.h"
+#include "data/datasets.h"
+#include "data/loader.h"
+#include "data/prefetcher.h"
+#include "data/transforms.h"
 #include "examples/common.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
@@ -40,35 +43,48 @@ using examples::cnn::parse_options;
 
 namespace {
 
-// Fashion-MNIST normalized with its training-set mean and standard deviation. The whole set lives
-// on the device, so a batch is an index_select there, never a host copy.
+// Fashion-MNIST's training-set mean and standard deviation of pixel values in [0, 1].
+constexpr double kMean = 0.2860, kStd = 0.3530;
+
+// The training images as stored (uint8) behind a DataLoader, and the test set normalized on the
+// device (evaluation reads it whole, in chunks).
 struct Data {
-  Tensor x_train, y_train, x_test, y_test;
+  std::shared_ptr<data::FashionMnistDataset> train;
+  Tensor x_test, y_test;
   // What a checkpoint's loop position refers to: the training images and labels it shuffles.
   std::map<std::string, std::string> fingerprint;
 };
 
-Data load_data(const Options& opt, Device device) {
-  data::FashionMnist train, test;
+// What every training image goes through: with --augment a random 2-pixel pad-and-crop and a
+// horizontal flip, then normalization; fused into one pass (data/transforms.h), which runs per
+// sample in the loader's threads on the CPU and as one kernel per batch on the GPU.
+data::transforms::Compose train_transform(const Options& opt) {
+  namespace T = data::transforms;
+  std::vector<T::Step> steps;
+  if (opt.augment) {
+    steps.emplace_back(T::RandomCrop(28, 2));
+    steps.emplace_back(T::RandomHorizontalFlip());
+  }
+  steps.emplace_back(T::Normalize({kMean}, {kStd}));
+  return T::Compose(std::move(steps), ImageLayout::CHW,
+                    opt.precision.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+}
+
+Data load_data(const Options& opt, Device device, const data::transforms::Compose& transform) {
+  Data d;
   try {
-    train = data::load_fashion_mnist(opt.data_dir, "train");
-    test = data::load_fashion_mnist(opt.data_dir, "t10k");
+    // On the CPU the loader's threads transform each sample; on the GPU the batch kernel does.
+    data::Transform per_sample;
+    if (!device.is_cuda()) per_sample = transform;
+    d.train = std::make_shared<data::FashionMnistDataset>(opt.data_dir, "train", opt.train_limit.value_or(-1),
+                                                          per_sample);
+    const data::FashionMnistDataset test(opt.data_dir, "t10k", opt.test_limit.value_or(-1));
+    d.x_test = ((test.images().to(DType::Float32) / 255.0 - kMean) / kStd).to(device);
+    d.y_test = test.labels().to(device);
   } catch (const Error& e) {
     examples::input_error(e.what());
   }
-  auto first = [](Tensor t, const std::optional<int64_t>& limit) {
-    return limit && *limit < t.size(0) ? t.narrow(0, 0, *limit) : t;
-  };
-  constexpr double kMean = 0.2860, kStd = 0.3530;
-  Data d;
-  d.x_train = ((first(train.images, opt.train_limit) - kMean) / kStd).to(device);
-  d.y_train = first(train.labels, opt.train_limit).to(device);
-  d.x_test = ((first(test.images, opt.test_limit) - kMean) / kStd).to(device);
-  d.y_test = first(test.labels, opt.test_limit).to(device);
-  const Tensor images = first(train.images, opt.train_limit), labels = first(train.labels, opt.train_limit);
-  d.fingerprint = {{"dataset", "Fashion-MNIST train, first " + std::to_string(images.size(0)) + " images"},
-                   {"train_images_crc32", nn::tensor_checksum(images)},
-                   {"train_labels_crc32", nn::tensor_checksum(labels)}};
+  d.fingerprint = d.train->fingerprint();
   return d;
 }
 
@@ -94,27 +110,6 @@ std::unique_ptr<nn::optim::Optimizer> build_optimizer(const Options& opt, const 
   auto groups = nn::optim::decay_groups(model.named_parameters(), opt.lr, opt.weight_decay);
   if (opt.optimizer == "adamw") return std::make_unique<nn::optim::AdamW>(std::move(groups));
   return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0, /*nesterov=*/true);
-}
-
-// A random horizontal flip and a random crop of the image zero-padded by `pad` pixels, chosen per
-// sample and applied as one gather on the device (no host round trip). x: [B, C, H, W].
-Tensor augment(const Tensor& x, int64_t pad) {
-  const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  const int64_t hp = h + 2 * pad, wp = w + 2 * pad;
-  const TensorOptions f(x.dtype(), x.device()), i64(DType::Int64, x.device());
-  Tensor rows = zeros({b, c, pad, w}, f);
-  Tensor padded = cat({rows, x, rows}, 2);
-  Tensor cols = zeros({b, c, hp, pad}, f);
-  padded = cat({cols, padded, cols}, 3).reshape({b, c, hp * wp});
-  Tensor dy = randint(0, 2 * pad + 1, {b, 1, 1}, i64);
-  Tensor dx = randint(0, 2 * pad + 1, {b, 1, 1}, i64);
-  Tensor flip = randint(0, 2, {b, 1, 1}, i64);
-  Tensor ys = arange(0, h, 1, i64).view({1, h, 1});
-  Tensor xs = arange(0, w, 1, i64).view({1, 1, w});
-  Tensor src_x = xs + flip * ((w - 1) - xs * 2) + dx;  // flipped column is w-1-x
-  Tensor src = (ys + dy) * wp + src_x;                  // [B, H, W] into the padded image
-  Tensor index = src.reshape({b, 1, h * w}).expand({b, c, h * w}).contiguous();
-  return gather(padded, 2, index).view({b, c, h, w});
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
@@ -147,7 +142,7 @@ struct Loop {
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Optimizer& optimizer,
                      const nn::amp::GradScaler* scaler, const Options& opt, const Data& data, const Loop& loop) {
-  const int64_t train_size = data.x_train.size(0);
+  const int64_t train_size = data.train->size();
   nn::TrainingState st;
   st.step = loop.step;
   st.data_fingerprint = data.fingerprint;
@@ -167,7 +162,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
 // another batch size, or whose loop position does not fit this run, is bad input.
 Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, nn::amp::GradScaler* scaler,
                  const Data& data, Device device) {
-  const int64_t train_size = data.x_train.size(0);
+  const int64_t train_size = data.train->size();
   nn::TrainingState st;
   Loop loop;
   try {
@@ -216,6 +211,8 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
   s.integer("grad_accum", opt.precision.grad_accum);
+  const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
+  s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.integer("train_images", train_images).integer("test_images", test_images).unsigned_integer("seed", opt.seed);
 }
 
@@ -256,11 +253,12 @@ examples::JsonLine summary_record(bool finished, const Loop& loop, double accura
 
 void print_banner(const Options& opt, Device device, const nn::Module& model, int64_t train_images) {
   std::printf("%s on Fashion-MNIST (%s): %lld parameters, %lld training images, %d epochs, batch %lld, %s lr %g "
-              "wd %g, augmentation %s; %s\n",
+              "wd %g, augmentation %s; %s; %s\n",
               model.type_name().c_str(), device.str().c_str(), static_cast<long long>(model.num_parameters()),
               static_cast<long long>(train_images), opt.epochs, static_cast<long long>(opt.batch_size),
               opt.optimizer == "adamw" ? "AdamW" : "SGD", opt.lr, opt.weight_decay, opt.augment ? "on" : "off",
-              examples::precision_str(opt.precision, device).c_str());
+              examples::precision_str(opt.precision, device).c_str(),
+              opt.loader.str(device, examples::cnn::kDefaultWorkers).c_str());
   std::fflush(stdout);
 }
 
@@ -315,8 +313,9 @@ int verdict(const Options& opt, double accuracy, const Loop& loop, double last_t
 static int run(int argc, char** argv) {
   Options opt = parse_options(argc, argv);
   const Device device = examples::choose_device(opt.device);
-  const Data data = load_data(opt, device);
-  const int64_t n = data.x_train.size(0), n_test = data.x_test.size(0);
+  const data::transforms::Compose transform = train_transform(opt);
+  const Data data = load_data(opt, device, transform);
+  const int64_t n = data.train->size(), n_test = data.x_test.size(0);
   const int64_t batches_per_epoch = (n + opt.batch_size - 1) / opt.batch_size;
   const int64_t total_steps = batches_per_epoch * opt.epochs;
 
@@ -341,6 +340,15 @@ static int run(int argc, char** argv) {
                                      settings(opt, device, n, n_test, model->num_parameters())));
   print_banner(opt, device, *model, n);
 
+  // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has.
+  data::DataLoaderOptions loader_options = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
+  loader_options.batch_size = opt.batch_size;
+  loader_options.shuffle = true;
+  loader_options.seed = opt.seed;
+  data::DataLoader loader(data.train, loader_options);
+  loader.set_position({loop.epoch, loop.batch});
+  data::DevicePrefetcher batches(loader, device);
+
   const auto t_start = Clock::now();
   examples::Progress progress;
   Totals totals;
@@ -349,13 +357,13 @@ static int run(int argc, char** argv) {
   for (; loop.epoch < opt.epochs && !stop; ++loop.epoch, loop.batch = 0) {
     const auto t_epoch = Clock::now();
     if (loop.batch == 0) loop.loss_sum.zero_();
-    Tensor perm = tensor(data::epoch_permutation(n, opt.seed, loop.epoch)).to(device);
     int64_t images_this_epoch = 0;
-    while (loop.batch < batches_per_epoch) {
-      const int64_t begin = loop.batch * opt.batch_size, len = std::min(opt.batch_size, n - begin);
-      Tensor idx = perm.narrow(0, begin, len);
-      Tensor xb = index_select(data.x_train, 0, idx), yb = index_select(data.y_train, 0, idx);
-      if (opt.augment) xb = augment(xb, 2);
+    // The loader's epoch ends with the last batch (nullopt), in step with loop.batch.
+    while (const std::optional<data::Example> batch = batches.next()) {
+      const int64_t len = batch->data.size(0);
+      // On the GPU the batch arrives as uint8 and is augmented and normalized there, in one kernel.
+      const Tensor xb = device.is_cuda() ? transform.apply_batch(batch->data) : batch->data;
+      const Tensor& yb = batch->target;
       Tensor loss = train_step.run(len, [&](int64_t start, int64_t rows) {
         return cross_entropy((*model)(xb.narrow(0, start, rows)), yb.narrow(0, start, rows));
       });

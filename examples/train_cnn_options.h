@@ -9,9 +9,13 @@
 
 #include "data/idx.h"
 #include "examples/common.h"
+#include "examples/loader_options.h"
 #include "examples/precision_options.h"
 
 namespace kiln::examples::cnn {
+
+// Loader threads when --workers is unset: see the data-loading rows of bench/RESULTS.md.
+inline constexpr int64_t kDefaultWorkers = 1;
 
 // The settings of a run, every default resolved.
 struct Options {
@@ -32,6 +36,7 @@ struct Options {
   std::optional<int64_t> stop_at_step;  // checkpoint and exit after this global step (splits a run)
   std::optional<double> max_minutes;    // checkpoint and exit once this much time has passed
   PrecisionOptions precision;  // --amp, --tf32, --channels-last, --recompute, --grad-accum, --memory
+  LoaderFlags loader;          // --workers, --prefetch, --pin-memory
 };
 
 inline Options parse_options(int argc, const char* const* argv) {
@@ -89,6 +94,7 @@ inline Options parse_options(int argc, const char* const* argv) {
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
   examples::add_precision_options(app, o.precision, /*image_model=*/true);
+  examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::parse_or_exit(app, argc, argv);
 
   const bool adamw = o.optimizer == "adamw";

@@ -4,14 +4,11 @@
 // kiln's generator, so the checkpoint's generator state is the whole data position and a resumed
 // (or --max-minutes split) run continues bit for bit.
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -22,6 +19,9 @@
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "data/datasets.h"
+#include "data/loader.h"
+#include "data/prefetcher.h"
 #include "examples/common.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
@@ -43,30 +43,17 @@ using examples::gpt::parse_options;
 
 namespace {
 
-// The vocabulary: the sorted distinct bytes of the text.
-struct Vocab {
-  std::vector<unsigned char> chars;
-  std::array<int64_t, 256> id{};
-  explicit Vocab(const std::string& text) {
-    std::array<bool, 256> seen{};
-    for (unsigned char c : text) seen[c] = true;
-    id.fill(-1);
-    for (int c = 0; c < 256; ++c) {
-      if (seen[static_cast<size_t>(c)]) {
-        id[static_cast<size_t>(c)] = static_cast<int64_t>(chars.size());
-        chars.push_back(static_cast<unsigned char>(c));
-      }
-    }
-  }
-  int64_t size() const { return static_cast<int64_t>(chars.size()); }
-};
+// Loader threads when --workers is unset: see examples/train_gpt_options.h.
+constexpr int64_t kDefaultWorkers = examples::gpt::kDefaultWorkers;
 
-// The text as token ids on the device, split 90/10 into training and validation, and the prompt's
-// ids (checked now rather than after a long run).
+// The text as character ids (data::CharCorpus: the vocabulary is its sorted distinct bytes), split
+// 90/10 into training and validation ids on the CPU (the loader cuts training windows from them),
+// the same splits on the device for the loss estimates, and the prompt's ids (checked now rather
+// than after a long run).
 struct Corpus {
-  std::string text;
-  Vocab vocab;
-  Tensor train, val;
+  data::CharCorpus chars;
+  Tensor train_ids, val_ids;  // int64, CPU
+  Tensor train, val;          // the same on the device
   std::vector<int64_t> prompt_ids;
   // What a checkpoint refers to: this text and its character map (token ids mean nothing without
   // it). Computed once: every checkpoint carries it.
@@ -74,43 +61,39 @@ struct Corpus {
 };
 
 Corpus load_corpus(const Options& opt) {
-  std::ifstream in(opt.data, std::ios::binary);
   std::error_code ec;
-  if (!in || !fs::is_regular_file(opt.data, ec)) {
+  if (!fs::is_regular_file(opt.data, ec)) {
     examples::input_error("cannot read --data " + opt.data + (fs::is_directory(opt.data, ec) ? ": it is a folder" :
                           " (relative paths resolve against " + fs::current_path().string() + ")"));
   }
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  // Checked first: an empty or short file is the problem, whatever else is wrong with it.
-  if (static_cast<int64_t>(text.size()) - static_cast<int64_t>(text.size()) * 9 / 10 <= opt.block_size + 1) {
-    examples::input_error("--data " + opt.data + " is too short for block size " + std::to_string(opt.block_size) +
-                          " (" + std::to_string(text.size()) + " bytes)");
+  std::optional<data::CharCorpus> chars;
+  try {
+    chars.emplace(data::CharCorpus::from_file(opt.data));
+  } catch (const Error& e) {
+    examples::input_error(e.what());
   }
-  Vocab vocab(text);
-  std::vector<int64_t> ids(text.size());
-  for (size_t i = 0; i < text.size(); ++i) ids[i] = vocab.id[static_cast<unsigned char>(text[i])];
+  const auto bytes = static_cast<int64_t>(chars->text().size());
+  // Checked first: an empty or short file is the problem, whatever else is wrong with it.
+  if (bytes - bytes * 9 / 10 <= opt.block_size + 1) {
+    examples::input_error("--data " + opt.data + " is too short for block size " + std::to_string(opt.block_size) +
+                          " (" + std::to_string(bytes) + " bytes)");
+  }
   std::vector<int64_t> prompt_ids;
   for (unsigned char c : opt.prompt) {
-    if (vocab.id[c] < 0) {
+    if (chars->id(c) < 0) {
       char byte[8];
       std::snprintf(byte, sizeof byte, "0x%02x", c);
       examples::input_error(std::string("--prompt: byte ") + byte + " is not in the vocabulary of " + opt.data);
     }
-    prompt_ids.push_back(vocab.id[c]);
+    prompt_ids.push_back(chars->id(c));
   }
   if (prompt_ids.empty()) prompt_ids.push_back(0);  // generation needs one token of context
-  const int64_t n_train = static_cast<int64_t>(ids.size()) * 9 / 10;
-  Tensor all = tensor(ids).to(opt.device);
-  Tensor train = all.narrow(0, 0, n_train);
-  Tensor val = all.narrow(0, n_train, all.size(0) - n_train);
-  auto crc = [](const void* p, size_t n) {
-    return nn::tensor_checksum(from_blob(p, {static_cast<int64_t>(n)}, DType::UInt8));
-  };
-  std::map<std::string, std::string> fingerprint{
-      {"text", std::to_string(text.size()) + " bytes, CRC-32 " + crc(text.data(), text.size())},
-      {"vocabulary", std::to_string(vocab.chars.size()) + " characters, CRC-32 " +
-                         crc(vocab.chars.data(), vocab.chars.size())}};
-  return Corpus{std::move(text), std::move(vocab), train, val, std::move(prompt_ids), std::move(fingerprint)};
+  const int64_t n_train = bytes * 9 / 10;
+  Tensor train_ids = chars->ids().narrow(0, 0, n_train);
+  Tensor val_ids = chars->ids().narrow(0, n_train, bytes - n_train);
+  std::map<std::string, std::string> fingerprint = chars->fingerprint();
+  return Corpus{std::move(*chars), train_ids, val_ids, train_ids.to(opt.device), val_ids.to(opt.device),
+                std::move(prompt_ids), std::move(fingerprint)};
 }
 
 // The initial weights come from kiln's generator, seeded by --seed just before.
@@ -130,8 +113,9 @@ std::shared_ptr<nn::GPT> build_model(const Options& opt, int64_t vocab_size) {
   return model;
 }
 
-// `batch` random windows of block+1 tokens from `data` (int64, on the device): inputs are the first
-// block tokens, targets the last block. The offsets come from the device generator: no host sync.
+// `batch` random windows of block+1 tokens from `data` (int64, on the device), for the loss
+// estimates: inputs are the first block tokens, targets the last block. The offsets come from the
+// device generator: no host sync. (Training batches come from the DataLoader.)
 std::pair<Tensor, Tensor> get_batch(const Tensor& data, int64_t batch, int64_t block) {
   const TensorOptions i64(DType::Int64, data.device());
   Tensor start = randint(0, data.size(0) - block, {batch, 1}, i64);
@@ -210,14 +194,15 @@ std::string sample(nn::GPT& model, const Corpus& corpus, const Options& opt, con
   Tensor out = model.generate(idx, opt.sample_tokens, opt.temperature, top_k);
   std::string text;
   for (int64_t id : out.to(Device::cpu()).view({-1}).to_vector<int64_t>()) {
-    text.push_back(static_cast<char>(corpus.vocab.chars[static_cast<size_t>(id)]));
+    text.push_back(static_cast<char>(corpus.chars.chars()[static_cast<size_t>(id)]));
   }
   return text;
 }
 
 examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t parameters) {
   examples::JsonLine s;
-  s.integer("data_bytes", static_cast<int64_t>(corpus.text.size())).integer("vocab_size", corpus.vocab.size());
+  s.integer("data_bytes", static_cast<int64_t>(corpus.chars.text().size()));
+  s.integer("vocab_size", corpus.chars.vocab_size());
   s.integer("n_layer", opt.n_layer).integer("n_head", opt.n_head).integer("n_embd", opt.n_embd);
   s.integer("block_size", opt.block_size).integer("parameters", parameters).integer("batch_size", opt.batch_size);
   s.real("dropout", opt.dropout, "%g").integer("max_iters", opt.max_iters).real("lr", opt.lr, "%g");
@@ -225,6 +210,8 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
+  const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
+  s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
 }
 
@@ -252,13 +239,14 @@ examples::JsonLine summary_record(bool finished, int64_t iter, double val_loss, 
 
 void print_banner(const Options& opt, const Corpus& corpus, nn::GPT& model) {
   std::printf("GPT on %s (%s): %zu bytes, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
-              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g; %s\n",
-              opt.data.c_str(), opt.device.str().c_str(), corpus.text.size(),
-              static_cast<long long>(corpus.vocab.size()), static_cast<long long>(opt.n_layer),
+              "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g; %s; %s\n",
+              opt.data.c_str(), opt.device.str().c_str(), corpus.chars.text().size(),
+              static_cast<long long>(corpus.chars.vocab_size()), static_cast<long long>(opt.n_layer),
               static_cast<long long>(opt.n_head), static_cast<long long>(opt.n_embd),
               static_cast<long long>(opt.block_size), static_cast<double>(model.get_num_params()) / 1e6,
               static_cast<long long>(opt.batch_size), opt.dropout, static_cast<long long>(opt.max_iters), opt.lr,
-              opt.min_lr, examples::precision_str(opt.precision, opt.device).c_str());
+              opt.min_lr, examples::precision_str(opt.precision, opt.device).c_str(),
+              opt.loader.str(opt.device, kDefaultWorkers).c_str());
   std::fflush(stdout);
 }
 
@@ -290,7 +278,7 @@ static int run(int argc, char** argv) {
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);
-  auto model = build_model(opt, corpus.vocab.size());
+  auto model = build_model(opt, corpus.chars.vocab_size());
   nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
                              {opt.beta1, opt.beta2});
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
@@ -310,6 +298,17 @@ static int run(int argc, char** argv) {
   metrics.write(examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
                                      settings(opt, corpus, model->get_num_params())));
   print_banner(opt, corpus, *model);
+
+  // Training batches: random windows keyed by (seed, iteration, row), so the loader's position is
+  // the iteration and a resume continues the same windows. One epoch covers the whole run.
+  auto windows = std::make_shared<data::TokenWindows>(corpus.train_ids, opt.block_size,
+                                                      std::max<int64_t>(opt.max_iters, iter + 1) * opt.batch_size);
+  data::DataLoaderOptions loader_options = opt.loader.loader_options(opt.device, kDefaultWorkers);
+  loader_options.batch_size = opt.batch_size;
+  loader_options.seed = opt.seed;
+  data::DataLoader loader(windows, loader_options);
+  loader.set_position({0, iter});
+  data::DevicePrefetcher batches(loader, opt.device);
 
   const auto t_start = Clock::now();
   const double tokens_per_iter = static_cast<double>(opt.batch_size * opt.block_size);
@@ -347,9 +346,9 @@ static int run(int argc, char** argv) {
   Tensor loss_window = zeros({}, TensorOptions(DType::Float32, opt.device));  // summed on the device
   auto t_window = Clock::now();  // throughput since the last report, so evaluation time does not count
   while (iter < opt.max_iters) {
-    auto [x, y] = get_batch(corpus.train, opt.batch_size, opt.block_size);
-    Tensor loss = train_step.run(opt.batch_size, [&, &x = x, &y = y](int64_t start, int64_t len) {
-      return model->loss(x.narrow(0, start, len), y.narrow(0, start, len));
+    const data::Example batch = *batches.next();
+    Tensor loss = train_step.run(opt.batch_size, [&](int64_t start, int64_t len) {
+      return model->loss(batch.data.narrow(0, start, len), batch.target.narrow(0, start, len));
     });
     schedule.step();
     ++iter;

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "examples/common.h"
+#include "examples/loader_options.h"
 #include "examples/precision_options.h"
 
 namespace kiln::examples::gpt {
@@ -20,6 +21,10 @@ inline constexpr const char* kDefaultData = KILN_SOURCE_DIR "/data/tinyshakespea
 #else
 inline constexpr const char* kDefaultData = "data/tinyshakespeare/input.txt";
 #endif
+
+// Loader threads when --workers is unset. A training batch is a few memcpys of token windows, so one
+// thread reading ahead is plenty; bench/RESULTS.md has the measurement.
+inline constexpr int64_t kDefaultWorkers = 1;
 
 // The settings of a run, every default resolved (some depend on the device).
 struct Options {
@@ -41,6 +46,7 @@ struct Options {
   int64_t top_k = 200;  // 0: sample from the whole vocabulary
   int64_t sample_tokens = 500;
   PrecisionOptions precision;  // --amp, --tf32, --recompute, --grad-accum, --memory
+  LoaderFlags loader;          // --workers, --prefetch, --pin-memory
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -109,6 +115,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--sample-tokens", o.sample_tokens, "characters to sample at the end; 0: no sample")
       ->transform(whole<int64_t>(0));
   examples::add_precision_options(app, o.precision, /*image_model=*/false);
+  examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::parse_or_exit(app, argc, argv);
 
   o.device = examples::choose_device(o.device_name);

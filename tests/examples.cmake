@@ -40,6 +40,12 @@ add_test(NAME example_train_gpt_amp_bf16
 add_test(NAME example_train_cnn_resume_fp16
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_resume_fp16
                  -DEXTRA=--amp,fp16,--channels-last,--grad-accum,2 -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/cnn_resume.cmake)
+# Augmentation in the loader's threads: a run with the transforms in the caller (--workers 0) and the
+# same run split and read by three threads must give the same bits.
+add_test(NAME example_train_cnn_resume_workers
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_resume_workers
+                 -DEXTRA=--augment -DWHOLE_EXTRA=--workers,0 -DSPLIT_EXTRA=--workers,3,--prefetch,1
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/cnn_resume.cmake)
 add_test(NAME example_train_gpt_resume_fp16
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
                  -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume_fp16 -DEXTRA=--amp,fp16,--recompute,--grad-accum,2
@@ -47,6 +53,7 @@ add_test(NAME example_train_gpt_resume_fp16
 
 set_tests_properties(example_train_cnn example_train_cnn_resume example_train_gpt example_train_gpt_resume
                      example_train_gpt_amp_bf16 example_train_cnn_resume_fp16 example_train_gpt_resume_fp16
+                     example_train_cnn_resume_workers
                      PROPERTIES ENVIRONMENT "KILN_NUM_THREADS=2" LABELS example TIMEOUT 600)
 
 # kiln_flag_test(NAME TARGET CODE STREAM REGEX ARGS...): TARGET run with ARGS must exit with exactly

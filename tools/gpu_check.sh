@@ -10,6 +10,10 @@
 #   tools/gpu_check.sh train-step
 #                              on the GPU host, with $OUT set: the training-step bench and its PyTorch
 #                              peer alone, with the whole call's time (run gives them what is left)
+#   tools/gpu_check.sh data    on the GPU host, with $OUT set: the data-pipeline bench (the fused
+#                              augmentation kernel against torchvision's GPU transforms; a training
+#                              step fed by the DataLoader against device-resident data), two rounds
+#                              alternating with tools/gpu_data_peer.py; the table in $OUT/gpu_data.md
 #   tools/gpu_check.sh interop on the GPU host: tools/check_torch_interop.py with the staged
 #                              kiln_nn_tests (kiln's safetensors into PyTorch and back)
 #   tools/gpu_check.sh exec PROGRAM [ARGS...]
@@ -30,7 +34,7 @@ scratch=${TMPDIR:-/tmp}/kiln-gpu-check
 
 # What gets staged. Every CUDA test executable runs once; benches run after the sanitizers.
 cuda_tests=(kiln_cuda_tests)
-benches=(gpu_bench bench_train_step)
+benches=(gpu_bench bench_train_step bench_gpu_data)
 examples=(train_cnn train_gpt)
 cpu_tests=(kiln_nn_tests)  # staged for the PyTorch interop check, which drives its [interop] test
 fashion_mnist=${KILN_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -601,10 +605,56 @@ run() {
   [ ${#failed[@]} -eq 0 ]
 }
 
+# The data-pipeline bench and its peer, alternately, two rounds, then their table.
+data_only() {
+  begin_run data
+  local log=$OUT/gpu_data.log round who file rc secs files=()
+  local dir=$scratch/gpu-data
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  : >"$log"
+  for round in 1 2; do
+    for who in kiln torch; do
+      file=$dir/$who-$round.jsonl
+      secs=$(budget 150)
+      if [ "$secs" -lt 20 ]; then
+        record "NOT RUN" "gpu_data: $who $round" "no time left"
+        continue
+      fi
+      echo "==== $who, round $round" >>"$log"
+      if [ "$who" = kiln ]; then
+        kiln_env timeout --kill-after=10 "$secs" \
+          "$bin_dir/bench_gpu_data" --device cuda --data-dir "$stage_dir/data/fashion-mnist" --json "$file" >>"$log" 2>&1
+      else
+        PYTHONUNBUFFERED=1 timeout --kill-after=10 "$secs" python3 "$root/tools/gpu_data_peer.py" --device cuda \
+          --json "$file" >>"$log" 2>&1
+      fi
+      rc=$?
+      if [ $rc = 0 ] && [ -s "$file" ]; then
+        record ok "gpu_data: $who $round" "$(grep -c '"record": "case"' "$file") cases"
+        files+=("$file")
+      else
+        fail "gpu_data: $who $round" "exit $rc" "$log"
+      fi
+    done
+  done
+  if [ ${#files[@]} -gt 0 ] && python3 "$root/tools/gpu_data_compare.py" "${files[@]}" --out "$OUT/gpu_data.md" >>"$log" 2>&1; then
+    record ok "gpu_data: compare" "${#files[@]} runs"
+    cat "${files[@]}" >"$OUT/gpu_data.jsonl"
+  else
+    fail "gpu_data: compare" "no records or gpu_data_compare.py failed" "$log"
+  fi
+  cap "$log"
+  end_run
+  [ -f "$OUT/gpu_data.md" ] && { echo; cat "$OUT/gpu_data.md"; }
+  [ ${#failed[@]} -eq 0 ]
+}
+
 case "${1:-}" in
   stage) stage ;;
   run) run ;;
   train-step) train_step_only ;;
+  data) data_only ;;
   exec)
     shift
     exec_staged "$@"
@@ -613,5 +663,5 @@ case "${1:-}" in
     shift
     interop "$@"
     ;;
-  *) die "usage: tools/gpu_check.sh stage|run|train-step|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
+  *) die "usage: tools/gpu_check.sh stage|run|train-step|data|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
 esac

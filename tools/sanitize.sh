@@ -3,6 +3,7 @@
 # tools/fuzz.sh builds its fuzzers in (build/fuzz; the fuzzers' corpus-replay tests run here too).
 #
 #   tools/sanitize.sh [--trainings] [--no-build] [extra ctest arguments...]
+#   tools/sanitize.sh --thread
 #
 # --trainings also run the example tests that train for real (example_train_*, the SIGKILL resume
 #             tests, the training-record check). They are left out by default: they run 5 to 10 times
@@ -11,6 +12,9 @@
 #             tests (flags, the bad-run sweep, fit_function) run: they exercise the programs'
 #             error paths under the sanitizers in well under a minute.
 # --no-build  use build/fuzz as it is.
+# --thread    instead: ThreadSanitizer (KILN_TSAN, in build/tsan) over the tests of kiln's threads: the
+#             DataLoader's workers (with transforms and datasets inside them) and the CPU thread pool.
+#             Not part of CI (a third instrumented build of the libraries); run it after changing them.
 # Any sanitizer report fails its test: UB does not recover and ASan halts (leak checking: see below).
 # The "package" test is left out: it builds a consumer of the installed libraries with plain flags,
 # which cannot link against sanitized libraries. "cuda" is left out because this tree has no CUDA.
@@ -20,12 +24,14 @@ build=${KILN_FUZZ_BUILD_DIR:-$root/build/fuzz}
 exclude="cuda|package"
 trainings="^example_(train_|sigkill_|record_training)"
 do_build=1
+thread=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --trainings) trainings=""; shift ;;
     --no-build) do_build=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --thread) thread=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
@@ -39,6 +45,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=$leaks:print_st
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 start=$(date +%s)
+if [ "$thread" = 1 ]; then
+  tsan=${KILN_TSAN_BUILD_DIR:-$root/build/tsan}
+  bash "$root/tools/setup.sh"
+  CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_CUDA=OFF \
+    -DKILN_TSAN=ON >/dev/null
+  cmake --build "$tsan" --target kiln_data_tests kiln_core_tests
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  "$tsan/bin/kiln_data_tests" "[loader],[dataset],[transforms],[image]"
+  "$tsan/bin/kiln_core_tests" "[parallel]"
+  echo "sanitize --thread: clean in $(( $(date +%s) - start )) s"
+  exit 0
+fi
 if [ "$do_build" = 1 ]; then
   bash "$root/tools/setup.sh"
   # The same configuration as tools/fuzz.sh: one tree, built once, serves both.

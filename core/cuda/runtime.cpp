@@ -178,7 +178,13 @@ class PinnedAllocator final : public Allocator {
                              cudaGetErrorString(err) + ")");
     }
     sizes_[p] = size;
+    ++stats_.host_allocations;
+    stats_.reserved_bytes += static_cast<int64_t>(size);
     return DataPtr(p, nbytes, Device::cpu(), this);
+  }
+  PinnedStats stats() {
+    std::lock_guard<std::mutex> lk(mutex_);
+    return stats_;
   }
   void record_stream(void* ptr, Stream stream) override {
     std::lock_guard<std::mutex> lk(mutex_);
@@ -241,6 +247,7 @@ class PinnedAllocator final : public Allocator {
   std::unordered_map<size_t, std::vector<Entry>> free_;
   std::unordered_map<void*, size_t> sizes_;
   std::unordered_map<void*, std::vector<Stream>> uses_;
+  PinnedStats stats_;
 };
 
 std::mutex g_alloc_mutex;
@@ -455,6 +462,7 @@ void empty_cache() {
 }
 
 Allocator* pinned_allocator() { return &pinned_allocator_impl(); }
+PinnedStats pinned_memory_stats() { return pinned_allocator_impl().stats(); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, Stream stream,
                 bool non_blocking) {
@@ -506,6 +514,7 @@ MemoryStats memory_stats(int) { no_cuda("cuda::memory_stats"); }
 void reset_peak_memory_stats(int) { no_cuda("cuda::reset_peak_memory_stats"); }
 void empty_cache() {}
 Allocator* pinned_allocator() { no_cuda("cuda::pinned_allocator"); }
+PinnedStats pinned_memory_stats() { return {}; }
 void copy_bytes(void*, Device, const void*, Device, size_t, Stream, bool) { no_cuda("cuda::copy_bytes"); }
 DeviceErrorRecord* device_error_record(int) { no_cuda("cuda::device_error_record"); }
 void raise_device_errors(int) {}

@@ -103,6 +103,13 @@ void empty_cache();
 // Host memory for fast, asynchronous copies: a caching allocator of page-locked blocks. A block
 // freed while a copy on some stream may still read it is reused only after that stream passes.
 Allocator* pinned_allocator();
+// What the pinned allocator has taken from CUDA: page-locked allocations made (cudaHostAlloc calls,
+// which a warmed-up loader stops making) and the bytes they hold. Zeros in a CPU build.
+struct PinnedStats {
+  int64_t host_allocations = 0;
+  int64_t reserved_bytes = 0;
+};
+PinnedStats pinned_memory_stats();
 
 // Copies `nbytes` between host and device (either direction, or device to device) on `stream`.
 // Blocking unless non_blocking and the host side is pinned.

@@ -79,6 +79,17 @@ Tensor empty_pinned(const Shape& shape, const Shape& strides, DType dtype) {
   return Tensor(std::move(impl));
 }
 
+}  // namespace
+
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  if (!cuda::is_available()) {
+    throw DeviceError("empty_pinned: page-locked memory needs a CUDA device (" + cuda::unavailable_reason() + ")");
+  }
+  return empty_pinned(shape, contiguous_strides(shape), dtype);
+}
+
+namespace {
+
 // The bytes of x in a new tensor on `d` (x is elsewhere) with x's layout when x is dense, as
 // PyTorch's to() preserves the memory format: a channels-last batch or model stays channels-last
 // on the other device instead of arriving NCHW and being copied back by its first conv. A dense

@@ -10,4 +10,8 @@ namespace kiln {
 // dtype ends the graph, as in PyTorch.
 Tensor to_dtype(const Tensor& x, DType dtype);
 
+// An uninitialized contiguous CPU tensor in page-locked memory from the pinned caching allocator
+// (cuda::pinned_allocator), for asynchronous host-to-device copies; a DeviceError without CUDA.
+Tensor empty_pinned(const Shape& shape, DType dtype);
+
 }  // namespace kiln

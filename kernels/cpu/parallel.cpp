@@ -167,4 +167,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   p.run(chunks, body);
 }
 
+SerialScope::SerialScope() : previous_(t_in_worker) { t_in_worker = true; }
+SerialScope::~SerialScope() { t_in_worker = previous_; }
+
 }  // namespace kiln::cpu

@@ -23,6 +23,20 @@ inline int64_t num_chunks(int64_t n, int64_t grain) {
 // The first exception thrown by fn is rethrown on the calling thread.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
+// Runs every parallel_for of this thread inline while it lives. The DataLoader's worker threads
+// hold one: the workers are the parallelism (PyTorch gives each worker one thread too), and the pool
+// runs one parallel region at a time, so workers using it would queue behind the training step.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // A grain that makes roughly `cost_per_item`-weighted chunks of ~32k operations.
 inline int64_t grain_for(int64_t cost_per_item) {
   int64_t g = 32768 / (cost_per_item < 1 ? 1 : cost_per_item);

@@ -4,7 +4,9 @@
 # restored data position, loss sum and generator state, not only the weights.
 # Usage: cmake -DEXE=<train_cnn> -DWORK=<scratch dir> [-DMODEL=resnet] [-DEXTRA=<flag,value,...>]
 #        -P cnn_resume.cmake
-# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too).
+# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too);
+# WHOLE_EXTRA to the uninterrupted run only and SPLIT_EXTRA to the split runs only (e.g. different
+# --workers: the batches must not depend on them).
 foreach(var EXE WORK)
   if(NOT ${var})
     message(FATAL_ERROR "cnn_resume: pass -D${var}=...")
@@ -21,11 +23,21 @@ if(EXTRA)
   list(APPEND common ${extra})
 endif()
 
+set(whole_extra "")
+set(split_extra "")
+if(WHOLE_EXTRA)
+  string(REPLACE "," ";" whole_extra "${WHOLE_EXTRA}")
+endif()
+if(SPLIT_EXTRA)
+  string(REPLACE "," ";" split_extra "${SPLIT_EXTRA}")
+endif()
+
 include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 
 file(REMOVE_RECURSE "${WORK}")
-resume_run(cnn_resume ${EXE} ${common} --out "${WORK}/whole")
-resume_run(cnn_resume ${EXE} ${common} --out "${WORK}/split" --stop-at-step 17)
-resume_run(cnn_resume ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors" --stop-at-step 30)
-resume_run(cnn_resume ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")
+resume_run(cnn_resume ${EXE} ${common} ${whole_extra} --out "${WORK}/whole")
+resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --stop-at-step 17)
+resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors"
+           --stop-at-step 30)
+resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")
 resume_compare(cnn_resume "${WORK}" epoch images_per_s 2 3 model.safetensors)
