@@ -4,7 +4,7 @@
 # says what kiln exports and the library folders keep only their sources and links.
 include(CMakePackageConfigHelpers)
 
-set(KILN_LAYERS kernels core nn data)
+set(KILN_LAYERS kernels core nn data dist)
 foreach(layer IN LISTS KILN_LAYERS)
   # The same name as an add_subdirectory alias and as an imported target: user code links kiln::nn
   # either way.
@@ -27,14 +27,14 @@ if(NOT KILN_INSTALL)
 endif()
 
 set(KILN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
-install(TARGETS kiln_kernels kiln_core kiln_nn kiln_data EXPORT kilnTargets
+install(TARGETS kiln_kernels kiln_core kiln_nn kiln_data kiln_dist EXPORT kilnTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The public headers keep their folders (includes read "core/tensor.h"); .cuh files are device code
 # private to kernels/cuda. The folders are listed at install time, so a new header needs no edit here.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/core ${PROJECT_SOURCE_DIR}/nn
-                  ${PROJECT_SOURCE_DIR}/data
+                  ${PROJECT_SOURCE_DIR}/data ${PROJECT_SOURCE_DIR}/dist
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR})
 

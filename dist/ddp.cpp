@@ -1,0 +1,176 @@
+// DistributedDataParallel (see ddp.h). Buckets are reduced strictly in bucket order: a bucket whose
+// gradients are all in waits for the buckets before it. Every rank then issues the same collectives
+// in the same order even when backward finishes its gradients in a different order on different
+// ranks, which is what keeps ranks from pairing one bucket's all-reduce with another's.
+#include "dist/ddp.h"
+
+#include <string>
+#include <utility>
+
+#include "core/autograd.h"
+#include "core/ops/copy.h"
+#include "core/ops/factory.h"
+#include "kernels/error.h"
+
+namespace kiln::dist {
+
+struct DistributedDataParallel::State {
+  ProcessGroup* group = nullptr;
+  DDPOptions options;
+  std::vector<std::string> names;
+  std::vector<Tensor> params;
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> bucket_of;
+  // This backward pass:
+  bool sync = true;
+  bool in_pass = false;      // the end-of-backward callback is queued
+  std::vector<bool> ready;   // per parameter: its gradient was accumulated
+  std::vector<int64_t> pending;  // per bucket: gradients still to come
+  size_t next_bucket = 0;    // the next bucket to reduce, in order
+  int64_t reductions = 0;
+
+  void reduce(size_t b) {
+    NoGradGuard no_grad;
+    const std::vector<size_t>& idx = buckets[b];
+    int64_t numel = 0;
+    for (size_t i : idx) numel += params[i].numel();
+    const Tensor& first = params[idx.front()];
+    Tensor flat = empty({numel}, TensorOptions(first.dtype(), first.device()));
+    int64_t offset = 0;
+    for (size_t i : idx) {
+      Tensor& p = params[i];
+      Tensor slot = flat.narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        slot.copy_(p.grad());
+      } else {
+        slot.zero_();  // an unused parameter (find_unused_parameters): zero on this rank
+      }
+      offset += p.numel();
+    }
+    group->all_reduce(flat, ReduceOp::Avg, options.algo)->wait();
+    offset = 0;
+    for (size_t i : idx) {
+      Tensor& p = params[i];
+      Tensor slot = flat.narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(slot);
+      } else {
+        p.set_grad(slot.clone());
+      }
+      offset += p.numel();
+    }
+    ++reductions;
+  }
+
+  // Reduces every bucket from next_bucket on whose gradients are all in.
+  void reduce_ready() {
+    while (next_bucket < buckets.size() && pending[next_bucket] == 0) reduce(next_bucket++);
+  }
+
+  void begin_pass() {
+    in_pass = true;
+    ready.assign(params.size(), false);
+    pending.resize(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) pending[b] = static_cast<int64_t>(buckets[b].size());
+    next_bucket = 0;
+    reductions = 0;
+  }
+
+  void end_pass() {
+    in_pass = false;
+    if (next_bucket == buckets.size()) return;
+    if (!options.find_unused_parameters) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (!ready[i]) {
+          throw Error("DistributedDataParallel: parameter '" + names[i] +
+                      "' got no gradient in this backward pass, so its bucket cannot be reduced; use every "
+                      "parameter in the loss, or set DDPOptions::find_unused_parameters");
+        }
+      }
+    }
+    for (size_t b = next_bucket; b < buckets.size(); ++b) pending[b] = 0;
+    reduce_ready();
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
+                                                 DDPOptions options)
+    : module_(std::move(module)), group_(group), options_(options), state_(std::make_shared<State>()) {
+  if (!module_) throw Error("DistributedDataParallel: no module given");
+  if (options_.bucket_bytes < 1) {
+    throw Error("DistributedDataParallel: bucket_bytes must be positive, got " + std::to_string(options_.bucket_bytes));
+  }
+  State& st = *state_;
+  st.group = &group_;
+  st.options = options_;
+  for (auto& [name, p] : module_->named_parameters()) {
+    if (!p.requires_grad()) continue;
+    st.names.push_back(name);
+    st.params.push_back(p);
+  }
+  if (options_.broadcast_parameters) {
+    NoGradGuard no_grad;
+    auto from_rank0 = [&](const Tensor& t) {
+      Tensor d = t.detach();  // the same storage: the broadcast writes the parameter itself
+      if (d.is_contiguous()) {
+        group_.broadcast(d, 0)->wait();
+      } else {  // a channels-last weight: through a contiguous copy
+        Tensor c = d.contiguous();
+        group_.broadcast(c, 0)->wait();
+        d.copy_(c);
+      }
+    };
+    for (const Tensor& p : st.params) from_rank0(p);
+    for (auto& [name, b] : module_->named_buffers()) {
+      if (b.defined() && b.numel() > 0) from_rank0(b);
+    }
+  }
+  // Buckets in reverse registration order, each of one dtype and device, closed at bucket_bytes.
+  st.bucket_of.assign(st.params.size(), 0);
+  int64_t bytes = 0;
+  for (size_t k = st.params.size(); k-- > 0;) {
+    const Tensor& p = st.params[k];
+    const int64_t pb = p.numel() * static_cast<int64_t>(p.element_size());
+    const bool fresh = st.buckets.empty() || bytes + pb > options_.bucket_bytes ||
+                       st.params[st.buckets.back().front()].dtype() != p.dtype() ||
+                       st.params[st.buckets.back().front()].device() != p.device();
+    if (fresh) {
+      st.buckets.emplace_back();
+      bytes = 0;
+    }
+    st.buckets.back().push_back(k);
+    st.bucket_of[k] = st.buckets.size() - 1;
+    bytes += pb;
+  }
+  std::weak_ptr<State> weak = state_;
+  for (size_t k = 0; k < st.params.size(); ++k) {
+    st.params[k].register_post_accumulate_grad_hook([weak, k](Tensor&) {
+      std::shared_ptr<State> s = weak.lock();
+      if (!s || !s->sync) return;  // the DDP is gone, or inside no_sync
+      if (!s->in_pass) {
+        s->begin_pass();
+        queue_backward_callback([weak] {
+          if (std::shared_ptr<State> s2 = weak.lock()) s2->end_pass();
+        });
+      }
+      if (s->ready[k]) return;  // accumulated twice in one pass: counted once
+      s->ready[k] = true;
+      --s->pending[s->bucket_of[k]];
+      s->reduce_ready();
+    });
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+const std::vector<std::vector<size_t>>& DistributedDataParallel::buckets() const { return state_->buckets; }
+
+int64_t DistributedDataParallel::reductions() const { return state_->reductions; }
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.state_->sync) {
+  ddp_.state_->sync = false;
+}
+
+DistributedDataParallel::NoSync::~NoSync() { ddp_.state_->sync = previous_; }
+
+}  // namespace kiln::dist

@@ -1,0 +1,75 @@
+// DistributedDataParallel: data-parallel training over a process group, as PyTorch's. Each rank runs
+// the same model on its own share of the batch; DDP makes their gradients the average over ranks
+// before the optimizer steps, so every rank takes the same step. Non-obvious decisions:
+// - Gradients are grouped into buckets of about `bucket_bytes`, in reverse order of registration
+//   (roughly the order backward produces them), and a bucket is all-reduced as soon as the last of
+//   its gradients has been accumulated (a post-accumulate hook on each parameter), while backward
+//   goes on producing the others. A callback at the end of backward reduces what is left and checks
+//   that every bucket was reduced.
+// - A bucket is reduced through one flat buffer: the gradients are copied in, one all-reduce
+//   (average) runs over it, and the results are copied back; one large message instead of one per
+//   parameter.
+// - A parameter that gets no gradient in a backward pass is an error naming it (its bucket would
+//   never be reduced, and the ranks would disagree), unless find_unused_parameters is set, in which
+//   case its gradient counts as zero on that rank.
+// - GradScaler needs nothing more: a non-finite gradient on any rank makes the averaged gradient
+//   non-finite on every rank, so every rank's scaler skips the same steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/module.h"
+
+namespace kiln::dist {
+
+struct DDPOptions {
+  int64_t bucket_bytes = int64_t{25} << 20;  // about 25 MB, PyTorch's default
+  bool broadcast_parameters = true;          // copy rank 0's parameters and buffers to every rank first
+  bool find_unused_parameters = false;       // a parameter without a gradient counts as zero, no error
+  AllReduceAlgo algo = AllReduceAlgo::Native;
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group, DDPOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() { return *module_; }
+  ProcessGroup& group() { return group_; }
+  // The buckets: indices into module().parameters(), in the order they are reduced.
+  const std::vector<std::vector<size_t>>& buckets() const;
+
+  // While a NoSync lives, backward passes accumulate gradients locally, without communication
+  // (gradient accumulation); the first backward after it reduces the accumulated sum.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  // All-reduces of the last backward pass (for tests and benchmarks).
+  int64_t reductions() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  ProcessGroup& group_;
+  DDPOptions options_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kiln::dist

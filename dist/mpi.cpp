@@ -1,0 +1,239 @@
+// The MPI backend: CPU tensors over MPI_COMM_WORLD. Non-obvious decisions: point-to-point moves
+// bytes (MPI_BYTE), so every dtype travels the same way; the native all-reduce maps kiln's dtypes to
+// MPI's and gives float16 and bfloat16, which MPI has no type for, user-defined 2-byte types whose
+// sum and max run kiln's float32 reduction (dist/reduce.h), and uint8 the same way, because Open
+// MPI 4.1's vectorized uint8 sum saturates at 255 where kiln (and PyTorch) wrap around, which the
+// tests caught at 64 elements and more; counts above MPI's int are sent in
+// parts; and MPI_COMM_WORLD returns errors instead of aborting, so a failed call is a kiln::Error.
+// Built without MPI, world() says so.
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "dist/process_group.h"
+#include "dist/reduce.h"
+#include "kernels/error.h"
+
+#ifdef KILN_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace kiln::dist {
+
+#ifdef KILN_WITH_MPI
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 30;  // elements per MPI call, below INT_MAX
+
+void check_mpi(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error("dist (mpi): " + what + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+MPI_Datatype g_half = MPI_DATATYPE_NULL, g_bf16 = MPI_DATATYPE_NULL, g_u8 = MPI_DATATYPE_NULL;
+MPI_Op g_sum = MPI_OP_NULL, g_max = MPI_OP_NULL;
+
+// The user-defined ops: MPI calls them with the 2-byte type it was given, which tells the dtype.
+void user_reduce(void* in, void* inout, int* len, MPI_Datatype* type, ReduceOp op) {
+  const DType dt = *type == g_bf16 ? DType::BFloat16 : *type == g_u8 ? DType::UInt8 : DType::Float16;
+  detail::reduce_into(inout, in, *len, dt, op);
+}
+void user_sum(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Sum); }
+void user_max(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Max); }
+
+MPI_Datatype mpi_type(DType dt) {
+  switch (dt) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::UInt8: return g_u8;
+    case DType::Bool: return MPI_UINT8_T;
+    case DType::Float16: return g_half;
+    case DType::BFloat16: return g_bf16;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(DType dt, ReduceOp op) {
+  const bool user = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::UInt8;
+  if (op == ReduceOp::Max) return user ? g_max : MPI_MAX;
+  return user ? g_sum : MPI_SUM;  // Avg: a sum, divided after
+}
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(MPI_Request request, Tensor keep, std::string what)
+      : request_(request), keep_(std::move(keep)), what_(std::move(what)) {}
+  ~MpiWork() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave MPI a dead buffer
+  }
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+  }
+  bool completed() const override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), what_);
+    return done != 0;
+  }
+
+ private:
+  mutable MPI_Request request_;
+  Tensor keep_;
+  std::string what_;
+};
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        throw Error("dist: MPI_Init failed; start the program with mpirun (or srun)");
+      }
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+      });
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Type_contiguous(1, MPI_UINT16_T, &g_half);
+    MPI_Type_commit(&g_half);
+    MPI_Type_contiguous(1, MPI_UINT16_T, &g_bf16);
+    MPI_Type_commit(&g_bf16);
+    MPI_Type_contiguous(1, MPI_UINT8_T, &g_u8);
+    MPI_Type_commit(&g_u8);
+    MPI_Op_create(&user_sum, /*commute=*/1, &g_sum);
+    MPI_Op_create(&user_max, /*commute=*/1, &g_max);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
+    check_tensor("reduce_scatter", output, *this);
+    check_tensor("reduce_scatter", input, *this);
+    check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
+    if (!detail::supports(output.dtype(), op)) throw DTypeError(std::string("reduce_scatter: unsupported ") + reduce_op_name(op));
+    if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
+    check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
+                                       mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),
+              "MPI_Reduce_scatter_block");
+    if (op == ReduceOp::Avg) detail::divide(output.data_ptr(), output.numel(), output.dtype(), size_);
+    return completed_work();
+  }
+  std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
+    check_tensor("all_gather", output, *this);
+    check_tensor("all_gather", input, *this);
+    check_pair("all_gather", output, input, input.numel() * size_, "size() x the input's");
+    const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
+    if (bytes > kMaxCount) throw Error("all_gather: more than 2^30 bytes per rank");
+    check_mpi(MPI_Allgather(input.data_ptr(), static_cast<int>(bytes), MPI_BYTE, output.data_ptr(),
+                            static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+    return completed_work();
+  }
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
+    check_tensor("broadcast", tensor, *this);
+    check_rank("broadcast", root);
+    auto* p = static_cast<char*>(tensor.data_ptr());
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    for (int64_t b = 0; b < bytes; b += kMaxCount) {
+      check_mpi(MPI_Bcast(p + b, static_cast<int>(std::min(kMaxCount, bytes - b)), MPI_BYTE, root, MPI_COMM_WORLD),
+                "MPI_Bcast");
+    }
+    return completed_work();
+  }
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag) override {
+    return p2p("isend", const_cast<Tensor&>(tensor), dst, tag, /*send=*/true);
+  }
+  std::shared_ptr<Work> irecv(Tensor& tensor, int src, int tag) override {
+    return p2p("irecv", tensor, src, tag, /*send=*/false);
+  }
+
+ protected:
+  void native_all_reduce(Tensor& tensor, ReduceOp op) override {
+    auto* p = static_cast<char*>(tensor.data_ptr());
+    const int64_t n = tensor.numel(), es = static_cast<int64_t>(tensor.element_size());
+    for (int64_t b = 0; b < n; b += kMaxCount) {
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + b * es, static_cast<int>(std::min(kMaxCount, n - b)),
+                              mpi_type(tensor.dtype()), mpi_op(tensor.dtype(), op), MPI_COMM_WORLD),
+                "MPI_Allreduce");
+    }
+    if (op == ReduceOp::Avg) detail::divide(tensor.data_ptr(), n, tensor.dtype(), size_);
+  }
+
+ private:
+  void check_rank(const char* op, int r) const {
+    if (r < 0 || r >= size_) {
+      throw IndexError(std::string(op) + ": rank " + std::to_string(r) + " is outside [0, " + std::to_string(size_) +
+                       ")");
+    }
+  }
+  void check_pair(const char* op, const Tensor& out, const Tensor& in, int64_t expected, const char* what) const {
+    if (out.dtype() != in.dtype()) {
+      throw DTypeError(std::string(op) + ": output " + dtype_name(out.dtype()) + " and input " +
+                       dtype_name(in.dtype()) + " differ");
+    }
+    const int64_t big = std::string(op) == "all_gather" ? out.numel() : in.numel();
+    if (big != expected) {
+      throw ShapeError(std::string(op) + ": " + (std::string(op) == "all_gather" ? "output" : "input") + " has " +
+                       std::to_string(big) + " elements, expected " + what + " " + std::to_string(expected) +
+                       " (output " + shape_str(out.sizes()) + ", input " + shape_str(in.sizes()) + ", " +
+                       std::to_string(size_) + " ranks)");
+    }
+  }
+  std::shared_ptr<Work> p2p(const char* op, Tensor& tensor, int peer, int tag, bool send) {
+    check_tensor(op, tensor, *this);
+    check_rank(op, peer);
+    if (tag < 0 || tag > 32767) throw Error(std::string(op) + ": tag must be in [0, 32767], got " + std::to_string(tag));
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    if (bytes > kMaxCount) throw Error(std::string(op) + ": messages are limited to 2^30 bytes, got " + std::to_string(bytes));
+    MPI_Request request = MPI_REQUEST_NULL;
+    const std::string what = std::string(send ? "MPI_Isend to rank " : "MPI_Irecv from rank ") + std::to_string(peer);
+    if (send) {
+      check_mpi(MPI_Isend(tensor.data_ptr(), static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request),
+                what);
+    } else {
+      check_mpi(MPI_Irecv(tensor.data_ptr(), static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request),
+                what);
+    }
+    return std::make_shared<MpiWork>(request, tensor, what);
+  }
+
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+bool mpi_available() { return true; }
+
+ProcessGroup& world() {
+  static MpiProcessGroup* group = new MpiProcessGroup();  // lives until exit, after MPI_Finalize's atexit
+  return *group;
+}
+
+#else
+
+bool mpi_available() { return false; }
+
+ProcessGroup& world() {
+  throw Error("dist::world: kiln was built without MPI; install libopenmpi-dev (tools/setup.sh does) and rebuild");
+}
+
+#endif
+
+}  // namespace kiln::dist

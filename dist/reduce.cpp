@@ -1,0 +1,77 @@
+// Typed reduction loops. Written as plain loops over contiguous buffers so the compiler vectorizes
+// the float32 and integer cases; the 16-bit floats convert each element to float32 and back.
+#include "dist/reduce.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/error.h"
+#include "kernels/half.h"
+
+namespace kiln::dist::detail {
+namespace {
+
+template <typename T, typename C>
+void reduce_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
+  if (op == ReduceOp::Max) {
+    for (int64_t i = 0; i < n; ++i) {
+      const C a = static_cast<C>(acc[i]), b = static_cast<C>(in[i]);
+      acc[i] = static_cast<T>(b > a || b != b ? b : a);  // NaN wins, as in PyTorch's max
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<C>(acc[i]) + static_cast<C>(in[i]));
+  }
+}
+
+template <typename T>
+void divide_typed(T* t, int64_t n, double divisor) {
+  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<T>(static_cast<double>(static_cast<float>(t[i])) / divisor);
+}
+
+}  // namespace
+
+bool supports(DType dtype, ReduceOp op) {
+  if (dtype == DType::Bool) return false;
+  if (op == ReduceOp::Avg) return is_floating(dtype);
+  return true;
+}
+
+void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::Float32: return reduce_typed<float, float>(static_cast<float*>(acc), static_cast<const float*>(in), n, op);
+    case DType::Float64:
+      return reduce_typed<double, double>(static_cast<double*>(acc), static_cast<const double*>(in), n, op);
+    case DType::Float16: return reduce_typed<Half, float>(static_cast<Half*>(acc), static_cast<const Half*>(in), n, op);
+    case DType::BFloat16:
+      return reduce_typed<BFloat16, float>(static_cast<BFloat16*>(acc), static_cast<const BFloat16*>(in), n, op);
+    case DType::Int32:
+      return reduce_typed<int32_t, int32_t>(static_cast<int32_t*>(acc), static_cast<const int32_t*>(in), n, op);
+    case DType::Int64:
+      return reduce_typed<int64_t, int64_t>(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
+    case DType::UInt8:
+      return reduce_typed<uint8_t, uint8_t>(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), n, op);
+    case DType::Bool: break;
+  }
+  throw DTypeError(std::string("dist: cannot reduce ") + dtype_name(dtype) + " tensors");
+}
+
+void divide(void* t, int64_t n, DType dtype, double divisor) {
+  switch (dtype) {
+    case DType::Float32: {
+      auto* p = static_cast<float*>(t);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<double>(p[i]) / divisor);
+      return;
+    }
+    case DType::Float64: {
+      auto* p = static_cast<double*>(t);
+      for (int64_t i = 0; i < n; ++i) p[i] /= divisor;
+      return;
+    }
+    case DType::Float16: return divide_typed(static_cast<Half*>(t), n, divisor);
+    case DType::BFloat16: return divide_typed(static_cast<BFloat16*>(t), n, divisor);
+    default: break;
+  }
+  throw DTypeError(std::string("dist: Avg needs a float dtype, got ") + dtype_name(dtype));
+}
+
+}  // namespace kiln::dist::detail

@@ -1,0 +1,20 @@
+// The elementwise reductions the collectives apply to raw buffers: acc = acc op in, typed by dtype,
+// float16 and bfloat16 computed in float32 and rounded once per call. Shared by kiln's ring and by
+// the MPI backend's user-defined ops for the 16-bit floats MPI has no type for. Internal to dist/.
+#pragma once
+
+#include <cstdint>
+
+#include "dist/process_group.h"
+#include "kernels/dtype.h"
+
+namespace kiln::dist::detail {
+
+// acc[i] = acc[i] op in[i] for i < n. Avg reduces as Sum (the caller divides once at the end).
+void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op);
+// t[i] /= divisor for a float dtype (Avg's last step).
+void divide(void* t, int64_t n, DType dtype, double divisor);
+// Whether `op` applies to `dtype` (Avg needs a float dtype; Bool is not reduced).
+bool supports(DType dtype, ReduceOp op);
+
+}  // namespace kiln::dist::detail

@@ -1,0 +1,130 @@
+// DistributedDataParallel under mpirun (1 to 4 ranks): training on each rank's share of a global
+// batch equals training on the whole batch in one process, whatever the bucket size; no_sync
+// accumulates without communicating; a parameter without a gradient is refused by name, or counted
+// as zero with find_unused_parameters. float64 throughout, so "equals" is within a few ulps.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "core/kiln.h"
+#include "dist/ddp.h"
+#include "nn/layers.h"
+#include "nn/optim/sgd.h"
+
+using namespace kiln;
+using namespace kiln::dist;
+
+namespace {
+
+constexpr int64_t kGlobalBatch = 12;  // divisible by every world size the tests run at (1 to 4)
+
+std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3)});
+  m->to(DType::Float64);
+  return m;
+}
+
+// Global batch `step`: the same on every rank.
+std::pair<Tensor, Tensor> global_batch(int64_t step) {
+  Generator g(77 + static_cast<uint64_t>(step));
+  return {randn({kGlobalBatch, 6}, TensorOptions(DType::Float64), g),
+          randn({kGlobalBatch, 3}, TensorOptions(DType::Float64), g)};
+}
+
+// This rank's rows of a global batch: rows r, r + n, r + 2n, ... (a distributed sampler's split).
+Tensor share(const Tensor& t, const ProcessGroup& g) {
+  std::vector<int64_t> rows;
+  for (int64_t i = g.rank(); i < t.size(0); i += g.size()) rows.push_back(i);
+  return index_select(t, 0, tensor(rows));
+}
+
+double max_param_diff(nn::Module& a, nn::Module& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  double d = 0;
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, max(abs(pa[i] - pb[i])).item<double>());
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ddp: training on shares of the global batch equals training on all of it", "[ddp]") {
+  ProcessGroup& g = world();
+  for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{200}}) {
+    INFO("ranks " << g.size() << ", bucket_bytes " << bucket_bytes);
+    auto reference = make_model(1000);  // rank 0's initial weights
+    auto local = make_model(1000 + static_cast<uint64_t>(g.rank()));  // DDP must overwrite them with rank 0's
+    DDPOptions o;
+    o.bucket_bytes = bucket_bytes;
+    DistributedDataParallel ddp(local, g, o);
+    CHECK(max_param_diff(*reference, *local) == 0.0);
+    if (bucket_bytes == 200) {
+      CHECK(ddp.buckets().size() > 2);
+      CHECK(ddp.buckets().front().front() == local->parameters().size() - 1);  // reverse registration order
+    } else {
+      CHECK(ddp.buckets().size() == 1);
+    }
+    nn::optim::SGD ref_opt(reference->parameters(), 0.1), opt(local->parameters(), 0.1);
+    for (int64_t step = 0; step < 3; ++step) {
+      auto [x, y] = global_batch(step);
+      ref_opt.zero_grad();
+      mse_loss((*reference)(x), y).backward();
+      ref_opt.step();
+      opt.zero_grad();
+      mse_loss((*local)(share(x, g)), share(y, g)).backward();
+      CHECK(ddp.reductions() == static_cast<int64_t>(ddp.buckets().size()));
+      opt.step();
+    }
+    CHECK(max_param_diff(*reference, *local) < 1e-12);
+  }
+}
+
+TEST_CASE("ddp: no_sync accumulates locally; the next backward reduces the sum", "[ddp]") {
+  ProcessGroup& g = world();
+  auto reference = make_model(5);
+  auto local = make_model(5);
+  DistributedDataParallel ddp(local, g);
+  auto [x0, y0] = global_batch(10);
+  auto [x1, y1] = global_batch(11);
+  (mse_loss((*reference)(x0), y0) + mse_loss((*reference)(x1), y1)).backward();
+  {
+    auto guard = ddp.no_sync();
+    mse_loss((*local)(share(x0, g)), share(y0, g)).backward();
+  }
+  CHECK(ddp.reductions() == 0);
+  mse_loss((*local)(share(x1, g)), share(y1, g)).backward();
+  CHECK(ddp.reductions() == 1);
+  auto pr = reference->parameters(), pl = local->parameters();
+  for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
+}
+
+TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with find_unused_parameters",
+          "[ddp]") {
+  ProcessGroup& g = world();
+  auto model = std::make_shared<nn::Sequential>();
+  auto used = std::make_shared<nn::Linear>(4, 2);
+  auto unused = std::make_shared<nn::Linear>(4, 2);
+  model->push_back(used);
+  model->push_back(unused);
+  Tensor x = ones({3, 4});
+  {
+    DistributedDataParallel ddp(model, g);
+    CHECK_THROWS_WITH(sum((*used)(x)).backward(), Catch::Contains("parameter '1.weight' got no gradient"));
+  }
+  for (auto& p : model->parameters()) p.set_grad(Tensor());
+  DDPOptions o;
+  o.find_unused_parameters = true;
+  DistributedDataParallel ddp(model, g, o);
+  sum((*used)(x)).backward();
+  CHECK(max(abs(unused->parameters()[0].grad())).item<float>() == 0.0f);
+  // The used weight's gradient is the same on every rank (every rank computed the same one).
+  Tensor w = used->parameters()[0].grad().clone();
+  g.broadcast(w, 0)->wait();
+  CHECK(max(abs(w - used->parameters()[0].grad())).item<float>() == 0.0f);
+  CHECK_THROWS_AS(DistributedDataParallel(nullptr, g), Error);
+  DDPOptions bad;
+  bad.bucket_bytes = 0;
+  CHECK_THROWS_AS(DistributedDataParallel(model, g, bad), Error);
+}

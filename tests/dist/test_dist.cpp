@@ -1,0 +1,190 @@
+// dist/ under mpirun (CTest runs this executable at 1, 2, 3 and 4 ranks): every collective against a
+// serial reference each rank computes itself, kiln's ring against MPI's native all-reduce on odd
+// element counts and world sizes (exactly for integers and for floats whose sums are exact; within
+// float tolerance otherwise), point-to-point exchanges, and refusals that every rank makes alike
+// before any byte moves (so a bad call fails everywhere instead of hanging half the ranks).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+#include "dist/process_group.h"
+#include "dist/ring.h"
+
+using namespace kiln;
+using namespace kiln::dist;
+
+namespace {
+
+// Rank r's value at element i: a multiple of 1/8 in [-6.25, 6.25], so sums over up to 8 ranks are
+// exact in every float dtype, float16 and bfloat16 included (at most 8 significant bits).
+double value(int r, int64_t i) { return static_cast<double>((i * 7 + r * 13) % 101 - 50) / 8.0; }
+
+Tensor make(int r, int64_t n, DType dt) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] = is_floating(dt) ? value(r, i) : static_cast<double>((i * 7 + r * 13) % 101);
+  }
+  return tensor(v, {n}, TensorOptions(DType::Float64)).to(dt);
+}
+
+// The reduction every rank expects, computed serially in float64.
+std::vector<double> reference(int ranks, int64_t n, DType dt, ReduceOp op) {
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = op == ReduceOp::Max ? -1e300 : 0.0;
+    for (int r = 0; r < ranks; ++r) {
+      const double v = is_floating(dt) ? value(r, i) : static_cast<double>((i * 7 + r * 13) % 101);
+      acc = op == ReduceOp::Max ? std::max(acc, v) : acc + v;
+    }
+    if (op == ReduceOp::Avg) acc /= ranks;
+    if (dt == DType::UInt8) acc = static_cast<double>(static_cast<uint8_t>(static_cast<int64_t>(acc)));
+    out[static_cast<size_t>(i)] = acc;
+  }
+  return out;
+}
+
+std::vector<double> values(const Tensor& t) { return t.to(DType::Float64).to_vector<double>(); }
+
+}  // namespace
+
+TEST_CASE("dist: the world group", "[dist]") {
+  REQUIRE(mpi_available());
+  ProcessGroup& g = world();
+  CHECK(g.backend() == "mpi");
+  CHECK(g.size() >= 1);
+  CHECK(g.rank() >= 0);
+  CHECK(g.rank() < g.size());
+  // Every rank agrees on the size: the sum of ones is the size.
+  Tensor one = ones({1}, TensorOptions(DType::Int64));
+  g.all_reduce(one)->wait();
+  CHECK(one.item<int64_t>() == g.size());
+}
+
+TEST_CASE("dist: all_reduce, native and ring, every dtype and op, against a serial reference", "[dist]") {
+  ProcessGroup& g = world();
+  const std::vector<int64_t> counts{0, 1, 2, 3, 5, 7, 64, 1000, 4099};
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
+                   DType::UInt8}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}) {
+      if (op == ReduceOp::Avg && !is_floating(dt)) continue;
+      for (AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+        for (int64_t n : counts) {
+          INFO(dtype_name(dt) << " " << reduce_op_name(op) << " " << all_reduce_algo_name(algo) << " n=" << n
+                              << " ranks=" << g.size());
+          Tensor t = make(g.rank(), n, dt);
+          g.all_reduce(t, op, algo)->wait();
+          std::vector<double> want = reference(g.size(), n, dt, op);
+          if (op == ReduceOp::Avg) {  // the one division rounds in the tensor's dtype
+            Tensor w = tensor(want, {n}, TensorOptions(DType::Float64)).to(dt);
+            want = values(w);
+          }
+          CHECK(values(t) == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dist: the ring equals the native all-reduce on random floats, in small pieces", "[dist]") {
+  ProcessGroup& g = world();
+  for (int64_t n : {1, 17, 1001, 30011}) {
+    manual_seed(100 + static_cast<uint64_t>(g.rank()));
+    Tensor a = randn({n});
+    Tensor b = a.clone(), c = a.clone();
+    g.all_reduce(a, ReduceOp::Sum, AllReduceAlgo::Native)->wait();
+    g.all_reduce(b, ReduceOp::Sum, AllReduceAlgo::Ring)->wait();
+    ring_all_reduce(g, c, ReduceOp::Sum, /*piece_bytes=*/12);  // 3 floats a piece: many pieces, a short last
+    const double err = max(abs(a - b)).item<double>(), err_c = max(abs(a - c)).item<double>();
+    INFO("n=" << n << " ranks=" << g.size());
+    CHECK(err <= 1e-5);  // another summation order
+    CHECK(err_c <= 1e-5);
+    // The ring's sum is the same on every rank: rank 0's copy, broadcast, matches bit for bit.
+    Tensor from0 = b.clone();
+    g.broadcast(from0, 0)->wait();
+    CHECK(max(abs(from0 - b)).item<double>() == 0.0);
+  }
+}
+
+TEST_CASE("dist: ring segments cover the tensor, longest first", "[dist]") {
+  for (int n = 1; n <= 7; ++n) {
+    for (int64_t numel : {0, 1, 6, 7, 8, 100}) {
+      int64_t next = 0;
+      for (int k = 0; k < n; ++k) {
+        const Segment s = ring_segment(numel, n, k);
+        CHECK(s.begin == next);
+        CHECK(s.end - s.begin <= ring_segment(numel, n, 0).end);
+        CHECK(s.end - s.begin >= numel / n);
+        next = s.end;
+      }
+      CHECK(next == numel);
+    }
+  }
+}
+
+TEST_CASE("dist: reduce_scatter, all_gather, broadcast, barrier", "[dist]") {
+  ProcessGroup& g = world();
+  const int n = g.size(), r = g.rank();
+  const int64_t per = 5;
+  // reduce_scatter: rank r gets the sum of everyone's slice r.
+  Tensor in = make(r, per * n, DType::Float32), out = zeros({per});
+  g.reduce_scatter(out, in, ReduceOp::Sum)->wait();
+  const std::vector<double> full = reference(n, per * n, DType::Float32, ReduceOp::Sum);
+  CHECK(values(out) == std::vector<double>(full.begin() + r * per, full.begin() + (r + 1) * per));
+  // all_gather: every rank's input in rank order.
+  Tensor mine = full_like(zeros({3}, TensorOptions(DType::Int64)), r + 1);
+  Tensor all = zeros({3 * n}, TensorOptions(DType::Int64));
+  g.all_gather(all, mine)->wait();
+  std::vector<int64_t> expect;
+  for (int k = 0; k < n; ++k) expect.insert(expect.end(), 3, k + 1);
+  CHECK(all.to_vector<int64_t>() == expect);
+  // broadcast from the last rank.
+  Tensor b = full_like(zeros({4}), static_cast<double>(r));
+  g.broadcast(b, n - 1)->wait();
+  CHECK(b.to_vector<float>() == std::vector<float>(4, static_cast<float>(n - 1)));
+  g.barrier();
+}
+
+TEST_CASE("dist: point to point around the ring", "[dist]") {
+  ProcessGroup& g = world();
+  const int n = g.size(), r = g.rank();
+  Tensor out = full_like(zeros({1000}, TensorOptions(DType::Int32)), r), in = zeros({1000}, TensorOptions(DType::Int32));
+  g.send_recv(out, (r + 1) % n, in, (r + n - 1) % n, 3);
+  CHECK(in.to_vector<int32_t>() == std::vector<int32_t>(1000, (r + n - 1) % n));
+  if (n > 1) {  // blocking send and recv: rank 0 to the last rank, never both ways at once
+    Tensor msg = full_like(zeros({2}), 7.5);
+    if (r == 0) g.send(msg, n - 1, 9);
+    if (r == n - 1) {
+      Tensor got = zeros({2});
+      g.recv(got, 0, 9);
+      CHECK(got.to_vector<float>() == std::vector<float>{7.5f, 7.5f});
+    }
+  }
+}
+
+TEST_CASE("dist: bad calls are refused on every rank before any byte moves", "[dist]") {
+  ProcessGroup& g = world();
+  Tensor strided = zeros({4, 4}).transpose(0, 1);
+  CHECK_THROWS_WITH(g.all_reduce(strided), Catch::Contains("all_reduce: the tensor [4, 4] must be contiguous"));
+  Tensor ints = zeros({3}, TensorOptions(DType::Int64));
+  CHECK_THROWS_AS(g.all_reduce(ints, ReduceOp::Avg), DTypeError);
+  Tensor flags = zeros({3}, TensorOptions(DType::Bool));
+  CHECK_THROWS_AS(g.all_reduce(flags), DTypeError);
+  Tensor undefined;
+  CHECK_THROWS_WITH(g.all_reduce(undefined), Catch::Contains("undefined"));
+  Tensor x = zeros({2});
+  CHECK_THROWS_AS(g.broadcast(x, g.size()), IndexError);
+  CHECK_THROWS_AS(g.broadcast(x, -1), IndexError);
+  Tensor small = zeros({1}), big = zeros({g.size() * 2 + 1});
+  CHECK_THROWS_AS(g.reduce_scatter(small, big), ShapeError);
+  Tensor gathered = zeros({g.size() + 1});
+  CHECK_THROWS_WITH(g.all_gather(gathered, small), Catch::Contains("all_gather: output has"));
+  Tensor i32 = zeros({g.size()}, TensorOptions(DType::Int32));
+  CHECK_THROWS_AS(g.all_gather(i32, small), DTypeError);
+  CHECK_THROWS_AS(g.send(x, g.size()), IndexError);
+  CHECK_THROWS_WITH(g.send(x, 0, 40000), Catch::Contains("tag must be in [0, 32767]"));
+  g.barrier();  // every rank got here: none is stuck in a collective another refused
+}
