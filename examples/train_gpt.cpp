@@ -22,6 +22,8 @@
 #include "data/datasets.h"
 #include "data/loader.h"
 #include "data/prefetcher.h"
+#include "data/sampler.h"
+#include "dist/ddp.h"
 #include "examples/common.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
@@ -274,7 +276,29 @@ void print_result(const Options& opt, int64_t iter, double val_loss, const Best&
 
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
-  const Options opt = parse_options(argc, argv);
+  Options opt = parse_options(argc, argv);
+  // --ddp: every rank runs this whole program on its share of each batch. Ranks other than 0 print
+  // nothing and write their files (the same as rank 0's) to OUT/rank-R.
+  dist::ProcessGroup* group = nullptr;
+  if (opt.ddp) {
+    if (opt.device.is_cuda()) {
+      examples::input_error("--ddp: kiln's process groups carry CPU tensors (MPI) only; a GPU run needs the NCCL "
+                            "backend, which is not built yet: use --device cpu");
+    }
+    try {
+      group = &dist::world();
+    } catch (const Error& e) {
+      examples::input_error(std::string("--ddp: ") + e.what());
+    }
+    if (opt.batch_size % group->size() != 0) {
+      examples::input_error("--ddp: --batch-size " + std::to_string(opt.batch_size) + " must be a multiple of the " +
+                            std::to_string(group->size()) + " ranks");
+    }
+    if (group->rank() > 0) {
+      opt.out = (fs::path(opt.out) / ("rank-" + std::to_string(group->rank()))).string();
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) examples::input_error("--ddp: cannot silence rank output");
+    }
+  }
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);
@@ -282,6 +306,9 @@ static int run(int argc, char** argv) {
   nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
                              {opt.beta1, opt.beta2});
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
+  // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
+  std::optional<dist::DistributedDataParallel> ddp;
+  if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
 
   examples::make_out_dir(opt.out);
@@ -306,6 +333,11 @@ static int run(int argc, char** argv) {
   data::DataLoaderOptions loader_options = opt.loader.loader_options(opt.device, kDefaultWorkers);
   loader_options.batch_size = opt.batch_size;
   loader_options.seed = opt.seed;
+  if (group) {  // this rank's rows of every global batch: the windows a single process would read
+    loader_options.batch_size = opt.batch_size / group->size();
+    loader_options.sampler = std::make_shared<data::DistributedSampler>(windows->size(), group->size(), group->rank(),
+                                                                        /*shuffle=*/false);
+  }
   data::DataLoader loader(windows, loader_options);
   loader.set_position({0, iter});
   data::DevicePrefetcher batches(loader, opt.device);
@@ -347,7 +379,7 @@ static int run(int argc, char** argv) {
   auto t_window = Clock::now();  // throughput since the last report, so evaluation time does not count
   while (iter < opt.max_iters) {
     const data::Example batch = *batches.next();
-    Tensor loss = train_step.run(opt.batch_size, [&](int64_t start, int64_t len) {
+    Tensor loss = train_step.run(batch.data.size(0), [&](int64_t start, int64_t len) {
       return model->loss(batch.data.narrow(0, start, len), batch.target.narrow(0, start, len));
     });
     schedule.step();

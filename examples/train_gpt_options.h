@@ -47,6 +47,7 @@ struct Options {
   int64_t sample_tokens = 500;
   PrecisionOptions precision;  // --amp, --tf32, --recompute, --grad-accum, --memory
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
+  bool ddp = false;            // data-parallel over the ranks of mpirun (dist/ddp.h)
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -116,6 +117,9 @@ inline Options parse_options(int argc, const char* const* argv) {
       ->transform(whole<int64_t>(0));
   examples::add_precision_options(app, o.precision, /*image_model=*/false);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
+  app.add_flag("--ddp", o.ddp,
+               "data-parallel training over the ranks of mpirun (MPI, CPU tensors): each rank trains on 1/N of "
+               "every batch and the gradients are averaged; rank 0 prints and writes --out, rank R writes OUT/rank-R");
   examples::parse_or_exit(app, argc, argv);
 
   o.device = examples::choose_device(o.device_name);

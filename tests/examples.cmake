@@ -51,6 +51,18 @@ add_test(NAME example_train_gpt_resume_fp16
                  -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume_fp16 -DEXTRA=--amp,fp16,--recompute,--grad-accum,2
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
 
+# train_gpt --ddp over 2 and 3 ranks of mpiexec against the same run in one process.
+find_program(KILN_PYTHON3 python3)
+if(KILN_WITH_MPI AND KILN_PYTHON3)
+  foreach(ranks 2 3)
+    add_test(NAME example_train_gpt_ddp_${ranks}
+             COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --exe $<TARGET_FILE:train_gpt>
+                     --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks} --data ${KILN_SHAKESPEARE}
+                     --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_${ranks})
+    set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
+  endforeach()
+endif()
+
 set_tests_properties(example_train_cnn example_train_cnn_resume example_train_gpt example_train_gpt_resume
                      example_train_gpt_amp_bf16 example_train_cnn_resume_fp16 example_train_gpt_resume_fp16
                      example_train_cnn_resume_workers

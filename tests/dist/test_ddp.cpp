@@ -1,7 +1,8 @@
 // DistributedDataParallel under mpirun (1 to 4 ranks): training on each rank's share of a global
 // batch equals training on the whole batch in one process, whatever the bucket size; no_sync
 // accumulates without communicating; a parameter without a gradient is refused by name, or counted
-// as zero with find_unused_parameters. float64 throughout, so "equals" is within a few ulps.
+// as zero with find_unused_parameters; ZeRO-1's sharded AdamW equals DDP's with 1/N of the state.
+// float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -9,7 +10,9 @@
 
 #include "core/kiln.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "nn/layers.h"
+#include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
 
 using namespace kiln;
@@ -127,4 +130,42 @@ TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with 
   DDPOptions bad;
   bad.bucket_bytes = 0;
   CHECK_THROWS_AS(DistributedDataParallel(model, g, bad), Error);
+}
+
+TEST_CASE("zero-1: sharded AdamW equals DDP's AdamW, with 1/N of the optimizer state per rank", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  auto ddp_model = make_model(31);
+  auto zero_model = make_model(31 + static_cast<uint64_t>(g.rank()));  // ZeRO sets rank 0's weights everywhere
+  DistributedDataParallel ddp(ddp_model, g);
+  nn::optim::AdamW ddp_opt(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
+  ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g,
+                               [](std::vector<nn::optim::ParamGroup> groups) {
+                                 return std::make_unique<nn::optim::AdamW>(std::move(groups));
+                               });
+  CHECK(max_param_diff(*ddp_model, *zero_model) == 0.0);
+  for (int64_t step = 0; step < 4; ++step) {
+    auto [x, y] = global_batch(20 + step);
+    ddp_opt.zero_grad();
+    mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
+    ddp_opt.step();
+    zero.zero_grad();
+    mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+    zero.step();
+  }
+  INFO("ranks " << g.size());
+  CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
+  // Optimizer memory: the moments of this rank's shards only.
+  int64_t full = 0, local = 0;
+  for (const auto& [name, t] : ddp_opt.state_dict()) {
+    if (name.rfind("state.", 0) == 0) full += t.numel();
+  }
+  for (const auto& [name, t] : zero.local().state_dict()) {
+    if (name.rfind("state.", 0) == 0) local += t.numel();
+  }
+  const int64_t params = zero_model->num_parameters();
+  CHECK(full == 2 * params);
+  int64_t shards = 0;
+  for (int64_t s : zero.shard_numel()) shards += s;
+  CHECK(local == 2 * shards);
+  CHECK(shards * g.size() < params + 2 * g.size());  // each group pads to a multiple of the world size
 }

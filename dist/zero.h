@@ -1,0 +1,53 @@
+// ZeRO stage 1 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+// Models"): the optimizer's state sharded across ranks. Each rank keeps the Adam moments (or any
+// optimizer's state) of 1/N of the parameters only. A step reduce-scatters the gradients (each rank
+// receives the average of its shard), updates its shard with an ordinary kiln optimizer, and
+// all-gathers the updated shards into every rank's full parameters: the same bytes on the wire as
+// DDP's all-reduce, and 1/N of the optimizer memory. Non-obvious decisions: each parameter group
+// becomes one flat buffer, padded to a multiple of the world size and cut into equal shards, so a
+// shard may hold pieces of several parameters, which is exact for elementwise optimizers (SGD,
+// AdamW: every element's update depends on its own gradient and state only) and the reason a
+// global-norm gradient clip is not offered here; and the model is NOT wrapped in DDP: the
+// reduce-scatter is what averages the gradients.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/optim/optimizer.h"
+
+namespace kiln::dist {
+
+class ZeroRedundancyOptimizer {
+ public:
+  // Builds the local optimizer over this rank's shards (one group per group given, same lr,
+  // weight decay and options).
+  using Factory = std::function<std::unique_ptr<nn::optim::Optimizer>(std::vector<nn::optim::ParamGroup>)>;
+
+  // `groups` as for any kiln optimizer; each group's parameters must share one dtype and device.
+  // Every rank's parameters are set to rank 0's first.
+  ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group, Factory make);
+
+  // Reduce-scatter of the gradients (average; a parameter without a gradient counts as zero),
+  // the local optimizer's step on this rank's shards, all-gather of the parameters.
+  void step();
+  void zero_grad();
+
+  // The optimizer over this rank's shards: its state is this rank's share.
+  nn::optim::Optimizer& local() { return *local_; }
+  // Elements of one shard of each group (the padded flat size / world size).
+  const std::vector<int64_t>& shard_numel() const { return shard_numel_; }
+
+ private:
+  ProcessGroup& group_;
+  std::vector<nn::optim::ParamGroup> groups_;
+  std::vector<int64_t> padded_;       // per group: flat size rounded up to a multiple of the world size
+  std::vector<int64_t> shard_numel_;  // per group
+  std::vector<Tensor> shards_;        // per group: this rank's slice of the flat parameters (a leaf)
+  std::unique_ptr<nn::optim::Optimizer> local_;
+};
+
+}  // namespace kiln::dist
