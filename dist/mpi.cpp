@@ -5,10 +5,23 @@
 // MPI 4.1's vectorized uint8 sum saturates at 255 where kiln (and PyTorch) wrap around, which the
 // tests caught at 64 elements and more; counts above MPI's int are sent in
 // parts; and MPI_COMM_WORLD returns errors instead of aborting, so a failed call is a kiln::Error.
+// Nothing waits forever (KILN_DIST_TIMEOUT seconds, default 600). Point-to-point messages are
+// posted non-blocking and waited for with that deadline, which turns a lost peer into an Error
+// naming it. Collectives stay MPI's blocking calls, because Open MPI's non-blocking collectives
+// are a different, slower implementation (2 to 2.5 times the time of MPI_Allreduce at 1 to 4 MiB
+// on 2 ranks, measured); a watchdog thread watches each one and, past the deadline, prints which
+// call on which rank timed out and ends the process, and the launcher then ends the job. After a
+// point-to-point timeout a request is still pending, so the process aborts the job at exit
+// instead of finalizing.
 // Built without MPI, world() says so.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "dist/process_group.h"
@@ -33,6 +46,108 @@ void check_mpi(int rc, const std::string& what) {
   MPI_Error_string(rc, text, &len);
   throw Error("dist (mpi): " + what + " failed: " + std::string(text, static_cast<size_t>(len)));
 }
+
+// KILN_DIST_TIMEOUT: seconds a rank waits for one call before it gives up (unset: 600).
+double dist_timeout() {
+  const char* v = std::getenv("KILN_DIST_TIMEOUT");
+  if (v == nullptr || *v == 0) return 600.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != 0 || !(t > 0) || t > 1e9) {
+    throw Error(std::string("dist: KILN_DIST_TIMEOUT must be a positive number of seconds, got '") + v + "'");
+  }
+  return t;
+}
+
+bool g_broken = false;  // a call timed out: a request is still pending, MPI cannot be finalized
+
+// Waits for `request`: spinning at first (a small message completes in microseconds), then
+// sleeping up to a millisecond between tests, until the deadline.
+void wait_request(MPI_Request& request, const std::string& what, int rank, int size) {
+  static const double timeout = dist_timeout();
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::microseconds nap(0);
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout) {
+      g_broken = true;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", timeout);
+      throw Error("dist (mpi): " + what + " did not complete within KILN_DIST_TIMEOUT=" + secs + " s on rank " +
+                  std::to_string(rank) + " of " + std::to_string(size) +
+                  ": another rank exited, hangs, or never reached this call; the job aborts when this process exits");
+    }
+    if (waited > 1e-4) {
+      nap = std::min(std::chrono::microseconds(1000), nap + std::chrono::microseconds(20));
+      std::this_thread::sleep_for(nap);
+    }
+  }
+}
+
+// The watchdog of blocking collectives. Arming and disarming are two relaxed atomic stores (a
+// collective of a few microseconds must not pay for a lock or a thread wake-up); the watchdog
+// thread looks every 50 ms and, when the armed call is past its deadline, reports it on stderr and
+// ends the process. One call at a time is watched (the backend's callers are serialized). Its
+// state is never freed, so the detached thread cannot outlive it.
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog();
+    return *w;
+  }
+  void arm(const char* what, int root) {
+    what_.store(what, std::memory_order_relaxed);
+    root_.store(root, std::memory_order_relaxed);
+    since_.store(now_ns(), std::memory_order_release);
+  }
+  void disarm() { since_.store(0, std::memory_order_release); }
+  void set_rank(int rank, int size) {
+    rank_ = rank;
+    size_ = size;
+  }
+
+ private:
+  Watchdog() : timeout_ns_(static_cast<int64_t>(dist_timeout() * 1e9)) {
+    std::thread([this] { watch(); }).detach();
+  }
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void watch() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t since = since_.load(std::memory_order_acquire);
+      if (since == 0 || now_ns() - since <= timeout_ns_) continue;
+      const int root = root_.load(std::memory_order_relaxed);
+      std::fprintf(stderr,
+                   "kiln dist (mpi): %s%s did not complete within KILN_DIST_TIMEOUT=%g s on rank %d of %d: another "
+                   "rank exited, hangs, or never reached this call; ending this process (and so the job)\n",
+                   what_.load(std::memory_order_relaxed),
+                   root >= 0 ? (" from rank " + std::to_string(root)).c_str() : "", static_cast<double>(timeout_ns_) / 1e9,
+                   rank_, size_);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+  std::atomic<int64_t> since_{0};  // when the watched call started (steady clock, ns); 0: none
+  std::atomic<const char*> what_{""};
+  std::atomic<int> root_{-1};
+  int rank_ = 0, size_ = 1;
+  int64_t timeout_ns_;
+};
+
+// Watches one blocking collective for the scope (`root`: a broadcast's root, else -1).
+class Watched {
+ public:
+  explicit Watched(const char* what, int root = -1) { Watchdog::get().arm(what, root); }
+  ~Watched() { Watchdog::get().disarm(); }
+  Watched(const Watched&) = delete;
+  Watched& operator=(const Watched&) = delete;
+};
 
 MPI_Datatype g_half = MPI_DATATYPE_NULL, g_bf16 = MPI_DATATYPE_NULL, g_u8 = MPI_DATATYPE_NULL;
 MPI_Op g_sum = MPI_OP_NULL, g_max = MPI_OP_NULL;
@@ -67,14 +182,20 @@ MPI_Op mpi_op(DType dt, ReduceOp op) {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request request, Tensor keep, std::string what)
-      : request_(request), keep_(std::move(keep)), what_(std::move(what)) {}
+  MpiWork(MPI_Request request, Tensor keep, std::string what, int rank, int size)
+      : request_(request), keep_(std::move(keep)), what_(std::move(what)), rank_(rank), size_(size) {}
   ~MpiWork() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave MPI a dead buffer
+    // Never leave MPI a buffer that is about to be freed; after a timeout the job is aborting anyway.
+    if (request_ != MPI_REQUEST_NULL && !g_broken) {
+      try {
+        wait_request(request_, what_, rank_, size_);
+      } catch (const Error&) {  // a destructor must not throw: the job aborts at exit (g_broken)
+      }
+    }
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_);
+    wait_request(request_, what_, rank_, size_);
   }
   bool completed() const override {
     if (request_ == MPI_REQUEST_NULL) return true;
@@ -87,6 +208,7 @@ class MpiWork final : public Work {
   mutable MPI_Request request_;
   Tensor keep_;
   std::string what_;
+  int rank_, size_;
 };
 
 class MpiProcessGroup final : public ProcessGroup {
@@ -102,12 +224,16 @@ class MpiProcessGroup final : public ProcessGroup {
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
+        if (finalized) return;
+        if (g_broken) MPI_Abort(MPI_COMM_WORLD, 1);  // a call is still pending: end every rank
+        MPI_Finalize();
       });
     }
+    (void)dist_timeout();  // a bad KILN_DIST_TIMEOUT is an error now, not at the first wait
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    Watchdog::get().set_rank(rank_, size_);
     MPI_Type_contiguous(1, MPI_UINT16_T, &g_half);
     MPI_Type_commit(&g_half);
     MPI_Type_contiguous(1, MPI_UINT16_T, &g_bf16);
@@ -127,6 +253,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
     if (!detail::supports(output.dtype(), op)) throw DTypeError(std::string("reduce_scatter: unsupported ") + reduce_op_name(op));
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
+    Watched watch("reduce_scatter");
     check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
                                        mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),
               "MPI_Reduce_scatter_block");
@@ -139,6 +266,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("all_gather", output, input, input.numel() * size_, "size() x the input's");
     const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
     if (bytes > kMaxCount) throw Error("all_gather: more than 2^30 bytes per rank");
+    Watched watch("all_gather");
     check_mpi(MPI_Allgather(input.data_ptr(), static_cast<int>(bytes), MPI_BYTE, output.data_ptr(),
                             static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
               "MPI_Allgather");
@@ -150,12 +278,16 @@ class MpiProcessGroup final : public ProcessGroup {
     auto* p = static_cast<char*>(tensor.data_ptr());
     const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
     for (int64_t b = 0; b < bytes; b += kMaxCount) {
+      Watched watch("broadcast", root);
       check_mpi(MPI_Bcast(p + b, static_cast<int>(std::min(kMaxCount, bytes - b)), MPI_BYTE, root, MPI_COMM_WORLD),
                 "MPI_Bcast");
     }
     return completed_work();
   }
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    Watched watch("barrier");
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  }
 
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag) override {
     return p2p("isend", const_cast<Tensor&>(tensor), dst, tag, /*send=*/true);
@@ -169,6 +301,7 @@ class MpiProcessGroup final : public ProcessGroup {
     auto* p = static_cast<char*>(tensor.data_ptr());
     const int64_t n = tensor.numel(), es = static_cast<int64_t>(tensor.element_size());
     for (int64_t b = 0; b < n; b += kMaxCount) {
+      Watched watch("all_reduce");
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + b * es, static_cast<int>(std::min(kMaxCount, n - b)),
                               mpi_type(tensor.dtype()), mpi_op(tensor.dtype(), op), MPI_COMM_WORLD),
                 "MPI_Allreduce");
@@ -211,7 +344,7 @@ class MpiProcessGroup final : public ProcessGroup {
       check_mpi(MPI_Irecv(tensor.data_ptr(), static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request),
                 what);
     }
-    return std::make_shared<MpiWork>(request, tensor, what);
+    return std::make_shared<MpiWork>(request, tensor, what, rank_, size_);
   }
 
   int rank_ = 0, size_ = 1;

@@ -82,7 +82,9 @@ class ProcessGroup {
 // The process group of this process: under mpirun (or any MPI launcher, Slurm's srun included),
 // every rank of MPI_COMM_WORLD. MPI is initialized on the first call and finalized at exit. A build
 // without MPI, or a process started without a launcher where MPI cannot initialize, is a kiln::Error
-// saying so.
+// saying so. Every call waits at most KILN_DIST_TIMEOUT seconds (default 600) for the other ranks,
+// then fails with an Error naming this rank and the call (and, for point to point, the peer); the
+// job is then aborted when the process exits.
 ProcessGroup& world();
 // Whether kiln was built with MPI (dist/ has a backend).
 bool mpi_available();

@@ -22,7 +22,9 @@
 #include "data/loader.h"
 #include "data/prefetcher.h"
 #include "data/transforms.h"
+#include "dist/ddp.h"
 #include "examples/common.h"
+#include "examples/distributed.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_cnn_options.h"
@@ -86,6 +88,14 @@ Data load_data(const Options& opt, Device device, const data::transforms::Compos
   }
   d.fingerprint = d.train->fingerprint();
   return d;
+}
+
+// Batches per epoch on this rank: all of them, or with --ddp a DistributedSampler's share (padded
+// to a multiple of the ranks) in batches of batch / ranks.
+int64_t rank_batches(int64_t n, int64_t batch, const dist::ProcessGroup* group) {
+  if (group == nullptr) return (n + batch - 1) / batch;
+  const int64_t ranks = group->size(), share = (n + ranks - 1) / ranks, local = batch / ranks;
+  return (share + local - 1) / local;
 }
 
 // The initial weights come from kiln's generator, seeded by --seed just before.
@@ -161,7 +171,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
 // the saved run's shuffling, so its seed replaces --seed. A checkpoint of other training data or
 // another batch size, or whose loop position does not fit this run, is bad input.
 Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, nn::amp::GradScaler* scaler,
-                 const Data& data, Device device) {
+                 const Data& data, Device device, int64_t batches_per_epoch) {
   const int64_t train_size = data.train->size();
   nn::TrainingState st;
   Loop loop;
@@ -174,7 +184,6 @@ Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimize
                             " on " + std::to_string(saved_train_size) + " images; got " +
                             std::to_string(opt.batch_size) + " on " + std::to_string(train_size));
     }
-    const int64_t batches_per_epoch = (train_size + opt.batch_size - 1) / opt.batch_size;
     const int64_t epochs = st.position("epochs", 1, INT32_MAX, opt.resume);
     if (epochs != opt.epochs) {
       std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
@@ -313,15 +322,20 @@ int verdict(const Options& opt, double accuracy, const Loop& loop, double last_t
 static int run(int argc, char** argv) {
   Options opt = parse_options(argc, argv);
   const Device device = examples::choose_device(opt.device);
+  // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
+  dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out);
   const data::transforms::Compose transform = train_transform(opt);
   const Data data = load_data(opt, device, transform);
   const int64_t n = data.train->size(), n_test = data.x_test.size(0);
-  const int64_t batches_per_epoch = (n + opt.batch_size - 1) / opt.batch_size;
+  const int64_t batches_per_epoch = rank_batches(n, opt.batch_size, group);
   const int64_t total_steps = batches_per_epoch * opt.epochs;
 
   examples::apply_math_switches(opt.precision);
   auto model = build_model(opt, device);
   auto optimizer = build_optimizer(opt, *model);
+  // DDP first: every rank starts from rank 0's weights, and each backward's gradients are averaged.
+  std::optional<dist::DistributedDataParallel> ddp;
+  if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
@@ -331,7 +345,7 @@ static int run(int argc, char** argv) {
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    loop = resume_from(opt, *model, *optimizer, train_step.scaler(), data, device);
+    loop = resume_from(opt, *model, *optimizer, train_step.scaler(), data, device, batches_per_epoch);
     schedule.set_step(loop.step);
   }
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
@@ -340,11 +354,18 @@ static int run(int argc, char** argv) {
                                      settings(opt, device, n, n_test, model->num_parameters())));
   print_banner(opt, device, *model, n);
 
-  // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has.
+  // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has; with
+  // --ddp this rank's share of that order, in batches of batch-size / ranks.
   data::DataLoaderOptions loader_options = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   loader_options.batch_size = opt.batch_size;
   loader_options.shuffle = true;
   loader_options.seed = opt.seed;
+  if (group) {
+    loader_options.batch_size = opt.batch_size / group->size();
+    loader_options.shuffle = false;
+    loader_options.sampler =
+        std::make_shared<data::DistributedSampler>(n, group->size(), group->rank(), /*shuffle=*/true, opt.seed);
+  }
   data::DataLoader loader(data.train, loader_options);
   loader.set_position({loop.epoch, loop.batch});
   data::DevicePrefetcher batches(loader, device);
@@ -375,8 +396,9 @@ static int run(int argc, char** argv) {
         loop.first_loss = loss.item<float>();
         examples::check_finite_loss(loop.first_loss, "step 1");
       }
-      images_this_epoch += len;
-      totals.images += len;
+      const int64_t images = group ? len * group->size() : len;  // the global batch, with --ddp
+      images_this_epoch += images;
+      totals.images += images;
 
       stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
              (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
@@ -398,7 +420,9 @@ static int run(int argc, char** argv) {
       }
     }
     // The epoch's end (also when stopping there): evaluate, record, checkpoint the next position.
-    last_train_loss = loop.loss_sum.item<double>() / static_cast<double>(batches_per_epoch);
+    Tensor epoch_loss = loop.loss_sum.clone();
+    if (group) group->all_reduce(epoch_loss, dist::ReduceOp::Avg)->wait();  // every rank's batches
+    last_train_loss = epoch_loss.item<double>() / static_cast<double>(batches_per_epoch);
     examples::check_finite_loss(last_train_loss, "the end of epoch " + std::to_string(loop.epoch + 1));
     const double train_secs = seconds_since(t_epoch);  // the item() above waited for the device
     const double ips = static_cast<double>(images_this_epoch) / train_secs;

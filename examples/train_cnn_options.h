@@ -9,6 +9,7 @@
 
 #include "data/idx.h"
 #include "examples/common.h"
+#include "examples/distributed.h"
 #include "examples/loader_options.h"
 #include "examples/precision_options.h"
 
@@ -37,6 +38,7 @@ struct Options {
   std::optional<double> max_minutes;    // checkpoint and exit once this much time has passed
   PrecisionOptions precision;  // --amp, --tf32, --channels-last, --recompute, --grad-accum, --memory
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
+  bool ddp = false;            // data-parallel over the ranks of mpiexec (dist/ddp.h)
 };
 
 inline Options parse_options(int argc, const char* const* argv) {
@@ -95,6 +97,7 @@ inline Options parse_options(int argc, const char* const* argv) {
       ->default_str("none");
   examples::add_precision_options(app, o.precision, /*image_model=*/true);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
+  examples::add_ddp_flag(app, o.ddp);
   examples::parse_or_exit(app, argc, argv);
 
   const bool adamw = o.optimizer == "adamw";

@@ -25,6 +25,7 @@
 #include "data/sampler.h"
 #include "dist/ddp.h"
 #include "examples/common.h"
+#include "examples/distributed.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_gpt_options.h"
@@ -277,28 +278,8 @@ void print_result(const Options& opt, int64_t iter, double val_loss, const Best&
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
   Options opt = parse_options(argc, argv);
-  // --ddp: every rank runs this whole program on its share of each batch. Ranks other than 0 print
-  // nothing and write their files (the same as rank 0's) to OUT/rank-R.
-  dist::ProcessGroup* group = nullptr;
-  if (opt.ddp) {
-    if (opt.device.is_cuda()) {
-      examples::input_error("--ddp: kiln's process groups carry CPU tensors (MPI) only; a GPU run needs the NCCL "
-                            "backend, which is not built yet: use --device cpu");
-    }
-    try {
-      group = &dist::world();
-    } catch (const Error& e) {
-      examples::input_error(std::string("--ddp: ") + e.what());
-    }
-    if (opt.batch_size % group->size() != 0) {
-      examples::input_error("--ddp: --batch-size " + std::to_string(opt.batch_size) + " must be a multiple of the " +
-                            std::to_string(group->size()) + " ranks");
-    }
-    if (group->rank() > 0) {
-      opt.out = (fs::path(opt.out) / ("rank-" + std::to_string(group->rank()))).string();
-      if (std::freopen("/dev/null", "w", stdout) == nullptr) examples::input_error("--ddp: cannot silence rank output");
-    }
-  }
+  // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
+  dist::ProcessGroup* group = examples::start_ddp(opt.ddp, opt.device, opt.batch_size, opt.out);
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);

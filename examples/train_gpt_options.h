@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "examples/common.h"
+#include "examples/distributed.h"
 #include "examples/loader_options.h"
 #include "examples/precision_options.h"
 
@@ -117,9 +118,7 @@ inline Options parse_options(int argc, const char* const* argv) {
       ->transform(whole<int64_t>(0));
   examples::add_precision_options(app, o.precision, /*image_model=*/false);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
-  app.add_flag("--ddp", o.ddp,
-               "data-parallel training over the ranks of mpirun (MPI, CPU tensors): each rank trains on 1/N of "
-               "every batch and the gradients are averaged; rank 0 prints and writes --out, rank R writes OUT/rank-R");
+  examples::add_ddp_flag(app, o.ddp);
   examples::parse_or_exit(app, argc, argv);
 
   o.device = examples::choose_device(o.device_name);

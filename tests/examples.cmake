@@ -61,6 +61,14 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_${ranks})
     set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
   endforeach()
+  # train_cnn --ddp on 2 ranks must learn (SmallCNN's BatchNorm normalizes each rank's half batch, so
+  # it cannot equal one process bit for bit; kiln has no synchronized BatchNorm yet).
+  add_test(NAME example_train_cnn_ddp
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:train_cnn> --ddp
+                   --device cpu --epochs 1 --train-limit 4000 --test-limit 1000 --batch-size 32 --min-accuracy 0.75
+                   --out ${KILN_EXAMPLE_RUNS}/train_cnn_ddp)
+  set_tests_properties(example_train_cnn_ddp PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
+                       ENVIRONMENT "KILN_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endif()
 
 set_tests_properties(example_train_cnn example_train_cnn_resume example_train_gpt example_train_gpt_resume
