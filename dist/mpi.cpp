@@ -1,25 +1,25 @@
-// The MPI backend: CPU tensors over MPI_COMM_WORLD. Non-obvious decisions: point-to-point moves
-// bytes (MPI_BYTE), so every dtype travels the same way; the native all-reduce maps kiln's dtypes to
-// MPI's and gives float16 and bfloat16, which MPI has no type for, user-defined 2-byte types whose
-// sum and max run kiln's float32 reduction (dist/reduce.h), and uint8 the same way, because Open
-// MPI 4.1's vectorized uint8 sum saturates at 255 where kiln (and PyTorch) wrap around, which the
-// tests caught at 64 elements and more; counts above MPI's int are sent in
-// parts; and MPI_COMM_WORLD returns errors instead of aborting, so a failed call is a kiln::Error.
-// Nothing waits forever (KILN_DIST_TIMEOUT seconds, default 600). Point-to-point messages are
-// posted non-blocking and waited for with that deadline, which turns a lost peer into an Error
-// naming it. Collectives stay MPI's blocking calls, because Open MPI's non-blocking collectives
-// are a different, slower implementation (2 to 2.5 times the time of MPI_Allreduce at 1 to 4 MiB
-// on 2 ranks, measured); a watchdog thread watches each one and, past the deadline, prints which
-// call on which rank timed out and ends the process, and the launcher then ends the job. After a
-// point-to-point timeout a request is still pending, so the process aborts the job at exit
-// instead of finalizing.
+// The MPI backend: CPU tensors over MPI_COMM_WORLD. Non-obvious decisions:
+// - Point-to-point moves bytes (MPI_BYTE), so every dtype travels the same way.
+// - The native all-reduce maps kiln's dtypes to MPI's. float16 and bfloat16, which MPI has no type
+//   for, get user-defined 2-byte types whose sum and max run kiln's float32 reduction
+//   (dist/reduce.h); uint8 goes the same way, because Open MPI 4.1's vectorized uint8 sum saturates
+//   at 255 where kiln (and PyTorch) wrap around, which the tests caught at 64 elements and more.
+// - Counts above MPI's int are sent in parts; MPI_COMM_WORLD returns errors instead of aborting, so
+//   a failed call is a kiln::Error.
+// - Nothing waits forever (KILN_DIST_TIMEOUT seconds, default 600). Point-to-point messages are
+//   posted non-blocking and waited for with that deadline, which turns a lost peer into an Error
+//   naming it; a request is then still pending, so the process aborts the job at exit instead of
+//   finalizing. Collectives stay MPI's blocking calls, because Open MPI's non-blocking collectives
+//   are a different and slower implementation (about 2 to 2.5 times the time of MPI_Allreduce at 1
+//   to 4 MiB on 2 ranks in a quick comparison); a watchdog thread watches each one and, past the
+//   deadline, prints which call on which rank timed out and ends the process, and the launcher then
+//   ends the job.
 // Built without MPI, world() says so.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
