@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "core/autograd.h"
-#include "core/ops/copy.h"
 #include "core/ops/factory.h"
+#include "dist/flat.h"
 #include "kernels/error.h"
 
 namespace kiln::dist {
@@ -21,6 +21,7 @@ struct DistributedDataParallel::State {
   std::vector<Tensor> params;
   std::vector<std::vector<size_t>> buckets;
   std::vector<size_t> bucket_of;
+  std::vector<Tensor> flats;  // per bucket, kept from step to step
   // This backward pass:
   bool sync = true;
   bool in_pass = false;      // the end-of-backward callback is queued
@@ -29,36 +30,18 @@ struct DistributedDataParallel::State {
   size_t next_bucket = 0;    // the next bucket to reduce, in order
   int64_t reductions = 0;
 
+  // Bucket b's gradients through its flat buffer (made on first use, then kept): one all-reduce.
   void reduce(size_t b) {
-    NoGradGuard no_grad;
-    const std::vector<size_t>& idx = buckets[b];
-    int64_t numel = 0;
-    for (size_t i : idx) numel += params[i].numel();
-    const Tensor& first = params[idx.front()];
-    Tensor flat = empty({numel}, TensorOptions(first.dtype(), first.device()));
-    int64_t offset = 0;
-    for (size_t i : idx) {
-      Tensor& p = params[i];
-      Tensor slot = flat.narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) {
-        slot.copy_(p.grad());
-      } else {
-        slot.zero_();  // an unused parameter (find_unused_parameters): zero on this rank
-      }
-      offset += p.numel();
+    TensorList grads_of;
+    for (size_t i : buckets[b]) grads_of.push_back(params[i]);
+    Tensor& flat = flats[b];
+    if (!flat.defined()) {
+      const Tensor& first = grads_of.front();
+      flat = empty({detail::total_numel(grads_of)}, TensorOptions(first.dtype(), first.device()));
     }
+    detail::pack(grads_of, flat, /*grads=*/true);
     group->all_reduce(flat, ReduceOp::Avg, options.algo)->wait();
-    offset = 0;
-    for (size_t i : idx) {
-      Tensor& p = params[i];
-      Tensor slot = flat.narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(slot);
-      } else {
-        p.set_grad(slot.clone());
-      }
-      offset += p.numel();
-    }
+    detail::unpack(flat, grads_of, /*grads=*/true);
     ++reductions;
   }
 
@@ -142,6 +125,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     st.bucket_of[k] = st.buckets.size() - 1;
     bytes += pb;
   }
+  st.flats.resize(st.buckets.size());
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < st.params.size(); ++k) {
     st.params[k].register_post_accumulate_grad_hook([weak, k](Tensor&) {

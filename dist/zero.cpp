@@ -6,25 +6,10 @@
 
 #include "core/autograd.h"
 #include "core/ops/factory.h"
+#include "dist/flat.h"
 #include "kernels/error.h"
 
 namespace kiln::dist {
-namespace {
-
-// Group g's parameters (and padding) as one flat tensor of `padded` elements.
-Tensor flatten(const TensorList& params, int64_t padded, bool grads) {
-  const Tensor& first = params.front();
-  Tensor flat = zeros({padded}, TensorOptions(first.dtype(), first.device()));
-  int64_t offset = 0;
-  for (const Tensor& p : params) {
-    const Tensor& src = grads ? p.grad() : p;
-    if (src.defined()) flat.narrow(0, offset, p.numel()).view(p.sizes()).copy_(src.detach());
-    offset += p.numel();
-  }
-  return flat;
-}
-
-}  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group,
                                                  Factory make)
@@ -36,29 +21,24 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   for (size_t g = 0; g < groups_.size(); ++g) {
     const TensorList& params = groups_[g].params;
     if (params.empty()) throw Error("ZeroRedundancyOptimizer: parameter group " + std::to_string(g) + " is empty");
-    int64_t numel = 0;
     for (const Tensor& p : params) {
       if (p.dtype() != params.front().dtype() || p.device() != params.front().device()) {
         throw DTypeError("ZeroRedundancyOptimizer: group " + std::to_string(g) + " mixes " +
                          dtype_name(params.front().dtype()) + " on " + params.front().device().str() + " with " +
                          dtype_name(p.dtype()) + " on " + p.device().str() + "; one flat buffer needs one of each");
       }
-      numel += p.numel();
     }
-    const int64_t padded = (numel + n - 1) / n * n;
-    padded_.push_back(padded);
+    const int64_t padded = (detail::total_numel(params) + n - 1) / n * n;
     shard_numel_.push_back(padded / n);
     // Rank 0's parameters everywhere, then this rank's shard of them as the local optimizer's leaf.
-    Tensor flat = flatten(params, padded, /*grads=*/false);
+    Tensor flat = zeros({padded}, TensorOptions(params.front().dtype(), params.front().device()));
+    detail::pack(params, flat, /*grads=*/false);
     group_.broadcast(flat, 0)->wait();
-    int64_t offset = 0;
-    for (const Tensor& p : params) {
-      p.detach().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
-      offset += p.numel();
-    }
+    detail::unpack(flat, params, /*grads=*/false);
     Tensor shard = flat.narrow(0, group_.rank() * (padded / n), padded / n).clone();
     shard.set_requires_grad(true);
     shards_.push_back(shard);
+    flats_.push_back(flat);  // kept: the gradients and the gathered parameters pass through it every step
     nn::optim::ParamGroup lg = groups_[g];
     lg.params = {shard};
     local_groups.push_back(std::move(lg));
@@ -70,20 +50,16 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
 void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    Tensor flat_grad = flatten(groups_[g].params, padded_[g], /*grads=*/true);
-    Tensor shard_grad = empty({shard_numel_[g]}, TensorOptions(flat_grad.dtype(), flat_grad.device()));
-    group_.reduce_scatter(shard_grad, flat_grad, ReduceOp::Avg)->wait();
+    // pack fills the parameters' slices only; the padding past them reduces into the padding alone.
+    detail::pack(groups_[g].params, flats_[g], /*grads=*/true);
+    Tensor shard_grad = empty({shard_numel_[g]}, TensorOptions(flats_[g].dtype(), flats_[g].device()));
+    group_.reduce_scatter(shard_grad, flats_[g], ReduceOp::Avg)->wait();
     shards_[g].set_grad(shard_grad);
   }
   local_->step();
   for (size_t g = 0; g < groups_.size(); ++g) {
-    Tensor flat = empty({padded_[g]}, TensorOptions(shards_[g].dtype(), shards_[g].device()));
-    group_.all_gather(flat, shards_[g].detach())->wait();
-    int64_t offset = 0;
-    for (const Tensor& p : groups_[g].params) {
-      p.detach().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
-      offset += p.numel();
-    }
+    group_.all_gather(flats_[g], shards_[g].detach())->wait();
+    detail::unpack(flats_[g], groups_[g].params, /*grads=*/false);
   }
 }
 

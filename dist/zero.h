@@ -44,8 +44,8 @@ class ZeroRedundancyOptimizer {
  private:
   ProcessGroup& group_;
   std::vector<nn::optim::ParamGroup> groups_;
-  std::vector<int64_t> padded_;       // per group: flat size rounded up to a multiple of the world size
-  std::vector<int64_t> shard_numel_;  // per group
+  std::vector<int64_t> shard_numel_;  // per group: the padded flat size / world size
+  std::vector<Tensor> flats_;         // per group: the padded flat buffer, kept from step to step
   std::vector<Tensor> shards_;        // per group: this rank's slice of the flat parameters (a leaf)
   std::unique_ptr<nn::optim::Optimizer> local_;
 };

@@ -1,0 +1,46 @@
+// Flat buffers (see flat.h): views into the buffer shaped like each tensor, and copy_ both ways, so
+// any layout (a channels-last weight or gradient) is packed by value.
+#include "dist/flat.h"
+
+#include "core/autograd.h"
+
+namespace kiln::dist::detail {
+
+int64_t total_numel(const TensorList& tensors) {
+  int64_t n = 0;
+  for (const Tensor& t : tensors) n += t.numel();
+  return n;
+}
+
+void pack(const TensorList& tensors, Tensor& flat, bool grads) {
+  NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    Tensor slot = flat.narrow(0, offset, t.numel()).view(t.sizes());
+    const Tensor& src = grads ? t.grad() : t;
+    if (src.defined()) {
+      slot.copy_(src.detach());
+    } else {
+      slot.zero_();  // a parameter without a gradient counts as zero
+    }
+    offset += t.numel();
+  }
+}
+
+void unpack(const Tensor& flat, const TensorList& tensors, bool grads) {
+  NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (Tensor t : tensors) {  // handles: writes reach the tensors themselves
+    Tensor slot = flat.narrow(0, offset, t.numel()).view(t.sizes());
+    if (!grads) {
+      t.detach().copy_(slot);
+    } else if (t.grad().defined()) {
+      t.mutable_grad().copy_(slot);
+    } else {
+      t.set_grad(slot.clone());
+    }
+    offset += t.numel();
+  }
+}
+
+}  // namespace kiln::dist::detail
