@@ -4,6 +4,7 @@
 // ranks, which is what keeps ranks from pairing one bucket's all-reduce with another's.
 #include "dist/ddp.h"
 
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,7 @@ struct DistributedDataParallel::State {
   std::vector<std::vector<size_t>> buckets;
   std::vector<size_t> bucket_of;
   std::vector<Tensor> flats;  // per bucket, kept from step to step
+  std::vector<std::shared_ptr<Work>> works;  // per bucket: its all-reduce in flight this pass
   // This backward pass:
   bool sync = true;
   bool in_pass = false;      // the end-of-backward callback is queued
@@ -30,19 +32,41 @@ struct DistributedDataParallel::State {
   size_t next_bucket = 0;    // the next bucket to reduce, in order
   int64_t reductions = 0;
 
-  // Bucket b's gradients through its flat buffer (made on first use, then kept): one all-reduce.
+  // Starts bucket b's all-reduce: its gradients are packed into its flat buffer (made on first use,
+  // then kept) and one all-reduce is issued over it; finish() waits for it and unpacks.
   void reduce(size_t b) {
-    TensorList grads_of;
-    for (size_t i : buckets[b]) grads_of.push_back(params[i]);
     Tensor& flat = flats[b];
     if (!flat.defined()) {
-      const Tensor& first = grads_of.front();
-      flat = empty({detail::total_numel(grads_of)}, TensorOptions(first.dtype(), first.device()));
+      const Tensor& first = params[buckets[b].front()];
+      flat = empty({detail::total_numel(bucket_params(b))}, TensorOptions(first.dtype(), first.device()));
     }
-    detail::pack(grads_of, flat, /*grads=*/true);
-    group->all_reduce(flat, ReduceOp::Avg, options.algo)->wait();
-    detail::unpack(flat, grads_of, /*grads=*/true);
+    detail::pack(bucket_params(b), flat, /*grads=*/true);
+    works[b] = group->all_reduce(flat, ReduceOp::Avg, options.algo);
+    if (!options.overlap) works[b]->wait();
     ++reductions;
+  }
+
+  TensorList bucket_params(size_t b) const {
+    TensorList out;
+    for (size_t i : buckets[b]) out.push_back(params[i]);
+    return out;
+  }
+
+  // Waits for every issued bucket and writes its averaged gradients back. Waits for all of them
+  // before rethrowing a failure, so no collective is left writing a buffer.
+  void finish() {
+    std::exception_ptr error;
+    for (size_t b = 0; b < works.size(); ++b) {
+      if (!works[b]) continue;
+      try {
+        works[b]->wait();
+        if (!error) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+      works[b].reset();
+    }
+    if (error) std::rethrow_exception(error);
   }
 
   // Reduces every bucket from next_bucket on whose gradients are all in.
@@ -51,6 +75,7 @@ struct DistributedDataParallel::State {
   }
 
   void begin_pass() {
+    finish();  // a pass that ended in an exception may have left all-reduces in flight
     in_pass = true;
     ready.assign(params.size(), false);
     pending.resize(buckets.size());
@@ -61,8 +86,7 @@ struct DistributedDataParallel::State {
 
   void end_pass() {
     in_pass = false;
-    if (next_bucket == buckets.size()) return;
-    if (!options.find_unused_parameters) {
+    if (next_bucket < buckets.size() && !options.find_unused_parameters) {
       for (size_t i = 0; i < params.size(); ++i) {
         if (!ready[i]) {
           throw Error("DistributedDataParallel: parameter '" + names[i] +
@@ -73,6 +97,7 @@ struct DistributedDataParallel::State {
     }
     for (size_t b = next_bucket; b < buckets.size(); ++b) pending[b] = 0;
     reduce_ready();
+    finish();
   }
 };
 
@@ -126,6 +151,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     bytes += pb;
   }
   st.flats.resize(st.buckets.size());
+  st.works.resize(st.buckets.size());
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < st.params.size(); ++k) {
     st.params[k].register_post_accumulate_grad_hook([weak, k](Tensor&) {

@@ -4,8 +4,9 @@
 // - Gradients are grouped into buckets of about `bucket_bytes`, in reverse order of registration
 //   (roughly the order backward produces them), and a bucket is all-reduced as soon as the last of
 //   its gradients has been accumulated (a post-accumulate hook on each parameter), while backward
-//   goes on producing the others. A callback at the end of backward reduces what is left and checks
-//   that every bucket was reduced.
+//   goes on producing the others: the all-reduce is asynchronous (the process group's Work), and a
+//   callback at the end of backward reduces what is left, waits for every bucket and writes the
+//   averaged gradients back.
 // - A bucket is reduced through one flat buffer: the gradients are copied in, one all-reduce
 //   (average) runs over it, and the results are copied back; one large message instead of one per
 //   parameter.
@@ -31,6 +32,9 @@ struct DDPOptions {
   bool broadcast_parameters = true;          // copy rank 0's parameters and buffers to every rank first
   bool find_unused_parameters = false;       // a parameter without a gradient counts as zero, no error
   AllReduceAlgo algo = AllReduceAlgo::Native;
+  // Whether a bucket's all-reduce runs while backward goes on (the default). false waits for each
+  // bucket as it is issued: the same result, without the overlap (for measuring what it buys).
+  bool overlap = true;
 };
 
 class DistributedDataParallel {

@@ -6,26 +6,39 @@
 //   at 255 where kiln (and PyTorch) wrap around, which the tests caught at 64 elements and more.
 // - Counts above MPI's int are sent in parts; MPI_COMM_WORLD returns errors instead of aborting, so
 //   a failed call is a kiln::Error.
+// - Collectives run on one communication thread per process, in the order they were issued, so
+//   that they overlap the caller's work (DDP's buckets overlap backward); the caller's Work waits
+//   on the host. MPI is initialized with MPI_THREAD_MULTIPLE, because point-to-point calls from the
+//   caller's thread may then run while the communication thread is inside a blocking collective.
+//   A caller that waits for a collective still queued with nothing before it runs it itself, which
+//   spares a small collective the hand-off to the thread and back.
 // - Nothing waits forever (KILN_DIST_TIMEOUT seconds, default 600). Point-to-point messages are
 //   posted non-blocking and waited for with that deadline, which turns a lost peer into an Error
 //   naming it; a request is then still pending, so the process aborts the job at exit instead of
-//   finalizing. Collectives stay MPI's blocking calls, because Open MPI's non-blocking collectives
-//   are a different and slower implementation (about 2 to 2.5 times the time of MPI_Allreduce at 1
-//   to 4 MiB on 2 ranks in a quick comparison); a watchdog thread watches each one and, past the
-//   deadline, prints which call on which rank timed out and ends the process, and the launcher then
-//   ends the job.
+//   finalizing, and later collectives fail at once. Collectives stay MPI's blocking calls, because
+//   Open MPI's non-blocking collectives are a different and slower implementation (about 2 to 2.5
+//   times the time of MPI_Allreduce at 1 to 4 MiB on 2 ranks in a quick comparison); a watchdog
+//   thread watches each one and, past the deadline, prints which call on which rank timed out and
+//   ends the process, and the launcher then ends the job.
 // Built without MPI, world() says so.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "dist/process_group.h"
 #include "dist/reduce.h"
+#include "dist/ring.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
 #ifdef KILN_WITH_MPI
@@ -47,19 +60,7 @@ void check_mpi(int rc, const std::string& what) {
   throw Error("dist (mpi): " + what + " failed: " + std::string(text, static_cast<size_t>(len)));
 }
 
-// KILN_DIST_TIMEOUT: seconds a rank waits for one call before it gives up (unset: 600).
-double dist_timeout() {
-  const char* v = std::getenv("KILN_DIST_TIMEOUT");
-  if (v == nullptr || *v == 0) return 600.0;
-  char* end = nullptr;
-  const double t = std::strtod(v, &end);
-  if (end == v || *end != 0 || !(t > 0) || t > 1e9) {
-    throw Error(std::string("dist: KILN_DIST_TIMEOUT must be a positive number of seconds, got '") + v + "'");
-  }
-  return t;
-}
-
-bool g_broken = false;  // a call timed out: a request is still pending, MPI cannot be finalized
+std::atomic<bool> g_broken{false};  // a call timed out: a request is still pending, MPI cannot be finalized
 
 // Waits for `request`: spinning at first (a small message completes in microseconds), then
 // sleeping up to a millisecond between tests, until the deadline.
@@ -90,7 +91,7 @@ void wait_request(MPI_Request& request, const std::string& what, int rank, int s
 // The watchdog of blocking collectives. Arming and disarming are two relaxed atomic stores (a
 // collective of a few microseconds must not pay for a lock or a thread wake-up); the watchdog
 // thread looks every 50 ms and, when the armed call is past its deadline, reports it on stderr and
-// ends the process. One call at a time is watched (the backend's callers are serialized). Its
+// ends the process. One call at a time is watched (only the communication thread makes them). Its
 // state is never freed, so the detached thread cannot outlive it.
 class Watchdog {
  public:
@@ -211,6 +212,127 @@ class MpiWork final : public Work {
   int rank_, size_;
 };
 
+class CommThread;
+
+// A collective queued for the communication thread: its function runs once, there or (see
+// CommThread::try_run) on the thread that waits for it; wait() returns when it has, and rethrows
+// what it threw.
+class QueuedWork final : public Work {
+ public:
+  QueuedWork(CommThread* owner, std::function<void()> fn) : owner_(owner), fn_(std::move(fn)) {}
+  void run() {
+    std::exception_ptr error;
+    try {
+      if (g_broken) {
+        throw Error("dist (mpi): an earlier call timed out on this rank, so no collective can run; the job aborts "
+                    "when this process exits");
+      }
+      fn_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fn_ = nullptr;  // releases the tensors it holds
+      error_ = error;
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() override;
+  bool completed() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+
+ private:
+  CommThread* owner_;
+  std::function<void()> fn_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// The communication thread: runs queued collectives one at a time, in issue order. stop() lets it
+// finish what was queued and joins it (at exit, before MPI_Finalize).
+class CommThread {
+ public:
+  CommThread() : thread_([this] { loop(); }) {}
+  std::shared_ptr<Work> submit(std::function<void()> fn) {
+    auto work = std::make_shared<QueuedWork>(this, std::move(fn));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(work);
+    }
+    cv_.notify_one();
+    return work;
+  }
+  // Runs `work` on the calling thread when it is next in line and nothing is running: a caller
+  // that waits at once (all_reduce(...)->wait()) then pays no hand-off to the thread and back.
+  // Returns whether it ran it.
+  bool try_run(const QueuedWork* work) {
+    std::shared_ptr<QueuedWork> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (busy_ || queue_.empty() || queue_.front().get() != work) return false;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    run_claimed(*job);
+    cv_.notify_one();  // the thread may be waiting for busy_ to clear, with more queued
+    return true;
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    cpu::SerialScope serial;  // kiln ops here (the ring's reductions) run inline, off the shared pool
+    for (;;) {
+      std::shared_ptr<QueuedWork> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !busy_ && (stopping_ || !queue_.empty()); });
+        if (queue_.empty()) return;  // stopping, and everything queued has run
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        busy_ = true;
+      }
+      run_claimed(*job);
+    }
+  }
+  // Runs a job this thread has claimed (busy_ set), then lets the next one start.
+  void run_claimed(QueuedWork& job) {
+    job.run();
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = false;
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<QueuedWork>> queue_;
+  bool busy_ = false;  // a collective is running (here or on a waiting caller): one at a time, in order
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+void QueuedWork::wait() {
+  if (!completed()) owner_->try_run(this);
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+CommThread* g_comm = nullptr;  // made with the process group, stopped and left at exit
+
 class MpiProcessGroup final : public ProcessGroup {
  public:
   MpiProcessGroup() {
@@ -218,16 +340,25 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         throw Error("dist: MPI_Init failed; start the program with mpirun (or srun)");
       }
       std::atexit([] {
+        if (g_comm != nullptr) g_comm->stop();
         int finalized = 0;
         MPI_Finalized(&finalized);
         if (finalized) return;
         if (g_broken) MPI_Abort(MPI_COMM_WORLD, 1);  // a call is still pending: end every rank
         MPI_Finalize();
       });
+    }
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) {
+      throw Error("dist: MPI runs at thread level " + std::to_string(level) + ", below MPI_THREAD_MULTIPLE (" +
+                  std::to_string(MPI_THREAD_MULTIPLE) +
+                  "), which kiln's communication thread needs (an MPI library built without it, or MPI initialized "
+                  "by the program at a lower level)");
     }
     (void)dist_timeout();  // a bad KILN_DIST_TIMEOUT is an error now, not at the first wait
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -242,10 +373,12 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Type_commit(&g_u8);
     MPI_Op_create(&user_sum, /*commute=*/1, &g_sum);
     MPI_Op_create(&user_max, /*commute=*/1, &g_max);
+    g_comm = new CommThread();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  Device device() const override { return Device::cpu(); }
 
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
     check_tensor("reduce_scatter", output, *this);
@@ -253,12 +386,13 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
     if (!detail::supports(output.dtype(), op)) throw DTypeError(std::string("reduce_scatter: unsupported ") + reduce_op_name(op));
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
-    Watched watch("reduce_scatter");
-    check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
-                                       mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),
-              "MPI_Reduce_scatter_block");
-    if (op == ReduceOp::Avg) detail::divide(output.data_ptr(), output.numel(), output.dtype(), size_);
-    return completed_work();
+    return g_comm->submit([output, input, op, n = size_] {
+      Watched watch("reduce_scatter");
+      check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
+                                         mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),
+                "MPI_Reduce_scatter_block");
+      if (op == ReduceOp::Avg) detail::divide(output.data_ptr(), output.numel(), output.dtype(), n);
+    });
   }
   std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) override {
     check_tensor("all_gather", output, *this);
@@ -266,27 +400,31 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("all_gather", output, input, input.numel() * size_, "size() x the input's");
     const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
     if (bytes > kMaxCount) throw Error("all_gather: more than 2^30 bytes per rank");
-    Watched watch("all_gather");
-    check_mpi(MPI_Allgather(input.data_ptr(), static_cast<int>(bytes), MPI_BYTE, output.data_ptr(),
-                            static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
-              "MPI_Allgather");
-    return completed_work();
+    return g_comm->submit([output, input, bytes] {
+      Watched watch("all_gather");
+      check_mpi(MPI_Allgather(input.data_ptr(), static_cast<int>(bytes), MPI_BYTE, output.data_ptr(),
+                              static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
+                "MPI_Allgather");
+    });
   }
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor("broadcast", tensor, *this);
     check_rank("broadcast", root);
-    auto* p = static_cast<char*>(tensor.data_ptr());
-    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
-    for (int64_t b = 0; b < bytes; b += kMaxCount) {
-      Watched watch("broadcast", root);
-      check_mpi(MPI_Bcast(p + b, static_cast<int>(std::min(kMaxCount, bytes - b)), MPI_BYTE, root, MPI_COMM_WORLD),
-                "MPI_Bcast");
-    }
-    return completed_work();
+    return g_comm->submit([tensor, root] {
+      auto* p = static_cast<char*>(tensor.data_ptr());
+      const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+      for (int64_t b = 0; b < bytes; b += kMaxCount) {
+        Watched watch("broadcast", root);
+        check_mpi(MPI_Bcast(p + b, static_cast<int>(std::min(kMaxCount, bytes - b)), MPI_BYTE, root, MPI_COMM_WORLD),
+                  "MPI_Bcast");
+      }
+    });
   }
   void barrier() override {
-    Watched watch("barrier");
-    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    g_comm->submit([] {
+      Watched watch("barrier");
+      check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    })->wait();
   }
 
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag) override {
@@ -297,16 +435,21 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
  protected:
-  void native_all_reduce(Tensor& tensor, ReduceOp op) override {
-    auto* p = static_cast<char*>(tensor.data_ptr());
-    const int64_t n = tensor.numel(), es = static_cast<int64_t>(tensor.element_size());
-    for (int64_t b = 0; b < n; b += kMaxCount) {
-      Watched watch("all_reduce");
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + b * es, static_cast<int>(std::min(kMaxCount, n - b)),
-                              mpi_type(tensor.dtype()), mpi_op(tensor.dtype(), op), MPI_COMM_WORLD),
-                "MPI_Allreduce");
+  std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) override {
+    if (algo == AllReduceAlgo::Ring) {
+      return g_comm->submit([this, tensor, op]() mutable { ring_all_reduce(*this, tensor, op); });
     }
-    if (op == ReduceOp::Avg) detail::divide(tensor.data_ptr(), n, tensor.dtype(), size_);
+    return g_comm->submit([tensor, op, n = size_] {
+      auto* p = static_cast<char*>(tensor.data_ptr());
+      const int64_t numel = tensor.numel(), es = static_cast<int64_t>(tensor.element_size());
+      for (int64_t b = 0; b < numel; b += kMaxCount) {
+        Watched watch("all_reduce");
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + b * es, static_cast<int>(std::min(kMaxCount, numel - b)),
+                                mpi_type(tensor.dtype()), mpi_op(tensor.dtype(), op), MPI_COMM_WORLD),
+                  "MPI_Allreduce");
+      }
+      if (op == ReduceOp::Avg) detail::divide(tensor.data_ptr(), numel, tensor.dtype(), n);
+    });
   }
 
  private:

@@ -1,11 +1,11 @@
-// ProcessGroup's shared parts: argument checks, the choice between the native and the ring
-// all-reduce, and the blocking point-to-point forms.
+// ProcessGroup's shared parts: argument checks and the blocking point-to-point forms.
 #include "dist/process_group.h"
 
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "dist/reduce.h"
-#include "dist/ring.h"
 #include "kernels/error.h"
 
 namespace kiln::dist {
@@ -15,6 +15,24 @@ class DoneWork final : public Work {
  public:
   void wait() override {}
   bool completed() const override { return true; }
+};
+
+// Done when all of its parts are (an exchange's receive and send).
+class BothWork final : public Work {
+ public:
+  BothWork(std::shared_ptr<Work> a, std::shared_ptr<Work> b) : a_(std::move(a)), b_(std::move(b)) {}
+  void wait() override {
+    a_->wait();
+    b_->wait();
+  }
+  void synchronize() override {
+    a_->synchronize();
+    b_->synchronize();
+  }
+  bool completed() const override { return a_->completed() && b_->completed(); }
+
+ private:
+  std::shared_ptr<Work> a_, b_;
 };
 
 }  // namespace
@@ -30,6 +48,17 @@ const char* reduce_op_name(ReduceOp op) {
 
 const char* all_reduce_algo_name(AllReduceAlgo algo) { return algo == AllReduceAlgo::Ring ? "ring" : "native"; }
 
+double dist_timeout() {
+  const char* v = std::getenv("KILN_DIST_TIMEOUT");
+  if (v == nullptr || *v == 0) return 600.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != 0 || !(t > 0) || t > 1e9) {
+    throw Error(std::string("dist: KILN_DIST_TIMEOUT must be a positive number of seconds, got '") + v + "'");
+  }
+  return t;
+}
+
 std::shared_ptr<Work> completed_work() { return std::make_shared<DoneWork>(); }
 
 void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
@@ -41,6 +70,10 @@ void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
   if (group.backend() == "mpi" && !t.is_cpu()) {
     throw DeviceError(std::string(op) + ": the mpi backend moves CPU tensors, got one on " + t.device().str());
   }
+  if (group.backend() == "nccl" && !t.is_cuda()) {
+    throw DeviceError(std::string(op) + ": the nccl backend moves CUDA tensors, got one on " + t.device().str() +
+                      " (use dist::world() for CPU tensors)");
+  }
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) {
@@ -49,26 +82,22 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllR
     throw DTypeError(std::string("all_reduce: ") + reduce_op_name(op) + " of " + dtype_name(tensor.dtype()) +
                      " tensors is not supported" + (op == ReduceOp::Avg ? " (avg needs a float dtype)" : ""));
   }
-  if (size() == 1 || tensor.numel() == 0) {
-    return completed_work();  // the reduction of one tensor (avg divides by 1)
-  }
-  if (algo == AllReduceAlgo::Ring) {
-    ring_all_reduce(*this, tensor, op);
-  } else {
-    native_all_reduce(tensor, op);
-  }
-  return completed_work();
+  if (tensor.numel() == 0) return completed_work();
+  return start_all_reduce(tensor, op, algo);
 }
 
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) { isend(tensor, dst, tag)->wait(); }
 
 void ProcessGroup::recv(Tensor& tensor, int src, int tag) { irecv(tensor, src, tag)->wait(); }
 
+std::shared_ptr<Work> ProcessGroup::isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) {
+  std::shared_ptr<Work> r = in.defined() ? irecv(in, src, tag) : completed_work();
+  std::shared_ptr<Work> s = out.defined() ? isend(out, dst, tag) : completed_work();
+  return std::make_shared<BothWork>(std::move(r), std::move(s));
+}
+
 void ProcessGroup::send_recv(const Tensor& out, int dst, Tensor& in, int src, int tag) {
-  std::shared_ptr<Work> r = irecv(in, src, tag);
-  std::shared_ptr<Work> s = isend(out, dst, tag);
-  r->wait();
-  s->wait();
+  isend_irecv(out, dst, in, src, tag)->wait();
 }
 
 }  // namespace kiln::dist

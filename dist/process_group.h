@@ -2,16 +2,19 @@
 // all-gather, broadcast, barrier) and the point-to-point sends they are built from, over a backend
 // that moves the bytes (MPI for CPU tensors; NCCL for CUDA tensors is the next backend). Non-obvious
 // decisions:
-// - kiln's own ring all-reduce (dist/ring.h) uses only the backend's send_recv, so the algorithm is
+// - kiln's own ring all-reduce (dist/ring.h) uses only the backend's isend_irecv, so the algorithm is
 //   written once and runs on any backend; the backend's native all-reduce is the default and the
 //   ring is selected per call (AllReduceAlgo), so the two can be measured against each other.
 // - Collectives act in place on whole contiguous tensors and check their arguments on every rank
 //   before any byte moves: a mismatch is a kiln::Error on the rank that has it, never a hang in a
 //   collective half the ranks entered. (What the other ranks passed cannot be checked without a
 //   collective of its own; a size mismatch between ranks is the backend's error.)
-// - Calls return a Work handle. The MPI backend completes a collective before returning (MPI's
-//   blocking calls); the handle exists so that code written against it (DDP's buckets) also runs
-//   on a backend whose collectives are asynchronous.
+// - Collectives are asynchronous: a call checks its arguments, issues the collective and returns a
+//   Work handle at once. Every rank must issue the same collectives in the same order (that is how
+//   backends match them); they run in that order. The caller must neither read nor write the
+//   tensors until the Work is done. The MPI backend runs them on one communication thread per
+//   process, so a collective overlaps whatever the caller does next (DDP's buckets overlap the rest
+//   of backward); the NCCL backend enqueues them on a communication stream.
 #pragma once
 
 #include <cstdint>
@@ -27,16 +30,20 @@ const char* reduce_op_name(ReduceOp op);
 
 enum class AllReduceAlgo : uint8_t {
   Native,  // the backend's own all-reduce (MPI_Allreduce, ncclAllReduce)
-  Ring,    // kiln's ring: reduce-scatter then all-gather over send_recv (dist/ring.h)
+  Ring,    // kiln's ring: reduce-scatter then all-gather over isend_irecv (dist/ring.h)
 };
 const char* all_reduce_algo_name(AllReduceAlgo algo);
 
-// A collective in flight. wait() returns once the result is in the tensor (and rethrows the
-// collective's error, if any); completed() says whether it is done without waiting.
+// A collective in flight. wait() returns once the result may be used by the caller and rethrows
+// the collective's error, if any: for CPU tensors when the result is in the tensor; for CUDA
+// tensors when the caller's current stream has been made to wait for the collective (the host does
+// not wait). synchronize() also waits on the host, whatever the device. completed() says whether
+// the collective is done, without waiting.
 class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  virtual void synchronize() { wait(); }
   virtual bool completed() const = 0;
 };
 
@@ -49,6 +56,8 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // Where this group's tensors live: the CPU for MPI, this rank's CUDA device for NCCL.
+  virtual Device device() const = 0;
 
   // tensor = op over the ranks' tensors, on every rank. Avg divides the sum by size() (float dtypes
   // only). float16/bfloat16 add in float32. Every rank passes a tensor of the same dtype and numel.
@@ -70,13 +79,18 @@ class ProcessGroup {
   // Blocking forms of the same.
   void send(const Tensor& tensor, int dst, int tag = 0);
   void recv(Tensor& tensor, int src, int tag = 0);
-  // Sends `out` to dst while receiving `in` from src: one exchange, which cannot deadlock a ring
-  // the way a blocking send to the right before a receive from the left can.
+  // Sends `out` to dst while receiving `in` from src, as one operation that completes when both
+  // have: an exchange around a ring cannot deadlock the way a blocking send to the right before a
+  // receive from the left can (NCCL needs the two in one group for that; MPI posts both). Either
+  // side may be left out with an undefined tensor.
+  virtual std::shared_ptr<Work> isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
+  // The blocking form.
   void send_recv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
 
  protected:
-  // The backend's own all-reduce (called by all_reduce for AllReduceAlgo::Native, after the checks).
-  virtual void native_all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  // Issues the all-reduce (after all_reduce's checks, for a group of several ranks and a non-empty
+  // tensor): the backend's own for AllReduceAlgo::Native, kiln's ring_all_reduce for Ring.
+  virtual std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) = 0;
 };
 
 // The process group of this process: under mpirun (or any MPI launcher, Slurm's srun included),
@@ -86,6 +100,22 @@ class ProcessGroup {
 // then fails with an Error naming this rank and the call (and, for point to point, the peer); the
 // job is then aborted when the process exits.
 ProcessGroup& world();
+// The NCCL process group of this process, for CUDA tensors (created on the first call). Under an MPI
+// launcher: every rank of MPI_COMM_WORLD, the NCCL id broadcast over MPI. Under an env:// launcher
+// (RANK and WORLD_SIZE set; also LOCAL_RANK, MASTER_ADDR, MASTER_PORT): the id sent by rank 0 over
+// kiln's TCP rendezvous (dist/rendezvous.h). Started alone: a group of one. Each process uses CUDA
+// device (local rank) % (device count); NCCL refuses two ranks on one device. A build without NCCL,
+// or a machine without a usable device, is a kiln::Error saying so.
+ProcessGroup& nccl_world();
+// Whether kiln was built with NCCL.
+bool nccl_available();
+// The group for tensors on `device`: nccl_world() for CUDA, world() (MPI) for the CPU.
+ProcessGroup& world_for(Device device);
+
+// KILN_DIST_TIMEOUT: the seconds a rank waits for another before it gives up (unset: 600). A value
+// that is not a positive number is a kiln::Error quoting it.
+double dist_timeout();
+
 // Whether kiln was built with MPI (dist/ has a backend).
 bool mpi_available();
 

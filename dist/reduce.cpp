@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/ops/elementwise.h"
 #include "kernels/error.h"
 #include "kernels/half.h"
 
@@ -72,6 +73,24 @@ void divide(void* t, int64_t n, DType dtype, double divisor) {
     default: break;
   }
   throw DTypeError(std::string("dist: Avg needs a float dtype, got ") + dtype_name(dtype));
+}
+
+void reduce_tensor(Tensor& acc, const Tensor& in, ReduceOp op) {
+  if (acc.is_cpu()) {
+    reduce_into(acc.data_ptr(), in.data_ptr(), acc.numel(), acc.dtype(), op);
+  } else if (op == ReduceOp::Max) {
+    acc.copy_(maximum(acc, in));
+  } else {
+    acc.add_(in);
+  }
+}
+
+void divide_tensor(Tensor& t, double divisor) {
+  if (t.is_cpu()) {
+    divide(t.data_ptr(), t.numel(), t.dtype(), divisor);
+  } else {
+    t.div_(Scalar(divisor));
+  }
 }
 
 }  // namespace kiln::dist::detail

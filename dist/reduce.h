@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "dist/process_group.h"
+#include "core/tensor.h"
 #include "kernels/dtype.h"
 
 namespace kiln::dist::detail {
@@ -14,6 +15,11 @@ namespace kiln::dist::detail {
 void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op);
 // t[i] /= divisor for a float dtype (Avg's last step).
 void divide(void* t, int64_t n, DType dtype, double divisor);
+// The same two on contiguous tensors of one dtype and numel: on the CPU through the functions above;
+// on a CUDA device through kiln's ops on the current stream (add_ computes float16 and bfloat16 in
+// float32 and rounds once, as reduce_into does).
+void reduce_tensor(Tensor& acc, const Tensor& in, ReduceOp op);
+void divide_tensor(Tensor& t, double divisor);
 // Whether `op` applies to `dtype` (Avg needs a float dtype; Bool is not reduced).
 bool supports(DType dtype, ReduceOp op);
 

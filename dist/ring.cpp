@@ -28,7 +28,7 @@ void exchange(ProcessGroup& g, const Tensor& send, Tensor& recv_into, int64_t pi
   const int64_t ns = send.numel(), nr = recv_into.numel();
   const int64_t pieces = std::max((ns + piece - 1) / piece, (nr + piece - 1) / piece);
   struct Posted {
-    std::shared_ptr<Work> s, r;
+    std::shared_ptr<Work> w;
     Tensor dst, into;
   };
   std::vector<Posted> posted(static_cast<size_t>(pieces));
@@ -38,20 +38,17 @@ void exchange(ProcessGroup& g, const Tensor& send, Tensor& recv_into, int64_t pi
     if (b < nr) {
       x.into = recv_into.narrow(0, b, std::min(piece, nr - b));
       x.dst = reduce ? scratch[static_cast<size_t>(p % 2)].narrow(0, 0, x.into.numel()) : x.into;
-      x.r = g.irecv(x.dst, left, kRingTag);
     }
-    if (b < ns) x.s = g.isend(send.narrow(0, b, std::min(piece, ns - b)), right, kRingTag);
+    const Tensor out = b < ns ? send.narrow(0, b, std::min(piece, ns - b)) : Tensor();
+    x.w = g.isend_irecv(out, right, x.dst, left, kRingTag);
   };
   if (pieces > 0) post(0);
   for (int64_t p = 0; p < pieces; ++p) {
     // Piece p + 1 reuses the scratch buffer of p - 1, whose reduction finished last iteration.
     if (p + 1 < pieces) post(p + 1);
     Posted& x = posted[static_cast<size_t>(p)];
-    if (x.r) {
-      x.r->wait();
-      if (reduce) detail::reduce_into(x.into.data_ptr(), x.dst.data_ptr(), x.into.numel(), x.into.dtype(), op);
-    }
-    if (x.s) x.s->wait();
+    x.w->wait();
+    if (reduce && x.into.defined()) detail::reduce_tensor(x.into, x.dst, op);
     x = Posted{};
   }
 }
@@ -76,15 +73,15 @@ void ring_all_reduce(ProcessGroup& group, Tensor& tensor, ReduceOp op, int64_t p
     return flat.narrow(0, s.begin, s.end - s.begin);
   };
   const int64_t scratch_elems = std::min(piece, ring_segment(numel, n, 0).end);  // segment 0 is a longest
-  std::vector<Tensor> scratch{empty({scratch_elems}, TensorOptions(tensor.dtype())),
-                              empty({scratch_elems}, TensorOptions(tensor.dtype()))};
+  const TensorOptions scratch_options(tensor.dtype(), tensor.device());
+  std::vector<Tensor> scratch{empty({scratch_elems}, scratch_options), empty({scratch_elems}, scratch_options)};
   for (int s = 0; s < n - 1; ++s) {
     Tensor into = seg(r - s - 1);
     exchange(group, seg(r - s), into, piece, /*reduce=*/true, op, scratch);
   }
   if (op == ReduceOp::Avg) {
     Tensor mine = seg(r + 1);
-    detail::divide(mine.data_ptr(), mine.numel(), mine.dtype(), static_cast<double>(n));
+    detail::divide_tensor(mine, static_cast<double>(n));
   }
   for (int s = 0; s < n - 1; ++s) {
     Tensor into = seg(r - s);

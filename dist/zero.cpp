@@ -1,8 +1,10 @@
 // ZeroRedundancyOptimizer (see zero.h).
 #include "dist/zero.h"
 
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/factory.h"
@@ -47,18 +49,35 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (!local_) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
 }
 
-void ZeroRedundancyOptimizer::step() {
+void ZeroRedundancyOptimizer::step() { step_with(nullptr); }
+
+void ZeroRedundancyOptimizer::step(nn::amp::GradScaler& scaler) {
+  ProcessGroup* group = &group_;
+  scaler.set_found_inf_reducer([group](Tensor& flag) { group->all_reduce(flag, ReduceOp::Max)->wait(); });
+  step_with(&scaler);
+}
+
+void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
   NoGradGuard no_grad;
+  // Every group's collective is issued before the first is waited for: they run back to back.
+  std::vector<std::shared_ptr<Work>> works;
   for (size_t g = 0; g < groups_.size(); ++g) {
     // pack fills the parameters' slices only; the padding past them reduces into the padding alone.
     detail::pack(groups_[g].params, flats_[g], /*grads=*/true);
     Tensor shard_grad = empty({shard_numel_[g]}, TensorOptions(flats_[g].dtype(), flats_[g].device()));
-    group_.reduce_scatter(shard_grad, flats_[g], ReduceOp::Avg)->wait();
+    works.push_back(group_.reduce_scatter(shard_grad, flats_[g], ReduceOp::Avg));
     shards_[g].set_grad(shard_grad);
   }
-  local_->step();
+  for (auto& w : works) w->wait();
+  if (scaler != nullptr) {
+    scaler->step(*local_);
+  } else {
+    local_->step();
+  }
+  works.clear();
+  for (size_t g = 0; g < groups_.size(); ++g) works.push_back(group_.all_gather(flats_[g], shards_[g].detach()));
   for (size_t g = 0; g < groups_.size(); ++g) {
-    group_.all_gather(flats_[g], shards_[g].detach())->wait();
+    works[g]->wait();
     detail::unpack(flats_[g], groups_[g].params, /*grads=*/false);
   }
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/process_group.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/optim/optimizer.h"
 
 namespace kiln::dist {
@@ -34,6 +35,11 @@ class ZeroRedundancyOptimizer {
   // Reduce-scatter of the gradients (average; a parameter without a gradient counts as zero),
   // the local optimizer's step on this rank's shards, all-gather of the parameters.
   void step();
+  // The same step through a GradScaler (float16 training): the local optimizer steps through
+  // scaler.step(), which skips the step when the gradients held inf or NaN. Each rank checks only
+  // its own shard, so the scaler is given a found-inf reducer over this group (a max all-reduce of
+  // the flag): every rank skips the same steps. Call scaler.update() after, as usual.
+  void step(nn::amp::GradScaler& scaler);
   void zero_grad();
 
   // The optimizer over this rank's shards: its state is this rank's share.
@@ -42,6 +48,8 @@ class ZeroRedundancyOptimizer {
   const std::vector<int64_t>& shard_numel() const { return shard_numel_; }
 
  private:
+  void step_with(nn::amp::GradScaler* scaler);
+
   ProcessGroup& group_;
   std::vector<nn::optim::ParamGroup> groups_;
   std::vector<int64_t> shard_numel_;  // per group: the padded flat size / world size

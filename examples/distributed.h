@@ -17,21 +17,20 @@ namespace kiln::examples {
 
 inline void add_ddp_flag(CLI::App& app, bool& ddp) {
   app.add_flag("--ddp", ddp,
-               "data-parallel training over the ranks of mpiexec (MPI, CPU tensors): each rank trains on 1/N of "
-               "every batch and the gradients are averaged; rank 0 prints and writes --out, rank R writes OUT/rank-R");
+               "data-parallel training over the ranks of mpiexec (MPI for CPU tensors, NCCL on GPUs: rank R uses GPU "
+               "(local rank) % (GPUs)) or of an env:// launcher (NCCL only): each rank trains on 1/N of every batch "
+               "and the gradients are averaged; rank 0 prints and writes --out, rank R writes OUT/rank-R");
 }
 
-// The world group when `ddp`, else nullptr. Bad input (a CUDA device, no MPI, a batch that does not
-// split evenly) ends the program with the reason.
-inline dist::ProcessGroup* start_ddp(bool ddp, Device device, int64_t batch_size, std::string& out) {
+// The world group for `device` when `ddp` (MPI on the CPU, NCCL on GPUs), else nullptr; on GPUs,
+// `device` becomes this rank's. Bad input (no MPI or NCCL, a batch that does not split evenly) ends
+// the program with the reason.
+inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_size, std::string& out) {
   if (!ddp) return nullptr;
-  if (device.is_cuda()) {
-    input_error("--ddp: kiln's process groups carry CPU tensors (MPI) only; a GPU run needs the NCCL backend, "
-                "which is not built yet: use --device cpu");
-  }
   dist::ProcessGroup* group = nullptr;
   try {
-    group = &dist::world();
+    group = &dist::world_for(device);
+    device = group->device();
   } catch (const Error& e) {
     input_error(std::string("--ddp: ") + e.what());
   }

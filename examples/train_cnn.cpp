@@ -321,7 +321,7 @@ int verdict(const Options& opt, double accuracy, const Loop& loop, double last_t
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
   Options opt = parse_options(argc, argv);
-  const Device device = examples::choose_device(opt.device);
+  Device device = examples::choose_device(opt.device);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
   dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out);
   const data::transforms::Compose transform = train_transform(opt);

@@ -133,6 +133,7 @@ void GradScaler::check_grads(const optim::Optimizer& optimizer, PerOptimizer& st
   // default options produce.
   const Tensor inv_scale = unscale ? div(Scalar(1.0), scale_) : Tensor();
   foreach_non_finite_check_and_unscale_(all, st.found_inf, inv_scale);
+  if (reducer_) reducer_(st.found_inf);
   if (unscale) {
     for (size_t k = 0; k < strided.size(); ++k) {
       Tensor g = strided[k];

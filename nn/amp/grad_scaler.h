@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -57,6 +58,14 @@ class GradScaler {
   // Sets the scale to new_scale (finite, > 0) instead; the growth tracker is left as it is.
   void update(double new_scale);
 
+  // Sharded training (ZeRO) checks on each rank only that rank's shard of the gradients, so ranks
+  // would disagree on whether a step had inf or NaN. A reducer set here is called with each
+  // optimizer's found-inf flag (a 0-d float32 tensor on the scale's device, 0 or 1) right after the
+  // check and must replace it, in place, by its maximum over the ranks; then every rank skips the
+  // same steps and keeps the same scale. kiln::dist::ZeroRedundancyOptimizer::step(GradScaler&)
+  // sets one. An empty function removes it.
+  void set_found_inf_reducer(std::function<void(Tensor& found_inf)> reducer) { reducer_ = std::move(reducer); }
+
   // The current scale, read back to the host: this waits for the device (a sync). 1 when disabled.
   double get_scale() const;
   // Clean steps since the scale last changed, read back to the host (a sync as well).
@@ -99,6 +108,7 @@ class GradScaler {
   Tensor growth_tracker_;  // 0-d int32
   bool placed_ = false;
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  std::function<void(Tensor&)> reducer_;
 };
 
 }  // namespace kiln::nn::amp

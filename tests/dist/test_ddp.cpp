@@ -5,12 +5,14 @@
 // float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
 #include "core/kiln.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
@@ -82,6 +84,37 @@ TEST_CASE("ddp: training on shares of the global batch equals training on all of
     }
     CHECK(max_param_diff(*reference, *local) < 1e-12);
   }
+}
+
+TEST_CASE("ddp: a bucket's all-reduce runs while backward goes on", "[ddp]") {
+  ProcessGroup& g = world();
+  if (g.size() == 1) return;
+  // Rank 1 holds back its first bucket (the last layer's bias) until rank 0 reaches the first
+  // layer's weight, which backward produces last. Rank 0 gets there only if its first bucket's
+  // all-reduce, which waits for rank 1, did not stop its backward: without the overlap this
+  // deadlocks.
+  auto reference = make_model(2000);
+  auto local = make_model(2000);
+  const size_t last = local->parameters().size() - 1;
+  Tensor go = zeros({1});
+  if (g.rank() == 1) {  // registered before DDP's hook, so it runs first
+    local->parameters()[last].register_post_accumulate_grad_hook([&](Tensor&) { g.recv(go, 0, 12); });
+  }
+  DDPOptions o;
+  o.bucket_bytes = 200;
+  DistributedDataParallel ddp(local, g, o);
+  REQUIRE(ddp.buckets().front() == std::vector<size_t>{last});
+  if (g.rank() == 0) {
+    local->parameters()[0].register_post_accumulate_grad_hook([&](Tensor&) {
+      CHECK(ddp.reductions() >= 1);  // the first bucket is in flight
+      g.send(go, 1, 12);
+    });
+  }
+  auto [x, y] = global_batch(20);
+  mse_loss((*reference)(x), y).backward();
+  mse_loss((*local)(share(x, g)), share(y, g)).backward();
+  auto pr = reference->parameters(), pl = local->parameters();
+  for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
 }
 
 TEST_CASE("ddp: no_sync accumulates locally; the next backward reduces the sum", "[ddp]") {
@@ -168,4 +201,39 @@ TEST_CASE("zero-1: sharded AdamW equals DDP's AdamW, with 1/N of the optimizer s
   for (int64_t s : zero.shard_numel()) shards += s;
   CHECK(local == 2 * shards);
   CHECK(shards * g.size() < params + 2 * g.size());  // each group pads to a multiple of the world size
+}
+
+TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step on every rank", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  auto model = make_model(41);
+  ZeroRedundancyOptimizer zero({nn::optim::ParamGroup{model->parameters(), 1e-2}}, g,
+                               [](std::vector<nn::optim::ParamGroup> groups) {
+                                 return std::make_unique<nn::optim::AdamW>(std::move(groups));
+                               });
+  nn::amp::GradScaler scaler;
+  auto step = [&](int64_t k, bool poison) {
+    auto [x, y] = global_batch(40 + k);
+    zero.zero_grad();
+    scaler.scale(mse_loss((*model)(share(x, g)), share(y, g))).backward();
+    // The first element of the flat buffer lies in shard 0, which rank 0 alone checks.
+    if (poison && g.rank() == 0) model->parameters()[0].grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+    zero.step(scaler);
+    scaler.update();
+  };
+  auto snapshot = [&] {
+    TensorList out;
+    for (const Tensor& p : model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  step(0, false);
+  CHECK(scaler.get_scale() == 65536.0);
+  const TensorList before = snapshot();
+  step(1, true);
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  CHECK(scaler.get_scale() == 32768.0);  // every rank backed off
+  const TensorList after = snapshot();
+  for (size_t i = 0; i < before.size(); ++i) CHECK(max(abs(after[i] - before[i])).item<double>() == 0.0);
+  step(2, false);  // and every rank steps again
+  const TensorList later = snapshot();
+  CHECK(max(abs(later[0] - after[0])).item<double>() > 0.0);
 }

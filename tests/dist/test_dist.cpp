@@ -148,6 +148,36 @@ TEST_CASE("dist: reduce_scatter, all_gather, broadcast, barrier", "[dist]") {
   g.barrier();
 }
 
+TEST_CASE("dist: collectives are asynchronous: the call returns before the other ranks join", "[dist]") {
+  ProcessGroup& g = world();
+  const int n = g.size(), r = g.rank();
+  if (n == 1) return;
+  // Rank 1 joins the all-reduce only after a message that rank 0 sends once its own all-reduce call
+  // has returned: a blocking all-reduce would deadlock here.
+  for (AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+    INFO(all_reduce_algo_name(algo));
+    Tensor t = full_like(zeros({1000}), static_cast<double>(r + 1));
+    Tensor go = zeros({1});
+    if (r == 1) g.recv(go, 0, 11);
+    std::shared_ptr<Work> w = g.all_reduce(t, ReduceOp::Sum, algo);
+    if (r == 0) {
+      CHECK_FALSE(w->completed());  // rank 1 has not joined yet: it cannot be done
+      g.send(go, 1, 11);
+    }
+    w->wait();
+    CHECK(w->completed());
+    CHECK(t.to_vector<float>() == std::vector<float>(1000, static_cast<float>(n * (n + 1) / 2)));
+  }
+  // Collectives run in the order they were issued: a reduce-scatter issued after an all-reduce of
+  // its input reads the reduced values.
+  Tensor a = full_like(zeros({static_cast<int64_t>(2 * n)}), 1.0), part = zeros({2});
+  std::shared_ptr<Work> w1 = g.all_reduce(a);
+  std::shared_ptr<Work> w2 = g.reduce_scatter(part, a);
+  w2->wait();
+  w1->wait();
+  CHECK(part.to_vector<float>() == std::vector<float>(2, static_cast<float>(n * n)));
+}
+
 TEST_CASE("dist: point to point around the ring", "[dist]") {
   ProcessGroup& g = world();
   const int n = g.size(), r = g.rank();

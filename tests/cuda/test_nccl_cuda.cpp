@@ -1,0 +1,151 @@
+// The NCCL backend on one GPU (a group of one: NCCL refuses two ranks on one device, so several
+// ranks need several GPUs): every collective and the grouped exchange go through NCCL on the
+// communication stream and come back ordered on the caller's stream, from the default stream and
+// from a side stream; the ring's device reductions against the CPU's; DDP and ZeRO-1 over CUDA
+// parameters against plain training; CPU tensors refused.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "core/kiln.h"
+#include "dist/ddp.h"
+#include "dist/reduce.h"
+#include "dist/zero.h"
+#include "nn/layers.h"
+#include "nn/optim/adamw.h"
+
+using namespace kiln;
+using namespace kiln::dist;
+
+namespace {
+
+ProcessGroup& nccl_group() {
+  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
+  REQUIRE(cuda::is_available());
+  REQUIRE(nccl_available());
+  return nccl_world();
+}
+
+// Values that depend on the position, made by a kernel on the current stream just before use.
+Tensor ramp(int64_t n, DType dt) {
+  return (arange(0, n, 1, TensorOptions(DType::Float32, Device::cuda())) * 3.0 - 7.0).to(dt);
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  return max(abs(a.to(Device::cpu()).to(DType::Float64) - b.to(Device::cpu()).to(DType::Float64))).item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("nccl: a group of one on the GPU", "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  CHECK(g.backend() == "nccl");
+  CHECK(g.rank() == 0);
+  CHECK(g.size() == 1);
+  CHECK(&world_for(Device::cuda()) == &g);
+}
+
+TEST_CASE("nccl: collectives, native and ring, every dtype, from the default and a side stream", "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  cuda::CudaStream side;
+  for (bool on_side : {false, true}) {
+    std::unique_ptr<cuda::StreamGuard> guard;
+    if (on_side) guard = std::make_unique<cuda::StreamGuard>(side.get());
+    for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int64}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}) {
+        if (op == ReduceOp::Avg && dt == DType::Int64) continue;
+        for (AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+          INFO(dtype_name(dt) << " " << reduce_op_name(op) << " " << all_reduce_algo_name(algo) << " side " << on_side);
+          Tensor t = ramp(100003, dt);
+          const Tensor expect = t.clone();
+          g.all_reduce(t, op, algo)->wait();
+          CHECK(max_diff(t, expect) == 0.0);  // one rank: the reduction is the tensor itself
+        }
+      }
+    }
+    Tensor in = ramp(12, DType::Float32), out = zeros({12}, TensorOptions(DType::Float32, Device::cuda()));
+    g.reduce_scatter(out, in)->wait();
+    CHECK(max_diff(out, in) == 0.0);
+    Tensor gathered = zeros({12}, TensorOptions(DType::Float32, Device::cuda()));
+    g.all_gather(gathered, in)->wait();
+    CHECK(max_diff(gathered, in) == 0.0);
+    Tensor b = ramp(1000, DType::BFloat16);
+    const Tensor b0 = b.clone();
+    g.broadcast(b, 0)->wait();
+    CHECK(max_diff(b, b0) == 0.0);
+    // The grouped exchange, with this rank as its own neighbour.
+    Tensor send = ramp(4097, DType::Float16), recv = zeros({4097}, TensorOptions(DType::Float16, Device::cuda()));
+    g.send_recv(send, 0, recv, 0, 0);
+    CHECK(max_diff(recv, send) == 0.0);
+    std::shared_ptr<Work> w = g.all_reduce(send);
+    w->synchronize();
+    CHECK(w->completed());
+    g.barrier();
+  }
+}
+
+TEST_CASE("nccl: the ring's reductions on the device equal the CPU's", "[cuda][nccl]") {
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32, DType::UInt8}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+      INFO(dtype_name(dt) << " " << reduce_op_name(op));
+      Generator gen(5);
+      Tensor a = (rand({3001}, TensorOptions(DType::Float32), gen) * 100.0).to(dt);
+      Tensor b = (rand({3001}, TensorOptions(DType::Float32), gen) * 100.0).to(dt);
+      Tensor cpu = a.clone(), dev = a.to(Device::cuda());
+      dist::detail::reduce_tensor(cpu, b, op);
+      dist::detail::reduce_tensor(dev, b.to(Device::cuda()), op);
+      CHECK(max_diff(dev, cpu) == 0.0);
+    }
+  }
+  Tensor h = ramp(999, DType::Float32);
+  Tensor c = h.to(Device::cpu());
+  dist::detail::divide_tensor(h, 3.0);
+  dist::detail::divide_tensor(c, 3.0);
+  CHECK(max_diff(h, c) <= 1e-6 * max(abs(c)).item<double>());
+  ProcessGroup& g = nccl_group();
+  Tensor cpu_tensor = zeros({4});
+  CHECK_THROWS_AS(g.all_reduce(cpu_tensor), DeviceError);
+}
+
+TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a group of one", "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 3)});
+    m->to(Device::cuda());
+    return m;
+  };
+  auto plain = make(3), wrapped = make(3), sharded = make(3);
+  DDPOptions o;
+  o.bucket_bytes = 256;  // several buckets, each reduced while backward goes on
+  DistributedDataParallel ddp(wrapped, g, o);
+  REQUIRE(ddp.buckets().size() > 1);
+  nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_ddp(wrapped->parameters(), 1e-2);
+  ZeroRedundancyOptimizer zero({nn::optim::ParamGroup{sharded->parameters(), 1e-2}}, g,
+                               [](std::vector<nn::optim::ParamGroup> groups) {
+                                 return std::make_unique<nn::optim::AdamW>(std::move(groups));
+                               });
+  Generator gen(9);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randn({16, 6}, TensorOptions(DType::Float32), gen).to(Device::cuda());
+    Tensor y = randn({16, 3}, TensorOptions(DType::Float32), gen).to(Device::cuda());
+    opt_plain.zero_grad();
+    mse_loss((*plain)(x), y).backward();
+    opt_plain.step();
+    opt_ddp.zero_grad();
+    mse_loss((*wrapped)(x), y).backward();
+    CHECK(ddp.reductions() == static_cast<int64_t>(ddp.buckets().size()));
+    opt_ddp.step();
+    zero.zero_grad();
+    mse_loss((*sharded)(x), y).backward();
+    zero.step();
+  }
+  auto pp = plain->parameters(), pw = wrapped->parameters(), ps = sharded->parameters();
+  for (size_t i = 0; i < pp.size(); ++i) {
+    CHECK(max_diff(pw[i], pp[i]) == 0.0);
+    CHECK(max_diff(ps[i], pp[i]) <= 1e-6);
+  }
+}
