@@ -23,6 +23,7 @@
 #include "data/prefetcher.h"
 #include "data/transforms.h"
 #include "dist/ddp.h"
+#include "dist/sync_batch_norm.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
 #include "examples/mixed_precision.h"
@@ -108,7 +109,9 @@ std::shared_ptr<nn::UnaryModule> build_model(const Options& opt, Device device) 
     cfg.recompute = opt.precision.recompute;
     model = std::make_shared<nn::ResNet>(cfg);
   } else {
-    model = std::make_shared<nn::SmallCNN>();
+    nn::SmallCNNConfig cfg;
+    cfg.dropout = opt.dropout;
+    model = std::make_shared<nn::SmallCNN>(cfg);
   }
   model->to(device);
   if (opt.precision.channels_last) model->to(MemoryFormat::ChannelsLast);
@@ -220,6 +223,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
   s.integer("grad_accum", opt.precision.grad_accum);
+  if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.integer("train_images", train_images).integer("test_images", test_images).unsigned_integer("seed", opt.seed);
@@ -335,6 +339,7 @@ static int run(int argc, char** argv) {
   auto optimizer = build_optimizer(opt, *model);
   // DDP first: every rank starts from rank 0's weights, and each backward's gradients are averaged.
   std::optional<dist::DistributedDataParallel> ddp;
+  if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.

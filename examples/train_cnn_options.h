@@ -39,6 +39,8 @@ struct Options {
   PrecisionOptions precision;  // --amp, --tf32, --channels-last, --recompute, --grad-accum, --memory
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
   bool ddp = false;            // data-parallel over the ranks of mpiexec (dist/ddp.h)
+  bool sync_bn = true;         // with --ddp: batch norm over the whole global batch (dist/sync_batch_norm.h)
+  double dropout = 0.5;        // SmallCNN's classifier dropout
 };
 
 inline Options parse_options(int argc, const char* const* argv) {
@@ -98,7 +100,15 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_precision_options(app, o.precision, /*image_model=*/true);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::add_ddp_flag(app, o.ddp);
+  app.add_flag("--sync-bn,!--no-sync-bn", o.sync_bn,
+               "with --ddp, batch norm normalizes with the statistics of the whole global batch (every rank's "
+               "share), so the run equals one process's; --no-sync-bn uses each rank's share alone");
+  auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
+                      ->transform(real(0, 1, Ends::open_high));
   examples::parse_or_exit(app, argc, argv);
+  if (dropout->count() > 0 && o.model != "small-cnn") {
+    examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
+  }
 
   const bool adamw = o.optimizer == "adamw";
   o.epochs = epochs.value_or(o.model == "resnet" ? 30 : 5);

@@ -14,9 +14,12 @@
 #include "core/ops/batch_norm.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/dropout.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/layer_norm.h"
 #include "core/ops/pool.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
 #include "core/ops/softmax.h"
 #include "kernels/error.h"
 #include "kernels/log.h"
@@ -263,12 +266,41 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
                      std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
   }
   warn_if_conv_bias_feeds(x, num_features);
+  if (sync && (is_training() || !track_running_stats)) return synced_forward(x);
   if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps);
   if (is_training()) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
   return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+}
+
+// Synchronized statistics, from differentiable ops: the job's per-channel sum and element count in
+// one cross-process sum, then the sum of squared deviations from the job's mean in a second (two
+// passes, as the fused kernel, rather than E[x^2] - mean^2, which cancels badly in float32). The
+// backward follows through autograd, whose sums over the processes are the cross-process parts of
+// batch norm's gradient. Statistics in float32 at least, as the fused kernel's.
+Tensor BatchNorm2d::synced_forward(const Tensor& x) {
+  const int64_t c = num_features;
+  const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const Tensor xf = x.dtype() == acc ? x : x.to(acc);
+  const Shape per_channel{1, c, 1, 1};
+  const Tensor count = full({1}, static_cast<double>(x.numel() / c), TensorOptions(acc, x.device()));
+  const Tensor sums = sync->sum_over_ranks(cat({sum(xf, {0, 2, 3}), count}));
+  const Tensor total = sums.narrow(0, c, 1).detach();
+  const Tensor mean = sums.narrow(0, 0, c) / total;
+  const Tensor centered = xf - mean.view(per_channel);
+  const Tensor var = sync->sum_over_ranks(sum(centered * centered, {0, 2, 3})) / total;
+  Tensor y = centered * rsqrt(var + eps).view(per_channel);
+  if (affine) y = y * weight.view(per_channel).to(acc) + bias.view(per_channel).to(acc);
+  if (track_running_stats) {  // training (evaluation with running statistics never gets here)
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+    const Tensor unbiased = var.detach() * total / (total - 1.0);
+    running_mean.mul_(1.0 - momentum).add_((mean.detach() * momentum).to(running_mean.dtype()));
+    running_var.mul_(1.0 - momentum).add_((unbiased * momentum).to(running_var.dtype()));
+  }
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
 // --- LayerNorm ------------------------------------------------------------------------------------

@@ -52,6 +52,15 @@ class Conv2d : public UnaryModule {
 // running_var (ones) and num_batches_tracked (int64 0) when track_running_stats. Training
 // normalizes with the batch statistics and updates the buffers; eval uses the running statistics
 // (or the batch's when they are not tracked).
+// Cross-process batch statistics for BatchNorm2d (synchronized batch norm in data-parallel
+// training): sums a tensor over the processes of the job, differentiably (its backward sums the
+// gradient the same way). dist::convert_sync_batchnorm installs one; nn knows nothing of dist.
+class BatchNormSync {
+ public:
+  virtual ~BatchNormSync() = default;
+  virtual Tensor sum_over_ranks(const Tensor& t) = 0;
+};
+
 class BatchNorm2d : public UnaryModule {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
@@ -66,6 +75,12 @@ class BatchNorm2d : public UnaryModule {
   bool affine, track_running_stats;
   Tensor weight, bias;
   Tensor running_mean, running_var, num_batches_tracked;
+  // When set, training normalizes with the statistics of the whole job's batch (every process's
+  // share), through two sums over the processes; evaluation still uses the running statistics.
+  std::shared_ptr<BatchNormSync> sync;
+
+ private:
+  Tensor synced_forward(const Tensor& x);
 };
 
 // BatchNorm2d::forward warns once per process when its input comes straight from a conv2d with a

@@ -2,7 +2,8 @@
 // ranks need several GPUs): every collective and the grouped exchange go through NCCL on the
 // communication stream and come back ordered on the caller's stream, from the default stream and
 // from a side stream; the ring's device reductions against the CPU's; DDP and ZeRO-1 over CUDA
-// parameters against plain training; CPU tensors refused.
+// parameters against plain training; synchronized batch norm against the fused kernel; CPU tensors
+// refused.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -12,6 +13,7 @@
 #include "core/kiln.h"
 #include "dist/ddp.h"
 #include "dist/reduce.h"
+#include "dist/sync_batch_norm.h"
 #include "dist/zero.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
@@ -20,6 +22,13 @@ using namespace kiln;
 using namespace kiln::dist;
 
 namespace {
+
+nn::optim::ParamGroup lr_group(TensorList params, double lr) {
+  nn::optim::ParamGroup g;
+  g.params = std::move(params);
+  g.lr = lr;
+  return g;
+}
 
 ProcessGroup& nccl_group() {
   INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
@@ -124,7 +133,7 @@ TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a g
   DistributedDataParallel ddp(wrapped, g, o);
   REQUIRE(ddp.buckets().size() > 1);
   nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_ddp(wrapped->parameters(), 1e-2);
-  ZeroRedundancyOptimizer zero({nn::optim::ParamGroup{sharded->parameters(), 1e-2}}, g,
+  ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1e-2)}, g,
                                [](std::vector<nn::optim::ParamGroup> groups) {
                                  return std::make_unique<nn::optim::AdamW>(std::move(groups));
                                });
@@ -147,5 +156,37 @@ TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a g
   for (size_t i = 0; i < pp.size(); ++i) {
     CHECK(max_diff(pw[i], pp[i]) == 0.0);
     CHECK(max_diff(ps[i], pp[i]) <= 1e-6);
+  }
+}
+
+TEST_CASE("nccl: synchronized batch norm on the GPU equals the fused kernel in a group of one", "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  auto make = [] {
+    manual_seed(12);
+    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+        std::make_shared<nn::Conv2d>(3, 8, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}, Pair{1, 1}, 1, false),
+        std::make_shared<nn::BatchNorm2d>(8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(1),
+        std::make_shared<nn::Linear>(8 * 6 * 6, 4)});
+    m->to(Device::cuda());
+    return m;
+  };
+  auto fused = make(), synced = make();
+  REQUIRE(convert_sync_batchnorm(*synced, g) == 1);
+  nn::optim::AdamW a(fused->parameters(), 1e-2), b(synced->parameters(), 1e-2);
+  Generator gen(4);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = (randn({10, 3, 6, 6}, TensorOptions(DType::Float32), gen) * 3.0 + 1.0).to(Device::cuda());
+    Tensor y = randn({10, 4}, TensorOptions(DType::Float32), gen).to(Device::cuda());
+    a.zero_grad();
+    mse_loss((*fused)(x), y).backward();
+    a.step();
+    b.zero_grad();
+    mse_loss((*synced)(x), y).backward();
+    b.step();
+  }
+  const auto sa = fused->state_dict(), sb = synced->state_dict();
+  for (const auto& [name, t] : sa) {
+    INFO(name);
+    if (t.dtype() != DType::Int64) CHECK(max_diff(t, sb.at(name)) <= 1e-4);
   }
 }

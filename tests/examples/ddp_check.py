@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""CTest check of train_gpt --ddp: the same short run (dropout 0, so no random draw differs between
-ranks and one process) in one process and data-parallel over N ranks of mpiexec must give the same
-loss estimates at every evaluation, within float tolerance (the ranks average their shares' gradients,
+"""CTest check of --ddp in train_gpt and train_cnn: the same short run (dropout 0, so no random draw
+differs between ranks and one process) in one process and data-parallel over N ranks of mpiexec must
+give the same losses at every evaluation (train_gpt) or epoch (train_cnn, whose batch norm is
+synchronized over the ranks), within float tolerance (the ranks average their shares' gradients,
 which rounds differently from one process's mean over the whole batch); and every rank must have
-computed the same estimates as rank 0, bit for bit (they hold the same weights).
+computed the same values as rank 0, bit for bit (they hold the same weights).
 
-  usage: ddp_check.py --exe TRAIN_GPT --mpiexec MPIEXEC --ranks N --data FILE --work DIR
+  usage: ddp_check.py --example gpt|cnn --exe EXE --mpiexec MPIEXEC --ranks N [--data PATH] --work DIR
 """
 import argparse
 import json
@@ -17,41 +18,61 @@ import sys
 TOL = 1e-4
 
 
-def evals(path):
+# Per example: the records compared, the keys and their tolerances, and the short run's flags.
+EXAMPLES = {
+    "gpt": ("eval", {"train_loss": TOL, "val_loss": TOL},
+            ["--device", "cpu", "--dropout", "0", "--max-iters", "30", "--warmup-iters", "5", "--eval-interval",
+             "10", "--eval-iters", "2", "--batch-size", "12", "--sample-tokens", "0", "--seed", "3"]),
+    # Accuracy over 500 held-out images: one image is 0.002, and a logit that changes its sign within
+    # float tolerance may flip one.
+    "cnn": ("epoch", {"train_loss": TOL, "test_accuracy": 0.0021},
+            ["--device", "cpu", "--model", "small-cnn", "--dropout", "0", "--epochs", "2", "--train-limit", "768",
+             "--test-limit", "500", "--batch-size", "48", "--lr", "5e-4", "--seed", "3"]),
+}
+
+
+def records(path, kind):
     with open(path) as f:
-        return [json.loads(line) for line in f if '"record": "eval"' in line]
+        return [json.loads(line) for line in f if f'"record": "{kind}"' in line]
 
 
 def main():
     p = argparse.ArgumentParser()
-    for flag in ("--exe", "--mpiexec", "--data", "--work"):
+    for flag in ("--exe", "--mpiexec", "--work"):
         p.add_argument(flag, required=True)
+    p.add_argument("--example", choices=sorted(EXAMPLES), default="gpt")
+    p.add_argument("--data", help="the example's --data (default: its own)")
     p.add_argument("--ranks", type=int, default=2)
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
-    common = ["--device", "cpu", "--data", a.data, "--dropout", "0", "--max-iters", "30", "--warmup-iters", "5",
-              "--eval-interval", "10", "--eval-iters", "2", "--batch-size", "12", "--sample-tokens", "0", "--seed", "3"]
+    kind, keys, common = EXAMPLES[a.example]
+    if a.data:
+        common = common + ["--data", a.data]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", KILN_NUM_THREADS="1")
     one, many = os.path.join(a.work, "one"), os.path.join(a.work, "ddp")
     subprocess.run([a.exe] + common + ["--out", one], check=True, env=env, stdout=subprocess.DEVNULL)
     subprocess.run([a.mpiexec, "-n", str(a.ranks), "--oversubscribe", a.exe, "--ddp"] + common + ["--out", many],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    ref, got = evals(os.path.join(one, "metrics.jsonl")), evals(os.path.join(many, "metrics.jsonl"))
+    ref = records(os.path.join(one, "metrics.jsonl"), kind)
+    got = records(os.path.join(many, "metrics.jsonl"), kind)
     failures = []
     if len(ref) != len(got) or not ref:
-        failures.append(f"{len(ref)} evaluations in one process, {len(got)} with --ddp")
+        failures.append(f"{len(ref)} {kind} records in one process, {len(got)} with --ddp")
     for r, g in zip(ref, got):
-        for key in ("train_loss", "val_loss"):
-            if abs(r[key] - g[key]) > TOL:
+        for key, tol in keys.items():
+            if abs(r[key] - g[key]) > tol:
                 failures.append(f"step {r['step']} {key}: one process {r[key]}, --ddp {g[key]}")
     for rank in range(1, a.ranks):
-        other = evals(os.path.join(many, f"rank-{rank}", "metrics.jsonl"))
-        if [(x["train_loss"], x["val_loss"]) for x in other] != [(x["train_loss"], x["val_loss"]) for x in got]:
-            failures.append(f"rank {rank}'s estimates differ from rank 0's")
+        other = records(os.path.join(many, f"rank-{rank}", "metrics.jsonl"), kind)
+        if [[x[k] for k in keys] for x in other] != [[x[k] for k in keys] for x in got]:
+            failures.append(f"rank {rank}'s values differ from rank 0's")
     for f in failures:
         print("ddp_check: FAIL: " + f)
     if not failures:
-        print(f"ddp_check: {len(got)} evaluations agree within {TOL} over {a.ranks} ranks")
+        print(f"ddp_check: {len(got)} {kind} records agree ({', '.join(f'{k} within {t}' for k, t in keys.items())}) "
+              f"over {a.ranks} ranks")
+        for r, g in zip(ref, got):
+            print("  step %d: %s" % (r["step"], ", ".join(f"{k} {r[k]} / {g[k]}" for k in keys)))
     return 1 if failures else 0
 
 
