@@ -1,0 +1,156 @@
+// DDP step benchmark, run under mpirun: what DistributedDataParallel's overlap and bucket size do to
+// a training step. A small GPT (random tokens) trains with AdamW on every rank; for each case the
+// step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's mean over
+// --steps steps. Cases: the step without DDP (compute only, what the ranks would take alone), the
+// whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
+// overlap on and off (DDPOptions::overlap). "exposed" is the DDP step minus the compute-only step:
+// the communication the step still waits for. Reports speed; never asserts it.
+//   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
+//                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/kiln.h"
+#include "dist/ddp.h"
+#include "examples/common.h"
+#include "examples/run_record.h"
+#include "nn/optim/adamw.h"
+#include "nn/transformer.h"
+
+using namespace kiln;
+using examples::JsonLine;
+
+namespace {
+
+struct Options {
+  int64_t layers = 4, width = 256, heads = 4, batch = 8, block = 128, vocab = 256, steps = 10, warmup = 2;
+  std::vector<double> bucket_mb{1, 4, 25};
+  std::string json;
+};
+
+// The slowest rank's mean of `seconds` (what a synchronous step waits for).
+double slowest(dist::ProcessGroup& g, double seconds) {
+  Tensor t = full_like(zeros({1}, TensorOptions(DType::Float64)), seconds);
+  g.all_reduce(t, dist::ReduceOp::Max)->wait();
+  return t.item<double>();
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app("Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
+               "bench_ddp_step");
+  examples::set_flag_defaults(app);
+  app.add_option("--layers", o.layers, "transformer blocks")->transform(examples::whole<int64_t>(1, 64));
+  app.add_option("--width", o.width, "embedding width (a multiple of --heads)")->transform(examples::whole<int64_t>(8, 8192));
+  app.add_option("--heads", o.heads, "attention heads")->transform(examples::whole<int64_t>(1, 128));
+  app.add_option("--batch", o.batch, "sequences per rank per step")->transform(examples::whole<int64_t>(1, 4096));
+  app.add_option("--block", o.block, "tokens per sequence")->transform(examples::whole<int64_t>(2, 8192));
+  app.add_option("--bucket-mb", o.bucket_mb, "DDP bucket sizes to time, in MB (2^20 bytes)")
+      ->delimiter(',')
+      ->transform(examples::real(0, 1 << 16, examples::Ends::open_low));
+  app.add_option("--steps", o.steps, "timed steps per case")->transform(examples::whole<int64_t>(1, 100000));
+  app.add_option("--warmup", o.warmup, "untimed steps per case")->transform(examples::whole<int64_t>(0, 1000));
+  app.add_option("--json", o.json, "rank 0 writes the records (JSON lines) to this file");
+  examples::parse_or_exit(app, argc, argv);
+  if (o.width % o.heads != 0) examples::input_error("--width must be a multiple of --heads");
+
+  dist::ProcessGroup& g = dist::world();
+  const int n = g.size();
+  nn::GPTConfig cfg;
+  cfg.vocab_size = o.vocab;
+  cfg.block_size = o.block;
+  cfg.n_layer = o.layers;
+  cfg.n_head = o.heads;
+  cfg.n_embd = o.width;
+  Generator data_gen(1000 + static_cast<uint64_t>(g.rank()));
+  const Tensor idx = randint(0, o.vocab, {o.batch, o.block}, TensorOptions(DType::Int64), data_gen);
+  const Tensor targets = randint(0, o.vocab, {o.batch, o.block}, TensorOptions(DType::Int64), data_gen);
+
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  JsonLine header;
+  header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
+  header.text("kiln_commit", examples::build_commit()).text("command", command).text("backend", g.backend());
+  header.integer("ranks", n).text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
+  header.integer("layers", o.layers).integer("width", o.width).integer("batch", o.batch).integer("block", o.block);
+  std::string text = header.str() + "\n";
+
+  // One case: a fresh model (the same weights every case), `steps` timed steps.
+  auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only) {
+    manual_seed(7);
+    auto model = std::make_shared<nn::GPT>(cfg);
+    model->train();
+    nn::optim::AdamW opt(model->parameters(), 1e-4);
+    std::optional<dist::DistributedDataParallel> ddp;
+    if (ddp_options) ddp.emplace(model, g, *ddp_options);
+    int64_t grad_bytes = 0;
+    for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    Tensor flat = zeros({grad_bytes / 4});
+    auto step = [&] {
+      if (comm_only) {
+        g.all_reduce(flat, dist::ReduceOp::Avg)->wait();
+        return;
+      }
+      opt.zero_grad();
+      model->loss(idx, targets).backward();
+      opt.step();
+    };
+    for (int64_t i = 0; i < o.warmup; ++i) step();
+    g.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < o.steps; ++i) step();
+    const double s = slowest(g, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                                    static_cast<double>(o.steps));
+    JsonLine c;
+    c.text("record", "case").text("case", name).integer("ranks", n).integer("grad_bytes", grad_bytes);
+    if (ddp_options) {
+      c.real("bucket_mb", static_cast<double>(ddp_options->bucket_bytes) / (1 << 20), "%g");
+      c.boolean("overlap", ddp_options->overlap).integer("buckets", static_cast<int64_t>(ddp->buckets().size()));
+    }
+    c.integer("steps", o.steps).real("step_seconds", s, "%.6g");
+    text += c.str() + "\n";
+    return std::make_pair(s, ddp ? static_cast<int64_t>(ddp->buckets().size()) : int64_t{0});
+  };
+
+  const double compute = time_case("compute", std::nullopt, false).first;
+  const double comm = time_case("all_reduce", std::nullopt, true).first;
+  if (g.rank() == 0) {
+    std::printf("DDP steps of a %lld-layer, %lld-wide GPT, batch %lld x %lld tokens per rank, %d ranks (%s)\n",
+                static_cast<long long>(o.layers), static_cast<long long>(o.width), static_cast<long long>(o.batch),
+                static_cast<long long>(o.block), n, g.backend().c_str());
+    std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
+                comm * 1e3);
+    std::printf("%10s %8s %8s %12s %12s\n", "bucket MB", "buckets", "overlap", "step ms", "exposed ms");
+  }
+  for (double mb : o.bucket_mb) {
+    for (bool overlap : {true, false}) {
+      dist::DDPOptions d;
+      d.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
+      d.overlap = overlap;
+      const auto [s, buckets] = time_case("ddp", d, false);
+      if (g.rank() == 0) {
+        std::printf("%10g %8lld %8s %12.2f %12.2f\n", mb, static_cast<long long>(buckets), overlap ? "on" : "off",
+                    s * 1e3, (s - compute) * 1e3);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (g.rank() == 0 && !o.json.empty()) {
+    write_file_atomically(o.json, text, "bench_ddp_step");
+    std::printf("wrote %s\n", o.json.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_main("bench_ddp_step", [&] { return run(argc, argv); });
+}
