@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
+gradient all-reduced once, and each DDP case (bucket size, buckets, overlap on or off) with its step
+time and the exposed communication (DDP step minus the compute-only step). Headed by the run's date,
+commit, device and command. Numbers come from the file only.
+
+  usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+
+
+def render(path):
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    h = next(r for r in recs if r["record"] == "header")
+    cases = [r for r in recs if r["record"] == "case"]
+    compute = next(r for r in cases if r["case"] == "compute")["step_seconds"]
+    comm = next(r for r in cases if r["case"] == "all_reduce")
+    lines = [f"### DDP steps, {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}", "",
+             f"- kiln commit `{h['kiln_commit']}`; `{h['command']}`",
+             f"- GPT of {h['layers']} layers, {h['width']} wide, {h['batch']} x {h['block']} tokens per rank; "
+             f"gradient {comm['grad_bytes']:,} bytes",
+             f"- compute only (no DDP): {compute * 1e3:.1f} ms per step; the whole gradient all-reduced once: "
+             f"{comm['step_seconds'] * 1e3:.1f} ms", "",
+             "| bucket MB | buckets | overlap | step ms | exposed ms |",
+             "| ---: | ---: | --- | ---: | ---: |"]
+    for r in cases:
+        if r["case"] != "ddp":
+            continue
+        lines.append(f"| {r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'} | "
+                     f"{r['step_seconds'] * 1e3:.1f} | {(r['step_seconds'] - compute) * 1e3:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file")
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    text = render(a.file)
+    if a.out:
+        write_atomic(a.out, text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
