@@ -2,13 +2,16 @@
 // accumulation type, zero-padded to whole tiles) into KC-deep micro-panels, and a fixed-size
 // register tile (4x16 float, 4x8 double) is written as plain loops that GCC vectorizes with SSE2.
 // Each C element is one sequential sum over k in k order, whatever the blocking, the tile's place
-// or the thread count, so results are bitwise identical for any number of threads.
+// or the thread count, so results are bitwise identical for any number of threads. float32 and
+// float64 products go to OpenBLAS instead when it is the backend (kernels/cpu/blas.h): this GEMM is
+// the reference twin the tests compare it with, and the fallback.
 #include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
@@ -265,6 +268,19 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
   }
 }
 
+// One product: OpenBLAS (kernels/cpu/blas.h) for float32 and float64 when it is the backend and
+// takes the arguments, else kiln's GEMM.
+template <typename T, typename Acc> void gemm_product(const Problem<T, Acc>& p, int threads, Workspace<Acc>& ws) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (cpu::gemm_backend() == cpu::GemmBackend::Blas &&
+        cpu::blas_gemm(std::is_same_v<T, double>, p.ta, p.tb, p.m, p.n, p.k, static_cast<double>(p.alpha), p.a, p.lda,
+                       p.b, p.ldb, static_cast<double>(p.beta), p.c, p.ldc)) {
+      return;
+    }
+  }
+  gemm_one<T, Acc>(p, threads, ws);
+}
+
 template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   const bool ta = g.trans_a, tb = g.trans_b;
   const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
@@ -293,18 +309,21 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   };
   const int threads = cpu::num_threads();
   const int64_t flops = 2 * m * n * std::max<int64_t>(k, 1);
+  // OpenBLAS runs one call at a time (kernels/cpu/blas.h): no batch split across the pool.
+  const bool blas = std::is_same_v<T, Acc> && cpu::gemm_backend() == cpu::GemmBackend::Blas &&
+                    cpu::blas_accepts(ta, tb, m, n, k, lda, ldb, ldc);
   // Many small products: one product per thread at a time beats splitting each one (two pool
   // round trips per product). Their C blocks must not overlap, as in any batched BLAS.
-  if (batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
+  if (!blas && batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
     const int64_t grain = std::max<int64_t>(1, kMinTaskFlops / flops);
     cpu::parallel_for(batch.count, grain, [&](int64_t, int64_t begin, int64_t end) {
       Workspace<Acc> ws;
-      for (int64_t i = begin; i < end; ++i) gemm_one<T, Acc>(problem(i), 1, ws);
+      for (int64_t i = begin; i < end; ++i) gemm_product<T, Acc>(problem(i), 1, ws);
     });
     return;
   }
   Workspace<Acc> ws;
-  for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
+  for (int64_t i = 0; i < batch.count; ++i) gemm_product<T, Acc>(problem(i), threads, ws);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/matmul.h"
 
@@ -28,6 +29,20 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 struct ThreadCountGuard {
   int saved = cpu::num_threads();
   ~ThreadCountGuard() { cpu::set_num_threads(saved); }
+};
+
+// The CPU GEMM backends the tests run on: kiln's own, and OpenBLAS where it loads (kernels/cpu/blas.h).
+std::vector<cpu::GemmBackend> gemm_backends() {
+  std::vector<cpu::GemmBackend> out{cpu::GemmBackend::Kiln};
+  if (cpu::blas_available()) out.push_back(cpu::GemmBackend::Blas);
+  return out;
+}
+
+// Selects a backend for the scope.
+struct GemmBackendGuard {
+  cpu::GemmBackend saved = cpu::gemm_backend();
+  explicit GemmBackendGuard(cpu::GemmBackend b) { cpu::set_gemm_backend(b); }
+  ~GemmBackendGuard() { cpu::set_gemm_backend(saved); }
 };
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
@@ -71,6 +86,9 @@ double unit_roundoff(DType t) {
 }  // namespace
 
 TEST_CASE("matmul: 1, 2 and 3 threads give the same bits, each a float sum in k order", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  GemmBackendGuard use(backend);
   ThreadCountGuard guard;
   manual_seed(11);
   const int64_t m = 300, n = 257, k = 129;
@@ -91,8 +109,11 @@ TEST_CASE("matmul: 1, 2 and 3 threads give the same bits, each a float sum in k 
     CHECK(same_bits(outs_t[0], outs_t[i]));
     CHECK(same_bits(outs_b[0], outs_b[i]));
   }
-  // The contract that makes this hold: one running float sum per element, in k order (no FMA on
-  // x86-64 without -mfma, no reassociation). Blocks and tiles only decide where it runs.
+  // kiln's GEMM: the contract that makes this hold is one running float sum per element, in k
+  // order (no FMA on x86-64 without -mfma, no reassociation). Blocks and tiles only decide where it
+  // runs. OpenBLAS: one cblas call per product, whatever the thread count (its FMA sums are not
+  // kiln's, so the check stops here).
+  if (backend == cpu::GemmBackend::Blas) return;
   std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(), ov = outs[0].to_vector<float>();
   int64_t mismatches = 0;
   for (int64_t i = 0; i < m; ++i) {
@@ -116,6 +137,9 @@ void gemm(DType t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alp
 }  // namespace
 
 TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in every dtype", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  GemmBackendGuard use(backend);
   manual_seed(12);
   const int64_t m = 19, n = 21, k = 37;
   for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
@@ -156,7 +180,51 @@ TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in ev
   }
 }
 
+TEST_CASE("gemm_cpu: OpenBLAS on tall and wide products, transposed and padded, matches float64", "[linalg]") {
+  if (!cpu::blas_available()) {
+    WARN("OpenBLAS not loaded: " << cpu::blas_description());
+    CHECK(cpu::gemm_backend() == cpu::GemmBackend::Kiln);  // the fallback is what runs
+    return;
+  }
+  GemmBackendGuard use(cpu::GemmBackend::Blas);
+  ThreadCountGuard threads;
+  cpu::set_num_threads(2);
+  manual_seed(13);
+  // Taller than wide and wider than tall, past OpenBLAS's own blocking.
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{300, 141, 67}, {70, 600, 90}}) {
+    for (DType t : {DType::Float32, DType::Float64}) {
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool ta = mode & 1, tb = mode & 2;
+        const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+        Tensor a = randn({ta ? k : m, lda}).to(t), b = randn({tb ? n : k, ldb}).to(t), c = randn({m, ldc}).to(t);
+        INFO(dtype_name(t) << " m=" << m << " n=" << n << " ta=" << ta << " tb=" << tb);
+        Tensor out = c.clone();
+        gemm(t, ta, tb, m, n, k, 0.75, a.data_ptr(), lda, b.data_ptr(), ldb, -0.5, out.data_ptr(), ldc);
+        Reference r = ref_gemm(ta, tb, m, n, k, 0.75, a.to_vector_double(), lda, b.to_vector_double(), ldb, -0.5,
+                               c.to_vector_double(), ldc);
+        const std::vector<double> ov = out.to_vector_double(), cv = c.to_vector_double();
+        const double acc_eps = t == DType::Float64 ? 0x1p-53 : 0x1p-24;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const double ref = r.value[at(i * n + j)];
+            const double tol = 2 * (k + 2) * acc_eps * r.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref);
+            if (!(std::fabs(ov[at(i * ldc + j)] - ref) <= tol)) ++bad;
+          }
+          for (int64_t j = n; j < ldc; ++j) {
+            if (ov[at(i * ldc + j)] != cv[at(i * ldc + j)]) ++bad;  // the padding is someone else's
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("gemm_cpu: k = 4096 stays within float rounding of a float64 reference", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  GemmBackendGuard use(backend);
   manual_seed(13);
   const int64_t m = 9, n = 18, k = 4096;  // sixteen float k blocks, thirty-two float64 ones
   for (DType t : {DType::Float32, DType::Float64}) {
@@ -178,6 +246,9 @@ TEST_CASE("gemm_cpu: k = 4096 stays within float rounding of a float64 reference
 }
 
 TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copied)", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  GemmBackendGuard use(backend);
   manual_seed(14);
   // Few large products (each split across threads) and many small ones (split by batch).
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> cases{{100, 90, 300, 3}, {20, 24, 40, 40}};
@@ -201,6 +272,9 @@ TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copi
 }
 
 TEST_CASE("gemm_cpu and matmul: empty dims", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  GemmBackendGuard use(backend);
   float sentinel[4] = {7, 7, 7, 7};
   const float a[4] = {1, 2, 3, 4};
   // m = 0 or n = 0: nothing to write; C is not touched.

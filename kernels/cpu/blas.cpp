@@ -1,0 +1,127 @@
+// OpenBLAS at run time (see blas.h). The cblas enums are fixed by the CBLAS standard (row-major 101,
+// no-transpose 111, transpose 112), so no BLAS header is needed either.
+#include "kernels/cpu/blas.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "kernels/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+using Dgemm = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*,
+                       int);
+using SetThreads = void (*)(int);
+using GetConfig = char* (*)();
+
+struct Blas {
+  Sgemm sgemm = nullptr;
+  Dgemm dgemm = nullptr;
+  std::string description;  // or why it did not load
+  bool loaded = false;
+};
+
+const Blas& blas() {
+  static const Blas b = [] {
+    Blas out;
+    void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* why = dlerror();
+      out.description = std::string("libopenblas.so.0 could not be loaded (") + (why ? why : "?") +
+                        "); install libopenblas0-serial (tools/setup.sh does)";
+      return out;
+    }
+    out.sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
+    out.dgemm = reinterpret_cast<Dgemm>(dlsym(h, "cblas_dgemm"));
+    if (out.sgemm == nullptr || out.dgemm == nullptr) {
+      out.description = "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm";
+      return out;
+    }
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"))) set(1);
+    auto config = reinterpret_cast<GetConfig>(dlsym(h, "openblas_get_config"));
+    out.description = config != nullptr ? std::string("OpenBLAS (") + config() + ")" : "libopenblas.so.0";
+    out.loaded = true;
+    return out;  // the handle stays open for the process
+  }();
+  return b;
+}
+
+GemmBackend initial_backend() {
+  const char* v = std::getenv("KILN_CPU_GEMM");
+  const std::string s = v != nullptr ? v : "";
+  if (s == "kiln") return GemmBackend::Kiln;
+  if (s == "blas") {
+    if (!blas().loaded) throw Error("KILN_CPU_GEMM=blas: " + blas().description);
+    return GemmBackend::Blas;
+  }
+  if (!s.empty()) throw Error("KILN_CPU_GEMM must be 'kiln' or 'blas', got '" + s + "'");
+  return blas().loaded ? GemmBackend::Blas : GemmBackend::Kiln;
+}
+
+std::mutex g_mutex;
+std::mutex g_call_mutex;  // Debian's serial OpenBLAS shares its packing buffers between calls
+bool g_set = false;
+GemmBackend g_backend = GemmBackend::Kiln;
+
+bool fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+}  // namespace
+
+GemmBackend gemm_backend() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_set) {
+    g_backend = initial_backend();
+    g_set = true;
+  }
+  return g_backend;
+}
+
+void set_gemm_backend(GemmBackend backend) {
+  if (backend == GemmBackend::Blas && !blas().loaded) throw Error("set_gemm_backend(blas): " + blas().description);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_backend = backend;
+  g_set = true;
+}
+
+const char* gemm_backend_name(GemmBackend backend) { return backend == GemmBackend::Blas ? "blas" : "kiln"; }
+
+bool blas_available() { return blas().loaded; }
+
+std::string blas_description() { return blas().description; }
+
+bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+  if (!blas().loaded) return false;
+  // Row-major: A is m x k (k x m transposed), so its rows hold k (m) elements; likewise B and C.
+  const int64_t a_row = trans_a ? m : k, b_row = trans_b ? k : n;
+  if (!fits(m) || !fits(n) || !fits(k) || !fits(lda) || !fits(ldb) || !fits(ldc)) return false;
+  return lda >= std::max<int64_t>(1, a_row) && ldb >= std::max<int64_t>(1, b_row) && ldc >= std::max<int64_t>(1, n);
+}
+
+bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
+  if (!blas_accepts(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return false;
+  const Blas& l = blas();
+  const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
+  std::lock_guard<std::mutex> one_at_a_time(g_call_mutex);
+  if (f64) {
+    l.dgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+            static_cast<const double*>(a), static_cast<int>(lda), static_cast<const double*>(b), static_cast<int>(ldb),
+            beta, static_cast<double*>(c), static_cast<int>(ldc));
+  } else {
+    l.sgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<float>(alpha),
+            static_cast<const float*>(a), static_cast<int>(lda), static_cast<const float*>(b), static_cast<int>(ldb),
+            static_cast<float>(beta), static_cast<float*>(c), static_cast<int>(ldc));
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu
