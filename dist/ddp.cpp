@@ -52,15 +52,15 @@ struct DistributedDataParallel::State {
     return out;
   }
 
-  // Waits for every issued bucket and writes its averaged gradients back. Waits for all of them
-  // before rethrowing a failure, so no collective is left writing a buffer.
-  void finish() {
+  // Waits for every issued bucket and, with `unpack`, writes its averaged gradients back. Waits for
+  // all of them before rethrowing a failure, so no collective is left writing a buffer.
+  void finish(bool unpack = true) {
     std::exception_ptr error;
     for (size_t b = 0; b < works.size(); ++b) {
       if (!works[b]) continue;
       try {
         works[b]->wait();
-        if (!error) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
+        if (unpack && !error) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
       } catch (...) {
         if (!error) error = std::current_exception();
       }
@@ -75,7 +75,9 @@ struct DistributedDataParallel::State {
   }
 
   void begin_pass() {
-    finish();  // a pass that ended in an exception may have left all-reduces in flight
+    // A pass that ended in an exception may have left all-reduces in flight: wait for them, but
+    // their results are stale, and this pass's gradients are already accumulating.
+    finish(/*unpack=*/false);
     in_pass = true;
     ready.assign(params.size(), false);
     pending.resize(buckets.size());

@@ -1,6 +1,6 @@
 // Process groups: the collectives a data-parallel training run needs (all-reduce, reduce-scatter,
 // all-gather, broadcast, barrier) and the point-to-point sends they are built from, over a backend
-// that moves the bytes (MPI for CPU tensors; NCCL for CUDA tensors is the next backend). Non-obvious
+// that moves the bytes (MPI for CPU tensors, NCCL for CUDA tensors). Non-obvious
 // decisions:
 // - kiln's own ring all-reduce (dist/ring.h) uses only the backend's isend_irecv, so the algorithm is
 //   written once and runs on any backend; the backend's native all-reduce is the default and the
