@@ -318,3 +318,34 @@ TEST_CASE("sync batch norm: DDP on shares of the batch equals one process on all
   Tensor probe = randn({3, 2, 5, 5}, TensorOptions(DType::Float64), Generator(7));
   CHECK(max(abs((*synced)(probe) - (*reference)(probe))).item<double>() < 1e-12);
 }
+
+TEST_CASE("ddp: after a backward that failed, the next one reduces its own gradients only", "[ddp]") {
+  ProcessGroup& g = world();
+  std::shared_ptr<nn::Linear> second;
+  auto make = [&second] {
+    manual_seed(90);
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(4, 4));
+    second = std::make_shared<nn::Linear>(4, 2);
+    m->push_back(second);
+    m->to(DType::Float64);
+    return m;
+  };
+  auto reference = make();
+  auto model = make();  // `second` is now this model's last layer
+  DDPOptions o;
+  o.bucket_bytes = 8;  // a bucket per parameter, reduced from the last layer's on
+  DistributedDataParallel ddp(model, g, o);
+  auto rows = [](int r) { return full_like(zeros({3, 4}, TensorOptions(DType::Float64)), 0.5 + r); };
+  // Only the last layer gets gradients: its buckets are issued, then the pass fails on the first's.
+  CHECK_THROWS_WITH(sum((*second)(rows(g.rank()))).backward(), Catch::Contains("got no gradient"));
+  for (auto& p : model->parameters()) p.set_grad(Tensor());
+  // A whole pass now: every gradient is the average of this pass's, nothing of the failed one's.
+  sum((*model)(rows(g.rank()))).backward();
+  // The reference: one process on every rank's rows, the loss divided by the ranks (DDP's average).
+  std::vector<Tensor> xs;
+  for (int r = 0; r < g.size(); ++r) xs.push_back(rows(r));
+  (sum((*reference)(cat(xs))) / static_cast<double>(g.size())).backward();
+  auto pm = model->parameters(), pr = reference->parameters();
+  for (size_t i = 0; i < pm.size(); ++i) CHECK(max(abs(pm[i].grad() - pr[i].grad())).item<double>() < 1e-12);
+}
