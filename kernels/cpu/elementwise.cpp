@@ -1,6 +1,7 @@
-// CPU reference for the generic elementwise path. Two loops per op: a typed loop when every
-// operand is 1-D, unit-stride and already of the compute type (the compiler vectorizes it), and a
-// strided loop that casts on load and store for everything else.
+// CPU reference for the generic elementwise path. Three loops per op: a typed loop when every
+// operand is 1-D, unit-stride and already of the compute type (the compiler vectorizes it); a typed
+// strided loop, run by run of the innermost dim, when no operand needs a conversion (broadcasts and
+// views); and a strided loop that casts on load and store for everything else.
 #include <cmath>
 #include <limits>
 
@@ -38,6 +39,23 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
   }
   const int64_t zero[kMaxDims] = {};
   const int64_t* strides[2] = {out.strides, in.is_scalar ? zero : in.arg.strides};
+  if (out.dtype == ct && (in.is_scalar || in.arg.dtype == ct)) {  // strided, but no conversions
+    C* o = static_cast<C*>(out.data);
+    const C scalar = in.is_scalar ? static_cast<C>(in.scalar) : C(0);
+    const C* x = in.is_scalar ? &scalar : static_cast<const C*>(in.arg.data);
+    cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      cpu::nd_rows<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {
+        C* po = o + off[0];
+        const C* px = x + off[1];
+        if (st[0] == 1 && st[1] == 1) {
+          for (int64_t i = 0; i < count; ++i) po[i] = ew::unary_fn<OP, C>(px[i], a, b);
+        } else {
+          for (int64_t i = 0; i < count; ++i) po[i * st[0]] = ew::unary_fn<OP, C>(px[i * st[1]], a, b);
+        }
+      });
+    });
+    return;
+  }
   cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
     cpu::nd_loop<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
       store_as<C>(out.data, out.dtype, off[0], ew::unary_fn<OP, C>(operand_value<C>(in, off[1]), a, b));
@@ -67,6 +85,35 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
   }
   const int64_t zero[kMaxDims] = {};
   const int64_t* strides[3] = {out.strides, x.is_scalar ? zero : x.arg.strides, y.is_scalar ? zero : y.arg.strides};
+  if (out.dtype == ct && (x.is_scalar || x.arg.dtype == ct) && (y.is_scalar || y.arg.dtype == ct)) {
+    // Strided (a broadcast bias, a transposed view) but no conversions: typed runs of the innermost
+    // dim, with loops the compiler vectorizes for the common stride patterns.
+    C* o = static_cast<C*>(out.data);
+    const C xs = x.is_scalar ? static_cast<C>(x.scalar) : C(0), ys = y.is_scalar ? static_cast<C>(y.scalar) : C(0);
+    const C* xb = x.is_scalar ? &xs : static_cast<const C*>(x.arg.data);
+    const C* yb = y.is_scalar ? &ys : static_cast<const C*>(y.arg.data);
+    cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+      cpu::nd_rows<3>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {
+        C* po = o + off[0];
+        const C* px = xb + off[1];
+        const C* py = yb + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t i = 0; i < count; ++i) po[i] = ew::binary_fn<OP, C>(px[i], py[i], alpha, beta);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+          const C yv = *py;
+          for (int64_t i = 0; i < count; ++i) po[i] = ew::binary_fn<OP, C>(px[i], yv, alpha, beta);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+          const C xv = *px;
+          for (int64_t i = 0; i < count; ++i) po[i] = ew::binary_fn<OP, C>(xv, py[i], alpha, beta);
+        } else {
+          for (int64_t i = 0; i < count; ++i) {
+            po[i * st[0]] = ew::binary_fn<OP, C>(px[i * st[1]], py[i * st[2]], alpha, beta);
+          }
+        }
+      });
+    });
+    return;
+  }
   cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
     cpu::nd_loop<3>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
       C r = ew::binary_fn<OP, C>(operand_value<C>(x, off[1]), operand_value<C>(y, off[2]), alpha, beta);

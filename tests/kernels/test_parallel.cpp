@@ -2,11 +2,13 @@
 // same bits whatever the number of threads.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <stdexcept>
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 
 using namespace kiln;
@@ -63,4 +65,30 @@ TEST_CASE("reductions give identical bits for any thread count", "[parallel]") {
   }
   cpu::set_num_threads(threads);
   for (size_t i = 1; i < results.size(); ++i) CHECK(results[i] == results[0]);
+}
+
+TEST_CASE("nd_rows visits the offsets nd_loop visits, a run of the innermost dim at a time", "[parallel]") {
+  // Shapes with transposed, broadcast (stride 0) and padded strides; every [begin, end) split.
+  const int64_t sizes[3] = {3, 4, 5};
+  const int64_t out_strides[3] = {20, 5, 1}, a_strides[3] = {1, 3, 12}, b_strides[3] = {0, 7, 0};
+  const int64_t* strides[3] = {out_strides, a_strides, b_strides};
+  for (int ndim : {0, 1, 2, 3}) {
+    const int64_t* sz = sizes + (3 - ndim);
+    const int64_t* st[3] = {strides[0] + (3 - ndim), strides[1] + (3 - ndim), strides[2] + (3 - ndim)};
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= sz[d];
+    for (int64_t begin = 0; begin <= n; begin += 3) {
+      for (int64_t end = begin; end <= n; end += 7) {
+        INFO("ndim " << ndim << " [" << begin << ", " << end << ")");
+        std::vector<std::array<int64_t, 3>> expect, got;
+        cpu::nd_loop<3>(ndim, sz, st, begin, end, [&](const int64_t* off) { expect.push_back({off[0], off[1], off[2]}); });
+        cpu::nd_rows<3>(ndim, sz, st, begin, end, [&](const int64_t* off, int64_t count, const int64_t* inner) {
+          for (int64_t i = 0; i < count; ++i) {
+            got.push_back({off[0] + i * inner[0], off[1] + i * inner[1], off[2] + i * inner[2]});
+          }
+        });
+        CHECK(got == expect);
+      }
+    }
+  }
 }
