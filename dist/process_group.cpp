@@ -67,12 +67,10 @@ void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
     throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) +
                 " must be contiguous (collectives move its bytes as one block)");
   }
-  if (group.backend() == "mpi" && !t.is_cpu()) {
-    throw DeviceError(std::string(op) + ": the mpi backend moves CPU tensors, got one on " + t.device().str());
-  }
-  if (group.backend() == "nccl" && !t.is_cuda()) {
-    throw DeviceError(std::string(op) + ": the nccl backend moves CUDA tensors, got one on " + t.device().str() +
-                      " (use dist::world() for CPU tensors)");
+  if (t.device().type != group.device().type) {
+    throw DeviceError(std::string(op) + ": the " + group.backend() + " backend moves " +
+                      (group.device().is_cpu() ? "CPU" : "CUDA") + " tensors, got one on " + t.device().str() +
+                      " (dist::world_for(device) gives the group for a device)");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
@@ -67,29 +68,28 @@ GemmBackend initial_backend() {
   return blas().loaded ? GemmBackend::Blas : GemmBackend::Kiln;
 }
 
-std::mutex g_mutex;
 std::mutex g_call_mutex;  // Debian's serial OpenBLAS shares its packing buffers between calls
-bool g_set = false;
-GemmBackend g_backend = GemmBackend::Kiln;
+// The backend: -1 until the first product reads KILN_CPU_GEMM, then a GemmBackend. Read on every
+// product, so an atomic rather than a lock.
+std::atomic<int> g_backend{-1};
 
 bool fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 }  // namespace
 
 GemmBackend gemm_backend() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_set) {
-    g_backend = initial_backend();
-    g_set = true;
+  int b = g_backend.load(std::memory_order_acquire);
+  if (b < 0) {
+    int expected = -1;
+    g_backend.compare_exchange_strong(expected, static_cast<int>(initial_backend()), std::memory_order_acq_rel);
+    b = g_backend.load(std::memory_order_acquire);
   }
-  return g_backend;
+  return static_cast<GemmBackend>(b);
 }
 
 void set_gemm_backend(GemmBackend backend) {
   if (backend == GemmBackend::Blas && !blas().loaded) throw Error("set_gemm_backend(blas): " + blas().description);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_backend = backend;
-  g_set = true;
+  g_backend.store(static_cast<int>(backend), std::memory_order_release);
 }
 
 const char* gemm_backend_name(GemmBackend backend) { return backend == GemmBackend::Blas ? "blas" : "kiln"; }

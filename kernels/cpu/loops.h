@@ -89,11 +89,11 @@ template <typename F> void visit_compute(DType compute, F&& f) {
   }
 }
 
-// Calls f(offsets) for the elements [begin, end) of the logical order of a `sizes` shape, where
-// offsets[a] is the element offset into operand a (strides[a]). NARGS operands.
-// nd_loop's walk, a run of the innermost dim at a time: f(offsets, count, inner_strides) for each
-// stretch of up to sizes[ndim - 1] elements, so that a typed caller can run a tight inner loop
-// (stride 1 or 0 in the common cases: contiguous, or broadcast along the last dim).
+// Walks the elements [begin, end) of the logical order of a `sizes` shape a run of the innermost dim
+// at a time: f(offsets, count, inner_strides) for each stretch of up to sizes[ndim - 1] elements,
+// where offsets[a] is the first element's offset into operand a (strides[a]), so that a typed caller
+// can run a tight inner loop (stride 1 or 0 in the common cases: contiguous, or broadcast along the
+// last dim). NARGS operands.
 template <int NARGS, typename F>
 inline void nd_rows(int ndim, const int64_t* sizes, const int64_t* const* strides, int64_t begin, int64_t end, F&& f) {
   int64_t off[NARGS];
@@ -133,45 +133,18 @@ inline void nd_rows(int ndim, const int64_t* sizes, const int64_t* const* stride
   }
 }
 
+// Calls f(offsets) for each element of [begin, end), in order, with offsets[a] the element's offset
+// into operand a: nd_rows, one element at a time.
 template <int NARGS, typename F>
 inline void nd_loop(int ndim, const int64_t* sizes, const int64_t* const* strides, int64_t begin, int64_t end, F&& f) {
-  int64_t off[NARGS];
-  if (ndim == 0) {
-    for (int a = 0; a < NARGS; ++a) off[a] = 0;
-    if (begin < end) f(off);
-    return;
-  }
-  int64_t idx[kMaxDims];
-  int64_t rem = begin;
-  for (int a = 0; a < NARGS; ++a) off[a] = 0;
-  for (int d = ndim - 1; d >= 0; --d) {
-    idx[d] = rem % sizes[d];
-    rem /= sizes[d];
-    for (int a = 0; a < NARGS; ++a) off[a] += idx[d] * strides[a][d];
-  }
-  const int last = ndim - 1;
-  int64_t inner_stride[NARGS];
-  for (int a = 0; a < NARGS; ++a) inner_stride[a] = strides[a][last];
-  int64_t i = begin;
-  while (i < end) {
-    int64_t count = std::min(sizes[last] - idx[last], end - i);
+  nd_rows<NARGS>(ndim, sizes, strides, begin, end, [&](const int64_t* first, int64_t count, const int64_t* inner) {
+    int64_t off[NARGS];
+    for (int a = 0; a < NARGS; ++a) off[a] = first[a];
     for (int64_t k = 0; k < count; ++k) {
       f(off);
-      for (int a = 0; a < NARGS; ++a) off[a] += inner_stride[a];
+      for (int a = 0; a < NARGS; ++a) off[a] += inner[a];
     }
-    i += count;
-    if (i >= end) break;
-    // carry into the outer dims
-    for (int a = 0; a < NARGS; ++a) off[a] -= sizes[last] * inner_stride[a];
-    idx[last] = 0;
-    for (int d = last - 1; d >= 0; --d) {
-      ++idx[d];
-      for (int a = 0; a < NARGS; ++a) off[a] += strides[a][d];
-      if (idx[d] < sizes[d]) break;
-      for (int a = 0; a < NARGS; ++a) off[a] -= sizes[d] * strides[a][d];
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 }  // namespace kiln::cpu
