@@ -4,12 +4,12 @@
 set -euo pipefail
 # libpng-dev and libjpeg62-turbo-dev decode image folders (data/image.h); libopenmpi-dev and openmpi-bin
 # (mpirun) carry dist/'s CPU collectives and launch its multi-rank tests.
-# libopenblas0-serial is the CPU's fast GEMM, loaded at run time (kernels/cpu/blas.h; no build dependency).
+# libopenblas0-pthread is the CPU's fast GEMM, loaded at run time (kernels/cpu/blas.h; no build dependency).
 # libspdlog-dev depends on libfmt-dev (spdlog's CMake package finds fmt itself). clang, libclang-rt-dev
 # (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for readable sanitizer stacks) serve
 # tools/fuzz.sh and tools/sanitize.sh; python3 runs the SIGKILL resume test and the training-record script.
 packages=(cmake ninja-build g++ ccache catch2 libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
-          libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libopenblas0-serial dataset-fashion-mnist clang libclang-rt-dev llvm python3)
+          libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libopenblas0-pthread dataset-fashion-mnist clang libclang-rt-dev llvm python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

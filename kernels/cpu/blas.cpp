@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
 namespace kiln::cpu {
@@ -23,10 +24,13 @@ using Dgemm = void (*)(int, int, int, int, int, int, double, const double*, int,
                        int);
 using SetThreads = void (*)(int);
 using GetConfig = char* (*)();
+using GetParallel = int (*)();
 
 struct Blas {
   Sgemm sgemm = nullptr;
   Dgemm dgemm = nullptr;
+  SetThreads set_threads = nullptr;  // null for a single-threaded build
+  bool threaded = false;             // openblas_get_parallel(): 0 serial, 1 pthreads, 2 OpenMP
   std::string description;  // or why it did not load
   bool loaded = false;
 };
@@ -38,7 +42,7 @@ const Blas& blas() {
     if (h == nullptr) {
       const char* why = dlerror();
       out.description = std::string("libopenblas.so.0 could not be loaded (") + (why ? why : "?") +
-                        "); install libopenblas0-serial (tools/setup.sh does)";
+                        "); install libopenblas0-pthread (tools/setup.sh does)";
       return out;
     }
     out.sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
@@ -47,7 +51,9 @@ const Blas& blas() {
       out.description = "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm";
       return out;
     }
-    if (auto set = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"))) set(1);
+    auto parallel = reinterpret_cast<GetParallel>(dlsym(h, "openblas_get_parallel"));
+    out.set_threads = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"));
+    out.threaded = parallel != nullptr && parallel() != 0 && out.set_threads != nullptr;
     auto config = reinterpret_cast<GetConfig>(dlsym(h, "openblas_get_config"));
     out.description = config != nullptr ? std::string("OpenBLAS (") + config() + ")" : "libopenblas.so.0";
     out.loaded = true;
@@ -68,7 +74,8 @@ GemmBackend initial_backend() {
   return blas().loaded ? GemmBackend::Blas : GemmBackend::Kiln;
 }
 
-std::mutex g_call_mutex;  // Debian's serial OpenBLAS shares its packing buffers between calls
+std::mutex g_call_mutex;  // one call at a time (blas.h); also guards g_blas_threads
+int g_blas_threads = -1;  // the thread count last given to a threaded OpenBLAS
 // The backend: -1 until the first product reads KILN_CPU_GEMM, then a GemmBackend. Read on every
 // product, so an atomic rather than a lock.
 std::atomic<int> g_backend{-1};
@@ -98,6 +105,8 @@ bool blas_available() { return blas().loaded; }
 
 std::string blas_description() { return blas().description; }
 
+bool blas_threaded() { return blas().threaded; }
+
 bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
   if (!blas().loaded) return false;
   // Row-major: A is m x k (k x m transposed), so its rows hold k (m) elements; likewise B and C.
@@ -112,6 +121,15 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   const Blas& l = blas();
   const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
   std::lock_guard<std::mutex> one_at_a_time(g_call_mutex);
+  if (l.threaded) {
+    // kiln's thread count, or one thread when called from inside kiln's pool (whose other workers
+    // have the remaining cores).
+    const int want = cpu::runs_inline() ? 1 : cpu::num_threads();
+    if (want != g_blas_threads) {
+      l.set_threads(want);
+      g_blas_threads = want;
+    }
+  }
   if (f64) {
     l.dgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
             static_cast<const double*>(a), static_cast<int>(lda), static_cast<const double*>(b), static_cast<int>(ldb),

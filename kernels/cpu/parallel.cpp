@@ -167,6 +167,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   p.run(chunks, body);
 }
 
+bool runs_inline() { return t_in_worker; }
+
 SerialScope::SerialScope() : previous_(t_in_worker) { t_in_worker = true; }
 SerialScope::~SerialScope() { t_in_worker = previous_; }
 

@@ -23,6 +23,10 @@ inline int64_t num_chunks(int64_t n, int64_t grain) {
 // The first exception thrown by fn is rethrown on the calling thread.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
+// Whether this thread's parallel_for calls run inline: a pool worker, or a thread holding a
+// SerialScope. Code that has threads of its own (a threaded BLAS) uses one thread there too.
+bool runs_inline();
+
 // Runs every parallel_for of this thread inline while it lives. The DataLoader's worker threads
 // hold one: the workers are the parallelism (PyTorch gives each worker one thread too), and the pool
 // runs one parallel region at a time, so workers using it would queue behind the training step.

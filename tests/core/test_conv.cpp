@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 
 using namespace kiln;
@@ -85,6 +86,8 @@ TEST_CASE("conv2d: a hand-computed 3x3 * 2x2 convolution and its gradients", "[c
 
 TEST_CASE("conv2d: backward is bitwise the same with 1 and 2 threads", "[conv]") {
   ThreadCountGuard guard;
+  // kiln's GEMM, whose bits do not depend on the thread count (a threaded OpenBLAS's do: blas.h).
+  cpu::GemmBackendScope kiln_gemm(cpu::GemmBackend::Kiln);
   manual_seed(11);
   // Big enough that im2col, col2im and the pooling kernels cut their work into several chunks.
   Tensor x0 = randn({8, 16, 20, 20});
