@@ -9,6 +9,9 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/macros.h"
+#ifndef __CUDACC__
+#include "kernels/exp_poly.h"
+#endif
 
 namespace kiln::ew {
 
@@ -44,11 +47,16 @@ template <typename C> KILN_HD C sign_fn(C x) {
   return static_cast<C>((C(0) < x) - (x < C(0)));
 }
 
-template <typename C> KILN_HD C sigmoid_fn(C x) {
-  if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
-  C e = std::exp(x);
-  return e / (C(1) + e);
+// e^x. The CPU's float path is kernels/exp_poly.h: branch-free, so the loops around it vectorize.
+template <typename C> KILN_HD C exp_fn(C x) {
+#ifndef __CUDACC__
+  if constexpr (std::is_same_v<C, float>) return exp_poly(x);
+#endif
+  return std::exp(x);
 }
+
+// 1 / (1 + e^-x), without a branch: e^-x overflows to +inf for very negative x, giving 0.
+template <typename C> KILN_HD C sigmoid_fn(C x) { return C(1) / (C(1) + exp_fn(-x)); }
 
 template <typename C> KILN_HD C gelu_erf_fn(C x) {
   return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
@@ -107,7 +115,7 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
   } else if constexpr (OP == UnaryOp::RPowScalar) {
     return pow_fn(a, x);
   } else if constexpr (std::is_floating_point_v<C>) {
-    if constexpr (OP == UnaryOp::Exp) return std::exp(x);
+    if constexpr (OP == UnaryOp::Exp) return exp_fn(x);
     if constexpr (OP == UnaryOp::Log) return std::log(x);
     if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
     if constexpr (OP == UnaryOp::Rsqrt) return C(1) / std::sqrt(x);

@@ -21,6 +21,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
 
@@ -137,7 +138,7 @@ void forward(void* out, void* lse, const void* q, const void* k, const void* v, 
         }
         Acc sum = 0;
         for (int64_t j = 0; j < end; ++j) {
-          const Acc p = row[j] == kNegInf ? Acc(0) : std::exp(row[j] - m);
+          const Acc p = row[j] == kNegInf ? Acc(0) : ew::exp_fn(row[j] - m);
           sum += p;
           row[j] = a.dropout_p > 0 ? p * r.keep_scale(i, j) : p;
         }
@@ -181,7 +182,7 @@ void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, c
         const int64_t end = l == kNegInf ? 0 : visible_end(a, i);
         for (int64_t j = 0; j < end; ++j) {
           const Acc s = a.mask ? r.masked(i, j, prow[j]) : prow[j];
-          const Acc pij = s == kNegInf ? Acc(0) : std::exp(s - l);
+          const Acc pij = s == kNegInf ? Acc(0) : ew::exp_fn(s - l);
           const Acc keep = a.dropout_p > 0 ? r.keep_scale(i, j) : Acc(1);
           drow[j] = pij * (drow[j] * keep - d);
           prow[j] = pij * keep;

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -72,7 +73,7 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
         A se = 0, sxm = 0;
         for (int64_t j = 0; j < c_n; ++j) {
           const A v = ld<T, A>(x, base + j * inner) - mx;
-          se += std::exp(v);
+          se += ew::exp_fn(v);
           sxm += v;
         }
         const A lsum = std::log(se);
@@ -128,7 +129,7 @@ void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtyp
         const A g = static_cast<A>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
         const A l = lp[r];
         for (int64_t j = 0; j < c_n; ++j) {
-          const A p = std::exp(ld<T, A>(x, base + j * inner) - l);
+          const A p = ew::exp_fn(ld<T, A>(x, base + j * inner) - l);
           st<T, A>(dx, base + j * inner, g * (p - (j == t ? on_target : off_target)));
         }
       }

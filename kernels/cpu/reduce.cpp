@@ -85,6 +85,7 @@ template <typename T> struct Source {
 
 template <typename C> struct SumOp {
   using Partial = C;
+  static constexpr bool kAdds = true;  // a partial is the sum of its values (column_sums may run it)
   template <typename T> static Partial partial(const Source<T>& s, int64_t base, int64_t b, int64_t e) {
     C acc = 0;
     s.template for_each<C>(base, b, e, [&](C v, int64_t) { acc = add_c(acc, v); });
@@ -111,6 +112,7 @@ template <typename C> struct ProdOp {
 
 struct MeanOp {
   using Partial = double;
+  static constexpr bool kAdds = true;
   template <typename T> static Partial partial(const Source<T>& s, int64_t base, int64_t b, int64_t e) {
     double acc = 0;
     s.template for_each<double>(base, b, e, [&](double v, int64_t) { acc += v; });
@@ -226,6 +228,56 @@ template <typename C, bool kAny> struct LogicalOp {
   }
 };
 
+template <typename Op> constexpr bool adds() {
+  if constexpr (requires { Op::kAdds; }) {
+    return Op::kAdds;
+  } else {
+    return false;
+  }
+}
+
+// Sums whose outputs are neighbours in the input, as a bias gradient's are ([N, C] summed over N):
+// whole input rows are added into a row of accumulators, a loop the compiler vectorizes, instead of
+// one strided walk per output. Each output still adds its values in reduced-index order starting
+// from 0, as the per-output path does, so the bits are the same. Returns false when the layout does
+// not fit (the innermost kept dim longer than 1 is not contiguous in the input, or is short).
+template <typename Op, typename T> bool column_sums(const ReduceArgs& args, int64_t count) {
+  using Partial = typename Op::Partial;
+  constexpr int64_t kCols = 256;  // accumulators per task, on the stack
+  const int nd = args.out.ndim;
+  int d = nd - 1;
+  while (d >= 0 && args.out.sizes[d] == 1) --d;
+  if (d < 0 || args.in_kept_strides[d] != 1 || args.out.sizes[d] < 8) return false;
+  const int64_t width = args.out.sizes[d];
+  int64_t outer_sizes[kMaxDims];
+  for (int i = 0; i < nd; ++i) outer_sizes[i] = i == d ? 1 : args.out.sizes[i];
+  const int64_t outer = args.out.numel() / width, blocks = (width + kCols - 1) / kCols;
+  const int64_t* ostrides[2] = {args.out.strides, args.in_kept_strides};
+  const T* in = static_cast<const T*>(args.in);
+  cpu::parallel_for(outer * blocks, cpu::grain_for(count * kCols), [&](int64_t, int64_t t0, int64_t t1) {
+    Partial acc[kCols];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t j0 = (t % blocks) * kCols, w = std::min(kCols, width - j0);
+      int64_t out_off = 0, in_off = 0;
+      cpu::nd_loop<2>(nd, outer_sizes, ostrides, t / blocks, t / blocks + 1, [&](const int64_t* off) {
+        out_off = off[0];
+        in_off = off[1];
+      });
+      std::fill(acc, acc + w, Partial(0));
+      const int64_t* rstrides[1] = {args.red_strides};
+      cpu::nd_rows<1>(args.red_ndim, args.red_sizes, rstrides, 0, count,
+                      [&](const int64_t* off, int64_t n, const int64_t* st) {
+                        for (int64_t k = 0; k < n; ++k) {
+                          const T* row = in + in_off + off[0] + k * st[0] + j0;
+                          for (int64_t j = 0; j < w; ++j) Op::merge(acc[j], read_as<T, Partial>(row, j));
+                        }
+                      });
+      for (int64_t j = 0; j < w; ++j) Op::store(args, out_off + (j0 + j) * args.out.strides[d], 0, acc[j], count);
+    }
+  });
+  return true;
+}
+
 template <typename Op, typename T> void run_reduce(const ReduceArgs& args) {
   using Partial = typename Op::Partial;
   int64_t count = 1;
@@ -236,6 +288,9 @@ template <typename Op, typename T> void run_reduce(const ReduceArgs& args) {
   const int64_t* ostrides[3] = {args.out.strides, args.indices.strides, args.in_kept_strides};
 
   if (nout >= kMinParallelOutputs || count <= kMaxSequentialCount) {
+    if constexpr (adds<Op>()) {
+      if (count > 0 && column_sums<Op, T>(args, count)) return;
+    }
     cpu::parallel_for(nout, cpu::grain_for(count), [&](int64_t, int64_t b0, int64_t e0) {
       cpu::nd_loop<3>(args.out.ndim, args.out.sizes, ostrides, b0, e0, [&](const int64_t* off) {
         Partial p = Op::partial(src, off[2], 0, count);

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 
 namespace kiln {
 namespace {
@@ -34,7 +35,7 @@ void softmax_forward_cpu(void* out, const void* in, DType dtype, int64_t outer, 
         A mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
         A sum = 0;
-        for (int64_t j = 0; j < n; ++j) sum += std::exp(ld<T, A>(x, base + j * inner) - mx);
+        for (int64_t j = 0; j < n; ++j) sum += ew::exp_fn(ld<T, A>(x, base + j * inner) - mx);
         if (log) {
           // (x - max) - log(sum), not x - (max + log(sum)): for logits near +-1000 the latter
           // rounds log(sum) to the spacing of floats near 1000.
@@ -43,7 +44,7 @@ void softmax_forward_cpu(void* out, const void* in, DType dtype, int64_t outer, 
         } else {
           const A inv = A(1) / sum;
           for (int64_t j = 0; j < n; ++j) {
-            st<T, A>(y, base + j * inner, std::exp(ld<T, A>(x, base + j * inner) - mx) * inv);
+            st<T, A>(y, base + j * inner, ew::exp_fn(ld<T, A>(x, base + j * inner) - mx) * inv);
           }
         }
       }
@@ -69,7 +70,7 @@ void softmax_backward_cpu(void* dinp, const void* dout, const void* out, DType d
         for (int64_t j = 0; j < n; ++j) {
           const int64_t k = base + j * inner;
           const A g = ld<T, A>(dy, k), yv = ld<T, A>(y, k);
-          st<T, A>(dx, k, log ? g - std::exp(yv) * s : yv * (g - s));
+          st<T, A>(dx, k, log ? g - ew::exp_fn(yv) * s : yv * (g - s));
         }
       }
     });

@@ -92,3 +92,60 @@ TEST_CASE("nd_rows visits the offsets nd_loop visits, a run of the innermost dim
     }
   }
 }
+
+TEST_CASE("sum and mean over the leading dims add each output's values in order, in double", "[parallel]") {
+  // Outputs contiguous in the input take the row-at-a-time path (kernels/cpu/reduce.cpp); it must
+  // give the bits of one sequential double sum per output. Widths past 256 cut the row into blocks.
+  manual_seed(12);
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<int64_t> dims;
+    bool keepdim;
+    DType dtype;
+  };
+  const std::vector<Case> cases = {
+      {{1000, 300}, {0}, false, DType::Float32}, {{7, 9, 520}, {0, 1}, false, DType::Float32},
+      {{40, 1, 33}, {0}, true, DType::Float32},  {{6, 11, 20}, {1}, false, DType::Float64},
+      {{64, 24}, {0}, false, DType::Float16},    {{5, 600, 3}, {1}, false, DType::Float32},
+  };
+  for (const Case& c : cases) {
+    for (bool mean : {false, true}) {
+      INFO("shape " << c.shape[0] << "x" << c.shape[1] << " dtype " << dtype_name(c.dtype) << " mean " << mean);
+      Tensor x = randn(c.shape).to(c.dtype);
+      Tensor got = mean ? kiln::mean(x, c.dims, c.keepdim) : kiln::sum(x, c.dims, c.keepdim);
+      // The reference: each output's values in row-major order of the reduced dims, summed in double.
+      Tensor xd = x.to(DType::Float64);
+      std::vector<double> v = xd.to_vector_double();
+      const int64_t d0 = c.shape[0], d1 = c.shape[1], d2 = c.shape.size() > 2 ? c.shape[2] : 1;
+      auto at = [&](int64_t i, int64_t j, int64_t k) { return v[static_cast<size_t>((i * d1 + j) * d2 + k)]; };
+      std::vector<double> expect;
+      if (c.dims == std::vector<int64_t>{0}) {
+        for (int64_t j = 0; j < d1; ++j) {
+          for (int64_t k = 0; k < d2; ++k) {
+            double s = 0;
+            for (int64_t i = 0; i < d0; ++i) s += at(i, j, k);
+            expect.push_back(mean ? s / static_cast<double>(d0) : s);
+          }
+        }
+      } else if (c.dims == std::vector<int64_t>{1}) {
+        for (int64_t i = 0; i < d0; ++i) {
+          for (int64_t k = 0; k < d2; ++k) {
+            double s = 0;
+            for (int64_t j = 0; j < d1; ++j) s += at(i, j, k);
+            expect.push_back(mean ? s / static_cast<double>(d1) : s);
+          }
+        }
+      } else {  // {0, 1}
+        for (int64_t k = 0; k < d2; ++k) {
+          double s = 0;
+          for (int64_t i = 0; i < d0; ++i) {
+            for (int64_t j = 0; j < d1; ++j) s += at(i, j, k);
+          }
+          expect.push_back(mean ? s / static_cast<double>(d0 * d1) : s);
+        }
+      }
+      // Rounded once to the dtype, as the kernel stores it.
+      CHECK(got.to_vector_double() == tensor(expect).to(c.dtype).to_vector_double());
+    }
+  }
+}
