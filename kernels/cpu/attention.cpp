@@ -1,17 +1,21 @@
-// CPU scaled dot-product attention, per batch entry as GEMMs (kernels/matmul.h, so OpenBLAS where
-// it loads) around row-wise softmax passes, in float (double for float64): the flash-attention
-// formulation without the tiling a CPU's caches do not need at these sizes. Forward: S = scale Q K^T,
-// each row masked, exponentiated against its maximum and summed (the log-sum-exp saved), O = P V
-// divided by the row sums. Backward: P recomputed from the log-sum-exp, dP = dO V^T,
-// dS = P (dP keep - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q, dV = (P keep)^T dO.
-// Non-obvious decisions:
+// CPU scaled dot-product attention as GEMMs (kernels/matmul.h, so OpenBLAS where it loads) around
+// row-wise softmax passes, in float (double for float64): the flash-attention formulation, blocked
+// over query rows but not over keys (a block's score rows fit in cache at the sizes a CPU trains).
+// Forward, per block of 64 query rows: S = scale Q K^T against the keys the block sees, each row
+// masked, exponentiated against its maximum and summed (the log-sum-exp saved), O = P V divided by
+// the row sums. Backward, per batch entry, block by block: P recomputed from the log-sum-exp,
+// dP = dO V^T, dS = P (dP keep - rowsum(dO * O)), dQ = scale dS K, and dK += scale dS^T Q,
+// dV += (P keep)^T dO. Non-obvious decisions:
+// - Causal blocks are skipped: a block's products stop at the last key its last row sees, so the
+//   upper triangle is computed only inside the diagonal blocks (about half the work at long L).
+// - Forward tasks are (entry, block) pairs and backward tasks are entries, spread over the pool with
+//   a one-thread GEMM each, because a GPT's attention is many small products; one task runs on the
+//   caller, whose GEMM then uses every thread.
 // - The dtype is resolved once per operand: float32 and float64 rows are read in place (the GEMM
-//   takes their row strides), float16 and bfloat16 are converted to float once per batch entry.
-// - Hidden positions (causal, a false mask) are skipped in the row passes, and a causal row stops at
-//   its diagonal; the GEMMs compute the whole L x S block (the upper triangle is wasted work, still
-//   far cheaper than the scalar loops it replaced).
-// - Every element is produced by one GEMM call or one row pass in a fixed order, so results do not
-//   depend on the thread count.
+//   takes their row strides), float16 and bfloat16 rows are converted to float per block.
+// - Every element comes from GEMM calls and row passes in a fixed order (dK and dV add the blocks in
+//   order), so with kiln's GEMM the results do not depend on the thread count (a threaded OpenBLAS
+//   gives a product other bits at another thread count: kernels/cpu/blas.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -105,107 +109,185 @@ template <typename Acc> void store_rows(void* dst, DType dtype, int64_t offset, 
 // The visible keys of query row i end before this (causal: i + 1; else S).
 inline int64_t visible_end(const AttentionArgs& a, int64_t i) { return a.causal ? std::min(a.S, i + 1) : a.S; }
 
-template <typename Acc>
-void forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a) {
-  constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
-  const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-  Rows<Acc> r(a, q, k, v);
-  std::vector<Acc> qbuf, kbuf, vbuf, scores(static_cast<size_t>(a.L * a.S)), o(static_cast<size_t>(a.L * a.Ev));
-  std::vector<Acc> inv_sum(static_cast<size_t>(a.L));
-  for (int64_t b = 0; b < a.batch; ++b) {
-    r.select(b);
-    const Operand<Acc> Q = rows_of<Acc>(q, a.dtype, r.o.q, a.L, a.E, a.q_row_stride, qbuf);
-    const Operand<Acc> K = rows_of<Acc>(k, a.dtype, r.o.k, a.S, a.E, a.k_row_stride, kbuf);
-    const Operand<Acc> V = rows_of<Acc>(v, a.dtype, r.o.v, a.S, a.Ev, a.v_row_stride, vbuf);
-    Acc* s = scores.data();
-    mm<Acc>(false, true, a.L, a.S, a.E, a.scale, Q.data, Q.ld, K.data, K.ld, 0.0, s, a.S);
-    // Row passes: mask, max, exp, sum; the row becomes its (dropped) probabilities before division.
-    cpu::parallel_for(a.L, cpu::grain_for(a.S * 4), [&](int64_t, int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        Acc* row = s + i * a.S;
-        const int64_t end = visible_end(a, i);
-        Acc m = kNegInf;
-        for (int64_t j = 0; j < end; ++j) {
-          if (a.mask) row[j] = r.masked(i, j, row[j]);
-          m = std::max(m, row[j]);
-        }
-        std::fill(row + end, row + a.S, Acc(0));
-        if (m == kNegInf) {  // nothing visible: a zero row, lse = -inf
-          std::fill(row, row + end, Acc(0));
-          inv_sum[static_cast<size_t>(i)] = 0;
-          store_as<Acc>(lse, lse_dtype, b * a.L + i, kNegInf);
-          continue;
-        }
-        Acc sum = 0;
-        for (int64_t j = 0; j < end; ++j) {
-          const Acc p = row[j] == kNegInf ? Acc(0) : ew::exp_fn(row[j] - m);
-          sum += p;
-          row[j] = a.dropout_p > 0 ? p * r.keep_scale(i, j) : p;
-        }
-        inv_sum[static_cast<size_t>(i)] = Acc(1) / sum;
-        store_as<Acc>(lse, lse_dtype, b * a.L + i, m + std::log(sum));
-      }
-    });
-    mm<Acc>(false, false, a.L, a.Ev, a.S, 1.0, s, a.S, V.data, V.ld, 0.0, o.data(), a.Ev);
-    for (int64_t i = 0; i < a.L; ++i) {
-      for (int64_t e = 0; e < a.Ev; ++e) o[static_cast<size_t>(i * a.Ev + e)] *= inv_sum[static_cast<size_t>(i)];
-    }
-    store_rows<Acc>(out, a.dtype, b * a.L * a.Ev, o.data(), a.L * a.Ev);
-  }
+// Query rows per block: a block's scores are one GEMM against the keys its last row sees.
+constexpr int64_t kRowBlock = 64;
+
+// Query rows [i0, i1) of batch entry b, and the keys they see: [0, kend).
+struct Block {
+  int64_t b, i0, i1, kend;
+  int64_t rows() const { return i1 - i0; }
+};
+
+inline Block block_of(const AttentionArgs& a, int64_t b, int64_t i0) {
+  const int64_t i1 = std::min(a.L, i0 + kRowBlock);
+  return {b, i0, i1, visible_end(a, i1 - 1)};
 }
 
+// Forward of one block: scores = scale Q K^T (rows x kend), the row passes, O = P V / rowsum.
+template <typename Acc> struct ForwardBlock {
+  const AttentionArgs& a;
+  void* out;
+  void* lse;
+  std::vector<Acc> qbuf, kbuf, vbuf, scores, o, inv_sum;
+
+  void run(Rows<Acc>& r, const Block& blk) {
+    constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
+    const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+    r.select(blk.b);
+    const int64_t rows = blk.rows(), kend = blk.kend;
+    const Operand<Acc> Q = rows_of<Acc>(r.q, a.dtype, r.o.q + blk.i0 * a.q_row_stride, rows, a.E, a.q_row_stride, qbuf);
+    const Operand<Acc> K = rows_of<Acc>(r.k, a.dtype, r.o.k, kend, a.E, a.k_row_stride, kbuf);
+    const Operand<Acc> V = rows_of<Acc>(r.v, a.dtype, r.o.v, kend, a.Ev, a.v_row_stride, vbuf);
+    scores.resize(static_cast<size_t>(rows * kend));
+    inv_sum.resize(static_cast<size_t>(rows));
+    Acc* s = scores.data();
+    mm<Acc>(false, true, rows, kend, a.E, a.scale, Q.data, Q.ld, K.data, K.ld, 0.0, s, kend);
+    // Row passes: mask, max, exp, sum; the row becomes its (dropped) probabilities before division.
+    for (int64_t i = blk.i0; i < blk.i1; ++i) {
+      Acc* row = s + (i - blk.i0) * kend;
+      const int64_t end = visible_end(a, i);
+      Acc m = kNegInf;
+      for (int64_t j = 0; j < end; ++j) {
+        if (a.mask) row[j] = r.masked(i, j, row[j]);
+        m = std::max(m, row[j]);
+      }
+      std::fill(row + end, row + kend, Acc(0));
+      Acc& inv = inv_sum[static_cast<size_t>(i - blk.i0)];
+      if (m == kNegInf) {  // nothing visible: a zero row, lse = -inf
+        std::fill(row, row + end, Acc(0));
+        inv = 0;
+        store_as<Acc>(lse, lse_dtype, blk.b * a.L + i, kNegInf);
+        continue;
+      }
+      // A hidden score is -inf, and exp(-inf) is 0 (ew::exp_fn has no branch for it).
+      for (int64_t j = 0; j < end; ++j) row[j] = ew::exp_fn(row[j] - m);
+      Acc sum = 0;
+      for (int64_t j = 0; j < end; ++j) sum += row[j];
+      if (a.dropout_p > 0) {
+        for (int64_t j = 0; j < end; ++j) row[j] *= r.keep_scale(i, j);
+      }
+      inv = Acc(1) / sum;
+      store_as<Acc>(lse, lse_dtype, blk.b * a.L + i, m + std::log(sum));
+    }
+    o.resize(static_cast<size_t>(rows * a.Ev));
+    mm<Acc>(false, false, rows, a.Ev, kend, 1.0, s, kend, V.data, V.ld, 0.0, o.data(), a.Ev);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t e = 0; e < a.Ev; ++e) o[static_cast<size_t>(i * a.Ev + e)] *= inv_sum[static_cast<size_t>(i)];
+    }
+    store_rows<Acc>(out, a.dtype, (blk.b * a.L + blk.i0) * a.Ev, o.data(), rows * a.Ev);
+  }
+};
+
+// Every (batch entry, row block) is a task; tasks share nothing, so they spread over the pool (their
+// GEMMs then run on one thread each), and a single task runs on the caller with every thread.
+template <typename Acc>
+void forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a) {
+  const int64_t blocks = (a.L + kRowBlock - 1) / kRowBlock;
+  const Rows<Acc> proto(a, q, k, v);
+  cpu::parallel_for(a.batch * blocks, 1, [&](int64_t, int64_t t0, int64_t t1) {
+    Rows<Acc> r = proto;
+    ForwardBlock<Acc> f{a, out, lse, {}, {}, {}, {}, {}, {}};
+    for (int64_t t = t0; t < t1; ++t) f.run(r, block_of(a, t / blocks, (t % blocks) * kRowBlock));
+  });
+}
+
+// Backward of one batch entry, a row block at a time: P recomputed, dP = dO V^T, the row pass, then
+// dQ rows = scale dS K, and dK += scale dS^T Q, dV += (dropped P)^T dO over the keys the block sees.
+// The blocks run in order, so dK and dV add up the same way for any thread count.
+template <typename Acc> struct BackwardEntry {
+  const AttentionArgs& a;
+  void* dq;
+  void* dk;
+  void* dv;
+  const void* dout;
+  const void* out;
+  const void* lse;
+  std::vector<Acc> qbuf, kbuf, vbuf, dobuf, obuf, p, ds, dq_rows, dk_acc, dv_acc;
+
+  // dst's rows of entry b as Acc accumulators: in place when dst's dtype is Acc, else `buf`.
+  Acc* accumulator(void* dst, int64_t b, int64_t rows, int64_t cols, std::vector<Acc>& buf) {
+    Acc* c;
+    if (a.dtype == acc_dtype(std::is_same_v<Acc, double>)) {
+      c = static_cast<Acc*>(dst) + b * rows * cols;
+    } else {
+      buf.resize(static_cast<size_t>(rows * cols));
+      c = buf.data();
+    }
+    std::fill(c, c + rows * cols, Acc(0));
+    return c;
+  }
+  void flush(void* dst, int64_t b, int64_t rows, int64_t cols, const Acc* c) {
+    if (a.dtype != acc_dtype(std::is_same_v<Acc, double>)) store_rows<Acc>(dst, a.dtype, b * rows * cols, c, rows * cols);
+  }
+
+  void run(Rows<Acc>& r, int64_t b) {
+    constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
+    const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+    r.select(b);
+    Acc* dK = accumulator(dk, b, a.S, a.E, dk_acc);
+    Acc* dV = accumulator(dv, b, a.S, a.Ev, dv_acc);
+    for (int64_t i0 = 0; i0 < a.L; i0 += kRowBlock) {
+      const Block blk = block_of(a, b, i0);
+      const int64_t rows = blk.rows(), kend = blk.kend;
+      const Operand<Acc> Q = rows_of<Acc>(r.q, a.dtype, r.o.q + i0 * a.q_row_stride, rows, a.E, a.q_row_stride, qbuf);
+      const Operand<Acc> K = rows_of<Acc>(r.k, a.dtype, r.o.k, kend, a.E, a.k_row_stride, kbuf);
+      const Operand<Acc> V = rows_of<Acc>(r.v, a.dtype, r.o.v, kend, a.Ev, a.v_row_stride, vbuf);
+      const int64_t orow = (b * a.L + i0) * a.Ev;
+      const Operand<Acc> dO = rows_of<Acc>(dout, a.dtype, orow, rows, a.Ev, a.Ev, dobuf);
+      const Operand<Acc> O = rows_of<Acc>(out, a.dtype, orow, rows, a.Ev, a.Ev, obuf);
+      // p: the scores, then P, then the dropped P (for dV); ds: dP = dO V^T, then dS.
+      p.resize(static_cast<size_t>(rows * kend));
+      ds.resize(static_cast<size_t>(rows * kend));
+      mm<Acc>(false, true, rows, kend, a.E, a.scale, Q.data, Q.ld, K.data, K.ld, 0.0, p.data(), kend);
+      mm<Acc>(false, true, rows, kend, a.Ev, 1.0, dO.data, dO.ld, V.data, V.ld, 0.0, ds.data(), kend);
+      for (int64_t i = i0; i < blk.i1; ++i) {
+        Acc* prow = p.data() + (i - i0) * kend;
+        Acc* drow = ds.data() + (i - i0) * kend;
+        const Acc l = load_as<Acc>(lse, lse_dtype, b * a.L + i);
+        Acc d = 0;  // D_i = dO_i . O_i
+        for (int64_t e = 0; e < a.Ev; ++e) d += dO.data[(i - i0) * dO.ld + e] * O.data[(i - i0) * O.ld + e];
+        const int64_t end = l == kNegInf ? 0 : visible_end(a, i);
+        if (a.mask) {
+          for (int64_t j = 0; j < end; ++j) prow[j] = r.masked(i, j, prow[j]);
+        }
+        // A hidden score is -inf, and exp(-inf) is 0.
+        for (int64_t j = 0; j < end; ++j) prow[j] = ew::exp_fn(prow[j] - l);
+        if (a.dropout_p > 0) {
+          for (int64_t j = 0; j < end; ++j) {
+            const Acc keep = r.keep_scale(i, j);
+            drow[j] = prow[j] * (drow[j] * keep - d);
+            prow[j] *= keep;
+          }
+        } else {
+          for (int64_t j = 0; j < end; ++j) drow[j] = prow[j] * (drow[j] - d);
+        }
+        std::fill(prow + end, prow + kend, Acc(0));
+        std::fill(drow + end, drow + kend, Acc(0));
+      }
+      // dQ rows, written as their dtype; dK and dV accumulate over the blocks.
+      Acc* dq_out = a.dtype == acc_dtype(std::is_same_v<Acc, double>)
+                        ? static_cast<Acc*>(dq) + (b * a.L + i0) * a.E
+                        : (dq_rows.resize(static_cast<size_t>(rows * a.E)), dq_rows.data());
+      mm<Acc>(false, false, rows, a.E, kend, a.scale, ds.data(), kend, K.data, K.ld, 0.0, dq_out, a.E);
+      if (dq_out == dq_rows.data()) store_rows<Acc>(dq, a.dtype, (b * a.L + i0) * a.E, dq_out, rows * a.E);
+      mm<Acc>(true, false, kend, a.E, rows, a.scale, ds.data(), kend, Q.data, Q.ld, 1.0, dK, a.E);
+      mm<Acc>(true, false, kend, a.Ev, rows, 1.0, p.data(), kend, dO.data, dO.ld, 1.0, dV, a.Ev);
+    }
+    flush(dk, b, a.S, a.E, dK);
+    flush(dv, b, a.S, a.Ev, dV);
+  }
+};
+
+// Batch entries spread over the pool; a single entry runs on the caller, its GEMMs on every thread.
 template <typename Acc>
 void backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
               const void* k, const void* v, const AttentionArgs& a) {
-  constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
-  const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-  Rows<Acc> r(a, q, k, v);
-  const size_t LS = static_cast<size_t>(a.L * a.S);
-  std::vector<Acc> qbuf, kbuf, vbuf, dobuf, obuf, p(LS), ds(LS), grad;
-  for (int64_t b = 0; b < a.batch; ++b) {
-    r.select(b);
-    const Operand<Acc> Q = rows_of<Acc>(q, a.dtype, r.o.q, a.L, a.E, a.q_row_stride, qbuf);
-    const Operand<Acc> K = rows_of<Acc>(k, a.dtype, r.o.k, a.S, a.E, a.k_row_stride, kbuf);
-    const Operand<Acc> V = rows_of<Acc>(v, a.dtype, r.o.v, a.S, a.Ev, a.v_row_stride, vbuf);
-    const Operand<Acc> dO = rows_of<Acc>(dout, a.dtype, b * a.L * a.Ev, a.L, a.Ev, a.Ev, dobuf);
-    const Operand<Acc> O = rows_of<Acc>(out, a.dtype, b * a.L * a.Ev, a.L, a.Ev, a.Ev, obuf);
-    // p: the scores, then P; ds: dP = dO V^T, then dS. Then p becomes the dropped P (for dV).
-    mm<Acc>(false, true, a.L, a.S, a.E, a.scale, Q.data, Q.ld, K.data, K.ld, 0.0, p.data(), a.S);
-    mm<Acc>(false, true, a.L, a.S, a.Ev, 1.0, dO.data, dO.ld, V.data, V.ld, 0.0, ds.data(), a.S);
-    cpu::parallel_for(a.L, cpu::grain_for(a.S * 4 + a.Ev), [&](int64_t, int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        Acc* prow = p.data() + i * a.S;
-        Acc* drow = ds.data() + i * a.S;
-        const Acc l = load_as<Acc>(lse, lse_dtype, b * a.L + i);
-        Acc d = 0;  // D_i = dO_i . O_i
-        for (int64_t e = 0; e < a.Ev; ++e) d += dO.data[i * dO.ld + e] * O.data[i * O.ld + e];
-        const int64_t end = l == kNegInf ? 0 : visible_end(a, i);
-        for (int64_t j = 0; j < end; ++j) {
-          const Acc s = a.mask ? r.masked(i, j, prow[j]) : prow[j];
-          const Acc pij = s == kNegInf ? Acc(0) : ew::exp_fn(s - l);
-          const Acc keep = a.dropout_p > 0 ? r.keep_scale(i, j) : Acc(1);
-          drow[j] = pij * (drow[j] * keep - d);
-          prow[j] = pij * keep;
-        }
-        std::fill(prow + end, prow + a.S, Acc(0));
-        std::fill(drow + end, drow + a.S, Acc(0));
-      }
-    });
-    // dQ = scale dS K, dK = scale dS^T Q, dV = (dropped P)^T dO, each written as its dtype.
-    auto to_out = [&](void* dst, int64_t rows, int64_t cols, auto&& product) {
-      const int64_t offset = b * rows * cols;
-      if (a.dtype == acc_dtype(std::is_same_v<Acc, double>)) {
-        product(static_cast<Acc*>(dst) + offset);
-      } else {
-        grad.resize(static_cast<size_t>(rows * cols));
-        product(grad.data());
-        store_rows<Acc>(dst, a.dtype, offset, grad.data(), rows * cols);
-      }
-    };
-    to_out(dq, a.L, a.E, [&](Acc* c) { mm<Acc>(false, false, a.L, a.E, a.S, a.scale, ds.data(), a.S, K.data, K.ld, 0.0, c, a.E); });
-    to_out(dk, a.S, a.E, [&](Acc* c) { mm<Acc>(true, false, a.S, a.E, a.L, a.scale, ds.data(), a.S, Q.data, Q.ld, 0.0, c, a.E); });
-    to_out(dv, a.S, a.Ev, [&](Acc* c) { mm<Acc>(true, false, a.S, a.Ev, a.L, 1.0, p.data(), a.S, dO.data, dO.ld, 0.0, c, a.Ev); });
-  }
+  const Rows<Acc> proto(a, q, k, v);
+  cpu::parallel_for(a.batch, 1, [&](int64_t, int64_t b0, int64_t b1) {
+    Rows<Acc> r = proto;
+    BackwardEntry<Acc> e{a, dq, dk, dv, dout, out, lse, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    for (int64_t b = b0; b < b1; ++b) e.run(r, b);
+  });
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ GemmBackend initial_backend() {
   return blas().loaded ? GemmBackend::Blas : GemmBackend::Kiln;
 }
 
-std::mutex g_call_mutex;  // one call at a time (blas.h); also guards g_blas_threads
+std::mutex g_call_mutex;  // see blas_gemm; also guards g_blas_threads
 int g_blas_threads = -1;  // the thread count last given to a threaded OpenBLAS
 // The backend: -1 until the first product reads KILN_CPU_GEMM, then a GemmBackend. Read on every
 // product, so an atomic rather than a lock.
@@ -120,15 +120,15 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   if (!blas_accepts(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return false;
   const Blas& l = blas();
   const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
-  std::lock_guard<std::mutex> one_at_a_time(g_call_mutex);
-  if (l.threaded) {
-    // kiln's thread count, or one thread when called from inside kiln's pool (whose other workers
-    // have the remaining cores).
-    const int want = cpu::runs_inline() ? 1 : cpu::num_threads();
-    if (want != g_blas_threads) {
-      l.set_threads(want);
-      g_blas_threads = want;
-    }
+  // blas.h: a single-threaded build takes one call at a time; a threaded build is called
+  // concurrently from kiln's pool, and kiln's thread count is set (under the lock) by calls from
+  // outside it.
+  const bool in_pool = cpu::runs_inline();
+  std::unique_lock<std::mutex> lock(g_call_mutex, std::defer_lock);
+  if (!l.threaded || !in_pool) lock.lock();
+  if (l.threaded && !in_pool && g_blas_threads != cpu::num_threads()) {
+    l.set_threads(cpu::num_threads());
+    g_blas_threads = cpu::num_threads();
   }
   if (f64) {
     l.dgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,

@@ -2,15 +2,18 @@
 // libopenblas0-pthread, which tools/setup.sh installs), so a build needs no BLAS package and a machine
 // without one still runs, on kiln's own GEMM (kernels/cpu/matmul.cpp), which stays the reference twin
 // the tests compare against. Non-obvious decisions:
-// - One call at a time, and each call uses every core: a product is one cblas call under a lock,
-//   and a threaded OpenBLAS is given kiln's thread count (cpu::num_threads(); one thread when the
-//   call comes from inside kiln's pool, whose other workers hold the other cores). kiln never splits
-//   a product across its own pool for BLAS: Debian's single-threaded build shares its packing
-//   buffers between calls, and concurrent calls corrupted results in the tests. Results are the same
-//   bits run to run, but they depend on the thread count (OpenBLAS 0.3.21 gave other bits at 1
-//   and 2 threads; how it splits C among its threads changes with the count). (kiln's GEMM gives the same bits
-//   for any thread count.) A single-threaded OpenBLAS (libopenblas0-serial) still works, on one
-//   core, and then results do not depend on KILN_NUM_THREADS.
+// - Threads. Debian's threaded OpenBLAS (libopenblas0-pthread) is built with its own locking, so it
+//   may be called from several threads at once; its single-threaded build shares its packing
+//   buffers between calls, and concurrent calls from kiln's pool corrupted results in the tests, so
+//   with that build every call holds a lock (and runs on one core). A call from outside kiln's pool
+//   gives a threaded OpenBLAS kiln's thread count (cpu::num_threads()), so one large product uses
+//   every core. Calls from inside the pool (cpu::runs_inline(): many small products side by side,
+//   as attention makes) go straight in, without the lock; small ones run on one thread inside
+//   OpenBLAS. kiln never splits one product across its pool for BLAS.
+// - Bits. Results are the same run to run, but they depend on the thread count (OpenBLAS 0.3.21 gave
+//   other bits at 1 and 2 threads; how it splits C among its threads changes with the count). kiln's
+//   GEMM gives the same bits for any thread count; tests that need that select it
+//   (GemmBackendScope). With a single-threaded OpenBLAS, results do not depend on KILN_NUM_THREADS.
 // - KILN_CPU_GEMM=kiln selects kiln's GEMM for the whole process; =blas requires OpenBLAS (an Error
 //   naming the library when it cannot be loaded); unset, OpenBLAS when it loads.
 #pragma once

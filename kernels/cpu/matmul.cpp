@@ -309,12 +309,13 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   };
   const int threads = cpu::num_threads();
   const int64_t flops = 2 * m * n * std::max<int64_t>(k, 1);
-  // OpenBLAS runs one call at a time (kernels/cpu/blas.h): no batch split across the pool.
-  const bool blas = std::is_same_v<T, Acc> && cpu::gemm_backend() == cpu::GemmBackend::Blas &&
-                    cpu::blas_accepts(ta, tb, m, n, k, lda, ldb, ldc);
+  // A single-threaded OpenBLAS takes one call at a time (kernels/cpu/blas.h): no batch split across
+  // the pool for it. A threaded one may be called from the pool's threads at once.
+  const bool serial_blas = std::is_same_v<T, Acc> && cpu::gemm_backend() == cpu::GemmBackend::Blas &&
+                           !cpu::blas_threaded() && cpu::blas_accepts(ta, tb, m, n, k, lda, ldb, ldc);
   // Many small products: one product per thread at a time beats splitting each one (two pool
   // round trips per product). Their C blocks must not overlap, as in any batched BLAS.
-  if (!blas && batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
+  if (!serial_blas && batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
     const int64_t grain = std::max<int64_t>(1, kMinTaskFlops / flops);
     cpu::parallel_for(batch.count, grain, [&](int64_t, int64_t begin, int64_t end) {
       Workspace<Acc> ws;

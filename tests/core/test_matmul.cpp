@@ -128,6 +128,42 @@ TEST_CASE("matmul: the same bits run to run; kiln's GEMM also for 1, 2 and 3 thr
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("matmul: products issued from the pool's threads at once equal the same products one at a time",
+          "[linalg]") {
+  // A threaded OpenBLAS is called from kiln's pool without a lock (kernels/cpu/blas.h): the results
+  // must be what one call at a time gives. Sizes from attention's small products to past OpenBLAS's
+  // own threading threshold, float32 and float64, several rounds.
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  cpu::GemmBackendScope use(backend);
+  ThreadCountGuard guard;
+  cpu::set_num_threads(4);
+  manual_seed(14);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {64, 64, 16}, {100, 37, 70}, {300, 257, 129}, {17, 500, 3}, {256, 256, 256}, {400, 384, 320}};
+  const int64_t count = 48;
+  std::vector<Tensor> as, bs, one_at_a_time(static_cast<size_t>(count)), together(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    auto [m, n, k] = shapes[static_cast<size_t>(i) % shapes.size()];
+    const DType t = i % 2 ? DType::Float64 : DType::Float32;
+    as.push_back(randn({m, k}).to(t));
+    bs.push_back(i % 3 ? randn({k, n}).to(t) : randn({n, k}).to(t).t());
+  }
+  {
+    cpu::SerialScope as_the_pool_threads_are;  // the same path into the GEMM, on this thread alone
+    for (size_t i = 0; i < as.size(); ++i) one_at_a_time[i] = matmul(as[i], bs[i]);
+  }
+  for (int round = 0; round < 3; ++round) {
+    cpu::parallel_for(count, 1, [&](int64_t, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) together[static_cast<size_t>(i)] = matmul(as[static_cast<size_t>(i)], bs[static_cast<size_t>(i)]);
+    });
+    int64_t differ = 0;
+    for (size_t i = 0; i < as.size(); ++i) differ += together[i].to_vector_double() != one_at_a_time[i].to_vector_double();
+    INFO("round " << round);
+    CHECK(differ == 0);
+  }
+}
+
 namespace {
 
 // gemm_cpu with the product spelled out, as the GEMM's tests read best (no scratch needed).

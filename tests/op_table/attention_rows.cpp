@@ -158,6 +158,13 @@ void add_attention_rows(std::vector<OpRow>& rows) {
            return TensorList{rnd({2, 2, 5, 4}, t, d, 324), rnd({2, 2, 6, 4}, t, d, 325), rnd({2, 2, 6, 3}, t, d, 326),
                              rnd({2, 1, 5, 6}, t, d, 327)};
          }},
+        // Past one block of query rows (the CPU kernel's 64, the CUDA kernel's tiles), with a tail.
+        {"L=150 S=70 bool mask, three row blocks",
+         [](DType t, Device d) {
+           Tensor mask = rnd({150, 70}, DType::Bool, d, 328);
+           mask.select(1, 3).fill_(true);
+           return TensorList{rnd({2, 150, 8}, t, d, 329), rnd({2, 70, 8}, t, d, 330), rnd({2, 70, 5}, t, d, 344), mask};
+         }},
     };
     r.errors = {
         {"embedding dims differ",
@@ -206,6 +213,13 @@ void add_attention_rows(std::vector<OpRow>& rows) {
            return TensorList{rnd({1, 6, 4}, t, d, 337), rnd({1, 4, 4}, t, d, 338), rnd({1, 4, 2}, t, d, 339)};
          }},
         {"views of a fused qkv", fused_qkv},
+        // Row blocks that see different numbers of keys, tails included.
+        {"L=S=150, three row blocks", [](DType t, Device d) {
+           return TensorList{rnd({2, 150, 8}, t, d, 345), rnd({2, 150, 8}, t, d, 346), rnd({2, 150, 4}, t, d, 347)};
+         }},
+        {"L=130 S=90 (rows past S see every key)", [](DType t, Device d) {
+           return TensorList{rnd({1, 130, 8}, t, d, 348), rnd({1, 90, 8}, t, d, 349), rnd({1, 90, 4}, t, d, 350)};
+         }},
     };
     rows.push_back(std::move(r));
   }
@@ -214,6 +228,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     r.samples = {
         {"p=0.3", [](DType t, Device d) {
            return TensorList{rnd({2, 2, 5, 4}, t, d, 341), rnd({2, 2, 6, 4}, t, d, 342), rnd({2, 2, 6, 3}, t, d, 343)};
+         }},
+        {"p=0.3, L=100 S=80", [](DType t, Device d) {
+           return TensorList{rnd({2, 100, 8}, t, d, 351), rnd({2, 80, 8}, t, d, 352), rnd({2, 80, 4}, t, d, 353)};
          }},
     };
     rows.push_back(std::move(r));
