@@ -1,5 +1,6 @@
 // CPU reference for the generic elementwise path. Three loops per op: a typed loop when every
-// operand is 1-D, unit-stride and already of the compute type (the compiler vectorizes it); a typed
+// operand is 1-D, unit-stride and already of the compute type (the compiler vectorizes it, in a
+// baseline and an AVX2 clone: KILN_CPU_CLONES); a typed
 // strided loop, run by run of the innermost dim, when no operand needs a conversion (broadcasts and
 // views); and a strided loop that casts on load and store for everything else.
 #include <cmath>
@@ -26,15 +27,26 @@ template <typename C> C operand_value(const Operand& o, int64_t off) {
   return o.is_scalar ? static_cast<C>(o.scalar) : load_as<C>(o.arg.data, o.arg.dtype, off);
 }
 
+// The contiguous loops, in clones for the CPU's vector width (KILN_CPU_CLONES, loops.h).
+template <UnaryOp OP, typename C> KILN_CPU_CLONES void unary_run(C* o, const C* x, int64_t n, C a, C b) {
+  for (int64_t i = 0; i < n; ++i) o[i] = ew::unary_fn<OP, C>(x[i], a, b);
+}
+template <BinaryOp OP, typename C>
+KILN_CPU_CLONES void binary_run(C* o, const C* x, const C* y, int64_t n, C alpha, C beta) {
+  for (int64_t i = 0; i < n; ++i) o[i] = ew::binary_fn<OP, C>(x[i], y[i], alpha, beta);
+}
+template <BinaryOp OP, typename C>
+KILN_CPU_CLONES void binary_run_scalar(C* o, const C* x, C y, int64_t n, C alpha, C beta) {
+  for (int64_t i = 0; i < n; ++i) o[i] = ew::binary_fn<OP, C>(x[i], y, alpha, beta);
+}
+
 template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const Operand& in, C a, C b) {
   const int64_t n = out.numel();
   const DType ct = dtype_of<C>();
   if (dense_as(out, ct) && !in.is_scalar && dense_as(in.arg, ct)) {
     C* o = static_cast<C*>(out.data);
     const C* x = static_cast<const C*>(in.arg.data);
-    cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-      for (int64_t i = b0; i < e0; ++i) o[i] = ew::unary_fn<OP, C>(x[i], a, b);
-    });
+    cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) { unary_run<OP, C>(o + b0, x + b0, e0 - b0, a, b); });
     return;
   }
   const int64_t zero[kMaxDims] = {};
@@ -73,12 +85,12 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
     if (y.is_scalar) {
       const C yv = static_cast<C>(y.scalar);
       cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-        for (int64_t i = b0; i < e0; ++i) o[i] = ew::binary_fn<OP, C>(xp[i], yv, alpha, beta);
+        binary_run_scalar<OP, C>(o + b0, xp + b0, yv, e0 - b0, alpha, beta);
       });
     } else {
       const C* yp = static_cast<const C*>(y.arg.data);
       cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-        for (int64_t i = b0; i < e0; ++i) o[i] = ew::binary_fn<OP, C>(xp[i], yp[i], alpha, beta);
+        binary_run<OP, C>(o + b0, xp + b0, yp + b0, e0 - b0, alpha, beta);
       });
     }
     return;

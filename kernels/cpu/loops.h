@@ -12,6 +12,18 @@
 #include "kernels/error.h"
 #include "kernels/strided.h"
 
+// A hot loop compiled twice, for baseline x86-64 (SSE2: what kiln's build targets) and for
+// x86-64-v3 (AVX2, FMA, 8-wide floats), with the CPU's choice made once at load time (GCC's
+// target_clones, an ifunc). The kernels compile with -ffp-contract=off (kernels/CMakeLists.txt), so
+// no a * b + c becomes an FMA: both clones do the same IEEE operations and give the same bits, only
+// more of them per instruction (tests/kernels/test_exp_poly.cpp checks it for exp).
+// Clang cannot clone templates; there (the fuzz builds) the loops stay baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KILN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KILN_CPU_CLONES
+#endif
+
 namespace kiln::cpu {
 
 template <typename C> inline C load_as(const void* base, DType t, int64_t i) {

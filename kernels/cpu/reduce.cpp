@@ -228,6 +228,11 @@ template <typename C, bool kAny> struct LogicalOp {
   }
 };
 
+// acc[j] += row[j] for one input row, in clones for the CPU's vector width (loops.h).
+template <typename Op, typename T, typename P> KILN_CPU_CLONES void add_row(P* acc, const T* row, int64_t w) {
+  for (int64_t j = 0; j < w; ++j) Op::merge(acc[j], read_as<T, P>(row, j));
+}
+
 template <typename Op> constexpr bool adds() {
   if constexpr (requires { Op::kAdds; }) {
     return Op::kAdds;
@@ -267,10 +272,7 @@ template <typename Op, typename T> bool column_sums(const ReduceArgs& args, int6
       const int64_t* rstrides[1] = {args.red_strides};
       cpu::nd_rows<1>(args.red_ndim, args.red_sizes, rstrides, 0, count,
                       [&](const int64_t* off, int64_t n, const int64_t* st) {
-                        for (int64_t k = 0; k < n; ++k) {
-                          const T* row = in + in_off + off[0] + k * st[0] + j0;
-                          for (int64_t j = 0; j < w; ++j) Op::merge(acc[j], read_as<T, Partial>(row, j));
-                        }
+                        for (int64_t k = 0; k < n; ++k) add_row<Op>(acc, in + in_off + off[0] + k * st[0] + j0, w);
                       });
       for (int64_t j = 0; j < w; ++j) Op::store(args, out_off + (j0 + j) * args.out.strides[d], 0, acc[j], count);
     }
