@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
@@ -117,6 +118,22 @@ template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, 
   });
 }
 
+// One tap of max_pool2d across outputs [lo, hi) of a row: output ow reads row[(ow * stride + shift) *
+// w_stride]. Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
+template <typename T, typename A>
+KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_stride, int64_t row_index,
+                              int64_t stride, int64_t shift, int64_t lo, int64_t hi) {
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const int64_t iw = ow * stride + shift;
+    const A v = load<A>(row, iw * w_stride);
+    const A b = best[ow];
+    const int64_t bi = best_i[ow];
+    const bool take = bi < 0 || (b == b && (v > b || v != v));
+    best[ow] = take ? v : b;
+    best_i[ow] = take ? row_index + iw : bi;
+  }
+}
+
 }  // namespace
 
 void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
@@ -127,38 +144,39 @@ void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_stride
     const T* src = static_cast<const T*>(in);
     T* dst = static_cast<T*>(out);
     const ImageStrides is = in_strides, os = out_strides;
+    // A row of outputs at a time, one tap at a time across the row: the loop over the row has no
+    // bounds checks (the tap's in-range outputs are computed first) and picks with selects, which
+    // the compiler vectorizes; a loop over the window per output branched on data and mispredicted
+    // so often that it took a seventh of a small CNN's step. Each output still sees its taps in
+    // window order, so ties keep the first, as before.
     for_each_plane(g, g.out_h * g.out_w * w.kernel_h * w.kernel_w, [&](int64_t n, int64_t c) {
       const T* ip = src + n * is.n + c * is.c;
       T* op = dst + n * os.n + c * os.c;
       int64_t* xp = indices + n * os.n + c * os.c;
+      std::vector<A> best(static_cast<size_t>(g.out_w));
+      std::vector<int64_t> best_i(static_cast<size_t>(g.out_w));
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        const int64_t h0 = oh * w.stride_h - w.pad_h;
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const int64_t w0 = ow * w.stride_w - w.pad_w;
-          A best = 0;
-          T best_t{};
-          int64_t best_i = -1;
-          for (int64_t i = 0; i < w.kernel_h; ++i) {
-            const int64_t ih = h0 + i * w.dilation_h;
-            if (ih < 0 || ih >= g.in_h) continue;
-            for (int64_t j = 0; j < w.kernel_w; ++j) {
-              const int64_t iw = w0 + j * w.dilation_w;
-              if (iw < 0 || iw >= g.in_w) continue;
-              const int64_t off = ih * is.h + iw * is.w;
-              const A v = load<A>(ip, off);
-              // Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
-              if (best_i < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {
-                best = v;
-                best_t = ip[off];
-                best_i = ih * g.in_w + iw;
-              }
-            }
+        std::fill(best.begin(), best.end(), A(0));
+        std::fill(best_i.begin(), best_i.end(), int64_t{-1});
+        for (int64_t i = 0; i < w.kernel_h; ++i) {
+          const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+          if (ih < 0 || ih >= g.in_h) continue;
+          const T* row = ip + ih * is.h;
+          for (int64_t j = 0; j < w.kernel_w; ++j) {
+            // Output ow reads iw = ow * stride + shift; the outputs whose iw is inside the image:
+            const int64_t shift = j * w.dilation_w - w.pad_w;
+            const int64_t lo = shift >= 0 ? 0 : (-shift + w.stride_w - 1) / w.stride_w;
+            const int64_t hi = g.in_w - 1 - shift < 0 ? 0 : std::min(g.out_w, (g.in_w - 1 - shift) / w.stride_w + 1);
+            pick_max(best.data(), best_i.data(), row, is.w, ih * g.in_w, w.stride_w, shift, lo, hi);
           }
+        }
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const int64_t bi = best_i[static_cast<size_t>(ow)];
           const int64_t o = oh * os.h + ow * os.w;
           // A window entirely in the padding cannot happen with pad <= kernel / 2 (checked by
           // the op); keep the kernel total anyway.
-          op[o] = best_i < 0 ? T(-INFINITY) : best_t;
-          xp[o] = best_i;
+          op[o] = bi < 0 ? T(-INFINITY) : ip[(bi / g.in_w) * is.h + (bi % g.in_w) * is.w];
+          xp[o] = bi;
         }
       }
     });
