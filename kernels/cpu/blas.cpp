@@ -38,6 +38,12 @@ struct Blas {
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
+    // A threaded OpenBLAS's idle threads spin (calling sched_yield) for about 2^28 cycles after each
+    // product before they sleep, while kiln's own pool runs the ops between products on the same
+    // cores (a profile of a small CNN's step on two cores showed the yields near the top). 2^4
+    // cycles (OpenBLAS's minimum) makes them sleep at once; a later threaded product wakes them,
+    // which costs microseconds. Read when the library loads; a value the user set is kept.
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* why = dlerror();
