@@ -1,12 +1,14 @@
 // Training-step benchmark of kiln's precision and memory modes (docs/mixed-precision.md): one whole
 // step (forward under autocast, backward, GradScaler where float16 needs it, AdamW, zero_grad) of a
-// nanoGPT-shaped GPT and of ResNet-18 for 32x32 images, on a fixed synthetic batch, in each mode:
+// nanoGPT-shaped GPT, of ResNet-18 for 32x32 images and of train_cnn's SmallCNN for 28x28 one-channel
+// images (dropout 0), on a fixed synthetic batch, in each mode:
 //   fp32            float32, TF32 off
 //   tf32            float32 matmuls and convolutions on TF32 tensor cores
 //   bf16            autocast bfloat16 (TF32 on for whatever stays float32)
 //   fp16            autocast float16 + GradScaler (TF32 on)
-//   bf16-recompute  bf16 + activation recompute of every GPT block / ResNet BasicBlock
-//   bf16-nhwc       bf16 + channels-last weights and activations (resnet18 only)
+//   bf16-recompute  bf16 + activation recompute of every GPT block / ResNet BasicBlock (not cnn:
+//                   SmallCNN has no recompute)
+//   bf16-nhwc       bf16 + channels-last weights and activations (resnet18 and cnn: 4-d activations)
 // Each case builds its model and optimizer afresh, runs --warmup steps (cuDNN's algorithm search,
 // the allocator's first segments), then times --steps steps: on the GPU one pair of CUDA events
 // around each step, read only after the loop so nothing waits on the host; on the CPU the steady
@@ -14,7 +16,7 @@
 // the GPU the allocator's peak of allocated bytes over the timed steps. tools/train_step_peer.py
 // times the same models and modes in PyTorch the same way and writes the same JSON lines;
 // tools/train_step_compare.py puts the two side by side. Reports speed; never asserts it.
-//   usage: bench_train_step [--workload gpt|resnet18|all] [--mode M]... [--json FILE]   (--help: all flags)
+//   usage: bench_train_step [--workload gpt|resnet18|cnn|all] [--mode M]... [--json FILE]   (--help: all flags)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -51,7 +53,7 @@ struct Mode {
   bool tf32 = false;
   bool scaler = false;  // float16's dynamic loss scaling
   bool recompute = false;
-  bool channels_last = false;  // 4-d activations only: the resnet
+  bool channels_last = false;  // 4-d activations only: the image models
 };
 
 // In the order the cases run and the tables list them: fp32 first, the baseline of every speedup.
@@ -67,7 +69,13 @@ const std::vector<Mode>& all_modes() {
   return modes;
 }
 
-bool mode_fits(const std::string& workload, const Mode& m) { return !m.channels_last || workload == "resnet18"; }
+// Channels-last needs 4-d activations (not the GPT's); recompute needs a model that checkpoints its
+// blocks (SmallCNN does not, and timing its bf16 step under the name bf16-recompute would mislead).
+bool mode_fits(const std::string& workload, const Mode& m) {
+  if (m.channels_last && workload == "gpt") return false;
+  if (m.recompute && workload == "cnn") return false;
+  return true;
+}
 
 struct Options {
   std::string workload = "all";
@@ -75,10 +83,12 @@ struct Options {
   int steps = 20;
   int warmup = 5;
   std::string device;
-  std::optional<int64_t> batch;  // default: 64 for gpt, 512 for resnet18
+  std::optional<int64_t> batch;  // default: default_batch(workload)
   // gpt: nanoGPT's Shakespeare-character shape (6 layers, 384 wide, 6 heads, vocabulary 65, T 256).
   int64_t n_layer = 6, n_head = 6, n_embd = 384, block_size = 256;
   // resnet18: resnet18_cifar() on 3x32x32 images, 10 classes; --base-width shrinks it for the CPU.
+  // cnn: SmallCNN's own 28x28 one-channel input (Fashion-MNIST's), whatever --image-size says: the
+  // model is small enough to time at its real size even in CI's smoke run.
   int64_t image_size = 32;
   std::optional<int64_t> base_width;
   uint64_t seed = 1337;
@@ -87,22 +97,25 @@ struct Options {
 
 constexpr int64_t kVocab = 65;  // tiny Shakespeare's characters
 constexpr int64_t kClasses = 10;
+constexpr int64_t kCnnImage = 28;
+
+int64_t default_batch(const std::string& workload) { return workload == "resnet18" ? 512 : 64; }
 
 Options parse_options(int argc, char** argv) {
   Options o;
   CLI::App app(
       "Step time, throughput and peak memory of one training step (forward, backward, AdamW) of a nanoGPT-shaped\n"
-      "GPT and of ResNet-18 for 32x32 images, in each precision and memory mode; JSON lines for\n"
-      "tools/train_step_compare.py, whose PyTorch peer is tools/train_step_peer.py.",
+      "GPT, of ResNet-18 for 32x32 images and of SmallCNN for 28x28 one-channel images, in each precision and\n"
+      "memory mode; JSON lines for tools/train_step_compare.py, whose PyTorch peer is tools/train_step_peer.py.",
       "bench_train_step");
   examples::set_flag_defaults(app);
-  app.add_option("--workload", o.workload, "which model: gpt, resnet18 or all")
-      ->check(CLI::IsMember({"gpt", "resnet18", "all"}));
+  app.add_option("--workload", o.workload, "which model: gpt, resnet18, cnn or all")
+      ->check(CLI::IsMember({"gpt", "resnet18", "cnn", "all"}));
   std::vector<std::string> names;
   for (const Mode& m : all_modes()) names.push_back(m.name);
   names.push_back("all");
   app.add_option("--mode", o.modes, "mode(s) to time, repeatable or comma-separated: fp32, tf32, bf16, fp16, "
-                                    "bf16-recompute, bf16-nhwc (resnet18 only), or all")
+                                    "bf16-recompute (gpt, resnet18), bf16-nhwc (resnet18, cnn), or all")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->delimiter(',')
       ->check(CLI::IsMember(names));
@@ -112,14 +125,14 @@ Options parse_options(int argc, char** argv) {
   examples::add_device_option(app, o.device);
   app.add_option("--batch", o.batch, "batch size of every workload")
       ->transform(examples::whole<int64_t>(1, int64_t(1) << 20))
-      ->default_str("64 for gpt, 512 for resnet18");
+      ->default_str("64 for gpt and cnn, 512 for resnet18");
   app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks")->transform(examples::whole<int64_t>(1, 1024));
   app.add_option("--n-head", o.n_head, "gpt: attention heads")->transform(examples::whole<int64_t>(1, 1024));
   app.add_option("--n-embd", o.n_embd, "gpt: width (a multiple of --n-head)")
       ->transform(examples::whole<int64_t>(1, 65536));
   app.add_option("--block-size", o.block_size, "gpt: tokens per sequence (T)")
       ->transform(examples::whole<int64_t>(1, 65536));
-  app.add_option("--image-size", o.image_size, "resnet18: square image side")
+  app.add_option("--image-size", o.image_size, "resnet18: square image side (cnn: always 28)")
       ->transform(examples::whole<int64_t>(4, 4096));
   app.add_option("--base-width", o.base_width, "resnet18: first stage's width, the others scaled alike")
       ->transform(examples::whole<int64_t>(1, 4096))
@@ -144,12 +157,13 @@ Options parse_options(int argc, char** argv) {
 }
 
 std::vector<std::string> chosen_workloads(const Options& o) {
-  if (o.workload == "all") return {"gpt", "resnet18"};
+  if (o.workload == "all") return {"gpt", "resnet18", "cnn"};
   return {o.workload};
 }
 
 // The chosen modes in all_modes()' order, each once. A mode that fits none of the chosen workloads
-// (bf16-nhwc for gpt alone) is bad input: timing nothing would look like a result.
+// (bf16-nhwc for gpt alone, bf16-recompute for cnn alone) is bad input: timing nothing would look
+// like a result.
 std::vector<Mode> chosen_modes(const Options& o) {
   const bool all = std::find(o.modes.begin(), o.modes.end(), "all") != o.modes.end();
   std::vector<Mode> out;
@@ -158,8 +172,9 @@ std::vector<Mode> chosen_modes(const Options& o) {
     bool fits = false;
     for (const std::string& w : chosen_workloads(o)) fits = fits || mode_fits(w, m);
     if (!fits && !all) {
-      examples::input_error("--mode " + m.name + " needs 4-d activations, which --workload " + o.workload +
-                            " does not have (use --workload resnet18 or all)");
+      examples::input_error("--mode " + m.name + " does not fit --workload " + o.workload +
+                            (m.channels_last ? " (it needs 4-d activations: use --workload resnet18, cnn or all)"
+                                             : " (SmallCNN has no recompute: use --workload gpt, resnet18 or all)"));
     }
     if (fits) out.push_back(m);
   }
@@ -243,6 +258,35 @@ Workload make_resnet(const Options& o, const Mode& m, Device device) {
   w.model = model;
   w.shape.integer("image_size", o.image_size).integer("in_channels", 3).integer("num_classes", kClasses);
   w.shape.text("widths", joined(cfg.widths)).text("blocks", joined(cfg.blocks));
+  return w;
+}
+
+// train_cnn's SmallCNN on 1x28x28 images: two conv3x3 (no bias) + BN + ReLU + max-pool stages (32 and
+// 64 wide), Linear(64*7*7, 128), ReLU, Linear(128, 10).
+Workload make_cnn(const Options& o, const Mode& m, Device device) {
+  nn::SmallCNNConfig cfg;
+  cfg.in_channels = 1;
+  cfg.num_classes = kClasses;
+  cfg.image_size = kCnnImage;
+  cfg.dropout = 0.0;  // a step's cost without dropout's masks, as the gpt workload; the peer has none
+  manual_seed(o.seed);
+  auto model = std::make_shared<nn::SmallCNN>(cfg);
+  model->to(device);
+  if (m.channels_last) model->to(MemoryFormat::ChannelsLast);
+  model->train();
+
+  Workload w;
+  w.name = "cnn";
+  w.batch = o.batch.value_or(default_batch("cnn"));
+  w.items_per_step = static_cast<double>(w.batch);
+  w.unit = "images/s";
+  Tensor x = randn({w.batch, cfg.in_channels, kCnnImage, kCnnImage}, TensorOptions(DType::Float32, device));
+  if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+  const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
+  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
+  w.model = model;
+  w.shape.integer("image_size", kCnnImage).integer("in_channels", cfg.in_channels).integer("num_classes", kClasses);
+  w.shape.text("widths", "32,64").integer("hidden", cfg.hidden).real("dropout", cfg.dropout, "%g");
   return w;
 }
 
@@ -419,14 +463,16 @@ static int run(int argc, char** argv) {
       std::optional<Workload> w;
       Result r;
       try {
-        w = name == "gpt" ? make_gpt(o, m, device) : make_resnet(o, m, device);
+        if (name == "gpt") w = make_gpt(o, m, device);
+        else if (name == "cnn") w = make_cnn(o, m, device);
+        else w = make_resnet(o, m, device);
         r = run_case(*w, m, device, o);
       } catch (const std::exception& e) {  // report and go on: one failing mode must not hide the others
         r.error = e.what();
         if (!w) {
           w.emplace();
           w->name = name;
-          w->batch = o.batch.value_or(name == "gpt" ? 64 : 512);
+          w->batch = o.batch.value_or(default_batch(name));
         }
       }
       if (!r.error.empty()) ++failed;

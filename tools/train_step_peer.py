@@ -11,10 +11,14 @@ Models, written here with kiln's shapes (the init need not match, the shapes and
   resnet18  ResNet-18 for 32x32 images (kiln's ResNetConfig::resnet18_cifar()): 3x3 stem conv + BN +
             ReLU, no max-pool, four stages of 2 BasicBlocks (64, 128, 256, 512 wide, stride 2 at the
             start of stages 2-4, 1x1 conv + BN shortcuts), global average pool, Linear 10; B512
+  cnn       train_cnn's SmallCNN for 1x28x28 images (kiln's nn::SmallCNN, dropout 0): conv3x3 1->32 (no
+            bias) + BN + ReLU + MaxPool2d(2), conv3x3 32->64 (no bias) + BN + ReLU + MaxPool2d(2),
+            Flatten, Linear(64*7*7, 128), ReLU, Linear(128, 10); B64; always 28x28, as kiln's
 Modes: fp32 (TF32 off), tf32, bf16 (torch.autocast bfloat16, TF32 on), fp16 (torch.autocast float16
 + torch.amp.GradScaler, TF32 on), bf16-recompute (bf16 + torch.utils.checkpoint around every GPT
 block / BasicBlock, use_reentrant=False, no RNG state saved: nothing in them draws random numbers,
-as in kiln), bf16-nhwc (bf16 + channels_last model and input; resnet18 only).
+as in kiln; not cnn, which has no blocks to recompute), bf16-nhwc (bf16 + channels_last model and
+input; resnet18 and cnn).
 
 One step: forward under autocast, backward (scaled for fp16), AdamW (PyTorch's default
 implementation: foreach on the GPU; weight decay on matrices only, betas 0.9/0.99, as kiln's bench),
@@ -23,9 +27,11 @@ not), zero_grad(set_to_none=True). Each case builds its model and optimizer afre
 mode on), runs --warmup steps, then times --steps steps on one fixed synthetic batch: one pair of
 CUDA events around each step, read after the loop (time.perf_counter on the CPU); the median, min
 and max, tokens/s or images/s at the median, and torch.cuda.max_memory_allocated() over the timed
-steps (null on the CPU).
+steps (null on the CPU). --threads sets torch.set_num_threads (left out: PyTorch's default), so a CPU
+run can use the cores kiln's KILN_NUM_THREADS gives it.
 
-  usage: python3 tools/train_step_peer.py [--workload gpt|resnet18|all] [--mode M]... [--json FILE]
+  usage: python3 tools/train_step_peer.py [--workload gpt|resnet18|cnn|all] [--mode M]... [--threads N]
+                                          [--json FILE]
 """
 import argparse
 import datetime
@@ -49,15 +55,23 @@ MODES = {
     "bf16-recompute": ("bfloat16", True, False, True, False),
     "bf16-nhwc": ("bfloat16", True, False, False, True),
 }
-WORKLOADS = ("gpt", "resnet18")
+WORKLOADS = ("gpt", "resnet18", "cnn")
 VOCAB = 65
 CLASSES = 10
+CNN_IMAGE = 28  # SmallCNN's 28x28 one-channel images, whatever --image-size says (as bench_train_step)
+CNN_HIDDEN = 128
 RESNET18_WIDTHS = (64, 128, 256, 512)
 RESNET18_BLOCKS = (2, 2, 2, 2)
 
 
 def mode_fits(workload, mode):
-    return not MODES[mode][4] or workload == "resnet18"
+    # Channels-last needs 4-d activations (not the GPT's); recompute a model with blocks (not cnn's).
+    amp, tf32, scaler, recompute, channels_last = MODES[mode]
+    return not (channels_last and workload == "gpt") and not (recompute and workload == "cnn")
+
+
+def default_batch(workload):
+    return 512 if workload == "resnet18" else 64
 
 
 # --- the models ------------------------------------------------------------------------------------
@@ -171,7 +185,20 @@ def define_models(torch):
                     y = checkpoint(block, y, use_reentrant=False, preserve_rng_state=False) if self.recompute else block(y)
             return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
-    return GPT, ResNet
+    class SmallCNN(nn.Module):
+        def __init__(self, in_channels, num_classes, image_size, hidden):
+            super().__init__()
+            side = image_size // 4
+            self.features = nn.Sequential(
+                nn.Conv2d(in_channels, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(32, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
+            self.classifier = nn.Sequential(nn.Flatten(1), nn.Linear(64 * side * side, hidden), nn.ReLU(),
+                                            nn.Linear(hidden, num_classes))
+
+        def forward(self, x):
+            return self.classifier(self.features(x))
+
+    return GPT, ResNet, SmallCNN
 
 
 # --- one case --------------------------------------------------------------------------------------
@@ -186,7 +213,7 @@ def resnet_widths(base_width):
 
 def make_workload(torch, models, name, mode, args, device):
     """(model, loss function on a fixed synthetic batch, batch, items per step, unit, shape)."""
-    GPT, ResNet = models
+    GPT, ResNet, SmallCNN = models
     amp, tf32, scaler, recompute, channels_last = MODES[mode]
     torch.manual_seed(args.seed)
     if name == "gpt":
@@ -197,7 +224,18 @@ def make_workload(torch, models, name, mode, args, device):
         shape = {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd, "block_size": args.block_size,
                  "vocab_size": VOCAB}
         return model, (lambda: model(idx, targets)), batch, batch * args.block_size, "tokens/s", shape
-    batch = args.batch or 512
+    if name == "cnn":
+        batch = args.batch or default_batch(name)
+        model = SmallCNN(1, CLASSES, CNN_IMAGE, CNN_HIDDEN).to(device).train()
+        x = torch.randn(batch, 1, CNN_IMAGE, CNN_IMAGE, device=device)
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        y = torch.randint(0, CLASSES, (batch,), device=device)
+        shape = {"image_size": CNN_IMAGE, "in_channels": 1, "num_classes": CLASSES, "widths": "32,64",
+                 "hidden": CNN_HIDDEN, "dropout": 0}
+        return model, (lambda: torch.nn.functional.cross_entropy(model(x), y)), batch, batch, "images/s", shape
+    batch = args.batch or default_batch(name)
     widths = resnet_widths(args.base_width)
     model = ResNet(3, CLASSES, widths, RESNET18_BLOCKS, recompute).to(device).train()
     x = torch.randn(batch, 3, args.image_size, args.image_size, device=device)
@@ -295,14 +333,15 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=20, help="timed steps per case")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps per case first")
     p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    p.add_argument("--batch", type=int, help="batch size of every workload (default: 64 gpt, 512 resnet18)")
+    p.add_argument("--batch", type=int, help="batch size of every workload (default: 64 gpt and cnn, 512 resnet18)")
     p.add_argument("--n-layer", type=int, default=6)
     p.add_argument("--n-head", type=int, default=6)
     p.add_argument("--n-embd", type=int, default=384)
     p.add_argument("--block-size", type=int, default=256)
-    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--image-size", type=int, default=32, help="resnet18 only (cnn: always 28)")
     p.add_argument("--base-width", type=int, help="resnet18: the first stage's width, the others scaled alike")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: PyTorch's own choice)")
     p.add_argument("--json", help="write the JSON lines here (atomically, after every case) instead of stdout")
     args = p.parse_args(argv)
     # The same checks as bench_train_step's, each naming its flag (exit code 2, as argparse's own).
@@ -310,7 +349,8 @@ def parse_args(argv):
                                 ("--batch", args.batch, 1, 1 << 20), ("--n-layer", args.n_layer, 1, 1024),
                                 ("--n-head", args.n_head, 1, 1024), ("--n-embd", args.n_embd, 1, 65536),
                                 ("--block-size", args.block_size, 1, 65536), ("--image-size", args.image_size, 4, 4096),
-                                ("--base-width", args.base_width, 1, 4096), ("--seed", args.seed, 0, 2**63 - 1)):
+                                ("--base-width", args.base_width, 1, 4096), ("--seed", args.seed, 0, 2**63 - 1),
+                                ("--threads", args.threads, 1, 4096)):
         if value is not None and not lo <= value <= hi:
             p.error(f"{flag} expects a whole number from {lo} to {hi}, got {value}")
     if args.n_embd % args.n_head:
@@ -326,7 +366,8 @@ def parse_args(argv):
             continue
         fits = any(mode_fits(w, m) for w in workloads)
         if not fits and "all" not in given:
-            p.error(f"--mode {m} needs 4-d activations, which --workload {args.workload} does not have")
+            why = ("it needs 4-d activations" if MODES[m][4] else "SmallCNN has no recompute")
+            p.error(f"--mode {m} does not fit --workload {args.workload} ({why})")
         if fits:
             modes.append(m)
     if args.json:
@@ -339,6 +380,9 @@ def parse_args(argv):
 def main(argv=None):
     args, workloads, modes = parse_args(sys.argv[1:] if argv is None else argv)
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("train_step_peer: --device cuda: torch.cuda.is_available() is false", file=sys.stderr)
@@ -374,7 +418,7 @@ def main(argv=None):
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = True
             rec = {"record": "case", "impl": "torch", "workload": name, "mode": mode, "device": device_str,
-                   "device_name": device_name, "batch": args.batch or (64 if name == "gpt" else 512)}
+                   "device_name": device_name, "batch": args.batch or default_batch(name)}
             try:
                 model, loss_fn, batch, items, unit, shape = make_workload(torch, models, name, mode, args, device)
                 rec.update(batch=batch, shape=shape, parameters=sum(p.numel() for p in model.parameters()))
