@@ -88,6 +88,12 @@ std::atomic<int> g_backend{-1};
 
 bool fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
+// OpenBLAS runs a product of at most this many multiply-adds (m n k) on the calling thread whatever
+// its thread count (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4 by default). Larger
+// products from kiln's pool must not start OpenBLAS's threads: two pool threads each starting them
+// on two cores made the char GPT's attention backward several times slower.
+constexpr double kSingleThreadMNK = 65536.0 * 4.0;
+
 }  // namespace
 
 GemmBackend gemm_backend() {
@@ -130,11 +136,15 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   // concurrently from kiln's pool, and kiln's thread count is set (under the lock) by calls from
   // outside it.
   const bool in_pool = cpu::runs_inline();
+  const bool small = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadMNK;
   std::unique_lock<std::mutex> lock(g_call_mutex, std::defer_lock);
-  if (!l.threaded || !in_pool) lock.lock();
-  if (l.threaded && !in_pool && g_blas_threads != cpu::num_threads()) {
-    l.set_threads(cpu::num_threads());
-    g_blas_threads = cpu::num_threads();
+  if (!l.threaded || !in_pool || !small) lock.lock();
+  if (l.threaded && lock.owns_lock()) {
+    const int want = in_pool ? 1 : cpu::num_threads();
+    if (want != g_blas_threads) {
+      l.set_threads(want);
+      g_blas_threads = want;
+    }
   }
   if (f64) {
     l.dgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,

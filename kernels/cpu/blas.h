@@ -7,9 +7,11 @@
 //   buffers between calls, and concurrent calls from kiln's pool corrupted results in the tests, so
 //   with that build every call holds a lock (and runs on one core). A call from outside kiln's pool
 //   gives a threaded OpenBLAS kiln's thread count (cpu::num_threads()), so one large product uses
-//   every core. Calls from inside the pool (cpu::runs_inline(): many small products side by side,
-//   as attention makes) go straight in, without the lock; small ones run on one thread inside
-//   OpenBLAS. kiln never splits one product across its pool for BLAS.
+//   every core. Small products from inside the pool (cpu::runs_inline(): many side by side, as
+//   attention makes), which OpenBLAS runs on the calling thread, go straight in without the lock;
+//   larger ones from the pool take the lock and set one OpenBLAS thread, so that two pool threads
+//   never each start OpenBLAS's threads on the same cores. kiln never splits one product across its
+//   pool for BLAS.
 // - Bits. Results are the same run to run, but they depend on the thread count (OpenBLAS 0.3.21 gave
 //   other bits at 1 and 2 threads; how it splits C among its threads changes with the count). kiln's
 //   GEMM gives the same bits for any thread count; tests that need that select it
