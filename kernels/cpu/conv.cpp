@@ -34,10 +34,13 @@ template <typename T, typename C> inline T narrow_to(C v) {
   }
 }
 
-template <typename T, typename C>
+// KW: the kernel's width when it is one of the common ones (1, 3, 5, 7), so that the innermost loops
+// over a window row have a fixed length the compiler unrolls; 0 for any other width.
+template <typename T, typename C, int KW>
 void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dGeometry& g) {
   const Window2d& w = g.window;
-  const int64_t taps = w.kernel_h * w.kernel_w;
+  const int64_t kw = KW > 0 ? KW : w.kernel_w;
+  const int64_t taps = w.kernel_h * kw;
   const int64_t rows = g.batch * g.out_h;
   cpu::parallel_for(rows, cpu::grain_for(g.out_w * g.channels * taps), [&](int64_t, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -48,22 +51,22 @@ void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dG
         C* dst = col + (r * g.out_w + ow) * ld;
         const int64_t iw0 = ow * w.stride_w - w.pad_w;
         // Most windows lie inside the image along W: no per-tap bounds check for them.
-        const bool w_inside = iw0 >= 0 && iw0 + (w.kernel_w - 1) * w.dilation_w < g.in_w;
+        const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
         for (int64_t c = 0; c < g.channels; ++c) {
           const T* plane = img + c * s.c;
           for (int64_t i = 0; i < w.kernel_h; ++i) {
             const int64_t ih = ih0 + i * w.dilation_h;
             if (ih < 0 || ih >= g.in_h) {
-              for (int64_t j = 0; j < w.kernel_w; ++j) *dst++ = C(0);
+              for (int64_t j = 0; j < kw; ++j) *dst++ = C(0);
               continue;
             }
             const T* src_row = plane + ih * s.h;
             if (w_inside) {
               const T* src = src_row + iw0 * s.w;
               const int64_t step = w.dilation_w * s.w;
-              for (int64_t j = 0; j < w.kernel_w; ++j) *dst++ = widen<C>(src[j * step]);
+              for (int64_t j = 0; j < kw; ++j) *dst++ = widen<C>(src[j * step]);
             } else {
-              for (int64_t j = 0; j < w.kernel_w; ++j) {
+              for (int64_t j = 0; j < kw; ++j) {
                 const int64_t iw = iw0 + j * w.dilation_w;
                 *dst++ = (iw >= 0 && iw < g.in_w) ? widen<C>(src_row[iw * s.w]) : C(0);
               }
@@ -75,10 +78,11 @@ void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dG
   });
 }
 
-template <typename T, typename C>
+template <typename T, typename C, int KW>
 void col2im_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2dGeometry& g) {
   const Window2d& w = g.window;
-  const int64_t taps = w.kernel_h * w.kernel_w;
+  const int64_t kw = KW > 0 ? KW : w.kernel_w;
+  const int64_t taps = w.kernel_h * kw;
   const int64_t pixels = g.out_h * g.out_w;
   const int64_t planes = g.batch * g.channels;
   cpu::parallel_for(planes, cpu::grain_for(pixels * taps + g.in_h * g.in_w), [&](int64_t, int64_t p0, int64_t p1) {
@@ -92,13 +96,21 @@ void col2im_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2d
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
           const C* src = base + (oh * g.out_w + ow) * ld;
           const int64_t iw0 = ow * w.stride_w - w.pad_w;
+          // As in im2col: no per-tap bounds check for windows inside the image along W. The same
+          // additions in the same order either way.
+          const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
           for (int64_t i = 0; i < w.kernel_h; ++i) {
             const int64_t ih = ih0 + i * w.dilation_h;
             if (ih < 0 || ih >= g.in_h) continue;
             C* arow = acc.data() + ih * g.in_w;
-            for (int64_t j = 0; j < w.kernel_w; ++j) {
-              const int64_t iw = iw0 + j * w.dilation_w;
-              if (iw >= 0 && iw < g.in_w) arow[iw] += src[i * w.kernel_w + j];
+            if (w_inside) {
+              C* a = arow + iw0;
+              for (int64_t j = 0; j < kw; ++j) a[j * w.dilation_w] += src[i * kw + j];
+            } else {
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t iw = iw0 + j * w.dilation_w;
+                if (iw >= 0 && iw < g.in_w) arow[iw] += src[i * kw + j];
+              }
             }
           }
         }
@@ -111,6 +123,17 @@ void col2im_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2d
       }
     }
   });
+}
+
+// Calls f.template operator()<KW>() with the kernel width as a constant where it is a common one.
+template <typename F> void with_kernel_width(int64_t kernel_w, F&& f) {
+  switch (kernel_w) {
+    case 1: return f.template operator()<1>();
+    case 3: return f.template operator()<3>();
+    case 5: return f.template operator()<5>();
+    case 7: return f.template operator()<7>();
+    default: return f.template operator()<0>();
+  }
 }
 
 void check_dtypes(const char* what, DType in, DType col) {
@@ -140,7 +163,9 @@ void im2col(void* col, DType col_dtype, int64_t ld_col, const void* in, DType in
   check_dtypes("im2col", in_dtype, col_dtype);
   if (g.batch * g.out_h * g.out_w * g.channels == 0) return;
   visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    im2col_typed<T, C>(static_cast<C*>(col), ld_col, static_cast<const T*>(in), in_strides, g);
+    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
+      im2col_typed<T, C, KW>(static_cast<C*>(col), ld_col, static_cast<const T*>(in), in_strides, g);
+    });
   });
 }
 
@@ -151,7 +176,9 @@ void col2im(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* 
   check_dtypes("col2im", in_dtype, col_dtype);
   if (g.batch * g.channels * g.in_h * g.in_w == 0) return;
   visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    col2im_typed<T, C>(static_cast<T*>(in_grad), in_strides, static_cast<const C*>(col), ld_col, g);
+    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
+      col2im_typed<T, C, KW>(static_cast<T*>(in_grad), in_strides, static_cast<const C*>(col), ld_col, g);
+    });
   });
 }
 
