@@ -72,4 +72,22 @@ Allocator* get_allocator(Device device);
 void set_allocator(Device device, Allocator* allocator);
 Allocator* cpu_allocator();
 
+// The CPU allocator keeps freed blocks of 64 KiB and more for reuse (core/allocator.cpp), up to a
+// limit: KILN_CPU_CACHE_MB, else a quarter of the machine's memory; 0 (and AddressSanitizer builds)
+// turn it off.
+struct CpuCacheStats {
+  int64_t cached_bytes = 0;   // kept for reuse now
+  int64_t cached_blocks = 0;
+  int64_t hits = 0;           // large allocations served from the cache
+  int64_t misses = 0;         // large allocations that went to malloc
+  int64_t limit_bytes = 0;
+};
+CpuCacheStats cpu_cache_stats();
+// False in AddressSanitizer builds, whose CPU allocator keeps no block.
+bool cpu_cache_available();
+// Returns every cached block to the system.
+void cpu_empty_cache();
+// Sets the limit (bytes; 0 turns the cache off), freeing what is cached beyond it.
+void set_cpu_cache_limit(int64_t bytes);
+
 }  // namespace kiln

@@ -1,15 +1,17 @@
 // The caching allocator's policy, run on the CPU against a fake device: rounding, splitting and
 // merging, per-stream reuse, record_stream, statistics, out-of-memory retry, direct mode and the
-// graph-capture pool (which must not touch the device).
+// graph-capture pool (which must not touch the device). And the CPU allocator's cache of large blocks.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <set>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/memory_summary.h"
 #include "core/cuda/runtime.h"
+#include "core/kiln.h"
 #include "kernels/error.h"
 #include "tests/kernels/log_capture.h"
 
@@ -396,4 +398,78 @@ TEST_CASE("caching allocator: the out-of-memory message names the sizes and what
   }
   CHECK(a->memory_stats().num_ooms == 1);
   CHECK(has(summary_line(memory_summary(*a), "device calls"), "1 out-of-memory"));
+}
+
+namespace {
+
+// Restores the CPU cache's limit (and empties it) when a test ends.
+struct CpuCacheLimitGuard {
+  int64_t saved = cpu_cache_stats().limit_bytes;
+  ~CpuCacheLimitGuard() {
+    cpu_empty_cache();
+    set_cpu_cache_limit(saved);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cpu allocator: a freed large block serves the next allocation of its size class", "[allocator]") {
+  CpuCacheLimitGuard guard;
+  cpu_empty_cache();
+  set_cpu_cache_limit(int64_t{64} << 20);
+  if (!cpu_cache_available()) {
+    // AddressSanitizer builds keep no block, so that a use after free is still caught.
+    CHECK(cpu_cache_stats().limit_bytes == 0);
+    return;
+  }
+  Allocator* a = cpu_allocator();
+  void* first = nullptr;
+  {
+    DataPtr block = a->allocate(1 << 20);  // 1 MiB: above the 64 KiB the cache starts at
+    first = block.get();
+    REQUIRE(first != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+  }
+  CpuCacheStats s = cpu_cache_stats();
+  CHECK(s.cached_blocks == 1);
+  CHECK(s.cached_bytes == 1 << 20);
+  const int64_t hits = s.hits;
+  {
+    // A little smaller: the same size class (classes are a quarter of a power of two apart).
+    DataPtr again = a->allocate((1 << 20) - 1000);
+    CHECK(again.get() == first);
+    CHECK(cpu_cache_stats().hits == hits + 1);
+    CHECK(cpu_cache_stats().cached_bytes == 0);
+    // Another class while the first block is in use: a fresh block.
+    DataPtr other = a->allocate(3 << 20);
+    CHECK(other.get() != first);
+  }
+  CHECK(cpu_cache_stats().cached_blocks == 2);
+  // Small blocks are malloc's.
+  { DataPtr small = a->allocate(1000); }
+  CHECK(cpu_cache_stats().cached_blocks == 2);
+  // The limit: lowering it frees what is kept beyond it; blocks freed past it are not kept.
+  set_cpu_cache_limit(2 << 20);
+  CHECK(cpu_cache_stats().cached_bytes <= 2 << 20);
+  { DataPtr big = a->allocate(8 << 20); }
+  CHECK(cpu_cache_stats().cached_bytes <= 2 << 20);
+  cpu_empty_cache();
+  CHECK(cpu_cache_stats().cached_bytes == 0);
+  CHECK(cpu_cache_stats().cached_blocks == 0);
+  // Off: nothing is kept.
+  set_cpu_cache_limit(0);
+  { DataPtr block = a->allocate(1 << 20); }
+  CHECK(cpu_cache_stats().cached_blocks == 0);
+}
+
+TEST_CASE("cpu allocator: tensors reuse cached blocks and keep their values", "[allocator]") {
+  CpuCacheLimitGuard guard;
+  set_cpu_cache_limit(int64_t{64} << 20);
+  cpu_empty_cache();
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = full({512, 512}, static_cast<double>(i + 1));  // 1 MiB each
+    Tensor y = x * 2.0;
+    CHECK(y.sum().item<double>() == 512.0 * 512.0 * 2.0 * (i + 1));
+  }
+  CHECK((cpu_cache_stats().hits > 0) == cpu_cache_available());
 }
