@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -143,13 +142,7 @@ static int run(int argc, char** argv) {
       ->default_str("256, 512, 1024 and an MLP layer, then the baseline");
   app.add_option("--json", json, "also write JSON lines here (a header, then one case a shape)");
   examples::parse_or_exit(app, argc, argv);
-  if (!json.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(json).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      examples::input_error("--json " + json + ": " + dir.string() + " is not a folder");
-    }
-  }
+  examples::check_json_path(json);
   if (threads) cpu::set_num_threads(*threads);
   manual_seed(1234);
   std::printf("kiln CPU GEMM (float32, kiln::matmul), %d thread(s), median of %d runs\n", cpu::num_threads(), reps);

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -56,13 +55,7 @@ Options parse_options(int argc, char** argv) {
       ->default_str("KILN_NUM_THREADS, else all cores");
   app.add_option("--json", o.json, "also write JSON lines here (a header, then one case a line)");
   examples::parse_or_exit(app, argc, argv);
-  if (!o.json.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(o.json).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      examples::input_error("--json " + o.json + ": " + dir.string() + " is not a folder");
-    }
-  }
+  examples::check_json_path(o.json);
   return o;
 }
 

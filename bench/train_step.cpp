@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -146,13 +145,7 @@ Options parse_options(int argc, char** argv) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
                           std::to_string(o.n_head));
   }
-  if (!o.json.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(o.json).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      examples::input_error("--json " + o.json + ": " + dir.string() + " is not a folder");
-    }
-  }
+  examples::check_json_path(o.json);
   return o;
 }
 

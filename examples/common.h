@@ -100,6 +100,16 @@ inline void make_out_dir(const std::string& dir) {
   }
 }
 
+// A --json FILE whose folder does not exist exits 2 at parse time, before any work is timed.
+inline void check_json_path(const std::string& json) {
+  if (json.empty()) return;
+  const std::filesystem::path dir = std::filesystem::path(json).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    input_error("--json " + json + ": " + dir.string() + " is not a folder");
+  }
+}
+
 // kiln's defaults for a CLI11 app, set before its flags are added: --help shows every default, and
 // a flag given twice takes its last value (so a wrapper's defaults can be overridden by appending,
 // as tools/demo.sh does).

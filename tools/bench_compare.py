@@ -27,19 +27,25 @@ def write_atomic(path, text):
         raise
 
 
-def load(path):
-    records = {}
+def json_lines(path, program):
+    """(line number, record) for each non-blank line of a JSON-lines file; a line that is not JSON
+    ends the program with its place."""
     with open(path) as f:
         for line_no, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
-                rec = json.loads(line)
+                yield line_no, json.loads(line)
             except json.JSONDecodeError as e:
-                raise SystemExit(f"bench_compare: {path}:{line_no}: not JSON ({e})")
-            key = (rec.get("case"), rec.get("dtype"), tuple(rec.get("shape") or []))
-            records[key] = rec
+                raise SystemExit(f"{program}: {path}:{line_no}: not JSON ({e})")
+
+
+def load(path):
+    records = {}
+    for _, rec in json_lines(path, "bench_compare"):
+        key = (rec.get("case"), rec.get("dtype"), tuple(rec.get("shape") or []))
+        records[key] = rec
     return records
 
 

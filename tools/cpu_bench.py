@@ -47,7 +47,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 from train_step_peer import tree_commit, utc_now  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,28 +83,20 @@ def load(paths):
     came last, which must be of the same impl."""
     suites, runs = [], []
     for path in paths:
-        with open(path) as f:
-            for line_no, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"cpu_bench: {path}:{line_no}: not JSON ({e})")
-                kind = rec.get("record") if isinstance(rec, dict) else None
-                if kind == "suite":
-                    suites.append(rec)
-                elif kind == "header":
-                    # bench_train_step's and train_step_peer.py's headers name no bench.
-                    runs.append((dict(rec, bench=rec.get("bench") or "train_step"), []))
-                elif kind == "case":
-                    if not runs or runs[-1][0].get("impl") != rec.get("impl"):
-                        raise SystemExit(f"cpu_bench: {path}:{line_no}: a {rec.get('impl')} case without its "
-                                         "program's header before it")
-                    runs[-1][1].append(rec)
-                else:
-                    raise SystemExit(f"cpu_bench: {path}:{line_no}: not a suite, header or case record")
+        for line_no, rec in json_lines(path, "cpu_bench"):
+            kind = rec.get("record") if isinstance(rec, dict) else None
+            if kind == "suite":
+                suites.append(rec)
+            elif kind == "header":
+                # bench_train_step's and train_step_peer.py's headers name no bench.
+                runs.append((dict(rec, bench=rec.get("bench") or "train_step"), []))
+            elif kind == "case":
+                if not runs or runs[-1][0].get("impl") != rec.get("impl"):
+                    raise SystemExit(f"cpu_bench: {path}:{line_no}: a {rec.get('impl')} case without its "
+                                     "program's header before it")
+                runs[-1][1].append(rec)
+            else:
+                raise SystemExit(f"cpu_bench: {path}:{line_no}: not a suite, header or case record")
     return suites, runs
 
 

@@ -23,7 +23,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 MODES = ("fp32", "tf32", "bf16", "fp16", "bf16-recompute", "bf16-nhwc")
 WORKLOADS = ("gpt", "resnet18", "cnn")
@@ -39,24 +39,16 @@ def load_runs(paths):
     """[(header, [case records])] in file order; a case before any header is an error."""
     runs = []
     for path in paths:
-        with open(path) as f:
-            for line_no, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"train_step_compare: {path}:{line_no}: not JSON ({e})")
-                if not isinstance(rec, dict) or rec.get("record") not in ("header", "case"):
-                    raise SystemExit(f"train_step_compare: {path}:{line_no}: not a header or case record")
-                if rec["record"] == "header":
-                    runs.append((rec, []))
-                elif not runs or runs[-1][0].get("impl") != rec.get("impl"):
-                    raise SystemExit(f"train_step_compare: {path}:{line_no}: a {rec.get('impl')} case without "
-                                     "its program's header before it")
-                else:
-                    runs[-1][1].append(rec)
+        for line_no, rec in json_lines(path, "train_step_compare"):
+            if not isinstance(rec, dict) or rec.get("record") not in ("header", "case"):
+                raise SystemExit(f"train_step_compare: {path}:{line_no}: not a header or case record")
+            if rec["record"] == "header":
+                runs.append((rec, []))
+            elif not runs or runs[-1][0].get("impl") != rec.get("impl"):
+                raise SystemExit(f"train_step_compare: {path}:{line_no}: a {rec.get('impl')} case without "
+                                 "its program's header before it")
+            else:
+                runs[-1][1].append(rec)
     return runs
 
 
