@@ -132,9 +132,9 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   if (!blas_accepts(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return false;
   const Blas& l = blas();
   const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
-  // blas.h: a single-threaded build takes one call at a time; a threaded build is called
-  // concurrently from kiln's pool, and kiln's thread count is set (under the lock) by calls from
-  // outside it.
+  // blas.h: a threaded build takes small products from kiln's pool without the lock (OpenBLAS runs
+  // them on the calling thread). Every other call holds it, and a threaded build's thread count is
+  // set under it: kiln's for a call from outside the pool, one for a call from inside.
   const bool in_pool = cpu::runs_inline();
   const bool small = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadMNK;
   std::unique_lock<std::mutex> lock(g_call_mutex, std::defer_lock);

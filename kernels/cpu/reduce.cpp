@@ -1,7 +1,9 @@
 // CPU reference for reductions. Each reduction is a policy with a partial over
 // a range of the reduced space, an in-order merge and a store; short reductions run one range per
 // output, long ones with few outputs are cut into fixed 32768-element chunks whose partials merge in
-// chunk order, so which path runs and where chunks start never depend on the thread count.
+// chunk order, so which path runs and where chunks start never depend on the thread count. Sums
+// and means whose outputs are neighbours in the input add whole rows at a time (column_sums), in
+// the same order per output.
 #include <algorithm>
 #include <cmath>
 #include <limits>
