@@ -223,6 +223,28 @@ std::string joined(const auto& values) {
   return s;
 }
 
+// An image classifier's workload: the model moved and laid out for the mode, a fixed batch of
+// random images (channels x side x side) and labels, the mean cross-entropy; the shape record starts
+// with the image's sizes.
+Workload image_workload(const std::string& name, std::shared_ptr<nn::UnaryModule> model, const Options& o,
+                        const Mode& m, Device device, int64_t channels, int64_t side) {
+  model->to(device);
+  if (m.channels_last) model->to(MemoryFormat::ChannelsLast);
+  model->train();
+  Workload w;
+  w.name = name;
+  w.batch = o.batch.value_or(default_batch(name));
+  w.items_per_step = static_cast<double>(w.batch);
+  w.unit = "images/s";
+  Tensor x = randn({w.batch, channels, side, side}, TensorOptions(DType::Float32, device));
+  if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+  const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
+  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
+  w.model = model;
+  w.shape.integer("image_size", side).integer("in_channels", channels).integer("num_classes", kClasses);
+  return w;
+}
+
 Workload make_resnet(const Options& o, const Mode& m, Device device) {
   nn::ResNetConfig cfg = nn::ResNetConfig::resnet18_cifar();
   cfg.in_channels = 3;
@@ -234,22 +256,7 @@ Workload make_resnet(const Options& o, const Mode& m, Device device) {
     for (auto& width : cfg.widths) width = std::max<int64_t>(1, width * *o.base_width / first);
   }
   manual_seed(o.seed);
-  auto model = std::make_shared<nn::ResNet>(cfg);
-  model->to(device);
-  if (m.channels_last) model->to(MemoryFormat::ChannelsLast);
-  model->train();
-
-  Workload w;
-  w.name = "resnet18";
-  w.batch = o.batch.value_or(512);
-  w.items_per_step = static_cast<double>(w.batch);
-  w.unit = "images/s";
-  Tensor x = randn({w.batch, 3, o.image_size, o.image_size}, TensorOptions(DType::Float32, device));
-  if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
-  const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
-  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
-  w.model = model;
-  w.shape.integer("image_size", o.image_size).integer("in_channels", 3).integer("num_classes", kClasses);
+  Workload w = image_workload("resnet18", std::make_shared<nn::ResNet>(cfg), o, m, device, 3, o.image_size);
   w.shape.text("widths", joined(cfg.widths)).text("blocks", joined(cfg.blocks));
   return w;
 }
@@ -263,22 +270,7 @@ Workload make_cnn(const Options& o, const Mode& m, Device device) {
   cfg.image_size = kCnnImage;
   cfg.dropout = 0.0;  // a step's cost without dropout's masks, as the gpt workload; the peer has none
   manual_seed(o.seed);
-  auto model = std::make_shared<nn::SmallCNN>(cfg);
-  model->to(device);
-  if (m.channels_last) model->to(MemoryFormat::ChannelsLast);
-  model->train();
-
-  Workload w;
-  w.name = "cnn";
-  w.batch = o.batch.value_or(default_batch("cnn"));
-  w.items_per_step = static_cast<double>(w.batch);
-  w.unit = "images/s";
-  Tensor x = randn({w.batch, cfg.in_channels, kCnnImage, kCnnImage}, TensorOptions(DType::Float32, device));
-  if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
-  const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
-  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
-  w.model = model;
-  w.shape.integer("image_size", kCnnImage).integer("in_channels", cfg.in_channels).integer("num_classes", kClasses);
+  Workload w = image_workload("cnn", std::make_shared<nn::SmallCNN>(cfg), o, m, device, cfg.in_channels, kCnnImage);
   w.shape.text("widths", "32,64").integer("hidden", cfg.hidden).real("dropout", cfg.dropout, "%g");
   return w;
 }

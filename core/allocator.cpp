@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -197,15 +198,19 @@ class CpuAllocator final : public Allocator {
   }
 
   // KILN_CPU_CACHE_MB when set (0 turns the cache off), else a quarter of the machine's memory.
+  // (A bad value is reported in every build; AddressSanitizer builds then keep no block anyway.)
   static size_t default_limit() {
-    if (!kCacheAvailable) return 0;
     if (const char* env = std::getenv("KILN_CPU_CACHE_MB")) {
       char* end = nullptr;
       const long long mb = std::strtoll(env, &end, 10);
-      if (end != env && *end == '\0' && mb >= 0) return static_cast<size_t>(mb) << 20;
+      if (end != env && *end == '\0' && mb >= 0) {
+        const size_t capped = std::min(static_cast<size_t>(mb), SIZE_MAX >> 20);  // no wrap past SIZE_MAX
+        return kCacheAvailable ? capped << 20 : 0;
+      }
       KILN_LOG(Warn, std::string("KILN_CPU_CACHE_MB must be a whole number of MiB, got '") + env +
                          "'; using the default (a quarter of the machine's memory)");
     }
+    if (!kCacheAvailable) return 0;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 30;
   }

@@ -204,28 +204,25 @@ template <typename Acc> struct BackwardEntry {
   const void* lse;
   std::vector<Acc> qbuf, kbuf, vbuf, dobuf, obuf, p, ds, dq_rows, dk_acc, dv_acc;
 
-  // dst's rows of entry b as Acc accumulators: in place when dst's dtype is Acc, else `buf`.
-  Acc* accumulator(void* dst, int64_t b, int64_t rows, int64_t cols, std::vector<Acc>& buf) {
-    Acc* c;
-    if (a.dtype == acc_dtype(std::is_same_v<Acc, double>)) {
-      c = static_cast<Acc*>(dst) + b * rows * cols;
-    } else {
-      buf.resize(static_cast<size_t>(rows * cols));
-      c = buf.data();
-    }
-    std::fill(c, c + rows * cols, Acc(0));
-    return c;
+  // `count` elements of a gradient at `offset`, as Acc: in place when its dtype is Acc, else `buf`,
+  // which write_back then stores as the dtype.
+  Acc* rows_at(void* dst, int64_t offset, int64_t count, std::vector<Acc>& buf) {
+    if (a.dtype == acc_dtype(std::is_same_v<Acc, double>)) return static_cast<Acc*>(dst) + offset;
+    buf.resize(static_cast<size_t>(count));
+    return buf.data();
   }
-  void flush(void* dst, int64_t b, int64_t rows, int64_t cols, const Acc* c) {
-    if (a.dtype != acc_dtype(std::is_same_v<Acc, double>)) store_rows<Acc>(dst, a.dtype, b * rows * cols, c, rows * cols);
+  void write_back(void* dst, int64_t offset, const Acc* c, int64_t count) {
+    if (a.dtype != acc_dtype(std::is_same_v<Acc, double>)) store_rows<Acc>(dst, a.dtype, offset, c, count);
   }
 
   void run(Rows<Acc>& r, int64_t b) {
     constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
     const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
     r.select(b);
-    Acc* dK = accumulator(dk, b, a.S, a.E, dk_acc);
-    Acc* dV = accumulator(dv, b, a.S, a.Ev, dv_acc);
+    Acc* dK = rows_at(dk, b * a.S * a.E, a.S * a.E, dk_acc);
+    Acc* dV = rows_at(dv, b * a.S * a.Ev, a.S * a.Ev, dv_acc);
+    std::fill(dK, dK + a.S * a.E, Acc(0));
+    std::fill(dV, dV + a.S * a.Ev, Acc(0));
     for (int64_t i0 = 0; i0 < a.L; i0 += kRowBlock) {
       const Block blk = block_of(a, b, i0);
       const int64_t rows = blk.rows(), kend = blk.kend;
@@ -265,16 +262,15 @@ template <typename Acc> struct BackwardEntry {
         std::fill(drow + end, drow + kend, Acc(0));
       }
       // dQ rows, written as their dtype; dK and dV accumulate over the blocks.
-      Acc* dq_out = a.dtype == acc_dtype(std::is_same_v<Acc, double>)
-                        ? static_cast<Acc*>(dq) + (b * a.L + i0) * a.E
-                        : (dq_rows.resize(static_cast<size_t>(rows * a.E)), dq_rows.data());
-      mm<Acc>(false, false, rows, a.E, kend, a.scale, ds.data(), kend, K.data, K.ld, 0.0, dq_out, a.E);
-      if (dq_out == dq_rows.data()) store_rows<Acc>(dq, a.dtype, (b * a.L + i0) * a.E, dq_out, rows * a.E);
+      const int64_t dq_offset = (b * a.L + i0) * a.E;
+      Acc* dQ = rows_at(dq, dq_offset, rows * a.E, dq_rows);
+      mm<Acc>(false, false, rows, a.E, kend, a.scale, ds.data(), kend, K.data, K.ld, 0.0, dQ, a.E);
+      write_back(dq, dq_offset, dQ, rows * a.E);
       mm<Acc>(true, false, kend, a.E, rows, a.scale, ds.data(), kend, Q.data, Q.ld, 1.0, dK, a.E);
       mm<Acc>(true, false, kend, a.Ev, rows, 1.0, p.data(), kend, dO.data, dO.ld, 1.0, dV, a.Ev);
     }
-    flush(dk, b, a.S, a.E, dK);
-    flush(dv, b, a.S, a.Ev, dV);
+    write_back(dk, b * a.S * a.E, dK, a.S * a.E);
+    write_back(dv, b * a.S * a.Ev, dV, a.S * a.Ev);
   }
 };
 

@@ -120,16 +120,12 @@ template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, 
 
 // One tap of max_pool2d across outputs [lo, hi) of a row: output ow reads row[(ow * stride + shift) *
 // w_stride]. Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
-// STEP: the distance between two outputs' taps in elements, stride * w_stride, when it is 1 or 2 (a
-// stride-2 pool over NCHW rows), which the compiler turns into vector loads; 0: `step` at run time.
-template <int STEP, typename T, typename A>
+template <typename T, typename A>
 KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_stride, int64_t row_index,
                               int64_t stride, int64_t shift, int64_t lo, int64_t hi) {
-  const int64_t step = STEP > 0 ? STEP : stride * w_stride;
-  const T* first = row + shift * w_stride;
   for (int64_t ow = lo; ow < hi; ++ow) {
     const int64_t iw = ow * stride + shift;
-    const A v = load<A>(first, ow * step);
+    const A v = load<A>(row, iw * w_stride);
     const A b = best[ow];
     const int64_t bi = best_i[ow];
     // | and &, not || and &&: no short-circuit branches, so the loop vectorizes.
@@ -172,14 +168,7 @@ void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_stride
             const int64_t shift = j * w.dilation_w - w.pad_w;
             const int64_t lo = shift >= 0 ? 0 : (-shift + w.stride_w - 1) / w.stride_w;
             const int64_t hi = g.in_w - 1 - shift < 0 ? 0 : std::min(g.out_w, (g.in_w - 1 - shift) / w.stride_w + 1);
-            const int64_t step = w.stride_w * is.w;
-            if (step == 1) {
-              pick_max<1>(best.data(), best_i.data(), row, is.w, ih * g.in_w, w.stride_w, shift, lo, hi);
-            } else if (step == 2) {
-              pick_max<2>(best.data(), best_i.data(), row, is.w, ih * g.in_w, w.stride_w, shift, lo, hi);
-            } else {
-              pick_max<0>(best.data(), best_i.data(), row, is.w, ih * g.in_w, w.stride_w, shift, lo, hi);
-            }
+            pick_max(best.data(), best_i.data(), row, is.w, ih * g.in_w, w.stride_w, shift, lo, hi);
           }
         }
         for (int64_t ow = 0; ow < g.out_w; ++ow) {

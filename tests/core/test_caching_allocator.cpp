@@ -473,3 +473,19 @@ TEST_CASE("cpu allocator: tensors reuse cached blocks and keep their values", "[
   }
   CHECK((cpu_cache_stats().hits > 0) == cpu_cache_available());
 }
+
+// Run only by the CTest tests cpu_cache_env_*, each a process of its own: KILN_CPU_CACHE_MB is read
+// once, when the CPU allocator starts (before main: static tensors of the test program allocate).
+// The warning for a value that is not a number is checked by the CTest test on the output.
+TEST_CASE("cpu allocator: KILN_CPU_CACHE_MB sets the cache's limit when the allocator starts", "[.cpu_cache_env]") {
+  const char* expected_mb = std::getenv("KILN_TEST_EXPECTED_CPU_CACHE_MB");  // a number, or "default"
+  REQUIRE(expected_mb != nullptr);
+  const CpuCacheStats s = cpu_cache_stats();
+  if (!cpu_cache_available()) {  // AddressSanitizer builds: off, whatever the environment says
+    CHECK(s.limit_bytes == 0);
+  } else if (std::string(expected_mb) == "default") {
+    CHECK(s.limit_bytes > 0);  // a quarter of the machine's memory
+  } else {
+    CHECK(s.limit_bytes == std::stoll(expected_mb) * (int64_t{1} << 20));
+  }
+}
