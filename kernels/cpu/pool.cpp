@@ -147,7 +147,7 @@ void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_stride
     const ImageStrides is = in_strides, os = out_strides;
     // A row of outputs at a time, one tap at a time across the row: the loop over the row has no
     // bounds checks (the tap's in-range outputs are computed first) and picks with selects, which
-    // the compiler vectorizes. (A loop over the window per output branched on data and mispredicted
+    // the compiler vectorizes in the AVX2 clone. (A loop over the window per output branched on data and mispredicted
     // so often that it was among the costliest loops of a small CNN's step.) Each output sees its
     // taps in window order, so ties keep the first, as before.
     for_each_plane(g, g.out_h * g.out_w * w.kernel_h * w.kernel_w, [&](int64_t n, int64_t c) {
