@@ -14,6 +14,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
+#include "core/ops/view.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
 
@@ -93,6 +94,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.size(-1) != b.size(b.dim() == 1 ? 0 : -2)) {
     throw ShapeError("matmul: inner dimensions differ: " + shape_str(a.sizes()) + " @ " + shape_str(b.sizes()) + " (" +
                      std::to_string(a.size(-1)) + " vs " + std::to_string(b.size(b.dim() == 1 ? 0 : -2)) + ")");
+  }
+  // a [..., m, k] @ b [k, n] whose batch and row dims view as one: a single [B*m, k] @ [k, n] product
+  // instead of B of them against a broadcast b, and in the backward one product for b's gradient
+  // instead of B products and a sum (as PyTorch folds). An a that would need a copy is not folded.
+  if (a.dim() >= 3 && b.dim() == 2 && a.size(-1) > 0) {
+    const Shape rows{a.numel() / a.size(-1), a.size(-1)};
+    if (can_view(a, rows)) {
+      Shape out_shape = a.sizes();
+      out_shape.back() = b.size(1);
+      return matmul(a.view(rows), b).view(out_shape);
+    }
   }
   Tensor a2 = a.dim() == 1 ? a.detach().unsqueeze(0) : a.detach();
   Tensor b2 = b.dim() == 1 ? b.detach().unsqueeze(1) : b.detach();

@@ -399,6 +399,11 @@ Tensor Tensor::expand_as(const Tensor& other) const {
 // Free-function forms.
 Tensor view(const Tensor& x, const Shape& shape) { return x.view(shape); }
 Tensor reshape(const Tensor& x, const Shape& shape) { return x.reshape(shape); }
+
+bool can_view(const Tensor& x, const Shape& shape) {
+  if (!x.defined() || shape_numel(shape) != x.numel()) return false;
+  return view_strides(x.sizes(), x.strides(), shape).has_value();
+}
 Tensor permute(const Tensor& x, const Shape& dims) { return x.permute(dims); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
 Tensor narrow(const Tensor& x, int64_t d, int64_t start, int64_t length) { return x.narrow(d, start, length); }

@@ -19,6 +19,8 @@ Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor contiguous(const Tensor& x, MemoryFormat format = MemoryFormat::Contiguous);
+// Whether x.view(shape) would succeed (the sizes match and x's strides allow a view).
+bool can_view(const Tensor& x, const Shape& shape);
 
 
 }  // namespace kiln

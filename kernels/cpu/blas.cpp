@@ -30,7 +30,8 @@ struct Blas {
   Sgemm sgemm = nullptr;
   Dgemm dgemm = nullptr;
   SetThreads set_threads = nullptr;  // null for a single-threaded build
-  bool threaded = false;             // openblas_get_parallel(): 0 serial, 1 pthreads, 2 OpenMP
+  int parallel = 0;                  // openblas_get_parallel(): 0 serial, 1 pthreads, 2 OpenMP
+  bool threaded = false;             // parallel != 0 and the thread count can be set
   std::string description;  // or why it did not load
   bool loaded = false;
 };
@@ -38,12 +39,6 @@ struct Blas {
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
-    // A threaded OpenBLAS's idle threads spin (calling sched_yield) for about 2^28 cycles after each
-    // product before they sleep, while kiln's own pool runs the ops between products on the same
-    // cores (a profile of a small CNN's step on two cores showed the yields near the top). 2^4
-    // cycles (OpenBLAS's minimum) makes them sleep at once; a later threaded product wakes them,
-    // which costs microseconds. Read when the library loads; a value the user set is kept.
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* why = dlerror();
@@ -59,7 +54,10 @@ const Blas& blas() {
     }
     auto parallel = reinterpret_cast<GetParallel>(dlsym(h, "openblas_get_parallel"));
     out.set_threads = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"));
-    out.threaded = parallel != nullptr && parallel() != 0 && out.set_threads != nullptr;
+    out.parallel = parallel != nullptr ? parallel() : 0;
+    out.threaded = out.parallel != 0 && out.set_threads != nullptr;
+    // pthreads: one OpenBLAS thread per call for good; kiln's pool runs the blocks (blas.h).
+    if (out.threaded && out.parallel == 1) out.set_threads(1);
     auto config = reinterpret_cast<GetConfig>(dlsym(h, "openblas_get_config"));
     out.description = config != nullptr ? std::string("OpenBLAS (") + config() + ")" : "libopenblas.so.0";
     out.loaded = true;
@@ -88,13 +86,45 @@ std::atomic<int> g_backend{-1};
 
 bool fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-// OpenBLAS runs a product of at most this many multiply-adds (m n k) on the calling thread whatever
-// its thread count (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4 by default). Larger
-// products from kiln's pool must not start OpenBLAS's threads: two pool threads each starting them
-// on two cores made the char GPT's attention backward several times slower.
-constexpr double kSingleThreadMNK = 65536.0 * 4.0;
+// How blas_gemm cuts one product's C into blocks, each one single-threaded cblas call: halve the
+// longer side (in multiples of kBlockAlign rows or columns, OpenBLAS's float tile height) while the
+// halves stay at least kMinSide long and kMinBlockFlops of work, up to kMaxBlocks blocks.
+// kMinBlockFlops is some 20 microseconds on one core, several times a pool round trip. A kMinSide
+// of 128 instead made square products from 512 to 2048 and a tiny GPT's step slower on two cores
+// (more, smaller blocks repack the operands more often). The plan depends only on the shape, so
+// the bits do not depend on the thread count.
+constexpr int64_t kBlockAlign = 16, kMinSide = 256, kMaxBlocks = 64;
+constexpr double kMinBlockFlops = 2.0 * 1024 * 1024;
+
+int64_t half_of(int64_t side) { return (side / 2 + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
 
 }  // namespace
+
+BlasBlocks plan_blas_blocks(int64_t m, int64_t n, int64_t k) {
+  BlasBlocks p{m, n, 1, 1};
+  auto flops = [k](int64_t bm, int64_t bn) {
+    return 2.0 * static_cast<double>(bm) * static_cast<double>(bn) * static_cast<double>(std::max<int64_t>(k, 1));
+  };
+  auto splits = [&](int64_t side, int64_t other) {
+    const int64_t h = half_of(side);
+    return h >= kMinSide && h < side && flops(h, other) >= kMinBlockFlops;
+  };
+  for (;;) {
+    const bool m_ok = splits(p.mb, p.nb), n_ok = splits(p.nb, p.mb);
+    if (!m_ok && !n_ok) break;
+    BlasBlocks q = p;
+    if (m_ok && (!n_ok || p.mb >= p.nb)) {
+      q.mb = half_of(p.mb);
+      q.grid_m = (m + q.mb - 1) / q.mb;
+    } else {
+      q.nb = half_of(p.nb);
+      q.grid_n = (n + q.nb - 1) / q.nb;
+    }
+    if (q.grid_m * q.grid_n > kMaxBlocks) break;
+    p = q;
+  }
+  return p;
+}
 
 GemmBackend gemm_backend() {
   int b = g_backend.load(std::memory_order_acquire);
@@ -119,6 +149,8 @@ std::string blas_description() { return blas().description; }
 
 bool blas_threaded() { return blas().threaded; }
 
+bool blas_concurrent() { return blas().threaded && blas().parallel == 1; }
+
 bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
   if (!blas().loaded) return false;
   // Row-major: A is m x k (k x m transposed), so its rows hold k (m) elements; likewise B and C.
@@ -128,33 +160,58 @@ bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, i
 }
 
 bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
   if (!blas_accepts(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return false;
+  if (batch.count <= 0 || m <= 0 || n <= 0) return true;
   const Blas& l = blas();
   const int ta = trans_a ? kTrans : kNoTrans, tb = trans_b ? kTrans : kNoTrans;
-  // blas.h: a threaded build takes small products from kiln's pool without the lock (OpenBLAS runs
-  // them on the calling thread). Every other call holds it, and a threaded build's thread count is
-  // set under it: kiln's for a call from outside the pool, one for a call from inside.
-  const bool in_pool = cpu::runs_inline();
-  const bool small = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadMNK;
-  std::unique_lock<std::mutex> lock(g_call_mutex, std::defer_lock);
-  if (!l.threaded || !in_pool || !small) lock.lock();
-  if (l.threaded && lock.owns_lock()) {
-    const int want = in_pool ? 1 : cpu::num_threads();
+  const int64_t es = f64 ? int64_t{sizeof(double)} : int64_t{sizeof(float)};
+  // Rows i0.. of op(A_i), columns j0.. of op(B_i) and block (i0, j0) of C_i, rows x cols, as one call.
+  auto call = [&](int64_t i, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+    const int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0, bo = batch.b_offsets ? batch.b_offsets[i] : 0;
+    const int64_t co = batch.c_offsets ? batch.c_offsets[i] : 0;
+    const char* ab = static_cast<const char*>(a) + (ao + (trans_a ? i0 : i0 * lda)) * es;
+    const char* bb = static_cast<const char*>(b) + (bo + (trans_b ? j0 * ldb : j0)) * es;
+    char* cb = static_cast<char*>(c) + (co + i0 * ldc + j0) * es;
+    if (f64) {
+      l.dgemm(kRowMajor, ta, tb, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), alpha,
+              reinterpret_cast<const double*>(ab), static_cast<int>(lda), reinterpret_cast<const double*>(bb),
+              static_cast<int>(ldb), beta, reinterpret_cast<double*>(cb), static_cast<int>(ldc));
+    } else {
+      l.sgemm(kRowMajor, ta, tb, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k),
+              static_cast<float>(alpha), reinterpret_cast<const float*>(ab), static_cast<int>(lda),
+              reinterpret_cast<const float*>(bb), static_cast<int>(ldb), static_cast<float>(beta),
+              reinterpret_cast<float*>(cb), static_cast<int>(ldc));
+    }
+  };
+  if (blas_concurrent()) {
+    // One OpenBLAS thread, no lock (blas.h): every (product, block) pair is a task on kiln's pool,
+    // a chunk of them about kMinBlockFlops of work; inside a pool task they run in order here.
+    const BlasBlocks p = plan_blas_blocks(m, n, k);
+    const int64_t blocks = p.grid_m * p.grid_n;
+    const double block_flops = 2.0 * static_cast<double>(std::min(p.mb, m)) *
+                               static_cast<double>(std::min(p.nb, n)) * static_cast<double>(std::max<int64_t>(k, 1));
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinBlockFlops / block_flops));
+    cpu::parallel_for(batch.count * blocks, grain, [&](int64_t, int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t blk = t % blocks, i0 = blk / p.grid_n * p.mb, j0 = blk % p.grid_n * p.nb;
+        call(t / blocks, i0, j0, std::min(p.mb, m - i0), std::min(p.nb, n - j0));
+      }
+    });
+    return true;
+  }
+  // A serial build shares its buffers between calls, an OpenMP one is not known to take calls from
+  // several threads at once: one whole product at a time, OpenMP on kiln's thread count from outside
+  // the pool and on one thread inside it.
+  std::lock_guard<std::mutex> lock(g_call_mutex);
+  if (l.threaded) {
+    const int want = cpu::runs_inline() ? 1 : cpu::num_threads();
     if (want != g_blas_threads) {
       l.set_threads(want);
       g_blas_threads = want;
     }
   }
-  if (f64) {
-    l.dgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
-            static_cast<const double*>(a), static_cast<int>(lda), static_cast<const double*>(b), static_cast<int>(ldb),
-            beta, static_cast<double*>(c), static_cast<int>(ldc));
-  } else {
-    l.sgemm(kRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<float>(alpha),
-            static_cast<const float*>(a), static_cast<int>(lda), static_cast<const float*>(b), static_cast<int>(ldb),
-            static_cast<float>(beta), static_cast<float*>(c), static_cast<int>(ldc));
-  }
+  for (int64_t i = 0; i < batch.count; ++i) call(i, 0, 0, m, n);
   return true;
 }
 

@@ -2,26 +2,28 @@
 // libopenblas0-pthread, which tools/setup.sh installs), so a build needs no BLAS package and a machine
 // without one still runs, on kiln's own GEMM (kernels/cpu/matmul.cpp), which stays the reference twin
 // the tests compare against. Non-obvious decisions:
-// - Threads. Debian's threaded OpenBLAS (libopenblas0-pthread) is built with its own locking, so it
-//   may be called from several threads at once; its single-threaded build shares its packing
-//   buffers between calls, and concurrent calls from kiln's pool corrupted results in the tests, so
-//   with that build every call holds a lock (and runs on one core). A call from outside kiln's pool
-//   gives a threaded OpenBLAS kiln's thread count (cpu::num_threads()), so one large product uses
-//   every core. Small products from inside the pool (cpu::runs_inline(): many side by side, as
-//   attention makes), which OpenBLAS runs on the calling thread, go straight in without the lock;
-//   larger ones from the pool take the lock and set one OpenBLAS thread, so that two pool threads
-//   never each start OpenBLAS's threads on the same cores. kiln never splits one product across its
-//   pool for BLAS.
-// - Bits. Results are the same run to run, but they depend on the thread count (OpenBLAS 0.3.21 gave
-//   other bits at 1 and 2 threads; how it splits C among its threads changes with the count). kiln's
-//   GEMM gives the same bits for any thread count; tests that need that select it
-//   (GemmBackendScope). With a single-threaded OpenBLAS, results do not depend on KILN_NUM_THREADS.
+// - Threads: kiln's pool is the one scheduler. A pthreads OpenBLAS (libopenblas0-pthread) is set to
+//   one thread when it loads and never wakes its own: kiln cuts a product into blocks of C
+//   (plan_blas_blocks) and runs each block as one single-threaded cblas call on its pool, or in
+//   order on the calling thread inside a pool task (attention's products). That build takes calls
+//   from several threads at once, so there is no lock. Letting OpenBLAS thread each product instead
+//   put its threads and kiln's on the same cores: a tiny GPT's step spent a fifth of its time in
+//   context switches, and two pool threads that each started OpenBLAS's threads made the char
+//   GPT's attention several times slower. A serial build shares its packing buffers between calls
+//   (concurrent calls corrupted results in the tests) and an OpenMP build is not known to take
+//   concurrent calls: with either, each call holds a lock and runs whole, OpenMP on kiln's thread
+//   count from outside the pool and on one thread inside it.
+// - Bits: the blocks depend on the shape alone, so a pthreads or serial build gives the same bits
+//   for any thread count, run to run. An OpenMP build's bits depend on its thread count (how it
+//   splits C among its threads); kiln's own GEMM never depends on it.
 // - KILN_CPU_GEMM=kiln selects kiln's GEMM for the whole process; =blas requires OpenBLAS (an Error
 //   naming the library when it cannot be loaded); unset, OpenBLAS when it loads.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "kernels/matmul.h"
 
 namespace kiln::cpu {
 
@@ -49,15 +51,29 @@ bool blas_available();
 std::string blas_description();
 // Whether the loaded OpenBLAS runs a product on several threads (libopenblas0-pthread or -openmp).
 bool blas_threaded();
+// Whether blas_gemm takes calls from several threads at once (a pthreads build, which kiln keeps at
+// one OpenBLAS thread and feeds blocks of a product from its pool): the products' bits then do not
+// depend on the thread count.
+bool blas_concurrent();
 
 // Whether blas_gemm would take these arguments (BLAS loaded, every size and leading dimension within
 // its int, no leading dimension below its row length, as broadcast views have).
 bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc);
 
-// One row-major product C = alpha op(A) op(B) + beta C through cblas_sgemm (f64: cblas_dgemm), on
-// kiln's thread count (see above). Returns false, doing nothing, when !blas_accepts(...): the caller then uses
+// How a pthreads OpenBLAS's product is cut into blocks of C (mb x nb, grid_m x grid_n of them; the
+// last row and column of blocks may be short). Depends on the shape alone.
+struct BlasBlocks {
+  int64_t mb, nb, grid_m, grid_n;
+};
+BlasBlocks plan_blas_blocks(int64_t m, int64_t n, int64_t k);
+
+// Row-major products C_i = alpha op(A_i) op(B_i) + beta C_i through cblas_sgemm (f64: cblas_dgemm),
+// for each entry of the batch (offsets in elements, as gemm_cpu's; the C blocks must not overlap):
+// with a pthreads build every block of every product is one task on kiln's pool, else one call at a
+// time (see above). Returns false, doing nothing, when !blas_accepts(...): the caller then uses
 // kiln's GEMM.
 bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
+               const GemmBatch& batch = GemmBatch{});
 
 }  // namespace kiln::cpu

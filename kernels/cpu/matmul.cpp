@@ -268,19 +268,6 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
   }
 }
 
-// One product: OpenBLAS (kernels/cpu/blas.h) for float32 and float64 when it is the backend and
-// takes the arguments, else kiln's GEMM.
-template <typename T, typename Acc> void gemm_product(const Problem<T, Acc>& p, int threads, Workspace<Acc>& ws) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    if (cpu::gemm_backend() == cpu::GemmBackend::Blas &&
-        cpu::blas_gemm(std::is_same_v<T, double>, p.ta, p.tb, p.m, p.n, p.k, static_cast<double>(p.alpha), p.a, p.lda,
-                       p.b, p.ldb, static_cast<double>(p.beta), p.c, p.ldc)) {
-      return;
-    }
-  }
-  gemm_one<T, Acc>(p, threads, ws);
-}
-
 template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   const bool ta = g.trans_a, tb = g.trans_b;
   const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
@@ -307,24 +294,28 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
                            static_cast<T*>(c) + co,
                            ldc};
   };
+  // float32 and float64 go to OpenBLAS (kernels/cpu/blas.h) when it is the backend and takes the
+  // arguments, the whole batch at once; the rest to kiln's GEMM.
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (cpu::gemm_backend() == cpu::GemmBackend::Blas &&
+        cpu::blas_gemm(std::is_same_v<T, double>, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch)) {
+      return;
+    }
+  }
   const int threads = cpu::num_threads();
   const int64_t flops = 2 * m * n * std::max<int64_t>(k, 1);
-  // A single-threaded OpenBLAS takes one call at a time (kernels/cpu/blas.h): no batch split across
-  // the pool for it. A threaded one may be called from the pool's threads at once.
-  const bool serial_blas = std::is_same_v<T, Acc> && cpu::gemm_backend() == cpu::GemmBackend::Blas &&
-                           !cpu::blas_threaded() && cpu::blas_accepts(ta, tb, m, n, k, lda, ldb, ldc);
   // Many small products: one product per thread at a time beats splitting each one (two pool
   // round trips per product). Their C blocks must not overlap, as in any batched BLAS.
-  if (!serial_blas && batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
+  if (batch.count > 1 && threads > 1 && flops < 8 * kMinTaskFlops) {
     const int64_t grain = std::max<int64_t>(1, kMinTaskFlops / flops);
     cpu::parallel_for(batch.count, grain, [&](int64_t, int64_t begin, int64_t end) {
       Workspace<Acc> ws;
-      for (int64_t i = begin; i < end; ++i) gemm_product<T, Acc>(problem(i), 1, ws);
+      for (int64_t i = begin; i < end; ++i) gemm_one<T, Acc>(problem(i), 1, ws);
     });
     return;
   }
   Workspace<Acc> ws;
-  for (int64_t i = 0; i < batch.count; ++i) gemm_product<T, Acc>(problem(i), threads, ws);
+  for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
 }
 
 }  // namespace

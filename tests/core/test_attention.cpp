@@ -7,6 +7,7 @@
 #include "core/kiln.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/threads.h"
 
 using namespace kiln;
 
@@ -28,8 +29,8 @@ TEST_CASE("attention: a query that sees no key gives zeros, not NaN", "[attentio
 }
 
 TEST_CASE("attention: one autograd node, and gradients independent of thread count", "[attention]") {
-  // kiln's GEMM, whose bits do not depend on the thread count (a threaded OpenBLAS's do: blas.h).
-  cpu::GemmBackendScope kiln_gemm(cpu::GemmBackend::Kiln);
+  // A GEMM whose bits do not depend on the thread count: OpenBLAS's path where it qualifies.
+  cpu::GemmBackendScope gemm(test::thread_independent_gemm());
   auto run = [](int threads) {
     cpu::set_num_threads(threads);
     manual_seed(2);
@@ -48,9 +49,8 @@ TEST_CASE("attention: one autograd node, and gradients independent of thread cou
     }
     return all;
   };
-  int saved = cpu::num_threads();
+  test::ThreadCountGuard guard;
   std::vector<float> one = run(1), two = run(2), three = run(3);
-  cpu::set_num_threads(saved);
   CHECK(one == two);
   CHECK(one == three);
 }

@@ -14,15 +14,12 @@
 #include "core/ops/foreach.h"
 #include "kernels/cpu/parallel.h"
 #include "tests/bitwise.h"
+#include "tests/threads.h"
 
 using namespace kiln;
+using kiln::test::ThreadCountGuard;
 
 namespace {
-
-struct ThreadCountGuard {
-  int saved = cpu::num_threads();
-  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
-};
 
 // Shapes that cross chunk boundaries (70000 > 65536), odd sizes, a scalar and an empty tensor.
 const std::vector<Shape> kShapes = {{3, 5}, {70000}, {7}, {}, {0, 4}, {2, 3, 4}};

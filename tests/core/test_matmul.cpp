@@ -1,22 +1,26 @@
 // Hand tests for the CPU GEMM and matmul: what the op table cannot say. Bitwise identity run to run
-// and, for kiln's GEMM, across thread counts (each C element is one float sum in k order, which is
-// also checked directly),
-// gemm_cpu's own contract (alpha, beta, leading dims, batch offsets that repeat, empty dims) and
-// accuracy at a k long enough to cross many k blocks.
+// and across thread counts (kiln's GEMM: each C element is one float sum in k order, which is also
+// checked directly; OpenBLAS: kiln's shape-only blocks), how products are cut into blocks, the
+// folding of a batch of rows against a matrix into one product, gemm_cpu's own contract (alpha,
+// beta, leading dims, batch offsets that repeat, empty dims) and accuracy at a k long enough to
+// cross many k blocks.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/kiln.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/matmul.h"
+#include "tests/threads.h"
 
 using namespace kiln;
+using kiln::test::ThreadCountGuard;
 
 namespace {
 
@@ -25,12 +29,6 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
   return std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
 }
-
-// Restores the thread count a test changed, even when a check throws.
-struct ThreadCountGuard {
-  int saved = cpu::num_threads();
-  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
-};
 
 // The CPU GEMM backends the tests run on: kiln's own, and OpenBLAS where it loads (kernels/cpu/blas.h).
 std::vector<cpu::GemmBackend> gemm_backends() {
@@ -102,9 +100,10 @@ TEST_CASE("matmul: the same bits run to run; kiln's GEMM also for 1, 2 and 3 thr
     CHECK(same_bits(outs_t.back(), matmul(a, bt)));
     CHECK(same_bits(outs_b.back(), matmul(xa, xb)));
   }
-  // A threaded OpenBLAS gives a product kiln's thread count, and its results depend on it (the split
-  // of C among its threads does): reproducible at a thread count only.
-  if (backend == cpu::GemmBackend::Blas && cpu::blas_threaded()) return;
+  // An OpenMP OpenBLAS gives a product kiln's thread count, and its results depend on it (the split
+  // of C among its threads does): reproducible at a thread count only. A pthreads one runs kiln's
+  // shape-only blocks (plan_blas_blocks) on one OpenBLAS thread each, a serial one whole products.
+  if (backend == cpu::GemmBackend::Blas && cpu::blas_threaded() && !cpu::blas_concurrent()) return;
   for (size_t i = 1; i < outs.size(); ++i) {
     INFO("threads " << i + 1 << " against 1");
     CHECK(same_bits(outs[0], outs[i]));
@@ -229,7 +228,9 @@ TEST_CASE("gemm_cpu: OpenBLAS on tall and wide products, transposed and padded, 
   cpu::set_num_threads(2);
   manual_seed(13);
   // Taller than wide and wider than tall, past OpenBLAS's own blocking.
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{300, 141, 67}, {70, 600, 90}}) {
+  // Cut into 2 blocks of rows, 2 of columns and a 4 x 4 grid with short last blocks (plan_blas_blocks,
+  // checked in its own test).
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{600, 141, 67}, {70, 600, 90}, {1100, 1030, 16}}) {
     for (DType t : {DType::Float32, DType::Float64}) {
       for (int mode = 0; mode < 4; ++mode) {
         const bool ta = mode & 1, tb = mode & 2;
@@ -355,4 +356,57 @@ TEST_CASE("matmul: gradients of a broadcast batch sum over the broadcast dims", 
       for (int64_t j = 0; j < 2; ++j) s += bv[at((q * 4 + p) * 2 + j)];
     CHECK(ga[at(p)] == Approx(s).epsilon(1e-5));
   }
+}
+
+TEST_CASE("plan_blas_blocks: blocks tile C exactly, aligned, big enough, at most 64", "[linalg]") {
+  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 1}, {64, 64, 16}, {600, 141, 67}, {1100, 1030, 16}, {1024, 1024, 1024}, {4096, 4096, 4096},
+           {200704, 32, 9}, {50176, 64, 288}, {1024, 192, 64}, {7, 100000, 3}}) {
+    INFO("m=" << m << " n=" << n << " k=" << k);
+    const cpu::BlasBlocks p = cpu::plan_blas_blocks(m, n, k);
+    CHECK(p.grid_m == (m + p.mb - 1) / p.mb);
+    CHECK(p.grid_n == (n + p.nb - 1) / p.nb);
+    CHECK(p.grid_m * p.grid_n <= 64);
+    // A side is either whole or cut in multiples of 16 of at least 256.
+    CHECK((p.mb == m || (p.mb % 16 == 0 && p.mb >= 256)));
+    CHECK((p.nb == n || (p.nb % 16 == 0 && p.nb >= 256)));
+    // A cut product's blocks hold at least 2 MFLOP (the last row or column of blocks may be short).
+    if (p.grid_m * p.grid_n > 1) CHECK(2.0 * p.mb * p.nb * k >= 2.0 * 1024 * 1024);
+    const cpu::BlasBlocks again = cpu::plan_blas_blocks(m, n, k);  // the shape alone decides
+    CHECK((again.mb == p.mb && again.nb == p.nb));
+  }
+  // Large products are cut on both sides; small ones not at all. The OpenBLAS accuracy test's shapes
+  // cut as it says.
+  auto grid = [](int64_t m, int64_t n, int64_t k) {
+    const cpu::BlasBlocks p = cpu::plan_blas_blocks(m, n, k);
+    return std::pair<int64_t, int64_t>{p.grid_m, p.grid_n};
+  };
+  CHECK(grid(1024, 1024, 1024) == std::pair<int64_t, int64_t>{4, 4});
+  CHECK(grid(64, 64, 16) == std::pair<int64_t, int64_t>{1, 1});
+  CHECK(grid(600, 141, 67) == std::pair<int64_t, int64_t>{2, 1});
+  CHECK(grid(70, 600, 90) == std::pair<int64_t, int64_t>{1, 2});
+  CHECK(grid(1100, 1030, 16) == std::pair<int64_t, int64_t>{4, 4});
+}
+
+TEST_CASE("matmul: a batch of rows against a matrix is one product, forward and backward", "[linalg]") {
+  // kiln's GEMM (one float sum in k order per element): folded, b's gradient is one sum over all
+  // B * T rows; B products added afterwards would round differently.
+  cpu::GemmBackendScope kiln_gemm(cpu::GemmBackend::Kiln);
+  manual_seed(16);
+  Tensor a = randn({4, 33, 24}).set_requires_grad(true);
+  Tensor b = randn({24, 10}).set_requires_grad(true);
+  Tensor g = randn({4, 33, 10});
+  Tensor y = matmul(a, b);
+  y.backward(g);
+  Tensor a2 = a.detach().reshape({132, 24}), g2 = g.reshape({132, 10});
+  CHECK(same_bits(y, matmul(a2, b.detach()).reshape({4, 33, 10})));
+  CHECK(same_bits(b.grad(), matmul(a2.t(), g2)));
+  CHECK(same_bits(a.grad(), matmul(g2, b.detach().t()).reshape({4, 33, 24})));
+  // An a whose rows would need a copy to fold runs as a batch, with the same values.
+  Tensor at = randn({4, 24, 33}).transpose(1, 2);
+  CHECK(!can_view(at, {132, 24}));
+  Tensor yt = matmul(at, b.detach());
+  CHECK(yt.sizes() == Shape{4, 33, 10});
+  std::vector<double> got = yt.to_vector_double(), want = matmul(at.contiguous(), b.detach()).to_vector_double();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-5));
 }

@@ -8,8 +8,10 @@
 
 #include "core/kiln.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/threads.h"
 
 using namespace kiln;
+using kiln::test::ThreadCountGuard;
 
 namespace {
 
@@ -30,11 +32,6 @@ ChannelStats channel_stats(const Tensor& x, int64_t c) {
   const double n = static_cast<double>(vals.size());
   return {m, ss / n, ss / (n - 1)};
 }
-
-struct ThreadCountGuard {
-  int saved = cpu::num_threads();
-  ~ThreadCountGuard() { cpu::set_num_threads(saved); }
-};
 
 }  // namespace
 

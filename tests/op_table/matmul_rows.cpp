@@ -110,7 +110,12 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
         pair("2-d long k 2x150 @ 150x3", {2, 150}, {150, 3}, 5103),
         pair("batched [3,4,5] @ [3,5,2]", {3, 4, 5}, {3, 5, 2}, 5105),
         pair("broadcast batch [2,1,3,4] @ [5,4,2]", {2, 1, 3, 4}, {5, 4, 2}, 5107),
-        pair("3-d @ 2-d [3,4,5] @ [5,2]", {3, 4, 5}, {5, 2}, 5109),
+        pair("3-d @ 2-d [3,4,5] @ [5,2] (folded into one product)", {3, 4, 5}, {5, 2}, 5109),
+        pair("4-d @ 2-d [2,3,4,5] @ [5,2] (folded)", {2, 3, 4, 5}, {5, 2}, 5133),
+        {"3-d with transposed rows @ 2-d [2,5,4]^T @ [5,3] (not foldable without a copy)",
+         [](DType t, Device d) {
+           return TensorList{rnd({2, 5, 4}, t, d, 5135).transpose(1, 2), rnd({5, 3}, t, d, 5136)};
+         }},
         pair("2-d @ 3-d [4,5] @ [3,5,2]", {4, 5}, {3, 5, 2}, 5111),
         pair("1-d @ 2-d [4] @ [4,3]", {4}, {4, 3}, 5113),
         pair("2-d @ 1-d [3,4] @ [4]", {3, 4}, {4}, 5115),
