@@ -1,9 +1,10 @@
 // 2-d convolution, forward and both backward passes, with one problem description for both devices.
-// The CPU lowers it to im2col + GEMM over chunks of the batch: the column matrix has one ROW per
-// output pixel (n, oh, ow) and one column per (c, kh, kw), so a group's GEMM covers a whole chunk at
-// once and writes the output straight into channels-last order; columns are float32 (float64 for
-// float64), so half inputs widen on the copy and the GEMM and col2im sums round only once. CUDA
-// calls cuDNN with the tensors in their own layout (no im2col).
+// The CPU lowers it to im2col + GEMM (kernels/cpu/conv.cpp, kernels/cpu/im2col.h): NCHW problems
+// one image at a time on planar columns (one row per tap), whose GEMMs read and write NCHW images;
+// channels-last problems over chunks of the batch on row columns (one row per output pixel), whose
+// GEMMs write channels-last order. Columns are float32 (float64 for float64), so half inputs widen
+// on the copy and the GEMM and col2im sums round only once. CUDA calls cuDNN with the tensors in
+// their own layout (no im2col).
 #pragma once
 
 #include <cstddef>

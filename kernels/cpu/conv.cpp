@@ -1,14 +1,16 @@
-// CPU convolution: im2col + one GEMM per group over a chunk of the batch, in channels-last matrix form
-// ([N*OH*OW, C_out]). Chunks are sized by a column-buffer budget that depends only on the shapes, so
-// the weight gradient (chunks added in order) is the same bits on any thread count. im2col is split
-// over output rows, each writing whole column rows; col2im over input planes, each summed in a local
-// buffer in one fixed order (output pixel, then tap) and stored once, which makes it deterministic.
+// CPU convolution: im2col (kernels/cpu/im2col.h) + GEMM, in two forms.
+// - NCHW: planar columns, one image at a time (see "NCHW: planar columns" below).
+// - Channels-last: row columns and one GEMM per group over a chunk of the batch, in channels-last
+//   matrix form ([N*OH*OW, C_out]). Chunks are sized by a column-buffer budget that depends only on
+//   the shapes, so the weight gradient (chunks added in order) is the same bits on any thread count.
+// Both give the same bits on any thread count.
 #include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/cpu/im2col.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/error.h"
@@ -17,171 +19,6 @@
 
 namespace kiln {
 namespace {
-
-template <typename C, typename T> inline C widen(T v) {
-  if constexpr (std::is_same_v<C, T>) {
-    return v;
-  } else {
-    return static_cast<C>(static_cast<float>(v));
-  }
-}
-
-template <typename T, typename C> inline T narrow_to(C v) {
-  if constexpr (std::is_same_v<C, T>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
-// KW: the kernel's width when it is one of the common ones (1, 3, 5, 7), so that the innermost loops
-// over a window row have a fixed length the compiler unrolls; 0 for any other width.
-template <typename T, typename C, int KW>
-void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dGeometry& g) {
-  const Window2d& w = g.window;
-  const int64_t kw = KW > 0 ? KW : w.kernel_w;
-  const int64_t taps = w.kernel_h * kw;
-  const int64_t rows = g.batch * g.out_h;
-  cpu::parallel_for(rows, cpu::grain_for(g.out_w * g.channels * taps), [&](int64_t, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / g.out_h, oh = r % g.out_h;
-      const T* img = in + n * s.n;
-      const int64_t ih0 = oh * w.stride_h - w.pad_h;
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        C* dst = col + (r * g.out_w + ow) * ld;
-        const int64_t iw0 = ow * w.stride_w - w.pad_w;
-        // Most windows lie inside the image along W: no per-tap bounds check for them.
-        const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
-        for (int64_t c = 0; c < g.channels; ++c) {
-          const T* plane = img + c * s.c;
-          for (int64_t i = 0; i < w.kernel_h; ++i) {
-            const int64_t ih = ih0 + i * w.dilation_h;
-            if (ih < 0 || ih >= g.in_h) {
-              for (int64_t j = 0; j < kw; ++j) *dst++ = C(0);
-              continue;
-            }
-            const T* src_row = plane + ih * s.h;
-            if (w_inside) {
-              const T* src = src_row + iw0 * s.w;
-              const int64_t step = w.dilation_w * s.w;
-              for (int64_t j = 0; j < kw; ++j) *dst++ = widen<C>(src[j * step]);
-            } else {
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = iw0 + j * w.dilation_w;
-                *dst++ = (iw >= 0 && iw < g.in_w) ? widen<C>(src_row[iw * s.w]) : C(0);
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-template <typename T, typename C, int KW>
-void col2im_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2dGeometry& g) {
-  const Window2d& w = g.window;
-  const int64_t kw = KW > 0 ? KW : w.kernel_w;
-  const int64_t taps = w.kernel_h * kw;
-  const int64_t pixels = g.out_h * g.out_w;
-  const int64_t planes = g.batch * g.channels;
-  cpu::parallel_for(planes, cpu::grain_for(pixels * taps + g.in_h * g.in_w), [&](int64_t, int64_t p0, int64_t p1) {
-    std::vector<C> acc(static_cast<size_t>(g.in_h * g.in_w));
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n = p / g.channels, c = p % g.channels;
-      std::fill(acc.begin(), acc.end(), C(0));
-      const C* base = col + n * pixels * ld + c * taps;
-      for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        const int64_t ih0 = oh * w.stride_h - w.pad_h;
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const C* src = base + (oh * g.out_w + ow) * ld;
-          const int64_t iw0 = ow * w.stride_w - w.pad_w;
-          // As in im2col: no per-tap bounds check for windows inside the image along W. The same
-          // additions in the same order either way.
-          const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
-          for (int64_t i = 0; i < w.kernel_h; ++i) {
-            const int64_t ih = ih0 + i * w.dilation_h;
-            if (ih < 0 || ih >= g.in_h) continue;
-            C* arow = acc.data() + ih * g.in_w;
-            if (w_inside) {
-              C* a = arow + iw0;
-              for (int64_t j = 0; j < kw; ++j) a[j * w.dilation_w] += src[i * kw + j];
-            } else {
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = iw0 + j * w.dilation_w;
-                if (iw >= 0 && iw < g.in_w) arow[iw] += src[i * kw + j];
-              }
-            }
-          }
-        }
-      }
-      T* plane = out + n * s.n + c * s.c;
-      for (int64_t ih = 0; ih < g.in_h; ++ih) {
-        for (int64_t iw = 0; iw < g.in_w; ++iw) {
-          plane[ih * s.h + iw * s.w] = narrow_to<T>(acc[static_cast<size_t>(ih * g.in_w + iw)]);
-        }
-      }
-    }
-  });
-}
-
-// Calls f.template operator()<KW>() with the kernel width as a constant where it is a common one.
-template <typename F> void with_kernel_width(int64_t kernel_w, F&& f) {
-  switch (kernel_w) {
-    case 1: return f.template operator()<1>();
-    case 3: return f.template operator()<3>();
-    case 5: return f.template operator()<5>();
-    case 7: return f.template operator()<7>();
-    default: return f.template operator()<0>();
-  }
-}
-
-void check_dtypes(const char* what, DType in, DType col) {
-  if (!is_floating(in) || col != conv_column_dtype(in)) {
-    throw DTypeError(std::string(what) + ": unsupported dtypes (image " + dtype_name(in) + ", columns " +
-                     dtype_name(col) + "); columns must be " + dtype_name(conv_column_dtype(in)));
-  }
-}
-
-// Calls f.template operator()<T, C>() for the image type T and its column type C.
-template <typename F> void visit_image_dtype(DType in, F&& f) {
-  switch (in) {
-    case DType::Float32: f.template operator()<float, float>(); return;
-    case DType::Float64: f.template operator()<double, double>(); return;
-    case DType::Float16: f.template operator()<Half, float>(); return;
-    case DType::BFloat16: f.template operator()<BFloat16, float>(); return;
-    default: throw DTypeError(std::string("conv2d: unsupported dtype ") + dtype_name(in));
-  }
-}
-
-
-// col[(n*OH*OW + oh*OW + ow) * ld_col + (c*KH + i)*KW + j] = in[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
-// (0 outside the image) for n < batch, c < channels. `in` points at element [0, 0, 0, 0] of the
-// images covered; ld_col >= channels*KH*KW.
-void im2col(void* col, DType col_dtype, int64_t ld_col, const void* in, DType in_dtype, ImageStrides in_strides,
-                const Conv2dGeometry& g) {
-  check_dtypes("im2col", in_dtype, col_dtype);
-  if (g.batch * g.out_h * g.out_w * g.channels == 0) return;
-  visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
-      im2col_typed<T, C, KW>(static_cast<C*>(col), ld_col, static_cast<const T*>(in), in_strides, g);
-    });
-  });
-}
-
-// The adjoint of im2col: in_grad[n, c, y, x] = sum of the col entries im2col read from (y, x).
-// Overwrites every element of in_grad (zero where no window reaches).
-void col2im(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
-                int64_t ld_col, const Conv2dGeometry& g) {
-  check_dtypes("col2im", in_dtype, col_dtype);
-  if (g.batch * g.channels * g.in_h * g.in_w == 0) return;
-  visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
-      col2im_typed<T, C, KW>(static_cast<T*>(in_grad), in_strides, static_cast<const C*>(col), ld_col, g);
-    });
-  });
-}
-
 
 // --- the convolution ---------------------------------------------------------------------------
 
@@ -315,10 +152,204 @@ const void* chunk_columns(const Plan& pl, const void* x, void* cols, int64_t n0,
     return images;
   }
   ld = pl.col_width();
-  im2col(cols, pl.acc, ld, images, p.dtype, p.x_strides, pl.chunk_geo(count));
+  cpu::im2col_rows(cols, pl.acc, ld, images, p.dtype, p.x_strides, pl.chunk_geo(count));
   return cols;
 }
 
+
+// --- NCHW: planar columns ----------------------------------------------------------------------
+// An NCHW problem uses planar columns (kernels/cpu/im2col.h), one image at a time: image n's
+// [C*KH*KW, P] columns times the filter matrix is its NCHW output, so no GEMM needs a transpose of
+// the images, and the columns (a few hundred KiB for small images) are used while they are still in
+// the core's cache. Images are spread over the pool in contiguous runs, each run with its own
+// column scratch; with fewer images than threads they go one after another, each im2col and GEMM
+// using the whole pool. Either way each image's products have the same shapes, hence the same bits.
+
+// A y-shaped tensor as the dense NCHW [N, C_out, P] acc buffer the GEMMs use: the tensor itself when
+// it is that already.
+bool y_is_planar(const Plan& pl) {
+  const Conv2dArgs& p = pl.p;
+  return p.dtype == pl.acc && same_strides(p.y_strides, dense_strides(p.out_channels, p.geo.out_h, p.geo.out_w, false));
+}
+StridedArg planar_y(const Plan& pl, void* data) {
+  const Conv2dArgs& p = pl.p;
+  return image_arg(data, pl.acc, p.geo.batch, p.out_channels, p.geo.out_h, p.geo.out_w,
+                   dense_strides(p.out_channels, p.geo.out_h, p.geo.out_w, false));
+}
+// dy as that buffer (a copy into scratch when it is not one already).
+const void* planar_dy(const Plan& pl, const void* dy, const KernelContext& ctx) {
+  if (y_is_planar(pl)) return dy;
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  void* m = ctx.workspace(static_cast<size_t>(g.batch * pl.pixels() * p.out_channels) * pl.acc_size());
+  copy_image(planar_y(pl, m), image_arg(dy, p.dtype, g.batch, p.out_channels, g.out_h, g.out_w, p.y_strides), pl.acc,
+             ctx);
+  return m;
+}
+// A 1x1, stride-1, unpadded kernel over dense NCHW acc images: each image is its own [C, P] block of
+// columns: no im2col copy and no col2im.
+bool planar_pointwise(const Plan& pl) {
+  const Conv2dArgs& p = pl.p;
+  const Window2d& w = p.geo.window;
+  return p.dtype == pl.acc && w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 &&
+         w.pad_h == 0 && w.pad_w == 0 &&
+         same_strides(p.x_strides, dense_strides(p.geo.channels, p.geo.in_h, p.geo.in_w, false));
+}
+// Bytes of one image's planar columns (none for a pointwise kernel).
+size_t planar_column_bytes(const Plan& pl) {
+  return planar_pointwise(pl) ? 0 : static_cast<size_t>(pl.col_width() * pl.pixels()) * pl.acc_size();
+}
+// Image n's [C*KH*KW, P] columns (ld = P): x's own image for a pointwise kernel, else im2col into
+// `scratch`.
+const void* image_columns(const Plan& pl, const void* x, int64_t n, void* scratch) {
+  const Conv2dArgs& p = pl.p;
+  const void* image = at(x, n * p.x_strides.n, element_size(p.dtype));
+  if (planar_pointwise(pl)) return image;
+  cpu::im2col_planes(scratch, pl.acc, pl.pixels(), image, p.dtype, p.x_strides, pl.chunk_geo(1));
+  return scratch;
+}
+// Calls fn(run, first, last, scratch) for the batch's images in contiguous runs of per_run images
+// (the last may be shorter), a run per task, each with `scratch_bytes` of its own from `scratch`.
+template <typename F>
+void for_image_runs(int64_t batch, int64_t per_run, void* scratch, size_t scratch_bytes, F&& fn) {
+  cpu::parallel_for(batch, per_run, [&](int64_t r, int64_t first, int64_t last) {
+    fn(r, first, last, static_cast<char*>(scratch) + static_cast<size_t>(r) * scratch_bytes);
+  });
+}
+// Images per run for the forward and the data gradient, whose images are independent: a run per
+// thread when there are enough images for every thread, else one run (each image then uses the
+// whole pool).
+int64_t independent_run(int64_t batch) {
+  const int64_t threads = cpu::runs_inline() ? 1 : cpu::num_threads();
+  return batch >= threads ? (batch + threads - 1) / threads : batch;
+}
+// The offsets of image n's products, one per group: A, B and C advance by the given steps per group
+// from the given bases.
+GroupOffsets image_products(int64_t groups, int64_t a0, int64_t a_step, int64_t b0, int64_t b_step, int64_t c0,
+                            int64_t c_step) {
+  GroupOffsets o = group_offsets(groups, a_step, b_step, c_step);
+  for (int64_t g = 0; g < groups; ++g) {
+    o.a[static_cast<size_t>(g)] += a0;
+    o.b[static_cast<size_t>(g)] += b0;
+    o.c[static_cast<size_t>(g)] += c0;
+  }
+  return o;
+}
+
+void planar_forward(const Plan& pl, void* y, const void* x, const void* w, const void* bias, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
+  void* acc = y_is_planar(pl) ? y : ctx.workspace(static_cast<size_t>(g.batch * pixels * cout) * pl.acc_size());
+  double beta = 0.0;
+  if (bias) {
+    copy_image(planar_y(pl, acc), image_arg(bias, p.dtype, g.batch, cout, g.out_h, g.out_w, ImageStrides{0, 1, 0, 0}),
+               pl.acc, ctx);
+    beta = 1.0;  // the GEMMs add onto the bias
+  } else if (k == 0) {
+    zero_image(planar_y(pl, acc), ctx);
+  }
+  if (k > 0) {
+    const void* wm = filter_matrix(pl, w, ctx);
+    const int64_t per_run = independent_run(g.batch);
+    const size_t bytes = planar_column_bytes(pl), runs = static_cast<size_t>(cpu::num_chunks(g.batch, per_run));
+    for_image_runs(g.batch, per_run, ctx.workspace(bytes * runs), bytes,
+                   [&](int64_t, int64_t first, int64_t last, void* scratch) {
+                     for (int64_t n = first; n < last; ++n) {
+                       const void* cols = image_columns(pl, x, n, scratch);
+                       // out_n[group's channels, P] = W_g @ columns_n[group's taps, P]
+                       const GroupOffsets off =
+                           image_products(p.groups, 0, cog * k, 0, k * pixels, n * cout * pixels, cog * pixels);
+                       gemm_cpu(gemm_args(pl.acc, false, false, cog, pixels, k, 1.0, wm, k, cols, pixels, beta, acc,
+                                          pixels, off.batch()),
+                                ctx);
+                     }
+                   });
+  }
+  if (acc != y) {
+    copy_image(image_arg(y, p.dtype, g.batch, cout, g.out_h, g.out_w, p.y_strides), planar_y(pl, acc), pl.acc, ctx);
+  }
+}
+
+void planar_backward_data(const Plan& pl, void* dx, const void* dy, const void* w, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
+  const void* gm = planar_dy(pl, dy, ctx);
+  const void* wm = filter_matrix(pl, w, ctx);
+  const bool direct = planar_pointwise(pl);  // the column gradient is the input gradient
+  const size_t es = element_size(p.dtype);
+  const int64_t per_run = independent_run(g.batch);
+  const size_t bytes = planar_column_bytes(pl), runs = static_cast<size_t>(cpu::num_chunks(g.batch, per_run));
+  for_image_runs(g.batch, per_run, ctx.workspace(bytes * runs), bytes,
+                 [&](int64_t, int64_t first, int64_t last, void* scratch) {
+                   for (int64_t n = first; n < last; ++n) {
+                     void* image = at(dx, n * p.x_strides.n, es);
+                     void* cols = direct ? image : scratch;
+                     // dcolumns_n[group's taps, P] = W_g^T @ dout_n[group's channels, P]
+                     const GroupOffsets off =
+                         image_products(p.groups, 0, cog * k, n * cout * pixels, cog * pixels, 0, k * pixels);
+                     gemm_cpu(gemm_args(pl.acc, true, false, k, pixels, cog, 1.0, wm, k, gm, pixels, 0.0, cols, pixels,
+                                        off.batch()),
+                              ctx);
+                     if (!direct) {
+                       cpu::col2im_planes(image, p.dtype, p.x_strides, cols, pl.acc, pixels, pl.chunk_geo(1));
+                     }
+                   }
+                 });
+}
+
+// acc (+)= partials[0] + partials[1] + ... + partials[runs - 1], each `size` elements of the acc
+// dtype, summed in that order.
+void sum_partials(void* acc, const void* partials, int64_t runs, int64_t size, DType dtype) {
+  auto run = [&]<typename A>() {
+    A* out = static_cast<A*>(acc);
+    const A* part = static_cast<const A*>(partials);
+    cpu::parallel_for(size, cpu::grain_for(runs), [&](int64_t, int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1; ++e) {
+        A sum = part[e];
+        for (int64_t r = 1; r < runs; ++r) sum += part[r * size + e];
+        out[e] = sum;
+      }
+    });
+  };
+  if (dtype == DType::Float64) {
+    run.template operator()<double>();
+  } else {
+    run.template operator()<float>();
+  }
+}
+
+// The weight gradient sums one product per image. Images go in at most kWeightRuns contiguous runs,
+// set by the batch size alone: a run adds its images' products in order into
+// its own partial, the runs go to the pool, and the partials are added in run order, so the bits do
+// not depend on the thread count.
+constexpr int64_t kWeightRuns = 16;
+
+void planar_backward_filter(const Plan& pl, void* acc, const void* x, const void* dy, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
+  const int64_t wsize = cout * k;  // the [C_out, K] gradient, groups stacked
+  const void* gm = planar_dy(pl, dy, ctx);
+  const int64_t per_run = (g.batch + kWeightRuns - 1) / kWeightRuns, runs = cpu::num_chunks(g.batch, per_run);
+  const size_t bytes = planar_column_bytes(pl);
+  void* partials = runs == 1 ? acc : ctx.workspace(static_cast<size_t>(runs * wsize) * pl.acc_size());
+  for_image_runs(g.batch, per_run, ctx.workspace(bytes * static_cast<size_t>(runs)), bytes,
+                 [&](int64_t r, int64_t first, int64_t last, void* scratch) {
+                   void* part = at(partials, r * wsize, pl.acc_size());
+                   for (int64_t n = first; n < last; ++n) {
+                     const void* cols = image_columns(pl, x, n, scratch);
+                     // partial_g (+)= dout_n[group's channels, P] @ columns_n[group's taps, P]^T
+                     const GroupOffsets off =
+                         image_products(p.groups, n * cout * pixels, cog * pixels, 0, k * pixels, 0, cog * k);
+                     gemm_cpu(gemm_args(pl.acc, false, true, cog, k, pixels, 1.0, gm, pixels, cols, pixels,
+                                        n == first ? 0.0 : 1.0, part, k, off.batch()),
+                              ctx);
+                   }
+                 });
+  if (partials != acc) sum_partials(acc, partials, runs, wsize, pl.acc);
+}
 
 }  // namespace
 
@@ -328,6 +359,7 @@ void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void*
   const Conv2dGeometry& g = p.geo;
   const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
   if (g.batch * pixels * cout == 0) return;
+  if (!p.channels_last) return planar_forward(pl, y, x, w, bias, ctx);
   const StridedArg out = image_arg(y, p.dtype, g.batch, cout, g.out_h, g.out_w, p.y_strides);
   // acc: the [N*P, C_out] result matrix (y itself when y is that matrix already).
   void* acc = pl.y_is_matrix() ? y : ctx.workspace(static_cast<size_t>(g.batch * pixels * cout) * pl.acc_size());
@@ -365,6 +397,7 @@ void conv2d_backward_data_cpu(const Conv2dArgs& p, void* dx, const void* dy, con
   const StridedArg gx = image_arg(dx, p.dtype, g.batch, g.channels, g.in_h, g.in_w, p.x_strides);
   if (gx.numel() == 0) return;
   if (k == 0 || cog == 0 || pixels == 0) return zero_image(gx, ctx);
+  if (!p.channels_last) return planar_backward_data(pl, dx, dy, w, ctx);
   const void* gm = output_matrix(pl, dy, ctx);
   const void* wm = filter_matrix(pl, w, ctx);
   const GroupOffsets off = group_offsets(p.groups, cog, cog * k, k);
@@ -380,7 +413,9 @@ void conv2d_backward_data_cpu(const Conv2dArgs& p, void* dx, const void* dy, con
     gemm_cpu(gemm_args(pl.acc, false, false, count * pixels, k, cog, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
                        cout, wm, k, 0.0, c, ldc, off.batch()),
              ctx);
-    if (!direct) col2im(at(dx, n0 * p.x_strides.n, es), p.dtype, p.x_strides, cols, pl.acc, ldc, pl.chunk_geo(count));
+    if (!direct) {
+      cpu::col2im_rows(at(dx, n0 * p.x_strides.n, es), p.dtype, p.x_strides, cols, pl.acc, ldc, pl.chunk_geo(count));
+    }
   }
 }
 
@@ -397,18 +432,22 @@ void conv2d_backward_filter_cpu(const Conv2dArgs& p, void* dw, const void* x, co
   // The [C_out, K] gradient in (c, kh, kw) order and the acc dtype: dw itself when it is that already.
   const bool in_place = p.dtype == pl.acc && !p.channels_last;
   void* acc = in_place ? dw : ctx.workspace(static_cast<size_t>(cout * k) * pl.acc_size());
-  const void* gm = output_matrix(pl, dy, ctx);
-  const GroupOffsets off = group_offsets(p.groups, cog, k, cog * k);
-  const int64_t chunk = pl.chunk();
-  void* cols = pl.columns(chunk, ctx);
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.batch - n0);
-    int64_t ld = 0;
-    const void* b = chunk_columns(pl, x, cols, n0, count, ld);
-    // dW_g += dout[rows, group's channels]^T @ cols[rows, group's taps]; chunks add in order.
-    gemm_cpu(gemm_args(pl.acc, true, false, cog, k, count * pixels, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
-                       cout, b, ld, n0 == 0 ? 0.0 : 1.0, acc, k, off.batch()),
-             ctx);
+  if (!p.channels_last) {
+    planar_backward_filter(pl, acc, x, dy, ctx);
+  } else {
+    const void* gm = output_matrix(pl, dy, ctx);
+    const GroupOffsets off = group_offsets(p.groups, cog, k, cog * k);
+    const int64_t chunk = pl.chunk();
+    void* cols = pl.columns(chunk, ctx);
+    for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+      const int64_t count = std::min(chunk, g.batch - n0);
+      int64_t ld = 0;
+      const void* b = chunk_columns(pl, x, cols, n0, count, ld);
+      // dW_g += dout[rows, group's channels]^T @ cols[rows, group's taps]; chunks add in order.
+      gemm_cpu(gemm_args(pl.acc, true, false, cog, k, count * pixels, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
+                         cout, b, ld, n0 == 0 ? 0.0 : 1.0, acc, k, off.batch()),
+               ctx);
+    }
   }
   if (!in_place) {
     const ImageStrides nchw_filter = dense_strides(cg, win.kernel_h, win.kernel_w, false);

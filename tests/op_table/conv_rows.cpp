@@ -100,6 +100,8 @@ void add_conv_rows(std::vector<OpRow>& rows) {
         conv_sample("dilation 2, padding 2x1", {2, 3, 7, 6}, {3, 3, 3, 2}, {1, 1, 2, 1, 2, 2, 1}, true, false, 31),
         conv_sample("groups 2", {2, 4, 6, 5}, {4, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true, false, 41),
         conv_sample("1x1", {2, 3, 5, 4}, {4, 3, 1, 1}, std_params(), true, false, 51),
+        // The CPU's NCHW weight gradient sums a batch of 37 in 13 runs of 3 images, then the runs.
+        conv_sample("batch 37, padding 1", {37, 2, 5, 4}, {3, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true, false, 57),
         conv_sample("1x1 channels-last", {2, 3, 5, 4}, {4, 3, 1, 1}, std_params(), true, true, 55),
         conv_sample("channels-last, padding 1", {2, 3, 6, 5}, {3, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true, true, 61),
         conv_sample("channels-last, groups 3, stride 2x1", {2, 3, 7, 5}, {3, 1, 3, 2}, {2, 1, 1, 0, 1, 1, 3}, true,
