@@ -2,8 +2,11 @@
 // chunk may vary; what a chunk computes may not, which is what keeps results deterministic.
 #include "kernels/cpu/parallel.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -16,6 +19,22 @@ namespace {
 
 thread_local bool t_in_worker = false;
 
+constexpr int64_t kDefaultSpinUs = 100, kMaxSpinUs = 100000;
+
+// KILN_CPU_SPIN_US when it is a whole number (capped at kMaxSpinUs), else the default with a
+// warning on stderr (the kernels library logs nothing else before the pool starts).
+int64_t initial_spin_us() {
+  const char* env = std::getenv("KILN_CPU_SPIN_US");
+  if (env == nullptr) return kDefaultSpinUs;
+  char* end = nullptr;
+  const long long us = std::strtoll(env, &end, 10);
+  if (end != env && *end == '\0' && us >= 0) return std::min<long long>(us, kMaxSpinUs);
+  std::fprintf(stderr, "kiln: KILN_CPU_SPIN_US must be a whole number of microseconds, got '%s'; using %lld\n", env,
+               static_cast<long long>(kDefaultSpinUs));
+  return kDefaultSpinUs;
+}
+std::atomic<int64_t> g_spin_us{initial_spin_us()};
+
 // One parallel region. Workers hold it by shared_ptr, so a worker that wakes late only ever sees
 // an exhausted counter of its own job, never a half-reset counter of the next one.
 struct Job {
@@ -23,6 +42,7 @@ struct Job {
   int64_t total = 0;
   std::atomic<int64_t> next{0};
   int64_t remaining = 0;  // guarded by the pool's mutex
+  std::atomic<bool> finished{false};  // remaining reached 0 (set under the mutex)
   std::exception_ptr error;
   uint64_t id = 0;
 };
@@ -51,8 +71,10 @@ class ThreadPool {
       job->id = ++job_counter_;
       job_ = job;
     }
+    published_.store(job->id, std::memory_order_release);
     cv_.notify_all();
     work(*job);
+    spin_until([&] { return job->finished.load(std::memory_order_acquire); });
     std::unique_lock<std::mutex> lk(mutex_);
     done_cv_.wait(lk, [&] { return job->remaining == 0; });
     job_.reset();
@@ -79,7 +101,10 @@ class ThreadPool {
     if (done > 0) {
       std::lock_guard<std::mutex> lk(mutex_);
       job.remaining -= done;
-      if (job.remaining == 0) done_cv_.notify_all();
+      if (job.remaining == 0) {
+        job.finished.store(true, std::memory_order_release);
+        done_cv_.notify_all();
+      }
     }
   }
 
@@ -87,6 +112,7 @@ class ThreadPool {
     uint64_t last = 0;
     for (;;) {
       std::shared_ptr<Job> job;
+      spin_until([&] { return published_.load(std::memory_order_acquire) != last; });
       {
         std::unique_lock<std::mutex> lk(mutex_);
         cv_.wait(lk, [&] { return stopping_ || (job_ && job_->id != last); });
@@ -108,6 +134,20 @@ class ThreadPool {
     workers_.clear();
   }
 
+  // Waits up to spin_microseconds() for ready() to hold before the caller sleeps on a condition
+  // variable (parallel.h).
+  template <typename Ready> static void spin_until(Ready&& ready) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(g_spin_us);
+    for (int i = 1;; ++i) {
+      if (ready()) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
+  std::atomic<uint64_t> published_{0};  // the id of the last job run() published
   std::vector<std::thread> workers_;
   std::mutex job_mutex_;
   std::mutex mutex_;
@@ -168,6 +208,10 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 }
 
 bool runs_inline() { return t_in_worker; }
+
+int64_t spin_microseconds() { return g_spin_us.load(std::memory_order_relaxed); }
+
+void set_spin_microseconds(int64_t us) { g_spin_us.store(std::clamp<int64_t>(us, 0, kMaxSpinUs)); }
 
 SerialScope::SerialScope() : previous_(t_in_worker) { t_in_worker = true; }
 SerialScope::~SerialScope() { t_in_worker = previous_; }

@@ -27,6 +27,15 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // SerialScope. Code that has threads of its own (a threaded BLAS) uses one thread there too.
 bool runs_inline();
 
+// How long, in microseconds, an idle worker polls for the next parallel region before it sleeps,
+// and the caller polls for the workers to finish before it sleeps (KILN_CPU_SPIN_US when the
+// process starts, default 100, at most 100000; 0 sleeps at once, as a machine shared with other
+// busy processes may want). The ops of a small model's step come microseconds apart: a sleep and a
+// wake-up per region, through the kernel, cost about as much as the region's work. Never changes
+// a result.
+int64_t spin_microseconds();
+void set_spin_microseconds(int64_t us);
+
 // Runs every parallel_for of this thread inline while it lives. The DataLoader's worker threads
 // hold one: the workers are the parallelism (PyTorch gives each worker one thread too), and the pool
 // runs one parallel region at a time, so workers using it would queue behind the training step.

@@ -4,12 +4,17 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
 #include "core/kiln.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/threads.h"
 
 using namespace kiln;
 
@@ -47,6 +52,37 @@ TEST_CASE("nested parallel_for runs inline instead of deadlocking", "[parallel]"
     cpu::parallel_for(100, 10, [&](int64_t, int64_t b, int64_t e) { count += e - b; });
   });
   CHECK(count.load() == 800);
+}
+
+TEST_CASE("parallel_for: regions complete whether the workers poll, sleep at once, or fall asleep between", "[parallel]") {
+  const int64_t saved_spin = cpu::spin_microseconds();
+  test::ThreadCountGuard threads;
+  cpu::set_num_threads(3);
+  for (int64_t spin : {int64_t{0}, int64_t{50}, int64_t{100000}}) {
+    INFO("spin " << spin << " us");
+    cpu::set_spin_microseconds(spin);
+    CHECK(cpu::spin_microseconds() == spin);
+    for (int round = 0; round < 200; ++round) {
+      std::atomic<int64_t> sum{0};
+      cpu::parallel_for(64, 1, [&](int64_t c, int64_t, int64_t) { sum += c; });
+      REQUIRE(sum.load() == 2016);
+      // Now and then a pause past a short spin: the next region must wake sleeping workers.
+      if (round % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+  }
+  cpu::set_spin_microseconds(-5);  // clamped
+  CHECK(cpu::spin_microseconds() == 0);
+  cpu::set_spin_microseconds(int64_t{1} << 40);
+  CHECK(cpu::spin_microseconds() == 100000);
+  cpu::set_spin_microseconds(saved_spin);
+}
+
+// Run only by the CTest tests cpu_spin_env_*, each a process of its own: KILN_CPU_SPIN_US is read
+// once, when the kernels library loads. The warning for a bad value is checked on the output.
+TEST_CASE("parallel_for: KILN_CPU_SPIN_US sets how long idle threads poll", "[.cpu_spin_env]") {
+  const char* expected = std::getenv("KILN_TEST_EXPECTED_SPIN_US");
+  REQUIRE(expected != nullptr);
+  CHECK(cpu::spin_microseconds() == std::stoll(expected));
 }
 
 TEST_CASE("reductions give identical bits for any thread count", "[parallel]") {
