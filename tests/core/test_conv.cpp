@@ -153,6 +153,68 @@ TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
   CHECK(x2.grad().to_vector<float>() == expect);
 }
 
+TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on every CPU path", "[conv]") {
+  // Values from {0, 1, 2} (ties in most windows) with NaNs here and there. Fixed-window paths: 2x2/2,
+  // 3x3/2 and 3x3/1 without padding; the general path: padding, dilation, a channels-last input.
+  struct Case {
+    int64_t k, s, pad, dil;
+    bool channels_last;
+  };
+  const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false}, {3, 1, 0, 1, false},
+                                   {2, 2, 0, 1, true},  {3, 2, 1, 1, false}, {2, 1, 0, 2, false}};
+  const int64_t n = 2, c = 3, h = 9, w = 8;
+  std::vector<double> values(static_cast<size_t>(n * c * h * w));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = i % 37 == 5 ? NAN : static_cast<double>((i * 7 + i / 5) % 3);
+  for (DType t : {DType::Float32, DType::Float64}) {
+    for (const Case& cs : cases) {
+      INFO(dtype_name(t) << " kernel " << cs.k << " stride " << cs.s << " padding " << cs.pad << " dilation " << cs.dil
+                         << (cs.channels_last ? " channels-last" : ""));
+      Tensor x0 = tensor(values, {n, c, h, w}).to(t);
+      if (cs.channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
+      Tensor x = x0.detach().set_requires_grad(true);
+      Tensor y = max_pool2d(x, {cs.k, cs.k}, {cs.s, cs.s}, {cs.pad, cs.pad}, {cs.dil, cs.dil});
+      const int64_t oh = y.size(2), ow = y.size(3);
+      // Output o's gradient is o + 1, so the input gradient says which tap each window picked.
+      std::vector<double> gy(static_cast<size_t>(n * c * oh * ow));
+      for (size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<double>(i + 1);
+      y.backward(tensor(gy, y.sizes()).to(t));
+      std::vector<double> want_y(gy.size()), want_g(values.size(), 0.0);
+      for (int64_t p = 0; p < n * c; ++p) {
+        for (int64_t i = 0; i < oh; ++i) {
+          for (int64_t j = 0; j < ow; ++j) {
+            int64_t best = -1;
+            for (int64_t a = 0; a < cs.k; ++a) {
+              for (int64_t b = 0; b < cs.k; ++b) {
+                const int64_t ih = i * cs.s - cs.pad + a * cs.dil, iw = j * cs.s - cs.pad + b * cs.dil;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                const int64_t at = p * h * w + ih * w + iw;
+                const double v = values[static_cast<size_t>(at)];
+                if (best < 0) {
+                  best = at;
+                  continue;
+                }
+                const double bv = values[static_cast<size_t>(best)];
+                if (!std::isnan(bv) && (std::isnan(v) || v > bv)) best = at;  // first of ties; NaN stays
+              }
+            }
+            const size_t o = static_cast<size_t>((p * oh + i) * ow + j);
+            want_y[o] = values[static_cast<size_t>(best)];
+            want_g[static_cast<size_t>(best)] += gy[o];
+          }
+        }
+      }
+      const std::vector<double> got_y = y.contiguous().to_vector_double();
+      int64_t bad = 0;
+      for (size_t o = 0; o < want_y.size(); ++o) {
+        const bool same = std::isnan(want_y[o]) ? std::isnan(got_y[o]) : got_y[o] == want_y[o];
+        bad += same ? 0 : 1;
+      }
+      CHECK(bad == 0);
+      CHECK(x.grad().contiguous().to_vector_double() == want_g);
+    }
+  }
+}
+
 TEST_CASE("conv2d: float16 and bfloat16 round once, like float32 rounded to half", "[conv]") {
   manual_seed(3);
   // 64 input channels x 3x3: 576 terms per output, where rounding inside the sum would show.
