@@ -139,43 +139,62 @@ KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_
 // image: one pass over the plane's outputs with the taps unrolled, no per-tap calls or bounds (the
 // common 2x2/2 window makes rows of 7 or 14 outputs on small images, too short for the per-tap
 // path). The same picks in the same order as pick_max: the first tap, then strictly greater or a
-// NaN that then stays.
-template <int K, int S, typename T, typename A>
+// NaN that then stays. The winner is kept as its tap number (int32, as wide as a float lane, so the
+// selects vectorize) and becomes the plane index at the store. W_UNIT: the input and output rows
+// are dense (stride 1 along W), which the compiler can vectorize.
+template <int K, int S, bool W_UNIT, typename T, typename A>
 KILN_CPU_CLONES void max_pool_plane_fixed(T* op, int64_t* xp, ImageStrides os, const T* ip, ImageStrides is,
                                           const Conv2dGeometry& g) {
-  for (int64_t oh = 0; oh < g.out_h; ++oh) {
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      const int64_t ih0 = oh * S, iw0 = ow * S;
-      A b = load<A>(ip, ih0 * is.h + iw0 * is.w);
-      int64_t bi = ih0 * g.in_w + iw0;
+  // Locals, not g's fields: the index stores could alias them, which keeps the loop scalar.
+  const int64_t iws = W_UNIT ? 1 : is.w, ows = W_UNIT ? 1 : os.w, ish = is.h, osh = os.h;
+  const int64_t out_h = g.out_h, out_w = g.out_w, in_w = g.in_w;
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const T* rows = ip + oh * S * ish;
+    T* orow = op + oh * osh;
+    int64_t* xrow = xp + oh * osh;
+    const int64_t plane_row = oh * S * in_w;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      A b = load<A>(rows, ow * S * iws);
+      int32_t tap = 0;
+      // nan: b is a NaN, which nothing replaces. Kept as a flag of its own because GCC does not
+      // vectorize the loop when b == b is tested on the running maximum.
+      bool nan = b != b;
       for (int i = 0; i < K; ++i) {
         for (int j = 0; j < K; ++j) {
           if (i == 0 && j == 0) continue;
-          const A v = load<A>(ip, (ih0 + i) * is.h + (iw0 + j) * is.w);
-          const bool take = (b == b) & ((v > b) | (v != v));
+          const A v = load<A>(rows, i * ish + (ow * S + j) * iws);
+          const bool take = !nan & !(v <= b);  // v > b, or v is a NaN
           b = take ? v : b;
-          bi = take ? (ih0 + i) * g.in_w + iw0 + j : bi;
+          tap = take ? i * K + j : tap;
+          nan = nan | (v != v);
         }
       }
-      store(op, oh * os.h + ow * os.w, b);
-      xp[oh * os.h + ow * os.w] = bi;
+      store(orow, ow * ows, b);
+      xrow[ow * ows] = plane_row + (tap / K) * in_w + ow * S + tap % K;
     }
   }
 }
 
 // The fixed-window kernel for g's window when there is one, else null.
-template <typename T, typename A> auto fixed_max_pool(const Conv2dGeometry& g) {
+template <typename T, typename A> auto fixed_max_pool(const Conv2dGeometry& g, bool unit_w) {
   using Fn = void (*)(T*, int64_t*, ImageStrides, const T*, ImageStrides, const Conv2dGeometry&);
   const Window2d& w = g.window;
   const bool plain = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
                      w.kernel_h == w.kernel_w && w.stride_h == w.stride_w && g.out_h > 0 && g.out_w > 0 &&
                      (g.out_h - 1) * w.stride_h + w.kernel_h <= g.in_h &&
                      (g.out_w - 1) * w.stride_w + w.kernel_w <= g.in_w;
-  Fn fn = nullptr;
-  if (plain && w.kernel_h == 2 && w.stride_h == 2) fn = &max_pool_plane_fixed<2, 2, T, A>;
-  if (plain && w.kernel_h == 3 && w.stride_h == 2) fn = &max_pool_plane_fixed<3, 2, T, A>;
-  if (plain && w.kernel_h == 3 && w.stride_h == 1) fn = &max_pool_plane_fixed<3, 1, T, A>;
-  return fn;
+  if (!plain) return Fn{nullptr};
+  const int64_t k = w.kernel_h, s = w.stride_h;
+  if (unit_w) {
+    if (k == 2 && s == 2) return &max_pool_plane_fixed<2, 2, true, T, A>;
+    if (k == 3 && s == 2) return &max_pool_plane_fixed<3, 2, true, T, A>;
+    if (k == 3 && s == 1) return &max_pool_plane_fixed<3, 1, true, T, A>;
+  } else {
+    if (k == 2 && s == 2) return &max_pool_plane_fixed<2, 2, false, T, A>;
+    if (k == 3 && s == 2) return &max_pool_plane_fixed<3, 2, false, T, A>;
+    if (k == 3 && s == 1) return &max_pool_plane_fixed<3, 1, false, T, A>;
+  }
+  return Fn{nullptr};
 }
 
 }  // namespace
@@ -188,7 +207,7 @@ void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_stride
     const T* src = static_cast<const T*>(in);
     T* dst = static_cast<T*>(out);
     const ImageStrides is = in_strides, os = out_strides;
-    if (auto fixed = fixed_max_pool<T, A>(g)) {
+    if (auto fixed = fixed_max_pool<T, A>(g, is.w == 1 && os.w == 1)) {
       for_each_plane(g, g.out_h * g.out_w * w.kernel_h * w.kernel_w, [&](int64_t n, int64_t c) {
         fixed(dst + n * os.n + c * os.c, indices + n * os.n + c * os.c, os, src + n * is.n + c * is.c, is, g);
       });
