@@ -64,25 +64,42 @@ template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, d
   }
   return fold(lane);
 }
-// sum of dy[k] and of dy[k] (x[k] - m) rs over a run of n.
+// sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once).
 template <typename T>
-KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* x, int64_t n, double m, double rs, double& sdy, double& sdyx) {
+KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* x, int64_t n, double m, double& sdy, double& sdyx) {
   double a[kLanes] = {}, b[kLanes] = {};
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
       const double g = ld<T, double>(dy, k + l);
       a[l] += g;
-      b[l] += g * (ld<T, double>(x, k + l) - m) * rs;
+      b[l] += g * (ld<T, double>(x, k + l) - m);
     }
   }
   for (; k < n; ++k) {
     const double g = ld<T, double>(dy, k);
     a[k % kLanes] += g;
-    b[k % kLanes] += g * (ld<T, double>(x, k) - m) * rs;
+    b[k % kLanes] += g * (ld<T, double>(x, k) - m);
   }
   sdy += fold(a);
   sdyx += fold(b);
+}
+
+// The elementwise passes over one contiguous run (NCHW: an image's plane of a channel), in the
+// compute type A; the strided forms below handle other layouts. Separate functions so that the
+// AVX2 clone vectorizes them.
+// y = (x - m) * scale + shift, where scale = rstd * weight.
+template <typename T, typename A>
+KILN_CPU_CLONES void run_normalize(T* y, const T* x, int64_t n, A m, A scale, A shift) {
+  for (int64_t k = 0; k < n; ++k) st<T, A>(y, k, (ld<T, A>(x, k) - m) * scale + shift);
+}
+// dx = wr * (dy - mdy - (x - m) * rs * mdyx), where wr = weight * rstd.
+template <typename T, typename A>
+KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
+  for (int64_t k = 0; k < n; ++k) {
+    const A xhat = (ld<T, A>(x, k) - m) * rs;
+    st<T, A>(dx, k, wr * (ld<T, A>(dy, k) - mdy - xhat * mdyx));
+  }
 }
 
 }  // namespace
@@ -141,7 +158,14 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         mp[c] = m;
         rp[c] = rs;
         const A wc = w[static_cast<size_t>(c)], bc = b[static_cast<size_t>(c)];
-        for_channel(layout, c, [&](int64_t o) { st<T, A>(yp, o, (ld<T, A>(xp, o) - m) * rs * wc + bc); });
+        if (layout.stride_s == 1) {
+          for (int64_t i = 0; i < layout.n; ++i) {
+            const int64_t row = c * layout.stride_c + i * layout.stride_n;
+            run_normalize<T, A>(yp + row, xp + row, layout.s, m, rs * wc, bc);
+          }
+        } else {
+          for_channel(layout, c, [&](int64_t o) { st<T, A>(yp, o, (ld<T, A>(xp, o) - m) * (rs * wc) + bc); });
+        }
       }
     });
   });
@@ -166,15 +190,16 @@ void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
         if (layout.stride_s == 1) {  // NCHW: each image's plane is one run
           for (int64_t i = 0; i < layout.n; ++i) {
             const int64_t row = c * layout.stride_c + i * layout.stride_n;
-            run_dy_sums(dyp + row, xp + row, layout.s, static_cast<double>(m), static_cast<double>(rs), sdy, sdy_xhat);
+            run_dy_sums(dyp + row, xp + row, layout.s, static_cast<double>(m), sdy, sdy_xhat);
           }
         } else {
           for_channel(layout, c, [&](int64_t o) {
             const double g = ld<T, double>(dyp, o);
             sdy += g;
-            sdy_xhat += g * (ld<T, double>(xp, o) - static_cast<double>(m)) * static_cast<double>(rs);
+            sdy_xhat += g * (ld<T, double>(xp, o) - static_cast<double>(m));
           });
         }
+        sdy_xhat *= static_cast<double>(rs);  // sum of dy * xhat
         if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
         if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
         if (!dxp) continue;
@@ -182,10 +207,17 @@ void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
           // dx = w * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): the batch statistics depend on x.
           const A mdy = static_cast<A>(sdy / static_cast<double>(count));
           const A mdyx = static_cast<A>(sdy_xhat / static_cast<double>(count));
-          for_channel(layout, c, [&](int64_t o) {
-            const A xhat = (ld<T, A>(xp, o) - m) * rs;
-            st<T, A>(dxp, o, wc * rs * (ld<T, A>(dyp, o) - mdy - xhat * mdyx));
-          });
+          if (layout.stride_s == 1) {
+            for (int64_t i = 0; i < layout.n; ++i) {
+              const int64_t row = c * layout.stride_c + i * layout.stride_n;
+              run_dx<T, A>(dxp + row, dyp + row, xp + row, layout.s, m, rs, wc * rs, mdy, mdyx);
+            }
+          } else {
+            for_channel(layout, c, [&](int64_t o) {
+              const A xhat = (ld<T, A>(xp, o) - m) * rs;
+              st<T, A>(dxp, o, (wc * rs) * (ld<T, A>(dyp, o) - mdy - xhat * mdyx));
+            });
+          }
         } else {
           for_channel(layout, c, [&](int64_t o) { st<T, A>(dxp, o, ld<T, A>(dyp, o) * wc * rs); });
         }
