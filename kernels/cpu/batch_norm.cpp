@@ -1,6 +1,7 @@
 // CPU reference for batch norm. Channels are independent and spread over the pool; each channel is
 // summed on one thread, in double, since a channel can hold millions of elements. In NCHW each
-// image's plane of a channel is one contiguous run, summed in 8 lanes (run_sum) so that it vectorizes.
+// image's plane of a channel is one contiguous run, summed in lanes (cpu::lane_sum) so that it
+// vectorizes.
 #include "kernels/batch_norm.h"
 
 #include <cmath>
@@ -31,58 +32,23 @@ inline void for_channel(const ChannelLayout& l, int64_t c, F&& f) {
   }
 }
 
-// Sums over one contiguous run in double, in 8 interleaved lanes added in a fixed order at the end:
-// the loop vectorizes (a single running sum is a chain of dependent adds), and the order depends
-// only on the run's length, so the bits do not depend on the thread count.
-constexpr int kLanes = 8;
-inline double fold(const double* lane) {
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
-// sum of x[k] and of (x[k] - mean)^2 (when `mean` is given) over a run of n.
+// Sums over one contiguous run in double, in cpu::lane_sum's lanes: vectorized, and the bits depend
+// only on the run's length.
+// sum of x[k], and of (x[k] - mean)^2, over a run of n.
 template <typename T> KILN_CPU_CLONES double run_sum(const T* x, int64_t n) {
-  double lane[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane[l] += ld<T, double>(x, k + l);
-  }
-  for (; k < n; ++k) lane[k % kLanes] += ld<T, double>(x, k);
-  return fold(lane);
+  return cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(x, k); });
 }
 template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, double mean) {
-  double lane[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const double d = ld<T, double>(x, k + l) - mean;
-      lane[l] += d * d;
-    }
-  }
-  for (; k < n; ++k) {
+  return cpu::lane_sum<double>(n, [&](int64_t k) {
     const double d = ld<T, double>(x, k) - mean;
-    lane[k % kLanes] += d * d;
-  }
-  return fold(lane);
+    return d * d;
+  });
 }
 // sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once).
 template <typename T>
 KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* x, int64_t n, double m, double& sdy, double& sdyx) {
-  double a[kLanes] = {}, b[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const double g = ld<T, double>(dy, k + l);
-      a[l] += g;
-      b[l] += g * (ld<T, double>(x, k + l) - m);
-    }
-  }
-  for (; k < n; ++k) {
-    const double g = ld<T, double>(dy, k);
-    a[k % kLanes] += g;
-    b[k % kLanes] += g * (ld<T, double>(x, k) - m);
-  }
-  sdy += fold(a);
-  sdyx += fold(b);
+  sdy += cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(dy, k); });
+  sdyx += cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(dy, k) * (ld<T, double>(x, k) - m); });
 }
 
 // The elementwise passes over one contiguous run (NCHW: an image's plane of a channel), in the

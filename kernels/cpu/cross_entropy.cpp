@@ -48,6 +48,22 @@ int64_t check_targets(const int64_t* target, const CrossEntropyShape& s) {
 
 int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kRowGrainWork / std::max<int64_t>(3 * c, 1)); }
 
+// A row's max, sum of exp(x - max) and sum of (x - max), for classes contiguous in memory (logits
+// [N, C], the usual case), in cpu::lane_max's and lane_sum's lanes so that it vectorizes.
+template <typename T, typename A>
+KILN_CPU_CLONES void row_sums(const T* x, int64_t c, A& mx, A& se, A& sxm) {
+  const A m = cpu::lane_max<A>(c, [&](int64_t j) { return ld<T, A>(x, j); });
+  se = cpu::lane_sum<A>(c, [&](int64_t j) { return ew::exp_fn(ld<T, A>(x, j) - m); });
+  sxm = cpu::lane_sum<A>(c, [&](int64_t j) { return ld<T, A>(x, j) - m; });
+  mx = m;
+}
+
+// dx[j] = g * (exp(x[j] - lse) - (j == t ? on : off)) over a contiguous row.
+template <typename T, typename A>
+KILN_CPU_CLONES void row_grad(T* dx, const T* x, int64_t c, int64_t t, A g, A lse, A on, A off) {
+  for (int64_t j = 0; j < c; ++j) st<T, A>(dx, j, g * (ew::exp_fn(ld<T, A>(x, j) - lse) - (j == t ? on : off)));
+}
+
 }  // namespace
 
 void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
@@ -67,14 +83,17 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
       double acc = 0;
       for (int64_t r = b0; r < e0; ++r) {
         const int64_t base = (r / inner) * c_n * inner + r % inner;
-        A mx = -std::numeric_limits<A>::infinity();
-        for (int64_t j = 0; j < c_n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
         // Sums of x - max, so large logits (around +-1000) lose nothing to the magnitude of the max.
-        A se = 0, sxm = 0;
-        for (int64_t j = 0; j < c_n; ++j) {
-          const A v = ld<T, A>(x, base + j * inner) - mx;
-          se += ew::exp_fn(v);
-          sxm += v;
+        A mx = -std::numeric_limits<A>::infinity(), se = 0, sxm = 0;
+        if (inner == 1) {
+          row_sums<T, A>(x + base, c_n, mx, se, sxm);
+        } else {
+          for (int64_t j = 0; j < c_n; ++j) mx = std::max(mx, ld<T, A>(x, base + j * inner));
+          for (int64_t j = 0; j < c_n; ++j) {
+            const A v = ld<T, A>(x, base + j * inner) - mx;
+            se += ew::exp_fn(v);
+            sxm += v;
+          }
         }
         const A lsum = std::log(se);
         lp[r] = mx + lsum;
@@ -128,6 +147,10 @@ void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtyp
         }
         const A g = static_cast<A>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
         const A l = lp[r];
+        if (inner == 1) {
+          row_grad<T, A>(dx + base, x + base, c_n, t, g, l, on_target, off_target);
+          continue;
+        }
         for (int64_t j = 0; j < c_n; ++j) {
           const A p = ew::exp_fn(ld<T, A>(x, base + j * inner) - l);
           st<T, A>(dx, base + j * inner, g * (p - (j == t ? on_target : off_target)));

@@ -20,6 +20,46 @@ using cpu::st;
 using cpu::store_as;
 using cpu::visit_float;
 
+// One row of n: its mean and rstd, then y = (x - mean) * rstd * w + b. Two passes (mean, then squared
+// deviations) instead of E[x^2] - E[x]^2: no cancellation, and a constant row gets a variance of
+// exactly zero up to the rounding of its mean. Sums in cpu::lane_sum's lanes.
+template <typename T, typename A>
+KILN_CPU_CLONES void row_forward(T* y, const T* x, const A* w, const A* b, int64_t n, A eps, A& mean, A& rstd) {
+  const A m = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(x, j); }) / static_cast<A>(n);
+  const A ss = cpu::lane_sum<A>(n, [&](int64_t j) {
+    const A d = ld<T, A>(x, j) - m;
+    return d * d;
+  });
+  const A rs = A(1) / std::sqrt(ss / static_cast<A>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) st<T, A>(y, j, (ld<T, A>(x, j) - m) * rs * w[j] + b[j]);
+  mean = m;
+  rstd = rs;
+}
+
+// One row's share of the weight and bias gradients: pw += dy * xhat, pb += dy.
+template <typename T, typename A>
+KILN_CPU_CLONES void row_param_grads(A* pw, A* pb, const T* dy, const T* x, int64_t n, A m, A rs) {
+  for (int64_t j = 0; j < n; ++j) {
+    const A g = ld<T, A>(dy, j);
+    pw[j] += g * (ld<T, A>(x, j) - m) * rs;
+    pb[j] += g;
+  }
+}
+
+// One row's input gradient: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = dy * w.
+template <typename T, typename A>
+KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* x, const A* w, int64_t n, A m, A rs) {
+  const A inv_n = A(1) / static_cast<A>(n);
+  const A sg = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(dy, j) * w[j]; }) * inv_n;
+  const A sgx = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(dy, j) * w[j] * ((ld<T, A>(x, j) - m) * rs); }) *
+                inv_n;
+  for (int64_t j = 0; j < n; ++j) {
+    const A g = ld<T, A>(dy, j) * w[j];
+    const A xhat = (ld<T, A>(x, j) - m) * rs;
+    st<T, A>(dx, j, rs * (g - sg - xhat * sgx));
+  }
+}
+
 }  // namespace
 
 void layer_norm_forward_cpu(void* out, void* mean, void* rstd, const void* x, DType x_dtype, const void* weight,
@@ -35,24 +75,7 @@ void layer_norm_forward_cpu(void* out, void* mean, void* rstd, const void* x, DT
     A* rp = static_cast<A*>(rstd);
     cpu::parallel_for(rows, cpu::grain_for(4 * n), [&](int64_t, int64_t b0, int64_t e0) {
       for (int64_t r = b0; r < e0; ++r) {
-        const T* xr = xp + r * n;
-        // Two passes (mean, then squared deviations) instead of E[x^2] - E[x]^2: no cancellation,
-        // and a constant row gets a variance of exactly zero up to the rounding of its mean.
-        A s = 0;
-        for (int64_t j = 0; j < n; ++j) s += ld<T, A>(xr, j);
-        const A m = s / static_cast<A>(n);
-        A ss = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const A d = ld<T, A>(xr, j) - m;
-          ss += d * d;
-        }
-        const A rs = A(1) / std::sqrt(ss / static_cast<A>(n) + static_cast<A>(eps));
-        mp[r] = m;
-        rp[r] = rs;
-        for (int64_t j = 0; j < n; ++j) {
-          const size_t ju = static_cast<size_t>(j);
-          st<T, A>(yp + r * n, j, (ld<T, A>(xr, j) - m) * rs * w[ju] + b[ju]);
-        }
+        row_forward<T, A>(yp + r * n, xp + r * n, w.data(), b.data(), n, static_cast<A>(eps), mp[r], rp[r]);
       }
     });
   });
@@ -89,30 +112,8 @@ void layer_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
         const T* xr = xp + r * n;
         const T* dyr = dyp + r * n;
         const A m = mp[r], rs = rp[r];
-        if (want_params) {
-          for (int64_t j = 0; j < n; ++j) {
-            const A g = ld<T, A>(dyr, j);
-            pw[j] += g * (ld<T, A>(xr, j) - m) * rs;
-            pb[j] += g;
-          }
-        }
-        if (dxp) {
-          // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = dout * weight.
-          A sg = 0, sgx = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            const A g = ld<T, A>(dyr, j) * w[static_cast<size_t>(j)];
-            sg += g;
-            sgx += g * (ld<T, A>(xr, j) - m) * rs;
-          }
-          const A inv_n = A(1) / static_cast<A>(n);
-          sg *= inv_n;
-          sgx *= inv_n;
-          for (int64_t j = 0; j < n; ++j) {
-            const A g = ld<T, A>(dyr, j) * w[static_cast<size_t>(j)];
-            const A xhat = (ld<T, A>(xr, j) - m) * rs;
-            st<T, A>(dxp + r * n, j, rs * (g - sg - xhat * sgx));
-          }
-        }
+        if (want_params) row_param_grads<T, A>(pw, pb, dyr, xr, n, m, rs);
+        if (dxp) row_dx<T, A>(dxp + r * n, dyr, xr, w.data(), n, m, rs);
       }
     });
     if (want_params) {

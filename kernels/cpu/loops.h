@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -70,6 +71,41 @@ template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
   } else {
     p[i] = static_cast<T>(v);
   }
+}
+
+// Reductions over a contiguous run in kLanes interleaved accumulators, folded in one fixed order at
+// the end: the loop vectorizes (a single running sum is a chain of dependent adds), and the bits
+// depend only on the run's length, never on the thread count. term(j) is the j-th term. Call them
+// from a KILN_CPU_CLONES function so that the AVX2 clone gets 8-wide lanes.
+constexpr int kLanes = 8;
+template <typename A, typename F> inline A lane_sum(int64_t n, F&& term) {
+  A lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += term(j + l);
+  }
+  for (; j < n; ++j) lane[j % kLanes] += term(j);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+// The largest term, NaNs skipped as std::max(m, v) skips them (so the order does not matter); -inf
+// for an empty run.
+template <typename A, typename F> inline A lane_max(int64_t n, F&& term) {
+  A lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = -std::numeric_limits<A>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const A v = term(j + l);
+      lane[l] = lane[l] < v ? v : lane[l];
+    }
+  }
+  for (; j < n; ++j) {
+    const A v = term(j);
+    lane[j % kLanes] = lane[j % kLanes] < v ? v : lane[j % kLanes];
+  }
+  A m = lane[0];
+  for (int l = 1; l < kLanes; ++l) m = m < lane[l] ? lane[l] : m;
+  return m;
 }
 
 // Calls f.template operator()<T>() for the floating dtypes (float32 for anything else).

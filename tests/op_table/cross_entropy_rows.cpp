@@ -81,6 +81,7 @@ OpRow cross_entropy_row(const std::string& name, Reduction red, int64_t ignore, 
   r.dtypes = kFloatTypes;
   r.samples = {
       ce_sample("[5, 7]", {5, 7}, 41, ignore_every, ignore),
+      ce_sample("[6, 29] (past the CPU row loops' 8 lanes, with a tail)", {6, 29}, 45, ignore_every, ignore),
       ce_sample("4-d [2, 5, 3, 2]", {2, 5, 3, 2}, 42, ignore_every, ignore),
       ce_sample("non-contiguous [4, 6]", {4, 6}, 43, ignore_every, ignore, true),
   };

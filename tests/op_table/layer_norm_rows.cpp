@@ -96,6 +96,8 @@ void add_layer_norm_rows(std::vector<OpRow>& rows) {
   rows.back().bench = {row_bench("layer_norm", "layer_norm", R"({"normalized_shape": [1024]})", true)};
   rows.push_back(layer_norm_row("layer_norm no affine", {3, 2, 6}, {6}, false, 14));
   rows.push_back(layer_norm_row("layer_norm last 2 dims", {3, 4, 5}, {4, 5}, true, 17));
+  // Past the CPU row loops' 8 lanes, with a tail.
+  rows.push_back(layer_norm_row("layer_norm 43 wide", {5, 43}, {43}, true, 20));
 }
 
 }  // namespace kiln::test

@@ -63,6 +63,11 @@ void add_softmax_rows(std::vector<OpRow>& rows) {
                                [](DType t, Device d) {
                                  return TensorList{rnd({4, 7}, t, d, 1, 3.0)};
                                }},
+                              // Past the CPU row loops' 8 lanes, with a tail.
+                              {"[3, 37]",
+                               [](DType t, Device d) {
+                                 return TensorList{rnd({3, 37}, t, d, 10, 3.0)};
+                               }},
                               {"non-contiguous [3, 5, 7]",
                                [](DType t, Device d) {
                                  return TensorList{noncontig(rnd({3, 5, 7}, t, d, 2, 3.0))};
@@ -81,6 +86,10 @@ void add_softmax_rows(std::vector<OpRow>& rows) {
                              {{"[4, 7]",
                                [](DType t, Device d) {
                                  return TensorList{rnd({4, 7}, t, d, 6, 3.0)};
+                               }},
+                              {"[3, 37]",
+                               [](DType t, Device d) {
+                                 return TensorList{rnd({3, 37}, t, d, 11, 3.0)};
                                }},
                               {"non-contiguous [3, 5, 7]", [](DType t, Device d) {
                                  return TensorList{noncontig(rnd({3, 5, 7}, t, d, 7, 3.0))};
