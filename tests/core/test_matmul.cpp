@@ -383,6 +383,7 @@ TEST_CASE("plan_blas_blocks: blocks tile C exactly, aligned, big enough, at most
   };
   CHECK(grid(1024, 1024, 1024) == std::pair<int64_t, int64_t>{4, 4});
   CHECK(grid(64, 64, 16) == std::pair<int64_t, int64_t>{1, 1});
+  CHECK(grid(1024, 192, 64) == std::pair<int64_t, int64_t>{4, 1});  // the tiny GPT's QKV projection
   CHECK(grid(600, 141, 67) == std::pair<int64_t, int64_t>{2, 1});
   CHECK(grid(70, 600, 90) == std::pair<int64_t, int64_t>{1, 2});
   CHECK(grid(1100, 1030, 16) == std::pair<int64_t, int64_t>{4, 4});
