@@ -137,7 +137,9 @@ class ThreadPool {
   // Waits up to spin_microseconds() for ready() to hold before the caller sleeps on a condition
   // variable (parallel.h).
   template <typename Ready> static void spin_until(Ready&& ready) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(g_spin_us);
+    const int64_t us = g_spin_us.load(std::memory_order_relaxed);
+    if (us <= 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     for (int i = 1;; ++i) {
       if (ready()) return;
 #if defined(__x86_64__) || defined(__i386__)
