@@ -28,6 +28,7 @@
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"
+#include "core/profiler.h"
 #include "core/random.h"
 #include "core/scalar.h"
 #include "core/tensor.h"

@@ -50,11 +50,13 @@ class TrainStep {
       const int64_t len = rows / k_total + (k < rows % k_total ? 1 : 0);
       Tensor loss;
       {
+        profile::PhaseScope forward(profiler_, profile::Phase::Forward);
         std::optional<AutocastGuard> autocast;
         if (const std::optional<DType> dt = p_.amp_dtype()) autocast.emplace(device_.type, *dt);
         loss = micro_loss(start, len);
       }
       start += len;
+      profile::PhaseScope backward(profiler_, profile::Phase::Backward);
       // Weighting each mean by its share of the rows makes the accumulated gradient the whole
       // batch's mean; one micro-batch is not scaled at all, so a run without accumulation is bit
       // for bit what it was before the flag existed.
@@ -62,6 +64,7 @@ class TrainStep {
       (scaler_ ? scaler_->scale(loss) : loss).backward();
       total = total.defined() ? total + loss.detach() : loss.detach();
     }
+    profile::PhaseScope optimizer(profiler_, profile::Phase::Optimizer);
     if (grad_clip_ > 0) {
       if (scaler_) scaler_->unscale_(optimizer_);  // clip the true gradients
       nn::optim::clip_grad_norm_(params_, grad_clip_);
@@ -78,6 +81,8 @@ class TrainStep {
 
   // The loss scaler (fp16 only), for checkpoints; nullptr otherwise.
   nn::amp::GradScaler* scaler() { return scaler_.get(); }
+  // --profile: run() marks its forward, backward and optimizer phases on `profiler` (null: none).
+  void set_profiler(profile::StepProfiler* profiler) { profiler_ = profiler; }
 
  private:
   const PrecisionOptions& p_;
@@ -86,6 +91,7 @@ class TrainStep {
   TensorList params_;
   double grad_clip_;
   std::unique_ptr<nn::amp::GradScaler> scaler_;
+  profile::StepProfiler* profiler_ = nullptr;
 };
 
 // --memory: the device allocator's summary; on the CPU, the process's peak resident memory.

@@ -1,5 +1,5 @@
-// The training examples' precision and memory flags: --amp, --tf32, --channels-last, --recompute,
-// --grad-accum and --memory (what they do: examples/mixed_precision.h). In a header of their own, as
+// The training examples' precision, memory and profiling flags: --amp, --tf32, --channels-last,
+// --recompute, --grad-accum, --memory and --profile (what they do: examples/mixed_precision.h). In a header of their own, as
 // the rest of the examples' options, so the command-line fuzzer parses exactly what the programs do.
 #pragma once
 
@@ -20,6 +20,7 @@ struct PrecisionOptions {
   bool recompute = false;
   int64_t grad_accum = 1;
   bool memory = false;
+  bool profile = false;  // --profile: the step profiler (core/profiler.h)
 
   std::optional<DType> amp_dtype() const {
     if (amp == "bf16") return DType::BFloat16;
@@ -49,6 +50,8 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
                  "compute each step's batch as K micro-batches of batch-size/K (less activation memory)")
       ->transform(whole<int64_t>(1, 1 << 20));
   app.add_flag("--memory", p.memory, "print the device allocator's memory summary at the end");
+  app.add_flag("--profile", p.profile,
+               "time each step's phases (data, forward, backward, optimizer) and print their means");
 }
 
 // Every micro-batch needs a row: --grad-accum at most --batch-size.

@@ -202,4 +202,15 @@ JsonLine run_record(std::string_view program, int argc, char** argv, Device devi
   return r.object("settings", settings);
 }
 
+JsonLine profile_record(const profile::StepTimes& times, int64_t step) {
+  JsonLine phases;
+  for (int p = 0; p < profile::kPhases; ++p) {
+    phases.real(profile::phase_name(static_cast<profile::Phase>(p)), times.phase_ms[static_cast<size_t>(p)], "%.4f");
+  }
+  JsonLine r;
+  r.text("record", "profile").integer("step", step).integer("steps", times.steps);
+  r.real("step_ms", times.step_ms, "%.4f").object("phase_ms", phases).real("other_ms", times.other_ms(), "%.4f");
+  return r;
+}
+
 }  // namespace kiln::examples

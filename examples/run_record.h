@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/profiler.h"
 
 namespace kiln::examples {
 
@@ -72,6 +73,10 @@ double cpu_seconds();
 double load_average();
 // Adds "cpu_seconds" and "load_average" to a record.
 JsonLine& add_host_usage(JsonLine& record);
+
+// --profile's record: {"record": "profile", "step": the step reached, "steps": steps averaged,
+// "step_ms", "phase_ms": {"data": ..., "h2d": ..., ...}, "other_ms"}, the means of `times`.
+JsonLine profile_record(const profile::StepTimes& times, int64_t step);
 
 // The first record of a run: program, argv, start time (UTC), build commit, device, its name, the
 // CPU thread count, the host's load average, the checkpoint resumed from ("" for a fresh run) and

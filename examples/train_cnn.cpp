@@ -342,6 +342,8 @@ static int run(int argc, char** argv) {
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
+  profile::StepProfiler profiler(device, opt.precision.profile);
+  train_step.set_profiler(opt.precision.profile ? &profiler : nullptr);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
@@ -385,7 +387,13 @@ static int run(int argc, char** argv) {
     if (loop.batch == 0) loop.loss_sum.zero_();
     int64_t images_this_epoch = 0;
     // The loader's epoch ends with the last batch (nullopt), in step with loop.batch.
-    while (const std::optional<data::Example> batch = batches.next()) {
+    for (;;) {
+      profiler.begin(profile::Phase::DataWait);  // with the prefetcher's copy to the GPU
+      const std::optional<data::Example> batch = batches.next();
+      if (!batch) {
+        profiler.abandon_step();
+        break;
+      }
       const int64_t len = batch->data.size(0);
       // On the GPU the batch arrives as uint8 and is augmented and normalized there, in one kernel.
       const Tensor xb = device.is_cuda() ? transform.apply_batch(batch->data) : batch->data;
@@ -394,6 +402,7 @@ static int run(int argc, char** argv) {
         return cross_entropy((*model)(xb.narrow(0, start, rows)), yb.narrow(0, start, rows));
       });
       schedule.step();
+      profiler.end_step();
       ++loop.step;
       ++loop.batch;
       loop.loss_sum.add_(loss.detach());
@@ -441,6 +450,11 @@ static int run(int argc, char** argv) {
     progress.end_line();
     print_epoch(opt, loop, last_train_loss, accuracy, secs, train_secs, ips, seconds_since(t_start));
     metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
+    if (profiler.enabled()) {  // the epoch's steps, averaged
+      const profile::StepTimes times = profiler.report();
+      std::printf("  profile: %s\n", times.str().c_str());
+      metrics.write(examples::profile_record(times, loop.step).integer("epoch", loop.epoch + 1));
+    }
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
     save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, next);
   }

@@ -291,6 +291,8 @@ static int run(int argc, char** argv) {
   std::optional<dist::DistributedDataParallel> ddp;
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
+  profile::StepProfiler profiler(opt.device, opt.precision.profile);
+  train_step.set_profiler(opt.precision.profile ? &profiler : nullptr);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
@@ -359,11 +361,13 @@ static int run(int argc, char** argv) {
   Tensor loss_window = zeros({}, TensorOptions(DType::Float32, opt.device));  // summed on the device
   auto t_window = Clock::now();  // throughput since the last report, so evaluation time does not count
   while (iter < opt.max_iters) {
+    profiler.begin(profile::Phase::DataWait);
     const data::Example batch = *batches.next();
     Tensor loss = train_step.run(batch.data.size(0), [&](int64_t start, int64_t len) {
       return model->loss(batch.data.narrow(0, start, len), batch.target.narrow(0, start, len));
     });
     schedule.step();
+    profiler.end_step();
     ++iter;
     ++window_iters;
     loss_window.add_(loss.detach());
@@ -381,6 +385,12 @@ static int run(int argc, char** argv) {
                                  static_cast<double>(window_iters) * tokens_per_iter / secs));
     loss_window.zero_();
     window_iters = 0;
+    if (eval_now && profiler.enabled()) {  // the steps since the last evaluation, averaged
+      const profile::StepTimes times = profiler.report();
+      progress.end_line();
+      std::printf("profile: %s\n", times.str().c_str());
+      metrics.write(examples::profile_record(times, iter));
+    }
     if (eval_now) evaluate();
     // After the evaluation: its draws are part of the generator state a resume restores.
     if (eval_now || out_of_time) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace kiln::nn {
@@ -94,7 +95,11 @@ class Module : public std::enable_shared_from_this<Module> {
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) {
+    if (!profile::nvtx_enabled()) return forward(x);
+    const profile::NvtxRange range(type_name().c_str());  // core/profiler.h
+    return forward(x);
+  }
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

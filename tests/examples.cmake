@@ -51,8 +51,22 @@ add_test(NAME example_train_gpt_resume_fp16
                  -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume_fp16 -DEXTRA=--amp,fp16,--recompute,--grad-accum,2
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
 
-# train_gpt --ddp over 2 and 3 ranks of mpiexec against the same run in one process.
 find_program(KILN_PYTHON3 python3)
+
+# --profile (core/profiler.h): the same short run with and without it gives the same losses, and the
+# profiled run prints its phase breakdown and writes consistent profile records.
+if(KILN_PYTHON3)
+  add_test(NAME example_train_cnn_profile
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/profile_check.py --example cnn
+                   --exe $<TARGET_FILE:train_cnn> --work ${KILN_EXAMPLE_RUNS}/train_cnn_profile)
+  add_test(NAME example_train_gpt_profile
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/profile_check.py --example gpt
+                   --exe $<TARGET_FILE:train_gpt> --data ${KILN_SHAKESPEARE}
+                   --work ${KILN_EXAMPLE_RUNS}/train_gpt_profile)
+  set_tests_properties(example_train_cnn_profile example_train_gpt_profile PROPERTIES LABELS example TIMEOUT 300)
+endif()
+
+# train_gpt --ddp over 2 and 3 ranks of mpiexec against the same run in one process.
 if(KILN_WITH_MPI AND KILN_PYTHON3)
   foreach(ranks 2 3)
     add_test(NAME example_train_gpt_ddp_${ranks}

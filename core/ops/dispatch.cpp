@@ -41,6 +41,8 @@ KernelScope::KernelScope(const char* op, std::initializer_list<const Tensor*> in
 KernelScope::~KernelScope() = default;
 
 void KernelScope::enter() {
+  // The op's NVTX range (a member: it closes when a throw below unwinds the scope, too).
+  if (profile::nvtx_enabled()) nvtx_.emplace(op_);
   state_ = std::make_unique<State>(device_);
   context_.services = state_.get();
   if (device_.is_cpu()) return;

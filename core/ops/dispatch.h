@@ -10,9 +10,11 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/device.h"
+#include "core/profiler.h"
 #include "kernels/kernel.h"
 
 namespace kiln {
@@ -51,6 +53,7 @@ class KernelScope {
   Device device_;
   std::unique_ptr<State> state_;
   KernelContext context_;
+  std::optional<profile::NvtxRange> nvtx_;  // the op's NVTX range, when NVTX is on (core/profiler.h)
 };
 
 // One kernel call for `op` on `device`.
