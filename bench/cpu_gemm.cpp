@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "core/atomic_file.h"
 #include "core/kiln.h"
 #include "examples/common.h"
@@ -30,11 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 struct Shape3 {
   std::string what;

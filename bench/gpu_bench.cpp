@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "bench/case_list.h"
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
@@ -53,11 +54,7 @@ std::string utc_now() {
   return buf;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 const Device kCuda = Device::cuda(0);
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "core/atomic_file.h"
 #include "core/kiln.h"
 #include "examples/common.h"
@@ -59,11 +60,7 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 // Microseconds per iteration of `body`, one value a sample.
 std::vector<double> time_per_iter(const Options& o, const std::function<void()>& body) {

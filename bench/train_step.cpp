@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "core/atomic_file.h"
 #include "core/autocast.h"
 #include "core/cuda/runtime.h"
@@ -277,11 +278,7 @@ Workload make_cnn(const Options& o, const Mode& m, Device device) {
 
 // --- one case ---------------------------------------------------------------------------------------
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 struct Result {
   std::vector<double> step_ms;

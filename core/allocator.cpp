@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -113,6 +114,62 @@ class CpuAllocator final : public Allocator {
 
   DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr(nullptr, 0, Device::cpu(), this);
+    DataPtr block = allocate_block(nbytes);
+    count_allocated(static_cast<int64_t>(nbytes));
+    return block;
+  }
+  const char* name() const override { return "cpu"; }
+  static bool available() { return kCacheAvailable; }
+
+  CpuCacheStats stats() {
+    std::lock_guard<std::mutex> lk(mutex_);
+    CpuCacheStats s;
+    s.cached_bytes = static_cast<int64_t>(cached_bytes_);
+    for (const auto& [size, blocks] : free_) s.cached_blocks += static_cast<int64_t>(blocks.size());
+    s.hits = hits_;
+    s.misses = misses_;
+    s.limit_bytes = static_cast<int64_t>(limit_);
+    s.allocated_bytes = allocated_.load(std::memory_order_relaxed);
+    s.peak_allocated_bytes = peak_.load(std::memory_order_relaxed);
+    return s;
+  }
+  void reset_peak() { peak_.store(allocated_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+  void empty() {
+    std::lock_guard<std::mutex> lk(mutex_);
+    release_locked(0);
+  }
+  void set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lk(mutex_);
+    limit_ = kCacheAvailable ? bytes : 0;
+    release_locked(limit_);
+  }
+
+ protected:
+  void deallocate(void* ptr, size_t nbytes) override {
+    allocated_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
+    const size_t size = block_size(nbytes);
+    if (size >= kCacheMin) {
+      std::lock_guard<std::mutex> lk(mutex_);
+      if (cached_bytes_ + size <= limit_) {
+        free_[size].push_back(ptr);
+        cached_bytes_ += size;
+        return;
+      }
+    }
+    std::free(ptr);
+  }
+
+ private:
+  // Live bytes and their peak: two relaxed atomics, no lock (a peak read while other threads
+  // allocate may miss an allocation in flight, never count one twice).
+  void count_allocated(int64_t n) {
+    const int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+
+  DataPtr allocate_block(size_t nbytes) {
     const size_t size = block_size(nbytes);
     if (size >= kCacheMin) {
       std::lock_guard<std::mutex> lk(mutex_);
@@ -127,50 +184,17 @@ class CpuAllocator final : public Allocator {
       ++misses_;
     }
     void* p = size == 0 ? nullptr : std::aligned_alloc(64, size);
+    if (!p && size != 0) {  // the cached blocks back to the system, then once more (as the CUDA allocator)
+      empty();
+      p = std::aligned_alloc(64, size);
+    }
     if (!p) {
       throw OutOfMemoryError("cpu allocator: could not allocate " + std::to_string(nbytes) +
                              " bytes of host memory; try a smaller batch or model");
     }
     return DataPtr(p, nbytes, Device::cpu(), this);
   }
-  const char* name() const override { return "cpu"; }
-  static bool available() { return kCacheAvailable; }
 
-  CpuCacheStats stats() {
-    std::lock_guard<std::mutex> lk(mutex_);
-    CpuCacheStats s;
-    s.cached_bytes = static_cast<int64_t>(cached_bytes_);
-    for (const auto& [size, blocks] : free_) s.cached_blocks += static_cast<int64_t>(blocks.size());
-    s.hits = hits_;
-    s.misses = misses_;
-    s.limit_bytes = static_cast<int64_t>(limit_);
-    return s;
-  }
-  void empty() {
-    std::lock_guard<std::mutex> lk(mutex_);
-    release_locked(0);
-  }
-  void set_limit(size_t bytes) {
-    std::lock_guard<std::mutex> lk(mutex_);
-    limit_ = kCacheAvailable ? bytes : 0;
-    release_locked(limit_);
-  }
-
- protected:
-  void deallocate(void* ptr, size_t nbytes) override {
-    const size_t size = block_size(nbytes);
-    if (size >= kCacheMin) {
-      std::lock_guard<std::mutex> lk(mutex_);
-      if (cached_bytes_ + size <= limit_) {
-        free_[size].push_back(ptr);
-        cached_bytes_ += size;
-        return;
-      }
-    }
-    std::free(ptr);
-  }
-
- private:
 #if defined(__SANITIZE_ADDRESS__)
   static constexpr bool kCacheAvailable = false;
 #elif defined(__has_feature)
@@ -231,6 +255,7 @@ class CpuAllocator final : public Allocator {
   size_t cached_bytes_ = 0;
   size_t limit_;
   int64_t hits_ = 0, misses_ = 0;
+  std::atomic<int64_t> allocated_{0}, peak_{0};
 };
 
 CpuAllocator& cpu_caching_allocator() {
@@ -241,6 +266,7 @@ CpuAllocator& cpu_caching_allocator() {
 }  // namespace
 
 CpuCacheStats cpu_cache_stats() { return cpu_caching_allocator().stats(); }
+void reset_cpu_peak_memory() { cpu_caching_allocator().reset_peak(); }
 bool cpu_cache_available() { return CpuAllocator::available(); }
 void cpu_empty_cache() { cpu_caching_allocator().empty(); }
 void set_cpu_cache_limit(int64_t bytes) { cpu_caching_allocator().set_limit(bytes > 0 ? static_cast<size_t>(bytes) : 0); }

@@ -81,8 +81,13 @@ struct CpuCacheStats {
   int64_t hits = 0;           // large allocations served from the cache
   int64_t misses = 0;         // large allocations that went to malloc
   int64_t limit_bytes = 0;
+  int64_t allocated_bytes = 0;       // in live tensors' storage now (as asked, unrounded)
+  int64_t peak_allocated_bytes = 0;  // the most at once since the start or the last reset
 };
 CpuCacheStats cpu_cache_stats();
+// Starts the peak over from what is allocated now (a measurement's first line, as
+// cuda::reset_peak_memory_stats on a GPU).
+void reset_cpu_peak_memory();
 // False in AddressSanitizer builds, whose CPU allocator keeps no block.
 bool cpu_cache_available();
 // Returns every cached block to the system.

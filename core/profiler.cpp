@@ -50,6 +50,16 @@ double StepTimes::other_ms() const {
   return step_ms - phases;
 }
 
+void StepTimes::add(const StepTimes& more) {
+  const int64_t total = steps + more.steps;
+  if (more.steps == 0) return;
+  const double a = static_cast<double>(steps) / static_cast<double>(total);
+  const double b = static_cast<double>(more.steps) / static_cast<double>(total);
+  step_ms = a * step_ms + b * more.step_ms;
+  for (size_t p = 0; p < phase_ms.size(); ++p) phase_ms[p] = a * phase_ms[p] + b * more.phase_ms[p];
+  steps = total;
+}
+
 std::string StepTimes::str() const {
   if (steps == 0) return "no steps";
   char buf[64];

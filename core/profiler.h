@@ -40,6 +40,8 @@ struct StepTimes {
   double step_ms = 0;                       // from a step's first phase to its end_step()
   std::array<double, kPhases> phase_ms{};  // each phase's total within a step
   double other_ms() const;                  // step_ms less the phases
+  // Folds in `more` (means over more.steps other steps): the means over both sets of steps.
+  void add(const StepTimes& more);
   // One line: "step 12.3 ms: data 0.1 (1%), forward 4.0 (33%), ..., other 0.2 (2%)", phases that
   // took no time left out; "no steps" when steps == 0.
   std::string str() const;

@@ -1,6 +1,7 @@
-// The training examples' precision, memory and profiling flags: --amp, --tf32, --channels-last,
-// --recompute, --grad-accum, --memory and --profile (what they do: examples/mixed_precision.h). In a header of their own, as
-// the rest of the examples' options, so the command-line fuzzer parses exactly what the programs do.
+// The training examples' precision, memory and observability flags: --amp, --tf32, --channels-last,
+// --recompute, --grad-accum, --memory (what they do: examples/mixed_precision.h), --profile, --doctor,
+// --doctor-every and --log-every (examples/doctor.h, run_record.h). In a header of their own, as the rest
+// of the examples' options, so the command-line fuzzer parses exactly what the programs do.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,10 @@ struct PrecisionOptions {
   bool recompute = false;
   int64_t grad_accum = 1;
   bool memory = false;
-  bool profile = false;  // --profile: the step profiler (core/profiler.h)
+  bool profile = false;      // --profile: the step profiler (core/profiler.h)
+  bool doctor = false;       // --doctor: the utilization doctor (examples/doctor.h)
+  int64_t doctor_every = 0;  // its report every N steps too; 0: at the end only
+  int64_t log_every = 50;    // a "train" record every N steps; 0: none
 
   std::optional<DType> amp_dtype() const {
     if (amp == "bf16") return DType::BFloat16;
@@ -52,6 +56,14 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
   app.add_flag("--memory", p.memory, "print the device allocator's memory summary at the end");
   app.add_flag("--profile", p.profile,
                "time each step's phases (data, forward, backward, optimizer) and print their means");
+  app.add_flag("--doctor", p.doctor,
+               "at the end, report where the steps' time went, GPU utilization and memory, and the tips that apply");
+  app.add_option("--doctor-every", p.doctor_every, "--doctor, and a report of the last N steps every N steps")
+      ->transform(whole<int64_t>(1, int64_t{1} << 40));
+  app.add_option("--log-every", p.log_every,
+                 "write a train record (the step's loss, lr, throughput, memory) to metrics.jsonl every N steps; 0: "
+                 "none")
+      ->transform(whole<int64_t>(0, int64_t{1} << 40));
 }
 
 // Every micro-batch needs a row: --grad-accum at most --batch-size.

@@ -3,6 +3,7 @@
 // CUDA backend is built.
 #include "examples/run_record.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -15,8 +16,10 @@
 #include <system_error>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/atomic_file.h"
+#include "core/cuda/runtime.h"
 #include "examples/common.h"
 #include "kernels/error.h"
 #include "kernels/cpu/parallel.h"
@@ -112,6 +115,18 @@ JsonLine& JsonLine::texts(std::string_view key, const std::vector<std::string>& 
 
 JsonLine& JsonLine::object(std::string_view key, const JsonLine& value) { return raw(key, value.str()); }
 
+JsonLine& JsonLine::integers(std::string_view key, const std::vector<int64_t>& values) {
+  std::string list = "[";
+  for (size_t i = 0; i < values.size(); ++i) list += (i > 0 ? ", " : "") + std::to_string(values[i]);
+  return raw(key, list + "]");
+}
+
+JsonLine& JsonLine::objects(std::string_view key, const std::vector<JsonLine>& values) {
+  std::string list = "[";
+  for (size_t i = 0; i < values.size(); ++i) list += (i > 0 ? ", " : "") + values[i].str();
+  return raw(key, list + "]");
+}
+
 namespace {
 
 // The "step" of a record as JsonLine writes it (`"step": 123` at the top level), if it has one.
@@ -200,6 +215,47 @@ JsonLine run_record(std::string_view program, int argc, char** argv, Device devi
   r.real("load_average", load_average(), "%.2f");
   r.text("resumed_from", resumed_from);
   return r.object("settings", settings);
+}
+
+JsonLine memory_usage(Device device) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  JsonLine m;
+  if (device.is_cuda()) {
+    const cuda::MemoryStats stats = cuda::memory_stats(device.index);
+    m.real("allocated", static_cast<double>(stats.allocated_bytes) / kMiB, "%.1f");
+    m.real("reserved", static_cast<double>(stats.reserved_bytes) / kMiB, "%.1f");
+    return m.real("peak_allocated", static_cast<double>(stats.peak_allocated_bytes) / kMiB, "%.1f");
+  }
+  // statm's second field: resident pages; ru_maxrss: the peak, in KiB on Linux.
+  double rss = std::numeric_limits<double>::quiet_NaN();
+  std::ifstream statm("/proc/self/statm");
+  long long size = 0, resident = 0;
+  if (statm >> size >> resident) {
+    rss = static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / kMiB;
+  }
+  rusage usage{};
+  const double peak = getrusage(RUSAGE_SELF, &usage) == 0 ? static_cast<double>(usage.ru_maxrss) / 1024.0
+                                                          : std::numeric_limits<double>::quiet_NaN();
+  // The kernel updates the peak lazily, so it can trail the resident set read a moment before.
+  return m.real("rss", rss, "%.1f").real("peak_rss", std::isnan(rss) ? peak : std::max(peak, rss), "%.1f");
+}
+
+JsonLine train_record(int64_t step, double loss, double lr, const char* rate_key, double rate, Device device) {
+  // %.9g: a float32 loss round-trips, so a resumed run's records can be compared exactly.
+  return JsonLine()
+      .text("record", "train")
+      .integer("step", step)
+      .real("loss", loss, "%.9g")
+      .real("lr", lr, "%.6g")
+      .real(rate_key, rate, "%.1f")
+      .object("memory_mb", memory_usage(device));
+}
+
+double RateWindow::take_rate() {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double rate = secs > 0 ? items / secs : 0;
+  restart();
+  return rate;
 }
 
 JsonLine profile_record(const profile::StepTimes& times, int64_t step) {

@@ -6,6 +6,7 @@
 // code that ran, not whatever the repository holds when the file is read.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -30,6 +31,8 @@ class JsonLine {
   JsonLine& null(std::string_view key);
   JsonLine& texts(std::string_view key, const std::vector<std::string>& values);
   JsonLine& object(std::string_view key, const JsonLine& value);
+  JsonLine& integers(std::string_view key, const std::vector<int64_t>& values);
+  JsonLine& objects(std::string_view key, const std::vector<JsonLine>& values);
   std::string str() const { return "{" + body_ + "}"; }
 
  private:
@@ -73,6 +76,28 @@ double cpu_seconds();
 double load_average();
 // Adds "cpu_seconds" and "load_average" to a record.
 JsonLine& add_host_usage(JsonLine& record);
+
+// The process's memory now, in MiB: on a CUDA device the caching allocator's allocated, reserved and
+// peak allocated bytes ({"allocated", "reserved", "peak_allocated"}); on the CPU the resident set and
+// its peak ({"rss", "peak_rss"}).
+JsonLine memory_usage(Device device);
+
+// --log-every's record: {"record": "train", "step", "loss" and "lr" (that step's), `rate_key` (images_per_s
+// or tokens_per_s, over the steps since the last train record or evaluation), "memory_mb"}.
+JsonLine train_record(int64_t step, double loss, double lr, const char* rate_key, double rate, Device device);
+
+// The throughput window of the train records: items (images, tokens) trained since the last record,
+// and since when. An evaluation or a checkpoint restarts it, so that its time does not count.
+struct RateWindow {
+  double items = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  void restart() {
+    items = 0;
+    start = std::chrono::steady_clock::now();
+  }
+  // Items per second over the window, then restarts it.
+  double take_rate();
+};
 
 // --profile's record: {"record": "profile", "step": the step reached, "steps": steps averaged,
 // "step_ms", "phase_ms": {"data": ..., "h2d": ..., ...}, "other_ms"}, the means of `times`.

@@ -26,6 +26,7 @@
 #include "dist/sync_batch_norm.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
+#include "examples/doctor.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_cnn_options.h"
@@ -342,8 +343,6 @@ static int run(int argc, char** argv) {
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
-  profile::StepProfiler profiler(device, opt.precision.profile);
-  train_step.set_profiler(opt.precision.profile ? &profiler : nullptr);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
@@ -357,8 +356,13 @@ static int run(int argc, char** argv) {
   }
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(loop.step));
-  metrics.write(examples::run_record("train_cnn", argc, argv, device, opt.resume,
-                                     settings(opt, device, n, n_test, model->num_parameters())));
+  const examples::JsonLine run_record = examples::run_record("train_cnn", argc, argv, device, opt.resume,
+                                                             settings(opt, device, n, n_test, model->num_parameters()));
+  metrics.write(run_record);
+  // --profile and --doctor: the phases of each step, marked here and by train_step.
+  examples::RunProfile run_profile(opt.precision, device, run_record);
+  profile::StepProfiler& profiler = run_profile.steps();
+  train_step.set_profiler(run_profile.profiler());
   print_banner(opt, device, *model, n);
 
   // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has; with
@@ -379,6 +383,7 @@ static int run(int argc, char** argv) {
 
   const auto t_start = Clock::now();
   examples::Progress progress;
+  examples::RateWindow rate;  // for the train records
   Totals totals;
   double accuracy = -1, last_train_loss = 0;
   bool stop = false;
@@ -413,6 +418,15 @@ static int run(int argc, char** argv) {
       const int64_t images = group ? len * group->size() : len;  // the global batch, with --ddp
       images_this_epoch += images;
       totals.images += images;
+      rate.items += static_cast<double>(images);
+      if (opt.precision.log_every > 0 && loop.step % opt.precision.log_every == 0) {
+        metrics.write(examples::train_record(loop.step, loss.item<double>(), schedule.lr_at(loop.step - 1),
+                                             "images_per_s", rate.take_rate(), device));
+      }
+      if (run_profile.doctor_due(loop.step)) {
+        progress.end_line();
+        run_profile.doctor_report(loop.step, /*final=*/false, metrics);
+      }
 
       stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
              (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
@@ -426,6 +440,7 @@ static int run(int argc, char** argv) {
         totals.train_seconds += seconds_since(t_epoch);
         save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, loop);
         progress.end_line();
+        run_profile.doctor_report(loop.step, /*final=*/true, metrics);
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
                     static_cast<long long>(loop.step), static_cast<long long>(loop.epoch + 1),
                     static_cast<long long>(loop.batch), checkpoint_path.c_str());
@@ -450,18 +465,20 @@ static int run(int argc, char** argv) {
     progress.end_line();
     print_epoch(opt, loop, last_train_loss, accuracy, secs, train_secs, ips, seconds_since(t_start));
     metrics.write(epoch_record(loop, last_train_loss, accuracy, ips, secs));
-    if (profiler.enabled()) {  // the epoch's steps, averaged
-      const profile::StepTimes times = profiler.report();
+    if (run_profile.profiling()) {  // the epoch's steps, averaged
+      const profile::StepTimes times = run_profile.take_profile();
       std::printf("  profile: %s\n", times.str().c_str());
       metrics.write(examples::profile_record(times, loop.step).integer("epoch", loop.epoch + 1));
     }
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
     save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, next);
+    rate.restart();  // the evaluation and the checkpoint are not training
   }
 
   if (accuracy < 0) accuracy = test_accuracy(*model, data, opt.precision);  // a resume of a finished run trains nothing
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
   const bool finished = loop.step >= total_steps;
+  run_profile.doctor_report(loop.step, /*final=*/true, metrics);
   metrics.write(summary_record(finished, loop, accuracy, totals, n_test, seconds_since(t_start)));
   if (!finished) {
     std::printf("stopped after epoch %lld with test accuracy %.4f; continue with --resume %s\n",

@@ -26,6 +26,7 @@
 #include "dist/ddp.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
+#include "examples/doctor.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_gpt_options.h"
@@ -291,8 +292,6 @@ static int run(int argc, char** argv) {
   std::optional<dist::DistributedDataParallel> ddp;
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
-  profile::StepProfiler profiler(opt.device, opt.precision.profile);
-  train_step.set_profiler(opt.precision.profile ? &profiler : nullptr);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
@@ -305,8 +304,13 @@ static int run(int argc, char** argv) {
   }
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(iter));
-  metrics.write(examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
-                                     settings(opt, corpus, model->get_num_params())));
+  const examples::JsonLine run_record = examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
+                                                             settings(opt, corpus, model->get_num_params()));
+  metrics.write(run_record);
+  // --profile and --doctor: the phases of each step, marked here and by train_step.
+  examples::RunProfile run_profile(opt.precision, opt.device, run_record);
+  profile::StepProfiler& profiler = run_profile.steps();
+  train_step.set_profiler(run_profile.profiler());
   print_banner(opt, corpus, *model);
 
   // Training batches: random windows keyed by (seed, iteration, row), so the loader's position is
@@ -329,6 +333,7 @@ static int run(int argc, char** argv) {
   const double tokens_per_iter = static_cast<double>(opt.batch_size * opt.block_size);
   Throughput trained;
   examples::Progress progress;
+  examples::RateWindow rate;  // for the train records
   std::optional<double> val_loss;
   auto evaluate = [&] {
     const double tr = estimate_loss(*model, corpus.train, opt);
@@ -371,6 +376,15 @@ static int run(int argc, char** argv) {
     ++iter;
     ++window_iters;
     loss_window.add_(loss.detach());
+    rate.items += tokens_per_iter;
+    if (opt.precision.log_every > 0 && iter % opt.precision.log_every == 0) {
+      metrics.write(examples::train_record(iter, loss.item<double>(), schedule.lr_at(iter - 1), "tokens_per_s",
+                                           rate.take_rate(), opt.device));
+    }
+    if (run_profile.doctor_due(iter)) {
+      progress.end_line();
+      run_profile.doctor_report(iter, /*final=*/false, metrics);
+    }
 
     const bool eval_now = iter % opt.eval_interval == 0 || iter == opt.max_iters;
     const bool out_of_time = (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60) ||
@@ -385,8 +399,8 @@ static int run(int argc, char** argv) {
                                  static_cast<double>(window_iters) * tokens_per_iter / secs));
     loss_window.zero_();
     window_iters = 0;
-    if (eval_now && profiler.enabled()) {  // the steps since the last evaluation, averaged
-      const profile::StepTimes times = profiler.report();
+    if (eval_now && run_profile.profiling()) {  // the steps since the last evaluation, averaged
+      const profile::StepTimes times = run_profile.take_profile();
       progress.end_line();
       std::printf("profile: %s\n", times.str().c_str());
       metrics.write(examples::profile_record(times, iter));
@@ -397,12 +411,14 @@ static int run(int argc, char** argv) {
       save_checkpoint(checkpoint_path, *model, optimizer, train_step.scaler(), opt, corpus, iter, best);
     }
     t_window = Clock::now();
+    if (eval_now || out_of_time) rate.restart();  // the evaluation and the checkpoint are not training
     if (out_of_time && iter < opt.max_iters) {
       stopped = true;
       break;
     }
   }
   progress.end_line();
+  run_profile.doctor_report(iter, /*final=*/true, metrics);
 
   if (stopped) {
     // The checkpoint is already written; this estimate's draws do not reach it.

@@ -53,15 +53,17 @@ add_test(NAME example_train_gpt_resume_fp16
 
 find_program(KILN_PYTHON3 python3)
 
-# --profile (core/profiler.h): the same short run with and without it gives the same losses, and the
-# profiled run prints its phase breakdown and writes consistent profile records.
+# --profile, --doctor and --log-every (core/profiler.h, examples/doctor.h): the same short run with and
+# without them gives the same losses and train records, and the profiled run prints its phase breakdown
+# and doctor reports and writes consistent profile, doctor and train records.
 if(KILN_PYTHON3)
   add_test(NAME example_train_cnn_profile
            COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/profile_check.py --example cnn
-                   --exe $<TARGET_FILE:train_cnn> --work ${KILN_EXAMPLE_RUNS}/train_cnn_profile)
+                   --exe $<TARGET_FILE:train_cnn> --doctor $<TARGET_FILE:kiln_doctor>
+                   --work ${KILN_EXAMPLE_RUNS}/train_cnn_profile)
   add_test(NAME example_train_gpt_profile
            COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/profile_check.py --example gpt
-                   --exe $<TARGET_FILE:train_gpt> --data ${KILN_SHAKESPEARE}
+                   --exe $<TARGET_FILE:train_gpt> --doctor $<TARGET_FILE:kiln_doctor> --data ${KILN_SHAKESPEARE}
                    --work ${KILN_EXAMPLE_RUNS}/train_gpt_profile)
   set_tests_properties(example_train_cnn_profile example_train_gpt_profile PROPERTIES LABELS example TIMEOUT 300)
 endif()
@@ -134,6 +136,17 @@ kiln_flag_test(fashion_mnist_leading_space train_fashion_mnist 2 stderr "--epoch
 kiln_flag_test(fit_function_trailing_junk fit_function 2 stderr "--steps.*'100k'" --steps 100k)
 kiln_flag_test(bench_cpu_gemm_threads bench_cpu_gemm 2 stderr "--threads.*'0'" --threads 0)
 kiln_flag_test(bench_cpu_gemm_help bench_cpu_gemm 0 stdout "--reps INT:POSITIVE=11" --help)
+kiln_flag_test(cnn_doctor_every_zero train_cnn 2 stderr "--doctor-every.*'0'" --doctor-every 0)
+kiln_flag_test(gpt_log_every_negative train_gpt 2 stderr "--log-every.*'-1'" --log-every -1)
+# kiln_doctor on a constructed run's record, and on input it cannot use.
+set(KILN_DOCTOR_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/examples/doctor)
+kiln_flag_test(doctor_report kiln_doctor 0 stdout
+               "doctor at step 2345.*data wait is 38% of the step.*--pin-memory \\(tip 4\\)"
+               ${KILN_DOCTOR_FIXTURES}/gpu_data_bound.jsonl)
+kiln_flag_test(doctor_missing_file kiln_doctor 2 stderr "kiln_doctor: cannot read /nonexistent\n" /nonexistent)
+kiln_flag_test(doctor_no_record_at_step kiln_doctor 2 stderr "no \"doctor\" record at step 7"
+               ${KILN_DOCTOR_FIXTURES}/gpu_data_bound.jsonl --step 7)
+kiln_flag_test(doctor_no_run kiln_doctor 2 stderr "RUN is required")
 
 include(${CMAKE_CURRENT_SOURCE_DIR}/examples/bad_runs.cmake)
 

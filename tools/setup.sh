@@ -8,8 +8,10 @@ set -euo pipefail
 # libspdlog-dev depends on libfmt-dev (spdlog's CMake package finds fmt itself). clang, libclang-rt-dev
 # (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for readable sanitizer stacks) serve
 # tools/fuzz.sh and tools/sanitize.sh; python3 runs the SIGKILL resume test and the training-record script.
+# gnuplot-nox (gnuplot without X11) renders tools/plot.py's PNGs: loss curves and the benchmark roofline.
 packages=(cmake ninja-build g++ ccache catch2 libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
-          libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libopenblas0-pthread dataset-fashion-mnist clang libclang-rt-dev llvm python3)
+          libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libopenblas0-pthread dataset-fashion-mnist clang libclang-rt-dev llvm python3
+          gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

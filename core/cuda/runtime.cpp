@@ -275,6 +275,20 @@ int current_device() {
   return d;
 }
 
+std::string pci_bus_id(int device) {
+  require_device(device);
+  char id[32] = {};
+  check(cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), device), "cudaDeviceGetPCIBusId");
+  return id;
+}
+
+int64_t total_memory(int device) {
+  require_device(device);
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  return static_cast<int64_t>(prop.totalGlobalMem);
+}
+
 void set_device(int index) {
   require_device(index);
   check(cudaSetDevice(index), "cudaSetDevice");
@@ -489,6 +503,8 @@ bool is_available() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "built without CUDA"; }
 int current_device() { no_cuda("cuda::current_device"); }
+std::string pci_bus_id(int) { no_cuda("cuda::pci_bus_id"); }
+int64_t total_memory(int) { no_cuda("cuda::total_memory"); }
 void set_device(int) { no_cuda("cuda::set_device"); }
 DeviceGuard::DeviceGuard(int) : prev_(0) { no_cuda("cuda::DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;

@@ -24,6 +24,10 @@ int device_count();
 std::string unavailable_reason();
 
 int current_device();
+// The device's PCI address as "domain:bus:device.function" (what NVML and nvidia-smi name it by), and
+// its memory in bytes: both let a monitor find the same card whatever CUDA_VISIBLE_DEVICES renumbered.
+std::string pci_bus_id(int device);
+int64_t total_memory(int device);
 void set_device(int index);
 
 // Makes `index` current for the scope.

@@ -489,3 +489,37 @@ TEST_CASE("cpu allocator: KILN_CPU_CACHE_MB sets the cache's limit when the allo
     CHECK(s.limit_bytes == std::stoll(expected_mb) * (int64_t{1} << 20));
   }
 }
+
+TEST_CASE("cpu allocator: live bytes and their peak, with or without the cache", "[cpu_cache]") {
+  Allocator* a = cpu_allocator();
+  const int64_t base = cpu_cache_stats().allocated_bytes;  // what other tests' statics still hold
+  reset_cpu_peak_memory();
+  CHECK(cpu_cache_stats().peak_allocated_bytes == base);
+  {
+    DataPtr big = a->allocate(3 << 20);
+    DataPtr small = a->allocate(1000);
+    CHECK(cpu_cache_stats().allocated_bytes == base + (3 << 20) + 1000);
+    {
+      Tensor t = zeros({1024}, TensorOptions(DType::Float64));  // tensors count through their storage
+      CHECK(cpu_cache_stats().allocated_bytes == base + (3 << 20) + 1000 + 8192);
+    }
+  }
+  // Freed blocks, cached or not, are not live; the peak remembers the most at once.
+  CHECK(cpu_cache_stats().allocated_bytes == base);
+  CHECK(cpu_cache_stats().peak_allocated_bytes == base + (3 << 20) + 1000 + 8192);
+  reset_cpu_peak_memory();
+  CHECK(cpu_cache_stats().peak_allocated_bytes == base);
+  { DataPtr again = a->allocate(1 << 20); }
+  CHECK(cpu_cache_stats().peak_allocated_bytes == base + (1 << 20));
+}
+
+TEST_CASE("cpu allocator: a failed allocation returns the cache to the system and tries once more", "[cpu_cache]") {
+  Allocator* a = cpu_allocator();
+  { DataPtr block = a->allocate(1 << 20); }
+  // AddressSanitizer builds keep no block; elsewhere the freed MiB is cached.
+  CHECK(cpu_cache_stats().cached_bytes >= (cpu_cache_available() ? 1 << 20 : 0));
+  const int64_t live = cpu_cache_stats().allocated_bytes;
+  CHECK_THROWS_AS(a->allocate(size_t{1} << 50), OutOfMemoryError);  // a pebibyte: fails twice
+  CHECK(cpu_cache_stats().cached_bytes == 0);
+  CHECK(cpu_cache_stats().allocated_bytes == live);  // the failure left no count behind
+}

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/cuda/runtime.h"
+#include "core/gpu_monitor.h"
 #include "core/kiln.h"
 
 using namespace kiln;
@@ -57,4 +58,26 @@ TEST_CASE("step profiler on a GPU: phases on the device's timeline, read back by
   const profile::StepTimes busy = prof.report();
   CHECK(busy.steps == 1);
   CHECK(at(busy, Phase::DataWait) < 0.5);
+}
+
+TEST_CASE("gpu monitor: the driver's NVML samples the card CUDA runs on", "[cuda][gpu_monitor]") {
+  // The real libnvidia-ml.so.1 of the driver, found by the CUDA device's PCI address.
+  const Device gpu = Device::cuda(0);
+  monitor::GpuSampler sampler(gpu, 10.0);
+  INFO(sampler.reason());
+  REQUIRE(sampler.active());
+  Tensor a = randn({4096, 4096}).to(gpu), b = randn({4096, 4096}).to(gpu);
+  for (int i = 0; i < 200; ++i) a = matmul(a, b) * 1e-2;  // 27 TFLOP: a tenth of a second or more
+  cuda::synchronize();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const monitor::GpuSummary s = sampler.take();
+  CHECK(s.samples >= 5);
+  CHECK(s.utilization.n == s.samples);
+  CHECK(s.utilization.max <= 100);
+  CHECK(s.utilization.max > 0);  // the products kept it busy through at least one NVML period
+  CHECK(s.memory_total_mb == Approx(static_cast<double>(cuda::total_memory(0)) / (1024.0 * 1024.0)).epsilon(0.05));
+  CHECK(s.memory_used_mb.max > 0);
+  CHECK(s.sm_clock_mhz.mean() > 0);
+  CHECK(s.max_sm_clock_mhz >= s.sm_clock_mhz.max);
+  CHECK_FALSE(s.name.empty());
 }

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""CTest check of --profile in train_cnn and train_gpt: the same short run with and without it must
-give the same losses bit for bit (profiling only reads clocks); the profiled run must print a
-"profile:" line and write "profile" records to its metrics.jsonl whose numbers are consistent: as
-many steps as it trained, every time finite and not negative, forward and backward above zero, the
-phases within the step (other_ms not below zero, up to rounding).
+"""CTest check of --profile, --doctor and --log-every in train_cnn and train_gpt.
 
-  usage: profile_check.py --example gpt|cnn --exe EXE [--data PATH] --work DIR
+The same short run with and without --profile --doctor --doctor-every 5 must give the same losses
+bit for bit (profiling only reads clocks), and both runs (--log-every 3) the same "train" records:
+one every 3 steps with that step's loss and lr. The profiled run must print a "profile:" line and
+write "profile" records whose numbers are consistent: as many steps as it trained, every time
+finite and not negative, forward and backward above zero, the phases within the step (other_ms not
+below zero, up to rounding). The doctor must write a report every 5 steps of those 5 steps and a
+final one of the whole run, and kiln_doctor must read the final one back to the same findings.
+
+  usage: profile_check.py --example gpt|cnn --exe EXE --doctor KILN_DOCTOR [--data PATH] --work DIR
 """
 import argparse
 import json
@@ -50,6 +54,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--example", choices=sorted(EXAMPLES), required=True)
     p.add_argument("--exe", required=True)
+    p.add_argument("--doctor", required=True, help="the kiln_doctor program")
     p.add_argument("--data")
     p.add_argument("--work", required=True)
     a = p.parse_args()
@@ -59,8 +64,9 @@ def main():
     shutil.rmtree(a.work, ignore_errors=True)
     env = dict(os.environ, KILN_NUM_THREADS="2")
     plain_out, prof_out = os.path.join(a.work, "plain"), os.path.join(a.work, "profiled")
-    run([a.exe] + flags + ["--out", plain_out], env)
-    printed = run([a.exe] + flags + ["--out", prof_out, "--profile"], env)
+    run([a.exe] + flags + ["--out", plain_out, "--log-every", "3"], env)
+    printed = run([a.exe] + flags + ["--out", prof_out, "--log-every", "3", "--profile", "--doctor",
+                                     "--doctor-every", "5"], env)
 
     plain = records(os.path.join(plain_out, "metrics.jsonl"), kind)
     profiled = records(os.path.join(prof_out, "metrics.jsonl"), kind)
@@ -83,7 +89,38 @@ def main():
             fail(f"a negative time, or phases longer than the step: {r}")
         if r["phase_ms"]["forward"] <= 0 or r["phase_ms"]["backward"] <= 0:
             fail(f"no forward or backward time: {r}")
-    print(f"profile_check: {a.example}: {len(prof)} profile records over {steps} steps; losses unchanged")
+
+    train_plain = records(os.path.join(plain_out, "metrics.jsonl"), "train")
+    train_prof = records(os.path.join(prof_out, "metrics.jsonl"), "train")
+    if [r["step"] for r in train_plain] != list(range(3, steps + 1, 3)):
+        fail(f"train records at steps {[r['step'] for r in train_plain]}, not every 3rd of {steps}")
+    pick = lambda rs: [(r["step"], r["loss"], r["lr"]) for r in rs]  # noqa: E731
+    if pick(train_plain) != pick(train_prof):
+        fail(f"--profile/--doctor changed the train records:\n{train_plain}\n{train_prof}")
+    for r in train_plain:
+        if not (math.isfinite(r["loss"]) and r["lr"] > 0 and set(r["memory_mb"]) == {"rss", "peak_rss"}
+                and r["memory_mb"]["peak_rss"] >= r["memory_mb"]["rss"] > 0):
+            fail(f"a train record without a finite loss, a learning rate or the process's memory: {r}")
+
+    doctor = records(os.path.join(prof_out, "metrics.jsonl"), "doctor")
+    windows = [r for r in doctor if not r["final"]]
+    if [r["step"] for r in windows] != list(range(5, steps + 1, 5)) or \
+            any(r["measured"]["steps"] != 5 for r in windows):
+        fail(f"doctor reports at steps {[(r['step'], r['measured']['steps']) for r in windows]}, not 5 steps each")
+    final = [r for r in doctor if r["final"]]
+    if len(final) != 1 or final[0]["step"] != steps or final[0]["measured"]["steps"] != steps:
+        fail(f"not one final doctor report of all {steps} steps: {final}")
+    if final[0]["measured"]["gpu"]["reason"] != "the run is on the CPU":
+        fail(f"a CPU run's report does not say why it has no GPU samples: {final[0]}")
+    if printed.count("doctor at step") != len(doctor):
+        fail(f"{len(doctor)} doctor records but {printed.count('doctor at step')} printed reports")
+    again = run([a.doctor, prof_out], env)
+    messages = [f["message"] for f in final[0]["findings"]] or ["no rule applies"]
+    if not again.startswith(f"doctor at step {steps}, {steps} steps measured:") or \
+            not all(m in again for m in messages):
+        fail(f"kiln_doctor does not reproduce the final report {messages}:\n{again}")
+    print(f"profile_check: {a.example}: {len(prof)} profile records over {steps} steps, {len(train_plain)} train "
+          f"records and {len(doctor)} doctor reports; losses unchanged")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""The tips' A/B measurements (docs/tips/README.md), in one command: runs kiln's bench_tips and its
+PyTorch peer (tools/tips_peer.py) in rounds on the same cores, and tip 13's DDP A/B through
+bench_ddp_step on two MPI ranks; writes every record into OUT.jsonl, renders OUT.md, and with
+--pages pastes each tip's table into its page between the `<!-- tips:measured N begin/end -->`
+markers. The pages' numbers come only from here.
+
+A round runs bench_tips, then the peer: the implementations alternate, so a slow spell of the machine
+falls on both. Each cell is the median over the rounds of each run's own median. "B / A" is the
+speed-up of the tip's variant over the baseline: A's time over B's (above 1: the tip helps). Peak
+memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
+and activations); PyTorch has no such count for the CPU. Tips about the GPU (4, 8, 9, 10, 14, 17, 23)
+are not run here: their pages say that their GPU run is open until a run on the GPU is pasted.
+
+Records must name a real commit: the command refuses a tree with uncommitted changes, or binaries
+built from another commit, unless --allow-dirty (a trial run, not for the pages).
+
+  usage: python3 tools/tips.py [--build build/cpu] [--python python3] [--threads 2] [--rounds 3]
+                               [--tips 1,2,...] [--out bench/records/tips_cpu_DATE_COMMIT] [--pages]
+                               [--allow-dirty]
+         python3 tools/tips.py --pages-from OUT.jsonl      paste a recorded run into the pages
+         python3 tools/tips.py --check                     every page has its markers; pasted tables
+                                                           name a record that exists
+         python3 tools/tips.py --quick-check [--bench EXE]  bench_tips --quick: every CPU tip's A and B
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import json_lines, write_atomic  # noqa: E402
+from train_step_peer import tree_commit, utc_now  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIPS_DIR = os.path.join(REPO, "docs", "tips")
+CPU_TIPS = (1, 2, 3, 5, 6, 7, 11, 12, 15, 16, 18, 19, 20, 21, 22, 24, 25)
+GPU_TIPS = (4, 8, 9, 10, 14, 17, 23)
+DDP_TIP = 13
+MARKER = re.compile(r"(<!-- tips:measured (\d+) begin -->\n)(.*?)(<!-- tips:measured \2 end -->)", re.S)
+
+
+def fail(message, code=2):
+    print(f"tips: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def run(argv, env=None):
+    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        fail(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout[-2000:]}", 1)
+    return proc.stdout
+
+
+def records_of(text):
+    import json
+    return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+
+
+# --- measuring -----------------------------------------------------------------------------------------
+
+def measure(a):
+    bench = os.path.join(a.build, "bin", "bench_tips")
+    ddp = os.path.join(a.build, "bin", "bench_ddp_step")
+    for exe in (bench,):
+        if not os.access(exe, os.X_OK):
+            fail(f"no {exe}: build kiln first (tools/build.sh)")
+    env = dict(os.environ, KILN_NUM_THREADS=str(a.threads))
+    common = ["--reps", str(a.reps), "--warmup", str(a.warmup)]
+    if a.tips:
+        common += ["--tips", ",".join(str(t) for t in a.tips if t in CPU_TIPS)]
+    rows = []
+    for rnd in range(a.rounds):
+        for rec in records_of(run([bench] + common, env)):
+            rows.append(dict(rec, round=rnd))
+        for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--threads",
+                                   str(a.threads)] + common, env)):
+            rows.append(dict(rec, round=rnd))
+        print(f"tips: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
+    if (not a.tips or DDP_TIP in a.tips) and shutil.which("mpiexec") and os.access(ddp, os.X_OK):
+        rows += measure_ddp(a, ddp)
+    return rows
+
+
+def measure_ddp(a, exe):
+    """Tip 13: bench_ddp_step on 2 ranks, one bucket size, overlap off (A) and on (B)."""
+    env = dict(os.environ, KILN_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    flags = ["--layers", "4", "--width", "256", "--heads", "4", "--batch", "4", "--block", "64",
+             "--bucket-mb", "4", "--steps", "20", "--warmup", "3"]
+    rows = []
+    for rnd in range(a.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "ddp.jsonl")
+            run(["mpiexec", "-n", "2", "--oversubscribe", exe] + flags + ["--json", out], env)
+            recs = [r for _, r in json_lines(out, "tips")]
+        header = next(r for r in recs if r.get("record") == "header")
+        workload = (f"GPT step on 2 MPI ranks ({header['layers']} layers, {header['width']} wide, batch "
+                    f"{header['batch']} per rank, block {header['block']}), DDP with 4 MB buckets, 1 thread a rank")
+        for r in recs:
+            if r.get("record") != "case" or r.get("case") != "ddp":
+                continue
+            rows.append({"record": "tip", "tip": DDP_TIP, "slug": "ddp", "impl": "kiln", "device": "cpu",
+                         "threads": 1, "workload": workload,
+                         "variant": "all-reduces overlap backward" if r["overlap"] else "wait for each all-reduce",
+                         "role": "B" if r["overlap"] else "A", "unit": "step", "ms": 1e3 * r["step_seconds"],
+                         "rate": None, "rate_unit": "", "peak_mb": None, "round": rnd})
+        rows.append(dict(header, record="header", impl="kiln-ddp", round=rnd))
+    return rows
+
+
+# --- tables --------------------------------------------------------------------------------------------
+
+def num(v, fmt):
+    return fmt.format(v) if isinstance(v, (int, float)) and math.isfinite(v) else "–"
+
+
+def cells(rows):
+    """(impl, tip, role, variant) -> the row whose ms is the median over the rounds (its fields whole)."""
+    groups = {}
+    for r in rows:
+        if r.get("record") == "tip":
+            groups.setdefault((r["impl"], r["tip"], r["role"], r["variant"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["ms"])
+        med = dict(rs[len(rs) // 2])
+        med["ms"] = statistics.median(r["ms"] for r in rs)
+        med["rounds"] = len(rs)
+        out[key] = med
+    return out
+
+
+EXTRA = (("parameters", "parameters", "{:,.0f}"), ("cached_mb", "cached MB", "{:.1f}"),
+         ("final_loss", "final loss", "{:.4f}"), ("test_accuracy", "test accuracy", "{:.4f}"))
+
+
+def tip_table(tip, table, record_name, meta):
+    """Markdown for one tip: the workload, then one row per implementation and variant."""
+    rows = [r for (impl, t, _, _), r in table.items() if t == tip]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (r["impl"] != "kiln", r["role"]))
+    extras = [e for e in EXTRA if any(e[0] in r for r in rows)]
+    unit = rows[0]["unit"]
+    rate_unit = next((r["rate_unit"] for r in rows if r.get("rate_unit")), "")
+    head = ["implementation", "variant", f"ms per {unit}"] + ([rate_unit] if rate_unit else [])
+    head += ["peak MB", "B / A"] + [e[1] for e in extras]
+    lines = [f"Workload: {rows[0]['workload']}.", "",
+             "| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + " |"]
+    base = {r["impl"]: r["ms"] for r in rows if r["role"] == "A"}
+    for r in rows:
+        speed = base.get(r["impl"], float("nan")) / r["ms"] if r["role"] == "B" else float("nan")
+        cols = [{"kiln": "kiln", "pytorch": "PyTorch"}.get(r["impl"], r["impl"]), f"{r['role']}: {r['variant']}",
+                num(r["ms"], "{:.3f}")]
+        if rate_unit:
+            cols.append(num(r.get("rate"), "{:,.0f}"))
+        cols += [num(r.get("peak_mb"), "{:.1f}"), num(speed, "{:.2f}")]
+        cols += [num(r.get(e[0]), e[2]) for e in extras]
+        lines.append("| " + " | ".join(cols) + " |")
+    impls = sorted({r["impl"] for r in rows})
+    lines += ["", f"{meta['device_name']}, {meta['threads']} threads{' (1 a rank)' if tip == DDP_TIP else ''}, "
+                  f"{meta['date']}, kiln `{meta['kiln_commit']}`"
+              + (f", PyTorch {meta['torch']}" if "pytorch" in impls else ", no PyTorch peer for this A/B")
+              + f"; median of {rows[0]['rounds']} rounds. Record: `bench/records/{record_name}` "
+              "(written by `tools/tips.py`)."]
+    return "\n".join(lines)
+
+
+def gpu_open(tip):
+    return ("GPU run open: this tip is measured on the GPU, and no run on the test machine with an H100 is "
+            f"recorded yet. (`tools/tips.py` writes this section; tip {tip}'s A/B is described above.)")
+
+
+def meta_of(rows):
+    header = next((r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln"), None)
+    if header is None:
+        fail("the records have no kiln header")
+    torch = next((r.get("torch") for r in rows if r.get("record") == "run"), None)
+    return {"device_name": header["device_name"], "threads": header["threads"], "date": header["date"][:10],
+            "kiln_commit": header["kiln_commit"], "torch": torch or "?"}
+
+
+def render(rows, record_name):
+    table = cells(rows)
+    meta = meta_of(rows)
+    parts = [f"# The tips' A/B measurements, {meta['date']}", "",
+             f"Written by `tools/tips.py` from `{record_name}.jsonl`; pages: docs/tips/.", ""]
+    for tip in sorted({t for (_, t, _, _) in table}):
+        parts += [f"## Tip {tip}", "", tip_table(tip, table, record_name + ".md", meta), ""]
+    return "\n".join(parts)
+
+
+# --- pages ---------------------------------------------------------------------------------------------
+
+def page_path(tip):
+    for name in sorted(os.listdir(TIPS_DIR)):
+        if name.startswith(f"{tip:02d}-") and name.endswith(".md"):
+            return os.path.join(TIPS_DIR, name)
+    fail(f"no page for tip {tip} in docs/tips/")
+
+
+def paste(rows, record_name):
+    table = cells(rows)
+    meta = meta_of(rows)
+    for tip in range(1, 26):
+        path = page_path(tip)
+        with open(path) as f:
+            text = f.read()
+        if tip in GPU_TIPS:
+            body = gpu_open(tip)
+        else:
+            body = tip_table(tip, table, record_name + ".md", meta)
+            if body is None:
+                continue  # not measured in this run: the page keeps what it has
+        new, n = MARKER.subn(lambda m: m.group(1) + body + "\n" + m.group(4) if int(m.group(2)) == tip else m.group(0),
+                             text)
+        if n != 1:
+            fail(f"{path}: expected one measured section for tip {tip}")
+        write_atomic(path, new)
+
+
+def check_pages():
+    problems = []
+    for tip in range(1, 26):
+        path = page_path(tip)
+        with open(path) as f:
+            text = f.read()
+        found = [m for m in MARKER.finditer(text)]
+        if len(found) != 1 or int(found[0].group(2)) != tip:
+            problems.append(f"{path}: not exactly one measured section for tip {tip}")
+            continue
+        for name in re.findall(r"Record: `bench/records/([^`]+)`", found[0].group(3)):
+            if not os.path.exists(os.path.join(REPO, "bench", "records", name)):
+                problems.append(f"{path}: its table names bench/records/{name}, which does not exist")
+        if not text.startswith(f"# Tip {tip}: "):
+            problems.append(f"{path}: does not start with '# Tip {tip}: '")
+        for section in ("## What it does", "## In kiln", "## Measured", "## When it does not help"):
+            if section not in text:
+                problems.append(f"{path}: no '{section}' section")
+    index = open(os.path.join(TIPS_DIR, "README.md")).read()
+    for tip in range(1, 26):
+        if f"]({os.path.basename(page_path(tip))})" not in index:
+            problems.append(f"docs/tips/README.md does not link tip {tip}'s page")
+    if problems:
+        fail("\n".join(problems), 1)
+    print("tips: 25 pages, each with its measured section")
+
+
+def quick_check(bench):
+    out = run([bench, "--quick", "--reps", "1", "--warmup", "0"],
+              dict(os.environ, KILN_NUM_THREADS="2"))
+    rows = [r for r in records_of(out) if r.get("record") == "tip"]
+    problems = []
+    for tip in CPU_TIPS:
+        mine = [r for r in rows if r["tip"] == tip]
+        if [r["role"] for r in mine] != ["A", "B"]:
+            problems.append(f"tip {tip}: roles {[r['role'] for r in mine]}, not A then B")
+        for r in mine:
+            if not (isinstance(r["ms"], (int, float)) and r["ms"] > 0 and r["peak_mb"] is not None
+                    and r["peak_mb"] >= 0 and r["variant"] and r["workload"]):
+                problems.append(f"tip {tip}: a row without a time, a peak or a name: {r}")
+    # The table renders from these rows alone.
+    rows.append({"record": "header", "impl": "kiln", "device_name": "CPU", "threads": 2, "date": utc_now(),
+                 "kiln_commit": "check"})
+    for tip in CPU_TIPS:
+        text = tip_table(tip, cells([dict(r, round=0) for r in rows]), "check.md", meta_of(rows))
+        if text is None or "| kiln | A: " not in text or "| kiln | B: " not in text:
+            problems.append(f"tip {tip}: its table has no kiln A and B rows:\n{text}")
+    if problems:
+        fail("\n".join(problems), 1)
+    print(f"tips: bench_tips --quick gave A and B for all {len(CPU_TIPS)} CPU tips")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(REPO, "build", "cpu"))
+    p.add_argument("--python", default="python3", help="a Python with torch, for tools/tips_peer.py")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--tips", type=lambda s: [int(t) for t in s.split(",")], default=None)
+    p.add_argument("--out", help="OUT (OUT.jsonl and OUT.md); default bench/records/tips_cpu_DATE_COMMIT")
+    p.add_argument("--pages", action="store_true", help="paste the tables into docs/tips/")
+    p.add_argument("--allow-dirty", action="store_true")
+    p.add_argument("--pages-from", metavar="JSONL")
+    p.add_argument("--check", action="store_true")
+    p.add_argument("--quick-check", action="store_true")
+    p.add_argument("--bench", help="bench_tips for --quick-check (default: BUILD/bin/bench_tips)")
+    a = p.parse_args()
+    if a.check:
+        return check_pages()
+    if a.quick_check:
+        return quick_check(a.bench or os.path.join(a.build, "bin", "bench_tips"))
+    if a.pages_from:
+        rows = [r for _, r in json_lines(a.pages_from, "tips")]
+        return paste(rows, os.path.basename(a.pages_from)[:-len(".jsonl")])
+    commit = tree_commit()
+    if commit.endswith("-dirty") and not a.allow_dirty:
+        fail(f"the tree has uncommitted changes ({commit}): commit first, or --allow-dirty for a trial run")
+    if a.pages and a.allow_dirty:
+        fail("--pages needs a clean tree: the pages name the record's commit")
+    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
+    rows = [{"record": "run", "date": utc_now(), "command": " ".join(sys.argv), "tree": commit, "torch": torch,
+             "threads": a.threads, "rounds": a.rounds}]
+    rows += measure(a)
+    header = next(r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln")
+    if not a.allow_dirty and header["kiln_commit"] != commit[:len(header["kiln_commit"])]:
+        fail(f"bench_tips was built from {header['kiln_commit']}, the tree is {commit}: rebuild first")
+    out = a.out or os.path.join(REPO, "bench", "records", f"tips_cpu_{utc_now()[:10]}_{commit[:7]}")
+    import json
+    write_atomic(out + ".jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    write_atomic(out + ".md", render(rows, os.path.basename(out)) + "\n")
+    print(f"tips: wrote {out}.jsonl and {out}.md")
+    if a.pages:
+        paste(rows, os.path.basename(out))
+        print("tips: pasted the tables into docs/tips/")
+
+
+if __name__ == "__main__":
+    main()
