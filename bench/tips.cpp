@@ -18,7 +18,8 @@
 //   gpt step      GPT 4 layers, 4 heads, 128 wide, block 128, vocabulary 512, batch 8, AdamW
 // --quick shrinks every size and count, for CI; its numbers mean nothing.
 //   validation    SmallCNN in eval mode with the tape on, 16 batches of 256 (tip 19)
-//   usage: bench_tips [--tips 1,2,...] [--reps N] [--warmup N] [--quick] [--json FILE]
+//   usage: bench_tips [--device cpu|cuda] [--tips 1,2,...] [--reps N] [--warmup N] [--quick] [--json FILE]
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +36,9 @@
 #include "bench/timing.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"
+#include "core/autocast.h"
+#include "core/cuda/runtime.h"
+#include "core/gpu_monitor.h"
 #include "core/kiln.h"
 #include "data/datasets.h"
 #include "data/idx.h"
@@ -45,6 +49,7 @@
 #include "examples/common.h"
 #include "examples/run_record.h"
 #include "kernels/cpu/parallel.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
@@ -58,7 +63,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Options {
-  std::vector<int> tips;  // empty: every CPU tip
+  std::string device = "cpu";  // cpu: the CPU tips; cuda: the GPU tips, on the first GPU
+  std::vector<int> tips;       // empty: every tip of the device
   int reps = 10;
   int warmup = 2;
   bool quick = false;
@@ -89,24 +95,40 @@ double since_ms(Clock::time_point t) { return std::chrono::duration<double, std:
 
 // Live bytes when the running tip began: a variant's peak counts from here, so it holds what the
 // variant built (model, optimizer state, inputs) and what its units allocate, and the variants of a
-// tip compare whole. (Each variant's objects die before the next one's are built.)
+// tip compare whole. (Each variant's objects die before the next one's are built.) On a GPU: the
+// caching allocator's allocated bytes.
 int64_t g_tip_start_bytes = 0;
+bool g_gpu = false;
 
-// Times `unit` (warm-up first), with the CPU allocator's peak over the timed units.
+int64_t live_bytes() { return g_gpu ? cuda::memory_stats(0).allocated_bytes : cpu_cache_stats().allocated_bytes; }
+void reset_peak() {
+  if (g_gpu) cuda::reset_peak_memory_stats(0);
+  else reset_cpu_peak_memory();
+}
+double peak_mb() {
+  const int64_t peak = g_gpu ? cuda::memory_stats(0).peak_allocated_bytes : cpu_cache_stats().peak_allocated_bytes;
+  return static_cast<double>(peak - g_tip_start_bytes) / (1024.0 * 1024.0);
+}
+
+// Times `unit` (warm-up first), with the peak of live bytes over the timed units. On a GPU each unit
+// ends with a device synchronization, so its time is the work's, not the launches'.
 Measured measure(const Options& o, const std::function<void()>& unit, double items_per_unit = NAN) {
-  for (int i = 0; i < o.warmup; ++i) unit();
-  const int64_t start = g_tip_start_bytes;
-  reset_cpu_peak_memory();
+  auto run = [&] {
+    unit();
+    if (g_gpu) cuda::synchronize();
+  };
+  for (int i = 0; i < o.warmup; ++i) run();
+  reset_peak();
   std::vector<double> ms;
   for (int i = 0; i < o.reps; ++i) {
     const auto t = Clock::now();
-    unit();
+    run();
     ms.push_back(since_ms(t));
   }
   Measured m;
   m.ms = bench::median(ms);
   m.rate = items_per_unit / (m.ms / 1e3);
-  m.peak_mb = static_cast<double>(cpu_cache_stats().peak_allocated_bytes - start) / (1024.0 * 1024.0);
+  m.peak_mb = peak_mb();
   return m;
 }
 
@@ -554,7 +576,7 @@ TipResult tip_lr_scaling(const Options& o) {
     nn::optim::SGD opt(model->parameters(), lr, 0.9);
     nn::optim::WarmupCosine schedule(opt, lr, scaled ? steps_per_epoch : 0, total, 0.0);
     double last_loss = NAN;
-    reset_cpu_peak_memory();
+    reset_peak();
     const auto t = Clock::now();
     for (int64_t s = 0; s < total; ++s) {
       const int64_t at = (s % steps_per_epoch) * batch;
@@ -569,7 +591,7 @@ TipResult tip_lr_scaling(const Options& o) {
     Measured m;
     m.ms = since_ms(t);
     m.rate = static_cast<double>(total * batch) / (m.ms / 1e3);
-    m.peak_mb = static_cast<double>(cpu_cache_stats().peak_allocated_bytes - g_tip_start_bytes) / (1024.0 * 1024.0);
+    m.peak_mb = peak_mb();
     model->eval();
     NoGradGuard no_grad;
     const Tensor correct = (argmax((*model)(x_test), 1) == y_test).to(DType::Float64).mean();
@@ -583,33 +605,226 @@ TipResult tip_lr_scaling(const Options& o) {
   return r;
 }
 
+// --- the GPU tips (--device cuda) -----------------------------------------------------------------------
+
+const Device kGpu = Device::cuda(0);
+
+// nanoGPT's character model (6 layers, 6 heads, 384 wide, block 256, vocabulary 65), batch 32, AdamW:
+// the matmul-heavy step of tips 10 and 17.
+struct GptStep {
+  std::shared_ptr<nn::GPT> model;
+  std::unique_ptr<nn::optim::AdamW> opt;
+  Tensor idx, targets;
+  int64_t tokens = 0;
+};
+
+GptStep gpt_step(const Options& o) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 65;
+  cfg.block_size = size(o, 256, 32);
+  cfg.n_layer = size(o, 6, 2);
+  cfg.n_head = 6;
+  cfg.n_embd = size(o, 384, 48);
+  const int64_t batch = size(o, 32, 2);
+  manual_seed(0);
+  GptStep g;
+  g.model = std::make_shared<nn::GPT>(cfg);
+  g.model->to(kGpu);
+  g.model->train();
+  g.opt = std::make_unique<nn::optim::AdamW>(g.model->parameters(), 1e-3);
+  const TensorOptions i64(DType::Int64, kGpu);
+  g.idx = randint(0, cfg.vocab_size, {batch, cfg.block_size}, i64);
+  g.targets = randint(0, cfg.vocab_size, {batch, cfg.block_size}, i64);
+  g.tokens = batch * cfg.block_size;
+  return g;
+}
+
+std::string gpt_workload(const Options& o) {
+  return "gpt step on the GPU: " + std::to_string(size(o, 6, 2)) + " layers, 6 heads, " +
+         std::to_string(size(o, 384, 48)) + " wide, block " + std::to_string(size(o, 256, 32)) +
+         ", vocabulary 65, batch " +
+         std::to_string(size(o, 32, 2)) + ", AdamW";
+}
+
+TipResult tip_pinned(const Options& o) {
+  const int64_t batch = size(o, 256, 8);
+  TipResult r{"a batch of " + std::to_string(batch) + " uint8 images 3x224x224 copied to the GPU", "copy", "GB/s", {}};
+  const Tensor pageable = randint(0, 256, {batch, 3, 224, 224}, TensorOptions(DType::UInt8));
+  const double gb = static_cast<double>(pageable.numel()) / 1e9;
+  const Tensor pinned = pageable.pin_memory();
+  for (const bool pin : {false, true}) {
+    const Tensor& src = pin ? pinned : pageable;
+    r.variants.push_back({pin ? "page-locked, non_blocking" : "pageable",
+                          measure(o, [&] { (void)src.to(kGpu, /*non_blocking=*/pin); }, gb)});
+  }
+  return r;
+}
+
+TipResult tip_cudnn_benchmark(const Options& o) {
+  const int64_t batch = size(o, 128, 4);
+  TipResult r{"ResNet-18 for 32x32 images on the GPU, float32 with TF32, batch " + std::to_string(batch) + ", AdamW",
+              "step", "images/s", {}};
+  for (const bool benchmark : {false, true}) {
+    cuda::math_switches().cudnn_benchmark = benchmark;
+    manual_seed(0);
+    auto model = std::make_shared<nn::ResNet>(nn::ResNetConfig::resnet18_cifar());
+    model->to(kGpu);
+    model->train();
+    nn::optim::AdamW opt(model->parameters(), 1e-3);
+    const Tensor x = randn({batch, 3, 32, 32}, TensorOptions(DType::Float32, kGpu));
+    const Tensor y = randint(0, 10, {batch}, TensorOptions(DType::Int64, kGpu));
+    r.variants.push_back({benchmark ? "cuDNN benchmark mode" : "cuDNN's heuristic",
+                          measure(o, [&] { train_step(*model, opt, x, y); }, static_cast<double>(batch))});
+  }
+  cuda::math_switches().cudnn_benchmark = false;
+  return r;
+}
+
+TipResult tip_on_device(const Options& o) {
+  const int64_t side = size(o, 4096, 64);
+  TipResult r{"a [" + std::to_string(side) + ", " + std::to_string(side) +
+                  "] float32 tensor of normal draws for the GPU",
+              "tensor", "", {}};
+  for (const bool on_device : {false, true}) {
+    r.variants.push_back({on_device ? "made on the GPU" : "made on the CPU, then copied",
+                          measure(o, [&] {
+                            (void)(on_device ? randn({side, side}, TensorOptions(DType::Float32, kGpu))
+                                             : randn({side, side}).to(kGpu));
+                          })});
+  }
+  return r;
+}
+
+TipResult tip_tf32(const Options& o) {
+  TipResult r{gpt_workload(o) + ", float32", "step", "tokens/s", {}};
+  for (const bool tf32 : {false, true}) {
+    cuda::math_switches().allow_tf32_matmul = tf32;
+    cuda::math_switches().allow_tf32_cudnn = tf32;
+    GptStep g = gpt_step(o);
+    r.variants.push_back({tf32 ? "TF32 on" : "TF32 off", measure(o, [&] {
+                            g.model->loss(g.idx, g.targets).backward();
+                            g.opt->step();
+                            g.opt->zero_grad();
+                          }, static_cast<double>(g.tokens))});
+  }
+  cuda::math_switches().allow_tf32_matmul = false;
+  cuda::math_switches().allow_tf32_cudnn = true;
+  return r;
+}
+
+TipResult tip_autocast(const Options& o) {
+  TipResult r{gpt_workload(o), "step", "tokens/s", {}};
+  cuda::math_switches().allow_tf32_matmul = true;  // the baseline is float32 as nanoGPT runs it
+  for (const char* mode : {"fp32", "bf16", "fp16"}) {
+    GptStep g = gpt_step(o);
+    const bool fp16 = std::string(mode) == "fp16";
+    nn::amp::GradScaler scaler(nn::amp::GradScaler::Options{.enabled = fp16});
+    const Measured m = measure(o, [&] {
+      Tensor loss;
+      {
+        std::optional<AutocastGuard> autocast;
+        if (std::string(mode) != "fp32") autocast.emplace(DeviceType::CUDA, fp16 ? DType::Float16 : DType::BFloat16);
+        loss = g.model->loss(g.idx, g.targets);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(*g.opt);
+      scaler.update();
+      g.opt->zero_grad();
+    }, static_cast<double>(g.tokens));
+    r.variants.push_back({std::string(mode) == "fp32" ? "float32 with TF32"
+                          : fp16                      ? "float16 autocast + GradScaler"
+                                                      : "bfloat16 autocast",
+                          m});
+  }
+  cuda::math_switches().allow_tf32_matmul = false;
+  return r;
+}
+
+TipResult tip_gpu_augment(const Options& o) {
+  const int64_t batch = size(o, 256, 16), batches = size(o, 16, 2);
+  TipResult r{"SmallCNN steps on the GPU fed by a 2-worker DataLoader: 1x28x28 images, pad-crop 2 + flip + normalize, "
+                  "batch " + std::to_string(batch) + ", " + std::to_string(batches) + " batches an epoch",
+              "epoch", "images/s", {}};
+  const data::transforms::Compose transform = augment();
+  for (const bool on_gpu : {false, true}) {
+    auto dataset = std::make_shared<data::SyntheticImages>(batch * batches, 1, 28, 28, 10, 0, false,
+                                                           on_gpu ? data::Transform{} : data::Transform(transform));
+    auto model = small_cnn();
+    model->to(kGpu);
+    nn::optim::AdamW opt(model->parameters(), 1e-3);
+    data::DataLoaderOptions lo;
+    lo.batch_size = batch;
+    lo.num_workers = 2;
+    lo.pin_memory = true;
+    lo.persistent_workers = true;
+    data::DataLoader loader(dataset, lo);
+    r.variants.push_back({on_gpu ? "uint8 batches, one augmentation kernel per batch"
+                                 : "augmented per sample on the CPU",
+                          measure(o, [&] {
+                            while (auto ex = loader.next()) {
+                              const Tensor x = ex->data.to(kGpu, /*non_blocking=*/true);
+                              train_step(*model, opt, on_gpu ? transform.apply_batch(x) : x, ex->target.to(kGpu));
+                            }
+                          }, static_cast<double>(batch * batches))});
+  }
+  return r;
+}
+
+TipResult tip_monitor(const Options& o) {
+  const int64_t batch = size(o, 256, 16);
+  TipResult r{"SmallCNN steps on the GPU, batch " + std::to_string(batch) +
+                  ", while the NVML sampler reads every 100 ms",
+              "step", "images/s", {}};
+  for (const bool sample : {false, true}) {
+    auto model = small_cnn();
+    model->to(kGpu);
+    nn::optim::AdamW opt(model->parameters(), 1e-3);
+    const Tensor x = randn({batch, 1, 28, 28}, TensorOptions(DType::Float32, kGpu));
+    const Tensor y = randint(0, 10, {batch}, TensorOptions(DType::Int64, kGpu));
+    std::optional<monitor::GpuSampler> sampler;
+    if (sample) sampler.emplace(kGpu);
+    Measured m = measure(o, [&] { train_step(*model, opt, x, y); }, static_cast<double>(batch));
+    if (sampler) m.extra["samples"] = static_cast<double>(sampler->summary().samples);
+    r.variants.push_back({sample ? "GPU monitor on" : "GPU monitor off", m});
+  }
+  return r;
+}
+
 // --- the registry ------------------------------------------------------------------------------------
 
 struct Tip {
   int number;
   const char* slug;
-  std::function<TipResult(const Options&)> run;  // empty: measured elsewhere (GPU, or MPI ranks)
+  bool gpu;  // run with --device cuda
+  std::function<TipResult(const Options&)> run;
 };
 
 const std::vector<Tip>& tips() {
   static const std::vector<Tip> all = {
-      {1, "batch-size", tip_batch_size},
-      {2, "loader-workers", tip_workers},
-      {3, "prefetch-factor", tip_prefetch},
-      {5, "persistent-workers", tip_persistent},
-      {6, "zero-grad-none", tip_zero_grad},
-      {7, "no-conv-bias-before-bn", tip_conv_bias},
-      {11, "no-grad-eval", tip_no_grad},
-      {12, "fused-attention", tip_attention},
-      {15, "channels-last", tip_channels_last},
-      {16, "debug-apis-off", tip_anomaly},
-      {18, "fused-pointwise", tip_fused_pointwise},
-      {19, "no-history", tip_no_history},
-      {20, "free-memory", tip_free_memory},
-      {21, "grad-accumulation", tip_grad_accum},
-      {22, "checkpointing", tip_checkpointing},
-      {24, "preprocess-once", tip_preprocess_once},
-      {25, "lr-scaling-warmup", tip_lr_scaling},
+      {1, "batch-size", false, tip_batch_size},
+      {2, "loader-workers", false, tip_workers},
+      {3, "prefetch-factor", false, tip_prefetch},
+      {4, "pinned-memory", true, tip_pinned},
+      {5, "persistent-workers", false, tip_persistent},
+      {6, "zero-grad-none", false, tip_zero_grad},
+      {7, "no-conv-bias-before-bn", false, tip_conv_bias},
+      {8, "cudnn-benchmark", true, tip_cudnn_benchmark},
+      {9, "create-on-device", true, tip_on_device},
+      {10, "tf32", true, tip_tf32},
+      {11, "no-grad-eval", false, tip_no_grad},
+      {12, "fused-attention", false, tip_attention},
+      {14, "gpu-augmentation", true, tip_gpu_augment},
+      {15, "channels-last", false, tip_channels_last},
+      {16, "debug-apis-off", false, tip_anomaly},
+      {17, "autocast", true, tip_autocast},
+      {18, "fused-pointwise", false, tip_fused_pointwise},
+      {19, "no-history", false, tip_no_history},
+      {20, "free-memory", false, tip_free_memory},
+      {21, "grad-accumulation", false, tip_grad_accum},
+      {22, "checkpointing", false, tip_checkpointing},
+      {23, "monitor-utilization", true, tip_monitor},
+      {24, "preprocess-once", false, tip_preprocess_once},
+      {25, "lr-scaling-warmup", false, tip_lr_scaling},
   };
   return all;
 }
@@ -618,7 +833,7 @@ JsonLine variant_record(const Tip& tip, const TipResult& r, size_t i) {
   const Variant& v = r.variants[i];
   JsonLine line;
   line.text("record", "tip").integer("tip", tip.number).text("slug", tip.slug).text("impl", "kiln");
-  line.text("device", "cpu").integer("threads", cpu::num_threads()).text("workload", r.workload);
+  line.text("device", tip.gpu ? "cuda" : "cpu").integer("threads", cpu::num_threads()).text("workload", r.workload);
   line.text("variant", v.name).text("role", i == 0 ? "A" : "B").text("unit", r.unit);
   line.real("ms", v.m.ms, "%.4f").real("rate", v.m.rate, "%.1f").text("rate_unit", r.rate_unit);
   line.real("peak_mb", v.m.peak_mb, "%.2f");
@@ -631,21 +846,29 @@ Options parse(int argc, char** argv) {
   CLI::App app("Measures the tips' A/Bs on the CPU (docs/tips/README.md) and writes one JSON line per variant.",
                "bench_tips");
   examples::set_flag_defaults(app);
-  app.add_option("--tips", o.tips, "the tips to run (default: every CPU tip)")->delimiter(',');
+  app.add_option("--device", o.device, "cpu: the CPU tips; cuda: the GPU tips (4, 8, 9, 10, 14, 17, 23)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--tips", o.tips, "the tips to run (default: every tip of --device)")->delimiter(',');
   app.add_option("--reps", o.reps, "timed units per variant (median reported)")->transform(examples::whole<int>(1));
   app.add_option("--warmup", o.warmup, "untimed units first")->transform(examples::whole<int>(0));
   app.add_flag("--quick", o.quick, "tiny sizes and counts, for CI: the numbers mean nothing");
   app.add_option("--json", o.json, "also write the records to FILE (atomically)")->type_name("FILE");
   app.add_option("--data", o.data_dir, "Fashion-MNIST's folder (tip 25)")->type_name("DIR");
   examples::parse_or_exit(app, argc, argv);
-  std::set<int> known;
-  for (const Tip& t : tips()) known.insert(t.number);
+  const bool gpu = o.device == "cuda";
   for (const int t : o.tips) {
-    if (!known.count(t)) {
-      examples::input_error("--tips: " + std::to_string(t) +
-                            " is not a CPU tip of bench_tips (tools/tips.py runs 13 through bench_ddp_step; "
-                            "4, 8, 9, 10, 14, 17 and 23 are GPU tips)");
+    const auto it = std::find_if(tips().begin(), tips().end(), [t](const Tip& tip) { return tip.number == t; });
+    if (it == tips().end()) {
+      examples::input_error("--tips: there is no tip " + std::to_string(t) +
+                            " in bench_tips (tools/tips.py measures 13 through bench_ddp_step)");
     }
+    if (it->gpu != gpu) {
+      examples::input_error("--tips: tip " + std::to_string(t) + " is a " + (it->gpu ? "GPU" : "CPU") +
+                            " tip: run it with --device " + (it->gpu ? "cuda" : "cpu"));
+    }
+  }
+  if (gpu && !cuda::is_available()) {
+    examples::input_error("--device cuda: no GPU (" + cuda::unavailable_reason() + ")");
   }
   return o;
 }
@@ -660,13 +883,16 @@ int main(int argc, char** argv) {
     JsonLine header;
     header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
     header.text("kiln_commit", examples::build_commit()).text("command", command);
-    header.text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
+    const Device device = o.device == "cuda" ? kGpu : Device::cpu();
+    header.text("device", device.str()).text("device_name", examples::device_name(device));
     header.integer("threads", cpu::num_threads()).boolean("quick", o.quick);
     std::string out = header.str() + "\n";
     std::printf("%s", out.c_str());
+    g_gpu = o.device == "cuda";
     for (const Tip& tip : tips()) {
+      if (tip.gpu != g_gpu) continue;
       if (!o.tips.empty() && std::find(o.tips.begin(), o.tips.end(), tip.number) == o.tips.end()) continue;
-      g_tip_start_bytes = cpu_cache_stats().allocated_bytes;
+      g_tip_start_bytes = live_bytes();
       const TipResult r = tip.run(o);
       for (size_t i = 0; i < r.variants.size(); ++i) {
         const std::string line = variant_record(tip, r, i).str();

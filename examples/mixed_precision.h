@@ -24,6 +24,7 @@
 #include "core/cuda/memory_summary.h"
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "dist/ddp.h"
 #include "examples/common.h"
 #include "examples/precision_options.h"
 #include "nn/amp/grad_scaler.h"
@@ -57,6 +58,10 @@ class TrainStep {
       }
       start += len;
       profile::PhaseScope backward(profiler_, profile::Phase::Backward);
+      // With DDP, the micro-batches before the last accumulate locally; the last backward all-reduces
+      // the sum once, instead of every micro-batch's gradients.
+      std::optional<dist::DistributedDataParallel::NoSync> local;
+      if (ddp_ && k + 1 < k_total) local.emplace(*ddp_);
       // Weighting each mean by its share of the rows makes the accumulated gradient the whole
       // batch's mean; one micro-batch is not scaled at all, so a run without accumulation is bit
       // for bit what it was before the flag existed.
@@ -83,6 +88,8 @@ class TrainStep {
   nn::amp::GradScaler* scaler() { return scaler_.get(); }
   // --profile: run() marks its forward, backward and optimizer phases on `profiler` (null: none).
   void set_profiler(profile::StepProfiler* profiler) { profiler_ = profiler; }
+  // --ddp: the model's DistributedDataParallel, whose all-reduces run() keeps to one per step.
+  void set_ddp(dist::DistributedDataParallel* ddp) { ddp_ = ddp; }
 
  private:
   const PrecisionOptions& p_;
@@ -92,6 +99,7 @@ class TrainStep {
   double grad_clip_;
   std::unique_ptr<nn::amp::GradScaler> scaler_;
   profile::StepProfiler* profiler_ = nullptr;
+  dist::DistributedDataParallel* ddp_ = nullptr;
 };
 
 // --memory: the device allocator's summary; on the CPU, the process's peak resident memory.

@@ -343,6 +343,7 @@ static int run(int argc, char** argv) {
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
+  if (ddp) train_step.set_ddp(&*ddp);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);

@@ -292,6 +292,7 @@ static int run(int argc, char** argv) {
   std::optional<dist::DistributedDataParallel> ddp;
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
+  if (ddp) train_step.set_ddp(&*ddp);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();

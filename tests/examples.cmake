@@ -78,6 +78,12 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_${ranks})
     set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
   endforeach()
+  # --grad-accum under --ddp: the first micro-batch accumulates locally (no_sync), the second reduces the sum.
+  add_test(NAME example_train_gpt_ddp_grad_accum
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
+                   --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --data ${KILN_SHAKESPEARE}
+                   --extra=--grad-accum,2 --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_grad_accum)
+  set_tests_properties(example_train_gpt_ddp_grad_accum PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
   # train_cnn --ddp over 2 and 3 ranks against one process: equal within float tolerance because its
   # batch norm is synchronized over the ranks (dist/sync_batch_norm.h).
   foreach(ranks 2 3)
@@ -136,6 +142,8 @@ kiln_flag_test(fashion_mnist_leading_space train_fashion_mnist 2 stderr "--epoch
 kiln_flag_test(fit_function_trailing_junk fit_function 2 stderr "--steps.*'100k'" --steps 100k)
 kiln_flag_test(bench_cpu_gemm_threads bench_cpu_gemm 2 stderr "--threads.*'0'" --threads 0)
 kiln_flag_test(bench_cpu_gemm_help bench_cpu_gemm 0 stdout "--reps INT:POSITIVE=11" --help)
+kiln_flag_test(bench_tips_gpu_tip bench_tips 2 stderr "tip 4 is a GPU tip: run it with --device cuda" --tips 4)
+kiln_flag_test(bench_tips_unknown_tip bench_tips 2 stderr "there is no tip 13 in bench_tips" --tips 13)
 kiln_flag_test(cnn_doctor_every_zero train_cnn 2 stderr "--doctor-every.*'0'" --doctor-every 0)
 kiln_flag_test(gpt_log_every_negative train_gpt 2 stderr "--log-every.*'-1'" --log-every -1)
 # kiln_doctor on a constructed run's record, and on input it cannot use.

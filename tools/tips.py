@@ -10,12 +10,13 @@ falls on both. Each cell is the median over the rounds of each run's own median.
 speed-up of the tip's variant over the baseline: A's time over B's (above 1: the tip helps). Peak
 memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
 and activations); PyTorch has no such count for the CPU. Tips about the GPU (4, 8, 9, 10, 14, 17, 23)
-are not run here: their pages say that their GPU run is open until a run on the GPU is pasted.
+run with --device cuda on a GPU (kiln's side only: the peer has no GPU tips yet); until such a run is
+pasted, their pages say that their GPU run is open.
 
 Records must name a real commit: the command refuses a tree with uncommitted changes, or binaries
 built from another commit, unless --allow-dirty (a trial run, not for the pages).
 
-  usage: python3 tools/tips.py [--build build/cpu] [--python python3] [--threads 2] [--rounds 3]
+  usage: python3 tools/tips.py [--device cpu|cuda] [--build build/cpu] [--python python3] [--threads 2] [--rounds 3]
                                [--tips 1,2,...] [--out bench/records/tips_cpu_DATE_COMMIT] [--pages]
                                [--allow-dirty]
          python3 tools/tips.py --pages-from OUT.jsonl      paste a recorded run into the pages
@@ -71,18 +72,20 @@ def measure(a):
         if not os.access(exe, os.X_OK):
             fail(f"no {exe}: build kiln first (tools/build.sh)")
     env = dict(os.environ, KILN_NUM_THREADS=str(a.threads))
+    gpu = a.device == "cuda"
     common = ["--reps", str(a.reps), "--warmup", str(a.warmup)]
     if a.tips:
-        common += ["--tips", ",".join(str(t) for t in a.tips if t in CPU_TIPS)]
+        common += ["--tips", ",".join(str(t) for t in a.tips if t in (GPU_TIPS if gpu else CPU_TIPS))]
     rows = []
     for rnd in range(a.rounds):
-        for rec in records_of(run([bench] + common, env)):
+        for rec in records_of(run([bench, "--device", a.device] + common, env)):
             rows.append(dict(rec, round=rnd))
-        for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--threads",
-                                   str(a.threads)] + common, env)):
-            rows.append(dict(rec, round=rnd))
+        if not gpu:  # the peer has no GPU tips yet
+            for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--threads",
+                                       str(a.threads)] + common, env)):
+                rows.append(dict(rec, round=rnd))
         print(f"tips: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
-    if (not a.tips or DDP_TIP in a.tips) and shutil.which("mpiexec") and os.access(ddp, os.X_OK):
+    if not gpu and (not a.tips or DDP_TIP in a.tips) and shutil.which("mpiexec") and os.access(ddp, os.X_OK):
         rows += measure_ddp(a, ddp)
     return rows
 
@@ -211,12 +214,11 @@ def paste(rows, record_name):
         path = page_path(tip)
         with open(path) as f:
             text = f.read()
-        if tip in GPU_TIPS:
-            body = gpu_open(tip)
-        else:
-            body = tip_table(tip, table, record_name + ".md", meta)
-            if body is None:
+        body = tip_table(tip, table, record_name + ".md", meta)
+        if body is None:
+            if tip not in GPU_TIPS or "Record: `bench/records/" in text:
                 continue  # not measured in this run: the page keeps what it has
+            body = gpu_open(tip)
         new, n = MARKER.subn(lambda m: m.group(1) + body + "\n" + m.group(4) if int(m.group(2)) == tip else m.group(0),
                              text)
         if n != 1:
@@ -280,6 +282,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(REPO, "build", "cpu"))
     p.add_argument("--python", default="python3", help="a Python with torch, for tools/tips_peer.py")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cpu: the CPU tips beside PyTorch, and tip 13; cuda: the GPU tips (no PyTorch peer yet)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=10)
@@ -305,14 +309,14 @@ def main():
         fail(f"the tree has uncommitted changes ({commit}): commit first, or --allow-dirty for a trial run")
     if a.pages and a.allow_dirty:
         fail("--pages needs a clean tree: the pages name the record's commit")
-    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
+    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip() if a.device == "cpu" else None
     rows = [{"record": "run", "date": utc_now(), "command": " ".join(sys.argv), "tree": commit, "torch": torch,
              "threads": a.threads, "rounds": a.rounds}]
     rows += measure(a)
     header = next(r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln")
     if not a.allow_dirty and header["kiln_commit"] != commit[:len(header["kiln_commit"])]:
         fail(f"bench_tips was built from {header['kiln_commit']}, the tree is {commit}: rebuild first")
-    out = a.out or os.path.join(REPO, "bench", "records", f"tips_cpu_{utc_now()[:10]}_{commit[:7]}")
+    out = a.out or os.path.join(REPO, "bench", "records", f"tips_{a.device}_{utc_now()[:10]}_{commit[:7]}")
     import json
     write_atomic(out + ".jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     write_atomic(out + ".md", render(rows, os.path.basename(out)) + "\n")

@@ -6,7 +6,10 @@ synchronized over the ranks), within float tolerance (the ranks average their sh
 which rounds differently from one process's mean over the whole batch); and every rank must have
 computed the same values as rank 0, bit for bit (they hold the same weights).
 
-  usage: ddp_check.py --example gpt|cnn --exe EXE --mpiexec MPIEXEC --ranks N [--data PATH] --work DIR
+  usage: ddp_check.py --example gpt|cnn --exe EXE --mpiexec MPIEXEC --ranks N [--data PATH] [--extra FLAGS]
+                      --work DIR
+With --extra --grad-accum,2 both runs accumulate two micro-batches a step; the ranks' first micro-batch
+then stays local (DDP's no_sync) and the second's backward all-reduces their sum.
 """
 import argparse
 import json
@@ -43,11 +46,14 @@ def main():
     p.add_argument("--example", choices=sorted(EXAMPLES), default="gpt")
     p.add_argument("--data", help="the example's --data (default: its own)")
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--extra", default="", help="more flags for both runs, comma-separated (e.g. --grad-accum,2)")
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     kind, keys, common = EXAMPLES[a.example]
     if a.data:
         common = common + ["--data", a.data]
+    if a.extra:
+        common = common + a.extra.split(",")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", KILN_NUM_THREADS="1")
     one, many = os.path.join(a.work, "one"), os.path.join(a.work, "ddp")
     subprocess.run([a.exe] + common + ["--out", one], check=True, env=env, stdout=subprocess.DEVNULL)
