@@ -7,7 +7,8 @@ markers. The pages' numbers come only from here.
 
 A round runs bench_tips, then the peer: the implementations alternate, so a slow spell of the machine
 falls on both. Each cell is the median over the rounds of each run's own median. "B / A" is the
-speed-up of the tip's variant over the baseline: A's time over B's (above 1: the tip helps). Peak
+speed-up of the tip's variant over the baseline: B's throughput over A's where both have one, else
+A's time per unit over B's (above 1: the tip makes it faster). Peak
 memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
 and activations); PyTorch has no such count for the CPU. Tips about the GPU (4, 8, 9, 10, 14, 17, 23)
 run with --device cuda on a GPU (kiln's side only: the peer has no GPU tips yet); until such a run is
@@ -19,7 +20,7 @@ built from another commit, unless --allow-dirty (a trial run, not for the pages)
   usage: python3 tools/tips.py [--device cpu|cuda] [--build build/cpu] [--python python3] [--threads 2] [--rounds 3]
                                [--tips 1,2,...] [--out bench/records/tips_cpu_DATE_COMMIT] [--pages]
                                [--allow-dirty]
-         python3 tools/tips.py --pages-from OUT.jsonl      paste a recorded run into the pages
+         python3 tools/tips.py --pages-from OUT.jsonl      render a recorded run's OUT.md again, and paste it
          python3 tools/tips.py --check                     every page has its markers; pasted tables
                                                            name a record that exists
          python3 tools/tips.py --quick-check [--bench EXE]  bench_tips --quick: every CPU tip's A and B
@@ -33,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import json_lines, write_atomic  # noqa: E402
@@ -142,6 +144,16 @@ EXTRA = (("parameters", "parameters", "{:,.0f}"), ("cached_mb", "cached MB", "{:
          ("final_loss", "final loss", "{:.4f}"), ("test_accuracy", "test accuracy", "{:.4f}"))
 
 
+def speedup(a, b):
+    """B over A: the ratio of throughputs where both have one (variants whose units hold different
+    amounts of work, as batch 32 and batch 256), else of times per unit (A's over B's)."""
+    if a is None:
+        return float("nan")
+    if all(isinstance(r.get("rate"), (int, float)) and r["rate"] > 0 for r in (a, b)):
+        return b["rate"] / a["rate"]
+    return a["ms"] / b["ms"]
+
+
 def tip_table(tip, table, record_name, meta):
     """Markdown for one tip: the workload, then one row per implementation and variant."""
     rows = [r for (impl, t, _, _), r in table.items() if t == tip]
@@ -153,11 +165,11 @@ def tip_table(tip, table, record_name, meta):
     rate_unit = next((r["rate_unit"] for r in rows if r.get("rate_unit")), "")
     head = ["implementation", "variant", f"ms per {unit}"] + ([rate_unit] if rate_unit else [])
     head += ["peak MB", "B / A"] + [e[1] for e in extras]
-    lines = [f"Workload: {rows[0]['workload']}.", "",
+    lines = textwrap.wrap(f"Workload: {rows[0]['workload']}.", 100) + ["",
              "| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + " |"]
-    base = {r["impl"]: r["ms"] for r in rows if r["role"] == "A"}
+    base = {r["impl"]: r for r in rows if r["role"] == "A"}
     for r in rows:
-        speed = base.get(r["impl"], float("nan")) / r["ms"] if r["role"] == "B" else float("nan")
+        speed = speedup(base.get(r["impl"]), r) if r["role"] == "B" else float("nan")
         cols = [{"kiln": "kiln", "pytorch": "PyTorch"}.get(r["impl"], r["impl"]), f"{r['role']}: {r['variant']}",
                 num(r["ms"], "{:.3f}")]
         if rate_unit:
@@ -166,17 +178,19 @@ def tip_table(tip, table, record_name, meta):
         cols += [num(r.get(e[0]), e[2]) for e in extras]
         lines.append("| " + " | ".join(cols) + " |")
     impls = sorted({r["impl"] for r in rows})
-    lines += ["", f"{meta['device_name']}, {meta['threads']} threads{' (1 a rank)' if tip == DDP_TIP else ''}, "
-                  f"{meta['date']}, kiln `{meta['kiln_commit']}`"
+    footer = (f"{meta['device_name']}, {meta['threads']} threads{' (1 a rank)' if tip == DDP_TIP else ''}, "
+              f"{meta['date']}, kiln `{meta['kiln_commit']}`"
               + (f", PyTorch {meta['torch']}" if "pytorch" in impls else ", no PyTorch peer for this A/B")
               + f"; median of {rows[0]['rounds']} rounds. Record: `bench/records/{record_name}` "
-              "(written by `tools/tips.py`)."]
+              "(written by `tools/tips.py`).")
+    lines += [""] + textwrap.wrap(footer, 100, break_on_hyphens=False)
     return "\n".join(lines)
 
 
 def gpu_open(tip):
-    return ("GPU run open: this tip is measured on the GPU, and no run on the test machine with an H100 is "
-            f"recorded yet. (`tools/tips.py` writes this section; tip {tip}'s A/B is described above.)")
+    return "\n".join(textwrap.wrap(
+        "GPU run open: this tip is measured on the GPU, and no run on the test machine with an H100 is recorded "
+        f"yet. (`tools/tips.py` writes this section; tip {tip}'s A/B is described above.)", 100))
 
 
 def meta_of(rows):
@@ -216,7 +230,7 @@ def paste(rows, record_name):
             text = f.read()
         body = tip_table(tip, table, record_name + ".md", meta)
         if body is None:
-            if tip not in GPU_TIPS or "Record: `bench/records/" in text:
+            if tip not in GPU_TIPS or re.search(r"Record:\s+`bench/records/", text):
                 continue  # not measured in this run: the page keeps what it has
             body = gpu_open(tip)
         new, n = MARKER.subn(lambda m: m.group(1) + body + "\n" + m.group(4) if int(m.group(2)) == tip else m.group(0),
@@ -236,7 +250,7 @@ def check_pages():
         if len(found) != 1 or int(found[0].group(2)) != tip:
             problems.append(f"{path}: not exactly one measured section for tip {tip}")
             continue
-        for name in re.findall(r"Record: `bench/records/([^`]+)`", found[0].group(3)):
+        for name in re.findall(r"Record:\s+`bench/records/([^`]+)`", found[0].group(3)):
             if not os.path.exists(os.path.join(REPO, "bench", "records", name)):
                 problems.append(f"{path}: its table names bench/records/{name}, which does not exist")
         if not text.startswith(f"# Tip {tip}: "):
@@ -301,9 +315,11 @@ def main():
         return check_pages()
     if a.quick_check:
         return quick_check(a.bench or os.path.join(a.build, "bin", "bench_tips"))
-    if a.pages_from:
+    if a.pages_from:  # a recorded run: its table rendered again, and pasted
         rows = [r for _, r in json_lines(a.pages_from, "tips")]
-        return paste(rows, os.path.basename(a.pages_from)[:-len(".jsonl")])
+        name = os.path.basename(a.pages_from)[:-len(".jsonl")]
+        write_atomic(a.pages_from[:-len(".jsonl")] + ".md", render(rows, name) + "\n")
+        return paste(rows, name)
     commit = tree_commit()
     if commit.endswith("-dirty") and not a.allow_dirty:
         fail(f"the tree has uncommitted changes ({commit}): commit first, or --allow-dirty for a trial run")
