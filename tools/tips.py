@@ -114,7 +114,9 @@ def measure_ddp(a, exe):
                          "variant": "all-reduces overlap backward" if r["overlap"] else "wait for each all-reduce",
                          "role": "B" if r["overlap"] else "A", "unit": "step", "ms": 1e3 * r["step_seconds"],
                          "rate": None, "rate_unit": "", "peak_mb": None, "round": rnd})
-        rows.append(dict(header, record="header", impl="kiln-ddp", round=rnd))
+        # Paths as the repository names them: the binary relative to it, the temporary file as OUT.
+        command = header["command"].replace(REPO + os.sep, "").replace(out, "OUT")
+        rows.append(dict(header, record="header", impl="kiln-ddp", command=command, round=rnd))
     return rows
 
 
@@ -326,7 +328,9 @@ def main():
     if a.pages and a.allow_dirty:
         fail("--pages needs a clean tree: the pages name the record's commit")
     torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip() if a.device == "cpu" else None
-    rows = [{"record": "run", "date": utc_now(), "command": " ".join(sys.argv), "tree": commit, "torch": torch,
+    # The peer's interpreter is this machine's business: the record says PYTHON, as the other tables do.
+    command = " ".join("PYTHON" if arg == a.python else arg for arg in sys.argv)
+    rows = [{"record": "run", "date": utc_now(), "command": command, "tree": commit, "torch": torch,
              "threads": a.threads, "rounds": a.rounds}]
     rows += measure(a)
     header = next(r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln")
