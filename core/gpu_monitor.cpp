@@ -118,8 +118,10 @@ struct NvmlLibrary::Api {
   const char* (*error_string)(NvmlReturn) = nullptr;
   NvmlReturn (*by_index)(unsigned, NvmlDevice*) = nullptr;
   NvmlReturn (*by_pci_bus_id)(const char*, NvmlDevice*) = nullptr;
-  NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
-  NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
+  // The structs travel as void*: a pointer to a function whose parameter is another TU's struct type
+  // is, to the sanitizers' function-type check, a call through the wrong type.
+  NvmlReturn (*utilization)(NvmlDevice, void*) = nullptr;  // nvmlUtilization_t*
+  NvmlReturn (*memory)(NvmlDevice, void*) = nullptr;       // nvmlMemory_t*
   NvmlReturn (*power_mw)(NvmlDevice, unsigned*) = nullptr;
   NvmlReturn (*clock)(NvmlDevice, int, unsigned*) = nullptr;
   NvmlReturn (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;

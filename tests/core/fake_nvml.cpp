@@ -39,16 +39,17 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByPciBusId_v2(cons
   *device = &g_card;
   return kSuccess;
 }
-__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(void* device, Utilization* u) {
+// The struct outputs are void*, as kiln's function pointers declare them (core/gpu_monitor.cpp).
+__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(void* device, void* out) {
   if (device != &g_card) return kInvalidArgument;
   g_reads.fetch_add(1);
-  *u = {37, 12};
+  *static_cast<Utilization*>(out) = {37, 12};
   return kSuccess;
 }
-__attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device, Memory* m) {
+__attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device, void* out) {
   if (device != &g_card) return kInvalidArgument;
   const unsigned long long mib = 1024ull * 1024ull;
-  *m = {81920 * mib, 79872 * mib, 2048 * mib};
+  *static_cast<Memory*>(out) = {81920 * mib, 79872 * mib, 2048 * mib};
   return kSuccess;
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetPowerUsage(void* device, unsigned* mw) {
