@@ -31,6 +31,7 @@ struct DistributedDataParallel::State {
   std::vector<int64_t> pending;  // per bucket: gradients still to come
   size_t next_bucket = 0;    // the next bucket to reduce, in order
   int64_t reductions = 0;
+  profile::StepProfiler* profiler = nullptr;  // marks the waits as comm (set_profiler)
 
   // Starts bucket b's all-reduce: its gradients are packed into its flat buffer (made on first use,
   // then kept) and one all-reduce is issued over it; finish() waits for it and unpacks.
@@ -42,7 +43,11 @@ struct DistributedDataParallel::State {
     }
     detail::pack(bucket_params(b), flat, /*grads=*/true);
     works[b] = group->all_reduce(flat, ReduceOp::Avg, options.algo);
-    if (!options.overlap) works[b]->wait();
+    if (!options.overlap) {
+      if (profiler) profiler->begin(profile::Phase::Communication);
+      works[b]->wait();
+      if (profiler && in_pass) profiler->begin(profile::Phase::Backward);  // backward goes on
+    }
     ++reductions;
   }
 
@@ -98,6 +103,8 @@ struct DistributedDataParallel::State {
       }
     }
     for (size_t b = next_bucket; b < buckets.size(); ++b) pending[b] = 0;
+    // Backward is done: what is left is communication (the caller's end of its backward phase ends it).
+    if (profiler) profiler->begin(profile::Phase::Communication);
     reduce_ready();
     finish();
   }
@@ -178,6 +185,10 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 const std::vector<std::vector<size_t>>& DistributedDataParallel::buckets() const { return state_->buckets; }
 
 int64_t DistributedDataParallel::reductions() const { return state_->reductions; }
+
+void DistributedDataParallel::set_profiler(profile::StepProfiler* profiler) {
+  state_->profiler = profiler != nullptr && profiler->enabled() ? profiler : nullptr;
+}
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.state_->sync) {
   ddp_.state_->sync = false;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/profiler.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -66,6 +67,12 @@ class DistributedDataParallel {
 
   // All-reduces of the last backward pass (for tests and benchmarks).
   int64_t reductions() const;
+
+  // A step profiler (null: none) on which DDP marks the communication backward waits for as the
+  // `comm` phase: the buckets still in flight when backward ends (and, with overlap off, each
+  // bucket's all-reduce), returning to `backward` after a wait inside it. Call backward inside the
+  // profiler's backward phase; what overlaps backward stays backward's.
+  void set_profiler(profile::StepProfiler* profiler);
 
   struct State;
 

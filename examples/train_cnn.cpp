@@ -364,6 +364,7 @@ static int run(int argc, char** argv) {
   examples::RunProfile run_profile(opt.precision, device, run_record);
   profile::StepProfiler& profiler = run_profile.steps();
   train_step.set_profiler(run_profile.profiler());
+  if (ddp) ddp->set_profiler(run_profile.profiler());  // the all-reduces backward waits for: comm
   print_banner(opt, device, *model, n);
 
   // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has; with

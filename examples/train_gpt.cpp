@@ -312,6 +312,7 @@ static int run(int argc, char** argv) {
   examples::RunProfile run_profile(opt.precision, opt.device, run_record);
   profile::StepProfiler& profiler = run_profile.steps();
   train_step.set_profiler(run_profile.profiler());
+  if (ddp) ddp->set_profiler(run_profile.profiler());  // the all-reduces backward waits for: comm
   print_banner(opt, corpus, *model);
 
   // Training batches: random windows keyed by (seed, iteration, row), so the loader's position is

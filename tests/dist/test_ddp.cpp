@@ -5,8 +5,10 @@
 // float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/kiln.h"
@@ -348,4 +350,38 @@ TEST_CASE("ddp: after a backward that failed, the next one reduces its own gradi
   (sum((*reference)(cat(xs))) / static_cast<double>(g.size())).backward();
   auto pm = model->parameters(), pr = reference->parameters();
   for (size_t i = 0; i < pm.size(); ++i) CHECK(max(abs(pm[i].grad() - pr[i].grad())).item<double>() < 1e-12);
+}
+
+TEST_CASE("ddp: with a profiler, the communication backward waits for is the comm phase", "[ddp][profiler]") {
+  ProcessGroup& g = world();
+  auto local = make_model(2000);
+  // The last rank is late to the final all-reduce: it sleeps when backward reaches the first
+  // parameter, which backward produces last, before DDP's hook (registered later) issues the bucket.
+  // The other ranks wait for it in the comm phase, not in backward's. (One rank waits for no one;
+  // its comm phase is the last bucket's own reduction.)
+  const bool late = g.size() > 1 && g.rank() == g.size() - 1;
+  if (late) {
+    local->parameters()[0].register_post_accumulate_grad_hook(
+        [](Tensor&) { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
+  }
+  DistributedDataParallel ddp(local, g);
+  profile::StepProfiler prof(Device::cpu());
+  ddp.set_profiler(&prof);
+  auto [x, y] = global_batch(21);
+  prof.begin(profile::Phase::Forward);
+  Tensor loss = mse_loss((*local)(share(x, g)), share(y, g));
+  {
+    profile::PhaseScope backward(&prof, profile::Phase::Backward);
+    loss.backward();
+  }
+  prof.end_step();
+  const profile::StepTimes t = prof.report();
+  const double comm = t.phase_ms[static_cast<size_t>(profile::Phase::Communication)];
+  const double back = t.phase_ms[static_cast<size_t>(profile::Phase::Backward)];
+  CHECK(t.steps == 1);
+  CHECK(comm > 0);
+  // The others wait out most of the late rank's 60 ms in comm: the margin is for ranks that reach
+  // the end of backward at different times on a loaded machine (more ranks than cores in CI).
+  if (g.size() > 1 && !late) CHECK(comm >= 20);
+  if (late) CHECK(back >= 55);  // its own sleep is backward's
 }
