@@ -53,10 +53,11 @@ import struct
 import sys
 import tempfile
 import time
-from collections import OrderedDict, namedtuple
+from collections import namedtuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import write_atomic  # noqa: E402
+from train_step_peer import define_models  # noqa: E402
 
 FASHION_MNIST_DEFAULT = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -67,6 +68,8 @@ NOT_HERE = "13 is tools/tips.py's (bench_ddp_step); 4, 8, 9, 10, 14, 17 and 23 a
 # A tip's A/B: the workload, the unit timed, the rate's unit ("" where there is no rate), and the
 # variants, A first, each (name, measured) with measured a dict: ms, rate, and any extras.
 TipResult = namedtuple("TipResult", "workload unit rate_unit variants")
+Models = namedtuple("Models", "GPT ResNet SmallCNN")
+MODELS = None  # set by load_torch
 
 # Set by main() once --threads is in the environment (see load_torch).
 torch = nn = F = None
@@ -115,13 +118,15 @@ def parse_args(argv):
 
 def load_torch(threads):
     """Loads torch after setting the OpenMP and MKL thread counts (read at load), then set_num_threads."""
-    global torch, nn, F
+    global torch, nn, F, MODELS
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
     import torch as torch_module
 
     torch, nn, F = torch_module, torch_module.nn, torch_module.nn.functional
     torch.set_num_threads(threads)
+    # The GPT and SmallCNN that tools/train_step_peer.py already builds as kiln's.
+    MODELS = Models(*define_models(torch))
 
 
 def size(args, full, quick):
@@ -147,12 +152,7 @@ def measure(args, unit, items_per_unit=None):
 def small_cnn():
     """kiln's nn::SmallCNN for 1x28x28 images with dropout 0, in training mode, seeded as kiln's."""
     torch.manual_seed(0)
-    features = nn.Sequential(
-        nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
-    classifier = nn.Sequential(nn.Flatten(1), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.0),
-                               nn.Linear(128, 10))
-    return nn.Sequential(OrderedDict(features=features, classifier=classifier)).train()
+    return MODELS.SmallCNN(1, 10, 28, 128).train()
 
 
 def conv_bn_net(bias):
@@ -179,65 +179,6 @@ def images(batch, channels, side):
 
 def labels(batch):
     return torch.randint(0, 10, (batch,))
-
-
-def define_gpt():
-    """The GPT classes (they subclass nn.Module, so they are made once torch is loaded)."""
-
-    class CausalSelfAttention(nn.Module):
-        def __init__(self, n_embd, n_head):
-            super().__init__()
-            self.n_embd, self.n_head = n_embd, n_head
-            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-            self.c_proj = nn.Linear(n_embd, n_embd)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            heads = [p.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
-                     for p in self.c_attn(x).split(self.n_embd, dim=2)]
-            y = F.scaled_dot_product_attention(*heads, is_causal=True)
-            return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
-
-    class Block(nn.Module):
-        def __init__(self, n_embd, n_head):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(n_embd)
-            self.attn = CausalSelfAttention(n_embd, n_head)
-            self.ln_2 = nn.LayerNorm(n_embd)
-            self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(approximate="tanh"),
-                                     nn.Linear(4 * n_embd, n_embd))
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPT(nn.Module):
-        def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, recompute):
-            super().__init__()
-            self.vocab_size, self.recompute = vocab_size, recompute
-            self.wte = nn.Embedding(vocab_size, n_embd)
-            self.wpe = nn.Embedding(block_size, n_embd)
-            self.h = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-            self.ln_f = nn.LayerNorm(n_embd)
-            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-            self.lm_head.weight = self.wte.weight  # tied, as kiln's
-            for m in self.modules():  # nanoGPT's init, as kiln's
-                if isinstance(m, (nn.Linear, nn.Embedding)):
-                    nn.init.normal_(m.weight, 0.0, 0.02)
-                if isinstance(m, nn.Linear) and m.bias is not None:
-                    nn.init.zeros_(m.bias)
-
-        def loss(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.size(1)))
-            for block in self.h:
-                if self.recompute:
-                    x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
-                else:
-                    x = block(x)
-            logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.view(-1, self.vocab_size), targets.view(-1), ignore_index=-1)
-
-    return GPT
 
 
 class AugmentedImages:
@@ -537,18 +478,17 @@ def tip_grad_accum(args):
 
 def tip_checkpointing(args):
     """A GPT training step, activations kept, then each block recomputed in backward."""
-    gpt = define_gpt()
     vocab, block, layers, heads, width = 512, size(args, 128, 16), size(args, 4, 2), 4, size(args, 128, 32)
     batch = size(args, 8, 2)
     r = TipResult(f"gpt step: {layers} layers, {width} wide, block {block}, batch {batch}", "step", "tokens/s", [])
     for recompute in (False, True):
         torch.manual_seed(0)
-        model = gpt(vocab, block, layers, heads, width, recompute).train()
+        model = MODELS.GPT(vocab, block, layers, heads, width, recompute).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         idx, targets = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch, block))
 
         def unit():
-            model.loss(idx, targets).backward()
+            model(idx, targets).backward()  # the GPT's forward returns the loss
             opt.step()
             opt.zero_grad()
 
