@@ -1,7 +1,8 @@
 // Training-step benchmark of kiln's precision and memory modes (docs/mixed-precision.md): one whole
 // step (forward under autocast, backward, GradScaler where float16 needs it, AdamW, zero_grad) of a
-// nanoGPT-shaped GPT, of ResNet-18 for 32x32 images and of train_cnn's SmallCNN for 28x28 one-channel
-// images (dropout 0), on a fixed synthetic batch, in each mode:
+// nanoGPT-shaped GPT, of GPT-2 small (124M; run only when named: --workload gpt2-124m), of ResNet-18
+// for 32x32 images and of train_cnn's SmallCNN for 28x28 one-channel images (dropout 0), on a fixed
+// synthetic batch, in each mode:
 //   fp32            float32, TF32 off
 //   tf32            float32 matmuls and convolutions on TF32 tensor cores
 //   bf16            autocast bfloat16 (TF32 on for whatever stays float32)
@@ -9,11 +10,15 @@
 //   bf16-recompute  bf16 + activation recompute of every GPT block / ResNet BasicBlock (not cnn:
 //                   SmallCNN has no recompute)
 //   bf16-nhwc       bf16 + channels-last weights and activations (resnet18 and cnn: 4-d activations)
+//   fp16-nhwc       fp16 + GradScaler + channels-last (resnet18 and cnn): the usual CNN recipe
 // Each case builds its model and optimizer afresh, runs --warmup steps (cuDNN's algorithm search,
 // the allocator's first segments), then times --steps steps: on the GPU one pair of CUDA events
 // around each step, read only after the loop so nothing waits on the host; on the CPU the steady
-// clock. It reports the median, min and max step time, tokens/s or images/s at the median, and on
-// the GPU the allocator's peak of allocated bytes over the timed steps. tools/train_step_peer.py
+// clock. It reports the median, min and max step time, tokens/s or images/s at the median, on the
+// GPU the allocator's peak of allocated bytes over the timed steps, and the first step's latency
+// (from building the model to the end of the first step: plan searches and first allocations).
+// --cuda-graph captures the whole step as a CUDA graph at the end of the warm-up and times its
+// replays (examples/graphed_step.h). tools/train_step_peer.py
 // times the same models and modes in PyTorch the same way and writes the same JSON lines;
 // tools/train_step_compare.py puts the two side by side. Reports speed; never asserts it.
 //   usage: bench_train_step [--workload gpt|resnet18|cnn|all] [--mode M]... [--json FILE]   (--help: all flags)
@@ -33,6 +38,7 @@
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "examples/common.h"
+#include "examples/graphed_step.h"
 #include "examples/run_record.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/amp/grad_scaler.h"
@@ -65,14 +71,17 @@ const std::vector<Mode>& all_modes() {
       {"fp16", DType::Float16, true, true, false, false},
       {"bf16-recompute", DType::BFloat16, true, false, true, false},
       {"bf16-nhwc", DType::BFloat16, true, false, false, true},
+      {"fp16-nhwc", DType::Float16, true, true, false, true},
   };
   return modes;
 }
 
 // Channels-last needs 4-d activations (not the GPT's); recompute needs a model that checkpoints its
 // blocks (SmallCNN does not, and timing its bf16 step under the name bf16-recompute would mislead).
+bool is_gpt(const std::string& workload) { return workload == "gpt" || workload == "gpt2-124m"; }
+
 bool mode_fits(const std::string& workload, const Mode& m) {
-  if (m.channels_last && workload == "gpt") return false;
+  if (m.channels_last && is_gpt(workload)) return false;
   if (m.recompute && workload == "cnn") return false;
   return true;
 }
@@ -85,13 +94,16 @@ struct Options {
   std::string device;
   std::optional<int64_t> batch;  // default: default_batch(workload)
   // gpt: nanoGPT's Shakespeare-character shape (6 layers, 384 wide, 6 heads, vocabulary 65, T 256).
-  int64_t n_layer = 6, n_head = 6, n_embd = 384, block_size = 256;
+  int64_t n_layer = 6, n_head = 6, n_embd = 384;
+  // T of both GPTs: 256 for gpt, 1024 for gpt2-124m (GPTConfig::gpt2_124m(), B16) unless set.
+  std::optional<int64_t> block_size;
   // resnet18: resnet18_cifar() on 3x32x32 images, 10 classes; --base-width shrinks it for the CPU.
   // cnn: SmallCNN's own 28x28 one-channel input (Fashion-MNIST's), whatever --image-size says: the
   // model is small enough to time at its real size even in CI's smoke run.
   int64_t image_size = 32;
   std::optional<int64_t> base_width;
   uint64_t seed = 1337;
+  bool cuda_graph = false;
   std::string json;
 };
 
@@ -99,7 +111,10 @@ constexpr int64_t kVocab = 65;  // tiny Shakespeare's characters
 constexpr int64_t kClasses = 10;
 constexpr int64_t kCnnImage = 28;
 
-int64_t default_batch(const std::string& workload) { return workload == "resnet18" ? 512 : 64; }
+int64_t default_batch(const std::string& workload) {
+  if (workload == "gpt2-124m") return 16;
+  return workload == "resnet18" ? 512 : 64;
+}
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -109,13 +124,13 @@ Options parse_options(int argc, char** argv) {
       "memory mode; JSON lines for tools/train_step_compare.py, whose PyTorch peer is tools/train_step_peer.py.",
       "bench_train_step");
   examples::set_flag_defaults(app);
-  app.add_option("--workload", o.workload, "which model: gpt, resnet18, cnn or all")
-      ->check(CLI::IsMember({"gpt", "resnet18", "cnn", "all"}));
+  app.add_option("--workload", o.workload, "which model: gpt, gpt2-124m, resnet18, cnn or all (gpt, resnet18, cnn)")
+      ->check(CLI::IsMember({"gpt", "gpt2-124m", "resnet18", "cnn", "all"}));
   std::vector<std::string> names;
   for (const Mode& m : all_modes()) names.push_back(m.name);
   names.push_back("all");
   app.add_option("--mode", o.modes, "mode(s) to time, repeatable or comma-separated: fp32, tf32, bf16, fp16, "
-                                    "bf16-recompute (gpt, resnet18), bf16-nhwc (resnet18, cnn), or all")
+                                    "bf16-recompute (gpt, resnet18), bf16-nhwc and fp16-nhwc (resnet18, cnn), or all")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->delimiter(',')
       ->check(CLI::IsMember(names));
@@ -125,13 +140,14 @@ Options parse_options(int argc, char** argv) {
   examples::add_device_option(app, o.device);
   app.add_option("--batch", o.batch, "batch size of every workload")
       ->transform(examples::whole<int64_t>(1, int64_t(1) << 20))
-      ->default_str("64 for gpt and cnn, 512 for resnet18");
+      ->default_str("64 for gpt and cnn, 16 for gpt2-124m, 512 for resnet18");
   app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks")->transform(examples::whole<int64_t>(1, 1024));
   app.add_option("--n-head", o.n_head, "gpt: attention heads")->transform(examples::whole<int64_t>(1, 1024));
   app.add_option("--n-embd", o.n_embd, "gpt: width (a multiple of --n-head)")
       ->transform(examples::whole<int64_t>(1, 65536));
-  app.add_option("--block-size", o.block_size, "gpt: tokens per sequence (T)")
-      ->transform(examples::whole<int64_t>(1, 65536));
+  app.add_option("--block-size", o.block_size, "gpt, gpt2-124m: tokens per sequence (T)")
+      ->transform(examples::whole<int64_t>(1, 65536))
+      ->default_str("256 for gpt, 1024 for gpt2-124m");
   app.add_option("--image-size", o.image_size, "resnet18: square image side (cnn: always 28)")
       ->transform(examples::whole<int64_t>(4, 4096));
   app.add_option("--base-width", o.base_width, "resnet18: first stage's width, the others scaled alike")
@@ -139,12 +155,19 @@ Options parse_options(int argc, char** argv) {
       ->default_str("resnet18_cifar()'s");
   app.add_option("--seed", o.seed, "seed of the weights and the synthetic batch")
       ->transform(examples::whole<uint64_t>(0));
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "capture the whole step as a CUDA graph at the end of the warm-up and time its replays "
+               "(needs --warmup 2 or more: the eager steps size the graph's memory)");
   app.add_option("--json", o.json, "write the JSON lines here (atomically, after every case) instead of stdout");
   examples::parse_or_exit(app, argc, argv);
 
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
                           std::to_string(o.n_head));
+  }
+  if (o.cuda_graph && o.warmup < 2) {
+    examples::input_error("--cuda-graph needs --warmup 2 or more (eager steps, then the capture), not " +
+                          std::to_string(o.warmup));
   }
   examples::check_json_path(o.json);
   return o;
@@ -188,13 +211,19 @@ struct Workload {
   JsonLine shape;  // the model's sizes, which the peer must match
 };
 
-Workload make_gpt(const Options& o, const Mode& m, Device device) {
+// gpt: nanoGPT's character model at --n-layer/--n-head/--n-embd; gpt2-124m: GPT-2 small as it is.
+Workload make_gpt(const std::string& name, const Options& o, const Mode& m, Device device) {
   nn::GPTConfig cfg;
-  cfg.vocab_size = kVocab;
-  cfg.block_size = o.block_size;
-  cfg.n_layer = o.n_layer;
-  cfg.n_head = o.n_head;
-  cfg.n_embd = o.n_embd;
+  if (name == "gpt2-124m") {
+    cfg = nn::GPTConfig::gpt2_124m();
+    cfg.block_size = o.block_size.value_or(1024);
+  } else {
+    cfg.vocab_size = kVocab;
+    cfg.block_size = o.block_size.value_or(256);
+    cfg.n_layer = o.n_layer;
+    cfg.n_head = o.n_head;
+    cfg.n_embd = o.n_embd;
+  }
   cfg.dropout = 0.0;  // a step's cost without dropout's masks; the peer does the same
   cfg.bias = true;
   cfg.recompute = m.recompute;
@@ -204,13 +233,13 @@ Workload make_gpt(const Options& o, const Mode& m, Device device) {
   model->train();
 
   Workload w;
-  w.name = "gpt";
-  w.batch = o.batch.value_or(64);
-  w.items_per_step = static_cast<double>(w.batch * o.block_size);
+  w.name = name;
+  w.batch = o.batch.value_or(default_batch(name));
+  w.items_per_step = static_cast<double>(w.batch * cfg.block_size);
   w.unit = "tokens/s";
   const TensorOptions i64(DType::Int64, device);
-  const Tensor idx = randint(0, kVocab, {w.batch, o.block_size}, i64);
-  const Tensor targets = randint(0, kVocab, {w.batch, o.block_size}, i64);
+  const Tensor idx = randint(0, cfg.vocab_size, {w.batch, cfg.block_size}, i64);
+  const Tensor targets = randint(0, cfg.vocab_size, {w.batch, cfg.block_size}, i64);
   w.loss = [model, idx, targets] { return model->loss(idx, targets); };
   w.model = model;
   w.shape.integer("n_layer", cfg.n_layer).integer("n_head", cfg.n_head).integer("n_embd", cfg.n_embd);
@@ -284,13 +313,17 @@ struct Result {
   std::vector<double> step_ms;
   std::optional<int64_t> peak_bytes, start_bytes;  // the GPU's caching allocator only
   double final_loss = NAN;
+  std::optional<double> first_step_s;  // none with --warmup 0
+  size_t graph_nodes = 0;              // --cuda-graph: kernels and copies in the captured step
   int64_t parameters = 0;
   std::string error;
 };
 
 // The timed region is the step as a training loop runs it; the loss stays on the device (no host
-// sync inside a step, in any mode), and is read once after the last step.
-Result run_case(const Workload& w, const Mode& m, Device device, const Options& o) {
+// sync inside a step, in any mode), and is read once after the last step. `started` is when the
+// case began building its model: the first step's latency counts from there.
+Result run_case(const Workload& w, const Mode& m, Device device, const Options& o,
+                examples::Clock::time_point started) {
   Result r;
   r.parameters = w.model->num_parameters();
   // nanoGPT's AdamW: weight decay on matrices only, betas (0.9, 0.99); the values do not change the
@@ -316,8 +349,21 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
     optimizer.zero_grad();
     return loss.detach();
   };
+  // --cuda-graph: the last warm-up step captures the step (its batch is fixed: no inputs to copy).
+  std::optional<examples::GraphedStep> graphed;
+  if (o.cuda_graph) graphed.emplace(device, o.warmup - 1);
+  auto run_step = [&] {
+    return graphed ? graphed->run({}, [&](const std::vector<Tensor>&) { return step(); }) : step();
+  };
 
-  for (int i = 0; i < o.warmup; ++i) step();
+  for (int i = 0; i < o.warmup; ++i) {
+    run_step();
+    if (i == 0) {
+      if (device.is_cuda()) cuda::synchronize(device.index);
+      r.first_step_s = examples::seconds_since(started);
+    }
+  }
+  if (graphed) r.graph_nodes = graphed->graph_nodes();
   Tensor last;
   if (device.is_cuda()) {
     std::vector<std::unique_ptr<cuda::Event>> start, end;
@@ -333,7 +379,7 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
     const Stream stream = cuda::current_stream(device.index);
     for (int i = 0; i < o.steps; ++i) {
       start[static_cast<size_t>(i)]->record(stream);
-      last = step();
+      last = run_step();
       end[static_cast<size_t>(i)]->record(stream);
     }
     cuda::synchronize(device.index);
@@ -345,7 +391,7 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
     // CPU ops return when their work is done, so the clock around a step times the step.
     for (int i = 0; i < o.steps; ++i) {
       const auto t0 = examples::Clock::now();
-      last = step();
+      last = run_step();
       r.step_ms.push_back(1e3 * examples::seconds_since(t0));
     }
   }
@@ -368,7 +414,7 @@ JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
   h.text("command", command_line(argc, argv)).text("device", device.str());
   h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
   h.integer("steps", o.steps).integer("warmup", o.warmup);
-  h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock");
+  h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock").boolean("cuda_graph", o.cuda_graph);
   return examples::add_host_usage(h);
 }
 
@@ -381,8 +427,11 @@ JsonLine case_record(const Workload& w, const Mode& m, Device device, const Opti
   else c.null("amp");
   c.boolean("tf32", device.is_cuda() && m.tf32).boolean("loss_scaling", m.scaler);
   c.boolean("recompute", m.recompute).boolean("channels_last", m.channels_last);
-  c.integer("steps", o.steps).integer("warmup", o.warmup);
+  c.integer("steps", o.steps).integer("warmup", o.warmup).boolean("cuda_graph", o.cuda_graph);
   if (!r.error.empty()) return c.text("error", r.error);
+  if (r.first_step_s) c.real("first_step_s", *r.first_step_s, "%.4f");
+  else c.null("first_step_s");
+  if (o.cuda_graph) c.integer("graph_nodes", static_cast<int64_t>(r.graph_nodes));
   const double med = median(r.step_ms);
   c.real("step_ms_median", med, "%.4f");
   c.real("step_ms_min", *std::min_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
@@ -402,11 +451,13 @@ void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r
     const double med = median(r.step_ms);
     char peak[32] = "-";
     if (r.peak_bytes) std::snprintf(peak, sizeof peak, "%.0f", static_cast<double>(*r.peak_bytes) / (1 << 20));
-    std::fprintf(out, "%-9s %-15s %6lld %10.3f %10.3f %10.3f %12.0f %-8s %9s %10.4f\n", w.name.c_str(),
+    char first[32] = "-";
+    if (r.first_step_s) std::snprintf(first, sizeof first, "%.3f", *r.first_step_s);
+    std::fprintf(out, "%-9s %-15s %6lld %10.3f %10.3f %10.3f %12.0f %-8s %9s %10.4f %12s\n", w.name.c_str(),
                  m.name.c_str(), static_cast<long long>(w.batch), med,
                  *std::min_element(r.step_ms.begin(), r.step_ms.end()),
                  *std::max_element(r.step_ms.begin(), r.step_ms.end()), w.items_per_step / (med * 1e-3), w.unit, peak,
-                 r.final_loss);
+                 r.final_loss, first);
   }
   std::fflush(out);
 }
@@ -417,6 +468,9 @@ void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r
 static int run(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   const Device device = examples::choose_device(o.device);
+  if (o.cuda_graph && !device.is_cuda()) {
+    examples::input_error("--cuda-graph needs a CUDA device; this run is on " + device.str());
+  }
   const std::vector<Mode> modes = chosen_modes(o);
   std::FILE* table = o.json.empty() ? stderr : stdout;
 
@@ -429,8 +483,8 @@ static int run(int argc, char** argv) {
   std::fprintf(table, "kiln training-step bench on %s (%s), commit %s, median of %d steps after %d warm-up, %s\n",
                device.str().c_str(), examples::device_name(device).c_str(), examples::build_commit(), o.steps,
                o.warmup, examples::utc_now().c_str());
-  std::fprintf(table, "%-9s %-15s %6s %10s %10s %10s %12s %-8s %9s %10s\n", "workload", "mode", "batch", "median ms",
-               "min ms", "max ms", "throughput", "", "peak MiB", "last loss");
+  std::fprintf(table, "%-9s %-15s %6s %10s %10s %10s %12s %-8s %9s %10s %12s\n", "workload", "mode", "batch",
+               "median ms", "min ms", "max ms", "throughput", "", "peak MiB", "last loss", "first step s");
 
   const cuda::MathSwitches saved = cuda::math_switches();
   int failed = 0;
@@ -445,10 +499,11 @@ static int run(int argc, char** argv) {
       std::optional<Workload> w;
       Result r;
       try {
-        if (name == "gpt") w = make_gpt(o, m, device);
+        const auto started = examples::Clock::now();
+        if (is_gpt(name)) w = make_gpt(name, o, m, device);
         else if (name == "cnn") w = make_cnn(o, m, device);
         else w = make_resnet(o, m, device);
-        r = run_case(*w, m, device, o);
+        r = run_case(*w, m, device, o, started);
       } catch (const std::exception& e) {  // report and go on: one failing mode must not hide the others
         r.error = e.what();
         if (!w) {

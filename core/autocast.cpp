@@ -146,6 +146,8 @@ const std::vector<PolicyRow>& policy_table() {
       // Tensor-core work: the point of autocast.
       {"matmul", Policy::LowPrecision},
       {"linear", Policy::LowPrecision},
+      {"linear_gelu", Policy::LowPrecision},
+      {"gelu_mlp", Policy::LowPrecision},
       {"conv2d", Policy::LowPrecision},
       {"scaled_dot_product_attention", Policy::LowPrecision},
       // Range or accuracy needs float32: exponentials, logarithms, powers, long sums, the

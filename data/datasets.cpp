@@ -155,7 +155,21 @@ Example TokenWindows::get(int64_t index) const {
     std::memcpy(w, static_cast<const int64_t*>(tokens_.data_ptr()) + start,
                 static_cast<size_t>(block_ + 1) * sizeof(int64_t));
   }
+  if (vocab_size_ > 0) {
+    for (int64_t t = 0; t <= block_; ++t) {
+      if (w[t] < 0 || w[t] >= vocab_size_) {
+        throw IndexError("TokenWindows: token " + std::to_string(w[t]) + " at position " + std::to_string(start + t) +
+                         (file_ ? " of " + file_->path() : std::string(" of the token ids")) +
+                         " is outside the vocabulary [0, " + std::to_string(vocab_size_) + ")");
+      }
+    }
+  }
   return {window.narrow(0, 0, block_), window.narrow(0, 1, block_)};
+}
+
+void TokenWindows::check_below(int64_t vocab_size) {
+  if (vocab_size < 1) throw Error("TokenWindows::check_below: vocabulary size " + std::to_string(vocab_size) + " < 1");
+  vocab_size_ = vocab_size;
 }
 
 // --- synthetic images -------------------------------------------------------------------------------

@@ -78,12 +78,17 @@ class TokenWindows final : public Dataset {
   Example get(int64_t index) const override;
   int64_t tokens() const { return count_; }
   int64_t block() const { return block_; }
+  // From now on get() checks every token of a window against the vocabulary: an id at or above
+  // `vocab_size` is an IndexError naming it and its position (a token file made with another
+  // tokenizer), rather than an embedding lookup out of range.
+  void check_below(int64_t vocab_size);
 
  private:
   void init(int64_t samples);
   std::shared_ptr<const TokenFile> file_;
   Tensor tokens_;
   int64_t count_ = 0, block_ = 0, size_ = 0;
+  int64_t vocab_size_ = 0;  // 0: unchecked
   bool random_ = true;
 };
 

@@ -89,8 +89,8 @@ void gpu_idle(const RunFacts& f, const DoctorThresholds& t, std::vector<Finding>
   const double step = f.measured.steps.step_ms;
   std::string message = format("GPU utilization %.0f%% with %.2f ms steps: ", util, step);
   if (step < t.short_step_ms) {
-    message += "the step is launch-bound, many small kernels the host issues one by one; capture it in a CUDA "
-               "graph (core/cuda/graph.h) or raise --batch-size (tip 1)";
+    message += "the step is launch-bound, many small kernels the host issues one by one; replay it as one CUDA "
+               "graph (--cuda-graph) or raise --batch-size (tip 1)";
   } else {
     message += "the GPU waits for the host; see the data and host findings, and watch it (tip 23)";
   }

@@ -27,6 +27,7 @@
 #include "dist/ddp.h"
 #include "examples/common.h"
 #include "examples/precision_options.h"
+#include "examples/run_record.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/optimizer.h"
@@ -114,6 +115,20 @@ inline void print_memory(const PrecisionOptions& p, Device device) {
                 static_cast<double>(usage.ru_maxrss) / 1024.0);
   }
   std::fflush(stdout);
+}
+
+// The first step's latency: waits for `loss` (the end of this process's first step), then prints
+// and records the seconds since `launch`, the program's start. Setup, data loading, cuDNN's and
+// cuBLASLt's plan searches and the allocator's first segments are all in it: what a user waits
+// before training runs at speed.
+inline void report_first_step(MetricsFile& metrics, Progress& progress, int64_t step, const Tensor& loss,
+                              Clock::time_point launch) {
+  (void)loss.item<double>();
+  const double seconds = seconds_since(launch);
+  progress.end_line();
+  std::printf("first step done %.2f s after launch\n", seconds);
+  std::fflush(stdout);
+  metrics.write(first_step_record(step, seconds));
 }
 
 }  // namespace kiln::examples

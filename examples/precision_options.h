@@ -1,7 +1,8 @@
 // The training examples' precision, memory and observability flags: --amp, --tf32, --channels-last,
-// --recompute, --grad-accum, --memory (what they do: examples/mixed_precision.h), --profile, --doctor,
-// --doctor-every and --log-every (examples/doctor.h, run_record.h). In a header of their own, as the rest
-// of the examples' options, so the command-line fuzzer parses exactly what the programs do.
+// --recompute, --grad-accum, --memory (what they do: examples/mixed_precision.h), --cuda-graph
+// (examples/graphed_step.h), --profile, --doctor, --doctor-every and --log-every (examples/doctor.h,
+// run_record.h). In a header of their own, as the rest of the examples' options, so the command-line
+// fuzzer parses exactly what the programs do.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,10 @@
 
 namespace kiln::examples {
 
+// Eager steps before --cuda-graph captures: the first creates the optimizer's state, library
+// handles and cuDNN's plans; all of them measure the memory the capture reserves.
+inline constexpr int64_t kGraphWarmupSteps = 3;
+
 struct PrecisionOptions {
   std::string amp = "off";  // off, bf16, fp16
   bool tf32 = true;
@@ -21,6 +26,7 @@ struct PrecisionOptions {
   bool recompute = false;
   int64_t grad_accum = 1;
   bool memory = false;
+  bool cuda_graph = false;   // --cuda-graph: the whole step captured once and replayed
   bool profile = false;      // --profile: the step profiler (core/profiler.h)
   bool doctor = false;       // --doctor: the utilization doctor (examples/doctor.h)
   int64_t doctor_every = 0;  // its report every N steps too; 0: at the end only
@@ -54,6 +60,9 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
                  "compute each step's batch as K micro-batches of batch-size/K (less activation memory)")
       ->transform(whole<int64_t>(1, 1 << 20));
   app.add_flag("--memory", p.memory, "print the device allocator's memory summary at the end");
+  app.add_flag("--cuda-graph", p.cuda_graph,
+               "after " + std::to_string(kGraphWarmupSteps) +
+                   " eager steps, capture the whole training step as a CUDA graph and replay it (GPU only)");
   app.add_flag("--profile", p.profile,
                "time each step's phases (data, forward, backward, optimizer) and print their means");
   app.add_flag("--doctor", p.doctor,
@@ -64,6 +73,18 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
                  "write a train record (the step's loss, lr, throughput, memory) to metrics.jsonl every N steps; 0: "
                  "none")
       ->transform(whole<int64_t>(0, int64_t{1} << 40));
+}
+
+// --cuda-graph needs a GPU, and a step that is one graph launch: the profiler's phases inside it
+// cannot be timed, and DDP's all-reduces are issued from backward hooks the graph would freeze.
+inline void check_cuda_graph(const PrecisionOptions& p, Device device, bool ddp) {
+  if (!p.cuda_graph) return;
+  if (!device.is_cuda()) input_error("--cuda-graph needs a CUDA device; this run is on " + device.str());
+  if (p.profile || p.doctor) {
+    input_error(std::string("--cuda-graph replays forward, backward and the optimizer as one launch, which ") +
+                (p.profile ? "--profile" : "--doctor") + " cannot split into phases: profile an eager run");
+  }
+  if (ddp) input_error("--cuda-graph does not capture --ddp's all-reduces yet: run one of them");
 }
 
 // Every micro-batch needs a row: --grad-accum at most --batch-size.
@@ -85,6 +106,7 @@ inline std::string precision_str(const PrecisionOptions& p, Device device) {
   if (p.channels_last) s += ", channels-last";
   if (p.recompute) s += ", recompute";
   if (p.grad_accum > 1) s += ", grad-accum " + std::to_string(p.grad_accum);
+  if (p.cuda_graph) s += ", CUDA graph";
   return s;
 }
 

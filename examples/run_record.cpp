@@ -251,6 +251,10 @@ JsonLine train_record(int64_t step, double loss, double lr, const char* rate_key
       .object("memory_mb", memory_usage(device));
 }
 
+JsonLine first_step_record(int64_t step, double seconds) {
+  return JsonLine().text("record", "first_step").integer("step", step).real("seconds", seconds, "%.4f");
+}
+
 double RateWindow::take_rate() {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = secs > 0 ? items / secs : 0;

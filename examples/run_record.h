@@ -103,6 +103,10 @@ struct RateWindow {
 // "step_ms", "phase_ms": {"data": ..., "h2d": ..., ...}, "other_ms"}, the means of `times`.
 JsonLine profile_record(const profile::StepTimes& times, int64_t step);
 
+// The first step's latency: {"record": "first_step", "step": this process's first step,
+// "seconds": from the program's start to that step's end}.
+JsonLine first_step_record(int64_t step, double seconds);
+
 // The first record of a run: program, argv, start time (UTC), build commit, device, its name, the
 // CPU thread count, the host's load average, the checkpoint resumed from ("" for a fresh run) and
 // the resolved settings.

@@ -27,6 +27,7 @@
 #include "examples/common.h"
 #include "examples/distributed.h"
 #include "examples/doctor.h"
+#include "examples/graphed_step.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_cnn_options.h"
@@ -325,8 +326,10 @@ int verdict(const Options& opt, double accuracy, const Loop& loop, double last_t
 
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
+  const auto t_launch = Clock::now();  // the first step's latency counts from here
   Options opt = parse_options(argc, argv);
   Device device = examples::choose_device(opt.device);
+  examples::check_cuda_graph(opt.precision, device, opt.ddp);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
   dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out);
   const data::transforms::Compose transform = train_transform(opt);
@@ -344,6 +347,8 @@ static int run(int argc, char** argv) {
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
+  std::optional<examples::GraphedStep> graphed;  // --cuda-graph
+  if (opt.precision.cuda_graph) graphed.emplace(device, examples::kGraphWarmupSteps);
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
@@ -355,6 +360,7 @@ static int run(int argc, char** argv) {
     loop = resume_from(opt, *model, *optimizer, train_step.scaler(), data, device, batches_per_epoch);
     schedule.set_step(loop.step);
   }
+  const int64_t first_step = loop.step + 1;  // this process's first
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(loop.step));
   const examples::JsonLine run_record = examples::run_record("train_cnn", argc, argv, device, opt.resume,
@@ -404,19 +410,23 @@ static int run(int argc, char** argv) {
       const int64_t len = batch->data.size(0);
       // On the GPU the batch arrives as uint8 and is augmented and normalized there, in one kernel.
       const Tensor xb = device.is_cuda() ? transform.apply_batch(batch->data) : batch->data;
-      const Tensor& yb = batch->target;
-      Tensor loss = train_step.run(len, [&](int64_t start, int64_t rows) {
-        return cross_entropy((*model)(xb.narrow(0, start, rows)), yb.narrow(0, start, rows));
-      });
+      // The step on inputs {images, labels}: run as it is, or through the graph on static copies.
+      auto step = [&](const std::vector<Tensor>& in) {
+        return train_step.run(in[0].size(0), [&](int64_t start, int64_t rows) {
+          return cross_entropy((*model)(in[0].narrow(0, start, rows)), in[1].narrow(0, start, rows));
+        });
+      };
+      Tensor loss = graphed ? graphed->run({xb, batch->target}, step) : step({xb, batch->target});
       schedule.step();
       profiler.end_step();
       ++loop.step;
       ++loop.batch;
       loop.loss_sum.add_(loss.detach());
       if (loop.step == 1) {
-        loop.first_loss = loss.item<float>();
+        loop.first_loss = loss.item<float>();  // waits for the step
         examples::check_finite_loss(loop.first_loss, "step 1");
       }
+      if (loop.step == first_step) examples::report_first_step(metrics, progress, loop.step, loss, t_launch);
       const int64_t images = group ? len * group->size() : len;  // the global batch, with --ddp
       images_this_epoch += images;
       totals.images += images;

@@ -1,8 +1,9 @@
-// Trains a character-level GPT on a text file (tiny Shakespeare, shipped in data/, by default) and
-// prints a sample. On CUDA the default shape is nanoGPT's shakespeare-char; on the CPU a tiny model
-// that learns in minutes. Non-obvious decision: batches are random windows drawn on the device from
-// kiln's generator, so the checkpoint's generator state is the whole data position and a resumed
-// (or --max-minutes split) run continues bit for bit.
+// Trains a GPT and prints a sample: a character-level model on a text file (tiny Shakespeare, shipped
+// in data/, by default), or on a token file or synthetic tokens (--model gpt2-124m is GPT-2 small).
+// On CUDA the default character shape is nanoGPT's shakespeare-char; on the CPU a tiny model that
+// learns in minutes. Non-obvious decision: training windows are keyed by (seed, iteration, row) and
+// evaluation batches come from kiln's generators, so the checkpoint's generator state is the whole
+// data position and a resumed (or --max-minutes split) run continues bit for bit.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -23,10 +24,12 @@
 #include "data/loader.h"
 #include "data/prefetcher.h"
 #include "data/sampler.h"
+#include "data/token_file.h"
 #include "dist/ddp.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
 #include "examples/doctor.h"
+#include "examples/graphed_step.h"
 #include "examples/mixed_precision.h"
 #include "examples/run_record.h"
 #include "examples/train_gpt_options.h"
@@ -50,26 +53,89 @@ namespace {
 // Loader threads when --workers is unset: see examples/train_gpt_options.h.
 constexpr int64_t kDefaultWorkers = examples::gpt::kDefaultWorkers;
 
-// The text as character ids (data::CharCorpus: the vocabulary is its sorted distinct bytes), split
-// 90/10 into training and validation ids on the CPU (the loader cuts training windows from them),
-// the same splits on the device for the loss estimates, and the prompt's ids (checked now rather
-// than after a long run).
+using examples::gpt::DataKind;
+
+// The tokens of a run and its vocabulary.
+// - Text: character ids (data::CharCorpus: the vocabulary is the text's sorted distinct bytes),
+//   split 90/10 into training and validation ids on the CPU (the loader cuts training windows from
+//   them), the same splits on the device for the loss estimates.
+// - Synthetic: --vocab-size uniformly random ids from the seed, held as a text's are.
+// - Tokens: a memory-mapped training file and validation file (data/token_file.h), never copied
+//   whole: the loader reads windows from the training file, the estimates batches from both.
+// And the prompt's ids (checked now rather than after a long run).
 struct Corpus {
-  data::CharCorpus chars;
-  Tensor train_ids, val_ids;  // int64, CPU
-  Tensor train, val;          // the same on the device
+  DataKind kind = DataKind::Text;
+  int64_t vocab_size = 0;
+  std::optional<data::CharCorpus> chars;  // text only: decodes the sample
+  Tensor train_ids, val_ids;              // text and synthetic: int64, CPU
+  Tensor train, val;                      // the same on the device
+  std::shared_ptr<const data::TokenFile> train_file, val_file;  // token files
   std::vector<int64_t> prompt_ids;
-  // What a checkpoint refers to: this text and its character map (token ids mean nothing without
-  // it). Computed once: every checkpoint carries it.
+  // What a checkpoint refers to: this text and its character map, or the token files' sizes and
+  // the vocabulary (token ids mean nothing without them). Computed once: every checkpoint carries it.
   std::map<std::string, std::string> fingerprint;
+
+  int64_t train_tokens() const { return train_file ? train_file->size() : train_ids.size(0); }
+  int64_t val_tokens() const { return val_file ? val_file->size() : val_ids.size(0); }
 };
 
-Corpus load_corpus(const Options& opt) {
+// A data file that exists and is not a folder, or bad input.
+void check_data_file(const std::string& flag, const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(opt.data, ec)) {
-    examples::input_error("cannot read --data " + opt.data + (fs::is_directory(opt.data, ec) ? ": it is a folder" :
+  if (!fs::is_regular_file(path, ec)) {
+    examples::input_error("cannot read " + flag + " " + path + (fs::is_directory(path, ec) ? ": it is a folder" :
                           " (relative paths resolve against " + fs::current_path().string() + ")"));
   }
+}
+
+// Both splits must hold one window of block + 1 tokens.
+void check_split_length(const Options& opt, const char* split, int64_t tokens) {
+  if (tokens <= opt.block_size + 1) {
+    examples::input_error("--data " + opt.data + ": its " + split + " split has " + std::to_string(tokens) +
+                          " tokens, too few for block size " + std::to_string(opt.block_size));
+  }
+}
+
+Corpus load_token_corpus(const Options& opt) {
+  Corpus c;
+  c.kind = opt.kind;
+  c.vocab_size = opt.vocab_size;
+  if (opt.kind == DataKind::Synthetic) {
+    // From its own generator: the model's initial weights do not depend on the data.
+    Generator g(opt.seed ^ 0x5D47'ACE5ull);
+    Tensor ids = randint(0, opt.vocab_size, {examples::gpt::kSyntheticTokens}, TensorOptions(DType::Int64), g);
+    const int64_t n_train = ids.size(0) * 9 / 10;
+    c.train_ids = ids.narrow(0, 0, n_train).contiguous();
+    c.val_ids = ids.narrow(0, n_train, ids.size(0) - n_train).contiguous();
+    c.train = c.train_ids.to(opt.device);
+    c.val = c.val_ids.to(opt.device);
+    c.fingerprint = {{"data", "synthetic"},
+                     {"tokens", std::to_string(ids.size(0))},
+                     {"vocab_size", std::to_string(opt.vocab_size)}};
+  } else {
+    check_data_file("--data", opt.data);
+    check_data_file("--val-data", opt.val_data);
+    try {
+      c.train_file = std::make_shared<const data::TokenFile>(opt.data);
+      c.val_file = std::make_shared<const data::TokenFile>(opt.val_data);
+    } catch (const Error& e) {
+      examples::input_error(e.what());
+    }
+    c.fingerprint = {{"data", "tokens"},
+                     {"train_tokens", std::to_string(c.train_file->size())},
+                     {"val_tokens", std::to_string(c.val_file->size())},
+                     {"vocab_size", std::to_string(opt.vocab_size)}};
+  }
+  check_split_length(opt, "training", c.train_tokens());
+  check_split_length(opt, "validation", c.val_tokens());
+  // No tokenizer: the sample continues the validation split's first token.
+  c.prompt_ids = {c.val_file ? c.val_file->token(0) : c.val_ids.narrow(0, 0, 1).item<int64_t>()};
+  return c;
+}
+
+Corpus load_corpus(const Options& opt) {
+  if (opt.kind != DataKind::Text) return load_token_corpus(opt);
+  check_data_file("--data", opt.data);
   std::optional<data::CharCorpus> chars;
   try {
     chars.emplace(data::CharCorpus::from_file(opt.data));
@@ -95,9 +161,17 @@ Corpus load_corpus(const Options& opt) {
   const int64_t n_train = bytes * 9 / 10;
   Tensor train_ids = chars->ids().narrow(0, 0, n_train);
   Tensor val_ids = chars->ids().narrow(0, n_train, bytes - n_train);
-  std::map<std::string, std::string> fingerprint = chars->fingerprint();
-  return Corpus{std::move(*chars), train_ids, val_ids, train_ids.to(opt.device), val_ids.to(opt.device),
-                std::move(prompt_ids), std::move(fingerprint)};
+  Corpus c;
+  c.kind = DataKind::Text;
+  c.vocab_size = chars->vocab_size();
+  c.fingerprint = chars->fingerprint();
+  c.chars.emplace(std::move(*chars));
+  c.train_ids = train_ids;
+  c.val_ids = val_ids;
+  c.train = train_ids.to(opt.device);
+  c.val = val_ids.to(opt.device);
+  c.prompt_ids = std::move(prompt_ids);
+  return c;
 }
 
 // The initial weights come from kiln's generator, seeded by --seed just before.
@@ -128,15 +202,33 @@ std::pair<Tensor, Tensor> get_batch(const Tensor& data, int64_t batch, int64_t b
   return {window.narrow(1, 0, block).contiguous(), window.narrow(1, 1, block).contiguous()};
 }
 
-// Mean loss over --eval-iters random batches, in eval mode (no dropout) and without autograd.
-double estimate_loss(nn::GPT& model, const Tensor& data, const Options& opt) {
+// A loss-estimate batch of a token file's split: from a CPU generator of its own, keyed by (seed,
+// iteration, split), so that the estimates of an evaluation do not depend on what ran before it.
+std::pair<Tensor, Tensor> file_batch(const data::TokenFile& file, const Options& opt, Generator& generator,
+                                     int64_t vocab_size) {
+  auto [x, y] = file.random_batch(opt.batch_size, opt.block_size, generator);
+  const int64_t top = std::max(max(x).item<int64_t>(), max(y).item<int64_t>());
+  if (top >= vocab_size) {
+    examples::input_error(file.path() + ": token " + std::to_string(top) + " is outside the vocabulary [0, " +
+                          std::to_string(vocab_size) + ") of --vocab-size");
+  }
+  return {x.to(opt.device), y.to(opt.device)};
+}
+
+// Mean loss over --eval-iters random batches of a split, in eval mode (no dropout) and without
+// autograd. `iter` keys a token file's batches (the other kinds draw from the device generator).
+double estimate_loss(nn::GPT& model, const Corpus& corpus, bool val, const Options& opt, int64_t iter) {
+  const Tensor& data = val ? corpus.val : corpus.train;
+  const data::TokenFile* file = (val ? corpus.val_file : corpus.train_file).get();
+  Generator generator(opt.seed ^ (0x9E37'79B9'7F4A'7C15ull * static_cast<uint64_t>(2 * iter + (val ? 2 : 1))));
   NoGradGuard no_grad;
   std::optional<AutocastGuard> autocast;  // evaluate in the precision the run trains in
   if (const std::optional<DType> dt = opt.precision.amp_dtype()) autocast.emplace(opt.device.type, *dt);
   model.eval();
-  Tensor total = zeros({}, TensorOptions(DType::Float32, data.device()));
+  Tensor total = zeros({}, TensorOptions(DType::Float32, opt.device));
   for (int64_t i = 0; i < opt.eval_iters; ++i) {
-    auto [x, y] = get_batch(data, opt.batch_size, opt.block_size);
+    auto [x, y] = file ? file_batch(*file, opt, generator, corpus.vocab_size)
+                       : get_batch(data, opt.batch_size, opt.block_size);
     total = total + model.loss(x, y);
   }
   model.train();
@@ -196,20 +288,27 @@ std::string sample(nn::GPT& model, const Corpus& corpus, const Options& opt, con
   std::optional<int64_t> top_k;
   if (opt.top_k > 0) top_k = opt.top_k;
   Tensor out = model.generate(idx, opt.sample_tokens, opt.temperature, top_k);
-  std::string text;
-  for (int64_t id : out.to(Device::cpu()).view({-1}).to_vector<int64_t>()) {
-    text.push_back(static_cast<char>(corpus.chars.chars()[static_cast<size_t>(id)]));
-  }
+  const std::vector<int64_t> ids = out.to(Device::cpu()).view({-1}).to_vector<int64_t>();
+  if (corpus.chars) return corpus.chars->decode(ids);
+  std::string text = "token ids (kiln has no tokenizer to decode them):";  // token and synthetic data
+  for (const int64_t id : ids) text += " " + std::to_string(id);
   return text;
 }
 
 examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t parameters) {
   examples::JsonLine s;
-  s.integer("data_bytes", static_cast<int64_t>(corpus.chars.text().size()));
-  s.integer("vocab_size", corpus.chars.vocab_size());
+  s.text("model", opt.model);
+  if (corpus.chars) {
+    s.integer("data_bytes", static_cast<int64_t>(corpus.chars->text().size()));
+  } else {
+    s.text("data", corpus.kind == DataKind::Synthetic ? "synthetic" : "tokens");
+    s.integer("train_tokens", corpus.train_tokens()).integer("val_tokens", corpus.val_tokens());
+  }
+  s.integer("vocab_size", corpus.vocab_size);
   s.integer("n_layer", opt.n_layer).integer("n_head", opt.n_head).integer("n_embd", opt.n_embd);
   s.integer("block_size", opt.block_size).integer("parameters", parameters).integer("batch_size", opt.batch_size);
   s.real("dropout", opt.dropout, "%g").integer("max_iters", opt.max_iters).real("lr", opt.lr, "%g");
+  s.real("beta2", opt.beta2, "%g").boolean("cuda_graph", opt.precision.cuda_graph);
   s.real("min_lr", opt.min_lr, "%g").integer("warmup_iters", opt.warmup_iters);
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
@@ -242,10 +341,12 @@ examples::JsonLine summary_record(bool finished, int64_t iter, double val_loss, 
 // --- what the run prints ----------------------------------------------------------------------------
 
 void print_banner(const Options& opt, const Corpus& corpus, nn::GPT& model) {
-  std::printf("GPT on %s (%s): %zu bytes, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
+  const std::string size = corpus.chars ? std::to_string(corpus.chars->text().size()) + " bytes"
+                                        : std::to_string(corpus.train_tokens()) + " training tokens";
+  std::printf("GPT on %s (%s): %s, vocabulary %lld; %lld layers, %lld heads, %lld wide, block %lld, "
               "%.2fM parameters; batch %lld, dropout %g, %lld iterations, AdamW lr %g -> %g; %s; %s\n",
-              opt.data.c_str(), opt.device.str().c_str(), corpus.chars.text().size(),
-              static_cast<long long>(corpus.chars.vocab_size()), static_cast<long long>(opt.n_layer),
+              opt.data.c_str(), opt.device.str().c_str(), size.c_str(),
+              static_cast<long long>(corpus.vocab_size), static_cast<long long>(opt.n_layer),
               static_cast<long long>(opt.n_head), static_cast<long long>(opt.n_embd),
               static_cast<long long>(opt.block_size), static_cast<double>(model.get_num_params()) / 1e6,
               static_cast<long long>(opt.batch_size), opt.dropout, static_cast<long long>(opt.max_iters), opt.lr,
@@ -278,13 +379,14 @@ void print_result(const Options& opt, int64_t iter, double val_loss, const Best&
 
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
+  const auto t_launch = Clock::now();  // the first step's latency counts from here
   Options opt = parse_options(argc, argv);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
   dist::ProcessGroup* group = examples::start_ddp(opt.ddp, opt.device, opt.batch_size, opt.out);
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);
-  auto model = build_model(opt, corpus.chars.vocab_size());
+  auto model = build_model(opt, corpus.vocab_size);
   nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
                              {opt.beta1, opt.beta2});
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
@@ -293,6 +395,8 @@ static int run(int argc, char** argv) {
   if (group) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
+  std::optional<examples::GraphedStep> graphed;  // --cuda-graph
+  if (opt.precision.cuda_graph) graphed.emplace(opt.device, examples::kGraphWarmupSteps);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
@@ -303,6 +407,7 @@ static int run(int argc, char** argv) {
     std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer, train_step.scaler());
     schedule.set_step(iter);
   }
+  const int64_t first_iter = iter + 1;  // this process's first step
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(iter));
   const examples::JsonLine run_record = examples::run_record("train_gpt", argc, argv, opt.device, opt.resume,
@@ -317,8 +422,11 @@ static int run(int argc, char** argv) {
 
   // Training batches: random windows keyed by (seed, iteration, row), so the loader's position is
   // the iteration and a resume continues the same windows. One epoch covers the whole run.
-  auto windows = std::make_shared<data::TokenWindows>(corpus.train_ids, opt.block_size,
-                                                      std::max<int64_t>(opt.max_iters, iter + 1) * opt.batch_size);
+  const int64_t samples = std::max<int64_t>(opt.max_iters, iter + 1) * opt.batch_size;
+  auto windows = corpus.train_file
+                     ? std::make_shared<data::TokenWindows>(corpus.train_file, opt.block_size, samples)
+                     : std::make_shared<data::TokenWindows>(corpus.train_ids, opt.block_size, samples);
+  windows->check_below(corpus.vocab_size);
   data::DataLoaderOptions loader_options = opt.loader.loader_options(opt.device, kDefaultWorkers);
   loader_options.batch_size = opt.batch_size;
   loader_options.seed = opt.seed;
@@ -338,8 +446,8 @@ static int run(int argc, char** argv) {
   examples::RateWindow rate;  // for the train records
   std::optional<double> val_loss;
   auto evaluate = [&] {
-    const double tr = estimate_loss(*model, corpus.train, opt);
-    const double va = estimate_loss(*model, corpus.val, opt);
+    const double tr = estimate_loss(*model, corpus, /*val=*/false, opt, iter);
+    const double va = estimate_loss(*model, corpus, /*val=*/true, opt, iter);
     examples::check_finite_loss(tr, "the training-set estimate of iteration " + std::to_string(iter));
     examples::check_finite_loss(va, "the validation estimate of iteration " + std::to_string(iter));
     val_loss = va;
@@ -370,15 +478,20 @@ static int run(int argc, char** argv) {
   while (iter < opt.max_iters) {
     profiler.begin(profile::Phase::DataWait);
     const data::Example batch = *batches.next();
-    Tensor loss = train_step.run(batch.data.size(0), [&](int64_t start, int64_t len) {
-      return model->loss(batch.data.narrow(0, start, len), batch.target.narrow(0, start, len));
-    });
+    // The step on inputs {tokens, targets}: run as it is, or through the graph on static copies.
+    auto step = [&](const std::vector<Tensor>& in) {
+      return train_step.run(in[0].size(0), [&](int64_t start, int64_t len) {
+        return model->loss(in[0].narrow(0, start, len), in[1].narrow(0, start, len));
+      });
+    };
+    Tensor loss = graphed ? graphed->run({batch.data, batch.target}, step) : step({batch.data, batch.target});
     schedule.step();
     profiler.end_step();
     ++iter;
     ++window_iters;
     loss_window.add_(loss.detach());
     rate.items += tokens_per_iter;
+    if (iter == first_iter) examples::report_first_step(metrics, progress, iter, loss, t_launch);
     if (opt.precision.log_every > 0 && iter % opt.precision.log_every == 0) {
       metrics.write(examples::train_record(iter, loss.item<double>(), schedule.lr_at(iter - 1), "tokens_per_s",
                                            rate.take_rate(), opt.device));
@@ -424,14 +537,14 @@ static int run(int argc, char** argv) {
 
   if (stopped) {
     // The checkpoint is already written; this estimate's draws do not reach it.
-    if (!val_loss || iter % opt.eval_interval != 0) val_loss = estimate_loss(*model, corpus.val, opt);
+    if (!val_loss || iter % opt.eval_interval != 0) val_loss = estimate_loss(*model, corpus, true, opt, iter);
     std::printf("stopped after %s at iteration %lld/%lld with val loss %.4f; continue with --resume %s\n",
                 format_duration(seconds_since(t_start)).c_str(), static_cast<long long>(iter),
                 static_cast<long long>(opt.max_iters), *val_loss, checkpoint_path.c_str());
     metrics.write(summary_record(false, iter, *val_loss, best, trained, opt, seconds_since(t_start)));
     return 0;  // a split run is not finished, so --max-val-loss does not judge it yet
   }
-  if (!val_loss) val_loss = estimate_loss(*model, corpus.val, opt);
+  if (!val_loss) val_loss = estimate_loss(*model, corpus, /*val=*/true, opt, iter);
   nn::save_safetensors((fs::path(opt.out) / "model.safetensors").string(), model->state_dict());
   print_result(opt, iter, *val_loss, best, best_path, trained, seconds_since(t_start));
   examples::print_memory(opt.precision, opt.device);

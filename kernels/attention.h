@@ -39,6 +39,8 @@ struct AttentionArgs {
   double scale = 1.0;
   double dropout_p = 0.0;  // element (b, i, j) kept iff philox_uniform(word of index (b*L+i)*S+j) >= p
   PhiloxState philox;
+  // CUDA: the forward may take the tensor-core kernel where it fits (attention_tc_fits).
+  bool tensor_cores = false;
 };
 
 // Element offsets of batch entry b's q, k, v and mask (row-major over the batch shape).
@@ -76,6 +78,20 @@ void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, cons
 void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                              const void* q, const void* k, const void* v, const AttentionArgs& a,
                              const KernelContext& ctx);
+
+// The tensor-core forward of the CUDA twin (kernels/cuda/attention_tc.cu): float16/bfloat16, E = Ev
+// in {64, 128}, no mask or dropout, even strides and 4-byte aligned operands, a.tensor_cores set.
+// Same outputs as attention_forward_cuda; only CUDA builds define them.
+bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);
+void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                          const KernelContext& ctx);
+// Launches of the tensor-core forward in this process, so a test can see that it ran (0 in a build
+// without CUDA, where this is an inline stub).
+#if defined(KILN_WITH_CUDA)
+int64_t attention_tc_launches();
+#else
+inline int64_t attention_tc_launches() { return 0; }
+#endif
 
 namespace kernels {
 KILN_KERNEL(attention_forward);

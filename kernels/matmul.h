@@ -19,6 +19,17 @@ struct GemmBatch {
   const int64_t* c_offsets = nullptr;
 };
 
+// What a GEMM does with its product P = op(A) @ op(B) before storing it. Both epilogues take one
+// product (batch.count 1) with alpha 1 and beta 0; `aux` is an m x n matrix (leading dimension
+// ldaux) in the operands' dtype.
+// - BiasGeluAux, the up-projection of a GPT-2 MLP: H = P + bias (`bias`: one value per column of C)
+//   is stored in aux for the backward, and C = gelu_tanh(H), computed from H before it is rounded.
+// - DGeluBgrad, that projection's backward through the down-projection: C = P * gelu_tanh'(aux),
+//   with aux the forward's H, and `bias_grad` (n values) = the column sums of C: dH and db in one.
+// On CUDA they are cuBLASLt's CUBLASLT_EPILOGUE_GELU_AUX_BIAS and CUBLASLT_EPILOGUE_DGELU_BGRAD
+// (float32, float16, bfloat16; ldaux a multiple of 8); the CPU twin runs the product, then one pass.
+enum class GemmEpilogue : uint8_t { None, BiasGeluAux, DGeluBgrad };
+
 // For each batch entry i: C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where op(X) is X or X^T,
 // A_i = a + a_offsets[i] (elements), an m x k matrix (k x m when trans_a) with leading dimension
 // lda, likewise B_i (k x n, or n x k when trans_b) and C_i (m x n, ldc). All three share `dtype`
@@ -40,7 +51,15 @@ struct GemmArgs {
   // float32 on CUDA may use TF32 tensor cores (cuda::math_switches().allow_tf32_matmul); the CPU
   // always computes in float32.
   bool allow_tf32 = false;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  const void* bias = nullptr;  // BiasGeluAux: n values
+  void* aux = nullptr;         // H, m x n: written by BiasGeluAux, read by DGeluBgrad
+  int64_t ldaux = 0;
+  void* bias_grad = nullptr;   // DGeluBgrad: n values written
 };
+
+// The checks both twins make of an epilogue's arguments: a kiln::Error naming what is wrong.
+void check_gemm_epilogue(const GemmArgs& g);
 
 // The whole product in one expression (a designated initializer would need every field in order).
 inline GemmArgs gemm_args(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,

@@ -13,6 +13,7 @@
 #include "core/ops/dropout.h"
 #include "core/ops/embedding.h"
 #include "core/ops/layer_norm.h"
+#include "core/ops/matmul.h"
 #include "core/ops/random.h"
 #include "core/ops/softmax.h"
 #include "core/ops/topk.h"
@@ -97,7 +98,13 @@ MLP::MLP(const GPTConfig& config) {
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x)))); }
+// With biases and GPT-2's tanh GELU, c_fc, the GELU and c_proj run as gelu_mlp: two GEMMs with
+// epilogues, forward and backward. Otherwise the three modules in turn.
+Tensor MLP::forward(const Tensor& x) {
+  const bool fused = c_fc->bias.defined() && c_proj->bias.defined() && gelu->approximate == GeluApprox::Tanh;
+  if (fused) return dropout->forward(gelu_mlp(x, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias));
+  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
+}
 
 // --- TransformerBlock ----------------------------------------------------------------------------
 

@@ -25,6 +25,22 @@ struct GPTConfig {
   // for backward and running it again there (docs/recompute.md). Outputs and gradients are the
   // same bits either way; off by default.
   bool recompute = false;
+
+  // GPT-2 small ("124M"): 12 layers, 12 heads, 768 wide, block 1024 and GPT-2's own vocabulary of
+  // 50257 tokens (nanoGPT pads it to 50304 for speed; this preset keeps the real one, as the
+  // tokenized corpora use it), biases on, dropout 0. 124,439,808 parameters, the tied output
+  // layer counted once.
+  static GPTConfig gpt2_124m() {
+    GPTConfig c;
+    c.vocab_size = 50257;
+    c.block_size = 1024;
+    c.n_layer = 12;
+    c.n_head = 12;
+    c.n_embd = 768;
+    c.dropout = 0.0;
+    c.bias = true;
+    return c;
+  }
 };
 
 // Multi-head causal self-attention: one fused q/k/v projection, scaled_dot_product_attention
@@ -41,7 +57,8 @@ class CausalSelfAttention : public UnaryModule {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 };
 
-// Linear(C, 4C), GELU (tanh approximation, as GPT-2), Linear(4C, C), dropout.
+// Linear(C, 4C), GELU (tanh approximation, as GPT-2), Linear(4C, C), dropout. With biases, the three
+// run as gelu_mlp (core/ops/matmul.h): GEMMs with bias-GELU and dGELU/bias-gradient epilogues.
 class MLP : public UnaryModule {
  public:
   explicit MLP(const GPTConfig& config);

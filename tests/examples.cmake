@@ -66,6 +66,25 @@ if(KILN_PYTHON3)
                    --exe $<TARGET_FILE:train_gpt> --doctor $<TARGET_FILE:kiln_doctor> --data ${KILN_SHAKESPEARE}
                    --work ${KILN_EXAMPLE_RUNS}/train_gpt_profile)
   set_tests_properties(example_train_cnn_profile example_train_gpt_profile PROPERTIES LABELS example TIMEOUT 300)
+
+  # train_gpt on token files (tiny Shakespeare's bytes as nanoGPT train.bin/val.bin), on synthetic
+  # tokens and with the gpt2-124m preset; then a token-file run split between evaluations resumes bit
+  # for bit (its estimates draw from generators keyed by the iteration, not the device generator).
+  set(kiln_gpt_tokens ${KILN_EXAMPLE_RUNS}/train_gpt_tokens)
+  add_test(NAME example_train_gpt_tokens
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/token_data_check.py
+                   --exe $<TARGET_FILE:train_gpt> --text ${KILN_SHAKESPEARE} --work ${kiln_gpt_tokens})
+  add_test(NAME example_train_gpt_tokens_files
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/token_data_check.py --write-only
+                   --exe $<TARGET_FILE:train_gpt> --text ${KILN_SHAKESPEARE} --work ${kiln_gpt_tokens}_resume)
+  add_test(NAME example_train_gpt_resume_tokens
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${kiln_gpt_tokens}_resume/tokens/train.bin
+                   -DWORK=${kiln_gpt_tokens}_resume/runs -DEXTRA=--vocab-size,256
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
+  set_tests_properties(example_train_gpt_tokens_files PROPERTIES FIXTURES_SETUP gpt_token_files)
+  set_tests_properties(example_train_gpt_resume_tokens PROPERTIES FIXTURES_REQUIRED gpt_token_files)
+  set_tests_properties(example_train_gpt_tokens example_train_gpt_tokens_files example_train_gpt_resume_tokens
+                       PROPERTIES LABELS example TIMEOUT 300 ENVIRONMENT "KILN_NUM_THREADS=2")
 endif()
 
 # train_gpt --ddp over 2 and 3 ranks of mpiexec against the same run in one process.
@@ -146,6 +165,23 @@ kiln_flag_test(bench_tips_gpu_tip bench_tips 2 stderr "tip 4 is a GPU tip: run i
 kiln_flag_test(bench_tips_unknown_tip bench_tips 2 stderr "there is no tip 13 in bench_tips" --tips 13)
 kiln_flag_test(cnn_doctor_every_zero train_cnn 2 stderr "--doctor-every.*'0'" --doctor-every 0)
 kiln_flag_test(gpt_log_every_negative train_gpt 2 stderr "--log-every.*'-1'" --log-every -1)
+# --cuda-graph needs a GPU; the data flags that only fit token data.
+kiln_flag_test(gpt_cuda_graph_cpu train_gpt 2 stderr "--cuda-graph needs a CUDA device; this run is on cpu"
+               --device cpu --cuda-graph)
+kiln_flag_test(cnn_cuda_graph_cpu train_cnn 2 stderr "--cuda-graph needs a CUDA device; this run is on cpu"
+               --device cpu --cuda-graph)
+kiln_flag_test(bench_train_step_cuda_graph_cpu bench_train_step 2 stderr "--cuda-graph needs a CUDA device"
+               --device cpu --cuda-graph)
+kiln_flag_test(bench_train_step_cuda_graph_warmup bench_train_step 2 stderr "--cuda-graph needs --warmup 2 or more"
+               --cuda-graph --warmup 1)
+kiln_flag_test(gpt_vocab_size_text train_gpt 2 stderr "--vocab-size applies to token and synthetic data"
+               --device cpu --vocab-size 100)
+kiln_flag_test(gpt_val_data_text train_gpt 2 stderr "--val-data applies to token files" --device cpu --val-data x.bin)
+kiln_flag_test(gpt_token_file_without_val train_gpt 2 stderr "--data tokens.bin: name the validation tokens"
+               --device cpu --data tokens.bin)
+kiln_flag_test(gpt_unknown_model train_gpt 2 stderr "--model.*gpt3" --model gpt3)
+kiln_flag_test(gpt_missing_token_file train_gpt 2 stderr "cannot read --data /nonexistent/train.bin"
+               --device cpu --data /nonexistent/train.bin)
 # kiln_doctor on a constructed run's record, and on input it cannot use.
 set(KILN_DOCTOR_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/examples/doctor)
 kiln_flag_test(doctor_report kiln_doctor 0 stdout

@@ -10,6 +10,10 @@
 #   tools/gpu_check.sh train-step
 #                              on the GPU host, with $OUT set: the training-step bench and its PyTorch
 #                              peer alone, with the whole call's time (run gives them what is left)
+#   tools/gpu_check.sh speed   on the GPU host, with $OUT set: the training rows of the speed table
+#                              (docs/cuda-graphs.md): each workload at its recipe, kiln eager and with
+#                              --cuda-graph, PyTorch eager and torch.compile, two alternating rounds;
+#                              $OUT/speed.jsonl and the table in $OUT/speed.md
 #   tools/gpu_check.sh data    on the GPU host, with $OUT set: the data-pipeline bench (the fused
 #                              augmentation kernel against torchvision's GPU transforms; a training
 #                              step fed by the DataLoader against device-resident data), two rounds
@@ -456,6 +460,68 @@ train_step_only() {
   [ ${#failed[@]} -eq 0 ]
 }
 
+# The speed table's training rows: a workload and its recipe's flags, for both programs. GPT-2 small
+# runs first, so a call that runs short loses the small, fast rows, not the one that matters most.
+speed_cases=(
+  "gpt2-124m --mode bf16"
+  "gpt --mode bf16"
+  "resnet18 --mode fp16-nhwc"
+  "cnn --mode fp32 --batch 256"
+)
+
+# On the GPU host: for each case, kiln eager, kiln --cuda-graph, PyTorch eager and torch.compile,
+# then the same again (two rounds, so a drift of clocks or temperature falls on all four). Each run
+# gets at most 60 s and keeps what it wrote; what does not fit the call is said, not failed.
+speed_only() {
+  begin_run speed
+  local log=$OUT/speed.log json=$OUT/speed.jsonl dir=$scratch/speed round spec workload who secs rc file
+  : >"$log"
+  : >"$json"
+  mkdir -p "$dir"
+  for round in 1 2; do
+    for spec in "${speed_cases[@]}"; do
+      read -r workload flags <<<"$spec"
+      for who in kiln kiln-graph torch torch-compile; do
+        secs=$(budget 60)
+        if [ "$secs" -lt 15 ]; then
+          record "NOT RUN" "speed: $workload $who $round" "no time left"
+          continue
+        fi
+        file=$dir/$workload-$who-$round.jsonl
+        echo "==== $workload $who, round $round" >>"$log"
+        # shellcheck disable=SC2086 # the case's flags are words
+        case $who in
+          kiln) kiln_env timeout --kill-after=10 "$secs" "$bin_dir/bench_train_step" --device cuda \
+            --workload "$workload" $flags --json "$file" >>"$log" 2>&1 ;;
+          kiln-graph) kiln_env timeout --kill-after=10 "$secs" "$bin_dir/bench_train_step" --device cuda \
+            --workload "$workload" $flags --cuda-graph --json "$file" >>"$log" 2>&1 ;;
+          torch) PYTHONUNBUFFERED=1 timeout --kill-after=10 "$secs" python3 "$root/tools/train_step_peer.py" \
+            --device cuda --workload "$workload" $flags --json "$file" >>"$log" 2>&1 ;;
+          torch-compile) PYTHONUNBUFFERED=1 timeout --kill-after=10 "$secs" python3 \
+            "$root/tools/train_step_peer.py" --device cuda --workload "$workload" $flags --compile \
+            --json "$file" >>"$log" 2>&1 ;;
+        esac
+        rc=$?
+        [ ! -s "$file" ] || cat "$file" >>"$json"
+        if [ $rc = 0 ]; then
+          record ok "speed: $workload $who $round" ""
+        else
+          fail "speed: $workload $who $round" "exit $rc" "$log"
+        fi
+      done
+    done
+  done
+  if [ -s "$json" ] && python3 "$root/tools/train_step_compare.py" "$json" --out "$OUT/speed.md" >>"$log" 2>&1; then
+    record ok "speed: compare" "$OUT/speed.md"
+  else
+    fail "speed: compare" "train_step_compare.py failed or nothing was recorded" "$log"
+  fi
+  cap "$log"
+  end_run
+  [ -f "$OUT/speed.md" ] && { echo; cat "$OUT/speed.md"; }
+  [ ${#failed[@]} -eq 0 ]
+}
+
 run() {
   begin_run run
   # $OUT hands back 8 files at most: summary.txt, tests.log, sanitizers.log (memcheck's log, then
@@ -654,6 +720,7 @@ case "${1:-}" in
   stage) stage ;;
   run) run ;;
   train-step) train_step_only ;;
+  speed) speed_only ;;
   data) data_only ;;
   exec)
     shift
@@ -663,5 +730,6 @@ case "${1:-}" in
     shift
     interop "$@"
     ;;
-  *) die "usage: tools/gpu_check.sh stage|run|train-step|data|interop|exec PROGRAM [ARGS...] (see docs/gpu-testing.md)" ;;
+  *) die "usage: tools/gpu_check.sh stage|run|train-step|speed|data|interop|exec PROGRAM [ARGS...]" \
+       "(see docs/gpu-testing.md)" ;;
 esac

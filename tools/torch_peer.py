@@ -61,6 +61,23 @@ def _layer_norm(inputs, args):
     return lambda: torch.nn.functional.layer_norm(x, shape, w.to(x.dtype), b.to(x.dtype))
 
 
+def _sdpa_causal(inputs, args):
+    q, k, v = inputs
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _sdpa_causal_fwd_bwd(inputs, args):
+    # Fresh leaves once per rotation set; each timed call drops the last gradients (kiln's case makes
+    # new leaves per call, so neither side accumulates).
+    q, k, v = (t.detach().requires_grad_(True) for t in inputs[:3])
+    grad = inputs[3]
+
+    def run():
+        q.grad = k.grad = v.grad = None
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
+    return run
+
+
 def _conv2d(inputs, args):
     x, w = inputs
     stride, padding = tuple(args.get("stride", (1, 1))), tuple(args.get("padding", (0, 0)))
@@ -79,7 +96,12 @@ OPS = {
     "softmax": Op(1, lambda i, a: (lambda: torch.softmax(i[0], dim=a["dim"])), required=("dim",)),
     "layer_norm": Op(2, _layer_norm, required=("normalized_shape",)),
     "matmul": Op(2, lambda i, a: (lambda: torch.matmul(i[0], i[1]))),
+    # PyTorch eager runs the GEMM, then the bias (in the GEMM's addmm), then GELU as its own kernel.
+    "linear_gelu": Op(3, lambda i, a: (lambda: torch.nn.functional.gelu(torch.nn.functional.linear(i[0], i[1], i[2]),
+                                                                          approximate="tanh"))),
     "conv2d": Op(2, _conv2d, optional=("stride", "padding")),
+    "sdpa_causal": Op(3, _sdpa_causal),
+    "sdpa_causal_fwd_bwd": Op(4, _sdpa_causal_fwd_bwd),
 }
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")

@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 """PyTorch peer of bench/train_step.cpp (bench_train_step): the same training step of the same models
 in the same precision and memory modes, timed the same way, written as the same JSON lines with
-impl "torch", so tools/train_step_compare.py can put them side by side.
+impl "torch" (eager) or "torch-compile" (--compile), so tools/train_step_compare.py can put them side
+by side.
 
 Models, written here with kiln's shapes (the init need not match, the shapes and the work must):
-  gpt       nanoGPT's GPT: token + position embeddings, pre-LayerNorm blocks of causal
-            self-attention (one fused q/k/v Linear, scaled_dot_product_attention with is_causal) and
-            an MLP (Linear 4C, GELU tanh approximation as kiln's, Linear C), biases on, dropout 0,
-            lm_head tied to the token embedding; 6 layers, 384 wide, 6 heads, vocabulary 65, B64, T256
-  resnet18  ResNet-18 for 32x32 images (kiln's ResNetConfig::resnet18_cifar()): 3x3 stem conv + BN +
-            ReLU, no max-pool, four stages of 2 BasicBlocks (64, 128, 256, 512 wide, stride 2 at the
-            start of stages 2-4, 1x1 conv + BN shortcuts), global average pool, Linear 10; B512
-  cnn       train_cnn's SmallCNN for 1x28x28 images (kiln's nn::SmallCNN, dropout 0): conv3x3 1->32 (no
-            bias) + BN + ReLU + MaxPool2d(2), conv3x3 32->64 (no bias) + BN + ReLU + MaxPool2d(2),
-            Flatten, Linear(64*7*7, 128), ReLU, Linear(128, 10); B64; always 28x28, as kiln's
-Modes: fp32 (TF32 off), tf32, bf16 (torch.autocast bfloat16, TF32 on), fp16 (torch.autocast float16
-+ torch.amp.GradScaler, TF32 on), bf16-recompute (bf16 + torch.utils.checkpoint around every GPT
-block / BasicBlock, use_reentrant=False, no RNG state saved: nothing in them draws random numbers,
+  gpt        nanoGPT's GPT: token + position embeddings, pre-LayerNorm blocks of causal
+             self-attention (one fused q/k/v Linear, scaled_dot_product_attention with is_causal) and
+             an MLP (Linear 4C, GELU tanh approximation as kiln's, Linear C), biases on, dropout 0,
+             lm_head tied to the token embedding; 6 layers, 384 wide, 6 heads, vocabulary 65, B64, T256
+  gpt2-124m  the same GPT at GPT-2 small's size (a fixed preset: --n-layer/--n-head/--n-embd do not
+             apply): 12 layers, 768 wide, 12 heads, vocabulary 50257, B16, T1024; the position
+             embedding has T rows, so the 124,439,808 parameters (tied weights counted once) are at T1024
+  resnet18   ResNet-18 for 32x32 images (kiln's ResNetConfig::resnet18_cifar()): 3x3 stem conv + BN +
+             ReLU, no max-pool, four stages of 2 BasicBlocks (64, 128, 256, 512 wide, stride 2 at the
+             start of stages 2-4, 1x1 conv + BN shortcuts), global average pool, Linear 10; B512
+  cnn        train_cnn's SmallCNN for 1x28x28 images (kiln's nn::SmallCNN, dropout 0): conv3x3 1->32 (no
+             bias) + BN + ReLU + MaxPool2d(2), conv3x3 32->64 (no bias) + BN + ReLU + MaxPool2d(2),
+             Flatten, Linear(64*7*7, 128), ReLU, Linear(128, 10); B64; always 28x28, as kiln's
+--workload all is gpt, resnet18 and cnn; gpt2-124m runs only when named. --block-size sets T of both
+GPTs. Modes: fp32 (TF32 off), tf32, bf16 (torch.autocast bfloat16, TF32 on), fp16 (torch.autocast
+float16 + torch.amp.GradScaler, TF32 on), bf16-recompute (bf16 + torch.utils.checkpoint around every
+GPT block / BasicBlock, use_reentrant=False, no RNG state saved: nothing in them draws random numbers,
 as in kiln; not cnn, which has no blocks to recompute), bf16-nhwc (bf16 + channels_last model and
-input; resnet18 and cnn).
+input; resnet18 and cnn), fp16-nhwc (fp16 with its GradScaler + channels_last; resnet18 and cnn).
 
 One step: forward under autocast, backward (scaled for fp16), AdamW (PyTorch's default
 implementation: foreach on the GPU; weight decay on matrices only, betas 0.9/0.99, as kiln's bench),
@@ -30,8 +35,20 @@ and max, tokens/s or images/s at the median, and torch.cuda.max_memory_allocated
 steps (null on the CPU). --threads sets torch.set_num_threads (left out: PyTorch's default), so a CPU
 run can use the cores kiln's KILN_NUM_THREADS gives it.
 
-  usage: python3 tools/train_step_peer.py [--workload gpt|resnet18|cnn|all] [--mode M]... [--threads N]
-                                          [--json FILE]
+--compile [MODE] runs every case through torch.compile(model, mode=MODE) (MODE: default, reduce-overhead,
+max-autotune or max-autotune-no-cudagraphs; default when left out): the module whose forward the loss
+calls is compiled (the GPT's forward computes the loss), the optimizer, GradScaler and backward call
+stay eager; dynamo's caches are reset before each case. Its records say impl "torch-compile", and the
+header and every case carry "compile": MODE ("compile": null in an eager run). A case that fails,
+torch.compile's refusals included, is written with an "error" field and the run goes on (exit 1).
+
+Each case also records "first_step_s": seconds (time.perf_counter, after torch.cuda.synchronize() on
+the GPU) from just before its model is built, after seeding, to the end of its first warm-up step:
+the latency before training starts, torch.compile's compilation and cuDNN's benchmark searches
+included (inductor's on-disk caches may shorten a later run's). null when --warmup is 0.
+
+  usage: python3 tools/train_step_peer.py [--workload gpt|gpt2-124m|resnet18|cnn|all] [--mode M]...
+                                          [--compile [MODE]] [--threads N] [--json FILE]
 """
 import argparse
 import datetime
@@ -54,9 +71,15 @@ MODES = {
     "fp16": ("float16", True, True, False, False),
     "bf16-recompute": ("bfloat16", True, False, True, False),
     "bf16-nhwc": ("bfloat16", True, False, False, True),
+    "fp16-nhwc": ("float16", True, True, False, True),
 }
-WORKLOADS = ("gpt", "resnet18", "cnn")
+WORKLOADS = ("gpt", "gpt2-124m", "resnet18", "cnn")
+ALL_WORKLOADS = ("gpt", "resnet18", "cnn")  # --workload all: gpt2-124m runs only when named
+GPT_WORKLOADS = ("gpt", "gpt2-124m")
 VOCAB = 65
+# GPT-2 small (124M): a fixed preset; T (--block-size) defaults to its context of 1024.
+GPT2_124M = {"vocab_size": 50257, "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CLASSES = 10
 CNN_IMAGE = 28  # SmallCNN's 28x28 one-channel images, whatever --image-size says (as bench_train_step)
 CNN_HIDDEN = 128
@@ -67,11 +90,18 @@ RESNET18_BLOCKS = (2, 2, 2, 2)
 def mode_fits(workload, mode):
     # Channels-last needs 4-d activations (not the GPT's); recompute a model with blocks (not cnn's).
     amp, tf32, scaler, recompute, channels_last = MODES[mode]
-    return not (channels_last and workload == "gpt") and not (recompute and workload == "cnn")
+    return not (channels_last and workload in GPT_WORKLOADS) and not (recompute and workload == "cnn")
 
 
 def default_batch(workload):
-    return 512 if workload == "resnet18" else 64
+    return {"resnet18": 512, "gpt2-124m": 16}.get(workload, 64)
+
+
+def block_size(workload, args):
+    """T of a GPT workload: --block-size, else 256 for gpt and 1024 for gpt2-124m."""
+    if args.block_size is not None:
+        return args.block_size
+    return GPT2_124M["block_size"] if workload == "gpt2-124m" else 256
 
 
 # --- the models ------------------------------------------------------------------------------------
@@ -182,7 +212,8 @@ def define_models(torch):
             y = self.relu(self.bn1(self.conv1(x)))
             for stage in self.layers:
                 for block in stage:
-                    y = checkpoint(block, y, use_reentrant=False, preserve_rng_state=False) if self.recompute else block(y)
+                    y = (checkpoint(block, y, use_reentrant=False, preserve_rng_state=False) if self.recompute
+                         else block(y))
             return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
     class SmallCNN(nn.Module):
@@ -211,19 +242,38 @@ def resnet_widths(base_width):
     return tuple(max(1, w * base_width // RESNET18_WIDTHS[0]) for w in RESNET18_WIDTHS)
 
 
+def sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def make_workload(torch, models, name, mode, args, device):
-    """(model, loss function on a fixed synthetic batch, batch, items per step, unit, shape)."""
+    """(model, loss function on a fixed synthetic batch, batch, items per step, unit, shape, t0): the
+    loss calls torch.compile's wrapper of the model under --compile; t0 is time.perf_counter() just
+    before the model was built (after seeding), where first_step_s starts."""
     GPT, ResNet, SmallCNN = models
     amp, tf32, scaler, recompute, channels_last = MODES[mode]
     torch.manual_seed(args.seed)
-    if name == "gpt":
-        batch = args.batch or 64
-        model = GPT(VOCAB, args.block_size, args.n_layer, args.n_head, args.n_embd, recompute).to(device).train()
-        idx = torch.randint(0, VOCAB, (batch, args.block_size), device=device)
-        targets = torch.randint(0, VOCAB, (batch, args.block_size), device=device)
-        shape = {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd, "block_size": args.block_size,
-                 "vocab_size": VOCAB}
-        return model, (lambda: model(idx, targets)), batch, batch * args.block_size, "tokens/s", shape
+    sync(torch, device)
+    t0 = time.perf_counter()
+
+    def compiled(model):
+        return torch.compile(model, mode=args.compile) if args.compile else model
+
+    if name in GPT_WORKLOADS:
+        batch = args.batch or default_batch(name)
+        t = block_size(name, args)
+        if name == "gpt":
+            cfg = {"vocab_size": VOCAB, "n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd}
+        else:
+            cfg = {k: GPT2_124M[k] for k in ("vocab_size", "n_layer", "n_head", "n_embd")}
+        model = GPT(cfg["vocab_size"], t, cfg["n_layer"], cfg["n_head"], cfg["n_embd"], recompute).to(device).train()
+        fwd = compiled(model)
+        idx = torch.randint(0, cfg["vocab_size"], (batch, t), device=device)
+        targets = torch.randint(0, cfg["vocab_size"], (batch, t), device=device)
+        shape = {"n_layer": cfg["n_layer"], "n_head": cfg["n_head"], "n_embd": cfg["n_embd"], "block_size": t,
+                 "vocab_size": cfg["vocab_size"]}
+        return model, (lambda: fwd(idx, targets)), batch, batch * t, "tokens/s", shape, t0
     if name == "cnn":
         batch = args.batch or default_batch(name)
         model = SmallCNN(1, CLASSES, CNN_IMAGE, CNN_HIDDEN).to(device).train()
@@ -231,10 +281,11 @@ def make_workload(torch, models, name, mode, args, device):
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
+        fwd = compiled(model)
         y = torch.randint(0, CLASSES, (batch,), device=device)
         shape = {"image_size": CNN_IMAGE, "in_channels": 1, "num_classes": CLASSES, "widths": "32,64",
                  "hidden": CNN_HIDDEN, "dropout": 0}
-        return model, (lambda: torch.nn.functional.cross_entropy(model(x), y)), batch, batch, "images/s", shape
+        return model, (lambda: torch.nn.functional.cross_entropy(fwd(x), y)), batch, batch, "images/s", shape, t0
     batch = args.batch or default_batch(name)
     widths = resnet_widths(args.base_width)
     model = ResNet(3, CLASSES, widths, RESNET18_BLOCKS, recompute).to(device).train()
@@ -242,14 +293,16 @@ def make_workload(torch, models, name, mode, args, device):
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    fwd = compiled(model)
     y = torch.randint(0, CLASSES, (batch,), device=device)
     shape = {"image_size": args.image_size, "in_channels": 3, "num_classes": CLASSES,
              "widths": ",".join(map(str, widths)), "blocks": ",".join(map(str, RESNET18_BLOCKS))}
-    return model, (lambda: torch.nn.functional.cross_entropy(model(x), y)), batch, batch, "images/s", shape
+    return model, (lambda: torch.nn.functional.cross_entropy(fwd(x), y)), batch, batch, "images/s", shape, t0
 
 
-def run_case(torch, model, loss_fn, mode, args, device):
-    """Step times in ms, (peak, start) allocated bytes on the GPU, the last step's loss."""
+def run_case(torch, model, loss_fn, mode, args, device, t0):
+    """Step times in ms, (peak, start) allocated bytes on the GPU, the last step's loss, and the
+    seconds from t0 to the end of the first warm-up step (None without warm-up)."""
     amp, tf32, use_scaler, recompute, channels_last = MODES[mode]
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -271,8 +324,12 @@ def run_case(torch, model, loss_fn, mode, args, device):
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    for _ in range(args.warmup):
+    first_step_s = None
+    for i in range(args.warmup):
         step()
+        if i == 0:
+            sync(torch, device)
+            first_step_s = time.perf_counter() - t0
     ms, peak, start_bytes = [], None, None
     if device.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
@@ -289,10 +346,10 @@ def run_case(torch, model, loss_fn, mode, args, device):
         ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     else:
         for _ in range(args.steps):
-            t0 = time.perf_counter()
+            s0 = time.perf_counter()
             last = step()
-            ms.append(1e3 * (time.perf_counter() - t0))
-    return ms, peak, start_bytes, float(last.float().item())
+            ms.append(1e3 * (time.perf_counter() - s0))
+    return ms, peak, start_bytes, float(last.float().item()), first_step_s
 
 
 # --- records ---------------------------------------------------------------------------------------
@@ -333,15 +390,19 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=20, help="timed steps per case")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps per case first")
     p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    p.add_argument("--batch", type=int, help="batch size of every workload (default: 64 gpt and cnn, 512 resnet18)")
-    p.add_argument("--n-layer", type=int, default=6)
-    p.add_argument("--n-head", type=int, default=6)
-    p.add_argument("--n-embd", type=int, default=384)
-    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--batch", type=int,
+                   help="batch size of every workload (default: 64 gpt and cnn, 16 gpt2-124m, 512 resnet18)")
+    p.add_argument("--n-layer", type=int, default=6, help="gpt only (gpt2-124m: 12)")
+    p.add_argument("--n-head", type=int, default=6, help="gpt only (gpt2-124m: 12)")
+    p.add_argument("--n-embd", type=int, default=384, help="gpt only (gpt2-124m: 768)")
+    p.add_argument("--block-size", type=int, help="T of gpt and gpt2-124m (default: 256 gpt, 1024 gpt2-124m)")
     p.add_argument("--image-size", type=int, default=32, help="resnet18 only (cnn: always 28)")
     p.add_argument("--base-width", type=int, help="resnet18: the first stage's width, the others scaled alike")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: PyTorch's own choice)")
+    p.add_argument("--compile", nargs="?", const="default", choices=COMPILE_MODES, metavar="MODE",
+                   help="torch.compile every case's model with this mode (" + ", ".join(COMPILE_MODES) +
+                   "; default when MODE is left out); records say impl torch-compile")
     p.add_argument("--json", help="write the JSON lines here (atomically, after every case) instead of stdout")
     args = p.parse_args(argv)
     # The same checks as bench_train_step's, each naming its flag (exit code 2, as argparse's own).
@@ -353,13 +414,13 @@ def parse_args(argv):
                                 ("--threads", args.threads, 1, 4096)):
         if value is not None and not lo <= value <= hi:
             p.error(f"{flag} expects a whole number from {lo} to {hi}, got {value}")
-    if args.n_embd % args.n_head:
+    workloads = list(ALL_WORKLOADS) if args.workload == "all" else [args.workload]
+    if "gpt" in workloads and args.n_embd % args.n_head:
         p.error(f"--n-embd {args.n_embd} is not a multiple of --n-head {args.n_head}")
     given = [m for arg in (args.mode or ["all"]) for m in arg.split(",")]
     for m in given:
         if m not in MODES and m != "all":
             p.error(f"--mode: {m!r} is not one of {', '.join(MODES)}, all")
-    workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
     modes = []
     for m in MODES:
         if "all" not in given and m not in given:
@@ -383,6 +444,8 @@ def main(argv=None):
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.compile:
+        import torch._dynamo  # noqa: F401 (reset between cases)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("train_step_peer: --device cuda: torch.cuda.is_available() is false", file=sys.stderr)
@@ -394,18 +457,22 @@ def main(argv=None):
     device_name = torch.cuda.get_device_name(0) if device.type == "cuda" else cpu_name()
     models = define_models(torch)
     table = sys.stdout if args.json else sys.stderr
-    header = {"record": "header", "impl": "torch", "date": utc_now(), "kiln_commit": tree_commit(),
-              "command": " ".join(["python3"] + sys.argv), "device": device_str, "device_name": device_name,
-              "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup,
-              "timer": "cuda events" if device.type == "cuda" else "perf_counter", "torch": torch.__version__,
-              "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None}
+    impl = "torch-compile" if args.compile else "torch"
+    header = {"record": "header", "impl": impl, "compile": args.compile, "date": utc_now(),
+              "kiln_commit": tree_commit(), "command": " ".join(["python3"] + sys.argv), "device": device_str,
+              "device_name": device_name, "threads": torch.get_num_threads(), "steps": args.steps,
+              "warmup": args.warmup, "timer": "cuda events" if device.type == "cuda" else "perf_counter",
+              "torch": torch.__version__, "cuda": torch.version.cuda,
+              "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None}
     lines = [json.dumps(header)]
     if not args.json:
         print(lines[0], flush=True)
-    print(f"PyTorch {torch.__version__} training-step peer on {device_str} ({device_name}), median of {args.steps} "
-          f"steps after {args.warmup} warm-up, {header['date']}", file=table)
+    compiled = f", torch.compile mode {args.compile}" if args.compile else ""
+    print(f"PyTorch {torch.__version__} training-step peer on {device_str} ({device_name}){compiled}, median of "
+          f"{args.steps} steps after {args.warmup} warm-up, {header['date']}", file=table)
     print(f"{'workload':<9} {'mode':<15} {'batch':>6} {'median ms':>10} {'min ms':>10} {'max ms':>10} "
-          f"{'throughput':>12} {'':<8} {'peak MiB':>9} {'last loss':>10}", file=table, flush=True)
+          f"{'throughput':>12} {'':<8} {'peak MiB':>9} {'last loss':>10} {'first step s':>12}",
+          file=table, flush=True)
 
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
     failed = 0
@@ -417,27 +484,34 @@ def main(argv=None):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = True
-            rec = {"record": "case", "impl": "torch", "workload": name, "mode": mode, "device": device_str,
-                   "device_name": device_name, "batch": args.batch or default_batch(name)}
+            rec = {"record": "case", "impl": impl, "compile": args.compile, "workload": name, "mode": mode,
+                   "device": device_str, "device_name": device_name, "batch": args.batch or default_batch(name)}
+            if args.compile:
+                torch._dynamo.reset()  # each case compiles afresh, within dynamo's recompile limit
             try:
-                model, loss_fn, batch, items, unit, shape = make_workload(torch, models, name, mode, args, device)
+                model, loss_fn, batch, items, unit, shape, t0 = make_workload(torch, models, name, mode, args, device)
+                # Parameters once each (the GPTs' tied lm_head and token embedding are one).
                 rec.update(batch=batch, shape=shape, parameters=sum(p.numel() for p in model.parameters()))
                 rec.update(amp=amp, tf32=device.type == "cuda" and tf32, loss_scaling=use_scaler, recompute=recompute,
                            channels_last=channels_last, steps=args.steps, warmup=args.warmup)
-                ms, peak, start_bytes, loss = run_case(torch, model, loss_fn, mode, args, device)
+                ms, peak, start_bytes, loss, first = run_case(torch, model, loss_fn, mode, args, device, t0)
                 med = statistics.median(ms)
                 rec.update(step_ms_median=round(med, 4), step_ms_min=round(min(ms), 4), step_ms_max=round(max(ms), 4),
                            throughput=round(items / (med * 1e-3), 1), throughput_unit=unit, peak_bytes=peak,
                            start_bytes=start_bytes, final_loss=loss if loss == loss and abs(loss) != float("inf")
-                           else None)
+                           else None, first_step_s=round(first, 6) if first is not None else None)
                 peak_mib = f"{peak / (1 << 20):.0f}" if peak is not None else "-"
+                first_s = f"{first:.3f}" if first is not None else "-"
                 print(f"{name:<9} {mode:<15} {batch:>6} {med:>10.3f} {min(ms):>10.3f} {max(ms):>10.3f} "
-                      f"{items / (med * 1e-3):>12.0f} {unit:<8} {peak_mib:>9} {loss:>10.4f}", file=table, flush=True)
+                      f"{items / (med * 1e-3):>12.0f} {unit:<8} {peak_mib:>9} {loss:>10.4f} {first_s:>12}", file=table,
+                      flush=True)
             except Exception as e:  # report and go on: one failing mode must not hide the others
                 failed += 1
                 rec["error"] = f"{type(e).__name__}: {e}"
                 print(f"{name:<9} {mode:<15} {rec['batch']:>6}  n/a: {rec['error']}", file=table, flush=True)
             model = loss_fn = None
+            if args.compile:
+                torch._dynamo.reset()  # drop the compiled graphs, which hold the case's model
             (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark) = saved
             if device.type == "cuda":

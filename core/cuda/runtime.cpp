@@ -5,8 +5,10 @@
 #include "core/cuda/runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -21,7 +23,12 @@
 namespace kiln::cuda {
 
 MathSwitches& math_switches() {
-  static MathSwitches s;
+  static MathSwitches s = [] {
+    MathSwitches m;
+    const char* tc = std::getenv("KILN_ATTENTION_TENSOR_CORES");
+    m.attention_tensor_cores = tc != nullptr && std::string(tc) == "1";
+    return m;
+  }();
   return s;
 }
 

@@ -136,6 +136,10 @@ struct MathSwitches {
   bool allow_tf32_cudnn = true;    // torch.backends.cudnn.allow_tf32
   bool cudnn_benchmark = false;    // torch.backends.cudnn.benchmark
   bool cudnn_enabled = true;       // torch.backends.cudnn.enabled
+  // scaled_dot_product_attention's tensor-core forward (kernels/cuda/attention_tc.cu) for float16 and
+  // bfloat16 with head dims 64 or 128, no mask and no dropout. Off until a GPU run has checked it
+  // against the CPU; KILN_ATTENTION_TENSOR_CORES=1 in the environment turns it on at start.
+  bool attention_tensor_cores = false;
 };
 MathSwitches& math_switches();
 

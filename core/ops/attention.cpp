@@ -10,6 +10,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/cuda/runtime.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
@@ -96,6 +97,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.scale = scale;
   a.dropout_p = dropout_p;
   a.philox = philox;
+  a.tensor_cores = q.is_cuda() && cuda::math_switches().attention_tensor_cores;
   return p;
 }
 

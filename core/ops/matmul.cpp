@@ -3,7 +3,10 @@
 // batch dims become per-batch offsets, so an expanded operand is never copied.
 #include "core/ops/matmul.h"
 
+#include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/autocast.h"
@@ -139,32 +142,202 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (std::optional<TensorList> c = autocast::cast_inputs("linear", {&x, &weight, &bias})) {
-    return linear((*c)[0], (*c)[1], (*c)[2]);
-  }
-  ops::check_defined("linear", x, "input");
-  ops::check_defined("linear", weight, "weight");
-  ops::common_device("linear", {&x, &weight, &bias});
+namespace {
+
+// The checks linear and linear_gelu share; messages name `op`.
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const std::string name = op;
+  ops::check_defined(op, x, "input");
+  ops::check_defined(op, weight, "weight");
+  ops::common_device(op, {&x, &weight, &bias});
   for (const Tensor* t : {&weight, &bias}) {
     if (t->defined() && t->dtype() != x.dtype()) {
-      throw DTypeError(std::string("linear: ") + (t == &weight ? "weight" : "bias") + " is " + dtype_name(t->dtype()) +
+      throw DTypeError(name + ": " + (t == &weight ? "weight" : "bias") + " is " + dtype_name(t->dtype()) +
                        ", input is " + dtype_name(x.dtype()) + " (input " + shape_str(x.sizes()) + ", " +
                        (t == &weight ? "weight " : "bias ") + shape_str(t->sizes()) + ")");
     }
   }
-  if (weight.dim() != 2) throw ShapeError("linear: weight must be 2-d, got shape " + shape_str(weight.sizes()));
+  if (weight.dim() != 2) throw ShapeError(name + ": weight must be 2-d, got shape " + shape_str(weight.sizes()));
   if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
-    throw ShapeError("linear: input has " + std::to_string(x.dim() ? x.size(-1) : 0) + " features, weight expects " +
+    throw ShapeError(name + ": input has " + std::to_string(x.dim() ? x.size(-1) : 0) + " features, weight expects " +
                      std::to_string(weight.size(1)) + " (input " + shape_str(x.sizes()) + ", weight " +
                      shape_str(weight.sizes()) + ")");
   }
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))) {
-    throw ShapeError("linear: bias of shape " + shape_str(bias.sizes()) + " does not match " +
+    throw ShapeError(name + ": bias of shape " + shape_str(bias.sizes()) + " does not match " +
                      std::to_string(weight.size(0)) + " output features (weight " + shape_str(weight.sizes()) + ")");
   }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("linear", {&x, &weight, &bias})) {
+    return linear((*c)[0], (*c)[1], (*c)[2]);
+  }
+  check_linear("linear", x, weight, bias);
   Tensor y = matmul(x, weight.t());
   return bias.defined() ? y + bias : y;
+}
+
+namespace {
+
+// The checks of linear_gelu's operands (also gelu_mlp's first projection).
+void check_linear_gelu(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(op, x, weight, bias);
+  if (!bias.defined()) {
+    throw Error(std::string(op) + ": needs a bias (input " + shape_str(x.sizes()) + ", weight " +
+                shape_str(weight.sizes()) + "); without one use gelu(linear(x, w))");
+  }
+  if (!x.is_floating_point()) {
+    throw DTypeError(std::string(op) + ": needs floating operands, got " + dtype_name(x.dtype()));
+  }
+}
+
+// Whether a GEMM with a GELU epilogue can produce `width` columns: on CUDA cuBLASLt's epilogues take
+// float32, float16 and bfloat16 and an aux leading dimension that is a multiple of 8; an empty
+// product has nothing to fuse. The CPU twin takes anything.
+bool gelu_epilogue_fits(const Tensor& x, int64_t in, int64_t width) {
+  if (x.numel() == 0 || in == 0) return false;
+  return !x.is_cuda() || (x.dtype() != DType::Float64 && width % 8 == 0);
+}
+
+// A GEMM with an epilogue: C = op(a) @ op(b) for 2-d a [m, k] and b [k, n] (views as they are), C
+// contiguous [m, n]. `configure` sets the epilogue's fields.
+void gemm_epilogue(const char* op, const Tensor& a, const Tensor& b, Tensor& c,
+                   const std::function<void(GemmArgs&)>& configure) {
+  const GemmOperand ga = as_gemm_operand(a), gb = as_gemm_operand(b);
+  GemmArgs g = gemm_args(a.dtype(), ga.trans, gb.trans, a.size(0), b.size(1), a.size(1), 1.0, ga.t.data_ptr(), ga.ld,
+                         gb.t.data_ptr(), gb.ld, 0.0, c.data_ptr(), b.size(1), {},
+                         a.is_cuda() && cuda::math_switches().allow_tf32_matmul);
+  configure(g);
+  ops::KernelScope scope(op, {&a, &b});
+  scope.run(kernels::gemm, g);
+}
+
+// y = gelu_tanh(x2 @ w^T + b) (allocated in y_shape, [rows, out] in memory) and H = x2 @ w^T + b
+// ([rows, out]) in one GEMM: no autograd.
+std::pair<Tensor, Tensor> bias_gelu_gemm(const char* op, const Tensor& x2, const Tensor& weight, const Tensor& bias,
+                                         const Shape& y_shape) {
+  const TensorOptions options(x2.dtype(), x2.device());
+  Tensor y = ops::empty_for(op, y_shape, options);
+  Tensor h = ops::empty_for(op, {x2.size(0), weight.size(0)}, options);
+  const Tensor b = bias.detach().contiguous();
+  gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
+    g.epilogue = GemmEpilogue::BiasGeluAux;
+    g.bias = b.data_ptr();
+    g.aux = h.data_ptr();
+    g.ldaux = weight.size(0);
+  });
+  return {y, h};
+}
+
+// dH = (dg2 @ w2) * gelu_tanh'(H) and db = the column sums of dH, in one GEMM: no autograd.
+std::pair<Tensor, Tensor> dgelu_bgrad_gemm(const char* op, const Tensor& dg2, const Tensor& w2, const Tensor& h) {
+  const TensorOptions options(dg2.dtype(), dg2.device());
+  Tensor dh = ops::empty_for(op, h.sizes(), options);
+  Tensor db = ops::empty_for(op, {h.size(1)}, options);
+  gemm_epilogue(op, dg2, w2, dh, [&](GemmArgs& g) {
+    g.epilogue = GemmEpilogue::DGeluBgrad;
+    g.aux = h.data_ptr();
+    g.ldaux = h.size(1);
+    g.bias_grad = db.data_ptr();
+  });
+  return {dh, db};
+}
+
+Shape with_last(Shape s, int64_t last) {
+  s.back() = last;
+  return s;
+}
+
+}  // namespace
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear_gelu";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &weight, &bias})) {
+    return linear_gelu((*c)[0], (*c)[1], (*c)[2]);
+  }
+  check_linear_gelu(op, x, weight, bias);
+  const int64_t in = weight.size(1), out_f = weight.size(0);
+  if (!gelu_epilogue_fits(x, in, out_f)) return gelu(linear(x, weight, bias), GeluApprox::Tanh);
+
+  const Tensor x2 = x.detach().reshape({x.numel() / in, in});
+  auto [y, h] = bias_gelu_gemm(op, x2, weight, bias, with_last(x.sizes(), out_f));
+  if (needs_grad({&x, &weight, &bias})) {
+    // x itself is saved (not its 2-d view) so that the tape's version check sees it change.
+    const Shape x_shape = x.sizes();
+    record_function(op, {x, weight, bias}, {y}, {x, weight, h}, [x_shape](const FunctionNode::Context& ctx) {
+      const Tensor w = ctx.saved_at(1), hs = ctx.saved_at(2);
+      const Tensor xs = ctx.saved_at(0).reshape({hs.size(0), w.size(1)});
+      const Tensor g2 = ops::dense_grad(ctx.grads[0], hs.dtype()).reshape(hs.sizes());
+      const Tensor dh = ops::backward_kernel(g2, hs, BinaryOp::GeluTanhBackward);
+      TensorList grads(3);
+      if (ctx.needs_input_grad[0]) grads[0] = matmul(dh, w).reshape(x_shape);
+      if (ctx.needs_input_grad[1]) grads[1] = matmul(dh.t(), xs);
+      if (ctx.needs_input_grad[2]) grads[2] = sum(dh, {0});
+      return grads;
+    });
+  }
+  return y;
+}
+
+Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  const char* op = "gelu_mlp";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &w1, &b1, &w2, &b2})) {
+    return gelu_mlp((*c)[0], (*c)[1], (*c)[2], (*c)[3], (*c)[4]);
+  }
+  check_linear_gelu(op, x, w1, b1);
+  ops::check_defined(op, w2, "second weight");
+  ops::check_defined(op, b2, "second bias");
+  ops::common_device(op, {&x, &w2, &b2});
+  for (const Tensor* t : {&w2, &b2}) {
+    if (t->dtype() != x.dtype()) {
+      throw DTypeError(std::string("gelu_mlp: ") + (t == &w2 ? "second weight" : "second bias") + " is " +
+                       dtype_name(t->dtype()) + ", input is " + dtype_name(x.dtype()) + " (shape " +
+                       shape_str(t->sizes()) + ")");
+    }
+  }
+  if (w2.dim() != 2 || w2.size(1) != w1.size(0)) {
+    throw ShapeError("gelu_mlp: the second weight " + shape_str(w2.sizes()) + " does not take the first's " +
+                     std::to_string(w1.size(0)) + " outputs (first weight " + shape_str(w1.sizes()) + ")");
+  }
+  if (b2.dim() != 1 || b2.size(0) != w2.size(0)) {
+    throw ShapeError("gelu_mlp: second bias of shape " + shape_str(b2.sizes()) + " does not match " +
+                     std::to_string(w2.size(0)) + " output features (second weight " + shape_str(w2.sizes()) + ")");
+  }
+  const int64_t in = w1.size(1), hidden = w1.size(0);
+  // The backward's epilogue GEMM sums over w2's rows: none, nothing to fuse.
+  if (!gelu_epilogue_fits(x, in, hidden) || w2.size(0) == 0) return linear(linear_gelu(x, w1, b1), w2, b2);
+
+  const int64_t rows = x.numel() / in;
+  const Tensor x2 = x.detach().reshape({rows, in});
+  Tensor z, g, h;
+  {
+    NoGradGuard no_grad;
+    std::tie(g, h) = bias_gelu_gemm(op, x2, w1, b1, {rows, hidden});
+    z = linear(g.view(with_last(x.sizes(), hidden)), w2.detach(), b2.detach());
+  }
+  if (needs_grad({&x, &w1, &b1, &w2, &b2})) {
+    const Shape x_shape = x.sizes();
+    record_function(op, {x, w1, b1, w2, b2}, {z}, {x, w1, h, g, w2}, [x_shape](const FunctionNode::Context& ctx) {
+      const Tensor w1s = ctx.saved_at(1), hs = ctx.saved_at(2), gs = ctx.saved_at(3), w2s = ctx.saved_at(4);
+      const Tensor xs = ctx.saved_at(0).reshape({hs.size(0), w1s.size(1)});
+      const Tensor dz = ops::dense_grad(ctx.grads[0], hs.dtype()).reshape({hs.size(0), w2s.size(0)});
+      TensorList grads(5);
+      if (ctx.needs_input_grad[3]) grads[3] = matmul(dz.t(), gs);
+      if (ctx.needs_input_grad[4]) grads[4] = sum(dz, {0});
+      if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1] || ctx.needs_input_grad[2]) {
+        // Through the down-projection and GELU in one GEMM: dH and the first bias's gradient.
+        auto [dh, db1] = dgelu_bgrad_gemm("gelu_mlp", dz, w2s, hs);
+        if (ctx.needs_input_grad[0]) grads[0] = matmul(dh, w1s).reshape(x_shape);
+        if (ctx.needs_input_grad[1]) grads[1] = matmul(dh.t(), xs);
+        if (ctx.needs_input_grad[2]) grads[2] = db1;
+      }
+      return grads;
+    });
+  }
+  return z;
 }
 
 }  // namespace kiln

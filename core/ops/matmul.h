@@ -9,5 +9,17 @@ namespace kiln {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ w^T + b, the product of nn.Linear (w is [out_features, in_features]).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(x @ w^T + b), GELU's tanh approximation: the up-projection of a GPT-2 MLP as one GEMM whose
+// epilogue adds the bias and applies GELU, keeping the pre-activation H for the backward (on CUDA
+// cuBLASLt's GELU_AUX_BIAS epilogue; float64, or an output width that is not a multiple of 8, runs
+// as linear then gelu). Backward: dH = dy * gelu'(H), then linear's products and db = sum of dH.
+// Equals gelu(linear(x, w, b), GeluApprox::Tanh) up to rounding.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// A GPT-2 MLP without its dropout: linear(gelu(linear(x, w1, b1), tanh), w2, b2), as two GEMMs with
+// epilogues. Forward: linear_gelu's, keeping H, then the down-projection. Backward: dy @ w2 runs
+// with the dGELU/bias-gradient epilogue (cuBLASLt's DGELU_BGRAD), which gives dH = (dy @ w2) *
+// gelu'(H) and b1's gradient in the same GEMM, where the unfused chain needs a GEMM, a GELU
+// backward kernel and a reduction. Same fallback as linear_gelu (then as the composite).
+Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2);
 
 }  // namespace kiln

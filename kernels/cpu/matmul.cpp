@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
 
@@ -318,14 +319,99 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
 }
 
+// BiasGeluAux after the product was stored in aux: H = aux + bias, C = gelu_tanh(H), rows in
+// parallel. GELU reads H before it is rounded to T, as cuBLASLt's epilogue does.
+template <typename T, typename Acc> void bias_gelu_aux(const GemmArgs& g) {
+  auto* aux = static_cast<T*>(g.aux);
+  auto* c = static_cast<T*>(g.c);
+  const auto* bias = static_cast<const T*>(g.bias);
+  const int64_t n = g.n;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  cpu::parallel_for(g.m, grain, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      T* h = aux + i * g.ldaux;
+      T* y = c + i * g.ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        const Acc v = static_cast<Acc>(h[j]) + static_cast<Acc>(bias[j]);
+        h[j] = static_cast<T>(v);
+        y[j] = static_cast<T>(ew::gelu_tanh_fn(v));
+      }
+    }
+  });
+}
+
+// DGeluBgrad after the product was stored in C: C = C * gelu_tanh'(aux), rows in parallel; then the
+// column sums of C into bias_grad, blocks of columns in parallel, each sum over the rows in order
+// (the same bits for any thread count).
+template <typename T, typename Acc> void dgelu_bgrad(const GemmArgs& g) {
+  const auto* aux = static_cast<const T*>(g.aux);
+  auto* c = static_cast<T*>(g.c);
+  const int64_t m = g.m, n = g.n;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  cpu::parallel_for(m, grain, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* h = aux + i * g.ldaux;
+      T* y = c + i * g.ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        y[j] = static_cast<T>(static_cast<Acc>(y[j]) * ew::gelu_tanh_grad(static_cast<Acc>(h[j])));
+      }
+    }
+  });
+  constexpr int64_t kBlock = 64;
+  auto* db = static_cast<T*>(g.bias_grad);
+  cpu::parallel_for((n + kBlock - 1) / kBlock, 1, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+      Acc sums[kBlock] = {};
+      for (int64_t i = 0; i < m; ++i) {
+        const T* y = c + i * g.ldc;
+        for (int64_t j = j0; j < j1; ++j) sums[j - j0] += static_cast<Acc>(y[j]);
+      }
+      for (int64_t j = j0; j < j1; ++j) db[j] = static_cast<T>(sums[j - j0]);
+    }
+  });
+}
+
+template <typename T, typename Acc> void gemm_with_epilogue(const GemmArgs& g) {
+  if (g.epilogue == GemmEpilogue::None) return gemm_typed<T, Acc>(g);
+  GemmArgs product = g;  // the product alone: into aux (BiasGeluAux) or C (DGeluBgrad)
+  product.epilogue = GemmEpilogue::None;
+  if (g.epilogue == GemmEpilogue::BiasGeluAux) {
+    product.c = g.aux;
+    product.ldc = g.ldaux;
+  }
+  gemm_typed<T, Acc>(product);
+  if (g.epilogue == GemmEpilogue::BiasGeluAux) {
+    bias_gelu_aux<T, Acc>(g);
+  } else {
+    dgelu_bgrad<T, Acc>(g);
+  }
+}
+
 }  // namespace
 
+void check_gemm_epilogue(const GemmArgs& g) {
+  if (g.epilogue == GemmEpilogue::None) return;
+  if (g.batch.count != 1 || g.alpha != 1.0 || g.beta != 0.0) {
+    throw Error("gemm: an epilogue takes one product with alpha 1 and beta 0, got " +
+                std::to_string(g.batch.count) + " products, alpha " + std::to_string(g.alpha) + ", beta " +
+                std::to_string(g.beta));
+  }
+  const bool forward = g.epilogue == GemmEpilogue::BiasGeluAux;
+  if (!(forward ? g.bias : g.bias_grad) || !g.aux || g.ldaux < g.n) {
+    throw Error(std::string("gemm: the ") + (forward ? "bias-GELU epilogue needs a bias" : "dGELU epilogue needs a "
+                "bias gradient") + ", an aux matrix and ldaux >= n (n " + std::to_string(g.n) + ", ldaux " +
+                std::to_string(g.ldaux) + ")");
+  }
+}
+
 void gemm_cpu(const GemmArgs& g, const KernelContext&) {
+  check_gemm_epilogue(g);
   switch (g.dtype) {
-    case DType::Float32: return gemm_typed<float, float>(g);
-    case DType::Float64: return gemm_typed<double, double>(g);
-    case DType::Float16: return gemm_typed<Half, float>(g);
-    case DType::BFloat16: return gemm_typed<BFloat16, float>(g);
+    case DType::Float32: return gemm_with_epilogue<float, float>(g);
+    case DType::Float64: return gemm_with_epilogue<double, double>(g);
+    case DType::Float16: return gemm_with_epilogue<Half, float>(g);
+    case DType::BFloat16: return gemm_with_epilogue<BFloat16, float>(g);
     default: throw DTypeError(std::string("gemm: unsupported dtype ") + dtype_name(g.dtype));
   }
 }

@@ -1,6 +1,8 @@
-// CUDA scaled dot-product attention as one node, the twin of kernels/cpu/attention.cpp, not yet
-// tiled for tensor cores. A block holds 8 rows of one batch entry, a warp per row, and stages the
-// other side 32 rows at a time in shared memory, transposed with a padded stride so that lane t
+// CUDA scaled dot-product attention as one node, the twin of kernels/cpu/attention.cpp, in float on
+// CUDA cores (the forward of float16/bfloat16 at head dims 64 and 128 can go to tensor cores instead:
+// kernels/cuda/attention_tc.cu, off by default until checked on a GPU). A block holds 8 rows of one
+// batch entry, a warp per row, and stages the other side 32 rows at a time in shared memory,
+// transposed with a padded stride so that lane t
 // reads row t without bank conflicts: one key (or query) per lane for scores, one output column per
 // lane for the weighted sums. The forward keeps an online softmax; the backward recomputes
 // probabilities from the saved log-sum-exp, dq per query row and dk/dv per key row, each a sum in
@@ -433,6 +435,7 @@ void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, 
   const char* op = "scaled_dot_product_attention";
   if (a.batch * a.L == 0) return;
   check_layout(a, op);
+  if (a.S > 0 && attention_tc_fits(a, q, k, v)) return attention_forward_tc(out, lse, q, k, v, a, ctx);
   const Params p = make_params(a);
   const size_t smem = forward_smem(p);
   const cudaStream_t s = raw_stream(ctx.stream);

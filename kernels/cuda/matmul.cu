@@ -2,7 +2,10 @@
 // C = op(A) op(B) runs as C^T = op(B)^T op(A)^T: the operands swap places and keep their own
 // transpose flags, with no copy. A plan (descriptors plus the heuristic's first algorithm) is built
 // once per problem, pointer alignment included, and reused; runs of batches whose offsets step
-// evenly become one strided-batched call.
+// evenly become one strided-batched call. The epilogues (GemmEpilogue) are cuBLASLt's
+// CUBLASLT_EPILOGUE_GELU_AUX_BIAS and CUBLASLT_EPILOGUE_DGELU_BGRAD: in cuBLASLt's column-major
+// terms D is kiln's C^T, n rows, so its per-row bias (or bias gradient, a sum along the row) is
+// kiln's per-column one, and the aux matrix H^T has D's shape.
 #include <cublasLt.h>
 
 #include <array>
@@ -75,14 +78,36 @@ struct Problem {
   uint32_t align_a, align_b, align_c;
   size_t workspace_bytes;
   int device;
+  // An epilogue: H's leading dimension and the alignments of H and the bias or its gradient (part of
+  // the plan); the pointers themselves are set at each call (the heuristic reads the first call's).
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  int64_t ldaux = 0;
+  uint32_t align_aux = 0, align_bias = 0;
+  const void* bias = nullptr;  // the bias, or the bias gradient written
+  void* aux = nullptr;
 };
 
-using PlanKey = std::array<int64_t, 19>;
+using PlanKey = std::array<int64_t, 23>;
 
 PlanKey key_of(const Problem& p) {
   return {p.device,   static_cast<int64_t>(p.dtype), p.ta,       p.tb,       p.tf32,     p.m,       p.n,
           p.k,        p.lda,    p.ldb,               p.ldc,      p.count,    p.stride_a, p.stride_b, p.stride_c,
-          p.align_a,  p.align_b, p.align_c,          static_cast<int64_t>(p.workspace_bytes)};
+          p.align_a,  p.align_b, p.align_c,          static_cast<int64_t>(p.workspace_bytes),
+          static_cast<int64_t>(p.epilogue), p.ldaux, p.align_aux, p.align_bias};
+}
+
+// The epilogue's pointers live in the shared descriptor: each call sets them and enqueues under
+// this lock (cublasLtMatmul reads the descriptor when it is called, not when the GEMM runs).
+std::mutex& epilogue_mutex() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+
+void set_epilogue_pointers(cublasLtMatmulDesc_t op, const void* bias, void* aux) {
+  check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        "cublasLtMatmulDescSetAttribute (bias pointer)");
+  check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
+        "cublasLtMatmulDescSetAttribute (aux pointer)");
 }
 
 // Descriptors and algorithm of one Problem. In cuBLASLt's terms A is kiln's B, B is kiln's A, and
@@ -146,6 +171,16 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const Problem& p) {
         "cublasLtMatmulDescSetAttribute (transa)");
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
         "cublasLtMatmulDescSetAttribute (transb)");
+  if (p.epilogue != GemmEpilogue::None) {
+    const cublasLtEpilogue_t epilogue =
+        p.epilogue == GemmEpilogue::BiasGeluAux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+          "cublasLtMatmulDescSetAttribute (epilogue)");
+    const int64_t ldaux = p.ldaux;
+    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux, sizeof(ldaux)),
+          "cublasLtMatmulDescSetAttribute (aux leading dimension)");
+    set_epilogue_pointers(plan->op, p.bias, p.aux);  // the heuristic reads their alignment
+  }
   // Stored shapes (before op): kiln's B is k x n row-major, i.e. n x k column-major (k x n when
   // transposed); kiln's A likewise with m; C^T is n x m.
   plan->a = make_layout(types.data, p.tb ? p.k : p.n, p.tb ? p.n : p.k, p.ldb, p.count, p.stride_b);
@@ -282,6 +317,13 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
   void* c = g.c;
   const GemmBatch& batch = g.batch;
   (void)lt_types(dtype, allow_tf32);  // rejects other dtypes before anything runs
+  check_gemm_epilogue(g);
+  const bool epilogue = g.epilogue != GemmEpilogue::None;
+  if (epilogue && (dtype == DType::Float64 || g.ldaux % 8 != 0 || k <= 0)) {
+    throw Error("gemm: cuBLASLt's GELU epilogues take float32, float16 or bfloat16, ldaux a multiple of 8 and "
+                "k > 0; got " + std::string(dtype_name(dtype)) + ", ldaux " + std::to_string(g.ldaux) + ", k " +
+                std::to_string(k));
+  }
   if (batch.count <= 0 || m <= 0 || n <= 0) return;
   const Stream stream = ctx.stream;
   const cudaStream_t s = raw_stream(stream);
@@ -332,7 +374,20 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
               alignment_of(pc, stride[2], es),
               workspace_bytes,
               device};
+    if (epilogue) {
+      p.epilogue = g.epilogue;
+      p.ldaux = g.ldaux;
+      p.align_aux = alignment_of(g.aux, 0, es);
+      p.bias = g.epilogue == GemmEpilogue::BiasGeluAux ? g.bias : g.bias_grad;
+      p.align_bias = alignment_of(p.bias, 0, es);
+      p.aux = g.aux;
+    }
     const Plan& plan = get_plan(handle, p);
+    std::unique_lock<std::mutex> lock;
+    if (epilogue) {
+      lock = std::unique_lock<std::mutex>(epilogue_mutex());
+      set_epilogue_pointers(plan.op, p.bias, g.aux);
+    }
     // cuBLASLt's A is kiln's B and its B is kiln's A; C and D are both kiln's C (beta == 0 does
     // not read it).
     check(cublasLtMatmul(handle, plan.op, alpha_p, pb, plan.a, pa, plan.b, beta_p, pc, plan.c, pc, plan.c, &plan.algo,

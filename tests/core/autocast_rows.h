@@ -37,6 +37,16 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return TensorList{rnd({2, 3, 4}, d), rnd({5, 4}, d).set_requires_grad(true), rnd({5}, d)};
                   },
                   [](const TensorList& in) { return linear(in[0], in[1], in[2]); }, low});
+  rows.push_back({"linear_gelu",
+                  [=](Device d, D) {
+                    return TensorList{rnd({2, 3, 4}, d), rnd({8, 4}, d).set_requires_grad(true), rnd({8}, d)};
+                  },
+                  [](const TensorList& in) { return linear_gelu(in[0], in[1], in[2]); }, low});
+  rows.push_back({"gelu_mlp",
+                  [=](Device d, D) {
+                    return TensorList{rnd({2, 3, 4}, d), rnd({8, 4}, d), rnd({8}, d), rnd({4, 8}, d), rnd({4}, d)};
+                  },
+                  [](const TensorList& in) { return gelu_mlp(in[0], in[1], in[2], in[3], in[4]); }, low});
   rows.push_back({"conv2d", [=](Device d, D) { return TensorList{rnd({1, 2, 5, 5}, d), rnd({3, 2, 3, 3}, d), rnd({3}, d)}; },
                   [](const TensorList& in) { return conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}); }, low});
   rows.push_back({"scaled_dot_product_attention",

@@ -151,6 +151,24 @@ TEST_CASE("TokenWindows: random windows from the sample generator, sequential wi
     SampleGeneratorScope s2(8, 1, i);
     CHECK(from_tensor.get(i).data.to_vector<int64_t>() == a);
   }
+
+  // check_below: the tokens are 0..499; sequential window 49 holds 490..500, its target 500 is gone
+  // (499 is the last), so window 45 (450..460) is the one to test against a vocabulary of 455.
+  TokenWindows checked(std::make_shared<TokenFile>(path), 10, -1, /*random=*/false);
+  checked.check_below(500);
+  CHECK(checked.get(45).target.to_vector<int64_t>().back() == 460);
+  checked.check_below(455);
+  CHECK(checked.get(44).data.to_vector<int64_t>().front() == 440);  // 440..450: all below 455
+  try {
+    checked.get(45);
+    FAIL("a token above the vocabulary passed");
+  } catch (const IndexError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("token 455 at position 455") != std::string::npos);
+    CHECK(what.find(path) != std::string::npos);
+    CHECK(what.find("[0, 455)") != std::string::npos);
+  }
+  CHECK_THROWS_AS(checked.check_below(0), Error);
   std::filesystem::remove(path);
 }
 

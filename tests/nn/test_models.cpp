@@ -112,6 +112,24 @@ TEST_CASE("GPT: parameter count equals the formula; init as nanoGPT", "[nn]") {
   }
 }
 
+TEST_CASE("GPT: the gpt2_124m preset has GPT-2 small's 124,439,808 parameters", "[nn]") {
+  const GPTConfig c = GPTConfig::gpt2_124m();
+  CHECK(c.vocab_size == 50257);
+  CHECK(c.block_size == 1024);
+  CHECK(c.n_layer == 12);
+  CHECK(c.n_head == 12);
+  CHECK(c.n_embd == 768);
+  CHECK(c.dropout == 0.0);
+  CHECK(c.bias);
+  // Built for real (about 500 MB of float32): the count comes from the module tree, not the formula,
+  // so a missing or untied layer shows. 124,439,808 is the number Hugging Face's GPT-2 checkpoint
+  // holds; nanoGPT prints 123.65M, the count without the position embedding.
+  auto gpt = std::make_shared<GPT>(c);
+  CHECK(gpt->get_num_params(false) == 124439808);
+  CHECK(gpt->get_num_params() == 123653376);
+  CHECK(gpt->lm_head->weight.is_same(gpt->wte->weight));
+}
+
 TEST_CASE("GPT: logits shape, length check, loss at init near ln(vocab)", "[nn]") {
   manual_seed(1);
   GPTConfig c = tiny_gpt(2);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cuda/runtime.h"
 #include "kernels/attention.h"
 #include "tests/op_table/op_table.h"
 
@@ -126,6 +127,45 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
   return r;
 }
 
+// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core forward: the forward, or
+// the forward and backward together. FLOPs as PyTorch's and FlashAttention's benchmarks count them:
+// 4 B H L^2 E for the two forward products, halved for causal; the backward's five products are 2.5
+// times that. Bytes: q, k, v read and the output written (and, with backward, their gradients).
+BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward) {
+  BenchCase c;
+  c.name = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
+  c.dtypes = {DType::BFloat16};
+  c.op = c.name;
+  c.setup = [=](DType t, int64_t) {
+    BenchSetup s;
+    s.shape = {b, h, l, e};
+    const Shape x = {b, h, l, e};
+    s.inputs = {{x, t}, {x, t}, {x, t}};
+    if (backward) s.inputs.push_back({x, t});  // the output's gradient
+    const double n = static_cast<double>(b * h * l * e), size = static_cast<double>(element_size(t));
+    s.bytes = (backward ? 8.0 : 4.0) * n * size;
+    s.flops = (backward ? 3.5 : 1.0) * 4.0 * n * static_cast<double>(l) / 2.0;
+    s.precision = "bf16";
+    return s;
+  };
+  c.run = [backward](const TensorList& x) {
+    const cuda::MathSwitches saved = cuda::math_switches();
+    cuda::math_switches().attention_tensor_cores = true;
+    TensorList out;
+    if (!backward) {
+      out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
+    } else {
+      Tensor q = x[0].detach().set_requires_grad(true), k = x[1].detach().set_requires_grad(true);
+      Tensor v = x[2].detach().set_requires_grad(true);
+      scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true).backward(x[3]);
+      out = {q.grad(), k.grad(), v.grad()};
+    }
+    cuda::math_switches() = saved;
+    return out;
+  };
+  return c;
+}
+
 }  // namespace
 
 void add_attention_rows(std::vector<OpRow>& rows) {
@@ -221,6 +261,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
            return TensorList{rnd({1, 130, 8}, t, d, 348), rnd({1, 90, 8}, t, d, 349), rnd({1, 90, 4}, t, d, 350)};
          }},
     };
+    // The shapes of the speed goals: a long sequence at head dim 128, GPT-2 small's at head dim 64.
+    r.bench = {attention_bench(4, 16, 4096, 128, false), attention_bench(4, 16, 4096, 128, true),
+               attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true)};
     rows.push_back(std::move(r));
   }
   {

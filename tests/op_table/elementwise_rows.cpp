@@ -149,10 +149,6 @@ void int_inputs_give_float32(OpRow& r) {
 }
 
 double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh_ref(double x) {
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
 
 void add_arithmetic_rows(std::vector<OpRow>& rows) {
   {

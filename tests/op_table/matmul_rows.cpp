@@ -69,6 +69,12 @@ Tensor ref_linear(const Tensor& x, const Tensor& w, const Tensor* bias) {
   return from_values(out, shape);
 }
 
+Tensor ref_gelu_tanh(const Tensor& h) {
+  std::vector<double> v = values(h);
+  for (double& e : v) e = gelu_tanh_ref(e);
+  return from_values(v, h.sizes());
+}
+
 Sample pair(const std::string& name, Shape sa, Shape sb, uint64_t seed) {
   return {name, [sa, sb, seed](DType t, Device d) {
             return TensorList{rnd(sa, t, d, seed), rnd(sb, t, d, seed + 1)};
@@ -95,6 +101,31 @@ BenchCase matmul_bench(int64_t n, bool tf32) {
     s.ceiling = n == 8192;
     return s;
   };
+  return b;
+}
+
+// GPT-2 small's MLP up-projection at B16 T1024 in bfloat16: [16384, 768] @ [768, 3072] + bias, GELU.
+// `fused`: linear_gelu (one cuBLASLt call with the bias-GELU epilogue); else linear then gelu, the
+// three kernels it replaces (GEMM, bias add, GELU). PyTorch's peer times F.gelu(F.linear(...)).
+BenchCase linear_gelu_bench(bool fused) {
+  BenchCase b;
+  b.name = fused ? "linear_gelu" : "linear_then_gelu";
+  b.dtypes = {DType::BFloat16};
+  b.op = "linear_gelu";
+  b.setup = [](DType t, int64_t) {
+    const int64_t rows = 16384, in = 768, out = 3072;
+    BenchSetup s;
+    s.shape = {rows, in, out};
+    s.inputs = {{{rows, in}, t}, {{out, in}, t}, {{out}, t}};
+    // x, w and b read once; y written once (the fused call also writes H, the unfused its intermediates).
+    s.bytes = static_cast<double>(element_size(t)) * static_cast<double>(rows * in + out * in + out + rows * out);
+    s.flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+    s.precision = "bf16";
+    return s;
+  };
+  if (!fused) {
+    b.run = [](const TensorList& x) { return TensorList{gelu(linear(x[0], x[1], x[2]), GeluApprox::Tanh)}; };
+  }
   return b;
 }
 
@@ -195,6 +226,93 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
          [] { linear(zeros({2, 3}), zeros({4, 3}, DType::Float64)); },
          {"linear", "float32", "float64"}},
         {"0-d input", [] { linear(scalar_tensor(1.0), zeros({4, 3})); }, {"linear", "[]", "[4, 3]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    // The GPT MLP's up-projection as one GEMM with a bias-GELU epilogue; output widths that are and
+    // are not multiples of 8 (on CUDA the second runs as linear then gelu).
+    OpRow r;
+    r.name = "linear_gelu";
+    r.dtypes = kFloatTypes;
+    auto sample = [](const std::string& name, Shape sx, int64_t out_f, uint64_t seed, bool nc_x) {
+      return Sample{name, [=](DType t, Device d) {
+                      Tensor x = rnd(sx, t, d, seed);
+                      return TensorList{nc_x ? noncontig(x) : x, rnd({out_f, sx.back()}, t, d, seed + 1),
+                                        rnd({out_f}, t, d, seed + 2)};
+                    }};
+    };
+    r.samples = {
+        sample("[6,5] -> 16", {6, 5}, 16, 5251, false),
+        sample("3-d [2,3,8] -> 32", {2, 3, 8}, 32, 5254, false),
+        sample("odd [7,13] -> 5, non-contiguous input", {7, 13}, 5, 5257, true),
+    };
+    r.op = [](const TensorList& x) { return TensorList{linear_gelu(x[0], x[1], x[2])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_gelu_tanh(ref_linear(x[0], x[1], &x[2]))}; };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"wrong feature count",
+         [] { linear_gelu(zeros({4, 3}), zeros({8, 5}), zeros({8})); },
+         {"linear_gelu", "features", "[4, 3]", "[8, 5]"}},
+        {"no bias", [] { linear_gelu(zeros({2, 3}), zeros({8, 3}), Tensor()); }, {"linear_gelu", "bias", "[8, 3]"}},
+        {"bias size", [] { linear_gelu(zeros({2, 3}), zeros({8, 3}), zeros({5})); }, {"linear_gelu", "bias", "[5]"}},
+        {"dtype mismatch",
+         [] { linear_gelu(zeros({2, 3}), zeros({8, 3}, DType::Float64), zeros({8})); },
+         {"linear_gelu", "float32", "float64"}},
+        {"integer operands",
+         [] { linear_gelu(zeros({2, 3}, DType::Int64), zeros({8, 3}, DType::Int64), zeros({8}, DType::Int64)); },
+         {"linear_gelu", "int64"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    r.bench = {linear_gelu_bench(true), linear_gelu_bench(false)};
+    rows.push_back(std::move(r));
+  }
+  {
+    // The whole GPT-2 MLP (without dropout): forward through linear_gelu's epilogue, backward through
+    // the dGELU/bias-gradient epilogue. Hidden widths that are and are not multiples of 8.
+    OpRow r;
+    r.name = "gelu_mlp";
+    r.dtypes = kFloatTypes;
+    auto sample = [](const std::string& name, Shape sx, int64_t hidden, uint64_t seed, bool nc_x) {
+      return Sample{name, [=](DType t, Device d) {
+                      const int64_t c = sx.back();
+                      Tensor x = rnd(sx, t, d, seed);
+                      return TensorList{nc_x ? noncontig(x) : x, rnd({hidden, c}, t, d, seed + 1),
+                                        rnd({hidden}, t, d, seed + 2), rnd({c, hidden}, t, d, seed + 3),
+                                        rnd({c}, t, d, seed + 4)};
+                    }};
+    };
+    r.samples = {
+        sample("[5,4] -> 16 -> 4", {5, 4}, 16, 5271, false),
+        sample("3-d [2,3,6] -> 24 -> 6", {2, 3, 6}, 24, 5276, false),
+        sample("odd [7,5] -> 9 -> 5, non-contiguous input", {7, 5}, 9, 5281, true),
+    };
+    r.op = [](const TensorList& x) { return TensorList{gelu_mlp(x[0], x[1], x[2], x[3], x[4])}; };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_linear(ref_gelu_tanh(ref_linear(x[0], x[1], &x[2])), x[3], &x[4])};
+    };
+    r.differentiable = {0, 1, 2, 3, 4};
+    r.out_dtype = [](DType t) { return t; };
+    // Low precision: two products, and the hidden activation is rounded to the dtype between them
+    // (as it is unfused), so the second sum carries `hidden` rounded terms: a few output ulps more
+    // than one product.
+    r.tolerance[DType::Float16] = {3e-3, 3e-3};
+    r.tolerance[DType::BFloat16] = {3e-2, 3e-2};
+    r.errors = {
+        {"second weight does not take the hidden width",
+         [] { gelu_mlp(zeros({2, 4}), zeros({16, 4}), zeros({16}), zeros({4, 8}), zeros({4})); },
+         {"gelu_mlp", "second weight", "[4, 8]", "16"}},
+        {"second bias size",
+         [] { gelu_mlp(zeros({2, 4}), zeros({16, 4}), zeros({16}), zeros({4, 16}), zeros({5})); },
+         {"gelu_mlp", "second bias", "[5]"}},
+        {"no first bias",
+         [] { gelu_mlp(zeros({2, 4}), zeros({16, 4}), Tensor(), zeros({4, 16}), zeros({4})); },
+         {"gelu_mlp", "bias", "[16, 4]"}},
+        {"dtype mismatch",
+         [] { gelu_mlp(zeros({2, 4}), zeros({16, 4}), zeros({16}), zeros({4, 16}, DType::Float64), zeros({4})); },
+         {"gelu_mlp", "float64", "float32"}},
     };
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));

@@ -3,6 +3,8 @@
 #include "tests/op_table/op_table.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <numeric>
 
 namespace kiln::test {
@@ -161,6 +163,11 @@ Tensor noncontig(const Tensor& t) {
 }
 
 std::vector<double> values(const Tensor& t) { return t.to_vector_double(); }
+
+double gelu_tanh_ref(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
 
 Tensor from_values(const std::vector<double>& v, const Shape& shape, DType dtype) {
   // Through 1-d and a reshape: a vector makes a 1-d tensor, and `shape` may be 0-d.

@@ -169,6 +169,9 @@ Tensor noncontig(const Tensor& t);
 std::vector<double> values(const Tensor& t);
 Tensor from_values(const std::vector<double>& v, const Shape& shape, DType dtype = DType::Float64);
 
+// GELU's tanh approximation in float64 (the gelu_tanh and linear_gelu rows).
+double gelu_tanh_ref(double x);
+
 // Reference helpers over broadcast shapes, independent of kiln's kernels.
 Tensor ref_map(const TensorList& inputs, const std::function<double(const std::vector<double>&)>& fn,
                DType out_dtype = DType::Float64);

@@ -1,0 +1,120 @@
+// Register tiles for tensor-core kernels, on the fragment maps of kernels/tile_layout.h: a warp
+// holds an A tile (16 x 16), a B tile (16 x 8) and a float32 C tile (16 x 8), loads them from
+// row-major memory (global or shared), multiplies with mma.sync.m16n8k16 and stores C converted
+// to any element type. Larger tiles are arrays of these; a kernel's loops then say which tiles
+// meet, and this file says where each lane's elements are.
+//
+// Alignment: every load of a pair reads one 32-bit word, so matrices need even leading dimensions
+// and 4-byte aligned tile origins (kiln's allocations are 256-byte aligned; the kernels keep ld
+// even). bfloat16 mma needs sm_80 or newer, as every architecture kiln builds for.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/tile_layout.h"
+
+namespace kiln::tile {
+
+// Operand fragments of 16-bit types (__half or __nv_bfloat16), two elements per register.
+template <typename T> struct ATile {
+  uint32_t r[kAElems / 2];
+};
+template <typename T> struct BTile {
+  uint32_t r[kBElems / 2];
+};
+// The float32 accumulator.
+struct CTile {
+  float r[kCElems];
+};
+
+__device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) % kWarp; }
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
+  static_assert(sizeof(T) == 2, "tiles hold 16-bit elements");
+  uint16_t a, b;
+  __builtin_memcpy(&a, &lo, 2);
+  __builtin_memcpy(&b, &hi, 2);
+  return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
+}
+
+template <typename T> __device__ __forceinline__ uint32_t load_pair(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// A from a row-major [16, 16] block at `src` with leading dimension `ld` (elements).
+template <typename T> __device__ __forceinline__ void load_a(ATile<T>& a, const T* src, int ld) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int j = 0; j < kAElems / 2; ++j) {
+    const Coord c = a_coord(lane, 2 * j);
+    a.r[j] = load_pair(src + c.row * ld + c.col);
+  }
+}
+
+// B = M^T for a row-major [8, 16] block of M at `src` (n rows of k): attention's K for Q @ K^T. The
+// pairs run along M's rows, one word each.
+template <typename T> __device__ __forceinline__ void load_b_transposed(BTile<T>& b, const T* src, int ld) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int j = 0; j < kBElems / 2; ++j) {
+    const Coord c = b_coord(lane, 2 * j);
+    b.r[j] = load_pair(src + c.col * ld + c.row);
+  }
+}
+
+// B from a row-major [16, 8] block at `src` (k rows of n): attention's V for P @ V. A pair runs
+// down a column here, so each is two 16-bit loads.
+template <typename T> __device__ __forceinline__ void load_b(BTile<T>& b, const T* src, int ld) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int j = 0; j < kBElems / 2; ++j) {
+    const Coord lo = b_coord(lane, 2 * j), hi = b_coord(lane, 2 * j + 1);
+    b.r[j] = pack2(src[lo.row * ld + lo.col], src[hi.row * ld + hi.col]);
+  }
+}
+
+// An A tile from a float32 C tile pair: the two 16 x 8 accumulators [c0 | c1] side by side become
+// a 16 x 16 A operand (attention's probabilities P feeding P @ V without a trip through memory). C's
+// element i of a lane sits where A's element i (c0) or i + 4 (c1) of the same lane does.
+template <typename T> __device__ __forceinline__ void a_from_c(ATile<T>& a, const CTile& c0, const CTile& c1) {
+  a.r[0] = pack2(static_cast<T>(c0.r[0]), static_cast<T>(c0.r[1]));
+  a.r[1] = pack2(static_cast<T>(c0.r[2]), static_cast<T>(c0.r[3]));
+  a.r[2] = pack2(static_cast<T>(c1.r[0]), static_cast<T>(c1.r[1]));
+  a.r[3] = pack2(static_cast<T>(c1.r[2]), static_cast<T>(c1.r[3]));
+}
+
+__device__ __forceinline__ void fill(CTile& c, float v) {
+#pragma unroll
+  for (int i = 0; i < kCElems; ++i) c.r[i] = v;
+}
+
+// d += a @ b on the tensor cores, one warp.
+__device__ __forceinline__ void mma(CTile& d, const ATile<__nv_bfloat16>& a, const BTile<__nv_bfloat16>& b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d.r[0]), "+f"(d.r[1]), "+f"(d.r[2]), "+f"(d.r[3])
+      : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+}
+__device__ __forceinline__ void mma(CTile& d, const ATile<__half>& a, const BTile<__half>& b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d.r[0]), "+f"(d.r[1]), "+f"(d.r[2]), "+f"(d.r[3])
+      : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+}
+
+// C into a row-major [16, 8] block at `dst`, each element converted to Out.
+template <typename Out> __device__ __forceinline__ void store_c(const CTile& c, Out* dst, int ld) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int i = 0; i < kCElems; ++i) {
+    const Coord x = c_coord(lane, i);
+    dst[x.row * ld + x.col] = static_cast<Out>(c.r[i]);
+  }
+}
+
+}  // namespace kiln::tile

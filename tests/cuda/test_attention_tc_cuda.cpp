@@ -1,0 +1,94 @@
+// The tensor-core flash-attention forward (kernels/cuda/attention_tc.cu) against the CPU twin in
+// float64, across many tiles: L and S from 1 to past 1024, none of them or some of them multiples of
+// the 64-row query block and the key tiles, head dims 64 and 128, causal and not, float16 and
+// bfloat16. The output is compared directly; the log-sum-exp through the backward, which rebuilds
+// the probabilities from it (the scalar backward kernel, unchanged), so dq, dk and dv are compared
+// too. Each case also checks that the tensor-core kernel is the one that ran.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+#include "core/kiln.h"
+#include "kernels/attention.h"
+
+using namespace kiln;
+
+namespace {
+
+struct SwitchesGuard {
+  cuda::MathSwitches saved = cuda::math_switches();
+  ~SwitchesGuard() { cuda::math_switches() = saved; }
+};
+
+// max |got - ref| / (atol + rtol |ref|) over the elements: at most 1 passes.
+double worst(const Tensor& got, const Tensor& ref, double atol, double rtol) {
+  const std::vector<double> g = got.to(Device::cpu()).to_vector_double(), r = ref.to_vector_double();
+  REQUIRE(g.size() == r.size());
+  double w = 0;
+  for (size_t i = 0; i < g.size(); ++i) w = std::max(w, std::abs(g[i] - r[i]) / (atol + rtol * std::abs(r[i])));
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("attention on tensor cores: output and gradients match the CPU in float64 across many tiles",
+          "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  cuda::math_switches().attention_tensor_cores = true;
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  const auto [L, S] = GENERATE(table<int64_t, int64_t>(
+      {{1, 1}, {15, 17}, {16, 16}, {64, 64}, {65, 130}, {200, 77}, {77, 200}, {1030, 1030}}));
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " L " << L << " S " << S);
+  manual_seed(static_cast<uint64_t>(L * 7919 + S * 31 + E));
+  // Rounded to the dtype first: the CPU reference sees exactly the GPU's inputs.
+  const Tensor q = randn({2, 3, L, E}).to(dtype), k = randn({2, 3, S, E}).to(dtype), v = randn({2, 3, S, E}).to(dtype);
+  const Tensor dout = randn({2, 3, L, E}).to(dtype);
+
+  auto run = [&](Device d, DType t) {
+    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
+    Tensor vd = v.to(t).to(d).set_requires_grad(true);
+    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
+    out.backward(dout.to(t).to(d));
+    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
+  };
+  const int64_t before = attention_tc_launches();
+  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
+  CHECK(attention_tc_launches() == before + 1);
+  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
+  // The probabilities enter P @ V rounded to the dtype, as in FlashAttention; the output is rounded
+  // once more. bfloat16 keeps 8 bits, float16 11.
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    INFO(names[i]);
+    // Gradients sum over L or S rows of rounded terms: a looser absolute floor.
+    CHECK(worst(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
+  }
+}
+
+TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  cuda::math_switches().attention_tensor_cores = true;
+  const Device cuda = Device::cuda();
+  const TensorOptions bf16(DType::BFloat16, cuda);
+  const int64_t before = attention_tc_launches();
+  scaled_dot_product_attention(randn({1, 2, 8, 32}, bf16), randn({1, 2, 8, 32}, bf16), randn({1, 2, 8, 32}, bf16));
+  scaled_dot_product_attention(randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)),
+                               randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)),
+                               randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)));
+  scaled_dot_product_attention(randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16),
+                               ones({8, 8}, TensorOptions(DType::Bool, cuda)));
+  cuda::synchronize();
+  CHECK(attention_tc_launches() == before);  // head dim 32, float32, a mask: none of them fits
+  cuda::math_switches().attention_tensor_cores = false;
+  scaled_dot_product_attention(randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16));
+  CHECK(attention_tc_launches() == before);  // switched off
+}
