@@ -3,7 +3,8 @@
 #   tools/gpu_check.sh stage   on the build machine: build for Hopper into build/gpu and stage the CUDA
 #                              test and bench executables with the shared libraries the GPU host lacks
 #                              into stage/ (git-ignored, at most 64 MiB; copy it to the GPU host with the working tree)
-#   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, then
+#   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, a
+#                              train_gpt run with --cuda-graph against the same run eager, then
 #                              compute-sanitizer memcheck and racecheck, then benchmarks and the
 #                              PyTorch peer, then the training-step bench and its peer; logs in $OUT
 #                              (8 files at most); non-zero exit on failure
@@ -522,6 +523,48 @@ speed_only() {
   [ ${#failed[@]} -eq 0 ]
 }
 
+# --cuda-graph against eager (docs/cuda-graphs.md): the same short train_gpt run, dropout on so that
+# the graph's random draws are checked too, must give the same evaluation losses and the same final
+# model, byte for byte. Its output goes to LOG.
+graph_check() {  # graph_check LOG
+  local log=$1 dir=$scratch/graph-check mode secs rc
+  local common=(--device cuda --data "$shakespeare" --max-iters 40 --warmup-iters 10 --eval-interval 20
+    --eval-iters 4 --dropout 0.1 --sample-tokens 0 --seed 3)
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  for mode in eager graph; do
+    secs=$(budget 60)
+    if [ "$secs" -lt 15 ]; then
+      record "NOT RUN" "graph: train_gpt" "no time left"
+      return
+    fi
+    echo "==== train_gpt $mode" >>"$log"
+    if [ $mode = graph ]; then
+      kiln_env timeout --kill-after=10 "$secs" "$bin_dir/train_gpt" "${common[@]}" --cuda-graph --out "$dir/$mode" \
+        >>"$log" 2>&1
+    else
+      kiln_env timeout --kill-after=10 "$secs" "$bin_dir/train_gpt" "${common[@]}" --out "$dir/$mode" >>"$log" 2>&1
+    fi
+    rc=$?
+    if [ $rc != 0 ]; then
+      fail "graph: train_gpt $mode" "exit $rc" "$log"
+      return
+    fi
+  done
+  # The eval records up to their timings (tokens/s and seconds differ by design).
+  local evals=()
+  for mode in eager graph; do
+    evals+=("$(grep '"record": "eval"' "$dir/$mode/metrics.jsonl" | sed 's/, "tokens_per_s".*//')")
+  done
+  if [ -n "${evals[0]}" ] && [ "${evals[0]}" = "${evals[1]}" ] &&
+    cmp -s "$dir/eager/model.safetensors" "$dir/graph/model.safetensors"; then
+    record ok "graph: train_gpt" "--cuda-graph equals eager: $(grep -c . <<<"${evals[0]}") evaluations, same model bytes"
+  else
+    { echo "eager:"; echo "${evals[0]}"; echo "graph:"; echo "${evals[1]}"; } >>"$log"
+    fail "graph: train_gpt" "--cuda-graph differs from eager (evaluations or model bytes)" "$log"
+  fi
+}
+
 run() {
   begin_run run
   # $OUT hands back 8 files at most: summary.txt, tests.log, sanitizers.log (memcheck's log, then
@@ -557,6 +600,8 @@ run() {
       fail "tests: $exe" "exit $rc before any totals (a crash?)" "$tests_log"
     fi
   done <"$bin_dir/cuda_tests.txt"
+  # 1b. An example with --cuda-graph against the same run eager.
+  graph_check "$tests_log"
   cap "$tests_log"
 
   # 2-3. compute-sanitizer: memcheck with the allocator bypassed (every allocation its own
