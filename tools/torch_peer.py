@@ -12,6 +12,7 @@ and a case whose op has no mapping fails loudly. --check-cases checks that witho
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import sys
@@ -78,6 +79,41 @@ def _sdpa_causal_fwd_bwd(inputs, args):
     return run
 
 
+def _layer_norm_fwd_bwd(inputs, args):
+    # Leaves in the input's dtype, made once per rotation set; each call drops the last gradients.
+    x, w, b = (t.detach().to(inputs[0].dtype).requires_grad_(True) for t in inputs[:3])
+    grad, shape = inputs[3], tuple(args["normalized_shape"])
+
+    def run():
+        x.grad = w.grad = b.grad = None
+        torch.nn.functional.layer_norm(x, shape, w, b).backward(grad)
+    return run
+
+
+def _cross_entropy_fwd_bwd(inputs, args):
+    logits, target = inputs[0].detach().requires_grad_(True), inputs[1]
+
+    def run():
+        logits.grad = None
+        torch.nn.functional.cross_entropy(logits, target).backward()
+    return run
+
+
+def _gelu_tanh_chain(inputs, args):
+    # The nine elementwise ops of kiln's case, in the same order: GELU's tanh form unfused.
+    (x,) = inputs
+    c = math.sqrt(2.0 / math.pi)
+    return lambda: x * (torch.tanh((x + x * x * x * 0.044715) * c) + 1.0) * 0.5
+
+
+def _adamw(inputs, args):
+    # The fused AdamW kernel torch.optim.AdamW(fused=True) launches, on the same lists: lr 1, step 1
+    # (the optimizer advances the step before the kernel), kiln's betas, eps and weight decay.
+    p, g, m, v, _, step = inputs
+    return lambda: torch._fused_adamw_([p], [g], [m], [v], [], [step], lr=1.0, beta1=0.9, beta2=0.95,
+                                       weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+
+
 def _conv2d(inputs, args):
     x, w = inputs
     stride, padding = tuple(args.get("stride", (1, 1))), tuple(args.get("padding", (0, 0)))
@@ -95,6 +131,11 @@ OPS = {
     "sum": Op(1, _sum, optional=("dim",)),
     "softmax": Op(1, lambda i, a: (lambda: torch.softmax(i[0], dim=a["dim"])), required=("dim",)),
     "layer_norm": Op(2, _layer_norm, required=("normalized_shape",)),
+    "layer_norm_fwd_bwd": Op(4, _layer_norm_fwd_bwd, required=("normalized_shape",)),
+    "cross_entropy": Op(2, lambda i, a: (lambda: torch.nn.functional.cross_entropy(i[0], i[1]))),
+    "cross_entropy_fwd_bwd": Op(2, _cross_entropy_fwd_bwd),
+    "gelu_tanh_chain": Op(1, _gelu_tanh_chain),
+    "adamw": Op(6, _adamw),
     "matmul": Op(2, lambda i, a: (lambda: torch.matmul(i[0], i[1]))),
     # PyTorch eager runs the GEMM, then the bias (in the GEMM's addmm), then GELU as its own kernel.
     "linear_gelu": Op(3, lambda i, a: (lambda: torch.nn.functional.gelu(torch.nn.functional.linear(i[0], i[1], i[2]),
@@ -104,7 +145,7 @@ OPS = {
     "sdpa_causal_fwd_bwd": Op(4, _sdpa_causal_fwd_bwd),
 }
 
-DTYPES = ("float32", "bfloat16", "float16", "float64")
+DTYPES = ("float32", "bfloat16", "float16", "float64", "int64")
 FIELDS = ("case", "dtype", "shape", "bytes", "flops", "precision", "tf32", "ceiling", "op", "args", "inputs",
           "set_bytes")
 

@@ -144,29 +144,44 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// The checks linear and linear_gelu share; messages name `op`.
-void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const std::string name = op;
-  ops::check_defined(op, x, "input");
-  ops::check_defined(op, weight, "weight");
+// The operands of one projection y = in @ weight^T + bias (bias optional) whose input has `in_width`
+// features and `x`'s dtype and device. Messages name `op`, the input as `input` with `input_shape`,
+// and the operands with `prefix` ("" for linear, "second " for gelu_mlp's down-projection).
+void check_projection(const char* op, const Tensor& x, int64_t in_width, const std::string& input,
+                      const Shape& input_shape, const Tensor& weight, const Tensor& bias, const std::string& prefix) {
+  const std::string name = op, w_name = prefix + "weight", b_name = prefix + "bias";
+  ops::check_defined(op, weight, w_name.c_str());
   ops::common_device(op, {&x, &weight, &bias});
   for (const Tensor* t : {&weight, &bias}) {
     if (t->defined() && t->dtype() != x.dtype()) {
-      throw DTypeError(name + ": " + (t == &weight ? "weight" : "bias") + " is " + dtype_name(t->dtype()) +
-                       ", input is " + dtype_name(x.dtype()) + " (input " + shape_str(x.sizes()) + ", " +
-                       (t == &weight ? "weight " : "bias ") + shape_str(t->sizes()) + ")");
+      throw DTypeError(name + ": " + (t == &weight ? w_name : b_name) + " is " + dtype_name(t->dtype()) + ", " +
+                       input + " is " + dtype_name(x.dtype()) + " (" + input + " " + shape_str(input_shape) + ", " +
+                       (t == &weight ? w_name : b_name) + " " + shape_str(t->sizes()) + ")");
     }
   }
-  if (weight.dim() != 2) throw ShapeError(name + ": weight must be 2-d, got shape " + shape_str(weight.sizes()));
-  if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
-    throw ShapeError(name + ": input has " + std::to_string(x.dim() ? x.size(-1) : 0) + " features, weight expects " +
-                     std::to_string(weight.size(1)) + " (input " + shape_str(x.sizes()) + ", weight " +
-                     shape_str(weight.sizes()) + ")");
+  if (weight.dim() != 2) {
+    throw ShapeError(name + ": " + w_name + " must be 2-d, got shape " + shape_str(weight.sizes()));
+  }
+  if (in_width != weight.size(1)) {
+    throw ShapeError(name + ": " + input + " has " + std::to_string(in_width) + " features, " + w_name + " expects " +
+                     std::to_string(weight.size(1)) + " (" + input + " " + shape_str(input_shape) + ", " + w_name +
+                     " " + shape_str(weight.sizes()) + ")");
   }
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))) {
-    throw ShapeError(name + ": bias of shape " + shape_str(bias.sizes()) + " does not match " +
-                     std::to_string(weight.size(0)) + " output features (weight " + shape_str(weight.sizes()) + ")");
+    throw ShapeError(name + ": " + b_name + " of shape " + shape_str(bias.sizes()) + " does not match " +
+                     std::to_string(weight.size(0)) + " output features (" + w_name + " " +
+                     shape_str(weight.sizes()) + ")");
   }
+}
+
+// The checks linear and linear_gelu share.
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops::check_defined(op, x, "input");
+  if (x.dim() < 1) {
+    throw ShapeError(std::string(op) + ": input must have at least 1 dimension, got shape " + shape_str(x.sizes()) +
+                     (weight.defined() ? " (weight " + shape_str(weight.sizes()) + ")" : std::string()));
+  }
+  check_projection(op, x, x.size(-1), "input", x.sizes(), weight, bias, "");
 }
 
 }  // namespace
@@ -288,24 +303,8 @@ Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tenso
     return gelu_mlp((*c)[0], (*c)[1], (*c)[2], (*c)[3], (*c)[4]);
   }
   check_linear_gelu(op, x, w1, b1);
-  ops::check_defined(op, w2, "second weight");
   ops::check_defined(op, b2, "second bias");
-  ops::common_device(op, {&x, &w2, &b2});
-  for (const Tensor* t : {&w2, &b2}) {
-    if (t->dtype() != x.dtype()) {
-      throw DTypeError(std::string("gelu_mlp: ") + (t == &w2 ? "second weight" : "second bias") + " is " +
-                       dtype_name(t->dtype()) + ", input is " + dtype_name(x.dtype()) + " (shape " +
-                       shape_str(t->sizes()) + ")");
-    }
-  }
-  if (w2.dim() != 2 || w2.size(1) != w1.size(0)) {
-    throw ShapeError("gelu_mlp: the second weight " + shape_str(w2.sizes()) + " does not take the first's " +
-                     std::to_string(w1.size(0)) + " outputs (first weight " + shape_str(w1.sizes()) + ")");
-  }
-  if (b2.dim() != 1 || b2.size(0) != w2.size(0)) {
-    throw ShapeError("gelu_mlp: second bias of shape " + shape_str(b2.sizes()) + " does not match " +
-                     std::to_string(w2.size(0)) + " output features (second weight " + shape_str(w2.sizes()) + ")");
-  }
+  check_projection(op, x, w1.size(0), "the hidden activation", with_last(x.sizes(), w1.size(0)), w2, b2, "second ");
   const int64_t in = w1.size(1), hidden = w1.size(0);
   // The backward's epilogue GEMM sums over w2's rows: none, nothing to fuse.
   if (!gelu_epilogue_fits(x, in, hidden) || w2.size(0) == 0) return linear(linear_gelu(x, w1, b1), w2, b2);

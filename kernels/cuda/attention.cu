@@ -17,6 +17,7 @@
 namespace kiln {
 namespace {
 
+using cuda_detail::allow_dynamic_smem;
 using cuda_detail::load_as;
 using cuda_detail::raw_stream;
 using cuda_detail::to_f32;
@@ -28,7 +29,6 @@ constexpr int kThreads = kRows * 32;
 constexpr int kTile = 32;         // staged rows of the other side: one per lane
 constexpr int kPad = kTile + 1;   // transposed tiles: element (row t, column e) at [e * kPad + t]
 constexpr int64_t kMaxGrid = int64_t{1} << 20;
-constexpr size_t kDefaultSmem = 48 * 1024;
 
 __host__ __device__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int round4(int64_t v) { return static_cast<int>((v + 3) / 4 * 4); }
@@ -391,27 +391,9 @@ Params make_params(const AttentionArgs& a) {
   return p;
 }
 
-// Lets `kernel` use `bytes` of dynamic shared memory (above 48 KB needs an opt-in per kernel), or
-// throws when the device has less than that per block.
-template <typename K> void allow_smem(K* kernel, size_t bytes, const AttentionArgs& a, const char* op) {
-  if (bytes <= kDefaultSmem) return;
-  int device = 0, max_optin = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": querying the shared memory limit failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
-  if (bytes > static_cast<size_t>(max_optin)) {
-    throw Error(std::string(op) + ": head dims E = " + std::to_string(a.E) + ", Ev = " + std::to_string(a.Ev) +
-                " need " + std::to_string(bytes) + " bytes of shared memory per block; this GPU has " +
-                std::to_string(max_optin));
-  }
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": cudaFuncSetAttribute failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
+// The head dims, for the shared-memory opt-in's error message.
+std::string head_dims(const AttentionArgs& a) {
+  return "head dims E = " + std::to_string(a.E) + ", Ev = " + std::to_string(a.Ev);
 }
 
 unsigned grid_for_rows(int64_t batch, int64_t rows) {
@@ -440,7 +422,7 @@ void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, 
   const size_t smem = forward_smem(p);
   const cudaStream_t s = raw_stream(ctx.stream);
   KILN_CUDA_FLOAT_SWITCH(a.dtype, op, {
-    allow_smem(attention_forward_kernel<S>, smem, a, op);
+    allow_dynamic_smem(attention_forward_kernel<S>, smem, op, head_dims(a));
     attention_forward_kernel<S><<<grid_for_rows(a.batch, a.L), kThreads, smem, s>>>(
         static_cast<S*>(out), static_cast<float*>(lse), static_cast<const S*>(q), static_cast<const S*>(k),
         static_cast<const S*>(v), p);
@@ -460,8 +442,8 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
   // D_i = dO_i . O_i per query row, written by the dq kernel and read by the dk/dv kernel.
   float* d_rows = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L) * sizeof(float)));
   KILN_CUDA_FLOAT_SWITCH(a.dtype, op, {
-    allow_smem(attention_backward_q_kernel<S>, smem_q, a, op);
-    allow_smem(attention_backward_kv_kernel<S>, smem_kv, a, op);
+    allow_dynamic_smem(attention_backward_q_kernel<S>, smem_q, op, head_dims(a));
+    allow_dynamic_smem(attention_backward_kv_kernel<S>, smem_kv, op, head_dims(a));
     attention_backward_q_kernel<S><<<grid_for_rows(a.batch, a.L), kThreads, smem_q, s>>>(
         static_cast<S*>(dq), d_rows, static_cast<const S*>(dout), static_cast<const S*>(out),
         static_cast<const float*>(lse), static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v),

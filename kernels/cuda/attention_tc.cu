@@ -205,11 +205,7 @@ template <typename T, int D>
 void launch(void* out, void* lse, const void* q, const void* k, const void* v, const TcParams& p, cudaStream_t s) {
   const size_t bytes = smem_bytes<T, D>();
   const char* op = "scaled_dot_product_attention";
-  cudaError_t err = cudaFuncSetAttribute(attention_forward_tc_kernel<T, D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": cudaFuncSetAttribute failed: " + cudaGetErrorName(err));
-  }
+  allow_dynamic_smem(attention_forward_tc_kernel<T, D>, bytes, op, "head dim " + std::to_string(D));
   const dim3 grid(static_cast<unsigned>((p.L + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.batch));
   attention_forward_tc_kernel<T, D><<<grid, kWarps * kWarp, bytes, s>>>(
       static_cast<T*>(out), static_cast<float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),

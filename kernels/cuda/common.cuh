@@ -1,7 +1,7 @@
 // Device helpers shared by kiln's CUDA kernels: cast-on-load/store by runtime dtype, the element
 // offset of a logical index in a StridedArg, 16-byte vector access, warp and block reductions,
-// a grid-stride launch configuration, and launch checking. Plain CUDA C++: no fmt, spdlog, JSON or
-// Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
+// a grid-stride launch configuration, launch checking and the dynamic shared-memory opt-in. Plain
+// CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +26,30 @@ inline void check_launch(const char* op) {
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     throw DeviceError(std::string(op) + ": CUDA kernel launch failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+}
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory. Up to 48 KB needs nothing; above
+// that each kernel must opt in, up to the device's per-block limit. Throws kiln::Error naming `op`
+// and `what` (the arguments that need that much) when the device has less.
+template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const char* op, const std::string& what) {
+  constexpr size_t kDefault = 48 * 1024;
+  if (bytes <= kDefault) return;
+  int device = 0, max_optin = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": querying the shared memory limit failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+  if (bytes > static_cast<size_t>(max_optin)) {
+    throw Error(std::string(op) + ": " + what + " need " + std::to_string(bytes) +
+                " bytes of shared memory per block; this GPU has " + std::to_string(max_optin));
+  }
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": cudaFuncSetAttribute failed: " + cudaGetErrorName(err) + " (" +
                       cudaGetErrorString(err) + ")");
   }
 }

@@ -1,8 +1,14 @@
 // CUDA twins of kernels/cpu/layer_norm.cpp. Rows are normalized by a warp or a block (rows.cuh); the
 // weight and bias gradients, sums over all rows, write per-chunk partials to scratch memory and a
 // second kernel adds them in chunk order: no float atomics, the same bits every run.
+//
+// The forward and the input gradient pass over a row two or three times. Rows that fit in the
+// registers of their threads (RowCache: a multiple of 16 bytes, up to 16384 values, 16-byte
+// aligned) are read from memory once, in 16-byte vectors, and written once;
+// the others run the plain kernels, which read the row again on each pass (from L1/L2 when short).
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 
 #include "kernels/cuda/rows.cuh"
@@ -62,6 +68,119 @@ __global__ void layer_norm_backward_dx_kernel(S* dx, const S* dout, const S* x, 
       dx[r * n + j] = from_f32<S>(rs * (g - sg - xhat * sgx));
     }
   }
+}
+
+// A weight or bias element in the cached kernels: float32 or the input's dtype; `fallback` when absent.
+template <typename S> __device__ __forceinline__ float ln_param(const void* p, bool f32, int64_t j, float fallback) {
+  if (p == nullptr) return fallback;
+  return f32 ? static_cast<const float*>(p)[j] : to_f32(static_cast<const S*>(p)[j]);
+}
+
+// The forward with the row in registers: the same two-pass statistics, one read of x, one write.
+template <typename S, bool kBlockRow>
+__global__ void __launch_bounds__(RowCache<S>::kMaxBlock)
+    layer_norm_forward_cached_kernel(S* out, float* mean, float* rstd, const S* x, const void* weight,
+                                     const void* bias, bool params_f32, int64_t rows, int64_t n, float eps) {
+  using G = RowGroup<kBlockRow>;
+  using C = RowCache<S>;
+  const int64_t vectors = n / C::kVec;
+  for (int64_t r = G::first(); r < rows; r += G::step()) {
+    C c;
+    c.template load<kBlockRow>(x + r * n, vectors);
+    float s = 0.f;  // slots past the row's end hold zeros
+#pragma unroll
+    for (int k = 0; k < C::kSlots; ++k) {
+#pragma unroll
+      for (int e = 0; e < C::kVec; ++e) s += c.v[k][e];
+    }
+    const float m = row_sum<kBlockRow>(s) / static_cast<float>(n);
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kSlots; ++k) {
+      if (C::template slot<kBlockRow>(k) >= vectors) continue;
+#pragma unroll
+      for (int e = 0; e < C::kVec; ++e) {
+        const float d = c.v[k][e] - m;
+        ss += d * d;
+      }
+    }
+    const float rs = 1.f / sqrtf(row_sum<kBlockRow>(ss) / static_cast<float>(n) + eps);
+    if (G::rank() == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    c.template store<kBlockRow>(out + r * n, vectors, [&](int k, int e, int64_t j) {
+      return (c.v[k][e] - m) * rs * ln_param<S>(weight, params_f32, j, 1.f) + ln_param<S>(bias, params_f32, j, 0.f);
+    });
+  }
+}
+
+// The input gradient with x and dout in registers: each read once, dx written once.
+template <typename S, bool kBlockRow>
+__global__ void __launch_bounds__(RowCache<S>::kMaxBlock)
+    layer_norm_backward_dx_cached_kernel(S* dx, const S* dout, const S* x, const float* mean, const float* rstd,
+                                         const void* weight, bool params_f32, int64_t rows, int64_t n) {
+  using G = RowGroup<kBlockRow>;
+  using C = RowCache<S>;
+  const int64_t vectors = n / C::kVec;
+  const float inv_n = 1.f / static_cast<float>(n);
+  for (int64_t r = G::first(); r < rows; r += G::step()) {
+    C xs, gs;  // become xhat and g = dout * weight
+    xs.template load<kBlockRow>(x + r * n, vectors);
+    gs.template load<kBlockRow>(dout + r * n, vectors);
+    const float m = mean[r], rs = rstd[r];
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kSlots; ++k) {
+      const int64_t i = C::template slot<kBlockRow>(k);
+      if (i >= vectors) continue;
+#pragma unroll
+      for (int e = 0; e < C::kVec; ++e) {
+        const float g = gs.v[k][e] * ln_param<S>(weight, params_f32, i * C::kVec + e, 1.f);
+        const float xhat = (xs.v[k][e] - m) * rs;
+        gs.v[k][e] = g;
+        xs.v[k][e] = xhat;
+        sg += g;
+        sgx += g * xhat;
+      }
+    }
+    sg = row_sum<kBlockRow>(sg) * inv_n;
+    sgx = row_sum<kBlockRow>(sgx) * inv_n;
+    xs.template store<kBlockRow>(dx + r * n, vectors, [&](int k, int e, int64_t) {
+      return rs * (gs.v[k][e] - sg - xs.v[k][e] * sgx);
+    });
+  }
+}
+
+// How a cached kernel is launched for rows of n, or fits == false when the rows do not fit (or the
+// parameters are in a dtype the cached kernels do not read) and the plain kernels run.
+struct CachedLaunch {
+  bool fits = false, block_row = false, params_f32 = false;
+  unsigned grid = 1;
+  int threads = 0;
+};
+
+template <typename S>
+CachedLaunch cached_launch(int64_t rows, int64_t n, DType x_dtype, DType param_dtype, bool has_params,
+                           std::initializer_list<const void*> rows_at) {
+  using C = RowCache<S>;
+  CachedLaunch c;
+  c.params_f32 = param_dtype == DType::Float32;
+  if (has_params && !c.params_f32 && param_dtype != x_dtype) return c;
+  for (const void* p : rows_at) {
+    if (!C::fits(p, n, C::kMaxBlock)) return c;
+  }
+  c.fits = true;
+  if (n <= kWarpRowMax) {  // a warp's 32 lanes hold 1024 values
+    const RowLaunch rl = row_launch(rows, n);
+    c.grid = rl.grid;
+    c.threads = rl.threads;
+  } else {
+    c.block_row = true;
+    c.grid = grid_of(rows);
+    c.threads = C::block_threads(n);
+  }
+  return c;
 }
 
 // dweight/dbias, pass 1: block (32 columns x 8 row lanes) sums rows [chunk * chunk_rows, ...) of 32
@@ -143,12 +262,21 @@ void layer_norm_forward_cuda(void* out, void* mean, void* rstd, const void* x, D
   KILN_CUDA_FLOAT_SWITCH(x_dtype, "layer_norm", {
     S* o = static_cast<S*>(out);
     const S* xp = static_cast<const S*>(x);
-    if (rl.block_row) {
+    const CachedLaunch c =
+        cached_launch<S>(rows, n, x_dtype, param_dtype, weight != nullptr || bias != nullptr, {out, x});
+    const float e = static_cast<float>(eps);
+    if (c.fits && c.block_row) {
+      layer_norm_forward_cached_kernel<S, true><<<c.grid, c.threads, 0, s>>>(o, m, r, xp, weight, bias, c.params_f32,
+                                                                             rows, n, e);
+    } else if (c.fits) {
+      layer_norm_forward_cached_kernel<S, false><<<c.grid, c.threads, 0, s>>>(o, m, r, xp, weight, bias,
+                                                                              c.params_f32, rows, n, e);
+    } else if (rl.block_row) {
       layer_norm_forward_kernel<S, true><<<rl.grid, rl.threads, 0, s>>>(o, m, r, xp, weight, bias, param_dtype, rows,
-                                                                        n, static_cast<float>(eps));
+                                                                        n, e);
     } else {
       layer_norm_forward_kernel<S, false><<<rl.grid, rl.threads, 0, s>>>(o, m, r, xp, weight, bias, param_dtype,
-                                                                         rows, n, static_cast<float>(eps));
+                                                                         rows, n, e);
     }
   });
   cuda_detail::check_launch("layer_norm");
@@ -170,8 +298,15 @@ void layer_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* 
     const S* xp = static_cast<const S*>(x);
     if (dx) {
       const RowLaunch rl = row_launch(rows, n);
+      const CachedLaunch c = cached_launch<S>(rows, n, x_dtype, param_dtype, weight != nullptr, {dx, dout, x});
       S* d = static_cast<S*>(dx);
-      if (rl.block_row) {
+      if (c.fits && c.block_row) {
+        layer_norm_backward_dx_cached_kernel<S, true><<<c.grid, c.threads, 0, s>>>(d, dy, xp, m, r, weight,
+                                                                                   c.params_f32, rows, n);
+      } else if (c.fits) {
+        layer_norm_backward_dx_cached_kernel<S, false><<<c.grid, c.threads, 0, s>>>(d, dy, xp, m, r, weight,
+                                                                                    c.params_f32, rows, n);
+      } else if (rl.block_row) {
         layer_norm_backward_dx_kernel<S, true><<<rl.grid, rl.threads, 0, s>>>(d, dy, xp, m, r, weight, param_dtype,
                                                                               rows, n);
       } else {

@@ -88,6 +88,69 @@ inline RowLaunch row_launch(int64_t rows, int64_t n) {
   return {true, grid_of(rows), kBlockRowThreads};
 }
 
+// --- rows kept in registers ----------------------------------------------------------------------
+
+// A row read once from global memory in 16-byte vectors and held as floats in the registers of the
+// threads that share it: thread `rank` holds vectors rank, rank + size, ... (kSlots of them, 32
+// floats in all), so a kernel that passes over the row several times (statistics, then output)
+// reads it from memory once. Fits rows of n elements with n a multiple of kVec and at most
+// kSlots * (group size) * kVec long, starting 16-byte aligned.
+template <typename S> struct RowCache {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));  // elements per vector
+  static constexpr int kSlots = 32 / kVec;                         // vectors per thread
+  float v[kSlots][kVec];
+
+  // Vector index of slot k for this thread; the slot is in the row when it is below n / kVec.
+  template <bool kBlockRow> static __device__ __forceinline__ int64_t slot(int k) {
+    return RowGroup<kBlockRow>::rank() + static_cast<int64_t>(k) * RowGroup<kBlockRow>::size();
+  }
+
+  // Loads this thread's vectors of `row` (n / kVec of them in all); slots past the end hold 0.
+  template <bool kBlockRow> __device__ __forceinline__ void load(const S* row, int64_t vectors) {
+    const auto* in = reinterpret_cast<const cuda_detail::Vec16<S>*>(row);
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int64_t i = slot<kBlockRow>(k);
+      if (i < vectors) {
+        const cuda_detail::Vec16<S> x = in[i];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) v[k][e] = to_f32(x.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) v[k][e] = 0.f;
+      }
+    }
+  }
+
+  // Writes this thread's elements of `row` (n / kVec vectors in all): element e of slot k, at index j
+  // of the row, becomes f(k, e, j) rounded to S.
+  template <bool kBlockRow, typename F> __device__ __forceinline__ void store(S* row, int64_t vectors, F f) const {
+    auto* out = reinterpret_cast<cuda_detail::Vec16<S>*>(row);
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int64_t i = slot<kBlockRow>(k);
+      if (i >= vectors) continue;
+      cuda_detail::Vec16<S> y;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) y.v[e] = from_f32<S>(f(k, e, i * kVec + e));
+      out[i] = y;
+    }
+  }
+
+  // Whether a row of n elements at `row` fits, for groups of up to `max_group` threads.
+  static bool fits(const void* row, int64_t n, int max_group) {
+    return n % kVec == 0 && n / kVec <= static_cast<int64_t>(kSlots) * max_group && cuda_detail::aligned16(row);
+  }
+
+  // Threads for a block row of n elements: enough that each holds at most kSlots vectors, a whole
+  // number of warps, at most kMaxBlock (the cached kernels' launch bound).
+  static constexpr int kMaxBlock = 512;
+  static int block_threads(int64_t n) {
+    const int64_t per_thread = static_cast<int64_t>(kSlots) * kVec;
+    return static_cast<int>(std::clamp<int64_t>(ceil_div(ceil_div(n, per_thread), 32) * 32, 32, kMaxBlock));
+  }
+};
+
 __device__ __forceinline__ float param_or(const void* p, DType t, int64_t i, float fallback) {
   return p ? load_as<float>(p, t, i) : fallback;
 }

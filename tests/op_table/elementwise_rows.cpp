@@ -135,6 +135,22 @@ BenchCase elementwise_bench(const std::string& name, const std::string& op, int 
   return b;
 }
 
+// GELU's tanh form written out as nine elementwise ops, each a kernel that reads and writes the
+// whole tensor: the unfused chain that a fused GELU kernel replaces (tools/torch_peer.py runs the
+// same nine in PyTorch). Bytes count the fused op's traffic (x read, y written), so its GB/s reads
+// directly as a fraction of the fused kernel's.
+BenchCase gelu_tanh_chain_bench() {
+  BenchCase b = elementwise_bench("gelu_tanh_chain", "gelu_tanh_chain", 1);
+  b.run = [](const TensorList& in) {
+    const Tensor& x = in[0];
+    const double c = std::sqrt(2.0 / std::numbers::pi);
+    Tensor cube = x * x * x;
+    Tensor inner = (x + cube * 0.044715) * c;
+    return TensorList{x * (tanh(inner) + 1.0) * 0.5};
+  };
+  return b;
+}
+
 // A scalar operand that keeps integer rows integral: f for float tensors, i for the others.
 Scalar pick(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? Scalar(f) : Scalar(i); }
 double pickd(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? f : static_cast<double>(i); }
@@ -339,6 +355,10 @@ void add_unary_rows(std::vector<OpRow>& rows) {
     // sqrt is correctly rounded on both devices; the others go through libm on each.
     if (std::string(u.name) != "sqrt") r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     if (std::string(u.name) == "gelu") r.bench = {elementwise_bench("gelu", "gelu", 1)};
+    if (std::string(u.name) == "gelu_tanh") {
+      r.bench = {elementwise_bench("gelu_tanh", "gelu", 1), gelu_tanh_chain_bench()};
+      r.bench[0].args = R"({"approximate": "tanh"})";
+    }
     std::string name = std::string(u.name) == "gelu_tanh" ? "gelu" : u.name;
     r.errors = {undefined_input(name, op)};
     if (name == "gelu") {

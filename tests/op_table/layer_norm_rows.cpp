@@ -89,11 +89,41 @@ OpRow layer_norm_row(const std::string& name, const Shape& x_shape, const Shape&
   return r;
 }
 
+// layer_norm forward and backward over rows of 1024 (--elements in all), weight and bias float32:
+// x read and y written, then dy and x read and dx written; the weight and bias are read in both
+// passes and their gradients written (the per-row statistics are small beside the rest).
+BenchCase layer_norm_fwd_bwd_bench() {
+  BenchCase b;
+  b.name = "layer_norm_fwd_bwd";
+  b.dtypes = {DType::Float32, DType::BFloat16};
+  b.op = b.name;
+  b.args = R"({"normalized_shape": [1024]})";
+  b.setup = [](DType t, int64_t n) {
+    const int64_t cols = 1024, rows = n / cols;
+    BenchSetup s;
+    s.shape = {rows, cols};
+    s.inputs = {{s.shape, t},
+                {{cols}, DType::Float32, BenchInput::Fill::Ones},
+                {{cols}, DType::Float32, BenchInput::Fill::Ones},
+                {s.shape, t}};
+    s.bytes = 5 * static_cast<double>(element_size(t)) * static_cast<double>(rows * cols) + 5.0 * 4 * cols;
+    return s;
+  };
+  b.run = [](const TensorList& x) {
+    Tensor in = x[0].detach().set_requires_grad(true), w = x[1].detach().set_requires_grad(true);
+    Tensor bias = x[2].detach().set_requires_grad(true);
+    layer_norm(in, {1024}, w, bias).backward(x[3]);
+    return TensorList{in.grad(), w.grad(), bias.grad()};
+  };
+  return b;
+}
+
 }  // namespace
 
 void add_layer_norm_rows(std::vector<OpRow>& rows) {
   rows.push_back(layer_norm_row("layer_norm", {4, 7}, {7}, true, 11));
-  rows.back().bench = {row_bench("layer_norm", "layer_norm", R"({"normalized_shape": [1024]})", true)};
+  rows.back().bench = {row_bench("layer_norm", "layer_norm", R"({"normalized_shape": [1024]})", true),
+                       layer_norm_fwd_bwd_bench()};
   rows.push_back(layer_norm_row("layer_norm no affine", {3, 2, 6}, {6}, false, 14));
   rows.push_back(layer_norm_row("layer_norm last 2 dims", {3, 4, 5}, {4, 5}, true, 17));
   // Past the CPU row loops' 8 lanes, with a tail.

@@ -25,7 +25,8 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/mse_loss_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/embedding_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/dropout_rows.cpp
-    ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp)
+    ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/foreach_rows.cpp)
   target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
   target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})
 endif()

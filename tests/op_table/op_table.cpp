@@ -32,6 +32,7 @@ const std::vector<RowFamily>& row_families() {
       {"embedding", add_embedding_rows},
       {"dropout", add_dropout_rows},
       {"attention", add_attention_rows},
+      {"foreach", add_foreach_rows},
   };
   return families;
 }

@@ -147,6 +147,7 @@ void add_mse_loss_rows(std::vector<OpRow>& rows);
 void add_embedding_rows(std::vector<OpRow>& rows);
 void add_dropout_rows(std::vector<OpRow>& rows);
 void add_attention_rows(std::vector<OpRow>& rows);
+void add_foreach_rows(std::vector<OpRow>& rows);
 
 // --- helpers for writing rows ------------------------------------------------------------------
 
