@@ -11,8 +11,11 @@ speed-up of the tip's variant over the baseline: B's throughput over A's where b
 A's time per unit over B's (above 1: the tip makes it faster). Peak
 memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
 and activations); PyTorch has no such count for the CPU. Tips about the GPU (4, 8, 9, 10, 14, 17, 23)
-run with --device cuda on a GPU (kiln's side only: the peer has no GPU tips yet); until such a run is
-pasted, their pages say that their GPU run is open.
+run with --device cuda on a GPU: rounds of bench_tips --device cuda and tools/tips_peer.py --device cuda,
+as on the CPU, both timing each unit to a device synchronization and both giving the CUDA caching
+allocator's peak. A GPU tip the peer cannot measure there (tip 23 where PyTorch cannot read NVML, having
+no pynvml) is an "unavailable" record, and its table gives the reason under kiln's rows. Until a GPU run
+is pasted, the GPU tips' pages say that their GPU run is open.
 
 Records must name a real commit: the command refuses a tree with uncommitted changes, or binaries
 built from another commit, unless --allow-dirty (a trial run, not for the pages).
@@ -82,10 +85,9 @@ def measure(a):
     for rnd in range(a.rounds):
         for rec in records_of(run([bench, "--device", a.device] + common, env)):
             rows.append(dict(rec, round=rnd))
-        if not gpu:  # the peer has no GPU tips yet
-            for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--threads",
-                                       str(a.threads)] + common, env)):
-                rows.append(dict(rec, round=rnd))
+        for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--device", a.device,
+                                   "--threads", str(a.threads)] + common, env)):
+            rows.append(dict(rec, round=rnd))
         print(f"tips: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
     if not gpu and (not a.tips or DDP_TIP in a.tips) and shutil.which("mpiexec") and os.access(ddp, os.X_OK):
         rows += measure_ddp(a, ddp)
@@ -143,7 +145,8 @@ def cells(rows):
 
 
 EXTRA = (("parameters", "parameters", "{:,.0f}"), ("cached_mb", "cached MB", "{:.1f}"),
-         ("final_loss", "final loss", "{:.4f}"), ("test_accuracy", "test accuracy", "{:.4f}"))
+         ("final_loss", "final loss", "{:.4f}"), ("test_accuracy", "test accuracy", "{:.4f}"),
+         ("samples", "NVML samples", "{:,.0f}"))
 
 
 def speedup(a, b):
@@ -180,9 +183,11 @@ def tip_table(tip, table, record_name, meta):
         cols += [num(r.get(e[0]), e[2]) for e in extras]
         lines.append("| " + " | ".join(cols) + " |")
     impls = sorted({r["impl"] for r in rows})
+    unavailable = meta.get("unavailable", {}).get(tip)
+    peer = (f", PyTorch {meta['torch']}" if "pytorch" in impls
+            else f", PyTorch's side not measured ({unavailable})" if unavailable else ", no PyTorch peer for this A/B")
     footer = (f"{meta['device_name']}, {meta['threads']} threads{' (1 a rank)' if tip == DDP_TIP else ''}, "
-              f"{meta['date']}, kiln `{meta['kiln_commit']}`"
-              + (f", PyTorch {meta['torch']}" if "pytorch" in impls else ", no PyTorch peer for this A/B")
+              f"{meta['date']}, kiln `{meta['kiln_commit']}`" + peer
               + f"; median of {rows[0]['rounds']} rounds. Record: `bench/records/{record_name}` "
               "(written by `tools/tips.py`).")
     lines += [""] + textwrap.wrap(footer, 100, break_on_hyphens=False)
@@ -200,8 +205,10 @@ def meta_of(rows):
     if header is None:
         fail("the records have no kiln header")
     torch = next((r.get("torch") for r in rows if r.get("record") == "run"), None)
+    # The peer's tips it could not measure (tips_peer.py's "unavailable" records): tip -> why.
+    unavailable = {r["tip"]: r["reason"] for r in rows if r.get("record") == "unavailable"}
     return {"device_name": header["device_name"], "threads": header["threads"], "date": header["date"][:10],
-            "kiln_commit": header["kiln_commit"], "torch": torch or "?"}
+            "kiln_commit": header["kiln_commit"], "torch": torch or "?", "unavailable": unavailable}
 
 
 def render(rows, record_name):
@@ -299,7 +306,7 @@ def main():
     p.add_argument("--build", default=os.path.join(REPO, "build", "cpu"))
     p.add_argument("--python", default="python3", help="a Python with torch, for tools/tips_peer.py")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="cpu: the CPU tips beside PyTorch, and tip 13; cuda: the GPU tips (no PyTorch peer yet)")
+                   help="cpu: the CPU tips beside PyTorch, and tip 13; cuda: the GPU tips beside PyTorch's on the GPU")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=10)
@@ -327,7 +334,7 @@ def main():
         fail(f"the tree has uncommitted changes ({commit}): commit first, or --allow-dirty for a trial run")
     if a.pages and a.allow_dirty:
         fail("--pages needs a clean tree: the pages name the record's commit")
-    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip() if a.device == "cpu" else None
+    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
     # The peer's interpreter is this machine's business: the record says PYTHON, as the other tables do.
     command = " ".join("PYTHON" if arg == a.python else arg for arg in sys.argv)
     rows = [{"record": "run", "date": utc_now(), "command": command, "tree": commit, "torch": torch,

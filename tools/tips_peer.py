@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of bench/tips.cpp (bench_tips): the tips' A/B workloads (docs/tips/README.md) run in
-PyTorch on the CPU, the same sizes, variants in the same order, timed the same way, and written as the
-same JSON lines with impl "pytorch", so tools/tips.py can put them beside kiln's.
+PyTorch, the CPU tips on the CPU and with --device cuda the GPU tips on the first GPU, the same sizes,
+variants in the same order, timed the same way, and written as the same JSON lines with impl "pytorch",
+so tools/tips.py can put them beside kiln's.
 
 The workloads, as bench_tips's (the init need not match kiln's; the shapes and the work must):
   cnn step      SmallCNN (kiln's nn::SmallCNN, dropout 0): conv3x3 1->32 (no bias) + BN + ReLU +
@@ -26,20 +27,50 @@ The workloads, as bench_tips's (the init need not match kiln's; the shapes and t
   validation    SmallCNN in eval mode with grad enabled, 16 batches of 256 (tip 19)
 The tip functions below time bench_tips's units: a train_step, an epoch of a DataLoader, a pass.
 
+The GPU tips (--device cuda, as bench_tips --device cuda; each GPU tip's function takes the device, so
+tests/tools/tips_peer_gpu_check.py runs them on the CPU at --quick's sizes, the GPU's own switches left
+alone there):
+  4   a uint8 [256, 3, 224, 224] tensor copied to the GPU: from pageable memory, then from its
+      pin_memory() copy with non_blocking=True; GB/s
+  8   ResNet-18 for 32x32 images (train_step_peer.py's, as kiln's resnet18_cifar), float32 with TF32 in
+      cuDNN (PyTorch's and kiln's default: torch.backends.cudnn.allow_tf32 True, matmul's False), batch
+      128, AdamW; torch.backends.cudnn.benchmark False, then True
+  9   a [4096, 4096] float32 tensor of normal draws: torch.randn on the CPU, then .to("cuda"), against
+      torch.randn(..., device="cuda"); no rate, as bench_tips's
+  10  gpt step on the GPU: the gpt step's GPT at nanoGPT's character size (6 layers, 6 heads, 384
+      wide, block 256, vocabulary 65), batch 32, AdamW, float32; torch.backends.cuda.matmul.allow_tf32
+      and torch.backends.cudnn.allow_tf32 both False, then both True
+  14  SmallCNN steps on the GPU fed by a 2-worker DataLoader (pin_memory, persistent_workers) of the
+      loader loop's images, batch 256, 16 batches an epoch: augmented per sample in the workers (the
+      loader loop's transform), against uint8 batches augmented on the GPU by augment_batch (the same
+      pad-crop 2, flip and normalize, a draw per image as kiln's kernel; a few PyTorch ops, where kiln
+      has one kernel: torchvision's transforms draw once for a whole batch)
+  17  tip 10's gpt step with matmul TF32 on: float32, then torch.autocast bfloat16, then torch.autocast
+      float16 with torch.amp.GradScaler (disabled in the other two, as kiln's); roles A, B, B as kiln's
+  23  SmallCNN steps on the GPU, batch 256, without and with a thread that reads the card every 100 ms
+      (the first read at once; a late read goes at once, never in bursts) through torch.cuda's NVML
+      reads: utilization, device_memory_used, power_draw and clock_rate (kiln's GpuSampler's four);
+      the B row's "samples" counts the reads. They need pynvml (nvidia-ml-py): where they fail, tip 23
+      is written as one "unavailable" record with the reason, and no numbers
+On the GPU each unit ends with torch.cuda.synchronize() inside its timed span, as bench_tips's measure,
+and "peak_mb" is torch.cuda.max_memory_allocated() over the timed units less the bytes allocated when
+the tip began, as kiln's caching allocator's. --device cuda where torch.cuda.is_available() is false is
+bad input (exit 2): the GPU tips never run on the CPU in a record.
+
 Timing: --warmup untimed units, then --reps units with time.perf_counter around each; "ms" is the
 median, "rate" the items per second at the median (null where bench_tips has none). Tip 25 times one
-whole training run once, as bench_tips does. "peak_mb" is null: PyTorch counts no CPU allocator bytes.
-Where PyTorch differs from kiln by its nature: DataLoader workers are processes (kiln's are threads),
-a DataLoader without workers takes no persistent_workers or prefetch_factor, and the synthetic images
-are made once (kiln's SyntheticImages draws each on get(), a few Philox blocks). Tip 20 (kiln's CPU
-allocator cache) has no PyTorch knob: --tips 20 is accepted and prints nothing.
+whole training run once, as bench_tips does. "peak_mb" is null on the CPU: PyTorch counts no CPU
+allocator bytes. Where PyTorch differs from kiln by its nature: DataLoader workers are processes
+(kiln's are threads), a DataLoader without workers takes no persistent_workers or prefetch_factor, and
+the synthetic images are made once (kiln's SyntheticImages draws each on get(), a few Philox blocks).
+Tip 20 (kiln's CPU allocator cache) has no PyTorch knob: --tips 20 is accepted and prints nothing.
 
 --threads sets torch.set_num_threads (default 2: tools/tips.py runs bench_tips with KILN_NUM_THREADS=2)
 and OMP_NUM_THREADS and MKL_NUM_THREADS before torch loads. --quick shrinks every size and count as
 bench_tips --quick does, for CI: its numbers mean nothing. Bad input is one line on stderr, exit 2.
 
-  usage: python3 tools/tips_peer.py [--tips 1,2,...] [--reps N] [--warmup N] [--quick] [--threads N]
-                                    [--json FILE] [--data DIR]
+  usage: python3 tools/tips_peer.py [--device cpu|cuda] [--tips 1,2,...] [--reps N] [--warmup N] [--quick]
+                                    [--threads N] [--json FILE] [--data DIR]
 """
 import argparse
 import contextlib
@@ -52,18 +83,19 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from collections import namedtuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import write_atomic  # noqa: E402
-from train_step_peer import define_models  # noqa: E402
+from train_step_peer import RESNET18_BLOCKS, RESNET18_WIDTHS, define_models  # noqa: E402
 
 FASHION_MNIST_DEFAULT = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                        "t10k-labels-idx1-ubyte.gz")
 NO_PYTORCH_KNOB = (20,)  # bench_tips's tip 20 empties kiln's CPU allocator cache; PyTorch keeps none
-NOT_HERE = "13 is tools/tips.py's (bench_ddp_step); 4, 8, 9, 10, 14, 17 and 23 are GPU tips"
+NOT_HERE = "13 is tools/tips.py's (bench_ddp_step)"
 
 # A tip's A/B: the workload, the unit timed, the rate's unit ("" where there is no rate), and the
 # variants, A first, each (name, measured) with measured a dict: ms, rate, and any extras.
@@ -73,10 +105,18 @@ MODELS = None  # set by load_torch
 
 # Set by main() once --threads is in the environment (see load_torch).
 torch = nn = F = None
+# The allocated bytes on the GPU when the running tip began (begin_tip): a variant's peak_mb counts from here.
+tip_start_bytes = 0
 
 
 class InputError(Exception):
-    """Bad input (a flag, the data folder): one line on stderr and exit code 2, no traceback."""
+    """Bad input (a flag, the data folder, --device cuda without a GPU): one line on stderr and exit code 2,
+    no traceback."""
+
+
+class Unavailable(Exception):
+    """A tip that cannot be measured here (tip 23 without NVML's Python bindings): written as one
+    "unavailable" record with the reason, never as numbers."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -86,7 +126,9 @@ class Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("--tips", default="", help="the tips to run, comma-separated (default: every tip here)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cpu: the CPU tips; cuda: the GPU tips (4, 8, 9, 10, 14, 17, 23), on the first GPU")
+    p.add_argument("--tips", default="", help="the tips to run, comma-separated (default: every tip of --device)")
     p.add_argument("--reps", type=int, default=10, help="timed units per variant (median reported)")
     p.add_argument("--warmup", type=int, default=2, help="untimed units first")
     p.add_argument("--quick", action="store_true", help="bench_tips --quick's tiny sizes: the numbers mean nothing")
@@ -97,15 +139,19 @@ def parse_args(argv):
     for flag, value, lo in (("--reps", args.reps, 1), ("--warmup", args.warmup, 0), ("--threads", args.threads, 1)):
         if value < lo:
             raise InputError(f"{flag} expects a whole number >= {lo}, got {value}")
-    known = [number for number, _, _ in TIPS] + list(NO_PYTORCH_KNOB)
+    cpu_tips = [number for number, _, _ in TIPS] + list(NO_PYTORCH_KNOB)
+    gpu_tips = [number for number, _, _ in GPU_TIPS]
     try:
         args.tips = [int(t) for t in args.tips.split(",") if t.strip()]
     except ValueError:
         raise InputError(f"--tips expects tip numbers separated by commas, got {args.tips!r}") from None
     for t in args.tips:
-        if t not in known:
+        if t not in cpu_tips + gpu_tips:
             raise InputError(f"--tips: {t} is not a tip of tips_peer.py ({NOT_HERE})")
-    if not args.tips or 25 in args.tips:
+        if (t in gpu_tips) != (args.device == "cuda"):
+            kind, device = ("GPU", "cuda") if t in gpu_tips else ("CPU", "cpu")
+            raise InputError(f"--tips: tip {t} is a {kind} tip: run it with --device {device}")
+    if args.device == "cpu" and (not args.tips or 25 in args.tips):
         missing = [f for f in FASHION_MNIST_FILES if not os.path.isfile(os.path.join(args.data, f))]
         if missing:
             raise InputError(f"--data {args.data}: no {', '.join(missing)} there (tip 25 trains on Fashion-MNIST)")
@@ -133,17 +179,38 @@ def size(args, full, quick):
     return quick if args.quick else full
 
 
-def measure(args, unit, items_per_unit=None):
-    """Runs `unit` --warmup times untimed, then --reps times timed: the median ms and the rate."""
-    for _ in range(args.warmup):
+def measure(args, unit, items_per_unit=None, device=None):
+    """Runs `unit` --warmup times untimed, then --reps times timed: the median ms and the rate. On a GPU
+    (`device` a CUDA device) each unit ends with torch.cuda.synchronize(), inside its timed span, so its
+    time is the work's, not the launches' (bench_tips's measure), and peak_mb is the allocated bytes'
+    peak over the timed units above tip_start_bytes."""
+    gpu = device is not None and device.type == "cuda"
+
+    def run():
         unit()
+        if gpu:
+            torch.cuda.synchronize(device)
+
+    for _ in range(args.warmup):
+        run()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats(device)
     times = []
     for _ in range(args.reps):
         t0 = time.perf_counter()
-        unit()
+        run()
         times.append(time.perf_counter() - t0)
     ms = 1e3 * statistics.median(times)
-    return {"ms": ms, "rate": items_per_unit / (ms / 1e3) if items_per_unit else None}
+    m = {"ms": ms, "rate": items_per_unit / (ms / 1e3) if items_per_unit else None}
+    if gpu:
+        m["peak_mb"] = (torch.cuda.max_memory_allocated(device) - tip_start_bytes) / (1024.0 * 1024.0)
+    return m
+
+
+def begin_tip(device):
+    """Where a tip's peak memory counts from on a GPU: the bytes allocated now (bench_tips's g_tip_start_bytes)."""
+    global tip_start_bytes
+    tip_start_bytes = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
 
 # --- models and data -----------------------------------------------------------------------------------
@@ -189,13 +256,14 @@ class AugmentedImages:
         generator = torch.Generator().manual_seed(0)
         self.images = torch.randint(0, 256, (n, 1, 28, 28), dtype=torch.uint8, generator=generator)
         self.labels = torch.randint(0, 10, (n,), generator=generator)
-        self.transform = transform
+        self.transform = transform  # None: the uint8 image as it is (tip 14 augments whole batches)
 
     def __len__(self):
         return len(self.images)
 
     def __getitem__(self, i):
-        return self.transform(self.images[i]), self.labels[i]
+        image = self.images[i]
+        return (image if self.transform is None else self.transform(image)), self.labels[i]
 
 
 def augment():
@@ -206,13 +274,13 @@ def augment():
                        v2.Normalize([0.286], [0.353])])
 
 
-def data_loader(dataset, batch, workers, prefetch=None, persistent=False):
+def data_loader(dataset, batch, workers, prefetch=None, persistent=False, pin_memory=False):
     """A DataLoader in bench_tips's terms. PyTorch refuses persistent_workers and prefetch_factor without
     workers: there they are left out."""
     if workers == 0:
-        return torch.utils.data.DataLoader(dataset, batch_size=batch)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch, pin_memory=pin_memory)
     return torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, prefetch_factor=prefetch,
-                                       persistent_workers=persistent)
+                                       persistent_workers=persistent, pin_memory=pin_memory)
 
 
 def read_idx(path):
@@ -573,6 +641,278 @@ def tip_lr_scaling(args):
     return r
 
 
+# --- the GPU tips (--device cuda) ----------------------------------------------------------------------
+
+# The GPU tips' variant names, A first, as bench_tips names them, but for tip 14's B: kiln augments a
+# batch in one kernel, PyTorch here in a few ops (augment_batch). The tip functions name their variants
+# from here; tests/tools/tips_peer_gpu_check.py checks that each tip gave exactly these, in this order.
+GPU_VARIANTS = {
+    4: ("pageable", "page-locked, non_blocking"),
+    8: ("cuDNN's heuristic", "cuDNN benchmark mode"),
+    9: ("made on the CPU, then copied", "made on the GPU"),
+    10: ("TF32 off", "TF32 on"),
+    14: ("augmented per sample on the CPU", "uint8 batches, augmented per batch on the GPU"),
+    17: ("float32 with TF32", "bfloat16 autocast", "float16 autocast + GradScaler"),
+    23: ("GPU monitor off", "GPU monitor on"),
+}
+SAMPLE_PERIOD_S = 0.1  # kiln's GpuSampler::kDefaultIntervalMs
+
+GptStep = namedtuple("GptStep", "model opt idx targets tokens")
+
+
+@contextlib.contextmanager
+def cuda_switches(device, **switches):
+    """PyTorch's CUDA math switches set for the block, and put back after it: matmul_tf32
+    (torch.backends.cuda.matmul.allow_tf32), cudnn_tf32 (torch.backends.cudnn.allow_tf32), benchmark
+    (torch.backends.cudnn.benchmark). On the CPU they mean nothing and are left alone."""
+    where = {"matmul_tf32": (torch.backends.cuda.matmul, "allow_tf32"),
+             "cudnn_tf32": (torch.backends.cudnn, "allow_tf32"), "benchmark": (torch.backends.cudnn, "benchmark")}
+    if device.type != "cuda":
+        yield
+        return
+    saved = {key: getattr(*where[key]) for key in switches}
+    try:
+        for key, value in switches.items():
+            setattr(*where[key], value)
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(*where[key], value)
+
+
+def gpt_step(args, device):
+    """bench_tips's gpt_step: nanoGPT's character model on `device` (seeded), AdamW, one fixed batch."""
+    vocab, block, layers, heads, width = 65, size(args, 256, 32), size(args, 6, 2), 6, size(args, 384, 48)
+    batch = size(args, 32, 2)
+    torch.manual_seed(0)
+    model = MODELS.GPT(vocab, block, layers, heads, width, False).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx = torch.randint(0, vocab, (batch, block), device=device)
+    targets = torch.randint(0, vocab, (batch, block), device=device)
+    return GptStep(model, opt, idx, targets, batch * block)
+
+
+def gpt_workload(args):
+    return (f"gpt step on the GPU: {size(args, 6, 2)} layers, 6 heads, {size(args, 384, 48)} wide, block "
+            f"{size(args, 256, 32)}, vocabulary 65, batch {size(args, 32, 2)}, AdamW")
+
+
+def augment_batch(images):
+    """bench_tips's augment() on a uint8 batch [B, C, H, W] where it lies (the GPU): each image padded by 2
+    with zeros and cropped back to H x W at a uniformly drawn offset, flipped left to right with
+    probability 1/2, then scaled to [0, 1] and normalized (0.286, 0.353); float32 out. A draw per image,
+    as kiln's kernel and as the per-sample transform (torchvision's transforms, given a batch, draw once
+    for all of it)."""
+    b, c, h, w = images.shape
+    dev, pad = images.device, 2
+    padded = F.pad(images, (pad, pad, pad, pad))
+    top = torch.randint(0, 2 * pad + 1, (b, 1, 1, 1), device=dev)
+    left = torch.randint(0, 2 * pad + 1, (b, 1, 1, 1), device=dev)
+    flip = torch.rand(b, 1, 1, 1, device=dev) < 0.5
+    rows = torch.arange(h, device=dev).view(1, 1, h, 1) + top
+    cols = torch.arange(w, device=dev).view(1, 1, 1, w)
+    cols = torch.where(flip, w - 1 - cols, cols) + left
+    out = padded[torch.arange(b, device=dev).view(b, 1, 1, 1), torch.arange(c, device=dev).view(1, c, 1, 1), rows, cols]
+    return (out.float() / 255.0 - 0.286) / 0.353
+
+
+class Sampler:
+    """kiln's GpuSampler in Python: `read()` on a thread of its own, at once and then every `period_s`
+    (the next read is due a period after the last was due; a read later than that goes at once, never
+    in bursts), until stop(). `samples` counts the reads. A read that raises ends the sampling, and
+    stop() raises it again: a tip never reports a sampler that did not sample."""
+
+    def __init__(self, read, period_s=SAMPLE_PERIOD_S):
+        self.read, self.period_s, self.samples, self.error = read, period_s, 0, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tips_peer sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        due = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.read()
+            except Exception as e:  # raised again by stop(), on the main thread
+                self.error = e
+                return
+            self.samples += 1
+            due = max(due + self.period_s, time.monotonic())
+            self._stop.wait(due - time.monotonic())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"the GPU sampler's read failed: {type(self.error).__name__}: {self.error}")
+
+
+def nvml_reader(device):
+    """Tip 23's read: on a GPU the four NVML reads of kiln's GpuSampler (utilization, memory used, power,
+    SM clock) through torch.cuda, which goes through pynvml; Unavailable, with the reason, where they
+    fail. On the CPU (the smoke check) there is no card: the read reads nothing, and the sampler's
+    thread and timer run as on a GPU."""
+    if device.type != "cuda":
+        return lambda: None
+
+    def read():
+        return (torch.cuda.utilization(device), torch.cuda.device_memory_used(device), torch.cuda.power_draw(device),
+                torch.cuda.clock_rate(device))
+
+    try:
+        read()
+    except Exception as e:  # no pynvml, no NVML library, a card NVML does not know
+        raise Unavailable(f"torch.cuda's NVML reads fail here ({type(e).__name__}: {e})") from None
+    return read
+
+
+def tip_pinned(args, device):
+    """A uint8 batch copied to the device from pageable memory, then from its page-locked copy with
+    non_blocking=True. copy=True changes nothing on a GPU (.to a GPU always copies) and makes the
+    smoke check's .to the CPU a copy too; page-locking needs CUDA, so on the CPU B copies pageable memory."""
+    batch = size(args, 256, 8)
+    r = TipResult(f"a batch of {batch} uint8 images 3x224x224 copied to the GPU", "copy", "GB/s", [])
+    pageable = torch.randint(0, 256, (batch, 3, 224, 224), dtype=torch.uint8)
+    pinned = pageable.pin_memory() if device.type == "cuda" else pageable
+    gb = pageable.numel() / 1e9
+    for pin in (False, True):
+        src = pinned if pin else pageable
+        r.variants.append((GPU_VARIANTS[4][pin],
+                           measure(args, lambda: src.to(device, non_blocking=pin, copy=True), gb, device)))
+    return r
+
+
+def tip_cudnn_benchmark(args, device):
+    """A ResNet-18 (32x32) training step, cuDNN's heuristic (benchmark False), then its timed search (True);
+    TF32 as PyTorch's and kiln's defaults have it: on in cuDNN, off in matmuls."""
+    batch = size(args, 128, 4)
+    r = TipResult(f"ResNet-18 for 32x32 images on the GPU, float32 with TF32, batch {batch}, AdamW", "step",
+                  "images/s", [])
+
+    def run():
+        torch.manual_seed(0)
+        model = MODELS.ResNet(3, 10, RESNET18_WIDTHS, RESNET18_BLOCKS, False).to(device).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, 3, 32, 32, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
+        return measure(args, lambda: train_step(model, opt, x, y), batch, device)
+
+    for benchmark in (False, True):
+        with cuda_switches(device, benchmark=benchmark, cudnn_tf32=True, matmul_tf32=False):
+            r.variants.append((GPU_VARIANTS[8][benchmark], run()))
+    return r
+
+
+def tip_on_device(args, device):
+    """torch.randn on the CPU then .to(device), against torch.randn(..., device=device)."""
+    side = size(args, 4096, 64)
+    r = TipResult(f"a [{side}, {side}] float32 tensor of normal draws for the GPU", "tensor", "", [])
+    units = (lambda: torch.randn(side, side).to(device), lambda: torch.randn(side, side, device=device))
+    for name, unit in zip(GPU_VARIANTS[9], units):
+        r.variants.append((name, measure(args, unit, None, device)))
+    return r
+
+
+def tip_tf32(args, device):
+    """The gpt step in float32 with both TF32 switches off, then both on."""
+    r = TipResult(gpt_workload(args) + ", float32", "step", "tokens/s", [])
+
+    def run():
+        g = gpt_step(args, device)
+
+        def unit():
+            g.model(g.idx, g.targets).backward()  # the GPT's forward returns the loss
+            g.opt.step()
+            g.opt.zero_grad()
+
+        return measure(args, unit, g.tokens, device)
+
+    for tf32 in (False, True):
+        with cuda_switches(device, matmul_tf32=tf32, cudnn_tf32=tf32):
+            r.variants.append((GPU_VARIANTS[10][tf32], run()))
+    return r
+
+
+def tip_autocast(args, device):
+    """The gpt step in float32 (matmul TF32 on, as nanoGPT runs it), under bfloat16 autocast, and under
+    float16 autocast with the GradScaler (scaled backward, step, update); the scaler is disabled, a
+    pass-through, in the other two, as kiln's."""
+    r = TipResult(gpt_workload(args), "step", "tokens/s", [])
+
+    def run(dtype):
+        g = gpt_step(args, device)
+        scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+
+        def unit():
+            with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+                loss = g.model(g.idx, g.targets)
+            scaler.scale(loss).backward()
+            scaler.step(g.opt)
+            scaler.update()
+            g.opt.zero_grad()
+
+        return measure(args, unit, g.tokens, device)
+
+    with cuda_switches(device, matmul_tf32=True):
+        for name, dtype in zip(GPU_VARIANTS[17], (None, torch.bfloat16, torch.float16)):
+            r.variants.append((name, run(dtype)))
+    return r
+
+
+def tip_gpu_augment(args, device):
+    """SmallCNN steps on the device fed by a 2-worker DataLoader (pin_memory on a GPU, persistent workers):
+    the images augmented per sample in the workers, then collated raw (uint8) and augmented a batch at a
+    time on the device (augment_batch) after the non_blocking copy."""
+    batch, batches = size(args, 256, 16), size(args, 16, 2)
+    r = TipResult("SmallCNN steps on the GPU fed by a 2-worker DataLoader: 1x28x28 images, pad-crop 2 + flip + "
+                  f"normalize, batch {batch}, {batches} batches an epoch", "epoch", "images/s", [])
+
+    def run(on_gpu):
+        dataset = AugmentedImages(batch * batches, None if on_gpu else augment())
+        model = small_cnn().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        loader = data_loader(dataset, batch, 2, persistent=True, pin_memory=device.type == "cuda")
+
+        def epoch():
+            for x, y in loader:
+                x = x.to(device, non_blocking=True)
+                train_step(model, opt, augment_batch(x) if on_gpu else x, y.to(device))
+
+        return measure(args, epoch, batch * batches, device)
+
+    for on_gpu in (False, True):
+        r.variants.append((GPU_VARIANTS[14][on_gpu], run(on_gpu)))
+    return r
+
+
+def tip_monitor(args, device):
+    """SmallCNN steps on the device without, then with, a Sampler reading NVML every 100 ms from before the
+    warm-up to the end of the timed steps; B's "samples" counts its reads."""
+    batch = size(args, 256, 16)
+    read = nvml_reader(device)  # Unavailable here, before anything runs, where NVML cannot be read
+    r = TipResult(f"SmallCNN steps on the GPU, batch {batch}, while the NVML sampler reads every 100 ms", "step",
+                  "images/s", [])
+
+    def run(sample):
+        model = small_cnn().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, 1, 28, 28, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
+        sampler = Sampler(read) if sample else None
+        try:
+            m = measure(args, lambda: train_step(model, opt, x, y), batch, device)
+            if sampler is not None:
+                m["samples"] = sampler.samples
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        return m
+
+    for sample in (False, True):
+        r.variants.append((GPU_VARIANTS[23][sample], run(sample)))
+    return r
+
+
 # bench_tips's registry, in its order, less tip 20 (NO_PYTORCH_KNOB).
 TIPS = (
     (1, "batch-size", tip_batch_size),
@@ -592,6 +932,16 @@ TIPS = (
     (24, "preprocess-once", tip_preprocess_once),
     (25, "lr-scaling-warmup", tip_lr_scaling),
 )
+# bench_tips's GPU tips (--device cuda), in its order: each a function of (args, device).
+GPU_TIPS = (
+    (4, "pinned-memory", tip_pinned),
+    (8, "cudnn-benchmark", tip_cudnn_benchmark),
+    (9, "create-on-device", tip_on_device),
+    (10, "tf32", tip_tf32),
+    (14, "gpu-augmentation", tip_gpu_augment),
+    (17, "autocast", tip_autocast),
+    (23, "monitor-utilization", tip_monitor),
+)
 
 
 # --- output --------------------------------------------------------------------------------------------
@@ -601,30 +951,57 @@ def rounded(value, digits):
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
-def variant_record(number, slug, r, i):
-    """One JSON line's fields, in bench_tips's order and precision; the extras sorted by name, as its."""
+def variant_record(number, slug, r, i, device="cpu"):
+    """One JSON line's fields, in bench_tips's order and precision; the extras sorted by name, as its.
+    Roles as bench_tips's: A the first variant, B every other (tip 17 has two). peak_mb: null on the CPU
+    (PyTorch counts no CPU allocator bytes), the CUDA allocator's on a GPU."""
     name, m = r.variants[i]
-    rec = {"record": "tip", "tip": number, "slug": slug, "impl": "pytorch", "device": "cpu",
-           "threads": torch.get_num_threads(), "workload": r.workload, "variant": name, "role": "AB"[i],
+    rec = {"record": "tip", "tip": number, "slug": slug, "impl": "pytorch", "device": device,
+           "threads": torch.get_num_threads(), "workload": r.workload, "variant": name, "role": "A" if i == 0 else "B",
            "unit": r.unit, "ms": rounded(m["ms"], 4), "rate": rounded(m["rate"], 1), "rate_unit": r.rate_unit,
-           "peak_mb": None}
-    for key in sorted(k for k in m if k not in ("ms", "rate")):
+           "peak_mb": rounded(m.get("peak_mb"), 2)}
+    for key in sorted(k for k in m if k not in ("ms", "rate", "peak_mb")):
         value = m[key]
         rec[key] = value if isinstance(value, int) else float(f"{value:.6g}")
     return rec
+
+
+def unavailable_record(number, slug, device, reason):
+    """A tip the peer cannot measure here (see Unavailable): no numbers, the reason. tools/tips.py puts the
+    reason under the tip's table, which then has kiln's rows alone."""
+    return {"record": "unavailable", "tip": number, "slug": slug, "impl": "pytorch", "device": device,
+            "reason": reason}
+
+
+def cuda_device():
+    """The first GPU; InputError where PyTorch sees none: the GPU tips never run on the CPU in a record."""
+    if not torch.cuda.is_available():
+        why = ("this PyTorch is built without CUDA" if torch.version.cuda is None
+               else f"PyTorch {torch.__version__} is built for CUDA {torch.version.cuda}, but "
+                    "torch.cuda.is_available() is false")
+        raise InputError(f"--device cuda: no GPU ({why}); the GPU tips run only on a GPU")
+    return torch.device("cuda", 0)
 
 
 def main(argv=None):
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         load_torch(args.threads)
+        gpu = args.device == "cuda"
+        device = cuda_device() if gpu else torch.device("cpu")
         lines = []
-        for number, slug, run in TIPS:
+        for number, slug, run in GPU_TIPS if gpu else TIPS:
             if args.tips and number not in args.tips:
                 continue
-            r = run(args)
-            for i in range(len(r.variants)):
-                lines.append(json.dumps(variant_record(number, slug, r, i)))
+            begin_tip(device)
+            try:
+                r = run(args, device) if gpu else run(args)
+                records = [variant_record(number, slug, r, i, args.device) for i in range(len(r.variants))]
+            except Unavailable as e:
+                print(f"tips_peer: tip {number} is not measured: {e}", file=sys.stderr)
+                records = [unavailable_record(number, slug, args.device, str(e))]
+            for rec in records:
+                lines.append(json.dumps(rec))
                 print(lines[-1], flush=True)
             if args.json:
                 write_atomic(args.json, "".join(line + "\n" for line in lines))
