@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 
 #include <atomic>
+#include <cmath>
 #include <queue>
 #include <sstream>
 #include <unordered_map>
@@ -86,9 +87,12 @@ std::string shapes_of(const TensorList& ts) {
   return os.str();
 }
 
+// The max of all elements propagates NaN: one pass and a 0-d result, where isnan then any would
+// write a bool tensor of t's size first.
 bool has_nan(const Tensor& t) {
   if (!t.is_floating_point() || t.numel() == 0) return false;
-  return any(isnan(t)).item<bool>();
+  NoGradGuard no_grad;
+  return std::isnan(max(t).item<double>());
 }
 
 }  // namespace

@@ -146,6 +146,20 @@ TEST_CASE("anomaly mode names the op whose backward made a NaN", "[autograd]") {
   CHECK_THROWS_WITH(y.backward(), Catch::Contains("anomaly") && Catch::Contains("sqrt"));
 }
 
+TEST_CASE("anomaly mode checks NaN only: infinite gradients pass, a NaN among them does not", "[autograd]") {
+  AnomalyModeGuard on;
+  for (DType t : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    INFO(dtype_name(t));
+    Tensor x = tensor<float>({0, 1, 4}, {3}).to(t).set_requires_grad(true);
+    CHECK_NOTHROW(sum(sqrt(x)).backward());  // d sqrt at 0 is +inf
+    CHECK(std::isinf(x.grad().to(DType::Float64).to_vector<double>()[0]));
+    // -inf and +inf beside a NaN: the check must not depend on where the NaN sits.
+    Tensor z = tensor<float>({0, 1, 4}, {3}).to(t).set_requires_grad(true);
+    Tensor w = tensor<float>({-1, NAN, 1}, {3}).to(t);
+    CHECK_THROWS_WITH(sum(sqrt(z) * w).backward(), Catch::Contains("anomaly") && Catch::Contains("mul"));
+  }
+}
+
 TEST_CASE("grad() returns gradients without touching .grad", "[autograd]") {
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor y = sum(x * x);
