@@ -285,15 +285,21 @@ std::optional<Example> DataLoader::next() {
   Shared::Result result;
   {
     std::unique_lock<std::mutex> lk(sh.mutex);
-    // Keep prefetch_factor batches per worker in flight, the one awaited included.
+    // prefetch_factor batches per worker in flight: while this call waits, the awaited batch and the
+    // ones after it; once it has its batch, one more is queued, so that the caller's work on it
+    // overlaps the reading of as many batches (PyTorch's DataLoader keeps the same count).
     const int64_t window = options_.num_workers * options_.prefetch_factor;
-    bool queued = false;
-    while (submitted_ < batches && submitted_ < index + window) {
-      sh.queue.push_back({sh.generation.load(), position_.epoch, submitted_, batches_[static_cast<size_t>(submitted_)]});
-      ++submitted_;
-      queued = true;
-    }
-    if (queued) sh.work_ready.notify_all();
+    auto submit_below = [&](int64_t end) {
+      bool queued = false;
+      while (submitted_ < batches && submitted_ < end) {
+        sh.queue.push_back(
+            {sh.generation.load(), position_.epoch, submitted_, batches_[static_cast<size_t>(submitted_)]});
+        ++submitted_;
+        queued = true;
+      }
+      if (queued) sh.work_ready.notify_all();
+    };
+    submit_below(index + window);
     auto ready = [&] { return sh.results.count(index) > 0; };
     if (options_.timeout > 0) {
       const auto limit = std::chrono::duration<double>(options_.timeout);
@@ -310,6 +316,7 @@ std::optional<Example> DataLoader::next() {
     auto it = sh.results.find(index);
     result = std::move(it->second);
     sh.results.erase(it);
+    if (!result.error) submit_below(index + 1 + window);
   }
   if (result.error) {
     stop_epoch();

@@ -262,6 +262,29 @@ TEST_CASE("DataLoader: break, destruction mid-epoch and exceptions in the loop j
   }
 }
 
+// While the caller works on a batch, workers * prefetch_factor batches after it are read (as
+// PyTorch's DataLoader keeps them): with batches of one sample, the samples read settle at the
+// batches handed out plus that window, and no further.
+TEST_CASE("DataLoader: workers * prefetch_factor batches in flight while the caller works", "[data][loader]") {
+  const auto [workers, prefetch] = GENERATE(table<int64_t, int64_t>({{1, 1}, {2, 2}, {3, 1}}));
+  INFO(workers << " workers, prefetch_factor " << prefetch);
+  auto ds = std::make_shared<ProbeDataset>(40);
+  DataLoaderOptions o = opts(1, workers);
+  o.prefetch_factor = prefetch;
+  DataLoader loader(ds, o);
+  const int64_t window = workers * prefetch;
+  for (int64_t taken = 1; taken <= 3; ++taken) {
+    (void)loader.next();
+    const int64_t want = taken + window;
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ds->calls.load() < want && std::chrono::steady_clock::now() < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // room for a read past the window to show
+    CHECK(ds->calls.load() == want);
+  }
+}
+
 TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
   auto ds = std::make_shared<ProbeDataset>(10);
   SECTION("a custom collate sees the samples in order") {
