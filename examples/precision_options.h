@@ -1,5 +1,5 @@
 // The training examples' precision, memory and observability flags: --amp, --tf32, --channels-last,
-// --recompute, --grad-accum, --memory (what they do: examples/mixed_precision.h), --cuda-graph
+// --cudnn-benchmark, --recompute, --grad-accum, --memory (what they do: examples/mixed_precision.h), --cuda-graph
 // (examples/graphed_step.h), --profile, --doctor, --doctor-every and --log-every (examples/doctor.h,
 // run_record.h). In a header of their own, as the rest of the examples' options, so the command-line
 // fuzzer parses exactly what the programs do.
@@ -23,6 +23,7 @@ struct PrecisionOptions {
   std::string amp = "off";  // off, bf16, fp16
   bool tf32 = true;
   bool channels_last = false;
+  bool cudnn_benchmark = false;  // --cudnn-benchmark: cuDNN times its algorithms once per shape
   bool recompute = false;
   int64_t grad_accum = 1;
   bool memory = false;
@@ -53,6 +54,9 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
   if (image_model) {
     app.add_flag("--channels-last", p.channels_last,
                  "keep weights and activations in NHWC, the layout tensor-core convolutions read");
+    app.add_flag("--cudnn-benchmark", p.cudnn_benchmark,
+                 "let cuDNN time its convolution algorithms once per shape and keep the fastest, instead of its "
+                 "heuristic's pick (GPU only; no effect on the CPU)");
   }
   app.add_flag("--recompute", p.recompute,
                "activation recompute: keep only each block's input and run the block again in backward");
@@ -98,12 +102,14 @@ inline void check_grad_accum(const PrecisionOptions& p, int64_t batch_size) {
 inline void apply_math_switches(const PrecisionOptions& p) {
   cuda::math_switches().allow_tf32_matmul = p.tf32;
   cuda::math_switches().allow_tf32_cudnn = p.tf32;
+  cuda::math_switches().cudnn_benchmark = p.cudnn_benchmark;
 }
 
 // A summary of the flags for the examples' banners.
 inline std::string precision_str(const PrecisionOptions& p, Device device) {
   std::string s = "amp " + p.amp + ", tf32 " + (device.is_cuda() && p.tf32 ? "on" : "off");
   if (p.channels_last) s += ", channels-last";
+  if (p.cudnn_benchmark && device.is_cuda()) s += ", cuDNN benchmark";
   if (p.recompute) s += ", recompute";
   if (p.grad_accum > 1) s += ", grad-accum " + std::to_string(p.grad_accum);
   if (p.cuda_graph) s += ", CUDA graph";

@@ -224,6 +224,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.real("weight_decay", opt.weight_decay, "%g").boolean("augment", opt.augment);
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
+  s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
   s.integer("grad_accum", opt.precision.grad_accum);
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);

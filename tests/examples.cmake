@@ -150,6 +150,8 @@ kiln_flag_test(gpt_grad_accum_zero train_gpt 2 stderr "--grad-accum.*'0'" --grad
 kiln_flag_test(gpt_grad_accum_above_batch train_gpt 2 stderr "--grad-accum 32 is larger than --batch-size 16"
                --device cpu --grad-accum 32)
 kiln_flag_test(gpt_no_channels_last train_gpt 2 stderr "--channels-last" --channels-last)
+kiln_flag_test(gpt_no_cudnn_benchmark train_gpt 2 stderr "--cudnn-benchmark" --cudnn-benchmark)
+kiln_flag_test(cnn_cudnn_benchmark_help train_cnn 0 stdout "--cudnn-benchmark.*convolution algorithms" --help)
 kiln_flag_test(cnn_recompute_small_cnn train_cnn 2 stderr "--recompute needs --model resnet" --recompute)
 kiln_flag_test(cnn_amp_help train_cnn 0 stdout "--amp TEXT:{off,bf16,fp16}.*--channels-last.*--grad-accum" --help)
 kiln_flag_test(gpt_device train_gpt 2 stderr "--device.*tpu" --device tpu)
