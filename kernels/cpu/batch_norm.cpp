@@ -1,9 +1,15 @@
-// CPU reference for batch norm. Channels are independent and spread over the pool; each channel is
-// summed on one thread, in double, since a channel can hold millions of elements. In NCHW each
-// image's plane of a channel is one contiguous run, summed in lanes (cpu::lane_sum) so that it
-// vectorizes.
+// CPU reference for batch norm. Sums are in double, since a channel can hold millions of elements.
+// - NCHW (and other layouts with a channel's elements apart): channels are independent and spread
+//   over the pool; each channel is summed on one thread. Each image's plane of a channel is one
+//   contiguous run, summed in lanes (cpu::lane_sum) so that it vectorizes.
+// - Channels innermost and dense (channels-last images, [N, C]): the tensor is a [P, C] matrix of
+//   P = N * H * W rows, and a channel's elements are C apart. Walking a channel at a time would read
+//   every cache line C times; instead rows are spread over the pool, each chunk of rows adds into
+//   its own per-channel partial sums, and the partials are added in chunk order (chunks depend on
+//   the sizes only, so the bits do not depend on the thread count).
 #include "kernels/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -68,6 +74,84 @@ KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* x, int64_t n, A m, A rs
   }
 }
 
+// The running statistics of channel c after a training step with batch mean `mean` and sum of
+// squared deviations `ss` over `count` elements; the running variance tracks the unbiased estimate,
+// as in PyTorch (count > 1 is checked by core).
+void update_running(const BatchNormParams& params, int64_t c, double momentum, double mean, double ss,
+                    int64_t count) {
+  if (params.running_mean) {
+    const double rm = load_as<double>(params.running_mean, params.running_dtype, c);
+    store_as<double>(params.running_mean, params.running_dtype, c, (1.0 - momentum) * rm + momentum * mean);
+  }
+  if (params.running_var) {
+    const double unbiased = ss / static_cast<double>(count - 1);
+    const double rv = load_as<double>(params.running_var, params.running_dtype, c);
+    store_as<double>(params.running_var, params.running_dtype, c, (1.0 - momentum) * rv + momentum * unbiased);
+  }
+}
+
+// --- channels innermost: rows of C channels ---------------------------------------------------------
+
+// Whether x is a dense [P, C] matrix with the channels innermost (P = n * s).
+bool rows_of_channels(const ChannelLayout& l) {
+  return l.c > 1 && l.stride_c == 1 && (l.s == 1 || l.stride_s == l.c) && (l.n == 1 || l.stride_n == l.s * l.c);
+}
+
+// Per-channel sums over the P rows: add_row(r, acc) adds row r's terms into acc[0, width). Each chunk
+// of rows has its own partials; chunks are cut by the sizes alone and added in order.
+template <typename F> std::vector<double> channel_sums(int64_t rows, int64_t channels, int64_t width, F&& add_row) {
+  const int64_t per_chunk = std::max({(rows + 255) / 256, 32768 / channels, int64_t{16}});  // at most 256 chunks
+  const int64_t chunks = cpu::num_chunks(rows, per_chunk);
+  std::vector<double> part(static_cast<size_t>(chunks * width), 0.0);
+  cpu::parallel_for(rows, per_chunk, [&](int64_t chunk, int64_t r0, int64_t r1) {
+    double* acc = part.data() + chunk * width;
+    for (int64_t r = r0; r < r1; ++r) add_row(r, acc);
+  });
+  std::vector<double> total(static_cast<size_t>(width), 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t j = 0; j < width; ++j) total[static_cast<size_t>(j)] += part[static_cast<size_t>(k * width + j)];
+  }
+  return total;
+}
+
+// One row of C channels: acc[c] += x[c]; acc[c] += (x[c] - mean[c])^2.
+template <typename T> KILN_CPU_CLONES void row_add(double* acc, const T* x, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) acc[k] += ld<T, double>(x, k);
+}
+template <typename T> KILN_CPU_CLONES void row_add_sq_dev(double* acc, const T* x, const double* mean, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) {
+    const double d = ld<T, double>(x, k) - mean[k];
+    acc[k] += d * d;
+  }
+}
+// sdy[c] += dy[c]; sdyx[c] += dy[c] (x[c] - m[c]).
+template <typename T>
+KILN_CPU_CLONES void row_dy_sums(double* sdy, double* sdyx, const T* dy, const T* x, const double* m, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) {
+    const double g = ld<T, double>(dy, k);
+    sdy[k] += g;
+    sdyx[k] += g * (ld<T, double>(x, k) - m[k]);
+  }
+}
+// y[c] = (x[c] - m[c]) * scale[c] + shift[c].
+template <typename T, typename A>
+KILN_CPU_CLONES void row_normalize(T* y, const T* x, const A* m, const A* scale, const A* shift, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) st<T, A>(y, k, (ld<T, A>(x, k) - m[k]) * scale[k] + shift[k]);
+}
+// y[c] = x[c] * scale[c].
+template <typename T, typename A> KILN_CPU_CLONES void row_scale(T* y, const T* x, const A* scale, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) st<T, A>(y, k, ld<T, A>(x, k) * scale[k]);
+}
+// dx[c] = wr[c] * (dy[c] - mdy[c] - (x[c] - m[c]) * rs[c] * mdyx[c]).
+template <typename T, typename A>
+KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* x, const A* m, const A* rs, const A* wr, const A* mdy,
+                            const A* mdyx, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) {
+    const A xhat = (ld<T, A>(x, k) - m[k]) * rs[k];
+    st<T, A>(dx, k, wr[k] * (ld<T, A>(dy, k) - mdy[k] - xhat * mdyx[k]));
+  }
+}
+
 }  // namespace
 
 void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const void* x, DType x_dtype,
@@ -82,6 +166,37 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
     A* mp = static_cast<A*>(save_mean);
     A* rp = static_cast<A*>(save_rstd);
     const int64_t count = layout.n * layout.s;
+    if (rows_of_channels(layout)) {
+      const int64_t C = layout.c;
+      std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));
+      if (training) {
+        const std::vector<double> s = channel_sums(count, C, C, [&](int64_t r, double* acc) {
+          row_add(acc, xp + r * C, C);
+        });
+        for (int64_t c = 0; c < C; ++c) mean[static_cast<size_t>(c)] = s[static_cast<size_t>(c)] / static_cast<double>(count);
+        const std::vector<double> ss = channel_sums(count, C, C, [&](int64_t r, double* acc) {
+          row_add_sq_dev(acc, xp + r * C, mean.data(), C);
+        });
+        for (int64_t c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(c);
+          var[i] = ss[i] / static_cast<double>(count);
+          update_running(params, c, momentum, mean[i], ss[i], count);
+        }
+      }
+      std::vector<A> m(static_cast<size_t>(C)), scale(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = static_cast<size_t>(c);
+        const double v = training ? var[i] : load_as<double>(params.running_var, params.running_dtype, c);
+        m[i] = training ? static_cast<A>(mean[i]) : load_as<A>(params.running_mean, params.running_dtype, c);
+        rp[c] = static_cast<A>(1.0 / std::sqrt(v + eps));
+        mp[c] = m[i];
+        scale[i] = rp[c] * w[i];
+      }
+      cpu::parallel_for(count, cpu::grain_for(3 * C), [&](int64_t, int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) row_normalize<T, A>(yp + r * C, xp + r * C, m.data(), scale.data(), b.data(), C);
+      });
+      return;
+    }
     cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         A m, rs;
@@ -107,16 +222,7 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
           const double var = ss / static_cast<double>(count);
           m = static_cast<A>(md);
           rs = static_cast<A>(1.0 / std::sqrt(var + eps));
-          if (params.running_mean) {
-            const double rm = load_as<double>(params.running_mean, params.running_dtype, c);
-            store_as<double>(params.running_mean, params.running_dtype, c, (1.0 - momentum) * rm + momentum * md);
-          }
-          if (params.running_var) {
-            // The running variance tracks the unbiased estimate, as in PyTorch (count > 1 is checked by core).
-            const double unbiased = ss / static_cast<double>(count - 1);
-            const double rv = load_as<double>(params.running_var, params.running_dtype, c);
-            store_as<double>(params.running_var, params.running_dtype, c, (1.0 - momentum) * rv + momentum * unbiased);
-          }
+          update_running(params, c, momentum, md, ss, count);
         } else {
           m = load_as<A>(params.running_mean, params.running_dtype, c);
           rs = static_cast<A>(1.0 / std::sqrt(load_as<double>(params.running_var, params.running_dtype, c) + eps));
@@ -149,6 +255,39 @@ void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
     const A* mp = static_cast<const A*>(save_mean);
     const A* rp = static_cast<const A*>(save_rstd);
     const int64_t count = layout.n * layout.s;
+    if (rows_of_channels(layout)) {
+      const int64_t C = layout.c;
+      const size_t uc = static_cast<size_t>(C);
+      std::vector<double> md(uc);
+      for (size_t i = 0; i < uc; ++i) md[i] = static_cast<double>(mp[i]);
+      const std::vector<double> sums = channel_sums(count, C, 2 * C, [&](int64_t r, double* acc) {
+        row_dy_sums(acc, acc + C, dyp + r * C, xp + r * C, md.data(), C);
+      });
+      std::vector<A> m(uc), rs(uc), wr(uc), mdy(uc), mdyx(uc);
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = static_cast<size_t>(c);
+        const double sdy = sums[i], sdy_xhat = sums[uc + i] * static_cast<double>(rp[c]);  // sum of dy * xhat
+        if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
+        if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
+        m[i] = mp[c];
+        rs[i] = rp[c];
+        wr[i] = w[i] * rp[c];
+        mdy[i] = static_cast<A>(sdy / static_cast<double>(count));
+        mdyx[i] = static_cast<A>(sdy_xhat / static_cast<double>(count));
+      }
+      if (!dxp) return;
+      cpu::parallel_for(count, cpu::grain_for(4 * C), [&](int64_t, int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          if (training) {
+            row_dx<T, A>(dxp + r * C, dyp + r * C, xp + r * C, m.data(), rs.data(), wr.data(), mdy.data(), mdyx.data(),
+                         C);
+          } else {  // eval: the statistics are constants, dx = dy * w * rstd
+            row_scale<T, A>(dxp + r * C, dyp + r * C, wr.data(), C);
+          }
+        }
+      });
+      return;
+    }
     cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const A m = mp[c], rs = rp[c], wc = w[static_cast<size_t>(c)];

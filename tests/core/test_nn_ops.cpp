@@ -250,12 +250,19 @@ TEST_CASE("nn backward passes give the same bits for any thread count", "[nn]") 
     Tensor bx = randn({64, 6, 5, 5}).set_requires_grad(true);
     Tensor logits = randn({3000, 10}).set_requires_grad(true);
     Tensor target = randint(0, 10, {3000});
+    // Channels innermost (channels-last images, [N, C]): rows of channels summed in chunks of rows,
+    // three chunks here and two below.
+    Tensor cl = randn({64, 16, 9, 9}).contiguous(MemoryFormat::ChannelsLast).set_requires_grad(true);
+    Tensor cw = randn({16}).set_requires_grad(true), cb = randn({16}).set_requires_grad(true);
+    Tensor rows = randn({5000, 12}).set_requires_grad(true);
     Tensor loss = sum(layer_norm(x, {48}, w, b) * 0.5) +
                   sum(batch_norm(bx, Tensor(), Tensor(), Tensor(), Tensor(), true) * 0.25) +
-                  cross_entropy(logits, target, Reduction::Sum);
+                  cross_entropy(logits, target, Reduction::Sum) +
+                  sum(batch_norm(cl, Tensor(), Tensor(), cw, cb, true) * cl) +
+                  sum(batch_norm(rows, Tensor(), Tensor(), Tensor(), Tensor(), true) * rows);
     loss.backward();
     std::vector<float> all{loss.item<float>()};
-    for (const Tensor* t : {&x, &w, &b, &bx, &logits}) {
+    for (const Tensor* t : {&x, &w, &b, &bx, &logits, &cl, &cw, &cb, &rows}) {
       std::vector<float> g = t->grad().to_vector<float>();
       all.insert(all.end(), g.begin(), g.end());
     }
