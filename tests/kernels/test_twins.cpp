@@ -213,6 +213,46 @@ TEST_CASE("twins: attention forward over a broadcast batch layout", "[cuda][twin
   CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
 }
 
+// The tensor-core forward (kernels/cuda/attention_tc.cu) against the CPU kernel on the same rounded
+// inputs: the output, and the log-sum-exp directly (the backward reads it). Scale 1 at head dim 64
+// makes scores of spread 8, so the running maximum moves and the rescaling is exercised; the
+// query and key counts leave tails in both tiles.
+TEST_CASE("twins: the tensor-core attention forward writes the CPU's output and log-sum-exp", "[cuda][twins]") {
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  const double scale = GENERATE(1.0, 0.125);
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " scale " << scale);
+  const int64_t B = 3, L = 77, S = 130;
+  Twin q = twin_randn({B, L, E}, dtype, 21), k = twin_randn({B, S, E}, dtype, 22), v = twin_randn({B, S, E}, dtype, 23);
+  Twin out = twin_poisoned({B, L, E}, dtype), lse = twin_poisoned({B, L}, DType::Float32);
+  AttentionArgs a;
+  a.dtype = dtype;
+  a.batch = B;
+  a.L = L;
+  a.S = S;
+  a.E = a.Ev = E;
+  a.layout.ndim = 1;
+  a.layout.sizes[0] = B;
+  a.layout.q[0] = L * E;
+  a.layout.k[0] = a.layout.v[0] = S * E;
+  a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
+  a.causal = causal;
+  a.scale = scale;
+  a.tensor_cores = true;
+  const int64_t before = attention_tc_launches();
+  run_twins(kernels::attention_forward, [&](Device d) {
+    return std::tuple(out.ptr(d), lse.ptr(d), static_cast<const void*>(q.ptr(d)), static_cast<const void*>(k.ptr(d)),
+                      static_cast<const void*>(v.ptr(d)), a);
+  });
+  CHECK(attention_tc_launches() == before + 1);
+  // The probabilities enter P V rounded to the dtype and the output is rounded once more; the
+  // log-sum-exp is float32 math on both sides.
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  CHECK(compare_twin(out, tol, tol) == "");
+  CHECK(compare_twin(lse, 1e-4, 1e-4) == "");
+}
+
 TEST_CASE("twins: topk, embedding and a long sum", "[cuda][twins]") {
   const int64_t rows = 7, n = 3000, k = 5;
   Twin in = twin_randn({rows, n}, DType::Float32, 18), values = twin_poisoned({rows, k}, DType::Float32);

@@ -42,6 +42,8 @@ inline double worst_ratio(const Tensor& a, const Tensor& b, double atol, double 
   const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
   double worst = 0.0;
   for (size_t i = 0; i < va.size(); ++i) {
+    // std::max would skip a NaN ratio: a NaN or an infinity where b is finite fails.
+    if (!std::isfinite(va[i]) && std::isfinite(vb[i])) return INFINITY;
     worst = std::max(worst, std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i])));
   }
   return worst;
