@@ -45,21 +45,30 @@ KILN_HD constexpr Coord c_coord(int lane, int i) { return {lane / 4 + 8 * (i / 2
 
 // Consecutive pieces of a block's dynamic shared memory, each aligned. The kernel carves its buffer
 // with it; the host computes the launch's byte count with the same calls on a null base, so the two
-// cannot disagree.
+// cannot disagree. The device's base is only known to be kBaseAlign-aligned (kernels declare the
+// buffer as float4): a piece aligned more strictly may need up to (its alignment - kBaseAlign) bytes
+// more there than from the host's null base, so bytes() counts that slack.
 class SmemCarver {
  public:
+  static constexpr uintptr_t kBaseAlign = 16;
   KILN_HD explicit SmemCarver(void* base = nullptr)
       : base_(reinterpret_cast<uintptr_t>(base)), next_(reinterpret_cast<uintptr_t>(base)) {}
-  template <typename T> KILN_HD T* take(int64_t count, uintptr_t align = 16) {
+  template <typename T> KILN_HD T* take(int64_t count, uintptr_t align = kBaseAlign) {
     next_ = (next_ + align - 1) / align * align;
+    if (align > max_align_) max_align_ = align;
     T* p = reinterpret_cast<T*>(next_);
     next_ += static_cast<uintptr_t>(count) * sizeof(T);
     return p;
   }
-  KILN_HD size_t bytes() const { return static_cast<size_t>(next_ - base_); }
+  // The bytes to launch with: enough for any kBaseAlign-aligned base.
+  KILN_HD size_t bytes() const {
+    const uintptr_t slack = max_align_ > kBaseAlign ? max_align_ - kBaseAlign : 0;
+    return static_cast<size_t>(next_ - base_ + slack);
+  }
 
  private:
   uintptr_t base_, next_;
+  uintptr_t max_align_ = kBaseAlign;
 };
 
 }  // namespace kiln::tile

@@ -109,11 +109,25 @@ TEST_CASE("tile layout: SmemCarver aligns each piece and counts the bytes", "[ke
   CHECK(reinterpret_cast<uintptr_t>(q) == 0);
   CHECK(reinterpret_cast<uintptr_t>(k) == 16);
   CHECK(reinterpret_cast<uintptr_t>(l) == 64);
-  CHECK(sizes.bytes() == 72);
+  // 72 bytes from a null base, and 48 of slack: a 64-byte piece from a base that is only 16-byte
+  // aligned may start 48 bytes later.
+  CHECK(sizes.bytes() == 72 + 48);
   alignas(64) static unsigned char buffer[256];
   SmemCarver carve(buffer);
   CHECK(carve.take<uint16_t>(3) == reinterpret_cast<uint16_t*>(buffer));
   CHECK(carve.take<uint16_t>(5) == reinterpret_cast<uint16_t*>(buffer + 16));
   CHECK(carve.take<float>(2, 64) == reinterpret_cast<float*>(buffer + 64));
   CHECK(carve.bytes() == sizes.bytes());
+  // The worst base: 16 bytes past a 64-byte boundary. The pieces still fit in sizes.bytes().
+  SmemCarver shifted(buffer + 16);
+  shifted.take<uint16_t>(3);
+  shifted.take<uint16_t>(5);
+  auto* last = shifted.take<float>(2, 64);
+  CHECK(reinterpret_cast<uintptr_t>(last) % 64 == 0);
+  CHECK(static_cast<size_t>(reinterpret_cast<unsigned char*>(last + 2) - (buffer + 16)) <= sizes.bytes());
+  // With only base-aligned pieces there is no slack.
+  SmemCarver plain;
+  plain.take<uint16_t>(3);
+  plain.take<float>(5);
+  CHECK(plain.bytes() == 16 + 20);
 }
