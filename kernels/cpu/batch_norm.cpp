@@ -100,7 +100,8 @@ bool rows_of_channels(const ChannelLayout& l) {
 // Per-channel sums over the P rows: add_row(r, acc) adds row r's terms into acc[0, width). Each chunk
 // of rows has its own partials; chunks are cut by the sizes alone and added in order.
 template <typename F> std::vector<double> channel_sums(int64_t rows, int64_t channels, int64_t width, F&& add_row) {
-  const int64_t per_chunk = std::max({(rows + 255) / 256, 32768 / channels, int64_t{16}});  // at most 256 chunks
+  // Rows per chunk: at most 256 chunks, at least 16 rows and about 32k values a chunk.
+  const int64_t per_chunk = std::max({(rows + 255) / 256, 32768 / channels, int64_t{16}});
   const int64_t chunks = cpu::num_chunks(rows, per_chunk);
   std::vector<double> part(static_cast<size_t>(chunks * width), 0.0);
   cpu::parallel_for(rows, per_chunk, [&](int64_t chunk, int64_t r0, int64_t r1) {
@@ -173,7 +174,7 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         const std::vector<double> s = channel_sums(count, C, C, [&](int64_t r, double* acc) {
           row_add(acc, xp + r * C, C);
         });
-        for (int64_t c = 0; c < C; ++c) mean[static_cast<size_t>(c)] = s[static_cast<size_t>(c)] / static_cast<double>(count);
+        for (size_t i = 0; i < mean.size(); ++i) mean[i] = s[i] / static_cast<double>(count);
         const std::vector<double> ss = channel_sums(count, C, C, [&](int64_t r, double* acc) {
           row_add_sq_dev(acc, xp + r * C, mean.data(), C);
         });
@@ -193,7 +194,9 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         scale[i] = rp[c] * w[i];
       }
       cpu::parallel_for(count, cpu::grain_for(3 * C), [&](int64_t, int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) row_normalize<T, A>(yp + r * C, xp + r * C, m.data(), scale.data(), b.data(), C);
+        for (int64_t r = r0; r < r1; ++r) {
+          row_normalize<T, A>(yp + r * C, xp + r * C, m.data(), scale.data(), b.data(), C);
+        }
       });
       return;
     }
