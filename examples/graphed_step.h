@@ -41,7 +41,7 @@ class GraphedStep {
     if (!device.is_cuda()) throw DeviceError("GraphedStep: CUDA graphs need a CUDA device, not " + device.str());
     if (warmup < 1) {
       throw Error("GraphedStep: warmup " + std::to_string(warmup) +
-                            " must be at least 1 (the eager step measures the capture's memory)");
+                  " must be at least 1 (the eager step measures the capture's memory)");
     }
   }
 

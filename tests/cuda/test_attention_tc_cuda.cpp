@@ -6,16 +6,16 @@
 // too. Each case also checks that the tensor-core kernel is the one that ran.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "kernels/attention.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
+using kiln::test::worst_ratio;
 
 namespace {
 
@@ -23,19 +23,6 @@ struct SwitchesGuard {
   cuda::MathSwitches saved = cuda::math_switches();
   ~SwitchesGuard() { cuda::math_switches() = saved; }
 };
-
-// max |got - ref| / (atol + rtol |ref|) over the elements: at most 1 passes.
-double worst(const Tensor& got, const Tensor& ref, double atol, double rtol) {
-  const std::vector<double> g = got.to(Device::cpu()).to_vector_double(), r = ref.to_vector_double();
-  REQUIRE(g.size() == r.size());
-  double w = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    // std::max would skip a NaN ratio: a NaN or an infinity where the reference is finite fails.
-    if (!std::isfinite(g[i]) && std::isfinite(r[i])) return INFINITY;
-    w = std::max(w, std::abs(g[i] - r[i]) / (atol + rtol * std::abs(r[i])));
-  }
-  return w;
-}
 
 }  // namespace
 
@@ -73,7 +60,7 @@ TEST_CASE("attention on tensor cores: output and gradients match the CPU in floa
   for (size_t i = 0; i < gpu.size(); ++i) {
     INFO(names[i]);
     // Gradients sum over L or S rows of rounded terms: a looser absolute floor.
-    CHECK(worst(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
+    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
   }
 }
 
@@ -108,9 +95,9 @@ TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cud
   CHECK(attention_tc_launches() == before + 1);
   const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
   const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  CHECK(worst(gpu[0], ref[0], tol, tol) <= 1.0);
+  CHECK(worst_ratio(gpu[0], ref[0], tol, tol) <= 1.0);
   // The gradient of the fused tensor holds dq, dk and dv; dk = dS^T q grows with q's factor of 8.
-  CHECK(worst(gpu[1], ref[1], 8 * 4 * tol, tol) <= 1.0);
+  CHECK(worst_ratio(gpu[1], ref[1], 8 * 4 * tol, tol) <= 1.0);
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {

@@ -5,29 +5,16 @@
 // layer_norm rows only reach the cached kernels in float32, at width 20.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
+using kiln::test::worst_ratio;
 
 namespace {
-
-// max |got - ref| / (atol + rtol |ref|) over the elements: at most 1 passes.
-double worst(const Tensor& got, const Tensor& ref, double tol) {
-  const std::vector<double> g = got.to(Device::cpu()).to_vector_double(), r = ref.to_vector_double();
-  REQUIRE(g.size() == r.size());
-  double w = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    // std::max would skip a NaN ratio: a NaN or an infinity where the reference is finite fails.
-    if (!std::isfinite(g[i]) && std::isfinite(r[i])) return INFINITY;
-    w = std::max(w, std::abs(g[i] - r[i]) / (tol + tol * std::abs(r[i])));
-  }
-  return w;
-}
 
 enum class Params { Float32, InputDType, None };
 
@@ -82,6 +69,7 @@ TEST_CASE("layer_norm on CUDA matches the CPU in float64 at widths for each kern
   for (size_t i = 0; i < gpu.size(); ++i) {
     INFO(names[i]);
     CHECK(gpu[i].dtype() == (i < 2 ? dtype : pdt));
-    CHECK(worst(gpu[i], ref[i], i == 0 ? tol : 4 * tol) <= 1.0);
+    const double t = i == 0 ? tol : 4 * tol;
+    CHECK(worst_ratio(gpu[i], ref[i], t, t) <= 1.0);
   }
 }

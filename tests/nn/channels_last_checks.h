@@ -1,6 +1,6 @@
 // Channels-last checks that mean the same on every device, shared by the CPU test
 // (tests/nn/test_channels_last.cpp) and the CUDA one (tests/cuda/test_channels_last_cuda.cpp): the
-// layout and tolerance helpers, the twin ResNets (one NCHW on the CPU, one converted and on the
+// layout helpers (tolerances: tests/worst_ratio.h), the twin ResNets (one NCHW on the CPU, one converted and on the
 // device under test) and the slow weight path of conv2d. The layout copies are counted by the
 // device-independent op (core/ops/conv.cpp), so both devices must count the same copies.
 #pragma once
@@ -20,6 +20,7 @@
 #include "core/kiln.h"
 #include "core/ops/layout_stats.h"
 #include "nn/resnet.h"
+#include "tests/worst_ratio.h"
 
 namespace kiln::test {
 
@@ -34,19 +35,6 @@ inline std::string copies_str() {
   std::ostringstream os;
   for (const auto& [what, n] : layout_copy_counts()) os << what << ": " << n << "; ";
   return os.str();
-}
-
-// max |a - b| / (atol + rtol |b|) over the elements, both read back to the CPU: <= 1 passes.
-inline double worst_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
-  REQUIRE(a.sizes() == b.sizes());
-  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
-  double worst = 0.0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    // std::max would skip a NaN ratio: a NaN or an infinity where b is finite fails.
-    if (!std::isfinite(va[i]) && std::isfinite(vb[i])) return INFINITY;
-    worst = std::max(worst, std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i])));
-  }
-  return worst;
 }
 
 // The CPU tests take the narrow default; the CUDA test passes wider stages.

@@ -1,0 +1,28 @@
+// The tests' tolerance measure: how far a result is from its reference, in units of the allowed
+// error atol + rtol |reference|, over all elements. At most 1 passes.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::test {
+
+// max |a - b| / (atol + rtol |b|) over the elements, both read back to the CPU (any device). A NaN or
+// an infinity in a where b is finite is infinitely far (std::max alone would skip a NaN ratio).
+inline double worst_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  REQUIRE(a.sizes() == b.sizes());
+  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
+  double worst = 0.0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (!std::isfinite(va[i]) && std::isfinite(vb[i])) return INFINITY;
+    worst = std::max(worst, std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i])));
+  }
+  return worst;
+}
+
+}  // namespace kiln::test
