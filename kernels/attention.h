@@ -79,18 +79,26 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
                              const void* q, const void* k, const void* v, const AttentionArgs& a,
                              const KernelContext& ctx);
 
-// The tensor-core forward of the CUDA twin (kernels/cuda/attention_tc.cu): float16/bfloat16, E = Ev
-// in {64, 128}, no mask or dropout, even strides and 4-byte aligned operands, a.tensor_cores set.
-// Same outputs as attention_forward_cuda; only CUDA builds define them.
+// The tensor-core kernels of the CUDA twin (kernels/cuda/attention_tc.cu, attention_tc_backward.cu):
+// float16/bfloat16, E = Ev in {64, 128}, no mask or dropout, even strides and 4-byte aligned
+// operands (dout too, for the backward), a.tensor_cores set. Same outputs as attention_forward_cuda
+// and attention_backward_cuda, the backward deterministic as well; only CUDA builds define them.
 bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);
+bool attention_tc_backward_fits(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                                const void* dout);
 void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                           const KernelContext& ctx);
-// Launches of the tensor-core forward in this process, so a test can see that it ran (0 in a build
-// without CUDA, where this is an inline stub).
+void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                           const void* q, const void* k, const void* v, const AttentionArgs& a,
+                           const KernelContext& ctx);
+// Launches of the tensor-core forward and backward in this process, so a test can see that they
+// ran (0 in a build without CUDA, where these are inline stubs).
 #if defined(KILN_WITH_CUDA)
 int64_t attention_tc_launches();
+int64_t attention_tc_backward_launches();
 #else
 inline int64_t attention_tc_launches() { return 0; }
+inline int64_t attention_tc_backward_launches() { return 0; }
 #endif
 
 namespace kernels {

@@ -1,9 +1,9 @@
 // CUDA scaled dot-product attention as one node, the twin of kernels/cpu/attention.cpp, in float on
-// CUDA cores (the forward of float16/bfloat16 at head dims 64 and 128 can go to tensor cores instead:
-// kernels/cuda/attention_tc.cu, off by default until checked on a GPU). A block holds 8 rows of one
-// batch entry, a warp per row, and stages the other side 32 rows at a time in shared memory,
-// transposed with a padded stride so that lane t
-// reads row t without bank conflicts: one key (or query) per lane for scores, one output column per
+// CUDA cores (float16/bfloat16 at head dims 64 and 128 can go to tensor cores instead, forward and
+// backward: kernels/cuda/attention_tc.cu and attention_tc_backward.cu, off by default until checked
+// on a GPU). A block holds 8 rows of one batch entry, a warp per row, and stages the other side 32
+// rows at a time in shared memory, transposed with a padded stride so that lane t reads row t
+// without bank conflicts: one key (or query) per lane for scores, one output column per
 // lane for the weighted sums. The forward keeps an online softmax; the backward recomputes
 // probabilities from the saved log-sum-exp, dq per query row and dk/dv per key row, each a sum in
 // a fixed order (no atomics). All three kernels compute a score with the same instruction sequence.
@@ -436,6 +436,9 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
   const char* op = "scaled_dot_product_attention backward";
   if (a.batch * a.L == 0 || a.S == 0) return;
   check_layout(a, op);
+  if (attention_tc_backward_fits(a, q, k, v, dout)) {
+    return attention_backward_tc(dq, dk, dv, dout, out, lse, q, k, v, a, ctx);
+  }
   const Params p = make_params(a);
   const size_t smem_q = backward_q_smem(p), smem_kv = backward_kv_smem(p);
   const cudaStream_t s = raw_stream(ctx.stream);

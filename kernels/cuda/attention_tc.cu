@@ -1,12 +1,13 @@
 // Flash-attention forward on tensor cores (mma.sync through kernels/cuda/tile.cuh), for the shapes
 // training runs most: float16 or bfloat16, head dims E = Ev = 64 or 128, no mask, no dropout,
 // causal or not, any L and S (tails masked). It writes the same output and log-sum-exp as the
-// scalar kernel (kernels/cuda/attention.cu), whose backward reads them unchanged.
+// scalar kernel (kernels/cuda/attention.cu), so either backward (attention_tc_backward.cu or the
+// scalar one) reads them.
 //
 // Work split: a block of 4 warps takes 64 query rows of one batch entry, each warp 16 of them (one
 // A-tile row of Q, kept in registers for the whole pass). Key tiles of 64 rows (32 at head dim 128)
-// stream through shared memory. For each, every warp computes its scores S = Q K^T as 8 accumulator tiles (16 x 64),
-// updates the running row maximum and sum (online softmax, in base 2), rescales its output
+// stream through shared memory. For each, every warp computes its scores S = Q K^T as 8 accumulator
+// tiles (16 x 64), updates the running row maximum and sum (online softmax, in base 2), rescales its output
 // accumulators, and adds P V with P re-read from the score tiles as A operands (a_from_c), never
 // leaving registers. A lane holds rows `group` and `group + 8` of its warp's 16; a row's maximum and
 // sum are reduced across the 4 lanes of the group with two shuffles.
@@ -22,50 +23,22 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_tc.cuh"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/tile.cuh"
 
 namespace kiln {
 namespace {
 
 using namespace cuda_detail;
 using namespace tile;
-
-constexpr int kWarps = 4;
-constexpr int kBlockRows = kWarps * kM;  // query rows per block
-// Keys per shared-memory tile: 64, or 32 at head dim 128, whose output accumulators (64 floats a
-// lane) leave no registers for 64 keys' scores.
-template <int D> constexpr int kKeyTileFor = D == 128 ? 32 : 64;
-constexpr int kPadElems = 8;             // shared rows padded by 16 bytes: fewer bank conflicts
-constexpr float kLog2e = 1.4426950408889634f;
-
-struct TcParams {
-  int64_t batch, L, S, q_rs, k_rs, v_rs;
-  AttentionBatch layout;
-  float scale_log2;  // scale * log2(e): scores in base 2
-  bool causal;
-};
-
-// Copies rows [r0, r0 + rows) of a row-strided [count, D] operand into a [rows, D + pad] shared
-// tile, as 32-bit words (two elements), zeros past `count`.
-template <typename T, int D>
-__device__ __forceinline__ void stage(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count, int rows) {
-  constexpr int kWords = D / 2, kLd = D + kPadElems;
-  for (int idx = threadIdx.x; idx < rows * kWords; idx += blockDim.x) {
-    const int r = idx / kWords, w = idx - r * kWords;
-    const int64_t row = r0 + r;
-    uint32_t word = 0;
-    if (row < count) word = *reinterpret_cast<const uint32_t*>(base + row * row_stride + 2 * w);
-    *reinterpret_cast<uint32_t*>(tile + r * kLd + 2 * w) = word;
-  }
-}
+using namespace attention_tc;
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
     attention_forward_tc_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                 const __grid_constant__ TcParams p) {
-  constexpr int kLd = D + kPadElems;
-  constexpr int kKeyTile = kKeyTileFor<D>;
+  constexpr int kLd = kLdFor<D>;
+  constexpr int kKeyTile = kStreamTileFor<D>;
   constexpr int kScoreTiles = kKeyTile / kN;
   constexpr int kDTiles = D / kK;    // A tiles of Q along E (k steps of the score product)
   constexpr int kOutTiles = D / kN;  // accumulator tiles along Ev
@@ -121,8 +94,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         const Coord c = c_coord(lane, e);
         const int64_t j = j0 + n * kN + c.col;
         const int64_t i = e < 2 ? row_lo : row_hi;
-        const bool visible = j < p.S && (!p.causal || j <= i);
-        const float x = visible ? s[n].r[e] * p.scale_log2 : -INFINITY;
+        const float x = visible(p, i, j) ? s[n].r[e] * p.scale_log2 : -INFINITY;
         s[n].r[e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
       }
@@ -195,9 +167,9 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
 template <typename T, int D> size_t smem_bytes() {
   SmemCarver sizes;
-  sizes.take<T>(kBlockRows * (D + kPadElems));
-  sizes.take<T>(kKeyTileFor<D> * (D + kPadElems));
-  sizes.take<T>(kKeyTileFor<D> * (D + kPadElems));
+  sizes.take<T>(kBlockRows * kLdFor<D>);
+  sizes.take<T>(kStreamTileFor<D> * kLdFor<D>);
+  sizes.take<T>(kStreamTileFor<D> * kLdFor<D>);
   return sizes.bytes();
 }
 
@@ -212,8 +184,6 @@ void launch(void* out, void* lse, const void* q, const void* k, const void* v, c
       static_cast<const T*>(v), p);
   check_launch(op);
 }
-
-bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 
 std::atomic<int64_t> g_launches{0};
 
@@ -235,18 +205,10 @@ bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, con
 
 void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                           const KernelContext& ctx) {
-  TcParams p{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.layout,
-             static_cast<float>(a.scale) * kLog2e, a.causal};
+  const TcParams p = make_tc_params(a);
   const cudaStream_t s = raw_stream(ctx.stream);
-  const bool bf16 = a.dtype == DType::BFloat16;
   g_launches.fetch_add(1);
-  if (a.E == 64) {
-    if (bf16) launch<__nv_bfloat16, 64>(out, lse, q, k, v, p, s);
-    else launch<__half, 64>(out, lse, q, k, v, p, s);
-  } else {
-    if (bf16) launch<__nv_bfloat16, 128>(out, lse, q, k, v, p, s);
-    else launch<__half, 128>(out, lse, q, k, v, p, s);
-  }
+  dispatch(a.dtype, a.E, [&]<typename T, int D>() { launch<T, D>(out, lse, q, k, v, p, s); });
 }
 
 }  // namespace kiln

@@ -1,9 +1,10 @@
-// The tensor-core flash-attention forward (kernels/cuda/attention_tc.cu) against the CPU twin in
-// float64, across many tiles: L and S from 1 to past 1024, none of them or some of them multiples of
-// the 64-row query block and the key tiles, head dims 64 and 128, causal and not, float16 and
-// bfloat16. The output is compared directly; the log-sum-exp through the backward, which rebuilds
-// the probabilities from it (the scalar backward kernel, unchanged), so dq, dk and dv are compared
-// too. Each case also checks that the tensor-core kernel is the one that ran.
+// The tensor-core flash attention (kernels/cuda/attention_tc.cu and attention_tc_backward.cu)
+// against the CPU twin in float64, across many tiles: L and S from 1 to past 1024, none of them or
+// some of them multiples of the 64-row blocks and the streamed tiles, head dims 64 and 128, causal
+// and not, float16 and bfloat16. The output, dq, dk and dv are compared (the log-sum-exp is checked
+// through the backward, which rebuilds the probabilities from it, and directly by the twin test in
+// tests/kernels/test_twins.cpp). Each case also checks that the tensor-core kernels are the ones
+// that ran.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -49,12 +50,13 @@ TEST_CASE("attention on tensor cores: output and gradients match the CPU in floa
     out.backward(dout.to(t).to(d));
     return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
   };
-  const int64_t before = attention_tc_launches();
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
   const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
   CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
   const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
-  // The probabilities enter P @ V rounded to the dtype, as in FlashAttention; the output is rounded
-  // once more. bfloat16 keeps 8 bits, float16 11.
+  // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
+  // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
   const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   const char* names[] = {"out", "dq", "dk", "dv"};
   for (size_t i = 0; i < gpu.size(); ++i) {
@@ -90,14 +92,54 @@ TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cud
     out.backward(dout.to(t).to(d));
     return std::vector<Tensor>{out.detach(), fused.grad()};
   };
-  const int64_t before = attention_tc_launches();
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
   const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
   CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
   const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
   const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   CHECK(worst_ratio(gpu[0], ref[0], tol, tol) <= 1.0);
   // The gradient of the fused tensor holds dq, dk and dv; dk = dS^T q grows with q's factor of 8.
   CHECK(worst_ratio(gpu[1], ref[1], 8 * 4 * tol, tol) <= 1.0);
+}
+
+// The backward again, on one forward: twice on tensor cores, which must give the same bits (two
+// kernels, each output row one block's fixed-order sum), and once on the scalar kernel, which reads
+// the same output and log-sum-exp. The switch is read when the backward runs.
+TEST_CASE("attention on tensor cores: the backward is deterministic and agrees with the scalar backward",
+          "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : ""));
+  const int64_t L = 300, S = 333;
+  manual_seed(static_cast<uint64_t>(E) + (causal ? 1 : 0));
+  const TensorOptions opt(dtype, Device::cuda());
+  const Tensor q = randn({2, 2, L, E}, opt), k = randn({2, 2, S, E}, opt), v = randn({2, 2, S, E}, opt);
+  const Tensor dout = randn({2, 2, L, E}, opt);
+  auto grads = [&](bool tensor_core_backward) {
+    Tensor qd = q.detach().set_requires_grad(true), kd = k.detach().set_requires_grad(true);
+    Tensor vd = v.detach().set_requires_grad(true);
+    cuda::math_switches().attention_tensor_cores = true;
+    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
+    cuda::math_switches().attention_tensor_cores = tensor_core_backward;
+    out.backward(dout);
+    return std::vector<Tensor>{qd.grad(), kd.grad(), vd.grad()};
+  };
+  const int64_t before = attention_tc_backward_launches();
+  const std::vector<Tensor> first = grads(true), second = grads(true);
+  CHECK(attention_tc_backward_launches() == before + 2);
+  const std::vector<Tensor> scalar = grads(false);
+  CHECK(attention_tc_backward_launches() == before + 2);
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  const char* names[] = {"dq", "dk", "dv"};
+  for (size_t i = 0; i < first.size(); ++i) {
+    INFO(names[i]);
+    CHECK(first[i].to_vector_double() == second[i].to_vector_double());
+    CHECK(worst_ratio(first[i], scalar[i], 4 * tol, tol) <= 1.0);
+  }
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {
@@ -106,15 +148,18 @@ TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar 
   cuda::math_switches().attention_tensor_cores = true;
   const Device cuda = Device::cuda();
   const TensorOptions bf16(DType::BFloat16, cuda);
-  const int64_t before = attention_tc_launches();
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
   scaled_dot_product_attention(randn({1, 2, 8, 32}, bf16), randn({1, 2, 8, 32}, bf16), randn({1, 2, 8, 32}, bf16));
   scaled_dot_product_attention(randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)),
                                randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)),
                                randn({1, 2, 8, 64}, TensorOptions(DType::Float32, cuda)));
   scaled_dot_product_attention(randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16),
                                ones({8, 8}, TensorOptions(DType::Bool, cuda)));
+  Tensor q32 = randn({1, 2, 8, 32}, bf16).set_requires_grad(true);
+  scaled_dot_product_attention(q32, q32, q32).sum().backward();
   cuda::synchronize();
   CHECK(attention_tc_launches() == before);  // head dim 32, float32, a mask: none of them fits
+  CHECK(attention_tc_backward_launches() == before_backward);
   cuda::math_switches().attention_tensor_cores = false;
   scaled_dot_product_attention(randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16), randn({1, 2, 8, 64}, bf16));
   CHECK(attention_tc_launches() == before);  // switched off

@@ -3,6 +3,8 @@
 // runner covers every op through tensors; these cover what tensors hide: the problem descriptions
 // themselves (strided batch layouts, filter orders, GEMM batches), draws whose seed and offset are
 // read from memory at run time (a captured graph's), and integer results that must match exactly.
+#include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "kernels/attention.h"
@@ -213,19 +215,8 @@ TEST_CASE("twins: attention forward over a broadcast batch layout", "[cuda][twin
   CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
 }
 
-// The tensor-core forward (kernels/cuda/attention_tc.cu) against the CPU kernel on the same rounded
-// inputs: the output, and the log-sum-exp directly (the backward reads it). Scale 1 at head dim 64
-// makes scores of spread 8, so the running maximum moves and the rescaling is exercised; the
-// query and key counts leave tails in both tiles.
-TEST_CASE("twins: the tensor-core attention forward writes the CPU's output and log-sum-exp", "[cuda][twins]") {
-  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
-  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
-  const bool causal = GENERATE(false, true);
-  const double scale = GENERATE(1.0, 0.125);
-  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " scale " << scale);
-  const int64_t B = 3, L = 77, S = 130;
-  Twin q = twin_randn({B, L, E}, dtype, 21), k = twin_randn({B, S, E}, dtype, 22), v = twin_randn({B, S, E}, dtype, 23);
-  Twin out = twin_poisoned({B, L, E}, dtype), lse = twin_poisoned({B, L}, DType::Float32);
+// Dense [B, L, E] / [B, S, E] attention arguments that the tensor-core kernels take.
+AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal, double scale) {
   AttentionArgs a;
   a.dtype = dtype;
   a.batch = B;
@@ -240,6 +231,29 @@ TEST_CASE("twins: the tensor-core attention forward writes the CPU's output and 
   a.causal = causal;
   a.scale = scale;
   a.tensor_cores = true;
+  return a;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0.0;
+  for (double x : t.to_vector_double()) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// The tensor-core forward (kernels/cuda/attention_tc.cu) against the CPU kernel on the same rounded
+// inputs: the output, and the log-sum-exp directly (the backward reads it). Scale 1 at head dim 64
+// makes scores of spread 8, so the running maximum moves and the rescaling is exercised; the
+// query and key counts leave tails in both tiles.
+TEST_CASE("twins: the tensor-core attention forward writes the CPU's output and log-sum-exp", "[cuda][twins]") {
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  const double scale = GENERATE(1.0, 0.125);
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " scale " << scale);
+  const int64_t B = 3, L = 77, S = 130;
+  Twin q = twin_randn({B, L, E}, dtype, 21), k = twin_randn({B, S, E}, dtype, 22), v = twin_randn({B, S, E}, dtype, 23);
+  Twin out = twin_poisoned({B, L, E}, dtype), lse = twin_poisoned({B, L}, DType::Float32);
+  const AttentionArgs a = tensor_core_args(dtype, B, L, S, E, causal, scale);
   const int64_t before = attention_tc_launches();
   run_twins(kernels::attention_forward, [&](Device d) {
     return std::tuple(out.ptr(d), lse.ptr(d), static_cast<const void*>(q.ptr(d)), static_cast<const void*>(k.ptr(d)),
@@ -251,6 +265,43 @@ TEST_CASE("twins: the tensor-core attention forward writes the CPU's output and 
   const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   CHECK(compare_twin(out, tol, tol) == "");
   CHECK(compare_twin(lse, 1e-4, 1e-4) == "");
+}
+
+// The tensor-core backward (kernels/cuda/attention_tc_backward.cu) against the CPU kernel, both
+// given the CPU forward's output and log-sum-exp, so only the backward is compared: dq, dk, dv.
+// The query and key counts leave tails in every tile of both backward kernels.
+TEST_CASE("twins: the tensor-core attention backward writes the CPU's dq, dk and dv", "[cuda][twins]") {
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  const double scale = GENERATE(1.0, 0.125);
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " scale " << scale);
+  const int64_t B = 3, L = 77, S = 130;
+  Twin q = twin_randn({B, L, E}, dtype, 24), k = twin_randn({B, S, E}, dtype, 25), v = twin_randn({B, S, E}, dtype, 26);
+  Twin dout = twin_randn({B, L, E}, dtype, 27);
+  Twin out = twin_poisoned({B, L, E}, dtype), lse = twin_poisoned({B, L}, DType::Float32);
+  const AttentionArgs a = tensor_core_args(dtype, B, L, S, E, causal, scale);
+  run_on(Device::cpu(), kernels::attention_forward, [&](Device d) {
+    return std::tuple(out.ptr(d), lse.ptr(d), static_cast<const void*>(q.ptr(d)), static_cast<const void*>(k.ptr(d)),
+                      static_cast<const void*>(v.ptr(d)), a);
+  });
+  out = twin_of(out.cpu);
+  lse = twin_of(lse.cpu);
+  Twin dq = twin_poisoned({B, L, E}, dtype), dk = twin_poisoned({B, S, E}, dtype), dv = twin_poisoned({B, S, E}, dtype);
+  const int64_t before = attention_tc_backward_launches();
+  run_twins(kernels::attention_backward, [&](Device d) {
+    return std::tuple(dq.ptr(d), dk.ptr(d), dv.ptr(d), static_cast<const void*>(dout.ptr(d)),
+                      static_cast<const void*>(out.ptr(d)), static_cast<const void*>(lse.ptr(d)),
+                      static_cast<const void*>(q.ptr(d)), static_cast<const void*>(k.ptr(d)),
+                      static_cast<const void*>(v.ptr(d)), a);
+  });
+  CHECK(attention_tc_backward_launches() == before + 1);
+  // P and dS enter their products rounded to the dtype and each gradient sums L or S such terms: the
+  // absolute allowance scales with the gradient's largest element.
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  CHECK(compare_twin(dq, tol * max_abs(dq.cpu), tol) == "");
+  CHECK(compare_twin(dk, tol * max_abs(dk.cpu), tol) == "");
+  CHECK(compare_twin(dv, tol * max_abs(dv.cpu), tol) == "");
 }
 
 TEST_CASE("twins: topk, embedding and a long sum", "[cuda][twins]") {

@@ -1,0 +1,76 @@
+// What the tensor-core attention kernels share (kernels/cuda/attention_tc.cu, the forward, and
+// attention_tc_backward.cu): the launch parameters, the block shape, the staging of row tiles into
+// shared memory, the visibility rule and the dispatch over element type and head dim.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/tile.cuh"
+
+namespace kiln::attention_tc {
+
+// A block is 4 warps; each warp owns 16 rows (one A-tile row) of the block's 64: query rows in the
+// forward and the dq kernel, key rows in the dk/dv kernel.
+inline constexpr int kWarps = 4;
+inline constexpr int kBlockRows = kWarps * tile::kM;
+// Rows of the streamed operand per shared-memory tile: 64, or 32 at head dim 128, whose
+// accumulators leave no registers for 64 columns of scores.
+template <int D> inline constexpr int kStreamTileFor = D == 128 ? 32 : 64;
+inline constexpr int kPadElems = 8;  // shared rows padded by 16 bytes: fewer bank conflicts
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+struct TcParams {
+  int64_t batch, L, S, q_rs, k_rs, v_rs;
+  AttentionBatch layout;
+  float scale;       // the softmax scale, for the gradients
+  float scale_log2;  // scale * log2(e): scores in base 2
+  bool causal;
+};
+
+inline TcParams make_tc_params(const AttentionArgs& a) {
+  return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.layout,
+                  static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal};
+}
+
+// Shared row length of a [rows, D] tile.
+template <int D> inline constexpr int kLdFor = D + kPadElems;
+
+// Copies rows [r0, r0 + rows) of a row-strided [count, D] operand into a [rows, D + pad] shared
+// tile, as 32-bit words (two elements), zeros past `count`.
+template <typename T, int D>
+__device__ __forceinline__ void stage(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count, int rows) {
+  constexpr int kWords = D / 2, kLd = kLdFor<D>;
+  for (int idx = threadIdx.x; idx < rows * kWords; idx += blockDim.x) {
+    const int r = idx / kWords, w = idx - r * kWords;
+    const int64_t row = r0 + r;
+    uint32_t word = 0;
+    if (row < count) word = *reinterpret_cast<const uint32_t*>(base + row * row_stride + 2 * w);
+    *reinterpret_cast<uint32_t*>(tile + r * kLd + 2 * w) = word;
+  }
+}
+
+// Whether query i sees key j: both exist, and with causal the key is not after the query.
+__device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j) {
+  return i < p.L && j < p.S && (!p.causal || j <= i);
+}
+
+inline bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
+
+// Calls f.template operator()<T, D>() for the element type (float16 or bfloat16) and head dim (64
+// or 128) that attention_tc_fits accepted.
+template <typename F> void dispatch(DType dtype, int64_t head_dim, F&& f) {
+  const bool bf16 = dtype == DType::BFloat16;
+  if (head_dim == 64) {
+    if (bf16) f.template operator()<__nv_bfloat16, 64>();
+    else f.template operator()<__half, 64>();
+  } else {
+    if (bf16) f.template operator()<__nv_bfloat16, 128>();
+    else f.template operator()<__half, 128>();
+  }
+}
+
+}  // namespace kiln::attention_tc
