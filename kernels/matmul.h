@@ -19,16 +19,25 @@ struct GemmBatch {
   const int64_t* c_offsets = nullptr;
 };
 
-// What a GEMM does with its product P = op(A) @ op(B) before storing it. Both epilogues take one
-// product (batch.count 1) with alpha 1 and beta 0; `aux` is an m x n matrix (leading dimension
-// ldaux) in the operands' dtype.
-// - BiasGeluAux, the up-projection of a GPT-2 MLP: H = P + bias (`bias`: one value per column of C)
-//   is stored in aux for the backward, and C = gelu_tanh(H), computed from H before it is rounded.
+// What a GEMM does with its product P = op(A) @ op(B) besides storing it. Every epilogue takes one
+// product (batch.count 1) with alpha 1 and beta 0 and k > 0; `aux` is an m x n matrix (leading
+// dimension ldaux) in the operands' dtype, and bias and bias_grad are in it too.
+// - Bias, a linear layer's forward: C = P + bias (`bias`: one value per column of C), rounded once.
+// - BiasGradA, a linear layer's weight gradient dW = dY^T X: C = P, and `bias_grad` (m values) = the
+//   sums of op(A)'s rows, here dY's column sums, the bias gradient, from the same read of dY.
+// - BiasGeluAux, the up-projection of a GPT-2 MLP: H = P + bias is stored in aux for the backward,
+//   and C = gelu_tanh(H), computed from H before it is rounded.
 // - DGeluBgrad, that projection's backward through the down-projection: C = P * gelu_tanh'(aux),
 //   with aux the forward's H, and `bias_grad` (n values) = the column sums of C: dH and db in one.
-// On CUDA they are cuBLASLt's CUBLASLT_EPILOGUE_GELU_AUX_BIAS and CUBLASLT_EPILOGUE_DGELU_BGRAD
-// (float32, float16, bfloat16; ldaux a multiple of 8); the CPU twin runs the product, then one pass.
-enum class GemmEpilogue : uint8_t { None, BiasGeluAux, DGeluBgrad };
+// On CUDA they are cuBLASLt's CUBLASLT_EPILOGUE_BIAS, _BGRADB (cuBLASLt's B is kiln's A: see
+// kernels/cuda/matmul.cu), _GELU_AUX_BIAS and _DGELU_BGRAD, for float32, float16 and bfloat16
+// (ldaux a multiple of 8); the CPU twin runs the product and one pass, and takes float64 too.
+enum class GemmEpilogue : uint8_t { None, Bias, BiasGradA, BiasGeluAux, DGeluBgrad };
+
+// Whether the epilogue reads or writes the aux matrix H.
+inline bool gemm_epilogue_has_aux(GemmEpilogue e) {
+  return e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::DGeluBgrad;
+}
 
 // For each batch entry i: C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where op(X) is X or X^T,
 // A_i = a + a_offsets[i] (elements), an m x k matrix (k x m when trans_a) with leading dimension
@@ -52,10 +61,10 @@ struct GemmArgs {
   // always computes in float32.
   bool allow_tf32 = false;
   GemmEpilogue epilogue = GemmEpilogue::None;
-  const void* bias = nullptr;  // BiasGeluAux: n values
+  const void* bias = nullptr;  // Bias, BiasGeluAux: n values
   void* aux = nullptr;         // H, m x n: written by BiasGeluAux, read by DGeluBgrad
   int64_t ldaux = 0;
-  void* bias_grad = nullptr;   // DGeluBgrad: n values written
+  void* bias_grad = nullptr;   // written: m values by BiasGradA, n by DGeluBgrad
 };
 
 // The checks both twins make of an epilogue's arguments: a kiln::Error naming what is wrong.

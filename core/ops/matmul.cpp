@@ -186,15 +186,6 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (std::optional<TensorList> c = autocast::cast_inputs("linear", {&x, &weight, &bias})) {
-    return linear((*c)[0], (*c)[1], (*c)[2]);
-  }
-  check_linear("linear", x, weight, bias);
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
-}
-
 namespace {
 
 // The checks of linear_gelu's operands (also gelu_mlp's first projection).
@@ -266,7 +257,68 @@ Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
+// Whether a GEMM with a bias epilogue (Bias, BiasGradA) can run: floating operands and a nonempty
+// product; on CUDA not float64, which cuBLASLt's epilogues do not take.
+bool bias_epilogue_fits(const Tensor& x, int64_t in, int64_t out_f) {
+  if (x.numel() == 0 || in == 0 || out_f == 0 || !x.is_floating_point()) return false;
+  return !x.is_cuda() || x.dtype() != DType::Float64;
+}
+
+// A projection's weight and bias gradients from its output gradient dy [rows, out] and input x
+// [rows, in]: dW = dy^T x and db = dy's column sums. When both are wanted and the epilogue fits, one
+// GEMM gives both (BiasGradA: the bias gradient comes from the GEMM's own read of dy); no autograd.
+std::pair<Tensor, Tensor> weight_and_bias_grads(const char* op, const Tensor& dy, const Tensor& x, bool want_weight,
+                                                bool want_bias) {
+  if (!(want_weight && want_bias && bias_epilogue_fits(dy, x.size(1), dy.size(1)) && dy.size(0) > 0)) {
+    return {want_weight ? matmul(dy.t(), x) : Tensor(), want_bias ? sum(dy, {0}) : Tensor()};
+  }
+  const TensorOptions options(dy.dtype(), dy.device());
+  Tensor dw = ops::empty_for(op, {dy.size(1), x.size(1)}, options);
+  Tensor db = ops::empty_for(op, {dy.size(1)}, options);
+  gemm_epilogue(op, dy.t(), x, dw, [&](GemmArgs& g) {
+    g.epilogue = GemmEpilogue::BiasGradA;
+    g.bias_grad = db.data_ptr();
+  });
+  return {dw, db};
+}
+
 }  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &weight, &bias})) {
+    return linear((*c)[0], (*c)[1], (*c)[2]);
+  }
+  check_linear(op, x, weight, bias);
+  const int64_t in = weight.size(1), out_f = weight.size(0);
+  if (!bias.defined() || !bias_epilogue_fits(x, in, out_f)) {
+    Tensor y = matmul(x, weight.t());
+    return bias.defined() ? y + bias : y;
+  }
+  // One GEMM with the bias in its epilogue; the backward's weight GEMM also gives the bias gradient.
+  const Tensor x2 = x.detach().reshape({x.numel() / in, in});
+  Tensor y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
+  const Tensor b = bias.detach().contiguous();
+  gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
+    g.epilogue = GemmEpilogue::Bias;
+    g.bias = b.data_ptr();
+  });
+  if (needs_grad({&x, &weight, &bias})) {
+    // x itself is saved (not its 2-d view) so that the tape's version check sees it change.
+    const Shape x_shape = x.sizes();
+    record_function(op, {x, weight, bias}, {y}, {x, weight}, [x_shape](const FunctionNode::Context& ctx) {
+      const Tensor w = ctx.saved_at(1);
+      const Tensor xs = ctx.saved_at(0).reshape({-1, w.size(1)});
+      const Tensor dy = ops::dense_grad(ctx.grads[0], w.dtype()).reshape({xs.size(0), w.size(0)});
+      TensorList grads(3);
+      if (ctx.needs_input_grad[0]) grads[0] = matmul(dy, w).reshape(x_shape);
+      std::tie(grads[1], grads[2]) =
+          weight_and_bias_grads("linear", dy, xs, ctx.needs_input_grad[1], ctx.needs_input_grad[2]);
+      return grads;
+    });
+  }
+  return y;
+}
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "linear_gelu";
@@ -289,8 +341,8 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       const Tensor dh = ops::backward_kernel(g2, hs, BinaryOp::GeluTanhBackward);
       TensorList grads(3);
       if (ctx.needs_input_grad[0]) grads[0] = matmul(dh, w).reshape(x_shape);
-      if (ctx.needs_input_grad[1]) grads[1] = matmul(dh.t(), xs);
-      if (ctx.needs_input_grad[2]) grads[2] = sum(dh, {0});
+      std::tie(grads[1], grads[2]) =
+          weight_and_bias_grads("linear_gelu", dh, xs, ctx.needs_input_grad[1], ctx.needs_input_grad[2]);
       return grads;
     });
   }
@@ -324,8 +376,8 @@ Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tenso
       const Tensor xs = ctx.saved_at(0).reshape({hs.size(0), w1s.size(1)});
       const Tensor dz = ops::dense_grad(ctx.grads[0], hs.dtype()).reshape({hs.size(0), w2s.size(0)});
       TensorList grads(5);
-      if (ctx.needs_input_grad[3]) grads[3] = matmul(dz.t(), gs);
-      if (ctx.needs_input_grad[4]) grads[4] = sum(dz, {0});
+      std::tie(grads[3], grads[4]) =
+          weight_and_bias_grads("gelu_mlp", dz, gs, ctx.needs_input_grad[3], ctx.needs_input_grad[4]);
       if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1] || ctx.needs_input_grad[2]) {
         // Through the down-projection and GELU in one GEMM: dH and the first bias's gradient.
         auto [dh, db1] = dgelu_bgrad_gemm("gelu_mlp", dz, w2s, hs);

@@ -319,6 +319,23 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
 }
 
+// dst[j] = the sum of column j of a rows x cols matrix (leading dimension ld), over the rows in
+// order; blocks of 64 columns in parallel, so the bits do not depend on the thread count.
+template <typename T, typename Acc> void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst) {
+  constexpr int64_t kBlock = 64;
+  cpu::parallel_for((cols + kBlock - 1) / kBlock, 1, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
+      Acc sums[kBlock] = {};
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* row = src + i * ld;
+        for (int64_t j = j0; j < j1; ++j) sums[j - j0] += static_cast<Acc>(row[j]);
+      }
+      for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<T>(sums[j - j0]);
+    }
+  });
+}
+
 // BiasGeluAux after the product was stored in aux: H = aux + bias, C = gelu_tanh(H), rows in
 // parallel. GELU reads H before it is rounded to T, as cuBLASLt's epilogue does.
 template <typename T, typename Acc> void bias_gelu_aux(const GemmArgs& g) {
@@ -357,34 +374,50 @@ template <typename T, typename Acc> void dgelu_bgrad(const GemmArgs& g) {
       }
     }
   });
-  constexpr int64_t kBlock = 64;
+  column_sums<T, Acc>(c, m, n, g.ldc, static_cast<T*>(g.bias_grad));
+}
+
+// BiasGradA after the product: bias_grad[i] = the sum of op(A)'s row i over k, in order. With
+// trans_a that row is a column of the stored k x m matrix.
+template <typename T, typename Acc> void bias_grad_a(const GemmArgs& g) {
+  const auto* a = static_cast<const T*>(g.a);
   auto* db = static_cast<T*>(g.bias_grad);
-  cpu::parallel_for((n + kBlock - 1) / kBlock, 1, [&](int64_t, int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
-      Acc sums[kBlock] = {};
-      for (int64_t i = 0; i < m; ++i) {
-        const T* y = c + i * g.ldc;
-        for (int64_t j = j0; j < j1; ++j) sums[j - j0] += static_cast<Acc>(y[j]);
-      }
-      for (int64_t j = j0; j < j1; ++j) db[j] = static_cast<T>(sums[j - j0]);
+  if (g.trans_a) return column_sums<T, Acc>(a, g.k, g.m, g.lda, db);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.k, 1));
+  cpu::parallel_for(g.m, grain, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* row = a + i * g.lda;
+      Acc sum = 0;
+      for (int64_t j = 0; j < g.k; ++j) sum += static_cast<Acc>(row[j]);
+      db[i] = static_cast<T>(sum);
     }
   });
 }
 
 template <typename T, typename Acc> void gemm_with_epilogue(const GemmArgs& g) {
-  if (g.epilogue == GemmEpilogue::None) return gemm_typed<T, Acc>(g);
-  GemmArgs product = g;  // the product alone: into aux (BiasGeluAux) or C (DGeluBgrad)
+  GemmArgs product = g;  // the product alone: into aux (BiasGeluAux) or C
   product.epilogue = GemmEpilogue::None;
-  if (g.epilogue == GemmEpilogue::BiasGeluAux) {
-    product.c = g.aux;
-    product.ldc = g.ldaux;
-  }
-  gemm_typed<T, Acc>(product);
-  if (g.epilogue == GemmEpilogue::BiasGeluAux) {
-    bias_gelu_aux<T, Acc>(g);
-  } else {
-    dgelu_bgrad<T, Acc>(g);
+  switch (g.epilogue) {
+    case GemmEpilogue::None: return gemm_typed<T, Acc>(g);
+    case GemmEpilogue::Bias: {
+      // C starts as the bias in every row and the product adds into it: P + bias, rounded once.
+      auto* c = static_cast<T*>(g.c);
+      const auto* bias = static_cast<const T*>(g.bias);
+      for (int64_t i = 0; i < g.m; ++i) std::copy(bias, bias + g.n, c + i * g.ldc);
+      product.beta = 1.0;
+      return gemm_typed<T, Acc>(product);
+    }
+    case GemmEpilogue::BiasGradA:
+      gemm_typed<T, Acc>(product);
+      return bias_grad_a<T, Acc>(g);
+    case GemmEpilogue::BiasGeluAux:
+      product.c = g.aux;
+      product.ldc = g.ldaux;
+      gemm_typed<T, Acc>(product);
+      return bias_gelu_aux<T, Acc>(g);
+    case GemmEpilogue::DGeluBgrad:
+      gemm_typed<T, Acc>(product);
+      return dgelu_bgrad<T, Acc>(g);
   }
 }
 
@@ -392,15 +425,18 @@ template <typename T, typename Acc> void gemm_with_epilogue(const GemmArgs& g) {
 
 void check_gemm_epilogue(const GemmArgs& g) {
   if (g.epilogue == GemmEpilogue::None) return;
-  if (g.batch.count != 1 || g.alpha != 1.0 || g.beta != 0.0) {
-    throw Error("gemm: an epilogue takes one product with alpha 1 and beta 0, got " +
+  if (g.batch.count != 1 || g.alpha != 1.0 || g.beta != 0.0 || g.k <= 0) {
+    throw Error("gemm: an epilogue takes one product with alpha 1, beta 0 and k > 0, got " +
                 std::to_string(g.batch.count) + " products, alpha " + std::to_string(g.alpha) + ", beta " +
-                std::to_string(g.beta));
+                std::to_string(g.beta) + ", k " + std::to_string(g.k));
   }
-  const bool forward = g.epilogue == GemmEpilogue::BiasGeluAux;
-  if (!(forward ? g.bias : g.bias_grad) || !g.aux || g.ldaux < g.n) {
-    throw Error(std::string("gemm: the ") + (forward ? "bias-GELU epilogue needs a bias" : "dGELU epilogue needs a "
-                "bias gradient") + ", an aux matrix and ldaux >= n (n " + std::to_string(g.n) + ", ldaux " +
+  const bool reads_bias = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGeluAux;
+  if (reads_bias ? !g.bias : !g.bias_grad) {
+    throw Error(std::string("gemm: the ") + (reads_bias ? "bias epilogues need a bias" : "bias-gradient epilogues "
+                "need a bias gradient to write") + " (m " + std::to_string(g.m) + ", n " + std::to_string(g.n) + ")");
+  }
+  if (gemm_epilogue_has_aux(g.epilogue) && (!g.aux || g.ldaux < g.n)) {
+    throw Error("gemm: the GELU epilogues need an aux matrix and ldaux >= n (n " + std::to_string(g.n) + ", ldaux " +
                 std::to_string(g.ldaux) + ")");
   }
 }

@@ -2,10 +2,11 @@
 // C = op(A) op(B) runs as C^T = op(B)^T op(A)^T: the operands swap places and keep their own
 // transpose flags, with no copy. A plan (descriptors plus the heuristic's first algorithm) is built
 // once per problem, pointer alignment included, and reused; runs of batches whose offsets step
-// evenly become one strided-batched call. The epilogues (GemmEpilogue) are cuBLASLt's
-// CUBLASLT_EPILOGUE_GELU_AUX_BIAS and CUBLASLT_EPILOGUE_DGELU_BGRAD: in cuBLASLt's column-major
-// terms D is kiln's C^T, n rows, so its per-row bias (or bias gradient, a sum along the row) is
-// kiln's per-column one, and the aux matrix H^T has D's shape.
+// evenly become one strided-batched call. The epilogues (GemmEpilogue) are cuBLASLt's: in its
+// column-major terms D is kiln's C^T, n rows, so its per-row bias (CUBLASLT_EPILOGUE_BIAS,
+// _GELU_AUX_BIAS) or bias gradient (a sum along D's row: _DGELU_BGRAD) is kiln's per-column one, and
+// the aux matrix H^T has D's shape. BiasGradA sums kiln's op(A) over k; kiln's A is cuBLASLt's B,
+// so that is CUBLASLT_EPILOGUE_BGRADB, one value per column of D (per row of kiln's C).
 #include <cublasLt.h>
 
 #include <array>
@@ -103,11 +104,24 @@ std::mutex& epilogue_mutex() {
   return *m;
 }
 
+// Sets the bias (or bias gradient) pointer, and the aux pointer where the epilogue has one.
 void set_epilogue_pointers(cublasLtMatmulDesc_t op, const void* bias, void* aux) {
   check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
         "cublasLtMatmulDescSetAttribute (bias pointer)");
+  if (aux == nullptr) return;
   check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
         "cublasLtMatmulDescSetAttribute (aux pointer)");
+}
+
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::BiasGradA: return CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is kiln's A
+    case GemmEpilogue::BiasGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GemmEpilogue::DGeluBgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case GemmEpilogue::None: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 // Descriptors and algorithm of one Problem. In cuBLASLt's terms A is kiln's B, B is kiln's A, and
@@ -172,13 +186,14 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const Problem& p) {
   check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
         "cublasLtMatmulDescSetAttribute (transb)");
   if (p.epilogue != GemmEpilogue::None) {
-    const cublasLtEpilogue_t epilogue =
-        p.epilogue == GemmEpilogue::BiasGeluAux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    const cublasLtEpilogue_t epilogue = lt_epilogue(p.epilogue);
     check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
           "cublasLtMatmulDescSetAttribute (epilogue)");
-    const int64_t ldaux = p.ldaux;
-    check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux, sizeof(ldaux)),
-          "cublasLtMatmulDescSetAttribute (aux leading dimension)");
+    if (gemm_epilogue_has_aux(p.epilogue)) {
+      const int64_t ldaux = p.ldaux;
+      check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux, sizeof(ldaux)),
+            "cublasLtMatmulDescSetAttribute (aux leading dimension)");
+    }
     set_epilogue_pointers(plan->op, p.bias, p.aux);  // the heuristic reads their alignment
   }
   // Stored shapes (before op): kiln's B is k x n row-major, i.e. n x k column-major (k x n when
@@ -318,11 +333,10 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
   const GemmBatch& batch = g.batch;
   (void)lt_types(dtype, allow_tf32);  // rejects other dtypes before anything runs
   check_gemm_epilogue(g);
-  const bool epilogue = g.epilogue != GemmEpilogue::None;
-  if (epilogue && (dtype == DType::Float64 || g.ldaux % 8 != 0 || k <= 0)) {
-    throw Error("gemm: cuBLASLt's GELU epilogues take float32, float16 or bfloat16, ldaux a multiple of 8 and "
-                "k > 0; got " + std::string(dtype_name(dtype)) + ", ldaux " + std::to_string(g.ldaux) + ", k " +
-                std::to_string(k));
+  const bool epilogue = g.epilogue != GemmEpilogue::None, has_aux = gemm_epilogue_has_aux(g.epilogue);
+  if (epilogue && (dtype == DType::Float64 || (has_aux && g.ldaux % 8 != 0))) {
+    throw Error("gemm: cuBLASLt's epilogues take float32, float16 or bfloat16, and the GELU ones ldaux a multiple "
+                "of 8; got " + std::string(dtype_name(dtype)) + (has_aux ? ", ldaux " + std::to_string(g.ldaux) : ""));
   }
   if (batch.count <= 0 || m <= 0 || n <= 0) return;
   const Stream stream = ctx.stream;
@@ -376,17 +390,18 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
               device};
     if (epilogue) {
       p.epilogue = g.epilogue;
-      p.ldaux = g.ldaux;
-      p.align_aux = alignment_of(g.aux, 0, es);
-      p.bias = g.epilogue == GemmEpilogue::BiasGeluAux ? g.bias : g.bias_grad;
+      p.ldaux = has_aux ? g.ldaux : 0;
+      p.align_aux = has_aux ? alignment_of(g.aux, 0, es) : 0;
+      const bool reads_bias = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGeluAux;
+      p.bias = reads_bias ? g.bias : g.bias_grad;
       p.align_bias = alignment_of(p.bias, 0, es);
-      p.aux = g.aux;
+      p.aux = has_aux ? g.aux : nullptr;
     }
     const Plan& plan = get_plan(handle, p);
     std::unique_lock<std::mutex> lock;
     if (epilogue) {
       lock = std::unique_lock<std::mutex>(epilogue_mutex());
-      set_epilogue_pointers(plan.op, p.bias, g.aux);
+      set_epilogue_pointers(plan.op, p.bias, p.aux);
     }
     // cuBLASLt's A is kiln's B and its B is kiln's A; C and D are both kiln's C (beta == 0 does
     // not read it).

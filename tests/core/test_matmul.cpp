@@ -18,9 +18,11 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/matmul.h"
 #include "tests/threads.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
 using kiln::test::ThreadCountGuard;
+using kiln::test::worst_ratio;
 
 namespace {
 
@@ -215,6 +217,142 @@ TEST_CASE("gemm_cpu: alpha, beta, transposes and padded leading dimensions in ev
       }
     }
   }
+}
+
+// The bias epilogues of linear's forward (Bias) and weight gradient (BiasGradA), against float64:
+// C = P + bias with one rounding (the bias enters as C's starting value, so the error bound is the
+// same as for beta = 1), and bias_grad = the sums of op(A)'s rows, for both layouts of A.
+TEST_CASE("gemm_cpu: the bias epilogues add the bias once and sum op(A)'s rows", "[linalg]") {
+  const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
+  INFO("backend " << cpu::gemm_backend_name(backend));
+  cpu::GemmBackendScope use(backend);
+  manual_seed(13);
+  const int64_t m = 19, n = 21, k = 37;
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool ta = mode & 1, tb = mode & 2;
+      INFO(dtype_name(t) << " ta=" << ta << " tb=" << tb);
+      const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+      Tensor a = randn({ta ? k : m, lda}).to(t), b = randn({tb ? n : k, ldb}).to(t);
+      Tensor bias = randn({n}).to(t);
+      const double acc_eps = t == DType::Float64 ? 0x1p-53 : 0x1p-24;
+      const std::vector<double> av = a.to_vector_double(), bv = b.to_vector_double(), biasv = bias.to_vector_double();
+
+      Tensor out = full({m, ldc}, std::numeric_limits<double>::quiet_NaN(), TensorOptions(t));
+      GemmArgs g = gemm_args(t, ta, tb, m, n, k, 1.0, a.data_ptr(), lda, b.data_ptr(), ldb, 0.0, out.data_ptr(), ldc);
+      g.epilogue = GemmEpilogue::Bias;
+      g.bias = bias.data_ptr();
+      gemm_cpu(g, KernelContext{});
+      std::vector<double> c0(at(m * ldc));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) c0[at(i * ldc + j)] = biasv[at(j)];
+      }
+      const Reference r = ref_gemm(ta, tb, m, n, k, 1.0, av, lda, bv, ldb, 1.0, c0, ldc);
+      const std::vector<double> ov = out.to_vector_double();
+      int64_t bad = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const double ref = r.value[at(i * n + j)];
+          const double tol = 2 * (k + 2) * acc_eps * r.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref) +
+                             (t == DType::Float16 ? 0x1p-24 : 0.0);
+          if (!(std::fabs(ov[at(i * ldc + j)] - ref) <= tol)) ++bad;
+        }
+        for (int64_t j = n; j < ldc; ++j) bad += std::isnan(ov[at(i * ldc + j)]) ? 0 : 1;  // padding untouched
+      }
+      CHECK(bad == 0);
+
+      Tensor grad_out = full({m, ldc}, std::numeric_limits<double>::quiet_NaN(), TensorOptions(t));
+      Tensor bias_grad = full({m}, std::numeric_limits<double>::quiet_NaN(), TensorOptions(t));
+      g.epilogue = GemmEpilogue::BiasGradA;
+      g.bias = nullptr;
+      g.bias_grad = bias_grad.data_ptr();
+      g.c = grad_out.data_ptr();
+      gemm_cpu(g, KernelContext{});
+      const Reference p = ref_gemm(ta, tb, m, n, k, 1.0, av, lda, bv, ldb, 0.0, c0, ldc);
+      const std::vector<double> pv = grad_out.to_vector_double(), dbv = bias_grad.to_vector_double();
+      bad = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const double ref = p.value[at(i * n + j)];
+          const double tol = 2 * (k + 2) * acc_eps * p.scale[at(i * n + j)] + unit_roundoff(t) * std::fabs(ref) +
+                             (t == DType::Float16 ? 0x1p-24 : 0.0);
+          if (!(std::fabs(pv[at(i * ldc + j)] - ref) <= tol)) ++bad;
+        }
+        double sum = 0, scale = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const double x = ta ? av[at(q * lda + i)] : av[at(i * lda + q)];
+          sum += x;
+          scale += std::fabs(x);
+        }
+        const double tol = 2 * (k + 2) * acc_eps * scale + unit_roundoff(t) * std::fabs(sum);
+        if (!(std::fabs(dbv[at(i)] - sum) <= tol)) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("gemm_cpu: an epilogue's missing operands and other products are errors naming them", "[linalg]") {
+  const float a[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
+  float c[4] = {}, db[2] = {};
+  auto args = [&](GemmEpilogue e) {
+    GemmArgs g = gemm_args(DType::Float32, false, false, 2, 2, 2, 1.0, a, 2, a, 2, 0.0, c, 2);
+    g.epilogue = e;
+    g.bias = bias;
+    g.bias_grad = db;
+    return g;
+  };
+  GemmArgs g = args(GemmEpilogue::Bias);
+  g.bias = nullptr;
+  CHECK_THROWS_WITH(gemm_cpu(g, KernelContext{}), Catch::Contains("bias epilogues need a bias"));
+  g = args(GemmEpilogue::BiasGradA);
+  g.bias_grad = nullptr;
+  CHECK_THROWS_WITH(gemm_cpu(g, KernelContext{}), Catch::Contains("need a bias gradient"));
+  g = args(GemmEpilogue::BiasGeluAux);
+  CHECK_THROWS_WITH(gemm_cpu(g, KernelContext{}), Catch::Contains("aux matrix"));
+  g = args(GemmEpilogue::Bias);
+  g.beta = 1.0;
+  CHECK_THROWS_WITH(gemm_cpu(g, KernelContext{}), Catch::Contains("beta 1"));
+  g = args(GemmEpilogue::BiasGradA);
+  g.k = 0;
+  CHECK_THROWS_WITH(gemm_cpu(g, KernelContext{}), Catch::Contains("k 0"));
+  for (float v : c) CHECK(v == 0.0f);  // nothing ran
+}
+
+// linear with a bias is one node whose forward is the Bias epilogue and whose backward gives the
+// bias gradient from the weight GEMM (BiasGradA); without a bias it is matmul's node. The fused
+// path against matmul + bias, forward and gradients, and the node's name.
+TEST_CASE("linear: the fused bias path is one node and equals matmul + bias", "[linalg]") {
+  manual_seed(14);
+  for (DType t : {DType::Float32, DType::Float64}) {
+    INFO(dtype_name(t));
+    Tensor x = randn({2, 5, 7}).to(t).set_requires_grad(true), w = randn({3, 7}).to(t).set_requires_grad(true);
+    Tensor b = randn({3}).to(t).set_requires_grad(true);
+    Tensor y = linear(x, w, b);
+    REQUIRE(y.grad_fn());
+    CHECK(y.grad_fn()->name() == "linear");
+    Tensor dy = randn({2, 5, 3}).to(t);
+    y.backward(dy);
+    Tensor x2 = x.detach().set_requires_grad(true), w2 = w.detach().set_requires_grad(true);
+    Tensor b2 = b.detach().set_requires_grad(true);
+    Tensor y2 = matmul(x2, w2.t()) + b2;
+    y2.backward(dy);
+    const double tol = t == DType::Float64 ? 1e-12 : 1e-5;
+    CHECK(worst_ratio(y.detach(), y2.detach(), tol, tol) <= 1.0);
+    CHECK(worst_ratio(x.grad(), x2.grad(), tol, tol) <= 1.0);
+    CHECK(worst_ratio(w.grad(), w2.grad(), tol, tol) <= 1.0);
+    CHECK(worst_ratio(b.grad(), b2.grad(), tol, tol) <= 1.0);
+  }
+  // Only the bias needs a gradient, or only the weight: the fused weight GEMM is skipped.
+  Tensor x = randn({4, 6}), w = randn({2, 6}), b = randn({2}).set_requires_grad(true);
+  linear(x, w, b).sum().backward();
+  CHECK(b.grad().to_vector_double() == std::vector<double>{4.0, 4.0});
+  Tensor w3 = randn({2, 6}).set_requires_grad(true);
+  linear(x, w3, randn({2})).sum().backward();
+  CHECK(worst_ratio(w3.grad(), matmul(ones({2, 4}), x), 1e-5, 1e-5) <= 1.0);
+  // No bias: matmul's node.
+  REQUIRE(linear(x, w3).grad_fn());
+  CHECK(linear(x, w3).grad_fn()->name() != "linear");
 }
 
 TEST_CASE("gemm_cpu: OpenBLAS on tall and wide products, transposed and padded, matches float64", "[linalg]") {

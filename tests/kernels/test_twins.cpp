@@ -142,6 +142,41 @@ TEST_CASE("twins: a batched GEMM with repeated (broadcast) offsets and transpose
   CHECK(compare_twin(c, kSumAtol, kSumRtol) == "");
 }
 
+// linear's two bias epilogues on cuBLASLt (CUBLASLT_EPILOGUE_BIAS, and BGRADB for kiln's BiasGradA,
+// since cuBLASLt's B is kiln's A) against the CPU twin: the forward y = x W^T + b, and the weight
+// gradient dW = dY^T X with db = dY's column sums (A transposed, as linear runs it) and with A as
+// stored. A mix-up of cuBLASLt's A and B would sum the wrong operand: X's columns have n values.
+TEST_CASE("twins: the bias and bias-gradient GEMM epilogues", "[cuda][twins]") {
+  const DType dtype = GENERATE(DType::Float32, DType::BFloat16);
+  INFO(dtype_name(dtype));
+  const int64_t rows = 67, in = 40, out = 24;
+  // bfloat16 products are rounded once to 8 bits; float32 runs without TF32 here.
+  const double atol = dtype == DType::BFloat16 ? 5e-2 : kSumAtol, rtol = dtype == DType::BFloat16 ? 1e-2 : kSumRtol;
+  Twin x = twin_randn({rows, in}, dtype, 30), w = twin_randn({out, in}, dtype, 31), b = twin_randn({out}, dtype, 32);
+  Twin y = twin_poisoned({rows, out}, dtype);
+  run_twins(kernels::gemm, [&](Device d) {
+    GemmArgs g = gemm_args(dtype, false, true, rows, out, in, 1.0, x.ptr(d), in, w.ptr(d), in, 0.0, y.ptr(d), out);
+    g.epilogue = GemmEpilogue::Bias;
+    g.bias = b.ptr(d);
+    return std::tuple(g);
+  });
+  CHECK(compare_twin(y, atol, rtol) == "");
+  for (bool trans_a : {true, false}) {
+    INFO((trans_a ? "dY^T X" : "A as stored"));
+    Twin dy = twin_randn(trans_a ? Shape{rows, out} : Shape{out, rows}, dtype, 33);
+    Twin dw = twin_poisoned({out, in}, dtype), db = twin_poisoned({out}, dtype);
+    run_twins(kernels::gemm, [&](Device d) {
+      GemmArgs g = gemm_args(dtype, trans_a, false, out, in, rows, 1.0, dy.ptr(d), trans_a ? out : rows, x.ptr(d), in,
+                             0.0, dw.ptr(d), in);
+      g.epilogue = GemmEpilogue::BiasGradA;
+      g.bias_grad = db.ptr(d);
+      return std::tuple(g);
+    });
+    CHECK(compare_twin(dw, atol, rtol) == "");
+    CHECK(compare_twin(db, atol, rtol) == "");
+  }
+}
+
 // One convolution problem in one layout, its three passes on both twins.
 void check_conv(bool channels_last, DType dtype, int64_t groups, bool with_bias, double atol, double rtol) {
   INFO((channels_last ? "channels-last " : "NCHW ") << dtype_name(dtype) << " groups " << groups
