@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/error.h"
@@ -319,6 +320,31 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   for (int64_t i = 0; i < batch.count; ++i) gemm_one<T, Acc>(problem(i), threads, ws);
 }
 
+// The epilogues' loops over one row, in clones for the CPU's vector width (KILN_CPU_CLONES,
+// kernels/cpu/loops.h; both clones give the same bits). Baseline code runs GELU's exp one value at a
+// time, which made a CPU GPT step's fused MLP slower than the unfused ops' cloned loops.
+template <typename T, typename Acc>
+KILN_CPU_CLONES void accumulate_row(Acc* __restrict__ sums, const T* __restrict__ row, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) sums[j] += static_cast<Acc>(row[j]);
+}
+template <typename T, typename Acc>
+KILN_CPU_CLONES void bias_gelu_row(T* __restrict__ h, T* __restrict__ y, const T* __restrict__ bias, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const Acc v = static_cast<Acc>(h[j]) + static_cast<Acc>(bias[j]);
+    h[j] = static_cast<T>(v);
+    y[j] = static_cast<T>(ew::gelu_tanh_fn(v));
+  }
+}
+template <typename T, typename Acc>
+KILN_CPU_CLONES void dgelu_row(T* __restrict__ y, const T* __restrict__ h, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = static_cast<T>(static_cast<Acc>(y[j]) * ew::gelu_tanh_grad(static_cast<Acc>(h[j])));
+  }
+}
+template <typename T, typename Acc> KILN_CPU_CLONES Acc row_sum(const T* row, int64_t n) {
+  return cpu::lane_sum<Acc>(n, [&](int64_t j) { return static_cast<Acc>(row[j]); });
+}
+
 // dst[j] = the sum of column j of a rows x cols matrix (leading dimension ld), over the rows in
 // order; blocks of 64 columns in parallel, so the bits do not depend on the thread count.
 template <typename T, typename Acc> void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst) {
@@ -327,71 +353,45 @@ template <typename T, typename Acc> void column_sums(const T* src, int64_t rows,
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
       Acc sums[kBlock] = {};
-      for (int64_t i = 0; i < rows; ++i) {
-        const T* row = src + i * ld;
-        for (int64_t j = j0; j < j1; ++j) sums[j - j0] += static_cast<Acc>(row[j]);
-      }
+      for (int64_t i = 0; i < rows; ++i) accumulate_row<T, Acc>(sums, src + i * ld + j0, j1 - j0);
       for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<T>(sums[j - j0]);
     }
   });
 }
 
-// BiasGeluAux after the product was stored in aux: H = aux + bias, C = gelu_tanh(H), rows in
-// parallel. GELU reads H before it is rounded to T, as cuBLASLt's epilogue does.
+// Rows in parallel, at least about 16384 elements a task.
+template <typename F> void for_rows(int64_t rows, int64_t width, F&& body) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1));
+  cpu::parallel_for(rows, grain, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) body(i);
+  });
+}
+
+// BiasGeluAux after the product was stored in aux: H = aux + bias, C = gelu_tanh(H). GELU reads H
+// before it is rounded to T, as cuBLASLt's epilogue does.
 template <typename T, typename Acc> void bias_gelu_aux(const GemmArgs& g) {
   auto* aux = static_cast<T*>(g.aux);
   auto* c = static_cast<T*>(g.c);
   const auto* bias = static_cast<const T*>(g.bias);
-  const int64_t n = g.n;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-  cpu::parallel_for(g.m, grain, [&](int64_t, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T* h = aux + i * g.ldaux;
-      T* y = c + i * g.ldc;
-      for (int64_t j = 0; j < n; ++j) {
-        const Acc v = static_cast<Acc>(h[j]) + static_cast<Acc>(bias[j]);
-        h[j] = static_cast<T>(v);
-        y[j] = static_cast<T>(ew::gelu_tanh_fn(v));
-      }
-    }
-  });
+  for_rows(g.m, g.n, [&](int64_t i) { bias_gelu_row<T, Acc>(aux + i * g.ldaux, c + i * g.ldc, bias, g.n); });
 }
 
-// DGeluBgrad after the product was stored in C: C = C * gelu_tanh'(aux), rows in parallel; then the
-// column sums of C into bias_grad, blocks of columns in parallel, each sum over the rows in order
-// (the same bits for any thread count).
+// DGeluBgrad after the product was stored in C: C = C * gelu_tanh'(aux); then the column sums of C
+// into bias_grad, each over the rows in order (the same bits for any thread count).
 template <typename T, typename Acc> void dgelu_bgrad(const GemmArgs& g) {
   const auto* aux = static_cast<const T*>(g.aux);
   auto* c = static_cast<T*>(g.c);
-  const int64_t m = g.m, n = g.n;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-  cpu::parallel_for(m, grain, [&](int64_t, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T* h = aux + i * g.ldaux;
-      T* y = c + i * g.ldc;
-      for (int64_t j = 0; j < n; ++j) {
-        y[j] = static_cast<T>(static_cast<Acc>(y[j]) * ew::gelu_tanh_grad(static_cast<Acc>(h[j])));
-      }
-    }
-  });
-  column_sums<T, Acc>(c, m, n, g.ldc, static_cast<T*>(g.bias_grad));
+  for_rows(g.m, g.n, [&](int64_t i) { dgelu_row<T, Acc>(c + i * g.ldc, aux + i * g.ldaux, g.n); });
+  column_sums<T, Acc>(c, g.m, g.n, g.ldc, static_cast<T*>(g.bias_grad));
 }
 
-// BiasGradA after the product: bias_grad[i] = the sum of op(A)'s row i over k, in order. With
-// trans_a that row is a column of the stored k x m matrix.
+// BiasGradA after the product: bias_grad[i] = the sum of op(A)'s row i over k (a fixed order that
+// depends only on k). With trans_a that row is a column of the stored k x m matrix.
 template <typename T, typename Acc> void bias_grad_a(const GemmArgs& g) {
   const auto* a = static_cast<const T*>(g.a);
   auto* db = static_cast<T*>(g.bias_grad);
   if (g.trans_a) return column_sums<T, Acc>(a, g.k, g.m, g.lda, db);
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.k, 1));
-  cpu::parallel_for(g.m, grain, [&](int64_t, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T* row = a + i * g.lda;
-      Acc sum = 0;
-      for (int64_t j = 0; j < g.k; ++j) sum += static_cast<Acc>(row[j]);
-      db[i] = static_cast<T>(sum);
-    }
-  });
+  for_rows(g.m, g.k, [&](int64_t i) { db[i] = static_cast<T>(row_sum<T, Acc>(a + i * g.lda, g.k)); });
 }
 
 template <typename T, typename Acc> void gemm_with_epilogue(const GemmArgs& g) {
