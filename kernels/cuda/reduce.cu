@@ -22,7 +22,11 @@ constexpr int kBlock = 256;
 // Two passes when the outputs alone give fewer blocks than this. A constant, not the device's SM
 // count: the plan (and so the order of additions) must not change from one GPU to another.
 constexpr int64_t kTargetBlocks = 1024;
-constexpr int64_t kMinPerThread = 16;  // a chunk gives each of its threads at least this many elements
+// A chunk gives each of its threads at least this many elements; on the 16-byte path at least
+// kMinRunsPerThread runs, so that a thread keeps 64 bytes in flight whatever the element size (16
+// bfloat16 values per thread, two runs, left half-precision rows at about half float32's speed).
+constexpr int64_t kMinPerThread = 16;
+constexpr int64_t kMinRunsPerThread = 4;
 constexpr int64_t kMaxGridX = 1 << 20;  // blocks loop over output groups beyond this
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -112,10 +116,11 @@ ReduceParams make_params(ReduceOp op, const ReduceArgs& a) {
   p.vec = inner && p.red_ndim == 1 && half_or_float && p.count > 1
               ? static_cast<int>(16 / (a.in_dtype == DType::Float32 ? 4 : 2))
               : 0;
+  const int64_t per_thread = p.vec > 0 ? kMinRunsPerThread * p.vec : kMinPerThread;
   if (inner) {
-    // Enough threads per output that each has about kMinPerThread elements: short rows share a
-    // block (fewer block-wide merges per row), long ones get the whole block.
-    p.br = pow2_at_least(ceil_div(p.count, kMinPerThread), kBlock);
+    // Enough threads per output that each has about per_thread elements: short rows share a block
+    // (fewer block-wide merges per row), long ones get the whole block.
+    p.br = pow2_at_least(ceil_div(p.count, per_thread), kBlock);
     p.bo = kBlock / p.br;
   } else {
     // Up to 256 outputs side by side; when there are fewer, the spare threads split r instead of
@@ -128,7 +133,7 @@ ReduceParams make_params(ReduceOp op, const ReduceArgs& a) {
   p.chunk_len = p.count;
   if (p.groups > 0 && p.groups < kTargetBlocks && p.count > 0) {
     const int64_t by_fill = ceil_div(kTargetBlocks, p.groups);
-    const int64_t by_work = ceil_div(p.count, static_cast<int64_t>(p.br) * kMinPerThread);
+    const int64_t by_work = ceil_div(p.count, static_cast<int64_t>(p.br) * per_thread);
     const int64_t want = std::min(by_fill, by_work);
     if (want >= 2) {
       // Chunks start at multiples of br (of br runs with vec), so every thread of a chunk starts
