@@ -1,10 +1,10 @@
 // 2-d convolution, forward and both backward passes, with one problem description for both devices.
-// The CPU lowers it to im2col + GEMM (kernels/cpu/conv.cpp, kernels/cpu/im2col.h): NCHW problems
-// one image at a time on planar columns (one row per tap), whose GEMMs read and write NCHW images;
-// channels-last problems over chunks of the batch on row columns (one row per output pixel), whose
-// GEMMs write channels-last order. Columns are float32 (float64 for float64), so half inputs widen
-// on the copy and the GEMM and col2im sums round only once. CUDA calls cuDNN with the tensors in
-// their own layout (no im2col).
+// The CPU lowers it to im2col + GEMM (kernels/cpu/conv.cpp, kernels/cpu/im2col.h), one image at a
+// time: NCHW problems on planar columns (one row per tap), whose GEMMs read and write NCHW images;
+// channels-last problems on row columns (one row per output pixel, in the channels-last filter's
+// (kh, kw, c) order), whose GEMMs read the filter as it is and write channels-last order. Columns
+// are float32 (float64 for float64), so half inputs widen on the copy and the GEMM and col2im sums
+// round only once. CUDA calls cuDNN with the tensors in their own layout (no im2col).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,7 @@
-// CPU convolution: im2col (kernels/cpu/im2col.h) + GEMM, in two forms.
-// - NCHW: planar columns, one image at a time (see "NCHW: planar columns" below).
-// - Channels-last: row columns and one GEMM per group over a chunk of the batch, in channels-last
-//   matrix form ([N*OH*OW, C_out]). Chunks are sized by a column-buffer budget that depends only on
-//   the shapes, so the weight gradient (chunks added in order) is the same bits on any thread count.
+// CPU convolution: im2col (kernels/cpu/im2col.h) + GEMM, in two forms, both one image at a time:
+// - NCHW: planar columns (see "NCHW: planar columns" below).
+// - Channels-last: row columns, in channels-last matrix form ([P, C_out] per image; see
+//   "channels-last: row columns").
 // Both give the same bits on any thread count.
 #include <algorithm>
 #include <string>
@@ -21,10 +20,6 @@ namespace kiln {
 namespace {
 
 // --- the convolution ---------------------------------------------------------------------------
-
-// Elements of the im2col buffer per batch chunk (64 MiB of float32): bounded memory for large
-// batches, one chunk for the usual training shapes.
-constexpr int64_t kColumnBudget = int64_t{1} << 24;
 
 ImageStrides dense_strides(int64_t c, int64_t h, int64_t w, bool channels_last) {
   return channels_last ? ImageStrides{h * w * c, 1, w * c, c} : ImageStrides{c * h * w, h * w, w, 1};
@@ -48,11 +43,6 @@ struct Plan {
   int64_t col_width() const { return p.geo.channels * taps(); }         // all groups
   int64_t group_k() const { return p.geo.channels / p.groups * taps(); }  // one group's GEMM depth
   int64_t group_out() const { return p.out_channels / p.groups; }
-  int64_t chunk() const {
-    const int64_t per_sample = pixels() * col_width();
-    const int64_t n = std::max<int64_t>(p.geo.batch, 1);
-    return per_sample <= 0 ? n : std::clamp<int64_t>(kColumnBudget / per_sample, 1, n);
-  }
   Conv2dGeometry chunk_geo(int64_t count) const {
     Conv2dGeometry g = p.geo;
     g.batch = count;
@@ -69,11 +59,6 @@ struct Plan {
     return p.channels_last && p.dtype == acc && w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 &&
            w.stride_w == 1 && w.pad_h == 0 && w.pad_w == 0 &&
            same_strides(p.x_strides, dense_strides(p.geo.channels, p.geo.in_h, p.geo.in_w, true));
-  }
-  // Scratch for the column matrix of `chunk` images (none for a pointwise conv, which needs none).
-  void* columns(int64_t chunk, const KernelContext& ctx) const {
-    if (pointwise()) return nullptr;
-    return ctx.workspace(static_cast<size_t>(chunk * pixels() * col_width()) * acc_size());
   }
   // The filter [C_out, C_in/groups, kH, kW] as the problem stores it.
   ImageStrides filter_strides() const {
@@ -97,15 +82,16 @@ void zero_image(const StridedArg& dst, const KernelContext& ctx) {
   fill_cpu(o, 0.0, ctx);
 }
 
-// The filter as a dense [C_out, C_in/groups * kH * kW] matrix of the acc dtype, in (c, kh, kw) order.
+// The filter as a dense [C_out, C_in/groups * kH * kW] matrix of the acc dtype, in the order the
+// problem stores it, which is its columns' order: (c, kh, kw) for NCHW, (kh, kw, c) for channels-last.
+// The filter itself when it is of the acc dtype.
 const void* filter_matrix(const Plan& pl, const void* w, const KernelContext& ctx) {
   const Conv2dArgs& p = pl.p;
   const Window2d& win = p.geo.window;
   const int64_t cg = p.geo.channels / p.groups;
-  if (p.dtype == pl.acc && !p.channels_last) return w;
+  if (p.dtype == pl.acc) return w;
   void* wm = ctx.workspace(static_cast<size_t>(p.out_channels * pl.group_k()) * pl.acc_size());
-  copy_image(image_arg(wm, pl.acc, p.out_channels, cg, win.kernel_h, win.kernel_w,
-                       dense_strides(cg, win.kernel_h, win.kernel_w, false)),
+  copy_image(image_arg(wm, pl.acc, p.out_channels, cg, win.kernel_h, win.kernel_w, pl.filter_strides()),
              image_arg(w, p.dtype, p.out_channels, cg, win.kernel_h, win.kernel_w, pl.filter_strides()), pl.acc, ctx);
   return wm;
 }
@@ -142,20 +128,6 @@ const void* at(const void* base, int64_t elements, size_t element) {
 void* at(void* base, int64_t elements, size_t element) {
   return static_cast<char*>(base) + elements * static_cast<int64_t>(element);
 }
-
-// The chunk's column matrix: x itself for a pointwise conv, else im2col into `cols`; sets ld.
-const void* chunk_columns(const Plan& pl, const void* x, void* cols, int64_t n0, int64_t count, int64_t& ld) {
-  const Conv2dArgs& p = pl.p;
-  const void* images = at(x, n0 * p.x_strides.n, element_size(p.dtype));
-  if (pl.pointwise()) {
-    ld = p.geo.channels;
-    return images;
-  }
-  ld = pl.col_width();
-  cpu::im2col_rows(cols, pl.acc, ld, images, p.dtype, p.x_strides, pl.chunk_geo(count));
-  return cols;
-}
-
 
 // --- NCHW: planar columns ----------------------------------------------------------------------
 // An NCHW problem uses planar columns (kernels/cpu/im2col.h), one image at a time: image n's
@@ -351,16 +323,34 @@ void planar_backward_filter(const Plan& pl, void* acc, const void* x, const void
   if (partials != acc) sum_partials(acc, partials, runs, wsize, pl.acc);
 }
 
-}  // namespace
+// --- channels-last: row columns ------------------------------------------------------------------
+// A channels-last problem uses row columns (kernels/cpu/im2col.h) the way NCHW uses planar ones: one
+// image at a time, in the same runs of images. Image n's [P, C*KH*KW] columns times the filter
+// (whose channels-last order [C_out, KH, KW, C/groups] is the columns' order, so a float32 or
+// float64 filter is read in place) is its [P, C_out] block of the channels-last output. A tap's
+// channels are adjacent in the image, so im2col copies runs of channels and col2im adds runs. A
+// pointwise kernel reads the whole batch as one [N*P, C] matrix instead: one GEMM, no columns.
+// One image's columns (not a chunk of the batch's) stay in cache between im2col and the GEMM.
+// Summation orders: an output sums its taps in (kh, kw, c) order; the weight gradient sums each
+// image's product, images in runs and runs in order, as the NCHW path does; col2im sums an input
+// element's terms by (kernel row, output column).
 
-void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
-                        const KernelContext& ctx) {
-  const Plan pl(p);
+// Bytes of one image's row columns.
+size_t row_column_bytes(const Plan& pl) {
+  return static_cast<size_t>(pl.col_width() * pl.pixels()) * pl.acc_size();
+}
+// Image n's [P, C*KH*KW] row columns (ld = C*KH*KW), im2col into `scratch`.
+const void* image_rows(const Plan& pl, const void* x, int64_t n, void* scratch) {
+  const Conv2dArgs& p = pl.p;
+  const void* image = at(x, n * p.x_strides.n, element_size(p.dtype));
+  cpu::im2col_rows(scratch, pl.acc, pl.col_width(), image, p.dtype, p.x_strides, pl.chunk_geo(1), p.groups);
+  return scratch;
+}
+
+void rows_forward(const Plan& pl, void* y, const void* x, const void* w, const void* bias, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
   const Conv2dGeometry& g = p.geo;
   const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
-  if (g.batch * pixels * cout == 0) return;
-  if (!p.channels_last) return planar_forward(pl, y, x, w, bias, ctx);
-  const StridedArg out = image_arg(y, p.dtype, g.batch, cout, g.out_h, g.out_w, p.y_strides);
   // acc: the [N*P, C_out] result matrix (y itself when y is that matrix already).
   void* acc = pl.y_is_matrix() ? y : ctx.workspace(static_cast<size_t>(g.batch * pixels * cout) * pl.acc_size());
   const StridedArg acc_arg = image_arg(acc, pl.acc, g.batch, cout, g.out_h, g.out_w, pl.y_matrix());
@@ -374,49 +364,118 @@ void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void*
   }
   if (k > 0) {
     const void* wm = filter_matrix(pl, w, ctx);
-    const int64_t chunk = pl.chunk();
-    void* cols = pl.columns(chunk, ctx);
-    const GroupOffsets off = group_offsets(p.groups, k, cog * k, cog);
-    for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-      const int64_t count = std::min(chunk, g.batch - n0);
-      int64_t ld = 0;
-      const void* a = chunk_columns(pl, x, cols, n0, count, ld);
-      // out[rows, group's channels] = cols[rows, group's taps] @ W_g^T
-      gemm_cpu(gemm_args(pl.acc, false, true, count * pixels, cog, k, 1.0, a, ld, wm, k, beta,
-                         at(acc, n0 * pixels * cout, pl.acc_size()), cout, off.batch()),
+    if (pl.pointwise()) {
+      // out[N*P, group's channels] = x[N*P, group's channels in] @ W_g^T
+      const GroupOffsets off = group_offsets(p.groups, k, cog * k, cog);
+      gemm_cpu(gemm_args(pl.acc, false, true, g.batch * pixels, cog, k, 1.0, x, g.channels, wm, k, beta, acc, cout,
+                         off.batch()),
                ctx);
+    } else {
+      const int64_t per_run = independent_run(g.batch), ld = pl.col_width();
+      const size_t bytes = row_column_bytes(pl), runs = static_cast<size_t>(cpu::num_chunks(g.batch, per_run));
+      for_image_runs(g.batch, per_run, ctx.workspace(bytes * runs), bytes,
+                     [&](int64_t, int64_t first, int64_t last, void* scratch) {
+                       for (int64_t n = first; n < last; ++n) {
+                         const void* cols = image_rows(pl, x, n, scratch);
+                         // out_n[P, group's channels] = columns_n[P, group's taps] @ W_g^T
+                         const GroupOffsets off = image_products(p.groups, 0, k, 0, cog * k, n * pixels * cout, cog);
+                         gemm_cpu(gemm_args(pl.acc, false, true, pixels, cog, k, 1.0, cols, ld, wm, k, beta, acc, cout,
+                                            off.batch()),
+                                  ctx);
+                       }
+                     });
     }
   }
-  if (acc != y) copy_image(out, acc_arg, pl.acc, ctx);
+  if (acc != y) {
+    copy_image(image_arg(y, p.dtype, g.batch, cout, g.out_h, g.out_w, p.y_strides), acc_arg, pl.acc, ctx);
+  }
+}
+
+void rows_backward_data(const Plan& pl, void* dx, const void* dy, const void* w, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
+  const void* gm = output_matrix(pl, dy, ctx);
+  const void* wm = filter_matrix(pl, w, ctx);
+  if (pl.pointwise()) {
+    // The column gradient is the input gradient: dx[N*P, group's channels in] = dout[N*P, group's
+    // channels] @ W_g.
+    const GroupOffsets off = group_offsets(p.groups, cog, cog * k, k);
+    gemm_cpu(gemm_args(pl.acc, false, false, g.batch * pixels, k, cog, 1.0, gm, cout, wm, k, 0.0, dx, g.channels,
+                       off.batch()),
+             ctx);
+    return;
+  }
+  const size_t es = element_size(p.dtype);
+  const int64_t per_run = independent_run(g.batch), ld = pl.col_width();
+  const size_t bytes = row_column_bytes(pl), runs = static_cast<size_t>(cpu::num_chunks(g.batch, per_run));
+  for_image_runs(g.batch, per_run, ctx.workspace(bytes * runs), bytes,
+                 [&](int64_t, int64_t first, int64_t last, void* scratch) {
+                   for (int64_t n = first; n < last; ++n) {
+                     // dcolumns_n[P, group's taps] = dout_n[P, group's channels] @ W_g
+                     const GroupOffsets off = image_products(p.groups, n * pixels * cout, cog, 0, cog * k, 0, k);
+                     gemm_cpu(gemm_args(pl.acc, false, false, pixels, k, cog, 1.0, gm, cout, wm, k, 0.0, scratch, ld,
+                                        off.batch()),
+                              ctx);
+                     cpu::col2im_rows(at(dx, n * p.x_strides.n, es), p.dtype, p.x_strides, scratch, pl.acc, ld,
+                                      pl.chunk_geo(1), p.groups);
+                   }
+                 });
+}
+
+// As planar_backward_filter: runs of images set by the batch size, a partial per run, the partials
+// added in run order. The [C_out, K] result is in the channels-last filter's (kh, kw, c) order.
+void rows_backward_filter(const Plan& pl, void* acc, const void* x, const void* dy, const KernelContext& ctx) {
+  const Conv2dArgs& p = pl.p;
+  const Conv2dGeometry& g = p.geo;
+  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
+  const void* gm = output_matrix(pl, dy, ctx);
+  if (pl.pointwise()) {
+    // dW_g = dout[N*P, group's channels]^T @ x[N*P, group's channels in]: one product over the batch.
+    const GroupOffsets off = group_offsets(p.groups, cog, k, cog * k);
+    gemm_cpu(gemm_args(pl.acc, true, false, cog, k, g.batch * pixels, 1.0, gm, cout, x, g.channels, 0.0, acc, k,
+                       off.batch()),
+             ctx);
+    return;
+  }
+  const int64_t wsize = cout * k, ld = pl.col_width();
+  const int64_t per_run = (g.batch + kWeightRuns - 1) / kWeightRuns, runs = cpu::num_chunks(g.batch, per_run);
+  const size_t bytes = row_column_bytes(pl);
+  void* partials = runs == 1 ? acc : ctx.workspace(static_cast<size_t>(runs * wsize) * pl.acc_size());
+  for_image_runs(g.batch, per_run, ctx.workspace(bytes * static_cast<size_t>(runs)), bytes,
+                 [&](int64_t r, int64_t first, int64_t last, void* scratch) {
+                   void* part = at(partials, r * wsize, pl.acc_size());
+                   for (int64_t n = first; n < last; ++n) {
+                     const void* cols = image_rows(pl, x, n, scratch);
+                     // partial_g (+)= dout_n[P, group's channels]^T @ columns_n[P, group's taps]
+                     const GroupOffsets off = image_products(p.groups, n * pixels * cout, cog, 0, k, 0, cog * k);
+                     gemm_cpu(gemm_args(pl.acc, true, false, cog, k, pixels, 1.0, gm, cout, cols, ld,
+                                        n == first ? 0.0 : 1.0, part, k, off.batch()),
+                              ctx);
+                   }
+                 });
+  if (partials != acc) sum_partials(acc, partials, runs, wsize, pl.acc);
+}
+
+}  // namespace
+
+void conv2d_forward_cpu(const Conv2dArgs& p, void* y, const void* x, const void* w, const void* bias,
+                        const KernelContext& ctx) {
+  const Plan pl(p);
+  const Conv2dGeometry& g = p.geo;
+  if (g.batch * pl.pixels() * p.out_channels == 0) return;
+  if (!p.channels_last) return planar_forward(pl, y, x, w, bias, ctx);
+  rows_forward(pl, y, x, w, bias, ctx);
 }
 
 void conv2d_backward_data_cpu(const Conv2dArgs& p, void* dx, const void* dy, const void* w, const KernelContext& ctx) {
   const Plan pl(p);
   const Conv2dGeometry& g = p.geo;
-  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
   const StridedArg gx = image_arg(dx, p.dtype, g.batch, g.channels, g.in_h, g.in_w, p.x_strides);
   if (gx.numel() == 0) return;
-  if (k == 0 || cog == 0 || pixels == 0) return zero_image(gx, ctx);
+  if (pl.group_k() == 0 || pl.group_out() == 0 || pl.pixels() == 0) return zero_image(gx, ctx);
   if (!p.channels_last) return planar_backward_data(pl, dx, dy, w, ctx);
-  const void* gm = output_matrix(pl, dy, ctx);
-  const void* wm = filter_matrix(pl, w, ctx);
-  const GroupOffsets off = group_offsets(p.groups, cog, cog * k, k);
-  const int64_t chunk = pl.chunk();
-  const bool direct = pl.pointwise();  // the column gradient is the input gradient
-  void* cols = pl.columns(chunk, ctx);
-  const size_t es = element_size(p.dtype);
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.batch - n0);
-    void* c = direct ? at(dx, n0 * p.x_strides.n, es) : cols;
-    const int64_t ldc = direct ? g.channels : pl.col_width();
-    // dcols[rows, group's taps] = dout[rows, group's channels] @ W_g
-    gemm_cpu(gemm_args(pl.acc, false, false, count * pixels, k, cog, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
-                       cout, wm, k, 0.0, c, ldc, off.batch()),
-             ctx);
-    if (!direct) {
-      cpu::col2im_rows(at(dx, n0 * p.x_strides.n, es), p.dtype, p.x_strides, cols, pl.acc, ldc, pl.chunk_geo(count));
-    }
-  }
+  rows_backward_data(pl, dx, dy, w, ctx);
 }
 
 void conv2d_backward_filter_cpu(const Conv2dArgs& p, void* dw, const void* x, const void* dy,
@@ -424,34 +483,21 @@ void conv2d_backward_filter_cpu(const Conv2dArgs& p, void* dw, const void* x, co
   const Plan pl(p);
   const Conv2dGeometry& g = p.geo;
   const Window2d& win = g.window;
-  const int64_t pixels = pl.pixels(), cout = p.out_channels, k = pl.group_k(), cog = pl.group_out();
-  const int64_t cg = g.channels / p.groups;
+  const int64_t cout = p.out_channels, cg = g.channels / p.groups;
   const StridedArg out = image_arg(dw, p.dtype, cout, cg, win.kernel_h, win.kernel_w, pl.filter_strides());
   if (out.numel() == 0) return;
-  if (g.batch == 0 || pixels == 0) return zero_image(out, ctx);
-  // The [C_out, K] gradient in (c, kh, kw) order and the acc dtype: dw itself when it is that already.
-  const bool in_place = p.dtype == pl.acc && !p.channels_last;
-  void* acc = in_place ? dw : ctx.workspace(static_cast<size_t>(cout * k) * pl.acc_size());
+  if (g.batch == 0 || pl.pixels() == 0) return zero_image(out, ctx);
+  // The [C_out, K] gradient in the filter's own order (filter_matrix) and the acc dtype: dw itself
+  // when it is of the acc dtype.
+  const bool in_place = p.dtype == pl.acc;
+  void* acc = in_place ? dw : ctx.workspace(static_cast<size_t>(cout * pl.group_k()) * pl.acc_size());
   if (!p.channels_last) {
     planar_backward_filter(pl, acc, x, dy, ctx);
   } else {
-    const void* gm = output_matrix(pl, dy, ctx);
-    const GroupOffsets off = group_offsets(p.groups, cog, k, cog * k);
-    const int64_t chunk = pl.chunk();
-    void* cols = pl.columns(chunk, ctx);
-    for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
-      const int64_t count = std::min(chunk, g.batch - n0);
-      int64_t ld = 0;
-      const void* b = chunk_columns(pl, x, cols, n0, count, ld);
-      // dW_g += dout[rows, group's channels]^T @ cols[rows, group's taps]; chunks add in order.
-      gemm_cpu(gemm_args(pl.acc, true, false, cog, k, count * pixels, 1.0, at(gm, n0 * pixels * cout, pl.acc_size()),
-                         cout, b, ld, n0 == 0 ? 0.0 : 1.0, acc, k, off.batch()),
-               ctx);
-    }
+    rows_backward_filter(pl, acc, x, dy, ctx);
   }
   if (!in_place) {
-    const ImageStrides nchw_filter = dense_strides(cg, win.kernel_h, win.kernel_w, false);
-    copy_image(out, image_arg(acc, pl.acc, cout, cg, win.kernel_h, win.kernel_w, nchw_filter), pl.acc, ctx);
+    copy_image(out, image_arg(acc, pl.acc, cout, cg, win.kernel_h, win.kernel_w, pl.filter_strides()), pl.acc, ctx);
   }
 }
 

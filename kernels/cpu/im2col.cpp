@@ -3,6 +3,7 @@
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -29,15 +30,39 @@ template <typename T, typename C> inline T narrow_to(C v) {
   }
 }
 
-// KW: the kernel's width when it is one of the common ones (1, 3, 5, 7), so that the innermost loops
-// over a window row have a fixed length the compiler unrolls; 0 for any other width.
-template <typename T, typename C, int KW>
-void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dGeometry& g) {
+// Copies n values from src, `stride` elements apart, into dst, widening them to C: one memcpy when
+// both are dense and of the same type.
+template <typename T, typename C> inline void copy_run(C* dst, const T* src, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (stride == 1) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
+      return;
+    }
+  }
+  if (stride == 1) {
+    for (int64_t e = 0; e < n; ++e) dst[e] = widen<C>(src[e]);
+  } else {
+    for (int64_t e = 0; e < n; ++e) dst[e] = widen<C>(src[e * stride]);
+  }
+}
+
+template <typename C> inline void add_run(C* __restrict dst, const C* __restrict src, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
+}
+
+// The row columns (kernels/cpu/im2col.h): each row is an output pixel's window, group after group,
+// tap after tap, each tap a run of the group's channels. Tasks are output rows (image, oh). With
+// one group and the channels of a pixel adjacent and pixels dense (a dense channels-last image),
+// a window row inside the image is one contiguous run of KW*C values: one copy; otherwise one copy
+// of Cg channels per tap.
+template <typename T, typename C>
+void im2col_rows_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dGeometry& g, int64_t groups) {
   const Window2d& w = g.window;
-  const int64_t kw = KW > 0 ? KW : w.kernel_w;
-  const int64_t taps = w.kernel_h * kw;
+  const int64_t kw = w.kernel_w, cg = g.channels / groups, k = w.kernel_h * kw * cg;
+  const bool whole_rows = groups == 1 && s.c == 1 && s.w == g.channels && w.dilation_w == 1;
   const int64_t rows = g.batch * g.out_h;
-  cpu::parallel_for(rows, cpu::grain_for(g.out_w * g.channels * taps), [&](int64_t, int64_t r0, int64_t r1) {
+  cpu::parallel_for(rows, cpu::grain_for(g.out_w * g.channels * w.kernel_h * kw), [&](int64_t, int64_t r0,
+                                                                                       int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / g.out_h, oh = r % g.out_h;
       const T* img = in + n * s.n;
@@ -45,25 +70,26 @@ void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dG
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         C* dst = col + (r * g.out_w + ow) * ld;
         const int64_t iw0 = ow * w.stride_w - w.pad_w;
-        // Most windows lie inside the image along W: no per-tap bounds check for them.
         const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
-        for (int64_t c = 0; c < g.channels; ++c) {
-          const T* plane = img + c * s.c;
+        for (int64_t gi = 0; gi < groups; ++gi) {
           for (int64_t i = 0; i < w.kernel_h; ++i) {
+            C* d = dst + gi * k + i * kw * cg;
             const int64_t ih = ih0 + i * w.dilation_h;
             if (ih < 0 || ih >= g.in_h) {
-              for (int64_t j = 0; j < kw; ++j) *dst++ = C(0);
+              std::fill(d, d + kw * cg, C(0));
               continue;
             }
-            const T* src_row = plane + ih * s.h;
-            if (w_inside) {
-              const T* src = src_row + iw0 * s.w;
-              const int64_t step = w.dilation_w * s.w;
-              for (int64_t j = 0; j < kw; ++j) *dst++ = widen<C>(src[j * step]);
-            } else {
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = iw0 + j * w.dilation_w;
-                *dst++ = (iw >= 0 && iw < g.in_w) ? widen<C>(src_row[iw * s.w]) : C(0);
+            const T* src_row = img + ih * s.h + gi * cg * s.c;
+            if (whole_rows && w_inside) {
+              copy_run(d, src_row + iw0 * s.w, kw * cg, 1);
+              continue;
+            }
+            for (int64_t j = 0; j < kw; ++j, d += cg) {
+              const int64_t iw = iw0 + j * w.dilation_w;
+              if (iw >= 0 && iw < g.in_w) {
+                copy_run(d, src_row + iw * s.w, cg, s.c);
+              } else {
+                std::fill(d, d + cg, C(0));
               }
             }
           }
@@ -73,61 +99,67 @@ void im2col_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dG
   });
 }
 
-template <typename T, typename C, int KW>
-void col2im_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2dGeometry& g) {
+// The adjoint of im2col_rows_typed. Tasks are input rows (image, ih): a row's [W, C] sums start
+// from zero and take, for each kernel row i that reaches ih (i ascending), each output pixel of the
+// output row reading it (ow ascending), that pixel's taps; every element gets at most one term per
+// (i, ow), so the order of its terms is (i, ow) whichever loop adds them, and the bits depend on
+// neither the thread count nor the path. With one group and no dilation along W, a window row
+// inside the image adds one contiguous run of KW*C values. The sums go straight into a dense
+// channels-last row of the column dtype, else into a buffer that is then stored.
+template <typename T, typename C>
+void col2im_rows_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2dGeometry& g, int64_t groups) {
   const Window2d& w = g.window;
-  const int64_t kw = KW > 0 ? KW : w.kernel_w;
-  const int64_t taps = w.kernel_h * kw;
-  const int64_t pixels = g.out_h * g.out_w;
-  const int64_t planes = g.batch * g.channels;
-  cpu::parallel_for(planes, cpu::grain_for(pixels * taps + g.in_h * g.in_w), [&](int64_t, int64_t p0, int64_t p1) {
-    std::vector<C> acc(static_cast<size_t>(g.in_h * g.in_w));
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t n = p / g.channels, c = p % g.channels;
-      std::fill(acc.begin(), acc.end(), C(0));
-      const C* base = col + n * pixels * ld + c * taps;
-      for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        const int64_t ih0 = oh * w.stride_h - w.pad_h;
+  const int64_t kw = w.kernel_w, ch = g.channels, cg = ch / groups, k = w.kernel_h * kw * cg;
+  const int64_t row_size = g.in_w * ch;
+  const bool whole_rows = groups == 1 && w.dilation_w == 1;
+  const bool in_place = std::is_same_v<T, C> && s.c == 1 && s.w == ch;
+  const int64_t cost = (w.kernel_h + w.stride_h - 1) / w.stride_h * g.out_w * kw * ch + row_size;
+  cpu::parallel_for(g.batch * g.in_h, cpu::grain_for(cost), [&](int64_t, int64_t r0, int64_t r1) {
+    std::vector<C> buffer(in_place ? 0 : static_cast<size_t>(row_size));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.in_h, ih = r % g.in_h;
+      T* dst_row = out + n * s.n + ih * s.h;
+      C* acc = buffer.data();
+      bool direct = false;
+      if constexpr (std::is_same_v<T, C>) {
+        if (in_place) {
+          acc = dst_row;
+          direct = true;
+        }
+      }
+      std::fill(acc, acc + row_size, C(0));
+      for (int64_t i = 0; i < w.kernel_h; ++i) {
+        const int64_t t = ih + w.pad_h - i * w.dilation_h;  // oh * stride_h when output row oh reads ih
+        if (t < 0 || t % w.stride_h != 0 || t / w.stride_h >= g.out_h) continue;
+        const int64_t oh = t / w.stride_h;
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const C* src = base + (oh * g.out_w + ow) * ld;
+          const C* src = col + ((n * g.out_h + oh) * g.out_w + ow) * ld + i * kw * cg;
           const int64_t iw0 = ow * w.stride_w - w.pad_w;
-          // As in im2col: no per-tap bounds check for windows inside the image along W. The same
-          // additions in the same order either way.
-          const bool w_inside = iw0 >= 0 && iw0 + (kw - 1) * w.dilation_w < g.in_w;
-          for (int64_t i = 0; i < w.kernel_h; ++i) {
-            const int64_t ih = ih0 + i * w.dilation_h;
-            if (ih < 0 || ih >= g.in_h) continue;
-            C* arow = acc.data() + ih * g.in_w;
-            if (w_inside) {
-              C* a = arow + iw0;
-              for (int64_t j = 0; j < kw; ++j) a[j * w.dilation_w] += src[i * kw + j];
-            } else {
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t iw = iw0 + j * w.dilation_w;
-                if (iw >= 0 && iw < g.in_w) arow[iw] += src[i * kw + j];
-              }
+          if (whole_rows && iw0 >= 0 && iw0 + kw - 1 < g.in_w) {
+            add_run(acc + iw0 * ch, src, kw * ch);
+            continue;
+          }
+          for (int64_t gi = 0; gi < groups; ++gi) {
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t iw = iw0 + j * w.dilation_w;
+              if (iw >= 0 && iw < g.in_w) add_run(acc + iw * ch + gi * cg, src + gi * k + j * cg, cg);
             }
           }
         }
       }
-      T* plane = out + n * s.n + c * s.c;
-      for (int64_t ih = 0; ih < g.in_h; ++ih) {
+      if (!direct) {
         for (int64_t iw = 0; iw < g.in_w; ++iw) {
-          plane[ih * s.h + iw * s.w] = narrow_to<T>(acc[static_cast<size_t>(ih * g.in_w + iw)]);
+          for (int64_t c = 0; c < ch; ++c) dst_row[iw * s.w + c * s.c] = narrow_to<T>(acc[iw * ch + c]);
         }
       }
     }
   });
 }
 
-// Calls f.template operator()<KW>() with the kernel width as a constant where it is a common one.
-template <typename F> void with_kernel_width(int64_t kernel_w, F&& f) {
-  switch (kernel_w) {
-    case 1: return f.template operator()<1>();
-    case 3: return f.template operator()<3>();
-    case 5: return f.template operator()<5>();
-    case 7: return f.template operator()<7>();
-    default: return f.template operator()<0>();
+void check_groups(const char* what, const Conv2dGeometry& g, int64_t groups) {
+  if (groups < 1 || g.channels % groups != 0) {
+    throw ShapeError(std::string(what) + ": groups " + std::to_string(groups) + " do not divide " +
+                     std::to_string(g.channels) + " channels");
   }
 }
 
@@ -243,24 +275,22 @@ void col2im_planes_typed(T* out, ImageStrides s, const C* col, int64_t ld, const
 }  // namespace
 
 void im2col_rows(void* col, DType col_dtype, int64_t ld_col, const void* in, DType in_dtype, ImageStrides in_strides,
-                const Conv2dGeometry& g) {
+                 const Conv2dGeometry& g, int64_t groups) {
   check_dtypes("im2col_rows", in_dtype, col_dtype);
+  check_groups("im2col_rows", g, groups);
   if (g.batch * g.out_h * g.out_w * g.channels == 0) return;
   visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
-      im2col_typed<T, C, KW>(static_cast<C*>(col), ld_col, static_cast<const T*>(in), in_strides, g);
-    });
+    im2col_rows_typed<T, C>(static_cast<C*>(col), ld_col, static_cast<const T*>(in), in_strides, g, groups);
   });
 }
 
 void col2im_rows(void* in_grad, DType in_dtype, ImageStrides in_strides, const void* col, DType col_dtype,
-                int64_t ld_col, const Conv2dGeometry& g) {
+                 int64_t ld_col, const Conv2dGeometry& g, int64_t groups) {
   check_dtypes("col2im_rows", in_dtype, col_dtype);
+  check_groups("col2im_rows", g, groups);
   if (g.batch * g.channels * g.in_h * g.in_w == 0) return;
   visit_image_dtype(in_dtype, [&]<typename T, typename C>() {
-    with_kernel_width(g.window.kernel_w, [&]<int KW>() {
-      col2im_typed<T, C, KW>(static_cast<T*>(in_grad), in_strides, static_cast<const C*>(col), ld_col, g);
-    });
+    col2im_rows_typed<T, C>(static_cast<T*>(in_grad), in_strides, static_cast<const C*>(col), ld_col, g, groups);
   });
 }
 

@@ -1,13 +1,15 @@
 // Hand tests for conv2d and pooling: what the op table cannot say (layouts of outputs and
 // gradients, a hand-computed convolution, bitwise determinism across thread counts, where the
-// max-pool gradient lands).
+// max-pool gradient lands, the channels-last row columns against NCHW and against their formulas).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/kiln.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/im2col.h"
 #include "kernels/cpu/parallel.h"
 #include "tests/threads.h"
 
@@ -226,4 +228,217 @@ TEST_CASE("conv2d: float16 and bfloat16 round once, like float32 rounded to half
     Tensor ref = conv2d(xh.to(DType::Float32), wh.to(DType::Float32), Tensor(), {1, 1}, {1, 1}).to(t);
     CHECK(same_bits(conv2d(xh, wh, Tensor(), {1, 1}, {1, 1}), ref));
   }
+}
+
+namespace {
+
+// Largest |a - b| / (1 + |b|) over the elements (infinity on a size mismatch).
+double worst_rel(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
+  if (va.size() != vb.size()) return INFINITY;
+  double worst = 0.0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    const double r = std::fabs(va[i] - vb[i]) / (1.0 + std::fabs(vb[i]));
+    worst = std::isnan(r) ? INFINITY : std::max(worst, r);
+  }
+  return worst;
+}
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;  // [N, C, H, W], [C_out, C/groups, KH, KW]
+  Pair stride, padding, dilation;
+  int64_t groups;
+};
+
+// The shapes the channels-last row columns treat apart (kernels/cpu/im2col.cpp): whole window rows
+// (one group, no dilation along W) or one run of channels per tap, windows over the edges, kernels
+// wider than a common width, 1x1 kernels that need columns (stride 2) and pointwise ones that do
+// not, channel counts that are multiples of nothing, and a batch of several weight-gradient runs.
+const std::vector<ConvCase>& row_column_cases() {
+  static const std::vector<ConvCase> cases = {
+      {"3x3, stride 2, padding 1, C 5", {2, 5, 9, 7}, {4, 5, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
+      {"3x2, groups 3, dilation 2x1, stride 1x2, padding 2x1", {2, 6, 8, 7}, {6, 2, 3, 2}, {1, 2}, {2, 1}, {2, 1}, 3},
+      {"2x4, dilation 1x2, padding 0x3", {1, 7, 5, 9}, {3, 7, 2, 4}, {1, 1}, {0, 3}, {1, 2}, 1},
+      {"5x5 over a 3x4 image, padding 2", {2, 3, 3, 4}, {2, 3, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},
+      {"1x1, stride 2", {2, 7, 5, 6}, {5, 7, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
+      {"1x1, padding 1", {2, 3, 4, 3}, {2, 3, 1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {"1x1 pointwise, groups 2", {3, 4, 5, 3}, {6, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 2},
+      {"3x3 depthwise, stride 2x1, padding 1", {2, 5, 6, 7}, {5, 1, 3, 3}, {2, 1}, {1, 1}, {1, 1}, 5},
+      {"batch 37, 3x3, padding 1", {37, 3, 5, 4}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {"one channel, 3x3, padding 1", {2, 1, 6, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+  };
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: channels-last row columns give NCHW's output and gradients in float64", "[conv]") {
+  for (const ConvCase& cs : row_column_cases()) {
+    INFO(cs.name);
+    manual_seed(17);
+    Tensor x0 = randn(cs.x).to(DType::Float64), w0 = randn(cs.w).to(DType::Float64);
+    Tensor b0 = randn({cs.w[0]}).to(DType::Float64);
+    auto run = [&](bool channels_last, bool bias) {
+      const MemoryFormat f = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+      Tensor xf = x0.contiguous(f);
+      // One channel: NCHW's bytes, but the strides must say channels-last for the row columns.
+      if (channels_last && cs.x[1] == 1) xf = xf.as_strided(cs.x, channels_last_strides(cs.x), 0);
+      Tensor x = xf.detach().set_requires_grad(true);
+      Tensor w = w0.contiguous(f).detach().set_requires_grad(true);
+      Tensor b = bias ? b0.detach().set_requires_grad(true) : Tensor();
+      Tensor y = conv2d(x, w, b, cs.stride, cs.padding, cs.dilation, cs.groups);
+      manual_seed(23);
+      y.backward(randn(y.sizes()).to(DType::Float64));
+      return TensorList{y, x.grad(), w.grad()};
+    };
+    for (bool bias : {false, true}) {
+      INFO("bias " << bias);
+      const TensorList nchw = run(false, bias), cl = run(true, bias);
+      // The same products summed in other orders: float64 rounding apart.
+      const char* names[3] = {"output", "input gradient", "weight gradient"};
+      for (size_t i = 0; i < nchw.size(); ++i) {
+        INFO(names[i]);
+        CHECK(nchw[i].sizes() == cl[i].sizes());
+        CHECK(worst_rel(cl[i], nchw[i]) < 1e-12);
+      }
+      // Channels-last in, channels-last out (the weight gradient where the weight has channels to order).
+      CHECK(cl[0].strides() == channels_last_strides(cl[0].sizes()));
+      CHECK(cl[1].strides() == channels_last_strides(cl[1].sizes()));
+      if (cs.w[1] > 1) CHECK(cl[2].strides() == channels_last_strides(cl[2].sizes()));
+    }
+  }
+}
+
+TEST_CASE("conv2d: channels-last float16 and bfloat16 are float32's results rounded once", "[conv]") {
+  // Half images widen into float32 columns, half filters and output gradients into float32
+  // matrices; the GEMMs and col2im's sums stay float32 and round once to half at the end, so each
+  // result is bitwise float32's on the widened values, rounded. Groups and padding take the
+  // per-tap copies and col2im's buffered store.
+  manual_seed(5);
+  Tensor x = randn({2, 6, 7, 5}), w = randn({4, 3, 3, 3}) * 0.2, gy = randn({2, 4, 4, 5});
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(t));
+    auto run = [&](DType d) {
+      Tensor xc = x.to(t).to(d).contiguous(MemoryFormat::ChannelsLast).detach().set_requires_grad(true);
+      Tensor wc = w.to(t).to(d).contiguous(MemoryFormat::ChannelsLast).detach().set_requires_grad(true);
+      Tensor y = conv2d(xc, wc, Tensor(), {2, 1}, {1, 1}, {1, 1}, 2);
+      y.backward(gy.to(t).to(d).contiguous(MemoryFormat::ChannelsLast));
+      return TensorList{y, xc.grad(), wc.grad()};
+    };
+    const TensorList half = run(t), single = run(DType::Float32);
+    for (size_t i = 0; i < half.size(); ++i) {
+      INFO("tensor " << i);
+      CHECK(half[i].dtype() == t);
+      CHECK(same_bits(half[i].to(DType::Float32), single[i].to(t).to(DType::Float32)));
+    }
+  }
+}
+
+TEST_CASE("conv2d: channels-last results are bitwise the same with 1 and 2 threads at any batch", "[conv]") {
+  ThreadCountGuard guard;
+  cpu::GemmBackendScope gemm(test::thread_independent_gemm());
+  // Batch 1: fewer images than threads, so the image's im2col, GEMMs and col2im use the pool; batch 3:
+  // a run of images per thread; batch 19: several weight-gradient runs.
+  for (int64_t batch : {1, 3, 19}) {
+    INFO("batch " << batch);
+    manual_seed(29);
+    Tensor x0 = randn({batch, 12, 17, 15}).contiguous(MemoryFormat::ChannelsLast);
+    Tensor w0 = randn({8, 12, 3, 3}).contiguous(MemoryFormat::ChannelsLast);
+    Tensor gy = randn({batch, 8, 9, 15}).contiguous(MemoryFormat::ChannelsLast);
+    auto run = [&](int threads) {
+      cpu::set_num_threads(threads);
+      Tensor x = x0.detach().set_requires_grad(true), w = w0.detach().set_requires_grad(true);
+      Tensor y = conv2d(x, w, Tensor(), {2, 1}, {1, 1});
+      y.backward(gy);
+      return TensorList{y, x.grad(), w.grad()};
+    };
+    const TensorList one = run(1), two = run(2);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("tensor " << i);
+      CHECK(same_bits(one[i], two[i]));
+    }
+  }
+}
+
+TEST_CASE("im2col_rows and col2im_rows follow their formulas for any image strides", "[conv]") {
+  // Integer values: every sum is exact in any order, so col2im can be compared exactly with a
+  // scatter in another order. Strides: dense channels-last (whole window rows), channels-last pixels
+  // with a gap after each pixel's channels (a run per tap), and NCHW planes (channels apart).
+  const int64_t n = 2, c = 6, h = 5, w = 7, groups = 2;
+  Conv2dGeometry g;
+  g.batch = n;
+  g.channels = c;
+  g.in_h = h;
+  g.in_w = w;
+  g.window = Window2d{3, 3, 2, 1, 1, 2, 1, 1};  // 3x3, stride 2x1, padding 1x2
+  g.out_h = (h + 2 * 1 - 3) / 2 + 1;
+  g.out_w = (w + 2 * 2 - 3) / 1 + 1;
+  const int64_t kh = 3, kw = 3, ld = c * kh * kw + 2;
+  const int64_t rows = n * g.out_h * g.out_w;
+  struct Layout {
+    const char* name;
+    ImageStrides s;
+    int64_t size;
+  };
+  const int64_t pix = c + 3;  // channels-last with 3 unused slots after each pixel
+  const std::vector<Layout> layouts = {
+      {"dense channels-last", {h * w * c, 1, w * c, c}, n * h * w * c},
+      {"channels-last with gaps", {h * w * pix + 5, 1, w * pix, pix}, n * (h * w * pix + 5)},
+      {"NCHW", {c * h * w, h * w, w, 1}, n * c * h * w},
+  };
+  for (int64_t use_groups : {int64_t{1}, groups}) {
+    const int64_t ucg = c / use_groups, uk = kh * kw * ucg;
+    for (const Layout& L : layouts) {
+      INFO(L.name << ", groups " << use_groups);
+      std::vector<double> img(static_cast<size_t>(L.size), -99.0);
+      auto at = [&](int64_t b, int64_t ch, int64_t y, int64_t x) {
+        return static_cast<size_t>(b * L.s.n + ch * L.s.c + y * L.s.h + x * L.s.w);
+      };
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t y = 0; y < h; ++y)
+            for (int64_t x = 0; x < w; ++x) {
+              img[at(b, ch, y, x)] = static_cast<double>((b * 7 + ch * 5 + y * 3 + x) % 11);
+            }
+      std::vector<double> col(static_cast<size_t>(rows * ld), -1.0);
+      cpu::im2col_rows(col.data(), DType::Float64, ld, img.data(), DType::Float64, L.s, g, use_groups);
+      // The header's formula, and the padding past C*KH*KW left alone.
+      int64_t bad = 0;
+      std::vector<double> scatter(img.size(), 0.0);
+      std::vector<double> grad_col(col.size());
+      for (size_t e = 0; e < grad_col.size(); ++e) grad_col[e] = static_cast<double>((e * 13) % 17) - 8.0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t oh = 0; oh < g.out_h; ++oh)
+          for (int64_t ow = 0; ow < g.out_w; ++ow) {
+            const int64_t r = (b * g.out_h + oh) * g.out_w + ow;
+            for (int64_t gi = 0; gi < use_groups; ++gi)
+              for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j)
+                  for (int64_t cc = 0; cc < ucg; ++cc) {
+                    const int64_t ih = oh * 2 - 1 + i, iw = ow - 2 + j;
+                    const size_t e = static_cast<size_t>(r * ld + gi * uk + (i * kw + j) * ucg + cc);
+                    const bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
+                    const double want = inside ? img[at(b, gi * ucg + cc, ih, iw)] : 0.0;
+                    bad += col[e] == want ? 0 : 1;
+                    if (inside) scatter[at(b, gi * ucg + cc, ih, iw)] += grad_col[e];
+                  }
+            for (int64_t e = c * kh * kw; e < ld; ++e) bad += col[static_cast<size_t>(r * ld + e)] == -1.0 ? 0 : 1;
+          }
+      CHECK(bad == 0);
+      // col2im: every image element overwritten with its scatter sum; the gaps untouched.
+      std::vector<double> grad(img.size(), -7.0);
+      cpu::col2im_rows(grad.data(), DType::Float64, L.s, grad_col.data(), DType::Float64, ld, g, use_groups);
+      std::vector<double> want(img.size(), -7.0);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t y = 0; y < h; ++y)
+            for (int64_t x = 0; x < w; ++x) want[at(b, ch, y, x)] = scatter[at(b, ch, y, x)];
+      CHECK(grad == want);
+    }
+  }
+  std::vector<double> col(static_cast<size_t>(rows * ld)), img(static_cast<size_t>(n * c * h * w));
+  CHECK_THROWS_AS(cpu::im2col_rows(col.data(), DType::Float64, ld, img.data(), DType::Float64,
+                                   ImageStrides{h * w * c, 1, w * c, c}, g, 4),
+                  ShapeError);
 }

@@ -108,7 +108,7 @@ void add_conv_rows(std::vector<OpRow>& rows) {
                     true, 65),
         conv_sample("odd sizes, 5x3 kernel, stride 3x2", {1, 5, 9, 7}, {2, 5, 5, 3}, {3, 2, 2, 1, 1, 1, 1}, true, false,
                     71),
-        // Kernel widths 7 and 5: the CPU's im2col and col2im have unrolled loops for widths 1, 3, 5, 7.
+        // Kernel widths 7 and 5: windows wider than the usual 3, far into the padding.
         conv_sample("5x7 kernel, padding 2x3", {1, 2, 8, 9}, {2, 2, 5, 7}, {1, 1, 2, 3, 1, 1, 1}, true, false, 73),
         conv_sample("1x5 kernel, dilation 1x2, padding 0x4", {1, 2, 4, 11}, {3, 2, 1, 5}, {1, 1, 0, 4, 1, 2, 1}, true,
                     false, 75),
