@@ -5,7 +5,8 @@
 #                              into stage/ (git-ignored, at most 64 MiB; copy it to the GPU host with the working tree)
 #   tools/gpu_check.sh run     on the GPU host, from the repository root, with $OUT set: tests, a
 #                              train_gpt run with --cuda-graph against the same run eager, then
-#                              compute-sanitizer memcheck and racecheck, then benchmarks and the
+#                              compute-sanitizer memcheck, racecheck and (on the tile, attention and
+#                              layer-norm tests) synccheck, then benchmarks and the
 #                              PyTorch peer, then the training-step bench and its peer; logs in $OUT
 #                              (8 files at most); non-zero exit on failure
 #   tools/gpu_check.sh train-step
@@ -568,10 +569,10 @@ graph_check() {  # graph_check LOG
 run() {
   begin_run run
   # $OUT hands back 8 files at most: summary.txt, tests.log, sanitizers.log (memcheck's log, then
-  # racecheck's), bench.log (every bench's output), bench_kiln.jsonl, bench_torch.jsonl,
+  # racecheck's and synccheck's), bench.log (every bench's output), bench_kiln.jsonl, bench_torch.jsonl,
   # bench_compare.md (the kernel table, then the training-step table) and train_step.jsonl.
   local tests_log=$OUT/tests.log sanitize_log=$OUT/sanitizers.log
-  local memcheck_log=$scratch/memcheck.log racecheck_log=$scratch/racecheck.log
+  local memcheck_log=$scratch/memcheck.log racecheck_log=$scratch/racecheck.log synccheck_log=$scratch/synccheck.log
   local bench_log=$OUT/bench.log kiln_json=$OUT/bench_kiln.jsonl torch_json=$OUT/bench_torch.jsonl
   local compare_md=$OUT/bench_compare.md train_json=$OUT/train_step.jsonl
 
@@ -617,9 +618,10 @@ run() {
   local spec=()
   [ -z "${KILN_SANITIZE_TESTS:-}" ] || spec=("$KILN_SANITIZE_TESTS")
   if [ -z "$cs" ]; then
-    notes+=("compute-sanitizer is not on this host: memcheck and racecheck did not run")
+    notes+=("compute-sanitizer is not on this host: memcheck, racecheck and synccheck did not run")
     record "NOT RUN" "memcheck" "compute-sanitizer not found"
     record "NOT RUN" "racecheck" "compute-sanitizer not found"
+    record "NOT RUN" "synccheck" "compute-sanitizer not found"
   else
     "$cs" --version 2>&1 | tail -n 1 | sed 's/^/compute-sanitizer: /' | tee -a "$summary"
     secs=$(budget 200)
@@ -655,6 +657,23 @@ run() {
       sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
       cap "$racecheck_log" $((15 * 1024 * 1024 / 2))
       { echo "==== racecheck"; cat "$racecheck_log"; } >>"$sanitize_log"
+    fi
+
+    # synccheck (barriers and warp-synchronous primitives: __syncthreads in divergent code, the
+    # shuffles and mma.sync of the tensor-core kernels) on the tests of the hand-written tile,
+    # attention and row kernels only, which keeps it short.
+    secs=$(budget 60)
+    t0=$(elapsed)
+    if [ "$secs" -lt 10 ]; then
+      fail synccheck "no time left" ""
+    else
+      kiln_env timeout --kill-after=10 "$secs" "$cs" --tool synccheck "${filter[@]}" --error-exitcode 86 \
+        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "[tile],[attention],[layer_norm]" \
+        >"$synccheck_log" 2>&1
+      rc=$?
+      sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      cap "$synccheck_log" $((4 * 1024 * 1024))
+      { echo "==== synccheck"; cat "$synccheck_log"; } >>"$sanitize_log"
     fi
   fi
 
