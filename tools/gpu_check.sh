@@ -633,8 +633,9 @@ run() {
         --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
       rc=$?
       sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
-      # Each sanitizer's half of the file: its summary, at the end, survives the trim.
-      cap "$memcheck_log" $((15 * 1024 * 1024 / 2))
+      # Each sanitizer's part of the file (6, 6 and 3 MiB: under the 16 MiB a file may bring back):
+      # its summary, at the end, survives the trim.
+      cap "$memcheck_log" $((6 * 1024 * 1024))
       { echo "==== memcheck"; cat "$memcheck_log"; } >>"$sanitize_log"
     fi
 
@@ -655,7 +656,7 @@ run() {
         --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
       rc=$?
       sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
-      cap "$racecheck_log" $((15 * 1024 * 1024 / 2))
+      cap "$racecheck_log" $((6 * 1024 * 1024))
       { echo "==== racecheck"; cat "$racecheck_log"; } >>"$sanitize_log"
     fi
 
@@ -672,7 +673,7 @@ run() {
         >"$synccheck_log" 2>&1
       rc=$?
       sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
-      cap "$synccheck_log" $((4 * 1024 * 1024))
+      cap "$synccheck_log" $((3 * 1024 * 1024))
       { echo "==== synccheck"; cat "$synccheck_log"; } >>"$sanitize_log"
     fi
   fi
