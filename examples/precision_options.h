@@ -80,15 +80,14 @@ inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image
 }
 
 // --cuda-graph needs a GPU, and a step that is one graph launch: the profiler's phases inside it
-// cannot be timed, and DDP's all-reduces are issued from backward hooks the graph would freeze.
-inline void check_cuda_graph(const PrecisionOptions& p, Device device, bool ddp) {
+// cannot be timed. (--ddp's NCCL all-reduces are captured with the step: docs/cuda-graphs.md.)
+inline void check_cuda_graph(const PrecisionOptions& p, Device device) {
   if (!p.cuda_graph) return;
   if (!device.is_cuda()) input_error("--cuda-graph needs a CUDA device; this run is on " + device.str());
   if (p.profile || p.doctor) {
     input_error(std::string("--cuda-graph replays forward, backward and the optimizer as one launch, which ") +
                 (p.profile ? "--profile" : "--doctor") + " cannot split into phases: profile an eager run");
   }
-  if (ddp) input_error("--cuda-graph does not capture --ddp's all-reduces yet: run one of them");
 }
 
 // Every micro-batch needs a row: --grad-accum at most --batch-size.

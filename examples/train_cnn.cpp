@@ -330,7 +330,7 @@ static int run(int argc, char** argv) {
   const auto t_launch = Clock::now();  // the first step's latency counts from here
   Options opt = parse_options(argc, argv);
   Device device = examples::choose_device(opt.device);
-  examples::check_cuda_graph(opt.precision, device, opt.ddp);
+  examples::check_cuda_graph(opt.precision, device);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
   dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out);
   const data::transforms::Compose transform = train_transform(opt);

@@ -209,7 +209,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.min_lr = min_lr.value_or(o.lr / 10);
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
   examples::check_grad_accum(o.precision, o.batch_size);
-  examples::check_cuda_graph(o.precision, o.device, o.ddp);
+  examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +
                           std::to_string(o.n_head));

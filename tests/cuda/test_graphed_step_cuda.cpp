@@ -2,16 +2,19 @@
 // GradScaler, gradient accumulation, clipping, AdamW with a warmup-cosine schedule) on a small GPT
 // with dropout, run eagerly and through GraphedStep from the same seed. The graphed run must give
 // the eager run's losses and weights bit for bit, including the eager step it takes for a batch of
-// another shape in the middle, and must really have replayed a graph.
+// another shape in the middle, and must really have replayed a graph; also under DDP over NCCL.
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "dist/ddp.h"
+#include "dist/process_group.h"
 #include "examples/graphed_step.h"
 #include "examples/mixed_precision.h"
 #include "nn/optim/adamw.h"
@@ -43,17 +46,26 @@ struct Outcome {
   size_t nodes = 0;
 };
 
-// kSteps steps over `batches`, eagerly or through a GraphedStep, from seed 11.
+// kSteps steps over `batches`, eagerly or through a GraphedStep, from seed 11; with `group`, under
+// DistributedDataParallel over it (small buckets: several all-reduces per backward).
 Outcome train(const examples::PrecisionOptions& p, const std::vector<std::pair<Tensor, Tensor>>& batches,
-              bool graph) {
+              bool graph, dist::ProcessGroup* group = nullptr) {
   const Device cuda = Device::cuda();
   manual_seed(11);
   auto model = std::make_shared<nn::GPT>(small_gpt());
   model->to(cuda);
   model->train();
+  std::optional<dist::DistributedDataParallel> ddp;
+  if (group) {
+    dist::DDPOptions o;
+    o.bucket_bytes = 16 << 10;
+    ddp.emplace(model, *group, o);
+    REQUIRE(ddp->buckets().size() > 2);
+  }
   nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), 3e-3, 0.1), {0.9, 0.95});
   nn::optim::WarmupCosine schedule(optimizer, 3e-3, 2, kSteps, 3e-4);
   examples::TrainStep train_step(p, cuda, optimizer, model->parameters(), /*grad_clip=*/1.0);
+  if (ddp) train_step.set_ddp(&*ddp);
   std::optional<examples::GraphedStep> graphed;
   if (graph) graphed.emplace(cuda, examples::kGraphWarmupSteps);
   auto step = [&](const std::vector<Tensor>& in) {
@@ -107,6 +119,39 @@ TEST_CASE("GraphedStep: a graphed training run equals the eager one bit for bit"
   CHECK(graphed.replays == kSteps - examples::kGraphWarmupSteps - 1);
   CHECK(graphed.eager_steps == 1);
   CHECK(graphed.nodes > 10);
+}
+
+// The same under DDP over NCCL (a group of one: NCCL takes one rank per GPU). The graph captures
+// the all-reduces with the step: each is forked onto the communication stream by an event and
+// joined back by another, which capture records as edges of the graph. A group of one averages
+// over one rank, so the gradients, and the run, must equal the eager DDP run bit for bit.
+TEST_CASE("GraphedStep: a graphed DDP run over NCCL equals the eager one bit for bit", "[cuda][graph][nccl]") {
+  REQUIRE(cuda::is_available());
+  REQUIRE(dist::nccl_available());
+  dist::ProcessGroup& group = dist::nccl_world();
+  const int64_t accum = GENERATE(int64_t{1}, int64_t{2});
+  INFO("grad-accum " << accum);
+  examples::PrecisionOptions p;
+  p.amp = "bf16";
+  p.grad_accum = accum;
+  p.cuda_graph = true;
+  manual_seed(6);
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int i = 1; i <= kSteps; ++i) {
+    const int64_t rows = i == kShortStep ? 6 : 8;
+    const TensorOptions i64(DType::Int64, Device::cuda());
+    batches.emplace_back(randint(0, 40, {rows, 16}, i64), randint(0, 40, {rows, 16}, i64));
+  }
+  const Outcome eager = train(p, batches, /*graph=*/false, &group);
+  const Outcome graphed = train(p, batches, /*graph=*/true, &group);
+  CHECK(graphed.losses == eager.losses);
+  REQUIRE(graphed.weights.size() == eager.weights.size());
+  for (size_t i = 0; i < eager.weights.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(graphed.weights[i] == eager.weights[i]);
+  }
+  CHECK(graphed.replays == kSteps - examples::kGraphWarmupSteps - 1);
+  CHECK(graphed.eager_steps == 1);
 }
 
 TEST_CASE("GraphedStep: refuses the CPU and a warm-up of no steps", "[cuda][graph]") {
