@@ -132,17 +132,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       for (int e = 0; e < kCElems; ++e) acc[t].r[e] *= alpha[e / 2];
     }
     // acc += P V, 16 keys at a time: two score tiles side by side are one A operand.
-#pragma unroll
-    for (int kk = 0; kk < kKeyTile / kK; ++kk) {
-      ATile<T> pa;
-      a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        BTile<T> vb;
-        load_b(vb, v_s + kk * kK * kLd + t * kN, kLd);
-        mma(acc[t], pa, vb);
-      }
-    }
+    add_product<T, D>(acc, s, v_s);
   }
 
   // out = acc / l; lse in natural log. A row with no visible key: zeros and -inf, as the scalar kernel.

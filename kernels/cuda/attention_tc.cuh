@@ -58,6 +58,56 @@ __device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j)
   return i < p.L && j < p.S && (!p.causal || j <= i);
 }
 
+// s = A B^T and t = A2 B2^T, each [16, 8 N]: A and A2 are a warp's 16 rows (at a, a2), B and B2 have
+// 8 N rows (at b, b2), all D wide, row-major in shared memory with leading dimension kLdFor<D>. The
+// backward's two score products: S and dP (Q K^T, dO V^T), or their transposes (K Q^T, V dO^T). The
+// head-dim loop is not unrolled: unrolled, it holds every step's operands at once and spills.
+template <typename T, int D, int N>
+__device__ __forceinline__ void score_pair(tile::CTile (&s)[N], const T* a, const T* b, tile::CTile (&t)[N],
+                                           const T* a2, const T* b2) {
+  using namespace tile;
+  constexpr int kLd = kLdFor<D>;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    fill(s[n], 0.f);
+    fill(t[n], 0.f);
+  }
+#pragma unroll 1
+  for (int d = 0; d < D / kK; ++d) {
+    ATile<T> x, x2;
+    load_a(x, a + d * kK, kLd);
+    load_a(x2, a2 + d * kK, kLd);
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      BTile<T> y, y2;
+      load_b_transposed(y, b + n * kN * kLd + d * kK, kLd);
+      mma(s[n], x, y);
+      load_b_transposed(y2, b2 + n * kN * kLd + d * kK, kLd);
+      mma(t[n], x2, y2);
+    }
+  }
+}
+
+// acc += C B: C is a [16, 8 N] product held as N accumulator tiles (probabilities, dS), re-read as
+// A tiles two at a time (a_from_c, rounded to T); B is [8 N, 8 OUT], row-major at b with leading
+// dimension kLdFor<D>. Attention's P V, dS K, P^T dO and dS^T Q.
+template <typename T, int D, int N, int OUT>
+__device__ __forceinline__ void add_product(tile::CTile (&acc)[OUT], const tile::CTile (&c)[N], const T* b) {
+  using namespace tile;
+  constexpr int kLd = kLdFor<D>;
+#pragma unroll
+  for (int kk = 0; kk < N / 2; ++kk) {
+    ATile<T> x;
+    a_from_c(x, c[2 * kk], c[2 * kk + 1]);
+#pragma unroll
+    for (int o = 0; o < OUT; ++o) {
+      BTile<T> y;
+      load_b(y, b + kk * kK * kLd + o * kN, kLd);
+      mma(acc[o], x, y);
+    }
+  }
+}
+
 inline bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 
 // Calls f.template operator()<T, D>() for the element type (float16 or bfloat16) and head dim (64

@@ -60,7 +60,6 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   constexpr int kLd = kLdFor<D>;
   constexpr int kKeyTile = kStreamTileFor<D>;
   constexpr int kScoreTiles = kKeyTile / kN;
-  constexpr int kDTiles = D / kK;    // A tiles along the head dim
   constexpr int kOutTiles = D / kN;  // accumulator tiles along E
   extern __shared__ float4 smem4[];
   SmemCarver carve(smem4);
@@ -115,26 +114,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
     // S = Q K^T and dP = dO V^T, 16 x kKeyTile each.
     CTile s[kScoreTiles], dp[kScoreTiles];
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-      fill(s[n], 0.f);
-      fill(dp[n], 0.f);
-    }
-    // One head-dim step at a time (not unrolled: the unrolled loop holds too many operands at once).
-#pragma unroll 1
-    for (int d = 0; d < kDTiles; ++d) {
-      ATile<T> qa, doa;
-      load_a(qa, q_w + d * kK, kLd);
-      load_a(doa, do_w + d * kK, kLd);
-#pragma unroll
-      for (int n = 0; n < kScoreTiles; ++n) {
-        BTile<T> kb, vb;
-        load_b_transposed(kb, k_s + n * kN * kLd + d * kK, kLd);
-        mma(s[n], qa, kb);
-        load_b_transposed(vb, v_s + n * kN * kLd + d * kK, kLd);
-        mma(dp[n], doa, vb);
-      }
-    }
+    score_pair<T, D>(s, q_w, k_s, dp, do_w, v_s);
     // dS = P * (dP - D), in the score tiles; 0 where the key is not visible.
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
@@ -147,17 +127,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       }
     }
     // dQ += dS K, 16 keys at a time: two dS tiles side by side are one A operand.
-#pragma unroll
-    for (int kk = 0; kk < kKeyTile / kK; ++kk) {
-      ATile<T> dsa;
-      a_from_c(dsa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        BTile<T> kb;
-        load_b(kb, k_s + kk * kK * kLd + t * kN, kLd);
-        mma(acc[t], dsa, kb);
-      }
-    }
+    add_product<T, D>(acc, s, k_s);
   }
 
 #pragma unroll
@@ -179,7 +149,6 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   constexpr int kLd = kLdFor<D>;
   constexpr int kQueryTile = kQueryTileFor<D>;
   constexpr int kScoreTiles = kQueryTile / kN;
-  constexpr int kDTiles = D / kK;
   constexpr int kOutTiles = D / kN;
   extern __shared__ float4 smem4[];
   SmemCarver carve(smem4);
@@ -222,25 +191,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
     // S^T = K Q^T and dP^T = V dO^T, 16 keys x kQueryTile queries each.
     CTile s[kScoreTiles], dp[kScoreTiles];
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-      fill(s[n], 0.f);
-      fill(dp[n], 0.f);
-    }
-#pragma unroll 1
-    for (int d = 0; d < kDTiles; ++d) {
-      ATile<T> ka, va;
-      load_a(ka, k_w + d * kK, kLd);
-      load_a(va, v_w + d * kK, kLd);
-#pragma unroll
-      for (int n = 0; n < kScoreTiles; ++n) {
-        BTile<T> qb, ob;
-        load_b_transposed(qb, q_s + n * kN * kLd + d * kK, kLd);
-        mma(s[n], ka, qb);
-        load_b_transposed(ob, do_s + n * kN * kLd + d * kK, kLd);
-        mma(dp[n], va, ob);
-      }
-    }
+    score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
     // P^T into s, dS^T = P^T * (dP^T - D) into dp; a tile's columns are queries.
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
@@ -255,20 +206,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       }
     }
     // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
-#pragma unroll
-    for (int kk = 0; kk < kQueryTile / kK; ++kk) {
-      ATile<T> pa, dsa;
-      a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
-      a_from_c(dsa, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        BTile<T> ob, qb;
-        load_b(ob, do_s + kk * kK * kLd + t * kN, kLd);
-        mma(acc_v[t], pa, ob);
-        load_b(qb, q_s + kk * kK * kLd + t * kN, kLd);
-        mma(acc_k[t], dsa, qb);
-      }
-    }
+    add_product<T, D>(acc_v, s, do_s);
+    add_product<T, D>(acc_k, dp, q_s);
   }
 
   const int64_t keys[2] = {j_first + warp * kM + lane / 4, j_first + warp * kM + lane / 4 + 8};
