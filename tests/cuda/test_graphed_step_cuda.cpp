@@ -46,6 +46,18 @@ struct Outcome {
   size_t nodes = 0;
 };
 
+// kSteps batches of 8 rows of 16 tokens (inputs, targets), the kShortStep-th of 6 rows.
+std::vector<std::pair<Tensor, Tensor>> token_batches(uint64_t seed) {
+  manual_seed(seed);
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  const TensorOptions i64(DType::Int64, Device::cuda());
+  for (int i = 1; i <= kSteps; ++i) {
+    const int64_t rows = i == kShortStep ? 6 : 8;
+    batches.emplace_back(randint(0, 40, {rows, 16}, i64), randint(0, 40, {rows, 16}, i64));
+  }
+  return batches;
+}
+
 // kSteps steps over `batches`, eagerly or through a GraphedStep, from seed 11; with `group`, under
 // DistributedDataParallel over it (small buckets: several all-reduces per backward).
 Outcome train(const examples::PrecisionOptions& p, const std::vector<std::pair<Tensor, Tensor>>& batches,
@@ -100,13 +112,7 @@ TEST_CASE("GraphedStep: a graphed training run equals the eager one bit for bit"
   p.grad_accum = accum;
   p.cuda_graph = true;
 
-  manual_seed(5);
-  std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int i = 1; i <= kSteps; ++i) {
-    const int64_t rows = i == kShortStep ? 6 : 8;
-    const TensorOptions i64(DType::Int64, Device::cuda());
-    batches.emplace_back(randint(0, 40, {rows, 16}, i64), randint(0, 40, {rows, 16}, i64));
-  }
+  const std::vector<std::pair<Tensor, Tensor>> batches = token_batches(5);
   const Outcome eager = train(p, batches, /*graph=*/false);
   const Outcome graphed = train(p, batches, /*graph=*/true);
   CHECK(graphed.losses == eager.losses);
@@ -135,13 +141,7 @@ TEST_CASE("GraphedStep: a graphed DDP run over NCCL equals the eager one bit for
   p.amp = "bf16";
   p.grad_accum = accum;
   p.cuda_graph = true;
-  manual_seed(6);
-  std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int i = 1; i <= kSteps; ++i) {
-    const int64_t rows = i == kShortStep ? 6 : 8;
-    const TensorOptions i64(DType::Int64, Device::cuda());
-    batches.emplace_back(randint(0, 40, {rows, 16}, i64), randint(0, 40, {rows, 16}, i64));
-  }
+  const std::vector<std::pair<Tensor, Tensor>> batches = token_batches(6);
   const Outcome eager = train(p, batches, /*graph=*/false, &group);
   const Outcome graphed = train(p, batches, /*graph=*/true, &group);
   CHECK(graphed.losses == eager.losses);
