@@ -3,7 +3,8 @@
 markdown tables for bench/RESULTS.md, headed by the date, GPU and both commands: memory-bound cases
 with GB/s and % of each one's own copy ceiling; compute-bound cases (those with "flops") with
 TFLOP/s and % of each one's own 8192^3 matmul of the same precision; and the ratio kiln/PyTorch of
-throughput (above 1: kiln is faster).
+throughput (above 1: kiln is faster). Cases the peer also timed under PyTorch's other backends
+(attention's flash kernel) get a third table with kiln's ratio to each.
 
   usage: python3 tools/bench_compare.py KILN.jsonl TORCH.jsonl [--out FILE.md]
 """
@@ -115,6 +116,40 @@ def main():
             for who, rec in (("kiln", k), ("PyTorch", t)):
                 if rec and "error" in rec:
                     notes.append(f"- {case} {dtype} ({who}): {rec['error']}")
+        lines.append("")
+    # PyTorch's other ways to run a case (attention's backends, tools/torch_peer.py's variants):
+    # kiln against each of them, beside PyTorch's default.
+    varied = [key for key in keys if (torch.get(key) or {}).get("variants")]
+    if varied:
+        names = sorted({v for key in varied for v in torch[key]["variants"]})
+        lines += ["PyTorch's other backends for the same cases: TFLOP/s (GB/s for memory-bound cases), and "
+                  "kiln's ratio to each:", "",
+                  "| case | dtype | shape | kiln | PyTorch default | " +
+                  " | ".join(f"PyTorch {n}" for n in names) + " | kiln/default | " +
+                  " | ".join(f"kiln/{n}" for n in names) + " |",
+                  "| --- | --- | --- | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | " +
+                  " | ".join("---:" for _ in names) + " |"]
+        for key in varied:
+            k, t = kiln.get(key), torch[key]
+            case, dtype, shape = key
+            field = "tflops" if is_compute(key) else "gbps"
+            fmt = "{:.1f}" if field == "tflops" else "{:.0f}"
+
+            def rate(rec):
+                return rec.get(field) if rec and "error" not in rec and rec.get(field, 0) > 0 else None
+            if field == "gbps":  # a variant records its time only: the case's bytes over it
+                per = {n: (t["bytes"] / (v["median_ms"] * 1e-3) / 1e9 if "median_ms" in v and t.get("bytes")
+                           else None) for n, v in t["variants"].items()}
+            else:
+                per = {n: v.get("tflops") for n, v in t["variants"].items()}
+            kr = rate(k)
+            cells = [cell(k, field, fmt), cell(t, field, fmt)]
+            cells += [fmt.format(per[n]) if per.get(n) else "n/a" for n in names]
+            ratios = [f"{kr / x:.2f}" if kr and x else "n/a" for x in [rate(t)] + [per.get(n) for n in names]]
+            lines.append(f"| {case} | {dtype} | {list(shape)} | " + " | ".join(cells + ratios) + " |")
+            for n, v in t["variants"].items():
+                if "error" in v:
+                    notes.append(f"- {case} {dtype} (PyTorch {n}): {v['error']}")
         lines.append("")
     if notes:
         lines += ["Not measured:"] + notes

@@ -34,10 +34,13 @@ def load_torch():
 
 class Op:
     """A torch call for a kiln op: how many inputs it takes, which args it needs or accepts, and
-    call(inputs, args) -> a function that runs it once (made once per rotation set, untimed)."""
+    call(inputs, args) -> a function that runs it once (made once per rotation set, untimed).
+    `variants` names other ways PyTorch runs the same call, each a function returning the context
+    manager to time it under (attention's backends); each is timed too, beside the default."""
 
-    def __init__(self, inputs, call, required=(), optional=()):
+    def __init__(self, inputs, call, required=(), optional=(), variants=None):
         self.inputs, self.call, self.required, self.optional = inputs, call, set(required), set(optional)
+        self.variants = variants or {}
 
 
 def _copy(inputs, args):
@@ -77,6 +80,18 @@ def _sdpa_causal_fwd_bwd(inputs, args):
         q.grad = k.grad = v.grad = None
         torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
     return run
+
+
+def _sdpa_backend(name):
+    # PyTorch picks a backend for scaled_dot_product_attention (cuDNN's on an H100 for these shapes);
+    # its own flash-attention kernel is the first goal kiln's tensor-core kernels are measured against.
+    def enter():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(getattr(SDPBackend, name))
+    return enter
+
+
+SDPA_VARIANTS = {"flash": _sdpa_backend("FLASH_ATTENTION")}
 
 
 def _layer_norm_fwd_bwd(inputs, args):
@@ -141,8 +156,8 @@ OPS = {
     "linear_gelu": Op(3, lambda i, a: (lambda: torch.nn.functional.gelu(torch.nn.functional.linear(i[0], i[1], i[2]),
                                                                           approximate="tanh"))),
     "conv2d": Op(2, _conv2d, optional=("stride", "padding")),
-    "sdpa_causal": Op(3, _sdpa_causal),
-    "sdpa_causal_fwd_bwd": Op(4, _sdpa_causal_fwd_bwd),
+    "sdpa_causal": Op(3, _sdpa_causal, variants=SDPA_VARIANTS),
+    "sdpa_causal_fwd_bwd": Op(4, _sdpa_causal_fwd_bwd, variants=SDPA_VARIANTS),
 }
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int64")
@@ -249,9 +264,19 @@ def make_run(case):
     return lambda: (use_precision(tf32), call())
 
 
-def time_case(case, args, l2_bytes, starts, ends):
+def under(context, run):
+    """run() inside the context manager `context()` (entered on each call, as the math switches are)."""
+    def wrapped():
+        with context():
+            return run()
+    return wrapped
+
+
+def time_case(case, args, l2_bytes, starts, ends, context=None):
     sets = sets_for(case["set_bytes"], l2_bytes)
     runs = [make_run(case) for _ in range(sets)]
+    if context is not None:
+        runs = [under(context, r) for r in runs]
     for i in range(args.warmup):
         runs[i % sets]()
     torch.cuda.synchronize()
@@ -343,6 +368,20 @@ def main():
                 rec.update(flops=flops, precision=precision)
             width = (12, 18) if flops else (10, 14)
             print(f"{name:<{width[0]}} {dname:<9} {json.dumps(shape):<{width[1]}}  n/a: {rec['error']}")
+        # The same case under each of PyTorch's other ways to run it: {"variants": {name: {...}}}.
+        variants = {}
+        for vname, context in OPS[case["op"]].variants.items():
+            try:
+                _, vms = time_case(case, args, l2_bytes, starts, ends, context)
+                variants[vname] = {"median_ms": round(vms, 6)}
+                if flops:
+                    variants[vname]["tflops"] = round(flops / (vms * 1e-3) / 1e12, 2)
+                print(f"  {vname}: {vms:.4f} ms" + (f", {variants[vname]['tflops']:.1f} TFLOP/s" if flops else ""))
+            except Exception as e:
+                variants[vname] = {"error": f"{type(e).__name__}: {e}"}
+                print(f"  {vname}: n/a: {variants[vname]['error']}")
+        if variants:
+            rec["variants"] = variants
         # A case may have set its own precision.
         (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) = saved
         torch.cuda.empty_cache()

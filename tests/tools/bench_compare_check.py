@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""CTest check of tools/bench_compare.py: joins a hand-made gpu_bench file and a PyTorch peer file
+(written here, into --work) and asserts the tables it prints: the kiln/PyTorch ratio of a memory-bound
+and of a compute-bound case, "missing" for a case only one side ran, and the table of PyTorch's other
+backends (attention's flash kernel) with kiln's ratio to the default and to each backend, a backend
+that failed listed under "Not measured" with its error. Exits 1 naming what differs.
+
+  usage: bench_compare_check.py --compare tools/bench_compare.py --work DIR
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+GPU = "NVIDIA H100 80GB HBM3"
+
+
+def rec(impl, case, dtype, shape, **fields):
+    r = {"impl": impl, "case": case, "dtype": dtype, "shape": shape, "gpu": GPU, "date": "2026-11-25T06:00:00Z",
+         "command": f"{impl} command"}
+    r.update(fields)
+    return r
+
+
+def write(path, records):
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--compare", required=True)
+    p.add_argument("--work", required=True)
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    shape = [4, 16, 4096, 128]
+    kiln = [
+        rec("kiln", "add", "float32", [1024], bytes=12288, gbps=3000.0, pct_of_copy=100.0),
+        rec("kiln", "sdpa_causal", "bfloat16", shape, bytes=1, flops=1e12, tflops=300.0, pct_of_matmul=40.0,
+            precision="bf16"),
+        rec("kiln", "sdpa_causal_fwd_bwd", "bfloat16", shape, bytes=1, flops=3.5e12, tflops=200.0,
+            pct_of_matmul=27.0, precision="bf16"),
+        rec("kiln", "softmax", "float32", [8, 8], bytes=512, gbps=100.0, pct_of_copy=3.0),
+    ]
+    torch = [
+        rec("torch", "add", "float32", [1024], bytes=12288, gbps=2000.0, pct_of_copy=67.0),
+        rec("torch", "sdpa_causal", "bfloat16", shape, bytes=1, flops=1e12, tflops=500.0, pct_of_matmul=70.0,
+            precision="bf16", variants={"flash": {"median_ms": 4.0, "tflops": 250.0}}),
+        rec("torch", "sdpa_causal_fwd_bwd", "bfloat16", shape, bytes=1, flops=3.5e12, tflops=400.0,
+            pct_of_matmul=57.0, precision="bf16",
+            variants={"flash": {"error": "RuntimeError: No available kernel"}}),
+    ]
+    kiln_path, torch_path = os.path.join(args.work, "kiln.jsonl"), os.path.join(args.work, "torch.jsonl")
+    out_path = os.path.join(args.work, "compare.md")
+    write(kiln_path, kiln)
+    write(torch_path, torch)
+    run = subprocess.run([sys.executable, args.compare, kiln_path, torch_path, "--out", out_path],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"bench_compare_check: bench_compare.py exited {run.returncode}:\n{run.stderr}")
+        return 1
+    with open(out_path) as f:
+        text = f.read()
+    expected = [
+        "| add | float32 | [1024] | 3000 | 100.0 | 2000 | 67.0 | 1.50 |",
+        "| softmax | float32 | [8, 8] | 100 | 3.0 | missing | missing | n/a |",
+        "| sdpa_causal | bfloat16 | [4, 16, 4096, 128] | 300.0 | 40.0 | 500.0 | 70.0 | 0.60 |",
+        "PyTorch's other backends for the same cases",
+        "| case | dtype | shape | kiln | PyTorch default | PyTorch flash | kiln/default | kiln/flash |",
+        "| sdpa_causal | bfloat16 | [4, 16, 4096, 128] | 300.0 | 500.0 | 250.0 | 0.60 | 1.20 |",
+        "| sdpa_causal_fwd_bwd | bfloat16 | [4, 16, 4096, 128] | 200.0 | 400.0 | n/a | 0.50 | n/a |",
+        "- sdpa_causal_fwd_bwd bfloat16 (PyTorch flash): RuntimeError: No available kernel",
+    ]
+    missing = [line for line in expected if line not in text]
+    if run.stdout != text:
+        missing.append("(stdout differs from the --out file)")
+    if text.count("| add | float32 |") != 1:
+        missing.append("(add is listed more than once: a case without variants joined the backends' table)")
+    if missing:
+        print("bench_compare_check: not in bench_compare.py's output:\n  " + "\n  ".join(missing))
+        print("--- output ---\n" + text)
+        return 1
+    print(f"bench_compare_check: {len(expected)} expected lines found")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
