@@ -80,7 +80,7 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
                              const KernelContext& ctx);
 
 // The tensor-core kernels of the CUDA twin (kernels/cuda/attention_tc.cu, attention_tc_backward.cu):
-// float16/bfloat16, E = Ev in {64, 128}, no mask or dropout, even strides and 4-byte aligned
+// float16/bfloat16, E = Ev in {64, 128}, no mask (dropout is fine), even strides and 4-byte aligned
 // operands (dout too, for the backward), a.tensor_cores set. Same outputs as attention_forward_cuda
 // and attention_backward_cuda, the backward deterministic as well; only CUDA builds define them.
 bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);

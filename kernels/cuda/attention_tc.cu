@@ -1,6 +1,6 @@
 // Flash-attention forward on tensor cores (mma.sync through kernels/cuda/tile.cuh), for the shapes
-// training runs most: float16 or bfloat16, head dims E = Ev = 64 or 128, no mask, no dropout,
-// causal or not, any L and S (tails masked). It writes the same output and log-sum-exp as the
+// training runs most: float16 or bfloat16, head dims E = Ev = 64 or 128, no mask, causal or not,
+// dropout or not, any L and S (tails masked). It writes the same output and log-sum-exp as the
 // scalar kernel (kernels/cuda/attention.cu), so either backward (attention_tc_backward.cu or the
 // scalar one) reads them.
 //
@@ -33,7 +33,7 @@ using namespace cuda_detail;
 using namespace tile;
 using namespace attention_tc;
 
-template <typename T, int D>
+template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWarps * kWarp)
     attention_forward_tc_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                 const __grid_constant__ TcParams p) {
@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
   __syncthreads();
@@ -110,14 +111,20 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       alpha[h] = exp2f(m_run[h] - m_use[h]);
       m_run[h] = m_new;
     }
+    // The row sums take the probabilities before dropout; P V takes them after (as the scalar kernel).
     float row_sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < kCElems; ++e) {
         const float pe = exp2f(s[n].r[e] - m_use[e / 2]);  // 0 for masked scores
-        s[n].r[e] = pe;
         row_sum[e / 2] += pe;
+        if constexpr (kDropout) {
+          const int64_t j = j0 + n * kN + c_coord(lane, e).col;
+          s[n].r[e] = pe * keep_factor(p, st, b, e < 2 ? row_lo : row_hi, j);
+        } else {
+          s[n].r[e] = pe;
+        }
       }
     }
 #pragma unroll
@@ -163,13 +170,14 @@ template <typename T, int D> size_t smem_bytes() {
   return sizes.bytes();
 }
 
-template <typename T, int D>
+// Dropout is a template flag: without it the kernel holds none of its code or registers.
+template <typename T, int D, bool kDropout>
 void launch(void* out, void* lse, const void* q, const void* k, const void* v, const TcParams& p, cudaStream_t s) {
   const size_t bytes = smem_bytes<T, D>();
   const char* op = "scaled_dot_product_attention";
-  allow_dynamic_smem(attention_forward_tc_kernel<T, D>, bytes, op, "head dim " + std::to_string(D));
+  allow_dynamic_smem(attention_forward_tc_kernel<T, D, kDropout>, bytes, op, "head dim " + std::to_string(D));
   const dim3 grid(static_cast<unsigned>((p.L + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.batch));
-  attention_forward_tc_kernel<T, D><<<grid, kWarps * kWarp, bytes, s>>>(
+  attention_forward_tc_kernel<T, D, kDropout><<<grid, kWarps * kWarp, bytes, s>>>(
       static_cast<T*>(out), static_cast<float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),
       static_cast<const T*>(v), p);
   check_launch(op);
@@ -189,8 +197,8 @@ bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, con
   for (int d = 0; d < a.layout.ndim; ++d) {
     even = even && a.layout.q[d] % 2 == 0 && a.layout.k[d] % 2 == 0 && a.layout.v[d] % 2 == 0;
   }
-  return a.tensor_cores && half && dims && a.mask == nullptr && a.dropout_p == 0.0 && even && aligned4(q) &&
-         aligned4(k) && aligned4(v) && a.batch <= 65535;
+  return a.tensor_cores && half && dims && a.mask == nullptr && even && aligned4(q) && aligned4(k) && aligned4(v) &&
+         a.batch <= 65535;
 }
 
 void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
@@ -198,7 +206,10 @@ void attention_forward_tc(void* out, void* lse, const void* q, const void* k, co
   const TcParams p = make_tc_params(a);
   const cudaStream_t s = raw_stream(ctx.stream);
   g_launches.fetch_add(1);
-  dispatch(a.dtype, a.E, [&]<typename T, int D>() { launch<T, D>(out, lse, q, k, v, p, s); });
+  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
+    if (p.dropout) launch<T, D, true>(out, lse, q, k, v, p, s);
+    else launch<T, D, false>(out, lse, q, k, v, p, s);
+  });
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // What the tensor-core attention kernels share (kernels/cuda/attention_tc.cu, the forward, and
 // attention_tc_backward.cu): the launch parameters, the block shape, the staging of row tiles into
-// shared memory, the visibility rule and the dispatch over element type and head dim.
+// shared memory, the visibility and dropout rules, the tile products and the dispatch over element
+// type and head dim.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,11 +30,27 @@ struct TcParams {
   float scale;       // the softmax scale, for the gradients
   float scale_log2;  // scale * log2(e): scores in base 2
   bool causal;
+  // Dropout on the probabilities (attention_keep's rule, as the CPU and the scalar kernel draw it).
+  bool dropout;
+  double dropout_p;
+  float keep_scale;  // 1 / (1 - p)
+  PhiloxState philox;
 };
 
 inline TcParams make_tc_params(const AttentionArgs& a) {
+  const bool dropout = a.dropout_p > 0.0;
   return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.layout,
-                  static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal};
+                  static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
+                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox};
+}
+
+// Dropout's factor for score (b, i, j): 1 without dropout, else 1 / (1 - p) or 0. `st` is p.philox
+// resolved once per thread (a captured graph's seed and offset are read when the kernel runs).
+__device__ __forceinline__ float keep_factor(const TcParams& p, const PhiloxState& st, int64_t b, int64_t i,
+                                             int64_t j) {
+  if (!p.dropout) return 1.f;
+  const uint64_t idx = static_cast<uint64_t>((b * p.L + i) * p.S + j);
+  return attention_keep(st, idx, p.dropout_p) ? p.keep_scale : 0.f;
 }
 
 // Shared row length of a [rows, D] tile.

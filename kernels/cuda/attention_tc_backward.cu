@@ -1,8 +1,9 @@
 // Flash-attention backward on tensor cores (mma.sync through kernels/cuda/tile.cuh), for the
 // shapes the tensor-core forward takes (attention_tc_fits): float16 or bfloat16, E = Ev = 64 or
-// 128, no mask, no dropout, causal or not, any L and S. It rebuilds the probabilities from the
-// forward's log-sum-exp, P = exp(scale * Q K^T - lse), and computes
-//   dV = P^T dO,   dP = dO V^T,   dS = P * (dP - D)  with D_i = dO_i . O_i,
+// 128, no mask, causal or not, dropout or not, any L and S. It rebuilds the probabilities from the
+// forward's log-sum-exp, P = exp(scale * Q K^T - lse), and with Z the dropout factors (1 / (1 - p)
+// or 0, drawn as the forward drew them; all 1 without dropout) computes
+//   dV = (P Z)^T dO,   dP = dO V^T,   dS = P * (dP Z - D)  with D_i = dO_i . O_i,
 //   dQ = scale * dS K,   dK = scale * dS^T Q.
 //
 // Two kernels, as the scalar backward (kernels/cuda/attention.cu): each output row is one block's
@@ -53,7 +54,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWarps * kWarp)
     attention_backward_dq_tc_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse, const T* q,
                                     const T* k, const T* v, const __grid_constant__ TcParams p) {
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
   const T* dout_b = dout + b * p.L * D;
   stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
   stage<T, D>(do_s, dout_b, D, i0, p.L, kBlockRows);
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     // S = Q K^T and dP = dO V^T, 16 x kKeyTile each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, q_w, k_s, dp, do_w, v_s);
-    // dS = P * (dP - D), in the score tiles; 0 where the key is not visible.
+    // dS = P * (dP Z - D), in the score tiles; 0 where the key is not visible.
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
@@ -123,7 +125,9 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         const int h = e / 2;
         const int64_t j = j0 + n * kN + c_coord(lane, e).col;
         const float pe = visible(p, rows[h], j) ? exp2f(s[n].r[e] * p.scale_log2 - lse2[h]) : 0.f;
-        s[n].r[e] = pe * (dp[n].r[e] - d_row[h]);
+        float dpz = dp[n].r[e];
+        if constexpr (kDropout) dpz *= keep_factor(p, st, b, rows[h], j);
+        s[n].r[e] = pe * (dpz - d_row[h]);
       }
     }
     // dQ += dS K, 16 keys at a time: two dS tiles side by side are one A operand.
@@ -142,7 +146,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWarps * kWarp)
     attention_backward_dkv_tc_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows, const T* q,
                                      const T* k, const T* v, const __grid_constant__ TcParams p) {
@@ -163,6 +167,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t b = blockIdx.y;
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
   const T* dout_b = dout + b * p.L * D;
   stage<T, D>(k_s, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
   stage<T, D>(v_s, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
@@ -192,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     // S^T = K Q^T and dP^T = V dO^T, 16 keys x kQueryTile queries each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
-    // P^T into s, dS^T = P^T * (dP^T - D) into dp; a tile's columns are queries.
+    // (P Z)^T into s, dS^T = P^T * (dP^T Z - D) into dp; a tile's columns are queries.
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
@@ -201,8 +206,10 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         const int col = n * kN + c.col;
         const int64_t j = j_first + warp * kM + c.row;
         const float pe = visible(p, i0 + col, j) ? exp2f(s[n].r[e] * p.scale_log2 - lse_s[col]) : 0.f;
-        s[n].r[e] = pe;
-        dp[n].r[e] = pe * (dp[n].r[e] - d_s[col]);
+        float z = 1.f;
+        if constexpr (kDropout) z = keep_factor(p, st, b, i0 + col, j);
+        s[n].r[e] = pe * z;
+        dp[n].r[e] = pe * (dp[n].r[e] * z - d_s[col]);
       }
     }
     // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
@@ -248,6 +255,27 @@ template <typename T, int D> size_t dkv_smem_bytes() {
   return sizes.bytes();
 }
 
+// Both kernels; dropout is a template flag, so without it they hold none of its code or registers.
+template <typename T, int D, bool kDropout>
+void launch(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
+            const void* k, const void* v, float* d_rows, const TcParams& p, cudaStream_t s) {
+  const std::string what = "head dim " + std::to_string(D);
+  const size_t dq_bytes = dq_smem_bytes<T, D>(), dkv_bytes = dkv_smem_bytes<T, D>();
+  allow_dynamic_smem(attention_backward_dq_tc_kernel<T, D, kDropout>, dq_bytes, kOp, what);
+  allow_dynamic_smem(attention_backward_dkv_tc_kernel<T, D, kDropout>, dkv_bytes, kOp, what);
+  const auto blocks = [&](int64_t rows) {
+    return dim3(static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.batch));
+  };
+  attention_backward_dq_tc_kernel<T, D, kDropout><<<blocks(p.L), kWarps * kWarp, dq_bytes, s>>>(
+      static_cast<T*>(dq), d_rows, static_cast<const T*>(dout), static_cast<const T*>(out),
+      static_cast<const float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), p);
+  check_launch(kOp);
+  attention_backward_dkv_tc_kernel<T, D, kDropout><<<blocks(p.S), kWarps * kWarp, dkv_bytes, s>>>(
+      static_cast<T*>(dk), static_cast<T*>(dv), static_cast<const T*>(dout), static_cast<const float*>(lse), d_rows,
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), p);
+  check_launch(kOp);
+}
+
 std::atomic<int64_t> g_launches{0};
 
 }  // namespace
@@ -268,22 +296,8 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
   float* d_rows = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L) * sizeof(float)));
   g_launches.fetch_add(1);
   dispatch(a.dtype, a.E, [&]<typename T, int D>() {
-    const std::string what = "head dim " + std::to_string(D);
-    const size_t dq_bytes = dq_smem_bytes<T, D>(), dkv_bytes = dkv_smem_bytes<T, D>();
-    allow_dynamic_smem(attention_backward_dq_tc_kernel<T, D>, dq_bytes, kOp, what);
-    allow_dynamic_smem(attention_backward_dkv_tc_kernel<T, D>, dkv_bytes, kOp, what);
-    const auto blocks = [&](int64_t rows) {
-      return dim3(static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.batch));
-    };
-    attention_backward_dq_tc_kernel<T, D><<<blocks(p.L), kWarps * kWarp, dq_bytes, s>>>(
-        static_cast<T*>(dq), d_rows, static_cast<const T*>(dout), static_cast<const T*>(out),
-        static_cast<const float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),
-        static_cast<const T*>(v), p);
-    check_launch(kOp);
-    attention_backward_dkv_tc_kernel<T, D><<<blocks(p.S), kWarps * kWarp, dkv_bytes, s>>>(
-        static_cast<T*>(dk), static_cast<T*>(dv), static_cast<const T*>(dout), static_cast<const float*>(lse), d_rows,
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), p);
-    check_launch(kOp);
+    if (p.dropout) launch<T, D, true>(dq, dk, dv, dout, out, lse, q, k, v, d_rows, p, s);
+    else launch<T, D, false>(dq, dk, dv, dout, out, lse, q, k, v, d_rows, p, s);
   });
 }
 

@@ -1,7 +1,7 @@
 // The tensor-core flash attention (kernels/cuda/attention_tc.cu and attention_tc_backward.cu)
 // against the CPU twin in float64, across many tiles: L and S from 1 to past 1024, none of them or
 // some of them multiples of the 64-row blocks and the streamed tiles, head dims 64 and 128, causal
-// and not, float16 and bfloat16. The output, dq, dk and dv are compared (the log-sum-exp is checked
+// and not, float16 and bfloat16, with and without dropout. The output, dq, dk and dv are compared (the log-sum-exp is checked
 // through the backward, which rebuilds the probabilities from it, and directly by the twin test in
 // tests/kernels/test_twins.cpp). Each case also checks that the tensor-core kernels are the ones
 // that ran.
@@ -140,6 +140,47 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
     CHECK(first[i].to_vector_double() == second[i].to_vector_double());
     CHECK(worst_ratio(first[i], scalar[i], 4 * tol, tol) <= 1.0);
   }
+}
+
+// Dropout on tensor cores: the keep decisions are attention_keep's, drawn from the same Philox
+// (seed, offset) on both devices, so the CPU in float64 with a generator of the same seed drops
+// exactly the same probabilities; the forward's output and all three gradients must follow it.
+// The backward redraws the forward's decisions from the same state.
+TEST_CASE("attention on tensor cores: dropout drops what the CPU drops", "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  cuda::math_switches().attention_tensor_cores = true;
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : ""));
+  const int64_t L = 130, S = 77;
+  manual_seed(static_cast<uint64_t>(E) * 3 + (causal ? 1 : 0));
+  const Tensor q = randn({2, 3, L, E}).to(dtype), k = randn({2, 3, S, E}).to(dtype), v = randn({2, 3, S, E}).to(dtype);
+  const Tensor dout = randn({2, 3, L, E}).to(dtype);
+  auto run = [&](Device d, DType t) {
+    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
+    Tensor vd = v.to(t).to(d).set_requires_grad(true);
+    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.25, causal, std::nullopt, Generator(77, d));
+    out.backward(dout.to(t).to(d));
+    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
+  };
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
+  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
+  CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
+  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    INFO(names[i]);
+    // Kept probabilities are scaled by 4/3 before they are rounded: the same relative error.
+    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
+  }
+  // A dropped probability is a whole term missing: without dropout the output differs by far more.
+  const Tensor plain = scaled_dot_product_attention(q.to(Device::cuda()), k.to(Device::cuda()),
+                                                    v.to(Device::cuda()), Tensor(), 0.0, causal);
+  CHECK(worst_ratio(plain, ref[0], tol, tol) > 1.0);
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {
