@@ -113,10 +113,30 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
                      ")");
   }
   TensorList out;
-  int64_t off = 0;
-  for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, off, s));
-    off += s;
+  {
+    // The pieces are narrow's views, with one node for all of them below instead of a slice node
+    // each: a slice's backward fills a zero tensor of x's shape around its piece, and the engine
+    // then adds those tensors, where the split's backward copies every piece's gradient into its
+    // part of one tensor (a GPT's qkv gradient: one write instead of three zero fills, three
+    // copies and two adds of [B, T, 3C]).
+    NoGradGuard views_only;
+    int64_t off = 0;
+    for (int64_t s : sizes) {
+      out.push_back(x.narrow(d, off, s));
+      off += s;
+    }
+  }
+  if (!out.empty() && needs_grad({&x})) {
+    record_function("split", {x}, out, {}, [xs = x.sizes(), sizes, d](const FunctionNode::Context& ctx) {
+      // The engine gives every piece a gradient (zeros for one that got none), all of x's dtype.
+      Tensor g = empty(xs, TensorOptions(ctx.grads[0].dtype(), ctx.grads[0].device()));
+      int64_t off = 0;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        ops::copy_raw(g.narrow(d, off, sizes[i]), ctx.grads[i]);
+        off += sizes[i];
+      }
+      return TensorList{g};
+    });
   }
   return out;
 }

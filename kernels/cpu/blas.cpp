@@ -91,10 +91,15 @@ bool fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 // halves stay at least kMinSide long and kMinBlockFlops of work, up to kMaxBlocks blocks.
 // kMinBlockFlops is some 20 microseconds on one core, several times a pool round trip. A kMinSide
 // of 128 instead made square products from 512 to 2048 and a tiny GPT's step slower on two cores
-// (more, smaller blocks repack the operands more often). The plan depends only on the shape, so
-// the bits do not depend on the thread count.
+// (more, smaller blocks repack the operands more often). A block packs k (rows + columns) elements
+// for k rows x columns products, so its shorter side sets that cost: a skinny C with a long k, such
+// as a weight gradient [256, 64] with k = 1024, is also cut below kMinSide, down to halves as long
+// as the other side, while they stay kMinSkinnyFlops of work. Left whole, the tiny GPT's weight
+// gradients ran on one core, a quarter of its step. (The per-image products of a convolution, a
+// few MFLOP each, stay whole: they run inside pool tasks, where more blocks only cost packing.)
+// The plan depends only on the shape, so the bits do not depend on the thread count.
 constexpr int64_t kBlockAlign = 16, kMinSide = 256, kMaxBlocks = 64;
-constexpr double kMinBlockFlops = 2.0 * 1024 * 1024;
+constexpr double kMinBlockFlops = 2.0 * 1024 * 1024, kMinSkinnyFlops = 8.0 * 1024 * 1024;
 
 int64_t half_of(int64_t side) { return (side / 2 + kBlockAlign - 1) / kBlockAlign * kBlockAlign; }
 
@@ -107,7 +112,8 @@ BlasBlocks plan_blas_blocks(int64_t m, int64_t n, int64_t k) {
   };
   auto splits = [&](int64_t side, int64_t other) {
     const int64_t h = half_of(side);
-    return h >= kMinSide && h < side && flops(h, other) >= kMinBlockFlops;
+    if (h >= side || flops(h, other) < kMinBlockFlops) return false;
+    return h >= kMinSide || (h >= other && flops(h, other) >= kMinSkinnyFlops);
   };
   for (;;) {
     const bool m_ok = splits(p.mb, p.nb), n_ok = splits(p.nb, p.mb);

@@ -194,6 +194,30 @@ TEST_CASE("to(dtype) is differentiable and casts the gradient back", "[autograd]
   CHECK(x.grad().dtype() == DType::Float32);
 }
 
+TEST_CASE("split's pieces share one node; a piece without a gradient gets zeros", "[autograd]") {
+  // x is [2, 5] split along dim 1 into 2, 1 and 2 columns; the loss uses pieces 0 and 2 only, and
+  // piece 2 twice, so its gradient arrives as a sum.
+  Tensor x = leaf({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5});
+  TensorList p = split_with_sizes(x * 1.0, {2, 1, 2}, 1);
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].grad_fn() == p[1].grad_fn());
+  CHECK(p[1].grad_fn() == p[2].grad_fn());
+  CHECK(p[0].grad_fn()->name() == "split");
+  CHECK(p[0].grad_fn()->next_edges().size() == 1);
+  Tensor loss = sum(p[0] * 3.0) + sum(p[2] * p[2]) + sum(p[2]);
+  loss.backward();
+  // d/dx: 3 on piece 0's columns, 0 on piece 1's, 2 x + 1 on piece 2's.
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 3, 0, 7, 9, 3, 3, 0, 17, 19});
+  // A leaf split directly: the pieces' history leads straight to its accumulator.
+  Tensor y = leaf({1, 2, 3, 4}, {4});
+  TensorList q = split(y, 3);
+  sum(q[1] * 5.0).backward();
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 5});
+  // Under NoGradGuard the pieces are plain views without history.
+  NoGradGuard no_grad;
+  CHECK(split(y, 2)[0].grad_fn() == nullptr);
+}
+
 TEST_CASE("gradcheck catches a wrong gradient", "[autograd]") {
   Tensor x = tensor({0.3, -0.7, 1.1}, {3}, TensorOptions(DType::Float64)).set_requires_grad(true);
   auto good = gradcheck([](const TensorList& in) { return TensorList{tanh(in[0]) * in[0]}; }, {x});

@@ -499,15 +499,21 @@ TEST_CASE("matmul: gradients of a broadcast batch sum over the broadcast dims", 
 TEST_CASE("plan_blas_blocks: blocks tile C exactly, aligned, big enough, at most 64", "[linalg]") {
   for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {1, 1, 1}, {64, 64, 16}, {600, 141, 67}, {1100, 1030, 16}, {1024, 1024, 1024}, {4096, 4096, 4096},
-           {200704, 32, 9}, {50176, 64, 288}, {1024, 192, 64}, {7, 100000, 3}}) {
+           {200704, 32, 9}, {50176, 64, 288}, {1024, 192, 64}, {7, 100000, 3},
+           {256, 64, 1024}, {192, 64, 1024}, {65, 64, 1024}}) {
     INFO("m=" << m << " n=" << n << " k=" << k);
     const cpu::BlasBlocks p = cpu::plan_blas_blocks(m, n, k);
     CHECK(p.grid_m == (m + p.mb - 1) / p.mb);
     CHECK(p.grid_n == (n + p.nb - 1) / p.nb);
     CHECK(p.grid_m * p.grid_n <= 64);
-    // A side is either whole or cut in multiples of 16 of at least 256.
-    CHECK((p.mb == m || (p.mb % 16 == 0 && p.mb >= 256)));
-    CHECK((p.nb == n || (p.nb % 16 == 0 && p.nb >= 256)));
+    // A side is either whole or cut in multiples of 16, of at least 256, or (a skinny block) at
+    // least as long as the other side with at least 8 MFLOP a block.
+    auto cut_ok = [&](int64_t side, int64_t whole, int64_t other) {
+      return side == whole ||
+             (side % 16 == 0 && (side >= 256 || (side >= other && 2.0 * side * other * k >= 8.0 * 1024 * 1024)));
+    };
+    CHECK(cut_ok(p.mb, m, p.nb));
+    CHECK(cut_ok(p.nb, n, p.mb));
     // A cut product's blocks hold at least 2 MFLOP (the last row or column of blocks may be short).
     if (p.grid_m * p.grid_n > 1) CHECK(2.0 * p.mb * p.nb * k >= 2.0 * 1024 * 1024);
     const cpu::BlasBlocks again = cpu::plan_blas_blocks(m, n, k);  // the shape alone decides
@@ -522,6 +528,12 @@ TEST_CASE("plan_blas_blocks: blocks tile C exactly, aligned, big enough, at most
   CHECK(grid(1024, 1024, 1024) == std::pair<int64_t, int64_t>{4, 4});
   CHECK(grid(64, 64, 16) == std::pair<int64_t, int64_t>{1, 1});
   CHECK(grid(1024, 192, 64) == std::pair<int64_t, int64_t>{4, 1});  // the tiny GPT's QKV projection
+  // The tiny GPT's weight gradients (k = B * T = 1024): skinny, cut below 256 rows into square-ish
+  // blocks of at least 8 MFLOP; the [64, 64] one (8 MFLOP in all) stays whole.
+  CHECK(grid(256, 64, 1024) == std::pair<int64_t, int64_t>{4, 1});
+  CHECK(grid(64, 256, 1024) == std::pair<int64_t, int64_t>{1, 4});
+  CHECK(grid(192, 64, 1024) == std::pair<int64_t, int64_t>{2, 1});
+  CHECK(grid(64, 64, 1024) == std::pair<int64_t, int64_t>{1, 1});
   CHECK(grid(600, 141, 67) == std::pair<int64_t, int64_t>{2, 1});
   CHECK(grid(70, 600, 90) == std::pair<int64_t, int64_t>{1, 2});
   CHECK(grid(1100, 1030, 16) == std::pair<int64_t, int64_t>{4, 4});
