@@ -31,7 +31,10 @@ struct GemmBatch {
 //   with aux the forward's H, and `bias_grad` (n values) = the column sums of C: dH and db in one.
 // On CUDA they are cuBLASLt's CUBLASLT_EPILOGUE_BIAS, _BGRADB (cuBLASLt's B is kiln's A: see
 // kernels/cuda/matmul.cu), _GELU_AUX_BIAS and _DGELU_BGRAD, for float32, float16 and bfloat16
-// (ldaux a multiple of 8); the CPU twin runs the product and one pass, and takes float64 too.
+// (ldaux a multiple of 8); the CPU twin runs the product and one pass, and takes float64 too. In
+// float16 and bfloat16 the twin rounds P to the dtype before its pass (H = P + bias rounds twice;
+// DGeluBgrad's sums read the rounded C), where cuBLASLt keeps P in float: the twins may differ by
+// about an ulp of the dtype there.
 enum class GemmEpilogue : uint8_t { None, Bias, BiasGradA, BiasGeluAux, DGeluBgrad };
 
 // Whether the epilogue reads or writes the aux matrix H.

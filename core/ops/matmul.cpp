@@ -200,12 +200,18 @@ void check_linear_gelu(const char* op, const Tensor& x, const Tensor& weight, co
   }
 }
 
-// Whether a GEMM with a GELU epilogue can produce `width` columns: on CUDA cuBLASLt's epilogues take
-// float32, float16 and bfloat16 and an aux leading dimension that is a multiple of 8; an empty
-// product has nothing to fuse. The CPU twin takes anything.
+// Whether cuBLASLt's epilogues take a product of `x`'s dtype with sides m, n and k: float32, float16
+// and bfloat16, and no side of 1 (its heuristic finds no algorithm for an epilogue GEMM with a
+// one-row or one-column operand, as PyTorch's addmm also found). The CPU twin takes any shape.
+bool cuda_epilogue_fits(const Tensor& x, int64_t m, int64_t n, int64_t k) {
+  return !x.is_cuda() || (x.dtype() != DType::Float64 && m > 1 && n > 1 && k > 1);
+}
+
+// Whether a GEMM with a GELU epilogue can produce `width` columns from `in` inputs: on CUDA also an
+// aux leading dimension that is a multiple of 8; an empty product has nothing to fuse.
 bool gelu_epilogue_fits(const Tensor& x, int64_t in, int64_t width) {
   if (x.numel() == 0 || in == 0) return false;
-  return !x.is_cuda() || (x.dtype() != DType::Float64 && width % 8 == 0);
+  return cuda_epilogue_fits(x, x.numel() / in, width, in) && (!x.is_cuda() || width % 8 == 0);
 }
 
 // A GEMM with an epilogue: C = op(a) @ op(b) for 2-d a [m, k] and b [k, n] (views as they are), C
@@ -257,11 +263,13 @@ Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
-// Whether a GEMM with a bias epilogue (Bias, BiasGradA) can run: floating operands and a nonempty
-// product; on CUDA not float64, which cuBLASLt's epilogues do not take.
-bool bias_epilogue_fits(const Tensor& x, int64_t in, int64_t out_f) {
-  if (x.numel() == 0 || in == 0 || out_f == 0 || !x.is_floating_point()) return false;
-  return !x.is_cuda() || x.dtype() != DType::Float64;
+// Whether a GEMM with a bias epilogue (Bias, BiasGradA) can run for a projection of `rows` rows
+// from `in` to `out_f` features, of `t`'s dtype and device: floating operands and a nonempty
+// product that cuBLASLt's epilogues take on CUDA. The forward's sides (rows, out_f, in) are the
+// weight gradient's (out_f, in, rows) in another order.
+bool bias_epilogue_fits(const Tensor& t, int64_t rows, int64_t in, int64_t out_f) {
+  if (rows == 0 || in == 0 || out_f == 0 || !t.is_floating_point()) return false;
+  return cuda_epilogue_fits(t, rows, out_f, in);
 }
 
 // A projection's weight and bias gradients from its output gradient dy [rows, out] and input x
@@ -269,7 +277,7 @@ bool bias_epilogue_fits(const Tensor& x, int64_t in, int64_t out_f) {
 // GEMM gives both (BiasGradA: the bias gradient comes from the GEMM's own read of dy); no autograd.
 std::pair<Tensor, Tensor> weight_and_bias_grads(const char* op, const Tensor& dy, const Tensor& x, bool want_weight,
                                                 bool want_bias) {
-  if (!(want_weight && want_bias && bias_epilogue_fits(dy, x.size(1), dy.size(1)) && dy.size(0) > 0)) {
+  if (!(want_weight && want_bias && bias_epilogue_fits(dy, dy.size(0), x.size(1), dy.size(1)))) {
     return {want_weight ? matmul(dy.t(), x) : Tensor(), want_bias ? sum(dy, {0}) : Tensor()};
   }
   const TensorOptions options(dy.dtype(), dy.device());
@@ -291,7 +299,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   check_linear(op, x, weight, bias);
   const int64_t in = weight.size(1), out_f = weight.size(0);
-  if (!bias.defined() || !bias_epilogue_fits(x, in, out_f)) {
+  if (!bias.defined() || in == 0 || !bias_epilogue_fits(x, x.numel() / in, in, out_f)) {
     Tensor y = matmul(x, weight.t());
     return bias.defined() ? y + bias : y;
   }
@@ -358,8 +366,12 @@ Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tenso
   ops::check_defined(op, b2, "second bias");
   check_projection(op, x, w1.size(0), "the hidden activation", with_last(x.sizes(), w1.size(0)), w2, b2, "second ");
   const int64_t in = w1.size(1), hidden = w1.size(0);
-  // The backward's epilogue GEMM sums over w2's rows: none, nothing to fuse.
-  if (!gelu_epilogue_fits(x, in, hidden) || w2.size(0) == 0) return linear(linear_gelu(x, w1, b1), w2, b2);
+  // The backward's epilogue GEMM (rows x hidden, k = w2's rows) sums over w2's rows: with none there
+  // is nothing to fuse.
+  if (!gelu_epilogue_fits(x, in, hidden) || w2.size(0) == 0 ||
+      !cuda_epilogue_fits(x, x.numel() / in, hidden, w2.size(0))) {
+    return linear(linear_gelu(x, w1, b1), w2, b2);
+  }
 
   const int64_t rows = x.numel() / in;
   const Tensor x2 = x.detach().reshape({rows, in});
