@@ -107,10 +107,13 @@ KILN_KERNEL(attention_backward);
 }  // namespace kernels
 
 // The dropout keep decision of element (b, i, j), shared by both devices; `st` resolved
-// (philox_resolve).
+// (philox_resolve). Two elements share a Philox block: words 0 and 2. The word is picked by a
+// branch, not by indexing blk.v with a run-time value, which would put the block in local memory
+// on the GPU (a store of four words and a load for every score).
 KILN_HD bool attention_keep(const PhiloxState& st, uint64_t index, double p) {
-  Philox4 blk = philox_block(st.seed, st.offset, index >> 1);
-  return static_cast<double>(philox_uniform(blk.v[(index & 1) * 2])) >= p;
+  const Philox4 blk = philox_block(st.seed, st.offset, index >> 1);
+  const uint32_t word = (index & 1) ? blk.v[2] : blk.v[0];
+  return static_cast<double>(philox_uniform(word)) >= p;
 }
 
 }  // namespace kiln

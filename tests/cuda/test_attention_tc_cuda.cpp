@@ -1,10 +1,10 @@
 // The tensor-core flash attention (kernels/cuda/attention_tc.cu and attention_tc_backward.cu)
 // against the CPU twin in float64, across many tiles: L and S from 1 to past 1024, none of them or
 // some of them multiples of the 64-row blocks and the streamed tiles, head dims 64 and 128, causal
-// and not, float16 and bfloat16, with and without dropout. The output, dq, dk and dv are compared (the log-sum-exp is checked
-// through the backward, which rebuilds the probabilities from it, and directly by the twin test in
-// tests/kernels/test_twins.cpp). Each case also checks that the tensor-core kernels are the ones
-// that ran.
+// and not, float16 and bfloat16, with and without dropout, keys and values broadcast over the heads.
+// The output, dq, dk and dv are compared (the log-sum-exp is checked through the backward, which
+// rebuilds the probabilities from it, and directly by the twin test in tests/kernels/test_twins.cpp).
+// Each case also checks that the tensor-core kernels are the ones that ran.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -153,9 +153,11 @@ TEST_CASE("attention on tensor cores: dropout drops what the CPU drops", "[cuda]
   const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
   const bool causal = GENERATE(false, true);
-  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : ""));
-  const int64_t L = 130, S = 77;
-  manual_seed(static_cast<uint64_t>(E) * 3 + (causal ? 1 : 0));
+  // More queries than keys and fewer (causal with L < S: the last keys are visible to no row but
+  // the last ones).
+  const auto [L, S] = GENERATE(table<int64_t, int64_t>({{130, 77}, {77, 200}}));
+  INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " L " << L << " S " << S);
+  manual_seed(static_cast<uint64_t>(E) * 3 + (causal ? 1 : 0) + static_cast<uint64_t>(S));
   const Tensor q = randn({2, 3, L, E}).to(dtype), k = randn({2, 3, S, E}).to(dtype), v = randn({2, 3, S, E}).to(dtype);
   const Tensor dout = randn({2, 3, L, E}).to(dtype);
   auto run = [&](Device d, DType t) {
@@ -181,6 +183,41 @@ TEST_CASE("attention on tensor cores: dropout drops what the CPU drops", "[cuda]
   const Tensor plain = scaled_dot_product_attention(q.to(Device::cuda()), k.to(Device::cuda()),
                                                     v.to(Device::cuda()), Tensor(), 0.0, causal);
   CHECK(worst_ratio(plain, ref[0], tol, tol) > 1.0);
+}
+
+// k and v shared by the heads ([B, 1, S, E] against q's [B, H, L, E]): the kernels read them with a
+// batch stride of 0 over the heads, and their gradients [B, H, S, E] are summed back over the heads.
+TEST_CASE("attention on tensor cores: keys and values broadcast over the heads", "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  cuda::math_switches().attention_tensor_cores = true;
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const bool causal = GENERATE(false, true);
+  INFO(dtype_name(dtype) << (causal ? " causal" : ""));
+  const int64_t L = 150, S = 90, E = 64;
+  manual_seed(causal ? 515 : 514);
+  const Tensor q = randn({2, 4, L, E}).to(dtype), k = randn({2, 1, S, E}).to(dtype), v = randn({2, 1, S, E}).to(dtype);
+  const Tensor dout = randn({2, 4, L, E}).to(dtype);
+  auto run = [&](Device d, DType t) {
+    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
+    Tensor vd = v.to(t).to(d).set_requires_grad(true);
+    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
+    out.backward(dout.to(t).to(d));
+    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
+  };
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
+  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
+  CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
+  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
+  REQUIRE(gpu[2].sizes() == Shape{2, 1, S, E});
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    INFO(names[i]);
+    // dk and dv add four heads' gradients: twice the gradients' floor.
+    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : (i == 1 ? 4 * tol : 8 * tol), tol) <= 1.0);
+  }
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {
