@@ -32,9 +32,30 @@ struct Blas {
   SetThreads set_threads = nullptr;  // null for a single-threaded build
   int parallel = 0;                  // openblas_get_parallel(): 0 serial, 1 pthreads, 2 OpenMP
   bool threaded = false;             // parallel != 0 and the thread count can be set
+  std::string core;                  // openblas_get_corename(), "" when it has none
+  bool user_core = false;            // OPENBLAS_CORETYPE was set before OpenBLAS loaded
   std::string description;  // or why it did not load
   bool loaded = false;
 };
+
+std::string core_name(void* h) {
+  auto corename = reinterpret_cast<GetConfig>(dlsym(h, "openblas_get_corename"));
+  const char* name = corename != nullptr ? corename() : nullptr;
+  return name != nullptr ? name : "";
+}
+
+BlasCpu this_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // libgcc also asks the OS (XGETBV) whether it saves the AVX and AVX-512 registers.
+  return BlasCpu{__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                 __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512cd")};
+#else
+  return BlasCpu{};
+#endif
+}
 
 const Blas& blas() {
   static const Blas b = [] {
@@ -46,6 +67,28 @@ const Blas& blas() {
                         "); install libopenblas0-pthread (tools/setup.sh does)";
       return out;
     }
+    // A DYNAMIC_ARCH OpenBLAS reads OPENBLAS_CORETYPE when it loads, so a better core means loading
+    // it again: only when the user set none and OpenBLAS took this CPU for one without AVX2.
+    std::string chose;
+    const std::string detected = core_name(h);
+    out.user_core = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+    if (const char* better = blas_core_upgrade(detected, this_cpu()); better && !out.user_core) {
+      dlclose(h);
+      // Once, at the first product. A setenv races a getenv on another thread; kiln's own threads
+      // read their variables when they start, and kiln sets no other one, so glibc copies the
+      // start-up environment rather than freeing it. Kept for child processes: the same core.
+      setenv("OPENBLAS_CORETYPE", better, 0);
+      h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+      if (h == nullptr) {
+        const char* why = dlerror();
+        out.description = std::string("libopenblas.so.0 could not be loaded again with OPENBLAS_CORETYPE=") +
+                          better + " (" + (why ? why : "?") + ")";
+        return out;
+      }
+      chose = std::string("; kiln set OPENBLAS_CORETYPE=") + better + " (this OpenBLAS took the CPU for a " +
+              detected + ")";
+    }
+    out.core = core_name(h);
     out.sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
     out.dgemm = reinterpret_cast<Dgemm>(dlsym(h, "cblas_dgemm"));
     if (out.sgemm == nullptr || out.dgemm == nullptr) {
@@ -59,12 +102,35 @@ const Blas& blas() {
     // pthreads: one OpenBLAS thread per call for good; kiln's pool runs the blocks (blas.h).
     if (out.threaded && out.parallel == 1) out.set_threads(1);
     auto config = reinterpret_cast<GetConfig>(dlsym(h, "openblas_get_config"));
-    out.description = config != nullptr ? std::string("OpenBLAS (") + config() + ")" : "libopenblas.so.0";
+    out.description = (config != nullptr ? std::string("OpenBLAS (") + config() + ")" : "libopenblas.so.0") + chose;
     out.loaded = true;
     return out;  // the handle stays open for the process
   }();
   return b;
 }
+
+}  // namespace
+
+const char* blas_core_upgrade(const std::string& detected, BlasCpu cpu) {
+  // The x86 cores of OpenBLAS (0.3.21 and later) whose kernels use AVX2 and FMA or AVX-512.
+  static const char* const kVectorCores[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"};
+  if (detected.empty()) return nullptr;  // an OpenBLAS that does not name its core: nothing to judge
+  for (const char* c : kVectorCores) {
+    if (detected == c) return nullptr;
+  }
+  if (cpu.avx512) return "SkylakeX";
+  if (cpu.avx2_fma) return "Haswell";
+  return nullptr;
+}
+
+std::string blas_core() { return blas().core; }
+
+bool blas_core_matches_cpu() {
+  const Blas& b = blas();
+  return !b.loaded || b.user_core || blas_core_upgrade(b.core, this_cpu()) == nullptr;
+}
+
+namespace {
 
 GemmBackend initial_backend() {
   const char* v = std::getenv("KILN_CPU_GEMM");

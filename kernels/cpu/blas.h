@@ -49,6 +49,24 @@ class GemmBackendScope {
 // Whether OpenBLAS was loaded, and what it says of itself ("OpenBLAS 0.3.21 ..."), or why not.
 bool blas_available();
 std::string blas_description();
+// The core whose kernels the loaded OpenBLAS runs (openblas_get_corename(): "Haswell", "SkylakeX",
+// ...; "" when OpenBLAS is not loaded or does not say).
+std::string blas_core();
+
+// The core kiln asks a DYNAMIC_ARCH OpenBLAS for (OPENBLAS_CORETYPE) when the user set none and the
+// core it detected (`detected`) has neither AVX2 nor AVX-512 kernels while the CPU has them: "SkylakeX"
+// for AVX-512 (F, BW, VL, DQ, CD), "Haswell" for AVX2 with FMA; null to keep OpenBLAS's choice. An
+// OpenBLAS older than the CPU does not know its model number and falls back to its oldest core:
+// Debian 12's 0.3.21 runs a 5th-generation Xeon (model 207) on Prescott's SSE3 kernels, and a tiny
+// GPT's step took twice as long as on SkylakeX's.
+struct BlasCpu {
+  bool avx2_fma = false;
+  bool avx512 = false;
+};
+const char* blas_core_upgrade(const std::string& detected, BlasCpu cpu);
+// Whether the loaded OpenBLAS runs the core this rule gives: one that uses what the CPU has
+// (blas_core_upgrade finds nothing better), or the user's OPENBLAS_CORETYPE; true when none loaded.
+bool blas_core_matches_cpu();
 // Whether the loaded OpenBLAS runs a product on several threads (libopenblas0-pthread or -openmp).
 bool blas_threaded();
 // Whether blas_gemm takes calls from several threads at once (a pthreads build, which kiln keeps at

@@ -355,6 +355,31 @@ TEST_CASE("linear: the fused bias path is one node and equals matmul + bias", "[
   CHECK(linear(x, w3).grad_fn()->name() != "linear");
 }
 
+TEST_CASE("OpenBLAS core: kiln asks for AVX2 or AVX-512 kernels where OpenBLAS fell back to older ones",
+          "[linalg]") {
+  // The rule, on cores OpenBLAS names.
+  const cpu::BlasCpu avx512{true, true}, avx2{true, false}, sse{false, false};
+  CHECK(std::string(cpu::blas_core_upgrade("Prescott", avx512)) == "SkylakeX");
+  CHECK(std::string(cpu::blas_core_upgrade("Prescott", avx2)) == "Haswell");
+  CHECK(std::string(cpu::blas_core_upgrade("Nehalem", avx2)) == "Haswell");
+  CHECK(std::string(cpu::blas_core_upgrade("SandyBridge", avx512)) == "SkylakeX");
+  CHECK(cpu::blas_core_upgrade("Prescott", sse) == nullptr);  // what it has is all the CPU has
+  for (const char* kept : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    INFO(kept);
+    CHECK(cpu::blas_core_upgrade(kept, avx512) == nullptr);
+  }
+  CHECK(cpu::blas_core_upgrade("", avx512) == nullptr);  // no name, nothing to judge
+  // The loaded OpenBLAS: on this CPU it runs a core that uses what the CPU has, or the user's.
+  if (!cpu::blas_available()) {
+    WARN("OpenBLAS not loaded: " << cpu::blas_description());
+    CHECK(cpu::blas_core().empty());
+    return;
+  }
+  INFO(cpu::blas_description());
+  CHECK(!cpu::blas_core().empty());
+  CHECK(cpu::blas_core_matches_cpu());
+}
+
 TEST_CASE("gemm_cpu: OpenBLAS on tall and wide products, transposed and padded, matches float64", "[linalg]") {
   if (!cpu::blas_available()) {
     WARN("OpenBLAS not loaded: " << cpu::blas_description());
