@@ -7,6 +7,7 @@
 // Each case also checks that the tensor-core kernels are the ones that ran.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,44 @@ struct SwitchesGuard {
   ~SwitchesGuard() { cuda::math_switches() = saved; }
 };
 
+struct Problem {
+  Tensor q, k, v, dout;  // on the CPU, already rounded to the dtype under test
+  bool causal = false;
+  double dropout = 0.0;  // drawn from Generator(77) on either device
+};
+
+// out, dq, dk and dv of one attention call on `d` in dtype `t`.
+std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
+  Tensor qd = pr.q.to(t).to(d).set_requires_grad(true), kd = pr.k.to(t).to(d).set_requires_grad(true);
+  Tensor vd = pr.v.to(t).to(d).set_requires_grad(true);
+  std::optional<Generator> gen;
+  if (pr.dropout > 0) gen = Generator(77, d);
+  Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), pr.dropout, pr.causal, std::nullopt, gen);
+  out.backward(pr.dout.to(t).to(d));
+  return {out.detach(), qd.grad(), kd.grad(), vd.grad()};
+}
+
+// Runs the problem on tensor cores in `dtype` (checking that the forward and backward kernels each
+// ran once) and on the CPU in float64, and compares out, dq, dk and dv with the dtype's relative
+// tolerance and an absolute floor of floors[i] times it. Returns the CPU's results.
+std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const double (&floors)[4]) {
+  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
+  const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
+  CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
+  const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
+  // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
+  // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    INFO(names[i]);
+    CHECK(gpu[i].sizes() == ref[i].sizes());
+    CHECK(worst_ratio(gpu[i], ref[i], floors[i] * tol, tol) <= 1.0);
+  }
+  return ref;
+}
+
 }  // namespace
 
 TEST_CASE("attention on tensor cores: output and gradients match the CPU in float64 across many tiles",
@@ -40,30 +79,10 @@ TEST_CASE("attention on tensor cores: output and gradients match the CPU in floa
   INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " L " << L << " S " << S);
   manual_seed(static_cast<uint64_t>(L * 7919 + S * 31 + E));
   // Rounded to the dtype first: the CPU reference sees exactly the GPU's inputs.
-  const Tensor q = randn({2, 3, L, E}).to(dtype), k = randn({2, 3, S, E}).to(dtype), v = randn({2, 3, S, E}).to(dtype);
-  const Tensor dout = randn({2, 3, L, E}).to(dtype);
-
-  auto run = [&](Device d, DType t) {
-    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
-    Tensor vd = v.to(t).to(d).set_requires_grad(true);
-    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
-    out.backward(dout.to(t).to(d));
-    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
-  };
-  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
-  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
-  CHECK(attention_tc_launches() == before + 1);
-  CHECK(attention_tc_backward_launches() == before_backward + 1);
-  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
-  // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
-  // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
-  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    INFO(names[i]);
-    // Gradients sum over L or S rows of rounded terms: a looser absolute floor.
-    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
-  }
+  const Problem pr{randn({2, 3, L, E}).to(dtype), randn({2, 3, S, E}).to(dtype), randn({2, 3, S, E}).to(dtype),
+                   randn({2, 3, L, E}).to(dtype), causal};
+  // Gradients sum over L or S rows of rounded terms: a looser absolute floor.
+  check_against_cpu(pr, dtype, {1, 4, 4, 4});
 }
 
 // q, k and v as views of one fused projection [B, L, 3 H E] (row stride 3 H E, as the GPT's attention
@@ -158,30 +177,14 @@ TEST_CASE("attention on tensor cores: dropout drops what the CPU drops", "[cuda]
   const auto [L, S] = GENERATE(table<int64_t, int64_t>({{130, 77}, {77, 200}}));
   INFO(dtype_name(dtype) << " E " << E << (causal ? " causal" : "") << " L " << L << " S " << S);
   manual_seed(static_cast<uint64_t>(E) * 3 + (causal ? 1 : 0) + static_cast<uint64_t>(S));
-  const Tensor q = randn({2, 3, L, E}).to(dtype), k = randn({2, 3, S, E}).to(dtype), v = randn({2, 3, S, E}).to(dtype);
-  const Tensor dout = randn({2, 3, L, E}).to(dtype);
-  auto run = [&](Device d, DType t) {
-    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
-    Tensor vd = v.to(t).to(d).set_requires_grad(true);
-    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.25, causal, std::nullopt, Generator(77, d));
-    out.backward(dout.to(t).to(d));
-    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
-  };
-  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
-  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
-  CHECK(attention_tc_launches() == before + 1);
-  CHECK(attention_tc_backward_launches() == before_backward + 1);
-  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
-  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    INFO(names[i]);
-    // Kept probabilities are scaled by 4/3 before they are rounded: the same relative error.
-    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : 4 * tol, tol) <= 1.0);
-  }
+  const Problem pr{randn({2, 3, L, E}).to(dtype), randn({2, 3, S, E}).to(dtype), randn({2, 3, S, E}).to(dtype),
+                   randn({2, 3, L, E}).to(dtype), causal, 0.25};
+  // Kept probabilities are scaled by 4/3 before they are rounded: the same relative error.
+  const std::vector<Tensor> ref = check_against_cpu(pr, dtype, {1, 4, 4, 4});
   // A dropped probability is a whole term missing: without dropout the output differs by far more.
-  const Tensor plain = scaled_dot_product_attention(q.to(Device::cuda()), k.to(Device::cuda()),
-                                                    v.to(Device::cuda()), Tensor(), 0.0, causal);
+  const Tensor plain = scaled_dot_product_attention(pr.q.to(Device::cuda()), pr.k.to(Device::cuda()),
+                                                    pr.v.to(Device::cuda()), Tensor(), 0.0, causal);
+  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   CHECK(worst_ratio(plain, ref[0], tol, tol) > 1.0);
 }
 
@@ -196,28 +199,11 @@ TEST_CASE("attention on tensor cores: keys and values broadcast over the heads",
   INFO(dtype_name(dtype) << (causal ? " causal" : ""));
   const int64_t L = 150, S = 90, E = 64;
   manual_seed(causal ? 515 : 514);
-  const Tensor q = randn({2, 4, L, E}).to(dtype), k = randn({2, 1, S, E}).to(dtype), v = randn({2, 1, S, E}).to(dtype);
-  const Tensor dout = randn({2, 4, L, E}).to(dtype);
-  auto run = [&](Device d, DType t) {
-    Tensor qd = q.to(t).to(d).set_requires_grad(true), kd = k.to(t).to(d).set_requires_grad(true);
-    Tensor vd = v.to(t).to(d).set_requires_grad(true);
-    Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
-    out.backward(dout.to(t).to(d));
-    return std::vector<Tensor>{out.detach(), qd.grad(), kd.grad(), vd.grad()};
-  };
-  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
-  const std::vector<Tensor> gpu = run(Device::cuda(), dtype);
-  CHECK(attention_tc_launches() == before + 1);
-  CHECK(attention_tc_backward_launches() == before_backward + 1);
-  const std::vector<Tensor> ref = run(Device::cpu(), DType::Float64);
-  REQUIRE(gpu[2].sizes() == Shape{2, 1, S, E});
-  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    INFO(names[i]);
-    // dk and dv add four heads' gradients: twice the gradients' floor.
-    CHECK(worst_ratio(gpu[i], ref[i], i == 0 ? tol : (i == 1 ? 4 * tol : 8 * tol), tol) <= 1.0);
-  }
+  const Problem pr{randn({2, 4, L, E}).to(dtype), randn({2, 1, S, E}).to(dtype), randn({2, 1, S, E}).to(dtype),
+                   randn({2, 4, L, E}).to(dtype), causal};
+  // dk and dv add four heads' gradients: twice the gradients' floor.
+  const std::vector<Tensor> ref = check_against_cpu(pr, dtype, {1, 4, 8, 8});
+  CHECK(ref[2].sizes() == Shape{2, 1, S, E});
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {
