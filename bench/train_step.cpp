@@ -40,6 +40,7 @@
 #include "examples/common.h"
 #include "examples/graphed_step.h"
 #include "examples/run_record.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/optim/adamw.h"
@@ -415,6 +416,9 @@ JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
   h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
   h.integer("steps", o.steps).integer("warmup", o.warmup);
   h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock").boolean("cuda_graph", o.cuda_graph);
+  if (device.is_cpu()) {  // which GEMM, and which OpenBLAS core (blas.h), the float32 products ran on
+    h.text("gemm_backend", cpu::gemm_backend_name(cpu::gemm_backend())).text("blas", cpu::blas_description());
+  }
   return examples::add_host_usage(h);
 }
 
