@@ -57,8 +57,8 @@ std::string blas_core();
 // core it detected (`detected`) has neither AVX2 nor AVX-512 kernels while the CPU has them: "SkylakeX"
 // for AVX-512 (F, BW, VL, DQ, CD), "Haswell" for AVX2 with FMA; null to keep OpenBLAS's choice. An
 // OpenBLAS older than the CPU does not know its model number and falls back to its oldest core:
-// Debian 12's 0.3.21 runs a 5th-generation Xeon (model 207) on Prescott's SSE3 kernels, and a tiny
-// GPT's step took twice as long as on SkylakeX's.
+// Debian 12's 0.3.21 runs a 5th-generation Xeon (model 207) on Prescott's SSE3 kernels, where a tiny
+// GPT's step took nearly three times as long as on SkylakeX's (docs/cpu-performance.md).
 struct BlasCpu {
   bool avx2_fma = false;
   bool avx512 = false;
