@@ -533,12 +533,12 @@ TEST_CASE("plan_blas_blocks: blocks tile C exactly, aligned, big enough, at most
     CHECK(p.grid_m * p.grid_n <= 64);
     // A side is either whole or cut in multiples of 16, of at least 256, or (a skinny block) at
     // least as long as the other side with at least 8 MFLOP a block.
-    auto cut_ok = [&](int64_t side, int64_t whole, int64_t other) {
+    auto cut_ok = [](int64_t side, int64_t whole, int64_t other, int64_t depth) {
       return side == whole ||
-             (side % 16 == 0 && (side >= 256 || (side >= other && 2.0 * side * other * k >= 8.0 * 1024 * 1024)));
+             (side % 16 == 0 && (side >= 256 || (side >= other && 2.0 * side * other * depth >= 8.0 * 1024 * 1024)));
     };
-    CHECK(cut_ok(p.mb, m, p.nb));
-    CHECK(cut_ok(p.nb, n, p.mb));
+    CHECK(cut_ok(p.mb, m, p.nb, k));
+    CHECK(cut_ok(p.nb, n, p.mb, k));
     // A cut product's blocks hold at least 2 MFLOP (the last row or column of blocks may be short).
     if (p.grid_m * p.grid_n > 1) CHECK(2.0 * p.mb * p.nb * k >= 2.0 * 1024 * 1024);
     const cpu::BlasBlocks again = cpu::plan_blas_blocks(m, n, k);  // the shape alone decides
