@@ -218,21 +218,27 @@ fail() {  # fail STEP DETAIL LOG
   fi
 }
 
-# The names of the failed test cases in a Catch2 console log (the reporter heads each failure with
-# its test case's name between two rules of dashes), at most 40 of them.
-failing_tests() {
-  local names
-  names=$(awk '/^-+$/ && length($0) > 70 { getline name; getline rule; if (rule ~ /^-+$/ && length(rule) > 70) print "  " name }' "$1" | sort -u)
-  [ -n "$names" ] || return 0
-  echo "  failed test cases ($(wc -l <<<"$names")):"
-  head -n 40 <<<"$names"
+# The environment of kiln's executables: the staged libraries (only kiln sees them: python must not
+# load our libstdc++), threads and the golden files. Set by choose_library_path.
+kiln_vars=()
+
+# Runs a kiln executable in that environment.
+kiln_env() {
+  env "${kiln_vars[@]}" "$@"
 }
 
-# Runs a kiln executable with the staged libraries; only kiln sees them (python must not load our
-# libstdc++).
-kiln_env() {
-  env LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_NUM_THREADS=8 \
-    KILN_GOLDEN_DIR="$root/tests/golden" KILN_GOLDEN_VERBOSE=1 "$@"
+# Runs the test executable EXE through tools/resume_tests.py: a test case that kills its process (a
+# crash, or a CUDA context left unusable, which kiln_cuda_tests' guard turns into an exit) is recorded
+# as such, and the test cases after it run in a new process, each once, within SECS. PREFIX (e.g.
+# compute-sanitizer and its options) runs the executable. Every run's output goes to LOG, the
+# verdicts to JSON; the runner's summary is printed (its first line, one sentence, for the summary).
+resumed_tests() {  # resumed_tests EXE LOG JSON SECS SPEC [PREFIX...]
+  local exe=$1 log=$2 json=$3 secs=$4 spec=$5 spec_args=() env_args=() v
+  shift 5
+  [ -z "$spec" ] || spec_args=(--spec "$spec")
+  for v in "${kiln_vars[@]}"; do env_args+=("--env=$v"); done
+  python3 "$root/tools/resume_tests.py" --exe "$bin_dir/$exe" "${spec_args[@]}" "${env_args[@]}" \
+    --deadline "$secs" --log "$log" --json "$json" --work "${json%.json}.work" -- "$@"
 }
 
 # On the GPU host: the staged executables and libraries, unpacked into bin_dir.
@@ -297,34 +303,44 @@ interop() {
   python3 "$root/tools/check_torch_interop.py" --tests "$wrapper" "$@"
 }
 
-# compute-sanitizer's verdict from its exit code and its summary line ("ERROR SUMMARY: N errors"
-# for memcheck, "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" for racecheck):
-# errors fail; a clean summary with a nonzero exit fails too (the tests failed under the tool, or
-# the target crashed after the kernels it checked); racecheck warnings are noted; no summary at all
-# means the tool did not run (it has been refused on some H200 hosts), which is said, not
-# hidden. SHOWN names the file in $OUT that the log comes back in (both sanitizers share one).
-sanitizer_step() {  # sanitizer_step STEP LOG RC SECS [SHOWN]
-  local step=$1 log=$2 rc=$3 secs=$4 shown=${5:-$(basename "$2")}
-  local line errors=0 warnings=0
-  line=$(grep -E 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard' "$log" | tail -n 1)
-  if [ -n "$line" ]; then
-    errors=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*\(([0-9]+) errors?,.*/\1/p' <<<"$line" | head -n 1)
-    warnings=$(sed -nE 's/.*, ([0-9]+) warnings?\).*/\1/p' <<<"$line" | head -n 1)
-    line=$(sed -E 's/^=+ *//' <<<"$line")
+# compute-sanitizer's verdict on a resumed_tests run (RC its status, RESULT its summary) from the
+# tool's summary lines in LOG, one per process ("ERROR SUMMARY: N errors" for memcheck and synccheck,
+# "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" for racecheck): errors fail; no
+# errors but a run that did not pass fails too (test cases failed, crashed or were left unchecked
+# for lack of time under the tool); racecheck warnings are noted; no summary at all means the tool
+# did not run (it has been refused on some H200 hosts), which is said, not hidden. SHOWN names the
+# file in $OUT that the log comes back in (the three sanitizers share one).
+sanitizer_step() {  # sanitizer_step STEP LOG RC SECS SHOWN RESULT
+  local step=$1 log=$2 rc=$3 secs=$4 shown=$5 result=$6
+  local lines line n processes=0 errors=0 warnings=0 first
+  first=$(head -n 1 <<<"$result")
+  lines=$(grep -E 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard' "$log")
+  if [ -n "$lines" ]; then
+    while read -r line; do
+      processes=$((processes + 1))
+      n=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*\(([0-9]+) errors?,.*/\1/p' <<<"$line" | head -n 1)
+      errors=$((errors + ${n:-0}))
+      n=$(sed -nE 's/.*, ([0-9]+) warnings?\).*/\1/p' <<<"$line" | head -n 1)
+      warnings=$((warnings + ${n:-0}))
+    done <<<"$lines"
   fi
-  if [ -z "$line" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
-    fail "$step" "timed out after ${secs}s: incomplete, not a pass (see $shown)" "$log"
-  elif [ -z "$line" ]; then
+  local counted="$errors errors, $warnings warnings in $processes process(es)"
+  if [ "$rc" = 2 ] && [ -z "$first" ]; then
+    fail "$step" "tools/resume_tests.py could not start the tests (exit 2; its error is in the output)" "$log"
+  elif [ "$processes" = 0 ] && grep -qE 'timed out|not run' <<<"$first"; then
+    fail "$step" "ran out of time before any process finished: incomplete, not a pass; $first (see $shown)" "$log"
+  elif [ "$processes" = 0 ]; then
     notes+=("$step: compute-sanitizer printed no summary (exit $rc): it did not run here; see $shown")
     record "NOT RUN" "$step" "compute-sanitizer did not run (exit $rc); see $shown"
-  elif [ "${errors:-0}" != 0 ]; then
-    fail "$step" "$line (see $shown)" "$log"
+  elif [ "$errors" != 0 ]; then
+    fail "$step" "$counted (see $shown); $first" "$log"
   elif [ "$rc" != 0 ]; then
-    fail "$step" "exit $rc with \"$line\": the tests failed or the target crashed under the tool" "$log"
+    fail "$step" "$counted, but not every test case passed under the tool: $first" "$log"
   else
-    [ "${warnings:-0}" = 0 ] || notes+=("$step: ${warnings} racecheck warnings (possible hazards); read $shown")
-    record ok "$step" "$line (${secs}s)"
+    [ "$warnings" = 0 ] || notes+=("$step: ${warnings} racecheck warnings (possible hazards); read $shown")
+    record ok "$step" "$counted; $first (${secs}s)"
   fi
+  [ "$rc" = 0 ] || tail -n +2 <<<"$result" | tee -a "$summary"
 }
 
 # The staged libstdc++/libgcc_s join the library path only when the host's are too old for kiln's
@@ -338,6 +354,8 @@ choose_library_path() {
     lib_path=$bin_dir:$bin_dir/cxxrt
     notes+=("the host's C++ runtime is too old for kiln's binaries; using the staged one (stage/cxxrt): $probe")
   fi
+  kiln_vars=(LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_NUM_THREADS=8
+    KILN_GOLDEN_DIR="$root/tests/golden" KILN_GOLDEN_VERBOSE=1)
 }
 
 # What run and train-step do first: the staged binaries unpacked, $OUT and its summary started.
@@ -576,30 +594,23 @@ run() {
   local bench_log=$OUT/bench.log kiln_json=$OUT/bench_kiln.jsonl torch_json=$OUT/bench_torch.jsonl
   local compare_md=$OUT/bench_compare.md train_json=$OUT/train_step.jsonl
 
-  # 1. Parity and runtime tests: each CUDA test executable once (not once per test case).
-  local exe rc t0 secs
+  # 1. Parity and runtime tests: each CUDA test executable in one process (not one per test case),
+  # and a new one for the rest when a test case kills it (resumed_tests).
+  local exe rc t0 secs result
   : >"$tests_log"
   while read -r exe; do
     [ -n "$exe" ] || continue
     secs=$(budget 180)
     t0=$(elapsed)
-    echo "==== $exe" >>"$tests_log"
-    kiln_env timeout --kill-after=10 "$secs" "$bin_dir/$exe" --durations yes >>"$tests_log" 2>&1
+    result=$(resumed_tests "$exe" "$tests_log" "$scratch/tests-$exe.json" "$secs" "")
     rc=$?
-    # Catch2's exit code is its failure count (up to 255), so 124 can be a count: only a run that
-    # printed no totals line was stopped by the timeout.
-    local totals
-    totals=$(sed -n "/^==== $exe\$/,\$p" "$tests_log" | grep -E '^(test cases:|All tests passed)' | tail -n 1)
+    [ -n "$result" ] || result="tools/resume_tests.py could not run the tests (exit $rc; its error is above)"
     if [ $rc = 0 ]; then
-      record ok "tests: $exe" "$totals ($(($(elapsed) - t0))s)"
-    elif [ -n "$totals" ]; then
-      fail "tests: $exe" "exit $rc: $totals" "$tests_log"
-      failing_tests "$tests_log" | tee -a "$summary"
-    elif [ $rc = 124 ] || [ $rc = 137 ]; then
-      fail "tests: $exe" "timed out after ${secs}s" "$tests_log"
+      record ok "tests: $exe" "$(head -n 1 <<<"$result") ($(($(elapsed) - t0))s)"
     else
-      fail "tests: $exe" "exit $rc before any totals (a crash?)" "$tests_log"
+      fail "tests: $exe" "$(head -n 1 <<<"$result")" "$tests_log"
     fi
+    tail -n +2 <<<"$result" | tee -a "$summary"
   done <"$bin_dir/cuda_tests.txt"
   # 1b. An example with --cuda-graph against the same run eager.
   graph_check "$tests_log"
@@ -613,10 +624,12 @@ run() {
   cs=$(command -v compute-sanitizer || true)
   [ -n "$cs" ] || [ ! -x /usr/local/cuda/bin/compute-sanitizer ] || cs=/usr/local/cuda/bin/compute-sanitizer
   local main_test=${cuda_tests[0]}
-  # KILN_SANITIZE_TESTS (a Catch2 test spec, e.g. "cuda parity: add*") narrows both sanitizer runs
-  # when the whole executable does not fit the time under instrumentation.
-  local spec=()
-  [ -z "${KILN_SANITIZE_TESTS:-}" ] || spec=("$KILN_SANITIZE_TESTS")
+  # KILN_SANITIZE_TESTS (a Catch2 test spec, e.g. "cuda parity: add*") narrows memcheck and racecheck
+  # when the whole executable does not fit the time under instrumentation. Each sanitizer runs the
+  # tests through resumed_tests: a fault the tool reports also leaves the context unusable, and the
+  # test cases after it are checked in a new process.
+  local spec=${KILN_SANITIZE_TESTS:-}
+  local sanitize=(--error-exitcode 86 --report-api-errors no --print-limit 100)
   if [ -z "$cs" ]; then
     notes+=("compute-sanitizer is not on this host: memcheck, racecheck and synccheck did not run")
     record "NOT RUN" "memcheck" "compute-sanitizer not found"
@@ -629,10 +642,11 @@ run() {
     if [ "$secs" -lt 10 ]; then
       fail memcheck "no time left" ""
     else
-      kiln_env KILN_CUDA_ALLOC=direct timeout --kill-after=10 "$secs" "$cs" --tool memcheck --error-exitcode 86 \
-        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$memcheck_log" 2>&1
+      : >"$memcheck_log"
+      result=$(resumed_tests "$main_test" "$memcheck_log" "$scratch/memcheck.json" "$secs" "$spec" \
+        env KILN_CUDA_ALLOC=direct "$cs" --tool memcheck "${sanitize[@]}")
       rc=$?
-      sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
       # Each sanitizer's part of the file (6, 6 and 3 MiB: under the 16 MiB a file may bring back):
       # its summary, at the end, survives the trim.
       cap "$memcheck_log" $((6 * 1024 * 1024))
@@ -652,10 +666,11 @@ run() {
     if [ "$secs" -lt 10 ]; then
       fail racecheck "no time left" ""
     else
-      kiln_env timeout --kill-after=10 "$secs" "$cs" --tool racecheck "${filter[@]}" --error-exitcode 86 \
-        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "${spec[@]}" >"$racecheck_log" 2>&1
+      : >"$racecheck_log"
+      result=$(resumed_tests "$main_test" "$racecheck_log" "$scratch/racecheck.json" "$secs" "$spec" \
+        "$cs" --tool racecheck "${filter[@]}" "${sanitize[@]}")
       rc=$?
-      sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
       cap "$racecheck_log" $((6 * 1024 * 1024))
       { echo "==== racecheck"; cat "$racecheck_log"; } >>"$sanitize_log"
     fi
@@ -668,11 +683,11 @@ run() {
     if [ "$secs" -lt 10 ]; then
       fail synccheck "no time left" ""
     else
-      kiln_env timeout --kill-after=10 "$secs" "$cs" --tool synccheck "${filter[@]}" --error-exitcode 86 \
-        --report-api-errors no --print-limit 100 "$bin_dir/$main_test" "[tile],[attention],[layer_norm]" \
-        >"$synccheck_log" 2>&1
+      : >"$synccheck_log"
+      result=$(resumed_tests "$main_test" "$synccheck_log" "$scratch/synccheck.json" "$secs" \
+        "[tile],[attention],[layer_norm]" "$cs" --tool synccheck "${filter[@]}" "${sanitize[@]}")
       rc=$?
-      sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")"
+      sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
       cap "$synccheck_log" $((3 * 1024 * 1024))
       { echo "==== synccheck"; cat "$synccheck_log"; } >>"$sanitize_log"
     fi
