@@ -101,9 +101,11 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
         A loss = 0;
         if (!is_ignored(t, shape)) {
           // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c), with lse - x = lsum - (x - max).
+          // Without smoothing the mean term is left out, not multiplied by 0: a -inf logit (a masked
+          // class) makes it +inf, and 0 * inf would turn a finite loss into NaN.
           const A nll = lsum - (ld<T, A>(x, base + t * inner) - mx);
-          const A smooth = lsum - sxm / static_cast<A>(c_n);
-          loss = static_cast<A>(1.0 - eps) * nll + static_cast<A>(eps) * smooth;
+          loss = static_cast<A>(1.0 - eps) * nll;
+          if (eps != 0.0) loss += static_cast<A>(eps) * (lsum - sxm / static_cast<A>(c_n));
         }
         if (reduce == LossReduce::None) {
           store_as<A>(out, out_dtype, r, loss);

@@ -111,9 +111,10 @@ __device__ __forceinline__ void finish_row(const CeArgs& a, int64_t r, const S* 
     if (t < 0 || t >= a.c) {
       cuda_detail::record_device_error(a.err, IndexCheckOp::CrossEntropy, t, a.c);
     } else {
+      // Without smoothing the mean term is left out (a -inf logit makes it +inf: 0 * inf is NaN).
       const float nll = lsum - (to_f32(x[t * a.inner]) - st.m);
-      const float smooth = lsum - st.z / static_cast<float>(a.c);
-      loss = a.keep_target * nll + a.smooth * smooth;
+      loss = a.keep_target * nll;
+      if (a.smooth != 0.f) loss += a.smooth * (lsum - st.z / static_cast<float>(a.c));
     }
   }
   if (a.reduce == LossReduce::None) {

@@ -3,6 +3,7 @@
 // targets are int64 inputs (they keep their dtype) from a small LCG, independent of kiln's generator.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tests/op_table/op_table.h"
 
@@ -53,7 +54,8 @@ Tensor ref_cross_entropy(const Tensor& logits, const Tensor& target, Reduction r
       mean_x += v / static_cast<double>(c_n);
     }
     const double lse = mx + std::log(se);
-    const double loss = (1 - eps) * (lse - row[at(t)]) + eps * (lse - mean_x);
+    // PyTorch's definition: without smoothing there is no mean term (a -inf logit would make it inf).
+    const double loss = (1 - eps) * (lse - row[at(t)]) + (eps != 0 ? eps * (lse - mean_x) : 0.0);
     losses.push_back(loss);
     total += loss;
     ++count;
@@ -75,6 +77,21 @@ Sample ce_sample(const std::string& name, const Shape& shape, uint64_t seed, int
           }};
 }
 
+// Logits [5, 7] with two classes of every row masked to -inf: the ones after its target (mod 7).
+Sample masked_ce_sample(uint64_t seed, int64_t ignore_every, int64_t ignore) {
+  return {"[5, 7] with -inf logits (masked classes)", [=](DType t, Device d) {
+            const Shape shape{5, 7};
+            Tensor target = class_targets({5}, 7, seed + 1, ignore_every, ignore, Device::cpu());
+            Values lv = values(rnd(shape, DType::Float64, Device::cpu(), seed, 2.0));
+            const Values tv = values(target);
+            for (int64_t r = 0; r < 5; ++r) {
+              const int64_t tr = tv[at(r)] == static_cast<double>(ignore) ? 0 : static_cast<int64_t>(tv[at(r)]);
+              for (int64_t k : {1, 3}) lv[at(r * 7 + (tr + k) % 7)] = -std::numeric_limits<double>::infinity();
+            }
+            return TensorList{from_values(lv, shape, t).to(d), target.to(d)};
+          }};
+}
+
 OpRow cross_entropy_row(const std::string& name, Reduction red, int64_t ignore, double eps, int64_t ignore_every) {
   OpRow r;
   r.name = name;
@@ -87,6 +104,9 @@ OpRow cross_entropy_row(const std::string& name, Reduction red, int64_t ignore, 
   };
   // A single [C] row with a 0-d target cannot hold an ignored target without making the mean 0/0.
   if (ignore_every == 0) r.samples.push_back(ce_sample("1-d [6]", {6}, 44, 0, ignore));
+  // Masked classes (-inf logits, never at the target): a finite loss without smoothing, +inf with it,
+  // so only the rows without smoothing take this sample.
+  if (eps == 0.0) r.samples.push_back(masked_ce_sample(46, ignore_every, ignore));
   r.op = [red, ignore, eps](const TensorList& x) { return TensorList{cross_entropy(x[0], x[1], red, ignore, eps)}; };
   r.reference = [red, ignore, eps](const TensorList& x) {
     return TensorList{ref_cross_entropy(x[0], x[1], red, ignore, eps)};
