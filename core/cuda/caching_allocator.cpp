@@ -1,5 +1,6 @@
 // The caching allocator's policy. One mutex guards everything; the device is touched only through
-// the backend, and never (no raw_alloc, no event query, no synchronize) while a capture runs.
+// the backend, and never by the capturing thread (no raw_alloc, no event query, no synchronize)
+// while a capture runs, nor by anyone in a way that could break the capture (no free, no event).
 // Logged (kernels/log.h): an out-of-memory retry at Warn, cache releases at Info, capture pool at Debug.
 #include "core/cuda/caching_allocator.h"
 
@@ -86,9 +87,10 @@ CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream strea
   size_t seg = pool == kCapture ? size : segment_size(size);
   void* p = backend_->raw_alloc(seg);
   if (!p) {
-    // Free what the cache holds and try once more.
+    // Free what the cache holds and try once more; not while another thread captures a graph
+    // (cudaFree synchronizes the device, which would break the capture).
     const int64_t allocated = stats_.allocated_bytes, reserved = stats_.reserved_bytes;
-    const size_t released = release_free_segments(false);
+    const size_t released = capturing_ ? 0 : release_free_segments(false);
     KILN_LOG(Warn, "cuda caching allocator: out of memory on " + device_.str() + " obtaining a " +
                        mib(static_cast<int64_t>(seg)) + " segment for a request of " +
                        mib(static_cast<int64_t>(requested)) + " (" + mib(allocated) + " allocated, " + mib(reserved) +
@@ -142,8 +144,9 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
   Stream stream = backend_->current_stream();
   Block* block = nullptr;
   // Direct mode (a debugging aid: each tensor its own cudaMalloc) still serves a graph capture from
-  // the reserved capture pool: nothing may call cudaMalloc while a stream captures.
-  if (direct_ && !capturing_) {
+  // the reserved capture pool: the capturing thread may not call cudaMalloc.
+  const bool for_capture = capture_here();
+  if (direct_ && !for_capture) {
     void* p = backend_->raw_alloc(nbytes);
     if (!p) throw_oom(nbytes);
     all_blocks_.push_back(std::make_unique<Block>());
@@ -153,7 +156,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
     block->stream = stream;
     stats_.reserved_bytes += static_cast<int64_t>(nbytes);
     stats_.num_device_mallocs++;
-  } else if (capturing_) {
+  } else if (for_capture) {
     size_t size = round_size(nbytes);
     block = find_free_block(kCapture, stream, size);
     if (!block) {
@@ -210,6 +213,18 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   stats_.allocated_bytes -= static_cast<int64_t>(block->size);
   stats_.requested_bytes -= static_cast<int64_t>(block->requested);
   stats_.active_blocks--;
+  if (capturing_ && block->pool != kCapture && (direct_ || !block->stream_uses.empty())) {
+    deferred_.push_back(block);  // stays marked allocated: no neighbour merges with it meanwhile
+    return;
+  }
+  release(block);
+}
+
+bool CachingAllocator::capture_here() const {
+  return capturing_ && std::this_thread::get_id() == capture_thread_;
+}
+
+void CachingAllocator::release(Block* block) {
   // Should the backend fail below (a sticky CUDA error), the block is leaked: it is no longer live,
   // stays marked allocated so no neighbour merges with it, and is never handed out again. The
   // error goes up to DataPtr, which records it for the next synchronizing call.
@@ -415,12 +430,26 @@ void CachingAllocator::begin_capture(Stream stream) {
   process_events();  // the last chance to query events before the capture
   capturing_ = true;
   capture_stream_ = stream;
+  capture_thread_ = std::this_thread::get_id();
 }
 
 void CachingAllocator::end_capture() {
   std::lock_guard<std::mutex> lk(mutex_);
   capturing_ = false;
   capture_stream_ = nullptr;
+  capture_thread_ = std::thread::id();
+  // The blocks freed during the capture that waited for a device call. end_capture also runs while
+  // a failed capture unwinds, so it does not throw: a block whose call fails is leaked and logged.
+  std::vector<Block*> deferred;
+  deferred.swap(deferred_);
+  for (Block* b : deferred) {
+    try {
+      release(b);
+    } catch (const std::exception& e) {
+      KILN_LOG(Warn, std::string("cuda caching allocator: a block freed during the capture could not be released on ") +
+                         device_.str() + " and is leaked: " + e.what());
+    }
+  }
 }
 
 void CachingAllocator::set_poison(bool enabled) {

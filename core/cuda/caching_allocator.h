@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -100,9 +101,15 @@ class CachingAllocator final : public Allocator {
   // Returns every wholly free segment to the device (waits for pending cross-stream uses first).
   void empty_cache();
 
-  // Graph capture: between begin and end, allocations on `stream` come from a private pool that
-  // never calls raw_alloc, queries events or synchronizes. reserve_capture_pool(bytes) obtains its
-  // memory beforehand; blocks freed during capture are reused only by the same capture pool.
+  // Graph capture on `stream`, begun and ended by one thread (CudaGraph captures in CUDA's
+  // thread-local mode). Between begin and end, that thread's allocations come from a private pool
+  // that never calls raw_alloc, queries events or synchronizes; reserve_capture_pool(bytes) obtains
+  // its memory beforehand, and blocks freed during the capture are reused only by the capture pool.
+  // Other threads (a data loader's) allocate from the ordinary pools meanwhile, so none of their
+  // blocks can alias the graph's. A block of the ordinary pools freed during the capture that needs
+  // a device call (direct mode's free, events for its uses on other streams) is released when the
+  // capture ends: a free would synchronize, and an event recorded on a capturing stream cannot be
+  // queried later.
   void reserve_capture_pool(size_t nbytes);
   // Bytes reserved for captures so far (the capture pool's segments are kept for the process).
   size_t capture_pool_bytes() const;
@@ -133,6 +140,8 @@ class CachingAllocator final : public Allocator {
   Block* new_segment(PoolId pool, Stream stream, size_t size, size_t requested);
   Block* split(Block* block, size_t size);
   void free_block(Block* block);
+  void release(Block* block);  // a block no longer live: back to its pool, or on its way there
+  bool capture_here() const;   // a capture runs and the calling thread is the capturing one
   void merge_into(Block* block, Pool& pool);
   void process_events();
   size_t release_free_segments(bool include_capture);  // bytes returned to the device
@@ -150,11 +159,14 @@ class CachingAllocator final : public Allocator {
   std::vector<Block*> spare_blocks_;
   // Blocks freed while used on other streams, waiting for their events.
   std::vector<std::pair<Block*, std::vector<DeviceBackend::EventHandle>>> pending_;
+  // Blocks of the ordinary pools freed during a capture, released when it ends.
+  std::vector<Block*> deferred_;
   MemoryStats stats_;
   size_t capture_pool_bytes_ = 0;
   bool capturing_ = false;
   bool poison_ = false;
   Stream capture_stream_ = nullptr;
+  std::thread::id capture_thread_;
 };
 
 }  // namespace kiln::cuda

@@ -41,6 +41,9 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
   KILN_LOG(Info, "CudaGraph: capture begins on " + where + ", " + format_bytes(alloc.capture_pool_bytes()) +
                      " reserved for the capture pool");
   Stream origin = current_stream(device_);
+  // Made on first use with cudaMalloc, which the capture would refuse: the index-checking kernels
+  // (embedding, gather, cross_entropy's targets) write to it.
+  (void)device_error_record(device_);
   CudaStream side(device_);
   {
     // The side stream starts after everything already queued on the current stream.
@@ -53,7 +56,12 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
   {
     StreamGuard guard(side.get(), device_);
     alloc.begin_capture(side.get());
-    cudaError_t begin = cudaStreamBeginCapture(reinterpret_cast<cudaStream_t>(side.get()), cudaStreamCaptureModeGlobal);
+    // Thread-local mode: this thread may make no unsafe call (a synchronization, a cudaMalloc), but
+    // other threads may; a data loader's workers keep pinning memory (cudaHostAlloc, cudaEventQuery)
+    // for the next batches while the step is captured, which global mode would refuse, failing the
+    // capture. Their device allocations come from the ordinary pools (CachingAllocator::begin_capture).
+    cudaError_t begin =
+        cudaStreamBeginCapture(reinterpret_cast<cudaStream_t>(side.get()), cudaStreamCaptureModeThreadLocal);
     if (begin != cudaSuccess) {
       alloc.end_capture();
       check(begin, "cudaStreamBeginCapture");

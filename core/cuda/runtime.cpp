@@ -238,10 +238,14 @@ class PinnedAllocator final : public Allocator {
     void* ptr;
     std::vector<cudaEvent_t> events;
   };
+  // Reusable once every recorded use is done. An event that cannot be queried (during another
+  // thread's graph capture in global mode, or after a device error) counts as not done: reusing the
+  // block could overwrite a batch still being copied. The error is cleared, or the next launch
+  // check on this thread would report it as its own.
   bool ready(Entry& e) {
     for (cudaEvent_t ev : e.events) {
-      cudaError_t err = cudaEventQuery(ev);
-      if (err == cudaErrorNotReady) {
+      const cudaError_t err = cudaEventQuery(ev);
+      if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
       }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/allocator.h"
 #include "core/cuda/caching_allocator.h"
@@ -25,7 +26,7 @@ Stream stream_id(uintptr_t i) { return reinterpret_cast<Stream>(i); }
 struct FakeDevice {
   size_t capacity = size_t{1} << 30;
   size_t used = 0;
-  int mallocs = 0, frees = 0, event_queries = 0, syncs = 0;
+  int mallocs = 0, frees = 0, event_queries = 0, events_recorded = 0, syncs = 0;
   Stream current = nullptr;
   bool events_done = false;
   std::set<void*> live;
@@ -49,7 +50,10 @@ class FakeBackend final : public DeviceBackend {
     d_->frees++;
     std::free(p);
   }
-  EventHandle record_event(Stream) override { return new int(0); }
+  EventHandle record_event(Stream) override {
+    d_->events_recorded++;
+    return new int(0);
+  }
   bool event_done(EventHandle) override {
     d_->event_queries++;
     return d_->events_done;
@@ -266,6 +270,70 @@ TEST_CASE("caching allocator: a capture uses its own pool and never touches the 
   CHECK(d.mallocs == mallocs + 1);
   blocks.clear();  // capture blocks go back to the capture pool, in direct mode as well
   CHECK(d.frees == 0);
+}
+
+TEST_CASE("caching allocator: during a capture other threads allocate from the ordinary pools", "[allocator]") {
+  // CudaGraph captures in thread-local mode, so a data loader's thread keeps allocating meanwhile:
+  // a block of the capture pool in its hands could be written by every replay of the graph.
+  const bool direct = GENERATE(false, true);
+  INFO("direct mode " << direct);
+  FakeDevice d;
+  auto a = make(d, direct);
+  a->reserve_capture_pool(size_t{8} << 20);
+  const int mallocs = d.mallocs;
+  const size_t pool = a->capture_pool_bytes();
+  a->begin_capture(stream_id(5));
+  DataPtr mine = a->allocate(1000);
+  CHECK(d.mallocs == mallocs);  // the capturing thread: from the capture pool
+  void* theirs = nullptr;
+  std::thread loader([&] {
+    DataPtr p = a->allocate(1000);
+    theirs = p.get();
+  });
+  loader.join();
+  CHECK(d.mallocs == mallocs + 1);  // the other thread: a device allocation of its own
+  CHECK(theirs != nullptr);
+  CHECK(theirs != mine.get());
+  CHECK(a->capture_pool_bytes() == pool);
+  CHECK(d.frees == 0);  // direct mode frees nothing during the capture (a free synchronizes)
+  a->end_capture();
+  CHECK(d.frees == (direct ? 1 : 0));
+}
+
+TEST_CASE("caching allocator: a block freed during a capture makes its device calls when the capture ends",
+          "[allocator]") {
+  FakeDevice d;
+  SECTION("used on another stream: its event is recorded after the capture, then it is reused") {
+    auto a = make(d);
+    a->reserve_capture_pool(size_t{8} << 20);
+    d.current = stream_id(1);
+    DataPtr p = a->allocate(1000);
+    void* ptr = p.get();
+    a->record_stream(ptr, stream_id(7));  // e.g. the gradient bucket a communication stream read
+    a->begin_capture(stream_id(5));
+    p.reset();
+    CHECK(d.events_recorded == 0);  // an event recorded now could be on a capturing stream
+    a->end_capture();
+    CHECK(d.events_recorded == 1);
+    DataPtr q = a->allocate(1000);
+    CHECK(q.get() != ptr);  // stream 7 has not passed the event yet
+    d.events_done = true;
+    q.reset();
+    DataPtr r = a->allocate(1000);
+    CHECK(r.get() == ptr);
+  }
+  SECTION("direct mode: the free happens after the capture") {
+    auto a = make(d, true);
+    a->reserve_capture_pool(size_t{8} << 20);
+    DataPtr p = a->allocate(1000);
+    const int frees = d.frees;
+    a->begin_capture(stream_id(5));
+    p.reset();
+    CHECK(d.frees == frees);
+    a->end_capture();
+    CHECK(d.frees == frees + 1);
+    CHECK(a->memory_stats().reserved_bytes == static_cast<int64_t>(a->capture_pool_bytes()));
+  }
 }
 
 // --- cuda::memory_summary and the out-of-memory message ------------------------------------------
