@@ -65,10 +65,12 @@ struct KWalk {
 struct Welford {
   float n, mean, m2;
 };
-// Chan et al.'s merge of two (count, mean, M2) summaries.
+// Chan et al.'s merge of two (count, mean, M2) summaries. An empty side returns the other as it is:
+// the general formula would multiply d * d (inf once |mean| passes about 1.8e19) by a zero count.
 __device__ __forceinline__ Welford welford_merge(const Welford& a, const Welford& b) {
+  if (b.n == 0.f) return a;
+  if (a.n == 0.f) return b;
   const float n = a.n + b.n;
-  if (n == 0.f) return a;
   const float d = b.mean - a.mean, fb = b.n / n;
   return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
 }
