@@ -1,5 +1,5 @@
-// CudaGraph: capture on a side stream in global mode, with the allocator switched to its capture
-// pool for exactly the duration of the capture (also when `fn` throws). Capture start and end are
+// CudaGraph: capture on a side stream in thread-local mode, with the allocator switched to its
+// capture pool for exactly the duration of the capture (also when `fn` throws). Capture start and end are
 // logged at Info, replays at Debug (kernels/log.h).
 #include "core/cuda/graph.h"
 

@@ -1,7 +1,8 @@
-// CUDA graph capture and replay. capture() records everything `fn` enqueues, in global capture
-// mode, so any hidden synchronization or cudaMalloc anywhere in the process fails the capture:
-// that is what makes a captured training step a test of the no-sync rule. Allocations during the
-// capture come from the caching allocator's private capture pool, reserved beforehand.
+// CUDA graph capture and replay. capture() records everything `fn` enqueues, in thread-local
+// capture mode, so any hidden synchronization or cudaMalloc on the capturing thread (where `fn`
+// runs) fails the capture: that is what makes a captured training step a test of the no-sync rule.
+// Other threads (a data loader's) may go on pinning memory and copying meanwhile. Allocations of
+// the capturing thread come from the caching allocator's private capture pool, reserved beforehand.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // A whole training step (forward, backward, gradient clipping, AdamW) captured once as a CUDA graph
-// in global capture mode and replayed, for a small MLP and a transformer block (with dropout too).
-// Any hidden host synchronization or cudaMalloc in the step makes the capture fail, so this guards
-// the no-sync rule (docs/architecture.md); the replays must match the same number of eager steps bit
-// for bit, random draws included.
+// in thread-local capture mode and replayed, for a small MLP and a transformer block (with dropout
+// too). Any hidden host synchronization or cudaMalloc in the step makes the capture fail, so this
+// guards the no-sync rule (docs/architecture.md); the replays must match the same number of eager
+// steps bit for bit, random draws included.
 #include <catch2/catch.hpp>
 
 #include <functional>
