@@ -228,17 +228,18 @@ kiln_env() {
 }
 
 # Runs the test executable EXE through tools/resume_tests.py: a test case that kills its process (a
-# crash, or a CUDA context left unusable, which kiln_cuda_tests' guard turns into an exit) is recorded
-# as such, and the test cases after it run in a new process, each once, within SECS. PREFIX (e.g.
-# compute-sanitizer and its options) runs the executable. Every run's output goes to LOG, the
-# verdicts to JSON; the runner's summary is printed (its first line, one sentence, for the summary).
-resumed_tests() {  # resumed_tests EXE LOG JSON SECS SPEC [PREFIX...]
-  local exe=$1 log=$2 json=$3 secs=$4 spec=$5 spec_args=() env_args=() v
-  shift 5
+# crash, or a CUDA context left unusable, which kiln_cuda_tests' guard turns into an exit) or runs
+# longer than HANG seconds (a kernel that never ends) is recorded as such, and the test cases after
+# it run in a new process, each once, within SECS. PREFIX (e.g. compute-sanitizer and its options)
+# runs the executable. Every run's output goes to LOG, the verdicts to JSON; the runner's summary is
+# printed (its first line, one sentence, for the summary).
+resumed_tests() {  # resumed_tests EXE LOG JSON SECS HANG SPEC [PREFIX...]
+  local exe=$1 log=$2 json=$3 secs=$4 hang=$5 spec=$6 spec_args=() env_args=() v
+  shift 6
   [ -z "$spec" ] || spec_args=(--spec "$spec")
   for v in "${kiln_vars[@]}"; do env_args+=("--env=$v"); done
   python3 "$root/tools/resume_tests.py" --exe "$bin_dir/$exe" "${spec_args[@]}" "${env_args[@]}" \
-    --deadline "$secs" --log "$log" --json "$json" --work "${json%.json}.work" -- "$@"
+    --deadline "$secs" --test-timeout "$hang" --log "$log" --json "$json" --work "${json%.json}.work" -- "$@"
 }
 
 # On the GPU host: the staged executables and libraries, unpacked into bin_dir.
@@ -602,7 +603,7 @@ run() {
     [ -n "$exe" ] || continue
     secs=$(budget 180)
     t0=$(elapsed)
-    result=$(resumed_tests "$exe" "$tests_log" "$scratch/tests-$exe.json" "$secs" "")
+    result=$(resumed_tests "$exe" "$tests_log" "$scratch/tests-$exe.json" "$secs" 60 "")
     rc=$?
     [ -n "$result" ] || result="tools/resume_tests.py could not run the tests (exit $rc; its error is above)"
     if [ $rc = 0 ]; then
@@ -643,7 +644,7 @@ run() {
       fail memcheck "no time left" ""
     else
       : >"$memcheck_log"
-      result=$(resumed_tests "$main_test" "$memcheck_log" "$scratch/memcheck.json" "$secs" "$spec" \
+      result=$(resumed_tests "$main_test" "$memcheck_log" "$scratch/memcheck.json" "$secs" 120 "$spec" \
         env KILN_CUDA_ALLOC=direct "$cs" --tool memcheck "${sanitize[@]}")
       rc=$?
       sanitizer_step memcheck "$memcheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
@@ -667,7 +668,7 @@ run() {
       fail racecheck "no time left" ""
     else
       : >"$racecheck_log"
-      result=$(resumed_tests "$main_test" "$racecheck_log" "$scratch/racecheck.json" "$secs" "$spec" \
+      result=$(resumed_tests "$main_test" "$racecheck_log" "$scratch/racecheck.json" "$secs" 120 "$spec" \
         "$cs" --tool racecheck "${filter[@]}" "${sanitize[@]}")
       rc=$?
       sanitizer_step racecheck "$racecheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
@@ -684,7 +685,7 @@ run() {
       fail synccheck "no time left" ""
     else
       : >"$synccheck_log"
-      result=$(resumed_tests "$main_test" "$synccheck_log" "$scratch/synccheck.json" "$secs" \
+      result=$(resumed_tests "$main_test" "$synccheck_log" "$scratch/synccheck.json" "$secs" 120 \
         "[tile],[attention],[layer_norm]" "$cs" --tool synccheck "${filter[@]}" "${sanitize[@]}")
       rc=$?
       sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"

@@ -15,13 +15,16 @@ Every run's output is appended to --log, each headed by a "==== resume_tests: ru
 result (a verdict per test case, each run's exit) goes to --json; a summary goes to stdout, its
 first line one sentence that tools/gpu_check.sh records.
 
+With --test-timeout, a test case that runs longer (a kernel that never finishes) has its process
+killed and is recorded as hung; the rest run in a new process.
+
 Exit status: 0 when every test case passed and every run ended cleanly, 1 otherwise (a failure, a
-crash, a lost context, an error a test case left unread, a run that did not end cleanly, or test
-cases left unrun when the time ran out), 2 for bad usage or an executable whose tests cannot be
-listed.
+crash, a lost context, a hang, an error a test case left unread, a run that did not end cleanly, or
+test cases left unrun when the time ran out), 2 for bad usage or an executable whose tests cannot
+be listed.
 
   usage: resume_tests.py --exe EXE [--spec SPEC] [--env NAME=VALUE]... [--deadline SECONDS]
-                         [--log FILE] [--json FILE] [--work DIR] [-- PREFIX...]
+                         [--test-timeout SECONDS] [--log FILE] [--json FILE] [--work DIR] [-- PREFIX...]
 """
 import argparse
 import json
@@ -42,6 +45,9 @@ def parse_args(argv):
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set for the test processes only (repeatable)")
     p.add_argument("--deadline", type=float, default=600.0, help="seconds for all runs together")
+    p.add_argument("--test-timeout", type=float, default=0.0,
+                   help="seconds one test case may run before its process is killed as hung and the rest "
+                        "resumed (default: no limit but the deadline)")
     p.add_argument("--log", help="append every run's output here (default: this program's stdout)")
     p.add_argument("--json", help="write the verdicts and runs here")
     p.add_argument("--work", help="folder for the progress and list files (default: a temporary one)")
@@ -52,6 +58,8 @@ def parse_args(argv):
             p.error(f"--env wants NAME=VALUE, got {pair!r}")
     if args.deadline <= 0:
         p.error(f"--deadline must be positive, got {args.deadline}")
+    if args.test_timeout < 0:
+        p.error(f"--test-timeout must not be negative, got {args.test_timeout}")
     return args
 
 
@@ -106,7 +114,9 @@ def read_progress(path):
     return events
 
 
-def describe_exit(rc):
+def describe_exit(rc, stop=None):
+    if stop == "hung":
+        return "killed: a test case ran past --test-timeout"
     if rc is None:
         return "killed when the time ran out"
     if rc < 0:
@@ -119,26 +129,47 @@ def describe_exit(rc):
     return f"exit {rc}"
 
 
-def run_once(cmd, env, log, timeout):
-    """Runs cmd in its own process group with output appended to log; returns its exit status, or
-    None when it was stopped at the timeout (the whole group is killed)."""
+def kill_group(proc):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_once(cmd, env, log, timeout, progress, test_timeout):
+    """Runs cmd in its own process group with output appended to log. Returns (status, stop):
+    its exit status and None, or None and why it was stopped (the whole group killed): "deadline"
+    when the time ran out, "hung" when one test case ran longer than test_timeout seconds (its
+    "start" the last line of the progress file for that long)."""
     log.write(f"==== resume_tests: {' '.join(cmd)}\n")
     log.flush()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=10)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        return None
+    end = time.monotonic() + timeout
+    size, changed = -1, time.monotonic()
+    while True:
+        try:
+            return proc.wait(timeout=0.25), None
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now >= end:
+            kill_group(proc)
+            return None, "deadline"
+        if test_timeout:
+            current = os.path.getsize(progress) if os.path.exists(progress) else 0
+            if current != size:
+                size, changed = current, now
+            elif now - changed > test_timeout:
+                events = read_progress(progress)
+                if events and events[-1][0] == "start":
+                    kill_group(proc)
+                    return None, "hung"
 
 
 def resume(args, names, work, log):
@@ -157,7 +188,7 @@ def resume(args, names, work, log):
         if os.path.exists(progress):
             os.unlink(progress)
         cmd = list(args.prefix) + [args.exe] + selection + ["--durations", "yes"]
-        rc = run_once(cmd, child_env(args, progress), log, left)
+        rc, stop = run_once(cmd, child_env(args, progress), log, left, progress, args.test_timeout)
         events = read_progress(progress)
         started = [name for kind, name, _ in events if kind == "start"]
         fatal = [(name, detail) for kind, name, detail in events if kind == "fatal"]
@@ -169,9 +200,15 @@ def resume(args, names, work, log):
             if kind == "stray":
                 verdicts[name] = {"status": "failed", "run": n, "detail": f"left a CUDA error no check read ({detail})"}
         lost = [(name, detail) for kind, name, detail in events if kind == "lost"]
-        run = {"run": n, "command": cmd, "exit": rc, "exit_text": describe_exit(rc), "started": len(started),
+        run = {"run": n, "command": cmd, "exit": rc, "exit_text": describe_exit(rc, stop), "started": len(started),
                "complete": done and rc is not None and rc >= 0 and rc != CONTEXT_LOST_EXIT}
-        if rc is None:
+        if stop == "hung":
+            # A kernel that never finishes (a barrier some threads skip) looks like this: the rest
+            # run in a new process.
+            verdicts[started[-1]] = {"status": "hung", "run": n,
+                                     "detail": f"no end after {args.test_timeout:g} s; its process was killed"}
+            run["ended_after"] = started[-1]
+        elif rc is None:
             # Stopped at the deadline: the test case that was running (Catch2 reports the SIGTERM as a
             # fatal signal, which is not a crash here) is the one that ran out of time.
             if started and (fatal or started[-1] not in verdicts):
@@ -194,7 +231,7 @@ def resume(args, names, work, log):
                 verdicts[last] = {"status": "crashed", "run": n, "detail": f"the process died in it ({describe_exit(rc)})"}
             run["ended_after"] = last
         runs.append(run)
-        if rc is None:
+        if stop == "deadline":
             break
         begun = set(started)
         if not begun and not run["complete"]:
@@ -227,7 +264,7 @@ def summarize(names, verdicts, runs):
     counts = {}
     for name in names:
         counts[verdicts[name]["status"]] = counts.get(verdicts[name]["status"], 0) + 1
-    order = ["passed", "failed", "crashed", "lost", "timed out", "not run"]
+    order = ["passed", "failed", "crashed", "lost", "hung", "timed out", "not run"]
     words = {"lost": "lost the CUDA context", "not run": "not run"}
     parts = [f"{counts[s]} {words.get(s, s)}" for s in order if counts.get(s)]
     plural = "s" if len(runs) != 1 else ""

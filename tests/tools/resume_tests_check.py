@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """CTest check of tools/resume_tests.py on tests/tools/resume_probe.cpp, whose test cases crash, end
-the run as a lost CUDA context would, leave an error unread or sleep past the deadline. Asserts each
+the run as a lost CUDA context would, leave an error unread or sleep past the deadline or the
+per-test timeout. Asserts each
 test case's verdict, that each one began exactly once over all runs, the runs' exits, the exit status
 and the summary's first line. Exits 1 naming what differs.
 
@@ -127,7 +128,19 @@ def main():
     if result:
         expect("deadline: last run's exit", result["runs"][-1]["exit"], None)
 
-    # 5. Bad usage: an executable that is not there.
+    # 5. A hang: the sleeping test case outlasts --test-timeout, its process is killed, and the rest
+    # run in a new process.
+    proc, result, begun, _, secs = run(args, "hung", [], ["--test-timeout", "1", "--env", "KILN_PROBE_SLEEP=60",
+                                                          "--deadline", "60"])
+    got = verdicts(result)
+    expect("hung: the sleeper", got.get("probe: sleeps when asked"), "hung")
+    expect("hung: after the sleeper", got.get("probe: passes last"), "passed")
+    expect("hung: each test case began once", (sorted(set(begun.values())), len(begun)), ([1], 8))
+    expect("hung: stopped in time", secs < 30, True)
+    if result:
+        expect("hung: runs", len(result["runs"]), 4)
+
+    # 6. Bad usage: an executable that is not there.
     bad = subprocess.run([sys.executable, args.runner, "--exe", os.path.join(args.work, "missing")],
                          capture_output=True, text=True)
     expect("missing executable: exit status", bad.returncode, 2)
