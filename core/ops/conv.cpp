@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,18 @@ void note_weight_copy(const Tensor& x, const Tensor& weight) {
                      ": the weight is copied to channels-last on every call, and its gradient back to NCHW; convert "
                      "the model with Module::to(MemoryFormat::ChannelsLast) (said once; layout_copy_count() counts "
                      "every copy)");
+}
+
+// An operand for the convolution kernels in `format`. cuDNN picks its algorithm without seeing the
+// data pointers, and its vectorized kernels (tensor-core ones in half precision) may assume 16-byte
+// alignment, which a dense view with a storage offset (x[1:], one piece of a split batch) need not
+// have: on the GPU such an operand is copied to a new block (the caching allocator's are 512-byte
+// aligned) and the copy counted as a layout copy. The CPU kernels take any address.
+Tensor conv_operand(const Tensor& t, MemoryFormat format, const char* what) {
+  Tensor r = ops::to_layout(t, format, what);
+  if (!r.is_cuda() || reinterpret_cast<uintptr_t>(r.data_ptr()) % 16 == 0) return r;
+  ops::note_layout_copy(what);
+  return r.clone(format);
 }
 
 }  // namespace
@@ -157,8 +170,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   // call, and again in backward, because the forward saves the weight itself (its version counter
   // must catch an in-place update before backward), not the copy.
   if (x_cl && !w_cl && !weight.is_contiguous(format)) note_weight_copy(x, weight);
-  const Tensor xc = ops::to_layout(x, format, "conv2d (input)");
-  const Tensor wc = ops::to_layout(weight, format, "conv2d (weight)");
+  const Tensor xc = conv_operand(x, format, "conv2d (input)");
+  const Tensor wc = conv_operand(weight, format, "conv2d (weight)");
   const Tensor bc = bias.defined() ? ops::to_layout(bias, MemoryFormat::Contiguous, "conv2d (bias)") : Tensor();
   Tensor out = empty_image(op, {n, cout, oh, ow}, x.dtype(), x.device(), p.channels_last);
   p.x_strides = image_strides(xc);
@@ -179,11 +192,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                       Conv2dArgs q = p;
                       Tensor dy;
                       if (ctx.needs_input_grad[0] || ctx.needs_input_grad[1]) {
-                        dy = ops::to_layout(g, format, "conv2d backward (grad_output)");
+                        dy = conv_operand(g, format, "conv2d backward (grad_output)");
                         q.y_strides = image_strides(dy);
                       }
                       if (ctx.needs_input_grad[0]) {
-                        const Tensor wv = ops::to_layout(ctx.saved_at(1), format, "conv2d backward (weight)");
+                        const Tensor wv = conv_operand(ctx.saved_at(1), format, "conv2d backward (weight)");
                         Tensor dx = empty_image("conv2d backward", in_shape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(dx);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_data, q, dx.data_ptr(),
@@ -191,7 +204,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                         r[0] = dx;
                       }
                       if (ctx.needs_input_grad[1]) {
-                        const Tensor xv = ops::to_layout(ctx.saved_at(0), format, "conv2d backward (input)");
+                        const Tensor xv = conv_operand(ctx.saved_at(0), format, "conv2d backward (input)");
                         Tensor dw = empty_image("conv2d backward", wshape, q.dtype, g.device(), q.channels_last);
                         q.x_strides = image_strides(xv);
                         ops::launch("conv2d backward", g.device(), kernels::conv2d_backward_filter, q, dw.data_ptr(),

@@ -285,7 +285,9 @@ int64_t run_length(const GemmBatch& batch, int64_t first, int64_t (&stride)[3]) 
     return 1;
   }
   int64_t len = 2;
-  while (first + len < batch.count && len < INT32_MAX) {
+  // At most 65535 products a call: cuBLASLt has been seen to find no algorithm beyond the grid's
+  // z limit (TensorFlow and PyTorch split such batches too); the rest gets a call of its own.
+  while (first + len < batch.count && len < 65535) {
     bool same = true;
     for (int x = 0; x < 3 && same; ++x) {
       same = offset_at(offsets[x], first + len) - offset_at(offsets[x], first + len - 1) == stride[x];
