@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/ops/dispatch.h"
 #include "core/ops/factory.h"
@@ -30,12 +31,14 @@ struct GeneratorCapture::State {
     uint64_t total() const { return std::max(draws, high_water); }
   };
 
-  explicit State(Device d) : device(d) {}
+  // Made on the capturing thread: only its draws belong to the capture.
+  explicit State(Device d) : device(d), thread(std::this_thread::get_id()) {}
   PhiloxState draw(const Generator& g);
   // This generator's entry, made on its first use (caller holds `mutex`).
   Entry& entry_for(const Generator& g);
 
   Device device;
+  std::thread::id thread;
   std::mutex mutex;
   std::vector<Entry> entries;
 };
@@ -48,11 +51,15 @@ std::mutex g_capture_mutex;
 std::atomic<int> g_active_captures{0};
 std::vector<std::shared_ptr<GeneratorCapture::State>> g_captures;  // active ones, at most one per device
 
+// The capture a draw on `device` belongs to: one of that device begun on this thread. Another
+// thread's draws meanwhile (a loader's augmentation) are ordinary draws, as its allocations are
+// (CachingAllocator::begin_capture): the graph does not replay them.
 std::shared_ptr<GeneratorCapture::State> active_capture(Device device) {
   if (g_active_captures.load(std::memory_order_acquire) == 0) return nullptr;
   std::lock_guard<std::mutex> lock(g_capture_mutex);
+  const std::thread::id self = std::this_thread::get_id();
   for (const auto& c : g_captures) {
-    if (c->device == device) return c;
+    if (c->device == device && c->thread == self) return c;
   }
   return nullptr;
 }

@@ -36,8 +36,12 @@ class GraphedStep {
   // One training step on `inputs` (device tensors), returning the step's loss (a device scalar).
   using Step = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 
-  // `warmup` eager steps (at least 1) before the capture, on the CUDA device `device`.
-  GraphedStep(Device device, int64_t warmup) : device_(device), warmup_(warmup) {
+  // `warmup` eager steps (at least 1) before the capture, on the CUDA device `device`. `on_replay`,
+  // when given, runs after each replay of a step captured earlier: the host-side bookkeeping of a
+  // step that the graph does not redo (Optimizer::count_replayed_step, the host's count of steps). The
+  // step captured in a call ran its host side during the capture, so that call does not run it.
+  GraphedStep(Device device, int64_t warmup, std::function<void()> on_replay = {})
+      : device_(device), warmup_(warmup), on_replay_(std::move(on_replay)) {
     if (!device.is_cuda()) throw DeviceError("GraphedStep: CUDA graphs need a CUDA device, not " + device.str());
     if (warmup < 1) {
       throw Error("GraphedStep: warmup " + std::to_string(warmup) +
@@ -49,9 +53,13 @@ class GraphedStep {
   // ones, else by replaying the graph. Returns a copy of the loss, which the next replay does not
   // overwrite.
   Tensor run(const std::vector<Tensor>& inputs, const Step& step) {
+    // The capture takes the current device: make it the step's (a DDP rank's GPU need not be 0).
+    cuda::DeviceGuard on_device(device_.index);
+    bool captured_now = false;
     if (!graph_.captured()) {
       if (warmed_ < warmup_) return eager_warmup(inputs, step);
       capture(inputs, step);
+      captured_now = true;
     } else if (!same_shapes(inputs)) {
       ++eager_steps_;
       return step(inputs);
@@ -60,6 +68,7 @@ class GraphedStep {
     }
     graph_.replay();
     ++replays_;
+    if (!captured_now && on_replay_) on_replay_();
     return output_.clone();
   }
 
@@ -106,6 +115,7 @@ class GraphedStep {
 
   Device device_;
   int64_t warmup_ = 1;
+  std::function<void()> on_replay_;
   int64_t warmed_ = 0;
   int64_t step_bytes_ = 0;
   int64_t replays_ = 0;

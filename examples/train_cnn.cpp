@@ -349,7 +349,9 @@ static int run(int argc, char** argv) {
   examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
   std::optional<examples::GraphedStep> graphed;  // --cuda-graph
-  if (opt.precision.cuda_graph) graphed.emplace(device, examples::kGraphWarmupSteps);
+  if (opt.precision.cuda_graph) {
+    graphed.emplace(device, examples::kGraphWarmupSteps, [&optimizer] { optimizer->count_replayed_step(); });
+  }
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
   nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);

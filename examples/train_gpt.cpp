@@ -396,7 +396,9 @@ static int run(int argc, char** argv) {
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
   std::optional<examples::GraphedStep> graphed;  // --cuda-graph
-  if (opt.precision.cuda_graph) graphed.emplace(opt.device, examples::kGraphWarmupSteps);
+  if (opt.precision.cuda_graph) {
+    graphed.emplace(opt.device, examples::kGraphWarmupSteps, [&optimizer] { optimizer.count_replayed_step(); });
+  }
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();

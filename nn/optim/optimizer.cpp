@@ -349,12 +349,22 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   }
 
   NoGradGuard no_grad;
+  // Into the state tensors already held, where there are some (as GradScaler::load_state_dict): a
+  // CUDA graph captured earlier reads and writes them by address, and a new tensor would leave it
+  // updating freed memory.
+  std::map<std::string, TensorList> held = std::move(state_);
   state_.clear();
   for (const std::string& n : names) {
     TensorList list(num_params_);
+    const auto old = held.find(n);
     for (const auto& [i, t] : loaded[n]) {
       const Tensor& p = *params[i];
-      Tensor s = empty_like(p, state_dtype(p));  // a copy on the parameter's device, in its layout
+      Tensor s;
+      if (old != held.end() && i < old->second.size() && old->second[i].defined()) {
+        s = old->second[i];
+      } else {
+        s = empty_like(p, state_dtype(p));  // a copy on the parameter's device, in its layout
+      }
       s.copy_(t);
       list[i] = s;
     }

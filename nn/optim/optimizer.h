@@ -40,6 +40,9 @@ class Optimizer {
   // Completed step() calls (host mirror of the device counters, which do not advance on steps
   // skipped for inf/NaN gradients, nor for a group none of whose parameters had a gradient).
   int64_t step_count() const { return step_count_; }
+  // A CUDA graph replayed a captured step(): the replay advanced the device's step counters, and
+  // this brings the host's count (saved in checkpoints) along (examples/graphed_step.h).
+  void count_replayed_step() { ++step_count_; }
 
   // Loss scaling without a sync, the hook nn::amp::GradScaler drives: while `found_inf` is
   // defined, step() changes nothing (parameters, state, the device step counters) where

@@ -174,6 +174,24 @@ TEST_CASE("a generator capture hands out graph draws and replays advance the gen
   CHECK(g.state().offset == 6);
 }
 
+TEST_CASE("a capture keeps only its own thread's draws", "[random]") {
+  // CUDA graphs capture in thread-local mode: a data loader's thread may draw meanwhile (its own
+  // augmentation), and its draws must neither come from the capture's buffer nor count as the graph's.
+  Generator g(7, Device::cpu());
+  GeneratorCapture capture(Device::cpu());
+  const PhiloxState mine = g.next();
+  PhiloxState theirs{};
+  std::thread loader([&] { theirs = g.next(); });
+  loader.join();
+  capture.end();
+  CHECK(mine.base != nullptr);
+  CHECK(theirs.base == nullptr);  // an ordinary draw: the generator's own offset
+  CHECK(theirs.offset == 0);
+  CHECK(g.state().offset == 1);
+  REQUIRE(capture.generators() == 1);
+  CHECK(capture.draws(0) == 1);
+}
+
 TEST_CASE("one capture per device at a time", "[random]") {
   GeneratorCapture first(Device::cpu());
   CHECK_THROWS_AS(GeneratorCapture(Device::cpu()), Error);

@@ -42,7 +42,7 @@ nn::GPTConfig small_gpt() {
 struct Outcome {
   std::vector<float> losses;
   std::vector<std::vector<float>> weights;
-  int64_t replays = 0, eager_steps = 0;
+  int64_t replays = 0, eager_steps = 0, optimizer_steps = 0;
   size_t nodes = 0;
 };
 
@@ -79,7 +79,7 @@ Outcome train(const examples::PrecisionOptions& p, const std::vector<std::pair<T
   examples::TrainStep train_step(p, cuda, optimizer, model->parameters(), /*grad_clip=*/1.0);
   if (ddp) train_step.set_ddp(&*ddp);
   std::optional<examples::GraphedStep> graphed;
-  if (graph) graphed.emplace(cuda, examples::kGraphWarmupSteps);
+  if (graph) graphed.emplace(cuda, examples::kGraphWarmupSteps, [&optimizer] { optimizer.count_replayed_step(); });
   auto step = [&](const std::vector<Tensor>& in) {
     return train_step.run(in[0].size(0), [&](int64_t start, int64_t len) {
       return model->loss(in[0].narrow(0, start, len), in[1].narrow(0, start, len));
@@ -92,6 +92,7 @@ Outcome train(const examples::PrecisionOptions& p, const std::vector<std::pair<T
     out.losses.push_back(loss.item<float>());
   }
   for (const auto& [name, w] : model->named_parameters()) out.weights.push_back(w.to_vector<float>());
+  out.optimizer_steps = optimizer.step_count();
   if (graphed) {
     out.replays = graphed->replays();
     out.eager_steps = graphed->eager_steps();
@@ -121,6 +122,9 @@ TEST_CASE("GraphedStep: a graphed training run equals the eager one bit for bit"
     INFO("parameter " << i);
     CHECK(graphed.weights[i] == eager.weights[i]);
   }
+  // The host's step count (saved in checkpoints) follows the replays.
+  CHECK(eager.optimizer_steps == kSteps);
+  CHECK(graphed.optimizer_steps == eager.optimizer_steps);
   // Steps 1-3 warm up, 4 captures and replays, 6 runs eagerly, the rest replay.
   CHECK(graphed.replays == kSteps - examples::kGraphWarmupSteps - 1);
   CHECK(graphed.eager_steps == 1);

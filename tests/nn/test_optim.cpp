@@ -298,6 +298,37 @@ TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
   }
 }
 
+TEST_CASE("load_state_dict fills the state tensors the optimizer already holds", "[optim]") {
+  // A CUDA graph captured before the load keeps reading and writing them by address.
+  TensorList pa{full({3}, 1.0), full({2, 2}, -1.0)}, pb{full({3}, 1.0), full({2, 2}, -1.0)};
+  for (Tensor& t : pa) t.set_requires_grad(true);
+  for (Tensor& t : pb) t.set_requires_grad(true);
+  struct Exposed : AdamW {  // state() is for subclasses
+    using AdamW::AdamW;
+    using Optimizer::state;
+  };
+  Exposed a(pa, 0.01), b(pb, 0.01);
+  for (int s = 0; s < 3; ++s) {
+    for (size_t i = 0; i < pa.size(); ++i) pa[i].set_grad(full(pa[i].sizes(), 0.5 + s));
+    a.step();
+  }
+  for (size_t i = 0; i < pb.size(); ++i) pb[i].set_grad(full(pb[i].sizes(), -2.0));
+  b.step();
+  std::map<std::string, std::vector<const void*>> addresses;
+  for (const auto& [name, list] : b.state())
+    for (const Tensor& t : list) addresses[name].push_back(t.data_ptr());
+  b.load_state_dict(a.state_dict());
+  REQUIRE(b.state().size() == a.state().size());
+  for (const auto& [name, list] : b.state()) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      INFO(name << " of parameter " << i);
+      CHECK(list[i].data_ptr() == addresses.at(name).at(i));
+      CHECK(list[i].to_vector<float>() == a.state().at(name).at(i).to_vector<float>());
+    }
+  }
+  CHECK(b.step_count() == 3);
+}
+
 TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as it was", "[optim]") {
   Tensor a = param({1.0, 2.0}), b = param({3.0});
   AdamW opt({a, b}, 0.125);
