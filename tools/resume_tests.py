@@ -254,7 +254,7 @@ def resume(args, names, work, log):
         selection = ["-f", listing]
     for name in remaining:
         verdicts.setdefault(name, {"status": "not run", "detail": why_unrun})
-    # A test case that began but has no verdict (its process ended cleanly without ending it) failed.
+    # Every listed test case has a verdict by now; should one not, it is reported, not dropped.
     for name in names:
         verdicts.setdefault(name, {"status": "not run", "detail": "never began"})
     return verdicts, runs
