@@ -313,17 +313,18 @@ int main(int argc, char** argv) {
     ceilings.relate(c, r);
     print_row(r);
     results.push_back(r);
-  }
-
-  if (!opt.json.empty()) {
-    std::string text;
-    for (const Result& r : results) text += result_json(r, bench) + "\n";
-    if (!bench::write_atomic(opt.json, text)) {
-      std::fprintf(stderr, "gpu_bench: cannot write %s\n", opt.json.c_str());
-      return 1;
+    // The file is rewritten after every case, so a run stopped by its time limit (or by a kernel
+    // that never finishes) keeps every case it measured.
+    if (!opt.json.empty()) {
+      std::string text;
+      for (const Result& done : results) text += result_json(done, bench) + "\n";
+      if (!bench::write_atomic(opt.json, text)) {
+        std::fprintf(stderr, "gpu_bench: cannot write %s\n", opt.json.c_str());
+        return 1;
+      }
     }
-    std::printf("wrote %s\n", opt.json.c_str());
   }
+  if (!opt.json.empty()) std::printf("wrote %s\n", opt.json.c_str());
   bool copy_ok = !results.empty() && results[0].error.empty();
   return copy_ok ? 0 : 1;
 }

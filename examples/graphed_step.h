@@ -80,6 +80,9 @@ class GraphedStep {
   size_t graph_nodes() const { return graph_.num_nodes(); }
   // What the capture reserved for the step's allocations (0 before the capture).
   size_t pool_bytes() const { return pool_bytes_; }
+  // The most one eager warm-up step allocated beyond what was live before it: the step's own memory,
+  // which replays (allocating nothing) do not show in the allocator's statistics.
+  int64_t step_bytes() const { return step_bytes_; }
 
  private:
   // An eager step that also records the most memory it held beyond what was live before it.

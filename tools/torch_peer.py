@@ -388,10 +388,12 @@ def main():
         rec.update(runs=args.runs, warmup=args.warmup, sets=sets, gpu=gpu, date=utc_now(), command=command,
                    torch=torch.__version__)
         records.append(rec)
+        # After every case, as gpu_bench does: a run stopped by its time limit keeps what it measured.
+        if args.json:
+            write_atomic(args.json, "".join(json.dumps(r) + "\n" for r in records))
         sys.stdout.flush()
 
     if args.json:
-        write_atomic(args.json, "".join(json.dumps(rec) + "\n" for rec in records))
         print(f"wrote {args.json}")
     return 0 if records and "error" not in records[0] else 1
 

@@ -254,8 +254,13 @@ def render(runs):
         modes = [m for m in MODES if any((workload, m) in summary[g] for g in groups)]
         if not modes:
             continue
-        anys = [(g, next(summary[g][(workload, m)]["case"] for m in modes if (workload, m) in summary[g]))
-                for g in groups if any((workload, m) in summary[g] for m in modes)]
+        def model_case(g):
+            # A case that failed may have failed before its model was built (an empty shape): the
+            # model is described from one that ran, where there is one.
+            found = [summary[g][(workload, m)]["case"] for m in modes if (workload, m) in summary[g]]
+            return ([c for c in found if "error" not in c] or found)[0]
+
+        anys = [(g, model_case(g)) for g in groups if any((workload, m) in summary[g] for m in modes)]
         cases = [c for _, c in anys]
         unit = first([c.get("throughput_unit") for c in cases], "")
         shape = first([c.get("shape") for c in cases], {})
@@ -265,7 +270,7 @@ def render(runs):
         for key in ("batch", "shape", "parameters"):
             base_g, base = anys[0]
             for g, c in anys[1:]:
-                if c.get(key) != base.get(key):
+                if "error" not in c and "error" not in base and c.get(key) != base.get(key):
                     lines.append(f"**Not the same model: {label(base_g)}'s {key} is {base.get(key)}, "
                                  f"{label(g)}'s {c.get(key)}.**")
         names = [label(g) for g in groups]
