@@ -86,7 +86,10 @@ def main():
     expect("all: each test case began once", sorted(set(begun.values())), [1])
     expect("all: test cases begun", len(begun), 8)
     if result:
-        expect("all: runs' exits", [r["exit"] for r in result["runs"]], [-11, 75, 0])
+        # The crash's exit: -11 (SIGSEGV), or 1 in a build with AddressSanitizer, which takes the
+        # signal after Catch2 has reported it. Either way not a clean one, and the verdict is the same.
+        exits = [r["exit"] for r in result["runs"]]
+        expect("all: runs' exits", (exits[0] in (-11, 1), exits[1:]), (True, [75, 0]))
         expect("all: runs complete", [r["complete"] for r in result["runs"]], [False, False, True])
         expect("all: summary", result["summary"],
                "8 test cases: 4 passed, 2 failed, 1 crashed, 1 lost the CUDA context; 3 runs")
@@ -107,7 +110,8 @@ def main():
     expect("wrapped: verdicts", verdicts(result).get(dies), "crashed")
     expect("wrapped: each test case began once", (sorted(set(begun.values())), len(begun)), ([1], 8))
     if result:
-        expect("wrapped: runs' exits", [r["exit"] for r in result["runs"]], [139, 75, 0])
+        exits = [r["exit"] for r in result["runs"]]
+        expect("wrapped: runs' exits", (exits[0] in (139, 1), exits[1:]), (True, [75, 0]))
 
     # 3. A spec: only its test cases, one clean run, exit 0.
     proc, result, begun, _, _ = run(args, "spec", [], ["--spec", "probe: passes*"])
