@@ -1,6 +1,6 @@
 // CudaGraph: capture on a side stream in thread-local mode, with the allocator switched to its
-// capture pool for exactly the duration of the capture (also when `fn` throws). Capture start and end are
-// logged at Info, replays at Debug (kernels/log.h).
+// capture pool for exactly the duration of the capture (also when `fn` throws). Capture start and
+// end are logged at Info, replays at Debug (kernels/log.h).
 #include "core/cuda/graph.h"
 
 #include <string>
