@@ -61,6 +61,11 @@ void check(const ListedCase& c) {
   if ((s.flops > 0) != !s.precision.empty()) malformed(c, "flops and precision go together (compute-bound cases)");
   if ((s.tf32 || s.ceiling) && !(s.flops > 0)) malformed(c, "tf32 and ceiling are for compute-bound cases");
   if (c.set_bytes <= 0) malformed(c, "no input drawn from the normal distribution");
+  for (const BenchInput& in : s.inputs) {
+    if (in.fill == BenchInput::Fill::Tokens && (in.dtype != DType::Int64 || in.upper < 1)) {
+      malformed(c, "token ids must be int64 with a positive bound");
+    }
+  }
 }
 
 const char* fill_name(BenchInput::Fill f) {
@@ -68,6 +73,7 @@ const char* fill_name(BenchInput::Fill f) {
     case BenchInput::Fill::Normal: return "normal";
     case BenchInput::Fill::Ones: return "ones";
     case BenchInput::Fill::Empty: return "empty";
+    case BenchInput::Fill::Tokens: return "tokens";
   }
   return "?";
 }
@@ -161,7 +167,9 @@ std::string case_json(const ListedCase& c) {
     if (i) j += ", ";
     j += "{\"shape\": " + shape_json(in.shape) + ", \"dtype\": \"" + dtype_name(in.dtype) + "\", \"fill\": \"" +
          fill_name(in.fill) + "\", \"format\": \"" +
-         (in.format == MemoryFormat::ChannelsLast ? "channels_last" : "contiguous") + "\"}";
+         (in.format == MemoryFormat::ChannelsLast ? "channels_last" : "contiguous") + "\"";
+    if (in.fill == BenchInput::Fill::Tokens) j += ", \"upper\": " + std::to_string(in.upper);
+    j += "}";
   }
   j += "], \"set_bytes\": " + std::to_string(c.set_bytes);
   j += ", \"row\": " + (c.row ? "\"" + json_escape(c.row->name) + "\"" : std::string("null")) + "}";

@@ -79,6 +79,7 @@ TensorList make_inputs(const test::BenchSetup& s) {
       case test::BenchInput::Fill::Normal: t = random_on_gpu(b.shape, b.dtype); break;
       case test::BenchInput::Fill::Ones: t = ones(b.shape, o); break;
       case test::BenchInput::Fill::Empty: t = empty(b.shape, o); break;
+      case test::BenchInput::Fill::Tokens: t = randint(0, b.upper, b.shape, o); break;
     }
     in.push_back(b.format == MemoryFormat::ChannelsLast ? t.contiguous(MemoryFormat::ChannelsLast) : t);
   }
@@ -158,6 +159,8 @@ class Bench {
         ms.push_back(start_[static_cast<size_t>(i)]->elapsed_ms(*end_[static_cast<size_t>(i)]));
       }
       r.median_ms = median(ms);
+      // A rate from a zero time would be infinite, which JSON cannot hold: the case timed no GPU work.
+      if (!(r.median_ms > 0)) throw Error("the median run took " + std::to_string(r.median_ms) + " ms on the GPU");
       r.gbps = c.setup.bytes / (r.median_ms * 1e-3) / 1e9;
       r.tflops = c.setup.flops / (r.median_ms * 1e-3) / 1e12;
     } catch (const std::exception& e) {

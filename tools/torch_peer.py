@@ -114,6 +114,16 @@ def _cross_entropy_fwd_bwd(inputs, args):
     return run
 
 
+def _embedding_fwd_bwd(inputs, args):
+    # kiln's inputs: the table, the output's gradient, the token ids.
+    weight, grad, ids = inputs[0].detach().requires_grad_(True), inputs[1], inputs[2]
+
+    def run():
+        weight.grad = None
+        torch.nn.functional.embedding(ids, weight).backward(grad)
+    return run
+
+
 def _gelu_tanh_chain(inputs, args):
     # The nine elementwise ops of kiln's case, in the same order: GELU's tanh form unfused.
     (x,) = inputs
@@ -149,6 +159,7 @@ OPS = {
     "layer_norm_fwd_bwd": Op(4, _layer_norm_fwd_bwd, required=("normalized_shape",)),
     "cross_entropy": Op(2, lambda i, a: (lambda: torch.nn.functional.cross_entropy(i[0], i[1]))),
     "cross_entropy_fwd_bwd": Op(2, _cross_entropy_fwd_bwd),
+    "embedding_fwd_bwd": Op(3, _embedding_fwd_bwd),
     "gelu_tanh_chain": Op(1, _gelu_tanh_chain),
     "adamw": Op(6, _adamw),
     "matmul": Op(2, lambda i, a: (lambda: torch.matmul(i[0], i[1]))),
@@ -202,9 +213,12 @@ def check_cases(cases):
             if i.get("dtype") not in DTYPES:
                 problems.append(f"{where}: dtype {i.get('dtype')} has no torch dtype here")
         for i in c["inputs"]:
-            if i.get("fill") not in ("normal", "ones", "empty") or i.get("format") not in ("contiguous",
-                                                                                         "channels_last"):
+            if i.get("fill") not in ("normal", "ones", "empty", "tokens") or i.get("format") not in (
+                    "contiguous", "channels_last"):
                 problems.append(f"{where}: input {i} has an unknown fill or format")
+            elif i["fill"] == "tokens" and (i["dtype"] != "int64" or not isinstance(i.get("upper"), int)
+                                            or i["upper"] < 1):
+                problems.append(f"{where}: token ids {i} need dtype int64 and a positive upper bound")
         if bool(c["flops"]) != (c["precision"] is not None) or c["precision"] not in (None, "bf16", "tf32"):
             problems.append(f"{where}: flops {c['flops']} and precision {c['precision']} do not go together")
         if c["ceiling"]:
@@ -242,6 +256,8 @@ def make_input(spec):
         t = random_on_gpu(spec["shape"], dtype)
     elif spec["fill"] == "ones":
         t = torch.ones(spec["shape"], dtype=dtype, device="cuda")
+    elif spec["fill"] == "tokens":
+        t = torch.randint(0, spec["upper"], spec["shape"], dtype=dtype, device="cuda")
     else:
         t = torch.empty(spec["shape"], dtype=dtype, device="cuda")
     return t.contiguous(memory_format=torch.channels_last) if spec["format"] == "channels_last" else t

@@ -1,5 +1,6 @@
-// embedding: rows of the weight picked by integer indices; the weight gradient is a deterministic
-// scatter_add of the output gradient (rows picked several times receive the sum).
+// embedding: rows of the weight picked by integer indices; the weight gradient sums the output
+// gradient's rows by index value (rows picked several times receive the sum), deterministically
+// (kernels/embedding_plan.h).
 #include "core/ops/embedding.h"
 
 #include <string>
@@ -44,10 +45,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     const DType dt = weight.dtype();
     record_function(op, {weight}, {out}, {flat}, [ws, dt, k, dim](const FunctionNode::Context& ctx) {
       Tensor idx = ctx.saved_at(0);
-      Tensor g = ctx.grads[0].detach().to(dt).reshape({k, dim});
-      // Rows picked several times receive the sum of their gradients (scatter_add is deterministic).
+      Tensor g = ops::dense_grad(ctx.grads[0].detach(), dt).reshape({k, dim});
       Tensor dw = zeros(ws, TensorOptions(dt, g.device()));
-      if (g.numel() > 0) {
+      if (g.numel() == 0) return TensorList{dw};
+      if (k < kEmbeddingBackwardMaxRows && ws[0] < kEmbeddingBackwardMaxRows) {
+        ops::launch("embedding", g.device(), kernels::embedding_backward, dw.data_ptr(), g.data_ptr(), dt,
+                    idx.data_ptr<int64_t>(), k, ws[0], dim);
+      } else {
+        // Beyond 32-bit sort keys: one thread per column walks every position (also deterministic).
         ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg(dw), 0,
                     ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g));
       }

@@ -5,7 +5,11 @@
 // read from memory at run time (a captured graph's), and integer results that must match exactly.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/conv.h"
@@ -380,6 +384,96 @@ TEST_CASE("twins: topk, embedding and a long sum", "[cuda][twins]") {
   });
   // 2^20 normal values: the float tree's rounding is about sqrt(log2 n) * eps * ||x||_2 absolute.
   CHECK(compare_twin(total, 1e-3, 1e-4) == "");
+}
+
+// `k` token ids drawn from a geometric law over [0, num): small ids repeat often, large ones rarely
+// (p = 1 makes every id 0).
+std::vector<int64_t> skewed_ids(int64_t k, int64_t num, double p, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::geometric_distribution<int64_t> law(p);
+  std::vector<int64_t> ids(static_cast<size_t>(k));
+  for (auto& v : ids) v = std::min<int64_t>(law(rng), num - 1);
+  return ids;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ca = a.to(Device::cpu()), cb = b.to(Device::cpu());
+  return ca.sizes() == cb.sizes() && ca.dtype() == cb.dtype() &&
+         std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
+}
+
+// Both twins sort positions by value and add in the chunked order of kernels/embedding_plan.h: the
+// same float additions in the same order, so the results are equal bit for bit; and the CUDA twin
+// uses no atomics, so a second run gives the same bytes.
+TEST_CASE("twins: embedding backward is bit-identical and deterministic", "[cuda][twins]") {
+  struct Case {
+    const char* what;
+    int64_t num, dim, k;
+    double p;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {"GPT-2's token table, 16384 positions", 50257, 768, 16384, 0.002, DType::Float32},
+      {"a character vocabulary, 16384 positions", 65, 384, 16384, 0.05, DType::Float32},
+      {"one value at every position, float16", 3, 130, 5000, 1.0, DType::Float16},
+      {"bfloat16, positions not a multiple of the chunk", 40, 64, 1001, 0.1, DType::BFloat16},
+  };
+  uint64_t seed = 30;
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const std::vector<int64_t> ids = skewed_ids(c.k, c.num, c.p, static_cast<uint32_t>(seed));
+    const Twin idx = twin_of(tensor(ids));
+    const Twin grad = twin_randn({c.k, c.dim}, c.dtype, ++seed);
+    const Twin start = twin_randn({c.num, c.dim}, c.dtype, ++seed);  // the kernel adds to what is there
+    auto args = [&](const Twin& gw) {
+      return [&](Device d) {
+        return std::tuple(gw.ptr(d), static_cast<const void*>(grad.ptr(d)), c.dtype,
+                          static_cast<const int64_t*>(idx.ptr<int64_t>(d)), c.k, c.num, c.dim);
+      };
+    };
+    const Twin gw{start.cpu.clone(), start.cuda.clone()};
+    run_twins(kernels::embedding_backward, args(gw));
+    CHECK(compare_twin(gw) == "");
+    CHECK_FALSE(same_bytes(gw.cpu, start.cpu));  // it did add
+    const Twin again{start.cpu.clone(), start.cuda.clone()};
+    run_on(kTwinCuda, kernels::embedding_backward, args(again));
+    CHECK(same_bytes(again.cuda, gw.cuda));
+  }
+}
+
+TEST_CASE("twins: embedding backward on CUDA skips a bad index's row and raises it at the sync",
+          "[cuda][twins]") {
+  require_cuda();
+  const int64_t num = 5, dim = 40;
+  std::vector<int64_t> ids = skewed_ids(100, num, 0.3, 41);
+  ids[57] = 9;
+  const Twin idx = twin_of(tensor(ids));
+  const Twin grad = twin_randn({100, dim}, DType::Float32, 42);
+  const Twin gw = twin_of(zeros({num, dim}));
+  std::string message;
+  try {
+    run_on(kTwinCuda, kernels::embedding_backward, [&](Device d) {
+      return std::tuple(gw.ptr(d), static_cast<const void*>(grad.ptr(d)), DType::Float32,
+                        static_cast<const int64_t*>(idx.ptr<int64_t>(d)), int64_t{100}, num, dim);
+    });
+  } catch (const IndexError& e) {
+    message = e.what();
+  }
+  INFO("IndexError message: " << message);
+  CHECK(message.find("embedding") != std::string::npos);
+  CHECK(message.find("9") != std::string::npos);
+  // The other 99 rows were summed: the CPU twin without position 57 (its row zeroed) agrees.
+  std::vector<int64_t> good = ids;
+  good[57] = 0;
+  Tensor g = grad.cpu.clone();
+  g.select(0, 57).fill_(0.0);
+  Tensor want = zeros({num, dim});
+  ops::launch("test", Device::cpu(), kernels::embedding_backward, want.data_ptr(), static_cast<const void*>(g.data_ptr()),
+              DType::Float32, static_cast<const int64_t*>(good.data()), int64_t{100}, num, dim);
+  const std::vector<double> got = gw.cuda.to(Device::cpu()).to_vector_double(), w = want.to_vector_double();
+  double worst = 0;
+  for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(got[i] - w[i]));
+  CHECK(worst <= 1e-4);  // the extra position shifts the chunks, so the sums may round differently
 }
 
 }  // namespace

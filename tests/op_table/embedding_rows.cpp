@@ -1,5 +1,8 @@
 // Op table rows of the embedding family: rows of the weight picked by int64 indices (repeated, 1-d
 // and 0-d), which keep their dtype; the weight's gradient sums over repeated indices.
+#include <algorithm>
+#include <string>
+
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
@@ -13,6 +16,36 @@ Tensor ref_embedding(const Tensor& w, const Tensor& idx) {
   Shape s = idx.sizes();
   s.push_back(dim);
   return from_values(out, s);
+}
+
+// An embedding's forward and backward in a training step, for GPT-2's token table (50257 x 768) and
+// a character model's (65 x 384): positions from --elements (16384 at the default 2^26), ids
+// uniform over the vocabulary (GPT-2's are mostly distinct, the character model's repeat about 250
+// times each). Bytes: the rows read and the output written, the output's gradient and the ids read,
+// and the table's gradient written once.
+BenchCase embedding_bench(const std::string& name, int64_t vocab, int64_t width) {
+  BenchCase b;
+  b.name = name;
+  b.dtypes = {DType::Float32, DType::BFloat16};
+  b.op = "embedding_fwd_bwd";
+  b.setup = [vocab, width](DType t, int64_t n) {
+    const int64_t k = std::max<int64_t>(1, n / 4096);
+    BenchSetup s;
+    s.shape = {k, vocab, width};
+    BenchInput ids{{k}, DType::Int64, BenchInput::Fill::Tokens};
+    ids.upper = vocab;
+    s.inputs = {{{vocab, width}, t}, {{k, width}, t}, ids};
+    const double es = static_cast<double>(element_size(t));
+    const double rows = static_cast<double>(k * width) * es;
+    s.bytes = 3 * rows + static_cast<double>(vocab * width) * es + 16.0 * static_cast<double>(k);
+    return s;
+  };
+  b.run = [](const TensorList& x) {
+    Tensor w = x[0].detach().set_requires_grad(true);
+    embedding(w, x[2]).backward(x[1]);
+    return TensorList{w.grad()};
+  };
+  return b;
 }
 
 }  // namespace
@@ -36,8 +69,18 @@ void add_embedding_rows(std::vector<OpRow>& rows) {
          [](DType t, Device d) {
            return TensorList{rnd({3, 4}, t, d, 53), from_values({2}, {}, DType::Int64).to(d)};
          }},
+        // The backward sorts positions by value and sums them in chunks of 32 (kernels/embedding_plan.h):
+        // values 0..2 take about 90 positions each, so their sums cross chunks; 3..6 are rare.
+        {"[3, 100] indices, values repeated across sort chunks",
+         [](DType t, Device d) {
+           Values v;
+           for (int i = 0; i < 300; ++i) v.push_back(i % 5 == 0 ? i % 7 : (i * i) % 3);
+           return TensorList{rnd({7, 33}, t, d, 54), from_values(v, {3, 100}, DType::Int64).to(d)};
+         }},
     };
     r.op = [](const TensorList& x) { return TensorList{embedding(x[0], x[1])}; };
+    r.bench = {embedding_bench("embedding_fwd_bwd_gpt2", 50257, 768),
+               embedding_bench("embedding_fwd_bwd_char", 65, 384)};
     r.reference = [](const TensorList& x) { return TensorList{ref_embedding(x[0], x[1])}; };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };

@@ -50,14 +50,16 @@ extern const char* const kCudaWhySumOrderAndLibm;
 CudaTolerance cuda_float32_floor(const char* why);
 
 // One input of a bench case, made on the GPU before timing: drawn from a normal distribution in
-// float32 and cast (never zeros), filled with ones (a norm's weight), or left uninitialized (an
-// output buffer). Only drawn inputs count towards a rotation set's size.
+// float32 and cast (never zeros), filled with ones (a norm's weight), left uninitialized (an
+// output buffer), or token ids (int64, uniform in [0, upper): a language model's batch over a
+// vocabulary of `upper`). Only normal draws count towards a rotation set's size.
 struct BenchInput {
-  enum class Fill { Normal, Ones, Empty };
+  enum class Fill { Normal, Ones, Empty, Tokens };
   Shape shape;
   DType dtype;
   Fill fill = Fill::Normal;
   MemoryFormat format = MemoryFormat::Contiguous;
+  int64_t upper = 0;  // Tokens: the ids' exclusive bound
 };
 
 // A bench case at one dtype and one size (--elements): what gpu_bench times and

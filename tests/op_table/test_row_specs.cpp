@@ -95,8 +95,9 @@ TEST_CASE("op table: bench specs are well formed and the memory-bound ones run",
         const BenchSetup small = b.setup(t, 1024);
         TensorList in;
         for (const BenchInput& i : small.inputs) {
-          Tensor x = i.fill == BenchInput::Fill::Ones ? ones(i.shape, TensorOptions(i.dtype))
-                                                      : rnd(i.shape, i.dtype, Device::cpu(), 1);
+          Tensor x = i.fill == BenchInput::Fill::Ones     ? ones(i.shape, TensorOptions(i.dtype))
+                     : i.fill == BenchInput::Fill::Tokens ? randint(0, i.upper, i.shape)
+                                                          : rnd(i.shape, i.dtype, Device::cpu(), 1);
           in.push_back(i.format == MemoryFormat::ChannelsLast ? x.contiguous(MemoryFormat::ChannelsLast) : x);
         }
         TensorList out = b.run ? b.run(in) : row.op(in);
