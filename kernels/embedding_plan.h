@@ -5,7 +5,7 @@
 // with indices[i] == v. A kernel that gives each column one thread and walks all k positions (a
 // scatter_add along dim 0) is deterministic but serial: for GPT-2 (16384 tokens, 768 columns) it
 // runs 768 threads of 16384 steps each. Instead the positions are sorted by index value, stably
-// (kiln: a counting sort on the CPU, CUB's radix sort on CUDA), and the sorted order is cut into
+// (a sort of packed (value, position) pairs on the CPU, CUB's radix sort on CUDA), and the sorted order is cut into
 // chunks of kChunkRows positions. Inside a chunk, equal values form pieces:
 //
 //   sorted keys  | 3 3 3 5 | 5 5 5 5 | 5 7 8 8 | 8 9 9 9 |   (kChunkRows = 4 for the picture)

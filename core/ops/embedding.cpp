@@ -48,11 +48,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
       Tensor g = ops::dense_grad(ctx.grads[0].detach(), dt).reshape({k, dim});
       Tensor dw = zeros(ws, TensorOptions(dt, g.device()));
       if (g.numel() == 0) return TensorList{dw};
-      if (k < kEmbeddingBackwardMaxRows && ws[0] < kEmbeddingBackwardMaxRows) {
+      // CUDA's sorted sums take the storage types of CUDA kernels; float64 (CPU-first) and sizes
+      // beyond 32-bit sort keys take scatter_add.
+      const bool cuda_double = g.device().is_cuda() && dt == DType::Float64;
+      if (k < kEmbeddingBackwardMaxRows && ws[0] < kEmbeddingBackwardMaxRows && !cuda_double) {
         ops::launch("embedding", g.device(), kernels::embedding_backward, dw.data_ptr(), g.data_ptr(), dt,
                     idx.data_ptr<int64_t>(), k, ws[0], dim);
       } else {
-        // Beyond 32-bit sort keys: one thread per column walks every position (also deterministic).
+        // One thread per column walks every position (also deterministic).
         ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg(dw), 0,
                     ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g));
       }

@@ -150,7 +150,7 @@ void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, c
   if (k == 0 || dim == 0) return;
   const cudaStream_t st = raw_stream(ctx.stream);
   const int n = static_cast<int>(k);
-  // Keys run 0..num, num marking a bad index (at least one bit: a sort of no bits writes nothing).
+  // Keys run 0..num, num marking a bad index (num = 0: every key is 0, sorted on one bit).
   const int end_bit = num > 0 ? bit_width(static_cast<uint64_t>(num)) : 1;
   const int64_t chunks = embedding_plan::chunk_count(k);
   size_t sort_bytes = 0;

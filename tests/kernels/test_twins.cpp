@@ -434,6 +434,7 @@ TEST_CASE("twins: embedding backward is bit-identical and deterministic", "[cuda
     const Twin gw{start.cpu.clone(), start.cuda.clone()};
     run_twins(kernels::embedding_backward, args(gw));
     CHECK(compare_twin(gw) == "");
+    CHECK(same_bytes(gw.cpu, gw.cuda));  // also the signs of zeros
     CHECK_FALSE(same_bytes(gw.cpu, start.cpu));  // it did add
     const Twin again{start.cpu.clone(), start.cuda.clone()};
     run_on(kTwinCuda, kernels::embedding_backward, args(again));
