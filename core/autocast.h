@@ -79,6 +79,10 @@ enum class Policy : uint8_t {
   LowPrecision,  // cast to the autocast dtype (float16 or bfloat16)
   Float32,       // cast float16/bfloat16 inputs to float32
   Widest,        // cast to the widest floating dtype among the inputs
+  // No cast: the op reads float16/bfloat16 inputs as they are, computes in float32 and returns a
+  // float32 result (the values a Float32 cast would give, without the cast's pass over the input);
+  // the op asks float32_result() for its output dtype.
+  Float32Result,
 };
 
 // The policy of `op` (the op's name as it appears in its errors), or nullopt when autocast leaves
@@ -97,6 +101,10 @@ const std::vector<PolicyRow>& policy_table();
 // non-floating entries pass through unchanged); otherwise nullopt, and the op proceeds with its
 // own arguments. An op calls it first and, on a value, calls itself again with the cast inputs.
 std::optional<TensorList> cast_inputs(const char* op, std::initializer_list<const Tensor*> inputs);
+
+// Whether `op`, a Float32Result op, must return float32 for `input`: autocast is enabled for its
+// device and it is float16 or bfloat16.
+bool float32_result(const char* op, const Tensor& input);
 
 }  // namespace autocast
 }  // namespace kiln

@@ -74,8 +74,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   }
   Tensor lc = dense(lg);
   Tensor tc = dense(target.to(DType::Int64));
+  // Under autocast a float16/bfloat16 loss comes out in float32 (core/autocast.cpp says why).
+  const DType out_dtype = autocast::float32_result(op, logits) ? DType::Float32 : logits.dtype();
   Tensor out = ops::empty_for(op, red == LossReduce::None ? target.sizes() : Shape{},
-                              TensorOptions(logits.dtype(), logits.device()));
+                              TensorOptions(out_dtype, logits.device()));
   Tensor lse = empty({rows}, TensorOptions(norm_stat_dtype(logits.dtype()), logits.device()));
   Tensor count = empty({1}, TensorOptions(DType::Int64, logits.device()));
   // On CUDA targets are range-checked on the device: a bad one is an IndexError at the next sync.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/bitwise.h"
 
 namespace kiln::test {
 
@@ -99,6 +100,44 @@ inline TensorList cast_floating(const TensorList& in, DType dtype) {
   TensorList out;
   for (const Tensor& t : in) out.push_back(t.defined() && t.is_floating_point() ? t.detach().to(dtype) : t);
   return out;
+}
+
+// cross_entropy's Float32Result policy on `device`: under autocast, float16/bfloat16 logits give a
+// float32 loss and a gradient in the logits' dtype with the bits of the float32 path (the logits
+// cast to float32 on the tape, whose backward rounds the float32 gradient). Every reduction, with
+// and without label smoothing and an ignored target. Returns what differed ("" when nothing).
+inline std::string cross_entropy_float32_result_mismatches(Device device) {
+  std::string bad;
+  const Tensor target = tensor(std::vector<int64_t>{3, 0, 36, -100, 12, 7}, {6}, TensorOptions(DType::Int64, device));
+  for (DType lp : {DType::BFloat16, DType::Float16}) {
+    for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      for (double eps : {0.0, 0.1}) {
+        const std::string where = std::string(dtype_name(lp)) + " reduction " + std::to_string(static_cast<int>(red)) +
+                                  " smoothing " + std::to_string(eps) + ": ";
+        Generator gen(11);
+        const Tensor logits = (randn({6, 37}, TensorOptions(DType::Float32, device), gen) * 4.0).to(lp);
+        const Tensor seed = red == Reduction::None ? randn({6}, TensorOptions(DType::Float32, device), gen)
+                                                   : full({}, 0.37, TensorOptions(DType::Float32, device));
+        Tensor a = logits.detach().set_requires_grad(true);
+        Tensor loss_a;
+        {
+          AutocastGuard guard(device.type, lp);
+          loss_a = cross_entropy(a, target, red, -100, eps);
+        }
+        Tensor b = logits.detach().set_requires_grad(true);
+        Tensor loss_b = cross_entropy(b.to(DType::Float32), target, red, -100, eps);
+        if (loss_a.dtype() != DType::Float32) bad += where + "the loss is " + dtype_name(loss_a.dtype()) + "; ";
+        if (!bitwise_equal(loss_a.detach().to(Device::cpu()), loss_b.detach().to(Device::cpu()))) {
+          bad += where + "the losses differ; ";
+        }
+        loss_a.backward(seed);
+        loss_b.backward(seed);
+        if (a.grad().dtype() != lp) bad += where + "the gradient is " + dtype_name(a.grad().dtype()) + "; ";
+        if (!bitwise_equal(a.grad().to(Device::cpu()), b.grad().to(Device::cpu()))) bad += where + "the gradients differ; ";
+      }
+    }
+  }
+  return bad;
 }
 
 }  // namespace kiln::test

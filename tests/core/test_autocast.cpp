@@ -46,8 +46,16 @@ TEST_CASE("autocast: the table's policies are the documented ones", "[autocast]"
   CHECK(autocast::policy_of("matmul") == autocast::Policy::LowPrecision);
   CHECK(autocast::policy_of("softmax") == autocast::Policy::Float32);
   CHECK(autocast::policy_of("cat") == autocast::Policy::Widest);
+  CHECK(autocast::policy_of("cross_entropy") == autocast::Policy::Float32Result);
   CHECK_FALSE(autocast::policy_of("relu").has_value());
   CHECK_FALSE(autocast::policy_of("batch_norm").has_value());
+}
+
+TEST_CASE("autocast: cross_entropy reads low-precision logits as they are, with the float32 path's bits",
+          "[autocast]") {
+  CHECK(test::cross_entropy_float32_result_mismatches(Device::cpu()) == "");
+  // Outside autocast a bfloat16 loss stays bfloat16, as in PyTorch.
+  CHECK(cross_entropy(randn({2, 5}).to(DType::BFloat16), tensor<int64_t>({1, 4}, {2})).dtype() == DType::BFloat16);
 }
 
 TEST_CASE("autocast: ops outside the table and float64 inputs are left alone", "[autocast]") {
@@ -197,7 +205,8 @@ TEST_CASE("autocast: docs/mixed-precision.md lists every row of the policy table
     INFO(row.op);
     const char* word = row.policy == autocast::Policy::LowPrecision ? "| low precision |"
                        : row.policy == autocast::Policy::Float32    ? "| float32 |"
-                                                                    : "| widest input |";
+                       : row.policy == autocast::Policy::Float32Result ? "| float32 result |"
+                                                                       : "| widest input |";
     const std::string name = std::string("`") + row.op + "`";
     bool found = false;
     for (const std::string& line : table_lines) {

@@ -35,6 +35,11 @@ TEST_CASE("cuda autocast: every op of the policy table gives its dtype and the e
   }
 }
 
+TEST_CASE("cuda autocast: cross_entropy reads low-precision logits as they are, with the float32 path's bits",
+          "[cuda][autocast]") {
+  CHECK(test::cross_entropy_float32_result_mismatches(Device::cuda(0)) == "");
+}
+
 TEST_CASE("cuda autocast: the guard of one device type leaves the other's tensors alone", "[cuda][autocast]") {
   Tensor a = randn({4, 4}), b = randn({4, 4});
   AutocastGuard guard(DeviceType::CUDA, DType::Float16);
