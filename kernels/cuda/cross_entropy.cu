@@ -232,6 +232,39 @@ __global__ void ce_backward_kernel(S* dx, const void* dout, DType dout_dtype, co
   }
 }
 
+// The same gradient for S == 1 and long rows (a language model's vocabulary): one block per row,
+// its threads walking the row's classes, so the row's target, log-sum-exp and dout are read once
+// and no thread divides to find its row and class. The arithmetic per logit is the element
+// kernel's, so both give the same bits.
+template <typename S>
+__global__ void ce_backward_rows_kernel(S* dx, const void* dout, DType dout_dtype, const S* x, const float* lse,
+                                        const int64_t* valid_count, const int64_t* target, int64_t rows, int64_t c,
+                                        int64_t ignore_index, LossReduce reduce, float on_target, float off_target) {
+  double scale = 1.0;
+  if (reduce != LossReduce::None) scale = load_as<double>(dout, dout_dtype, 0);
+  if (reduce == LossReduce::Mean) scale /= static_cast<double>(*valid_count);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    S* drow = dx + r * c;
+    const S* xrow = x + r * c;
+    const int64_t t = target[r];
+    if (t == ignore_index || t < 0 || t >= c) {
+      for (int64_t j = threadIdx.x; j < c; j += blockDim.x) drow[j] = cuda_detail::from_f32<S>(0.f);
+      continue;
+    }
+    const float g = static_cast<float>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
+    const float l = lse[r];
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float p = expf(to_f32(xrow[j]) - l);
+      drow[j] = cuda_detail::from_f32<S>(g * (p - (j == t ? on_target : off_target)));
+    }
+  }
+}
+
+// Rows at least this long take the row kernel (a block of kRowBackwardThreads per row); shorter
+// ones the element kernel, which keeps every thread busy whatever the row length.
+constexpr int64_t kRowBackwardMinClasses = 1024;
+constexpr int kRowBackwardThreads = 256;
+
 // Scratch for the row losses that sum and mean add in order.
 size_t row_loss_bytes(const CrossEntropyShape& shape, LossReduce reduce) {
   if (reduce == LossReduce::None) return 0;
@@ -296,10 +329,18 @@ void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dty
   const double eps = shape.label_smoothing;
   const float off_target = static_cast<float>(eps / static_cast<double>(shape.c));
   const float on_target = static_cast<float>(1.0 - eps) + off_target;
+  const cudaStream_t st = raw_stream(ctx.stream);
+  const bool by_rows = shape.s == 1 && shape.c >= kRowBackwardMinClasses;
   KILN_CUDA_FLOAT_SWITCH(logits_dtype, op, {
-    ce_backward_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, raw_stream(ctx.stream)>>>(
-        static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
-        valid_count, target, shape.n, shape.c, shape.s, shape.ignore_index, reduce, on_target, off_target);
+    if (by_rows) {
+      ce_backward_rows_kernel<S><<<grid_of(shape.n), kRowBackwardThreads, 0, st>>>(
+          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
+          valid_count, target, shape.n, shape.c, shape.ignore_index, reduce, on_target, off_target);
+    } else {
+      ce_backward_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, st>>>(
+          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
+          valid_count, target, shape.n, shape.c, shape.s, shape.ignore_index, reduce, on_target, off_target);
+    }
   });
   cuda_detail::check_launch(op);
 }

@@ -31,6 +31,22 @@ namespace {
 // expf/logf differ from glibc's by an ulp or so (the parity runner's rule for float32).
 constexpr double kSumAtol = 1e-5, kSumRtol = 1e-4;
 
+// `k` token ids drawn from a geometric law over [0, num): small ids repeat often, large ones rarely
+// (p = 1 makes every id 0).
+std::vector<int64_t> skewed_ids(int64_t k, int64_t num, double p, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::geometric_distribution<int64_t> law(p);
+  std::vector<int64_t> ids(static_cast<size_t>(k));
+  for (auto& v : ids) v = std::min<int64_t>(law(rng), num - 1);
+  return ids;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ca = a.to(Device::cpu()), cb = b.to(Device::cpu());
+  return ca.sizes() == cb.sizes() && ca.dtype() == cb.dtype() &&
+         std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
+}
+
 TEST_CASE("twins: integer draws are bit-identical and float draws agree to rounding", "[cuda][twins]") {
   const int64_t n = 100003;
   Twin ints = twin_poisoned({n}, DType::Int64);
@@ -132,6 +148,61 @@ TEST_CASE("twins: cross_entropy forward (mean, label smoothing, an ignored row)"
   CHECK(count.cpu.to_vector<int64_t>()[0] == 8);
   CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
   CHECK(compare_twin(out, kSumAtol, kSumRtol) == "");
+}
+
+// The backward of long rows (a vocabulary's worth of classes, S == 1) runs a kernel of its own, one
+// block per row; with S > 1 the element kernel runs. The same logits laid out both ways, with the
+// same log-sum-exp and output gradient, must give the same bits: the row kernel does the element
+// kernel's arithmetic. The CPU twin agrees to the rounding of exp.
+TEST_CASE("twins: cross_entropy backward over long rows matches the element kernel's bits", "[cuda][twins]") {
+  require_cuda();
+  const int64_t n = 3, c = 1500, s = 2, rows = n * s;
+  for (DType t : {DType::Float32, DType::BFloat16}) {
+    for (LossReduce red : {LossReduce::Mean, LossReduce::None}) {
+      INFO(dtype_name(t) << (red == LossReduce::Mean ? " mean" : " none"));
+      CrossEntropyShape by_cols;  // [n, c, s]: the element kernel
+      by_cols.n = n;
+      by_cols.c = c;
+      by_cols.s = s;
+      by_cols.label_smoothing = 0.1;
+      CrossEntropyShape by_rows = by_cols;  // [n * s, c]: the row kernel
+      by_rows.n = rows;
+      by_rows.s = 1;
+      Generator gen(60);
+      const Tensor rows_logits = (randn({rows, c}, TensorOptions(DType::Float32), gen) * 3.0).to(t);
+      // Row r = (i, j) of [n * s, c] is (i, :, j) of [n, c, s].
+      const Tensor cols_logits = rows_logits.reshape({n, s, c}).transpose(1, 2).contiguous();
+      const Tensor target = tensor(std::vector<int64_t>{7, 1499, -100, 0, 512, 3});
+      // The rows' log-sum-exp, in float64 from the stored logits.
+      std::vector<float> lse_rows;
+      const std::vector<double> xv = rows_logits.to_vector_double();
+      for (int64_t r = 0; r < rows; ++r) {
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < c; ++j) m = std::max(m, xv[static_cast<size_t>(r * c + j)]);
+        for (int64_t j = 0; j < c; ++j) sum += std::exp(xv[static_cast<size_t>(r * c + j)] - m);
+        lse_rows.push_back(static_cast<float>(m + std::log(sum)));
+      }
+      const Tensor lse = tensor(lse_rows);
+      const Tensor count = tensor(std::vector<int64_t>{5});
+      const Tensor dout = red == LossReduce::None ? randn({rows}, TensorOptions(DType::Float32), gen) : full({}, 0.7);
+      auto backward = [&](Device d, const Tensor& logits, const CrossEntropyShape& shape) {
+        const Tensor x = logits.to(d), l = lse.to(d), cnt = count.to(d), tg = target.to(d), g = dout.to(d);
+        Tensor dx = full(logits.sizes(), std::nan(""), TensorOptions(t, d));
+        ops::KernelScope scope("twin test", d);
+        scope.run(kernels::cross_entropy_backward, dx.data_ptr(), static_cast<const void*>(g.data_ptr()),
+                  DType::Float32, static_cast<const void*>(x.data_ptr()), t, static_cast<const void*>(l.data_ptr()),
+                  static_cast<const int64_t*>(cnt.data_ptr<int64_t>()), static_cast<const int64_t*>(tg.data_ptr<int64_t>()),
+                  shape, red);
+        return dx.to(Device::cpu());
+      };
+      const Tensor rows_dx = backward(kTwinCuda, rows_logits, by_rows);
+      const Tensor cols_dx = backward(kTwinCuda, cols_logits, by_cols).transpose(1, 2).reshape({rows, c});
+      CHECK(same_bytes(rows_dx, cols_dx));
+      // expf and the CPU's exp differ by an ulp or so, which may move a bfloat16 result by one step.
+      const Twin dx{backward(Device::cpu(), rows_logits, by_rows), rows_dx};
+      CHECK(compare_twin(dx, 1e-6, t == DType::Float32 ? 1e-5 : 0.008) == "");
+    }
+  }
 }
 
 TEST_CASE("twins: a batched GEMM with repeated (broadcast) offsets and transposes", "[cuda][twins]") {
@@ -384,22 +455,6 @@ TEST_CASE("twins: topk, embedding and a long sum", "[cuda][twins]") {
   });
   // 2^20 normal values: the float tree's rounding is about sqrt(log2 n) * eps * ||x||_2 absolute.
   CHECK(compare_twin(total, 1e-3, 1e-4) == "");
-}
-
-// `k` token ids drawn from a geometric law over [0, num): small ids repeat often, large ones rarely
-// (p = 1 makes every id 0).
-std::vector<int64_t> skewed_ids(int64_t k, int64_t num, double p, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::geometric_distribution<int64_t> law(p);
-  std::vector<int64_t> ids(static_cast<size_t>(k));
-  for (auto& v : ids) v = std::min<int64_t>(law(rng), num - 1);
-  return ids;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  const Tensor ca = a.to(Device::cpu()), cb = b.to(Device::cpu());
-  return ca.sizes() == cb.sizes() && ca.dtype() == cb.dtype() &&
-         std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
 }
 
 // Both twins sort positions by value and add in the chunked order of kernels/embedding_plan.h: the
