@@ -1,7 +1,8 @@
 // CUDA unary elementwise ops: the twin of unary_cpu, with the math of elementwise_math.h. Kernels
 // are instantiated per (op, compute type) only; operands of any dtype are cast on load and store.
-// The one specialization by storage type is the vectorized fast path (16-byte accesses) for dense
-// float32/float16/bfloat16 operands of one dtype, which is where training spends its time.
+// The specializations by storage type are the vectorized fast paths (16-byte accesses) for dense
+// float32/float16/bfloat16 operands of one dtype, and for casts among those three, which is where
+// training spends its time.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -87,6 +88,64 @@ __global__ void unary_vec_kernel(S* out, const S* in, float in_value, int64_t n,
   }
 }
 
+// Casts between dense float32, float16 and bfloat16 operands (the casts autocast makes): 8 elements
+// per thread and step, read and written as 16-byte vectors (a float32 side as two), all 8 loaded
+// before any is stored. The tail, and everything when a pointer is not 16-byte aligned (n_vec == 0),
+// goes one element per thread. The conversions are the generic kernel's (round to nearest even).
+template <typename I, typename O> __global__ void cast_vec_kernel(O* out, const I* in, int64_t n, int64_t n_vec) {
+  constexpr int K = 8, KI = Vec16<I>::kCount, KO = Vec16<O>::kCount;
+  for (int64_t i = global_thread(); i < n_vec; i += grid_threads()) {
+    float x[K];
+#pragma unroll
+    for (int v = 0; v < K / KI; ++v) {
+      const Vec16<I> p = reinterpret_cast<const Vec16<I>*>(in)[i * (K / KI) + v];
+#pragma unroll
+      for (int j = 0; j < KI; ++j) x[v * KI + j] = to_f32(p.v[j]);
+    }
+#pragma unroll
+    for (int v = 0; v < K / KO; ++v) {
+      Vec16<O> q;
+#pragma unroll
+      for (int j = 0; j < KO; ++j) q.v[j] = from_f32<O>(x[v * KO + j]);
+      reinterpret_cast<Vec16<O>*>(out)[i * (K / KO) + v] = q;
+    }
+  }
+  for (int64_t i = n_vec * K + global_thread(); i < n; i += grid_threads()) out[i] = from_f32<O>(to_f32(in[i]));
+}
+
+template <typename I, typename O> bool launch_cast(const StridedArg& out, const StridedArg& in, cudaStream_t stream) {
+  if constexpr (std::is_same_v<I, O>) {
+    return false;  // not a cast: no kernel is instantiated for it
+  } else {
+    const int64_t n = out.numel();
+    O* o = static_cast<O*>(out.data);
+    const I* x = static_cast<const I*>(in.data);
+    const int64_t n_vec = aligned16(o) && aligned16(x) ? n / 8 : 0;
+    const int64_t items = std::max(n_vec, n - n_vec * 8);
+    cast_vec_kernel<I, O><<<grid_for(items), kThreads, 0, stream>>>(o, x, n, n_vec);
+    return true;
+  }
+}
+
+// The cast fast path's pairs: two different dtypes among float32, float16 and bfloat16.
+template <typename I> bool launch_cast_from(const StridedArg& out, const StridedArg& in, cudaStream_t stream) {
+  switch (out.dtype) {
+    case DType::Float32: return launch_cast<I, float>(out, in, stream);
+    case DType::Float16: return launch_cast<I, __half>(out, in, stream);
+    case DType::BFloat16: return launch_cast<I, __nv_bfloat16>(out, in, stream);
+    default: return false;
+  }
+}
+bool launch_dense_cast(const StridedArg& out, const StridedArg& in, cudaStream_t stream) {
+  if (in.dtype == out.dtype || !dense_1d(out) || !dense_1d(in)) return false;
+  switch (in.dtype) {
+    case DType::Float32: return launch_cast_from<float>(out, in, stream);
+    case DType::Float16: return launch_cast_from<__half>(out, in, stream);
+    case DType::BFloat16: return launch_cast_from<__nv_bfloat16>(out, in, stream);
+    default: return false;
+  }
+}
+
 // Everything else: one thread per output element, any strides and dtypes.
 template <UnaryOp OP, typename C>
 __global__ void unary_generic_kernel(const __grid_constant__ OffsetCalc<2> calc, void* out, DType out_dtype,
@@ -121,6 +180,9 @@ void launch_typed(const StridedArg& out, const Operand& in, C a, C b, cudaStream
         case DType::BFloat16: launch_vec<OP, __nv_bfloat16>(out, in, a, b, stream); return;
         default: break;
       }
+    }
+    if constexpr (OP == UnaryOp::Copy) {
+      if (!in.is_scalar && launch_dense_cast(out, in.arg, stream)) return;
     }
   }
   const int64_t n = out.numel();
