@@ -54,6 +54,18 @@ TEST_CASE("autocast: the table's policies are the documented ones", "[autocast]"
 TEST_CASE("autocast: cross_entropy reads low-precision logits as they are, with the float32 path's bits",
           "[autocast]") {
   CHECK(test::cross_entropy_float32_result_mismatches(Device::cpu()) == "");
+  // The backward keeps the logits themselves: changing them in place first is refused.
+  {
+    Tensor x = randn({2, 5}).set_requires_grad(true);
+    Tensor logits = (x * 2.0).to(DType::BFloat16);
+    Tensor loss;
+    {
+      AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+      loss = cross_entropy(logits, tensor<int64_t>({1, 4}, {2}));
+    }
+    logits.add_(1.0);
+    CHECK_THROWS_AS(loss.backward(), AutogradError);
+  }
   // Outside autocast a bfloat16 loss stays bfloat16, as in PyTorch.
   CHECK(cross_entropy(randn({2, 5}).to(DType::BFloat16), tensor<int64_t>({1, 4}, {2})).dtype() == DType::BFloat16);
 }
