@@ -468,7 +468,8 @@ TEST_CASE("twins: embedding backward is bit-identical and deterministic", "[cuda
     DType dtype;
   };
   const Case cases[] = {
-      {"GPT-2's token table, 16384 positions", 50257, 768, 16384, 0.002, DType::Float32},
+      // GPT-2's vocabulary at a third of its width (the sanitizer runs time every case).
+      {"GPT-2's vocabulary, 16384 positions", 50257, 256, 16384, 0.002, DType::Float32},
       {"a character vocabulary, 16384 positions", 65, 384, 16384, 0.05, DType::Float32},
       {"one value at every position, float16", 3, 130, 5000, 1.0, DType::Float16},
       {"bfloat16, positions not a multiple of the chunk", 40, 64, 1001, 0.1, DType::BFloat16},
