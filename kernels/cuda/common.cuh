@@ -120,6 +120,9 @@ template <typename T> struct alignas(16) Vec16 {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Bytes rounded up to 256, so regions carved one after another from one workspace stay aligned.
+inline size_t align_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
 template <typename T> __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
   return v;

@@ -4,6 +4,7 @@
 // kernels/embedding_plan.h run one thread per (chunk of sorted positions, column), and the chunk
 // that owns a value crossing chunks adds its parts in order. A bad index is recorded and its row
 // skipped.
+#include <bit>
 #include <cstdint>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -117,17 +118,6 @@ __global__ void embedding_carry_kernel(embedding_plan::SortedKeys s, T* gw, int6
   }
 }
 
-size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-int bit_width(uint64_t v) {
-  int b = 0;
-  while (v != 0) {
-    ++b;
-    v >>= 1;
-  }
-  return b;
-}
-
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {
     throw DeviceError(std::string("embedding backward: ") + what + " failed: " + cudaGetErrorName(err) + " (" +
@@ -151,7 +141,7 @@ void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, c
   const cudaStream_t st = raw_stream(ctx.stream);
   const int n = static_cast<int>(k);
   // Keys run 0..num, num marking a bad index (num = 0: every key is 0, sorted on one bit).
-  const int end_bit = num > 0 ? bit_width(static_cast<uint64_t>(num)) : 1;
+  const int end_bit = num > 0 ? static_cast<int>(std::bit_width(static_cast<uint64_t>(num))) : 1;
   const int64_t chunks = embedding_plan::chunk_count(k);
   size_t sort_bytes = 0;
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr),
@@ -160,9 +150,9 @@ void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, c
              "sizing the sort");
   // One workspace: keys and positions before and after the sort, the sort's scratch, and the Head
   // and Tail parts of every (chunk, column).
-  const size_t ids = align_up(static_cast<size_t>(k) * sizeof(uint32_t));
-  const size_t parts = align_up(static_cast<size_t>(chunks * dim) * sizeof(float));
-  const size_t sort_room = align_up(sort_bytes);
+  const size_t ids = cuda_detail::align_up(static_cast<size_t>(k) * sizeof(uint32_t));
+  const size_t parts = cuda_detail::align_up(static_cast<size_t>(chunks * dim) * sizeof(float));
+  const size_t sort_room = cuda_detail::align_up(sort_bytes);
   char* ws = static_cast<char*>(ctx.workspace(4 * ids + sort_room + 2 * parts));
   auto* keys_in = reinterpret_cast<uint32_t*>(ws);
   auto* keys = reinterpret_cast<uint32_t*>(ws + ids);

@@ -13,6 +13,7 @@
 namespace kiln {
 namespace {
 
+using cuda_detail::align_up;
 using cuda_detail::from_f32;
 using cuda_detail::load_as;
 using cuda_detail::raw_stream;
@@ -154,9 +155,6 @@ template <typename S> struct RowCache {
 __device__ __forceinline__ float param_or(const void* p, DType t, int64_t i, float fallback) {
   return p ? load_as<float>(p, t, i) : fallback;
 }
-
-inline size_t align_up(size_t v) { return (v + 255) & ~size_t{255}; }
-
 
 }  // namespace
 }  // namespace kiln

@@ -5,7 +5,6 @@
 // read from memory at run time (a captured graph's), and integer results that must match exactly.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -22,6 +21,7 @@
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 #include "kernels/topk.h"
+#include "tests/bitwise.h"
 #include "tests/kernels/twin.h"
 
 namespace kiln::test {
@@ -39,12 +39,6 @@ std::vector<int64_t> skewed_ids(int64_t k, int64_t num, double p, uint32_t seed)
   std::vector<int64_t> ids(static_cast<size_t>(k));
   for (auto& v : ids) v = std::min<int64_t>(law(rng), num - 1);
   return ids;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  const Tensor ca = a.to(Device::cpu()), cb = b.to(Device::cpu());
-  return ca.sizes() == cb.sizes() && ca.dtype() == cb.dtype() &&
-         std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
 }
 
 TEST_CASE("twins: integer draws are bit-identical and float draws agree to rounding", "[cuda][twins]") {
@@ -197,7 +191,7 @@ TEST_CASE("twins: cross_entropy backward over long rows matches the element kern
       };
       const Tensor rows_dx = backward(kTwinCuda, rows_logits, by_rows);
       const Tensor cols_dx = backward(kTwinCuda, cols_logits, by_cols).transpose(1, 2).reshape({rows, c});
-      CHECK(same_bytes(rows_dx, cols_dx));
+      CHECK(bitwise_equal(rows_dx, cols_dx));
       // expf and the CPU's exp differ by an ulp or so, which may move a bfloat16 result by one step.
       const Twin dx{backward(Device::cpu(), rows_logits, by_rows), rows_dx};
       CHECK(compare_twin(dx, 1e-6, t == DType::Float32 ? 1e-5 : 0.008) == "");
@@ -490,11 +484,11 @@ TEST_CASE("twins: embedding backward is bit-identical and deterministic", "[cuda
     const Twin gw{start.cpu.clone(), start.cuda.clone()};
     run_twins(kernels::embedding_backward, args(gw));
     CHECK(compare_twin(gw) == "");
-    CHECK(same_bytes(gw.cpu, gw.cuda));  // also the signs of zeros
-    CHECK_FALSE(same_bytes(gw.cpu, start.cpu));  // it did add
+    CHECK(bitwise_equal(gw.cpu, gw.cuda.to(Device::cpu())));  // also the signs of zeros
+    CHECK_FALSE(bitwise_equal(gw.cpu, start.cpu));  // it did add
     const Twin again{start.cpu.clone(), start.cuda.clone()};
     run_on(kTwinCuda, kernels::embedding_backward, args(again));
-    CHECK(same_bytes(again.cuda, gw.cuda));
+    CHECK(bitwise_equal(again.cuda.to(Device::cpu()), gw.cuda.to(Device::cpu())));
   }
 }
 
