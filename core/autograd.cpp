@@ -23,14 +23,6 @@ std::atomic<uint64_t> g_sequence_nr{0};
 std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 
-// Whether two tensors of one shape lay their elements out alike (strides of size-1 dims do not matter).
-bool same_layout(const Tensor& a, const Tensor& b) {
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  }
-  return true;
-}
-
 // Gradient sink of a leaf: accumulates into .grad, in place when a gradient already exists.
 class AccumulateGrad final : public Node {
  public:

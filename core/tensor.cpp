@@ -120,8 +120,18 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
 
 bool Tensor::is_non_overlapping_and_dense() const {
   check_defined("is_non_overlapping_and_dense");
-  const Shape& sz = sizes();
-  const Shape& st = strides();
+  return non_overlapping_and_dense(sizes(), strides());
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
+bool non_overlapping_and_dense(const Shape& sz, const Shape& st) {
   std::vector<size_t> order;
   for (size_t d = 0; d < sz.size(); ++d)
     if (sz[d] != 1) order.push_back(d);

@@ -182,6 +182,12 @@ int64_t wrap_insert_dim(int64_t dim, int64_t ndim, const char* op);
 // or the count overflows int64 (strides of a shape with no elements saturate instead: they are
 // never used) or, for shape_numel, when a size is negative.
 Shape contiguous_strides(const Shape& sizes);
+// Whether a layout's elements fill a block of memory in some dimension order, each once
+// (Tensor::is_non_overlapping_and_dense for sizes and strides that need no tensor).
+bool non_overlapping_and_dense(const Shape& sizes, const Shape& strides);
+// Same sizes, and the same strides wherever a dim has more than one element (the stride of a
+// size-1 dim addresses nothing, so it may differ).
+bool same_layout(const Tensor& a, const Tensor& b);
 Shape channels_last_strides(const Shape& sizes);  // 4-D only
 int64_t shape_numel(const Shape& sizes);
 

@@ -45,16 +45,6 @@ std::optional<ChannelLayout> channel_layout(const Tensor& x) {
   return l;
 }
 
-// Same sizes, and the same strides wherever a dim has more than one element (the stride of a
-// size-1 dim addresses nothing, so it may differ).
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  }
-  return true;
-}
-
 // t (same sizes as `like`) in like's layout and dtype: a copy unless it already is. Only a change
 // of layout counts as a hidden layout copy; a cast (autocast's gradients) is not one.
 Tensor with_layout_of(const Tensor& t, const Tensor& like) {

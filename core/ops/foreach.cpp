@@ -31,15 +31,6 @@ ForeachTensor flat(const char* op, const Tensor& t, const std::string& what) {
   return ForeachTensor{t.data_ptr(), t.numel()};
 }
 
-// Strides that matter: those of dims with more than one element.
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  }
-  return true;
-}
-
 // `t` (the i-th of `what`) must match param i in shape and layout.
 void check_like_param(const char* op, const Tensor& t, const Tensor& param, const std::string& what) {
   if (t.sizes() != param.sizes()) {

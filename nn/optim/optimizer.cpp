@@ -15,14 +15,6 @@
 namespace kiln::nn::optim {
 namespace {
 
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes()) return false;
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
-  }
-  return true;
-}
-
 // `t` as a tensor on param's device with param's layout and dtype `dtype`: itself when it already
 // is, else a copy (Module::to moved the parameter, or a checkpoint was read onto the CPU).
 Tensor like_param(const Tensor& t, const Tensor& param, DType dtype) {
