@@ -20,10 +20,14 @@ namespace kiln {
 // 0 where it broadcasts, so an expanded operand is read in place. Rows are contiguous in their last
 // dim and located by row strides. The optional mask is bool (true = attend) or of the q dtype (added
 // to the scores), read at mask offset + i * mask_row_stride + j * mask_col_stride (strides may be 0).
+// The outputs have layouts of their own: out and dout share `o`, dq, dk and dv have theirs (none
+// broadcast: distinct batch entries never share rows), so the op can write O as [B, L, H, Ev] in
+// memory and dQ, dK and dV straight into one fused [B, S, 3, H, E] gradient (core/ops/attention.cpp).
 struct AttentionBatch {
   int ndim = 0;
   int64_t sizes[kMaxDims] = {};
   int64_t q[kMaxDims] = {}, k[kMaxDims] = {}, v[kMaxDims] = {}, mask[kMaxDims] = {};
+  int64_t o[kMaxDims] = {}, dq[kMaxDims] = {}, dk[kMaxDims] = {}, dv[kMaxDims] = {};
 };
 
 struct AttentionArgs {
@@ -31,7 +35,9 @@ struct AttentionArgs {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
   AttentionBatch layout;  // its sizes multiply to `batch`
   int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0;
-  // out, dout, dq, dk, dv and lse are contiguous: [batch, L, Ev], [batch, L, E], [batch, S, E], ...
+  // Row strides of out and dout, dq, dk and dv; their rows are contiguous. lse is contiguous
+  // [batch, L]. attention_dense_outputs sets all of these to contiguous layouts.
+  int64_t o_row_stride = 0, dq_row_stride = 0, dk_row_stride = 0, dv_row_stride = 0;
   const void* mask = nullptr;
   DType mask_dtype = DType::Bool;
   int64_t mask_row_stride = 0, mask_col_stride = 0;
@@ -43,22 +49,49 @@ struct AttentionArgs {
   bool tensor_cores = false;
 };
 
-// Element offsets of batch entry b's q, k, v and mask (row-major over the batch shape).
-// (No member initializers: CUDA kernels keep one in shared memory.)
-struct AttentionOffsets {
-  int64_t q, k, v, mask;
-};
-KILN_HD AttentionOffsets attention_offsets(const AttentionBatch& layout, int64_t b) {
-  AttentionOffsets o{0, 0, 0, 0};
+// Sets out/dout, dq, dk and dv to contiguous [batch..., L, Ev], [batch..., L, E], [batch..., S, E]
+// and [batch..., S, Ev] over the batch shape in `layout` (the layout an op gets when it asks for
+// nothing else).
+inline void attention_dense_outputs(AttentionArgs& a) {
+  int64_t o = a.L * a.Ev, dq = a.L * a.E, dk = a.S * a.E, dv = a.S * a.Ev;
+  for (int d = a.layout.ndim - 1; d >= 0; --d) {
+    a.layout.o[d] = o;
+    a.layout.dq[d] = dq;
+    a.layout.dk[d] = dk;
+    a.layout.dv[d] = dv;
+    o *= a.layout.sizes[d];
+    dq *= a.layout.sizes[d];
+    dk *= a.layout.sizes[d];
+    dv *= a.layout.sizes[d];
+  }
+  a.o_row_stride = a.Ev;
+  a.dq_row_stride = a.dk_row_stride = a.E;
+  a.dv_row_stride = a.Ev;
+}
+
+// Element offset of batch entry b (row-major over the batch shape) in one operand's layout:
+// `strides` is one of layout's arrays. The tensor-core kernels find their outputs' offsets with it
+// where they write them, so that those are not held in registers through the main loop.
+KILN_HD int64_t attention_batch_offset(const AttentionBatch& layout, const int64_t* strides, int64_t b) {
+  int64_t off = 0;
   for (int d = layout.ndim - 1; d >= 0; --d) {
     const int64_t idx = b % layout.sizes[d];
     b /= layout.sizes[d];
-    o.q += idx * layout.q[d];
-    o.k += idx * layout.k[d];
-    o.v += idx * layout.v[d];
-    o.mask += idx * layout.mask[d];
+    off += idx * strides[d];
   }
-  return o;
+  return off;
+}
+
+// Element offsets of batch entry b's q, k, v, mask, out (and dout), dq, dk and dv. (No member
+// initializers: CUDA kernels keep one in shared memory.)
+struct AttentionOffsets {
+  int64_t q, k, v, mask, o, dq, dk, dv;
+};
+KILN_HD AttentionOffsets attention_offsets(const AttentionBatch& layout, int64_t b) {
+  return {attention_batch_offset(layout, layout.q, b),  attention_batch_offset(layout, layout.k, b),
+          attention_batch_offset(layout, layout.v, b),  attention_batch_offset(layout, layout.mask, b),
+          attention_batch_offset(layout, layout.o, b),  attention_batch_offset(layout, layout.dq, b),
+          attention_batch_offset(layout, layout.dk, b), attention_batch_offset(layout, layout.dv, b)};
 }
 
 // lse: float32 [batch, L] (float64 for float64 inputs). A row with no visible key gives a zero
@@ -69,7 +102,7 @@ void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, c
                            const KernelContext& ctx);
 void attention_forward_cuda(void* out, void* lse, const void* q, const void* k, const void* v,
                             const AttentionArgs& a, const KernelContext& ctx);
-// dq/dk/dv: contiguous [batch, L, E], [batch, S, E], [batch, S, Ev]. The flash formulation
+// dq/dk/dv: [batch, L, E], [batch, S, E], [batch, S, Ev] in their layouts. The flash formulation
 // (probabilities recomputed from lse): dq per query row, dk/dv per key row, each a fixed-order sum,
 // so gradients are deterministic. The CUDA twin keeps per-row terms in scratch memory.
 void attention_backward_cpu(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
@@ -81,7 +114,7 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
 
 // The tensor-core kernels of the CUDA twin (kernels/cuda/attention_tc.cu, attention_tc_backward.cu):
 // float16/bfloat16, E = Ev in {64, 128}, no mask (dropout is fine), even strides and 4-byte aligned
-// operands (dout too, for the backward), a.tensor_cores set. Same outputs as attention_forward_cuda
+// operands (dout and out's layout too, for the backward), a.tensor_cores set. Same outputs as attention_forward_cuda
 // and attention_backward_cuda, the backward deterministic as well; only CUDA builds define them.
 bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);
 bool attention_tc_backward_fits(const AttentionArgs& a, const void* q, const void* k, const void* v,

@@ -3,9 +3,17 @@
 // strides over the batch shape (0 where an operand broadcasts), on both devices. The node saves q,
 // k, v, the output and the log-sum-exp, plus the draw of its dropout, so the backward redraws
 // exactly the forward's mask.
+// Layouts, so that a transformer's heads cost no copies (docs/tensor-cores.md):
+// - the output takes q's order of dims: for q a [B, T, H, D] projection viewed as [B, H, T, D], out
+//   is [B, T, H, Ev] in memory, and out.transpose(1, 2).reshape(B, T, H * Ev) is a view;
+// - the backward reads dout in out's layout, so the gradient of that reshape arrives without a copy;
+// - dq, dk and dv take q's, k's and v's orders, and when q, k and v are the three pieces of one
+//   buffer (the split of a fused qkv projection) the gradients are the same three pieces of one new
+//   buffer, which split's backward then passes on whole instead of copying the pieces into it.
 #include "core/ops/attention.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "core/autocast.h"
@@ -72,6 +80,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.q_row_stride = p.q.stride(-2);
   a.k_row_stride = p.k.stride(-2);
   a.v_row_stride = p.v.stride(-2);
+  attention_dense_outputs(a);
   if (mask.defined()) {
     Shape full = p.batch;
     full.push_back(a.L);
@@ -99,6 +108,47 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.philox = philox;
   a.tensor_cores = q.is_cuda() && cuda::math_switches().attention_tensor_cores;
   return p;
+}
+
+// Points the kernels at an output's layout: x is [batch..., rows, cols].
+void output_layout(int64_t* batch_out, int64_t& row_stride, const Tensor& x, const Shape& batch) {
+  batch_strides(batch_out, x, x.dim() - 2, batch);
+  row_stride = x.stride(-2);
+}
+
+// The spacing of q, k and v when they are equally shaped, equally strided views of one storage,
+// k `step` elements after q and v `step` after k, and the three together fill a block of memory
+// densely: the three pieces of a fused [B, T, 3 * H * D] projection split on its last dim.
+std::optional<int64_t> packed_step(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.numel() == 0 || q.storage() != k.storage() || q.storage() != v.storage()) return std::nullopt;
+  if (q.sizes() != k.sizes() || q.sizes() != v.sizes() || q.strides() != k.strides() || q.strides() != v.strides()) {
+    return std::nullopt;
+  }
+  const int64_t step = k.storage_offset() - q.storage_offset();
+  if (step <= 0 || v.storage_offset() - k.storage_offset() != step) return std::nullopt;
+  Shape sizes = q.sizes(), strides = q.strides();
+  sizes.insert(sizes.begin(), 3);
+  strides.insert(strides.begin(), step);
+  if (!non_overlapping_and_dense(sizes, strides)) return std::nullopt;
+  return step;
+}
+
+// New dq, dk and dv ([batch..., L, E], [batch..., S, E], [batch..., S, Ev]) in q's, k's and v's dim
+// orders, or, when q, k and v are packed (packed_step), at their places in one new buffer.
+TensorList gradient_buffers(const Prepared& p, const Shape& dq_shape, const Shape& dk_shape, const Shape& dv_shape) {
+  const TensorOptions opt(p.q.dtype(), p.q.device());
+  if (dq_shape == p.q.sizes() && dk_shape == p.k.sizes() && dv_shape == p.v.sizes()) {
+    if (std::optional<int64_t> step = packed_step(p.q, p.k, p.v)) {
+      Tensor buf = ops::empty_for(kOp, {3 * p.q.numel()}, opt);
+      TensorList g;
+      for (int64_t i = 0; i < 3; ++i) g.push_back(ops::make_view(kOp, buf, p.q.sizes(), p.q.strides(), i * *step));
+      return g;
+    }
+  }
+  auto like = [&](const Shape& shape, const Tensor& x) {
+    return ops::empty_for(kOp, shape, ops::dense_strides_in_order_of(shape, x), opt);
+  };
+  return {like(dq_shape, p.q), like(dk_shape, p.k), like(dv_shape, p.v)};
 }
 
 
@@ -159,7 +209,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Shape lse_shape = p.batch;
   lse_shape.push_back(p.args.L);
   DType lse_dtype = q.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor out = ops::empty_for(kOp, out_shape, TensorOptions(q.dtype(), q.device()));
+  Tensor out = ops::empty_for(kOp, out_shape, ops::dense_strides_in_order_of(out_shape, p.q),
+                              TensorOptions(q.dtype(), q.device()));
+  output_layout(p.args.layout.o, p.args.o_row_stride, out, p.batch);
   Tensor lse = ops::empty_for(kOp, lse_shape, TensorOptions(lse_dtype, q.device()));
   if (out.numel() > 0) {
     scope.run(kernels::attention_forward, out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(),
@@ -172,17 +224,26 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                       Tensor qv = ctx.saved_at(0), kv = ctx.saved_at(1), vv = ctx.saved_at(2);
                       Tensor o = ctx.saved_at(3), l = ctx.saved_at(4), m = ctx.saved_at(5);
                       Prepared bp = prepare(qv, kv, vv, m, dropout_p, is_causal, sc, philox);
-                      Tensor g = ctx.grads[0].contiguous();
-                      const AttentionArgs& a = bp.args;
+                      AttentionArgs& a = bp.args;
                       Shape dq_shape = bp.batch, dk_shape = bp.batch, dv_shape = bp.batch;
                       dq_shape.insert(dq_shape.end(), {a.L, a.E});
                       dk_shape.insert(dk_shape.end(), {a.S, a.E});
                       dv_shape.insert(dv_shape.end(), {a.S, a.Ev});
-                      TensorOptions opt(qv.dtype(), qv.device());
-                      Tensor dq = empty(dq_shape, opt), dk = empty(dk_shape, opt), dv = empty(dv_shape, opt);
+                      TensorList grads = gradient_buffers(bp, dq_shape, dk_shape, dv_shape);
+                      Tensor &dq = grads[0], &dk = grads[1], &dv = grads[2];
+                      output_layout(a.layout.o, a.o_row_stride, o, bp.batch);
+                      output_layout(a.layout.dq, a.dq_row_stride, dq, bp.batch);
+                      output_layout(a.layout.dk, a.dk_row_stride, dk, bp.batch);
+                      output_layout(a.layout.dv, a.dv_row_stride, dv, bp.batch);
                       if (a.batch * a.L > 0 && a.S > 0) {
-                        // The kernels read dO with out's dtype and layout.
-                        const Tensor gd = g.to(qv.dtype()).contiguous();
+                        // The kernels read dO with out's dtype and layout: a copy only when the
+                        // gradient arrives otherwise.
+                        Tensor gd = ctx.grads[0];
+                        if (gd.dtype() != o.dtype() || !same_layout(gd, o)) {
+                          Tensor c = ops::empty_for(kOp, o.sizes(), o.strides(), TensorOptions(o.dtype(), o.device()));
+                          ops::copy_raw(c, gd);
+                          gd = c;
+                        }
                         ops::launch(kOp, qv.device(), kernels::attention_backward, dq.data_ptr(), dk.data_ptr(),
                                     dv.data_ptr(), gd.data_ptr(), o.data_ptr(), l.data_ptr(), bp.q.data_ptr(),
                                     bp.k.data_ptr(), bp.v.data_ptr(), a);

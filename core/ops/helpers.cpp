@@ -70,6 +70,29 @@ Shape strides_like(const Shape& shape, const Tensor& like) {
   return contiguous_strides(shape);
 }
 
+Shape dense_strides_in_order_of(const Shape& shape, const Tensor& ref) {
+  const size_t n = shape.size();
+  if (!ref.defined() || ref.dim() != static_cast<int64_t>(n) || n == 0) return contiguous_strides(shape);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t size = ref.size(static_cast<int64_t>(d));
+    if ((d + 1 < n && size != shape[d]) || (size > 1 && ref.stride(static_cast<int64_t>(d)) == 0)) {
+      return contiguous_strides(shape);
+    }
+  }
+  // The last dim stays innermost whatever ref's stride there (a size-1 last dim may carry any).
+  std::vector<size_t> order(n);  // outermost first
+  for (size_t d = 0; d < n; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end() - 1, [&](size_t a, size_t b) {
+    return ref.stride(static_cast<int64_t>(a)) > ref.stride(static_cast<int64_t>(b));
+  });
+  Shape permuted(n);
+  for (size_t i = 0; i < n; ++i) permuted[i] = shape[order[i]];
+  const Shape dense = contiguous_strides(permuted);
+  Shape strides(n);
+  for (size_t i = 0; i < n; ++i) strides[order[i]] = dense[i];
+  return strides;
+}
+
 Device common_device(const char* op, const std::vector<const Tensor*>& tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {

@@ -26,6 +26,12 @@ using kiln::collapse_dims;  // kernels/strided.h
 // Strides for a new tensor of `shape` laid out like `like` (when it is dense and the same
 // shape), else contiguous. Elementwise outputs keep their input's layout this way.
 Shape strides_like(const Shape& shape, const Tensor& like);
+// Dense strides for `shape` with its dims before the last nested in the order of ref's strides,
+// largest outermost (ties keep their order), and the last dim innermost: ref [B, H, T, D] viewing a
+// [B, T, H, D] or [B, T, 3, H, D] buffer gives [B, T, H, Dv] strides for a shape [B, H, T, Dv].
+// Contiguous when ref has another rank, other sizes (the last dim aside) or a zero stride on a dim
+// of more than one element.
+Shape dense_strides_in_order_of(const Shape& shape, const Tensor& ref);
 
 // Checks: all defined tensors on one device (DeviceError naming op and devices); returns it.
 Device common_device(const char* op, const std::vector<const Tensor*>& tensors);

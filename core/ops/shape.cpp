@@ -1,6 +1,8 @@
 // Joining and splitting: cat/stack copy into slices of one output; split/chunk are views.
 #include "core/ops/shape.h"
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
@@ -95,6 +97,40 @@ Tensor stack(const TensorList& tensors, int64_t dim) {
   return cat(parts, d);
 }
 
+namespace {
+
+// The tensor of shape xs whose pieces along d (of `sizes`) are exactly `pieces`, when they already
+// sit in one storage that way, with one set of strides and dense together: a view of that storage,
+// so split's backward need not copy them. scaled_dot_product_attention writes a fused qkv
+// projection's three gradients like this. Undefined otherwise. The result aliases the pieces'
+// gradients, as the copy did not: the engine only adds gradients out of place and AccumulateGrad
+// copies a view, so nothing writes through it, but a hook that edits x's gradient in place would
+// also change the pieces' (hooks should return a new tensor, as PyTorch's advise).
+Tensor joined_pieces(const TensorList& pieces, const Shape& xs, const Shape& sizes, int64_t d) {
+  // Pieces without elements have no place to check (the engine may have made them anywhere).
+  if (shape_numel(xs) == 0 || std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return Tensor();
+  const Tensor& first = pieces[0];
+  Shape strides = first.strides();
+  // A piece of size 1 along d may carry any stride there: take d's stride from one that spans more.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (sizes[i] > 1) strides[static_cast<size_t>(d)] = pieces[i].stride(d);
+  }
+  if (!non_overlapping_and_dense(xs, strides)) return Tensor();
+  int64_t off = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Tensor& p = pieces[i];
+    if (p.storage() != first.storage() || p.dtype() != first.dtype()) return Tensor();
+    if (p.storage_offset() != first.storage_offset() + off * strides[static_cast<size_t>(d)]) return Tensor();
+    for (int64_t k = 0; k < p.dim(); ++k) {
+      if (p.size(k) > 1 && p.stride(k) != strides[static_cast<size_t>(k)]) return Tensor();
+    }
+    off += sizes[i];
+  }
+  return ops::make_view("split backward", first, xs, strides, first.storage_offset());
+}
+
+}  // namespace
+
 TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   ops::check_defined("split", x, "input");
   int64_t d = wrap_dim(dim, x.dim(), "split");
@@ -129,6 +165,7 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   if (!out.empty() && needs_grad({&x})) {
     record_function("split", {x}, out, {}, [xs = x.sizes(), sizes, d](const FunctionNode::Context& ctx) {
       // The engine gives every piece a gradient (zeros for one that got none), all of x's dtype.
+      if (Tensor whole = joined_pieces(ctx.grads, xs, sizes, d); whole.defined()) return TensorList{whole};
       Tensor g = empty(xs, TensorOptions(ctx.grads[0].dtype(), ctx.grads[0].device()));
       int64_t off = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {

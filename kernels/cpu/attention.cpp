@@ -43,7 +43,7 @@ template <typename Acc> struct Rows {
   const void* v;
   PhiloxState philox;  // resolved
   int64_t b = -1;  // the selected batch entry
-  AttentionOffsets o{0, 0, 0, 0};
+  AttentionOffsets o{};
 
   Rows(const AttentionArgs& args, const void* q_, const void* k_, const void* v_)
       : a(args), q(q_), k(k_), v(v_), philox(philox_resolve(args.philox)) {}
@@ -97,13 +97,19 @@ void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const A
            KernelContext{});
 }
 
-// Writes Acc rows (n x cols, contiguous) to `dst` of `dtype` at element `offset`.
-template <typename Acc> void store_rows(void* dst, DType dtype, int64_t offset, const Acc* src, int64_t count) {
-  if (dtype == acc_dtype(std::is_same_v<Acc, double>)) {
-    std::copy(src, src + count, static_cast<Acc*>(dst) + offset);
-    return;
+// Writes Acc rows (rows x cols, leading dimension ld_src) to `dst` of `dtype` at element `offset`,
+// its rows `ld` apart.
+template <typename Acc>
+void store_rows(void* dst, DType dtype, int64_t offset, int64_t ld, const Acc* src, int64_t ld_src, int64_t rows,
+                int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const Acc* row = src + i * ld_src;
+    if (dtype == acc_dtype(std::is_same_v<Acc, double>)) {
+      std::copy(row, row + cols, static_cast<Acc*>(dst) + offset + i * ld);
+    } else {
+      for (int64_t e = 0; e < cols; ++e) store_as<Acc>(dst, dtype, offset + i * ld + e, row[e]);
+    }
   }
-  for (int64_t x = 0; x < count; ++x) store_as<Acc>(dst, dtype, offset + x, src[x]);
 }
 
 // The visible keys of query row i end before this (causal: i + 1; else S).
@@ -174,7 +180,7 @@ template <typename Acc> struct ForwardBlock {
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t e = 0; e < a.Ev; ++e) o[static_cast<size_t>(i * a.Ev + e)] *= inv_sum[static_cast<size_t>(i)];
     }
-    store_rows<Acc>(out, a.dtype, (blk.b * a.L + blk.i0) * a.Ev, o.data(), rows * a.Ev);
+    store_rows<Acc>(out, a.dtype, r.o.o + blk.i0 * a.o_row_stride, a.o_row_stride, o.data(), a.Ev, rows, a.Ev);
   }
 };
 
@@ -204,34 +210,41 @@ template <typename Acc> struct BackwardEntry {
   const void* lse;
   std::vector<Acc> qbuf, kbuf, vbuf, dobuf, obuf, p, ds, dq_rows, dk_acc, dv_acc;
 
-  // `count` elements of a gradient at `offset`, as Acc: in place when its dtype is Acc, else `buf`,
-  // which write_back then stores as the dtype.
-  Acc* rows_at(void* dst, int64_t offset, int64_t count, std::vector<Acc>& buf) {
-    if (a.dtype == acc_dtype(std::is_same_v<Acc, double>)) return static_cast<Acc*>(dst) + offset;
-    buf.resize(static_cast<size_t>(count));
-    return buf.data();
+  // `rows` x `cols` of a gradient at `offset`, its rows `ld` apart, as Acc: in place when its dtype
+  // is Acc, else in `buf` (rows `cols` apart), which write_back then stores as the dtype.
+  struct Target {
+    Acc* data;
+    int64_t ld;
+  };
+  bool in_place() const { return a.dtype == acc_dtype(std::is_same_v<Acc, double>); }
+  Target rows_at(void* dst, int64_t offset, int64_t ld, int64_t rows, int64_t cols, std::vector<Acc>& buf) {
+    if (in_place()) return {static_cast<Acc*>(dst) + offset, ld};
+    buf.resize(static_cast<size_t>(rows * cols));
+    return {buf.data(), cols};
   }
-  void write_back(void* dst, int64_t offset, const Acc* c, int64_t count) {
-    if (a.dtype != acc_dtype(std::is_same_v<Acc, double>)) store_rows<Acc>(dst, a.dtype, offset, c, count);
+  void write_back(void* dst, int64_t offset, int64_t ld, const Target& t, int64_t rows, int64_t cols) {
+    if (!in_place()) store_rows<Acc>(dst, a.dtype, offset, ld, t.data, t.ld, rows, cols);
   }
 
   void run(Rows<Acc>& r, int64_t b) {
     constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
     const DType lse_dtype = a.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
     r.select(b);
-    Acc* dK = rows_at(dk, b * a.S * a.E, a.S * a.E, dk_acc);
-    Acc* dV = rows_at(dv, b * a.S * a.Ev, a.S * a.Ev, dv_acc);
-    std::fill(dK, dK + a.S * a.E, Acc(0));
-    std::fill(dV, dV + a.S * a.Ev, Acc(0));
+    const Target dK = rows_at(dk, r.o.dk, a.dk_row_stride, a.S, a.E, dk_acc);
+    const Target dV = rows_at(dv, r.o.dv, a.dv_row_stride, a.S, a.Ev, dv_acc);
+    for (int64_t j = 0; j < a.S; ++j) {
+      std::fill_n(dK.data + j * dK.ld, a.E, Acc(0));
+      std::fill_n(dV.data + j * dV.ld, a.Ev, Acc(0));
+    }
     for (int64_t i0 = 0; i0 < a.L; i0 += kRowBlock) {
       const Block blk = block_of(a, b, i0);
       const int64_t rows = blk.rows(), kend = blk.kend;
       const Operand<Acc> Q = rows_of<Acc>(r.q, a.dtype, r.o.q + i0 * a.q_row_stride, rows, a.E, a.q_row_stride, qbuf);
       const Operand<Acc> K = rows_of<Acc>(r.k, a.dtype, r.o.k, kend, a.E, a.k_row_stride, kbuf);
       const Operand<Acc> V = rows_of<Acc>(r.v, a.dtype, r.o.v, kend, a.Ev, a.v_row_stride, vbuf);
-      const int64_t orow = (b * a.L + i0) * a.Ev;
-      const Operand<Acc> dO = rows_of<Acc>(dout, a.dtype, orow, rows, a.Ev, a.Ev, dobuf);
-      const Operand<Acc> O = rows_of<Acc>(out, a.dtype, orow, rows, a.Ev, a.Ev, obuf);
+      const int64_t orow = r.o.o + i0 * a.o_row_stride;
+      const Operand<Acc> dO = rows_of<Acc>(dout, a.dtype, orow, rows, a.Ev, a.o_row_stride, dobuf);
+      const Operand<Acc> O = rows_of<Acc>(out, a.dtype, orow, rows, a.Ev, a.o_row_stride, obuf);
       // p: the scores, then P, then the dropped P (for dV); ds: dP = dO V^T, then dS.
       p.resize(static_cast<size_t>(rows * kend));
       ds.resize(static_cast<size_t>(rows * kend));
@@ -262,15 +275,15 @@ template <typename Acc> struct BackwardEntry {
         std::fill(drow + end, drow + kend, Acc(0));
       }
       // dQ rows, written as their dtype; dK and dV accumulate over the blocks.
-      const int64_t dq_offset = (b * a.L + i0) * a.E;
-      Acc* dQ = rows_at(dq, dq_offset, rows * a.E, dq_rows);
-      mm<Acc>(false, false, rows, a.E, kend, a.scale, ds.data(), kend, K.data, K.ld, 0.0, dQ, a.E);
-      write_back(dq, dq_offset, dQ, rows * a.E);
-      mm<Acc>(true, false, kend, a.E, rows, a.scale, ds.data(), kend, Q.data, Q.ld, 1.0, dK, a.E);
-      mm<Acc>(true, false, kend, a.Ev, rows, 1.0, p.data(), kend, dO.data, dO.ld, 1.0, dV, a.Ev);
+      const int64_t dq_offset = r.o.dq + i0 * a.dq_row_stride;
+      const Target dQ = rows_at(dq, dq_offset, a.dq_row_stride, rows, a.E, dq_rows);
+      mm<Acc>(false, false, rows, a.E, kend, a.scale, ds.data(), kend, K.data, K.ld, 0.0, dQ.data, dQ.ld);
+      write_back(dq, dq_offset, a.dq_row_stride, dQ, rows, a.E);
+      mm<Acc>(true, false, kend, a.E, rows, a.scale, ds.data(), kend, Q.data, Q.ld, 1.0, dK.data, dK.ld);
+      mm<Acc>(true, false, kend, a.Ev, rows, 1.0, p.data(), kend, dO.data, dO.ld, 1.0, dV.data, dV.ld);
     }
-    write_back(dk, b * a.S * a.E, dK, a.S * a.E);
-    write_back(dv, b * a.S * a.Ev, dV, a.S * a.Ev);
+    write_back(dk, r.o.dk, a.dk_row_stride, dK, a.S, a.E);
+    write_back(dv, r.o.dv, a.dv_row_stride, dV, a.S, a.Ev);
   }
 };
 

@@ -38,6 +38,7 @@ struct Params {
   int64_t batch, L, S, E, Ev;
   int E4, Ev4;  // E and Ev rounded up to a multiple of 4: staged rows are zero-padded to float4s
   int64_t q_rs, k_rs, v_rs;
+  int64_t o_rs, dq_rs, dk_rs, dv_rs;  // out and dout, dq, dk, dv
   const void* mask;
   DType mask_dtype;
   int64_t mask_rs, mask_cs;
@@ -184,11 +185,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (!active) continue;
     const int64_t row = b * p.L + i;
+    S* o_row = out + offs.o + i * p.o_rs;
     if (m_run == -INFINITY) {  // no visible key: zero output, lse = -inf
-      for (int e = lane; e < p.Ev; e += 32) out[row * p.Ev + e] = cuda_detail::from_f32<S>(0.f);
+      for (int e = lane; e < p.Ev; e += 32) o_row[e] = cuda_detail::from_f32<S>(0.f);
       if (lane == 0) lse[row] = -INFINITY;
     } else {
-      for (int e = lane; e < p.Ev; e += 32) out[row * p.Ev + e] = cuda_detail::from_f32<S>(acc[e] / l_run);
+      for (int e = lane; e < p.Ev; e += 32) o_row[e] = cuda_detail::from_f32<S>(acc[e] / l_run);
       if (lane == 0) lse[row] = m_run + logf(l_run);
     }
   }
@@ -231,12 +233,13 @@ __global__ void __launch_bounds__(kThreads)
     float* acc = acc_s + warp * p.E;
     float* dsw = ds_s + warp * kTile;
     stage_row(q_row, q + offs.q + i * p.q_rs, p.E, p.E4, active, lane);
-    stage_row(do_row, dout + row * p.Ev, p.Ev, p.Ev4, active, lane);
+    const int64_t o_off = offs.o + i * p.o_rs;  // row i of out and dout
+    stage_row(do_row, dout + o_off, p.Ev, p.Ev4, active, lane);
     for (int e = lane; e < p.E; e += 32) acc[e] = 0.f;
     // D = dO . O, the row's sum of P * dP, reused by the dk/dv kernel through d_rows.
     float d = 0.f;
     if (active) {
-      for (int e = lane; e < p.Ev; e += 32) d += to_f32(dout[row * p.Ev + e]) * to_f32(out[row * p.Ev + e]);
+      for (int e = lane; e < p.Ev; e += 32) d += to_f32(dout[o_off + e]) * to_f32(out[o_off + e]);
     }
     d = warp_allreduce_sum(d);
     if (active && lane == 0) d_rows[row] = d;
@@ -267,7 +270,8 @@ __global__ void __launch_bounds__(kThreads)
       __syncwarp();
     }
     if (!active) continue;
-    for (int e = lane; e < p.E; e += 32) dq[row * p.E + e] = cuda_detail::from_f32<S>(acc[e] * p.scale);
+    S* dq_row = dq + offs.dq + i * p.dq_rs;
+    for (int e = lane; e < p.E; e += 32) dq_row[e] = cuda_detail::from_f32<S>(acc[e] * p.scale);
   }
 }
 
@@ -322,7 +326,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i0 = i_begin; i0 < p.L; i0 += kTile) {
       __syncthreads();
       stage_tile_t(q_t, q + offs.q, p.q_rs, i0, p.L, p.E, p.E4);
-      stage_tile_t(do_t, dout + b * p.L * p.Ev, p.Ev, i0, p.L, p.Ev, p.Ev4);
+      stage_tile_t(do_t, dout + offs.o, p.o_rs, i0, p.L, p.Ev, p.Ev4);
       if (threadIdx.x < kTile) {
         const int64_t i = i0 + threadIdx.x;
         lse_s[threadIdx.x] = i < p.L ? lse[b * p.L + i] : -INFINITY;
@@ -357,9 +361,10 @@ __global__ void __launch_bounds__(kThreads)
       __syncwarp();
     }
     if (!active) continue;
-    const int64_t krow = b * p.S + j;
-    for (int e = lane; e < p.E; e += 32) dk[krow * p.E + e] = cuda_detail::from_f32<S>(acc_k[e] * p.scale);
-    for (int e = lane; e < p.Ev; e += 32) dv[krow * p.Ev + e] = cuda_detail::from_f32<S>(acc_v[e]);
+    S* dk_row = dk + offs.dk + j * p.dk_rs;
+    S* dv_row = dv + offs.dv + j * p.dv_rs;
+    for (int e = lane; e < p.E; e += 32) dk_row[e] = cuda_detail::from_f32<S>(acc_k[e] * p.scale);
+    for (int e = lane; e < p.Ev; e += 32) dv_row[e] = cuda_detail::from_f32<S>(acc_v[e]);
   }
 }
 
@@ -377,6 +382,10 @@ Params make_params(const AttentionArgs& a) {
   p.q_rs = a.q_row_stride;
   p.k_rs = a.k_row_stride;
   p.v_rs = a.v_row_stride;
+  p.o_rs = a.o_row_stride;
+  p.dq_rs = a.dq_row_stride;
+  p.dk_rs = a.dk_row_stride;
+  p.dv_rs = a.dv_row_stride;
   p.mask = a.mask;
   p.mask_dtype = a.mask_dtype;
   p.mask_rs = a.mask_row_stride;

@@ -144,13 +144,17 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
   // out = acc / l; lse in natural log. A row with no visible key: zeros and -inf, as the scalar kernel.
   const int64_t rows[2] = {row_lo, row_hi};
+  // The output's offset is found here, not with q's, k's and v's above: held through the key loop
+  // it costs registers (sm_90 at head dim 64 with dropout: spills). Offsets kept in shared memory
+  // instead, as the backward kernels keep theirs, spill at head dim 64 without dropout.
+  T* const out_b = out + attention_batch_offset(p.layout, p.layout.o, b);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t i = rows[h];
     if (i >= p.L) continue;
     const bool none = m_run[h] == -INFINITY;
     const float inv = none ? 0.f : 1.f / l_run[h];
-    T* o = out + (b * p.L + i) * D;
+    T* o = out_b + i * p.o_rs;
 #pragma unroll
     for (int t = 0; t < kOutTiles; ++t) {
 #pragma unroll

@@ -26,6 +26,7 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 
 struct TcParams {
   int64_t batch, L, S, q_rs, k_rs, v_rs;
+  int64_t o_rs, dq_rs, dk_rs, dv_rs;  // out and dout, dq, dk, dv
   AttentionBatch layout;
   float scale;       // the softmax scale, for the gradients
   float scale_log2;  // scale * log2(e): scores in base 2
@@ -39,7 +40,8 @@ struct TcParams {
 
 inline TcParams make_tc_params(const AttentionArgs& a) {
   const bool dropout = a.dropout_p > 0.0;
-  return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.layout,
+  return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.o_row_stride,
+                  a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
                   dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox};
 }

@@ -72,11 +72,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  const AttentionOffsets offs = attention_offsets(p.layout, b);
+  __shared__ AttentionOffsets offs;  // batch entry b's offsets (kept out of registers)
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  const T* dout_b = dout + b * p.L * D;
   stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
-  stage<T, D>(do_s, dout_b, D, i0, p.L, kBlockRows);
+  stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kBlockRows);
   const T* q_w = q_s + warp * kM * kLd;  // this warp's 16 query rows
   const T* do_w = do_s + warp * kM * kLd;
 
@@ -93,8 +94,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     const int64_t i = i0 + warp * kM + r;
     float part = 0.f;
     if (i < p.L) {
-      const T* o_row = out + (b * p.L + i) * D;
-      const T* g_row = dout_b + i * D;
+      const T* o_row = out + offs.o + i * p.o_rs;
+      const T* g_row = dout + offs.o + i * p.o_rs;
       for (int e = lane; e < D; e += kWarp) part += to_f32(o_row[e]) * to_f32(g_row[e]);
     }
     part = warp_sum(part);
@@ -134,10 +135,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     add_product<T, D>(acc, s, k_s);
   }
 
+  T* const dq_b = dq + offs.dq;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (rows[h] >= p.L) continue;
-    T* g = dq + (b * p.L + rows[h]) * D;
+    T* g = dq_b + rows[h] * p.dq_rs;
 #pragma unroll
     for (int t = 0; t < kOutTiles; ++t) {
 #pragma unroll
@@ -166,9 +168,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
   const int64_t b = blockIdx.y;
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  const AttentionOffsets offs = attention_offsets(p.layout, b);
+  // In shared memory: held in registers through the query loop, the offsets of q, dout, dk and dv
+  // pushed this kernel at head dim 64 from 168 registers to 255 and spills (sm_90).
+  __shared__ AttentionOffsets offs;
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  const T* dout_b = dout + b * p.L * D;
   stage<T, D>(k_s, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
   stage<T, D>(v_s, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
   const T* k_w = k_s + warp * kM * kLd;  // this warp's 16 keys
@@ -185,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   for (int64_t i0 = i_begin; i0 < p.L; i0 += kQueryTile) {
     __syncthreads();  // every warp is done with the previous query tile (and k_s, v_s are staged)
     stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
-    stage<T, D>(do_s, dout_b, D, i0, p.L, kQueryTile);
+    stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
     for (int t = static_cast<int>(threadIdx.x); t < kQueryTile; t += blockDim.x) {
       const int64_t i = i0 + t;
       const float l = i < p.L ? lse[b * p.L + i] : -INFINITY;
@@ -218,11 +223,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   }
 
   const int64_t keys[2] = {j_first + warp * kM + lane / 4, j_first + warp * kM + lane / 4 + 8};
+  T* const dk_b = dk + offs.dk;
+  T* const dv_b = dv + offs.dv;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (keys[h] >= p.S) continue;
-    T* gk = dk + (b * p.S + keys[h]) * D;
-    T* gv = dv + (b * p.S + keys[h]) * D;
+    T* gk = dk_b + keys[h] * p.dk_rs;
+    T* gv = dv_b + keys[h] * p.dv_rs;
 #pragma unroll
     for (int t = 0; t < kOutTiles; ++t) {
 #pragma unroll
@@ -284,7 +291,10 @@ int64_t attention_tc_backward_launches() { return g_launches.load(); }
 
 bool attention_tc_backward_fits(const AttentionArgs& a, const void* q, const void* k, const void* v,
                                 const void* dout) {
-  return attention_tc_fits(a, q, k, v) && aligned4(dout);
+  // dO is staged as 32-bit words too: out's layout (which dout shares) even, dout 4-byte aligned.
+  bool even = a.o_row_stride % 2 == 0;
+  for (int d = 0; d < a.layout.ndim; ++d) even = even && a.layout.o[d] % 2 == 0;
+  return attention_tc_fits(a, q, k, v) && even && aligned4(dout);
 }
 
 void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,

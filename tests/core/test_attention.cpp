@@ -68,3 +68,96 @@ TEST_CASE("attention: dropout keeps about 1 - p of the weights and is reproducib
   Tensor c = scaled_dot_product_attention(q, k, v, Tensor(), 0.25);
   CHECK(a.to_vector<float>() != c.to_vector<float>());
 }
+
+// The heads of a GPT block: q, k and v are [B, H, T, D] views of a fused [B, T, 3 * H * D]
+// projection, and the output goes back to [B, T, H * D].
+struct FusedHeads {
+  Tensor q, k, v, out, y;
+};
+FusedHeads fused_heads(const Tensor& qkv, int64_t heads, bool causal) {
+  const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
+  TensorList parts = split(qkv, c, 2);
+  auto view = [&](const Tensor& p) { return p.view({b, t, heads, c / heads}).transpose(1, 2); };
+  FusedHeads f{view(parts[0]), view(parts[1]), view(parts[2]), Tensor(), Tensor()};
+  f.out = scaled_dot_product_attention(f.q, f.k, f.v, Tensor(), 0.0, causal);
+  f.y = f.out.transpose(1, 2).reshape({b, t, c});
+  return f;
+}
+
+TEST_CASE("attention: a fused projection's heads cost no copies, forward or backward", "[attention]") {
+  const bool causal = GENERATE(false, true);
+  const DType dtype = GENERATE(DType::Float32, DType::BFloat16);
+  CAPTURE(causal, dtype_name(dtype));
+  manual_seed(3);
+  const int64_t B = 2, T = 70, H = 3, D = 8, C = H * D;
+  Tensor base = randn({B, T, 3 * C}).to(dtype).set_requires_grad(true);
+  Tensor weights = randn({B, T, C}).to(dtype);
+
+  // Fused: the output is [B, T, H, D] in memory, so the reshape back is a view of it.
+  Tensor qkv = base * 1.0;  // a non-leaf, whose gradient a hook can see
+  std::shared_ptr<Storage> dq_storage, qkv_grad_storage;
+  Tensor qkv_grad;
+  FusedHeads f = fused_heads(qkv, H, causal);
+  f.q.register_hook([&](const Tensor& g) {
+    dq_storage = g.storage();
+    return Tensor();
+  });
+  qkv.register_hook([&](const Tensor& g) {
+    qkv_grad = g;
+    return Tensor();
+  });
+  CHECK(f.out.transpose(1, 2).is_contiguous());
+  CHECK(f.y.storage() == f.out.storage());
+  sum(f.y * weights).backward();
+
+  // The same attention on contiguous copies of q, k and v: every layout a default one.
+  Tensor base2 = base.detach().clone().set_requires_grad(true);
+  TensorList parts = split(base2, C, 2);
+  TensorList heads;
+  for (const Tensor& p : parts) heads.push_back(p.view({B, T, H, D}).transpose(1, 2).contiguous());
+  Tensor out2 = scaled_dot_product_attention(heads[0], heads[1], heads[2], Tensor(), 0.0, causal);
+  CHECK(!out2.transpose(1, 2).is_contiguous());
+  Tensor y2 = out2.transpose(1, 2).reshape({B, T, C});
+  sum(y2 * weights).backward();
+
+  // Same arithmetic, other layouts: the same bits.
+  CHECK(f.y.to_vector<float>() == y2.to_vector<float>());
+  CHECK(base.grad().to_vector<float>() == base2.grad().to_vector<float>());
+  // dq, dk and dv were written into one buffer, which split's backward passed on whole.
+  REQUIRE(qkv_grad.defined());
+  REQUIRE(dq_storage);
+  CHECK(qkv_grad.storage() == dq_storage);
+  CHECK(qkv_grad.is_contiguous());
+}
+
+TEST_CASE("attention: gradients keep their inputs' layouts when q, k and v are not packed", "[attention]") {
+  manual_seed(4);
+  const int64_t B = 2, T = 9, H = 2, D = 4, C = H * D;
+  Tensor base = randn({B, T, 3 * C}).set_requires_grad(true);
+  TensorList parts = split(base * 1.0, C, 2);
+  auto view = [&](const Tensor& p) { return p.view({B, T, H, D}).transpose(1, 2); };
+  // k and q swapped: views of one buffer, but not in q, k, v order, so each gets its own buffer.
+  Tensor q = view(parts[1]), k = view(parts[0]), v = view(parts[2]);
+  std::vector<Tensor> seen(3);
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = i == 0 ? q : i == 1 ? k : v;
+    t.register_hook([&seen, i](const Tensor& g) {
+      seen[static_cast<size_t>(i)] = g;
+      return Tensor();
+    });
+  }
+  Tensor w = randn({B, H, T, D});
+  sum(scaled_dot_product_attention(q, k, v) * w).backward();
+  Tensor ref = base.detach().clone().set_requires_grad(true);
+  TensorList rp = split(ref, C, 2);
+  Tensor q2 = view(rp[1]).contiguous(), k2 = view(rp[0]).contiguous(), v2 = view(rp[2]).contiguous();
+  sum(scaled_dot_product_attention(q2, k2, v2) * w).backward();
+  CHECK(base.grad().to_vector<float>() == ref.grad().to_vector<float>());
+  for (const Tensor& g : seen) {
+    REQUIRE(g.defined());
+    // [B, H, T, D] gradients laid out as [B, T, H, D], like the inputs' order of dims.
+    CHECK(g.transpose(1, 2).is_contiguous());
+  }
+  CHECK(seen[0].storage() != seen[1].storage());
+  CHECK(seen[1].storage() != seen[2].storage());
+}

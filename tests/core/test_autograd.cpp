@@ -233,3 +233,31 @@ TEST_CASE("gradcheck catches a wrong gradient", "[autograd]") {
   CHECK(!bad.ok);
   CHECK(bad.message.find("input 0") != std::string::npos);
 }
+
+TEST_CASE("split's backward passes on pieces that already make up one buffer, and copies others", "[autograd]") {
+  // Hooks replace the pieces' gradients with views of one buffer g: in order they are g itself.
+  Tensor x = leaf({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5});
+  Tensor g = tensor(std::vector<float>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, {2, 5});
+  auto run = [&](const std::vector<std::pair<int64_t, int64_t>>& places) {
+    Tensor y = x * 1.0;
+    Tensor seen;
+    y.register_hook([&seen](const Tensor& grad) {
+      seen = grad;
+      return Tensor();
+    });
+    TensorList p = split_with_sizes(y, {2, 1, 2}, 1);
+    for (size_t i = 0; i < p.size(); ++i) {
+      const auto [start, len] = places[i];
+      p[i].register_hook([&g, start, len](const Tensor&) { return g.narrow(1, start, len); });
+    }
+    (sum(p[0]) + sum(p[1]) + sum(p[2])).backward();
+    return seen;
+  };
+  Tensor joined = run({{0, 2}, {2, 1}, {3, 2}});
+  CHECK(joined.storage() == g.storage());
+  CHECK(joined.to_vector<float>() == g.to_vector<float>());
+  // Pieces 0 and 2 swapped (lengths fit, places do not): a copy with the values where they belong.
+  Tensor copied = run({{3, 2}, {2, 1}, {0, 2}});
+  CHECK(copied.storage() != g.storage());
+  CHECK(copied.to_vector<float>() == std::vector<float>{13, 14, 12, 10, 11, 18, 19, 17, 15, 16});
+}

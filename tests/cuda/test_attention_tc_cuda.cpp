@@ -85,9 +85,11 @@ TEST_CASE("attention on tensor cores: output and gradients match the CPU in floa
   check_against_cpu(pr, dtype, {1, 4, 4, 4});
 }
 
-// q, k and v as views of one fused projection [B, L, 3 H E] (row stride 3 H E, as the GPT's attention
-// makes them), with q scaled by 8: sharp softmax rows, so the running maximum moves from tile to
-// tile and the rescaling of the accumulators matters.
+// q, k and v as views of one fused projection [B, L, 3 H E] (row stride 3 H E), split and viewed as
+// the GPT's attention makes them, with q scaled by 8: sharp softmax rows, so the running maximum
+// moves from tile to tile and the rescaling of the accumulators matters. The output is [B, L, H, E]
+// in memory and goes back to [B, L, H E] as a view; dout arrives in that layout, and dq, dk and dv
+// are written into one buffer laid out as the projection (core/ops/attention.cpp).
 TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cuda][attention]") {
   REQUIRE(cuda::is_available());
   SwitchesGuard guard;
@@ -100,15 +102,14 @@ TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cud
   Tensor qkv = randn({B, L, 3 * H * E});
   qkv.narrow(2, 0, H * E).mul_(8.0);
   qkv = qkv.to(dtype);  // rounded first: the CPU reference sees exactly the GPU's inputs
-  const Tensor dout = randn({B, H, L, E}).to(dtype);
+  const Tensor dout = randn({B, L, H * E}).to(dtype);
   auto run = [&](Device d, DType t) {
     Tensor fused = qkv.to(t).to(d).set_requires_grad(true);
-    TensorList parts;
-    for (int64_t p = 0; p < 3; ++p) {
-      parts.push_back(fused.narrow(2, p * H * E, H * E).view({B, L, H, E}).transpose(1, 2));
-    }
+    TensorList parts = split(fused, H * E, 2);
+    for (Tensor& p : parts) p = p.view({B, L, H, E}).transpose(1, 2);
     Tensor out = scaled_dot_product_attention(parts[0], parts[1], parts[2], Tensor(), 0.0, causal);
-    out.backward(dout.to(t).to(d));
+    CHECK(out.transpose(1, 2).is_contiguous());
+    out.transpose(1, 2).reshape({B, L, H * E}).backward(dout.to(t).to(d));
     return std::vector<Tensor>{out.detach(), fused.grad()};
   };
   const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();

@@ -309,6 +309,7 @@ TEST_CASE("twins: attention forward over a broadcast batch layout", "[cuda][twin
   a.layout.q[1] = L * E;
   a.layout.k[0] = a.layout.v[0] = S * E;  // k and v broadcast over the second batch dim
   a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
+  attention_dense_outputs(a);
   a.causal = true;
   a.scale = 0.25;
   run_twins(kernels::attention_forward, [&](Device d) {
@@ -332,6 +333,7 @@ AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int
   a.layout.q[0] = L * E;
   a.layout.k[0] = a.layout.v[0] = S * E;
   a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
+  attention_dense_outputs(a);
   a.causal = causal;
   a.scale = scale;
   a.tensor_cores = true;

@@ -181,6 +181,12 @@ void add_attention_rows(std::vector<OpRow>& rows) {
            return TensorList{rnd({2, 3, 4, 4}, t, d, 314), rnd({1, 3, 5, 4}, t, d, 315), rnd({3, 5, 2}, t, d, 316)};
          }},
         {"views of a fused qkv", fused_qkv},
+        // q's last dim of size 1 may carry any stride: the output's last dim must stay innermost.
+        {"E=1, q transposed",
+         [](DType t, Device d) {
+           return TensorList{rnd({2, 1, 5}, t, d, 354).transpose(1, 2), rnd({2, 6, 1}, t, d, 355),
+                             rnd({2, 6, 3}, t, d, 356)};
+         }},
         {"non-contiguous rows",
          [](DType t, Device d) {
            return TensorList{noncontig(rnd({3, 4, 4}, t, d, 317)).contiguous().transpose(0, 1).transpose(0, 1),
