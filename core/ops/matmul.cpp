@@ -299,18 +299,30 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   check_linear(op, x, weight, bias);
   const int64_t in = weight.size(1), out_f = weight.size(0);
-  if (!bias.defined() || in == 0 || !bias_epilogue_fits(x, x.numel() / in, in, out_f)) {
+  const bool plain = in > 0 && x.numel() > 0 && x.is_floating_point();
+  const bool epilogue = bias.defined() && in > 0 && bias_epilogue_fits(x, x.numel() / in, in, out_f);
+  if (bias.defined() ? !epilogue : !plain) {
     Tensor y = matmul(x, weight.t());
     return bias.defined() ? y + bias : y;
   }
-  // One GEMM with the bias in its epilogue; the backward's weight GEMM also gives the bias gradient.
+  // One GEMM, with the bias in its epilogue when there is one; the backward's weight GEMM also gives
+  // the bias gradient. Without a bias this is matmul(x, weight.t()) with linear's own backward: the
+  // weight's gradient comes out as dy^T x, in the weight's [out, in] layout, where matmul's would be
+  // weight^T's gradient, transposed. (GPT's lm_head shares its weight with the token embedding,
+  // whose gradient is [out, in] too: a transposed one made the sum and the cast before it strided.)
   const Tensor x2 = x.detach().reshape({x.numel() / in, in});
-  Tensor y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
-  const Tensor b = bias.detach().contiguous();
-  gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
-    g.epilogue = GemmEpilogue::Bias;
-    g.bias = b.data_ptr();
-  });
+  Tensor y;
+  if (epilogue) {
+    y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
+    const Tensor b = bias.detach().contiguous();
+    gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
+      g.epilogue = GemmEpilogue::Bias;
+      g.bias = b.data_ptr();
+    });
+  } else {
+    NoGradGuard no_grad;
+    y = matmul(x2, weight.detach().t()).view(with_last(x.sizes(), out_f));
+  }
   if (needs_grad({&x, &weight, &bias})) {
     // x itself is saved (not its 2-d view) so that the tape's version check sees it change.
     const Shape x_shape = x.sizes();

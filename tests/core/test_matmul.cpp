@@ -350,9 +350,41 @@ TEST_CASE("linear: the fused bias path is one node and equals matmul + bias", "[
   Tensor w3 = randn({2, 6}).set_requires_grad(true);
   linear(x, w3, randn({2})).sum().backward();
   CHECK(worst_ratio(w3.grad(), matmul(ones({2, 4}), x), 1e-5, 1e-5) <= 1.0);
-  // No bias: matmul's node.
+  // No bias: linear's own node too (its weight gradient has the weight's layout: the next case).
   REQUIRE(linear(x, w3).grad_fn());
-  CHECK(linear(x, w3).grad_fn()->name() != "linear");
+  CHECK(linear(x, w3).grad_fn()->name() == "linear");
+}
+
+TEST_CASE("linear without a bias: the weight's gradient comes in the weight's layout", "[linalg]") {
+  // GPT's lm_head shares its weight with the token embedding. Through matmul(x, w.t()) the weight's
+  // gradient arrived as w^T's gradient transposed, and the sum with the embedding's gradient (and
+  // under autocast the cast before it) ran on strided tensors.
+  manual_seed(15);
+  Tensor x = randn({2, 5, 7}).set_requires_grad(true), w = randn({3, 7}).set_requires_grad(true);
+  Tensor seen;
+  w.register_hook([&seen](const Tensor& g) {
+    seen = g;
+    return Tensor();
+  });
+  Tensor dy = randn({2, 5, 3});
+  linear(x, w).backward(dy);
+  REQUIRE(seen.defined());
+  CHECK(seen.is_contiguous());
+  Tensor x2 = x.detach().set_requires_grad(true), w2 = w.detach().set_requires_grad(true);
+  matmul(x2, w2.t()).backward(dy);
+  CHECK(worst_ratio(w.grad(), w2.grad(), 1e-5, 1e-5) <= 1.0);
+  CHECK(worst_ratio(x.grad(), x2.grad(), 1e-5, 1e-5) <= 1.0);
+  CHECK(linear(x, w).to_vector<float>() == matmul(x, w.t()).to_vector<float>());
+  // Tied with an embedding, as GPT's lm_head: one weight, both gradients summed.
+  Tensor table = randn({3, 7}).set_requires_grad(true);
+  const Tensor ids = tensor(std::vector<int64_t>{2, 0, 2}, {3}), dz = randn({3, 3});
+  sum(linear(embedding(table, ids), table) * dz).backward();
+  Tensor t2 = table.detach().set_requires_grad(true);
+  sum(matmul(embedding(t2, ids), t2.t()) * dz).backward();
+  CHECK(worst_ratio(table.grad(), t2.grad(), 1e-5, 1e-5) <= 1.0);
+  // Degenerate shapes still go through matmul: no features in, or no rows.
+  CHECK(linear(zeros({2, 0}), zeros({3, 0})).to_vector<float>() == std::vector<float>(6, 0.0f));
+  CHECK(linear(zeros({0, 4}), zeros({3, 4})).sizes() == Shape{0, 3});
 }
 
 TEST_CASE("OpenBLAS core: kiln asks for AVX2 or AVX-512 kernels where OpenBLAS fell back to older ones",
