@@ -1,7 +1,9 @@
 // CUDA binary elementwise ops (arithmetic, comparisons, fused backward helpers): the twin of
 // binary_cpu. As for unary ops, kernels exist per (op, compute type) and cast on load and store;
-// only the vectorized fast path for dense float32/float16/bfloat16 operands of one dtype is
-// specialized by storage type. Either operand may be a scalar broadcast everywhere.
+// only the vectorized fast paths are specialized by storage type: dense float32/float16/bfloat16
+// operands of one dtype, and add, sub and mul of a float32 output from float32/float16/bfloat16
+// operands of mixed dtypes (autocast's residual adds: a float32 stream plus a bfloat16 branch).
+// Either operand may be a scalar broadcast everywhere.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -128,6 +130,103 @@ __global__ void binary_generic_kernel(const __grid_constant__ OffsetCalc<3> calc
 
 bool dense_as(const Operand& o, DType t) { return o.is_scalar || (dense_1d(o.arg) && o.arg.dtype == t); }
 
+// --- mixed float operands, float32 output ---------------------------------------------------------
+
+constexpr bool has_mixed_path(BinaryOp op) {
+  return op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul;
+}
+
+// Eight elements of p from element 8 i on, as float (one 16-byte load of a 16-bit type, two of
+// float32), or `value` eight times when p is null.
+constexpr int kMixedCount = 8;
+template <typename S>
+__device__ __forceinline__ void load8_or_splat(float (&v)[kMixedCount], const S* p, int64_t i, float value) {
+  constexpr int K = Vec16<S>::kCount, kLoads = kMixedCount / K;
+  if (!p) {
+#pragma unroll
+    for (int j = 0; j < kMixedCount; ++j) v[j] = value;
+    return;
+  }
+  const Vec16<S>* src = reinterpret_cast<const Vec16<S>*>(p) + i * kLoads;
+#pragma unroll
+  for (int h = 0; h < kLoads; ++h) {
+    const Vec16<S> raw = src[h];
+#pragma unroll
+    for (int j = 0; j < K; ++j) v[h * K + j] = to_f32(raw.v[j]);
+  }
+}
+
+// binary_vec_kernel for float32 out from operands of other storage types: eight elements per
+// thread and step, all loaded before any is stored (out may be x or y), then the tail. The
+// arithmetic is the generic kernel's: both operands as float, one binary_fn, a float32 result.
+template <BinaryOp OP, typename SX, typename SY>
+__global__ void binary_mixed_kernel(float* out, const SX* x, const SY* y, float x_value, float y_value, int64_t n,
+                                    int64_t n_vec, float alpha, float beta) {
+  const int64_t first = global_thread(), step = grid_threads();
+  for (int64_t i = first; i < n_vec; i += step) {
+    float a[kMixedCount], b[kMixedCount];
+    load8_or_splat(a, x, i, x_value);
+    load8_or_splat(b, y, i, y_value);
+    Vec16<float> r[2];
+#pragma unroll
+    for (int j = 0; j < kMixedCount; ++j) r[j / 4].v[j % 4] = ew::binary_fn<OP, float>(a[j], b[j], alpha, beta);
+    Vec16<float>* dst = reinterpret_cast<Vec16<float>*>(out) + 2 * i;
+    dst[0] = r[0];
+    dst[1] = r[1];
+  }
+  for (int64_t i = n_vec * kMixedCount + first; i < n; i += step) {
+    const float a = x ? to_f32(x[i]) : x_value;
+    const float b = y ? to_f32(y[i]) : y_value;
+    out[i] = ew::binary_fn<OP, float>(a, b, alpha, beta);
+  }
+}
+
+// A dense float32, float16 or bfloat16 operand (or a scalar, which reads as float32 and is never loaded).
+bool mixed_operand(const Operand& o) {
+  if (o.is_scalar) return true;
+  const DType t = o.arg.dtype;
+  return dense_1d(o.arg) && (t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16);
+}
+
+// Calls f(SX{}, SY{}) with x's and y's storage types (float for a scalar).
+template <typename F> void with_storage_types(const Operand& x, const Operand& y, F&& f) {
+  auto second = [&](auto sx) {
+    switch (y.is_scalar ? DType::Float32 : y.arg.dtype) {
+      case DType::Float16: f(sx, __half{}); return;
+      case DType::BFloat16: f(sx, __nv_bfloat16{}); return;
+      default: f(sx, float{}); return;
+    }
+  };
+  switch (x.is_scalar ? DType::Float32 : x.arg.dtype) {
+    case DType::Float16: second(__half{}); return;
+    case DType::BFloat16: second(__nv_bfloat16{}); return;
+    default: second(float{}); return;
+  }
+}
+
+template <BinaryOp OP>
+void launch_mixed(const StridedArg& out, const Operand& x, const Operand& y, float alpha, float beta,
+                  cudaStream_t stream) {
+  with_storage_types(x, y, [&](auto sx, auto sy) {
+    using SX = decltype(sx);
+    using SY = decltype(sy);
+    if constexpr (std::is_same_v<SX, float> && std::is_same_v<SY, float>) {
+      // No kernel for this pair: launch_typed's same-dtype path takes float32 operands first.
+      throw Error(std::string(binary_name(OP)) + ": the mixed-dtype path was given float32 operands only");
+    } else {
+      const int64_t n = out.numel();
+      float* o = static_cast<float*>(out.data);
+      const SX* xp = x.is_scalar ? nullptr : static_cast<const SX*>(x.arg.data);
+      const SY* yp = y.is_scalar ? nullptr : static_cast<const SY*>(y.arg.data);
+      const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
+      const int64_t n_vec = aligned ? n / kMixedCount : 0;
+      const int64_t items = std::max(n_vec, n - n_vec * kMixedCount);
+      binary_mixed_kernel<OP, SX, SY><<<grid_for(items), kThreads, 0, stream>>>(
+          o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, n_vec, alpha, beta);
+    }
+  });
+}
+
 template <BinaryOp OP, typename S>
 void launch_vec(const StridedArg& out, const Operand& x, const Operand& y, float alpha, float beta,
                 cudaStream_t stream) {
@@ -162,6 +261,12 @@ void launch_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
         case DType::BFloat16: launch_vec<OP, __nv_bfloat16>(out, x, y, alpha, beta, stream); return;
         default: break;
       }
+    }
+  }
+  if constexpr (std::is_same_v<C, float> && has_mixed_path(OP)) {
+    if (dense_1d(out) && out.dtype == DType::Float32 && mixed_operand(x) && mixed_operand(y)) {
+      launch_mixed<OP>(out, x, y, alpha, beta, stream);
+      return;
     }
   }
   const int64_t n = out.numel();

@@ -82,3 +82,43 @@ TEST_CASE("cuda autocast: a GPT step under bfloat16 gives float32 gradients clos
     CHECK(max(diff).item<double>() < 5e-2 * scale);
   }
 }
+
+// autocast's residual adds: a float32 stream plus a low-precision branch. add, sub and mul of
+// float32/float16/bfloat16 operands with a float32 result take a vectorized kernel when both are
+// dense (elementwise_binary.cu's mixed path). Each result is one float operation on exactly
+// representable inputs, so it must equal the CPU's bits: vectors and tail ([4101] = 512 vectors of
+// 8 and 5), unaligned views (one element in: the element-at-a-time loop), float16 with bfloat16
+// (which promote to float32), and in place.
+TEST_CASE("cuda: mixed float32 and low-precision operands give the CPU's bits, vectorized or not",
+          "[cuda][elementwise]") {
+  const Device gpu = Device::cuda(0);
+  const DType low = GENERATE(DType::BFloat16, DType::Float16);
+  const bool aligned = GENERATE(true, false);
+  INFO(dtype_name(low) << (aligned ? "" : ", unaligned views"));
+  manual_seed(11);
+  const int64_t n = 4101;
+  const DType other_low = low == DType::BFloat16 ? DType::Float16 : DType::BFloat16;
+  const Tensor a32 = randn({n + 1}), b_low = randn({n + 1}).to(low), c_low = randn({n + 1}).to(other_low);
+  // Views are taken on each device: a view moved to the GPU would arrive as a fresh, aligned copy.
+  auto part = [&](const Tensor& t) { return aligned ? t.narrow(0, 0, n) : t.narrow(0, 1, n); };
+  const std::vector<std::pair<Tensor, Tensor>> pairs = {{a32, b_low}, {b_low, a32}, {b_low, c_low}};
+  for (const auto& [whole_x, whole_y] : pairs) {
+    const Tensor x = part(whole_x), y = part(whole_y);
+    const Tensor xg = part(whole_x.to(gpu)), yg = part(whole_y.to(gpu));
+    INFO(dtype_name(x.dtype()) << " with " << dtype_name(y.dtype()));
+    for (int op = 0; op < 3; ++op) {
+      INFO("op " << op);
+      auto apply = [op](const Tensor& p, const Tensor& q) {
+        return op == 0 ? add(p, q) : op == 1 ? sub(p, q) : mul(p, q);
+      };
+      const Tensor want = apply(x, y), got = apply(xg, yg);
+      CHECK(got.dtype() == DType::Float32);
+      CHECK(bitwise_equal(got.to(Device::cpu()), want));
+    }
+  }
+  // In place: a float32 tensor plus a low-precision one, as a residual stream.
+  Tensor acc = a32.clone(), acc_g = a32.to(gpu);
+  part(acc).add_(part(b_low));
+  part(acc_g).add_(part(b_low.to(gpu)));
+  CHECK(bitwise_equal(acc_g.to(Device::cpu()), acc));
+}
