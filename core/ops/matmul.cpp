@@ -299,7 +299,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   check_linear(op, x, weight, bias);
   const int64_t in = weight.size(1), out_f = weight.size(0);
-  const bool plain = in > 0 && x.numel() > 0 && x.is_floating_point();
+  const bool plain = in > 0 && out_f > 0 && x.numel() > 0 && x.is_floating_point();
   const bool epilogue = bias.defined() && in > 0 && bias_epilogue_fits(x, x.numel() / in, in, out_f);
   if (bias.defined() ? !epilogue : !plain) {
     Tensor y = matmul(x, weight.t());
@@ -320,8 +320,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       g.bias = b.data_ptr();
     });
   } else {
-    NoGradGuard no_grad;
-    y = matmul(x2, weight.detach().t()).view(with_last(x.sizes(), out_f));
+    y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
+    gemm_epilogue(op, x2, weight.detach().t(), y, [](GemmArgs&) {});
   }
   if (needs_grad({&x, &weight, &bias})) {
     // x itself is saved (not its 2-d view) so that the tape's version check sees it change.

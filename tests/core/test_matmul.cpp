@@ -382,9 +382,15 @@ TEST_CASE("linear without a bias: the weight's gradient comes in the weight's la
   Tensor t2 = table.detach().set_requires_grad(true);
   sum(matmul(embedding(t2, ids), t2.t()) * dz).backward();
   CHECK(worst_ratio(table.grad(), t2.grad(), 1e-5, 1e-5) <= 1.0);
-  // Degenerate shapes still go through matmul: no features in, or no rows.
+  // Degenerate shapes still go through matmul: no features in or out, or no rows.
   CHECK(linear(zeros({2, 0}), zeros({3, 0})).to_vector<float>() == std::vector<float>(6, 0.0f));
   CHECK(linear(zeros({0, 4}), zeros({3, 4})).sizes() == Shape{0, 3});
+  CHECK(linear(zeros({2, 4}), zeros({0, 4})).sizes() == Shape{2, 0});
+  // The output is a tensor of its own, not a view: in-place ops on it are fine under autograd.
+  Tensor out = linear(randn({2, 7}), w);
+  CHECK(!out.is_view());
+  out.add_(1.0);
+  sum(out).backward();
 }
 
 TEST_CASE("OpenBLAS core: kiln asks for AVX2 or AVX-512 kernels where OpenBLAS fell back to older ones",
