@@ -30,28 +30,32 @@ inline void check_launch(const char* op) {
   }
 }
 
-// Lets `kernel` launch with `bytes` of dynamic shared memory. Up to 48 KB needs nothing; above
-// that each kernel must opt in, up to the device's per-block limit. Throws kiln::Error naming `op`
-// and `what` (the arguments that need that much) when the device has less.
+// Lets `kernel` launch with `bytes` of dynamic shared memory. The limits count the kernel's static
+// shared memory too: up to 48 KB in all needs nothing; above that the kernel must opt in, up to the
+// device's per-block limit. Throws kiln::Error naming `op` and `what` (the arguments that need that
+// much) when the device has less.
 template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const char* op, const std::string& what) {
   constexpr size_t kDefault = 48 * 1024;
-  if (bytes <= kDefault) return;
+  if (bytes == 0) return;
+  auto fail = [op](const char* doing, cudaError_t e) {
+    throw DeviceError(std::string(op) + ": " + doing + " failed: " + cudaGetErrorName(e) + " (" +
+                      cudaGetErrorString(e) + ")");
+  };
+  cudaFuncAttributes attr{};
+  cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) fail("querying the kernel's attributes", err);
+  const size_t total = bytes + attr.sharedSizeBytes;
+  if (total <= kDefault) return;
   int device = 0, max_optin = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": querying the shared memory limit failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
-  if (bytes > static_cast<size_t>(max_optin)) {
-    throw Error(std::string(op) + ": " + what + " need " + std::to_string(bytes) +
+  if (err != cudaSuccess) fail("querying the shared memory limit", err);
+  if (total > static_cast<size_t>(max_optin)) {
+    throw Error(std::string(op) + ": " + what + " need " + std::to_string(total) +
                 " bytes of shared memory per block; this GPU has " + std::to_string(max_optin));
   }
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": cudaFuncSetAttribute failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
+  if (err != cudaSuccess) fail("cudaFuncSetAttribute", err);
 }
 
 constexpr int kThreads = 256;
