@@ -70,8 +70,8 @@ inline void attention_dense_outputs(AttentionArgs& a) {
 }
 
 // Element offset of batch entry b (row-major over the batch shape) in one operand's layout:
-// `strides` is one of layout's arrays. The tensor-core kernels find their outputs' offsets with it
-// where they write them, so that those are not held in registers through the main loop.
+// `strides` is one of layout's arrays. The tensor-core forward finds its output's offset with it
+// where it writes, so that the offset is not held in registers through the key loop.
 KILN_HD int64_t attention_batch_offset(const AttentionBatch& layout, const int64_t* strides, int64_t b) {
   int64_t off = 0;
   for (int d = layout.ndim - 1; d >= 0; --d) {
@@ -114,8 +114,9 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
 
 // The tensor-core kernels of the CUDA twin (kernels/cuda/attention_tc.cu, attention_tc_backward.cu):
 // float16/bfloat16, E = Ev in {64, 128}, no mask (dropout is fine), even strides and 4-byte aligned
-// operands (dout and out's layout too, for the backward), a.tensor_cores set. Same outputs as attention_forward_cuda
-// and attention_backward_cuda, the backward deterministic as well; only CUDA builds define them.
+// operands (for the backward, dout too, and out's layout, which dout shares), a.tensor_cores set.
+// Same outputs as attention_forward_cuda and attention_backward_cuda, the backward deterministic as
+// well; only CUDA builds define them.
 bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);
 bool attention_tc_backward_fits(const AttentionArgs& a, const void* q, const void* k, const void* v,
                                 const void* dout);

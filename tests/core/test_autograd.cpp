@@ -247,7 +247,7 @@ TEST_CASE("split's backward passes on pieces that already make up one buffer, an
     });
     TensorList p = split_with_sizes(y, {2, 1, 2}, 1);
     for (size_t i = 0; i < p.size(); ++i) {
-      const auto [start, len] = places[i];
+      const int64_t start = places[i].first, len = places[i].second;  // (clang: no captured bindings)
       p[i].register_hook([&g, start, len](const Tensor&) { return g.narrow(1, start, len); });
     }
     (sum(p[0]) + sum(p[1]) + sum(p[2])).backward();
