@@ -9,7 +9,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
@@ -30,6 +32,22 @@ inline void check_launch(const char* op) {
   }
 }
 
+// A kernel's static shared memory in bytes, asked of the runtime once per kernel (the first
+// launch, which comes before any graph capture of it: a capture replays a warmed-up step).
+inline size_t static_smem_bytes(const void* kernel, const char* op) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, size_t> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(kernel); it != known.end()) return it->second;
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) {
+    throw DeviceError(std::string(op) + ": querying the kernel's attributes failed: " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+  }
+  return known[kernel] = attr.sharedSizeBytes;
+}
+
 // Lets `kernel` launch with `bytes` of dynamic shared memory. The limits count the kernel's static
 // shared memory too: up to 48 KB in all needs nothing; above that the kernel must opt in, up to the
 // device's per-block limit. Throws kiln::Error naming `op` and `what` (the arguments that need that
@@ -41,13 +59,10 @@ template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const cha
     throw DeviceError(std::string(op) + ": " + doing + " failed: " + cudaGetErrorName(e) + " (" +
                       cudaGetErrorString(e) + ")");
   };
-  cudaFuncAttributes attr{};
-  cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-  if (err != cudaSuccess) fail("querying the kernel's attributes", err);
-  const size_t total = bytes + attr.sharedSizeBytes;
+  const size_t total = bytes + static_smem_bytes(reinterpret_cast<const void*>(kernel), op);
   if (total <= kDefault) return;
   int device = 0, max_optin = 0;
-  err = cudaGetDevice(&device);
+  cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) fail("querying the shared memory limit", err);
   if (total > static_cast<size_t>(max_optin)) {
