@@ -140,14 +140,15 @@ KILN_KERNEL(attention_forward);
 KILN_KERNEL(attention_backward);
 }  // namespace kernels
 
-// The dropout keep decision of element (b, i, j), shared by both devices; `st` resolved
-// (philox_resolve). Two elements share a Philox block: words 0 and 2. The word is picked by a
-// branch, not by indexing blk.v with a run-time value, which would put the block in local memory
-// on the GPU (a store of four words and a load for every score).
+// The dropout keep decision of element (b, i, j), index (b * L + i) * S + j, shared by both devices;
+// `st` resolved (philox_resolve). Two elements share a Philox block: words 0 and 2. The word is
+// picked by a branch, not by indexing blk.v with a run-time value, which would put the block in
+// local memory on the GPU (a store of four words and a load for every score). The CPU kernel reads
+// the same words from cpu::PhiloxLanes, which computes each block once for both of its scores.
+KILN_HD bool attention_keep_word(uint32_t word, double p) { return static_cast<double>(philox_uniform(word)) >= p; }
 KILN_HD bool attention_keep(const PhiloxState& st, uint64_t index, double p) {
   const Philox4 blk = philox_block(st.seed, st.offset, index >> 1);
-  const uint32_t word = (index & 1) ? blk.v[2] : blk.v[0];
-  return static_cast<double>(philox_uniform(word)) >= p;
+  return attention_keep_word((index & 1) ? blk.v[2] : blk.v[0], p);
 }
 
 }  // namespace kiln

@@ -36,24 +36,30 @@ KILN_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) 
   lo = static_cast<uint32_t>(p);
 }
 
+// Philox4x32's multipliers and the Weyl increments of its key.
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
+// One round: two 32x32->64 multiplies, the words permuted and the key mixed in. The CPU fill runs it
+// over arrays of counters (kernels/cpu/random.cpp) so that the rounds vectorize.
+KILN_HD void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
+  uint32_t hi0, lo0, hi1, lo1;
+  philox_mulhilo(kPhiloxM0, c0, hi0, lo0);
+  philox_mulhilo(kPhiloxM1, c2, hi1, lo1);
+  const uint32_t n0 = hi1 ^ c1 ^ k0;
+  const uint32_t n2 = hi0 ^ c3 ^ k1;
+  c0 = n0;
+  c1 = lo1;
+  c2 = n2;
+  c3 = lo0;
+}
+
 // Ten rounds over counter (c0..c3) with key (k0,k1).
 KILN_HD Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
-    uint32_t hi0, lo0, hi1, lo1;
-    philox_mulhilo(kM0, c0, hi0, lo0);
-    philox_mulhilo(kM1, c2, hi1, lo1);
-    uint32_t n0 = hi1 ^ c1 ^ k0;
-    uint32_t n1 = lo1;
-    uint32_t n2 = hi0 ^ c3 ^ k1;
-    uint32_t n3 = lo0;
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += kW0;
-    k1 += kW1;
+    philox_round(c0, c1, c2, c3, k0, k1);
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   return Philox4{{c0, c1, c2, c3}};
 }

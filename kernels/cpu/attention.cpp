@@ -25,6 +25,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/philox_lanes.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 #include "kernels/matmul.h"
@@ -41,12 +42,12 @@ template <typename Acc> struct Rows {
   const void* q;
   const void* k;
   const void* v;
-  PhiloxState philox;  // resolved
-  int64_t b = -1;  // the selected batch entry
+  cpu::PhiloxLanes lanes;  // the dropout draws of this task, in order along each row
+  int64_t b = -1;          // the selected batch entry
   AttentionOffsets o{};
 
   Rows(const AttentionArgs& args, const void* q_, const void* k_, const void* v_)
-      : a(args), q(q_), k(k_), v(v_), philox(philox_resolve(args.philox)) {}
+      : a(args), q(q_), k(k_), v(v_), lanes(philox_resolve(args.philox)) {}
   void select(int64_t entry) {
     if (entry == b) return;
     b = entry;
@@ -60,10 +61,11 @@ template <typename Acc> struct Rows {
     }
     return s + load_as<Acc>(a.mask, a.mask_dtype, mo);
   }
-  Acc keep_scale(int64_t i, int64_t j) const {
+  Acc keep_scale(int64_t i, int64_t j) {
     if (a.dropout_p <= 0) return 1;
-    uint64_t idx = static_cast<uint64_t>((b * a.L + i) * a.S + j);
-    return attention_keep(philox, idx, a.dropout_p) ? static_cast<Acc>(1.0 / (1.0 - a.dropout_p)) : Acc(0);
+    const auto idx = static_cast<uint64_t>((b * a.L + i) * a.S + j);
+    const bool keep = attention_keep_word(lanes.word(idx >> 1, (idx & 1) ? 2 : 0), a.dropout_p);
+    return keep ? static_cast<Acc>(1.0 / (1.0 - a.dropout_p)) : Acc(0);
   }
 };
 

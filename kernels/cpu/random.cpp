@@ -1,6 +1,7 @@
 // CPU random draws: fills read element i's words straight from Philox by index (no sequential state),
-// so the work splits over threads freely; multinomial checks each row's weights, then samples by
-// cumulative sums (with replacement) or an exponential race (without).
+// so the work splits over threads freely, and each thread takes its blocks from cpu::PhiloxLanes;
+// multinomial checks each row's weights, then samples by cumulative sums (with replacement) or an
+// exponential race (without).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/philox_lanes.h"
 #include "kernels/error.h"
 #include "kernels/random.h"
 
@@ -27,59 +29,62 @@ std::string format_value(double v) {
   return buf;
 }
 
+// Element i of the fill, in logical order, at `off`: words (i & 1) * 2 and (i & 1) * 2 + 1 of block
+// i >> 1, or the whole block i for a float64 normal.
+template <RandomDist D>
+void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) {
+  const int64_t* strides[1] = {out.strides};
+  const bool dbl = out.dtype == DType::Float64;
+  cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+    cpu::PhiloxLanes lanes(philox);
+    int64_t i = b0;
+    cpu::nd_rows<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* at, int64_t count, const int64_t* step) {
+      int64_t off = at[0];
+      for (int64_t k = 0; k < count; ++k, ++i, off += step[0]) {
+        const auto u = static_cast<uint64_t>(i);
+        if (D == RandomDist::Normal && dbl) {
+          // Box-Muller; u1 in (0, 1] keeps the log finite.
+          const double u1 = 1.0 - philox_uniform_double(lanes.word(u, 0), lanes.word(u, 1));
+          const double u2 = philox_uniform_double(lanes.word(u, 2), lanes.word(u, 3));
+          const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+          store_as<double>(out.data, out.dtype, off, a + b * z);
+          continue;
+        }
+        const int w = static_cast<int>(u & 1) * 2;
+        const uint32_t w0 = lanes.word(u >> 1, w), w1 = lanes.word(u >> 1, w + 1);
+        if constexpr (D == RandomDist::Uniform) {
+          if (dbl) {
+            store_as<double>(out.data, out.dtype, off, a + (b - a) * philox_uniform_double(w0, w1));
+          } else {
+            const float f = static_cast<float>(a) + static_cast<float>(b - a) * philox_uniform(w0);
+            store_as<float>(out.data, out.dtype, off, f);
+          }
+        } else if constexpr (D == RandomDist::Normal) {
+          const float u1 = 1.0f - philox_uniform(w0);
+          const float u2 = philox_uniform(w1);
+          const float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2);
+          store_as<float>(out.data, out.dtype, off, static_cast<float>(a) + static_cast<float>(b) * z);
+        } else {
+          // [a, b): 64 random bits modulo the range (bias below 2^-32 for ranges under 2^32).
+          const auto range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
+          const uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
+          store_as<int64_t>(out.data, out.dtype, off, static_cast<int64_t>(a) + static_cast<int64_t>(bits % range));
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
                 const KernelContext&) {
   philox = philox_resolve(philox);
-  const int64_t* strides[1] = {out.strides};
-  const bool dbl = out.dtype == DType::Float64;
-  cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-    int64_t i = b0;
-    cpu::nd_loop<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-      Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i) >> 1);
-      uint32_t w0 = r.v[(i & 1) * 2], w1 = r.v[(i & 1) * 2 + 1];
-      switch (dist) {
-        case RandomDist::Uniform: {
-          double u = dbl ? philox_uniform_double(w0, w1) : static_cast<double>(philox_uniform(w0));
-          double v = a + (b - a) * u;
-          if (!dbl) {
-            float f = static_cast<float>(a) + static_cast<float>(b - a) * static_cast<float>(u);
-            store_as<float>(out.data, out.dtype, off[0], f);
-          } else {
-            store_as<double>(out.data, out.dtype, off[0], v);
-          }
-          break;
-        }
-        case RandomDist::Normal: {
-          // Box-Muller on two words; u1 in (0, 1] keeps the log finite.
-          if (dbl) {
-            // float64 needs four words per element: it takes a whole block of its own.
-            Philox4 r4 = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i));
-            double u1 = 1.0 - philox_uniform_double(r4.v[0], r4.v[1]);
-            double u2 = philox_uniform_double(r4.v[2], r4.v[3]);
-            double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-            store_as<double>(out.data, out.dtype, off[0], a + b * z);
-          } else {
-            float u1 = 1.0f - philox_uniform(w0);
-            float u2 = philox_uniform(w1);
-            float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2);
-            store_as<float>(out.data, out.dtype, off[0], static_cast<float>(a) + static_cast<float>(b) * z);
-          }
-          break;
-        }
-        case RandomDist::RandInt: {
-          // [a, b): 64 random bits modulo the range (bias below 2^-32 for ranges under 2^32).
-          uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
-          uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
-          int64_t v = static_cast<int64_t>(a) + static_cast<int64_t>(bits % range);
-          store_as<int64_t>(out.data, out.dtype, off[0], v);
-          break;
-        }
-      }
-      ++i;
-    });
-  });
+  switch (dist) {
+    case RandomDist::Uniform: fill<RandomDist::Uniform>(out, a, b, philox); return;
+    case RandomDist::Normal: fill<RandomDist::Normal>(out, a, b, philox); return;
+    case RandomDist::RandInt: fill<RandomDist::RandInt>(out, a, b, philox); return;
+  }
 }
 
 void multinomial_cpu(int64_t* out, const StridedArg& probs, int64_t num_samples, bool replacement,

@@ -8,7 +8,9 @@
 #include "kernels/philox.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <vector>
 
 using namespace kiln;
 
@@ -53,6 +55,82 @@ TEST_CASE("random draws are reproducible from the seed and independent of thread
   Tensor c = rand({1000, 33});
   CHECK(a.to_vector<float>() != c.to_vector<float>());
   CHECK(default_generator().state().offset == 3);
+}
+
+// The contract of kernels/random.h, element by element: element i of a fill, in logical order, takes
+// words (i & 1) * 2 and (i & 1) * 2 + 1 of block i >> 1 (a float64 normal: all of block i) of the
+// op's (seed, offset). The CPU fill computes 16 blocks at a time, several chunks in parallel: these
+// sizes end mid-batch and cross the parallel chunks, the seed and offset use their high words, and
+// the transposed view is filled in its logical order, not its memory order.
+namespace {
+
+// The first index where got differs from want(i) in its bits, or -1.
+template <typename T, typename Want> int64_t first_mismatch(const std::vector<T>& got, Want want) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(got[i] == want(static_cast<uint64_t>(i)))) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("random fills give every element the Philox words kernels/random.h assigns it", "[philox]") {
+  const uint64_t seed = 0x123456789abcdefull;
+  for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{33}, int64_t{40001}}) {
+    INFO("n = " << n);
+    Generator g(seed);
+    g.set_state(PhiloxState{seed, (uint64_t{3} << 32) + 5});
+    const auto word = [&](uint64_t offset, uint64_t i, int k) {
+      return philox_block(seed, offset, i >> 1).v[(i & 1) * 2 + k];
+    };
+
+    uint64_t offset = g.state().offset;
+    const std::vector<float> u32 = rand({n}, TensorOptions(DType::Float32), g).to_vector<float>();
+    CHECK(first_mismatch(u32, [&](uint64_t e) { return 0.0f + 1.0f * philox_uniform(word(offset, e, 0)); }) == -1);
+
+    offset = g.state().offset;
+    const std::vector<double> u64 = rand({n}, TensorOptions(DType::Float64), g).to_vector<double>();
+    CHECK(first_mismatch(u64, [&](uint64_t e) {
+            return 0.0 + 1.0 * philox_uniform_double(word(offset, e, 0), word(offset, e, 1));
+          }) == -1);
+
+    offset = g.state().offset;
+    const std::vector<float> z32 = randn({n}, TensorOptions(DType::Float32), g).to_vector<float>();
+    CHECK(first_mismatch(z32, [&](uint64_t e) {
+            const float u1 = 1.0f - philox_uniform(word(offset, e, 0));
+            const float u2 = philox_uniform(word(offset, e, 1));
+            return 0.0f + 1.0f * (std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2));
+          }) == -1);
+
+    offset = g.state().offset;
+    const std::vector<double> z64 = randn({n}, TensorOptions(DType::Float64), g).to_vector<double>();
+    CHECK(first_mismatch(z64, [&](uint64_t e) {
+            const Philox4 r = philox_block(seed, offset, e);
+            const double u1 = 1.0 - philox_uniform_double(r.v[0], r.v[1]);
+            const double u2 = philox_uniform_double(r.v[2], r.v[3]);
+            return 0.0 + 1.0 * (std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+          }) == -1);
+
+    offset = g.state().offset;
+    const std::vector<int64_t> ri = randint(-7, 1000, {n}, DType::Int64, g).to_vector<int64_t>();
+    CHECK(first_mismatch(ri, [&](uint64_t e) {
+            const uint64_t bits = (static_cast<uint64_t>(word(offset, e, 0)) << 32) | word(offset, e, 1);
+            return int64_t{-7} + static_cast<int64_t>(bits % 1007);
+          }) == -1);
+  }
+
+  // A transposed view [257, 300] of a [300, 257] tensor, filled in the view's logical order.
+  Generator g(seed);
+  const uint64_t offset = g.state().offset;
+  Tensor base = zeros({300, 257});
+  Tensor view = base.t();
+  view.uniform_(-1.0, 3.0, g);
+  // The view's elements in logical order: element (r, c) is base's (c, r).
+  const std::vector<float> logical = view.contiguous().view({-1}).to_vector<float>();
+  CHECK(first_mismatch(logical, [&](uint64_t e) {
+          return -1.0f + 4.0f * philox_uniform(philox_block(seed, offset, e >> 1).v[(e & 1) * 2]);
+        }) == -1);
+  CHECK(base.view({-1}).to_vector<float>() != logical);  // memory order differs: the check above can tell
 }
 
 TEST_CASE("uniform and normal draws have the right moments", "[philox]") {
