@@ -311,18 +311,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // weight^T's gradient, transposed. (GPT's lm_head shares its weight with the token embedding,
   // whose gradient is [out, in] too: a transposed one made the sum and the cast before it strided.)
   const Tensor x2 = x.detach().reshape({x.numel() / in, in});
-  Tensor y;
-  if (epilogue) {
-    y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
-    const Tensor b = bias.detach().contiguous();
-    gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
-      g.epilogue = GemmEpilogue::Bias;
-      g.bias = b.data_ptr();
-    });
-  } else {
-    y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
-    gemm_epilogue(op, x2, weight.detach().t(), y, [](GemmArgs&) {});
-  }
+  Tensor y = ops::empty_for(op, with_last(x.sizes(), out_f), TensorOptions(x.dtype(), x.device()));
+  const Tensor b = epilogue ? bias.detach().contiguous() : Tensor();
+  gemm_epilogue(op, x2, weight.detach().t(), y, [&](GemmArgs& g) {
+    if (!epilogue) return;
+    g.epilogue = GemmEpilogue::Bias;
+    g.bias = b.data_ptr();
+  });
   if (needs_grad({&x, &weight, &bias})) {
     // x itself is saved (not its 2-d view) so that the tape's version check sees it change.
     const Shape x_shape = x.sizes();

@@ -23,13 +23,22 @@ namespace kiln::cuda_detail {
 
 inline cudaStream_t raw_stream(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
 
-// Throws kiln::DeviceError naming `op` when the last launch failed.
-inline void check_launch(const char* op) {
-  cudaError_t err = cudaGetLastError();
+// Throws kiln::DeviceError "<op>: <what> failed: <error name> (<description>)" unless err is cudaSuccess.
+inline void check_cuda(cudaError_t err, const char* op, const char* what) {
   if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": CUDA kernel launch failed: " + cudaGetErrorName(err) + " (" +
+    throw DeviceError(std::string(op) + ": " + what + " failed: " + cudaGetErrorName(err) + " (" +
                       cudaGetErrorString(err) + ")");
   }
+}
+
+// Throws kiln::DeviceError naming `op` when the last launch failed.
+inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op, "CUDA kernel launch"); }
+
+// The current device, checked.
+inline int current_device_checked(const char* op) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), op, "cudaGetDevice");
+  return device;
 }
 
 // A kernel's static shared memory in bytes, asked of the runtime once per kernel (the first
@@ -40,11 +49,7 @@ inline size_t static_smem_bytes(const void* kernel, const char* op) {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = known.find(kernel); it != known.end()) return it->second;
   cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": querying the kernel's attributes failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
+  check_cuda(cudaFuncGetAttributes(&attr, kernel), op, "querying the kernel's attributes");
   return known[kernel] = attr.sharedSizeBytes;
 }
 
@@ -55,22 +60,17 @@ inline size_t static_smem_bytes(const void* kernel, const char* op) {
 template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const char* op, const std::string& what) {
   constexpr size_t kDefault = 48 * 1024;
   if (bytes == 0) return;
-  auto fail = [op](const char* doing, cudaError_t e) {
-    throw DeviceError(std::string(op) + ": " + doing + " failed: " + cudaGetErrorName(e) + " (" +
-                      cudaGetErrorString(e) + ")");
-  };
   const size_t total = bytes + static_smem_bytes(reinterpret_cast<const void*>(kernel), op);
   if (total <= kDefault) return;
-  int device = 0, max_optin = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) fail("querying the shared memory limit", err);
+  int max_optin = 0;
+  check_cuda(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device_checked(op)),
+             op, "querying the shared memory limit");
   if (total > static_cast<size_t>(max_optin)) {
     throw Error(std::string(op) + ": " + what + " need " + std::to_string(total) +
                 " bytes of shared memory per block; this GPU has " + std::to_string(max_optin));
   }
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (err != cudaSuccess) fail("cudaFuncSetAttribute", err);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), op,
+             "cudaFuncSetAttribute");
 }
 
 constexpr int kThreads = 256;
@@ -138,6 +138,17 @@ template <typename T> struct alignas(16) Vec16 {
 };
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// A dense pass over n elements in steps of `width` (the vector kernels' loop): n_vec whole steps
+// when every pointer is 16-byte aligned, none otherwise, then a tail of single elements; `items`,
+// the larger of the two loops' trip counts, sizes the grid.
+struct VecSplit {
+  int64_t n_vec, items;
+};
+inline VecSplit vec_split(int64_t n, int width, bool aligned) {
+  const int64_t n_vec = aligned ? n / width : 0;
+  return {n_vec, n_vec > n - n_vec * width ? n_vec : n - n_vec * width};
+}
 
 // Bytes rounded up to 256, so regions carved one after another from one workspace stay aligned.
 inline size_t align_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
@@ -323,10 +334,7 @@ inline bool stream_capturing(Stream stream, const char* op) {
     (void)cudaGetLastError();
     return true;
   }
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": cudaStreamIsCapturing failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
+  check_cuda(err, op, "cudaStreamIsCapturing");
   return status != cudaStreamCaptureStatusNone;
 }
 
@@ -372,17 +380,6 @@ template <typename H, H (*Create)()> H thread_handle(int device, Stream stream, 
   }
   owned.handles.emplace_back(device, handle);
   return handle;
-}
-
-// The current device, checked.
-inline int current_device_checked(const char* op) {
-  int device = 0;
-  const cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string(op) + ": cudaGetDevice failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
-  return device;
 }
 
 }  // namespace kiln::cuda_detail

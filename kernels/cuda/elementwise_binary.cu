@@ -219,10 +219,9 @@ void launch_mixed(const StridedArg& out, const Operand& x, const Operand& y, flo
       const SX* xp = x.is_scalar ? nullptr : static_cast<const SX*>(x.arg.data);
       const SY* yp = y.is_scalar ? nullptr : static_cast<const SY*>(y.arg.data);
       const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
-      const int64_t n_vec = aligned ? n / kMixedCount : 0;
-      const int64_t items = std::max(n_vec, n - n_vec * kMixedCount);
-      binary_mixed_kernel<OP, SX, SY><<<grid_for(items), kThreads, 0, stream>>>(
-          o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, n_vec, alpha, beta);
+      const VecSplit v = vec_split(n, kMixedCount, aligned);
+      binary_mixed_kernel<OP, SX, SY><<<grid_for(v.items), kThreads, 0, stream>>>(
+          o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, v.n_vec, alpha, beta);
     }
   });
 }
@@ -236,10 +235,9 @@ void launch_vec(const StridedArg& out, const Operand& x, const Operand& y, float
   const S* xp = x.is_scalar ? nullptr : static_cast<const S*>(x.arg.data);
   const S* yp = y.is_scalar ? nullptr : static_cast<const S*>(y.arg.data);
   const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
-  const int64_t n_vec = aligned ? n / K : 0;
-  const int64_t items = std::max(n_vec, n - n_vec * K);
-  binary_vec_kernel<OP, S><<<grid_for(items), kThreads, 0, stream>>>(
-      o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, n_vec, alpha, beta);
+  const VecSplit v = vec_split(n, K, aligned);
+  binary_vec_kernel<OP, S><<<grid_for(v.items), kThreads, 0, stream>>>(
+      o, xp, yp, static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, v.n_vec, alpha, beta);
 }
 
 template <typename C> InValue<C> in_value(const Operand& o) {

@@ -120,9 +120,8 @@ template <typename I, typename O> bool launch_cast(const StridedArg& out, const 
     const int64_t n = out.numel();
     O* o = static_cast<O*>(out.data);
     const I* x = static_cast<const I*>(in.data);
-    const int64_t n_vec = aligned16(o) && aligned16(x) ? n / 8 : 0;
-    const int64_t items = std::max(n_vec, n - n_vec * 8);
-    cast_vec_kernel<I, O><<<grid_for(items), kThreads, 0, stream>>>(o, x, n, n_vec);
+    const VecSplit v = vec_split(n, 8, aligned16(o) && aligned16(x));
+    cast_vec_kernel<I, O><<<grid_for(v.items), kThreads, 0, stream>>>(o, x, n, v.n_vec);
     return true;
   }
 }
@@ -163,11 +162,9 @@ void launch_vec(const StridedArg& out, const Operand& in, float a, float b, cuda
   const int64_t n = out.numel();
   S* o = static_cast<S*>(out.data);
   const S* x = in.is_scalar ? nullptr : static_cast<const S*>(in.arg.data);
-  const bool aligned = aligned16(o) && (x == nullptr || aligned16(x));
-  const int64_t n_vec = aligned ? n / K : 0;
-  const int64_t items = std::max(n_vec, n - n_vec * K);
-  unary_vec_kernel<OP, S><<<grid_for(items), kThreads, 0, stream>>>(o, x, static_cast<float>(in.scalar), n, n_vec,
-                                                                     a, b);
+  const VecSplit v = vec_split(n, K, aligned16(o) && (x == nullptr || aligned16(x)));
+  unary_vec_kernel<OP, S><<<grid_for(v.items), kThreads, 0, stream>>>(o, x, static_cast<float>(in.scalar), n, v.n_vec,
+                                                                       a, b);
 }
 
 template <UnaryOp OP, typename C>

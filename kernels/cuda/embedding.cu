@@ -17,6 +17,7 @@
 namespace kiln {
 namespace {
 
+using cuda_detail::check_cuda;
 using cuda_detail::raw_stream;
 
 // W: an unsigned integer of the element's size, so the lookup moves bits and never converts.
@@ -118,13 +119,6 @@ __global__ void embedding_carry_kernel(embedding_plan::SortedKeys s, T* gw, int6
   }
 }
 
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw DeviceError(std::string("embedding backward: ") + what + " failed: " + cudaGetErrorName(err) + " (" +
-                      cudaGetErrorString(err) + ")");
-  }
-}
-
 }  // namespace
 
 void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, const int64_t* indices, int64_t k,
@@ -147,7 +141,7 @@ void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, c
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr),
                                              static_cast<uint32_t*>(nullptr), static_cast<const uint32_t*>(nullptr),
                                              static_cast<uint32_t*>(nullptr), n, 0, end_bit, st),
-             "sizing the sort");
+             op, "sizing the sort");
   // One workspace: keys and positions before and after the sort, the sort's scratch, and the Head
   // and Tail parts of every (chunk, column).
   const size_t ids = cuda_detail::align_up(static_cast<size_t>(k) * sizeof(uint32_t));
@@ -167,7 +161,7 @@ void embedding_backward_cuda(void* grad_weight, const void* grad, DType dtype, c
   cuda_detail::check_launch(op);
   check_cuda(cub::DeviceRadixSort::SortPairs(sort_scratch, sort_bytes, keys_in, keys, rows_in, rows, n, 0, end_bit,
                                              st),
-             "the radix sort");
+             op, "the radix sort");
   const embedding_plan::SortedKeys sorted{keys, k, static_cast<uint32_t>(num)};
   const int64_t column_blocks = (dim + kColumnThreads - 1) / kColumnThreads;
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(column_blocks < 65535 ? column_blocks : 65535));

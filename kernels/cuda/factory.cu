@@ -41,10 +41,7 @@ void fill_cuda(const StridedArg& out, double value, const KernelContext& ctx) {
   if (value == 0 && !std::signbit(value) && dense_1d(out)) {
     const cudaError_t err =
         cudaMemsetAsync(out.data, 0, static_cast<size_t>(n) * element_size(out.dtype), raw_stream(ctx.stream));
-    if (err != cudaSuccess) {
-      throw DeviceError(std::string("fill: cudaMemsetAsync failed: ") + cudaGetErrorName(err) + " (" +
-                        cudaGetErrorString(err) + ")");
-    }
+    cuda_detail::check_cuda(err, "fill", "cudaMemsetAsync");
     return;
   }
   // Otherwise a copy of a scalar, exactly as fill_cpu: the unary kernels (vectorized when dense).
