@@ -41,7 +41,7 @@ inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 
 // One round: two 32x32->64 multiplies, the words permuted and the key mixed in. The CPU fill runs it
-// over arrays of counters (kernels/cpu/random.cpp) so that the rounds vectorize.
+// over arrays of counters (kernels/cpu/philox_lanes.cpp) so that the rounds vectorize.
 KILN_HD void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
   uint32_t hi0, lo0, hi1, lo1;
   philox_mulhilo(kPhiloxM0, c0, hi0, lo0);
