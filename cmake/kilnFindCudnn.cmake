@@ -1,6 +1,5 @@
-# Finds cuDNN and names it kiln::cudnn (needs find_package(CUDAToolkit) first). kiln's build and its
-# installed package config both include this file, so the exported kiln::kernels links a target
-# name that each consumer resolves on its own machine, not the build machine's library path.
+# Finds cuDNN and names it kiln::cudnn (needs find_package(CUDAToolkit) first), for kiln's own build:
+# libkiln_kernels links it privately, so the installed package does not need it.
 # cuDNN ships with the CUDA toolkit on kiln's machines (lib64/libcudnn.so); KILN_CUDNN_LIBRARY
 # (a cache variable) points elsewhere.
 if(NOT TARGET kiln::cudnn)

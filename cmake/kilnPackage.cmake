@@ -46,5 +46,4 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cmake/kilnConfigVer
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cmake/kilnConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/cmake/kilnConfigVersion.cmake
-              ${CMAKE_CURRENT_LIST_DIR}/kilnFindCudnn.cmake
         DESTINATION ${KILN_INSTALL_CMAKEDIR})

@@ -126,14 +126,9 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
                            const void* q, const void* k, const void* v, const AttentionArgs& a,
                            const KernelContext& ctx);
 // Launches of the tensor-core forward and backward in this process, so a test can see that they
-// ran (0 in a build without CUDA, where these are inline stubs).
-#if defined(KILN_WITH_CUDA)
+// ran (0 in a build without CUDA: kernels/twins.cpp).
 int64_t attention_tc_launches();
 int64_t attention_tc_backward_launches();
-#else
-inline int64_t attention_tc_launches() { return 0; }
-inline int64_t attention_tc_backward_launches() { return 0; }
-#endif
 
 namespace kernels {
 KILN_KERNEL(attention_forward);

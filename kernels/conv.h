@@ -110,7 +110,7 @@ enum class ConvPass : uint8_t { None, Forward, BackwardData, BackwardFilter };
 // cuDNN: float32 asks for TensorOp (TF32 allowed) or Fma (TF32 excluded). `used` is the math type
 // set on the descriptor for the chosen algorithm: under TensorOp an algorithm without tensor cores
 // runs with Default. Everything None before the first CUDA convolution of the thread, and always in
-// a build without CUDA (where this is an inline stub).
+// a build without CUDA (kernels/twins.cpp).
 struct ConvMathRecord {
   ConvPass pass = ConvPass::None;
   ConvMathType requested = ConvMathType::None;
@@ -119,10 +119,6 @@ struct ConvMathRecord {
   int algo = -1;             // the algorithm enum value of the pass
   DType dtype = DType::Float32;
 };
-#if defined(KILN_WITH_CUDA)
 ConvMathRecord last_conv_math_cuda();
-#else
-inline ConvMathRecord last_conv_math_cuda() { return {}; }
-#endif
 
 }  // namespace kiln

@@ -12,12 +12,8 @@ namespace kiln {
 
 struct DeviceErrorRecord;  // kernels/index.h
 
-// True in a build with the CUDA backend.
-#if defined(KILN_WITH_CUDA)
-inline constexpr bool kBuiltWithCuda = true;
-#else
-inline constexpr bool kBuiltWithCuda = false;
-#endif
+// True in a build with the CUDA backend (kernels/twins.cpp).
+extern const bool kBuiltWithCuda;
 
 // What a kernel gets from the layer that calls it besides its problem.
 struct KernelContext {
@@ -49,16 +45,14 @@ template <typename Fn> struct Kernel {
   Fn* cuda;
 };
 
-// Declares kernels::NAME pairing NAME_cpu with NAME_cuda (which must have the same type); use
-// inside `namespace kiln::kernels`, after both declarations.
-#if defined(KILN_WITH_CUDA)
-#define KILN_KERNEL(name)                                              \
-  inline constexpr ::kiln::Kernel<decltype(::kiln::name##_cpu)> name { \
-#name, &::kiln::name##_cpu, &::kiln::name##_cuda                   \
-  }
-#else
-#define KILN_KERNEL(name) \
-  inline constexpr ::kiln::Kernel<decltype(::kiln::name##_cpu)> name { #name, &::kiln::name##_cpu, nullptr }
+// Declares kernels::NAME, the pair of NAME_cpu and NAME_cuda (which must have the same type); use
+// inside `namespace kiln::kernels`, after both declarations. Every pair is defined in kernels/twins.cpp,
+// which includes each kernel header with KILN_KERNEL meaning "define". That file is the only C++ of
+// kiln's libraries that knows whether the CUDA backend is built (a few files in core/ that call the CUDA
+// runtime aside), so every other object is the same in a CPU and a CUDA build, and a second build of
+// the tree reuses the first one's objects from the compiler cache (docs/architecture.md section 8).
+#ifndef KILN_KERNEL
+#define KILN_KERNEL(name) extern const ::kiln::Kernel<decltype(::kiln::name##_cpu)> name
 #endif
 
 }  // namespace kiln

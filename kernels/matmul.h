@@ -117,16 +117,12 @@ enum class GemmComputeType : uint8_t { None, Float32, Float32FastTF32, Float64, 
 // What the last gemm_cuda call on this thread handed to cuBLASLt, read back from the matmul
 // descriptor it ran with, so a test can see that a math switch reached the library rather than only
 // that the numbers moved. None before the first CUDA GEMM of the thread, and always in a build
-// without CUDA (where this is an inline stub).
+// without CUDA (kernels/twins.cpp).
 struct GemmComputeRecord {
   GemmComputeType compute = GemmComputeType::None;
   int cublas_compute_type = -1;  // the cublasComputeType_t value itself (-1: none yet)
   DType dtype = DType::Float32;  // of the operands
 };
-#if defined(KILN_WITH_CUDA)
 GemmComputeRecord last_gemm_compute_cuda();
-#else
-inline GemmComputeRecord last_gemm_compute_cuda() { return {}; }
-#endif
 
 }  // namespace kiln

@@ -11,15 +11,10 @@
 
 using namespace kiln;
 
-#ifdef KILN_WITH_CUDA
-constexpr int kiln_has_cuda = 1;
-#else
-constexpr int kiln_has_cuda = 0;
-#endif
-
 int main() {
-  if (kiln_has_cuda != CONSUMER_EXPECTS_CUDA) {
-    std::printf("consumer: KILN_WITH_CUDA is %d, the package said %d\n", kiln_has_cuda, CONSUMER_EXPECTS_CUDA);
+  if (int(kBuiltWithCuda) != CONSUMER_EXPECTS_CUDA) {
+    std::printf("consumer: the library says kBuiltWithCuda = %d, the package said kiln_WITH_CUDA = %d\n",
+                int(kBuiltWithCuda), CONSUMER_EXPECTS_CUDA);
     return 1;
   }
   // y = x W^T + b, loss = sum(y^2): dloss/dW = 2 y^T x, dloss/db = 2 sum_rows(y), dloss/dx = 2 y W.
@@ -69,7 +64,7 @@ int main() {
   check("weight.grad", linear.weight.grad().to_vector_double(), gw_ref);
   check("bias.grad", linear.bias.grad().to_vector_double(), gb_ref);
   check("x.grad", x.grad().to_vector_double(), gx_ref);
-  std::printf("consumer: loss %.4f, cuda: %d, gpu available: %d, %s\n", loss.item<double>(), kiln_has_cuda,
+  std::printf("consumer: loss %.4f, cuda: %d, gpu available: %d, %s\n", loss.item<double>(), int(kBuiltWithCuda),
               int(cuda::is_available()), wrong == 0 ? "ok" : "WRONG");
   return wrong == 0 ? 0 : 1;
 }
