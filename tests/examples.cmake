@@ -95,14 +95,16 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                      --exe $<TARGET_FILE:train_gpt>
                      --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks} --data ${KILN_SHAKESPEARE}
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_${ranks})
-    set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
+    set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
+                         ENVIRONMENT "${KILN_MPI_TEST_ENV}")
   endforeach()
   # --grad-accum under --ddp: the first micro-batch accumulates locally (no_sync), the second reduces the sum.
   add_test(NAME example_train_gpt_ddp_grad_accum
            COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
                    --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --data ${KILN_SHAKESPEARE}
                    --extra=--grad-accum,2 --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_grad_accum)
-  set_tests_properties(example_train_gpt_ddp_grad_accum PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
+  set_tests_properties(example_train_gpt_ddp_grad_accum PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
+                       ENVIRONMENT "${KILN_MPI_TEST_ENV}")
   # train_cnn --ddp over 2 and 3 ranks against one process: equal within float tolerance because its
   # batch norm is synchronized over the ranks (dist/sync_batch_norm.h).
   foreach(ranks 2 3)
@@ -110,7 +112,8 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
              COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example cnn
                      --exe $<TARGET_FILE:train_cnn> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks}
                      --work ${KILN_EXAMPLE_RUNS}/train_cnn_ddp_${ranks})
-    set_tests_properties(example_train_cnn_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi)
+    set_tests_properties(example_train_cnn_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
+                         ENVIRONMENT "${KILN_MPI_TEST_ENV}")
   endforeach()
 endif()
 

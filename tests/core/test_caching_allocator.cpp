@@ -30,6 +30,17 @@ struct FakeDevice {
   Stream current = nullptr;
   bool events_done = false;
   std::set<void*> live;
+  std::set<int*> live_events;
+  FakeDevice() = default;
+  FakeDevice(const FakeDevice&) = delete;
+  FakeDevice& operator=(const FakeDevice&) = delete;
+  // A CachingAllocator keeps its cached segments and pending events when destroyed (a real device
+  // takes them back with the process); this fake device takes them back when it goes, so that the
+  // sanitized test run can check for leaks.
+  ~FakeDevice() {
+    for (void* p : live) std::free(p);
+    for (int* e : live_events) delete e;
+  }
 };
 
 class FakeBackend final : public DeviceBackend {
@@ -52,13 +63,18 @@ class FakeBackend final : public DeviceBackend {
   }
   EventHandle record_event(Stream) override {
     d_->events_recorded++;
-    return new int(0);
+    int* e = new int(0);
+    d_->live_events.insert(e);
+    return e;
   }
   bool event_done(EventHandle) override {
     d_->event_queries++;
     return d_->events_done;
   }
-  void destroy_event(EventHandle e) override { delete static_cast<int*>(e); }
+  void destroy_event(EventHandle e) override {
+    REQUIRE(d_->live_events.erase(static_cast<int*>(e)) == 1);
+    delete static_cast<int*>(e);
+  }
   bool is_capturing(Stream) override { return false; }
   void synchronize() override {
     d_->syncs++;

@@ -104,6 +104,13 @@ class BreakableBackend final : public cuda::DeviceBackend {
  public:
   bool broken = false;
   std::set<void*> live;
+  std::set<int*> live_events;
+  // The allocator owns its backend: what it kept (the blocks whose free failed, cached segments,
+  // pending events) goes back with it, so that the sanitized test run can check for leaks.
+  ~BreakableBackend() override {
+    for (void* p : live) std::free(p);
+    for (int* e : live_events) delete e;
+  }
   void* raw_alloc(size_t n) override {
     void* p = std::aligned_alloc(512, (n + 511) / 512 * 512);
     live.insert(p);
@@ -116,10 +123,13 @@ class BreakableBackend final : public cuda::DeviceBackend {
   }
   EventHandle record_event(Stream) override {
     if (broken) throw DeviceError("cudaEventRecord: cudaErrorLaunchFailure (unspecified launch failure)");
-    return new int(0);
+    return *live_events.insert(new int(0)).first;
   }
   bool event_done(EventHandle) override { return true; }
-  void destroy_event(EventHandle e) override { delete static_cast<int*>(e); }
+  void destroy_event(EventHandle e) override {
+    live_events.erase(static_cast<int*>(e));
+    delete static_cast<int*>(e);
+  }
   bool is_capturing(Stream) override { return false; }
   void synchronize() override {}
   Stream current_stream() override { return nullptr; }
