@@ -116,7 +116,8 @@ void attention_backward_cuda(void* dq, void* dk, void* dv, const void* dout, con
 // float16/bfloat16, E = Ev in {64, 128}, no mask (dropout is fine), even strides and 4-byte aligned
 // operands (for the backward, dout too, and out's layout, which dout shares), a.tensor_cores set.
 // Same outputs as attention_forward_cuda and attention_backward_cuda, the backward deterministic as
-// well; only CUDA builds define them.
+// well. Only CUDA builds define the kernels; the two `fits` are defined in every build
+// (kernels/attention.cpp).
 bool attention_tc_fits(const AttentionArgs& a, const void* q, const void* k, const void* v);
 bool attention_tc_backward_fits(const AttentionArgs& a, const void* q, const void* k, const void* v,
                                 const void* dout);

@@ -1,12 +1,10 @@
-// What the tensor-core attention kernels share (kernels/cuda/attention_tc.cu, the forward, and
-// attention_tc_backward.cu): the launch parameters, the block shape, the staging of row tiles into
-// shared memory, the visibility and dropout rules, the tile products and the dispatch over element
-// type and head dim.
+// What the tensor-core attention kernels share (kernels/cuda/attention_tc_forward.cuh, the forward,
+// and attention_tc_backward.cuh): the launch parameters, the block shape, the staging of row tiles
+// into shared memory, the visibility and dropout rules, the tile products, the shared-memory count
+// and, for the .cu files that launch them, the dispatch over element type and head dim.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/attention.h"
@@ -18,6 +16,11 @@ namespace kiln::attention_tc {
 // forward and the dq kernel, key rows in the dk/dv kernel.
 inline constexpr int kWarps = 4;
 inline constexpr int kBlockRows = kWarps * tile::kM;
+inline constexpr int kBlockThreads = kWarps * tile::kWarp;
+// The smaller of two row counts (a name of its own: kiln::min is the tensor reduction).
+KILN_HD int64_t min_rows(int64_t a, int64_t b) { return a < b ? a : b; }
+// Blocks along a grid's x to cover `rows` rows (queries, or keys in the dk/dv kernel).
+inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
 // Rows of the streamed operand per shared-memory tile: 64, or 32 at head dim 128, whose
 // accumulators leave no registers for 64 columns of scores.
 template <int D> inline constexpr int kStreamTileFor = D == 128 ? 32 : 64;
@@ -127,8 +130,16 @@ __device__ __forceinline__ void add_product(tile::CTile (&acc)[OUT], const tile:
   }
 }
 
-inline bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
+// The bytes of dynamic shared memory a kernel carves with `Smem` (a struct whose constructor takes
+// its pieces from a SmemCarver): the same calls on a null base, so the launch and the kernel agree.
+template <typename Smem> size_t smem_bytes() {
+  tile::SmemCarver sizes;
+  const Smem pieces(sizes);
+  (void)pieces;
+  return sizes.bytes();
+}
 
+#if defined(__CUDACC__)
 // Calls f.template operator()<T, D>() for the element type (float16 or bfloat16) and head dim (64
 // or 128) that attention_tc_fits accepted.
 template <typename F> void dispatch(DType dtype, int64_t head_dim, F&& f) {
@@ -141,5 +152,7 @@ template <typename F> void dispatch(DType dtype, int64_t head_dim, F&& f) {
     else f.template operator()<__half, 128>();
   }
 }
+
+#endif
 
 }  // namespace kiln::attention_tc

@@ -7,10 +7,20 @@
 // Alignment: every load of a pair reads one 32-bit word, so matrices need even leading dimensions
 // and 4-byte aligned tile origins (kiln's allocations are 256-byte aligned; the kernels keep ld
 // even). bfloat16 mma needs sm_80 or newer, as every architecture kiln builds for.
+//
+// Compiled by the host compiler (the CPU tests), this file runs on kernels/simt/simt.h, the CPU
+// emulator of CUDA's threads: the tiles are the same, the 16-bit types are kiln's own (kernels/half.h)
+// and mma gathers the warp's fragments and multiplies them through the same maps.
 #pragma once
 
+#if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#else
+#include <cstring>
+
+#include "kernels/simt/simt.h"
+#endif
 
 #include <cstdint>
 
@@ -31,6 +41,16 @@ struct CTile {
 };
 
 __device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) % kWarp; }
+
+// The block's dynamic shared memory, 16-byte aligned: what a kernel's SmemCarver carves.
+#if defined(__CUDACC__)
+__device__ __forceinline__ float4* dynamic_smem() {
+  extern __shared__ float4 kiln_dynamic_smem[];
+  return kiln_dynamic_smem;
+}
+#else
+inline float4* dynamic_smem() { return static_cast<float4*>(simt::dynamic_smem()); }
+#endif
 
 template <typename T> __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   static_assert(sizeof(T) == 2, "tiles hold 16-bit elements");
@@ -92,6 +112,7 @@ __device__ __forceinline__ void fill(CTile& c, float v) {
 }
 
 // d += a @ b on the tensor cores, one warp.
+#if defined(__CUDACC__)
 __device__ __forceinline__ void mma(CTile& d, const ATile<__nv_bfloat16>& a, const BTile<__nv_bfloat16>& b) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -106,6 +127,57 @@ __device__ __forceinline__ void mma(CTile& d, const ATile<__half>& a, const BTil
       : "+f"(d.r[0]), "+f"(d.r[1]), "+f"(d.r[2]), "+f"(d.r[3])
       : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
 }
+#else
+// The emulator's instruction: the warp's fragments are gathered as floats (one warp collective), and
+// each lane sums its four accumulator elements over k, in float32 and in k order, from the elements
+// the maps place at (row, k) of A and (k, col) of B.
+namespace host {
+struct Owner {
+  int lane = 0, elem = 0;  // the lane that holds a tile element, and as which fragment element
+};
+template <int Rows, int Cols> struct Owners {
+  Owner at[Rows][Cols];
+};
+template <int Rows, int Cols, int Elems> Owners<Rows, Cols> invert(Coord (*map)(int, int)) {
+  Owners<Rows, Cols> o;
+  for (int lane = 0; lane < kWarp; ++lane) {
+    for (int i = 0; i < Elems; ++i) {
+      const Coord c = map(lane, i);
+      o.at[c.row][c.col] = Owner{lane, i};
+    }
+  }
+  return o;
+}
+template <typename T> float element(const uint32_t* regs, int elem) {
+  const auto bits = static_cast<uint16_t>(regs[elem / 2] >> (16 * (elem % 2)));
+  T t;
+  std::memcpy(static_cast<void*>(&t), &bits, sizeof(t));
+  return static_cast<float>(t);
+}
+}  // namespace host
+
+template <typename T> void mma(CTile& d, const ATile<T>& a, const BTile<T>& b) {
+  static const host::Owners<kM, kK> a_owner = host::invert<kM, kK, kAElems>(a_coord);
+  static const host::Owners<kK, kN> b_owner = host::invert<kK, kN, kBElems>(b_coord);
+  struct Operands {
+    float a[kAElems], b[kBElems];
+  };
+  Operands mine;
+  for (int i = 0; i < kAElems; ++i) mine.a[i] = host::element<T>(a.r, i);
+  for (int i = 0; i < kBElems; ++i) mine.b[i] = host::element<T>(b.r, i);
+  const auto* all = static_cast<const Operands*>(simt::warp_gather(&mine, sizeof(Operands)));
+  const int lane = lane_id();
+  for (int i = 0; i < kCElems; ++i) {
+    const Coord c = c_coord(lane, i);
+    float sum = 0.f;
+    for (int k = 0; k < kK; ++k) {
+      const host::Owner x = a_owner.at[c.row][k], y = b_owner.at[k][c.col];
+      sum += all[x.lane].a[x.elem] * all[y.lane].b[y.elem];
+    }
+    d.r[i] += sum;
+  }
+}
+#endif
 
 // C into a row-major [16, 8] block at `dst`, each element converted to Out.
 template <typename Out> __device__ __forceinline__ void store_c(const CTile& c, Out* dst, int ld) {

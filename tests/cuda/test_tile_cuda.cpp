@@ -9,44 +9,15 @@
 #include "core/cuda/runtime.h"
 #include "tests/cuda/tile_selftest.h"
 
+using kiln::test::product;
 using kiln::test::run_tile_selftest;
-
-namespace {
-
-std::vector<float> ints(int rows, int cols, int seed) {
-  std::vector<float> m(static_cast<size_t>(rows * cols));
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      m[static_cast<size_t>(r * cols + c)] = static_cast<float>((seed + 5 * r + 3 * c) % 9 - 4);
-    }
-  }
-  return m;
-}
-
-// out[r][c] = sum_k x[r][k] * y[k][c] (y_transposed: y[c][k]).
-std::vector<float> product(const std::vector<float>& x, const std::vector<float>& y, int m, int n, int kk,
-                           bool y_transposed) {
-  std::vector<float> out(static_cast<size_t>(m * n), 0.0f);
-  for (int r = 0; r < m; ++r) {
-    for (int c = 0; c < n; ++c) {
-      double s = 0;
-      for (int k = 0; k < kk; ++k) {
-        s += static_cast<double>(x[static_cast<size_t>(r * kk + k)]) *
-             y[static_cast<size_t>(y_transposed ? c * kk + k : k * n + c)];
-      }
-      out[static_cast<size_t>(r * n + c)] = static_cast<float>(s);
-    }
-  }
-  return out;
-}
-
-}  // namespace
+using kiln::test::tile_ints;
 
 TEST_CASE("tensor-core tiles: mma.sync through the tile maps equals the CPU's products", "[cuda][tile]") {
   REQUIRE(kiln::cuda::is_available());
   const bool bf16 = GENERATE(true, false);
   INFO((bf16 ? "bfloat16" : "float16"));
-  const std::vector<float> a = ints(16, 16, 1), k = ints(16, 16, 2), v = ints(16, 8, 3);
+  const std::vector<float> a = tile_ints(16, 16, 1), k = tile_ints(16, 16, 2), v = tile_ints(16, 8, 3);
   const kiln::test::TileSelftest got = run_tile_selftest(bf16, a, k, v);
   const std::vector<float> s = product(a, k, 16, 16, 16, true);
   CHECK(got.s == s);

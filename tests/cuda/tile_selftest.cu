@@ -8,36 +8,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/tile.cuh"
+#include "tests/cuda/tile_selftest_kernel.cuh"
 
 namespace kiln::test {
 namespace {
-
-template <typename T>
-__global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* s, float* av, float* sv) {
-  using namespace kiln::tile;
-  ATile<T> ta;
-  BTile<T> k0, k1, tv;
-  load_a(ta, a, 16);
-  load_b_transposed(k0, k, 16);
-  load_b_transposed(k1, k + 8 * 16, 16);
-  load_b(tv, v, 8);
-  CTile c0, c1, d_av, d_sv;
-  fill(c0, 0.0f);
-  fill(c1, 0.0f);
-  fill(d_av, 0.0f);
-  fill(d_sv, 0.0f);
-  mma(c0, ta, k0);
-  mma(c1, ta, k1);
-  mma(d_av, ta, tv);
-  store_c(c0, s, 16);
-  store_c(c1, s + 8, 16);
-  store_c(d_av, av, 8);
-  ATile<T> p;
-  a_from_c(p, c0, c1);
-  mma(d_sv, p, tv);
-  store_c(d_sv, sv, 8);
-}
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("tile selftest: ") + what + ": " + cudaGetErrorString(e));

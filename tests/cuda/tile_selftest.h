@@ -1,5 +1,7 @@
 // One warp through the tensor-core tiles of kernels/cuda/tile.cuh, on the GPU, for
-// tests/cuda/test_tile_cuda.cpp (a .cu of its own: the Catch2 test stays plain C++).
+// tests/cuda/test_tile_cuda.cpp (a .cu of its own: the Catch2 test stays plain C++). The same kernel
+// (tests/cuda/tile_selftest_kernel.cuh) runs on the CPU's emulator in tests/kernels/test_simt.cpp,
+// against the same inputs and products below.
 #pragma once
 
 #include <vector>
@@ -15,5 +17,33 @@ struct TileSelftest {
 };
 TileSelftest run_tile_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& k,
                                const std::vector<float>& v);
+
+// Small integers in [-4, 4]: every product and sum of the self-test is exact in both 16-bit types.
+inline std::vector<float> tile_ints(int rows, int cols, int seed) {
+  std::vector<float> m(static_cast<size_t>(rows * cols));
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      m[static_cast<size_t>(r * cols + c)] = static_cast<float>((seed + 5 * r + 3 * c) % 9 - 4);
+    }
+  }
+  return m;
+}
+
+// out[r][c] = sum_k x[r][k] * y[k][c] (y_transposed: y[c][k]).
+inline std::vector<float> product(const std::vector<float>& x, const std::vector<float>& y, int m, int n, int kk,
+                                  bool y_transposed) {
+  std::vector<float> out(static_cast<size_t>(m * n), 0.0f);
+  for (int r = 0; r < m; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double s = 0;
+      for (int k = 0; k < kk; ++k) {
+        s += static_cast<double>(x[static_cast<size_t>(r * kk + k)]) *
+             y[static_cast<size_t>(y_transposed ? c * kk + k : k * n + c)];
+      }
+      out[static_cast<size_t>(r * n + c)] = static_cast<float>(s);
+    }
+  }
+  return out;
+}
 
 }  // namespace kiln::test

@@ -320,32 +320,6 @@ TEST_CASE("twins: attention forward over a broadcast batch layout", "[cuda][twin
   CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
 }
 
-// Dense [B, L, E] / [B, S, E] attention arguments that the tensor-core kernels take.
-AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal, double scale) {
-  AttentionArgs a;
-  a.dtype = dtype;
-  a.batch = B;
-  a.L = L;
-  a.S = S;
-  a.E = a.Ev = E;
-  a.layout.ndim = 1;
-  a.layout.sizes[0] = B;
-  a.layout.q[0] = L * E;
-  a.layout.k[0] = a.layout.v[0] = S * E;
-  a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
-  attention_dense_outputs(a);
-  a.causal = causal;
-  a.scale = scale;
-  a.tensor_cores = true;
-  return a;
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0.0;
-  for (double x : t.to_vector_double()) m = std::max(m, std::abs(x));
-  return m;
-}
-
 // The tensor-core forward (kernels/cuda/attention_tc.cu) against the CPU kernel on the same rounded
 // inputs: the output, and the log-sum-exp directly (the backward reads it). Scale 1 at head dim 64
 // makes scores of spread 8, so the running maximum moves and the rescaling is exercised; the

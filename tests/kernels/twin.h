@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "core/ops/dispatch.h"
+#include "kernels/attention.h"
 #include "kernels/kernel.h"
 
 namespace kiln::test {
@@ -97,6 +99,34 @@ inline StridedArg flat_arg(const Twin& t, Device d) {
   a.sizes[0] = t.cpu.numel();
   a.strides[0] = 1;
   return a;
+}
+
+// Dense [B, L, E] / [B, S, E] attention arguments that the tensor-core kernels take (this file's
+// twin tests and the emulated kernels of tests/kernels/test_attention_tc_simt.cpp).
+inline AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal, double scale) {
+  AttentionArgs a;
+  a.dtype = dtype;
+  a.batch = B;
+  a.L = L;
+  a.S = S;
+  a.E = a.Ev = E;
+  a.layout.ndim = 1;
+  a.layout.sizes[0] = B;
+  a.layout.q[0] = L * E;
+  a.layout.k[0] = a.layout.v[0] = S * E;
+  a.q_row_stride = a.k_row_stride = a.v_row_stride = E;
+  attention_dense_outputs(a);
+  a.causal = causal;
+  a.scale = scale;
+  a.tensor_cores = true;
+  return a;
+}
+
+// The largest |element| of t (any device).
+inline double max_abs(const Tensor& t) {
+  double m = 0.0;
+  for (double x : t.to_vector_double()) m = std::max(m, std::abs(x));
+  return m;
 }
 
 }  // namespace kiln::test

@@ -1,0 +1,265 @@
+// The flash-attention backward kernels on tensor cores (mma.sync through kernels/cuda/tile.cuh), for the
+// shapes the tensor-core forward takes (attention_tc_fits): float16 or bfloat16, E = Ev = 64 or
+// 128, no mask, causal or not, dropout or not, any L and S. It rebuilds the probabilities from the
+// forward's log-sum-exp, P = exp(scale * Q K^T - lse), and with Z the dropout factors (1 / (1 - p)
+// or 0, drawn as the forward drew them; all 1 without dropout) computes
+//   dV = (P Z)^T dO,   dP = dO V^T,   dS = P * (dP Z - D)  with D_i = dO_i . O_i,
+//   dQ = scale * dS K,   dK = scale * dS^T Q.
+//
+// Two kernels, as the scalar backward (kernels/cuda/attention.cu): each output row is one block's
+// fixed-order sum, so the gradients are deterministic without atomics. The price is computing the
+// scores and dP twice (seven tile products where a single kernel with atomic dQ needs five).
+//
+// - dq kernel: a block of 4 warps takes 64 query rows, each warp 16, keeps the block's Q and dO rows
+//   in shared memory, and streams key tiles (64 keys, 32 at head dim 128) through it as well.
+//   Per tile a warp computes S = Q K^T and dP = dO V^T, turns them into dS in registers, and adds
+//   dS K with dS re-read as A operands (a_from_c). It first computes D for its rows (dO . O) and
+//   writes it for the second kernel.
+// - dk/dv kernel: a block takes 64 key rows, each warp 16, and streams query tiles (64 queries, 32
+//   at head dim 128) with their lse and D. It works on the transposes, so keys stay the rows of every
+//   tile: S^T = K Q^T and dP^T = V dO^T, then P^T and dS^T in registers, then dV += P^T dO and
+//   dK += dS^T Q, both with A operands re-read from the accumulators. Nothing goes through memory
+//   between the products.
+//
+// Probabilities and dS enter their products rounded to the element type, as in FlashAttention.
+//
+// The kernels are in a header so that the CPU tests compile them too, on the emulator of
+// kernels/simt/simt.h (tests/kernels/test_attention_tc_simt.cpp); attention_tc_backward.cu launches
+// them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention_tc.cuh"
+
+namespace kiln::attention_tc {
+
+// Queries per tile of the dk/dv kernel: 64, or 16 at head dim 128, where the dK and dV accumulators
+// take 128 floats a lane (32 queries spill).
+template <int D> constexpr int kQueryTileFor = D == 128 ? 16 : 64;
+
+// The dq kernel's shared memory: the block's Q and dO rows, and one key tile each of K and V.
+template <typename T, int D> struct DqSmem {
+  T* q;
+  T* dout;
+  T* k;
+  T* v;
+  KILN_HD explicit DqSmem(tile::SmemCarver& c)
+      : q(c.take<T>(kBlockRows * kLdFor<D>)),
+        dout(c.take<T>(kBlockRows * kLdFor<D>)),
+        k(c.take<T>(kStreamTileFor<D> * kLdFor<D>)),
+        v(c.take<T>(kStreamTileFor<D> * kLdFor<D>)) {}
+};
+
+// The dk/dv kernel's: the block's K and V rows, one query tile each of Q and dO, and the tile's
+// log-sum-exp (base 2; +inf where a query has no probabilities) and D.
+template <typename T, int D> struct DkvSmem {
+  T* k;
+  T* v;
+  T* q;
+  T* dout;
+  float* lse;
+  float* d;
+  KILN_HD explicit DkvSmem(tile::SmemCarver& c)
+      : k(c.take<T>(kBlockRows * kLdFor<D>)),
+        v(c.take<T>(kBlockRows * kLdFor<D>)),
+        q(c.take<T>(kQueryTileFor<D> * kLdFor<D>)),
+        dout(c.take<T>(kQueryTileFor<D> * kLdFor<D>)),
+        lse(c.take<float>(kQueryTileFor<D>)),
+        d(c.take<float>(kQueryTileFor<D>)) {}
+};
+
+// The sum of v over the warp, in every lane.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = tile::kWarp / 2; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dq_tc_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse, const T* q,
+                                    const T* k, const T* v, const __grid_constant__ TcParams p) {
+  using namespace tile;
+  constexpr int kLd = kLdFor<D>;
+  constexpr int kKeyTile = kStreamTileFor<D>;
+  constexpr int kScoreTiles = kKeyTile / kN;
+  constexpr int kOutTiles = D / kN;  // accumulator tiles along E
+  SmemCarver carve(dynamic_smem());
+  const DqSmem<T, D> smem(carve);
+  T *const q_s = smem.q, *const do_s = smem.dout, *const k_s = smem.k, *const v_s = smem.v;
+
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  const int64_t b = blockIdx.y;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  __shared__ AttentionOffsets offs;  // batch entry b's offsets (kept out of registers)
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
+  stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
+  stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kBlockRows);
+  const T* q_w = q_s + warp * kM * kLd;  // this warp's 16 query rows
+  const T* do_w = do_s + warp * kM * kLd;
+
+  // This lane's two rows (group and group + 8 of the warp's 16), their lse in base 2 (+inf where
+  // the row has no probabilities: past L, or no visible key) and D.
+  const int64_t rows[2] = {i0 + warp * kM + lane / 4, i0 + warp * kM + lane / 4 + 8};
+  float lse2[2], d_row[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = rows[h] < p.L ? lse[b * p.L + rows[h]] : -INFINITY;
+    lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
+  }
+  for (int r = 0; r < kM; ++r) {
+    const int64_t i = i0 + warp * kM + r;
+    float part = 0.f;
+    if (i < p.L) {
+      const T* o_row = out + offs.o + i * p.o_rs;
+      const T* g_row = dout + offs.o + i * p.o_rs;
+      for (int e = lane; e < D; e += kWarp) part += static_cast<float>(o_row[e]) * static_cast<float>(g_row[e]);
+    }
+    part = warp_sum(part);
+    if (r == lane / 4) d_row[0] = part;
+    if (r == lane / 4 + 8) d_row[1] = part;
+    if (lane == 0 && i < p.L) d_rows[b * p.L + i] = part;
+  }
+
+  CTile acc[kOutTiles];
+#pragma unroll
+  for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
+  const int64_t block_last = min_rows(p.L - 1, i0 + kBlockRows - 1);
+  const int64_t j_end = p.causal ? min_rows(p.S, block_last + 1) : p.S;
+  for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
+    __syncthreads();  // every warp is done with the previous key tile
+    stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);
+    stage<T, D>(v_s, v + offs.v, p.v_rs, j0, p.S, kKeyTile);
+    __syncthreads();
+
+    // S = Q K^T and dP = dO V^T, 16 x kKeyTile each.
+    CTile s[kScoreTiles], dp[kScoreTiles];
+    score_pair<T, D>(s, q_w, k_s, dp, do_w, v_s);
+    // dS = P * (dP Z - D), in the score tiles; 0 where the key is not visible.
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < kCElems; ++e) {
+        const int h = e / 2;
+        const int64_t j = j0 + n * kN + c_coord(lane, e).col;
+        const float pe = visible(p, rows[h], j) ? exp2f(s[n].r[e] * p.scale_log2 - lse2[h]) : 0.f;
+        float dpz = dp[n].r[e];
+        if constexpr (kDropout) dpz *= keep_factor(p, st, b, rows[h], j);
+        s[n].r[e] = pe * (dpz - d_row[h]);
+      }
+    }
+    // dQ += dS K, 16 keys at a time: two dS tiles side by side are one A operand.
+    add_product<T, D>(acc, s, k_s);
+  }
+
+  T* const dq_b = dq + offs.dq;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (rows[h] >= p.L) continue;
+    T* g = dq_b + rows[h] * p.dq_rs;
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) g[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * p.scale);
+    }
+  }
+}
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dkv_tc_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows, const T* q,
+                                     const T* k, const T* v, const __grid_constant__ TcParams p) {
+  using namespace tile;
+  constexpr int kLd = kLdFor<D>;
+  constexpr int kQueryTile = kQueryTileFor<D>;
+  constexpr int kScoreTiles = kQueryTile / kN;
+  constexpr int kOutTiles = D / kN;
+  SmemCarver carve(dynamic_smem());
+  const DkvSmem<T, D> smem(carve);
+  T *const k_s = smem.k, *const v_s = smem.v, *const q_s = smem.q, *const do_s = smem.dout;
+  float *const lse_s = smem.lse, *const d_s = smem.d;
+
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  const int64_t b = blockIdx.y;
+  const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  // In shared memory: held in registers through the query loop, the offsets of q, dout, dk and dv
+  // pushed this kernel at head dim 64 into register spills (ptxas -v, sm_90).
+  __shared__ AttentionOffsets offs;
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
+  stage<T, D>(k_s, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
+  stage<T, D>(v_s, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
+  const T* k_w = k_s + warp * kM * kLd;  // this warp's 16 keys
+  const T* v_w = v_s + warp * kM * kLd;
+
+  CTile acc_k[kOutTiles], acc_v[kOutTiles];
+#pragma unroll
+  for (int t = 0; t < kOutTiles; ++t) {
+    fill(acc_k[t], 0.f);
+    fill(acc_v[t], 0.f);
+  }
+  // Causal: queries before the block's first key see none of its keys.
+  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
+  for (int64_t i0 = i_begin; i0 < p.L; i0 += kQueryTile) {
+    __syncthreads();  // every warp is done with the previous query tile (and k_s, v_s are staged)
+    stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
+    stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
+    for (int t = static_cast<int>(threadIdx.x); t < kQueryTile; t += blockDim.x) {
+      const int64_t i = i0 + t;
+      const float l = i < p.L ? lse[b * p.L + i] : -INFINITY;
+      lse_s[t] = l == -INFINITY ? INFINITY : l * kLog2e;
+      d_s[t] = i < p.L ? d_rows[b * p.L + i] : 0.f;
+    }
+    __syncthreads();
+
+    // S^T = K Q^T and dP^T = V dO^T, 16 keys x kQueryTile queries each.
+    CTile s[kScoreTiles], dp[kScoreTiles];
+    score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
+    // (P Z)^T into s, dS^T = P^T * (dP^T Z - D) into dp; a tile's columns are queries.
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < kCElems; ++e) {
+        const Coord c = c_coord(lane, e);
+        const int col = n * kN + c.col;
+        const int64_t j = j_first + warp * kM + c.row;
+        const float pe = visible(p, i0 + col, j) ? exp2f(s[n].r[e] * p.scale_log2 - lse_s[col]) : 0.f;
+        float z = 1.f;
+        if constexpr (kDropout) z = keep_factor(p, st, b, i0 + col, j);
+        s[n].r[e] = pe * z;
+        dp[n].r[e] = pe * (dp[n].r[e] * z - d_s[col]);
+      }
+    }
+    // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
+    add_product<T, D>(acc_v, s, do_s);
+    add_product<T, D>(acc_k, dp, q_s);
+  }
+
+  const int64_t keys[2] = {j_first + warp * kM + lane / 4, j_first + warp * kM + lane / 4 + 8};
+  T* const dk_b = dk + offs.dk;
+  T* const dv_b = dv + offs.dv;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (keys[h] >= p.S) continue;
+    T* gk = dk_b + keys[h] * p.dk_rs;
+    T* gv = dv_b + keys[h] * p.dv_rs;
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        const int col = t * kN + c_coord(lane, e).col;
+        gk[col] = static_cast<T>(acc_k[t].r[e] * p.scale);
+        gv[col] = static_cast<T>(acc_v[t].r[e]);
+      }
+    }
+  }
+}
+
+}  // namespace kiln::attention_tc

@@ -1,0 +1,371 @@
+// The emulator behind kernels/simt/simt.h: a block's CUDA threads are ucontext fibers on the
+// launching thread. A thread that must wait (at a barrier or a warp collective) or has exited
+// switches straight to the next runnable thread, the lowest- or highest-numbered; with none left it
+// returns to the launch, which ends the block or reports a deadlock. Under AddressSanitizer and
+// ThreadSanitizer every switch is announced to the sanitizer, which otherwise takes a fiber's stack
+// for memory it does not know.
+#include "kernels/simt/simt.h"
+
+#include <pthread.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_SIMT_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define KILN_SIMT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KILN_SIMT_TSAN 1
+#endif
+#endif
+#if defined(KILN_SIMT_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(KILN_SIMT_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace kiln::simt {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr unsigned kMaxBlockThreads = 1024;
+// A fiber's stack. A kernel's locals are its registers' worth, a few KiB even with AddressSanitizer's
+// redzones. Small matters there: ASan's swapcontext clears the shadow of the whole stack it switches
+// to, at every switch (with 1 MiB stacks the emulated attention tests took about 7 times as long).
+constexpr size_t kStackBytes = size_t{64} << 10;
+
+enum class State { Runnable, AtBarrier, AtCollective, Exited };
+
+struct Fiber {
+  ucontext_t context{};
+  std::unique_ptr<char[]> stack;
+  Dim3 index;
+  int linear = 0;
+  State state = State::Runnable;
+  Site where;  // the barrier or collective it waits at
+  void* fake_stack = nullptr;  // AddressSanitizer's, while switched out
+  void* tsan_fiber = nullptr;
+};
+
+// A warp's collectives: the contributions of the lanes that have arrived, and the last completed
+// gather, which its lanes read until they arrive at the next one (so two buffers).
+struct Warp {
+  int arrived = 0, exited = 0;
+  Site where;
+  size_t bytes = 0;
+  std::vector<unsigned char> incoming, published;
+};
+
+// The running launch: one per host thread at a time.
+struct Launch {
+  const LaunchConfig* config = nullptr;
+  const std::function<void()>* kernel = nullptr;
+  Dim3 block;
+  std::vector<Fiber> fibers;
+  std::unique_ptr<unsigned char[]> smem;
+  int current = -1;  // the fiber running, -1 in the launch's own context
+  int live = 0;      // threads of the block that have not exited
+  int at_barrier = 0;
+  Site barrier_where;
+  std::vector<Warp> warps;
+  ucontext_t scheduler{};
+  void* scheduler_stack = nullptr;  // the launching thread's stack (for AddressSanitizer)
+  size_t scheduler_stack_size = 0;
+  void* scheduler_fake_stack = nullptr;
+  void* tsan_scheduler = nullptr;
+  std::exception_ptr thrown;  // the first exception a thread raised: the launch stops
+  LaunchStats stats;
+};
+
+thread_local Launch* t_launch = nullptr;
+
+std::string site(const Site& w) { return std::string(w.file) + ":" + std::to_string(w.line); }
+bool same_site(const Site& a, const Site& b) { return a.line == b.line && std::strcmp(a.file, b.file) == 0; }
+std::string dims(const Dim3& d) {
+  std::ostringstream os;
+  os << "(" << d.x << ", " << d.y << ", " << d.z << ")";
+  return os.str();
+}
+
+Launch& running(const char* what) {
+  if (t_launch == nullptr || t_launch->current < 0) {
+    throw Error(std::string("simt: ") + what + " called outside a kernel launched by simt::launch");
+  }
+  return *t_launch;
+}
+Fiber& self(Launch& l) { return l.fibers[static_cast<size_t>(l.current)]; }
+
+[[noreturn]] void fail(const Launch& l, const std::string& what) {
+  throw Error("simt: block " + dims(l.block) + ": " + what);
+}
+
+int pick(const Launch& l) {
+  const int n = static_cast<int>(l.fibers.size());
+  for (int k = 0; k < n; ++k) {
+    const int i = l.config->schedule == Schedule::Lowest ? k : n - 1 - k;
+    if (l.fibers[static_cast<size_t>(i)].state == State::Runnable) return i;
+  }
+  return -1;
+}
+
+// Switches from the context `from` (a fiber, or null for the launch's own) to fiber `to` (or, when
+// null, the launch's context), announcing it to the sanitizers. Returns when something switches
+// back to `from`; never, when `from` has exited.
+void switch_context(Launch& l, Fiber* from, Fiber* to) {
+  l.current = to != nullptr ? to->linear : -1;
+  ucontext_t* const from_context = from != nullptr ? &from->context : &l.scheduler;
+  void** const fake = from == nullptr ? &l.scheduler_fake_stack
+                      : from->state == State::Exited ? nullptr
+                                                     : &from->fake_stack;
+#if defined(KILN_SIMT_ASAN)
+  if (to != nullptr) {
+    __sanitizer_start_switch_fiber(fake, to->stack.get(), kStackBytes);
+  } else {
+    __sanitizer_start_switch_fiber(fake, l.scheduler_stack, l.scheduler_stack_size);
+  }
+#endif
+#if defined(KILN_SIMT_TSAN)
+  __tsan_switch_to_fiber(to != nullptr ? to->tsan_fiber : l.tsan_scheduler, 0);
+#endif
+  swapcontext(from_context, to != nullptr ? &to->context : &l.scheduler);
+#if defined(KILN_SIMT_ASAN)
+  __sanitizer_finish_switch_fiber(fake != nullptr ? *fake : nullptr, nullptr, nullptr);
+#endif
+  (void)fake;
+}
+
+// The running fiber f cannot go on (it waits, or has exited): the next runnable thread runs, which
+// is f itself when it is runnable again and first in the schedule's order. With none runnable, or
+// once a thread has thrown, the launch's context takes over.
+void yield(Launch& l, Fiber& f) {
+  const int next = l.thrown ? -1 : pick(l);
+  if (next == f.linear) return;
+  switch_context(l, &f, next >= 0 ? &l.fibers[static_cast<size_t>(next)] : nullptr);
+}
+
+// Opens the block barrier once every thread that has not exited waits at it.
+void release_barrier_if_complete(Launch& l) {
+  if (l.at_barrier == 0 || l.at_barrier < l.live) return;
+  for (Fiber& f : l.fibers) {
+    if (f.state == State::AtBarrier) f.state = State::Runnable;
+  }
+  l.at_barrier = 0;
+  ++l.stats.block_barriers;
+}
+
+void fiber_main() {
+  Launch& l = *t_launch;
+  Fiber& f = self(l);
+#if defined(KILN_SIMT_ASAN)
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+  try {
+    (*l.kernel)();
+  } catch (...) {
+    if (!l.thrown) l.thrown = std::current_exception();
+  }
+  f.state = State::Exited;
+  --l.live;
+  Warp& w = l.warps[static_cast<size_t>(f.linear / kWarp)];
+  ++w.exited;
+  if (w.arrived > 0 && !l.thrown) {
+    l.thrown = std::make_exception_ptr(Error("simt: block " + dims(l.block) + ": thread " + std::to_string(f.linear) +
+                                             " exited while lanes of its warp wait at a warp collective, " +
+                                             site(w.where)));
+  }
+  release_barrier_if_complete(l);
+  yield(l, f);
+}
+
+// Every thread's state, for a deadlock's message.
+std::string describe_waits(const Launch& l) {
+  std::ostringstream os;
+  for (const Fiber& f : l.fibers) {
+    if (f.state == State::AtBarrier) os << "\n  thread " << f.linear << " waits at __syncthreads, " << site(f.where);
+    if (f.state == State::AtCollective) {
+      os << "\n  thread " << f.linear << " (warp " << f.linear / kWarp << ") waits at a warp collective, "
+         << site(f.where);
+    }
+  }
+  return os.str();
+}
+
+void run_block(Launch& l, Dim3 block) {
+  const LaunchConfig& c = *l.config;
+  l.block = block;
+  l.live = static_cast<int>(l.fibers.size());
+  l.at_barrier = 0;
+  for (Warp& w : l.warps) w.arrived = w.exited = 0;
+  if (c.dynamic_smem > 0) std::memset(l.smem.get(), 0xFF, c.dynamic_smem);
+  for (Fiber& f : l.fibers) {
+    f.state = State::Runnable;
+    f.fake_stack = nullptr;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &l.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+  }
+  // The threads switch among themselves; control comes back here when none can run.
+  const int first = pick(l);
+  switch_context(l, nullptr, &l.fibers[static_cast<size_t>(first)]);
+  if (l.thrown) return;
+  if (l.live > 0) fail(l, "deadlock: no thread can run" + describe_waits(l));
+  ++l.stats.blocks;
+  l.stats.threads += static_cast<int64_t>(l.fibers.size());
+}
+
+}  // namespace
+
+LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kernel) {
+  if (t_launch != nullptr) throw Error("simt::launch: a launch is already running on this thread");
+  const Dim3 &g = config.grid, &b = config.block;
+  const uint64_t threads = uint64_t{b.x} * b.y * b.z;
+  if (g.x == 0 || g.y == 0 || g.z == 0 || threads == 0 || threads > kMaxBlockThreads) {
+    throw Error("simt::launch: grid " + dims(g) + " and block " + dims(b) +
+                " need every dimension at least 1 and at most 1024 threads a block");
+  }
+  Launch l;
+  l.config = &config;
+  l.kernel = &kernel;
+  l.fibers.resize(threads);
+  l.warps.resize((threads + kWarp - 1) / kWarp);
+  if (config.dynamic_smem > 0) l.smem.reset(new unsigned char[config.dynamic_smem]);
+#if defined(KILN_SIMT_TSAN)
+  l.tsan_scheduler = __tsan_get_current_fiber();
+#endif
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &l.scheduler_stack, &l.scheduler_stack_size);
+    pthread_attr_destroy(&attr);
+  }
+  for (size_t i = 0; i < l.fibers.size(); ++i) {
+    Fiber& f = l.fibers[i];
+    f.linear = static_cast<int>(i);
+    f.index = Dim3{static_cast<unsigned>(i % b.x), static_cast<unsigned>(i / b.x % b.y),
+                   static_cast<unsigned>(i / (uint64_t{b.x} * b.y))};
+    f.stack.reset(new char[kStackBytes]);
+#if defined(KILN_SIMT_TSAN)
+    f.tsan_fiber = __tsan_create_fiber(0);
+#endif
+  }
+  t_launch = &l;
+  struct Done {
+    Launch& l;
+    ~Done() {
+      t_launch = nullptr;
+#if defined(KILN_SIMT_TSAN)
+      for (Fiber& f : l.fibers) __tsan_destroy_fiber(f.tsan_fiber);
+#endif
+    }
+  } done{l};
+  const uint64_t blocks = uint64_t{g.x} * g.y * g.z;
+  for (uint64_t k = 0; k < blocks; ++k) {
+    const uint64_t i = config.schedule == Schedule::Lowest ? k : blocks - 1 - k;
+    run_block(l, Dim3{static_cast<unsigned>(i % g.x), static_cast<unsigned>(i / g.x % g.y),
+                      static_cast<unsigned>(i / (uint64_t{g.x} * g.y))});
+    if (l.thrown) std::rethrow_exception(l.thrown);
+  }
+  return l.stats;
+}
+
+int64_t LaunchStats::collectives_in(std::string_view file) const {
+  int64_t n = 0;
+  for (const auto& [where, count] : collectives_at) {
+    const std::string_view path(where.first);
+    if (path.size() >= file.size() && path.substr(path.size() - file.size()) == file) n += count;
+  }
+  return n;
+}
+
+const Dim3& thread_idx() {
+  Launch& l = running("threadIdx");
+  return self(l).index;
+}
+const Dim3& block_idx() { return running("blockIdx").block; }
+const Dim3& block_dim() { return running("blockDim").config->block; }
+const Dim3& grid_dim() { return running("gridDim").config->grid; }
+int lane() { return self(running("the lane")).linear % kWarp; }
+
+void* dynamic_smem() { return running("dynamic shared memory").smem.get(); }
+
+void sync_block(Site where) {
+  Launch& l = running("__syncthreads");
+  Fiber& f = self(l);
+  if (l.at_barrier > 0 && !same_site(l.barrier_where, where)) {
+    fail(l, "divergent __syncthreads: thread " + std::to_string(f.linear) + " at " + site(where) +
+                ", other threads at " + site(l.barrier_where));
+  }
+  if (l.at_barrier++ == 0) l.barrier_where = where;
+  f.state = State::AtBarrier;
+  f.where = where;
+  release_barrier_if_complete(l);
+  yield(l, f);
+}
+
+const void* warp_gather(const void* mine, size_t bytes, Site where) {
+  Launch& l = running("a warp collective");
+  Fiber& f = self(l);
+  const int warp = f.linear / kWarp, lane = f.linear % kWarp;
+  Warp& w = l.warps[static_cast<size_t>(warp)];
+  if (static_cast<int>(l.fibers.size()) - warp * kWarp < kWarp) {
+    fail(l, "warp collective at " + site(where) + " in a partial warp: the block has " +
+                std::to_string(l.fibers.size()) + " threads, not a multiple of 32");
+  }
+  if (w.exited > 0) {
+    int gone = 0;
+    while (l.fibers[static_cast<size_t>(warp * kWarp + gone)].state != State::Exited) ++gone;
+    fail(l, "warp collective at " + site(where) + ": lane " + std::to_string(gone) + " of warp " +
+                std::to_string(warp) + " has exited");
+  }
+  if (w.arrived > 0 && (!same_site(w.where, where) || w.bytes != bytes)) {
+    fail(l, "divergent warp collective in warp " + std::to_string(warp) + ": lane " + std::to_string(lane) + " at " +
+                site(where) + " (" + std::to_string(bytes) + " bytes), other lanes at " + site(w.where) + " (" +
+                std::to_string(w.bytes) + " bytes)");
+  }
+  if (w.arrived == 0) {
+    w.where = where;
+    w.bytes = bytes;
+    w.incoming.resize(kWarp * bytes);
+  }
+  std::memcpy(w.incoming.data() + static_cast<size_t>(lane) * bytes, mine, bytes);
+  f.state = State::AtCollective;
+  f.where = where;
+  if (++w.arrived == kWarp) {
+    // Every lane has finished with the previous gather (it arrived here after), so it can go.
+    std::swap(w.incoming, w.published);
+    for (int i = warp * kWarp; i < (warp + 1) * kWarp; ++i) l.fibers[static_cast<size_t>(i)].state = State::Runnable;
+    w.arrived = 0;
+    ++l.stats.warp_collectives;
+    ++l.stats.collectives_at[{w.where.file, w.where.line}];
+  }
+  yield(l, f);
+  return w.published.data();
+}
+
+namespace detail {
+void throw_partial_mask(unsigned mask, Site where) {
+  std::ostringstream os;
+  os << "simt: shuffle at " << site(where) << " with mask 0x" << std::hex << mask
+     << ": only whole-warp shuffles (0xffffffff) are emulated";
+  throw Error(os.str());
+}
+}  // namespace detail
+
+}  // namespace kiln::simt

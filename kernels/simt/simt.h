@@ -1,0 +1,152 @@
+// simt: CUDA's execution model emulated on the CPU, so that the CPU tests can run kiln's CUDA
+// kernels (their real source, compiled by the host compiler) where no GPU is present.
+//
+// A launch runs its blocks one after another. Within a block every CUDA thread is a fiber (its own
+// stack, switched cooperatively on the calling thread), and a fiber runs until it reaches a point
+// where it must wait for others:
+// - __syncthreads(), until every thread of the block that has not exited arrives at the same call;
+// - a warp collective (__shfl_sync, __shfl_xor_sync, a tensor-core mma through
+//   kernels/cuda/tile.cuh), until every lane of its warp arrives at the same call.
+// A scheduler then picks the next runnable thread: always the lowest-numbered (Schedule::Lowest)
+// or always the highest (Schedule::Highest). Either way one warp runs ahead to the next barrier
+// before the others start: a kernel that reads shared memory another warp writes, without a
+// __syncthreads between, gets different results under the two schedules, so tests run both.
+//
+// What it checks, beyond the kernel's results: a barrier that threads reach at different calls
+// (divergence), a warp collective with an exited lane, a deadlock (nothing runnable, some threads
+// waiting), and the dynamic shared memory starts as all-ones bytes (NaN as a float, half or
+// bfloat16), so a read before any write shows. It is exactly as large as the launch asked for: the
+// sanitized build (tools/sanitize.sh) catches reads past it as it catches reads past a tensor.
+//
+// What it does not: the tensor-core instruction is emulated through kiln's own fragment maps
+// (kernels/tile_layout.h), so a wrong map would pass here; tests/cuda/test_tile_cuda.cpp checks the
+// maps against the hardware. Floating-point results differ in the last bits from a GPU's (no FMA
+// contraction, exact exp2f, mma sums in k order). Timing, occupancy and memory coalescing are not
+// modeled at all.
+//
+// Including this header in a host translation unit defines the CUDA names a kernel uses
+// (threadIdx, __syncthreads, __shfl_xor_sync, __shared__, ...) in terms of the emulator.
+#pragma once
+
+#if defined(__CUDACC__)
+#error "kernels/simt/simt.h emulates CUDA on the host: include it only from host-compiled code"
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string_view>
+#include <utility>
+
+namespace kiln::simt {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// A call's place in the source, file and line: a default argument `Site where = Site::here()` is
+// the caller's (two barriers on one line are one place to the emulator).
+// (Not std::source_location, which the clang of the sanitized build cannot build with libstdc++.)
+struct Site {
+  const char* file = "";
+  int line = 0;
+  static constexpr Site here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) { return {file, line}; }
+};
+
+// Which runnable thread of a block runs next.
+enum class Schedule { Lowest, Highest };
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  size_t dynamic_smem = 0;  // bytes behind dynamic_smem()
+  Schedule schedule = Schedule::Lowest;
+};
+
+// What one launch did, for tests that a kernel's structure was exercised.
+struct LaunchStats {
+  int64_t blocks = 0, threads = 0;
+  int64_t block_barriers = 0;    // completed __syncthreads, per block
+  int64_t warp_collectives = 0;  // completed shuffles and mma, per warp
+  // The same by the call they completed at (file and line): how much work of one kind a kernel did,
+  // such as its tensor-core instructions (the emulated mma is a call in kernels/cuda/tile.cuh).
+  std::map<std::pair<const char*, int>, int64_t> collectives_at;
+  // The collectives completed at calls in files whose path ends with `file`.
+  int64_t collectives_in(std::string_view file) const;
+};
+
+// Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
+// source line of a barrier or collective) on a divergent barrier, a collective missing a lane, a
+// deadlock, or a mismatch between the block size and the warp collectives; an exception a thread
+// throws is rethrown here. Not reentrant: a kernel cannot launch another.
+LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kernel);
+
+// Inside a launch (anything else throws):
+const Dim3& thread_idx();
+const Dim3& block_idx();
+const Dim3& block_dim();
+const Dim3& grid_dim();
+void* dynamic_smem();
+// __syncthreads().
+void sync_block(Site where = Site::here());
+// A warp collective: every lane of the calling warp gives `bytes` at `mine`, and each gets back the
+// warp's contributions, lane l's at result + l * bytes. The result stays valid until the lane's
+// next collective. The one primitive under the shuffles and the emulated mma.
+const void* warp_gather(const void* mine, size_t bytes, Site where = Site::here());
+// The calling thread's lane: its index in the block, x fastest, modulo 32.
+int lane();
+
+namespace detail {
+[[noreturn]] void throw_partial_mask(unsigned mask, Site where);
+}  // namespace detail
+
+}  // namespace kiln::simt
+
+// --- CUDA's names, for host-compiled kernels ------------------------------------------------------
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+// A block's threads are fibers of one host thread: a static shared by them is the block's shared
+// variable (blocks run one after another, so each block sees only its own writes).
+#define __shared__ static thread_local
+
+#define threadIdx (::kiln::simt::thread_idx())
+#define blockIdx (::kiln::simt::block_idx())
+#define blockDim (::kiln::simt::block_dim())
+#define gridDim (::kiln::simt::grid_dim())
+
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+inline void __syncthreads(::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  ::kiln::simt::sync_block(where);
+}
+
+namespace kiln::simt::detail {
+template <typename V> V shuffle_from(unsigned mask, V v, int src_lane, Site where) {
+  static_assert(sizeof(V) <= 8, "shuffles move 4- or 8-byte values");
+  if (mask != 0xffffffffu) {
+    // kiln's kernels shuffle whole warps only; a partial mask would need the emulator to track it.
+    throw_partial_mask(mask, where);
+  }
+  const V* all = static_cast<const V*>(warp_gather(&v, sizeof(V), where));
+  return all[src_lane & 31];
+}
+}  // namespace kiln::simt::detail
+
+template <typename V>
+V __shfl_sync(unsigned mask, V v, int src_lane, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  return ::kiln::simt::detail::shuffle_from(mask, v, src_lane, where);
+}
+template <typename V>
+V __shfl_xor_sync(unsigned mask, V v, int lane_mask,
+                  ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  return ::kiln::simt::detail::shuffle_from(mask, v, ::kiln::simt::lane() ^ lane_mask, where);
+}

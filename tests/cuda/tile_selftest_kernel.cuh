@@ -1,0 +1,37 @@
+// The kernel of the tensor-core tile self-test: one warp loads A, K^T and V, runs the mma and
+// stores the products, and re-reads two C tiles as an A tile (tests/cuda/tile_selftest.h says what it
+// computes). The GPU test launches it (tests/cuda/tile_selftest.cu), and the CPU test runs it on the
+// emulator of kernels/simt/simt.h (tests/kernels/test_simt.cpp).
+#pragma once
+
+#include "kernels/cuda/tile.cuh"
+
+namespace kiln::test {
+
+template <typename T>
+__global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* s, float* av, float* sv) {
+  using namespace kiln::tile;
+  ATile<T> ta;
+  BTile<T> k0, k1, tv;
+  load_a(ta, a, 16);
+  load_b_transposed(k0, k, 16);
+  load_b_transposed(k1, k + 8 * 16, 16);
+  load_b(tv, v, 8);
+  CTile c0, c1, d_av, d_sv;
+  fill(c0, 0.0f);
+  fill(c1, 0.0f);
+  fill(d_av, 0.0f);
+  fill(d_sv, 0.0f);
+  mma(c0, ta, k0);
+  mma(c1, ta, k1);
+  mma(d_av, ta, tv);
+  store_c(c0, s, 16);
+  store_c(c1, s + 8, 16);
+  store_c(d_av, av, 8);
+  ATile<T> p;
+  a_from_c(p, c0, c1);
+  mma(d_sv, p, tv);
+  store_c(d_sv, sv, 8);
+}
+
+}  // namespace kiln::test

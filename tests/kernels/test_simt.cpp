@@ -1,0 +1,199 @@
+// The CPU emulator of CUDA's threads (kernels/simt/simt.h): indices, the block barrier, shuffles,
+// the tensor-core tiles of kernels/cuda/tile.cuh, and the faults it must report rather than hide
+// (a missing barrier, a divergent one, a collective missing a lane, a deadlock).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/half.h"
+#include "kernels/simt/simt.h"
+#include "tests/cuda/tile_selftest.h"
+#include "tests/cuda/tile_selftest_kernel.cuh"
+
+using namespace kiln;
+using Catch::Matchers::Contains;
+using simt::LaunchConfig;
+using simt::Schedule;
+
+namespace {
+
+LaunchConfig config(simt::Dim3 grid, simt::Dim3 block, Schedule schedule, size_t smem = 0) {
+  LaunchConfig c;
+  c.grid = grid;
+  c.block = block;
+  c.schedule = schedule;
+  c.dynamic_smem = smem;
+  return c;
+}
+
+// out[b * n + t] = shared[(t + 1) % n] after every thread t of block b wrote t + 100 b there, with
+// or without a barrier between the write and the read.
+std::vector<float> neighbours(Schedule schedule, bool barrier) {
+  const unsigned n = 64, blocks = 3;
+  std::vector<float> out(n * blocks, -1.f);
+  simt::launch(config({blocks, 1, 1}, {n, 1, 1}, schedule, n * sizeof(float)), [&] {
+    float* s = static_cast<float*>(simt::dynamic_smem());
+    const unsigned t = threadIdx.x;
+    s[t] = static_cast<float>(t + 100 * blockIdx.x);
+    if (barrier) __syncthreads();
+    out[blockIdx.x * n + t] = s[(t + 1) % n];
+  });
+  return out;
+}
+
+// The tile self-test kernel on the emulator, as tests/cuda/tile_selftest.cu runs it on the GPU.
+template <typename T>
+test::TileSelftest run_tile_selftest(const std::vector<float>& a, const std::vector<float>& k,
+                                     const std::vector<float>& v) {
+  auto rounded = [](const std::vector<float>& x) {
+    std::vector<T> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) r[i] = static_cast<T>(x[i]);
+    return r;
+  };
+  const std::vector<T> ra = rounded(a), rk = rounded(k), rv = rounded(v);
+  std::vector<float> out(256 + 128 + 128, std::nanf(""));
+  const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {32, 1, 1}, Schedule::Lowest), [&] {
+    test::tile_selftest_kernel<T>(ra.data(), rk.data(), rv.data(), out.data(), out.data() + 256, out.data() + 384);
+  });
+  CHECK(stats.warp_collectives == 4);  // the four mma
+  CHECK(stats.collectives_in("kernels/cuda/tile.cuh") == 4);
+  return {std::vector<float>(out.begin(), out.begin() + 256), std::vector<float>(out.begin() + 256, out.begin() + 384),
+          std::vector<float>(out.begin() + 384, out.end())};
+}
+
+}  // namespace
+
+TEST_CASE("simt: every thread of every block runs once and sees its indices", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const unsigned per_block = 8 * 4 * 2, blocks = 3 * 2;
+  std::vector<int> seen(per_block * blocks, 0);
+  const simt::LaunchStats stats = simt::launch(config({3, 2, 1}, {8, 4, 2}, schedule), [&] {
+    CHECK(blockDim.x == 8);
+    CHECK(gridDim.y == 2);
+    const unsigned block = blockIdx.x + gridDim.x * blockIdx.y;
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    CHECK(simt::lane() == static_cast<int>(t % 32));
+    ++seen[block * per_block + t];
+  });
+  CHECK(stats.blocks == blocks);
+  CHECK(stats.threads == per_block * blocks);
+  CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+}
+
+TEST_CASE("simt: a barrier orders shared memory; without it, each schedule reads unwritten memory", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const std::vector<float> with = neighbours(schedule, true), without = neighbours(schedule, false);
+  for (unsigned b = 0; b < 3; ++b) {
+    for (unsigned t = 0; t < 64; ++t) CHECK(with[b * 64 + t] == static_cast<float>((t + 1) % 64 + 100 * b));
+  }
+  // A thread runs until it must wait. With no barrier, the threads run one after another, and a
+  // thread that runs before its neighbour reads the all-ones bytes a block's shared memory starts
+  // as: all but the last of each block from the lowest, only the first (thread 63 reads thread 0's
+  // slot) from the highest.
+  const auto unwritten = std::count_if(without.begin(), without.end(), [](float x) { return std::isnan(x); });
+  CHECK(unwritten == (schedule == Schedule::Lowest ? 3 * 63 : 3));
+}
+
+TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  std::vector<float> sums(96), broadcast(96);
+  std::vector<double> wide(96);
+  const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {96, 1, 1}, schedule), [&] {
+    const unsigned t = threadIdx.x;
+    float v = static_cast<float>(t);
+    for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+    sums[t] = v;
+    broadcast[t] = __shfl_sync(0xffffffffu, static_cast<float>(t) * 2.f, 5);
+    wide[t] = __shfl_sync(0xffffffffu, 0.5 + t, 31 - simt::lane());
+  });
+  for (unsigned t = 0; t < 96; ++t) {
+    const unsigned warp = t / 32;
+    CHECK(sums[t] == static_cast<float>(32 * 32 * warp + 31 * 32 / 2));
+    CHECK(broadcast[t] == static_cast<float>(2 * (32 * warp + 5)));
+    CHECK(wide[t] == 0.5 + (32 * warp + 31 - t % 32));
+  }
+  CHECK(stats.warp_collectives == 3 * 7);
+  CHECK(stats.collectives_in("tests/kernels/test_simt.cpp") == 3 * 7);
+  CHECK(stats.collectives_at.size() == 3);  // the xor shuffle's call, and the two others
+  CHECK(stats.collectives_in("tile.cuh") == 0);
+}
+
+TEST_CASE("simt: the tensor-core tiles on the emulator equal the exact products", "[simt][tile]") {
+  const bool bf16 = GENERATE(true, false);
+  INFO((bf16 ? "bfloat16" : "float16"));
+  const std::vector<float> a = test::tile_ints(16, 16, 1), k = test::tile_ints(16, 16, 2);
+  const std::vector<float> v = test::tile_ints(16, 8, 3);
+  const test::TileSelftest got = bf16 ? run_tile_selftest<BFloat16>(a, k, v) : run_tile_selftest<Half>(a, k, v);
+  const std::vector<float> s = test::product(a, k, 16, 16, 16, true);
+  CHECK(got.s == s);
+  CHECK(got.av == test::product(a, v, 16, 8, 16, false));
+  CHECK(got.sv == test::product(s, v, 16, 8, 16, false));
+}
+
+TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const simt::Dim3 one{1, 1, 1}, warp{32, 1, 1};
+  SECTION("threads at two different barriers") {
+    const auto two_barriers = [] {
+      if (threadIdx.x < 16) {
+        __syncthreads();
+      } else {
+        __syncthreads();
+      }
+    };
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule), two_barriers),
+                      Contains("divergent __syncthreads") && Contains("test_simt.cpp:"));
+  }
+  SECTION("a shuffle with a lane of the warp gone") {
+    // The first lane to run exits (lane 0, or 31 from the highest): the others then arrive.
+    const auto first_exits = [] {
+      if (threadIdx.x == 0 || threadIdx.x == 31) return;
+      (void)__shfl_xor_sync(0xffffffffu, 1.f, 1);
+    };
+    const char* gone = schedule == Schedule::Lowest ? "lane 0 of warp 0 has exited" : "lane 31 of warp 0 has exited";
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule), first_exits), Contains(gone));
+    // Lane 3 exits while lanes before it (or after it) already wait.
+    const auto third_exits = [] {
+      if (threadIdx.x == 3) return;
+      (void)__shfl_xor_sync(0xffffffffu, 1.f, 1);
+    };
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule), third_exits),
+                      Contains("thread 3 exited while lanes of its warp wait") && Contains("test_simt.cpp:"));
+  }
+  SECTION("lanes at a shuffle and at a barrier wait for each other forever") {
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule),
+                                   [] {
+                                     if (threadIdx.x == 0) (void)__shfl_xor_sync(0xffffffffu, 1.f, 1);
+                                     __syncthreads();
+                                   }),
+                      Contains("deadlock") && Contains("waits at __syncthreads") && Contains("warp collective"));
+  }
+  SECTION("a shuffle in a partial warp, or with a partial mask") {
+    CHECK_THROWS_WITH(simt::launch(config(one, {48, 1, 1}, schedule),
+                                   [] { (void)__shfl_xor_sync(0xffffffffu, 1.f, 1); }),
+                      Contains("partial warp"));
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule), [] { (void)__shfl_xor_sync(0xffffu, 1.f, 1); }),
+                      Contains("mask 0xffff"));
+  }
+  SECTION("an exception a thread throws reaches the launch") {
+    CHECK_THROWS_WITH(simt::launch(config({2, 1, 1}, {64, 1, 1}, schedule),
+                                   [] {
+                                     __syncthreads();
+                                     if (blockIdx.x == 1 && threadIdx.x == 40) throw ShapeError("thread 40 refuses");
+                                     __syncthreads();
+                                   }),
+                      "thread 40 refuses");
+  }
+  SECTION("bad launch shapes, and the emulator's calls outside a launch") {
+    CHECK_THROWS_AS(simt::launch(config(one, {0, 1, 1}, schedule), [] {}), Error);
+    CHECK_THROWS_WITH(simt::launch(config(one, {1025, 1, 1}, schedule), [] {}), Contains("at most 1024"));
+    CHECK_THROWS_WITH(simt::thread_idx(), Contains("outside a kernel"));
+    const auto nested = [&] { simt::launch(config(one, warp, schedule), [] {}); };
+    CHECK_THROWS_WITH(simt::launch(config(one, warp, schedule), nested), Contains("already running"));
+  }
+}
