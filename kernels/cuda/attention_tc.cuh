@@ -17,8 +17,6 @@ namespace kiln::attention_tc {
 inline constexpr int kWarps = 4;
 inline constexpr int kBlockRows = kWarps * tile::kM;
 inline constexpr int kBlockThreads = kWarps * tile::kWarp;
-// The smaller of two row counts (a name of its own: kiln::min is the tensor reduction).
-KILN_HD int64_t min_rows(int64_t a, int64_t b) { return a < b ? a : b; }
 // Blocks along a grid's x to cover `rows` rows (queries, or keys in the dk/dv kernel).
 inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
 // Rows of the streamed operand per shared-memory tile: 64, or 32 at head dim 128, whose

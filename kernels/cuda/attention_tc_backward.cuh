@@ -130,8 +130,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  const int64_t block_last = min_rows(p.L - 1, i0 + kBlockRows - 1);
-  const int64_t j_end = p.causal ? min_rows(p.S, block_last + 1) : p.S;
+  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
+  const int64_t j_end = p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
   for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous key tile
     stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);

@@ -1,7 +1,10 @@
-// Device helpers shared by kiln's CUDA kernels: cast-on-load/store by runtime dtype, the element
-// offset of a logical index in a StridedArg, 16-byte vector access, warp and block reductions,
-// a grid-stride launch configuration, launch checking and the dynamic shared-memory opt-in. Plain
-// CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
+// Device helpers shared by kiln's CUDA kernels. Those that also compile for the host, so that a
+// kernel using only them runs on the CPU's emulator (conversions to and from float, cast-on-load and
+// store by a run-time dtype, warp reductions, the dynamic shared memory), are in device_math.cuh,
+// included here. This file adds the element offset of a logical index in a StridedArg, 16-byte
+// vector access, block reductions, a grid-stride launch configuration, launch checking and the
+// dynamic shared-memory opt-in. Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in
+// C++20 mode rejects Debian's fmt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/index.h"
@@ -82,33 +86,6 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
-template <typename C> __device__ __forceinline__ C load_as(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
-    case DType::Float16: return static_cast<C>(__half2float(static_cast<const __half*>(base)[i]));
-    case DType::BFloat16: return static_cast<C>(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
-    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
-    case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
-    case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
-    case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
-    case DType::Bool: return static_cast<C>(static_cast<const bool*>(base)[i] ? 1 : 0);
-  }
-  return C(0);
-}
-
-template <typename C> __device__ __forceinline__ void store_as(void* base, DType t, int64_t i, C v) {
-  switch (t) {
-    case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::Float16: static_cast<__half*>(base)[i] = __float2half_rn(static_cast<float>(v)); return;
-    case DType::BFloat16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(static_cast<float>(v)); return;
-    case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
-    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
-    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
-    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
-    case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
-  }
-}
-
 // Element offset of logical (row-major) index `linear` in a strided operand of `a`'s sizes.
 __device__ __forceinline__ int64_t strided_offset(const StridedArg& a, int64_t linear) {
   int64_t off = 0;
@@ -153,18 +130,6 @@ inline VecSplit vec_split(int64_t n, int width, bool aligned) {
 // Bytes rounded up to 256, so regions carved one after another from one workspace stay aligned.
 inline size_t align_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-template <typename T> __device__ __forceinline__ T warp_max(T v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    T other = __shfl_down_sync(0xffffffffu, v, o);
-    v = other > v ? other : v;
-  }
-  return v;
-}
-
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
 // The order of additions is fixed by the thread layout, so it is deterministic.
 template <typename T> __device__ T block_sum(T v) {
@@ -182,16 +147,6 @@ template <typename T> __device__ T block_sum(T v) {
 
 
 // --- elementwise helpers -----------------------------------------------------------------------
-
-// The 16-bit and 32-bit float storage types of the vectorized fast paths, converted to and from
-// float with the hardware's round-to-nearest-even conversions.
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename S> __device__ __forceinline__ S from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // Offsets of N operands that share one index space (the output's sizes), for one thread per
 // element. Dims are stored innermost first so the unrolled loop below indexes the kernel
@@ -274,18 +229,6 @@ __device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, Inde
 }
 
 // --- row kernels (norm, loss, attention) ---------------------------------------------------------
-
-// Warp sum and max that every lane receives. The xor butterfly pairs lanes symmetrically and float
-// addition is commutative, so all 32 lanes end with the same bits. fmaxf drops a NaN operand, as
-// the CPU's std::max(running, x) does.
-template <typename T> __device__ __forceinline__ T warp_allreduce_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_allreduce_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // Kernels over float activations are instantiated for the three storage types CUDA tensors use;
 // float64 is CPU-only (kernels/dtype.h), so it is refused by name instead of instantiated.

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/tile_layout.h"
 
 namespace kiln::tile {
@@ -42,15 +43,8 @@ struct CTile {
 
 __device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) % kWarp; }
 
-// The block's dynamic shared memory, 16-byte aligned: what a kernel's SmemCarver carves.
-#if defined(__CUDACC__)
-__device__ __forceinline__ float4* dynamic_smem() {
-  extern __shared__ float4 kiln_dynamic_smem[];
-  return kiln_dynamic_smem;
-}
-#else
-inline float4* dynamic_smem() { return static_cast<float4*>(simt::dynamic_smem()); }
-#endif
+// The block's dynamic shared memory (kernels/cuda/device_math.cuh): what a kernel's SmemCarver carves.
+using cuda_detail::dynamic_smem;
 
 template <typename T> __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   static_assert(sizeof(T) == 2, "tiles hold 16-bit elements");

@@ -344,7 +344,7 @@ const void* warp_gather(const void* mine, size_t bytes, Site where) {
     w.bytes = bytes;
     w.incoming.resize(kWarp * bytes);
   }
-  std::memcpy(w.incoming.data() + static_cast<size_t>(lane) * bytes, mine, bytes);
+  if (bytes > 0) std::memcpy(w.incoming.data() + static_cast<size_t>(lane) * bytes, mine, bytes);
   f.state = State::AtCollective;
   f.where = where;
   if (++w.arrived == kWarp) {

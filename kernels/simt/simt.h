@@ -145,8 +145,26 @@ template <typename V>
 V __shfl_sync(unsigned mask, V v, int src_lane, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
   return ::kiln::simt::detail::shuffle_from(mask, v, src_lane, where);
 }
+// Lane l gets lane l + delta's value; lanes past the warp's end keep their own, as on the GPU.
+template <typename V>
+V __shfl_down_sync(unsigned mask, V v, unsigned delta, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  const int src = ::kiln::simt::lane() + static_cast<int>(delta);
+  const V got = ::kiln::simt::detail::shuffle_from(mask, v, src, where);
+  return src < 32 ? got : v;
+}
 template <typename V>
 V __shfl_xor_sync(unsigned mask, V v, int lane_mask,
                   ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
   return ::kiln::simt::detail::shuffle_from(mask, v, ::kiln::simt::lane() ^ lane_mask, where);
 }
+
+// The lanes of the warp wait for each other (an empty collective).
+inline void __syncwarp(unsigned mask = 0xffffffffu, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  if (mask != 0xffffffffu) ::kiln::simt::detail::throw_partial_mask(mask, where);
+  (void)::kiln::simt::warp_gather(nullptr, 0, where);
+}
+
+// Float arithmetic in round-to-nearest without contraction into an FMA: the host compiler contracts
+// nothing unless told to (kiln builds without -ffp-contract=fast).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }

@@ -12,11 +12,8 @@
 // (tests/cuda/test_attention_tc_cuda.cpp, test_tile_cuda.cpp) do that.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <tuple>
-#include <vector>
+#include <cstdint>
 
 #include "core/kiln.h"
 #include "kernels/attention.h"
@@ -24,95 +21,13 @@
 #include "kernels/cuda/attention_tc_forward.cuh"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
-#include "tests/kernels/twin.h"
-#include "tests/worst_ratio.h"
+#include "tests/kernels/attention_simt.h"
 
 using namespace kiln;
 using namespace kiln::attention_tc;
-using kiln::test::worst_ratio;
+using namespace kiln::test;
 
 namespace {
-
-// n elements between two guard bands. The elements start as all-ones bytes (NaN in every float
-// type), the bands as a pattern that no kernel writes.
-template <typename E> class Guarded {
- public:
-  explicit Guarded(int64_t n) : n_(static_cast<size_t>(n)), bytes_((n_ + 2 * kGuard) * sizeof(E)) {
-    std::memset(bytes_.data(), kBand, bytes_.size());
-    std::memset(static_cast<void*>(data()), 0xFF, n_ * sizeof(E));
-  }
-  E* data() { return reinterpret_cast<E*>(bytes_.data()) + kGuard; }
-  const E* data() const { return reinterpret_cast<const E*>(bytes_.data()) + kGuard; }
-  bool bands_intact() const {
-    const size_t band = kGuard * sizeof(E), tail = band + n_ * sizeof(E);
-    for (size_t i = 0; i < band; ++i) {
-      if (bytes_[i] != kBand || bytes_[tail + i] != kBand) return false;
-    }
-    return true;
-  }
-  // The elements as a tensor of `dtype` and `shape`.
-  Tensor tensor(DType dtype, const Shape& shape) const {
-    Tensor t = empty(shape, TensorOptions(dtype));
-    REQUIRE(static_cast<size_t>(t.numel()) == n_);
-    std::memcpy(t.data_ptr(), data(), n_ * sizeof(E));
-    return t;
-  }
-
- private:
-  static constexpr size_t kGuard = 64;
-  static constexpr unsigned char kBand = 0x5A;
-  size_t n_;
-  std::vector<unsigned char> bytes_;
-};
-
-// One problem: the arguments for the dtype under test, and the buffers that hold q, k, v and dout
-// in that dtype, contiguous (q, k and v may be one buffer), with the element offsets where q, k and
-// v start in theirs. The outputs are dense (attention_dense_outputs).
-struct Problem {
-  AttentionArgs args;
-  Tensor q, k, v, dout;
-  int64_t q_at = 0, k_at = 0, v_at = 0;
-};
-
-// The problem's operands in dtype t (copies of the buffers, the same layout), and their owners.
-struct Operands {
-  std::vector<Tensor> owners;
-  const void *q, *k, *v, *dout;
-};
-Operands operands(const Problem& pr, DType t) {
-  Operands o;
-  o.owners = {pr.q.to(t), pr.k.to(t), pr.v.to(t), pr.dout.to(t)};
-  const auto at = [&](size_t i, int64_t offset) {
-    return static_cast<const void*>(static_cast<const char*>(o.owners[i].data_ptr()) +
-                                    offset * static_cast<int64_t>(element_size(t)));
-  };
-  o.q = at(0, pr.q_at);
-  o.k = at(1, pr.k_at);
-  o.v = at(2, pr.v_at);
-  o.dout = at(3, 0);
-  return o;
-}
-
-// out, lse, dq, dk and dv, flat over the batch: [batch, L, E], [batch, L], [batch, S, E].
-using Results = std::vector<Tensor>;
-
-// The CPU kernels in float64, on the same values (already rounded to the dtype under test).
-Results reference(const Problem& pr) {
-  AttentionArgs a = pr.args;
-  a.dtype = DType::Float64;
-  const Operands in = operands(pr, DType::Float64);
-  const TensorOptions f64(DType::Float64);
-  Tensor out = empty({a.batch, a.L, a.Ev}, f64), lse = empty({a.batch, a.L}, f64);
-  Tensor dq = empty({a.batch, a.L, a.E}, f64), dk = empty({a.batch, a.S, a.E}, f64);
-  Tensor dv = empty({a.batch, a.S, a.Ev}, f64);
-  test::run_on(Device::cpu(), kernels::attention_forward,
-               [&](Device) { return std::tuple(out.data_ptr(), lse.data_ptr(), in.q, in.k, in.v, a); });
-  test::run_on(Device::cpu(), kernels::attention_backward, [&](Device) {
-    return std::tuple(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), in.dout, static_cast<const void*>(out.data_ptr()),
-                      static_cast<const void*>(lse.data_ptr()), in.q, in.k, in.v, a);
-  });
-  return {out, lse, dq, dk, dv};
-}
 
 // The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu and
 // attention_tc_backward.cu launch them: the backward reads the emulated forward's output and
@@ -182,52 +97,16 @@ Emulated emulate_problem(const Problem& pr, simt::Schedule schedule) {
   return bf16 ? emulate_any<BFloat16, 128>(pr, schedule) : emulate_any<Half, 128>(pr, schedule);
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
-  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
-}
-
-// Runs the problem on the emulator under both schedules and checks them against each other (the
-// same bits) and against the float64 reference.
+// Runs the problem on the emulator (check_emulated), after checking that the CUDA twin would hand
+// it to these kernels.
 void check_problem(const Problem& pr) {
-  const AttentionArgs& a = pr.args;
-  INFO(dtype_name(a.dtype) << " E " << a.E << " batch " << a.batch << " L " << a.L << " S " << a.S
-                           << (a.causal ? " causal" : "") << " scale " << a.scale << " dropout " << a.dropout_p);
   {
-    // A problem the CUDA twin would hand to these kernels.
-    const Operands in = operands(pr, a.dtype);
-    REQUIRE(attention_tc_backward_fits(a, in.q, in.k, in.v, in.dout));
+    const Operands in = operands(pr, pr.args.dtype);
+    REQUIRE(attention_tc_backward_fits(in.args, in.q, in.k, in.v, in.dout));
   }
-  const Results low = emulate_problem(pr, simt::Schedule::Lowest).results;
-  const Results high = emulate_problem(pr, simt::Schedule::Highest).results;
-  const Results ref = reference(pr);
-  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-  // P and dS enter their products rounded to the dtype, and the results are rounded once more. Each
-  // gradient sums L or S such terms, so its absolute allowance scales with its largest element (as
-  // in the twin tests). The log-sum-exp is float32 arithmetic on exact inputs.
-  const double tol = a.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    INFO(names[i]);
-    CHECK(same_bits(low[i], high[i]));
-    const double rtol = i == 1 ? 1e-5 : tol;
-    const double atol = i == 1 ? 1e-5 : i == 0 ? tol : tol * std::max(1.0, test::max_abs(ref[i]));
-    CHECK(worst_ratio(low[i], ref[i], atol, rtol) <= 1.0);
-  }
-}
-
-// Dense [B, L, E] q and dout, [B, S, E] k and v: random values rounded to the dtype.
-Problem dense_problem(DType dtype, int64_t E, int64_t B, int64_t L, int64_t S, bool causal, double scale,
-                      double dropout) {
-  manual_seed(static_cast<uint64_t>(L * 7919 + S * 31 + E + (causal ? 1 : 0)));
-  Problem pr;
-  pr.args = test::tensor_core_args(dtype, B, L, S, E, causal, scale);
-  pr.args.dropout_p = dropout;
-  pr.args.philox = PhiloxState{0x9E3779B97F4A7C15ull, 48, nullptr};
-  pr.q = randn({B, L, E}).to(dtype);
-  pr.k = randn({B, S, E}).to(dtype);
-  pr.v = randn({B, S, E}).to(dtype);
-  pr.dout = randn({B, L, E}).to(dtype);
-  return pr;
+  // P and dS enter their products rounded to the dtype, and the results are rounded once more.
+  const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+  check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule).results; }, tol);
 }
 
 }  // namespace
@@ -267,26 +146,12 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
   const int64_t B = 2, H = 2, T = 40;
   manual_seed(static_cast<uint64_t>(E) + (causal ? 1 : 0));
   SECTION("views of a fused projection") {
-    Problem pr;
-    pr.args = test::tensor_core_args(dtype, B * H, T, T, E, causal, 1.0 / std::sqrt(static_cast<double>(E)));
-    AttentionBatch& l = pr.args.layout;
-    l.ndim = 2;
-    l.sizes[0] = B;
-    l.sizes[1] = H;
-    l.q[0] = l.k[0] = l.v[0] = T * 3 * H * E;
-    l.q[1] = l.k[1] = l.v[1] = E;
-    pr.args.q_row_stride = pr.args.k_row_stride = pr.args.v_row_stride = 3 * H * E;
-    attention_dense_outputs(pr.args);
-    pr.q = pr.k = pr.v = randn({B, T, 3 * H * E}).to(dtype);
-    pr.k_at = H * E;
-    pr.v_at = 2 * H * E;
-    pr.dout = randn({B, H, T, E}).to(dtype);
-    check_problem(pr);
+    check_problem(fused_projection_problem(dtype, B, H, T, E, causal, 1.0 / std::sqrt(static_cast<double>(E))));
   }
   SECTION("keys and values shared by the heads") {
     const int64_t S = 50;
     Problem pr;
-    pr.args = test::tensor_core_args(dtype, B * H, T, S, E, causal, 1.0 / std::sqrt(static_cast<double>(E)));
+    pr.args = tensor_core_args(dtype, B * H, T, S, E, causal, 1.0 / std::sqrt(static_cast<double>(E)));
     AttentionBatch& l = pr.args.layout;
     l.ndim = 2;
     l.sizes[0] = B;

@@ -1,0 +1,115 @@
+// The device helpers of kiln's CUDA kernels that compile for the host too: conversions between the
+// storage types and float, cast-on-load and store by a run-time dtype, warp reductions, and the
+// block's dynamic shared memory. kernels/cuda/common.cuh includes this file with the rest (launch
+// checks, streams, offsets). Compiled by the host compiler, it runs on the emulator of CUDA's threads
+// (kernels/simt/simt.h), and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit
+// the same as __half and __nv_bfloat16, converted with the same round-to-nearest-even.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#else
+#include "kernels/half.h"
+#include "kernels/simt/simt.h"
+#endif
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kiln::cuda_detail {
+
+// The 16-bit and 32-bit float storage types of the kernels, converted to and from float with the
+// hardware's round-to-nearest-even conversions.
+#if defined(__CUDACC__)
+using Float16Storage = __half;
+using BFloat16Storage = __nv_bfloat16;
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename S> __device__ __forceinline__ S from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#else
+using Float16Storage = Half;
+using BFloat16Storage = BFloat16;
+inline float to_f32(float v) { return v; }
+inline float to_f32(Half v) { return static_cast<float>(v); }
+inline float to_f32(BFloat16 v) { return static_cast<float>(v); }
+template <typename S> S from_f32(float v) { return S(v); }
+#endif
+
+template <typename C> __device__ __forceinline__ C load_as(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
+    case DType::Float16: return static_cast<C>(to_f32(static_cast<const Float16Storage*>(base)[i]));
+    case DType::BFloat16: return static_cast<C>(to_f32(static_cast<const BFloat16Storage*>(base)[i]));
+    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
+    case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
+    case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
+    case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
+    case DType::Bool: return static_cast<C>(static_cast<const bool*>(base)[i] ? 1 : 0);
+  }
+  return C(0);
+}
+
+template <typename C> __device__ __forceinline__ void store_as(void* base, DType t, int64_t i, C v) {
+  switch (t) {
+    case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
+    case DType::Float16:
+      static_cast<Float16Storage*>(base)[i] = from_f32<Float16Storage>(static_cast<float>(v));
+      return;
+    case DType::BFloat16:
+      static_cast<BFloat16Storage*>(base)[i] = from_f32<BFloat16Storage>(static_cast<float>(v));
+      return;
+    case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
+    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
+    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
+    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
+    case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
+  }
+}
+
+// Warp sum and max, the result in lane 0.
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T other = __shfl_down_sync(0xffffffffu, v, o);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+// Warp sum and max that every lane receives. The xor butterfly pairs lanes symmetrically and float
+// addition is commutative, so all 32 lanes end with the same bits. fmaxf drops a NaN operand, as
+// the CPU's std::max(running, x) does.
+template <typename T> __device__ __forceinline__ T warp_allreduce_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_allreduce_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The block's dynamic shared memory, 16-byte aligned.
+#if defined(__CUDACC__)
+__device__ __forceinline__ float4* dynamic_smem() {
+  extern __shared__ float4 kiln_dynamic_smem[];
+  return kiln_dynamic_smem;
+}
+#else
+inline float4* dynamic_smem() { return static_cast<float4*>(simt::dynamic_smem()); }
+#endif
+
+// The smaller of two 64-bit counts (a name of its own: kiln::min is the tensor reduction, and the
+// host has no CUDA min overloads).
+__host__ __device__ __forceinline__ int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+}  // namespace kiln::cuda_detail
