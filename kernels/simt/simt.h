@@ -21,8 +21,9 @@
 // What it does not: the tensor-core instruction is emulated through kiln's own fragment maps
 // (kernels/tile_layout.h), so a wrong map would pass here; tests/cuda/test_tile_cuda.cpp checks the
 // maps against the hardware. Floating-point results differ in the last bits from a GPU's (no FMA
-// contraction, exact exp2f, mma sums in k order). Timing, occupancy and memory coalescing are not
-// modeled at all.
+// contraction, the C library's exp2f, mma sums in k order). Timing, occupancy and memory coalescing
+// are not modeled at all. After a fault the other threads are abandoned where they wait: their
+// stacks are freed without unwinding, so a kernel's locals should own no memory (kernels' do not).
 //
 // Including this header in a host translation unit defines the CUDA names a kernel uses
 // (threadIdx, __syncthreads, __shfl_xor_sync, __shared__, ...) in terms of the emulator.

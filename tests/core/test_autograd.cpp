@@ -194,7 +194,7 @@ TEST_CASE("to(dtype) is differentiable and casts the gradient back", "[autograd]
   CHECK(x.grad().dtype() == DType::Float32);
 }
 
-TEST_CASE("split's pieces share one node; a piece without a gradient gets zeros", "[autograd]") {
+TEST_CASE("split's pieces share one node, and a piece without a gradient gets zeros", "[autograd]") {
   // x is [2, 5] split along dim 1 into 2, 1 and 2 columns; the loss uses pieces 0 and 2 only, and
   // piece 2 twice, so its gradient arrives as a sum.
   Tensor x = leaf({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5});

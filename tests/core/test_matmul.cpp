@@ -79,7 +79,7 @@ double unit_roundoff(DType t) {
 
 }  // namespace
 
-TEST_CASE("matmul: the same bits run to run; kiln's GEMM also for 1, 2 and 3 threads, each a float sum in k order",
+TEST_CASE("matmul: the same bits run to run, and kiln's GEMM also for 1, 2 and 3 threads, each a float sum in k order",
           "[linalg]") {
   const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
   INFO("backend " << cpu::gemm_backend_name(backend));

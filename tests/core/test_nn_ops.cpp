@@ -153,7 +153,7 @@ TEST_CASE("dropout: p = 0 and eval return the input, p = 1 gives zeros", "[nn]")
   CHECK_THROWS_AS(dropout(x, 1.5), Error);
 }
 
-TEST_CASE("cross_entropy equals log_softmax + NLL by hand; ignored rows contribute nothing", "[nn]") {
+TEST_CASE("cross_entropy equals log_softmax + NLL by hand, and ignored rows contribute nothing", "[nn]") {
   const std::vector<double> lv{1.0, 2.0, 0.5, -1.0, 0.0, 3.0, 1.0, 1.0, -2.0, 0.5, 0.25, 4.0};
   Tensor logits = tensor(lv, {3, 4}).set_requires_grad(true);
   Tensor target = tensor<int64_t>({1, -100, 3});

@@ -56,7 +56,7 @@ TEST_CASE("step profiler: each phase's time goes to it, the rest of the step to 
   CHECK(prof.report().str() == "no steps");
 }
 
-TEST_CASE("step profiler: an open step waits for the next report; an abandoned one counts nowhere", "[profiler]") {
+TEST_CASE("step profiler: an open step waits for the next report, and an abandoned one counts nowhere", "[profiler]") {
   profile::StepProfiler prof(Device::cpu());
   prof.begin(Phase::Backward);
   sleep_ms(2);
@@ -92,7 +92,7 @@ TEST_CASE("step profiler: disabled, it records nothing", "[profiler]") {
   CHECK_NOTHROW(profile::StepProfiler(Device::cuda(0), false));
 }
 
-TEST_CASE("step profiler: a GPU's profiler needs a GPU; NVTX stays off without CUDA", "[profiler]") {
+TEST_CASE("step profiler: a GPU's profiler needs a GPU, and NVTX stays off without CUDA", "[profiler]") {
   if (cuda::is_available()) {
     CHECK_NOTHROW(profile::StepProfiler(Device::cuda(0)));
   } else {

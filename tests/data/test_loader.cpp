@@ -346,7 +346,7 @@ TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
   }
 }
 
-TEST_CASE("DataLoader: pin_memory without CUDA is ignored; the CPU prefetcher passes batches through",
+TEST_CASE("DataLoader: pin_memory without CUDA is ignored, and the CPU prefetcher passes batches through",
           "[data][loader]") {
   if (cuda::is_available()) return;  // tests/cuda covers the pinned path
   auto ds = std::make_shared<ProbeDataset>(9);

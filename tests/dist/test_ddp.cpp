@@ -127,7 +127,7 @@ TEST_CASE("ddp: a bucket's all-reduce runs while backward goes on", "[ddp]") {
   for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
 }
 
-TEST_CASE("ddp: no_sync accumulates locally; the next backward reduces the sum", "[ddp]") {
+TEST_CASE("ddp: no_sync accumulates locally, and the next backward reduces the sum", "[ddp]") {
   ProcessGroup& g = world();
   auto reference = make_model(5);
   auto local = make_model(5);

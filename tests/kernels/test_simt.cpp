@@ -85,7 +85,7 @@ TEST_CASE("simt: every thread of every block runs once and sees its indices", "[
   CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
 }
 
-TEST_CASE("simt: a barrier orders shared memory; without it, each schedule reads unwritten memory", "[simt]") {
+TEST_CASE("simt: a barrier orders shared memory, and without it each schedule reads unwritten memory", "[simt]") {
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   const std::vector<float> with = neighbours(schedule, true), without = neighbours(schedule, false);
   for (unsigned b = 0; b < 3; ++b) {

@@ -88,7 +88,7 @@ TEST_CASE("tile layout: a warp emulated through the maps computes A @ B", "[kern
   }
 }
 
-TEST_CASE("tile layout: two C tiles re-read as one A tile are [C0 | C1]", "[kernels][tile]") {
+TEST_CASE("tile layout: two C tiles re-read as one A tile are C0 and C1 side by side", "[kernels][tile]") {
   // a_from_c takes, in each lane, A element i from C0's element i (i < 4) or C1's element i - 4.
   for (int lane = 0; lane < kWarp; ++lane) {
     for (int i = 0; i < kAElems; ++i) {

@@ -147,7 +147,7 @@ TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]")
   CHECK(std::abs(moments(plain.forward(randn({3, 2, 4, 4}) + 5.0)).mean) < 1e-4);
 }
 
-TEST_CASE("LayerNorm: normalizes the trailing dims; printed form; bias=false", "[nn]") {
+TEST_CASE("LayerNorm: normalizes the trailing dims, its printed form, bias=false", "[nn]") {
   manual_seed(4);
   LayerNorm ln(16);
   CHECK(ln.str() == "LayerNorm((16,), eps=1e-05, elementwise_affine=True)");
@@ -164,7 +164,7 @@ TEST_CASE("LayerNorm: normalizes the trailing dims; printed form; bias=false", "
   CHECK(none.named_parameters().empty());
 }
 
-TEST_CASE("Embedding: picks rows; N(0, 1) init", "[nn]") {
+TEST_CASE("Embedding: picks rows, N(0, 1) init", "[nn]") {
   manual_seed(5);
   Embedding emb(300, 40);
   CHECK(emb.str() == "Embedding(300, 40)");
@@ -328,7 +328,7 @@ TEST_CASE("init: kaiming, xavier and normal statistics", "[nn]") {
   }
 }
 
-TEST_CASE("init: trunc_normal_ stays in [a, b] with the truncated normal's moments", "[nn]") {
+TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's moments", "[nn]") {
   manual_seed(10);
   struct Case {
     double mean, std, a, b;
@@ -359,7 +359,7 @@ TEST_CASE("init: trunc_normal_ stays in [a, b] with the truncated normal's momen
   CHECK_THROWS_AS(init::trunc_normal_(d, 0.0, 1.0, 1.0, -1.0), Error);
 }
 
-TEST_CASE("init: works on parameters without recording history; same seed, same init", "[nn]") {
+TEST_CASE("init: works on parameters without recording history, same seed, same init", "[nn]") {
   Tensor p = zeros({8, 8});
   p.set_requires_grad(true);
   init::xavier_uniform_(p);

@@ -83,7 +83,7 @@ TEST_CASE("GPT: parameter names are nanoGPT's", "[nn]") {
   for (const auto& [n, p] : no_bias->named_parameters()) CHECK(n.find("bias") == std::string::npos);
 }
 
-TEST_CASE("GPT: parameter count equals the formula; init as nanoGPT", "[nn]") {
+TEST_CASE("GPT: parameter count equals the formula, init as nanoGPT", "[nn]") {
   GPTConfig c = tiny_gpt(3);
   auto gpt = std::make_shared<GPT>(c);
   const int64_t C = c.n_embd, V = c.vocab_size, L = c.n_layer;

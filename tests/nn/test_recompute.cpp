@@ -235,7 +235,7 @@ TEST_CASE("recompute: saved-tensor bytes of a GPT forward drop to less than half
   CHECK(saved_tensor_bytes(recomputed->h[0]->forward(x)) > 10 * x.numel() * 4);
 }
 
-TEST_CASE("saved_tensor_bytes: distinct storages, once each; released graphs hold nothing", "[recompute]") {
+TEST_CASE("saved_tensor_bytes: distinct storages, once each, and released graphs hold nothing", "[recompute]") {
   Tensor x = randn({8, 8}).set_requires_grad(true);
   CHECK(saved_tensor_bytes(x) == 0);  // a leaf has no graph
   Tensor y = x * x;                   // saves x twice: one storage
