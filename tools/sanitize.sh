@@ -24,9 +24,9 @@ build=${KILN_FUZZ_BUILD_DIR:-$root/build/fuzz}
 exclude="cuda|package"
 trainings="^example_(train_|sigkill_|record_training)"
 # The CUDA emulator's sweeps (kernels/simt, docs/simt.md) repeat, on more shapes, kernel
-# instantiations that its other tests also launch here: what ASan adds to them, bounds on shared
-# and global memory, depends on the instantiation and the launch, which those tests cover. The
-# plain run (tools/test.sh) runs the sweeps.
+# instantiations that its other tests also launch here: shared memory's bounds depend on the
+# instantiation, and the plain run (tools/test.sh) runs the sweeps with guard bands around every
+# output.
 sweeps="emulated: (every tile|sharp scores|strided heads of a fused projection, and|three dtypes)"
 do_build=1
 thread=0
