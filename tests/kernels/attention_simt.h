@@ -112,6 +112,28 @@ inline Results reference(const Problem& pr) {
   return {out, lse, dq, dk, dv};
 }
 
+// The kernels' outputs for a problem's arguments, each between guard bands: out, lse, the D rows the
+// dq kernel writes for the dk/dv kernel, dq, dk and dv.
+template <typename T> struct Outputs {
+  explicit Outputs(const AttentionArgs& a)
+      : out(a.batch * a.L * a.Ev), dq(a.batch * a.L * a.E), dk(a.batch * a.S * a.E), dv(a.batch * a.S * a.Ev),
+        lse(a.batch * a.L), d_rows(a.batch * a.L) {}
+  // Checks every guard band, and returns out, lse, dq, dk and dv as tensors.
+  Results results(const AttentionArgs& a) const {
+    CHECK(out.bands_intact());
+    CHECK(lse.bands_intact());
+    CHECK(d_rows.bands_intact());
+    CHECK(dq.bands_intact());
+    CHECK(dk.bands_intact());
+    CHECK(dv.bands_intact());
+    return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}), lse.tensor(DType::Float32, {a.batch, a.L}),
+            dq.tensor(a.dtype, {a.batch, a.L, a.E}), dk.tensor(a.dtype, {a.batch, a.S, a.E}),
+            dv.tensor(a.dtype, {a.batch, a.S, a.Ev})};
+  }
+  Guarded<T> out, dq, dk, dv;
+  Guarded<float> lse, d_rows;
+};
+
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;

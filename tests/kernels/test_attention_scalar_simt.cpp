@@ -34,8 +34,7 @@ template <typename S> Results emulate(const Problem& pr, simt::Schedule schedule
   const auto* kp = static_cast<const S*>(in.k);
   const auto* vp = static_cast<const S*>(in.v);
   const auto* gp = static_cast<const S*>(in.dout);
-  Guarded<S> out(a.batch * a.L * a.Ev), dq(a.batch * a.L * a.E), dk(a.batch * a.S * a.E), dv(a.batch * a.S * a.Ev);
-  Guarded<float> lse(a.batch * a.L), d_rows(a.batch * a.L);
+  Outputs<S> o(a);
   const auto grid = [&](int64_t rows) {
     return simt::Dim3{std::min(sc::grid_for_rows(a.batch, rows), max_blocks), 1, 1};
   };
@@ -44,25 +43,17 @@ template <typename S> Results emulate(const Problem& pr, simt::Schedule schedule
   cfg.schedule = schedule;
   cfg.grid = grid(a.L);
   cfg.dynamic_smem = sc::forward_smem(p);
-  simt::launch(cfg, [&] { sc::attention_forward_kernel<S>(out.data(), lse.data(), qp, kp, vp, p); });
+  simt::launch(cfg, [&] { sc::attention_forward_kernel<S>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
   cfg.dynamic_smem = sc::backward_q_smem(p);
   simt::launch(cfg, [&] {
-    sc::attention_backward_q_kernel<S>(dq.data(), d_rows.data(), gp, out.data(), lse.data(), qp, kp, vp, p);
+    sc::attention_backward_q_kernel<S>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(), qp, kp, vp, p);
   });
   cfg.grid = grid(a.S);
   cfg.dynamic_smem = sc::backward_kv_smem(p);
   simt::launch(cfg, [&] {
-    sc::attention_backward_kv_kernel<S>(dk.data(), dv.data(), gp, lse.data(), d_rows.data(), qp, kp, vp, p);
+    sc::attention_backward_kv_kernel<S>(o.dk.data(), o.dv.data(), gp, o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
   });
-  CHECK(out.bands_intact());
-  CHECK(lse.bands_intact());
-  CHECK(d_rows.bands_intact());
-  CHECK(dq.bands_intact());
-  CHECK(dk.bands_intact());
-  CHECK(dv.bands_intact());
-  return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}), lse.tensor(DType::Float32, {a.batch, a.L}),
-          dq.tensor(a.dtype, {a.batch, a.L, a.E}), dk.tensor(a.dtype, {a.batch, a.S, a.E}),
-          dv.tensor(a.dtype, {a.batch, a.S, a.Ev})};
+  return o.results(a);
 }
 
 // Runs the problem on the emulator (check_emulated). The CUDA twin runs these kernels for float32,

@@ -48,38 +48,29 @@ template <typename T, int D, bool kDropout> Emulated emulate(const Problem& pr, 
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
   const auto* gp = static_cast<const T*>(in.dout);
-  Guarded<T> out(a.batch * a.L * D), dq(a.batch * a.L * D), dk(a.batch * a.S * D), dv(a.batch * a.S * D);
-  Guarded<float> lse(a.batch * a.L), d_rows(a.batch * a.L);
+  Outputs<T> o(a);
   simt::LaunchConfig cfg;
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
   cfg.grid = simt::Dim3{row_blocks(a.L), static_cast<unsigned>(a.batch), 1};
   cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
   const simt::LaunchStats forward = simt::launch(
-      cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(out.data(), lse.data(), qp, kp, vp, p); });
+      cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
   cfg.dynamic_smem = smem_bytes<DqSmem<T, D>>();
   const simt::LaunchStats dq_stats = simt::launch(cfg, [&] {
-    attention_backward_dq_tc_kernel<T, D, kDropout>(dq.data(), d_rows.data(), gp, out.data(), lse.data(), qp, kp, vp,
-                                                    p);
+    attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(), qp,
+                                                    kp, vp, p);
   });
   cfg.grid.x = row_blocks(a.S);
   cfg.dynamic_smem = smem_bytes<DkvSmem<T, D>>();
   const simt::LaunchStats dkv_stats = simt::launch(cfg, [&] {
-    attention_backward_dkv_tc_kernel<T, D, kDropout>(dk.data(), dv.data(), gp, lse.data(), d_rows.data(), qp, kp, vp,
-                                                     p);
+    attention_backward_dkv_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(), o.d_rows.data(), qp,
+                                                     kp, vp, p);
   });
   CHECK(forward.blocks == static_cast<int64_t>(row_blocks(a.L)) * a.batch);
   CHECK(forward.warp_collectives > 0);
-  CHECK(out.bands_intact());
-  CHECK(lse.bands_intact());
-  CHECK(d_rows.bands_intact());
-  CHECK(dq.bands_intact());
-  CHECK(dk.bands_intact());
-  CHECK(dv.bands_intact());
   Emulated e;
-  e.results = {out.tensor(a.dtype, {a.batch, a.L, D}), lse.tensor(DType::Float32, {a.batch, a.L}),
-               dq.tensor(a.dtype, {a.batch, a.L, D}), dk.tensor(a.dtype, {a.batch, a.S, D}),
-               dv.tensor(a.dtype, {a.batch, a.S, D})};
+  e.results = o.results(a);
   e.mma_forward = forward.collectives_in(kMmaFile);
   e.mma_dq = dq_stats.collectives_in(kMmaFile);
   e.mma_dkv = dkv_stats.collectives_in(kMmaFile);

@@ -103,7 +103,8 @@ inline StridedArg flat_arg(const Twin& t, Device d) {
 
 // Dense [B, L, E] / [B, S, E] attention arguments that the tensor-core kernels take (this file's
 // twin tests and the emulated kernels of tests/kernels/test_attention_tc_simt.cpp).
-inline AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal, double scale) {
+inline AttentionArgs tensor_core_args(DType dtype, int64_t B, int64_t L, int64_t S, int64_t E, bool causal,
+                                      double scale) {
   AttentionArgs a;
   a.dtype = dtype;
   a.batch = B;
