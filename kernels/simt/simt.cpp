@@ -1,15 +1,15 @@
-// The emulator behind kernels/simt/simt.h: a block's CUDA threads are ucontext fibers on the
-// launching thread. A thread that must wait (at a barrier or a warp collective) or has exited
-// switches straight to the next runnable thread, the lowest- or highest-numbered; with none left it
-// returns to the launch, which ends the block or reports a deadlock. Under AddressSanitizer and
-// ThreadSanitizer every switch is announced to the sanitizer, which otherwise takes a fiber's stack
-// for memory it does not know.
+// The emulator behind kernels/simt/simt.h: a block's CUDA threads are fibers on the launching
+// thread (their contexts and the switch between them: kernels/simt/context.h). A thread that must
+// wait (at a barrier or a warp collective) or has exited switches straight to the next runnable
+// thread, the lowest- or highest-numbered; with none left it returns to the launch, which ends the
+// block or reports a deadlock. Under AddressSanitizer and ThreadSanitizer every switch is announced
+// to the sanitizer, which otherwise takes a fiber's stack for memory it does not know.
 #include "kernels/simt/simt.h"
 
 #include <pthread.h>
-#include <ucontext.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/simt/context.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KILN_SIMT_ASAN 1
@@ -34,6 +35,7 @@
 #endif
 #endif
 #if defined(KILN_SIMT_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(KILN_SIMT_TSAN)
@@ -46,14 +48,15 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kMaxBlockThreads = 1024;
 // A fiber's stack. A kernel's locals are its registers' worth, a few KiB even with AddressSanitizer's
-// redzones. Small matters there: ASan's swapcontext clears the shadow of the whole stack it switches
-// to, at every switch (with 1 MiB stacks the emulated attention tests took about 7 times as long).
+// redzones. Small matters there: every block clears the shadow of its threads' whole stacks, and
+// where contexts are ucontext's, ASan's swapcontext does at every switch (with 1 MiB stacks the
+// emulated attention tests took about 7 times as long).
 constexpr size_t kStackBytes = size_t{64} << 10;
 
 enum class State { Runnable, AtBarrier, AtCollective, Exited };
 
 struct Fiber {
-  ucontext_t context{};
+  detail::Context context;
   std::unique_ptr<char[]> stack;
   Dim3 index;
   int linear = 0;
@@ -80,11 +83,14 @@ struct Launch {
   std::vector<Fiber> fibers;
   std::unique_ptr<unsigned char[]> smem;
   int current = -1;  // the fiber running, -1 in the launch's own context
+  // No thread below `runnable_lo` or above `runnable_hi` is runnable: pick's scan starts there, so
+  // between two barriers each thread is passed over once, not once per switch.
+  int runnable_lo = 0, runnable_hi = -1;
   int live = 0;      // threads of the block that have not exited
   int at_barrier = 0;
   Site barrier_where;
   std::vector<Warp> warps;
-  ucontext_t scheduler{};
+  detail::Context scheduler;
   void* scheduler_stack = nullptr;  // the launching thread's stack (for AddressSanitizer)
   size_t scheduler_stack_size = 0;
   void* scheduler_fake_stack = nullptr;
@@ -115,13 +121,21 @@ Fiber& self(Launch& l) { return l.fibers[static_cast<size_t>(l.current)]; }
   throw Error("simt: block " + dims(l.block) + ": " + what);
 }
 
-int pick(const Launch& l) {
-  const int n = static_cast<int>(l.fibers.size());
-  for (int k = 0; k < n; ++k) {
-    const int i = l.config->schedule == Schedule::Lowest ? k : n - 1 - k;
-    if (l.fibers[static_cast<size_t>(i)].state == State::Runnable) return i;
+void make_runnable(Launch& l, int i) {
+  l.fibers[static_cast<size_t>(i)].state = State::Runnable;
+  l.runnable_lo = std::min(l.runnable_lo, i);
+  l.runnable_hi = std::max(l.runnable_hi, i);
+}
+
+// The next thread to run under the launch's schedule, or -1 when none is runnable.
+int pick(Launch& l) {
+  const auto runnable = [&](int i) { return l.fibers[static_cast<size_t>(i)].state == State::Runnable; };
+  if (l.config->schedule == Schedule::Lowest) {
+    while (l.runnable_lo <= l.runnable_hi && !runnable(l.runnable_lo)) ++l.runnable_lo;
+    return l.runnable_lo <= l.runnable_hi ? l.runnable_lo : -1;
   }
-  return -1;
+  while (l.runnable_hi >= l.runnable_lo && !runnable(l.runnable_hi)) --l.runnable_hi;
+  return l.runnable_hi >= l.runnable_lo ? l.runnable_hi : -1;
 }
 
 // Switches from the context `from` (a fiber, or null for the launch's own) to fiber `to` (or, when
@@ -129,7 +143,7 @@ int pick(const Launch& l) {
 // back to `from`; never, when `from` has exited.
 void switch_context(Launch& l, Fiber* from, Fiber* to) {
   l.current = to != nullptr ? to->linear : -1;
-  ucontext_t* const from_context = from != nullptr ? &from->context : &l.scheduler;
+  detail::Context& from_context = from != nullptr ? from->context : l.scheduler;
   void** const fake = from == nullptr ? &l.scheduler_fake_stack
                       : from->state == State::Exited ? nullptr
                                                      : &from->fake_stack;
@@ -143,7 +157,7 @@ void switch_context(Launch& l, Fiber* from, Fiber* to) {
 #if defined(KILN_SIMT_TSAN)
   __tsan_switch_to_fiber(to != nullptr ? to->tsan_fiber : l.tsan_scheduler, 0);
 #endif
-  swapcontext(from_context, to != nullptr ? &to->context : &l.scheduler);
+  detail::switch_context(from_context, to != nullptr ? to->context : l.scheduler);
 #if defined(KILN_SIMT_ASAN)
   __sanitizer_finish_switch_fiber(fake != nullptr ? *fake : nullptr, nullptr, nullptr);
 #endif
@@ -162,8 +176,8 @@ void yield(Launch& l, Fiber& f) {
 // Opens the block barrier once every thread that has not exited waits at it.
 void release_barrier_if_complete(Launch& l) {
   if (l.at_barrier == 0 || l.at_barrier < l.live) return;
-  for (Fiber& f : l.fibers) {
-    if (f.state == State::AtBarrier) f.state = State::Runnable;
+  for (int i = 0; i < static_cast<int>(l.fibers.size()); ++i) {
+    if (l.fibers[static_cast<size_t>(i)].state == State::AtBarrier) make_runnable(l, i);
   }
   l.at_barrier = 0;
   ++l.stats.block_barriers;
@@ -191,6 +205,7 @@ void fiber_main() {
   }
   release_barrier_if_complete(l);
   yield(l, f);
+  std::abort();  // an exited thread is never switched back to
 }
 
 // Every thread's state, for a deadlock's message.
@@ -211,16 +226,18 @@ void run_block(Launch& l, Dim3 block) {
   l.block = block;
   l.live = static_cast<int>(l.fibers.size());
   l.at_barrier = 0;
+  l.runnable_lo = 0;
+  l.runnable_hi = static_cast<int>(l.fibers.size()) - 1;
   for (Warp& w : l.warps) w.arrived = w.exited = 0;
   if (c.dynamic_smem > 0) std::memset(l.smem.get(), 0xFF, c.dynamic_smem);
   for (Fiber& f : l.fibers) {
     f.state = State::Runnable;
     f.fake_stack = nullptr;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &l.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+#if defined(KILN_SIMT_ASAN)
+    // The frames the last block left on this stack are gone: their redzones are plain memory again.
+    __asan_unpoison_memory_region(f.stack.get(), kStackBytes);
+#endif
+    detail::start_context(f.context, f.stack.get(), kStackBytes, fiber_main);
   }
   // The threads switch among themselves; control comes back here when none can run.
   const int first = pick(l);
@@ -350,7 +367,7 @@ const void* warp_gather(const void* mine, size_t bytes, Site where) {
   if (++w.arrived == kWarp) {
     // Every lane has finished with the previous gather (it arrived here after), so it can go.
     std::swap(w.incoming, w.published);
-    for (int i = warp * kWarp; i < (warp + 1) * kWarp; ++i) l.fibers[static_cast<size_t>(i)].state = State::Runnable;
+    for (int i = warp * kWarp; i < (warp + 1) * kWarp; ++i) make_runnable(l, i);
     w.arrived = 0;
     ++l.stats.warp_collectives;
     ++l.stats.collectives_at[{w.where.file, w.where.line}];
