@@ -12,14 +12,18 @@
 
 namespace kiln::test {
 
-// max |a - b| / (atol + rtol |b|) over the elements, both read back to the CPU (any device). A NaN or
-// an infinity in a where b is finite is infinitely far (std::max alone would skip a NaN ratio).
+// max |a - b| / (atol + rtol |b|) over the elements, both read back to the CPU (any device). Where
+// either is not finite, the two must be the same: NaN against NaN, or the same infinity; any other
+// pair is infinitely far (std::max alone would skip a NaN ratio).
 inline double worst_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
   REQUIRE(a.sizes() == b.sizes());
   const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
   double worst = 0.0;
   for (size_t i = 0; i < va.size(); ++i) {
-    if (!std::isfinite(va[i]) && std::isfinite(vb[i])) return INFINITY;
+    if (!std::isfinite(va[i]) || !std::isfinite(vb[i])) {
+      if (std::isnan(va[i]) ? !std::isnan(vb[i]) : va[i] != vb[i]) return INFINITY;
+      continue;
+    }
     worst = std::max(worst, std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i])));
   }
   return worst;

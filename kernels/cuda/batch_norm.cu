@@ -6,10 +6,13 @@
 #include <string>
 
 #include "kernels/batch_norm.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rows.cuh"
 
 namespace kiln {
 namespace {
+
+using cuda_detail::raw_stream;
 
 // Per-channel reductions over (n, s) run as a grid of (channel groups, chunks of the reduced index
 // k = n * S + s). When channels are the fastest-moving dim (channels-last, [N, C]), a block holds

@@ -1,10 +1,10 @@
 // Device helpers shared by kiln's CUDA kernels. Those that also compile for the host, so that a
 // kernel using only them runs on the CPU's emulator (conversions to and from float, cast-on-load and
-// store by a run-time dtype, warp reductions, the dynamic shared memory), are in device_math.cuh,
-// included here. This file adds the element offset of a logical index in a StridedArg, 16-byte
-// vector access, block reductions, a grid-stride launch configuration, launch checking and the
-// dynamic shared-memory opt-in. Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in
-// C++20 mode rejects Debian's fmt).
+// store by a run-time dtype, warp reductions, grid-stride bounds, 16-byte vectors, the dynamic
+// shared memory), are in device_math.cuh, included here. This file adds the element offset of a
+// logical index in a StridedArg, block reductions, launch checking and the dynamic shared-memory
+// opt-in. Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects
+// Debian's fmt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -77,15 +77,6 @@ template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const cha
              "cudaFuncSetAttribute");
 }
 
-constexpr int kThreads = 256;
-
-// Blocks for a grid-stride loop over n items: enough to fill the GPU, capped.
-inline unsigned grid_for(int64_t n, int threads = kThreads) {
-  int64_t blocks = (n + threads - 1) / threads;
-  if (blocks > 65535 * 8) blocks = 65535 * 8;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
-}
-
 // Element offset of logical (row-major) index `linear` in a strided operand of `a`'s sizes.
 __device__ __forceinline__ int64_t strided_offset(const StridedArg& a, int64_t linear) {
   int64_t off = 0;
@@ -108,14 +99,6 @@ __device__ __forceinline__ int64_t strided_offset(const StridedArg& shape, const
   return off;
 }
 
-// 16 bytes of T, for vectorized loads and stores when pointers are 16-byte aligned.
-template <typename T> struct alignas(16) Vec16 {
-  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
-  T v[kCount];
-};
-
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // A dense pass over n elements in steps of `width` (the vector kernels' loop): n_vec whole steps
 // when every pointer is 16-byte aligned, none otherwise, then a tail of single elements; `items`,
 // the larger of the two loops' trip counts, sizes the grid.
@@ -126,9 +109,6 @@ inline VecSplit vec_split(int64_t n, int width, bool aligned) {
   const int64_t n_vec = aligned ? n / width : 0;
   return {n_vec, n_vec > n - n_vec * width ? n_vec : n - n_vec * width};
 }
-
-// Bytes rounded up to 256, so regions carved one after another from one workspace stay aligned.
-inline size_t align_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
 // The order of additions is fixed by the thread layout, so it is deterministic.
@@ -208,25 +188,8 @@ template <typename C> struct InValue {
   __device__ __forceinline__ C load(int64_t off) const { return is_scalar ? scalar : load_as<C>(data, dtype, off); }
 };
 
-// Grid-stride loop bounds: this thread's first index and the stride between its indices.
-__device__ __forceinline__ int64_t global_thread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
 // The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
 inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }
-
-// Device-side index checks (docs/architecture.md section 7): the first failing thread claims the device's
-// record (op goes from 0 to `op`) and fills in the details; later failures leave it as it is.
-__device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, IndexCheckOp op, int64_t index,
-                                                    int64_t size) {
-  if (err == nullptr) return;
-  if (atomicCAS(&err->op, 0, static_cast<int32_t>(op)) == 0) {
-    err->index = index;
-    err->size = size;
-  }
-}
 
 // --- row kernels (norm, loss, attention) ---------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // The device helpers of kiln's CUDA kernels that compile for the host too: conversions between the
-// storage types and float, cast-on-load and store by a run-time dtype, warp reductions, and the
-// block's dynamic shared memory. kernels/cuda/common.cuh includes this file with the rest (launch
-// checks, streams, offsets). Compiled by the host compiler, it runs on the emulator of CUDA's threads
+// storage types and float, cast-on-load and store by a run-time dtype, warp reductions, grid-stride
+// bounds, 16-byte vectors, the device-side index check's record, and the block's dynamic shared
+// memory. kernels/cuda/common.cuh includes this file with the rest (launch checks, streams,
+// offsets). Compiled by the host compiler, it runs on the emulator of CUDA's threads
 // (kernels/simt/simt.h), and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit
 // the same as __half and __nv_bfloat16, converted with the same round-to-nearest-even.
 #pragma once
@@ -15,9 +16,11 @@
 #endif
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/dtype.h"
+#include "kernels/index.h"
 
 namespace kiln::cuda_detail {
 
@@ -96,6 +99,42 @@ template <typename T> __device__ __forceinline__ T warp_allreduce_sum(T v) {
 __device__ __forceinline__ float warp_allreduce_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// Grid-stride loop bounds: this thread's first index and the stride between its indices.
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Host side of a launch: threads per block of the grid-stride kernels, and the blocks for n items
+// (enough to fill the GPU, capped).
+constexpr int kThreads = 256;
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 65535 * 8) blocks = 65535 * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// 16 bytes of T, for vectorized loads and stores when pointers are 16-byte aligned.
+template <typename T> struct alignas(16) Vec16 {
+  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
+  T v[kCount];
+};
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Bytes rounded up to 256, so regions carved one after another from one workspace stay aligned.
+inline size_t align_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+// Device-side index checks (docs/architecture.md section 7): the first failing thread claims the device's
+// record (op goes from 0 to `op`) and fills in the details; later failures leave it as it is.
+__device__ __forceinline__ void record_device_error(DeviceErrorRecord* err, IndexCheckOp op, int64_t index,
+                                                    int64_t size) {
+  if (err == nullptr) return;
+  if (atomicCAS(&err->op, 0, static_cast<int32_t>(op)) == 0) {
+    err->index = index;
+    err->size = size;
+  }
 }
 
 // The block's dynamic shared memory, 16-byte aligned.

@@ -1,14 +1,14 @@
 // What kiln's row-wise CUDA kernels share (softmax, layer norm, batch norm): a row along the last dim
 // gets a warp (a block when longer than 1024), reduced with sums and maxes whose every thread gets
 // the same bits; cross-row sums write per-chunk partials to scratch memory, merged in chunk order.
-// Internal to the .cu files that include it (each gets its own copy).
+// Internal to the files that include it (each gets its own copy). Host-compilable (device_math.cuh
+// only), so that the kernels built on it also run on the CPU's emulator of CUDA's threads.
 #pragma once
 
 #include <algorithm>
 #include <string>
 
-#include "kernels/cuda/common.cuh"
-#include "kernels/error.h"
+#include "kernels/cuda/device_math.cuh"
 
 namespace kiln {
 namespace {
@@ -16,7 +16,6 @@ namespace {
 using cuda_detail::align_up;
 using cuda_detail::from_f32;
 using cuda_detail::load_as;
-using cuda_detail::raw_stream;
 using cuda_detail::store_as;
 using cuda_detail::to_f32;
 using cuda_detail::warp_allreduce_max;

@@ -165,6 +165,19 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, ::kiln::simt::Site where = :
   (void)::kiln::simt::warp_gather(nullptr, 0, where);
 }
 
+// A compare-and-swap on an int in global or shared memory (kiln's kernels claim an error record
+// with it). The emulator's threads switch only at barriers and warp collectives, so the plain
+// read-compare-write is atomic.
+inline int atomicCAS(int* address, int compare, int value) {
+  const int old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
+
+// CUDA's classification functions, unqualified as device code calls them.
+using std::isinf;
+using std::isnan;
+
 // Float arithmetic in round-to-nearest without contraction into an FMA: the host compiler contracts
 // nothing unless told to (kiln builds without -ffp-contract=fast).
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -17,42 +17,11 @@
 #include "core/kiln.h"
 #include "kernels/attention.h"
 #include "kernels/simt/simt.h"
+#include "tests/kernels/guarded.h"
 #include "tests/kernels/twin.h"
 #include "tests/worst_ratio.h"
 
 namespace kiln::test {
-
-// n elements between two guard bands. The elements start as all-ones bytes (NaN in every float
-// type), the bands as a pattern that no kernel writes.
-template <typename E> class Guarded {
- public:
-  explicit Guarded(int64_t n) : n_(static_cast<size_t>(n)), bytes_((n_ + 2 * kGuard) * sizeof(E)) {
-    std::memset(bytes_.data(), kBand, bytes_.size());
-    std::memset(static_cast<void*>(data()), 0xFF, n_ * sizeof(E));
-  }
-  E* data() { return reinterpret_cast<E*>(bytes_.data()) + kGuard; }
-  const E* data() const { return reinterpret_cast<const E*>(bytes_.data()) + kGuard; }
-  bool bands_intact() const {
-    const size_t band = kGuard * sizeof(E), tail = band + n_ * sizeof(E);
-    for (size_t i = 0; i < band; ++i) {
-      if (bytes_[i] != kBand || bytes_[tail + i] != kBand) return false;
-    }
-    return true;
-  }
-  // The elements as a tensor of `dtype` and `shape`.
-  Tensor tensor(DType dtype, const Shape& shape) const {
-    Tensor t = empty(shape, TensorOptions(dtype));
-    REQUIRE(static_cast<size_t>(t.numel()) == n_);
-    std::memcpy(t.data_ptr(), data(), n_ * sizeof(E));
-    return t;
-  }
-
- private:
-  static constexpr size_t kGuard = 64;
-  static constexpr unsigned char kBand = 0x5A;
-  size_t n_;
-  std::vector<unsigned char> bytes_;
-};
 
 // One problem: the arguments for the dtype under test, and the buffers that hold q, k, v and dout
 // in that dtype, contiguous (q, k and v may be one buffer), with the element offsets where q, k and
@@ -133,11 +102,6 @@ template <typename T> struct Outputs {
   Guarded<T> out, dq, dk, dv;
   Guarded<float> lse, d_rows;
 };
-
-inline bool same_bits(const Tensor& a, const Tensor& b) {
-  const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
-  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
-}
 
 // Runs `emulate` under both schedules and checks the runs against each other (the same bits) and
 // against the float64 reference: the output within `tol` (relative, with an absolute floor of tol);

@@ -1,0 +1,60 @@
+// What the CPU tests that run CUDA kernels on the emulator of kernels/simt/simt.h check beside the
+// values: output buffers between guard bands that no kernel may touch, and whether the emulator's two
+// schedules gave the same bits.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "core/kiln.h"
+
+namespace kiln::test {
+
+// n elements between two guard bands. The elements start as all-ones bytes (NaN in every float
+// type), the bands as a pattern that no kernel writes.
+template <typename E> class Guarded {
+ public:
+  explicit Guarded(int64_t n) : n_(count(n)), bytes_((n_ + 2 * kGuard) * sizeof(E), 0xFF) {
+    const size_t band = kGuard * sizeof(E);
+    std::fill(bytes_.begin(), bytes_.begin() + band, kBand);
+    std::fill(bytes_.end() - band, bytes_.end(), kBand);
+  }
+  E* data() { return reinterpret_cast<E*>(bytes_.data()) + kGuard; }
+  const E* data() const { return reinterpret_cast<const E*>(bytes_.data()) + kGuard; }
+  bool bands_intact() const {
+    const size_t band = kGuard * sizeof(E), tail = band + n_ * sizeof(E);
+    for (size_t i = 0; i < band; ++i) {
+      if (bytes_[i] != kBand || bytes_[tail + i] != kBand) return false;
+    }
+    return true;
+  }
+  // The elements as a tensor of `dtype` and `shape`.
+  Tensor tensor(DType dtype, const Shape& shape) const {
+    Tensor t = empty(shape, TensorOptions(dtype));
+    REQUIRE(static_cast<size_t>(t.numel()) == n_);
+    std::memcpy(t.data_ptr(), data(), n_ * sizeof(E));
+    return t;
+  }
+
+ private:
+  static size_t count(int64_t n) {
+    if (n < 0) throw std::invalid_argument("Guarded: a negative element count");
+    return static_cast<size_t>(n);
+  }
+  static constexpr size_t kGuard = 64;
+  static constexpr unsigned char kBand = 0x5A;
+  size_t n_;
+  std::vector<unsigned char> bytes_;
+};
+
+// Whether two tensors have the same dtype, sizes and bytes.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
+}
+
+}  // namespace kiln::test
