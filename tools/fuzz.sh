@@ -45,7 +45,7 @@ if [ "$do_build" = 1 ]; then
   bash "$root/tools/setup.sh"
   # One tree for the fuzzers and the sanitized test suite (tools/sanitize.sh): same configuration.
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_CUDA=OFF \
-    -DKILN_SANITIZE=ON -DKILN_FUZZ=ON >/dev/null
+    -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_BENCH_TOOLS=OFF >/dev/null
 fi
 list=$build/fuzz/targets.txt
 [ -f "$list" ] || { echo "fuzz: $list is missing; configure $build with -DKILN_FUZZ=ON" >&2; exit 2; }

@@ -15,6 +15,9 @@
 # --thread    instead: ThreadSanitizer (KILN_TSAN, in build/tsan) over the tests of kiln's threads: the
 #             DataLoader's workers (with transforms and datasets inside them) and the CPU thread pool.
 #             Not part of CI (a third instrumented build of the libraries); run it after changing them.
+# Of the benchmark programs the tree builds bench_train_step only (-DKILN_BENCH_TOOLS=OFF: its smoke run
+# trains every model through every precision and memory mode; bench/CMakeLists.txt says why the others
+# are left to the plain run). Debug information is line tables only, enough for the reports' frames.
 # Any sanitizer report fails its test: UB does not recover and ASan halts (leak checking: see below).
 # The "package" test is left out: it builds a consumer of the installed libraries with plain flags,
 # which cannot link against sanitized libraries. "cuda" is left out because this tree has no CUDA.
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
     --trainings) trainings=""; shift ;;
     --no-build) do_build=0; shift ;;
     --thread) thread=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
@@ -66,7 +69,7 @@ if [ "$do_build" = 1 ]; then
   bash "$root/tools/setup.sh"
   # The same configuration as tools/fuzz.sh: one tree, built once, serves both.
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_CUDA=OFF \
-    -DKILN_SANITIZE=ON -DKILN_FUZZ=ON >/dev/null
+    -DKILN_SANITIZE=ON -DKILN_FUZZ=ON -DKILN_BENCH_TOOLS=OFF >/dev/null
   cmake --build "$build"
 fi
 built=$(date +%s)
