@@ -14,7 +14,7 @@ namespace kiln::simt::detail {
 // to return to.
 extern "C" void kiln_simt_switch(void** save_sp, void* load_sp);
 asm(R"(
-  .text
+  .pushsection .text, "ax", @progbits
   .p2align 4
   .globl kiln_simt_switch
   .hidden kiln_simt_switch
@@ -42,6 +42,7 @@ kiln_simt_switch:
   popq %rbp
   ret
   .size kiln_simt_switch, .-kiln_simt_switch
+  .popsection
 )");
 
 void start_context(Context& c, char* stack, size_t bytes, void (*entry)()) {
