@@ -1,12 +1,12 @@
 // The emulator's fibers' execution contexts (kernels/simt/simt.cpp): where a suspended fiber
 // resumes, and the switch from the running context to another on the same host thread.
 //
-// On x86-64 a context is a stack pointer. The switch (context.cpp, a dozen instructions) pushes the
+// On x86-64 a context is a stack pointer. The switch (context.cpp, 21 instructions) pushes the
 // registers a function call must preserve (rbx, rbp, r12 to r15) and the SSE and x87 control words
 // on the running stack, saves the stack pointer, loads the other context's and pops its registers:
-// a function call that returns on another stack. It costs a few nanoseconds, where ucontext's
-// swapcontext also saves and restores the signal mask, a system call on every switch (about half of
-// the emulator's time before). Elsewhere, and where the shadow stack of Intel's control-flow
+// a function call that returns on another stack. It makes no system call, where ucontext's
+// swapcontext also saves and restores the signal mask at every switch (perf showed that as about
+// half of the emulator's time). Elsewhere, and where the shadow stack of Intel's control-flow
 // enforcement is built in (its return checks reject a return into a new stack), contexts are
 // ucontext's.
 #pragma once
