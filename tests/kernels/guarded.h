@@ -1,6 +1,6 @@
-// What the CPU tests that run CUDA kernels on the emulator of kernels/simt/simt.h check beside the
-// values: output buffers between guard bands that no kernel may touch, and whether the emulator's two
-// schedules gave the same bits.
+// What the CPU tests that run CUDA kernels on the emulator of kernels/simt/simt.h share besides the
+// values: output buffers between guard bands that no kernel may touch, whether the emulator's two
+// schedules gave the same bits, and the storage type a float dtype's kernels are instantiated for.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/half.h"
 
 namespace kiln::test {
 
@@ -55,6 +56,14 @@ template <typename E> class Guarded {
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) == 0;
+}
+
+// f.template operator()<S>() with S the storage type of float dtype t (float, Half or BFloat16), as
+// KILN_CUDA_FLOAT_SWITCH picks it for a launch.
+template <typename F> decltype(auto) with_float_storage(DType t, F&& f) {
+  if (t == DType::Float32) return f.template operator()<float>();
+  if (t == DType::Float16) return f.template operator()<Half>();
+  return f.template operator()<BFloat16>();
 }
 
 }  // namespace kiln::test

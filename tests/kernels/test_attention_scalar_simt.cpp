@@ -14,7 +14,6 @@
 #include "core/kiln.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_scalar.cuh"
-#include "kernels/half.h"
 #include "kernels/simt/simt.h"
 #include "tests/kernels/attention_simt.h"
 
@@ -66,9 +65,7 @@ void check_problem(const Problem& pr, unsigned max_blocks = 1u << 20) {
   check_emulated(
       pr,
       [&](simt::Schedule schedule) {
-        if (t == DType::Float32) return emulate<float>(pr, schedule, max_blocks);
-        if (t == DType::Float16) return emulate<Half>(pr, schedule, max_blocks);
-        return emulate<BFloat16>(pr, schedule, max_blocks);
+        return with_float_storage(t, [&]<typename T>() { return emulate<T>(pr, schedule, max_blocks); });
       },
       tol);
 }

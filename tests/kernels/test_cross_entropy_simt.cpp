@@ -19,7 +19,6 @@
 #include "core/kiln.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda/cross_entropy.cuh"
-#include "kernels/half.h"
 #include "kernels/index.h"
 #include "kernels/simt/simt.h"
 #include "tests/kernels/guarded.h"
@@ -166,9 +165,7 @@ template <typename S> Emulated emulate(const Case& c, const Inputs& in, simt::Sc
 }
 
 Emulated emulate_any(const Case& c, const Inputs& in, simt::Schedule schedule) {
-  if (c.dtype == DType::Float32) return emulate<float>(c, in, schedule);
-  if (c.dtype == DType::Float16) return emulate<Half>(c, in, schedule);
-  return emulate<BFloat16>(c, in, schedule);
+  return with_float_storage(c.dtype, [&]<typename S>() { return emulate<S>(c, in, schedule); });
 }
 
 // The CPU kernels in float64, with the out-of-range targets ignored, as the CUDA kernels count them.

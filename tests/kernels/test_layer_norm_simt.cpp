@@ -18,7 +18,6 @@
 
 #include "core/kiln.h"
 #include "kernels/cuda/layer_norm.cuh"
-#include "kernels/half.h"
 #include "kernels/layer_norm.h"
 #include "kernels/simt/simt.h"
 #include "tests/kernels/guarded.h"
@@ -161,14 +160,10 @@ template <typename S, typename P> Emulated emulate(const Case& c, const Inputs& 
   return e;
 }
 
-template <typename S> Emulated emulate_for_params(const Case& c, const Inputs& in, simt::Schedule schedule) {
-  return c.params == Params::InputDType ? emulate<S, S>(c, in, schedule) : emulate<S, float>(c, in, schedule);
-}
-
 Emulated emulate_any(const Case& c, const Inputs& in, simt::Schedule schedule) {
-  if (c.dtype == DType::Float32) return emulate_for_params<float>(c, in, schedule);
-  if (c.dtype == DType::Float16) return emulate_for_params<Half>(c, in, schedule);
-  return emulate_for_params<BFloat16>(c, in, schedule);
+  return with_float_storage(c.dtype, [&]<typename S>() {
+    return c.params == Params::InputDType ? emulate<S, S>(c, in, schedule) : emulate<S, float>(c, in, schedule);
+  });
 }
 
 // The CPU kernels in float64 on the same values.

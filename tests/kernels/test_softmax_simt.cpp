@@ -16,7 +16,6 @@
 
 #include "core/kiln.h"
 #include "kernels/cuda/softmax.cuh"
-#include "kernels/half.h"
 #include "kernels/simt/simt.h"
 #include "kernels/softmax.h"
 #include "tests/kernels/guarded.h"
@@ -98,9 +97,7 @@ template <typename S> Results emulate(const Case& c, const Inputs& in, simt::Sch
 }
 
 Results emulate_any(const Case& c, const Inputs& in, simt::Schedule schedule) {
-  if (c.dtype == DType::Float32) return emulate<float>(c, in, schedule);
-  if (c.dtype == DType::Float16) return emulate<Half>(c, in, schedule);
-  return emulate<BFloat16>(c, in, schedule);
+  return with_float_storage(c.dtype, [&]<typename S>() { return emulate<S>(c, in, schedule); });
 }
 
 // The CPU kernels in float64. The backward takes the emulated forward's output (rounded to the dtype)
