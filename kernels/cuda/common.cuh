@@ -110,22 +110,6 @@ inline VecSplit vec_split(int64_t n, int width, bool aligned) {
   return {n_vec, n_vec > n - n_vec * width ? n_vec : n - n_vec * width};
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
-// The order of additions is fixed by the thread layout, so it is deterministic.
-template <typename T> __device__ T block_sum(T v) {
-  __shared__ T partial[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int nwarps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < nwarps ? partial[lane] : T(0);
-  if (warp == 0) v = warp_sum(v);
-  __syncthreads();
-  return v;
-}
-
-
 // --- elementwise helpers -----------------------------------------------------------------------
 
 // Offsets of N operands that share one index space (the output's sizes), for one thread per

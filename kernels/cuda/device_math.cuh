@@ -1,7 +1,7 @@
 // The device helpers of kiln's CUDA kernels that compile for the host too: conversions between the
-// storage types and float, cast-on-load and store by a run-time dtype, warp reductions, grid-stride
-// bounds, 16-byte vectors, the device-side index check's record, and the block's dynamic shared
-// memory. kernels/cuda/common.cuh includes this file with the rest (launch checks, streams,
+// storage types and float, cast-on-load and store by a run-time dtype, warp and block reductions,
+// grid-stride bounds, 16-byte vectors, the device-side index check's record, and the block's dynamic
+// shared memory. kernels/cuda/common.cuh includes this file with the rest (launch checks, streams,
 // offsets). Compiled by the host compiler, it runs on the emulator of CUDA's threads
 // (kernels/simt/simt.h), and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit
 // the same as __half and __nv_bfloat16, converted with the same round-to-nearest-even.
@@ -100,6 +100,29 @@ __device__ __forceinline__ float warp_allreduce_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+
+// A reduction over the block (blockDim.x a multiple of 32, at most 1024) with `op`, associative,
+// and `identity` its neutral value; the result is valid in thread 0. Each warp folds with shuffles,
+// then warp 0 folds the warps' results: the order is fixed by the thread layout, so it is
+// deterministic.
+template <typename T, typename Op> __device__ T block_reduce(T v, T identity, Op op) {
+  __shared__ T partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int nwarps = static_cast<int>((blockDim.x + 31) >> 5);
+  v = static_cast<int>(threadIdx.x) < nwarps ? partial[lane] : identity;
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+  }
+  __syncthreads();
+  return v;
+}
+struct Plus {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+template <typename T> __device__ T block_sum(T v) { return block_reduce(v, T(0), Plus{}); }
 
 // Grid-stride loop bounds: this thread's first index and the stride between its indices.
 __device__ __forceinline__ int64_t global_thread() {

@@ -89,6 +89,9 @@ struct Launch {
   int live = 0;      // threads of the block that have not exited
   int at_barrier = 0;
   Site barrier_where;
+  // The predicates of the waiting threads that were nonzero (__syncthreads_count), and the count of
+  // the last barrier opened, which its threads read when they resume (before any can reach the next).
+  int barrier_votes = 0, barrier_count = 0;
   std::vector<Warp> warps;
   detail::Context scheduler;
   void* scheduler_stack = nullptr;  // the launching thread's stack (for AddressSanitizer)
@@ -180,6 +183,8 @@ void release_barrier_if_complete(Launch& l) {
     if (l.fibers[static_cast<size_t>(i)].state == State::AtBarrier) make_runnable(l, i);
   }
   l.at_barrier = 0;
+  l.barrier_count = l.barrier_votes;
+  l.barrier_votes = 0;
   ++l.stats.block_barriers;
 }
 
@@ -226,6 +231,7 @@ void run_block(Launch& l, Dim3 block) {
   l.block = block;
   l.live = static_cast<int>(l.fibers.size());
   l.at_barrier = 0;
+  l.barrier_votes = 0;
   l.runnable_lo = 0;
   l.runnable_hi = static_cast<int>(l.fibers.size()) - 1;
   for (Warp& w : l.warps) w.arrived = w.exited = 0;
@@ -322,7 +328,7 @@ int lane() { return self(running("the lane")).linear % kWarp; }
 
 void* dynamic_smem() { return running("dynamic shared memory").smem.get(); }
 
-void sync_block(Site where) {
+int sync_block(Site where, int predicate) {
   Launch& l = running("__syncthreads");
   Fiber& f = self(l);
   if (l.at_barrier > 0 && !same_site(l.barrier_where, where)) {
@@ -330,10 +336,12 @@ void sync_block(Site where) {
                 ", other threads at " + site(l.barrier_where));
   }
   if (l.at_barrier++ == 0) l.barrier_where = where;
+  if (predicate != 0) ++l.barrier_votes;
   f.state = State::AtBarrier;
   f.where = where;
   release_barrier_if_complete(l);
   yield(l, f);
+  return l.barrier_count;
 }
 
 const void* warp_gather(const void* mine, size_t bytes, Site where) {

@@ -90,8 +90,9 @@ const Dim3& block_idx();
 const Dim3& block_dim();
 const Dim3& grid_dim();
 void* dynamic_smem();
-// __syncthreads().
-void sync_block(Site where = Site::here());
+// __syncthreads(); returns how many of the block's threads that have not exited arrived with a
+// nonzero `predicate` (__syncthreads_count, and through it __syncthreads_or and _and).
+int sync_block(Site where = Site::here(), int predicate = 0);
 // A warp collective: every lane of the calling warp gives `bytes` at `mine`, and each gets back the
 // warp's contributions, lane l's at result + l * bytes. The result stays valid until the lane's
 // next collective. The one primitive under the shuffles and the emulated mma.
@@ -107,7 +108,12 @@ namespace detail {
 
 // --- CUDA's names, for host-compiled kernels ------------------------------------------------------
 
-#define __global__
+// Hidden: in a CUDA build the test program that emulates a kernel also links libkiln_kernels.so,
+// whose host-side launch stub for that kernel has the same mangled name. Were the program to export
+// its copy, the library's own launches could bind to it (ELF interposition) and run the emulator on
+// device pointers. nvcc 13 emits its stubs hidden; this keeps the emulated copies hidden as well,
+// whatever the toolkit does.
+#define __global__ __attribute__((visibility("hidden")))
 #define __device__
 #define __host__
 #define __forceinline__ inline
@@ -127,7 +133,18 @@ struct alignas(16) float4 {
 };
 
 inline void __syncthreads(::kiln::simt::Site where = ::kiln::simt::Site::here()) {
-  ::kiln::simt::sync_block(where);
+  (void)::kiln::simt::sync_block(where);
+}
+// The barrier with a vote: how many threads passed a nonzero predicate, whether any did, whether
+// all did (of the threads that have not exited).
+inline int __syncthreads_count(int predicate, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  return ::kiln::simt::sync_block(where, predicate);
+}
+inline int __syncthreads_or(int predicate, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  return ::kiln::simt::sync_block(where, predicate) != 0;
+}
+inline int __syncthreads_and(int predicate, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  return ::kiln::simt::sync_block(where, predicate == 0) == 0;
 }
 
 namespace kiln::simt::detail {
@@ -175,6 +192,7 @@ inline int atomicCAS(int* address, int compare, int value) {
 }
 
 // CUDA's classification functions, unqualified as device code calls them.
+using std::isfinite;
 using std::isinf;
 using std::isnan;
 

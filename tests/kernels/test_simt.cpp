@@ -99,6 +99,34 @@ TEST_CASE("simt: a barrier orders shared memory, and without it each schedule re
   CHECK(unwritten == (schedule == Schedule::Lowest ? 3 * 63 : 3));
 }
 
+TEST_CASE("simt: barriers with a vote count the predicates of the threads that have not exited", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const unsigned n = 96;
+  std::vector<int> count(n, -1), any(n, -1), all(n, -1), again(n, -1), after_exit(n, -1);
+  simt::launch(config({2, 1, 1}, {n, 1, 1}, schedule), [&] {
+    const unsigned t = threadIdx.x;
+    if (blockIdx.x == 0) {
+      count[t] = __syncthreads_count(t % 3 == 0);  // 32 of 96
+      any[t] = __syncthreads_or(t == 77);
+      all[t] = __syncthreads_and(t != 5);
+      // Each barrier's count is its own: the fast threads' next vote does not reach the slow ones.
+      again[t] = __syncthreads_count(t < 10);
+      return;
+    }
+    if (t >= 64) return;  // the last warp exits; the others vote without it
+    const int all_of_64 = __syncthreads_and(1);
+    const int any_of_64 = __syncthreads_or(0);
+    after_exit[t] = all_of_64 + 2 * any_of_64 + 4 * __syncthreads_count(1);
+  });
+  for (unsigned t = 0; t < n; ++t) {
+    CHECK(count[t] == 32);
+    CHECK(any[t] == 1);
+    CHECK(all[t] == 0);
+    CHECK(again[t] == 10);
+    CHECK(after_exit[t] == (t < 64 ? 1 + 4 * 64 : -1));
+  }
+}
+
 TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]") {
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   std::vector<float> sums(96), broadcast(96);
