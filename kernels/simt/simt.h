@@ -131,6 +131,7 @@ namespace detail {
 struct alignas(16) float4 {
   float x, y, z, w;
 };
+#define __align__(n) __attribute__((aligned(n)))
 
 inline void __syncthreads(::kiln::simt::Site where = ::kiln::simt::Site::here()) {
   (void)::kiln::simt::sync_block(where);
@@ -163,12 +164,15 @@ template <typename V>
 V __shfl_sync(unsigned mask, V v, int src_lane, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
   return ::kiln::simt::detail::shuffle_from(mask, v, src_lane, where);
 }
-// Lane l gets lane l + delta's value; lanes past the warp's end keep their own, as on the GPU.
+// Lane l gets lane l + delta's value within its segment of `width` lanes (a power of two up to 32);
+// lanes whose source is past their segment's end keep their own, as on the GPU.
 template <typename V>
-V __shfl_down_sync(unsigned mask, V v, unsigned delta, ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
-  const int src = ::kiln::simt::lane() + static_cast<int>(delta);
+V __shfl_down_sync(unsigned mask, V v, unsigned delta, int width = 32,
+                   ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  const int lane = ::kiln::simt::lane();
+  const int src = lane + static_cast<int>(delta);
   const V got = ::kiln::simt::detail::shuffle_from(mask, v, src, where);
-  return src < 32 ? got : v;
+  return (lane & (width - 1)) + static_cast<int>(delta) < width ? got : v;
 }
 template <typename V>
 V __shfl_xor_sync(unsigned mask, V v, int lane_mask,
@@ -195,6 +199,18 @@ inline int atomicCAS(int* address, int compare, int value) {
 using std::isfinite;
 using std::isinf;
 using std::isnan;
+
+// Reinterpretations of bits.
+inline float __int_as_float(int bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline double __longlong_as_double(long long bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
 
 // Float arithmetic in round-to-nearest without contraction into an FMA: the host compiler contracts
 // nothing unless told to (kiln builds without -ffp-contract=fast).

@@ -131,6 +131,7 @@ TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]")
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   std::vector<float> sums(96), broadcast(96);
   std::vector<double> wide(96);
+  std::vector<int> down(96), down8(96);
   const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {96, 1, 1}, schedule), [&] {
     const unsigned t = threadIdx.x;
     float v = static_cast<float>(t);
@@ -138,16 +139,21 @@ TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]")
     sums[t] = v;
     broadcast[t] = __shfl_sync(0xffffffffu, static_cast<float>(t) * 2.f, 5);
     wide[t] = __shfl_sync(0xffffffffu, 0.5 + t, 31 - simt::lane());
+    down[t] = __shfl_down_sync(0xffffffffu, static_cast<int>(t), 3);
+    down8[t] = __shfl_down_sync(0xffffffffu, static_cast<int>(t), 3, 8);  // in segments of 8 lanes
   });
   for (unsigned t = 0; t < 96; ++t) {
     const unsigned warp = t / 32;
     CHECK(sums[t] == static_cast<float>(32 * 32 * warp + 31 * 32 / 2));
     CHECK(broadcast[t] == static_cast<float>(2 * (32 * warp + 5)));
     CHECK(wide[t] == 0.5 + (32 * warp + 31 - t % 32));
+    // A lane whose source is past the end of the warp, or of its segment, keeps its own value.
+    CHECK(down[t] == static_cast<int>(t % 32 + 3 < 32 ? t + 3 : t));
+    CHECK(down8[t] == static_cast<int>(t % 8 + 3 < 8 ? t + 3 : t));
   }
-  CHECK(stats.warp_collectives == 3 * 7);
-  CHECK(stats.collectives_in("tests/kernels/test_simt.cpp") == 3 * 7);
-  CHECK(stats.collectives_at.size() == 3);  // the xor shuffle's call, and the two others
+  CHECK(stats.warp_collectives == 3 * 9);
+  CHECK(stats.collectives_in("tests/kernels/test_simt.cpp") == 3 * 9);
+  CHECK(stats.collectives_at.size() == 5);  // the xor shuffle's call, and the four others
   CHECK(stats.collectives_in("tile.cuh") == 0);
 }
 
