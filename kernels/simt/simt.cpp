@@ -52,6 +52,10 @@ constexpr unsigned kMaxBlockThreads = 1024;
 // where contexts are ucontext's, ASan's swapcontext does at every switch (with 1 MiB stacks the
 // emulated attention tests took about 7 times as long).
 constexpr size_t kStackBytes = size_t{64} << 10;
+// Stacks that launches on this host thread gave back, for the next launch to take: a block of 512
+// threads would otherwise allocate 32 MiB at every launch and fault in its pages again (with the
+// sanitizer's allocator, which holds freed memory back, always new pages).
+thread_local std::vector<std::unique_ptr<char[]>> t_spare_stacks;
 
 enum class State { Runnable, AtBarrier, AtCollective, Exited };
 
@@ -283,7 +287,12 @@ LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kern
     f.linear = static_cast<int>(i);
     f.index = Dim3{static_cast<unsigned>(i % b.x), static_cast<unsigned>(i / b.x % b.y),
                    static_cast<unsigned>(i / (uint64_t{b.x} * b.y))};
-    f.stack.reset(new char[kStackBytes]);
+    if (t_spare_stacks.empty()) {
+      f.stack.reset(new char[kStackBytes]);
+    } else {
+      f.stack = std::move(t_spare_stacks.back());
+      t_spare_stacks.pop_back();
+    }
 #if defined(KILN_SIMT_TSAN)
     f.tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -293,6 +302,7 @@ LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kern
     Launch& l;
     ~Done() {
       t_launch = nullptr;
+      for (Fiber& f : l.fibers) t_spare_stacks.push_back(std::move(f.stack));
 #if defined(KILN_SIMT_TSAN)
       for (Fiber& f : l.fibers) __tsan_destroy_fiber(f.tsan_fiber);
 #endif

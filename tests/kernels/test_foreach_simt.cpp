@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
 #include <vector>
 
 #include "core/kiln.h"
@@ -75,19 +74,6 @@ template <typename E> struct List {
   E* ptr(size_t t) { return bufs[t].data(); }
   const E* ptr(size_t t) const { return bufs[t].data(); }
   size_t bytes(size_t t) const { return static_cast<size_t>(entries[t].numel) * sizeof(E); }
-  // Element i of the whole list, tensors in order.
-  E& at(int64_t i) {
-    for (size_t t = 0; t < bufs.size(); ++t) {
-      if (i < entries[t].numel) return ptr(t)[i];
-      i -= entries[t].numel;
-    }
-    throw std::out_of_range("List::at");
-  }
-  int64_t numel() const {
-    int64_t total = 0;
-    for (const ForeachTensor& e : entries) total += e.numel;
-    return total;
-  }
   // Values a * N(0, 1) + b, rounded to E.
   void fill(uint64_t seed, double a, double b) {
     manual_seed(seed);
@@ -248,8 +234,8 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
       List<S> m(sizes), v(sizes);
       m.fill(13, 0.1, 0.0);
       v.fill(14, 0.02, 0.1);
-      // Step 0 (SGD's buffer is written unread: it starts NaN), step 3 with a gradient scale, and a
-      // step skipped on found_inf.
+      // Step 0 (SGD's buffer starts as NaN: a first step that used it would give NaN), step 3 with
+      // a gradient scale, and a step skipped on found_inf.
       for (int config = 0; config < 3; ++config) {
         if (sizes.size() != kSizes.size() && config != 1) continue;  // the many tensors: one step is enough
         Scalars sc;
@@ -277,7 +263,7 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
           h.weight_decay = 0.01;
           h.nesterov = momentum && config == 1;
           List<P> p_cpu(p);
-          List<S> b_cpu = config != 0 ? List<S>(m) : List<S>(sizes);  // NaN: a first step must not read it
+          List<S> b_cpu = config != 0 ? List<S>(m) : List<S>(sizes);
           const ForeachTensor* bufs_cpu = momentum ? b_cpu.entries.data() : nullptr;
           sgd_step_cpu(p_cpu.entries.data(), gs.entries.data(), bufs_cpu, p.n(), pdt, sdt, h, s, ctx);
           for (const simt::Schedule sched : kSchedules) {
