@@ -76,18 +76,20 @@ template <typename C> __device__ __forceinline__ void store_as(void* base, DType
   }
 }
 
-// Warp sum and max, the result in lane 0.
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+// A fold over the warp with `op` (associative), the result in lane 0: op(v, v of the lane `o`
+// above) for o = 16, 8, 4, 2, 1. Sum and max are folds.
+template <typename T, typename Op> __device__ __forceinline__ T warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
   return v;
 }
-template <typename T> __device__ __forceinline__ T warp_max(T v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    T other = __shfl_down_sync(0xffffffffu, v, o);
-    v = other > v ? other : v;
-  }
-  return v;
-}
+struct Plus {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOf {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return b > a ? b : a; }
+};
+template <typename T> __device__ __forceinline__ T warp_sum(T v) { return warp_reduce(v, Plus{}); }
+template <typename T> __device__ __forceinline__ T warp_max(T v) { return warp_reduce(v, MaxOf{}); }
 
 // Warp sum and max that every lane receives. The xor butterfly pairs lanes symmetrically and float
 // addition is commutative, so all 32 lanes end with the same bits. fmaxf drops a NaN operand, as
@@ -102,26 +104,21 @@ __device__ __forceinline__ float warp_allreduce_max(float v) {
 }
 
 // A reduction over the block (blockDim.x a multiple of 32, at most 1024) with `op`, associative,
-// and `identity` its neutral value; the result is valid in thread 0. Each warp folds with shuffles,
-// then warp 0 folds the warps' results: the order is fixed by the thread layout, so it is
+// and `identity` its neutral value; the result is valid in thread 0. Each warp folds
+// (warp_reduce), then warp 0 folds the warps' results: the order is fixed by the thread layout, so it is
 // deterministic.
 template <typename T, typename Op> __device__ T block_reduce(T v, T identity, Op op) {
   __shared__ T partial[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+  v = warp_reduce(v, op);
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   const int nwarps = static_cast<int>((blockDim.x + 31) >> 5);
   v = static_cast<int>(threadIdx.x) < nwarps ? partial[lane] : identity;
-  if (warp == 0) {
-    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
-  }
+  if (warp == 0) v = warp_reduce(v, op);
   __syncthreads();
   return v;
 }
-struct Plus {
-  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
-};
 template <typename T> __device__ T block_sum(T v) { return block_reduce(v, T(0), Plus{}); }
 
 // Grid-stride loop bounds: this thread's first index and the stride between its indices.

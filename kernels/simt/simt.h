@@ -33,6 +33,7 @@
 #error "kernels/simt/simt.h emulates CUDA on the host: include it only from host-compiled code"
 #endif
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -201,16 +202,8 @@ using std::isinf;
 using std::isnan;
 
 // Reinterpretations of bits.
-inline float __int_as_float(int bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline double __longlong_as_double(long long bits) {
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
-}
+inline float __int_as_float(int bits) { return std::bit_cast<float>(bits); }
+inline double __longlong_as_double(long long bits) { return std::bit_cast<double>(bits); }
 
 // Float arithmetic in round-to-nearest without contraction into an FMA: the host compiler contracts
 // nothing unless told to (kiln builds without -ffp-contract=fast).

@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "core/kiln.h"
@@ -48,16 +47,6 @@ const char* op_name(ReduceOp op) {
   return "?";
 }
 
-bool is_float(DType t) {
-  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
-}
-
-std::string str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // The output dtype core gives each op.
 DType out_dtype(ReduceOp op, DType in) {
   switch (op) {
@@ -66,7 +55,7 @@ DType out_dtype(ReduceOp op, DType in) {
     case ReduceOp::Any:
     case ReduceOp::All: return DType::Bool;
     case ReduceOp::Sum:
-    case ReduceOp::Prod: return is_float(in) ? in : DType::Int64;
+    case ReduceOp::Prod: return is_floating(in) ? in : DType::Int64;
     default: return in;
   }
 }
@@ -185,8 +174,8 @@ Emulated check(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, u
   const bool indices = op == ReduceOp::Max || op == ReduceOp::Min;
   int64_t count = 1;
   for (const int64_t d : dims) count *= x.sizes()[static_cast<size_t>(d)];
-  INFO(op_name(op) << " of " << dtype_name(x.dtype()) << " " << str(x.sizes()) << " strides " << str(x.strides())
-                   << " over " << str(dims) << ", grid cap " << max_blocks);
+  INFO(op_name(op) << " of " << dtype_name(x.dtype()) << " " << shape_str(x.sizes()) << " strides "
+                   << shape_str(x.strides()) << " over " << shape_str(dims) << ", grid cap " << max_blocks);
   Problem want(op, x, dims, indices);
   reduce_cpu(op, want.args, KernelContext{});
   Problem low(op, x, dims, indices), high(op, x, dims, indices);
@@ -196,7 +185,7 @@ Emulated check(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, u
   CHECK(same_bits(low.out_tensor(), high.out_tensor()));
   const Tensor got = low.out_tensor(), ref = want.out_tensor();
   if (indices) CHECK(same_bits(low.idx_tensor(), want.idx_tensor()));
-  const bool exact = !is_float(want.odt) || op == ReduceOp::Max || op == ReduceOp::Min;
+  const bool exact = !is_floating(want.odt) || op == ReduceOp::Max || op == ReduceOp::Min;
   if (exact) {
     CHECK(same_values(got, ref));
   } else {
