@@ -33,20 +33,18 @@ struct Options {
 
 int run(int argc, char** argv) {
   Options o;
-  CLI::App app("Times kiln's ring all-reduce against the backend's native one, under mpirun.", "bench_all_reduce");
-  examples::set_flag_defaults(app);
+  examples::Flags app("Times kiln's ring all-reduce against the backend's native one, under mpirun.", "bench_all_reduce");
   app.add_option("--min-bytes", o.min_bytes, "smallest message")->transform(examples::whole<int64_t>(4, int64_t{1} << 32));
   app.add_option("--max-bytes", o.max_bytes, "largest message")->transform(examples::whole<int64_t>(4, int64_t{1} << 32));
   app.add_option("--warmup", o.warmup, "untimed calls per case")->transform(examples::whole<int64_t>(0, 1000));
   app.add_option("--min-iters", o.min_iters, "timed calls at least")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--seconds", o.seconds, "time per case")->transform(examples::real(0, 600, examples::Ends::open_low));
   app.add_option("--json", o.json, "rank 0 writes the records (JSON lines) to this file");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
 
   dist::ProcessGroup& g = dist::world();
   const int n = g.size();
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = examples::command_line(argc, argv);
   JsonLine header;
   header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   header.text("kiln_commit", examples::build_commit()).text("command", command).text("backend", g.backend());

@@ -84,16 +84,10 @@ double time_naive(int64_t m, int64_t n, int64_t k) {
   return s;
 }
 
-std::string command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
-
 JsonLine header_record(int reps, int argc, char** argv) {
   JsonLine h;
   h.text("record", "header").text("impl", "kiln").text("bench", "cpu_gemm").text("date", examples::utc_now());
-  h.text("kiln_commit", examples::build_commit()).text("command", command_line(argc, argv));
+  h.text("kiln_commit", examples::build_commit()).text("command", examples::command_line(argc, argv));
   h.text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
   h.integer("threads", cpu::num_threads());
   h.text("gemm_backend", cpu::gemm_backend_name(cpu::gemm_backend())).text("blas", cpu::blas_description());
@@ -123,22 +117,21 @@ static int run(int argc, char** argv) {
   std::optional<int> threads;
   std::vector<int64_t> sizes;
   std::string json;
-  CLI::App app(
+  examples::Flags app(
       "GFLOP/s of kiln's CPU GEMM (float32 kiln::matmul, median of R timed runs after warm-up) on square and\n"
       "MLP-layer shapes, and of a plain one-thread i-k-j loop as the baseline; --sizes: those square shapes only.",
       "bench_cpu_gemm");
-  examples::set_flag_defaults(app);
   app.add_option("--threads", threads, "CPU threads")
       ->transform(examples::whole<int>(1))
       ->default_str("KILN_NUM_THREADS, else all cores");
   app.add_option("--reps", reps, "timed runs per shape")->transform(examples::whole<int>(1));
   app.add_option("--sizes", sizes, "square float32 products of these sizes only, comma-separated (no baseline)")
       ->delimiter(',')
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->take_all()
       ->transform(examples::whole<int64_t>(1, 65536))
       ->default_str("256, 512, 1024 and an MLP layer, then the baseline");
   app.add_option("--json", json, "also write JSON lines here (a header, then one case a shape)");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   examples::check_json_path(json);
   if (threads) cpu::set_num_threads(*threads);
   manual_seed(1234);

@@ -41,9 +41,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  CLI::App app("Times kiln's DataLoader on Fashion-MNIST with pad-crop, flip and normalize per sample.",
+  examples::Flags app("Times kiln's DataLoader on Fashion-MNIST with pad-crop, flip and normalize per sample.",
                "bench_data_loader");
-  examples::set_flag_defaults(app);
   app.add_option("--workers", o.workers, "worker counts to time")->delimiter(',');
   app.add_option("--batch", o.batch, "batch size")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--batches", o.batches, "timed batches per case")->transform(examples::whole<int64_t>(1, 1 << 20));
@@ -51,7 +50,7 @@ Options parse(int argc, char** argv) {
   app.add_option("--prefetch", o.prefetch, "prefetch factor")->transform(examples::whole<int64_t>(1, 1 << 16));
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST's folder");
   app.add_option("--json", o.json, "write the records (JSON lines) to this file");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   for (int64_t w : o.workers) {
     if (w < 0 || w > 1024) examples::input_error("--workers: " + std::to_string(w) + " is not in [0, 1024]");
   }
@@ -100,8 +99,7 @@ int run(int argc, char** argv) {
   } catch (const Error& e) {
     examples::input_error(e.what());
   }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = examples::command_line(argc, argv);
   JsonLine header;
   header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   header.text("kiln_commit", examples::build_commit()).text("command", command);

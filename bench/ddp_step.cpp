@@ -44,9 +44,8 @@ double slowest(dist::ProcessGroup& g, double seconds) {
 
 int run(int argc, char** argv) {
   Options o;
-  CLI::App app("Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
+  examples::Flags app("Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
                "bench_ddp_step");
-  examples::set_flag_defaults(app);
   app.add_option("--layers", o.layers, "transformer blocks")->transform(examples::whole<int64_t>(1, 64));
   app.add_option("--width", o.width, "embedding width (a multiple of --heads)")->transform(examples::whole<int64_t>(8, 8192));
   app.add_option("--heads", o.heads, "attention heads")->transform(examples::whole<int64_t>(1, 128));
@@ -58,7 +57,7 @@ int run(int argc, char** argv) {
   app.add_option("--steps", o.steps, "timed steps per case")->transform(examples::whole<int64_t>(1, 100000));
   app.add_option("--warmup", o.warmup, "untimed steps per case")->transform(examples::whole<int64_t>(0, 1000));
   app.add_option("--json", o.json, "rank 0 writes the records (JSON lines) to this file");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   if (o.width % o.heads != 0) examples::input_error("--width must be a multiple of --heads");
 
   dist::ProcessGroup& g = dist::world();
@@ -73,8 +72,7 @@ int run(int argc, char** argv) {
   const Tensor idx = randint(0, o.vocab, {o.batch, o.block}, TensorOptions(DType::Int64), data_gen);
   const Tensor targets = randint(0, o.vocab, {o.batch, o.block}, TensorOptions(DType::Int64), data_gen);
 
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = examples::command_line(argc, argv);
   JsonLine header;
   header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   header.text("kiln_commit", examples::build_commit()).text("command", command).text("backend", g.backend());

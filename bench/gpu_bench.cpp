@@ -3,7 +3,6 @@
 // report GB/s and % of a device-to-device copy, compute-bound ones TFLOP/s and % of the 8192^3 matmul
 // of their precision, both ceilings measured in the same run. CUDA events around each run, median of
 // many after warm-up, inputs rotated over >= 4 sets that together exceed 4x L2. Never asserts speed.
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "bench/case_list.h"
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "examples/flags.h"
 
 using namespace kiln;
 using bench::ListedCase;
@@ -262,14 +262,19 @@ std::string result_json(const Result& r, const Bench& b) {
 
 int main(int argc, char** argv) {
   Options opt;
-  for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
-  CLI::App app{"kiln's GPU microbenchmarks: the op table's bench cases against ceilings measured in the same run."};
+  opt.command = examples::command_line(argc, argv);
+  examples::Flags app(
+      "kiln's GPU microbenchmarks: the op table's bench cases against ceilings measured in the same run.", "gpu_bench");
   app.add_option("--json", opt.json, "write results (or, with --list-cases, the case list) as JSON lines here");
   app.add_option("--elements", opt.elements, "elements per memory-bound tensor (a positive multiple of 1024)");
-  app.add_option("--runs", opt.runs, "timed runs per case (the median is reported)")->check(CLI::Range(1, 1000000));
-  app.add_option("--warmup", opt.warmup, "untimed runs per case first")->check(CLI::Range(0, 1000000));
+  app.add_option("--runs", opt.runs, "timed runs per case (the median is reported)")->transform(examples::whole<int>(1, 1000000));
+  app.add_option("--warmup", opt.warmup, "untimed runs per case first")->transform(examples::whole<int>(0, 1000000));
   app.add_flag("--list-cases", opt.list_cases, "write the case list to --json and exit; needs no GPU");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const examples::ExitRequest& e) {
+    return e.code;
+  }
   if (opt.elements < 1024 || opt.elements % 1024 != 0) {
     std::fprintf(stderr, "gpu_bench: --elements must be a positive multiple of 1024\n");
     return 2;

@@ -50,10 +50,9 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  CLI::App app("Times the fused augmentation kernel and a training step fed by the DataLoader.", "bench_gpu_data");
-  examples::set_flag_defaults(app);
+  examples::Flags app("Times the fused augmentation kernel and a training step fed by the DataLoader.", "bench_gpu_data");
   app.add_option("--device", o.device, "cpu or cuda (default: cuda when available)");
-  app.add_option("--part", o.part, "what to time")->check(CLI::IsMember({"augment", "feed", "all"}));
+  app.add_option("--part", o.part, "what to time")->one_of({"augment", "feed", "all"});
   app.add_option("--batch", o.batch, "images per augment call")->transform(examples::whole<int64_t>(1, 1 << 16));
   app.add_option("--iters", o.iters, "timed augment calls")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--warmup", o.warmup, "untimed calls or steps first")->transform(examples::whole<int64_t>(0, 1 << 20));
@@ -63,7 +62,7 @@ Options parse(int argc, char** argv) {
   app.add_option("--workers", o.workers, "loader threads of the feed part")->transform(examples::whole<int64_t>(0, 64));
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST's folder");
   app.add_option("--json", o.json, "write the records (JSON lines) to this file");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   return o;
 }
 
@@ -211,8 +210,7 @@ void feed_part(const Options& o, Device device, std::string& text) {
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const Device device = examples::choose_device(o.device);
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = examples::command_line(argc, argv);
   JsonLine h;
   h.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   h.text("kiln_commit", examples::build_commit()).text("command", command).text("device", device.str());

@@ -40,12 +40,11 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  CLI::App app(
+  examples::Flags app(
       "Microseconds of one tiny float32 add on the CPU (1 and 4096 elements), without autograd and with a\n"
       "backward through it: kiln's per-op overhead. JSON lines for tools/cpu_bench.py, whose PyTorch peer is\n"
       "tools/cpu_bench_peer.py.",
       "bench_op_overhead");
-  examples::set_flag_defaults(app);
   app.add_option("--iters", o.iters, "iterations timed together as one sample")
       ->transform(examples::whole<int>(1, 100000000));
   app.add_option("--samples", o.samples, "timed samples per case (median, min and max reported)")
@@ -55,7 +54,7 @@ Options parse_options(int argc, char** argv) {
       ->transform(examples::whole<int>(1))
       ->default_str("KILN_NUM_THREADS, else all cores");
   app.add_option("--json", o.json, "also write JSON lines here (a header, then one case a line)");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   examples::check_json_path(o.json);
   return o;
 }
@@ -99,16 +98,10 @@ std::vector<double> run_case(const Case& c, const Options& o) {
   });
 }
 
-std::string command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
-
 JsonLine header_record(const Options& o, int argc, char** argv) {
   JsonLine h;
   h.text("record", "header").text("impl", "kiln").text("bench", "op_overhead").text("date", examples::utc_now());
-  h.text("kiln_commit", examples::build_commit()).text("command", command_line(argc, argv));
+  h.text("kiln_commit", examples::build_commit()).text("command", examples::command_line(argc, argv));
   h.text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
   h.integer("threads", cpu::num_threads()).integer("iters", o.iters).integer("samples", o.samples);
   h.integer("warmup", o.warmup).text("timer", "steady_clock");

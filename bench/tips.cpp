@@ -843,18 +843,17 @@ JsonLine variant_record(const Tip& tip, const TipResult& r, size_t i) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  CLI::App app("Measures the tips' A/Bs on the CPU (docs/tips/README.md) and writes one JSON line per variant.",
+  examples::Flags app("Measures the tips' A/Bs on the CPU (docs/tips/README.md) and writes one JSON line per variant.",
                "bench_tips");
-  examples::set_flag_defaults(app);
   app.add_option("--device", o.device, "cpu: the CPU tips; cuda: the GPU tips (4, 8, 9, 10, 14, 17, 23)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->one_of({"cpu", "cuda"});
   app.add_option("--tips", o.tips, "the tips to run (default: every tip of --device)")->delimiter(',');
   app.add_option("--reps", o.reps, "timed units per variant (median reported)")->transform(examples::whole<int>(1));
   app.add_option("--warmup", o.warmup, "untimed units first")->transform(examples::whole<int>(0));
   app.add_flag("--quick", o.quick, "tiny sizes and counts, for CI: the numbers mean nothing");
   app.add_option("--json", o.json, "also write the records to FILE (atomically)")->type_name("FILE");
   app.add_option("--data", o.data_dir, "Fashion-MNIST's folder (tip 25)")->type_name("DIR");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   const bool gpu = o.device == "cuda";
   for (const int t : o.tips) {
     const auto it = std::find_if(tips().begin(), tips().end(), [t](const Tip& tip) { return tip.number == t; });

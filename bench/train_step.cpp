@@ -119,22 +119,21 @@ int64_t default_batch(const std::string& workload) {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  CLI::App app(
+  examples::Flags app(
       "Step time, throughput and peak memory of one training step (forward, backward, AdamW) of a nanoGPT-shaped\n"
       "GPT, of ResNet-18 for 32x32 images and of SmallCNN for 28x28 one-channel images, in each precision and\n"
       "memory mode; JSON lines for tools/train_step_compare.py, whose PyTorch peer is tools/train_step_peer.py.",
       "bench_train_step");
-  examples::set_flag_defaults(app);
   app.add_option("--workload", o.workload, "which model: gpt, gpt2-124m, resnet18, cnn or all (gpt, resnet18, cnn)")
-      ->check(CLI::IsMember({"gpt", "gpt2-124m", "resnet18", "cnn", "all"}));
+      ->one_of({"gpt", "gpt2-124m", "resnet18", "cnn", "all"});
   std::vector<std::string> names;
   for (const Mode& m : all_modes()) names.push_back(m.name);
   names.push_back("all");
   app.add_option("--mode", o.modes, "mode(s) to time, repeatable or comma-separated: fp32, tf32, bf16, fp16, "
                                     "bf16-recompute (gpt, resnet18), bf16-nhwc and fp16-nhwc (resnet18, cnn), or all")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->take_all()
       ->delimiter(',')
-      ->check(CLI::IsMember(names));
+      ->one_of(names);
   app.add_option("--steps", o.steps, "timed steps per case (median, min and max reported)")
       ->transform(examples::whole<int>(1, 100000));
   app.add_option("--warmup", o.warmup, "untimed steps per case first")->transform(examples::whole<int>(0, 100000));
@@ -160,7 +159,7 @@ Options parse_options(int argc, char** argv) {
                "capture the whole step as a CUDA graph at the end of the warm-up and time its replays "
                "(needs --warmup 2 or more: the eager steps size the graph's memory)");
   app.add_option("--json", o.json, "write the JSON lines here (atomically, after every case) instead of stdout");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
 
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
@@ -405,17 +404,11 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
 
 // --- records ----------------------------------------------------------------------------------------
 
-std::string command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
-
 JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
   JsonLine h;
   h.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   h.text("kiln_commit", examples::build_commit());
-  h.text("command", command_line(argc, argv)).text("device", device.str());
+  h.text("command", examples::command_line(argc, argv)).text("device", device.str());
   h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
   h.integer("steps", o.steps).integer("warmup", o.warmup);
   h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock").boolean("cuda_graph", o.cuda_graph);

@@ -1,16 +1,13 @@
-// What the example programs share: the command-line policy on top of CLI11 (strict numbers, exit
-// code 2 for any bad flag), the error policy (run_main: every failure is one line on stderr and
-// exit code 1, bad input exit code 2, never an abort), the --device choice, the non-finite loss
-// stop, and the progress line with its clock. Header-only: each example is one program.
-// Non-obvious decisions: numbers are parsed here, not by CLI11, which reads "010" as octal, wraps
-// "-1" into an unsigned type and saturates an overflow; and nothing here calls std::exit, which
-// would skip the destructors that remove a half-written temporary file.
+// What the example programs share: the flags (examples/flags.h: strict numbers, exit code 2 for
+// any bad flag), the error policy (run_main: every failure is one line on stderr and exit code 1,
+// bad input exit code 2, never an abort), the --device choice, the non-finite loss stop, and the
+// progress line with its clock. Header-only but for the flags (the kiln_flags library).
+// Nothing here calls std::exit, which would skip the destructors that remove a half-written
+// temporary file.
 #pragma once
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <cmath>
@@ -19,17 +16,16 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
-#include <limits>
 #include <new>
 #include <optional>
 #include <string>
 #include <system_error>
-#include <type_traits>
 
 #include "core/cuda/runtime.h"
 #include "core/device.h"
-#include "kernels/error.h"
 #include "core/atomic_file.h"
+#include "kernels/error.h"
+#include "examples/flags.h"
 
 namespace kiln::examples {
 
@@ -42,11 +38,6 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 [[noreturn]] inline void input_error(const std::string& message) { throw InputError(message); }
-
-// The command line asked to end now with `code` (--help: 0; a bad flag: 2, its message printed).
-struct ExitRequest {
-  int code = 0;
-};
 
 // Runs an example's body and turns every way it can fail into one line on stderr and an exit
 // code: 2 for bad input (flags, files, checkpoints that do not fit), 1 for anything that goes
@@ -110,97 +101,10 @@ inline void check_json_path(const std::string& json) {
   }
 }
 
-// kiln's defaults for a CLI11 app, set before its flags are added: --help shows every default, and
-// a flag given twice takes its last value (so a wrapper's defaults can be overridden by appending,
-// as tools/demo.sh does).
-inline void set_flag_defaults(CLI::App& app) {
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.get_formatter()->column_width(34);
-}
-
-// Parses the command line. --help prints the description and every flag with its default and
-// ends the program with 0; anything wrong (a bad value, an unknown flag, a missing value) prints
-// what and ends it with 2 (both through ExitRequest, which run_main turns into the exit code).
-inline void parse_or_exit(CLI::App& app, int argc, const char* const* argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help
-    throw ExitRequest{app.exit(e)};
-  } catch (const CLI::ParseError& e) {
-    const std::string prog = app.get_name();
-    std::fprintf(stderr, "%s: %s\n(%s --help lists the flags and their defaults)\n", prog.c_str(), e.what(),
-                 prog.c_str());
-    throw ExitRequest{2};
-  }
-}
-
-// A validator for an integer flag of type T: plain decimal digits with an optional leading '-',
-// the whole argument, within [lo, hi] (which default to T's range). It hands CLI11 the number
-// rewritten in canonical decimal, which CLI11's own conversion then reads back exactly.
-template <typename T>
-CLI::Validator whole(T lo = std::numeric_limits<T>::lowest(), T hi = std::numeric_limits<T>::max()) {
-  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
-  const std::string at_most = " (at most " + std::to_string(hi) + ")";
-  std::string desc = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  std::string says = "expects a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
-  if (hi == std::numeric_limits<T>::max() && (lo == 0 || lo == 1)) {
-    desc = lo == 1 ? "POSITIVE" : "NONNEGATIVE";
-    says = std::string("expects a ") + (lo == 1 ? "positive" : "non-negative") + " whole number" + at_most;
-  }
-  return CLI::Validator(
-      [lo, hi, says](std::string& text) -> std::string {
-        T v{};
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);  // base 10, no '+', no spaces
-        if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi) return says + ", got '" + text + "'";
-        text = std::to_string(v);
-        return "";
-      },
-      desc);
-}
-
-// Which ends of a real flag's range are included.
-enum class Ends { closed, open_low, open_high, open };
-
-// A validator for a real flag: a finite decimal number, the whole argument, within [lo, hi] (or
-// the open ends named by `ends`). Rewritten with 17 significant digits, which CLI11's conversion
-// (through long double) reads back as the same double that std::from_chars parsed.
-inline CLI::Validator real(double lo, double hi = INFINITY, Ends ends = Ends::closed) {
-  const bool lo_open = ends == Ends::open_low || ends == Ends::open;
-  const bool hi_open = ends == Ends::open_high || ends == Ends::open || std::isinf(hi);
-  auto num = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return std::string(buf);
-  };
-  std::string desc = (lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + (hi_open ? ")" : "]");
-  if (std::isinf(hi)) {
-    desc = lo == 0 && lo_open ? "POSITIVE" : lo == 0 ? "NONNEGATIVE" : (lo_open ? ">" : ">=") + num(lo);
-  }
-  std::string says = desc == "POSITIVE"      ? "expects a positive number"
-                     : desc == "NONNEGATIVE" ? "expects a number >= 0"
-                                             : "expects a number in " + desc;
-  return CLI::Validator(
-      [lo, hi, lo_open, hi_open, says](std::string& text) -> std::string {
-        double v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        const bool in_range = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || !in_range) {
-          return says + ", got '" + text + "'";
-        }
-        char buf[40];
-        std::snprintf(buf, sizeof buf, "%.17g", v);
-        text = buf;
-        return "";
-      },
-      desc);
-}
-
 // --device cpu|cuda; left out, the GPU when there is one.
-inline CLI::Option* add_device_option(CLI::App& app, std::string& device) {
+inline Option* add_device_option(Flags& app, std::string& device) {
   return app.add_option("--device", device, "where to train")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->one_of({"cpu", "cuda"})
       ->default_str("cuda when a GPU is visible, else cpu");
 }
 

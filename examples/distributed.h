@@ -15,7 +15,7 @@
 
 namespace kiln::examples {
 
-inline void add_ddp_flag(CLI::App& app, bool& ddp) {
+inline void add_ddp_flag(Flags& app, bool& ddp) {
   app.add_flag("--ddp", ddp,
                "data-parallel training over the ranks of mpiexec (MPI for CPU tensors, NCCL on GPUs: rank R uses GPU "
                "(local rank) % (GPUs)) or of an env:// launcher (NCCL only): each rank trains on 1/N of every batch "

@@ -28,16 +28,15 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  CLI::App app(
+  examples::Flags app(
       "Fits y = sin(2x) + 0.3x on [-2, 2] with 32 tanh units and hand-written Adam on the CPU; exits 1 unless\n"
       "the final mean squared error is below 0.01.",
       "fit_function");
-  examples::set_flag_defaults(app);
   app.add_option("--steps", o.steps, "optimizer steps")->transform(examples::whole<int>(1));
   app.add_option("--lr", o.lr, "Adam's learning rate")
       ->transform(examples::real(0, INFINITY, examples::Ends::open_low));
   app.add_option("--out", o.out, "folder for metrics.jsonl (created)")->type_name("DIR")->default_str("none");
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   return o;
 }
 

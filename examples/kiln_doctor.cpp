@@ -16,12 +16,11 @@ int main(int argc, char** argv) {
   return examples::run_main("kiln_doctor", [&] {
     std::string run;
     std::optional<int64_t> step;
-    CLI::App app("Prints the utilization doctor's report of a run recorded with --doctor.", "kiln_doctor");
-    examples::set_flag_defaults(app);
+    examples::Flags app("Prints the utilization doctor's report of a run recorded with --doctor.", "kiln_doctor");
     app.add_option("RUN", run, "the run's --out folder, or its metrics.jsonl")->required();
     app.add_option("--step", step, "the report written at this step (default: the last)")
         ->transform(examples::whole<int64_t>(0));
-    examples::parse_or_exit(app, argc, argv);
+    app.parse(argc, argv);
     const std::string path =
         std::filesystem::is_directory(run) ? (std::filesystem::path(run) / "metrics.jsonl").string() : run;
     examples::RunFacts facts;

@@ -34,7 +34,7 @@ struct LoaderFlags {
   }
 };
 
-inline void add_loader_options(CLI::App& app, LoaderFlags& f, const std::string& default_workers) {
+inline void add_loader_options(Flags& app, LoaderFlags& f, const std::string& default_workers) {
   app.add_option("--workers", f.workers, "data-loader threads reading batches ahead; 0 reads in the training loop")
       ->transform(whole<int64_t>(0, 1024))
       ->default_str(default_workers);

@@ -43,11 +43,11 @@ struct PrecisionOptions {
 };
 
 // Adds the flags; --channels-last only where the model has 4-d activations (`image_model`).
-inline void add_precision_options(CLI::App& app, PrecisionOptions& p, bool image_model) {
+inline void add_precision_options(Flags& app, PrecisionOptions& p, bool image_model) {
   app.add_option("--amp", p.amp,
                  "mixed precision: autocast matmuls/convs/attention to bf16, or to fp16 with dynamic loss scaling; "
                  "off keeps float32")
-      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+      ->one_of({"off", "bf16", "fp16"});
   app.add_flag("--tf32,!--no-tf32", p.tf32,
                "TF32 tensor-core math for float32 matmuls and convolutions on the GPU (default on; no effect on "
                "the CPU)");

@@ -50,22 +50,21 @@ inline Options parse_options(int argc, const char* const* argv) {
   std::optional<int> epochs;
   std::optional<double> lr, weight_decay;
   std::optional<bool> augment;
-  CLI::App app(
+  examples::Flags app(
       "Trains SmallCNN or a small ResNet on Fashion-MNIST (AdamW or SGD, warmup then cosine decay to lr/100),\n"
       "printing the held-out accuracy after every epoch. Writes OUT/metrics.jsonl, OUT/checkpoint.safetensors\n"
       "after every epoch (and when stopped early) and OUT/model.safetensors at the end; --resume continues a\n"
       "run exactly where its checkpoint left it.",
       "train_cnn");
-  examples::set_flag_defaults(app);
   app.add_option("--data", o.data_dir, "folder with Fashion-MNIST's four .gz files")->type_name("DIR");
   examples::add_device_option(app, o.device);
-  app.add_option("--model", o.model, "the network")->check(CLI::IsMember({"small-cnn", "resnet"}));
+  app.add_option("--model", o.model, "the network")->one_of({"small-cnn", "resnet"});
   app.add_option("--epochs", epochs, "passes over the training images")
       ->transform(whole<int>(1))
       ->default_str("5 for small-cnn, 30 for resnet");
   app.add_option("--batch-size", o.batch_size, "images per step")->transform(whole<int64_t>(1));
   app.add_option("--optimizer", o.optimizer, "AdamW, or SGD with Nesterov momentum 0.9")
-      ->check(CLI::IsMember({"adamw", "sgd"}));
+      ->one_of({"adamw", "sgd"});
   app.add_option("--lr", lr, "peak learning rate")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("1e-3 for adamw, 0.05 for sgd");
@@ -105,7 +104,7 @@ inline Options parse_options(int argc, const char* const* argv) {
                "share), so the run equals one process's; --no-sync-bn uses each rank's share alone");
   auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
                       ->transform(real(0, 1, Ends::open_high));
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
   }

@@ -39,11 +39,10 @@ struct Options {
 Options parse_options(int argc, char** argv) {
   using examples::whole, examples::real;
   Options o;
-  CLI::App app(
+  examples::Flags app(
       "Trains a 784-HIDDEN-10 ReLU MLP on Fashion-MNIST with hand-written Adam (core ops only) on the CPU,\n"
       "printing the held-out (t10k) accuracy after every epoch; writes OUT/metrics.jsonl.",
       "train_fashion_mnist");
-  examples::set_flag_defaults(app);
   app.add_option("--data", o.data_dir, "folder with Fashion-MNIST's four .gz files");
   app.add_option("--out", o.out, "folder for metrics.jsonl (created)");
   app.add_option("--epochs", o.epochs, "passes over the training images")->transform(whole<int>(1));
@@ -57,7 +56,7 @@ Options parse_options(int argc, char** argv) {
       ->transform(real(0, 1))
       ->default_str("none");
   app.add_option("--seed", o.seed, "seed of the initial weights and the shuffling")->transform(whole<uint64_t>());
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
   return o;
 }
 

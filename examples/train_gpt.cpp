@@ -291,7 +291,10 @@ std::string sample(nn::GPT& model, const Corpus& corpus, const Options& opt, con
   const std::vector<int64_t> ids = out.to(Device::cpu()).view({-1}).to_vector<int64_t>();
   if (corpus.chars) return corpus.chars->decode(ids);
   std::string text = "token ids (kiln has no tokenizer to decode them):";  // token and synthetic data
-  for (const int64_t id : ids) text += " " + std::to_string(id);
+  for (const int64_t id : ids) {
+    text += ' ';
+    text += std::to_string(id);
+  }
   return text;
 }
 

@@ -85,7 +85,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   std::optional<int64_t> vocab_size, sample_tokens;
   std::optional<double> lr, min_lr, dropout, beta2;
   std::optional<std::string> data, val_data;
-  CLI::App app(
+  examples::Flags app(
       "Trains a GPT with AdamW, warmup and cosine decay on a text file (characters; the first 90% trains, the rest\n"
       "validates), a token file or synthetic tokens, then prints a sample from the weights of the best evaluation.\n"
       "Writes OUT/metrics.jsonl, OUT/checkpoint.safetensors at every evaluation (and when stopped early),\n"
@@ -93,11 +93,10 @@ inline Options parse_options(int argc, const char* const* argv) {
       "cuda/cpu depend on the device: nanoGPT's shakespeare-char shape on a GPU, a tiny model that learns in\n"
       "minutes on the CPU; --model gpt2-124m is GPT-2 small.",
       "train_gpt");
-  examples::set_flag_defaults(app);
   app.add_option("--model", o.model,
                  "char: the character model below; gpt2-124m: GPT-2 small (12 layers, 12 heads, 768 wide, block "
                  "1024, vocabulary 50257, batch 16, lr 6e-4, beta2 0.95, dropout 0; shape flags still override)")
-      ->check(CLI::IsMember({"char", "gpt2-124m"}));
+      ->one_of({"char", "gpt2-124m"});
   app.add_option("--data", data,
                  "a text (its bytes are the vocabulary), a token file (*.bin, nanoGPT's or llm.c's) or 'synthetic' "
                  "(random tokens, for throughput)")
@@ -162,7 +161,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_precision_options(app, o.precision, /*image_model=*/false);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::add_ddp_flag(app, o.ddp);
-  examples::parse_or_exit(app, argc, argv);
+  app.parse(argc, argv);
 
   o.device = examples::choose_device(o.device_name);
   const bool cuda = o.device.is_cuda();
