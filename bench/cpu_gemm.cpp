@@ -112,7 +112,7 @@ JsonLine case_record(const Shape3& s, const std::vector<double>& times) {
 
 // The program; main() runs it under examples::run_main, which turns every failure into one line.
 static int run(int argc, char** argv) {
-  // The flag policy of the examples (examples/common.h): strict numbers, exit code 2 for bad flags.
+  // The flag policy of the examples (examples/flags.h): strict numbers, exit code 2 for bad flags.
   int reps = 11;
   std::optional<int> threads;
   std::vector<int64_t> sizes;

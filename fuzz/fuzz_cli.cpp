@@ -1,6 +1,6 @@
 // libFuzzer target for the examples' command lines: the input, split at NUL bytes, is the argument
 // list given to train_cnn's and train_gpt's own parse_options (examples/train_*_options.h, the code
-// the programs run) and to the number validators of examples/common.h. A parse may accept the
+// the programs run) and to the number checks of examples/flags.h. A parse may accept the
 // arguments or refuse them the examples' way (ExitRequest: --help or a bad flag; InputError: a
 // value that does not fit, such as --device cuda without a GPU); anything else is a finding. An
 // accepted integer or real must also read back as the text it came from, which catches a validator

@@ -1,10 +1,10 @@
 // Device helpers shared by kiln's CUDA kernels. Those that also compile for the host, so that a
-// kernel using only them runs on the CPU's emulator (conversions to and from float, cast-on-load and
-// store by a run-time dtype, warp reductions, grid-stride bounds, 16-byte vectors, the dynamic
-// shared memory), are in device_math.cuh, included here. This file adds the element offset of a
-// logical index in a StridedArg, block reductions, launch checking and the dynamic shared-memory
-// opt-in. Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects
-// Debian's fmt).
+// kernel using only them runs on the CPU's emulator, are in device_math.cuh (conversions to and
+// from float, cast-on-load and store by a run-time dtype, warp and block reductions, grid-stride
+// bounds, 16-byte vectors, the dynamic shared memory) and offset_calc.cuh (the offsets of strided
+// operands), both included here. This file adds launch checking, the dynamic shared-memory opt-in,
+// the offset of a logical index in a StridedArg, the dense-pass split and the dtypes' switch.
+// Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/offset_calc.cuh"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/index.h"
@@ -111,57 +112,6 @@ inline VecSplit vec_split(int64_t n, int width, bool aligned) {
 }
 
 // --- elementwise helpers -----------------------------------------------------------------------
-
-// Offsets of N operands that share one index space (the output's sizes), for one thread per
-// element. Dims are stored innermost first so the unrolled loop below indexes the kernel
-// parameter with constants; the outermost dim needs no division. When every index fits in 31 bits
-// (`small`) the divisions are 32-bit, several times cheaper than 64-bit ones on the GPU.
-template <int N> struct OffsetCalc {
-  int ndim = 0;
-  bool small = true;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[kMaxDims][N] = {};
-
-  template <typename I> __device__ __forceinline__ void walk(I rem, int64_t (&off)[N]) const {
-#pragma unroll
-    for (int d = 0; d < kMaxDims; ++d) {
-      if (d == ndim) break;
-      I idx = rem;
-      if (d != ndim - 1) {
-        const I s = static_cast<I>(sizes[d]);
-        const I q = rem / s;
-        idx = rem - q * s;
-        rem = q;
-      }
-#pragma unroll
-      for (int a = 0; a < N; ++a) off[a] += static_cast<int64_t>(idx) * strides[d][a];
-    }
-  }
-
-  __device__ __forceinline__ void offsets(int64_t linear, int64_t (&off)[N]) const {
-#pragma unroll
-    for (int a = 0; a < N; ++a) off[a] = 0;
-    if (small) {
-      walk<uint32_t>(static_cast<uint32_t>(linear), off);
-    } else {
-      walk<int64_t>(linear, off);
-    }
-  }
-};
-
-// Host side: the calculator for `shape`'s sizes (outermost first, as in a StridedArg) and one
-// stride array per operand (nullptr: a scalar, stride 0 everywhere).
-template <int N> inline OffsetCalc<N> make_offset_calc(const StridedArg& shape, const int64_t* const (&strides)[N]) {
-  OffsetCalc<N> c;
-  c.ndim = shape.ndim;
-  for (int k = 0; k < shape.ndim; ++k) {
-    const int d = shape.ndim - 1 - k;
-    c.sizes[k] = shape.sizes[d];
-    for (int a = 0; a < N; ++a) c.strides[k][a] = strides[a] ? strides[a][d] : 0;
-  }
-  c.small = shape.numel() <= INT32_MAX;
-  return c;
-}
 
 // An elementwise input in the kernel: a strided tensor read with cast-on-load, or a scalar.
 template <typename C> struct InValue {

@@ -129,6 +129,10 @@ namespace detail {
 #define blockDim (::kiln::simt::block_dim())
 #define gridDim (::kiln::simt::grid_dim())
 
+struct alignas(8) float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
 struct alignas(16) float4 {
   float x, y, z, w;
 };
