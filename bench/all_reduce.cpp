@@ -33,7 +33,8 @@ struct Options {
 
 int run(int argc, char** argv) {
   Options o;
-  examples::Flags app("Times kiln's ring all-reduce against the backend's native one, under mpirun.", "bench_all_reduce");
+  examples::Flags app("Times kiln's ring all-reduce against the backend's native one, under mpirun.",
+                      "bench_all_reduce");
   app.add_option("--min-bytes", o.min_bytes, "smallest message")->transform(examples::whole<int64_t>(4, int64_t{1} << 32));
   app.add_option("--max-bytes", o.max_bytes, "largest message")->transform(examples::whole<int64_t>(4, int64_t{1} << 32));
   app.add_option("--warmup", o.warmup, "untimed calls per case")->transform(examples::whole<int64_t>(0, 1000));

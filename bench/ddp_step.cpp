@@ -44,8 +44,9 @@ double slowest(dist::ProcessGroup& g, double seconds) {
 
 int run(int argc, char** argv) {
   Options o;
-  examples::Flags app("Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
-               "bench_ddp_step");
+  examples::Flags app(
+      "Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
+      "bench_ddp_step");
   app.add_option("--layers", o.layers, "transformer blocks")->transform(examples::whole<int64_t>(1, 64));
   app.add_option("--width", o.width, "embedding width (a multiple of --heads)")->transform(examples::whole<int64_t>(8, 8192));
   app.add_option("--heads", o.heads, "attention heads")->transform(examples::whole<int64_t>(1, 128));

@@ -50,7 +50,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  examples::Flags app("Times the fused augmentation kernel and a training step fed by the DataLoader.", "bench_gpu_data");
+  examples::Flags app("Times the fused augmentation kernel and a training step fed by the DataLoader.",
+                      "bench_gpu_data");
   app.add_option("--device", o.device, "cpu or cuda (default: cuda when available)");
   app.add_option("--part", o.part, "what to time")->one_of({"augment", "feed", "all"});
   app.add_option("--batch", o.batch, "images per augment call")->transform(examples::whole<int64_t>(1, 1 << 16));

@@ -152,9 +152,12 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   Guarded<bn::Welford> stats_part(c.training ? plan.chunks * c.c : 0);
   if (c.training) {
     // The launch's workspace is what this test gives the kernels.
-    REQUIRE(bn::batch_norm_forward_workspace_bytes(l, true) == static_cast<size_t>(plan.chunks * c.c) * sizeof(bn::Welford));
+    REQUIRE(bn::batch_norm_forward_workspace_bytes(l, true) ==
+            static_cast<size_t>(plan.chunks * c.c) * sizeof(bn::Welford));
     per_chunk();
-    simt::launch(cfg, [&] { bn::bn_stats_partial_kernel<S>(stats_part.data(), x.data(), l, plan.count, plan.chunk_len); });
+    simt::launch(cfg, [&] {
+      bn::bn_stats_partial_kernel<S>(stats_part.data(), x.data(), l, plan.count, plan.chunk_len);
+    });
     per_channel(c.c);
     simt::launch(cfg, [&] {
       bn::bn_stats_finish_kernel(mean.data(), rstd.data(), stats_part.data(), plan.chunks, c.c, plan.count, params,
