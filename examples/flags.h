@@ -89,7 +89,7 @@ class Flags {
   Flags& operator=(const Flags&) = delete;
 
   // --name VALUE into `value`, or a positional argument when `name` has no leading '-'. T is one
-  // of the types FlagValue lists (flags.cpp compiles CLI11's conversion for each).
+  // of the types kFlagValue lists (flags.cpp compiles CLI11's conversion for each).
   template <typename T>
     requires kFlagValue<T>
   Option* add_option(const std::string& name, T& value, const std::string& help);
