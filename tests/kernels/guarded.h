@@ -24,6 +24,14 @@ template <typename E> class Guarded {
     std::fill(bytes_.begin(), bytes_.begin() + band, kBand);
     std::fill(bytes_.end() - band, bytes_.end(), kBand);
   }
+  // The elements of `t` (contiguous, with elements of E's size) between guard bands.
+  static Guarded copy_of(const Tensor& t) {
+    REQUIRE(t.is_contiguous());
+    REQUIRE(t.element_size() == sizeof(E));
+    Guarded g(t.numel());
+    std::memcpy(static_cast<void*>(g.data()), t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(E));
+    return g;
+  }
   E* data() { return reinterpret_cast<E*>(bytes_.data()) + kGuard; }
   const E* data() const { return reinterpret_cast<const E*>(bytes_.data()) + kGuard; }
   bool bands_intact() const {
@@ -51,6 +59,9 @@ template <typename E> class Guarded {
   size_t n_;
   std::vector<unsigned char> bytes_;
 };
+
+// A kernel's pointer to an optional tensor: its data, or nullptr when undefined.
+inline const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // Whether two tensors have the same dtype, sizes and bytes.
 inline bool same_bits(const Tensor& a, const Tensor& b) {

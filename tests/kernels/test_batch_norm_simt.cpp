@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -91,21 +90,12 @@ Inputs inputs(const Case& c) {
   return in;
 }
 
-const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-
 // A buffer in x's storage order as the logical [N, C, S] tensor.
 Tensor logical(const Case& c, const Tensor& stored) { return stored.permute(c.storage().second).contiguous(); }
 
 // out, save_mean, save_rstd, running_mean, running_var, dx, and with parameters dweight and dbias.
 using Results = std::vector<Tensor>;
 const char* const kNames[] = {"out", "save_mean", "save_rstd", "running_mean", "running_var", "dx", "dweight", "dbias"};
-
-// Copies `t`'s bytes into a guarded buffer of its element count.
-template <typename E> Guarded<E> guarded_copy(const Tensor& t) {
-  Guarded<E> g(t.numel());
-  std::memcpy(static_cast<void*>(g.data()), t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(E));
-  return g;
-}
 
 // The elementwise passes' grid, capped so that each thread walks several elements.
 constexpr unsigned kMaxElementwiseBlocks = 3;
@@ -116,10 +106,10 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   const ChannelLayout l = c.channel_layout();
   const DType t = c.dtype, pdt = c.param_dtype();
   const int64_t numel = c.numel();
-  Guarded<S> x = guarded_copy<S>(in.x), dy = guarded_copy<S>(in.dout), out(numel), dx(numel);
-  Guarded<P> rm = guarded_copy<P>(in.running_mean), rv = guarded_copy<P>(in.running_var);
-  Guarded<P> w = c.has_params() ? guarded_copy<P>(in.w) : Guarded<P>(0);
-  Guarded<P> b = c.has_params() ? guarded_copy<P>(in.b) : Guarded<P>(0);
+  Guarded<S> x = Guarded<S>::copy_of(in.x), dy = Guarded<S>::copy_of(in.dout), out(numel), dx(numel);
+  Guarded<P> rm = Guarded<P>::copy_of(in.running_mean), rv = Guarded<P>::copy_of(in.running_var);
+  Guarded<P> w = c.has_params() ? Guarded<P>::copy_of(in.w) : Guarded<P>(0);
+  Guarded<P> b = c.has_params() ? Guarded<P>::copy_of(in.b) : Guarded<P>(0);
   Guarded<float> mean(c.c), rstd(c.c);
   const void* wp = c.has_params() ? static_cast<const void*>(w.data()) : nullptr;
   const void* bp = c.has_params() ? static_cast<const void*>(b.data()) : nullptr;

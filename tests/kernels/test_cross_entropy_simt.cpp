@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -88,12 +87,9 @@ struct Emulated {
 template <typename S> Emulated emulate(const Case& c, const Inputs& in, simt::Schedule schedule) {
   const CrossEntropyShape& sh = c.shape;
   const int64_t rows = c.rows(), numel = c.numel(), outs = c.reduce == LossReduce::None ? rows : 1;
-  Guarded<S> x(numel), dx(numel), out(outs), dout(in.dout.numel());
+  Guarded<S> x = Guarded<S>::copy_of(in.logits), dx(numel), out(outs), dout = Guarded<S>::copy_of(in.dout);
   Guarded<float> lse(rows), row_loss(rows);
-  Guarded<int64_t> count(1), target(rows);
-  std::memcpy(static_cast<void*>(x.data()), in.logits.data_ptr(), static_cast<size_t>(numel) * sizeof(S));
-  std::memcpy(static_cast<void*>(dout.data()), in.dout.data_ptr(), static_cast<size_t>(in.dout.numel()) * sizeof(S));
-  std::memcpy(target.data(), in.target.data_ptr(), static_cast<size_t>(rows) * sizeof(int64_t));
+  Guarded<int64_t> count(1), target = Guarded<int64_t>::copy_of(in.target);
   Emulated e;
 
   ce::CeArgs a{};

@@ -61,8 +61,6 @@ Inputs inputs(const Case& c) {
   return in;
 }
 
-const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-
 // out, mean, rstd, dx, and dweight and dbias when the case wants them.
 using Results = std::vector<Tensor>;
 
@@ -81,11 +79,10 @@ struct Emulated {
 template <typename S, typename P> Emulated emulate(const Case& c, const Inputs& in, simt::Schedule schedule) {
   const int64_t rows = c.rows, n = c.n, off = c.misaligned ? 1 : 0;
   const DType t = c.dtype, pdt = c.param_dtype();
-  Guarded<S> xbuf(rows * n + off), dybuf(rows * n), out(rows * n), dx(rows * n);
+  Guarded<S> xbuf(rows * n + off), dybuf = Guarded<S>::copy_of(in.dout), out(rows * n), dx(rows * n);
   Guarded<float> mean(rows), rstd(rows);
   S* const x = xbuf.data() + off;
   std::memcpy(static_cast<void*>(x), in.x.data_ptr(), static_cast<size_t>(rows * n) * sizeof(S));
-  std::memcpy(static_cast<void*>(dybuf.data()), in.dout.data_ptr(), static_cast<size_t>(rows * n) * sizeof(S));
   const S* const dy = dybuf.data();
   const void *w = ptr_or_null(in.w), *b = ptr_or_null(in.b);
 

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -58,9 +57,7 @@ using Results = std::vector<Tensor>;
 
 template <typename S> Results emulate(const Case& c, const Inputs& in, simt::Schedule schedule) {
   const int64_t numel = c.numel();
-  Guarded<S> x(numel), dy(numel), y(numel), dx(numel);
-  std::memcpy(static_cast<void*>(x.data()), in.x.data_ptr(), static_cast<size_t>(numel) * sizeof(S));
-  std::memcpy(static_cast<void*>(dy.data()), in.dout.data_ptr(), static_cast<size_t>(numel) * sizeof(S));
+  Guarded<S> x = Guarded<S>::copy_of(in.x), dy = Guarded<S>::copy_of(in.dout), y(numel), dx(numel);
   simt::LaunchConfig cfg;
   cfg.schedule = schedule;
   const auto geometry = [&](unsigned grid, int threads) {
