@@ -200,7 +200,7 @@ void multinomial_cuda(int64_t* out, const StridedArg& probs, int64_t num_samples
     } else {
       const MultinomialSource src{probs.data, probs.dtype, row_stride, col_stride, n, row0, philox, info};
       const MultinomialSink sink{out, num_samples, row0};
-      smallest_k(src, sink, b, n, num_samples, rest, s, "multinomial");
+      smallest_k(src, sink, b, n, num_samples, rest, StreamLaunch{s, "multinomial"});
     }
   }
 }

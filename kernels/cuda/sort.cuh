@@ -4,19 +4,27 @@
 // tie, so the result is one fixed order whatever the schedule. A key source says whether a row is
 // valid and gives the key of (row, j); a sink writes the s-th winner of a row. Internal to the two
 // .cu files that include it (each gets its own copy).
+//
+// Host-compilable: smallest_k makes its launches through a launcher, StreamLaunch in the .cu files,
+// and the CPU tests run the kernels on the emulator of CUDA's threads
+// (tests/kernels/test_sort_simt.cpp).
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/error.h"
+#if defined(__CUDACC__)
+#include "kernels/cuda/common.cuh"
+#endif
 
 namespace kiln {
 namespace {
 
 using cuda_detail::load_as;
-using cuda_detail::raw_stream;
 using cuda_detail::store_as;
 
 constexpr int kSortMax = 2048;       // entries one block sorts in shared memory
@@ -325,42 +333,54 @@ inline size_t sort_workspace_per_row(int64_t n, int64_t k) {
 }
 
 // The k smallest entries of `rows` rows of n keys, sorted, into the sink. `workspace` holds the
-// global sort of at least `rows` rows when sort_workspace_per_row is not 0.
-template <class Src, class Sink>
+// global sort of at least `rows` rows when sort_workspace_per_row is not 0. Each launch is a call
+// launch(kernel, grid, block, arguments...) (StreamLaunch on a GPU); every kernel loops over its
+// rows or entries, so it is correct for a grid smaller than the one asked for.
+template <class Src, class Sink, class Launch>
 inline void smallest_k(const Src& src, const Sink& sink, int64_t rows, int64_t n, int64_t k, void* workspace,
-                cudaStream_t stream, const char* op) {
+                       const Launch& launch) {
   if (n <= kSortMax) {
     const int N = static_cast<int>(pow2_at_least(n));
-    const int threads = std::min(1024, std::max(32, N / 2));
-    sort_rows_kernel<Src, Sink><<<grid_of(rows), threads, 0, stream>>>(src, sink, rows, static_cast<int>(n), N,
-                                                                       static_cast<int>(k));
-    cuda_detail::check_launch(op);
+    const unsigned threads = static_cast<unsigned>(std::min(1024, std::max(32, N / 2)));
+    launch(sort_rows_kernel<Src, Sink>, grid_of(rows), threads, src, sink, rows, static_cast<int>(n), N,
+           static_cast<int>(k));
     return;
   }
   if (k <= kSortMax) {
     const int M = static_cast<int>(pow2_at_least(k));
-    select_rows_kernel<Src, Sink><<<grid_of(rows), kSelectThreads, 0, stream>>>(src, sink, rows, n,
-                                                                               static_cast<int>(k), M);
-    cuda_detail::check_launch(op);
+    launch(select_rows_kernel<Src, Sink>, grid_of(rows), unsigned{kSelectThreads}, src, sink, rows, n,
+           static_cast<int>(k), M);
     return;
   }
   const int64_t P = pow2_at_least(n);
   uint64_t* gkeys = static_cast<uint64_t*>(workspace);
   uint32_t* gids = reinterpret_cast<uint32_t*>(gkeys + rows * P);
-  const int64_t tile_blocks = rows * (P / kSortMax);
-  tile_sort_kernel<Src><<<grid_of(tile_blocks), 1024, 0, stream>>>(src, gkeys, gids, rows, n, P);
-  cuda_detail::check_launch(op);
+  const unsigned tile_blocks = grid_of(rows * (P / kSortMax));
+  launch(tile_sort_kernel<Src>, tile_blocks, 1024u, src, gkeys, gids, rows, n, P);
   for (int64_t size = 2 * kSortMax; size <= P; size <<= 1) {
     for (int64_t stride = size / 2; stride >= kSortMax; stride >>= 1) {
-      global_step_kernel<<<grid_of(ceil_div(rows * P / 2, 256)), 256, 0, stream>>>(gkeys, gids, rows, P, size, stride);
-      cuda_detail::check_launch(op);
+      launch(global_step_kernel, grid_of(ceil_div(rows * P / 2, 256)), 256u, gkeys, gids, rows, P, size, stride);
     }
-    tile_merge_kernel<<<grid_of(tile_blocks), 1024, 0, stream>>>(gkeys, gids, rows, P, size);
+    launch(tile_merge_kernel, tile_blocks, 1024u, gkeys, gids, rows, P, size);
+  }
+  launch(write_sorted_kernel<Src, Sink>, grid_of(ceil_div(rows * k, 256)), 256u, src, sink,
+         static_cast<const uint32_t*>(gids), rows, P, k);
+}
+
+#if defined(__CUDACC__)
+using cuda_detail::raw_stream;
+
+// smallest_k's launcher on a GPU: each kernel on `stream`, its launch checked under the op's name.
+struct StreamLaunch {
+  cudaStream_t stream;
+  const char* op;
+  template <class... Params, class... Args>
+  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
+    kernel<<<grid, block, 0, stream>>>(args...);
     cuda_detail::check_launch(op);
   }
-  write_sorted_kernel<Src, Sink><<<grid_of(ceil_div(rows * k, 256)), 256, 0, stream>>>(src, sink, gids, rows, P, k);
-  cuda_detail::check_launch(op);
-}
+};
+#endif
 
 // Rows per batch for a workspace of `bytes` (at least one row's worth, checked).
 inline int64_t batch_rows(const char* op, int64_t rows, size_t per_row, void* workspace, size_t bytes) {

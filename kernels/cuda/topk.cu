@@ -65,7 +65,7 @@ void topk_cuda(void* values, DType values_dtype, int64_t* indices, const void* i
     const int64_t b = std::min(batch, rows - row0);
     const TopkSource src{in, in_dtype, n, row0, largest};
     const TopkSink sink{values, values_dtype, indices, in, in_dtype, n, k, row0, integral};
-    smallest_k(src, sink, b, n, k, workspace, raw_stream(ctx.stream), "topk");
+    smallest_k(src, sink, b, n, k, workspace, StreamLaunch{raw_stream(ctx.stream), "topk"});
   }
 }
 

@@ -179,6 +179,16 @@ V __shfl_down_sync(unsigned mask, V v, unsigned delta, int width = 32,
   const V got = ::kiln::simt::detail::shuffle_from(mask, v, src, where);
   return (lane & (width - 1)) + static_cast<int>(delta) < width ? got : v;
 }
+// Lane l gets lane l - delta's value within its segment of `width` lanes; lanes whose source is
+// before their segment's start keep their own, as on the GPU.
+template <typename V>
+V __shfl_up_sync(unsigned mask, V v, unsigned delta, int width = 32,
+                 ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
+  const int lane = ::kiln::simt::lane();
+  const int src = lane - static_cast<int>(delta);
+  const V got = ::kiln::simt::detail::shuffle_from(mask, v, src, where);
+  return (lane & (width - 1)) >= static_cast<int>(delta) ? got : v;
+}
 template <typename V>
 V __shfl_xor_sync(unsigned mask, V v, int lane_mask,
                   ::kiln::simt::Site where = ::kiln::simt::Site::here()) {
@@ -200,6 +210,14 @@ inline int atomicCAS(int* address, int compare, int value) {
   return old;
 }
 
+// An add to an unsigned int in global or shared memory (the row selection counts digits with it);
+// atomic for the same reason as atomicCAS.
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  const unsigned old = *address;
+  *address = old + value;
+  return old;
+}
+
 // CUDA's classification functions, unqualified as device code calls them.
 using std::isfinite;
 using std::isinf;
@@ -208,6 +226,7 @@ using std::isnan;
 // Reinterpretations of bits.
 inline float __int_as_float(int bits) { return std::bit_cast<float>(bits); }
 inline double __longlong_as_double(long long bits) { return std::bit_cast<double>(bits); }
+inline long long __double_as_longlong(double v) { return std::bit_cast<long long>(v); }
 
 // Float arithmetic in round-to-nearest without contraction into an FMA: the host compiler contracts
 // nothing unless told to (kiln builds without -ffp-contract=fast).

@@ -131,7 +131,7 @@ TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]")
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   std::vector<float> sums(96), broadcast(96);
   std::vector<double> wide(96);
-  std::vector<int> down(96), down8(96);
+  std::vector<int> down(96), down8(96), up(96), up4(96);
   const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {96, 1, 1}, schedule), [&] {
     const unsigned t = threadIdx.x;
     float v = static_cast<float>(t);
@@ -141,6 +141,8 @@ TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]")
     wide[t] = __shfl_sync(0xffffffffu, 0.5 + t, 31 - simt::lane());
     down[t] = __shfl_down_sync(0xffffffffu, static_cast<int>(t), 3);
     down8[t] = __shfl_down_sync(0xffffffffu, static_cast<int>(t), 3, 8);  // in segments of 8 lanes
+    up[t] = __shfl_up_sync(0xffffffffu, static_cast<int>(t), 5);
+    up4[t] = __shfl_up_sync(0xffffffffu, static_cast<int>(t), 1, 4);
   });
   for (unsigned t = 0; t < 96; ++t) {
     const unsigned warp = t / 32;
@@ -150,10 +152,13 @@ TEST_CASE("simt: shuffles move values between the lanes of each warp", "[simt]")
     // A lane whose source is past the end of the warp, or of its segment, keeps its own value.
     CHECK(down[t] == static_cast<int>(t % 32 + 3 < 32 ? t + 3 : t));
     CHECK(down8[t] == static_cast<int>(t % 8 + 3 < 8 ? t + 3 : t));
+    // Up: a lane whose source is before the start of the warp, or of its segment, keeps its own.
+    CHECK(up[t] == static_cast<int>(t % 32 >= 5 ? t - 5 : t));
+    CHECK(up4[t] == static_cast<int>(t % 4 >= 1 ? t - 1 : t));
   }
-  CHECK(stats.warp_collectives == 3 * 9);
-  CHECK(stats.collectives_in("tests/kernels/test_simt.cpp") == 3 * 9);
-  CHECK(stats.collectives_at.size() == 5);  // the xor shuffle's call, and the four others
+  CHECK(stats.warp_collectives == 3 * 11);
+  CHECK(stats.collectives_in("tests/kernels/test_simt.cpp") == 3 * 11);
+  CHECK(stats.collectives_at.size() == 7);  // the xor shuffle's call, and the six others
   CHECK(stats.collectives_in("tile.cuh") == 0);
 }
 
