@@ -35,8 +35,8 @@ void adaptive_avg_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_stride
                                       ImageStrides grad_out_strides, DType dtype, const Conv2dGeometry& g,
                                       const KernelContext& ctx);
 
-// The CUDA twins: kiln's own kernels, same arguments and results (device pointers),
-// float32/float16/bfloat16 (float64 is CPU-only).
+// The CUDA twins: kiln's own kernels (kernels/cuda/pool.cuh), same arguments and results (device
+// pointers), float32, float16, bfloat16 and float64.
 // Forward: one thread per output element. Backward: one thread per INPUT element, which sums the
 // outputs whose windows can hold it in the CPU's order (output raster order), so there are no
 // atomics and gradients are deterministic (float32 gives the CPU's bits).
