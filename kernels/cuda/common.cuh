@@ -100,31 +100,6 @@ __device__ __forceinline__ int64_t strided_offset(const StridedArg& shape, const
   return off;
 }
 
-// A dense pass over n elements in steps of `width` (the vector kernels' loop): n_vec whole steps
-// when every pointer is 16-byte aligned, none otherwise, then a tail of single elements; `items`,
-// the larger of the two loops' trip counts, sizes the grid.
-struct VecSplit {
-  int64_t n_vec, items;
-};
-inline VecSplit vec_split(int64_t n, int width, bool aligned) {
-  const int64_t n_vec = aligned ? n / width : 0;
-  return {n_vec, n_vec > n - n_vec * width ? n_vec : n - n_vec * width};
-}
-
-// --- elementwise helpers -----------------------------------------------------------------------
-
-// An elementwise input in the kernel: a strided tensor read with cast-on-load, or a scalar.
-template <typename C> struct InValue {
-  const void* data = nullptr;
-  DType dtype = DType::Float32;
-  bool is_scalar = false;
-  C scalar = C(0);
-  __device__ __forceinline__ C load(int64_t off) const { return is_scalar ? scalar : load_as<C>(data, dtype, off); }
-};
-
-// The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
-inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }
-
 // --- row kernels (norm, loss, attention) ---------------------------------------------------------
 
 // Kernels over float activations are instantiated for the three storage types CUDA tensors use;
@@ -153,6 +128,20 @@ inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] 
     }                                                                          \
     default: ::kiln::cuda_detail::throw_no_cuda_float_kernel((op), (dtype));   \
   }
+
+// A launcher for host code that plans its own launches and is compiled for the emulator too
+// (kernels/cuda/sort.cuh, random_multinomial.cuh, elementwise_binary.cuh): launch(kernel, grid,
+// block, arguments...) runs kernel<<<grid, block, 0, stream>>>(arguments...) and checks the launch
+// under the op's name. The CPU tests pass a launcher of their own that runs the emulator.
+struct StreamLaunch {
+  cudaStream_t stream;
+  const char* op;
+  template <class... Params, class... Args>
+  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
+    kernel<<<grid, block, 0, stream>>>(args...);
+    check_launch(op);
+  }
+};
 
 }  // namespace kiln::cuda_detail
 

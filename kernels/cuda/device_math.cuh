@@ -1,10 +1,11 @@
 // The device helpers of kiln's CUDA kernels that compile for the host too: conversions between the
 // storage types and float, cast-on-load and store by a run-time dtype, warp and block reductions,
-// grid-stride bounds, 16-byte vectors, the device-side index check's record, and the block's dynamic
-// shared memory. kernels/cuda/common.cuh includes this file with the rest (launch checks, streams,
-// offsets). Compiled by the host compiler, it runs on the emulator of CUDA's threads
-// (kernels/simt/simt.h), and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit
-// the same as __half and __nv_bfloat16, converted with the same round-to-nearest-even.
+// grid-stride bounds, 16-byte vectors and the split of a dense pass into them, elementwise inputs
+// (InValue), the device-side index check's record, and the block's dynamic shared memory.
+// kernels/cuda/common.cuh includes this file with the rest (launch checks, streams, launchers).
+// Compiled by the host compiler, it runs on the emulator of CUDA's threads (kernels/simt/simt.h),
+// and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit the same as __half and
+// __nv_bfloat16, converted with the same round-to-nearest-even.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -21,6 +22,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/index.h"
+#include "kernels/strided.h"
 
 namespace kiln::cuda_detail {
 
@@ -166,6 +168,29 @@ __device__ __forceinline__ float4* dynamic_smem() {
 #else
 inline float4* dynamic_smem() { return static_cast<float4*>(simt::dynamic_smem()); }
 #endif
+
+// A dense pass over n elements in steps of `width` (the vector kernels' loop): n_vec whole steps
+// when every pointer is 16-byte aligned, none otherwise, then a tail of single elements; `items`,
+// the larger of the two loops' trip counts, sizes the grid.
+struct VecSplit {
+  int64_t n_vec, items;
+};
+inline VecSplit vec_split(int64_t n, int width, bool aligned) {
+  const int64_t n_vec = aligned ? n / width : 0;
+  return {n_vec, n_vec > n - n_vec * width ? n_vec : n - n_vec * width};
+}
+
+// An elementwise input in the kernel: a strided tensor read with cast-on-load, or a scalar.
+template <typename C> struct InValue {
+  const void* data = nullptr;
+  DType dtype = DType::Float32;
+  bool is_scalar = false;
+  C scalar = C(0);
+  __device__ __forceinline__ C load(int64_t off) const { return is_scalar ? scalar : load_as<C>(data, dtype, off); }
+};
+
+// The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
+inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }
 
 // The smaller of two 64-bit counts (a name of its own: kiln::min is the tensor reduction, and the
 // host has no CUDA min overloads).

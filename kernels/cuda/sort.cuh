@@ -369,17 +369,7 @@ inline void smallest_k(const Src& src, const Sink& sink, int64_t rows, int64_t n
 
 #if defined(__CUDACC__)
 using cuda_detail::raw_stream;
-
-// smallest_k's launcher on a GPU: each kernel on `stream`, its launch checked under the op's name.
-struct StreamLaunch {
-  cudaStream_t stream;
-  const char* op;
-  template <class... Params, class... Args>
-  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
-    kernel<<<grid, block, 0, stream>>>(args...);
-    cuda_detail::check_launch(op);
-  }
-};
+using cuda_detail::StreamLaunch;
 #endif
 
 // Rows per batch for a workspace of `bytes` (at least one row's worth, checked).

@@ -1,6 +1,7 @@
 // What the CPU tests that run CUDA kernels on the emulator of kernels/simt/simt.h share besides the
 // values: output buffers between guard bands that no kernel may touch, whether the emulator's two
-// schedules gave the same bits, and the storage type a float dtype's kernels are instantiated for.
+// schedules gave the same bits, the storage type a float dtype's kernels are instantiated for, and
+// a launcher for host code that plans its own launches.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 
 #include "core/kiln.h"
 #include "kernels/half.h"
+#include "kernels/simt/simt.h"
 
 namespace kiln::test {
 
@@ -76,5 +78,27 @@ template <typename F> decltype(auto) with_float_storage(DType t, F&& f) {
   if (t == DType::Float16) return f.template operator()<Half>();
   return f.template operator()<BFloat16>();
 }
+
+// A launcher for the host code that plans its own launches (smallest_k, multinomial_launches,
+// binary_dispatch; cuda_detail::StreamLaunch on a GPU): each launch runs on the emulator under
+// `schedule`, in the grid asked for capped at grid_cap blocks (so that blocks loop), and its
+// kernel is appended to *kernels when that is set.
+struct EmulatedLaunch {
+  simt::Schedule schedule = simt::Schedule::Lowest;
+  unsigned grid_cap = ~0u;
+  std::vector<const void*>* kernels = nullptr;
+  template <class... Params, class... Args>
+  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
+    simt::LaunchConfig config;
+    config.grid.x = std::min(grid, grid_cap);
+    config.block.x = block;
+    config.schedule = schedule;
+    simt::launch(config, [&] { kernel(args...); });
+    if (kernels) kernels->push_back(reinterpret_cast<const void*>(kernel));
+  }
+};
+
+// A kernel's address, as EmulatedLaunch records it.
+template <typename K> const void* kernel_address(K* kernel) { return reinterpret_cast<const void*>(kernel); }
 
 }  // namespace kiln::test

@@ -31,19 +31,6 @@ using namespace kiln::test;
 
 namespace {
 
-struct EmulatedLaunch {
-  simt::Schedule schedule;
-  unsigned grid_cap;
-  template <class... Params, class... Args>
-  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
-    simt::LaunchConfig config;
-    config.grid.x = std::min(grid, grid_cap);
-    config.block.x = block;
-    config.schedule = schedule;
-    simt::launch(config, [&] { kernel(args...); });
-  }
-};
-
 // Weights 0 to 9, about one in `zero_every` zero (none when 0).
 Tensor weights(int64_t rows, int64_t n, uint64_t seed, int zero_every) {
   std::mt19937_64 rng(seed);
@@ -85,7 +72,7 @@ std::vector<int64_t> on_cpu(const Tensor& probs, int64_t num_samples, bool repla
   return out;
 }
 
-const EmulatedLaunch kRuns[] = {{simt::Schedule::Lowest, ~0u}, {simt::Schedule::Highest, 2u}};
+const EmulatedLaunch kRuns[] = {{simt::Schedule::Lowest, ~0u, nullptr}, {simt::Schedule::Highest, 2u, nullptr}};
 
 }  // namespace
 

@@ -26,7 +26,7 @@
 #include "tests/kernels/guarded.h"
 
 using namespace kiln;
-using kiln::test::Guarded;
+using namespace kiln::test;
 
 namespace {
 
@@ -77,29 +77,6 @@ std::vector<uint64_t> make_keys(Keys kind, int64_t rows, int64_t n, uint64_t see
   return keys;
 }
 
-// Which kernels a launch ran, in order.
-struct Recorded {
-  std::vector<const void*> kernels;
-  int64_t blocks = 0;
-};
-
-// smallest_k's launches on the emulator: the asked-for grid capped at grid_cap blocks.
-struct EmulatedLaunch {
-  simt::Schedule schedule;
-  unsigned grid_cap;
-  Recorded* record;
-  template <class... Params, class... Args>
-  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
-    simt::LaunchConfig config;
-    config.grid.x = std::min(grid, grid_cap);
-    config.block.x = block;
-    config.schedule = schedule;
-    const simt::LaunchStats stats = simt::launch(config, [&] { kernel(args...); });
-    record->kernels.push_back(reinterpret_cast<const void*>(kernel));
-    record->blocks += stats.blocks;
-  }
-};
-
 // The k smallest (key, index) pairs of each valid row, by std::sort; zeros for the others.
 std::vector<uint32_t> expected(const std::vector<uint64_t>& keys, const std::vector<unsigned char>& valid,
                                int64_t rows, int64_t n, int64_t k) {
@@ -119,18 +96,18 @@ std::vector<uint32_t> expected(const std::vector<uint64_t>& keys, const std::vec
 std::vector<const void*> planned_kernels(int64_t n, int64_t k) {
   using Src = TableKeys;
   using Sink = IndexSink;
-  if (n <= kSortMax) return {reinterpret_cast<const void*>(&sort_rows_kernel<Src, Sink>)};
-  if (k <= kSortMax) return {reinterpret_cast<const void*>(&select_rows_kernel<Src, Sink>)};
-  std::vector<const void*> kernels{reinterpret_cast<const void*>(&tile_sort_kernel<Src>)};
+  if (n <= kSortMax) return {kernel_address(&sort_rows_kernel<Src, Sink>)};
+  if (k <= kSortMax) return {kernel_address(&select_rows_kernel<Src, Sink>)};
+  std::vector<const void*> kernels{kernel_address(&tile_sort_kernel<Src>)};
   int64_t P = 1;
   while (P < n) P *= 2;
   for (int64_t size = 2 * kSortMax; size <= P; size *= 2) {
     for (int64_t stride = size / 2; stride >= kSortMax; stride /= 2) {
-      kernels.push_back(reinterpret_cast<const void*>(&global_step_kernel));
+      kernels.push_back(kernel_address(&global_step_kernel));
     }
-    kernels.push_back(reinterpret_cast<const void*>(&tile_merge_kernel));
+    kernels.push_back(kernel_address(&tile_merge_kernel));
   }
-  kernels.push_back(reinterpret_cast<const void*>(&write_sorted_kernel<Src, Sink>));
+  kernels.push_back(kernel_address(&write_sorted_kernel<Src, Sink>));
   return kernels;
 }
 
@@ -179,10 +156,10 @@ TEST_CASE("simt: the row selection of topk and multinomial gives the k smallest 
         INFO((schedule == simt::Schedule::Lowest ? "lowest" : "highest") << " first, grid cap " << cap);
         Guarded<uint32_t> out(c.rows * c.k);
         Guarded<uint64_t> workspace(static_cast<int64_t>(workspace_bytes / sizeof(uint64_t)));
-        Recorded record;
+        std::vector<const void*> kernels;
         smallest_k(TableKeys{keys.data(), valid.data(), c.n}, IndexSink{out.data(), c.k}, c.rows, c.n, c.k,
-                   workspace_bytes ? workspace.data() : nullptr, EmulatedLaunch{schedule, cap, &record});
-        CHECK(record.kernels == planned_kernels(c.n, c.k));
+                   workspace_bytes ? workspace.data() : nullptr, EmulatedLaunch{schedule, cap, &kernels});
+        CHECK(kernels == planned_kernels(c.n, c.k));
         CHECK(out.bands_intact());
         CHECK(workspace.bands_intact());
         const std::vector<uint32_t> got(out.data(), out.data() + c.rows * c.k);
