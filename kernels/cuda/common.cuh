@@ -130,9 +130,10 @@ __device__ __forceinline__ int64_t strided_offset(const StridedArg& shape, const
   }
 
 // A launcher for host code that plans its own launches and is compiled for the emulator too
-// (kernels/cuda/sort.cuh, random_multinomial.cuh, elementwise_binary.cuh): launch(kernel, grid,
-// block, arguments...) runs kernel<<<grid, block, 0, stream>>>(arguments...) and checks the launch
-// under the op's name. The CPU tests pass a launcher of their own that runs the emulator.
+// (kernels/cuda/sort.cuh, random_multinomial.cuh, elementwise_{binary,unary,where}.cuh):
+// launch(kernel, grid, block, arguments...) runs kernel<<<grid, block, 0, stream>>>(arguments...)
+// and checks the launch under the op's name. The CPU tests pass a launcher of their own that runs
+// the emulator.
 struct StreamLaunch {
   cudaStream_t stream;
   const char* op;

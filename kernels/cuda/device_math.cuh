@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
+#include "kernels/elementwise.h"
 #include "kernels/index.h"
 #include "kernels/strided.h"
 
@@ -188,6 +189,17 @@ template <typename C> struct InValue {
   C scalar = C(0);
   __device__ __forceinline__ C load(int64_t off) const { return is_scalar ? scalar : load_as<C>(data, dtype, off); }
 };
+
+// An elementwise operand as a kernel reads it: a scalar in the compute type as the CPU's
+// operand_value converts it.
+template <typename C> inline InValue<C> in_value(const Operand& o) {
+  InValue<C> v;
+  v.data = o.is_scalar ? nullptr : o.arg.data;
+  v.dtype = o.arg.dtype;
+  v.is_scalar = o.is_scalar;
+  v.scalar = static_cast<C>(o.scalar);
+  return v;
+}
 
 // The fast path's test: 1-D and unit-stride (a single element counts whatever its stride).
 inline bool dense_1d(const StridedArg& a) { return a.ndim == 1 && (a.strides[0] == 1 || a.sizes[0] == 1); }

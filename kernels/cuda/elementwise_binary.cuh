@@ -248,15 +248,6 @@ void launch_vec(const StridedArg& out, const Operand& x, const Operand& y, float
          static_cast<float>(y.scalar), n, v.n_vec, alpha, beta);
 }
 
-template <typename C> InValue<C> in_value(const Operand& o) {
-  InValue<C> v;
-  v.data = o.is_scalar ? nullptr : o.arg.data;
-  v.dtype = o.arg.dtype;
-  v.is_scalar = o.is_scalar;
-  v.scalar = static_cast<C>(o.scalar);  // as the CPU's operand_value
-  return v;
-}
-
 template <BinaryOp OP, typename C, class Launch>
 void launch_typed(const StridedArg& out, const Operand& x, const Operand& y, C alpha, C beta, const Launch& launch) {
   if constexpr (std::is_same_v<C, float> && has_vector_path(OP)) {

@@ -1,15 +1,16 @@
-// The binary elementwise kernels of kernels/cuda/elementwise_binary.cuh, their real source, run on
-// the CPU through the emulator of CUDA's threads (kernels/simt/simt.h), picked and launched by
-// binary_dispatch itself, and compared bit for bit with binary_cpu (both compute through
-// kernels/elementwise_math.h). The cases reach each kernel, and the test asserts which one ran:
-// the vector kernel for dense operands of the output's float dtype (whole 16-byte vectors and a
-// tail, lengths around the vector's, an operand one element off 16-byte alignment so that
-// everything is tail, scalars on either side, and out == x in place), the mixed kernel for a
-// float32 output of add or mul from float16, bfloat16 and float32 operands (eight elements a step),
-// and the generic kernel through offsets (transposed and broadcast operands, int64 and float64
-// compute, comparisons into bool). Maximum sees NaN on both sides, and clamp's backward its bounds.
-// Each case runs in binary_dispatch's grid and in a grid capped at 3 blocks; the output lies
-// between guard bands.
+// The elementwise kernels of kernels/cuda/elementwise_binary.cuh and elementwise_unary.cuh, their
+// real source, run on the CPU through the emulator of CUDA's threads (kernels/simt/simt.h), picked
+// and launched by binary_dispatch and unary_dispatch themselves, and compared bit for bit with
+// binary_cpu and unary_cpu (all compute through kernels/elementwise_math.h). The cases reach each
+// kernel, and the test asserts which one ran: the vector kernels for dense operands of the
+// output's float dtype (whole 16-byte vectors and a tail, lengths around the vector's, an operand
+// one element off 16-byte alignment so that everything is tail, scalars, fills, and out == in in
+// place), the binary mixed kernel for a float32 output of add or mul from float16, bfloat16 and
+// float32 operands (eight elements a step), the unary cast kernel between float32, float16 and
+// bfloat16, and the generic kernels through offsets (transposed and broadcast operands, int64 and
+// float64 compute, comparisons and logical_not into bool). Maximum sees NaN on both sides, clamp
+// and its backward their bounds. Each case runs in the dispatcher's grid and in a grid capped at 3
+// blocks; the output lies between guard bands.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -22,6 +23,8 @@
 #include "core/kiln.h"
 #include "core/ops/helpers.h"
 #include "kernels/cuda/elementwise_binary.cuh"
+#include "kernels/cuda/elementwise_unary.cuh"
+#include "kernels/cuda/elementwise_where.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/simt/simt.h"
 #include "tests/kernels/guarded.h"
@@ -29,6 +32,8 @@
 using namespace kiln;
 using namespace kiln::test;
 namespace bd = kiln::binary_device;
+namespace ud = kiln::unary_device;
+namespace wd = kiln::where_device;
 
 namespace {
 
@@ -72,6 +77,37 @@ void check(const std::string& what, const Tensor& out_like, Operand x, Operand y
     std::vector<const void*> kernels;
     const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
     bd::binary_dispatch<OP>(emu_out, emu_x, y, compute, alpha, beta, launch);
+    CHECK(kernels == std::vector<const void*>{kernel});
+    CHECK(emu.bands_intact());
+    CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
+  }
+}
+
+// The same for a unary op (its a and b as unary_cuda passes them, through unary_params).
+template <UnaryOp OP>
+void check_unary(const std::string& what, const Tensor& out_like, Operand in, DType compute, double a, double b,
+                 const void* kernel, bool in_place = false) {
+  const StridedArg out_arg = ops::make_arg(out_like);
+  const size_t bytes = static_cast<size_t>(out_like.numel()) * out_like.element_size();
+  std::vector<unsigned char> want(bytes);
+  if (in_place) std::memcpy(want.data(), out_like.data_ptr(), bytes);
+  StridedArg cpu_out = out_arg;
+  cpu_out.data = want.data();
+  Operand cpu_in = in;
+  if (in_place) cpu_in.arg.data = want.data();
+  unary_cpu(cpu_out, cpu_in, OP, compute, a, b, KernelContext{});
+  ud::unary_params(OP, compute, a, b);
+  for (const unsigned grid_cap : {~0u, 3u}) {
+    INFO(what << ", grid cap " << grid_cap);
+    Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
+    if (in_place) std::memcpy(emu.data(), out_like.data_ptr(), bytes);
+    StridedArg emu_out = out_arg;
+    emu_out.data = emu.data();
+    Operand emu_in = in;
+    if (in_place) emu_in.arg.data = emu.data();
+    std::vector<const void*> kernels;
+    const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
+    ud::unary_dispatch<OP>(emu_out, emu_in, compute, a, b, launch);
     CHECK(kernels == std::vector<const void*>{kernel});
     CHECK(emu.bands_intact());
     CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
@@ -184,4 +220,102 @@ TEST_CASE("emulated: the generic kernel of binary ops gives the CPU's bits", "[s
   const Tensor digits = randint(0, 10, {300});
   check<BinaryOp::Eq>("eq, int64 compute", bools, operand(digits, bools), scalar(7), DType::Int64, 0, 0,
                       kernel_address(&bd::binary_generic_kernel<BinaryOp::Eq, int64_t>));
+}
+
+TEST_CASE("emulated: the unary kernels give the CPU's bits: vectors, casts and the generic kernel",
+          "[simt][elementwise]") {
+  using F16 = cuda_detail::Float16Storage;
+  using BF16 = cuda_detail::BFloat16Storage;
+  for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{1031}}) {
+    const std::string len = " [" + std::to_string(n) + "]";
+    const Tensor a = values({n}, DType::Float32, 20);
+    check_unary<UnaryOp::Relu>("relu float32" + len, a, operand(a, a), DType::Float32, 0, 0,
+                               kernel_address(&ud::unary_vec_kernel<UnaryOp::Relu, float>));
+    check_unary<UnaryOp::Relu>("relu float32, in place" + len, a.clone(), operand(a.clone(), a), DType::Float32, 0, 0,
+                               kernel_address(&ud::unary_vec_kernel<UnaryOp::Relu, float>), true);
+    check_unary<UnaryOp::Relu>("relu float32, misaligned" + len, a, operand(misaligned(a), a), DType::Float32, 0, 0,
+                               kernel_address(&ud::unary_vec_kernel<UnaryOp::Relu, float>));
+    const Tensor h = a.to(DType::Float16), g = a.to(DType::BFloat16);
+    check_unary<UnaryOp::GeluTanh>("gelu(tanh) float16" + len, h, operand(h, h), DType::Float32, 0, 0,
+                                   kernel_address(&ud::unary_vec_kernel<UnaryOp::GeluTanh, F16>));
+    // A scalar input: a fill.
+    check_unary<UnaryOp::Copy>("fill bfloat16" + len, g, scalar(-2.375), DType::Float32, 0, 0,
+                               kernel_address(&ud::unary_vec_kernel<UnaryOp::Copy, BF16>));
+    // Casts among the three float dtypes (autocast's), aligned and not.
+    const Tensor out16 = empty({n}, TensorOptions(DType::Float16)), outbf = empty({n}, TensorOptions(DType::BFloat16));
+    check_unary<UnaryOp::Copy>("float32 to bfloat16" + len, outbf, operand(a, outbf), DType::Float32, 0, 0,
+                               kernel_address(&ud::cast_vec_kernel<float, BF16>));
+    check_unary<UnaryOp::Copy>("bfloat16 to float32" + len, a, operand(g, a), DType::Float32, 0, 0,
+                               kernel_address(&ud::cast_vec_kernel<BF16, float>));
+    check_unary<UnaryOp::Copy>("float16 to bfloat16, misaligned" + len, outbf, operand(misaligned(h), outbf),
+                               DType::Float32, 0, 0, kernel_address(&ud::cast_vec_kernel<F16, BF16>));
+    check_unary<UnaryOp::Copy>("float32 to float16, misaligned" + len, out16, operand(misaligned(a), out16),
+                               DType::Float32, 0, 0, kernel_address(&ud::cast_vec_kernel<float, F16>));
+  }
+  // The generic kernel: a transposed copy, a float64 op, an integer clamp with one bound missing
+  // (NaN: the widest), and logical_not into bool.
+  const Tensor out = empty({19, 37});
+  const Tensor xt = values({37, 19}, DType::BFloat16, 21).t();
+  check_unary<UnaryOp::Copy>("transposed bfloat16 to float32", out, operand(xt, out), DType::Float32, 0, 0,
+                             kernel_address(&ud::unary_generic_kernel<UnaryOp::Copy, float>));
+  const Tensor d = values({5, 33}, DType::Float64, 22);
+  check_unary<UnaryOp::Tanh>("tanh float64", d, operand(d, d), DType::Float64, 0, 0,
+                             kernel_address(&ud::unary_generic_kernel<UnaryOp::Tanh, double>));
+  manual_seed(23);
+  const Tensor ints = randint(-100, 100, {300});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  check_unary<UnaryOp::Clamp>("clamp int64, no lower bound", ints, operand(ints, ints), DType::Int64, nan, 40.0,
+                              kernel_address(&ud::unary_generic_kernel<UnaryOp::Clamp, int64_t>));
+  check_unary<UnaryOp::Clamp>("clamp int64, no upper bound", ints, operand(ints, ints), DType::Int64, -7.0, nan,
+                              kernel_address(&ud::unary_generic_kernel<UnaryOp::Clamp, int64_t>));
+  const Tensor bools = empty({300}, TensorOptions(DType::Bool));
+  check_unary<UnaryOp::LogicalNot>("logical_not", bools, operand(ints, bools), DType::Int64, 0, 0,
+                                   kernel_address(&ud::unary_generic_kernel<UnaryOp::LogicalNot, int64_t>));
+}
+
+TEST_CASE("emulated: the where kernel gives the CPU's bits", "[simt][elementwise]") {
+  // cond broadcast along rows, x transposed, y a scalar or a broadcast column; bool and uint8 conds.
+  const Tensor out = empty({19, 37});
+  manual_seed(30);
+  const Tensor cond = randint(0, 2, {1, 37}).to(DType::Bool);
+  const Tensor xt = values({37, 19}, DType::BFloat16, 31).t(), col = values({19, 1}, DType::Float32, 32);
+  const void* kernel = kernel_address(&wd::where_kernel<float>);
+  for (const bool scalar_y : {false, true}) {
+    const Operand x = operand(xt, out), y = scalar_y ? scalar(-1.5) : operand(col, out);
+    const StridedArg out_arg = ops::make_arg(out), cond_arg = ops::make_arg(cond, out.sizes());
+    const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
+    std::vector<unsigned char> want(bytes);
+    StridedArg cpu_out = out_arg;
+    cpu_out.data = want.data();
+    where_cpu(cpu_out, cond_arg, x, y, DType::Float32, KernelContext{});
+    for (const unsigned grid_cap : {~0u, 3u}) {
+      INFO((scalar_y ? "scalar y" : "broadcast y") << ", grid cap " << grid_cap);
+      Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
+      StridedArg emu_out = out_arg;
+      emu_out.data = emu.data();
+      std::vector<const void*> kernels;
+      const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
+      wd::where_dispatch(emu_out, cond_arg, x, y, DType::Float32, launch);
+      CHECK(kernels == std::vector<const void*>{kernel});
+      CHECK(emu.bands_intact());
+      CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
+    }
+  }
+  // int64 compute with a uint8 condition.
+  const Tensor ints = randint(-9, 9, {300}), other = randint(100, 200, {300});
+  const Tensor mask = randint(0, 3, {300}).to(DType::UInt8);
+  const StridedArg out_arg = ops::make_arg(ints);
+  std::vector<int64_t> want(300);
+  StridedArg cpu_out = out_arg;
+  cpu_out.data = want.data();
+  where_cpu(cpu_out, ops::make_arg(mask), operand(ints, ints), operand(other, ints), DType::Int64, KernelContext{});
+  Guarded<int64_t> emu(300);
+  StridedArg emu_out = out_arg;
+  emu_out.data = emu.data();
+  std::vector<const void*> kernels;
+  wd::where_dispatch(emu_out, ops::make_arg(mask), operand(ints, ints), operand(other, ints), DType::Int64,
+                     EmulatedLaunch{simt::Schedule::Lowest, 3u, &kernels});
+  CHECK(kernels == std::vector<const void*>{kernel_address(&wd::where_kernel<int64_t>)});
+  CHECK(emu.bands_intact());
+  CHECK(std::memcmp(emu.data(), want.data(), 300 * sizeof(int64_t)) == 0);
 }
