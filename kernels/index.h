@@ -24,6 +24,9 @@ struct DeviceErrorRecord {
 };
 const char* index_check_op_name(IndexCheckOp op);
 
+// index_select and gather move an element's bits unchanged when out and in share a dtype (a NaN's
+// payload too); across dtypes they convert through double for a float output, through int64
+// otherwise.
 // out = in with dim `dim` replaced by in.index_select(dim, index); index is 1-D.
 void index_select_cpu(const StridedArg& out, const StridedArg& in, int dim, const StridedArg& index,
                       const KernelContext& ctx);

@@ -29,8 +29,8 @@ trainings="^example_(train_|sigkill_|record_training)"
 # The CUDA emulator's sweeps (kernels/simt, docs/simt.md) repeat, on more shapes, kernel
 # instantiations that its other tests also launch here: shared memory's bounds depend on the
 # instantiation, and the plain run (tools/test.sh) runs the sweeps with guard bands around every
-# output.
-sweeps="emulated: (every tile|sharp scores|strided heads of a fused projection, and|three dtypes)"
+# output. (Test names that end in ", a sweep" are such sweeps.)
+sweeps="emulated: (every tile|sharp scores|strided heads of a fused projection, and|three dtypes)|, a sweep\$"
 do_build=1
 thread=0
 extra=()

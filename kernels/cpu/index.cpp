@@ -1,6 +1,7 @@
 // CPU reference for index_select, gather and scatter_add. Indices are never wrapped: anything
 // outside [0, size) is an IndexError. scatter_add parallelizes only over the dims other than `dim`,
 // so every output element is accumulated by one thread in index order: race-free and deterministic.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,37 @@ using cpu::store_as;
 
 constexpr int64_t kGrain = 16384;
 
-// Copies go through double for float outputs and int64 otherwise, so int64 values stay exact.
-template <typename F> void visit_copy_type(DType out_dtype, F&& f) {
+// Calls f(copy), where copy(out, o, in, i) moves element i of in to element o of out: the bits
+// unchanged when the dtypes match (a NaN's payload too, as the CUDA twin moves them), else through
+// double for a float output and through int64 otherwise, so int64 values stay exact.
+template <typename W> struct CopyBits {
+  void operator()(void* out, int64_t o, const void* in, int64_t i) const {
+    static_cast<W*>(out)[o] = static_cast<const W*>(in)[i];
+  }
+};
+template <typename F> void visit_copy(DType out_dtype, DType in_dtype, F&& f) {
+  if (out_dtype == in_dtype) {
+    switch (element_size(out_dtype)) {
+      case 1: f(CopyBits<uint8_t>{}); return;
+      case 2: f(CopyBits<uint16_t>{}); return;
+      case 4: f(CopyBits<uint32_t>{}); return;
+      case 8: f(CopyBits<uint64_t>{}); return;
+      default: break;
+    }
+  }
+  if (is_floating(out_dtype)) {
+    f([out_dtype, in_dtype](void* out, int64_t o, const void* in, int64_t i) {
+      store_as<double>(out, out_dtype, o, load_as<double>(in, in_dtype, i));
+    });
+  } else {
+    f([out_dtype, in_dtype](void* out, int64_t o, const void* in, int64_t i) {
+      store_as<int64_t>(out, out_dtype, o, load_as<int64_t>(in, in_dtype, i));
+    });
+  }
+}
+
+// scatter_add adds through double for float outputs and int64 otherwise.
+template <typename F> void visit_add_type(DType out_dtype, F&& f) {
   if (is_floating(out_dtype)) {
     f.template operator()<double>();
   } else {
@@ -66,11 +96,10 @@ void index_select_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int d
   for (int d = 0; d < in.ndim; ++d) in_strides[d] = d == dim ? 0 : in.strides[d];
   coord_strides[dim] = 1;
   const int64_t* strides[3] = {out.strides, in_strides, coord_strides};
-  visit_copy_type(out.dtype, [&]<typename C>() {
+  visit_copy(out.dtype, in.dtype, [&](auto copy) {
     cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
       cpu::nd_loop<3>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-        const int64_t src = off[1] + src_off[static_cast<size_t>(off[2])];
-        store_as<C>(out.data, out.dtype, off[0], load_as<C>(in.data, in.dtype, src));
+        copy(out.data, off[0], in.data, off[1] + src_off[static_cast<size_t>(off[2])]);
       });
     });
   });
@@ -83,11 +112,11 @@ void gather_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, co
   int64_t in_strides[kMaxDims] = {};
   for (int d = 0; d < in.ndim; ++d) in_strides[d] = d == dim ? 0 : in.strides[d];
   const int64_t* strides[3] = {out.strides, in_strides, index.strides};
-  visit_copy_type(out.dtype, [&]<typename C>() {
+  visit_copy(out.dtype, in.dtype, [&](auto copy) {
     cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
       cpu::nd_loop<3>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
         const int64_t idx = checked_index("gather", index, off[2], dim, size);
-        store_as<C>(out.data, out.dtype, off[0], load_as<C>(in.data, in.dtype, off[1] + idx * in.strides[dim]));
+        copy(out.data, off[0], in.data, off[1] + idx * in.strides[dim]);
       });
     });
   });
@@ -116,7 +145,7 @@ void scatter_add_cpu(const StridedArg& out_arg, int dim, const StridedArg& index
   const int64_t out_dim_stride = out.strides[dim], index_dim_stride = index.strides[dim],
                 src_dim_stride = src.strides[dim];
   const int64_t* strides[3] = {out_strides, index_strides, src_strides};
-  visit_copy_type(out.dtype, [&]<typename C>() {
+  visit_add_type(out.dtype, [&]<typename C>() {
     cpu::parallel_for(outer, cpu::grain_for(inner), [&](int64_t, int64_t b0, int64_t e0) {
       cpu::nd_loop<3>(outer_ndim, outer_sizes, strides, b0, e0, [&](const int64_t* off) {
         for (int64_t k = 0; k < inner; ++k) {

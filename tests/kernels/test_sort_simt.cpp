@@ -116,9 +116,53 @@ struct Case {
   std::vector<Keys> keys;
 };
 
+// Runs one case on the emulator under both schedules and with the grid capped at 3 blocks, and
+// checks the indices against std::stable_sort's, the kernels smallest_k launched, and the guards.
+void check_case(const Case& c, Keys kind, uint64_t seed) {
+  INFO(c.rows << " rows of " << c.n << ", k " << c.k << ", keys " << keys_name(kind));
+  const std::vector<uint64_t> keys = make_keys(kind, c.rows, c.n, seed);
+  std::vector<unsigned char> valid(static_cast<size_t>(c.rows), 1);
+  if (c.rows > 2) valid[1] = 0;  // the middle row is invalid: zeros
+  const std::vector<uint32_t> want = expected(keys, valid, c.rows, c.n, c.k);
+  const size_t workspace_bytes = static_cast<size_t>(c.rows) * sort_workspace_per_row(c.n, c.k);
+  CHECK((workspace_bytes != 0) == (c.n > kSortMax && c.k > kSortMax));
+  std::vector<uint32_t> first;
+  const std::pair<simt::Schedule, unsigned> runs[] = {
+      {simt::Schedule::Lowest, ~0u}, {simt::Schedule::Highest, ~0u}, {simt::Schedule::Highest, 3u}};
+  for (const auto& [schedule, cap] : runs) {
+    INFO((schedule == simt::Schedule::Lowest ? "lowest" : "highest") << " first, grid cap " << cap);
+    Guarded<uint32_t> out(c.rows * c.k);
+    Guarded<uint64_t> workspace(static_cast<int64_t>(workspace_bytes / sizeof(uint64_t)));
+    std::vector<const void*> kernels;
+    smallest_k(TableKeys{keys.data(), valid.data(), c.n}, IndexSink{out.data(), c.k}, c.rows, c.n, c.k,
+               workspace_bytes ? workspace.data() : nullptr, EmulatedLaunch{schedule, cap, &kernels});
+    CHECK(kernels == planned_kernels(c.n, c.k));
+    CHECK(out.bands_intact());
+    CHECK(workspace.bands_intact());
+    const std::vector<uint32_t> got(out.data(), out.data() + c.rows * c.k);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
+    CHECK(wrong == 0);
+    if (first.empty()) {
+      first = got;
+    } else {
+      CHECK(got == first);
+    }
+  }
+}
+
 }  // namespace
 
-TEST_CASE("simt: the row selection of topk and multinomial gives the k smallest keys in order", "[simt][sort]") {
+TEST_CASE("simt: the row selection of topk and multinomial takes each of its three paths", "[simt][sort]") {
+  check_case({3, 1000, 10, {}}, Keys::FewValues, 1);  // the whole row in shared memory
+  check_case({3, 5000, 100, {}}, Keys::LastByte, 2);  // the radix selection
+  check_case({3, 2049, 2049, {}}, Keys::WithMax, 3);  // the sort in global memory
+}
+
+// Every key kind at lengths on both sides of each path's bounds. The sanitized build leaves this
+// sweep out (tools/sanitize.sh): it launches the same instantiations as the test above.
+TEST_CASE("simt: the row selection of topk and multinomial gives the k smallest keys in order, a sweep",
+          "[simt][sort]") {
   const std::vector<Keys> all{Keys::Random, Keys::FewValues, Keys::LastByte,
                               Keys::WithMax, Keys::AllEqual, Keys::Descending};
   const std::vector<Case> cases{
@@ -141,38 +185,7 @@ TEST_CASE("simt: the row selection of topk and multinomial gives the k smallest 
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
-    for (const Keys kind : c.keys) {
-      INFO(c.rows << " rows of " << c.n << ", k " << c.k << ", keys " << keys_name(kind));
-      const std::vector<uint64_t> keys = make_keys(kind, c.rows, c.n, seed++);
-      std::vector<unsigned char> valid(static_cast<size_t>(c.rows), 1);
-      if (c.rows > 2) valid[1] = 0;  // the middle row is invalid: zeros
-      const std::vector<uint32_t> want = expected(keys, valid, c.rows, c.n, c.k);
-      const size_t workspace_bytes = static_cast<size_t>(c.rows) * sort_workspace_per_row(c.n, c.k);
-      CHECK((workspace_bytes != 0) == (c.n > kSortMax && c.k > kSortMax));
-      std::vector<uint32_t> first;
-      const std::pair<simt::Schedule, unsigned> runs[] = {
-          {simt::Schedule::Lowest, ~0u}, {simt::Schedule::Highest, ~0u}, {simt::Schedule::Highest, 3u}};
-      for (const auto& [schedule, cap] : runs) {
-        INFO((schedule == simt::Schedule::Lowest ? "lowest" : "highest") << " first, grid cap " << cap);
-        Guarded<uint32_t> out(c.rows * c.k);
-        Guarded<uint64_t> workspace(static_cast<int64_t>(workspace_bytes / sizeof(uint64_t)));
-        std::vector<const void*> kernels;
-        smallest_k(TableKeys{keys.data(), valid.data(), c.n}, IndexSink{out.data(), c.k}, c.rows, c.n, c.k,
-                   workspace_bytes ? workspace.data() : nullptr, EmulatedLaunch{schedule, cap, &kernels});
-        CHECK(kernels == planned_kernels(c.n, c.k));
-        CHECK(out.bands_intact());
-        CHECK(workspace.bands_intact());
-        const std::vector<uint32_t> got(out.data(), out.data() + c.rows * c.k);
-        int64_t wrong = 0;
-        for (size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
-        CHECK(wrong == 0);
-        if (first.empty()) {
-          first = got;
-        } else {
-          CHECK(got == first);
-        }
-      }
-    }
+    for (const Keys kind : c.keys) check_case(c, kind, seed++);
   }
 }
 
