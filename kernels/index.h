@@ -24,6 +24,16 @@ struct DeviceErrorRecord {
 };
 const char* index_check_op_name(IndexCheckOp op);
 
+// A 0-d operand seen as [1], so that `dim` = 0 always names a real dimension (both twins).
+inline StridedArg at_least_1d(const StridedArg& a) {
+  if (a.ndim > 0) return a;
+  StridedArg b = a;
+  b.ndim = 1;
+  b.sizes[0] = 1;
+  b.strides[0] = 0;
+  return b;
+}
+
 // index_select and gather move an element's bits unchanged when out and in share a dtype (a NaN's
 // payload too); across dtypes they convert through double for a float output, through int64
 // otherwise.

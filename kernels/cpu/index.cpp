@@ -67,16 +67,6 @@ inline int64_t checked_index(const char* op, const StridedArg& index, int64_t of
   return idx;
 }
 
-// A 0-d operand seen as [1], so `dim` = 0 always names a real dimension.
-StridedArg at_least_1d(const StridedArg& a) {
-  if (a.ndim > 0) return a;
-  StridedArg b = a;
-  b.ndim = 1;
-  b.sizes[0] = 1;
-  b.strides[0] = 0;
-  return b;
-}
-
 }  // namespace
 
 void index_select_cpu(const StridedArg& out_arg, const StridedArg& in_arg, int dim, const StridedArg& index_arg,

@@ -19,16 +19,6 @@ namespace kiln::index_device {
 using cuda_detail::load_as;
 using cuda_detail::store_as;
 
-// A 0-d operand seen as [1], so `dim` = 0 always names a real dimension (as on the CPU).
-inline StridedArg at_least_1d(const StridedArg& a) {
-  if (a.ndim > 0) return a;
-  StridedArg b = a;
-  b.ndim = 1;
-  b.sizes[0] = 1;
-  b.strides[0] = 0;
-  return b;
-}
-
 __device__ __forceinline__ bool floating(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
 }

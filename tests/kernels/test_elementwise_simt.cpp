@@ -50,22 +50,22 @@ Tensor misaligned(const Tensor& t) {
   return view;
 }
 
-// Runs OP into an output shaped and strided like `out_like` (over dense storage) on the CPU and on
-// the emulator, compares the bytes, and checks that the emulator ran `kernel`. in_place: x is the
-// output (its bytes are copied into the emulator's output first, and x reads from there).
-template <BinaryOp OP>
-void check(const std::string& what, const Tensor& out_like, Operand x, Operand y, DType compute, double alpha,
-           double beta, const void* kernel, bool in_place = false) {
+// Runs an op into an output shaped and strided like `out_like` (over dense storage) on the CPU,
+// through cpu(out, x), and on the emulator, through emulated(out, x, launch), compares the bytes,
+// and checks that the emulator ran `kernel`. x is the first operand; in place, it is the output
+// (out_like's bytes are copied into each output first, and x reads from there).
+template <typename Cpu, typename Emulated>
+void compare(const std::string& what, const Tensor& out_like, const Operand& x, bool in_place, const void* kernel,
+             const Cpu& cpu, const Emulated& emulated) {
   const StridedArg out_arg = ops::make_arg(out_like);
   const size_t bytes = static_cast<size_t>(out_like.numel()) * out_like.element_size();
-  const KernelContext cpu{};
   std::vector<unsigned char> want(bytes);
   if (in_place) std::memcpy(want.data(), out_like.data_ptr(), bytes);
   StridedArg cpu_out = out_arg;
   cpu_out.data = want.data();
   Operand cpu_x = x;
   if (in_place) cpu_x.arg.data = want.data();
-  binary_cpu(cpu_out, cpu_x, y, OP, compute, alpha, beta, cpu);
+  cpu(cpu_out, cpu_x);
   for (const unsigned grid_cap : {~0u, 3u}) {
     INFO(what << ", grid cap " << grid_cap);
     Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
@@ -75,43 +75,49 @@ void check(const std::string& what, const Tensor& out_like, Operand x, Operand y
     Operand emu_x = x;
     if (in_place) emu_x.arg.data = emu.data();
     std::vector<const void*> kernels;
-    const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
-    bd::binary_dispatch<OP>(emu_out, emu_x, y, compute, alpha, beta, launch);
+    emulated(emu_out, emu_x, EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
     CHECK(kernels == std::vector<const void*>{kernel});
     CHECK(emu.bands_intact());
     CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
   }
 }
 
-// The same for a unary op (its a and b as unary_cuda passes them, through unary_params).
+template <BinaryOp OP>
+void check(const std::string& what, const Tensor& out_like, const Operand& x, const Operand& y, DType compute,
+           double alpha, double beta, const void* kernel, bool in_place = false) {
+  compare(
+      what, out_like, x, in_place, kernel,
+      [&](const StridedArg& out, const Operand& in) {
+        binary_cpu(out, in, y, OP, compute, alpha, beta, KernelContext{});
+      },
+      [&](const StridedArg& out, const Operand& in, const EmulatedLaunch& launch) {
+        bd::binary_dispatch<OP>(out, in, y, compute, alpha, beta, launch);
+      });
+}
+
+// A unary op, its a and b as unary_cuda passes them (through unary_params).
 template <UnaryOp OP>
-void check_unary(const std::string& what, const Tensor& out_like, Operand in, DType compute, double a, double b,
+void check_unary(const std::string& what, const Tensor& out_like, const Operand& x, DType compute, double a, double b,
                  const void* kernel, bool in_place = false) {
-  const StridedArg out_arg = ops::make_arg(out_like);
-  const size_t bytes = static_cast<size_t>(out_like.numel()) * out_like.element_size();
-  std::vector<unsigned char> want(bytes);
-  if (in_place) std::memcpy(want.data(), out_like.data_ptr(), bytes);
-  StridedArg cpu_out = out_arg;
-  cpu_out.data = want.data();
-  Operand cpu_in = in;
-  if (in_place) cpu_in.arg.data = want.data();
-  unary_cpu(cpu_out, cpu_in, OP, compute, a, b, KernelContext{});
-  ud::unary_params(OP, compute, a, b);
-  for (const unsigned grid_cap : {~0u, 3u}) {
-    INFO(what << ", grid cap " << grid_cap);
-    Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
-    if (in_place) std::memcpy(emu.data(), out_like.data_ptr(), bytes);
-    StridedArg emu_out = out_arg;
-    emu_out.data = emu.data();
-    Operand emu_in = in;
-    if (in_place) emu_in.arg.data = emu.data();
-    std::vector<const void*> kernels;
-    const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
-    ud::unary_dispatch<OP>(emu_out, emu_in, compute, a, b, launch);
-    CHECK(kernels == std::vector<const void*>{kernel});
-    CHECK(emu.bands_intact());
-    CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
-  }
+  double da = a, db = b;
+  ud::unary_params(OP, compute, da, db);
+  compare(
+      what, out_like, x, in_place, kernel,
+      [&](const StridedArg& out, const Operand& in) { unary_cpu(out, in, OP, compute, a, b, KernelContext{}); },
+      [&](const StridedArg& out, const Operand& in, const EmulatedLaunch& launch) {
+        ud::unary_dispatch<OP>(out, in, compute, da, db, launch);
+      });
+}
+
+// where, with the condition cond.
+void check_where(const std::string& what, const Tensor& out_like, const StridedArg& cond, const Operand& x,
+                 const Operand& y, DType compute, const void* kernel) {
+  compare(
+      what, out_like, x, false, kernel,
+      [&](const StridedArg& out, const Operand& in) { where_cpu(out, cond, in, y, compute, KernelContext{}); },
+      [&](const StridedArg& out, const Operand& in, const EmulatedLaunch& launch) {
+        wd::where_dispatch(out, cond, in, y, compute, launch);
+      });
 }
 
 Operand operand(const Tensor& t, const Tensor& out) { return ops::make_operand(t, out.sizes()); }
@@ -274,48 +280,18 @@ TEST_CASE("emulated: the unary kernels give the CPU's bits: vectors, casts and t
 }
 
 TEST_CASE("emulated: the where kernel gives the CPU's bits", "[simt][elementwise]") {
-  // cond broadcast along rows, x transposed, y a scalar or a broadcast column; bool and uint8 conds.
+  // cond broadcast along rows, x transposed, y a scalar or a broadcast column.
   const Tensor out = empty({19, 37});
   manual_seed(30);
   const Tensor cond = randint(0, 2, {1, 37}).to(DType::Bool);
   const Tensor xt = values({37, 19}, DType::BFloat16, 31).t(), col = values({19, 1}, DType::Float32, 32);
+  const StridedArg cond_arg = ops::make_arg(cond, out.sizes());
   const void* kernel = kernel_address(&wd::where_kernel<float>);
-  for (const bool scalar_y : {false, true}) {
-    const Operand x = operand(xt, out), y = scalar_y ? scalar(-1.5) : operand(col, out);
-    const StridedArg out_arg = ops::make_arg(out), cond_arg = ops::make_arg(cond, out.sizes());
-    const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
-    std::vector<unsigned char> want(bytes);
-    StridedArg cpu_out = out_arg;
-    cpu_out.data = want.data();
-    where_cpu(cpu_out, cond_arg, x, y, DType::Float32, KernelContext{});
-    for (const unsigned grid_cap : {~0u, 3u}) {
-      INFO((scalar_y ? "scalar y" : "broadcast y") << ", grid cap " << grid_cap);
-      Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
-      StridedArg emu_out = out_arg;
-      emu_out.data = emu.data();
-      std::vector<const void*> kernels;
-      const EmulatedLaunch launch{simt::Schedule::Lowest, grid_cap, &kernels};
-      wd::where_dispatch(emu_out, cond_arg, x, y, DType::Float32, launch);
-      CHECK(kernels == std::vector<const void*>{kernel});
-      CHECK(emu.bands_intact());
-      CHECK(std::memcmp(emu.data(), want.data(), bytes) == 0);
-    }
-  }
+  check_where("broadcast y", out, cond_arg, operand(xt, out), operand(col, out), DType::Float32, kernel);
+  check_where("scalar y", out, cond_arg, operand(xt, out), scalar(-1.5), DType::Float32, kernel);
   // int64 compute with a uint8 condition.
   const Tensor ints = randint(-9, 9, {300}), other = randint(100, 200, {300});
   const Tensor mask = randint(0, 3, {300}).to(DType::UInt8);
-  const StridedArg out_arg = ops::make_arg(ints);
-  std::vector<int64_t> want(300);
-  StridedArg cpu_out = out_arg;
-  cpu_out.data = want.data();
-  where_cpu(cpu_out, ops::make_arg(mask), operand(ints, ints), operand(other, ints), DType::Int64, KernelContext{});
-  Guarded<int64_t> emu(300);
-  StridedArg emu_out = out_arg;
-  emu_out.data = emu.data();
-  std::vector<const void*> kernels;
-  wd::where_dispatch(emu_out, ops::make_arg(mask), operand(ints, ints), operand(other, ints), DType::Int64,
-                     EmulatedLaunch{simt::Schedule::Lowest, 3u, &kernels});
-  CHECK(kernels == std::vector<const void*>{kernel_address(&wd::where_kernel<int64_t>)});
-  CHECK(emu.bands_intact());
-  CHECK(std::memcmp(emu.data(), want.data(), 300 * sizeof(int64_t)) == 0);
+  check_where("uint8 condition, int64", ints, ops::make_arg(mask), operand(ints, ints), operand(other, ints),
+              DType::Int64, kernel_address(&wd::where_kernel<int64_t>));
 }

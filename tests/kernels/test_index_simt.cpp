@@ -40,7 +40,7 @@ const char* op_name(Op op) {
 // The emulated launch of index.cu for `op` into out (its data a buffer of the test's).
 DeviceErrorRecord emulated(Op op, const StridedArg& out_arg, const StridedArg& in_arg, int dim,
                            const StridedArg& index_arg, unsigned grid_cap) {
-  const StridedArg out = id::at_least_1d(out_arg), in = id::at_least_1d(in_arg), index = id::at_least_1d(index_arg);
+  const StridedArg out = at_least_1d(out_arg), in = at_least_1d(in_arg), index = at_least_1d(index_arg);
   DeviceErrorRecord err{};
   simt::LaunchConfig config;
   config.block.x = cuda_detail::kThreads;
