@@ -31,6 +31,10 @@ trainings="^example_(train_|sigkill_|record_training)"
 # instantiation, and the plain run (tools/test.sh) runs the sweeps with guard bands around every
 # output. (Test names that end in ", a sweep" are such sweeps.)
 sweeps="emulated: (every tile|sharp scores|strided heads of a fused projection, and|three dtypes)|, a sweep\$"
+# Likewise the reruns of attention's op-table rows on kiln's own GEMM (kiln_gemm_sdpa*, over a minute
+# of this run, as kiln's GEMM is instrumented here): kiln_gemm_op_table takes the same GEMM code
+# through matmul's batched, transposed and strided products here, and the plain run keeps them.
+sweeps="$sweeps|^kiln_gemm_sdpa"
 do_build=1
 thread=0
 extra=()

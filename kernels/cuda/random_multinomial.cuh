@@ -2,7 +2,8 @@
 // kernels/cuda/random_multinomial.cu. A prep kernel checks each row's weights like the CPU and, with
 // replacement, writes cumulative sums that a draw kernel searches; without replacement, each
 // category's exponential race time is a key and the shared row selection (sort.cuh) keeps the
-// num_samples smallest. Internal to that file (each includer gets its own copy, as of sort.cuh).
+// num_samples smallest. Internal to that file and its test (each includer gets its own copy, as with
+// sort.cuh).
 //
 // Host-compilable: multinomial_launches makes its launches through a launcher (StreamLaunch on a
 // GPU), and the CPU tests run it on the emulator of CUDA's threads

@@ -2,8 +2,8 @@
 // in order": rows up to 2048 sort whole in shared memory (bitonic); longer rows radix-select the
 // k-th key and sort the winners, or sort in scratch memory when k > 2048. The index breaks every
 // tie, so the result is one fixed order whatever the schedule. A key source says whether a row is
-// valid and gives the key of (row, j); a sink writes the s-th winner of a row. Internal to the two
-// .cu files that include it (each gets its own copy).
+// valid and gives the key of (row, j); a sink writes the s-th winner of a row. Internal to the .cu
+// files and tests that include it (each gets its own copy, in an unnamed namespace).
 //
 // Host-compilable: smallest_k makes its launches through a launcher, StreamLaunch in the .cu files,
 // and the CPU tests run the kernels on the emulator of CUDA's threads
