@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/offset_calc.cuh"
+#include "kernels/dropout.h"
 #include "kernels/philox.h"
 #include "kernels/strided.h"
 
@@ -104,5 +105,40 @@ inline bool takes_dense_path(const Merged& m, DType out_dtype, DType in_dtype) {
 
 // The kept elements' scale 1 / (1 - p) in the compute type C (0 when p is 1: everything drops).
 template <typename C> inline C keep_scale(double p) { return p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0); }
+
+// dropout_cuda's launch: the dense kernel for one contiguous run of a float dtype, the strided one
+// through the merged shape otherwise (in double for a float64 output). The launch is a call
+// launch(kernel, grid, block, arguments...) (cuda_detail::StreamLaunch on a GPU).
+template <class Launch>
+void dropout_launch(const StridedArg& out, const StridedArg& in, double p, PhiloxState philox, const Launch& launch) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const uint32_t threshold = dropout_threshold(p);
+  const Merged m = merge_dims(out, in);
+  const unsigned grid = cuda_detail::grid_for((n + 1) / 2), block = cuda_detail::kThreads;
+  if (takes_dense_path(m, out.dtype, in.dtype)) {
+    auto dense = [&]<typename S>() {
+      launch(dropout_dense_kernel<S>, grid, block, static_cast<S*>(out.data), static_cast<const S*>(in.data), n,
+             threshold, keep_scale<float>(p), philox);
+    };
+    if (out.dtype == DType::Float16) {
+      dense.template operator()<cuda_detail::Float16Storage>();
+    } else if (out.dtype == DType::BFloat16) {
+      dense.template operator()<cuda_detail::BFloat16Storage>();
+    } else {
+      dense.template operator()<float>();
+    }
+    return;
+  }
+  const int64_t* strides[2] = {m.out_strides, m.in_strides};
+  const cuda_detail::OffsetCalc<2> calc = cuda_detail::make_offset_calc<2>(m.shape, strides);
+  if (out.dtype == DType::Float64) {
+    launch(dropout_strided_kernel<double>, grid, block, calc, out.data, out.dtype, static_cast<const void*>(in.data),
+           in.dtype, n, threshold, keep_scale<double>(p), philox);
+  } else {
+    launch(dropout_strided_kernel<float>, grid, block, calc, out.data, out.dtype, static_cast<const void*>(in.data),
+           in.dtype, n, threshold, keep_scale<float>(p), philox);
+  }
+}
 
 }  // namespace kiln::dropout_device

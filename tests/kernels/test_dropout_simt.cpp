@@ -1,6 +1,6 @@
 // dropout's CUDA kernels (kernels/cuda/dropout.cuh), their real source, run on the CPU through the
-// emulator of CUDA's threads (kernels/simt/simt.h), planned as kernels/cuda/dropout.cu plans them
-// (merge_dims, then the dense kernel or the strided one), and compared bit for bit with the CPU
+// emulator of CUDA's threads (kernels/simt/simt.h), planned and launched by dropout_launch as on a
+// GPU (merge_dims, then the dense kernel or the strided one), and compared bit for bit with the CPU
 // kernel: the same logical indices must pick the same Philox words and keep the same elements, and
 // the kept ones must be scaled with the same rounding. The cases reach both kernels: dense runs of
 // float32, float16 and bfloat16 with odd lengths (the last pair has one element), p from 0 to 1, and
@@ -28,39 +28,6 @@ namespace dc = kiln::dropout_device;
 
 namespace {
 
-// The emulated dropout_cuda into `out` (out_arg's strides, out_arg.data ignored).
-void emulated_dropout(void* out, StridedArg out_arg, const StridedArg& in, double p, PhiloxState philox,
-                      unsigned grid_cap) {
-  out_arg.data = out;
-  const int64_t n = out_arg.numel();
-  const uint32_t threshold = dropout_threshold(p);
-  const dc::Merged m = dc::merge_dims(out_arg, in);
-  const int64_t pairs = (n + 1) / 2;
-  simt::LaunchConfig config;
-  config.grid.x = std::min(cuda_detail::grid_for(pairs), grid_cap);
-  config.block.x = cuda_detail::kThreads;
-  if (dc::takes_dense_path(m, out_arg.dtype, in.dtype)) {
-    with_float_storage(out_arg.dtype, [&]<typename S>() {
-      simt::launch(config, [&] {
-        dc::dropout_dense_kernel<S>(static_cast<S*>(out_arg.data), static_cast<const S*>(in.data), n, threshold,
-                                    dc::keep_scale<float>(p), philox);
-      });
-    });
-    return;
-  }
-  const int64_t* strides[2] = {m.out_strides, m.in_strides};
-  const cuda_detail::OffsetCalc<2> calc = cuda_detail::make_offset_calc<2>(m.shape, strides);
-  simt::launch(config, [&] {
-    if (out_arg.dtype == DType::Float64) {
-      dc::dropout_strided_kernel<double>(calc, out_arg.data, out_arg.dtype, in.data, in.dtype, n, threshold,
-                                         dc::keep_scale<double>(p), philox);
-    } else {
-      dc::dropout_strided_kernel<float>(calc, out_arg.data, out_arg.dtype, in.data, in.dtype, n, threshold,
-                                        dc::keep_scale<float>(p), philox);
-    }
-  });
-}
-
 // Runs dropout of `in` into `out` (a view over dense storage of out.numel() elements) on the CPU and
 // on the emulator, and compares the storage bytes. `dense`: which kernel dropout.cu must take.
 void check(const std::string& what, const Tensor& in, const Tensor& out, double p, bool dense,
@@ -73,7 +40,11 @@ void check(const std::string& what, const Tensor& in, const Tensor& out, double 
   for (const unsigned grid_cap : {~0u, 3u}) {
     INFO(what << ", p " << p << ", grid cap " << grid_cap);
     Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
-    emulated_dropout(emu.data(), out_arg, in_arg, p, philox, grid_cap);
+    StridedArg emu_out = out_arg;
+    emu_out.data = emu.data();
+    std::vector<const void*> kernels;
+    dc::dropout_launch(emu_out, in_arg, p, philox, EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
+    CHECK(kernels.size() == 1);
     CHECK(emu.bands_intact());
     CHECK(std::memcmp(emu.data(), out.data_ptr(), bytes) == 0);
   }

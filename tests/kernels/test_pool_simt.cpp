@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "core/ops/image.h"
 #include "kernels/cuda/pool.cuh"
 #include "kernels/pool.h"
 #include "kernels/simt/simt.h"
@@ -66,14 +67,13 @@ Case windowed(Kind kind, Shape nchw, Window2d win, bool ceil_mode, bool in_cl, b
 
 Window2d window(int64_t k, int64_t s, int64_t p, int64_t d = 1) { return {k, k, s, s, p, p, d, d}; }
 
-// A tensor of the case's logical shape stored NCHW or channels-last, and its strides.
+// A tensor of the case's logical shape stored NCHW or channels-last.
 Tensor stored(const Tensor& logical, bool channels_last) {
   Tensor t = empty(logical.sizes(), TensorOptions(logical.dtype()),
                    channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
   t.copy_(logical);
   return t;
 }
-ImageStrides strides_of(const Tensor& t) { return {t.strides()[0], t.strides()[1], t.strides()[2], t.strides()[3]}; }
 
 // Values with ties: multiples of 1/4 in [-4, 4], and a NaN in about one in 40 when asked.
 Tensor values(Shape shape, DType dtype, uint64_t seed, bool with_nan) {
@@ -112,7 +112,7 @@ template <typename S> void check_case(const Case& c, DType dtype, unsigned grid_
   const uint64_t seed = static_cast<uint64_t>(c.h * 131 + c.w * 7 + c.out_h * 3 + static_cast<int>(c.kind));
   const Tensor x = stored(values({c.n, c.c, c.h, c.w}, dtype, seed, is_max), c.in_channels_last);
   const Tensor dy = stored(values({c.n, c.c, c.out_h, c.out_w}, dtype, seed + 1, false), c.out_channels_last);
-  const ImageStrides xs = strides_of(x), ys = strides_of(dy);
+  const ImageStrides xs = ops::image_strides(x), ys = ops::image_strides(dy);
   const int64_t out_total = c.n * c.c * c.out_h * c.out_w, in_total = c.n * c.c * c.h * c.w;
   const size_t elem = sizeof(S);
   const KernelContext cpu{};
@@ -158,7 +158,7 @@ template <typename S> void check_case(const Case& c, DType dtype, unsigned grid_
   const S* dyp = static_cast<const S*>(dy.data_ptr());
   switch (c.kind) {
     case Kind::Max: {
-      const ImageStrides is = strides_of(idx);
+      const ImageStrides is = ops::image_strides(idx);
       const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
       max_pool2d_backward_cpu(dx.data_ptr(), xs, dy.data_ptr(), ys, ip, is, dtype, g, cpu);
       launch(in_total, grid_cap,
