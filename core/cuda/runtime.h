@@ -30,6 +30,9 @@ std::string pci_bus_id(int device);
 int64_t total_memory(int device);
 void set_device(int index);
 
+// The guards', streams' and events' fields are [[maybe_unused]]: a build without CUDA defines every
+// member as a DeviceError and never reads them (clang's -Wunused-private-field).
+
 // Makes `index` current for the scope.
 class DeviceGuard {
  public:
@@ -39,7 +42,7 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int prev_;
+  [[maybe_unused]] int prev_;
 };
 
 // The stream ops of this thread run on for `device` (-1: the current device). Default: the
@@ -55,8 +58,8 @@ class StreamGuard {
   StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
-  int device_;
-  Stream prev_;
+  [[maybe_unused]] int device_;
+  [[maybe_unused]] Stream prev_;
 };
 
 // An owned, non-blocking stream.
@@ -88,8 +91,8 @@ class Event {
   float elapsed_ms(const Event& end) const;
 
  private:
-  void* event_ = nullptr;
-  int device_ = 0;
+  [[maybe_unused]] void* event_ = nullptr;
+  [[maybe_unused]] int device_ = 0;
 };
 
 void synchronize(int device = -1);
