@@ -1,9 +1,10 @@
 // Device helpers shared by kiln's CUDA kernels. Those that also compile for the host, so that a
 // kernel using only them runs on the CPU's emulator, are in device_math.cuh (conversions to and
 // from float, cast-on-load and store by a run-time dtype, warp and block reductions, grid-stride
-// bounds, 16-byte vectors, the dynamic shared memory) and offset_calc.cuh (the offsets of strided
-// operands), both included here. This file adds launch checking, the dynamic shared-memory opt-in,
-// the offset of a logical index in a StridedArg, the dense-pass split and the dtypes' switch.
+// bounds, 16-byte vectors, the dense-pass split, the dynamic shared memory) and offset_calc.cuh
+// (the offsets of strided operands), both included here. This file adds launch checking, the
+// dynamic shared-memory opt-in, the dtypes' switch, the stream launcher, and the capture state
+// and library handles.
 // Plain CUDA C++: no fmt, spdlog, JSON or Catch2 here (nvcc 13 in C++20 mode rejects Debian's fmt).
 #pragma once
 
@@ -78,28 +79,6 @@ template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const cha
              "cudaFuncSetAttribute");
 }
 
-// Element offset of logical (row-major) index `linear` in a strided operand of `a`'s sizes.
-__device__ __forceinline__ int64_t strided_offset(const StridedArg& a, int64_t linear) {
-  int64_t off = 0;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    int64_t s = a.sizes[d];
-    off += (linear % s) * a.strides[d];
-    linear /= s;
-  }
-  return off;
-}
-
-// The same for an operand with its own strides but `shape`'s sizes (broadcast operands).
-__device__ __forceinline__ int64_t strided_offset(const StridedArg& shape, const int64_t* strides, int64_t linear) {
-  int64_t off = 0;
-  for (int d = shape.ndim - 1; d >= 0; --d) {
-    int64_t s = shape.sizes[d];
-    off += (linear % s) * strides[d];
-    linear /= s;
-  }
-  return off;
-}
-
 // --- row kernels (norm, loss, attention) ---------------------------------------------------------
 
 // Kernels over float activations are instantiated for the three storage types CUDA tensors use;
@@ -138,7 +117,7 @@ struct StreamLaunch {
   cudaStream_t stream;
   const char* op;
   template <class... Params, class... Args>
-  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
+  void operator()(void (*kernel)(Params...), dim3 grid, unsigned block, const Args&... args) const {
     kernel<<<grid, block, 0, stream>>>(args...);
     check_launch(op);
   }

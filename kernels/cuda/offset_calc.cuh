@@ -48,6 +48,21 @@ template <int N> struct OffsetCalc {
   }
 };
 
+// The element offset of logical (row-major) index `linear` over `ndim` dims of `sizes` and
+// `strides`: the plain walk, a 64-bit division per dim (a reduction's reduced dims, the random
+// fills). OffsetCalc above is the elementwise kernels' walk, with 32-bit divisions when the
+// indices fit.
+__device__ __forceinline__ int64_t row_major_offset(const int64_t* sizes, const int64_t* strides, int ndim,
+                                                    int64_t linear) {
+  int64_t off = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    const int64_t s = sizes[d];
+    off += (linear % s) * strides[d];
+    linear /= s;
+  }
+  return off;
+}
+
 // Host side: the calculator for `shape`'s sizes (outermost first, as in a StridedArg) and one
 // stride array per operand (nullptr: a scalar, stride 0 everywhere).
 template <int N> inline OffsetCalc<N> make_offset_calc(const StridedArg& shape, const int64_t* const (&strides)[N]) {

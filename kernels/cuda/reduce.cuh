@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/offset_calc.cuh"
 #include "kernels/error.h"
 #include "kernels/reduce.h"
 
@@ -363,13 +364,7 @@ __device__ __forceinline__ void output_offsets(const ReduceParams& p, int64_t o,
 }
 
 __device__ __forceinline__ int64_t reduced_offset(const ReduceParams& p, int64_t r) {
-  int64_t off = 0;
-  for (int d = p.red_ndim - 1; d >= 0; --d) {
-    const int64_t s = p.red_sizes[d];
-    off += (r % s) * p.red_strides[d];
-    r /= s;
-  }
-  return off;
+  return cuda_detail::row_major_offset(p.red_sizes, p.red_strides, p.red_ndim, r);
 }
 
 // V consecutive elements (16 bytes) as floats: one 16-byte load when aligned, else V loads. Either

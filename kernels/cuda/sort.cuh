@@ -382,9 +382,10 @@ inline int64_t batch_rows(const char* op, int64_t rows, size_t per_row, void* wo
   return std::min<int64_t>(rows, static_cast<int64_t>(bytes / per_row));
 }
 
-inline size_t capped(int64_t rows, size_t per_row) {
+// The workspace for `rows` rows of per_row bytes: as many rows as fit in `cap`, at least one.
+inline size_t capped(int64_t rows, size_t per_row, size_t cap = kWorkspaceCap) {
   if (per_row == 0 || rows <= 0) return 0;
-  const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(kWorkspaceCap / per_row));
+  const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(cap / per_row));
   return static_cast<size_t>(std::min(rows, fit)) * per_row;
 }
 

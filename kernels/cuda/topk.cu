@@ -1,72 +1,14 @@
-// CUDA topk: values mapped to order-preserving integer keys (complemented for the largest), then the
-// shared row selection of sort.cuh; values are copied from the input afterwards (int64 exactly).
-#include <algorithm>
-#include <string>
-
-#include "kernels/cuda/sort.cuh"
+// CUDA topk: kernels/cuda/topk.cuh's launches on the context's stream, with a workspace for as many
+// rows as fit under sort.cuh's cap.
+#include "kernels/cuda/topk.cuh"
 #include "kernels/topk.h"
 
 namespace kiln {
-namespace {
-
-// ---- key sources and sinks: rows are numbered within the batch; the structs add the batch start ----
-
-struct TopkSource {
-  const void* in;
-  DType dtype;
-  int64_t n;
-  int64_t row0;
-  bool largest;
-  __device__ bool valid(int64_t) const { return true; }
-  // largest: complemented, so that the ascending sort puts NaN first and ties still by index.
-  __device__ uint64_t key(int64_t row, int64_t j) const {
-    const uint64_t k = order_key(load_as<double>(in, dtype, (row0 + row) * n + j));
-    return largest ? ~k : k;
-  }
-};
-
-struct TopkSink {
-  void* values;
-  DType values_dtype;
-  int64_t* indices;
-  const void* in;
-  DType in_dtype;
-  int64_t n, k, row0;
-  bool integral;  // values copy through int64 so that large int64 values stay exact
-  __device__ void write(int64_t row, int64_t s, uint32_t j) const {
-    const int64_t dst = (row0 + row) * k + s;
-    if (indices) indices[dst] = j;
-    if (!values) return;
-    const int64_t src = (row0 + row) * n + j;
-    if (integral) {
-      store_as<int64_t>(values, values_dtype, dst, load_as<int64_t>(in, in_dtype, src));
-    } else {
-      store_as<double>(values, values_dtype, dst, load_as<double>(in, in_dtype, src));
-    }
-  }
-};
-
-// What the prep kernel learns about a row of weights.
-}  // namespace
 
 void topk_cuda(void* values, DType values_dtype, int64_t* indices, const void* in, DType in_dtype, int64_t rows,
                int64_t n, int64_t k, bool largest, const KernelContext& ctx) {
-  if (k > n) {
-    throw Error("topk: k = " + std::to_string(k) + " is larger than the row size " + std::to_string(n));
-  }
-  if (k <= 0 || rows <= 0) return;
-  check_row_length("topk", n);
-  const size_t per_row = sort_workspace_per_row(n, k);
-  const size_t workspace_bytes = capped(rows, per_row);
-  void* workspace = ctx.workspace(workspace_bytes);
-  const int64_t batch = batch_rows("topk", rows, per_row, workspace, workspace_bytes);
-  const bool integral = is_integral(in_dtype, true);
-  for (int64_t row0 = 0; row0 < rows; row0 += batch) {
-    const int64_t b = std::min(batch, rows - row0);
-    const TopkSource src{in, in_dtype, n, row0, largest};
-    const TopkSink sink{values, values_dtype, indices, in, in_dtype, n, k, row0, integral};
-    smallest_k(src, sink, b, n, k, workspace, StreamLaunch{raw_stream(ctx.stream), "topk"});
-  }
+  topk_launches(values, values_dtype, indices, in, in_dtype, rows, n, k, largest,
+                [&](size_t bytes) { return ctx.workspace(bytes); }, StreamLaunch{raw_stream(ctx.stream), "topk"});
 }
 
 }  // namespace kiln

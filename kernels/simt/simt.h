@@ -137,6 +137,11 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 #define __align__(n) __attribute__((aligned(n)))
+// A grid's or block's extent, as host code writes a launch (unspecified extents are 1).
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
 
 inline void __syncthreads(::kiln::simt::Site where = ::kiln::simt::Site::here()) {
   (void)::kiln::simt::sync_block(where);
@@ -232,3 +237,5 @@ inline long long __double_as_longlong(double v) { return std::bit_cast<long long
 // nothing unless told to (kiln builds without -ffp-contract=fast).
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }

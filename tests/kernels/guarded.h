@@ -81,16 +81,20 @@ template <typename F> decltype(auto) with_float_storage(DType t, F&& f) {
 
 // A launcher for the host code that plans its own launches (smallest_k, multinomial_launches,
 // binary_dispatch; cuda_detail::StreamLaunch on a GPU): each launch runs on the emulator under
-// `schedule`, in the grid asked for capped at grid_cap blocks (so that blocks loop), and its
-// kernel is appended to *kernels when that is set.
+// `schedule`, in the grid asked for with its x and y extents capped at grid_cap and grid_cap_y
+// blocks (so that the blocks of a grid-stride loop loop), and its kernel is appended to *kernels
+// when that is set.
 struct EmulatedLaunch {
   simt::Schedule schedule = simt::Schedule::Lowest;
   unsigned grid_cap = ~0u;
   std::vector<const void*>* kernels = nullptr;
+  unsigned grid_cap_y = ~0u;
   template <class... Params, class... Args>
-  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, const Args&... args) const {
+  void operator()(void (*kernel)(Params...), dim3 grid, unsigned block, const Args&... args) const {
     simt::LaunchConfig config;
-    config.grid.x = std::min(grid, grid_cap);
+    config.grid.x = std::min(grid.x, grid_cap);
+    config.grid.y = std::min(grid.y, grid_cap_y);
+    config.grid.z = grid.z;
     config.block.x = block;
     config.schedule = schedule;
     simt::launch(config, [&] { kernel(args...); });

@@ -2,7 +2,8 @@
 // covers every sorted position exactly once and gives each value exactly one writer (checked on
 // sorted key arrays of every shape the plan distinguishes), and the CPU twin sums like a plain
 // scatter in every float dtype, adds to what the gradient held and refuses bad input by name. The
-// CUDA twin's bit-for-bit agreement is tests/kernels/test_twins.cpp's.
+// CUDA twin's bit-for-bit agreement is tests/kernels/test_twins.cpp's on a GPU, and
+// test_embedding_simt.cpp's on the emulator of CUDA's threads.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -9,12 +9,15 @@
 // pass), the largest key (the padding's), all keys equal, and rows in reverse order. Rows the source
 // calls invalid get zeros. Each case runs under both schedules, and with the grid capped at 3
 // blocks so that blocks loop over rows and tiles and reuse their shared memory; all three must give
-// the same indices. Outputs and the workspace lie between guard bands.
+// the same indices. Outputs and the workspace lie between guard bands. Last, topk's own launches
+// (kernels/cuda/topk.cuh: float values as order keys, complemented for the largest, a batch of rows
+// at a time) are compared bit for bit with topk_cpu, values and indices.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -22,7 +25,9 @@
 #include <vector>
 
 #include "kernels/cuda/sort.cuh"
+#include "kernels/cuda/topk.cuh"
 #include "kernels/simt/simt.h"
+#include "kernels/topk.h"
 #include "tests/kernels/guarded.h"
 
 using namespace kiln;
@@ -269,4 +274,108 @@ TEST_CASE("simt: the row selection's workspace is sized and batched, and refused
   CHECK_THROWS_WITH(check_row_length("multinomial", int64_t{1} << 32),
                     Catch::Contains("multinomial: rows of 4294967296 elements are too long"));
   CHECK_NOTHROW(check_row_length("multinomial", 4294967294));
+}
+
+namespace {
+
+// topk of `in` ([rows, n], contiguous) through topk_launches on the emulator (grid capped at 3
+// blocks), its workspace capped at `cap` bytes, against topk_cpu: values and indices bit for bit.
+// `with_values` false: indices only, as argsort-like callers ask. Returns the launches made.
+size_t check_topk(const std::string& what, const Tensor& in, int64_t k, bool largest, size_t cap = kWorkspaceCap,
+                  bool with_values = true) {
+  INFO(what << ", k " << k << (largest ? ", largest" : ", smallest"));
+  const int64_t rows = in.size(0), n = in.size(1);
+  const Tensor want_values = empty({rows, k}, TensorOptions(in.dtype()));
+  const Tensor want_indices = empty({rows, k}, TensorOptions(DType::Int64));
+  topk_cpu(want_values.data_ptr(), in.dtype(), want_indices.data_ptr<int64_t>(), in.data_ptr(), in.dtype(), rows, n, k,
+           largest, KernelContext{});
+  Guarded<unsigned char> values(rows * k * static_cast<int64_t>(in.element_size()));
+  Guarded<int64_t> indices(rows * k);
+  std::vector<Guarded<uint64_t>> scratch;
+  scratch.reserve(1);
+  size_t asked = 0;
+  const auto workspace = [&](size_t bytes) -> void* {
+    asked = bytes;
+    scratch.emplace_back(static_cast<int64_t>(bytes / sizeof(uint64_t)));
+    return bytes ? scratch.back().data() : nullptr;
+  };
+  std::vector<const void*> kernels;
+  topk_launches(with_values ? values.data() : nullptr, in.dtype(), indices.data(), in.data_ptr(), in.dtype(), rows, n,
+                k, largest, workspace, EmulatedLaunch{simt::Schedule::Lowest, 3u, &kernels}, cap);
+  CHECK(scratch.size() == 1);
+  CHECK(asked == capped(rows, sort_workspace_per_row(n, k), cap));
+  CHECK(values.bands_intact());
+  CHECK(indices.bands_intact());
+  CHECK(scratch.back().bands_intact());
+  CHECK(std::memcmp(indices.data(), want_indices.data_ptr(), static_cast<size_t>(rows * k) * sizeof(int64_t)) == 0);
+  if (with_values) {
+    CHECK(std::memcmp(values.data(), want_values.data_ptr(), static_cast<size_t>(rows * k) * in.element_size()) == 0);
+  }
+  return kernels.size();
+}
+
+// Values with what topk must order: ties, NaN (the largest), both infinities, -0 and +0.
+Tensor awkward_floats(int64_t rows, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(static_cast<size_t>(rows * n));
+  const float specials[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), -0.0f, 0.0f, 1.5f};
+  for (auto& x : v) {
+    const uint64_t r = rng();
+    x = r % 5 == 0 ? specials[(r >> 8) % 6] : static_cast<float>(static_cast<int64_t>((r >> 16) % 2001) - 1000) / 8;
+  }
+  return tensor(v, {rows, n});
+}
+
+}  // namespace
+
+TEST_CASE("emulated: topk's CUDA launches give the CPU's values and indices, bit for bit", "[simt][sort][topk]") {
+  SECTION("short rows sorted in shared memory, every float dtype") {
+    const Tensor x = awkward_floats(3, 37, 1);
+    for (const bool largest : {true, false}) {
+      CHECK(check_topk("float32 [3, 37]", x, 5, largest) == 1);
+      CHECK(check_topk("float16 [3, 37]", x.to(DType::Float16), 37, largest) == 1);
+      CHECK(check_topk("bfloat16 [3, 37]", x.to(DType::BFloat16), 1, largest) == 1);
+      CHECK(check_topk("float64 [3, 37]", x.to(DType::Float64), 12, largest) == 1);
+    }
+    CHECK(check_topk("float32 [3, 37], indices only", x, 6, true, kWorkspaceCap, false) == 1);
+  }
+  SECTION("integers copy exactly, beyond float64's 53 bits") {
+    std::vector<int64_t> v(2 * 50);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (int64_t{1} << 62) + static_cast<int64_t>((i * 7919) % 23) - 11;
+    const Tensor x = tensor(v, {2, 50});
+    CHECK(check_topk("int64 [2, 50]", x, 7, true) == 1);
+    CHECK(check_topk("int64 [2, 50]", x, 7, false) == 1);
+    CHECK(check_topk("int32 [2, 50]", sub(x, int64_t{1} << 62).to(DType::Int32), 9, true) == 1);
+  }
+  SECTION("long rows: the radix selection of the k-th") {
+    const Tensor x = awkward_floats(2, 3001, 2);
+    CHECK(check_topk("float32 [2, 3001]", x, 100, true) == 1);
+    CHECK(check_topk("bfloat16 [2, 3001]", x.to(DType::BFloat16), 2048, false) == 1);
+  }
+  SECTION("k past 2048: the global sort, in batches of the rows the workspace holds") {
+    const Tensor x = awkward_floats(3, 2500, 3);
+    const size_t per_row = sort_workspace_per_row(2500, 2100);
+    const size_t one_batch = check_topk("float32 [3, 2500]", x, 2100, true);
+    // Capped at two rows: a batch of 2, then a batch of 1, each making the same launches.
+    CHECK(check_topk("float32 [3, 2500], two rows a batch", x, 2100, true, 2 * per_row) == 2 * one_batch);
+    CHECK(check_topk("float32 [3, 2500], a row a batch", x, 2100, false, per_row) == 3 * one_batch);
+  }
+  SECTION("bad k and rows too long are refused before any launch") {
+    const auto no_workspace = [](size_t) -> void* {
+      FAIL("asked for a workspace");
+      return nullptr;
+    };
+    const auto no_launch = EmulatedLaunch{};
+    int64_t idx = 0;
+    const float v = 1;
+    CHECK_THROWS_WITH(topk_launches(nullptr, DType::Float32, &idx, &v, DType::Float32, 1, 1, 2, true, no_workspace,
+                                    no_launch),
+                      "topk: k = 2 is larger than the row size 1");
+    CHECK_THROWS_WITH(topk_launches(nullptr, DType::Float32, &idx, &v, DType::Float32, 1, int64_t{1} << 32, 1, true,
+                                    no_workspace, no_launch),
+                      Catch::Contains("topk: rows of 4294967296 elements are too long"));
+    CHECK_NOTHROW(topk_launches(nullptr, DType::Float32, &idx, &v, DType::Float32, 0, 1, 1, true, no_workspace,
+                                no_launch));
+  }
 }
