@@ -17,7 +17,8 @@
 #             Not part of CI (a third instrumented build of the libraries); run it after changing them.
 # Of the benchmark programs the tree builds bench_train_step only (-DKILN_BENCH_TOOLS=OFF: its smoke run
 # trains every model through every precision and memory mode; bench/CMakeLists.txt says why the others
-# are left to the plain run). Debug information is line tables only, enough for the reports' frames.
+# are left to the plain run). Debug information is line tables only, enough for the reports' frames,
+# and most of the tests' own code compiles at -O0 (tests/CMakeLists.txt says which and why).
 # Any sanitizer report fails its test: UB does not recover and ASan halts (leak checking: see below).
 # The "package" test is left out: it builds a consumer of the installed libraries with plain flags,
 # which cannot link against sanitized libraries. "cuda" is left out because this tree has no CUDA.
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --trainings) trainings=""; shift ;;
     --no-build) do_build=0; shift ;;
     --thread) thread=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done

@@ -2,9 +2,8 @@
 # framework. Included by tests/ (the CPU runner, the CUDA parity runner) and bench/ (gpu_bench,
 # bench_cases); whichever comes first defines it, so the rows compile once.
 if(NOT TARGET kiln_op_table)
-  add_library(kiln_op_table STATIC
-    ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp
-    # One rows file per op family, in the order of row_families() (op_table.cpp).
+  # One rows file per op family, in the order of row_families() (op_table.cpp).
+  set(kiln_op_table_rows
     ${PROJECT_SOURCE_DIR}/tests/op_table/elementwise_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/copy_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/reduce_rows.cpp
@@ -27,6 +26,16 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/dropout_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/foreach_rows.cpp)
+  add_library(kiln_op_table STATIC ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp ${kiln_op_table_rows})
+  # Under the sanitizers most rows compile at -O0, as the tests' own sources do (tests/CMakeLists.txt):
+  # they build inputs and name ops. op_table.cpp, whose checks and gradchecks do the work, keeps -O2,
+  # and so do the rows with float64 reference loops of their own (products, convolutions, pooling,
+  # attention).
+  if(KILN_SANITIZE)
+    set(kiln_op_table_rows_O0 ${kiln_op_table_rows})
+    list(FILTER kiln_op_table_rows_O0 EXCLUDE REGEX "/(matmul|conv|pool|attention)_rows\\.cpp$")
+    set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0)
+  endif()
   target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
   target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})
 endif()
