@@ -30,11 +30,12 @@ if(NOT TARGET kiln_op_table)
   # Under the sanitizers most rows compile at -O0, as the tests' own sources do (tests/CMakeLists.txt):
   # they build inputs and name ops. op_table.cpp, whose checks and gradchecks do the work, keeps -O2,
   # and so do the rows with float64 reference loops of their own (products, convolutions, pooling,
-  # attention).
+  # attention). -fvisibility-inlines-hidden: tests/CMakeLists.txt says why.
   if(KILN_SANITIZE)
     set(kiln_op_table_rows_O0 ${kiln_op_table_rows})
     list(FILTER kiln_op_table_rows_O0 EXCLUDE REGEX "/(matmul|conv|pool|attention)_rows\\.cpp$")
-    set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0)
+    set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0
+                 -fvisibility-inlines-hidden)
   endif()
   target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
   target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})
