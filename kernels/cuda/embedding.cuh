@@ -155,8 +155,9 @@ inline int key_bits(int64_t num) {
   return num > 0 ? static_cast<int>(std::bit_width(static_cast<uint64_t>(num))) : 1;
 }
 
-// For storage type S (float, __half or __nv_bfloat16; k > 0, dim > 0): launches the keys kernel, calls sort(keys_in, keys, rows_in, rows, n, end_bit) (a stable sort of the pairs by
-// key's low end_bit bits: CUB's radix sort on a GPU) and launches the pieces and carry kernels, all
+// For storage type S (float, __half or __nv_bfloat16; k > 0, dim > 0): launches the keys kernel,
+// calls sort(keys_in, keys, rows_in, rows, n, end_bit) (a stable sort of the pairs by the keys'
+// low end_bit bits: CUB's radix sort on a GPU) and launches the pieces and carry kernels, all
 // through `launch` (cuda_detail::StreamLaunch on a GPU).
 template <typename S, class Sort, class Launch>
 void embedding_backward_launches(S* grad_weight, const S* grad, const int64_t* indices, int64_t k, int64_t num,

@@ -1,7 +1,8 @@
 // What the CPU tests that run CUDA kernels on the emulator of kernels/simt/simt.h share besides the
 // values: output buffers between guard bands that no kernel may touch, whether the emulator's two
-// schedules gave the same bits, the storage type a float dtype's kernels are instantiated for, and
-// a launcher for host code that plans its own launches.
+// schedules gave the same bits, the storage type a float dtype's kernels are instantiated for, a
+// launcher for host code that plans its own launches, and the bit-for-bit check of a launch
+// against its CPU twin over an output's storage.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,9 +10,11 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/kiln.h"
+#include "core/ops/helpers.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
 
@@ -104,5 +107,28 @@ struct EmulatedLaunch {
 
 // A kernel's address, as EmulatedLaunch records it.
 template <typename K> const void* kernel_address(K* kernel) { return reinterpret_cast<const void*>(kernel); }
+
+// `out` is a view over dense storage of out.numel() elements at its start (dense, transposed or
+// permuted). cpu(arg) fills `out`; emulated(arg, launch) fills a guarded copy of its storage
+// through the launcher, in the grid it asks for and in one capped at 3 blocks. The storage bytes
+// must agree each time, with `launches` launches made.
+template <class Cpu, class Emulated>
+void check_storage_bits(const std::string& what, const Tensor& out, const Cpu& cpu, const Emulated& emulated,
+                        size_t launches = 1) {
+  const StridedArg arg = ops::make_arg(out);
+  cpu(arg);
+  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
+  for (const unsigned grid_cap : {~0u, 3u}) {
+    INFO(what << ", grid cap " << grid_cap);
+    Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
+    StridedArg emu_arg = arg;
+    emu_arg.data = emu.data();
+    std::vector<const void*> kernels;
+    emulated(emu_arg, EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
+    CHECK(kernels.size() == launches);
+    CHECK(emu.bands_intact());
+    CHECK(std::memcmp(emu.data(), out.data_ptr(), bytes) == 0);
+  }
+}
 
 }  // namespace kiln::test

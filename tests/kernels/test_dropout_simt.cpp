@@ -11,7 +11,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,20 +33,10 @@ void check(const std::string& what, const Tensor& in, const Tensor& out, double 
            PhiloxState philox = {0x1234abcdULL, 7, nullptr}) {
   const StridedArg out_arg = ops::make_arg(out), in_arg = ops::make_arg(in);
   CHECK(dc::takes_dense_path(dc::merge_dims(out_arg, in_arg), out.dtype(), in.dtype()) == dense);
-  const KernelContext cpu{};
-  dropout_cpu(out_arg, in_arg, p, philox, cpu);
-  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
-  for (const unsigned grid_cap : {~0u, 3u}) {
-    INFO(what << ", p " << p << ", grid cap " << grid_cap);
-    Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
-    StridedArg emu_out = out_arg;
-    emu_out.data = emu.data();
-    std::vector<const void*> kernels;
-    dc::dropout_launch(emu_out, in_arg, p, philox, EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
-    CHECK(kernels.size() == 1);
-    CHECK(emu.bands_intact());
-    CHECK(std::memcmp(emu.data(), out.data_ptr(), bytes) == 0);
-  }
+  check_storage_bits(
+      what + ", p " + std::to_string(p), out,
+      [&](const StridedArg& arg) { dropout_cpu(arg, in_arg, p, philox, KernelContext{}); },
+      [&](const StridedArg& arg, const EmulatedLaunch& launch) { dc::dropout_launch(arg, in_arg, p, philox, launch); });
   if (p > 0 && p < 1 && out.numel() > 100) {  // the mask is not all or nothing
     const Tensor kept = ne(out.to(DType::Float64), 0.0).to(DType::Float64).mean();
     CHECK(kept.item<double>() > 0);

@@ -10,7 +10,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,28 +30,6 @@ using namespace kiln::test;
 namespace {
 
 constexpr PhiloxState kPhilox{0x5eedULL, 12, nullptr};
-
-// `out` is a view over dense storage of out.numel() elements at its start (dense, transposed or
-// permuted). cpu(arg) fills `out`; emulated(arg, launch) fills a guarded copy of its storage
-// through the launcher. The storage bytes must agree, in both grids, with `launches` launches.
-template <class Cpu, class Emulated>
-void compare(const std::string& what, const Tensor& out, const Cpu& cpu, const Emulated& emulated,
-             size_t launches = 1) {
-  const StridedArg arg = ops::make_arg(out);
-  cpu(arg);
-  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
-  for (const unsigned grid_cap : {~0u, 3u}) {
-    INFO(what << ", grid cap " << grid_cap);
-    Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
-    StridedArg emu_arg = arg;
-    emu_arg.data = emu.data();
-    std::vector<const void*> kernels;
-    emulated(emu_arg, EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
-    CHECK(kernels.size() == launches);
-    CHECK(emu.bands_intact());
-    CHECK(std::memcmp(emu.data(), out.data_ptr(), bytes) == 0);
-  }
-}
 
 // Output views: dense [n], dense [a, b], transposed [b, a] and a permuted 3-d view.
 std::vector<std::pair<std::string, Tensor>> outputs(DType dtype) {
@@ -79,9 +56,9 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
       for (const auto& [name, out] : outputs(dtype)) {
         const std::string what = std::string(dtype_name(dtype)) + " " + name;
         const auto [cpu_u, emu_u] = fill(RandomDist::Uniform, -2.0, 3.0);
-        compare(what + ", uniform", out, cpu_u, emu_u);
+        check_storage_bits(what + ", uniform", out, cpu_u, emu_u);
         const auto [cpu_n, emu_n] = fill(RandomDist::Normal, 0.5, 2.0);
-        compare(what + ", normal", out, cpu_n, emu_n);
+        check_storage_bits(what + ", normal", out, cpu_n, emu_n);
       }
     }
   }
@@ -89,19 +66,19 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
     for (const DType dtype : {DType::Int64, DType::Int32, DType::UInt8, DType::Float32}) {
       for (const auto& [name, out] : outputs(dtype)) {
         const auto [cpu, emu] = fill(RandomDist::RandInt, 3, 250);
-        compare(std::string(dtype_name(dtype)) + " " + name + ", randint", out, cpu, emu);
+        check_storage_bits(std::string(dtype_name(dtype)) + " " + name + ", randint", out, cpu, emu);
       }
     }
     // A range past 2^32: the 64-bit draw.
     const Tensor big = empty({333}, TensorOptions(DType::Int64));
     const auto [cpu, emu] = fill(RandomDist::RandInt, -1e12, 1e15);
-    compare("int64 [333], randint over 2^32", big, cpu, emu);
+    check_storage_bits("int64 [333], randint over 2^32", big, cpu, emu);
   }
   SECTION("a captured graph's Philox base is read when the kernel runs") {
     uint64_t base[2] = {0xbeefULL, 44};
     for (const RandomDist dist : {RandomDist::Uniform, RandomDist::Normal}) {
       const auto [cpu, emu] = fill(dist, 0.0, 1.0, PhiloxState{0, 3, base});
-      compare("float32 [1001], base", empty({1001}), cpu, emu);
+      check_storage_bits("float32 [1001], base", empty({1001}), cpu, emu);
     }
     // And the draws depend on it: another base, other values.
     Tensor a = empty({64}), b = empty({64});
@@ -132,7 +109,7 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
 TEST_CASE("emulated: arange's CUDA kernels give the CPU's sequence, bit for bit", "[simt][arange]") {
   namespace fd = kiln::factory_device;
   const auto check = [](const std::string& what, const Tensor& out, double start, double step) {
-    compare(
+    check_storage_bits(
         what, out, [&](const StridedArg& arg) { arange_cpu(arg, start, step, KernelContext{}); },
         [&](const StridedArg& arg, const EmulatedLaunch& launch) { fd::arange_launch(arg, start, step, launch); });
   };
@@ -154,10 +131,12 @@ TEST_CASE("emulated: tril's and triu's CUDA kernel keeps the CPU's elements, bit
   namespace td = kiln::triangle_device;
   const auto check = [](const std::string& what, const Tensor& out, const Tensor& in, int64_t k, bool upper) {
     const StridedArg in_arg = ops::make_arg(in);
-    compare(
+    check_storage_bits(
         what + (upper ? ", triu " : ", tril ") + std::to_string(k), out,
         [&](const StridedArg& arg) { triangle_cpu(arg, in_arg, k, upper, KernelContext{}); },
-        [&](const StridedArg& arg, const EmulatedLaunch& launch) { td::triangle_launch(arg, in_arg, k, upper, launch); });
+        [&](const StridedArg& arg, const EmulatedLaunch& launch) {
+          td::triangle_launch(arg, in_arg, k, upper, launch);
+        });
   };
   manual_seed(3);
   // One dtype of each element size: 1, 2, 4 and 8 bytes.
