@@ -19,6 +19,9 @@ struct GemmBatch {
   const int64_t* c_offsets = nullptr;
 };
 
+// Product i's offset in one of a batch's offset arrays (0 where the array is null).
+inline int64_t gemm_batch_offset(const int64_t* offsets, int64_t i) { return offsets ? offsets[i] : 0; }
+
 // What a GEMM does with its product P = op(A) @ op(B) besides storing it. Every epilogue takes one
 // product (batch.count 1) with alpha 1 and beta 0 and k > 0; `aux` is an m x n matrix (leading
 // dimension ldaux) in the operands' dtype, and bias and bias_grad are in it too.

@@ -224,7 +224,7 @@ bool blas_threaded() { return blas().threaded; }
 bool blas_concurrent() { return blas().threaded && blas().parallel == 1; }
 
 bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
-  if (!blas().loaded) return false;
+  if (!blas().loaded || k <= 0) return false;
   // Row-major: A is m x k (k x m transposed), so its rows hold k (m) elements; likewise B and C.
   const int64_t a_row = trans_a ? m : k, b_row = trans_b ? k : n;
   if (!fits(m) || !fits(n) || !fits(k) || !fits(lda) || !fits(ldb) || !fits(ldc)) return false;
@@ -240,8 +240,8 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   const int64_t es = f64 ? int64_t{sizeof(double)} : int64_t{sizeof(float)};
   // Rows i0.. of op(A_i), columns j0.. of op(B_i) and block (i0, j0) of C_i, rows x cols, as one call.
   auto call = [&](int64_t i, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
-    const int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0, bo = batch.b_offsets ? batch.b_offsets[i] : 0;
-    const int64_t co = batch.c_offsets ? batch.c_offsets[i] : 0;
+    const int64_t ao = gemm_batch_offset(batch.a_offsets, i), bo = gemm_batch_offset(batch.b_offsets, i);
+    const int64_t co = gemm_batch_offset(batch.c_offsets, i);
     const char* ab = static_cast<const char*>(a) + (ao + (trans_a ? i0 : i0 * lda)) * es;
     const char* bb = static_cast<const char*>(b) + (bo + (trans_b ? j0 * ldb : j0)) * es;
     char* cb = static_cast<char*>(c) + (co + i0 * ldc + j0) * es;

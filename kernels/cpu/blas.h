@@ -74,8 +74,10 @@ bool blas_threaded();
 // depend on the thread count.
 bool blas_concurrent();
 
-// Whether blas_gemm would take these arguments (BLAS loaded, every size and leading dimension within
-// its int, no leading dimension below its row length, as broadcast views have).
+// Whether blas_gemm would take these arguments (BLAS loaded, k > 0, every size and leading dimension
+// within its int, no leading dimension below its row length, as broadcast views have). An empty sum
+// (k == 0) stays kiln's: OpenBLAS fills C with beta's -0 for beta = -0, where kiln's GEMM and the
+// CUDA twin write +0.
 bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc);
 
 // How a pthreads OpenBLAS's product is cut into blocks of C (mb x nb, grid_m x grid_n of them; the

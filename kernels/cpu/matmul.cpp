@@ -279,9 +279,9 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   const GemmBatch& batch = g.batch;
   if (batch.count <= 0 || m <= 0 || n <= 0) return;
   auto problem = [&](int64_t i) {
-    const int64_t ao = batch.a_offsets ? batch.a_offsets[i] : 0;
-    const int64_t bo = batch.b_offsets ? batch.b_offsets[i] : 0;
-    const int64_t co = batch.c_offsets ? batch.c_offsets[i] : 0;
+    const int64_t ao = gemm_batch_offset(batch.a_offsets, i);
+    const int64_t bo = gemm_batch_offset(batch.b_offsets, i);
+    const int64_t co = gemm_batch_offset(batch.c_offsets, i);
     return Problem<T, Acc>{ta,
                            tb,
                            m,

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/matmul.cuh"
 #include "kernels/matmul.h"
 
 namespace kiln {
@@ -271,15 +272,14 @@ GemmComputeType compute_type_of(cublasComputeType_t c) {
   }
 }
 
-int64_t offset_at(const int64_t* offsets, int64_t i) { return offsets ? offsets[i] : 0; }
-
 // The batches from `first` on that one strided call covers: all three offsets step by a fixed
 // stride (0 for a broadcast A or B; never 0 for C, whose products must not overlap).
 int64_t run_length(const GemmBatch& batch, int64_t first, int64_t (&stride)[3]) {
   const int64_t* offsets[3] = {batch.a_offsets, batch.b_offsets, batch.c_offsets};
   for (int64_t& s : stride) s = 0;
   if (first + 1 >= batch.count) return 1;
-  for (int x = 0; x < 3; ++x) stride[x] = offset_at(offsets[x], first + 1) - offset_at(offsets[x], first);
+  auto at = [&](int x, int64_t i) { return gemm_batch_offset(offsets[x], i); };
+  for (int x = 0; x < 3; ++x) stride[x] = at(x, first + 1) - at(x, first);
   if (stride[0] < 0 || stride[1] < 0 || stride[2] <= 0) {
     for (int64_t& s : stride) s = 0;
     return 1;
@@ -290,37 +290,12 @@ int64_t run_length(const GemmBatch& batch, int64_t first, int64_t (&stride)[3]) 
   while (first + len < batch.count && len < 65535) {
     bool same = true;
     for (int x = 0; x < 3 && same; ++x) {
-      same = offset_at(offsets[x], first + len) - offset_at(offsets[x], first + len - 1) == stride[x];
+      same = at(x, first + len) - at(x, first + len - 1) == stride[x];
     }
     if (!same) break;
     ++len;
   }
   return len;
-}
-
-// k == 0: each product is an empty sum, so C = beta * C (beta == 0 writes zeros over anything).
-template <typename C>
-__global__ void scale_matrix_kernel(void* c, DType dtype, int64_t rows, int64_t cols, int64_t ld, C beta) {
-  const int64_t total = rows * cols;
-  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
-    const int64_t off = (i / cols) * ld + i % cols;
-    store_as<C>(c, dtype, off, beta == C(0) ? C(0) : beta * load_as<C>(c, dtype, off));
-  }
-}
-
-void scale_outputs(DType dtype, int64_t m, int64_t n, double beta, void* c, int64_t ldc, const GemmBatch& batch,
-                   cudaStream_t stream) {
-  const size_t es = element_size(dtype);
-  for (int64_t i = 0; i < batch.count; ++i) {
-    void* ci = static_cast<char*>(c) + offset_at(batch.c_offsets, i) * static_cast<int64_t>(es);
-    if (dtype == DType::Float64) {
-      scale_matrix_kernel<double><<<grid_for(m * n), kThreads, 0, stream>>>(ci, dtype, m, n, ldc, beta);
-    } else {
-      scale_matrix_kernel<float>
-          <<<grid_for(m * n), kThreads, 0, stream>>>(ci, dtype, m, n, ldc, static_cast<float>(beta));
-    }
-    check_launch("matmul");
-  }
 }
 
 }  // namespace
@@ -344,7 +319,7 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
   const Stream stream = ctx.stream;
   const cudaStream_t s = raw_stream(stream);
   if (k <= 0) {
-    scale_outputs(dtype, m, n, beta, c, ldc, batch, s);
+    matmul_device::scale_outputs(dtype, m, n, beta, c, ldc, batch, StreamLaunch{s, "matmul"});
     return;
   }
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
@@ -368,9 +343,9 @@ void gemm_cuda(const GemmArgs& g, const KernelContext& ctx) {
   for (int64_t i = 0; i < batch.count;) {
     int64_t stride[3];
     const int64_t len = run_length(batch, i, stride);
-    const char* pa = static_cast<const char*>(a) + offset_at(batch.a_offsets, i) * ies;
-    const char* pb = static_cast<const char*>(b) + offset_at(batch.b_offsets, i) * ies;
-    char* pc = static_cast<char*>(c) + offset_at(batch.c_offsets, i) * ies;
+    const char* pa = static_cast<const char*>(a) + gemm_batch_offset(batch.a_offsets, i) * ies;
+    const char* pb = static_cast<const char*>(b) + gemm_batch_offset(batch.b_offsets, i) * ies;
+    char* pc = static_cast<char*>(c) + gemm_batch_offset(batch.c_offsets, i) * ies;
     Problem p{dtype,
               trans_a,
               trans_b,

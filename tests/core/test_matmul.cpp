@@ -525,6 +525,10 @@ TEST_CASE("gemm_cpu and matmul: empty dims", "[linalg]") {
   float c[4] = {std::numeric_limits<float>::quiet_NaN(), 1, 2, 3};
   gemm(DType::Float32, false, false, 2, 2, 0, 1.0, a, 1, a, 2, 0.0, c, 2);
   for (float v : c) CHECK(v == 0.0f);
+  // beta -0 is zero too: +0 over everything, as the CUDA twin writes (OpenBLAS alone would write -0).
+  float cz[4] = {std::numeric_limits<float>::quiet_NaN(), -2, std::numeric_limits<float>::infinity(), -0.0f};
+  gemm(DType::Float32, false, false, 2, 2, 0, -1.0, a, 1, a, 2, -0.0, cz, 2);
+  for (float v : cz) CHECK((v == 0.0f && !std::signbit(v)));
   float c2[4] = {1, 2, 3, 4};
   gemm(DType::Float32, true, true, 2, 2, 0, 1.0, a, 2, a, 1, 2.0, c2, 2);
   CHECK(c2[0] == 2.0f);
