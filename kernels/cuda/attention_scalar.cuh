@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
   float* v_s = k_t + p.E4 * kPad;
   float* p_s = v_s + kTile * p.Ev;
   float* acc_s = p_s + kRows * kTile;
-  __shared__ AttentionOffsets offs;
+  KILN_SHARED(AttentionOffsets, offs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.L, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kThreads)
   float* v_t = k_t + p.E4 * kPad;
   float* ds_s = v_t + p.Ev4 * kPad;
   float* acc_s = ds_s + kRows * kTile;
-  __shared__ AttentionOffsets offs;
+  KILN_SHARED(AttentionOffsets, offs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.L, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
   float* pd_s = ds_s + kRows * kTile;
   float* acc_k_s = pd_s + kRows * kTile;
   float* acc_v_s = acc_k_s + kRows * p.E;
-  __shared__ AttentionOffsets offs;
+  KILN_SHARED(AttentionOffsets, offs);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row_blocks = ceil_div(p.S, kRows);
   for (int64_t blk = blockIdx.x; blk < p.batch * row_blocks; blk += gridDim.x) {

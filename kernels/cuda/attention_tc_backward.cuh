@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  __shared__ AttentionOffsets offs;  // batch entry b's offsets (kept out of registers)
+  KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   // In shared memory: held in registers through the query loop, the offsets of q, dout, dk and dv
   // pushed this kernel at head dim 64 into register spills (ptxas -v, sm_90).
-  __shared__ AttentionOffsets offs;
+  KILN_SHARED(AttentionOffsets, offs);
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};

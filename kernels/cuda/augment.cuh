@@ -25,8 +25,8 @@ inline unsigned augment_blocks(int64_t batch) { return static_cast<unsigned>(bat
 __global__ void augment_kernel(void* out, const uint8_t* in, int64_t batch, const AugmentPlan plan, PhiloxState philox,
                                const AugmentParams* params) {
   philox = philox_resolve(philox);  // a captured graph's seed and offset, read when the kernel runs
-  __shared__ AugmentParams shared_params;
-  __shared__ float shared_mean;
+  KILN_SHARED(AugmentParams, shared_params);
+  KILN_SHARED(float, shared_mean);
   const int64_t pixels = plan.out_height * plan.out_width;
   for (int64_t image = blockIdx.x; image < batch; image += gridDim.x) {
     if (threadIdx.x == 0) {

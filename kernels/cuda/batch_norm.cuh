@@ -90,7 +90,7 @@ __device__ __forceinline__ Welford welford_merge(const Welford& a, const Welford
 
 template <typename S>
 __global__ void bn_stats_partial_kernel(Welford* part, const S* x, ChannelLayout l, int64_t count, int64_t chunk_len) {
-  __shared__ Welford sh[256];
+  KILN_SHARED(Welford, sh, [256]);
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t chunk = blockIdx.y;
   const int64_t k0 = chunk * chunk_len, k1 = k0 + chunk_len < count ? k0 + chunk_len : count;
@@ -193,7 +193,7 @@ __global__ void bn_normalize_kernel(const __grid_constant__ cuda_detail::OffsetC
 template <typename S>
 __global__ void bn_grad_partial_kernel(float2* part, const S* dout, const S* x, const float* mean, const float* rstd,
                                        ChannelLayout l, int64_t count, int64_t chunk_len) {
-  __shared__ float2 sh[256];
+  KILN_SHARED(float2, sh, [256]);
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t chunk = blockIdx.y;
   const int64_t k0 = chunk * chunk_len, k1 = k0 + chunk_len < count ? k0 + chunk_len : count;

@@ -127,7 +127,7 @@ __global__ void ce_forward_rows_kernel(const S* logits, int64_t rows, CeArgs a) 
     for (int64_t j = G::rank(); j < a.c; j += G::size()) st.add(to_f32(x[j]));
     st = warp_merge_to_lane0(st);
     if constexpr (kBlockRow) {
-      __shared__ OnlineLse part[32];
+      KILN_SHARED(OnlineLse, part, [32]);
       __syncthreads();  // the previous row's thread 0 is done reading `part`
       if (lane == 0) part[warp] = st;
       __syncthreads();
@@ -157,8 +157,8 @@ template <typename S> __global__ void ce_forward_cols_kernel(const S* logits, in
 __global__ void ce_finish_kernel(void* out, DType out_dtype, int64_t* valid_count, const float* row_loss,
                                  const int64_t* target, int64_t rows, int64_t c, int64_t ignore_index,
                                  LossReduce reduce) {
-  __shared__ double sum_sh[kFinishThreads];
-  __shared__ long long count_sh[kFinishThreads];
+  KILN_SHARED(double, sum_sh, [kFinishThreads]);
+  KILN_SHARED(long long, count_sh, [kFinishThreads]);
   double acc = 0;
   long long count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {

@@ -1,7 +1,8 @@
 // The device helpers of kiln's CUDA kernels that compile for the host too: conversions between the
 // storage types and float, cast-on-load and store by a run-time dtype, warp and block reductions,
 // grid-stride bounds, 16-byte vectors and the split of a dense pass into them, elementwise inputs
-// (InValue), the device-side index check's record, and the block's dynamic shared memory.
+// (InValue), the device-side index check's record, and the block's shared memory (KILN_SHARED, and
+// the dynamic part).
 // kernels/cuda/common.cuh includes this file with the rest (launch checks, streams, launchers).
 // Compiled by the host compiler, it runs on the emulator of CUDA's threads (kernels/simt/simt.h),
 // and the 16-bit storage types are kiln's own (kernels/half.h), bit for bit the same as __half and
@@ -14,6 +15,17 @@
 #else
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
+#endif
+
+// A static shared variable of the block: KILN_SHARED(float, part, [32]) declares `part` as
+// `__shared__ float part[32]` does (KILN_SHARED(Params, p) a scalar). On a GPU it is that
+// declaration. On the host it is a reference to the emulator's copy for the running block, which
+// starts as all-ones bytes and is an allocation of its own size (kernels/simt/simt.h): a plain
+// static would be one variable for every block, zeros at first, with no bounds the sanitizers see.
+#if defined(__CUDACC__)
+#define KILN_SHARED(T, name, ...) __shared__ T name __VA_ARGS__
+#else
+#define KILN_SHARED(T, name, ...) auto& name = ::kiln::simt::shared_variable<T __VA_ARGS__>([] {})
 #endif
 
 #include <cmath>
@@ -111,7 +123,7 @@ __device__ __forceinline__ float warp_allreduce_max(float v) {
 // (warp_reduce), then warp 0 folds the warps' results: the order is fixed by the thread layout, so it is
 // deterministic.
 template <typename T, typename Op> __device__ T block_reduce(T v, T identity, Op op) {
-  __shared__ T partial[32];
+  KILN_SHARED(T, partial, [32]);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warp_reduce(v, op);
   if (lane == 0) partial[warp] = v;

@@ -197,7 +197,8 @@ template <typename S>
 __global__ void layer_norm_param_partials_kernel(float* part_w, float* part_b, const S* dout, const S* x,
                                                  const float* mean, const float* rstd, int64_t rows, int64_t n,
                                                  int64_t chunk_rows) {
-  __shared__ float sw[kLnLanes][kLnCols + 1], sb[kLnLanes][kLnCols + 1];
+  KILN_SHARED(float, sw, [kLnLanes][kLnCols + 1]);
+  KILN_SHARED(float, sb, [kLnLanes][kLnCols + 1]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kLnCols + tx;
   const int64_t chunk = blockIdx.y;
@@ -233,7 +234,8 @@ constexpr int kLnFinishLanes = 32;
 __global__ void __launch_bounds__(kLnCols * kLnFinishLanes)
     layer_norm_param_finish_kernel(void* dweight, void* dbias, DType pdt, const float* part_w, const float* part_b,
                                    int64_t chunks, int64_t n) {
-  __shared__ float sw[kLnFinishLanes][kLnCols + 1], sb[kLnFinishLanes][kLnCols + 1];
+  KILN_SHARED(float, sw, [kLnFinishLanes][kLnCols + 1]);
+  KILN_SHARED(float, sb, [kLnFinishLanes][kLnCols + 1]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kLnCols + tx;
   float aw = 0.f, ab = 0.f;

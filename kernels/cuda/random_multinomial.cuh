@@ -71,8 +71,8 @@ __global__ void __launch_bounds__(kPrepThreads)
     multinomial_prep_kernel(const void* probs, DType dtype, int64_t row_stride, int64_t col_stride, int64_t row0,
                             int64_t rows, int64_t n, int64_t num_samples, bool replacement, double* cum,
                             RowInfo* info, DeviceErrorRecord* err) {
-  __shared__ double dbuf[32];
-  __shared__ long long lbuf[32];
+  KILN_SHARED(double, dbuf, [32]);
+  KILN_SHARED(long long, lbuf, [32]);
   const int tid = threadIdx.x;
   const double neg_inf = -__longlong_as_double(0x7ff0000000000000LL);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {

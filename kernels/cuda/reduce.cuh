@@ -489,13 +489,19 @@ __device__ typename Policy::Partial combine(typename Policy::Partial acc, const 
   return acc;
 }
 
+// A block's partials in shared memory, as bytes: a Partial may have constructors, which the type of
+// a __shared__ variable may not.
+template <typename Partial> struct alignas(16) PartialBytes {
+  unsigned char bytes[kBlock * sizeof(Partial)];
+};
+
 // Pass 1 (or the only pass): blockIdx.y is the chunk of the reduced range; with `partials` the
 // merged partial of (output, chunk) goes to partials[o * nchunks + chunk], else to the output.
 template <class Policy>
 __global__ void __launch_bounds__(kBlock) reduce_kernel(ReduceParams p, typename Policy::Partial* partials) {
   using Partial = typename Policy::Partial;
-  __shared__ __align__(16) unsigned char smem[kBlock * sizeof(Partial)];
-  Partial* sh = reinterpret_cast<Partial*>(smem);
+  KILN_SHARED(PartialBytes<Partial>, smem);
+  Partial* sh = reinterpret_cast<Partial*>(smem.bytes);
   const int tid = static_cast<int>(threadIdx.x);
   const int tr = p.r_fast ? tid % p.br : tid / p.bo;
   const int to = p.r_fast ? tid / p.br : tid % p.bo;
@@ -525,8 +531,8 @@ template <class Policy>
 __global__ void __launch_bounds__(kBlock)
     reduce_finish_kernel(ReduceParams p, const typename Policy::Partial* partials) {
   using Partial = typename Policy::Partial;
-  __shared__ __align__(16) unsigned char smem[kBlock * sizeof(Partial)];
-  Partial* sh = reinterpret_cast<Partial*>(smem);
+  KILN_SHARED(PartialBytes<Partial>, smem);
+  Partial* sh = reinterpret_cast<Partial*>(smem.bytes);
   const int tid = static_cast<int>(threadIdx.x);
   const int tr = tid % p.br, to = tid / p.br;
   for (int64_t g = blockIdx.x; g < p.groups; g += gridDim.x) {

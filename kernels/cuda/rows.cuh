@@ -54,7 +54,7 @@ template <bool kBlockRow> struct RowGroup {
 template <bool kBlockRow> __device__ __forceinline__ float row_sum(float v) {
   v = warp_allreduce_sum(v);
   if constexpr (kBlockRow) {
-    __shared__ float part[32];
+    KILN_SHARED(float, part, [32]);
     __syncthreads();  // the previous reduction's readers are done with `part`
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -67,7 +67,7 @@ template <bool kBlockRow> __device__ __forceinline__ float row_sum(float v) {
 template <bool kBlockRow> __device__ __forceinline__ float row_max(float v) {
   v = warp_allreduce_max(v);
   if constexpr (kBlockRow) {
-    __shared__ float part[32];
+    KILN_SHARED(float, part, [32]);
     __syncthreads();
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();

@@ -159,8 +159,8 @@ template <typename T, typename Op> __device__ T block_exclusive_scan(T v, Op op,
 // n <= 2048: one block per row sorts the whole row (padded to N, a power of two) in shared memory.
 template <class Src, class Sink>
 __global__ void __launch_bounds__(1024) sort_rows_kernel(Src src, Sink sink, int64_t rows, int n, int N, int k) {
-  __shared__ uint64_t keys[kSortMax];
-  __shared__ uint32_t ids[kSortMax];
+  KILN_SHARED(uint64_t, keys, [kSortMax]);
+  KILN_SHARED(uint32_t, ids, [kSortMax]);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     if (!src.valid(row)) {  // uniform over the block
       for (int s = threadIdx.x; s < k; s += blockDim.x) sink.write(row, s, 0);
@@ -183,11 +183,13 @@ __global__ void __launch_bounds__(1024) sort_rows_kernel(Src src, Sink sink, int
 template <class Src, class Sink>
 __global__ void __launch_bounds__(kSelectThreads) select_rows_kernel(Src src, Sink sink, int64_t rows, int64_t n,
                                                                       int k, int M) {
-  __shared__ uint64_t keys[kSortMax];
-  __shared__ uint32_t ids[kSortMax];
-  __shared__ uint32_t hist[256];
-  __shared__ uint32_t buf[32];
-  __shared__ uint32_t s_digit, s_below, s_count;
+  KILN_SHARED(uint64_t, keys, [kSortMax]);
+  KILN_SHARED(uint32_t, ids, [kSortMax]);
+  KILN_SHARED(uint32_t, hist, [256]);
+  KILN_SHARED(uint32_t, buf, [32]);
+  KILN_SHARED(uint32_t, s_digit);
+  KILN_SHARED(uint32_t, s_below);
+  KILN_SHARED(uint32_t, s_count);
   const int tid = threadIdx.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     if (!src.valid(row)) {
@@ -268,8 +270,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_rows_kernel(Src src, Si
 template <class Src>
 __global__ void __launch_bounds__(1024) tile_sort_kernel(Src src, uint64_t* gkeys, uint32_t* gids, int64_t rows,
                                                          int64_t n, int64_t P) {
-  __shared__ uint64_t keys[kSortMax];
-  __shared__ uint32_t ids[kSortMax];
+  KILN_SHARED(uint64_t, keys, [kSortMax]);
+  KILN_SHARED(uint32_t, ids, [kSortMax]);
   const int64_t tiles = P / kSortMax;
   for (int64_t t = blockIdx.x; t < rows * tiles; t += gridDim.x) {
     const int64_t row = t / tiles, base = (t % tiles) * kSortMax;
@@ -289,8 +291,8 @@ __global__ void __launch_bounds__(1024) tile_sort_kernel(Src src, uint64_t* gkey
 
 __global__ void __launch_bounds__(1024) tile_merge_kernel(uint64_t* gkeys, uint32_t* gids, int64_t rows, int64_t P,
                                                           int64_t size) {
-  __shared__ uint64_t keys[kSortMax];
-  __shared__ uint32_t ids[kSortMax];
+  KILN_SHARED(uint64_t, keys, [kSortMax]);
+  KILN_SHARED(uint32_t, ids, [kSortMax]);
   const int64_t tiles = P / kSortMax;
   for (int64_t t = blockIdx.x; t < rows * tiles; t += gridDim.x) {
     const int64_t row = t / tiles, base = (t % tiles) * kSortMax;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kMaxBlockThreads = 1024;
+// Shared memory: CUDA's limit for a block's static variables, and an H100's for a block's whole
+// shared memory, static and dynamic (227 KiB; the dynamic part past 48 KiB needs the kernel's
+// cudaFuncAttributeMaxDynamicSharedMemorySize raised, which the launch code does).
+constexpr size_t kMaxStaticSmem = size_t{48} << 10;
+constexpr size_t kMaxBlockSmem = size_t{227} << 10;
 // A fiber's stack. A kernel's locals are its registers' worth, a few KiB even with AddressSanitizer's
 // redzones. Small matters there: every block clears the shadow of its threads' whole stacks, and
 // where contexts are ucontext's, ASan's swapcontext does at every switch (with 1 MiB stacks the
@@ -79,6 +85,19 @@ struct Warp {
   std::vector<unsigned char> incoming, published;
 };
 
+// A static shared variable (KILN_SHARED): an allocation of exactly its size, so that the sanitized
+// build sees accesses past it, aligned as its type asks.
+struct AlignedDelete {
+  size_t align;
+  void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(align)); }
+};
+struct StaticShared {
+  const void* key = nullptr;
+  std::unique_ptr<unsigned char[], AlignedDelete> memory;
+  size_t bytes = 0;
+  uint64_t filled_in = 0;  // the block (Launch::block_serial) that last set it to all-ones bytes
+};
+
 // The running launch: one per host thread at a time.
 struct Launch {
   const LaunchConfig* config = nullptr;
@@ -86,6 +105,8 @@ struct Launch {
   Dim3 block;
   std::vector<Fiber> fibers;
   std::unique_ptr<unsigned char[]> smem;
+  std::vector<StaticShared> statics;  // in the order the blocks first declared them
+  uint64_t block_serial = 0;          // 1 for the first block run, 2 for the next, ...
   int current = -1;  // the fiber running, -1 in the launch's own context
   // No thread below `runnable_lo` or above `runnable_hi` is runnable: pick's scan starts there, so
   // between two barriers each thread is passed over once, not once per switch.
@@ -233,6 +254,7 @@ std::string describe_waits(const Launch& l) {
 void run_block(Launch& l, Dim3 block) {
   const LaunchConfig& c = *l.config;
   l.block = block;
+  ++l.block_serial;
   l.live = static_cast<int>(l.fibers.size());
   l.at_barrier = 0;
   l.barrier_votes = 0;
@@ -267,6 +289,10 @@ LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kern
   if (g.x == 0 || g.y == 0 || g.z == 0 || threads == 0 || threads > kMaxBlockThreads) {
     throw Error("simt::launch: grid " + dims(g) + " and block " + dims(b) +
                 " need every dimension at least 1 and at most 1024 threads a block");
+  }
+  if (config.dynamic_smem > kMaxBlockSmem) {
+    throw Error("simt::launch: " + std::to_string(config.dynamic_smem) + " bytes of dynamic shared memory, over " +
+                std::to_string(kMaxBlockSmem) + " (227 KiB), an H100's most for a block");
   }
   Launch l;
   l.config = &config;
@@ -337,6 +363,36 @@ const Dim3& grid_dim() { return running("gridDim").config->grid; }
 int lane() { return self(running("the lane")).linear % kWarp; }
 
 void* dynamic_smem() { return running("dynamic shared memory").smem.get(); }
+
+void* static_shared(const void* key, size_t bytes, size_t align, Site where) {
+  Launch& l = running("a static shared variable");
+  auto v = std::find_if(l.statics.begin(), l.statics.end(), [&](const StaticShared& s) { return s.key == key; });
+  if (v == l.statics.end()) {
+    const size_t total = l.stats.static_smem + bytes;
+    if (total > kMaxStaticSmem) {
+      fail(l, "static shared variables of " + std::to_string(total) + " bytes with the one at " + site(where) +
+                  ", over CUDA's limit of " + std::to_string(kMaxStaticSmem) + " (48 KiB) for a block");
+    }
+    if (total + l.config->dynamic_smem > kMaxBlockSmem) {
+      fail(l, "static shared variables of " + std::to_string(total) + " bytes with the one at " + site(where) +
+                  " and " + std::to_string(l.config->dynamic_smem) + " bytes of dynamic shared memory, over " +
+                  std::to_string(kMaxBlockSmem) + " (227 KiB), an H100's most for a block");
+    }
+    StaticShared s;
+    s.key = key;
+    s.bytes = bytes;
+    s.memory = std::unique_ptr<unsigned char[], AlignedDelete>(
+        static_cast<unsigned char*>(::operator new[](bytes, std::align_val_t(align))), AlignedDelete{align});
+    l.statics.push_back(std::move(s));
+    l.stats.static_smem = total;
+    v = l.statics.end() - 1;
+  }
+  if (v->filled_in != l.block_serial) {
+    std::memset(v->memory.get(), 0xFF, v->bytes);
+    v->filled_in = l.block_serial;
+  }
+  return v->memory.get();
+}
 
 int sync_block(Site where, int predicate) {
   Launch& l = running("__syncthreads");

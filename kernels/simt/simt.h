@@ -14,9 +14,13 @@
 //
 // What it checks, beyond the kernel's results: a barrier that threads reach at different calls
 // (divergence), a warp collective with an exited lane, a deadlock (nothing runnable, some threads
-// waiting), and the dynamic shared memory starts as all-ones bytes (NaN as a float, half or
-// bfloat16), so a read before any write shows. It is exactly as large as the launch asked for: the
-// sanitized build (tools/sanitize.sh) catches reads past it as it catches reads past a tensor.
+// waiting), and shared memory. Each block's shared memory, dynamic and static, starts as all-ones
+// bytes (NaN as a float, half or bfloat16), so a read before any write shows. The dynamic memory is
+// exactly as large as the launch asked for, and each static variable (KILN_SHARED in
+// kernels/cuda/device_math.cuh) is an allocation of its own size: the sanitized build
+// (tools/sanitize.sh) catches accesses past either as it catches them past a tensor. A block's
+// static variables may take at most 48 KiB, and with the dynamic memory at most 227 KiB, as on an
+// H100.
 //
 // What it does not: the tensor-core instruction is emulated through kiln's own fragment maps
 // (kernels/tile_layout.h), so a wrong map would pass here; tests/cuda/test_tile_cuda.cpp checks the
@@ -41,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace kiln::simt {
@@ -72,6 +77,7 @@ struct LaunchStats {
   int64_t blocks = 0, threads = 0;
   int64_t block_barriers = 0;    // completed __syncthreads, per block
   int64_t warp_collectives = 0;  // completed shuffles and mma, per warp
+  size_t static_smem = 0;        // bytes of the static shared variables the blocks declared
   // The same by the call they completed at (file and line): how much work of one kind a kernel did,
   // such as its tensor-core instructions (the emulated mma is a call in kernels/cuda/tile.cuh).
   std::map<std::pair<const char*, int>, int64_t> collectives_at;
@@ -91,6 +97,12 @@ const Dim3& block_idx();
 const Dim3& block_dim();
 const Dim3& grid_dim();
 void* dynamic_smem();
+// The block's static shared variable of a KILN_SHARED declaration, `bytes` long: `key` tells the
+// declarations apart (one per declaration and kernel instantiation), `where` is its line. The first
+// thread of a block to reach the declaration gets the variable as all-ones bytes, the others as
+// the block's threads left it. Throws when the block's static variables would pass 48 KiB, CUDA's
+// limit for them, or with the dynamic memory 227 KiB, an H100's for a block.
+void* static_shared(const void* key, size_t bytes, size_t align, Site where = Site::here());
 // __syncthreads(); returns how many of the block's threads that have not exited arrived with a
 // nonzero `predicate` (__syncthreads_count, and through it __syncthreads_or and _and).
 int sync_block(Site where = Site::here(), int predicate = 0);
@@ -104,6 +116,18 @@ int lane();
 namespace detail {
 [[noreturn]] void throw_partial_mask(unsigned mask, Site where);
 }  // namespace detail
+
+// KILN_SHARED's host side: the static shared variable of type V (an array type for an array) that
+// the declaration whose lambda has type Tag names. Tag is unique to the declaration and to the
+// kernel instantiation it is in, and so is `key`, whose address tells the variables apart.
+template <typename V, typename Tag> V& shared_variable(Tag, Site where = Site::here()) {
+  // No constructor runs (as on a GPU, where a default member initializer is not applied to a
+  // __shared__ variable either): the variable is its bytes.
+  static_assert(std::is_trivially_copyable_v<V> && std::is_trivially_destructible_v<V>,
+                "a static shared variable is plain bytes");
+  static const char key = 0;
+  return *static_cast<V*>(static_shared(&key, sizeof(V), alignof(V), where));
+}
 
 }  // namespace kiln::simt
 
@@ -120,9 +144,9 @@ namespace detail {
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __grid_constant__
-// A block's threads are fibers of one host thread: a static shared by them is the block's shared
-// variable (blocks run one after another, so each block sees only its own writes).
-#define __shared__ static thread_local
+// Static shared memory is declared with KILN_SHARED (kernels/cuda/device_math.cuh), which the
+// emulator gives each block afresh; a plain __shared__ would be one static for every block.
+#define __shared__ _Pragma("GCC error \"simt: declare static shared memory with KILN_SHARED (device_math.cuh)\"")
 
 #define threadIdx (::kiln::simt::thread_idx())
 #define blockIdx (::kiln::simt::block_idx())

@@ -1,14 +1,17 @@
 // The CPU emulator of CUDA's threads (kernels/simt/simt.h): indices, the block barrier, shuffles,
-// the tensor-core tiles of kernels/cuda/tile.cuh, and the faults it must report rather than hide
-// (a missing barrier, a divergent one, a collective missing a lane, a deadlock).
+// static shared variables, the tensor-core tiles of kernels/cuda/tile.cuh, and the faults it must
+// report rather than hide (a missing barrier, a divergent one, a collective missing a lane, a
+// deadlock, shared memory past the hardware's limits).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -44,6 +47,12 @@ std::vector<float> neighbours(Schedule schedule, bool barrier) {
     out[blockIdx.x * n + t] = s[(t + 1) % n];
   });
   return out;
+}
+
+// A device function's static shared variable: one per instantiation.
+template <typename T> T* shared_of() {
+  KILN_SHARED(T, v, [4]);
+  return v;
 }
 
 // The tile self-test kernel on the emulator, as tests/cuda/tile_selftest.cu runs it on the GPU.
@@ -97,6 +106,67 @@ TEST_CASE("simt: a barrier orders shared memory, and without it each schedule re
   // slot) from the highest.
   const auto unwritten = std::count_if(without.begin(), without.end(), [](float x) { return std::isnan(x); });
   CHECK(unwritten == (schedule == Schedule::Lowest ? 3 * 63 : 3));
+}
+
+TEST_CASE("simt: a static shared variable is the block's, and starts as all-ones bytes in every block", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const unsigned n = 64, blocks = 3;
+  std::vector<uint32_t> before(n * blocks, 0), neighbour(n * blocks, 0);
+  std::vector<float> scalar(n * blocks, 0.f);
+  std::vector<int> distinct(n * blocks, 0);
+  const simt::LaunchStats stats = simt::launch(config({blocks, 1, 1}, {n, 1, 1}, schedule), [&] {
+    KILN_SHARED(uint32_t, s, [64]);
+    KILN_SHARED(float, f);
+    KILN_SHARED(uint32_t, other, [64]);
+    const unsigned t = threadIdx.x, i = blockIdx.x * n + t;
+    before[i] = s[t];  // every thread reads its slot before any thread of the block writes it
+    __syncthreads();
+    s[t] = t + 1000 * blockIdx.x;
+    if (t == 0) f = static_cast<float>(blockIdx.x);
+    __syncthreads();
+    neighbour[i] = s[(t + 1) % n];
+    scalar[i] = f;
+    // Two declarations of one type are two variables; so are two instantiations of one declaration,
+    // and one instantiation is the same variable at every call.
+    distinct[i] = static_cast<const void*>(s) != static_cast<const void*>(other) &&
+                  static_cast<void*>(shared_of<uint32_t>()) != static_cast<void*>(shared_of<float>()) &&
+                  shared_of<uint32_t>() == shared_of<uint32_t>();
+  });
+  for (unsigned b = 0; b < blocks; ++b) {
+    INFO("block " << b);
+    for (unsigned t = 0; t < n; ++t) {
+      CHECK(before[b * n + t] == 0xFFFFFFFFu);  // not the last block's value, nor zero
+      CHECK(neighbour[b * n + t] == (t + 1) % n + 1000 * b);
+      CHECK(scalar[b * n + t] == static_cast<float>(b));
+      CHECK(distinct[b * n + t] == 1);
+    }
+  }
+  CHECK(stats.static_smem == 2 * 64 * sizeof(uint32_t) + sizeof(float) + 4 * sizeof(uint32_t) + 4 * sizeof(float));
+}
+
+TEST_CASE("simt: shared memory past CUDA's limits is an error naming the declaration", "[simt]") {
+  const simt::Dim3 one{1, 1, 1}, warp{32, 1, 1};
+  // 48 KiB of static variables, and 227 KiB with the dynamic memory, are the most a block has.
+  const auto at_limits = [] {
+    KILN_SHARED(unsigned char, a, [24 << 10]);
+    KILN_SHARED(unsigned char, b, [24 << 10]);
+    a[threadIdx.x] = b[threadIdx.x] = 1;
+  };
+  CHECK(simt::launch(config(one, warp, Schedule::Lowest, size_t{179} << 10), at_limits).static_smem == 48 << 10);
+  const auto past_static = [] {
+    KILN_SHARED(unsigned char, a, [24 << 10]);
+    KILN_SHARED(unsigned char, b, [(24 << 10) + 1]);
+    a[threadIdx.x] = b[threadIdx.x] = 1;
+  };
+  CHECK_THROWS_WITH(simt::launch(config(one, warp, Schedule::Lowest), past_static),
+                    Contains("49153 bytes") && Contains("48 KiB") && Contains("test_simt.cpp:"));
+  CHECK_THROWS_WITH(simt::launch(config(one, warp, Schedule::Lowest, (size_t{179} << 10) + 1), at_limits),
+                    Contains("227 KiB") && Contains("test_simt.cpp:"));
+  bool ran = false;
+  CHECK_THROWS_WITH(simt::launch(config(one, warp, Schedule::Lowest, (size_t{227} << 10) + 1), [&] { ran = true; }),
+                    Contains("232449 bytes of dynamic shared memory"));
+  CHECK_FALSE(ran);
+  CHECK_THROWS_WITH(shared_of<int>(), Contains("outside a kernel"));
 }
 
 TEST_CASE("simt: barriers with a vote count the predicates of the threads that have not exited", "[simt]") {

@@ -207,7 +207,7 @@ TEST_CASE("simt: the block scans of the row selection give a fixed-order scan of
   config.block.x = threads;
   config.schedule = schedule;
   simt::launch(config, [&] {
-    __shared__ long long buf[32];
+    KILN_SHARED(long long, buf, [32]);
     const unsigned t = threadIdx.x;
     long long total = 0;
     incl_sum[t] = block_inclusive_scan(values[t], SumOp<long long>{}, 0LL, buf, total);
