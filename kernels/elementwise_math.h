@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/elementwise.h"
@@ -14,6 +15,17 @@
 #endif
 
 namespace kiln::ew {
+
+// A double parameter of an op (a clamp's bounds, a power, alpha and beta) in the compute type C, as
+// both twins' launch code converts it: integers saturate (int64's max is not a double, and an
+// out-of-range conversion is undefined).
+template <typename C> C to_compute(double v) {
+  if constexpr (std::is_integral_v<C>) {
+    if (v >= 0x1p63) return std::numeric_limits<C>::max();
+    if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
+  }
+  return static_cast<C>(v);
+}
 
 template <typename C> KILN_HD bool is_nan(C x) {
   if constexpr (std::is_floating_point_v<C>) {

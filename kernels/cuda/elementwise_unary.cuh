@@ -197,15 +197,6 @@ void launch_typed(const StridedArg& out, const Operand& in, C a, C b, const Laun
          out.dtype, in_value<C>(in), n, a, b);
 }
 
-// A double parameter in the compute type, as unary_cpu converts it: integers saturate.
-template <typename C> inline C to_compute(double v) {
-  if constexpr (std::is_integral_v<C>) {
-    if (v >= 0x1p63) return std::numeric_limits<C>::max();
-    if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
-  }
-  return static_cast<C>(v);
-}
-
 // unary_cuda's launch for one op: the vector kernel for a dense operand (or a scalar) of the
 // output's float dtype, the cast kernel for a copy between two of float32, float16 and bfloat16,
 // the generic one through offsets otherwise. Each launch is a call launch(kernel, grid, block,
@@ -214,11 +205,13 @@ template <UnaryOp OP, class Launch>
 void unary_dispatch(const StridedArg& out, const Operand& in, DType compute, double a, double b,
                     const Launch& launch) {
   switch (compute) {
-    case DType::Float32: launch_typed<OP, float>(out, in, to_compute<float>(a), to_compute<float>(b), launch); return;
+    case DType::Float32:
+      launch_typed<OP, float>(out, in, ew::to_compute<float>(a), ew::to_compute<float>(b), launch);
+      return;
     case DType::Float64: launch_typed<OP, double>(out, in, a, b, launch); return;
     case DType::Int64:
       if constexpr (!float_only(OP)) {
-        launch_typed<OP, int64_t>(out, in, to_compute<int64_t>(a), to_compute<int64_t>(b), launch);
+        launch_typed<OP, int64_t>(out, in, ew::to_compute<int64_t>(a), ew::to_compute<int64_t>(b), launch);
         return;
       }
       break;
