@@ -5,6 +5,7 @@
 // read from memory at run time (a captured graph's), and integer results that must match exactly.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -209,6 +210,35 @@ TEST_CASE("twins: a batched GEMM with repeated (broadcast) offsets and transpose
                                 GemmBatch{count, ao.data(), bo.data(), co.data()}));
   });
   CHECK(compare_twin(c, kSumAtol, kSumRtol) == "");
+}
+
+// An empty sum (k = 0) never reaches cuBLASLt: matmul.cu's own kernel scales each C of the batch by
+// beta, which must give the CPU twin's bits, +0 over NaN for beta 0 and -0 included, and nothing
+// outside the m x n blocks (ldc > n) may change.
+TEST_CASE("twins: a GEMM with k = 0 scales each C by beta in the CPU's bits", "[cuda][twins]") {
+  const int64_t m = 5, n = 7, ldc = 9, count = 3, storage = 150;
+  const std::vector<int64_t> co{100, 0, 50};
+  for (const DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (const double beta : {0.0, -0.0, 1.0, -2.5, 0.1}) {
+      INFO(dtype_name(dtype) << ", beta " << beta);
+      manual_seed(12);
+      Tensor start = randn({storage}, TensorOptions(DType::Float64)) * 4.0;
+      auto* v = start.data_ptr<double>();
+      v[1] = std::numeric_limits<double>::infinity();
+      v[2] = -0.0;
+      // A GPU's NaN results carry no payload, so NaN goes where beta 0 replaces it (and in the gap).
+      v[0] = v[60] = beta == 0.0 ? std::numeric_limits<double>::quiet_NaN() : 3.0;
+      v[95] = std::numeric_limits<double>::quiet_NaN();
+      Twin c = twin_of(start.to(dtype));
+      const Tensor before = c.cpu.clone();
+      run_twins(kernels::gemm, [&](Device d) {
+        return std::tuple(gemm_args(dtype, false, false, m, n, 0, 1.5, c.ptr(d), 1, c.ptr(d), n, beta, c.ptr(d), ldc,
+                                    GemmBatch{count, nullptr, nullptr, co.data()}));
+      });
+      CHECK(bitwise_equal(c.cpu, c.cuda.to(Device::cpu())));
+      if (beta != 1.0) CHECK_FALSE(bitwise_equal(c.cpu, before));  // it did scale
+    }
+  }
 }
 
 // linear's two bias epilogues on cuBLASLt (CUBLASLT_EPILOGUE_BIAS, and BGRADB for kiln's BiasGradA,
