@@ -110,17 +110,21 @@ template <typename K> const void* kernel_address(K* kernel) { return reinterpret
 
 // `out` is a view over dense storage of out.numel() elements at its start (dense, transposed or
 // permuted). cpu(arg) fills `out`; emulated(arg, launch) fills a guarded copy of its storage
-// through the launcher, in the grid it asks for and in one capped at 3 blocks. The storage bytes
-// must agree each time, with `launches` launches made.
+// through the launcher, in the grid it asks for and in one capped at 3 blocks. The copy starts as
+// all-ones bytes, or as out's storage did when `keep` (for kernels that read their output). The
+// storage bytes must agree each time, with `launches` launches made.
 template <class Cpu, class Emulated>
 void check_storage_bits(const std::string& what, const Tensor& out, const Cpu& cpu, const Emulated& emulated,
-                        size_t launches = 1) {
+                        size_t launches = 1, bool keep = false) {
   const StridedArg arg = ops::make_arg(out);
-  cpu(arg);
   const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
+  const auto* storage = static_cast<const unsigned char*>(out.data_ptr());
+  const std::vector<unsigned char> start(storage, keep ? storage + bytes : storage);
+  cpu(arg);
   for (const unsigned grid_cap : {~0u, 3u}) {
     INFO(what << ", grid cap " << grid_cap);
     Guarded<unsigned char> emu(static_cast<int64_t>(bytes));
+    if (keep) std::memcpy(emu.data(), start.data(), bytes);
     StridedArg emu_arg = arg;
     emu_arg.data = emu.data();
     std::vector<const void*> kernels;
