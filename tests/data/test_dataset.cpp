@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/datasets.h"
 #include "data/idx.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 using namespace kiln::data;
@@ -138,7 +139,8 @@ TEST_CASE("TokenWindows: random windows from the sample generator, sequential wi
   CHECK_THROWS_AS(seq.get(9), IndexError);
 
   // Over a nanoGPT token file, the same windows as over its tokens.
-  const std::string path = (std::filesystem::temp_directory_path() / "kiln_token_windows_test.bin").string();
+  const test::TempDir dir("kiln_token_windows");
+  const std::string path = dir.file("tokens.bin");
   {
     std::ofstream f(path, std::ios::binary);
     for (uint16_t t = 0; t < 500; ++t) f.write(reinterpret_cast<const char*>(&t), 2);
@@ -169,7 +171,6 @@ TEST_CASE("TokenWindows: random windows from the sample generator, sequential wi
     CHECK(what.find("[0, 455)") != std::string::npos);
   }
   CHECK_THROWS_AS(checked.check_below(0), Error);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("SyntheticImages: deterministic uint8 images in either layout", "[data][dataset]") {

@@ -3,24 +3,17 @@
 
 #include <zlib.h>
 
-#include <cstdio>
-#include <unistd.h>
-#include <filesystem>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/kiln.h"
 #include "data/idx.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 
 namespace {
-
-std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("kiln_idx_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
 
 std::vector<unsigned char> idx_bytes(std::vector<uint32_t> dims, const std::vector<unsigned char>& data,
                                      unsigned char type = 0x08) {
@@ -35,18 +28,23 @@ std::vector<unsigned char> idx_bytes(std::vector<uint32_t> dims, const std::vect
   return b;
 }
 
-std::string write_plain(const std::string& name, const std::vector<unsigned char>& bytes) {
-  auto p = temp_dir() / name;
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  return p.string();
+using Bytes = std::vector<unsigned char>;
+
+std::string write_plain(const test::TempDir& dir, const std::string& name, const Bytes& bytes) {
+  const std::string p = dir.file(name);
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+  return p;
 }
 
-std::string write_gz(const std::string& name, const std::vector<unsigned char>& bytes) {
-  auto p = temp_dir() / name;
-  gzFile f = gzopen(p.string().c_str(), "wb");
-  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
-  gzclose(f);
-  return p.string();
+std::string write_gz(const test::TempDir& dir, const std::string& name, const Bytes& bytes) {
+  const std::string p = dir.file(name);
+  gzFile f = gzopen(p.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+  return p;
 }
 
 }  // namespace
@@ -54,7 +52,8 @@ std::string write_gz(const std::string& name, const std::vector<unsigned char>& 
 TEST_CASE("read_idx reads plain and gzip idx files", "[data]") {
   std::vector<unsigned char> values{1, 2, 3, 4, 5, 6};
   auto bytes = idx_bytes({2, 3}, values);
-  for (const std::string& path : {write_plain("a.idx", bytes), write_gz("a.idx.gz", bytes)}) {
+  test::TempDir dir("kiln_idx");
+  for (const std::string& path : {write_plain(dir, "a.idx", bytes), write_gz(dir, "a.idx.gz", bytes)}) {
     Tensor t = data::read_idx(path);
     CHECK(t.dtype() == DType::UInt8);
     CHECK(t.sizes() == Shape{2, 3});
@@ -71,6 +70,7 @@ TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[da
   auto extra = idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6, 7});
   auto zero_dim = idx_bytes({0, 3}, {});
   auto huge = idx_bytes({1u << 30, 1u << 30}, {});
+  test::TempDir dir("kiln_idx");
   struct Case {
     std::string name;
     std::vector<unsigned char> bytes;
@@ -80,7 +80,7 @@ TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[da
                         Case{"type.gz", float_type, "element type"}, Case{"extra.gz", extra, "after the declared"},
                         Case{"zero.gz", zero_dim, "size 0"}, Case{"huge.gz", huge, "implausibly large"},
                         Case{"header.gz", {0, 0}, "truncated"}}) {
-    std::string path = write_gz(c.name, c.bytes);
+    std::string path = write_gz(dir, c.name, c.bytes);
     INFO(c.name);
     CHECK_THROWS_AS(data::read_idx(path), IOError);
     CHECK_THROWS_WITH(data::read_idx(path), Catch::Contains(c.name) && Catch::Contains(c.mention));
@@ -89,7 +89,8 @@ TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[da
 }
 
 TEST_CASE("load_fashion_mnist: a missing directory says how to install the dataset", "[data]") {
-  CHECK_THROWS_WITH(data::load_fashion_mnist("/nonexistent", "train"), Catch::Contains("apt-get install dataset-fashion-mnist"));
+  CHECK_THROWS_WITH(data::load_fashion_mnist("/nonexistent", "train"),
+                    Catch::Contains("apt-get install dataset-fashion-mnist"));
   CHECK_THROWS_WITH(data::load_fashion_mnist(data::kFashionMnistDefaultDir, "valid"), Catch::Contains("split"));
 }
 

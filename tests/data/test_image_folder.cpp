@@ -22,7 +22,7 @@
 #include "core/kiln.h"
 #include "data/image.h"
 #include "data/image_folder.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 using kiln::data::ImageMode;

@@ -11,7 +11,7 @@
 
 #include "core/kiln.h"
 #include "data/token_file.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 using kiln::data::TokenFile;

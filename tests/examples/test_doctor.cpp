@@ -5,13 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "examples/doctor.h"
 #include "kernels/error.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 using examples::Finding;
@@ -64,10 +64,12 @@ RunFacts healthy_gpu() {
   return f;
 }
 
-std::string temp_file(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("kiln_doctor_" + name);
-  std::ofstream(path) << text;
-  return path.string();
+std::string temp_file(const test::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
+  std::ofstream f(path);
+  f << text;
+  REQUIRE(f.good());
+  return path;
 }
 
 }  // namespace
@@ -230,8 +232,9 @@ TEST_CASE("doctor: a doctor record reads back to the same facts and findings", "
   settings.boolean("pin_memory", true);
   const examples::JsonLine run =
       examples::JsonLine().text("record", "run").text("device", "cuda:0").object("settings", settings);
+  const test::TempDir dir("kiln_doctor");
   const std::string path =
-      temp_file("roundtrip.jsonl", run.str() + "\n" + examples::doctor_record(f, findings).str() + "\n");
+      temp_file(dir, "roundtrip.jsonl", run.str() + "\n" + examples::doctor_record(f, findings).str() + "\n");
   const RunFacts back = examples::facts_from_metrics(path);
   CHECK(back.measured.step == 700);
   CHECK(back.measured.steps.steps == 100);
@@ -249,7 +252,6 @@ TEST_CASE("doctor: a doctor record reads back to the same facts and findings", "
     CHECK(again[i].tips == findings[i].tips);
   }
   CHECK(examples::settings_from_run_record(run).workers == 4);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("doctor: a metrics file it cannot use is an IOError naming the file and the line", "[doctor]") {
@@ -258,19 +260,19 @@ TEST_CASE("doctor: a metrics file it cannot use is an IOError naming the file an
                              R"( "phase_ms": {}, "gpu": {"samples": 0}}})";
   CHECK_THROWS_WITH(examples::facts_from_metrics("/nonexistent/metrics.jsonl"),
                     "cannot read /nonexistent/metrics.jsonl");
-  const std::string torn = temp_file("torn.jsonl", run + "\n{\"record\": \"doc\n");
+  const test::TempDir dir("kiln_doctor");
+  const std::string torn = temp_file(dir, "torn.jsonl", run + "\n{\"record\": \"doc\n");
   CHECK_THROWS_AS(examples::facts_from_metrics(torn), IOError);
   CHECK_THROWS_WITH(examples::facts_from_metrics(torn), Catch::Contains(torn + " line 2 is not a JSON object"));
-  const std::string no_doctor = temp_file("no_doctor.jsonl", run + "\n");
+  const std::string no_doctor = temp_file(dir, "no_doctor.jsonl", run + "\n");
   CHECK_THROWS_WITH(examples::facts_from_metrics(no_doctor), Catch::Contains("has no \"doctor\" record"));
-  const std::string no_run = temp_file("no_run.jsonl", doctor + "\n");
+  const std::string no_run = temp_file(dir, "no_run.jsonl", doctor + "\n");
   CHECK_THROWS_WITH(examples::facts_from_metrics(no_run), Catch::Contains("has no \"run\" record"));
-  const std::string both = temp_file("both.jsonl", run + "\n" + doctor + "\n");
+  const std::string both = temp_file(dir, "both.jsonl", run + "\n" + doctor + "\n");
   CHECK(examples::facts_from_metrics(both).measured.steps.steps == 4);
   CHECK(examples::facts_from_metrics(both, 4).measured.step == 4);
   CHECK_THROWS_WITH(examples::facts_from_metrics(both, 5), Catch::Contains("no \"doctor\" record at step 5"));
-  const std::string wrong_type =
-      temp_file("wrong.jsonl", run + "\n" + R"({"record": "doctor", "step": 1, "measured": {"steps": "many"}})" + "\n");
+  const std::string wrong_doctor = R"({"record": "doctor", "step": 1, "measured": {"steps": "many"}})";
+  const std::string wrong_type = temp_file(dir, "wrong.jsonl", run + "\n" + wrong_doctor + "\n");
   CHECK_THROWS_WITH(examples::facts_from_metrics(wrong_type), Catch::Contains("lacks a field or has the wrong type"));
-  for (const std::string& p : {torn, no_doctor, no_run, both, wrong_type}) std::filesystem::remove(p);
 }

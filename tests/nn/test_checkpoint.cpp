@@ -19,7 +19,7 @@
 #include "nn/optim/sgd.h"
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 #include "tests/bitwise.h"
 
 

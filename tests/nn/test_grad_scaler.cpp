@@ -25,7 +25,7 @@
 #include "tests/bitwise.h"
 #include "tests/fake_cuda.h"
 #include "tests/nn/grad_scaler_checks.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace kiln;
 using kiln::nn::amp::GradScaler;

@@ -17,7 +17,7 @@
 #include "nn/safetensors.h"
 #include "nn/training_checkpoint.h"
 #include "tests/kernels/log_capture.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 
 
 using namespace kiln;

@@ -19,7 +19,7 @@
 #include "kernels/error.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
-#include "tests/nn/temp_dir.h"
+#include "tests/temp_dir.h"
 #include "tests/bitwise.h"
 
 
