@@ -4,7 +4,9 @@
 // tensors is their device pointer, never their value.
 #include "core/ops/foreach.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -104,9 +106,53 @@ struct DTypePair {
   bool operator==(const DTypePair& o) const { return param == o.param && state == o.state; }
 };
 
+// An update writes its parameters and states in place while it reads the gradients, so none of the
+// tensors it writes may share a byte with any other tensor of the update (gradients may share with
+// each other: they are only read). The CPU loops take the arrays as restrict pointers, and on the
+// GPU two chunks over one memory would race; a parameter listed twice would be updated twice. The
+// tensors are dense (flat() checked), so each is the one range of its numel elements.
+void check_disjoint(const char* op, const TensorList& params, const TensorList& grads,
+                    const std::vector<std::pair<const TensorList*, const char*>>& states) {
+  struct Range {
+    uintptr_t begin, end;
+    bool written;
+    std::string what;
+  };
+  std::vector<Range> ranges;
+  auto add = [&](const TensorList& list, const char* what, bool written) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Tensor& t = list[i];
+      if (t.numel() == 0) continue;
+      const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+      ranges.push_back({begin, begin + static_cast<uintptr_t>(t.numel()) * t.element_size(), written, at(what, i)});
+    }
+  };
+  add(params, "parameter", true);
+  add(grads, "gradient", false);
+  for (const auto& [list, what] : states) add(*list, what, true);
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sweep in address order. A written range that reaches into the next one is caught there, so the
+  // last written range is the only written one a later range can start inside; a written range
+  // can start inside any earlier range, so the one that reaches furthest so far is kept as well.
+  const Range* furthest = nullptr;
+  const Range* last_written = nullptr;
+  for (const Range& r : ranges) {
+    const Range* clash = nullptr;
+    if (last_written != nullptr && r.begin < last_written->end) clash = last_written;
+    else if (r.written && furthest != nullptr && r.begin < furthest->end) clash = furthest;
+    if (clash != nullptr) {
+      throw Error(std::string(op) + ": " + clash->what + " and " + r.what +
+                  " share memory; the parameters and states an update writes in place must each have memory of "
+                  "their own, apart from every other tensor of the update");
+    }
+    if (furthest == nullptr || r.end > furthest->end) furthest = &r;
+    if (r.written) last_written = &r;
+  }
+}
+
 // Checks of an optimizer update: params floating and dense, each state list like the params with a
 // dtype of float32 or the param's. Returns the flat entries of params (index 0), grads (1) and each
-// state list.
+// state list. The callers then check the devices, and then check_disjoint.
 std::vector<std::vector<ForeachTensor>> check_update(const char* op, const TensorList& params, const TensorList& grads,
                                                      const std::vector<std::pair<const TensorList*, const char*>>& states) {
   check_length(op, grads, params.size(), "gradients");
@@ -171,6 +217,7 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   const std::vector<std::vector<ForeachTensor>> flats = check_update(op, params, grads, states);
   if (params.empty()) return;
   const Device dev = list_device(op, {&params, &grads, &momentum_buffers});
+  check_disjoint(op, params, grads, states);
   ForeachScalars s;
   s.lr = scalar_ptr(op, lr, "lr", dev, true);
   s.step = scalar_ptr(op, step, "step", dev, true);
@@ -209,6 +256,7 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
       check_update(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   if (params.empty()) return;
   const Device dev = list_device(op, {&params, &grads, &exp_avgs, &exp_avg_sqs});
+  check_disjoint(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   ForeachScalars s;
   s.lr = scalar_ptr(op, lr, "lr", dev, true);
   s.step = scalar_ptr(op, step, "step", dev, true);

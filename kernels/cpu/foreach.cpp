@@ -68,6 +68,40 @@ template <typename F> void visit_param_state(DType param, DType state, const cha
   });
 }
 
+// The optimizers' updates over one chunk's contiguous run, compiled for baseline x86-64 and for
+// AVX2 (KILN_CPU_CLONES). The coefficients arrive by value and the arrays as restrict pointers, so
+// no store can change a coefficient, and the choices that decide which arrays a loop reads or
+// writes (a momentum buffer; unscaled gradients) are template arguments instead of tests in the
+// loop: the float32 loops vectorize (and sqrt is an instruction: kernels/CMakeLists.txt). Each
+// element goes through foreach_math's element function, the same IEEE operations in the same order
+// as the CUDA kernels', so every clone gives the same bits.
+template <bool UseBuf, typename P, typename S, typename C>
+KILN_CPU_CLONES void sgd_run(P* __restrict p, const P* __restrict g, S* __restrict b, int64_t len,
+                             foreach_math::SgdCoef<C> k) {
+  if constexpr (UseBuf) k.has_momentum = true;  // as the caller's use_buf says
+  for (int64_t i = 0; i < len; ++i) {
+    C pv = ld<P, C>(p, i);
+    // The first step overwrites the buffer without reading it (it may hold anything).
+    C bv = UseBuf && !k.first ? ld<S, C>(b, i) : C(0);
+    foreach_math::sgd_element<C>(pv, ld<P, C>(g, i), &bv, k);
+    st<P, C>(p, i, pv);
+    if constexpr (UseBuf) st<S, C>(b, i, bv);
+  }
+}
+
+template <bool Scaled, typename P, typename S, typename C>
+KILN_CPU_CLONES void adamw_run(P* __restrict p, const P* __restrict g, S* __restrict m, S* __restrict v,
+                               int64_t len, foreach_math::AdamWCoef<C> k) {
+  k.has_scale = Scaled;
+  for (int64_t i = 0; i < len; ++i) {
+    C pv = ld<P, C>(p, i), mv = ld<S, C>(m, i), vv = ld<S, C>(v, i);
+    foreach_math::adamw_element<C>(pv, ld<P, C>(g, i), mv, vv, k);
+    st<P, C>(p, i, pv);
+    st<S, C>(m, i, mv);
+    st<S, C>(v, i, vv);
+  }
+}
+
 }  // namespace
 
 int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
@@ -85,16 +119,13 @@ void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const
     const foreach_math::SgdCoef<C> k = foreach_math::sgd_coef<C>(h, s);
     const bool use_buf = k.has_momentum && bufs != nullptr;
     for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
-      P* p = static_cast<P*>(params[w.tensor].data);
-      const P* g = static_cast<const P*>(grads[w.tensor].data);
-      S* b = use_buf ? static_cast<S*>(bufs[w.tensor].data) : nullptr;
-      for (int64_t i = w.begin; i < w.end; ++i) {
-        C pv = ld<P, C>(p, i);
-        // The first step overwrites the buffer without reading it (it may hold anything).
-        C bv = use_buf && !k.first ? ld<S, C>(b, i) : C(0);
-        foreach_math::sgd_element<C>(pv, ld<P, C>(g, i), &bv, k);
-        st<P, C>(p, i, pv);
-        if (use_buf) st<S, C>(b, i, bv);
+      P* p = static_cast<P*>(params[w.tensor].data) + w.begin;
+      const P* g = static_cast<const P*>(grads[w.tensor].data) + w.begin;
+      const int64_t len = w.end - w.begin;
+      if (use_buf) {
+        sgd_run<true>(p, g, static_cast<S*>(bufs[w.tensor].data) + w.begin, len, k);
+      } else {
+        sgd_run<false>(p, g, static_cast<S*>(nullptr), len, k);
       }
     });
   });
@@ -108,16 +139,15 @@ void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, con
     using C = cpu::acc_t<P>;
     const foreach_math::AdamWCoef<C> k = foreach_math::adamw_coef<C>(h, s);
     for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
-      P* p = static_cast<P*>(params[w.tensor].data);
-      const P* g = static_cast<const P*>(grads[w.tensor].data);
-      S* m = static_cast<S*>(exp_avgs[w.tensor].data);
-      S* v = static_cast<S*>(exp_avg_sqs[w.tensor].data);
-      for (int64_t i = w.begin; i < w.end; ++i) {
-        C pv = ld<P, C>(p, i), mv = ld<S, C>(m, i), vv = ld<S, C>(v, i);
-        foreach_math::adamw_element<C>(pv, ld<P, C>(g, i), mv, vv, k);
-        st<P, C>(p, i, pv);
-        st<S, C>(m, i, mv);
-        st<S, C>(v, i, vv);
+      P* p = static_cast<P*>(params[w.tensor].data) + w.begin;
+      const P* g = static_cast<const P*>(grads[w.tensor].data) + w.begin;
+      S* m = static_cast<S*>(exp_avgs[w.tensor].data) + w.begin;
+      S* v = static_cast<S*>(exp_avg_sqs[w.tensor].data) + w.begin;
+      const int64_t len = w.end - w.begin;
+      if (k.has_scale) {
+        adamw_run<true>(p, g, m, v, len, k);
+      } else {
+        adamw_run<false>(p, g, m, v, len, k);
       }
     });
   });

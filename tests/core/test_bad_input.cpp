@@ -1015,6 +1015,16 @@ void foreach_rows(Table& t) {
         [=] { adamw({f32({2})}, {f32({2})}, 0.9, 0.999, -1.0); });
   t.add("foreach_adamw_: infinite weight_decay", Expect::Error, {"foreach_adamw_", "weight_decay", "inf"},
         [=] { adamw({f32({2})}, {f32({2})}, 0.9, 0.999, 1e-8, kInf); });
+  t.add("foreach_adamw_: both moments in one tensor", Expect::Error,
+        {"foreach_adamw_", "exp_avg 0", "exp_avg_sq 0", "share memory"}, [=] {
+          const Tensor moments = f32({2});
+          adamw({moments}, {moments}, 0.9, 0.999, 1e-8);
+        });
+  t.add("foreach_sgd_: a parameter as its own gradient", Expect::Error,
+        {"foreach_sgd_", "parameter 0", "gradient 0", "share memory"}, [=] {
+          const Tensor w = f32({2});
+          sgd({w}, {w}, {}, f32_scalar(0.1f));
+        });
   t.add("foreach_norm with norm_type 0", Expect::Error, {"foreach_norm", "norm_type"},
         [] { (void)foreach_norm({f32({2})}, 0.0); });
   t.add("foreach_norm with NaN norm_type", Expect::Error, {"foreach_norm", "nan"},

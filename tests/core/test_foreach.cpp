@@ -13,6 +13,8 @@
 #include "core/kiln.h"
 #include "core/ops/foreach.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/foreach.h"
+#include "kernels/half.h"
 #include "tests/bitwise.h"
 #include "tests/threads.h"
 
@@ -226,6 +228,105 @@ TEST_CASE("foreach optimizer steps are bitwise identical for any thread count", 
   REQUIRE(same_bits(results[0], results[2]));
 }
 
+namespace {
+
+// Values that every loop of an update must carry through as the element formula does: signed
+// zeros, infinities, NaN, a float32 subnormal, large and tiny magnitudes, then random ones.
+std::vector<float> update_values(int64_t n, uint32_t seed) {
+  const std::vector<float> special = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity(), std::nanf(""), 1e-41f, 3e38f,
+                                      -2.5e-20f, 1.0f, -1.0f};
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t x = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[static_cast<size_t>(i)] =
+        i % 13 == 5 ? special[(x >> 8) % special.size()] : (static_cast<float>(x >> 8) / 8388608.0f - 1.0f);
+  }
+  return v;
+}
+
+// Element type P stored from float; float32 state.
+template <typename P> Tensor stored(const std::vector<float>& v, DType dtype) {
+  Tensor t = empty({static_cast<int64_t>(v.size())}, dtype);
+  P* d = t.data_ptr<P>();
+  for (size_t i = 0; i < v.size(); ++i) d[i] = P(v[i]);
+  return t;
+}
+
+template <typename P> float at(const Tensor& t, size_t i) { return static_cast<float>(t.data_ptr<P>()[i]); }
+
+// The same bits, or both NaN (a NaN's sign and payload depend on which operand an instruction
+// propagates, which kiln does not promise: a GPU's NaNs carry no payload at all).
+template <typename P> bool same_element(const Tensor& t, size_t i, float formula) {
+  const P want(formula);
+  const float got = at<P>(t, i);
+  return (std::isnan(got) && std::isnan(formula)) || std::memcmp(&want, t.data_ptr<P>() + i, sizeof(P)) == 0;
+}
+
+}  // namespace
+
+// The CPU update loops are vectorized and cloned for AVX2 (kernels/cpu/foreach.cpp); every element
+// must still be the bits of foreach_math's element function, the CUDA kernels' formula, computed
+// one element at a time here. Lengths around vector widths and past a chunk, with and without
+// grad_scale, SGD with and without a buffer, float32 and bfloat16 parameters with float32 state.
+TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[foreach]", float, BFloat16) {
+  using P = TestType;
+  const DType dtype = std::is_same_v<P, float> ? DType::Float32 : DType::BFloat16;
+  const float lr = 3e-3f, grad_scale = 1024.0f;
+  for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{65536 + 45}}) {
+    for (const bool scaled : {false, true}) {
+      for (const float step : {0.0f, 4.0f}) {
+        INFO("n " << n << (scaled ? " with grad_scale" : "") << " after step " << step);
+        const std::vector<float> pv = update_values(n, 1), gv = update_values(n, 2), mv = update_values(n, 3);
+        std::vector<float> vv = update_values(n, 4);
+        for (float& x : vv) x = std::abs(x);  // a second moment is not negative
+        ForeachScalars s;
+        s.lr = &lr;
+        s.step = &step;
+        s.grad_scale = scaled ? &grad_scale : nullptr;
+        const Tensor lr_t = f32(lr), step_t = f32(step), scale_t = scaled ? f32(grad_scale) : Tensor();
+        {
+          const AdamWHyper h{0.9, 0.95, 1e-8, 0.1};
+          const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s);
+          TensorList p{stored<P>(pv, dtype)}, g{stored<P>(gv, dtype)}, m{stored<float>(mv, DType::Float32)},
+              v{stored<float>(vv, DType::Float32)};
+          const Tensor p0 = p[0].clone(), g0 = g[0].clone();
+          foreach_adamw_(p, g, m, v, lr_t, step_t, h.beta1, h.beta2, h.eps, h.weight_decay, Tensor(), scale_t);
+          for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+            float pe = at<P>(p0, i), me = mv[i], ve = vv[i];
+            foreach_math::adamw_element<float>(pe, at<P>(g0, i), me, ve, k);
+            if (!same_element<P>(p[0], i, pe) || !same_element<float>(m[0], i, me) ||
+                !same_element<float>(v[0], i, ve)) {
+              FAIL("AdamW element " << i << ": p " << at<P>(p[0], i) << " (formula " << pe << "), m "
+                                    << at<float>(m[0], i) << " (" << me << "), v " << at<float>(v[0], i) << " ("
+                                    << ve << ")");
+            }
+          }
+        }
+        for (const bool with_buf : {false, true}) {
+          const SgdHyper h{with_buf ? 0.9 : 0.0, 0.1, 0.01, with_buf};
+          const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s);
+          TensorList p{stored<P>(pv, dtype)}, g{stored<P>(gv, dtype)};
+          TensorList b = with_buf ? TensorList{stored<float>(mv, DType::Float32)} : TensorList();
+          const Tensor p0 = p[0].clone(), g0 = g[0].clone();
+          foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, step_t, Tensor(), scale_t);
+          for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+            float pe = at<P>(p0, i), be = step == 0.0f ? 0.0f : mv[i];
+            foreach_math::sgd_element<float>(pe, at<P>(g0, i), &be, k);
+            if (!same_element<P>(p[0], i, pe)) {
+              FAIL("SGD element " << i << ": p " << at<P>(p[0], i) << " (formula " << pe << ")");
+            }
+            if (with_buf && !same_element<float>(b[0], i, be)) {
+              FAIL("SGD element " << i << ": buffer " << at<float>(b[0], i) << " (formula " << be << ")");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("found_inf skips every update and the step increment", "[foreach]") {
   manual_seed(3);
   TensorList p = random_list(kShapes, DType::Float32), m, v, bufs;
@@ -401,4 +502,53 @@ TEST_CASE("foreach ops check their arguments", "[foreach]") {
   REQUIRE_THROWS_AS(foreach_mul_({randn({2})}, Tensor()), Error);
   // Integer tensors are not updated by float ops.
   REQUIRE_THROWS_AS(foreach_add_scalar_({arange(3)}, 1.0), DTypeError);
+}
+
+TEST_CASE("foreach updates refuse tensors they write that share memory with another", "[foreach]") {
+  TensorList p = {randn({3}), randn({4})}, g = {randn({3}), randn({4})};
+  TensorList m = {zeros({3}), zeros({4})}, v = {zeros({3}), zeros({4})};
+  Tensor lr = f32(0.1), step = f32(0);
+  auto adamw = [&](const TensorList& pp, const TensorList& gg, const TensorList& mm, const TensorList& vv) {
+    foreach_adamw_(pp, gg, mm, vv, lr, step, 0.9, 0.99, 1e-8, 0);
+  };
+  const TensorList p_before = clones(p), m_before = clones(m);
+  // A parameter as its own gradient, or as its own state; one state for both moments; a parameter
+  // listed twice; a state that is another parameter's. (Which pair an error names first follows the
+  // addresses, so the checks of the message use one parameter.)
+  CHECK_THROWS_WITH(adamw({p[0]}, {p[0]}, {m[0]}, {v[0]}),
+                    Catch::Contains("foreach_adamw_: parameter 0 and gradient 0 share memory") ||
+                        Catch::Contains("foreach_adamw_: gradient 0 and parameter 0 share memory"));
+  CHECK_THROWS_WITH(adamw({p[0]}, {g[0]}, {p[0]}, {v[0]}),
+                    Catch::Contains("exp_avg 0") && Catch::Contains("parameter 0"));
+  CHECK_THROWS_WITH(adamw({p[0]}, {g[0]}, {m[0]}, {m[0]}),
+                    Catch::Contains("exp_avg 0") && Catch::Contains("exp_avg_sq 0"));
+  CHECK_THROWS_AS(adamw(p, g, m, m), Error);
+  CHECK_THROWS_AS(adamw({p[0], p[0]}, {g[0], g[0].clone()}, {m[0], zeros({3})}, {v[0], zeros({3})}), Error);
+  CHECK_THROWS_AS(adamw(p, g, {m[0], p[1]}, v), Error);
+  CHECK_THROWS_WITH(foreach_sgd_(p, g, {zeros({3}), p[1]}, lr, 0.9, 0, false, 0, step),
+                    Catch::Contains("foreach_sgd_") && Catch::Contains("momentum buffer 1") &&
+                        Catch::Contains("parameter 1"));
+  // Partial overlap: two views of one buffer that share its middle element.
+  Tensor buffer = randn({5});
+  const Tensor left = buffer.slice(0, 0, 3), right = buffer.slice(0, 2, 5);
+  CHECK_THROWS_AS(adamw({left, right}, {randn({3}), randn({3})}, {zeros({3}), zeros({3})}, {zeros({3}), zeros({3})}),
+                  Error);
+  // A gradient that starts before the parameter it overlaps (the gradient comes first in address
+  // order); and a parameter inside a long gradient, after a short gradient inside the same one.
+  CHECK_THROWS_WITH(adamw({randn({3}), right}, {left, randn({3})}, {zeros({3}), zeros({3})}, {zeros({3}), zeros({3})}),
+                    Catch::Contains("gradient 0 and parameter 1 share memory"));
+  Tensor ten = randn({10});
+  CHECK_THROWS_WITH(adamw({randn({10}), randn({1}), ten.slice(0, 5, 6)}, {ten, ten.slice(0, 1, 2), randn({1})},
+                          {zeros({10}), zeros({1}), zeros({1})}, {zeros({10}), zeros({1}), zeros({1})}),
+                    Catch::Contains("gradient 0 and parameter 2 share memory"));
+  // Nothing was written by a refused update.
+  CHECK(same_bits(p, p_before));
+  CHECK(same_bits(m, m_before));
+  // Views of one buffer that touch but do not overlap are fine; so are gradients that share memory
+  // (they are only read): one gradient for two parameters.
+  const Tensor first = buffer.slice(0, 0, 2), rest = buffer.slice(0, 2, 5);
+  const Tensor shared_grad = randn({3});
+  CHECK_NOTHROW(adamw({first, rest}, {randn({2}), randn({3})}, {zeros({2}), zeros({3})}, {zeros({2}), zeros({3})}));
+  CHECK_NOTHROW(adamw({randn({3}), randn({3})}, {shared_grad, shared_grad}, {zeros({3}), zeros({3})},
+                      {zeros({3}), zeros({3})}));
 }
