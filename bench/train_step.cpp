@@ -18,7 +18,10 @@
 // GPU the allocator's peak of allocated bytes over the timed steps, and the first step's latency
 // (from building the model to the end of the first step: plan searches and first allocations).
 // --cuda-graph captures the whole step as a CUDA graph at the end of the warm-up and times its
-// replays (examples/graphed_step.h). tools/train_step_peer.py
+// replays (examples/graphed_step.h). --time optimizer times the optimizer's step() alone instead:
+// after the warm-up, one forward and backward leave gradients, and each timed update applies them
+// (no GradScaler, no zero_grad); its records say "timed": "optimizer" and have no throughput.
+// tools/train_step_peer.py
 // times the same models and modes in PyTorch the same way and writes the same JSON lines;
 // tools/train_step_compare.py puts the two side by side. Reports speed; never asserts it.
 //   usage: bench_train_step [--workload gpt|resnet18|cnn|all] [--mode M]... [--json FILE]   (--help: all flags)
@@ -105,6 +108,7 @@ struct Options {
   std::optional<int64_t> base_width;
   uint64_t seed = 1337;
   bool cuda_graph = false;
+  std::string timed = "step";  // or "optimizer": the optimizer's step() alone
   std::string json;
 };
 
@@ -158,12 +162,19 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("--cuda-graph", o.cuda_graph,
                "capture the whole step as a CUDA graph at the end of the warm-up and time its replays "
                "(needs --warmup 2 or more: the eager steps size the graph's memory)");
+  app.add_option("--time", o.timed,
+                 "what each timed repetition is: the whole training step, or the optimizer's step() alone "
+                 "(on the gradients of one backward after the warm-up)")
+      ->one_of({"step", "optimizer"});
   app.add_option("--json", o.json, "write the JSON lines here (atomically, after every case) instead of stdout");
   app.parse(argc, argv);
 
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
                           std::to_string(o.n_head));
+  }
+  if (o.cuda_graph && o.timed == "optimizer") {
+    examples::input_error("--cuda-graph times captured whole steps; it does not go with --time optimizer");
   }
   if (o.cuda_graph && o.warmup < 2) {
     examples::input_error("--cuda-graph needs --warmup 2 or more (eager steps, then the capture), not " +
@@ -365,6 +376,17 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
   }
   if (graphed) r.graph_nodes = graphed->graph_nodes();
   Tensor last;
+  std::function<Tensor()> timed = run_step;
+  if (o.timed == "optimizer") {
+    // Gradients to apply, from one more forward and backward; every timed update applies them.
+    last = w.loss();
+    last.backward();
+    last = last.detach();
+    timed = [&] {
+      optimizer.step();
+      return last;
+    };
+  }
   if (device.is_cuda()) {
     std::vector<std::unique_ptr<cuda::Event>> start, end;
     for (int i = 0; i < o.steps; ++i) {
@@ -379,7 +401,7 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
     const Stream stream = cuda::current_stream(device.index);
     for (int i = 0; i < o.steps; ++i) {
       start[static_cast<size_t>(i)]->record(stream);
-      last = run_step();
+      last = timed();
       end[static_cast<size_t>(i)]->record(stream);
     }
     cuda::synchronize(device.index);
@@ -394,7 +416,7 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
     // CPU ops return when their work is done, so the clock around a step times the step.
     for (int i = 0; i < o.steps; ++i) {
       const auto t0 = examples::Clock::now();
-      last = run_step();
+      last = timed();
       r.step_ms.push_back(1e3 * examples::seconds_since(t0));
     }
   }
@@ -412,6 +434,7 @@ JsonLine header_record(const Options& o, Device device, int argc, char** argv) {
   h.text("device_name", examples::device_name(device)).integer("threads", cpu::num_threads());
   h.integer("steps", o.steps).integer("warmup", o.warmup);
   h.text("timer", device.is_cuda() ? "cuda events" : "steady_clock").boolean("cuda_graph", o.cuda_graph);
+  h.text("timed", o.timed);
   if (device.is_cpu()) {  // which GEMM, and which OpenBLAS core (blas.h), the float32 products ran on
     h.text("gemm_backend", cpu::gemm_backend_name(cpu::gemm_backend())).text("blas", cpu::blas_description());
   }
@@ -428,6 +451,7 @@ JsonLine case_record(const Workload& w, const Mode& m, Device device, const Opti
   c.boolean("tf32", device.is_cuda() && m.tf32).boolean("loss_scaling", m.scaler);
   c.boolean("recompute", m.recompute).boolean("channels_last", m.channels_last);
   c.integer("steps", o.steps).integer("warmup", o.warmup).boolean("cuda_graph", o.cuda_graph);
+  c.text("timed", o.timed);
   if (!r.error.empty()) return c.text("error", r.error);
   if (r.first_step_s) c.real("first_step_s", *r.first_step_s, "%.4f");
   else c.null("first_step_s");
@@ -436,14 +460,15 @@ JsonLine case_record(const Workload& w, const Mode& m, Device device, const Opti
   c.real("step_ms_median", med, "%.4f");
   c.real("step_ms_min", *std::min_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
   c.real("step_ms_max", *std::max_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
-  c.real("throughput", w.items_per_step / (med * 1e-3), "%.1f").text("throughput_unit", w.unit);
+  if (o.timed == "step") c.real("throughput", w.items_per_step / (med * 1e-3), "%.1f").text("throughput_unit", w.unit);
+  else c.null("throughput").null("throughput_unit");
   if (r.peak_bytes) c.integer("peak_bytes", *r.peak_bytes).integer("start_bytes", *r.start_bytes);
   else c.null("peak_bytes").null("start_bytes");
   return c.real("final_loss", r.final_loss, "%.6g");
 }
 
 // The human-readable table: on stdout, or on stderr when the JSON lines take stdout.
-void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r) {
+void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r, bool optimizer_only) {
   if (!r.error.empty()) {
     std::fprintf(out, "%-9s %-15s %6lld  n/a: %s\n", w.name.c_str(), m.name.c_str(), static_cast<long long>(w.batch),
                  r.error.c_str());
@@ -453,11 +478,13 @@ void print_row(std::FILE* out, const Workload& w, const Mode& m, const Result& r
     if (r.peak_bytes) std::snprintf(peak, sizeof peak, "%.0f", static_cast<double>(*r.peak_bytes) / (1 << 20));
     char first[32] = "-";
     if (r.first_step_s) std::snprintf(first, sizeof first, "%.3f", *r.first_step_s);
-    std::fprintf(out, "%-9s %-15s %6lld %10.3f %10.3f %10.3f %12.0f %-8s %9s %10.4f %12s\n", w.name.c_str(),
-                 m.name.c_str(), static_cast<long long>(w.batch), med,
-                 *std::min_element(r.step_ms.begin(), r.step_ms.end()),
-                 *std::max_element(r.step_ms.begin(), r.step_ms.end()), w.items_per_step / (med * 1e-3), w.unit, peak,
-                 r.final_loss, first);
+    char throughput[48] = "-";  // an update alone processes no tokens or images
+    if (!optimizer_only) {
+      std::snprintf(throughput, sizeof throughput, "%12.0f %-8s", w.items_per_step / (med * 1e-3), w.unit);
+    }
+    std::fprintf(out, "%-9s %-15s %6lld %10.3f %10.3f %10.3f %21s %9s %10.4f %12s\n", w.name.c_str(), m.name.c_str(),
+                 static_cast<long long>(w.batch), med, *std::min_element(r.step_ms.begin(), r.step_ms.end()),
+                 *std::max_element(r.step_ms.begin(), r.step_ms.end()), throughput, peak, r.final_loss, first);
   }
   std::fflush(out);
 }
@@ -480,9 +507,9 @@ static int run(int argc, char** argv) {
     std::printf("%s", text.c_str());
     std::fflush(stdout);
   }
-  std::fprintf(table, "kiln training-step bench on %s (%s), commit %s, median of %d steps after %d warm-up, %s\n",
+  std::fprintf(table, "kiln training-step bench on %s (%s), commit %s, median of %d %s after %d warm-up, %s\n",
                device.str().c_str(), examples::device_name(device).c_str(), examples::build_commit(), o.steps,
-               o.warmup, examples::utc_now().c_str());
+               o.timed == "step" ? "steps" : "optimizer updates", o.warmup, examples::utc_now().c_str());
   std::fprintf(table, "%-9s %-15s %6s %10s %10s %10s %12s %-8s %9s %10s %12s\n", "workload", "mode", "batch",
                "median ms", "min ms", "max ms", "throughput", "", "peak MiB", "last loss", "first step s");
 
@@ -513,7 +540,7 @@ static int run(int argc, char** argv) {
         }
       }
       if (!r.error.empty()) ++failed;
-      print_row(table, *w, m, r);
+      print_row(table, *w, m, r, o.timed == "optimizer");
       const std::string line = case_record(*w, m, device, o, r).str() + "\n";
       text += line;
       // Written after every case, so a run stopped by the GPU host's time limit keeps what it measured.

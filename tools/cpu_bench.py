@@ -14,6 +14,9 @@ Rows, and the programs that time them (kiln's binaries from --build, the peers u
   char GPT step (6 layers, 384 wide,   the same, nanoGPT's Shakespeare-character shape
   6 heads, batch 8, block 256)
   small CNN step, batch 64 and 256     bench_train_step --workload cnn (train_cnn's SmallCNN, 1x28x28)
+  char GPT: the AdamW update alone     bench_train_step --time optimizer  milliseconds per update
+                                       tools/train_step_peer.py --time optimizer (the step's optimizer,
+                                       PyTorch's default AdamW; on the gradients of one backward)
 
 Every program runs in float32 (--mode fp32 for the steps) on --threads threads: KILN_NUM_THREADS for
 kiln, --threads (torch.set_num_threads, OMP/MKL/OpenBLAS thread counts) for the peers. A round runs
@@ -63,6 +66,8 @@ TRAIN_GROUPS = (
                   "--block-size", "256"], 30, 3),
     ("small CNN, batch 64", ["--workload", "cnn", "--batch", "64"], 100, 5),
     ("small CNN, batch 256", ["--workload", "cnn", "--batch", "256"], 50, 3),
+    ("char GPT, AdamW alone", ["--workload", "gpt", "--batch", "8", "--n-layer", "6", "--n-head", "6", "--n-embd",
+                               "384", "--block-size", "256", "--time", "optimizer"], 50, 2),
 )
 # Named GPT shapes, for the rows' labels: (n_layer, n_head, n_embd, block_size, batch) -> name.
 GPT_NAMES = {(2, 4, 64, 64, 16): "tiny GPT", (6, 6, 384, 256, 8): "char GPT"}
@@ -123,6 +128,13 @@ def row_of(bench, c):
         return (1, order, name, numel), f"tiny add, {elements}: {what}", "µs per op", "us_median", False
     shape = canonical(c.get("shape") or {})
     mode = "" if c.get("mode") == "fp32" else f" [{c.get('mode')}]"
+    timed = c.get("timed", "step")
+    if timed == "optimizer" and c.get("workload") == "gpt":
+        dims = (shape.get("n_layer"), shape.get("n_head"), shape.get("n_embd"), shape.get("block_size"))
+        name = GPT_NAMES.get(dims + (c.get("batch"),), "GPT")
+        label = f"{name}: the AdamW update alone ({c.get('parameters', 0) / 1e6:.1f}M parameters){mode}"
+        key = (3, c.get("workload"), json.dumps(shape, sort_keys=True), c.get("batch"), c.get("mode"))
+        return key, label, "ms per update", "step_ms_median", False
     if c.get("workload") == "gpt":
         dims = (shape.get("n_layer"), shape.get("n_head"), shape.get("n_embd"), shape.get("block_size"))
         name = GPT_NAMES.get(dims + (c.get("batch"),), "GPT")
@@ -246,8 +258,9 @@ def render(suites, runs):
               "multiplies matrices.", ""]
 
     rows = collect(runs)
-    # GEMM by size, then the tiny adds in bench_op_overhead's order, then the steps as they ran.
-    keys = sorted(rows, key=lambda k: k[:2] if k[0] < 2 else (2,))
+    # GEMM by size, then the tiny adds in bench_op_overhead's order, then the steps as they ran, then
+    # the updates alone.
+    keys = sorted(rows, key=lambda k: k[:2] if k[0] < 2 else (k[0],))
     lines += ["| row | unit | kiln | PyTorch | NumPy | kiln vs PyTorch | kiln vs NumPy |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     notes = []
@@ -451,12 +464,23 @@ def fixture():
             for (name, numel), values in ops.items():
                 out.append({"record": "case", "impl": impl, "bench": "op_overhead", "case": name, "numel": numel,
                             "autograd": name == "add_backward", "us_median": values[col][rnd]})
+        step_records = []
         for workload, batch, shape, kiln_ms, torch_ms in steps:
             for impl, values in (("kiln", kiln_ms), ("torch", torch_ms)):
-                out.append(header(impl, "train_step"))
-                out.append({"record": "case", "impl": impl, "workload": workload, "mode": "fp32", "batch": batch,
-                            "shape": dict(shape, dropout=0.0) if impl == "torch" and workload == "cnn" else shape,
-                            "parameters": 1000, "step_ms_median": values[rnd]})
+                step_records.append(header(impl, "train_step"))
+                step_records.append({"record": "case", "impl": impl, "workload": workload, "mode": "fp32",
+                                     "batch": batch, "parameters": 1000, "step_ms_median": values[rnd],
+                                     "shape": dict(shape, dropout=0.0) if impl == "torch" and workload == "cnn"
+                                     else shape})
+        # The char GPT's AdamW update alone (--time optimizer), whose records come first in round 0:
+        # its row must still follow every step's.
+        update_records = []
+        for impl, values in (("kiln", (6.0, 6.4)), ("torch", (22.0, 22.0))):
+            update_records.append(header(impl, "train_step", timed="optimizer"))
+            update_records.append({"record": "case", "impl": impl, "workload": "gpt", "mode": "fp32", "batch": 8,
+                                   "shape": steps[1][2], "parameters": 10770816, "timed": "optimizer",
+                                   "step_ms_median": values[rnd]})
+        out += update_records + step_records if rnd == 0 else step_records + update_records
     return out
 
 
@@ -471,6 +495,7 @@ def self_test():
         "| tiny GPT step (2 layers, 64 wide, 4 heads, batch 16, block 64) | ms per step | 21.0 | 10.5 | – | 0.50 |",
         "| char GPT step (6 layers, 384 wide, 6 heads, batch 8, block 256) | ms per step | 1200.0 | 800.0 | – | 0.67",
         "| small CNN step, batch 64 (1x28x28) | ms per step | 40.0 | 20.0 | – | 0.50 | – |",
+        "| char GPT: the AdamW update alone (10.8M parameters) | ms per update | 6.20 | 22.0 | – | 3.55 | – |",
         "| GEMM float32 512³ | GFLOP/s | 100.0, 120.0 | 50.0, 60.0 | 100.0, 120.0 |",
         "- kiln commit `0123456789`",
         "- 2 round(s), 2026-01-02T03:04:00Z to 2026-01-02T03:20:00Z: `python3 tools/cpu_bench.py --rounds 2`",
@@ -484,6 +509,11 @@ def self_test():
             text = f.read()
     problems = [f"exit code {code}"] if code else []
     problems += [f"no line with: {e}" for e in expected if e not in text]
+    first_table = [line for line in text.split("Each round's value")[0].splitlines() if line.startswith("| ")]
+    update_rows = [i for i, line in enumerate(first_table) if "AdamW update alone" in line]
+    step_rows = [i for i, line in enumerate(first_table) if "ms per step" in line]
+    if len(update_rows) != 1 or not step_rows or update_rows[0] < max(step_rows):
+        problems.append("the update's row is not once, after every step's, in the first table")
     for unexpected in ("A trial run", "not the same model", "Different"):
         if unexpected in text:
             problems.append(f"says {unexpected!r} of a clean fixture")

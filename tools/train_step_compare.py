@@ -19,14 +19,17 @@ for a case is the median over its runs of each run's median step time; its peak 
 over its runs; its first step the median over its runs of "first_step_s" (seconds from building the
 model to the end of the first warm-up step: compilation, cuDNN's searches and the allocator's first
 segments included). The first-step columns are left out when no case in the files has the field.
+Records of the optimizer's update alone ("timed": "optimizer", from --time optimizer) are not steps
+and stay out of the tables (tools/cpu_bench.py has a row for them).
 
   usage: python3 tools/train_step_compare.py FILE [FILE...] [--out FILE.md]
          python3 tools/train_step_compare.py --check FILE [--expect-workloads W,...] [--expect-modes all|M,...]
 --check validates one program's records (CI's smoke test): a header with date, commit and command;
 every case without an error, with positive step times in order (min <= median <= max), a positive
-throughput, a peak memory that is a positive whole number on the GPU and null on the CPU, a
-"first_step_s" that is a positive number (null only where the case or its header says warmup 0), and,
-where present, a boolean "cuda_graph" and a "compile" that is null or a mode's name.
+throughput (null where "timed" is "optimizer": an update alone processes no tokens), a peak memory
+that is a positive whole number on the GPU and null on the CPU, a "first_step_s" that is a positive
+number (null only where the case or its header says warmup 0), and, where present, a boolean
+"cuda_graph", a "compile" that is null or a mode's name, and a "timed" of "step" or "optimizer".
 """
 import argparse
 import json
@@ -100,7 +103,12 @@ def check(path, expect_workloads, expect_modes):
             lo, med, hi = c["step_ms_min"], c["step_ms_median"], c["step_ms_max"]
             if not (positive(lo) and positive(med) and positive(hi) and lo <= med <= hi):
                 problems.append(f"{where}: step times min {lo}, median {med}, max {hi} are not positive and in order")
-            if not positive(c.get("throughput")):
+            timed = c.get("timed", "step")
+            if timed not in ("step", "optimizer"):
+                problems.append(f"{where}: timed {timed!r} is neither \"step\" nor \"optimizer\"")
+            elif timed == "optimizer" and c.get("throughput") is not None:
+                problems.append(f"{where}: throughput {c.get('throughput')} of an optimizer update alone (null)")
+            elif timed == "step" and not positive(c.get("throughput")):
                 problems.append(f"{where}: throughput {c.get('throughput')} is not positive")
             peak = c.get("peak_bytes")
             if on_gpu and not (isinstance(peak, int) and peak > 0):
@@ -169,6 +177,8 @@ def summarize(runs):
         if header.get("impl") not in order:
             continue
         for c in cases:
+            if c.get("timed", "step") != "step":
+                continue  # an optimizer update alone is not a step
             group = out.setdefault(group_of(header, c), {})
             s = group.setdefault((c["workload"], c["mode"]),
                                  {"rounds": [], "peaks": [], "firsts": [], "errors": [], "case": c})

@@ -35,6 +35,10 @@ and max, tokens/s or images/s at the median, and torch.cuda.max_memory_allocated
 steps (null on the CPU). --threads sets torch.set_num_threads (left out: PyTorch's default), so a CPU
 run can use the cores kiln's KILN_NUM_THREADS gives it.
 
+--time optimizer times opt.step() alone instead of the whole step, as bench_train_step's flag does:
+after the warm-up, one forward and backward leave gradients, and each timed update applies them (no
+GradScaler, no zero_grad); its records say "timed": "optimizer" and have no throughput.
+
 --compile [MODE] runs every case through torch.compile(model, mode=MODE) (MODE: default, reduce-overhead,
 max-autotune or max-autotune-no-cudagraphs; default when left out): the module whose forward the loss
 calls is compiled (the GPT's forward computes the loss), the optimizer, GradScaler and backward call
@@ -48,7 +52,8 @@ the latency before training starts, torch.compile's compilation and cuDNN's benc
 included (inductor's on-disk caches may shorten a later run's). null when --warmup is 0.
 
   usage: python3 tools/train_step_peer.py [--workload gpt|gpt2-124m|resnet18|cnn|all] [--mode M]...
-                                          [--compile [MODE]] [--threads N] [--json FILE]
+                                          [--time step|optimizer] [--compile [MODE]] [--threads N]
+                                          [--json FILE]
 """
 import argparse
 import datetime
@@ -330,6 +335,17 @@ def run_case(torch, model, loss_fn, mode, args, device, t0):
         if i == 0:
             sync(torch, device)
             first_step_s = time.perf_counter() - t0
+    timed = step
+    if args.time == "optimizer":
+        # Gradients to apply, from one more forward and backward; every timed update applies them.
+        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            loss = loss_fn()
+        loss.backward()
+        loss = loss.detach()
+
+        def timed():
+            opt.step()
+            return loss
     ms, peak, start_bytes = [], None, None
     if device.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
@@ -339,7 +355,7 @@ def run_case(torch, model, loss_fn, mode, args, device, t0):
         start_bytes = torch.cuda.memory_allocated()
         for i in range(args.steps):
             starts[i].record()
-            last = step()
+            last = timed()
             ends[i].record()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
@@ -347,7 +363,7 @@ def run_case(torch, model, loss_fn, mode, args, device, t0):
     else:
         for _ in range(args.steps):
             s0 = time.perf_counter()
-            last = step()
+            last = timed()
             ms.append(1e3 * (time.perf_counter() - s0))
     return ms, peak, start_bytes, float(last.float().item()), first_step_s
 
@@ -403,6 +419,8 @@ def parse_args(argv):
     p.add_argument("--compile", nargs="?", const="default", choices=COMPILE_MODES, metavar="MODE",
                    help="torch.compile every case's model with this mode (" + ", ".join(COMPILE_MODES) +
                    "; default when MODE is left out); records say impl torch-compile")
+    p.add_argument("--time", default="step", choices=("step", "optimizer"),
+                   help="what each timed repetition is: the whole training step, or opt.step() alone")
     p.add_argument("--json", help="write the JSON lines here (atomically, after every case) instead of stdout")
     args = p.parse_args(argv)
     # The same checks as bench_train_step's, each naming its flag (exit code 2, as argparse's own).
@@ -462,6 +480,7 @@ def main(argv=None):
               "kiln_commit": tree_commit(), "command": " ".join(["python3"] + sys.argv), "device": device_str,
               "device_name": device_name, "threads": torch.get_num_threads(), "steps": args.steps,
               "warmup": args.warmup, "timer": "cuda events" if device.type == "cuda" else "perf_counter",
+              "timed": args.time,
               "torch": torch.__version__, "cuda": torch.version.cuda,
               "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None}
     lines = [json.dumps(header)]
@@ -469,7 +488,8 @@ def main(argv=None):
         print(lines[0], flush=True)
     compiled = f", torch.compile mode {args.compile}" if args.compile else ""
     print(f"PyTorch {torch.__version__} training-step peer on {device_str} ({device_name}){compiled}, median of "
-          f"{args.steps} steps after {args.warmup} warm-up, {header['date']}", file=table)
+          f"{args.steps} {'steps' if args.time == 'step' else 'optimizer updates'} after {args.warmup} warm-up, "
+          f"{header['date']}", file=table)
     print(f"{'workload':<9} {'mode':<15} {'batch':>6} {'median ms':>10} {'min ms':>10} {'max ms':>10} "
           f"{'throughput':>12} {'':<8} {'peak MiB':>9} {'last loss':>10} {'first step s':>12}",
           file=table, flush=True)
@@ -493,18 +513,20 @@ def main(argv=None):
                 # Parameters once each (the GPTs' tied lm_head and token embedding are one).
                 rec.update(batch=batch, shape=shape, parameters=sum(p.numel() for p in model.parameters()))
                 rec.update(amp=amp, tf32=device.type == "cuda" and tf32, loss_scaling=use_scaler, recompute=recompute,
-                           channels_last=channels_last, steps=args.steps, warmup=args.warmup)
+                           channels_last=channels_last, steps=args.steps, warmup=args.warmup, timed=args.time)
                 ms, peak, start_bytes, loss, first = run_case(torch, model, loss_fn, mode, args, device, t0)
                 med = statistics.median(ms)
+                per_step = args.time == "step"  # an update alone processes no tokens or images
                 rec.update(step_ms_median=round(med, 4), step_ms_min=round(min(ms), 4), step_ms_max=round(max(ms), 4),
-                           throughput=round(items / (med * 1e-3), 1), throughput_unit=unit, peak_bytes=peak,
+                           throughput=round(items / (med * 1e-3), 1) if per_step else None,
+                           throughput_unit=unit if per_step else None, peak_bytes=peak,
                            start_bytes=start_bytes, final_loss=loss if loss == loss and abs(loss) != float("inf")
                            else None, first_step_s=round(first, 6) if first is not None else None)
                 peak_mib = f"{peak / (1 << 20):.0f}" if peak is not None else "-"
                 first_s = f"{first:.3f}" if first is not None else "-"
+                rate = f"{items / (med * 1e-3):>12.0f} {unit:<8}" if per_step else f"{'-':>21}"
                 print(f"{name:<9} {mode:<15} {batch:>6} {med:>10.3f} {min(ms):>10.3f} {max(ms):>10.3f} "
-                      f"{items / (med * 1e-3):>12.0f} {unit:<8} {peak_mib:>9} {loss:>10.4f} {first_s:>12}", file=table,
-                      flush=True)
+                      f"{rate} {peak_mib:>9} {loss:>10.4f} {first_s:>12}", file=table, flush=True)
             except Exception as e:  # report and go on: one failing mode must not hide the others
                 failed += 1
                 rec["error"] = f"{type(e).__name__}: {e}"
