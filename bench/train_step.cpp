@@ -378,8 +378,13 @@ Result run_case(const Workload& w, const Mode& m, Device device, const Options& 
   Tensor last;
   std::function<Tensor()> timed = run_step;
   if (o.timed == "optimizer") {
-    // Gradients to apply, from one more forward and backward; every timed update applies them.
-    last = w.loss();
+    // Gradients to apply, from one more forward (under the mode's autocast, as a step's) and
+    // backward; every timed update applies them.
+    {
+      std::optional<AutocastGuard> autocast;
+      if (m.amp) autocast.emplace(device.type, *m.amp);
+      last = w.loss();
+    }
     last.backward();
     last = last.detach();
     timed = [&] {
@@ -460,8 +465,11 @@ JsonLine case_record(const Workload& w, const Mode& m, Device device, const Opti
   c.real("step_ms_median", med, "%.4f");
   c.real("step_ms_min", *std::min_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
   c.real("step_ms_max", *std::max_element(r.step_ms.begin(), r.step_ms.end()), "%.4f");
-  if (o.timed == "step") c.real("throughput", w.items_per_step / (med * 1e-3), "%.1f").text("throughput_unit", w.unit);
-  else c.null("throughput").null("throughput_unit");
+  if (o.timed == "step") {
+    c.real("throughput", w.items_per_step / (med * 1e-3), "%.1f").text("throughput_unit", w.unit);
+  } else {
+    c.null("throughput").null("throughput_unit");  // an update alone processes no tokens or images
+  }
   if (r.peak_bytes) c.integer("peak_bytes", *r.peak_bytes).integer("start_bytes", *r.start_bytes);
   else c.null("peak_bytes").null("start_bytes");
   return c.real("final_loss", r.final_loss, "%.6g");
