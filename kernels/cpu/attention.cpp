@@ -114,6 +114,24 @@ void store_rows(void* dst, DType dtype, int64_t offset, int64_t ld, const Acc* s
   }
 }
 
+// The row passes' loops over a row of scores, compiled for baseline x86-64 and for AVX2
+// (KILN_CPU_CLONES). Each clone does the same operations per element, and a maximum does not depend
+// on the order it is taken in (NaNs are skipped either way; a zero's sign cannot change an exp or
+// the log-sum-exp), so the bits are those of the element-at-a-time loops. The row sums stay one
+// running sum in key order: summed in lanes they would round differently.
+template <typename Acc> KILN_CPU_CLONES Acc row_max(const Acc* row, int64_t n) {
+  return cpu::lane_max<Acc>(n, [&](int64_t j) { return row[j]; });
+}
+// row[j] = exp(row[j] - shift): a hidden score is -inf, and exp(-inf) is 0 (ew::exp_fn has no
+// branch for it).
+template <typename Acc> KILN_CPU_CLONES void exp_shifted(Acc* row, int64_t n, Acc shift) {
+  for (int64_t j = 0; j < n; ++j) row[j] = ew::exp_fn(row[j] - shift);
+}
+// dS = P (dP - D), in place over dP.
+template <typename Acc> KILN_CPU_CLONES void ds_row(Acc* __restrict dp, const Acc* __restrict p, int64_t n, Acc d) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);
+}
+
 // The visible keys of query row i end before this (causal: i + 1; else S).
 inline int64_t visible_end(const AttentionArgs& a, int64_t i) { return a.causal ? std::min(a.S, i + 1) : a.S; }
 
@@ -154,11 +172,10 @@ template <typename Acc> struct ForwardBlock {
     for (int64_t i = blk.i0; i < blk.i1; ++i) {
       Acc* row = s + (i - blk.i0) * kend;
       const int64_t end = visible_end(a, i);
-      Acc m = kNegInf;
-      for (int64_t j = 0; j < end; ++j) {
-        if (a.mask) row[j] = r.masked(i, j, row[j]);
-        m = std::max(m, row[j]);
+      if (a.mask) {
+        for (int64_t j = 0; j < end; ++j) row[j] = r.masked(i, j, row[j]);
       }
+      const Acc m = row_max(row, end);
       std::fill(row + end, row + kend, Acc(0));
       Acc& inv = inv_sum[static_cast<size_t>(i - blk.i0)];
       if (m == kNegInf) {  // nothing visible: a zero row, lse = -inf
@@ -167,8 +184,7 @@ template <typename Acc> struct ForwardBlock {
         store_as<Acc>(lse, lse_dtype, blk.b * a.L + i, kNegInf);
         continue;
       }
-      // A hidden score is -inf, and exp(-inf) is 0 (ew::exp_fn has no branch for it).
-      for (int64_t j = 0; j < end; ++j) row[j] = ew::exp_fn(row[j] - m);
+      exp_shifted(row, end, m);
       Acc sum = 0;
       for (int64_t j = 0; j < end; ++j) sum += row[j];
       if (a.dropout_p > 0) {
@@ -262,8 +278,7 @@ template <typename Acc> struct BackwardEntry {
         if (a.mask) {
           for (int64_t j = 0; j < end; ++j) prow[j] = r.masked(i, j, prow[j]);
         }
-        // A hidden score is -inf, and exp(-inf) is 0.
-        for (int64_t j = 0; j < end; ++j) prow[j] = ew::exp_fn(prow[j] - l);
+        exp_shifted(prow, end, l);
         if (a.dropout_p > 0) {
           for (int64_t j = 0; j < end; ++j) {
             const Acc keep = r.keep_scale(i, j);
@@ -271,7 +286,7 @@ template <typename Acc> struct BackwardEntry {
             prow[j] *= keep;
           }
         } else {
-          for (int64_t j = 0; j < end; ++j) drow[j] = prow[j] * (drow[j] - d);
+          ds_row(drow, prow, end, d);
         }
         std::fill(prow + end, prow + kend, Acc(0));
         std::fill(drow + end, drow + kend, Acc(0));

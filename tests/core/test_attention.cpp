@@ -28,6 +28,28 @@ TEST_CASE("attention: a query that sees no key gives zeros, not NaN", "[attentio
   CHECK(q.grad().select(1, 1).to_vector<float>() == std::vector<float>(4, 0.0f));
 }
 
+// One score of 200 (exp overflows float above 88) among zeros: the softmax is one-hot only when each
+// row's maximum is taken over every key it sees. The key moves through all positions of a row of
+// 21 (two 8-wide vector steps and a tail), and with causal it is the last key that row j sees.
+TEST_CASE("attention: the row maximum covers every visible key", "[attention]") {
+  constexpr int64_t n = 21;
+  const Tensor q = ones({1, n, 1});
+  const Tensor v = arange(0, n, 1, TensorOptions(DType::Float32)).reshape({1, n, 1});
+  for (int64_t top = 0; top < n; ++top) {
+    Tensor k = zeros({1, n, 1});
+    k.select(1, top).fill_(200.0);
+    for (const bool causal : {false, true}) {
+      INFO("the high score at key " << top << (causal ? ", causal" : ""));
+      const std::vector<float> out =
+          scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal, 1.0).to_vector<float>();
+      for (int64_t i = causal ? top : 0; i < n; ++i) {
+        INFO("query " << i);
+        REQUIRE(out[static_cast<size_t>(i)] == static_cast<float>(top));
+      }
+    }
+  }
+}
+
 TEST_CASE("attention: one autograd node, and gradients independent of thread count", "[attention]") {
   // A GEMM whose bits do not depend on the thread count: OpenBLAS's path where it qualifies.
   cpu::GemmBackendScope gemm(test::thread_independent_gemm());
