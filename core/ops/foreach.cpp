@@ -113,10 +113,13 @@ struct DTypePair {
 // tensors are dense (flat() checked), so each is the one range of its numel elements.
 void check_disjoint(const char* op, const TensorList& params, const TensorList& grads,
                     const std::vector<std::pair<const TensorList*, const char*>>& states) {
+  // A range names its tensor by list name and index; the text is built only for an error, as this
+  // runs at every optimizer step.
   struct Range {
     uintptr_t begin, end;
     bool written;
-    std::string what;
+    const char* list;
+    size_t index;
   };
   std::vector<Range> ranges;
   auto add = [&](const TensorList& list, const char* what, bool written) {
@@ -124,7 +127,7 @@ void check_disjoint(const char* op, const TensorList& params, const TensorList& 
       const Tensor& t = list[i];
       if (t.numel() == 0) continue;
       const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-      ranges.push_back({begin, begin + static_cast<uintptr_t>(t.numel()) * t.element_size(), written, at(what, i)});
+      ranges.push_back({begin, begin + static_cast<uintptr_t>(t.numel()) * t.element_size(), written, what, i});
     }
   };
   add(params, "parameter", true);
@@ -141,7 +144,7 @@ void check_disjoint(const char* op, const TensorList& params, const TensorList& 
     if (last_written != nullptr && r.begin < last_written->end) clash = last_written;
     else if (r.written && furthest != nullptr && r.begin < furthest->end) clash = furthest;
     if (clash != nullptr) {
-      throw Error(std::string(op) + ": " + clash->what + " and " + r.what +
+      throw Error(std::string(op) + ": " + at(clash->list, clash->index) + " and " + at(r.list, r.index) +
                   " share memory; the parameters and states an update writes in place must each have memory of "
                   "their own, apart from every other tensor of the update");
     }

@@ -246,14 +246,6 @@ std::vector<float> update_values(int64_t n, uint32_t seed) {
   return v;
 }
 
-// Element type P stored from float; float32 state.
-template <typename P> Tensor stored(const std::vector<float>& v, DType dtype) {
-  Tensor t = empty({static_cast<int64_t>(v.size())}, dtype);
-  P* d = t.data_ptr<P>();
-  for (size_t i = 0; i < v.size(); ++i) d[i] = P(v[i]);
-  return t;
-}
-
 template <typename P> float at(const Tensor& t, size_t i) { return static_cast<float>(t.data_ptr<P>()[i]); }
 
 // The same bits, or both NaN (a NaN's sign and payload depend on which operand an instruction
@@ -272,7 +264,7 @@ template <typename P> bool same_element(const Tensor& t, size_t i, float formula
 // grad_scale, SGD with and without a buffer, float32 and bfloat16 parameters with float32 state.
 TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[foreach]", float, BFloat16) {
   using P = TestType;
-  const DType dtype = std::is_same_v<P, float> ? DType::Float32 : DType::BFloat16;
+  const DType dtype = dtype_of<P>();
   const float lr = 3e-3f, grad_scale = 1024.0f;
   for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{65536 + 45}}) {
     for (const bool scaled : {false, true}) {
@@ -289,8 +281,7 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         {
           const AdamWHyper h{0.9, 0.95, 1e-8, 0.1};
           const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s);
-          TensorList p{stored<P>(pv, dtype)}, g{stored<P>(gv, dtype)}, m{stored<float>(mv, DType::Float32)},
-              v{stored<float>(vv, DType::Float32)};
+          TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)}, m{tensor(mv)}, v{tensor(vv)};
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
           foreach_adamw_(p, g, m, v, lr_t, step_t, h.beta1, h.beta2, h.eps, h.weight_decay, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
@@ -307,8 +298,8 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         for (const bool with_buf : {false, true}) {
           const SgdHyper h{with_buf ? 0.9 : 0.0, 0.1, 0.01, with_buf};
           const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s);
-          TensorList p{stored<P>(pv, dtype)}, g{stored<P>(gv, dtype)};
-          TensorList b = with_buf ? TensorList{stored<float>(mv, DType::Float32)} : TensorList();
+          TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)};
+          TensorList b = with_buf ? TensorList{tensor(mv)} : TensorList();
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
           foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, step_t, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
