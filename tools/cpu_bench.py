@@ -128,28 +128,27 @@ def row_of(bench, c):
         return (1, order, name, numel), f"tiny add, {elements}: {what}", "µs per op", "us_median", False
     shape = canonical(c.get("shape") or {})
     mode = "" if c.get("mode") == "fp32" else f" [{c.get('mode')}]"
-    timed = c.get("timed", "step")
-    if timed == "optimizer" and c.get("workload") == "gpt":
-        dims = (shape.get("n_layer"), shape.get("n_head"), shape.get("n_embd"), shape.get("block_size"))
-        name = GPT_NAMES.get(dims + (c.get("batch"),), "GPT")
-        label = f"{name}: the AdamW update alone ({c.get('parameters', 0) / 1e6:.1f}M parameters){mode}"
-        key = (3, c.get("workload"), json.dumps(shape, sort_keys=True), c.get("batch"), c.get("mode"))
-        return key, label, "ms per update", "step_ms_median", False
+    key = (c.get("workload"), json.dumps(shape, sort_keys=True), c.get("batch"), c.get("mode"))
     if c.get("workload") == "gpt":
         dims = (shape.get("n_layer"), shape.get("n_head"), shape.get("n_embd"), shape.get("block_size"))
         name = GPT_NAMES.get(dims + (c.get("batch"),), "GPT")
+    else:
+        name = "small CNN" if c.get("workload") == "cnn" else c.get("workload")
+    if c.get("timed", "step") == "optimizer":  # bench_train_step --time optimizer: the update alone
+        label = f"{name}: the AdamW update alone ({c.get('parameters', 0) / 1e6:.1f}M parameters){mode}"
+        return (3,) + key, label, "ms per update", "step_ms_median", False
+    if c.get("workload") == "gpt":
         layers = f"{dims[0]} layer" + ("" if dims[0] == 1 else "s")
         label = (f"{name} step ({layers}, {dims[2]} wide, {dims[1]} heads, batch {c.get('batch')}, "
                  f"block {dims[3]}){mode}")
     elif c.get("workload") == "cnn":
         side = shape.get("image_size")
-        label = f"small CNN step, batch {c.get('batch')} ({shape.get('in_channels')}x{side}x{side}){mode}"
+        label = f"{name} step, batch {c.get('batch')} ({shape.get('in_channels')}x{side}x{side}){mode}"
     else:
         side = shape.get("image_size")
-        label = (f"{c.get('workload')} step, batch {c.get('batch')} ({shape.get('in_channels')}x{side}x{side}, "
+        label = (f"{name} step, batch {c.get('batch')} ({shape.get('in_channels')}x{side}x{side}, "
                  f"widths {shape.get('widths')}){mode}")
-    key = (2, c.get("workload"), json.dumps(shape, sort_keys=True), c.get("batch"), c.get("mode"))
-    return key, label, "ms per step", "step_ms_median", False
+    return (2,) + key, label, "ms per step", "step_ms_median", False
 
 
 def collect(runs):
