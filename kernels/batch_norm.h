@@ -18,7 +18,11 @@ struct ChannelLayout {
   int64_t stride_n = 0, stride_c = 0, stride_s = 0;
 };
 
-// Per-channel [C] vectors: weight, bias (param_dtype), running stats (running_dtype); null = absent.
+// What the forward reads besides x: per-channel [C] vectors, weight, bias (param_dtype) and the
+// running stats (running_dtype), null when absent; and its epilogue, applied in the pass that
+// normalizes: the normalized value rounded to x's dtype, plus `residual` (x's layout and dtype; null:
+// none) rounded again, then ReLU when `relu` is set. Each step rounds as the op it replaces
+// (batch_norm, add, relu) would, so the result has their bits.
 struct BatchNormParams {
   const void* weight = nullptr;
   const void* bias = nullptr;
@@ -26,6 +30,8 @@ struct BatchNormParams {
   void* running_mean = nullptr;
   void* running_var = nullptr;
   DType running_dtype = DType::Float32;
+  const void* residual = nullptr;
+  bool relu = false;
 };
 
 // out and x share `layout` (out is allocated with x's strides). Training: mean and biased variance
@@ -40,14 +46,18 @@ void batch_norm_forward_cuda(void* out, void* save_mean, void* save_rstd, const 
                              const ChannelLayout& layout, const BatchNormParams& params, bool training,
                              double momentum, double eps, const KernelContext& ctx);
 // dx (x's layout and dtype), dweight, dbias ([C], param_dtype); any may be null. dout has x's
-// layout and dtype. Training differentiates through the batch statistics; eval treats them as
-// constants.
-void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
-                             const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
-                             const void* weight, DType param_dtype, bool training, const KernelContext& ctx);
-void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
-                              const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
-                              const void* weight, DType param_dtype, bool training, const KernelContext& ctx);
+// layout and dtype. relu_out, when not null, is the output of a forward whose epilogue was a ReLU
+// (and no residual), in x's layout: dout counts only where relu_out > 0, which is ReLU's backward
+// in the same passes (the same bits as relu's backward kernel, then this one). Training
+// differentiates through the batch statistics; eval treats them as constants.
+void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* relu_out,
+                             const void* x, DType x_dtype, const ChannelLayout& layout, const void* save_mean,
+                             const void* save_rstd, const void* weight, DType param_dtype, bool training,
+                             const KernelContext& ctx);
+void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* relu_out,
+                              const void* x, DType x_dtype, const ChannelLayout& layout, const void* save_mean,
+                              const void* save_rstd, const void* weight, DType param_dtype, bool training,
+                              const KernelContext& ctx);
 
 namespace kernels {
 KILN_KERNEL(batch_norm_forward);

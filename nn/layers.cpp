@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <typeinfo>
 
 #include "core/autograd.h"
 #include "core/ops/factory.h"
@@ -256,7 +257,9 @@ std::string BatchNorm2d::extra_repr() const {
          ", affine=" + py_bool(affine) + ", track_running_stats=" + py_bool(track_running_stats);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, BatchNormEpilogue{}); }
+
+Tensor BatchNorm2d::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
   if (!x.defined()) throw Error("BatchNorm2d: the input is an undefined tensor");
   if (x.dim() != 4) {
     throw ShapeError("BatchNorm2d: expected a 4-d input [N, C, H, W], got shape " + shape_str(x.sizes()));
@@ -266,13 +269,19 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
                      std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
   }
   warn_if_conv_bias_feeds(x, num_features);
-  if (sync && (is_training() || !track_running_stats)) return synced_forward(x);
-  if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps);
+  const Tensor& z = epilogue.residual;
+  const bool synced = sync && (is_training() || !track_running_stats);
+  if (synced || (z.defined() && (z.sizes() != x.sizes() || z.dtype() != x.dtype() || z.device() != x.device()))) {
+    Tensor y = synced ? synced_forward(x) : forward(x);
+    if (z.defined()) y = y + z;
+    return epilogue.relu ? relu(y) : y;
+  }
+  if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps, epilogue);
   if (is_training()) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps, epilogue);
 }
 
 // Synchronized statistics, from differentiable ops: the job's per-channel sum and element count in
@@ -439,9 +448,20 @@ const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
+// A BatchNorm2d followed by a ReLU (these exact types, not subclasses, which may forward otherwise)
+// runs as batch norm with a ReLU epilogue: one pass over the activation where there were two, and
+// the same bits.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& m : modules_) y = m->forward(y);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    UnaryModule& m = *modules_[i];
+    if (i + 1 < modules_.size() && typeid(m) == typeid(BatchNorm2d) && typeid(*modules_[i + 1]) == typeid(ReLU)) {
+      y = static_cast<BatchNorm2d&>(m).forward(y, BatchNormEpilogue{.residual = {}, .relu = true});
+      ++i;
+      continue;
+    }
+    y = m.forward(y);
+  }
   return y;
 }
 

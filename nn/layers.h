@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
@@ -68,6 +69,12 @@ class BatchNorm2d : public UnaryModule {
   std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x) + residual) (the residual when defined, the ReLU when epilogue.relu) in batch
+  // norm's normalizing pass: batch_norm with the epilogue, the same bits as the three ops. A
+  // synchronized module, or a residual batch_norm does not take (another dtype, device or shape:
+  // add broadcasts it), runs the ops one after another. Sequential runs a BatchNorm2d and the ReLU
+  // after it this way; so do ResNet's blocks.
+  Tensor forward(const Tensor& x, const BatchNormEpilogue& epilogue);
   void reset_running_stats();
 
   int64_t num_features;

@@ -50,10 +50,14 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
   }
 }
 
+// Each batch norm ends in the ReLU after it, the second also in the shortcut's addition: one pass
+// over the activation each (BatchNorm2d's epilogue), where the ops one after another take two and
+// three.
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu->forward(bn1->forward(conv1->forward(x)));
-  out = bn2->forward(conv2->forward(out));
-  return relu->forward(out + (downsample ? downsample->forward(x) : x));
+  const BatchNormEpilogue then_relu{.residual = {}, .relu = true};
+  const Tensor out = conv2->forward(bn1->forward(conv1->forward(x), then_relu));
+  const Tensor shortcut = downsample ? downsample->forward(x) : x;
+  return bn2->forward(out, BatchNormEpilogue{.residual = shortcut, .relu = true});
 }
 
 // --- ResNet -------------------------------------------------------------------------------------
@@ -109,7 +113,8 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 
 Tensor ResNet::forward(const Tensor& x) {
   check_image("ResNet", x, config_.in_channels);
-  Tensor y = relu->forward(bn1->forward(conv1->forward(x)));
+  // The stem's batch norm and ReLU in one pass (BatchNorm2d's epilogue).
+  Tensor y = bn1->forward(conv1->forward(x), BatchNormEpilogue{.residual = {}, .relu = true});
   if (config_.recompute) {
     // A BasicBlock draws no random numbers: no random state to save and restore.
     CheckpointOptions recompute;

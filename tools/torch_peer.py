@@ -105,6 +105,19 @@ def _layer_norm_fwd_bwd(inputs, args):
     return run
 
 
+def _batch_norm_add_relu_fwd_bwd(inputs, args):
+    # kiln's inputs: x, the residual z, weight, bias, the output's gradient. Eager PyTorch runs the
+    # block's end as three ops (batch norm, add, ReLU), forward and backward; leaves made once per
+    # rotation set, each call drops the last gradients.
+    x, z, w, b = (t.detach().requires_grad_(True) for t in inputs[:4])
+    grad = inputs[4]
+
+    def run():
+        x.grad = z.grad = w.grad = b.grad = None
+        torch.relu(torch.nn.functional.batch_norm(x, None, None, w, b, training=True) + z).backward(grad)
+    return run
+
+
 def _cross_entropy_fwd_bwd(inputs, args):
     logits, target = inputs[0].detach().requires_grad_(True), inputs[1]
 
@@ -159,6 +172,7 @@ OPS = {
     "layer_norm_fwd_bwd": Op(4, _layer_norm_fwd_bwd, required=("normalized_shape",)),
     "cross_entropy": Op(2, lambda i, a: (lambda: torch.nn.functional.cross_entropy(i[0], i[1]))),
     "cross_entropy_fwd_bwd": Op(2, _cross_entropy_fwd_bwd),
+    "batch_norm_add_relu_fwd_bwd": Op(5, _batch_norm_add_relu_fwd_bwd),
     "embedding_fwd_bwd": Op(3, _embedding_fwd_bwd),
     "gelu_tanh_chain": Op(1, _gelu_tanh_chain),
     "adamw": Op(6, _adamw),

@@ -1,6 +1,7 @@
 // batch_norm over [N, C, ...] in NCHW or channels-last alike (the kernels see [N, C, S] through
 // strides): training normalizes with the batch statistics and updates the running ones in place;
-// the forward saves the per-channel mean and rstd for the backward.
+// the forward saves the per-channel mean and rstd for the backward. An epilogue (a residual added,
+// a ReLU) runs in the kernels' normalizing pass.
 #include "core/ops/batch_norm.h"
 
 #include <algorithm>
@@ -46,11 +47,11 @@ std::optional<ChannelLayout> channel_layout(const Tensor& x) {
 }
 
 // t (same sizes as `like`) in like's layout and dtype: a copy unless it already is. Only a change
-// of layout counts as a hidden layout copy; a cast (autocast's gradients) is not one.
-Tensor with_layout_of(const Tensor& t, const Tensor& like) {
+// of layout counts as a hidden layout copy (noted as `what`); a cast (autocast's gradients) is not one.
+Tensor with_layout_of(const Tensor& t, const Tensor& like, const char* what) {
   const bool layout_matches = same_layout(t, like);
   if (layout_matches && t.dtype() == like.dtype()) return t.detach();
-  if (!layout_matches) ops::note_layout_copy("batch_norm backward (grad_output)");
+  if (!layout_matches) ops::note_layout_copy(what);
   Tensor r = empty_strided(like.sizes(), like.strides(), TensorOptions(like.dtype(), like.device()));
   ops::copy_raw(r, t.detach());
   return r;
@@ -67,6 +68,11 @@ using ops::ptr_or_null;
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, BatchNormEpilogue{});
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps, const BatchNormEpilogue& epilogue) {
   const char* op = "batch_norm";
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
@@ -89,7 +95,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     throw Error("batch_norm: running_mean and running_var are required in eval mode (training = false; input " +
                 shape_str(x.sizes()) + ")");
   }
-  ops::common_device(op, {&x, &running_mean, &running_var, &weight, &bias});
+  const Tensor& residual = epilogue.residual;
+  if (residual.defined()) {
+    if (residual.sizes() != x.sizes()) {
+      throw ShapeError("batch_norm: the residual's shape " + shape_str(residual.sizes()) +
+                       " differs from the input's " + shape_str(x.sizes()));
+    }
+    if (residual.dtype() != x.dtype()) {
+      throw DTypeError(std::string("batch_norm: the residual's dtype ") + dtype_name(residual.dtype()) +
+                       " differs from the input's " + dtype_name(x.dtype()) + " (input " + shape_str(x.sizes()) + ")");
+    }
+  }
+  ops::common_device(op, {&x, &running_mean, &running_var, &weight, &bias, &residual});
   const int64_t count = x.numel() / std::max<int64_t>(c, 1);
   if (training && count <= 1) {
     throw ShapeError("batch_norm: expected more than 1 value per channel when training, got input of shape " +
@@ -108,6 +125,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const DType sdt = norm_stat_dtype(x.dtype());
   Tensor wc = dense(weight), bc = dense(bias);
   Tensor out = ops::empty_for(op, x.sizes(), xd.strides(), TensorOptions(x.dtype(), x.device()));
+  // The kernels read the residual at x's offsets.
+  const Tensor zd = residual.defined() ? with_layout_of(residual, xd, "batch_norm (residual)") : Tensor();
   Tensor save_mean = empty({c}, TensorOptions(sdt, x.device()));
   Tensor save_rstd = empty({c}, TensorOptions(sdt, x.device()));
   // The kernel updates contiguous running stats in place; others go through a copy and back.
@@ -120,6 +139,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     params.running_mean = ptr_or_null(rm);
     params.running_var = ptr_or_null(rv);
     params.running_dtype = running_mean.defined() ? running_mean.dtype() : DType::Float32;
+    params.residual = ptr_or_null(zd);
+    params.relu = epilogue.relu;
     ops::launch(op, x.device(), kernels::batch_norm_forward, out.data_ptr(), save_mean.data_ptr(),
                 save_rstd.data_ptr(), xd.data_ptr(), x.dtype(), *layout, params, training, momentum, eps);
     if (training && running_mean.defined()) {
@@ -129,22 +150,35 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       running_var.bump_version();
     }
   }
-  if (needs_grad({&x, &weight, &bias})) {
-    ChannelLayout l = *layout;
-    record_function(op, {x, weight, bias}, {out}, {xd, wc, save_mean, save_rstd},
-                    [l, pdt, training, c](const FunctionNode::Context& ctx) {
+  if (needs_grad({&x, &weight, &bias, &residual})) {
+    const ChannelLayout l = *layout;
+    const bool relu = epilogue.relu, add = residual.defined();
+    // A ReLU's backward needs the output (where it is > 0), which the output's own version guards.
+    record_function(op, {x, weight, bias, residual}, {out}, {xd, wc, save_mean, save_rstd, relu ? out : Tensor()},
+                    [l, pdt, training, c, relu, add](const FunctionNode::Context& ctx) {
                       Tensor xs = ctx.saved_at(0), w = ctx.saved_at(1), m = ctx.saved_at(2), r = ctx.saved_at(3);
-                      Tensor g = with_layout_of(ctx.grads[0], xs);
-                      TensorList grads(3);
+                      Tensor g = with_layout_of(ctx.grads[0], xs, "batch_norm backward (grad_output)");
+                      Tensor relu_out;  // the mask the batch norm backward applies itself
+                      if (relu && add) {
+                        // The residual's gradient is the masked one, so it is made once and read by both.
+                        g = with_layout_of(ops::backward_kernel(g, ctx.saved_at(4), BinaryOp::ReluBackward), xs,
+                                           "batch_norm backward (grad_output)");
+                      } else if (relu) {
+                        relu_out = ctx.saved_at(4);
+                      }
+                      TensorList grads(4);
                       if (ctx.needs_input_grad[0]) {
                         grads[0] = empty_strided(xs.sizes(), xs.strides(), TensorOptions(xs.dtype(), xs.device()));
                       }
                       if (ctx.needs_input_grad[1]) grads[1] = zeros({c}, TensorOptions(pdt, xs.device()));
                       if (ctx.needs_input_grad[2]) grads[2] = zeros({c}, TensorOptions(pdt, xs.device()));
-                      if (xs.numel() > 0) {
+                      if (add && ctx.needs_input_grad[3]) grads[3] = g;
+                      const bool any = grads[0].defined() || grads[1].defined() || grads[2].defined();
+                      if (any && xs.numel() > 0) {
                         ops::launch("batch_norm", xs.device(), kernels::batch_norm_backward, ptr_or_null(grads[0]),
-                                    ptr_or_null(grads[1]), ptr_or_null(grads[2]), g.data_ptr(), xs.data_ptr(),
-                                    xs.dtype(), l, m.data_ptr(), r.data_ptr(), ptr_or_null(w), pdt, training);
+                                    ptr_or_null(grads[1]), ptr_or_null(grads[2]), g.data_ptr(), ptr_or_null(relu_out),
+                                    xs.data_ptr(), xs.dtype(), l, m.data_ptr(), r.data_ptr(), ptr_or_null(w), pdt,
+                                    training);
                       }
                       return grads;
                     });

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 
 namespace kiln {
 namespace {
@@ -50,27 +51,65 @@ template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, d
     return d * d;
   });
 }
+// The forward's epilogue (BatchNormParams) on a normalized value v in the compute type A: rounded
+// to T and plus residual z[k], then ReLU, rounding as batch_norm, add and relu do one after another
+// (the ReLU needs no rounding of its own: it keeps a value or gives zero).
+template <typename T, bool kAdd, bool kRelu, typename A> inline A epilogue(A v, const T* z, int64_t k) {
+  if constexpr (kAdd) {
+    T rounded[1];
+    st<T, A>(rounded, 0, v);
+    v = ld<T, A>(rounded, 0) + ld<T, A>(z, k);
+  }
+  if constexpr (kRelu) v = ew::unary_fn<UnaryOp::Relu, A>(v, A(0), A(0));
+  return v;
+}
+
+// Calls f.template operator()<kAdd, kRelu>() for the epilogue params asks for.
+template <typename F> void visit_epilogue(const BatchNormParams& params, F&& f) {
+  const bool add = params.residual != nullptr;
+  if (add && params.relu) return f.template operator()<true, true>();
+  if (add) return f.template operator()<true, false>();
+  if (params.relu) return f.template operator()<false, true>();
+  f.template operator()<false, false>();
+}
+
+// Calls f.template operator()<kMask>() with kMask set when there is a ReLU output to mask with.
+template <typename F> void visit_mask(const void* relu_out, F&& f) {
+  if (relu_out) return f.template operator()<true>();
+  f.template operator()<false>();
+}
+
+// The gradient the backward sees at element k: dy[k], or with kMask (a fused ReLU) relu's backward
+// of it, dy[k] where the forward's output y[k] > 0 and +0 elsewhere (cpu::keep_if: not a plain
+// select, which GCC 12 miscompiles in run_dy_sums' double sums).
+template <typename T, bool kMask, typename A> inline A grad_at(const T* dy, const T* y, int64_t k) {
+  if constexpr (kMask) return cpu::keep_if(ld<T, A>(y, k) > A(0), ld<T, A>(dy, k));
+  return ld<T, A>(dy, k);
+}
+
 // sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once).
-template <typename T>
-KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* x, int64_t n, double m, double& sdy, double& sdyx) {
-  sdy += cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(dy, k); });
-  sdyx += cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(dy, k) * (ld<T, double>(x, k) - m); });
+template <typename T, bool kMask>
+KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* y, const T* x, int64_t n, double m, double& sdy,
+                                 double& sdyx) {
+  sdy += cpu::lane_sum<double>(n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k); });
+  sdyx += cpu::lane_sum<double>(
+      n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k) * (ld<T, double>(x, k) - m); });
 }
 
 // The elementwise passes over one contiguous run (NCHW: an image's plane of a channel), in the
 // compute type A; the strided forms below handle other layouts. Separate functions so that the
 // AVX2 clone vectorizes them.
-// y = (x - m) * scale + shift, where scale = rstd * weight.
-template <typename T, typename A>
-KILN_CPU_CLONES void run_normalize(T* y, const T* x, int64_t n, A m, A scale, A shift) {
-  for (int64_t k = 0; k < n; ++k) st<T, A>(y, k, (ld<T, A>(x, k) - m) * scale + shift);
+// y = epilogue((x - m) * scale + shift), where scale = rstd * weight.
+template <typename T, typename A, bool kAdd, bool kRelu>
+KILN_CPU_CLONES void run_normalize(T* y, const T* x, const T* z, int64_t n, A m, A scale, A shift) {
+  for (int64_t k = 0; k < n; ++k) st<T, A>(y, k, epilogue<T, kAdd, kRelu>((ld<T, A>(x, k) - m) * scale + shift, z, k));
 }
 // dx = wr * (dy - mdy - (x - m) * rs * mdyx), where wr = weight * rstd.
-template <typename T, typename A>
-KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
+template <typename T, typename A, bool kMask>
+KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* y, const T* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
   for (int64_t k = 0; k < n; ++k) {
     const A xhat = (ld<T, A>(x, k) - m) * rs;
-    st<T, A>(dx, k, wr * (ld<T, A>(dy, k) - mdy - xhat * mdyx));
+    st<T, A>(dx, k, wr * (grad_at<T, kMask, A>(dy, y, k) - mdy - xhat * mdyx));
   }
 }
 
@@ -126,30 +165,35 @@ template <typename T> KILN_CPU_CLONES void row_add_sq_dev(double* acc, const T* 
   }
 }
 // sdy[c] += dy[c]; sdyx[c] += dy[c] (x[c] - m[c]).
-template <typename T>
-KILN_CPU_CLONES void row_dy_sums(double* sdy, double* sdyx, const T* dy, const T* x, const double* m, int64_t c) {
+template <typename T, bool kMask>
+KILN_CPU_CLONES void row_dy_sums(double* sdy, double* sdyx, const T* dy, const T* y, const T* x, const double* m,
+                                 int64_t c) {
   for (int64_t k = 0; k < c; ++k) {
-    const double g = ld<T, double>(dy, k);
+    const double g = grad_at<T, kMask, double>(dy, y, k);
     sdy[k] += g;
     sdyx[k] += g * (ld<T, double>(x, k) - m[k]);
   }
 }
-// y[c] = (x[c] - m[c]) * scale[c] + shift[c].
-template <typename T, typename A>
-KILN_CPU_CLONES void row_normalize(T* y, const T* x, const A* m, const A* scale, const A* shift, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) st<T, A>(y, k, (ld<T, A>(x, k) - m[k]) * scale[k] + shift[k]);
+// y[c] = epilogue((x[c] - m[c]) * scale[c] + shift[c]).
+template <typename T, typename A, bool kAdd, bool kRelu>
+KILN_CPU_CLONES void row_normalize(T* y, const T* x, const T* z, const A* m, const A* scale, const A* shift,
+                                   int64_t c) {
+  for (int64_t k = 0; k < c; ++k) {
+    st<T, A>(y, k, epilogue<T, kAdd, kRelu>((ld<T, A>(x, k) - m[k]) * scale[k] + shift[k], z, k));
+  }
 }
-// y[c] = x[c] * scale[c].
-template <typename T, typename A> KILN_CPU_CLONES void row_scale(T* y, const T* x, const A* scale, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) st<T, A>(y, k, ld<T, A>(x, k) * scale[k]);
+// dx[c] = dy[c] * scale[c].
+template <typename T, typename A, bool kMask>
+KILN_CPU_CLONES void row_scale(T* dx, const T* dy, const T* y, const A* scale, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) st<T, A>(dx, k, grad_at<T, kMask, A>(dy, y, k) * scale[k]);
 }
 // dx[c] = wr[c] * (dy[c] - mdy[c] - (x[c] - m[c]) * rs[c] * mdyx[c]).
-template <typename T, typename A>
-KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* x, const A* m, const A* rs, const A* wr, const A* mdy,
-                            const A* mdyx, int64_t c) {
+template <typename T, typename A, bool kMask>
+KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* y, const T* x, const A* m, const A* rs, const A* wr,
+                            const A* mdy, const A* mdyx, int64_t c) {
   for (int64_t k = 0; k < c; ++k) {
     const A xhat = (ld<T, A>(x, k) - m[k]) * rs[k];
-    st<T, A>(dx, k, wr[k] * (ld<T, A>(dy, k) - mdy[k] - xhat * mdyx[k]));
+    st<T, A>(dx, k, wr[k] * (grad_at<T, kMask, A>(dy, y, k) - mdy[k] - xhat * mdyx[k]));
   }
 }
 
@@ -163,6 +207,7 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
     const std::vector<A> w = load_vector<A>(params.weight, params.param_dtype, layout.c, A(1));
     const std::vector<A> b = load_vector<A>(params.bias, params.param_dtype, layout.c, A(0));
     const T* xp = static_cast<const T*>(x);
+    const T* zp = static_cast<const T*>(params.residual);
     T* yp = static_cast<T*>(out);
     A* mp = static_cast<A*>(save_mean);
     A* rp = static_cast<A*>(save_rstd);
@@ -193,10 +238,13 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         mp[c] = m[i];
         scale[i] = rp[c] * w[i];
       }
-      cpu::parallel_for(count, cpu::grain_for(3 * C), [&](int64_t, int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          row_normalize<T, A>(yp + r * C, xp + r * C, m.data(), scale.data(), b.data(), C);
-        }
+      visit_epilogue(params, [&]<bool kAdd, bool kRelu>() {
+        cpu::parallel_for(count, cpu::grain_for(3 * C), [&](int64_t, int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            row_normalize<T, A, kAdd, kRelu>(yp + r * C, xp + r * C, kAdd ? zp + r * C : nullptr, m.data(),
+                                             scale.data(), b.data(), C);
+          }
+        });
       });
       return;
     }
@@ -233,103 +281,115 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         mp[c] = m;
         rp[c] = rs;
         const A wc = w[static_cast<size_t>(c)], bc = b[static_cast<size_t>(c)];
-        if (layout.stride_s == 1) {
-          for (int64_t i = 0; i < layout.n; ++i) {
-            const int64_t row = c * layout.stride_c + i * layout.stride_n;
-            run_normalize<T, A>(yp + row, xp + row, layout.s, m, rs * wc, bc);
+        visit_epilogue(params, [&]<bool kAdd, bool kRelu>() {
+          if (layout.stride_s == 1) {
+            for (int64_t i = 0; i < layout.n; ++i) {
+              const int64_t row = c * layout.stride_c + i * layout.stride_n;
+              run_normalize<T, A, kAdd, kRelu>(yp + row, xp + row, kAdd ? zp + row : nullptr, layout.s, m, rs * wc,
+                                               bc);
+            }
+          } else {
+            for_channel(layout, c, [&](int64_t o) {
+              st<T, A>(yp, o, epilogue<T, kAdd, kRelu>((ld<T, A>(xp, o) - m) * (rs * wc) + bc, zp, o));
+            });
           }
-        } else {
-          for_channel(layout, c, [&](int64_t o) { st<T, A>(yp, o, (ld<T, A>(xp, o) - m) * (rs * wc) + bc); });
-        }
+        });
       }
     });
   });
 }
 
-void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
-                             const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
-                             const void* weight, DType param_dtype, bool training, const KernelContext&) {
+void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* dout, const void* relu_out,
+                             const void* x, DType x_dtype, const ChannelLayout& layout, const void* save_mean,
+                             const void* save_rstd, const void* weight, DType param_dtype, bool training,
+                             const KernelContext&) {
   visit_float(x_dtype, [&]<typename T>() {
-    using A = acc_t<T>;
-    const std::vector<A> w = load_vector<A>(weight, param_dtype, layout.c, A(1));
-    const T* xp = static_cast<const T*>(x);
-    const T* dyp = static_cast<const T*>(dout);
-    T* dxp = static_cast<T*>(dx);
-    const A* mp = static_cast<const A*>(save_mean);
-    const A* rp = static_cast<const A*>(save_rstd);
-    const int64_t count = layout.n * layout.s;
-    if (rows_of_channels(layout)) {
-      const int64_t C = layout.c;
-      const size_t uc = static_cast<size_t>(C);
-      std::vector<double> md(uc);
-      for (size_t i = 0; i < uc; ++i) md[i] = static_cast<double>(mp[i]);
-      const std::vector<double> sums = channel_sums(count, C, 2 * C, [&](int64_t r, double* acc) {
-        row_dy_sums(acc, acc + C, dyp + r * C, xp + r * C, md.data(), C);
-      });
-      std::vector<A> m(uc), rs(uc), wr(uc), mdy(uc), mdyx(uc);
-      for (int64_t c = 0; c < C; ++c) {
-        const size_t i = static_cast<size_t>(c);
-        const double sdy = sums[i], sdy_xhat = sums[uc + i] * static_cast<double>(rp[c]);  // sum of dy * xhat
-        if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
-        if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
-        m[i] = mp[c];
-        rs[i] = rp[c];
-        wr[i] = w[i] * rp[c];
-        mdy[i] = static_cast<A>(sdy / static_cast<double>(count));
-        mdyx[i] = static_cast<A>(sdy_xhat / static_cast<double>(count));
+    visit_mask(relu_out, [&]<bool kMask>() {
+      using A = acc_t<T>;
+      const std::vector<A> w = load_vector<A>(weight, param_dtype, layout.c, A(1));
+      const T* xp = static_cast<const T*>(x);
+      const T* dyp = static_cast<const T*>(dout);
+      const T* yp = static_cast<const T*>(relu_out);
+      T* dxp = static_cast<T*>(dx);
+      const A* mp = static_cast<const A*>(save_mean);
+      const A* rp = static_cast<const A*>(save_rstd);
+      const int64_t count = layout.n * layout.s;
+      if (rows_of_channels(layout)) {
+        const int64_t C = layout.c;
+        const size_t uc = static_cast<size_t>(C);
+        std::vector<double> md(uc);
+        for (size_t i = 0; i < uc; ++i) md[i] = static_cast<double>(mp[i]);
+        const std::vector<double> sums = channel_sums(count, C, 2 * C, [&](int64_t r, double* acc) {
+          row_dy_sums<T, kMask>(acc, acc + C, dyp + r * C, kMask ? yp + r * C : nullptr, xp + r * C, md.data(), C);
+        });
+        std::vector<A> m(uc), rs(uc), wr(uc), mdy(uc), mdyx(uc);
+        for (int64_t c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(c);
+          const double sdy = sums[i], sdy_xhat = sums[uc + i] * static_cast<double>(rp[c]);  // sum of dy * xhat
+          if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
+          if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
+          m[i] = mp[c];
+          rs[i] = rp[c];
+          wr[i] = w[i] * rp[c];
+          mdy[i] = static_cast<A>(sdy / static_cast<double>(count));
+          mdyx[i] = static_cast<A>(sdy_xhat / static_cast<double>(count));
+        }
+        if (!dxp) return;
+        cpu::parallel_for(count, cpu::grain_for(4 * C), [&](int64_t, int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* yr = kMask ? yp + r * C : nullptr;
+            if (training) {
+              row_dx<T, A, kMask>(dxp + r * C, dyp + r * C, yr, xp + r * C, m.data(), rs.data(), wr.data(), mdy.data(),
+                                  mdyx.data(), C);
+            } else {  // eval: the statistics are constants, dx = dy * w * rstd
+              row_scale<T, A, kMask>(dxp + r * C, dyp + r * C, yr, wr.data(), C);
+            }
+          }
+        });
+        return;
       }
-      if (!dxp) return;
-      cpu::parallel_for(count, cpu::grain_for(4 * C), [&](int64_t, int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          if (training) {
-            row_dx<T, A>(dxp + r * C, dyp + r * C, xp + r * C, m.data(), rs.data(), wr.data(), mdy.data(), mdyx.data(),
-                         C);
-          } else {  // eval: the statistics are constants, dx = dy * w * rstd
-            row_scale<T, A>(dxp + r * C, dyp + r * C, wr.data(), C);
-          }
-        }
-      });
-      return;
-    }
-    cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const A m = mp[c], rs = rp[c], wc = w[static_cast<size_t>(c)];
-        double sdy = 0, sdy_xhat = 0;
-        if (layout.stride_s == 1) {  // NCHW: each image's plane is one run
-          for (int64_t i = 0; i < layout.n; ++i) {
-            const int64_t row = c * layout.stride_c + i * layout.stride_n;
-            run_dy_sums(dyp + row, xp + row, layout.s, static_cast<double>(m), sdy, sdy_xhat);
-          }
-        } else {
-          for_channel(layout, c, [&](int64_t o) {
-            const double g = ld<T, double>(dyp, o);
-            sdy += g;
-            sdy_xhat += g * (ld<T, double>(xp, o) - static_cast<double>(m));
-          });
-        }
-        sdy_xhat *= static_cast<double>(rs);  // sum of dy * xhat
-        if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
-        if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
-        if (!dxp) continue;
-        if (training) {
-          // dx = w * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): the batch statistics depend on x.
-          const A mdy = static_cast<A>(sdy / static_cast<double>(count));
-          const A mdyx = static_cast<A>(sdy_xhat / static_cast<double>(count));
-          if (layout.stride_s == 1) {
+      cpu::parallel_for(layout.c, cpu::grain_for(3 * count), [&](int64_t, int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const A m = mp[c], rs = rp[c], wc = w[static_cast<size_t>(c)];
+          double sdy = 0, sdy_xhat = 0;
+          if (layout.stride_s == 1) {  // NCHW: each image's plane is one run
             for (int64_t i = 0; i < layout.n; ++i) {
               const int64_t row = c * layout.stride_c + i * layout.stride_n;
-              run_dx<T, A>(dxp + row, dyp + row, xp + row, layout.s, m, rs, wc * rs, mdy, mdyx);
+              run_dy_sums<T, kMask>(dyp + row, kMask ? yp + row : nullptr, xp + row, layout.s, static_cast<double>(m),
+                                    sdy, sdy_xhat);
             }
           } else {
             for_channel(layout, c, [&](int64_t o) {
-              const A xhat = (ld<T, A>(xp, o) - m) * rs;
-              st<T, A>(dxp, o, (wc * rs) * (ld<T, A>(dyp, o) - mdy - xhat * mdyx));
+              const double g = grad_at<T, kMask, double>(dyp, yp, o);
+              sdy += g;
+              sdy_xhat += g * (ld<T, double>(xp, o) - static_cast<double>(m));
             });
           }
-        } else {
-          for_channel(layout, c, [&](int64_t o) { st<T, A>(dxp, o, ld<T, A>(dyp, o) * wc * rs); });
+          sdy_xhat *= static_cast<double>(rs);  // sum of dy * xhat
+          if (dweight) store_as<double>(dweight, param_dtype, c, sdy_xhat);
+          if (dbias) store_as<double>(dbias, param_dtype, c, sdy);
+          if (!dxp) continue;
+          if (training) {
+            // dx = w * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): the batch statistics depend on x.
+            const A mdy = static_cast<A>(sdy / static_cast<double>(count));
+            const A mdyx = static_cast<A>(sdy_xhat / static_cast<double>(count));
+            if (layout.stride_s == 1) {
+              for (int64_t i = 0; i < layout.n; ++i) {
+                const int64_t row = c * layout.stride_c + i * layout.stride_n;
+                run_dx<T, A, kMask>(dxp + row, dyp + row, kMask ? yp + row : nullptr, xp + row, layout.s, m, rs,
+                                    wc * rs, mdy, mdyx);
+              }
+            } else {
+              for_channel(layout, c, [&](int64_t o) {
+                const A xhat = (ld<T, A>(xp, o) - m) * rs;
+                st<T, A>(dxp, o, (wc * rs) * (grad_at<T, kMask, A>(dyp, yp, o) - mdy - xhat * mdyx));
+              });
+            }
+          } else {
+            for_channel(layout, c, [&](int64_t o) { st<T, A>(dxp, o, grad_at<T, kMask, A>(dyp, yp, o) * wc * rs); });
+          }
         }
-      }
+      });
     });
   });
 }

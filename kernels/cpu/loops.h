@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -71,6 +72,16 @@ template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
   } else {
     p[i] = static_cast<T>(v);
   }
+}
+
+// v where keep holds, else +0: a select written as a mask of v's bits. GCC 12 at -O3 miscompiles
+// `keep ? v : 0.0` as the term of a lane_sum in double in the AVX2 clone (the sum loses terms;
+// float is unaffected); the mask gives the same bits and compiles right. batch_norm's ReLU mask
+// uses it (tests/core/test_nn_ops.cpp's epilogue test fails in float64 with the plain select).
+template <typename A> inline A keep_if(bool keep, A v) {
+  static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>, "keep_if: float or double");
+  using U = std::conditional_t<std::is_same_v<A, double>, uint64_t, uint32_t>;
+  return std::bit_cast<A>(std::bit_cast<U>(v) & (keep ? ~U{0} : U{0}));
 }
 
 // Reductions over a contiguous run in kLanes interleaved accumulators, folded in one fixed order at

@@ -40,14 +40,15 @@ void batch_norm_forward_cuda(void* out, void* save_mean, void* save_rstd, const 
     cuda_detail::check_launch(op);
     bn_normalize_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, s>>>(
         channel_offset_calc(layout), static_cast<S*>(out), xp, m, r, params.weight, params.bias, params.param_dtype,
-        numel);
+        static_cast<const S*>(params.residual), params.relu, numel);
     cuda_detail::check_launch(op);
   });
 }
 
-void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* x, DType x_dtype,
-                              const ChannelLayout& layout, const void* save_mean, const void* save_rstd,
-                              const void* weight, DType param_dtype, bool training, const KernelContext& ctx) {
+void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* dout, const void* relu_out,
+                              const void* x, DType x_dtype, const ChannelLayout& layout, const void* save_mean,
+                              const void* save_rstd, const void* weight, DType param_dtype, bool training,
+                              const KernelContext& ctx) {
   const char* op = "batch_norm backward";
   const int64_t numel = layout.n * layout.c * layout.s;
   if (numel == 0) return;
@@ -62,13 +63,14 @@ void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* 
   float2* coef = static_cast<float2*>(workspace);
   KILN_CUDA_FLOAT_SWITCH(x_dtype, op, {
     const S* dy = static_cast<const S*>(dout);
+    const S* y = static_cast<const S*>(relu_out);
     const S* xp = static_cast<const S*>(x);
     if (want_sums) {
       float2* part = reinterpret_cast<float2*>(static_cast<char*>(workspace) +
                                                align_up(static_cast<size_t>(layout.c) * sizeof(float2)));
       const dim3 grid(static_cast<unsigned>(plan.c_groups), static_cast<unsigned>(plan.chunks));
-      bn_grad_partial_kernel<S><<<grid, dim3(plan.bx, plan.by), 0, s>>>(part, dy, xp, m, r, layout, plan.count,
-                                                                         plan.chunk_len);
+      bn_grad_partial_kernel<S><<<grid, dim3(plan.bx, plan.by), 0, s>>>(part, dy, y, xp, m, r, layout,
+                                                                         plan.count, plan.chunk_len);
       cuda_detail::check_launch(op);
       bn_grad_finish_kernel<<<cuda_detail::grid_for(layout.c), cuda_detail::kThreads, 0, s>>>(
           coef, dweight, dbias, param_dtype, part, plan.chunks, layout.c, plan.count);
@@ -76,7 +78,8 @@ void batch_norm_backward_cuda(void* dx, void* dweight, void* dbias, const void* 
     }
     if (dx) {
       bn_dx_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, s>>>(
-          channel_offset_calc(layout), static_cast<S*>(dx), dy, xp, m, r, coef, weight, param_dtype, training, numel);
+          channel_offset_calc(layout), static_cast<S*>(dx), dy, y, xp, m, r, coef, weight, param_dtype, training,
+          numel);
       cuda_detail::check_launch(op);
     }
   });

@@ -20,6 +20,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/offset_calc.cuh"
 #include "kernels/cuda/rows.cuh"
+#include "kernels/elementwise_math.h"
 #include "kernels/error.h"
 
 namespace kiln::batch_norm_cuda {
@@ -176,23 +177,35 @@ inline cuda_detail::OffsetCalc<2> channel_offset_calc(const ChannelLayout& l) {
   return cuda_detail::make_offset_calc<2>(shape, strides);
 }
 
+// out = epilogue(normalized x): plus the residual (null: none) after rounding to S, then ReLU when
+// relu is set, rounding as batch_norm, add and relu do one after another (BatchNormParams).
 template <typename S>
 __global__ void bn_normalize_kernel(const __grid_constant__ cuda_detail::OffsetCalc<2> calc, S* out, const S* x,
                                     const float* mean, const float* rstd, const void* weight, const void* bias,
-                                    DType pdt, int64_t numel) {
+                                    DType pdt, const S* residual, bool relu, int64_t numel) {
   for (int64_t e = cuda_detail::global_thread(); e < numel; e += cuda_detail::grid_threads()) {
     int64_t off[2];
     calc.offsets(e, off);
     const int64_t c = off[1];
     const float w = param_or(weight, pdt, c, 1.f), b = param_or(bias, pdt, c, 0.f);
-    out[off[0]] = from_f32<S>((to_f32(x[off[0]]) - mean[c]) * rstd[c] * w + b);
+    float v = (to_f32(x[off[0]]) - mean[c]) * rstd[c] * w + b;
+    if (residual) v = to_f32(from_f32<S>(v)) + to_f32(residual[off[0]]);
+    if (relu) v = ew::unary_fn<UnaryOp::Relu, float>(v, 0.f, 0.f);
+    out[off[0]] = from_f32<S>(v);
   }
+}
+
+// The gradient at offset o: dout[o], or relu's backward of it when relu_out (a fused ReLU's output)
+// is given: dout[o] where relu_out[o] > 0, zero elsewhere.
+template <typename S> __device__ __forceinline__ float grad_at(const S* dout, const S* relu_out, int64_t o) {
+  if (relu_out && !(to_f32(relu_out[o]) > 0.f)) return 0.f;
+  return to_f32(dout[o]);
 }
 
 // Backward pass 1: per-chunk sums of dy and dy * xhat per channel.
 template <typename S>
-__global__ void bn_grad_partial_kernel(float2* part, const S* dout, const S* x, const float* mean, const float* rstd,
-                                       ChannelLayout l, int64_t count, int64_t chunk_len) {
+__global__ void bn_grad_partial_kernel(float2* part, const S* dout, const S* relu_out, const S* x, const float* mean,
+                                       const float* rstd, ChannelLayout l, int64_t count, int64_t chunk_len) {
   KILN_SHARED(float2, sh, [256]);
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t chunk = blockIdx.y;
@@ -204,7 +217,7 @@ __global__ void bn_grad_partial_kernel(float2* part, const S* dout, const S* x, 
     KWalk w(k0 + threadIdx.y, blockDim.y, l.s);
     for (int64_t k = k0 + threadIdx.y; k < k1; k += blockDim.y, w.advance()) {
       const int64_t o = base + w.n * l.stride_n + w.s * l.stride_s;
-      const float g = to_f32(dout[o]);
+      const float g = grad_at(dout, relu_out, o);
       sdy += g;
       sdyx += g * (to_f32(x[o]) - m) * rs;
     }
@@ -243,14 +256,14 @@ __global__ void bn_grad_finish_kernel(float2* coef, void* dweight, void* dbias, 
 // dx: training differentiates through the batch statistics (coef = mean(dy), mean(dy * xhat));
 // eval treats them as constants (coef unused).
 template <typename S>
-__global__ void bn_dx_kernel(const __grid_constant__ cuda_detail::OffsetCalc<2> calc, S* dx, const S* dout, const S* x,
-                             const float* mean, const float* rstd, const float2* coef, const void* weight, DType pdt,
-                             bool training, int64_t numel) {
+__global__ void bn_dx_kernel(const __grid_constant__ cuda_detail::OffsetCalc<2> calc, S* dx, const S* dout,
+                             const S* relu_out, const S* x, const float* mean, const float* rstd, const float2* coef,
+                             const void* weight, DType pdt, bool training, int64_t numel) {
   for (int64_t e = cuda_detail::global_thread(); e < numel; e += cuda_detail::grid_threads()) {
     int64_t off[2];
     calc.offsets(e, off);
     const int64_t c = off[1];
-    const float w = param_or(weight, pdt, c, 1.f), rs = rstd[c], g = to_f32(dout[off[0]]);
+    const float w = param_or(weight, pdt, c, 1.f), rs = rstd[c], g = grad_at(dout, relu_out, off[0]);
     if (training) {
       const float xhat = (to_f32(x[off[0]]) - mean[c]) * rs;
       const float2 k = coef[c];

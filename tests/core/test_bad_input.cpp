@@ -815,6 +815,23 @@ void nn_op_rows(Table& t) {
   t.add("batch_norm across devices", Expect::Device, {"batch_norm", "cpu", "cuda:0"}, [] {
     (void)batch_norm(f32({2, 2}), Tensor(), Tensor(), fake_cuda({2}), Tensor(), true);
   });
+  t.add("batch_norm: a residual on another device", Expect::Device, {"batch_norm", "cpu", "cuda:0"}, [] {
+    (void)batch_norm(f32({2, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                     {.residual = fake_cuda({2, 2}), .relu = true});
+  });
+  t.add("batch_norm: a residual of another shape", Expect::Shape, {"batch_norm", "residual", "[2, 1]", "[2, 2]"}, [] {
+    (void)batch_norm(f32({2, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                     {.residual = f32({2, 1}), .relu = false});
+  });
+  t.add("batch_norm: a residual of another dtype", Expect::DType, {"batch_norm", "residual", "float64", "float32"},
+        [] {
+          (void)batch_norm(f32({2, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                           {.residual = f64({2, 2}), .relu = true});
+        });
+  t.add("batch_norm: an undefined residual's ReLU on an int input", Expect::DType, {"batch_norm", "int64"}, [] {
+    (void)batch_norm(i64({2, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                     {.residual = {}, .relu = true});
+  });
 
   t.add("dropout with p 1.5", Expect::Error, {"dropout", "1.5"}, [] { (void)dropout(f32({2}), 1.5); });
   t.add("dropout with p -0.1", Expect::Error, {"dropout", "-0.1"}, [] { (void)dropout(f32({2}), -0.1); });

@@ -1,5 +1,6 @@
 // The nn ops beyond the op table: batch_norm's running statistics (PyTorch's momentum rule with
-// the unbiased variance) and their use in eval, dropout's mask statistics and reproducibility,
+// the unbiased variance) and their use in eval, its epilogue against the ops it replaces, bit for
+// bit, dropout's mask statistics and reproducibility,
 // cross_entropy against log_softmax + NLL by hand, softmax stability, and gradients that do not
 // depend on the thread count.
 #include <catch2/catch.hpp>
@@ -8,9 +9,11 @@
 
 #include "core/kiln.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/bitwise.h"
 #include "tests/threads.h"
 
 using namespace kiln;
+using kiln::test::bitwise_equal;
 using kiln::test::ThreadCountGuard;
 
 namespace {
@@ -96,6 +99,109 @@ TEST_CASE("batch_norm: channels-last input and strided running stats give the sa
     CHECK(vb[c] == Approx(va[c]).epsilon(1e-6));
   }
   CHECK(buf_m.to_vector<float>()[1] == 0.0f);  // the elements between the strided stats are untouched
+}
+
+// The epilogue replaces add and relu after batch_norm, so it must give their bits: the output, the
+// running statistics and every gradient (input, weight, bias, residual). In each float dtype (the
+// half types with float32 parameters, as autocast leaves a model's), in the layouts the kernels
+// walk differently (NCHW planes, channels-last rows, [N, C] rows, and a strided view, which
+// batch_norm copies), in training and eval, and with the residual stored in another layout than
+// the input (batch_norm copies it into the input's).
+TEST_CASE("batch_norm's epilogue has the bits of batch_norm, add and relu one after another", "[nn]") {
+  enum class Layout { NCHW, ChannelsLast, Rows, Strided };
+  const DType dtype = GENERATE(DType::Float32, DType::Float64, DType::Float16, DType::BFloat16);
+  const Layout layout = GENERATE(Layout::NCHW, Layout::ChannelsLast, Layout::Rows, Layout::Strided);
+  const bool training = GENERATE(true, false);
+  const DType pdt = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  const Shape shape = layout == Layout::Rows ? Shape{40, 7} : Shape{4, 5, 3, 6};
+  const int64_t c = shape[1];
+  // x with channel means away from zero, so that the batch statistics are not trivial.
+  const auto arrange = [&](const Tensor& t) {
+    if (layout == Layout::ChannelsLast) return t.contiguous(MemoryFormat::ChannelsLast);
+    if (layout == Layout::Strided) return t.transpose(2, 3).contiguous().transpose(2, 3);  // H and W swapped in memory
+    return t;
+  };
+  struct Mode {
+    const char* name;
+    bool residual, relu, residual_channels_last;
+  };
+  const Mode modes[] = {{"relu", false, true, false},
+                        {"residual", true, false, false},
+                        {"residual and relu", true, true, false},
+                        {"residual in another layout, and relu", true, true, true},
+                        {"neither", false, false, false}};
+  for (const Mode& mode : modes) {
+    INFO(dtype_name(dtype) << ", layout " << static_cast<int>(layout) << (training ? ", training, " : ", eval, ")
+                           << mode.name);
+    manual_seed(31);
+    const Tensor x = arrange((randn(shape) * 1.5 + randn({1, c}).view(layout == Layout::Rows ? Shape{1, c}
+                                                                                               : Shape{1, c, 1, 1}))
+                                 .to(dtype));
+    Tensor z = randn(shape).to(dtype);
+    if (mode.residual_channels_last && z.dim() == 4) z = z.contiguous(MemoryFormat::ChannelsLast);
+    if (!mode.residual_channels_last) z = arrange(z);
+    const Tensor w = (randn({c}) * 0.5 + 1.0).to(pdt), b = randn({c}).to(pdt);
+    const Tensor rm0 = randn({c}).to(pdt), rv0 = (rand({c}) + 0.5).to(pdt);
+    const Tensor dy = randn(shape).to(dtype);
+
+    struct Run {
+      Tensor x, z, w, b, rm, rv, y;
+    };
+    const auto leaves = [&] {
+      Run r;
+      r.x = x.detach().clone().set_requires_grad(true);
+      r.z = z.detach().clone().set_requires_grad(true);
+      r.w = w.clone().set_requires_grad(true);
+      r.b = b.clone().set_requires_grad(true);
+      r.rm = rm0.clone();
+      r.rv = rv0.clone();
+      return r;
+    };
+    Run fused = leaves(), ops = leaves();
+    BatchNormEpilogue epilogue;
+    if (mode.residual) epilogue.residual = fused.z;
+    epilogue.relu = mode.relu;
+    fused.y = batch_norm(fused.x, fused.rm, fused.rv, fused.w, fused.b, training, 0.1, 1e-5, epilogue);
+    ops.y = batch_norm(ops.x, ops.rm, ops.rv, ops.w, ops.b, training, 0.1, 1e-5);
+    if (mode.residual) ops.y = ops.y + ops.z;
+    if (mode.relu) ops.y = relu(ops.y);
+    REQUIRE(fused.y.dtype() == dtype);
+    CHECK(bitwise_equal(fused.y, ops.y));
+    CHECK(bitwise_equal(fused.rm, ops.rm));
+    CHECK(bitwise_equal(fused.rv, ops.rv));
+    CHECK(same_layout(fused.y, batch_norm(x, rm0.clone(), rv0.clone(), w, b, training)));  // x's layout, as before
+    fused.y.backward(dy);
+    ops.y.backward(dy);
+    CHECK(bitwise_equal(fused.x.grad(), ops.x.grad()));
+    CHECK(bitwise_equal(fused.w.grad(), ops.w.grad()));
+    CHECK(bitwise_equal(fused.b.grad(), ops.b.grad()));
+    if (mode.residual) {
+      CHECK(bitwise_equal(fused.z.grad(), ops.z.grad()));
+    } else {
+      CHECK_FALSE(fused.z.grad().defined());
+    }
+  }
+}
+
+TEST_CASE("batch_norm's epilogue: a ReLU masks the gradient where the output is zero, and guards its output",
+          "[nn]") {
+  // Channel 0 has every output positive (a large bias), channel 1 every output zero (a large
+  // negative bias): the ReLU passes all of the first channel's gradient and none of the second's.
+  manual_seed(5);
+  const Tensor x = randn({6, 2, 4}).set_requires_grad(true);
+  const Tensor b = tensor(std::vector<float>{100.f, -100.f}).set_requires_grad(true);
+  const Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), b, true, 0.1, 1e-5, {.residual = {}, .relu = true});
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == "batch_norm");  // one node: the ReLU ran inside
+  CHECK(bitwise_equal(y.select(1, 1), zeros({6, 4})));
+  y.backward(ones({6, 2, 4}));
+  CHECK(bitwise_equal(x.grad().select(1, 1), zeros({6, 4})));
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{24.f, 0.f});  // 6 x 4 ones, then none
+  // The saved output must not change before the backward: an in-place edit is refused.
+  const Tensor x2 = randn({6, 2, 4}).set_requires_grad(true);
+  Tensor y2 = batch_norm(x2, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, {.residual = {}, .relu = true});
+  y2.mul_(2.0);
+  CHECK_THROWS_AS(y2.sum().backward(), AutogradError);
 }
 
 TEST_CASE("dropout: about p of 100k elements are dropped, the rest scaled by 1/(1-p)", "[nn]") {

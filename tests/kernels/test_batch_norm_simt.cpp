@@ -6,8 +6,10 @@
 // dim, one channel x 256 lanes otherwise): NCHW, channels-last, [N, C] and [N, C] stored
 // column-major, with chunk counts from 1 to 9 and a last chunk or channel group left partial. In
 // float32, float16 and bfloat16, with parameters in float32, in the input's dtype or none, in
-// training and in eval. The elementwise passes run in a capped grid, so each thread walks several
-// elements. Each case runs under both schedules, which must give the same bits.
+// training and in eval, and with the epilogues: a ReLU (its backward masks dout by the output in
+// both backward kernels) and a residual with a ReLU. The elementwise passes run in a capped grid,
+// so each thread walks several elements. Each case runs under both schedules, which must give the
+// same bits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -41,6 +43,8 @@ struct Case {
   Params params = Params::Float32;
   bool training = true;
   bool running = true;  // running statistics given (always in eval, where they normalize)
+  bool relu = false;      // the forward ends in a ReLU; without a residual, the backward masks dout by out
+  bool residual = false;  // the forward adds a residual (in x's layout) before the ReLU
   DType param_dtype() const { return params == Params::InputDType ? dtype : DType::Float32; }
   bool has_params() const { return params != Params::None; }
   int64_t numel() const { return n * c * s; }
@@ -65,7 +69,7 @@ struct Case {
 // statistics before the step. x has offset channel means, so that a variance that loses the spread
 // to cancellation fails.
 struct Inputs {
-  Tensor x, dout, w, b, running_mean, running_var;
+  Tensor x, dout, w, b, running_mean, running_var, residual;
 };
 Inputs inputs(const Case& c) {
   manual_seed(static_cast<uint64_t>(c.numel() * 7 + static_cast<int64_t>(c.layout) * 3 +
@@ -80,6 +84,7 @@ Inputs inputs(const Case& c) {
   for (int64_t i = 0; i < 3; ++i) inverse[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
   in.x = logical_x.permute(inverse).contiguous().to(c.dtype);
   in.dout = logical_dy.permute(inverse).contiguous().to(c.dtype);
+  in.residual = randn({c.n, c.c, c.s}).permute(inverse).contiguous().to(c.dtype);
   REQUIRE(in.x.sizes() == shape);
   if (c.has_params()) {
     in.w = (randn({c.c}) * 0.5 + 1.0).to(c.param_dtype());
@@ -107,6 +112,9 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   const DType t = c.dtype, pdt = c.param_dtype();
   const int64_t numel = c.numel();
   Guarded<S> x = Guarded<S>::copy_of(in.x), dy = Guarded<S>::copy_of(in.dout), out(numel), dx(numel);
+  Guarded<S> z = c.residual ? Guarded<S>::copy_of(in.residual) : Guarded<S>(0);
+  const S* zp = c.residual ? z.data() : nullptr;
+  const S* relu_out = c.relu && !c.residual ? out.data() : nullptr;  // as core/ops/batch_norm.cpp passes it
   Guarded<P> rm = Guarded<P>::copy_of(in.running_mean), rv = Guarded<P>::copy_of(in.running_var);
   Guarded<P> w = c.has_params() ? Guarded<P>::copy_of(in.w) : Guarded<P>(0);
   Guarded<P> b = c.has_params() ? Guarded<P>::copy_of(in.b) : Guarded<P>(0);
@@ -160,8 +168,22 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   const cuda_detail::OffsetCalc<2> calc = bn::channel_offset_calc(l);
   per_element();
   simt::launch(cfg, [&] {
-    bn::bn_normalize_kernel<S>(calc, out.data(), x.data(), mean.data(), rstd.data(), wp, bp, pdt, numel);
+    bn::bn_normalize_kernel<S>(calc, out.data(), x.data(), mean.data(), rstd.data(), wp, bp, pdt, zp, c.relu, numel);
   });
+  if (c.relu || c.residual) {
+    // The epilogue must give the bits of the ops it replaces: the kernel without it, then kiln's add
+    // and relu on its output.
+    Guarded<S> plain(numel);
+    simt::launch(cfg, [&] {
+      bn::bn_normalize_kernel<S>(calc, plain.data(), x.data(), mean.data(), rstd.data(), wp, bp, pdt, nullptr, false,
+                                 numel);
+    });
+    const Shape stored = c.storage().first;
+    Tensor chain = plain.tensor(t, stored);
+    if (c.residual) chain = chain + z.tensor(t, stored);
+    if (c.relu) chain = relu(chain);
+    CHECK(same_bits(out.tensor(t, stored), chain));
+  }
 
   // Backward: the per-channel sums (for dweight and dbias, and for dx in training), then dx.
   Guarded<float2> grad_part(plan.chunks * c.c), coef(c.c);
@@ -174,8 +196,8 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   if (c.has_params() || c.training) {
     per_chunk();
     simt::launch(cfg, [&] {
-      bn::bn_grad_partial_kernel<S>(grad_part.data(), dy.data(), x.data(), mean.data(), rstd.data(), l, plan.count,
-                                    plan.chunk_len);
+      bn::bn_grad_partial_kernel<S>(grad_part.data(), dy.data(), relu_out, x.data(), mean.data(), rstd.data(), l,
+                                    plan.count, plan.chunk_len);
     });
     per_channel(c.c);
     simt::launch(cfg, [&] {
@@ -184,11 +206,11 @@ template <typename S, typename P> Results emulate(const Case& c, const Inputs& i
   }
   per_element();
   simt::launch(cfg, [&] {
-    bn::bn_dx_kernel<S>(calc, dx.data(), dy.data(), x.data(), mean.data(), rstd.data(), coef.data(), wp, pdt,
+    bn::bn_dx_kernel<S>(calc, dx.data(), dy.data(), relu_out, x.data(), mean.data(), rstd.data(), coef.data(), wp, pdt,
                         c.training, numel);
   });
 
-  for (const auto* g : {&x, &dy, &out, &dx}) CHECK(g->bands_intact());
+  for (const auto* g : {&x, &dy, &out, &dx, &z}) CHECK(g->bands_intact());
   for (const auto* g : {&rm, &rv, &w, &b, &dw, &db}) CHECK(g->bands_intact());
   CHECK(mean.bands_intact());
   CHECK(rstd.bands_intact());
@@ -217,6 +239,7 @@ Results reference(const Case& c, const Inputs& in) {
   const DType f64 = DType::Float64;
   const TensorOptions o(f64);
   const Tensor x = logical(c, in.x).to(f64), dout = logical(c, in.dout).to(f64);
+  const Tensor z = logical(c, in.residual).to(f64);
   const Tensor w = c.has_params() ? in.w.to(f64) : Tensor(), b = c.has_params() ? in.b.to(f64) : Tensor();
   Tensor rm = in.running_mean.to(f64).clone(), rv = in.running_var.to(f64).clone();
   Tensor out = empty({c.n, c.c, c.s}, o), dx = empty({c.n, c.c, c.s}, o);
@@ -227,6 +250,9 @@ Results reference(const Case& c, const Inputs& in) {
     params.running_mean = rm.data_ptr();
     params.running_var = rv.data_ptr();
   }
+  params.residual = c.residual ? z.data_ptr() : nullptr;
+  params.relu = c.relu;
+  const void* relu_out = c.relu && !c.residual ? out.data_ptr() : nullptr;
   run_on(Device::cpu(), kernels::batch_norm_forward, [&](Device) {
     return std::tuple(out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), static_cast<const void*>(x.data_ptr()), f64,
                       l, params, c.training, 0.1, 1e-5);
@@ -234,7 +260,7 @@ Results reference(const Case& c, const Inputs& in) {
   void* dwp = c.has_params() ? dw.data_ptr() : nullptr;
   void* dbp = c.has_params() ? db.data_ptr() : nullptr;
   run_on(Device::cpu(), kernels::batch_norm_backward, [&](Device) {
-    return std::tuple(dx.data_ptr(), dwp, dbp, static_cast<const void*>(dout.data_ptr()),
+    return std::tuple(dx.data_ptr(), dwp, dbp, static_cast<const void*>(dout.data_ptr()), relu_out,
                       static_cast<const void*>(x.data_ptr()), f64, l, static_cast<const void*>(mean.data_ptr()),
                       static_cast<const void*>(rstd.data_ptr()), ptr_or_null(w), f64, c.training);
   });
@@ -253,7 +279,8 @@ Results reference(const Case& c, const Inputs& in) {
 void check_case(const Case& c) {
   INFO(dtype_name(c.dtype) << " layout " << static_cast<int>(c.layout) << " [" << c.n << ", " << c.c << ", " << c.s
                            << "] params " << static_cast<int>(c.params) << (c.training ? " training" : " eval")
-                           << (c.running ? " with running statistics" : ""));
+                           << (c.running ? " with running statistics" : "") << (c.residual ? ", residual" : "")
+                           << (c.relu ? ", relu" : ""));
   const Inputs in = inputs(c);
   const Results low = emulate_any(c, in, simt::Schedule::Lowest);
   const Results high = emulate_any(c, in, simt::Schedule::Highest);
@@ -289,13 +316,16 @@ TEST_CASE("emulated: batch_norm's CUDA kernels match the CPU in float64 in each 
   };
   struct Mode {
     Params params;
-    bool training, running;
+    bool training, running, relu = false, residual = false;
   };
   const Mode modes[] = {{Params::Float32, true, true},
                         {Params::InputDType, true, false},
                         {Params::None, true, true},
                         {Params::Float32, false, true},
-                        {Params::None, false, true}};
+                        {Params::None, false, true},
+                        {Params::Float32, true, true, true, false},
+                        {Params::InputDType, true, false, true, true},
+                        {Params::Float32, false, true, true, false}};
   for (const Geometry& g : geometries) {
     for (const Mode& m : modes) {
       Case c;
@@ -307,6 +337,8 @@ TEST_CASE("emulated: batch_norm's CUDA kernels match the CPU in float64 in each 
       c.params = m.params;
       c.training = m.training;
       c.running = m.running;
+      c.relu = m.relu;
+      c.residual = m.residual;
       const bn::BnPlan plan = bn::bn_plan(c.channel_layout());
       REQUIRE(plan.chunks == g.chunks);
       REQUIRE(plan.bx == g.bx);

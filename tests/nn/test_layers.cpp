@@ -10,6 +10,7 @@
 #include "core/kiln.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "tests/bitwise.h"
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -382,4 +383,38 @@ TEST_CASE("init: works on parameters without recording history, same seed, same 
   manual_seed(43);
   Linear c(30, 20);
   CHECK(a.weight.to_vector<float>() != c.weight.to_vector<float>());
+}
+
+TEST_CASE("Sequential: a BatchNorm2d and the ReLU after it run as one batch_norm, with the modules' bits", "[nn]") {
+  using kiln::test::bitwise_equal;
+  manual_seed(3);
+  const auto conv = std::make_shared<Conv2d>(2, 4, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}, Pair{1, 1}, 1, false);
+  const auto bn = std::make_shared<BatchNorm2d>(4);
+  const auto act = std::make_shared<ReLU>();
+  Sequential seq{conv, bn, act};
+  const Tensor x = randn({3, 2, 5, 5});
+  const Tensor dy = randn({3, 4, 5, 5});
+  const TensorList params{conv->weight, bn->weight, bn->bias};
+  for (const bool training : {true, false}) {
+    INFO((training ? "training" : "eval"));
+    seq.train(training);
+    const Tensor y = seq.forward(x);
+    REQUIRE(y.grad_fn());
+    CHECK(y.grad_fn()->name() == "batch_norm");  // the ReLU ran inside batch_norm
+    const Tensor y_ops = act->forward(bn->forward(conv->forward(x)));  // forward(x) alone has no epilogue
+    CHECK(y_ops.grad_fn()->name() == "relu");
+    CHECK(bitwise_equal(y, y_ops));
+    const TensorList g = grad({y}, params, {dy}), g_ops = grad({y_ops}, params, {dy});
+    for (size_t i = 0; i < params.size(); ++i) CHECK(bitwise_equal(g[i], g_ops[i]));
+  }
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 2);  // each training forward counted once
+
+  // A subclass of ReLU may forward otherwise: Sequential runs it as it is.
+  struct Doubling : ReLU {
+    Tensor forward(const Tensor& t) override { return t * 2.0; }
+  };
+  Sequential other{bn, std::make_shared<Doubling>()};
+  other.eval();
+  const Tensor u = randn({2, 4, 3, 3});
+  CHECK(bitwise_equal(other.forward(u), bn->forward(u) * 2.0));
 }

@@ -10,6 +10,7 @@
 #include "core/kiln.h"
 #include "nn/resnet.h"
 #include "nn/transformer.h"
+#include "tests/bitwise.h"
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -252,6 +253,28 @@ TEST_CASE("ResNet: shapes for 28x28x1 and 32x32x3, torchvision names, backward r
     CHECK(sd.at("fc.weight").sizes() == Shape{10, 512});
     Tensor y = net->forward(randn({2, 3, 32, 32}));
     CHECK(y.sizes() == Shape{2, 10});
+  }
+}
+
+TEST_CASE("ResNet: a BasicBlock's fused batch norms give the bits of its modules one after another", "[nn]") {
+  using kiln::test::bitwise_equal;
+  manual_seed(8);
+  for (const int64_t stride : {1, 2}) {
+    const int64_t out_channels = stride == 1 ? 4 : 8;  // stride 2: a downsampling shortcut
+    INFO("stride " << stride);
+    BasicBlock block(4, out_channels, stride);
+    const Tensor x = randn({2, 4, 6, 6}).set_requires_grad(true);
+    const Tensor y = block.forward(x);
+    // The block as the ops one after another, through BatchNorm2d::forward without an epilogue.
+    const Tensor shortcut = block.downsample ? block.downsample->forward(x) : x;
+    const Tensor h = relu(block.bn1->forward(block.conv1->forward(x)));
+    const Tensor y_ops = relu(block.bn2->forward(block.conv2->forward(h)) + shortcut);
+    CHECK(bitwise_equal(y, y_ops));
+    TensorList inputs{x};
+    for (const auto& [name, p] : block.named_parameters()) inputs.push_back(p);
+    const Tensor dy = randn(y.sizes());
+    const TensorList g = grad({y}, inputs, {dy}), g_ops = grad({y_ops}, inputs, {dy});
+    for (size_t i = 0; i < inputs.size(); ++i) CHECK(bitwise_equal(g[i], g_ops[i]));
   }
 }
 
