@@ -455,7 +455,8 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
     UnaryModule& m = *modules_[i];
-    if (i + 1 < modules_.size() && typeid(m) == typeid(BatchNorm2d) && typeid(*modules_[i + 1]) == typeid(ReLU)) {
+    const UnaryModule* next = i + 1 < modules_.size() ? modules_[i + 1].get() : nullptr;
+    if (next && typeid(m) == typeid(BatchNorm2d) && typeid(*next) == typeid(ReLU)) {
       y = static_cast<BatchNorm2d&>(m).forward(y, BatchNormEpilogue{.residual = {}, .relu = true});
       ++i;
       continue;
