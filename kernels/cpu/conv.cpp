@@ -10,6 +10,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/error.h"
@@ -271,17 +272,25 @@ void planar_backward_data(const Plan& pl, void* dx, const void* dy, const void* 
                  });
 }
 
-// acc (+)= partials[0] + partials[1] + ... + partials[runs - 1], each `size` elements of the acc
-// dtype, summed in that order.
+// out[k] += in[k] over a run of n: one vector add per lane group in the AVX2 clone.
+template <typename A> KILN_CPU_CLONES void add_into(A* __restrict out, const A* __restrict in, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) out[k] += in[k];
+}
+
+// acc = partials[0] + partials[1] + ... + partials[runs - 1], each `size` elements of the acc
+// dtype, summed in that order. A block of acc at a time: it starts as the first partial and each
+// later one is added to it whole, so the adds vectorize and the block stays in cache across the
+// runs; every element still sums its partials in run order (the bits of a loop per element).
 void sum_partials(void* acc, const void* partials, int64_t runs, int64_t size, DType dtype) {
+  constexpr int64_t kBlock = 2048;  // elements: 8 or 16 KB, within L1 beside the partials' lines
   auto run = [&]<typename A>() {
     A* out = static_cast<A*>(acc);
     const A* part = static_cast<const A*>(partials);
-    cpu::parallel_for(size, cpu::grain_for(runs), [&](int64_t, int64_t e0, int64_t e1) {
-      for (int64_t e = e0; e < e1; ++e) {
-        A sum = part[e];
-        for (int64_t r = 1; r < runs; ++r) sum += part[r * size + e];
-        out[e] = sum;
+    cpu::parallel_for(size, std::max(kBlock, cpu::grain_for(runs)), [&](int64_t, int64_t e0, int64_t e1) {
+      for (int64_t b0 = e0; b0 < e1; b0 += kBlock) {
+        const int64_t n = std::min(kBlock, e1 - b0);
+        std::copy(part + b0, part + b0 + n, out + b0);
+        for (int64_t r = 1; r < runs; ++r) add_into(out + b0, part + r * size + b0, n);
       }
     });
   };
