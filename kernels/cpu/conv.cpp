@@ -272,9 +272,11 @@ void planar_backward_data(const Plan& pl, void* dx, const void* dy, const void* 
                  });
 }
 
-// out[k] += in[k] over a run of n: one vector add per lane group in the AVX2 clone.
-template <typename A> KILN_CPU_CLONES void add_into(A* __restrict out, const A* __restrict in, int64_t n) {
-  for (int64_t k = 0; k < n; ++k) out[k] += in[k];
+// out[0, n) = the runs' partials (`stride` apart) added in run order: the first copied, each later
+// one added whole (one vector add per lane group in the AVX2 clone).
+template <typename A> KILN_CPU_CLONES void sum_block(A* out, const A* part, int64_t runs, int64_t stride, int64_t n) {
+  std::copy(part, part + n, out);
+  for (int64_t r = 1; r < runs; ++r) cpu::add_run(out, part + r * stride, n);
 }
 
 // acc = partials[0] + partials[1] + ... + partials[runs - 1], each `size` elements of the acc
@@ -288,9 +290,7 @@ void sum_partials(void* acc, const void* partials, int64_t runs, int64_t size, D
     const A* part = static_cast<const A*>(partials);
     cpu::parallel_for(size, std::max(kBlock, cpu::grain_for(runs)), [&](int64_t, int64_t e0, int64_t e1) {
       for (int64_t b0 = e0; b0 < e1; b0 += kBlock) {
-        const int64_t n = std::min(kBlock, e1 - b0);
-        std::copy(part + b0, part + b0 + n, out + b0);
-        for (int64_t r = 1; r < runs; ++r) add_into(out + b0, part + r * size + b0, n);
+        sum_block(out + b0, part + b0, runs, size, std::min(kBlock, e1 - b0));
       }
     });
   };

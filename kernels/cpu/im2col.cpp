@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
 
@@ -44,10 +45,6 @@ template <typename T, typename C> inline void copy_run(C* dst, const T* src, int
   } else {
     for (int64_t e = 0; e < n; ++e) dst[e] = widen<C>(src[e * stride]);
   }
-}
-
-template <typename C> inline void add_run(C* __restrict dst, const C* __restrict src, int64_t n) {
-  for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
 }
 
 // The row columns (kernels/cpu/im2col.h): each row is an output pixel's window, group after group,

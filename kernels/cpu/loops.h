@@ -74,6 +74,11 @@ template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
   }
 }
 
+// dst[e] += src[e] over a run of n (vectorizes where the caller is a KILN_CPU_CLONES function).
+template <typename C> inline void add_run(C* __restrict dst, const C* __restrict src, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
+}
+
 // v where keep holds, else +0: a select written as a mask of v's bits. GCC 12 at -O3 miscompiles
 // `keep ? v : 0.0` as the term of a lane_sum in double in the AVX2 clone (the sum loses terms;
 // float is unaffected); the mask gives the same bits and compiles right. batch_norm's ReLU mask
