@@ -194,13 +194,39 @@ ColumnSpan column_span(const Conv2dGeometry& g, int64_t j) {
   return {lo, hi, lo * w.stride_w + off};
 }
 
+// A "same" convolution at stride 1 over dense rows (stride 1 both ways, the image's rows out_w
+// elements apart): output pixel q = oh * out_w + ow of tap (i, j) reads the plane's element q + off
+// for one offset off, so the tap's columns are the plane shifted by off. They are one contiguous
+// copy of the rows inside the image, after which the columns outside it (which read the neighbouring
+// row's far end, or the row gap) and the rows outside it are zeroed. The copy is clamped to the
+// plane's extent: what it leaves out lies in those columns.
+template <typename T, typename C>
+void im2col_shifted_plane(C* dst, const T* plane, ImageStrides s, const Conv2dGeometry& g, int64_t i, int64_t j,
+                          const ColumnSpan& span) {
+  const Window2d& w = g.window;
+  const int64_t pixels = g.out_h * g.out_w, row0 = i * w.dilation_h - w.pad_h;  // oh reads row oh + row0
+  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h), last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
+  const int64_t off = row0 * s.h + j * w.dilation_w - w.pad_w;
+  const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, (g.in_h - 1) * s.h + g.in_w - off);
+  std::fill(dst, dst + first * g.out_w, C(0));
+  if (q1 > q0) copy_run(dst + q0, plane + (q0 + off), q1 - q0, 1);
+  for (int64_t oh = first; oh < last; ++oh) {
+    C* row = dst + oh * g.out_w;
+    std::fill(row, row + span.lo, C(0));
+    std::fill(row + span.hi, row + g.out_w, C(0));
+  }
+  std::fill(dst + last * g.out_w, dst + pixels, C(0));
+}
+
 // The planar columns: row (c, i, j) holds, image after image and output pixel after output pixel,
-// what tap (i, j) of channel c reads. Tasks are (row, image) pairs; where stride_w is 1 and the
-// image row is dense each output row is one contiguous copy between its zero edges.
+// what tap (i, j) of channel c reads. Tasks are (row, image) pairs. A "same" convolution at stride 1
+// over dense rows copies each tap's plane whole (im2col_shifted_plane); otherwise, where stride_w is
+// 1 and the image row is dense, each output row is one contiguous copy between its zero edges.
 template <typename T, typename C>
 void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const Conv2dGeometry& g) {
   const Window2d& w = g.window;
   const int64_t taps = w.kernel_h * w.kernel_w, pixels = g.out_h * g.out_w;
+  const bool shifted = w.stride_h == 1 && w.stride_w == 1 && s.w == 1 && s.h == g.out_w;
   cpu::parallel_for(g.channels * taps * g.batch, cpu::grain_for(pixels), [&](int64_t, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r = t / g.batch, n = t % g.batch;
@@ -208,6 +234,10 @@ void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const 
       const ColumnSpan span = column_span(g, j);
       const T* plane = in + n * s.n + c * s.c;
       C* dst = col + r * ld + n * pixels;
+      if (shifted) {
+        im2col_shifted_plane(dst, plane, s, g, i, j, span);
+        continue;
+      }
       const int64_t step = w.stride_w * s.w;
       for (int64_t oh = 0; oh < g.out_h; ++oh, dst += g.out_w) {
         const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
@@ -230,16 +260,52 @@ void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const 
   });
 }
 
+// The adjoint of im2col_shifted_plane, where the sums' rows are as far apart as the columns'
+// (stride 1 and in_w == out_w): tap (i, j) adds its columns to the plane's sums `acc` as one
+// contiguous run shifted by off. The columns outside the image land on the neighbouring row's far
+// end (or are clamped away): those sums are saved in `saved` (out_h * out_w elements) before the
+// run and put back after it, so every sum takes the same terms in the same order as when each row
+// adds only its span. (A clone for AVX2's 8-wide adds.)
+template <typename C>
+KILN_CPU_CLONES void col2im_shifted_tap(C* acc, C* saved, const C* src, const Conv2dGeometry& g, int64_t i, int64_t j,
+                        const ColumnSpan& span) {
+  const Window2d& w = g.window;
+  const int64_t row0 = i * w.dilation_h - w.pad_h;  // output row oh adds to row oh + row0
+  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h), last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
+  const int64_t off = row0 * g.in_w + j * w.dilation_w - w.pad_w;
+  const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, g.in_h * g.in_w - off);
+  if (q1 <= q0 || span.lo == span.hi) return;  // no column inside the image
+  // Calls f(q) for each output pixel q in [q0, q1) whose column is outside the image: the first
+  // row's head, the gaps from one row's span to the next one's (each as long as the others), and the
+  // last row's tail. (Output pixel (first, lo) reads inside the image, so q0 <= first * out_w + lo;
+  // likewise q1 >= (last - 1) * out_w + hi.)
+  auto outside = [&](auto&& f) {
+    for (int64_t q = q0; q < first * g.out_w + span.lo; ++q) f(q);
+    for (int64_t oh = first; oh + 1 < last; ++oh) {
+      for (int64_t q = oh * g.out_w + span.hi; q < (oh + 1) * g.out_w + span.lo; ++q) f(q);
+    }
+    for (int64_t q = (last - 1) * g.out_w + span.hi; q < q1; ++q) f(q);
+  };
+  int64_t k = 0;
+  outside([&](int64_t q) { saved[k++] = acc[q + off]; });
+  add_run(acc + (q0 + off), src + q0, q1 - q0);
+  k = 0;
+  outside([&](int64_t q) { acc[q + off] = saved[k++]; });
+}
+
 // Tasks are input planes (image, channel): each sums its taps in a local buffer in one fixed order
-// (tap, then output pixel) and stores once, so the bits do not depend on the thread count.
+// (tap, then output pixel) and stores once, so the bits do not depend on the thread count. Where
+// im2col copies shifted planes and the image's rows are as wide as the output's, each tap is one
+// shifted add (col2im_shifted_tap); otherwise each output row adds its span.
 template <typename T, typename C>
 void col2im_planes_typed(T* out, ImageStrides s, const C* col, int64_t ld, const Conv2dGeometry& g) {
   const Window2d& w = g.window;
   const int64_t taps = w.kernel_h * w.kernel_w, pixels = g.out_h * g.out_w;
   const int64_t in_pixels = g.in_h * g.in_w;
+  const bool shifted = w.stride_h == 1 && w.stride_w == 1 && g.in_w == g.out_w;
   cpu::parallel_for(g.batch * g.channels, cpu::grain_for(pixels * taps + in_pixels), [&](int64_t, int64_t p0,
                                                                                           int64_t p1) {
-    std::vector<C> acc(static_cast<size_t>(in_pixels));
+    std::vector<C> acc(static_cast<size_t>(in_pixels)), saved(shifted ? static_cast<size_t>(pixels) : 0);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n = p / g.channels, c = p % g.channels;
       std::fill(acc.begin(), acc.end(), C(0));
@@ -247,6 +313,10 @@ void col2im_planes_typed(T* out, ImageStrides s, const C* col, int64_t ld, const
         for (int64_t j = 0; j < w.kernel_w; ++j) {
           const ColumnSpan span = column_span(g, j);
           const C* src = col + (c * taps + i * w.kernel_w + j) * ld + n * pixels;
+          if (shifted) {
+            col2im_shifted_tap(acc.data(), saved.data(), src, g, i, j, span);
+            continue;
+          }
           for (int64_t oh = 0; oh < g.out_h; ++oh, src += g.out_w) {
             const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
             if (ih < 0 || ih >= g.in_h || span.lo == span.hi) continue;

@@ -442,3 +442,97 @@ TEST_CASE("im2col_rows and col2im_rows follow their formulas for any image strid
                                    ImageStrides{h * w * c, 1, w * c, c}, g, 4),
                   ShapeError);
 }
+
+TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes and row gaps included", "[conv]") {
+  // Integer values, so col2im can be compared exactly with a scatter in another order. "Same"
+  // convolutions at stride 1 whose image rows are out_w apart copy each tap's plane whole and then
+  // zero its edges (im2col.cpp's im2col_shifted_plane); the rest copy a row at a time. The gap after
+  // each image row holds -99, which a shifted copy reads and must zero. col2im adds each tap whole
+  // where in_w == out_w at stride 1 (col2im_shifted_tap), whatever the image's strides.
+  struct Case {
+    const char* name;
+    int64_t c, h, w, row;  // row: the image's row stride (>= w)
+    Window2d win;
+  };
+  const std::vector<Case> cases = {
+      {"3x3, padding 1 (shifted)", 3, 5, 6, 6, Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
+      {"3x3, dilation 2, padding 2 (shifted)", 2, 6, 5, 5, Window2d{3, 3, 1, 1, 2, 2, 2, 2}},
+      {"5x3, padding 2x1 (shifted)", 2, 4, 7, 7, Window2d{5, 3, 1, 1, 2, 1, 1, 1}},
+      {"1x3, padding 0x2, rows 2 apart more than their width (shifted, reads the gap)", 2, 3, 4, 6,
+       Window2d{1, 3, 1, 1, 0, 2, 1, 1}},
+      {"3x3, padding 3 (rows wholly outside, shifted)", 1, 2, 3, 7, Window2d{3, 3, 1, 1, 3, 3, 1, 1}},
+      {"5x5, padding 2, width 3 (shifted)", 1, 4, 3, 3, Window2d{5, 5, 1, 1, 2, 2, 1, 1}},
+      {"3x3, padding 1, width 1 (shifted, no column inside for two taps)", 2, 3, 1, 1, Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
+      {"3x1, padding 3x0 (rows wholly outside, shifted)", 1, 2, 4, 4, Window2d{3, 1, 1, 1, 3, 0, 1, 1}},
+      {"3x3, padding 1, rows with a gap (im2col a row at a time, col2im shifted)", 2, 4, 5, 8,
+       Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
+      {"3x3, stride 2x1, padding 1x2 (a row at a time)", 2, 5, 7, 7, Window2d{3, 3, 2, 1, 1, 2, 1, 1}},
+      {"2x2, stride 2 (a row at a time)", 2, 4, 6, 6, Window2d{2, 2, 2, 2, 0, 0, 1, 1}},
+  };
+  const int64_t n = 2;
+  for (const Case& cs : cases) {
+    INFO(cs.name);
+    Conv2dGeometry g;
+    g.batch = n;
+    g.channels = cs.c;
+    g.in_h = cs.h;
+    g.in_w = cs.w;
+    g.window = cs.win;
+    const Window2d& w = cs.win;
+    g.out_h = (cs.h + 2 * w.pad_h - w.dilation_h * (w.kernel_h - 1) - 1) / w.stride_h + 1;
+    g.out_w = (cs.w + 2 * w.pad_w - w.dilation_w * (w.kernel_w - 1) - 1) / w.stride_w + 1;
+    const int64_t taps = w.kernel_h * w.kernel_w, pixels = g.out_h * g.out_w, ld = n * pixels + 3;
+    const ImageStrides s{cs.c * cs.h * cs.row + 2, cs.h * cs.row, cs.row, 1};
+    std::vector<double> img(static_cast<size_t>(n * s.n), -99.0);
+    auto at = [&](int64_t b, int64_t ch, int64_t y, int64_t x) {
+      return static_cast<size_t>(b * s.n + ch * s.c + y * s.h + x);
+    };
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < cs.c; ++ch)
+        for (int64_t y = 0; y < cs.h; ++y)
+          for (int64_t x = 0; x < cs.w; ++x) img[at(b, ch, y, x)] = static_cast<double>((b * 7 + ch * 5 + y * 3 + x) % 11);
+    const int64_t col_rows = cs.c * taps;
+    std::vector<double> col(static_cast<size_t>(col_rows * ld), -1.0);
+    cpu::im2col_planes(col.data(), DType::Float64, ld, img.data(), DType::Float64, s, g);
+    // The same columns from a bfloat16 image (exact for these values), widened to float32.
+    std::vector<BFloat16> img16(img.size());
+    for (size_t e = 0; e < img.size(); ++e) img16[e] = BFloat16(static_cast<float>(img[e]));
+    std::vector<float> col32(col.size(), -1.0f);
+    cpu::im2col_planes(col32.data(), DType::Float32, ld, img16.data(), DType::BFloat16, s, g);
+    std::vector<double> grad_col(col.size());
+    for (size_t e = 0; e < grad_col.size(); ++e) grad_col[e] = static_cast<double>((e * 13) % 17) - 8.0;
+    std::vector<double> scatter(img.size(), 0.0);
+    int64_t bad = 0, bad32 = 0;
+    for (int64_t ch = 0; ch < cs.c; ++ch)
+      for (int64_t i = 0; i < w.kernel_h; ++i)
+        for (int64_t j = 0; j < w.kernel_w; ++j) {
+          const int64_t r = (ch * w.kernel_h + i) * w.kernel_w + j;
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t oh = 0; oh < g.out_h; ++oh)
+              for (int64_t ow = 0; ow < g.out_w; ++ow) {
+                const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+                const int64_t iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
+                const size_t e = static_cast<size_t>(r * ld + b * pixels + oh * g.out_w + ow);
+                const bool inside = ih >= 0 && ih < cs.h && iw >= 0 && iw < cs.w;
+                const double want = inside ? img[at(b, ch, ih, iw)] : 0.0;
+                bad += col[e] == want ? 0 : 1;
+                bad32 += static_cast<double>(col32[e]) == want ? 0 : 1;
+                if (inside) scatter[at(b, ch, ih, iw)] += grad_col[e];
+              }
+          for (int64_t e = n * pixels; e < ld; ++e) {  // the padding past the batch's columns: untouched
+            bad += col[static_cast<size_t>(r * ld + e)] == -1.0 ? 0 : 1;
+            bad32 += col32[static_cast<size_t>(r * ld + e)] == -1.0f ? 0 : 1;
+          }
+        }
+    CHECK(bad == 0);
+    CHECK(bad32 == 0);
+    // col2im: every image element overwritten with its scatter sum; the gaps untouched.
+    std::vector<double> grad(img.size(), -7.0), want(img.size(), -7.0);
+    cpu::col2im_planes(grad.data(), DType::Float64, s, grad_col.data(), DType::Float64, ld, g);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < cs.c; ++ch)
+        for (int64_t y = 0; y < cs.h; ++y)
+          for (int64_t x = 0; x < cs.w; ++x) want[at(b, ch, y, x)] = scatter[at(b, ch, y, x)];
+    CHECK(grad == want);
+  }
+}
