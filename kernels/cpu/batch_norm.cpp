@@ -87,13 +87,16 @@ template <typename T, bool kMask, typename A> inline A grad_at(const T* dy, cons
   return ld<T, A>(dy, k);
 }
 
-// sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once).
+// sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once),
+// both in one pass.
 template <typename T, bool kMask>
 KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* y, const T* x, int64_t n, double m, double& sdy,
                                  double& sdyx) {
-  sdy += cpu::lane_sum<double>(n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k); });
-  sdyx += cpu::lane_sum<double>(
-      n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k) * (ld<T, double>(x, k) - m); });
+  const cpu::LanePair<double> s = cpu::lane_sum2<double>(
+      n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k); },
+      [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k) * (ld<T, double>(x, k) - m); });
+  sdy += s.first;
+  sdyx += s.second;
 }
 
 // The elementwise passes over one contiguous run (NCHW: an image's plane of a channel), in the

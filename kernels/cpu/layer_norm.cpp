@@ -50,9 +50,10 @@ KILN_CPU_CLONES void row_param_grads(A* pw, A* pb, const T* dy, const T* x, int6
 template <typename T, typename A>
 KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* x, const A* w, int64_t n, A m, A rs) {
   const A inv_n = A(1) / static_cast<A>(n);
-  const A sg = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(dy, j) * w[j]; }) * inv_n;
-  const A sgx = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(dy, j) * w[j] * ((ld<T, A>(x, j) - m) * rs); }) *
-                inv_n;
+  const cpu::LanePair<A> s = cpu::lane_sum2<A>(
+      n, [&](int64_t j) { return ld<T, A>(dy, j) * w[j]; },
+      [&](int64_t j) { return ld<T, A>(dy, j) * w[j] * ((ld<T, A>(x, j) - m) * rs); });
+  const A sg = s.first * inv_n, sgx = s.second * inv_n;
   for (int64_t j = 0; j < n; ++j) {
     const A g = ld<T, A>(dy, j) * w[j];
     const A xhat = (ld<T, A>(x, j) - m) * rs;

@@ -94,6 +94,9 @@ template <typename A> inline A keep_if(bool keep, A v) {
 // depend only on the run's length, never on the thread count. term(j) is the j-th term. Call them
 // from a KILN_CPU_CLONES function so that the AVX2 clone gets 8-wide lanes.
 constexpr int kLanes = 8;
+template <typename A> inline A fold_lanes(const A (&lane)[kLanes]) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
 template <typename A, typename F> inline A lane_sum(int64_t n, F&& term) {
   A lane[kLanes] = {};
   int64_t j = 0;
@@ -101,7 +104,29 @@ template <typename A, typename F> inline A lane_sum(int64_t n, F&& term) {
     for (int l = 0; l < kLanes; ++l) lane[l] += term(j + l);
   }
   for (; j < n; ++j) lane[j % kLanes] += term(j);
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  return fold_lanes(lane);
+}
+// Two sums in one pass over the run, of term0(j) and of term1(j). Each has lane_sum's lanes and
+// fold, so its bits are those of its own lane_sum; the terms can share loads the compiler merges.
+template <typename A> struct LanePair {
+  A first, second;
+};
+template <typename A, typename F0, typename F1> inline LanePair<A> lane_sum2(int64_t n, F0&& term0, F1&& term1) {
+  A lane0[kLanes] = {}, lane1[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    // Both sums in one loop over the lanes: GCC 12 vectorizes this, but not a loop per sum nor a
+    // term returning both.
+    for (int l = 0; l < kLanes; ++l) {
+      lane0[l] += term0(j + l);
+      lane1[l] += term1(j + l);
+    }
+  }
+  for (; j < n; ++j) {
+    lane0[j % kLanes] += term0(j);
+    lane1[j % kLanes] += term1(j);
+  }
+  return {fold_lanes(lane0), fold_lanes(lane1)};
 }
 // The largest term, NaNs skipped as std::max(m, v) skips them (so the order does not matter); -inf
 // for an empty run.
