@@ -1,6 +1,7 @@
 // CPU pooling: one task per (n, c) plane, read and written through strides. Backward passes sum a
-// plane into a local float (double) buffer in output order and store it once: no atomics, no
-// dependence on the thread count, and half gradients round once instead of once per window.
+// plane in float (double) in output order and store it once: no atomics, no dependence on the
+// thread count, and half gradients round once instead of once per window. A dense float or double
+// plane holds its own sums; others sum in a buffer (for_each_plane_sums).
 #include "kernels/pool.h"
 
 #include <algorithm>
@@ -52,6 +53,34 @@ template <typename F> void for_each_plane(const Conv2dGeometry& g, int64_t cost,
   });
 }
 
+// Runs sum(n, c, acc) for every plane of grad_in, spread over the pool as for_each_plane does: acc
+// is the plane's dense [in_h * in_w] sums, zeroed, which are then stored into the plane. Where T is
+// the sums' own type and the plane is dense (stride 1 along W, rows in_w apart), acc is the plane
+// itself and nothing is copied; otherwise it is a buffer, one per task.
+template <typename T, typename F>
+void for_each_plane_sums(const Conv2dGeometry& g, int64_t cost, T* gin, ImageStrides gis, F&& sum) {
+  using A = AccOf<T>;
+  const int64_t planes = g.batch * g.channels, plane_size = g.in_h * g.in_w;
+  if (planes == 0) return;
+  const bool in_place = std::is_same_v<T, A> && gis.w == 1 && gis.h == g.in_w;
+  cpu::parallel_for(planes, cpu::grain_for(cost), [&](int64_t, int64_t p0, int64_t p1) {
+    std::vector<A> buffer(in_place ? 0 : static_cast<size_t>(plane_size));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n = p / g.channels, c = p % g.channels;
+      T* ip = gin + n * gis.n + c * gis.c;
+      A* acc = buffer.data();
+      if constexpr (std::is_same_v<T, A>) {
+        if (in_place) acc = ip;
+      }
+      std::fill(acc, acc + plane_size, A(0));
+      sum(n, c, acc);
+      if (in_place) continue;
+      for (int64_t ih = 0; ih < g.in_h; ++ih)
+        for (int64_t iw = 0; iw < g.in_w; ++iw) store(ip, ih * gis.h + iw * gis.w, acc[ih * g.in_w + iw]);
+    }
+  });
+}
+
 // A window along one axis: real elements [lo, hi) and the divisor's share of it.
 struct Span {
   int64_t lo, hi, size;
@@ -98,9 +127,7 @@ template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, 
                                                                         ImageStrides gos, const Conv2dGeometry& g,
                                                                         int64_t taps, SH&& span_h, SW&& span_w) {
   using A = AccOf<T>;
-  for_each_plane(g, g.out_h * g.out_w * taps + g.in_h * g.in_w, [&](int64_t n, int64_t c) {
-    // One buffer per plane task; planes are small enough that the allocation is noise.
-    std::vector<A> acc(static_cast<size_t>(g.in_h * g.in_w), A(0));
+  for_each_plane_sums(g, g.out_h * g.out_w * taps + g.in_h * g.in_w, gin, gis, [&](int64_t n, int64_t c, A* acc) {
     const T* gp = gout + n * gos.n + c * gos.c;
     for (int64_t oh = 0; oh < g.out_h; ++oh) {
       const Span sh = span_h(oh);
@@ -108,13 +135,9 @@ template <typename T, typename SH, typename SW> void mean_pool_backward(T* gin, 
         const Span sw = span_w(ow);
         const A v = load<A>(gp, oh * gos.h + ow * gos.w) / static_cast<A>(sh.size * sw.size);
         for (int64_t ih = sh.lo; ih < sh.hi; ++ih)
-          for (int64_t iw = sw.lo; iw < sw.hi; ++iw) acc[static_cast<size_t>(ih * g.in_w + iw)] += v;
+          for (int64_t iw = sw.lo; iw < sw.hi; ++iw) acc[ih * g.in_w + iw] += v;
       }
     }
-    T* ip = gin + n * gis.n + c * gis.c;
-    for (int64_t ih = 0; ih < g.in_h; ++ih)
-      for (int64_t iw = 0; iw < g.in_w; ++iw)
-        store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
   });
 }
 
@@ -153,7 +176,7 @@ KILN_CPU_CLONES void max_pool_plane_fixed(T* op, int64_t* xp, ImageStrides os, c
     T* orow = op + oh * osh;
     int64_t* xrow = xp + oh * osh;
     const int64_t plane_row = oh * S * in_w;
-    for (int64_t ow = 0; ow < out_w; ++ow) {
+    auto output = [&](int64_t ow) {
       A b = load<A>(rows, ow * S * iws);
       int32_t tap = 0;
       // nan: b is a NaN, which nothing replaces. Kept as a flag of its own because GCC does not
@@ -171,6 +194,17 @@ KILN_CPU_CLONES void max_pool_plane_fixed(T* op, int64_t* xp, ImageStrides os, c
       }
       store(orow, ow * ows, b);
       xrow[ow * ows] = plane_row + (tap / K) * in_w + ow * S + tap % K;
+    };
+    // Blocks of 8 outputs, a vector's worth; a row of 8 or more ends with the block of its last 8,
+    // which recomputes a few outputs (the same values) instead of a scalar tail.
+    int64_t ow = 0;
+    for (; ow + 8 <= out_w; ow += 8) {
+      for (int64_t l = 0; l < 8; ++l) output(ow + l);
+    }
+    if (ow < out_w && out_w >= 8) {
+      for (int64_t l = 0; l < 8; ++l) output(out_w - 8 + l);
+    } else {
+      for (; ow < out_w; ++ow) output(ow);
     }
   }
 }
@@ -266,20 +300,15 @@ void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const 
     T* gin = static_cast<T*>(grad_in);
     const T* gout = static_cast<const T*>(grad_out);
     const int64_t plane_size = g.in_h * g.in_w;
-    for_each_plane(g, g.out_h * g.out_w + plane_size, [&](int64_t n, int64_t c) {
-      std::vector<A> acc(static_cast<size_t>(plane_size), A(0));
+    for_each_plane_sums(g, g.out_h * g.out_w + plane_size, gin, gis, [&](int64_t n, int64_t c, A* acc) {
       const T* gp = gout + n * gos.n + c * gos.c;
       const int64_t* xp = indices + n * xs.n + c * xs.c;
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
           const int64_t idx = xp[oh * xs.h + ow * xs.w];
-          if (idx >= 0 && idx < plane_size) acc[static_cast<size_t>(idx)] += load<A>(gp, oh * gos.h + ow * gos.w);
+          if (idx >= 0 && idx < plane_size) acc[idx] += load<A>(gp, oh * gos.h + ow * gos.w);
         }
       }
-      T* ip = gin + n * gis.n + c * gis.c;
-      for (int64_t ih = 0; ih < g.in_h; ++ih)
-        for (int64_t iw = 0; iw < g.in_w; ++iw)
-          store(ip, ih * gis.h + iw * gis.w, acc[static_cast<size_t>(ih * g.in_w + iw)]);
     });
   });
 }

@@ -1,6 +1,7 @@
 // Hand tests for conv2d and pooling: what the op table cannot say (layouts of outputs and
 // gradients, a hand-computed convolution, bitwise determinism across thread counts, where the
-// max-pool gradient lands, the channels-last row columns against NCHW and against their formulas).
+// max-pool gradient lands, the channels-last row columns against NCHW and against their formulas,
+// the planar columns against theirs, pooling gradients written through any strides).
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/pool.h"
 #include "tests/threads.h"
 
 using namespace kiln;
@@ -164,7 +166,9 @@ TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on ev
   };
   const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false}, {3, 1, 0, 1, false},
                                    {2, 2, 0, 1, true},  {3, 2, 1, 1, false}, {2, 1, 0, 2, false}};
-  const int64_t n = 2, c = 3, h = 9, w = 8;
+  // Width 21: rows of 10 to 19 outputs, so the fixed windows' blocks of 8 and their overlapping
+  // last block run as well as rows shorter than 8 (height 9 at stride 2: 4 rows).
+  const int64_t n = 2, c = 3, h = 9, w = 21;
   std::vector<double> values(static_cast<size_t>(n * c * h * w));
   for (size_t i = 0; i < values.size(); ++i) values[i] = i % 37 == 5 ? NAN : static_cast<double>((i * 7 + i / 5) % 3);
   for (DType t : {DType::Float32, DType::Float64}) {
@@ -534,5 +538,54 @@ TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes
         for (int64_t y = 0; y < cs.h; ++y)
           for (int64_t x = 0; x < cs.w; ++x) want[at(b, ch, y, x)] = scatter[at(b, ch, y, x)];
     CHECK(grad == want);
+  }
+}
+
+TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in place, others through a buffer",
+          "[conv]") {
+  // The same gradients into a dense NCHW grad_in (float and double sum in place) and into one whose
+  // rows have a gap of 3 after them (summed in a buffer, then stored): equal values, gaps untouched.
+  const int64_t n = 2, c = 3, h = 6, w = 5;
+  Conv2dGeometry g;
+  g.batch = n;
+  g.channels = c;
+  g.in_h = h;
+  g.in_w = w;
+  g.window = Window2d{3, 3, 1, 1, 1, 1, 1, 1};  // 3x3, stride 1, padding 1: overlapping windows
+  g.out_h = h;
+  g.out_w = w;
+  const ImageStrides out_s{c * h * w, h * w, w, 1}, dense{c * h * w, h * w, w, 1};
+  const int64_t row = w + 3;
+  const ImageStrides gapped{c * h * row, h * row, row, 1};
+  std::vector<double> x(static_cast<size_t>(n * c * h * w)), gy(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<double>((i * 7) % 13);
+    gy[i] = static_cast<double>(i % 5) - 2.0;
+  }
+  std::vector<double> y(x.size());
+  std::vector<int64_t> idx(x.size());
+  max_pool2d_forward_cpu(y.data(), idx.data(), out_s, x.data(), dense, DType::Float64, g, KernelContext{});
+  for (int pass = 0; pass < 2; ++pass) {
+    INFO((pass == 0 ? "max_pool2d_backward_cpu" : "avg_pool2d_backward_cpu"));
+    std::vector<double> a(x.size(), -5.0), b(static_cast<size_t>(n * c * h * row), -5.0);
+    for (auto [out, s] : {std::pair{a.data(), dense}, std::pair{b.data(), gapped}}) {
+      if (pass == 0) {
+        max_pool2d_backward_cpu(out, s, gy.data(), out_s, idx.data(), out_s, DType::Float64, g, KernelContext{});
+      } else {
+        avg_pool2d_backward_cpu(out, s, gy.data(), out_s, DType::Float64, g, true, KernelContext{});
+      }
+    }
+    int64_t bad = 0, nonzero = 0;
+    for (int64_t p = 0; p < n * c; ++p)
+      for (int64_t i = 0; i < h; ++i) {
+        for (int64_t j = 0; j < w; ++j) {
+          const double va = a[static_cast<size_t>(p * h * w + i * w + j)];
+          bad += va == b[static_cast<size_t>(p * h * row + i * row + j)] ? 0 : 1;
+          nonzero += va != 0.0 ? 1 : 0;
+        }
+        for (int64_t j = w; j < row; ++j) bad += b[static_cast<size_t>(p * h * row + i * row + j)] == -5.0 ? 0 : 1;
+      }
+    CHECK(bad == 0);
+    CHECK(nonzero > 0);
   }
 }
