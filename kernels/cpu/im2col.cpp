@@ -205,7 +205,8 @@ void im2col_shifted_plane(C* dst, const T* plane, ImageStrides s, const Conv2dGe
                           const ColumnSpan& span) {
   const Window2d& w = g.window;
   const int64_t pixels = g.out_h * g.out_w, row0 = i * w.dilation_h - w.pad_h;  // oh reads row oh + row0
-  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h), last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
+  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h);
+  const int64_t last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
   const int64_t off = row0 * s.h + j * w.dilation_w - w.pad_w;
   const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, (g.in_h - 1) * s.h + g.in_w - off);
   std::fill(dst, dst + first * g.out_w, C(0));
@@ -267,11 +268,12 @@ void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const 
 // run and put back after it, so every sum takes the same terms in the same order as when each row
 // adds only its span. (A clone for AVX2's 8-wide adds.)
 template <typename C>
-KILN_CPU_CLONES void col2im_shifted_tap(C* acc, C* saved, const C* src, const Conv2dGeometry& g, int64_t i, int64_t j,
-                        const ColumnSpan& span) {
+KILN_CPU_CLONES void col2im_shifted_tap(C* acc, C* saved, const C* src, const Conv2dGeometry& g, int64_t i,
+                                        int64_t j, const ColumnSpan& span) {
   const Window2d& w = g.window;
   const int64_t row0 = i * w.dilation_h - w.pad_h;  // output row oh adds to row oh + row0
-  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h), last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
+  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h);
+  const int64_t last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
   const int64_t off = row0 * g.in_w + j * w.dilation_w - w.pad_w;
   const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, g.in_h * g.in_w - off);
   if (q1 <= q0 || span.lo == span.hi) return;  // no column inside the image

@@ -466,7 +466,8 @@ TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes
        Window2d{1, 3, 1, 1, 0, 2, 1, 1}},
       {"3x3, padding 3 (rows wholly outside, shifted)", 1, 2, 3, 7, Window2d{3, 3, 1, 1, 3, 3, 1, 1}},
       {"5x5, padding 2, width 3 (shifted)", 1, 4, 3, 3, Window2d{5, 5, 1, 1, 2, 2, 1, 1}},
-      {"3x3, padding 1, width 1 (shifted, no column inside for two taps)", 2, 3, 1, 1, Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
+      {"3x3, padding 1, width 1 (shifted, no column inside for two taps)", 2, 3, 1, 1,
+       Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
       {"3x1, padding 3x0 (rows wholly outside, shifted)", 1, 2, 4, 4, Window2d{3, 1, 1, 1, 3, 0, 1, 1}},
       {"3x3, padding 1, rows with a gap (im2col a row at a time, col2im shifted)", 2, 4, 5, 8,
        Window2d{3, 3, 1, 1, 1, 1, 1, 1}},
@@ -494,7 +495,9 @@ TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < cs.c; ++ch)
         for (int64_t y = 0; y < cs.h; ++y)
-          for (int64_t x = 0; x < cs.w; ++x) img[at(b, ch, y, x)] = static_cast<double>((b * 7 + ch * 5 + y * 3 + x) % 11);
+          for (int64_t x = 0; x < cs.w; ++x) {
+            img[at(b, ch, y, x)] = static_cast<double>((b * 7 + ch * 5 + y * 3 + x) % 11);
+          }
     const int64_t col_rows = cs.c * taps;
     std::vector<double> col(static_cast<size_t>(col_rows * ld), -1.0);
     cpu::im2col_planes(col.data(), DType::Float64, ld, img.data(), DType::Float64, s, g);
