@@ -194,29 +194,42 @@ ColumnSpan column_span(const Conv2dGeometry& g, int64_t j) {
   return {lo, hi, lo * w.stride_w + off};
 }
 
+// Tap (i, j) of a convolution at stride 1 over a plane whose rows are `row` elements apart, with
+// row == out_w: output pixel q = oh * out_w + ow reads the plane's element q + off, one offset for
+// the whole tap. Output rows [first, last) read rows inside the image, and [q0, q1) is the part of
+// theirs whose element lies within the plane's extent (the first row's first element to the last
+// row's last); what the clamp leaves out lies in columns outside the image.
+struct ShiftedTap {
+  int64_t first, last, off, q0, q1;
+};
+ShiftedTap shifted_tap(const Conv2dGeometry& g, int64_t i, int64_t j, int64_t row) {
+  const Window2d& w = g.window;
+  const int64_t row0 = i * w.dilation_h - w.pad_h;  // output row oh reads image row oh + row0
+  ShiftedTap t;
+  t.first = std::clamp<int64_t>(-row0, 0, g.out_h);
+  t.last = std::clamp<int64_t>(g.in_h - row0, t.first, g.out_h);
+  t.off = row0 * row + j * w.dilation_w - w.pad_w;
+  t.q0 = std::max(t.first * g.out_w, -t.off);
+  t.q1 = std::min(t.last * g.out_w, (g.in_h - 1) * row + g.in_w - t.off);
+  return t;
+}
+
 // A "same" convolution at stride 1 over dense rows (stride 1 both ways, the image's rows out_w
-// elements apart): output pixel q = oh * out_w + ow of tap (i, j) reads the plane's element q + off
-// for one offset off, so the tap's columns are the plane shifted by off. They are one contiguous
-// copy of the rows inside the image, after which the columns outside it (which read the neighbouring
-// row's far end, or the row gap) and the rows outside it are zeroed. The copy is clamped to the
-// plane's extent: what it leaves out lies in those columns.
+// elements apart): the tap's columns are the plane shifted by one offset (shifted_tap). They are one
+// contiguous copy of the rows inside the image, after which the columns outside it (which read the
+// neighbouring row's far end, or the row gap) and the rows outside it are zeroed.
 template <typename T, typename C>
 void im2col_shifted_plane(C* dst, const T* plane, ImageStrides s, const Conv2dGeometry& g, int64_t i, int64_t j,
                           const ColumnSpan& span) {
-  const Window2d& w = g.window;
-  const int64_t pixels = g.out_h * g.out_w, row0 = i * w.dilation_h - w.pad_h;  // oh reads row oh + row0
-  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h);
-  const int64_t last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
-  const int64_t off = row0 * s.h + j * w.dilation_w - w.pad_w;
-  const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, (g.in_h - 1) * s.h + g.in_w - off);
-  std::fill(dst, dst + first * g.out_w, C(0));
-  if (q1 > q0) copy_run(dst + q0, plane + (q0 + off), q1 - q0, 1);
-  for (int64_t oh = first; oh < last; ++oh) {
+  const ShiftedTap t = shifted_tap(g, i, j, s.h);
+  std::fill(dst, dst + t.first * g.out_w, C(0));
+  if (t.q1 > t.q0) copy_run(dst + t.q0, plane + (t.q0 + t.off), t.q1 - t.q0, 1);
+  for (int64_t oh = t.first; oh < t.last; ++oh) {
     C* row = dst + oh * g.out_w;
     std::fill(row, row + span.lo, C(0));
     std::fill(row + span.hi, row + g.out_w, C(0));
   }
-  std::fill(dst + last * g.out_w, dst + pixels, C(0));
+  std::fill(dst + t.last * g.out_w, dst + g.out_h * g.out_w, C(0));
 }
 
 // The planar columns: row (c, i, j) holds, image after image and output pixel after output pixel,
@@ -263,36 +276,31 @@ void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const 
 
 // The adjoint of im2col_shifted_plane, where the sums' rows are as far apart as the columns'
 // (stride 1 and in_w == out_w): tap (i, j) adds its columns to the plane's sums `acc` as one
-// contiguous run shifted by off. The columns outside the image land on the neighbouring row's far
-// end (or are clamped away): those sums are saved in `saved` (out_h * out_w elements) before the
-// run and put back after it, so every sum takes the same terms in the same order as when each row
-// adds only its span. (A clone for AVX2's 8-wide adds.)
+// contiguous run shifted by off (shifted_tap). The columns outside the image land on the
+// neighbouring row's far end (or are clamped away): those sums are saved in `saved` (out_h * out_w
+// elements) before the run and put back after it, so every sum takes the same terms in the same
+// order as when each row adds only its span. (A clone for AVX2's 8-wide adds.)
 template <typename C>
 KILN_CPU_CLONES void col2im_shifted_tap(C* acc, C* saved, const C* src, const Conv2dGeometry& g, int64_t i,
                                         int64_t j, const ColumnSpan& span) {
-  const Window2d& w = g.window;
-  const int64_t row0 = i * w.dilation_h - w.pad_h;  // output row oh adds to row oh + row0
-  const int64_t first = std::clamp<int64_t>(-row0, 0, g.out_h);
-  const int64_t last = std::clamp<int64_t>(g.in_h - row0, first, g.out_h);
-  const int64_t off = row0 * g.in_w + j * w.dilation_w - w.pad_w;
-  const int64_t q0 = std::max(first * g.out_w, -off), q1 = std::min(last * g.out_w, g.in_h * g.in_w - off);
-  if (q1 <= q0 || span.lo == span.hi) return;  // no column inside the image
+  const ShiftedTap t = shifted_tap(g, i, j, g.in_w);
+  if (t.q1 <= t.q0 || span.lo == span.hi) return;  // no column inside the image
   // Calls f(q) for each output pixel q in [q0, q1) whose column is outside the image: the first
   // row's head, the gaps from one row's span to the next one's (each as long as the others), and the
   // last row's tail. (Output pixel (first, lo) reads inside the image, so q0 <= first * out_w + lo;
   // likewise q1 >= (last - 1) * out_w + hi.)
   auto outside = [&](auto&& f) {
-    for (int64_t q = q0; q < first * g.out_w + span.lo; ++q) f(q);
-    for (int64_t oh = first; oh + 1 < last; ++oh) {
+    for (int64_t q = t.q0; q < t.first * g.out_w + span.lo; ++q) f(q);
+    for (int64_t oh = t.first; oh + 1 < t.last; ++oh) {
       for (int64_t q = oh * g.out_w + span.hi; q < (oh + 1) * g.out_w + span.lo; ++q) f(q);
     }
-    for (int64_t q = (last - 1) * g.out_w + span.hi; q < q1; ++q) f(q);
+    for (int64_t q = (t.last - 1) * g.out_w + span.hi; q < t.q1; ++q) f(q);
   };
   int64_t k = 0;
-  outside([&](int64_t q) { saved[k++] = acc[q + off]; });
-  add_run(acc + (q0 + off), src + q0, q1 - q0);
+  outside([&](int64_t q) { saved[k++] = acc[q + t.off]; });
+  add_run(acc + (t.q0 + t.off), src + t.q0, t.q1 - t.q0);
   k = 0;
-  outside([&](int64_t q) { acc[q + off] = saved[k++]; });
+  outside([&](int64_t q) { acc[q + t.off] = saved[k++]; });
 }
 
 // Tasks are input planes (image, channel): each sums its taps in a local buffer in one fixed order
