@@ -1,6 +1,8 @@
-// 2-d pooling over NCHW or channels-last images (read and written through ImageStrides). Work is
-// split over (n, c) planes; a backward accumulates each plane in float (double for float64) in a
-// fixed order, so gradients are the same bits for any thread count.
+// 2-d pooling over NCHW or channels-last images (read and written through ImageStrides). On the
+// CPU, work is split over (n, c) planes, or for channels-last images (channel stride 1) over rows of
+// output pixels (forward) and slices of each image's channels (backward), a pixel's channels at a
+// time; a backward accumulates in float (double for float64) in a fixed order, the same in both
+// forms, so gradients are the same bits for any thread count and either layout.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// Hand tests for conv2d and pooling: what the op table cannot say (layouts of outputs and
-// gradients, a hand-computed convolution, bitwise determinism across thread counts, where the
-// max-pool gradient lands, the channels-last row columns against NCHW and against their formulas,
-// the planar columns against theirs, pooling gradients written through any strides).
+// Hand tests for conv2d: what the op table cannot say (layouts of outputs and gradients, a
+// hand-computed convolution, bitwise determinism across thread counts, pooling's included, the
+// channels-last row columns against NCHW and against their formulas, the planar columns against
+// theirs). Pooling's own are in test_pool.cpp.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,6 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/pool.h"
 #include "tests/threads.h"
 
 using namespace kiln;
@@ -130,93 +129,6 @@ TEST_CASE("conv2d: backward is bitwise the same with 1 and 2 threads", "[conv]")
       first = x.grad();
     } else {
       CHECK(same_bits(first, x.grad()));
-    }
-  }
-}
-
-TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
-  // One 4x4 plane; the maxima of the 2x2 windows are 9 (1, 1), 8 (0, 3), 7 (3, 0), 6 (2, 2).
-  Tensor x = tensor({1.0f, 0.0f, 2.0f, 8.0f,  //
-                     3.0f, 9.0f, 1.0f, 4.0f,  //
-                     0.0f, 2.0f, 6.0f, 5.0f,  //
-                     7.0f, 1.0f, 3.0f, 2.0f},
-                    {1, 1, 4, 4})
-                 .set_requires_grad(true);
-  Tensor y = max_pool2d(x, {2, 2});
-  CHECK(y.to_vector<float>() == std::vector<float>{9, 8, 7, 6});
-  y.backward(tensor({10.0f, 20.0f, 30.0f, 40.0f}, {1, 1, 2, 2}));
-  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 20, 0, 10, 0, 0, 0, 0, 40, 0, 30, 0, 0, 0});
-
-  // Overlapping windows: the global maximum wins all four 3x3 windows and collects all four.
-  Tensor x2 = x.detach().set_requires_grad(true);
-  Tensor y2 = max_pool2d(x2, {3, 3}, {1, 1});
-  CHECK(y2.to_vector<float>() == std::vector<float>{9, 9, 9, 9});
-  y2.sum().backward();
-  std::vector<float> expect(16, 0.0f);
-  expect[5] = 4;
-  CHECK(x2.grad().to_vector<float>() == expect);
-}
-
-TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on every CPU path", "[conv]") {
-  // Values from {0, 1, 2} (ties in most windows) with NaNs here and there. Fixed-window paths: 2x2/2,
-  // 3x3/2 and 3x3/1 without padding; the general path: padding, dilation, a channels-last input.
-  struct Case {
-    int64_t k, s, pad, dil;
-    bool channels_last;
-  };
-  const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false}, {3, 1, 0, 1, false},
-                                   {2, 2, 0, 1, true},  {3, 2, 1, 1, false}, {2, 1, 0, 2, false}};
-  // Width 21: rows of 10 to 19 outputs, so the fixed windows' blocks of 8 and their overlapping
-  // last block run as well as rows shorter than 8 (height 9 at stride 2: 4 rows).
-  const int64_t n = 2, c = 3, h = 9, w = 21;
-  std::vector<double> values(static_cast<size_t>(n * c * h * w));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = i % 37 == 5 ? NAN : static_cast<double>((i * 7 + i / 5) % 3);
-  for (DType t : {DType::Float32, DType::Float64}) {
-    for (const Case& cs : cases) {
-      INFO(dtype_name(t) << " kernel " << cs.k << " stride " << cs.s << " padding " << cs.pad << " dilation " << cs.dil
-                         << (cs.channels_last ? " channels-last" : ""));
-      Tensor x0 = tensor(values, {n, c, h, w}).to(t);
-      if (cs.channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
-      Tensor x = x0.detach().set_requires_grad(true);
-      Tensor y = max_pool2d(x, {cs.k, cs.k}, {cs.s, cs.s}, {cs.pad, cs.pad}, {cs.dil, cs.dil});
-      const int64_t oh = y.size(2), ow = y.size(3);
-      // Output o's gradient is o + 1, so the input gradient says which tap each window picked.
-      std::vector<double> gy(static_cast<size_t>(n * c * oh * ow));
-      for (size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<double>(i + 1);
-      y.backward(tensor(gy, y.sizes()).to(t));
-      std::vector<double> want_y(gy.size()), want_g(values.size(), 0.0);
-      for (int64_t p = 0; p < n * c; ++p) {
-        for (int64_t i = 0; i < oh; ++i) {
-          for (int64_t j = 0; j < ow; ++j) {
-            int64_t best = -1;
-            for (int64_t a = 0; a < cs.k; ++a) {
-              for (int64_t b = 0; b < cs.k; ++b) {
-                const int64_t ih = i * cs.s - cs.pad + a * cs.dil, iw = j * cs.s - cs.pad + b * cs.dil;
-                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
-                const int64_t at = p * h * w + ih * w + iw;
-                const double v = values[static_cast<size_t>(at)];
-                if (best < 0) {
-                  best = at;
-                  continue;
-                }
-                const double bv = values[static_cast<size_t>(best)];
-                if (!std::isnan(bv) && (std::isnan(v) || v > bv)) best = at;  // first of ties; NaN stays
-              }
-            }
-            const size_t o = static_cast<size_t>((p * oh + i) * ow + j);
-            want_y[o] = values[static_cast<size_t>(best)];
-            want_g[static_cast<size_t>(best)] += gy[o];
-          }
-        }
-      }
-      const std::vector<double> got_y = y.contiguous().to_vector_double();
-      int64_t bad = 0;
-      for (size_t o = 0; o < want_y.size(); ++o) {
-        const bool same = std::isnan(want_y[o]) ? std::isnan(got_y[o]) : got_y[o] == want_y[o];
-        bad += same ? 0 : 1;
-      }
-      CHECK(bad == 0);
-      CHECK(x.grad().contiguous().to_vector_double() == want_g);
     }
   }
 }
@@ -541,54 +453,5 @@ TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes
         for (int64_t y = 0; y < cs.h; ++y)
           for (int64_t x = 0; x < cs.w; ++x) want[at(b, ch, y, x)] = scatter[at(b, ch, y, x)];
     CHECK(grad == want);
-  }
-}
-
-TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in place, others through a buffer",
-          "[conv]") {
-  // The same gradients into a dense NCHW grad_in (float and double sum in place) and into one whose
-  // rows have a gap of 3 after them (summed in a buffer, then stored): equal values, gaps untouched.
-  const int64_t n = 2, c = 3, h = 6, w = 5;
-  Conv2dGeometry g;
-  g.batch = n;
-  g.channels = c;
-  g.in_h = h;
-  g.in_w = w;
-  g.window = Window2d{3, 3, 1, 1, 1, 1, 1, 1};  // 3x3, stride 1, padding 1: overlapping windows
-  g.out_h = h;
-  g.out_w = w;
-  const ImageStrides out_s{c * h * w, h * w, w, 1}, dense{c * h * w, h * w, w, 1};
-  const int64_t row = w + 3;
-  const ImageStrides gapped{c * h * row, h * row, row, 1};
-  std::vector<double> x(static_cast<size_t>(n * c * h * w)), gy(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = static_cast<double>((i * 7) % 13);
-    gy[i] = static_cast<double>(i % 5) - 2.0;
-  }
-  std::vector<double> y(x.size());
-  std::vector<int64_t> idx(x.size());
-  max_pool2d_forward_cpu(y.data(), idx.data(), out_s, x.data(), dense, DType::Float64, g, KernelContext{});
-  for (int pass = 0; pass < 2; ++pass) {
-    INFO((pass == 0 ? "max_pool2d_backward_cpu" : "avg_pool2d_backward_cpu"));
-    std::vector<double> a(x.size(), -5.0), b(static_cast<size_t>(n * c * h * row), -5.0);
-    for (auto [out, s] : {std::pair{a.data(), dense}, std::pair{b.data(), gapped}}) {
-      if (pass == 0) {
-        max_pool2d_backward_cpu(out, s, gy.data(), out_s, idx.data(), out_s, DType::Float64, g, KernelContext{});
-      } else {
-        avg_pool2d_backward_cpu(out, s, gy.data(), out_s, DType::Float64, g, true, KernelContext{});
-      }
-    }
-    int64_t bad = 0, nonzero = 0;
-    for (int64_t p = 0; p < n * c; ++p)
-      for (int64_t i = 0; i < h; ++i) {
-        for (int64_t j = 0; j < w; ++j) {
-          const double va = a[static_cast<size_t>(p * h * w + i * w + j)];
-          bad += va == b[static_cast<size_t>(p * h * row + i * row + j)] ? 0 : 1;
-          nonzero += va != 0.0 ? 1 : 0;
-        }
-        for (int64_t j = w; j < row; ++j) bad += b[static_cast<size_t>(p * h * row + i * row + j)] == -5.0 ? 0 : 1;
-      }
-    CHECK(bad == 0);
-    CHECK(nonzero > 0);
   }
 }

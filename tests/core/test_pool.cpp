@@ -1,0 +1,307 @@
+// Hand tests for pooling: what the op table cannot say (where the max-pool gradient lands, ties and
+// NaNs on every CPU path, gradients written through any strides, the channels-last loops against
+// the per-plane ones bit for bit).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/pool.h"
+#include "tests/threads.h"
+
+using namespace kiln;
+
+TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
+  // One 4x4 plane; the maxima of the 2x2 windows are 9 (1, 1), 8 (0, 3), 7 (3, 0), 6 (2, 2).
+  Tensor x = tensor({1.0f, 0.0f, 2.0f, 8.0f,  //
+                     3.0f, 9.0f, 1.0f, 4.0f,  //
+                     0.0f, 2.0f, 6.0f, 5.0f,  //
+                     7.0f, 1.0f, 3.0f, 2.0f},
+                    {1, 1, 4, 4})
+                 .set_requires_grad(true);
+  Tensor y = max_pool2d(x, {2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>{9, 8, 7, 6});
+  y.backward(tensor({10.0f, 20.0f, 30.0f, 40.0f}, {1, 1, 2, 2}));
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 20, 0, 10, 0, 0, 0, 0, 40, 0, 30, 0, 0, 0});
+
+  // Overlapping windows: the global maximum wins all four 3x3 windows and collects all four.
+  Tensor x2 = x.detach().set_requires_grad(true);
+  Tensor y2 = max_pool2d(x2, {3, 3}, {1, 1});
+  CHECK(y2.to_vector<float>() == std::vector<float>{9, 9, 9, 9});
+  y2.sum().backward();
+  std::vector<float> expect(16, 0.0f);
+  expect[5] = 4;
+  CHECK(x2.grad().to_vector<float>() == expect);
+}
+
+TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on every CPU path", "[conv]") {
+  // Values from {0, 1, 2} (ties in most windows) with NaNs here and there. Fixed-window paths: 2x2/2,
+  // 3x3/2 and 3x3/1 without padding; the general path: padding, dilation, a channels-last input.
+  struct Case {
+    int64_t k, s, pad, dil;
+    bool channels_last;
+  };
+  const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false}, {3, 1, 0, 1, false},
+                                   {2, 2, 0, 1, true},  {3, 2, 1, 1, false}, {2, 1, 0, 2, false}};
+  // Width 21: rows of 10 to 19 outputs, so the fixed windows' blocks of 8 and their overlapping
+  // last block run as well as rows shorter than 8 (height 9 at stride 2: 4 rows).
+  const int64_t n = 2, c = 3, h = 9, w = 21;
+  std::vector<double> values(static_cast<size_t>(n * c * h * w));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = i % 37 == 5 ? NAN : static_cast<double>((i * 7 + i / 5) % 3);
+  for (DType t : {DType::Float32, DType::Float64}) {
+    for (const Case& cs : cases) {
+      INFO(dtype_name(t) << " kernel " << cs.k << " stride " << cs.s << " padding " << cs.pad << " dilation " << cs.dil
+                         << (cs.channels_last ? " channels-last" : ""));
+      Tensor x0 = tensor(values, {n, c, h, w}).to(t);
+      if (cs.channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
+      Tensor x = x0.detach().set_requires_grad(true);
+      Tensor y = max_pool2d(x, {cs.k, cs.k}, {cs.s, cs.s}, {cs.pad, cs.pad}, {cs.dil, cs.dil});
+      const int64_t oh = y.size(2), ow = y.size(3);
+      // Output o's gradient is o + 1, so the input gradient says which tap each window picked.
+      std::vector<double> gy(static_cast<size_t>(n * c * oh * ow));
+      for (size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<double>(i + 1);
+      y.backward(tensor(gy, y.sizes()).to(t));
+      std::vector<double> want_y(gy.size()), want_g(values.size(), 0.0);
+      for (int64_t p = 0; p < n * c; ++p) {
+        for (int64_t i = 0; i < oh; ++i) {
+          for (int64_t j = 0; j < ow; ++j) {
+            int64_t best = -1;
+            for (int64_t a = 0; a < cs.k; ++a) {
+              for (int64_t b = 0; b < cs.k; ++b) {
+                const int64_t ih = i * cs.s - cs.pad + a * cs.dil, iw = j * cs.s - cs.pad + b * cs.dil;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                const int64_t at = p * h * w + ih * w + iw;
+                const double v = values[static_cast<size_t>(at)];
+                if (best < 0) {
+                  best = at;
+                  continue;
+                }
+                const double bv = values[static_cast<size_t>(best)];
+                if (!std::isnan(bv) && (std::isnan(v) || v > bv)) best = at;  // first of ties; NaN stays
+              }
+            }
+            const size_t o = static_cast<size_t>((p * oh + i) * ow + j);
+            want_y[o] = values[static_cast<size_t>(best)];
+            want_g[static_cast<size_t>(best)] += gy[o];
+          }
+        }
+      }
+      const std::vector<double> got_y = y.contiguous().to_vector_double();
+      int64_t bad = 0;
+      for (size_t o = 0; o < want_y.size(); ++o) {
+        const bool same = std::isnan(want_y[o]) ? std::isnan(got_y[o]) : got_y[o] == want_y[o];
+        bad += same ? 0 : 1;
+      }
+      CHECK(bad == 0);
+      CHECK(x.grad().contiguous().to_vector_double() == want_g);
+    }
+  }
+}
+
+TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in place, others through a buffer",
+          "[conv]") {
+  // The same gradients into a dense NCHW grad_in (float and double sum in place) and into one whose
+  // rows have a gap of 3 after them (summed in a buffer, then stored): equal values, gaps untouched.
+  const int64_t n = 2, c = 3, h = 6, w = 5;
+  Conv2dGeometry g;
+  g.batch = n;
+  g.channels = c;
+  g.in_h = h;
+  g.in_w = w;
+  g.window = Window2d{3, 3, 1, 1, 1, 1, 1, 1};  // 3x3, stride 1, padding 1: overlapping windows
+  g.out_h = h;
+  g.out_w = w;
+  const ImageStrides out_s{c * h * w, h * w, w, 1}, dense{c * h * w, h * w, w, 1};
+  const int64_t row = w + 3;
+  const ImageStrides gapped{c * h * row, h * row, row, 1};
+  std::vector<double> x(static_cast<size_t>(n * c * h * w)), gy(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<double>((i * 7) % 13);
+    gy[i] = static_cast<double>(i % 5) - 2.0;
+  }
+  std::vector<double> y(x.size());
+  std::vector<int64_t> idx(x.size());
+  max_pool2d_forward_cpu(y.data(), idx.data(), out_s, x.data(), dense, DType::Float64, g, KernelContext{});
+  for (int pass = 0; pass < 2; ++pass) {
+    INFO((pass == 0 ? "max_pool2d_backward_cpu" : "avg_pool2d_backward_cpu"));
+    std::vector<double> a(x.size(), -5.0), b(static_cast<size_t>(n * c * h * row), -5.0);
+    for (auto [out, s] : {std::pair{a.data(), dense}, std::pair{b.data(), gapped}}) {
+      if (pass == 0) {
+        max_pool2d_backward_cpu(out, s, gy.data(), out_s, idx.data(), out_s, DType::Float64, g, KernelContext{});
+      } else {
+        avg_pool2d_backward_cpu(out, s, gy.data(), out_s, DType::Float64, g, true, KernelContext{});
+      }
+    }
+    int64_t bad = 0, nonzero = 0;
+    for (int64_t p = 0; p < n * c; ++p)
+      for (int64_t i = 0; i < h; ++i) {
+        for (int64_t j = 0; j < w; ++j) {
+          const double va = a[static_cast<size_t>(p * h * w + i * w + j)];
+          bad += va == b[static_cast<size_t>(p * h * row + i * row + j)] ? 0 : 1;
+          nonzero += va != 0.0 ? 1 : 0;
+        }
+        for (int64_t j = w; j < row; ++j) bad += b[static_cast<size_t>(p * h * row + i * row + j)] == -5.0 ? 0 : 1;
+      }
+    CHECK(bad == 0);
+    CHECK(nonzero > 0);
+  }
+}
+
+namespace {
+
+// A batch of images of element type T in one of three layouts over the same logical [N, C, H, W]:
+// dense NCHW planes, dense channels-last, or channels-last with a gap of 3 elements after every
+// pixel's channels (which the channels-last backward passes sum through a buffer). -5 fills the gaps.
+enum class Layout { Planes, ChannelsLast, GappedChannelsLast };
+
+template <typename T> struct Images {
+  int64_t n, c, h, w;
+  Layout layout;
+  ImageStrides s;
+  std::vector<T> data;
+
+  Images(int64_t n_, int64_t c_, int64_t h_, int64_t w_, Layout l) : n(n_), c(c_), h(h_), w(w_), layout(l) {
+    const int64_t pixel = l == Layout::GappedChannelsLast ? c + 3 : c;
+    s = l == Layout::Planes ? ImageStrides{c * h * w, h * w, w, 1} : ImageStrides{h * w * pixel, 1, w * pixel, pixel};
+    data.assign(static_cast<size_t>(l == Layout::Planes ? n * c * h * w : n * h * w * pixel), T(-5.0f));
+  }
+  T& at(int64_t b, int64_t ch, int64_t y, int64_t x) {
+    return data[static_cast<size_t>(b * s.n + ch * s.c + y * s.h + x * s.w)];
+  }
+  // The gap elements, which no kernel may write.
+  int64_t gaps_touched() const {
+    if (layout != Layout::GappedChannelsLast) return 0;
+    int64_t bad = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (static_cast<int64_t>(i) % s.w >= c) bad += static_cast<float>(data[i]) == -5.0f ? 0 : 1;
+    }
+    return bad;
+  }
+};
+
+// Elements whose bits differ between two same-shaped batches, read through their own layouts.
+template <typename T> int64_t bit_differences(Images<T>& a, Images<T>& b) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < a.n; ++i)
+    for (int64_t ch = 0; ch < a.c; ++ch)
+      for (int64_t y = 0; y < a.h; ++y)
+        for (int64_t x = 0; x < a.w; ++x) bad += std::memcmp(&a.at(i, ch, y, x), &b.at(i, ch, y, x), sizeof(T)) != 0;
+  return bad;
+}
+
+struct PoolCase {
+  const char* name;
+  int64_t in_h, in_w, out_h, out_w;
+  Window2d window;  // kernel, stride, padding, dilation (h, w each)
+};
+
+template <typename T>
+void check_channels_last_pooling(const PoolCase& pc, int64_t batch, int64_t channels, bool adaptive) {
+  Conv2dGeometry g;
+  g.batch = batch;
+  g.channels = channels;
+  g.in_h = pc.in_h;
+  g.in_w = pc.in_w;
+  g.out_h = pc.out_h;
+  g.out_w = pc.out_w;
+  g.window = pc.window;
+  const KernelContext ctx{};
+  // Max pooling's inputs from {0, 1, 2} (ties in most windows) with a NaN now and then; mean
+  // pooling's of many values, whose sums round differently in another order. Output gradients of
+  // many values.
+  auto input = [&](Layout l, bool ties) {
+    Images<T> x(batch, channels, pc.in_h, pc.in_w, l);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t y = 0; y < pc.in_h; ++y)
+          for (int64_t z = 0; z < pc.in_w; ++z) {
+            const int64_t k = ((i * channels + ch) * pc.in_h + y) * pc.in_w + z;
+            x.at(i, ch, y, z) = T(!ties              ? std::sin(static_cast<float>(k)) * 3.3f
+                                  : k % 41 == 7 ? NAN
+                                                : static_cast<float>((k * 7 + k / 5) % 3));
+          }
+    return x;
+  };
+  auto grad_out = [&](Layout l) {
+    Images<T> gy(batch, channels, pc.out_h, pc.out_w, l);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t y = 0; y < pc.out_h; ++y)
+          for (int64_t z = 0; z < pc.out_w; ++z) {
+            const int64_t k = ((i * channels + ch) * pc.out_h + y) * pc.out_w + z;
+            gy.at(i, ch, y, z) = T(static_cast<float>(k % 23) * 0.37f - 3.1f);
+          }
+    return gy;
+  };
+  const std::vector<std::string> ops = adaptive ? std::vector<std::string>{"adaptive_avg_pool2d"}
+                                                : std::vector<std::string>{"max_pool2d", "avg_pool2d", "avg_pool2d exclude pad"};
+  for (const std::string& name : ops) {
+    INFO(name);
+    std::vector<Images<T>> ys, gxs;
+    std::vector<Images<int64_t>> indices;
+    for (Layout l : {Layout::Planes, Layout::ChannelsLast, Layout::GappedChannelsLast}) {
+      Images<T> x = input(l, name == "max_pool2d"), gy = grad_out(l);
+      Images<T> y(batch, channels, pc.out_h, pc.out_w, l), gx(batch, channels, pc.in_h, pc.in_w, l);
+      if (name == "max_pool2d") {
+        Images<int64_t> idx(batch, channels, pc.out_h, pc.out_w, l);
+        REQUIRE(y.s.c == idx.s.c);  // indices share the output's strides
+        max_pool2d_forward_cpu(y.data.data(), idx.data.data(), y.s, x.data.data(), x.s, dtype_of<T>(), g, ctx);
+        max_pool2d_backward_cpu(gx.data.data(), gx.s, gy.data.data(), gy.s, idx.data.data(), idx.s, dtype_of<T>(), g,
+                                ctx);
+        if (!indices.empty()) CHECK(bit_differences(indices[0], idx) == 0);
+        indices.push_back(std::move(idx));
+      } else if (name == "adaptive_avg_pool2d") {
+        adaptive_avg_pool2d_forward_cpu(y.data.data(), y.s, x.data.data(), x.s, dtype_of<T>(), g, ctx);
+        adaptive_avg_pool2d_backward_cpu(gx.data.data(), gx.s, gy.data.data(), gy.s, dtype_of<T>(), g, ctx);
+      } else {
+        const bool include_pad = name == "avg_pool2d";
+        avg_pool2d_forward_cpu(y.data.data(), y.s, x.data.data(), x.s, dtype_of<T>(), g, include_pad, ctx);
+        avg_pool2d_backward_cpu(gx.data.data(), gx.s, gy.data.data(), gy.s, dtype_of<T>(), g, include_pad, ctx);
+      }
+      CHECK(y.gaps_touched() == 0);
+      CHECK(gx.gaps_touched() == 0);
+      ys.push_back(std::move(y));
+      gxs.push_back(std::move(gx));
+    }
+    for (size_t l = 1; l < ys.size(); ++l) {
+      INFO("channels-last layout " << l);
+      CHECK(bit_differences(ys[0], ys[l]) == 0);
+      CHECK(bit_differences(gxs[0], gxs[l]) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pooling over channels-last images gives the per-plane loops' bits", "[conv]") {
+  // The channels-last loops (a pixel's channels at a time) against the per-plane ones (the fixed
+  // max-pool windows among them): outputs, max-pool indices and input gradients bit for bit, with
+  // ties and NaNs, windows over the edges, dilation, and for adaptive pooling windows that overlap
+  // or repeat. 37 channels: a batch of 1 on 2 threads is cut into two slices of channels.
+  const std::vector<PoolCase> cases = {
+      {"2x2 stride 2", 8, 9, 4, 4, Window2d{2, 2, 2, 2, 0, 0, 1, 1}},
+      {"3x3 stride 2", 9, 11, 4, 5, Window2d{3, 3, 2, 2, 0, 0, 1, 1}},
+      {"3x3 stride 1", 7, 9, 5, 7, Window2d{3, 3, 1, 1, 0, 0, 1, 1}},
+      {"3x3 stride 2 padding 1", 7, 9, 4, 5, Window2d{3, 3, 2, 2, 1, 1, 1, 1}},
+      {"3x3 stride 2 padding 1, ceil mode's last window", 8, 8, 5, 5, Window2d{3, 3, 2, 2, 1, 1, 1, 1}},
+      {"2x3 stride 1x2 padding 1x1 dilation 2x1", 7, 9, 7, 5, Window2d{2, 3, 1, 2, 1, 1, 2, 1}},
+      {"adaptive 5x6 from 7x9", 7, 9, 5, 6, Window2d{1, 1, 1, 1, 0, 0, 1, 1}},
+      {"adaptive 9x11 from 7x9", 7, 9, 9, 11, Window2d{1, 1, 1, 1, 0, 0, 1, 1}},
+  };
+  test::ThreadCountGuard guard;
+  for (const PoolCase& pc : cases) {
+    const bool adaptive = std::string(pc.name).rfind("adaptive", 0) == 0;
+    for (int threads : {1, 2})
+      for (int64_t batch : {1, 3})
+        for (int64_t channels : {2, 5, 37}) {
+          INFO(pc.name << ", " << threads << " threads, batch " << batch << ", " << channels << " channels");
+          cpu::set_num_threads(threads);
+          check_channels_last_pooling<float>(pc, batch, channels, adaptive);
+          check_channels_last_pooling<double>(pc, batch, channels, adaptive);
+          check_channels_last_pooling<BFloat16>(pc, batch, channels, adaptive);
+        }
+  }
+}
