@@ -139,16 +139,16 @@ bool rows_of_channels(const ChannelLayout& l) {
   return l.c > 1 && l.stride_c == 1 && (l.s == 1 || l.stride_s == l.c) && (l.n == 1 || l.stride_n == l.s * l.c);
 }
 
-// Per-channel sums over the P rows: add_row(r, acc) adds row r's terms into acc[0, width). Each chunk
-// of rows has its own partials; chunks are cut by the sizes alone and added in order.
-template <typename F> std::vector<double> channel_sums(int64_t rows, int64_t channels, int64_t width, F&& add_row) {
+// Per-channel sums over the P rows: add_rows(r0, r1, acc) adds the terms of rows [r0, r1), in row
+// order, into acc[0, width). Each chunk of rows has its own partials; chunks are cut by the sizes
+// alone and added in order.
+template <typename F> std::vector<double> channel_sums(int64_t rows, int64_t channels, int64_t width, F&& add_rows) {
   // Rows per chunk: at most 256 chunks, at least 16 rows and about 32k values a chunk.
   const int64_t per_chunk = std::max({(rows + 255) / 256, 32768 / channels, int64_t{16}});
   const int64_t chunks = cpu::num_chunks(rows, per_chunk);
   std::vector<double> part(static_cast<size_t>(chunks * width), 0.0);
   cpu::parallel_for(rows, per_chunk, [&](int64_t chunk, int64_t r0, int64_t r1) {
-    double* acc = part.data() + chunk * width;
-    for (int64_t r = r0; r < r1; ++r) add_row(r, acc);
+    add_rows(r0, r1, part.data() + chunk * width);
   });
   std::vector<double> total(static_cast<size_t>(width), 0.0);
   for (int64_t k = 0; k < chunks; ++k) {
@@ -157,46 +157,97 @@ template <typename F> std::vector<double> channel_sums(int64_t rows, int64_t cha
   return total;
 }
 
-// One row of C channels: acc[c] += x[c]; acc[c] += (x[c] - mean[c])^2.
-template <typename T> KILN_CPU_CLONES void row_add(double* acc, const T* x, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) acc[k] += ld<T, double>(x, k);
-}
-template <typename T> KILN_CPU_CLONES void row_add_sq_dev(double* acc, const T* x, const double* mean, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) {
-    const double d = ld<T, double>(x, k) - mean[k];
-    acc[k] += d * d;
+// The passes over `rows` dense rows of c channels (row r's channel k at r * c + k), called once per
+// run of rows.
+//
+// Per-channel sums in row order: sum0[k] += term0(r * c + k, k), and with kTwo sum1[k] +=
+// term1(r * c + k, k) as well. Rows go in blocks of 16, and within a block the channels in groups of
+// kLanes whose sums stay in registers across the block's rows (a row at a time loads and stores
+// every sum once per row: more memory operations than the terms' own loads). Each sum still adds its
+// rows in order, so the bits are a row at a time's.
+template <bool kTwo, typename F0, typename F1>
+inline void channel_row_sums(double* sum0, double* sum1, int64_t rows, int64_t c, F0&& term0, F1&& term1) {
+  constexpr int64_t kRowBlock = 16;
+  constexpr int kW = cpu::kLanes;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t r1 = std::min(rows, r0 + kRowBlock);
+    int64_t k0 = 0;
+    for (; k0 + kW <= c; k0 += kW) {
+      double a0[kW], a1[kW];
+      for (int l = 0; l < kW; ++l) {
+        a0[l] = sum0[k0 + l];
+        a1[l] = kTwo ? sum1[k0 + l] : 0.0;
+      }
+      for (int64_t r = r0; r < r1; ++r) {
+        // Both sums in one loop over the lanes, as cpu::lane_sum2 (which GCC 12 vectorizes).
+        for (int l = 0; l < kW; ++l) {
+          a0[l] += term0(r * c + k0 + l, k0 + l);
+          if constexpr (kTwo) a1[l] += term1(r * c + k0 + l, k0 + l);
+        }
+      }
+      for (int l = 0; l < kW; ++l) {
+        sum0[k0 + l] = a0[l];
+        if constexpr (kTwo) sum1[k0 + l] = a1[l];
+      }
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t k = k0; k < c; ++k) {
+        sum0[k] += term0(r * c + k, k);
+        if constexpr (kTwo) sum1[k] += term1(r * c + k, k);
+      }
+    }
   }
 }
-// sdy[c] += dy[c]; sdyx[c] += dy[c] (x[c] - m[c]).
+// acc[k] += x[k] and acc[k] += (x[k] - mean[k])^2 over the rows.
+template <typename T> KILN_CPU_CLONES void rows_add(double* acc, const T* x, int64_t rows, int64_t c) {
+  auto term = [&](int64_t e, int64_t) { return ld<T, double>(x, e); };
+  channel_row_sums<false>(acc, nullptr, rows, c, term, term);
+}
+template <typename T>
+KILN_CPU_CLONES void rows_add_sq_dev(double* acc, const T* x, const double* mean, int64_t rows, int64_t c) {
+  auto term = [&](int64_t e, int64_t k) {
+    const double d = ld<T, double>(x, e) - mean[k];
+    return d * d;
+  };
+  channel_row_sums<false>(acc, nullptr, rows, c, term, term);
+}
+// sdy[k] += dy[k]; sdyx[k] += dy[k] (x[k] - m[k]) over the rows (y: null without kMask).
 template <typename T, bool kMask>
-KILN_CPU_CLONES void row_dy_sums(double* sdy, double* sdyx, const T* dy, const T* y, const T* x, const double* m,
-                                 int64_t c) {
-  for (int64_t k = 0; k < c; ++k) {
-    const double g = grad_at<T, kMask, double>(dy, y, k);
-    sdy[k] += g;
-    sdyx[k] += g * (ld<T, double>(x, k) - m[k]);
-  }
+KILN_CPU_CLONES void rows_dy_sums(double* sdy, double* sdyx, const T* dy, const T* y, const T* x, const double* m,
+                                  int64_t rows, int64_t c) {
+  channel_row_sums<true>(
+      sdy, sdyx, rows, c, [&](int64_t e, int64_t) { return grad_at<T, kMask, double>(dy, y, e); },
+      [&](int64_t e, int64_t k) { return grad_at<T, kMask, double>(dy, y, e) * (ld<T, double>(x, e) - m[k]); });
 }
-// y[c] = epilogue((x[c] - m[c]) * scale[c] + shift[c]).
+// y[k] = epilogue((x[k] - m[k]) * scale[k] + shift[k]) (z: null without kAdd).
 template <typename T, typename A, bool kAdd, bool kRelu>
-KILN_CPU_CLONES void row_normalize(T* y, const T* x, const T* z, const A* m, const A* scale, const A* shift,
-                                   int64_t c) {
-  for (int64_t k = 0; k < c; ++k) {
-    st<T, A>(y, k, epilogue<T, kAdd, kRelu>((ld<T, A>(x, k) - m[k]) * scale[k] + shift[k], z, k));
+KILN_CPU_CLONES void rows_normalize(T* y, const T* x, const T* z, const A* m, const A* scale, const A* shift,
+                                    int64_t rows, int64_t c) {
+  for (int64_t r = 0; r < rows; ++r, y += c, x += c) {
+    const T* zr = kAdd ? z + r * c : nullptr;
+    for (int64_t k = 0; k < c; ++k) {
+      st<T, A>(y, k, epilogue<T, kAdd, kRelu>((ld<T, A>(x, k) - m[k]) * scale[k] + shift[k], zr, k));
+    }
   }
 }
-// dx[c] = dy[c] * scale[c].
+// dx[k] = dy[k] * scale[k].
 template <typename T, typename A, bool kMask>
-KILN_CPU_CLONES void row_scale(T* dx, const T* dy, const T* y, const A* scale, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) st<T, A>(dx, k, grad_at<T, kMask, A>(dy, y, k) * scale[k]);
+KILN_CPU_CLONES void rows_scale(T* dx, const T* dy, const T* y, const A* scale, int64_t rows, int64_t c) {
+  for (int64_t r = 0; r < rows; ++r, dx += c, dy += c) {
+    const T* yr = kMask ? y + r * c : nullptr;
+    for (int64_t k = 0; k < c; ++k) st<T, A>(dx, k, grad_at<T, kMask, A>(dy, yr, k) * scale[k]);
+  }
 }
-// dx[c] = wr[c] * (dy[c] - mdy[c] - (x[c] - m[c]) * rs[c] * mdyx[c]).
+// dx[k] = wr[k] * (dy[k] - mdy[k] - (x[k] - m[k]) * rs[k] * mdyx[k]).
 template <typename T, typename A, bool kMask>
-KILN_CPU_CLONES void row_dx(T* dx, const T* dy, const T* y, const T* x, const A* m, const A* rs, const A* wr,
-                            const A* mdy, const A* mdyx, int64_t c) {
-  for (int64_t k = 0; k < c; ++k) {
-    const A xhat = (ld<T, A>(x, k) - m[k]) * rs[k];
-    st<T, A>(dx, k, wr[k] * (grad_at<T, kMask, A>(dy, y, k) - mdy[k] - xhat * mdyx[k]));
+KILN_CPU_CLONES void rows_dx(T* dx, const T* dy, const T* y, const T* x, const A* m, const A* rs, const A* wr,
+                             const A* mdy, const A* mdyx, int64_t rows, int64_t c) {
+  for (int64_t r = 0; r < rows; ++r, dx += c, dy += c, x += c) {
+    const T* yr = kMask ? y + r * c : nullptr;
+    for (int64_t k = 0; k < c; ++k) {
+      const A xhat = (ld<T, A>(x, k) - m[k]) * rs[k];
+      st<T, A>(dx, k, wr[k] * (grad_at<T, kMask, A>(dy, yr, k) - mdy[k] - xhat * mdyx[k]));
+    }
   }
 }
 
@@ -219,12 +270,12 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
       const int64_t C = layout.c;
       std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));
       if (training) {
-        const std::vector<double> s = channel_sums(count, C, C, [&](int64_t r, double* acc) {
-          row_add(acc, xp + r * C, C);
+        const std::vector<double> s = channel_sums(count, C, C, [&](int64_t r0, int64_t r1, double* acc) {
+          rows_add(acc, xp + r0 * C, r1 - r0, C);
         });
         for (size_t i = 0; i < mean.size(); ++i) mean[i] = s[i] / static_cast<double>(count);
-        const std::vector<double> ss = channel_sums(count, C, C, [&](int64_t r, double* acc) {
-          row_add_sq_dev(acc, xp + r * C, mean.data(), C);
+        const std::vector<double> ss = channel_sums(count, C, C, [&](int64_t r0, int64_t r1, double* acc) {
+          rows_add_sq_dev(acc, xp + r0 * C, mean.data(), r1 - r0, C);
         });
         for (int64_t c = 0; c < C; ++c) {
           const size_t i = static_cast<size_t>(c);
@@ -243,10 +294,8 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
       }
       visit_epilogue(params, [&]<bool kAdd, bool kRelu>() {
         cpu::parallel_for(count, cpu::grain_for(3 * C), [&](int64_t, int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            row_normalize<T, A, kAdd, kRelu>(yp + r * C, xp + r * C, kAdd ? zp + r * C : nullptr, m.data(),
-                                             scale.data(), b.data(), C);
-          }
+          rows_normalize<T, A, kAdd, kRelu>(yp + r0 * C, xp + r0 * C, kAdd ? zp + r0 * C : nullptr, m.data(),
+                                            scale.data(), b.data(), r1 - r0, C);
         });
       });
       return;
@@ -257,7 +306,9 @@ void batch_norm_forward_cpu(void* out, void* save_mean, void* save_rstd, const v
         if (training) {
           double s = 0;
           if (layout.stride_s == 1) {  // NCHW: each image's plane is one run
-            for (int64_t i = 0; i < layout.n; ++i) s += run_sum(xp + c * layout.stride_c + i * layout.stride_n, layout.s);
+            for (int64_t i = 0; i < layout.n; ++i) {
+              s += run_sum(xp + c * layout.stride_c + i * layout.stride_n, layout.s);
+            }
           } else {
             for_channel(layout, c, [&](int64_t o) { s += ld<T, double>(xp, o); });
           }
@@ -322,8 +373,9 @@ void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
         const size_t uc = static_cast<size_t>(C);
         std::vector<double> md(uc);
         for (size_t i = 0; i < uc; ++i) md[i] = static_cast<double>(mp[i]);
-        const std::vector<double> sums = channel_sums(count, C, 2 * C, [&](int64_t r, double* acc) {
-          row_dy_sums<T, kMask>(acc, acc + C, dyp + r * C, kMask ? yp + r * C : nullptr, xp + r * C, md.data(), C);
+        const std::vector<double> sums = channel_sums(count, C, 2 * C, [&](int64_t r0, int64_t r1, double* acc) {
+          rows_dy_sums<T, kMask>(acc, acc + C, dyp + r0 * C, kMask ? yp + r0 * C : nullptr, xp + r0 * C, md.data(),
+                                 r1 - r0, C);
         });
         std::vector<A> m(uc), rs(uc), wr(uc), mdy(uc), mdyx(uc);
         for (int64_t c = 0; c < C; ++c) {
@@ -339,14 +391,12 @@ void batch_norm_backward_cpu(void* dx, void* dweight, void* dbias, const void* d
         }
         if (!dxp) return;
         cpu::parallel_for(count, cpu::grain_for(4 * C), [&](int64_t, int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const T* yr = kMask ? yp + r * C : nullptr;
-            if (training) {
-              row_dx<T, A, kMask>(dxp + r * C, dyp + r * C, yr, xp + r * C, m.data(), rs.data(), wr.data(), mdy.data(),
-                                  mdyx.data(), C);
-            } else {  // eval: the statistics are constants, dx = dy * w * rstd
-              row_scale<T, A, kMask>(dxp + r * C, dyp + r * C, yr, wr.data(), C);
-            }
+          const T* yr = kMask ? yp + r0 * C : nullptr;
+          if (training) {
+            rows_dx<T, A, kMask>(dxp + r0 * C, dyp + r0 * C, yr, xp + r0 * C, m.data(), rs.data(), wr.data(),
+                                 mdy.data(), mdyx.data(), r1 - r0, C);
+          } else {  // eval: the statistics are constants, dx = dy * w * rstd
+            rows_scale<T, A, kMask>(dxp + r0 * C, dyp + r0 * C, yr, wr.data(), r1 - r0, C);
           }
         });
         return;

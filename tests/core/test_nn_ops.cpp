@@ -4,6 +4,7 @@
 // cross_entropy against log_softmax + NLL by hand, softmax stability, and gradients that do not
 // depend on the thread count.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -99,6 +100,53 @@ TEST_CASE("batch_norm: channels-last input and strided running stats give the sa
     CHECK(vb[c] == Approx(va[c]).epsilon(1e-6));
   }
   CHECK(buf_m.to_vector<float>()[1] == 0.0f);  // the elements between the strided stats are untouched
+}
+
+// Channels-last batch norm sums its rows of C channels in blocks of 16 rows and groups of 8 channels
+// (kernels/cpu/batch_norm.cpp): shapes with several blocks, a partial last block, and channel counts
+// with and without a tail, against the NCHW planes in float64 (the sums differ only in order).
+TEST_CASE("batch_norm: channels-last rows give NCHW's results over row blocks and channel groups", "[nn]") {
+  const std::vector<Shape> shapes = {{3, 37, 7, 5}, {2, 16, 9, 9}, {1, 8, 4, 4}, {5, 3, 2, 3}};
+  ThreadCountGuard guard;
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    for (const Shape& shape : shapes) {
+      for (bool training : {true, false}) {
+        for (bool relu : {false, true}) {
+          INFO("shape " << shape[0] << "x" << shape[1] << "x" << shape[2] << "x" << shape[3] << ", training "
+                        << training << ", relu " << relu << ", " << threads << " threads");
+          manual_seed(21);
+          const int64_t c = shape[1];
+          const Tensor x0 = (randn(shape) * 2.0 + 0.5).to(DType::Float64), gy = randn(shape).to(DType::Float64);
+          const Tensor w0 = (rand({c}) + 0.5).to(DType::Float64), b0 = randn({c}).to(DType::Float64);
+          const Tensor rm0 = randn({c}).to(DType::Float64), rv0 = (rand({c}) + 0.5).to(DType::Float64);
+          auto run = [&](bool channels_last) {
+            const MemoryFormat f = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+            Tensor x = x0.contiguous(f).detach().set_requires_grad(true);
+            Tensor w = w0.detach().set_requires_grad(true), b = b0.detach().set_requires_grad(true);
+            Tensor rm = rm0.clone(), rv = rv0.clone();
+            BatchNormEpilogue e;
+            e.relu = relu;
+            Tensor y = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5, e);
+            y.backward(gy.contiguous(f));
+            return TensorList{y, x.grad(), w.grad(), b.grad(), rm, rv};
+          };
+          const TensorList planes = run(false), rows = run(true);
+          for (size_t i = 0; i < planes.size(); ++i) {
+            INFO("result " << i << " (y, dx, dw, db, running mean, running var)");
+            const std::vector<double> a = planes[i].contiguous().to_vector_double();
+            const std::vector<double> r = rows[i].contiguous().to_vector_double();
+            REQUIRE(a.size() == r.size());
+            double worst = 0.0;
+            for (size_t k = 0; k < a.size(); ++k) {
+              worst = std::max(worst, std::fabs(a[k] - r[k]) / (1.0 + std::fabs(a[k])));
+            }
+            CHECK(worst < 1e-12);
+          }
+        }
+      }
+    }
+  }
 }
 
 // The epilogue replaces add and relu after batch_norm, so it must give their bits: the output, the
