@@ -171,6 +171,18 @@ template <typename T> struct Images {
   T& at(int64_t b, int64_t ch, int64_t y, int64_t x) {
     return data[static_cast<size_t>(b * s.n + ch * s.c + y * s.h + x * s.w)];
   }
+  // Calls f(b, ch, y, x) for every element, in NCHW order.
+  template <typename F> void for_each(F&& f) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) f(b, ch, y, x);
+  }
+  // Sets the element of NCHW index k to value(k).
+  template <typename F> void fill(F&& value) {
+    int64_t k = 0;
+    for_each([&](int64_t b, int64_t ch, int64_t y, int64_t x) { at(b, ch, y, x) = value(k++); });
+  }
   // The gap elements, which no kernel may write.
   int64_t gaps_touched() const {
     if (layout != Layout::GappedChannelsLast) return 0;
@@ -185,10 +197,9 @@ template <typename T> struct Images {
 // Elements whose bits differ between two same-shaped batches, read through their own layouts.
 template <typename T> int64_t bit_differences(Images<T>& a, Images<T>& b) {
   int64_t bad = 0;
-  for (int64_t i = 0; i < a.n; ++i)
-    for (int64_t ch = 0; ch < a.c; ++ch)
-      for (int64_t y = 0; y < a.h; ++y)
-        for (int64_t x = 0; x < a.w; ++x) bad += std::memcmp(&a.at(i, ch, y, x), &b.at(i, ch, y, x), sizeof(T)) != 0;
+  a.for_each([&](int64_t i, int64_t ch, int64_t y, int64_t x) {
+    bad += std::memcmp(&a.at(i, ch, y, x), &b.at(i, ch, y, x), sizeof(T)) != 0;
+  });
   return bad;
 }
 
@@ -214,30 +225,19 @@ void check_channels_last_pooling(const PoolCase& pc, int64_t batch, int64_t chan
   // many values.
   auto input = [&](Layout l, bool ties) {
     Images<T> x(batch, channels, pc.in_h, pc.in_w, l);
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t ch = 0; ch < channels; ++ch)
-        for (int64_t y = 0; y < pc.in_h; ++y)
-          for (int64_t z = 0; z < pc.in_w; ++z) {
-            const int64_t k = ((i * channels + ch) * pc.in_h + y) * pc.in_w + z;
-            x.at(i, ch, y, z) = T(!ties              ? std::sin(static_cast<float>(k)) * 3.3f
-                                  : k % 41 == 7 ? NAN
-                                                : static_cast<float>((k * 7 + k / 5) % 3));
-          }
+    x.fill([&](int64_t k) {
+      return T(!ties ? std::sin(static_cast<float>(k)) * 3.3f
+                     : (k % 41 == 7 ? NAN : static_cast<float>((k * 7 + k / 5) % 3)));
+    });
     return x;
   };
   auto grad_out = [&](Layout l) {
     Images<T> gy(batch, channels, pc.out_h, pc.out_w, l);
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t ch = 0; ch < channels; ++ch)
-        for (int64_t y = 0; y < pc.out_h; ++y)
-          for (int64_t z = 0; z < pc.out_w; ++z) {
-            const int64_t k = ((i * channels + ch) * pc.out_h + y) * pc.out_w + z;
-            gy.at(i, ch, y, z) = T(static_cast<float>(k % 23) * 0.37f - 3.1f);
-          }
+    gy.fill([](int64_t k) { return T(static_cast<float>(k % 23) * 0.37f - 3.1f); });
     return gy;
   };
-  const std::vector<std::string> ops = adaptive ? std::vector<std::string>{"adaptive_avg_pool2d"}
-                                                : std::vector<std::string>{"max_pool2d", "avg_pool2d", "avg_pool2d exclude pad"};
+  std::vector<std::string> ops = {"max_pool2d", "avg_pool2d", "avg_pool2d exclude pad"};
+  if (adaptive) ops = {"adaptive_avg_pool2d"};
   for (const std::string& name : ops) {
     INFO(name);
     std::vector<Images<T>> ys, gxs;
