@@ -336,12 +336,12 @@ def main():
         fail("--pages needs a clean tree: the pages name the record's commit")
     # The peer's loader and image tips (2, 3, 5, 14, 24) use torchvision: a Python without it would
     # fail minutes into the first round, after kiln's side of it.
-    missing = subprocess.run([a.python, "-c", "import torch, torchvision"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    if missing.returncode != 0:
+    probe = subprocess.run([a.python, "-c", "import torch, torchvision; print(torch.__version__)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if probe.returncode != 0:
         fail(f"{a.python} cannot import torch and torchvision, which tools/tips_peer.py needs:\n"
-             f"{missing.stderr.strip().splitlines()[-1] if missing.stderr.strip() else missing.returncode}")
-    torch = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
+             f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode}")
+    torch = probe.stdout.strip()
     # The peer's interpreter is this machine's business: the record says PYTHON, as the other tables do.
     command = " ".join("PYTHON" if arg == a.python else arg for arg in sys.argv)
     rows = [{"record": "run", "date": utc_now(), "command": command, "tree": commit, "torch": torch,

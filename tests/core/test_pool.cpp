@@ -106,14 +106,8 @@ TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in p
   // The same gradients into a dense NCHW grad_in (float and double sum in place) and into one whose
   // rows have a gap of 3 after them (summed in a buffer, then stored): equal values, gaps untouched.
   const int64_t n = 2, c = 3, h = 6, w = 5;
-  Conv2dGeometry g;
-  g.batch = n;
-  g.channels = c;
-  g.in_h = h;
-  g.in_w = w;
-  g.window = Window2d{3, 3, 1, 1, 1, 1, 1, 1};  // 3x3, stride 1, padding 1: overlapping windows
-  g.out_h = h;
-  g.out_w = w;
+  // 3x3, stride 1, padding 1: overlapping windows.
+  const Conv2dGeometry g{n, c, h, w, h, w, Window2d{3, 3, 1, 1, 1, 1, 1, 1}};
   const ImageStrides out_s{c * h * w, h * w, w, 1}, dense{c * h * w, h * w, w, 1};
   const int64_t row = w + 3;
   const ImageStrides gapped{c * h * row, h * row, row, 1};
@@ -211,14 +205,7 @@ struct PoolCase {
 
 template <typename T>
 void check_channels_last_pooling(const PoolCase& pc, int64_t batch, int64_t channels, bool adaptive) {
-  Conv2dGeometry g;
-  g.batch = batch;
-  g.channels = channels;
-  g.in_h = pc.in_h;
-  g.in_w = pc.in_w;
-  g.out_h = pc.out_h;
-  g.out_w = pc.out_w;
-  g.window = pc.window;
+  const Conv2dGeometry g{batch, channels, pc.in_h, pc.in_w, pc.out_h, pc.out_w, pc.window};
   const KernelContext ctx{};
   // Max pooling's inputs from {0, 1, 2} (ties in most windows) with a NaN now and then; mean
   // pooling's of many values, whose sums round differently in another order. Output gradients of
