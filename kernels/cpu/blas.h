@@ -29,7 +29,8 @@ namespace kiln::cpu {
 
 enum class GemmBackend { Blas, Kiln };
 
-// The backend float32 and float64 products use (float16 and bfloat16 always use kiln's GEMM).
+// The backend float32 and float64 products use, and float16 and bfloat16 ones widened to float32
+// (kernels/cpu/matmul.cpp).
 GemmBackend gemm_backend();
 // Switches the backend for the process (tests compare the two); Blas without OpenBLAS is an Error.
 void set_gemm_backend(GemmBackend backend);

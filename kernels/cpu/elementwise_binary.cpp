@@ -1,6 +1,7 @@
-// CPU binary elementwise ops (binary_cpu), in the three loops of kernels/cpu/elementwise_cpu.h.
+// CPU binary elementwise ops (binary_cpu), in the loops of kernels/cpu/elementwise_cpu.h.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/loops.h"
@@ -43,6 +44,23 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
       });
     }
     return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (!x.is_scalar && dense_widens(out) && dense_widens(x.arg) && (y.is_scalar || dense_widens(y.arg))) {
+      const C yv = y.is_scalar ? static_cast<C>(y.scalar) : C(0);
+      cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+        float xbuf[kWideBlock], ybuf[kWideBlock];
+        widened_blocks(out, b0, e0, [&](float* o, int64_t i, int64_t m) {
+          const float* xp = widened(x.arg, i, m, xbuf);
+          if (y.is_scalar) {
+            binary_run_scalar<OP, C>(o, xp, yv, m, alpha, beta);
+          } else {
+            binary_run<OP, C>(o, xp, widened(y.arg, i, m, ybuf), m, alpha, beta);
+          }
+        });
+      });
+      return;
+    }
   }
   const int64_t zero[kMaxDims] = {};
   const int64_t* strides[3] = {out.strides, x.is_scalar ? zero : x.arg.strides, y.is_scalar ? zero : y.arg.strides};

@@ -1,7 +1,9 @@
-// CPU unary elementwise ops (unary_cpu), in the three loops of kernels/cpu/elementwise_cpu.h.
+// CPU unary elementwise ops (unary_cpu), in the loops of kernels/cpu/elementwise_cpu.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/loops.h"
@@ -29,6 +31,23 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
     cpu::parallel_for(n, kGrain,
                       [&](int64_t, int64_t b0, int64_t e0) { unary_run<OP, C>(o + b0, x + b0, e0 - b0, a, b); });
     return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (!in.is_scalar && dense_widens(out) && dense_widens(in.arg)) {
+      cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+        float xbuf[kWideBlock];
+        widened_blocks(out, b0, e0, [&](float* o, int64_t i, int64_t m) {
+          const float* x = widened(in.arg, i, m, xbuf);
+          // A cast's op is the identity: the conversions are the whole of it.
+          if constexpr (OP == UnaryOp::Copy) {
+            if (o != x) std::copy_n(x, m, o);
+          } else {
+            unary_run<OP, C>(o, x, m, a, b);
+          }
+        });
+      });
+      return;
+    }
   }
   const int64_t zero[kMaxDims] = {};
   const int64_t* strides[2] = {out.strides, in.is_scalar ? zero : in.arg.strides};

@@ -3,15 +3,18 @@
 // register tile (4x16 float, 4x8 double) is written as plain loops that GCC vectorizes with SSE2.
 // Each C element is one sequential sum over k in k order, whatever the blocking, the tile's place
 // or the thread count, so results are bitwise identical for any number of threads. float32 and
-// float64 products go to OpenBLAS instead when it is the backend (kernels/cpu/blas.h): this GEMM is
-// the reference twin the tests compare it with, and the fallback.
+// float64 products go to OpenBLAS instead when it is the backend (kernels/cpu/blas.h), and float16
+// and bfloat16 ones too, widened to float32: this GEMM is the reference twin the tests compare it
+// with, and the fallback.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise_math.h"
@@ -270,6 +273,89 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
   }
 }
 
+// --- float16 and bfloat16 products through OpenBLAS ---------------------------------------------
+// OpenBLAS has no float16 product, and its bfloat16 one (sbgemm) is fast only on a core it knows to
+// have AVX-512 BF16. A half product here is the float32 product of its operands widened, which is
+// exact (every float16 and bfloat16 value is a float32), with C rounded back to T once at the end:
+// the arithmetic of kiln's GEMM for these types (exact products, float32 sums, one rounding at the
+// store), in OpenBLAS's order. The copies cost O(mk + kn + mn) against the product's O(mnk);
+// docs/cpu-performance.md measures what kiln's GEMM cost a bfloat16 autocast step instead.
+
+// One operand of a batch of half products, rows x cols at leading dimension ld, product i's at
+// offsets[i] (null: every product shares the first).
+template <typename T> struct HalfMatrices {
+  const T* base;
+  const int64_t* offsets;
+  int64_t rows, cols, ld;
+  int64_t copies(int64_t count) const { return offsets ? count : 1; }
+};
+
+// Copies products [p0, p0 + count) of x (their own matrices, or the shared one) densely into dst,
+// one matrix after another (rows x cols, leading dimension cols), rows spread over the pool.
+template <typename T> void widen_operand(float* dst, const HalfMatrices<T>& x, int64_t p0, int64_t count) {
+  const int64_t copies = x.copies(count), rows = x.rows, cols = x.cols;
+  cpu::parallel_for(copies * rows, cpu::grain_for(cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r / rows, row = r % rows;
+      const T* src = x.base + gemm_batch_offset(x.offsets, p0 + i) + row * x.ld;
+      cpu::widen_to_float(dst + r * cols, src, dtype_of<T>(), cols);
+    }
+  });
+}
+
+// The float32 scratch of the widened products, at most this many floats at once (64 MiB): a batch
+// that needs more goes through in parts, one product at least.
+constexpr int64_t kWideFloats = int64_t{1} << 24;
+
+// Runs g's half products (all of its batch) as float32 products through OpenBLAS; false, doing
+// nothing, when OpenBLAS is not the backend or does not take the sizes (then kiln's GEMM runs).
+template <typename T> bool widened_blas_gemm(const GemmArgs& g) {
+  const bool ta = g.trans_a, tb = g.trans_b;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const HalfMatrices<T> a{static_cast<const T*>(g.a), g.batch.a_offsets, ta ? k : m, ta ? m : k, g.lda};
+  const HalfMatrices<T> b{static_cast<const T*>(g.b), g.batch.b_offsets, tb ? n : k, tb ? k : n, g.ldb};
+  // The widened copies are dense, so a broadcast view's leading dimension (below its row length)
+  // no longer matters; BLAS must still take the sizes.
+  if (cpu::gemm_backend() != cpu::GemmBackend::Blas || !cpu::blas_accepts(ta, tb, m, n, k, a.cols, b.cols, n)) {
+    return false;
+  }
+  T* c = static_cast<T*>(g.c);
+  const int64_t a_size = a.rows * a.cols, b_size = b.rows * b.cols, c_size = m * n;
+  const int64_t per_product = (a.offsets ? a_size : 0) + (b.offsets ? b_size : 0) + c_size;
+  const int64_t shared = (a.offsets ? 0 : a_size) + (b.offsets ? 0 : b_size);
+  const int64_t part = std::clamp<int64_t>((kWideFloats - shared) / std::max<int64_t>(per_product, 1), 1,
+                                           g.batch.count);
+  // Not zeroed: every float is written before it is read (C only when beta != 0; OpenBLAS ignores
+  // C's old contents for beta == 0).
+  const auto wide = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(shared + part * per_product));
+  std::vector<int64_t> a_off(static_cast<size_t>(part)), b_off(a_off.size()), c_off(a_off.size());
+  for (int64_t i = 0; i < part; ++i) {
+    a_off[static_cast<size_t>(i)] = a.offsets ? i * a_size : 0;
+    b_off[static_cast<size_t>(i)] = b.offsets ? i * b_size : 0;
+    c_off[static_cast<size_t>(i)] = i * c_size;
+  }
+  float* wa = wide.get();
+  float* wb = wa + a.copies(part) * a_size;
+  float* wc = wb + b.copies(part) * b_size;
+  for (int64_t p0 = 0; p0 < g.batch.count; p0 += part) {
+    const int64_t count = std::min(part, g.batch.count - p0);
+    if (a.offsets || p0 == 0) widen_operand(wa, a, p0, count);
+    if (b.offsets || p0 == 0) widen_operand(wb, b, p0, count);
+    const HalfMatrices<T> cv{c, g.batch.c_offsets, m, n, g.ldc};
+    if (g.beta != 0.0) widen_operand(wc, cv, p0, count);
+    const GemmBatch wide_batch{count, a_off.data(), b_off.data(), c_off.data()};
+    cpu::blas_gemm(false, ta, tb, m, n, k, g.alpha, wa, a.cols, wb, b.cols, g.beta, wc, n, wide_batch);
+    cpu::parallel_for(count * m, cpu::grain_for(n), [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i = r / m, row = r % m;
+        T* dst = c + gemm_batch_offset(g.batch.c_offsets, p0 + i) + row * g.ldc;
+        cpu::narrow_from_float(dst, dtype_of<T>(), wc + r * n, n);
+      }
+    });
+  }
+  return true;
+}
+
 template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
   const bool ta = g.trans_a, tb = g.trans_b;
   const int64_t m = g.m, n = g.n, k = g.k, lda = g.lda, ldb = g.ldb, ldc = g.ldc;
@@ -297,12 +383,15 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
                            ldc};
   };
   // float32 and float64 go to OpenBLAS (kernels/cpu/blas.h) when it is the backend and takes the
-  // arguments, the whole batch at once; the rest to kiln's GEMM.
+  // arguments, the whole batch at once, float16 and bfloat16 widened to float32 (above); the rest to
+  // kiln's GEMM.
   if constexpr (std::is_same_v<T, Acc>) {
     if (cpu::gemm_backend() == cpu::GemmBackend::Blas &&
         cpu::blas_gemm(std::is_same_v<T, double>, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch)) {
       return;
     }
+  } else {
+    if (widened_blas_gemm<T>(g)) return;
   }
   const int threads = cpu::num_threads();
   const int64_t flops = 2 * m * n * std::max<int64_t>(k, 1);

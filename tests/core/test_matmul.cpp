@@ -511,6 +511,85 @@ TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copi
   }
 }
 
+// float16 and bfloat16 products on OpenBLAS (kernels/cpu/matmul.cpp): each is the float32 product of
+// its operands widened (exact), rounded to the dtype once, so its bits are those of that float32
+// product made by hand, whatever the layout: transposes, padded and broadcast (0) leading
+// dimensions, a batch with a shared A, a repeated B and its own C, beta 0 over NaN and beta != 0,
+// and a batch too large for the scratch, which goes through in parts.
+TEST_CASE("gemm_cpu: float16 and bfloat16 products on OpenBLAS are the float32 product of the widened operands",
+          "[linalg]") {
+  if (!cpu::blas_available()) {
+    SUCCEED("OpenBLAS is not loaded: half products run on kiln's GEMM, which the other tests check");
+    return;
+  }
+  cpu::GemmBackendScope use(cpu::GemmBackend::Blas);
+  ThreadCountGuard threads;
+  manual_seed(15);
+  struct Case {
+    int64_t m, n, k, count, lda_pad, ldb_pad, ldc_pad;
+    bool a_broadcast;  // A's rows all one (lda = 0), as an expanded view has
+  };
+  // The last case needs 2100 x (64 x 64 B + 64 x 64 C) floats, more than the 2^24 of scratch.
+  const std::vector<Case> cases{{19, 21, 37, 1, 3, 5, 2, false},
+                                {33, 17, 70, 5, 0, 1, 0, false},
+                                {8, 12, 16, 3, 0, 0, 1, true},
+                                {64, 64, 64, 2100, 0, 0, 0, false}};
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    for (const Case& cs : cases) {
+      if (cs.count > 1000 && t == DType::Float16) continue;  // the parts once are enough
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool ta = mode & 1, tb = mode & 2;
+        if (cs.count > 1000 && mode != 1) continue;
+        const int64_t m = cs.m, n = cs.n, k = cs.k, count = cs.count;
+        const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+        const int64_t lda = cs.a_broadcast ? 0 : a_cols + cs.lda_pad, ldb = b_cols + cs.ldb_pad, ldc = n + cs.ldc_pad;
+        // A: one matrix for the batch; B: two, used alternately; C: one per product.
+        Tensor a = (randn({cs.a_broadcast ? 1 : a_rows, std::max<int64_t>(lda, a_cols)}) * 2.0).to(t);
+        Tensor b = (randn({2, b_rows, ldb}) * 2.0).to(t);
+        Tensor c0 = randn({count, m, ldc}).to(t);
+        std::vector<int64_t> bo, co;
+        for (int64_t i = 0; i < count; ++i) {
+          bo.push_back(i % 2 * b_rows * ldb);
+          co.push_back(i * m * ldc);
+        }
+        const GemmBatch batch{count, nullptr, bo.data(), co.data()};
+        for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.5}}) {
+          if (cs.count > 1000 && beta != 0.0) continue;
+          INFO(dtype_name(t) << " m=" << m << " n=" << n << " k=" << k << " count=" << count << " ta=" << ta
+                             << " tb=" << tb << " lda=" << lda << " alpha=" << alpha << " beta=" << beta);
+          Tensor got = c0.clone();
+          if (beta == 0.0) got.fill_(std::numeric_limits<double>::quiet_NaN());
+          cpu::set_num_threads(2);
+          gemm(t, ta, tb, m, n, k, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta, got.data_ptr(), ldc, batch);
+          // The same products one at a time in float32, from the operands widened by hand.
+          // (A broadcast view is made dense first: OpenBLAS takes no leading dimension of 0.)
+          const Tensor a32 = cs.a_broadcast ? a.to(DType::Float32).expand({a_rows, a_cols}).contiguous()
+                                            : a.to(DType::Float32);
+          const Tensor b32 = b.to(DType::Float32);
+          Tensor want = c0.to(DType::Float32);
+          for (int64_t i = 0; i < count; ++i) {
+            gemm(DType::Float32, ta, tb, m, n, k, alpha, a32.data_ptr(), cs.a_broadcast ? a_cols : lda,
+                 static_cast<const float*>(b32.data_ptr()) + bo[at(i)], ldb, beta,
+                 static_cast<float*>(want.data_ptr()) + co[at(i)], ldc);
+          }
+          // The padding columns of C: NaN where beta was 0 (untouched), else C's own values.
+          if (beta == 0.0 && cs.ldc_pad > 0) {
+            want.narrow(2, n, cs.ldc_pad).fill_(std::numeric_limits<double>::quiet_NaN());
+          }
+          const Tensor want_t = want.to(t);
+          const size_t bytes = static_cast<size_t>(got.numel()) * got.element_size();
+          CHECK(std::memcmp(got.data_ptr(), want_t.data_ptr(), bytes) == 0);
+          // And on one thread, the same bits.
+          Tensor again = beta == 0.0 ? full_like(c0, std::numeric_limits<double>::quiet_NaN()) : c0.clone();
+          cpu::set_num_threads(1);
+          gemm(t, ta, tb, m, n, k, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta, again.data_ptr(), ldc, batch);
+          CHECK(std::memcmp(got.data_ptr(), again.data_ptr(), bytes) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("gemm_cpu and matmul: empty dims", "[linalg]") {
   const cpu::GemmBackend backend = GENERATE(from_range(gemm_backends()));
   INFO("backend " << cpu::gemm_backend_name(backend));

@@ -1,0 +1,22 @@
+// Bulk conversions between float32 and the 16-bit float types on the CPU, vectorized in the AVX2
+// clone (KILN_CPU_CLONES). Half GEMMs widen their operands with them to run on OpenBLAS
+// (kernels/cpu/matmul.cpp), and the elementwise ops widen dense half operands a block at a time
+// (kernels/cpu/elementwise_cpu.h). The values are those of the types' own conversions: widening is
+// exact, narrowing rounds to nearest even and keeps a NaN a NaN (kernels/half.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kiln::cpu {
+
+// Whether every value of dtype t is a float32: float32, float16 and bfloat16.
+inline bool widens_to_float(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+// dst[j] = float(src[j]) for j < n, src of dtype t (widens_to_float(t)).
+void widen_to_float(float* dst, const void* src, DType t, int64_t n);
+// dst[j] = src[j] converted to dtype t (widens_to_float(t)) for j < n.
+void narrow_from_float(void* dst, DType t, const float* src, int64_t n);
+
+}  // namespace kiln::cpu
