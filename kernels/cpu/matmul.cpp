@@ -274,12 +274,13 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
 }
 
 // --- float16 and bfloat16 products through OpenBLAS ---------------------------------------------
-// OpenBLAS has no float16 product, and its bfloat16 one (sbgemm) is fast only on a core it knows to
-// have AVX-512 BF16. A half product here is the float32 product of its operands widened, which is
-// exact (every float16 and bfloat16 value is a float32), with C rounded back to T once at the end:
-// the arithmetic of kiln's GEMM for these types (exact products, float32 sums, one rounding at the
-// store), in OpenBLAS's order. The copies cost O(mk + kn + mn) against the product's O(mnk);
-// docs/cpu-performance.md measures what kiln's GEMM cost a bfloat16 autocast step instead.
+// Debian's OpenBLAS 0.3.21 has no half-precision product (neither sbgemm, the bfloat16 one it can
+// be built with, nor a float16 one). A half product here is the float32 product of its operands
+// widened, which is exact (every float16 and bfloat16 value is a float32), with C rounded back to T
+// once at the end: the arithmetic of kiln's GEMM for these types (exact products, float32 sums, one
+// rounding at the store), in OpenBLAS's order. The copies cost O(mk + kn + mn) against the
+// product's O(mnk); docs/cpu-performance.md measures what kiln's GEMM cost a bfloat16 autocast step
+// instead.
 
 // One operand of a batch of half products, rows x cols at leading dimension ld, product i's at
 // offsets[i] (null: every product shares the first).
