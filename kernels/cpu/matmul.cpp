@@ -282,77 +282,116 @@ template <typename T, typename Acc> void gemm_one(const Problem<T, Acc>& pr, int
 // product's O(mnk); docs/cpu-performance.md measures what kiln's GEMM cost a bfloat16 autocast step
 // instead.
 
-// One operand of a batch of half products, rows x cols at leading dimension ld, product i's at
-// offsets[i] (null: every product shares the first).
-template <typename T> struct HalfMatrices {
-  const T* base;
+// One operand of a batch of half products: rows x cols at leading dimension ld from base, product
+// i's at base + offsets[i] (offsets null: every product shares the one matrix). P is const T* for A
+// and B, T* for C.
+template <typename P> struct HalfMatrices {
+  P base;
   const int64_t* offsets;
   int64_t rows, cols, ld;
+  int64_t size() const { return rows * cols; }
   int64_t copies(int64_t count) const { return offsets ? count : 1; }
+  P at(int64_t i, int64_t row) const { return base + gemm_batch_offset(offsets, i) + row * ld; }
+  // Rows [r0, r0 + nr) and columns [c0, c0 + nc) of every product's matrix.
+  HalfMatrices block(int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+    return {base + r0 * ld + c0, offsets, nr, nc, ld};
+  }
 };
 
 // Copies products [p0, p0 + count) of x (their own matrices, or the shared one) densely into dst,
-// one matrix after another (rows x cols, leading dimension cols), rows spread over the pool.
-template <typename T> void widen_operand(float* dst, const HalfMatrices<T>& x, int64_t p0, int64_t count) {
-  const int64_t copies = x.copies(count), rows = x.rows, cols = x.cols;
-  cpu::parallel_for(copies * rows, cpu::grain_for(cols), [&](int64_t, int64_t r0, int64_t r1) {
+// one matrix after another (rows x cols, leading dimension cols), rows spread over the pool; and
+// back, rounding, from such a dense float32 copy into x.
+template <typename T> void widen_operand(float* dst, const HalfMatrices<const T*>& x, int64_t p0, int64_t count) {
+  cpu::parallel_for(x.copies(count) * x.rows, cpu::grain_for(x.cols), [&](int64_t, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t i = r / rows, row = r % rows;
-      const T* src = x.base + gemm_batch_offset(x.offsets, p0 + i) + row * x.ld;
-      cpu::widen_to_float(dst + r * cols, src, dtype_of<T>(), cols);
+      cpu::widen_to_float(dst + r * x.cols, x.at(p0 + r / x.rows, r % x.rows), dtype_of<T>(), x.cols);
+    }
+  });
+}
+template <typename T> void narrow_operand(const HalfMatrices<T*>& x, const float* src, int64_t p0, int64_t count) {
+  cpu::parallel_for(count * x.rows, cpu::grain_for(x.cols), [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      cpu::narrow_from_float(x.at(p0 + r / x.rows, r % x.rows), dtype_of<T>(), src + r * x.cols, x.cols);
     }
   });
 }
 
 // The float32 scratch of the widened products, at most this many floats at once (64 MiB): a batch
-// that needs more goes through in parts, one product at least.
+// that needs more goes through in parts, and a product that needs more in tiles of C.
 constexpr int64_t kWideFloats = int64_t{1} << 24;
+
+// One float32 pass over products [p0, p0 + count) (all m x n, k deep; blocks of larger matrices
+// when tiled): the operands widened into wa and wb (unless they are there from the pass before), C
+// into wc when beta reads it, one OpenBLAS call for the batch, and C rounded back.
+template <typename T>
+void widened_pass(const GemmArgs& g, const HalfMatrices<const T*>& a, const HalfMatrices<const T*>& b,
+                  const HalfMatrices<T*>& c, int64_t p0, int64_t count, float* wa, float* wb, float* wc, bool widen_a,
+                  bool widen_b) {
+  if (widen_a) widen_operand(wa, a, p0, count);
+  if (widen_b) widen_operand(wb, b, p0, count);
+  if (g.beta != 0.0) widen_operand(wc, HalfMatrices<const T*>{c.base, c.offsets, c.rows, c.cols, c.ld}, p0, count);
+  std::vector<int64_t> a_off(static_cast<size_t>(count)), b_off(a_off.size()), c_off(a_off.size());
+  for (int64_t i = 0; i < count; ++i) {
+    a_off[static_cast<size_t>(i)] = a.offsets ? i * a.size() : 0;
+    b_off[static_cast<size_t>(i)] = b.offsets ? i * b.size() : 0;
+    c_off[static_cast<size_t>(i)] = i * c.size();
+  }
+  const GemmBatch batch{count, a_off.data(), b_off.data(), c_off.data()};
+  cpu::blas_gemm(false, g.trans_a, g.trans_b, c.rows, c.cols, g.k, g.alpha, wa, a.cols, wb, b.cols, g.beta, wc,
+                 c.cols, batch);
+  narrow_operand(c, wc, p0, count);
+}
 
 // Runs g's half products (all of its batch) as float32 products through OpenBLAS; false, doing
 // nothing, when OpenBLAS is not the backend or does not take the sizes (then kiln's GEMM runs).
 template <typename T> bool widened_blas_gemm(const GemmArgs& g) {
   const bool ta = g.trans_a, tb = g.trans_b;
-  const int64_t m = g.m, n = g.n, k = g.k;
-  const HalfMatrices<T> a{static_cast<const T*>(g.a), g.batch.a_offsets, ta ? k : m, ta ? m : k, g.lda};
-  const HalfMatrices<T> b{static_cast<const T*>(g.b), g.batch.b_offsets, tb ? n : k, tb ? k : n, g.ldb};
+  const int64_t m = g.m, n = g.n, k = g.k, count = g.batch.count;
+  const HalfMatrices<const T*> a{static_cast<const T*>(g.a), g.batch.a_offsets, ta ? k : m, ta ? m : k, g.lda};
+  const HalfMatrices<const T*> b{static_cast<const T*>(g.b), g.batch.b_offsets, tb ? n : k, tb ? k : n, g.ldb};
+  const HalfMatrices<T*> c{static_cast<T*>(g.c), g.batch.c_offsets, m, n, g.ldc};
   // The widened copies are dense, so a broadcast view's leading dimension (below its row length)
   // no longer matters; BLAS must still take the sizes.
   if (cpu::gemm_backend() != cpu::GemmBackend::Blas || !cpu::blas_accepts(ta, tb, m, n, k, a.cols, b.cols, n)) {
     return false;
   }
-  T* c = static_cast<T*>(g.c);
-  const int64_t a_size = a.rows * a.cols, b_size = b.rows * b.cols, c_size = m * n;
-  const int64_t per_product = (a.offsets ? a_size : 0) + (b.offsets ? b_size : 0) + c_size;
-  const int64_t shared = (a.offsets ? 0 : a_size) + (b.offsets ? 0 : b_size);
-  const int64_t part = std::clamp<int64_t>((kWideFloats - shared) / std::max<int64_t>(per_product, 1), 1,
-                                           g.batch.count);
-  // Not zeroed: every float is written before it is read (C only when beta != 0; OpenBLAS ignores
-  // C's old contents for beta == 0).
-  const auto wide = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(shared + part * per_product));
-  std::vector<int64_t> a_off(static_cast<size_t>(part)), b_off(a_off.size()), c_off(a_off.size());
-  for (int64_t i = 0; i < part; ++i) {
-    a_off[static_cast<size_t>(i)] = a.offsets ? i * a_size : 0;
-    b_off[static_cast<size_t>(i)] = b.offsets ? i * b_size : 0;
-    c_off[static_cast<size_t>(i)] = i * c_size;
+  const int64_t per_product = (a.offsets ? a.size() : 0) + (b.offsets ? b.size() : 0) + c.size();
+  const int64_t shared = (a.offsets ? 0 : a.size()) + (b.offsets ? 0 : b.size());
+  if (shared + per_product <= kWideFloats) {
+    // Whole products, as many at once as fit; a shared operand is widened once.
+    const int64_t part = std::clamp<int64_t>((kWideFloats - shared) / per_product, 1, count);
+    // Not zeroed: every float is written before it is read (C only when beta != 0; OpenBLAS ignores
+    // C's old contents for beta == 0).
+    const auto wide = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(shared + part * per_product));
+    float* wa = wide.get();
+    float* wb = wa + a.copies(part) * a.size();
+    float* wc = wb + b.copies(part) * b.size();
+    for (int64_t p0 = 0; p0 < count; p0 += part) {
+      widened_pass(g, a, b, c, p0, std::min(part, count - p0), wa, wb, wc, a.offsets || p0 == 0,
+                   b.offsets || p0 == 0);
+    }
+    return true;
   }
+  // A product too large for the scratch (a language model's logits): tiles of C, each over the
+  // whole k, one product at a time. A tile takes all n columns when a k x n panel of op(B) fills at
+  // most half the scratch, else as many as do; then as many rows as fit beside them (at least 64
+  // columns and 16 rows: a tile that small is still a product OpenBLAS runs well).
+  const int64_t cols = std::min(n, std::max<int64_t>(64, kWideFloats / 2 / k));
+  const int64_t rows = std::min(m, std::max<int64_t>(16, (kWideFloats - k * cols) / (k + cols)));
+  const auto wide = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(rows * k + k * cols + rows * cols));
   float* wa = wide.get();
-  float* wb = wa + a.copies(part) * a_size;
-  float* wc = wb + b.copies(part) * b_size;
-  for (int64_t p0 = 0; p0 < g.batch.count; p0 += part) {
-    const int64_t count = std::min(part, g.batch.count - p0);
-    if (a.offsets || p0 == 0) widen_operand(wa, a, p0, count);
-    if (b.offsets || p0 == 0) widen_operand(wb, b, p0, count);
-    const HalfMatrices<T> cv{c, g.batch.c_offsets, m, n, g.ldc};
-    if (g.beta != 0.0) widen_operand(wc, cv, p0, count);
-    const GemmBatch wide_batch{count, a_off.data(), b_off.data(), c_off.data()};
-    cpu::blas_gemm(false, ta, tb, m, n, k, g.alpha, wa, a.cols, wb, b.cols, g.beta, wc, n, wide_batch);
-    cpu::parallel_for(count * m, cpu::grain_for(n), [&](int64_t, int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t i = r / m, row = r % m;
-        T* dst = c + gemm_batch_offset(g.batch.c_offsets, p0 + i) + row * g.ldc;
-        cpu::narrow_from_float(dst, dtype_of<T>(), wc + r * n, n);
+  float* wb = wa + rows * k;
+  float* wc = wb + k * cols;
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t c0 = 0; c0 < n; c0 += cols) {
+      const int64_t nc = std::min(cols, n - c0);
+      const auto bt = tb ? b.block(c0, nc, 0, k) : b.block(0, k, c0, nc);
+      for (int64_t r0 = 0; r0 < m; r0 += rows) {
+        const int64_t nr = std::min(rows, m - r0);
+        const auto at = ta ? a.block(0, k, r0, nr) : a.block(r0, nr, 0, k);
+        widened_pass(g, at, bt, c.block(r0, nr, c0, nc), i, 1, wa, wb, wc, true, r0 == 0);
       }
-    });
+    }
   }
   return true;
 }

@@ -514,8 +514,9 @@ TEST_CASE("gemm_cpu: batch offsets may repeat (a broadcast operand is never copi
 // float16 and bfloat16 products on OpenBLAS (kernels/cpu/matmul.cpp): each is the float32 product of
 // its operands widened (exact), rounded to the dtype once, so its bits are those of that float32
 // product made by hand, whatever the layout: transposes, padded and broadcast (0) leading
-// dimensions, a batch with a shared A, a repeated B and its own C, beta 0 over NaN and beta != 0,
-// and a batch too large for the scratch, which goes through in parts.
+// dimensions, a batch with a shared A, a repeated B and its own C, beta 0 over NaN and beta != 0;
+// a batch too large for the scratch, which goes through in parts; and products too large for it,
+// which go through in tiles of C (rows only, and columns too when op(B) is large).
 TEST_CASE("gemm_cpu: float16 and bfloat16 products on OpenBLAS are the float32 product of the widened operands",
           "[linalg]") {
   if (!cpu::blas_available()) {
@@ -529,23 +530,25 @@ TEST_CASE("gemm_cpu: float16 and bfloat16 products on OpenBLAS are the float32 p
     int64_t m, n, k, count, lda_pad, ldb_pad, ldc_pad;
     bool a_broadcast;  // A's rows all one (lda = 0), as an expanded view has
   };
-  // The last case needs 2100 x (64 x 64 B + 64 x 64 C) floats, more than the 2^24 of scratch.
-  const std::vector<Case> cases{{19, 21, 37, 1, 3, 5, 2, false},
-                                {33, 17, 70, 5, 0, 1, 0, false},
-                                {8, 12, 16, 3, 0, 0, 1, true},
-                                {64, 64, 64, 2100, 0, 0, 0, false}};
+  // The scratch holds 2^24 floats: the fourth case's batch needs 2100 x (64 x 64 B + 64 x 64 C),
+  // the fifth's C 4200 x 4096, the sixth's op(B) 4096 x 4200.
+  const std::vector<Case> cases{{19, 21, 37, 1, 3, 5, 2, false},     {33, 17, 70, 5, 0, 1, 0, false},
+                                {8, 12, 16, 3, 0, 0, 1, true},       {64, 64, 64, 2100, 0, 0, 0, false},
+                                {4200, 4096, 24, 1, 0, 0, 3, false}, {40, 4200, 4096, 1, 2, 0, 0, false}};
   for (DType t : {DType::BFloat16, DType::Float16}) {
     for (const Case& cs : cases) {
-      if (cs.count > 1000 && t == DType::Float16) continue;  // the parts once are enough
+      const bool large = cs.count > 1000 || cs.m * cs.n * cs.k > 100'000'000;
+      if (large && t == DType::Float16) continue;  // the parts and tiles once are enough
       for (int mode = 0; mode < 4; ++mode) {
         const bool ta = mode & 1, tb = mode & 2;
         if (cs.count > 1000 && mode != 1) continue;
+        if (large && cs.count == 1 && mode != 0 && mode != 3) continue;  // each operand's two block forms
         const int64_t m = cs.m, n = cs.n, k = cs.k, count = cs.count;
         const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
         const int64_t lda = cs.a_broadcast ? 0 : a_cols + cs.lda_pad, ldb = b_cols + cs.ldb_pad, ldc = n + cs.ldc_pad;
         // A: one matrix for the batch; B: two, used alternately; C: one per product.
         Tensor a = (randn({cs.a_broadcast ? 1 : a_rows, std::max<int64_t>(lda, a_cols)}) * 2.0).to(t);
-        Tensor b = (randn({2, b_rows, ldb}) * 2.0).to(t);
+        Tensor b = (randn({std::min<int64_t>(count, 2), b_rows, ldb}) * 2.0).to(t);
         Tensor c0 = randn({count, m, ldc}).to(t);
         std::vector<int64_t> bo, co;
         for (int64_t i = 0; i < count; ++i) {
@@ -555,6 +558,7 @@ TEST_CASE("gemm_cpu: float16 and bfloat16 products on OpenBLAS are the float32 p
         const GemmBatch batch{count, nullptr, bo.data(), co.data()};
         for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.5}}) {
           if (cs.count > 1000 && beta != 0.0) continue;
+          if (large && cs.count == 1 && beta != 0.0 && cs.k > 1000) continue;
           INFO(dtype_name(t) << " m=" << m << " n=" << n << " k=" << k << " count=" << count << " ta=" << ta
                              << " tb=" << tb << " lda=" << lda << " alpha=" << alpha << " beta=" << beta);
           Tensor got = c0.clone();
