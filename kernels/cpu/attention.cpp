@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/philox_lanes.h"
@@ -84,7 +85,15 @@ Operand<Acc> rows_of(const void* base, DType dtype, int64_t offset, int64_t rows
   }
   buf.resize(static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t e = 0; e < cols; ++e) buf[static_cast<size_t>(i * cols + e)] = load_as<Acc>(base, dtype, offset + i * row_stride + e);
+    Acc* dst = buf.data() + i * cols;
+    const int64_t first = offset + i * row_stride;
+    if constexpr (std::is_same_v<Acc, float>) {
+      if (cpu::widens_to_float(dtype)) {  // float16 and bfloat16 rows: the bulk conversion
+        cpu::widen_to_float(dst, static_cast<const char*>(base) + first * int64_t(element_size(dtype)), dtype, cols);
+        continue;
+      }
+    }
+    for (int64_t e = 0; e < cols; ++e) dst[e] = load_as<Acc>(base, dtype, first + e);
   }
   return {buf.data(), cols};
 }
@@ -106,11 +115,18 @@ void store_rows(void* dst, DType dtype, int64_t offset, int64_t ld, const Acc* s
                 int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     const Acc* row = src + i * ld_src;
+    const int64_t first = offset + i * ld;
     if (dtype == acc_dtype(std::is_same_v<Acc, double>)) {
-      std::copy(row, row + cols, static_cast<Acc*>(dst) + offset + i * ld);
-    } else {
-      for (int64_t e = 0; e < cols; ++e) store_as<Acc>(dst, dtype, offset + i * ld + e, row[e]);
+      std::copy(row, row + cols, static_cast<Acc*>(dst) + first);
+      continue;
     }
+    if constexpr (std::is_same_v<Acc, float>) {
+      if (cpu::widens_to_float(dtype)) {  // float16 and bfloat16 rows: the bulk conversion
+        cpu::narrow_from_float(static_cast<char*>(dst) + first * int64_t(element_size(dtype)), dtype, row, cols);
+        continue;
+      }
+    }
+    for (int64_t e = 0; e < cols; ++e) store_as<Acc>(dst, dtype, first + e, row[e]);
   }
 }
 

@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/convert.h"
 
 using namespace kiln;
 
@@ -73,6 +75,94 @@ TEST_CASE("BFloat16: rounds to nearest even and keeps NaN", "[dtype]") {
   CHECK(std::isnan(static_cast<float>(BFloat16(std::nanf("")))));
   CHECK(static_cast<float>(BFloat16(-2.5f)) == -2.5f);
   CHECK(std::isinf(static_cast<float>(BFloat16(bits_to_float(0x7F7FFFFFu)))));  // max float rounds to inf
+}
+
+namespace {
+
+// float -> float16 by float64 arithmetic and the current (nearest-even) rounding mode: the
+// reference the straight-line bit conversion in kernels/half.h must match.
+uint16_t reference_half(float f) {
+  const uint32_t sign = std::signbit(f) ? 0x8000u : 0u;
+  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7E00u);
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return static_cast<uint16_t>(sign | 0x7C00u);  // infinity, and what rounds to it
+  if (a < 0x1p-14) return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 0x1p24)));
+  int e = 0;
+  std::frexp(a, &e);  // a = m 2^e with m in [0.5, 1)
+  uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, 11 - e)));  // 11 significant bits
+  if (q == 2048) {  // rounded up into the next binade
+    q = 1024;
+    ++e;
+  }
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + 14) << 10 | (q - 1024));
+}
+
+// Floats of every sign and exponent whose mantissas sit on each side of every rounding point (bit
+// p set, p's neighbours, p with a sticky bit below), plus random mantissas.
+std::vector<float> conversion_samples() {
+  std::vector<float> v;
+  uint32_t s = 777;
+  for (uint32_t sign = 0; sign < 2; ++sign) {
+    for (uint32_t exp = 0; exp < 256; ++exp) {
+      std::vector<uint32_t> mants{0u, 0x7FFFFFu};
+      for (uint32_t p = 0; p < 23; ++p) {
+        // below, at and above bit p; ties with the bit above odd (3 << p) and even (5 << p)
+        for (uint32_t m : {1u << p, (1u << p) - 1u, (1u << p) + 1u, 3u << p, 5u << p, (2u << p) - 1u}) {
+          mants.push_back(m & 0x7FFFFFu);
+        }
+      }
+      for (int i = 0; i < 64; ++i) {
+        s = s * 1664525u + 1013904223u;
+        mants.push_back(s >> 9);
+      }
+      for (uint32_t m : mants) v.push_back(bits_to_float(sign << 31 | exp << 23 | m));
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Half: float to half matches a float64 reference at every exponent's rounding points", "[dtype]") {
+  int64_t bad = 0;
+  for (float f : conversion_samples()) {
+    if (Half(f).bits != reference_half(f)) {
+      if (bad++ < 5) {
+        uint32_t u = 0;
+        std::memcpy(&u, &f, 4);
+        FAIL_CHECK("float bits " << std::hex << u << ": half " << Half(f).bits << ", reference " << reference_half(f));
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// The bulk conversions (kernels/cpu/convert.h, vectorized in the AVX2 clone) give the scalar
+// conversions' bits, both ways, for float16 and bfloat16.
+TEST_CASE("Half and BFloat16: the bulk conversions give the scalar conversions' bits", "[dtype]") {
+  const std::vector<float> f = conversion_samples();
+  const int64_t n = static_cast<int64_t>(f.size());
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(t));
+    std::vector<uint16_t> narrow(f.size());
+    cpu::narrow_from_float(narrow.data(), t, f.data(), n);
+    int64_t bad = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      bad += narrow[i] != (t == DType::Float16 ? Half(f[i]).bits : BFloat16(f[i]).bits);
+    }
+    CHECK(bad == 0);
+    std::vector<uint16_t> all(65536);
+    for (uint32_t b = 0; b < 65536; ++b) all[b] = static_cast<uint16_t>(b);
+    std::vector<float> wide(all.size());
+    cpu::widen_to_float(wide.data(), all.data(), t, 65536);
+    bad = 0;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float scalar = t == DType::Float16 ? static_cast<float>(Half::from_bits(static_cast<uint16_t>(b)))
+                                               : static_cast<float>(BFloat16::from_bits(static_cast<uint16_t>(b)));
+      bad += std::memcmp(&wide[b], &scalar, 4) != 0;
+    }
+    CHECK(bad == 0);
+  }
 }
 
 TEST_CASE("type promotion between tensors follows PyTorch", "[dtype]") {
