@@ -13,7 +13,8 @@ namespace {
 
 // The loops read and write the 16-bit patterns (uint16_t), not the Half and BFloat16 structs: GCC
 // does not vectorize a loop of struct stores (the float16 loops stayed scalar).
-template <typename T> KILN_CPU_CLONES void widen_run(float* __restrict dst, const uint16_t* __restrict src, int64_t n) {
+template <typename T>
+KILN_CPU_CLONES void widen_run(float* __restrict dst, const uint16_t* __restrict src, int64_t n) {
   for (int64_t j = 0; j < n; ++j) {
     if constexpr (std::is_same_v<T, Half>) {
       dst[j] = detail::half_bits_to_float(src[j]);
@@ -22,7 +23,8 @@ template <typename T> KILN_CPU_CLONES void widen_run(float* __restrict dst, cons
     }
   }
 }
-template <typename T> KILN_CPU_CLONES void narrow_run(uint16_t* __restrict dst, const float* __restrict src, int64_t n) {
+template <typename T>
+KILN_CPU_CLONES void narrow_run(uint16_t* __restrict dst, const float* __restrict src, int64_t n) {
   for (int64_t j = 0; j < n; ++j) {
     if constexpr (std::is_same_v<T, Half>) {
       dst[j] = detail::float_to_half_bits(src[j]);

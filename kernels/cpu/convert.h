@@ -1,8 +1,9 @@
 // Bulk conversions between float32 and the 16-bit float types on the CPU, vectorized in the AVX2
 // clone (KILN_CPU_CLONES). Half GEMMs widen their operands with them to run on OpenBLAS
-// (kernels/cpu/matmul.cpp), and the elementwise ops widen dense half operands a block at a time
-// (kernels/cpu/elementwise_cpu.h). The values are those of the types' own conversions: widening is
-// exact, narrowing rounds to nearest even and keeps a NaN a NaN (kernels/half.h).
+// (kernels/cpu/matmul.cpp), the elementwise ops widen dense half operands a block at a time
+// (kernels/cpu/elementwise_cpu.h), and attention its half rows (kernels/cpu/attention.cpp). The
+// values are those of the types' own conversions: widening is exact, narrowing rounds to nearest
+// even and keeps a NaN a NaN (kernels/half.h).
 #pragma once
 
 #include <cstdint>
