@@ -1,9 +1,10 @@
 // Bulk conversions between float32 and the 16-bit float types on the CPU, vectorized in the AVX2
 // clone (KILN_CPU_CLONES). Half GEMMs widen their operands with them to run on OpenBLAS
 // (kernels/cpu/matmul.cpp), the elementwise ops widen dense half operands a block at a time
-// (kernels/cpu/elementwise_cpu.h), and attention its half rows (kernels/cpu/attention.cpp). The
-// values are those of the types' own conversions: widening is exact, narrowing rounds to nearest
-// even and keeps a NaN a NaN (kernels/half.h).
+// (kernels/cpu/elementwise_cpu.h), attention its half rows (kernels/cpu/attention.cpp) and im2col
+// a convolution's dense half runs into float columns (kernels/cpu/im2col.cpp). The values are those
+// of the types' own conversions: widening is exact, narrowing rounds to nearest even and keeps a
+// NaN a NaN (kernels/half.h).
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/error.h"
@@ -32,11 +33,17 @@ template <typename T, typename C> inline T narrow_to(C v) {
 }
 
 // Copies n values from src, `stride` elements apart, into dst, widening them to C: one memcpy when
-// both are dense and of the same type.
+// both are dense and of the same type, the bulk conversion (kernels/cpu/convert.h) for a dense half
+// run into float.
 template <typename T, typename C> inline void copy_run(C* dst, const T* src, int64_t n, int64_t stride) {
   if constexpr (std::is_same_v<T, C>) {
     if (stride == 1) {
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
+      return;
+    }
+  } else if constexpr (std::is_same_v<C, float> && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)) {
+    if (stride == 1) {
+      widen_to_float(dst, src, dtype_of<T>(), n);
       return;
     }
   }
@@ -263,12 +270,7 @@ void im2col_planes_typed(C* col, int64_t ld, const T* in, ImageStrides s, const 
         std::fill(dst + span.hi, dst + g.out_w, C(0));
         if (span.lo == span.hi) continue;
         // Output column ow in [lo, hi) reads src[(ow - lo) * step].
-        const T* src = plane + ih * s.h + span.first_iw * s.w;
-        if (step == 1) {
-          for (int64_t ow = span.lo; ow < span.hi; ++ow) dst[ow] = widen<C>(src[ow - span.lo]);
-        } else {
-          for (int64_t ow = span.lo; ow < span.hi; ++ow) dst[ow] = widen<C>(src[(ow - span.lo) * step]);
-        }
+        copy_run(dst + span.lo, plane + ih * s.h + span.first_iw * s.w, span.hi - span.lo, step);
       }
     }
   });
