@@ -1,6 +1,7 @@
 // kiln's own 16-bit float types, bit-compatible with __half and __nv_bfloat16.
-// Conversions from float round to nearest even and keep NaN a NaN; both directions are
-// KILN_HD so the CPU reference and the CUDA kernels convert identically.
+// Conversions from float round to nearest even and keep NaN a NaN; both directions are host and
+// device code (KILN_HD_INLINE, kernels/macros.h), so the CPU reference and the CUDA kernels convert
+// identically.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 namespace kiln {
 
 namespace detail {
-KILN_HD uint32_t f32_bits(float f) {
+KILN_HD_INLINE uint32_t f32_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
 #else
@@ -20,7 +21,7 @@ KILN_HD uint32_t f32_bits(float f) {
   return u;
 #endif
 }
-KILN_HD float bits_f32(uint32_t u) {
+KILN_HD_INLINE float bits_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -37,13 +38,13 @@ KILN_HD float bits_f32(uint32_t u) {
 
 // a where c holds, else b, as a mask: GCC 12 does not vectorize float_to_half_bits' selects written
 // as ?: (it narrows one arm to 16 bits and then has no vector select for the mixed widths).
-KILN_HD uint32_t select_bits(bool c, uint32_t a, uint32_t b) {
+KILN_HD_INLINE uint32_t select_bits(bool c, uint32_t a, uint32_t b) {
   const uint32_t m = 0u - static_cast<uint32_t>(c);
   return (a & m) | (b & ~m);
 }
 
 // float -> float16, to nearest even; overflow to +-inf, a NaN to the quiet NaN 0x7E00 with its sign.
-KILN_HD uint16_t float_to_half_bits(float f) {
+KILN_HD_INLINE uint16_t float_to_half_bits(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7FFFFFFFu;
@@ -66,7 +67,7 @@ KILN_HD uint16_t float_to_half_bits(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-KILN_HD float half_bits_to_float(uint16_t h) {
+KILN_HD_INLINE float half_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   const uint32_t mant = h & 0x3FFu;
@@ -78,22 +79,22 @@ KILN_HD float half_bits_to_float(uint16_t h) {
 
 // float -> bfloat16, to nearest even (the same rounding as float16's normals); a NaN keeps its sign
 // and top payload bits and is made quiet.
-KILN_HD uint16_t float_to_bf16_bits(float f) {
+KILN_HD_INLINE uint16_t float_to_bf16_bits(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (x >> 16) | 0x40u;
   return static_cast<uint16_t>((x & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
 }
 
-KILN_HD float bf16_bits_to_float(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
+KILN_HD_INLINE float bf16_bits_to_float(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
 }  // namespace detail
 
 struct alignas(2) Half {
   uint16_t bits = 0;
   Half() = default;
-  KILN_HD Half(float f) : bits(detail::float_to_half_bits(f)) {}  // NOLINT: implicit like float
-  KILN_HD operator float() const { return detail::half_bits_to_float(bits); }
-  static KILN_HD Half from_bits(uint16_t b) {
+  KILN_HD_INLINE Half(float f) : bits(detail::float_to_half_bits(f)) {}  // NOLINT: implicit like float
+  KILN_HD_INLINE operator float() const { return detail::half_bits_to_float(bits); }
+  static KILN_HD_INLINE Half from_bits(uint16_t b) {
     Half h;
     h.bits = b;
     return h;
@@ -103,9 +104,9 @@ struct alignas(2) Half {
 struct alignas(2) BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  KILN_HD BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}  // NOLINT
-  KILN_HD operator float() const { return detail::bf16_bits_to_float(bits); }
-  static KILN_HD BFloat16 from_bits(uint16_t b) {
+  KILN_HD_INLINE BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}  // NOLINT
+  KILN_HD_INLINE operator float() const { return detail::bf16_bits_to_float(bits); }
+  static KILN_HD_INLINE BFloat16 from_bits(uint16_t b) {
     BFloat16 h;
     h.bits = b;
     return h;

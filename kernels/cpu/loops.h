@@ -25,6 +25,14 @@
 #else
 #define KILN_CPU_CLONES
 #endif
+// The helpers those loops call (element access, the lane sums): always inlined, so that they are
+// compiled for the clone's target; an out-of-line copy is baseline code, and a call to it from the
+// AVX2 clone keeps the loop scalar (lane_sum2 over float16 terms was not inlined, and ran so).
+#if defined(__GNUC__)
+#define KILN_CPU_INLINE inline __attribute__((always_inline))
+#else
+#define KILN_CPU_INLINE inline
+#endif
 
 namespace kiln::cpu {
 
@@ -58,17 +66,23 @@ template <typename C> inline void store_as(void* base, DType t, int64_t i, C v) 
 // Accumulation type of a floating element type: double for double, float for the rest.
 template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Typed element access for kernels that switched on the dtype once (half types go through float).
-template <typename T, typename A> inline A ld(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<A>(static_cast<float>(p[i]));
+// Typed element access for kernels that switched on the dtype once (half types go through float,
+// as their 16-bit patterns: GCC vectorizes a loop that stores the member, not one that assigns
+// the struct).
+template <typename T, typename A> KILN_CPU_INLINE A ld(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return static_cast<A>(detail::half_bits_to_float(p[i].bits));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return static_cast<A>(detail::bf16_bits_to_float(p[i].bits));
   } else {
     return static_cast<A>(p[i]);
   }
 }
-template <typename T, typename A> inline void st(T* p, int64_t i, A v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    p[i] = T(static_cast<float>(v));
+template <typename T, typename A> KILN_CPU_INLINE void st(T* p, int64_t i, A v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    p[i].bits = detail::float_to_half_bits(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    p[i].bits = detail::float_to_bf16_bits(static_cast<float>(v));
   } else {
     p[i] = static_cast<T>(v);
   }
@@ -94,25 +108,28 @@ template <typename A> inline A keep_if(bool keep, A v) {
 // depend only on the run's length, never on the thread count. term(j) is the j-th term. Call them
 // from a KILN_CPU_CLONES function so that the AVX2 clone gets 8-wide lanes.
 constexpr int kLanes = 8;
-template <typename A> inline A fold_lanes(const A (&lane)[kLanes]) {
+template <typename A> KILN_CPU_INLINE A fold_lanes(const A (&lane)[kLanes]) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
-template <typename A, typename F> inline A lane_sum(int64_t n, F&& term) {
-  A lane[kLanes] = {};
+// Adds a run's terms into the lanes: term(j) into lane j % kLanes. A run cut into pieces that start
+// at multiples of kLanes, added one after another into the same lanes, gives every lane the whole
+// run's terms in the whole run's order: the bits of one call.
+template <typename A, typename F> KILN_CPU_INLINE void lane_add(A (&lane)[kLanes], int64_t n, F&& term) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) lane[l] += term(j + l);
   }
   for (; j < n; ++j) lane[j % kLanes] += term(j);
+}
+template <typename A, typename F> KILN_CPU_INLINE A lane_sum(int64_t n, F&& term) {
+  A lane[kLanes] = {};
+  lane_add(lane, n, term);
   return fold_lanes(lane);
 }
 // Two sums in one pass over the run, of term0(j) and of term1(j). Each has lane_sum's lanes and
 // fold, so its bits are those of its own lane_sum; the terms can share loads the compiler merges.
-template <typename A> struct LanePair {
-  A first, second;
-};
-template <typename A, typename F0, typename F1> inline LanePair<A> lane_sum2(int64_t n, F0&& term0, F1&& term1) {
-  A lane0[kLanes] = {}, lane1[kLanes] = {};
+template <typename A, typename F0, typename F1>
+KILN_CPU_INLINE void lane_add2(A (&lane0)[kLanes], A (&lane1)[kLanes], int64_t n, F0&& term0, F1&& term1) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     // Both sums in one loop over the lanes: GCC 12 vectorizes this, but not a loop per sum nor a
@@ -126,11 +143,19 @@ template <typename A, typename F0, typename F1> inline LanePair<A> lane_sum2(int
     lane0[j % kLanes] += term0(j);
     lane1[j % kLanes] += term1(j);
   }
+}
+template <typename A> struct LanePair {
+  A first, second;
+};
+template <typename A, typename F0, typename F1>
+KILN_CPU_INLINE LanePair<A> lane_sum2(int64_t n, F0&& term0, F1&& term1) {
+  A lane0[kLanes] = {}, lane1[kLanes] = {};
+  lane_add2(lane0, lane1, n, term0, term1);
   return {fold_lanes(lane0), fold_lanes(lane1)};
 }
 // The largest term, NaNs skipped as std::max(m, v) skips them (so the order does not matter); -inf
 // for an empty run.
-template <typename A, typename F> inline A lane_max(int64_t n, F&& term) {
+template <typename A, typename F> KILN_CPU_INLINE A lane_max(int64_t n, F&& term) {
   A lane[kLanes];
   for (int l = 0; l < kLanes; ++l) lane[l] = -std::numeric_limits<A>::infinity();
   int64_t j = 0;

@@ -137,32 +137,67 @@ TEST_CASE("Half: float to half matches a float64 reference at every exponent's r
   CHECK(bad == 0);
 }
 
-// The bulk conversions (kernels/cpu/convert.h, vectorized in the AVX2 clone) give the scalar
-// conversions' bits, both ways, for float16 and bfloat16.
+// The bulk conversions (kernels/cpu/convert.h) give the scalar conversions' bits, both ways, for
+// float16 and bfloat16: the portable loops (vectorized in the AVX2 clone) and, where the CPU has
+// F16C, float16's hardware conversions, whose NaNs are put right to kiln's. Every 16-bit pattern is
+// widened; the samples are narrowed whole and in short runs at every offset, for the hardware
+// loop's tail of fewer than 8.
 TEST_CASE("Half and BFloat16: the bulk conversions give the scalar conversions' bits", "[dtype]") {
   const std::vector<float> f = conversion_samples();
   const int64_t n = static_cast<int64_t>(f.size());
-  for (DType t : {DType::Float16, DType::BFloat16}) {
-    INFO(dtype_name(t));
-    std::vector<uint16_t> narrow(f.size());
-    cpu::narrow_from_float(narrow.data(), t, f.data(), n);
-    int64_t bad = 0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      bad += narrow[i] != (t == DType::Float16 ? Half(f[i]).bits : BFloat16(f[i]).bits);
+  const bool had = cpu::hardware_half();
+#if defined(__x86_64__) && defined(__GNUC__)
+  CHECK(had == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")));  // on by default where it can be
+#endif
+  for (bool hardware : {true, false}) {
+    cpu::set_hardware_half(hardware);
+    if (hardware && !cpu::hardware_half()) {
+      WARN("this CPU has no F16C: float16 converts with the portable loops only");
+      CHECK_FALSE(cpu::hardware_half());
+      continue;
     }
-    CHECK(bad == 0);
-    std::vector<uint16_t> all(65536);
-    for (uint32_t b = 0; b < 65536; ++b) all[b] = static_cast<uint16_t>(b);
-    std::vector<float> wide(all.size());
-    cpu::widen_to_float(wide.data(), all.data(), t, 65536);
-    bad = 0;
-    for (uint32_t b = 0; b < 65536; ++b) {
-      const float scalar = t == DType::Float16 ? static_cast<float>(Half::from_bits(static_cast<uint16_t>(b)))
-                                               : static_cast<float>(BFloat16::from_bits(static_cast<uint16_t>(b)));
-      bad += std::memcmp(&wide[b], &scalar, 4) != 0;
+    CHECK(cpu::hardware_half() == hardware);
+    for (DType t : {DType::Float16, DType::BFloat16}) {
+      INFO(dtype_name(t) << (hardware ? ", hardware float16" : ", portable loops"));
+      const auto scalar_narrow = [&](float v) { return t == DType::Float16 ? Half(v).bits : BFloat16(v).bits; };
+      std::vector<uint16_t> narrow(f.size());
+      cpu::narrow_from_float(narrow.data(), t, f.data(), n);
+      int64_t bad = 0;
+      for (size_t i = 0; i < f.size(); ++i) bad += narrow[i] != scalar_narrow(f[i]);
+      CHECK(bad == 0);
+      // Short runs at offsets 0 to 3 (the sample's NaNs, infinities and subnormals fall in them too).
+      bad = 0;
+      for (int64_t off = 0; off < 4; ++off) {
+        for (int64_t len = 0; len <= 40; ++len) {
+          for (int64_t start = off; start + len <= n; start += 4099) {
+            std::vector<uint16_t> out(static_cast<size_t>(len) + 1, 0xABCD);
+            cpu::narrow_from_float(out.data(), t, f.data() + start, len);
+            for (int64_t j = 0; j < len; ++j) {
+              bad += out[static_cast<size_t>(j)] != scalar_narrow(f[static_cast<size_t>(start + j)]);
+            }
+            bad += out[static_cast<size_t>(len)] != 0xABCD;  // nothing past the run
+          }
+        }
+      }
+      CHECK(bad == 0);
+      std::vector<uint16_t> all(65536);
+      for (uint32_t b = 0; b < 65536; ++b) all[b] = static_cast<uint16_t>(b);
+      std::vector<float> wide(all.size() + 1, -7.0f);
+      bad = 0;
+      for (int64_t len : {int64_t{65536}, int64_t{65531}}) {  // a multiple of 8, and one with a tail of 3
+        cpu::widen_to_float(wide.data(), all.data() + (65536 - len), t, len);
+        for (int64_t j = 0; j < len; ++j) {
+          const uint16_t b = all[static_cast<size_t>(65536 - len + j)];
+          const float scalar = t == DType::Float16 ? static_cast<float>(Half::from_bits(b))
+                                                   : static_cast<float>(BFloat16::from_bits(b));
+          bad += std::memcmp(&wide[static_cast<size_t>(j)], &scalar, 4) != 0;
+        }
+        bad += wide[65536] != -7.0f;
+      }
+      CHECK(bad == 0);
     }
-    CHECK(bad == 0);
   }
+  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("type promotion between tensors follows PyTorch", "[dtype]") {
