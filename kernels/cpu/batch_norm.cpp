@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise_math.h"
@@ -39,26 +40,15 @@ inline void for_channel(const ChannelLayout& l, int64_t c, F&& f) {
   }
 }
 
-// Sums over one contiguous run in double, in cpu::lane_sum's lanes: vectorized, and the bits depend
-// only on the run's length.
-// sum of x[k], and of (x[k] - mean)^2, over a run of n.
-template <typename T> KILN_CPU_CLONES double run_sum(const T* x, int64_t n) {
-  return cpu::lane_sum<double>(n, [&](int64_t k) { return ld<T, double>(x, k); });
-}
-template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, double mean) {
-  return cpu::lane_sum<double>(n, [&](int64_t k) {
-    const double d = ld<T, double>(x, k) - mean;
-    return d * d;
-  });
-}
 // The forward's epilogue (BatchNormParams) on a normalized value v in the compute type A: rounded
 // to T and plus residual z[k], then ReLU, rounding as batch_norm, add and relu do one after another
-// (the ReLU needs no rounding of its own: it keeps a value or gives zero).
-template <typename T, bool kAdd, bool kRelu, typename A> inline A epilogue(A v, const T* z, int64_t k) {
+// (the ReLU needs no rounding of its own: it keeps a value or gives zero). z's elements are T's, or
+// their floats (Z = float) in a widened block.
+template <typename T, bool kAdd, bool kRelu, typename A, typename Z> inline A epilogue(A v, const Z* z, int64_t k) {
   if constexpr (kAdd) {
     T rounded[1];
     st<T, A>(rounded, 0, v);
-    v = ld<T, A>(rounded, 0) + ld<T, A>(z, k);
+    v = ld<T, A>(rounded, 0) + ld<Z, A>(z, k);
   }
   if constexpr (kRelu) v = ew::unary_fn<UnaryOp::Relu, A>(v, A(0), A(0));
   return v;
@@ -87,32 +77,130 @@ template <typename T, bool kMask, typename A> inline A grad_at(const T* dy, cons
   return ld<T, A>(dy, k);
 }
 
-// sum of dy[k] and of dy[k] (x[k] - m) over a run of n (the caller scales the second by rstd once),
-// both in one pass.
+// --- NCHW: contiguous runs (an image's plane of a channel) ------------------------------------------
+// The passes over one run, in the compute type A; the strided forms in the public functions handle
+// other layouts. Sums are in double, in cpu::lane_add's lanes: vectorized, and the bits depend only
+// on the run's length. Each pass is written once over elements of type S, and entered through a
+// KILN_CPU_CLONES function (run_*) so that its AVX2 clone vectorizes it; S is T, read in place.
+// Except for float16 where the CPU converts it in hardware (cpu::hardware_half): decoding float16
+// in software inside these loops took them to 2.5 times their float32 time, so a float16 run goes
+// through float blocks instead. Each block is widened into float buffers by the bulk conversion
+// (kernels/cpu/convert.h), the pass runs on it with S = float, and an output block is narrowed
+// back. Blocks start at multiples of cpu::kLanes and add into the same lanes, and the epilogue still
+// rounds to T before the residual: the bits are those of the loop over the run in place. bfloat16
+// stays in place (its decoding is a shift; through blocks it was slower).
+constexpr int64_t kBlock = 1024;  // float buffers of 4 KiB; a multiple of cpu::kLanes
+static_assert(kBlock % cpu::kLanes == 0, "batch_norm: a block must start in lane 0");
+template <typename T> bool in_blocks() {
+  if constexpr (std::is_same_v<T, Half>) return cpu::hardware_half();
+  return false;
+}
+
+// Calls body(i, m) for the blocks [i, i + m) of a run of n.
+template <typename F> inline void for_blocks(int64_t n, F&& body) {
+  for (int64_t i = 0; i < n; i += kBlock) body(i, std::min(kBlock, n - i));
+}
+// The block [i, i + m) of a run as floats, in buf; null (an absent operand) stays null.
+template <typename T> inline const float* widen_block(const T* p, int64_t i, int64_t m, float* buf) {
+  if (!p) return nullptr;
+  cpu::widen_to_float(buf, p + i, dtype_of<T>(), m);
+  return buf;
+}
+
+// lane: x[k]; lane: (x[k] - mean)^2.
+template <typename S> inline void add_sum(double (&lane)[cpu::kLanes], const S* x, int64_t n) {
+  cpu::lane_add(lane, n, [&](int64_t k) { return ld<S, double>(x, k); });
+}
+template <typename S> inline void add_sq_dev(double (&lane)[cpu::kLanes], const S* x, int64_t n, double mean) {
+  cpu::lane_add(lane, n, [&](int64_t k) {
+    const double d = ld<S, double>(x, k) - mean;
+    return d * d;
+  });
+}
+// lane0: dy[k]; lane1: dy[k] (x[k] - m) (the caller scales the second by rstd once); both in one pass.
+template <typename S, bool kMask>
+inline void add_dy_sums(double (&lane0)[cpu::kLanes], double (&lane1)[cpu::kLanes], const S* dy, const S* y,
+                        const S* x, int64_t n, double m) {
+  cpu::lane_add2(
+      lane0, lane1, n, [&](int64_t k) { return grad_at<S, kMask, double>(dy, y, k); },
+      [&](int64_t k) { return grad_at<S, kMask, double>(dy, y, k) * (ld<S, double>(x, k) - m); });
+}
+// y = epilogue((x - m) * scale + shift), where scale = rstd * weight; the epilogue rounds to T.
+template <typename T, typename A, bool kAdd, bool kRelu, typename S, typename D>
+inline void normalize(D* y, const S* x, const S* z, int64_t n, A m, A scale, A shift) {
+  for (int64_t k = 0; k < n; ++k) st<D, A>(y, k, epilogue<T, kAdd, kRelu>((ld<S, A>(x, k) - m) * scale + shift, z, k));
+}
+// dx = wr * (dy - mdy - (x - m) * rs * mdyx), where wr = weight * rstd.
+template <typename A, bool kMask, typename S, typename D>
+inline void input_grad(D* dx, const S* dy, const S* y, const S* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
+  for (int64_t k = 0; k < n; ++k) {
+    const A xhat = (ld<S, A>(x, k) - m) * rs;
+    st<D, A>(dx, k, wr * (grad_at<S, kMask, A>(dy, y, k) - mdy - xhat * mdyx));
+  }
+}
+
+// The sum of x[k], and of (x[k] - mean)^2, over a run of n.
+template <typename T> KILN_CPU_CLONES double run_sum(const T* x, int64_t n) {
+  double lane[cpu::kLanes] = {};
+  if (in_blocks<T>()) {
+    float xb[kBlock];
+    for_blocks(n, [&](int64_t i, int64_t b) { add_sum(lane, widen_block(x, i, b, xb), b); });
+  } else {
+    add_sum(lane, x, n);
+  }
+  return cpu::fold_lanes(lane);
+}
+template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, double mean) {
+  double lane[cpu::kLanes] = {};
+  if (in_blocks<T>()) {
+    float xb[kBlock];
+    for_blocks(n, [&](int64_t i, int64_t b) { add_sq_dev(lane, widen_block(x, i, b, xb), b, mean); });
+  } else {
+    add_sq_dev(lane, x, n, mean);
+  }
+  return cpu::fold_lanes(lane);
+}
+// sdy += the sum of dy[k], sdyx += the sum of dy[k] (x[k] - m), over a run of n (y: null without kMask).
 template <typename T, bool kMask>
 KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* y, const T* x, int64_t n, double m, double& sdy,
                                  double& sdyx) {
-  const cpu::LanePair<double> s = cpu::lane_sum2<double>(
-      n, [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k); },
-      [&](int64_t k) { return grad_at<T, kMask, double>(dy, y, k) * (ld<T, double>(x, k) - m); });
-  sdy += s.first;
-  sdyx += s.second;
+  double lane0[cpu::kLanes] = {}, lane1[cpu::kLanes] = {};
+  if (in_blocks<T>()) {
+    float dyb[kBlock], yb[kBlock], xb[kBlock];
+    for_blocks(n, [&](int64_t i, int64_t b) {
+      add_dy_sums<float, kMask>(lane0, lane1, widen_block(dy, i, b, dyb), widen_block(y, i, b, yb),
+                                widen_block(x, i, b, xb), b, m);
+    });
+  } else {
+    add_dy_sums<T, kMask>(lane0, lane1, dy, y, x, n, m);
+  }
+  sdy += cpu::fold_lanes(lane0);
+  sdyx += cpu::fold_lanes(lane1);
 }
-
-// The elementwise passes over one contiguous run (NCHW: an image's plane of a channel), in the
-// compute type A; the strided forms below handle other layouts. Separate functions so that the
-// AVX2 clone vectorizes them.
-// y = epilogue((x - m) * scale + shift), where scale = rstd * weight.
 template <typename T, typename A, bool kAdd, bool kRelu>
 KILN_CPU_CLONES void run_normalize(T* y, const T* x, const T* z, int64_t n, A m, A scale, A shift) {
-  for (int64_t k = 0; k < n; ++k) st<T, A>(y, k, epilogue<T, kAdd, kRelu>((ld<T, A>(x, k) - m) * scale + shift, z, k));
+  if (in_blocks<T>()) {
+    float xb[kBlock], zb[kBlock], yb[kBlock];
+    for_blocks(n, [&](int64_t i, int64_t b) {
+      normalize<T, A, kAdd, kRelu>(yb, widen_block(x, i, b, xb), kAdd ? widen_block(z, i, b, zb) : nullptr, b, m,
+                                   scale, shift);
+      cpu::narrow_from_float(y + i, dtype_of<T>(), yb, b);
+    });
+  } else {
+    normalize<T, A, kAdd, kRelu>(y, x, z, n, m, scale, shift);
+  }
 }
-// dx = wr * (dy - mdy - (x - m) * rs * mdyx), where wr = weight * rstd.
 template <typename T, typename A, bool kMask>
 KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* y, const T* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
-  for (int64_t k = 0; k < n; ++k) {
-    const A xhat = (ld<T, A>(x, k) - m) * rs;
-    st<T, A>(dx, k, wr * (grad_at<T, kMask, A>(dy, y, k) - mdy - xhat * mdyx));
+  if (in_blocks<T>()) {
+    float dyb[kBlock], yb[kBlock], xb[kBlock], dxb[kBlock];
+    for_blocks(n, [&](int64_t i, int64_t b) {
+      input_grad<A, kMask>(dxb, widen_block(dy, i, b, dyb), widen_block(y, i, b, yb), widen_block(x, i, b, xb), b, m,
+                           rs, wr, mdy, mdyx);
+      cpu::narrow_from_float(dx + i, dtype_of<T>(), dxb, b);
+    });
+  } else {
+    input_grad<A, kMask>(dx, dy, y, x, n, m, rs, wr, mdy, mdyx);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
 #include "tests/bitwise.h"
 #include "tests/threads.h"
@@ -250,6 +251,54 @@ TEST_CASE("batch_norm's epilogue: a ReLU masks the gradient where the output is 
   Tensor y2 = batch_norm(x2, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, {.residual = {}, .relu = true});
   y2.mul_(2.0);
   CHECK_THROWS_AS(y2.sum().backward(), AutogradError);
+}
+
+// float16 batch norm over NCHW planes goes through float blocks where the CPU converts float16 in
+// hardware, and reads the planes in place otherwise (kernels/cpu/batch_norm.cpp): both must give the
+// same bits, with planes of a block and a tail (37 x 37 = 1024 + 345) and shorter than a lane group
+// (5), with neither epilogue, the ReLU alone (whose mask the backward applies) and the residual and
+// the ReLU, in training and eval.
+TEST_CASE("batch_norm in float16: the float blocks give the bits of the loops over the planes in place", "[nn]") {
+  const bool had = cpu::hardware_half();
+  cpu::set_hardware_half(true);
+  if (!cpu::hardware_half()) {
+    WARN("this CPU has no F16C: float16 batch norm reads its planes in place only");
+    CHECK_FALSE(cpu::hardware_half());
+    return;
+  }
+  for (const Shape& shape : {Shape{2, 3, 37, 37}, Shape{3, 2, 1, 5}}) {
+    for (bool training : {true, false}) {
+      for (int mode = 0; mode < 3; ++mode) {
+        const bool relu = mode > 0, residual = mode == 2;
+        INFO("shape [" << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << "], "
+                       << (training ? "training" : "eval") << (relu ? ", relu" : "") << (residual ? ", residual" : ""));
+        const int64_t c = shape[1];
+        manual_seed(12);
+        const Tensor x0 = ((randn(shape) * 1.5 + randn({1, c, 1, 1})).to(DType::Float16));
+        const Tensor z0 = randn(shape).to(DType::Float16), dy = randn(shape).to(DType::Float16);
+        const Tensor w0 = randn({c}) * 0.5 + 1.0, b0 = randn({c}), rm0 = randn({c}), rv0 = rand({c}) + 0.5;
+        const auto run = [&](bool hardware) {
+          cpu::set_hardware_half(hardware);
+          const Tensor x = x0.clone().set_requires_grad(true), z = z0.clone().set_requires_grad(true);
+          const Tensor w = w0.clone().set_requires_grad(true), b = b0.clone().set_requires_grad(true);
+          const Tensor rm = rm0.clone(), rv = rv0.clone();
+          BatchNormEpilogue epilogue;
+          if (residual) epilogue.residual = z;
+          epilogue.relu = relu;
+          const Tensor y = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5, epilogue);
+          y.backward(dy);
+          return std::vector<Tensor>{y, rm, rv, x.grad(), w.grad(), b.grad(), residual ? z.grad() : zeros({1})};
+        };
+        const std::vector<Tensor> blocks = run(true), in_place = run(false);
+        const char* names[] = {"y", "running mean", "running var", "x grad", "weight grad", "bias grad", "z grad"};
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          INFO(names[i]);
+          CHECK(bitwise_equal(blocks[i], in_place[i]));
+        }
+      }
+    }
+  }
+  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("dropout: about p of 100k elements are dropped, the rest scaled by 1/(1-p)", "[nn]") {

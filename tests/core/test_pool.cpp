@@ -40,30 +40,39 @@ TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
 TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on every CPU path", "[conv]") {
   // Values from {0, 1, 2} (ties in most windows) with NaNs here and there. Fixed-window paths: 2x2/2,
   // 3x3/2 and 3x3/1 without padding; the general path: padding, dilation, a channels-last input.
+  // float16 and bfloat16 dense planes with a fixed window pick from planes widened to float32; a
+  // gapped input (rows further apart than their width) takes the 16-bit kernel itself, and a
+  // transposed gradient the backward's strided loads instead of its widened rows.
   struct Case {
     int64_t k, s, pad, dil;
-    bool channels_last;
+    bool channels_last, gapped = false, transposed_grad = false;
   };
-  const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false}, {3, 1, 0, 1, false},
-                                   {2, 2, 0, 1, true},  {3, 2, 1, 1, false}, {2, 1, 0, 2, false}};
+  const std::vector<Case> cases = {{2, 2, 0, 1, false}, {3, 2, 0, 1, false},       {3, 1, 0, 1, false},
+                                   {2, 2, 0, 1, true},  {3, 2, 1, 1, false},       {2, 1, 0, 2, false},
+                                   {2, 2, 0, 1, false, true}, {3, 1, 0, 1, false, true, true}};
   // Width 21: rows of 10 to 19 outputs, so the fixed windows' blocks of 8 and their overlapping
   // last block run as well as rows shorter than 8 (height 9 at stride 2: 4 rows).
   const int64_t n = 2, c = 3, h = 9, w = 21;
   std::vector<double> values(static_cast<size_t>(n * c * h * w));
   for (size_t i = 0; i < values.size(); ++i) values[i] = i % 37 == 5 ? NAN : static_cast<double>((i * 7 + i / 5) % 3);
-  for (DType t : {DType::Float32, DType::Float64}) {
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     for (const Case& cs : cases) {
       INFO(dtype_name(t) << " kernel " << cs.k << " stride " << cs.s << " padding " << cs.pad << " dilation " << cs.dil
-                         << (cs.channels_last ? " channels-last" : ""));
+                         << (cs.channels_last ? " channels-last" : "") << (cs.gapped ? " gapped rows" : "")
+                         << (cs.transposed_grad ? " transposed gradient" : ""));
       Tensor x0 = tensor(values, {n, c, h, w}).to(t);
       if (cs.channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
+      if (cs.gapped) x0 = cat({x0, zeros({n, c, h, 5}).to(t)}, 3).narrow(3, 0, w);
       Tensor x = x0.detach().set_requires_grad(true);
       Tensor y = max_pool2d(x, {cs.k, cs.k}, {cs.s, cs.s}, {cs.pad, cs.pad}, {cs.dil, cs.dil});
       const int64_t oh = y.size(2), ow = y.size(3);
       // Output o's gradient is o + 1, so the input gradient says which tap each window picked.
       std::vector<double> gy(static_cast<size_t>(n * c * oh * ow));
       for (size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<double>(i + 1);
-      y.backward(tensor(gy, y.sizes()).to(t));
+      Tensor grad = tensor(gy, y.sizes()).to(t);
+      gy = grad.to_vector_double();  // as t holds them (bfloat16 rounds past 256)
+      if (cs.transposed_grad) grad = grad.transpose(2, 3).contiguous().transpose(2, 3);
+      y.backward(grad);
       std::vector<double> want_y(gy.size()), want_g(values.size(), 0.0);
       for (int64_t p = 0; p < n * c; ++p) {
         for (int64_t i = 0; i < oh; ++i) {
@@ -96,52 +105,64 @@ TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on ev
         bad += same ? 0 : 1;
       }
       CHECK(bad == 0);
-      CHECK(x.grad().contiguous().to_vector_double() == want_g);
+      // Each input's gradient is summed in float (double) and rounded to t once.
+      CHECK(x.grad().contiguous().to_vector_double() == tensor(want_g, x.sizes()).to(t).to_vector_double());
     }
   }
 }
 
 TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in place, others through a buffer",
           "[conv]") {
-  // The same gradients into a dense NCHW grad_in (float and double sum in place) and into one whose
-  // rows have a gap of 3 after them (summed in a buffer, then stored): equal values, gaps untouched.
+  // The same gradients into a dense NCHW grad_in (float and double sum in place; float16 and bfloat16
+  // round a dense plane in bulk) and into one whose rows have a gap of 3 after them (summed in a
+  // buffer, then stored a row at a time): equal values, gaps untouched. The values are small
+  // integers, exact in every type.
   const int64_t n = 2, c = 3, h = 6, w = 5;
   // 3x3, stride 1, padding 1: overlapping windows.
   const Conv2dGeometry g{n, c, h, w, h, w, Window2d{3, 3, 1, 1, 1, 1, 1, 1}};
   const ImageStrides out_s{c * h * w, h * w, w, 1}, dense{c * h * w, h * w, w, 1};
   const int64_t row = w + 3;
   const ImageStrides gapped{c * h * row, h * row, row, 1};
-  std::vector<double> x(static_cast<size_t>(n * c * h * w)), gy(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = static_cast<double>((i * 7) % 13);
-    gy[i] = static_cast<double>(i % 5) - 2.0;
-  }
-  std::vector<double> y(x.size());
-  std::vector<int64_t> idx(x.size());
-  max_pool2d_forward_cpu(y.data(), idx.data(), out_s, x.data(), dense, DType::Float64, g, KernelContext{});
-  for (int pass = 0; pass < 2; ++pass) {
-    INFO((pass == 0 ? "max_pool2d_backward_cpu" : "avg_pool2d_backward_cpu"));
-    std::vector<double> a(x.size(), -5.0), b(static_cast<size_t>(n * c * h * row), -5.0);
-    for (auto [out, s] : {std::pair{a.data(), dense}, std::pair{b.data(), gapped}}) {
-      if (pass == 0) {
-        max_pool2d_backward_cpu(out, s, gy.data(), out_s, idx.data(), out_s, DType::Float64, g, KernelContext{});
-      } else {
-        avg_pool2d_backward_cpu(out, s, gy.data(), out_s, DType::Float64, g, true, KernelContext{});
-      }
+  const auto check = [&]<typename T>(DType t) {
+    INFO(dtype_name(t));
+    const auto value = [](T v) { return static_cast<double>(static_cast<float>(v)); };
+    std::vector<T> x(static_cast<size_t>(n * c * h * w)), gy(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = T(static_cast<float>((i * 7) % 13));
+      gy[i] = T(static_cast<float>(i % 5) - 2.0f);
     }
-    int64_t bad = 0, nonzero = 0;
-    for (int64_t p = 0; p < n * c; ++p)
-      for (int64_t i = 0; i < h; ++i) {
-        for (int64_t j = 0; j < w; ++j) {
-          const double va = a[static_cast<size_t>(p * h * w + i * w + j)];
-          bad += va == b[static_cast<size_t>(p * h * row + i * row + j)] ? 0 : 1;
-          nonzero += va != 0.0 ? 1 : 0;
+    std::vector<T> y(x.size());
+    std::vector<int64_t> idx(x.size());
+    max_pool2d_forward_cpu(y.data(), idx.data(), out_s, x.data(), dense, t, g, KernelContext{});
+    for (int pass = 0; pass < 2; ++pass) {
+      INFO((pass == 0 ? "max_pool2d_backward_cpu" : "avg_pool2d_backward_cpu"));
+      std::vector<T> a(x.size(), T(-5.0f)), b(static_cast<size_t>(n * c * h * row), T(-5.0f));
+      for (auto [out, s] : {std::pair{a.data(), dense}, std::pair{b.data(), gapped}}) {
+        if (pass == 0) {
+          max_pool2d_backward_cpu(out, s, gy.data(), out_s, idx.data(), out_s, t, g, KernelContext{});
+        } else {
+          avg_pool2d_backward_cpu(out, s, gy.data(), out_s, t, g, true, KernelContext{});
         }
-        for (int64_t j = w; j < row; ++j) bad += b[static_cast<size_t>(p * h * row + i * row + j)] == -5.0 ? 0 : 1;
       }
-    CHECK(bad == 0);
-    CHECK(nonzero > 0);
-  }
+      int64_t bad = 0, nonzero = 0;
+      for (int64_t p = 0; p < n * c; ++p)
+        for (int64_t i = 0; i < h; ++i) {
+          for (int64_t j = 0; j < w; ++j) {
+            const double va = value(a[static_cast<size_t>(p * h * w + i * w + j)]);
+            bad += va == value(b[static_cast<size_t>(p * h * row + i * row + j)]) ? 0 : 1;
+            nonzero += va != 0.0 ? 1 : 0;
+          }
+          for (int64_t j = w; j < row; ++j) {
+            bad += value(b[static_cast<size_t>(p * h * row + i * row + j)]) == -5.0 ? 0 : 1;
+          }
+        }
+      CHECK(bad == 0);
+      CHECK(nonzero > 0);
+    }
+  };
+  check.template operator()<double>(DType::Float64);
+  check.template operator()<Half>(DType::Float16);
+  check.template operator()<BFloat16>(DType::BFloat16);
 }
 
 namespace {
