@@ -25,9 +25,12 @@
 #else
 #define KILN_CPU_CLONES
 #endif
-// The helpers those loops call (element access, the lane sums): always inlined, so that they are
-// compiled for the clone's target; an out-of-line copy is baseline code, and a call to it from the
-// AVX2 clone keeps the loop scalar (lane_sum2 over float16 terms was not inlined, and ran so).
+// Element access (ld, st) in those loops: always inlined, so that it is compiled for the clone's
+// target; an out-of-line copy is baseline code, and a call to it from the AVX2 clone keeps the loop
+// scalar. The lane sums below are not forced: inlined that early, GCC 12 vectorized layer norm's
+// float32 sums across the lanes with shuffles, four times the instructions of the loop it makes
+// when it inlines them itself. (It does not inline lane_sum2 over float16 terms in layer norm's
+// row_dx, whose clone calls a baseline copy.)
 #if defined(__GNUC__)
 #define KILN_CPU_INLINE inline __attribute__((always_inline))
 #else
@@ -108,20 +111,20 @@ template <typename A> inline A keep_if(bool keep, A v) {
 // depend only on the run's length, never on the thread count. term(j) is the j-th term. Call them
 // from a KILN_CPU_CLONES function so that the AVX2 clone gets 8-wide lanes.
 constexpr int kLanes = 8;
-template <typename A> KILN_CPU_INLINE A fold_lanes(const A (&lane)[kLanes]) {
+template <typename A> inline A fold_lanes(const A (&lane)[kLanes]) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 // Adds a run's terms into the lanes: term(j) into lane j % kLanes. A run cut into pieces that start
 // at multiples of kLanes, added one after another into the same lanes, gives every lane the whole
 // run's terms in the whole run's order: the bits of one call.
-template <typename A, typename F> KILN_CPU_INLINE void lane_add(A (&lane)[kLanes], int64_t n, F&& term) {
+template <typename A, typename F> inline void lane_add(A (&lane)[kLanes], int64_t n, F&& term) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) lane[l] += term(j + l);
   }
   for (; j < n; ++j) lane[j % kLanes] += term(j);
 }
-template <typename A, typename F> KILN_CPU_INLINE A lane_sum(int64_t n, F&& term) {
+template <typename A, typename F> inline A lane_sum(int64_t n, F&& term) {
   A lane[kLanes] = {};
   lane_add(lane, n, term);
   return fold_lanes(lane);
@@ -129,7 +132,7 @@ template <typename A, typename F> KILN_CPU_INLINE A lane_sum(int64_t n, F&& term
 // Two sums in one pass over the run, of term0(j) and of term1(j). Each has lane_sum's lanes and
 // fold, so its bits are those of its own lane_sum; the terms can share loads the compiler merges.
 template <typename A, typename F0, typename F1>
-KILN_CPU_INLINE void lane_add2(A (&lane0)[kLanes], A (&lane1)[kLanes], int64_t n, F0&& term0, F1&& term1) {
+inline void lane_add2(A (&lane0)[kLanes], A (&lane1)[kLanes], int64_t n, F0&& term0, F1&& term1) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     // Both sums in one loop over the lanes: GCC 12 vectorizes this, but not a loop per sum nor a
@@ -148,14 +151,14 @@ template <typename A> struct LanePair {
   A first, second;
 };
 template <typename A, typename F0, typename F1>
-KILN_CPU_INLINE LanePair<A> lane_sum2(int64_t n, F0&& term0, F1&& term1) {
+inline LanePair<A> lane_sum2(int64_t n, F0&& term0, F1&& term1) {
   A lane0[kLanes] = {}, lane1[kLanes] = {};
   lane_add2(lane0, lane1, n, term0, term1);
   return {fold_lanes(lane0), fold_lanes(lane1)};
 }
 // The largest term, NaNs skipped as std::max(m, v) skips them (so the order does not matter); -inf
 // for an empty run.
-template <typename A, typename F> KILN_CPU_INLINE A lane_max(int64_t n, F&& term) {
+template <typename A, typename F> inline A lane_max(int64_t n, F&& term) {
   A lane[kLanes];
   for (int l = 0; l < kLanes; ++l) lane[l] = -std::numeric_limits<A>::infinity();
   int64_t j = 0;
