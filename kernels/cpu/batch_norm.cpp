@@ -83,8 +83,8 @@ template <typename T, bool kMask, typename A> inline A grad_at(const T* dy, cons
 // on the run's length. Each pass is written once over elements of type S, and entered through a
 // KILN_CPU_CLONES function (run_*) so that its AVX2 clone vectorizes it; S is T, read in place.
 // Except for float16 where the CPU converts it in hardware (cpu::hardware_half): decoding float16
-// in software inside these loops took them to 2.5 times their float32 time, so a float16 run goes
-// through float blocks instead. Each block is widened into float buffers by the bulk conversion
+// in software inside these loops made them several times slower than in float32, so a float16 run
+// goes through float blocks instead. Each block is widened into float buffers by the bulk conversion
 // (kernels/cpu/convert.h), the pass runs on it with S = float, and an output block is narrowed
 // back. Blocks start at multiples of cpu::kLanes and add into the same lanes, and the epilogue still
 // rounds to T before the residual: the bits are those of the loop over the run in place. bfloat16

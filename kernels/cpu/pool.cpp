@@ -232,8 +232,8 @@ template <typename T, typename A> auto fixed_max_pool(const Conv2dGeometry& g, b
 // input plane is widened into a float buffer in bulk (kernels/cpu/convert.h), the float kernel
 // picks from it, and its output plane is narrowed back in bulk. The same picks and the same bits
 // as the 16-bit kernel (the winner is one of the plane's values, widened exactly and narrowed back
-// to itself), in a fraction of its time: loading 16-bit values two apart for the taps kept that
-// kernel's clone from vectorizing well, and float16 decoded each one in software. False, having
+// to itself), and faster: loading 16-bit values two apart for the taps kept that kernel's clone
+// from vectorizing well, and float16 decoded each one in software. False, having
 // done nothing, when the planes or the window do not fit.
 template <typename T>
 bool max_pool_widened(T* out, int64_t* indices, ImageStrides os, const T* in, ImageStrides is,
