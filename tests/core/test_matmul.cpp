@@ -15,8 +15,10 @@
 
 #include "core/kiln.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/matmul.h"
+#include "tests/bitwise.h"
 #include "tests/threads.h"
 #include "tests/worst_ratio.h"
 
@@ -353,6 +355,44 @@ TEST_CASE("linear: the fused bias path is one node and equals matmul + bias", "[
   // No bias: linear's own node too (its weight gradient has the weight's layout: the next case).
   REQUIRE(linear(x, w3).grad_fn());
   CHECK(linear(x, w3).grad_fn()->name() == "linear");
+}
+
+// The GPT MLP's float16 epilogue rows (bias + GELU forward, dGELU and the bias gradient's column
+// sums backward) go through float blocks where the CPU converts float16 in hardware, and read the
+// rows in place otherwise (kernels/cpu/matmul.cpp): both must give the same bits. Hidden widths of
+// 1104 (a block of 1024 and a tail) and of 40.
+TEST_CASE("gelu_mlp in float16: the float blocks give the bits of the rows read in place", "[linalg]") {
+  const bool had = cpu::hardware_half();
+  cpu::set_hardware_half(true);
+  if (!cpu::hardware_half()) {
+    WARN("this CPU has no F16C: float16 epilogue rows are read in place only");
+    CHECK_FALSE(cpu::hardware_half());
+    return;
+  }
+  for (int64_t hidden : {int64_t{1104}, int64_t{40}}) {
+    INFO("hidden width " << hidden);
+    manual_seed(15);
+    const Tensor x0 = randn({6, 24}).to(DType::Float16);
+    const Tensor w10 = (randn({hidden, 24}) * 0.3).to(DType::Float16), b10 = randn({hidden}).to(DType::Float16);
+    const Tensor w20 = (randn({16, hidden}) * 0.05).to(DType::Float16), b20 = randn({16}).to(DType::Float16);
+    const Tensor dy = randn({6, 16}).to(DType::Float16);
+    const auto run = [&](bool hardware) {
+      cpu::set_hardware_half(hardware);
+      const Tensor x = x0.clone().set_requires_grad(true);
+      const Tensor w1 = w10.clone().set_requires_grad(true), b1 = b10.clone().set_requires_grad(true);
+      const Tensor w2 = w20.clone().set_requires_grad(true), b2 = b20.clone().set_requires_grad(true);
+      const Tensor y = gelu_mlp(x, w1, b1, w2, b2);
+      y.backward(dy);
+      return std::vector<Tensor>{y, x.grad(), w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+    };
+    const std::vector<Tensor> blocks = run(true), in_place = run(false);
+    const char* names[] = {"y", "x grad", "w1 grad", "b1 grad", "w2 grad", "b2 grad"};
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      INFO(names[i]);
+      CHECK(kiln::test::bitwise_equal(blocks[i], in_place[i]));
+    }
+  }
+  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("linear without a bias: the weight's gradient comes in the weight's layout", "[linalg]") {
