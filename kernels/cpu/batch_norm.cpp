@@ -82,30 +82,18 @@ template <typename T, bool kMask, typename A> inline A grad_at(const T* dy, cons
 // other layouts. Sums are in double, in cpu::lane_add's lanes: vectorized, and the bits depend only
 // on the run's length. Each pass is written once over elements of type S, and entered through a
 // KILN_CPU_CLONES function (run_*) so that its AVX2 clone vectorizes it; S is T, read in place.
-// Except for float16 where the CPU converts it in hardware (cpu::hardware_half): decoding float16
+// Except for float16 where the CPU converts it in hardware (cpu::in_float_blocks): decoding float16
 // in software inside these loops made them several times slower than in float32, so a float16 run
 // goes through float blocks instead. Each block is widened into float buffers by the bulk conversion
 // (kernels/cpu/convert.h), the pass runs on it with S = float, and an output block is narrowed
 // back. Blocks start at multiples of cpu::kLanes and add into the same lanes, and the epilogue still
 // rounds to T before the residual: the bits are those of the loop over the run in place. bfloat16
 // stays in place (its decoding is a shift; through blocks it was slower).
-constexpr int64_t kBlock = 1024;  // float buffers of 4 KiB; a multiple of cpu::kLanes
-static_assert(kBlock % cpu::kLanes == 0, "batch_norm: a block must start in lane 0");
-template <typename T> bool in_blocks() {
-  if constexpr (std::is_same_v<T, Half>) return cpu::hardware_half();
-  return false;
-}
-
-// Calls body(i, m) for the blocks [i, i + m) of a run of n.
-template <typename F> inline void for_blocks(int64_t n, F&& body) {
-  for (int64_t i = 0; i < n; i += kBlock) body(i, std::min(kBlock, n - i));
-}
-// The block [i, i + m) of a run as floats, in buf; null (an absent operand) stays null.
-template <typename T> inline const float* widen_block(const T* p, int64_t i, int64_t m, float* buf) {
-  if (!p) return nullptr;
-  cpu::widen_to_float(buf, p + i, dtype_of<T>(), m);
-  return buf;
-}
+using cpu::for_float_blocks;
+using cpu::in_float_blocks;
+using cpu::kFloatBlock;
+using cpu::widen_block;
+static_assert(kFloatBlock % cpu::kLanes == 0, "batch_norm: a block must start in lane 0");
 
 // lane: x[k]; lane: (x[k] - mean)^2.
 template <typename S> inline void add_sum(double (&lane)[cpu::kLanes], const S* x, int64_t n) {
@@ -142,9 +130,9 @@ inline void input_grad(D* dx, const S* dy, const S* y, const S* x, int64_t n, A 
 // The sum of x[k], and of (x[k] - mean)^2, over a run of n.
 template <typename T> KILN_CPU_CLONES double run_sum(const T* x, int64_t n) {
   double lane[cpu::kLanes] = {};
-  if (in_blocks<T>()) {
-    float xb[kBlock];
-    for_blocks(n, [&](int64_t i, int64_t b) { add_sum(lane, widen_block(x, i, b, xb), b); });
+  if (in_float_blocks<T>()) {
+    float xb[kFloatBlock];
+    for_float_blocks(n, [&](int64_t i, int64_t b) { add_sum(lane, widen_block(x, i, b, xb), b); });
   } else {
     add_sum(lane, x, n);
   }
@@ -152,9 +140,9 @@ template <typename T> KILN_CPU_CLONES double run_sum(const T* x, int64_t n) {
 }
 template <typename T> KILN_CPU_CLONES double run_sq_dev(const T* x, int64_t n, double mean) {
   double lane[cpu::kLanes] = {};
-  if (in_blocks<T>()) {
-    float xb[kBlock];
-    for_blocks(n, [&](int64_t i, int64_t b) { add_sq_dev(lane, widen_block(x, i, b, xb), b, mean); });
+  if (in_float_blocks<T>()) {
+    float xb[kFloatBlock];
+    for_float_blocks(n, [&](int64_t i, int64_t b) { add_sq_dev(lane, widen_block(x, i, b, xb), b, mean); });
   } else {
     add_sq_dev(lane, x, n, mean);
   }
@@ -165,9 +153,9 @@ template <typename T, bool kMask>
 KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* y, const T* x, int64_t n, double m, double& sdy,
                                  double& sdyx) {
   double lane0[cpu::kLanes] = {}, lane1[cpu::kLanes] = {};
-  if (in_blocks<T>()) {
-    float dyb[kBlock], yb[kBlock], xb[kBlock];
-    for_blocks(n, [&](int64_t i, int64_t b) {
+  if (in_float_blocks<T>()) {
+    float dyb[kFloatBlock], yb[kFloatBlock], xb[kFloatBlock];
+    for_float_blocks(n, [&](int64_t i, int64_t b) {
       add_dy_sums<float, kMask>(lane0, lane1, widen_block(dy, i, b, dyb), widen_block(y, i, b, yb),
                                 widen_block(x, i, b, xb), b, m);
     });
@@ -179,9 +167,9 @@ KILN_CPU_CLONES void run_dy_sums(const T* dy, const T* y, const T* x, int64_t n,
 }
 template <typename T, typename A, bool kAdd, bool kRelu>
 KILN_CPU_CLONES void run_normalize(T* y, const T* x, const T* z, int64_t n, A m, A scale, A shift) {
-  if (in_blocks<T>()) {
-    float xb[kBlock], zb[kBlock], yb[kBlock];
-    for_blocks(n, [&](int64_t i, int64_t b) {
+  if (in_float_blocks<T>()) {
+    float xb[kFloatBlock], zb[kFloatBlock], yb[kFloatBlock];
+    for_float_blocks(n, [&](int64_t i, int64_t b) {
       normalize<T, A, kAdd, kRelu>(yb, widen_block(x, i, b, xb), kAdd ? widen_block(z, i, b, zb) : nullptr, b, m,
                                    scale, shift);
       cpu::narrow_from_float(y + i, dtype_of<T>(), yb, b);
@@ -192,9 +180,9 @@ KILN_CPU_CLONES void run_normalize(T* y, const T* x, const T* z, int64_t n, A m,
 }
 template <typename T, typename A, bool kMask>
 KILN_CPU_CLONES void run_dx(T* dx, const T* dy, const T* y, const T* x, int64_t n, A m, A rs, A wr, A mdy, A mdyx) {
-  if (in_blocks<T>()) {
-    float dyb[kBlock], yb[kBlock], xb[kBlock], dxb[kBlock];
-    for_blocks(n, [&](int64_t i, int64_t b) {
+  if (in_float_blocks<T>()) {
+    float dyb[kFloatBlock], yb[kFloatBlock], xb[kFloatBlock], dxb[kFloatBlock];
+    for_float_blocks(n, [&](int64_t i, int64_t b) {
       input_grad<A, kMask>(dxb, widen_block(dy, i, b, dyb), widen_block(y, i, b, yb), widen_block(x, i, b, xb), b, m,
                            rs, wr, mdy, mdyx);
       cpu::narrow_from_float(dx + i, dtype_of<T>(), dxb, b);

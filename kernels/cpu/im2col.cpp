@@ -41,7 +41,7 @@ template <typename T, typename C> inline void copy_run(C* dst, const T* src, int
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
       return;
     }
-  } else if constexpr (std::is_same_v<C, float> && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)) {
+  } else if constexpr (std::is_same_v<C, float> && is_16bit_float<T>) {
     if (stride == 1) {
       widen_to_float(dst, src, dtype_of<T>(), n);
       return;

@@ -450,27 +450,21 @@ template <typename T, typename Acc> void gemm_typed(const GemmArgs& g) {
 }
 
 // The epilogues' loops over one row, in clones for the CPU's vector width (KILN_CPU_CLONES,
-// kernels/cpu/loops.h; both clones give the same bits). Baseline code runs GELU's exp one value at a
-// time, which made a CPU GPT step's fused MLP slower than the unfused ops' cloned loops. A float16
-// row goes through float blocks where the CPU converts float16 in hardware (cpu::hardware_half), as
-// batch norm's planes do: each block widened in bulk, the float loop on it, the results narrowed
-// back. The same bits: the float loop computes what the float16 one does on the widened values (the
-// sum that GELU reads is the unrounded one in both), and the stores round once either way.
-constexpr int64_t kRowBlock = 1024;
-template <typename T> bool row_in_blocks() {
-  if constexpr (std::is_same_v<T, Half>) return cpu::hardware_half();
-  return false;
-}
+// kernels/cpu/loops.h; both clones give the same bits). Baseline code runs GELU's exp one value at
+// a time, which made a CPU GPT step's fused MLP slower than the unfused ops' cloned loops. A
+// float16 row goes through float blocks where the CPU converts float16 in hardware
+// (cpu::in_float_blocks, kernels/cpu/convert.h), as batch norm's planes do: each block widened in
+// bulk, the float loop on it, the results narrowed back. The same bits: the float loop computes
+// what the float16 one does on the widened values (the sum that GELU reads is the unrounded one in
+// both), and the stores round once either way.
 template <typename T, typename Acc>
 KILN_CPU_CLONES void accumulate_row(Acc* __restrict__ sums, const T* __restrict__ row, int64_t n) {
   if constexpr (std::is_same_v<T, Half>) {
-    if (row_in_blocks<T>()) {
-      float rb[kRowBlock];
-      for (int64_t i = 0; i < n; i += kRowBlock) {
-        const int64_t m = std::min(kRowBlock, n - i);
-        cpu::widen_to_float(rb, row + i, DType::Float16, m);
-        accumulate_row<float, Acc>(sums + i, rb, m);
-      }
+    if (cpu::in_float_blocks<T>()) {
+      float rb[cpu::kFloatBlock];
+      cpu::for_float_blocks(n, [&](int64_t i, int64_t m) {
+        accumulate_row<float, Acc>(sums + i, cpu::widen_block(row, i, m, rb), m);
+      });
       return;
     }
   }
@@ -479,16 +473,14 @@ KILN_CPU_CLONES void accumulate_row(Acc* __restrict__ sums, const T* __restrict_
 template <typename T, typename Acc>
 KILN_CPU_CLONES void bias_gelu_row(T* __restrict__ h, T* __restrict__ y, const T* __restrict__ bias, int64_t n) {
   if constexpr (std::is_same_v<T, Half>) {
-    if (row_in_blocks<T>()) {
-      float hb[kRowBlock], yb[kRowBlock], bb[kRowBlock];
-      for (int64_t i = 0; i < n; i += kRowBlock) {
-        const int64_t m = std::min(kRowBlock, n - i);
-        cpu::widen_to_float(hb, h + i, DType::Float16, m);
-        cpu::widen_to_float(bb, bias + i, DType::Float16, m);
-        bias_gelu_row<float, Acc>(hb, yb, bb, m);
-        cpu::narrow_from_float(h + i, DType::Float16, hb, m);
-        cpu::narrow_from_float(y + i, DType::Float16, yb, m);
-      }
+    if (cpu::in_float_blocks<T>()) {
+      float hb[cpu::kFloatBlock], yb[cpu::kFloatBlock], bb[cpu::kFloatBlock];
+      cpu::for_float_blocks(n, [&](int64_t i, int64_t m) {
+        cpu::widen_block(h, i, m, hb);
+        bias_gelu_row<float, Acc>(hb, yb, cpu::widen_block(bias, i, m, bb), m);
+        cpu::narrow_from_float(h + i, dtype_of<T>(), hb, m);
+        cpu::narrow_from_float(y + i, dtype_of<T>(), yb, m);
+      });
       return;
     }
   }
@@ -501,15 +493,13 @@ KILN_CPU_CLONES void bias_gelu_row(T* __restrict__ h, T* __restrict__ y, const T
 template <typename T, typename Acc>
 KILN_CPU_CLONES void dgelu_row(T* __restrict__ y, const T* __restrict__ h, int64_t n) {
   if constexpr (std::is_same_v<T, Half>) {
-    if (row_in_blocks<T>()) {
-      float yb[kRowBlock], hb[kRowBlock];
-      for (int64_t i = 0; i < n; i += kRowBlock) {
-        const int64_t m = std::min(kRowBlock, n - i);
-        cpu::widen_to_float(yb, y + i, DType::Float16, m);
-        cpu::widen_to_float(hb, h + i, DType::Float16, m);
-        dgelu_row<float, Acc>(yb, hb, m);
-        cpu::narrow_from_float(y + i, DType::Float16, yb, m);
-      }
+    if (cpu::in_float_blocks<T>()) {
+      float yb[cpu::kFloatBlock], hb[cpu::kFloatBlock];
+      cpu::for_float_blocks(n, [&](int64_t i, int64_t m) {
+        cpu::widen_block(y, i, m, yb);
+        dgelu_row<float, Acc>(yb, cpu::widen_block(h, i, m, hb), m);
+        cpu::narrow_from_float(y + i, dtype_of<T>(), yb, m);
+      });
       return;
     }
   }

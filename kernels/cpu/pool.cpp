@@ -571,20 +571,26 @@ void max_pool2d_backward_cpu(void* grad_in, ImageStrides grad_in_strides, const 
                               });
       return;
     }
-    // A 16-bit gradient's dense rows are widened in bulk (kernels/cpu/convert.h) before the scatter.
+    // A 16-bit gradient's dense rows are widened in bulk (kernels/cpu/convert.h) before the scatter,
+    // up to kChunk outputs at a time into a buffer on the stack.
+    constexpr int64_t kChunk = 256;
     const bool widen_rows = cpu::is_16bit_float<T> && gos.w == 1;
+    const int64_t chunk = widen_rows ? kChunk : g.out_w;
     for_each_plane_sums(g, g.out_h * g.out_w + plane_size, gin, gis, [&](int64_t n, int64_t c, A* acc) {
       const T* gp = gout + n * gos.n + c * gos.c;
       const int64_t* xp = indices + n * xs.n + c * xs.c;
-      std::vector<A> row(widen_rows ? static_cast<size_t>(g.out_w) : 0);
+      A wide[kChunk];
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        if constexpr (std::is_same_v<A, float>) {
-          if (widen_rows) cpu::widen_to_float(row.data(), gp + oh * gos.h, dtype_of<T>(), g.out_w);
-        }
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const int64_t idx = xp[oh * xs.h + ow * xs.w];
-          if (idx < 0 || idx >= plane_size) continue;
-          acc[idx] += widen_rows ? row[static_cast<size_t>(ow)] : cpu::ld<T, A>(gp, oh * gos.h + ow * gos.w);
+        for (int64_t o0 = 0; o0 < g.out_w; o0 += chunk) {
+          const int64_t o1 = std::min(g.out_w, o0 + chunk);
+          if constexpr (std::is_same_v<A, float>) {
+            if (widen_rows) cpu::widen_to_float(wide, gp + oh * gos.h + o0, dtype_of<T>(), o1 - o0);
+          }
+          for (int64_t ow = o0; ow < o1; ++ow) {
+            const int64_t idx = xp[oh * xs.h + ow * xs.w];
+            if (idx < 0 || idx >= plane_size) continue;
+            acc[idx] += widen_rows ? wide[ow - o0] : cpu::ld<T, A>(gp, oh * gos.h + ow * gos.w);
+          }
         }
       }
     });

@@ -7,6 +7,7 @@
 
 #include "core/kiln.h"
 #include "kernels/cpu/convert.h"
+#include "tests/hardware_half.h"
 
 using namespace kiln;
 
@@ -145,7 +146,8 @@ TEST_CASE("Half: float to half matches a float64 reference at every exponent's r
 TEST_CASE("Half and BFloat16: the bulk conversions give the scalar conversions' bits", "[dtype]") {
   const std::vector<float> f = conversion_samples();
   const int64_t n = static_cast<int64_t>(f.size());
-  const bool had = cpu::hardware_half();
+  const kiln::test::HardwareHalfGuard restore;
+  const bool had = restore.saved;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)  // clang's check has no "f16c"
   CHECK(had == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")));  // on by default where it can be
 #endif
@@ -197,7 +199,6 @@ TEST_CASE("Half and BFloat16: the bulk conversions give the scalar conversions' 
       CHECK(bad == 0);
     }
   }
-  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("type promotion between tensors follows PyTorch", "[dtype]") {

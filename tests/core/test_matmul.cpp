@@ -19,6 +19,7 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/matmul.h"
 #include "tests/bitwise.h"
+#include "tests/hardware_half.h"
 #include "tests/threads.h"
 #include "tests/worst_ratio.h"
 
@@ -362,13 +363,8 @@ TEST_CASE("linear: the fused bias path is one node and equals matmul + bias", "[
 // rows in place otherwise (kernels/cpu/matmul.cpp): both must give the same bits. Hidden widths of
 // 1104 (a block of 1024 and a tail) and of 40.
 TEST_CASE("gelu_mlp in float16: the float blocks give the bits of the rows read in place", "[linalg]") {
-  const bool had = cpu::hardware_half();
-  cpu::set_hardware_half(true);
-  if (!cpu::hardware_half()) {
-    WARN("this CPU has no F16C: float16 epilogue rows are read in place only");
-    CHECK_FALSE(cpu::hardware_half());
-    return;
-  }
+  const kiln::test::HardwareHalfGuard restore;
+  if (!kiln::test::use_hardware_half("the float16 epilogue rows")) return;
   for (int64_t hidden : {int64_t{1104}, int64_t{40}}) {
     INFO("hidden width " << hidden);
     manual_seed(15);
@@ -392,7 +388,6 @@ TEST_CASE("gelu_mlp in float16: the float blocks give the bits of the rows read 
       CHECK(kiln::test::bitwise_equal(blocks[i], in_place[i]));
     }
   }
-  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("linear without a bias: the weight's gradient comes in the weight's layout", "[linalg]") {

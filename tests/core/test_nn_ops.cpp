@@ -11,6 +11,7 @@
 #include "core/kiln.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
+#include "tests/hardware_half.h"
 #include "tests/bitwise.h"
 #include "tests/threads.h"
 
@@ -259,13 +260,8 @@ TEST_CASE("batch_norm's epilogue: a ReLU masks the gradient where the output is 
 // (5), with neither epilogue, the ReLU alone (whose mask the backward applies) and the residual and
 // the ReLU, in training and eval.
 TEST_CASE("batch_norm in float16: the float blocks give the bits of the loops over the planes in place", "[nn]") {
-  const bool had = cpu::hardware_half();
-  cpu::set_hardware_half(true);
-  if (!cpu::hardware_half()) {
-    WARN("this CPU has no F16C: float16 batch norm reads its planes in place only");
-    CHECK_FALSE(cpu::hardware_half());
-    return;
-  }
+  const kiln::test::HardwareHalfGuard restore;
+  if (!kiln::test::use_hardware_half("float16 batch norm")) return;
   for (const Shape& shape : {Shape{2, 3, 37, 37}, Shape{3, 2, 1, 5}}) {
     for (bool training : {true, false}) {
       for (int mode = 0; mode < 3; ++mode) {
@@ -298,7 +294,6 @@ TEST_CASE("batch_norm in float16: the float blocks give the bits of the loops ov
       }
     }
   }
-  cpu::set_hardware_half(had);
 }
 
 TEST_CASE("dropout: about p of 100k elements are dropped, the rest scaled by 1/(1-p)", "[nn]") {

@@ -111,6 +111,28 @@ TEST_CASE("max_pool2d: ties keep the first tap and a NaN takes its window, on ev
   }
 }
 
+TEST_CASE("max_pool2d in float16 and bfloat16 on long rows: the float32 results, rounded", "[conv]") {
+  // Rows of 1100 inputs (550 outputs: the backward widens a gradient row in chunks of 256) of
+  // values exact in both types; 2x2 windows at stride 2 do not overlap, so each input's gradient is
+  // one output's, exact too.
+  std::vector<float> values(2 * 3 * 4 * 1100);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 37) % 251) - 125.0f;
+  const Tensor x32 = tensor(values, {2, 3, 4, 1100}).set_requires_grad(true);
+  const Tensor y32 = max_pool2d(x32, {2, 2});
+  std::vector<float> grads(static_cast<size_t>(y32.numel()));
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 97) - 48.0f;
+  const Tensor gy = tensor(grads, y32.sizes());
+  y32.backward(gy);
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(t));
+    const Tensor x = x32.detach().to(t).set_requires_grad(true);
+    const Tensor y = max_pool2d(x, {2, 2});
+    y.backward(gy.to(t));
+    CHECK(y.to_vector_double() == y32.detach().to(t).to_vector_double());
+    CHECK(x.grad().to_vector_double() == x32.grad().to(t).to_vector_double());
+  }
+}
+
 TEST_CASE("pooling backward kernels write any grad_in strides: dense planes in place, others through a buffer",
           "[conv]") {
   // The same gradients into a dense NCHW grad_in (float and double sum in place; float16 and bfloat16
