@@ -7,6 +7,7 @@
 // and bfloat16 ones too, widened to float32: this GEMM is the reference twin the tests compare it
 // with, and the fallback.
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -511,16 +512,43 @@ template <typename T, typename Acc> KILN_CPU_CLONES Acc row_sum(const T* row, in
   return cpu::lane_sum<Acc>(n, [&](int64_t j) { return static_cast<Acc>(row[j]); });
 }
 
+// Column strips for sums down the columns of a rows x cols matrix: one strip per thread (at least
+// kMinStrip columns wide, a multiple of it), each walked row by row, so a task reads one long
+// contiguous run of every row. Narrow strips of 64 columns would read 128 to 256 bytes of each row,
+// kilobytes apart, which the hardware prefetcher follows poorly. Each column is summed over the rows
+// in order, so the split (and with it the thread count) does not change the bits.
+struct ColumnStrips {
+  static constexpr int64_t kMinStrip = 64, kRun = 1024;  // kRun: the widest run summed at once
+  int64_t width, count;
+  explicit ColumnStrips(int64_t cols) {
+    const int64_t tasks = std::clamp<int64_t>(cols / kMinStrip, 1, cpu::num_threads());
+    width = (cols + tasks - 1) / tasks;
+    width = (width + kMinStrip - 1) / kMinStrip * kMinStrip;
+    count = (cols + width - 1) / width;
+  }
+  // Calls run(j0, j1) for the runs of at most kRun columns of strip s, in order.
+  template <typename F> void runs(int64_t s, int64_t cols, F&& run) const {
+    const int64_t end = std::min(cols, (s + 1) * width);
+    for (int64_t j0 = s * width; j0 < end; j0 += kRun) run(j0, std::min(end, j0 + kRun));
+  }
+};
+
 // dst[j] = the sum of column j of a rows x cols matrix (leading dimension ld), over the rows in
-// order; blocks of 64 columns in parallel, so the bits do not depend on the thread count.
-template <typename T, typename Acc> void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst) {
-  constexpr int64_t kBlock = 64;
-  cpu::parallel_for((cols + kBlock - 1) / kBlock, 1, [&](int64_t, int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
-      Acc sums[kBlock] = {};
-      for (int64_t i = 0; i < rows; ++i) accumulate_row<T, Acc>(sums, src + i * ld + j0, j1 - j0);
-      for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<T>(sums[j - j0]);
+// order. When `row` is given, row(i, j0, j1) runs on columns [j0, j1) of row i first (in place), so
+// an epilogue and the sums of its results take one pass over the matrix.
+template <typename T, typename Acc, typename RowFn = std::nullptr_t>
+void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, RowFn&& row = nullptr) {
+  const ColumnStrips strips(cols);
+  cpu::parallel_for(strips.count, 1, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      strips.runs(s, cols, [&](int64_t j0, int64_t j1) {
+        Acc sums[ColumnStrips::kRun] = {};
+        for (int64_t i = 0; i < rows; ++i) {
+          if constexpr (!std::is_same_v<std::decay_t<RowFn>, std::nullptr_t>) row(i, j0, j1);
+          accumulate_row<T, Acc>(sums, src + i * ld + j0, j1 - j0);
+        }
+        for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<T>(sums[j - j0]);
+      });
     }
   });
 }
@@ -542,13 +570,15 @@ template <typename T, typename Acc> void bias_gelu_aux(const GemmArgs& g) {
   for_rows(g.m, g.n, [&](int64_t i) { bias_gelu_row<T, Acc>(aux + i * g.ldaux, c + i * g.ldc, bias, g.n); });
 }
 
-// DGeluBgrad after the product was stored in C: C = C * gelu_tanh'(aux); then the column sums of C
-// into bias_grad, each over the rows in order (the same bits for any thread count).
+// DGeluBgrad after the product was stored in C: C = C * gelu_tanh'(aux), and the column sums of
+// that C into bias_grad, each over the rows in order (the same bits for any thread count), in one
+// pass: each row's run of C is summed right after dGELU wrote it.
 template <typename T, typename Acc> void dgelu_bgrad(const GemmArgs& g) {
   const auto* aux = static_cast<const T*>(g.aux);
   auto* c = static_cast<T*>(g.c);
-  for_rows(g.m, g.n, [&](int64_t i) { dgelu_row<T, Acc>(c + i * g.ldc, aux + i * g.ldaux, g.n); });
-  column_sums<T, Acc>(c, g.m, g.n, g.ldc, static_cast<T*>(g.bias_grad));
+  column_sums<T, Acc>(c, g.m, g.n, g.ldc, static_cast<T*>(g.bias_grad), [&](int64_t i, int64_t j0, int64_t j1) {
+    dgelu_row<T, Acc>(c + i * g.ldc + j0, aux + i * g.ldaux + j0, j1 - j0);
+  });
 }
 
 // BiasGradA after the product: bias_grad[i] = the sum of op(A)'s row i over k (a fixed order that

@@ -17,6 +17,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/matmul.h"
 #include "tests/bitwise.h"
 #include "tests/hardware_half.h"
@@ -291,6 +292,92 @@ TEST_CASE("gemm_cpu: the bias epilogues add the bias once and sum op(A)'s rows",
         if (!(std::fabs(dbv[at(i)] - sum) <= tol)) ++bad;
       }
       CHECK(bad == 0);
+    }
+  }
+}
+
+// The bias-gradient epilogues' column sums (kernels/cpu/matmul.cpp), against sums written out here:
+// BiasGradA with a transposed A (op(A)'s row sums are the stored A's column sums) and DGeluBgrad
+// (C = P * gelu_tanh'(aux), then C's column sums, in one pass) give each column one sum over the
+// rows in order, in the accumulation type, rounded once; the threads cut the columns into strips
+// (runs of at most 1024 columns), which must not change a bit. T's values are compared as bytes.
+template <typename T, typename Acc> void check_column_sum_epilogues(int64_t cols, int threads) {
+  const DType t = dtype_of<T>();
+  INFO(dtype_name(t) << ", " << cols << " columns, " << threads << " threads");
+  ThreadCountGuard guard;
+  cpu::set_num_threads(threads);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto ptr = [](const Tensor& x) { return static_cast<const T*>(x.data_ptr()); };
+  const auto same_bytes = [](const T* a, const T* b, int64_t n) { return std::memcmp(a, b, at(n) * sizeof(T)) == 0; };
+  const int64_t rows = 37, k = 5, ldc = cols + 3, ldaux = cols + 1;
+  manual_seed(17);
+
+  // DGeluBgrad: C = A B is rows x cols; the product alone (no epilogue) gives the P it starts from.
+  const Tensor a = randn({rows, k}).to(t), b = randn({k, cols}).to(t), aux = randn({rows, ldaux}).to(t);
+  const Tensor p = full({rows, ldc}, nan, TensorOptions(t)), c = full({rows, ldc}, nan, TensorOptions(t));
+  const Tensor db = full({cols}, nan, TensorOptions(t));
+  GemmArgs g = gemm_args(t, false, false, rows, cols, k, 1.0, a.data_ptr(), k, b.data_ptr(), cols, 0.0, p.data_ptr(),
+                         ldc);
+  gemm_cpu(g, KernelContext{});
+  g.c = c.data_ptr();
+  g.epilogue = GemmEpilogue::DGeluBgrad;
+  g.aux = aux.data_ptr();
+  g.ldaux = ldaux;
+  g.bias_grad = db.data_ptr();
+  gemm_cpu(g, KernelContext{});
+  std::vector<T> c_ref(at(rows * ldc)), db_ref(at(cols));
+  for (int64_t j = 0; j < cols; ++j) {
+    Acc sum = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const Acc pv = static_cast<Acc>(ptr(p)[at(i * ldc + j)]), hv = static_cast<Acc>(ptr(aux)[at(i * ldaux + j)]);
+      c_ref[at(i * ldc + j)] = static_cast<T>(pv * ew::gelu_tanh_grad(hv));
+      sum += static_cast<Acc>(c_ref[at(i * ldc + j)]);
+    }
+    db_ref[at(j)] = static_cast<T>(sum);
+  }
+  bool c_same = true;
+  for (int64_t i = 0; i < rows; ++i) c_same = c_same && same_bytes(ptr(c) + i * ldc, c_ref.data() + i * ldc, cols);
+  CHECK(c_same);
+  CHECK(same_bytes(ptr(db), db_ref.data(), cols));
+  const std::vector<double> cv = c.to_vector_double();
+  int64_t padding_written = 0;  // C's columns past n stay as they were
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = cols; j < ldc; ++j) padding_written += std::isnan(cv[at(i * ldc + j)]) ? 0 : 1;
+  }
+  CHECK(padding_written == 0);
+
+  // BiasGradA with op(A) = A^T for A stored [rows, cols + 2]: bias_grad[i] = the sum of A's column i.
+  const int64_t lda = cols + 2, n = 4;
+  const Tensor at_ = randn({rows, lda}).to(t), b2 = randn({rows, n}).to(t);
+  const Tensor c2 = full({cols, n}, nan, TensorOptions(t)), db2 = full({cols}, nan, TensorOptions(t));
+  GemmArgs g2 = gemm_args(t, true, false, cols, n, rows, 1.0, at_.data_ptr(), lda, b2.data_ptr(), n, 0.0,
+                          c2.data_ptr(), n);
+  g2.epilogue = GemmEpilogue::BiasGradA;
+  g2.bias_grad = db2.data_ptr();
+  gemm_cpu(g2, KernelContext{});
+  std::vector<T> db2_ref(at(cols));
+  for (int64_t j = 0; j < cols; ++j) {
+    Acc sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += static_cast<Acc>(ptr(at_)[at(i * lda + j)]);
+    db2_ref[at(j)] = static_cast<T>(sum);
+  }
+  CHECK(same_bytes(ptr(db2), db2_ref.data(), cols));
+}
+
+TEST_CASE("gemm_cpu: the bias-gradient epilogues sum each column over the rows in order, on any thread count",
+          "[linalg]") {
+  cpu::GemmBackendScope use(kiln::test::thread_independent_gemm());
+  const kiln::test::HardwareHalfGuard restore;
+  for (int64_t cols : {int64_t{3}, int64_t{130}, int64_t{2500}}) {
+    for (int threads : {1, 2, 3}) {
+      check_column_sum_epilogues<float, float>(cols, threads);
+      check_column_sum_epilogues<double, double>(cols, threads);
+      check_column_sum_epilogues<BFloat16, float>(cols, threads);
+      for (bool hardware : {true, false}) {  // float16 rows widened in bulk or read in place
+        cpu::set_hardware_half(hardware);
+        INFO("float16 conversions in hardware: " << cpu::hardware_half());
+        check_column_sum_epilogues<Half, float>(cols, threads);
+      }
     }
   }
 }
