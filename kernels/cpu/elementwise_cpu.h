@@ -51,6 +51,22 @@ template <typename F> void widened_blocks(const StridedArg& out, int64_t b0, int
   }
 }
 
+// A run of `count` unit-stride elements of out from element `out_at`, the op reading x's run from
+// element `x_at`, through float blocks: block(o, x, n) writes n floats to o from the n floats at x
+// (x widened into a buffer unless it is float32; o a buffer rounded into out unless out is float32).
+// The strided loops' runs take it when every operand converts to float.
+template <typename F>
+void widened_run(const StridedArg& out, int64_t out_at, const StridedArg& x, int64_t x_at, int64_t count, F&& block) {
+  const auto shifted = [](const StridedArg& a, int64_t at) {
+    StridedArg r = a;
+    r.data = static_cast<char*>(a.data) + at * static_cast<int64_t>(element_size(a.dtype));
+    return r;
+  };
+  const StridedArg o = shifted(out, out_at), xs = shifted(x, x_at);
+  float xbuf[kWideBlock];
+  widened_blocks(o, 0, count, [&](float* ob, int64_t i, int64_t m) { block(ob, widened(xs, i, m, xbuf), m); });
+}
+
 // An operand's element at `off` (or its scalar) in the compute type C.
 template <typename C> C operand_value(const Operand& o, int64_t off) {
   return o.is_scalar ? static_cast<C>(o.scalar) : load_as<C>(o.arg.data, o.arg.dtype, off);

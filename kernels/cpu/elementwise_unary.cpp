@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -22,9 +23,39 @@ template <UnaryOp OP, typename C> KILN_CPU_CLONES void unary_run(C* o, const C* 
   for (int64_t i = 0; i < n; ++i) o[i] = ew::unary_fn<OP, C>(x[i], a, b);
 }
 
+// Every element of out set to the element at `value` (out's dtype, element_size bytes), copied as
+// an integer of that size: a fill's one conversion made once, not once per element.
+template <typename U> void fill_as(const StridedArg& out, const void* value) {
+  U v;
+  std::memcpy(&v, value, sizeof(U));
+  U* o = static_cast<U*>(out.data);
+  const int64_t* strides[1] = {out.strides};
+  cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
+    cpu::nd_rows<1>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {
+      U* po = o + off[0];
+      if (st[0] == 1) {
+        std::fill_n(po, count, v);
+      } else {
+        for (int64_t i = 0; i < count; ++i) po[i * st[0]] = v;
+      }
+    });
+  });
+}
+
 template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const Operand& in, C a, C b) {
   const int64_t n = out.numel();
   const DType ct = dtype_of<C>();
+  if (in.is_scalar) {  // a constant (fills): the op and the store's conversion once, then its bytes
+    alignas(8) unsigned char value[8] = {};
+    store_as<C>(value, out.dtype, 0, ew::unary_fn<OP, C>(static_cast<C>(in.scalar), a, b));
+    switch (element_size(out.dtype)) {
+      case 1: return fill_as<uint8_t>(out, value);
+      case 2: return fill_as<uint16_t>(out, value);
+      case 4: return fill_as<uint32_t>(out, value);
+      case 8: return fill_as<uint64_t>(out, value);
+      default: break;  // no such dtype; the element loops below take it
+    }
+  }
   if (dense_as(out, ct) && !in.is_scalar && dense_as(in.arg, ct)) {
     C* o = static_cast<C*>(out.data);
     const C* x = static_cast<const C*>(in.arg.data);
@@ -68,9 +99,29 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
     });
     return;
   }
+  // With conversions: runs along the innermost dim, a run where both sides are unit-stride and
+  // convert to float (a view's rows, as when attention's head gradients are written into a fused
+  // projection's gradient) through float blocks, the rest an element at a time.
+  const bool wide_runs = std::is_same_v<C, float> && !in.is_scalar && widens_to_float(out.dtype) &&
+                         widens_to_float(in.arg.dtype);
   cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
-    cpu::nd_loop<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off) {
-      store_as<C>(out.data, out.dtype, off[0], ew::unary_fn<OP, C>(operand_value<C>(in, off[1]), a, b));
+    cpu::nd_rows<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {
+      if constexpr (std::is_same_v<C, float>) {
+        if (wide_runs && st[0] == 1 && st[1] == 1) {
+          widened_run(out, off[0], in.arg, off[1], count, [&](float* o, const float* x, int64_t m) {
+            if constexpr (OP == UnaryOp::Copy) {
+              if (o != x) std::copy_n(x, m, o);
+            } else {
+              unary_run<OP, C>(o, x, m, a, b);
+            }
+          });
+          return;
+        }
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        store_as<C>(out.data, out.dtype, off[0] + i * st[0],
+                    ew::unary_fn<OP, C>(operand_value<C>(in, off[1] + i * st[1]), a, b));
+      }
     });
   });
 }

@@ -5,6 +5,7 @@
 // compares. Lengths around the block of 256 and past the pool's chunk of 16384, values that round
 // up, overflow float16, are subnormal in it, NaN, infinite and -0, casts between the three dtypes,
 // unary and binary ops with tensor and scalar operands, mixed dtypes, and an op into its own input.
+// Also the strided loops' rows through float blocks, and fills, against the same converting loop.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,7 +16,11 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/elementwise.h"
+#include "kernels/factory.h"
+#include "tests/hardware_half.h"
 #include "tests/threads.h"
 
 using namespace kiln;
@@ -45,8 +50,9 @@ Tensor holding(const std::vector<float>& values, DType t) {
   return tensor(values, {static_cast<int64_t>(values.size())}).to(t);
 }
 
-// t's elements as one dense run (the widened loop's operand), or as an [n, 1] matrix, which the
-// dense loops do not take (the converting loop's).
+// t's elements as one dense run (the widened loop's operand), or as an [n, 1] matrix whose last
+// dim's stride is not 1, which neither the dense loops nor the strided loops' widened runs take
+// (the converting loop's).
 StridedArg as_arg(const Tensor& t, bool dense) {
   StridedArg a;
   a.data = const_cast<void*>(t.data_ptr());
@@ -55,8 +61,27 @@ StridedArg as_arg(const Tensor& t, bool dense) {
   a.sizes[0] = t.numel();
   a.strides[0] = 1;
   a.sizes[1] = 1;
+  a.strides[1] = 2;  // a dim of size 1: never stepped along
+  return a;
+}
+
+// A [rows, cols] view of `t` (at least rows x ld elements) with rows `ld` apart.
+StridedArg rows_arg(const Tensor& t, int64_t rows, int64_t cols, int64_t ld) {
+  StridedArg a;
+  a.data = const_cast<void*>(t.data_ptr());
+  a.dtype = t.dtype();
+  a.ndim = 2;
+  a.sizes[0] = rows;
+  a.sizes[1] = cols;
+  a.strides[0] = ld;
   a.strides[1] = 1;
   return a;
+}
+
+// Element i of `t`'s storage, as bytes.
+std::vector<unsigned char> bytes_at(const Tensor& t, int64_t i) {
+  const auto* p = static_cast<const unsigned char*>(t.data_ptr()) + static_cast<size_t>(i) * t.element_size();
+  return std::vector<unsigned char>(p, p + t.element_size());
 }
 Operand tensor_operand(const Tensor& t, bool dense) { return Operand{as_arg(t, dense), false, 0.0}; }
 
@@ -146,6 +171,117 @@ TEST_CASE("elementwise on the CPU: the widened loop gives the converting loop's 
                   binary_cpu(o, in, tensor_operand(y, o.ndim == 1), BinaryOp::Mul, DType::Float32, 1, 0, ctx);
                 });
       }
+    }
+  }
+}
+
+// The strided loops' runs: a view whose rows are unit-stride but lie apart (a head's rows inside a
+// fused projection, or its gradient's) runs each row through float blocks when every operand
+// converts to float. Its bits must be the converting loop's, the gaps between the rows untouched;
+// with the hardware float16 conversions and without.
+TEST_CASE("elementwise on the CPU: strided rows through float blocks give the converting loop's bits",
+          "[elementwise]") {
+  test::ThreadCountGuard threads;
+  cpu::set_num_threads(2);
+  const test::HardwareHalfGuard restore;
+  const KernelContext ctx{};
+  const struct {
+    int64_t rows, cols;
+  } shapes[] = {{3, 300}, {40, 7}, {2, 1000}};
+  for (const bool hardware : {true, false}) {
+    cpu::set_hardware_half(hardware);
+    for (const auto& shape : shapes) {
+      const int64_t rows = shape.rows, cols = shape.cols, n = rows * cols, ldx = cols + 5, ldo = cols + 3;
+      const std::vector<float> v = specials(n);
+      for (const DType xt : kFloats) {
+        const Tensor x = holding(v, xt);
+        // x's values in rows ldx apart (copied byte by byte: the copy under test is not used).
+        const Tensor xg = full({rows, ldx}, 7.0, TensorOptions(xt));
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(static_cast<char*>(xg.data_ptr()) + r * ldx * static_cast<int64_t>(xg.element_size()),
+                      static_cast<const char*>(x.data_ptr()) + r * cols * static_cast<int64_t>(x.element_size()),
+                      static_cast<size_t>(cols) * x.element_size());
+        }
+        for (const DType ot : kFloats) {
+          if (xt == DType::Float32 && ot == DType::Float32) continue;  // the typed strided loop's
+          for (const UnaryOp op : {UnaryOp::Copy, UnaryOp::Exp, UnaryOp::Neg}) {
+            INFO("unary op " << static_cast<int>(op) << ", " << rows << " x " << cols << ", x " << dtype_name(xt)
+                             << ", out " << dtype_name(ot) << ", hardware float16 " << cpu::hardware_half());
+            const Tensor og = full({rows, ldo}, -3.0, TensorOptions(ot));
+            unary_cpu(rows_arg(og, rows, cols, ldo), Operand{rows_arg(xg, rows, cols, ldx), false, 0.0}, op,
+                      DType::Float32, 0, 0, ctx);
+            const Tensor each = empty({n}, TensorOptions(ot));
+            unary_cpu(as_arg(each, false), tensor_operand(x, false), op, DType::Float32, 0, 0, ctx);
+            const std::vector<unsigned char> gap = bytes_at(full({1}, -3.0, TensorOptions(ot)), 0);
+            int64_t bad = 0, gaps_written = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t c = 0; c < ldo; ++c) {
+                if (c < cols) {
+                  bad += bytes_at(og, r * ldo + c) == bytes_at(each, r * cols + c) ? 0 : 1;
+                } else {
+                  gaps_written += bytes_at(og, r * ldo + c) == gap ? 0 : 1;
+                }
+              }
+            }
+            CHECK(bad == 0);
+            CHECK(gaps_written == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A constant (a fill, or any unary op of a scalar) converts its value once and stores those bytes in
+// every element: the conversion the element loops made per element, in every dtype, into a dense
+// tensor, into rows with gaps and into every other element, the gaps staying as they were.
+TEST_CASE("elementwise on the CPU: a fill stores its value's one conversion in every element", "[elementwise]") {
+  test::ThreadCountGuard threads;
+  cpu::set_num_threads(2);
+  const KernelContext ctx{};
+  const DType dtypes[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int32,
+                          DType::Int64,   DType::UInt8,   DType::Bool};
+  const double values[] = {0.1, -0.0, 70000.0, 1e-8, -3.0, std::numeric_limits<double>::quiet_NaN(), 1.0};
+  const int64_t rows = 37, cols = 700, ld = cols + 9;
+  for (const DType t : dtypes) {
+    for (const double value : values) {
+      if (std::isnan(value) && !is_floating(t)) continue;  // the op refuses it before the kernel
+      INFO(dtype_name(t) << ", value " << value);
+      // The conversion the element loops make: the scalar in the compute type, stored as t.
+      std::vector<unsigned char> want(static_cast<size_t>(element_size(t)));
+      cpu::visit_compute(compute_dtype_for(t),
+                         [&]<typename C>() { cpu::store_as<C>(want.data(), t, 0, static_cast<C>(value)); });
+      const Tensor dense = empty({rows * cols}, TensorOptions(t));
+      fill_cpu(as_arg(dense, true), value, ctx);
+      const Tensor gapped = full({rows, ld}, 5.0, TensorOptions(t));
+      const std::vector<unsigned char> gap = bytes_at(gapped, 0);
+      fill_cpu(rows_arg(gapped, rows, cols, ld), value, ctx);
+      // And every other element of a run (an inner stride of 2).
+      const Tensor strided = full({2 * cols}, 5.0, TensorOptions(t));
+      StridedArg every_other = as_arg(strided, true);
+      every_other.sizes[0] = cols;
+      every_other.strides[0] = 2;
+      fill_cpu(every_other, value, ctx);
+      int64_t bad = 0, gaps_written = 0;
+      for (int64_t i = 0; i < rows * cols; ++i) bad += bytes_at(dense, i) == want ? 0 : 1;
+      for (int64_t i = 0; i < 2 * cols; ++i) {
+        if (i % 2 == 0) {
+          bad += bytes_at(strided, i) == want ? 0 : 1;
+        } else {
+          gaps_written += bytes_at(strided, i) == gap ? 0 : 1;
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < ld; ++c) {
+          if (c < cols) {
+            bad += bytes_at(gapped, r * ld + c) == want ? 0 : 1;
+          } else {
+            gaps_written += bytes_at(gapped, r * ld + c) == gap ? 0 : 1;
+          }
+        }
+      }
+      CHECK(bad == 0);
+      CHECK(gaps_written == 0);
     }
   }
 }
