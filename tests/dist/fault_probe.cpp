@@ -3,9 +3,11 @@
 //                      enter at once: with KILN_DIST_TIMEOUT=2 the others' watchdogs must report
 //                      the timed-out call and end the job within seconds (not wait out the sleep)
 //   fault_probe hang-ring
-//                      the same with kiln's ring, whose point-to-point waits throw: rank 0 must get
-//                      a kiln::Error naming the peer it waited for (the last rank, its left
-//                      neighbour), and the job must end
+//                      the same with kiln's ring, whose point-to-point waits throw: rank 0 (waiting
+//                      to receive from the last rank, its left neighbour) or rank 1 (waiting to send
+//                      to it), whichever times out first, must get a kiln::Error naming the last
+//                      rank, and the job must end (the first error aborts it, so the other rank's
+//                      may never be printed)
 //   fault_probe exit   the last rank exits at once with status 5, without finalizing MPI: the
 //                      others must not hang (kiln's timeout, or the launcher ending the job and
 //                      naming the rank, whichever comes first)
