@@ -100,14 +100,14 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
     return;
   }
   // With conversions: runs along the innermost dim, a run where both sides are unit-stride and
-  // convert to float (a view's rows, as when attention's head gradients are written into a fused
-  // projection's gradient) through float blocks, the rest an element at a time.
+  // convert to float (a view's rows, as when a head's gradient is written into a fused projection's
+  // gradient) through float blocks when it is at least a vector long, the rest an element at a time.
   const bool wide_runs = std::is_same_v<C, float> && !in.is_scalar && widens_to_float(out.dtype) &&
                          widens_to_float(in.arg.dtype);
   cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
     cpu::nd_rows<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {
       if constexpr (std::is_same_v<C, float>) {
-        if (wide_runs && st[0] == 1 && st[1] == 1) {
+        if (wide_runs && st[0] == 1 && st[1] == 1 && count >= 8) {
           widened_run(out, off[0], in.arg, off[1], count, [&](float* o, const float* x, int64_t m) {
             if constexpr (OP == UnaryOp::Copy) {
               if (o != x) std::copy_n(x, m, o);
