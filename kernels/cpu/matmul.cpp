@@ -538,6 +538,7 @@ struct ColumnStrips {
 // an epilogue and the sums of its results take one pass over the matrix.
 template <typename T, typename Acc, typename RowFn = std::nullptr_t>
 void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, RowFn&& row = nullptr) {
+  if (cols <= 0) return;
   const ColumnStrips strips(cols);
   cpu::parallel_for(strips.count, 1, [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
