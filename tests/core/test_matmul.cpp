@@ -309,7 +309,9 @@ template <typename T, typename Acc> void check_column_sum_epilogues(int64_t cols
   cpu::set_num_threads(threads);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const auto ptr = [](const Tensor& x) { return static_cast<const T*>(x.data_ptr()); };
-  const auto same_bytes = [](const T* a, const T* b, int64_t n) { return std::memcmp(a, b, at(n) * sizeof(T)) == 0; };
+  const auto same_bytes = [](const T* a, const T* b, int64_t n) {
+    return n == 0 || std::memcmp(a, b, at(n) * sizeof(T)) == 0;  // an empty vector's data() may be null
+  };
   const int64_t rows = 37, k = 5, ldc = cols + 3, ldaux = cols + 1;
   manual_seed(17);
 
