@@ -7,7 +7,6 @@
 // and bfloat16 ones too, widened to float32: this GEMM is the reference twin the tests compare it
 // with, and the fallback.
 #include <algorithm>
-#include <cstddef>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -519,33 +518,32 @@ template <typename T, typename Acc> KILN_CPU_CLONES Acc row_sum(const T* row, in
 // in order, so the split (and with it the thread count) does not change the bits.
 struct ColumnStrips {
   static constexpr int64_t kMinStrip = 64, kRun = 1024;  // kRun: the widest run summed at once
-  int64_t width, count;
-  explicit ColumnStrips(int64_t cols) {
+  int64_t cols, width, count;
+  explicit ColumnStrips(int64_t n) : cols(n) {
     const int64_t tasks = std::clamp<int64_t>(cols / kMinStrip, 1, cpu::num_threads());
-    width = (cols + tasks - 1) / tasks;
-    width = (width + kMinStrip - 1) / kMinStrip * kMinStrip;
+    width = ((cols + tasks - 1) / tasks + kMinStrip - 1) / kMinStrip * kMinStrip;
     count = (cols + width - 1) / width;
   }
   // Calls run(j0, j1) for the runs of at most kRun columns of strip s, in order.
-  template <typename F> void runs(int64_t s, int64_t cols, F&& run) const {
+  template <typename F> void runs(int64_t s, F&& run) const {
     const int64_t end = std::min(cols, (s + 1) * width);
     for (int64_t j0 = s * width; j0 < end; j0 += kRun) run(j0, std::min(end, j0 + kRun));
   }
 };
 
 // dst[j] = the sum of column j of a rows x cols matrix (leading dimension ld), over the rows in
-// order. When `row` is given, row(i, j0, j1) runs on columns [j0, j1) of row i first (in place), so
-// an epilogue and the sums of its results take one pass over the matrix.
-template <typename T, typename Acc, typename RowFn = std::nullptr_t>
-void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, RowFn&& row = nullptr) {
+// order. row(i, j0, j1) runs on columns [j0, j1) of row i first (an epilogue that writes them in
+// place, or nothing), so an epilogue and the sums of its results take one pass over the matrix.
+template <typename T, typename Acc, typename RowFn>
+void column_sums(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, RowFn&& row) {
   if (cols <= 0) return;
   const ColumnStrips strips(cols);
   cpu::parallel_for(strips.count, 1, [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
-      strips.runs(s, cols, [&](int64_t j0, int64_t j1) {
+      strips.runs(s, [&](int64_t j0, int64_t j1) {
         Acc sums[ColumnStrips::kRun] = {};
         for (int64_t i = 0; i < rows; ++i) {
-          if constexpr (!std::is_same_v<std::decay_t<RowFn>, std::nullptr_t>) row(i, j0, j1);
+          row(i, j0, j1);
           accumulate_row<T, Acc>(sums, src + i * ld + j0, j1 - j0);
         }
         for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<T>(sums[j - j0]);
@@ -587,7 +585,7 @@ template <typename T, typename Acc> void dgelu_bgrad(const GemmArgs& g) {
 template <typename T, typename Acc> void bias_grad_a(const GemmArgs& g) {
   const auto* a = static_cast<const T*>(g.a);
   auto* db = static_cast<T*>(g.bias_grad);
-  if (g.trans_a) return column_sums<T, Acc>(a, g.k, g.m, g.lda, db);
+  if (g.trans_a) return column_sums<T, Acc>(a, g.k, g.m, g.lda, db, [](int64_t, int64_t, int64_t) {});
   for_rows(g.m, g.k, [&](int64_t i) { db[i] = static_cast<T>(row_sum<T, Acc>(a + i * g.lda, g.k)); });
 }
 

@@ -11,8 +11,8 @@
 #include "core/kiln.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
-#include "tests/hardware_half.h"
 #include "tests/bitwise.h"
+#include "tests/hardware_half.h"
 #include "tests/threads.h"
 
 using namespace kiln;
