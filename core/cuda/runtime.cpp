@@ -27,6 +27,8 @@ MathSwitches& math_switches() {
     MathSwitches m;
     const char* tc = std::getenv("KILN_ATTENTION_TENSOR_CORES");
     m.attention_tensor_cores = tc != nullptr && std::string(tc) == "1";
+    const char* wg = std::getenv("KILN_ATTENTION_WGMMA");
+    m.attention_wgmma = wg != nullptr && std::string(wg) == "1";
     return m;
   }();
   return s;

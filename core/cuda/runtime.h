@@ -139,10 +139,15 @@ struct MathSwitches {
   bool allow_tf32_cudnn = true;    // torch.backends.cudnn.allow_tf32
   bool cudnn_benchmark = false;    // torch.backends.cudnn.benchmark
   bool cudnn_enabled = true;       // torch.backends.cudnn.enabled
-  // scaled_dot_product_attention's tensor-core forward (kernels/cuda/attention_tc.cu) for float16 and
-  // bfloat16 with head dims 64 or 128, no mask and no dropout. Off until a GPU run has checked it
-  // against the CPU; KILN_ATTENTION_TENSOR_CORES=1 in the environment turns it on at start.
+  // scaled_dot_product_attention's tensor-core forward and backward (kernels/cuda/attention_tc.cu,
+  // attention_tc_backward.cu) for float16 and bfloat16 with head dims 64 or 128 and no mask (dropout
+  // is fine). Off until a GPU run has checked them against the CPU; KILN_ATTENTION_TENSOR_CORES=1 in
+  // the environment turns them on at start.
   bool attention_tensor_cores = false;
+  // With attention_tensor_cores, the forward on Hopper's warpgroup mma (wgmma) instead of mma.sync,
+  // on devices of compute capability 9.0 in builds for sm_90 (elsewhere the mma.sync forward runs).
+  // Off until a GPU run has checked it; KILN_ATTENTION_WGMMA=1 turns it on at start.
+  bool attention_wgmma = false;
 };
 MathSwitches& math_switches();
 

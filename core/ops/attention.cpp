@@ -107,6 +107,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.dropout_p = dropout_p;
   a.philox = philox;
   a.tensor_cores = q.is_cuda() && cuda::math_switches().attention_tensor_cores;
+  a.wgmma = a.tensor_cores && cuda::math_switches().attention_wgmma;
   return p;
 }
 

@@ -1,7 +1,8 @@
 // Launches the flash-attention forward on tensor cores (kernels/cuda/attention_tc_forward.cuh, where
-// the kernel and its description are). Which calls it takes: attention_tc_fits (kernels/attention.cpp).
+// the kernel and its description are), or hands it to the forward on Hopper's wgmma
+// (attention_wgmma.cu) where the arguments ask for it, the build has it and the device runs it. Which
+// calls come here: attention_tc_fits (kernels/attention.cpp).
 #include <atomic>
-#include <string>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc_forward.cuh"
@@ -13,34 +14,47 @@ namespace {
 using namespace cuda_detail;
 using namespace attention_tc;
 
-// Dropout is a template flag: without it the kernel holds none of its code or registers.
-template <typename T, int D, bool kDropout>
-void launch(void* out, void* lse, const void* q, const void* k, const void* v, const TcParams& p, cudaStream_t s) {
-  const size_t bytes = smem_bytes<ForwardSmem<T, D>>();
-  const char* op = "scaled_dot_product_attention";
-  allow_dynamic_smem(attention_forward_tc_kernel<T, D, kDropout>, bytes, op, "head dim " + std::to_string(D));
-  const dim3 grid(row_blocks(p.L), static_cast<unsigned>(p.batch));
-  attention_forward_tc_kernel<T, D, kDropout><<<grid, kBlockThreads, bytes, s>>>(
-      static_cast<T*>(out), static_cast<float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),
-      static_cast<const T*>(v), p);
-  check_launch(op);
-}
+struct MmaSyncForward {
+  template <typename T, int D, bool kDropout> static auto get() { return &attention_forward_tc_kernel<T, D, kDropout>; }
+};
 
-std::atomic<int64_t> g_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};
+
+// Whether the wgmma forward can run: built (KILN_WITH_SM90A: kernels/CMakeLists.txt compiles it for
+// sm_90a when the architectures include 90) and the current device of compute capability 9.0, the
+// only one that runs sm_90a code.
+bool wgmma_runs_here(const char* op) {
+#if defined(KILN_WITH_SM90A)
+  const int device = current_device_checked(op);
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), op,
+             "querying the compute capability");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), op,
+             "querying the compute capability");
+  return major == 9 && minor == 0;
+#else
+  (void)op;
+  return false;
+#endif
+}
 
 }  // namespace
 
 int64_t attention_tc_launches() { return g_launches.load(); }
+int64_t attention_wgmma_launches() { return g_wgmma_launches.load(); }
+bool attention_wgmma_available() { return wgmma_runs_here("scaled_dot_product_attention"); }
 
 void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                           const KernelContext& ctx) {
-  const TcParams p = make_tc_params(a);
-  const cudaStream_t s = raw_stream(ctx.stream);
   g_launches.fetch_add(1);
-  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
-    if (p.dropout) launch<T, D, true>(out, lse, q, k, v, p, s);
-    else launch<T, D, false>(out, lse, q, k, v, p, s);
-  });
+#if defined(KILN_WITH_SM90A)
+  if (a.wgmma && wgmma_runs_here("scaled_dot_product_attention")) {
+    g_wgmma_launches.fetch_add(1);
+    attention_forward_wgmma(out, lse, q, k, v, a, ctx);
+    return;
+  }
+#endif
+  launch_forward<ForwardSmem, MmaSyncForward>(out, lse, q, k, v, a, ctx);
 }
 
 }  // namespace kiln

@@ -6,11 +6,13 @@
 //
 // Work split: a block of 4 warps takes 64 query rows of one batch entry, each warp 16 of them (one
 // A-tile row of Q, kept in registers for the whole pass). Key tiles of 64 rows (32 at head dim 128)
-// stream through shared memory. For each, every warp computes its scores S = Q K^T as 8 accumulator
-// tiles (16 x 64), updates the running row maximum and sum (online softmax, in base 2), rescales its output
-// accumulators, and adds P V with P re-read from the score tiles as A operands (a_from_c), never
-// leaving registers. A lane holds rows `group` and `group + 8` of its warp's 16; a row's maximum and
-// sum are reduced across the 4 lanes of the group with two shuffles.
+// stream through shared memory. For each, every warp computes its scores S = Q K^T as accumulator
+// tiles (16 x 64, or 16 x 32 at head dim 128), updates the running row maximum and sum (online
+// softmax, in base 2), rescales its output accumulators, and adds P V with P re-read from the score
+// tiles as A operands (a_from_c), never leaving registers. A lane holds rows `group` and `group + 8`
+// of its warp's 16; a row's maximum and sum are reduced across the 4 lanes of the group with two
+// shuffles. The online softmax and the output's end are functions of their own (online_softmax,
+// write_forward), which the forward on Hopper's wgmma (attention_wgmma_forward.cuh) shares.
 //
 // Selected by AttentionArgs::tensor_cores (cuda::math_switches().attention_tensor_cores); off by
 // default until a GPU run has checked it against the CPU (tests/cuda/test_attention_tc_cuda.cpp).
@@ -22,9 +24,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc.cuh"
+#if defined(__CUDACC__)
+#include "kernels/cuda/common.cuh"
+#endif
 
 namespace kiln::attention_tc {
 
@@ -38,6 +44,118 @@ template <typename T, int D> struct ForwardSmem {
         k(c.take<T>(kStreamTileFor<D> * kLdFor<D>)),
         v(c.take<T>(kStreamTileFor<D> * kLdFor<D>)) {}
 };
+
+// A lane's two query rows of its warp's 16 (row_lo = the block's first row + 16 warp + group, row_hi
+// = row_lo + 8) and their online-softmax state: the running maximum (base 2) and sum. row_hi is kept,
+// not derived where it is used: derived, the mma.sync forward held 16 registers more at head dim 64.
+struct RowState {
+  int64_t row_lo, row_hi;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  __device__ __forceinline__ explicit RowState(int64_t block_row0)
+      : row_lo(block_row0 + static_cast<int64_t>(threadIdx.x) / tile::kWarp * tile::kM + tile::lane_id() / 4),
+        row_hi(row_lo + 8) {}
+};
+
+// The keys a block of query rows from i0 on sees: all S, or with causal those up to its last row.
+__device__ __forceinline__ int64_t forward_key_end(const TcParams& p, int64_t i0) {
+  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
+  return p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
+}
+
+// One key tile of the online softmax, for the warp's 16 query rows: s holds the scores Q K^T of keys
+// j0 .. j0 + 8 N as N accumulator tiles and becomes the probabilities that P V takes (after dropout);
+// the rows' state moves on and the output accumulators are rescaled to the new maximum. Shared by the
+// forward kernels on mma.sync (below) and on wgmma (attention_wgmma_forward.cuh), whose accumulator
+// tiles sit alike.
+template <bool kDropout, int N, int OUT>
+__device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile (&acc)[OUT], RowState& rows,
+                                               const TcParams& p, const PhiloxState& st, int64_t b, int64_t j0) {
+  using namespace tile;
+  const int lane = lane_id();
+  // Scale to base 2 and mask: keys past S, and with causal keys after the query.
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) {
+      const Coord c = c_coord(lane, e);
+      const int64_t j = j0 + n * kN + c.col;
+      const int64_t i = e < 2 ? rows.row_lo : rows.row_hi;
+      const float x = visible(p, i, j) ? s[n].r[e] * p.scale_log2 : -INFINITY;
+      s[n].r[e] = x;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+    }
+  }
+  float alpha[2], m_use[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    const float m_new = fmaxf(rows.m_run[h], tile_max[h]);
+    // While nothing is visible the row's state stays (m -inf, l 0): exp2 of -inf - -inf is NaN.
+    m_use[h] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[h] = exp2f(rows.m_run[h] - m_use[h]);
+    rows.m_run[h] = m_new;
+  }
+  // The row sums take the probabilities before dropout; P V takes them after (as the scalar kernel).
+  float row_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) {
+      const float pe = exp2f(s[n].r[e] - m_use[e / 2]);  // 0 for masked scores
+      row_sum[e / 2] += pe;
+      if constexpr (kDropout) {
+        const int64_t j = j0 + n * kN + c_coord(lane, e).col;
+        s[n].r[e] = pe * keep_factor(p, st, b, e < 2 ? rows.row_lo : rows.row_hi, j);
+      } else {
+        s[n].r[e] = pe;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+    rows.l_run[h] = rows.l_run[h] * alpha[h] + row_sum[h];
+  }
+#pragma unroll
+  for (int t = 0; t < OUT; ++t) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) acc[t].r[e] *= alpha[e / 2];
+  }
+}
+
+// The forward's end: out = acc / l for the lane's two rows and, from one lane of each group of four,
+// the row's log-sum-exp in natural log. A row with no visible key gets zeros and -inf, as from the
+// scalar kernel.
+template <typename T, int OUT>
+__device__ __forceinline__ void write_forward(T* out, float* lse, const TcParams& p, int64_t b, const RowState& rows,
+                                              const tile::CTile (&acc)[OUT]) {
+  using namespace tile;
+  const int lane = lane_id();
+  // The output's offset is found here, not with q's, k's and v's at the kernel's start: held through
+  // the key loop it costs registers (the mma.sync kernel on sm_90 at head dim 64 with dropout:
+  // spills). Offsets kept in shared memory instead, as the backward kernels keep theirs, spill at
+  // head dim 64 without dropout.
+  T* const out_b = out + attention_batch_offset(p.layout, p.layout.o, b);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t i = h == 0 ? rows.row_lo : rows.row_hi;
+    if (i >= p.L) continue;
+    const bool none = rows.m_run[h] == -INFINITY;
+    const float inv = none ? 0.f : 1.f / rows.l_run[h];
+    T* o = out_b + i * p.o_rs;
+#pragma unroll
+    for (int t = 0; t < OUT; ++t) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        o[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * inv);
+      }
+    }
+    if (lane % 4 == 0) lse[b * p.L + i] = none ? -INFINITY : (rows.m_run[h] + log2f(rows.l_run[h])) / kLog2e;
+  }
+}
 
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -53,7 +171,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const ForwardSmem<T, D> smem(carve);
   T *const q_s = smem.q, *const k_s = smem.k, *const v_s = smem.v;
 
-  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
@@ -68,12 +186,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  // This lane's two rows (group and group + 8 of the warp's 16): running max (base 2) and sum.
-  const int64_t row_lo = i0 + warp * kM + lane / 4, row_hi = row_lo + 8;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  RowState state(i0);
 
-  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
-  const int64_t j_end = p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
+  const int64_t j_end = forward_key_end(p, i0);
   for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous key tile
     stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);
@@ -91,85 +206,41 @@ __global__ void __launch_bounds__(kBlockThreads)
         mma(s[n], qa[d], kb);
       }
     }
-    // Scale to base 2 and mask: keys past S, and with causal keys after the query.
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) {
-        const Coord c = c_coord(lane, e);
-        const int64_t j = j0 + n * kN + c.col;
-        const int64_t i = e < 2 ? row_lo : row_hi;
-        const float x = visible(p, i, j) ? s[n].r[e] * p.scale_log2 : -INFINITY;
-        s[n].r[e] = x;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-      }
-    }
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float m_new = fmaxf(m_run[h], tile_max[h]);
-      // While nothing is visible the row's state stays (m -inf, l 0): exp2 of -inf - -inf is NaN.
-      m_use[h] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[h] = exp2f(m_run[h] - m_use[h]);
-      m_run[h] = m_new;
-    }
-    // The row sums take the probabilities before dropout; P V takes them after (as the scalar kernel).
-    float row_sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) {
-        const float pe = exp2f(s[n].r[e] - m_use[e / 2]);  // 0 for masked scores
-        row_sum[e / 2] += pe;
-        if constexpr (kDropout) {
-          const int64_t j = j0 + n * kN + c_coord(lane, e).col;
-          s[n].r[e] = pe * keep_factor(p, st, b, e < 2 ? row_lo : row_hi, j);
-        } else {
-          s[n].r[e] = pe;
-        }
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-      l_run[h] = l_run[h] * alpha[h] + row_sum[h];
-    }
-#pragma unroll
-    for (int t = 0; t < kOutTiles; ++t) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) acc[t].r[e] *= alpha[e / 2];
-    }
+    online_softmax<kDropout>(s, acc, state, p, st, b, j0);
     // acc += P V, 16 keys at a time: two score tiles side by side are one A operand.
     add_product<T, D>(acc, s, v_s);
   }
 
-  // out = acc / l; lse in natural log. A row with no visible key: zeros and -inf, as the scalar kernel.
-  const int64_t rows[2] = {row_lo, row_hi};
-  // The output's offset is found here, not with q's, k's and v's above: held through the key loop
-  // it costs registers (sm_90 at head dim 64 with dropout: spills). Offsets kept in shared memory
-  // instead, as the backward kernels keep theirs, spill at head dim 64 without dropout.
-  T* const out_b = out + attention_batch_offset(p.layout, p.layout.o, b);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t i = rows[h];
-    if (i >= p.L) continue;
-    const bool none = m_run[h] == -INFINITY;
-    const float inv = none ? 0.f : 1.f / l_run[h];
-    T* o = out_b + i * p.o_rs;
-#pragma unroll
-    for (int t = 0; t < kOutTiles; ++t) {
-#pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        o[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * inv);
-      }
-    }
-    if (lane % 4 == 0) lse[b * p.L + i] = none ? -INFINITY : (m_run[h] + log2f(l_run[h])) / kLog2e;
-  }
+  write_forward(out, lse, p, b, state, acc);
 }
 
+#if defined(__CUDACC__)
+// Launches a forward kernel over blocks of 64 query rows and the batch entries, with the dynamic
+// shared memory its Smem<T, D> carves. KernelFor::get<T, D, kDropout>() names the kernel for the
+// element type, the head dim and dropout (a template flag: the kernels without it hold none of its
+// code or registers). The mma.sync forward (attention_tc.cu) and the one on wgmma
+// (attention_wgmma.cu) launch alike.
+template <template <typename, int> class Smem, typename KernelFor>
+void launch_forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                    const KernelContext& ctx) {
+  const TcParams p = make_tc_params(a);
+  const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
+  const char* op = "scaled_dot_product_attention";
+  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
+    const auto go = [&]<bool kDropout>() {
+      const auto kernel = KernelFor::template get<T, D, kDropout>();
+      const size_t bytes = smem_bytes<Smem<T, D>>();
+      cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
+      const dim3 grid(row_blocks(p.L), static_cast<unsigned>(p.batch));
+      kernel<<<grid, kBlockThreads, bytes, s>>>(static_cast<T*>(out), static_cast<float*>(lse),
+                                                static_cast<const T*>(q), static_cast<const T*>(k),
+                                                static_cast<const T*>(v), p);
+      cuda_detail::check_launch(op);
+    };
+    if (p.dropout) go.template operator()<true>();
+    else go.template operator()<false>();
+  });
+}
+#endif
 
 }  // namespace kiln::attention_tc

@@ -4,8 +4,11 @@
 // and not, float16 and bfloat16, with and without dropout, keys and values broadcast over the heads.
 // The output, dq, dk and dv are compared (the log-sum-exp is checked through the backward, which
 // rebuilds the probabilities from it, and directly by the twin test in tests/kernels/test_twins.cpp).
-// Each case also checks that the tensor-core kernels are the ones that ran.
+// Each case also checks that the tensor-core kernels are the ones that ran. In builds for sm_90 on a
+// device of compute capability 9.0, each case runs the forward on Hopper's wgmma as well.
 #include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
 
 #include <optional>
 #include <string>
@@ -43,23 +46,33 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
   return {out.detach(), qd.grad(), kd.grad(), vd.grad()};
 }
 
-// Runs the problem on tensor cores in `dtype` (checking that the forward and backward kernels each
-// ran once) and on the CPU in float64, and compares out, dq, dk and dv with the dtype's relative
-// tolerance and an absolute floor of floors[i] times it. Returns the CPU's results.
+// Runs the problem on tensor cores in `dtype` and on the CPU in float64, and compares out, dq, dk
+// and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
+// it once with the mma.sync forward and, where this build and device have it, once with the forward on
+// Hopper's wgmma, each time checking that the forward and backward kernels ran once and which forward
+// it was. Returns the CPU's results.
 std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const double (&floors)[4]) {
-  const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
-  const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
-  CHECK(attention_tc_launches() == before + 1);
-  CHECK(attention_tc_backward_launches() == before_backward + 1);
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
-  // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
-  // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
-  const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    INFO(names[i]);
-    CHECK(gpu[i].sizes() == ref[i].sizes());
-    CHECK(worst_ratio(gpu[i], ref[i], floors[i] * tol, tol) <= 1.0);
+  std::vector<bool> forwards = {false};
+  if (attention_wgmma_available()) forwards.push_back(true);
+  for (const bool wgmma : forwards) {
+    INFO((wgmma ? "forward on wgmma" : "forward on mma.sync"));
+    cuda::math_switches().attention_wgmma = wgmma;
+    const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
+    const int64_t before_wgmma = attention_wgmma_launches();
+    const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
+    CHECK(attention_tc_launches() == before + 1);
+    CHECK(attention_wgmma_launches() == before_wgmma + (wgmma ? 1 : 0));
+    CHECK(attention_tc_backward_launches() == before_backward + 1);
+    // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
+    // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
+    const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      INFO(names[i]);
+      CHECK(gpu[i].sizes() == ref[i].sizes());
+      CHECK(worst_ratio(gpu[i], ref[i], floors[i] * tol, tol) <= 1.0);
+    }
   }
   return ref;
 }
@@ -205,6 +218,35 @@ TEST_CASE("attention on tensor cores: keys and values broadcast over the heads",
   // dk and dv add four heads' gradients: twice the gradients' floor.
   const std::vector<Tensor> ref = check_against_cpu(pr, dtype, {1, 4, 8, 8});
   CHECK(ref[2].sizes() == Shape{2, 1, S, E});
+}
+
+// The wgmma forward runs exactly where it can: in builds for sm_90 (KILN_WITH_SM90A) on a device of
+// compute capability 9.0. Elsewhere the switch leaves the mma.sync forward running.
+TEST_CASE("attention on tensor cores: the wgmma forward is available on compute capability 9.0 only",
+          "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+#if defined(KILN_WITH_SM90A)
+  const bool expected = major == 9 && minor == 0;
+#else
+  const bool expected = false;
+#endif
+  CHECK(attention_wgmma_available() == expected);
+  cuda::math_switches().attention_tensor_cores = true;
+  cuda::math_switches().attention_wgmma = true;
+  const TensorOptions bf16(DType::BFloat16, Device::cuda());
+  const int64_t before = attention_tc_launches(), before_wgmma = attention_wgmma_launches();
+  scaled_dot_product_attention(randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16));
+  CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_wgmma_launches() == before_wgmma + (expected ? 1 : 0));
+  cuda::math_switches().attention_tensor_cores = false;  // wgmma alone does not take the call
+  scaled_dot_product_attention(randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16));
+  CHECK(attention_tc_launches() == before + 1);
+  CHECK(attention_wgmma_launches() == before_wgmma + (expected ? 1 : 0));
 }
 
 TEST_CASE("attention on tensor cores: shapes it does not take run on the scalar kernel", "[cuda][attention]") {

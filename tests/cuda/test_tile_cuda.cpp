@@ -1,5 +1,6 @@
 // The tensor-core tiles (kernels/cuda/tile.cuh) on the GPU: one warp loads A, K^T and V, runs
-// mma.sync and stores the products, and re-reads two C tiles as an A tile, in bfloat16 and float16.
+// mma.sync and stores the products, and re-reads two C tiles as an A tile, in bfloat16 and float16;
+// in builds for sm_90, one warpgroup does the same through wgmma (kernels/cuda/wgmma.cuh).
 // Small integers make every product and sum exact in both types and in float32, so the results must
 // equal the CPU's exactly: a wrong lane map shows as a wrong element, not as noise.
 #include <catch2/catch.hpp>
@@ -26,3 +27,31 @@ TEST_CASE("tensor-core tiles: mma.sync through the tile maps equals the CPU's pr
   // loses nothing and S @ V is exact too.
   CHECK(got.sv == product(s, v, 16, 8, 16, false));
 }
+
+#if defined(KILN_WITH_SM90A)
+#include "tests/cuda/wgmma_selftest.h"
+
+// Hopper's wgmma through kiln's descriptors and staged layout (kernels/wgmma_layout.h): both operands
+// in shared memory (K-major), A in registers with B MN-major at N = 128 and, advanced along N, at
+// N = 64, and accumulators re-read as A tiles. Exact on small integers, as above. Needs a device of
+// compute capability 9.0 (H100, H200): on others run the tests with ~[hopper].
+TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's products", "[cuda][tile][hopper]") {
+  REQUIRE(kiln::cuda::is_available());
+  REQUIRE(kiln::test::wgmma_selftest_runs_here());
+  const bool bf16 = GENERATE(true, false);
+  INFO((bf16 ? "bfloat16" : "float16"));
+  using kiln::test::wgmma_ints;
+  const std::vector<float> a = wgmma_ints(64, 64, 1), b = wgmma_ints(64, 64, 2), v = wgmma_ints(64, 128, 3);
+  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(bf16, a, b, v);
+  const std::vector<float> s = product(a, b, 64, 64, 64, true);
+  CHECK(got.s == s);
+  const std::vector<float> av = product(a, v, 64, 128, 64, false);
+  CHECK(got.av == av);
+  std::vector<float> av_hi(64 * 64);
+  for (int r = 0; r < 64; ++r) {
+    for (int c = 0; c < 64; ++c) av_hi[static_cast<size_t>(r * 64 + c)] = av[static_cast<size_t>(r * 128 + 64 + c)];
+  }
+  CHECK(got.av_hi == av_hi);
+  CHECK(got.sv == product(s, v, 64, 128, 64, false));
+}
+#endif

@@ -6,25 +6,18 @@
 #include <cuda_runtime.h>
 
 #include <stdexcept>
-#include <string>
 
+#include "tests/cuda/selftest_upload.cuh"
 #include "tests/cuda/tile_selftest_kernel.cuh"
 
 namespace kiln::test {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("tile selftest: ") + what + ": " + cudaGetErrorString(e));
-}
+constexpr const char* kTest = "tile selftest";
 
-template <typename T> T* upload(const std::vector<float>& host) {
-  std::vector<T> rounded(host.size());
-  for (size_t i = 0; i < host.size(); ++i) rounded[i] = static_cast<T>(host[i]);
-  T* dev = nullptr;
-  check(cudaMalloc(&dev, rounded.size() * sizeof(T)), "cudaMalloc");
-  check(cudaMemcpy(dev, rounded.data(), rounded.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return dev;
-}
+void check(cudaError_t e, const char* what) { selftest_check(e, kTest, what); }
+
+template <typename T> T* upload(const std::vector<float>& host) { return selftest_upload<T>(host, kTest); }
 
 template <typename T>
 TileSelftest run(const std::vector<float>& a, const std::vector<float>& k, const std::vector<float>& v) {

@@ -1,8 +1,9 @@
-// The tensor-core flash-attention kernels (kernels/cuda/attention_tc_forward.cuh and
-// attention_tc_backward.cuh), their real source, run on the CPU through the emulator of CUDA's
-// threads (kernels/simt/simt.h) and compared with the CPU kernels in float64: the output, the
-// log-sum-exp, dq, dk and dv, across query and key counts that leave tails in every tile, head dims
-// 64 and 128, causal and not, float16 and bfloat16, with and without dropout.
+// The tensor-core flash-attention kernels (kernels/cuda/attention_tc_forward.cuh, the forward on
+// Hopper's wgmma in attention_wgmma_forward.cuh, and attention_tc_backward.cuh), their real source,
+// run on the CPU through the emulator of CUDA's threads (kernels/simt/simt.h) and compared with the
+// CPU kernels in float64: the output, the log-sum-exp, dq, dk and dv, across query and key counts
+// that leave tails in every tile, head dims 64 and 128, causal and not, float16 and bfloat16, with and
+// without dropout. Every case runs with each forward, the backward reading that forward's results.
 //
 // Each case runs under both of the emulator's schedules (one warp runs ahead of the others from the
 // lowest or from the highest): a missing __syncthreads would let a warp overwrite a shared tile
@@ -19,6 +20,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc_backward.cuh"
 #include "kernels/cuda/attention_tc_forward.cuh"
+#include "kernels/cuda/attention_wgmma_forward.cuh"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
 #include "tests/kernels/attention_simt.h"
@@ -29,18 +31,24 @@ using namespace kiln::test;
 
 namespace {
 
-// The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu and
-// attention_tc_backward.cu launch them: the backward reads the emulated forward's output and
+// Which forward runs: mma.sync's, or the one on Hopper's wgmma.
+enum class Forward { kMmaSync, kWgmma };
+
+// The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu (or attention_wgmma.cu)
+// and attention_tc_backward.cu launch them: the backward reads the emulated forward's output and
 // log-sum-exp, and the dk/dv kernel the D rows the dq kernel wrote.
-// The results, and the tensor-core instructions (emulated mma, per warp) each kernel issued.
+// The results, and the tensor-core instructions each kernel issued, per warp: emulated mma.sync
+// (mma_*), and for the forward also wgmma (each of the warpgroup's 4 warps counts an instruction).
 struct Emulated {
   Results results;
-  int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0;
+  int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0;
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
+constexpr const char* kWgmmaFile = "kernels/cuda/wgmma.cuh";
 
-template <typename T, int D, bool kDropout> Emulated emulate(const Problem& pr, simt::Schedule schedule) {
+template <typename T, int D, bool kDropout>
+Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   const AttentionArgs& a = pr.args;
   const TcParams p = make_tc_params(a);
   const Operands in = operands(pr, a.dtype);
@@ -53,9 +61,16 @@ template <typename T, int D, bool kDropout> Emulated emulate(const Problem& pr, 
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
   cfg.grid = simt::Dim3{row_blocks(a.L), static_cast<unsigned>(a.batch), 1};
-  cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
-  const simt::LaunchStats forward = simt::launch(
-      cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+  simt::LaunchStats forward;
+  if (which == Forward::kWgmma) {
+    cfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
+    forward = simt::launch(
+        cfg, [&] { attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+  } else {
+    cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
+    forward = simt::launch(
+        cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+  }
   cfg.dynamic_smem = smem_bytes<DqSmem<T, D>>();
   const simt::LaunchStats dq_stats = simt::launch(cfg, [&] {
     attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(), qp,
@@ -72,20 +87,23 @@ template <typename T, int D, bool kDropout> Emulated emulate(const Problem& pr, 
   Emulated e;
   e.results = o.results(a);
   e.mma_forward = forward.collectives_in(kMmaFile);
+  e.wgmma_forward = forward.collectives_in(kWgmmaFile);
   e.mma_dq = dq_stats.collectives_in(kMmaFile);
   e.mma_dkv = dkv_stats.collectives_in(kMmaFile);
   return e;
 }
 
-template <typename T, int D> Emulated emulate_any(const Problem& pr, simt::Schedule schedule) {
-  if (pr.args.dropout_p > 0) return emulate<T, D, true>(pr, schedule);
-  return emulate<T, D, false>(pr, schedule);
+template <typename T, int D> Emulated emulate_any(const Problem& pr, simt::Schedule schedule, Forward which) {
+  if (pr.args.dropout_p > 0) return emulate<T, D, true>(pr, schedule, which);
+  return emulate<T, D, false>(pr, schedule, which);
 }
 
-Emulated emulate_problem(const Problem& pr, simt::Schedule schedule) {
+Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward which) {
   const bool bf16 = pr.args.dtype == DType::BFloat16;
-  if (pr.args.E == 64) return bf16 ? emulate_any<BFloat16, 64>(pr, schedule) : emulate_any<Half, 64>(pr, schedule);
-  return bf16 ? emulate_any<BFloat16, 128>(pr, schedule) : emulate_any<Half, 128>(pr, schedule);
+  if (pr.args.E == 64) {
+    return bf16 ? emulate_any<BFloat16, 64>(pr, schedule, which) : emulate_any<Half, 64>(pr, schedule, which);
+  }
+  return bf16 ? emulate_any<BFloat16, 128>(pr, schedule, which) : emulate_any<Half, 128>(pr, schedule, which);
 }
 
 // Runs the problem on the emulator (check_emulated), after checking that the CUDA twin would hand
@@ -97,7 +115,10 @@ void check_problem(const Problem& pr) {
   }
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule).results; }, tol);
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
+    INFO((which == Forward::kWgmma ? "forward on wgmma" : "forward on mma.sync"));
+    check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
+  }
 }
 
 }  // namespace
@@ -165,6 +186,8 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // [S, E] is L S E of them. At tile multiples the forward's two products (Q K^T, P V) are then
 // L S E / 1024 mma, the dq kernel's three (S, dP, dQ) 3 L S E / 2048 and the dk/dv kernel's four
 // (S^T, dP^T, dV, dK) L S E / 512: nothing is computed twice within a kernel, and no tile is padded.
+// The wgmma forward issues, per block of 64 queries and tile of 64 keys, E / 16 instructions of
+// 64 x 64 x 16 for Q K^T and 4 of 64 x E x 16 for P V: 2 L S E multiply-adds in all, and no mma.sync.
 // With causal, a block skips the tiles wholly above the diagonal: at L = S = 256 and 64-row blocks,
 // the blocks see 1, 2, 3 and 4 of the 4 tile columns, 10 of 16.
 TEST_CASE("attention on tensor cores, emulated: the mma count is the products' size, and causal skips 6 of 16 tiles",
@@ -173,10 +196,10 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   const int64_t L = 256, S = 256;
   INFO("E " << E);
   const double scale = 1.0 / std::sqrt(static_cast<double>(E));
-  const Emulated full =
-      emulate_problem(dense_problem(DType::BFloat16, E, 1, L, S, false, scale, 0.0), simt::Schedule::Lowest);
-  const Emulated causal =
-      emulate_problem(dense_problem(DType::BFloat16, E, 1, L, S, true, scale, 0.0), simt::Schedule::Lowest);
+  const Problem full_problem = dense_problem(DType::BFloat16, E, 1, L, S, false, scale, 0.0);
+  const Problem causal_problem = dense_problem(DType::BFloat16, E, 1, L, S, true, scale, 0.0);
+  const Emulated full = emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kMmaSync);
+  const Emulated causal = emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kMmaSync);
   const int64_t work = L * S * E;
   CHECK(full.mma_forward == work / 1024);
   CHECK(full.mma_dq == 3 * work / 2048);
@@ -184,4 +207,16 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(causal.mma_forward * 16 == full.mma_forward * 10);
   CHECK(causal.mma_dq * 16 == full.mma_dq * 10);
   CHECK(causal.mma_dkv * 16 == full.mma_dkv * 10);
+  CHECK(full.wgmma_forward == 0);
+
+  const Emulated wg_full = emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kWgmma);
+  const Emulated wg_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kWgmma);
+  const int64_t tiles = (L / 64) * (S / 64);
+  const int64_t per_tile = E / 16 + 4;  // instructions per block and key tile
+  CHECK(wg_full.wgmma_forward == 4 * tiles * per_tile);
+  CHECK(wg_full.mma_forward == 0);
+  CHECK(wg_causal.wgmma_forward * 16 == wg_full.wgmma_forward * 10);
+  // The backward after either forward is the same kernels' work.
+  CHECK(wg_full.mma_dq == full.mma_dq);
+  CHECK(wg_full.mma_dkv == full.mma_dkv);
 }

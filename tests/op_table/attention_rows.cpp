@@ -127,15 +127,17 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
   return r;
 }
 
-// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core forward: the forward, or
-// the forward and backward together. FLOPs as PyTorch's and FlashAttention's benchmarks count them:
-// 4 B H L^2 E for the two forward products, halved for causal; the backward's five products are 2.5
-// times that. Bytes: q, k, v read and the output written (and, with backward, their gradients).
-BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward) {
+// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core forward (mma.sync's, or
+// with `wgmma` the one on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
+// compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together. FLOPs
+// as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
+// halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
+// output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
+BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false) {
   BenchCase c;
-  c.name = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
+  c.op = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
+  c.name = wgmma ? (backward ? "sdpa_causal_wgmma_fwd_bwd" : "sdpa_causal_wgmma") : c.op;
   c.dtypes = {DType::BFloat16};
-  c.op = c.name;
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
     s.shape = {b, h, l, e};
@@ -148,9 +150,10 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     s.precision = "bf16";
     return s;
   };
-  c.run = [backward](const TensorList& x) {
+  c.run = [backward, wgmma](const TensorList& x) {
     const cuda::MathSwitches saved = cuda::math_switches();
     cuda::math_switches().attention_tensor_cores = true;
+    cuda::math_switches().attention_wgmma = wgmma;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -269,7 +272,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     };
     // The shapes of the speed goals: a long sequence at head dim 128, GPT-2 small's at head dim 64.
     r.bench = {attention_bench(4, 16, 4096, 128, false), attention_bench(4, 16, 4096, 128, true),
-               attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true)};
+               attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true),
+               attention_bench(4, 16, 4096, 128, false, true), attention_bench(4, 16, 4096, 128, true, true),
+               attention_bench(8, 12, 1024, 64, false, true), attention_bench(8, 12, 1024, 64, true, true)};
     rows.push_back(std::move(r));
   }
   {

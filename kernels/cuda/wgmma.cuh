@@ -1,0 +1,209 @@
+// Hopper's warpgroup matrix multiply (wgmma.mma_async, sm_90a) for tensor-core kernels, on the
+// operand layout and descriptors of kernels/wgmma_layout.h and the register tiles of tile.cuh:
+//
+//   mma_ss<T, N>(d, a, b, accumulate)          d[64 x N] (+)= A @ B, A and B K-major in shared memory
+//   mma_rs<T, N, kTransB>(d, a, b, accumulate) the same with this warp's 16 rows of A in an ATile,
+//                                              B K-major, or MN-major with kTransB
+//
+// d is the warp's N / 8 accumulator tiles (CTile, mma.sync's C layout), rows 16 w .. 16 w + 15 of
+// the 64 for warp w of the warpgroup. All 128 threads of the warpgroup issue each call together.
+//
+// The instruction is asynchronous. Its protocol, which a kernel follows around every batch:
+//   1. write the operands to shared memory, fence_async_smem(), then a barrier: plain stores and the
+//      tensor cores' reads go through different paths ("proxies") that the fence orders;
+//   2. fence(): orders this thread's earlier register writes (accumulators, A tiles) before the
+//      batch reads them;
+//   3. mma_ss / mma_rs, as many as the batch holds, then commit(): they form one group;
+//   4. wait<0>() (or wait<n>: until at most n groups are pending), then settle(d) for every
+//      accumulator the group wrote, before reading or writing it.
+// settle() is an empty asm statement that takes the accumulators as read-write registers. Without it
+// the compiler may move a read of an accumulator above the wait, which touches no register.
+//
+// A .cu file that includes this must compile for sm_90a only (kernels/CMakeLists.txt builds these
+// kernels for compute_90a; the launch takes them only on a device of compute capability 9.0).
+//
+// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h: each call
+// computes at once, every warp its own 16 rows, summing in float32 in k order from the elements that
+// the descriptors locate (wgmma_layout.h) and, for A in registers, from the warp's A fragments. The
+// calls are warp collectives, so LaunchStats::collectives_in("kernels/cuda/wgmma.cuh") counts them
+// (4 per warpgroup instruction). The emulator does not model the asynchrony: a missing wait, fence or
+// settle passes there and only shows on a GPU.
+#pragma once
+
+#include "kernels/cuda/tile.cuh"
+#include "kernels/wgmma_layout.h"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "kernels/cuda/wgmma.cuh needs sm_90a: compile this file for compute_90a only"
+#endif
+
+namespace kiln::wgmma {
+
+using tile::ATile;
+using tile::CTile;
+
+// The shared-window address of p in the block's shared memory: what descriptors hold.
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+#if defined(__CUDACC__)
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+#else
+  return static_cast<uint32_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(tile::dynamic_smem()));
+#endif
+}
+
+#if defined(__CUDACC__)
+
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending> __device__ __forceinline__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    asm volatile("" : "+f"(d[t].r[0]), "+f"(d[t].r[1]), "+f"(d[t].r[2]), "+f"(d[t].r[3])::"memory");
+  }
+}
+
+// The accumulator operands: tile t's four floats are registers 4 t .. 4 t + 3.
+#define KILN_WG_TILE(d, t) "+f"(d[t].r[0]), "+f"(d[t].r[1]), "+f"(d[t].r[2]), "+f"(d[t].r[3])
+#define KILN_WG_ACC32(d)                                                                                 \
+  KILN_WG_TILE(d, 0), KILN_WG_TILE(d, 1), KILN_WG_TILE(d, 2), KILN_WG_TILE(d, 3), KILN_WG_TILE(d, 4), \
+      KILN_WG_TILE(d, 5), KILN_WG_TILE(d, 6), KILN_WG_TILE(d, 7)
+#define KILN_WG_ACC64(d)                                                                                   \
+  KILN_WG_ACC32(d), KILN_WG_TILE(d, 8), KILN_WG_TILE(d, 9), KILN_WG_TILE(d, 10), KILN_WG_TILE(d, 11),     \
+      KILN_WG_TILE(d, 12), KILN_WG_TILE(d, 13), KILN_WG_TILE(d, 14), KILN_WG_TILE(d, 15)
+#define KILN_WG_REGS32                                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define KILN_WG_REGS64                                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "  \
+  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "  \
+  "%62, %63}"
+// scale-d is a predicate: false overwrites d with the product, true adds to it.
+#define KILN_WG_PRED(n) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #n ", 0;\n"
+#define KILN_WG_OP(N, TY) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " "
+
+template <typename T> inline constexpr bool kIsBf16 = std::is_same_v<T, __nv_bfloat16>;
+
+// Both operands in shared memory, both K-major (the transpose flags 0). N = 64.
+template <typename T, int N>
+__device__ __forceinline__ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
+  static_assert(N == 64, "mma_ss is instantiated for N = 64");
+  const int acc = accumulate ? 1 : 0;
+  if constexpr (kIsBf16<T>) {
+    asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : KILN_WG_ACC32(d)
+                 : "l"(a), "l"(b), "r"(acc));
+  } else {
+    asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : KILN_WG_ACC32(d)
+                 : "l"(a), "l"(b), "r"(acc));
+  }
+}
+
+// A from this warp's ATile, B in shared memory (MN-major with kTransB). N = 64 or 128.
+template <typename T, int N, bool kTransB>
+__device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
+  static_assert(N == 64 || N == 128, "mma_rs is instantiated for N = 64 and 128");
+  const int acc = accumulate ? 1 : 0;
+  constexpr int kTrans = kTransB ? 1 : 0;
+  if constexpr (N == 64) {
+    if constexpr (kIsBf16<T>) {
+      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                   : KILN_WG_ACC32(d)
+                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
+    } else {
+      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                   : KILN_WG_ACC32(d)
+                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
+    }
+  } else {
+    if constexpr (kIsBf16<T>) {
+      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "bf16") KILN_WG_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                   : KILN_WG_ACC64(d)
+                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
+    } else {
+      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "f16") KILN_WG_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                   : KILN_WG_ACC64(d)
+                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
+    }
+  }
+}
+
+#undef KILN_WG_TILE
+#undef KILN_WG_ACC32
+#undef KILN_WG_ACC64
+#undef KILN_WG_REGS32
+#undef KILN_WG_REGS64
+#undef KILN_WG_PRED
+#undef KILN_WG_OP
+
+#else  // the emulator
+
+inline void fence_async_smem() {}
+inline void fence() {}
+inline void commit() {}
+template <int kPending> void wait() {}
+template <int kTiles> void settle(CTile (&)[kTiles]) {}
+
+namespace host {
+// Operand element at a shared address (an offset into the block's dynamic shared memory), as float.
+template <typename T> float smem_at(uint32_t address) {
+  T t;
+  std::memcpy(static_cast<void*>(&t), reinterpret_cast<const char*>(tile::dynamic_smem()) + address, sizeof(T));
+  return static_cast<float>(t);
+}
+// This thread's accumulator element i of N / 2: tile i / 4, its element i % 4.
+struct Out {
+  int row, col;  // row within the warpgroup's 64, column within N
+};
+inline Out out_coord(int i) {
+  const int warp = static_cast<int>(threadIdx.x) / 32 % kWarps;
+  const tile::Coord c = tile::c_coord(tile::lane_id(), i % 4);
+  return {16 * warp + c.row, 8 * (i / 4) + c.col};
+}
+}  // namespace host
+
+template <typename T, int N> void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
+  (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
+  for (int i = 0; i < N / 2; ++i) {
+    const host::Out o = host::out_coord(i);
+    float sum = 0.f;
+    for (int k = 0; k < kK; ++k) {
+      sum += host::smem_at<T>(k_major_address(a, o.row, k)) * host::smem_at<T>(k_major_address(b, o.col, k));
+    }
+    float& x = d[i / 4].r[i % 4];
+    x = (accumulate ? x : 0.f) + sum;
+  }
+}
+
+template <typename T, int N, bool kTransB>
+void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
+  static const tile::host::Owners<tile::kM, tile::kK> a_owner =
+      tile::host::invert<tile::kM, tile::kK, tile::kAElems>(tile::a_coord);
+  struct Fragment {
+    float a[tile::kAElems];
+  };
+  Fragment mine;
+  for (int i = 0; i < tile::kAElems; ++i) mine.a[i] = tile::host::element<T>(x.r, i);
+  const auto* all = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
+  for (int i = 0; i < N / 2; ++i) {
+    const host::Out o = host::out_coord(i);
+    const int row = o.row % 16;  // within this warp's A tile
+    float sum = 0.f;
+    for (int k = 0; k < kK; ++k) {
+      const tile::host::Owner w = a_owner.at[row][k];
+      const uint32_t at = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
+      sum += all[w.lane].a[w.elem] * host::smem_at<T>(at);
+    }
+    float& y = d[i / 4].r[i % 4];
+    y = (accumulate ? y : 0.f) + sum;
+  }
+}
+
+#endif
+
+}  // namespace kiln::wgmma

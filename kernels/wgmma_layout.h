@@ -1,0 +1,86 @@
+// Where Hopper's warpgroup matrix multiply (wgmma.mma_async, sm_90a) finds its operands: the shared-
+// memory descriptors and the layout kiln stages operand tiles in. kernels/cuda/wgmma.cuh issues the
+// instruction on these; the CPU tests (tests/kernels/test_wgmma.cpp) check the layout and the
+// descriptors against each other, and the emulator's wgmma reads its operands through the same
+// functions. Like kernels/tile_layout.h, these are plain constexpr functions for host and device.
+//
+// The instruction: a warpgroup (4 consecutive warps, 128 threads) computes D[64 x N] += A[64 x 16] @
+// B[16 x N]. D is float32 in registers: warp w of the group holds rows 16 w .. 16 w + 15, and within
+// a warp the N columns are N / 8 accumulator tiles of mma.sync's C layout side by side (tile_layout.h's
+// c_coord; register 4 t + e is tile t's element e). A comes from registers (a warp's 16 rows as
+// mma.sync's A tile, a_coord) or from shared memory; B always from shared memory.
+//
+// Shared-memory operands are read in "core matrices" of 8 rows of 16 bytes (8 16-bit elements), 128
+// contiguous bytes each. A 64-bit descriptor says where the first core matrix is and how far apart
+// the others are: LBO (the leading-dimension byte offset) between core matrices adjacent along K, SBO
+// (the stride-dimension byte offset) between core matrices adjacent along M or N. Without swizzling
+// (the mode kiln uses) an operand is either
+//   K-major:  a core matrix's rows run along M/N and its 16 bytes along K (K contiguous), or
+//   MN-major: its rows run along K and its 16 bytes along M/N (M/N contiguous), B only with the
+//             instruction's transpose flag for 16-bit types.
+// kiln stages a [rows, W] row-major tile (W a multiple of 8) with each 8 x 8 block as one core matrix,
+// the W / 8 blocks of an 8-row group side by side (stage_offset). The same bytes then serve both ways:
+// with rows along M/N and W along K (K-major: attention's Q and K in Q K^T), or with rows along K
+// and W along N (MN-major: attention's V in P V). Without swizzling the 16-byte stores that fill a
+// core matrix's 8 rows hit 8 different 16-byte bank groups, so a warp stages without bank conflicts.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/macros.h"
+
+namespace kiln::wgmma {
+
+// The instruction's M and K, and the warpgroup that issues it.
+inline constexpr int kM = 64, kK = 16, kWarps = 4, kThreads = kWarps * 32;
+// A core matrix: 8 rows of 8 16-bit elements.
+inline constexpr int kCore = 8, kCoreBytes = kCore * kCore * 2;
+
+// Element offset of (row, col) in a staged [rows, W] tile of 16-bit elements.
+KILN_HD constexpr int64_t stage_offset(int64_t row, int64_t col, int64_t W) {
+  return ((row / kCore) * (W / kCore) + col / kCore) * (kCore * kCore) + (row % kCore) * kCore + col % kCore;
+}
+// Byte distances in a staged tile: to the core matrix of the next 8 columns, and of the next 8 rows.
+KILN_HD constexpr uint32_t next_cols_bytes() { return kCoreBytes; }
+KILN_HD constexpr uint32_t next_rows_bytes(int64_t W) { return static_cast<uint32_t>(W / kCore) * kCoreBytes; }
+
+// The descriptor: start address, LBO and SBO in 16-byte units in bits 0-13, 16-29 and 32-45; bits
+// 49-51 (the base offset, for swizzled layouts) and 62-63 (the swizzle mode) stay 0: no swizzling.
+// Addresses are in the shared window (on the emulator: offsets into the block's dynamic shared
+// memory), which 14 bits of 16 bytes cover (256 KiB).
+KILN_HD constexpr uint64_t descriptor(uint32_t start, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((start >> 4) & 0x3FFFu) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32);
+}
+KILN_HD constexpr uint32_t start_of(uint64_t d) { return static_cast<uint32_t>(d & 0x3FFFu) << 4; }
+KILN_HD constexpr uint32_t lbo_of(uint64_t d) { return static_cast<uint32_t>((d >> 16) & 0x3FFFu) << 4; }
+KILN_HD constexpr uint32_t sbo_of(uint64_t d) { return static_cast<uint32_t>((d >> 32) & 0x3FFFu) << 4; }
+// The same descriptor `bytes` further on (a multiple of 16 that keeps the start within 14 bits): the
+// next K step of an operand, or another operand laid out alike.
+KILN_HD constexpr uint64_t advance(uint64_t d, uint32_t bytes) { return d + (bytes >> 4); }
+
+// Byte address of operand element (mn, k) through descriptor d: row mn of A (M) or column mn of B
+// (N), and k along the contraction. What the instruction reads, and what the emulator reads.
+KILN_HD constexpr uint32_t k_major_address(uint64_t d, int mn, int k) {
+  return start_of(d) + static_cast<uint32_t>(mn / kCore) * sbo_of(d) + static_cast<uint32_t>(k / kCore) * lbo_of(d) +
+         static_cast<uint32_t>((mn % kCore) * 16 + (k % kCore) * 2);
+}
+KILN_HD constexpr uint32_t mn_major_address(uint64_t d, int mn, int k) {
+  return start_of(d) + static_cast<uint32_t>(mn / kCore) * sbo_of(d) + static_cast<uint32_t>(k / kCore) * lbo_of(d) +
+         static_cast<uint32_t>((k % kCore) * 16 + (mn % kCore) * 2);
+}
+
+// Descriptors for a staged [rows, W] tile at shared address `base`:
+// - rows along M/N, W along K (K-major): K steps of 16 columns are `k_step_bytes()` apart;
+KILN_HD constexpr uint64_t rows_by_k(uint32_t base, int64_t W) {
+  return descriptor(base, next_cols_bytes(), next_rows_bytes(W));
+}
+KILN_HD constexpr uint32_t k_step_bytes() { return 2 * next_cols_bytes(); }
+// - rows along K, W along N (MN-major, B with the transpose flag): K steps of 16 rows are
+//   `row_step_bytes(W)` apart.
+KILN_HD constexpr uint64_t rows_by_n(uint32_t base, int64_t W) {
+  return descriptor(base, next_rows_bytes(W), next_cols_bytes());
+}
+KILN_HD constexpr uint32_t row_step_bytes(int64_t W) { return 2 * next_rows_bytes(W); }
+
+}  // namespace kiln::wgmma
