@@ -45,8 +45,9 @@ struct AttentionArgs {
   double scale = 1.0;
   double dropout_p = 0.0;  // element (b, i, j) kept iff philox_uniform(word of index (b*L+i)*S+j) >= p
   PhiloxState philox;
-  // CUDA: the forward may take the tensor-core kernel where it fits (attention_tc_fits), and with
-  // `wgmma` too the one on Hopper's warpgroup mma where the build and the device have it.
+  // CUDA: the forward and backward may take the tensor-core kernels where they fit (attention_tc_fits,
+  // attention_tc_backward_fits), and with `wgmma` too the ones on Hopper's warpgroup mma where the
+  // build and the device have them.
   bool tensor_cores = false;
   bool wgmma = false;
 };
@@ -128,18 +129,23 @@ void attention_forward_tc(void* out, void* lse, const void* q, const void* k, co
 void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                            const void* q, const void* k, const void* v, const AttentionArgs& a,
                            const KernelContext& ctx);
-// The forward on Hopper's wgmma (kernels/cuda/attention_wgmma.cu, built for sm_90a when the CUDA
-// architectures include 90): the same calls as attention_forward_tc, which hands them over when
-// a.wgmma is set and attention_wgmma_available() (the build has it, and the current device is of
-// compute capability 9.0). Callers go through attention_forward_tc, which decides.
+// The forward and backward on Hopper's wgmma (kernels/cuda/attention_wgmma.cu, built for sm_90a
+// when the CUDA architectures include 90): the same calls as attention_forward_tc and
+// attention_backward_tc (the backward given their scratch rows of D), which hand them over when
+// a.wgmma is set and attention_wgmma_available() (the build has them, and the current device is of
+// compute capability 9.0). Callers go through the _tc functions, which decide.
 void attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx);
+void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                              const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
+                              const KernelContext& ctx);
 bool attention_wgmma_available();
-// Launches of the tensor-core forward (both kinds; of these, the wgmma ones) and backward in this
-// process, so a test can see that they ran (0 in a build without CUDA: kernels/twins.cpp).
+// Launches of the tensor-core forward and backward in this process (both kinds; of these, the wgmma
+// ones), so a test can see that they ran (0 in a build without CUDA: kernels/twins.cpp).
 int64_t attention_tc_launches();
 int64_t attention_wgmma_launches();
 int64_t attention_tc_backward_launches();
+int64_t attention_wgmma_backward_launches();
 
 namespace kernels {
 KILN_KERNEL(attention_forward);

@@ -144,9 +144,9 @@ struct MathSwitches {
   // is fine). Off until a GPU run has checked them against the CPU; KILN_ATTENTION_TENSOR_CORES=1 in
   // the environment turns them on at start.
   bool attention_tensor_cores = false;
-  // With attention_tensor_cores, the forward on Hopper's warpgroup mma (wgmma) instead of mma.sync,
-  // on devices of compute capability 9.0 in builds for sm_90 (elsewhere the mma.sync forward runs).
-  // Off until a GPU run has checked it; KILN_ATTENTION_WGMMA=1 turns it on at start.
+  // With attention_tensor_cores, the forward and backward on Hopper's warpgroup mma (wgmma) instead of
+  // mma.sync, on devices of compute capability 9.0 in builds for sm_90 (elsewhere the mma.sync kernels
+  // run). Off until a GPU run has checked them; KILN_ATTENTION_WGMMA=1 turns it on at start.
   bool attention_wgmma = false;
 };
 MathSwitches& math_switches();

@@ -78,6 +78,13 @@ __device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j)
   return i < p.L && j < p.S && (!p.causal || j <= i);
 }
 
+// The keys that a block of query rows from i0 on sees: all S, or with causal those up to its last
+// row (the forward and the dq kernels).
+__device__ __forceinline__ int64_t block_key_end(const TcParams& p, int64_t i0) {
+  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
+  return p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
+}
+
 // s = A B^T and t = A2 B2^T, each [16, 8 N]: A and A2 are a warp's 16 rows (at a, a2), B and B2 have
 // 8 N rows (at b, b2), all D wide, row-major in shared memory with leading dimension kLdFor<D>. The
 // backward's two score products: S and dP (Q K^T, dO V^T), or their transposes (K Q^T, V dO^T). The

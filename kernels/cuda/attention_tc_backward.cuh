@@ -34,6 +34,11 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc.cuh"
+#if defined(__CUDACC__)
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#endif
 
 namespace kiln::attention_tc {
 
@@ -79,6 +84,146 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// What a dq kernel (on mma.sync below, on wgmma in attention_wgmma_backward.cuh) keeps for a lane's
+// two query rows of its warp's 16 (group and group + 8): the rows, their lse in base 2 (+inf where a
+// row has no probabilities: past L, or no visible key) and D = dO . O.
+struct DqRows {
+  int64_t rows[2];
+  float lse2[2], d_row[2];
+};
+
+// DqRows for the block of query rows from i0 on; D is also written to d_rows for the dk/dv kernel.
+template <int D, typename T>
+__device__ __forceinline__ DqRows dq_rows(float* d_rows, const T* dout, const T* out, const float* lse,
+                                          const TcParams& p, const AttentionOffsets& offs, int64_t b, int64_t i0) {
+  using namespace tile;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  DqRows r{{i0 + warp * kM + lane / 4, i0 + warp * kM + lane / 4 + 8}, {0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = r.rows[h] < p.L ? lse[b * p.L + r.rows[h]] : -INFINITY;
+    r.lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
+  }
+  for (int row = 0; row < kM; ++row) {
+    const int64_t i = i0 + warp * kM + row;
+    float part = 0.f;
+    if (i < p.L) {
+      const T* o_row = out + offs.o + i * p.o_rs;
+      const T* g_row = dout + offs.o + i * p.o_rs;
+      for (int e = lane; e < D; e += kWarp) part += static_cast<float>(o_row[e]) * static_cast<float>(g_row[e]);
+    }
+    part = warp_sum(part);
+    if (row == lane / 4) r.d_row[0] = part;
+    if (row == lane / 4 + 8) r.d_row[1] = part;
+    if (lane == 0 && i < p.L) d_rows[b * p.L + i] = part;
+  }
+  return r;
+}
+
+// dS = P * (dP Z - D) into the score tiles s (S = Q K^T for the keys from j0 on; dp = dO V^T); 0
+// where the key is not visible.
+template <bool kDropout, int N>
+__device__ __forceinline__ void dq_scores_to_ds(tile::CTile (&s)[N], const tile::CTile (&dp)[N], const DqRows& r,
+                                                const TcParams& p, const PhiloxState& st, int64_t b, int64_t j0) {
+  using namespace tile;
+  const int lane = lane_id();
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) {
+      const int h = e / 2;
+      const int64_t j = j0 + n * kN + c_coord(lane, e).col;
+      const float pe = visible(p, r.rows[h], j) ? exp2f(s[n].r[e] * p.scale_log2 - r.lse2[h]) : 0.f;
+      float dpz = dp[n].r[e];
+      if constexpr (kDropout) dpz *= keep_factor(p, st, b, r.rows[h], j);
+      s[n].r[e] = pe * (dpz - r.d_row[h]);
+    }
+  }
+}
+
+// dQ = scale * acc for the lane's two rows.
+template <typename T, int OUT>
+__device__ __forceinline__ void write_dq(T* dq, const TcParams& p, const AttentionOffsets& offs, const DqRows& r,
+                                         const tile::CTile (&acc)[OUT]) {
+  using namespace tile;
+  const int lane = lane_id();
+  T* const dq_b = dq + offs.dq;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (r.rows[h] >= p.L) continue;
+    T* g = dq_b + r.rows[h] * p.dq_rs;
+#pragma unroll
+    for (int t = 0; t < OUT; ++t) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) g[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * p.scale);
+    }
+  }
+}
+
+// A dk/dv kernel's query tile from i0 on: each query's lse in base 2 (+inf where it has no
+// probabilities) and D, into shared memory.
+template <int kQueryTile>
+__device__ __forceinline__ void stage_query_stats(float* lse_s, float* d_s, const float* lse, const float* d_rows,
+                                                  const TcParams& p, int64_t b, int64_t i0) {
+  for (int t = static_cast<int>(threadIdx.x); t < kQueryTile; t += blockDim.x) {
+    const int64_t i = i0 + t;
+    const float l = i < p.L ? lse[b * p.L + i] : -INFINITY;
+    lse_s[t] = l == -INFINITY ? INFINITY : l * kLog2e;
+    d_s[t] = i < p.L ? d_rows[b * p.L + i] : 0.f;
+  }
+}
+
+// A dk/dv kernel's transposed tiles, for the warp's 16 keys from key0 on and the queries from i0 on:
+// (P Z)^T into s (S^T = K Q^T), dS^T = P^T * (dP^T Z - D) into dp (dP^T = V dO^T). A tile's columns
+// are queries.
+template <bool kDropout, int N>
+__device__ __forceinline__ void dkv_scores_to_p_ds(tile::CTile (&s)[N], tile::CTile (&dp)[N], const TcParams& p,
+                                                   const PhiloxState& st, int64_t b, int64_t i0, int64_t key0,
+                                                   const float* lse_s, const float* d_s) {
+  using namespace tile;
+  const int lane = lane_id();
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) {
+      const Coord c = c_coord(lane, e);
+      const int col = n * kN + c.col;
+      const int64_t j = key0 + c.row;
+      const float pe = visible(p, i0 + col, j) ? exp2f(s[n].r[e] * p.scale_log2 - lse_s[col]) : 0.f;
+      float z = 1.f;
+      if constexpr (kDropout) z = keep_factor(p, st, b, i0 + col, j);
+      s[n].r[e] = pe * z;
+      dp[n].r[e] = pe * (dp[n].r[e] * z - d_s[col]);
+    }
+  }
+}
+
+// dK = scale * acc_k and dV = acc_v for the lane's two keys of the warp's 16 from key0 on.
+template <typename T, int OUT>
+__device__ __forceinline__ void write_dkv(T* dk, T* dv, const TcParams& p, const AttentionOffsets& offs, int64_t key0,
+                                          const tile::CTile (&acc_k)[OUT], const tile::CTile (&acc_v)[OUT]) {
+  using namespace tile;
+  const int lane = lane_id();
+  const int64_t keys[2] = {key0 + lane / 4, key0 + lane / 4 + 8};
+  T* const dk_b = dk + offs.dk;
+  T* const dv_b = dv + offs.dv;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (keys[h] >= p.S) continue;
+    T* gk = dk_b + keys[h] * p.dk_rs;
+    T* gv = dv_b + keys[h] * p.dv_rs;
+#pragma unroll
+    for (int t = 0; t < OUT; ++t) {
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        const int col = t * kN + c_coord(lane, e).col;
+        gk[col] = static_cast<T>(acc_k[t].r[e] * p.scale);
+        gv[col] = static_cast<T>(acc_v[t].r[e]);
+      }
+    }
+  }
+}
+
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kBlockThreads)
     attention_backward_dq_tc_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse, const T* q,
@@ -92,7 +237,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const DqSmem<T, D> smem(carve);
   T *const q_s = smem.q, *const do_s = smem.dout, *const k_s = smem.k, *const v_s = smem.v;
 
-  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
@@ -104,34 +249,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const T* q_w = q_s + warp * kM * kLd;  // this warp's 16 query rows
   const T* do_w = do_s + warp * kM * kLd;
 
-  // This lane's two rows (group and group + 8 of the warp's 16), their lse in base 2 (+inf where
-  // the row has no probabilities: past L, or no visible key) and D.
-  const int64_t rows[2] = {i0 + warp * kM + lane / 4, i0 + warp * kM + lane / 4 + 8};
-  float lse2[2], d_row[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = rows[h] < p.L ? lse[b * p.L + rows[h]] : -INFINITY;
-    lse2[h] = l == -INFINITY ? INFINITY : l * kLog2e;
-  }
-  for (int r = 0; r < kM; ++r) {
-    const int64_t i = i0 + warp * kM + r;
-    float part = 0.f;
-    if (i < p.L) {
-      const T* o_row = out + offs.o + i * p.o_rs;
-      const T* g_row = dout + offs.o + i * p.o_rs;
-      for (int e = lane; e < D; e += kWarp) part += static_cast<float>(o_row[e]) * static_cast<float>(g_row[e]);
-    }
-    part = warp_sum(part);
-    if (r == lane / 4) d_row[0] = part;
-    if (r == lane / 4 + 8) d_row[1] = part;
-    if (lane == 0 && i < p.L) d_rows[b * p.L + i] = part;
-  }
+  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);
 
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
-  const int64_t j_end = p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
+  const int64_t j_end = block_key_end(p, i0);
   for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous key tile
     stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);
@@ -141,34 +264,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     // S = Q K^T and dP = dO V^T, 16 x kKeyTile each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, q_w, k_s, dp, do_w, v_s);
-    // dS = P * (dP Z - D), in the score tiles; 0 where the key is not visible.
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) {
-        const int h = e / 2;
-        const int64_t j = j0 + n * kN + c_coord(lane, e).col;
-        const float pe = visible(p, rows[h], j) ? exp2f(s[n].r[e] * p.scale_log2 - lse2[h]) : 0.f;
-        float dpz = dp[n].r[e];
-        if constexpr (kDropout) dpz *= keep_factor(p, st, b, rows[h], j);
-        s[n].r[e] = pe * (dpz - d_row[h]);
-      }
-    }
+    dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
     // dQ += dS K, 16 keys at a time: two dS tiles side by side are one A operand.
     add_product<T, D>(acc, s, k_s);
   }
 
-  T* const dq_b = dq + offs.dq;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (rows[h] >= p.L) continue;
-    T* g = dq_b + rows[h] * p.dq_rs;
-#pragma unroll
-    for (int t = 0; t < kOutTiles; ++t) {
-#pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) g[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * p.scale);
-    }
-  }
+  write_dq(dq, p, offs, rows, acc);
 }
 
 template <typename T, int D, bool kDropout>
@@ -185,7 +286,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   T *const k_s = smem.k, *const v_s = smem.v, *const q_s = smem.q, *const do_s = smem.dout;
   float *const lse_s = smem.lse, *const d_s = smem.d;
 
-  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   // In shared memory: held in registers through the query loop, the offsets of q, dout, dk and dv
@@ -211,55 +312,57 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();  // every warp is done with the previous query tile (and k_s, v_s are staged)
     stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
     stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
-    for (int t = static_cast<int>(threadIdx.x); t < kQueryTile; t += blockDim.x) {
-      const int64_t i = i0 + t;
-      const float l = i < p.L ? lse[b * p.L + i] : -INFINITY;
-      lse_s[t] = l == -INFINITY ? INFINITY : l * kLog2e;
-      d_s[t] = i < p.L ? d_rows[b * p.L + i] : 0.f;
-    }
+    stage_query_stats<kQueryTile>(lse_s, d_s, lse, d_rows, p, b, i0);
     __syncthreads();
 
     // S^T = K Q^T and dP^T = V dO^T, 16 keys x kQueryTile queries each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
-    // (P Z)^T into s, dS^T = P^T * (dP^T Z - D) into dp; a tile's columns are queries.
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) {
-        const Coord c = c_coord(lane, e);
-        const int col = n * kN + c.col;
-        const int64_t j = j_first + warp * kM + c.row;
-        const float pe = visible(p, i0 + col, j) ? exp2f(s[n].r[e] * p.scale_log2 - lse_s[col]) : 0.f;
-        float z = 1.f;
-        if constexpr (kDropout) z = keep_factor(p, st, b, i0 + col, j);
-        s[n].r[e] = pe * z;
-        dp[n].r[e] = pe * (dp[n].r[e] * z - d_s[col]);
-      }
-    }
+    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, lse_s, d_s);
     // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
     add_product<T, D>(acc_v, s, do_s);
     add_product<T, D>(acc_k, dp, q_s);
   }
 
-  const int64_t keys[2] = {j_first + warp * kM + lane / 4, j_first + warp * kM + lane / 4 + 8};
-  T* const dk_b = dk + offs.dk;
-  T* const dv_b = dv + offs.dv;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (keys[h] >= p.S) continue;
-    T* gk = dk_b + keys[h] * p.dk_rs;
-    T* gv = dv_b + keys[h] * p.dv_rs;
-#pragma unroll
-    for (int t = 0; t < kOutTiles; ++t) {
-#pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        const int col = t * kN + c_coord(lane, e).col;
-        gk[col] = static_cast<T>(acc_k[t].r[e] * p.scale);
-        gv[col] = static_cast<T>(acc_v[t].r[e]);
-      }
-    }
-  }
+  write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
+
+#if defined(__CUDACC__)
+// Launches a backward's two kernels: the dq kernel over blocks of 64 query rows, then the dk/dv kernel
+// over blocks of 64 key rows, each with the dynamic shared memory its DqS<T, D> or DkvS<T, D> carves.
+// Kernels::dq<T, D, kDropout>() and Kernels::dkv<T, D, kDropout>() name them (dropout is a template
+// flag: without it they hold none of its code or registers). `d_rows` holds D_i = dO_i . O_i per
+// query row, written by the first and read by the second. The mma.sync backward
+// (attention_tc_backward.cu) and the one on wgmma (attention_wgmma.cu) launch alike.
+template <template <typename, int> class DqS, template <typename, int> class DkvS, typename Kernels>
+void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
+                     const void* k, const void* v, float* d_rows, const AttentionArgs& a, const KernelContext& ctx) {
+  const TcParams p = make_tc_params(a);
+  const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
+  const char* op = "scaled_dot_product_attention backward";
+  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
+    const auto go = [&]<bool kDropout>() {
+      const std::string what = "head dim " + std::to_string(D);
+      const auto dq_kernel = Kernels::template dq<T, D, kDropout>();
+      const auto dkv_kernel = Kernels::template dkv<T, D, kDropout>();
+      const size_t dq_bytes = smem_bytes<DqS<T, D>>(), dkv_bytes = smem_bytes<DkvS<T, D>>();
+      cuda_detail::allow_dynamic_smem(dq_kernel, dq_bytes, op, what);
+      cuda_detail::allow_dynamic_smem(dkv_kernel, dkv_bytes, op, what);
+      const auto blocks = [&](int64_t rows) { return dim3(row_blocks(rows), static_cast<unsigned>(p.batch)); };
+      dq_kernel<<<blocks(p.L), kBlockThreads, dq_bytes, s>>>(
+          static_cast<T*>(dq), d_rows, static_cast<const T*>(dout), static_cast<const T*>(out),
+          static_cast<const float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),
+          static_cast<const T*>(v), p);
+      cuda_detail::check_launch(op);
+      dkv_kernel<<<blocks(p.S), kBlockThreads, dkv_bytes, s>>>(
+          static_cast<T*>(dk), static_cast<T*>(dv), static_cast<const T*>(dout), static_cast<const float*>(lse),
+          d_rows, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), p);
+      cuda_detail::check_launch(op);
+    };
+    if (p.dropout) go.template operator()<true>();
+    else go.template operator()<false>();
+  });
+}
+#endif
 
 }  // namespace kiln::attention_tc

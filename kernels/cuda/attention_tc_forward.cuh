@@ -56,12 +56,6 @@ struct RowState {
         row_hi(row_lo + 8) {}
 };
 
-// The keys a block of query rows from i0 on sees: all S, or with causal those up to its last row.
-__device__ __forceinline__ int64_t forward_key_end(const TcParams& p, int64_t i0) {
-  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
-  return p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
-}
-
 // One key tile of the online softmax, for the warp's 16 query rows: s holds the scores Q K^T of keys
 // j0 .. j0 + 8 N as N accumulator tiles and becomes the probabilities that P V takes (after dropout);
 // the rows' state moves on and the output accumulators are rescaled to the new maximum. Shared by the
@@ -188,7 +182,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   RowState state(i0);
 
-  const int64_t j_end = forward_key_end(p, i0);
+  const int64_t j_end = block_key_end(p, i0);
   for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous key tile
     stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);

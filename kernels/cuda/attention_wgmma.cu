@@ -1,8 +1,10 @@
-// Launches the flash-attention forward on Hopper's wgmma (kernels/cuda/attention_wgmma_forward.cuh,
-// where the kernel and its description are). This file alone is compiled for sm_90a, the target
-// whose code runs on devices of compute capability 9.0 only (kernels/CMakeLists.txt);
-// attention_forward_tc (attention_tc.cu) calls it there when AttentionArgs::wgmma asks for it.
+// Launches the flash-attention forward and backward on Hopper's wgmma
+// (kernels/cuda/attention_wgmma_forward.cuh, attention_wgmma_backward.cuh, where the kernels and their
+// description are). This file alone is compiled for sm_90a, the target whose code runs on devices of
+// compute capability 9.0 only (kernels/CMakeLists.txt); attention_forward_tc (attention_tc.cu) and
+// attention_backward_tc (attention_tc_backward.cu) call it there when AttentionArgs::wgmma asks.
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_wgmma_backward.cuh"
 #include "kernels/cuda/attention_wgmma_forward.cuh"
 
 namespace kiln {
@@ -14,11 +16,27 @@ struct WgmmaForward {
   }
 };
 
+struct WgmmaBackward {
+  template <typename T, int D, bool kDropout> static auto dq() {
+    return &attention_tc::attention_backward_dq_wgmma_kernel<T, D, kDropout>;
+  }
+  template <typename T, int D, bool kDropout> static auto dkv() {
+    return &attention_tc::attention_backward_dkv_wgmma_kernel<T, D, kDropout>;
+  }
+};
+
 }  // namespace
 
 void attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx) {
   attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaForward>(out, lse, q, k, v, a, ctx);
+}
+
+void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                              const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
+                              const KernelContext& ctx) {
+  attention_tc::launch_backward<attention_tc::WgmmaDqSmem, attention_tc::WgmmaDkvSmem, WgmmaBackward>(
+      dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
 }
 
 }  // namespace kiln

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   RowState rows(i0);
 
-  const int64_t j_end = forward_key_end(p, i0);
+  const int64_t j_end = block_key_end(p, i0);
   for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
     __syncthreads();  // every warp has waited for its products that read the previous tile
     stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);

@@ -2,8 +2,9 @@
 // operand layout and descriptors of kernels/wgmma_layout.h and the register tiles of tile.cuh:
 //
 //   mma_ss<T, N>(d, a, b, accumulate)          d[64 x N] (+)= A @ B, A and B K-major in shared memory
+//                                              (N = 32 or 64)
 //   mma_rs<T, N, kTransB>(d, a, b, accumulate) the same with this warp's 16 rows of A in an ATile,
-//                                              B K-major, or MN-major with kTransB
+//                                              B K-major, or MN-major with kTransB (N = 64 or 128)
 //
 // d is the warp's N / 8 accumulator tiles (CTile, mma.sync's C layout), rows 16 w .. 16 w + 15 of
 // the 64 for warp w of the warpgroup. All 128 threads of the warpgroup issue each call together.
@@ -68,12 +69,14 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 
 // The accumulator operands: tile t's four floats are registers 4 t .. 4 t + 3.
 #define KILN_WG_TILE(d, t) "+f"(d[t].r[0]), "+f"(d[t].r[1]), "+f"(d[t].r[2]), "+f"(d[t].r[3])
+#define KILN_WG_ACC16(d) KILN_WG_TILE(d, 0), KILN_WG_TILE(d, 1), KILN_WG_TILE(d, 2), KILN_WG_TILE(d, 3)
 #define KILN_WG_ACC32(d)                                                                                 \
   KILN_WG_TILE(d, 0), KILN_WG_TILE(d, 1), KILN_WG_TILE(d, 2), KILN_WG_TILE(d, 3), KILN_WG_TILE(d, 4), \
       KILN_WG_TILE(d, 5), KILN_WG_TILE(d, 6), KILN_WG_TILE(d, 7)
 #define KILN_WG_ACC64(d)                                                                                   \
   KILN_WG_ACC32(d), KILN_WG_TILE(d, 8), KILN_WG_TILE(d, 9), KILN_WG_TILE(d, 10), KILN_WG_TILE(d, 11),     \
       KILN_WG_TILE(d, 12), KILN_WG_TILE(d, 13), KILN_WG_TILE(d, 14), KILN_WG_TILE(d, 15)
+#define KILN_WG_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define KILN_WG_REGS32                                                                                     \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -88,19 +91,31 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 
 template <typename T> inline constexpr bool kIsBf16 = std::is_same_v<T, __nv_bfloat16>;
 
-// Both operands in shared memory, both K-major (the transpose flags 0). N = 64.
+// Both operands in shared memory, both K-major (the transpose flags 0). N = 32 or 64.
 template <typename T, int N>
 __device__ __forceinline__ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
-  static_assert(N == 64, "mma_ss is instantiated for N = 64");
+  static_assert(N == 32 || N == 64, "mma_ss is instantiated for N = 32 and 64");
   const int acc = accumulate ? 1 : 0;
-  if constexpr (kIsBf16<T>) {
-    asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : KILN_WG_ACC32(d)
-                 : "l"(a), "l"(b), "r"(acc));
+  if constexpr (N == 32) {
+    if constexpr (kIsBf16<T>) {
+      asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, "bf16") KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                   : KILN_WG_ACC16(d)
+                   : "l"(a), "l"(b), "r"(acc));
+    } else {
+      asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, "f16") KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                   : KILN_WG_ACC16(d)
+                   : "l"(a), "l"(b), "r"(acc));
+    }
   } else {
-    asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : KILN_WG_ACC32(d)
-                 : "l"(a), "l"(b), "r"(acc));
+    if constexpr (kIsBf16<T>) {
+      asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                   : KILN_WG_ACC32(d)
+                   : "l"(a), "l"(b), "r"(acc));
+    } else {
+      asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                   : KILN_WG_ACC32(d)
+                   : "l"(a), "l"(b), "r"(acc));
+    }
   }
 }
 
@@ -134,8 +149,10 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 }
 
 #undef KILN_WG_TILE
+#undef KILN_WG_ACC16
 #undef KILN_WG_ACC32
 #undef KILN_WG_ACC64
+#undef KILN_WG_REGS16
 #undef KILN_WG_REGS32
 #undef KILN_WG_REGS64
 #undef KILN_WG_PRED

@@ -5,7 +5,7 @@
 // The output, dq, dk and dv are compared (the log-sum-exp is checked through the backward, which
 // rebuilds the probabilities from it, and directly by the twin test in tests/kernels/test_twins.cpp).
 // Each case also checks that the tensor-core kernels are the ones that ran. In builds for sm_90 on a
-// device of compute capability 9.0, each case runs the forward on Hopper's wgmma as well.
+// device of compute capability 9.0, each case runs on Hopper's wgmma kernels as well.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -48,22 +48,24 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 
 // Runs the problem on tensor cores in `dtype` and on the CPU in float64, and compares out, dq, dk
 // and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
-// it once with the mma.sync forward and, where this build and device have it, once with the forward on
-// Hopper's wgmma, each time checking that the forward and backward kernels ran once and which forward
-// it was. Returns the CPU's results.
+// it on mma.sync and, where this build and device have them, again on Hopper's wgmma, each time
+// checking that the forward and backward kernels ran once and which ones they were. Returns the
+// CPU's results.
 std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const double (&floors)[4]) {
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
   std::vector<bool> forwards = {false};
   if (attention_wgmma_available()) forwards.push_back(true);
   for (const bool wgmma : forwards) {
-    INFO((wgmma ? "forward on wgmma" : "forward on mma.sync"));
+    INFO((wgmma ? "on wgmma" : "on mma.sync"));
     cuda::math_switches().attention_wgmma = wgmma;
     const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
     const int64_t before_wgmma = attention_wgmma_launches();
+    const int64_t before_wgmma_backward = attention_wgmma_backward_launches();
     const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
     CHECK(attention_tc_launches() == before + 1);
     CHECK(attention_wgmma_launches() == before_wgmma + (wgmma ? 1 : 0));
     CHECK(attention_tc_backward_launches() == before_backward + 1);
+    CHECK(attention_wgmma_backward_launches() == before_wgmma_backward + (wgmma ? 1 : 0));
     // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
     // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
     const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
@@ -152,12 +154,14 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
   const TensorOptions opt(dtype, Device::cuda());
   const Tensor q = randn({2, 2, L, E}, opt), k = randn({2, 2, S, E}, opt), v = randn({2, 2, S, E}, opt);
   const Tensor dout = randn({2, 2, L, E}, opt);
-  auto grads = [&](bool tensor_core_backward) {
+  auto grads = [&](bool tensor_core_backward, bool wgmma = false) {
     Tensor qd = q.detach().set_requires_grad(true), kd = k.detach().set_requires_grad(true);
     Tensor vd = v.detach().set_requires_grad(true);
     cuda::math_switches().attention_tensor_cores = true;
+    cuda::math_switches().attention_wgmma = false;
     Tensor out = scaled_dot_product_attention(qd, kd, vd, Tensor(), 0.0, causal);
     cuda::math_switches().attention_tensor_cores = tensor_core_backward;
+    cuda::math_switches().attention_wgmma = wgmma;
     out.backward(dout);
     return std::vector<Tensor>{qd.grad(), kd.grad(), vd.grad()};
   };
@@ -172,6 +176,17 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
     INFO(names[i]);
     CHECK(first[i].to_vector_double() == second[i].to_vector_double());
     CHECK(worst_ratio(first[i], scalar[i], 4 * tol, tol) <= 1.0);
+  }
+  // On Hopper's wgmma, after the same mma.sync forward: deterministic too, and near the others.
+  if (attention_wgmma_available()) {
+    const int64_t before_wgmma = attention_wgmma_backward_launches();
+    const std::vector<Tensor> wg1 = grads(true, true), wg2 = grads(true, true);
+    CHECK(attention_wgmma_backward_launches() == before_wgmma + 2);
+    for (size_t i = 0; i < first.size(); ++i) {
+      INFO(names[i] << " on wgmma");
+      CHECK(wg1[i].to_vector_double() == wg2[i].to_vector_double());
+      CHECK(worst_ratio(wg1[i], scalar[i], 4 * tol, tol) <= 1.0);
+    }
   }
 }
 
@@ -220,9 +235,9 @@ TEST_CASE("attention on tensor cores: keys and values broadcast over the heads",
   CHECK(ref[2].sizes() == Shape{2, 1, S, E});
 }
 
-// The wgmma forward runs exactly where it can: in builds for sm_90 (KILN_WITH_SM90A) on a device of
-// compute capability 9.0. Elsewhere the switch leaves the mma.sync forward running.
-TEST_CASE("attention on tensor cores: the wgmma forward is available on compute capability 9.0 only",
+// The wgmma kernels run exactly where they can: in builds for sm_90 (KILN_WITH_SM90A) on a device of
+// compute capability 9.0. Elsewhere the switch leaves the mma.sync kernels running.
+TEST_CASE("attention on tensor cores: the wgmma kernels are available on compute capability 9.0 only",
           "[cuda][attention]") {
   REQUIRE(cuda::is_available());
   SwitchesGuard guard;
@@ -240,9 +255,14 @@ TEST_CASE("attention on tensor cores: the wgmma forward is available on compute 
   cuda::math_switches().attention_wgmma = true;
   const TensorOptions bf16(DType::BFloat16, Device::cuda());
   const int64_t before = attention_tc_launches(), before_wgmma = attention_wgmma_launches();
-  scaled_dot_product_attention(randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16));
+  const int64_t before_backward = attention_tc_backward_launches();
+  const int64_t before_wgmma_backward = attention_wgmma_backward_launches();
+  Tensor q = randn({1, 2, 70, 64}, bf16).set_requires_grad(true);
+  scaled_dot_product_attention(q, randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16)).sum().backward();
   CHECK(attention_tc_launches() == before + 1);
   CHECK(attention_wgmma_launches() == before_wgmma + (expected ? 1 : 0));
+  CHECK(attention_tc_backward_launches() == before_backward + 1);
+  CHECK(attention_wgmma_backward_launches() == before_wgmma_backward + (expected ? 1 : 0));
   cuda::math_switches().attention_tensor_cores = false;  // wgmma alone does not take the call
   scaled_dot_product_attention(randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16), randn({1, 2, 70, 64}, bf16));
   CHECK(attention_tc_launches() == before + 1);

@@ -1,9 +1,9 @@
-// The tensor-core flash-attention kernels (kernels/cuda/attention_tc_forward.cuh, the forward on
-// Hopper's wgmma in attention_wgmma_forward.cuh, and attention_tc_backward.cuh), their real source,
-// run on the CPU through the emulator of CUDA's threads (kernels/simt/simt.h) and compared with the
-// CPU kernels in float64: the output, the log-sum-exp, dq, dk and dv, across query and key counts
-// that leave tails in every tile, head dims 64 and 128, causal and not, float16 and bfloat16, with and
-// without dropout. Every case runs with each forward, the backward reading that forward's results.
+// The tensor-core flash-attention kernels (kernels/cuda/attention_tc_forward.cuh and
+// attention_tc_backward.cuh on mma.sync, attention_wgmma_forward.cuh and attention_wgmma_backward.cuh
+// on Hopper's wgmma), their real source, run on the CPU through the emulator of CUDA's threads
+// (kernels/simt/simt.h) and compared with the CPU kernels in float64: the output, the log-sum-exp, dq,
+// dk and dv, across query and key counts that leave tails in every tile, head dims 64 and 128, causal
+// and not, float16 and bfloat16, with and without dropout. Every case runs on each instruction.
 //
 // Each case runs under both of the emulator's schedules (one warp runs ahead of the others from the
 // lowest or from the highest): a missing __syncthreads would let a warp overwrite a shared tile
@@ -20,6 +20,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc_backward.cuh"
 #include "kernels/cuda/attention_tc_forward.cuh"
+#include "kernels/cuda/attention_wgmma_backward.cuh"
 #include "kernels/cuda/attention_wgmma_forward.cuh"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -31,17 +32,17 @@ using namespace kiln::test;
 
 namespace {
 
-// Which forward runs: mma.sync's, or the one on Hopper's wgmma.
+// Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma.
 enum class Forward { kMmaSync, kWgmma };
 
-// The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu (or attention_wgmma.cu)
-// and attention_tc_backward.cu launch them: the backward reads the emulated forward's output and
-// log-sum-exp, and the dk/dv kernel the D rows the dq kernel wrote.
+// The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu and
+// attention_tc_backward.cu (or attention_wgmma.cu) launch them: the backward reads the emulated
+// forward's output and log-sum-exp, and the dk/dv kernel the D rows the dq kernel wrote.
 // The results, and the tensor-core instructions each kernel issued, per warp: emulated mma.sync
-// (mma_*), and for the forward also wgmma (each of the warpgroup's 4 warps counts an instruction).
+// (mma_*) and wgmma (wgmma_*, each of the warpgroup's 4 warps counting an instruction).
 struct Emulated {
   Results results;
-  int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0;
+  int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0, wgmma_dq = 0, wgmma_dkv = 0;
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
@@ -71,16 +72,27 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
     forward = simt::launch(
         cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
   }
-  cfg.dynamic_smem = smem_bytes<DqSmem<T, D>>();
+  const bool wg = which == Forward::kWgmma;
+  cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
   const simt::LaunchStats dq_stats = simt::launch(cfg, [&] {
-    attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(), qp,
-                                                    kp, vp, p);
+    if (wg) {
+      attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
+                                                         o.lse.data(), qp, kp, vp, p);
+    } else {
+      attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(),
+                                                      qp, kp, vp, p);
+    }
   });
   cfg.grid.x = row_blocks(a.S);
-  cfg.dynamic_smem = smem_bytes<DkvSmem<T, D>>();
+  cfg.dynamic_smem = wg ? smem_bytes<WgmmaDkvSmem<T, D>>() : smem_bytes<DkvSmem<T, D>>();
   const simt::LaunchStats dkv_stats = simt::launch(cfg, [&] {
-    attention_backward_dkv_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(), o.d_rows.data(), qp,
-                                                     kp, vp, p);
+    if (wg) {
+      attention_backward_dkv_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(),
+                                                          o.d_rows.data(), qp, kp, vp, p);
+    } else {
+      attention_backward_dkv_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(), o.d_rows.data(),
+                                                       qp, kp, vp, p);
+    }
   });
   CHECK(forward.blocks == static_cast<int64_t>(row_blocks(a.L)) * a.batch);
   CHECK(forward.warp_collectives > 0);
@@ -88,6 +100,8 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   e.results = o.results(a);
   e.mma_forward = forward.collectives_in(kMmaFile);
   e.wgmma_forward = forward.collectives_in(kWgmmaFile);
+  e.wgmma_dq = dq_stats.collectives_in(kWgmmaFile);
+  e.wgmma_dkv = dkv_stats.collectives_in(kWgmmaFile);
   e.mma_dq = dq_stats.collectives_in(kMmaFile);
   e.mma_dkv = dkv_stats.collectives_in(kMmaFile);
   return e;
@@ -116,7 +130,7 @@ void check_problem(const Problem& pr) {
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
-    INFO((which == Forward::kWgmma ? "forward on wgmma" : "forward on mma.sync"));
+    INFO((which == Forward::kWgmma ? "on wgmma" : "on mma.sync"));
     check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
   }
 }
@@ -186,10 +200,14 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // [S, E] is L S E of them. At tile multiples the forward's two products (Q K^T, P V) are then
 // L S E / 1024 mma, the dq kernel's three (S, dP, dQ) 3 L S E / 2048 and the dk/dv kernel's four
 // (S^T, dP^T, dV, dK) L S E / 512: nothing is computed twice within a kernel, and no tile is padded.
-// The wgmma forward issues, per block of 64 queries and tile of 64 keys, E / 16 instructions of
-// 64 x 64 x 16 for Q K^T and 4 of 64 x E x 16 for P V: 2 L S E multiply-adds in all, and no mma.sync.
+// On wgmma (64 rows per block, instructions of 64 x N x 16), per block and streamed tile of T rows:
+// the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys), the dq kernel
+// 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel 2 E / 16 and 2 T / 16
+// (T = 64 queries, 32 at E = 128); each instruction is counted by the warpgroup's 4 warps, and none
+// of these kernels issues mma.sync.
 // With causal, a block skips the tiles wholly above the diagonal: at L = S = 256 and 64-row blocks,
-// the blocks see 1, 2, 3 and 4 of the 4 tile columns, 10 of 16.
+// the blocks see 1, 2, 3 and 4 of the 4 tile columns, 10 of 16. The wgmma dk/dv kernel's key blocks
+// see 4, 3, 2 and 1 query tiles of 64, 10 of 16, or at E = 128 8, 6, 4 and 2 tiles of 32, 20 of 32.
 TEST_CASE("attention on tensor cores, emulated: the mma count is the products' size, and causal skips 6 of 16 tiles",
           "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
@@ -207,16 +225,19 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(causal.mma_forward * 16 == full.mma_forward * 10);
   CHECK(causal.mma_dq * 16 == full.mma_dq * 10);
   CHECK(causal.mma_dkv * 16 == full.mma_dkv * 10);
-  CHECK(full.wgmma_forward == 0);
+  CHECK(full.wgmma_forward + full.wgmma_dq + full.wgmma_dkv == 0);
 
   const Emulated wg_full = emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kWgmma);
   const Emulated wg_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kWgmma);
-  const int64_t tiles = (L / 64) * (S / 64);
-  const int64_t per_tile = E / 16 + 4;  // instructions per block and key tile
-  CHECK(wg_full.wgmma_forward == 4 * tiles * per_tile);
-  CHECK(wg_full.mma_forward == 0);
+  CHECK(wg_full.mma_forward + wg_full.mma_dq + wg_full.mma_dkv == 0);
+  const int64_t key_tiles = (L / 64) * (S / 64);       // 64-query blocks x 64-key tiles
+  const int64_t query_tile = E == 128 ? 32 : 64;       // the dk/dv kernel's
+  const int64_t query_tiles = (S / 64) * (L / query_tile);
+  CHECK(wg_full.wgmma_forward == 4 * key_tiles * (E / 16 + 4));
+  CHECK(wg_full.wgmma_dq == 4 * key_tiles * (2 * E / 16 + 4));
+  CHECK(wg_full.wgmma_dkv == 4 * query_tiles * (2 * E / 16 + 2 * query_tile / 16));
   CHECK(wg_causal.wgmma_forward * 16 == wg_full.wgmma_forward * 10);
-  // The backward after either forward is the same kernels' work.
-  CHECK(wg_full.mma_dq == full.mma_dq);
-  CHECK(wg_full.mma_dkv == full.mma_dkv);
+  CHECK(wg_causal.wgmma_dq * 16 == wg_full.wgmma_dq * 10);
+  const int64_t dkv_causal_tiles = E == 128 ? 20 : 10;  // of query_tiles, 32 or 16
+  CHECK(wg_causal.wgmma_dkv * query_tiles == wg_full.wgmma_dkv * dkv_causal_tiles);
 }

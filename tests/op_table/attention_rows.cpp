@@ -127,8 +127,8 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
   return r;
 }
 
-// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core forward (mma.sync's, or
-// with `wgmma` the one on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
+// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core kernels (mma.sync's, or
+// with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
 // compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together. FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the

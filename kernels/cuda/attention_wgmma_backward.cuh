@@ -1,0 +1,204 @@
+// The flash-attention backward on Hopper's warpgroup mma (wgmma, sm_90a, through
+// kernels/cuda/wgmma.cuh): the two kernels of the mma.sync backward (attention_tc_backward.cuh, which
+// says what they compute) with their products on wgmma. Same shapes, same outputs, deterministic
+// alike: each output row is one block's fixed-order sum.
+//
+// - dq kernel: a block (one warpgroup) takes 64 query rows and streams tiles of 64 keys. Per tile,
+//   S = Q K^T and dP = dO V^T are E / 16 instructions each of 64 x 64 x 16 with both operands in
+//   shared memory; dS replaces S in registers; dQ += dS K is 4 instructions of 64 x E x 16, dS from
+//   registers and K read MN-major (its keys along the contraction).
+// - dk/dv kernel: a block takes 64 key rows and streams tiles of 64 queries (32 at head dim 128, where
+//   dK and dV take 128 floats a lane). S^T = K Q^T and dP^T = V dO^T come from shared memory, P^T and
+//   dS^T replace them in registers, and dV += P^T dO and dK += dS^T Q read dO and Q MN-major.
+// Q, K, V and dO are staged in wgmma's core-matrix layout (kernels/wgmma_layout.h); one staged tile
+// serves as a K-major operand in the score products and as an MN-major one in the gradient products.
+// The elementwise steps, D and the gradients' stores are the mma.sync kernels' own functions.
+//
+// Selected with the forward on wgmma (AttentionArgs::wgmma) and built with it (attention_wgmma.cu,
+// sm_90a). The CPU tests run both kernels on the emulator (tests/kernels/test_attention_tc_simt.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_tc_backward.cuh"
+#include "kernels/cuda/attention_wgmma_forward.cuh"
+
+namespace kiln::attention_tc {
+
+// Queries per tile of the dk/dv kernel on wgmma: 64, or 32 at head dim 128.
+template <int D> inline constexpr int kWgmmaQueryTileFor = D == 128 ? 32 : 64;
+
+// The dq kernel's shared memory: the block's Q and dO rows, one key tile each of K and V, all staged.
+template <typename T, int D> struct WgmmaDqSmem {
+  T* q;
+  T* dout;
+  T* k;
+  T* v;
+  KILN_HD explicit WgmmaDqSmem(tile::SmemCarver& c)
+      : q(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+        dout(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+        k(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)),
+        v(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)) {}
+};
+
+// The dk/dv kernel's: the block's K and V rows, one query tile each of Q and dO (staged), and the
+// tile's log-sum-exp (base 2) and D.
+template <typename T, int D> struct WgmmaDkvSmem {
+  T* k;
+  T* v;
+  T* q;
+  T* dout;
+  float* lse;
+  float* d;
+  KILN_HD explicit WgmmaDkvSmem(tile::SmemCarver& c)
+      : k(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+        v(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+        q(c.take<T>(kWgmmaQueryTileFor<D> * D, wgmma::kCoreBytes)),
+        dout(c.take<T>(kWgmmaQueryTileFor<D> * D, wgmma::kCoreBytes)),
+        lse(c.take<float>(kWgmmaQueryTileFor<D>)),
+        d(c.take<float>(kWgmmaQueryTileFor<D>)) {}
+};
+
+// s = A B^T and t = A2 B2^T for the warpgroup's 64 rows of A and A2 and the N rows of B and B2, all
+// staged [rows, D] (descriptors rows_by_k): D / 16 steps each, issued as one group and waited for.
+template <typename T, int D, int N>
+__device__ __forceinline__ void wgmma_score_pair(tile::CTile (&s)[N / 8], uint64_t a, uint64_t b,
+                                                 tile::CTile (&t)[N / 8], uint64_t a2, uint64_t b2) {
+  wgmma::fence();
+#pragma unroll
+  for (int d = 0; d < D / wgmma::kK; ++d) {
+    const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
+    wgmma::mma_ss<T, N>(s, wgmma::advance(a, step), wgmma::advance(b, step), d > 0);
+  }
+#pragma unroll
+  for (int d = 0; d < D / wgmma::kK; ++d) {
+    const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
+    wgmma::mma_ss<T, N>(t, wgmma::advance(a2, step), wgmma::advance(b2, step), d > 0);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::settle(s);
+  wgmma::settle(t);
+}
+
+// acc += C B: C is [64, N] held as accumulator tiles (dS, P^T, dS^T), re-read as A tiles (rounded to
+// T) before any instruction is issued, as the instructions read their A registers until the wait; B
+// is a staged [N, D] tile read MN-major (descriptor rows_by_n). One group, waited for.
+template <typename T, int D, int N>
+__device__ __forceinline__ void wgmma_add_products(tile::CTile (&acc)[D / 8], const tile::CTile (&c)[N / 8],
+                                                   uint64_t b) {
+  tile::ATile<T> x[N / 16];
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) tile::a_from_c(x[kk], c[2 * kk], c[2 * kk + 1]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    wgmma::mma_rs<T, D, true>(acc, x[kk], wgmma::advance(b, static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D)),
+                              true);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::settle(acc);
+}
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dq_wgmma_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse,
+                                       const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
+  using namespace tile;
+  constexpr int kScoreTiles = kWgmmaKeyTile / kN;
+  constexpr int kOutTiles = D / kN;
+  SmemCarver carve(dynamic_smem());
+  const WgmmaDqSmem<T, D> smem(carve);
+
+  const int64_t b = blockIdx.y;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
+  stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kBlockRows);
+  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);
+
+  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
+  const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout), D);
+  const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
+  const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
+  const uint64_t k_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
+
+  CTile acc[kOutTiles];
+#pragma unroll
+  for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
+  const int64_t j_end = block_key_end(p, i0);
+  for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
+    __syncthreads();  // every warp has waited for its products that read the previous tile
+    stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);
+    stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j0, p.S, kWgmmaKeyTile);
+    wgmma::fence_async_smem();  // the stores (and Q's and dO's, before the first tile) before the reads
+    __syncthreads();
+
+    CTile s[kScoreTiles], dp[kScoreTiles];
+    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, k_desc, dp, do_desc, v_desc);
+    dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
+    wgmma_add_products<T, D, kWgmmaKeyTile>(acc, s, k_mn_desc);
+  }
+
+  write_dq(dq, p, offs, rows, acc);
+}
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dkv_wgmma_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows,
+                                        const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
+  using namespace tile;
+  constexpr int kQueryTile = kWgmmaQueryTileFor<D>;
+  constexpr int kScoreTiles = kQueryTile / kN;
+  constexpr int kOutTiles = D / kN;
+  SmemCarver carve(dynamic_smem());
+  const WgmmaDkvSmem<T, D> smem(carve);
+
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int64_t b = blockIdx.y;
+  const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  KILN_SHARED(AttentionOffsets, offs);  // kept out of registers, as in the mma.sync kernel
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
+  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
+  stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
+  stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
+
+  const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
+  const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
+  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
+  const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout), D);
+  const uint64_t q_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.q), D);
+  const uint64_t do_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.dout), D);
+
+  CTile acc_k[kOutTiles], acc_v[kOutTiles];
+#pragma unroll
+  for (int t = 0; t < kOutTiles; ++t) {
+    fill(acc_k[t], 0.f);
+    fill(acc_v[t], 0.f);
+  }
+  // Causal: queries before the block's first key see none of its keys.
+  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
+  for (int64_t i0 = i_begin; i0 < p.L; i0 += kQueryTile) {
+    __syncthreads();  // every warp has waited for its products that read the previous tile
+    stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
+    stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
+    stage_query_stats<kQueryTile>(smem.lse, smem.d, lse, d_rows, p, b, i0);
+    wgmma::fence_async_smem();  // the stores (and K's and V's, before the first tile) before the reads
+    __syncthreads();
+
+    CTile s[kScoreTiles], dp[kScoreTiles];
+    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, q_desc, dp, v_desc, do_desc);
+    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, smem.lse, smem.d);
+    wgmma_add_products<T, D, kQueryTile>(acc_v, s, do_mn_desc);
+    wgmma_add_products<T, D, kQueryTile>(acc_k, dp, q_mn_desc);
+  }
+
+  write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
+}
+
+}  // namespace kiln::attention_tc
