@@ -5,6 +5,7 @@
 // equal the CPU's exactly: a wrong lane map shows as a wrong element, not as noise.
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "core/cuda/runtime.h"
@@ -53,5 +54,18 @@ TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's pro
   }
   CHECK(got.av_hi == av_hi);
   CHECK(got.sv == product(s, v, 64, 128, 64, false));
+}
+
+// The identity probe (tests/cuda/wgmma_selftest.h): A = I, so each output element is one element of B
+// or V, and a misread is reported as the element the instruction read instead.
+TEST_CASE("tensor-core tiles: wgmma's identity probe reads B and V where the layout puts them",
+          "[cuda][tile][hopper]") {
+  REQUIRE(kiln::cuda::is_available());
+  REQUIRE(kiln::test::wgmma_selftest_runs_here());
+  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(
+      false, kiln::test::wgmma_identity(), kiln::test::wgmma_b_ids(), kiln::test::wgmma_v_ids());
+  const std::vector<std::string> misreads = kiln::test::wgmma_probe_misreads(got);
+  for (const std::string& m : misreads) UNSCOPED_INFO(m);
+  CHECK(misreads.empty());
 }
 #endif

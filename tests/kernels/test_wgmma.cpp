@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/half.h"
@@ -135,4 +136,24 @@ TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are
   CHECK(got.sv == test::product(s, v, 64, 128, 64, false));
   // 4 K steps each of s, av, av_hi and sv: 16 instructions, each issued by the 4 warps.
   CHECK(collectives == 16 * 4);
+}
+
+// The identity probe (tests/cuda/wgmma_selftest.h): with A = I, every output element is one element of
+// B or V, so a wrong descriptor or layout would be reported element by element, naming the element
+// read instead. The GPU test runs the same probe on the real instruction.
+TEST_CASE("wgmma, emulated: the identity probe reads every element of B and V where the layout puts it",
+          "[wgmma][simt]") {
+  int64_t collectives = 0;
+  const test::WgmmaSelftest got = run_emulated<Half>(test::wgmma_identity(), test::wgmma_b_ids(), test::wgmma_v_ids(),
+                                                     simt::Schedule::Lowest, collectives);
+  const std::vector<std::string> misreads = test::wgmma_probe_misreads(got);
+  for (const std::string& m : misreads) UNSCOPED_INFO(m);
+  CHECK(misreads.empty());
+  // The report names what was read: s[0][1] should be b(1, 0), and here it reads b(2, 0).
+  test::WgmmaSelftest wrong = got;
+  wrong.s[1] = got.s[2];
+  const std::vector<std::string> one = test::wgmma_probe_misreads(wrong);
+  REQUIRE(one.size() == 2);
+  CHECK(one[0] == "s[0][1] = b(1, 0) read b(2, 0)");
+  CHECK(one[1] == "s: 1 elements wrong");
 }
