@@ -16,6 +16,8 @@ using namespace attention_tc;
 
 struct MmaSyncForward {
   template <typename T, int D, bool kDropout> static auto get() { return &attention_forward_tc_kernel<T, D, kDropout>; }
+  template <int D> static constexpr int threads() { return kBlockThreads; }
+  template <int D> static constexpr int rows() { return kBlockRows; }
 };
 
 std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};

@@ -18,7 +18,10 @@ inline constexpr int kWarps = 4;
 inline constexpr int kBlockRows = kWarps * tile::kM;
 inline constexpr int kBlockThreads = kWarps * tile::kWarp;
 // Blocks along a grid's x to cover `rows` rows (queries, or keys in the dk/dv kernel).
-inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
+// (Or of `per_block` rows each, for kernels whose blocks take more.)
+inline unsigned row_blocks(int64_t rows, int64_t per_block = kBlockRows) {
+  return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
 // Rows of the streamed operand per shared-memory tile: 64, or 32 at head dim 128, whose
 // accumulators leave no registers for 64 columns of scores.
 template <int D> inline constexpr int kStreamTileFor = D == 128 ? 32 : 64;
@@ -78,10 +81,10 @@ __device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j)
   return i < p.L && j < p.S && (!p.causal || j <= i);
 }
 
-// The keys that a block of query rows from i0 on sees: all S, or with causal those up to its last
-// row (the forward and the dq kernels).
-__device__ __forceinline__ int64_t block_key_end(const TcParams& p, int64_t i0) {
-  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + kBlockRows - 1);
+// The keys that `rows` query rows from i0 on see: all S, or with causal those up to the last row (the
+// forward and the dq kernels, for their blocks or for a warpgroup's rows).
+__device__ __forceinline__ int64_t block_key_end(const TcParams& p, int64_t i0, int64_t rows = kBlockRows) {
+  const int64_t block_last = cuda_detail::min_i64(p.L - 1, i0 + rows - 1);
   return p.causal ? cuda_detail::min_i64(p.S, block_last + 1) : p.S;
 }
 

@@ -209,11 +209,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 #if defined(__CUDACC__)
-// Launches a forward kernel over blocks of 64 query rows and the batch entries, with the dynamic
-// shared memory its Smem<T, D> carves. KernelFor::get<T, D, kDropout>() names the kernel for the
-// element type, the head dim and dropout (a template flag: the kernels without it hold none of its
-// code or registers). The mma.sync forward (attention_tc.cu) and the one on wgmma
-// (attention_wgmma.cu) launch alike.
+// Launches a forward kernel over blocks of query rows and the batch entries, with the dynamic shared
+// memory its Smem<T, D> carves. KernelFor::get<T, D, kDropout>() names the kernel for the element
+// type, the head dim and dropout (a template flag: the kernels without it hold none of its code or
+// registers); KernelFor::threads<D>() and rows<D>() are a block's threads and query rows. The mma.sync
+// forward (attention_tc.cu) and the one on wgmma (attention_wgmma.cu) launch alike.
 template <template <typename, int> class Smem, typename KernelFor>
 void launch_forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                     const KernelContext& ctx) {
@@ -225,8 +225,8 @@ void launch_forward(void* out, void* lse, const void* q, const void* k, const vo
       const auto kernel = KernelFor::template get<T, D, kDropout>();
       const size_t bytes = smem_bytes<Smem<T, D>>();
       cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
-      const dim3 grid(row_blocks(p.L), static_cast<unsigned>(p.batch));
-      kernel<<<grid, kBlockThreads, bytes, s>>>(static_cast<T*>(out), static_cast<float*>(lse),
+      const dim3 grid(row_blocks(p.L, KernelFor::template rows<D>()), static_cast<unsigned>(p.batch));
+      kernel<<<grid, KernelFor::template threads<D>(), bytes, s>>>(static_cast<T*>(out), static_cast<float*>(lse),
                                                 static_cast<const T*>(q), static_cast<const T*>(k),
                                                 static_cast<const T*>(v), p);
       cuda_detail::check_launch(op);

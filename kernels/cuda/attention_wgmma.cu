@@ -14,6 +14,8 @@ struct WgmmaForward {
   template <typename T, int D, bool kDropout> static auto get() {
     return &attention_tc::attention_forward_wgmma_kernel<T, D, kDropout>;
   }
+  template <int D> static constexpr int threads() { return attention_tc::kWgmmaForwardThreads<D>; }
+  template <int D> static constexpr int rows() { return attention_tc::kWgmmaForwardRows<D>; }
 };
 
 struct WgmmaBackward {

@@ -3,8 +3,9 @@
 // float16 or bfloat16, head dims 64 or 128, no mask, causal or not, dropout or not, any L and S. It
 // writes the same output and log-sum-exp, so either backward reads them.
 //
-// Work split, as in the mma.sync forward: a block is one warpgroup (4 warps) and takes 64 query rows,
-// each warp 16 of them. What changes is where the operands live and how big one instruction is:
+// Work split, as in the mma.sync forward: a warpgroup (4 warps) takes 64 query rows, each warp 16 of
+// them; a block is one or two warpgroups (kWgmmaForwardGroups), which share each key tile. What
+// changes is where the operands live and how big one instruction is:
 // - The block's Q rows and each key tile of K and V are staged in shared memory in wgmma's core-matrix
 //   layout (kernels/wgmma_layout.h). The instruction reads them there through descriptors: nothing is
 //   loaded into registers lane by lane, as mma.sync's B tiles are.
@@ -33,19 +34,28 @@
 
 namespace kiln::attention_tc {
 
-static_assert(kBlockThreads == wgmma::kThreads && kBlockRows == wgmma::kM, "a block is one warpgroup");
+static_assert(kBlockThreads == wgmma::kThreads && kBlockRows == wgmma::kM, "a warpgroup takes 64 rows");
 
 // Keys per shared tile: 64 at both head dims (scores 32 floats per lane; the output 32 or 64).
 inline constexpr int kWgmmaKeyTile = 64;
 
+// Warpgroups per forward block, each with 64 query rows of its own: they share each key tile, so two
+// halve the traffic of K and V per query. Two at head dim 64; one at head dim 128, where a
+// warpgroup's registers (the output alone is 64 floats a lane) would leave room for one block of
+// two per SM. A first choice, for a GPU run to confirm.
+template <int D> inline constexpr int kWgmmaForwardGroups = D == 64 ? 2 : 1;
+template <int D> inline constexpr int kWgmmaForwardThreads = kWgmmaForwardGroups<D> * wgmma::kThreads;
+template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups<D> * wgmma::kM;
+
 // The shared memory: the block's query rows and one key tile each of K and V, all staged [rows, D]
-// (wgmma::stage_offset), each 128-byte aligned (a core matrix).
+// (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows of Q are
+// rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
 template <typename T, int D> struct WgmmaForwardSmem {
   T* q;
   T* k;
   T* v;
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
-      : q(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+      : q(c.take<T>(kWgmmaForwardRows<D> * D, wgmma::kCoreBytes)),
         k(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)),
         v(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)) {}
 };
@@ -78,39 +88,46 @@ __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_
 }
 
 template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                    const __grid_constant__ TcParams p) {
   using namespace tile;
+  constexpr int kRows = kWgmmaForwardRows<D>;
   constexpr int kScoreTiles = kWgmmaKeyTile / kN;  // 8
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
   const WgmmaForwardSmem<T, D> smem(carve);
 
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int group = kWgmmaForwardGroups<D> == 1 ? 0 : static_cast<int>(threadIdx.x) / wgmma::kThreads;
+  const int64_t group_row0 = i0 + group * wgmma::kM;  // this warpgroup's first query row
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // Q's rows along M and K's along N, both with the head dim along K; V's rows (keys) along K and
   // the head dim along N.
-  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
+  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D);
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
   const uint64_t v_desc = wgmma::rows_by_n(wgmma::smem_address(smem.v), D);
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows);
 
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  RowState rows(i0);
+  RowState rows(i0);  // thread t's rows: 16 per warp, the block's warps in order
 
-  const int64_t j_end = block_key_end(p, i0);
+  // The block streams the key tiles its last row sees; a warpgroup skips those past its own last
+  // row (with causal), though it still stages them with the others.
+  const int64_t j_end = block_key_end(p, i0, kRows);
+  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
   for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
     __syncthreads();  // every warp has waited for its products that read the previous tile
     stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);
     stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j0, p.S, kWgmmaKeyTile);
     wgmma::fence_async_smem();  // the stores (and Q's, before the first tile) before the tensor cores read
     __syncthreads();
+    if (j0 >= group_j_end) continue;  // the same for the whole warpgroup
 
     // S = Q K^T: D / 16 steps along the head dim, the first overwriting s.
     CTile s[kScoreTiles];

@@ -62,17 +62,24 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
   cfg.grid = simt::Dim3{row_blocks(a.L), static_cast<unsigned>(a.batch), 1};
+  const bool wg = which == Forward::kWgmma;
   simt::LaunchStats forward;
-  if (which == Forward::kWgmma) {
-    cfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
+  int64_t forward_blocks = 0;
+  if (wg) {
+    // kWgmmaForwardGroups warpgroups per block (two at head dim 64).
+    simt::LaunchConfig wcfg = cfg;
+    wcfg.block.x = static_cast<unsigned>(kWgmmaForwardThreads<D>);
+    wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
+    wcfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
     forward = simt::launch(
-        cfg, [&] { attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+        wcfg, [&] { attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+    forward_blocks = static_cast<int64_t>(wcfg.grid.x) * a.batch;
   } else {
     cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
     forward = simt::launch(
         cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+    forward_blocks = static_cast<int64_t>(row_blocks(a.L)) * a.batch;
   }
-  const bool wg = which == Forward::kWgmma;
   cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
   const simt::LaunchStats dq_stats = simt::launch(cfg, [&] {
     if (wg) {
@@ -94,7 +101,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
                                                        qp, kp, vp, p);
     }
   });
-  CHECK(forward.blocks == static_cast<int64_t>(row_blocks(a.L)) * a.batch);
+  CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
   Emulated e;
   e.results = o.results(a);
@@ -200,8 +207,9 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // [S, E] is L S E of them. At tile multiples the forward's two products (Q K^T, P V) are then
 // L S E / 1024 mma, the dq kernel's three (S, dP, dQ) 3 L S E / 2048 and the dk/dv kernel's four
 // (S^T, dP^T, dV, dK) L S E / 512: nothing is computed twice within a kernel, and no tile is padded.
-// On wgmma (64 rows per block, instructions of 64 x N x 16), per block and streamed tile of T rows:
-// the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys), the dq kernel
+// On wgmma (64 rows per warpgroup, instructions of 64 x N x 16), per warpgroup and streamed tile of T
+// rows: the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys; at head dim
+// 64 two warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel
 // 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel 2 E / 16 and 2 T / 16
 // (T = 64 queries, 32 at E = 128); each instruction is counted by the warpgroup's 4 warps, and none
 // of these kernels issues mma.sync.
