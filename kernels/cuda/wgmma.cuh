@@ -31,6 +31,9 @@
 // settle passes there and only shows on a GPU.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "kernels/cuda/tile.cuh"
 #include "kernels/wgmma_layout.h"
 
@@ -127,21 +130,25 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
   constexpr int kTrans = kTransB ? 1 : 0;
   if constexpr (N == 64) {
     if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "bf16") KILN_WG_REGS32
+                   ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                    : KILN_WG_ACC32(d)
                    : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
     } else {
-      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "f16") KILN_WG_REGS32
+                   ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                    : KILN_WG_ACC32(d)
                    : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
     }
   } else {
     if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "bf16") KILN_WG_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "bf16") KILN_WG_REGS64
+                   ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                    : KILN_WG_ACC64(d)
                    : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
     } else {
-      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "f16") KILN_WG_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "f16") KILN_WG_REGS64
+                   ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                    : KILN_WG_ACC64(d)
                    : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
     }

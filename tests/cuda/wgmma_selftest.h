@@ -62,8 +62,9 @@ inline std::vector<std::string> wgmma_probe_misreads(const WgmmaSelftest& got, s
         if (have == want) continue;
         ++wrong;
         if (out.size() < limit) {
+          const int base = c >= 64 ? 64 : col_base;
           out.push_back(std::string(output) + "[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
-                        name(what, want, c >= 64 ? 64 : col_base) + " read " + name(what, have, c >= 64 ? 64 : col_base));
+                        name(what, want, base) + " read " + name(what, have, base));
         }
       }
     }
@@ -81,7 +82,9 @@ inline std::vector<std::string> wgmma_probe_misreads(const WgmmaSelftest& got, s
 inline std::vector<float> wgmma_ints(int rows, int cols, int seed) {
   std::vector<float> m(static_cast<size_t>(rows * cols));
   for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) m[static_cast<size_t>(r * cols + c)] = static_cast<float>((seed + 3 * r + 7 * c) % 5 - 2);
+    for (int c = 0; c < cols; ++c) {
+      m[static_cast<size_t>(r * cols + c)] = static_cast<float>((seed + 3 * r + 7 * c) % 5 - 2);
+    }
   }
   return m;
 }

@@ -33,7 +33,8 @@ template <int N> __device__ __forceinline__ void store_accumulators(const tile::
 // 128] (mma_rs at N = 128, A from registers), av_hi = a v[:, 64:] [64, 64] (mma_rs at N = 64, V's
 // descriptor advanced along N), sv = s v [64, 128] (s re-read as A tiles, a_from_c).
 template <typename T>
-__global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float* s, float* av, float* av_hi, float* sv) {
+__global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float* s, float* av, float* av_hi,
+                                      float* sv) {
   using namespace kiln::tile;
   tile::SmemCarver carve(dynamic_smem());
   const WgmmaSelftestSmem<T> smem(carve);
