@@ -43,6 +43,7 @@
 #include "examples/common.h"
 #include "examples/graphed_step.h"
 #include "examples/run_record.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/amp/grad_scaler.h"
@@ -327,8 +328,22 @@ struct Result {
   std::optional<double> first_step_s;  // none with --warmup 0
   size_t graph_nodes = 0;              // --cuda-graph: kernels and copies in the captured step
   int64_t parameters = 0;
+  std::string attention;  // attention_kernels()
   std::string error;
 };
+
+// Which attention kernels ran a case, from the tensor-core forward's launch counters over the case
+// (kernels/attention.h): "none" in a model without attention, "cpu", "scalar" (CUDA's float kernels:
+// the tensor-core switch off, or a shape they do not take), "mma.sync" or "wgmma" (the tensor-core
+// kernels; KILN_ATTENTION_TENSOR_CORES=1, and KILN_ATTENTION_WGMMA=1 for wgmma on a device of compute
+// capability 9.0), "mixed" when the calls took both. A GPT's attention calls all have one shape.
+std::string attention_kernels(bool has_attention, Device device, int64_t tc_forwards, int64_t wgmma_forwards) {
+  if (!has_attention) return "none";
+  if (device.is_cpu()) return "cpu";
+  if (tc_forwards == 0) return "scalar";
+  if (wgmma_forwards == 0) return "mma.sync";
+  return wgmma_forwards == tc_forwards ? "wgmma" : "mixed";
+}
 
 // The timed region is the step as a training loop runs it; the loss stays on the device (no host
 // sync inside a step, in any mode), and is read once after the last step. `started` is when the
@@ -458,6 +473,7 @@ JsonLine case_record(const Workload& w, const Mode& m, Device device, const Opti
   c.integer("steps", o.steps).integer("warmup", o.warmup).boolean("cuda_graph", o.cuda_graph);
   c.text("timed", o.timed);
   if (!r.error.empty()) return c.text("error", r.error);
+  c.text("attention", r.attention);
   if (r.first_step_s) c.real("first_step_s", *r.first_step_s, "%.4f");
   else c.null("first_step_s");
   if (o.cuda_graph) c.integer("graph_nodes", static_cast<int64_t>(r.graph_nodes));
@@ -538,7 +554,10 @@ static int run(int argc, char** argv) {
         if (is_gpt(name)) w = make_gpt(name, o, m, device);
         else if (name == "cnn") w = make_cnn(o, m, device);
         else w = make_resnet(o, m, device);
+        const int64_t tc0 = attention_tc_launches(), wgmma0 = attention_wgmma_launches();
         r = run_case(*w, m, device, o, started);
+        r.attention = attention_kernels(is_gpt(name), device, attention_tc_launches() - tc0,
+                                        attention_wgmma_launches() - wgmma0);
       } catch (const std::exception& e) {  // report and go on: one failing mode must not hide the others
         r.error = e.what();
         if (!w) {

@@ -127,6 +127,13 @@ def check(path, expect_workloads, expect_modes):
                 problems.append(f"{where}: first_step_s {first_step} is not a positive number of seconds")
             if "cuda_graph" in c and not isinstance(c["cuda_graph"], bool):
                 problems.append(f"{where}: cuda_graph {c['cuda_graph']!r} is not true or false")
+            if "attention" in c:  # kiln's records since the field came (bench/train_step.cpp)
+                is_gpt = str(c.get("workload", "")).startswith("gpt")
+                gpt_kinds = ("scalar", "mma.sync", "wgmma", "mixed") if on_gpu else ("cpu",)
+                allowed = gpt_kinds if is_gpt else ("none",)
+                if c["attention"] not in allowed:
+                    problems.append(f"{where}: attention {c['attention']!r} on {header.get('device')} is none of "
+                                    f"{', '.join(allowed)}")
             if c.get("compile") is not None and not isinstance(c["compile"], str):
                 problems.append(f"{where}: compile {c['compile']!r} is neither null nor a mode's name")
             seen.add((c.get("workload"), c.get("mode")))
@@ -277,6 +284,12 @@ def render(runs):
         desc = ", ".join(f"{k} {v}" for k, v in shape.items())
         lines.append(f"**{workload}**: batch {first([c.get('batch') for c in cases])}; {desc}; "
                      f"{first([c.get('parameters') for c in cases])} parameters")
+        # kiln's attention kernels in every run of the workload (bench_train_step's "attention"): more
+        # than one kind means the rounds ran different kernels.
+        kinds = sorted({c.get("attention") for h, hcases in runs if h.get("impl") == "kiln" for c in hcases
+                        if c.get("workload") == workload and c.get("attention") not in (None, "none")})
+        if kinds:
+            lines.append(f"kiln's attention kernels: {', '.join(kinds)}")
         for key in ("batch", "shape", "parameters"):
             base_g, base = anys[0]
             for g, c in anys[1:]:
