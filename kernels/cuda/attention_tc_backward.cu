@@ -21,6 +21,10 @@ struct MmaSyncBackward {
   template <typename T, int D, bool kDropout> static auto dkv() {
     return &attention_backward_dkv_tc_kernel<T, D, kDropout>;
   }
+  template <int D> static constexpr int dq_threads() { return kBlockThreads; }
+  template <int D> static constexpr int dq_rows() { return kBlockRows; }
+  template <int D> static constexpr int dkv_threads() { return kBlockThreads; }
+  template <int D> static constexpr int dkv_rows() { return kBlockRows; }
 };
 
 std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};

@@ -328,10 +328,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 #if defined(__CUDACC__)
-// Launches a backward's two kernels: the dq kernel over blocks of 64 query rows, then the dk/dv kernel
-// over blocks of 64 key rows, each with the dynamic shared memory its DqS<T, D> or DkvS<T, D> carves.
+// Launches a backward's two kernels: the dq kernel over blocks of query rows, then the dk/dv kernel
+// over blocks of key rows, each with the dynamic shared memory its DqS<T, D> or DkvS<T, D> carves.
 // Kernels::dq<T, D, kDropout>() and Kernels::dkv<T, D, kDropout>() name them (dropout is a template
-// flag: without it they hold none of its code or registers). `d_rows` holds D_i = dO_i . O_i per
+// flag: without it they hold none of its code or registers), Kernels::dq_threads<D>(), dq_rows<D>()
+// and dkv_threads<D>(), dkv_rows<D>() their blocks' threads and rows. `d_rows` holds D_i = dO_i . O_i per
 // query row, written by the first and read by the second. The mma.sync backward
 // (attention_tc_backward.cu) and the one on wgmma (attention_wgmma.cu) launch alike.
 template <template <typename, int> class DqS, template <typename, int> class DkvS, typename Kernels>
@@ -348,13 +349,16 @@ void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void*
       const size_t dq_bytes = smem_bytes<DqS<T, D>>(), dkv_bytes = smem_bytes<DkvS<T, D>>();
       cuda_detail::allow_dynamic_smem(dq_kernel, dq_bytes, op, what);
       cuda_detail::allow_dynamic_smem(dkv_kernel, dkv_bytes, op, what);
-      const auto blocks = [&](int64_t rows) { return dim3(row_blocks(rows), static_cast<unsigned>(p.batch)); };
-      dq_kernel<<<blocks(p.L), kBlockThreads, dq_bytes, s>>>(
+      const auto blocks = [&](int64_t rows, int per_block) {
+        return dim3(row_blocks(rows, per_block), static_cast<unsigned>(p.batch));
+      };
+      dq_kernel<<<blocks(p.L, Kernels::template dq_rows<D>()), Kernels::template dq_threads<D>(), dq_bytes, s>>>(
           static_cast<T*>(dq), d_rows, static_cast<const T*>(dout), static_cast<const T*>(out),
           static_cast<const float*>(lse), static_cast<const T*>(q), static_cast<const T*>(k),
           static_cast<const T*>(v), p);
       cuda_detail::check_launch(op);
-      dkv_kernel<<<blocks(p.S), kBlockThreads, dkv_bytes, s>>>(
+      dkv_kernel<<<blocks(p.S, Kernels::template dkv_rows<D>()), Kernels::template dkv_threads<D>(), dkv_bytes,
+                   s>>>(
           static_cast<T*>(dk), static_cast<T*>(dv), static_cast<const T*>(dout), static_cast<const float*>(lse),
           d_rows, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), p);
       cuda_detail::check_launch(op);

@@ -25,6 +25,10 @@ struct WgmmaBackward {
   template <typename T, int D, bool kDropout> static auto dkv() {
     return &attention_tc::attention_backward_dkv_wgmma_kernel<T, D, kDropout>;
   }
+  template <int D> static constexpr int dq_threads() { return attention_tc::kWgmmaDqThreads<D>; }
+  template <int D> static constexpr int dq_rows() { return attention_tc::kWgmmaDqRows<D>; }
+  template <int D> static constexpr int dkv_threads() { return attention_tc::kBlockThreads; }
+  template <int D> static constexpr int dkv_rows() { return attention_tc::kBlockRows; }
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // says what they compute) with their products on wgmma. Same shapes, same outputs, deterministic
 // alike: each output row is one block's fixed-order sum.
 //
-// - dq kernel: a block (one warpgroup) takes 64 query rows and streams tiles of 64 keys. Per tile,
+// - dq kernel: a warpgroup takes 64 query rows, a block one or two warpgroups (two at head dim 64,
+//   sharing each key tile, as the forward's blocks do), and streams tiles of 64 keys. Per tile,
 //   S = Q K^T and dP = dO V^T are E / 16 instructions each of 64 x 64 x 16 with both operands in
 //   shared memory; dS replaces S in registers; dQ += dS K is 4 instructions of 64 x E x 16, dS from
 //   registers and K read MN-major (its keys along the contraction).
@@ -28,6 +29,12 @@ namespace kiln::attention_tc {
 // Queries per tile of the dk/dv kernel on wgmma: 64, or 32 at head dim 128.
 template <int D> inline constexpr int kWgmmaQueryTileFor = D == 128 ? 32 : 64;
 
+// Warpgroups per dq block, each with 64 query rows, sharing each key tile of K and V: two at head dim
+// 64, one at 128 (as the forward, kWgmmaForwardGroups). The dk/dv kernel's blocks are one warpgroup.
+template <int D> inline constexpr int kWgmmaDqGroups = D == 64 ? 2 : 1;
+template <int D> inline constexpr int kWgmmaDqThreads = kWgmmaDqGroups<D> * wgmma::kThreads;
+template <int D> inline constexpr int kWgmmaDqRows = kWgmmaDqGroups<D> * wgmma::kM;
+
 // The dq kernel's shared memory: the block's Q and dO rows, one key tile each of K and V, all staged.
 template <typename T, int D> struct WgmmaDqSmem {
   T* q;
@@ -35,8 +42,8 @@ template <typename T, int D> struct WgmmaDqSmem {
   T* k;
   T* v;
   KILN_HD explicit WgmmaDqSmem(tile::SmemCarver& c)
-      : q(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
-        dout(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+      : q(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
+        dout(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
         k(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)),
         v(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)) {}
 };
@@ -102,27 +109,30 @@ __device__ __forceinline__ void wgmma_add_products(tile::CTile (&acc)[D / 8], co
 }
 
 template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kWgmmaDqThreads<D>)
     attention_backward_dq_wgmma_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse,
                                        const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
   using namespace tile;
+  constexpr int kRows = kWgmmaDqRows<D>;
   constexpr int kScoreTiles = kWgmmaKeyTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
   const WgmmaDqSmem<T, D> smem(carve);
 
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int group = kWgmmaDqGroups<D> == 1 ? 0 : static_cast<int>(threadIdx.x) / wgmma::kThreads;
   KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
-  stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kBlockRows);
-  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows);
+  stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kRows);
+  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);  // 16 rows a warp, in order
 
-  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
-  const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout), D);
+  // This warpgroup's 64 rows of Q and dO.
+  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D);
+  const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout + group * wgmma::kM * D), D);
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
   const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
   const uint64_t k_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
@@ -130,13 +140,17 @@ __global__ void __launch_bounds__(kBlockThreads)
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  const int64_t j_end = block_key_end(p, i0);
+  // As in the forward: the block streams the key tiles its last row sees, and with causal a
+  // warpgroup skips those past its own last row.
+  const int64_t j_end = block_key_end(p, i0, kRows);
+  const int64_t group_j_end = block_key_end(p, i0 + group * wgmma::kM, wgmma::kM);
   for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
     __syncthreads();  // every warp has waited for its products that read the previous tile
     stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);
     stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j0, p.S, kWgmmaKeyTile);
     wgmma::fence_async_smem();  // the stores (and Q's and dO's, before the first tile) before the reads
     __syncthreads();
+    if (j0 >= group_j_end) continue;  // the same for the whole warpgroup
 
     CTile s[kScoreTiles], dp[kScoreTiles];
     wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, k_desc, dp, do_desc, v_desc);

@@ -81,7 +81,12 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
     forward_blocks = static_cast<int64_t>(row_blocks(a.L)) * a.batch;
   }
   cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
-  const simt::LaunchStats dq_stats = simt::launch(cfg, [&] {
+  simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
+  if (wg) {
+    dq_cfg.block.x = static_cast<unsigned>(kWgmmaDqThreads<D>);
+    dq_cfg.grid.x = row_blocks(a.L, kWgmmaDqRows<D>);
+  }
+  const simt::LaunchStats dq_stats = simt::launch(dq_cfg, [&] {
     if (wg) {
       attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
                                                          o.lse.data(), qp, kp, vp, p);
@@ -209,7 +214,8 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // (S^T, dP^T, dV, dK) L S E / 512: nothing is computed twice within a kernel, and no tile is padded.
 // On wgmma (64 rows per warpgroup, instructions of 64 x N x 16), per warpgroup and streamed tile of T
 // rows: the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys; at head dim
-// 64 two warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel
+// 64 two warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel (its
+// blocks alike)
 // 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel 2 E / 16 and 2 T / 16
 // (T = 64 queries, 32 at E = 128); each instruction is counted by the warpgroup's 4 warps, and none
 // of these kernels issues mma.sync.
