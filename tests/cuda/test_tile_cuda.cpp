@@ -29,6 +29,19 @@ TEST_CASE("tensor-core tiles: mma.sync through the tile maps equals the CPU's pr
   CHECK(got.sv == product(s, v, 16, 8, 16, false));
 }
 
+// The identity probe (tests/cuda/tile_selftest.h): A = I, so each output element is one element of K
+// or V, and a wrong fragment map is reported as the element the lanes delivered instead.
+TEST_CASE("tensor-core tiles: mma.sync's identity probe reads K and V where the maps put them", "[cuda][tile]") {
+  REQUIRE(kiln::cuda::is_available());
+  const bool bf16 = GENERATE(true, false);
+  INFO((bf16 ? "bfloat16" : "float16"));
+  const kiln::test::TileSelftest got = run_tile_selftest(bf16, kiln::test::tile_identity(),
+                                                         kiln::test::tile_ids(16, 16), kiln::test::tile_ids(16, 8));
+  const std::vector<std::string> misreads = kiln::test::tile_probe_misreads(got);
+  for (const std::string& m : misreads) UNSCOPED_INFO(m);
+  CHECK(misreads.empty());
+}
+
 #if defined(KILN_WITH_SM90A)
 #include "tests/cuda/wgmma_selftest.h"
 

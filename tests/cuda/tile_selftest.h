@@ -4,7 +4,10 @@
 // against the same inputs and products below.
 #pragma once
 
+#include <string>
 #include <vector>
+
+#include "tests/cuda/probe_report.h"
 
 namespace kiln::test {
 
@@ -17,6 +20,41 @@ struct TileSelftest {
 };
 TileSelftest run_tile_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& k,
                                const std::vector<float>& v);
+
+// The identity probe, for a diagnosis when the products are wrong: a = I, k and v hold ids (k[n][j] =
+// 16 n + j - 128, v[j][n] = 8 j + n - 64: integers both 16-bit types hold exactly), so s = k^T and
+// av = v exactly, and an element in the wrong place names the element that the lanes' fragment maps
+// delivered instead.
+inline std::vector<float> tile_identity() {
+  std::vector<float> m(16 * 16, 0.f);
+  for (int i = 0; i < 16; ++i) m[static_cast<size_t>(i * 16 + i)] = 1.f;
+  return m;
+}
+inline std::vector<float> tile_ids(int rows, int cols) {
+  std::vector<float> m(static_cast<size_t>(rows * cols));
+  for (int i = 0; i < rows * cols; ++i) m[static_cast<size_t>(i)] = static_cast<float>(i - rows * cols / 2);
+  return m;
+}
+// The probe's misreads ("s[m][n] = k(n, m) read k(n', j')", "av[j][n] = v(j, n) read ..."), at most
+// `limit`, then the count of wrong elements per output; empty when all are right.
+inline std::vector<std::string> tile_probe_misreads(const TileSelftest& got, size_t limit = 12) {
+  const auto name = [](const char* what, int cols, int count) {
+    return [what, cols, count](float id, int) {
+      const int x = static_cast<int>(id) + count / 2;
+      if (static_cast<float>(x - count / 2) != id || x < 0 || x >= count) return "non-id " + std::to_string(id);
+      return std::string(what) + "(" + std::to_string(x / cols) + ", " + std::to_string(x % cols) + ")";
+    };
+  };
+  std::vector<float> s_ids(16 * 16);
+  const std::vector<float> k_ids = tile_ids(16, 16), v_ids = tile_ids(16, 8);
+  for (int r = 0; r < 16; ++r) {
+    for (int c = 0; c < 16; ++c) s_ids[static_cast<size_t>(r * 16 + c)] = k_ids[static_cast<size_t>(c * 16 + r)];
+  }
+  std::vector<std::string> out;
+  report_misreads(out, "s", got.s, s_ids, 16, name("k", 16, 256), limit);
+  report_misreads(out, "av", got.av, v_ids, 8, name("v", 8, 128), limit);
+  return out;
+}
 
 // Small integers in [-4, 4]: every product and sum of the self-test is exact in both 16-bit types.
 inline std::vector<float> tile_ints(int rows, int cols, int seed) {

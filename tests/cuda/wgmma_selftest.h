@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/cuda/probe_report.h"
+
 namespace kiln::test {
 
 // Inputs, row-major host floats rounded to bfloat16 (or float16) on the way in: a [64, 64], b [64,
@@ -47,33 +49,26 @@ inline std::vector<float> wgmma_v_ids() {
 // v(k, n) for av and av_hi), followed by the count of wrong elements per output; empty when all are
 // right.
 inline std::vector<std::string> wgmma_probe_misreads(const WgmmaSelftest& got, size_t limit = 12) {
-  std::vector<std::string> out;
-  const auto name = [](const char* what, float id, int col_base) {
-    const int x = static_cast<int>(id) + 2048;
-    if (static_cast<float>(x - 2048) != id || x < 0 || x >= 4096) return std::string("non-id ") + std::to_string(id);
-    return std::string(what) + "(" + std::to_string(x / 64) + ", " + std::to_string(x % 64 + col_base) + ")";
+  // An id names (row, column) of b, or of v within the half of its columns that `col` is in.
+  const auto name = [](const char* what, int col_base) {
+    return [what, col_base](float id, int col) {
+      const int x = static_cast<int>(id) + 2048;
+      if (static_cast<float>(x - 2048) != id || x < 0 || x >= 4096) return "non-id " + std::to_string(id);
+      const int base = col >= 64 ? 64 : col_base;
+      return std::string(what) + "(" + std::to_string(x / 64) + ", " + std::to_string(x % 64 + base) + ")";
+    };
   };
-  const auto scan = [&](const char* output, const std::vector<float>& m, int cols, const char* what, int col_base,
-                        auto want_at) {
-    int wrong = 0;
-    for (int r = 0; r < 64; ++r) {
-      for (int c = 0; c < cols; ++c) {
-        const float want = want_at(r, c), have = m[static_cast<size_t>(r * cols + c)];
-        if (have == want) continue;
-        ++wrong;
-        if (out.size() < limit) {
-          const int base = c >= 64 ? 64 : col_base;
-          out.push_back(std::string(output) + "[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
-                        name(what, want, base) + " read " + name(what, have, base));
-        }
-      }
+  std::vector<float> s_ids(64 * 64), v_ids = wgmma_v_ids(), hi_ids(64 * 64);
+  for (int r = 0; r < 64; ++r) {
+    for (int c = 0; c < 64; ++c) {
+      s_ids[static_cast<size_t>(r * 64 + c)] = static_cast<float>(64 * c + r - 2048);  // s[m][n] = b[n][m]
+      hi_ids[static_cast<size_t>(r * 64 + c)] = v_ids[static_cast<size_t>(r * 128 + 64 + c)];
     }
-    if (wrong > 0) out.push_back(std::string(output) + ": " + std::to_string(wrong) + " elements wrong");
-  };
-  // s[m][n] = b[n][m]: its id names (n, k = m). v's ids name (k, n % 64), n's half from the column.
-  scan("s", got.s, 64, "b", 0, [](int r, int c) { return static_cast<float>(64 * c + r - 2048); });
-  scan("av", got.av, 128, "v", 0, [](int r, int c) { return static_cast<float>(64 * r + c % 64 - 2048); });
-  scan("av_hi", got.av_hi, 64, "v", 64, [](int r, int c) { return static_cast<float>(64 * r + c - 2048); });
+  }
+  std::vector<std::string> out;
+  report_misreads(out, "s", got.s, s_ids, 64, name("b", 0), limit);
+  report_misreads(out, "av", got.av, v_ids, 128, name("v", 0), limit);
+  report_misreads(out, "av_hi", got.av_hi, hi_ids, 64, name("v", 64), limit);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/device_math.cuh"
@@ -242,6 +243,25 @@ TEST_CASE("simt: the tensor-core tiles on the emulator equal the exact products"
   CHECK(got.s == s);
   CHECK(got.av == test::product(a, v, 16, 8, 16, false));
   CHECK(got.sv == test::product(s, v, 16, 8, 16, false));
+}
+
+// The identity probe (tests/cuda/tile_selftest.h): with A = I each output element is one element of K
+// or V, so a wrong fragment map would be reported element by element. The GPU test runs the same.
+TEST_CASE("simt: the tensor-core tiles' identity probe reads K and V where the maps put them", "[simt][tile]") {
+  const bool bf16 = GENERATE(true, false);
+  INFO((bf16 ? "bfloat16" : "float16"));
+  const std::vector<float> a = test::tile_identity(), k = test::tile_ids(16, 16), v = test::tile_ids(16, 8);
+  const test::TileSelftest got = bf16 ? run_tile_selftest<BFloat16>(a, k, v) : run_tile_selftest<Half>(a, k, v);
+  const std::vector<std::string> misreads = test::tile_probe_misreads(got);
+  for (const std::string& m : misreads) UNSCOPED_INFO(m);
+  CHECK(misreads.empty());
+  // The report names what was read: s[0][1] should be k(1, 0), and here it reads k(2, 0).
+  test::TileSelftest wrong = got;
+  wrong.s[1] = got.s[2];
+  const std::vector<std::string> one = test::tile_probe_misreads(wrong);
+  REQUIRE(one.size() == 2);
+  CHECK(one[0] == "s[0][1] = k(1, 0) read k(2, 0)");
+  CHECK(one[1] == "s: 1 elements wrong");
 }
 
 TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {
