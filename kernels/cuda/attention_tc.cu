@@ -22,19 +22,27 @@ struct MmaSyncForward {
 
 std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};
 
-// Whether the wgmma forward can run: built (KILN_WITH_SM90A: kernels/CMakeLists.txt compiles it for
-// sm_90a when the architectures include 90) and the current device of compute capability 9.0, the
-// only one that runs sm_90a code.
-bool wgmma_runs_here(const char* op) {
+// Whether the wgmma kernels run on `device`: built (KILN_WITH_SM90A: kernels/CMakeLists.txt compiles
+// them for sm_90a when the architectures include 90) and the device of compute capability 9.0, the
+// only one that runs sm_90a code. Asked of the runtime once per device, not at every attention call.
+bool wgmma_runs_on(int device, const char* op) {
 #if defined(KILN_WITH_SM90A)
-  const int device = current_device_checked(op);
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};  // 0 not asked yet, 1 no, 2 yes
+  std::atomic<int>* slot = device >= 0 && device < kMaxDevices ? &known[device] : nullptr;
+  if (slot != nullptr) {
+    if (const int seen = slot->load(); seen != 0) return seen == 2;
+  }
   int major = 0, minor = 0;
   check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), op,
              "querying the compute capability");
   check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), op,
              "querying the compute capability");
-  return major == 9 && minor == 0;
+  const bool runs = major == 9 && minor == 0;
+  if (slot != nullptr) slot->store(runs ? 2 : 1);
+  return runs;
 #else
+  (void)device;
   (void)op;
   return false;
 #endif
@@ -44,13 +52,16 @@ bool wgmma_runs_here(const char* op) {
 
 int64_t attention_tc_launches() { return g_launches.load(); }
 int64_t attention_wgmma_launches() { return g_wgmma_launches.load(); }
-bool attention_wgmma_available() { return wgmma_runs_here("scaled_dot_product_attention"); }
+bool attention_wgmma_available() {
+  const char* op = "scaled_dot_product_attention";
+  return wgmma_runs_on(current_device_checked(op), op);
+}
 
 void attention_forward_tc(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                           const KernelContext& ctx) {
   g_launches.fetch_add(1);
 #if defined(KILN_WITH_SM90A)
-  if (a.wgmma && wgmma_runs_here("scaled_dot_product_attention")) {
+  if (a.wgmma && attention_wgmma_available()) {
     g_wgmma_launches.fetch_add(1);
     attention_forward_wgmma(out, lse, q, k, v, a, ctx);
     return;

@@ -91,6 +91,25 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 // scale-d is a predicate: false overwrites d with the product, true adds to it.
 #define KILN_WG_PRED(n) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #n ", 0;\n"
 #define KILN_WG_OP(N, TY) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " "
+// The four forms attention uses, each one asm statement for the element type's name TY.
+#define KILN_WG_SS32(TY)                                                                              \
+  asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, TY) KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n" \
+               : KILN_WG_ACC16(d)                                                                     \
+               : "l"(a), "l"(b), "r"(acc))
+#define KILN_WG_SS64(TY)                                                                              \
+  asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, TY) KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
+               : KILN_WG_ACC32(d)                                                                     \
+               : "l"(a), "l"(b), "r"(acc))
+#define KILN_WG_RS64(TY)                                                                                \
+  asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, TY) KILN_WG_REGS32                                       \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                       \
+               : KILN_WG_ACC32(d)                                                                       \
+               : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans))
+#define KILN_WG_RS128(TY)                                                                               \
+  asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, TY) KILN_WG_REGS64                                      \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                       \
+               : KILN_WG_ACC64(d)                                                                       \
+               : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans))
 
 template <typename T> inline constexpr bool kIsBf16 = std::is_same_v<T, __nv_bfloat16>;
 
@@ -100,25 +119,11 @@ __device__ __forceinline__ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b
   static_assert(N == 32 || N == 64, "mma_ss is instantiated for N = 32 and 64");
   const int acc = accumulate ? 1 : 0;
   if constexpr (N == 32) {
-    if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, "bf16") KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
-                   : KILN_WG_ACC16(d)
-                   : "l"(a), "l"(b), "r"(acc));
-    } else {
-      asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, "f16") KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
-                   : KILN_WG_ACC16(d)
-                   : "l"(a), "l"(b), "r"(acc));
-    }
+    if constexpr (kIsBf16<T>) KILN_WG_SS32("bf16");
+    else KILN_WG_SS32("f16");
   } else {
-    if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "bf16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                   : KILN_WG_ACC32(d)
-                   : "l"(a), "l"(b), "r"(acc));
-    } else {
-      asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, "f16") KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                   : KILN_WG_ACC32(d)
-                   : "l"(a), "l"(b), "r"(acc));
-    }
+    if constexpr (kIsBf16<T>) KILN_WG_SS64("bf16");
+    else KILN_WG_SS64("f16");
   }
 }
 
@@ -129,29 +134,11 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
   const int acc = accumulate ? 1 : 0;
   constexpr int kTrans = kTransB ? 1 : 0;
   if constexpr (N == 64) {
-    if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "bf16") KILN_WG_REGS32
-                   ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                   : KILN_WG_ACC32(d)
-                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
-    } else {
-      asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, "f16") KILN_WG_REGS32
-                   ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                   : KILN_WG_ACC32(d)
-                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
-    }
+    if constexpr (kIsBf16<T>) KILN_WG_RS64("bf16");
+    else KILN_WG_RS64("f16");
   } else {
-    if constexpr (kIsBf16<T>) {
-      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "bf16") KILN_WG_REGS64
-                   ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                   : KILN_WG_ACC64(d)
-                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
-    } else {
-      asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, "f16") KILN_WG_REGS64
-                   ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                   : KILN_WG_ACC64(d)
-                   : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans));
-    }
+    if constexpr (kIsBf16<T>) KILN_WG_RS128("bf16");
+    else KILN_WG_RS128("f16");
   }
 }
 
@@ -164,6 +151,10 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 #undef KILN_WG_REGS64
 #undef KILN_WG_PRED
 #undef KILN_WG_OP
+#undef KILN_WG_SS32
+#undef KILN_WG_SS64
+#undef KILN_WG_RS64
+#undef KILN_WG_RS128
 
 #else  // the emulator
 
