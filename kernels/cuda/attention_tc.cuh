@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/tile.cuh"
 
 namespace kiln::attention_tc {
@@ -40,14 +41,78 @@ struct TcParams {
   double dropout_p;
   float keep_scale;  // 1 / (1 - p)
   PhiloxState philox;
+  // Whether q, k, v (and dout, for the backward) are copied to shared memory in 16-byte pieces
+  // (tile::wide_rows for all of them), or else in 4-byte ones.
+  bool wide;
 };
 
-inline TcParams make_tc_params(const AttentionArgs& a) {
+// The kernels' parameters for the operands at q, k, v and (the backward's) dout.
+inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void* k, const void* v,
+                               const void* dout = nullptr) {
   const bool dropout = a.dropout_p > 0.0;
+  const AttentionBatch& l = a.layout;
+  const bool wide = tile::wide_rows(q, l.q, l.ndim, a.q_row_stride) &&
+                    tile::wide_rows(k, l.k, l.ndim, a.k_row_stride) &&
+                    tile::wide_rows(v, l.v, l.ndim, a.v_row_stride) &&
+                    (dout == nullptr || tile::wide_rows(dout, l.o, l.ndim, a.o_row_stride));
   return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.o_row_stride,
                   a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
-                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox};
+                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide};
+}
+
+// Shared buffers per streamed tile (key tiles in the forward and the dq kernels, query tiles in the
+// dk/dv kernels): with two, the block copies tile t + 1 (cp.async, kernels/cuda/async_copy.cuh) while
+// it computes on tile t; with one, the copies and the products take turns, as before the kernels had
+// a pipeline. A build may set KILN_ATTENTION_STAGES to 1 to measure what the overlap is worth.
+#if defined(KILN_ATTENTION_STAGES)
+inline constexpr int kStages = KILN_ATTENTION_STAGES;
+#else
+inline constexpr int kStages = 2;
+#endif
+static_assert(kStages >= 1 && kStages <= 4, "one to four shared buffers per streamed tile");
+
+// The buffer of streamed tile t, of `elems` elements each, from `first` on.
+template <typename T> __device__ __forceinline__ T* stage_buffer(T* first, int elems, int t) {
+  return first + static_cast<int>(static_cast<unsigned>(t) % kStages) * elems;
+}
+
+// The pipeline over a block's streamed tiles, the one loop of every tensor-core attention kernel:
+//
+//   pass u:  fetch(u): start the copies of tile u into its buffer (none past the last tile), commit
+//            from pass kStages - 1 on, for tile t = u - (kStages - 1):
+//              wait until kStages - 1 groups are pending (tile t's are in), landed(), barrier
+//              compute(t) on tile t's buffers
+//              barrier: no warp reads them any more, a later pass may refill them
+//
+// so tile t + kStages - 1 loads while the warps compute on tile t. Past the last tile a pass commits
+// an empty group, which keeps the count the wait expects. The kernel commits its own rows' copies
+// (Q, or K and V) before; they land with tile 0's. `landed` runs between the wait and the barrier:
+// the wgmma kernels' proxy fence. A fetch copies nothing past the last tile by copying zero rows,
+// not by branching around the copies, and the copies are written once, here: a kernel that also
+// fetched in a prologue held every copy's address in registers through the loop (the mma.sync
+// dk/dv kernel at head dim 64: 175 registers became 255 with spills, ptxas -v for sm_90).
+template <typename Fetch, typename Landed, typename Compute>
+__device__ __forceinline__ void stream_tiles(int64_t tiles, Fetch&& fetch, Landed&& landed, Compute&& compute) {
+#pragma unroll 1
+  for (int u = 0;; ++u) {
+    fetch(u);
+    tile::commit_copies();
+    if (u < kStages - 1) continue;
+    const int t = u - (kStages - 1);
+    if (t >= tiles) break;
+    tile::wait_copies<kStages - 1>();
+    landed();
+    __syncthreads();  // every thread's copies of tile t (and, first, of the block's own rows) are in
+    compute(t);
+    __syncthreads();  // every warp is done with tile t's buffers
+  }
+  tile::wait_copies<0>();  // none in flight at the exit (a block with no tile still has its own rows')
+}
+
+// Tiles of `per_tile` rows covering rows [begin, end); none when end <= begin.
+__device__ __forceinline__ int64_t tile_count(int64_t begin, int64_t end, int per_tile) {
+  return end > begin ? (end - begin + per_tile - 1) / per_tile : 0;
 }
 
 // Dropout's factor for score (b, i, j): 1 without dropout, else 1 / (1 - p) or 0. `st` is p.philox
@@ -62,18 +127,18 @@ __device__ __forceinline__ float keep_factor(const TcParams& p, const PhiloxStat
 // Shared row length of a [rows, D] tile.
 template <int D> inline constexpr int kLdFor = D + kPadElems;
 
-// Copies rows [r0, r0 + rows) of a row-strided [count, D] operand into a [rows, D + pad] shared
-// tile, as 32-bit words (two elements), zeros past `count`.
+// Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a [rows, D + pad]
+// shared tile (zeros past `count`); the caller commits and waits (async_copy.cuh). Consecutive
+// threads take consecutive 16-byte pieces of a row: a row's reads are contiguous.
 template <typename T, int D>
-__device__ __forceinline__ void stage(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count, int rows) {
-  constexpr int kWords = D / 2, kLd = kLdFor<D>;
-  for (int idx = threadIdx.x; idx < rows * kWords; idx += blockDim.x) {
-    const int r = idx / kWords, w = idx - r * kWords;
-    const int64_t row = r0 + r;
-    uint32_t word = 0;
-    if (row < count) word = *reinterpret_cast<const uint32_t*>(base + row * row_stride + 2 * w);
-    *reinterpret_cast<uint32_t*>(tile + r * kLd + 2 * w) = word;
-  }
+__device__ __forceinline__ void stage(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count, int rows,
+                                      bool wide) {
+  constexpr int kPieces = D / tile::kPieceElems;
+  const auto place = [](int idx) {
+    const int r = idx / kPieces, col = idx % kPieces * tile::kPieceElems;
+    return tile::Piece{r, col, r * kLdFor<D> + col};
+  };
+  tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide);
 }
 
 // Whether query i sees key j: both exist, and with causal the key is not after the query.

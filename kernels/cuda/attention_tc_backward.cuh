@@ -46,8 +46,9 @@ namespace kiln::attention_tc {
 // take 128 floats a lane (32 queries spill).
 template <int D> constexpr int kQueryTileFor = D == 128 ? 16 : 64;
 
-// The dq kernel's shared memory: the block's Q and dO rows, and one key tile each of K and V.
+// The dq kernel's shared memory: the block's Q and dO rows, and kStages key tiles each of K and V.
 template <typename T, int D> struct DqSmem {
+  static constexpr int kTileElems = kStreamTileFor<D> * kLdFor<D>;
   T* q;
   T* dout;
   T* k;
@@ -55,13 +56,14 @@ template <typename T, int D> struct DqSmem {
   KILN_HD explicit DqSmem(tile::SmemCarver& c)
       : q(c.take<T>(kBlockRows * kLdFor<D>)),
         dout(c.take<T>(kBlockRows * kLdFor<D>)),
-        k(c.take<T>(kStreamTileFor<D> * kLdFor<D>)),
-        v(c.take<T>(kStreamTileFor<D> * kLdFor<D>)) {}
+        k(c.take<T>(kStages * kTileElems)),
+        v(c.take<T>(kStages * kTileElems)) {}
 };
 
-// The dk/dv kernel's: the block's K and V rows, one query tile each of Q and dO, and the tile's
-// log-sum-exp (base 2; +inf where a query has no probabilities) and D.
+// The dk/dv kernel's: the block's K and V rows, kStages query tiles each of Q and dO, and each
+// tile's log-sum-exp (base 2; +inf where a query has no probabilities) and D.
 template <typename T, int D> struct DkvSmem {
+  static constexpr int kTileElems = kQueryTileFor<D> * kLdFor<D>;
   T* k;
   T* v;
   T* q;
@@ -71,10 +73,10 @@ template <typename T, int D> struct DkvSmem {
   KILN_HD explicit DkvSmem(tile::SmemCarver& c)
       : k(c.take<T>(kBlockRows * kLdFor<D>)),
         v(c.take<T>(kBlockRows * kLdFor<D>)),
-        q(c.take<T>(kQueryTileFor<D> * kLdFor<D>)),
-        dout(c.take<T>(kQueryTileFor<D> * kLdFor<D>)),
-        lse(c.take<float>(kQueryTileFor<D>)),
-        d(c.take<float>(kQueryTileFor<D>)) {}
+        q(c.take<T>(kStages * kTileElems)),
+        dout(c.take<T>(kStages * kTileElems)),
+        lse(c.take<float>(kStages * kQueryTileFor<D>)),
+        d(c.take<float>(kStages * kQueryTileFor<D>)) {}
 };
 
 // The sum of v over the warp, in every lane.
@@ -229,13 +231,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     attention_backward_dq_tc_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse, const T* q,
                                     const T* k, const T* v, const __grid_constant__ TcParams p) {
   using namespace tile;
-  constexpr int kLd = kLdFor<D>;
   constexpr int kKeyTile = kStreamTileFor<D>;
   constexpr int kScoreTiles = kKeyTile / kN;
   constexpr int kOutTiles = D / kN;  // accumulator tiles along E
   SmemCarver carve(dynamic_smem());
-  const DqSmem<T, D> smem(carve);
-  T *const q_s = smem.q, *const do_s = smem.dout, *const k_s = smem.k, *const v_s = smem.v;
+  using Smem = DqSmem<T, D>;
+  const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
@@ -244,30 +245,37 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
-  stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kBlockRows);
-  const T* q_w = q_s + warp * kM * kLd;  // this warp's 16 query rows
-  const T* do_w = do_s + warp * kM * kLd;
 
-  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);
+  // Key tile t's K and V into their buffers, zero rows past the last (the forward's pipeline,
+  // stream_tiles); the block's Q and dO land with tile 0.
+  const int64_t tiles = tile_count(0, block_key_end(p, i0), kKeyTile);
+  const auto fetch = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kKeyTile;
+    const int n = t < tiles ? kKeyTile : 0;
+    stage<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
+    stage<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n, p.wide);
+  };
+  stage<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kBlockRows, p.wide);
+  stage<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kBlockRows, p.wide);
+  commit_copies();
+  const T* q_w = smem.q + warp * kM * kLdFor<D>;  // this warp's 16 query rows
+  const T* do_w = smem.dout + warp * kM * kLdFor<D>;
+
+  const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);  // while the copies fly
 
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  const int64_t j_end = block_key_end(p, i0);
-  for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
-    __syncthreads();  // every warp is done with the previous key tile
-    stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);
-    stage<T, D>(v_s, v + offs.v, p.v_rs, j0, p.S, kKeyTile);
-    __syncthreads();
-
+  stream_tiles(tiles, fetch, [] {}, [&](int t) {
+    const T* k_s = stage_buffer(smem.k, Smem::kTileElems, t);
+    const T* v_s = stage_buffer(smem.v, Smem::kTileElems, t);
     // S = Q K^T and dP = dO V^T, 16 x kKeyTile each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, q_w, k_s, dp, do_w, v_s);
-    dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
+    dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, static_cast<int64_t>(t) * kKeyTile);
     // dQ += dS K, 16 keys at a time: two dS tiles side by side are one A operand.
     add_product<T, D>(acc, s, k_s);
-  }
+  });
 
   write_dq(dq, p, offs, rows, acc);
 }
@@ -277,14 +285,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     attention_backward_dkv_tc_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows, const T* q,
                                      const T* k, const T* v, const __grid_constant__ TcParams p) {
   using namespace tile;
-  constexpr int kLd = kLdFor<D>;
   constexpr int kQueryTile = kQueryTileFor<D>;
   constexpr int kScoreTiles = kQueryTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  const DkvSmem<T, D> smem(carve);
-  T *const k_s = smem.k, *const v_s = smem.v, *const q_s = smem.q, *const do_s = smem.dout;
-  float *const lse_s = smem.lse, *const d_s = smem.d;
+  using Smem = DkvSmem<T, D>;
+  const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
@@ -295,10 +301,25 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  stage<T, D>(k_s, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
-  stage<T, D>(v_s, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
-  const T* k_w = k_s + warp * kM * kLd;  // this warp's 16 keys
-  const T* v_w = v_s + warp * kM * kLd;
+
+  // Query tile t (from i_begin on) into its buffers: Q and dO copied (zero rows past the last tile,
+  // stream_tiles), the lse and D stored. The block's K and V land with tile 0. Causal: queries before
+  // the block's first key see none of its keys.
+  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
+  const int64_t tiles = tile_count(i_begin, p.L, kQueryTile);
+  const auto fetch = [&](int t) {
+    const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
+    const int n = t < tiles ? kQueryTile : 0;
+    stage<T, D>(stage_buffer(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L, n, p.wide);
+    stage<T, D>(stage_buffer(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0, p.L, n, p.wide);
+    stage_query_stats<kQueryTile>(stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t), lse,
+                                  d_rows, p, b, i0);
+  };
+  stage<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, kBlockRows, p.wide);
+  stage<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, kBlockRows, p.wide);
+  commit_copies();
+  const T* k_w = smem.k + warp * kM * kLdFor<D>;  // this warp's 16 keys
+  const T* v_w = smem.v + warp * kM * kLdFor<D>;
 
   CTile acc_k[kOutTiles], acc_v[kOutTiles];
 #pragma unroll
@@ -306,23 +327,19 @@ __global__ void __launch_bounds__(kBlockThreads)
     fill(acc_k[t], 0.f);
     fill(acc_v[t], 0.f);
   }
-  // Causal: queries before the block's first key see none of its keys.
-  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
-  for (int64_t i0 = i_begin; i0 < p.L; i0 += kQueryTile) {
-    __syncthreads();  // every warp is done with the previous query tile (and k_s, v_s are staged)
-    stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
-    stage<T, D>(do_s, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
-    stage_query_stats<kQueryTile>(lse_s, d_s, lse, d_rows, p, b, i0);
-    __syncthreads();
-
+  stream_tiles(tiles, fetch, [] {}, [&](int t) {
+    const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
+    const T* q_s = stage_buffer(smem.q, Smem::kTileElems, t);
+    const T* do_s = stage_buffer(smem.dout, Smem::kTileElems, t);
     // S^T = K Q^T and dP^T = V dO^T, 16 keys x kQueryTile queries each.
     CTile s[kScoreTiles], dp[kScoreTiles];
     score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
-    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, lse_s, d_s);
+    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, stage_buffer(smem.lse, kQueryTile, t),
+                                 stage_buffer(smem.d, kQueryTile, t));
     // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
     add_product<T, D>(acc_v, s, do_s);
     add_product<T, D>(acc_k, dp, q_s);
-  }
+  });
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
@@ -338,7 +355,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <template <typename, int> class DqS, template <typename, int> class DkvS, typename Kernels>
 void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
                      const void* k, const void* v, float* d_rows, const AttentionArgs& a, const KernelContext& ctx) {
-  const TcParams p = make_tc_params(a);
+  const TcParams p = make_tc_params(a, q, k, v, dout);
   const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
   const char* op = "scaled_dot_product_attention backward";
   dispatch(a.dtype, a.E, [&]<typename T, int D>() {

@@ -6,7 +6,8 @@
 //
 // Work split: a block of 4 warps takes 64 query rows of one batch entry, each warp 16 of them (one
 // A-tile row of Q, kept in registers for the whole pass). Key tiles of 64 rows (32 at head dim 128)
-// stream through shared memory. For each, every warp computes its scores S = Q K^T as accumulator
+// stream through shared memory, kStages buffers of them: tile t + 1 is copied (cp.async) while the
+// warps compute on tile t. For each, every warp computes its scores S = Q K^T as accumulator
 // tiles (16 x 64, or 16 x 32 at head dim 128), updates the running row maximum and sum (online
 // softmax, in base 2), rescales its output accumulators, and adds P V with P re-read from the score
 // tiles as A operands (a_from_c), never leaving registers. A lane holds rows `group` and `group + 8`
@@ -34,15 +35,14 @@
 
 namespace kiln::attention_tc {
 
-// The forward's shared memory: the block's query rows, and one key tile each of K and V.
+// The forward's shared memory: the block's query rows, and kStages key tiles each of K and V.
 template <typename T, int D> struct ForwardSmem {
+  static constexpr int kTileElems = kStreamTileFor<D> * kLdFor<D>;
   T* q;
   T* k;
   T* v;
   KILN_HD explicit ForwardSmem(tile::SmemCarver& c)
-      : q(c.take<T>(kBlockRows * kLdFor<D>)),
-        k(c.take<T>(kStreamTileFor<D> * kLdFor<D>)),
-        v(c.take<T>(kStreamTileFor<D> * kLdFor<D>)) {}
+      : q(c.take<T>(kBlockRows * kLdFor<D>)), k(c.take<T>(kStages * kTileElems)), v(c.take<T>(kStages * kTileElems)) {}
 };
 
 // A lane's two query rows of its warp's 16 (row_lo = the block's first row + 16 warp + group, row_hi
@@ -156,14 +156,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     attention_forward_tc_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                 const __grid_constant__ TcParams p) {
   using namespace tile;
-  constexpr int kLd = kLdFor<D>;
   constexpr int kKeyTile = kStreamTileFor<D>;
   constexpr int kScoreTiles = kKeyTile / kN;
   constexpr int kDTiles = D / kK;    // A tiles of Q along E (k steps of the score product)
   constexpr int kOutTiles = D / kN;  // accumulator tiles along Ev
   SmemCarver carve(dynamic_smem());
-  const ForwardSmem<T, D> smem(carve);
-  T *const q_s = smem.q, *const k_s = smem.k, *const v_s = smem.v;
+  using Smem = ForwardSmem<T, D>;
+  const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
@@ -171,24 +170,31 @@ __global__ void __launch_bounds__(kBlockThreads)
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
-  stage<T, D>(q_s, q + offs.q, p.q_rs, i0, p.L, kBlockRows);
-  __syncthreads();
-  ATile<T> qa[kDTiles];
-#pragma unroll
-  for (int d = 0; d < kDTiles; ++d) load_a(qa[d], q_s + warp * kM * kLd + d * kK, kLd);
+  // Key tile t's K and V into their buffers; zero rows past the last tile (stream_tiles says why).
+  const int64_t j_end = block_key_end(p, i0);
+  const int64_t tiles = tile_count(0, j_end, kKeyTile);
+  const auto fetch = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kKeyTile;
+    const int rows = t < tiles ? kKeyTile : 0;
+    stage<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, rows, p.wide);
+    stage<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, rows, p.wide);
+  };
+  stage<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kBlockRows, p.wide);  // lands with tile 0
+  commit_copies();
 
+  ATile<T> qa[kDTiles];  // the warp's Q rows, loaded once tile 0 is in
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   RowState state(i0);
 
-  const int64_t j_end = block_key_end(p, i0);
-  for (int64_t j0 = 0; j0 < j_end; j0 += kKeyTile) {
-    __syncthreads();  // every warp is done with the previous key tile
-    stage<T, D>(k_s, k + offs.k, p.k_rs, j0, p.S, kKeyTile);
-    stage<T, D>(v_s, v + offs.v, p.v_rs, j0, p.S, kKeyTile);
-    __syncthreads();
-
+  stream_tiles(tiles, fetch, [] {}, [&](int t) {
+    if (t == 0) {
+#pragma unroll
+      for (int d = 0; d < kDTiles; ++d) load_a(qa[d], smem.q + warp * kM * kLdFor<D> + d * kK, kLdFor<D>);
+    }
+    const T* k_s = stage_buffer(smem.k, Smem::kTileElems, t);
+    const T* v_s = stage_buffer(smem.v, Smem::kTileElems, t);
     CTile s[kScoreTiles];
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
@@ -196,14 +202,14 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
       for (int d = 0; d < kDTiles; ++d) {
         BTile<T> kb;
-        load_b_transposed(kb, k_s + n * kN * kLd + d * kK, kLd);
+        load_b_transposed(kb, k_s + n * kN * kLdFor<D> + d * kK, kLdFor<D>);
         mma(s[n], qa[d], kb);
       }
     }
-    online_softmax<kDropout>(s, acc, state, p, st, b, j0);
+    online_softmax<kDropout>(s, acc, state, p, st, b, static_cast<int64_t>(t) * kKeyTile);
     // acc += P V, 16 keys at a time: two score tiles side by side are one A operand.
     add_product<T, D>(acc, s, v_s);
-  }
+  });
 
   write_forward(out, lse, p, b, state, acc);
 }
@@ -217,7 +223,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <template <typename, int> class Smem, typename KernelFor>
 void launch_forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
                     const KernelContext& ctx) {
-  const TcParams p = make_tc_params(a);
+  const TcParams p = make_tc_params(a, q, k, v);
   const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
   const char* op = "scaled_dot_product_attention";
   dispatch(a.dtype, a.E, [&]<typename T, int D>() {

@@ -35,8 +35,10 @@ template <int D> inline constexpr int kWgmmaDqGroups = D == 64 ? 2 : 1;
 template <int D> inline constexpr int kWgmmaDqThreads = kWgmmaDqGroups<D> * wgmma::kThreads;
 template <int D> inline constexpr int kWgmmaDqRows = kWgmmaDqGroups<D> * wgmma::kM;
 
-// The dq kernel's shared memory: the block's Q and dO rows, one key tile each of K and V, all staged.
+// The dq kernel's shared memory: the block's Q and dO rows, kStages key tiles each of K and V, all
+// staged.
 template <typename T, int D> struct WgmmaDqSmem {
+  static constexpr int kTileElems = kWgmmaKeyTile * D;
   T* q;
   T* dout;
   T* k;
@@ -44,13 +46,14 @@ template <typename T, int D> struct WgmmaDqSmem {
   KILN_HD explicit WgmmaDqSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
         dout(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
-        k(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)),
-        v(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)) {}
+        k(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
 };
 
-// The dk/dv kernel's: the block's K and V rows, one query tile each of Q and dO (staged), and the
-// tile's log-sum-exp (base 2) and D.
+// The dk/dv kernel's: the block's K and V rows, kStages query tiles each of Q and dO (staged), and
+// each tile's log-sum-exp (base 2) and D.
 template <typename T, int D> struct WgmmaDkvSmem {
+  static constexpr int kTileElems = kWgmmaQueryTileFor<D> * D;
   T* k;
   T* v;
   T* q;
@@ -60,10 +63,10 @@ template <typename T, int D> struct WgmmaDkvSmem {
   KILN_HD explicit WgmmaDkvSmem(tile::SmemCarver& c)
       : k(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
         v(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
-        q(c.take<T>(kWgmmaQueryTileFor<D> * D, wgmma::kCoreBytes)),
-        dout(c.take<T>(kWgmmaQueryTileFor<D> * D, wgmma::kCoreBytes)),
-        lse(c.take<float>(kWgmmaQueryTileFor<D>)),
-        d(c.take<float>(kWgmmaQueryTileFor<D>)) {}
+        q(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        dout(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        lse(c.take<float>(kStages * kWgmmaQueryTileFor<D>)),
+        d(c.take<float>(kStages * kWgmmaQueryTileFor<D>)) {}
 };
 
 // s = A B^T and t = A2 B2^T for the warpgroup's 64 rows of A and A2 and the N rows of B and B2, all
@@ -117,7 +120,8 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   constexpr int kScoreTiles = kWgmmaKeyTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  const WgmmaDqSmem<T, D> smem(carve);
+  using Smem = WgmmaDqSmem<T, D>;
+  const Smem smem(carve);
 
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -126,11 +130,24 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows);
-  stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kRows);
+
+  // The pipeline of the forward (stream_tiles): key tile t's K and V into their buffers, the block's
+  // Q and dO landing with tile 0. The block streams the key tiles its last row sees, and with causal
+  // a warpgroup skips those past its own last row.
+  const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
+  const int64_t group_j_end = block_key_end(p, i0 + group * wgmma::kM, wgmma::kM);
+  const auto fetch = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    const int n = t < tiles ? kWgmmaKeyTile : 0;
+    stage_cores<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
+    stage_cores<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n, p.wide);
+  };
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
+  stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kRows, p.wide);
+  commit_copies();
   const DqRows rows = dq_rows<D>(d_rows, dout, out, lse, p, offs, b, i0);  // 16 rows a warp, in order
 
-  // This warpgroup's 64 rows of Q and dO.
+  // This warpgroup's 64 rows of Q and dO; K and V (and K MN-major) for the first buffer.
   const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D);
   const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout + group * wgmma::kM * D), D);
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
@@ -140,23 +157,16 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  // As in the forward: the block streams the key tiles its last row sees, and with causal a
-  // warpgroup skips those past its own last row.
-  const int64_t j_end = block_key_end(p, i0, kRows);
-  const int64_t group_j_end = block_key_end(p, i0 + group * wgmma::kM, wgmma::kM);
-  for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
-    __syncthreads();  // every warp has waited for its products that read the previous tile
-    stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);
-    stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j0, p.S, kWgmmaKeyTile);
-    wgmma::fence_async_smem();  // the stores (and Q's and dO's, before the first tile) before the reads
-    __syncthreads();
-    if (j0 >= group_j_end) continue;  // the same for the whole warpgroup
-
+  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    if (j0 >= group_j_end) return;  // the same for the whole warpgroup
+    constexpr int kElems = Smem::kTileElems;
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, k_desc, dp, do_desc, v_desc);
+    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, stage_descriptor<T>(k_desc, kElems, t), dp, do_desc,
+                                          stage_descriptor<T>(v_desc, kElems, t));
     dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
-    wgmma_add_products<T, D, kWgmmaKeyTile>(acc, s, k_mn_desc);
-  }
+    wgmma_add_products<T, D, kWgmmaKeyTile>(acc, s, stage_descriptor<T>(k_mn_desc, kElems, t));
+  });
 
   write_dq(dq, p, offs, rows, acc);
 }
@@ -170,7 +180,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr int kScoreTiles = kQueryTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  const WgmmaDkvSmem<T, D> smem(carve);
+  using Smem = WgmmaDkvSmem<T, D>;
+  const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
@@ -179,9 +190,25 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
   __syncthreads();
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-  stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, kBlockRows);
-  stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, kBlockRows);
 
+  // The pipeline of the mma.sync dk/dv kernel (attention_tc_backward.cuh, stream_tiles): query tile t's
+  // Q and dO copied, its lse and D stored; the block's K and V land with tile 0. Causal: queries
+  // before the block's first key see none of its keys.
+  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
+  const int64_t tiles = tile_count(i_begin, p.L, kQueryTile);
+  const auto fetch = [&](int t) {
+    const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
+    const int n = t < tiles ? kQueryTile : 0;
+    stage_cores<T, D>(stage_buffer(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L, n, p.wide);
+    stage_cores<T, D>(stage_buffer(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0, p.L, n, p.wide);
+    stage_query_stats<kQueryTile>(stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t), lse,
+                                  d_rows, p, b, i0);
+  };
+  stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, kBlockRows, p.wide);
+  stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, kBlockRows, p.wide);
+  commit_copies();
+
+  // K and V; Q and dO (K-major and MN-major) for the first buffer.
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
   const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
   const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
@@ -195,22 +222,17 @@ __global__ void __launch_bounds__(kBlockThreads)
     fill(acc_k[t], 0.f);
     fill(acc_v[t], 0.f);
   }
-  // Causal: queries before the block's first key see none of its keys.
-  const int64_t i_begin = p.causal ? j_first / kQueryTile * kQueryTile : 0;
-  for (int64_t i0 = i_begin; i0 < p.L; i0 += kQueryTile) {
-    __syncthreads();  // every warp has waited for its products that read the previous tile
-    stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kQueryTile);
-    stage_cores<T, D>(smem.dout, dout + offs.o, p.o_rs, i0, p.L, kQueryTile);
-    stage_query_stats<kQueryTile>(smem.lse, smem.d, lse, d_rows, p, b, i0);
-    wgmma::fence_async_smem();  // the stores (and K's and V's, before the first tile) before the reads
-    __syncthreads();
-
+  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+    const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
+    constexpr int kElems = Smem::kTileElems;
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, q_desc, dp, v_desc, do_desc);
-    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, smem.lse, smem.d);
-    wgmma_add_products<T, D, kQueryTile>(acc_v, s, do_mn_desc);
-    wgmma_add_products<T, D, kQueryTile>(acc_k, dp, q_mn_desc);
-  }
+    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T>(q_desc, kElems, t), dp, v_desc,
+                                       stage_descriptor<T>(do_desc, kElems, t));
+    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, stage_buffer(smem.lse, kQueryTile, t),
+                                 stage_buffer(smem.d, kQueryTile, t));
+    wgmma_add_products<T, D, kQueryTile>(acc_v, s, stage_descriptor<T>(do_mn_desc, kElems, t));
+    wgmma_add_products<T, D, kQueryTile>(acc_k, dp, stage_descriptor<T>(q_mn_desc, kElems, t));
+  });
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }

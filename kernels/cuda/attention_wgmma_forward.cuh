@@ -17,10 +17,11 @@
 // functions (online_softmax, write_forward): a warp's accumulator tiles sit where mma.sync's do.
 //
 // The instruction is asynchronous; the kernel issues each product as one group and waits for it
-// before touching its accumulators (wgmma.cuh says how). Not yet done: overlapping the next tile's
-// loads and products with the softmax (FlashAttention-3's pipelining, with TMA loads and warp
-// specialization), and swizzled layouts. This first version has the same structure as the mma.sync
-// kernel, so that the two can be compared on one GPU run.
+// before touching its accumulators (wgmma.cuh says how). The tiles load as in the mma.sync kernel:
+// the next key tile's copies (cp.async) fly while the warpgroups compute on this one. Not yet done:
+// overlapping one tile's products with the softmax of another (FlashAttention-3's pipelining, with
+// TMA loads and warp specialization), and swizzled layouts. This version has the structure of the
+// mma.sync kernel, so that the two can be compared on one GPU run.
 //
 // Selected by AttentionArgs::wgmma (cuda::math_switches().attention_wgmma, with the tensor-core
 // switch) on a device of compute capability 9.0, in builds for sm_90 (attention_wgmma.cu, compiled
@@ -47,44 +48,41 @@ template <int D> inline constexpr int kWgmmaForwardGroups = D == 64 ? 2 : 1;
 template <int D> inline constexpr int kWgmmaForwardThreads = kWgmmaForwardGroups<D> * wgmma::kThreads;
 template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups<D> * wgmma::kM;
 
-// The shared memory: the block's query rows and one key tile each of K and V, all staged [rows, D]
-// (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows of Q are
-// rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
+// The shared memory: the block's query rows and kStages key tiles each of K and V, all staged
+// [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows of Q
+// are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
 template <typename T, int D> struct WgmmaForwardSmem {
+  static constexpr int kTileElems = kWgmmaKeyTile * D;
   T* q;
   T* k;
   T* v;
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaForwardRows<D> * D, wgmma::kCoreBytes)),
-        k(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)),
-        v(c.take<T>(kWgmmaKeyTile * D, wgmma::kCoreBytes)) {}
+        k(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
 };
 
-// 16 bytes, for one store of a core matrix's row.
-struct alignas(16) Words4 {
-  uint32_t w[4];
-};
-
-// Copies rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile, zeros
-// past `count`. Each thread moves 16 bytes of one row (read as four 32-bit words: the operands are
-// only known to be 4-byte aligned). Consecutive threads take consecutive rows of one core matrix, so
-// 8 of them store its 128 contiguous bytes: no bank conflicts.
+// Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile
+// (zeros past `count`), one 16-byte piece (a core matrix's row) per thread and pass; the caller
+// commits and waits (async_copy.cuh). Consecutive threads take consecutive rows of one core matrix,
+// so 8 of them fill its 128 contiguous bytes.
 template <typename T, int D>
 __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count,
-                                            int rows) {
+                                            int rows, bool wide) {
+  static_assert(wgmma::kCore == tile::kPieceElems, "a core matrix's row is one 16-byte piece");
   constexpr int kPieces = D / wgmma::kCore;  // 16-byte pieces of a row
-  for (int idx = threadIdx.x; idx < rows * kPieces; idx += blockDim.x) {
+  const auto place = [](int idx) {
     const int r_in = idx % wgmma::kCore, rest = idx / wgmma::kCore;
-    const int piece = rest % kPieces, r = rest / kPieces * wgmma::kCore + r_in;
-    const int64_t row = r0 + r;
-    Words4 x{};
-    if (row < count) {
-      const T* src = base + row * row_stride + piece * wgmma::kCore;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) x.w[w] = tile::load_pair(src + 2 * w);
-    }
-    *reinterpret_cast<Words4*>(tile + wgmma::stage_offset(r, piece * wgmma::kCore, D)) = x;
-  }
+    const int col = rest % kPieces * wgmma::kCore, r = rest / kPieces * wgmma::kCore + r_in;
+    return tile::Piece{r, col, static_cast<int>(wgmma::stage_offset(r, col, D))};
+  };
+  tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide);
+}
+
+// The descriptor `first` (of a kStages-buffer operand's first buffer) moved to streamed tile t's
+// buffer, `elems` elements of T each.
+template <typename T> __device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, int t) {
+  return wgmma::advance(first, static_cast<uint32_t>(t) % kStages * static_cast<uint32_t>(elems * sizeof(T)));
 }
 
 template <typename T, int D, bool kDropout>
@@ -96,7 +94,8 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
   constexpr int kScoreTiles = kWgmmaKeyTile / kN;  // 8
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  const WgmmaForwardSmem<T, D> smem(carve);
+  using Smem = WgmmaForwardSmem<T, D>;
+  const Smem smem(carve);
 
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -106,36 +105,43 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // Q's rows along M and K's along N, both with the head dim along K; V's rows (keys) along K and
-  // the head dim along N.
+  // the head dim along N. K's and V's for the first buffer (stage_descriptor moves them).
   const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D);
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
   const uint64_t v_desc = wgmma::rows_by_n(wgmma::smem_address(smem.v), D);
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows);
+
+  // The pipeline of the mma.sync kernels (stream_tiles): key tile t's K and V into their buffers,
+  // the block's Q landing with tile 0. The block streams the key tiles its last row sees; a warpgroup
+  // skips those past its own last row (with causal), though it still copies them with the others.
+  const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
+  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
+  const auto fetch = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    const int n = t < tiles ? kWgmmaKeyTile : 0;
+    stage_cores<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
+    stage_cores<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n, p.wide);
+  };
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
+  commit_copies();
 
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   RowState rows(i0);  // thread t's rows: 16 per warp, the block's warps in order
 
-  // The block streams the key tiles its last row sees; a warpgroup skips those past its own last
-  // row (with causal), though it still stages them with the others.
-  const int64_t j_end = block_key_end(p, i0, kRows);
-  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
-  for (int64_t j0 = 0; j0 < j_end; j0 += kWgmmaKeyTile) {
-    __syncthreads();  // every warp has waited for its products that read the previous tile
-    stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j0, p.S, kWgmmaKeyTile);
-    stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j0, p.S, kWgmmaKeyTile);
-    wgmma::fence_async_smem();  // the stores (and Q's, before the first tile) before the tensor cores read
-    __syncthreads();
-    if (j0 >= group_j_end) continue;  // the same for the whole warpgroup
-
+  // cp.async writes as plain stores do: ordered before the tensor cores' reads by the proxy fence.
+  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    if (j0 >= group_j_end) return;  // the same for the whole warpgroup
+    const uint64_t k_t = stage_descriptor<T>(k_desc, Smem::kTileElems, t);
+    const uint64_t v_t = stage_descriptor<T>(v_desc, Smem::kTileElems, t);
     // S = Q K^T: D / 16 steps along the head dim, the first overwriting s.
     CTile s[kScoreTiles];
     wgmma::fence();
 #pragma unroll
     for (int d = 0; d < D / wgmma::kK; ++d) {
       const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
-      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_desc, step), d > 0);
+      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -153,12 +159,12 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
       const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
-      wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_desc, step), true);
+      wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
     }
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::settle(acc);
-  }
+  });
 
   write_forward(out, lse, p, b, rows, acc);
 }

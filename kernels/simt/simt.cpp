@@ -65,6 +65,15 @@ thread_local std::vector<std::unique_ptr<char[]>> t_spare_stacks;
 
 enum class State { Runnable, AtBarrier, AtCollective, Exited };
 
+// An asynchronous copy a thread started and has not waited for: it lands at the wait.
+struct PendingCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0, src_bytes = 0;
+  int group = 0;  // the thread's commit count when it started: its group once committed
+  Site where;
+};
+
 struct Fiber {
   detail::Context context;
   std::unique_ptr<char[]> stack;
@@ -74,6 +83,8 @@ struct Fiber {
   Site where;  // the barrier or collective it waits at
   void* fake_stack = nullptr;  // AddressSanitizer's, while switched out
   void* tsan_fiber = nullptr;
+  std::vector<PendingCopy> copies;  // in the order started
+  int committed = 0;                // groups committed
 };
 
 // A warp's collectives: the contributions of the lanes that have arrived, and the last completed
@@ -226,6 +237,12 @@ void fiber_main() {
   }
   f.state = State::Exited;
   --l.live;
+  if (!f.copies.empty() && !l.thrown) {
+    l.thrown = std::make_exception_ptr(Error("simt: block " + dims(l.block) + ": thread " + std::to_string(f.linear) +
+                                             " exited with " + std::to_string(f.copies.size()) +
+                                             " asynchronous copies it never waited for, the first started at " +
+                                             site(f.copies.front().where)));
+  }
   Warp& w = l.warps[static_cast<size_t>(f.linear / kWarp)];
   ++w.exited;
   if (w.arrived > 0 && !l.thrown) {
@@ -265,6 +282,8 @@ void run_block(Launch& l, Dim3 block) {
   for (Fiber& f : l.fibers) {
     f.state = State::Runnable;
     f.fake_stack = nullptr;
+    f.copies.clear();
+    f.committed = 0;
 #if defined(KILN_SIMT_ASAN)
     // The frames the last block left on this stack are gone: their redzones are plain memory again.
     __asan_unpoison_memory_region(f.stack.get(), kStackBytes);
@@ -448,6 +467,65 @@ const void* warp_gather(const void* mine, size_t bytes, Site where) {
   }
   yield(l, f);
   return w.published.data();
+}
+
+namespace {
+// Whether [p, p + bytes) lies within [base, base + size).
+bool in_range(const void* p, size_t bytes, const void* base, size_t size) {
+  const auto a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(base);
+  return a >= lo && a - lo <= size && bytes <= size - (a - lo);
+}
+// Whether [p, p + bytes) lies within the block's shared memory (the dynamic memory or one static
+// variable), and whether any of it does.
+bool in_shared(const Launch& l, const void* p, size_t bytes) {
+  if (in_range(p, bytes, l.smem.get(), l.config->dynamic_smem)) return true;
+  return std::any_of(l.statics.begin(), l.statics.end(),
+                     [&](const StaticShared& s) { return in_range(p, bytes, s.memory.get(), s.bytes); });
+}
+bool touches_shared(const Launch& l, const void* p, size_t bytes) {
+  const auto overlaps = [&](const void* base, size_t size) {
+    const auto a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(base);
+    return size > 0 && a < lo + size && lo < a + bytes;
+  };
+  if (overlaps(l.smem.get(), l.config->dynamic_smem)) return true;
+  return std::any_of(l.statics.begin(), l.statics.end(),
+                     [&](const StaticShared& s) { return overlaps(s.memory.get(), s.bytes); });
+}
+}  // namespace
+
+void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site where) {
+  Launch& l = running("an asynchronous copy");
+  Fiber& f = self(l);
+  const std::string what = "asynchronous copy of " + std::to_string(bytes) + " bytes at " + site(where);
+  if (bytes != 4 && bytes != 8 && bytes != 16) fail(l, what + ": a copy moves 4, 8 or 16 bytes");
+  if (src_bytes > bytes) fail(l, what + ": " + std::to_string(src_bytes) + " source bytes, over the copy's size");
+  const auto misaligned = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % bytes != 0; };
+  if (misaligned(dst) || (src_bytes > 0 && misaligned(src))) {
+    fail(l, what + ": the destination and source must be aligned to the copy's size");
+  }
+  if (!in_shared(l, dst, bytes)) fail(l, what + ": the destination is not in the block's shared memory");
+  if (src_bytes > 0 && touches_shared(l, src, src_bytes)) fail(l, what + ": the source is in shared memory");
+  // Until it lands, what the destination holds is undefined: all-ones bytes (NaN), so that a read too
+  // early, or a copy started over a buffer another thread still reads, shows.
+  std::memset(dst, 0xFF, bytes);
+  f.copies.push_back(PendingCopy{dst, src, bytes, src_bytes, f.committed, where});
+  ++l.stats.async_copies;
+  l.stats.async_copy_bytes += static_cast<int64_t>(bytes);
+}
+
+void commit_copies() { ++self(running("an asynchronous copies' commit")).committed; }
+
+void wait_copies(int pending) {
+  Fiber& f = self(running("a wait for asynchronous copies"));
+  // Groups 0 .. committed - 1 exist; those before committed - pending land.
+  const int land_below = f.committed - std::max(pending, 0);
+  size_t n = 0;
+  while (n < f.copies.size() && f.copies[n].group < land_below) {
+    const PendingCopy& c = f.copies[n++];
+    if (c.src_bytes > 0) std::memcpy(c.dst, c.src, c.src_bytes);
+    std::memset(static_cast<unsigned char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+  }
+  f.copies.erase(f.copies.begin(), f.copies.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 namespace detail {

@@ -7,6 +7,8 @@
 // - __syncthreads(), until every thread of the block that has not exited arrives at the same call;
 // - a warp collective (__shfl_sync, __shfl_xor_sync, a tensor-core mma through
 //   kernels/cuda/tile.cuh), until every lane of its warp arrives at the same call.
+// Asynchronous copies to shared memory (cp.async) land when the thread that started them waits for
+// them, not before; meanwhile their destination holds NaN (copy_async below).
 // A scheduler then picks the next runnable thread: always the lowest-numbered (Schedule::Lowest)
 // or always the highest (Schedule::Highest). Either way one warp runs ahead to the next barrier
 // before the others start: a kernel that reads shared memory another warp writes, without a
@@ -83,6 +85,8 @@ struct LaunchStats {
   std::map<std::pair<const char*, int>, int64_t> collectives_at;
   // The collectives completed at calls in files whose path ends with `file`.
   int64_t collectives_in(std::string_view file) const;
+  // Asynchronous copies started (copy_async) and the bytes they moved, zeros included.
+  int64_t async_copies = 0, async_copy_bytes = 0;
 };
 
 // Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
@@ -112,6 +116,20 @@ int sync_block(Site where = Site::here(), int predicate = 0);
 const void* warp_gather(const void* mine, size_t bytes, Site where = Site::here());
 // The calling thread's lane: its index in the block, x fastest, modulo 32.
 int lane();
+
+// Asynchronous copies from global to shared memory (cp.async, kernels/cuda/async_copy.cuh):
+// copy_async starts one of `bytes` (4, 8 or 16) to `dst` in the block's shared memory, whose first
+// `src_bytes` come from `src` and the rest are zeros (src_bytes 0: all zeros, src is not read).
+// commit_copies makes the thread's copies started since its last commit one group; wait_copies lets
+// all of its committed groups but the `pending` newest land. A copy lands only then, and from its
+// start until then `dst` holds all-ones bytes (NaN; on a GPU its contents are undefined meanwhile):
+// a kernel that reads too early (or another thread's copy with no barrier after that thread's wait),
+// or that starts a copy over a buffer other threads still read, reads NaN.
+// Throws on a `dst` outside the block's shared memory, a `src` inside it, either not aligned to
+// `bytes`, and, when a thread exits, on copies it started and never waited for.
+void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site where = Site::here());
+void commit_copies();
+void wait_copies(int pending);
 
 namespace detail {
 [[noreturn]] void throw_partial_mask(unsigned mask, Site where);

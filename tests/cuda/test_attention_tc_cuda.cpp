@@ -104,23 +104,26 @@ TEST_CASE("attention on tensor cores: output and gradients match the CPU in floa
 // the GPT's attention makes them, with q scaled by 8: sharp softmax rows, so the running maximum
 // moves from tile to tile and the rescaling of the accumulators matters. The output is [B, L, H, E]
 // in memory and goes back to [B, L, H E] as a view; dout arrives in that layout, and dq, dk and dv
-// are written into one buffer laid out as the projection (core/ops/attention.cpp).
+// are written into one buffer laid out as the projection (core/ops/attention.cpp). With skew 2 the
+// projection's rows are 2 elements longer and the views start 2 elements in: rows aligned to 4 bytes
+// only, which the kernels copy to shared memory in 4-byte pieces instead of 16-byte ones.
 TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cuda][attention]") {
   REQUIRE(cuda::is_available());
   SwitchesGuard guard;
   cuda::math_switches().attention_tensor_cores = true;
   const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
   const bool causal = GENERATE(false, true);
-  INFO(dtype_name(dtype) << (causal ? " causal" : ""));
+  const int64_t skew = GENERATE(int64_t{0}, int64_t{2});
+  INFO(dtype_name(dtype) << (causal ? " causal" : "") << " skew " << skew);
   const int64_t B = 2, H = 3, L = 200, E = 64;
   manual_seed(4242);
-  Tensor qkv = randn({B, L, 3 * H * E});
-  qkv.narrow(2, 0, H * E).mul_(8.0);
+  Tensor qkv = randn({B, L, 3 * H * E + skew});
+  qkv.narrow(2, skew, H * E).mul_(8.0);
   qkv = qkv.to(dtype);  // rounded first: the CPU reference sees exactly the GPU's inputs
   const Tensor dout = randn({B, L, H * E}).to(dtype);
   auto run = [&](Device d, DType t) {
     Tensor fused = qkv.to(t).to(d).set_requires_grad(true);
-    TensorList parts = split(fused, H * E, 2);
+    TensorList parts = split(fused.narrow(2, skew, 3 * H * E), H * E, 2);
     for (Tensor& p : parts) p = p.view({B, L, H, E}).transpose(1, 2);
     Tensor out = scaled_dot_product_attention(parts[0], parts[1], parts[2], Tensor(), 0.0, causal);
     CHECK(out.transpose(1, 2).is_contiguous());

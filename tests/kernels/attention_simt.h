@@ -149,22 +149,26 @@ inline Problem dense_problem(DType dtype, int64_t E, int64_t B, int64_t L, int64
 
 // The GPT's layout: q, k and v are views of one fused projection [B, T, 3 H E] of random values
 // rounded to the dtype, heads split off without copies, so rows are 3 H E apart and batch entries
-// run over (B, H) with strides of their own; dout is [B, H, T, E].
+// run over (B, H) with strides of their own; dout is [B, H, T, E]. With `skew`, each row has `skew`
+// elements more and q, k and v start `skew` elements in: skew 2 leaves 16-bit rows 4-byte aligned
+// only.
 inline Problem fused_projection_problem(DType dtype, int64_t B, int64_t H, int64_t T, int64_t E, bool causal,
-                                        double scale) {
+                                        double scale, int64_t skew = 0) {
   Problem pr;
   pr.args = tensor_core_args(dtype, B * H, T, T, E, causal, scale);
+  const int64_t row = 3 * H * E + skew;
   AttentionBatch& l = pr.args.layout;
   l.ndim = 2;
   l.sizes[0] = B;
   l.sizes[1] = H;
-  l.q[0] = l.k[0] = l.v[0] = T * 3 * H * E;
+  l.q[0] = l.k[0] = l.v[0] = T * row;
   l.q[1] = l.k[1] = l.v[1] = E;
-  pr.args.q_row_stride = pr.args.k_row_stride = pr.args.v_row_stride = 3 * H * E;
+  pr.args.q_row_stride = pr.args.k_row_stride = pr.args.v_row_stride = row;
   attention_dense_outputs(pr.args);
-  pr.q = pr.k = pr.v = randn({B, T, 3 * H * E}).to(dtype);
-  pr.k_at = H * E;
-  pr.v_at = 2 * H * E;
+  pr.q = pr.k = pr.v = randn({B, T, row}).to(dtype);
+  pr.q_at = skew;
+  pr.k_at = H * E + skew;
+  pr.v_at = 2 * H * E + skew;
   pr.dout = randn({B, H, T, E}).to(dtype);
   return pr;
 }

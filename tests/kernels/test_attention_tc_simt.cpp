@@ -43,6 +43,7 @@ enum class Forward { kMmaSync, kWgmma };
 struct Emulated {
   Results results;
   int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0, wgmma_dq = 0, wgmma_dkv = 0;
+  int64_t copies = 0, copy_bytes = 0;  // asynchronous copies to shared memory, all three kernels
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
@@ -51,8 +52,8 @@ constexpr const char* kWgmmaFile = "kernels/cuda/wgmma.cuh";
 template <typename T, int D, bool kDropout>
 Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   const AttentionArgs& a = pr.args;
-  const TcParams p = make_tc_params(a);
   const Operands in = operands(pr, a.dtype);
+  const TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
   const auto* qp = static_cast<const T*>(in.q);
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
@@ -116,6 +117,11 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   e.wgmma_dkv = dkv_stats.collectives_in(kWgmmaFile);
   e.mma_dq = dq_stats.collectives_in(kMmaFile);
   e.mma_dkv = dkv_stats.collectives_in(kMmaFile);
+  const simt::LaunchStats* const launches[] = {&forward, &dq_stats, &dkv_stats};
+  for (const simt::LaunchStats* st : launches) {
+    e.copies += st->async_copies;
+    e.copy_bytes += st->async_copy_bytes;
+  }
   return e;
 }
 
@@ -204,6 +210,47 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
     pr.v = randn({B, S, E}).to(dtype);
     pr.dout = randn({B, H, T, E}).to(dtype);
     check_problem(pr);
+  }
+}
+
+// The kernels copy their tiles to shared memory asynchronously (cp.async, kernels/cuda/async_copy.cuh),
+// in 16-byte pieces where every operand's rows start on 16 bytes and in 4-byte ones where they do not
+// (the emulator faults a misaligned copy): views of a projection whose rows are 2 elements longer and
+// start 2 elements in. Either way each tile is copied once, rows past the end included (as zeros):
+// per batch entry, the forward copies its blocks' Q rows and, per block, every key tile of K and V;
+// the dq kernel Q and dO and the key tiles; the dk/dv kernel its keys' K and V and every query tile of
+// Q and dO. Here L = S = 150, no causal, so the counts are whole tiles.
+TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pieces where rows are aligned",
+          "[simt][attention]") {
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const int64_t skew = GENERATE(int64_t{0}, int64_t{2});
+  const int64_t B = 1, H = 2, T = 150;
+  INFO("E " << E << ", skew " << skew);
+  manual_seed(static_cast<uint64_t>(E + skew));
+  const Problem pr =
+      fused_projection_problem(DType::Float16, B, H, T, E, false, 1.0 / std::sqrt(static_cast<double>(E)), skew);
+  check_problem(pr);
+
+  const auto tiles = [](int64_t rows, int64_t per_tile) { return (rows + per_tile - 1) / per_tile; };
+  const auto copied_rows = [&](int64_t block_rows, int64_t streamed_tile, int64_t block_operands) {
+    // block_operands tiles of block_rows per block, and two streamed operands of T rows in tiles
+    return tiles(T, block_rows) * (block_operands * block_rows + 2 * tiles(T, streamed_tile) * streamed_tile);
+  };
+  const bool e64 = E == 64;
+  const int64_t mma_rows = copied_rows(kBlockRows, e64 ? kStreamTileFor<64> : kStreamTileFor<128>, 1) +
+                           copied_rows(kBlockRows, e64 ? kStreamTileFor<64> : kStreamTileFor<128>, 2) +
+                           copied_rows(kBlockRows, e64 ? kQueryTileFor<64> : kQueryTileFor<128>, 2);
+  const int64_t wg_rows =
+      copied_rows(e64 ? kWgmmaForwardRows<64> : kWgmmaForwardRows<128>, kWgmmaKeyTile, 1) +
+      copied_rows(e64 ? kWgmmaDqRows<64> : kWgmmaDqRows<128>, kWgmmaKeyTile, 2) +
+      copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
+  const int64_t piece = skew == 0 ? 16 : 4;
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
+    INFO((which == Forward::kWgmma ? "on wgmma" : "on mma.sync"));
+    const Emulated e = emulate_problem(pr, simt::Schedule::Lowest, which);
+    const int64_t rows = which == Forward::kWgmma ? wg_rows : mma_rows;
+    CHECK(e.copy_bytes == B * H * rows * E * 2);
+    CHECK(e.copies * piece == e.copy_bytes);
   }
 }
 

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/error.h"
 #include "kernels/half.h"
@@ -262,6 +264,103 @@ TEST_CASE("simt: the tensor-core tiles' identity probe reads K and V where the m
   REQUIRE(one.size() == 2);
   CHECK(one[0] == "s[0][1] = k(1, 0) read k(2, 0)");
   CHECK(one[1] == "s: 1 elements wrong");
+}
+
+// cp.async on the emulator (kernels/cuda/async_copy.cuh): a copy lands when its thread waits for its
+// group, and until then its destination reads as NaN; a wait for all but the n newest groups lands
+// the older ones only; another thread sees a copy after the copier's wait and a barrier.
+TEST_CASE("simt: asynchronous copies land at their thread's wait, and read as NaN before it", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  std::vector<float> global(64);
+  for (size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(i + 1);
+  // Per thread of one warp: what it read of its own slots, before and after each wait, and what it
+  // read of its neighbour's after a barrier.
+  constexpr int kReads = 6;
+  std::vector<float> seen(32 * kReads, -1.f);
+  const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 32 * 12 * sizeof(float)), [&] {
+    float* s = static_cast<float*>(simt::dynamic_smem());
+    const int t = static_cast<int>(threadIdx.x);
+    float* mine = s + 12 * t;          // three 16-byte slots
+    float* out = seen.data() + kReads * t;
+    tile::copy_piece_async(mine, global.data() + 4 * (t % 16), true, true);      // group 0
+    tile::commit_copies();
+    tile::copy_piece_async(mine + 4, global.data() + 4 * (t % 16), false, true);  // group 1: zeros
+    tile::copy_piece_async(mine + 8, global.data() + 4 * (t % 16), true, false);  // four 4-byte copies
+    tile::commit_copies();
+    out[0] = mine[0];  // NaN: nothing landed
+    tile::wait_copies<1>();
+    out[1] = mine[0];  // group 0 landed
+    out[2] = mine[4];  // group 1 has not
+    tile::wait_copies<0>();
+    out[3] = mine[4];
+    out[4] = mine[11];
+    __syncthreads();
+    out[5] = s[12 * ((t + 1) % 32)];  // the neighbour's first slot
+  });
+  for (int t = 0; t < 32; ++t) {
+    INFO("thread " << t);
+    const float* got = seen.data() + kReads * t;
+    const float first = static_cast<float>(4 * (t % 16) + 1);
+    CHECK(std::isnan(got[0]));
+    CHECK(got[1] == first);
+    CHECK(std::isnan(got[2]));
+    CHECK(got[3] == 0.f);
+    CHECK(got[4] == first + 3.f);
+    CHECK(got[5] == static_cast<float>(4 * ((t + 1) % 32 % 16) + 1));
+  }
+  CHECK(stats.async_copies == 32 * 6);
+  CHECK(stats.async_copy_bytes == 32 * 48);
+}
+
+TEST_CASE("simt: a copy read with no wait, or with no barrier after another thread's wait, reads NaN", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const std::vector<float> global(4 * 64, 2.5f);
+  // Thread t copies slot t and reads slot t + 1 (the neighbour's), with or without each step.
+  const auto run = [&](bool wait, bool barrier) {
+    std::vector<float> seen(64, -1.f);
+    simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule, 64 * 16), [&] {
+      float* s = static_cast<float*>(simt::dynamic_smem());
+      const int t = static_cast<int>(threadIdx.x);
+      tile::copy_piece_async(s + 4 * t, global.data() + 4 * t, true, true);
+      tile::commit_copies();
+      if (wait) tile::wait_copies<0>();
+      if (barrier) __syncthreads();
+      seen[static_cast<size_t>(t)] = s[4 * ((t + 1) % 64)];
+      if (!wait) {  // every thread has read before any waits (and none exits with the copy pending)
+        __syncthreads();
+        tile::wait_copies<0>();
+      }
+    });
+    return std::count_if(seen.begin(), seen.end(), [](float x) { return std::isnan(x); });
+  };
+  CHECK(run(true, true) == 0);
+  CHECK(run(false, true) == 64);
+  // With no barrier a thread runs to its exit before the next starts: from the lowest each reads a
+  // neighbour that has not started (all but the last), from the highest only thread 63 (thread 0's).
+  CHECK(run(true, false) == (schedule == Schedule::Lowest ? 63 : 1));
+}
+
+TEST_CASE("simt: bad asynchronous copies are errors naming the copy", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  alignas(16) static float global[8] = {};
+  const auto launch_one = [&](const std::function<void(float*)>& body) {
+    simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 256),
+                 [&] { body(static_cast<float*>(simt::dynamic_smem())); });
+  };
+  CHECK_THROWS_WITH(launch_one([](float* s) { tile::copy_piece_async(s + 1, global, true, true); }),
+                    Contains("aligned to the copy's size") && Contains("async_copy.cuh"));
+  CHECK_THROWS_WITH(launch_one([](float* s) { tile::copy_piece_async(s, global + 1, true, true); }),
+                    Contains("aligned to the copy's size"));
+  CHECK_THROWS_WITH(launch_one([](float*) { tile::copy_piece_async(global, global + 4, true, true); }),
+                    Contains("destination is not in the block's shared memory"));
+  CHECK_THROWS_WITH(launch_one([](float* s) { tile::copy_piece_async(s, s + 4, true, true); }),
+                    Contains("source is in shared memory"));
+  CHECK_THROWS_WITH(launch_one([](float* s) { simt::copy_async(s, global, 12, 12); }), Contains("4, 8 or 16 bytes"));
+  CHECK_THROWS_WITH(launch_one([](float* s) {
+                      tile::copy_piece_async(s + 4 * (threadIdx.x % 16), global, true, true);
+                      tile::commit_copies();
+                    }),
+                    Contains("exited with 1 asynchronous copies it never waited for") && Contains("async_copy.cuh"));
 }
 
 TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {
