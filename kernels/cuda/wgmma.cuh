@@ -23,12 +23,15 @@
 // A .cu file that includes this must compile for sm_90a only (kernels/CMakeLists.txt builds these
 // kernels for compute_90a; the launch takes them only on a device of compute capability 9.0).
 //
-// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h: each call
-// computes at once, every warp its own 16 rows, summing in float32 in k order from the elements that
-// the descriptors locate (wgmma_layout.h) and, for A in registers, from the warp's A fragments. The
-// calls are warp collectives, so LaunchStats::collectives_in("kernels/cuda/wgmma.cuh") counts them
-// (4 per warpgroup instruction). The emulator does not model the asynchrony: a missing wait, fence or
-// settle passes there and only shows on a GPU.
+// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h: every warp
+// computes its own 16 rows, summing in float32 in k order from the elements that the descriptors
+// locate (wgmma_layout.h) and, for A in registers, from the warp's A fragments. The calls are warp
+// collectives, so LaunchStats::collectives_in("kernels/cuda/wgmma.cuh") counts them (4 per warpgroup
+// instruction). The asynchrony is modelled per thread (host::InFlight): an instruction is computed
+// when a wait lands it, from shared memory as it is then; its accumulators read as NaN until then;
+// issuing with no fence() since the last wait, changing an instruction's A registers before its wait,
+// and exiting with instructions in flight are faults. A missing settle (a compiler matter) and a
+// missing fence_async_smem still pass there and only show on a GPU.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,17 @@
 
 #include "kernels/cuda/tile.cuh"
 #include "kernels/wgmma_layout.h"
+#if !defined(__CUDACC__)
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/error.h"
+#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "kernels/cuda/wgmma.cuh needs sm_90a: compile this file for compute_90a only"
@@ -159,9 +173,6 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 #else  // the emulator
 
 inline void fence_async_smem() {}
-inline void fence() {}
-inline void commit() {}
-template <int kPending> void wait() {}
 template <int kTiles> void settle(CTile (&)[kTiles]) {}
 
 namespace host {
@@ -180,19 +191,94 @@ inline Out out_coord(int i) {
   const tile::Coord c = tile::c_coord(tile::lane_id(), i % 4);
   return {16 * warp + c.row, 8 * (i / 4) + c.col};
 }
+
+// A thread's instructions in flight. An instruction is computed when a wait lands it, from shared
+// memory as it is then, so a tile overwritten before the wait gives a wrong result. Its accumulators
+// read as NaN from the issue until then (their values meanwhile are kept here), and the A registers
+// of an RS instruction must be as they were at the issue. Issuing needs a fence() since the thread's
+// last wait: the registers the batch reads were written by the thread in between.
+struct InFlight final : simt::ThreadState {
+  struct Op {
+    float* d;  // this thread's count accumulator elements
+    int count;
+    bool accumulate;
+    int group;  // the commit count at the issue: its group once committed
+    std::function<void(float*)> product;  // this thread's elements of A @ B, computed at the landing
+    const uint32_t* a_regs;               // an RS instruction's A registers (else null), and their bits
+    uint32_t a_bits[tile::kAElems / 2];
+  };
+  std::vector<Op> ops;
+  std::vector<std::pair<float*, std::vector<float>>> values;  // accumulators with instructions in flight
+  int committed = 0;
+  bool fenced = false;
+
+  std::string exit_fault() const override {
+    return ops.empty() ? std::string() : std::to_string(ops.size()) + " wgmma instructions it never waited for";
+  }
+  std::vector<float>* value_of(const float* d) {
+    for (auto& [at, v] : values) {
+      if (at == d) return &v;
+    }
+    return nullptr;
+  }
+  void issue(float* d, int count, bool accumulate, std::function<void(float*)> product, const uint32_t* a_regs) {
+    if (!fenced) {
+      throw Error("wgmma (emulated): an instruction issued with no wgmma::fence() since the thread's last wait");
+    }
+    if (value_of(d) == nullptr) values.emplace_back(d, std::vector<float>(d, d + count));
+    Op op{d, count, accumulate, committed, std::move(product), a_regs, {}};
+    if (a_regs != nullptr) std::memcpy(op.a_bits, a_regs, sizeof(op.a_bits));
+    ops.push_back(std::move(op));
+    std::fill(d, d + count, std::nanf(""));
+  }
+  void wait(int pending) {
+    const int land_below = committed - pending;
+    size_t n = 0;
+    std::vector<float> p;
+    for (; n < ops.size() && ops[n].group < land_below; ++n) {
+      const Op& op = ops[n];
+      if (op.a_regs != nullptr && std::memcmp(op.a_regs, op.a_bits, sizeof(op.a_bits)) != 0) {
+        throw Error("wgmma (emulated): the A registers of an instruction changed before the wait that landed it");
+      }
+      p.assign(static_cast<size_t>(op.count), 0.f);
+      op.product(p.data());
+      std::vector<float>& v = *value_of(op.d);
+      for (int i = 0; i < op.count; ++i) v[i] = (op.accumulate ? v[i] : 0.f) + p[i];
+    }
+    ops.erase(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(n));
+    // Accumulators no instruction in flight writes any more take their values.
+    for (size_t i = 0; i < values.size();) {
+      float* d = values[i].first;
+      if (std::any_of(ops.begin(), ops.end(), [&](const Op& op) { return op.d == d; })) {
+        ++i;
+        continue;
+      }
+      std::copy(values[i].second.begin(), values[i].second.end(), d);
+      values.erase(values.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    fenced = false;
+  }
+};
+inline InFlight& in_flight() { return simt::thread_state<InFlight>(); }
 }  // namespace host
+
+inline void fence() { host::in_flight().fenced = true; }
+inline void commit() { ++host::in_flight().committed; }
+template <int kPending> void wait() { host::in_flight().wait(kPending); }
 
 template <typename T, int N> void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
-  for (int i = 0; i < N / 2; ++i) {
-    const host::Out o = host::out_coord(i);
-    float sum = 0.f;
-    for (int k = 0; k < kK; ++k) {
-      sum += host::smem_at<T>(k_major_address(a, o.row, k)) * host::smem_at<T>(k_major_address(b, o.col, k));
-    }
-    float& x = d[i / 4].r[i % 4];
-    x = (accumulate ? x : 0.f) + sum;
-  }
+  host::in_flight().issue(
+      &d[0].r[0], N / 2, accumulate,
+      [a, b](float* out) {
+        for (int i = 0; i < N / 2; ++i) {
+          const host::Out o = host::out_coord(i);
+          for (int k = 0; k < kK; ++k) {
+            out[i] += host::smem_at<T>(k_major_address(a, o.row, k)) * host::smem_at<T>(k_major_address(b, o.col, k));
+          }
+        }
+      },
+      nullptr);
 }
 
 template <typename T, int N, bool kTransB>
@@ -204,19 +290,22 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
   };
   Fragment mine;
   for (int i = 0; i < tile::kAElems; ++i) mine.a[i] = tile::host::element<T>(x.r, i);
-  const auto* all = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
-  for (int i = 0; i < N / 2; ++i) {
-    const host::Out o = host::out_coord(i);
-    const int row = o.row % 16;  // within this warp's A tile
-    float sum = 0.f;
-    for (int k = 0; k < kK; ++k) {
-      const tile::host::Owner w = a_owner.at[row][k];
-      const uint32_t at = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
-      sum += all[w.lane].a[w.elem] * host::smem_at<T>(at);
-    }
-    float& y = d[i / 4].r[i % 4];
-    y = (accumulate ? y : 0.f) + sum;
-  }
+  const auto* gathered = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
+  std::vector<Fragment> all(gathered, gathered + 32);  // the warp's A, as the instruction read it
+  host::in_flight().issue(
+      &d[0].r[0], N / 2, accumulate,
+      [all = std::move(all), b](float* out) {
+        for (int i = 0; i < N / 2; ++i) {
+          const host::Out o = host::out_coord(i);
+          const int row = o.row % 16;  // within this warp's A tile
+          for (int k = 0; k < kK; ++k) {
+            const tile::host::Owner w = a_owner.at[row][k];
+            const uint32_t at = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
+            out[i] += all[static_cast<size_t>(w.lane)].a[w.elem] * host::smem_at<T>(at);
+          }
+        }
+      },
+      x.r);
 }
 
 #endif

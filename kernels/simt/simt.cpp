@@ -85,6 +85,7 @@ struct Fiber {
   void* tsan_fiber = nullptr;
   std::vector<PendingCopy> copies;  // in the order started
   int committed = 0;                // groups committed
+  std::vector<std::pair<const void*, std::unique_ptr<ThreadState>>> states;  // thread_state's
 };
 
 // A warp's collectives: the contributions of the lanes that have arrived, and the last completed
@@ -237,11 +238,18 @@ void fiber_main() {
   }
   f.state = State::Exited;
   --l.live;
-  if (!f.copies.empty() && !l.thrown) {
-    l.thrown = std::make_exception_ptr(Error("simt: block " + dims(l.block) + ": thread " + std::to_string(f.linear) +
-                                             " exited with " + std::to_string(f.copies.size()) +
-                                             " asynchronous copies it never waited for, the first started at " +
-                                             site(f.copies.front().where)));
+  const auto exit_fault = [&](const std::string& what) {
+    if (!l.thrown) {
+      l.thrown = std::make_exception_ptr(
+          Error("simt: block " + dims(l.block) + ": thread " + std::to_string(f.linear) + " exited with " + what));
+    }
+  };
+  if (!f.copies.empty()) {
+    exit_fault(std::to_string(f.copies.size()) + " asynchronous copies it never waited for, the first started at " +
+               site(f.copies.front().where));
+  }
+  for (const auto& [key, state] : f.states) {
+    if (const std::string what = state->exit_fault(); !what.empty()) exit_fault(what);
   }
   Warp& w = l.warps[static_cast<size_t>(f.linear / kWarp)];
   ++w.exited;
@@ -284,6 +292,7 @@ void run_block(Launch& l, Dim3 block) {
     f.fake_stack = nullptr;
     f.copies.clear();
     f.committed = 0;
+    f.states.clear();
 #if defined(KILN_SIMT_ASAN)
     // The frames the last block left on this stack are gone: their redzones are plain memory again.
     __asan_unpoison_memory_region(f.stack.get(), kStackBytes);
@@ -514,6 +523,20 @@ void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site
 }
 
 void commit_copies() { ++self(running("an asynchronous copies' commit")).committed; }
+
+ThreadState* find_thread_state(const void* key) {
+  Fiber& f = self(running("a thread's emulated state"));
+  for (auto& [k, state] : f.states) {
+    if (k == key) return state.get();
+  }
+  return nullptr;
+}
+
+ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> state) {
+  Fiber& f = self(running("a thread's emulated state"));
+  f.states.emplace_back(key, std::move(state));
+  return *f.states.back().second;
+}
 
 void wait_copies(int pending) {
   Fiber& f = self(running("a wait for asynchronous copies"));

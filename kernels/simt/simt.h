@@ -46,6 +46,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -130,6 +132,22 @@ int lane();
 void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site where = Site::here());
 void commit_copies();
 void wait_copies(int pending);
+
+// Emulated hardware state of a thread that code outside the emulator models (wgmma's instructions in
+// flight, kernels/cuda/wgmma.cuh): thread_state<V>() is the running thread's V, default-constructed at
+// its first use in each block. When the thread exits, V::exit_fault() says what it left undone, an
+// error for the launch ("" when nothing).
+struct ThreadState {
+  virtual ~ThreadState() = default;
+  virtual std::string exit_fault() const = 0;
+};
+ThreadState* find_thread_state(const void* key);
+ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> state);
+template <typename V> V& thread_state() {
+  static const char key = 0;
+  if (ThreadState* s = find_thread_state(&key)) return static_cast<V&>(*s);
+  return static_cast<V&>(add_thread_state(&key, std::make_unique<V>()));
+}
 
 namespace detail {
 [[noreturn]] void throw_partial_mask(unsigned mask, Site where);

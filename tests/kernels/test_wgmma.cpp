@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/wgmma.cuh"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
 #include "kernels/wgmma_layout.h"
@@ -156,4 +157,118 @@ TEST_CASE("wgmma, emulated: the identity probe reads every element of B and V wh
   REQUIRE(one.size() == 2);
   CHECK(one[0] == "s[0][1] = b(1, 0) read b(2, 0)");
   CHECK(one[1] == "s: 1 elements wrong");
+}
+
+// The emulator's model of the instruction's asynchrony (kernels/cuda/wgmma.cuh): an instruction is
+// computed when a wait lands it, reading shared memory as it is then; its accumulators read as NaN until
+// that wait; wait<1> lands all groups but the newest; and it faults on an instruction issued with no
+// fence since the last wait, on A registers changed before the wait, and on a thread that exits with
+// instructions in flight. One warpgroup, A = all ones [64, 16], B[c][k] = c [32, 16]: A B^T = 16 c.
+namespace {
+
+struct AsyncCase {
+  float s_before = 0, s_landed = 0, t_after_one_wait = 0, t_landed = 0, u_landed = 0;
+};
+
+template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body) {
+  simt::LaunchConfig cfg;
+  cfg.grid = simt::Dim3{1, 1, 1};
+  cfg.block = simt::Dim3{static_cast<unsigned>(kThreads), 1, 1};
+  cfg.dynamic_smem = (64 + 32) * 16 * sizeof(Half);
+  return simt::launch(cfg, [&] {
+    Half* a = reinterpret_cast<Half*>(tile::dynamic_smem());
+    Half* b = a + 64 * 16;
+    if (threadIdx.x == 0) {
+      for (int r = 0; r < 64; ++r) {
+        for (int k = 0; k < 16; ++k) a[stage_offset(r, k, 16)] = Half(1.f);
+      }
+      for (int c = 0; c < 32; ++c) {
+        for (int k = 0; k < 16; ++k) b[stage_offset(c, k, 16)] = Half(static_cast<float>(c));
+      }
+    }
+    fence_async_smem();
+    __syncthreads();
+    body(rows_by_k(smem_address(a), 16), b, rows_by_k(smem_address(b), 16));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("wgmma, emulated: results land at the wait, read shared memory then, and are NaN before", "[wgmma][simt]") {
+  std::vector<AsyncCase> got(kThreads);
+  launch_warpgroup([&](uint64_t da, Half* b, uint64_t db) {
+    AsyncCase& g = got[threadIdx.x];
+    // This thread's element 0 of tile 0: column c_coord(lane, 0).col of the product.
+    CTile s[4], t[4], u[4];
+    fence();
+    mma_ss<Half, 32>(s, da, db, false);
+    commit();
+    mma_ss<Half, 32>(t, da, db, false);
+    mma_ss<Half, 32>(t, da, db, true);  // t = 2 A B^T, two instructions in one group
+    commit();
+    g.s_before = s[0].r[0];
+    wait<1>();  // s's group lands, t's does not
+    g.s_landed = s[0].r[0];
+    g.t_after_one_wait = t[0].r[0];
+    wait<0>();
+    g.t_landed = t[0].r[0];
+    // u is issued, then B is doubled before the wait: the instruction reads B until it completes.
+    fence();
+    mma_ss<Half, 32>(u, da, db, false);
+    commit();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int c = 0; c < 32; ++c) {
+        for (int k = 0; k < 16; ++k) b[stage_offset(c, k, 16)] = Half(2.f * static_cast<float>(c));
+      }
+    }
+    __syncthreads();
+    wait<0>();
+    g.u_landed = u[0].r[0];
+  });
+  for (int i = 0; i < kThreads; ++i) {
+    INFO("thread " << i);
+    const float col = static_cast<float>(tile::c_coord(i % 32, 0).col);
+    CHECK(std::isnan(got[i].s_before));
+    CHECK(got[i].s_landed == 16.f * col);
+    CHECK(std::isnan(got[i].t_after_one_wait));
+    CHECK(got[i].t_landed == 32.f * col);
+    CHECK(got[i].u_landed == 32.f * col);
+  }
+}
+
+TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a missing wait are faults",
+          "[wgmma][simt]") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(launch_warpgroup([](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      mma_ss<Half, 32>(s, da, db, false);
+                    }),
+                    Contains("no wgmma::fence() since the thread's last wait"));
+  CHECK_THROWS_WITH(launch_warpgroup([](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      mma_ss<Half, 32>(s, da, db, false);
+                      commit();
+                      wait<0>();
+                      mma_ss<Half, 32>(s, da, db, true);  // after a wait, the registers may have been written
+                    }),
+                    Contains("no wgmma::fence()"));
+  CHECK_THROWS_WITH(launch_warpgroup([](uint64_t, Half*, uint64_t db) {
+                      CTile acc[8];
+                      tile::ATile<Half> x{};
+                      fence();
+                      mma_rs<Half, 64, true>(acc, x, db, false);
+                      commit();
+                      x.r[0] = 1;  // reused before the wait
+                      wait<0>();
+                    }),
+                    Contains("A registers of an instruction changed before the wait"));
+  CHECK_THROWS_WITH(launch_warpgroup([](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      mma_ss<Half, 32>(s, da, db, false);
+                      commit();
+                    }),
+                    Contains("exited with 1 wgmma instructions it never waited for"));
 }
