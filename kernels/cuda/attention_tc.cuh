@@ -72,36 +72,38 @@ inline constexpr int kStages = 2;
 #endif
 static_assert(kStages >= 1 && kStages <= 4, "one to four shared buffers per streamed tile");
 
-// The buffer of streamed tile t, of `elems` elements each, from `first` on.
-template <typename T> __device__ __forceinline__ T* stage_buffer(T* first, int elems, int t) {
-  return first + static_cast<int>(static_cast<unsigned>(t) % kStages) * elems;
+// The buffer of streamed tile t, of `elems` elements each, from `first` on, of kBuffers.
+template <int kBuffers = kStages, typename T> __device__ __forceinline__ T* stage_buffer(T* first, int elems, int t) {
+  return first + static_cast<int>(static_cast<unsigned>(t) % kBuffers) * elems;
 }
 
 // The pipeline over a block's streamed tiles, the one loop of every tensor-core attention kernel:
 //
 //   pass u:  fetch(u): start the copies of tile u into its buffer (none past the last tile), commit
-//            from pass kStages - 1 on, for tile t = u - (kStages - 1):
-//              wait until kStages - 1 groups are pending (tile t's are in), landed(), barrier
+//            from pass kAhead on, for tile t = u - kAhead:
+//              wait until kAhead groups are pending (tile t's are in), landed(), barrier
 //              compute(t) on tile t's buffers
 //              barrier: no warp reads them any more, a later pass may refill them
 //
-// so tile t + kStages - 1 loads while the warps compute on tile t. Past the last tile a pass commits
+// so tile t + kAhead loads while the warps compute on tile t. kAhead is kStages - 1, with kStages
+// buffers; a kernel that still reads tile t - 1 in compute(t) (the wgmma forward) fetches one tile
+// less ahead of its buffers. Past the last tile a pass commits
 // an empty group, which keeps the count the wait expects. The kernel commits its own rows' copies
 // (Q, or K and V) before; they land with tile 0's. `landed` runs between the wait and the barrier:
 // the wgmma kernels' proxy fence. A fetch copies nothing past the last tile by copying zero rows,
 // not by branching around the copies, and the copies are written once, here: a kernel that also
 // fetched in a prologue held every copy's address in registers through the loop (the mma.sync
 // dk/dv kernel at head dim 64: 175 registers became 255 with spills, ptxas -v for sm_90).
-template <typename Fetch, typename Landed, typename Compute>
+template <int kAhead = kStages - 1, typename Fetch, typename Landed, typename Compute>
 __device__ __forceinline__ void stream_tiles(int64_t tiles, Fetch&& fetch, Landed&& landed, Compute&& compute) {
 #pragma unroll 1
   for (int u = 0;; ++u) {
     fetch(u);
     tile::commit_copies();
-    if (u < kStages - 1) continue;
-    const int t = u - (kStages - 1);
+    if (u < kAhead) continue;
+    const int t = u - kAhead;
     if (t >= tiles) break;
-    tile::wait_copies<kStages - 1>();
+    tile::wait_copies<kAhead>();
     landed();
     __syncthreads();  // every thread's copies of tile t (and, first, of the block's own rows) are in
     compute(t);

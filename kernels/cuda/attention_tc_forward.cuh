@@ -56,14 +56,29 @@ struct RowState {
         row_hi(row_lo + 8) {}
 };
 
+// The factor each of a lane's two rows rescales its output accumulators by after a key tile.
+struct Rescale {
+  float alpha[2];
+};
+
+// acc *= the factor of its row.
+template <int OUT> __device__ __forceinline__ void rescale(tile::CTile (&acc)[OUT], const Rescale& r) {
+#pragma unroll
+  for (int t = 0; t < OUT; ++t) {
+#pragma unroll
+    for (int e = 0; e < tile::kCElems; ++e) acc[t].r[e] *= r.alpha[e / 2];
+  }
+}
+
 // One key tile of the online softmax, for the warp's 16 query rows: s holds the scores Q K^T of keys
 // j0 .. j0 + 8 N as N accumulator tiles and becomes the probabilities that P V takes (after dropout);
-// the rows' state moves on and the output accumulators are rescaled to the new maximum. Shared by the
-// forward kernels on mma.sync (below) and on wgmma (attention_wgmma_forward.cuh), whose accumulator
-// tiles sit alike.
-template <bool kDropout, int N, int OUT>
-__device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile (&acc)[OUT], RowState& rows,
-                                               const TcParams& p, const PhiloxState& st, int64_t b, int64_t j0) {
+// the rows' state moves on, and the returned factors rescale the output accumulators to the new
+// maximum (online_softmax applies them at once; the wgmma forward once its previous P V has landed).
+// Shared by the forward kernels on mma.sync (below) and on wgmma (attention_wgmma_forward.cuh), whose
+// accumulator tiles sit alike.
+template <bool kDropout, int N>
+__device__ __forceinline__ Rescale softmax_tile(tile::CTile (&s)[N], RowState& rows, const TcParams& p,
+                                                const PhiloxState& st, int64_t b, int64_t j0) {
   using namespace tile;
   const int lane = lane_id();
   // Scale to base 2 and mask: keys past S, and with causal keys after the query.
@@ -80,7 +95,8 @@ __device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile 
       tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
     }
   }
-  float alpha[2], m_use[2];
+  Rescale r;
+  float m_use[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
@@ -88,7 +104,7 @@ __device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile 
     const float m_new = fmaxf(rows.m_run[h], tile_max[h]);
     // While nothing is visible the row's state stays (m -inf, l 0): exp2 of -inf - -inf is NaN.
     m_use[h] = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = exp2f(rows.m_run[h] - m_use[h]);
+    r.alpha[h] = exp2f(rows.m_run[h] - m_use[h]);
     rows.m_run[h] = m_new;
   }
   // The row sums take the probabilities before dropout; P V takes them after (as the scalar kernel).
@@ -111,13 +127,16 @@ __device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile 
   for (int h = 0; h < 2; ++h) {
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-    rows.l_run[h] = rows.l_run[h] * alpha[h] + row_sum[h];
+    rows.l_run[h] = rows.l_run[h] * r.alpha[h] + row_sum[h];
   }
-#pragma unroll
-  for (int t = 0; t < OUT; ++t) {
-#pragma unroll
-    for (int e = 0; e < kCElems; ++e) acc[t].r[e] *= alpha[e / 2];
-  }
+  return r;
+}
+
+// softmax_tile, and the output accumulators rescaled at once.
+template <bool kDropout, int N, int OUT>
+__device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile (&acc)[OUT], RowState& rows,
+                                               const TcParams& p, const PhiloxState& st, int64_t b, int64_t j0) {
+  rescale(acc, softmax_tile<kDropout>(s, rows, p, st, b, j0));
 }
 
 // The forward's end: out = acc / l for the lane's two rows and, from one lane of each group of four,

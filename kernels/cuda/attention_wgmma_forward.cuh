@@ -14,14 +14,14 @@
 // - P V is 4 instructions of 64 x D x 16, P from registers (the score accumulators re-read as A
 //   tiles, a_from_c, as before) and V from shared memory, MN-major (the transpose flag).
 // The online softmax between the two products and the output's end are the mma.sync forward's own
-// functions (online_softmax, write_forward): a warp's accumulator tiles sit where mma.sync's do.
+// functions (softmax_tile, rescale, write_forward): a warp's accumulator tiles sit where mma.sync's do.
 //
-// The instruction is asynchronous; the kernel issues each product as one group and waits for it
-// before touching its accumulators (wgmma.cuh says how). The tiles load as in the mma.sync kernel:
-// the next key tile's copies (cp.async) fly while the warpgroups compute on this one. Not yet done:
-// overlapping one tile's products with the softmax of another (FlashAttention-3's pipelining, with
-// TMA loads and warp specialization), and swizzled layouts. This version has the structure of the
-// mma.sync kernel, so that the two can be compared on one GPU run.
+// The instruction is asynchronous (wgmma.cuh says how a kernel waits for it). The kernel uses that as
+// FlashAttention-3 does within a warpgroup: tile t's S = Q K^T and tile t - 1's P V are issued
+// together, and tile t's softmax runs while P V is still in flight. The tiles load as in the mma.sync
+// kernel: the next key tile's copies (cp.async) fly while the warpgroups compute on this one, and V
+// keeps one buffer more, for tile t - 1. Not yet done: TMA loads from a producer warp (warp
+// specialization), ping-pong between warpgroups, and swizzled layouts.
 //
 // Selected by AttentionArgs::wgmma (cuda::math_switches().attention_wgmma, with the tensor-core
 // switch) on a device of compute capability 9.0, in builds for sm_90 (attention_wgmma.cu, compiled
@@ -48,9 +48,13 @@ template <int D> inline constexpr int kWgmmaForwardGroups = D == 64 ? 2 : 1;
 template <int D> inline constexpr int kWgmmaForwardThreads = kWgmmaForwardGroups<D> * wgmma::kThreads;
 template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups<D> * wgmma::kM;
 
-// The shared memory: the block's query rows and kStages key tiles each of K and V, all staged
-// [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows of Q
-// are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
+// Buffers of V: one more than of K, for the key tile whose P V is issued with the next tile's scores
+// (see the kernel).
+inline constexpr int kWgmmaVBuffers = kStages + 1;
+
+// The shared memory: the block's query rows, kStages key tiles of K and kWgmmaVBuffers of V, all
+// staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows
+// of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
 template <typename T, int D> struct WgmmaForwardSmem {
   static constexpr int kTileElems = kWgmmaKeyTile * D;
   T* q;
@@ -59,7 +63,7 @@ template <typename T, int D> struct WgmmaForwardSmem {
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaForwardRows<D> * D, wgmma::kCoreBytes)),
         k(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
-        v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
+        v(c.take<T>(kWgmmaVBuffers * kTileElems, wgmma::kCoreBytes)) {}
 };
 
 // Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile
@@ -81,8 +85,9 @@ __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_
 
 // The descriptor `first` (of a kStages-buffer operand's first buffer) moved to streamed tile t's
 // buffer, `elems` elements of T each.
-template <typename T> __device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, int t) {
-  return wgmma::advance(first, static_cast<uint32_t>(t) % kStages * static_cast<uint32_t>(elems * sizeof(T)));
+template <typename T, int kBuffers = kStages>
+__device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, int t) {
+  return wgmma::advance(first, static_cast<uint32_t>(t) % kBuffers * static_cast<uint32_t>(elems * sizeof(T)));
 }
 
 template <typename T, int D, bool kDropout>
@@ -119,7 +124,8 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     const int n = t < tiles ? kWgmmaKeyTile : 0;
     stage_cores<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
-    stage_cores<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n, p.wide);
+    stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n,
+                      p.wide);
   };
   stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
   commit_copies();
@@ -129,42 +135,71 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   RowState rows(i0);  // thread t's rows: 16 per warp, the block's warps in order
 
-  // cp.async writes as plain stores do: ordered before the tensor cores' reads by the proxy fence.
-  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
-    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    if (j0 >= group_j_end) return;  // the same for the whole warpgroup
-    const uint64_t k_t = stage_descriptor<T>(k_desc, Smem::kTileElems, t);
-    const uint64_t v_t = stage_descriptor<T>(v_desc, Smem::kTileElems, t);
-    // S = Q K^T: D / 16 steps along the head dim, the first overwriting s.
-    CTile s[kScoreTiles];
+  // P of the last tile this warpgroup computed, as A tiles, and whether its P V is still to be issued.
+  ATile<T> pa[kScoreTiles / 2];
+  bool pending = false;
+  int last = 0;
+  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. The fence right
+  // before: ptxas inserts one there otherwise (C7519), as P's and the accumulators' registers may
+  // have been moved since the batch's first.
+  const auto issue_pv = [&](int t) {
+    const uint64_t v_t = stage_descriptor<T, kWgmmaVBuffers>(v_desc, Smem::kTileElems, t);
     wgmma::fence();
-#pragma unroll
-    for (int d = 0; d < D / wgmma::kK; ++d) {
-      const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
-      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
-    }
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::settle(s);
-
-    online_softmax<kDropout>(s, acc, rows, p, st, b, j0);
-
-    // acc += P V, 16 keys at a time: two score tiles side by side are one A operand. All of P is
-    // converted first: the instructions read their A registers until the wait, so none may be reused
-    // for the next one's.
-    ATile<T> pa[kScoreTiles / 2];
-#pragma unroll
-    for (int kk = 0; kk < kScoreTiles / 2; ++kk) a_from_c(pa[kk], s[2 * kk], s[2 * kk + 1]);
-    wgmma::fence();  // the rescaled accumulators and P written before the products read them
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
       const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
       wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
     }
     wgmma::commit();
+  };
+  // The last P V, where no next tile's scores come to overlap it.
+  const auto finish_pv = [&] {
+    issue_pv(last);
     wgmma::wait<0>();
     wgmma::settle(acc);
+    pending = false;
+  };
+
+  // Per key tile, FlashAttention-3's overlap within a warpgroup: the scores S = Q K^T of tile t and
+  // P V of tile t - 1 are issued together, and the softmax of tile t runs while P V is in flight. The
+  // output accumulators are rescaled once P V has landed (P V adds at the old maximum, and the factor
+  // takes the sum to the new one), and P of tile t waits in registers for the next tile. V's extra
+  // buffer keeps tile t - 1's V while tile t + kStages - 1 loads. cp.async writes as plain stores do:
+  // ordered before the tensor cores' reads by the proxy fence.
+  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    if (j0 >= group_j_end) return;  // the same for the whole warpgroup, and for every later tile
+    const uint64_t k_t = stage_descriptor<T>(k_desc, Smem::kTileElems, t);
+    CTile s[kScoreTiles];
+    wgmma::fence();  // P and the rescaled accumulators written before the products read them
+#pragma unroll
+    for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
+      const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
+      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
+    }
+    wgmma::commit();
+    if (pending) issue_pv(last);
+    else wgmma::commit();  // an empty group: the same wait either way
+    wgmma::wait<1>();      // the scores' group: P V may still run
+    wgmma::settle(s);
+    const Rescale r = softmax_tile<kDropout>(s, rows, p, st, b, j0);
+    wgmma::wait<0>();
+    wgmma::settle(acc);
+    rescale(acc, r);
+    // P as A tiles, two score tiles side by side each; the registers are free again once the last
+    // P V has landed.
+#pragma unroll
+    for (int kk = 0; kk < kScoreTiles / 2; ++kk) a_from_c(pa[kk], s[2 * kk], s[2 * kk + 1]);
+    pending = true;
+    last = t;
   });
+  // A warpgroup that skipped the block's last tiles (causal) has its P V to do too, and its V is still
+  // in its buffer: the warpgroups' rows are a key tile apart, so a warpgroup's last tile is at most
+  // kWgmmaForwardGroups - 1 tiles before the block's, and V's buffers hold the last kWgmmaVBuffers.
+  // (Done in the skipping pass instead, it is code on a path ptxas takes for divergent, and it
+  // serializes every wgmma of the kernel: C7520.)
+  static_assert(kWgmmaForwardGroups<D> <= kWgmmaVBuffers, "the last tiles' V stay in their buffers");
+  if (pending) finish_pv();
 
   write_forward(out, lse, p, b, rows, acc);
 }
