@@ -80,22 +80,22 @@ template <int kBuffers = kStages, typename T> __device__ __forceinline__ T* stag
 // The pipeline over a block's streamed tiles, the one loop of every tensor-core attention kernel:
 //
 //   pass u:  fetch(u): start the copies of tile u into its buffer (none past the last tile), commit
-//            from pass kAhead on, for tile t = u - kAhead:
-//              wait until kAhead groups are pending (tile t's are in), landed(), barrier
+//            from pass kStages - 1 on, for tile t = u - (kStages - 1):
+//              wait until kStages - 1 groups are pending (tile t's are in), landed(), barrier
 //              compute(t) on tile t's buffers
 //              barrier: no warp reads them any more, a later pass may refill them
 //
-// so tile t + kAhead loads while the warps compute on tile t. kAhead is kStages - 1, with kStages
-// buffers; a kernel that still reads tile t - 1 in compute(t) (the wgmma forward) fetches one tile
-// less ahead of its buffers. Past the last tile a pass commits
-// an empty group, which keeps the count the wait expects. The kernel commits its own rows' copies
-// (Q, or K and V) before; they land with tile 0's. `landed` runs between the wait and the barrier:
-// the wgmma kernels' proxy fence. A fetch copies nothing past the last tile by copying zero rows,
-// not by branching around the copies, and the copies are written once, here: a kernel that also
-// fetched in a prologue held every copy's address in registers through the loop (the mma.sync
-// dk/dv kernel at head dim 64: 175 registers became 255 with spills, ptxas -v for sm_90).
-template <int kAhead = kStages - 1, typename Fetch, typename Landed, typename Compute>
+// so tile t + kStages - 1 loads while the warps compute on tile t. (The wgmma forward still reads
+// tile t - 1's V in compute(t): it keeps one V buffer more.) Past the last tile a pass commits an
+// empty group, which keeps the count the wait expects. The kernel commits its own rows' copies (Q,
+// or K and V) before; they land with tile 0's. `landed` runs between the wait and the barrier: the
+// wgmma kernels' proxy fence. A fetch copies nothing past the last tile by copying zero rows, not
+// by branching around the copies, and the copies are written once, here: a kernel that also fetched
+// in a prologue held every copy's address in registers through the loop (the mma.sync dk/dv kernel
+// at head dim 64: 175 registers became 255 with spills, ptxas -v for sm_90).
+template <typename Fetch, typename Landed, typename Compute>
 __device__ __forceinline__ void stream_tiles(int64_t tiles, Fetch&& fetch, Landed&& landed, Compute&& compute) {
+  constexpr int kAhead = kStages - 1;
 #pragma unroll 1
   for (int u = 0;; ++u) {
     fetch(u);

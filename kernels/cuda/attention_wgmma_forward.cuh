@@ -139,9 +139,10 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
   ATile<T> pa[kScoreTiles / 2];
   bool pending = false;
   int last = 0;
-  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. The fence right
-  // before: ptxas inserts one there otherwise (C7519), as P's and the accumulators' registers may
-  // have been moved since the batch's first.
+  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. With a fence of
+  // its own: the compiler may have moved P's and the accumulators' registers since the pass's first.
+  // (ptxas -v still reports an arrive it adds where the pass's two paths meet, C7519, which is
+  // information: it reports no serialization.)
   const auto issue_pv = [&](int t) {
     const uint64_t v_t = stage_descriptor<T, kWgmmaVBuffers>(v_desc, Smem::kTileElems, t);
     wgmma::fence();
