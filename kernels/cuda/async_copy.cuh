@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_math.cuh"
 #if !defined(__CUDACC__)
 #include "kernels/simt/simt.h"
 #endif
@@ -91,8 +92,7 @@ __device__ __forceinline__ void copy_rows_async(T* tile, Place place, const T* b
 // batch entry's offset along `batch_strides`) and its row stride are multiples of 16 bytes. Views such
 // as a slice of a fused projection at an odd offset are not, and take 4-byte copies.
 inline bool wide_rows(const void* base, const int64_t* batch_strides, int batch_dims, int64_t row_stride) {
-  constexpr int64_t kPieceBytes = 2 * kPieceElems;
-  if (reinterpret_cast<uintptr_t>(base) % kPieceBytes != 0 || row_stride % kPieceElems != 0) return false;
+  if (!cuda_detail::aligned16(base) || row_stride % kPieceElems != 0) return false;
   for (int d = 0; d < batch_dims; ++d) {
     if (batch_strides[d] % kPieceElems != 0) return false;
   }

@@ -79,6 +79,16 @@ template <typename T, int D> struct DkvSmem {
         d(c.take<float>(kStages * kQueryTileFor<D>)) {}
 };
 
+// Batch entry b's offsets, computed by the block's first thread into shared memory and read from there
+// after a barrier. Held in registers through a backward kernel's loop, the offsets of q, dout, dk and
+// dv pushed the dk/dv kernel at head dim 64 into register spills (ptxas -v, sm_90).
+__device__ __forceinline__ const AttentionOffsets& shared_offsets(const TcParams& p, int64_t b) {
+  KILN_SHARED(AttentionOffsets, offs);
+  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
+  __syncthreads();
+  return offs;
+}
+
 // The sum of v over the warp, in every lane.
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -241,9 +251,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
-  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
-  __syncthreads();
+  const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // Key tile t's K and V into their buffers, zero rows past the last (the forward's pipeline,
@@ -295,11 +303,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  // In shared memory: held in registers through the query loop, the offsets of q, dout, dk and dv
-  // pushed this kernel at head dim 64 into register spills (ptxas -v, sm_90).
-  KILN_SHARED(AttentionOffsets, offs);
-  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
-  __syncthreads();
+  const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // Query tile t (from i_begin on) into its buffers: Q and dO copied (zero rows past the last tile,

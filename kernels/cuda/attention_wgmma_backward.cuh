@@ -126,9 +126,7 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int group = kWgmmaDqGroups<D> == 1 ? 0 : static_cast<int>(threadIdx.x) / wgmma::kThreads;
-  KILN_SHARED(AttentionOffsets, offs);  // batch entry b's offsets (kept out of registers)
-  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
-  __syncthreads();
+  const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // The pipeline of the forward (stream_tiles): key tile t's K and V into their buffers, the block's
@@ -186,9 +184,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
   const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  KILN_SHARED(AttentionOffsets, offs);  // kept out of registers, as in the mma.sync kernel
-  if (threadIdx.x == 0) offs = attention_offsets(p.layout, b);
-  __syncthreads();
+  const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // The pipeline of the mma.sync dk/dv kernel (attention_tc_backward.cuh, stream_tiles): query tile t's
