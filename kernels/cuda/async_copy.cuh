@@ -72,15 +72,18 @@ template <int kPending> void wait_copies() { simt::wait_copies(kPending); }
 // row_stride apart) into a shared tile, one 16-byte piece per thread and pass: pieces of rows past
 // `count` are zeros. `place(idx)` says where the block's idx-th piece goes, as a Piece: its row and
 // first column in the tile and its element offset there. The layouts differ between kernels (padded
-// rows for mma.sync, core matrices for wgmma), the copying does not.
+// rows for mma.sync, core matrices for wgmma), the copying does not. The copying threads are
+// `threads` of them, this one `thread`-th: by default the whole block.
 struct Piece {
   int row, col, offset;
 };
 template <int W, typename T, typename Place>
 __device__ __forceinline__ void copy_rows_async(T* tile, Place place, const T* base, int64_t row_stride, int64_t r0,
-                                                int64_t count, int rows, bool wide) {
+                                                int64_t count, int rows, bool wide,
+                                                int thread = static_cast<int>(threadIdx.x),
+                                                int threads = static_cast<int>(blockDim.x)) {
   static_assert(sizeof(T) == 2 && W % kPieceElems == 0, "rows of 16-bit elements, whole 16-byte pieces");
-  for (int idx = static_cast<int>(threadIdx.x); idx < rows * (W / kPieceElems); idx += static_cast<int>(blockDim.x)) {
+  for (int idx = thread; idx < rows * (W / kPieceElems); idx += threads) {
     const Piece at = place(idx);
     const int64_t row = r0 + at.row;
     const bool valid = row < count;

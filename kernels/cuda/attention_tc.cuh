@@ -77,7 +77,8 @@ template <int kBuffers = kStages, typename T> __device__ __forceinline__ T* stag
   return first + static_cast<int>(static_cast<unsigned>(t) % kBuffers) * elems;
 }
 
-// The pipeline over a block's streamed tiles, the one loop of every tensor-core attention kernel:
+// The pipeline over a block's streamed tiles, the loop of the tensor-core attention kernels but the
+// wgmma forward (which is warp-specialized, attention_wgmma_forward.cuh):
 //
 //   pass u:  fetch(u): start the copies of tile u into its buffer (none past the last tile), commit
 //            from pass kStages - 1 on, for tile t = u - (kStages - 1):
@@ -85,8 +86,7 @@ template <int kBuffers = kStages, typename T> __device__ __forceinline__ T* stag
 //              compute(t) on tile t's buffers
 //              barrier: no warp reads them any more, a later pass may refill them
 //
-// so tile t + kStages - 1 loads while the warps compute on tile t. (The wgmma forward still reads
-// tile t - 1's V in compute(t): it keeps one V buffer more.) Past the last tile a pass commits an
+// so tile t + kStages - 1 loads while the warps compute on tile t. Past the last tile a pass commits an
 // empty group, which keeps the count the wait expects. The kernel commits its own rows' copies (Q,
 // or K and V) before; they land with tile 0's. `landed` runs between the wait and the barrier: the
 // wgmma kernels' proxy fence. A fetch copies nothing past the last tile by copying zero rows, not

@@ -30,7 +30,8 @@ namespace kiln::attention_tc {
 template <int D> inline constexpr int kWgmmaQueryTileFor = D == 128 ? 32 : 64;
 
 // Warpgroups per dq block, each with 64 query rows, sharing each key tile of K and V: two at head dim
-// 64, one at 128 (as the forward, kWgmmaForwardGroups). The dk/dv kernel's blocks are one warpgroup.
+// 64, one at 128, where a warpgroup's registers would leave room for one block of two per SM. The
+// dk/dv kernel's blocks are one warpgroup.
 template <int D> inline constexpr int kWgmmaDqGroups = D == 64 ? 2 : 1;
 template <int D> inline constexpr int kWgmmaDqThreads = kWgmmaDqGroups<D> * wgmma::kThreads;
 template <int D> inline constexpr int kWgmmaDqRows = kWgmmaDqGroups<D> * wgmma::kM;

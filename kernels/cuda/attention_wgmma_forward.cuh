@@ -3,9 +3,14 @@
 // float16 or bfloat16, head dims 64 or 128, no mask, causal or not, dropout or not, any L and S. It
 // writes the same output and log-sum-exp, so either backward reads them.
 //
-// Work split, as in the mma.sync forward: a warpgroup (4 warps) takes 64 query rows, each warp 16 of
-// them; a block is one or two warpgroups (kWgmmaForwardGroups), which share each key tile. What
-// changes is where the operands live and how big one instruction is:
+// Work split: a block takes 128 query rows and streams the key tiles they see. It is warp-
+// specialized, as FlashAttention-3 is: two consumer warpgroups (threads 0 .. 255) each compute 64 of
+// the rows, each warp 16 of them, and a producer warpgroup (threads 256 .. 383) only loads tiles. The
+// two sides never meet at __syncthreads: they hand each other buffers through shared-memory barriers
+// (kernels/cuda/mbarrier.cuh), so a consumer warpgroup goes on as soon as its next tile is in, whatever
+// the other one does, and the producer runs ahead as far as the buffers allow. The producer gives back
+// most of its registers (setmaxnreg) for the consumers to take.
+// What changes from mma.sync is where the operands live and how big one instruction is:
 // - The block's Q rows and each key tile of K and V are staged in shared memory in wgmma's core-matrix
 //   layout (kernels/wgmma_layout.h). The instruction reads them there through descriptors: nothing is
 //   loaded into registers lane by lane, as mma.sync's B tiles are.
@@ -18,10 +23,9 @@
 //
 // The instruction is asynchronous (wgmma.cuh says how a kernel waits for it). The kernel uses that as
 // FlashAttention-3 does within a warpgroup: tile t's S = Q K^T and tile t - 1's P V are issued
-// together, and tile t's softmax runs while P V is still in flight. The tiles load as in the mma.sync
-// kernel: the next key tile's copies (cp.async) fly while the warpgroups compute on this one, and V
-// keeps one buffer more, for tile t - 1. Not yet done: TMA loads from a producer warp (warp
-// specialization), ping-pong between warpgroups, and swizzled layouts.
+// together, and tile t's softmax runs while P V is still in flight. The producer loads with cp.async
+// (kernels/cuda/async_copy.cuh). Not yet done: TMA loads (one thread of the producer would issue a
+// tile's copy), ping-pong between the consumer warpgroups, and swizzled layouts.
 //
 // Selected by AttentionArgs::wgmma (cuda::math_switches().attention_wgmma, with the tensor-core
 // switch) on a device of compute capability 9.0, in builds for sm_90 (attention_wgmma.cu, compiled
@@ -31,6 +35,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_tc_forward.cuh"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace kiln::attention_tc {
@@ -40,39 +45,60 @@ static_assert(kBlockThreads == wgmma::kThreads && kBlockRows == wgmma::kM, "a wa
 // Keys per shared tile: 64 at both head dims (scores 32 floats per lane; the output 32 or 64).
 inline constexpr int kWgmmaKeyTile = 64;
 
-// Warpgroups per forward block, each with 64 query rows of its own: they share each key tile, so two
-// halve the traffic of K and V per query. Two at head dim 64; one at head dim 128, where a
-// warpgroup's registers (the output alone is 64 floats a lane) would leave room for one block of
-// two per SM. A first choice, for a GPU run to confirm.
-template <int D> inline constexpr int kWgmmaForwardGroups = D == 64 ? 2 : 1;
-template <int D> inline constexpr int kWgmmaForwardThreads = kWgmmaForwardGroups<D> * wgmma::kThreads;
-template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups<D> * wgmma::kM;
+// Consumer warpgroups per forward block, each with 64 query rows of its own: they share each key
+// tile, so two halve the traffic of K and V per query (FlashAttention-3's blocks of 128 query rows).
+// One producer warpgroup more loads the tiles.
+inline constexpr int kWgmmaForwardGroups = 2;
+inline constexpr int kWgmmaConsumerThreads = kWgmmaForwardGroups * wgmma::kThreads;
+template <int D> inline constexpr int kWgmmaForwardThreads = kWgmmaConsumerThreads + wgmma::kThreads;
+template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups * wgmma::kM;
 
-// Buffers of V: one more than of K, for the key tile whose P V is issued with the next tile's scores
-// (see the kernel).
-inline constexpr int kWgmmaVBuffers = kStages + 1;
+// The registers each side keeps (setmaxnreg, multiples of 8): the 384 threads of a block start with
+// 168 each, the most that lets one block on an SM (65536 / 384, rounded down to 8); the producer gives
+// back all but 40, and the consumers take them, 232 each (128 * 40 + 256 * 232 = 384 * 168).
+inline constexpr int kWgmmaProducerRegisters = 40, kWgmmaConsumerRegisters = 232;
+static_assert(wgmma::kThreads * kWgmmaProducerRegisters + kWgmmaConsumerThreads * kWgmmaConsumerRegisters <=
+                  (kWgmmaConsumerThreads + wgmma::kThreads) * 168,
+              "the consumers take no more registers than the producer gives back");
 
-// The shared memory: the block's query rows, kStages key tiles of K and kWgmmaVBuffers of V, all
-// staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix). A warpgroup's 64 rows
-// of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the previous warpgroup's.
+// Buffers of K: kStages, but at least two (the producer fills one while the consumers read the other;
+// KILN_ATTENTION_STAGES=1 is for the kernels of stream_tiles). Of V: one more, for the key tile whose
+// P V is issued with the next tile's scores (see the kernel).
+inline constexpr int kWgmmaKBuffers = kStages < 2 ? 2 : kStages;
+inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
+
+// The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
+// all staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix); and the barriers
+// of the pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V are in, and with tile 0 the
+// block's Q rows) and `k_empty` (the consumers are done with its K), per V buffer `v_empty`.
+// A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the
+// previous warpgroup's.
 template <typename T, int D> struct WgmmaForwardSmem {
   static constexpr int kTileElems = kWgmmaKeyTile * D;
   T* q;
   T* k;
   T* v;
+  uint64_t* full;
+  uint64_t* k_empty;
+  uint64_t* v_empty;
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaForwardRows<D> * D, wgmma::kCoreBytes)),
-        k(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
-        v(c.take<T>(kWgmmaVBuffers * kTileElems, wgmma::kCoreBytes)) {}
+        k(c.take<T>(kWgmmaKBuffers * kTileElems, wgmma::kCoreBytes)),
+        v(c.take<T>(kWgmmaVBuffers * kTileElems, wgmma::kCoreBytes)),
+        full(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
+        k_empty(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
+        v_empty(c.take<uint64_t>(kWgmmaVBuffers, sizeof(uint64_t))) {}
 };
 
 // Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile
-// (zeros past `count`), one 16-byte piece (a core matrix's row) per thread and pass; the caller
-// commits and waits (async_copy.cuh). Consecutive threads take consecutive rows of one core matrix,
-// so 8 of them fill its 128 contiguous bytes.
+// (zeros past `count`), one 16-byte piece (a core matrix's row) per thread and pass, by `threads`
+// threads of which this is the `thread`-th (by default the block's); the caller commits and waits
+// (async_copy.cuh). Consecutive threads take consecutive rows of one core matrix, so 8 of them fill its
+// 128 contiguous bytes.
 template <typename T, int D>
 __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count,
-                                            int rows, bool wide) {
+                                            int rows, bool wide, int thread = static_cast<int>(threadIdx.x),
+                                            int threads = static_cast<int>(blockDim.x)) {
   static_assert(wgmma::kCore == tile::kPieceElems, "a core matrix's row is one 16-byte piece");
   constexpr int kPieces = D / wgmma::kCore;  // 16-byte pieces of a row
   const auto place = [](int idx) {
@@ -80,21 +106,60 @@ __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_
     const int col = rest % kPieces * wgmma::kCore, r = rest / kPieces * wgmma::kCore + r_in;
     return tile::Piece{r, col, static_cast<int>(wgmma::stage_offset(r, col, D))};
   };
-  tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide);
+  tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide, thread, threads);
 }
 
-// The descriptor `first` (of a kStages-buffer operand's first buffer) moved to streamed tile t's
+// The descriptor `first` (of a kBuffers-buffer operand's first buffer) moved to streamed tile t's
 // buffer, `elems` elements of T each.
 template <typename T, int kBuffers = kStages>
 __device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, int t) {
   return wgmma::advance(first, static_cast<uint32_t>(t) % kBuffers * static_cast<uint32_t>(elems * sizeof(T)));
 }
 
+// The producer warpgroup: key tile by key tile K and V, each into the buffer its consumers have
+// released, and with tile 0 the block's Q rows. A tile's copies are one group; the producer lets tile
+// u - 1's land (every thread waits for its own, then the proxy fence, as wgmma.cuh's protocol asks of
+// plain writes before the tensor cores read them) and arrives on its `full` barrier only after
+// starting tile u's, so that two tiles' copies can fly. `full` completes when all 128 producer
+// threads have arrived.
+template <typename T, int D>
+__device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, D>& smem, const T* q, const T* k,
+                                                      const T* v, const TcParams& p, const AttentionOffsets& offs,
+                                                      int64_t i0, int64_t tiles) {
+  using Smem = WgmmaForwardSmem<T, D>;
+  using pipeline::pipeline_parity;
+  const int thread = static_cast<int>(threadIdx.x) - kWgmmaConsumerThreads;
+  constexpr int kThreads = wgmma::kThreads;
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
+#pragma unroll 1
+  for (int u = 0;; ++u) {
+    if (u < tiles) {
+      const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
+      // Wait until the consumers released tile u - kBuffers from the buffer (at once the first time round).
+      pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
+      stage_cores<T, D>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0, p.S,
+                        kWgmmaKeyTile, p.wide, thread, kThreads);
+      pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
+      stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0, p.S,
+                        kWgmmaKeyTile, p.wide, thread, kThreads);
+    }
+    tile::commit_copies();  // an empty group past the last tile: the wait below is the same
+    if (u > 0) {
+      tile::wait_copies<1>();  // all but tile u's: tile u - 1's
+      wgmma::fence_async_smem();
+      pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.full, 1, u - 1));
+    }
+    if (u == tiles) break;
+  }
+  tile::wait_copies<0>();  // the last, empty group (with no tile, the block's Q rows)
+}
+
 template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
+__global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                    const __grid_constant__ TcParams p) {
   using namespace tile;
+  using pipeline::pipeline_parity;
   constexpr int kRows = kWgmmaForwardRows<D>;
   constexpr int kScoreTiles = kWgmmaKeyTile / kN;  // 8
   constexpr int kOutTiles = D / kN;
@@ -104,9 +169,32 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
 
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int group = kWgmmaForwardGroups<D> == 1 ? 0 : static_cast<int>(threadIdx.x) / wgmma::kThreads;
-  const int64_t group_row0 = i0 + group * wgmma::kM;  // this warpgroup's first query row
+  const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;  // kWgmmaForwardGroups: the producer
   const AttentionOffsets offs = attention_offsets(p.layout, b);
+  // The block streams the key tiles its last row sees; a consumer warpgroup skips those past its own
+  // last row (with causal).
+  const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
+
+  // Thread 0 sets up the barriers: `full` expects the producer's 128 threads, the two kinds of
+  // `empty` the consumers' 256.
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWgmmaKBuffers; ++s) {
+      pipeline::mbarrier_init(smem.full + s, wgmma::kThreads);
+      pipeline::mbarrier_init(smem.k_empty + s, kWgmmaConsumerThreads);
+    }
+    for (int s = 0; s < kWgmmaVBuffers; ++s) pipeline::mbarrier_init(smem.v_empty + s, kWgmmaConsumerThreads);
+  }
+  __syncthreads();  // the only one: the barriers are ready before anyone uses them
+
+  if (group == kWgmmaForwardGroups) {
+    pipeline::shrink_registers<kWgmmaProducerRegisters>();
+    produce_forward_tiles<T, D>(smem, q, k, v, p, offs, i0, tiles);
+    return;
+  }
+  pipeline::grow_registers<kWgmmaConsumerRegisters>();
+
+  const int64_t group_row0 = i0 + group * wgmma::kM;  // this warpgroup's first query row
+  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
   // Q's rows along M and K's along N, both with the head dim along K; V's rows (keys) along K and
@@ -115,25 +203,10 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
   const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
   const uint64_t v_desc = wgmma::rows_by_n(wgmma::smem_address(smem.v), D);
 
-  // The pipeline of the mma.sync kernels (stream_tiles): key tile t's K and V into their buffers,
-  // the block's Q landing with tile 0. The block streams the key tiles its last row sees; a warpgroup
-  // skips those past its own last row (with causal), though it still copies them with the others.
-  const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
-  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
-  const auto fetch = [&](int t) {
-    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    const int n = t < tiles ? kWgmmaKeyTile : 0;
-    stage_cores<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
-    stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n,
-                      p.wide);
-  };
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
-  commit_copies();
-
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  RowState rows(i0);  // thread t's rows: 16 per warp, the block's warps in order
+  RowState rows(i0);  // thread t's rows: 16 per warp, the consumers' warps in order
 
   // P of the last tile this warpgroup computed, as A tiles, and whether its P V is still to be issued.
   ATile<T> pa[kScoreTiles / 2];
@@ -153,24 +226,24 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
     }
     wgmma::commit();
   };
-  // The last P V, where no next tile's scores come to overlap it.
-  const auto finish_pv = [&] {
-    issue_pv(last);
-    wgmma::wait<0>();
-    wgmma::settle(acc);
-    pending = false;
-  };
-
   // Per key tile, FlashAttention-3's overlap within a warpgroup: the scores S = Q K^T of tile t and
   // P V of tile t - 1 are issued together, and the softmax of tile t runs while P V is in flight. The
   // output accumulators are rescaled once P V has landed (P V adds at the old maximum, and the factor
-  // takes the sum to the new one), and P of tile t waits in registers for the next tile. V's extra
-  // buffer keeps tile t - 1's V while tile t + kStages - 1 loads. cp.async writes as plain stores do:
-  // ordered before the tensor cores' reads by the proxy fence.
-  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+  // takes the sum to the new one), and P of tile t waits in registers for the next tile. K's buffer is
+  // released once the scores have landed, V's once its P V has. The producer can then fill the next
+  // tile only after tile t - 1's P V has landed, and it signals tile t only after starting the next
+  // one: V needs a buffer more than K, or the two would wait for each other.
+  //
+  // A warpgroup whose rows all precede tile t (causal) stops there. It neither waits for the tile nor
+  // releases it: the warpgroups' rows are a key tile apart, so it skips the block's last tile at most,
+  // whose buffers are never filled again.
+  static_assert(kWgmmaForwardGroups - 1 <= kWgmmaKBuffers, "no buffer of a skipped tile is filled again");
+#pragma unroll 1
+  for (int t = 0; t < tiles; ++t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    if (j0 >= group_j_end) return;  // the same for the whole warpgroup, and for every later tile
-    const uint64_t k_t = stage_descriptor<T>(k_desc, Smem::kTileElems, t);
+    if (j0 >= group_j_end) break;  // the same for the whole warpgroup
+    pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.full, 1, t), pipeline_parity<kWgmmaKBuffers>(t));
+    const uint64_t k_t = stage_descriptor<T, kWgmmaKBuffers>(k_desc, Smem::kTileElems, t);
     CTile s[kScoreTiles];
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
 #pragma unroll
@@ -183,9 +256,11 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
     else wgmma::commit();  // an empty group: the same wait either way
     wgmma::wait<1>();      // the scores' group: P V may still run
     wgmma::settle(s);
+    pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t));
     const Rescale r = softmax_tile<kDropout>(s, rows, p, st, b, j0);
     wgmma::wait<0>();
     wgmma::settle(acc);
+    if (pending) pipeline::mbarrier_arrive(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, last));
     rescale(acc, r);
     // P as A tiles, two score tiles side by side each; the registers are free again once the last
     // P V has landed.
@@ -193,14 +268,14 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>)
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) a_from_c(pa[kk], s[2 * kk], s[2 * kk + 1]);
     pending = true;
     last = t;
-  });
-  // A warpgroup that skipped the block's last tiles (causal) has its P V to do too, and its V is still
-  // in its buffer: the warpgroups' rows are a key tile apart, so a warpgroup's last tile is at most
-  // kWgmmaForwardGroups - 1 tiles before the block's, and V's buffers hold the last kWgmmaVBuffers.
-  // (Done in the skipping pass instead, it is code on a path ptxas takes for divergent, and it
-  // serializes every wgmma of the kernel: C7520.)
-  static_assert(kWgmmaForwardGroups<D> <= kWgmmaVBuffers, "the last tiles' V stay in their buffers");
-  if (pending) finish_pv();
+  }
+  // The last P V, with no next tile's scores to overlap (after a causal warpgroup's early stop too).
+  // Its V buffer is never filled again, so it is not released.
+  if (pending) {
+    issue_pv(last);
+    wgmma::wait<0>();
+    wgmma::settle(acc);
+  }
 
   write_forward(out, lse, p, b, rows, acc);
 }

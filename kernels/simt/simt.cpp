@@ -63,7 +63,17 @@ constexpr size_t kStackBytes = size_t{64} << 10;
 // sanitizer's allocator, which holds freed memory back, always new pages).
 thread_local std::vector<std::unique_ptr<char[]>> t_spare_stacks;
 
-enum class State { Runnable, AtBarrier, AtCollective, Exited };
+enum class State { Runnable, AtBarrier, AtCollective, AtMbarrier, Exited };
+
+// A shared-memory barrier (mbarrier_init): its count, the arrivals its current phase still expects,
+// and how many phases it has completed. Its 8 bytes in shared memory hold kMbarrierMark meanwhile.
+struct Mbarrier {
+  void* at = nullptr;
+  int count = 0, pending = 0;
+  int64_t phase = 0;
+  Site init;
+};
+constexpr uint64_t kMbarrierMark = 0x6b696c6e6d626172ull;  // "kilnmbar"
 
 // An asynchronous copy a thread started and has not waited for: it lands at the wait.
 struct PendingCopy {
@@ -81,6 +91,8 @@ struct Fiber {
   int linear = 0;
   State state = State::Runnable;
   Site where;  // the barrier or collective it waits at
+  void* mbarrier = nullptr;  // the shared-memory barrier it waits at, for the phase of parity `parity`
+  int parity = 0;
   void* fake_stack = nullptr;  // AddressSanitizer's, while switched out
   void* tsan_fiber = nullptr;
   std::vector<PendingCopy> copies;  // in the order started
@@ -130,6 +142,7 @@ struct Launch {
   // the last barrier opened, which its threads read when they resume (before any can reach the next).
   int barrier_votes = 0, barrier_count = 0;
   std::vector<Warp> warps;
+  std::vector<Mbarrier> mbarriers;  // the block's, in the order initialized
   detail::Context scheduler;
   void* scheduler_stack = nullptr;  // the launching thread's stack (for AddressSanitizer)
   size_t scheduler_stack_size = 0;
@@ -204,9 +217,10 @@ void switch_context(Launch& l, Fiber* from, Fiber* to) {
   (void)fake;
 }
 
-// The running fiber f cannot go on (it waits, or has exited): the next runnable thread runs, which
-// is f itself when it is runnable again and first in the schedule's order. With none runnable, or
-// once a thread has thrown, the launch's context takes over.
+// The running fiber f cannot go on (it waits, or has exited), or lets others run (it completed an
+// mbarrier's phase): the next runnable thread runs, which is f itself when it is runnable and first
+// in the schedule's order. With none runnable, or once a thread has thrown, the launch's context
+// takes over.
 void yield(Launch& l, Fiber& f) {
   const int next = l.thrown ? -1 : pick(l);
   if (next == f.linear) return;
@@ -263,15 +277,37 @@ void fiber_main() {
   std::abort();  // an exited thread is never switched back to
 }
 
-// Every thread's state, for a deadlock's message.
+// What a thread waits at, for a deadlock's message ("" when it does not wait).
+std::string wait_of(const Launch& l, const Fiber& f) {
+  switch (f.state) {
+    case State::AtBarrier: return "at __syncthreads, " + site(f.where);
+    case State::AtCollective:
+      return "at a warp collective (warp " + std::to_string(f.linear / kWarp) + "), " + site(f.where);
+    case State::AtMbarrier: {
+      const auto b = std::find_if(l.mbarriers.begin(), l.mbarriers.end(),
+                                  [&](const Mbarrier& m) { return m.at == f.mbarrier; });
+      const auto at = reinterpret_cast<uintptr_t>(f.mbarrier), base = reinterpret_cast<uintptr_t>(l.smem.get());
+      std::ostringstream os;
+      os << "at " << site(f.where) << " for the phase of parity " << f.parity << " of the mbarrier initialized at "
+         << site(b->init);
+      if (at >= base && at - base < l.config->dynamic_smem) os << " (dynamic shared byte " << at - base << ")";
+      os << ": phase " << b->phase << ", " << b->pending << " of " << b->count << " arrivals missing";
+      return os.str();
+    }
+    default: return "";
+  }
+}
+
+// Every waiting thread, for a deadlock's message: consecutive threads that wait alike on one line.
 std::string describe_waits(const Launch& l) {
   std::ostringstream os;
-  for (const Fiber& f : l.fibers) {
-    if (f.state == State::AtBarrier) os << "\n  thread " << f.linear << " waits at __syncthreads, " << site(f.where);
-    if (f.state == State::AtCollective) {
-      os << "\n  thread " << f.linear << " (warp " << f.linear / kWarp << ") waits at a warp collective, "
-         << site(f.where);
-    }
+  const size_t n = l.fibers.size();
+  for (size_t i = 0, j = 0; i < n; i = j) {
+    const std::string what = wait_of(l, l.fibers[i]);
+    for (j = i + 1; j < n && wait_of(l, l.fibers[j]) == what;) ++j;
+    if (what.empty()) continue;
+    if (j - i == 1) os << "\n  thread " << i << " waits " << what;
+    else os << "\n  threads " << i << " to " << j - 1 << " wait " << what;
   }
   return os.str();
 }
@@ -286,6 +322,7 @@ void run_block(Launch& l, Dim3 block) {
   l.runnable_lo = 0;
   l.runnable_hi = static_cast<int>(l.fibers.size()) - 1;
   for (Warp& w : l.warps) w.arrived = w.exited = 0;
+  l.mbarriers.clear();
   if (c.dynamic_smem > 0) std::memset(l.smem.get(), 0xFF, c.dynamic_smem);
   for (Fiber& f : l.fibers) {
     f.state = State::Runnable;
@@ -549,6 +586,68 @@ void wait_copies(int pending) {
     std::memset(static_cast<unsigned char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
   }
   f.copies.erase(f.copies.begin(), f.copies.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+namespace {
+// The block's barrier at `bar`, after checking that it was initialized and that its bytes still hold
+// the emulator's mark.
+Mbarrier& initialized_mbarrier(Launch& l, void* bar, const char* what, Site where) {
+  const auto b =
+      std::find_if(l.mbarriers.begin(), l.mbarriers.end(), [&](const Mbarrier& m) { return m.at == bar; });
+  if (b == l.mbarriers.end()) fail(l, std::string("mbarrier ") + what + " at " + site(where) + ": not initialized");
+  uint64_t mark = 0;
+  std::memcpy(&mark, bar, sizeof mark);
+  if (mark != kMbarrierMark) {
+    fail(l, std::string("mbarrier ") + what + " at " + site(where) + ": its 8 bytes (initialized at " +
+                site(b->init) + ") were overwritten");
+  }
+  return *b;
+}
+}  // namespace
+
+void mbarrier_init(void* bar, int count, Site where) {
+  Launch& l = running("an mbarrier's init");
+  const std::string what = "mbarrier init at " + site(where);
+  if (!in_shared(l, bar, sizeof(uint64_t))) fail(l, what + ": the barrier is not in the block's shared memory");
+  if (reinterpret_cast<uintptr_t>(bar) % alignof(uint64_t) != 0) fail(l, what + ": not aligned to 8 bytes");
+  if (count < 1 || count > (1 << 20) - 1) {
+    fail(l, what + ": count " + std::to_string(count) + ", outside 1 .. 2^20 - 1");
+  }
+  const auto b =
+      std::find_if(l.mbarriers.begin(), l.mbarriers.end(), [&](const Mbarrier& m) { return m.at == bar; });
+  if (b != l.mbarriers.end()) fail(l, what + ": the barrier was initialized already, at " + site(b->init));
+  std::memcpy(bar, &kMbarrierMark, sizeof kMbarrierMark);
+  l.mbarriers.push_back(Mbarrier{bar, count, count, 0, where});
+}
+
+void mbarrier_arrive(void* bar, Site where) {
+  Launch& l = running("an mbarrier's arrive");
+  Mbarrier& b = initialized_mbarrier(l, bar, "arrive", where);
+  if (--b.pending > 0) return;
+  b.pending = b.count;
+  ++b.phase;
+  ++l.stats.mbarrier_phases;
+  for (int i = 0; i < static_cast<int>(l.fibers.size()); ++i) {
+    const Fiber& f = l.fibers[static_cast<size_t>(i)];
+    if (f.state == State::AtMbarrier && f.mbarrier == bar && f.parity != (b.phase & 1)) make_runnable(l, i);
+  }
+  // The threads it woke may run before this one goes on, as they may on a GPU: the next in the
+  // schedule's order runs now (under Highest, a producer warp numbered after its consumers). So a
+  // thread that releases a buffer before it is done reading it sees the refill.
+  yield(l, self(l));
+}
+
+void mbarrier_wait(void* bar, int parity, Site where) {
+  Launch& l = running("an mbarrier's wait");
+  Fiber& f = self(l);
+  const Mbarrier& b = initialized_mbarrier(l, bar, "wait", where);
+  // The phase of `parity` has completed when the current phase has the other parity.
+  if ((b.phase & 1) != (parity & 1)) return;
+  f.state = State::AtMbarrier;
+  f.where = where;
+  f.mbarrier = bar;
+  f.parity = parity & 1;
+  yield(l, f);
 }
 
 namespace detail {

@@ -6,7 +6,8 @@
 // where it must wait for others:
 // - __syncthreads(), until every thread of the block that has not exited arrives at the same call;
 // - a warp collective (__shfl_sync, __shfl_xor_sync, a tensor-core mma through
-//   kernels/cuda/tile.cuh), until every lane of its warp arrives at the same call.
+//   kernels/cuda/tile.cuh), until every lane of its warp arrives at the same call;
+// - a shared-memory barrier's wait (mbarrier_wait below), until the phase it waits for completes.
 // Asynchronous copies to shared memory (cp.async) land when the thread that started them waits for
 // them, not before; meanwhile their destination holds NaN (copy_async below).
 // A scheduler then picks the next runnable thread: always the lowest-numbered (Schedule::Lowest)
@@ -89,6 +90,8 @@ struct LaunchStats {
   int64_t collectives_in(std::string_view file) const;
   // Asynchronous copies started (copy_async) and the bytes they moved, zeros included.
   int64_t async_copies = 0, async_copy_bytes = 0;
+  // Phases of shared-memory barriers completed (mbarrier_arrive), per block summed.
+  int64_t mbarrier_phases = 0;
 };
 
 // Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
@@ -132,6 +135,23 @@ int lane();
 void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site where = Site::here());
 void commit_copies();
 void wait_copies(int pending);
+
+// Shared-memory barriers (mbarrier, kernels/cuda/mbarrier.cuh): an object of 8 bytes in shared
+// memory that counts arrivals. mbarrier_init sets it to expect `count` arrivals per phase, starting at
+// phase 0; each mbarrier_arrive counts one, and the count-th completes the phase (the next one expects
+// `count` again) and lets the threads waiting for it run before it goes on, when the schedule puts
+// them first. mbarrier_wait(bar, parity) returns once the phase of that parity has completed: at
+// once when the barrier's current phase has the other parity (so, as on a GPU, parity 1 passes right
+// after the init), and otherwise when the current phase completes. A waiting thread runs again only
+// then, so a pipeline whose arrivals do not add up ends in the launch's deadlock error, which names
+// each waiting thread's barrier and phase.
+// Throws on an init outside the block's shared memory or not aligned to 8 bytes, a count outside
+// 1 .. 2^20 - 1, a second init of a barrier in use, an arrive or a wait on a barrier never initialized,
+// and any operation on one whose 8 bytes were overwritten since the init (the emulator keeps the
+// count aside and marks the bytes).
+void mbarrier_init(void* bar, int count, Site where = Site::here());
+void mbarrier_arrive(void* bar, Site where = Site::here());
+void mbarrier_wait(void* bar, int parity, Site where = Site::here());
 
 // Emulated hardware state of a thread that code outside the emulator models (wgmma's instructions in
 // flight, kernels/cuda/wgmma.cuh): thread_state<V>() is the running thread's V, default-constructed at
@@ -267,8 +287,8 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, ::kiln::simt::Site where = :
 }
 
 // A compare-and-swap on an int in global or shared memory (kiln's kernels claim an error record
-// with it). The emulator's threads switch only at barriers and warp collectives, so the plain
-// read-compare-write is atomic.
+// with it). The emulator's threads switch only at barriers, warp collectives and mbarriers, so the
+// plain read-compare-write is atomic.
 inline int atomicCAS(int* address, int compare, int value) {
   const int old = *address;
   if (old == compare) *address = value;

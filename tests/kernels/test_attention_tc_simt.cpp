@@ -67,7 +67,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   simt::LaunchStats forward;
   int64_t forward_blocks = 0;
   if (wg) {
-    // kWgmmaForwardGroups warpgroups per block (two at head dim 64).
+    // Two consumer warpgroups and a producer per block.
     simt::LaunchConfig wcfg = cfg;
     wcfg.block.x = static_cast<unsigned>(kWgmmaForwardThreads<D>);
     wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
@@ -109,6 +109,9 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
+  if (wg) {  // warp-specialized: one __syncthreads per block (after the barriers' init), no more
+    CHECK(forward.block_barriers == forward_blocks);
+  }
   Emulated e;
   e.results = o.results(a);
   e.mma_forward = forward.collectives_in(kMmaFile);
@@ -177,6 +180,15 @@ TEST_CASE("attention on tensor cores, emulated: dropout draws the CPU's decision
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
   const bool causal = GENERATE(false, true);
   check_problem(dense_problem(dtype, E, 2, 70, 90, causal, 0.125, 0.25));
+}
+
+// Long enough that every pipeline refills each of its buffers: 6 key tiles of 64, so the wgmma
+// forward's 3 V buffers take two tiles each, and with causal its first warpgroup stops a tile before
+// the second in every block.
+TEST_CASE("attention on tensor cores, emulated: a key stream that refills every buffer", "[simt][attention]") {
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  const bool causal = GENERATE(false, true);
+  check_problem(dense_problem(DType::BFloat16, E, 1, 330, 330, causal, 1.0 / std::sqrt(static_cast<double>(E)), 0.0));
 }
 
 // The GPT's layout: q, k and v are views of one fused projection [B, T, 3 H E], heads split off

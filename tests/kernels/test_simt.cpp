@@ -1,7 +1,8 @@
 // The CPU emulator of CUDA's threads (kernels/simt/simt.h): indices, the block barrier, shuffles,
-// static shared variables, the tensor-core tiles of kernels/cuda/tile.cuh, and the faults it must
-// report rather than hide (a missing barrier, a divergent one, a collective missing a lane, a
-// deadlock, shared memory past the hardware's limits).
+// static shared variables, the tensor-core tiles of kernels/cuda/tile.cuh, asynchronous copies,
+// shared-memory barriers (mbarrier), and the faults it must report rather than hide (a missing
+// barrier, a divergent one, a collective missing a lane, a deadlock, shared memory past the
+// hardware's limits, bad copies and barriers).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -363,6 +365,134 @@ TEST_CASE("simt: bad asynchronous copies are errors naming the copy", "[simt]") 
                     Contains("exited with 1 asynchronous copies it never waited for") && Contains("async_copy.cuh"));
 }
 
+// A producer warp hands a consumer warp three rounds of values through one shared slot per lane, with
+// two barriers: `full` (the producer's 32 lanes arrive after writing) and `empty` (the consumer's
+// arrive after reading). Rounds alternate the phases' parity.
+std::vector<float> handed_over(Schedule schedule, simt::LaunchStats& stats) {
+  constexpr int kRounds = 3;
+  std::vector<float> seen(32 * kRounds, -1.f);
+  stats = simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule, 2 * 8 + 32 * 4), [&] {
+    auto* bars = static_cast<uint64_t*>(simt::dynamic_smem());
+    uint64_t *full = bars, *empty = bars + 1;
+    float* slot = reinterpret_cast<float*>(bars + 2);
+    const int t = static_cast<int>(threadIdx.x), lane = t % 32;
+    if (t == 0) {
+      pipeline::mbarrier_init(full, 32);
+      pipeline::mbarrier_init(empty, 32);
+    }
+    __syncthreads();
+    for (int r = 0; r < kRounds; ++r) {
+      if (t >= 32) {  // the producer: wait until the slot is free (at once the first time), fill it
+        pipeline::mbarrier_wait(empty, 1 - pipeline::pipeline_parity<1>(r));
+        slot[lane] = static_cast<float>(100 * r + lane);
+        pipeline::mbarrier_arrive(full);
+      } else {
+        pipeline::mbarrier_wait(full, pipeline::pipeline_parity<1>(r));
+        seen[static_cast<size_t>(32 * r + lane)] = slot[lane];
+        pipeline::mbarrier_arrive(empty);
+      }
+    }
+  });
+  return seen;
+}
+
+TEST_CASE("simt: an mbarrier completes a phase every count arrivals, and a wait returns once its phase has", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  simt::LaunchStats stats;
+  const std::vector<float> seen = handed_over(schedule, stats);
+  for (int r = 0; r < 3; ++r) {
+    for (int lane = 0; lane < 32; ++lane) {
+      INFO("round " << r << ", lane " << lane);
+      CHECK(seen[static_cast<size_t>(32 * r + lane)] == static_cast<float>(100 * r + lane));
+    }
+  }
+  CHECK(stats.mbarrier_phases == 6);  // three of `full`, three of `empty`
+  CHECK(stats.block_barriers == 1);
+  // A consumer that does not wait for `full` reads the slot before it is written when the consumers
+  // run first (the lowest-numbered), as it may on a GPU.
+  std::vector<float> early(32, -1.f);
+  simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule, 8 + 32 * 4), [&] {
+    auto* full = static_cast<uint64_t*>(simt::dynamic_smem());
+    float* slot = reinterpret_cast<float*>(full + 1);
+    const int t = static_cast<int>(threadIdx.x);
+    if (t == 0) pipeline::mbarrier_init(full, 32);
+    __syncthreads();
+    if (t >= 32) {
+      slot[t - 32] = 1.f;
+      pipeline::mbarrier_arrive(full);
+    } else {
+      early[static_cast<size_t>(t)] = slot[t];
+    }
+  });
+  const auto unwritten = std::count_if(early.begin(), early.end(), [](float x) { return std::isnan(x); });
+  CHECK(unwritten == (schedule == Schedule::Lowest ? 32 : 0));
+}
+
+TEST_CASE("simt: a wait for parity 1 passes right after the init, and one for parity 0 blocks", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  int passed = 0, after_arrival = 0;
+  bool arrived = false;
+  simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 8), [&] {
+    auto* bar = static_cast<uint64_t*>(simt::dynamic_smem());
+    if (threadIdx.x == 0) pipeline::mbarrier_init(bar, 1);
+    __syncthreads();
+    pipeline::mbarrier_wait(bar, 1);
+    ++passed;
+    __syncthreads();
+    if (threadIdx.x == 5) {  // the one arrival phase 0 expects: every wait for parity 0 returns
+      arrived = true;
+      pipeline::mbarrier_arrive(bar);
+    }
+    pipeline::mbarrier_wait(bar, 0);
+    after_arrival += arrived;
+  });
+  CHECK(passed == 32);
+  CHECK(after_arrival == 32);  // threads that reached the wait before thread 5 arrived waited for it
+}
+
+TEST_CASE("simt: bad mbarriers are errors naming the call, and arrivals that do not add up a deadlock", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  alignas(8) static uint64_t global_bar = 0;
+  const auto launch_one = [&](const std::function<void(uint64_t*)>& body) {
+    simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 64),
+                 [&] { body(static_cast<uint64_t*>(simt::dynamic_smem())); });
+  };
+  CHECK_THROWS_WITH(launch_one([](uint64_t*) { pipeline::mbarrier_init(&global_bar, 1); }),
+                    Contains("not in the block's shared memory") && Contains("test_simt.cpp:"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) {
+                      pipeline::mbarrier_init(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(s) + 4), 1);
+                    }),
+                    Contains("not aligned to 8 bytes"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) { pipeline::mbarrier_init(s, 0); }), Contains("count 0"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) { pipeline::mbarrier_init(s, 1 << 20); }),
+                    Contains("outside 1 .. 2^20 - 1"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) { pipeline::mbarrier_init(s + threadIdx.x % 2, 32); }),
+                    Contains("initialized already"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) { pipeline::mbarrier_arrive(s); }),
+                    Contains("mbarrier arrive") && Contains("not initialized"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) { pipeline::mbarrier_wait(s, 0); }),
+                    Contains("mbarrier wait") && Contains("not initialized"));
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) {
+                      if (threadIdx.x == 0) {
+                        pipeline::mbarrier_init(s, 32);
+                        s[0] = 0;  // a plain store over the barrier
+                      }
+                      __syncthreads();
+                      pipeline::mbarrier_arrive(s);
+                    }),
+                    Contains("were overwritten"));
+  // One arrival short: every thread waits for a phase that never completes.
+  CHECK_THROWS_WITH(launch_one([](uint64_t* s) {
+                      if (threadIdx.x == 0) pipeline::mbarrier_init(s, 32);
+                      __syncthreads();
+                      if (threadIdx.x != 7) pipeline::mbarrier_arrive(s);
+                      pipeline::mbarrier_wait(s, 0);
+                    }),
+                    Contains("deadlock") && Contains("threads 0 to 31 wait at") &&
+                        Contains("for the phase of parity 0 of the mbarrier initialized at") &&
+                        Contains("(dynamic shared byte 0): phase 0, 1 of 32 arrivals missing"));
+}
+
 TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   const simt::Dim3 one{1, 1, 1}, warp{32, 1, 1};
@@ -399,7 +529,8 @@ TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {
                                      if (threadIdx.x == 0) (void)__shfl_xor_sync(0xffffffffu, 1.f, 1);
                                      __syncthreads();
                                    }),
-                      Contains("deadlock") && Contains("waits at __syncthreads") && Contains("warp collective"));
+                      Contains("deadlock") && Contains("thread 0 waits at a warp collective (warp 0)") &&
+                          Contains("threads 1 to 31 wait at __syncthreads"));
   }
   SECTION("a shuffle in a partial warp, or with a partial mask") {
     CHECK_THROWS_WITH(simt::launch(config(one, {48, 1, 1}, schedule),
