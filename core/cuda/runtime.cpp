@@ -29,6 +29,8 @@ MathSwitches& math_switches() {
     m.attention_tensor_cores = tc != nullptr && std::string(tc) == "1";
     const char* wg = std::getenv("KILN_ATTENTION_WGMMA");
     m.attention_wgmma = wg != nullptr && std::string(wg) == "1";
+    const char* producer = std::getenv("KILN_ATTENTION_WGMMA_PRODUCER");
+    m.attention_wgmma_producer = producer == nullptr || std::string(producer) != "0";
     return m;
   }();
   return s;

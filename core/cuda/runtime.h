@@ -148,6 +148,11 @@ struct MathSwitches {
   // mma.sync, on devices of compute capability 9.0 in builds for sm_90 (elsewhere the mma.sync kernels
   // run). Off until a GPU run has checked them; KILN_ATTENTION_WGMMA=1 turns it on at start.
   bool attention_wgmma = false;
+  // With attention_wgmma, the forward's warp-specialized kernel (a producer warpgroup loads the tiles
+  // for two consumer warpgroups; kernels/cuda/attention_wgmma_forward.cuh). False: the same forward
+  // with the whole block loading, to measure what warp specialization is worth;
+  // KILN_ATTENTION_WGMMA_PRODUCER=0 turns it off at start.
+  bool attention_wgmma_producer = true;
 };
 MathSwitches& math_switches();
 

@@ -18,6 +18,15 @@ struct WgmmaForward {
   template <int D> static constexpr int rows() { return attention_tc::kWgmmaForwardRows<D>; }
 };
 
+// The forward without its producer warpgroup (AttentionArgs::wgmma_producer false), for the A/B.
+struct WgmmaSyncForward {
+  template <typename T, int D, bool kDropout> static auto get() {
+    return &attention_tc::attention_forward_wgmma_sync_kernel<T, D, kDropout>;
+  }
+  template <int D> static constexpr int threads() { return attention_tc::kWgmmaSyncForwardThreads<D>; }
+  template <int D> static constexpr int rows() { return attention_tc::kWgmmaForwardRows<D>; }
+};
+
 struct WgmmaBackward {
   template <typename T, int D, bool kDropout> static auto dq() {
     return &attention_tc::attention_backward_dq_wgmma_kernel<T, D, kDropout>;
@@ -35,7 +44,11 @@ struct WgmmaBackward {
 
 void attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx) {
-  attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaForward>(out, lse, q, k, v, a, ctx);
+  if (a.wgmma_producer) {
+    attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaForward>(out, lse, q, k, v, a, ctx);
+  } else {
+    attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaSyncForward>(out, lse, q, k, v, a, ctx);
+  }
 }
 
 void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,

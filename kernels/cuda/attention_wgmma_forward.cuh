@@ -27,6 +27,9 @@
 // (kernels/cuda/async_copy.cuh). Not yet done: TMA loads (one thread of the producer would issue a
 // tile's copy), ping-pong between the consumer warpgroups, and swizzled layouts.
 //
+// attention_forward_wgmma_sync_kernel, at the end, is the same forward without the producer: the
+// consumers load the tiles themselves (stream_tiles), for measuring what warp specialization is worth.
+//
 // Selected by AttentionArgs::wgmma (cuda::math_switches().attention_wgmma, with the tensor-core
 // switch) on a device of compute capability 9.0, in builds for sm_90 (attention_wgmma.cu, compiled
 // for sm_90a alone). The CPU tests run it on the emulator (tests/kernels/test_attention_tc_simt.cpp).
@@ -69,7 +72,7 @@ inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
 // all staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix); and the barriers
-// of the pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V are in, and with tile 0 the
+// of the warp-specialized kernel's pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V are in, and with tile 0 the
 // block's Q rows) and `k_empty` (the consumers are done with its K), per V buffer `v_empty`.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the
 // previous warpgroup's.
@@ -154,25 +157,120 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
   tile::wait_copies<0>();  // the last, empty group (with no tile, the block's Q rows)
 }
 
+// A consumer warpgroup's side of the forward, the same in both kernels below: its 64 query rows'
+// output accumulators and softmax state, and P of the last key tile it computed, as A tiles, whose
+// P V is still to be issued.
+//
+// Per key tile, FlashAttention-3's overlap within a warpgroup (step()): the scores S = Q K^T of tile
+// t and P V of tile t - 1 are issued together, and the softmax of tile t runs while P V is in flight.
+// The output accumulators are rescaled once P V has landed (P V adds at the old maximum, and the
+// factor takes the sum to the new one), and P of tile t waits in registers for the next tile. The
+// last P V comes after the last tile (finish()).
+template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
+  static constexpr int kScoreTiles = kWgmmaKeyTile / tile::kN;  // 8
+  static constexpr int kOutTiles = D / tile::kN;
+  using Smem = WgmmaForwardSmem<T, D>;
+
+  const TcParams& p;
+  const int64_t b;
+  const int64_t j_end;  // the keys this warpgroup's rows see: it stops at the first tile past them
+  const PhiloxState st;
+  // Q's rows along M and K's along N, both with the head dim along K; V's rows (keys) along K and
+  // the head dim along N. K's and V's for the first buffer (stage_descriptor moves them).
+  const uint64_t q_desc, k_desc, v_desc;
+  tile::CTile acc[kOutTiles];
+  RowState rows;  // thread t's rows: 16 per warp, the consumers' warps in order
+  tile::ATile<T> pa[kScoreTiles / 2];
+  bool pending = false;
+  int last = 0;
+
+  __device__ __forceinline__ WgmmaForwardConsumer(const Smem& smem, int group, int64_t i0, const TcParams& params,
+                                                  int64_t batch)
+      : p(params),
+        b(batch),
+        j_end(block_key_end(params, i0 + group * wgmma::kM, wgmma::kM)),
+        st(kDropout ? philox_resolve(params.philox) : PhiloxState{}),
+        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D)),
+        k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), D)),
+        v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), D)),
+        rows(i0) {
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) tile::fill(acc[t], 0.f);
+  }
+
+  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. With a fence of
+  // its own: the compiler may have moved P's and the accumulators' registers since the pass's first.
+  // (ptxas -v still reports an arrive it adds where the pass's two paths meet, C7519, which is
+  // information: it reports no serialization.)
+  __device__ __forceinline__ void issue_pv(int t) {
+    const uint64_t v_t = stage_descriptor<T, kWgmmaVBuffers>(v_desc, Smem::kTileElems, t);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
+      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
+      wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
+    }
+    wgmma::commit();
+  }
+
+  // Key tile t, at keys j0 on, whose K and V are in their buffers. scores_landed() runs once S = Q K^T
+  // has landed (K is read), pv_landed(t - 1) once the last tile's P V has (its V is read).
+  template <typename ScoresLanded, typename PvLanded>
+  __device__ __forceinline__ void step(int t, int64_t j0, ScoresLanded&& scores_landed, PvLanded&& pv_landed) {
+    const uint64_t k_t = stage_descriptor<T, kWgmmaKBuffers>(k_desc, Smem::kTileElems, t);
+    tile::CTile s[kScoreTiles];
+    wgmma::fence();  // P and the rescaled accumulators written before the products read them
+#pragma unroll
+    for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
+      const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
+      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
+    }
+    wgmma::commit();
+    if (pending) issue_pv(last);
+    else wgmma::commit();  // an empty group: the same wait either way
+    wgmma::wait<1>();      // the scores' group: P V may still run
+    wgmma::settle(s);
+    scores_landed();
+    const Rescale r = softmax_tile<kDropout>(s, rows, p, st, b, j0);
+    wgmma::wait<0>();
+    wgmma::settle(acc);
+    if (pending) pv_landed(last);
+    rescale(acc, r);
+    // P as A tiles, two score tiles side by side each; the registers are free again once the last
+    // P V has landed.
+#pragma unroll
+    for (int kk = 0; kk < kScoreTiles / 2; ++kk) tile::a_from_c(pa[kk], s[2 * kk], s[2 * kk + 1]);
+    pending = true;
+    last = t;
+  }
+
+  // The last P V, with no next tile's scores to overlap (after a causal warpgroup's early stop too),
+  // then the output and the log-sum-exp.
+  __device__ __forceinline__ void finish(T* out, float* lse) {
+    if (pending) {
+      issue_pv(last);
+      wgmma::wait<0>();
+      wgmma::settle(acc);
+    }
+    write_forward(out, lse, p, b, rows, acc);
+  }
+};
+
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                    const __grid_constant__ TcParams p) {
-  using namespace tile;
   using pipeline::pipeline_parity;
   constexpr int kRows = kWgmmaForwardRows<D>;
-  constexpr int kScoreTiles = kWgmmaKeyTile / kN;  // 8
-  constexpr int kOutTiles = D / kN;
-  SmemCarver carve(dynamic_smem());
-  using Smem = WgmmaForwardSmem<T, D>;
-  const Smem smem(carve);
+  tile::SmemCarver carve(tile::dynamic_smem());
+  const WgmmaForwardSmem<T, D> smem(carve);
 
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;  // kWgmmaForwardGroups: the producer
   const AttentionOffsets offs = attention_offsets(p.layout, b);
-  // The block streams the key tiles its last row sees; a consumer warpgroup skips those past its own
-  // last row (with causal).
+  // The block streams the key tiles its last row sees; a consumer warpgroup stops at the first one
+  // past its own last row (with causal).
   const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
 
   // Thread 0 sets up the barriers: `full` expects the producer's 128 threads, the two kinds of
@@ -193,91 +291,73 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   }
   pipeline::grow_registers<kWgmmaConsumerRegisters>();
 
-  const int64_t group_row0 = i0 + group * wgmma::kM;  // this warpgroup's first query row
-  const int64_t group_j_end = block_key_end(p, group_row0, wgmma::kM);
-  const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
-
-  // Q's rows along M and K's along N, both with the head dim along K; V's rows (keys) along K and
-  // the head dim along N. K's and V's for the first buffer (stage_descriptor moves them).
-  const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D);
-  const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
-  const uint64_t v_desc = wgmma::rows_by_n(wgmma::smem_address(smem.v), D);
-
-  CTile acc[kOutTiles];
-#pragma unroll
-  for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
-  RowState rows(i0);  // thread t's rows: 16 per warp, the consumers' warps in order
-
-  // P of the last tile this warpgroup computed, as A tiles, and whether its P V is still to be issued.
-  ATile<T> pa[kScoreTiles / 2];
-  bool pending = false;
-  int last = 0;
-  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. With a fence of
-  // its own: the compiler may have moved P's and the accumulators' registers since the pass's first.
-  // (ptxas -v still reports an arrive it adds where the pass's two paths meet, C7519, which is
-  // information: it reports no serialization.)
-  const auto issue_pv = [&](int t) {
-    const uint64_t v_t = stage_descriptor<T, kWgmmaVBuffers>(v_desc, Smem::kTileElems, t);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
-      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
-      wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
-    }
-    wgmma::commit();
-  };
-  // Per key tile, FlashAttention-3's overlap within a warpgroup: the scores S = Q K^T of tile t and
-  // P V of tile t - 1 are issued together, and the softmax of tile t runs while P V is in flight. The
-  // output accumulators are rescaled once P V has landed (P V adds at the old maximum, and the factor
-  // takes the sum to the new one), and P of tile t waits in registers for the next tile. K's buffer is
-  // released once the scores have landed, V's once its P V has. The producer can then fill the next
-  // tile only after tile t - 1's P V has landed, and it signals tile t only after starting the next
-  // one: V needs a buffer more than K, or the two would wait for each other.
+  // K's buffer is released once the scores have landed, V's once its P V has. The producer can then
+  // fill the next tile only after tile t - 1's P V has landed, and it signals tile t only after
+  // starting the next one: V needs a buffer more than K, or the two would wait for each other.
   //
   // A warpgroup whose rows all precede tile t (causal) stops there. It neither waits for the tile nor
   // releases it: the warpgroups' rows are a key tile apart, so it skips the block's last tile at most,
-  // whose buffers are never filled again.
+  // whose buffers are never filled again. Nor does anyone release the last tile's V after the last
+  // P V, for the same reason.
   static_assert(kWgmmaForwardGroups - 1 <= kWgmmaKBuffers, "no buffer of a skipped tile is filled again");
+  WgmmaForwardConsumer<T, D, kDropout> c(smem, group, i0, p, b);
 #pragma unroll 1
   for (int t = 0; t < tiles; ++t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    if (j0 >= group_j_end) break;  // the same for the whole warpgroup
+    if (j0 >= c.j_end) break;  // the same for the whole warpgroup
     pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.full, 1, t), pipeline_parity<kWgmmaKBuffers>(t));
-    const uint64_t k_t = stage_descriptor<T, kWgmmaKBuffers>(k_desc, Smem::kTileElems, t);
-    CTile s[kScoreTiles];
-    wgmma::fence();  // P and the rescaled accumulators written before the products read them
-#pragma unroll
-    for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
-      const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
-      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
-    }
-    wgmma::commit();
-    if (pending) issue_pv(last);
-    else wgmma::commit();  // an empty group: the same wait either way
-    wgmma::wait<1>();      // the scores' group: P V may still run
-    wgmma::settle(s);
-    pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t));
-    const Rescale r = softmax_tile<kDropout>(s, rows, p, st, b, j0);
-    wgmma::wait<0>();
-    wgmma::settle(acc);
-    if (pending) pipeline::mbarrier_arrive(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, last));
-    rescale(acc, r);
-    // P as A tiles, two score tiles side by side each; the registers are free again once the last
-    // P V has landed.
-#pragma unroll
-    for (int kk = 0; kk < kScoreTiles / 2; ++kk) a_from_c(pa[kk], s[2 * kk], s[2 * kk + 1]);
-    pending = true;
-    last = t;
+    c.step(
+        t, j0, [&] { pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t)); },
+        [&](int v_tile) { pipeline::mbarrier_arrive(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, v_tile)); });
   }
-  // The last P V, with no next tile's scores to overlap (after a causal warpgroup's early stop too).
-  // Its V buffer is never filled again, so it is not released.
-  if (pending) {
-    issue_pv(last);
-    wgmma::wait<0>();
-    wgmma::settle(acc);
-  }
+  c.finish(out, lse);
+}
 
-  write_forward(out, lse, p, b, rows, acc);
+// The same forward without warp specialization, for measuring what it is worth
+// (cuda::math_switches().attention_wgmma_producer = false, KILN_ATTENTION_WGMMA_PRODUCER=0): the two
+// warpgroups of a block (256 threads, the same 128 query rows and the same consumer code) load the
+// tiles themselves, with the pipeline of the other tensor-core kernels (stream_tiles: every thread
+// copies, waits for its copies and meets the others at __syncthreads twice per tile). The barriers
+// in the shared memory go unused.
+template <int D> inline constexpr int kWgmmaSyncForwardThreads = kWgmmaConsumerThreads;
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
+    attention_forward_wgmma_sync_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
+                                        const __grid_constant__ TcParams p) {
+  using Smem = WgmmaForwardSmem<T, D>;
+  constexpr int kRows = kWgmmaForwardRows<D>;
+  tile::SmemCarver carve(tile::dynamic_smem());
+  const Smem smem(carve);
+
+  const int64_t b = blockIdx.y;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;
+  const AttentionOffsets offs = attention_offsets(p.layout, b);
+  const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
+  // Key tile t's K and V into their buffers (zero rows past the last tile), the block's Q rows landing
+  // with tile 0. A warpgroup still copies the tiles it skips, with the others.
+  const auto fetch = [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    const int n = t < tiles ? kWgmmaKeyTile : 0;
+    stage_cores<T, D>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n,
+                      p.wide);
+    stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n,
+                      p.wide);
+  };
+  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
+  tile::commit_copies();
+
+  // The buffers need no release: stream_tiles's barrier after each tile keeps them until every warp
+  // is done, and V's extra buffer keeps tile t - 1's V for P V while tile t + kStages - 1 loads.
+  // cp.async writes as plain stores do: ordered before the tensor cores' reads by the proxy fence.
+  WgmmaForwardConsumer<T, D, kDropout> c(smem, group, i0, p, b);
+  stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
+    const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
+    if (j0 >= c.j_end) return;  // the same for the whole warpgroup, and for every later tile
+    c.step(t, j0, [] {}, [](int) {});
+  });
+  c.finish(out, lse);
 }
 
 }  // namespace kiln::attention_tc

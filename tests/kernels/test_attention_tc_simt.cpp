@@ -32,8 +32,17 @@ using namespace kiln::test;
 
 namespace {
 
-// Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma.
-enum class Forward { kMmaSync, kWgmma };
+// Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma, with the warp-
+// specialized forward or with the one whose whole block loads (kWgmmaSync).
+enum class Forward { kMmaSync, kWgmma, kWgmmaSync };
+const char* forward_name(Forward which) {
+  switch (which) {
+    case Forward::kMmaSync: return "on mma.sync";
+    case Forward::kWgmma: return "on wgmma";
+    case Forward::kWgmmaSync: return "on wgmma, the forward without its producer warpgroup";
+  }
+  return "?";
+}
 
 // The three kernels on the emulator, launched as kernels/cuda/attention_tc.cu and
 // attention_tc_backward.cu (or attention_wgmma.cu) launch them: the backward reads the emulated
@@ -63,17 +72,20 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
   cfg.grid = simt::Dim3{row_blocks(a.L), static_cast<unsigned>(a.batch), 1};
-  const bool wg = which == Forward::kWgmma;
+  const bool wg = which != Forward::kMmaSync;
   simt::LaunchStats forward;
   int64_t forward_blocks = 0;
   if (wg) {
-    // Two consumer warpgroups and a producer per block.
+    // Two consumer warpgroups per block, and a producer (or with kWgmmaSync none).
+    const bool producer = which == Forward::kWgmma;
     simt::LaunchConfig wcfg = cfg;
-    wcfg.block.x = static_cast<unsigned>(kWgmmaForwardThreads<D>);
+    wcfg.block.x = static_cast<unsigned>(producer ? kWgmmaForwardThreads<D> : kWgmmaSyncForwardThreads<D>);
     wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
     wcfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
-    forward = simt::launch(
-        wcfg, [&] { attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+    forward = simt::launch(wcfg, [&] {
+      if (producer) attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p);
+      else attention_forward_wgmma_sync_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p);
+    });
     forward_blocks = static_cast<int64_t>(wcfg.grid.x) * a.batch;
   } else {
     cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
@@ -109,9 +121,11 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
-  if (wg) {  // warp-specialized: one __syncthreads per block (after the barriers' init), no more
+  if (which == Forward::kWgmma) {  // warp-specialized: one __syncthreads per block (after the init)
     CHECK(forward.block_barriers == forward_blocks);
+    CHECK(forward.mbarrier_phases > 0);
   }
+  if (which == Forward::kWgmmaSync) CHECK(forward.mbarrier_phases == 0);
   Emulated e;
   e.results = o.results(a);
   e.mma_forward = forward.collectives_in(kMmaFile);
@@ -150,8 +164,8 @@ void check_problem(const Problem& pr) {
   }
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
-    INFO((which == Forward::kWgmma ? "on wgmma" : "on mma.sync"));
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaSync}) {
+    INFO(forward_name(which));
     check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
   }
 }
@@ -257,10 +271,10 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
       copied_rows(e64 ? kWgmmaDqRows<64> : kWgmmaDqRows<128>, kWgmmaKeyTile, 2) +
       copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
   const int64_t piece = skew == 0 ? 16 : 4;
-  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
-    INFO((which == Forward::kWgmma ? "on wgmma" : "on mma.sync"));
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaSync}) {
+    INFO(forward_name(which));
     const Emulated e = emulate_problem(pr, simt::Schedule::Lowest, which);
-    const int64_t rows = which == Forward::kWgmma ? wg_rows : mma_rows;
+    const int64_t rows = which == Forward::kMmaSync ? mma_rows : wg_rows;
     CHECK(e.copy_bytes == B * H * rows * E * 2);
     CHECK(e.copies * piece == e.copy_bytes);
   }
@@ -272,12 +286,11 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
 // L S E / 1024 mma, the dq kernel's three (S, dP, dQ) 3 L S E / 2048 and the dk/dv kernel's four
 // (S^T, dP^T, dV, dK) L S E / 512: nothing is computed twice within a kernel, and no tile is padded.
 // On wgmma (64 rows per warpgroup, instructions of 64 x N x 16), per warpgroup and streamed tile of T
-// rows: the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys; at head dim
-// 64 two warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel (its
-// blocks alike)
-// 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel 2 E / 16 and 2 T / 16
-// (T = 64 queries, 32 at E = 128); each instruction is counted by the warpgroup's 4 warps, and none
-// of these kernels issues mma.sync.
+// rows: the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys; two
+// warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel (at head dim
+// 64 its blocks alike) 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel
+// 2 E / 16 and 2 T / 16 (T = 64 queries, 32 at E = 128); each instruction is counted by the
+// warpgroup's 4 warps, and none of these kernels issues mma.sync.
 // With causal, a block skips the tiles wholly above the diagonal: at L = S = 256 and 64-row blocks,
 // the blocks see 1, 2, 3 and 4 of the 4 tile columns, 10 of 16. The wgmma dk/dv kernel's key blocks
 // see 4, 3, 2 and 1 query tiles of 64, 10 of 16, or at E = 128 8, 6, 4 and 2 tiles of 32, 20 of 32.
@@ -313,4 +326,9 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(wg_causal.wgmma_dq * 16 == wg_full.wgmma_dq * 10);
   const int64_t dkv_causal_tiles = E == 128 ? 20 : 10;  // of query_tiles, 32 or 16
   CHECK(wg_causal.wgmma_dkv * query_tiles == wg_full.wgmma_dkv * dkv_causal_tiles);
+  // The forward whose whole block loads does the same products.
+  CHECK(emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kWgmmaSync).wgmma_forward ==
+        wg_full.wgmma_forward);
+  CHECK(emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kWgmmaSync).wgmma_forward ==
+        wg_causal.wgmma_forward);
 }

@@ -129,14 +129,18 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 
 // Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core kernels (mma.sync's, or
 // with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
-// compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together. FLOPs
+// compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together.
+// Without `producer`, the wgmma forward whose whole block loads instead of its warp-specialized one
+// (sdpa_causal_wgmma_sync): the A/B of warp specialization. FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false) {
+BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
+                          bool producer = true) {
   BenchCase c;
   c.op = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
   c.name = wgmma ? (backward ? "sdpa_causal_wgmma_fwd_bwd" : "sdpa_causal_wgmma") : c.op;
+  if (!producer) c.name += "_sync";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -150,10 +154,11 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     s.precision = "bf16";
     return s;
   };
-  c.run = [backward, wgmma](const TensorList& x) {
+  c.run = [backward, wgmma, producer](const TensorList& x) {
     const cuda::MathSwitches saved = cuda::math_switches();
     cuda::math_switches().attention_tensor_cores = true;
     cuda::math_switches().attention_wgmma = wgmma;
+    cuda::math_switches().attention_wgmma_producer = producer;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -274,7 +279,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     r.bench = {attention_bench(4, 16, 4096, 128, false), attention_bench(4, 16, 4096, 128, true),
                attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true),
                attention_bench(4, 16, 4096, 128, false, true), attention_bench(4, 16, 4096, 128, true, true),
-               attention_bench(8, 12, 1024, 64, false, true), attention_bench(8, 12, 1024, 64, true, true)};
+               attention_bench(8, 12, 1024, 64, false, true), attention_bench(8, 12, 1024, 64, true, true),
+               attention_bench(4, 16, 4096, 128, false, true, false),
+               attention_bench(8, 12, 1024, 64, false, true, false)};
     rows.push_back(std::move(r));
   }
   {
