@@ -131,10 +131,10 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
 // compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together.
 // Without `producer`, the wgmma forward whose whole block loads instead of its warp-specialized one
-// (sdpa_causal_wgmma_sync): the A/B of warp specialization. FLOPs
-// as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
-// halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
-// output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
+// (sdpa_causal_wgmma_sync): the A/B of warp specialization. FLOPs as PyTorch's and FlashAttention's
+// benchmarks count them: 4 B H L^2 E for the two forward products, halved for causal; the backward's
+// five products are 2.5 times that. Bytes: q, k, v read and the output written (and, with backward,
+// their gradients). PyTorch's peer runs the same op for both.
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
                           bool producer = true) {
   BenchCase c;
