@@ -59,9 +59,10 @@ template <int D> inline constexpr int kWgmmaForwardRows = kWgmmaForwardGroups * 
 // The registers each side keeps (setmaxnreg, multiples of 8): the 384 threads of a block start with
 // 168 each, the most that lets one block on an SM (65536 / 384, rounded down to 8); the producer gives
 // back all but 40, and the consumers take them, 232 each (128 * 40 + 256 * 232 = 384 * 168).
+inline constexpr int kWgmmaBlockRegisters = 65536 / (kWgmmaConsumerThreads + wgmma::kThreads) / 8 * 8;
 inline constexpr int kWgmmaProducerRegisters = 40, kWgmmaConsumerRegisters = 232;
 static_assert(wgmma::kThreads * kWgmmaProducerRegisters + kWgmmaConsumerThreads * kWgmmaConsumerRegisters <=
-                  (kWgmmaConsumerThreads + wgmma::kThreads) * 168,
+                  (kWgmmaConsumerThreads + wgmma::kThreads) * kWgmmaBlockRegisters,
               "the consumers take no more registers than the producer gives back");
 
 // Buffers of K: kStages, but at least two (the producer fills one while the consumers read the other;
@@ -72,8 +73,9 @@ inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
 // all staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix); and the barriers
-// of the warp-specialized kernel's pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V are in, and with tile 0 the
-// block's Q rows) and `k_empty` (the consumers are done with its K), per V buffer `v_empty`.
+// of the warp-specialized kernel's pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V
+// are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its K), per
+// V buffer `v_empty`.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the
 // previous warpgroup's.
 template <typename T, int D> struct WgmmaForwardSmem {

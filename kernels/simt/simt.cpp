@@ -277,6 +277,14 @@ void fiber_main() {
   std::abort();  // an exited thread is never switched back to
 }
 
+// The block's barrier initialized at `bar`, or null (const as the launch is).
+template <typename L> auto find_mbarrier(L& l, const void* bar) -> decltype(&l.mbarriers.front()) {
+  for (auto& m : l.mbarriers) {
+    if (m.at == bar) return &m;
+  }
+  return nullptr;
+}
+
 // What a thread waits at, for a deadlock's message ("" when it does not wait).
 std::string wait_of(const Launch& l, const Fiber& f) {
   switch (f.state) {
@@ -284,8 +292,7 @@ std::string wait_of(const Launch& l, const Fiber& f) {
     case State::AtCollective:
       return "at a warp collective (warp " + std::to_string(f.linear / kWarp) + "), " + site(f.where);
     case State::AtMbarrier: {
-      const auto b = std::find_if(l.mbarriers.begin(), l.mbarriers.end(),
-                                  [&](const Mbarrier& m) { return m.at == f.mbarrier; });
+      const Mbarrier* b = find_mbarrier(l, f.mbarrier);
       const auto at = reinterpret_cast<uintptr_t>(f.mbarrier), base = reinterpret_cast<uintptr_t>(l.smem.get());
       std::ostringstream os;
       os << "at " << site(f.where) << " for the phase of parity " << f.parity << " of the mbarrier initialized at "
@@ -592,9 +599,8 @@ namespace {
 // The block's barrier at `bar`, after checking that it was initialized and that its bytes still hold
 // the emulator's mark.
 Mbarrier& initialized_mbarrier(Launch& l, void* bar, const char* what, Site where) {
-  const auto b =
-      std::find_if(l.mbarriers.begin(), l.mbarriers.end(), [&](const Mbarrier& m) { return m.at == bar; });
-  if (b == l.mbarriers.end()) fail(l, std::string("mbarrier ") + what + " at " + site(where) + ": not initialized");
+  Mbarrier* b = find_mbarrier(l, bar);
+  if (b == nullptr) fail(l, std::string("mbarrier ") + what + " at " + site(where) + ": not initialized");
   uint64_t mark = 0;
   std::memcpy(&mark, bar, sizeof mark);
   if (mark != kMbarrierMark) {
@@ -613,9 +619,9 @@ void mbarrier_init(void* bar, int count, Site where) {
   if (count < 1 || count > (1 << 20) - 1) {
     fail(l, what + ": count " + std::to_string(count) + ", outside 1 .. 2^20 - 1");
   }
-  const auto b =
-      std::find_if(l.mbarriers.begin(), l.mbarriers.end(), [&](const Mbarrier& m) { return m.at == bar; });
-  if (b != l.mbarriers.end()) fail(l, what + ": the barrier was initialized already, at " + site(b->init));
+  if (const Mbarrier* b = find_mbarrier(l, bar)) {
+    fail(l, what + ": the barrier was initialized already, at " + site(b->init));
+  }
   std::memcpy(bar, &kMbarrierMark, sizeof kMbarrierMark);
   l.mbarriers.push_back(Mbarrier{bar, count, count, 0, where});
 }
