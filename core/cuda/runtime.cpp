@@ -31,6 +31,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma = wg != nullptr && std::string(wg) == "1";
     const char* producer = std::getenv("KILN_ATTENTION_WGMMA_PRODUCER");
     m.attention_wgmma_producer = producer == nullptr || std::string(producer) != "0";
+    const char* pingpong = std::getenv("KILN_ATTENTION_WGMMA_PINGPONG");
+    m.attention_wgmma_pingpong = pingpong == nullptr || std::string(pingpong) != "0";
     return m;
   }();
   return s;

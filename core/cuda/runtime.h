@@ -153,6 +153,11 @@ struct MathSwitches {
   // with the whole block loading, to measure what warp specialization is worth;
   // KILN_ATTENTION_WGMMA_PRODUCER=0 turns it off at start.
   bool attention_wgmma_producer = true;
+  // With attention_wgmma_producer, the warp-specialized forward's two consumer warpgroups take turns
+  // issuing their products (FlashAttention-3's ping-pong), so that one's tensor-core work overlaps the
+  // other's softmax. False: they issue when ready, to measure what the turns are worth;
+  // KILN_ATTENTION_WGMMA_PINGPONG=0 turns it off at start.
+  bool attention_wgmma_pingpong = true;
 };
 MathSwitches& math_switches();
 

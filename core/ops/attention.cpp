@@ -109,6 +109,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.tensor_cores = q.is_cuda() && cuda::math_switches().attention_tensor_cores;
   a.wgmma = a.tensor_cores && cuda::math_switches().attention_wgmma;
   a.wgmma_producer = cuda::math_switches().attention_wgmma_producer;
+  a.wgmma_pingpong = cuda::math_switches().attention_wgmma_pingpong;
   return p;
 }
 

@@ -44,6 +44,8 @@ struct TcParams {
   // Whether q, k, v (and dout, for the backward) are copied to shared memory in 16-byte pieces
   // (tile::wide_rows for all of them), or else in 4-byte ones.
   bool wide;
+  // The warp-specialized wgmma forward's consumer warpgroups take turns (AttentionArgs::wgmma_pingpong).
+  bool pingpong;
 };
 
 // The kernels' parameters for the operands at q, k, v and (the backward's) dout.
@@ -58,7 +60,7 @@ inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void
   return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.o_row_stride,
                   a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
-                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide};
+                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide, a.wgmma_pingpong};
 }
 
 // Shared buffers per streamed tile (key tiles in the forward and the dq kernels, query tiles in the

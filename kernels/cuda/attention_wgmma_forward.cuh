@@ -7,7 +7,7 @@
 // specialized, as FlashAttention-3 is: two consumer warpgroups (threads 0 .. 255) each compute 64 of
 // the rows, each warp 16 of them, and a producer warpgroup (threads 256 .. 383) only loads tiles. The
 // two sides never meet at __syncthreads: they hand each other buffers through shared-memory barriers
-// (kernels/cuda/mbarrier.cuh), so a consumer warpgroup goes on as soon as its next tile is in, whatever
+// (kernels/cuda/pipeline.cuh), so a consumer warpgroup goes on as soon as its next tile is in, whatever
 // the other one does, and the producer runs ahead as far as the buffers allow. The producer gives back
 // most of its registers (setmaxnreg) for the consumers to take.
 // What changes from mma.sync is where the operands live and how big one instruction is:
@@ -23,9 +23,11 @@
 //
 // The instruction is asynchronous (wgmma.cuh says how a kernel waits for it). The kernel uses that as
 // FlashAttention-3 does within a warpgroup: tile t's S = Q K^T and tile t - 1's P V are issued
-// together, and tile t's softmax runs while P V is still in flight. The producer loads with cp.async
-// (kernels/cuda/async_copy.cuh). Not yet done: TMA loads (one thread of the producer would issue a
-// tile's copy), ping-pong between the consumer warpgroups, and swizzled layouts.
+// together, and tile t's softmax runs while P V is still in flight. Between the two consumer
+// warpgroups it overlaps as FlashAttention-3 does too (ping-pong, WgmmaForwardHandoff): they take
+// turns issuing their products, so one's products run while the other computes its softmax. The
+// producer loads with cp.async (kernels/cuda/async_copy.cuh). Not yet done: TMA loads (one thread of
+// the producer would issue a tile's copy) and swizzled layouts.
 //
 // attention_forward_wgmma_sync_kernel, at the end, is the same forward without the producer: the
 // consumers load the tiles themselves (stream_tiles), for measuring what warp specialization is worth.
@@ -38,7 +40,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_tc_forward.cuh"
-#include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/pipeline.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace kiln::attention_tc {
@@ -73,7 +75,7 @@ inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
 // all staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix); and the barriers
-// of the warp-specialized kernel's pipeline (mbarrier.cuh): per K buffer `full` (the tile's K and V
+// of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the tile's K and V
 // are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its K), per
 // V buffer `v_empty`.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the
@@ -215,12 +217,14 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::commit();
   }
 
-  // Key tile t, at keys j0 on, whose K and V are in their buffers. scores_landed() runs once S = Q K^T
-  // has landed (K is read), pv_landed(t - 1) once the last tile's P V has (its V is read).
-  template <typename ScoresLanded, typename PvLanded>
-  __device__ __forceinline__ void step(int t, int64_t j0, ScoresLanded&& scores_landed, PvLanded&& pv_landed) {
+  // Key tile t, at keys j0 on, whose K and V are in their buffers. The kernel's `handoff` is told
+  // when this warpgroup's turn to issue products begins and ends (take_turn(t), pass_turn(t)), when
+  // S = Q K^T has landed (scores_landed(t): K is read) and when the last tile's P V has
+  // (pv_landed(t - 1): its V is read).
+  template <typename Handoff> __device__ __forceinline__ void step(int t, int64_t j0, const Handoff& handoff) {
     const uint64_t k_t = stage_descriptor<T, kWgmmaKBuffers>(k_desc, Smem::kTileElems, t);
     tile::CTile s[kScoreTiles];
+    handoff.take_turn(t);
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
 #pragma unroll
     for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
@@ -230,13 +234,14 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::commit();
     if (pending) issue_pv(last);
     else wgmma::commit();  // an empty group: the same wait either way
-    wgmma::wait<1>();      // the scores' group: P V may still run
+    handoff.pass_turn(t);
+    wgmma::wait<1>();  // the scores' group: P V may still run
     wgmma::settle(s);
-    scores_landed();
+    handoff.scores_landed(t);
     const Rescale r = softmax_tile<kDropout>(s, rows, p, st, b, j0);
     wgmma::wait<0>();
     wgmma::settle(acc);
-    if (pending) pv_landed(last);
+    if (pending) handoff.pv_landed(last);
     rescale(acc, r);
     // P as A tiles, two score tiles side by side each; the registers are free again once the last
     // P V has landed.
@@ -255,6 +260,53 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
       wgmma::settle(acc);
     }
     write_forward(out, lse, p, b, rows, acc);
+  }
+};
+
+// The consumer warpgroups' turns (FlashAttention-3's ping-pong, TcParams::pingpong): named barrier
+// kWgmmaTurnBarrier + g is warpgroup g's. Per key tile, warpgroup 0 issues its products, then 1, then
+// 0 again for the next tile, so that one warpgroup's tensor-core work runs while the other computes its
+// softmax, instead of both issuing at once and then both waiting on the exponentials. A turn syncs on
+// its own barrier and ends by arriving on the next warpgroup's; the barrier counts the two warpgroups.
+inline constexpr int kWgmmaTurnBarrier = 1;  // 0 is __syncthreads'
+inline constexpr int kWgmmaTurnThreads = 2 * wgmma::kThreads;
+static_assert(kWgmmaTurnBarrier + kWgmmaForwardGroups <= 16, "a block has 16 named barriers");
+
+// What the warp-specialized kernel's consumer warpgroup tells the rest of the block as it steps
+// (WgmmaForwardConsumer::step): it releases K's buffer once the scores have landed and V's once its
+// P V has (the mbarriers of WgmmaForwardSmem), and with ping-pong takes and passes its turns.
+//
+// The turns add up: every warpgroup takes one per key tile of the block, a warpgroup past its rows
+// (causal) too, without products (skip()). Warpgroup 0's first turn is open from the start (begin()
+// arrives on its barrier, and its sync then completes the phase); every other turn is opened by the
+// one before it, and the block's last turn, the last warpgroup's on the last tile, opens none. So no
+// barrier is left partly arrived when the block ends.
+template <typename T, int D> struct WgmmaForwardHandoff {
+  const WgmmaForwardSmem<T, D>& smem;
+  const int group;
+  const int64_t tiles;
+  const bool pingpong;
+
+  __device__ __forceinline__ void begin() const {
+    if (pingpong && group == 0) pipeline::named_barrier_arrive(kWgmmaTurnBarrier, kWgmmaTurnThreads);
+  }
+  __device__ __forceinline__ void take_turn(int) const {
+    if (pingpong) pipeline::named_barrier_sync(kWgmmaTurnBarrier + group, kWgmmaTurnThreads);
+  }
+  __device__ __forceinline__ void pass_turn(int t) const {
+    if (pingpong && (group < kWgmmaForwardGroups - 1 || t < tiles - 1)) {
+      pipeline::named_barrier_arrive(kWgmmaTurnBarrier + (group + 1) % kWgmmaForwardGroups, kWgmmaTurnThreads);
+    }
+  }
+  __device__ __forceinline__ void skip(int t) const {
+    take_turn(t);
+    pass_turn(t);
+  }
+  __device__ __forceinline__ void scores_landed(int t) const {
+    pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t));
+  }
+  __device__ __forceinline__ void pv_landed(int t) const {
+    pipeline::mbarrier_arrive(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, t));
   }
 };
 
@@ -297,30 +349,41 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   // fill the next tile only after tile t - 1's P V has landed, and it signals tile t only after
   // starting the next one: V needs a buffer more than K, or the two would wait for each other.
   //
-  // A warpgroup whose rows all precede tile t (causal) stops there. It neither waits for the tile nor
-  // releases it: the warpgroups' rows are a key tile apart, so it skips the block's last tile at most,
-  // whose buffers are never filled again. Nor does anyone release the last tile's V after the last
-  // P V, for the same reason.
+  // A warpgroup whose rows all precede tile t (causal) computes nothing from there on. It neither
+  // waits for the tile nor releases it: the warpgroups' rows are a key tile apart, so it skips the
+  // block's last tile at most, whose buffers are never filled again. Nor does anyone release the last
+  // tile's V after the last P V, for the same reason. With ping-pong it still takes the tile's turn.
   static_assert(kWgmmaForwardGroups - 1 <= kWgmmaKBuffers, "no buffer of a skipped tile is filled again");
   WgmmaForwardConsumer<T, D, kDropout> c(smem, group, i0, p, b);
+  const WgmmaForwardHandoff<T, D> handoff{smem, group, tiles, p.pingpong};
+  handoff.begin();
 #pragma unroll 1
   for (int t = 0; t < tiles; ++t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    if (j0 >= c.j_end) break;  // the same for the whole warpgroup
+    if (j0 >= c.j_end) {  // the same for the whole warpgroup, and for every later tile
+      handoff.skip(t);
+      continue;
+    }
     pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.full, 1, t), pipeline_parity<kWgmmaKBuffers>(t));
-    c.step(
-        t, j0, [&] { pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t)); },
-        [&](int v_tile) { pipeline::mbarrier_arrive(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, v_tile)); });
+    c.step(t, j0, handoff);
   }
   c.finish(out, lse);
 }
+
+// The sync forward's consumers tell no one anything: stream_tiles's barriers order the block.
+struct WgmmaNoHandoff {
+  __device__ __forceinline__ void take_turn(int) const {}
+  __device__ __forceinline__ void pass_turn(int) const {}
+  __device__ __forceinline__ void scores_landed(int) const {}
+  __device__ __forceinline__ void pv_landed(int) const {}
+};
 
 // The same forward without warp specialization, for measuring what it is worth
 // (cuda::math_switches().attention_wgmma_producer = false, KILN_ATTENTION_WGMMA_PRODUCER=0): the two
 // warpgroups of a block (256 threads, the same 128 query rows and the same consumer code) load the
 // tiles themselves, with the pipeline of the other tensor-core kernels (stream_tiles: every thread
 // copies, waits for its copies and meets the others at __syncthreads twice per tile). The barriers
-// in the shared memory go unused.
+// in the shared memory go unused, and the warpgroups take no turns (TcParams::pingpong is ignored).
 template <int D> inline constexpr int kWgmmaSyncForwardThreads = kWgmmaConsumerThreads;
 
 template <typename T, int D, bool kDropout>
@@ -357,7 +420,7 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     if (j0 >= c.j_end) return;  // the same for the whole warpgroup, and for every later tile
-    c.step(t, j0, [] {}, [](int) {});
+    c.step(t, j0, WgmmaNoHandoff{});
   });
   c.finish(out, lse);
 }

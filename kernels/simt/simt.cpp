@@ -63,7 +63,7 @@ constexpr size_t kStackBytes = size_t{64} << 10;
 // sanitizer's allocator, which holds freed memory back, always new pages).
 thread_local std::vector<std::unique_ptr<char[]>> t_spare_stacks;
 
-enum class State { Runnable, AtBarrier, AtCollective, AtMbarrier, Exited };
+enum class State { Runnable, AtBarrier, AtCollective, AtMbarrier, AtNamedBarrier, Exited };
 
 // A shared-memory barrier (mbarrier_init): its count, the arrivals its current phase still expects,
 // and how many phases it has completed. Its 8 bytes in shared memory hold kMbarrierMark meanwhile.
@@ -74,6 +74,15 @@ struct Mbarrier {
   Site init;
 };
 constexpr uint64_t kMbarrierMark = 0x6b696c6e6d626172ull;  // "kilnmbar"
+
+// A named barrier's current phase (bar.sync / bar.arrive with an id): the count its first arrival
+// gave and where, the threads arrived so far, and how many lanes of each warp they are.
+constexpr int kNamedBarriers = 16;  // per block, as on a GPU; 0 is __syncthreads'
+struct NamedBarrier {
+  int threads = 0, arrived = 0;
+  Site first;
+  std::vector<int> lanes;  // per warp of the block
+};
 
 // An asynchronous copy a thread started and has not waited for: it lands at the wait.
 struct PendingCopy {
@@ -93,6 +102,7 @@ struct Fiber {
   Site where;  // the barrier or collective it waits at
   void* mbarrier = nullptr;  // the shared-memory barrier it waits at, for the phase of parity `parity`
   int parity = 0;
+  int named = 0;  // the named barrier it waits at
   void* fake_stack = nullptr;  // AddressSanitizer's, while switched out
   void* tsan_fiber = nullptr;
   std::vector<PendingCopy> copies;  // in the order started
@@ -143,6 +153,7 @@ struct Launch {
   int barrier_votes = 0, barrier_count = 0;
   std::vector<Warp> warps;
   std::vector<Mbarrier> mbarriers;  // the block's, in the order initialized
+  NamedBarrier named[kNamedBarriers];
   detail::Context scheduler;
   void* scheduler_stack = nullptr;  // the launching thread's stack (for AddressSanitizer)
   size_t scheduler_stack_size = 0;
@@ -301,6 +312,11 @@ std::string wait_of(const Launch& l, const Fiber& f) {
       os << ": phase " << b->phase << ", " << b->pending << " of " << b->count << " arrivals missing";
       return os.str();
     }
+    case State::AtNamedBarrier: {
+      const NamedBarrier& b = l.named[f.named];
+      return "at named barrier " + std::to_string(f.named) + " (sync), " + site(f.where) + ": " +
+             std::to_string(b.arrived) + " of " + std::to_string(b.threads) + " threads arrived";
+    }
     default: return "";
   }
 }
@@ -330,6 +346,10 @@ void run_block(Launch& l, Dim3 block) {
   l.runnable_hi = static_cast<int>(l.fibers.size()) - 1;
   for (Warp& w : l.warps) w.arrived = w.exited = 0;
   l.mbarriers.clear();
+  for (NamedBarrier& b : l.named) {
+    b.threads = b.arrived = 0;
+    b.lanes.assign(l.warps.size(), 0);
+  }
   if (c.dynamic_smem > 0) std::memset(l.smem.get(), 0xFF, c.dynamic_smem);
   for (Fiber& f : l.fibers) {
     f.state = State::Runnable;
@@ -348,6 +368,14 @@ void run_block(Launch& l, Dim3 block) {
   switch_context(l, nullptr, &l.fibers[static_cast<size_t>(first)]);
   if (l.thrown) return;
   if (l.live > 0) fail(l, "deadlock: no thread can run" + describe_waits(l));
+  for (int id = 1; id < kNamedBarriers; ++id) {
+    const NamedBarrier& b = l.named[id];
+    if (b.arrived > 0) {
+      fail(l, "ended with named barrier " + std::to_string(id) + " partly arrived: " + std::to_string(b.arrived) +
+                  " of " + std::to_string(b.threads) + " threads, the phase's first at " + site(b.first) +
+                  " (the counts of its protocol do not add up)");
+    }
+  }
   ++l.stats.blocks;
   l.stats.threads += static_cast<int64_t>(l.fibers.size());
 }
@@ -654,6 +682,59 @@ void mbarrier_wait(void* bar, int parity, Site where) {
   f.mbarrier = bar;
   f.parity = parity & 1;
   yield(l, f);
+}
+
+namespace {
+// Counts the running thread's arrival ("sync" or "arrive") at named barrier `id`, after checking the
+// call. Returns whether it completed the phase, whose waiting threads are then runnable.
+bool named_arrival(Launch& l, int id, int threads, const char* how, Site where) {
+  const std::string what = std::string("named barrier ") + how + " at " + site(where) + " (barrier " +
+                           std::to_string(id) + ", " + std::to_string(threads) + " threads)";
+  if (id < 1 || id >= kNamedBarriers) fail(l, what + ": the id must be 1 .. 15 (0 is __syncthreads')");
+  const int block = static_cast<int>(l.fibers.size());
+  if (threads <= 0 || threads % kWarp != 0 || threads > block) {
+    fail(l, what + ": the count must be a positive multiple of 32, at most the block's " + std::to_string(block));
+  }
+  NamedBarrier& b = l.named[id];
+  if (b.arrived == 0) {
+    b.threads = threads;
+    b.first = where;
+  } else if (b.threads != threads) {
+    fail(l, what + ": the phase's first arrival, at " + site(b.first) + ", gave " + std::to_string(b.threads));
+  }
+  ++b.lanes[static_cast<size_t>(self(l).linear / kWarp)];
+  if (++b.arrived < b.threads) return false;
+  for (size_t w = 0; w < b.lanes.size(); ++w) {
+    if (b.lanes[w] % kWarp != 0) {
+      fail(l, what + " completes a phase with " + std::to_string(b.lanes[w]) + " arrivals from warp " +
+                  std::to_string(w) + ": a warp arrives whole");
+    }
+  }
+  std::fill(b.lanes.begin(), b.lanes.end(), 0);
+  b.arrived = 0;
+  for (int i = 0; i < block; ++i) {
+    const Fiber& f = l.fibers[static_cast<size_t>(i)];
+    if (f.state == State::AtNamedBarrier && f.named == id) make_runnable(l, i);
+  }
+  ++l.stats.named_barrier_phases;
+  return true;
+}
+}  // namespace
+
+void named_barrier_sync(int id, int threads, Site where) {
+  Launch& l = running("a named barrier's sync");
+  Fiber& f = self(l);
+  f.state = State::AtNamedBarrier;  // before counting: the arrival that completes the phase wakes it too
+  f.where = where;
+  f.named = id;
+  named_arrival(l, id, threads, "sync", where);
+  yield(l, f);
+}
+
+void named_barrier_arrive(int id, int threads, Site where) {
+  Launch& l = running("a named barrier's arrive");
+  // The threads it woke may run first, as after an mbarrier's phase.
+  if (named_arrival(l, id, threads, "arrive", where)) yield(l, self(l));
 }
 
 namespace detail {

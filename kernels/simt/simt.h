@@ -7,7 +7,8 @@
 // - __syncthreads(), until every thread of the block that has not exited arrives at the same call;
 // - a warp collective (__shfl_sync, __shfl_xor_sync, a tensor-core mma through
 //   kernels/cuda/tile.cuh), until every lane of its warp arrives at the same call;
-// - a shared-memory barrier's wait (mbarrier_wait below), until the phase it waits for completes.
+// - a shared-memory barrier's wait (mbarrier_wait below), until the phase it waits for completes;
+// - a named barrier's sync (named_barrier_sync below), until as many threads as it names arrive.
 // Asynchronous copies to shared memory (cp.async) land when the thread that started them waits for
 // them, not before; meanwhile their destination holds NaN (copy_async below).
 // A scheduler then picks the next runnable thread: always the lowest-numbered (Schedule::Lowest)
@@ -90,8 +91,9 @@ struct LaunchStats {
   int64_t collectives_in(std::string_view file) const;
   // Asynchronous copies started (copy_async) and the bytes they moved, zeros included.
   int64_t async_copies = 0, async_copy_bytes = 0;
-  // Phases of shared-memory barriers completed (mbarrier_arrive), per block summed.
-  int64_t mbarrier_phases = 0;
+  // Phases of shared-memory barriers completed (mbarrier_arrive), and of named barriers
+  // (named_barrier_sync and _arrive), per block summed.
+  int64_t mbarrier_phases = 0, named_barrier_phases = 0;
 };
 
 // Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
@@ -136,7 +138,7 @@ void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site
 void commit_copies();
 void wait_copies(int pending);
 
-// Shared-memory barriers (mbarrier, kernels/cuda/mbarrier.cuh): an object of 8 bytes in shared
+// Shared-memory barriers (mbarrier, kernels/cuda/pipeline.cuh): an object of 8 bytes in shared
 // memory that counts arrivals. mbarrier_init sets it to expect `count` arrivals per phase, starting at
 // phase 0; each mbarrier_arrive counts one, and the count-th completes the phase (the next one expects
 // `count` again) and lets the threads waiting for it run before it goes on, when the schedule puts
@@ -152,6 +154,22 @@ void wait_copies(int pending);
 void mbarrier_init(void* bar, int count, Site where = Site::here());
 void mbarrier_arrive(void* bar, Site where = Site::here());
 void mbarrier_wait(void* bar, int parity, Site where = Site::here());
+
+// Named barriers (bar.sync and bar.arrive with an id and a thread count, kernels/cuda/pipeline.cuh):
+// the block's hardware barriers 1 .. 15 (0 is __syncthreads'), each counting the threads that arrive
+// toward its current phase. named_barrier_arrive counts the calling thread and goes on;
+// named_barrier_sync counts it and waits. The `threads`-th arrival, by either, completes the phase:
+// the waiting threads run again (at once when the schedule puts them first) and the next phase starts
+// from none. A thread may arrive and then sync in one phase, each counting. Threads that exit do not
+// count, so a sync whose count is never reached ends in the launch's deadlock error, which names the
+// barrier and how many of its threads arrived.
+// Throws on an id outside 1 .. 15; a count that is not a positive multiple of 32 or is larger than the
+// block; a thread giving a count other than the one the phase's first arrival gave; a phase completed
+// by part of a warp (on a GPU a warp arrives as a whole); and a block that ends with a phase partly
+// arrived. A GPU drops such arrivals with the block, but in kiln's kernels they mean that the counts
+// of a protocol do not add up, and a persistent kernel's next tile would inherit them.
+void named_barrier_sync(int id, int threads, Site where = Site::here());
+void named_barrier_arrive(int id, int threads, Site where = Site::here());
 
 // Emulated hardware state of a thread that code outside the emulator models (wgmma's instructions in
 // flight, kernels/cuda/wgmma.cuh): thread_state<V>() is the running thread's V, default-constructed at

@@ -33,12 +33,14 @@ using namespace kiln::test;
 namespace {
 
 // Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma, with the warp-
-// specialized forward or with the one whose whole block loads (kWgmmaSync).
-enum class Forward { kMmaSync, kWgmma, kWgmmaSync };
+// specialized forward (its consumer warpgroups taking turns, or with kWgmmaNoPingPong not) or with the
+// one whose whole block loads (kWgmmaSync).
+enum class Forward { kMmaSync, kWgmma, kWgmmaNoPingPong, kWgmmaSync };
 const char* forward_name(Forward which) {
   switch (which) {
     case Forward::kMmaSync: return "on mma.sync";
     case Forward::kWgmma: return "on wgmma";
+    case Forward::kWgmmaNoPingPong: return "on wgmma, the warp-specialized forward without ping-pong";
     case Forward::kWgmmaSync: return "on wgmma, the forward without its producer warpgroup";
   }
   return "?";
@@ -53,6 +55,7 @@ struct Emulated {
   Results results;
   int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0, wgmma_dq = 0, wgmma_dkv = 0;
   int64_t copies = 0, copy_bytes = 0;  // asynchronous copies to shared memory, all three kernels
+  int64_t turns = 0;                   // the forward's completed named-barrier phases (ping-pong)
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
@@ -62,7 +65,8 @@ template <typename T, int D, bool kDropout>
 Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   const AttentionArgs& a = pr.args;
   const Operands in = operands(pr, a.dtype);
-  const TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
+  TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
+  p.pingpong = which == Forward::kWgmma;
   const auto* qp = static_cast<const T*>(in.q);
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
@@ -77,7 +81,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   int64_t forward_blocks = 0;
   if (wg) {
     // Two consumer warpgroups per block, and a producer (or with kWgmmaSync none).
-    const bool producer = which == Forward::kWgmma;
+    const bool producer = which != Forward::kWgmmaSync;
     simt::LaunchConfig wcfg = cfg;
     wcfg.block.x = static_cast<unsigned>(producer ? kWgmmaForwardThreads<D> : kWgmmaSyncForwardThreads<D>);
     wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
@@ -121,13 +125,18 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
-  if (which == Forward::kWgmma) {  // warp-specialized: one __syncthreads per block (after the init)
+  if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong) {
+    // Warp-specialized: one __syncthreads per block (after the init), turns only with ping-pong.
     CHECK(forward.block_barriers == forward_blocks);
     CHECK(forward.mbarrier_phases > 0);
+    CHECK((forward.named_barrier_phases > 0) == (which == Forward::kWgmma));
+  } else {
+    CHECK(forward.mbarrier_phases == 0);
+    CHECK(forward.named_barrier_phases == 0);
   }
-  if (which == Forward::kWgmmaSync) CHECK(forward.mbarrier_phases == 0);
   Emulated e;
   e.results = o.results(a);
+  e.turns = forward.named_barrier_phases;
   e.mma_forward = forward.collectives_in(kMmaFile);
   e.wgmma_forward = forward.collectives_in(kWgmmaFile);
   e.wgmma_dq = dq_stats.collectives_in(kWgmmaFile);
@@ -155,16 +164,21 @@ Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward whi
   return bf16 ? emulate_any<BFloat16, 128>(pr, schedule, which) : emulate_any<Half, 128>(pr, schedule, which);
 }
 
-// Runs the problem on the emulator (check_emulated), after checking that the CUDA twin would hand
-// it to these kernels.
-void check_problem(const Problem& pr) {
+constexpr Forward kEveryForward[] = {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaNoPingPong,
+                                     Forward::kWgmmaSync};
+
+// Runs the problem on the emulator (check_emulated) with each forward (the warp-specialized one
+// without ping-pong only when asked: it computes what kWgmma does, in another order), after checking
+// that the CUDA twin would hand it to these kernels.
+void check_problem(const Problem& pr, bool without_pingpong = false) {
   {
     const Operands in = operands(pr, pr.args.dtype);
     REQUIRE(attention_tc_backward_fits(in.args, in.q, in.k, in.v, in.dout));
   }
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaSync}) {
+  for (const Forward which : kEveryForward) {
+    if (which == Forward::kWgmmaNoPingPong && !without_pingpong) continue;
     INFO(forward_name(which));
     check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
   }
@@ -198,11 +212,13 @@ TEST_CASE("attention on tensor cores, emulated: dropout draws the CPU's decision
 
 // Long enough that every pipeline refills each of its buffers: 6 key tiles of 64, so the wgmma
 // forward's 3 V buffers take two tiles each, and with causal its first warpgroup stops a tile before
-// the second in every block.
+// the second in every block (and with ping-pong takes that tile's turn without products). The warp-
+// specialized forward runs without ping-pong too.
 TEST_CASE("attention on tensor cores, emulated: a key stream that refills every buffer", "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
   const bool causal = GENERATE(false, true);
-  check_problem(dense_problem(DType::BFloat16, E, 1, 330, 330, causal, 1.0 / std::sqrt(static_cast<double>(E)), 0.0));
+  check_problem(dense_problem(DType::BFloat16, E, 1, 330, 330, causal, 1.0 / std::sqrt(static_cast<double>(E)), 0.0),
+                true);
 }
 
 // The GPT's layout: q, k and v are views of one fused projection [B, T, 3 H E], heads split off
@@ -326,9 +342,19 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(wg_causal.wgmma_dq * 16 == wg_full.wgmma_dq * 10);
   const int64_t dkv_causal_tiles = E == 128 ? 20 : 10;  // of query_tiles, 32 or 16
   CHECK(wg_causal.wgmma_dkv * query_tiles == wg_full.wgmma_dkv * dkv_causal_tiles);
-  // The forward whose whole block loads does the same products.
-  CHECK(emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kWgmmaSync).wgmma_forward ==
-        wg_full.wgmma_forward);
-  CHECK(emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kWgmmaSync).wgmma_forward ==
-        wg_causal.wgmma_forward);
+  // The forward whose whole block loads does the same products, and so does the warp-specialized one
+  // without ping-pong.
+  for (const Forward other : {Forward::kWgmmaSync, Forward::kWgmmaNoPingPong}) {
+    INFO(forward_name(other));
+    const Emulated other_full = emulate_problem(full_problem, simt::Schedule::Lowest, other);
+    const Emulated other_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, other);
+    CHECK(other_full.wgmma_forward == wg_full.wgmma_forward);
+    CHECK(other_causal.wgmma_forward == wg_causal.wgmma_forward);
+    CHECK(other_full.turns + other_causal.turns == 0);
+  }
+  // With ping-pong each of a block's two consumer warpgroups takes one turn per key tile the block
+  // streams, a named-barrier phase each: 2 blocks of 128 rows with 4 tiles each, or with causal 2 and
+  // 4 (the first warpgroup of the second block takes its last turn without products).
+  CHECK(wg_full.turns == 2 * (4 + 4));
+  CHECK(wg_causal.turns == 2 * (2 + 4));
 }

@@ -1,7 +1,7 @@
 // The CPU emulator of CUDA's threads (kernels/simt/simt.h): indices, the block barrier, shuffles,
 // static shared variables, the tensor-core tiles of kernels/cuda/tile.cuh, asynchronous copies,
-// shared-memory barriers (mbarrier), and the faults it must report rather than hide (a missing
-// barrier, a divergent one, a collective missing a lane, a deadlock, shared memory past the
+// shared-memory barriers (mbarrier), named barriers, and the faults it must report rather than hide (a
+// missing barrier, a divergent one, a collective missing a lane, a deadlock, shared memory past the
 // hardware's limits, bad copies and barriers).
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/pipeline.cuh"
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -491,6 +491,79 @@ TEST_CASE("simt: bad mbarriers are errors naming the call, and arrivals that do 
                     Contains("deadlock") && Contains("threads 0 to 31 wait at") &&
                         Contains("for the phase of parity 0 of the mbarrier initialized at") &&
                         Contains("(dynamic shared byte 0): phase 0, 1 of 32 arrivals missing"));
+}
+
+// Two warps take turns appending their number to a log, three turns each, with the protocol of the
+// wgmma forward's ping-pong: warp w syncs on named barrier 1 + w (64 threads: its own 32 and the
+// other warp's arrival) before its turn, and arrives on the other's after it. Warp 0's first turn is
+// opened by its own arrival; warp 1's last turn opens none.
+std::vector<int> turns_taken(Schedule schedule, bool turns, simt::LaunchStats& stats) {
+  constexpr int kTurns = 3;
+  std::vector<int> log;
+  stats = simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule), [&] {
+    const int w = static_cast<int>(threadIdx.x) / 32;
+    if (turns && w == 0) pipeline::named_barrier_arrive(1, 64);
+    for (int t = 0; t < kTurns; ++t) {
+      if (turns) pipeline::named_barrier_sync(1 + w, 64);
+      if (threadIdx.x % 32 == 0) log.push_back(w);
+      if (turns && (w == 0 || t < kTurns - 1)) pipeline::named_barrier_arrive(2 - w, 64);
+    }
+  });
+  return log;
+}
+
+TEST_CASE("simt: named barriers let two warps take turns, and without them one warp runs ahead", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  simt::LaunchStats stats;
+  CHECK(turns_taken(schedule, true, stats) == std::vector<int>{0, 1, 0, 1, 0, 1});
+  CHECK(stats.named_barrier_phases == 6);  // three turns each
+  CHECK(stats.block_barriers == 0);
+  const std::vector<int> ahead = turns_taken(schedule, false, stats);
+  const std::vector<int> lowest_first{0, 0, 0, 1, 1, 1}, highest_first{1, 1, 1, 0, 0, 0};
+  CHECK(ahead == (schedule == Schedule::Lowest ? lowest_first : highest_first));
+  CHECK(stats.named_barrier_phases == 0);
+  // A phase may complete with arrivals alone: no thread waits, and nothing is left over.
+  stats = simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule), [] { pipeline::named_barrier_arrive(5, 64); });
+  CHECK(stats.named_barrier_phases == 1);
+}
+
+TEST_CASE("simt: bad named barriers are errors naming the call, and counts that do not add up are caught", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const auto launch_64 = [&](const std::function<void()>& body) {
+    simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule), body);
+  };
+  CHECK_THROWS_WITH(launch_64([] { pipeline::named_barrier_sync(0, 64); }),
+                    Contains("named barrier sync at") && Contains("test_simt.cpp:") &&
+                        Contains("the id must be 1 .. 15 (0 is __syncthreads')"));
+  CHECK_THROWS_WITH(launch_64([] { pipeline::named_barrier_arrive(16, 64); }),
+                    Contains("named barrier arrive at") && Contains("the id must be 1 .. 15"));
+  CHECK_THROWS_WITH(launch_64([] { pipeline::named_barrier_sync(1, 48); }),
+                    Contains("a positive multiple of 32, at most the block's 64"));
+  CHECK_THROWS_WITH(launch_64([] { pipeline::named_barrier_sync(1, 96); }),
+                    Contains("a positive multiple of 32, at most the block's 64"));
+  // Counts that disagree within a phase (whichever half arrives first, the other's count differs).
+  CHECK_THROWS_WITH(
+      simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule),
+                   [] { pipeline::named_barrier_sync(1, threadIdx.x < 64 ? 128 : 96); }),
+      Contains("the phase's first arrival, at") && Contains("test_simt.cpp:"));
+  // Half of warp 0 and half of warp 1 make the count of 32: on a GPU each warp counts as a whole.
+  CHECK_THROWS_WITH(launch_64([] {
+                      if (threadIdx.x % 32 < 16) pipeline::named_barrier_sync(1, 32);
+                    }),
+                    Contains("completes a phase with 16 arrivals from warp") && Contains("a warp arrives whole"));
+  // Half of a block of 128 threads arrives, the other half exits. Arrivals that no sync completes are
+  // left over when the block ends, and a sync whose count is never reached waits for ever.
+  const auto half_of_128 = [&](const std::function<void()>& body) {
+    simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule), [&] {
+      if (threadIdx.x < 64) body();
+    });
+  };
+  CHECK_THROWS_WITH(half_of_128([] { pipeline::named_barrier_arrive(2, 128); }),
+                    Contains("ended with named barrier 2 partly arrived: 64 of 128 threads, the phase's first at") &&
+                        Contains("test_simt.cpp:"));
+  CHECK_THROWS_WITH(half_of_128([] { pipeline::named_barrier_sync(3, 128); }),
+                    Contains("deadlock") && Contains("threads 0 to 63 wait at named barrier 3 (sync), ") &&
+                        Contains(": 64 of 128 threads arrived"));
 }
 
 TEST_CASE("simt: faults are reported with the place in the source", "[simt]") {

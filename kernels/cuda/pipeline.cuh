@@ -1,6 +1,6 @@
-// Shared-memory barriers (mbarrier) and register reallocation (setmaxnreg), for sm_90a: what a
-// warp-specialized kernel is made of, where some warps load tiles (producers) and others compute on
-// them (consumers), and neither meets the other at __syncthreads.
+// Shared-memory barriers (mbarrier), named barriers and register reallocation (setmaxnreg), for
+// sm_90a: what a warp-specialized kernel is made of, where some warps load tiles (producers) and
+// others compute on them (consumers), and neither meets the other at __syncthreads.
 //
 //   mbarrier_init(bar, count)   one thread sets up the 8-byte barrier at `bar` in shared memory to
 //                               complete a phase every `count` arrivals; a __syncthreads after it
@@ -10,6 +10,13 @@
 //   mbarrier_wait(bar, parity)  until the phase of that parity has completed (acquire semantics).
 //                               Phases alternate parity, 0 first, and right after the init a wait for
 //                               parity 1 passes at once: the phase "before" the first counts as done
+//   named_barrier_sync(id, n)   bar.sync on the block's hardware barrier `id` (1 .. 15; 0 is
+//                               __syncthreads'): counts the calling warp's threads and waits until n
+//                               threads (a multiple of 32) have arrived, by either call
+//   named_barrier_arrive(id, n) bar.arrive: counts them toward the same n and goes on. Two groups of
+//                               warps can so take turns: each syncs on its own barrier before its turn
+//                               and arrives on the other's after it (the consumers' ping-pong in
+//                               attention_wgmma_forward.cuh)
 //   shrink_registers<N>(),      setmaxnreg: the warpgroup (all four of its warps, together) gives back
 //   grow_registers<N>()         its registers above N, or takes up to N from what others gave back
 //
@@ -22,7 +29,8 @@
 // Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h, which counts
 // the arrivals and blocks a waiting thread until its phase completes: arrivals that do not add up
 // deadlock there with the waits named, and a tile overwritten before its readers released it shows as
-// NaN (the emulator's cp.async). Register reallocation is not modelled: it only changes how many
+// NaN (the emulator's cp.async). It counts the named barriers' arrivals too, and faults a block that
+// ends with one partly arrived. Register reallocation is not modelled: it only changes how many
 // registers the compiler may use.
 #pragma once
 
@@ -33,7 +41,7 @@
 #endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "kernels/cuda/mbarrier.cuh needs sm_90a (setmaxnreg): compile this file for compute_90a only"
+#error "kernels/cuda/pipeline.cuh needs sm_90a (setmaxnreg): compile this file for compute_90a only"
 #endif
 
 namespace kiln::pipeline {
@@ -61,6 +69,12 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 template <int N> __device__ __forceinline__ void shrink_registers() {
 #if defined(__CUDA_ARCH__)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -78,6 +92,12 @@ inline void mbarrier_init(uint64_t* bar, int count, simt::Site where = simt::Sit
 inline void mbarrier_arrive(uint64_t* bar, simt::Site where = simt::Site::here()) { simt::mbarrier_arrive(bar, where); }
 inline void mbarrier_wait(uint64_t* bar, int parity, simt::Site where = simt::Site::here()) {
   simt::mbarrier_wait(bar, parity, where);
+}
+inline void named_barrier_sync(int id, int threads, simt::Site where = simt::Site::here()) {
+  simt::named_barrier_sync(id, threads, where);
+}
+inline void named_barrier_arrive(int id, int threads, simt::Site where = simt::Site::here()) {
+  simt::named_barrier_arrive(id, threads, where);
 }
 template <int N> void shrink_registers() {}
 template <int N> void grow_registers() {}
