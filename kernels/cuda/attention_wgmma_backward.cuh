@@ -14,6 +14,8 @@
 // Q, K, V and dO are staged in wgmma's core-matrix layout (kernels/wgmma_layout.h); one staged tile
 // serves as a K-major operand in the score products and as an MN-major one in the gradient products.
 // The elementwise steps, D and the gradients' stores are the mma.sync kernels' own functions.
+// At head dim 128 both kernels overlap those steps with their products, as the forward overlaps its
+// softmax (kWgmmaDeferGradients): a tile's gradient products are issued with the next tile's scores.
 //
 // Selected with the forward on wgmma (AttentionArgs::wgmma) and built with it (attention_wgmma.cu,
 // sm_90a). The CPU tests run both kernels on the emulator (tests/kernels/test_attention_tc_simt.cpp).
@@ -36,8 +38,22 @@ template <int D> inline constexpr int kWgmmaDqGroups = D == 64 ? 2 : 1;
 template <int D> inline constexpr int kWgmmaDqThreads = kWgmmaDqGroups<D> * wgmma::kThreads;
 template <int D> inline constexpr int kWgmmaDqRows = kWgmmaDqGroups<D> * wgmma::kM;
 
-// The dq kernel's shared memory: the block's Q and dO rows, kStages key tiles each of K and V, all
-// staged.
+// Whether the gradient products of a streamed tile wait for the next tile's pass (DeferredProduct,
+// below), as the forward's P V does: at head dim 128. There the A tiles they keep cost 14 to 16
+// registers more per thread and no block per SM (ptxas: dq 170 and 218 with dropout, from 155 and
+// 202; dk/dv 212 and 248, from 212 and 234; two blocks per SM either way). At head dim 64 they would:
+// the dq kernel's blocks of two warpgroups would go from 126 registers to 146 and from two blocks per
+// SM to one, the dk/dv kernel's from 165 to 193 and from three blocks to two, and with dropout it would
+// spill. There each product is waited for in its own pass.
+template <int D> inline constexpr bool kWgmmaDeferGradients = D == 128;
+
+// Buffers of each streamed operand that a gradient product reads (K in the dq kernel, Q and dO in the
+// dk/dv kernel): stream_tiles's kStages, and one more where the product is deferred, since tile t's is
+// then still read during tile t + 1's pass, when stream_tiles starts copying tile t + kStages.
+template <int D> inline constexpr int kWgmmaGradBuffers = kStages + (kWgmmaDeferGradients<D> ? 1 : 0);
+
+// The dq kernel's shared memory: the block's Q and dO rows, kWgmmaGradBuffers key tiles of K and
+// kStages of V, all staged.
 template <typename T, int D> struct WgmmaDqSmem {
   static constexpr int kTileElems = kWgmmaKeyTile * D;
   T* q;
@@ -47,12 +63,12 @@ template <typename T, int D> struct WgmmaDqSmem {
   KILN_HD explicit WgmmaDqSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
         dout(c.take<T>(kWgmmaDqRows<D> * D, wgmma::kCoreBytes)),
-        k(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        k(c.take<T>(kWgmmaGradBuffers<D> * kTileElems, wgmma::kCoreBytes)),
         v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
 };
 
-// The dk/dv kernel's: the block's K and V rows, kStages query tiles each of Q and dO (staged), and
-// each tile's log-sum-exp (base 2) and D.
+// The dk/dv kernel's: the block's K and V rows, kWgmmaGradBuffers query tiles each of Q and dO
+// (staged), and kStages of each tile's log-sum-exp (base 2) and D.
 template <typename T, int D> struct WgmmaDkvSmem {
   static constexpr int kTileElems = kWgmmaQueryTileFor<D> * D;
   T* k;
@@ -64,18 +80,19 @@ template <typename T, int D> struct WgmmaDkvSmem {
   KILN_HD explicit WgmmaDkvSmem(tile::SmemCarver& c)
       : k(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
         v(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
-        q(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
-        dout(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)),
+        q(c.take<T>(kWgmmaGradBuffers<D> * kTileElems, wgmma::kCoreBytes)),
+        dout(c.take<T>(kWgmmaGradBuffers<D> * kTileElems, wgmma::kCoreBytes)),
         lse(c.take<float>(kStages * kWgmmaQueryTileFor<D>)),
         d(c.take<float>(kStages * kWgmmaQueryTileFor<D>)) {}
 };
 
-// s = A B^T and t = A2 B2^T for the warpgroup's 64 rows of A and A2 and the N rows of B and B2, all
-// staged [rows, D] (descriptors rows_by_k): D / 16 steps each, issued as one group and waited for.
+// Issues s = A B^T and t = A2 B2^T for the warpgroup's 64 rows of A and A2 and the N rows of B and B2,
+// all staged [rows, D] (descriptors rows_by_k): D / 16 steps each, one group, committed and not
+// waited for.
 template <typename T, int D, int N>
 __device__ __forceinline__ void wgmma_score_pair(tile::CTile (&s)[N / 8], uint64_t a, uint64_t b,
                                                  tile::CTile (&t)[N / 8], uint64_t a2, uint64_t b2) {
-  wgmma::fence();
+  wgmma::fence();  // the accumulators of the last pass, read and rewritten since, before the products
 #pragma unroll
   for (int d = 0; d < D / wgmma::kK; ++d) {
     const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
@@ -87,30 +104,28 @@ __device__ __forceinline__ void wgmma_score_pair(tile::CTile (&s)[N / 8], uint64
     wgmma::mma_ss<T, N>(t, wgmma::advance(a2, step), wgmma::advance(b2, step), d > 0);
   }
   wgmma::commit();
-  wgmma::wait<0>();
-  wgmma::settle(s);
-  wgmma::settle(t);
 }
 
-// acc += C B: C is [64, N] held as accumulator tiles (dS, P^T, dS^T), re-read as A tiles (rounded to
-// T) before any instruction is issued, as the instructions read their A registers until the wait; B
-// is a staged [N, D] tile read MN-major (descriptor rows_by_n). One group, waited for.
-template <typename T, int D, int N>
-__device__ __forceinline__ void wgmma_add_products(tile::CTile (&acc)[D / 8], const tile::CTile (&c)[N / 8],
-                                                   uint64_t b) {
-  tile::ATile<T> x[N / 16];
+// A gradient product acc += C B of one streamed tile, issued in the tile's own pass or, where
+// kWgmmaDeferGradients, in the next tile's: C is [64, N] (dS, P^T, dS^T), kept as A tiles in registers
+// (rounded to T) until the instructions that read them have landed; B is the tile's staged [N, D]
+// operand, read MN-major (descriptor rows_by_n).
+template <typename T, int D, int N> struct DeferredProduct {
+  tile::ATile<T> a[N / 16];
+
+  __device__ __forceinline__ void keep(const tile::CTile (&c)[N / 8]) {
 #pragma unroll
-  for (int kk = 0; kk < N / 16; ++kk) tile::a_from_c(x[kk], c[2 * kk], c[2 * kk + 1]);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < N / 16; ++kk) {
-    wgmma::mma_rs<T, D, true>(acc, x[kk], wgmma::advance(b, static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D)),
-                              true);
+    for (int kk = 0; kk < N / 16; ++kk) tile::a_from_c(a[kk], c[2 * kk], c[2 * kk + 1]);
   }
-  wgmma::commit();
-  wgmma::wait<0>();
-  wgmma::settle(acc);
-}
+  // Issues the product into the caller's group (the caller fences before and commits after).
+  __device__ __forceinline__ void issue(tile::CTile (&acc)[D / 8], uint64_t b) const {
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+      wgmma::mma_rs<T, D, true>(acc, a[kk], wgmma::advance(b, static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D)),
+                                true);
+    }
+  }
+};
 
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
@@ -138,7 +153,8 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   const auto fetch = [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     const int n = t < tiles ? kWgmmaKeyTile : 0;
-    stage_cores<T, D>(stage_buffer(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n, p.wide);
+    stage_cores<T, D>(stage_buffer<kWgmmaGradBuffers<D>>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S,
+                      n, p.wide);
     stage_cores<T, D>(stage_buffer(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n, p.wide);
   };
   stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
@@ -153,19 +169,58 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
   const uint64_t k_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
 
+  // Per key tile, S and dP, then dS, then dQ += dS K. Deferred (kWgmmaDeferGradients), the forward's
+  // overlap within a warpgroup: S and dP of tile t are issued with dQ += dS K of tile t - 1, and dS
+  // of tile t is computed while that product runs. The last one is issued after the loop (also for a
+  // warpgroup that skips the block's last tile: no later fetch refills its K).
+  constexpr bool kDefer = kWgmmaDeferGradients<D>;
+  constexpr int kElems = Smem::kTileElems;
+  const auto issue_dq = [&](const DeferredProduct<T, D, kWgmmaKeyTile>& ds, CTile(&acc)[kOutTiles], int t) {
+    wgmma::fence();  // dS's A tiles and the accumulators, written since the pass's first fence
+    ds.issue(acc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_mn_desc, kElems, t));
+    wgmma::commit();
+  };
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
+  DeferredProduct<T, D, kWgmmaKeyTile> ds;
+  bool pending = false;
+  int last = 0;
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
-    if (j0 >= group_j_end) return;  // the same for the whole warpgroup
-    constexpr int kElems = Smem::kTileElems;
+    if (j0 >= group_j_end) return;  // the same for the whole warpgroup, and for every later tile
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, stage_descriptor<T>(k_desc, kElems, t), dp, do_desc,
-                                          stage_descriptor<T>(v_desc, kElems, t));
+    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_desc, kElems, t),
+                                          dp, do_desc, stage_descriptor<T>(v_desc, kElems, t));
+    if constexpr (kDefer) {
+      if (pending) issue_dq(ds, acc, last);
+      else wgmma::commit();  // an empty group: the same wait either way
+      wgmma::wait<1>();      // S and dP: dQ += dS K of the last tile may still run
+    } else {
+      wgmma::wait<0>();
+    }
+    wgmma::settle(s);
+    wgmma::settle(dp);
     dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
-    wgmma_add_products<T, D, kWgmmaKeyTile>(acc, s, stage_descriptor<T>(k_mn_desc, kElems, t));
+    if constexpr (kDefer) {
+      wgmma::wait<0>();
+      wgmma::settle(acc);
+    }
+    ds.keep(s);  // (deferred: the last tile's dS has been read, its A tiles take this one's)
+    if constexpr (kDefer) {
+      pending = true;
+      last = t;
+    } else {
+      issue_dq(ds, acc, t);
+      wgmma::wait<0>();
+      wgmma::settle(acc);
+    }
   });
+  if (pending) {
+    issue_dq(ds, acc, last);
+    wgmma::wait<0>();
+    wgmma::settle(acc);
+  }
 
   write_dq(dq, p, offs, rows, acc);
 }
@@ -196,8 +251,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const auto fetch = [&](int t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
     const int n = t < tiles ? kQueryTile : 0;
-    stage_cores<T, D>(stage_buffer(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L, n, p.wide);
-    stage_cores<T, D>(stage_buffer(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0, p.L, n, p.wide);
+    stage_cores<T, D>(stage_buffer<kWgmmaGradBuffers<D>>(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L,
+                      n, p.wide);
+    stage_cores<T, D>(stage_buffer<kWgmmaGradBuffers<D>>(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0,
+                      p.L, n, p.wide);
     stage_query_stats<kQueryTile>(stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t), lse,
                                   d_rows, p, b, i0);
   };
@@ -213,23 +270,68 @@ __global__ void __launch_bounds__(kBlockThreads)
   const uint64_t q_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.q), D);
   const uint64_t do_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.dout), D);
 
+  // Per query tile, S^T and dP^T, then P^T and dS^T, then dV += P^T dO and dK += dS^T Q. Deferred
+  // (kWgmmaDeferGradients), the forward's overlap within a warpgroup: S^T and dP^T of tile t are issued
+  // with the gradient products of tile t - 1, and P^T and dS^T of tile t are computed while those
+  // run. The last two are issued after the loop.
+  constexpr bool kDefer = kWgmmaDeferGradients<D>;
+  constexpr int kElems = Smem::kTileElems;
+  using Deferred = DeferredProduct<T, D, kQueryTile>;
+  const auto issue_dkv = [&](const Deferred& pt, const Deferred& dst, CTile(&acc_v)[kOutTiles],
+                             CTile(&acc_k)[kOutTiles], int t) {
+    wgmma::fence();  // P^T's and dS^T's A tiles and the accumulators, written since the pass's first fence
+    pt.issue(acc_v, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_mn_desc, kElems, t));
+    dst.issue(acc_k, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_mn_desc, kElems, t));
+    wgmma::commit();
+  };
   CTile acc_k[kOutTiles], acc_v[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) {
     fill(acc_k[t], 0.f);
     fill(acc_v[t], 0.f);
   }
+  Deferred pt, dst;
+  bool pending = false;
+  int last = 0;
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
-    constexpr int kElems = Smem::kTileElems;
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T>(q_desc, kElems, t), dp, v_desc,
-                                       stage_descriptor<T>(do_desc, kElems, t));
+    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_desc, kElems, t), dp,
+                                       v_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_desc, kElems, t));
+    if constexpr (kDefer) {
+      if (pending) issue_dkv(pt, dst, acc_v, acc_k, last);
+      else wgmma::commit();  // an empty group: the same wait either way
+      wgmma::wait<1>();      // S^T and dP^T: the last tile's gradient products may still run
+    } else {
+      wgmma::wait<0>();
+    }
+    wgmma::settle(s);
+    wgmma::settle(dp);
     dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, stage_buffer(smem.lse, kQueryTile, t),
                                  stage_buffer(smem.d, kQueryTile, t));
-    wgmma_add_products<T, D, kQueryTile>(acc_v, s, stage_descriptor<T>(do_mn_desc, kElems, t));
-    wgmma_add_products<T, D, kQueryTile>(acc_k, dp, stage_descriptor<T>(q_mn_desc, kElems, t));
+    if constexpr (kDefer) {
+      wgmma::wait<0>();
+      wgmma::settle(acc_v);
+      wgmma::settle(acc_k);
+    }
+    pt.keep(s);
+    dst.keep(dp);
+    if constexpr (kDefer) {
+      pending = true;
+      last = t;
+    } else {
+      issue_dkv(pt, dst, acc_v, acc_k, t);
+      wgmma::wait<0>();
+      wgmma::settle(acc_v);
+      wgmma::settle(acc_k);
+    }
   });
+  if (pending) {
+    issue_dkv(pt, dst, acc_v, acc_k, last);
+    wgmma::wait<0>();
+    wgmma::settle(acc_v);
+    wgmma::settle(acc_k);
+  }
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
