@@ -272,6 +272,20 @@ inline constexpr int kWgmmaTurnBarrier = 1;  // 0 is __syncthreads'
 inline constexpr int kWgmmaTurnThreads = 2 * wgmma::kThreads;
 static_assert(kWgmmaTurnBarrier + kWgmmaForwardGroups <= 16, "a block has 16 named barriers");
 
+// Syncs on (kArrive false) or arrives on (true) warpgroup g's turn barrier, its id an immediate in the
+// instruction: with an id in a register ptxas reserves all 16 of the block's barriers.
+template <bool kArrive, int G = 0> __device__ __forceinline__ void turn_barrier(int g) {
+  if constexpr (G < kWgmmaForwardGroups) {
+    if (g != G) {
+      turn_barrier<kArrive, G + 1>(g);
+    } else if constexpr (kArrive) {
+      pipeline::named_barrier_arrive(kWgmmaTurnBarrier + G, kWgmmaTurnThreads);
+    } else {
+      pipeline::named_barrier_sync(kWgmmaTurnBarrier + G, kWgmmaTurnThreads);
+    }
+  }
+}
+
 // What the warp-specialized kernel's consumer warpgroup tells the rest of the block as it steps
 // (WgmmaForwardConsumer::step): it releases K's buffer once the scores have landed and V's once its
 // P V has (the mbarriers of WgmmaForwardSmem), and with ping-pong takes and passes its turns.
@@ -288,14 +302,14 @@ template <typename T, int D> struct WgmmaForwardHandoff {
   const bool pingpong;
 
   __device__ __forceinline__ void begin() const {
-    if (pingpong && group == 0) pipeline::named_barrier_arrive(kWgmmaTurnBarrier, kWgmmaTurnThreads);
+    if (pingpong && group == 0) turn_barrier<true>(0);
   }
   __device__ __forceinline__ void take_turn(int) const {
-    if (pingpong) pipeline::named_barrier_sync(kWgmmaTurnBarrier + group, kWgmmaTurnThreads);
+    if (pingpong) turn_barrier<false>(group);
   }
   __device__ __forceinline__ void pass_turn(int t) const {
     if (pingpong && (group < kWgmmaForwardGroups - 1 || t < tiles - 1)) {
-      pipeline::named_barrier_arrive(kWgmmaTurnBarrier + (group + 1) % kWgmmaForwardGroups, kWgmmaTurnThreads);
+      turn_barrier<true>((group + 1) % kWgmmaForwardGroups);
     }
   }
   __device__ __forceinline__ void skip(int t) const {
