@@ -39,11 +39,11 @@ template <int D> inline constexpr int kWgmmaDqThreads = kWgmmaDqGroups<D> * wgmm
 template <int D> inline constexpr int kWgmmaDqRows = kWgmmaDqGroups<D> * wgmma::kM;
 
 // Whether the gradient products of a streamed tile wait for the next tile's pass (DeferredProduct,
-// below), as the forward's P V does: at head dim 128. There the A tiles they keep cost 14 to 16
+// below), as the forward's P V does: at head dim 128. There the A tiles they keep cost up to 16
 // registers more per thread and no block per SM (ptxas: dq 170 and 218 with dropout, from 155 and
 // 202; dk/dv 212 and 248, from 212 and 234; two blocks per SM either way). At head dim 64 they would:
 // the dq kernel's blocks of two warpgroups would go from 126 registers to 146 and from two blocks per
-// SM to one, the dk/dv kernel's from 165 to 193 and from three blocks to two, and with dropout it would
+// SM to one, the dk/dv kernel's from 166 to 193 and from three blocks to two, and with dropout it would
 // spill. There each product is waited for in its own pass.
 template <int D> inline constexpr bool kWgmmaDeferGradients = D == 128;
 
