@@ -127,6 +127,56 @@ template <typename T, int D, int N> struct DeferredProduct {
   }
 };
 
+// The order of both backward kernels' passes, their gradient products deferred (kDefer,
+// kWgmmaDeferGradients) or not. The kernel's steps for tile t:
+//   issue_scores()   S and dP (or S^T and dP^T), issued as one committed group;
+//   elementwise()    settles them and turns them into dS (or P^T and dS^T);
+//   keep()           takes the A tiles of the gradient products from them (DeferredProduct::keep);
+//   issue_grads(u)   fences, issues tile u's gradient products and commits them, one group;
+//   settle_grads()   settles their accumulators.
+// Deferred, tile t - 1's gradient products go out with tile t's scores (or an empty group, at the
+// first tile), only the scores are waited for before elementwise(), and the products before keep()
+// overwrites the A tiles they read; finish() issues the last tile's after the loop. Otherwise each
+// product is waited for in tile t's pass.
+template <bool kDefer> struct GradientPasses {
+  bool pending = false;  // deferred: tile `last`'s gradient products are still to be issued
+  int last = 0;
+
+  template <typename IssueScores, typename Elementwise, typename Keep, typename IssueGrads, typename SettleGrads>
+  __device__ __forceinline__ void pass(int t, IssueScores&& issue_scores, Elementwise&& elementwise, Keep&& keep,
+                                       IssueGrads&& issue_grads, SettleGrads&& settle_grads) {
+    issue_scores();
+    if constexpr (kDefer) {
+      if (pending) issue_grads(last);
+      else wgmma::commit();  // an empty group: the same wait either way
+      wgmma::wait<1>();      // the scores: the last tile's gradient products may still run
+    } else {
+      wgmma::wait<0>();
+    }
+    elementwise();
+    if constexpr (kDefer) {
+      wgmma::wait<0>();
+      settle_grads();
+      keep();
+      pending = true;
+      last = t;
+    } else {
+      keep();
+      issue_grads(t);
+      wgmma::wait<0>();
+      settle_grads();
+    }
+  }
+  template <typename IssueGrads, typename SettleGrads>
+  __device__ __forceinline__ void finish(IssueGrads&& issue_grads, SettleGrads&& settle_grads) {
+    if (kDefer && pending) {
+      issue_grads(last);
+      wgmma::wait<0>();
+      settle_grads();
+    }
+  }
+};
+
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
     attention_backward_dq_wgmma_kernel(T* dq, float* d_rows, const T* dout, const T* out, const float* lse,
@@ -169,58 +219,41 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
   const uint64_t k_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
 
-  // Per key tile, S and dP, then dS, then dQ += dS K. Deferred (kWgmmaDeferGradients), the forward's
+  // Per key tile, S and dP, then dS, then dQ += dS K (GradientPasses). Deferred, the forward's
   // overlap within a warpgroup: S and dP of tile t are issued with dQ += dS K of tile t - 1, and dS
   // of tile t is computed while that product runs. The last one is issued after the loop (also for a
   // warpgroup that skips the block's last tile: no later fetch refills its K).
-  constexpr bool kDefer = kWgmmaDeferGradients<D>;
   constexpr int kElems = Smem::kTileElems;
-  const auto issue_dq = [&](const DeferredProduct<T, D, kWgmmaKeyTile>& ds, CTile(&acc)[kOutTiles], int t) {
-    wgmma::fence();  // dS's A tiles and the accumulators, written since the pass's first fence
-    ds.issue(acc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_mn_desc, kElems, t));
-    wgmma::commit();
-  };
   CTile acc[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) fill(acc[t], 0.f);
   DeferredProduct<T, D, kWgmmaKeyTile> ds;
-  bool pending = false;
-  int last = 0;
+  GradientPasses<kWgmmaDeferGradients<D>> passes;
+  const auto issue_dq = [&](int t) {
+    wgmma::fence();  // dS's A tiles and the accumulators, written since the pass's first fence
+    ds.issue(acc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_mn_desc, kElems, t));
+    wgmma::commit();
+  };
+  const auto settle_dq = [&] { wgmma::settle(acc); };
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     if (j0 >= group_j_end) return;  // the same for the whole warpgroup, and for every later tile
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_desc, kElems, t),
-                                          dp, do_desc, stage_descriptor<T>(v_desc, kElems, t));
-    if constexpr (kDefer) {
-      if (pending) issue_dq(ds, acc, last);
-      else wgmma::commit();  // an empty group: the same wait either way
-      wgmma::wait<1>();      // S and dP: dQ += dS K of the last tile may still run
-    } else {
-      wgmma::wait<0>();
-    }
-    wgmma::settle(s);
-    wgmma::settle(dp);
-    dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
-    if constexpr (kDefer) {
-      wgmma::wait<0>();
-      wgmma::settle(acc);
-    }
-    ds.keep(s);  // (deferred: the last tile's dS has been read, its A tiles take this one's)
-    if constexpr (kDefer) {
-      pending = true;
-      last = t;
-    } else {
-      issue_dq(ds, acc, t);
-      wgmma::wait<0>();
-      wgmma::settle(acc);
-    }
+    passes.pass(
+        t,
+        [&] {
+          wgmma_score_pair<T, D, kWgmmaKeyTile>(s, q_desc,
+                                                stage_descriptor<T, kWgmmaGradBuffers<D>>(k_desc, kElems, t), dp,
+                                                do_desc, stage_descriptor<T>(v_desc, kElems, t));
+        },
+        [&] {
+          wgmma::settle(s);
+          wgmma::settle(dp);
+          dq_scores_to_ds<kDropout>(s, dp, rows, p, st, b, j0);
+        },
+        [&] { ds.keep(s); }, issue_dq, settle_dq);
   });
-  if (pending) {
-    issue_dq(ds, acc, last);
-    wgmma::wait<0>();
-    wgmma::settle(acc);
-  }
+  passes.finish(issue_dq, settle_dq);
 
   write_dq(dq, p, offs, rows, acc);
 }
@@ -270,68 +303,52 @@ __global__ void __launch_bounds__(kBlockThreads)
   const uint64_t q_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.q), D);
   const uint64_t do_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.dout), D);
 
-  // Per query tile, S^T and dP^T, then P^T and dS^T, then dV += P^T dO and dK += dS^T Q. Deferred
-  // (kWgmmaDeferGradients), the forward's overlap within a warpgroup: S^T and dP^T of tile t are issued
-  // with the gradient products of tile t - 1, and P^T and dS^T of tile t are computed while those
-  // run. The last two are issued after the loop.
-  constexpr bool kDefer = kWgmmaDeferGradients<D>;
+  // Per query tile, S^T and dP^T, then P^T and dS^T, then dV += P^T dO and dK += dS^T Q
+  // (GradientPasses). Deferred, the forward's overlap within a warpgroup: S^T and dP^T of tile t are
+  // issued with the gradient products of tile t - 1, and P^T and dS^T of tile t are computed while
+  // those run. The last two are issued after the loop.
   constexpr int kElems = Smem::kTileElems;
-  using Deferred = DeferredProduct<T, D, kQueryTile>;
-  const auto issue_dkv = [&](const Deferred& pt, const Deferred& dst, CTile(&acc_v)[kOutTiles],
-                             CTile(&acc_k)[kOutTiles], int t) {
-    wgmma::fence();  // P^T's and dS^T's A tiles and the accumulators, written since the pass's first fence
-    pt.issue(acc_v, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_mn_desc, kElems, t));
-    dst.issue(acc_k, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_mn_desc, kElems, t));
-    wgmma::commit();
-  };
   CTile acc_k[kOutTiles], acc_v[kOutTiles];
 #pragma unroll
   for (int t = 0; t < kOutTiles; ++t) {
     fill(acc_k[t], 0.f);
     fill(acc_v[t], 0.f);
   }
-  Deferred pt, dst;
-  bool pending = false;
-  int last = 0;
+  DeferredProduct<T, D, kQueryTile> pt, dst;
+  GradientPasses<kWgmmaDeferGradients<D>> passes;
+  const auto issue_dkv = [&](int t) {
+    wgmma::fence();  // P^T's and dS^T's A tiles and the accumulators, written since the pass's first fence
+    pt.issue(acc_v, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_mn_desc, kElems, t));
+    dst.issue(acc_k, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_mn_desc, kElems, t));
+    wgmma::commit();
+  };
+  const auto settle_dkv = [&] {
+    wgmma::settle(acc_v);
+    wgmma::settle(acc_k);
+  };
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
     CTile s[kScoreTiles], dp[kScoreTiles];
-    wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_desc, kElems, t), dp,
-                                       v_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_desc, kElems, t));
-    if constexpr (kDefer) {
-      if (pending) issue_dkv(pt, dst, acc_v, acc_k, last);
-      else wgmma::commit();  // an empty group: the same wait either way
-      wgmma::wait<1>();      // S^T and dP^T: the last tile's gradient products may still run
-    } else {
-      wgmma::wait<0>();
-    }
-    wgmma::settle(s);
-    wgmma::settle(dp);
-    dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, stage_buffer(smem.lse, kQueryTile, t),
-                                 stage_buffer(smem.d, kQueryTile, t));
-    if constexpr (kDefer) {
-      wgmma::wait<0>();
-      wgmma::settle(acc_v);
-      wgmma::settle(acc_k);
-    }
-    pt.keep(s);
-    dst.keep(dp);
-    if constexpr (kDefer) {
-      pending = true;
-      last = t;
-    } else {
-      issue_dkv(pt, dst, acc_v, acc_k, t);
-      wgmma::wait<0>();
-      wgmma::settle(acc_v);
-      wgmma::settle(acc_k);
-    }
+    passes.pass(
+        t,
+        [&] {
+          wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_desc, kElems, t),
+                                             dp, v_desc,
+                                             stage_descriptor<T, kWgmmaGradBuffers<D>>(do_desc, kElems, t));
+        },
+        [&] {
+          wgmma::settle(s);
+          wgmma::settle(dp);
+          dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM,
+                                       stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t));
+        },
+        [&] {
+          pt.keep(s);
+          dst.keep(dp);
+        },
+        issue_dkv, settle_dkv);
   });
-  if (pending) {
-    issue_dkv(pt, dst, acc_v, acc_k, last);
-    wgmma::wait<0>();
-    wgmma::settle(acc_v);
-    wgmma::settle(acc_k);
-  }
+  passes.finish(issue_dkv, settle_dkv);
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
