@@ -19,7 +19,8 @@
 //   MN-major: its rows run along K and its 16 bytes along M/N (M/N contiguous), B only with the
 //             instruction's transpose flag for 16-bit types.
 // kiln stages a [rows, W] row-major tile (W a multiple of 8) with each 8 x 8 block as one core matrix,
-// the W / 8 blocks of an 8-row group side by side (stage_offset). The same bytes then serve both ways:
+// the W / 8 blocks of an 8-row group side by side (stage_offset), or the rows' blocks of 8 columns one
+// after another (Staging::by_pieces, the attention forward's). The same bytes then serve both ways:
 // with rows along M/N and W along K (K-major: attention's Q and K in Q K^T), or with rows along K
 // and W along N (MN-major: attention's V in P V). Without swizzling the 16-byte stores that fill a
 // core matrix's 8 rows hit 8 different 16-byte bank groups, so a warp stages without bank conflicts.
@@ -70,17 +71,55 @@ KILN_HD constexpr uint32_t mn_major_address(uint64_t d, int mn, int k) {
          static_cast<uint32_t>((k % kCore) * 16 + (mn % kCore) * 2);
 }
 
-// Descriptors for a staged [rows, W] tile at shared address `base`:
-// - rows along M/N, W along K (K-major): K steps of 16 columns are `k_step_bytes()` apart;
-KILN_HD constexpr uint64_t rows_by_k(uint32_t base, int64_t W) {
-  return descriptor(base, next_cols_bytes(), next_rows_bytes(W));
+// A staged [rows, W] tile's arrangement of core matrices. stage_offset's, by row groups: the W / 8
+// core matrices of an 8-row group side by side, then the next group's. Or by pieces, the order a
+// tensor copy (TMA, kernels/cuda/tma.cuh) writes without swizzling when its box runs over 8 elements
+// (one 16-byte piece), then the rows, then the pieces: rows 0 .. rows - 1 of columns 0 .. 7, then of
+// columns 8 .. 15, ... Either way a core matrix is 128 contiguous bytes, and the descriptors below
+// read both.
+struct Staging {
+  int64_t rows = 0, W = 0;
+  bool by_pieces = false;
+
+  // Byte distances to the core matrix of the next 8 columns, and of the next 8 rows.
+  KILN_HD constexpr uint32_t next_cols_bytes() const {
+    return by_pieces ? static_cast<uint32_t>(rows / kCore) * kCoreBytes : kCoreBytes;
+  }
+  KILN_HD constexpr uint32_t next_rows_bytes() const {
+    return by_pieces ? kCoreBytes : static_cast<uint32_t>(W / kCore) * kCoreBytes;
+  }
+  // Element offset of (row, col).
+  KILN_HD constexpr int64_t offset(int64_t row, int64_t col) const {
+    return ((row / kCore) * next_rows_bytes() + (col / kCore) * next_cols_bytes()) / 2 + (row % kCore) * kCore +
+           col % kCore;
+  }
+  // Row and column of the first element of the m-th core matrix in memory.
+  KILN_HD constexpr int64_t core_row(int64_t m) const {
+    return (by_pieces ? m % (rows / kCore) : m / (W / kCore)) * kCore;
+  }
+  KILN_HD constexpr int64_t core_col(int64_t m) const {
+    return (by_pieces ? m / (rows / kCore) : m % (W / kCore)) * kCore;
+  }
+};
+KILN_HD constexpr Staging by_row_groups(int64_t W) { return Staging{0, W, false}; }
+KILN_HD constexpr Staging by_pieces(int64_t rows, int64_t W) { return Staging{rows, W, true}; }
+
+// Descriptors for a staged tile at shared address `base`:
+// - rows along M/N, W along K (K-major): K steps of 16 columns are `k_step_bytes(s)` apart;
+KILN_HD constexpr uint64_t rows_by_k(uint32_t base, Staging s) {
+  return descriptor(base, s.next_cols_bytes(), s.next_rows_bytes());
 }
-KILN_HD constexpr uint32_t k_step_bytes() { return 2 * next_cols_bytes(); }
+KILN_HD constexpr uint32_t k_step_bytes(Staging s) { return 2 * s.next_cols_bytes(); }
 // - rows along K, W along N (MN-major, B with the transpose flag): K steps of 16 rows are
-//   `row_step_bytes(W)` apart.
-KILN_HD constexpr uint64_t rows_by_n(uint32_t base, int64_t W) {
-  return descriptor(base, next_rows_bytes(W), next_cols_bytes());
+//   `row_step_bytes(s)` apart.
+KILN_HD constexpr uint64_t rows_by_n(uint32_t base, Staging s) {
+  return descriptor(base, s.next_rows_bytes(), s.next_cols_bytes());
 }
-KILN_HD constexpr uint32_t row_step_bytes(int64_t W) { return 2 * next_rows_bytes(W); }
+KILN_HD constexpr uint32_t row_step_bytes(Staging s) { return 2 * s.next_rows_bytes(); }
+// The same for a tile staged by row groups (stage_offset), W wide.
+KILN_HD constexpr uint64_t rows_by_k(uint32_t base, int64_t W) { return rows_by_k(base, by_row_groups(W)); }
+KILN_HD constexpr uint32_t k_step_bytes() { return 2 * next_cols_bytes(); }
+KILN_HD constexpr uint64_t rows_by_n(uint32_t base, int64_t W) { return rows_by_n(base, by_row_groups(W)); }
+KILN_HD constexpr uint32_t row_step_bytes(int64_t W) { return row_step_bytes(by_row_groups(W)); }
 
 }  // namespace kiln::wgmma

@@ -74,14 +74,17 @@ inline constexpr int kWgmmaKBuffers = kStages < 2 ? 2 : kStages;
 inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
-// all staged [rows, D] (wgmma::stage_offset), each 128-byte aligned (a core matrix); and the barriers
-// of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the tile's K and V
-// are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its K), per
-// V buffer `v_empty`.
-// A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, 64 D elements after the
-// previous warpgroup's.
+// all staged by pieces (kQStaging, kTileStaging: the layout the producer's tensor copies write,
+// kernels/wgmma_layout.h), each 128-byte aligned (a core matrix, and what a tensor copy asks); and the
+// barriers of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the tile's
+// K and V are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its
+// K), per V buffer `v_empty`.
+// A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, which its descriptor
+// starts at (kQStaging.offset(64 g, 0)) and reads with the tile's distances.
 template <typename T, int D> struct WgmmaForwardSmem {
   static constexpr int kTileElems = kWgmmaKeyTile * D;
+  static constexpr wgmma::Staging kQStaging = wgmma::by_pieces(kWgmmaForwardRows<D>, D);
+  static constexpr wgmma::Staging kTileStaging = wgmma::by_pieces(kWgmmaKeyTile, D);
   T* q;
   T* k;
   T* v;
@@ -98,20 +101,21 @@ template <typename T, int D> struct WgmmaForwardSmem {
 };
 
 // Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile
-// (zeros past `count`), one 16-byte piece (a core matrix's row) per thread and pass, by `threads`
-// threads of which this is the `thread`-th (by default the block's); the caller commits and waits
-// (async_copy.cuh). Consecutive threads take consecutive rows of one core matrix, so 8 of them fill its
-// 128 contiguous bytes.
-template <typename T, int D>
+// (zeros past `count`), by row groups (the backward's tiles) or with kByPieces by pieces (the
+// forward's, as its tensor copies write them; kernels/wgmma_layout.h), one 16-byte piece (a core
+// matrix's row) per thread and pass, by `threads` threads of which this is the `thread`-th (by default
+// the block's); the caller commits and waits (async_copy.cuh). Consecutive threads take consecutive
+// rows of one core matrix, and then of the next one in memory, so they write contiguous bytes.
+template <typename T, int D, bool kByPieces = false>
 __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count,
                                             int rows, bool wide, int thread = static_cast<int>(threadIdx.x),
                                             int threads = static_cast<int>(blockDim.x)) {
   static_assert(wgmma::kCore == tile::kPieceElems, "a core matrix's row is one 16-byte piece");
-  constexpr int kPieces = D / wgmma::kCore;  // 16-byte pieces of a row
-  const auto place = [](int idx) {
-    const int r_in = idx % wgmma::kCore, rest = idx / wgmma::kCore;
-    const int col = rest % kPieces * wgmma::kCore, r = rest / kPieces * wgmma::kCore + r_in;
-    return tile::Piece{r, col, static_cast<int>(wgmma::stage_offset(r, col, D))};
+  const wgmma::Staging staged = kByPieces ? wgmma::by_pieces(rows, D) : wgmma::by_row_groups(D);
+  const auto place = [staged](int idx) {
+    const int m = idx / wgmma::kCore;  // the core matrix, in memory order
+    const int r = static_cast<int>(staged.core_row(m)) + idx % wgmma::kCore, col = static_cast<int>(staged.core_col(m));
+    return tile::Piece{r, col, static_cast<int>(staged.offset(r, col))};
   };
   tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide, thread, threads);
 }
@@ -137,18 +141,18 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
   using pipeline::pipeline_parity;
   const int thread = static_cast<int>(threadIdx.x) - kWgmmaConsumerThreads;
   constexpr int kThreads = wgmma::kThreads;
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
+  stage_cores<T, D, true>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
 #pragma unroll 1
   for (int u = 0;; ++u) {
     if (u < tiles) {
       const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
       // Wait until the consumers released tile u - kBuffers from the buffer (at once the first time round).
       pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
-      stage_cores<T, D>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0, p.S,
-                        kWgmmaKeyTile, p.wide, thread, kThreads);
+      stage_cores<T, D, true>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0,
+                              p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
       pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
-      stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0, p.S,
-                        kWgmmaKeyTile, p.wide, thread, kThreads);
+      stage_cores<T, D, true>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0,
+                              p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
     }
     tile::commit_copies();  // an empty group past the last tile: the wait below is the same
     if (u > 0) {
@@ -194,9 +198,10 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
         b(batch),
         j_end(block_key_end(params, i0 + group * wgmma::kM, wgmma::kM)),
         st(kDropout ? philox_resolve(params.philox) : PhiloxState{}),
-        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + group * wgmma::kM * D), D)),
-        k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), D)),
-        v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), D)),
+        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + Smem::kQStaging.offset(group * wgmma::kM, 0)),
+                                Smem::kQStaging)),
+        k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), Smem::kTileStaging)),
+        v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), Smem::kTileStaging)),
         rows(i0) {
 #pragma unroll
     for (int t = 0; t < kOutTiles; ++t) tile::fill(acc[t], 0.f);
@@ -211,7 +216,7 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
-      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
+      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(Smem::kTileStaging);
       wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
     }
     wgmma::commit();
@@ -228,8 +233,9 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
 #pragma unroll
     for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
-      const uint32_t step = static_cast<uint32_t>(d) * wgmma::k_step_bytes();
-      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, step), wgmma::advance(k_t, step), d > 0);
+      const uint32_t q_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::kQStaging);
+      const uint32_t k_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::kTileStaging);
+      wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, q_step), wgmma::advance(k_t, k_step), d > 0);
     }
     wgmma::commit();
     if (pending) issue_pv(last);
@@ -419,12 +425,12 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
   const auto fetch = [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     const int n = t < tiles ? kWgmmaKeyTile : 0;
-    stage_cores<T, D>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S, n,
-                      p.wide);
-    stage_cores<T, D>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S, n,
-                      p.wide);
+    stage_cores<T, D, true>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S,
+                            n, p.wide);
+    stage_cores<T, D, true>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S,
+                            n, p.wide);
   };
-  stage_cores<T, D>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
+  stage_cores<T, D, true>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
   tile::commit_copies();
 
   // The buffers need no release: stream_tiles's barrier after each tile keeps them until every warp

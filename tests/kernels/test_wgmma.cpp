@@ -38,46 +38,68 @@ TEST_CASE("wgmma descriptors: the fields sit in bits 0-13, 16-29 and 32-45 in 16
 TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrices of 128 contiguous bytes",
           "[wgmma]") {
   const int64_t W = GENERATE(int64_t{16}, int64_t{64}, int64_t{128});
-  const int64_t rows = 64;
-  INFO("W " << W);
+  const int64_t rows = GENERATE(int64_t{64}, int64_t{128});
+  const Staging s = GENERATE_COPY(by_row_groups(W), by_pieces(rows, W));
+  INFO("W " << W << ", rows " << rows << (s.by_pieces ? ", by pieces" : ", by row groups"));
   std::set<int64_t> seen;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < W; ++c) {
-      const int64_t at = stage_offset(r, c, W);
+      const int64_t at = s.offset(r, c);
       REQUIRE(at >= 0);
       REQUIRE(at < rows * W);
       seen.insert(at);
+      if (!s.by_pieces) CHECK(at == stage_offset(r, c, W));
       // A core matrix: 8 elements of a row side by side (16 bytes), its 8 rows 16 bytes apart.
-      const int64_t core = stage_offset(r / kCore * kCore, c / kCore * kCore, W);
+      const int64_t core = s.offset(r / kCore * kCore, c / kCore * kCore);
       CHECK(at - core == (r % kCore) * kCore + c % kCore);
       CHECK(core % (kCore * kCore) == 0);
+      // core_row and core_col invert the offset of a core matrix's first element.
+      const int64_t m = core / (kCore * kCore);
+      CHECK(s.core_row(m) == r / kCore * kCore);
+      CHECK(s.core_col(m) == c / kCore * kCore);
     }
   }
   CHECK(static_cast<int64_t>(seen.size()) == rows * W);
+  if (s.by_pieces) {
+    // What a tensor copy writes from a box of [8 elements, rows, W / 8 pieces]: element e of row r of
+    // piece c at (c * rows + r) * 8 + e.
+    CHECK(s.offset(5, 19) == (2 * rows + 5) * 8 + 3);
+    CHECK(s.offset(rows - 1, W - 1) == rows * W - 1);
+  }
 }
 
 TEST_CASE("wgmma descriptors: K-major and MN-major reads of a staged tile find its elements", "[wgmma]") {
   const int64_t W = GENERATE(int64_t{64}, int64_t{128});
-  const int64_t rows = 64;
+  const int64_t rows = GENERATE(int64_t{64}, int64_t{128});
+  const Staging s = GENERATE_COPY(by_row_groups(W), by_pieces(rows, W));
   const uint32_t base = 4096;
-  INFO("W " << W);
-  const auto addr = [&](int64_t r, int64_t c) { return base + 2 * static_cast<uint32_t>(stage_offset(r, c, W)); };
-  // Rows along M/N, W along K: element (mn, k) of K step s is the tile's (mn, 16 s + k).
-  const uint64_t by_k = rows_by_k(base, W);
-  for (int s = 0; s < W / kK; ++s) {
-    const uint64_t d = advance(by_k, static_cast<uint32_t>(s) * k_step_bytes());
-    for (int mn = 0; mn < rows; ++mn) {
-      for (int k = 0; k < kK; ++k) REQUIRE(k_major_address(d, mn, k) == addr(mn, 16 * s + k));
+  INFO("W " << W << ", rows " << rows << (s.by_pieces ? ", by pieces" : ", by row groups"));
+  const auto addr = [&](int64_t r, int64_t c) { return base + 2 * static_cast<uint32_t>(s.offset(r, c)); };
+  // Rows along M/N, W along K: element (mn, k) of K step t is the tile's (mn, 16 t + k); a descriptor
+  // started at row r0 (a warpgroup's 64 rows of a taller tile) reads from there.
+  for (const int64_t r0 : {int64_t{0}, rows - 64}) {
+    const uint64_t by_k = rows_by_k(base + 2 * static_cast<uint32_t>(s.offset(r0, 0)), s);
+    for (int t = 0; t < W / kK; ++t) {
+      const uint64_t d = advance(by_k, static_cast<uint32_t>(t) * k_step_bytes(s));
+      for (int mn = 0; mn < 64; ++mn) {
+        for (int k = 0; k < kK; ++k) REQUIRE(k_major_address(d, mn, k) == addr(r0 + mn, 16 * t + k));
+      }
     }
   }
-  // Rows along K, W along N: element (n, k) of K step s is the tile's (16 s + k, n).
-  const uint64_t by_n = rows_by_n(base, W);
-  for (int s = 0; s < rows / kK; ++s) {
-    const uint64_t d = advance(by_n, static_cast<uint32_t>(s) * row_step_bytes(W));
+  // Rows along K, W along N: element (n, k) of K step t is the tile's (16 t + k, n).
+  const uint64_t by_n = rows_by_n(base, s);
+  for (int t = 0; t < rows / kK; ++t) {
+    const uint64_t d = advance(by_n, static_cast<uint32_t>(t) * row_step_bytes(s));
     for (int n = 0; n < W; ++n) {
-      for (int k = 0; k < kK; ++k) REQUIRE(mn_major_address(d, n, k) == addr(16 * s + k, n));
+      for (int k = 0; k < kK; ++k) REQUIRE(mn_major_address(d, n, k) == addr(16 * t + k, n));
     }
   }
+  if (s.by_pieces) return;
+  // The forms for a tile by row groups give the same descriptors.
+  CHECK(rows_by_k(base, W) == rows_by_k(base, s));
+  CHECK(rows_by_n(base, W) == by_n);
+  CHECK(k_step_bytes() == k_step_bytes(s));
+  CHECK(row_step_bytes(W) == row_step_bytes(s));
   // Advanced by 8 core matrices along N, the MN-major descriptor starts at column 64.
   const uint64_t hi = advance(by_n, 8 * next_cols_bytes());
   CHECK(mn_major_address(hi, 0, 0) == addr(0, 64));
