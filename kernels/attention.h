@@ -48,11 +48,13 @@ struct AttentionArgs {
   // CUDA: the forward and backward may take the tensor-core kernels where they fit (attention_tc_fits,
   // attention_tc_backward_fits), and with `wgmma` too the ones on Hopper's warpgroup mma where the
   // build and the device have them; with `wgmma_producer` the forward's warp-specialized kernel, whose
-  // consumer warpgroups take turns issuing their products with `wgmma_pingpong`.
+  // consumer warpgroups take turns issuing their products with `wgmma_pingpong`, and whose producer
+  // loads with tensor copies (TMA) with `wgmma_tma` where the operands allow (else with cp.async).
   bool tensor_cores = false;
   bool wgmma = false;
   bool wgmma_producer = true;
   bool wgmma_pingpong = true;
+  bool wgmma_tma = true;
 };
 
 // Sets out/dout, dq, dk and dv to contiguous [batch..., L, Ev], [batch..., L, E], [batch..., S, E]

@@ -33,6 +33,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma_producer = producer == nullptr || std::string(producer) != "0";
     const char* pingpong = std::getenv("KILN_ATTENTION_WGMMA_PINGPONG");
     m.attention_wgmma_pingpong = pingpong == nullptr || std::string(pingpong) != "0";
+    const char* tma = std::getenv("KILN_ATTENTION_WGMMA_TMA");
+    m.attention_wgmma_tma = tma == nullptr || std::string(tma) != "0";
     return m;
   }();
   return s;

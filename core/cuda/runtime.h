@@ -158,6 +158,11 @@ struct MathSwitches {
   // other's softmax. False: they issue when ready, to measure what the turns are worth;
   // KILN_ATTENTION_WGMMA_PINGPONG=0 turns it off at start.
   bool attention_wgmma_pingpong = true;
+  // With attention_wgmma_producer, the producer loads the tiles with tensor copies (TMA: one thread
+  // issues a tile's copy, which completes on the consumers' barrier) where the operands' rows are
+  // 16-byte aligned and the driver encodes the maps; elsewhere, or with false, with cp.async (every
+  // producer thread copies 16-byte pieces). KILN_ATTENTION_WGMMA_TMA=0 turns it off at start.
+  bool attention_wgmma_tma = true;
 };
 MathSwitches& math_switches();
 

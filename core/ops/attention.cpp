@@ -110,6 +110,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.wgmma = a.tensor_cores && cuda::math_switches().attention_wgmma;
   a.wgmma_producer = cuda::math_switches().attention_wgmma_producer;
   a.wgmma_pingpong = cuda::math_switches().attention_wgmma_pingpong;
+  a.wgmma_tma = cuda::math_switches().attention_wgmma_tma;
   return p;
 }
 

@@ -238,10 +238,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 // memory its Smem<T, D> carves. KernelFor::get<T, D, kDropout>() names the kernel for the element
 // type, the head dim and dropout (a template flag: the kernels without it hold none of its code or
 // registers); KernelFor::threads<D>() and rows<D>() are a block's threads and query rows. The mma.sync
-// forward (attention_tc.cu) and the one on wgmma (attention_wgmma.cu) launch alike.
-template <template <typename, int> class Smem, typename KernelFor>
+// forward (attention_tc.cu) and the one on wgmma (attention_wgmma.cu) launch alike; `extra` are
+// arguments a kernel takes after the parameters (the wgmma forward's tensor maps).
+template <template <typename, int> class Smem, typename KernelFor, typename... Extra>
 void launch_forward(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
-                    const KernelContext& ctx) {
+                    const KernelContext& ctx, const Extra&... extra) {
   const TcParams p = make_tc_params(a, q, k, v);
   const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
   const char* op = "scaled_dot_product_attention";
@@ -253,7 +254,7 @@ void launch_forward(void* out, void* lse, const void* q, const void* k, const vo
       const dim3 grid(row_blocks(p.L, KernelFor::template rows<D>()), static_cast<unsigned>(p.batch));
       kernel<<<grid, KernelFor::template threads<D>(), bytes, s>>>(static_cast<T*>(out), static_cast<float*>(lse),
                                                 static_cast<const T*>(q), static_cast<const T*>(k),
-                                                static_cast<const T*>(v), p);
+                                                static_cast<const T*>(v), p, extra...);
       cuda_detail::check_launch(op);
     };
     if (p.dropout) go.template operator()<true>();

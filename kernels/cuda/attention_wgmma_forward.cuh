@@ -25,9 +25,11 @@
 // FlashAttention-3 does within a warpgroup: tile t's S = Q K^T and tile t - 1's P V are issued
 // together, and tile t's softmax runs while P V is still in flight. Between the two consumer
 // warpgroups it overlaps as FlashAttention-3 does too (ping-pong, WgmmaForwardHandoff): they take
-// turns issuing their products, so one's products run while the other computes its softmax. The
-// producer loads with cp.async (kernels/cuda/async_copy.cuh). Not yet done: TMA loads (one thread of
-// the producer would issue a tile's copy) and swizzled layouts.
+// turns issuing their products, so one's products run while the other computes its softmax. And as
+// in FlashAttention-3 the producer loads with tensor copies (TMA, kernels/cuda/tma.cuh): one thread
+// issues a tile's copy, which completes on the consumers' barrier (produce_forward_tiles_tma). Where
+// the operands do not allow it, its 128 threads copy with cp.async (produce_forward_tiles). Not yet
+// done: swizzled layouts (the tiles are staged by pieces, which a tensor copy writes 16 bytes a row).
 //
 // attention_forward_wgmma_sync_kernel, at the end, is the same forward without the producer: the
 // consumers load the tiles themselves (stream_tiles), for measuring what warp specialization is worth.
@@ -41,6 +43,7 @@
 
 #include "kernels/cuda/attention_tc_forward.cuh"
 #include "kernels/cuda/pipeline.cuh"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace kiln::attention_tc {
@@ -74,17 +77,18 @@ inline constexpr int kWgmmaKBuffers = kStages < 2 ? 2 : kStages;
 inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
-// all staged by pieces (kQStaging, kTileStaging: the layout the producer's tensor copies write,
+// all staged by pieces (q_staging(), tile_staging(): the layout the producer's tensor copies write,
 // kernels/wgmma_layout.h), each 128-byte aligned (a core matrix, and what a tensor copy asks); and the
 // barriers of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the tile's
 // K and V are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its
 // K), per V buffer `v_empty`.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, which its descriptor
-// starts at (kQStaging.offset(64 g, 0)) and reads with the tile's distances.
+// starts at (q_staging().offset(64 g, 0)) and reads with the tile's distances.
 template <typename T, int D> struct WgmmaForwardSmem {
   static constexpr int kTileElems = kWgmmaKeyTile * D;
-  static constexpr wgmma::Staging kQStaging = wgmma::by_pieces(kWgmmaForwardRows<D>, D);
-  static constexpr wgmma::Staging kTileStaging = wgmma::by_pieces(kWgmmaKeyTile, D);
+  // (Functions, not constants: device code cannot take a static member object's address.)
+  KILN_HD static constexpr wgmma::Staging q_staging() { return wgmma::by_pieces(kWgmmaForwardRows<D>, D); }
+  KILN_HD static constexpr wgmma::Staging tile_staging() { return wgmma::by_pieces(kWgmmaKeyTile, D); }
   T* q;
   T* k;
   T* v;
@@ -165,6 +169,96 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
   tile::wait_copies<0>();  // the last, empty group (with no tile, the block's Q rows)
 }
 
+// The tensor maps of the producer's tensor copies (TMA, kernels/cuda/tma.cuh), or `on` false where it
+// copies with cp.async (AttentionArgs::wgmma_tma off, rows not 16-byte aligned, more than two batch
+// dims, a driver without TMA). Each views its operand as [8 elements, rows, D / 8 pieces, batch dims]
+// (strides: the element, the row, 16 bytes, the batch strides), so that a box of [8, rows, D / 8]
+// lands staged by pieces: Q's box is the block's 128 rows, K's and V's a key tile's 64. Rows past L
+// or S are zeros, as the tensor copy writes them. A batch dim along which the operand broadcasts
+// (stride 0) is left at size 1 and coordinate 0.
+struct WgmmaForwardMaps {
+  tma::Map q, k, v;
+  bool on;
+};
+
+// Coordinates of batch entry b along the maps' batch dims (3 and 4), for an operand with `strides`.
+KILN_HD void batch_coordinates(const AttentionBatch& layout, const int64_t* strides, int64_t b, int32_t& c3,
+                                      int32_t& c4) {
+  c3 = c4 = 0;  // (two variables, not an array indexed by d, which would live in local memory)
+  for (int d = layout.ndim - 1; d >= 0; --d) {
+    const auto idx = static_cast<int32_t>(b % layout.sizes[d]);
+    b /= layout.sizes[d];
+    if (strides[d] == 0) continue;
+    if (d == 0) c3 = idx;
+    else if (d == 1) c4 = idx;
+  }
+}
+
+// The maps for operands q, k, v of the forward with head dim D (host code).
+inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* q, const void* k, const void* v,
+                                          bool want) {
+  WgmmaForwardMaps maps{};
+  const AttentionBatch& l = p.layout;
+  if (!want || !p.wide || l.ndim > 2 || p.L < 1 || p.S < 1) return maps;
+  const auto view = [&](const void* base, int64_t rows, int64_t row_stride, const int64_t* strides, int box_rows) {
+    tma::Box b;
+    b.base = base;
+    b.dims[0] = wgmma::kCore;
+    b.dims[1] = static_cast<uint64_t>(rows);
+    b.dims[2] = static_cast<uint64_t>(D / wgmma::kCore);
+    b.strides[0] = 2;
+    b.strides[1] = static_cast<uint64_t>(row_stride) * 2;
+    b.strides[2] = 16;
+    b.strides[3] = b.strides[4] = 16;  // unused, or a broadcast dim: size 1, never stepped along
+    for (int d = 0; d < l.ndim; ++d) {
+      if (strides[d] == 0) continue;
+      b.dims[3 + d] = static_cast<uint64_t>(l.sizes[d]);
+      b.strides[3 + d] = static_cast<uint64_t>(strides[d]) * 2;
+    }
+    b.box[0] = wgmma::kCore;
+    b.box[1] = static_cast<uint32_t>(box_rows);
+    b.box[2] = static_cast<uint32_t>(D / wgmma::kCore);
+    return b;
+  };
+  maps.on = tma::encode(view(q, p.L, p.q_rs, l.q, kWgmmaForwardGroups * wgmma::kM), &maps.q) &&
+            tma::encode(view(k, p.S, p.k_rs, l.k, kWgmmaKeyTile), &maps.k) &&
+            tma::encode(view(v, p.S, p.v_rs, l.v, kWgmmaKeyTile), &maps.v);
+  return maps;
+}
+
+// The producer with tensor copies: one thread of the producer warpgroup issues them all (the others
+// have nothing to do and exit). Per key tile it waits for K's buffer, tells the tile's `full` barrier
+// how many bytes to wait for (K's and V's, and with tile 0 the block's Q rows) with its one arrival,
+// starts K's copy, waits for V's buffer and starts V's. The copies complete the barrier's phase as
+// they land: no thread waits for them, and no proxy fence is needed (the copy engine and wgmma both
+// work in the async proxy).
+template <typename T, int D>
+__device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem<T, D>& smem,
+                                                          const WgmmaForwardMaps& maps, const TcParams& p, int64_t b,
+                                                          int64_t i0, int64_t tiles) {
+  using Smem = WgmmaForwardSmem<T, D>;
+  using pipeline::pipeline_parity;
+  if (static_cast<int>(threadIdx.x) != kWgmmaConsumerThreads) return;
+  constexpr uint32_t kTileBytes = Smem::kTileElems * sizeof(T);
+  constexpr uint32_t kQBytes = kWgmmaForwardRows<D> * D * sizeof(T);
+  int32_t q_at[tma::kRank] = {0, static_cast<int32_t>(i0), 0, 0, 0};
+  int32_t k_at[tma::kRank] = {}, v_at[tma::kRank] = {};
+  batch_coordinates(p.layout, p.layout.q, b, q_at[3], q_at[4]);
+  batch_coordinates(p.layout, p.layout.k, b, k_at[3], k_at[4]);
+  batch_coordinates(p.layout, p.layout.v, b, v_at[3], v_at[4]);
+#pragma unroll 1
+  for (int u = 0; u < tiles; ++u) {
+    k_at[1] = v_at[1] = u * kWgmmaKeyTile;
+    uint64_t* full = stage_buffer<kWgmmaKBuffers>(smem.full, 1, u);
+    pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
+    pipeline::mbarrier_arrive_expect_tx(full, 2 * kTileBytes + (u == 0 ? kQBytes : 0));
+    if (u == 0) tma::copy_box(smem.q, maps.q, q_at, full);
+    tma::copy_box(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), maps.k, k_at, full);
+    pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
+    tma::copy_box(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), maps.v, v_at, full);
+  }
+}
+
 // A consumer warpgroup's side of the forward, the same in both kernels below: its 64 query rows'
 // output accumulators and softmax state, and P of the last key tile it computed, as A tiles, whose
 // P V is still to be issued.
@@ -198,10 +292,10 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
         b(batch),
         j_end(block_key_end(params, i0 + group * wgmma::kM, wgmma::kM)),
         st(kDropout ? philox_resolve(params.philox) : PhiloxState{}),
-        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + Smem::kQStaging.offset(group * wgmma::kM, 0)),
-                                Smem::kQStaging)),
-        k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), Smem::kTileStaging)),
-        v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), Smem::kTileStaging)),
+        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + Smem::q_staging().offset(group * wgmma::kM, 0)),
+                                Smem::q_staging())),
+        k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), Smem::tile_staging())),
+        v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), Smem::tile_staging())),
         rows(i0) {
 #pragma unroll
     for (int t = 0; t < kOutTiles; ++t) tile::fill(acc[t], 0.f);
@@ -216,7 +310,7 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
-      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(Smem::kTileStaging);
+      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(Smem::tile_staging());
       wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
     }
     wgmma::commit();
@@ -233,8 +327,8 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
 #pragma unroll
     for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
-      const uint32_t q_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::kQStaging);
-      const uint32_t k_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::kTileStaging);
+      const uint32_t q_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::q_staging());
+      const uint32_t k_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::tile_staging());
       wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, q_step), wgmma::advance(k_t, k_step), d > 0);
     }
     wgmma::commit();
@@ -333,7 +427,7 @@ template <typename T, int D> struct WgmmaForwardHandoff {
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
-                                   const __grid_constant__ TcParams p) {
+                                   const __grid_constant__ TcParams p, const __grid_constant__ WgmmaForwardMaps maps) {
   using pipeline::pipeline_parity;
   constexpr int kRows = kWgmmaForwardRows<D>;
   tile::SmemCarver carve(tile::dynamic_smem());
@@ -347,11 +441,11 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   // past its own last row (with causal).
   const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
 
-  // Thread 0 sets up the barriers: `full` expects the producer's 128 threads, the two kinds of
-  // `empty` the consumers' 256.
+  // Thread 0 sets up the barriers: `full` expects the producer's 128 threads (with tensor copies the
+  // one that issues them, and the bytes it names), the two kinds of `empty` the consumers' 256.
   if (threadIdx.x == 0) {
     for (int s = 0; s < kWgmmaKBuffers; ++s) {
-      pipeline::mbarrier_init(smem.full + s, wgmma::kThreads);
+      pipeline::mbarrier_init(smem.full + s, maps.on ? 1 : wgmma::kThreads);
       pipeline::mbarrier_init(smem.k_empty + s, kWgmmaConsumerThreads);
     }
     for (int s = 0; s < kWgmmaVBuffers; ++s) pipeline::mbarrier_init(smem.v_empty + s, kWgmmaConsumerThreads);
@@ -360,7 +454,8 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
 
   if (group == kWgmmaForwardGroups) {
     pipeline::shrink_registers<kWgmmaProducerRegisters>();
-    produce_forward_tiles<T, D>(smem, q, k, v, p, offs, i0, tiles);
+    if (maps.on) produce_forward_tiles_tma<T, D>(smem, maps, p, b, i0, tiles);
+    else produce_forward_tiles<T, D>(smem, q, k, v, p, offs, i0, tiles);
     return;
   }
   pipeline::grow_registers<kWgmmaConsumerRegisters>();

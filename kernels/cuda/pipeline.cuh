@@ -10,6 +10,10 @@
 //   mbarrier_wait(bar, parity)  until the phase of that parity has completed (acquire semantics).
 //                               Phases alternate parity, 0 first, and right after the init a wait for
 //                               parity 1 passes at once: the phase "before" the first counts as done
+//   mbarrier_arrive_expect_tx(bar, bytes)
+//                               the phase also waits for `bytes` of bulk copies (TMA, tma.cuh) to land
+//                               on the barrier, then one arrival. A phase completes once its arrivals
+//                               are in and its copies have brought exactly the bytes expected
 //   named_barrier_sync(id, n)   bar.sync on the block's hardware barrier `id` (1 .. 15; 0 is
 //                               __syncthreads'): counts the calling warp's threads and waits until n
 //                               threads (a multiple of 32) have arrived, by either call
@@ -29,7 +33,8 @@
 // Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h, which counts
 // the arrivals and blocks a waiting thread until its phase completes: arrivals that do not add up
 // deadlock there with the waits named, and a tile overwritten before its readers released it shows as
-// NaN (the emulator's cp.async). It counts the named barriers' arrivals too, and faults a block that
+// NaN (the emulator's cp.async; its bulk copies land at a wait on their barrier, and bytes that do not
+// add up deadlock or fault too). It counts the named barriers' arrivals too, and faults a block that
 // ends with one partly arrived. Register reallocation is not modelled: it only changes how many
 // registers the compiler may use.
 #pragma once
@@ -69,6 +74,10 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -92,6 +101,10 @@ inline void mbarrier_init(uint64_t* bar, int count, simt::Site where = simt::Sit
 inline void mbarrier_arrive(uint64_t* bar, simt::Site where = simt::Site::here()) { simt::mbarrier_arrive(bar, where); }
 inline void mbarrier_wait(uint64_t* bar, int parity, simt::Site where = simt::Site::here()) {
   simt::mbarrier_wait(bar, parity, where);
+}
+inline void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes, simt::Site where = simt::Site::here()) {
+  simt::mbarrier_expect_tx(bar, bytes, where);
+  simt::mbarrier_arrive(bar, where);
 }
 inline void named_barrier_sync(int id, int threads, simt::Site where = simt::Site::here()) {
   simt::named_barrier_sync(id, threads, where);

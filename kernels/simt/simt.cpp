@@ -65,11 +65,22 @@ thread_local std::vector<std::unique_ptr<char[]>> t_spare_stacks;
 
 enum class State { Runnable, AtBarrier, AtCollective, AtMbarrier, AtNamedBarrier, Exited };
 
+// A bulk copy in flight (bulk_copy): it lands when a thread waits on its barrier.
+struct BulkCopy {
+  void* dst = nullptr;
+  size_t bytes = 0;
+  std::function<void(void*)> fill;
+  Site where;
+};
+
 // A shared-memory barrier (mbarrier_init): its count, the arrivals its current phase still expects,
-// and how many phases it has completed. Its 8 bytes in shared memory hold kMbarrierMark meanwhile.
+// its transaction bytes (expected less landed), the bulk copies in flight to it, and how many phases
+// it has completed. Its 8 bytes in shared memory hold kMbarrierMark meanwhile.
 struct Mbarrier {
   void* at = nullptr;
   int count = 0, pending = 0;
+  int64_t tx = 0;
+  std::vector<BulkCopy> copies;
   int64_t phase = 0;
   Site init;
 };
@@ -310,6 +321,7 @@ std::string wait_of(const Launch& l, const Fiber& f) {
          << site(b->init);
       if (at >= base && at - base < l.config->dynamic_smem) os << " (dynamic shared byte " << at - base << ")";
       os << ": phase " << b->phase << ", " << b->pending << " of " << b->count << " arrivals missing";
+      if (b->tx > 0) os << ", " << b->tx << " transaction bytes missing";
       return os.str();
     }
     case State::AtNamedBarrier: {
@@ -368,6 +380,13 @@ void run_block(Launch& l, Dim3 block) {
   switch_context(l, nullptr, &l.fibers[static_cast<size_t>(first)]);
   if (l.thrown) return;
   if (l.live > 0) fail(l, "deadlock: no thread can run" + describe_waits(l));
+  for (const Mbarrier& b : l.mbarriers) {
+    if (!b.copies.empty()) {
+      fail(l, "ended with " + std::to_string(b.copies.size()) + " bulk copies that never landed, the first started at " +
+                  site(b.copies.front().where) + ": no thread waited on their mbarrier, initialized at " +
+                  site(b.init));
+    }
+  }
   for (int id = 1; id < kNamedBarriers; ++id) {
     const NamedBarrier& b = l.named[id];
     if (b.arrived > 0) {
@@ -651,32 +670,95 @@ void mbarrier_init(void* bar, int count, Site where) {
     fail(l, what + ": the barrier was initialized already, at " + site(b->init));
   }
   std::memcpy(bar, &kMbarrierMark, sizeof kMbarrierMark);
-  l.mbarriers.push_back(Mbarrier{bar, count, count, 0, where});
+  l.mbarriers.push_back(Mbarrier{bar, count, count, 0, {}, 0, where});
 }
 
-void mbarrier_arrive(void* bar, Site where) {
-  Launch& l = running("an mbarrier's arrive");
-  Mbarrier& b = initialized_mbarrier(l, bar, "arrive", where);
-  if (--b.pending > 0) return;
+namespace {
+// Whether threads wait for b's current phase.
+bool has_waiters(const Launch& l, const Mbarrier& b) {
+  return std::any_of(l.fibers.begin(), l.fibers.end(), [&](const Fiber& f) {
+    return f.state == State::AtMbarrier && f.mbarrier == b.at && f.parity == (b.phase & 1);
+  });
+}
+
+// Lands the bulk copies in flight to b: their bytes count against the phase's transaction bytes.
+void land_bulk_copies(Mbarrier& b) {
+  for (BulkCopy& c : b.copies) {
+    c.fill(c.dst);
+    b.tx -= static_cast<int64_t>(c.bytes);
+  }
+  b.copies.clear();
+}
+
+// Completes b's current phase if its arrivals are in and its transaction bytes add up, and lets the
+// threads waiting for it run. Returns whether it did.
+bool complete_if_done(Launch& l, Mbarrier& b, const std::string& what) {
+  if (b.pending > 0) return false;
+  if (b.tx < 0) {
+    fail(l, what + ": the phase's bulk copies brought " + std::to_string(-b.tx) +
+                " bytes more than it expects (mbarrier initialized at " + site(b.init) + ")");
+  }
+  if (b.tx > 0) return false;
   b.pending = b.count;
   ++b.phase;
   ++l.stats.mbarrier_phases;
   for (int i = 0; i < static_cast<int>(l.fibers.size()); ++i) {
     const Fiber& f = l.fibers[static_cast<size_t>(i)];
-    if (f.state == State::AtMbarrier && f.mbarrier == bar && f.parity != (b.phase & 1)) make_runnable(l, i);
+    if (f.state == State::AtMbarrier && f.mbarrier == b.at && f.parity != (b.phase & 1)) make_runnable(l, i);
   }
+  return true;
+}
+}  // namespace
+
+void mbarrier_arrive(void* bar, Site where) {
+  Launch& l = running("an mbarrier's arrive");
+  Mbarrier& b = initialized_mbarrier(l, bar, "arrive", where);
+  const std::string what = "mbarrier arrive at " + site(where);
+  if (--b.pending < 0) {
+    fail(l, what + ": more arrivals than the count of " + std::to_string(b.count) + " in one phase (initialized at " +
+                site(b.init) + ")");
+  }
+  if (b.pending == 0 && has_waiters(l, b)) land_bulk_copies(b);
   // The threads it woke may run before this one goes on, as they may on a GPU: the next in the
   // schedule's order runs now (under Highest, a producer warp numbered after its consumers). So a
   // thread that releases a buffer before it is done reading it sees the refill.
-  yield(l, self(l));
+  if (complete_if_done(l, b, what)) yield(l, self(l));
+}
+
+void mbarrier_expect_tx(void* bar, int64_t bytes, Site where) {
+  Launch& l = running("an mbarrier's expect_tx");
+  Mbarrier& b = initialized_mbarrier(l, bar, "expect_tx", where);
+  if (bytes < 1 || bytes > (1 << 20) - 1) {
+    fail(l, "mbarrier expect_tx at " + site(where) + ": " + std::to_string(bytes) + " bytes, outside 1 .. 2^20 - 1");
+  }
+  b.tx += bytes;
+}
+
+void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fill, Site where) {
+  Launch& l = running("a bulk copy");
+  const std::string what = "bulk copy of " + std::to_string(bytes) + " bytes at " + site(where);
+  if (bytes == 0 || bytes % 16 != 0) fail(l, what + ": the size must be a positive multiple of 16 bytes");
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) fail(l, what + ": the destination is not aligned to 16 bytes");
+  if (!in_shared(l, dst, bytes)) fail(l, what + ": the destination is not in the block's shared memory");
+  Mbarrier& b = initialized_mbarrier(l, bar, "of a bulk copy", where);
+  std::memset(dst, 0xFF, bytes);  // undefined until it lands
+  b.copies.push_back(BulkCopy{dst, bytes, std::move(fill), where});
+  ++l.stats.bulk_copies;
+  l.stats.bulk_copy_bytes += static_cast<int64_t>(bytes);
+  if (!has_waiters(l, b)) return;
+  land_bulk_copies(b);
+  if (complete_if_done(l, b, what)) yield(l, self(l));
 }
 
 void mbarrier_wait(void* bar, int parity, Site where) {
   Launch& l = running("an mbarrier's wait");
   Fiber& f = self(l);
-  const Mbarrier& b = initialized_mbarrier(l, bar, "wait", where);
+  Mbarrier& b = initialized_mbarrier(l, bar, "wait", where);
   // The phase of `parity` has completed when the current phase has the other parity.
   if ((b.phase & 1) != (parity & 1)) return;
+  // Otherwise it is the current one: what is in flight to it lands now, which may complete it.
+  land_bulk_copies(b);
+  if (complete_if_done(l, b, "mbarrier wait at " + site(where))) return;
   f.state = State::AtMbarrier;
   f.where = where;
   f.mbarrier = bar;

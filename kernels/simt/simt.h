@@ -10,7 +10,8 @@
 // - a shared-memory barrier's wait (mbarrier_wait below), until the phase it waits for completes;
 // - a named barrier's sync (named_barrier_sync below), until as many threads as it names arrive.
 // Asynchronous copies to shared memory (cp.async) land when the thread that started them waits for
-// them, not before; meanwhile their destination holds NaN (copy_async below).
+// them, not before; meanwhile their destination holds NaN (copy_async below). Bulk copies (TMA) land
+// when a thread waits on the barrier they complete (bulk_copy below).
 // A scheduler then picks the next runnable thread: always the lowest-numbered (Schedule::Lowest)
 // or always the highest (Schedule::Highest). Either way one warp runs ahead to the next barrier
 // before the others start: a kernel that reads shared memory another warp writes, without a
@@ -94,6 +95,8 @@ struct LaunchStats {
   // Phases of shared-memory barriers completed (mbarrier_arrive), and of named barriers
   // (named_barrier_sync and _arrive), per block summed.
   int64_t mbarrier_phases = 0, named_barrier_phases = 0;
+  // Bulk copies started (bulk_copy) and their bytes.
+  int64_t bulk_copies = 0, bulk_copy_bytes = 0;
 };
 
 // Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
@@ -154,6 +157,24 @@ void wait_copies(int pending);
 void mbarrier_init(void* bar, int count, Site where = Site::here());
 void mbarrier_arrive(void* bar, Site where = Site::here());
 void mbarrier_wait(void* bar, int parity, Site where = Site::here());
+
+// Bulk copies into shared memory that complete on an mbarrier (the tensor copies of TMA,
+// kernels/cuda/tma.cuh), and the transaction bytes a barrier's phase waits for besides its arrivals.
+// mbarrier_expect_tx adds `bytes` to what the current phase of `bar` waits for (mbarrier.expect_tx;
+// kernels call it just before an arrival, as mbarrier.arrive.expect_tx does). bulk_copy starts a copy
+// of `bytes` into `dst` in the block's shared memory: `fill(dst)` writes its bytes when it lands, and
+// the copy then completes that many of the phase's transaction bytes. A phase completes once all its
+// arrivals are in and the bytes landed equal the bytes expected.
+// A copy lands when a thread waits for the phase it completes (at once if threads wait already, or
+// when the last arrival comes while they do), not before; until then `dst` holds all-ones bytes (NaN).
+// So a read that did not wait on the barrier, or a copy started over a buffer another thread still
+// reads, shows in the results.
+// Throws on a `dst` outside the block's shared memory or not aligned to 16 bytes, a size that is not
+// a positive multiple of 16, an expectation outside 1 .. 2^20 - 1 bytes, a phase whose copies bring
+// more bytes than it expects or that gets more arrivals than its count, and a block that ends with
+// copies that never landed. Bytes expected and never brought end in the launch's deadlock error.
+void mbarrier_expect_tx(void* bar, int64_t bytes, Site where = Site::here());
+void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fill, Site where = Site::here());
 
 // Named barriers (bar.sync and bar.arrive with an id and a thread count, kernels/cuda/pipeline.cuh):
 // the block's hardware barriers 1 .. 15 (0 is __syncthreads'), each counting the threads that arrive

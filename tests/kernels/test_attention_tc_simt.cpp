@@ -33,14 +33,16 @@ using namespace kiln::test;
 namespace {
 
 // Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma, with the warp-
-// specialized forward (its consumer warpgroups taking turns, or with kWgmmaNoPingPong not) or with the
-// one whose whole block loads (kWgmmaSync).
-enum class Forward { kMmaSync, kWgmma, kWgmmaNoPingPong, kWgmmaSync };
+// specialized forward (its consumer warpgroups taking turns, or with kWgmmaNoPingPong not; its
+// producer loading with tensor copies where the operands allow, or with kWgmmaCpAsync always with
+// cp.async) or with the one whose whole block loads (kWgmmaSync).
+enum class Forward { kMmaSync, kWgmma, kWgmmaNoPingPong, kWgmmaCpAsync, kWgmmaSync };
 const char* forward_name(Forward which) {
   switch (which) {
     case Forward::kMmaSync: return "on mma.sync";
     case Forward::kWgmma: return "on wgmma";
     case Forward::kWgmmaNoPingPong: return "on wgmma, the warp-specialized forward without ping-pong";
+    case Forward::kWgmmaCpAsync: return "on wgmma, the warp-specialized forward's producer on cp.async";
     case Forward::kWgmmaSync: return "on wgmma, the forward without its producer warpgroup";
   }
   return "?";
@@ -55,7 +57,8 @@ struct Emulated {
   Results results;
   int64_t mma_forward = 0, mma_dq = 0, mma_dkv = 0, wgmma_forward = 0, wgmma_dq = 0, wgmma_dkv = 0;
   int64_t copies = 0, copy_bytes = 0;  // asynchronous copies to shared memory, all three kernels
-  int64_t turns = 0;                   // the forward's completed named-barrier phases (ping-pong)
+  int64_t bulk_copies = 0, bulk_bytes = 0;  // the forward's tensor copies
+  int64_t turns = 0;                        // the forward's completed named-barrier phases (ping-pong)
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
@@ -66,7 +69,8 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   const AttentionArgs& a = pr.args;
   const Operands in = operands(pr, a.dtype);
   TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
-  p.pingpong = which == Forward::kWgmma;
+  p.pingpong = which != Forward::kWgmmaNoPingPong;
+  const WgmmaForwardMaps maps = make_forward_maps(p, D, in.q, in.k, in.v, which != Forward::kWgmmaCpAsync);
   const auto* qp = static_cast<const T*>(in.q);
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
@@ -87,7 +91,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
     wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
     wcfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
     forward = simt::launch(wcfg, [&] {
-      if (producer) attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p);
+      if (producer) attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p, maps);
       else attention_forward_wgmma_sync_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p);
     });
     forward_blocks = static_cast<int64_t>(wcfg.grid.x) * a.batch;
@@ -125,18 +129,26 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
-  if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong) {
-    // Warp-specialized: one __syncthreads per block (after the init), turns only with ping-pong.
+  if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync) {
+    // Warp-specialized: one __syncthreads per block (after the init), turns only with ping-pong, and
+    // tensor copies (and then no cp.async) where the operands' rows are 16-byte aligned.
     CHECK(forward.block_barriers == forward_blocks);
     CHECK(forward.mbarrier_phases > 0);
-    CHECK((forward.named_barrier_phases > 0) == (which == Forward::kWgmma));
+    CHECK((forward.named_barrier_phases > 0) == (which != Forward::kWgmmaNoPingPong));
+    const bool tma = which != Forward::kWgmmaCpAsync && p.wide;
+    CHECK(maps.on == tma);
+    CHECK((forward.bulk_copies > 0) == tma);
+    CHECK((forward.async_copies > 0) == !tma);
   } else {
     CHECK(forward.mbarrier_phases == 0);
     CHECK(forward.named_barrier_phases == 0);
+    CHECK(forward.bulk_copies == 0);
   }
   Emulated e;
   e.results = o.results(a);
   e.turns = forward.named_barrier_phases;
+  e.bulk_copies = forward.bulk_copies;
+  e.bulk_bytes = forward.bulk_copy_bytes;
   e.mma_forward = forward.collectives_in(kMmaFile);
   e.wgmma_forward = forward.collectives_in(kWgmmaFile);
   e.wgmma_dq = dq_stats.collectives_in(kWgmmaFile);
@@ -165,12 +177,13 @@ Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward whi
 }
 
 constexpr Forward kEveryForward[] = {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaNoPingPong,
-                                     Forward::kWgmmaSync};
+                                     Forward::kWgmmaCpAsync, Forward::kWgmmaSync};
 
 // Runs the problem on the emulator (check_emulated) with each forward (the warp-specialized one
-// without ping-pong only when asked: it computes what kWgmma does, in another order), after checking
-// that the CUDA twin would hand it to these kernels.
-void check_problem(const Problem& pr, bool without_pingpong = false) {
+// without ping-pong, or loading with cp.async, only when asked for `every` forward: each computes what
+// kWgmma does, in another order or with other copies), after checking that the CUDA twin would hand
+// it to these kernels.
+void check_problem(const Problem& pr, bool every = false) {
   {
     const Operands in = operands(pr, pr.args.dtype);
     REQUIRE(attention_tc_backward_fits(in.args, in.q, in.k, in.v, in.dout));
@@ -178,7 +191,7 @@ void check_problem(const Problem& pr, bool without_pingpong = false) {
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   for (const Forward which : kEveryForward) {
-    if (which == Forward::kWgmmaNoPingPong && !without_pingpong) continue;
+    if ((which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync) && !every) continue;
     INFO(forward_name(which));
     check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
   }
@@ -213,7 +226,7 @@ TEST_CASE("attention on tensor cores, emulated: dropout draws the CPU's decision
 // Long enough that every pipeline refills each of its buffers: 6 key tiles of 64, so the wgmma
 // forward's 3 V buffers take two tiles each, and with causal its first warpgroup stops a tile before
 // the second in every block (and with ping-pong takes that tile's turn without products). The warp-
-// specialized forward runs without ping-pong too.
+// specialized forward runs without ping-pong, and with its producer on cp.async, too.
 TEST_CASE("attention on tensor cores, emulated: a key stream that refills every buffer", "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
   const bool causal = GENERATE(false, true);
@@ -261,7 +274,9 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // start 2 elements in. Either way each tile is copied once, rows past the end included (as zeros):
 // per batch entry, the forward copies its blocks' Q rows and, per block, every key tile of K and V;
 // the dq kernel Q and dO and the key tiles; the dk/dv kernel its keys' K and V and every query tile of
-// Q and dO. Here L = S = 150, no causal, so the counts are whole tiles.
+// Q and dO. Here L = S = 150, no causal, so the counts are whole tiles. The warp-specialized wgmma
+// forward copies the same tiles with tensor copies where rows are aligned: a box of the block's Q rows
+// and one of K and of V per key tile.
 TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pieces where rows are aligned",
           "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
@@ -287,12 +302,14 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
       copied_rows(e64 ? kWgmmaDqRows<64> : kWgmmaDqRows<128>, kWgmmaKeyTile, 2) +
       copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
   const int64_t piece = skew == 0 ? 16 : 4;
-  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaSync}) {
+  const int64_t boxes = B * H * tiles(T, kWgmmaForwardGroups * 64) * (1 + 2 * tiles(T, kWgmmaKeyTile));
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaCpAsync, Forward::kWgmmaSync}) {
     INFO(forward_name(which));
     const Emulated e = emulate_problem(pr, simt::Schedule::Lowest, which);
     const int64_t rows = which == Forward::kMmaSync ? mma_rows : wg_rows;
-    CHECK(e.copy_bytes == B * H * rows * E * 2);
+    CHECK(e.copy_bytes + e.bulk_bytes == B * H * rows * E * 2);
     CHECK(e.copies * piece == e.copy_bytes);
+    CHECK(e.bulk_copies == (which == Forward::kWgmma && skew == 0 ? boxes : 0));
   }
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/pipeline.cuh"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -491,6 +492,152 @@ TEST_CASE("simt: bad mbarriers are errors naming the call, and arrivals that do 
                     Contains("deadlock") && Contains("threads 0 to 31 wait at") &&
                         Contains("for the phase of parity 0 of the mbarrier initialized at") &&
                         Contains("(dynamic shared byte 0): phase 0, 1 of 32 arrivals missing"));
+}
+
+// A tensor copy (kernels/cuda/tma.cuh) of a [10, 16] matrix of 16-bit values viewed as
+// [8 elements, 10 rows, 2 pieces]: a box of [8, 16, 2] at row `row0` lands staged by pieces, element
+// (r, c) of the box at (c / 8 * 16 + r) * 8 + c % 8, zeros for rows past the matrix (or before it).
+// Warp 1 issues it (one thread: the expected bytes with its arrival, then the copy), warp 0 reads the
+// destination before and after waiting on the barrier.
+struct TensorCopySeen {
+  std::vector<uint16_t> before, after;
+  simt::LaunchStats stats;
+};
+constexpr int kCopyRows = 10, kCopyCols = 16, kBoxRows = 16;
+tma::Box matrix_box(const uint16_t* m) {
+  tma::Box b;
+  b.base = m;
+  b.dims[0] = 8;
+  b.dims[1] = kCopyRows;
+  b.dims[2] = kCopyCols / 8;
+  b.strides[0] = 2;
+  b.strides[1] = kCopyCols * 2;
+  b.strides[2] = b.strides[3] = b.strides[4] = 16;
+  b.box[0] = 8;
+  b.box[1] = kBoxRows;
+  b.box[2] = kCopyCols / 8;
+  return b;
+}
+// dynamic shared memory: the barrier, then the destination at the first 128-byte boundary past it.
+uint16_t* copy_destination(uint64_t* bar) {
+  const auto at = (reinterpret_cast<uintptr_t>(bar + 1) + 127) / 128 * 128;
+  return reinterpret_cast<uint16_t*>(at);
+}
+TensorCopySeen tensor_copy(Schedule schedule, const std::function<void(uint64_t*, uint16_t*)>& issue) {
+  constexpr int kElems = kBoxRows * kCopyCols;
+  TensorCopySeen seen;
+  seen.before.assign(kElems, 1);
+  seen.after.assign(kElems, 1);
+  seen.stats = simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule, 8 + 128 + kElems * 2), [&] {
+    auto* bar = static_cast<uint64_t*>(simt::dynamic_smem());
+    uint16_t* dst = copy_destination(bar);
+    const int t = static_cast<int>(threadIdx.x);
+    if (t == 0) pipeline::mbarrier_init(bar, 1);
+    __syncthreads();
+    if (t == 32) issue(bar, dst);
+    if (t < 32) {
+      for (int i = t; i < kElems; i += 32) seen.before[static_cast<size_t>(i)] = dst[i];
+      __syncwarp();  // every lane has read before the first wait lands the copy
+      pipeline::mbarrier_wait(bar, 0);
+      for (int i = t; i < kElems; i += 32) seen.after[static_cast<size_t>(i)] = dst[i];
+    }
+  });
+  return seen;
+}
+
+TEST_CASE("simt: a tensor copy lands at the wait on its barrier, staged by pieces, zeros past the matrix", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const int row0 = GENERATE(0, 3, -2);
+  INFO("row0 " << row0);
+  std::vector<uint16_t> m(kCopyRows * kCopyCols);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint16_t>(1000 + i);
+  const tma::Box box = matrix_box(m.data());
+  REQUIRE(tma::invalid(box).empty());
+  tma::Map map;
+  REQUIRE(tma::encode(box, &map));
+  CHECK(box.box_bytes() == kBoxRows * kCopyCols * 2);
+  const TensorCopySeen seen = tensor_copy(schedule, [&](uint64_t* bar, uint16_t* dst) {
+    pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes());
+    const int32_t at[tma::kRank] = {0, row0, 0, 0, 0};
+    tma::copy_box(dst, map, at, bar);
+  });
+  for (int r = 0; r < kBoxRows; ++r) {
+    for (int c = 0; c < kCopyCols; ++c) {
+      INFO("box row " << r << ", column " << c);
+      const size_t at = static_cast<size_t>((c / 8 * kBoxRows + r) * 8 + c % 8);
+      const int row = row0 + r;
+      const uint16_t want = row >= 0 && row < kCopyRows ? m[static_cast<size_t>(row * kCopyCols + c)] : 0;
+      CHECK(seen.after[at] == want);
+      // Before its wait warp 0 reads all-ones (NaN): under Lowest, where it runs first, the block's
+      // shared memory as it starts; under Highest the copy's destination, undefined until it lands.
+      CHECK(seen.before[at] == 0xFFFF);
+    }
+  }
+  CHECK(seen.stats.bulk_copies == 1);
+  CHECK(seen.stats.bulk_copy_bytes == kBoxRows * kCopyCols * 2);
+  CHECK(seen.stats.mbarrier_phases == 1);
+}
+
+TEST_CASE("simt: tensor copies whose bytes do not add up, that never land, or that break a rule are errors",
+          "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  std::vector<uint16_t> m(kCopyRows * kCopyCols, 7);
+  const tma::Box box = matrix_box(m.data());
+  tma::Map map;
+  REQUIRE(tma::encode(box, &map));
+  const int32_t at[tma::kRank] = {};
+  // Expecting more bytes than the copy brings: the phase never completes.
+  CHECK_THROWS_WITH(tensor_copy(schedule,
+                                [&](uint64_t* bar, uint16_t* dst) {
+                                  pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes() + 16);
+                                  tma::copy_box(dst, map, at, bar);
+                                }),
+                    Contains("deadlock") && Contains("16 transaction bytes missing"));
+  // Fewer: the copy overshoots the phase.
+  CHECK_THROWS_WITH(tensor_copy(schedule,
+                                [&](uint64_t* bar, uint16_t* dst) {
+                                  pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes() - 16);
+                                  tma::copy_box(dst, map, at, bar);
+                                }),
+                    Contains("brought 16 bytes more than it expects"));
+  // A second arrival while the phase waits for its bytes: more than its count of 1.
+  CHECK_THROWS_WITH(tensor_copy(schedule,
+                                [&](uint64_t* bar, uint16_t*) {
+                                  pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes());
+                                  pipeline::mbarrier_arrive(bar);
+                                }),
+                    Contains("more arrivals than the count of 1"));
+  // A destination off the 128-byte boundary a tensor copy asks for.
+  CHECK_THROWS_WITH(tensor_copy(schedule,
+                                [&](uint64_t* bar, uint16_t* dst) {
+                                  pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes());
+                                  tma::copy_box(dst + 8, map, at, bar);
+                                }),
+                    Contains("tensor copy at") && Contains("not aligned to 128 bytes"));
+  // A copy nobody waits for.
+  CHECK_THROWS_WITH(simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 8 + 128 + 1024),
+                                 [&] {
+                                   auto* bar = static_cast<uint64_t*>(simt::dynamic_smem());
+                                   if (threadIdx.x == 0) pipeline::mbarrier_init(bar, 1);
+                                   __syncthreads();
+                                   if (threadIdx.x == 0) tma::copy_box(copy_destination(bar), map, at, bar);
+                                 }),
+                    Contains("1 bulk copies that never landed") && Contains("no thread waited on their mbarrier"));
+  // The driver's rules, which the emulator keeps: encode refuses what breaks one.
+  const auto refused = [&](const std::function<void(tma::Box&)>& change) {
+    tma::Box b = box;
+    change(b);
+    tma::Map unused;
+    CHECK_FALSE(tma::encode(b, &unused));
+    return tma::invalid(b);
+  };
+  CHECK(refused([](tma::Box& b) { b.base = static_cast<const char*>(b.base) + 8; }) ==
+        "the base is not aligned to 16 bytes");
+  CHECK(refused([](tma::Box& b) { b.strides[1] = 40; }) == "dimension 1: stride 40 bytes");
+  CHECK(refused([](tma::Box& b) { b.box[1] = 257; }) == "dimension 1: box extent 257");
+  CHECK(refused([](tma::Box& b) { b.dims[2] = 0; }) == "dimension 2: size 0");
+  CHECK(refused([](tma::Box& b) { b.box[0] = 4; }) == "the box's innermost extent is not a multiple of 16 bytes");
+  CHECK(refused([](tma::Box& b) { b.strides[0] = 3; }) == "elements of 3 bytes");
 }
 
 // Two warps take turns appending their number to a log, three turns each, with the protocol of the

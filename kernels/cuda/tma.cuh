@@ -1,0 +1,177 @@
+// Tensor memory access (TMA, sm_90): one thread starts the copy of a whole box of a tensor, in up to
+// five dimensions, from global to shared memory. The copy engine walks the box, writes zeros for its
+// elements outside the tensor, and counts the bytes it wrote against an mbarrier's phase
+// (pipeline.cuh's mbarrier_arrive_expect_tx), so the consumers' wait on that barrier is all the
+// synchronization: no thread copies or waits for its own pieces, as with cp.async.
+//
+//   Box                     kiln's description of a tensor and a box of it: the base address, the
+//                           sizes of the five dimensions in elements (innermost first; unused ones 1),
+//                           their strides in bytes (dimension 0's is the element's size: it is
+//                           contiguous), and the box's extent in each
+//   Map                     what a kernel takes, in a __grid_constant__ parameter: on a GPU the driver's
+//                           opaque 128-byte CUtensorMap, encoded from a Box on the host; on the
+//                           emulator the Box itself
+//   encode(box, map)        host: writes the map; false when the box breaks a rule of the driver's
+//                           (valid) or the driver has no TMA, and the caller loads another way
+//   copy_box(dst, map, at, bar)
+//                           device, one thread: starts copying the box whose first element is at
+//                           coordinates `at` (innermost first, may run past the tensor's ends) into
+//                           `dst` in shared memory (128-byte aligned), dimension 0 fastest, and
+//                           completes box_bytes() bytes on the mbarrier `bar`
+//
+// Without swizzling, as kiln uses it, the box lands in shared memory exactly as it is walked: a box of
+// [8 elements, rows, W / 8] over a matrix viewed as [8, rows, W / 8] (strides: the element, the row,
+// 16 bytes) is the matrix's rows staged by pieces, wgmma's core matrices (kernels/wgmma_layout.h).
+//
+// Compiled by the host compiler, this file runs on the emulator (kernels/simt/simt.h's bulk_copy): the
+// box lands when a thread waits on its barrier, and its destination holds NaN until then.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/pipeline.cuh"
+#include "kernels/error.h"
+#include "kernels/macros.h"
+
+#if defined(__CUDACC__)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#else
+#include <array>
+#include <cstring>
+#endif
+
+namespace kiln::tma {
+
+inline constexpr int kRank = 5;
+
+struct Box {
+  const void* base = nullptr;
+  uint64_t dims[kRank] = {1, 1, 1, 1, 1};
+  uint64_t strides[kRank] = {};  // bytes; strides[0] is the element's size
+  uint32_t box[kRank] = {1, 1, 1, 1, 1};
+
+  KILN_HD constexpr uint32_t elem_bytes() const { return static_cast<uint32_t>(strides[0]); }
+  KILN_HD constexpr uint32_t box_bytes() const {
+    uint32_t n = elem_bytes();
+    for (int d = 0; d < kRank; ++d) n *= box[d];
+    return n;
+  }
+};
+
+// The driver's rules for a tiled tensor map without interleave or swizzle, which the emulator keeps
+// too: a 16-byte aligned base; elements of 1, 2, 4 or 8 bytes; sizes 1 .. 2^32; the outer
+// dimensions' strides multiples of 16 bytes below 2^40; box extents 1 .. 256 (a box may run past the
+// tensor's ends), the innermost one a multiple of 16 bytes. "" when the box keeps them, else the rule it breaks.
+inline std::string invalid(const Box& b) {
+  if (reinterpret_cast<uintptr_t>(b.base) % 16 != 0) return "the base is not aligned to 16 bytes";
+  const uint64_t e = b.strides[0];
+  if (e != 1 && e != 2 && e != 4 && e != 8) return "elements of " + std::to_string(e) + " bytes";
+  for (int d = 0; d < kRank; ++d) {
+    const std::string dim = "dimension " + std::to_string(d);
+    if (b.dims[d] < 1 || b.dims[d] > (uint64_t{1} << 32)) return dim + ": size " + std::to_string(b.dims[d]);
+    if (d > 0 && (b.strides[d] % 16 != 0 || b.strides[d] >= (uint64_t{1} << 40))) {
+      return dim + ": stride " + std::to_string(b.strides[d]) + " bytes";
+    }
+    if (b.box[d] < 1 || b.box[d] > 256) {
+      return dim + ": box extent " + std::to_string(b.box[d]);
+    }
+  }
+  if (b.box[0] * e % 16 != 0) return "the box's innermost extent is not a multiple of 16 bytes";
+  return "";
+}
+
+#if defined(__CUDACC__)
+using Map = CUtensorMap;
+
+// The driver's encoder, found once through the runtime (kiln links no driver library): null when the
+// driver has none.
+inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+inline bool encode(const Box& b, Map* map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+  if (fn == nullptr || !invalid(b).empty()) return false;
+  cuuint64_t dims[kRank], strides[kRank - 1];
+  cuuint32_t box[kRank], steps[kRank];
+  for (int d = 0; d < kRank; ++d) {
+    dims[d] = b.dims[d];
+    box[d] = b.box[d];
+    steps[d] = 1;
+    if (d > 0) strides[d - 1] = b.strides[d];
+  }
+  const uint32_t e = b.elem_bytes();
+  const CUtensorMapDataType type = e == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : e == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                   : e == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                            : CU_TENSOR_MAP_DATA_TYPE_UINT64;
+  return fn(map, type, kRank, const_cast<void*>(b.base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+         CUDA_SUCCESS;
+}
+
+// The map's address is the parameter's own (generic): a __grid_constant__ parameter may be addressed.
+__device__ __forceinline__ void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(at[0]), "r"(at[1]), "r"(at[2]), "r"(at[3]), "r"(at[4]),
+      "r"(pipeline::shared_address(bar))
+      : "memory");
+}
+#else
+using Map = Box;
+
+inline bool encode(const Box& b, Map* map) {
+  if (!invalid(b).empty()) return false;
+  *map = b;
+  return true;
+}
+
+// The box is read when it lands, not now: the copy keeps the map and the coordinates by value.
+inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint64_t* bar,
+                     simt::Site where = simt::Site::here()) {
+  if (reinterpret_cast<uintptr_t>(dst) % 128 != 0) {
+    throw Error("simt: tensor copy at " + std::string(where.file) + ":" + std::to_string(where.line) +
+                ": the destination is not aligned to 128 bytes");
+  }
+  std::array<int32_t, kRank> start{};
+  for (int d = 0; d < kRank; ++d) start[d] = at[d];
+  simt::bulk_copy(
+      dst, map.box_bytes(), bar,
+      [map, start](void* out) {
+        const uint32_t e = map.elem_bytes();
+        auto* o = static_cast<unsigned char*>(out);
+        int64_t i[kRank] = {};  // the element's place in the box
+        for (uint32_t n = map.box_bytes() / e; n > 0; --n, o += e) {
+          bool inside = true;
+          uint64_t offset = 0;
+          for (int d = 0; d < kRank; ++d) {
+            const int64_t c = start[d] + i[d];
+            inside = inside && c >= 0 && static_cast<uint64_t>(c) < map.dims[d];
+            offset += static_cast<uint64_t>(c) * map.strides[d];
+          }
+          if (inside) std::memcpy(o, static_cast<const unsigned char*>(map.base) + offset, e);
+          else std::memset(o, 0, e);
+          for (int d = 0; d < kRank && ++i[d] == map.box[d]; ++d) i[d] = 0;
+        }
+      },
+      where);
+}
+#endif
+
+}  // namespace kiln::tma
