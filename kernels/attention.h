@@ -138,17 +138,20 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
 // when the CUDA architectures include 90): the same calls as attention_forward_tc and
 // attention_backward_tc (the backward given their scratch rows of D), which hand them over when
 // a.wgmma is set and attention_wgmma_available() (the build has them, and the current device is of
-// compute capability 9.0). Callers go through the _tc functions, which decide.
-void attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
+// compute capability 9.0). Callers go through the _tc functions, which decide. The forward returns
+// whether its producer loaded with tensor copies (TMA).
+bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx);
 void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                               const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
                               const KernelContext& ctx);
 bool attention_wgmma_available();
 // Launches of the tensor-core forward and backward in this process (both kinds; of these, the wgmma
-// ones), so a test can see that they ran (0 in a build without CUDA: kernels/twins.cpp).
+// ones; of the wgmma forwards, those whose producer loaded with TMA), so a test can see that they ran
+// (0 in a build without CUDA: kernels/twins.cpp).
 int64_t attention_tc_launches();
 int64_t attention_wgmma_launches();
+int64_t attention_wgmma_tma_launches();
 int64_t attention_tc_backward_launches();
 int64_t attention_wgmma_backward_launches();
 

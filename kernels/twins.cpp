@@ -54,6 +54,7 @@ GemmComputeRecord last_gemm_compute_cuda() { return {}; }
 ConvMathRecord last_conv_math_cuda() { return {}; }
 int64_t attention_tc_launches() { return 0; }
 int64_t attention_wgmma_launches() { return 0; }
+int64_t attention_wgmma_tma_launches() { return 0; }
 bool attention_wgmma_available() { return false; }
 int64_t attention_tc_backward_launches() { return 0; }
 int64_t attention_wgmma_backward_launches() { return 0; }

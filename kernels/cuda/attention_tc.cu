@@ -20,7 +20,7 @@ struct MmaSyncForward {
   template <int D> static constexpr int rows() { return kBlockRows; }
 };
 
-std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0}, g_tma_launches{0};
 
 // Whether the wgmma kernels run on `device`: built (KILN_WITH_SM90A: kernels/CMakeLists.txt compiles
 // them for sm_90a when the architectures include 90) and the device of compute capability 9.0, the
@@ -52,6 +52,7 @@ bool wgmma_runs_on(int device, const char* op) {
 
 int64_t attention_tc_launches() { return g_launches.load(); }
 int64_t attention_wgmma_launches() { return g_wgmma_launches.load(); }
+int64_t attention_wgmma_tma_launches() { return g_tma_launches.load(); }
 bool attention_wgmma_available() {
   const char* op = "scaled_dot_product_attention";
   return wgmma_runs_on(current_device_checked(op), op);
@@ -63,7 +64,7 @@ void attention_forward_tc(void* out, void* lse, const void* q, const void* k, co
 #if defined(KILN_WITH_SM90A)
   if (a.wgmma && attention_wgmma_available()) {
     g_wgmma_launches.fetch_add(1);
-    attention_forward_wgmma(out, lse, q, k, v, a, ctx);
+    if (attention_forward_wgmma(out, lse, q, k, v, a, ctx)) g_tma_launches.fetch_add(1);
     return;
   }
 #endif

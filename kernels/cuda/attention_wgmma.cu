@@ -42,16 +42,17 @@ struct WgmmaBackward {
 
 }  // namespace
 
-void attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
+bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx) {
   if (a.wgmma_producer) {
     const attention_tc::WgmmaForwardMaps maps =
         attention_tc::make_forward_maps(attention_tc::make_tc_params(a, q, k, v), static_cast<int>(a.E), q, k, v,
                                         a.wgmma_tma);
     attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaForward>(out, lse, q, k, v, a, ctx, maps);
-  } else {
-    attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaSyncForward>(out, lse, q, k, v, a, ctx);
+    return maps.on;
   }
+  attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaSyncForward>(out, lse, q, k, v, a, ctx);
+  return false;
 }
 
 void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,

@@ -201,23 +201,14 @@ inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* 
   const AttentionBatch& l = p.layout;
   if (!want || !p.wide || l.ndim > 2 || p.L < 1 || p.S < 1) return maps;
   const auto view = [&](const void* base, int64_t rows, int64_t row_stride, const int64_t* strides, int box_rows) {
-    tma::Box b;
-    b.base = base;
-    b.dims[0] = wgmma::kCore;
-    b.dims[1] = static_cast<uint64_t>(rows);
-    b.dims[2] = static_cast<uint64_t>(D / wgmma::kCore);
-    b.strides[0] = 2;
-    b.strides[1] = static_cast<uint64_t>(row_stride) * 2;
-    b.strides[2] = 16;
-    b.strides[3] = b.strides[4] = 16;  // unused, or a broadcast dim: size 1, never stepped along
+    tma::Box b = tma::pieces_view(base, static_cast<uint64_t>(rows), static_cast<uint64_t>(row_stride) * 2,
+                                  static_cast<uint32_t>(D), static_cast<uint32_t>(box_rows));
+    // Dims 3 and 4 stay at size 1 where unused or broadcast (stride 0), never stepped along.
     for (int d = 0; d < l.ndim; ++d) {
       if (strides[d] == 0) continue;
       b.dims[3 + d] = static_cast<uint64_t>(l.sizes[d]);
       b.strides[3 + d] = static_cast<uint64_t>(strides[d]) * 2;
     }
-    b.box[0] = wgmma::kCore;
-    b.box[1] = static_cast<uint32_t>(box_rows);
-    b.box[2] = static_cast<uint32_t>(D / wgmma::kCore);
     return b;
   };
   maps.on = tma::encode(view(q, p.L, p.q_rs, l.q, kWgmmaForwardGroups * wgmma::kM), &maps.q) &&

@@ -4,15 +4,14 @@
 // (pipeline.cuh's mbarrier_arrive_expect_tx), so the consumers' wait on that barrier is all the
 // synchronization: no thread copies or waits for its own pieces, as with cp.async.
 //
-//   Box                     kiln's description of a tensor and a box of it: the base address, the
-//                           sizes of the five dimensions in elements (innermost first; unused ones 1),
-//                           their strides in bytes (dimension 0's is the element's size: it is
-//                           contiguous), and the box's extent in each
+//   Box, invalid            kiln's description of a tensor and a box of it, and the driver's rules
+//                           for it (kernels/tma_box.h)
 //   Map                     what a kernel takes, in a __grid_constant__ parameter: on a GPU the driver's
 //                           opaque 128-byte CUtensorMap, encoded from a Box on the host; on the
 //                           emulator the Box itself
 //   encode(box, map)        host: writes the map; false when the box breaks a rule of the driver's
-//                           (valid) or the driver has no TMA, and the caller loads another way
+//                           (invalid) or the driver refuses it or has no TMA, and the caller loads
+//                           another way
 //   copy_box(dst, map, at, bar)
 //                           device, one thread: starts copying the box whose first element is at
 //                           coordinates `at` (innermost first, may run past the tensor's ends) into
@@ -32,7 +31,7 @@
 
 #include "kernels/cuda/pipeline.cuh"
 #include "kernels/error.h"
-#include "kernels/macros.h"
+#include "kernels/tma_box.h"
 
 #if defined(__CUDACC__)
 #include <cuda.h>
@@ -44,44 +43,6 @@
 #endif
 
 namespace kiln::tma {
-
-inline constexpr int kRank = 5;
-
-struct Box {
-  const void* base = nullptr;
-  uint64_t dims[kRank] = {1, 1, 1, 1, 1};
-  uint64_t strides[kRank] = {};  // bytes; strides[0] is the element's size
-  uint32_t box[kRank] = {1, 1, 1, 1, 1};
-
-  KILN_HD constexpr uint32_t elem_bytes() const { return static_cast<uint32_t>(strides[0]); }
-  KILN_HD constexpr uint32_t box_bytes() const {
-    uint32_t n = elem_bytes();
-    for (int d = 0; d < kRank; ++d) n *= box[d];
-    return n;
-  }
-};
-
-// The driver's rules for a tiled tensor map without interleave or swizzle, which the emulator keeps
-// too: a 16-byte aligned base; elements of 1, 2, 4 or 8 bytes; sizes 1 .. 2^32; the outer
-// dimensions' strides multiples of 16 bytes below 2^40; box extents 1 .. 256 (a box may run past the
-// tensor's ends), the innermost one a multiple of 16 bytes. "" when the box keeps them, else the rule it breaks.
-inline std::string invalid(const Box& b) {
-  if (reinterpret_cast<uintptr_t>(b.base) % 16 != 0) return "the base is not aligned to 16 bytes";
-  const uint64_t e = b.strides[0];
-  if (e != 1 && e != 2 && e != 4 && e != 8) return "elements of " + std::to_string(e) + " bytes";
-  for (int d = 0; d < kRank; ++d) {
-    const std::string dim = "dimension " + std::to_string(d);
-    if (b.dims[d] < 1 || b.dims[d] > (uint64_t{1} << 32)) return dim + ": size " + std::to_string(b.dims[d]);
-    if (d > 0 && (b.strides[d] % 16 != 0 || b.strides[d] >= (uint64_t{1} << 40))) {
-      return dim + ": stride " + std::to_string(b.strides[d]) + " bytes";
-    }
-    if (b.box[d] < 1 || b.box[d] > 256) {
-      return dim + ": box extent " + std::to_string(b.box[d]);
-    }
-  }
-  if (b.box[0] * e % 16 != 0) return "the box's innermost extent is not a multiple of 16 bytes";
-  return "";
-}
 
 #if defined(__CUDACC__)
 using Map = CUtensorMap;

@@ -49,20 +49,22 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 // Runs the problem on tensor cores in `dtype` and on the CPU in float64, and compares out, dq, dk
 // and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
 // it on mma.sync and, where this build and device have them, again on Hopper's wgmma, with the
-// warp-specialized forward (with and without ping-pong) and with the one whose whole block loads,
-// each time checking that the forward and backward kernels ran once and which ones they were.
+// warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async) and
+// with the one whose whole block loads, each time checking that the forward and backward kernels ran
+// once and which ones they were (the problems here are dense: TMA wherever it is asked for).
 // Returns the CPU's results.
 std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const double (&floors)[4]) {
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
   struct Kernels {
     const char* name;
-    bool wgmma, producer, pingpong;
+    bool wgmma, producer, pingpong, tma;
   };
-  std::vector<Kernels> kinds = {{"on mma.sync", false, true, true}};
+  std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true}};
   if (attention_wgmma_available()) {
-    kinds.push_back({"on wgmma", true, true, true});
-    kinds.push_back({"on wgmma, the warp-specialized forward without ping-pong", true, true, false});
-    kinds.push_back({"on wgmma, the forward without its producer warpgroup", true, false, true});
+    kinds.push_back({"on wgmma", true, true, true, true});
+    kinds.push_back({"on wgmma, the warp-specialized forward without ping-pong", true, true, false, true});
+    kinds.push_back({"on wgmma, the warp-specialized forward's producer on cp.async", true, true, true, false});
+    kinds.push_back({"on wgmma, the forward without its producer warpgroup", true, false, true, true});
   }
   for (const Kernels& kind : kinds) {
     INFO(kind.name);
@@ -70,12 +72,14 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     cuda::math_switches().attention_wgmma = wgmma;
     cuda::math_switches().attention_wgmma_producer = kind.producer;
     cuda::math_switches().attention_wgmma_pingpong = kind.pingpong;
+    cuda::math_switches().attention_wgmma_tma = kind.tma;
     const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
-    const int64_t before_wgmma = attention_wgmma_launches();
+    const int64_t before_wgmma = attention_wgmma_launches(), before_tma = attention_wgmma_tma_launches();
     const int64_t before_wgmma_backward = attention_wgmma_backward_launches();
     const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
     CHECK(attention_tc_launches() == before + 1);
     CHECK(attention_wgmma_launches() == before_wgmma + (wgmma ? 1 : 0));
+    CHECK(attention_wgmma_tma_launches() == before_tma + (wgmma && kind.producer && kind.tma ? 1 : 0));
     CHECK(attention_tc_backward_launches() == before_backward + 1);
     CHECK(attention_wgmma_backward_launches() == before_wgmma_backward + (wgmma ? 1 : 0));
     // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in

@@ -21,8 +21,11 @@
 #include "kernels/error.h"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
+#include "kernels/tile_layout.h"
 #include "tests/cuda/tile_selftest.h"
 #include "tests/cuda/tile_selftest_kernel.cuh"
+#include "tests/cuda/tma_selftest.h"
+#include "tests/cuda/tma_selftest_kernel.cuh"
 
 using namespace kiln;
 using Catch::Matchers::Contains;
@@ -638,6 +641,30 @@ TEST_CASE("simt: tensor copies whose bytes do not add up, that never land, or th
   CHECK(refused([](tma::Box& b) { b.dims[2] = 0; }) == "dimension 2: size 0");
   CHECK(refused([](tma::Box& b) { b.box[0] = 4; }) == "the box's innermost extent is not a multiple of 16 bytes");
   CHECK(refused([](tma::Box& b) { b.strides[0] = 3; }) == "elements of 3 bytes");
+}
+
+// The TMA self-test (tests/cuda/tma_selftest.h) on the emulator: the cases the GPU test runs on the
+// hardware, through the same kernel, land the same expected tiles here.
+TEST_CASE("simt: the TMA self-test's boxes land by pieces, as the GPU test expects them", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  for (const test::TmaSelftestCase& c : test::tma_selftest_cases()) {
+    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << ", batch " << c.batch);
+    const std::vector<uint16_t> m = test::tma_matrices(c);
+    const tma::Box box = test::tma_pieces_box(m.data(), c);
+    tma::Map map;
+    REQUIRE(tma::encode(box, &map));
+    const int elems = c.box_rows * c.W;
+    std::vector<uint16_t> got(static_cast<size_t>(elems), 1);
+    tile::SmemCarver sizes;
+    const test::TmaSelftestSmem pieces(sizes, elems);
+    (void)pieces;
+    const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule, sizes.bytes()), [&] {
+      test::tma_selftest_kernel(map, c.row0, c.batch, box.box_bytes(), got.data());
+    });
+    CHECK(got == test::tma_expected(c));
+    CHECK(stats.bulk_copies == 1);
+    CHECK(stats.bulk_copy_bytes == elems * 2);
+  }
 }
 
 // Two warps take turns appending their number to a log, three turns each, with the protocol of the

@@ -131,17 +131,19 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
 // compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together.
 // `forward` picks the wgmma forward for the A/Bs: the warp-specialized one with or without ping-pong
-// (sdpa_causal_wgmma_nopingpong), or the one whose whole block loads (sdpa_causal_wgmma_sync). FLOPs
+// (sdpa_causal_wgmma_nopingpong), with its producer on TMA or on cp.async (sdpa_causal_wgmma_cpasync),
+// or the one whose whole block loads (sdpa_causal_wgmma_sync). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kSync };
+enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync };
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
                           WgmmaForward forward = WgmmaForward::kWarpSpecialized) {
   BenchCase c;
   c.op = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
   c.name = wgmma ? (backward ? "sdpa_causal_wgmma_fwd_bwd" : "sdpa_causal_wgmma") : c.op;
   if (forward == WgmmaForward::kNoPingPong) c.name += "_nopingpong";
+  if (forward == WgmmaForward::kCpAsync) c.name += "_cpasync";
   if (forward == WgmmaForward::kSync) c.name += "_sync";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
@@ -162,6 +164,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     cuda::math_switches().attention_wgmma = wgmma;
     cuda::math_switches().attention_wgmma_producer = forward != WgmmaForward::kSync;
     cuda::math_switches().attention_wgmma_pingpong = forward != WgmmaForward::kNoPingPong;
+    cuda::math_switches().attention_wgmma_tma = forward != WgmmaForward::kCpAsync;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -286,7 +289,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kSync),
                attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kSync),
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kNoPingPong),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kNoPingPong)};
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kNoPingPong),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kCpAsync),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kCpAsync)};
     rows.push_back(std::move(r));
   }
   {

@@ -1,0 +1,39 @@
+// The kernel's launcher for tests/cuda/tma_selftest.h. Built for sm_90a alone (tests/CMakeLists.txt),
+// with the wgmma self-test.
+#include "tests/cuda/tma_selftest.h"
+
+#include <cuda_runtime.h>
+
+#include "tests/cuda/selftest_upload.cuh"
+#include "tests/cuda/tma_selftest_kernel.cuh"
+
+namespace kiln::test {
+
+TmaSelftest run_tma_selftest(const TmaSelftestCase& c) {
+  constexpr const char* kTest = "tma selftest";
+  const auto check = [&](cudaError_t e, const char* what) { selftest_check(e, kTest, what); };
+  const std::vector<uint16_t> m = tma_matrices(c);
+  uint16_t *dm = nullptr, *out = nullptr;
+  const size_t elems = static_cast<size_t>(c.box_rows) * c.W;
+  check(cudaMalloc(&dm, m.size() * sizeof(uint16_t)), "cudaMalloc");
+  check(cudaMalloc(&out, elems * sizeof(uint16_t)), "cudaMalloc");
+  check(cudaMemcpy(dm, m.data(), m.size() * sizeof(uint16_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  const tma::Box box = tma_pieces_box(dm, c);
+  TmaSelftest got;
+  tma::Map map{};
+  got.encoded = tma::encode(box, &map);
+  if (got.encoded) {
+    tile::SmemCarver sizes;
+    const TmaSelftestSmem pieces(sizes, static_cast<int>(elems));
+    (void)pieces;
+    tma_selftest_kernel<<<1, 128, sizes.bytes()>>>(map, c.row0, c.batch, box.box_bytes(), out);
+    check(cudaGetLastError(), "launch");
+    got.tile.resize(elems);
+    check(cudaMemcpy(got.tile.data(), out, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy back");
+  }
+  check(cudaFree(dm), "cudaFree");
+  check(cudaFree(out), "cudaFree");
+  return got;
+}
+
+}  // namespace kiln::test

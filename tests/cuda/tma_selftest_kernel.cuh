@@ -1,0 +1,41 @@
+// The kernel of the TMA self-test (tests/cuda/tma_selftest.h): thread 0 sets up a barrier, names the
+// box's bytes with its arrival and starts the tensor copy; every thread waits for the phase, then
+// copies the landed tile out. The GPU test launches it (tests/cuda/tma_selftest.cu, built for
+// sm_90a), and the CPU test runs it on the emulator (tests/kernels/test_simt.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/pipeline.cuh"
+#include "kernels/cuda/tma.cuh"
+#include "kernels/tile_layout.h"
+
+namespace kiln::test {
+
+// The dynamic shared memory: the barrier, and the tile of `elems` 16-bit values where a tensor copy
+// may land (128-byte aligned).
+struct TmaSelftestSmem {
+  uint64_t* bar;
+  uint16_t* tile;
+  KILN_HD TmaSelftestSmem(tile::SmemCarver& c, int elems)
+      : bar(c.take<uint64_t>(1, sizeof(uint64_t))), tile(c.take<uint16_t>(elems, 128)) {}
+};
+
+__global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, int32_t row0, int32_t batch, uint32_t bytes,
+                                    uint16_t* out) {
+  tile::SmemCarver carve(cuda_detail::dynamic_smem());
+  const int elems = static_cast<int>(bytes / 2);
+  const TmaSelftestSmem smem(carve, elems);
+  if (threadIdx.x == 0) pipeline::mbarrier_init(smem.bar, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    pipeline::mbarrier_arrive_expect_tx(smem.bar, bytes);
+    const int32_t at[tma::kRank] = {0, row0, 0, batch, 0};
+    tma::copy_box(smem.tile, map, at, smem.bar);
+  }
+  pipeline::mbarrier_wait(smem.bar, 0);
+  for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) out[i] = smem.tile[i];
+}
+
+}  // namespace kiln::test
