@@ -691,11 +691,11 @@ void land_bulk_copies(Mbarrier& b) {
 }
 
 // Completes b's current phase if its arrivals are in and its transaction bytes add up, and lets the
-// threads waiting for it run. Returns whether it did.
-bool complete_if_done(Launch& l, Mbarrier& b, const std::string& what) {
+// threads waiting for it run. Returns whether it did. `call` and `where` name the call, for a fault.
+bool complete_if_done(Launch& l, Mbarrier& b, const char* call, Site where) {
   if (b.pending > 0) return false;
   if (b.tx < 0) {
-    fail(l, what + ": the phase's bulk copies brought " + std::to_string(-b.tx) +
+    fail(l, std::string(call) + " at " + site(where) + ": the phase's bulk copies brought " + std::to_string(-b.tx) +
                 " bytes more than it expects (mbarrier initialized at " + site(b.init) + ")");
   }
   if (b.tx > 0) return false;
@@ -713,16 +713,15 @@ bool complete_if_done(Launch& l, Mbarrier& b, const std::string& what) {
 void mbarrier_arrive(void* bar, Site where) {
   Launch& l = running("an mbarrier's arrive");
   Mbarrier& b = initialized_mbarrier(l, bar, "arrive", where);
-  const std::string what = "mbarrier arrive at " + site(where);
   if (--b.pending < 0) {
-    fail(l, what + ": more arrivals than the count of " + std::to_string(b.count) + " in one phase (initialized at " +
-                site(b.init) + ")");
+    fail(l, "mbarrier arrive at " + site(where) + ": more arrivals than the count of " + std::to_string(b.count) +
+                " in one phase (initialized at " + site(b.init) + ")");
   }
   if (b.pending == 0 && has_waiters(l, b)) land_bulk_copies(b);
   // The threads it woke may run before this one goes on, as they may on a GPU: the next in the
   // schedule's order runs now (under Highest, a producer warp numbered after its consumers). So a
   // thread that releases a buffer before it is done reading it sees the refill.
-  if (complete_if_done(l, b, what)) yield(l, self(l));
+  if (complete_if_done(l, b, "mbarrier arrive", where)) yield(l, self(l));
 }
 
 void mbarrier_expect_tx(void* bar, int64_t bytes, Site where) {
@@ -747,7 +746,7 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
   l.stats.bulk_copy_bytes += static_cast<int64_t>(bytes);
   if (!has_waiters(l, b)) return;
   land_bulk_copies(b);
-  if (complete_if_done(l, b, what)) yield(l, self(l));
+  if (complete_if_done(l, b, "bulk copy", where)) yield(l, self(l));
 }
 
 void mbarrier_wait(void* bar, int parity, Site where) {
@@ -758,7 +757,7 @@ void mbarrier_wait(void* bar, int parity, Site where) {
   if ((b.phase & 1) != (parity & 1)) return;
   // Otherwise it is the current one: what is in flight to it lands now, which may complete it.
   land_bulk_copies(b);
-  if (complete_if_done(l, b, "mbarrier wait at " + site(where))) return;
+  if (complete_if_done(l, b, "mbarrier wait", where)) return;
   f.state = State::AtMbarrier;
   f.where = where;
   f.mbarrier = bar;
