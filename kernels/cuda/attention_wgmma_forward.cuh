@@ -183,7 +183,7 @@ struct WgmmaForwardMaps {
 
 // Coordinates of batch entry b along the maps' batch dims (3 and 4), for an operand with `strides`.
 KILN_HD void batch_coordinates(const AttentionBatch& layout, const int64_t* strides, int64_t b, int32_t& c3,
-                                      int32_t& c4) {
+                               int32_t& c4) {
   c3 = c4 = 0;  // (two variables, not an array indexed by d, which would live in local memory)
   for (int d = layout.ndim - 1; d >= 0; --d) {
     const auto idx = static_cast<int32_t>(b % layout.sizes[d]);

@@ -382,9 +382,9 @@ void run_block(Launch& l, Dim3 block) {
   if (l.live > 0) fail(l, "deadlock: no thread can run" + describe_waits(l));
   for (const Mbarrier& b : l.mbarriers) {
     if (!b.copies.empty()) {
-      fail(l, "ended with " + std::to_string(b.copies.size()) + " bulk copies that never landed, the first started at " +
-                  site(b.copies.front().where) + ": no thread waited on their mbarrier, initialized at " +
-                  site(b.init));
+      fail(l, "ended with " + std::to_string(b.copies.size()) +
+                  " bulk copies that never landed, the first started at " + site(b.copies.front().where) +
+                  ": no thread waited on their mbarrier, initialized at " + site(b.init));
     }
   }
   for (int id = 1; id < kNamedBarriers; ++id) {

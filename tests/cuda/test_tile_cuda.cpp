@@ -45,18 +45,20 @@ TEST_CASE("tensor-core tiles: mma.sync's identity probe reads K and V where the 
 #if defined(KILN_WITH_SM90A)
 #include "tests/cuda/wgmma_selftest.h"
 
-// Hopper's wgmma through kiln's descriptors and staged layout (kernels/wgmma_layout.h): both operands
-// in shared memory (K-major), A in registers with B MN-major at N = 128 and, advanced along N, at
-// N = 64, and accumulators re-read as A tiles. Exact on small integers, as above. Needs a device of
-// compute capability 9.0 (H100, H200): on others run the tests with ~[hopper].
+// Hopper's wgmma through kiln's descriptors and staged layouts (kernels/wgmma_layout.h, by row groups
+// as the backward stages its tiles and by pieces as the forward does): both operands in shared memory
+// (K-major), A in registers with B MN-major at N = 128 and, advanced along N, at N = 64, and
+// accumulators re-read as A tiles. Exact on small integers, as above. Needs a device of compute
+// capability 9.0 (H100, H200): on others run the tests with ~[hopper].
 TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's products", "[cuda][tile][hopper]") {
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
   const bool bf16 = GENERATE(true, false);
-  INFO((bf16 ? "bfloat16" : "float16"));
+  const bool by_pieces = GENERATE(false, true);
+  INFO((bf16 ? "bfloat16" : "float16") << (by_pieces ? ", staged by pieces" : ", staged by row groups"));
   using kiln::test::wgmma_ints;
   const std::vector<float> a = wgmma_ints(64, 64, 1), b = wgmma_ints(64, 64, 2), v = wgmma_ints(64, 128, 3);
-  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(bf16, a, b, v);
+  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(bf16, a, b, v, by_pieces);
   const std::vector<float> s = product(a, b, 64, 64, 64, true);
   CHECK(got.s == s);
   const std::vector<float> av = product(a, v, 64, 128, 64, false);
@@ -75,8 +77,10 @@ TEST_CASE("tensor-core tiles: wgmma's identity probe reads B and V where the lay
           "[cuda][tile][hopper]") {
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
+  const bool by_pieces = GENERATE(false, true);
+  INFO((by_pieces ? "staged by pieces" : "staged by row groups"));
   const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(
-      false, kiln::test::wgmma_identity(), kiln::test::wgmma_b_ids(), kiln::test::wgmma_v_ids());
+      false, kiln::test::wgmma_identity(), kiln::test::wgmma_b_ids(), kiln::test::wgmma_v_ids(), by_pieces);
   const std::vector<std::string> misreads = kiln::test::wgmma_probe_misreads(got);
   for (const std::string& m : misreads) UNSCOPED_INFO(m);
   CHECK(misreads.empty());

@@ -20,7 +20,8 @@ void check(cudaError_t e, const char* what) { selftest_check(e, kTest, what); }
 template <typename T> T* upload(const std::vector<float>& host) { return selftest_upload<T>(host, kTest); }
 
 template <typename T>
-WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& v) {
+WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& v,
+                  bool by_pieces) {
   T *da = upload<T>(a), *db = upload<T>(b), *dv = upload<T>(v);
   constexpr size_t kS = kWgRows * kWgRows, kAv = kWgRows * kWgN, kHi = kWgRows * kWgRows, kSv = kWgRows * kWgN;
   float* out = nullptr;
@@ -29,7 +30,7 @@ WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, cons
   const WgmmaSelftestSmem<T> pieces(sizes);
   (void)pieces;
   wgmma_selftest_kernel<T><<<1, wgmma::kThreads, sizes.bytes()>>>(da, db, dv, out, out + kS, out + kS + kAv,
-                                                                     out + kS + kAv + kHi);
+                                                                     out + kS + kAv + kHi, by_pieces);
   check(cudaGetLastError(), "launch");
   std::vector<float> all(kS + kAv + kHi + kSv);
   check(cudaMemcpy(all.data(), out, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy back");
@@ -54,11 +55,11 @@ bool wgmma_selftest_runs_here() {
 }
 
 WgmmaSelftest run_wgmma_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& b,
-                                 const std::vector<float>& v) {
+                                 const std::vector<float>& v, bool by_pieces) {
   if (a.size() != kWgRows * kWgK || b.size() != kWgRows * kWgK || v.size() != kWgK * kWgN) {
     throw std::invalid_argument("wgmma selftest: sizes");
   }
-  return bf16 ? run<__nv_bfloat16>(a, b, v) : run<__half>(a, b, v);
+  return bf16 ? run<__nv_bfloat16>(a, b, v, by_pieces) : run<__half>(a, b, v, by_pieces);
 }
 
 }  // namespace kiln::test

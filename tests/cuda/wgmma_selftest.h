@@ -18,10 +18,11 @@ struct WgmmaSelftest {
   std::vector<float> s, av, av_hi, sv;
 };
 // Whether this build and the current device run the self-test: built for sm_90a, compute
-// capability 9.0.
+// capability 9.0. The operands are staged by row groups (the backward's layout) or with `by_pieces`
+// by pieces (the forward's): the descriptors' distances differ, the products must not.
 bool wgmma_selftest_runs_here();
 WgmmaSelftest run_wgmma_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& b,
-                                 const std::vector<float>& v);
+                                 const std::vector<float>& v, bool by_pieces = false);
 
 // The identity probe, for a diagnosis when the products are wrong: in float16, a = I, and b and v
 // hold ids (b[n][k] = 64 n + k - 2048, v[k][n] = 64 k + n % 64 - 2048: integers float16 holds

@@ -111,7 +111,7 @@ namespace {
 // The self-test kernel on the emulator, as tests/cuda/wgmma_selftest.cu runs it on the GPU.
 template <typename T>
 test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& v,
-                                 simt::Schedule schedule, int64_t& collectives) {
+                                 simt::Schedule schedule, int64_t& collectives, bool by_pieces = false) {
   auto rounded = [](const std::vector<float>& x) {
     std::vector<T> r(x.size());
     for (size_t i = 0; i < x.size(); ++i) r[i] = static_cast<T>(x[i]);
@@ -130,7 +130,7 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
   cfg.dynamic_smem = sizes.bytes();
   const simt::LaunchStats stats = simt::launch(cfg, [&] {
     test::wgmma_selftest_kernel<T>(ra.data(), rb.data(), rv.data(), out.s.data(), out.av.data(), out.av_hi.data(),
-                                   out.sv.data());
+                                   out.sv.data(), by_pieces);
   });
   collectives = stats.collectives_in("kernels/cuda/wgmma.cuh");
   return out;
@@ -141,12 +141,13 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
 TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are exact", "[wgmma][simt]") {
   const bool bf16 = GENERATE(true, false);
   const simt::Schedule schedule = GENERATE(simt::Schedule::Lowest, simt::Schedule::Highest);
-  INFO((bf16 ? "bfloat16" : "float16"));
+  const bool by_pieces = GENERATE(false, true);
+  INFO((bf16 ? "bfloat16" : "float16") << (by_pieces ? ", staged by pieces" : ", staged by row groups"));
   const std::vector<float> a = test::wgmma_ints(64, 64, 1), b = test::wgmma_ints(64, 64, 2);
   const std::vector<float> v = test::wgmma_ints(64, 128, 3);
   int64_t collectives = 0;
-  const test::WgmmaSelftest got = bf16 ? run_emulated<BFloat16>(a, b, v, schedule, collectives)
-                                       : run_emulated<Half>(a, b, v, schedule, collectives);
+  const test::WgmmaSelftest got = bf16 ? run_emulated<BFloat16>(a, b, v, schedule, collectives, by_pieces)
+                                       : run_emulated<Half>(a, b, v, schedule, collectives, by_pieces);
   const std::vector<float> s = test::product(a, b, 64, 64, 64, true);
   CHECK(got.s == s);
   const std::vector<float> av = test::product(a, v, 64, 128, 64, false);
@@ -166,9 +167,11 @@ TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are
 // read instead. The GPU test runs the same probe on the real instruction.
 TEST_CASE("wgmma, emulated: the identity probe reads every element of B and V where the layout puts it",
           "[wgmma][simt]") {
+  const bool by_pieces = GENERATE(false, true);
+  INFO((by_pieces ? "staged by pieces" : "staged by row groups"));
   int64_t collectives = 0;
   const test::WgmmaSelftest got = run_emulated<Half>(test::wgmma_identity(), test::wgmma_b_ids(), test::wgmma_v_ids(),
-                                                     simt::Schedule::Lowest, collectives);
+                                                     simt::Schedule::Lowest, collectives, by_pieces);
   const std::vector<std::string> misreads = test::wgmma_probe_misreads(got);
   for (const std::string& m : misreads) UNSCOPED_INFO(m);
   CHECK(misreads.empty());
