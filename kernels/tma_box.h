@@ -55,7 +55,7 @@ inline std::string invalid(const Box& b) {
 
 // A matrix of `rows` rows of W 16-bit elements, `row_bytes` apart, viewed by pieces: [8 elements,
 // rows, W / 8], with strides of the element, the row and 16 bytes. A box of [8, box_rows, W / 8]
-// lands staged by pieces (wgmma::Staging::by_pieces, kernels/wgmma_layout.h), zeros for rows past
+// lands staged by pieces (wgmma::by_pieces, kernels/wgmma_layout.h), zeros for rows past
 // the matrix. Dimensions 3 and 4 are left for the caller (the attention forward's batch dims), at
 // size 1.
 inline Box pieces_view(const void* base, uint64_t rows, uint64_t row_bytes, uint32_t W, uint32_t box_rows) {

@@ -440,6 +440,7 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
       pipeline::mbarrier_init(smem.k_empty + s, kWgmmaConsumerThreads);
     }
     for (int s = 0; s < kWgmmaVBuffers; ++s) pipeline::mbarrier_init(smem.v_empty + s, kWgmmaConsumerThreads);
+    pipeline::fence_barrier_init();  // the copy engine completes `full`'s phases
   }
   __syncthreads();  // the only one: the barriers are ready before anyone uses them
 

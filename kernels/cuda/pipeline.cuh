@@ -10,6 +10,9 @@
 //   mbarrier_wait(bar, parity)  until the phase of that parity has completed (acquire semantics).
 //                               Phases alternate parity, 0 first, and right after the init a wait for
 //                               parity 1 passes at once: the phase "before" the first counts as done
+//   fence_barrier_init()        after the inits, before the __syncthreads that publishes them: makes
+//                               them visible to the copy engine too (the async proxy), whose tensor
+//                               copies (tma.cuh) complete on the barriers
 //   mbarrier_arrive_expect_tx(bar, bytes)
 //                               the phase also waits for `bytes` of bulk copies (TMA, tma.cuh) to land
 //                               on the barrier, then one arrival. A phase completes once its arrivals
@@ -36,7 +39,8 @@
 // NaN (the emulator's cp.async; its bulk copies land at a wait on their barrier, and bytes that do not
 // add up deadlock or fault too). It counts the named barriers' arrivals too, and faults a block that
 // ends with one partly arrived. Register reallocation is not modelled: it only changes how many
-// registers the compiler may use.
+// registers the compiler may use. Nor are proxies (fence_barrier_init does nothing there): a missing
+// proxy fence shows on a GPU only.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +78,9 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
                : "memory");
@@ -102,6 +109,7 @@ inline void mbarrier_arrive(uint64_t* bar, simt::Site where = simt::Site::here()
 inline void mbarrier_wait(uint64_t* bar, int parity, simt::Site where = simt::Site::here()) {
   simt::mbarrier_wait(bar, parity, where);
 }
+inline void fence_barrier_init() {}  // one memory on the emulator: nothing to order
 inline void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes, simt::Site where = simt::Site::here()) {
   simt::mbarrier_expect_tx(bar, bytes, where);
   simt::mbarrier_arrive(bar, where);

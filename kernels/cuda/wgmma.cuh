@@ -182,6 +182,14 @@ template <typename T> float smem_at(uint32_t address) {
   std::memcpy(static_cast<void*>(&t), reinterpret_cast<const char*>(tile::dynamic_smem()) + address, sizeof(T));
   return static_cast<float>(t);
 }
+// The swizzle modes the emulator reads (wgmma_layout.h): none and 128-byte; the 64- and 32-byte ones
+// would be misread, so they are faults.
+inline void check_swizzle(uint64_t d) {
+  if (swizzle_of(d) > kSwizzle128) {
+    throw Error("wgmma (emulated): a descriptor with swizzle mode " + std::to_string(swizzle_of(d)) +
+                " (64- or 32-byte), which the emulator does not model");
+  }
+}
 // This thread's accumulator element i of N / 2: tile i / 4, its element i % 4.
 struct Out {
   int row, col;  // row within the warpgroup's 64, column within N
@@ -268,6 +276,8 @@ template <int kPending> void wait() { host::in_flight().wait(kPending); }
 
 template <typename T, int N> void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
+  host::check_swizzle(a);
+  host::check_swizzle(b);
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
       [a, b](float* out) {
@@ -292,6 +302,7 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
   for (int i = 0; i < tile::kAElems; ++i) mine.a[i] = tile::host::element<T>(x.r, i);
   const auto* gathered = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
   std::vector<Fragment> all(gathered, gathered + 32);  // the warp's A, as the instruction read it
+  host::check_swizzle(b);
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
       [all = std::move(all), b](float* out) {

@@ -130,6 +130,8 @@ struct Warp {
   std::vector<unsigned char> incoming, published;
 };
 
+constexpr size_t kSmemAlign = 1024;
+
 // A static shared variable (KILN_SHARED): an allocation of exactly its size, so that the sanitized
 // build sees accesses past it, aligned as its type asks.
 struct AlignedDelete {
@@ -149,7 +151,9 @@ struct Launch {
   const std::function<void()>* kernel = nullptr;
   Dim3 block;
   std::vector<Fiber> fibers;
-  std::unique_ptr<unsigned char[]> smem;
+  // The dynamic shared memory, on 1024 bytes as a GPU's is (a 128-byte swizzle repeats every 1024:
+  // wgmma's addresses here are offsets from it, kernels/wgmma_layout.h).
+  std::unique_ptr<unsigned char[], AlignedDelete> smem{nullptr, AlignedDelete{kSmemAlign}};
   std::vector<StaticShared> statics;  // in the order the blocks first declared them
   uint64_t block_serial = 0;          // 1 for the first block run, 2 for the next, ...
   int current = -1;  // the fiber running, -1 in the launch's own context
@@ -418,7 +422,7 @@ LaunchStats launch(const LaunchConfig& config, const std::function<void()>& kern
   l.kernel = &kernel;
   l.fibers.resize(threads);
   l.warps.resize((threads + kWarp - 1) / kWarp);
-  if (config.dynamic_smem > 0) l.smem.reset(new unsigned char[config.dynamic_smem]);
+  if (config.dynamic_smem > 0) l.smem.reset(new (std::align_val_t(kSmemAlign)) unsigned char[config.dynamic_smem]);
 #if defined(KILN_SIMT_TSAN)
   l.tsan_scheduler = __tsan_get_current_fiber();
 #endif

@@ -45,8 +45,9 @@ TEST_CASE("tensor-core tiles: mma.sync's identity probe reads K and V where the 
 #if defined(KILN_WITH_SM90A)
 #include "tests/cuda/wgmma_selftest.h"
 
-// Hopper's wgmma through kiln's descriptors and staged layouts (kernels/wgmma_layout.h, by row groups
-// as the backward stages its tiles and by pieces as the forward does): both operands in shared memory
+// Hopper's wgmma through kiln's descriptors and staged layouts (kernels/wgmma_layout.h: by row groups
+// as the backward stages its tiles, by pieces as the forward does, and with the 128-byte swizzle in
+// the descriptors' swizzle mode, which no kernel uses yet): both operands in shared memory
 // (K-major), A in registers with B MN-major at N = 128 and, advanced along N, at N = 64, and
 // accumulators re-read as A tiles. Exact on small integers, as above. Needs a device of compute
 // capability 9.0 (H100, H200): on others run the tests with ~[hopper].
@@ -54,11 +55,12 @@ TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's pro
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
   const bool bf16 = GENERATE(true, false);
-  const bool by_pieces = GENERATE(false, true);
-  INFO((bf16 ? "bfloat16" : "float16") << (by_pieces ? ", staged by pieces" : ", staged by row groups"));
+  using kiln::wgmma::Order;
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  INFO((bf16 ? "bfloat16" : "float16") << ", staged " << kiln::wgmma::order_name(order));
   using kiln::test::wgmma_ints;
   const std::vector<float> a = wgmma_ints(64, 64, 1), b = wgmma_ints(64, 64, 2), v = wgmma_ints(64, 128, 3);
-  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(bf16, a, b, v, by_pieces);
+  const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(bf16, a, b, v, order);
   const std::vector<float> s = product(a, b, 64, 64, 64, true);
   CHECK(got.s == s);
   const std::vector<float> av = product(a, v, 64, 128, 64, false);
@@ -77,10 +79,11 @@ TEST_CASE("tensor-core tiles: wgmma's identity probe reads B and V where the lay
           "[cuda][tile][hopper]") {
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
-  const bool by_pieces = GENERATE(false, true);
-  INFO((by_pieces ? "staged by pieces" : "staged by row groups"));
+  using kiln::wgmma::Order;
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  INFO("staged " << kiln::wgmma::order_name(order));
   const kiln::test::WgmmaSelftest got = kiln::test::run_wgmma_selftest(
-      false, kiln::test::wgmma_identity(), kiln::test::wgmma_b_ids(), kiln::test::wgmma_v_ids(), by_pieces);
+      false, kiln::test::wgmma_identity(), kiln::test::wgmma_b_ids(), kiln::test::wgmma_v_ids(), order);
   const std::vector<std::string> misreads = kiln::test::wgmma_probe_misreads(got);
   for (const std::string& m : misreads) UNSCOPED_INFO(m);
   CHECK(misreads.empty());
@@ -100,7 +103,8 @@ TEST_CASE("tensor-core tiles: a tensor copy lands a box by pieces, zeros past th
     INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << " of " << c.rows << ", batch " << c.batch);
     const kiln::test::TmaSelftest got = kiln::test::run_tma_selftest(c);
     const std::string broken = kiln::tma::invalid(kiln::test::tma_pieces_box(nullptr, c));
-    INFO("if the driver refused the map, kiln's check of its rules says: " << (broken.empty() ? "none broken" : broken));
+    INFO("if the driver refused the map, kiln's check of its rules says: "
+         << (broken.empty() ? "none broken" : broken));
     REQUIRE(got.encoded);
     CHECK(got.tile == kiln::test::tma_expected(c));
   }

@@ -27,7 +27,10 @@ __global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, int32_
   tile::SmemCarver carve(cuda_detail::dynamic_smem());
   const int elems = static_cast<int>(bytes / 2);
   const TmaSelftestSmem smem(carve, elems);
-  if (threadIdx.x == 0) pipeline::mbarrier_init(smem.bar, 1);
+  if (threadIdx.x == 0) {
+    pipeline::mbarrier_init(smem.bar, 1);
+    pipeline::fence_barrier_init();
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     pipeline::mbarrier_arrive_expect_tx(smem.bar, bytes);

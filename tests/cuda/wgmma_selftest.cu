@@ -21,7 +21,7 @@ template <typename T> T* upload(const std::vector<float>& host) { return selftes
 
 template <typename T>
 WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& v,
-                  bool by_pieces) {
+                  wgmma::Order order) {
   T *da = upload<T>(a), *db = upload<T>(b), *dv = upload<T>(v);
   constexpr size_t kS = kWgRows * kWgRows, kAv = kWgRows * kWgN, kHi = kWgRows * kWgRows, kSv = kWgRows * kWgN;
   float* out = nullptr;
@@ -30,7 +30,7 @@ WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, cons
   const WgmmaSelftestSmem<T> pieces(sizes);
   (void)pieces;
   wgmma_selftest_kernel<T><<<1, wgmma::kThreads, sizes.bytes()>>>(da, db, dv, out, out + kS, out + kS + kAv,
-                                                                     out + kS + kAv + kHi, by_pieces);
+                                                                     out + kS + kAv + kHi, order);
   check(cudaGetLastError(), "launch");
   std::vector<float> all(kS + kAv + kHi + kSv);
   check(cudaMemcpy(all.data(), out, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy back");
@@ -55,11 +55,11 @@ bool wgmma_selftest_runs_here() {
 }
 
 WgmmaSelftest run_wgmma_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& b,
-                                 const std::vector<float>& v, bool by_pieces) {
+                                 const std::vector<float>& v, wgmma::Order order) {
   if (a.size() != kWgRows * kWgK || b.size() != kWgRows * kWgK || v.size() != kWgK * kWgN) {
     throw std::invalid_argument("wgmma selftest: sizes");
   }
-  return bf16 ? run<__nv_bfloat16>(a, b, v, by_pieces) : run<__half>(a, b, v, by_pieces);
+  return bf16 ? run<__nv_bfloat16>(a, b, v, order) : run<__half>(a, b, v, order);
 }
 
 }  // namespace kiln::test

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/wgmma_layout.h"
 #include "tests/cuda/probe_report.h"
 
 namespace kiln::test {
@@ -18,11 +19,12 @@ struct WgmmaSelftest {
   std::vector<float> s, av, av_hi, sv;
 };
 // Whether this build and the current device run the self-test: built for sm_90a, compute
-// capability 9.0. The operands are staged by row groups (the backward's layout) or with `by_pieces`
-// by pieces (the forward's): the descriptors' distances differ, the products must not.
+// capability 9.0. The operands are staged in `order` (kernels/wgmma_layout.h): by row groups (the
+// backward's layout), by pieces (the forward's) or swizzled (128-byte rows, the descriptors' swizzle
+// mode): the descriptors differ, the products must not.
 bool wgmma_selftest_runs_here();
 WgmmaSelftest run_wgmma_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& b,
-                                 const std::vector<float>& v, bool by_pieces = false);
+                                 const std::vector<float>& v, wgmma::Order order = wgmma::Order::kRowGroups);
 
 // The identity probe, for a diagnosis when the products are wrong: in float16, a = I, and b and v
 // hold ids (b[n][k] = 64 n + k - 2048, v[k][n] = 64 k + n % 64 - 2048: integers float16 holds

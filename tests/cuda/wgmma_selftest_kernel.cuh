@@ -1,6 +1,6 @@
 // The kernel of the wgmma self-test: one warpgroup stages A [64, 64], B [64, 64] and V [64, 128] in
-// shared memory (kernels/wgmma_layout.h; by row groups, as the backward stages its tiles, or with
-// `by_pieces` by pieces, as the forward does), runs wgmma with both operands there and with A in
+// shared memory (kernels/wgmma_layout.h, in `order`: by row groups as the backward stages its tiles,
+// by pieces as the forward does, or swizzled), runs wgmma with both operands there and with A in
 // registers, and re-reads accumulators as A tiles (tests/cuda/wgmma_selftest.h says what it
 // computes). The GPU test launches it (tests/cuda/wgmma_selftest.cu, built for sm_90a), and the CPU
 // test runs it on the emulator of kernels/simt/simt.h (tests/kernels/test_wgmma.cpp).
@@ -18,9 +18,9 @@ template <typename T> struct WgmmaSelftestSmem {
   T* b;
   T* v;
   KILN_HD explicit WgmmaSelftestSmem(tile::SmemCarver& c)
-      : a(c.take<T>(kWgRows * kWgK, wgmma::kCoreBytes)),
-        b(c.take<T>(kWgRows * kWgK, wgmma::kCoreBytes)),
-        v(c.take<T>(kWgK * kWgN, wgmma::kCoreBytes)) {}
+      : a(c.take<T>(kWgRows * kWgK, 1024)),  // on 1024 bytes, as a swizzled tile must be
+        b(c.take<T>(kWgRows * kWgK, 1024)),
+        v(c.take<T>(kWgK * kWgN, 1024)) {}
 };
 
 // Writes this thread's accumulator tiles of a [64, 8 N] product to row-major `out` (leading dim ld).
@@ -35,12 +35,11 @@ template <int N> __device__ __forceinline__ void store_accumulators(const tile::
 // descriptor advanced along N), sv = s v [64, 128] (s re-read as A tiles, a_from_c).
 template <typename T>
 __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float* s, float* av, float* av_hi,
-                                      float* sv, bool by_pieces) {
+                                      float* sv, wgmma::Order order) {
   using namespace kiln::tile;
   tile::SmemCarver carve(dynamic_smem());
   const WgmmaSelftestSmem<T> smem(carve);
-  const wgmma::Staging sk = by_pieces ? wgmma::by_pieces(kWgRows, kWgK) : wgmma::by_row_groups(kWgK);
-  const wgmma::Staging sn = by_pieces ? wgmma::by_pieces(kWgK, kWgN) : wgmma::by_row_groups(kWgN);
+  const wgmma::Staging sk{kWgRows, kWgK, order}, sn{kWgK, kWgN, order};
   for (int i = static_cast<int>(threadIdx.x); i < kWgRows * kWgK; i += static_cast<int>(blockDim.x)) {
     smem.a[sk.offset(i / kWgK, i % kWgK)] = a[i];
     smem.b[sk.offset(i / kWgK, i % kWgK)] = b[i];
@@ -53,7 +52,7 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   const uint64_t da = wgmma::rows_by_k(wgmma::smem_address(smem.a), sk);
   const uint64_t db = wgmma::rows_by_k(wgmma::smem_address(smem.b), sk);
   const uint64_t dv = wgmma::rows_by_n(wgmma::smem_address(smem.v), sn);
-  const uint64_t dv_hi = wgmma::advance(dv, 8 * sn.next_cols_bytes());  // columns 64..127
+  const uint64_t dv_hi = wgmma::advance(dv, sn.position(0, 64));  // columns 64..127
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   constexpr int kSteps = kWgK / wgmma::kK;
   ATile<T> ra[kSteps];
@@ -62,11 +61,11 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   CTile cs[kWgRows / kN], cav[kWgN / kN], chi[kWgRows / kN], csv[kWgN / kN];
   wgmma::fence();
   for (int k = 0; k < kSteps; ++k) {
-    const uint32_t step = static_cast<uint32_t>(k) * wgmma::k_step_bytes(sk);
+    const uint32_t step = sk.position(0, k * wgmma::kK);
     wgmma::mma_ss<T, 64>(cs, wgmma::advance(da, step), wgmma::advance(db, step), k > 0);
   }
   for (int k = 0; k < kSteps; ++k) {
-    const uint32_t step = static_cast<uint32_t>(k) * wgmma::row_step_bytes(sn);
+    const uint32_t step = sn.position(k * wgmma::kK, 0);
     wgmma::mma_rs<T, 128, true>(cav, ra[k], wgmma::advance(dv, step), k > 0);
     wgmma::mma_rs<T, 64, true>(chi, ra[k], wgmma::advance(dv_hi, step), k > 0);
   }
@@ -83,7 +82,7 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   for (int k = 0; k < kSteps; ++k) a_from_c(rs[k], cs[2 * k], cs[2 * k + 1]);
   wgmma::fence();
   for (int k = 0; k < kSteps; ++k) {
-    const uint32_t step = static_cast<uint32_t>(k) * wgmma::row_step_bytes(sn);
+    const uint32_t step = sn.position(k * wgmma::kK, 0);
     wgmma::mma_rs<T, 128, true>(csv, rs[k], wgmma::advance(dv, step), k > 0);
   }
   wgmma::commit();

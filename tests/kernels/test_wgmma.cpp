@@ -33,14 +33,23 @@ TEST_CASE("wgmma descriptors: the fields sit in bits 0-13, 16-29 and 32-45 in 16
   STATIC_REQUIRE(lbo_of(advance(d, 256)) == 128);
   // The largest start the 14 bits hold: 256 KiB - 16, past an H100's 227 KiB of shared memory per block.
   STATIC_REQUIRE(start_of(descriptor(256 * 1024 - 16, 16, 16)) == 256 * 1024 - 16);
+  // The swizzle mode in bits 62-63; advancing keeps it.
+  STATIC_REQUIRE(descriptor(0x1230, 128, 2048, kSwizzle128) == 0x4000008000080123ull);
+  STATIC_REQUIRE(swizzle_of(advance(descriptor(0x1230, 128, 2048, kSwizzle128), 32)) == kSwizzle128);
+  STATIC_REQUIRE(swizzle_of(d) == 0);
+  // The 128-byte swizzle: address 0x1234 is chunk 3 of row 4 (of 8 rows of 128 bytes), which goes to
+  // chunk 3 ^ 4 = 7: 0x1274. Row 0 of each 1024 bytes stays in place.
+  STATIC_REQUIRE(swizzle128(0x1234) == 0x1274);
+  STATIC_REQUIRE(swizzle128(0x1030) == 0x1030);
 }
 
-TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrices of 128 contiguous bytes",
-          "[wgmma]") {
+TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrices or swizzled rows", "[wgmma]") {
   const int64_t W = GENERATE(int64_t{16}, int64_t{64}, int64_t{128});
   const int64_t rows = GENERATE(int64_t{64}, int64_t{128});
-  const Staging s = GENERATE_COPY(by_row_groups(W), by_pieces(rows, W));
-  INFO("W " << W << ", rows " << rows << (s.by_pieces ? ", by pieces" : ", by row groups"));
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  if (order == Order::kSwizzled && W % 64 != 0) return;  // rows of 64 elements
+  const Staging s{order == Order::kRowGroups ? 0 : rows, W, order};
+  INFO("W " << W << ", rows " << rows << ", " << order_name(order));
   std::set<int64_t> seen;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < W; ++c) {
@@ -48,7 +57,15 @@ TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrice
       REQUIRE(at >= 0);
       REQUIRE(at < rows * W);
       seen.insert(at);
-      if (!s.by_pieces) CHECK(at == stage_offset(r, c, W));
+      if (order == Order::kRowGroups) CHECK(at == stage_offset(r, c, W));
+      if (order == Order::kSwizzled) {
+        // A 16-byte chunk of 8 elements stays whole, in row r's 128 bytes of its 64-column block, at
+        // chunk (c / 8) ^ (r % 8).
+        CHECK(at - s.offset(r, c / kCore * kCore) == c % kCore);
+        CHECK(at / 64 == c / 64 * rows + r);
+        CHECK(at % 64 / kCore == ((c % 64 / kCore) ^ (r % kCore)));
+        continue;
+      }
       // A core matrix: 8 elements of a row side by side (16 bytes), its 8 rows 16 bytes apart.
       const int64_t core = s.offset(r / kCore * kCore, c / kCore * kCore);
       CHECK(at - core == (r % kCore) * kCore + c % kCore);
@@ -60,27 +77,32 @@ TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrice
     }
   }
   CHECK(static_cast<int64_t>(seen.size()) == rows * W);
-  if (s.by_pieces) {
+  if (order == Order::kPieces) {
     // What a tensor copy writes from a box of [8 elements, rows, W / 8 pieces]: element e of row r of
     // piece c at (c * rows + r) * 8 + e.
     CHECK(s.offset(5, 19) == (2 * rows + 5) * 8 + 3);
     CHECK(s.offset(rows - 1, W - 1) == rows * W - 1);
+  }
+  if (order == Order::kSwizzled) {
+    // Row 5's chunk 2 (columns 16 .. 23) sits at chunk 2 ^ 5 = 7 of its row.
+    CHECK(s.offset(5, 19) == 5 * 64 + 7 * 8 + 3);
   }
 }
 
 TEST_CASE("wgmma descriptors: K-major and MN-major reads of a staged tile find its elements", "[wgmma]") {
   const int64_t W = GENERATE(int64_t{64}, int64_t{128});
   const int64_t rows = GENERATE(int64_t{64}, int64_t{128});
-  const Staging s = GENERATE_COPY(by_row_groups(W), by_pieces(rows, W));
-  const uint32_t base = 4096;
-  INFO("W " << W << ", rows " << rows << (s.by_pieces ? ", by pieces" : ", by row groups"));
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  const Staging s{order == Order::kRowGroups ? 0 : rows, W, order};
+  const uint32_t base = 4096;  // on 1024 bytes, as a swizzled tile must be
+  INFO("W " << W << ", rows " << rows << ", " << order_name(order));
   const auto addr = [&](int64_t r, int64_t c) { return base + 2 * static_cast<uint32_t>(s.offset(r, c)); };
   // Rows along M/N, W along K: element (mn, k) of K step t is the tile's (mn, 16 t + k); a descriptor
   // started at row r0 (a warpgroup's 64 rows of a taller tile) reads from there.
   for (const int64_t r0 : {int64_t{0}, rows - 64}) {
-    const uint64_t by_k = rows_by_k(base + 2 * static_cast<uint32_t>(s.offset(r0, 0)), s);
+    const uint64_t by_k = rows_by_k(base + s.position(r0, 0), s);
     for (int t = 0; t < W / kK; ++t) {
-      const uint64_t d = advance(by_k, static_cast<uint32_t>(t) * k_step_bytes(s));
+      const uint64_t d = advance(by_k, s.position(0, 16 * t));
       for (int mn = 0; mn < 64; ++mn) {
         for (int k = 0; k < kK; ++k) REQUIRE(k_major_address(d, mn, k) == addr(r0 + mn, 16 * t + k));
       }
@@ -94,7 +116,9 @@ TEST_CASE("wgmma descriptors: K-major and MN-major reads of a staged tile find i
       for (int k = 0; k < kK; ++k) REQUIRE(mn_major_address(d, n, k) == addr(16 * t + k, n));
     }
   }
-  if (s.by_pieces) return;
+  // Not swizzled, the K steps are k_step_bytes apart; swizzled, within a block of 64 columns.
+  CHECK(s.position(0, 32) == 2 * k_step_bytes(s));
+  if (order != Order::kRowGroups) return;
   // The forms for a tile by row groups give the same descriptors.
   CHECK(rows_by_k(base, W) == rows_by_k(base, s));
   CHECK(rows_by_n(base, W) == by_n);
@@ -111,7 +135,7 @@ namespace {
 // The self-test kernel on the emulator, as tests/cuda/wgmma_selftest.cu runs it on the GPU.
 template <typename T>
 test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& v,
-                                 simt::Schedule schedule, int64_t& collectives, bool by_pieces = false) {
+                                 simt::Schedule schedule, int64_t& collectives, Order order = Order::kRowGroups) {
   auto rounded = [](const std::vector<float>& x) {
     std::vector<T> r(x.size());
     for (size_t i = 0; i < x.size(); ++i) r[i] = static_cast<T>(x[i]);
@@ -130,7 +154,7 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
   cfg.dynamic_smem = sizes.bytes();
   const simt::LaunchStats stats = simt::launch(cfg, [&] {
     test::wgmma_selftest_kernel<T>(ra.data(), rb.data(), rv.data(), out.s.data(), out.av.data(), out.av_hi.data(),
-                                   out.sv.data(), by_pieces);
+                                   out.sv.data(), order);
   });
   collectives = stats.collectives_in("kernels/cuda/wgmma.cuh");
   return out;
@@ -141,13 +165,13 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
 TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are exact", "[wgmma][simt]") {
   const bool bf16 = GENERATE(true, false);
   const simt::Schedule schedule = GENERATE(simt::Schedule::Lowest, simt::Schedule::Highest);
-  const bool by_pieces = GENERATE(false, true);
-  INFO((bf16 ? "bfloat16" : "float16") << (by_pieces ? ", staged by pieces" : ", staged by row groups"));
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  INFO((bf16 ? "bfloat16" : "float16") << ", staged " << order_name(order));
   const std::vector<float> a = test::wgmma_ints(64, 64, 1), b = test::wgmma_ints(64, 64, 2);
   const std::vector<float> v = test::wgmma_ints(64, 128, 3);
   int64_t collectives = 0;
-  const test::WgmmaSelftest got = bf16 ? run_emulated<BFloat16>(a, b, v, schedule, collectives, by_pieces)
-                                       : run_emulated<Half>(a, b, v, schedule, collectives, by_pieces);
+  const test::WgmmaSelftest got = bf16 ? run_emulated<BFloat16>(a, b, v, schedule, collectives, order)
+                                       : run_emulated<Half>(a, b, v, schedule, collectives, order);
   const std::vector<float> s = test::product(a, b, 64, 64, 64, true);
   CHECK(got.s == s);
   const std::vector<float> av = test::product(a, v, 64, 128, 64, false);
@@ -167,11 +191,11 @@ TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are
 // read instead. The GPU test runs the same probe on the real instruction.
 TEST_CASE("wgmma, emulated: the identity probe reads every element of B and V where the layout puts it",
           "[wgmma][simt]") {
-  const bool by_pieces = GENERATE(false, true);
-  INFO((by_pieces ? "staged by pieces" : "staged by row groups"));
+  const Order order = GENERATE(Order::kRowGroups, Order::kPieces, Order::kSwizzled);
+  INFO("staged " << order_name(order));
   int64_t collectives = 0;
   const test::WgmmaSelftest got = run_emulated<Half>(test::wgmma_identity(), test::wgmma_b_ids(), test::wgmma_v_ids(),
-                                                     simt::Schedule::Lowest, collectives, by_pieces);
+                                                     simt::Schedule::Lowest, collectives, order);
   const std::vector<std::string> misreads = test::wgmma_probe_misreads(got);
   for (const std::string& m : misreads) UNSCOPED_INFO(m);
   CHECK(misreads.empty());
