@@ -5,9 +5,9 @@
 //
 //   Box          the base address; the sizes of five dimensions in elements, innermost first (unused
 //                ones 1); their strides in bytes (dimension 0's is the element's size: it is
-//                contiguous); the box's extent in each
-//   invalid(b)   "" when the box keeps the driver's rules for a tiled map without interleave or
-//                swizzle, else the rule it breaks
+//                contiguous); the box's extent in each; whether it lands with the 128-byte swizzle
+//   invalid(b)   "" when the box keeps the driver's rules for a tiled map without interleave,
+//                else the rule it breaks
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,10 @@ struct Box {
   uint64_t dims[kRank] = {1, 1, 1, 1, 1};
   uint64_t strides[kRank] = {};  // bytes; strides[0] is the element's size
   uint32_t box[kRank] = {1, 1, 1, 1, 1};
+  // The box lands with the 128-byte swizzle (CU_TENSOR_MAP_SWIZZLE_128B): in rows of its innermost
+  // extent, at most 128 bytes, each 16-byte chunk c of the r-th 128 bytes at chunk c ^ (r % 8)
+  // (wgmma::swizzle128, kernels/wgmma_layout.h). The destination starts on 1024 bytes.
+  bool swizzle128 = false;
 
   KILN_HD constexpr uint32_t elem_bytes() const { return static_cast<uint32_t>(strides[0]); }
   KILN_HD constexpr uint32_t box_bytes() const {
@@ -36,7 +40,7 @@ struct Box {
 // The driver's rules (cuTensorMapEncodeTiled's documentation), which the emulator keeps too: a
 // 16-byte aligned base; elements of 1, 2, 4 or 8 bytes; sizes 1 .. 2^32; the outer dimensions'
 // strides multiples of 16 bytes below 2^40; box extents 1 .. 256 (a box may run past the tensor's
-// ends), the innermost one a multiple of 16 bytes.
+// ends), the innermost one a multiple of 16 bytes, and with the swizzle at most 128.
 inline std::string invalid(const Box& b) {
   if (reinterpret_cast<uintptr_t>(b.base) % 16 != 0) return "the base is not aligned to 16 bytes";
   const uint64_t e = b.strides[0];
@@ -50,6 +54,7 @@ inline std::string invalid(const Box& b) {
     if (b.box[d] < 1 || b.box[d] > 256) return dim + ": box extent " + std::to_string(b.box[d]);
   }
   if (b.box[0] * e % 16 != 0) return "the box's innermost extent is not a multiple of 16 bytes";
+  if (b.swizzle128 && b.box[0] * e > 128) return "the box's innermost extent is over the swizzle's 128 bytes";
   return "";
 }
 

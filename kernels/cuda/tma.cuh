@@ -18,9 +18,11 @@
 //                           `dst` in shared memory (128-byte aligned), dimension 0 fastest, and
 //                           completes box_bytes() bytes on the mbarrier `bar`
 //
-// Without swizzling, as kiln uses it, the box lands in shared memory exactly as it is walked: a box of
-// [8 elements, rows, W / 8] over a matrix viewed as [8, rows, W / 8] (strides: the element, the row,
-// 16 bytes) is the matrix's rows staged by pieces, wgmma's core matrices (kernels/wgmma_layout.h).
+// Without swizzling (the attention forward's copies), the box lands in shared memory exactly as it is
+// walked: a box of [8 elements, rows, W / 8] over a matrix viewed as [8, rows, W / 8] (strides: the
+// element, the row, 16 bytes) is the matrix's rows staged by pieces, wgmma's core matrices
+// (kernels/wgmma_layout.h). With Box::swizzle128 a box of [64 elements, rows] lands as a block of a
+// swizzled tile, which wgmma reads in its 128-byte swizzle mode.
 //
 // Compiled by the host compiler, this file runs on the emulator (kernels/simt/simt.h's bulk_copy): the
 // box lands when a thread waits on its barrier, and its destination holds NaN until then.
@@ -32,6 +34,7 @@
 #include "kernels/cuda/pipeline.cuh"
 #include "kernels/error.h"
 #include "kernels/tma_box.h"
+#include "kernels/wgmma_layout.h"
 
 #if defined(__CUDACC__)
 #include <cuda.h>
@@ -81,8 +84,8 @@ inline bool encode(const Box& b, Map* map) {
                                    : e == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
                                             : CU_TENSOR_MAP_DATA_TYPE_UINT64;
   return fn(map, type, kRank, const_cast<void*>(b.base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
-         CUDA_SUCCESS;
+            b.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // The map's address is the parameter's own (generic): a __grid_constant__ parameter may be addressed.
@@ -103,12 +106,15 @@ inline bool encode(const Box& b, Map* map) {
   return true;
 }
 
-// The box is read when it lands, not now: the copy keeps the map and the coordinates by value.
+// The box is read when it lands, not now: the copy keeps the map and the coordinates by value. With
+// the swizzle, a byte's place in the box is swizzled as its shared address would be (the destination
+// on 1024 bytes: the swizzle repeats every 1024).
 inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint64_t* bar,
                      simt::Site where = simt::Site::here()) {
-  if (reinterpret_cast<uintptr_t>(dst) % 128 != 0) {
+  const uintptr_t align = map.swizzle128 ? 1024 : 128;  // (the dynamic shared memory starts on 1024)
+  if (reinterpret_cast<uintptr_t>(dst) % align != 0) {
     throw Error("simt: tensor copy at " + std::string(where.file) + ":" + std::to_string(where.line) +
-                ": the destination is not aligned to 128 bytes");
+                ": the destination is not aligned to " + std::to_string(align) + " bytes");
   }
   std::array<int32_t, kRank> start{};
   for (int d = 0; d < kRank; ++d) start[d] = at[d];
@@ -116,9 +122,10 @@ inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint
       dst, map.box_bytes(), bar,
       [map, start](void* out) {
         const uint32_t e = map.elem_bytes();
-        auto* o = static_cast<unsigned char*>(out);
+        auto* out_base = static_cast<unsigned char*>(out);
         int64_t i[kRank] = {};  // the element's place in the box
-        for (uint32_t n = map.box_bytes() / e; n > 0; --n, o += e) {
+        for (uint32_t at_byte = 0; at_byte < map.box_bytes(); at_byte += e) {
+          unsigned char* o = out_base + (map.swizzle128 ? wgmma::swizzle128(at_byte) : at_byte);
           bool inside = true;
           uint64_t offset = 0;
           for (int d = 0; d < kRank; ++d) {

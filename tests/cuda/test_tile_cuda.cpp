@@ -91,18 +91,21 @@ TEST_CASE("tensor-core tiles: wgmma's identity probe reads B and V where the lay
 
 #include "tests/cuda/tma_selftest.h"
 
-// A tensor copy (TMA) of a matrix viewed by pieces, as the wgmma forward's producer copies its tiles
-// (tests/cuda/tma_selftest.h): the driver encodes the view (its pieces' stride, 16 bytes, is smaller
-// than its rows'), and the box lands as wgmma's core matrices with zeros past the matrix's ends. The
-// emulator runs the same cases (tests/kernels/test_simt.cpp). If the driver refuses the view, the
-// forward copies with cp.async instead, which this test reports.
-TEST_CASE("tensor-core tiles: a tensor copy lands a box by pieces, zeros past the ends", "[cuda][tile][hopper]") {
+// Tensor copies (TMA, tests/cuda/tma_selftest.h) of a matrix viewed by pieces, as the wgmma forward's
+// producer copies its tiles: the driver encodes the view (its pieces' stride, 16 bytes, is smaller
+// than its rows'), and the box lands as wgmma's core matrices with zeros past the matrix's ends. And
+// with the 128-byte swizzle, which must land as kiln's swizzle128 places it (what the swizzled wgmma
+// self-test reads). The emulator runs the same cases (tests/kernels/test_simt.cpp). If the driver
+// refuses the view by pieces, the forward copies with cp.async instead, which this test reports.
+TEST_CASE("tensor-core tiles: tensor copies land boxes by pieces and swizzled, zeros past the ends",
+          "[cuda][tile][hopper]") {
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
   for (const kiln::test::TmaSelftestCase& c : kiln::test::tma_selftest_cases()) {
-    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << " of " << c.rows << ", batch " << c.batch);
+    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << " of " << c.rows << ", batch " << c.batch
+              << (c.swizzle ? ", swizzled from column " + std::to_string(c.col0) : std::string()));
     const kiln::test::TmaSelftest got = kiln::test::run_tma_selftest(c);
-    const std::string broken = kiln::tma::invalid(kiln::test::tma_pieces_box(nullptr, c));
+    const std::string broken = kiln::tma::invalid(kiln::test::tma_selftest_box(nullptr, c));
     INFO("if the driver refused the map, kiln's check of its rules says: "
          << (broken.empty() ? "none broken" : broken));
     REQUIRE(got.encoded);

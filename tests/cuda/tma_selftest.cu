@@ -14,11 +14,11 @@ TmaSelftest run_tma_selftest(const TmaSelftestCase& c) {
   const auto check = [&](cudaError_t e, const char* what) { selftest_check(e, kTest, what); };
   const std::vector<uint16_t> m = tma_matrices(c);
   uint16_t *dm = nullptr, *out = nullptr;
-  const size_t elems = static_cast<size_t>(c.box_rows) * c.W;
+  const size_t elems = static_cast<size_t>(c.box_rows) * tma_box_cols(c);
   check(cudaMalloc(&dm, m.size() * sizeof(uint16_t)), "cudaMalloc");
   check(cudaMalloc(&out, elems * sizeof(uint16_t)), "cudaMalloc");
   check(cudaMemcpy(dm, m.data(), m.size() * sizeof(uint16_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  const tma::Box box = tma_pieces_box(dm, c);
+  const tma::Box box = tma_selftest_box(dm, c);
   TmaSelftest got;
   tma::Map map{};
   got.encoded = tma::encode(box, &map);
@@ -26,7 +26,7 @@ TmaSelftest run_tma_selftest(const TmaSelftestCase& c) {
     tile::SmemCarver sizes;
     const TmaSelftestSmem pieces(sizes, static_cast<int>(elems));
     (void)pieces;
-    tma_selftest_kernel<<<1, 128, sizes.bytes()>>>(map, c.row0, c.batch, box.box_bytes(), out);
+    tma_selftest_kernel<<<1, 128, sizes.bytes()>>>(map, tma_coordinates(c), box.box_bytes(), out);
     check(cudaGetLastError(), "launch");
     got.tile.resize(elems);
     check(cudaMemcpy(got.tile.data(), out, elems * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy back");

@@ -10,15 +10,30 @@
 #include <vector>
 
 #include "kernels/tma_box.h"
+#include "kernels/wgmma_layout.h"
 
 namespace kiln::test {
 
-// `batches` matrices of [rows, W] 16-bit values, one after another; the box of [8, box_rows, W / 8]
-// at row `row0` (which may run past either end) of matrix `batch`.
+// `batches` matrices of [rows, W] 16-bit values, one after another; the box at row `row0` (which may
+// run past either end) of matrix `batch`: without the swizzle a box of [8, box_rows, W / 8] over the
+// matrices viewed by pieces, with it a box of [64, box_rows] at column col0 over the matrices as they
+// are, landing as a 64-column block of a swizzled tile (wgmma::swizzled).
 struct TmaSelftestCase {
   int rows = 40, W = 64, batches = 2, box_rows = 64;
   int32_t row0 = 0, batch = 1;
+  bool swizzle = false;
+  int32_t col0 = 0;
 };
+
+// The box's coordinates, and the columns it covers.
+struct TmaAt {
+  int32_t at[tma::kRank];
+};
+inline TmaAt tma_coordinates(const TmaSelftestCase& c) {
+  if (c.swizzle) return {{c.col0, c.row0, c.batch, 0, 0}};
+  return {{0, c.row0, 0, c.batch, 0}};
+}
+inline int tma_box_cols(const TmaSelftestCase& c) { return c.swizzle ? 64 : c.W; }
 
 // The matrices' values: their index plus one (so a zero is a fill), modulo 2^16.
 inline std::vector<uint16_t> tma_matrices(const TmaSelftestCase& c) {
@@ -27,44 +42,66 @@ inline std::vector<uint16_t> tma_matrices(const TmaSelftestCase& c) {
   return m;
 }
 
-// The view of the matrices at `base` by pieces, with the case's box and the matrices as dimension 3,
-// as the attention forward builds its maps (make_forward_maps).
-inline tma::Box tma_pieces_box(const void* base, const TmaSelftestCase& c) {
-  const auto W = static_cast<uint64_t>(c.W);
+// The view of the matrices at `base` with the case's box: by pieces, the matrices as dimension 3, as
+// the attention forward builds its maps (make_forward_maps); or, swizzled, [W, rows, batches].
+inline tma::Box tma_selftest_box(const void* base, const TmaSelftestCase& c) {
+  const auto W = static_cast<uint64_t>(c.W), matrix_bytes = static_cast<uint64_t>(c.rows) * W * 2;
+  if (c.swizzle) {
+    tma::Box b;
+    b.base = base;
+    b.dims[0] = W;
+    b.dims[1] = static_cast<uint64_t>(c.rows);
+    b.dims[2] = static_cast<uint64_t>(c.batches);
+    b.strides[0] = 2;
+    b.strides[1] = W * 2;
+    b.strides[2] = matrix_bytes;
+    b.strides[3] = b.strides[4] = 16;
+    b.box[0] = 64;
+    b.box[1] = static_cast<uint32_t>(c.box_rows);
+    b.swizzle128 = true;
+    return b;
+  }
   tma::Box b = tma::pieces_view(base, static_cast<uint64_t>(c.rows), W * 2, static_cast<uint32_t>(c.W),
                                 static_cast<uint32_t>(c.box_rows));
   b.dims[3] = static_cast<uint64_t>(c.batches);
-  b.strides[3] = static_cast<uint64_t>(c.rows) * W * 2;
+  b.strides[3] = matrix_bytes;
   return b;
 }
 
-// The tile the copy lands: element e of row r of piece p at (p * box_rows + r) * 8 + e, the matrix's
-// (row0 + r, 8 p + e), zero where that row is outside it.
+// The tile the copy lands, as kiln stages it (kernels/wgmma_layout.h): the matrix's (row0 + r,
+// col0 + j) at by_pieces(box_rows, W).offset(r, j) (element e of row r of piece p at
+// (p * box_rows + r) * 8 + e), or at swizzled(box_rows, 64).offset(r, j); zero where that row is
+// outside the matrix.
 inline std::vector<uint16_t> tma_expected(const TmaSelftestCase& c) {
   const std::vector<uint16_t> m = tma_matrices(c);
-  std::vector<uint16_t> out(static_cast<size_t>(c.box_rows) * c.W, 0);
-  for (int p = 0; p < c.W / 8; ++p) {
-    for (int r = 0; r < c.box_rows; ++r) {
-      const int row = c.row0 + r;
-      if (row < 0 || row >= c.rows) continue;
-      for (int e = 0; e < 8; ++e) {
-        out[static_cast<size_t>((p * c.box_rows + r) * 8 + e)] =
-            m[(static_cast<size_t>(c.batch) * c.rows + row) * c.W + 8 * p + e];
-      }
+  const int cols = tma_box_cols(c);
+  const wgmma::Staging s = c.swizzle ? wgmma::swizzled(c.box_rows, cols) : wgmma::by_pieces(c.box_rows, cols);
+  std::vector<uint16_t> out(static_cast<size_t>(c.box_rows) * cols, 0);
+  for (int r = 0; r < c.box_rows; ++r) {
+    const int row = c.row0 + r;
+    if (row < 0 || row >= c.rows) continue;
+    for (int j = 0; j < cols; ++j) {
+      out[static_cast<size_t>(s.offset(r, j))] = m[(static_cast<size_t>(c.batch) * c.rows + row) * c.W + c.col0 + j];
     }
   }
   return out;
 }
 
-// The cases both tests run: rows past the end, before the start, a 128-row box, head dim 128.
+// The cases both tests run: rows past the end, before the start, a 128-row box, head dim 128; and
+// swizzled, the second 64 columns of 128, rows past the end.
 inline std::vector<TmaSelftestCase> tma_selftest_cases() {
-  std::vector<TmaSelftestCase> cases(4);
+  std::vector<TmaSelftestCase> cases(6);
   cases[1].row0 = -8;
   cases[2].box_rows = 128;
   cases[2].row0 = 5;
   cases[3].W = 128;
   cases[3].row0 = 30;
   cases[3].batch = 0;
+  cases[4].swizzle = true;
+  cases[5].swizzle = true;
+  cases[5].W = 128;
+  cases[5].col0 = 64;
+  cases[5].row0 = 3;
   return cases;
 }
 

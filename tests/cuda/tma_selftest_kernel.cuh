@@ -10,19 +10,20 @@
 #include "kernels/cuda/pipeline.cuh"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/tile_layout.h"
+#include "tests/cuda/tma_selftest.h"
 
 namespace kiln::test {
 
 // The dynamic shared memory: the barrier, and the tile of `elems` 16-bit values where a tensor copy
-// may land (128-byte aligned).
+// may land (on 1024 bytes, as a swizzled one must).
 struct TmaSelftestSmem {
   uint64_t* bar;
   uint16_t* tile;
   KILN_HD TmaSelftestSmem(tile::SmemCarver& c, int elems)
-      : bar(c.take<uint64_t>(1, sizeof(uint64_t))), tile(c.take<uint16_t>(elems, 128)) {}
+      : bar(c.take<uint64_t>(1, sizeof(uint64_t))), tile(c.take<uint16_t>(elems, 1024)) {}
 };
 
-__global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, int32_t row0, int32_t batch, uint32_t bytes,
+__global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, const TmaAt at, uint32_t bytes,
                                     uint16_t* out) {
   tile::SmemCarver carve(cuda_detail::dynamic_smem());
   const int elems = static_cast<int>(bytes / 2);
@@ -34,8 +35,7 @@ __global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, int32_
   __syncthreads();
   if (threadIdx.x == 0) {
     pipeline::mbarrier_arrive_expect_tx(smem.bar, bytes);
-    const int32_t at[tma::kRank] = {0, row0, 0, batch, 0};
-    tma::copy_box(smem.tile, map, at, smem.bar);
+    tma::copy_box(smem.tile, map, at.at, smem.bar);
   }
   pipeline::mbarrier_wait(smem.bar, 0);
   for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) out[i] = smem.tile[i];

@@ -617,6 +617,18 @@ TEST_CASE("simt: tensor copies whose bytes do not add up, that never land, or th
                                   tma::copy_box(dst + 8, map, at, bar);
                                 }),
                     Contains("tensor copy at") && Contains("not aligned to 128 bytes"));
+  // A swizzled box at 128 bytes past a 1024-byte boundary (copy_destination's place): the swizzle
+  // repeats every 1024 bytes, and a swizzled tile starts on one.
+  tma::Box swizzled = box;
+  swizzled.swizzle128 = true;
+  tma::Map swizzled_map;
+  REQUIRE(tma::encode(swizzled, &swizzled_map));
+  CHECK_THROWS_WITH(tensor_copy(schedule,
+                                [&](uint64_t* bar, uint16_t* dst) {
+                                  pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes());
+                                  tma::copy_box(dst, swizzled_map, at, bar);
+                                }),
+                    Contains("not aligned to 1024 bytes"));
   // A copy nobody waits for.
   CHECK_THROWS_WITH(simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 8 + 128 + 1024),
                                  [&] {
@@ -641,25 +653,30 @@ TEST_CASE("simt: tensor copies whose bytes do not add up, that never land, or th
   CHECK(refused([](tma::Box& b) { b.dims[2] = 0; }) == "dimension 2: size 0");
   CHECK(refused([](tma::Box& b) { b.box[0] = 4; }) == "the box's innermost extent is not a multiple of 16 bytes");
   CHECK(refused([](tma::Box& b) { b.strides[0] = 3; }) == "elements of 3 bytes");
+  CHECK(refused([](tma::Box& b) {
+          b.swizzle128 = true;
+          b.box[0] = 72;
+        }) == "the box's innermost extent is over the swizzle's 128 bytes");
 }
 
 // The TMA self-test (tests/cuda/tma_selftest.h) on the emulator: the cases the GPU test runs on the
 // hardware, through the same kernel, land the same expected tiles here.
-TEST_CASE("simt: the TMA self-test's boxes land by pieces, as the GPU test expects them", "[simt]") {
+TEST_CASE("simt: the TMA self-test's boxes land by pieces and swizzled, as the GPU test expects them", "[simt]") {
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
   for (const test::TmaSelftestCase& c : test::tma_selftest_cases()) {
-    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << ", batch " << c.batch);
+    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << ", batch " << c.batch
+              << (c.swizzle ? ", swizzled from column " : "") << (c.swizzle ? std::to_string(c.col0) : ""));
     const std::vector<uint16_t> m = test::tma_matrices(c);
-    const tma::Box box = test::tma_pieces_box(m.data(), c);
+    const tma::Box box = test::tma_selftest_box(m.data(), c);
     tma::Map map;
     REQUIRE(tma::encode(box, &map));
-    const int elems = c.box_rows * c.W;
+    const int elems = c.box_rows * test::tma_box_cols(c);
     std::vector<uint16_t> got(static_cast<size_t>(elems), 1);
     tile::SmemCarver sizes;
     const test::TmaSelftestSmem pieces(sizes, elems);
     (void)pieces;
     const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule, sizes.bytes()), [&] {
-      test::tma_selftest_kernel(map, c.row0, c.batch, box.box_bytes(), got.data());
+      test::tma_selftest_kernel(map, test::tma_coordinates(c), box.box_bytes(), got.data());
     });
     CHECK(got == test::tma_expected(c));
     CHECK(stats.bulk_copies == 1);
