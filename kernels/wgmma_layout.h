@@ -43,9 +43,8 @@ inline constexpr int kCore = 8, kCoreBytes = kCore * kCore * 2;
 KILN_HD constexpr int64_t stage_offset(int64_t row, int64_t col, int64_t W) {
   return ((row / kCore) * (W / kCore) + col / kCore) * (kCore * kCore) + (row % kCore) * kCore + col % kCore;
 }
-// Byte distances in a staged tile: to the core matrix of the next 8 columns, and of the next 8 rows.
+// Byte distance in a tile staged so: to the core matrix of the next 8 columns (Staging has the rest).
 KILN_HD constexpr uint32_t next_cols_bytes() { return kCoreBytes; }
-KILN_HD constexpr uint32_t next_rows_bytes(int64_t W) { return static_cast<uint32_t>(W / kCore) * kCoreBytes; }
 
 // The descriptor: start address, LBO and SBO in 16-byte units in bits 0-13, 16-29 and 32-45, and in
 // bits 62-63 the swizzle mode: 0 none, 1 128-byte (kSwizzle128; 2 and 3, 64- and 32-byte, kiln does
