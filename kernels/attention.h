@@ -49,12 +49,15 @@ struct AttentionArgs {
   // attention_tc_backward_fits), and with `wgmma` too the ones on Hopper's warpgroup mma where the
   // build and the device have them; with `wgmma_producer` the forward's warp-specialized kernel, whose
   // consumer warpgroups take turns issuing their products with `wgmma_pingpong`, and whose producer
-  // loads with tensor copies (TMA) with `wgmma_tma` where the operands allow (else with cp.async).
+  // loads with tensor copies (TMA) with `wgmma_tma` where the operands allow (else with cp.async);
+  // its tiles, and the forward without the producer's, are staged with the 128-byte swizzle with
+  // `wgmma_swizzle`, else by pieces (kernels/wgmma_layout.h).
   bool tensor_cores = false;
   bool wgmma = false;
   bool wgmma_producer = true;
   bool wgmma_pingpong = true;
   bool wgmma_tma = true;
+  bool wgmma_swizzle = true;
 };
 
 // Sets out/dout, dq, dk and dv to contiguous [batch..., L, Ev], [batch..., L, E], [batch..., S, E]

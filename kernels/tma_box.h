@@ -78,4 +78,21 @@ inline Box pieces_view(const void* base, uint64_t rows, uint64_t row_bytes, uint
   return b;
 }
 
+// The same matrix as it is, [W, rows], for copies with the 128-byte swizzle: a box of [64, box_rows]
+// at column 64 c lands as block c of the tile staged swizzled (wgmma::swizzled), so a tile W wide
+// takes W / 64 copies, one per block. Dimensions 2 .. 4 are left for the caller, at size 1.
+inline Box swizzled_view(const void* base, uint64_t rows, uint64_t row_bytes, uint32_t W, uint32_t box_rows) {
+  Box b;
+  b.base = base;
+  b.dims[0] = W;
+  b.dims[1] = rows;
+  b.strides[0] = 2;
+  b.strides[1] = row_bytes;
+  b.strides[2] = b.strides[3] = b.strides[4] = 16;
+  b.box[0] = 64;
+  b.box[1] = box_rows;
+  b.swizzle128 = true;
+  return b;
+}
+
 }  // namespace kiln::tma

@@ -14,18 +14,19 @@
 // contiguous bytes each. A 64-bit descriptor says where the first core matrix is and how far apart
 // the others are: LBO (the leading-dimension byte offset) between core matrices adjacent along K, SBO
 // (the stride-dimension byte offset) between core matrices adjacent along M or N. Without swizzling
-// (the mode kiln uses) an operand is either
+// (the backward's mode; the forward's other) an operand is either
 //   K-major:  a core matrix's rows run along M/N and its 16 bytes along K (K contiguous), or
 //   MN-major: its rows run along K and its 16 bytes along M/N (M/N contiguous), B only with the
 //             instruction's transpose flag for 16-bit types.
 // kiln stages a [rows, W] row-major tile (W a multiple of 8) with each 8 x 8 block as one core matrix,
 // the W / 8 blocks of an 8-row group side by side (stage_offset), or the rows' blocks of 8 columns one
-// after another (by_pieces, the attention forward's). The same bytes then serve both ways:
+// after another (by_pieces, the attention forward's A/B). The same bytes then serve both ways:
 // with rows along M/N and W along K (K-major: attention's Q and K in Q K^T), or with rows along K
 // and W along N (MN-major: attention's V in P V). Without swizzling the 16-byte stores that fill a
 // core matrix's 8 rows hit 8 different 16-byte bank groups, so a warp stages without bank conflicts.
 // A tile can also be staged with the 128-byte swizzle (Staging, swizzled), the layout of tensor copies
-// whose box rows are 128 bytes; the same bytes again serve both ways, in the descriptors' swizzle mode.
+// whose box rows are 128 bytes and the attention forward's; the same bytes again serve both ways, in
+// the descriptors' swizzle mode.
 #pragma once
 
 #include <cstdint>
@@ -135,12 +136,17 @@ struct Staging {
   KILN_HD constexpr int64_t offset(int64_t row, int64_t col) const {
     return (order == Order::kSwizzled ? swizzle128(position(row, col)) : position(row, col)) / 2;
   }
-  // Not swizzled: row and column of the first element of the m-th core matrix in memory.
-  KILN_HD constexpr int64_t core_row(int64_t m) const {
-    return (order == Order::kPieces ? m % (rows / kCore) : m / (W / kCore)) * kCore;
+  // Row and first column of the i-th 16-byte piece (8 elements of a row) in memory order: not
+  // swizzled, piece i % 8 of core matrix i / 8; swizzled, chunk i % 8 of row i / 8 % rows of block
+  // i / (8 rows), before the swizzle. Copies that take consecutive pieces write contiguous bytes, or,
+  // swizzled, 128-byte rows whose chunks land in 8 different bank groups.
+  KILN_HD constexpr int64_t piece_row(int64_t i) const {
+    if (order == Order::kSwizzled) return i / kCore % rows;
+    return (order == Order::kPieces ? i / kCore % (rows / kCore) : i / kCore / (W / kCore)) * kCore + i % kCore;
   }
-  KILN_HD constexpr int64_t core_col(int64_t m) const {
-    return (order == Order::kPieces ? m / (rows / kCore) : m % (W / kCore)) * kCore;
+  KILN_HD constexpr int64_t piece_col(int64_t i) const {
+    if (order == Order::kSwizzled) return i / (kCore * rows) * 64 + i % kCore * kCore;
+    return (order == Order::kPieces ? i / kCore / (rows / kCore) : i / kCore % (W / kCore)) * kCore;
   }
 };
 KILN_HD constexpr Staging by_row_groups(int64_t W) { return Staging{0, W, Order::kRowGroups}; }

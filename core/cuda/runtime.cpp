@@ -35,6 +35,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma_pingpong = pingpong == nullptr || std::string(pingpong) != "0";
     const char* tma = std::getenv("KILN_ATTENTION_WGMMA_TMA");
     m.attention_wgmma_tma = tma == nullptr || std::string(tma) != "0";
+    const char* swizzle = std::getenv("KILN_ATTENTION_WGMMA_SWIZZLE");
+    m.attention_wgmma_swizzle = swizzle == nullptr || std::string(swizzle) != "0";
     return m;
   }();
   return s;

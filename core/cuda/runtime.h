@@ -163,6 +163,11 @@ struct MathSwitches {
   // 16-byte aligned and the driver encodes the maps; elsewhere, or with false, with cp.async (every
   // producer thread copies 16-byte pieces). KILN_ATTENTION_WGMMA_TMA=0 turns it off at start.
   bool attention_wgmma_tma = true;
+  // With attention_wgmma, the forward stages its tiles in shared memory with the 128-byte swizzle
+  // (the tensor copies write them so, wgmma reads them in its swizzle mode); false: by pieces, the
+  // layout without a swizzle, to measure what it is worth. KILN_ATTENTION_WGMMA_SWIZZLE=0 turns it
+  // off at start.
+  bool attention_wgmma_swizzle = true;
 };
 MathSwitches& math_switches();
 

@@ -111,6 +111,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.wgmma_producer = cuda::math_switches().attention_wgmma_producer;
   a.wgmma_pingpong = cuda::math_switches().attention_wgmma_pingpong;
   a.wgmma_tma = cuda::math_switches().attention_wgmma_tma;
+  a.wgmma_swizzle = cuda::math_switches().attention_wgmma_swizzle;
   return p;
 }
 

@@ -10,22 +10,41 @@
 namespace kiln {
 namespace {
 
-struct WgmmaForward {
+// The warp-specialized forward with its tiles staged in kOrder (AttentionArgs::wgmma_swizzle).
+template <wgmma::Order kOrder> struct WgmmaForward {
+  template <typename T, int D> using Smem = attention_tc::WgmmaForwardSmem<T, D, kOrder>;
   template <typename T, int D, bool kDropout> static auto get() {
-    return &attention_tc::attention_forward_wgmma_kernel<T, D, kDropout>;
+    return &attention_tc::attention_forward_wgmma_kernel<T, D, kDropout, kOrder>;
   }
   template <int D> static constexpr int threads() { return attention_tc::kWgmmaForwardThreads<D>; }
   template <int D> static constexpr int rows() { return attention_tc::kWgmmaForwardRows<D>; }
 };
 
 // The forward without its producer warpgroup (AttentionArgs::wgmma_producer false), for the A/B.
-struct WgmmaSyncForward {
+template <wgmma::Order kOrder> struct WgmmaSyncForward {
+  template <typename T, int D> using Smem = attention_tc::WgmmaForwardSmem<T, D, kOrder>;
   template <typename T, int D, bool kDropout> static auto get() {
-    return &attention_tc::attention_forward_wgmma_sync_kernel<T, D, kDropout>;
+    return &attention_tc::attention_forward_wgmma_sync_kernel<T, D, kDropout, kOrder>;
   }
   template <int D> static constexpr int threads() { return attention_tc::kWgmmaSyncForwardThreads<D>; }
   template <int D> static constexpr int rows() { return attention_tc::kWgmmaForwardRows<D>; }
 };
+
+// Launches the forward with the tiles staged in kOrder; true when its producer copies with TMA.
+template <wgmma::Order kOrder>
+bool forward_in(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,
+                const KernelContext& ctx) {
+  if (a.wgmma_producer) {
+    using F = WgmmaForward<kOrder>;
+    const attention_tc::WgmmaForwardMaps maps = attention_tc::make_forward_maps(
+        attention_tc::make_tc_params(a, q, k, v), static_cast<int>(a.E), q, k, v, kOrder, a.wgmma_tma);
+    attention_tc::launch_forward<F::template Smem, F>(out, lse, q, k, v, a, ctx, maps);
+    return maps.on;
+  }
+  using F = WgmmaSyncForward<kOrder>;
+  attention_tc::launch_forward<F::template Smem, F>(out, lse, q, k, v, a, ctx);
+  return false;
+}
 
 struct WgmmaBackward {
   template <typename T, int D, bool kDropout> static auto dq() {
@@ -44,15 +63,8 @@ struct WgmmaBackward {
 
 bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx) {
-  if (a.wgmma_producer) {
-    const attention_tc::WgmmaForwardMaps maps =
-        attention_tc::make_forward_maps(attention_tc::make_tc_params(a, q, k, v), static_cast<int>(a.E), q, k, v,
-                                        a.wgmma_tma);
-    attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaForward>(out, lse, q, k, v, a, ctx, maps);
-    return maps.on;
-  }
-  attention_tc::launch_forward<attention_tc::WgmmaForwardSmem, WgmmaSyncForward>(out, lse, q, k, v, a, ctx);
-  return false;
+  return a.wgmma_swizzle ? forward_in<wgmma::Order::kSwizzled>(out, lse, q, k, v, a, ctx)
+                         : forward_in<wgmma::Order::kPieces>(out, lse, q, k, v, a, ctx);
 }
 
 void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,

@@ -11,9 +11,10 @@
 // the other one does, and the producer runs ahead as far as the buffers allow. The producer gives back
 // most of its registers (setmaxnreg) for the consumers to take.
 // What changes from mma.sync is where the operands live and how big one instruction is:
-// - The block's Q rows and each key tile of K and V are staged in shared memory in wgmma's core-matrix
-//   layout (kernels/wgmma_layout.h). The instruction reads them there through descriptors: nothing is
-//   loaded into registers lane by lane, as mma.sync's B tiles are.
+// - The block's Q rows and each key tile of K and V are staged in shared memory in a layout wgmma
+//   reads (kernels/wgmma_layout.h): with the 128-byte swizzle, as FlashAttention-3's are, or by pieces
+//   (the template parameter kOrder, AttentionArgs::wgmma_swizzle). The instruction reads them there
+//   through descriptors: nothing is loaded into registers lane by lane, as mma.sync's B tiles are.
 // - S = Q K^T for a tile of 64 keys is D / 16 instructions of 64 x 64 x 16 for the whole warpgroup
 //   (mma.sync: 8 D / 16 per warp); both operands K-major from shared memory.
 // - P V is 4 instructions of 64 x D x 16, P from registers (the score accumulators re-read as A
@@ -27,9 +28,9 @@
 // warpgroups it overlaps as FlashAttention-3 does too (ping-pong, WgmmaForwardHandoff): they take
 // turns issuing their products, so one's products run while the other computes its softmax. And as
 // in FlashAttention-3 the producer loads with tensor copies (TMA, kernels/cuda/tma.cuh): one thread
-// issues a tile's copy, which completes on the consumers' barrier (produce_forward_tiles_tma). Where
-// the operands do not allow it, its 128 threads copy with cp.async (produce_forward_tiles). Not yet
-// done: swizzled layouts (the tiles are staged by pieces, which a tensor copy writes 16 bytes a row).
+// issues a tile's copies, which complete on the consumers' barrier (produce_forward_tiles_tma), rows
+// of 128 bytes that the copy engine swizzles as it writes them. Where the operands do not allow it,
+// its 128 threads copy with cp.async (produce_forward_tiles) into the same layout.
 //
 // attention_forward_wgmma_sync_kernel, at the end, is the same forward without the producer: the
 // consumers load the tiles themselves (stream_tiles), for measuring what warp specialization is worth.
@@ -77,18 +78,22 @@ inline constexpr int kWgmmaKBuffers = kStages < 2 ? 2 : kStages;
 inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 
 // The shared memory: the block's query rows, kWgmmaKBuffers key tiles of K and kWgmmaVBuffers of V,
-// all staged by pieces (q_staging(), tile_staging(): the layout the producer's tensor copies write,
-// kernels/wgmma_layout.h), each 128-byte aligned (a core matrix, and what a tensor copy asks); and the
-// barriers of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the tile's
-// K and V are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with its
-// K), per V buffer `v_empty`.
+// all staged in kOrder (q_staging(), tile_staging(), kernels/wgmma_layout.h): swizzled, the layout
+// the producer's tensor copies write with the 128-byte swizzle, each tile on 1024 bytes; or by pieces,
+// the layout they write without it, each tile on 128 (a core matrix, and what a tensor copy asks). And
+// the barriers of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the
+// tile's K and V are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with
+// its K), per V buffer `v_empty`.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, which its descriptor
-// starts at (q_staging().offset(64 g, 0)) and reads with the tile's distances.
-template <typename T, int D> struct WgmmaForwardSmem {
+// starts at (q_staging().position(64 g, 0)) and reads with the tile's distances.
+template <typename T, int D, wgmma::Order kOrder> struct WgmmaForwardSmem {
+  static_assert(kOrder != wgmma::Order::kRowGroups, "the forward stages as its tensor copies write");
   static constexpr int kTileElems = kWgmmaKeyTile * D;
+  static constexpr uintptr_t kAlign = kOrder == wgmma::Order::kSwizzled ? 1024 : wgmma::kCoreBytes;
+  static_assert(kTileElems * sizeof(T) % kAlign == 0, "every buffer of a tile as aligned as the first");
   // (Functions, not constants: device code cannot take a static member object's address.)
-  KILN_HD static constexpr wgmma::Staging q_staging() { return wgmma::by_pieces(kWgmmaForwardRows<D>, D); }
-  KILN_HD static constexpr wgmma::Staging tile_staging() { return wgmma::by_pieces(kWgmmaKeyTile, D); }
+  KILN_HD static constexpr wgmma::Staging q_staging() { return wgmma::Staging{kWgmmaForwardRows<D>, D, kOrder}; }
+  KILN_HD static constexpr wgmma::Staging tile_staging() { return wgmma::Staging{kWgmmaKeyTile, D, kOrder}; }
   T* q;
   T* k;
   T* v;
@@ -96,29 +101,29 @@ template <typename T, int D> struct WgmmaForwardSmem {
   uint64_t* k_empty;
   uint64_t* v_empty;
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
-      : q(c.take<T>(kWgmmaForwardRows<D> * D, wgmma::kCoreBytes)),
-        k(c.take<T>(kWgmmaKBuffers * kTileElems, wgmma::kCoreBytes)),
-        v(c.take<T>(kWgmmaVBuffers * kTileElems, wgmma::kCoreBytes)),
+      : q(c.take<T>(kWgmmaForwardRows<D> * D, kAlign)),
+        k(c.take<T>(kWgmmaKBuffers * kTileElems, kAlign)),
+        v(c.take<T>(kWgmmaVBuffers * kTileElems, kAlign)),
         full(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
         k_empty(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
         v_empty(c.take<uint64_t>(kWgmmaVBuffers, sizeof(uint64_t))) {}
 };
 
 // Starts copying rows [r0, r0 + rows) of a row-strided [count, D] operand into a staged [rows, D] tile
-// (zeros past `count`), by row groups (the backward's tiles) or with kByPieces by pieces (the
-// forward's, as its tensor copies write them; kernels/wgmma_layout.h), one 16-byte piece (a core
-// matrix's row) per thread and pass, by `threads` threads of which this is the `thread`-th (by default
-// the block's); the caller commits and waits (async_copy.cuh). Consecutive threads take consecutive
-// rows of one core matrix, and then of the next one in memory, so they write contiguous bytes.
-template <typename T, int D, bool kByPieces = false>
+// (zeros past `count`) in kOrder: by row groups (the backward's tiles), or as the forward's tensor
+// copies write, by pieces or swizzled (kernels/wgmma_layout.h). One 16-byte piece per thread and pass,
+// by `threads` threads of which this is the `thread`-th (by default the block's); the caller commits
+// and waits (async_copy.cuh). Consecutive threads take consecutive pieces in memory (Staging::
+// piece_row, piece_col): contiguous bytes, or swizzled, the 8 chunks of a row of 128 bytes, which
+// the swizzle spreads over all bank groups; either way a warp stores without bank conflicts.
+template <typename T, int D, wgmma::Order kOrder = wgmma::Order::kRowGroups>
 __device__ __forceinline__ void stage_cores(T* tile, const T* base, int64_t row_stride, int64_t r0, int64_t count,
                                             int rows, bool wide, int thread = static_cast<int>(threadIdx.x),
                                             int threads = static_cast<int>(blockDim.x)) {
   static_assert(wgmma::kCore == tile::kPieceElems, "a core matrix's row is one 16-byte piece");
-  const wgmma::Staging staged = kByPieces ? wgmma::by_pieces(rows, D) : wgmma::by_row_groups(D);
+  const wgmma::Staging staged{rows, D, kOrder};
   const auto place = [staged](int idx) {
-    const int m = idx / wgmma::kCore;  // the core matrix, in memory order
-    const int r = static_cast<int>(staged.core_row(m)) + idx % wgmma::kCore, col = static_cast<int>(staged.core_col(m));
+    const auto r = static_cast<int>(staged.piece_row(idx)), col = static_cast<int>(staged.piece_col(idx));
     return tile::Piece{r, col, static_cast<int>(staged.offset(r, col))};
   };
   tile::copy_rows_async<D>(tile, place, base, row_stride, r0, count, rows, wide, thread, threads);
@@ -137,26 +142,26 @@ __device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, 
 // plain writes before the tensor cores read them) and arrives on its `full` barrier only after
 // starting tile u's, so that two tiles' copies can fly. `full` completes when all 128 producer
 // threads have arrived.
-template <typename T, int D>
-__device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, D>& smem, const T* q, const T* k,
-                                                      const T* v, const TcParams& p, const AttentionOffsets& offs,
-                                                      int64_t i0, int64_t tiles) {
-  using Smem = WgmmaForwardSmem<T, D>;
+template <typename T, int D, wgmma::Order kOrder>
+__device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, D, kOrder>& smem, const T* q,
+                                                      const T* k, const T* v, const TcParams& p,
+                                                      const AttentionOffsets& offs, int64_t i0, int64_t tiles) {
+  using Smem = WgmmaForwardSmem<T, D, kOrder>;
   using pipeline::pipeline_parity;
   const int thread = static_cast<int>(threadIdx.x) - kWgmmaConsumerThreads;
   constexpr int kThreads = wgmma::kThreads;
-  stage_cores<T, D, true>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
+  stage_cores<T, D, kOrder>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
 #pragma unroll 1
   for (int u = 0;; ++u) {
     if (u < tiles) {
       const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
       // Wait until the consumers released tile u - kBuffers from the buffer (at once the first time round).
       pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
-      stage_cores<T, D, true>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0,
-                              p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
+      stage_cores<T, D, kOrder>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0,
+                                p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
       pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
-      stage_cores<T, D, true>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0,
-                              p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
+      stage_cores<T, D, kOrder>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0,
+                                p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
     }
     tile::commit_copies();  // an empty group past the last tile: the wait below is the same
     if (u > 0) {
@@ -171,43 +176,53 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
 
 // The tensor maps of the producer's tensor copies (TMA, kernels/cuda/tma.cuh), or `on` false where it
 // copies with cp.async (AttentionArgs::wgmma_tma off, rows not 16-byte aligned, more than two batch
-// dims, a driver without TMA). Each views its operand as [8 elements, rows, D / 8 pieces, batch dims]
-// (strides: the element, the row, 16 bytes, the batch strides), so that a box of [8, rows, D / 8]
-// lands staged by pieces: Q's box is the block's 128 rows, K's and V's a key tile's 64. Rows past L
-// or S are zeros, as the tensor copy writes them. A batch dim along which the operand broadcasts
-// (stride 0) is left at size 1 and coordinate 0.
+// dims, a driver without TMA). Their boxes land the tiles as the forward stages them
+// (kernels/tma_box.h):
+// - swizzled, each operand viewed as it is, [D, rows, batch dims], and a tile taking D / 64 boxes of
+//   [64, rows] (128-byte rows, the swizzle's), one per block of 64 columns;
+// - by pieces, each viewed as [8 elements, rows, D / 8 pieces, batch dims] (strides: the element, the
+//   row, 16 bytes, the batch strides), and a tile taking one box of [8, rows, D / 8].
+// The rows are the block's 128 for Q, a key tile's 64 for K and V. Rows past L or S are zeros, as the
+// tensor copy writes them. A batch dim along which the operand broadcasts (stride 0) is left at size 1
+// and coordinate 0.
 struct WgmmaForwardMaps {
   tma::Map q, k, v;
   bool on;
 };
+// The first of the maps' batch dims.
+KILN_HD constexpr int forward_batch_dim(wgmma::Order order) { return order == wgmma::Order::kSwizzled ? 2 : 3; }
 
-// Coordinates of batch entry b along the maps' batch dims (3 and 4), for an operand with `strides`.
-KILN_HD void batch_coordinates(const AttentionBatch& layout, const int64_t* strides, int64_t b, int32_t& c3,
-                               int32_t& c4) {
-  c3 = c4 = 0;  // (two variables, not an array indexed by d, which would live in local memory)
+// Coordinates of batch entry b along the maps' two batch dims, for an operand with `strides`.
+KILN_HD void batch_coordinates(const AttentionBatch& layout, const int64_t* strides, int64_t b, int32_t& c0,
+                               int32_t& c1) {
+  c0 = c1 = 0;  // (two variables, not an array indexed by d, which would live in local memory)
   for (int d = layout.ndim - 1; d >= 0; --d) {
     const auto idx = static_cast<int32_t>(b % layout.sizes[d]);
     b /= layout.sizes[d];
     if (strides[d] == 0) continue;
-    if (d == 0) c3 = idx;
-    else if (d == 1) c4 = idx;
+    if (d == 0) c0 = idx;
+    else if (d == 1) c1 = idx;
   }
 }
 
-// The maps for operands q, k, v of the forward with head dim D (host code).
+// The maps for operands q, k, v of the forward with head dim D, its tiles staged in `order` (host
+// code).
 inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* q, const void* k, const void* v,
-                                          bool want) {
+                                          wgmma::Order order, bool want) {
   WgmmaForwardMaps maps{};
   const AttentionBatch& l = p.layout;
   if (!want || !p.wide || l.ndim > 2 || p.L < 1 || p.S < 1) return maps;
+  const int first = forward_batch_dim(order);
   const auto view = [&](const void* base, int64_t rows, int64_t row_stride, const int64_t* strides, int box_rows) {
-    tma::Box b = tma::pieces_view(base, static_cast<uint64_t>(rows), static_cast<uint64_t>(row_stride) * 2,
-                                  static_cast<uint32_t>(D), static_cast<uint32_t>(box_rows));
-    // Dims 3 and 4 stay at size 1 where unused or broadcast (stride 0), never stepped along.
+    const auto n = static_cast<uint64_t>(rows), row_bytes = static_cast<uint64_t>(row_stride) * 2;
+    tma::Box b = order == wgmma::Order::kSwizzled
+                     ? tma::swizzled_view(base, n, row_bytes, static_cast<uint32_t>(D), static_cast<uint32_t>(box_rows))
+                     : tma::pieces_view(base, n, row_bytes, static_cast<uint32_t>(D), static_cast<uint32_t>(box_rows));
+    // The batch dims stay at size 1 where unused or broadcast (stride 0), never stepped along.
     for (int d = 0; d < l.ndim; ++d) {
       if (strides[d] == 0) continue;
-      b.dims[3 + d] = static_cast<uint64_t>(l.sizes[d]);
-      b.strides[3 + d] = static_cast<uint64_t>(strides[d]) * 2;
+      b.dims[first + d] = static_cast<uint64_t>(l.sizes[d]);
+      b.strides[first + d] = static_cast<uint64_t>(strides[d]) * 2;
     }
     return b;
   };
@@ -220,33 +235,44 @@ inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* 
 // The producer with tensor copies: one thread of the producer warpgroup issues them all (the others
 // have nothing to do and exit). Per key tile it waits for K's buffer, tells the tile's `full` barrier
 // how many bytes to wait for (K's and V's, and with tile 0 the block's Q rows) with its one arrival,
-// starts K's copy, waits for V's buffer and starts V's. The copies complete the barrier's phase as
+// starts K's copies, waits for V's buffer and starts V's. The copies complete the barrier's phase as
 // they land: no thread waits for them, and no proxy fence is needed (the copy engine and wgmma both
-// work in the async proxy).
-template <typename T, int D>
-__device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem<T, D>& smem,
+// work in the async proxy). A tile is kBoxes copies, one per block of 64 columns where swizzled.
+template <typename T, int D, wgmma::Order kOrder>
+__device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem<T, D, kOrder>& smem,
                                                           const WgmmaForwardMaps& maps, const TcParams& p, int64_t b,
                                                           int64_t i0, int64_t tiles) {
-  using Smem = WgmmaForwardSmem<T, D>;
+  using Smem = WgmmaForwardSmem<T, D, kOrder>;
   using pipeline::pipeline_parity;
   if (static_cast<int>(threadIdx.x) != kWgmmaConsumerThreads) return;
+  constexpr bool kSwizzled = kOrder == wgmma::Order::kSwizzled;
+  constexpr int kBoxes = kSwizzled ? D / 64 : 1, kBatch = forward_batch_dim(kOrder);
   constexpr uint32_t kTileBytes = Smem::kTileElems * sizeof(T);
   constexpr uint32_t kQBytes = kWgmmaForwardRows<D> * D * sizeof(T);
   int32_t q_at[tma::kRank] = {0, static_cast<int32_t>(i0), 0, 0, 0};
   int32_t k_at[tma::kRank] = {}, v_at[tma::kRank] = {};
-  batch_coordinates(p.layout, p.layout.q, b, q_at[3], q_at[4]);
-  batch_coordinates(p.layout, p.layout.k, b, k_at[3], k_at[4]);
-  batch_coordinates(p.layout, p.layout.v, b, v_at[3], v_at[4]);
+  batch_coordinates(p.layout, p.layout.q, b, q_at[kBatch], q_at[kBatch + 1]);
+  batch_coordinates(p.layout, p.layout.k, b, k_at[kBatch], k_at[kBatch + 1]);
+  batch_coordinates(p.layout, p.layout.v, b, v_at[kBatch], v_at[kBatch + 1]);
+  // A tile staged as `s`, its box at `at` (the column left at 0 after).
+  const auto copy = [](T* dst, wgmma::Staging s, const tma::Map& map, int32_t(&at)[tma::kRank], uint64_t* full) {
+#pragma unroll
+    for (int c = 0; c < kBoxes; ++c) {
+      at[0] = kSwizzled ? 64 * c : 0;
+      tma::copy_box(dst + s.position(0, 64 * c) / sizeof(T), map, at, full);
+    }
+    at[0] = 0;
+  };
 #pragma unroll 1
   for (int u = 0; u < tiles; ++u) {
     k_at[1] = v_at[1] = u * kWgmmaKeyTile;
     uint64_t* full = stage_buffer<kWgmmaKBuffers>(smem.full, 1, u);
     pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
     pipeline::mbarrier_arrive_expect_tx(full, 2 * kTileBytes + (u == 0 ? kQBytes : 0));
-    if (u == 0) tma::copy_box(smem.q, maps.q, q_at, full);
-    tma::copy_box(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), maps.k, k_at, full);
+    if (u == 0) copy(smem.q, Smem::q_staging(), maps.q, q_at, full);
+    copy(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), Smem::tile_staging(), maps.k, k_at, full);
     pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
-    tma::copy_box(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), maps.v, v_at, full);
+    copy(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), Smem::tile_staging(), maps.v, v_at, full);
   }
 }
 
@@ -259,10 +285,10 @@ __device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem
 // The output accumulators are rescaled once P V has landed (P V adds at the old maximum, and the
 // factor takes the sum to the new one), and P of tile t waits in registers for the next tile. The
 // last P V comes after the last tile (finish()).
-template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
+template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaForwardConsumer {
   static constexpr int kScoreTiles = kWgmmaKeyTile / tile::kN;  // 8
   static constexpr int kOutTiles = D / tile::kN;
-  using Smem = WgmmaForwardSmem<T, D>;
+  using Smem = WgmmaForwardSmem<T, D, kOrder>;
 
   const TcParams& p;
   const int64_t b;
@@ -283,7 +309,7 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
         b(batch),
         j_end(block_key_end(params, i0 + group * wgmma::kM, wgmma::kM)),
         st(kDropout ? philox_resolve(params.philox) : PhiloxState{}),
-        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q + Smem::q_staging().offset(group * wgmma::kM, 0)),
+        q_desc(wgmma::rows_by_k(wgmma::smem_address(smem.q) + Smem::q_staging().position(group * wgmma::kM, 0),
                                 Smem::q_staging())),
         k_desc(wgmma::rows_by_k(wgmma::smem_address(smem.k), Smem::tile_staging())),
         v_desc(wgmma::rows_by_n(wgmma::smem_address(smem.v), Smem::tile_staging())),
@@ -301,7 +327,7 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
-      const uint32_t step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(Smem::tile_staging());
+      const uint32_t step = Smem::tile_staging().position(wgmma::kK * kk, 0);
       wgmma::mma_rs<T, D, true>(acc, pa[kk], wgmma::advance(v_t, step), true);
     }
     wgmma::commit();
@@ -316,10 +342,12 @@ template <typename T, int D, bool kDropout> struct WgmmaForwardConsumer {
     tile::CTile s[kScoreTiles];
     handoff.take_turn(t);
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
+    // D / 16 steps along the head dim, the first overwriting s. (Swizzled, a step moves 32 bytes along
+    // a block's rows and then to the next block: Staging::position says where each starts.)
 #pragma unroll
-    for (int d = 0; d < D / wgmma::kK; ++d) {  // D / 16 steps along the head dim, the first overwriting s
-      const uint32_t q_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::q_staging());
-      const uint32_t k_step = static_cast<uint32_t>(d) * wgmma::k_step_bytes(Smem::tile_staging());
+    for (int d = 0; d < D / wgmma::kK; ++d) {
+      const uint32_t q_step = Smem::q_staging().position(0, wgmma::kK * d);
+      const uint32_t k_step = Smem::tile_staging().position(0, wgmma::kK * d);
       wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, q_step), wgmma::advance(k_t, k_step), d > 0);
     }
     wgmma::commit();
@@ -386,8 +414,8 @@ template <bool kArrive, int G = 0> __device__ __forceinline__ void turn_barrier(
 // arrives on its barrier, and its sync then completes the phase); every other turn is opened by the
 // one before it, and the block's last turn, the last warpgroup's on the last tile, opens none. So no
 // barrier is left partly arrived when the block ends.
-template <typename T, int D> struct WgmmaForwardHandoff {
-  const WgmmaForwardSmem<T, D>& smem;
+template <typename Smem> struct WgmmaForwardHandoff {
+  const Smem& smem;
   const int group;
   const int64_t tiles;
   const bool pingpong;
@@ -415,14 +443,14 @@ template <typename T, int D> struct WgmmaForwardHandoff {
   }
 };
 
-template <typename T, int D, bool kDropout>
+template <typename T, int D, bool kDropout, wgmma::Order kOrder>
 __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                    const __grid_constant__ TcParams p, const __grid_constant__ WgmmaForwardMaps maps) {
   using pipeline::pipeline_parity;
   constexpr int kRows = kWgmmaForwardRows<D>;
   tile::SmemCarver carve(tile::dynamic_smem());
-  const WgmmaForwardSmem<T, D> smem(carve);
+  const WgmmaForwardSmem<T, D, kOrder> smem(carve);
 
   const int64_t b = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -446,8 +474,8 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
 
   if (group == kWgmmaForwardGroups) {
     pipeline::shrink_registers<kWgmmaProducerRegisters>();
-    if (maps.on) produce_forward_tiles_tma<T, D>(smem, maps, p, b, i0, tiles);
-    else produce_forward_tiles<T, D>(smem, q, k, v, p, offs, i0, tiles);
+    if (maps.on) produce_forward_tiles_tma(smem, maps, p, b, i0, tiles);
+    else produce_forward_tiles(smem, q, k, v, p, offs, i0, tiles);
     return;
   }
   pipeline::grow_registers<kWgmmaConsumerRegisters>();
@@ -461,8 +489,8 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   // block's last tile at most, whose buffers are never filled again. Nor does anyone release the last
   // tile's V after the last P V, for the same reason. With ping-pong it still takes the tile's turn.
   static_assert(kWgmmaForwardGroups - 1 <= kWgmmaKBuffers, "no buffer of a skipped tile is filled again");
-  WgmmaForwardConsumer<T, D, kDropout> c(smem, group, i0, p, b);
-  const WgmmaForwardHandoff<T, D> handoff{smem, group, tiles, p.pingpong};
+  WgmmaForwardConsumer<T, D, kDropout, kOrder> c(smem, group, i0, p, b);
+  const WgmmaForwardHandoff<WgmmaForwardSmem<T, D, kOrder>> handoff{smem, group, tiles, p.pingpong};
   handoff.begin();
 #pragma unroll 1
   for (int t = 0; t < tiles; ++t) {
@@ -493,11 +521,11 @@ struct WgmmaNoHandoff {
 // in the shared memory go unused, and the warpgroups take no turns (TcParams::pingpong is ignored).
 template <int D> inline constexpr int kWgmmaSyncForwardThreads = kWgmmaConsumerThreads;
 
-template <typename T, int D, bool kDropout>
+template <typename T, int D, bool kDropout, wgmma::Order kOrder>
 __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
     attention_forward_wgmma_sync_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                         const __grid_constant__ TcParams p) {
-  using Smem = WgmmaForwardSmem<T, D>;
+  using Smem = WgmmaForwardSmem<T, D, kOrder>;
   constexpr int kRows = kWgmmaForwardRows<D>;
   tile::SmemCarver carve(tile::dynamic_smem());
   const Smem smem(carve);
@@ -512,18 +540,18 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
   const auto fetch = [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     const int n = t < tiles ? kWgmmaKeyTile : 0;
-    stage_cores<T, D, true>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0, p.S,
-                            n, p.wide);
-    stage_cores<T, D, true>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0, p.S,
-                            n, p.wide);
+    stage_cores<T, D, kOrder>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, t), k + offs.k, p.k_rs, j0,
+                              p.S, n, p.wide);
+    stage_cores<T, D, kOrder>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, t), v + offs.v, p.v_rs, j0,
+                              p.S, n, p.wide);
   };
-  stage_cores<T, D, true>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
+  stage_cores<T, D, kOrder>(smem.q, q + offs.q, p.q_rs, i0, p.L, kRows, p.wide);
   tile::commit_copies();
 
   // The buffers need no release: stream_tiles's barrier after each tile keeps them until every warp
   // is done, and V's extra buffer keeps tile t - 1's V for P V while tile t + kStages - 1 loads.
   // cp.async writes as plain stores do: ordered before the tensor cores' reads by the proxy fence.
-  WgmmaForwardConsumer<T, D, kDropout> c(smem, group, i0, p, b);
+  WgmmaForwardConsumer<T, D, kDropout, kOrder> c(smem, group, i0, p, b);
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     if (j0 >= c.j_end) return;  // the same for the whole warpgroup, and for every later tile

@@ -49,15 +49,16 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 // Runs the problem on tensor cores in `dtype` and on the CPU in float64, and compares out, dq, dk
 // and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
 // it on mma.sync and, where this build and device have them, again on Hopper's wgmma, with the
-// warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async) and
-// with the one whose whole block loads, each time checking that the forward and backward kernels ran
-// once and which ones they were (the problems here are dense: TMA wherever it is asked for).
+// warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async, its tiles
+// swizzled and by pieces) and with the one whose whole block loads (swizzled and by pieces), each
+// time checking that the forward and backward kernels ran once and which ones they were (the problems
+// here are dense: TMA wherever it is asked for).
 // Returns the CPU's results.
 std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const double (&floors)[4]) {
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
   struct Kernels {
     const char* name;
-    bool wgmma, producer, pingpong, tma;
+    bool wgmma, producer, pingpong, tma, swizzle = true;
   };
   std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true}};
   if (attention_wgmma_available()) {
@@ -65,6 +66,10 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     kinds.push_back({"on wgmma, the warp-specialized forward without ping-pong", true, true, false, true});
     kinds.push_back({"on wgmma, the warp-specialized forward's producer on cp.async", true, true, true, false});
     kinds.push_back({"on wgmma, the forward without its producer warpgroup", true, false, true, true});
+    kinds.push_back({"on wgmma, the tiles staged by pieces", true, true, true, true, false});
+    kinds.push_back({"on wgmma, the tiles by pieces, the producer on cp.async", true, true, true, false, false});
+    kinds.push_back({"on wgmma, the forward without its producer, the tiles by pieces", true, false, true, true,
+                     false});
   }
   for (const Kernels& kind : kinds) {
     INFO(kind.name);
@@ -73,6 +78,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     cuda::math_switches().attention_wgmma_producer = kind.producer;
     cuda::math_switches().attention_wgmma_pingpong = kind.pingpong;
     cuda::math_switches().attention_wgmma_tma = kind.tma;
+    cuda::math_switches().attention_wgmma_swizzle = kind.swizzle;
     const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
     const int64_t before_wgmma = attention_wgmma_launches(), before_tma = attention_wgmma_tma_launches();
     const int64_t before_wgmma_backward = attention_wgmma_backward_launches();

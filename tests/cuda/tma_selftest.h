@@ -47,18 +47,10 @@ inline std::vector<uint16_t> tma_matrices(const TmaSelftestCase& c) {
 inline tma::Box tma_selftest_box(const void* base, const TmaSelftestCase& c) {
   const auto W = static_cast<uint64_t>(c.W), matrix_bytes = static_cast<uint64_t>(c.rows) * W * 2;
   if (c.swizzle) {
-    tma::Box b;
-    b.base = base;
-    b.dims[0] = W;
-    b.dims[1] = static_cast<uint64_t>(c.rows);
+    tma::Box b = tma::swizzled_view(base, static_cast<uint64_t>(c.rows), W * 2, static_cast<uint32_t>(c.W),
+                                    static_cast<uint32_t>(c.box_rows));
     b.dims[2] = static_cast<uint64_t>(c.batches);
-    b.strides[0] = 2;
-    b.strides[1] = W * 2;
     b.strides[2] = matrix_bytes;
-    b.strides[3] = b.strides[4] = 16;
-    b.box[0] = 64;
-    b.box[1] = static_cast<uint32_t>(c.box_rows);
-    b.swizzle128 = true;
     return b;
   }
   tma::Box b = tma::pieces_view(base, static_cast<uint64_t>(c.rows), W * 2, static_cast<uint32_t>(c.W),

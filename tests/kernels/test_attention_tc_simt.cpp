@@ -35,8 +35,9 @@ namespace {
 // Which kernels run: the forward and backward on mma.sync, or on Hopper's wgmma, with the warp-
 // specialized forward (its consumer warpgroups taking turns, or with kWgmmaNoPingPong not; its
 // producer loading with tensor copies where the operands allow, or with kWgmmaCpAsync always with
-// cp.async) or with the one whose whole block loads (kWgmmaSync).
-enum class Forward { kMmaSync, kWgmma, kWgmmaNoPingPong, kWgmmaCpAsync, kWgmmaSync };
+// cp.async) or with the one whose whole block loads (kWgmmaSync). The wgmma forwards stage their
+// tiles swizzled, but for kWgmmaPieces and kWgmmaSyncPieces (kWgmma and kWgmmaSync by pieces).
+enum class Forward { kMmaSync, kWgmma, kWgmmaNoPingPong, kWgmmaCpAsync, kWgmmaSync, kWgmmaPieces, kWgmmaSyncPieces };
 const char* forward_name(Forward which) {
   switch (which) {
     case Forward::kMmaSync: return "on mma.sync";
@@ -44,6 +45,8 @@ const char* forward_name(Forward which) {
     case Forward::kWgmmaNoPingPong: return "on wgmma, the warp-specialized forward without ping-pong";
     case Forward::kWgmmaCpAsync: return "on wgmma, the warp-specialized forward's producer on cp.async";
     case Forward::kWgmmaSync: return "on wgmma, the forward without its producer warpgroup";
+    case Forward::kWgmmaPieces: return "on wgmma, the tiles staged by pieces";
+    case Forward::kWgmmaSyncPieces: return "on wgmma, the forward without its producer, the tiles by pieces";
   }
   return "?";
 }
@@ -64,13 +67,33 @@ struct Emulated {
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
 constexpr const char* kWgmmaFile = "kernels/cuda/wgmma.cuh";
 
+// The wgmma forward's kernels with the tiles staged in kOrder, on the emulator.
+template <typename T, int D, bool kDropout, wgmma::Order kOrder>
+simt::LaunchStats launch_wgmma_forward(simt::LaunchConfig cfg, bool producer, Outputs<T>& o, const Operands& in,
+                                       const TcParams& p, const WgmmaForwardMaps& maps) {
+  const auto* qp = static_cast<const T*>(in.q);
+  const auto* kp = static_cast<const T*>(in.k);
+  const auto* vp = static_cast<const T*>(in.v);
+  cfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D, kOrder>>();
+  return simt::launch(cfg, [&] {
+    if (producer) {
+      attention_forward_wgmma_kernel<T, D, kDropout, kOrder>(o.out.data(), o.lse.data(), qp, kp, vp, p, maps);
+    } else {
+      attention_forward_wgmma_sync_kernel<T, D, kDropout, kOrder>(o.out.data(), o.lse.data(), qp, kp, vp, p);
+    }
+  });
+}
+
 template <typename T, int D, bool kDropout>
 Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   const AttentionArgs& a = pr.args;
   const Operands in = operands(pr, a.dtype);
   TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
   p.pingpong = which != Forward::kWgmmaNoPingPong;
-  const WgmmaForwardMaps maps = make_forward_maps(p, D, in.q, in.k, in.v, which != Forward::kWgmmaCpAsync);
+  const bool pieces = which == Forward::kWgmmaPieces || which == Forward::kWgmmaSyncPieces;
+  const WgmmaForwardMaps maps = make_forward_maps(p, D, in.q, in.k, in.v,
+                                                  pieces ? wgmma::Order::kPieces : wgmma::Order::kSwizzled,
+                                                  which != Forward::kWgmmaCpAsync);
   const auto* qp = static_cast<const T*>(in.q);
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
@@ -85,15 +108,12 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   int64_t forward_blocks = 0;
   if (wg) {
     // Two consumer warpgroups per block, and a producer (or with kWgmmaSync none).
-    const bool producer = which != Forward::kWgmmaSync;
+    const bool producer = which != Forward::kWgmmaSync && which != Forward::kWgmmaSyncPieces;
     simt::LaunchConfig wcfg = cfg;
     wcfg.block.x = static_cast<unsigned>(producer ? kWgmmaForwardThreads<D> : kWgmmaSyncForwardThreads<D>);
     wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
-    wcfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D>>();
-    forward = simt::launch(wcfg, [&] {
-      if (producer) attention_forward_wgmma_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p, maps);
-      else attention_forward_wgmma_sync_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p);
-    });
+    forward = pieces ? launch_wgmma_forward<T, D, kDropout, wgmma::Order::kPieces>(wcfg, producer, o, in, p, maps)
+                     : launch_wgmma_forward<T, D, kDropout, wgmma::Order::kSwizzled>(wcfg, producer, o, in, p, maps);
     forward_blocks = static_cast<int64_t>(wcfg.grid.x) * a.batch;
   } else {
     cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
@@ -129,7 +149,8 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
-  if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync) {
+  if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync ||
+      which == Forward::kWgmmaPieces) {
     // Warp-specialized: one __syncthreads per block (after the init), turns only with ping-pong, and
     // tensor copies (and then no cp.async) where the operands' rows are 16-byte aligned.
     CHECK(forward.block_barriers == forward_blocks);
@@ -176,13 +197,14 @@ Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward whi
   return bf16 ? emulate_any<BFloat16, 128>(pr, schedule, which) : emulate_any<Half, 128>(pr, schedule, which);
 }
 
-constexpr Forward kEveryForward[] = {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaNoPingPong,
-                                     Forward::kWgmmaCpAsync, Forward::kWgmmaSync};
+constexpr Forward kEveryForward[] = {Forward::kMmaSync,      Forward::kWgmma,     Forward::kWgmmaNoPingPong,
+                                     Forward::kWgmmaCpAsync, Forward::kWgmmaSync, Forward::kWgmmaPieces,
+                                     Forward::kWgmmaSyncPieces};
 
 // Runs the problem on the emulator (check_emulated) with each forward (the warp-specialized one
-// without ping-pong, or loading with cp.async, only when asked for `every` forward: each computes what
-// kWgmma does, in another order or with other copies), after checking that the CUDA twin would hand
-// it to these kernels.
+// without ping-pong, loading with cp.async, or either kernel with its tiles by pieces, only when asked
+// for `every` forward: each computes what kWgmma or kWgmmaSync does, in another order, with other
+// copies or in another layout), after checking that the CUDA twin would hand it to these kernels.
 void check_problem(const Problem& pr, bool every = false) {
   {
     const Operands in = operands(pr, pr.args.dtype);
@@ -191,7 +213,7 @@ void check_problem(const Problem& pr, bool every = false) {
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
   for (const Forward which : kEveryForward) {
-    if ((which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync) && !every) continue;
+    if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
     INFO(forward_name(which));
     check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
   }
@@ -226,7 +248,8 @@ TEST_CASE("attention on tensor cores, emulated: dropout draws the CPU's decision
 // Long enough that every pipeline refills each of its buffers: 6 key tiles of 64, so the wgmma
 // forward's 3 V buffers take two tiles each, and with causal its first warpgroup stops a tile before
 // the second in every block (and with ping-pong takes that tile's turn without products). The warp-
-// specialized forward runs without ping-pong, and with its producer on cp.async, too.
+// specialized forward runs without ping-pong, and with its producer on cp.async, too, and both wgmma
+// forwards with their tiles by pieces.
 TEST_CASE("attention on tensor cores, emulated: a key stream that refills every buffer", "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
   const bool causal = GENERATE(false, true);
@@ -275,8 +298,9 @@ TEST_CASE("attention on tensor cores, emulated: strided heads of a fused project
 // per batch entry, the forward copies its blocks' Q rows and, per block, every key tile of K and V;
 // the dq kernel Q and dO and the key tiles; the dk/dv kernel its keys' K and V and every query tile of
 // Q and dO. Here L = S = 150, no causal, so the counts are whole tiles. The warp-specialized wgmma
-// forward copies the same tiles with tensor copies where rows are aligned: a box of the block's Q rows
-// and one of K and of V per key tile.
+// forward copies the same tiles with tensor copies where rows are aligned: per block of 64 columns
+// (swizzled; by pieces a box covers all E columns) a box of the block's Q rows and one of K and of V
+// per key tile.
 TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pieces where rows are aligned",
           "[simt][attention]") {
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});
@@ -303,13 +327,15 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
       copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
   const int64_t piece = skew == 0 ? 16 : 4;
   const int64_t boxes = B * H * tiles(T, kWgmmaForwardGroups * 64) * (1 + 2 * tiles(T, kWgmmaKeyTile));
-  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaCpAsync, Forward::kWgmmaSync}) {
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaCpAsync, Forward::kWgmmaSync,
+                              Forward::kWgmmaPieces}) {
     INFO(forward_name(which));
     const Emulated e = emulate_problem(pr, simt::Schedule::Lowest, which);
     const int64_t rows = which == Forward::kMmaSync ? mma_rows : wg_rows;
     CHECK(e.copy_bytes + e.bulk_bytes == B * H * rows * E * 2);
     CHECK(e.copies * piece == e.copy_bytes);
-    CHECK(e.bulk_copies == (which == Forward::kWgmma && skew == 0 ? boxes : 0));
+    const int64_t boxes_per_tile = which == Forward::kWgmma ? E / 64 : which == Forward::kWgmmaPieces ? 1 : 0;
+    CHECK(e.bulk_copies == (skew == 0 ? boxes * boxes_per_tile : 0));
   }
 }
 

@@ -70,13 +70,19 @@ TEST_CASE("wgmma layout: a staged tile holds every element once, in core matrice
       const int64_t core = s.offset(r / kCore * kCore, c / kCore * kCore);
       CHECK(at - core == (r % kCore) * kCore + c % kCore);
       CHECK(core % (kCore * kCore) == 0);
-      // core_row and core_col invert the offset of a core matrix's first element.
-      const int64_t m = core / (kCore * kCore);
-      CHECK(s.core_row(m) == r / kCore * kCore);
-      CHECK(s.core_col(m) == c / kCore * kCore);
     }
   }
   CHECK(static_cast<int64_t>(seen.size()) == rows * W);
+  // The pieces in memory order: not swizzled, piece i is the i-th 16 bytes; swizzled, it is in the
+  // i / 8-th 128 bytes, at chunk (i % 8) ^ (row % 8).
+  for (int64_t i = 0; i < rows * W / kCore; ++i) {
+    const int64_t r = s.piece_row(i), c = s.piece_col(i);
+    REQUIRE(r < rows);
+    REQUIRE(c < W);
+    REQUIRE(c % kCore == 0);
+    const int64_t expected = order == Order::kSwizzled ? i / kCore * kCore + ((i % kCore) ^ (r % kCore)) : i;
+    CHECK(s.offset(r, c) == expected * kCore);
+  }
   if (order == Order::kPieces) {
     // What a tensor copy writes from a box of [8 elements, rows, W / 8 pieces]: element e of row r of
     // piece c at (c * rows + r) * 8 + e.
