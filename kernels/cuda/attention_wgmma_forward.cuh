@@ -81,9 +81,11 @@ inline constexpr int kWgmmaVBuffers = kWgmmaKBuffers + 1;
 // all staged in kOrder (q_staging(), tile_staging(), kernels/wgmma_layout.h): swizzled, the layout
 // the producer's tensor copies write with the 128-byte swizzle, each tile on 1024 bytes; or by pieces,
 // the layout they write without it, each tile on 128 (a core matrix, and what a tensor copy asks). And
-// the barriers of the warp-specialized kernel's pipeline (pipeline.cuh): per K buffer `full` (the
-// tile's K and V are in, and with tile 0 the block's Q rows) and `k_empty` (the consumers are done with
-// its K), per V buffer `v_empty`.
+// the barriers of the warp-specialized kernel's pipeline (pipeline.cuh), per buffer of K and of V:
+// `k_full` (the tile's K is in, and with tile 0 the block's Q rows), `v_full` (its V is in), and
+// `k_empty`, `v_empty` (the consumers are done with it). K and V have barriers of their own, as in
+// FlashAttention-3, because the consumers need them at different times: tile t's K for its scores,
+// its V for its P V, which is issued with the next tile's scores.
 // A warpgroup's 64 rows of Q are rows 64 g .. 64 g + 63 of the staged tile, which its descriptor
 // starts at (q_staging().position(64 g, 0)) and reads with the tile's distances.
 template <typename T, int D, wgmma::Order kOrder> struct WgmmaForwardSmem {
@@ -97,14 +99,16 @@ template <typename T, int D, wgmma::Order kOrder> struct WgmmaForwardSmem {
   T* q;
   T* k;
   T* v;
-  uint64_t* full;
+  uint64_t* k_full;
+  uint64_t* v_full;
   uint64_t* k_empty;
   uint64_t* v_empty;
   KILN_HD explicit WgmmaForwardSmem(tile::SmemCarver& c)
       : q(c.take<T>(kWgmmaForwardRows<D> * D, kAlign)),
         k(c.take<T>(kWgmmaKBuffers * kTileElems, kAlign)),
         v(c.take<T>(kWgmmaVBuffers * kTileElems, kAlign)),
-        full(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
+        k_full(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
+        v_full(c.take<uint64_t>(kWgmmaVBuffers, sizeof(uint64_t))),
         k_empty(c.take<uint64_t>(kWgmmaKBuffers, sizeof(uint64_t))),
         v_empty(c.take<uint64_t>(kWgmmaVBuffers, sizeof(uint64_t))) {}
 };
@@ -137,11 +141,12 @@ __device__ __forceinline__ uint64_t stage_descriptor(uint64_t first, int elems, 
 }
 
 // The producer warpgroup: key tile by key tile K and V, each into the buffer its consumers have
-// released, and with tile 0 the block's Q rows. A tile's copies are one group; the producer lets tile
-// u - 1's land (every thread waits for its own, then the proxy fence, as wgmma.cuh's protocol asks of
-// plain writes before the tensor cores read them) and arrives on its `full` barrier only after
-// starting tile u's, so that two tiles' copies can fly. `full` completes when all 128 producer
-// threads have arrived.
+// released, and with tile 0 the block's Q rows. Each operand's copies are one group (Q's with tile 0's
+// K). The producer lets a group land (every thread waits for its own, then the proxy fence, as
+// wgmma.cuh's protocol asks of plain writes before the tensor cores read them) and arrives on its
+// `k_full` or `v_full` barrier only after starting the next tile's group of the same operand, so that
+// a tile's copies fly while the last one's land. A barrier completes when all 128 producer threads
+// have arrived.
 template <typename T, int D, wgmma::Order kOrder>
 __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, D, kOrder>& smem, const T* q,
                                                       const T* k, const T* v, const TcParams& p,
@@ -151,27 +156,35 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
   const int thread = static_cast<int>(threadIdx.x) - kWgmmaConsumerThreads;
   constexpr int kThreads = wgmma::kThreads;
   stage_cores<T, D, kOrder>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
+  // Group 2 u is tile u's K, 2 u + 1 its V; past the last tile, empty groups keep the count. Once a
+  // group is committed, all but the newest two have landed after wait_copies<2>: the same operand's
+  // group of the tile before.
+  const auto land = [](uint64_t* full) {
+    tile::wait_copies<2>();
+    wgmma::fence_async_smem();
+    pipeline::mbarrier_arrive(full);
+  };
 #pragma unroll 1
   for (int u = 0;; ++u) {
+    const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
     if (u < tiles) {
-      const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
       // Wait until the consumers released tile u - kBuffers from the buffer (at once the first time round).
       pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
       stage_cores<T, D, kOrder>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0,
                                 p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
+    }
+    tile::commit_copies();
+    if (u > 0) land(stage_buffer<kWgmmaKBuffers>(smem.k_full, 1, u - 1));
+    if (u < tiles) {
       pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
       stage_cores<T, D, kOrder>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0,
                                 p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
     }
-    tile::commit_copies();  // an empty group past the last tile: the wait below is the same
-    if (u > 0) {
-      tile::wait_copies<1>();  // all but tile u's: tile u - 1's
-      wgmma::fence_async_smem();
-      pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.full, 1, u - 1));
-    }
+    tile::commit_copies();
+    if (u > 0) land(stage_buffer<kWgmmaVBuffers>(smem.v_full, 1, u - 1));
     if (u == tiles) break;
   }
-  tile::wait_copies<0>();  // the last, empty group (with no tile, the block's Q rows)
+  tile::wait_copies<0>();  // the last, empty groups (with no tile, the block's Q rows)
 }
 
 // The tensor maps of the producer's tensor copies (TMA, kernels/cuda/tma.cuh), or `on` false where it
@@ -233,11 +246,11 @@ inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* 
 }
 
 // The producer with tensor copies: one thread of the producer warpgroup issues them all (the others
-// have nothing to do and exit). Per key tile it waits for K's buffer, tells the tile's `full` barrier
-// how many bytes to wait for (K's and V's, and with tile 0 the block's Q rows) with its one arrival,
-// starts K's copies, waits for V's buffer and starts V's. The copies complete the barrier's phase as
-// they land: no thread waits for them, and no proxy fence is needed (the copy engine and wgmma both
-// work in the async proxy). A tile is kBoxes copies, one per block of 64 columns where swizzled.
+// have nothing to do and exit). Per key tile it waits for K's buffer, tells its `k_full` barrier how
+// many bytes to wait for (K's, and with tile 0 the block's Q rows) with its one arrival, starts K's
+// copies, and does the same for V. The copies complete the barrier's phase as they land: no thread
+// waits for them, and no proxy fence is needed (the copy engine and wgmma both work in the async
+// proxy). A tile is kBoxes copies, one per block of 64 columns where swizzled.
 template <typename T, int D, wgmma::Order kOrder>
 __device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem<T, D, kOrder>& smem,
                                                           const WgmmaForwardMaps& maps, const TcParams& p, int64_t b,
@@ -266,13 +279,15 @@ __device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem
 #pragma unroll 1
   for (int u = 0; u < tiles; ++u) {
     k_at[1] = v_at[1] = u * kWgmmaKeyTile;
-    uint64_t* full = stage_buffer<kWgmmaKBuffers>(smem.full, 1, u);
+    uint64_t* k_full = stage_buffer<kWgmmaKBuffers>(smem.k_full, 1, u);
     pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
-    pipeline::mbarrier_arrive_expect_tx(full, 2 * kTileBytes + (u == 0 ? kQBytes : 0));
-    if (u == 0) copy(smem.q, Smem::q_staging(), maps.q, q_at, full);
-    copy(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), Smem::tile_staging(), maps.k, k_at, full);
+    pipeline::mbarrier_arrive_expect_tx(k_full, kTileBytes + (u == 0 ? kQBytes : 0));
+    if (u == 0) copy(smem.q, Smem::q_staging(), maps.q, q_at, k_full);
+    copy(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), Smem::tile_staging(), maps.k, k_at, k_full);
+    uint64_t* v_full = stage_buffer<kWgmmaVBuffers>(smem.v_full, 1, u);
     pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
-    copy(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), Smem::tile_staging(), maps.v, v_at, full);
+    pipeline::mbarrier_arrive_expect_tx(v_full, kTileBytes);
+    copy(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), Smem::tile_staging(), maps.v, v_at, v_full);
   }
 }
 
@@ -318,12 +333,13 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
     for (int t = 0; t < kOutTiles; ++t) tile::fill(acc[t], 0.f);
   }
 
-  // acc += P V for tile t's V: 16 keys an instruction, P from registers, V MN-major. With a fence of
-  // its own: the compiler may have moved P's and the accumulators' registers since the pass's first.
-  // (ptxas -v still reports an arrive it adds where the pass's two paths meet, C7519, which is
-  // information: it reports no serialization.)
-  __device__ __forceinline__ void issue_pv(int t) {
+  // acc += P V for tile t's V, once it is in (v_ready(t)): 16 keys an instruction, P from registers,
+  // V MN-major. With a fence of its own: the compiler may have moved P's and the accumulators'
+  // registers since the pass's first. (ptxas -v still reports an arrive it adds where the pass's two
+  // paths meet, C7519, which is information: it reports no serialization.)
+  template <typename Handoff> __device__ __forceinline__ void issue_pv(int t, const Handoff& handoff) {
     const uint64_t v_t = stage_descriptor<T, kWgmmaVBuffers>(v_desc, Smem::kTileElems, t);
+    handoff.v_ready(t);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
@@ -333,13 +349,14 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
     wgmma::commit();
   }
 
-  // Key tile t, at keys j0 on, whose K and V are in their buffers. The kernel's `handoff` is told
-  // when this warpgroup's turn to issue products begins and ends (take_turn(t), pass_turn(t)), when
-  // S = Q K^T has landed (scores_landed(t): K is read) and when the last tile's P V has
-  // (pv_landed(t - 1): its V is read).
+  // Key tile t, at keys j0 on. The kernel's `handoff` waits until the tile's K is in its buffer
+  // (k_ready(t)) and the last tile's V (v_ready, in issue_pv), and is told when this warpgroup's turn
+  // to issue products begins and ends (take_turn(t), pass_turn(t)), when S = Q K^T has landed
+  // (scores_landed(t): K is read) and when the last tile's P V has (pv_landed(t - 1): its V is read).
   template <typename Handoff> __device__ __forceinline__ void step(int t, int64_t j0, const Handoff& handoff) {
     const uint64_t k_t = stage_descriptor<T, kWgmmaKBuffers>(k_desc, Smem::kTileElems, t);
     tile::CTile s[kScoreTiles];
+    handoff.k_ready(t);
     handoff.take_turn(t);
     wgmma::fence();  // P and the rescaled accumulators written before the products read them
     // D / 16 steps along the head dim, the first overwriting s. (Swizzled, a step moves 32 bytes along
@@ -351,7 +368,7 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
       wgmma::mma_ss<T, kWgmmaKeyTile>(s, wgmma::advance(q_desc, q_step), wgmma::advance(k_t, k_step), d > 0);
     }
     wgmma::commit();
-    if (pending) issue_pv(last);
+    if (pending) issue_pv(last, handoff);
     else wgmma::commit();  // an empty group: the same wait either way
     handoff.pass_turn(t);
     wgmma::wait<1>();  // the scores' group: P V may still run
@@ -372,9 +389,9 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
 
   // The last P V, with no next tile's scores to overlap (after a causal warpgroup's early stop too),
   // then the output and the log-sum-exp.
-  __device__ __forceinline__ void finish(T* out, float* lse) {
+  template <typename Handoff> __device__ __forceinline__ void finish(T* out, float* lse, const Handoff& handoff) {
     if (pending) {
-      issue_pv(last);
+      issue_pv(last, handoff);
       wgmma::wait<0>();
       wgmma::settle(acc);
     }
@@ -405,9 +422,10 @@ template <bool kArrive, int G = 0> __device__ __forceinline__ void turn_barrier(
   }
 }
 
-// What the warp-specialized kernel's consumer warpgroup tells the rest of the block as it steps
-// (WgmmaForwardConsumer::step): it releases K's buffer once the scores have landed and V's once its
-// P V has (the mbarriers of WgmmaForwardSmem), and with ping-pong takes and passes its turns.
+// What the warp-specialized kernel's consumer warpgroup waits for and tells the rest of the block as
+// it steps (WgmmaForwardConsumer::step): it waits for a tile's K before its scores and for its V
+// before its P V, releases K's buffer once the scores have landed and V's once its P V has (the
+// mbarriers of WgmmaForwardSmem), and with ping-pong takes and passes its turns.
 //
 // The turns add up: every warpgroup takes one per key tile of the block, a warpgroup past its rows
 // (causal) too, without products (skip()). Warpgroup 0's first turn is open from the start (begin()
@@ -435,6 +453,14 @@ template <typename Smem> struct WgmmaForwardHandoff {
     take_turn(t);
     pass_turn(t);
   }
+  __device__ __forceinline__ void k_ready(int t) const {
+    using pipeline::pipeline_parity;
+    pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_full, 1, t), pipeline_parity<kWgmmaKBuffers>(t));
+  }
+  __device__ __forceinline__ void v_ready(int t) const {
+    using pipeline::pipeline_parity;
+    pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_full, 1, t), pipeline_parity<kWgmmaVBuffers>(t));
+  }
   __device__ __forceinline__ void scores_landed(int t) const {
     pipeline::mbarrier_arrive(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, t));
   }
@@ -447,7 +473,6 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder>
 __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     attention_forward_wgmma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
                                    const __grid_constant__ TcParams p, const __grid_constant__ WgmmaForwardMaps maps) {
-  using pipeline::pipeline_parity;
   constexpr int kRows = kWgmmaForwardRows<D>;
   tile::SmemCarver carve(tile::dynamic_smem());
   const WgmmaForwardSmem<T, D, kOrder> smem(carve);
@@ -460,15 +485,19 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   // past its own last row (with causal).
   const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
 
-  // Thread 0 sets up the barriers: `full` expects the producer's 128 threads (with tensor copies the
-  // one that issues them, and the bytes it names), the two kinds of `empty` the consumers' 256.
+  // Thread 0 sets up the barriers: the two kinds of `full` expect the producer's 128 threads (with
+  // tensor copies the one that issues them, and the bytes it names), of `empty` the consumers' 256.
   if (threadIdx.x == 0) {
+    const uint32_t producers = maps.on ? 1 : wgmma::kThreads;
     for (int s = 0; s < kWgmmaKBuffers; ++s) {
-      pipeline::mbarrier_init(smem.full + s, maps.on ? 1 : wgmma::kThreads);
+      pipeline::mbarrier_init(smem.k_full + s, producers);
       pipeline::mbarrier_init(smem.k_empty + s, kWgmmaConsumerThreads);
     }
-    for (int s = 0; s < kWgmmaVBuffers; ++s) pipeline::mbarrier_init(smem.v_empty + s, kWgmmaConsumerThreads);
-    pipeline::fence_barrier_init();  // the copy engine completes `full`'s phases
+    for (int s = 0; s < kWgmmaVBuffers; ++s) {
+      pipeline::mbarrier_init(smem.v_full + s, producers);
+      pipeline::mbarrier_init(smem.v_empty + s, kWgmmaConsumerThreads);
+    }
+    pipeline::fence_barrier_init();  // the copy engine completes the `full` phases
   }
   __syncthreads();  // the only one: the barriers are ready before anyone uses them
 
@@ -480,9 +509,9 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   }
   pipeline::grow_registers<kWgmmaConsumerRegisters>();
 
-  // K's buffer is released once the scores have landed, V's once its P V has. The producer can then
-  // fill the next tile only after tile t - 1's P V has landed, and it signals tile t only after
-  // starting the next one: V needs a buffer more than K, or the two would wait for each other.
+  // K's buffer is released once the scores have landed, V's once its P V has, during the next tile:
+  // V's buffers are held a tile longer than K's, so V has one buffer more, for the producer to run as
+  // far ahead with both.
   //
   // A warpgroup whose rows all precede tile t (causal) computes nothing from there on. It neither
   // waits for the tile nor releases it: the warpgroups' rows are a key tile apart, so it skips the
@@ -499,14 +528,15 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
       handoff.skip(t);
       continue;
     }
-    pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.full, 1, t), pipeline_parity<kWgmmaKBuffers>(t));
     c.step(t, j0, handoff);
   }
-  c.finish(out, lse);
+  c.finish(out, lse, handoff);
 }
 
 // The sync forward's consumers tell no one anything: stream_tiles's barriers order the block.
 struct WgmmaNoHandoff {
+  __device__ __forceinline__ void k_ready(int) const {}
+  __device__ __forceinline__ void v_ready(int) const {}
   __device__ __forceinline__ void take_turn(int) const {}
   __device__ __forceinline__ void pass_turn(int) const {}
   __device__ __forceinline__ void scores_landed(int) const {}
@@ -557,7 +587,7 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
     if (j0 >= c.j_end) return;  // the same for the whole warpgroup, and for every later tile
     c.step(t, j0, WgmmaNoHandoff{});
   });
-  c.finish(out, lse);
+  c.finish(out, lse, WgmmaNoHandoff{});
 }
 
 }  // namespace kiln::attention_tc
