@@ -150,6 +150,16 @@ __device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j)
   return i < p.L && j < p.S && (!p.causal || j <= i);
 }
 
+// The same for query row i and the n keys of a tile from j0 on, as the count of the tile's first keys
+// it sees (those before S and, with causal, up to i; none past L): found once per row and tile in 64
+// bits, it leaves one 32-bit compare per score where visible() takes several 64-bit ones, more
+// instructions than the score's exponential. The forward's softmax, on its critical path, uses it;
+// the backward's kernels keep visible(): there the bounds cost registers, up to spills.
+__device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j0, int n) {
+  const int64_t end = i >= p.L ? 0 : p.causal ? cuda_detail::min_i64(p.S, i + 1) : p.S;
+  return static_cast<int>(end - j0 < 0 ? 0 : end - j0 > n ? n : end - j0);
+}
+
 // The keys that `rows` query rows from i0 on see: all S, or with causal those up to the last row (the
 // forward and the dq kernels, for their blocks or for a warpgroup's rows).
 __device__ __forceinline__ int64_t block_key_end(const TcParams& p, int64_t i0, int64_t rows = kBlockRows) {

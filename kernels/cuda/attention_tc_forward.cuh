@@ -83,14 +83,12 @@ __device__ __forceinline__ Rescale softmax_tile(tile::CTile (&s)[N], RowState& r
   const int lane = lane_id();
   // Scale to base 2 and mask: keys past S, and with causal keys after the query.
   float tile_max[2] = {-INFINITY, -INFINITY};
+  const int seen[2] = {keys_seen(p, rows.row_lo, j0, N * kN), keys_seen(p, rows.row_hi, j0, N * kN)};
 #pragma unroll
   for (int n = 0; n < N; ++n) {
 #pragma unroll
     for (int e = 0; e < kCElems; ++e) {
-      const Coord c = c_coord(lane, e);
-      const int64_t j = j0 + n * kN + c.col;
-      const int64_t i = e < 2 ? rows.row_lo : rows.row_hi;
-      const float x = visible(p, i, j) ? s[n].r[e] * p.scale_log2 : -INFINITY;
+      const float x = n * kN + c_coord(lane, e).col < seen[e / 2] ? s[n].r[e] * p.scale_log2 : -INFINITY;
       s[n].r[e] = x;
       tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
     }
