@@ -84,8 +84,9 @@ simt::LaunchStats launch_wgmma_forward(simt::LaunchConfig cfg, bool producer, Ou
   });
 }
 
+// The forward `which`, then (with `backward`) the backward's two kernels.
 template <typename T, int D, bool kDropout>
-Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
+Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool backward) {
   const AttentionArgs& a = pr.args;
   const Operands in = operands(pr, a.dtype);
   TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
@@ -121,32 +122,35 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
         cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
     forward_blocks = static_cast<int64_t>(row_blocks(a.L)) * a.batch;
   }
-  cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
-  simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
-  if (wg) {
-    dq_cfg.block.x = static_cast<unsigned>(kWgmmaDqThreads<D>);
-    dq_cfg.grid.x = row_blocks(a.L, kWgmmaDqRows<D>);
+  simt::LaunchStats dq_stats, dkv_stats;
+  if (backward) {
+    cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
+    simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
+    if (wg) {
+      dq_cfg.block.x = static_cast<unsigned>(kWgmmaDqThreads<D>);
+      dq_cfg.grid.x = row_blocks(a.L, kWgmmaDqRows<D>);
+    }
+    dq_stats = simt::launch(dq_cfg, [&] {
+      if (wg) {
+        attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
+                                                           o.lse.data(), qp, kp, vp, p);
+      } else {
+        attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
+                                                        o.lse.data(), qp, kp, vp, p);
+      }
+    });
+    cfg.grid.x = row_blocks(a.S);
+    cfg.dynamic_smem = wg ? smem_bytes<WgmmaDkvSmem<T, D>>() : smem_bytes<DkvSmem<T, D>>();
+    dkv_stats = simt::launch(cfg, [&] {
+      if (wg) {
+        attention_backward_dkv_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(),
+                                                            o.d_rows.data(), qp, kp, vp, p);
+      } else {
+        attention_backward_dkv_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(),
+                                                         o.d_rows.data(), qp, kp, vp, p);
+      }
+    });
   }
-  const simt::LaunchStats dq_stats = simt::launch(dq_cfg, [&] {
-    if (wg) {
-      attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
-                                                         o.lse.data(), qp, kp, vp, p);
-    } else {
-      attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(), o.lse.data(),
-                                                      qp, kp, vp, p);
-    }
-  });
-  cfg.grid.x = row_blocks(a.S);
-  cfg.dynamic_smem = wg ? smem_bytes<WgmmaDkvSmem<T, D>>() : smem_bytes<DkvSmem<T, D>>();
-  const simt::LaunchStats dkv_stats = simt::launch(cfg, [&] {
-    if (wg) {
-      attention_backward_dkv_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(),
-                                                          o.d_rows.data(), qp, kp, vp, p);
-    } else {
-      attention_backward_dkv_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), gp, o.lse.data(), o.d_rows.data(),
-                                                       qp, kp, vp, p);
-    }
-  });
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
   if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync ||
@@ -166,7 +170,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
     CHECK(forward.bulk_copies == 0);
   }
   Emulated e;
-  e.results = o.results(a);
+  e.results = backward ? o.results(a) : o.forward_results(a);
   e.turns = forward.named_barrier_phases;
   e.bulk_copies = forward.bulk_copies;
   e.bulk_bytes = forward.bulk_copy_bytes;
@@ -184,17 +188,20 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which) {
   return e;
 }
 
-template <typename T, int D> Emulated emulate_any(const Problem& pr, simt::Schedule schedule, Forward which) {
-  if (pr.args.dropout_p > 0) return emulate<T, D, true>(pr, schedule, which);
-  return emulate<T, D, false>(pr, schedule, which);
+template <typename T, int D>
+Emulated emulate_any(const Problem& pr, simt::Schedule schedule, Forward which, bool backward) {
+  if (pr.args.dropout_p > 0) return emulate<T, D, true>(pr, schedule, which, backward);
+  return emulate<T, D, false>(pr, schedule, which, backward);
 }
 
-Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward which) {
+Emulated emulate_problem(const Problem& pr, simt::Schedule schedule, Forward which, bool backward = true) {
   const bool bf16 = pr.args.dtype == DType::BFloat16;
   if (pr.args.E == 64) {
-    return bf16 ? emulate_any<BFloat16, 64>(pr, schedule, which) : emulate_any<Half, 64>(pr, schedule, which);
+    return bf16 ? emulate_any<BFloat16, 64>(pr, schedule, which, backward)
+                : emulate_any<Half, 64>(pr, schedule, which, backward);
   }
-  return bf16 ? emulate_any<BFloat16, 128>(pr, schedule, which) : emulate_any<Half, 128>(pr, schedule, which);
+  return bf16 ? emulate_any<BFloat16, 128>(pr, schedule, which, backward)
+              : emulate_any<Half, 128>(pr, schedule, which, backward);
 }
 
 constexpr Forward kEveryForward[] = {Forward::kMmaSync,      Forward::kWgmma,     Forward::kWgmmaNoPingPong,
@@ -205,6 +212,8 @@ constexpr Forward kEveryForward[] = {Forward::kMmaSync,      Forward::kWgmma,   
 // without ping-pong, loading with cp.async, or either kernel with its tiles by pieces, only when asked
 // for `every` forward: each computes what kWgmma or kWgmmaSync does, in another order, with other
 // copies or in another layout), after checking that the CUDA twin would hand it to these kernels.
+// The backward, the same kernels after each wgmma forward, runs after kMmaSync and kWgmma; the
+// other forwards are checked by their output and log-sum-exp, which is all the backward reads.
 void check_problem(const Problem& pr, bool every = false) {
   {
     const Operands in = operands(pr, pr.args.dtype);
@@ -215,7 +224,9 @@ void check_problem(const Problem& pr, bool every = false) {
   for (const Forward which : kEveryForward) {
     if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
     INFO(forward_name(which));
-    check_emulated(pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which).results; }, tol);
+    const bool backward = which == Forward::kMmaSync || which == Forward::kWgmma;
+    check_emulated(
+        pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which, backward).results; }, tol);
   }
 }
 
@@ -389,8 +400,8 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   // without ping-pong.
   for (const Forward other : {Forward::kWgmmaSync, Forward::kWgmmaNoPingPong}) {
     INFO(forward_name(other));
-    const Emulated other_full = emulate_problem(full_problem, simt::Schedule::Lowest, other);
-    const Emulated other_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, other);
+    const Emulated other_full = emulate_problem(full_problem, simt::Schedule::Lowest, other, false);
+    const Emulated other_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, other, false);
     CHECK(other_full.wgmma_forward == wg_full.wgmma_forward);
     CHECK(other_causal.wgmma_forward == wg_causal.wgmma_forward);
     CHECK(other_full.turns + other_causal.turns == 0);
