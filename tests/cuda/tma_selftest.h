@@ -2,8 +2,9 @@
 // its own, built for sm_90a). The same kernel (tests/cuda/tma_selftest_kernel.cuh) runs on the CPU's
 // emulator in tests/kernels/test_simt.cpp, on the same cases, against the same expected tile. So one
 // GPU run tells whether the emulator's model of the copy (the box walked innermost first, zeros past
-// the tensor's ends, the bytes completing the barrier's phase) and the view the attention forward uses
-// (a matrix as [8 elements, rows, W / 8 pieces], the pieces 16 bytes apart) hold on the hardware.
+// the tensor's ends, the bytes completing the barrier's phase, the 128-byte swizzle) and the views the
+// attention forward uses hold on the hardware: by pieces (a matrix as [8 elements, rows, W / 8
+// pieces], the pieces 16 bytes apart) and swizzled (the matrix as it is, a box of 64 columns).
 #pragma once
 
 #include <cstdint>
@@ -80,9 +81,10 @@ inline std::vector<uint16_t> tma_expected(const TmaSelftestCase& c) {
 }
 
 // The cases both tests run: rows past the end, before the start, a 128-row box, head dim 128; and
-// swizzled, the second 64 columns of 128, rows past the end.
+// swizzled, the second 64 columns of 128, rows past the end, and the attention forward's box of Q at
+// head dim 128 (128 rows, 16 periods of the swizzle), from row 5.
 inline std::vector<TmaSelftestCase> tma_selftest_cases() {
-  std::vector<TmaSelftestCase> cases(6);
+  std::vector<TmaSelftestCase> cases(7);
   cases[1].row0 = -8;
   cases[2].box_rows = 128;
   cases[2].row0 = 5;
@@ -94,6 +96,11 @@ inline std::vector<TmaSelftestCase> tma_selftest_cases() {
   cases[5].W = 128;
   cases[5].col0 = 64;
   cases[5].row0 = 3;
+  cases[6].swizzle = true;
+  cases[6].W = 128;
+  cases[6].rows = 150;
+  cases[6].box_rows = 128;
+  cases[6].row0 = 5;
   return cases;
 }
 
