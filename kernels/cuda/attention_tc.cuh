@@ -150,11 +150,11 @@ __device__ __forceinline__ bool visible(const TcParams& p, int64_t i, int64_t j)
   return i < p.L && j < p.S && (!p.causal || j <= i);
 }
 
-// The same for query row i and the n keys of a tile from j0 on, as the count of the tile's first keys
-// it sees (those before S and, with causal, up to i; none past L): found once per row and tile in 64
-// bits, it leaves one 32-bit compare per score where visible() takes several 64-bit ones, more
-// instructions than the score's exponential. The forward's softmax, on its critical path, uses it;
-// the backward's kernels keep visible(): there the bounds cost registers, up to spills.
+// visible() for query row i across the n keys of a tile from j0 on, as a count: the row sees the tile's
+// first keys_seen() keys (those before S and, with causal, up to i; none past L). Found once per row
+// and tile, it leaves each score one 32-bit compare instead of visible()'s 64-bit ones, which cost
+// more instructions than the score's exponential. The forward's softmax, on its critical path, uses
+// it; the backward keeps visible(): there the bounds, held through the loop, cost registers.
 __device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j0, int n) {
   const int64_t end = i >= p.L ? 0 : p.causal ? cuda_detail::min_i64(p.S, i + 1) : p.S;
   return static_cast<int>(end - j0 < 0 ? 0 : end - j0 > n ? n : end - j0);
