@@ -160,6 +160,17 @@ __device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j
   return static_cast<int>(end - j0 < 0 ? 0 : end - j0 > n ? n : end - j0);
 }
 
+// The first query row of this block of a kernel over blocks of `rows` query rows (the forwards and the
+// dq kernels). With causal a block's rows see more keys the later they are, so the blocks go in reverse
+// order of blockIdx.x, as FlashAttention's do: the GPU starts blocks in that order, and the longest
+// ones then start first and the shortest fill the grid's tail, instead of the longest starting last
+// while the rest of the GPU runs out of work. (The dk/dv kernels' blocks of keys are in that order as
+// they are: the earlier the keys, the more queries see them.)
+__device__ __forceinline__ int64_t block_first_row(const TcParams& p, int rows) {
+  const unsigned x = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  return static_cast<int64_t>(x) * rows;
+}
+
 // The keys that `rows` query rows from i0 on see: all S, or with causal those up to the last row (the
 // forward and the dq kernels, for their blocks or for a warpgroup's rows).
 __device__ __forceinline__ int64_t block_key_end(const TcParams& p, int64_t i0, int64_t rows = kBlockRows) {

@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int64_t i0 = block_first_row(p, kBlockRows);
   const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   const Smem smem(carve);
 
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t i0 = block_first_row(p, kRows);
   const int group = kWgmmaDqGroups<D> == 1 ? 0 : static_cast<int>(threadIdx.x) / wgmma::kThreads;
   const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};

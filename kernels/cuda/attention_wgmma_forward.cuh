@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   const WgmmaForwardSmem<T, D, kOrder> smem(carve);
 
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t i0 = block_first_row(p, kRows);
   const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;  // kWgmmaForwardGroups: the producer
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   // The block streams the key tiles its last row sees; a consumer warpgroup stops at the first one
@@ -561,7 +561,7 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
   const Smem smem(carve);
 
   const int64_t b = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t i0 = block_first_row(p, kRows);
   const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
