@@ -137,25 +137,39 @@ __device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile 
   rescale(acc, softmax_tile<kDropout>(s, rows, p, st, b, j0));
 }
 
-// The forward's end: out = acc / l for the lane's two rows and, from one lane of each group of four,
-// the row's log-sum-exp in natural log. A row with no visible key gets zeros and -inf, as from the
-// scalar kernel.
+// The forward's end for the lane's row h (0: row_lo, 1: row_hi): from one lane of each group of four,
+// the row's log-sum-exp in natural log; and the factor its output takes, 1 / l. A row with no visible
+// key gets zeros and -inf, as from the scalar kernel.
+__device__ __forceinline__ float finish_row(float* lse, const TcParams& p, int64_t b, const RowState& rows, int h) {
+  const int64_t i = h == 0 ? rows.row_lo : rows.row_hi;
+  const bool none = rows.m_run[h] == -INFINITY;
+  if (i < p.L && tile::lane_id() % 4 == 0) {
+    lse[b * p.L + i] = none ? -INFINITY : (rows.m_run[h] + log2f(rows.l_run[h])) / kLog2e;
+  }
+  return none ? 0.f : 1.f / rows.l_run[h];
+}
+
+// Batch entry b's output. Its offset is found at the end, not with q's, k's and v's at the kernel's
+// start: held through the key loop it costs registers (the mma.sync kernel on sm_90 at head dim 64
+// with dropout: spills). Offsets kept in shared memory instead, as the backward kernels keep theirs,
+// spill at head dim 64 without dropout.
+template <typename T> __device__ __forceinline__ T* output_of(T* out, const TcParams& p, int64_t b) {
+  return out + attention_batch_offset(p.layout, p.layout.o, b);
+}
+
+// The forward's end: out = acc / l for the lane's two rows, straight from the accumulators, and the
+// log-sum-exp (finish_row).
 template <typename T, int OUT>
 __device__ __forceinline__ void write_forward(T* out, float* lse, const TcParams& p, int64_t b, const RowState& rows,
                                               const tile::CTile (&acc)[OUT]) {
   using namespace tile;
   const int lane = lane_id();
-  // The output's offset is found here, not with q's, k's and v's at the kernel's start: held through
-  // the key loop it costs registers (the mma.sync kernel on sm_90 at head dim 64 with dropout:
-  // spills). Offsets kept in shared memory instead, as the backward kernels keep theirs, spill at
-  // head dim 64 without dropout.
-  T* const out_b = out + attention_batch_offset(p.layout, p.layout.o, b);
+  T* const out_b = output_of(out, p, b);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t i = h == 0 ? rows.row_lo : rows.row_hi;
+    const float inv = finish_row(lse, p, b, rows, h);
     if (i >= p.L) continue;
-    const bool none = rows.m_run[h] == -INFINITY;
-    const float inv = none ? 0.f : 1.f / rows.l_run[h];
     T* o = out_b + i * p.o_rs;
 #pragma unroll
     for (int t = 0; t < OUT; ++t) {
@@ -164,7 +178,6 @@ __device__ __forceinline__ void write_forward(T* out, float* lse, const TcParams
         o[t * kN + c_coord(lane, e).col] = static_cast<T>(acc[t].r[e] * inv);
       }
     }
-    if (lane % 4 == 0) lse[b * p.L + i] = none ? -INFINITY : (rows.m_run[h] + log2f(rows.l_run[h])) / kLog2e;
   }
 }
 

@@ -43,6 +43,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_tc_forward.cuh"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/pipeline.cuh"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -291,6 +292,19 @@ __device__ __forceinline__ void produce_forward_tiles_tma(const WgmmaForwardSmem
   }
 }
 
+// The consumer warpgroups' epilogue barriers (WgmmaForwardConsumer::write_out): warpgroup g's is
+// kWgmmaEpilogueBarrier + g, counting its 128 threads, after the turns' (kWgmmaTurnBarrier below).
+inline constexpr int kWgmmaEpilogueBarrier = 1 + kWgmmaForwardGroups;
+static_assert(kWgmmaEpilogueBarrier + kWgmmaForwardGroups <= 16, "a block has 16 named barriers");
+
+// Syncs warpgroup g's threads on its epilogue barrier, the id an immediate (as turn_barrier's, below).
+template <int G = 0> __device__ __forceinline__ void epilogue_barrier(int g) {
+  if constexpr (G < kWgmmaForwardGroups) {
+    if (g != G) epilogue_barrier<G + 1>(g);
+    else pipeline::named_barrier_sync(kWgmmaEpilogueBarrier + G, wgmma::kThreads);
+  }
+}
+
 // A consumer warpgroup's side of the forward, the same in both kernels below: its 64 query rows'
 // output accumulators and softmax state, and P of the last key tile it computed, as A tiles, whose
 // P V is still to be issued.
@@ -388,14 +402,57 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
   }
 
   // The last P V, with no next tile's scores to overlap (after a causal warpgroup's early stop too),
-  // then the output and the log-sum-exp.
-  template <typename Handoff> __device__ __forceinline__ void finish(T* out, float* lse, const Handoff& handoff) {
+  // then the output and the log-sum-exp (write_out).
+  template <typename Handoff>
+  __device__ __forceinline__ void finish(const Smem& smem, int group, int64_t i0, T* out, float* lse,
+                                         const Handoff& handoff) {
     if (pending) {
       issue_pv(last, handoff);
       wgmma::wait<0>();
       wgmma::settle(acc);
     }
-    write_forward(out, lse, p, b, rows, acc);
+    write_out(smem, group, i0, out, lse);
+  }
+
+  // out = acc / l for the warpgroup's 64 rows (from the block's first, i0), through shared memory, as
+  // FlashAttention-3's epilogue goes (which stores with a tensor copy where this takes 16-byte
+  // stores): the rows go into the warpgroup's own rows of the staged Q tile, which no one reads any
+  // more (only its products did, and all have landed), then leave in 16-byte pieces, 8 threads to 128
+  // contiguous bytes of a row where the tile is swizzled. Stored from the accumulators, a warp's store
+  // writes 4 bytes of each of 8 rows per lane group. Where the output's rows are not 16-byte aligned,
+  // write_forward stores from the accumulators. The log-sum-exp is written from the registers
+  // (finish_row) either way.
+  __device__ __forceinline__ void write_out(const Smem& smem, int group, int64_t i0, T* out, float* lse) {
+    T* const out_b = output_of(out, p, b);
+    if (reinterpret_cast<uintptr_t>(out_b) % 16 != 0 || p.o_rs % tile::kPieceElems != 0) {  // the block's alike
+      write_forward(out, lse, p, b, rows, acc);
+      return;
+    }
+    const int lane = tile::lane_id();
+    constexpr wgmma::Staging kQ = Smem::q_staging();
+    const int row = static_cast<int>(threadIdx.x) / tile::kWarp * tile::kM + lane / 4;  // of the block's
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float inv = finish_row(lse, p, b, rows, h);
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+        T* at = smem.q + kQ.offset(row + 8 * h, t * tile::kN + tile::c_coord(lane, 2 * h).col);
+        *reinterpret_cast<uint32_t*>(at) =
+            tile::pack2(static_cast<T>(acc[t].r[2 * h] * inv), static_cast<T>(acc[t].r[2 * h + 1] * inv));
+      }
+    }
+    epilogue_barrier(group);
+    // The warpgroup's rows, in memory order.
+    constexpr wgmma::Staging kMine{wgmma::kM, D, kOrder};
+    using Piece = cuda_detail::Vec16<T>;
+    for (int idx = static_cast<int>(threadIdx.x) % wgmma::kThreads; idx < wgmma::kM * D / tile::kPieceElems;
+         idx += wgmma::kThreads) {
+      const int r = static_cast<int>(kMine.piece_row(idx)), c = static_cast<int>(kMine.piece_col(idx));
+      const int64_t i = i0 + group * wgmma::kM + r;
+      if (i >= p.L) continue;
+      *reinterpret_cast<Piece*>(out_b + i * p.o_rs + c) =
+          *reinterpret_cast<const Piece*>(smem.q + kQ.offset(group * wgmma::kM + r, c));
+    }
   }
 };
 
@@ -405,6 +462,7 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
 // softmax, instead of both issuing at once and then both waiting on the exponentials. A turn syncs on
 // its own barrier and ends by arriving on the next warpgroup's; the barrier counts the two warpgroups.
 inline constexpr int kWgmmaTurnBarrier = 1;  // 0 is __syncthreads'
+static_assert(kWgmmaTurnBarrier + kWgmmaForwardGroups == kWgmmaEpilogueBarrier, "the epilogue's barriers follow");
 inline constexpr int kWgmmaTurnThreads = 2 * wgmma::kThreads;
 static_assert(kWgmmaTurnBarrier + kWgmmaForwardGroups <= 16, "a block has 16 named barriers");
 
@@ -530,7 +588,7 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     }
     c.step(t, j0, handoff);
   }
-  c.finish(out, lse, handoff);
+  c.finish(smem, group, i0, out, lse, handoff);
 }
 
 // The sync forward's consumers tell no one anything: stream_tiles's barriers order the block.
@@ -587,7 +645,7 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
     if (j0 >= c.j_end) return;  // the same for the whole warpgroup, and for every later tile
     c.step(t, j0, WgmmaNoHandoff{});
   });
-  c.finish(out, lse, WgmmaNoHandoff{});
+  c.finish(smem, group, i0, out, lse, WgmmaNoHandoff{});
 }
 
 }  // namespace kiln::attention_tc

@@ -31,6 +31,7 @@ struct Problem {
   AttentionArgs args;
   Tensor q, k, v, dout, mask;
   int64_t q_at = 0, k_at = 0, v_at = 0;
+  int64_t out_at = 0;  // where the output starts in its buffer, in elements (Outputs)
 };
 
 // The problem's operands in dtype t (copies of the buffers, the same layout), the arguments for
@@ -81,17 +82,18 @@ inline Results reference(const Problem& pr) {
   return {out, lse, dq, dk, dv};
 }
 
-// The kernels' outputs for a problem's arguments, each between guard bands: out, lse, the D rows the
-// dq kernel writes for the dk/dv kernel, dq, dk and dv.
+// The kernels' outputs for a problem's arguments, each between guard bands: out (from element
+// `out_at` of its buffer on), lse, the D rows the dq kernel writes for the dk/dv kernel, dq, dk and dv.
 template <typename T> struct Outputs {
-  explicit Outputs(const AttentionArgs& a)
-      : out(a.batch * a.L * a.Ev), dq(a.batch * a.L * a.E), dk(a.batch * a.S * a.E), dv(a.batch * a.S * a.Ev),
-        lse(a.batch * a.L), d_rows(a.batch * a.L) {}
+  explicit Outputs(const AttentionArgs& a, int64_t out_at = 0)
+      : out(a.batch * a.L * a.Ev + out_at), dq(a.batch * a.L * a.E), dk(a.batch * a.S * a.E),
+        dv(a.batch * a.S * a.Ev), lse(a.batch * a.L), d_rows(a.batch * a.L), out_at(out_at) {}
+  T* out_data() { return out.data() + out_at; }
   // Checks the forward's guard bands, and returns out and lse as tensors.
   Results forward_results(const AttentionArgs& a) const {
     CHECK(out.bands_intact());
     CHECK(lse.bands_intact());
-    return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}), lse.tensor(DType::Float32, {a.batch, a.L})};
+    return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}, out_at), lse.tensor(DType::Float32, {a.batch, a.L})};
   }
   // Checks every guard band, and returns out, lse, dq, dk and dv as tensors.
   Results results(const AttentionArgs& a) const {
@@ -101,12 +103,13 @@ template <typename T> struct Outputs {
     CHECK(dq.bands_intact());
     CHECK(dk.bands_intact());
     CHECK(dv.bands_intact());
-    return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}), lse.tensor(DType::Float32, {a.batch, a.L}),
+    return {out.tensor(a.dtype, {a.batch, a.L, a.Ev}, out_at), lse.tensor(DType::Float32, {a.batch, a.L}),
             dq.tensor(a.dtype, {a.batch, a.L, a.E}), dk.tensor(a.dtype, {a.batch, a.S, a.E}),
             dv.tensor(a.dtype, {a.batch, a.S, a.Ev})};
   }
   Guarded<T> out, dq, dk, dv;
   Guarded<float> lse, d_rows;
+  int64_t out_at;
 };
 
 // Runs `emulate` under both schedules and checks the runs against each other (the same bits) and

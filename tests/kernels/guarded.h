@@ -46,11 +46,11 @@ template <typename E> class Guarded {
     }
     return true;
   }
-  // The elements as a tensor of `dtype` and `shape`.
-  Tensor tensor(DType dtype, const Shape& shape) const {
+  // The elements from `offset` on as a tensor of `dtype` and `shape`.
+  Tensor tensor(DType dtype, const Shape& shape, size_t offset = 0) const {
     Tensor t = empty(shape, TensorOptions(dtype));
-    REQUIRE(static_cast<size_t>(t.numel()) == n_);
-    std::memcpy(t.data_ptr(), data(), n_ * sizeof(E));
+    REQUIRE(static_cast<size_t>(t.numel()) + offset == n_);
+    std::memcpy(t.data_ptr(), data() + offset, (n_ - offset) * sizeof(E));
     return t;
   }
 

@@ -77,9 +77,9 @@ simt::LaunchStats launch_wgmma_forward(simt::LaunchConfig cfg, bool producer, Ou
   cfg.dynamic_smem = smem_bytes<WgmmaForwardSmem<T, D, kOrder>>();
   return simt::launch(cfg, [&] {
     if (producer) {
-      attention_forward_wgmma_kernel<T, D, kDropout, kOrder>(o.out.data(), o.lse.data(), qp, kp, vp, p, maps);
+      attention_forward_wgmma_kernel<T, D, kDropout, kOrder>(o.out_data(), o.lse.data(), qp, kp, vp, p, maps);
     } else {
-      attention_forward_wgmma_sync_kernel<T, D, kDropout, kOrder>(o.out.data(), o.lse.data(), qp, kp, vp, p);
+      attention_forward_wgmma_sync_kernel<T, D, kDropout, kOrder>(o.out_data(), o.lse.data(), qp, kp, vp, p);
     }
   });
 }
@@ -99,7 +99,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
   const auto* gp = static_cast<const T*>(in.dout);
-  Outputs<T> o(a);
+  Outputs<T> o(a, pr.out_at);
   simt::LaunchConfig cfg;
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
@@ -119,7 +119,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   } else {
     cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
     forward = simt::launch(
-        cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out.data(), o.lse.data(), qp, kp, vp, p); });
+        cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out_data(), o.lse.data(), qp, kp, vp, p); });
     forward_blocks = static_cast<int64_t>(row_blocks(a.L)) * a.batch;
   }
   simt::LaunchStats dq_stats, dkv_stats;
@@ -132,10 +132,10 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     }
     dq_stats = simt::launch(dq_cfg, [&] {
       if (wg) {
-        attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
+        attention_backward_dq_wgmma_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out_data(),
                                                            o.lse.data(), qp, kp, vp, p);
       } else {
-        attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out.data(),
+        attention_backward_dq_tc_kernel<T, D, kDropout>(o.dq.data(), o.d_rows.data(), gp, o.out_data(),
                                                         o.lse.data(), qp, kp, vp, p);
       }
     });
@@ -153,25 +153,33 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   }
   CHECK(forward.blocks == forward_blocks);
   CHECK(forward.warp_collectives > 0);
+  // The wgmma forwards' epilogue: each consumer warpgroup syncs on its named barrier once, where the
+  // output's rows are 16-byte aligned (here: every batch entry's alike); else they store from the
+  // accumulators. The rest of the named-barrier phases are the ping-pong's turns.
+  bool staged_out = reinterpret_cast<uintptr_t>(o.out_data()) % 16 == 0 && a.o_row_stride % 8 == 0;
+  for (int d = 0; d < a.layout.ndim; ++d) staged_out = staged_out && a.layout.o[d] % 8 == 0;
+  const int64_t epilogue_phases = wg && staged_out ? forward_blocks * kWgmmaForwardGroups : 0;
+  const int64_t turns = forward.named_barrier_phases - epilogue_phases;
   if (which == Forward::kWgmma || which == Forward::kWgmmaNoPingPong || which == Forward::kWgmmaCpAsync ||
       which == Forward::kWgmmaPieces) {
     // Warp-specialized: one __syncthreads per block (after the init), turns only with ping-pong, and
     // tensor copies (and then no cp.async) where the operands' rows are 16-byte aligned.
     CHECK(forward.block_barriers == forward_blocks);
     CHECK(forward.mbarrier_phases > 0);
-    CHECK((forward.named_barrier_phases > 0) == (which != Forward::kWgmmaNoPingPong));
+    CHECK((turns > 0) == (which != Forward::kWgmmaNoPingPong));
     const bool tma = which != Forward::kWgmmaCpAsync && p.wide;
     CHECK(maps.on == tma);
     CHECK((forward.bulk_copies > 0) == tma);
     CHECK((forward.async_copies > 0) == !tma);
   } else {
     CHECK(forward.mbarrier_phases == 0);
-    CHECK(forward.named_barrier_phases == 0);
+    CHECK(turns == 0);
     CHECK(forward.bulk_copies == 0);
   }
   Emulated e;
   e.results = backward ? o.results(a) : o.forward_results(a);
-  e.turns = forward.named_barrier_phases;
+  CHECK(turns >= 0);
+  e.turns = turns;
   e.bulk_copies = forward.bulk_copies;
   e.bulk_bytes = forward.bulk_copy_bytes;
   e.mma_forward = forward.collectives_in(kMmaFile);
@@ -319,8 +327,9 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
   const int64_t B = 1, H = 2, T = 150;
   INFO("E " << E << ", skew " << skew);
   manual_seed(static_cast<uint64_t>(E + skew));
-  const Problem pr =
+  Problem pr =
       fused_projection_problem(DType::Float16, B, H, T, E, false, 1.0 / std::sqrt(static_cast<double>(E)), skew);
+  pr.out_at = skew / 2;  // and the output off 16 bytes, where the wgmma forwards store from the accumulators
   check_problem(pr);
 
   const auto tiles = [](int64_t rows, int64_t per_tile) { return (rows + per_tile - 1) / per_tile; };
