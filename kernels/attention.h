@@ -58,6 +58,9 @@ struct AttentionArgs {
   bool wgmma_pingpong = true;
   bool wgmma_tma = true;
   bool wgmma_swizzle = true;
+  // The tensor-core forward and dq kernels take their blocks of query rows longest first under causal
+  // (the last rows first), or with false in order.
+  bool longest_first = true;
 };
 
 // Sets out/dout, dq, dk and dv to contiguous [batch..., L, Ev], [batch..., L, E], [batch..., S, E]

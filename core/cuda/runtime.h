@@ -168,6 +168,10 @@ struct MathSwitches {
   // layout without a swizzle, to measure what it is worth. KILN_ATTENTION_WGMMA_SWIZZLE=0 turns it
   // off at start.
   bool attention_wgmma_swizzle = true;
+  // With attention_tensor_cores and causal, the forward and dq kernels start their blocks of query
+  // rows longest first (the last rows, which see the most keys); false: in order, to measure what the
+  // order is worth. KILN_ATTENTION_LONGEST_FIRST=0 turns it off at start.
+  bool attention_longest_first = true;
 };
 MathSwitches& math_switches();
 

@@ -112,6 +112,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.wgmma_pingpong = cuda::math_switches().attention_wgmma_pingpong;
   a.wgmma_tma = cuda::math_switches().attention_wgmma_tma;
   a.wgmma_swizzle = cuda::math_switches().attention_wgmma_swizzle;
+  a.longest_first = cuda::math_switches().attention_longest_first;
   return p;
 }
 

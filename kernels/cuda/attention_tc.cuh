@@ -46,6 +46,8 @@ struct TcParams {
   bool wide;
   // The warp-specialized wgmma forward's consumer warpgroups take turns (AttentionArgs::wgmma_pingpong).
   bool pingpong;
+  // With causal, blocks of query rows go longest first (block_first_row; AttentionArgs::longest_first).
+  bool longest_first;
 };
 
 // The kernels' parameters for the operands at q, k, v and (the backward's) dout.
@@ -60,7 +62,8 @@ inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void
   return TcParams{a.batch, a.L, a.S, a.q_row_stride, a.k_row_stride, a.v_row_stride, a.o_row_stride,
                   a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
-                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide, a.wgmma_pingpong};
+                  dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide, a.wgmma_pingpong,
+                  a.longest_first};
 }
 
 // Shared buffers per streamed tile (key tiles in the forward and the dq kernels, query tiles in the
@@ -165,9 +168,10 @@ __device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j
 // order of blockIdx.x, as FlashAttention's do: the GPU starts blocks in that order, and the longest
 // ones then start first and the shortest fill the grid's tail, instead of the longest starting last
 // while the rest of the GPU runs out of work. (The dk/dv kernels' blocks of keys are in that order as
-// they are: the earlier the keys, the more queries see them.)
+// they are: the earlier the keys, the more queries see them.) TcParams::longest_first false keeps
+// blockIdx.x's order, for the A/B.
 __device__ __forceinline__ int64_t block_first_row(const TcParams& p, int rows) {
-  const unsigned x = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const unsigned x = p.causal && p.longest_first ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   return static_cast<int64_t>(x) * rows;
 }
 

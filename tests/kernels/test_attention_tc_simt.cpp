@@ -420,4 +420,36 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   // 4 (the first warpgroup of the second block takes its last turn without products).
   CHECK(wg_full.turns == 2 * (4 + 4));
   CHECK(wg_causal.turns == 2 * (2 + 4));
+  // With causal, the forward and dq kernels take their blocks longest first (block_first_row); in
+  // blockIdx.x's order (AttentionArgs::longest_first false, the A/B) every result is the same, bit
+  // for bit, and so is the work.
+  Problem in_order = causal_problem;
+  in_order.args.longest_first = false;
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
+    INFO(forward_name(which));
+    const Emulated a = emulate_problem(in_order, simt::Schedule::Lowest, which);
+    const Emulated& b = which == Forward::kMmaSync ? causal : wg_causal;
+    REQUIRE(a.results.size() == b.results.size());
+    for (size_t i = 0; i < a.results.size(); ++i) CHECK(same_bits(a.results[i], b.results[i]));
+    CHECK(a.mma_forward + a.wgmma_forward + a.mma_dq + a.wgmma_dq ==
+          b.mma_forward + b.wgmma_forward + b.mma_dq + b.wgmma_dq);
+  }
+}
+
+// The blocks' first query rows (block_first_row), over a grid of 4 blocks of 64 rows: with causal the
+// last rows go first, unless AttentionArgs::longest_first is off; without causal, in order.
+TEST_CASE("attention on tensor cores, emulated: causal blocks start with the last rows", "[simt][attention]") {
+  const bool causal = GENERATE(false, true);
+  const bool longest_first = GENERATE(false, true);
+  INFO((causal ? "causal" : "not causal") << (longest_first ? ", longest first" : ", in order"));
+  TcParams p{};
+  p.causal = causal;
+  p.longest_first = longest_first;
+  std::vector<int64_t> first(4, -1);
+  simt::LaunchConfig cfg;
+  cfg.grid = simt::Dim3{4, 1, 1};
+  cfg.block = simt::Dim3{1, 1, 1};
+  simt::launch(cfg, [&] { first[blockIdx.x] = block_first_row(p, 64); });
+  const std::vector<int64_t> in_order = {0, 64, 128, 192}, reversed = {192, 128, 64, 0};
+  CHECK(first == (causal && longest_first ? reversed : in_order));
 }

@@ -133,11 +133,12 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // `forward` picks the wgmma forward for the A/Bs: the warp-specialized one with or without ping-pong
 // (sdpa_causal_wgmma_nopingpong), with its producer on TMA or on cp.async (sdpa_causal_wgmma_cpasync),
 // its tiles staged with the 128-byte swizzle or by pieces (sdpa_causal_wgmma_pieces), or the one whose
-// whole block loads (sdpa_causal_wgmma_sync). FLOPs
+// whole block loads (sdpa_causal_wgmma_sync); or with its blocks in order instead of longest first
+// (sdpa_causal_wgmma_inorder). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces };
+enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder };
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
                           WgmmaForward forward = WgmmaForward::kWarpSpecialized) {
   BenchCase c;
@@ -147,6 +148,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
   if (forward == WgmmaForward::kCpAsync) c.name += "_cpasync";
   if (forward == WgmmaForward::kSync) c.name += "_sync";
   if (forward == WgmmaForward::kPieces) c.name += "_pieces";
+  if (forward == WgmmaForward::kInOrder) c.name += "_inorder";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -168,6 +170,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     cuda::math_switches().attention_wgmma_pingpong = forward != WgmmaForward::kNoPingPong;
     cuda::math_switches().attention_wgmma_tma = forward != WgmmaForward::kCpAsync;
     cuda::math_switches().attention_wgmma_swizzle = forward != WgmmaForward::kPieces;
+    cuda::math_switches().attention_longest_first = forward != WgmmaForward::kInOrder;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -296,7 +299,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kCpAsync),
                attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kCpAsync),
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kPieces),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kPieces)};
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kPieces),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kInOrder),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kInOrder)};
     rows.push_back(std::move(r));
   }
   {
