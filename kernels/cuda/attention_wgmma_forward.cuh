@@ -19,8 +19,9 @@
 //   (mma.sync: 8 D / 16 per warp); both operands K-major from shared memory.
 // - P V is 4 instructions of 64 x D x 16, P from registers (the score accumulators re-read as A
 //   tiles, a_from_c, as before) and V from shared memory, MN-major (the transpose flag).
-// The online softmax between the two products and the output's end are the mma.sync forward's own
-// functions (softmax_tile, rescale, write_forward): a warp's accumulator tiles sit where mma.sync's do.
+// The online softmax between the two products is the mma.sync forward's own (softmax_tile, rescale):
+// a warp's accumulator tiles sit where mma.sync's do. The output goes out through shared memory
+// (WgmmaForwardConsumer::write_out), or where it cannot as from mma.sync (write_forward).
 //
 // The instruction is asynchronous (wgmma.cuh says how a kernel waits for it). The kernel uses that as
 // FlashAttention-3 does within a warpgroup: tile t's S = Q K^T and tile t - 1's P V are issued
@@ -418,10 +419,10 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
   // FlashAttention-3's epilogue goes (which stores with a tensor copy where this takes 16-byte
   // stores): the rows go into the warpgroup's own rows of the staged Q tile, which no one reads any
   // more (only its products did, and all have landed), then leave in 16-byte pieces, 8 threads to 128
-  // contiguous bytes of a row where the tile is swizzled. Stored from the accumulators, a warp's store
-  // writes 4 bytes of each of 8 rows per lane group. Where the output's rows are not 16-byte aligned,
-  // write_forward stores from the accumulators. The log-sum-exp is written from the registers
-  // (finish_row) either way.
+  // contiguous bytes of a row where the tile is swizzled (stored from the accumulators, a warp's store
+  // writes 16 bytes in each of 8 rows). Where the output's rows are not 16-byte aligned, write_forward
+  // stores from the accumulators. The log-sum-exp is written from the registers (finish_row) either
+  // way.
   __device__ __forceinline__ void write_out(const Smem& smem, int group, int64_t i0, T* out, float* lse) {
     T* const out_b = output_of(out, p, b);
     if (reinterpret_cast<uintptr_t>(out_b) % 16 != 0 || p.o_rs % tile::kPieceElems != 0) {  // the block's alike
