@@ -158,32 +158,29 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
   const int thread = static_cast<int>(threadIdx.x) - kWgmmaConsumerThreads;
   constexpr int kThreads = wgmma::kThreads;
   stage_cores<T, D, kOrder>(smem.q, q + offs.q, p.q_rs, i0, p.L, kWgmmaForwardRows<D>, p.wide, thread, kThreads);
-  // Group 2 u is tile u's K, 2 u + 1 its V; past the last tile, empty groups keep the count. Once a
-  // group is committed, all but the newest two have landed after wait_copies<2>: the same operand's
-  // group of the tile before.
-  const auto land = [](uint64_t* full) {
-    tile::wait_copies<2>();
-    wgmma::fence_async_smem();
-    pipeline::mbarrier_arrive(full);
+  // Group 2 u is tile u's K, 2 u + 1 its V; past the last tile, empty groups keep the count. One
+  // operand's part of tile u: wait until the consumers released tile u - kBuffers from its buffer (at
+  // once the first time round), start its copies, commit them, and let the same operand's group of
+  // tile u - 1 land: once a group is committed, all but the newest two have landed after
+  // wait_copies<2>.
+  const auto operand = [&]<int kBuffers>(int u, T* buffers, uint64_t* empty, uint64_t* full, const T* base,
+                                         int64_t row_stride) {
+    if (u < tiles) {
+      pipeline::mbarrier_wait(stage_buffer<kBuffers>(empty, 1, u), 1 - pipeline_parity<kBuffers>(u));
+      stage_cores<T, D, kOrder>(stage_buffer<kBuffers>(buffers, Smem::kTileElems, u), base, row_stride,
+                                static_cast<int64_t>(u) * kWgmmaKeyTile, p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
+    }
+    tile::commit_copies();
+    if (u > 0) {
+      tile::wait_copies<2>();
+      wgmma::fence_async_smem();
+      pipeline::mbarrier_arrive(stage_buffer<kBuffers>(full, 1, u - 1));
+    }
   };
 #pragma unroll 1
   for (int u = 0;; ++u) {
-    const int64_t j0 = static_cast<int64_t>(u) * kWgmmaKeyTile;
-    if (u < tiles) {
-      // Wait until the consumers released tile u - kBuffers from the buffer (at once the first time round).
-      pipeline::mbarrier_wait(stage_buffer<kWgmmaKBuffers>(smem.k_empty, 1, u), 1 - pipeline_parity<kWgmmaKBuffers>(u));
-      stage_cores<T, D, kOrder>(stage_buffer<kWgmmaKBuffers>(smem.k, Smem::kTileElems, u), k + offs.k, p.k_rs, j0,
-                                p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
-    }
-    tile::commit_copies();
-    if (u > 0) land(stage_buffer<kWgmmaKBuffers>(smem.k_full, 1, u - 1));
-    if (u < tiles) {
-      pipeline::mbarrier_wait(stage_buffer<kWgmmaVBuffers>(smem.v_empty, 1, u), 1 - pipeline_parity<kWgmmaVBuffers>(u));
-      stage_cores<T, D, kOrder>(stage_buffer<kWgmmaVBuffers>(smem.v, Smem::kTileElems, u), v + offs.v, p.v_rs, j0,
-                                p.S, kWgmmaKeyTile, p.wide, thread, kThreads);
-    }
-    tile::commit_copies();
-    if (u > 0) land(stage_buffer<kWgmmaVBuffers>(smem.v_full, 1, u - 1));
+    operand.template operator()<kWgmmaKBuffers>(u, smem.k, smem.k_empty, smem.k_full, k + offs.k, p.k_rs);
+    operand.template operator()<kWgmmaVBuffers>(u, smem.v, smem.v_empty, smem.v_full, v + offs.v, p.v_rs);
     if (u == tiles) break;
   }
   tile::wait_copies<0>();  // the last, empty groups (with no tile, the block's Q rows)
