@@ -39,8 +39,9 @@
 // NaN (the emulator's cp.async; its bulk copies land at a wait on their barrier, and bytes that do not
 // add up deadlock or fault too). It counts the named barriers' arrivals too, and faults a block that
 // ends with one partly arrived. Register reallocation is not modelled: it only changes how many
-// registers the compiler may use. Nor are proxies (fence_barrier_init does nothing there): a missing
-// proxy fence shows on a GPU only.
+// registers the compiler may use. Proxies are, as far as one memory can show them: a bulk copy that
+// completes on a barrier with no fence_barrier_init (or other proxy fence) since its init is a fault
+// (simt::fence_proxy_async).
 #pragma once
 
 #include <cstdint>
@@ -109,7 +110,9 @@ inline void mbarrier_arrive(uint64_t* bar, simt::Site where = simt::Site::here()
 inline void mbarrier_wait(uint64_t* bar, int parity, simt::Site where = simt::Site::here()) {
   simt::mbarrier_wait(bar, parity, where);
 }
-inline void fence_barrier_init() {}  // one memory on the emulator: nothing to order
+// The emulator counts the fence (simt::fence_proxy_async): a bulk copy on a barrier initialized after
+// the block's last one is a fault there.
+inline void fence_barrier_init() { simt::fence_proxy_async(); }
 inline void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes, simt::Site where = simt::Site::here()) {
   simt::mbarrier_expect_tx(bar, bytes, where);
   simt::mbarrier_arrive(bar, where);

@@ -30,8 +30,10 @@
 // instruction). The asynchrony is modelled per thread (host::InFlight): an instruction is computed
 // when a wait lands it, from shared memory as it is then; its accumulators read as NaN until then;
 // issuing with no fence() since the last wait, changing an instruction's A registers before its wait,
-// and exiting with instructions in flight are faults. A missing settle (a compiler matter) and a
-// missing fence_async_smem still pass there and only show on a GPU.
+// and exiting with instructions in flight are faults, and so is an instruction that reads shared memory
+// which plain stores or cp.async changed with no fence_async_smem in the block since (the emulator keeps
+// the async proxy's view apart: simt::async_proxy_read). A missing settle (a compiler matter) still
+// passes there and only shows on a GPU; so does a fence missing in one thread while another fences.
 #pragma once
 
 #include <cstdint>
@@ -172,7 +174,7 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 
 #else  // the emulator
 
-inline void fence_async_smem() {}
+inline void fence_async_smem() { simt::fence_proxy_async(); }
 template <int kTiles> void settle(CTile (&)[kTiles]) {}
 
 namespace host {
@@ -198,6 +200,33 @@ inline Out out_coord(int i) {
   const int warp = static_cast<int>(threadIdx.x) / 32 % kWarps;
   const tile::Coord c = tile::c_coord(tile::lane_id(), i % 4);
   return {16 * warp + c.row, 8 * (i / 4) + c.col};
+}
+
+// The async proxy reads the 16-byte chunk at a shared address (simt::async_proxy_read): a chunk
+// changed by plain stores with no fence_async_smem since is a fault.
+inline void proxy_read(uint32_t address, simt::Site where) {
+  simt::async_proxy_read(reinterpret_cast<const char*>(tile::dynamic_smem()) + (address & ~15u), 16, where);
+}
+// What a warp's share of an instruction reads of an operand, chunk by chunk, checked by its first lane
+// at its landing: the 16 elements of K of row `mn` (K-major: two chunks), or of column `mn` (MN-major:
+// 8 elements of M/N a chunk, one chunk per element of K).
+inline void proxy_read_k_major(uint64_t d, int mn, simt::Site where) {
+  for (int k = 0; k < kK; k += kCore) proxy_read(k_major_address(d, mn, k), where);
+}
+inline void proxy_read_mn_major(uint64_t d, int mn, simt::Site where) {
+  for (int k = 0; k < kK; ++k) proxy_read(mn_major_address(d, mn, k), where);
+}
+// The warp's 16 rows of A (when A is in shared memory, K-major) and all N rows of B.
+template <int N> void proxy_read_operands(uint64_t a, bool a_in_smem, uint64_t b, bool b_mn_major, simt::Site where) {
+  if (simt::lane() != 0) return;
+  if (a_in_smem) {
+    const int row0 = out_coord(0).row;  // the warp's first row: lane 0's
+    for (int r = row0; r < row0 + tile::kM; ++r) proxy_read_k_major(a, r, where);
+  }
+  for (int n = 0; n < N; n += b_mn_major ? kCore : 1) {
+    if (b_mn_major) proxy_read_mn_major(b, n, where);
+    else proxy_read_k_major(b, n, where);
+  }
 }
 
 // A thread's instructions in flight. An instruction is computed when a wait lands it, from shared
@@ -274,13 +303,15 @@ inline void fence() { host::in_flight().fenced = true; }
 inline void commit() { ++host::in_flight().committed; }
 template <int kPending> void wait() { host::in_flight().wait(kPending); }
 
-template <typename T, int N> void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
+template <typename T, int N>
+void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Site where = simt::Site::here()) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
   host::check_swizzle(a);
   host::check_swizzle(b);
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
-      [a, b](float* out) {
+      [a, b, where](float* out) {
+        host::proxy_read_operands<N>(a, true, b, false, where);
         for (int i = 0; i < N / 2; ++i) {
           const host::Out o = host::out_coord(i);
           for (int k = 0; k < kK; ++k) {
@@ -292,7 +323,7 @@ template <typename T, int N> void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t
 }
 
 template <typename T, int N, bool kTransB>
-void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
+void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate, simt::Site where = simt::Site::here()) {
   static const tile::host::Owners<tile::kM, tile::kK> a_owner =
       tile::host::invert<tile::kM, tile::kK, tile::kAElems>(tile::a_coord);
   struct Fragment {
@@ -305,7 +336,8 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate) {
   host::check_swizzle(b);
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
-      [all = std::move(all), b](float* out) {
+      [all = std::move(all), b, where](float* out) {
+        host::proxy_read_operands<N>(0, false, b, kTransB, where);
         for (int i = 0; i < N / 2; ++i) {
           const host::Out o = host::out_coord(i);
           const int row = o.row % 16;  // within this warp's A tile

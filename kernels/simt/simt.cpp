@@ -83,6 +83,7 @@ struct Mbarrier {
   std::vector<BulkCopy> copies;
   int64_t phase = 0;
   Site init;
+  uint32_t fences_at_init = 0;  // the block's fence.proxy.async count then (Launch::async_fences)
 };
 constexpr uint64_t kMbarrierMark = 0x6b696c6e6d626172ull;  // "kilnmbar"
 
@@ -176,6 +177,13 @@ struct Launch {
   void* tsan_scheduler = nullptr;
   std::exception_ptr thrown;  // the first exception a thread raised: the launch stops
   LaunchStats stats;
+  // The async proxy's view of the dynamic shared memory (async_proxy_read): its bytes as that path
+  // last saw them, each 16-byte chunk's fence count then, and the block's fences so far. Set up at the
+  // block's first async operation (async_block is the block_serial it belongs to).
+  std::vector<unsigned char> async_view;
+  std::vector<uint32_t> async_seen_at;
+  uint32_t async_fences = 0;
+  uint64_t async_block = 0;
 };
 
 thread_local Launch* t_launch = nullptr;
@@ -595,6 +603,38 @@ bool touches_shared(const Launch& l, const void* p, size_t bytes) {
   return std::any_of(l.statics.begin(), l.statics.end(),
                      [&](const StaticShared& s) { return overlaps(s.memory.get(), s.bytes); });
 }
+
+// The async proxy's view for the running block, set up at its first use: the dynamic shared memory's
+// all-ones bytes of the block's start, no fences.
+constexpr size_t kProxyChunk = 16;
+void async_view_for_block(Launch& l) {
+  if (l.async_block == l.block_serial) return;
+  l.async_block = l.block_serial;
+  const size_t chunks = (l.config->dynamic_smem + kProxyChunk - 1) / kProxyChunk;
+  l.async_view.assign(chunks * kProxyChunk, 0xFF);
+  l.async_seen_at.assign(chunks, 0);
+  l.async_fences = 0;
+}
+
+// The chunks of the dynamic shared memory that [p, p + bytes) touches, as [first, end); none
+// where it lies elsewhere (a static variable).
+std::pair<size_t, size_t> proxy_chunks(const Launch& l, const void* p, size_t bytes) {
+  if (!in_range(p, bytes, l.smem.get(), l.config->dynamic_smem)) return {0, 0};
+  const auto offset = static_cast<size_t>(static_cast<const unsigned char*>(p) - l.smem.get());
+  return {offset / kProxyChunk, (offset + bytes + kProxyChunk - 1) / kProxyChunk};
+}
+
+// The async proxy wrote [p, p + bytes) (a bulk copy landing, or starting: its all-ones bytes): the
+// view holds what the memory holds there.
+void async_proxy_wrote(Launch& l, const void* p, size_t bytes) {
+  async_view_for_block(l);
+  const auto [first, end] = proxy_chunks(l, p, bytes);
+  for (size_t c = first; c < end; ++c) {
+    const size_t at = c * kProxyChunk, n = std::min(kProxyChunk, l.config->dynamic_smem - at);
+    std::memcpy(&l.async_view[at], l.smem.get() + at, n);
+    l.async_seen_at[c] = l.async_fences;
+  }
+}
 }  // namespace
 
 void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site where) {
@@ -674,7 +714,8 @@ void mbarrier_init(void* bar, int count, Site where) {
     fail(l, what + ": the barrier was initialized already, at " + site(b->init));
   }
   std::memcpy(bar, &kMbarrierMark, sizeof kMbarrierMark);
-  l.mbarriers.push_back(Mbarrier{bar, count, count, 0, {}, 0, where});
+  async_view_for_block(l);
+  l.mbarriers.push_back(Mbarrier{bar, count, count, 0, {}, 0, where, l.async_fences});
 }
 
 namespace {
@@ -686,9 +727,10 @@ bool has_waiters(const Launch& l, const Mbarrier& b) {
 }
 
 // Lands the bulk copies in flight to b: their bytes count against the phase's transaction bytes.
-void land_bulk_copies(Mbarrier& b) {
+void land_bulk_copies(Launch& l, Mbarrier& b) {
   for (BulkCopy& c : b.copies) {
     c.fill(c.dst);
+    async_proxy_wrote(l, c.dst, c.bytes);
     b.tx -= static_cast<int64_t>(c.bytes);
   }
   b.copies.clear();
@@ -721,7 +763,7 @@ void mbarrier_arrive(void* bar, Site where) {
     fail(l, "mbarrier arrive at " + site(where) + ": more arrivals than the count of " + std::to_string(b.count) +
                 " in one phase (initialized at " + site(b.init) + ")");
   }
-  if (b.pending == 0 && has_waiters(l, b)) land_bulk_copies(b);
+  if (b.pending == 0 && has_waiters(l, b)) land_bulk_copies(l, b);
   // The threads it woke may run before this one goes on, as they may on a GPU: the next in the
   // schedule's order runs now (under Highest, a producer warp numbered after its consumers). So a
   // thread that releases a buffer before it is done reading it sees the refill.
@@ -744,13 +786,49 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
   if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) fail(l, what + ": the destination is not aligned to 16 bytes");
   if (!in_shared(l, dst, bytes)) fail(l, what + ": the destination is not in the block's shared memory");
   Mbarrier& b = initialized_mbarrier(l, bar, "of a bulk copy", where);
+  async_view_for_block(l);
+  if (l.async_fences <= b.fences_at_init) {
+    fail(l, what + ": its barrier (initialized at " + site(b.init) +
+                ") has had no fence.proxy.async since its init (pipeline's fence_barrier_init): the copy "
+                "engine may not see it");
+  }
   std::memset(dst, 0xFF, bytes);  // undefined until it lands
+  async_proxy_wrote(l, dst, bytes);
   b.copies.push_back(BulkCopy{dst, bytes, std::move(fill), where});
   ++l.stats.bulk_copies;
   l.stats.bulk_copy_bytes += static_cast<int64_t>(bytes);
   if (!has_waiters(l, b)) return;
-  land_bulk_copies(b);
+  land_bulk_copies(l, b);
   if (complete_if_done(l, b, "bulk copy", where)) yield(l, self(l));
+}
+
+void fence_proxy_async() {
+  Launch& l = running("a proxy fence");
+  async_view_for_block(l);
+  ++l.async_fences;
+}
+
+void async_proxy_read(const void* p, size_t bytes, Site where) {
+  Launch& l = running("a read by the async proxy");
+  async_view_for_block(l);
+  const auto [first, end] = proxy_chunks(l, p, bytes);
+  if (first == end) {
+    fail(l, "async-proxy read of " + std::to_string(bytes) + " bytes at " + site(where) +
+                ": not in the block's dynamic shared memory");
+  }
+  for (size_t c = first; c < end; ++c) {
+    const size_t at = c * kProxyChunk, n = std::min(kProxyChunk, l.config->dynamic_smem - at);
+    if (std::memcmp(&l.async_view[at], l.smem.get() + at, n) != 0) {
+      if (l.async_seen_at[c] == l.async_fences) {
+        fail(l, "async-proxy read at " + site(where) + " of dynamic shared bytes " + std::to_string(at) + " .. " +
+                    std::to_string(at + n - 1) +
+                    ": plain stores or cp.async changed them with no fence.proxy.async in the block since the "
+                    "async proxy last saw them (wgmma::fence_async_smem, then a barrier)");
+      }
+      std::memcpy(&l.async_view[at], l.smem.get() + at, n);
+    }
+    l.async_seen_at[c] = l.async_fences;
+  }
 }
 
 void mbarrier_wait(void* bar, int parity, Site where) {
@@ -760,7 +838,7 @@ void mbarrier_wait(void* bar, int parity, Site where) {
   // The phase of `parity` has completed when the current phase has the other parity.
   if ((b.phase & 1) != (parity & 1)) return;
   // Otherwise it is the current one: what is in flight to it lands now, which may complete it.
-  land_bulk_copies(b);
+  land_bulk_copies(l, b);
   if (complete_if_done(l, b, "mbarrier wait", where)) return;
   f.state = State::AtMbarrier;
   f.where = where;

@@ -25,7 +25,8 @@
 // kernels/cuda/device_math.cuh) is an allocation of its own size: the sanitized build
 // (tools/sanitize.sh) catches accesses past either as it catches them past a tensor. A block's
 // static variables may take at most 48 KiB, and with the dynamic memory at most 227 KiB, as on an
-// H100.
+// H100. And the proxies: wgmma reading shared memory that plain stores or cp.async changed with no
+// fence.proxy.async since (async_proxy_read below).
 //
 // What it does not: the tensor-core instruction is emulated through kiln's own fragment maps
 // (kernels/tile_layout.h), so a wrong map would pass here; tests/cuda/test_tile_cuda.cpp checks the
@@ -175,6 +176,22 @@ void mbarrier_wait(void* bar, int parity, Site where = Site::here());
 // copies that never landed. Bytes expected and never brought end in the launch's deadlock error.
 void mbarrier_expect_tx(void* bar, int64_t bytes, Site where = Site::here());
 void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fill, Site where = Site::here());
+
+// The async proxy. wgmma's reads of its operands and the bulk copies' writes take a path of their
+// own to shared memory, which sees the writes of the usual path (plain stores, cp.async) only after
+// the writer's fence.proxy.async (fence_proxy_async: wgmma::fence_async_smem, and pipeline.cuh's
+// fence_barrier_init after mbarrier inits) and a barrier. Without the fence a GPU's wgmma may read
+// the bytes from before the stores, at random; the emulator's memory is one, so it keeps the async
+// proxy's view apart: the block's dynamic shared memory as that path last saw it, in 16-byte chunks,
+// each with the block's count of fences at that time. async_proxy_read(p, bytes) is a read of
+// [p, p + bytes) there (wgmma's emulation calls it for every chunk an instruction reads, at its
+// landing): a chunk whose bytes changed since the async proxy last saw them, with no fence in the
+// block since, is a fault; otherwise the chunk is seen as it is now. Bulk copies write the view as they
+// land. A bulk copy that completes on a barrier initialized after the block's last fence is a fault
+// too (the copy engine may not see the init). A fence counts for the whole block: the emulator cannot
+// tell whose stores a chunk holds, so one thread's fence covers another's missing one.
+void fence_proxy_async();
+void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());
 
 // Named barriers (bar.sync and bar.arrive with an id and a thread count, kernels/cuda/pipeline.cuh):
 // the block's hardware barriers 1 .. 15 (0 is __syncthreads'), each counting the threads that arrive

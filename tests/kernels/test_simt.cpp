@@ -526,7 +526,9 @@ uint16_t* copy_destination(uint64_t* bar) {
   const auto at = (reinterpret_cast<uintptr_t>(bar + 1) + 127) / 128 * 128;
   return reinterpret_cast<uint16_t*>(at);
 }
-TensorCopySeen tensor_copy(Schedule schedule, const std::function<void(uint64_t*, uint16_t*)>& issue) {
+// The barrier's init is fenced for the copy engine (fence_barrier_init) unless `fence_init` is false.
+TensorCopySeen tensor_copy(Schedule schedule, const std::function<void(uint64_t*, uint16_t*)>& issue,
+                           bool fence_init = true) {
   constexpr int kElems = kBoxRows * kCopyCols;
   TensorCopySeen seen;
   seen.before.assign(kElems, 1);
@@ -535,7 +537,10 @@ TensorCopySeen tensor_copy(Schedule schedule, const std::function<void(uint64_t*
     auto* bar = static_cast<uint64_t*>(simt::dynamic_smem());
     uint16_t* dst = copy_destination(bar);
     const int t = static_cast<int>(threadIdx.x);
-    if (t == 0) pipeline::mbarrier_init(bar, 1);
+    if (t == 0) {
+      pipeline::mbarrier_init(bar, 1);
+      if (fence_init) pipeline::fence_barrier_init();
+    }
     __syncthreads();
     if (t == 32) issue(bar, dst);
     if (t < 32) {
@@ -629,11 +634,23 @@ TEST_CASE("simt: tensor copies whose bytes do not add up, that never land, or th
                                   tma::copy_box(dst, swizzled_map, at, bar);
                                 }),
                     Contains("not aligned to 1024 bytes"));
+  // A barrier whose init no proxy fence followed: the copy engine may not see it.
+  CHECK_THROWS_WITH(tensor_copy(
+                        schedule,
+                        [&](uint64_t* bar, uint16_t* dst) {
+                          pipeline::mbarrier_arrive_expect_tx(bar, box.box_bytes());
+                          tma::copy_box(dst, map, at, bar);
+                        },
+                        false),
+                    Contains("no fence.proxy.async since its init"));
   // A copy nobody waits for.
   CHECK_THROWS_WITH(simt::launch(config({1, 1, 1}, {32, 1, 1}, schedule, 8 + 128 + 1024),
                                  [&] {
                                    auto* bar = static_cast<uint64_t*>(simt::dynamic_smem());
-                                   if (threadIdx.x == 0) pipeline::mbarrier_init(bar, 1);
+                                   if (threadIdx.x == 0) {
+                                     pipeline::mbarrier_init(bar, 1);
+                                     pipeline::fence_barrier_init();
+                                   }
                                    __syncthreads();
                                    if (threadIdx.x == 0) tma::copy_box(copy_destination(bar), map, at, bar);
                                  }),

@@ -225,7 +225,9 @@ struct AsyncCase {
   float s_before = 0, s_landed = 0, t_after_one_wait = 0, t_landed = 0, u_landed = 0;
 };
 
-template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body) {
+// Thread 0 stages A (ones) and B (column c all c), fenced for the async proxy unless `fence_staging` is
+// false, then the warpgroup runs body(A's descriptor, B, B's descriptor).
+template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body, bool fence_staging = true) {
   simt::LaunchConfig cfg;
   cfg.grid = simt::Dim3{1, 1, 1};
   cfg.block = simt::Dim3{static_cast<unsigned>(kThreads), 1, 1};
@@ -241,7 +243,7 @@ template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body) {
         for (int k = 0; k < 16; ++k) b[stage_offset(c, k, 16)] = Half(static_cast<float>(c));
       }
     }
-    fence_async_smem();
+    if (fence_staging) fence_async_smem();
     __syncthreads();
     body(rows_by_k(smem_address(a), 16), b, rows_by_k(smem_address(b), 16));
   });
@@ -267,7 +269,8 @@ TEST_CASE("wgmma, emulated: results land at the wait, read shared memory then, a
     g.t_after_one_wait = t[0].r[0];
     wait<0>();
     g.t_landed = t[0].r[0];
-    // u is issued, then B is doubled before the wait: the instruction reads B until it completes.
+    // u is issued, then B is doubled (and fenced) before the wait: the instruction reads B until it
+    // completes.
     fence();
     mma_ss<Half, 32>(u, da, db, false);
     commit();
@@ -276,6 +279,7 @@ TEST_CASE("wgmma, emulated: results land at the wait, read shared memory then, a
       for (int c = 0; c < 32; ++c) {
         for (int k = 0; k < 16; ++k) b[stage_offset(c, k, 16)] = Half(2.f * static_cast<float>(c));
       }
+      fence_async_smem();
     }
     __syncthreads();
     wait<0>();
@@ -295,6 +299,32 @@ TEST_CASE("wgmma, emulated: results land at the wait, read shared memory then, a
 TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a missing wait are faults",
           "[wgmma][simt]") {
   using Catch::Matchers::Contains;
+  // Operands staged with plain stores and no fence_async_smem: the tensor cores may not see them.
+  const auto one_product = [](uint64_t da, Half*, uint64_t db) {
+    CTile s[4];
+    fence();
+    mma_ss<Half, 32>(s, da, db, false);
+    commit();
+    wait<0>();
+  };
+  CHECK_THROWS_WITH(launch_warpgroup(one_product, false),
+                    Contains("async-proxy read") && Contains("no fence.proxy.async in the block since"));
+  CHECK_NOTHROW(launch_warpgroup(one_product, true));
+  // One element of B rewritten after a product read it, and read again with no fence since.
+  const auto rewritten = [&](bool fence_again) {
+    return launch_warpgroup([&, fence_again](uint64_t da, Half* b, uint64_t db) {
+      one_product(da, b, db);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        b[stage_offset(5, 3, 16)] = Half(-1.f);
+        if (fence_again) fence_async_smem();
+      }
+      __syncthreads();
+      one_product(da, b, db);
+    });
+  };
+  CHECK_THROWS_WITH(rewritten(false), Contains("async-proxy read") && Contains("tests/kernels/test_wgmma.cpp"));
+  CHECK_NOTHROW(rewritten(true));
   CHECK_THROWS_WITH(launch_warpgroup([](uint64_t da, Half*, uint64_t db) {
                       CTile s[4];
                       mma_ss<Half, 32>(s, da, db, false);
