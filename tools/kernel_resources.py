@@ -191,8 +191,9 @@ def main():
           f"- kiln commit `{commit}`; {nvcc_version}",
           f"- `{header['command']}` (the compiles: the CMake build's flags, `-Xptxas=-v`)",
           "- registers: per thread; spills: bytes stored / loaded to local memory; stack: bytes;"
-          " barriers: named barriers the kernel uses; smem: static shared memory, bytes (the kernels'"
-          " tiles are dynamic and not counted); T: float16 and bfloat16 alike", "",
+          " barriers: hardware barriers the kernel uses (__syncthreads' and the named ones); smem: static"
+          " shared memory, bytes (the kernels' tiles are dynamic and not counted); T: float16 and"
+          " bfloat16 alike", "",
           "| file | arch | kernel | registers | spills | stack | barriers | smem |",
           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     # In the table the float16 and bfloat16 instantiations of a kernel share a row (T) where ptxas gave
