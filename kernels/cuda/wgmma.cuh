@@ -33,7 +33,8 @@
 // and exiting with instructions in flight are faults, and so is an instruction that reads shared memory
 // which plain stores or cp.async changed with no fence_async_smem in the block since (the emulator keeps
 // the async proxy's view apart: simt::async_proxy_read). A missing settle (a compiler matter) still
-// passes there and only shows on a GPU; so does a fence missing in one thread while another fences.
+// passes there and only shows on a GPU; so does a fence missing in a thread whose plain stores wrote
+// an operand while another thread fences (a thread whose cp.async did is caught).
 #pragma once
 
 #include <cstdint>

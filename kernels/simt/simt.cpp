@@ -119,6 +119,7 @@ struct Fiber {
   void* tsan_fiber = nullptr;
   std::vector<PendingCopy> copies;  // in the order started
   int committed = 0;                // groups committed
+  uint32_t proxy_fences = 0;        // fence.proxy.async calls in this block (fence_proxy_async)
   std::vector<std::pair<const void*, std::unique_ptr<ThreadState>>> states;  // thread_state's
 };
 
@@ -179,9 +180,13 @@ struct Launch {
   LaunchStats stats;
   // The async proxy's view of the dynamic shared memory (async_proxy_read): its bytes as that path
   // last saw them, each 16-byte chunk's fence count then, and the block's fences so far. Set up at the
-  // block's first async operation (async_block is the block_serial it belongs to).
+  // block's first async operation (async_block is the block_serial it belongs to). And per chunk the
+  // thread whose cp.async landed in it last, with that thread's own fence count then (-1: none since
+  // the async proxy saw the chunk).
   std::vector<unsigned char> async_view;
   std::vector<uint32_t> async_seen_at;
+  std::vector<int> async_copy_writer;
+  std::vector<uint32_t> async_copy_writer_fences;
   uint32_t async_fences = 0;
   uint64_t async_block = 0;
 };
@@ -380,6 +385,7 @@ void run_block(Launch& l, Dim3 block) {
     f.fake_stack = nullptr;
     f.copies.clear();
     f.committed = 0;
+    f.proxy_fences = 0;
     f.states.clear();
 #if defined(KILN_SIMT_ASAN)
     // The frames the last block left on this stack are gone: their redzones are plain memory again.
@@ -613,6 +619,8 @@ void async_view_for_block(Launch& l) {
   const size_t chunks = (l.config->dynamic_smem + kProxyChunk - 1) / kProxyChunk;
   l.async_view.assign(chunks * kProxyChunk, 0xFF);
   l.async_seen_at.assign(chunks, 0);
+  l.async_copy_writer.assign(chunks, -1);
+  l.async_copy_writer_fences.assign(chunks, 0);
   l.async_fences = 0;
 }
 
@@ -633,6 +641,17 @@ void async_proxy_wrote(Launch& l, const void* p, size_t bytes) {
     const size_t at = c * kProxyChunk, n = std::min(kProxyChunk, l.config->dynamic_smem - at);
     std::memcpy(&l.async_view[at], l.smem.get() + at, n);
     l.async_seen_at[c] = l.async_fences;
+    l.async_copy_writer[c] = -1;
+  }
+}
+
+// Thread f's cp.async landed in [p, p + bytes): until f fences, the async proxy may not read it.
+void copy_landed(Launch& l, const Fiber& f, const void* p, size_t bytes) {
+  async_view_for_block(l);
+  const auto [first, end] = proxy_chunks(l, p, bytes);
+  for (size_t c = first; c < end; ++c) {
+    l.async_copy_writer[c] = f.linear;
+    l.async_copy_writer_fences[c] = f.proxy_fences;
   }
 }
 }  // namespace
@@ -674,7 +693,8 @@ ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> stat
 }
 
 void wait_copies(int pending) {
-  Fiber& f = self(running("a wait for asynchronous copies"));
+  Launch& l = running("a wait for asynchronous copies");
+  Fiber& f = self(l);
   // Groups 0 .. committed - 1 exist; those before committed - pending land.
   const int land_below = f.committed - std::max(pending, 0);
   size_t n = 0;
@@ -682,6 +702,7 @@ void wait_copies(int pending) {
     const PendingCopy& c = f.copies[n++];
     if (c.src_bytes > 0) std::memcpy(c.dst, c.src, c.src_bytes);
     std::memset(static_cast<unsigned char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+    copy_landed(l, f, c.dst, c.bytes);
   }
   f.copies.erase(f.copies.begin(), f.copies.begin() + static_cast<std::ptrdiff_t>(n));
 }
@@ -806,6 +827,7 @@ void fence_proxy_async() {
   Launch& l = running("a proxy fence");
   async_view_for_block(l);
   ++l.async_fences;
+  ++self(l).proxy_fences;
 }
 
 void async_proxy_read(const void* p, size_t bytes, Site where) {
@@ -818,6 +840,15 @@ void async_proxy_read(const void* p, size_t bytes, Site where) {
   }
   for (size_t c = first; c < end; ++c) {
     const size_t at = c * kProxyChunk, n = std::min(kProxyChunk, l.config->dynamic_smem - at);
+    if (const int w = l.async_copy_writer[c]; w >= 0) {
+      if (l.fibers[static_cast<size_t>(w)].proxy_fences == l.async_copy_writer_fences[c]) {
+        fail(l, "async-proxy read at " + site(where) + " of dynamic shared bytes " + std::to_string(at) + " .. " +
+                    std::to_string(at + n - 1) + ": thread " + dims(l.fibers[static_cast<size_t>(w)].index) +
+                    "'s cp.async landed there and that thread has not run fence.proxy.async since "
+                    "(wgmma::fence_async_smem: every thread that copies fences its own copies)");
+      }
+      l.async_copy_writer[c] = -1;
+    }
     if (std::memcmp(&l.async_view[at], l.smem.get() + at, n) != 0) {
       if (l.async_seen_at[c] == l.async_fences) {
         fail(l, "async-proxy read at " + site(where) + " of dynamic shared bytes " + std::to_string(at) + " .. " +

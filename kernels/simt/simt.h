@@ -188,8 +188,10 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
 // landing): a chunk whose bytes changed since the async proxy last saw them, with no fence in the
 // block since, is a fault; otherwise the chunk is seen as it is now. Bulk copies write the view as they
 // land. A bulk copy that completes on a barrier initialized after the block's last fence is a fault
-// too (the copy engine may not see the init). A fence counts for the whole block: the emulator cannot
-// tell whose stores a chunk holds, so one thread's fence covers another's missing one.
+// too (the copy engine may not see the init). The emulator knows which thread's cp.async landed in a
+// chunk, and that thread must have fenced since: another thread's fence does not cover it (kiln's
+// kernels have every copying thread fence, as CUDA's guides do). Of plain stores it does not know the
+// writer, so for those a fence by any thread of the block counts.
 void fence_proxy_async();
 void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());
 

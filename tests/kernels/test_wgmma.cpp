@@ -325,6 +325,25 @@ TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a
   };
   CHECK_THROWS_WITH(rewritten(false), Contains("async-proxy read") && Contains("tests/kernels/test_wgmma.cpp"));
   CHECK_NOTHROW(rewritten(true));
+  // B copied anew by every thread with cp.async (one 16-byte piece each, 32 rows x 16 columns), and
+  // fenced by thread 0 only: each copying thread must fence its own copies.
+  std::vector<Half> fresh(32 * 16, Half(3.f));
+  const auto copied = [&](bool all_fence) {
+    return launch_warpgroup([&, all_fence](uint64_t da, Half* b, uint64_t db) {
+      one_product(da, b, db);
+      __syncthreads();
+      if (threadIdx.x < 64) {
+        simt::copy_async(b + 8 * threadIdx.x, fresh.data() + 8 * threadIdx.x, 16, 16);
+        simt::commit_copies();
+        simt::wait_copies(0);
+      }
+      if (all_fence || threadIdx.x == 0) fence_async_smem();
+      __syncthreads();
+      one_product(da, b, db);
+    });
+  };
+  CHECK_THROWS_WITH(copied(false), Contains("cp.async landed there") && Contains("has not run fence.proxy.async"));
+  CHECK_NOTHROW(copied(true));
   CHECK_THROWS_WITH(launch_warpgroup([](uint64_t da, Half*, uint64_t db) {
                       CTile s[4];
                       mma_ss<Half, 32>(s, da, db, false);
