@@ -58,10 +58,24 @@ struct AttentionArgs {
   bool wgmma_pingpong = true;
   bool wgmma_tma = true;
   bool wgmma_swizzle = true;
-  // The tensor-core forward and dq kernels take their blocks of query rows longest first under causal
-  // (the last rows first), or with false in order.
+  // Under causal the tensor-core kernels take their blocks longest first (the forward and dq kernels
+  // their last query rows first, the dk/dv kernels their first keys), or with false in order.
   bool longest_first = true;
+  // Longest first, the blocks go in sections of this many batch entries: all the section's longest
+  // blocks, then all its next longest, and so on, and then the next section (the kernels'
+  // block_work). 0 or more than `batch`: the whole batch is one section; 1: each entry's blocks
+  // together (the order before sections). attention_order_section() picks it from the L2's size.
+  int64_t order_section = 0;
 };
+
+// The batch entries per section of the longest-first order (AttentionArgs::order_section) for a
+// device whose L2 cache holds `l2_bytes`: as many as keep their K and V within half of it, so that
+// the blocks running at once read K and V from the L2 and not from memory, and at least one.
+inline int64_t attention_order_section(const AttentionArgs& a, int64_t l2_bytes) {
+  const int64_t kv = a.S * (a.E + a.Ev) * static_cast<int64_t>(element_size(a.dtype));
+  if (l2_bytes <= 0 || kv <= 0) return 0;
+  return l2_bytes / 2 / kv > 1 ? l2_bytes / 2 / kv : 1;
+}
 
 // Sets out/dout, dq, dk and dv to contiguous [batch..., L, Ev], [batch..., L, E], [batch..., S, E]
 // and [batch..., S, Ev] over the batch shape in `layout` (the layout an op gets when it asks for

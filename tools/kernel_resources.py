@@ -166,8 +166,9 @@ def main():
         if run.returncode != 0:
             sys.exit(f"kernel_resources: the compile of {source} failed:\n{run.stderr[-4000:]}")
         found = parse(run.stdout + run.stderr)
-        if not found:
-            sys.exit(f"kernel_resources: ptxas printed nothing for {source} (no kernels?)")
+        if not found:  # a .cu file of host code only (conv.cu calls cuDNN)
+            print(f"kernel_resources: {source} has no kernels", file=sys.stderr)
+            continue
         names = demangle([k["mangled"] for k in found])
         for k in found:
             k["kernel"] = short_name(names.get(k["mangled"], k["mangled"]))
@@ -177,6 +178,8 @@ def main():
 
     # Kernels in source order, instantiations by their arguments with numbers as numbers (64 before 128).
     natural = [lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k["kernel"])]]
+    if not records:
+        sys.exit("kernel_resources: ptxas reported no kernels in " + " ".join(opts.sources))
     records.sort(key=lambda k: (opts.sources.index(k["file"]), k["arch"], natural[0](k)))
     commit = git("rev-parse", "--short=10", "HEAD")
     if git("status", "--porcelain", "--untracked-files=no"):

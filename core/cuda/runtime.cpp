@@ -39,6 +39,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma_swizzle = swizzle == nullptr || std::string(swizzle) != "0";
     const char* longest = std::getenv("KILN_ATTENTION_LONGEST_FIRST");
     m.attention_longest_first = longest == nullptr || std::string(longest) != "0";
+    const char* section = std::getenv("KILN_ATTENTION_ORDER_SECTION");
+    m.attention_order_section = section == nullptr ? 0 : std::max<int64_t>(0, std::atoll(section));
     return m;
   }();
   return s;
@@ -312,6 +314,17 @@ int64_t total_memory(int device) {
   return static_cast<int64_t>(prop.totalGlobalMem);
 }
 
+int64_t l2_cache_bytes(int device) {
+  require_device(device);
+  static std::mutex mutex;
+  static std::unordered_map<int, int64_t> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(device); it != known.end()) return it->second;
+  int bytes = 0;
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute(L2 cache size)");
+  return known[device] = bytes;
+}
+
 void set_device(int index) {
   require_device(index);
   check(cudaSetDevice(index), "cudaSetDevice");
@@ -528,6 +541,7 @@ std::string unavailable_reason() { return "built without CUDA"; }
 int current_device() { no_cuda("cuda::current_device"); }
 std::string pci_bus_id(int) { no_cuda("cuda::pci_bus_id"); }
 int64_t total_memory(int) { no_cuda("cuda::total_memory"); }
+int64_t l2_cache_bytes(int) { no_cuda("cuda::l2_cache_bytes"); }
 void set_device(int) { no_cuda("cuda::set_device"); }
 DeviceGuard::DeviceGuard(int) : prev_(0) { no_cuda("cuda::DeviceGuard"); }
 DeviceGuard::~DeviceGuard() = default;

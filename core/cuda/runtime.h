@@ -28,6 +28,8 @@ int current_device();
 // its memory in bytes: both let a monitor find the same card whatever CUDA_VISIBLE_DEVICES renumbered.
 std::string pci_bus_id(int device);
 int64_t total_memory(int device);
+// The device's L2 cache in bytes (asked once per device, then remembered).
+int64_t l2_cache_bytes(int device);
 void set_device(int index);
 
 // The guards', streams' and events' fields are [[maybe_unused]]: a build without CUDA defines every
@@ -168,10 +170,15 @@ struct MathSwitches {
   // layout without a swizzle, to measure what it is worth. KILN_ATTENTION_WGMMA_SWIZZLE=0 turns it
   // off at start.
   bool attention_wgmma_swizzle = true;
-  // With attention_tensor_cores and causal, the forward and dq kernels start their blocks of query
-  // rows longest first (the last rows, which see the most keys); false: in order, to measure what the
-  // order is worth. KILN_ATTENTION_LONGEST_FIRST=0 turns it off at start.
+  // With attention_tensor_cores and causal, the kernels start their blocks longest first (the forward
+  // and dq kernels their last query rows, which see the most keys; the dk/dv kernels their first keys);
+  // false: in order, to measure what the order is worth. KILN_ATTENTION_LONGEST_FIRST=0 turns it off
+  // at start.
   bool attention_longest_first = true;
+  // Longest first, the batch entries per section of the order (AttentionArgs::order_section): 0 picks
+  // it from the device's L2 (attention_order_section), 1 takes each entry's blocks together, as before
+  // sections. KILN_ATTENTION_ORDER_SECTION=N sets it at start.
+  int64_t attention_order_section = 0;
 };
 MathSwitches& math_switches();
 

@@ -113,6 +113,10 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.wgmma_tma = cuda::math_switches().attention_wgmma_tma;
   a.wgmma_swizzle = cuda::math_switches().attention_wgmma_swizzle;
   a.longest_first = cuda::math_switches().attention_longest_first;
+  if (a.tensor_cores && a.causal && a.longest_first) {
+    const int64_t section = cuda::math_switches().attention_order_section;
+    a.order_section = section > 0 ? section : attention_order_section(a, cuda::l2_cache_bytes(q.device().index));
+  }
   return p;
 }
 

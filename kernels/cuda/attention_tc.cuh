@@ -46,9 +46,21 @@ struct TcParams {
   bool wide;
   // The warp-specialized wgmma forward's consumer warpgroups take turns (AttentionArgs::wgmma_pingpong).
   bool pingpong;
-  // With causal, blocks of query rows go longest first (block_first_row; AttentionArgs::longest_first).
+  // With causal, blocks go longest first (block_work; AttentionArgs::longest_first), in sections of
+  // `section` batch entries (AttentionArgs::order_section, here 1 .. batch).
   bool longest_first;
+  unsigned section;
 };
+
+// The entries per section of the longest-first order (block_work) for AttentionArgs::order_section:
+// the batch cut into as few sections as that allows, as even as they can be, so that the last one
+// leaves as few blocks of the grid idle as it can (0 or more than the batch: one section).
+inline unsigned order_section_for(const AttentionArgs& a) {
+  const int64_t want = a.order_section > 0 && a.order_section < a.batch ? a.order_section : a.batch;
+  if (want <= 0) return 1;
+  const int64_t sections = (a.batch + want - 1) / want;
+  return static_cast<unsigned>((a.batch + sections - 1) / sections);
+}
 
 // The kernels' parameters for the operands at q, k, v and (the backward's) dout.
 inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void* k, const void* v,
@@ -63,7 +75,7 @@ inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void
                   a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
                   dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide, a.wgmma_pingpong,
-                  a.longest_first};
+                  a.longest_first, order_section_for(a)};
 }
 
 // Shared buffers per streamed tile (key tiles in the forward and the dq kernels, query tiles in the
@@ -163,16 +175,41 @@ __device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j
   return static_cast<int>(end - j0 < 0 ? 0 : end - j0 > n ? n : end - j0);
 }
 
-// The first query row of this block of a kernel over blocks of `rows` query rows (the forwards and the
-// dq kernels). With causal a block's rows see more keys the later they are, so the blocks go in reverse
-// order of blockIdx.x, as FlashAttention's do: the GPU starts blocks in that order, and the longest
-// ones then start first and the shortest fill the grid's tail, instead of the longest starting last
-// while the rest of the GPU runs out of work. (The dk/dv kernels' blocks of keys are in that order as
-// they are: the earlier the keys, the more queries see them.) TcParams::longest_first false keeps
-// blockIdx.x's order, for the A/B.
-__device__ __forceinline__ int64_t block_first_row(const TcParams& p, int rows) {
-  const unsigned x = p.causal && p.longest_first ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  return static_cast<int64_t>(x) * rows;
+// The grid of a kernel over `rows` rows (queries, or keys in the dk/dv kernels) in blocks of
+// `per_block`, and each block's work (block_work): its batch entry and its block of rows, the index
+// that times the rows per block gives the first row.
+//
+// With causal the blocks' work differs: a block of query rows (the forwards and the dq kernels) sees
+// more keys the later its rows, a block of keys (the dk/dv kernels) is seen by more queries the earlier
+// its keys. The GPU starts blocks in the order of blockIdx.x, then .y, then .z, and so that the longest
+// start first and the shortest fill the grid's tail (instead of long ones starting last while the rest
+// of the GPU runs out of work), the grid is laid out longest first: `latest_first` for blocks of
+// queries (from the last), not for blocks of keys (from the first). Across batch entries too, but in
+// sections of p.section entries: all of a section's longest blocks, then its next longest, and so on,
+// then the next section's, so that the blocks running at once share the K and V of a few entries in
+// the L2 (AttentionArgs::order_section; 1 is each entry's blocks together). So blockIdx.x is the entry
+// within its section, .y the rank (0: the longest), .z the section; a block past the batch (the last
+// section may be short) has nothing to do. The mapping is a multiply-add of the block's indices, as
+// cheap to recompute as blockIdx itself: kept in registers through the kernel instead, a computed
+// entry and row cost the dropout kernels up to 80 registers and spills (ptxas, sm_80 and sm_90).
+// Without causal, or with TcParams::longest_first false (the A/B), blockIdx.x is the block and
+// blockIdx.y the entry.
+struct TcGrid {
+  unsigned x, y, z;
+};
+inline TcGrid tc_grid(const TcParams& p, int64_t rows, int64_t per_block) {
+  const unsigned blocks = row_blocks(rows, per_block);
+  if (!(p.causal && p.longest_first)) return {blocks, static_cast<unsigned>(p.batch), 1};
+  return {p.section, blocks, static_cast<unsigned>((p.batch + p.section - 1) / p.section)};
+}
+struct BlockWork {
+  int64_t b, block;
+};
+__device__ __forceinline__ BlockWork block_work(const TcParams& p, bool latest_first) {
+  if (!(p.causal && p.longest_first)) return {static_cast<int64_t>(blockIdx.y), static_cast<int64_t>(blockIdx.x)};
+  const unsigned rank = blockIdx.y;
+  return {static_cast<int64_t>(blockIdx.z) * gridDim.x + blockIdx.x,
+          static_cast<int64_t>(latest_first ? gridDim.y - 1 - rank : rank)};
 }
 
 // The keys that `rows` query rows from i0 on see: all S, or with causal those up to the last row (the

@@ -249,8 +249,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  const int64_t b = blockIdx.y;
-  const int64_t i0 = block_first_row(p, kBlockRows);
+  const BlockWork work = block_work(p, true);
+  if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
+  const int64_t b = work.b;
+  const int64_t i0 = static_cast<int64_t>(work.block) * kBlockRows;
   const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
@@ -301,8 +303,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  const int64_t b = blockIdx.y;
-  const int64_t j_first = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const BlockWork work = block_work(p, false);
+  if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
+  const int64_t b = work.b;
+  const int64_t j_first = static_cast<int64_t>(work.block) * kBlockRows;
   const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
@@ -371,7 +375,8 @@ void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void*
       cuda_detail::allow_dynamic_smem(dq_kernel, dq_bytes, op, what);
       cuda_detail::allow_dynamic_smem(dkv_kernel, dkv_bytes, op, what);
       const auto blocks = [&](int64_t rows, int per_block) {
-        return dim3(row_blocks(rows, per_block), static_cast<unsigned>(p.batch));
+        const TcGrid g = tc_grid(p, rows, per_block);
+        return dim3(g.x, g.y, g.z);
       };
       dq_kernel<<<blocks(p.L, Kernels::template dq_rows<D>()), Kernels::template dq_threads<D>(), dq_bytes, s>>>(
           static_cast<T*>(dq), d_rows, static_cast<const T*>(dout), static_cast<const T*>(out),

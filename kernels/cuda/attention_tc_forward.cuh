@@ -195,8 +195,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  const int64_t b = blockIdx.y;
-  const int64_t i0 = block_first_row(p, kBlockRows);
+  const BlockWork work = block_work(p, true);
+  if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
+  const int64_t b = work.b;
+  const int64_t i0 = static_cast<int64_t>(work.block) * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
@@ -262,7 +264,8 @@ void launch_forward(void* out, void* lse, const void* q, const void* k, const vo
       const auto kernel = KernelFor::template get<T, D, kDropout>();
       const size_t bytes = smem_bytes<Smem<T, D>>();
       cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
-      const dim3 grid(row_blocks(p.L, KernelFor::template rows<D>()), static_cast<unsigned>(p.batch));
+      const TcGrid g = tc_grid(p, p.L, KernelFor::template rows<D>());
+      const dim3 grid(g.x, g.y, g.z);
       kernel<<<grid, KernelFor::template threads<D>(), bytes, s>>>(static_cast<T*>(out), static_cast<float*>(lse),
                                                 static_cast<const T*>(q), static_cast<const T*>(k),
                                                 static_cast<const T*>(v), p, extra...);

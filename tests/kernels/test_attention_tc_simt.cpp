@@ -103,24 +103,30 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   simt::LaunchConfig cfg;
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
-  cfg.grid = simt::Dim3{row_blocks(a.L), static_cast<unsigned>(a.batch), 1};
+  const auto grid = [&](int64_t rows, int64_t per_block) {  // as the .cu files launch (tc_grid)
+    const TcGrid g = tc_grid(p, rows, per_block);
+    return simt::Dim3{g.x, g.y, g.z};
+  };
+  cfg.grid = grid(a.L, kBlockRows);
   const bool wg = which != Forward::kMmaSync;
   simt::LaunchStats forward;
-  int64_t forward_blocks = 0;
+  int64_t forward_blocks = 0, forward_launched = 0;  // blocks with work, and all (tc_grid's last section)
   if (wg) {
     // Two consumer warpgroups per block, and a producer (or with kWgmmaSync none).
     const bool producer = which != Forward::kWgmmaSync && which != Forward::kWgmmaSyncPieces;
     simt::LaunchConfig wcfg = cfg;
     wcfg.block.x = static_cast<unsigned>(producer ? kWgmmaForwardThreads<D> : kWgmmaSyncForwardThreads<D>);
-    wcfg.grid.x = row_blocks(a.L, kWgmmaForwardRows<D>);
+    wcfg.grid = grid(a.L, kWgmmaForwardRows<D>);
     forward = pieces ? launch_wgmma_forward<T, D, kDropout, wgmma::Order::kPieces>(wcfg, producer, o, in, p, maps)
                      : launch_wgmma_forward<T, D, kDropout, wgmma::Order::kSwizzled>(wcfg, producer, o, in, p, maps);
-    forward_blocks = static_cast<int64_t>(wcfg.grid.x) * a.batch;
+    forward_blocks = static_cast<int64_t>(row_blocks(a.L, kWgmmaForwardRows<D>)) * a.batch;
+    forward_launched = static_cast<int64_t>(wcfg.grid.x) * wcfg.grid.y * wcfg.grid.z;
   } else {
     cfg.dynamic_smem = smem_bytes<ForwardSmem<T, D>>();
     forward = simt::launch(
         cfg, [&] { attention_forward_tc_kernel<T, D, kDropout>(o.out_data(), o.lse.data(), qp, kp, vp, p); });
     forward_blocks = static_cast<int64_t>(row_blocks(a.L)) * a.batch;
+    forward_launched = static_cast<int64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   }
   simt::LaunchStats dq_stats, dkv_stats;
   if (backward) {
@@ -128,7 +134,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
     if (wg) {
       dq_cfg.block.x = static_cast<unsigned>(kWgmmaDqThreads<D>);
-      dq_cfg.grid.x = row_blocks(a.L, kWgmmaDqRows<D>);
+      dq_cfg.grid = grid(a.L, kWgmmaDqRows<D>);
     }
     dq_stats = simt::launch(dq_cfg, [&] {
       if (wg) {
@@ -139,7 +145,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
                                                         o.lse.data(), qp, kp, vp, p);
       }
     });
-    cfg.grid.x = row_blocks(a.S);
+    cfg.grid = grid(a.S, kBlockRows);
     cfg.dynamic_smem = wg ? smem_bytes<WgmmaDkvSmem<T, D>>() : smem_bytes<DkvSmem<T, D>>();
     dkv_stats = simt::launch(cfg, [&] {
       if (wg) {
@@ -151,7 +157,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
       }
     });
   }
-  CHECK(forward.blocks == forward_blocks);
+  CHECK(forward.blocks == forward_launched);
   CHECK(forward.warp_collectives > 0);
   // The wgmma forwards' epilogue: each consumer warpgroup syncs on its named barrier once, where the
   // output's rows are 16-byte aligned (here: every batch entry's alike); else they store from the
@@ -420,7 +426,7 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   // 4 (the first warpgroup of the second block takes its last turn without products).
   CHECK(wg_full.turns == 2 * (4 + 4));
   CHECK(wg_causal.turns == 2 * (2 + 4));
-  // With causal, the forward and dq kernels take their blocks longest first (block_first_row); in
+  // With causal, the forward and dq kernels take their blocks longest first (block_work); in
   // blockIdx.x's order (AttentionArgs::longest_first false, the A/B) every result is the same, bit
   // for bit, and so is the work.
   Problem in_order = causal_problem;
@@ -436,20 +442,112 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   }
 }
 
-// The blocks' first query rows (block_first_row), over a grid of 4 blocks of 64 rows: with causal the
-// last rows go first, unless AttentionArgs::longest_first is off; without causal, in order.
-TEST_CASE("attention on tensor cores, emulated: causal blocks start with the last rows", "[simt][attention]") {
+// Each block's work (block_work) on its grid (tc_grid) for 4 blocks of rows and 5 batch entries, in
+// the order the GPU starts blocks (blockIdx.x fastest, then .y, then .z): longest first with causal, in
+// sections of entries (all of a section's blocks of one rank, then the next rank, then the next
+// section; the last section's blocks past the batch have no work), ranks from the last block for query
+// blocks and from the first for key blocks; without causal or longest first, blockIdx.x and blockIdx.y
+// as they are. Written out here as loops, apart from the kernels' arithmetic.
+TEST_CASE("attention on tensor cores, emulated: causal blocks go longest first, in sections of batch entries",
+          "[simt][attention]") {
   const bool causal = GENERATE(false, true);
   const bool longest_first = GENERATE(false, true);
-  INFO((causal ? "causal" : "not causal") << (longest_first ? ", longest first" : ", in order"));
+  const unsigned section = GENERATE(1u, 2u, 5u);
+  const bool latest_first = GENERATE(false, true);
+  INFO((causal ? "causal" : "not causal") << (longest_first ? ", longest first" : ", in order") << ", sections of "
+                                          << section << (latest_first ? ", query blocks" : ", key blocks"));
+  constexpr int64_t kBlocks = 4, kEntries = 5;
   TcParams p{};
+  p.batch = kEntries;
   p.causal = causal;
   p.longest_first = longest_first;
-  std::vector<int64_t> first(4, -1);
+  p.section = section;
+  const TcGrid g = tc_grid(p, kBlocks * 64 - 10, 64);
   simt::LaunchConfig cfg;
-  cfg.grid = simt::Dim3{4, 1, 1};
+  cfg.grid = simt::Dim3{g.x, g.y, g.z};
   cfg.block = simt::Dim3{1, 1, 1};
-  simt::launch(cfg, [&] { first[blockIdx.x] = block_first_row(p, 64); });
-  const std::vector<int64_t> in_order = {0, 64, 128, 192}, reversed = {192, 128, 64, 0};
-  CHECK(first == (causal && longest_first ? reversed : in_order));
+  std::vector<BlockWork> got(static_cast<size_t>(g.x) * g.y * g.z, BlockWork{-1, -1});
+  simt::launch(cfg, [&] { got[blockIdx.x + g.x * (blockIdx.y + g.y * blockIdx.z)] = block_work(p, latest_first); });
+  std::vector<BlockWork> want;  // b = kEntries: a block past the batch
+  if (causal && longest_first) {
+    for (int64_t first = 0; first < kEntries; first += section) {
+      for (int64_t rank = 0; rank < kBlocks; ++rank) {
+        for (int64_t b = first; b < first + section; ++b) {
+          want.push_back({std::min(b, kEntries), latest_first ? kBlocks - 1 - rank : rank});
+        }
+      }
+    }
+  } else {
+    for (int64_t b = 0; b < kEntries; ++b) {
+      for (int64_t x = 0; x < kBlocks; ++x) want.push_back({b, x});
+    }
+  }
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("block " << i << " in the launch order");
+    if (want[i].b == kEntries) {
+      CHECK(got[i].b >= kEntries);
+    } else {
+      CHECK(got[i].b == want[i].b);
+      CHECK(got[i].block == want[i].block);
+    }
+  }
+}
+
+// Sections as even as the batch allows (order_section_for): 64 entries in sections of at most 12 are
+// 6 sections of 11 (two blocks' entries idle, not eight); none, or more than the batch, is one section.
+TEST_CASE("attention on tensor cores: the batch is cut into even sections", "[attention]") {
+  AttentionArgs a;
+  a.batch = 64;
+  a.order_section = 12;
+  CHECK(order_section_for(a) == 11);
+  a.order_section = 16;
+  CHECK(order_section_for(a) == 16);
+  a.order_section = 1;
+  CHECK(order_section_for(a) == 1);
+  a.order_section = 0;
+  CHECK(order_section_for(a) == 64);
+  a.order_section = 100;
+  CHECK(order_section_for(a) == 64);
+}
+
+// The section of the longest-first order from the L2's size: the entries whose K and V fit half of it.
+TEST_CASE("attention on tensor cores: sections of the longest-first order fit half the L2", "[attention]") {
+  AttentionArgs a;
+  a.dtype = DType::BFloat16;
+  a.batch = 64;
+  a.S = 4096;
+  a.E = a.Ev = 128;
+  const int64_t l2 = int64_t{50} << 20;
+  CHECK(attention_order_section(a, l2) == 12);  // 2 MiB of K and V an entry, 25 MiB of L2
+  a.S = 1024;
+  a.E = a.Ev = 64;
+  CHECK(attention_order_section(a, l2) == 100);  // more than the batch: make_tc_params takes the batch
+  a.S = int64_t{1} << 20;
+  CHECK(attention_order_section(a, l2) == 1);  // one entry's K and V past the L2: one a section
+  CHECK(attention_order_section(a, 0) == 0);   // no L2 known: the whole batch
+}
+
+// The order changes nothing but the order: over 3 batch entries, causal, with a tail in every tile,
+// the results are the same bits and the tensor-core work the same in blockIdx.x's order, with each
+// entry's blocks together (sections of 1), with sections of 2 (the second narrower) and with one
+// section of the whole batch.
+TEST_CASE("attention on tensor cores, emulated: every order of causal blocks gives the same bits", "[simt][attention]") {
+  const Problem base = dense_problem(DType::BFloat16, 64, 3, 160, 160, true, 0.125, 0.0);
+  for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
+    INFO(forward_name(which));
+    const Emulated longest = emulate_problem(base, simt::Schedule::Lowest, which);
+    for (const int64_t section : {int64_t{-1}, int64_t{1}, int64_t{2}}) {
+      INFO((section < 0 ? std::string("in order") : "sections of " + std::to_string(section)));
+      Problem other = base;
+      other.args.longest_first = section > 0;
+      other.args.order_section = section > 0 ? section : 0;
+      const Emulated e = emulate_problem(other, simt::Schedule::Lowest, which);
+      REQUIRE(e.results.size() == longest.results.size());
+      for (size_t i = 0; i < e.results.size(); ++i) CHECK(same_bits(e.results[i], longest.results[i]));
+      CHECK(e.mma_forward + e.wgmma_forward + e.mma_dq + e.wgmma_dq + e.mma_dkv + e.wgmma_dkv ==
+            longest.mma_forward + longest.wgmma_forward + longest.mma_dq + longest.wgmma_dq + longest.mma_dkv +
+                longest.wgmma_dkv);
+    }
+  }
 }

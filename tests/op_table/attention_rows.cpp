@@ -134,11 +134,12 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // (sdpa_causal_wgmma_nopingpong), with its producer on TMA or on cp.async (sdpa_causal_wgmma_cpasync),
 // its tiles staged with the 128-byte swizzle or by pieces (sdpa_causal_wgmma_pieces), or the one whose
 // whole block loads (sdpa_causal_wgmma_sync); or with its blocks in order instead of longest first
-// (sdpa_causal_wgmma_inorder). FLOPs
+// (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in sections of
+// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder };
+enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry };
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
                           WgmmaForward forward = WgmmaForward::kWarpSpecialized) {
   BenchCase c;
@@ -149,6 +150,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
   if (forward == WgmmaForward::kSync) c.name += "_sync";
   if (forward == WgmmaForward::kPieces) c.name += "_pieces";
   if (forward == WgmmaForward::kInOrder) c.name += "_inorder";
+  if (forward == WgmmaForward::kPerEntry) c.name += "_perentry";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -171,6 +173,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     cuda::math_switches().attention_wgmma_tma = forward != WgmmaForward::kCpAsync;
     cuda::math_switches().attention_wgmma_swizzle = forward != WgmmaForward::kPieces;
     cuda::math_switches().attention_longest_first = forward != WgmmaForward::kInOrder;
+    cuda::math_switches().attention_order_section = forward == WgmmaForward::kPerEntry ? 1 : 0;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -301,7 +304,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kPieces),
                attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kPieces),
                attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kInOrder),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kInOrder)};
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kInOrder),
+               attention_bench(4, 16, 4096, 128, true, true, WgmmaForward::kPerEntry),
+               attention_bench(8, 12, 1024, 64, true, true, WgmmaForward::kPerEntry)};
     rows.push_back(std::move(r));
   }
   {
