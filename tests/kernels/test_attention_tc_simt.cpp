@@ -532,7 +532,8 @@ TEST_CASE("attention on tensor cores: sections of the longest-first order fit ha
 // the results are the same bits and the tensor-core work the same in blockIdx.x's order, with each
 // entry's blocks together (sections of 1), with sections of 2 (the second narrower) and with one
 // section of the whole batch.
-TEST_CASE("attention on tensor cores, emulated: every order of causal blocks gives the same bits", "[simt][attention]") {
+TEST_CASE("attention on tensor cores, emulated: every order of causal blocks gives the same bits",
+          "[simt][attention]") {
   const Problem base = dense_problem(DType::BFloat16, 64, 3, 160, 160, true, 0.125, 0.0);
   for (const Forward which : {Forward::kMmaSync, Forward::kWgmma}) {
     INFO(forward_name(which));
