@@ -191,7 +191,8 @@ __device__ __forceinline__ int keys_seen(const TcParams& p, int64_t i, int64_t j
 // within its section, .y the rank (0: the longest), .z the section; a block past the batch (the last
 // section may be short) has nothing to do. The mapping is a multiply-add of the block's indices, as
 // cheap to recompute as blockIdx itself: kept in registers through the kernel instead, a computed
-// entry and row cost the dropout kernels up to 80 registers and spills (ptxas, sm_80 and sm_90).
+// entry and row cost the mma.sync kernels at head dim 64 up to 81 registers and spills (ptxas,
+// bench/records/kernel_resources_*).
 // Without causal, or with TcParams::longest_first false (the A/B), blockIdx.x is the block and
 // blockIdx.y the entry.
 struct TcGrid {
