@@ -215,6 +215,36 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
   }
 }
 
+// The order of causal blocks changes nothing but the order (block_work): over 5 batch entries, in
+// blockIdx.x's order, each entry's blocks together, sections of 2 (three, the last padded with blocks
+// that exit) and one section, the forward and backward give the same bits, on mma.sync and on wgmma.
+TEST_CASE("attention on tensor cores: every order of causal blocks gives the same bits", "[cuda][attention]") {
+  REQUIRE(cuda::is_available());
+  SwitchesGuard guard;
+  cuda::math_switches().attention_tensor_cores = true;
+  const int64_t E = GENERATE(int64_t{64}, int64_t{128});
+  INFO("E " << E);
+  manual_seed(static_cast<uint64_t>(E) + 5);
+  const DType dtype = DType::BFloat16;
+  const Problem pr{randn({5, 1, 300, E}).to(dtype), randn({5, 1, 300, E}).to(dtype), randn({5, 1, 300, E}).to(dtype),
+                   randn({5, 1, 300, E}).to(dtype), true};
+  for (const bool wgmma : {false, true}) {
+    if (wgmma && !attention_wgmma_available()) continue;
+    INFO((wgmma ? "on wgmma" : "on mma.sync"));
+    cuda::math_switches().attention_wgmma = wgmma;
+    cuda::math_switches().attention_longest_first = true;
+    cuda::math_switches().attention_order_section = 0;  // from the L2: here one section
+    const std::vector<Tensor> one = run_attention(pr, Device::cuda(), dtype);
+    for (const int64_t section : {int64_t{-1}, int64_t{1}, int64_t{2}}) {
+      INFO((section < 0 ? std::string("in order") : "sections of " + std::to_string(section)));
+      cuda::math_switches().attention_longest_first = section > 0;
+      cuda::math_switches().attention_order_section = section > 0 ? section : 0;
+      const std::vector<Tensor> other = run_attention(pr, Device::cuda(), dtype);
+      for (size_t i = 0; i < one.size(); ++i) CHECK(other[i].to_vector_double() == one[i].to_vector_double());
+    }
+  }
+}
+
 // Dropout on tensor cores: the keep decisions are attention_keep's, drawn from the same Philox
 // (seed, offset) on both devices, so the CPU in float64 with a generator of the same seed drops
 // exactly the same probabilities; the forward's output and all three gradients must follow it.
