@@ -426,7 +426,7 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   // 4 (the first warpgroup of the second block takes its last turn without products).
   CHECK(wg_full.turns == 2 * (4 + 4));
   CHECK(wg_causal.turns == 2 * (2 + 4));
-  // With causal, the forward and dq kernels take their blocks longest first (block_work); in
+  // With causal, the kernels take their blocks longest first (block_work); in
   // blockIdx.x's order (AttentionArgs::longest_first false, the A/B) every result is the same, bit
   // for bit, and so is the work.
   Problem in_order = causal_problem;
@@ -495,7 +495,7 @@ TEST_CASE("attention on tensor cores, emulated: causal blocks go longest first, 
 }
 
 // Sections as even as the batch allows (order_section_for): 64 entries in sections of at most 12 are
-// 6 sections of 11 (two blocks' entries idle, not eight); none, or more than the batch, is one section.
+// 6 sections of 11 (two entries' blocks idle, not eight); none, or more than the batch, is one section.
 TEST_CASE("attention on tensor cores: the batch is cut into even sections", "[attention]") {
   AttentionArgs a;
   a.batch = 64;
