@@ -52,6 +52,10 @@ struct TcParams {
   unsigned section;
 };
 
+// A grid's extent in y (and z): the longest-first order puts the blocks of rows there (tc_grid), so
+// it is taken only where they fit (any sequence up to 4M rows), and the blocks go in order past that.
+inline constexpr int64_t kMaxGridY = 65535;
+
 // The entries per section of the longest-first order (block_work) for AttentionArgs::order_section:
 // the batch cut into as few sections as that allows, as even as they can be, so that the last one
 // leaves as few blocks of the grid idle as it can (0 or more than the batch: one section).
@@ -75,7 +79,7 @@ inline TcParams make_tc_params(const AttentionArgs& a, const void* q, const void
                   a.dq_row_stride, a.dk_row_stride, a.dv_row_stride, a.layout,
                   static_cast<float>(a.scale), static_cast<float>(a.scale) * kLog2e, a.causal, dropout, a.dropout_p,
                   dropout ? static_cast<float>(1.0 / (1.0 - a.dropout_p)) : 1.f, a.philox, wide, a.wgmma_pingpong,
-                  a.longest_first, order_section_for(a)};
+                  a.longest_first && row_blocks(a.L > a.S ? a.L : a.S, 64) <= kMaxGridY, order_section_for(a)};
 }
 
 // Shared buffers per streamed tile (key tiles in the forward and the dq kernels, query tiles in the

@@ -496,6 +496,7 @@ TEST_CASE("attention on tensor cores, emulated: causal blocks go longest first, 
 
 // Sections as even as the batch allows (order_section_for): 64 entries in sections of at most 12 are
 // 6 sections of 11 (two entries' blocks idle, not eight); none, or more than the batch, is one section.
+// And the order only where the grid can hold it (make_tc_params).
 TEST_CASE("attention on tensor cores: the batch is cut into even sections", "[attention]") {
   AttentionArgs a;
   a.batch = 64;
@@ -509,6 +510,12 @@ TEST_CASE("attention on tensor cores: the batch is cut into even sections", "[at
   CHECK(order_section_for(a) == 64);
   a.order_section = 100;
   CHECK(order_section_for(a) == 64);
+  // The order puts the blocks of rows in the grid's y, whose extent is 65535: past it, in order.
+  a.causal = true;
+  a.L = a.S = 64 * kMaxGridY;
+  CHECK(make_tc_params(a, nullptr, nullptr, nullptr).longest_first);
+  a.S = 64 * kMaxGridY + 1;
+  CHECK_FALSE(make_tc_params(a, nullptr, nullptr, nullptr).longest_first);
 }
 
 // The section of the longest-first order from the L2's size: the entries whose K and V fit half of it.
