@@ -177,10 +177,12 @@ def main():
         commands.append(" ".join(shlex.quote(c) for c in cmd))
 
     # Kernels in source order, instantiations by their arguments with numbers as numbers (64 before 128).
-    natural = [lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k["kernel"])]]
+    def natural(k):
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k["kernel"])]
+
     if not records:
         sys.exit("kernel_resources: ptxas reported no kernels in " + " ".join(opts.sources))
-    records.sort(key=lambda k: (opts.sources.index(k["file"]), k["arch"], natural[0](k)))
+    records.sort(key=lambda k: (opts.sources.index(k["file"]), k["arch"], natural(k)))
     commit = git("rev-parse", "--short=10", "HEAD")
     if git("status", "--porcelain", "--untracked-files=no"):
         commit += " (with uncommitted changes)"

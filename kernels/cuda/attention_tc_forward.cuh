@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const BlockWork work = block_work(p, true);
   if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
   const int64_t b = work.b;
-  const int64_t i0 = static_cast<int64_t>(work.block) * kBlockRows;
+  const int64_t i0 = work.block * kBlockRows;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 

@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
   const BlockWork work = block_work(p, true);
   if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
   const int64_t b = work.b;
-  const int64_t i0 = static_cast<int64_t>(work.block) * kRows;
+  const int64_t i0 = work.block * kRows;
   const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;  // kWgmmaForwardGroups: the producer
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   // The block streams the key tiles its last row sees; a consumer warpgroup stops at the first one
@@ -621,7 +621,7 @@ __global__ void __launch_bounds__(kWgmmaSyncForwardThreads<D>)
   const BlockWork work = block_work(p, true);
   if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
   const int64_t b = work.b;
-  const int64_t i0 = static_cast<int64_t>(work.block) * kRows;
+  const int64_t i0 = work.block * kRows;
   const int group = static_cast<int>(threadIdx.x) / wgmma::kThreads;
   const AttentionOffsets offs = attention_offsets(p.layout, b);
   const int64_t tiles = tile_count(0, block_key_end(p, i0, kRows), kWgmmaKeyTile);
