@@ -1,8 +1,9 @@
 // Hopper's warpgroup matrix multiply (wgmma.mma_async, sm_90a) for tensor-core kernels, on the
 // operand layout and descriptors of kernels/wgmma_layout.h and the register tiles of tile.cuh:
 //
-//   mma_ss<T, N>(d, a, b, accumulate)          d[64 x N] (+)= A @ B, A and B K-major in shared memory
-//                                              (N = 32 or 64)
+//   mma_ss<T, N, kTransA, kTransB>(d, a, b, accumulate)
+//                                              d[64 x N] (+)= A @ B, A and B in shared memory, K-major,
+//                                              or MN-major with kTransA / kTransB (N = 32, 64, 128)
 //   mma_rs<T, N, kTransB>(d, a, b, accumulate) the same with this warp's 16 rows of A in an ATile,
 //                                              B K-major, or MN-major with kTransB (N = 64 or 128)
 //
@@ -109,19 +110,23 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 #define KILN_WG_PRED(n) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #n ", 0;\n"
 #define KILN_WG_OP(N, TY) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " "
 // The four forms attention uses, each one asm statement for the element type's name TY.
-#define KILN_WG_SS32(TY)                                                                              \
-  asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, TY) KILN_WG_REGS16 ", %16, %17, p, 1, 1, 0, 0;\n}\n" \
-               : KILN_WG_ACC16(d)                                                                     \
-               : "l"(a), "l"(b), "r"(acc))
-#define KILN_WG_SS64(TY)                                                                              \
-  asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, TY) KILN_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
-               : KILN_WG_ACC32(d)                                                                     \
-               : "l"(a), "l"(b), "r"(acc))
+#define KILN_WG_SS32(TY)                                                                                  \
+  asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, TY) KILN_WG_REGS16 ", %16, %17, p, 1, 1, %19, %20;\n}\n" \
+               : KILN_WG_ACC16(d)                                                                         \
+               : "l"(a), "l"(b), "r"(acc), "n"(kTA), "n"(kTB))
+#define KILN_WG_SS64(TY)                                                                                  \
+  asm volatile(KILN_WG_PRED(34) KILN_WG_OP(64, TY) KILN_WG_REGS32 ", %32, %33, p, 1, 1, %35, %36;\n}\n" \
+               : KILN_WG_ACC32(d)                                                                         \
+               : "l"(a), "l"(b), "r"(acc), "n"(kTA), "n"(kTB))
 #define KILN_WG_RS64(TY)                                                                                \
   asm volatile(KILN_WG_PRED(37) KILN_WG_OP(64, TY) KILN_WG_REGS32                                       \
                ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                       \
                : KILN_WG_ACC32(d)                                                                       \
                : "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]), "r"(x.r[3]), "l"(b), "r"(acc), "n"(kTrans))
+#define KILN_WG_SS128(TY)                                                                                 \
+  asm volatile(KILN_WG_PRED(66) KILN_WG_OP(128, TY) KILN_WG_REGS64 ", %64, %65, p, 1, 1, %67, %68;\n}\n" \
+               : KILN_WG_ACC64(d)                                                                         \
+               : "l"(a), "l"(b), "r"(acc), "n"(kTA), "n"(kTB))
 #define KILN_WG_RS128(TY)                                                                               \
   asm volatile(KILN_WG_PRED(69) KILN_WG_OP(128, TY) KILN_WG_REGS64                                      \
                ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                       \
@@ -130,17 +135,22 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 
 template <typename T> inline constexpr bool kIsBf16 = std::is_same_v<T, __nv_bfloat16>;
 
-// Both operands in shared memory, both K-major (the transpose flags 0). N = 32 or 64.
-template <typename T, int N>
+// Both operands in shared memory, K-major, or MN-major with kTransA / kTransB (the instruction's
+// transpose flags). N = 32, 64 or 128.
+template <typename T, int N, bool kTransA = false, bool kTransB = false>
 __device__ __forceinline__ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate) {
-  static_assert(N == 32 || N == 64, "mma_ss is instantiated for N = 32 and 64");
+  static_assert(N == 32 || N == 64 || N == 128, "mma_ss is instantiated for N = 32, 64 and 128");
   const int acc = accumulate ? 1 : 0;
+  constexpr int kTA = kTransA ? 1 : 0, kTB = kTransB ? 1 : 0;
   if constexpr (N == 32) {
     if constexpr (kIsBf16<T>) KILN_WG_SS32("bf16");
     else KILN_WG_SS32("f16");
-  } else {
+  } else if constexpr (N == 64) {
     if constexpr (kIsBf16<T>) KILN_WG_SS64("bf16");
     else KILN_WG_SS64("f16");
+  } else {
+    if constexpr (kIsBf16<T>) KILN_WG_SS128("bf16");
+    else KILN_WG_SS128("f16");
   }
 }
 
@@ -170,6 +180,7 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 #undef KILN_WG_OP
 #undef KILN_WG_SS32
 #undef KILN_WG_SS64
+#undef KILN_WG_SS128
 #undef KILN_WG_RS64
 #undef KILN_WG_RS128
 
@@ -217,12 +228,18 @@ inline void proxy_read_k_major(uint64_t d, int mn, simt::Site where) {
 inline void proxy_read_mn_major(uint64_t d, int mn, simt::Site where) {
   for (int k = 0; k < kK; ++k) proxy_read(mn_major_address(d, mn, k), where);
 }
-// The warp's 16 rows of A (when A is in shared memory, K-major) and all N rows of B.
-template <int N> void proxy_read_operands(uint64_t a, bool a_in_smem, uint64_t b, bool b_mn_major, simt::Site where) {
+// The warp's 16 rows of A (when A is in shared memory, K-major or with a_mn_major MN-major) and all N
+// rows of B.
+template <int N>
+void proxy_read_operands(uint64_t a, bool a_in_smem, uint64_t b, bool b_mn_major, simt::Site where,
+                         bool a_mn_major = false) {
   if (simt::lane() != 0) return;
   if (a_in_smem) {
     const int row0 = out_coord(0).row;  // the warp's first row: lane 0's
-    for (int r = row0; r < row0 + tile::kM; ++r) proxy_read_k_major(a, r, where);
+    for (int r = row0; r < row0 + tile::kM; r += a_mn_major ? kCore : 1) {
+      if (a_mn_major) proxy_read_mn_major(a, r, where);
+      else proxy_read_k_major(a, r, where);
+    }
   }
   for (int n = 0; n < N; n += b_mn_major ? kCore : 1) {
     if (b_mn_major) proxy_read_mn_major(b, n, where);
@@ -304,7 +321,7 @@ inline void fence() { host::in_flight().fenced = true; }
 inline void commit() { ++host::in_flight().committed; }
 template <int kPending> void wait() { host::in_flight().wait(kPending); }
 
-template <typename T, int N>
+template <typename T, int N, bool kTransA = false, bool kTransB = false>
 void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Site where = simt::Site::here()) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
   host::check_swizzle(a);
@@ -312,11 +329,13 @@ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Si
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
       [a, b, where](float* out) {
-        host::proxy_read_operands<N>(a, true, b, false, where);
+        host::proxy_read_operands<N>(a, true, b, kTransB, where, kTransA);
         for (int i = 0; i < N / 2; ++i) {
           const host::Out o = host::out_coord(i);
           for (int k = 0; k < kK; ++k) {
-            out[i] += host::smem_at<T>(k_major_address(a, o.row, k)) * host::smem_at<T>(k_major_address(b, o.col, k));
+            const uint32_t at_a = kTransA ? mn_major_address(a, o.row, k) : k_major_address(a, o.row, k);
+            const uint32_t at_b = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
+            out[i] += host::smem_at<T>(at_a) * host::smem_at<T>(at_b);
           }
         }
       },

@@ -178,13 +178,12 @@ struct Launch {
   void* tsan_scheduler = nullptr;
   std::exception_ptr thrown;  // the first exception a thread raised: the launch stops
   LaunchStats stats;
-  // The async proxy's view of the dynamic shared memory (async_proxy_read): its bytes as that path
-  // last saw them, each 16-byte chunk's fence count then, and the block's fences so far. Set up at the
-  // block's first async operation (async_block is the block_serial it belongs to). And per chunk the
-  // thread whose cp.async landed in it last, with that thread's own fence count then (-1: none since
-  // the async proxy saw the chunk).
+  // The async proxy's view of the dynamic shared memory (async_proxy_read): its bytes as the block's
+  // last fence published them (or the async proxy's own writes since), and the block's fences so far.
+  // Set up at the block's first async operation (async_block is the block_serial it belongs to). And
+  // per 16-byte chunk the thread whose cp.async landed in it last, with that thread's own fence count
+  // then (-1: none since the async proxy saw the chunk).
   std::vector<unsigned char> async_view;
-  std::vector<uint32_t> async_seen_at;
   std::vector<int> async_copy_writer;
   std::vector<uint32_t> async_copy_writer_fences;
   uint32_t async_fences = 0;
@@ -618,7 +617,6 @@ void async_view_for_block(Launch& l) {
   l.async_block = l.block_serial;
   const size_t chunks = (l.config->dynamic_smem + kProxyChunk - 1) / kProxyChunk;
   l.async_view.assign(chunks * kProxyChunk, 0xFF);
-  l.async_seen_at.assign(chunks, 0);
   l.async_copy_writer.assign(chunks, -1);
   l.async_copy_writer_fences.assign(chunks, 0);
   l.async_fences = 0;
@@ -640,7 +638,6 @@ void async_proxy_wrote(Launch& l, const void* p, size_t bytes) {
   for (size_t c = first; c < end; ++c) {
     const size_t at = c * kProxyChunk, n = std::min(kProxyChunk, l.config->dynamic_smem - at);
     std::memcpy(&l.async_view[at], l.smem.get() + at, n);
-    l.async_seen_at[c] = l.async_fences;
     l.async_copy_writer[c] = -1;
   }
 }
@@ -823,9 +820,12 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
   if (complete_if_done(l, b, "bulk copy", where)) yield(l, self(l));
 }
 
+// The fence publishes what the dynamic shared memory holds now: stores after it are not covered, even
+// where an earlier fence ran since the async proxy last read the bytes.
 void fence_proxy_async() {
   Launch& l = running("a proxy fence");
   async_view_for_block(l);
+  std::memcpy(l.async_view.data(), l.smem.get(), l.config->dynamic_smem);
   ++l.async_fences;
   ++self(l).proxy_fences;
 }
@@ -850,15 +850,11 @@ void async_proxy_read(const void* p, size_t bytes, Site where) {
       l.async_copy_writer[c] = -1;
     }
     if (std::memcmp(&l.async_view[at], l.smem.get() + at, n) != 0) {
-      if (l.async_seen_at[c] == l.async_fences) {
-        fail(l, "async-proxy read at " + site(where) + " of dynamic shared bytes " + std::to_string(at) + " .. " +
-                    std::to_string(at + n - 1) +
-                    ": plain stores or cp.async changed them with no fence.proxy.async in the block since the "
-                    "async proxy last saw them (wgmma::fence_async_smem, then a barrier)");
-      }
-      std::memcpy(&l.async_view[at], l.smem.get() + at, n);
+      fail(l, "async-proxy read at " + site(where) + " of dynamic shared bytes " + std::to_string(at) + " .. " +
+                  std::to_string(at + n - 1) +
+                  ": plain stores or cp.async changed them after the block's last fence.proxy.async "
+                  "(wgmma::fence_async_smem after the stores, then a barrier)");
     }
-    l.async_seen_at[c] = l.async_fences;
   }
 }
 

@@ -182,16 +182,15 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
 // the writer's fence.proxy.async (fence_proxy_async: wgmma::fence_async_smem, and pipeline.cuh's
 // fence_barrier_init after mbarrier inits) and a barrier. Without the fence a GPU's wgmma may read
 // the bytes from before the stores, at random; the emulator's memory is one, so it keeps the async
-// proxy's view apart: the block's dynamic shared memory as that path last saw it, in 16-byte chunks,
-// each with the block's count of fences at that time. async_proxy_read(p, bytes) is a read of
-// [p, p + bytes) there (wgmma's emulation calls it for every chunk an instruction reads, at its
-// landing): a chunk whose bytes changed since the async proxy last saw them, with no fence in the
-// block since, is a fault; otherwise the chunk is seen as it is now. Bulk copies write the view as they
-// land. A bulk copy that completes on a barrier initialized after the block's last fence is a fault
+// proxy's view apart: the block's dynamic shared memory as the block's last fence published it (a
+// fence copies the memory into the view). async_proxy_read(p, bytes) is a read of [p, p + bytes)
+// there (wgmma's emulation calls it for every chunk an instruction reads, at its landing): a 16-byte
+// chunk whose bytes differ from the view was changed after the last fence, which is a fault (a fence
+// before the stores does not cover them). Bulk copies write the view as they land. A bulk copy that completes on a barrier initialized after the block's last fence is a fault
 // too (the copy engine may not see the init). The emulator knows which thread's cp.async landed in a
 // chunk, and that thread must have fenced since: another thread's fence does not cover it (kiln's
 // kernels have every copying thread fence, as CUDA's guides do). Of plain stores it does not know the
-// writer, so for those a fence by any thread of the block counts.
+// writer, so for those a fence by any thread of the block after them counts.
 void fence_proxy_async();
 void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());
 
@@ -357,6 +356,16 @@ inline int atomicCAS(int* address, int compare, int value) {
 // atomic for the same reason as atomicCAS.
 inline unsigned atomicAdd(unsigned* address, unsigned value) {
   const unsigned old = *address;
+  *address = old + value;
+  return old;
+}
+
+// An add to a float in global or shared memory (the fused attention backward sums dQ with it); atomic
+// for the same reason. On a GPU, adds from different blocks land in an order that varies between
+// runs; here in the order the blocks run, which Schedule::Highest reverses (launch below), so a sum
+// over three blocks or more may differ in its last bits between the two schedules, as between runs.
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
   *address = old + value;
   return old;
 }

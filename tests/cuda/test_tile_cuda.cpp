@@ -48,7 +48,7 @@ TEST_CASE("tensor-core tiles: mma.sync's identity probe reads K and V where the 
 // Hopper's wgmma through kiln's descriptors and staged layouts (kernels/wgmma_layout.h: by row groups
 // as the backward stages its tiles, by pieces as the forward does, and with the 128-byte swizzle in
 // the descriptors' swizzle mode, which no kernel uses yet): both operands in shared memory
-// (K-major), A in registers with B MN-major at N = 128 and, advanced along N, at N = 64, and
+// (K-major, and both MN-major with the transpose flags), A in registers with B MN-major at N = 128 and, advanced along N, at N = 64, and
 // accumulators re-read as A tiles. Exact on small integers, as above. Needs a device of compute
 // capability 9.0 (H100, H200): on others run the tests with ~[hopper].
 TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's products", "[cuda][tile][hopper]") {
@@ -71,6 +71,7 @@ TEST_CASE("tensor-core tiles: wgmma through the descriptors equals the CPU's pro
   }
   CHECK(got.av_hi == av_hi);
   CHECK(got.sv == product(s, v, 64, 128, 64, false));
+  CHECK(got.tb == product(kiln::test::transposed(a, 64, 64), b, 64, 64, 64, false));
 }
 
 // The identity probe (tests/cuda/wgmma_selftest.h): A = I, so each output element is one element of B

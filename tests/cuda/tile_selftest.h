@@ -84,4 +84,13 @@ inline std::vector<float> product(const std::vector<float>& x, const std::vector
   return out;
 }
 
+// x [rows, cols] transposed, row-major.
+inline std::vector<float> transposed(const std::vector<float>& x, int rows, int cols) {
+  std::vector<float> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = x[static_cast<size_t>(r * cols + c)];
+  }
+  return out;
+}
+
 }  // namespace kiln::test

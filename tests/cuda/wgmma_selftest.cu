@@ -24,15 +24,17 @@ WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, cons
                   wgmma::Order order) {
   T *da = upload<T>(a), *db = upload<T>(b), *dv = upload<T>(v);
   constexpr size_t kS = kWgRows * kWgRows, kAv = kWgRows * kWgN, kHi = kWgRows * kWgRows, kSv = kWgRows * kWgN;
+  constexpr size_t kTb = kWgRows * kWgRows, kAll = kS + kAv + kHi + kSv + kTb;
   float* out = nullptr;
-  check(cudaMalloc(&out, (kS + kAv + kHi + kSv) * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(&out, kAll * sizeof(float)), "cudaMalloc");
   tile::SmemCarver sizes;
   const WgmmaSelftestSmem<T> pieces(sizes);
   (void)pieces;
   wgmma_selftest_kernel<T><<<1, wgmma::kThreads, sizes.bytes()>>>(da, db, dv, out, out + kS, out + kS + kAv,
-                                                                     out + kS + kAv + kHi, order);
+                                                                     out + kS + kAv + kHi, out + kS + kAv + kHi + kSv,
+                                                                     order);
   check(cudaGetLastError(), "launch");
-  std::vector<float> all(kS + kAv + kHi + kSv);
+  std::vector<float> all(kAll);
   check(cudaMemcpy(all.data(), out, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy back");
   for (void* p : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dv), static_cast<void*>(out)}) {
     check(cudaFree(p), "cudaFree");
@@ -41,7 +43,7 @@ WgmmaSelftest run(const std::vector<float>& a, const std::vector<float>& b, cons
     return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(from),
                               all.begin() + static_cast<std::ptrdiff_t>(from + n));
   };
-  return {at(0, kS), at(kS, kAv), at(kS + kAv, kHi), at(kS + kAv + kHi, kSv)};
+  return {at(0, kS), at(kS, kAv), at(kS + kAv, kHi), at(kS + kAv + kHi, kSv), at(kS + kAv + kHi + kSv, kTb)};
 }
 
 }  // namespace

@@ -14,9 +14,10 @@ namespace kiln::test {
 
 // Inputs, row-major host floats rounded to bfloat16 (or float16) on the way in: a [64, 64], b [64,
 // 64], v [64, 128]. Outputs, row-major floats: s = a b^T, av = a v, av_hi = a v[:, 64:], sv = s v
-// (s rounded to the 16-bit type, as attention rounds P).
+// (s rounded to the 16-bit type, as attention rounds P), tb = a^T b (both operands MN-major, as the
+// fused attention backward reads K and dS^T for dQ^T = K^T dS^T).
 struct WgmmaSelftest {
-  std::vector<float> s, av, av_hi, sv;
+  std::vector<float> s, av, av_hi, sv, tb;
 };
 // Whether this build and the current device run the self-test: built for sm_90a, compute
 // capability 9.0. The operands are staged in `order` (kernels/wgmma_layout.h): by row groups (the
@@ -28,8 +29,8 @@ WgmmaSelftest run_wgmma_selftest(bool bf16, const std::vector<float>& a, const s
 
 // The identity probe, for a diagnosis when the products are wrong: in float16, a = I, and b and v
 // hold ids (b[n][k] = 64 n + k - 2048, v[k][n] = 64 k + n % 64 - 2048: integers float16 holds
-// exactly, unique in b and in each 64-column half of v). Then s = b^T, av = v and av_hi = v[:, 64:]
-// exactly, and an element in the wrong place names the element that the instruction read instead.
+// exactly, unique in b and in each 64-column half of v). Then s = b^T, av = v, av_hi = v[:, 64:] and
+// tb = b exactly, and an element in the wrong place names the element that the instruction read instead.
 inline std::vector<float> wgmma_identity() {
   std::vector<float> m(64 * 64, 0.f);
   for (int i = 0; i < 64; ++i) m[static_cast<size_t>(i * 64 + i)] = 1.f;
@@ -72,6 +73,7 @@ inline std::vector<std::string> wgmma_probe_misreads(const WgmmaSelftest& got, s
   report_misreads(out, "s", got.s, s_ids, 64, name("b", 0), limit);
   report_misreads(out, "av", got.av, v_ids, 128, name("v", 0), limit);
   report_misreads(out, "av_hi", got.av_hi, hi_ids, 64, name("v", 64), limit);
+  report_misreads(out, "tb", got.tb, wgmma_b_ids(), 64, name("b", 0), limit);
   return out;
 }
 

@@ -32,10 +32,11 @@ template <int N> __device__ __forceinline__ void store_accumulators(const tile::
 // Row-major inputs a [64, 64], b [64, 64] (B = b^T: b's rows are B's columns, K-major), v [64, 128]
 // (K rows of N, MN-major). Outputs, row-major: s = a b^T [64, 64] (mma_ss, 4 K steps), av = a v [64,
 // 128] (mma_rs at N = 128, A from registers), av_hi = a v[:, 64:] [64, 64] (mma_rs at N = 64, V's
-// descriptor advanced along N), sv = s v [64, 128] (s re-read as A tiles, a_from_c).
+// descriptor advanced along N), sv = s v [64, 128] (s re-read as A tiles, a_from_c), tb = a^T b
+// [64, 64] (mma_ss with both operands MN-major: a's and b's rows along K, the transpose flags set).
 template <typename T>
 __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float* s, float* av, float* av_hi,
-                                      float* sv, wgmma::Order order) {
+                                      float* sv, float* tb, wgmma::Order order) {
   using namespace kiln::tile;
   tile::SmemCarver carve(dynamic_smem());
   const WgmmaSelftestSmem<T> smem(carve);
@@ -53,12 +54,14 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   const uint64_t db = wgmma::rows_by_k(wgmma::smem_address(smem.b), sk);
   const uint64_t dv = wgmma::rows_by_n(wgmma::smem_address(smem.v), sn);
   const uint64_t dv_hi = wgmma::advance(dv, sn.position(0, 64));  // columns 64..127
+  const uint64_t da_t = wgmma::rows_by_n(wgmma::smem_address(smem.a), sk);  // a's rows along K
+  const uint64_t db_t = wgmma::rows_by_n(wgmma::smem_address(smem.b), sk);
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   constexpr int kSteps = kWgK / wgmma::kK;
   ATile<T> ra[kSteps];
   for (int k = 0; k < kSteps; ++k) load_a(ra[k], a + warp * kM * kWgK + k * kK, kWgK);
 
-  CTile cs[kWgRows / kN], cav[kWgN / kN], chi[kWgRows / kN], csv[kWgN / kN];
+  CTile cs[kWgRows / kN], cav[kWgN / kN], chi[kWgRows / kN], csv[kWgN / kN], ctb[kWgRows / kN];
   wgmma::fence();
   for (int k = 0; k < kSteps; ++k) {
     const uint32_t step = sk.position(0, k * wgmma::kK);
@@ -89,6 +92,17 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   wgmma::wait<0>();
   wgmma::settle(csv);
   store_accumulators(csv, sv, kWgN);
+
+  // A group of its own: with the others' accumulators live, ptxas would serialize the instructions.
+  wgmma::fence();
+  for (int k = 0; k < kSteps; ++k) {
+    const uint32_t step = sk.position(k * wgmma::kK, 0);
+    wgmma::mma_ss<T, 64, true, true>(ctb, wgmma::advance(da_t, step), wgmma::advance(db_t, step), k > 0);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::settle(ctb);
+  store_accumulators(ctb, tb, kWgRows);
 }
 
 }  // namespace kiln::test

@@ -149,7 +149,8 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
   };
   const std::vector<T> ra = rounded(a), rb = rounded(b), rv = rounded(v);
   test::WgmmaSelftest out{std::vector<float>(64 * 64, std::nanf("")), std::vector<float>(64 * 128, std::nanf("")),
-                          std::vector<float>(64 * 64, std::nanf("")), std::vector<float>(64 * 128, std::nanf(""))};
+                          std::vector<float>(64 * 64, std::nanf("")), std::vector<float>(64 * 128, std::nanf("")),
+                          std::vector<float>(64 * 64, std::nanf(""))};
   tile::SmemCarver sizes;
   const test::WgmmaSelftestSmem<T> pieces(sizes);
   (void)pieces;
@@ -160,7 +161,7 @@ test::WgmmaSelftest run_emulated(const std::vector<float>& a, const std::vector<
   cfg.dynamic_smem = sizes.bytes();
   const simt::LaunchStats stats = simt::launch(cfg, [&] {
     test::wgmma_selftest_kernel<T>(ra.data(), rb.data(), rv.data(), out.s.data(), out.av.data(), out.av_hi.data(),
-                                   out.sv.data(), order);
+                                   out.sv.data(), out.tb.data(), order);
   });
   collectives = stats.collectives_in("kernels/cuda/wgmma.cuh");
   return out;
@@ -188,8 +189,9 @@ TEST_CASE("wgmma, emulated: the self-test's products through the descriptors are
   }
   CHECK(got.av_hi == av_hi);
   CHECK(got.sv == test::product(s, v, 64, 128, 64, false));
-  // 4 K steps each of s, av, av_hi and sv: 16 instructions, each issued by the 4 warps.
-  CHECK(collectives == 16 * 4);
+  CHECK(got.tb == test::product(test::transposed(a, 64, 64), b, 64, 64, 64, false));
+  // 4 K steps each of s, av, av_hi, sv and tb: 20 instructions, each issued by the 4 warps.
+  CHECK(collectives == 20 * 4);
 }
 
 // The identity probe (tests/cuda/wgmma_selftest.h): with A = I, every output element is one element of
@@ -308,23 +310,28 @@ TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a
     wait<0>();
   };
   CHECK_THROWS_WITH(launch_warpgroup(one_product, false),
-                    Contains("async-proxy read") && Contains("no fence.proxy.async in the block since"));
+                    Contains("async-proxy read") && Contains("after the block's last fence.proxy.async"));
   CHECK_NOTHROW(launch_warpgroup(one_product, true));
-  // One element of B rewritten after a product read it, and read again with no fence since.
-  const auto rewritten = [&](bool fence_again) {
-    return launch_warpgroup([&, fence_again](uint64_t da, Half* b, uint64_t db) {
+  // One element of B rewritten after a product read it, and read again with no fence since the store:
+  // none at all, or one before the store, which does not cover it (a fence publishes what was stored
+  // before it).
+  enum class Fence { kNone, kBeforeStore, kAfterStore };
+  const auto rewritten = [&](Fence fence) {
+    return launch_warpgroup([&, fence](uint64_t da, Half* b, uint64_t db) {
       one_product(da, b, db);
       __syncthreads();
       if (threadIdx.x == 0) {
+        if (fence == Fence::kBeforeStore) fence_async_smem();
         b[stage_offset(5, 3, 16)] = Half(-1.f);
-        if (fence_again) fence_async_smem();
+        if (fence == Fence::kAfterStore) fence_async_smem();
       }
       __syncthreads();
       one_product(da, b, db);
     });
   };
-  CHECK_THROWS_WITH(rewritten(false), Contains("async-proxy read") && Contains("tests/kernels/test_wgmma.cpp"));
-  CHECK_NOTHROW(rewritten(true));
+  CHECK_THROWS_WITH(rewritten(Fence::kNone), Contains("async-proxy read") && Contains("tests/kernels/test_wgmma.cpp"));
+  CHECK_THROWS_WITH(rewritten(Fence::kBeforeStore), Contains("async-proxy read"));
+  CHECK_NOTHROW(rewritten(Fence::kAfterStore));
   // B copied anew by every thread with cp.async (one 16-byte piece each, 32 rows x 16 columns), and
   // fenced by thread 0 only: each copying thread must fence its own copies.
   std::vector<Half> fresh(32 * 16, Half(3.f));
