@@ -16,14 +16,15 @@
 // (the stride-dimension byte offset) between core matrices adjacent along M or N. Without swizzling
 // (the backward's mode; the forward's other) an operand is either
 //   K-major:  a core matrix's rows run along M/N and its 16 bytes along K (K contiguous), or
-//   MN-major: its rows run along K and its 16 bytes along M/N (M/N contiguous), B only with the
-//             instruction's transpose flag for 16-bit types.
+//   MN-major: its rows run along K and its 16 bytes along M/N (M/N contiguous), with the
+//             instruction's transpose flag for the operand (16-bit types only).
 // kiln stages a [rows, W] row-major tile (W a multiple of 8) with each 8 x 8 block as one core matrix,
 // the W / 8 blocks of an 8-row group side by side (stage_offset), or the rows' blocks of 8 columns one
 // after another (by_pieces, the attention forward's A/B). The same bytes then serve both ways:
 // with rows along M/N and W along K (K-major: attention's Q and K in Q K^T), or with rows along K
-// and W along N (MN-major: attention's V in P V). Without swizzling the 16-byte stores that fill a
-// core matrix's 8 rows hit 8 different 16-byte bank groups, so a warp stages without bank conflicts.
+// and W along M/N (MN-major: attention's V in P V, and K as the A of the fused backward's K^T dS^T).
+// Without swizzling the 16-byte stores that fill a core matrix's 8 rows hit 8 different 16-byte bank
+// groups, so a warp stages without bank conflicts.
 // A tile can also be staged with the 128-byte swizzle (Staging, swizzled), the layout of tensor copies
 // whose box rows are 128 bytes and the attention forward's; the same bytes again serve both ways, in
 // the descriptors' swizzle mode.
@@ -162,8 +163,8 @@ KILN_HD constexpr uint64_t rows_by_k(uint32_t base, Staging s) {
                                      : descriptor(base, s.next_cols_bytes(), s.next_rows_bytes());
 }
 KILN_HD constexpr uint32_t k_step_bytes(Staging s) { return s.position(0, 16); }
-// - rows along K, W along N (MN-major, B with the transpose flag): the K step of rows 16 t ..
-//   16 t + 15 starts s.position(16 t, 0) on (row_step_bytes(s) apart).
+// - rows along K, W along N or M (MN-major, with the operand's transpose flag): the K step of rows
+//   16 t .. 16 t + 15 starts s.position(16 t, 0) on (row_step_bytes(s) apart).
 KILN_HD constexpr uint64_t rows_by_n(uint32_t base, Staging s) {
   return s.order == Order::kSwizzled ? descriptor(base, s.block_bytes(), 8 * 128, kSwizzle128)
                                      : descriptor(base, s.next_rows_bytes(), s.next_cols_bytes());

@@ -37,6 +37,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma_tma = tma == nullptr || std::string(tma) != "0";
     const char* swizzle = std::getenv("KILN_ATTENTION_WGMMA_SWIZZLE");
     m.attention_wgmma_swizzle = swizzle == nullptr || std::string(swizzle) != "0";
+    const char* fused = std::getenv("KILN_ATTENTION_FUSED_BACKWARD");
+    m.attention_fused_backward = fused != nullptr && std::string(fused) == "1";
     const char* longest = std::getenv("KILN_ATTENTION_LONGEST_FIRST");
     m.attention_longest_first = longest == nullptr || std::string(longest) != "0";
     const char* section = std::getenv("KILN_ATTENTION_ORDER_SECTION");

@@ -27,12 +27,13 @@ struct MmaSyncBackward {
   template <int D> static constexpr int dkv_rows() { return kBlockRows; }
 };
 
-std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0}, g_fused_launches{0};
 
 }  // namespace
 
 int64_t attention_tc_backward_launches() { return g_launches.load(); }
 int64_t attention_wgmma_backward_launches() { return g_wgmma_launches.load(); }
+int64_t attention_fused_backward_launches() { return g_fused_launches.load(); }
 
 void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                            const void* q, const void* k, const void* v, const AttentionArgs& a,
@@ -43,6 +44,7 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
 #if defined(KILN_WITH_SM90A)
   if (a.wgmma && attention_wgmma_available()) {
     g_wgmma_launches.fetch_add(1);
+    if (a.fused_backward) g_fused_launches.fetch_add(1);
     attention_backward_wgmma(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
     return;
   }

@@ -8,7 +8,8 @@
 //
 // Two kernels, as the scalar backward (kernels/cuda/attention.cu): each output row is one block's
 // fixed-order sum, so the gradients are deterministic without atomics. The price is computing the
-// scores and dP twice (seven tile products where a single kernel with atomic dQ needs five).
+// scores and dP twice (seven tile products where a single kernel with atomic dQ needs five; on wgmma
+// kiln has that kernel too, attention_wgmma_backward.cuh, with the row kernels at the end of this file).
 //
 // - dq kernel: a block of 4 warps takes 64 query rows, each warp 16, keeps the block's Q and dO rows
 //   in shared memory, and streams key tiles (64 keys, 32 at head dim 128) through it as well.
@@ -350,6 +351,43 @@ __global__ void __launch_bounds__(kBlockThreads)
   });
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
+}
+
+// The fused backward (attention_wgmma_backward.cuh) sums dQ over its blocks of keys in float32 with
+// atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes everything else:
+//   attention_backward_rows_kernel       before: D_i = dO_i . O_i per query row into d_rows (the dq
+//                                        kernels' dq_rows, the same sum in the same order) and the
+//                                        row's dq_acc zeroed;
+//   attention_backward_dq_finish_kernel  after: dQ = scale * dq_acc, rounded to T, into dq.
+// One warp per query row, kRowWarps rows a block (row r = b L + i of the batch's rows).
+inline constexpr int kRowWarps = 4;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kRowWarps * tile::kWarp)
+    attention_backward_rows_kernel(float* d_rows, float* dq_acc, const T* dout, const T* out,
+                                   const __grid_constant__ TcParams p) {
+  using namespace tile;
+  const int lane = lane_id();
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowWarps + static_cast<int>(threadIdx.x) / kWarp;
+  if (r >= p.batch * p.L) return;
+  const int64_t b = r / p.L, i = r % p.L;
+  const int64_t o = attention_batch_offset(p.layout, p.layout.o, b) + i * p.o_rs;
+  float part = 0.f;
+  for (int e = lane; e < D; e += kWarp) part += static_cast<float>(out[o + e]) * static_cast<float>(dout[o + e]);
+  part = warp_sum(part);
+  if (lane == 0) d_rows[r] = part;
+  for (int e = lane; e < D; e += kWarp) dq_acc[r * D + e] = 0.f;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kRowWarps * tile::kWarp)
+    attention_backward_dq_finish_kernel(T* dq, const float* dq_acc, const __grid_constant__ TcParams p) {
+  using namespace tile;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowWarps + static_cast<int>(threadIdx.x) / kWarp;
+  if (r >= p.batch * p.L) return;
+  const int64_t b = r / p.L, i = r % p.L;
+  T* const row = dq + attention_batch_offset(p.layout, p.layout.dq, b) + i * p.dq_rs;
+  for (int e = lane_id(); e < D; e += kWarp) row[e] = static_cast<T>(dq_acc[r * D + e] * p.scale);
 }
 
 #if defined(__CUDACC__)

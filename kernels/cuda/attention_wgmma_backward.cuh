@@ -17,11 +17,18 @@
 // At head dim 128 both kernels overlap those steps with their products, as the forward overlaps its
 // softmax (kWgmmaDeferGradients): a tile's gradient products are issued with the next tile's scores.
 //
+// And a third way, the fused kernel (AttentionArgs::fused_backward): the dk/dv kernel's blocks also
+// compute their share of dQ, dQ^T = K^T dS^T over the block's 64 keys, and add it to a float32
+// accumulator with atomic adds; P^T and dS^T go through shared memory, where dV += P^T dO, dK +=
+// dS^T Q and dQ^T read them. Five tile products where the two kernels take seven, and one pass over
+// the operands; the price is the atomics, and dQ's last bits vary from run to run.
+//
 // Selected with the forward on wgmma (AttentionArgs::wgmma) and built with it (attention_wgmma.cu,
-// sm_90a). The CPU tests run both kernels on the emulator (tests/kernels/test_attention_tc_simt.cpp).
+// sm_90a). The CPU tests run the kernels on the emulator (tests/kernels/test_attention_tc_simt.cpp).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention_tc_backward.cuh"
 #include "kernels/cuda/attention_wgmma_forward.cuh"
@@ -67,24 +74,73 @@ template <typename T, int D> struct WgmmaDqSmem {
         v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
 };
 
-// The dk/dv kernel's: the block's K and V rows, kWgmmaGradBuffers query tiles each of Q and dO
-// (staged), and kStages of each tile's log-sum-exp (base 2) and D.
-template <typename T, int D> struct WgmmaDkvSmem {
+// The dk/dv kernel's: the block's K and V rows, kGradBuffers query tiles each of Q and dO (staged;
+// kWgmmaGradBuffers, or the fused kernel's count), and kStages of each tile's log-sum-exp (base 2) and
+// D.
+template <typename T, int D, int kBuffers = kWgmmaGradBuffers<D>> struct WgmmaDkvSmemFor {
   static constexpr int kTileElems = kWgmmaQueryTileFor<D> * D;
+  static constexpr int kGradBuffers = kBuffers;
   T* k;
   T* v;
   T* q;
   T* dout;
   float* lse;
   float* d;
-  KILN_HD explicit WgmmaDkvSmem(tile::SmemCarver& c)
+  KILN_HD explicit WgmmaDkvSmemFor(tile::SmemCarver& c)
       : k(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
         v(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
-        q(c.take<T>(kWgmmaGradBuffers<D> * kTileElems, wgmma::kCoreBytes)),
-        dout(c.take<T>(kWgmmaGradBuffers<D> * kTileElems, wgmma::kCoreBytes)),
+        q(c.take<T>(kGradBuffers * kTileElems, wgmma::kCoreBytes)),
+        dout(c.take<T>(kGradBuffers * kTileElems, wgmma::kCoreBytes)),
         lse(c.take<float>(kStages * kWgmmaQueryTileFor<D>)),
         d(c.take<float>(kStages * kWgmmaQueryTileFor<D>)) {}
 };
+template <typename T, int D> using WgmmaDkvSmem = WgmmaDkvSmemFor<T, D>;
+
+// Whether the fused kernel defers its gradient products to the next tile's pass, as the two kernels
+// do at head dim 128 (kWgmmaDeferGradients): no. Its passes hold five products, so the elementwise
+// steps are a smaller share of them, and deferred at 128 it held 255 registers (with dropout, 28 bytes
+// of spills) against 211 (246) with each product waited for in its pass (ptxas, sm_90a). For a GPU
+// run to compare: true takes the deferred order, with two buffers of P^T and dS^T.
+inline constexpr bool kFusedDefer = false;
+
+// The fused kernel's shared memory: the dk/dv kernel's (with a buffer more of Q and dO where deferred,
+// kWgmmaGradBuffers' reason), and P^T and dS^T [64 keys, query tile] staged by row groups,
+// kScoreBuffers each: the A operands of dV += P^T dO and dK += dS^T Q (K-major), and dS^T the B
+// operand of dQ^T = K^T dS^T (MN-major). Deferred, two, so that tile t's are written while tile
+// t - 1's products may still read theirs; else one, which the products have read when the pass ends
+// (stream_tiles' barrier).
+inline constexpr int kScoreBuffers = kFusedDefer ? 2 : 1;
+template <typename T, int D> struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0)> {
+  static constexpr int kScoreElems = kBlockRows * kWgmmaQueryTileFor<D>;
+  T* pt;
+  T* ds;
+  KILN_HD explicit WgmmaFusedSmem(tile::SmemCarver& c)
+      : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0)>(c),
+        pt(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)),
+        ds(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)) {}
+};
+
+// Stages this warp's 16 rows of a [64, N] tile held as accumulators (the transposed scores: keys by
+// queries) in `tile`, by row groups, rounded to T. A lane's two columns of a row are adjacent there:
+// one 4-byte store each. From the lane's first pair on, 8 rows further is the next row of core
+// matrices (N / 8 of 64 elements), 8 columns the next core matrix: constant steps. Offsets computed
+// per pair were held through the kernel's loop, and took the fused kernel at head dim 64 to 255
+// registers with spills (ptxas, sm_90a).
+template <typename T, int N>
+__device__ __forceinline__ void stage_accumulators(T* tile, const tile::CTile (&x)[N / 8]) {
+  using namespace tile;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp % wgmma::kWarps;
+  const Coord c = c_coord(lane_id(), 0);
+  T* const first = tile + static_cast<int>(wgmma::stage_offset(warp * kM + c.row, c.col, N));
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<uint32_t*>(first + h * N * wgmma::kCore + n * wgmma::kCore * wgmma::kCore) =
+          pack2(static_cast<T>(x[n].r[2 * h]), static_cast<T>(x[n].r[2 * h + 1]));
+    }
+  }
+}
 
 // Issues s = A B^T and t = A2 B2^T for the warpgroup's 64 rows of A and A2 and the N rows of B and B2,
 // all staged [rows, D] (descriptors rows_by_k): D / 16 steps each, one group, committed and not
@@ -133,7 +189,7 @@ template <typename T, int D, int N> struct DeferredProduct {
 //   elementwise()    settles them and turns them into dS (or P^T and dS^T);
 //   keep()           takes the A tiles of the gradient products from them (DeferredProduct::keep);
 //   issue_grads(u)   fences, issues tile u's gradient products and commits them, one group;
-//   settle_grads()   settles their accumulators.
+//   settle_grads(u)  settles their accumulators once they have landed.
 // Deferred, tile t - 1's gradient products go out with tile t's scores (or an empty group, at the
 // first tile), only the scores are waited for before elementwise(), and the products before keep()
 // overwrites the A tiles they read; finish() issues the last tile's after the loop. Otherwise each
@@ -156,7 +212,7 @@ template <bool kDefer> struct GradientPasses {
     elementwise();
     if constexpr (kDefer) {
       wgmma::wait<0>();
-      settle_grads();
+      if (pending) settle_grads(last);
       keep();
       pending = true;
       last = t;
@@ -164,7 +220,7 @@ template <bool kDefer> struct GradientPasses {
       keep();
       issue_grads(t);
       wgmma::wait<0>();
-      settle_grads();
+      settle_grads(t);
     }
   }
   template <typename IssueGrads, typename SettleGrads>
@@ -172,7 +228,7 @@ template <bool kDefer> struct GradientPasses {
     if (kDefer && pending) {
       issue_grads(last);
       wgmma::wait<0>();
-      settle_grads();
+      settle_grads(last);
     }
   }
 };
@@ -236,7 +292,7 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
     ds.issue(acc, stage_descriptor<T, kWgmmaGradBuffers<D>>(k_mn_desc, kElems, t));
     wgmma::commit();
   };
-  const auto settle_dq = [&] { wgmma::settle(acc); };
+  const auto settle_dq = [&](int) { wgmma::settle(acc); };
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t j0 = static_cast<int64_t>(t) * kWgmmaKeyTile;
     if (j0 >= group_j_end) return;  // the same for the whole warpgroup, and for every later tile
@@ -260,16 +316,20 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
   write_dq(dq, p, offs, rows, acc);
 }
 
-template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kBlockThreads)
-    attention_backward_dkv_wgmma_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows,
-                                        const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
+// The dk/dv kernel's work for one block of keys and, with kDq (the fused kernel), dQ's share of those
+// keys: per query tile, dS^T (rounded to T) is staged in shared memory and dQ^T = K^T dS^T (D x query
+// tile, both operands MN-major: K's rows and dS^T's rows are keys) goes out with the tile's dV and dK
+// products, its accumulators added to dq_acc with atomics once it lands.
+template <typename T, int D, bool kDropout, bool kDq>
+__device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
+                                                const float* d_rows, const T* q, const T* k, const T* v,
+                                                const TcParams& p) {
   using namespace tile;
   constexpr int kQueryTile = kWgmmaQueryTileFor<D>;
   constexpr int kScoreTiles = kQueryTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  using Smem = WgmmaDkvSmem<T, D>;
+  using Smem = std::conditional_t<kDq, WgmmaFusedSmem<T, D>, WgmmaDkvSmem<T, D>>;
   const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
@@ -288,9 +348,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const auto fetch = [&](int t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
     const int n = t < tiles ? kQueryTile : 0;
-    stage_cores<T, D>(stage_buffer<kWgmmaGradBuffers<D>>(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L,
+    stage_cores<T, D>(stage_buffer<Smem::kGradBuffers>(smem.q, Smem::kTileElems, t), q + offs.q, p.q_rs, i0, p.L,
                       n, p.wide);
-    stage_cores<T, D>(stage_buffer<kWgmmaGradBuffers<D>>(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0,
+    stage_cores<T, D>(stage_buffer<Smem::kGradBuffers>(smem.dout, Smem::kTileElems, t), dout + offs.o, p.o_rs, i0,
                       p.L, n, p.wide);
     stage_query_stats<kQueryTile>(stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t), lse,
                                   d_rows, p, b, i0);
@@ -318,17 +378,82 @@ __global__ void __launch_bounds__(kBlockThreads)
     fill(acc_k[t], 0.f);
     fill(acc_v[t], 0.f);
   }
-  DeferredProduct<T, D, kQueryTile> pt, dst;
-  GradientPasses<kWgmmaDeferGradients<D>> passes;
+  DeferredProduct<T, D, kQueryTile> pt, dst;  // the two kernels' A tiles
+  GradientPasses<kDq ? kFusedDefer : kWgmmaDeferGradients<D>> passes;
+  // Fused: dQ^T for the tile, D / 64 instructions' rows of 64 (K's columns) each.
+  CTile acc_q[kDq ? D / wgmma::kM : 1][kScoreTiles];
   const auto issue_dkv = [&](int t) {
-    wgmma::fence();  // P^T's and dS^T's A tiles and the accumulators, written since the pass's first fence
-    pt.issue(acc_v, stage_descriptor<T, kWgmmaGradBuffers<D>>(do_mn_desc, kElems, t));
-    dst.issue(acc_k, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_mn_desc, kElems, t));
+    if constexpr (kDq) {
+      // Zeros, though the first step overwrites them: the instruction's operands are read-write, and
+      // without them the last tile's values would stay live through the pass. Before the fence,
+      // which orders the registers' writes before the instructions read them.
+#pragma unroll
+      for (int m = 0; m < D / wgmma::kM; ++m) {
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n) fill(acc_q[m][n], 0.f);
+      }
+    }
+    wgmma::fence();  // the A tiles and the accumulators, written since the pass's first fence
+    const uint64_t do_mn = stage_descriptor<T, Smem::kGradBuffers>(do_mn_desc, kElems, t);
+    const uint64_t q_mn = stage_descriptor<T, Smem::kGradBuffers>(q_mn_desc, kElems, t);
+    if constexpr (kDq) {
+      using Fused = WgmmaFusedSmem<T, D>;
+      const auto staged = [&](T* first, bool k_major) {
+        const uint32_t at = wgmma::smem_address(first);
+        return stage_descriptor<T, kScoreBuffers>(
+            k_major ? wgmma::rows_by_k(at, kQueryTile) : wgmma::rows_by_n(at, kQueryTile), Fused::kScoreElems, t);
+      };
+      const uint64_t pt_k = staged(smem.pt, true), ds_k = staged(smem.ds, true), ds_n = staged(smem.ds, false);
+#pragma unroll
+      for (int kk = 0; kk < kQueryTile / wgmma::kK; ++kk) {
+        const uint32_t a_step = static_cast<uint32_t>(kk) * wgmma::k_step_bytes();
+        const uint32_t b_step = static_cast<uint32_t>(kk) * wgmma::row_step_bytes(D);
+        wgmma::mma_ss<T, D, false, true>(acc_v, wgmma::advance(pt_k, a_step), wgmma::advance(do_mn, b_step), true);
+        wgmma::mma_ss<T, D, false, true>(acc_k, wgmma::advance(ds_k, a_step), wgmma::advance(q_mn, b_step), true);
+      }
+      // dQ^T = K^T dS^T: A is K read MN-major (its rows, the keys, along the contraction), the block
+      // of its columns from 64 m on; B is dS^T, MN-major too.
+      const uint64_t k_t = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
+#pragma unroll
+      for (int m = 0; m < D / wgmma::kM; ++m) {
+#pragma unroll
+        for (int kk = 0; kk < kBlockRows / wgmma::kK; ++kk) {
+          const uint32_t a_at = wgmma::by_row_groups(D).position(kk * wgmma::kK, m * wgmma::kM);
+          wgmma::mma_ss<T, kQueryTile, true, true>(
+              acc_q[m], wgmma::advance(k_t, a_at),
+              wgmma::advance(ds_n, static_cast<uint32_t>(kk) * wgmma::row_step_bytes(kQueryTile)), kk > 0);
+        }
+      }
+    } else {
+      pt.issue(acc_v, do_mn);
+      dst.issue(acc_k, q_mn);
+    }
     wgmma::commit();
   };
-  const auto settle_dkv = [&] {
+  const auto settle_dkv = [&](int t) {
     wgmma::settle(acc_v);
     wgmma::settle(acc_k);
+    if constexpr (kDq) {
+      // This thread's elements of dQ^T, (column d of dQ, query), added to row i0 + query of dq_acc:
+      // from the lane's first element on, element e of tile n of block m is e % 2 queries, 8 n queries
+      // and 8 (e / 2) + 64 m columns further; queries from L on are not there.
+      const Coord c = c_coord(lane_id(), 0);
+      const int64_t i = i_begin + static_cast<int64_t>(t) * kQueryTile + c.col;
+      float* const first = dq_acc + (b * p.L + i) * D + warp * kM + c.row;
+      const int64_t queries_left = p.L - i;
+#pragma unroll
+      for (int m = 0; m < D / wgmma::kM; ++m) {
+        wgmma::settle(acc_q[m]);
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < kCElems; ++e) {
+            const int q = n * kN + e % 2;
+            if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + m * wgmma::kM, acc_q[m][n].r[e]);
+          }
+        }
+      }
+    }
   };
   stream_tiles(tiles, fetch, [] { wgmma::fence_async_smem(); }, [&](int t) {
     const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
@@ -336,25 +461,54 @@ __global__ void __launch_bounds__(kBlockThreads)
     passes.pass(
         t,
         [&] {
-          wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, kWgmmaGradBuffers<D>>(q_desc, kElems, t),
+          wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, Smem::kGradBuffers>(q_desc, kElems, t),
                                              dp, v_desc,
-                                             stage_descriptor<T, kWgmmaGradBuffers<D>>(do_desc, kElems, t));
+                                             stage_descriptor<T, Smem::kGradBuffers>(do_desc, kElems, t));
         },
         [&] {
           wgmma::settle(s);
           wgmma::settle(dp);
           dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM,
                                        stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t));
+          if constexpr (kDq) {
+            // P^T and dS^T to this tile's buffers, rounded to T as the A tiles would be; the products
+            // read them after the proxy fence and the barrier.
+            stage_accumulators<T, kQueryTile>(stage_buffer<kScoreBuffers>(smem.pt, Smem::kScoreElems, t), s);
+            stage_accumulators<T, kQueryTile>(stage_buffer<kScoreBuffers>(smem.ds, Smem::kScoreElems, t), dp);
+            wgmma::fence_async_smem();
+            __syncthreads();
+          }
         },
         [&] {
-          pt.keep(s);
-          dst.keep(dp);
+          if constexpr (!kDq) {
+            pt.keep(s);
+            dst.keep(dp);
+          }
         },
         issue_dkv, settle_dkv);
   });
   passes.finish(issue_dkv, settle_dkv);
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
+}
+
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dkv_wgmma_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows,
+                                        const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
+  dkv_wgmma_block<T, D, kDropout, false>(dk, dv, nullptr, dout, lse, d_rows, q, k, v, p);
+}
+
+// The fused backward's kernel: dK and dV of a block of keys, and their share of dQ added to dq_acc
+// (float32 [batch, L, D], zeroed, with d_rows, by attention_backward_rows_kernel; rounded into dq by
+// attention_backward_dq_finish_kernel). Five tile products where the two kernels take seven, at the
+// price of atomic adds whose order varies between runs on a GPU: dQ's last bits are not deterministic.
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_fused_wgmma_kernel(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
+                                          const float* d_rows, const T* q, const T* k, const T* v,
+                                          const __grid_constant__ TcParams p) {
+  dkv_wgmma_block<T, D, kDropout, true>(dk, dv, dq_acc, dout, lse, d_rows, q, k, v, p);
 }
 
 }  // namespace kiln::attention_tc

@@ -50,7 +50,8 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 // and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
 // it on mma.sync and, where this build and device have them, again on Hopper's wgmma, with the
 // warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async, its tiles
-// swizzled and by pieces) and with the one whose whole block loads (swizzled and by pieces), each
+// swizzled and by pieces) and with the one whose whole block loads (swizzled and by pieces), and with
+// the fused backward (dQ summed with atomic adds: held to the same tolerance), each
 // time checking that the forward and backward kernels ran once and which ones they were (the problems
 // here are dense: TMA wherever it is asked for).
 // Returns the CPU's results.
@@ -58,7 +59,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
   struct Kernels {
     const char* name;
-    bool wgmma, producer, pingpong, tma, swizzle = true;
+    bool wgmma, producer, pingpong, tma, swizzle = true, fused_backward = false;
   };
   std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true}};
   if (attention_wgmma_available()) {
@@ -70,6 +71,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     kinds.push_back({"on wgmma, the tiles by pieces, the producer on cp.async", true, true, true, false, false});
     kinds.push_back({"on wgmma, the forward without its producer, the tiles by pieces", true, false, true, true,
                      false});
+    kinds.push_back({"on wgmma, the fused backward", true, true, true, true, true, true});
   }
   for (const Kernels& kind : kinds) {
     INFO(kind.name);
@@ -79,7 +81,9 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     cuda::math_switches().attention_wgmma_pingpong = kind.pingpong;
     cuda::math_switches().attention_wgmma_tma = kind.tma;
     cuda::math_switches().attention_wgmma_swizzle = kind.swizzle;
+    cuda::math_switches().attention_fused_backward = kind.fused_backward;
     const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
+    const int64_t before_fused = attention_fused_backward_launches();
     const int64_t before_wgmma = attention_wgmma_launches(), before_tma = attention_wgmma_tma_launches();
     const int64_t before_wgmma_backward = attention_wgmma_backward_launches();
     const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
@@ -88,6 +92,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     CHECK(attention_wgmma_tma_launches() == before_tma + (wgmma && kind.producer && kind.tma ? 1 : 0));
     CHECK(attention_tc_backward_launches() == before_backward + 1);
     CHECK(attention_wgmma_backward_launches() == before_wgmma_backward + (wgmma ? 1 : 0));
+    CHECK(attention_fused_backward_launches() == before_fused + (kind.fused_backward ? 1 : 0));
     // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
     // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
     const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
@@ -165,7 +170,7 @@ TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cud
 
 // The backward again, on one forward: twice on tensor cores, which must give the same bits (two
 // kernels, each output row one block's fixed-order sum), and once on the scalar kernel, which reads
-// the same output and log-sum-exp. The switch is read when the backward runs.
+// the same output and log-sum-exp; on wgmma also fused. The switches are read when the backward runs.
 TEST_CASE("attention on tensor cores: the backward is deterministic and agrees with the scalar backward",
           "[cuda][attention]") {
   REQUIRE(cuda::is_available());
@@ -212,6 +217,15 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
       CHECK(wg1[i].to_vector_double() == wg2[i].to_vector_double());
       CHECK(worst_ratio(wg1[i], scalar[i], 4 * tol, tol) <= 1.0);
     }
+    // The fused backward: dK and dV the same bits as the two kernels' (the same products in the same
+    // order), dQ summed over the blocks of keys with atomic adds: near, not necessarily the same bits.
+    cuda::math_switches().attention_fused_backward = true;
+    const int64_t before_fused = attention_fused_backward_launches();
+    const std::vector<Tensor> fused = grads(true, true);
+    CHECK(attention_fused_backward_launches() == before_fused + 1);
+    CHECK(worst_ratio(fused[0], scalar[0], 4 * tol, tol) <= 1.0);
+    CHECK(fused[1].to_vector_double() == wg1[1].to_vector_double());
+    CHECK(fused[2].to_vector_double() == wg1[2].to_vector_double());
   }
 }
 

@@ -116,7 +116,9 @@ template <typename T> struct Outputs {
 // against the float64 reference: the output within `tol` (relative, with an absolute floor of tol);
 // each gradient within tol relative with a floor of tol times its largest element, as it sums L or S
 // terms (as in the twin tests); the log-sum-exp, float32 arithmetic on exact inputs, within 1e-5.
-// `emulate` may return out and lse alone (a forward checked without the backward).
+// `emulate` may return out and lse alone (a forward checked without the backward). The fused backward
+// (AttentionArgs::fused_backward) adds dQ's shares in the order its blocks run, which the two
+// schedules reverse: there dq may differ in its last bits, and both runs' dq are held to the reference.
 inline void check_emulated(const Problem& pr, const std::function<Results(simt::Schedule)>& emulate, double tol) {
   const AttentionArgs& a = pr.args;
   INFO(dtype_name(a.dtype) << " E " << a.E << " Ev " << a.Ev << " batch " << a.batch << " L " << a.L << " S " << a.S
@@ -130,10 +132,12 @@ inline void check_emulated(const Problem& pr, const std::function<Results(simt::
   const char* names[] = {"out", "lse", "dq", "dk", "dv"};
   for (size_t i = 0; i < low.size(); ++i) {
     INFO(names[i]);
-    CHECK(same_bits(low[i], high[i]));
+    const bool summed_in_block_order = i == 2 && a.fused_backward;
+    if (!summed_in_block_order) CHECK(same_bits(low[i], high[i]));
     const double rtol = i == 1 ? 1e-5 : tol;
     const double atol = i == 1 ? 1e-5 : i == 0 ? tol : tol * std::max(1.0, max_abs(ref[i]));
     CHECK(worst_ratio(low[i], ref[i], atol, rtol) <= 1.0);
+    if (summed_in_block_order) CHECK(worst_ratio(high[i], ref[i], atol, rtol) <= 1.0);
   }
 }
 

@@ -129,7 +129,25 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     forward_launched = static_cast<int64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   }
   simt::LaunchStats dq_stats, dkv_stats;
-  if (backward) {
+  if (backward && wg && a.fused_backward) {
+    // The fused backward (attention_wgmma.cu's backward_fused): D and the zeroed dQ accumulator per
+    // query row, the kernel over blocks of keys, dQ from the accumulator.
+    std::vector<float> dq_acc(static_cast<size_t>(a.batch * a.L * D), std::nanf(""));
+    simt::LaunchConfig rows_cfg;
+    rows_cfg.block = simt::Dim3{kRowWarps * tile::kWarp, 1, 1};
+    rows_cfg.grid = simt::Dim3{static_cast<unsigned>((a.batch * a.L + kRowWarps - 1) / kRowWarps), 1, 1};
+    rows_cfg.schedule = schedule;
+    simt::launch(rows_cfg, [&] {
+      attention_backward_rows_kernel<T, D>(o.d_rows.data(), dq_acc.data(), gp, o.out_data(), p);
+    });
+    cfg.grid = grid(a.S, kBlockRows);
+    cfg.dynamic_smem = smem_bytes<WgmmaFusedSmem<T, D>>();
+    dkv_stats = simt::launch(cfg, [&] {
+      attention_backward_fused_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp,
+                                                            o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
+    });
+    simt::launch(rows_cfg, [&] { attention_backward_dq_finish_kernel<T, D>(o.dq.data(), dq_acc.data(), p); });
+  } else if (backward) {
     cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
     simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
     if (wg) {
@@ -239,8 +257,32 @@ void check_problem(const Problem& pr, bool every = false) {
     if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
     INFO(forward_name(which));
     const bool backward = which == Forward::kMmaSync || which == Forward::kWgmma;
+    Results two_kernels;  // the wgmma backward's results under Schedule::Lowest
     check_emulated(
-        pr, [&](simt::Schedule schedule) { return emulate_problem(pr, schedule, which, backward).results; }, tol);
+        pr,
+        [&](simt::Schedule schedule) {
+          Results r = emulate_problem(pr, schedule, which, backward).results;
+          if (schedule == simt::Schedule::Lowest) two_kernels = r;
+          return r;
+        },
+        tol);
+    if (which != Forward::kWgmma) continue;
+    // The fused backward: the same products for dK and dV, and dQ summed from the blocks of keys.
+    INFO("the fused backward");
+    Problem fused = pr;
+    fused.args.fused_backward = true;
+    Results one_kernel;
+    check_emulated(
+        fused,
+        [&](simt::Schedule schedule) {
+          Results r = emulate_problem(fused, schedule, which, true).results;
+          if (schedule == simt::Schedule::Lowest) one_kernel = r;
+          return r;
+        },
+        tol);
+    REQUIRE(one_kernel.size() == 5);
+    REQUIRE(two_kernels.size() == 5);
+    for (const size_t i : {0, 1, 3, 4}) CHECK(same_bits(one_kernel[i], two_kernels[i]));  // all but dq
   }
 }
 

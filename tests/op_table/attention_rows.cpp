@@ -130,27 +130,29 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core kernels (mma.sync's, or
 // with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
 // compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together.
-// `forward` picks the wgmma forward for the A/Bs: the warp-specialized one with or without ping-pong
+// `variant` picks the wgmma forward for the A/Bs: the warp-specialized one with or without ping-pong
 // (sdpa_causal_wgmma_nopingpong), with its producer on TMA or on cp.async (sdpa_causal_wgmma_cpasync),
 // its tiles staged with the 128-byte swizzle or by pieces (sdpa_causal_wgmma_pieces), or the one whose
 // whole block loads (sdpa_causal_wgmma_sync); or with its blocks in order instead of longest first
 // (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in sections of
-// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). FLOPs
+// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1); or with the fused backward
+// (sdpa_causal_wgmma_fwd_bwd_fused: one kernel and dQ summed with atomic adds). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class WgmmaForward { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry };
+enum class WgmmaVariant { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry, kFused };
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
-                          WgmmaForward forward = WgmmaForward::kWarpSpecialized) {
+                          WgmmaVariant variant = WgmmaVariant::kWarpSpecialized) {
   BenchCase c;
   c.op = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
   c.name = wgmma ? (backward ? "sdpa_causal_wgmma_fwd_bwd" : "sdpa_causal_wgmma") : c.op;
-  if (forward == WgmmaForward::kNoPingPong) c.name += "_nopingpong";
-  if (forward == WgmmaForward::kCpAsync) c.name += "_cpasync";
-  if (forward == WgmmaForward::kSync) c.name += "_sync";
-  if (forward == WgmmaForward::kPieces) c.name += "_pieces";
-  if (forward == WgmmaForward::kInOrder) c.name += "_inorder";
-  if (forward == WgmmaForward::kPerEntry) c.name += "_perentry";
+  if (variant == WgmmaVariant::kNoPingPong) c.name += "_nopingpong";
+  if (variant == WgmmaVariant::kCpAsync) c.name += "_cpasync";
+  if (variant == WgmmaVariant::kSync) c.name += "_sync";
+  if (variant == WgmmaVariant::kPieces) c.name += "_pieces";
+  if (variant == WgmmaVariant::kInOrder) c.name += "_inorder";
+  if (variant == WgmmaVariant::kPerEntry) c.name += "_perentry";
+  if (variant == WgmmaVariant::kFused) c.name += "_fused";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -164,16 +166,17 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     s.precision = "bf16";
     return s;
   };
-  c.run = [backward, wgmma, forward](const TensorList& x) {
+  c.run = [backward, wgmma, variant](const TensorList& x) {
     const cuda::MathSwitches saved = cuda::math_switches();
     cuda::math_switches().attention_tensor_cores = true;
     cuda::math_switches().attention_wgmma = wgmma;
-    cuda::math_switches().attention_wgmma_producer = forward != WgmmaForward::kSync;
-    cuda::math_switches().attention_wgmma_pingpong = forward != WgmmaForward::kNoPingPong;
-    cuda::math_switches().attention_wgmma_tma = forward != WgmmaForward::kCpAsync;
-    cuda::math_switches().attention_wgmma_swizzle = forward != WgmmaForward::kPieces;
-    cuda::math_switches().attention_longest_first = forward != WgmmaForward::kInOrder;
-    cuda::math_switches().attention_order_section = forward == WgmmaForward::kPerEntry ? 1 : 0;
+    cuda::math_switches().attention_wgmma_producer = variant != WgmmaVariant::kSync;
+    cuda::math_switches().attention_wgmma_pingpong = variant != WgmmaVariant::kNoPingPong;
+    cuda::math_switches().attention_wgmma_tma = variant != WgmmaVariant::kCpAsync;
+    cuda::math_switches().attention_wgmma_swizzle = variant != WgmmaVariant::kPieces;
+    cuda::math_switches().attention_longest_first = variant != WgmmaVariant::kInOrder;
+    cuda::math_switches().attention_order_section = variant == WgmmaVariant::kPerEntry ? 1 : 0;
+    cuda::math_switches().attention_fused_backward = variant == WgmmaVariant::kFused;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -295,18 +298,20 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true),
                attention_bench(4, 16, 4096, 128, false, true), attention_bench(4, 16, 4096, 128, true, true),
                attention_bench(8, 12, 1024, 64, false, true), attention_bench(8, 12, 1024, 64, true, true),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kSync),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kSync),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kNoPingPong),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kNoPingPong),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kCpAsync),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kCpAsync),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kPieces),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kPieces),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaForward::kInOrder),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaForward::kInOrder),
-               attention_bench(4, 16, 4096, 128, true, true, WgmmaForward::kPerEntry),
-               attention_bench(8, 12, 1024, 64, true, true, WgmmaForward::kPerEntry)};
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kSync),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kSync),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kNoPingPong),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kNoPingPong),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kCpAsync),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kCpAsync),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kPieces),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kPieces),
+               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kInOrder),
+               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kInOrder),
+               attention_bench(4, 16, 4096, 128, true, true, WgmmaVariant::kPerEntry),
+               attention_bench(8, 12, 1024, 64, true, true, WgmmaVariant::kPerEntry),
+               attention_bench(4, 16, 4096, 128, true, true, WgmmaVariant::kFused),
+               attention_bench(8, 12, 1024, 64, true, true, WgmmaVariant::kFused)};
     rows.push_back(std::move(r));
   }
   {
