@@ -317,9 +317,10 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
 }
 
 // The dk/dv kernel's work for one block of keys and, with kDq (the fused kernel), dQ's share of those
-// keys: per query tile, dS^T (rounded to T) is staged in shared memory and dQ^T = K^T dS^T (D x query
-// tile, both operands MN-major: K's rows and dS^T's rows are keys) goes out with the tile's dV and dK
-// products, its accumulators added to dq_acc with atomics once it lands.
+// keys: per query tile, P^T and dS^T (rounded to T) are staged in shared memory, where dV += P^T dO
+// and dK += dS^T Q read them, and dQ^T = K^T dS^T (D x query tile, both operands MN-major: K's rows
+// and dS^T's rows are keys) goes out with those two, its accumulators added to dq_acc with atomics
+// once it lands.
 template <typename T, int D, bool kDropout, bool kDq>
 __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
                                                 const float* d_rows, const T* q, const T* k, const T* v,

@@ -3,11 +3,13 @@
 // on Hopper's wgmma), their real source, run on the CPU through the emulator of CUDA's threads
 // (kernels/simt/simt.h) and compared with the CPU kernels in float64: the output, the log-sum-exp, dq,
 // dk and dv, across query and key counts that leave tails in every tile, head dims 64 and 128, causal
-// and not, float16 and bfloat16, with and without dropout. Every case runs on each instruction.
+// and not, float16 and bfloat16, with and without dropout. Every case runs on each instruction, and
+// on wgmma with the fused backward as well.
 //
 // Each case runs under both of the emulator's schedules (one warp runs ahead of the others from the
 // lowest or from the highest): a missing __syncthreads would let a warp overwrite a shared tile
-// that another still reads, and the two runs would differ. They must agree bit for bit. Outputs sit
+// that another still reads, and the two runs would differ. They must agree bit for bit, but for the
+// fused backward's dq, summed by atomic adds in the blocks' order, which the schedules reverse. Outputs sit
 // between guard bands and start as NaN, so a write out of bounds or an element never written
 // fails. What this cannot check is the fragment maps against the hardware, and speed: the GPU tests
 // (tests/cuda/test_attention_tc_cuda.cpp, test_tile_cuda.cpp) do that.
@@ -84,7 +86,8 @@ simt::LaunchStats launch_wgmma_forward(simt::LaunchConfig cfg, bool producer, Ou
   });
 }
 
-// The forward `which`, then (with `backward`) the backward's two kernels.
+// The forward `which`, then (with `backward`) the backward's two kernels, or on wgmma with
+// AttentionArgs::fused_backward the fused backward's three (the row kernels and the fused one).
 template <typename T, int D, bool kDropout>
 Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool backward) {
   const AttentionArgs& a = pr.args;
@@ -389,10 +392,10 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
   const int64_t mma_rows = copied_rows(kBlockRows, e64 ? kStreamTileFor<64> : kStreamTileFor<128>, 1) +
                            copied_rows(kBlockRows, e64 ? kStreamTileFor<64> : kStreamTileFor<128>, 2) +
                            copied_rows(kBlockRows, e64 ? kQueryTileFor<64> : kQueryTileFor<128>, 2);
-  const int64_t wg_rows =
-      copied_rows(e64 ? kWgmmaForwardRows<64> : kWgmmaForwardRows<128>, kWgmmaKeyTile, 1) +
-      copied_rows(e64 ? kWgmmaDqRows<64> : kWgmmaDqRows<128>, kWgmmaKeyTile, 2) +
-      copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
+  const int64_t wg_dq_rows = copied_rows(e64 ? kWgmmaDqRows<64> : kWgmmaDqRows<128>, kWgmmaKeyTile, 2);
+  const int64_t wg_rows = copied_rows(e64 ? kWgmmaForwardRows<64> : kWgmmaForwardRows<128>, kWgmmaKeyTile, 1) +
+                          wg_dq_rows +
+                          copied_rows(kBlockRows, e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>, 2);
   const int64_t piece = skew == 0 ? 16 : 4;
   const int64_t boxes = B * H * tiles(T, kWgmmaForwardGroups * 64) * (1 + 2 * tiles(T, kWgmmaKeyTile));
   for (const Forward which : {Forward::kMmaSync, Forward::kWgmma, Forward::kWgmmaCpAsync, Forward::kWgmmaSync,
@@ -405,6 +408,12 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
     const int64_t boxes_per_tile = which == Forward::kWgmma ? E / 64 : which == Forward::kWgmmaPieces ? 1 : 0;
     CHECK(e.bulk_copies == (skew == 0 ? boxes * boxes_per_tile : 0));
   }
+  // The fused backward copies the dk/dv kernel's tiles, and none of the dq kernel's: Q, dO, K and V
+  // come from memory once.
+  Problem fused = pr;
+  fused.args.fused_backward = true;
+  const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kWgmma);
+  CHECK(f.copy_bytes + f.bulk_bytes == B * H * (wg_rows - wg_dq_rows) * E * 2);
 }
 
 // How much tensor-core work the kernels do, counted on the emulator (no timing involved). One mma
@@ -416,7 +425,8 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
 // rows: the forward issues E / 16 instructions for Q K^T and T / 16 for P V (T = 64 keys; two
 // warpgroups share each tile, and one whose rows all precede it skips it), the dq kernel (at head dim
 // 64 its blocks alike) 2 E / 16 for S and dP and T / 16 for dQ (T = 64 keys), the dk/dv kernel
-// 2 E / 16 and 2 T / 16 (T = 64 queries, 32 at E = 128); each instruction is counted by the
+// 2 E / 16 and 2 T / 16 (T = 64 queries, 32 at E = 128), the fused kernel E / 16 more for dQ^T; each
+// instruction is counted by the
 // warpgroup's 4 warps, and none of these kernels issues mma.sync.
 // With causal, a block skips the tiles wholly above the diagonal: at L = S = 256 and 64-row blocks,
 // the blocks see 1, 2, 3 and 4 of the 4 tile columns, 10 of 16. The wgmma dk/dv kernel's key blocks
@@ -453,6 +463,18 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(wg_causal.wgmma_dq * 16 == wg_full.wgmma_dq * 10);
   const int64_t dkv_causal_tiles = E == 128 ? 20 : 10;  // of query_tiles, 32 or 16
   CHECK(wg_causal.wgmma_dkv * query_tiles == wg_full.wgmma_dkv * dkv_causal_tiles);
+  // The fused backward: no dq kernel, and the dk/dv kernel's products and dQ^T = K^T dS^T, E / 16
+  // instructions (E / 64 of 64 rows, 4 steps of 16 keys each): five products per tile, not seven.
+  for (const bool causal : {false, true}) {
+    INFO("the fused backward" << (causal ? ", causal" : ""));
+    Problem fused = causal ? causal_problem : full_problem;
+    fused.args.fused_backward = true;
+    const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kWgmma);
+    const int64_t per_tile = 2 * E / 16 + 2 * query_tile / 16 + E / 16;
+    CHECK(f.wgmma_dq == 0);
+    CHECK(f.wgmma_dkv == 4 * (causal ? dkv_causal_tiles : query_tiles) * per_tile);
+    CHECK(f.wgmma_forward == (causal ? wg_causal : wg_full).wgmma_forward);
+  }
   // The forward whose whole block loads does the same products, and so does the warp-specialized one
   // without ping-pong.
   for (const Forward other : {Forward::kWgmmaSync, Forward::kWgmmaNoPingPong}) {
