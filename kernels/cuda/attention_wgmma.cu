@@ -80,8 +80,8 @@ void backward_fused(void* dq, void* dk, void* dv, const void* dout, const void* 
       const auto kernel = &attention_backward_fused_wgmma_kernel<T, D, kDropout>;
       const size_t bytes = smem_bytes<WgmmaFusedSmem<T, D>>();
       cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
-      const TcGrid g = tc_grid(p, p.S, kBlockRows);
-      kernel<<<dim3(g.x, g.y, g.z), kBlockThreads, bytes, s>>>(
+      const TcGrid g = tc_grid(p, p.S, kFusedKeys<D>);
+      kernel<<<dim3(g.x, g.y, g.z), kFusedThreads<D>, bytes, s>>>(
           static_cast<T*>(dk), static_cast<T*>(dv), dq_acc, static_cast<const T*>(dout),
           static_cast<const float*>(lse), d_rows, static_cast<const T*>(q), static_cast<const T*>(k),
           static_cast<const T*>(v), p);

@@ -74,12 +74,14 @@ template <typename T, int D> struct WgmmaDqSmem {
         v(c.take<T>(kStages * kTileElems, wgmma::kCoreBytes)) {}
 };
 
-// The dk/dv kernel's: the block's K and V rows, kGradBuffers query tiles each of Q and dO (staged;
-// kWgmmaGradBuffers, or the fused kernel's count), and kStages of each tile's log-sum-exp (base 2) and
-// D.
-template <typename T, int D, int kBuffers = kWgmmaGradBuffers<D>> struct WgmmaDkvSmemFor {
+// The dk/dv kernel's: the block's kKeys rows of K and V, kGradBuffers query tiles each of Q and dO
+// (staged; kWgmmaGradBuffers, or the fused kernel's count), and kStages of each tile's log-sum-exp
+// (base 2) and D.
+template <typename T, int D, int kBuffers = kWgmmaGradBuffers<D>, int kBlockKeys = kBlockRows>
+struct WgmmaDkvSmemFor {
   static constexpr int kTileElems = kWgmmaQueryTileFor<D> * D;
   static constexpr int kGradBuffers = kBuffers;
+  static constexpr int kKeys = kBlockKeys;
   T* k;
   T* v;
   T* q;
@@ -87,8 +89,8 @@ template <typename T, int D, int kBuffers = kWgmmaGradBuffers<D>> struct WgmmaDk
   float* lse;
   float* d;
   KILN_HD explicit WgmmaDkvSmemFor(tile::SmemCarver& c)
-      : k(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
-        v(c.take<T>(kBlockRows * D, wgmma::kCoreBytes)),
+      : k(c.take<T>(kKeys * D, wgmma::kCoreBytes)),
+        v(c.take<T>(kKeys * D, wgmma::kCoreBytes)),
         q(c.take<T>(kGradBuffers * kTileElems, wgmma::kCoreBytes)),
         dout(c.take<T>(kGradBuffers * kTileElems, wgmma::kCoreBytes)),
         lse(c.take<float>(kStages * kWgmmaQueryTileFor<D>)),
@@ -103,25 +105,39 @@ template <typename T, int D> using WgmmaDkvSmem = WgmmaDkvSmemFor<T, D>;
 // run to compare: true takes the deferred order, with two buffers of P^T and dS^T.
 inline constexpr bool kFusedDefer = false;
 
-// The fused kernel's shared memory: the dk/dv kernel's (with a buffer more of Q and dO where deferred,
-// kWgmmaGradBuffers' reason), and P^T and dS^T [64 keys, query tile] staged by row groups,
+// Warpgroups per block of the fused kernel, each with 64 keys: two at head dim 128, one at 64. Two
+// share each query tile of Q and dO (half the tiles' traffic per key) and sum dQ^T over the block's
+// 128 keys, each warpgroup 64 of its rows, so a block adds its share of dQ once for 128 keys (half
+// the atomic adds) and each thread holds half the dQ^T accumulators. At 128 this keeps the warps an
+// SM holds (a block of two warpgroups in the registers two blocks of one took); at 64 one warpgroup
+// at 168 registers fits three blocks an SM, which blocks of two would cut to one.
+template <int D> inline constexpr int kFusedGroups = D == 128 ? 2 : 1;
+template <int D> inline constexpr int kFusedThreads = kFusedGroups<D> * wgmma::kThreads;
+template <int D> inline constexpr int kFusedKeys = kFusedGroups<D> * wgmma::kM;
+
+// The fused kernel's shared memory: the dk/dv kernel's for kFusedKeys keys (with a buffer more of Q
+// and dO where deferred, kWgmmaGradBuffers' reason), and P^T and dS^T [keys, query tile] staged by row
+// groups,
 // kScoreBuffers each: the A operands of dV += P^T dO and dK += dS^T Q (K-major), and dS^T the B
 // operand of dQ^T = K^T dS^T (MN-major). Deferred, two, so that tile t's are written while tile
 // t - 1's products may still read theirs; else one, which the products have read when the pass ends
 // (stream_tiles' barrier).
 inline constexpr int kScoreBuffers = kFusedDefer ? 2 : 1;
-template <typename T, int D> struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0)> {
-  static constexpr int kScoreElems = kBlockRows * kWgmmaQueryTileFor<D>;
+template <typename T, int D>
+struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>> {
+  using Base = WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>>;
+  static constexpr int kScoreElems = kFusedKeys<D> * kWgmmaQueryTileFor<D>;
   T* pt;
   T* ds;
   KILN_HD explicit WgmmaFusedSmem(tile::SmemCarver& c)
-      : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0)>(c),
+      : Base(c),
         pt(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)),
         ds(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)) {}
 };
 
-// Stages this warp's 16 rows of a [64, N] tile held as accumulators (the transposed scores: keys by
-// queries) in `tile`, by row groups, rounded to T. A lane's two columns of a row are adjacent there:
+// Stages this warp's 16 rows of a [16 warps, N] tile held as accumulators (the transposed scores: keys
+// by queries; warp w's rows from 16 w on, across the block's warpgroups) in `tile`, by row groups,
+// rounded to T. A lane's two columns of a row are adjacent there:
 // one 4-byte store each. From the lane's first pair on, 8 rows further is the next row of core
 // matrices (N / 8 of 64 elements), 8 columns the next core matrix: constant steps. Offsets computed
 // per pair were held through the kernel's loop, and took the fused kernel at head dim 64 to 255
@@ -129,7 +145,7 @@ template <typename T, int D> struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStag
 template <typename T, int N>
 __device__ __forceinline__ void stage_accumulators(T* tile, const tile::CTile (&x)[N / 8]) {
   using namespace tile;
-  const int warp = static_cast<int>(threadIdx.x) / kWarp % wgmma::kWarps;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const Coord c = c_coord(lane_id(), 0);
   T* const first = tile + static_cast<int>(wgmma::stage_offset(warp * kM + c.row, c.col, N));
 #pragma unroll
@@ -320,7 +336,9 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
 // keys: per query tile, P^T and dS^T (rounded to T) are staged in shared memory, where dV += P^T dO
 // and dK += dS^T Q read them, and dQ^T = K^T dS^T (D x query tile, both operands MN-major: K's rows
 // and dS^T's rows are keys) goes out with those two, its accumulators added to dq_acc with atomics
-// once it lands.
+// once it lands. A fused block is kFusedGroups<D> warpgroups of 64 keys each (warp w's 16 keys from
+// 16 w on), and warpgroup g computes the 64-row blocks m of dQ^T with m % kFusedGroups == g, over
+// all the block's keys.
 template <typename T, int D, bool kDropout, bool kDq>
 __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
                                                 const float* d_rows, const T* q, const T* k, const T* v,
@@ -332,12 +350,14 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
   SmemCarver carve(dynamic_smem());
   using Smem = std::conditional_t<kDq, WgmmaFusedSmem<T, D>, WgmmaDkvSmem<T, D>>;
   const Smem smem(carve);
+  constexpr int kGroups = Smem::kKeys / wgmma::kM;
 
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;  // its keys: 16 from j_first + 16 warp on
+  const int group = kGroups == 1 ? 0 : warp / wgmma::kWarps;
   const BlockWork work = block_work(p, false);
   if (work.b >= p.batch) return;  // past the batch in the grid's last section (tc_grid)
   const int64_t b = work.b;
-  const int64_t j_first = work.block * kBlockRows;
+  const int64_t j_first = work.block * Smem::kKeys;
   const AttentionOffsets& offs = shared_offsets(p, b);
   const PhiloxState st = kDropout ? philox_resolve(p.philox) : PhiloxState{};
 
@@ -356,13 +376,14 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
     stage_query_stats<kQueryTile>(stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t), lse,
                                   d_rows, p, b, i0);
   };
-  stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, kBlockRows, p.wide);
-  stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, kBlockRows, p.wide);
+  stage_cores<T, D>(smem.k, k + offs.k, p.k_rs, j_first, p.S, Smem::kKeys, p.wide);
+  stage_cores<T, D>(smem.v, v + offs.v, p.v_rs, j_first, p.S, Smem::kKeys, p.wide);
   commit_copies();
 
-  // K and V; Q and dO (K-major and MN-major) for the first buffer.
-  const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k), D);
-  const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v), D);
+  // This warpgroup's 64 rows of K and V (a block of rows is contiguous: 64 D elements); Q and dO
+  // (K-major and MN-major) for the first buffer.
+  const uint64_t k_desc = wgmma::rows_by_k(wgmma::smem_address(smem.k + group * wgmma::kM * D), D);
+  const uint64_t v_desc = wgmma::rows_by_k(wgmma::smem_address(smem.v + group * wgmma::kM * D), D);
   const uint64_t q_desc = wgmma::rows_by_k(wgmma::smem_address(smem.q), D);
   const uint64_t do_desc = wgmma::rows_by_k(wgmma::smem_address(smem.dout), D);
   const uint64_t q_mn_desc = wgmma::rows_by_n(wgmma::smem_address(smem.q), D);
@@ -381,15 +402,17 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
   }
   DeferredProduct<T, D, kQueryTile> pt, dst;  // the two kernels' A tiles
   GradientPasses<kDq ? kFusedDefer : kWgmmaDeferGradients<D>> passes;
-  // Fused: dQ^T for the tile, D / 64 instructions' rows of 64 (K's columns) each.
-  CTile acc_q[kDq ? D / wgmma::kM : 1][kScoreTiles];
+  // Fused: this warpgroup's blocks of 64 rows of dQ^T for the tile (K's columns m 64 .., m % kGroups ==
+  // group), D / 64 / kGroups of them.
+  constexpr int kQBlocks = kDq ? D / wgmma::kM / kGroups : 1;
+  CTile acc_q[kQBlocks][kScoreTiles];
   const auto issue_dkv = [&](int t) {
     if constexpr (kDq) {
       // Zeros, though the first step overwrites them: the instruction's operands are read-write, and
       // without them the last tile's values would stay live through the pass. Before the fence,
       // which orders the registers' writes before the instructions read them.
 #pragma unroll
-      for (int m = 0; m < D / wgmma::kM; ++m) {
+      for (int m = 0; m < kQBlocks; ++m) {
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n) fill(acc_q[m][n], 0.f);
       }
@@ -404,7 +427,10 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
         return stage_descriptor<T, kScoreBuffers>(
             k_major ? wgmma::rows_by_k(at, kQueryTile) : wgmma::rows_by_n(at, kQueryTile), Fused::kScoreElems, t);
       };
-      const uint64_t pt_k = staged(smem.pt, true), ds_k = staged(smem.ds, true), ds_n = staged(smem.ds, false);
+      // P^T's and dS^T's rows of this warpgroup's keys as A; all of dS^T as B.
+      const int rows = group * wgmma::kM * kQueryTile;
+      const uint64_t pt_k = staged(smem.pt + rows, true), ds_k = staged(smem.ds + rows, true);
+      const uint64_t ds_n = staged(smem.ds, false);
 #pragma unroll
       for (int kk = 0; kk < kQueryTile / wgmma::kK; ++kk) {
         const uint32_t a_step = static_cast<uint32_t>(kk) * wgmma::k_step_bytes();
@@ -412,16 +438,17 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
         wgmma::mma_ss<T, D, false, true>(acc_v, wgmma::advance(pt_k, a_step), wgmma::advance(do_mn, b_step), true);
         wgmma::mma_ss<T, D, false, true>(acc_k, wgmma::advance(ds_k, a_step), wgmma::advance(q_mn, b_step), true);
       }
-      // dQ^T = K^T dS^T: A is K read MN-major (its rows, the keys, along the contraction), the block
-      // of its columns from 64 m on; B is dS^T, MN-major too.
+      // dQ^T = K^T dS^T over the block's keys: A is K read MN-major (its rows, the keys, along the
+      // contraction), the block of its columns from 64 m on; B is dS^T, MN-major too.
       const uint64_t k_t = wgmma::rows_by_n(wgmma::smem_address(smem.k), D);
 #pragma unroll
-      for (int m = 0; m < D / wgmma::kM; ++m) {
+      for (int mm = 0; mm < kQBlocks; ++mm) {
+        const int m = mm * kGroups + group;
 #pragma unroll
-        for (int kk = 0; kk < kBlockRows / wgmma::kK; ++kk) {
+        for (int kk = 0; kk < Smem::kKeys / wgmma::kK; ++kk) {
           const uint32_t a_at = wgmma::by_row_groups(D).position(kk * wgmma::kK, m * wgmma::kM);
           wgmma::mma_ss<T, kQueryTile, true, true>(
-              acc_q[m], wgmma::advance(k_t, a_at),
+              acc_q[mm], wgmma::advance(k_t, a_at),
               wgmma::advance(ds_n, static_cast<uint32_t>(kk) * wgmma::row_step_bytes(kQueryTile)), kk > 0);
         }
       }
@@ -440,17 +467,18 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
       // and 8 (e / 2) + 64 m columns further; queries from L on are not there.
       const Coord c = c_coord(lane_id(), 0);
       const int64_t i = i_begin + static_cast<int64_t>(t) * kQueryTile + c.col;
-      float* const first = dq_acc + (b * p.L + i) * D + warp * kM + c.row;
+      float* const first = dq_acc + (b * p.L + i) * D + warp % wgmma::kWarps * kM + c.row;
       const int64_t queries_left = p.L - i;
 #pragma unroll
-      for (int m = 0; m < D / wgmma::kM; ++m) {
-        wgmma::settle(acc_q[m]);
+      for (int mm = 0; mm < kQBlocks; ++mm) {
+        wgmma::settle(acc_q[mm]);
+        const int m = mm * kGroups + group;
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
           for (int e = 0; e < kCElems; ++e) {
             const int q = n * kN + e % 2;
-            if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + m * wgmma::kM, acc_q[m][n].r[e]);
+            if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + m * wgmma::kM, acc_q[mm][n].r[e]);
           }
         }
       }
@@ -505,7 +533,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // attention_backward_dq_finish_kernel). Five tile products where the two kernels take seven, at the
 // price of atomic adds whose order varies between runs on a GPU: dQ's last bits are not deterministic.
 template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kFusedThreads<D>)
     attention_backward_fused_wgmma_kernel(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
                                           const float* d_rows, const T* q, const T* k, const T* v,
                                           const __grid_constant__ TcParams p) {

@@ -143,7 +143,8 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     simt::launch(rows_cfg, [&] {
       attention_backward_rows_kernel<T, D>(o.d_rows.data(), dq_acc.data(), gp, o.out_data(), p);
     });
-    cfg.grid = grid(a.S, kBlockRows);
+    cfg.grid = grid(a.S, kFusedKeys<D>);
+    cfg.block.x = static_cast<unsigned>(kFusedThreads<D>);
     cfg.dynamic_smem = smem_bytes<WgmmaFusedSmem<T, D>>();
     dkv_stats = simt::launch(cfg, [&] {
       attention_backward_fused_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp,
@@ -408,12 +409,15 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
     const int64_t boxes_per_tile = which == Forward::kWgmma ? E / 64 : which == Forward::kWgmmaPieces ? 1 : 0;
     CHECK(e.bulk_copies == (skew == 0 ? boxes * boxes_per_tile : 0));
   }
-  // The fused backward copies the dk/dv kernel's tiles, and none of the dq kernel's: Q, dO, K and V
-  // come from memory once.
+  // The fused backward copies none of the dq kernel's tiles: per block of kFusedKeys keys (64, or 128
+  // at E = 128) K and V once, and every query tile of Q and dO.
   Problem fused = pr;
   fused.args.fused_backward = true;
   const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kWgmma);
-  CHECK(f.copy_bytes + f.bulk_bytes == B * H * (wg_rows - wg_dq_rows) * E * 2);
+  const int64_t query_tile = e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>;
+  const int64_t fused_rows = wg_rows - wg_dq_rows - copied_rows(kBlockRows, query_tile, 2) +
+                             copied_rows(e64 ? kFusedKeys<64> : kFusedKeys<128>, query_tile, 2);
+  CHECK(f.copy_bytes + f.bulk_bytes == B * H * fused_rows * E * 2);
 }
 
 // How much tensor-core work the kernels do, counted on the emulator (no timing involved). One mma
@@ -463,16 +467,20 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(wg_causal.wgmma_dq * 16 == wg_full.wgmma_dq * 10);
   const int64_t dkv_causal_tiles = E == 128 ? 20 : 10;  // of query_tiles, 32 or 16
   CHECK(wg_causal.wgmma_dkv * query_tiles == wg_full.wgmma_dkv * dkv_causal_tiles);
-  // The fused backward: no dq kernel, and the dk/dv kernel's products and dQ^T = K^T dS^T, E / 16
-  // instructions (E / 64 of 64 rows, 4 steps of 16 keys each): five products per tile, not seven.
+  // The fused backward: no dq kernel, and per warpgroup and query tile the dk/dv kernel's products and
+  // dQ^T = K^T dS^T, E / 16 instructions (at E = 64 one block of 64 rows over 64 keys; at 128 each of
+  // a block's two warpgroups one block over the block's 128 keys): five products, not seven. With
+  // causal, a block of 128 keys streams the query tiles from its first key on, for both warpgroups:
+  // at L = S = 256, 8 and 4 tiles of 32, 24 warpgroup tiles where blocks of 64 keys take 20.
   for (const bool causal : {false, true}) {
     INFO("the fused backward" << (causal ? ", causal" : ""));
     Problem fused = causal ? causal_problem : full_problem;
     fused.args.fused_backward = true;
     const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kWgmma);
     const int64_t per_tile = 2 * E / 16 + 2 * query_tile / 16 + E / 16;
+    const int64_t fused_causal_tiles = E == 128 ? 24 : 10;
     CHECK(f.wgmma_dq == 0);
-    CHECK(f.wgmma_dkv == 4 * (causal ? dkv_causal_tiles : query_tiles) * per_tile);
+    CHECK(f.wgmma_dkv == 4 * (causal ? fused_causal_tiles : query_tiles) * per_tile);
     CHECK(f.wgmma_forward == (causal ? wg_causal : wg_full).wgmma_forward);
   }
   // The forward whose whole block loads does the same products, and so does the warp-specialized one
