@@ -15,6 +15,7 @@
 // (tests/cuda/test_attention_tc_cuda.cpp, test_tile_cuda.cpp) do that.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -134,8 +135,15 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   simt::LaunchStats dq_stats, dkv_stats;
   if (backward && wg && a.fused_backward) {
     // The fused backward (attention_wgmma.cu's backward_fused): D and the zeroed dQ accumulator per
-    // query row, the kernel over blocks of keys, dQ from the accumulator.
-    std::vector<float> dq_acc(static_cast<size_t>(a.batch * a.L * D), std::nanf(""));
+    // query row, the kernel over blocks of keys, dQ from the accumulator. The accumulator is followed
+    // by a band of signaling NaNs: an atomic add past its end, even of a zero (rows past L, whose dS
+    // is 0), turns one quiet, which a guard band of Guarded's finite pattern would not show.
+    constexpr uint32_t kSignalingNan = 0x7F800001u;
+    constexpr size_t kBand = 64;
+    const size_t acc_elems = static_cast<size_t>(a.batch * a.L * D);
+    std::vector<float> dq_acc(acc_elems + kBand, std::nanf(""));
+    std::fill(dq_acc.begin() + static_cast<std::ptrdiff_t>(acc_elems), dq_acc.end(),
+              std::bit_cast<float>(kSignalingNan));
     simt::LaunchConfig rows_cfg;
     rows_cfg.block = simt::Dim3{kRowWarps * tile::kWarp, 1, 1};
     rows_cfg.grid = simt::Dim3{static_cast<unsigned>((a.batch * a.L + kRowWarps - 1) / kRowWarps), 1, 1};
@@ -151,6 +159,11 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
                                                             o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
     });
     simt::launch(rows_cfg, [&] { attention_backward_dq_finish_kernel<T, D>(o.dq.data(), dq_acc.data(), p); });
+    bool band_intact = true;
+    for (size_t i = acc_elems; i < dq_acc.size(); ++i) {
+      band_intact = band_intact && std::bit_cast<uint32_t>(dq_acc[i]) == kSignalingNan;
+    }
+    CHECK(band_intact);
   } else if (backward) {
     cfg.dynamic_smem = wg ? smem_bytes<WgmmaDqSmem<T, D>>() : smem_bytes<DqSmem<T, D>>();
     simt::LaunchConfig dq_cfg = cfg;  // the wgmma dq kernel's blocks: kWgmmaDqGroups warpgroups
