@@ -97,6 +97,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// This lane's part of D = dO . O for one query row: elements l, l + 32, ... for lane l; warp_sum
+// adds the parts. One function for the dq kernels and the fused backward's row kernel, so both give
+// the dk/dv kernels the same bits.
+template <int D, typename T>
+__device__ __forceinline__ float lane_dout_dot_out(const T* o_row, const T* g_row) {
+  float part = 0.f;
+  for (int e = tile::lane_id(); e < D; e += tile::kWarp) {
+    part += static_cast<float>(o_row[e]) * static_cast<float>(g_row[e]);
+  }
+  return part;
+}
+
 // What a dq kernel (on mma.sync below, on wgmma in attention_wgmma_backward.cuh) keeps for a lane's
 // two query rows of its warp's 16 (group and group + 8): the rows, their lse in base 2 (+inf where a
 // row has no probabilities: past L, or no visible key) and D = dO . O.
@@ -120,11 +132,7 @@ __device__ __forceinline__ DqRows dq_rows(float* d_rows, const T* dout, const T*
   for (int row = 0; row < kM; ++row) {
     const int64_t i = i0 + warp * kM + row;
     float part = 0.f;
-    if (i < p.L) {
-      const T* o_row = out + offs.o + i * p.o_rs;
-      const T* g_row = dout + offs.o + i * p.o_rs;
-      for (int e = lane; e < D; e += kWarp) part += static_cast<float>(o_row[e]) * static_cast<float>(g_row[e]);
-    }
+    if (i < p.L) part = lane_dout_dot_out<D>(out + offs.o + i * p.o_rs, dout + offs.o + i * p.o_rs);
     part = warp_sum(part);
     if (row == lane / 4) r.d_row[0] = part;
     if (row == lane / 4 + 8) r.d_row[1] = part;
@@ -355,9 +363,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // The fused backward (attention_wgmma_backward.cuh) sums dQ over its blocks of keys in float32 with
 // atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes everything else:
-//   attention_backward_rows_kernel       before: D_i = dO_i . O_i per query row into d_rows (the dq
-//                                        kernels' dq_rows, the same sum in the same order) and the
-//                                        row's dq_acc zeroed;
+//   attention_backward_rows_kernel       before: D_i = dO_i . O_i per query row into d_rows
+//                                        (lane_dout_dot_out, as the dq kernels) and the row's dq_acc
+//                                        zeroed;
 //   attention_backward_dq_finish_kernel  after: dQ = scale * dq_acc, rounded to T, into dq.
 // One warp per query row, kRowWarps rows a block (row r = b L + i of the batch's rows).
 inline constexpr int kRowWarps = 4;
@@ -372,9 +380,7 @@ __global__ void __launch_bounds__(kRowWarps * tile::kWarp)
   if (r >= p.batch * p.L) return;
   const int64_t b = r / p.L, i = r % p.L;
   const int64_t o = attention_batch_offset(p.layout, p.layout.o, b) + i * p.o_rs;
-  float part = 0.f;
-  for (int e = lane; e < D; e += kWarp) part += static_cast<float>(out[o + e]) * static_cast<float>(dout[o + e]);
-  part = warp_sum(part);
+  const float part = warp_sum(lane_dout_dot_out<D>(out + o, dout + o));
   if (lane == 0) d_rows[r] = part;
   for (int e = lane; e < D; e += kWarp) dq_acc[r * D + e] = 0.f;
 }

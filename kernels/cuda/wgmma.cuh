@@ -109,7 +109,8 @@ template <int kTiles> __device__ __forceinline__ void settle(CTile (&d)[kTiles])
 // scale-d is a predicate: false overwrites d with the product, true adds to it.
 #define KILN_WG_PRED(n) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #n ", 0;\n"
 #define KILN_WG_OP(N, TY) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " "
-// The four forms attention uses, each one asm statement for the element type's name TY.
+// The forms attention uses (both operands in shared memory at N = 32, 64, 128; A in registers at
+// N = 64, 128), each one asm statement for the element type's name TY.
 #define KILN_WG_SS32(TY)                                                                                  \
   asm volatile(KILN_WG_PRED(18) KILN_WG_OP(32, TY) KILN_WG_REGS16 ", %16, %17, p, 1, 1, %19, %20;\n}\n" \
                : KILN_WG_ACC16(d)                                                                         \
@@ -231,8 +232,8 @@ inline void proxy_read_mn_major(uint64_t d, int mn, simt::Site where) {
 // The warp's 16 rows of A (when A is in shared memory, K-major or with a_mn_major MN-major) and all N
 // rows of B.
 template <int N>
-void proxy_read_operands(uint64_t a, bool a_in_smem, uint64_t b, bool b_mn_major, simt::Site where,
-                         bool a_mn_major = false) {
+void proxy_read_operands(uint64_t a, bool a_in_smem, bool a_mn_major, uint64_t b, bool b_mn_major,
+                         simt::Site where) {
   if (simt::lane() != 0) return;
   if (a_in_smem) {
     const int row0 = out_coord(0).row;  // the warp's first row: lane 0's
@@ -329,7 +330,7 @@ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Si
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
       [a, b, where](float* out) {
-        host::proxy_read_operands<N>(a, true, b, kTransB, where, kTransA);
+        host::proxy_read_operands<N>(a, true, kTransA, b, kTransB, where);
         for (int i = 0; i < N / 2; ++i) {
           const host::Out o = host::out_coord(i);
           for (int k = 0; k < kK; ++k) {
@@ -357,7 +358,7 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate, s
   host::in_flight().issue(
       &d[0].r[0], N / 2, accumulate,
       [all = std::move(all), b, where](float* out) {
-        host::proxy_read_operands<N>(0, false, b, kTransB, where);
+        host::proxy_read_operands<N>(0, false, false, b, kTransB, where);
         for (int i = 0; i < N / 2; ++i) {
           const host::Out o = host::out_coord(i);
           const int row = o.row % 16;  // within this warp's A tile

@@ -184,12 +184,13 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
 // the bytes from before the stores, at random; the emulator's memory is one, so it keeps the async
 // proxy's view apart: the block's dynamic shared memory as the block's last fence published it (a
 // fence copies the memory into the view). async_proxy_read(p, bytes) is a read of [p, p + bytes)
-// there (wgmma's emulation calls it for every chunk an instruction reads, at its landing): a 16-byte
-// chunk whose bytes differ from the view was changed after the last fence, which is a fault (a fence
-// before the stores does not cover them). Bulk copies write the view as they land. A bulk copy that completes on a barrier initialized after the block's last fence is a fault
-// too (the copy engine may not see the init). The emulator knows which thread's cp.async landed in a
-// chunk, and that thread must have fenced since: another thread's fence does not cover it (kiln's
-// kernels have every copying thread fence, as CUDA's guides do). Of plain stores it does not know the
+// there (wgmma's emulation calls it for every chunk an instruction reads, at its landing): a
+// 16-byte chunk whose bytes differ from the view was changed after the last fence, which is a fault
+// (a fence before the stores does not cover them). Bulk copies write the view as they land. A bulk
+// copy that completes on a barrier initialized after the block's last fence is a fault too (the
+// copy engine may not see the init). The emulator knows which thread's cp.async landed in a chunk,
+// and that thread must have fenced since: another thread's fence does not cover it (kiln's kernels
+// have every copying thread fence, as CUDA's guides do). Of plain stores it does not know the
 // writer, so for those a fence by any thread of the block after them counts.
 void fence_proxy_async();
 void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());

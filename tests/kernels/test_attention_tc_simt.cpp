@@ -270,33 +270,29 @@ void check_problem(const Problem& pr, bool every = false) {
   }
   // P and dS enter their products rounded to the dtype, and the results are rounded once more.
   const double tol = pr.args.dtype == DType::BFloat16 ? 2e-2 : 3e-3;
-  for (const Forward which : kEveryForward) {
-    if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
-    INFO(forward_name(which));
-    const bool backward = which == Forward::kMmaSync || which == Forward::kWgmma;
-    Results two_kernels;  // the wgmma backward's results under Schedule::Lowest
+  // check_emulated on `problem` with the forward `which`; returns the results under Schedule::Lowest.
+  const auto checked = [tol](const Problem& problem, Forward which, bool backward) {
+    Results lowest;
     check_emulated(
-        pr,
+        problem,
         [&](simt::Schedule schedule) {
-          Results r = emulate_problem(pr, schedule, which, backward).results;
-          if (schedule == simt::Schedule::Lowest) two_kernels = r;
+          Results r = emulate_problem(problem, schedule, which, backward).results;
+          if (schedule == simt::Schedule::Lowest) lowest = r;
           return r;
         },
         tol);
+    return lowest;
+  };
+  for (const Forward which : kEveryForward) {
+    if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
+    INFO(forward_name(which));
+    const Results two_kernels = checked(pr, which, which == Forward::kMmaSync || which == Forward::kWgmma);
     if (which != Forward::kWgmma) continue;
     // The fused backward: the same products for dK and dV, and dQ summed from the blocks of keys.
     INFO("the fused backward");
     Problem fused = pr;
     fused.args.fused_backward = true;
-    Results one_kernel;
-    check_emulated(
-        fused,
-        [&](simt::Schedule schedule) {
-          Results r = emulate_problem(fused, schedule, which, true).results;
-          if (schedule == simt::Schedule::Lowest) one_kernel = r;
-          return r;
-        },
-        tol);
+    const Results one_kernel = checked(fused, which, true);
     REQUIRE(one_kernel.size() == 5);
     REQUIRE(two_kernels.size() == 5);
     for (const size_t i : {0, 1, 3, 4}) CHECK(same_bits(one_kernel[i], two_kernels[i]));  // all but dq
