@@ -336,17 +336,18 @@ struct Result {
 // (kernels/attention.h): "none" in a model without attention, "cpu", "scalar" (CUDA's float kernels:
 // the tensor-core switch off, or a shape they do not take), "mma.sync" or "wgmma" (the tensor-core
 // kernels; KILN_ATTENTION_TENSOR_CORES=1, and KILN_ATTENTION_WGMMA=1 for wgmma on a device of compute
-// capability 9.0; "wgmma, fused backward" when every backward was the fused one,
-// KILN_ATTENTION_FUSED_BACKWARD=1), "mixed" when the calls took both. A GPT's attention calls all have
-// one shape.
+// capability 9.0; either with ", fused backward" when every backward was the fused one,
+// KILN_ATTENTION_FUSED_BACKWARD=1), "mixed" when the calls took two of these. A GPT's attention calls
+// all have one shape.
 std::string attention_kernels(bool has_attention, Device device, int64_t tc_forwards, int64_t wgmma_forwards,
-                              int64_t wgmma_backwards, int64_t fused_backwards) {
+                              int64_t tc_backwards, int64_t fused_backwards) {
   if (!has_attention) return "none";
   if (device.is_cpu()) return "cpu";
   if (tc_forwards == 0) return "scalar";
-  if (wgmma_forwards == 0) return "mma.sync";
-  if (wgmma_forwards != tc_forwards || (fused_backwards > 0 && fused_backwards != wgmma_backwards)) return "mixed";
-  return fused_backwards > 0 ? "wgmma, fused backward" : "wgmma";
+  const bool mixed_forwards = wgmma_forwards > 0 && wgmma_forwards != tc_forwards;
+  if (mixed_forwards || (fused_backwards > 0 && fused_backwards != tc_backwards)) return "mixed";
+  const std::string kernels = wgmma_forwards == 0 ? "mma.sync" : "wgmma";
+  return fused_backwards > 0 ? kernels + ", fused backward" : kernels;
 }
 
 // The timed region is the step as a training loop runs it; the loss stays on the device (no host
@@ -559,11 +560,11 @@ static int run(int argc, char** argv) {
         else if (name == "cnn") w = make_cnn(o, m, device);
         else w = make_resnet(o, m, device);
         const int64_t tc0 = attention_tc_launches(), wgmma0 = attention_wgmma_launches();
-        const int64_t backward0 = attention_wgmma_backward_launches(), fused0 = attention_fused_backward_launches();
+        const int64_t backward0 = attention_tc_backward_launches(), fused0 = attention_fused_backward_launches();
         r = run_case(*w, m, device, o, started);
         r.attention = attention_kernels(is_gpt(name), device, attention_tc_launches() - tc0,
                                         attention_wgmma_launches() - wgmma0,
-                                        attention_wgmma_backward_launches() - backward0,
+                                        attention_tc_backward_launches() - backward0,
                                         attention_fused_backward_launches() - fused0);
       } catch (const std::exception& e) {  // report and go on: one failing mode must not hide the others
         r.error = e.what();

@@ -58,9 +58,10 @@ struct AttentionArgs {
   bool wgmma_pingpong = true;
   bool wgmma_tma = true;
   bool wgmma_swizzle = true;
-  // With `wgmma`, the backward as one kernel that computes dK, dV and dQ's share of each block of keys
-  // (five tile products where the two kernels take seven), summing dQ in float32 with atomic adds, so
-  // its last bits vary between runs; false: the two kernels, deterministic.
+  // With `tensor_cores` (on mma.sync, or on wgmma with `wgmma`), the backward as one kernel that
+  // computes dK, dV and dQ's share of each block of keys (five tile products where the two kernels take
+  // seven), summing dQ in float32 with atomic adds, so its last bits vary between runs; false: the two
+  // kernels, deterministic.
   bool fused_backward = false;
   // Under causal the tensor-core kernels take their blocks longest first (the forward and dq kernels
   // their last query rows first, the dk/dv kernels their first keys), or with false in order.
@@ -178,7 +179,7 @@ int64_t attention_wgmma_launches();
 int64_t attention_wgmma_tma_launches();
 int64_t attention_tc_backward_launches();
 int64_t attention_wgmma_backward_launches();
-int64_t attention_fused_backward_launches();  // of the wgmma backwards, the fused ones
+int64_t attention_fused_backward_launches();  // of the tensor-core backwards, the fused ones
 
 namespace kernels {
 KILN_KERNEL(attention_forward);

@@ -129,7 +129,8 @@ def check(path, expect_workloads, expect_modes):
                 problems.append(f"{where}: cuda_graph {c['cuda_graph']!r} is not true or false")
             if "attention" in c:  # kiln's records since the field came (bench/train_step.cpp)
                 is_gpt = str(c.get("workload", "")).startswith("gpt")
-                gpt_kinds = ("scalar", "mma.sync", "wgmma", "wgmma, fused backward", "mixed") if on_gpu else ("cpu",)
+                gpt_kinds = ("scalar", "mma.sync", "mma.sync, fused backward", "wgmma", "wgmma, fused backward",
+                             "mixed") if on_gpu else ("cpu",)
                 allowed = gpt_kinds if is_gpt else ("none",)
                 if c["attention"] not in allowed:
                     problems.append(f"{where}: attention {c['attention']!r} on {header.get('device')} is none of "

@@ -170,10 +170,10 @@ struct MathSwitches {
   // layout without a swizzle, to measure what it is worth. KILN_ATTENTION_WGMMA_SWIZZLE=0 turns it
   // off at start.
   bool attention_wgmma_swizzle = true;
-  // With attention_wgmma, the backward as one fused kernel (AttentionArgs::fused_backward): dK, dV
-  // and dQ from each block of keys, dQ summed with float32 atomic adds, so not bit-for-bit
-  // deterministic; false: the two deterministic kernels. Off until a GPU run has measured it;
-  // KILN_ATTENTION_FUSED_BACKWARD=1 turns it on at start.
+  // With attention_tensor_cores, the backward as one fused kernel (AttentionArgs::fused_backward; on
+  // mma.sync, or on wgmma with attention_wgmma): dK, dV and dQ from each block of keys, dQ summed with
+  // float32 atomic adds, so not bit-for-bit deterministic; false: the two deterministic kernels. Off
+  // until a GPU run has measured it; KILN_ATTENTION_FUSED_BACKWARD=1 turns it on at start.
   bool attention_fused_backward = false;
   // With attention_tensor_cores and causal, the kernels start their blocks longest first (the forward
   // and dq kernels their last query rows, which see the most keys; the dk/dv kernels their first keys);

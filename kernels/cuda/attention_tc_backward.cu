@@ -25,6 +25,12 @@ struct MmaSyncBackward {
   template <int D> static constexpr int dq_rows() { return kBlockRows; }
   template <int D> static constexpr int dkv_threads() { return kBlockThreads; }
   template <int D> static constexpr int dkv_rows() { return kBlockRows; }
+  // The fused backward (AttentionArgs::fused_backward): the dk/dv kernel's blocks.
+  template <typename T, int D, bool kDropout> static auto fused() {
+    return &attention_backward_fused_tc_kernel<T, D, kDropout>;
+  }
+  template <int D> static constexpr int fused_threads() { return kBlockThreads; }
+  template <int D> static constexpr int fused_keys() { return kBlockRows; }
 };
 
 std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0}, g_fused_launches{0};
@@ -41,14 +47,18 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
   // D_i = dO_i . O_i per query row, written by the dq kernel and read by the dk/dv kernel.
   float* d_rows = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L) * sizeof(float)));
   g_launches.fetch_add(1);
+  if (a.fused_backward) g_fused_launches.fetch_add(1);
 #if defined(KILN_WITH_SM90A)
   if (a.wgmma && attention_wgmma_available()) {
     g_wgmma_launches.fetch_add(1);
-    if (a.fused_backward) g_fused_launches.fetch_add(1);
     attention_backward_wgmma(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
     return;
   }
 #endif
+  if (a.fused_backward) {
+    launch_fused_backward<FusedSmem, MmaSyncBackward>(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+    return;
+  }
   launch_backward<DqSmem, DkvSmem, MmaSyncBackward>(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
 }
 

@@ -8,15 +8,17 @@
 //
 // Two kernels, as the scalar backward (kernels/cuda/attention.cu): each output row is one block's
 // fixed-order sum, so the gradients are deterministic without atomics. The price is computing the
-// scores and dP twice (seven tile products where a single kernel with atomic dQ needs five; on wgmma
-// kiln has that kernel too, attention_wgmma_backward.cuh, with the row kernels at the end of this file).
+// scores and dP twice (seven tile products where a single kernel with atomic dQ needs five). kiln has
+// that kernel too, the fused backward: below (attention_backward_fused_tc_kernel, the dk/dv kernel's
+// blocks adding their share of dQ) and on wgmma (attention_wgmma_backward.cuh), with the row kernels
+// and the launch they share at the end of this file.
 //
 // - dq kernel: a block of 4 warps takes 64 query rows, each warp 16, keeps the block's Q and dO rows
 //   in shared memory, and streams key tiles (64 keys, 32 at head dim 128) through it as well.
 //   Per tile a warp computes S = Q K^T and dP = dO V^T, turns them into dS in registers, and adds
 //   dS K with dS re-read as A operands (a_from_c). It first computes D for its rows (dO . O) and
 //   writes it for the second kernel.
-// - dk/dv kernel: a block takes 64 key rows, each warp 16, and streams query tiles (64 queries, 32
+// - dk/dv kernel: a block takes 64 key rows, each warp 16, and streams query tiles (64 queries, 16
 //   at head dim 128) with their lse and D. It works on the transposes, so keys stay the rows of every
 //   tile: S^T = K Q^T and dP^T = V dO^T, then P^T and dS^T in registers, then dV += P^T dO and
 //   dK += dS^T Q, both with A operands re-read from the accumulators. Nothing goes through memory
@@ -32,6 +34,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc.cuh"
@@ -299,16 +302,81 @@ __global__ void __launch_bounds__(kBlockThreads)
   write_dq(dq, p, offs, rows, acc);
 }
 
-template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kBlockThreads)
-    attention_backward_dkv_tc_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows, const T* q,
-                                     const T* k, const T* v, const __grid_constant__ TcParams p) {
+// The fused backward's shared memory on mma.sync: the dk/dv kernel's, then dS^T [64 keys, query tile]
+// (row-major, rows padded as the staged tiles'), written by each warp for its keys and read by all as
+// the B operand of dQ^T = K^T dS^T.
+template <int D> inline constexpr int kFusedLdFor = kQueryTileFor<D> + kPadElems;
+template <typename T, int D> struct FusedSmem : DkvSmem<T, D> {
+  T* ds;
+  KILN_HD explicit FusedSmem(tile::SmemCarver& c)
+      : DkvSmem<T, D>(c), ds(c.take<T>(kBlockRows * kFusedLdFor<D>)) {}
+};
+
+// The fused backward's share of dQ for one query tile from i0 on: dQ^T = K^T dS^T over the block's
+// 64 keys (K staged at k_s, dS^T at ds_s), this warp's rows of it (dQ's columns 16 (kRowTiles warp + r)
+// on, r < kRowTiles: all of D over the 4 warps), added to dq_acc's rows b L + i with atomic adds;
+// queries from L on are not there. K^T is the A operand (load_a_transposed), dS^T the B.
+template <typename T, int D>
+__device__ __forceinline__ void add_dq_share(float* dq_acc, const T* k_s, const T* ds_s, const TcParams& p, int64_t b,
+                                             int64_t i0) {
+  using namespace tile;
+  constexpr int kQueryTile = kQueryTileFor<D>;
+  constexpr int kScoreTiles = kQueryTile / kN;
+  constexpr int kRowTiles = D / kM / kWarps;
+  constexpr int kLd = kLdFor<D>, kDsLd = kFusedLdFor<D>;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  CTile acc[kRowTiles][kScoreTiles];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) fill(acc[r][n], 0.f);
+  }
+#pragma unroll
+  for (int kk = 0; kk < kBlockRows / kK; ++kk) {
+    ATile<T> x[kRowTiles];
+#pragma unroll
+    for (int r = 0; r < kRowTiles; ++r) load_a_transposed(x[r], k_s + kk * kK * kLd + (warp * kRowTiles + r) * kM, kLd);
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+      BTile<T> y;
+      load_b(y, ds_s + kk * kK * kDsLd + n * kN, kDsLd);
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r) mma(acc[r][n], x[r], y);
+    }
+  }
+  // From the lane's first element on, element e of tile n of row block r is e % 2 queries, 8 n queries
+  // and 8 (e / 2) + 16 r columns of dQ further. The first's column, 16 kRowTiles warp + lane / 4, is
+  // written as threadIdx.x / 4 + (16 kRowTiles - 8) warp: the same value, but in the first form (the
+  // dk/dv kernel's key row at kRowTiles 1) ptxas gave the kernel at head dim 64 255 registers, in this
+  // one 186 (sm_90, without dropout; the dk/dv kernel 171).
+  const Coord c = c_coord(lane_id(), 0);
+  const int64_t i = i0 + c.col;
+  float* const first = dq_acc + (b * p.L + i) * D + static_cast<int>(threadIdx.x) / 4 + warp * (kRowTiles * kM - 8);
+  const int64_t queries_left = p.L - i;
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < kCElems; ++e) {
+        const int q = n * kN + e % 2;
+        if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + r * kM, acc[r][n].r[e]);
+      }
+    }
+  }
+}
+
+// The dk/dv kernel's block (kDq false), or the fused backward's (kDq: its share of dQ too, into dq_acc).
+template <typename T, int D, bool kDropout, bool kDq>
+__device__ __forceinline__ void dkv_tc_block(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
+                                             const float* d_rows, const T* q, const T* k, const T* v,
+                                             const TcParams& p) {
   using namespace tile;
   constexpr int kQueryTile = kQueryTileFor<D>;
   constexpr int kScoreTiles = kQueryTile / kN;
   constexpr int kOutTiles = D / kN;
   SmemCarver carve(dynamic_smem());
-  using Smem = DkvSmem<T, D>;
+  using Smem = std::conditional_t<kDq, FusedSmem<T, D>, DkvSmem<T, D>>;
   const Smem smem(carve);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
@@ -353,16 +421,48 @@ __global__ void __launch_bounds__(kBlockThreads)
     score_pair<T, D>(s, k_w, q_s, dp, v_w, do_s);
     dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM, stage_buffer(smem.lse, kQueryTile, t),
                                  stage_buffer(smem.d, kQueryTile, t));
+    if constexpr (kDq) {
+      // This warp's 16 rows of dS^T, rounded to T as the A tiles below are, for dQ^T.
+#pragma unroll
+      T* const ds_w = smem.ds + warp * kM * kFusedLdFor<D>;
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) store_c(dp[n], ds_w + n * kN, kFusedLdFor<D>);
+    }
     // dV += P^T dO and dK += dS^T Q, 16 queries at a time.
     add_product<T, D>(acc_v, s, do_s);
     add_product<T, D>(acc_k, dp, q_s);
+    if constexpr (kDq) {
+      __syncthreads();  // every warp's rows of dS^T are in (stream_tiles' barrier after this pass
+                        // keeps the next tile's from overwriting them while they are read)
+      add_dq_share<T, D>(dq_acc, smem.k, smem.ds, p, b, i0);
+    }
   });
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
 
-// The fused backward (attention_wgmma_backward.cuh) sums dQ over its blocks of keys in float32 with
-// atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes everything else:
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_dkv_tc_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows, const T* q,
+                                     const T* k, const T* v, const __grid_constant__ TcParams p) {
+  dkv_tc_block<T, D, kDropout, false>(dk, dv, nullptr, dout, lse, d_rows, q, k, v, p);
+}
+
+// The fused backward's kernel on mma.sync: dK and dV of a block of 64 keys, and their share of dQ
+// added to dq_acc (float32 [batch, L, D], zeroed, with d_rows, by attention_backward_rows_kernel;
+// rounded into dq by attention_backward_dq_finish_kernel), as the fused kernel on wgmma
+// (attention_wgmma_backward.cuh) does: five tile products where the two kernels take seven, and dQ's
+// last bits vary from run to run on a GPU.
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kBlockThreads)
+    attention_backward_fused_tc_kernel(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
+                                       const float* d_rows, const T* q, const T* k, const T* v,
+                                       const __grid_constant__ TcParams p) {
+  dkv_tc_block<T, D, kDropout, true>(dk, dv, dq_acc, dout, lse, d_rows, q, k, v, p);
+}
+
+// The fused backward (above, and attention_wgmma_backward.cuh) sums dQ over its blocks of keys in
+// float32 with atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes everything else:
 //   attention_backward_rows_kernel       before: D_i = dO_i . O_i per query row into d_rows
 //                                        (lane_dout_dot_out, as the dq kernels) and the row's dq_acc
 //                                        zeroed;
@@ -435,6 +535,43 @@ void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void*
     };
     if (p.dropout) go.template operator()<true>();
     else go.template operator()<false>();
+  });
+}
+
+// Launches the fused backward: the row kernel (D and the zeroed float32 dQ accumulator per query
+// row, in the op's workspace), Kernels::fused<T, D, kDropout>() over blocks of Kernels::fused_keys<D>()
+// keys with Kernels::fused_threads<D>() threads each and the shared memory FusedS<T, D> carves, then the
+// finish kernel (dQ rounded from the accumulator). On mma.sync (attention_tc_backward.cu) and on wgmma
+// (attention_wgmma.cu) alike.
+template <template <typename, int> class FusedS, typename Kernels>
+void launch_fused_backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+                           const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
+                           const KernelContext& ctx) {
+  const TcParams p = make_tc_params(a, q, k, v, dout);
+  const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
+  const char* op = "scaled_dot_product_attention backward";
+  auto* dq_acc = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L * a.E) * sizeof(float)));
+  const auto row_blocks = static_cast<unsigned>((a.batch * a.L + kRowWarps - 1) / kRowWarps);
+  constexpr int kRowThreads = kRowWarps * tile::kWarp;
+  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
+    attention_backward_rows_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(
+        d_rows, dq_acc, static_cast<const T*>(dout), static_cast<const T*>(out), p);
+    cuda_detail::check_launch(op);
+    const auto go = [&]<bool kDropout>() {
+      const auto kernel = Kernels::template fused<T, D, kDropout>();
+      const size_t bytes = smem_bytes<FusedS<T, D>>();
+      cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
+      const TcGrid g = tc_grid(p, p.S, Kernels::template fused_keys<D>());
+      kernel<<<dim3(g.x, g.y, g.z), Kernels::template fused_threads<D>(), bytes, s>>>(
+          static_cast<T*>(dk), static_cast<T*>(dv), dq_acc, static_cast<const T*>(dout),
+          static_cast<const float*>(lse), d_rows, static_cast<const T*>(q), static_cast<const T*>(k),
+          static_cast<const T*>(v), p);
+      cuda_detail::check_launch(op);
+    };
+    if (p.dropout) go.template operator()<true>();
+    else go.template operator()<false>();
+    attention_backward_dq_finish_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(static_cast<T*>(dq), dq_acc, p);
+    cuda_detail::check_launch(op);
   });
 }
 #endif

@@ -59,40 +59,13 @@ struct WgmmaBackward {
   template <int D> static constexpr int dq_rows() { return attention_tc::kWgmmaDqRows<D>; }
   template <int D> static constexpr int dkv_threads() { return attention_tc::kBlockThreads; }
   template <int D> static constexpr int dkv_rows() { return attention_tc::kBlockRows; }
+  // The fused backward (AttentionArgs::fused_backward): blocks of kFusedKeys keys.
+  template <typename T, int D, bool kDropout> static auto fused() {
+    return &attention_tc::attention_backward_fused_wgmma_kernel<T, D, kDropout>;
+  }
+  template <int D> static constexpr int fused_threads() { return attention_tc::kFusedThreads<D>; }
+  template <int D> static constexpr int fused_keys() { return attention_tc::kFusedKeys<D>; }
 };
-
-// The fused backward (attention_backward_fused_wgmma_kernel): D and the zeroed float32 dQ accumulator
-// per query row, the kernel over blocks of keys, then dQ rounded from the accumulator.
-void backward_fused(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse, const void* q,
-                    const void* k, const void* v, float* d_rows, const AttentionArgs& a, const KernelContext& ctx) {
-  using namespace attention_tc;
-  const TcParams p = make_tc_params(a, q, k, v, dout);
-  const cudaStream_t s = cuda_detail::raw_stream(ctx.stream);
-  const char* op = "scaled_dot_product_attention backward";
-  auto* dq_acc = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L * a.E) * sizeof(float)));
-  const auto row_blocks = static_cast<unsigned>((a.batch * a.L + kRowWarps - 1) / kRowWarps);
-  constexpr int kRowThreads = kRowWarps * tile::kWarp;
-  dispatch(a.dtype, a.E, [&]<typename T, int D>() {
-    attention_backward_rows_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(
-        d_rows, dq_acc, static_cast<const T*>(dout), static_cast<const T*>(out), p);
-    cuda_detail::check_launch(op);
-    const auto go = [&]<bool kDropout>() {
-      const auto kernel = &attention_backward_fused_wgmma_kernel<T, D, kDropout>;
-      const size_t bytes = smem_bytes<WgmmaFusedSmem<T, D>>();
-      cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
-      const TcGrid g = tc_grid(p, p.S, kFusedKeys<D>);
-      kernel<<<dim3(g.x, g.y, g.z), kFusedThreads<D>, bytes, s>>>(
-          static_cast<T*>(dk), static_cast<T*>(dv), dq_acc, static_cast<const T*>(dout),
-          static_cast<const float*>(lse), d_rows, static_cast<const T*>(q), static_cast<const T*>(k),
-          static_cast<const T*>(v), p);
-      cuda_detail::check_launch(op);
-    };
-    if (p.dropout) go.template operator()<true>();
-    else go.template operator()<false>();
-    attention_backward_dq_finish_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(static_cast<T*>(dq), dq_acc, p);
-    cuda_detail::check_launch(op);
-  });
-}
 
 }  // namespace
 
@@ -105,7 +78,10 @@ bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k,
 void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                               const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
                               const KernelContext& ctx) {
-  if (a.fused_backward) return backward_fused(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+  if (a.fused_backward) {
+    return attention_tc::launch_fused_backward<attention_tc::WgmmaFusedSmem, WgmmaBackward>(
+        dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+  }
   attention_tc::launch_backward<attention_tc::WgmmaDqSmem, attention_tc::WgmmaDkvSmem, WgmmaBackward>(
       dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
 }

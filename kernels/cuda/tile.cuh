@@ -68,6 +68,17 @@ template <typename T> __device__ __forceinline__ void load_a(ATile<T>& a, const 
   }
 }
 
+// A = M^T for a row-major [16, 16] block of M at `src` (k rows of m): the fused attention backward's
+// K^T for dQ^T = K^T dS^T. A pair runs down a column of M, so each is two 16-bit loads.
+template <typename T> __device__ __forceinline__ void load_a_transposed(ATile<T>& a, const T* src, int ld) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int j = 0; j < kAElems / 2; ++j) {
+    const Coord lo = a_coord(lane, 2 * j), hi = a_coord(lane, 2 * j + 1);
+    a.r[j] = pack2(src[lo.col * ld + lo.row], src[hi.col * ld + hi.row]);
+  }
+}
+
 // B = M^T for a row-major [8, 16] block of M at `src` (n rows of k): attention's K for Q @ K^T. The
 // pairs run along M's rows, one word each.
 template <typename T> __device__ __forceinline__ void load_b_transposed(BTile<T>& b, const T* src, int ld) {
@@ -173,13 +184,20 @@ template <typename T> void mma(CTile& d, const ATile<T>& a, const BTile<T>& b) {
 }
 #endif
 
-// C into a row-major [16, 8] block at `dst`, each element converted to Out.
+// C into a row-major [16, 8] block at `dst`, each element converted to Out. A lane's elements 2 j and
+// 2 j + 1 are adjacent in a row: for a 16-bit Out, one 32-bit store (ld even, dst 4-byte aligned).
 template <typename Out> __device__ __forceinline__ void store_c(const CTile& c, Out* dst, int ld) {
   const int lane = lane_id();
 #pragma unroll
-  for (int i = 0; i < kCElems; ++i) {
-    const Coord x = c_coord(lane, i);
-    dst[x.row * ld + x.col] = static_cast<Out>(c.r[i]);
+  for (int j = 0; j < kCElems / 2; ++j) {
+    const Coord x = c_coord(lane, 2 * j);
+    if constexpr (sizeof(Out) == 2) {
+      *reinterpret_cast<uint32_t*>(dst + x.row * ld + x.col) =
+          pack2(static_cast<Out>(c.r[2 * j]), static_cast<Out>(c.r[2 * j + 1]));
+    } else {
+      dst[x.row * ld + x.col] = static_cast<Out>(c.r[2 * j]);
+      dst[x.row * ld + x.col + 1] = static_cast<Out>(c.r[2 * j + 1]);
+    }
   }
 }
 

@@ -48,10 +48,11 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 
 // Runs the problem on tensor cores in `dtype` and on the CPU in float64, and compares out, dq, dk
 // and dv with the dtype's relative tolerance and an absolute floor of floors[i] times it. The GPU runs
-// it on mma.sync and, where this build and device have them, again on Hopper's wgmma, with the
-// warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async, its tiles
-// swizzled and by pieces) and with the one whose whole block loads (swizzled and by pieces), and with
-// the fused backward (dQ summed with atomic adds: held to the same tolerance), each
+// it on mma.sync (with the two-kernel backward and with the fused one, dQ summed with atomic adds:
+// held to the same tolerance) and, where this build and device have them, again on Hopper's wgmma,
+// with the warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async,
+// its tiles swizzled and by pieces) and with the one whose whole block loads (swizzled and by
+// pieces), and with the fused backward, each
 // time checking that the forward and backward kernels ran once and which ones they were (the problems
 // here are dense: TMA wherever it is asked for).
 // Returns the CPU's results.
@@ -61,7 +62,8 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     const char* name;
     bool wgmma, producer, pingpong, tma, swizzle = true, fused_backward = false;
   };
-  std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true}};
+  std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true},
+                                {"on mma.sync, the fused backward", false, true, true, true, true, true}};
   if (attention_wgmma_available()) {
     kinds.push_back({"on wgmma", true, true, true, true});
     kinds.push_back({"on wgmma, the warp-specialized forward without ping-pong", true, true, false, true});
@@ -170,7 +172,8 @@ TEST_CASE("attention on tensor cores: views of a fused qkv, sharp scores", "[cud
 
 // The backward again, on one forward: twice on tensor cores, which must give the same bits (two
 // kernels, each output row one block's fixed-order sum), and once on the scalar kernel, which reads
-// the same output and log-sum-exp; on wgmma also fused. The switches are read when the backward runs.
+// the same output and log-sum-exp; then fused, on mma.sync and on wgmma. The switches are read when
+// the backward runs.
 TEST_CASE("attention on tensor cores: the backward is deterministic and agrees with the scalar backward",
           "[cuda][attention]") {
   REQUIRE(cuda::is_available());
@@ -207,6 +210,22 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
     CHECK(first[i].to_vector_double() == second[i].to_vector_double());
     CHECK(worst_ratio(first[i], scalar[i], 4 * tol, tol) <= 1.0);
   }
+  // The fused backward (the switch is read when the backward runs; set for the rest of the test): dK
+  // and dV the same bits as the two kernels' (the same products in the same order), dQ summed over the
+  // blocks of keys with atomic adds: near, not necessarily the same bits.
+  const auto check_fused = [&](const std::vector<Tensor>& fused, const std::vector<Tensor>& two_kernels) {
+    CHECK(worst_ratio(fused[0], scalar[0], 4 * tol, tol) <= 1.0);
+    CHECK(fused[1].to_vector_double() == two_kernels[1].to_vector_double());
+    CHECK(fused[2].to_vector_double() == two_kernels[2].to_vector_double());
+  };
+  {
+    INFO("on mma.sync, the fused backward");
+    cuda::math_switches().attention_fused_backward = true;
+    const int64_t before_fused = attention_fused_backward_launches();
+    check_fused(grads(true), first);
+    CHECK(attention_fused_backward_launches() == before_fused + 1);
+    cuda::math_switches().attention_fused_backward = false;
+  }
   // On Hopper's wgmma, after the same mma.sync forward: deterministic too, and near the others.
   if (attention_wgmma_available()) {
     const int64_t before_wgmma = attention_wgmma_backward_launches();
@@ -217,15 +236,11 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
       CHECK(wg1[i].to_vector_double() == wg2[i].to_vector_double());
       CHECK(worst_ratio(wg1[i], scalar[i], 4 * tol, tol) <= 1.0);
     }
-    // The fused backward: dK and dV the same bits as the two kernels' (the same products in the same
-    // order), dQ summed over the blocks of keys with atomic adds: near, not necessarily the same bits.
+    INFO("on wgmma, the fused backward");
     cuda::math_switches().attention_fused_backward = true;
     const int64_t before_fused = attention_fused_backward_launches();
-    const std::vector<Tensor> fused = grads(true, true);
+    check_fused(grads(true, true), wg1);
     CHECK(attention_fused_backward_launches() == before_fused + 1);
-    CHECK(worst_ratio(fused[0], scalar[0], 4 * tol, tol) <= 1.0);
-    CHECK(fused[1].to_vector_double() == wg1[1].to_vector_double());
-    CHECK(fused[2].to_vector_double() == wg1[2].to_vector_double());
   }
 }
 

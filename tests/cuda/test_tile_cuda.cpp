@@ -27,6 +27,7 @@ TEST_CASE("tensor-core tiles: mma.sync through the tile maps equals the CPU's pr
   // |S| <= 16 * 16 = 256: an integer both 16-bit types hold exactly, so re-reading S as an A tile
   // loses nothing and S @ V is exact too.
   CHECK(got.sv == product(s, v, 16, 8, 16, false));
+  CHECK(got.kt == product(kiln::test::transposed(k, 16, 16), a, 16, 16, 16, true));  // K^T loaded as A
 }
 
 // The identity probe (tests/cuda/tile_selftest.h): A = I, so each output element is one element of K

@@ -23,16 +23,15 @@ template <typename T>
 TileSelftest run(const std::vector<float>& a, const std::vector<float>& k, const std::vector<float>& v) {
   T *da = upload<T>(a), *dk = upload<T>(k), *dv = upload<T>(v);
   float* out = nullptr;
-  check(cudaMalloc(&out, (256 + 128 + 128) * sizeof(float)), "cudaMalloc");
-  tile_selftest_kernel<T><<<1, 32>>>(da, dk, dv, out, out + 256, out + 384);
+  check(cudaMalloc(&out, kTileSelftestFloats * sizeof(float)), "cudaMalloc");
+  tile_selftest_kernel<T><<<1, 32>>>(da, dk, dv, out, out + 256, out + 384, out + 512);
   check(cudaGetLastError(), "launch");
-  std::vector<float> all(512);
+  std::vector<float> all(kTileSelftestFloats);
   check(cudaMemcpy(all.data(), out, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy back");
   for (void* p : {static_cast<void*>(da), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(out)}) {
     check(cudaFree(p), "cudaFree");
   }
-  return {std::vector<float>(all.begin(), all.begin() + 256), std::vector<float>(all.begin() + 256, all.begin() + 384),
-          std::vector<float>(all.begin() + 384, all.end())};
+  return split_tile_selftest(all);
 }
 
 }  // namespace

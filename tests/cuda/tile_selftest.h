@@ -14,16 +14,22 @@ namespace kiln::test {
 // Inputs: A [16, 16], K [16, 16] and V [16, 8], row-major host floats, rounded to bfloat16 (or
 // float16) on the way in. Outputs, row-major floats: S = A @ K^T [16, 16] (two C tiles, K's rows
 // 0-7 and 8-15 through load_b_transposed), AV = A @ V [16, 8] (load_b), and SV = S @ V [16, 8] with
-// S re-read as an A tile (a_from_c, rounded to the 16-bit type), as attention computes P @ V.
+// S re-read as an A tile (a_from_c, rounded to the 16-bit type), as attention computes P @ V, and KT =
+// K^T @ A^T [16, 16] with K^T loaded as the A operand (load_a_transposed, the fused backward's K^T).
 struct TileSelftest {
-  std::vector<float> s, av, sv;
+  std::vector<float> s, av, sv, kt;
 };
+inline constexpr int kTileSelftestFloats = 256 + 128 + 128 + 256;  // s, av, sv, kt one after another
+inline TileSelftest split_tile_selftest(const std::vector<float>& all) {
+  const auto part = [&](int from, int to) { return std::vector<float>(all.begin() + from, all.begin() + to); };
+  return {part(0, 256), part(256, 384), part(384, 512), part(512, 768)};
+}
 TileSelftest run_tile_selftest(bool bf16, const std::vector<float>& a, const std::vector<float>& k,
                                const std::vector<float>& v);
 
 // The identity probe, for a diagnosis when the products are wrong: a = I, k and v hold ids (k[n][j] =
-// 16 n + j - 128, v[j][n] = 8 j + n - 64: integers both 16-bit types hold exactly), so s = k^T and
-// av = v exactly, and an element in the wrong place names the element that the lanes' fragment maps
+// 16 n + j - 128, v[j][n] = 8 j + n - 64: integers both 16-bit types hold exactly), so s = k^T, kt = k^T
+// and av = v exactly, and an element in the wrong place names the element that the lanes' fragment maps
 // delivered instead.
 inline std::vector<float> tile_identity() {
   std::vector<float> m(16 * 16, 0.f);
@@ -52,6 +58,7 @@ inline std::vector<std::string> tile_probe_misreads(const TileSelftest& got, siz
   }
   std::vector<std::string> out;
   report_misreads(out, "s", got.s, s_ids, 16, name("k", 16, 256), limit);
+  report_misreads(out, "kt", got.kt, s_ids, 16, name("k", 16, 256), limit);
   report_misreads(out, "av", got.av, v_ids, 8, name("v", 8, 128), limit);
   return out;
 }

@@ -1,7 +1,8 @@
 // The kernel of the tensor-core tile self-test: one warp loads A, K^T and V, runs the mma and
-// stores the products, and re-reads two C tiles as an A tile (tests/cuda/tile_selftest.h says what it
-// computes). The GPU test launches it (tests/cuda/tile_selftest.cu), and the CPU test runs it on the
-// emulator of kernels/simt/simt.h (tests/kernels/test_simt.cpp).
+// stores the products, re-reads two C tiles as an A tile, and loads K^T as an A tile
+// (tests/cuda/tile_selftest.h says what it computes). The GPU test launches it
+// (tests/cuda/tile_selftest.cu), and the CPU test runs it on the emulator of kernels/simt/simt.h
+// (tests/kernels/test_simt.cpp).
 #pragma once
 
 #include "kernels/cuda/tile.cuh"
@@ -9,7 +10,7 @@
 namespace kiln::test {
 
 template <typename T>
-__global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* s, float* av, float* sv) {
+__global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* s, float* av, float* sv, float* kt) {
   using namespace kiln::tile;
   ATile<T> ta;
   BTile<T> k0, k1, tv;
@@ -32,6 +33,19 @@ __global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* 
   a_from_c(p, c0, c1);
   mma(d_sv, p, tv);
   store_c(d_sv, sv, 8);
+  // K^T A^T: K^T as the A operand (load_a_transposed), A^T as B (its rows 0-7 and 8-15).
+  ATile<T> tk;
+  BTile<T> a0, a1;
+  load_a_transposed(tk, k, 16);
+  load_b_transposed(a0, a, 16);
+  load_b_transposed(a1, a + 8 * 16, 16);
+  CTile t0, t1;
+  fill(t0, 0.0f);
+  fill(t1, 0.0f);
+  mma(t0, tk, a0);
+  mma(t1, tk, a1);
+  store_c(t0, kt, 16);
+  store_c(t1, kt + 8, 16);
 }
 
 }  // namespace kiln::test

@@ -3,8 +3,8 @@
 // on Hopper's wgmma), their real source, run on the CPU through the emulator of CUDA's threads
 // (kernels/simt/simt.h) and compared with the CPU kernels in float64: the output, the log-sum-exp, dq,
 // dk and dv, across query and key counts that leave tails in every tile, head dims 64 and 128, causal
-// and not, float16 and bfloat16, with and without dropout. Every case runs on each instruction, and
-// on wgmma with the fused backward as well.
+// and not, float16 and bfloat16, with and without dropout. Every case runs on each instruction, with
+// the two-kernel backward and with the fused one.
 //
 // Each case runs under both of the emulator's schedules (one warp runs ahead of the others from the
 // lowest or from the highest): a missing __syncthreads would let a warp overwrite a shared tile
@@ -87,8 +87,9 @@ simt::LaunchStats launch_wgmma_forward(simt::LaunchConfig cfg, bool producer, Ou
   });
 }
 
-// The forward `which`, then (with `backward`) the backward's two kernels, or on wgmma with
-// AttentionArgs::fused_backward the fused backward's three (the row kernels and the fused one).
+// The forward `which`, then (with `backward`) the backward's two kernels, or with
+// AttentionArgs::fused_backward the fused backward's three (the row kernels and the fused one), on the
+// forward's instruction.
 template <typename T, int D, bool kDropout>
 Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool backward) {
   const AttentionArgs& a = pr.args;
@@ -133,8 +134,8 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     forward_launched = static_cast<int64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   }
   simt::LaunchStats dq_stats, dkv_stats;
-  if (backward && wg && a.fused_backward) {
-    // The fused backward (attention_wgmma.cu's backward_fused): D and the zeroed dQ accumulator per
+  if (backward && a.fused_backward) {
+    // The fused backward (launch_fused_backward): D and the zeroed dQ accumulator per
     // query row, the kernel over blocks of keys, dQ from the accumulator. The accumulator is followed
     // by a band of signaling NaNs: an atomic add past its end, even of a zero (rows past L, whose dS
     // is 0), turns one quiet, which a guard band of Guarded's finite pattern would not show.
@@ -151,12 +152,17 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     simt::launch(rows_cfg, [&] {
       attention_backward_rows_kernel<T, D>(o.d_rows.data(), dq_acc.data(), gp, o.out_data(), p);
     });
-    cfg.grid = grid(a.S, kFusedKeys<D>);
-    cfg.block.x = static_cast<unsigned>(kFusedThreads<D>);
-    cfg.dynamic_smem = smem_bytes<WgmmaFusedSmem<T, D>>();
+    cfg.grid = grid(a.S, wg ? kFusedKeys<D> : kBlockRows);
+    cfg.block.x = static_cast<unsigned>(wg ? kFusedThreads<D> : kBlockThreads);
+    cfg.dynamic_smem = wg ? smem_bytes<WgmmaFusedSmem<T, D>>() : smem_bytes<FusedSmem<T, D>>();
     dkv_stats = simt::launch(cfg, [&] {
-      attention_backward_fused_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp,
-                                                            o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
+      if (wg) {
+        attention_backward_fused_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp,
+                                                              o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
+      } else {
+        attention_backward_fused_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp, o.lse.data(),
+                                                           o.d_rows.data(), qp, kp, vp, p);
+      }
     });
     simt::launch(rows_cfg, [&] { attention_backward_dq_finish_kernel<T, D>(o.dq.data(), dq_acc.data(), p); });
     bool band_intact = true;
@@ -287,7 +293,7 @@ void check_problem(const Problem& pr, bool every = false) {
     if (!every && which != Forward::kMmaSync && which != Forward::kWgmma && which != Forward::kWgmmaSync) continue;
     INFO(forward_name(which));
     const Results two_kernels = checked(pr, which, which == Forward::kMmaSync || which == Forward::kWgmma);
-    if (which != Forward::kWgmma) continue;
+    if (which != Forward::kMmaSync && which != Forward::kWgmma) continue;
     // The fused backward: the same products for dK and dV, and dQ summed from the blocks of keys.
     INFO("the fused backward");
     Problem fused = pr;
@@ -418,10 +424,14 @@ TEST_CASE("attention on tensor cores, emulated: tiles copied once, in 16-byte pi
     const int64_t boxes_per_tile = which == Forward::kWgmma ? E / 64 : which == Forward::kWgmmaPieces ? 1 : 0;
     CHECK(e.bulk_copies == (skew == 0 ? boxes * boxes_per_tile : 0));
   }
-  // The fused backward copies none of the dq kernel's tiles: per block of kFusedKeys keys (64, or 128
-  // at E = 128) K and V once, and every query tile of Q and dO.
+  // The fused backward copies none of the dq kernel's tiles: on mma.sync the dk/dv kernel's copies; on
+  // wgmma per block of kFusedKeys keys (64, or 128 at E = 128) K and V once, and every query tile of Q
+  // and dO.
   Problem fused = pr;
   fused.args.fused_backward = true;
+  const Emulated mma_fused = emulate_problem(fused, simt::Schedule::Lowest, Forward::kMmaSync);
+  const int64_t mma_dq_rows = copied_rows(kBlockRows, e64 ? kStreamTileFor<64> : kStreamTileFor<128>, 2);
+  CHECK(mma_fused.copy_bytes == B * H * (mma_rows - mma_dq_rows) * E * 2);
   const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kWgmma);
   const int64_t query_tile = e64 ? kWgmmaQueryTileFor<64> : kWgmmaQueryTileFor<128>;
   const int64_t fused_rows = wg_rows - wg_dq_rows - copied_rows(kBlockRows, query_tile, 2) +
@@ -462,6 +472,18 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   CHECK(causal.mma_dq * 16 == full.mma_dq * 10);
   CHECK(causal.mma_dkv * 16 == full.mma_dkv * 10);
   CHECK(full.wgmma_forward + full.wgmma_dq + full.wgmma_dkv == 0);
+  // The fused backward on mma.sync: no dq kernel, and the dk/dv kernel's four products and dQ^T =
+  // K^T dS^T, L S E / 2048 more: five, not seven; with causal the same 10 of 16 tiles.
+  for (const bool causal_fused : {false, true}) {
+    INFO("the fused backward on mma.sync" << (causal_fused ? ", causal" : ""));
+    Problem fused = causal_fused ? causal_problem : full_problem;
+    fused.args.fused_backward = true;
+    const Emulated f = emulate_problem(fused, simt::Schedule::Lowest, Forward::kMmaSync);
+    CHECK(f.mma_dq == 0);
+    CHECK(f.mma_dkv * 16 == 5 * work / 2048 * (causal_fused ? 10 : 16));
+    CHECK(f.mma_forward == (causal_fused ? causal : full).mma_forward);
+    CHECK(f.wgmma_forward + f.wgmma_dq + f.wgmma_dkv == 0);
+  }
 
   const Emulated wg_full = emulate_problem(full_problem, simt::Schedule::Lowest, Forward::kWgmma);
   const Emulated wg_causal = emulate_problem(causal_problem, simt::Schedule::Lowest, Forward::kWgmma);

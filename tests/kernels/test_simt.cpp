@@ -74,14 +74,14 @@ test::TileSelftest run_tile_selftest(const std::vector<float>& a, const std::vec
     return r;
   };
   const std::vector<T> ra = rounded(a), rk = rounded(k), rv = rounded(v);
-  std::vector<float> out(256 + 128 + 128, std::nanf(""));
+  std::vector<float> out(test::kTileSelftestFloats, std::nanf(""));
   const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {32, 1, 1}, Schedule::Lowest), [&] {
-    test::tile_selftest_kernel<T>(ra.data(), rk.data(), rv.data(), out.data(), out.data() + 256, out.data() + 384);
+    test::tile_selftest_kernel<T>(ra.data(), rk.data(), rv.data(), out.data(), out.data() + 256, out.data() + 384,
+                                  out.data() + 512);
   });
-  CHECK(stats.warp_collectives == 4);  // the four mma
-  CHECK(stats.collectives_in("kernels/cuda/tile.cuh") == 4);
-  return {std::vector<float>(out.begin(), out.begin() + 256), std::vector<float>(out.begin() + 256, out.begin() + 384),
-          std::vector<float>(out.begin() + 384, out.end())};
+  CHECK(stats.warp_collectives == 6);  // the six mma
+  CHECK(stats.collectives_in("kernels/cuda/tile.cuh") == 6);
+  return test::split_tile_selftest(out);
 }
 
 }  // namespace
@@ -251,6 +251,7 @@ TEST_CASE("simt: the tensor-core tiles on the emulator equal the exact products"
   CHECK(got.s == s);
   CHECK(got.av == test::product(a, v, 16, 8, 16, false));
   CHECK(got.sv == test::product(s, v, 16, 8, 16, false));
+  CHECK(got.kt == test::product(test::transposed(k, 16, 16), a, 16, 16, 16, true));  // K^T A^T
 }
 
 // The identity probe (tests/cuda/tile_selftest.h): with A = I each output element is one element of K

@@ -135,24 +135,25 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // its tiles staged with the 128-byte swizzle or by pieces (sdpa_causal_wgmma_pieces), or the one whose
 // whole block loads (sdpa_causal_wgmma_sync); or with its blocks in order instead of longest first
 // (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in sections of
-// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1); or with the fused backward
-// (sdpa_causal_wgmma_fwd_bwd_fused: one kernel and dQ summed with atomic adds). FLOPs
+// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). And on either instruction,
+// the fused backward (sdpa_causal_fwd_bwd_fused on mma.sync, sdpa_causal_wgmma_fwd_bwd_fused: one
+// kernel and dQ summed with atomic adds, against the two kernels of the rows without _fused). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class WgmmaVariant { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry, kFused };
+enum class Variant { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry, kFused };
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
-                          WgmmaVariant variant = WgmmaVariant::kWarpSpecialized) {
+                          Variant variant = Variant::kWarpSpecialized) {
   BenchCase c;
   c.op = backward ? "sdpa_causal_fwd_bwd" : "sdpa_causal";
   c.name = wgmma ? (backward ? "sdpa_causal_wgmma_fwd_bwd" : "sdpa_causal_wgmma") : c.op;
-  if (variant == WgmmaVariant::kNoPingPong) c.name += "_nopingpong";
-  if (variant == WgmmaVariant::kCpAsync) c.name += "_cpasync";
-  if (variant == WgmmaVariant::kSync) c.name += "_sync";
-  if (variant == WgmmaVariant::kPieces) c.name += "_pieces";
-  if (variant == WgmmaVariant::kInOrder) c.name += "_inorder";
-  if (variant == WgmmaVariant::kPerEntry) c.name += "_perentry";
-  if (variant == WgmmaVariant::kFused) c.name += "_fused";
+  if (variant == Variant::kNoPingPong) c.name += "_nopingpong";
+  if (variant == Variant::kCpAsync) c.name += "_cpasync";
+  if (variant == Variant::kSync) c.name += "_sync";
+  if (variant == Variant::kPieces) c.name += "_pieces";
+  if (variant == Variant::kInOrder) c.name += "_inorder";
+  if (variant == Variant::kPerEntry) c.name += "_perentry";
+  if (variant == Variant::kFused) c.name += "_fused";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -170,13 +171,13 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     const cuda::MathSwitches saved = cuda::math_switches();
     cuda::math_switches().attention_tensor_cores = true;
     cuda::math_switches().attention_wgmma = wgmma;
-    cuda::math_switches().attention_wgmma_producer = variant != WgmmaVariant::kSync;
-    cuda::math_switches().attention_wgmma_pingpong = variant != WgmmaVariant::kNoPingPong;
-    cuda::math_switches().attention_wgmma_tma = variant != WgmmaVariant::kCpAsync;
-    cuda::math_switches().attention_wgmma_swizzle = variant != WgmmaVariant::kPieces;
-    cuda::math_switches().attention_longest_first = variant != WgmmaVariant::kInOrder;
-    cuda::math_switches().attention_order_section = variant == WgmmaVariant::kPerEntry ? 1 : 0;
-    cuda::math_switches().attention_fused_backward = variant == WgmmaVariant::kFused;
+    cuda::math_switches().attention_wgmma_producer = variant != Variant::kSync;
+    cuda::math_switches().attention_wgmma_pingpong = variant != Variant::kNoPingPong;
+    cuda::math_switches().attention_wgmma_tma = variant != Variant::kCpAsync;
+    cuda::math_switches().attention_wgmma_swizzle = variant != Variant::kPieces;
+    cuda::math_switches().attention_longest_first = variant != Variant::kInOrder;
+    cuda::math_switches().attention_order_section = variant == Variant::kPerEntry ? 1 : 0;
+    cuda::math_switches().attention_fused_backward = variant == Variant::kFused;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -298,20 +299,22 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(8, 12, 1024, 64, false), attention_bench(8, 12, 1024, 64, true),
                attention_bench(4, 16, 4096, 128, false, true), attention_bench(4, 16, 4096, 128, true, true),
                attention_bench(8, 12, 1024, 64, false, true), attention_bench(8, 12, 1024, 64, true, true),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kSync),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kSync),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kNoPingPong),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kNoPingPong),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kCpAsync),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kCpAsync),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kPieces),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kPieces),
-               attention_bench(4, 16, 4096, 128, false, true, WgmmaVariant::kInOrder),
-               attention_bench(8, 12, 1024, 64, false, true, WgmmaVariant::kInOrder),
-               attention_bench(4, 16, 4096, 128, true, true, WgmmaVariant::kPerEntry),
-               attention_bench(8, 12, 1024, 64, true, true, WgmmaVariant::kPerEntry),
-               attention_bench(4, 16, 4096, 128, true, true, WgmmaVariant::kFused),
-               attention_bench(8, 12, 1024, 64, true, true, WgmmaVariant::kFused)};
+               attention_bench(4, 16, 4096, 128, false, true, Variant::kSync),
+               attention_bench(8, 12, 1024, 64, false, true, Variant::kSync),
+               attention_bench(4, 16, 4096, 128, false, true, Variant::kNoPingPong),
+               attention_bench(8, 12, 1024, 64, false, true, Variant::kNoPingPong),
+               attention_bench(4, 16, 4096, 128, false, true, Variant::kCpAsync),
+               attention_bench(8, 12, 1024, 64, false, true, Variant::kCpAsync),
+               attention_bench(4, 16, 4096, 128, false, true, Variant::kPieces),
+               attention_bench(8, 12, 1024, 64, false, true, Variant::kPieces),
+               attention_bench(4, 16, 4096, 128, false, true, Variant::kInOrder),
+               attention_bench(8, 12, 1024, 64, false, true, Variant::kInOrder),
+               attention_bench(4, 16, 4096, 128, true, true, Variant::kPerEntry),
+               attention_bench(8, 12, 1024, 64, true, true, Variant::kPerEntry),
+               attention_bench(4, 16, 4096, 128, true, true, Variant::kFused),
+               attention_bench(8, 12, 1024, 64, true, true, Variant::kFused),
+               attention_bench(4, 16, 4096, 128, true, false, Variant::kFused),
+               attention_bench(8, 12, 1024, 64, true, false, Variant::kFused)};
     rows.push_back(std::move(r));
   }
   {
