@@ -1,16 +1,19 @@
 // Register tiles for tensor-core kernels, on the fragment maps of kernels/tile_layout.h: a warp
 // holds an A tile (16 x 16), a B tile (16 x 8) and a float32 C tile (16 x 8), loads them from
-// row-major memory (global or shared), multiplies with mma.sync.m16n8k16 and stores C converted
+// row-major shared memory with ldmatrix, multiplies with mma.sync.m16n8k16 and stores C converted
 // to any element type. Larger tiles are arrays of these; a kernel's loops then say which tiles
 // meet, and this file says where each lane's elements are.
 //
-// Alignment: every load of a pair reads one 32-bit word, so matrices need even leading dimensions
-// and 4-byte aligned tile origins (kiln's allocations are 256-byte aligned; the kernels keep ld
-// even). bfloat16 mma needs sm_80 or newer, as every architecture kiln builds for.
+// Alignment: ldmatrix reads rows of 16 bytes, so the blocks that operands load from need rows
+// (leading dimension times 2 bytes) and origins on 16 bytes: the attention kernels' tiles are rows of
+// D + 8 or a query tile + 8 elements, from 16-byte pieces of their shared memory. A C tile's store
+// writes pairs as 32-bit words: an even leading dimension, a 4-byte aligned origin. bfloat16 mma needs
+// sm_80 or newer, as every architecture kiln builds for.
 //
 // Compiled by the host compiler (the CPU tests), this file runs on kernels/simt/simt.h, the CPU
-// emulator of CUDA's threads: the tiles are the same, the 16-bit types are kiln's own (kernels/half.h)
-// and mma gathers the warp's fragments and multiplies them through the same maps.
+// emulator of CUDA's threads: the tiles are the same, the 16-bit types are kiln's own (kernels/half.h),
+// ldmatrix gathers the warp's row addresses, and mma gathers the warp's fragments and multiplies them
+// through the same maps.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -54,51 +57,68 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
 }
 
-template <typename T> __device__ __forceinline__ uint32_t load_pair(const T* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
+// ldmatrix: kCount (2 or 4) matrices of 8 x 8 16-bit elements from shared memory, one instruction for
+// the warp. Lane l gives the address of row l % 8 of matrix l / 8 (16 contiguous bytes, 16-byte
+// aligned) and gets in r[i] its two elements of matrix i: row l / 4, columns 2 (l % 4) and + 1 (a
+// pair of an A tile, or of C), or with kTrans the matrix transposed, column l / 4, rows 2 (l % 4) and
+// + 1 (a pair of a B tile, along k). On the host, the emulator's (simt::ldmatrix), with the site of
+// the load that calls it.
+#if defined(__CUDACC__)
+template <int kCount, bool kTrans> __device__ __forceinline__ void ldmatrix(uint32_t (&r)[kCount], const void* row) {
+  static_assert(kCount == 2 || kCount == 4, "two or four matrices");
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (kCount == 4 && kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+  } else if constexpr (kCount == 4) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+  } else if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(at));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(at));
+  }
 }
+#else
+template <int kCount, bool kTrans>
+void ldmatrix(uint32_t (&r)[kCount], const void* row, simt::Site where = simt::Site::here()) {
+  static_assert(kCount == 2 || kCount == 4, "two or four matrices");
+  simt::ldmatrix(r, kCount, kTrans, row, where);
+}
+#endif
 
-// A from a row-major [16, 16] block at `src` with leading dimension `ld` (elements).
+// The loads of operand tiles, each one ldmatrix, from [rows, ld] row-major blocks in shared memory
+// whose rows (ld elements apart) are 16-byte aligned: an A tile is four 8 x 8 matrices (rows 0-7 and
+// 8-15 of columns 0-7, then of columns 8-15: a_coord's registers in order), a B tile two (k 0-7,
+// then 8-15).
+//
+// A from a row-major [16, 16] block at `src`.
 template <typename T> __device__ __forceinline__ void load_a(ATile<T>& a, const T* src, int ld) {
   const int lane = lane_id();
-#pragma unroll
-  for (int j = 0; j < kAElems / 2; ++j) {
-    const Coord c = a_coord(lane, 2 * j);
-    a.r[j] = load_pair(src + c.row * ld + c.col);
-  }
+  ldmatrix<4, false>(a.r, src + (lane % 16) * ld + lane / 16 * 8);
 }
 
 // A = M^T for a row-major [16, 16] block of M at `src` (k rows of m): the fused attention backward's
-// K^T for dQ^T = K^T dS^T. A pair runs down a column of M, so each is two 16-bit loads.
+// K^T for dQ^T = K^T dS^T. A's matrix i is M's block (k 8 (i / 2), m 8 (i % 2)) transposed.
 template <typename T> __device__ __forceinline__ void load_a_transposed(ATile<T>& a, const T* src, int ld) {
   const int lane = lane_id();
-#pragma unroll
-  for (int j = 0; j < kAElems / 2; ++j) {
-    const Coord lo = a_coord(lane, 2 * j), hi = a_coord(lane, 2 * j + 1);
-    a.r[j] = pack2(src[lo.col * ld + lo.row], src[hi.col * ld + hi.row]);
-  }
+  ldmatrix<4, true>(a.r, src + (lane / 16 * 8 + lane % 8) * ld + lane / 8 % 2 * 8);
 }
 
-// B = M^T for a row-major [8, 16] block of M at `src` (n rows of k): attention's K for Q @ K^T. The
-// pairs run along M's rows, one word each.
+// B = M^T for a row-major [8, 16] block of M at `src` (n rows of k): attention's K for Q @ K^T. B's
+// pairs run along M's rows, as an A tile's do: M's two blocks of 8 columns, not transposed.
 template <typename T> __device__ __forceinline__ void load_b_transposed(BTile<T>& b, const T* src, int ld) {
   const int lane = lane_id();
-#pragma unroll
-  for (int j = 0; j < kBElems / 2; ++j) {
-    const Coord c = b_coord(lane, 2 * j);
-    b.r[j] = load_pair(src + c.col * ld + c.row);
-  }
+  ldmatrix<2, false>(b.r, src + lane % 8 * ld + lane / 8 % 2 * 8);
 }
 
-// B from a row-major [16, 8] block at `src` (k rows of n): attention's V for P @ V. A pair runs
-// down a column here, so each is two 16-bit loads.
+// B from a row-major [16, 8] block at `src` (k rows of n): attention's V for P @ V. B's pairs run
+// down a column here: the two blocks of 8 rows, transposed.
 template <typename T> __device__ __forceinline__ void load_b(BTile<T>& b, const T* src, int ld) {
   const int lane = lane_id();
-#pragma unroll
-  for (int j = 0; j < kBElems / 2; ++j) {
-    const Coord lo = b_coord(lane, 2 * j), hi = b_coord(lane, 2 * j + 1);
-    b.r[j] = pack2(src[lo.row * ld + lo.col], src[hi.row * ld + hi.col]);
-  }
+  ldmatrix<2, true>(b.r, src + lane % 16 * ld);
 }
 
 // An A tile from a float32 C tile pair: the two 16 x 8 accumulators [c0 | c1] side by side become

@@ -673,6 +673,43 @@ void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site
   l.stats.async_copy_bytes += static_cast<int64_t>(bytes);
 }
 
+void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where) {
+  Launch& l = running("an ldmatrix");
+  const std::string what = "ldmatrix of " + std::to_string(count) + " matrices at " + site(where);
+  if (count != 1 && count != 2 && count != 4) fail(l, what + ": it loads 1, 2 or 4 matrices");
+  const int lane = self(l).linear % kWarp;
+  if (lane < 8 * count) {
+    const std::string row_of = what + ": lane " + std::to_string(lane) + "'s row (row " + std::to_string(lane % 8) +
+                               " of matrix " + std::to_string(lane / 8) + ")";
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail(l, row_of + " is not aligned to 16 bytes");
+    if (!in_shared(l, row, 16)) fail(l, row_of + " is not in the block's shared memory");
+  }
+  // The collective is the emulator's own (counted at this line, not at the kernel's: a test that counts
+  // a file's collectives counts its mma alone); each lane's site comes with its row, and the lanes'
+  // must agree, as a collective's.
+  struct Given {
+    const unsigned char* row;
+    Site where;
+  };
+  const Given mine{static_cast<const unsigned char*>(row), where};
+  const auto* given = static_cast<const Given*>(warp_gather(&mine, sizeof(mine)));
+  for (int i = 0; i < kWarp; ++i) {
+    if (!same_site(given[i].where, where)) {
+      fail(l, "divergent ldmatrix: lane " + std::to_string(lane) + " at " + site(where) + ", lane " + std::to_string(i) +
+                  " at " + site(given[i].where));
+    }
+  }
+  const auto element = [&](int matrix, int r, int c) {
+    uint16_t v;
+    std::memcpy(&v, given[8 * matrix + r].row + 2 * c, sizeof(v));
+    return static_cast<uint32_t>(v);
+  };
+  const int a = lane / 4, b = 2 * (lane % 4);
+  for (int i = 0; i < count; ++i) {
+    regs[i] = trans ? element(i, b, a) | element(i, b + 1, a) << 16 : element(i, a, b) | element(i, a, b + 1) << 16;
+  }
+}
+
 void commit_copies() { ++self(running("an asynchronous copies' commit")).committed; }
 
 ThreadState* find_thread_state(const void* key) {

@@ -128,6 +128,14 @@ const void* warp_gather(const void* mine, size_t bytes, Site where = Site::here(
 // The calling thread's lane: its index in the block, x fastest, modulo 32.
 int lane();
 
+// ldmatrix (the shared-memory loads of kernels/cuda/tile.cuh): `count` (1, 2 or 4) matrices of 8 x 8
+// 16-bit elements, each row 16 contiguous bytes. Lane l gives the address of row l % 8 of matrix
+// l / 8 (lanes from 8 count on give one that is not read), and gets in regs[i] two elements of
+// matrix i: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the first in the low half; with `trans`,
+// the matrix transposed: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. One warp collective.
+// Throws on a row that is not 16-byte aligned or not in the block's shared memory.
+void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where = Site::here());
+
 // Asynchronous copies from global to shared memory (cp.async, kernels/cuda/async_copy.cuh):
 // copy_async starts one of `bytes` (4, 8 or 16) to `dst` in the block's shared memory, whose first
 // `src_bytes` come from `src` and the rest are zeros (src_bytes 0: all zeros, src is not read).

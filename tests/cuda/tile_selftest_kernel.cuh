@@ -1,17 +1,34 @@
-// The kernel of the tensor-core tile self-test: one warp loads A, K^T and V, runs the mma and
-// stores the products, re-reads two C tiles as an A tile, and loads K^T as an A tile
-// (tests/cuda/tile_selftest.h says what it computes). The GPU test launches it
-// (tests/cuda/tile_selftest.cu), and the CPU test runs it on the emulator of kernels/simt/simt.h
-// (tests/kernels/test_simt.cpp).
+// The kernel of the tensor-core tile self-test: one warp stages A, K and V in shared memory, loads A,
+// K^T and V as tiles (ldmatrix), runs the mma and stores the products, re-reads two C tiles as an A
+// tile, and loads K^T as an A tile (tests/cuda/tile_selftest.h says what it computes). The GPU test
+// launches it (tests/cuda/tile_selftest.cu), and the CPU test runs it on the emulator of
+// kernels/simt/simt.h (tests/kernels/test_simt.cpp).
 #pragma once
 
 #include "kernels/cuda/tile.cuh"
 
 namespace kiln::test {
 
+// The operands in shared memory, where the tiles load from (ldmatrix): rows of 32 and 16 bytes.
+template <typename T> struct alignas(16) TileSelftestOperands {
+  T a[256], k[256], v[128];
+};
+
 template <typename T>
-__global__ void tile_selftest_kernel(const T* a, const T* k, const T* v, float* s, float* av, float* sv, float* kt) {
+__global__ void tile_selftest_kernel(const T* a_in, const T* k_in, const T* v_in, float* s, float* av, float* sv,
+                                     float* kt) {
   using namespace kiln::tile;
+  KILN_SHARED(TileSelftestOperands<T>, in);
+  const int lane = lane_id();
+  for (int i = lane; i < 256; i += kWarp) {
+    in.a[i] = a_in[i];
+    in.k[i] = k_in[i];
+    if (i < 128) in.v[i] = v_in[i];
+  }
+  __syncwarp();
+  const T* const a = in.a;
+  const T* const k = in.k;
+  const T* const v = in.v;
   ATile<T> ta;
   BTile<T> k0, k1, tv;
   load_a(ta, a, 16);

@@ -79,7 +79,7 @@ test::TileSelftest run_tile_selftest(const std::vector<float>& a, const std::vec
     test::tile_selftest_kernel<T>(ra.data(), rk.data(), rv.data(), out.data(), out.data() + 256, out.data() + 384,
                                   out.data() + 512);
   });
-  CHECK(stats.warp_collectives == 6);  // the six mma
+  CHECK(stats.warp_collectives == 6 + 7 + 1);  // the six mma, the seven tile loads (ldmatrix), __syncwarp
   CHECK(stats.collectives_in("kernels/cuda/tile.cuh") == 6);
   return test::split_tile_selftest(out);
 }
@@ -271,6 +271,78 @@ TEST_CASE("simt: the tensor-core tiles' identity probe reads K and V where the m
   REQUIRE(one.size() == 2);
   CHECK(one[0] == "s[0][1] = k(1, 0) read k(2, 0)");
   CHECK(one[1] == "s: 1 elements wrong");
+}
+
+// The tile loads (ldmatrix, one warp collective each) against the fragment maps: every register of
+// every lane holds the two elements a_coord or b_coord place there, read straight from the block,
+// for blocks of rows padded as the attention kernels' are. And the faults: a row not on 16 bytes, a
+// block outside shared memory, lanes at two different loads.
+TEST_CASE("simt: the tile loads through ldmatrix hold what the fragment maps say", "[simt][tile]") {
+  using tile::a_coord;
+  using tile::b_coord;
+  constexpr int kLd = 24;  // a row of 16 elements and the padding, 48 bytes
+  constexpr int kLoads = 4;
+  // Per lane: load_a's 4 registers, load_a_transposed's 4, load_b_transposed's 2, load_b's 2.
+  std::vector<uint32_t> got(32 * 12, 0);
+  std::vector<uint16_t> block(16 * kLd);
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint16_t>(0x3C00 + i);  // distinct ids
+  const auto id = [&](int r, int c) { return static_cast<uint32_t>(block[static_cast<size_t>(r * kLd + c)]); };
+  const simt::LaunchStats stats =
+      simt::launch(config({1, 1, 1}, {32, 1, 1}, Schedule::Lowest, block.size() * 2), [&] {
+        auto* m = static_cast<Half*>(simt::dynamic_smem());
+        const int lane = tile::lane_id();
+        auto* bytes = static_cast<unsigned char*>(simt::dynamic_smem());
+        for (int i = lane; i < 16 * kLd; i += 32) std::memcpy(bytes + 2 * i, &block[static_cast<size_t>(i)], 2);
+        __syncwarp();
+        tile::ATile<Half> a, at;
+        tile::BTile<Half> bt, b;
+        tile::load_a(a, m, kLd);
+        tile::load_a_transposed(at, m, kLd);
+        tile::load_b_transposed(bt, m, kLd);
+        tile::load_b(b, m, kLd);
+        uint32_t* out = &got[static_cast<size_t>(lane * 12)];
+        std::memcpy(out, a.r, 16);
+        std::memcpy(out + 4, at.r, 16);
+        std::memcpy(out + 8, bt.r, 8);
+        std::memcpy(out + 10, b.r, 8);
+      });
+  CHECK(stats.warp_collectives == kLoads + 1);
+  CHECK(stats.collectives_in("kernels/cuda/tile.cuh") == 0);  // ldmatrix counts as the emulator's own
+  int wrong = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    const uint32_t* r = &got[static_cast<size_t>(lane * 12)];
+    for (int j = 0; j < 4; ++j) {
+      const tile::Coord lo = a_coord(lane, 2 * j), hi = a_coord(lane, 2 * j + 1);
+      wrong += r[j] != (id(lo.row, lo.col) | id(hi.row, hi.col) << 16);          // A
+      wrong += r[4 + j] != (id(lo.col, lo.row) | id(hi.col, hi.row) << 16);      // A = M^T
+    }
+    for (int j = 0; j < 2; ++j) {
+      const tile::Coord lo = b_coord(lane, 2 * j), hi = b_coord(lane, 2 * j + 1);
+      wrong += r[8 + j] != (id(lo.col, lo.row) | id(hi.col, hi.row) << 16);   // B = M^T, M [8, 16]
+      wrong += r[10 + j] != (id(lo.row, lo.col) | id(hi.row, hi.col) << 16);  // B
+    }
+  }
+  CHECK(wrong == 0);
+
+  const auto load_at = [&](auto where) {
+    simt::launch(config({1, 1, 1}, {32, 1, 1}, Schedule::Lowest, 1024), [&] {
+      auto* m = static_cast<Half*>(simt::dynamic_smem());
+      tile::ATile<Half> a;
+      where(a, m);
+    });
+  };
+  CHECK_THROWS_WITH(load_at([](tile::ATile<Half>& a, Half* m) { tile::load_a(a, m + 4, 24); }),
+                    Contains("not aligned to 16 bytes") && Contains("tile.cuh"));
+  CHECK_THROWS_WITH(load_at([](tile::ATile<Half>& a, Half* m) { tile::load_a(a, m, 40); }),
+                    Contains("not in the block's shared memory"));
+  std::vector<Half> global(16 * 16);
+  CHECK_THROWS_WITH(load_at([&](tile::ATile<Half>& a, Half*) { tile::load_a(a, global.data(), 16); }),
+                    Contains("not in the block's shared memory"));
+  CHECK_THROWS_WITH(load_at([](tile::ATile<Half>& a, Half* m) {
+                      if (tile::lane_id() < 16) tile::load_a(a, m, 16);
+                      else tile::load_a_transposed(a, m, 16);
+                    }),
+                    Contains("divergent ldmatrix"));
 }
 
 // cp.async on the emulator (kernels/cuda/async_copy.cuh): a copy lands when its thread waits for its
