@@ -335,7 +335,9 @@ __device__ __forceinline__ void add_dq_share(float* dq_acc, const T* k_s, const 
   for (int kk = 0; kk < kBlockRows / kK; ++kk) {
     ATile<T> x[kRowTiles];
 #pragma unroll
-    for (int r = 0; r < kRowTiles; ++r) load_a_transposed(x[r], k_s + kk * kK * kLd + (warp * kRowTiles + r) * kM, kLd);
+    for (int r = 0; r < kRowTiles; ++r) {
+      load_a_transposed(x[r], k_s + kk * kK * kLd + (warp * kRowTiles + r) * kM, kLd);
+    }
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
       BTile<T> y;
@@ -345,13 +347,10 @@ __device__ __forceinline__ void add_dq_share(float* dq_acc, const T* k_s, const 
     }
   }
   // From the lane's first element on, element e of tile n of row block r is e % 2 queries, 8 n queries
-  // and 8 (e / 2) + 16 r columns of dQ further. The first's column, 16 kRowTiles warp + lane / 4, is
-  // written as threadIdx.x / 4 + (16 kRowTiles - 8) warp: the same value, but in the first form (the
-  // dk/dv kernel's key row at kRowTiles 1) ptxas gave the kernel at head dim 64 255 registers, in this
-  // one 186 (sm_90, without dropout; the dk/dv kernel 171).
+  // and 8 (e / 2) + 16 r columns of dQ further.
   const Coord c = c_coord(lane_id(), 0);
   const int64_t i = i0 + c.col;
-  float* const first = dq_acc + (b * p.L + i) * D + static_cast<int>(threadIdx.x) / 4 + warp * (kRowTiles * kM - 8);
+  float* const first = dq_acc + (b * p.L + i) * D + warp * kRowTiles * kM + c.row;
   const int64_t queries_left = p.L - i;
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
@@ -423,7 +422,6 @@ __device__ __forceinline__ void dkv_tc_block(T* dk, T* dv, float* dq_acc, const 
                                  stage_buffer(smem.d, kQueryTile, t));
     if constexpr (kDq) {
       // This warp's 16 rows of dS^T, rounded to T as the A tiles below are, for dQ^T.
-#pragma unroll
       T* const ds_w = smem.ds + warp * kM * kFusedLdFor<D>;
 #pragma unroll
       for (int n = 0; n < kScoreTiles; ++n) store_c(dp[n], ds_w + n * kN, kFusedLdFor<D>);
@@ -462,7 +460,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The fused backward (above, and attention_wgmma_backward.cuh) sums dQ over its blocks of keys in
-// float32 with atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes everything else:
+// float32 with atomic adds, into `dq_acc` ([batch, L, D], dense), around one kernel that computes
+// everything else:
 //   attention_backward_rows_kernel       before: D_i = dO_i . O_i per query row into d_rows
 //                                        (lane_dout_dot_out, as the dq kernels) and the row's dq_acc
 //                                        zeroed;

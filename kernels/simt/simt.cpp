@@ -695,8 +695,8 @@ void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where
   const auto* given = static_cast<const Given*>(warp_gather(&mine, sizeof(mine)));
   for (int i = 0; i < kWarp; ++i) {
     if (!same_site(given[i].where, where)) {
-      fail(l, "divergent ldmatrix: lane " + std::to_string(lane) + " at " + site(where) + ", lane " + std::to_string(i) +
-                  " at " + site(given[i].where));
+      fail(l, "divergent ldmatrix: lane " + std::to_string(lane) + " at " + site(where) + ", lane " +
+                  std::to_string(i) + " at " + site(given[i].where));
     }
   }
   const auto element = [&](int matrix, int r, int c) {

@@ -23,6 +23,16 @@ template <typename T> struct WgmmaSelftestSmem {
         v(c.take<T>(kWgK * kWgN, 1024)) {}
 };
 
+// An A tile from a row-major [16, 16] block in global memory, through the fragment map (tile.cuh's
+// load_a reads shared memory, with ldmatrix): mma_rs's A in registers, as mma.sync's A tile.
+template <typename T> __device__ __forceinline__ void a_tile_from(tile::ATile<T>& t, const T* src, int ld) {
+  const int lane = tile::lane_id();
+  for (int j = 0; j < tile::kAElems / 2; ++j) {
+    const tile::Coord lo = tile::a_coord(lane, 2 * j), hi = tile::a_coord(lane, 2 * j + 1);
+    t.r[j] = tile::pack2(src[lo.row * ld + lo.col], src[hi.row * ld + hi.col]);
+  }
+}
+
 // Writes this thread's accumulator tiles of a [64, 8 N] product to row-major `out` (leading dim ld).
 template <int N> __device__ __forceinline__ void store_accumulators(const tile::CTile (&d)[N], float* out, int ld) {
   const int warp = static_cast<int>(threadIdx.x) / tile::kWarp;
@@ -59,7 +69,7 @@ __global__ void wgmma_selftest_kernel(const T* a, const T* b, const T* v, float*
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   constexpr int kSteps = kWgK / wgmma::kK;
   ATile<T> ra[kSteps];
-  for (int k = 0; k < kSteps; ++k) load_a(ra[k], a + warp * kM * kWgK + k * kK, kWgK);
+  for (int k = 0; k < kSteps; ++k) a_tile_from(ra[k], a + warp * kM * kWgK + k * kK, kWgK);
 
   CTile cs[kWgRows / kN], cav[kWgN / kN], chi[kWgRows / kN], csv[kWgN / kN], ctb[kWgRows / kN];
   wgmma::fence();
