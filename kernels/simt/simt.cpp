@@ -675,14 +675,18 @@ void copy_async(void* dst, const void* src, size_t bytes, size_t src_bytes, Site
 
 void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where) {
   Launch& l = running("an ldmatrix");
-  const std::string what = "ldmatrix of " + std::to_string(count) + " matrices at " + site(where);
-  if (count != 1 && count != 2 && count != 4) fail(l, what + ": it loads 1, 2 or 4 matrices");
+  // The messages are built only to fail: a string held across the gather below would be left on the
+  // stacks of the lanes a failing launch never resumes (and it costs time on every load).
+  const auto what = [&] { return "ldmatrix of " + std::to_string(count) + " matrices at " + site(where); };
+  if (count != 1 && count != 2 && count != 4) fail(l, what() + ": it loads 1, 2 or 4 matrices");
   const int lane = self(l).linear % kWarp;
   if (lane < 8 * count) {
-    const std::string row_of = what + ": lane " + std::to_string(lane) + "'s row (row " + std::to_string(lane % 8) +
-                               " of matrix " + std::to_string(lane / 8) + ")";
-    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail(l, row_of + " is not aligned to 16 bytes");
-    if (!in_shared(l, row, 16)) fail(l, row_of + " is not in the block's shared memory");
+    const auto row_of = [&] {
+      return what() + ": lane " + std::to_string(lane) + "'s row (row " + std::to_string(lane % 8) + " of matrix " +
+             std::to_string(lane / 8) + ")";
+    };
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail(l, row_of() + " is not aligned to 16 bytes");
+    if (!in_shared(l, row, 16)) fail(l, row_of() + " is not in the block's shared memory");
   }
   // The collective is the emulator's own (counted at this line, not at the kernel's: a test that counts
   // a file's collectives counts its mma alone); each lane's site comes with its row, and the lanes'
