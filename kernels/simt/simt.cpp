@@ -688,14 +688,16 @@ void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where
     if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail(l, row_of() + " is not aligned to 16 bytes");
     if (!in_shared(l, row, 16)) fail(l, row_of() + " is not in the block's shared memory");
   }
-  // The collective is the emulator's own (counted at this line, not at the kernel's: a test that counts
-  // a file's collectives counts its mma alone); each lane's site comes with its row, and the lanes'
-  // must agree, as a collective's.
+  // Each lane gives its row's bytes, read as it arrives, so that the warp's loads are done before any
+  // lane goes on (and can write over what another lane has yet to read), and its site: the lanes'
+  // must agree, as a collective's. The collective is the emulator's own (counted at this line, not at
+  // the kernel's: a test that counts a file's collectives counts its mma alone).
   struct Given {
-    const unsigned char* row;
+    unsigned char bytes[16];
     Site where;
   };
-  const Given mine{static_cast<const unsigned char*>(row), where};
+  Given mine{{}, where};
+  if (lane < 8 * count) std::memcpy(mine.bytes, row, sizeof(mine.bytes));
   const auto* given = static_cast<const Given*>(warp_gather(&mine, sizeof(mine)));
   for (int i = 0; i < kWarp; ++i) {
     if (!same_site(given[i].where, where)) {
@@ -705,7 +707,7 @@ void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where
   }
   const auto element = [&](int matrix, int r, int c) {
     uint16_t v;
-    std::memcpy(&v, given[8 * matrix + r].row + 2 * c, sizeof(v));
+    std::memcpy(&v, given[8 * matrix + r].bytes + 2 * c, sizeof(v));
     return static_cast<uint32_t>(v);
   };
   const int a = lane / 4, b = 2 * (lane % 4);

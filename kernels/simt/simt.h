@@ -132,8 +132,9 @@ int lane();
 // 16-bit elements, each row 16 contiguous bytes. Lane l gives the address of row l % 8 of matrix
 // l / 8 (lanes from 8 count on give one that is not read), and gets in regs[i] two elements of
 // matrix i: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the first in the low half; with `trans`,
-// the matrix transposed: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. One warp collective.
-// Throws on a row that is not 16-byte aligned or not in the block's shared memory.
+// the matrix transposed: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. One warp collective: each
+// lane reads its row as it arrives, and none goes on before all have. Throws on a row that is not
+// 16-byte aligned or not in the block's shared memory, and on lanes at two different loads.
 void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where = Site::here());
 
 // Asynchronous copies from global to shared memory (cp.async, kernels/cuda/async_copy.cuh):

@@ -275,8 +275,9 @@ TEST_CASE("simt: the tensor-core tiles' identity probe reads K and V where the m
 
 // The tile loads (ldmatrix, one warp collective each) against the fragment maps: every register of
 // every lane holds the two elements a_coord or b_coord place there, read straight from the block,
-// for blocks of rows padded as the attention kernels' are. And the faults: a row not on 16 bytes, a
-// block outside shared memory, lanes at two different loads.
+// for blocks of rows padded as the attention kernels' are, and the warp's loads are done when the
+// first lane goes on (which clears the block here). And the faults: a row not on 16 bytes, a block
+// outside shared memory, lanes at two different loads.
 TEST_CASE("simt: the tile loads through ldmatrix hold what the fragment maps say", "[simt][tile]") {
   using tile::a_coord;
   using tile::b_coord;
@@ -300,6 +301,7 @@ TEST_CASE("simt: the tile loads through ldmatrix hold what the fragment maps say
         tile::load_a_transposed(at, m, kLd);
         tile::load_b_transposed(bt, m, kLd);
         tile::load_b(b, m, kLd);
+        if (lane == 0) std::memset(bytes, 0, 16 * kLd * 2);  // the first lane to go on, under Lowest
         uint32_t* out = &got[static_cast<size_t>(lane * 12)];
         std::memcpy(out, a.r, 16);
         std::memcpy(out + 4, at.r, 16);
