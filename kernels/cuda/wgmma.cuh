@@ -191,12 +191,14 @@ inline void fence_async_smem() { simt::fence_proxy_async(); }
 template <int kTiles> void settle(CTile (&)[kTiles]) {}
 
 namespace host {
-// Operand element at a shared address (an offset into the block's dynamic shared memory), as float.
-template <typename T> float smem_at(uint32_t address) {
+// Operand element at a shared address (an offset into the block's dynamic shared memory, which
+// starts at `smem`), as float.
+template <typename T> float smem_at(const char* smem, uint32_t address) {
   T t;
-  std::memcpy(static_cast<void*>(&t), reinterpret_cast<const char*>(tile::dynamic_smem()) + address, sizeof(T));
+  std::memcpy(static_cast<void*>(&t), smem + address, sizeof(T));
   return static_cast<float>(t);
 }
+inline const char* smem_base() { return reinterpret_cast<const char*>(tile::dynamic_smem()); }
 // The swizzle modes the emulator reads (wgmma_layout.h): none and 128-byte; the 64- and 32-byte ones
 // would be misread, so they are faults.
 inline void check_swizzle(uint64_t d) {
@@ -205,29 +207,33 @@ inline void check_swizzle(uint64_t d) {
                 " (64- or 32-byte), which the emulator does not model");
   }
 }
-// This thread's accumulator element i of N / 2: tile i / 4, its element i % 4.
+// This thread's accumulator element i of N / 2: tile i / 4, its element i % 4. (The thread's warp
+// and lane are taken once: each read of threadIdx asks the emulator for the running thread.)
 struct Out {
   int row, col;  // row within the warpgroup's 64, column within N
 };
-inline Out out_coord(int i) {
-  const int warp = static_cast<int>(threadIdx.x) / 32 % kWarps;
-  const tile::Coord c = tile::c_coord(tile::lane_id(), i % 4);
-  return {16 * warp + c.row, 8 * (i / 4) + c.col};
-}
+struct OutCoords {
+  int warp = static_cast<int>(threadIdx.x) / 32 % kWarps, lane = tile::lane_id();
+  Out operator()(int i) const {
+    const tile::Coord c = tile::c_coord(lane, i % 4);
+    return {16 * warp + c.row, 8 * (i / 4) + c.col};
+  }
+};
+inline Out out_coord(int i) { return OutCoords{}(i); }
 
 // The async proxy reads the 16-byte chunk at a shared address (simt::async_proxy_read): a chunk
 // changed by plain stores with no fence_async_smem since is a fault.
-inline void proxy_read(uint32_t address, simt::Site where) {
-  simt::async_proxy_read(reinterpret_cast<const char*>(tile::dynamic_smem()) + (address & ~15u), 16, where);
+inline void proxy_read(const char* smem, uint32_t address, simt::Site where) {
+  simt::async_proxy_read(smem + (address & ~15u), 16, where);
 }
 // What a warp's share of an instruction reads of an operand, chunk by chunk, checked by its first lane
 // at its landing: the 16 elements of K of row `mn` (K-major: two chunks), or of column `mn` (MN-major:
 // 8 elements of M/N a chunk, one chunk per element of K).
-inline void proxy_read_k_major(uint64_t d, int mn, simt::Site where) {
-  for (int k = 0; k < kK; k += kCore) proxy_read(k_major_address(d, mn, k), where);
+inline void proxy_read_k_major(const char* smem, uint64_t d, int mn, simt::Site where) {
+  for (int k = 0; k < kK; k += kCore) proxy_read(smem, k_major_address(d, mn, k), where);
 }
-inline void proxy_read_mn_major(uint64_t d, int mn, simt::Site where) {
-  for (int k = 0; k < kK; ++k) proxy_read(mn_major_address(d, mn, k), where);
+inline void proxy_read_mn_major(const char* smem, uint64_t d, int mn, simt::Site where) {
+  for (int k = 0; k < kK; ++k) proxy_read(smem, mn_major_address(d, mn, k), where);
 }
 // The warp's 16 rows of A (when A is in shared memory, K-major or with a_mn_major MN-major) and all N
 // rows of B.
@@ -235,16 +241,17 @@ template <int N>
 void proxy_read_operands(uint64_t a, bool a_in_smem, bool a_mn_major, uint64_t b, bool b_mn_major,
                          simt::Site where) {
   if (simt::lane() != 0) return;
+  const char* const smem = smem_base();
   if (a_in_smem) {
     const int row0 = out_coord(0).row;  // the warp's first row: lane 0's
     for (int r = row0; r < row0 + tile::kM; r += a_mn_major ? kCore : 1) {
-      if (a_mn_major) proxy_read_mn_major(a, r, where);
-      else proxy_read_k_major(a, r, where);
+      if (a_mn_major) proxy_read_mn_major(smem, a, r, where);
+      else proxy_read_k_major(smem, a, r, where);
     }
   }
   for (int n = 0; n < N; n += b_mn_major ? kCore : 1) {
-    if (b_mn_major) proxy_read_mn_major(b, n, where);
-    else proxy_read_k_major(b, n, where);
+    if (b_mn_major) proxy_read_mn_major(smem, b, n, where);
+    else proxy_read_k_major(smem, b, n, where);
   }
 }
 
@@ -331,12 +338,14 @@ void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Si
       &d[0].r[0], N / 2, accumulate,
       [a, b, where](float* out) {
         host::proxy_read_operands<N>(a, true, kTransA, b, kTransB, where);
+        const char* const smem = host::smem_base();
+        const host::OutCoords coords;
         for (int i = 0; i < N / 2; ++i) {
-          const host::Out o = host::out_coord(i);
+          const host::Out o = coords(i);
           for (int k = 0; k < kK; ++k) {
             const uint32_t at_a = kTransA ? mn_major_address(a, o.row, k) : k_major_address(a, o.row, k);
             const uint32_t at_b = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
-            out[i] += host::smem_at<T>(at_a) * host::smem_at<T>(at_b);
+            out[i] += host::smem_at<T>(smem, at_a) * host::smem_at<T>(smem, at_b);
           }
         }
       },
@@ -359,13 +368,15 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate, s
       &d[0].r[0], N / 2, accumulate,
       [all = std::move(all), b, where](float* out) {
         host::proxy_read_operands<N>(0, false, false, b, kTransB, where);
+        const char* const smem = host::smem_base();
+        const host::OutCoords coords;
         for (int i = 0; i < N / 2; ++i) {
-          const host::Out o = host::out_coord(i);
+          const host::Out o = coords(i);
           const int row = o.row % 16;  // within this warp's A tile
           for (int k = 0; k < kK; ++k) {
             const tile::host::Owner w = a_owner.at[row][k];
             const uint32_t at = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
-            out[i] += all[static_cast<size_t>(w.lane)].a[w.elem] * host::smem_at<T>(at);
+            out[i] += all[static_cast<size_t>(w.lane)].a[w.elem] * host::smem_at<T>(smem, at);
           }
         }
       },
