@@ -210,9 +210,9 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
     CHECK(first[i].to_vector_double() == second[i].to_vector_double());
     CHECK(worst_ratio(first[i], scalar[i], 4 * tol, tol) <= 1.0);
   }
-  // The fused backward (the switch is read when the backward runs; set for the rest of the test): dK
-  // and dV the same bits as the two kernels' (the same products in the same order), dQ summed over the
-  // blocks of keys with atomic adds: near, not necessarily the same bits.
+  // The fused backward (the switch is read when the backward runs): dK and dV the same bits as the two
+  // kernels' (the same products in the same order), dQ summed over the blocks of keys with atomic
+  // adds: near, not necessarily the same bits.
   const auto check_fused = [&](const std::vector<Tensor>& fused, const std::vector<Tensor>& two_kernels) {
     CHECK(worst_ratio(fused[0], scalar[0], 4 * tol, tol) <= 1.0);
     CHECK(fused[1].to_vector_double() == two_kernels[1].to_vector_double());
