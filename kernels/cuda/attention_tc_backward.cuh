@@ -312,6 +312,28 @@ template <typename T, int D> struct FusedSmem : DkvSmem<T, D> {
       : DkvSmem<T, D>(c), ds(c.take<T>(kBlockRows * kFusedLdFor<D>)) {}
 };
 
+// Adds this lane's elements of a [16, 8 N] block of dQ^T, held as accumulator tiles, to dq_acc with
+// atomic adds: the block's rows are dQ's columns from col0 on, its columns the queries from i0 on
+// (of batch entry b); queries from L on are not there. From the lane's first element on, element e of
+// tile n is e % 2 queries, 8 n queries and 8 (e / 2) columns further. Both fused backwards' adds.
+template <int D, int N>
+__device__ __forceinline__ void add_dq_transposed(float* dq_acc, const tile::CTile (&x)[N], const TcParams& p,
+                                                  int64_t b, int64_t i0, int col0) {
+  using namespace tile;
+  const Coord c = c_coord(lane_id(), 0);
+  const int64_t i = i0 + c.col;
+  float* const first = dq_acc + (b * p.L + i) * D + col0 + c.row;
+  const int64_t queries_left = p.L - i;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int e = 0; e < kCElems; ++e) {
+      const int q = n * kN + e % 2;
+      if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8, x[n].r[e]);
+    }
+  }
+}
+
 // The fused backward's share of dQ for one query tile from i0 on: dQ^T = K^T dS^T over the block's
 // 64 keys (K staged at k_s, dS^T at ds_s), this warp's rows of it (dQ's columns 16 (kRowTiles warp + r)
 // on, r < kRowTiles: all of D over the 4 warps), added to dq_acc's rows b L + i with atomic adds;
@@ -346,23 +368,8 @@ __device__ __forceinline__ void add_dq_share(float* dq_acc, const T* k_s, const 
       for (int r = 0; r < kRowTiles; ++r) mma(acc[r][n], x[r], y);
     }
   }
-  // From the lane's first element on, element e of tile n of row block r is e % 2 queries, 8 n queries
-  // and 8 (e / 2) + 16 r columns of dQ further.
-  const Coord c = c_coord(lane_id(), 0);
-  const int64_t i = i0 + c.col;
-  float* const first = dq_acc + (b * p.L + i) * D + warp * kRowTiles * kM + c.row;
-  const int64_t queries_left = p.L - i;
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < kCElems; ++e) {
-        const int q = n * kN + e % 2;
-        if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + r * kM, acc[r][n].r[e]);
-      }
-    }
-  }
+  for (int r = 0; r < kRowTiles; ++r) add_dq_transposed<D>(dq_acc, acc[r], p, b, i0, (warp * kRowTiles + r) * kM);
 }
 
 // The dk/dv kernel's block (kDq false), or the fused backward's (kDq: its share of dQ too, into dq_acc).

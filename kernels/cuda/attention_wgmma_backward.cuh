@@ -462,25 +462,14 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
     wgmma::settle(acc_v);
     wgmma::settle(acc_k);
     if constexpr (kDq) {
-      // This thread's elements of dQ^T, (column d of dQ, query), added to row i0 + query of dq_acc:
-      // from the lane's first element on, element e of tile n of block m is e % 2 queries, 8 n queries
-      // and 8 (e / 2) + 64 m columns further; queries from L on are not there.
-      const Coord c = c_coord(lane_id(), 0);
-      const int64_t i = i_begin + static_cast<int64_t>(t) * kQueryTile + c.col;
-      float* const first = dq_acc + (b * p.L + i) * D + warp % wgmma::kWarps * kM + c.row;
-      const int64_t queries_left = p.L - i;
+      // This warp's 16 rows of each of the warpgroup's blocks of dQ^T: dQ's columns 64 m + 16 (warp % 4)
+      // on, added to the tile's query rows of dq_acc.
+      const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
 #pragma unroll
       for (int mm = 0; mm < kQBlocks; ++mm) {
         wgmma::settle(acc_q[mm]);
         const int m = mm * kGroups + group;
-#pragma unroll
-        for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-          for (int e = 0; e < kCElems; ++e) {
-            const int q = n * kN + e % 2;
-            if (q < queries_left) atomicAdd(first + q * D + (e / 2) * 8 + m * wgmma::kM, acc_q[mm][n].r[e]);
-          }
-        }
+        add_dq_transposed<D>(dq_acc, acc_q[mm], p, b, i0, m * wgmma::kM + warp % wgmma::kWarps * kM);
       }
     }
   };

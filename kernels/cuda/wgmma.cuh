@@ -219,7 +219,6 @@ struct OutCoords {
     return {16 * warp + c.row, 8 * (i / 4) + c.col};
   }
 };
-inline Out out_coord(int i) { return OutCoords{}(i); }
 
 // The async proxy reads the 16-byte chunk at a shared address (simt::async_proxy_read): a chunk
 // changed by plain stores with no fence_async_smem since is a fault.
@@ -243,7 +242,7 @@ void proxy_read_operands(uint64_t a, bool a_in_smem, bool a_mn_major, uint64_t b
   if (simt::lane() != 0) return;
   const char* const smem = smem_base();
   if (a_in_smem) {
-    const int row0 = out_coord(0).row;  // the warp's first row: lane 0's
+    const int row0 = OutCoords{}(0).row;  // the warp's first row: lane 0's
     for (int r = row0; r < row0 + tile::kM; r += a_mn_major ? kCore : 1) {
       if (a_mn_major) proxy_read_mn_major(smem, a, r, where);
       else proxy_read_k_major(smem, a, r, where);
