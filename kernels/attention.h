@@ -61,8 +61,10 @@ struct AttentionArgs {
   // With `tensor_cores` (on mma.sync, or on wgmma with `wgmma`), the backward as one kernel that
   // computes dK, dV and dQ's share of each block of keys (five tile products where the two kernels take
   // seven), summing dQ in float32 with atomic adds, so its last bits vary between runs; false: the two
-  // kernels, deterministic.
+  // kernels, deterministic. On wgmma with `wgmma_dq_reduce`, the blocks add their shares of dQ with
+  // tensor reductions (TMA) where the driver makes the map, else with atomics.
   bool fused_backward = false;
+  bool wgmma_dq_reduce = true;
   // Under causal the tensor-core kernels take their blocks longest first (the forward and dq kernels
   // their last query rows first, the dk/dv kernels their first keys), or with false in order.
   bool longest_first = true;
@@ -164,22 +166,25 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
 // attention_backward_tc (the backward given their scratch rows of D), which hand them over when
 // a.wgmma is set and attention_wgmma_available() (the build has them, and the current device is of
 // compute capability 9.0). Callers go through the _tc functions, which decide. The forward returns
-// whether its producer loaded with tensor copies (TMA).
+// whether its producer loaded with tensor copies (TMA), the backward whether the fused kernel added
+// dQ with tensor reductions.
 bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k, const void* v,
                              const AttentionArgs& a, const KernelContext& ctx);
-void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+bool attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                               const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
                               const KernelContext& ctx);
 bool attention_wgmma_available();
 // Launches of the tensor-core forward and backward in this process (both kinds; of these, the wgmma
-// ones; of the wgmma forwards, those whose producer loaded with TMA), so a test can see that they ran
-// (0 in a build without CUDA: kernels/twins.cpp).
+// ones; of the wgmma forwards, those whose producer loaded with TMA; of the fused wgmma backwards,
+// those that added dQ with tensor reductions), so a test can see that they ran (0 in a build without
+// CUDA: kernels/twins.cpp).
 int64_t attention_tc_launches();
 int64_t attention_wgmma_launches();
 int64_t attention_wgmma_tma_launches();
 int64_t attention_tc_backward_launches();
 int64_t attention_wgmma_backward_launches();
 int64_t attention_fused_backward_launches();  // of the tensor-core backwards, the fused ones
+int64_t attention_wgmma_dq_reduce_launches();
 
 namespace kernels {
 KILN_KERNEL(attention_forward);

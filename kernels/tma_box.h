@@ -5,7 +5,8 @@
 //
 //   Box          the base address; the sizes of five dimensions in elements, innermost first (unused
 //                ones 1); their strides in bytes (dimension 0's is the element's size: it is
-//                contiguous); the box's extent in each; whether it lands with the 128-byte swizzle
+//                contiguous); the box's extent in each; whether it lands with the 128-byte swizzle;
+//                whether its elements are float32 (a reduction's add needs the map to say so)
 //   invalid(b)   "" when the box keeps the driver's rules for a tiled map without interleave,
 //                else the rule it breaks
 #pragma once
@@ -28,6 +29,9 @@ struct Box {
   // extent, at most 128 bytes, each 16-byte chunk c of the r-th 128 bytes at chunk c ^ (r % 8)
   // (wgmma::swizzle128, kernels/wgmma_layout.h). The destination starts on 1024 bytes.
   bool swizzle128 = false;
+  // The elements are float32 (CU_TENSOR_MAP_DATA_TYPE_FLOAT32), which a tensor reduction's add needs;
+  // else they are bits of elem_bytes() (the copies' maps), which an add would sum as integers.
+  bool float32 = false;
 
   KILN_HD constexpr uint32_t elem_bytes() const { return static_cast<uint32_t>(strides[0]); }
   KILN_HD constexpr uint32_t box_bytes() const {
@@ -40,7 +44,8 @@ struct Box {
 // The driver's rules (cuTensorMapEncodeTiled's documentation), which the emulator keeps too: a
 // 16-byte aligned base; elements of 1, 2, 4 or 8 bytes; sizes 1 .. 2^32; the outer dimensions'
 // strides multiples of 16 bytes below 2^40; box extents 1 .. 256 (a box may run past the tensor's
-// ends), the innermost one a multiple of 16 bytes, and with the swizzle at most 128.
+// ends), the innermost one a multiple of 16 bytes, and with the swizzle at most 128; float32
+// elements of 4 bytes.
 inline std::string invalid(const Box& b) {
   if (reinterpret_cast<uintptr_t>(b.base) % 16 != 0) return "the base is not aligned to 16 bytes";
   const uint64_t e = b.strides[0];
@@ -55,6 +60,7 @@ inline std::string invalid(const Box& b) {
   }
   if (b.box[0] * e % 16 != 0) return "the box's innermost extent is not a multiple of 16 bytes";
   if (b.swizzle128 && b.box[0] * e > 128) return "the box's innermost extent is over the swizzle's 128 bytes";
+  if (b.float32 && e != 4) return "float32 elements of " + std::to_string(e) + " bytes";
   return "";
 }
 

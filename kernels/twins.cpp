@@ -59,6 +59,7 @@ bool attention_wgmma_available() { return false; }
 int64_t attention_tc_backward_launches() { return 0; }
 int64_t attention_wgmma_backward_launches() { return 0; }
 int64_t attention_fused_backward_launches() { return 0; }
+int64_t attention_wgmma_dq_reduce_launches() { return 0; }
 #endif
 
 }  // namespace kiln

@@ -39,6 +39,8 @@ MathSwitches& math_switches() {
     m.attention_wgmma_swizzle = swizzle == nullptr || std::string(swizzle) != "0";
     const char* fused = std::getenv("KILN_ATTENTION_FUSED_BACKWARD");
     m.attention_fused_backward = fused != nullptr && std::string(fused) == "1";
+    const char* dq_reduce = std::getenv("KILN_ATTENTION_WGMMA_DQ_REDUCE");
+    m.attention_wgmma_dq_reduce = dq_reduce == nullptr || std::string(dq_reduce) != "0";
     const char* longest = std::getenv("KILN_ATTENTION_LONGEST_FIRST");
     m.attention_longest_first = longest == nullptr || std::string(longest) != "0";
     const char* section = std::getenv("KILN_ATTENTION_ORDER_SECTION");

@@ -175,6 +175,11 @@ struct MathSwitches {
   // float32 atomic adds, so not bit-for-bit deterministic; false: the two deterministic kernels. Off
   // until a GPU run has measured it; KILN_ATTENTION_FUSED_BACKWARD=1 turns it on at start.
   bool attention_fused_backward = false;
+  // With attention_fused_backward on wgmma, the blocks add their shares of dQ with tensor reductions
+  // (TMA: a block stages its share of a query tile in shared memory, one thread hands it to the copy
+  // engine) where the driver makes the map; false: with atomic adds, to measure what the reductions
+  // are worth. KILN_ATTENTION_WGMMA_DQ_REDUCE=0 turns it off at start.
+  bool attention_wgmma_dq_reduce = true;
   // With attention_tensor_cores and causal, the kernels start their blocks longest first (the forward
   // and dq kernels their last query rows, which see the most keys; the dk/dv kernels their first keys);
   // false: in order, to measure what the order is worth. KILN_ATTENTION_LONGEST_FIRST=0 turns it off

@@ -113,6 +113,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   a.wgmma_tma = cuda::math_switches().attention_wgmma_tma;
   a.wgmma_swizzle = cuda::math_switches().attention_wgmma_swizzle;
   a.fused_backward = cuda::math_switches().attention_fused_backward;
+  a.wgmma_dq_reduce = cuda::math_switches().attention_wgmma_dq_reduce;
   a.longest_first = cuda::math_switches().attention_longest_first;
   if (a.tensor_cores && a.causal && a.longest_first) {
     const int64_t section = cuda::math_switches().attention_order_section;

@@ -3,6 +3,7 @@
 // (attention_wgmma.cu) where the arguments ask for it, the build has it and the device runs it. Which
 // calls come here: attention_tc_backward_fits (kernels/attention.cpp).
 #include <atomic>
+#include <tuple>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc_backward.cuh"
@@ -31,15 +32,17 @@ struct MmaSyncBackward {
   }
   template <int D> static constexpr int fused_threads() { return kBlockThreads; }
   template <int D> static constexpr int fused_keys() { return kBlockRows; }
+  template <int D> static std::tuple<> fused_extra(const AttentionArgs&, const TcParams&, float*) { return {}; }
 };
 
-std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0}, g_fused_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgmma_launches{0}, g_fused_launches{0}, g_dq_reduce_launches{0};
 
 }  // namespace
 
 int64_t attention_tc_backward_launches() { return g_launches.load(); }
 int64_t attention_wgmma_backward_launches() { return g_wgmma_launches.load(); }
 int64_t attention_fused_backward_launches() { return g_fused_launches.load(); }
+int64_t attention_wgmma_dq_reduce_launches() { return g_dq_reduce_launches.load(); }
 
 void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                            const void* q, const void* k, const void* v, const AttentionArgs& a,
@@ -51,7 +54,9 @@ void attention_backward_tc(void* dq, void* dk, void* dv, const void* dout, const
 #if defined(KILN_WITH_SM90A)
   if (a.wgmma && attention_wgmma_available()) {
     g_wgmma_launches.fetch_add(1);
-    attention_backward_wgmma(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+    if (attention_backward_wgmma(dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx)) {
+      g_dq_reduce_launches.fetch_add(1);
+    }
     return;
   }
 #endif

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 #include "kernels/attention.h"
@@ -548,9 +549,11 @@ void launch_backward(void* dq, void* dk, void* dv, const void* dout, const void*
 // row, in the op's workspace), Kernels::fused<T, D, kDropout>() over blocks of Kernels::fused_keys<D>()
 // keys with Kernels::fused_threads<D>() threads each and the shared memory FusedS<T, D> carves, then the
 // finish kernel (dQ rounded from the accumulator). On mma.sync (attention_tc_backward.cu) and on wgmma
-// (attention_wgmma.cu) alike.
+// (attention_wgmma.cu) alike. The fused kernel's parameters end with what
+// Kernels::fused_extra<D>(a, p, dq_acc) returns, a tuple (on wgmma the map of its dQ reductions), which
+// this returns.
 template <template <typename, int> class FusedS, typename Kernels>
-void launch_fused_backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+auto launch_fused_backward(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                            const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
                            const KernelContext& ctx) {
   const TcParams p = make_tc_params(a, q, k, v, dout);
@@ -559,19 +562,25 @@ void launch_fused_backward(void* dq, void* dk, void* dv, const void* dout, const
   auto* dq_acc = static_cast<float*>(ctx.workspace(static_cast<size_t>(a.batch * a.L * a.E) * sizeof(float)));
   const auto row_blocks = static_cast<unsigned>((a.batch * a.L + kRowWarps - 1) / kRowWarps);
   constexpr int kRowThreads = kRowWarps * tile::kWarp;
+  decltype(Kernels::template fused_extra<64>(a, p, dq_acc)) extra{};
   dispatch(a.dtype, a.E, [&]<typename T, int D>() {
     attention_backward_rows_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(
         d_rows, dq_acc, static_cast<const T*>(dout), static_cast<const T*>(out), p);
     cuda_detail::check_launch(op);
+    extra = Kernels::template fused_extra<D>(a, p, dq_acc);
     const auto go = [&]<bool kDropout>() {
       const auto kernel = Kernels::template fused<T, D, kDropout>();
       const size_t bytes = smem_bytes<FusedS<T, D>>();
       cuda_detail::allow_dynamic_smem(kernel, bytes, op, "head dim " + std::to_string(D));
       const TcGrid g = tc_grid(p, p.S, Kernels::template fused_keys<D>());
-      kernel<<<dim3(g.x, g.y, g.z), Kernels::template fused_threads<D>(), bytes, s>>>(
-          static_cast<T*>(dk), static_cast<T*>(dv), dq_acc, static_cast<const T*>(dout),
-          static_cast<const float*>(lse), d_rows, static_cast<const T*>(q), static_cast<const T*>(k),
-          static_cast<const T*>(v), p);
+      std::apply(
+          [&](const auto&... more) {
+            kernel<<<dim3(g.x, g.y, g.z), Kernels::template fused_threads<D>(), bytes, s>>>(
+                static_cast<T*>(dk), static_cast<T*>(dv), dq_acc, static_cast<const T*>(dout),
+                static_cast<const float*>(lse), d_rows, static_cast<const T*>(q), static_cast<const T*>(k),
+                static_cast<const T*>(v), p, more...);
+          },
+          extra);
       cuda_detail::check_launch(op);
     };
     if (p.dropout) go.template operator()<true>();
@@ -579,6 +588,7 @@ void launch_fused_backward(void* dq, void* dk, void* dv, const void* dout, const
     attention_backward_dq_finish_kernel<T, D><<<row_blocks, kRowThreads, 0, s>>>(static_cast<T*>(dq), dq_acc, p);
     cuda_detail::check_launch(op);
   });
+  return extra;
 }
 #endif
 

@@ -4,6 +4,7 @@
 // compute capability 9.0 only (kernels/CMakeLists.txt); attention_forward_tc (attention_tc.cu) and
 // attention_backward_tc (attention_tc_backward.cu) call it there when AttentionArgs::wgmma asks.
 #include <string>
+#include <tuple>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_wgmma_backward.cuh"
@@ -65,6 +66,12 @@ struct WgmmaBackward {
   }
   template <int D> static constexpr int fused_threads() { return attention_tc::kFusedThreads<D>; }
   template <int D> static constexpr int fused_keys() { return attention_tc::kFusedKeys<D>; }
+  // Its dQ added by tensor reductions where asked for and the map can be made (else atomics).
+  template <int D>
+  static std::tuple<attention_tc::WgmmaDqReduce> fused_extra(const AttentionArgs& a, const attention_tc::TcParams& p,
+                                                             float* dq_acc) {
+    return {attention_tc::make_dq_reduce(p, D, dq_acc, a.wgmma_dq_reduce)};
+  }
 };
 
 }  // namespace
@@ -75,15 +82,17 @@ bool attention_forward_wgmma(void* out, void* lse, const void* q, const void* k,
                          : forward_in<wgmma::Order::kPieces>(out, lse, q, k, v, a, ctx);
 }
 
-void attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
+bool attention_backward_wgmma(void* dq, void* dk, void* dv, const void* dout, const void* out, const void* lse,
                               const void* q, const void* k, const void* v, float* d_rows, const AttentionArgs& a,
                               const KernelContext& ctx) {
   if (a.fused_backward) {
-    return attention_tc::launch_fused_backward<attention_tc::WgmmaFusedSmem, WgmmaBackward>(
+    const auto extra = attention_tc::launch_fused_backward<attention_tc::WgmmaFusedSmem, WgmmaBackward>(
         dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+    return std::get<0>(extra).on;
   }
   attention_tc::launch_backward<attention_tc::WgmmaDqSmem, attention_tc::WgmmaDkvSmem, WgmmaBackward>(
       dq, dk, dv, dout, out, lse, q, k, v, d_rows, a, ctx);
+  return false;
 }
 
 }  // namespace kiln

@@ -19,9 +19,13 @@
 //
 // And a third way, the fused kernel (AttentionArgs::fused_backward): the dk/dv kernel's blocks also
 // compute their share of dQ, dQ^T = K^T dS^T over the block's 64 keys, and add it to a float32
-// accumulator with atomic adds; P^T and dS^T go through shared memory, where dV += P^T dO, dK +=
-// dS^T Q and dQ^T read them. Five tile products where the two kernels take seven, and one pass over
-// the operands; the price is the atomics, and dQ's last bits vary from run to run.
+// accumulator; P^T and dS^T go through shared memory, where dV += P^T dO, dK += dS^T Q and dQ^T read
+// them. Five tile products where the two kernels take seven, and one pass over the operands; the
+// price is the adds to the accumulator, whose order varies, so dQ's last bits vary from run to run.
+// The adds are tensor reductions (TMA's cp.reduce.async.bulk.tensor): per query tile the block stages
+// its share of dQ in shared memory and one thread hands it to the copy engine, which adds it to the
+// accumulator while the block goes on (AttentionArgs::wgmma_dq_reduce; else, or where the map cannot
+// be made, each thread adds its elements with atomics, as on mma.sync).
 //
 // Selected with the forward on wgmma (AttentionArgs::wgmma) and built with it (attention_wgmma.cu,
 // sm_90a). The CPU tests run the kernels on the emulator (tests/kernels/test_attention_tc_simt.cpp).
@@ -117,23 +121,89 @@ template <int D> inline constexpr int kFusedKeys = kFusedGroups<D> * wgmma::kM;
 
 // The fused kernel's shared memory: the dk/dv kernel's for kFusedKeys keys (with a buffer more of Q
 // and dO where deferred, kWgmmaGradBuffers' reason), and P^T and dS^T [keys, query tile] staged by row
-// groups,
-// kScoreBuffers each: the A operands of dV += P^T dO and dK += dS^T Q (K-major), and dS^T the B
-// operand of dQ^T = K^T dS^T (MN-major). Deferred, two, so that tile t's are written while tile
+// groups, kScoreBuffers each: the A operands of dV += P^T dO and dK += dS^T Q (K-major), and dS^T the
+// B operand of dQ^T = K^T dS^T (MN-major). Deferred, two, so that tile t's are written while tile
 // t - 1's products may still read theirs; else one, which the products have read when the pass ends
 // (stream_tiles' barrier).
+// And dQ's share of a query tile, float32 [query tile, D], staged for the tensor reductions
+// (stage_dq_share): 16 KiB, over P^T and dS^T where they are one buffer each (the products have read
+// them by then, and the next tile writes them after the reductions have read dQ), else a buffer of
+// its own. A buffer more would cost the blocks an SM holds at head dim 64 (three of 66 KiB fit in an
+// H100's 227 KiB, of 82 two).
 inline constexpr int kScoreBuffers = kFusedDefer ? 2 : 1;
 template <typename T, int D>
 struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>> {
   using Base = WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>>;
   static constexpr int kScoreElems = kFusedKeys<D> * kWgmmaQueryTileFor<D>;
+  static constexpr int kDqFloats = kWgmmaQueryTileFor<D> * D;
+  static constexpr bool kDqOverScores =
+      kScoreBuffers == 1 && 2 * kScoreElems * sizeof(T) >= kDqFloats * sizeof(float);
+  static_assert(kScoreElems * sizeof(T) % wgmma::kCoreBytes == 0, "dS^T's buffer right after P^T's");
   T* pt;
   T* ds;
+  float* dq;
   KILN_HD explicit WgmmaFusedSmem(tile::SmemCarver& c)
       : Base(c),
-        pt(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)),
-        ds(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)) {}
+        pt(c.take<T>(kScoreBuffers * kScoreElems, 1024)),
+        ds(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)),
+        dq(kDqOverScores ? reinterpret_cast<float*>(pt) : c.take<float>(kDqFloats, 1024)) {}
 };
+
+// The fused kernel's way to add dQ (a __grid_constant__ parameter): with `on`, tensor reductions
+// through `map`, the accumulator float32 [batch, L, D] as boxes of [32 columns, query tile rows, one
+// batch entry] with the 128-byte swizzle (rows past L are outside the tensor: the copy engine leaves
+// them out); else atomic adds.
+struct WgmmaDqReduce {
+  tma::Map map;
+  bool on;
+};
+inline constexpr int kDqBoxCols = 32;  // 128 bytes of float32: the swizzle's row
+
+// The map for dq_acc (host code); off when not wanted or when the driver cannot make it.
+inline WgmmaDqReduce make_dq_reduce(const TcParams& p, int D, float* dq_acc, bool want) {
+  WgmmaDqReduce r{};
+  if (!want) return r;
+  tma::Box b;
+  b.base = dq_acc;
+  b.dims[0] = static_cast<uint64_t>(D);
+  b.dims[1] = static_cast<uint64_t>(p.L);
+  b.dims[2] = static_cast<uint64_t>(p.batch);
+  b.strides[0] = sizeof(float);
+  b.strides[1] = static_cast<uint64_t>(D) * sizeof(float);
+  b.strides[2] = static_cast<uint64_t>(p.L * D) * sizeof(float);
+  b.strides[3] = b.strides[4] = 16;
+  b.box[0] = kDqBoxCols;
+  b.box[1] = static_cast<uint32_t>(D == 128 ? kWgmmaQueryTileFor<128> : kWgmmaQueryTileFor<64>);
+  b.swizzle128 = true;
+  b.float32 = true;
+  r.on = tma::encode(b, &r.map);
+  return r;
+}
+
+// Stages this warp's elements of a [64, 8 N] block of dQ^T held as accumulators (its rows dQ's columns
+// col0 + 16 (warp % 4) on, its columns the tile's queries) in `stage`, dQ [N * 8 queries, D] laid out
+// as the tensor reduction reads it: kDqBoxCols columns at a time, each block [queries, 32] with the
+// 128-byte swizzle (chunk c of row r at c ^ (r % 8)). A lane's elements are one float each, 8 queries
+// (1024 bytes, the swizzle's period) apart from tile to tile; a warp's 32 stores of one element land
+// in 32 banks: its 8 columns x 4 query pairs are 2 chunks x 4 rows, spread over all 8 by the swizzle.
+template <int N>
+__device__ __forceinline__ void stage_dq_share(float* stage, const tile::CTile (&x)[N], int col0) {
+  using namespace tile;
+  constexpr int kBlockFloats = N * 8 * kDqBoxCols;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const Coord c = c_coord(lane_id(), 0);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int d = col0 + warp % wgmma::kWarps * kM + c.row + 8 * h, q = c.col + e;
+      float* const first = stage + d / kDqBoxCols * kBlockFloats +
+                           wgmma::swizzle128(static_cast<uint32_t>(q * 128 + d % kDqBoxCols * 4)) / 4;
+#pragma unroll
+      for (int n = 0; n < N; ++n) first[n * 8 * kDqBoxCols] = x[n].r[2 * h + e];
+    }
+  }
+}
 
 // Stages this warp's 16 rows of a [16 warps, N] tile held as accumulators (the transposed scores: keys
 // by queries; warp w's rows from 16 w on, across the block's warpgroups) in `tile`, by row groups,
@@ -335,14 +405,15 @@ __global__ void __launch_bounds__(kWgmmaDqThreads<D>)
 // The dk/dv kernel's work for one block of keys and, with kDq (the fused kernel), dQ's share of those
 // keys: per query tile, P^T and dS^T (rounded to T) are staged in shared memory, where dV += P^T dO
 // and dK += dS^T Q read them, and dQ^T = K^T dS^T (D x query tile, both operands MN-major: K's rows
-// and dS^T's rows are keys) goes out with those two, its accumulators added to dq_acc with atomics
-// once it lands. A fused block is kFusedGroups<D> warpgroups of 64 keys each (warp w's 16 keys from
-// 16 w on), and warpgroup g computes the 64-row blocks m of dQ^T with m % kFusedGroups == g, over
-// all the block's keys.
+// and dS^T's rows are keys) goes out with those two, its accumulators added to dq_acc once it
+// lands: with tensor reductions through `dq_map` (WgmmaDqReduce), or without it with atomics. A
+// fused block is kFusedGroups<D> warpgroups of 64 keys each (warp w's 16 keys from 16 w on), and
+// warpgroup g computes the 64-row blocks m of dQ^T with m % kFusedGroups == g, over all the block's
+// keys.
 template <typename T, int D, bool kDropout, bool kDq>
-__device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
-                                                const float* d_rows, const T* q, const T* k, const T* v,
-                                                const TcParams& p) {
+__device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, const tma::Map* dq_map,
+                                                const T* dout, const float* lse, const float* d_rows, const T* q,
+                                                const T* k, const T* v, const TcParams& p) {
   using namespace tile;
   constexpr int kQueryTile = kWgmmaQueryTileFor<D>;
   constexpr int kScoreTiles = kQueryTile / kN;
@@ -463,13 +534,38 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
     wgmma::settle(acc_k);
     if constexpr (kDq) {
       // This warp's 16 rows of each of the warpgroup's blocks of dQ^T: dQ's columns 64 m + 16 (warp % 4)
-      // on, added to the tile's query rows of dq_acc.
+      // on, for the tile's query rows of dq_acc.
       const int64_t i0 = i_begin + static_cast<int64_t>(t) * kQueryTile;
 #pragma unroll
+      for (int mm = 0; mm < kQBlocks; ++mm) wgmma::settle(acc_q[mm]);
+      if (dq_map == nullptr) {
+#pragma unroll
+        for (int mm = 0; mm < kQBlocks; ++mm) {
+          const int m = mm * kGroups + group;
+          add_dq_transposed<D>(dq_acc, acc_q[mm], p, b, i0, m * wgmma::kM + warp % wgmma::kWarps * kM);
+        }
+        return;
+      }
+      // Staged, then one thread starts the reductions, a box per 32 columns. The staging waits for every
+      // warpgroup's products (it takes P^T's and dS^T's place) or, in a buffer of its own, for the last
+      // tile's reductions to have read it.
+      using Fused = WgmmaFusedSmem<T, D>;
+      if (!Fused::kDqOverScores && threadIdx.x == 0) tma::wait_bulk_read<0>();
+      __syncthreads();
+#pragma unroll
       for (int mm = 0; mm < kQBlocks; ++mm) {
-        wgmma::settle(acc_q[mm]);
-        const int m = mm * kGroups + group;
-        add_dq_transposed<D>(dq_acc, acc_q[mm], p, b, i0, m * wgmma::kM + warp % wgmma::kWarps * kM);
+        stage_dq_share(smem.dq, acc_q[mm], (mm * kGroups + group) * wgmma::kM);
+      }
+      wgmma::fence_async_smem();  // for the copy engine
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int32_t at[tma::kRank] = {0, static_cast<int32_t>(i0), static_cast<int32_t>(b), 0, 0};
+#pragma unroll
+        for (int c = 0; c < D / kDqBoxCols; ++c) {
+          at[0] = c * kDqBoxCols;
+          tma::reduce_add_box(*dq_map, at, smem.dq + c * kQueryTile * kDqBoxCols);
+        }
+        tma::commit_bulk();
       }
     }
   };
@@ -489,6 +585,13 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
           dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM,
                                        stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t));
           if constexpr (kDq) {
+            if constexpr (WgmmaFusedSmem<T, D>::kDqOverScores) {
+              if (dq_map != nullptr && t > 0) {
+                // The last tile's reductions read dQ's staging, where P^T and dS^T go.
+                if (threadIdx.x == 0) tma::wait_bulk_read<0>();
+                __syncthreads();
+              }
+            }
             // P^T and dS^T to this tile's buffers, rounded to T as the A tiles would be; the products
             // read them after the proxy fence and the barrier.
             stage_accumulators<T, kQueryTile>(stage_buffer<kScoreBuffers>(smem.pt, Smem::kScoreElems, t), s);
@@ -506,6 +609,8 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
         issue_dkv, settle_dkv);
   });
   passes.finish(issue_dkv, settle_dkv);
+  // The reductions done before the block's shared memory goes.
+  if (kDq && dq_map != nullptr && threadIdx.x == 0) tma::wait_bulk<0>();
 
   write_dkv(dk, dv, p, offs, j_first + warp * kM, acc_k, acc_v);
 }
@@ -514,19 +619,22 @@ template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kBlockThreads)
     attention_backward_dkv_wgmma_kernel(T* dk, T* dv, const T* dout, const float* lse, const float* d_rows,
                                         const T* q, const T* k, const T* v, const __grid_constant__ TcParams p) {
-  dkv_wgmma_block<T, D, kDropout, false>(dk, dv, nullptr, dout, lse, d_rows, q, k, v, p);
+  dkv_wgmma_block<T, D, kDropout, false>(dk, dv, nullptr, nullptr, dout, lse, d_rows, q, k, v, p);
 }
 
 // The fused backward's kernel: dK and dV of a block of keys, and their share of dQ added to dq_acc
 // (float32 [batch, L, D], zeroed, with d_rows, by attention_backward_rows_kernel; rounded into dq by
-// attention_backward_dq_finish_kernel). Five tile products where the two kernels take seven, at the
-// price of atomic adds whose order varies between runs on a GPU: dQ's last bits are not deterministic.
+// attention_backward_dq_finish_kernel) by tensor reductions through `reduce` (or atomics). Five tile
+// products where the two kernels take seven, at the price of adds whose order varies between runs on
+// a GPU: dQ's last bits are not deterministic.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kFusedThreads<D>)
     attention_backward_fused_wgmma_kernel(T* dk, T* dv, float* dq_acc, const T* dout, const float* lse,
                                           const float* d_rows, const T* q, const T* k, const T* v,
-                                          const __grid_constant__ TcParams p) {
-  dkv_wgmma_block<T, D, kDropout, true>(dk, dv, dq_acc, dout, lse, d_rows, q, k, v, p);
+                                          const __grid_constant__ TcParams p,
+                                          const __grid_constant__ WgmmaDqReduce reduce) {
+  dkv_wgmma_block<T, D, kDropout, true>(dk, dv, dq_acc, reduce.on ? &reduce.map : nullptr, dout, lse, d_rows, q, k,
+                                        v, p);
 }
 
 }  // namespace kiln::attention_tc

@@ -17,6 +17,16 @@
 //                           coordinates `at` (innermost first, may run past the tensor's ends) into
 //                           `dst` in shared memory (128-byte aligned), dimension 0 fastest, and
 //                           completes box_bytes() bytes on the mbarrier `bar`
+//   reduce_add_box(map, at, src)
+//                           device, one thread: the other way, and adding: starts adding the box laid
+//                           out at `src` in shared memory (as copy_box would land it) to the tensor's
+//                           elements at `at` on, elementwise and atomically, those outside the tensor
+//                           left out (a float32 map: Box::float32). Tracked in bulk groups, not on a
+//                           barrier: commit_bulk() closes the thread's group, wait_bulk_read<N>() waits
+//                           until all but the N newest groups have read their sources (which may then
+//                           be overwritten), wait_bulk<N>() until they are done. The stores that wrote
+//                           the source must be fenced for the async proxy (wgmma::fence_async_smem)
+//                           before the start.
 //
 // Without swizzling (the attention forward's copies), the box lands in shared memory exactly as it is
 // walked: a box of [8 elements, rows, W / 8] over a matrix viewed as [8, rows, W / 8] (strides: the
@@ -24,8 +34,10 @@
 // (kernels/wgmma_layout.h). With Box::swizzle128 a box of [64 elements, rows] lands as a block of a
 // swizzled tile, which wgmma reads in its 128-byte swizzle mode.
 //
-// Compiled by the host compiler, this file runs on the emulator (kernels/simt/simt.h's bulk_copy): the
-// box lands when a thread waits on its barrier, and its destination holds NaN until then.
+// Compiled by the host compiler, this file runs on the emulator (kernels/simt/simt.h's bulk_copy and
+// bulk_reduce): a box lands when a thread waits on its barrier, and its destination holds NaN until
+// then; a reduction reads its source and adds at the wait for its group, and faults if the source
+// changed since the start.
 #pragma once
 
 #include <cstdint>
@@ -79,10 +91,11 @@ inline bool encode(const Box& b, Map* map) {
     if (d > 0) strides[d - 1] = b.strides[d];
   }
   const uint32_t e = b.elem_bytes();
-  const CUtensorMapDataType type = e == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                                   : e == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
-                                   : e == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
-                                            : CU_TENSOR_MAP_DATA_TYPE_UINT64;
+  const CUtensorMapDataType type = b.float32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : e == 1  ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : e == 2  ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                   : e == 4  ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                             : CU_TENSOR_MAP_DATA_TYPE_UINT64;
   return fn(map, type, kRank, const_cast<void*>(b.base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
             b.swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -97,6 +110,21 @@ __device__ __forceinline__ void copy_box(void* dst, const Map& map, const int32_
       "r"(pipeline::shared_address(bar))
       : "memory");
 }
+
+__device__ __forceinline__ void reduce_add_box(const Map& map, const int32_t (&at)[kRank], const void* src) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n"
+      ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(at[0]), "r"(at[1]), "r"(at[2]), "r"(at[3]), "r"(at[4]),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src)))
+      : "memory");
+}
+__device__ __forceinline__ void commit_bulk() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int kPending> __device__ __forceinline__ void wait_bulk_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+template <int kPending> __device__ __forceinline__ void wait_bulk() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 #else
 using Map = Box;
 
@@ -106,16 +134,41 @@ inline bool encode(const Box& b, Map* map) {
   return true;
 }
 
-// The box is read when it lands, not now: the copy keeps the map and the coordinates by value. With
-// the swizzle, a byte's place in the box is swizzled as its shared address would be (the destination
-// on 1024 bytes: the swizzle repeats every 1024).
+namespace host {
+// Walks the box at `start`: visit(byte, offset, inside) for each element in the order it has in shared
+// memory, `byte` its place there (swizzled with the 128-byte swizzle), `offset` its bytes from the
+// tensor's base, `inside` whether it lies within the tensor.
+template <typename Visit> void walk_box(const Map& map, const std::array<int32_t, kRank>& start, Visit&& visit) {
+  const uint32_t e = map.elem_bytes();
+  int64_t i[kRank] = {};  // the element's place in the box
+  for (uint32_t at_byte = 0; at_byte < map.box_bytes(); at_byte += e) {
+    bool inside = true;
+    uint64_t offset = 0;
+    for (int d = 0; d < kRank; ++d) {
+      const int64_t c = start[d] + i[d];
+      inside = inside && c >= 0 && static_cast<uint64_t>(c) < map.dims[d];
+      offset += static_cast<uint64_t>(c) * map.strides[d];
+    }
+    visit(map.swizzle128 ? wgmma::swizzle128(at_byte) : at_byte, offset, inside);
+    for (int d = 0; d < kRank && ++i[d] == map.box[d]; ++d) i[d] = 0;
+  }
+}
+
+// The box's place in shared memory, on the boundary a tensor copy or reduction asks for: 128 bytes,
+// 1024 with the swizzle (which repeats every 1024 bytes; the dynamic shared memory starts on 1024).
+inline void check_box_place(const void* p, const Map& map, const char* what, const char* role, simt::Site where) {
+  const uintptr_t align = map.swizzle128 ? 1024 : 128;
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) {
+    throw Error(std::string("simt: ") + what + " at " + where.file + ":" + std::to_string(where.line) + ": the " +
+                role + " is not aligned to " + std::to_string(align) + " bytes");
+  }
+}
+}  // namespace host
+
+// The box is read when it lands, not now: the copy keeps the map and the coordinates by value.
 inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint64_t* bar,
                      simt::Site where = simt::Site::here()) {
-  const uintptr_t align = map.swizzle128 ? 1024 : 128;  // (the dynamic shared memory starts on 1024)
-  if (reinterpret_cast<uintptr_t>(dst) % align != 0) {
-    throw Error("simt: tensor copy at " + std::string(where.file) + ":" + std::to_string(where.line) +
-                ": the destination is not aligned to " + std::to_string(align) + " bytes");
-  }
+  host::check_box_place(dst, map, "tensor copy", "destination", where);
   std::array<int32_t, kRank> start{};
   for (int d = 0; d < kRank; ++d) start[d] = at[d];
   simt::bulk_copy(
@@ -123,23 +176,43 @@ inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint
       [map, start](void* out) {
         const uint32_t e = map.elem_bytes();
         auto* out_base = static_cast<unsigned char*>(out);
-        int64_t i[kRank] = {};  // the element's place in the box
-        for (uint32_t at_byte = 0; at_byte < map.box_bytes(); at_byte += e) {
-          unsigned char* o = out_base + (map.swizzle128 ? wgmma::swizzle128(at_byte) : at_byte);
-          bool inside = true;
-          uint64_t offset = 0;
-          for (int d = 0; d < kRank; ++d) {
-            const int64_t c = start[d] + i[d];
-            inside = inside && c >= 0 && static_cast<uint64_t>(c) < map.dims[d];
-            offset += static_cast<uint64_t>(c) * map.strides[d];
-          }
-          if (inside) std::memcpy(o, static_cast<const unsigned char*>(map.base) + offset, e);
-          else std::memset(o, 0, e);
-          for (int d = 0; d < kRank && ++i[d] == map.box[d]; ++d) i[d] = 0;
-        }
+        host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
+          if (inside) std::memcpy(out_base + byte, static_cast<const unsigned char*>(map.base) + offset, e);
+          else std::memset(out_base + byte, 0, e);
+        });
       },
       where);
 }
+
+// The sum happens at the wait for its group (simt::bulk_wait), from the source as it was at the start.
+inline void reduce_add_box(const Map& map, const int32_t (&at)[kRank], const void* src,
+                           simt::Site where = simt::Site::here()) {
+  host::check_box_place(src, map, "tensor reduction", "source", where);
+  if (!map.float32) {
+    throw Error("simt: tensor reduction at " + std::string(where.file) + ":" + std::to_string(where.line) +
+                ": its map is not of float32 elements (Box::float32), so the add would sum bits");
+  }
+  std::array<int32_t, kRank> start{};
+  for (int d = 0; d < kRank; ++d) start[d] = at[d];
+  simt::bulk_reduce(
+      src, map.box_bytes(),
+      [map, start](const void* in) {
+        const auto* in_base = static_cast<const unsigned char*>(in);
+        host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
+          if (!inside) return;
+          float add = 0.f, to = 0.f;
+          auto* dst = const_cast<unsigned char*>(static_cast<const unsigned char*>(map.base)) + offset;
+          std::memcpy(&add, in_base + byte, sizeof add);
+          std::memcpy(&to, dst, sizeof to);
+          to += add;
+          std::memcpy(dst, &to, sizeof to);
+        });
+      },
+      where);
+}
+inline void commit_bulk() { simt::bulk_commit(); }
+template <int kPending> void wait_bulk_read(simt::Site where = simt::Site::here()) { simt::bulk_wait(kPending, where); }
+template <int kPending> void wait_bulk(simt::Site where = simt::Site::here()) { simt::bulk_wait(kPending, where); }
 #endif
 
 }  // namespace kiln::tma

@@ -96,8 +96,9 @@ struct LaunchStats {
   // Phases of shared-memory barriers completed (mbarrier_arrive), and of named barriers
   // (named_barrier_sync and _arrive), per block summed.
   int64_t mbarrier_phases = 0, named_barrier_phases = 0;
-  // Bulk copies started (bulk_copy) and their bytes.
+  // Bulk copies started (bulk_copy) and their bytes; bulk reductions started (bulk_reduce) and theirs.
   int64_t bulk_copies = 0, bulk_copy_bytes = 0;
+  int64_t bulk_reductions = 0, bulk_reduction_bytes = 0;
 };
 
 // Runs `kernel` once on every thread of every block. Throws kiln::Error naming the problem (and the
@@ -203,6 +204,22 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
 // writer, so for those a fence by any thread of the block after them counts.
 void fence_proxy_async();
 void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());
+
+// Bulk reductions from shared memory into global memory (the tensor reductions of TMA,
+// kernels/cuda/tma.cuh), tracked in bulk groups as cp.async.bulk.commit_group and wait_group track
+// them: bulk_reduce starts one that reads `bytes` at `src` in the block's dynamic shared memory and
+// hands them to `apply` (which adds them where they go) when it completes; bulk_commit makes the
+// thread's reductions started since its last commit one group; bulk_wait(pending) lets all of its
+// committed groups but the `pending` newest complete (cp.async.bulk.wait_group and its .read form
+// alike: here both the read and the adds happen then). The source goes through the async proxy, so
+// the stores that wrote it must be fenced before the start (async_proxy_read), and it must not change
+// until the wait: the engine may read it at any time in between.
+// Throws on a size that is not a positive multiple of 16, a source not aligned to 16 bytes or not in
+// the dynamic shared memory, unfenced stores there, a source changed before its wait, and, when a
+// thread exits, on reductions it never waited for (the block's shared memory goes with it).
+void bulk_reduce(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where = Site::here());
+void bulk_commit();
+void bulk_wait(int pending, Site where = Site::here());
 
 // Named barriers (bar.sync and bar.arrive with an id and a thread count, kernels/cuda/pipeline.cuh):
 // the block's hardware barriers 1 .. 15 (0 is __syncthreads'), each counting the threads that arrive

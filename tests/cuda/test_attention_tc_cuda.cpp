@@ -52,7 +52,7 @@ std::vector<Tensor> run_attention(const Problem& pr, Device d, DType t) {
 // held to the same tolerance) and, where this build and device have them, again on Hopper's wgmma,
 // with the warp-specialized forward (with and without ping-pong, its producer on TMA and on cp.async,
 // its tiles swizzled and by pieces) and with the one whose whole block loads (swizzled and by
-// pieces), and with the fused backward, each
+// pieces), and with the fused backward (dQ added by tensor reductions, and by atomic adds), each
 // time checking that the forward and backward kernels ran once and which ones they were (the problems
 // here are dense: TMA wherever it is asked for).
 // Returns the CPU's results.
@@ -60,7 +60,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
   const std::vector<Tensor> ref = run_attention(pr, Device::cpu(), DType::Float64);
   struct Kernels {
     const char* name;
-    bool wgmma, producer, pingpong, tma, swizzle = true, fused_backward = false;
+    bool wgmma, producer, pingpong, tma, swizzle = true, fused_backward = false, dq_reduce = true;
   };
   std::vector<Kernels> kinds = {{"on mma.sync", false, true, true, true},
                                 {"on mma.sync, the fused backward", false, true, true, true, true, true}};
@@ -74,6 +74,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     kinds.push_back({"on wgmma, the forward without its producer, the tiles by pieces", true, false, true, true,
                      false});
     kinds.push_back({"on wgmma, the fused backward", true, true, true, true, true, true});
+    kinds.push_back({"on wgmma, the fused backward with atomic adds", true, true, true, true, true, true, false});
   }
   for (const Kernels& kind : kinds) {
     INFO(kind.name);
@@ -84,8 +85,10 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     cuda::math_switches().attention_wgmma_tma = kind.tma;
     cuda::math_switches().attention_wgmma_swizzle = kind.swizzle;
     cuda::math_switches().attention_fused_backward = kind.fused_backward;
+    cuda::math_switches().attention_wgmma_dq_reduce = kind.dq_reduce;
     const int64_t before = attention_tc_launches(), before_backward = attention_tc_backward_launches();
     const int64_t before_fused = attention_fused_backward_launches();
+    const int64_t before_reduce = attention_wgmma_dq_reduce_launches();
     const int64_t before_wgmma = attention_wgmma_launches(), before_tma = attention_wgmma_tma_launches();
     const int64_t before_wgmma_backward = attention_wgmma_backward_launches();
     const std::vector<Tensor> gpu = run_attention(pr, Device::cuda(), dtype);
@@ -95,6 +98,7 @@ std::vector<Tensor> check_against_cpu(const Problem& pr, DType dtype, const doub
     CHECK(attention_tc_backward_launches() == before_backward + 1);
     CHECK(attention_wgmma_backward_launches() == before_wgmma_backward + (wgmma ? 1 : 0));
     CHECK(attention_fused_backward_launches() == before_fused + (kind.fused_backward ? 1 : 0));
+    CHECK(attention_wgmma_dq_reduce_launches() == before_reduce + (wgmma && kind.fused_backward && kind.dq_reduce));
     // The probabilities (and in the backward dS) enter their products rounded to the dtype, as in
     // FlashAttention; the results are rounded once more. bfloat16 keeps 8 bits, float16 11.
     const double tol = dtype == DType::BFloat16 ? 2e-2 : 3e-3;
@@ -236,11 +240,16 @@ TEST_CASE("attention on tensor cores: the backward is deterministic and agrees w
       CHECK(wg1[i].to_vector_double() == wg2[i].to_vector_double());
       CHECK(worst_ratio(wg1[i], scalar[i], 4 * tol, tol) <= 1.0);
     }
-    INFO("on wgmma, the fused backward");
     cuda::math_switches().attention_fused_backward = true;
-    const int64_t before_fused = attention_fused_backward_launches();
-    check_fused(grads(true, true), wg1);
-    CHECK(attention_fused_backward_launches() == before_fused + 1);
+    for (const bool reduce : {true, false}) {
+      INFO("on wgmma, the fused backward, dQ added by " << (reduce ? "tensor reductions" : "atomic adds"));
+      cuda::math_switches().attention_wgmma_dq_reduce = reduce;
+      const int64_t before_fused = attention_fused_backward_launches();
+      const int64_t before_reduce = attention_wgmma_dq_reduce_launches();
+      check_fused(grads(true, true), wg1);
+      CHECK(attention_fused_backward_launches() == before_fused + 1);
+      CHECK(attention_wgmma_dq_reduce_launches() == before_reduce + (reduce ? 1 : 0));
+    }
   }
 }
 

@@ -1,7 +1,9 @@
-// The kernel of the TMA self-test (tests/cuda/tma_selftest.h): thread 0 sets up a barrier, names the
-// box's bytes with its arrival and starts the tensor copy; every thread waits for the phase, then
-// copies the landed tile out. The GPU test launches it (tests/cuda/tma_selftest.cu, built for
-// sm_90a), and the CPU test runs it on the emulator (tests/kernels/test_simt.cpp).
+// The kernels of the TMA self-test (tests/cuda/tma_selftest.h). The copy's: thread 0 sets up a
+// barrier, names the box's bytes with its arrival and starts the tensor copy; every thread waits for
+// the phase, then copies the landed tile out. The reduction's: the block stages the tile in shared
+// memory and fences it for the async proxy; thread 0 starts the reduction and waits for it. The GPU
+// test launches them (tests/cuda/tma_selftest.cu, built for sm_90a), and the CPU test runs them on the
+// emulator (tests/kernels/test_simt.cpp).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/pipeline.cuh"
 #include "kernels/cuda/tma.cuh"
+#include "kernels/cuda/wgmma.cuh"
 #include "kernels/tile_layout.h"
 #include "tests/cuda/tma_selftest.h"
 
@@ -39,6 +42,26 @@ __global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, const 
   }
   pipeline::mbarrier_wait(smem.bar, 0);
   for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) out[i] = smem.tile[i];
+}
+
+// `elems` floats of the staged tile (tma_reduce_source), on 1024 bytes.
+struct TmaReduceSmem {
+  float* tile;
+  KILN_HD TmaReduceSmem(tile::SmemCarver& c, int elems) : tile(c.take<float>(elems, 1024)) {}
+};
+
+__global__ void tma_reduce_selftest_kernel(const __grid_constant__ tma::Map map, const TmaAt at, const float* source,
+                                           int elems) {
+  tile::SmemCarver carve(cuda_detail::dynamic_smem());
+  const TmaReduceSmem smem(carve, elems);
+  for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) smem.tile[i] = source[i];
+  wgmma::fence_async_smem();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tma::reduce_add_box(map, at.at, smem.tile);
+    tma::commit_bulk();
+    tma::wait_bulk<0>();
+  }
 }
 
 }  // namespace kiln::test

@@ -65,6 +65,7 @@ struct Emulated {
   int64_t copies = 0, copy_bytes = 0;  // asynchronous copies to shared memory, all three kernels
   int64_t bulk_copies = 0, bulk_bytes = 0;  // the forward's tensor copies
   int64_t turns = 0;                        // the forward's completed named-barrier phases (ping-pong)
+  int64_t reductions = 0, reduction_bytes = 0;  // the fused wgmma backward's tensor reductions of dQ
 };
 
 constexpr const char* kMmaFile = "kernels/cuda/tile.cuh";
@@ -155,10 +156,14 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     cfg.grid = grid(a.S, wg ? kFusedKeys<D> : kBlockRows);
     cfg.block.x = static_cast<unsigned>(wg ? kFusedThreads<D> : kBlockThreads);
     cfg.dynamic_smem = wg ? smem_bytes<WgmmaFusedSmem<T, D>>() : smem_bytes<FusedSmem<T, D>>();
+    // On wgmma, dQ's shares added by tensor reductions unless the problem asks for atomics (the map is
+    // made wherever the accumulator is aligned, as std::vector's storage is).
+    const WgmmaDqReduce reduce = make_dq_reduce(p, D, dq_acc.data(), a.wgmma_dq_reduce);
+    CHECK(reduce.on == a.wgmma_dq_reduce);
     dkv_stats = simt::launch(cfg, [&] {
       if (wg) {
         attention_backward_fused_wgmma_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp,
-                                                              o.lse.data(), o.d_rows.data(), qp, kp, vp, p);
+                                                              o.lse.data(), o.d_rows.data(), qp, kp, vp, p, reduce);
       } else {
         attention_backward_fused_tc_kernel<T, D, kDropout>(o.dk.data(), o.dv.data(), dq_acc.data(), gp, o.lse.data(),
                                                            o.d_rows.data(), qp, kp, vp, p);
@@ -229,6 +234,10 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   e.turns = turns;
   e.bulk_copies = forward.bulk_copies;
   e.bulk_bytes = forward.bulk_copy_bytes;
+  e.reductions = dkv_stats.bulk_reductions;
+  e.reduction_bytes = dkv_stats.bulk_reduction_bytes;
+  CHECK(forward.bulk_reductions + dq_stats.bulk_reductions == 0);
+  CHECK((e.reductions > 0) == (wg && a.fused_backward && a.wgmma_dq_reduce && a.L > 0));
   e.mma_forward = forward.collectives_in(kMmaFile);
   e.wgmma_forward = forward.collectives_in(kWgmmaFile);
   e.wgmma_dq = dq_stats.collectives_in(kWgmmaFile);
@@ -294,14 +303,19 @@ void check_problem(const Problem& pr, bool every = false) {
     INFO(forward_name(which));
     const Results two_kernels = checked(pr, which, which == Forward::kMmaSync || which == Forward::kWgmma);
     if (which != Forward::kMmaSync && which != Forward::kWgmma) continue;
-    // The fused backward: the same products for dK and dV, and dQ summed from the blocks of keys.
-    INFO("the fused backward");
-    Problem fused = pr;
-    fused.args.fused_backward = true;
-    const Results one_kernel = checked(fused, which, true);
-    REQUIRE(one_kernel.size() == 5);
-    REQUIRE(two_kernels.size() == 5);
-    for (const size_t i : {0, 1, 3, 4}) CHECK(same_bits(one_kernel[i], two_kernels[i]));  // all but dq
+    // The fused backward: the same products for dK and dV, and dQ summed from the blocks of keys (on
+    // wgmma by tensor reductions, and, with `every`, by atomic adds too).
+    for (const bool reduce : {true, false}) {
+      if (!reduce && (!every || which == Forward::kMmaSync)) continue;
+      INFO("the fused backward" << (reduce ? "" : ", dQ added by atomics"));
+      Problem fused = pr;
+      fused.args.fused_backward = true;
+      fused.args.wgmma_dq_reduce = reduce;
+      const Results one_kernel = checked(fused, which, true);
+      REQUIRE(one_kernel.size() == 5);
+      REQUIRE(two_kernels.size() == 5);
+      for (const size_t i : {0, 1, 3, 4}) CHECK(same_bits(one_kernel[i], two_kernels[i]));  // all but dq
+    }
   }
 }
 
@@ -502,7 +516,8 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
   // dQ^T = K^T dS^T, E / 16 instructions (at E = 64 one block of 64 rows over 64 keys; at 128 each of
   // a block's two warpgroups one block over the block's 128 keys): five products, not seven. With
   // causal, a block of 128 keys streams the query tiles from its first key on, for both warpgroups:
-  // at L = S = 256, 8 and 4 tiles of 32, 24 warpgroup tiles where blocks of 64 keys take 20.
+  // at L = S = 256, 8 and 4 tiles of 32, 24 warpgroup tiles where blocks of 64 keys take 20. Per block
+  // and query tile, dQ's share goes out as a tensor reduction per 32 columns, [query tile, 32] floats.
   for (const bool causal : {false, true}) {
     INFO("the fused backward" << (causal ? ", causal" : ""));
     Problem fused = causal ? causal_problem : full_problem;
@@ -513,6 +528,9 @@ TEST_CASE("attention on tensor cores, emulated: the mma count is the products' s
     CHECK(f.wgmma_dq == 0);
     CHECK(f.wgmma_dkv == 4 * (causal ? fused_causal_tiles : query_tiles) * per_tile);
     CHECK(f.wgmma_forward == (causal ? wg_causal : wg_full).wgmma_forward);
+    const int64_t block_tiles = (causal ? fused_causal_tiles : query_tiles) / (E == 128 ? 2 : 1);
+    CHECK(f.reductions == block_tiles * E / 32);
+    CHECK(f.reduction_bytes == f.reductions * query_tile * 32 * 4);
   }
   // The forward whose whole block loads does the same products, and so does the warp-specialized one
   // without ping-pong.

@@ -776,6 +776,121 @@ TEST_CASE("simt: the TMA self-test's boxes land by pieces and swizzled, as the G
   }
 }
 
+// The tensor reductions' self-test on the emulator, the cases and kernel of the GPU test.
+TEST_CASE("simt: the TMA self-test's reductions add boxes as the GPU test expects them", "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  for (const test::TmaReduceCase& c : test::tma_reduce_cases()) {
+    INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << ", batch " << c.batch << ", column "
+              << c.col0 << (c.swizzle ? ", swizzled" : ""));
+    std::vector<float> m = test::tma_reduce_matrices(c);
+    const std::vector<float> source = test::tma_reduce_source(c);
+    const tma::Box box = test::tma_reduce_box(m.data(), c);
+    tma::Map map;
+    REQUIRE(tma::encode(box, &map));
+    const int elems = static_cast<int>(source.size());
+    tile::SmemCarver sizes;
+    const test::TmaReduceSmem pieces(sizes, elems);
+    (void)pieces;
+    const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule, sizes.bytes()), [&] {
+      test::tma_reduce_selftest_kernel(map, test::tma_reduce_coordinates(c), source.data(), elems);
+    });
+    CHECK(m == test::tma_reduce_expected(c));
+    CHECK(stats.bulk_reductions == 1);
+    CHECK(stats.bulk_reduction_bytes == elems * 4);
+  }
+}
+
+// A [16, 32] float32 tile in the block's shared memory (on 1024 bytes) reduced into a [10, 32] matrix
+// of zeros (rows 10 to 15 outside it) by the 64 threads' `body`; the matrix after.
+std::vector<float> tensor_reduce(Schedule schedule, bool float32,
+                                 const std::function<void(const tma::Map&, float*)>& body) {
+  std::vector<float> m(10 * 32, 0.f);
+  test::TmaReduceCase c;
+  c.rows = 10;
+  c.W = 32;
+  c.batches = 1;
+  c.box_rows = 16;
+  tma::Box box = test::tma_reduce_box(m.data(), c);
+  box.float32 = float32;
+  tma::Map map;
+  REQUIRE(tma::encode(box, &map));
+  simt::launch(config({1, 1, 1}, {64, 1, 1}, schedule, 16 * 32 * 4),
+               [&] { body(map, static_cast<float*>(simt::dynamic_smem())); });
+  return m;
+}
+void fill_tile(float* tile) {
+  for (int i = static_cast<int>(threadIdx.x); i < 16 * 32; i += 64) tile[i] = 1.f;
+}
+
+TEST_CASE("simt: tensor reductions that read unfenced stores, change their source in flight or are never waited "
+          "for are errors",
+          "[simt]") {
+  const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
+  const int32_t at[tma::kRank] = {};
+  // Done right: rows 0 to 9 get their ones, the rest of the box is outside the matrix.
+  CHECK(tensor_reduce(schedule, true, [&](const tma::Map& map, float* tile) {
+          fill_tile(tile);
+          wgmma::fence_async_smem();
+          __syncthreads();
+          if (threadIdx.x != 0) return;
+          tma::reduce_add_box(map, at, tile);
+          tma::commit_bulk();
+          tma::wait_bulk_read<0>();
+        }) == std::vector<float>(10 * 32, 1.f));
+  // The tile's stores without the proxy fence.
+  CHECK_THROWS_WITH(tensor_reduce(schedule, true,
+                                  [&](const tma::Map& map, float* tile) {
+                                    fill_tile(tile);
+                                    __syncthreads();
+                                    if (threadIdx.x == 0) tma::reduce_add_box(map, at, tile);
+                                  }),
+                    Contains("changed them after the block's last fence.proxy.async"));
+  // The source overwritten before the wait that says the engine has read it.
+  CHECK_THROWS_WITH(tensor_reduce(schedule, true,
+                                  [&](const tma::Map& map, float* tile) {
+                                    fill_tile(tile);
+                                    wgmma::fence_async_smem();
+                                    __syncthreads();
+                                    if (threadIdx.x != 0) return;
+                                    tma::reduce_add_box(map, at, tile);
+                                    tma::commit_bulk();
+                                    tile[5] = 2.f;
+                                    tma::wait_bulk_read<0>();
+                                  }),
+                    Contains("its source in shared memory changed before the wait"));
+  // No wait, and a wait for a group never committed: the thread exits with the reduction in flight.
+  for (const bool commit : {true, false}) {
+    CHECK_THROWS_WITH(tensor_reduce(schedule, true,
+                                    [&](const tma::Map& map, float* tile) {
+                                      fill_tile(tile);
+                                      wgmma::fence_async_smem();
+                                      __syncthreads();
+                                      if (threadIdx.x != 0) return;
+                                      tma::reduce_add_box(map, at, tile);
+                                      if (commit) tma::commit_bulk();
+                                      else tma::wait_bulk<0>();
+                                    }),
+                      Contains("exited with 1 bulk reductions it never waited for"));
+  }
+  // A map of bits, which the engine would add as integers, and a swizzled source off 1024 bytes.
+  CHECK_THROWS_WITH(tensor_reduce(schedule, false,
+                                  [&](const tma::Map& map, float* tile) {
+                                    if (threadIdx.x == 0) tma::reduce_add_box(map, at, tile);
+                                  }),
+                    Contains("not of float32 elements"));
+  CHECK_THROWS_WITH(tensor_reduce(schedule, true,
+                                  [&](const tma::Map& map, float* tile) {
+                                    if (threadIdx.x == 0) tma::reduce_add_box(map, at, tile + 32);
+                                  }),
+                    Contains("tensor reduction at") && Contains("the source is not aligned to 1024 bytes"));
+  tma::Box halves = test::tma_reduce_box(nullptr, test::TmaReduceCase{});
+  alignas(16) static const float storage[4] = {};
+  halves.base = storage;
+  halves.strides[0] = 2;
+  halves.box[0] = 64;
+  CHECK(tma::invalid(halves).find("float32 elements of 2 bytes") != std::string::npos);
+}
+
 // Two warps take turns appending their number to a log, three turns each, with the protocol of the
 // wgmma forward's ping-pong: warp w syncs on named barrier 1 + w (64 threads: its own 32 and the
 // other warp's arrival) before its turn, and arrives on the other's after it. Warp 0's first turn is

@@ -137,11 +137,23 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
 // (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in sections of
 // entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). And on either instruction,
 // the fused backward (sdpa_causal_fwd_bwd_fused on mma.sync, sdpa_causal_wgmma_fwd_bwd_fused: one
-// kernel and dQ summed with atomic adds, against the two kernels of the rows without _fused). FLOPs
+// kernel and dQ summed with atomic adds, on wgmma with tensor reductions, against the two kernels of
+// the rows without _fused), and on wgmma the fused backward with atomic adds
+// (sdpa_causal_wgmma_fwd_bwd_fused_atomics, against the reductions of _fused). FLOPs
 // as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
 // halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
 // output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
-enum class Variant { kWarpSpecialized, kNoPingPong, kCpAsync, kSync, kPieces, kInOrder, kPerEntry, kFused };
+enum class Variant {
+  kWarpSpecialized,
+  kNoPingPong,
+  kCpAsync,
+  kSync,
+  kPieces,
+  kInOrder,
+  kPerEntry,
+  kFused,
+  kFusedAtomics
+};
 BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backward, bool wgmma = false,
                           Variant variant = Variant::kWarpSpecialized) {
   BenchCase c;
@@ -154,6 +166,7 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
   if (variant == Variant::kInOrder) c.name += "_inorder";
   if (variant == Variant::kPerEntry) c.name += "_perentry";
   if (variant == Variant::kFused) c.name += "_fused";
+  if (variant == Variant::kFusedAtomics) c.name += "_fused_atomics";
   c.dtypes = {DType::BFloat16};
   c.setup = [=](DType t, int64_t) {
     BenchSetup s;
@@ -177,7 +190,9 @@ BenchCase attention_bench(int64_t b, int64_t h, int64_t l, int64_t e, bool backw
     cuda::math_switches().attention_wgmma_swizzle = variant != Variant::kPieces;
     cuda::math_switches().attention_longest_first = variant != Variant::kInOrder;
     cuda::math_switches().attention_order_section = variant == Variant::kPerEntry ? 1 : 0;
-    cuda::math_switches().attention_fused_backward = variant == Variant::kFused;
+    const bool fused = variant == Variant::kFused || variant == Variant::kFusedAtomics;
+    cuda::math_switches().attention_fused_backward = fused;
+    cuda::math_switches().attention_wgmma_dq_reduce = variant != Variant::kFusedAtomics;
     TensorList out;
     if (!backward) {
       out = {scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, /*is_causal=*/true)};
@@ -314,7 +329,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
                attention_bench(4, 16, 4096, 128, true, true, Variant::kFused),
                attention_bench(8, 12, 1024, 64, true, true, Variant::kFused),
                attention_bench(4, 16, 4096, 128, true, false, Variant::kFused),
-               attention_bench(8, 12, 1024, 64, true, false, Variant::kFused)};
+               attention_bench(8, 12, 1024, 64, true, false, Variant::kFused),
+               attention_bench(4, 16, 4096, 128, true, true, Variant::kFusedAtomics),
+               attention_bench(8, 12, 1024, 64, true, true, Variant::kFusedAtomics)};
     rows.push_back(std::move(r));
   }
   {
