@@ -821,6 +821,16 @@ std::vector<float> tensor_reduce(Schedule schedule, bool float32,
 void fill_tile(float* tile) {
   for (int i = static_cast<int>(threadIdx.x); i < 16 * 32; i += 64) tile[i] = 1.f;
 }
+// The block fills the tile and fences it for the async proxy; thread 0 starts the reduction of the
+// box at `at` from it (and gets true).
+bool start_reduction(const tma::Map& map, float* tile, const int32_t (&at)[tma::kRank]) {
+  fill_tile(tile);
+  wgmma::fence_async_smem();
+  __syncthreads();
+  if (threadIdx.x != 0) return false;
+  tma::reduce_add_box(map, at, tile);
+  return true;
+}
 
 TEST_CASE("simt: tensor reductions that read unfenced stores, change their source in flight or are never waited "
           "for are errors",
@@ -829,11 +839,7 @@ TEST_CASE("simt: tensor reductions that read unfenced stores, change their sourc
   const int32_t at[tma::kRank] = {};
   // Done right: rows 0 to 9 get their ones, the rest of the box is outside the matrix.
   CHECK(tensor_reduce(schedule, true, [&](const tma::Map& map, float* tile) {
-          fill_tile(tile);
-          wgmma::fence_async_smem();
-          __syncthreads();
-          if (threadIdx.x != 0) return;
-          tma::reduce_add_box(map, at, tile);
+          if (!start_reduction(map, tile, at)) return;
           tma::commit_bulk();
           tma::wait_bulk_read<0>();
         }) == std::vector<float>(10 * 32, 1.f));
@@ -848,11 +854,7 @@ TEST_CASE("simt: tensor reductions that read unfenced stores, change their sourc
   // The source overwritten before the wait that says the engine has read it.
   CHECK_THROWS_WITH(tensor_reduce(schedule, true,
                                   [&](const tma::Map& map, float* tile) {
-                                    fill_tile(tile);
-                                    wgmma::fence_async_smem();
-                                    __syncthreads();
-                                    if (threadIdx.x != 0) return;
-                                    tma::reduce_add_box(map, at, tile);
+                                    if (!start_reduction(map, tile, at)) return;
                                     tma::commit_bulk();
                                     tile[5] = 2.f;
                                     tma::wait_bulk_read<0>();
@@ -862,11 +864,7 @@ TEST_CASE("simt: tensor reductions that read unfenced stores, change their sourc
   for (const bool commit : {true, false}) {
     CHECK_THROWS_WITH(tensor_reduce(schedule, true,
                                     [&](const tma::Map& map, float* tile) {
-                                      fill_tile(tile);
-                                      wgmma::fence_async_smem();
-                                      __syncthreads();
-                                      if (threadIdx.x != 0) return;
-                                      tma::reduce_add_box(map, at, tile);
+                                      if (!start_reduction(map, tile, at)) return;
                                       if (commit) tma::commit_bulk();
                                       else tma::wait_bulk<0>();
                                     }),
