@@ -126,18 +126,20 @@ template <int D> inline constexpr int kFusedKeys = kFusedGroups<D> * wgmma::kM;
 // t - 1's products may still read theirs; else one, which the products have read when the pass ends
 // (stream_tiles' barrier).
 // And dQ's share of a query tile, float32 [query tile, D], staged for the tensor reductions
-// (stage_dq_share): 16 KiB, over P^T and dS^T where they are one buffer each (the products have read
-// them by then, and the next tile writes them after the reductions have read dQ), else a buffer of
-// its own. A buffer more would cost the blocks an SM holds at head dim 64 (three of 66 KiB fit in an
-// H100's 227 KiB, of 82 two).
+// (stage_dq_share), 16 KiB: at head dim 64 over P^T and dS^T (the products have read them by then,
+// and the next tile writes them after the reductions have read dQ), since a buffer more would cost
+// blocks an SM holds (three of 66 KiB fit in an H100's 227 KiB, of 82 two); at 128, where a block's
+// registers already keep an SM to one block (of 114 KiB, or 130 with the buffer), in a buffer of its
+// own, which takes the tile one barrier more where sharing takes three (below). Deferred, P^T and
+// dS^T are still read when dQ is staged: its own buffer too.
 inline constexpr int kScoreBuffers = kFusedDefer ? 2 : 1;
 template <typename T, int D>
 struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>> {
   using Base = WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), kFusedKeys<D>>;
   static constexpr int kScoreElems = kFusedKeys<D> * kWgmmaQueryTileFor<D>;
   static constexpr int kDqFloats = kWgmmaQueryTileFor<D> * D;
-  static constexpr bool kDqOverScores =
-      kScoreBuffers == 1 && 2 * kScoreElems * sizeof(T) >= kDqFloats * sizeof(float);
+  static constexpr bool kDqOverScores = kScoreBuffers == 1 && D == 64;
+  static_assert(!kDqOverScores || 2 * kScoreElems * sizeof(T) >= kDqFloats * sizeof(float), "dQ fits P^T, dS^T");
   static_assert(kScoreElems * sizeof(T) % wgmma::kCoreBytes == 0, "dS^T's buffer right after P^T's");
   T* pt;
   T* ds;
@@ -546,12 +548,11 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
         }
         return;
       }
-      // Staged, then one thread starts the reductions, a box per 32 columns. The staging waits for every
-      // warpgroup's products (it takes P^T's and dS^T's place) or, in a buffer of its own, for the last
-      // tile's reductions to have read it.
-      using Fused = WgmmaFusedSmem<T, D>;
-      if (!Fused::kDqOverScores && threadIdx.x == 0) tma::wait_bulk_read<0>();
-      __syncthreads();
+      // Staged, then one thread starts the reductions, a box per 32 columns. Over P^T and dS^T the
+      // staging waits for every warpgroup's products to have read them; in a buffer of its own the
+      // last tile's reductions have read it (thread 0's wait with the scores, and the barrier after
+      // P^T and dS^T).
+      if constexpr (WgmmaFusedSmem<T, D>::kDqOverScores) __syncthreads();
 #pragma unroll
       for (int mm = 0; mm < kQBlocks; ++mm) {
         stage_dq_share(smem.dq, acc_q[mm], (mm * kGroups + group) * wgmma::kM);
@@ -578,6 +579,8 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
           wgmma_score_pair<T, D, kQueryTile>(s, k_desc, stage_descriptor<T, Smem::kGradBuffers>(q_desc, kElems, t),
                                              dp, v_desc,
                                              stage_descriptor<T, Smem::kGradBuffers>(do_desc, kElems, t));
+          // While they run, thread 0 waits for the last tile's reductions to have read dQ's staging.
+          if (kDq && dq_map != nullptr && t > 0 && threadIdx.x == 0) tma::wait_bulk_read<0>();
         },
         [&] {
           wgmma::settle(s);
@@ -585,13 +588,10 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
           dkv_scores_to_p_ds<kDropout>(s, dp, p, st, b, i0, j_first + warp * kM,
                                        stage_buffer(smem.lse, kQueryTile, t), stage_buffer(smem.d, kQueryTile, t));
           if constexpr (kDq) {
-            if constexpr (WgmmaFusedSmem<T, D>::kDqOverScores) {
-              if (dq_map != nullptr && t > 0) {
-                // The last tile's reductions read dQ's staging, where P^T and dS^T go.
-                if (threadIdx.x == 0) tma::wait_bulk_read<0>();
-                __syncthreads();
-              }
-            }
+            // Thread 0 has waited for the last tile's reductions to read dQ's staging, which the
+            // barrier passes on: over P^T and dS^T one of its own before they are stored; in a
+            // buffer of its own the one below, before the next staging.
+            if (WgmmaFusedSmem<T, D>::kDqOverScores && dq_map != nullptr && t > 0) __syncthreads();
             // P^T and dS^T to this tile's buffers, rounded to T as the A tiles would be; the products
             // read them after the proxy fence and the barrier.
             stage_accumulators<T, kQueryTile>(stage_buffer<kScoreBuffers>(smem.pt, Smem::kScoreElems, t), s);
