@@ -549,10 +549,15 @@ __device__ __forceinline__ void dkv_wgmma_block(T* dk, T* dv, float* dq_acc, con
         return;
       }
       // Staged, then one thread starts the reductions, a box per 32 columns. Over P^T and dS^T the
-      // staging waits for every warpgroup's products to have read them; in a buffer of its own the
-      // last tile's reductions have read it (thread 0's wait with the scores, and the barrier after
-      // P^T and dS^T).
-      if constexpr (WgmmaFusedSmem<T, D>::kDqOverScores) __syncthreads();
+      // staging waits for every warpgroup's products to have read them. In a buffer of its own the
+      // last tile's reductions have read it: thread 0 waited with the scores, and the barrier after
+      // P^T and dS^T passed that on; deferred, the last tile's products settle after the loop, with no
+      // scores before them, so thread 0 waits here, and a barrier passes it on.
+      using Fused = WgmmaFusedSmem<T, D>;
+      if constexpr (Fused::kDqOverScores || kFusedDefer) {
+        if (!Fused::kDqOverScores && threadIdx.x == 0) tma::wait_bulk_read<0>();
+        __syncthreads();
+      }
 #pragma unroll
       for (int mm = 0; mm < kQBlocks; ++mm) {
         stage_dq_share(smem.dq, acc_q[mm], (mm * kGroups + group) * wgmma::kM);
