@@ -40,7 +40,7 @@ bool forward_in(void* out, void* lse, const void* q, const void* k, const void* 
   if (a.wgmma_producer) {
     using F = WgmmaForward<kOrder>;
     const attention_tc::WgmmaForwardMaps maps = attention_tc::make_forward_maps(
-        attention_tc::make_tc_params(a, q, k, v), static_cast<int>(a.E), q, k, v, kOrder, a.wgmma_tma);
+        attention_tc::make_tc_params(a, q, k, v), static_cast<int>(a.E), q, k, v, out, kOrder, a.wgmma_tma);
     attention_tc::launch_forward<F::template Smem, F>(out, lse, q, k, v, a, ctx, maps);
     return maps.on;
   }

@@ -197,9 +197,12 @@ __device__ __forceinline__ void produce_forward_tiles(const WgmmaForwardSmem<T, 
 // The rows are the block's 128 for Q, a key tile's 64 for K and V. Rows past L or S are zeros, as the
 // tensor copy writes them. A batch dim along which the operand broadcasts (stride 0) is left at size 1
 // and coordinate 0.
+// And, with `store`, the output's map for the consumers' tensor stores (WgmmaForwardConsumer::
+// write_out): swizzled tiles only, viewed as Q is, a warpgroup's box [64, 64 rows] per block of 64
+// columns; rows past L are left out.
 struct WgmmaForwardMaps {
-  tma::Map q, k, v;
-  bool on;
+  tma::Map q, k, v, o;
+  bool on, store;
 };
 // The first of the maps' batch dims.
 KILN_HD constexpr int forward_batch_dim(wgmma::Order order) { return order == wgmma::Order::kSwizzled ? 2 : 3; }
@@ -217,13 +220,13 @@ KILN_HD void batch_coordinates(const AttentionBatch& layout, const int64_t* stri
   }
 }
 
-// The maps for operands q, k, v of the forward with head dim D, its tiles staged in `order` (host
-// code).
+// The maps for operands q, k, v and the output of the forward with head dim D, its tiles staged in
+// `order` (host code).
 inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* q, const void* k, const void* v,
-                                          wgmma::Order order, bool want) {
+                                          const void* out, wgmma::Order order, bool want) {
   WgmmaForwardMaps maps{};
   const AttentionBatch& l = p.layout;
-  if (!want || !p.wide || l.ndim > 2 || p.L < 1 || p.S < 1) return maps;
+  if (!want || l.ndim > 2 || p.L < 1 || p.S < 1) return maps;
   const int first = forward_batch_dim(order);
   const auto view = [&](const void* base, int64_t rows, int64_t row_stride, const int64_t* strides, int box_rows) {
     const auto n = static_cast<uint64_t>(rows), row_bytes = static_cast<uint64_t>(row_stride) * 2;
@@ -238,9 +241,10 @@ inline WgmmaForwardMaps make_forward_maps(const TcParams& p, int D, const void* 
     }
     return b;
   };
-  maps.on = tma::encode(view(q, p.L, p.q_rs, l.q, kWgmmaForwardGroups * wgmma::kM), &maps.q) &&
+  maps.on = p.wide && tma::encode(view(q, p.L, p.q_rs, l.q, kWgmmaForwardGroups * wgmma::kM), &maps.q) &&
             tma::encode(view(k, p.S, p.k_rs, l.k, kWgmmaKeyTile), &maps.k) &&
             tma::encode(view(v, p.S, p.v_rs, l.v, kWgmmaKeyTile), &maps.v);
+  maps.store = order == wgmma::Order::kSwizzled && tma::encode(view(out, p.L, p.o_rs, l.o, wgmma::kM), &maps.o);
   return maps;
 }
 
@@ -403,24 +407,25 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
   // then the output and the log-sum-exp (write_out).
   template <typename Handoff>
   __device__ __forceinline__ void finish(const Smem& smem, int group, int64_t i0, T* out, float* lse,
-                                         const Handoff& handoff) {
+                                         const Handoff& handoff, const tma::Map* out_map = nullptr) {
     if (pending) {
       issue_pv(last, handoff);
       wgmma::wait<0>();
       wgmma::settle(acc);
     }
-    write_out(smem, group, i0, out, lse);
+    write_out(smem, group, i0, out, lse, out_map);
   }
 
   // out = acc / l for the warpgroup's 64 rows (from the block's first, i0), through shared memory, as
-  // FlashAttention-3's epilogue goes (which stores with a tensor copy where this takes 16-byte
-  // stores): the rows go into the warpgroup's own rows of the staged Q tile, which no one reads any
-  // more (only its products did, and all have landed), then leave in 16-byte pieces, 8 threads to 128
-  // contiguous bytes of a row where the tile is swizzled (stored from the accumulators, a warp's store
-  // writes 16 bytes in each of 8 rows). Where the output's rows are not 16-byte aligned, write_forward
-  // stores from the accumulators. The log-sum-exp is written from the registers (finish_row) either
-  // way.
-  __device__ __forceinline__ void write_out(const Smem& smem, int group, int64_t i0, T* out, float* lse) {
+  // FlashAttention-3's epilogue goes: the rows go into the warpgroup's own rows of the staged Q tile,
+  // which no one reads any more (only its products did, and all have landed), then leave by tensor
+  // stores through `out_map` (WgmmaForwardMaps::store: one thread starts a box per 64 columns, and
+  // waits for their reads before it exits), or else in 16-byte pieces, 8 threads to 128 contiguous
+  // bytes of a row where the tile is swizzled (stored from the accumulators, a warp's store writes 16
+  // bytes in each of 8 rows). Where the output's rows are not 16-byte aligned, write_forward stores
+  // from the accumulators. The log-sum-exp is written from the registers (finish_row) either way.
+  __device__ __forceinline__ void write_out(const Smem& smem, int group, int64_t i0, T* out, float* lse,
+                                            const tma::Map* out_map) {
     T* const out_b = output_of(out, p, b);
     if (reinterpret_cast<uintptr_t>(out_b) % 16 != 0 || p.o_rs % tile::kPieceElems != 0) {  // the block's alike
       write_forward(out, lse, p, b, rows, acc);
@@ -438,6 +443,21 @@ template <typename T, int D, bool kDropout, wgmma::Order kOrder> struct WgmmaFor
         *reinterpret_cast<uint32_t*>(at) =
             tile::pack2(static_cast<T>(acc[t].r[2 * h] * inv), static_cast<T>(acc[t].r[2 * h + 1] * inv));
       }
+    }
+    if (out_map != nullptr) {
+      wgmma::fence_async_smem();  // each thread's stores, for the copy engine
+      epilogue_barrier(group);
+      if (static_cast<int>(threadIdx.x) % wgmma::kThreads != 0) return;
+      int32_t at[tma::kRank] = {0, static_cast<int32_t>(i0 + group * wgmma::kM), 0, 0, 0};
+      batch_coordinates(p.layout, p.layout.o, b, at[2], at[3]);
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c) {
+        at[0] = 64 * c;
+        tma::store_box(*out_map, at, smem.q + kQ.position(group * wgmma::kM, 64 * c) / sizeof(T));
+      }
+      tma::commit_bulk();
+      tma::wait_bulk_read<0>();  // the block's shared memory goes when its threads exit
+      return;
     }
     epilogue_barrier(group);
     // The warpgroup's rows, in memory order.
@@ -588,7 +608,7 @@ __global__ void __launch_bounds__(kWgmmaForwardThreads<D>, 1)
     }
     c.step(t, j0, handoff);
   }
-  c.finish(smem, group, i0, out, lse, handoff);
+  c.finish(smem, group, i0, out, lse, handoff, maps.store ? &maps.o : nullptr);
 }
 
 // The sync forward's consumers tell no one anything: stream_tiles's barriers order the block.

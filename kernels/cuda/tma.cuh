@@ -17,16 +17,18 @@
 //                           coordinates `at` (innermost first, may run past the tensor's ends) into
 //                           `dst` in shared memory (128-byte aligned), dimension 0 fastest, and
 //                           completes box_bytes() bytes on the mbarrier `bar`
+//   store_box(map, at, src)
+//                           device, one thread: the other way: starts writing the box laid out at `src`
+//                           in shared memory (as copy_box would land it) to the tensor's elements at
+//                           `at` on, those outside the tensor left out
 //   reduce_add_box(map, at, src)
-//                           device, one thread: the other way, and adding: starts adding the box laid
-//                           out at `src` in shared memory (as copy_box would land it) to the tensor's
-//                           elements at `at` on, elementwise and atomically, those outside the tensor
-//                           left out (a float32 map: Box::float32). Tracked in bulk groups, not on a
-//                           barrier: commit_bulk() closes the thread's group, wait_bulk_read<N>() waits
-//                           until all but the N newest groups have read their sources (which may then
-//                           be overwritten), wait_bulk<N>() until they are done. The stores that wrote
-//                           the source must be fenced for the async proxy (wgmma::fence_async_smem)
-//                           before the start.
+//                           the same, adding: each element added to the tensor's, atomically (a
+//                           float32 map: Box::float32)
+//                           Both are tracked in bulk groups, not on a barrier: commit_bulk() closes the
+//                           thread's group, wait_bulk_read<N>() waits until all but the N newest groups
+//                           have read their sources (which may then be overwritten), wait_bulk<N>()
+//                           until they are done. The stores that wrote the source must be fenced for
+//                           the async proxy (wgmma::fence_async_smem) before the start.
 //
 // Without swizzling (the attention forward's copies), the box lands in shared memory exactly as it is
 // walked: a box of [8 elements, rows, W / 8] over a matrix viewed as [8, rows, W / 8] (strides: the
@@ -35,9 +37,9 @@
 // swizzled tile, which wgmma reads in its 128-byte swizzle mode.
 //
 // Compiled by the host compiler, this file runs on the emulator (kernels/simt/simt.h's bulk_copy and
-// bulk_reduce): a box lands when a thread waits on its barrier, and its destination holds NaN until
-// then; a reduction reads its source and adds at the wait for its group, and faults if the source
-// changed since the start.
+// bulk_store, bulk_reduce): a box lands when a thread waits on its barrier, and its destination holds
+// NaN until then; a store or reduction reads its source and writes at the wait for its group, and
+// faults if the source changed since the start.
 #pragma once
 
 #include <cstdint>
@@ -108,6 +110,14 @@ __device__ __forceinline__ void copy_box(void* dst, const Map& map, const int32_
       "[%7];\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(at[0]), "r"(at[1]), "r"(at[2]), "r"(at[3]), "r"(at[4]),
       "r"(pipeline::shared_address(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void store_box(const Map& map, const int32_t (&at)[kRank], const void* src) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n"
+      ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(at[0]), "r"(at[1]), "r"(at[2]), "r"(at[3]), "r"(at[4]),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src)))
       : "memory");
 }
 
@@ -184,7 +194,25 @@ inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint
       where);
 }
 
-// The sum happens at the wait for its group (simt::bulk_wait), from the source as it was at the start.
+// The writes happen at the wait for its group (simt::bulk_wait), from the source as it was at the start.
+inline void store_box(const Map& map, const int32_t (&at)[kRank], const void* src,
+                      simt::Site where = simt::Site::here()) {
+  host::check_box_place(src, map, "tensor store", "source", where);
+  std::array<int32_t, kRank> start{};
+  for (int d = 0; d < kRank; ++d) start[d] = at[d];
+  simt::bulk_store(
+      src, map.box_bytes(),
+      [map, start](const void* in) {
+        const auto* in_base = static_cast<const unsigned char*>(in);
+        auto* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(map.base));  // written
+        host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
+          if (inside) std::memcpy(base + offset, in_base + byte, map.elem_bytes());
+        });
+      },
+      where);
+}
+
+// The same for a reduction: the sum happens at the wait for its group.
 inline void reduce_add_box(const Map& map, const int32_t (&at)[kRank], const void* src,
                            simt::Site where = simt::Site::here()) {
   host::check_box_place(src, map, "tensor reduction", "source", where);

@@ -105,13 +105,15 @@ struct PendingCopy {
   Site where;
 };
 
-// A bulk reduction from shared memory started by a thread (bulk_reduce): its source, a copy of the
-// source's bytes at the start, and what adds them to global memory when it completes.
-struct PendingReduce {
+// A bulk store or reduction from shared memory started by a thread (bulk_store, bulk_reduce): its
+// source, a copy of the source's bytes at the start, and what writes or adds them to global memory when
+// it completes.
+struct PendingBulk {
   const void* src = nullptr;
   std::vector<unsigned char> at_start;
   std::function<void(const void*)> apply;
   int group = 0;  // the thread's bulk commit count when it started: its group once committed
+  const char* what = "";  // "bulk store", "bulk reduction"
   Site where;
 };
 
@@ -130,7 +132,7 @@ struct Fiber {
   std::vector<PendingCopy> copies;  // in the order started
   int committed = 0;                // groups committed
   uint32_t proxy_fences = 0;        // fence.proxy.async calls in this block (fence_proxy_async)
-  std::vector<PendingReduce> reductions;  // bulk reductions started, in order (bulk_reduce)
+  std::vector<PendingBulk> bulk;  // bulk stores and reductions started, in order
   int bulk_committed = 0;                 // bulk groups committed
   std::vector<std::pair<const void*, std::unique_ptr<ThreadState>>> states;  // thread_state's
 };
@@ -314,10 +316,10 @@ void fiber_main() {
     exit_fault(std::to_string(f.copies.size()) + " asynchronous copies it never waited for, the first started at " +
                site(f.copies.front().where));
   }
-  if (!f.reductions.empty()) {
-    exit_fault(std::to_string(f.reductions.size()) +
-               " bulk reductions it never waited for (cp.async.bulk.wait_group), the first started at " +
-               site(f.reductions.front().where));
+  if (!f.bulk.empty()) {
+    exit_fault(std::to_string(f.bulk.size()) +
+               " bulk stores or reductions it never waited for (cp.async.bulk.wait_group), the first a " +
+               f.bulk.front().what + " started at " + site(f.bulk.front().where));
   }
   for (const auto& [key, state] : f.states) {
     if (const std::string what = state->exit_fault(); !what.empty()) exit_fault(what);
@@ -918,20 +920,33 @@ void async_proxy_read(const void* p, size_t bytes, Site where) {
   }
 }
 
-void bulk_reduce(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where) {
-  Launch& l = running("a bulk reduction");
+namespace {
+void start_bulk(Launch& l, const char* what, const void* src, size_t bytes, std::function<void(const void*)> apply,
+                Site where, int64_t& count, int64_t& count_bytes) {
   Fiber& f = self(l);
-  const auto what = [&] { return "bulk reduction of " + std::to_string(bytes) + " bytes at " + site(where); };
-  if (bytes == 0 || bytes % 16 != 0) fail(l, what() + ": the size must be a positive multiple of 16 bytes");
-  if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail(l, what() + ": the source is not aligned to 16 bytes");
+  const auto named = [&] { return std::string(what) + " of " + std::to_string(bytes) + " bytes at " + site(where); };
+  if (bytes == 0 || bytes % 16 != 0) fail(l, named() + ": the size must be a positive multiple of 16 bytes");
+  if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail(l, named() + ": the source is not aligned to 16 bytes");
   // The copy engine reads the source through the async proxy: the stores that wrote it must be
   // fenced by now (async_proxy_read faults otherwise, and on bytes outside the dynamic memory).
   async_proxy_read(src, bytes, where);
   const auto* p = static_cast<const unsigned char*>(src);
-  f.reductions.push_back(PendingReduce{src, std::vector<unsigned char>(p, p + bytes), std::move(apply),
-                                       f.bulk_committed, where});
-  ++l.stats.bulk_reductions;
-  l.stats.bulk_reduction_bytes += static_cast<int64_t>(bytes);
+  f.bulk.push_back(
+      PendingBulk{src, std::vector<unsigned char>(p, p + bytes), std::move(apply), f.bulk_committed, what, where});
+  ++count;
+  count_bytes += static_cast<int64_t>(bytes);
+}
+}  // namespace
+
+void bulk_store(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where) {
+  Launch& l = running("a bulk store");
+  start_bulk(l, "bulk store", src, bytes, std::move(apply), where, l.stats.bulk_stores, l.stats.bulk_store_bytes);
+}
+
+void bulk_reduce(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where) {
+  Launch& l = running("a bulk reduction");
+  start_bulk(l, "bulk reduction", src, bytes, std::move(apply), where, l.stats.bulk_reductions,
+             l.stats.bulk_reduction_bytes);
 }
 
 void bulk_commit() { ++self(running("a bulk group's commit")).bulk_committed; }
@@ -941,18 +956,18 @@ void bulk_wait(int pending, Site where) {
   Fiber& f = self(l);
   const int complete_below = f.bulk_committed - std::max(pending, 0);
   size_t n = 0;
-  for (; n < f.reductions.size() && f.reductions[n].group < complete_below; ++n) {
-    const PendingReduce& r = f.reductions[n];
+  for (; n < f.bulk.size() && f.bulk[n].group < complete_below; ++n) {
+    const PendingBulk& r = f.bulk[n];
     // The engine reads the source at some time between the start and this wait: bytes that differ
     // now were changed in that window, a race whether or not the results would show it.
     if (std::memcmp(r.at_start.data(), r.src, r.at_start.size()) != 0) {
-      fail(l, "bulk reduction started at " + site(r.where) +
+      fail(l, std::string(r.what) + " started at " + site(r.where) +
                   ": its source in shared memory changed before the wait that completes it (" + site(where) +
                   "): the copy engine may read it at any time until then");
     }
     r.apply(r.src);
   }
-  f.reductions.erase(f.reductions.begin(), f.reductions.begin() + static_cast<std::ptrdiff_t>(n));
+  f.bulk.erase(f.bulk.begin(), f.bulk.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 void mbarrier_wait(void* bar, int parity, Site where) {

@@ -96,8 +96,10 @@ struct LaunchStats {
   // Phases of shared-memory barriers completed (mbarrier_arrive), and of named barriers
   // (named_barrier_sync and _arrive), per block summed.
   int64_t mbarrier_phases = 0, named_barrier_phases = 0;
-  // Bulk copies started (bulk_copy) and their bytes; bulk reductions started (bulk_reduce) and theirs.
+  // Bulk copies started (bulk_copy) and their bytes; bulk stores (bulk_store) and reductions
+  // (bulk_reduce) and theirs.
   int64_t bulk_copies = 0, bulk_copy_bytes = 0;
+  int64_t bulk_stores = 0, bulk_store_bytes = 0;
   int64_t bulk_reductions = 0, bulk_reduction_bytes = 0;
 };
 
@@ -205,18 +207,20 @@ void bulk_copy(void* dst, size_t bytes, void* bar, std::function<void(void*)> fi
 void fence_proxy_async();
 void async_proxy_read(const void* p, size_t bytes, Site where = Site::here());
 
-// Bulk reductions from shared memory into global memory (the tensor reductions of TMA,
-// kernels/cuda/tma.cuh), tracked in bulk groups as cp.async.bulk.commit_group and wait_group track
-// them: bulk_reduce starts one that reads `bytes` at `src` in the block's dynamic shared memory and
-// hands them to `apply` (which adds them where they go) when it completes; bulk_commit makes the
-// thread's reductions started since its last commit one group; bulk_wait(pending) lets all of its
-// committed groups but the `pending` newest complete (cp.async.bulk.wait_group and its .read form
-// alike: here both the read and the adds happen then). The source goes through the async proxy, so
-// the stores that wrote it must be fenced before the start (async_proxy_read), and it must not change
-// until the wait: the engine may read it at any time in between.
+// Bulk stores and reductions from shared memory into global memory (the tensor stores and tensor
+// reductions of TMA, kernels/cuda/tma.cuh), tracked in bulk groups as cp.async.bulk.commit_group and
+// wait_group track them: bulk_store and bulk_reduce start one that reads `bytes` at `src` in the
+// block's dynamic shared memory and hands them to `apply` (which writes them, or adds them, where they
+// go) when it completes; bulk_commit makes the thread's operations started since its last commit one
+// group; bulk_wait(pending) lets all of its committed groups but the `pending` newest complete
+// (cp.async.bulk.wait_group and its .read form alike: here both the read and the writes happen then).
+// The source goes through the async proxy, so the stores that wrote it must be fenced before the start
+// (async_proxy_read), and it must not change until the wait: the engine may read it at any time in
+// between.
 // Throws on a size that is not a positive multiple of 16, a source not aligned to 16 bytes or not in
 // the dynamic shared memory, unfenced stores there, a source changed before its wait, and, when a
-// thread exits, on reductions it never waited for (the block's shared memory goes with it).
+// thread exits, on operations it never waited for (the block's shared memory goes with it).
+void bulk_store(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where = Site::here());
 void bulk_reduce(const void* src, size_t bytes, std::function<void(const void*)> apply, Site where = Site::here());
 void bulk_commit();
 void bulk_wait(int pending, Site where = Site::here());

@@ -115,23 +115,23 @@ TEST_CASE("tensor-core tiles: tensor copies land boxes by pieces and swizzled, z
   }
 }
 
-// Tensor reductions (tests/cuda/tma_selftest.h), as the fused wgmma backward adds its shares of dQ: a
-// float32 tile staged in shared memory as kiln reads the box's layout (swizzled: swizzle128 on rows of
-// 128 bytes) is added to the tensor, elements outside it left out, every other element untouched.
-// The emulator runs the same cases.
-TEST_CASE("tensor-core tiles: tensor reductions add swizzled boxes, leaving out what is past the ends",
+// Tensor reductions and stores (tests/cuda/tma_selftest.h), as the fused wgmma backward adds its shares
+// of dQ and the wgmma forward stores its output: a float32 tile staged in shared memory as kiln reads
+// the box's layout (swizzled: swizzle128 on rows of 128 bytes) is added to the tensor, or stored, the
+// elements outside it left out, every other element untouched. The emulator runs the same cases.
+TEST_CASE("tensor-core tiles: tensor reductions and stores write swizzled boxes, leaving out what is past the ends",
           "[cuda][tile][hopper]") {
   REQUIRE(kiln::cuda::is_available());
   REQUIRE(kiln::test::wgmma_selftest_runs_here());
-  for (const kiln::test::TmaReduceCase& c : kiln::test::tma_reduce_cases()) {
+  for (const kiln::test::TmaWriteCase& c : kiln::test::tma_write_cases()) {
     INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << " of " << c.rows << ", batch " << c.batch
-              << ", from column " << c.col0 << (c.swizzle ? ", swizzled" : ""));
-    const kiln::test::TmaReduceSelftest got = kiln::test::run_tma_reduce_selftest(c);
-    const std::string broken = kiln::tma::invalid(kiln::test::tma_reduce_box(nullptr, c));
+              << ", from column " << c.col0 << (c.swizzle ? ", swizzled" : "") << (c.add ? ", added" : ", stored"));
+    const kiln::test::TmaWriteSelftest got = kiln::test::run_tma_write_selftest(c);
+    const std::string broken = kiln::tma::invalid(kiln::test::tma_write_box(nullptr, c));
     INFO("if the driver refused the map, kiln's check of its rules says: "
          << (broken.empty() ? "none broken" : broken));
     REQUIRE(got.encoded);
-    CHECK(got.matrices == kiln::test::tma_reduce_expected(c));
+    CHECK(got.matrices == kiln::test::tma_write_expected(c));
   }
 }
 #endif

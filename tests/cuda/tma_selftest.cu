@@ -36,24 +36,24 @@ TmaSelftest run_tma_selftest(const TmaSelftestCase& c) {
   return got;
 }
 
-TmaReduceSelftest run_tma_reduce_selftest(const TmaReduceCase& c) {
-  constexpr const char* kTest = "tma reduce selftest";
+TmaWriteSelftest run_tma_write_selftest(const TmaWriteCase& c) {
+  constexpr const char* kTest = "tma write selftest";
   const auto check = [&](cudaError_t e, const char* what) { selftest_check(e, kTest, what); };
-  const std::vector<float> m = tma_reduce_matrices(c), source = tma_reduce_source(c);
+  const std::vector<float> m = tma_write_matrices(c), source = tma_write_source(c);
   float *dm = nullptr, *dsource = nullptr;
   check(cudaMalloc(&dm, m.size() * sizeof(float)), "cudaMalloc");
   check(cudaMalloc(&dsource, source.size() * sizeof(float)), "cudaMalloc");
   check(cudaMemcpy(dm, m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(dsource, source.data(), source.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  TmaReduceSelftest got;
+  TmaWriteSelftest got;
   tma::Map map{};
-  got.encoded = tma::encode(tma_reduce_box(dm, c), &map);
+  got.encoded = tma::encode(tma_write_box(dm, c), &map);
   if (got.encoded) {
     const int elems = static_cast<int>(source.size());
     tile::SmemCarver sizes;
-    const TmaReduceSmem pieces(sizes, elems);
+    const TmaWriteSmem pieces(sizes, elems);
     (void)pieces;
-    tma_reduce_selftest_kernel<<<1, 128, sizes.bytes()>>>(map, tma_reduce_coordinates(c), dsource, elems);
+    tma_write_selftest_kernel<<<1, 128, sizes.bytes()>>>(map, tma_write_coordinates(c), dsource, elems, c.add);
     check(cudaGetLastError(), "launch");
     got.matrices.resize(m.size());
     check(cudaMemcpy(got.matrices.data(), dm, m.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy back");

@@ -5,8 +5,9 @@
 // the tensor's ends, the bytes completing the barrier's phase, the 128-byte swizzle) and the views the
 // attention forward uses hold on the hardware: by pieces (a matrix as [8 elements, rows, W / 8
 // pieces], the pieces 16 bytes apart) and swizzled (the matrix as it is, a box of 64 columns).
-// And a tensor reduction the other way (tma::reduce_add_box, the fused wgmma backward's adds of dQ):
-// a tile of float32 in shared memory, staged as the box lands, added to a float32 tensor.
+// And the other way, shared to global memory: a tile of float32 in shared memory, staged as the box
+// lands, stored into a float32 tensor (tma::store_box, as the wgmma forward stores its output) or added
+// to it (tma::reduce_add_box, the fused wgmma backward's adds of dQ).
 #pragma once
 
 #include <cstdint>
@@ -115,25 +116,26 @@ TmaSelftest run_tma_selftest(const TmaSelftestCase& c);
 
 // `batches` float32 matrices of [rows, W], one after another, as the fused backward's dQ accumulator
 // [batch, L, D]; a box of [32 columns, box_rows] at column col0, row row0 (which may run past either
-// end) of matrix `batch`, with the 128-byte swizzle (the backward's) or without.
-struct TmaReduceCase {
+// end) of matrix `batch`, with the 128-byte swizzle (the backward's) or without; added (a reduction)
+// or stored.
+struct TmaWriteCase {
   int rows = 40, W = 64, batches = 2, box_rows = 64;
   int32_t row0 = 0, batch = 1, col0 = 0;
-  bool swizzle = true;
+  bool swizzle = true, add = true;
 };
-inline constexpr int kTmaReduceCols = 32;
+inline constexpr int kTmaWriteCols = 32;
 
-inline TmaAt tma_reduce_coordinates(const TmaReduceCase& c) { return {{c.col0, c.row0, c.batch, 0, 0}}; }
+inline TmaAt tma_write_coordinates(const TmaWriteCase& c) { return {{c.col0, c.row0, c.batch, 0, 0}}; }
 
-// The matrices' values before the adds: their index plus a half (exact in float32).
-inline std::vector<float> tma_reduce_matrices(const TmaReduceCase& c) {
+// The matrices' values before the writes: their index plus a half (exact in float32).
+inline std::vector<float> tma_write_matrices(const TmaWriteCase& c) {
   std::vector<float> m(static_cast<size_t>(c.batches) * c.rows * c.W);
   for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(i) + 0.5f;
   return m;
 }
 
 // The view of the matrices at `base`: [W, rows, batches] of float32, the box [32, box_rows].
-inline tma::Box tma_reduce_box(const void* base, const TmaReduceCase& c) {
+inline tma::Box tma_write_box(const void* base, const TmaWriteCase& c) {
   tma::Box b;
   b.base = base;
   b.dims[0] = static_cast<uint64_t>(c.W);
@@ -143,7 +145,7 @@ inline tma::Box tma_reduce_box(const void* base, const TmaReduceCase& c) {
   b.strides[1] = static_cast<uint64_t>(c.W) * 4;
   b.strides[2] = static_cast<uint64_t>(c.rows) * c.W * 4;
   b.strides[3] = b.strides[4] = 16;
-  b.box[0] = kTmaReduceCols;
+  b.box[0] = kTmaWriteCols;
   b.box[1] = static_cast<uint32_t>(c.box_rows);
   b.swizzle128 = c.swizzle;
   b.float32 = true;
@@ -152,26 +154,27 @@ inline tma::Box tma_reduce_box(const void* base, const TmaReduceCase& c) {
 
 // The tile in shared memory, as the kernel stages it: box element (r, j), 1000 (r + 1) + j, at float
 // r * 32 + j, or with the swizzle at swizzle128 of that byte (each row of the box is 128 bytes).
-inline std::vector<float> tma_reduce_source(const TmaReduceCase& c) {
-  std::vector<float> tile(static_cast<size_t>(c.box_rows) * kTmaReduceCols);
+inline std::vector<float> tma_write_source(const TmaWriteCase& c) {
+  std::vector<float> tile(static_cast<size_t>(c.box_rows) * kTmaWriteCols);
   for (int r = 0; r < c.box_rows; ++r) {
-    for (int j = 0; j < kTmaReduceCols; ++j) {
-      const auto byte = static_cast<uint32_t>((r * kTmaReduceCols + j) * 4);
+    for (int j = 0; j < kTmaWriteCols; ++j) {
+      const auto byte = static_cast<uint32_t>((r * kTmaWriteCols + j) * 4);
       tile[(c.swizzle ? wgmma::swizzle128(byte) : byte) / 4] = static_cast<float>(1000 * (r + 1) + j);
     }
   }
   return tile;
 }
 
-// The matrices after the reduction: box element (r, j) added to (row0 + r, col0 + j) of matrix `batch`
-// where that lies within the matrices; every other element as it was.
-inline std::vector<float> tma_reduce_expected(const TmaReduceCase& c) {
-  std::vector<float> m = tma_reduce_matrices(c);
+// The matrices after the write: box element (r, j) added to (or stored at) (row0 + r, col0 + j) of
+// matrix `batch` where that lies within the matrices; every other element as it was.
+inline std::vector<float> tma_write_expected(const TmaWriteCase& c) {
+  std::vector<float> m = tma_write_matrices(c);
   for (int r = 0; r < c.box_rows; ++r) {
     const int row = c.row0 + r;
     if (row < 0 || row >= c.rows) continue;
-    for (int j = 0; j < kTmaReduceCols; ++j) {
-      m[(static_cast<size_t>(c.batch) * c.rows + row) * c.W + c.col0 + j] += static_cast<float>(1000 * (r + 1) + j);
+    for (int j = 0; j < kTmaWriteCols; ++j) {
+      float& e = m[(static_cast<size_t>(c.batch) * c.rows + row) * c.W + c.col0 + j];
+      e = (c.add ? e : 0.f) + static_cast<float>(1000 * (r + 1) + j);
     }
   }
   return m;
@@ -179,9 +182,9 @@ inline std::vector<float> tma_reduce_expected(const TmaReduceCase& c) {
 
 // The cases both tests run: the fused backward's boxes at head dim 64 (64 query rows) and 128 (32, the
 // second and fourth blocks of 32 columns), rows past the end (its last query tile) and before the start,
-// and one without the swizzle.
-inline std::vector<TmaReduceCase> tma_reduce_cases() {
-  std::vector<TmaReduceCase> cases(5);
+// and one without the swizzle; and stores, swizzled with rows past the end, and not.
+inline std::vector<TmaWriteCase> tma_write_cases() {
+  std::vector<TmaWriteCase> cases(7);
   cases[1].W = 128;
   cases[1].box_rows = 32;
   cases[1].col0 = 32;
@@ -194,14 +197,20 @@ inline std::vector<TmaReduceCase> tma_reduce_cases() {
   cases[3].col0 = 32;
   cases[4].swizzle = false;
   cases[4].row0 = 10;
+  cases[5].add = false;
+  cases[5].row0 = 20;
+  cases[5].col0 = 32;
+  cases[6].add = false;
+  cases[6].swizzle = false;
+  cases[6].row0 = -3;
   return cases;
 }
 
-// What the GPU run gives: whether the driver encoded the map, and the matrices after the reduction.
-struct TmaReduceSelftest {
+// What the GPU run gives: whether the driver encoded the map, and the matrices after the write.
+struct TmaWriteSelftest {
   bool encoded = false;
   std::vector<float> matrices;
 };
-TmaReduceSelftest run_tma_reduce_selftest(const TmaReduceCase& c);
+TmaWriteSelftest run_tma_write_selftest(const TmaWriteCase& c);
 
 }  // namespace kiln::test

@@ -1,7 +1,7 @@
 // The kernels of the TMA self-test (tests/cuda/tma_selftest.h). The copy's: thread 0 sets up a
 // barrier, names the box's bytes with its arrival and starts the tensor copy; every thread waits for
-// the phase, then copies the landed tile out. The reduction's: the block stages the tile in shared
-// memory and fences it for the async proxy; thread 0 starts the reduction and waits for it. The GPU
+// the phase, then copies the landed tile out. The write's: the block stages the tile in shared memory
+// and fences it for the async proxy; thread 0 starts the store or the reduction and waits for it. The GPU
 // test launches them (tests/cuda/tma_selftest.cu, built for sm_90a), and the CPU test runs them on the
 // emulator (tests/kernels/test_simt.cpp).
 #pragma once
@@ -44,21 +44,22 @@ __global__ void tma_selftest_kernel(const __grid_constant__ tma::Map map, const 
   for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) out[i] = smem.tile[i];
 }
 
-// `elems` floats of the staged tile (tma_reduce_source), on 1024 bytes.
-struct TmaReduceSmem {
+// `elems` floats of the staged tile (tma_write_source), on 1024 bytes.
+struct TmaWriteSmem {
   float* tile;
-  KILN_HD TmaReduceSmem(tile::SmemCarver& c, int elems) : tile(c.take<float>(elems, 1024)) {}
+  KILN_HD TmaWriteSmem(tile::SmemCarver& c, int elems) : tile(c.take<float>(elems, 1024)) {}
 };
 
-__global__ void tma_reduce_selftest_kernel(const __grid_constant__ tma::Map map, const TmaAt at, const float* source,
-                                           int elems) {
+__global__ void tma_write_selftest_kernel(const __grid_constant__ tma::Map map, const TmaAt at, const float* source,
+                                          int elems, bool add) {
   tile::SmemCarver carve(cuda_detail::dynamic_smem());
-  const TmaReduceSmem smem(carve, elems);
+  const TmaWriteSmem smem(carve, elems);
   for (int i = static_cast<int>(threadIdx.x); i < elems; i += static_cast<int>(blockDim.x)) smem.tile[i] = source[i];
   wgmma::fence_async_smem();
   __syncthreads();
   if (threadIdx.x == 0) {
-    tma::reduce_add_box(map, at.at, smem.tile);
+    if (add) tma::reduce_add_box(map, at.at, smem.tile);
+    else tma::store_box(map, at.at, smem.tile);
     tma::commit_bulk();
     tma::wait_bulk<0>();
   }

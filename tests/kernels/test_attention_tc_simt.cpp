@@ -98,14 +98,14 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
   TcParams p = make_tc_params(a, in.q, in.k, in.v, in.dout);
   p.pingpong = which != Forward::kWgmmaNoPingPong;
   const bool pieces = which == Forward::kWgmmaPieces || which == Forward::kWgmmaSyncPieces;
-  const WgmmaForwardMaps maps = make_forward_maps(p, D, in.q, in.k, in.v,
+  Outputs<T> o(a, pr.out_at);
+  const WgmmaForwardMaps maps = make_forward_maps(p, D, in.q, in.k, in.v, o.out_data(),
                                                   pieces ? wgmma::Order::kPieces : wgmma::Order::kSwizzled,
                                                   which != Forward::kWgmmaCpAsync);
   const auto* qp = static_cast<const T*>(in.q);
   const auto* kp = static_cast<const T*>(in.k);
   const auto* vp = static_cast<const T*>(in.v);
   const auto* gp = static_cast<const T*>(in.dout);
-  Outputs<T> o(a, pr.out_at);
   simt::LaunchConfig cfg;
   cfg.block = simt::Dim3{kBlockThreads, 1, 1};
   cfg.schedule = schedule;
@@ -223,10 +223,17 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     CHECK(maps.on == tma);
     CHECK((forward.bulk_copies > 0) == tma);
     CHECK((forward.async_copies > 0) == !tma);
+    // The output by tensor stores, a box per warpgroup and 64 columns, where the tiles are swizzled
+    // and its rows aligned.
+    const bool store = which != Forward::kWgmmaCpAsync && !pieces && staged_out;
+    CHECK(maps.store == store);
+    CHECK(forward.bulk_stores == (store ? forward_blocks * kWgmmaForwardGroups * D / 64 : 0));
+    CHECK(forward.bulk_store_bytes == forward.bulk_stores * 64 * 64 * 2);
   } else {
     CHECK(forward.mbarrier_phases == 0);
     CHECK(turns == 0);
     CHECK(forward.bulk_copies == 0);
+    CHECK(forward.bulk_stores == 0);
   }
   Emulated e;
   e.results = backward ? o.results(a) : o.forward_results(a);

@@ -776,27 +776,28 @@ TEST_CASE("simt: the TMA self-test's boxes land by pieces and swizzled, as the G
   }
 }
 
-// The tensor reductions' self-test on the emulator, the cases and kernel of the GPU test.
-TEST_CASE("simt: the TMA self-test's reductions add boxes as the GPU test expects them", "[simt]") {
+// The tensor stores' and reductions' self-test on the emulator, the cases and kernel of the GPU test.
+TEST_CASE("simt: the TMA self-test's stores and reductions write boxes as the GPU test expects them", "[simt]") {
   const Schedule schedule = GENERATE(Schedule::Lowest, Schedule::Highest);
-  for (const test::TmaReduceCase& c : test::tma_reduce_cases()) {
+  for (const test::TmaWriteCase& c : test::tma_write_cases()) {
     INFO("W " << c.W << ", box rows " << c.box_rows << ", row " << c.row0 << ", batch " << c.batch << ", column "
-              << c.col0 << (c.swizzle ? ", swizzled" : ""));
-    std::vector<float> m = test::tma_reduce_matrices(c);
-    const std::vector<float> source = test::tma_reduce_source(c);
-    const tma::Box box = test::tma_reduce_box(m.data(), c);
+              << c.col0 << (c.swizzle ? ", swizzled" : "") << (c.add ? ", added" : ", stored"));
+    std::vector<float> m = test::tma_write_matrices(c);
+    const std::vector<float> source = test::tma_write_source(c);
+    const tma::Box box = test::tma_write_box(m.data(), c);
     tma::Map map;
     REQUIRE(tma::encode(box, &map));
     const int elems = static_cast<int>(source.size());
     tile::SmemCarver sizes;
-    const test::TmaReduceSmem pieces(sizes, elems);
+    const test::TmaWriteSmem pieces(sizes, elems);
     (void)pieces;
     const simt::LaunchStats stats = simt::launch(config({1, 1, 1}, {128, 1, 1}, schedule, sizes.bytes()), [&] {
-      test::tma_reduce_selftest_kernel(map, test::tma_reduce_coordinates(c), source.data(), elems);
+      test::tma_write_selftest_kernel(map, test::tma_write_coordinates(c), source.data(), elems, c.add);
     });
-    CHECK(m == test::tma_reduce_expected(c));
-    CHECK(stats.bulk_reductions == 1);
-    CHECK(stats.bulk_reduction_bytes == elems * 4);
+    CHECK(m == test::tma_write_expected(c));
+    CHECK(stats.bulk_reductions == (c.add ? 1 : 0));
+    CHECK(stats.bulk_stores == (c.add ? 0 : 1));
+    CHECK(stats.bulk_reduction_bytes + stats.bulk_store_bytes == elems * 4);
   }
 }
 
@@ -805,12 +806,12 @@ TEST_CASE("simt: the TMA self-test's reductions add boxes as the GPU test expect
 std::vector<float> tensor_reduce(Schedule schedule, bool float32,
                                  const std::function<void(const tma::Map&, float*)>& body) {
   std::vector<float> m(10 * 32, 0.f);
-  test::TmaReduceCase c;
+  test::TmaWriteCase c;
   c.rows = 10;
   c.W = 32;
   c.batches = 1;
   c.box_rows = 16;
-  tma::Box box = test::tma_reduce_box(m.data(), c);
+  tma::Box box = test::tma_write_box(m.data(), c);
   box.float32 = float32;
   tma::Map map;
   REQUIRE(tma::encode(box, &map));
@@ -868,7 +869,7 @@ TEST_CASE("simt: tensor reductions that read unfenced stores, change their sourc
                                       if (commit) tma::commit_bulk();
                                       else tma::wait_bulk<0>();
                                     }),
-                      Contains("exited with 1 bulk reductions it never waited for"));
+                      Contains("exited with 1 bulk stores or reductions it never waited for"));
   }
   // A map of bits, which the engine would add as integers, and a swizzled source off 1024 bytes.
   CHECK_THROWS_WITH(tensor_reduce(schedule, false,
@@ -881,7 +882,7 @@ TEST_CASE("simt: tensor reductions that read unfenced stores, change their sourc
                                     if (threadIdx.x == 0) tma::reduce_add_box(map, at, tile + 32);
                                   }),
                     Contains("tensor reduction at") && Contains("the source is not aligned to 1024 bytes"));
-  tma::Box halves = test::tma_reduce_box(nullptr, test::TmaReduceCase{});
+  tma::Box halves = test::tma_write_box(nullptr, test::TmaWriteCase{});
   alignas(16) static const float storage[4] = {};
   halves.base = storage;
   halves.strides[0] = 2;
