@@ -49,7 +49,8 @@ struct AttentionArgs {
   // attention_tc_backward_fits), and with `wgmma` too the ones on Hopper's warpgroup mma where the
   // build and the device have them; with `wgmma_producer` the forward's warp-specialized kernel, whose
   // consumer warpgroups take turns issuing their products with `wgmma_pingpong`, and whose producer
-  // loads with tensor copies (TMA) with `wgmma_tma` where the operands allow (else with cp.async);
+  // loads with tensor copies (TMA) with `wgmma_tma` where the operands allow (else with cp.async), its
+  // consumers storing the output with tensor stores where the tiles are swizzled (else their threads);
   // its tiles, and the forward without the producer's, are staged with the 128-byte swizzle with
   // `wgmma_swizzle`, else by pieces (kernels/wgmma_layout.h).
   bool tensor_cores = false;

@@ -163,7 +163,9 @@ struct MathSwitches {
   // With attention_wgmma_producer, the producer loads the tiles with tensor copies (TMA: one thread
   // issues a tile's copy, which completes on the consumers' barrier) where the operands' rows are
   // 16-byte aligned and the driver encodes the maps; elsewhere, or with false, with cp.async (every
-  // producer thread copies 16-byte pieces). KILN_ATTENTION_WGMMA_TMA=0 turns it off at start.
+  // producer thread copies 16-byte pieces). The consumers store the output with tensor stores where
+  // the tiles are swizzled and the driver encodes the output's map; else their threads store it.
+  // KILN_ATTENTION_WGMMA_TMA=0 turns both off at start.
   bool attention_wgmma_tma = true;
   // With attention_wgmma, the forward stages its tiles in shared memory with the 128-byte swizzle
   // (the tensor copies write them so, wgmma reads them in its swizzle mode); false: by pieces, the

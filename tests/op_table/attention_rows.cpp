@@ -127,22 +127,20 @@ OpRow sdpa_row(const std::string& name, RefOptions o) {
   return r;
 }
 
-// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core kernels (mma.sync's, or
-// with `wgmma` the ones on Hopper's warpgroup mma, cases named *_wgmma, which a device other than
-// compute capability 9.0 runs on mma.sync): the forward, or the forward and backward together.
-// `variant` picks the wgmma forward for the A/Bs: the warp-specialized one with or without ping-pong
-// (sdpa_causal_wgmma_nopingpong), with its producer on TMA or on cp.async (sdpa_causal_wgmma_cpasync),
-// its tiles staged with the 128-byte swizzle or by pieces (sdpa_causal_wgmma_pieces), or the one whose
-// whole block loads (sdpa_causal_wgmma_sync); or with its blocks in order instead of longest first
-// (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in sections of
-// entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). And on either instruction,
-// the fused backward (sdpa_causal_fwd_bwd_fused on mma.sync, sdpa_causal_wgmma_fwd_bwd_fused: one
-// kernel and dQ summed with atomic adds, on wgmma with tensor reductions, against the two kernels of
-// the rows without _fused), and on wgmma the fused backward with atomic adds
-// (sdpa_causal_wgmma_fwd_bwd_fused_atomics, against the reductions of _fused). FLOPs
-// as PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products,
-// halved for causal; the backward's five products are 2.5 times that. Bytes: q, k, v read and the
-// output written (and, with backward, their gradients). PyTorch's peer runs the same op for both.
+// Causal flash attention in bfloat16 at [B, H, L, E], on the tensor-core kernels (mma.sync's, or with `wgmma` the ones
+// on Hopper's warpgroup mma, cases named *_wgmma, which a device other than compute capability 9.0 runs on mma.sync):
+// the forward, or the forward and backward together. `variant` picks the wgmma forward for the A/Bs: the
+// warp-specialized one with or without ping-pong (sdpa_causal_wgmma_nopingpong), with its producer and its output's
+// stores on TMA or on cp.async and threads (sdpa_causal_wgmma_cpasync), its tiles staged with the 128-byte swizzle or
+// by pieces (sdpa_causal_wgmma_pieces), or the one whose whole block loads (sdpa_causal_wgmma_sync); or with its blocks
+// in order instead of longest first (sdpa_causal_wgmma_inorder), or longest first within each batch entry instead of in
+// sections of entries (sdpa_causal_wgmma_perentry, AttentionArgs::order_section 1). And on either instruction, the
+// fused backward (sdpa_causal_fwd_bwd_fused on mma.sync, sdpa_causal_wgmma_fwd_bwd_fused: one kernel and dQ summed with
+// atomic adds, on wgmma with tensor reductions, against the two kernels of the rows without _fused), and on wgmma the
+// fused backward with atomic adds (sdpa_causal_wgmma_fwd_bwd_fused_atomics, against the reductions of _fused). FLOPs as
+// PyTorch's and FlashAttention's benchmarks count them: 4 B H L^2 E for the two forward products, halved for causal;
+// the backward's five products are 2.5 times that. Bytes: q, k, v read and the output written (and, with backward,
+// their gradients). PyTorch's peer runs the same op for both.
 enum class Variant {
   kWarpSpecialized,
   kNoPingPong,
