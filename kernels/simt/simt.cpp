@@ -132,8 +132,8 @@ struct Fiber {
   std::vector<PendingCopy> copies;  // in the order started
   int committed = 0;                // groups committed
   uint32_t proxy_fences = 0;        // fence.proxy.async calls in this block (fence_proxy_async)
-  std::vector<PendingBulk> bulk;  // bulk stores and reductions started, in order
-  int bulk_committed = 0;                 // bulk groups committed
+  std::vector<PendingBulk> bulk;    // bulk stores and reductions started, in order
+  int bulk_committed = 0;           // bulk groups committed
   std::vector<std::pair<const void*, std::unique_ptr<ThreadState>>> states;  // thread_state's
 };
 
