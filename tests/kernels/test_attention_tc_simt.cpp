@@ -687,3 +687,20 @@ TEST_CASE("attention on tensor cores, emulated: every order of causal blocks giv
     }
   }
 }
+
+// The wgmma dk/dv and fused kernels at head dim 64 hold registers for three blocks an SM (168 a thread,
+// bench/records/kernel_resources_*), and their shared memory must leave room for three too: an H100
+// gives an SM 228 KiB, of which each block reserves 1 KiB. The fused kernel's staging of dQ shares P^T's
+// and dS^T's bytes there for this (WgmmaFusedSmem::kDqOverScores); a buffer of its own would fit two.
+// At head dim 128 a fused block's registers allow one, and its buffer of its own must still fit.
+TEST_CASE("attention on tensor cores: the wgmma backward's shared memory fits the blocks its registers allow",
+          "[attention]") {
+  constexpr size_t kSm = 228 * 1024, kPerBlock = 1024;
+  const auto blocks = [&](size_t bytes) { return kSm / (bytes + kPerBlock); };
+  CHECK(blocks(smem_bytes<WgmmaFusedSmem<BFloat16, 64>>()) >= 3);
+  CHECK(blocks(smem_bytes<WgmmaDkvSmem<BFloat16, 64>>()) >= 3);
+  CHECK(blocks(smem_bytes<WgmmaFusedSmem<BFloat16, 64>>() + 16 * 1024) == 2);  // what a buffer of its own costs
+  CHECK(blocks(smem_bytes<WgmmaFusedSmem<BFloat16, 128>>()) >= 1);
+  CHECK(WgmmaFusedSmem<BFloat16, 64>::kDqOverScores);
+  CHECK_FALSE(WgmmaFusedSmem<BFloat16, 128>::kDqOverScores);
+}
