@@ -146,7 +146,7 @@ struct WgmmaFusedSmem : WgmmaDkvSmemFor<T, D, kStages + (kFusedDefer ? 1 : 0), k
   float* dq;
   KILN_HD explicit WgmmaFusedSmem(tile::SmemCarver& c)
       : Base(c),
-        pt(c.take<T>(kScoreBuffers * kScoreElems, 1024)),
+        pt(c.take<T>(kScoreBuffers * kScoreElems, kDqOverScores ? 1024 : wgmma::kCoreBytes)),
         ds(c.take<T>(kScoreBuffers * kScoreElems, wgmma::kCoreBytes)),
         dq(kDqOverScores ? reinterpret_cast<float*>(pt) : c.take<float>(kDqFloats, 1024)) {}
 };
