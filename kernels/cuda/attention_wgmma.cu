@@ -70,7 +70,7 @@ struct WgmmaBackward {
   template <int D>
   static std::tuple<attention_tc::WgmmaDqReduce> fused_extra(const AttentionArgs& a, const attention_tc::TcParams& p,
                                                              float* dq_acc) {
-    return {attention_tc::make_dq_reduce(p, D, dq_acc, a.wgmma_dq_reduce)};
+    return {attention_tc::make_dq_reduce<D>(p, dq_acc, a.wgmma_dq_reduce)};
   }
 };
 

@@ -162,7 +162,7 @@ struct WgmmaDqReduce {
 inline constexpr int kDqBoxCols = 32;  // 128 bytes of float32: the swizzle's row
 
 // The map for dq_acc (host code); off when not wanted or when the driver cannot make it.
-inline WgmmaDqReduce make_dq_reduce(const TcParams& p, int D, float* dq_acc, bool want) {
+template <int D> WgmmaDqReduce make_dq_reduce(const TcParams& p, float* dq_acc, bool want) {
   WgmmaDqReduce r{};
   if (!want) return r;
   tma::Box b;
@@ -175,7 +175,7 @@ inline WgmmaDqReduce make_dq_reduce(const TcParams& p, int D, float* dq_acc, boo
   b.strides[2] = static_cast<uint64_t>(p.L * D) * sizeof(float);
   b.strides[3] = b.strides[4] = 16;
   b.box[0] = kDqBoxCols;
-  b.box[1] = static_cast<uint32_t>(D == 128 ? kWgmmaQueryTileFor<128> : kWgmmaQueryTileFor<64>);
+  b.box[1] = kWgmmaQueryTileFor<D>;
   b.swizzle128 = true;
   b.float32 = true;
   r.on = tma::encode(b, &r.map);

@@ -164,6 +164,13 @@ template <typename Visit> void walk_box(const Map& map, const std::array<int32_t
   }
 }
 
+// The box's first coordinates, kept by value until the copy, store or reduction lands.
+inline std::array<int32_t, kRank> box_start(const int32_t (&at)[kRank]) {
+  std::array<int32_t, kRank> start{};
+  for (int d = 0; d < kRank; ++d) start[d] = at[d];
+  return start;
+}
+
 // The box's place in shared memory, on the boundary a tensor copy or reduction asks for: 128 bytes,
 // 1024 with the swizzle (which repeats every 1024 bytes; the dynamic shared memory starts on 1024).
 inline void check_box_place(const void* p, const Map& map, const char* what, const char* role, simt::Site where) {
@@ -179,11 +186,9 @@ inline void check_box_place(const void* p, const Map& map, const char* what, con
 inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint64_t* bar,
                      simt::Site where = simt::Site::here()) {
   host::check_box_place(dst, map, "tensor copy", "destination", where);
-  std::array<int32_t, kRank> start{};
-  for (int d = 0; d < kRank; ++d) start[d] = at[d];
   simt::bulk_copy(
       dst, map.box_bytes(), bar,
-      [map, start](void* out) {
+      [map, start = host::box_start(at)](void* out) {
         const uint32_t e = map.elem_bytes();
         auto* out_base = static_cast<unsigned char*>(out);
         host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
@@ -194,49 +199,44 @@ inline void copy_box(void* dst, const Map& map, const int32_t (&at)[kRank], uint
       where);
 }
 
-// The writes happen at the wait for its group (simt::bulk_wait), from the source as it was at the start.
-inline void store_box(const Map& map, const int32_t (&at)[kRank], const void* src,
-                      simt::Site where = simt::Site::here()) {
-  host::check_box_place(src, map, "tensor store", "source", where);
-  std::array<int32_t, kRank> start{};
-  for (int d = 0; d < kRank; ++d) start[d] = at[d];
-  simt::bulk_store(
-      src, map.box_bytes(),
-      [map, start](const void* in) {
-        const auto* in_base = static_cast<const unsigned char*>(in);
-        auto* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(map.base));  // written
-        host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
-          if (inside) std::memcpy(base + offset, in_base + byte, map.elem_bytes());
-        });
-      },
-      where);
-}
-
-// The same for a reduction: the sum happens at the wait for its group.
-inline void reduce_add_box(const Map& map, const int32_t (&at)[kRank], const void* src,
-                           simt::Site where = simt::Site::here()) {
-  host::check_box_place(src, map, "tensor reduction", "source", where);
-  if (!map.float32) {
+namespace host {
+// A tensor store (add false) or reduction (add true) of the box at `src`: the writes happen at the wait
+// for its group (simt::bulk_wait), from the source as it was at the start; a reduction adds as floats.
+inline void write_box(bool add, const Map& map, const int32_t (&at)[kRank], const void* src, simt::Site where) {
+  const char* what = add ? "tensor reduction" : "tensor store";
+  check_box_place(src, map, what, "source", where);
+  if (add && !map.float32) {
     throw Error("simt: tensor reduction at " + std::string(where.file) + ":" + std::to_string(where.line) +
                 ": its map is not of float32 elements (Box::float32), so the add would sum bits");
   }
-  std::array<int32_t, kRank> start{};
-  for (int d = 0; d < kRank; ++d) start[d] = at[d];
-  simt::bulk_reduce(
-      src, map.box_bytes(),
-      [map, start](const void* in) {
-        const auto* in_base = static_cast<const unsigned char*>(in);
-        host::walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
-          if (!inside) return;
-          float add = 0.f, to = 0.f;
-          auto* dst = const_cast<unsigned char*>(static_cast<const unsigned char*>(map.base)) + offset;
-          std::memcpy(&add, in_base + byte, sizeof add);
-          std::memcpy(&to, dst, sizeof to);
-          to += add;
-          std::memcpy(dst, &to, sizeof to);
-        });
-      },
-      where);
+  const auto apply = [map, start = box_start(at), add](const void* in) {
+    const auto* in_base = static_cast<const unsigned char*>(in);
+    auto* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(map.base));  // written
+    walk_box(map, start, [&](uint32_t byte, uint64_t offset, bool inside) {
+      if (!inside) return;
+      if (!add) {
+        std::memcpy(base + offset, in_base + byte, map.elem_bytes());
+        return;
+      }
+      float sum = 0.f, term = 0.f;
+      std::memcpy(&sum, base + offset, sizeof sum);
+      std::memcpy(&term, in_base + byte, sizeof term);
+      sum += term;
+      std::memcpy(base + offset, &sum, sizeof sum);
+    });
+  };
+  if (add) simt::bulk_reduce(src, map.box_bytes(), apply, where);
+  else simt::bulk_store(src, map.box_bytes(), apply, where);
+}
+}  // namespace host
+
+inline void store_box(const Map& map, const int32_t (&at)[kRank], const void* src,
+                      simt::Site where = simt::Site::here()) {
+  host::write_box(false, map, at, src, where);
+}
+inline void reduce_add_box(const Map& map, const int32_t (&at)[kRank], const void* src,
+                           simt::Site where = simt::Site::here()) {
+  host::write_box(true, map, at, src, where);
 }
 inline void commit_bulk() { simt::bulk_commit(); }
 template <int kPending> void wait_bulk_read(simt::Site where = simt::Site::here()) { simt::bulk_wait(kPending, where); }

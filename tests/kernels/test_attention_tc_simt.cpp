@@ -158,7 +158,7 @@ Emulated emulate(const Problem& pr, simt::Schedule schedule, Forward which, bool
     cfg.dynamic_smem = wg ? smem_bytes<WgmmaFusedSmem<T, D>>() : smem_bytes<FusedSmem<T, D>>();
     // On wgmma, dQ's shares added by tensor reductions unless the problem asks for atomics (the map is
     // made wherever the accumulator is aligned, as std::vector's storage is).
-    const WgmmaDqReduce reduce = make_dq_reduce(p, D, dq_acc.data(), a.wgmma_dq_reduce);
+    const WgmmaDqReduce reduce = make_dq_reduce<D>(p, dq_acc.data(), a.wgmma_dq_reduce);
     CHECK(reduce.on == a.wgmma_dq_reduce);
     dkv_stats = simt::launch(cfg, [&] {
       if (wg) {
