@@ -24,18 +24,23 @@
 // A .cu file that includes this must compile for sm_90a only (kernels/CMakeLists.txt builds these
 // kernels for compute_90a; the launch takes them only on a device of compute capability 9.0).
 //
-// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h: every warp
-// computes its own 16 rows, summing in float32 in k order from the elements that the descriptors
-// locate (wgmma_layout.h) and, for A in registers, from the warp's A fragments. The calls are warp
-// collectives, so LaunchStats::collectives_in("kernels/cuda/wgmma.cuh") counts them (4 per warpgroup
-// instruction). The asynchrony is modelled per thread (host::InFlight): an instruction is computed
-// when a wait lands it, from shared memory as it is then; its accumulators read as NaN until then;
-// issuing with no fence() since the last wait, changing an instruction's A registers before its wait,
-// and exiting with instructions in flight are faults, and so is an instruction that reads shared memory
-// which plain stores or cp.async changed with no fence_async_smem in the block since (the emulator keeps
-// the async proxy's view apart: simt::async_proxy_read). A missing settle (a compiler matter) still
-// passes there and only shows on a GPU; so does a fence missing in a thread whose plain stores wrote
-// an operand while another thread fences (a thread whose cp.async did is caught).
+// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h, through the
+// model of kernels/cuda/wgmma_host.h: every warp computes its own 16 rows, summing in float32 in k
+// order from the elements that the descriptors locate (wgmma_layout.h) and, for A in registers,
+// from the warp's A fragments. The calls are warp collectives, so
+// LaunchStats::collectives_in("kernels/cuda/wgmma.cuh") counts them (4 per warpgroup instruction).
+// Every thread's wgmma operations (fences, commits, waits, instructions with their descriptors and
+// flags, and their source lines) must be its warpgroup's, in the same order (host::Warpgroups): on
+// a GPU they are .sync.aligned. The asynchrony is modelled per thread (host::InFlight): an
+// instruction is computed when the first thread of its warp lands it at a wait, from shared memory
+// as it is then (host::WarpShare); its accumulators read as NaN until the thread's own wait;
+// issuing with no fence() since the last wait, changing an instruction's A registers before its
+// wait, and exiting with instructions in flight are faults, and so is an instruction that reads
+// shared memory which plain stores or cp.async changed with no fence_async_smem in the block since
+// (the emulator keeps the async proxy's view apart: simt::async_proxy_read). A missing settle (a
+// compiler matter) still passes there and only shows on a GPU; so does a fence missing in a thread
+// whose plain stores wrote an operand while another thread fences (a thread whose cp.async did is
+// caught).
 #pragma once
 
 #include <cstdint>
@@ -44,15 +49,10 @@
 #include "kernels/cuda/tile.cuh"
 #include "kernels/wgmma_layout.h"
 #if !defined(__CUDACC__)
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <functional>
-#include <string>
-#include <utility>
+#include <memory>
 #include <vector>
 
-#include "kernels/error.h"
+#include "kernels/cuda/wgmma_host.h"
 #endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -190,165 +190,42 @@ __device__ __forceinline__ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uin
 inline void fence_async_smem() { simt::fence_proxy_async(); }
 template <int kTiles> void settle(CTile (&)[kTiles]) {}
 
-namespace host {
-// Operand element at a shared address (an offset into the block's dynamic shared memory, which
-// starts at `smem`), as float.
-template <typename T> float smem_at(const char* smem, uint32_t address) {
-  T t;
-  std::memcpy(static_cast<void*>(&t), smem + address, sizeof(T));
-  return static_cast<float>(t);
+inline void fence(simt::Site where = simt::Site::here()) {
+  host::record({host::Operation::kFence, 0, "", false, false, false, 0, 0, where});
+  host::in_flight().fenced = true;
 }
-inline const char* smem_base() { return reinterpret_cast<const char*>(tile::dynamic_smem()); }
-// The swizzle modes the emulator reads (wgmma_layout.h): none and 128-byte; the 64- and 32-byte ones
-// would be misread, so they are faults.
-inline void check_swizzle(uint64_t d) {
-  if (swizzle_of(d) > kSwizzle128) {
-    throw Error("wgmma (emulated): a descriptor with swizzle mode " + std::to_string(swizzle_of(d)) +
-                " (64- or 32-byte), which the emulator does not model");
-  }
+inline void commit(simt::Site where = simt::Site::here()) {
+  host::record({host::Operation::kCommit, 0, "", false, false, false, 0, 0, where});
+  ++host::in_flight().committed;
 }
-// This thread's accumulator element i of N / 2: tile i / 4, its element i % 4. (The thread's warp
-// and lane are taken once: each read of threadIdx asks the emulator for the running thread.)
-struct Out {
-  int row, col;  // row within the warpgroup's 64, column within N
-};
-struct OutCoords {
-  int warp = static_cast<int>(threadIdx.x) / 32 % kWarps, lane = tile::lane_id();
-  Out operator()(int i) const {
-    const tile::Coord c = tile::c_coord(lane, i % 4);
-    return {16 * warp + c.row, 8 * (i / 4) + c.col};
-  }
-};
-
-// The async proxy reads the 16-byte chunk at a shared address (simt::async_proxy_read): a chunk
-// changed by plain stores with no fence_async_smem since is a fault.
-inline void proxy_read(const char* smem, uint32_t address, simt::Site where) {
-  simt::async_proxy_read(smem + (address & ~15u), 16, where);
+template <int kPending> void wait(simt::Site where = simt::Site::here()) {
+  host::record({host::Operation::kWait, kPending, "", false, false, false, 0, 0, where});
+  host::in_flight().wait(kPending);
 }
-// What a warp's share of an instruction reads of an operand, chunk by chunk, checked by its first lane
-// at its landing: the 16 elements of K of row `mn` (K-major: two chunks), or of column `mn` (MN-major:
-// 8 elements of M/N a chunk, one chunk per element of K).
-inline void proxy_read_k_major(const char* smem, uint64_t d, int mn, simt::Site where) {
-  for (int k = 0; k < kK; k += kCore) proxy_read(smem, k_major_address(d, mn, k), where);
-}
-inline void proxy_read_mn_major(const char* smem, uint64_t d, int mn, simt::Site where) {
-  for (int k = 0; k < kK; ++k) proxy_read(smem, mn_major_address(d, mn, k), where);
-}
-// The warp's 16 rows of A (when A is in shared memory, K-major or with a_mn_major MN-major) and all N
-// rows of B.
-template <int N>
-void proxy_read_operands(uint64_t a, bool a_in_smem, bool a_mn_major, uint64_t b, bool b_mn_major,
-                         simt::Site where) {
-  if (simt::lane() != 0) return;
-  const char* const smem = smem_base();
-  if (a_in_smem) {
-    const int row0 = OutCoords{}(0).row;  // the warp's first row: lane 0's
-    for (int r = row0; r < row0 + tile::kM; r += a_mn_major ? kCore : 1) {
-      if (a_mn_major) proxy_read_mn_major(smem, a, r, where);
-      else proxy_read_k_major(smem, a, r, where);
-    }
-  }
-  for (int n = 0; n < N; n += b_mn_major ? kCore : 1) {
-    if (b_mn_major) proxy_read_mn_major(smem, b, n, where);
-    else proxy_read_k_major(smem, b, n, where);
-  }
-}
-
-// A thread's instructions in flight. An instruction is computed when a wait lands it, from shared
-// memory as it is then, so a tile overwritten before the wait gives a wrong result. Its accumulators
-// read as NaN from the issue until then (their values meanwhile are kept here), and the A registers
-// of an RS instruction must be as they were at the issue. Issuing needs a fence() since the thread's
-// last wait: the registers the batch reads were written by the thread in between.
-struct InFlight final : simt::ThreadState {
-  struct Op {
-    float* d;  // this thread's count accumulator elements
-    int count;
-    bool accumulate;
-    int group;  // the commit count at the issue: its group once committed
-    std::function<void(float*)> product;  // this thread's elements of A @ B, computed at the landing
-    const uint32_t* a_regs;               // an RS instruction's A registers (else null), and their bits
-    uint32_t a_bits[tile::kAElems / 2];
-  };
-  std::vector<Op> ops;
-  std::vector<std::pair<float*, std::vector<float>>> values;  // accumulators with instructions in flight
-  int committed = 0;
-  bool fenced = false;
-
-  std::string exit_fault() const override {
-    return ops.empty() ? std::string() : std::to_string(ops.size()) + " wgmma instructions it never waited for";
-  }
-  std::vector<float>* value_of(const float* d) {
-    for (auto& [at, v] : values) {
-      if (at == d) return &v;
-    }
-    return nullptr;
-  }
-  void issue(float* d, int count, bool accumulate, std::function<void(float*)> product, const uint32_t* a_regs) {
-    if (!fenced) {
-      throw Error("wgmma (emulated): an instruction issued with no wgmma::fence() since the thread's last wait");
-    }
-    if (value_of(d) == nullptr) values.emplace_back(d, std::vector<float>(d, d + count));
-    Op op{d, count, accumulate, committed, std::move(product), a_regs, {}};
-    if (a_regs != nullptr) std::memcpy(op.a_bits, a_regs, sizeof(op.a_bits));
-    ops.push_back(std::move(op));
-    std::fill(d, d + count, std::nanf(""));
-  }
-  void wait(int pending) {
-    const int land_below = committed - pending;
-    size_t n = 0;
-    std::vector<float> p;
-    for (; n < ops.size() && ops[n].group < land_below; ++n) {
-      const Op& op = ops[n];
-      if (op.a_regs != nullptr && std::memcmp(op.a_regs, op.a_bits, sizeof(op.a_bits)) != 0) {
-        throw Error("wgmma (emulated): the A registers of an instruction changed before the wait that landed it");
-      }
-      p.assign(static_cast<size_t>(op.count), 0.f);
-      op.product(p.data());
-      std::vector<float>& v = *value_of(op.d);
-      for (int i = 0; i < op.count; ++i) v[i] = (op.accumulate ? v[i] : 0.f) + p[i];
-    }
-    ops.erase(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(n));
-    // Accumulators no instruction in flight writes any more take their values.
-    for (size_t i = 0; i < values.size();) {
-      float* d = values[i].first;
-      if (std::any_of(ops.begin(), ops.end(), [&](const Op& op) { return op.d == d; })) {
-        ++i;
-        continue;
-      }
-      std::copy(values[i].second.begin(), values[i].second.end(), d);
-      values.erase(values.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-    fenced = false;
-  }
-};
-inline InFlight& in_flight() { return simt::thread_state<InFlight>(); }
-}  // namespace host
-
-inline void fence() { host::in_flight().fenced = true; }
-inline void commit() { ++host::in_flight().committed; }
-template <int kPending> void wait() { host::in_flight().wait(kPending); }
 
 template <typename T, int N, bool kTransA = false, bool kTransB = false>
 void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Site where = simt::Site::here()) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
+  host::record({host::Operation::kMmaSS, N, host::type_name<T>(), kTransA, kTransB, accumulate, a, b, where});
   host::check_swizzle(a);
   host::check_swizzle(b);
+  const std::shared_ptr<host::WarpShare> share = host::warp_share(N, [&] {
+    return [a, b, where, row0 = host::warp_row0()](float* out) {
+      host::proxy_read_operands<N>(a, true, kTransA, b, kTransB, where);
+      const char* const smem = host::smem_base();
+      host::warp_products<N>(
+          out,
+          [&](int r, int k) {
+            const int row = row0 + r;
+            return host::smem_at<T>(smem, kTransA ? mn_major_address(a, row, k) : k_major_address(a, row, k));
+          },
+          [&](int col, int k) {
+            return host::smem_at<T>(smem, kTransB ? mn_major_address(b, col, k) : k_major_address(b, col, k));
+          });
+    };
+  });
   host::in_flight().issue(
-      &d[0].r[0], N / 2, accumulate,
-      [a, b, where](float* out) {
-        host::proxy_read_operands<N>(a, true, kTransA, b, kTransB, where);
-        const char* const smem = host::smem_base();
-        const host::OutCoords coords;
-        for (int i = 0; i < N / 2; ++i) {
-          const host::Out o = coords(i);
-          for (int k = 0; k < kK; ++k) {
-            const uint32_t at_a = kTransA ? mn_major_address(a, o.row, k) : k_major_address(a, o.row, k);
-            const uint32_t at_b = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
-            out[i] += host::smem_at<T>(smem, at_a) * host::smem_at<T>(smem, at_b);
-          }
-        }
-      },
-      nullptr);
+      &d[0].r[0], N / 2, accumulate, [share](float* out) { host::lane_elements<N>(share->get(), out); }, nullptr);
 }
 
 template <typename T, int N, bool kTransB>
@@ -361,25 +238,29 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate, s
   Fragment mine;
   for (int i = 0; i < tile::kAElems; ++i) mine.a[i] = tile::host::element<T>(x.r, i);
   const auto* gathered = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
-  std::vector<Fragment> all(gathered, gathered + 32);  // the warp's A, as the instruction read it
+  host::record({host::Operation::kMmaRS, N, host::type_name<T>(), false, kTransB, accumulate, 0, b, where});
   host::check_swizzle(b);
+  const std::shared_ptr<host::WarpShare> share = host::warp_share(N, [&] {
+    // The warp's A, as the instruction read it: row r, element k is a_owner's lane and element.
+    std::vector<float> a(static_cast<size_t>(tile::kM * kK));
+    for (int r = 0; r < tile::kM; ++r) {
+      for (int k = 0; k < kK; ++k) {
+        const tile::host::Owner w = a_owner.at[r][k];
+        a[static_cast<size_t>(r * kK + k)] = gathered[w.lane].a[w.elem];
+      }
+    }
+    return [a = std::move(a), b, where](float* out) {
+      host::proxy_read_operands<N>(0, false, false, b, kTransB, where);
+      const char* const smem = host::smem_base();
+      host::warp_products<N>(
+          out, [&](int r, int k) { return a[static_cast<size_t>(r * kK + k)]; },
+          [&](int col, int k) {
+            return host::smem_at<T>(smem, kTransB ? mn_major_address(b, col, k) : k_major_address(b, col, k));
+          });
+    };
+  });
   host::in_flight().issue(
-      &d[0].r[0], N / 2, accumulate,
-      [all = std::move(all), b, where](float* out) {
-        host::proxy_read_operands<N>(0, false, false, b, kTransB, where);
-        const char* const smem = host::smem_base();
-        const host::OutCoords coords;
-        for (int i = 0; i < N / 2; ++i) {
-          const host::Out o = coords(i);
-          const int row = o.row % 16;  // within this warp's A tile
-          for (int k = 0; k < kK; ++k) {
-            const tile::host::Owner w = a_owner.at[row][k];
-            const uint32_t at = kTransB ? mn_major_address(b, o.col, k) : k_major_address(b, o.col, k);
-            out[i] += all[static_cast<size_t>(w.lane)].a[w.elem] * host::smem_at<T>(smem, at);
-          }
-        }
-      },
-      x.r);
+      &d[0].r[0], N / 2, accumulate, [share](float* out) { host::lane_elements<N>(share->get(), out); }, x.r);
 }
 
 #endif

@@ -202,6 +202,7 @@ struct Launch {
   std::vector<uint32_t> async_copy_writer_fences;
   uint32_t async_fences = 0;
   uint64_t async_block = 0;
+  std::vector<std::pair<const void*, std::unique_ptr<BlockState>>> block_states;  // block_state's
 };
 
 thread_local Launch* t_launch = nullptr;
@@ -395,6 +396,7 @@ void run_block(Launch& l, Dim3 block) {
   l.runnable_hi = static_cast<int>(l.fibers.size()) - 1;
   for (Warp& w : l.warps) w.arrived = w.exited = 0;
   l.mbarriers.clear();
+  l.block_states.clear();
   for (NamedBarrier& b : l.named) {
     b.threads = b.arrived = 0;
     b.lanes.assign(l.warps.size(), 0);
@@ -418,6 +420,9 @@ void run_block(Launch& l, Dim3 block) {
   switch_context(l, nullptr, &l.fibers[static_cast<size_t>(first)]);
   if (l.thrown) return;
   if (l.live > 0) fail(l, "deadlock: no thread can run" + describe_waits(l));
+  for (const auto& [key, state] : l.block_states) {
+    if (const std::string what = state->end_fault(); !what.empty()) fail(l, what);
+  }
   for (const Mbarrier& b : l.mbarriers) {
     if (!b.copies.empty()) {
       fail(l, "ended with " + std::to_string(b.copies.size()) +
@@ -749,6 +754,20 @@ ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> stat
   Fiber& f = self(running("a thread's emulated state"));
   f.states.emplace_back(key, std::move(state));
   return *f.states.back().second;
+}
+
+BlockState* find_block_state(const void* key) {
+  Launch& l = running("a block's emulated state");
+  for (auto& [k, state] : l.block_states) {
+    if (k == key) return state.get();
+  }
+  return nullptr;
+}
+
+BlockState& add_block_state(const void* key, std::unique_ptr<BlockState> state) {
+  Launch& l = running("a block's emulated state");
+  l.block_states.emplace_back(key, std::move(state));
+  return *l.block_states.back().second;
 }
 
 void wait_copies(int pending) {

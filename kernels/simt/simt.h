@@ -257,6 +257,22 @@ template <typename V> V& thread_state() {
   return static_cast<V&>(add_thread_state(&key, std::make_unique<V>()));
 }
 
+// The same for the block as a whole (the warpgroups' agreement on their wgmma operations,
+// kernels/cuda/wgmma.cuh): block_state<V>() is the running block's V, default-constructed at its first
+// use in each block and shared by its threads. Once all of them have exited, V::end_fault() says what
+// the block left wrong, an error for the launch ("" when nothing).
+struct BlockState {
+  virtual ~BlockState() = default;
+  virtual std::string end_fault() const = 0;
+};
+BlockState* find_block_state(const void* key);
+BlockState& add_block_state(const void* key, std::unique_ptr<BlockState> state);
+template <typename V> V& block_state() {
+  static const char key = 0;
+  if (BlockState* s = find_block_state(&key)) return static_cast<V&>(*s);
+  return static_cast<V&>(add_block_state(&key, std::make_unique<V>()));
+}
+
 namespace detail {
 [[noreturn]] void throw_partial_mask(unsigned mask, Site where);
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/wgmma.cuh"
@@ -229,10 +230,11 @@ struct AsyncCase {
 
 // Thread 0 stages A (ones) and B (column c all c), fenced for the async proxy unless `fence_staging` is
 // false, then the warpgroup runs body(A's descriptor, B, B's descriptor).
-template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body, bool fence_staging = true) {
+// launch_threads: the same with a block of `threads`.
+template <typename Body> simt::LaunchStats launch_threads(int threads, Body&& body, bool fence_staging = true) {
   simt::LaunchConfig cfg;
   cfg.grid = simt::Dim3{1, 1, 1};
-  cfg.block = simt::Dim3{static_cast<unsigned>(kThreads), 1, 1};
+  cfg.block = simt::Dim3{static_cast<unsigned>(threads), 1, 1};
   cfg.dynamic_smem = (64 + 32) * 16 * sizeof(Half);
   return simt::launch(cfg, [&] {
     Half* a = reinterpret_cast<Half*>(tile::dynamic_smem());
@@ -249,6 +251,9 @@ template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body, bool fe
     __syncthreads();
     body(rows_by_k(smem_address(a), 16), b, rows_by_k(smem_address(b), 16));
   });
+}
+template <typename Body> simt::LaunchStats launch_warpgroup(Body&& body, bool fence_staging = true) {
+  return launch_threads(kThreads, std::forward<Body>(body), fence_staging);
 }
 
 }  // namespace
@@ -382,4 +387,82 @@ TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a
                       commit();
                     }),
                     Contains("exited with 1 wgmma instructions it never waited for"));
+}
+
+// On a GPU the 128 threads of a warpgroup issue every wgmma operation together (.sync.aligned); the
+// emulator, which runs them one by one, holds each thread's k-th operation to its warpgroup's and,
+// at the block's end, every thread to as many operations. A warp that skips a product, a descriptor
+// or flag that depends on the warp, the same operation reached at two source lines, a lane that skips
+// a commit and a warp that stops early are faults; warpgroups that differ from each other are not.
+TEST_CASE("wgmma, emulated: the threads of a warpgroup issue the same operations in the same order",
+          "[wgmma][simt]") {
+  using Catch::Matchers::Contains;
+  const auto warp = [] { return static_cast<int>(threadIdx.x) / 32; };
+  const auto together = Contains("issue each wgmma operation together");
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      if (warp() != 3) mma_ss<Half, 32>(s, da, db, false);
+                      commit();
+                      wait<0>();
+                    }),
+                    together && Contains("wgmma.commit_group") && Contains("wgmma.mma_async 64x32x16 f16"));
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      mma_ss<Half, 32>(s, da, warp() == 1 ? db + 1 : db, false);  // 16 bytes further
+                      commit();
+                      wait<0>();
+                    }),
+                    together && Contains("B at descriptor"));
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      mma_ss<Half, 32>(s, da, db, warp() == 2);
+                      commit();
+                      wait<0>();
+                    }),
+                    together && Contains("accumulating") && Contains("overwriting"));
+  // (Out of the CHECK's macro, whose lines are all one line to __builtin_LINE.)
+  const auto two_lines = [&](uint64_t, Half*, uint64_t) {
+    if (warp() == 0) {
+      fence();
+    } else {
+      fence();
+    }
+  };
+  CHECK_THROWS_WITH(launch_warpgroup(two_lines), together && Contains("wgmma.fence at"));
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      fence();
+                      mma_ss<Half, 32>(s, da, db, false);
+                      if (threadIdx.x != 5) commit();
+                      wait<0>();
+                    }),
+                    together && Contains("thread 5 issued") && Contains("wgmma.wait_group 0"));
+  // Warp 3 stops before the second product: at the block's end it has issued 4 operations, the
+  // others 8.
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
+                      CTile s[4];
+                      for (int pass = 0; pass < 2; ++pass) {
+                        if (pass == 1 && warp() == 3) return;
+                        fence();
+                        mma_ss<Half, 32>(s, da, db, pass > 0);
+                        commit();
+                        wait<0>();
+                      }
+                    }),
+                    Contains("in warpgroup 0, thread 96 issued 4 wgmma operations and thread 0 8") &&
+                        Contains("the first the one lacks: wgmma.fence"));
+  // Two warpgroups, each agreeing within itself: the second issues a product the first does not.
+  CHECK_NOTHROW(launch_threads(2 * kThreads, [&](uint64_t da, Half*, uint64_t db) {
+    CTile s[4];
+    fence();
+    if (threadIdx.x >= kThreads) mma_ss<Half, 32>(s, da, db, false);
+    commit();
+    wait<0>();
+  }));
+  // Half a warpgroup.
+  CHECK_THROWS_WITH(launch_threads(64, [](uint64_t, Half*, uint64_t) { fence(); }),
+                    Contains("wgmma.fence") && Contains("of a block of 64 threads") && Contains("is not whole"));
 }
