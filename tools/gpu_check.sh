@@ -30,7 +30,7 @@
 #                              for tools/record_training.py on the build machine
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-stage_dir=$root/stage
+stage_dir=${KILN_STAGE_DIR:-$root/stage}  # another folder only for tests/tools/gpu_check_rehearsal.py
 # The executables and libraries travel as one gzip'd tar (the GPU code compresses about 5:1, and
 # the stage must fit 64 MiB with the data); each command on the GPU host unpacks it into bin_dir.
 bin_dir=${TMPDIR:-/tmp}/kiln-stage-bin
@@ -688,7 +688,7 @@ run() {
 
     # synccheck (barriers and warp-synchronous primitives: __syncthreads in divergent code, the
     # shuffles and mma.sync of the tensor-core kernels) on the tests of the hand-written tile,
-    # attention and row kernels only, which keeps it short.
+    # attention and row kernels only, which keeps it short (KILN_SYNCCHECK_TESTS: another spec).
     secs=$(early_budget 60)
     t0=$(elapsed)
     if [ "$secs" -lt 10 ]; then
@@ -696,7 +696,8 @@ run() {
     else
       : >"$synccheck_log"
       result=$(resumed_tests "$main_test" "$synccheck_log" "$scratch/synccheck.json" "$secs" 120 \
-        "[tile],[attention],[layer_norm]" "$cs" --tool synccheck "${filter[@]}" "${sanitize[@]}")
+        "${KILN_SYNCCHECK_TESTS:-[tile],[attention],[layer_norm]}" "$cs" --tool synccheck "${filter[@]}" \
+        "${sanitize[@]}")
       rc=$?
       sanitizer_step synccheck "$synccheck_log" $rc "$(($(elapsed) - t0))" "$(basename "$sanitize_log")" "$result"
       cap "$synccheck_log" $((3 * 1024 * 1024))

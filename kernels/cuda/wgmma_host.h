@@ -346,7 +346,9 @@ struct Warpgroups final : simt::BlockState {
   }
 };
 inline void record(const Operation& op) { simt::block_state<Warpgroups>().record(op); }
-template <typename T> const char* type_name() { return std::is_same_v<T, cuda_detail::BFloat16Storage> ? "bf16" : "f16"; }
+template <typename T> const char* type_name() {
+  return std::is_same_v<T, cuda_detail::BFloat16Storage> ? "bf16" : "f16";
+}
 }  // namespace host
 
 }  // namespace kiln::wgmma

@@ -251,27 +251,29 @@ struct ThreadState {
 };
 ThreadState* find_thread_state(const void* key);
 ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> state);
-template <typename V> V& thread_state() {
-  static const char key = 0;
-  if (ThreadState* s = find_thread_state(&key)) return static_cast<V&>(*s);
-  return static_cast<V&>(add_thread_state(&key, std::make_unique<V>()));
-}
 
 // The same for the block as a whole (the warpgroups' agreement on their wgmma operations,
-// kernels/cuda/wgmma.cuh): block_state<V>() is the running block's V, default-constructed at its first
-// use in each block and shared by its threads. Once all of them have exited, V::end_fault() says what
-// the block left wrong, an error for the launch ("" when nothing).
+// kernels/cuda/wgmma_host.h): block_state<V>() is the running block's V, default-constructed at its
+// first use in each block and shared by its threads. Once all of them have exited, V::end_fault() says
+// what the block left wrong, an error for the launch ("" when nothing).
 struct BlockState {
   virtual ~BlockState() = default;
   virtual std::string end_fault() const = 0;
 };
 BlockState* find_block_state(const void* key);
 BlockState& add_block_state(const void* key, std::unique_ptr<BlockState> state);
-template <typename V> V& block_state() {
+
+namespace detail {
+// The V of the running thread or block, keyed by this instantiation's own address.
+template <typename V, typename Base>
+V& state(Base* (*find)(const void*), Base& (*add)(const void*, std::unique_ptr<Base>)) {
   static const char key = 0;
-  if (BlockState* s = find_block_state(&key)) return static_cast<V&>(*s);
-  return static_cast<V&>(add_block_state(&key, std::make_unique<V>()));
+  if (Base* s = find(&key)) return static_cast<V&>(*s);
+  return static_cast<V&>(add(&key, std::make_unique<V>()));
 }
+}  // namespace detail
+template <typename V> V& thread_state() { return detail::state<V, ThreadState>(find_thread_state, add_thread_state); }
+template <typename V> V& block_state() { return detail::state<V, BlockState>(find_block_state, add_block_state); }
 
 namespace detail {
 [[noreturn]] void throw_partial_mask(unsigned mask, Site where);
