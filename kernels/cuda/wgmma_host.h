@@ -173,11 +173,12 @@ void proxy_read_operands(uint64_t a, bool a_in_smem, bool a_mn_major, uint64_t b
   }
 }
 
-// A thread's instructions in flight. An instruction is computed when a wait lands it, from shared
-// memory as it is then, so a tile overwritten before the wait gives a wrong result. Its accumulators
-// read as NaN from the issue until then (their values meanwhile are kept here), and the A registers
-// of an RS instruction must be as they were at the issue. Issuing needs a fence() since the thread's
-// last wait: the registers the batch reads were written by the thread in between.
+// A thread's instructions in flight. An instruction is computed when a wait lands it (its warp's
+// share, when the warp's first thread does), from shared memory as it is then, so a tile
+// overwritten before the wait gives a wrong result. Its accumulators read as NaN from the issue
+// until then (their values meanwhile are kept here), and the A registers of an RS instruction must
+// be as they were at the issue. Issuing needs a fence() since the thread's last wait: the registers
+// the batch reads were written by the thread in between.
 struct InFlight final : simt::ThreadState {
   struct Op {
     float* d;  // this thread's count accumulator elements
