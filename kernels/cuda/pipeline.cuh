@@ -33,20 +33,22 @@
 // (pipeline_parity). The producers wait on `empty` at parity 1 - that, so that the first
 // kBuffers tiles pass at once.
 //
-// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h, which counts
-// the arrivals and blocks a waiting thread until its phase completes: arrivals that do not add up
-// deadlock there with the waits named, and a tile overwritten before its readers released it shows as
-// NaN (the emulator's cp.async; its bulk copies land at a wait on their barrier, and bytes that do not
-// add up deadlock or fault too). It counts the named barriers' arrivals too, and faults a block that
-// ends with one partly arrived. Register reallocation is not modelled: it only changes how many
-// registers the compiler may use. Proxies are, as far as one memory can show them: a bulk copy that
-// completes on a barrier with no fence_barrier_init (or other proxy fence) since its init is a fault
+// Compiled by the host compiler, this file runs on the emulator of kernels/simt/simt.h, which
+// counts the arrivals and blocks a waiting thread until its phase completes: arrivals that do not
+// add up deadlock there with the waits named, and a tile overwritten before its readers released it
+// shows as NaN (the emulator's cp.async; its bulk copies land at a wait on their barrier, and bytes
+// that do not add up deadlock or fault too). It counts the named barriers' arrivals too, and faults
+// a block that ends with one partly arrived. Register reallocation is not modelled (it only changes
+// how many registers the compiler may use), but a warpgroup's threads must agree on it
+// (wgmma_host.h). Proxies are, as far as one memory can show them: a bulk copy that completes on a
+// barrier with no fence_barrier_init (or other proxy fence) since its init is a fault
 // (simt::fence_proxy_async).
 #pragma once
 
 #include <cstdint>
 
 #if !defined(__CUDACC__)
+#include "kernels/cuda/wgmma_host.h"
 #include "kernels/simt/simt.h"
 #endif
 
@@ -93,11 +95,13 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 template <int N> __device__ __forceinline__ void shrink_registers() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
 #if defined(__CUDA_ARCH__)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
 template <int N> __device__ __forceinline__ void grow_registers() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
 #if defined(__CUDA_ARCH__)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
@@ -123,8 +127,16 @@ inline void named_barrier_sync(int id, int threads, simt::Site where = simt::Sit
 inline void named_barrier_arrive(int id, int threads, simt::Site where = simt::Site::here()) {
   simt::named_barrier_arrive(id, threads, where);
 }
-template <int N> void shrink_registers() {}
-template <int N> void grow_registers() {}
+// Register counts stay as they are; the warpgroup's threads must all reach the same call with the
+// same count (wgmma_host.h's warpgroup log, with the wgmma operations).
+template <int N> void shrink_registers(simt::Site where = simt::Site::here()) {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  wgmma::host::record({wgmma::host::Operation::kRegistersDec, N, "", false, false, false, 0, 0, where});
+}
+template <int N> void grow_registers(simt::Site where = simt::Site::here()) {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  wgmma::host::record({wgmma::host::Operation::kRegistersInc, N, "", false, false, false, 0, 0, where});
+}
 #endif
 
 // The parity of tile t's phase on the barriers of its buffer, t % kBuffers, in a pipeline of kBuffers.

@@ -245,8 +245,8 @@ inline InFlight& in_flight() { return simt::thread_state<InFlight>(); }
 
 // One wgmma operation of a thread, for the warpgroup's agreement below.
 struct Operation {
-  enum Kind { kFence, kCommit, kWait, kMmaSS, kMmaRS } kind;
-  int n = 0;  // an mma's N; a wait's pending groups
+  enum Kind { kFence, kCommit, kWait, kMmaSS, kMmaRS, kRegistersDec, kRegistersInc } kind;
+  int n = 0;  // an mma's N; a wait's pending groups; setmaxnreg's count
   const char* type = "";
   bool trans_a = false, trans_b = false, accumulate = false;
   uint64_t a = 0, b = 0;  // the descriptors (an RS instruction's a is 0)
@@ -267,6 +267,8 @@ struct Operation {
       case kFence: what = "wgmma.fence"; break;
       case kCommit: what = "wgmma.commit_group"; break;
       case kWait: what = "wgmma.wait_group " + std::to_string(n); break;
+      case kRegistersDec: what = "setmaxnreg.dec " + std::to_string(n); break;
+      case kRegistersInc: what = "setmaxnreg.inc " + std::to_string(n); break;
       default:
         what = "wgmma.mma_async 64x" + std::to_string(n) + "x16 " + type + ", A " +
                (kind == kMmaRS ? std::string("in registers")
@@ -278,13 +280,14 @@ struct Operation {
   }
 };
 
-// On a GPU the 128 threads of a warpgroup issue every wgmma operation together: the instructions are
-// .sync.aligned, and one that some of them skip, or that they reach by different paths or with
-// different descriptors, is undefined. The emulator runs each thread on its own, so it holds them to
-// it here: every thread's k-th operation must equal the first one its warpgroup recorded as k-th
-// (the same kind, shape, type, descriptors, flags and source line), and once the block ends, every
-// thread of a warpgroup must have issued as many. A warpgroup's log keeps the operations that some
-// of its threads have yet to reach.
+// On a GPU the 128 threads of a warpgroup issue every wgmma operation together: the instructions
+// are .sync.aligned, and one that some of them skip, or that they reach by different paths or with
+// different descriptors, is undefined. So is setmaxnreg (kernels/cuda/pipeline.cuh), logged here
+// too. The emulator runs each thread on its own, so it holds them to it here: every thread's k-th
+// operation must equal the first one its warpgroup recorded as k-th (the same kind, shape, type,
+// descriptors, flags and source line), and once the block ends, every thread of a warpgroup must
+// have issued as many. A warpgroup's log keeps the operations that some of its threads have yet to
+// reach.
 struct Warpgroups final : simt::BlockState {
   struct Group {
     std::vector<Operation> log;  // operations base, base + 1, ...
@@ -300,8 +303,9 @@ struct Warpgroups final : simt::BlockState {
     const int64_t threads = int64_t{dim.x} * dim.y * dim.z;
     const int g = static_cast<int>(linear / kThreads), member = static_cast<int>(linear % kThreads);
     if ((g + 1) * int64_t{kThreads} > threads) {
-      throw Error("wgmma (emulated): " + op.describe() + " by thread " + std::to_string(linear) + " of a block of " +
-                  std::to_string(threads) + " threads: its warpgroup (threads " + std::to_string(g * kThreads) +
+      throw Error("warpgroup (emulated): " + op.describe() + " by thread " + std::to_string(linear) +
+                  " of a block of " + std::to_string(threads) + " threads: its warpgroup (threads " +
+                  std::to_string(g * kThreads) +
                   " to " + std::to_string(g * kThreads + kThreads - 1) + ") is not whole");
     }
     if (static_cast<size_t>(g) >= groups.size()) groups.resize(static_cast<size_t>(g) + 1);
@@ -310,10 +314,10 @@ struct Warpgroups final : simt::BlockState {
     const size_t at = static_cast<size_t>(k - group.base);
     if (at < group.log.size()) {
       if (!(group.log[at] == op)) {
-        throw Error("wgmma (emulated): thread " + std::to_string(linear) + " issued as its wgmma operation " +
+        throw Error("warpgroup (emulated): thread " + std::to_string(linear) + " issued as its warpgroup operation " +
                     std::to_string(k) + " " + op.describe() + ", and thread " + std::to_string(group.first[at]) +
                     " of its warpgroup " + group.log[at].describe() +
-                    ": the 128 threads of a warpgroup issue each wgmma operation together (.sync.aligned), "
+                    ": the 128 threads of a warpgroup issue each of these operations together (.sync.aligned), "
                     "the same ones in the same order");
       }
       return;
@@ -337,11 +341,11 @@ struct Warpgroups final : simt::BlockState {
       if (*low == *high) continue;
       const int64_t fewer = g * kThreads + (low - std::begin(group.issued));
       const int64_t more = g * kThreads + (high - std::begin(group.issued));
-      return "wgmma (emulated): in warpgroup " + std::to_string(g) + ", thread " + std::to_string(fewer) +
-             " issued " + std::to_string(*low) + " wgmma operations and thread " + std::to_string(more) + " " +
-             std::to_string(*high) + "; the first the one lacks: " +
+      return "warpgroup (emulated): in warpgroup " + std::to_string(g) + ", thread " + std::to_string(fewer) +
+             " issued " + std::to_string(*low) + " warpgroup operations (wgmma, setmaxnreg) and thread " +
+             std::to_string(more) + " " + std::to_string(*high) + "; the first the one lacks: " +
              group.log[static_cast<size_t>(*low - group.base)].describe() +
-             " (the 128 threads of a warpgroup issue each wgmma operation together, .sync.aligned)";
+             " (the 128 threads of a warpgroup issue each of these operations together, .sync.aligned)";
     }
     return "";
   }

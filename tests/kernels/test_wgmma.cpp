@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/pipeline.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/half.h"
 #include "kernels/simt/simt.h"
@@ -393,12 +394,13 @@ TEST_CASE("wgmma, emulated: a missing fence, A registers changed in flight and a
 // emulator, which runs them one by one, holds each thread's k-th operation to its warpgroup's and,
 // at the block's end, every thread to as many operations. A warp that skips a product, a descriptor
 // or flag that depends on the warp, the same operation reached at two source lines, a lane that skips
-// a commit and a warp that stops early are faults; warpgroups that differ from each other are not.
+// a commit, a warp that stops early and setmaxnreg (.sync.aligned as well) with another count or
+// skipped are faults; warpgroups that differ from each other are not.
 TEST_CASE("wgmma, emulated: the threads of a warpgroup issue the same operations in the same order",
           "[wgmma][simt]") {
   using Catch::Matchers::Contains;
   const auto warp = [] { return static_cast<int>(threadIdx.x) / 32; };
-  const auto together = Contains("issue each wgmma operation together");
+  const auto together = Contains("issue each of these operations together");
   CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t da, Half*, uint64_t db) {
                       CTile s[4];
                       fence();
@@ -452,7 +454,8 @@ TEST_CASE("wgmma, emulated: the threads of a warpgroup issue the same operations
                         wait<0>();
                       }
                     }),
-                    Contains("in warpgroup 0, thread 96 issued 4 wgmma operations and thread 0 8") &&
+                    Contains("in warpgroup 0, thread 96 issued 4 warpgroup operations") &&
+                        Contains("and thread 0 8") &&
                         Contains("the first the one lacks: wgmma.fence"));
   // Two warpgroups, each agreeing within itself: the second issues a product the first does not.
   CHECK_NOTHROW(launch_threads(2 * kThreads, [&](uint64_t da, Half*, uint64_t db) {
@@ -462,6 +465,16 @@ TEST_CASE("wgmma, emulated: the threads of a warpgroup issue the same operations
     commit();
     wait<0>();
   }));
+  // setmaxnreg is .sync.aligned too: a warp asking for other registers, or skipping the call.
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t, Half*, uint64_t) {
+                      if (warp() == 2) pipeline::grow_registers<240>();
+                      else pipeline::grow_registers<232>();
+                    }),
+                    together && Contains("setmaxnreg.inc 240") && Contains("setmaxnreg.inc 232"));
+  CHECK_THROWS_WITH(launch_warpgroup([&](uint64_t, Half*, uint64_t) {
+                      if (warp() != 1) pipeline::shrink_registers<40>();
+                    }),
+                    Contains("thread 32 issued 0 warpgroup operations") && Contains("setmaxnreg.dec 40"));
   // Half a warpgroup.
   CHECK_THROWS_WITH(launch_threads(64, [](uint64_t, Half*, uint64_t) { fence(); }),
                     Contains("wgmma.fence") && Contains("of a block of 64 threads") && Contains("is not whole"));
