@@ -58,6 +58,9 @@
 
 namespace kiln::pipeline {
 
+// The counts setmaxnreg takes (PTX): 24 to 256, a multiple of 8.
+template <int N> inline constexpr bool kRegisterCount = N >= 24 && N <= 256 && N % 8 == 0;
+
 #if defined(__CUDACC__)
 __device__ __forceinline__ uint32_t shared_address(const uint64_t* bar) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(bar));
@@ -95,13 +98,13 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 template <int N> __device__ __forceinline__ void shrink_registers() {
-  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  static_assert(kRegisterCount<N>, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
 #if defined(__CUDA_ARCH__)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
 template <int N> __device__ __forceinline__ void grow_registers() {
-  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  static_assert(kRegisterCount<N>, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
 #if defined(__CUDA_ARCH__)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
@@ -130,11 +133,11 @@ inline void named_barrier_arrive(int id, int threads, simt::Site where = simt::S
 // Register counts stay as they are; the warpgroup's threads must all reach the same call with the
 // same count (wgmma_host.h's warpgroup log, with the wgmma operations).
 template <int N> void shrink_registers(simt::Site where = simt::Site::here()) {
-  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  static_assert(kRegisterCount<N>, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
   wgmma::host::record({wgmma::host::Operation::kRegistersDec, N, "", false, false, false, 0, 0, where});
 }
 template <int N> void grow_registers(simt::Site where = simt::Site::here()) {
-  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+  static_assert(kRegisterCount<N>, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
   wgmma::host::record({wgmma::host::Operation::kRegistersInc, N, "", false, false, false, 0, 0, where});
 }
 #endif
