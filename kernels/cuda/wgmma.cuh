@@ -206,10 +206,11 @@ template <int kPending> void wait(simt::Site where = simt::Site::here()) {
 template <typename T, int N, bool kTransA = false, bool kTransB = false>
 void mma_ss(CTile (&d)[N / 8], uint64_t a, uint64_t b, bool accumulate, simt::Site where = simt::Site::here()) {
   (void)simt::warp_gather(nullptr, 0);  // every lane of the warp issues it
-  host::record({host::Operation::kMmaSS, N, host::type_name<T>(), kTransA, kTransB, accumulate, a, b, where});
+  const int64_t op =
+      host::record({host::Operation::kMmaSS, N, host::type_name<T>(), kTransA, kTransB, accumulate, a, b, where});
   host::check_swizzle(a);
   host::check_swizzle(b);
-  const std::shared_ptr<host::WarpShare> share = host::warp_share(N, [&] {
+  const std::shared_ptr<host::WarpShare> share = host::warp_share(op, N, [&] {
     return [a, b, where, row0 = host::warp_row0()](float* out) {
       host::proxy_read_operands<N>(a, true, kTransA, b, kTransB, where);
       const char* const smem = host::smem_base();
@@ -238,9 +239,10 @@ void mma_rs(CTile (&d)[N / 8], const ATile<T>& x, uint64_t b, bool accumulate, s
   Fragment mine;
   for (int i = 0; i < tile::kAElems; ++i) mine.a[i] = tile::host::element<T>(x.r, i);
   const auto* gathered = static_cast<const Fragment*>(simt::warp_gather(&mine, sizeof(Fragment)));
-  host::record({host::Operation::kMmaRS, N, host::type_name<T>(), false, kTransB, accumulate, 0, b, where});
+  const int64_t op =
+      host::record({host::Operation::kMmaRS, N, host::type_name<T>(), false, kTransB, accumulate, 0, b, where});
   host::check_swizzle(b);
-  const std::shared_ptr<host::WarpShare> share = host::warp_share(N, [&] {
+  const std::shared_ptr<host::WarpShare> share = host::warp_share(op, N, [&] {
     // The warp's A, as the instruction read it: row r, element k is a_owner's lane and element.
     std::vector<float> a(static_cast<size_t>(tile::kM * kK));
     for (int r = 0; r < tile::kM; ++r) {

@@ -91,13 +91,9 @@ template <int N, typename ReadA, typename ReadB> void warp_products(float* out, 
     }
   }
 }
-struct Issued final : simt::ThreadState {  // a thread's mma instructions so far
-  int64_t mma = 0;
-  std::string exit_fault() const override { return ""; }
-};
-// The lanes' shares of a warp's instructions while they issue them: each lane's n-th instruction is
-// the warp's n-th (the warpgroup check below holds them to it), so the first lane to issue it makes the
-// share and the others take it; it leaves the list once all 32 have.
+// The lanes' shares of a warp's instructions while they issue them, by the operation's place in its
+// warpgroup's sequence (Warpgroups::record below holds every lane to that sequence): the first lane
+// to issue it makes the share and the others take it; it leaves the list once all 32 have.
 struct WarpShares final : simt::BlockState {
   struct Open {
     int warp;
@@ -115,13 +111,15 @@ struct WarpShares final : simt::BlockState {
   }
   std::string end_fault() const override { return ""; }  // a lane missing shows in the warpgroup check
 };
-// This lane's share of its warp's next instruction; the first lane to issue it makes it, with
-// make() giving the computation of the warp's 16 x n elements.
-template <typename Make> std::shared_ptr<WarpShare> warp_share(int n, Make make) {
+// The running thread's index in its block, x fastest.
+inline int64_t linear_thread() {
   const simt::Dim3 &t = simt::thread_idx(), &dim = simt::block_dim();
-  const int64_t warp = (t.x + int64_t{dim.x} * (t.y + int64_t{dim.y} * t.z)) / 32;
-  const int64_t issued = simt::thread_state<Issued>().mma++;
-  return simt::block_state<WarpShares>().take(static_cast<int>(warp), issued, [&] {
+  return t.x + int64_t{dim.x} * (t.y + int64_t{dim.y} * t.z);
+}
+// This lane's share of its warp's instruction, the warpgroup's operation `op` (record's index); the
+// first lane to issue it makes it, with make() giving the computation of the warp's 16 x n elements.
+template <typename Make> std::shared_ptr<WarpShare> warp_share(int64_t op, int n, Make make) {
+  return simt::block_state<WarpShares>().take(static_cast<int>(linear_thread() / 32), op, [&] {
     auto share = std::make_shared<WarpShare>();
     share->n = n;
     share->compute = make();
@@ -289,17 +287,22 @@ struct Operation {
 // have issued as many. A warpgroup's log keeps the operations that some of its threads have yet to
 // reach.
 struct Warpgroups final : simt::BlockState {
+  struct Entry {
+    Operation op;
+    int first;  // the thread that recorded it
+  };
   struct Group {
-    std::vector<Operation> log;  // operations base, base + 1, ...
-    std::vector<int> first;      // the thread that recorded each
+    std::vector<Entry> log;  // operations base, base + 1, ...
     int64_t base = 0;
     int64_t issued[kThreads] = {};
   };
   std::vector<Group> groups;
 
-  void record(const Operation& op) {
-    const simt::Dim3 &t = simt::thread_idx(), &dim = simt::block_dim();
-    const int64_t linear = t.x + int64_t{dim.x} * (t.y + int64_t{dim.y} * t.z);
+  // Checks the running thread's next operation against its warpgroup's and returns its place in the
+  // warpgroup's sequence.
+  int64_t record(const Operation& op) {
+    const int64_t linear = linear_thread();
+    const simt::Dim3& dim = simt::block_dim();
     const int64_t threads = int64_t{dim.x} * dim.y * dim.z;
     const int g = static_cast<int>(linear / kThreads), member = static_cast<int>(linear % kThreads);
     if ((g + 1) * int64_t{kThreads} > threads) {
@@ -313,24 +316,22 @@ struct Warpgroups final : simt::BlockState {
     const int64_t k = group.issued[member]++;
     const size_t at = static_cast<size_t>(k - group.base);
     if (at < group.log.size()) {
-      if (!(group.log[at] == op)) {
+      if (!(group.log[at].op == op)) {
         throw Error("warpgroup (emulated): thread " + std::to_string(linear) + " issued as its warpgroup operation " +
-                    std::to_string(k) + " " + op.describe() + ", and thread " + std::to_string(group.first[at]) +
-                    " of its warpgroup " + group.log[at].describe() +
+                    std::to_string(k) + " " + op.describe() + ", and thread " + std::to_string(group.log[at].first) +
+                    " of its warpgroup " + group.log[at].op.describe() +
                     ": the 128 threads of a warpgroup issue each of these operations together (.sync.aligned), "
                     "the same ones in the same order");
       }
-      return;
+      return k;
     }
-    group.log.push_back(op);
-    group.first.push_back(static_cast<int>(linear));
+    group.log.push_back({op, static_cast<int>(linear)});
     if (group.log.size() > 4096) {  // forget what every thread has passed
       const int64_t low = *std::min_element(std::begin(group.issued), std::end(group.issued));
-      const auto drop = static_cast<std::ptrdiff_t>(low - group.base);
-      group.log.erase(group.log.begin(), group.log.begin() + drop);
-      group.first.erase(group.first.begin(), group.first.begin() + drop);
+      group.log.erase(group.log.begin(), group.log.begin() + static_cast<std::ptrdiff_t>(low - group.base));
       group.base = low;
     }
+    return k;
   }
 
   std::string end_fault() const override {
@@ -344,13 +345,13 @@ struct Warpgroups final : simt::BlockState {
       return "warpgroup (emulated): in warpgroup " + std::to_string(g) + ", thread " + std::to_string(fewer) +
              " issued " + std::to_string(*low) + " warpgroup operations (wgmma, setmaxnreg) and thread " +
              std::to_string(more) + " " + std::to_string(*high) + "; the first the one lacks: " +
-             group.log[static_cast<size_t>(*low - group.base)].describe() +
+             group.log[static_cast<size_t>(*low - group.base)].op.describe() +
              " (the 128 threads of a warpgroup issue each of these operations together, .sync.aligned)";
     }
     return "";
   }
 };
-inline void record(const Operation& op) { simt::block_state<Warpgroups>().record(op); }
+inline int64_t record(const Operation& op) { return simt::block_state<Warpgroups>().record(op); }
 template <typename T> const char* type_name() {
   return std::is_same_v<T, cuda_detail::BFloat16Storage> ? "bf16" : "f16";
 }

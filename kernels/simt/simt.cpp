@@ -742,32 +742,33 @@ void ldmatrix(uint32_t* regs, int count, bool trans, const void* row, Site where
 
 void commit_copies() { ++self(running("an asynchronous copies' commit")).committed; }
 
+namespace {
+// thread_state's and block_state's lists: the state under `key`, or null; a new one added.
+template <typename S> S* find_state(std::vector<std::pair<const void*, std::unique_ptr<S>>>& states, const void* key) {
+  for (auto& [k, state] : states) {
+    if (k == key) return state.get();
+  }
+  return nullptr;
+}
+template <typename S>
+S& add_state(std::vector<std::pair<const void*, std::unique_ptr<S>>>& states, const void* key,
+             std::unique_ptr<S> state) {
+  states.emplace_back(key, std::move(state));
+  return *states.back().second;
+}
+}  // namespace
+
 ThreadState* find_thread_state(const void* key) {
-  Fiber& f = self(running("a thread's emulated state"));
-  for (auto& [k, state] : f.states) {
-    if (k == key) return state.get();
-  }
-  return nullptr;
+  return find_state(self(running("a thread's emulated state")).states, key);
 }
-
 ThreadState& add_thread_state(const void* key, std::unique_ptr<ThreadState> state) {
-  Fiber& f = self(running("a thread's emulated state"));
-  f.states.emplace_back(key, std::move(state));
-  return *f.states.back().second;
+  return add_state(self(running("a thread's emulated state")).states, key, std::move(state));
 }
-
 BlockState* find_block_state(const void* key) {
-  Launch& l = running("a block's emulated state");
-  for (auto& [k, state] : l.block_states) {
-    if (k == key) return state.get();
-  }
-  return nullptr;
+  return find_state(running("a block's emulated state").block_states, key);
 }
-
 BlockState& add_block_state(const void* key, std::unique_ptr<BlockState> state) {
-  Launch& l = running("a block's emulated state");
-  l.block_states.emplace_back(key, std::move(state));
-  return *l.block_states.back().second;
+  return add_state(running("a block's emulated state").block_states, key, std::move(state));
 }
 
 void wait_copies(int pending) {

@@ -121,7 +121,9 @@ def make_stage(work, probe):
     return stage, fakebin
 
 
-def gpu_check(args, stage, fakebin, name, command, env_extra):
+def gpu_check(args, stage, fakebin, name, command, env_extra, with_summary=True):
+    """Runs `gpu_check.sh COMMAND` from the rehearsal's stage and checks what every command must do;
+    with_summary: the command writes summary.txt (all but exec)."""
     out = os.path.join(args.work, "out-" + name)
     tmp = os.path.join(args.work, "tmp-" + name)
     for d in (out, tmp):
@@ -140,7 +142,7 @@ def gpu_check(args, stage, fakebin, name, command, env_extra):
     secs = time.monotonic() - t0
     summary_path = os.path.join(out, "summary.txt")
     summary = open(summary_path).read() if os.path.exists(summary_path) else ""
-    if not summary:
+    if with_summary and not summary:
         failures.append(f"{name}: no summary.txt; the script said:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     for line in BASH_ERROR.findall(proc.stdout + proc.stderr):
         failures.append(f"{name}: bash: {line}")
@@ -151,7 +153,7 @@ def gpu_check(args, stage, fakebin, name, command, env_extra):
         if os.path.getsize(os.path.join(out, f)) > 16 * 1024 * 1024:
             failures.append(f"{name}: $OUT/{f} is over 16 MiB")
     failed = re.findall(r"^FAILED\s", summary, re.M)
-    if (proc.returncode != 0) != bool(failed):
+    if with_summary and (proc.returncode != 0) != bool(failed):
         failures.append(f"{name}: exit {proc.returncode} with {len(failed)} FAILED steps in the summary")
     if summary and not re.search(r"^finished in \d+s$", summary, re.M):
         failures.append(f"{name}: the summary has no 'finished in' line")
@@ -248,17 +250,10 @@ def main():
     name = "exec"
     run_dir = os.path.join(args.work, "exec-run")
     shutil.rmtree(run_dir, ignore_errors=True)
-    out = os.path.join(args.work, "out-exec")
-    shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, OUT=out, TMPDIR=os.path.join(args.work, "tmp-exec"), KILN_STAGE_DIR=stage)
-    os.makedirs(env["TMPDIR"], exist_ok=True)
-    proc = subprocess.run(["bash", args.script, "exec", "train_gpt", "--out", run_dir], env=env,
-                          capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0 or not os.path.exists(os.path.join(out, "train_gpt.metrics.jsonl")):
-        failures.append(f"{name}: exit {proc.returncode}, $OUT: "
-                        f"{sorted(os.listdir(out)) if os.path.isdir(out) else None}\n{proc.stdout}{proc.stderr}")
-    for line in BASH_ERROR.findall(proc.stdout + proc.stderr):
-        failures.append(f"{name}: bash: {line}")
+    proc, _, files, _ = gpu_check(args, stage, fakebin, name, ["exec", "train_gpt", "--out", run_dir], {},
+                                  with_summary=False)
+    if proc.returncode != 0 or "train_gpt.metrics.jsonl" not in files:
+        failures.append(f"{name}: exit {proc.returncode}, $OUT: {files}\n{proc.stdout}{proc.stderr}")
 
     if failures:
         for f in failures:
