@@ -286,8 +286,10 @@ exec_staged() {
   kiln_env "$bin_dir/$prog" "$@"
   rc=$?
   # The run's own record of itself comes back with $OUT (checkpoints stay: they can be too big).
-  # Only a file this run wrote: an older one in the same folder is not this run's.
-  if [ -n "${OUT:-}" ] && [ -f "$metrics" ] && [ "$metrics" -nt "$started" ]; then
+  # Only a file this run wrote: an older one in the same folder is not this run's. (Not older than
+  # the mark, rather than newer: a program that ends within one tick of the file system's clock
+  # leaves both with the same time.)
+  if [ -n "${OUT:-}" ] && [ -f "$metrics" ] && [ ! "$metrics" -ot "$started" ]; then
     mkdir -p "$OUT"
     local dest=$OUT/$prog.metrics.jsonl n=2
     while [ -e "$dest" ]; do
