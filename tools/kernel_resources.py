@@ -4,11 +4,11 @@ named barriers and static shared memory, per kernel and per target architecture,
 kiln's own sources with the flags of a CMake build (its compile_commands.json) and -Xptxas=-v.
 
 Registers decide how many blocks fit an SM (an H100 has 65536 a SM, at most 255 a thread), and
-spills put a kernel's values in local memory; docs/tensor-cores.md reasons with both. This script
-is where those numbers come from: it writes them as JSON lines (a header with the date, commit,
-nvcc version and command, then one record per kernel and architecture) and as a markdown table, for
-bench/records. It needs nvcc and a configured CUDA build, not a GPU. It measures nothing at run time
-and asserts nothing.
+spills put a kernel's values in local memory; docs/attention-tensor-cores.md and
+docs/attention-wgmma.md reason with both. This script is where those numbers come from: it writes
+them as JSON lines (a header with the date, commit, nvcc version and command, then one record per
+kernel and architecture) and as a markdown table, for bench/records. It needs nvcc and a configured
+CUDA build, not a GPU. It measures nothing at run time and asserts nothing.
 
   usage: python3 tools/kernel_resources.py [--build build/gpu] [--arch 80,90]
              [--json FILE] [--md FILE] [SOURCE.cu ...]

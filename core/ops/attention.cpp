@@ -3,7 +3,7 @@
 // strides over the batch shape (0 where an operand broadcasts), on both devices. The node saves q,
 // k, v, the output and the log-sum-exp, plus the draw of its dropout, so the backward redraws
 // exactly the forward's mask.
-// Layouts, so that a transformer's heads cost no copies (docs/tensor-cores.md):
+// Layouts, so that a transformer's heads cost no copies (docs/attention-tensor-cores.md):
 // - the output takes q's order of dims: for q a [B, T, H, D] projection viewed as [B, H, T, D], out
 //   is [B, T, H, Ev] in memory, and out.transpose(1, 2).reshape(B, T, H * Ev) is a view;
 // - the backward reads dout in out's layout, so the gradient of that reshape arrives without a copy;
