@@ -27,16 +27,13 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/foreach_rows.cpp)
   add_library(kiln_op_table STATIC ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp ${kiln_op_table_rows})
-  # Under the sanitizers most rows compile at -O0, as the tests' own sources do (tests/CMakeLists.txt):
-  # they build inputs and name ops. op_table.cpp, whose checks and gradchecks do the work, keeps -O2,
+  # Most rows compile at -O0, as the tests' own sources do (tests/CMakeLists.txt): they build inputs
+  # and name ops. op_table.cpp, whose checks and gradchecks do the work, keeps the build type's level,
   # and so do the rows with float64 reference loops of their own (products, convolutions, pooling,
   # attention). -fvisibility-inlines-hidden: tests/CMakeLists.txt says why.
-  if(KILN_SANITIZE)
-    set(kiln_op_table_rows_O0 ${kiln_op_table_rows})
-    list(FILTER kiln_op_table_rows_O0 EXCLUDE REGEX "/(matmul|conv|pool|attention)_rows\\.cpp$")
-    set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0
-                 -fvisibility-inlines-hidden)
-  endif()
+  set(kiln_op_table_rows_O0 ${kiln_op_table_rows})
+  list(FILTER kiln_op_table_rows_O0 EXCLUDE REGEX "/(matmul|conv|pool|attention)_rows\\.cpp$")
+  set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0 -fvisibility-inlines-hidden)
   target_link_libraries(kiln_op_table PUBLIC kiln_core PRIVATE kiln_warnings)
   target_include_directories(kiln_op_table PUBLIC ${PROJECT_SOURCE_DIR})
 endif()
