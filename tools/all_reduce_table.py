@@ -7,12 +7,11 @@ each run's date, commit, device and command. Numbers come from the files only.
   usage: python3 tools/all_reduce_table.py FILE [FILE...] [--out FILE.md]
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
 def main():
@@ -22,8 +21,7 @@ def main():
     a = p.parse_args()
     lines = []
     for path in a.files:
-        with open(path) as f:
-            recs = [json.loads(line) for line in f if line.strip()]
+        recs = [r for _, r in json_lines(path, "all_reduce_table")]
         h = next(r for r in recs if r["record"] == "header")
         cases = {(r["algo"], r["bytes"]): r for r in recs if r["record"] == "case"}
         lines += [f"### All-reduce, {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}", "",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Joins bench/gpu_bench's JSON lines with tools/torch_peer.py's (same cases and shapes) and prints
+"""Joins gpu_bench's JSON lines with tools/torch_peer.py's (same cases and shapes) and prints
 markdown tables for bench/RESULTS.md, headed by the date, GPU and both commands: memory-bound cases
 with GB/s and % of each one's own copy ceiling; compute-bound cases (those with "flops") with
 TFLOP/s and % of each one's own 8192^3 matmul of the same precision; and the ratio kiln/PyTorch of
@@ -15,13 +15,30 @@ import sys
 import tempfile
 
 
+def file_mode(path):
+    """The mode a file written over path should have: path's own where it exists, else a new
+    file's (0666 less the umask)."""
+    if os.path.exists(path):
+        return os.stat(path).st_mode & 0o777
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path, text):
-    """Writes text to path through a temporary file in the same folder, renamed over path when
-    complete: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
+    """Writes text (UTF-8) to path through a temporary file in the same folder, flushed to disk and
+    renamed over path when complete: a reader never sees half a file, and the file has the mode of
+    file_mode(path), not the temporary's private one. The tools write their results through it
+    (tools/plot.py gives gnuplot's PNG the same mode before its rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    mode = file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
-        with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

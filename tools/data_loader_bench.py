@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
 def cpu_name():
@@ -40,8 +40,7 @@ def run(cmd, env):
 
 
 def load(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return [r for _, r in json_lines(path, "data_loader_bench")]
 
 
 def main():

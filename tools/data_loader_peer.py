@@ -17,6 +17,9 @@ import struct
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+
 
 def read_idx(path):
     import numpy as np
@@ -100,10 +103,7 @@ def main():
             lines.append(json.dumps({"record": "case", "impl": "torch", "task": task, "workers": w, "images": n,
                                      "seconds": round(s, 6), "images_per_s": round(n / s, 1)}))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.replace(tmp, a.json)
+        write_atomic(a.json, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -7,17 +7,15 @@ commit, device and command. Numbers come from the file only.
   usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
 def render(path):
-    with open(path) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
+    recs = [r for _, r in json_lines(path, "ddp_step_table")]
     h = next(r for r in recs if r["record"] == "header")
     cases = [r for r in recs if r["record"] == "case"]
     compute = next(r for r in cases if r["case"] == "compute")["step_seconds"]

@@ -9,13 +9,12 @@ numbers come from the files only.
   usage: python3 tools/gpu_data_compare.py FILE [FILE...] [--out FILE.md]
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
 def main():
@@ -25,8 +24,7 @@ def main():
     a = p.parse_args()
     recs = []
     for path in a.files:
-        with open(path) as f:
-            recs += [json.loads(line) for line in f if line.strip()]
+        recs += [r for _, r in json_lines(path, "gpu_data_compare")]
     heads = [r for r in recs if r["record"] == "header"]
     cases = [r for r in recs if r["record"] == "case"]
     kh = [h for h in heads if h["impl"] == "kiln"]

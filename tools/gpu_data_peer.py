@@ -19,6 +19,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,10 +85,7 @@ def main():
                                      "min_ms": round(ms[0], 5), "max_ms": round(ms[-1], 5),
                                      "images_per_s": round(ips, 1)}))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.replace(tmp, a.json)
+        write_atomic(a.json, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

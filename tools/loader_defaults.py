@@ -11,7 +11,6 @@ metrics files only.
 """
 import argparse
 import datetime
-import json
 import os
 import statistics
 import subprocess
@@ -19,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 from data_loader_bench import cpu_name  # noqa: E402
 
 RUNS = {
@@ -31,8 +30,7 @@ RUNS = {
 
 
 def summary(metrics):
-    with open(metrics) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
+    recs = [r for _, r in json_lines(metrics, "loader_defaults")]
     return next(r for r in reversed(recs) if r.get("record") == "summary"), recs[0]
 
 

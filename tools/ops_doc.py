@@ -10,13 +10,12 @@ test ops_doc runs this with --check.
 """
 import argparse
 import difflib
-import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compare import write_atomic  # noqa: E402
+from bench_compare import json_lines, write_atomic  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # core/ops files that are machinery shared by the families, not a family.
@@ -91,8 +90,7 @@ def ops_of(rels):
 
 
 def render(rows_path):
-    with open(rows_path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [r for _, r in json_lines(rows_path, "ops_doc")]
     fams = families()
     pairs = kernel_index()
     problems = []

@@ -31,13 +31,12 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import file_mode  # noqa: E402
+from metrics_jsonl import BadInput, read_records  # noqa: E402
 
 # One colour per run when several runs share a loss plot, and one per precision on the roofline.
 COLORS = ["#0060ad", "#dd181f", "#00a000", "#9400d3", "#ff8c00", "#008b8b", "#a0522d", "#404040"]
-
-
-class BadInput(Exception):
-    """A problem with the files or arguments given: exit status 2."""
 
 
 class GnuplotError(Exception):
@@ -119,6 +118,7 @@ def render(commands, out, size, data_dir):
                                "tools/setup.sh installs the gnuplot this script is tested with")
         for line in problems:
             warn(f"gnuplot: {line.strip()}")
+        os.chmod(tmp, file_mode(out))  # mkstemp's file is private; the PNG gets a new file's mode
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -146,26 +146,6 @@ def metrics_file(run):
     if not os.path.isfile(path):
         raise BadInput(f"no metrics file at {path}")
     return path
-
-
-def read_records(path):
-    """(line number, record) for each non-blank line of a metrics file."""
-    records = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise BadInput(f"{path}:{number}: not a JSON line ({e.msg})") from None
-                if not isinstance(record, dict) or "record" not in record:
-                    raise BadInput(f'{path}:{number}: not a record (a JSON object with a "record" field)')
-                records.append((number, record))
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read it ({e.strerror})") from None
-    return records
 
 
 def field_value(record, key, where):

@@ -20,9 +20,12 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+from metrics_jsonl import BadInput, read_records as read_lines  # noqa: E402
+
 MARKER = "<!-- entries below, newest first -->"
 HEADER = f"""# Training records
 
@@ -48,23 +51,8 @@ that lists each process's command.
 """
 
 
-class BadInput(Exception):
-    pass
-
-
 def read_records(path):
-    records = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{path}:{number}: not a JSON object ({e.msg})") from None
-            if not isinstance(record, dict) or "record" not in record:
-                raise BadInput(f"{path}:{number}: a record needs a \"record\" field")
-            records.append(record)
+    records = [record for _, record in read_lines(path)]
     if not records:
         raise BadInput(f"{path} is empty")
     if records[0]["record"] != "run":
@@ -239,22 +227,6 @@ def insert(page, key, text):
     return head + MARKER + "\n\n" + "".join(e.rstrip("\n") + "\n\n" for e in entries).rstrip("\n") + "\n"
 
 
-def write_atomically(path, text):
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=".TRAINING.", suffix=".tmp", dir=folder)
-    try:
-        os.fchmod(fd, mode)  # mkstemp makes the file private; keep the page's own mode
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="an example's --out folder, or its metrics.jsonl")
@@ -278,7 +250,7 @@ def main():
             raise BadInput(f"{args.training_md} lacks the line {MARKER}")
         if f"<!-- record: {key} -->" in page:
             raise BadInput(f"{args.training_md} already holds the run {key}")
-        write_atomically(args.training_md, insert(page, key, text))
+        write_atomic(args.training_md, insert(page, key, text))
     except BadInput as e:
         print(f"record_training: {e}", file=sys.stderr)
         return 2

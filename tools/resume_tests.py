@@ -35,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compare import write_atomic  # noqa: E402
+
 CONTEXT_LOST_EXIT = 75  # tests/progress.h: kContextLostExit
 
 
@@ -311,11 +314,7 @@ def main(argv=None):
     if args.json:
         record = {"exe": args.exe, "spec": args.spec, "ok": ok, "summary": lines[0], "runs": runs,
                   "tests": [dict(name=name, **verdicts[name]) for name in names]}
-        tmp_path = args.json + ".tmp"
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
-        os.replace(tmp_path, args.json)
+        write_atomic(args.json, json.dumps(record, indent=1) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1
 

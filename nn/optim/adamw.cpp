@@ -9,18 +9,6 @@
 #include "kernels/error.h"
 
 namespace kiln::nn::optim {
-namespace {
-
-std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay) {
-  ParamGroup g;
-  g.params = params;
-  g.lr = lr;
-  g.weight_decay = weight_decay;
-  return {g};
-}
-
-}  // namespace
-
 AdamW::AdamW(const TensorList& params, double lr, std::pair<double, double> betas, double eps, double weight_decay)
     : Optimizer(one_group(params, lr, weight_decay)), beta1_(betas.first), beta2_(betas.second), eps_(eps) {
   validate();

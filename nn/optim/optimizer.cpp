@@ -42,6 +42,14 @@ bool parse_index(const std::string& s, size_t& out) {
 
 }  // namespace
 
+std::vector<ParamGroup> Optimizer::one_group(const TensorList& params, double lr, double weight_decay) {
+  ParamGroup g;
+  g.params = params;
+  g.lr = lr;
+  g.weight_decay = weight_decay;
+  return {g};
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
   std::set<const TensorImpl*> seen;
   for (size_t g = 0; g < groups_.size(); ++g) {

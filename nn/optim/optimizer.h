@@ -67,6 +67,8 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
+  // The groups of an optimizer built over one list of parameters (the subclasses' short constructors).
+  static std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay);
   // Per-parameter state tensors by name (e.g. "exp_avg"), created lazily by subclasses.
   std::map<std::string, TensorList>& state() { return state_; }
   const std::map<std::string, TensorList>& state() const { return state_; }

@@ -8,18 +8,6 @@
 #include "kernels/error.h"
 
 namespace kiln::nn::optim {
-namespace {
-
-std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay) {
-  ParamGroup g;
-  g.params = params;
-  g.lr = lr;
-  g.weight_decay = weight_decay;
-  return {g};
-}
-
-}  // namespace
-
 SGD::SGD(const TensorList& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov)
     : Optimizer(one_group(params, lr, weight_decay)), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
   validate();

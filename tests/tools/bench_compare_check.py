@@ -3,11 +3,15 @@
 (written here, into --work) and asserts the tables it prints: the kiln/PyTorch ratio of a memory-bound
 and of a compute-bound case, "missing" for a case only one side ran, and the table of PyTorch's other
 backends (attention's flash kernel) with kiln's ratio to the default and to each backend, a backend
-that failed listed under "Not measured" with its error. Exits 1 naming what differs.
+that failed listed under "Not measured" with its error. Also checks write_atomic, which every tool
+writes its files through: the text arrives whole (UTF-8), a new file gets the umask's mode (not the
+temporary file's private 0600), an existing file keeps its own, and no temporary is left behind.
+Exits 1 naming what differs.
 
   usage: bench_compare_check.py --compare tools/bench_compare.py --work DIR
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,12 +32,47 @@ def write(path, records):
         f.write("".join(json.dumps(r) + "\n" for r in records))
 
 
+def check_write_atomic(compare, work):
+    """What write_atomic got wrong, as lines (none when it is right)."""
+    spec = importlib.util.spec_from_file_location("bench_compare", compare)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = os.path.join(work, "write_atomic")
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    problems = []
+    text = "| GEMM 512³ | µs |\n"
+    fresh, kept = os.path.join(folder, "new.md"), os.path.join(folder, "kept.md")
+    with open(kept, "w") as f:
+        f.write("old\n")
+    os.chmod(kept, 0o640)
+    module.write_atomic(fresh, text)
+    module.write_atomic(kept, text)
+    for path, mode in ((fresh, 0o644), (kept, 0o640)):
+        with open(path, encoding="utf-8") as f:
+            if f.read() != text:
+                problems.append(f"{os.path.basename(path)}: the text differs")
+        got = os.stat(path).st_mode & 0o777
+        if got != mode:
+            problems.append(f"{os.path.basename(path)}: mode {got:o}, expected {mode:o}")
+    left = sorted(set(os.listdir(folder)) - {"new.md", "kept.md"})
+    if left:
+        problems.append(f"left behind: {left}")
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--compare", required=True)
     p.add_argument("--work", required=True)
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    os.umask(0o022)  # the modes check_write_atomic expects
+    problems = check_write_atomic(args.compare, args.work)
+    if problems:
+        print("bench_compare_check: write_atomic:\n  " + "\n  ".join(problems))
+        return 1
     shape = [4, 16, 4096, 128]
     kiln = [
         rec("kiln", "add", "float32", [1024], bytes=12288, gbps=3000.0, pct_of_copy=100.0),
