@@ -1,15 +1,19 @@
 // ZeroRedundancyOptimizer (see zero.h).
 #include "dist/zero.h"
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/foreach.h"
 #include "dist/flat.h"
 #include "kernels/error.h"
+#include "nn/optim/clip.h"
 
 namespace kiln::dist {
 
@@ -52,13 +56,17 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
 void ZeroRedundancyOptimizer::step() { step_with(nullptr); }
 
 void ZeroRedundancyOptimizer::step(nn::amp::GradScaler& scaler) {
-  ProcessGroup* group = &group_;
-  scaler.set_found_inf_reducer([group](Tensor& flag) { group->all_reduce(flag, ReduceOp::Max)->wait(); });
+  set_found_inf_reducer(scaler);
   step_with(&scaler);
 }
 
-void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
-  NoGradGuard no_grad;
+void ZeroRedundancyOptimizer::set_found_inf_reducer(nn::amp::GradScaler& scaler) {
+  ProcessGroup* group = &group_;
+  scaler.set_found_inf_reducer([group](Tensor& flag) { group->all_reduce(flag, ReduceOp::Max)->wait(); });
+}
+
+void ZeroRedundancyOptimizer::reduce_gradients() {
+  if (reduced_) return;
   // Every group's collective is issued before the first is waited for: they run back to back.
   std::vector<std::shared_ptr<Work>> works;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -69,12 +77,41 @@ void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
     shards_[g].set_grad(shard_grad);
   }
   for (auto& w : works) w->wait();
+  reduced_ = true;
+}
+
+Tensor ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, nn::amp::GradScaler* scaler) {
+  nn::optim::check_clip_options("ZeroRedundancyOptimizer::clip_grad_norm_", max_norm, norm_type);
+  NoGradGuard no_grad;
+  reduce_gradients();
+  if (scaler != nullptr) {
+    set_found_inf_reducer(*scaler);
+    scaler->unscale_(*local_);
+  }
+  TensorList grads;
+  for (const Tensor& s : shards_) grads.push_back(s.grad());
+  Tensor total = foreach_norm(grads, norm_type);  // this rank's shards; the padding holds zeros
+  if (std::isinf(norm_type)) {
+    group_.all_reduce(total, ReduceOp::Max)->wait();
+  } else {
+    total = pow(total, Scalar(norm_type));
+    group_.all_reduce(total, ReduceOp::Sum)->wait();
+    total = pow(total, Scalar(1.0 / norm_type));
+  }
+  nn::optim::clip_grads_with_norm_(shards_, max_norm, total);
+  return total;
+}
+
+void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
+  NoGradGuard no_grad;
+  reduce_gradients();
+  reduced_ = false;
   if (scaler != nullptr) {
     scaler->step(*local_);
   } else {
     local_->step();
   }
-  works.clear();
+  std::vector<std::shared_ptr<Work>> works;
   for (size_t g = 0; g < groups_.size(); ++g) works.push_back(group_.all_gather(flats_[g], shards_[g].detach()));
   for (size_t g = 0; g < groups_.size(); ++g) {
     works[g]->wait();
@@ -87,6 +124,7 @@ void ZeroRedundancyOptimizer::zero_grad() {
     for (Tensor p : g.params) p.set_grad(Tensor());  // a handle: the parameter itself
   }
   for (Tensor& s : shards_) s.set_grad(Tensor());
+  reduced_ = false;
 }
 
 }  // namespace kiln::dist

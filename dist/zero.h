@@ -6,9 +6,10 @@
 // DDP's all-reduce, and 1/N of the optimizer memory. Non-obvious decisions: each parameter group
 // becomes one flat buffer, padded to a multiple of the world size and cut into equal shards, so a
 // shard may hold pieces of several parameters, which is exact for elementwise optimizers (SGD,
-// AdamW: every element's update depends on its own gradient and state only) and the reason a
-// global-norm gradient clip is not offered here; and the model is NOT wrapped in DDP: the
-// reduce-scatter is what averages the gradients.
+// AdamW: every element's update depends on its own gradient and state only); a clip by the global
+// norm, which reads every gradient, is a method of its own that combines the ranks' norms of their
+// shards in one scalar all-reduce; and the model is NOT wrapped in DDP: the reduce-scatter is what
+// averages the gradients.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,17 @@ class ZeroRedundancyOptimizer {
   void step(nn::amp::GradScaler& scaler);
   void zero_grad();
 
+  // nn::optim::clip_grad_norm_ over the whole model, for sharded gradients, called between backward
+  // and step(): the reduce-scatter of the gradients happens here (step() then uses the reduced
+  // shards as they are), each rank takes the norm of its own shards, one scalar all-reduce combines
+  // them (the sum of norm^p, or the maximum for the infinity norm), and every shard's gradient is
+  // multiplied by min(1, max_norm / (norm + 1e-6)). Returns the total norm of the averaged
+  // gradients, a 0-d float32 tensor on the parameters' device, the same on every rank; no host
+  // sync. With a GradScaler, pass it: the shards are unscaled first (scaler.unscale_ on local(),
+  // with the found-inf reducer of step(scaler)), as PyTorch's recipe unscales before it clips; then
+  // call step(scaler). Every group's shards must be on one device.
+  Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0, nn::amp::GradScaler* scaler = nullptr);
+
   // The optimizer over this rank's shards: its state is this rank's share.
   nn::optim::Optimizer& local() { return *local_; }
   // Elements of one shard of each group (the padded flat size / world size).
@@ -49,6 +61,9 @@ class ZeroRedundancyOptimizer {
 
  private:
   void step_with(nn::amp::GradScaler* scaler);
+  // The reduce-scatter of every group's gradients into its shard's .grad, once per step.
+  void reduce_gradients();
+  void set_found_inf_reducer(nn::amp::GradScaler& scaler);
 
   ProcessGroup& group_;
   std::vector<nn::optim::ParamGroup> groups_;
@@ -56,6 +71,7 @@ class ZeroRedundancyOptimizer {
   std::vector<Tensor> flats_;         // per group: the padded flat buffer, kept from step to step
   std::vector<Tensor> shards_;        // per group: this rank's slice of the flat parameters (a leaf)
   std::unique_ptr<nn::optim::Optimizer> local_;
+  bool reduced_ = false;  // this step's gradients are in the shards (clip_grad_norm_ reduced them)
 };
 
 }  // namespace kiln::dist

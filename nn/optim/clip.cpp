@@ -11,27 +11,56 @@
 
 namespace kiln::nn::optim {
 
-Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type) {
-  if (!(max_norm >= 0.0)) throw Error("clip_grad_norm_: max_norm must be >= 0, got " + std::to_string(max_norm));
+void check_clip_options(const char* op, double max_norm, double norm_type) {
+  if (!(max_norm >= 0.0)) throw Error(std::string(op) + ": max_norm must be >= 0, got " + std::to_string(max_norm));
   if (!(norm_type > 0.0)) {  // NaN too; infinity is the max norm
-    throw Error("clip_grad_norm_: norm_type must be positive (or infinity), got " + std::to_string(norm_type));
+    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + std::to_string(norm_type));
   }
-  NoGradGuard no_grad;
-  TensorList dense, strided;
+}
+
+namespace {
+
+// The gradients of `params` that are defined: dense ones (scaled by one foreach_mul_) and the rest.
+void split_grads(const TensorList& params, TensorList& dense, TensorList& strided) {
   for (const Tensor& p : params) {
     if (!p.defined() || !p.grad().defined()) continue;
     const Tensor& g = p.grad();
     (g.is_non_overlapping_and_dense() ? dense : strided).push_back(g);
   }
+}
+
+void scale_by_clip(TensorList& dense, TensorList& strided, double max_norm, const Tensor& total_norm) {
+  Tensor coef = div(Scalar(max_norm), add(total_norm, Scalar(1e-6)));
+  coef.clamp_(std::nullopt, Scalar(1.0));
+  foreach_mul_(dense, coef);
+  for (Tensor& g : strided) g.mul_(coef);
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type) {
+  check_clip_options("clip_grad_norm_", max_norm, norm_type);
+  NoGradGuard no_grad;
+  TensorList dense, strided;
+  split_grads(params, dense, strided);
   if (dense.empty() && strided.empty()) return zeros({}, TensorOptions(DType::Float32));
   TensorList all = dense;
   for (const Tensor& g : strided) all.push_back(g.contiguous());
   const Tensor total = foreach_norm(all, norm_type);
-  Tensor coef = div(Scalar(max_norm), add(total, Scalar(1e-6)));
-  coef.clamp_(std::nullopt, Scalar(1.0));
-  foreach_mul_(dense, coef);
-  for (Tensor& g : strided) g.mul_(coef);
+  scale_by_clip(dense, strided, max_norm, total);
   return total;
+}
+
+void clip_grads_with_norm_(const TensorList& params, double max_norm, const Tensor& total_norm) {
+  check_clip_options("clip_grads_with_norm_", max_norm, 2.0);
+  if (!total_norm.defined() || total_norm.dim() != 0) {
+    throw ShapeError("clip_grads_with_norm_: total_norm must be a 0-d tensor, got " +
+                     (total_norm.defined() ? shape_str(total_norm.sizes()) : std::string("an undefined tensor")));
+  }
+  NoGradGuard no_grad;
+  TensorList dense, strided;
+  split_grads(params, dense, strided);
+  scale_by_clip(dense, strided, max_norm, total_norm);
 }
 
 }  // namespace kiln::nn::optim

@@ -12,4 +12,14 @@ namespace kiln::nn::optim {
 // one device.
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0);
 
+// clip_grad_norm_'s second half, for gradients whose total norm was found elsewhere
+// (dist::ZeroRedundancyOptimizer::clip_grad_norm_ combines the norms of every rank's shards):
+// multiplies each gradient of `params` by min(1, max_norm / (total_norm + 1e-6)), on the device.
+// total_norm is a 0-d tensor on the gradients' device.
+void clip_grads_with_norm_(const TensorList& params, double max_norm, const Tensor& total_norm);
+
+// The kiln::Error, naming `op`, that clip_grad_norm_ throws for a max_norm below 0 or NaN, or a
+// norm_type that is not positive; nothing when both are valid.
+void check_clip_options(const char* op, double max_norm, double norm_type);
+
 }  // namespace kiln::nn::optim

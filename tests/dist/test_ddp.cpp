@@ -1,7 +1,8 @@
 // DistributedDataParallel under mpirun (1 to 4 ranks): training on each rank's share of a global
 // batch equals training on the whole batch in one process, whatever the bucket size; no_sync
 // accumulates without communicating; a parameter without a gradient is refused by name, or counted
-// as zero with find_unused_parameters; ZeRO-1's sharded AdamW equals DDP's with 1/N of the state.
+// as zero with find_unused_parameters; ZeRO-1's sharded AdamW equals DDP's with 1/N of the state,
+// and its clip by the global norm equals a clip after DDP.
 // float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
@@ -18,6 +19,7 @@
 #include "nn/amp/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/clip.h"
 #include "nn/optim/sgd.h"
 
 using namespace kiln;
@@ -246,6 +248,107 @@ TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step o
   step(2, false);  // and every rank steps again
   const TensorList later = snapshot();
   CHECK(max(abs(later[0] - after[0])).item<double>() > 0.0);
+}
+
+namespace {
+
+std::unique_ptr<nn::optim::Optimizer> make_sgd(std::vector<nn::optim::ParamGroup> groups) {
+  return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9);
+}
+
+// Rank 0's value of a 0-d tensor, on every rank.
+double rank0_value(const Tensor& t, ProcessGroup& g) {
+  Tensor c = t.detach().to(DType::Float64).clone();
+  g.broadcast(c, 0)->wait();
+  return c.item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("zero-1: clip_grad_norm_ clips by the norm of the whole gradient, as a clip after DDP does",
+          "[ddp][zero]") {
+  ProcessGroup& g = world();
+  // SGD with momentum, where the clip factor reaches the weights (Adam would divide most of it out).
+  for (double norm_type : {2.0, 1.0, 3.0, double(INFINITY)}) {
+    INFO("ranks " << g.size() << ", rank " << g.rank() << ", norm_type " << norm_type);
+    auto ddp_model = make_model(51);
+    auto zero_model = make_model(51);
+    auto unclipped_model = make_model(51);
+    DistributedDataParallel ddp(ddp_model, g);
+    nn::optim::SGD ddp_opt(ddp_model->parameters(), 0.2, 0.9);
+    ZeroRedundancyOptimizer zero({lr_group(zero_model->parameters(), 0.2)}, g, make_sgd);
+    ZeroRedundancyOptimizer unclipped({lr_group(unclipped_model->parameters(), 0.2)}, g, make_sgd);
+    bool clipped = false;
+    for (int64_t step = 0; step < 4; ++step) {
+      auto [x, y] = global_batch(60 + step);
+      ddp_opt.zero_grad();
+      mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
+      const double max_norm = 0.25;
+      const double want = nn::optim::clip_grad_norm_(ddp_model->parameters(), max_norm, norm_type).item<double>();
+      ddp_opt.step();
+      zero.zero_grad();
+      mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+      const Tensor norm = zero.clip_grad_norm_(max_norm, norm_type);
+      zero.step();
+      unclipped.zero_grad();
+      mse_loss((*unclipped_model)(share(x, g)), share(y, g)).backward();
+      unclipped.step();
+      CHECK(norm.dim() == 0);
+      CHECK(norm.dtype() == DType::Float32);
+      const double got = norm.item<double>();
+      CHECK(std::abs(got - want) <= 1e-6 * want);
+      CHECK(rank0_value(norm, g) == got);  // the same total on every rank
+      clipped = clipped || want > max_norm;
+    }
+    CHECK(clipped);  // the clip did act on these gradients
+    // The clip factor is float32 either way, from norms that differ in their last bits.
+    CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-7);
+    CHECK(max_param_diff(*unclipped_model, *zero_model) > 1e-3);
+  }
+  auto model = make_model(51);
+  ZeroRedundancyOptimizer zero({lr_group(model->parameters(), 0.2)}, g, make_sgd);
+  CHECK_THROWS_WITH(zero.clip_grad_norm_(-1.0), Catch::Contains("clip_grad_norm_") && Catch::Contains("max_norm"));
+  CHECK_THROWS_WITH(zero.clip_grad_norm_(1.0, 0.0), Catch::Contains("norm_type"));
+  CHECK_THROWS_WITH(zero.clip_grad_norm_(NAN), Catch::Contains("max_norm"));
+}
+
+TEST_CASE("zero-1: clip_grad_norm_ with a GradScaler unscales the shards first, and an inf skips every rank's step",
+          "[ddp][zero]") {
+  ProcessGroup& g = world();
+  auto plain_model = make_model(71);
+  auto scaled_model = make_model(71);
+  ZeroRedundancyOptimizer plain({lr_group(plain_model->parameters(), 0.2)}, g, make_sgd);
+  ZeroRedundancyOptimizer scaled({lr_group(scaled_model->parameters(), 0.2)}, g, make_sgd);
+  nn::amp::GradScaler scaler;
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  for (int64_t step = 0; step < 3; ++step) {
+    auto [x, y] = global_batch(80 + step);
+    plain.zero_grad();
+    mse_loss((*plain_model)(share(x, g)), share(y, g)).backward();
+    const double want = plain.clip_grad_norm_(0.25).item<double>();
+    plain.step();
+    scaled.zero_grad();
+    scaler.scale(mse_loss((*scaled_model)(share(x, g)), share(y, g))).backward();
+    const double got = scaled.clip_grad_norm_(0.25, 2.0, &scaler).item<double>();
+    scaled.step(scaler);
+    scaler.update();
+    CHECK(std::abs(got - want) <= 1e-6 * want);  // the norm of the unscaled gradients
+  }
+  CHECK(max_param_diff(*plain_model, *scaled_model) < 1e-7);
+  // An inf in rank 0's shard alone: the total norm is inf on every rank, and every rank skips.
+  TensorList before;
+  for (const Tensor& p : scaled_model->parameters()) before.push_back(p.detach().clone());
+  auto [x, y] = global_batch(90);
+  scaled.zero_grad();
+  scaler.scale(mse_loss((*scaled_model)(share(x, g)), share(y, g))).backward();
+  if (g.rank() == 0) scaled_model->parameters()[0].grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+  const Tensor norm = scaled.clip_grad_norm_(0.25, 2.0, &scaler);
+  CHECK(std::isinf(norm.item<double>()));
+  scaled.step(scaler);
+  scaler.update();
+  CHECK(scaler.get_scale() == 32768.0);
+  const TensorList after = scaled_model->parameters();
+  for (size_t i = 0; i < before.size(); ++i) CHECK(max(abs(after[i] - before[i])).item<double>() == 0.0);
 }
 
 namespace {

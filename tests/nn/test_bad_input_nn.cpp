@@ -447,6 +447,13 @@ void optim_rows(Table& t) {
   });
   t.add("clip_grad_norm_: NaN max_norm", Expect::Error, {"clip_grad_norm_", "max_norm", "nan"},
         [] { (void)optim::clip_grad_norm_({param({2})}, kNaN); });
+  t.add("clip_grads_with_norm_: a norm of shape [2]", Expect::Error, {"clip_grads_with_norm_", "0-d", "[2]"}, [] {
+    Tensor p = param({2});
+    p.set_grad(ones({2}));
+    optim::clip_grads_with_norm_({p}, 1.0, ones({2}));
+  });
+  t.add("clip_grads_with_norm_: negative max_norm", Expect::Error, {"clip_grads_with_norm_", "max_norm", "-1"},
+        [] { optim::clip_grads_with_norm_({param({2})}, -1.0, ones({})); });
   t.add("warmup_cosine_lr: warmup past total", Expect::Error, {"warmup_cosine_lr", "warmup_steps=10", "total_steps=5"},
         [] { (void)optim::warmup_cosine_lr(0, 0.1, 10, 5, 0.0); });
   t.add("warmup_cosine_lr: negative warmup", Expect::Error, {"warmup_cosine_lr", "-1"},

@@ -440,6 +440,21 @@ TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients", "[o
   REQUIRE(clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
 }
 
+TEST_CASE("clip_grads_with_norm_ scales by a total norm given to it", "[optim]") {
+  // The norm found elsewhere (as ZeRO's shards combine theirs), here 26 for gradients whose own is 13.
+  Tensor a = param({0.0, 0.0}), b = param({0.0}), c = param({5.0});
+  set_grad(a, {3.0, 4.0});
+  set_grad(b, {12.0});
+  clip_grads_with_norm_({a, b, c}, 6.5, full({}, 26.0));
+  const double coef = 6.5 / (26.0 + 1e-6);
+  require_values(a.grad(), {3.0 * coef, 4.0 * coef});
+  require_values(b.grad(), {12.0 * coef});
+  REQUIRE_FALSE(c.grad().defined());
+  const Tensor before = a.grad().clone();
+  clip_grads_with_norm_({a}, 100.0, full({}, 26.0));  // a factor above 1 is clamped to 1
+  REQUIRE(max(abs(a.grad() - before)).item<double>() == 0.0);
+}
+
 TEST_CASE("schedules at key steps", "[optim]") {
   SECTION("warmup then cosine (nanoGPT's warmup: (it + 1) / (warmup + 1))") {
     const double base = 1.0, min_lr = 0.1;
