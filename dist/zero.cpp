@@ -1,6 +1,7 @@
 // ZeroRedundancyOptimizer (see zero.h).
 #include "dist/zero.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -117,6 +118,107 @@ void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
     works[g]->wait();
     detail::unpack(flats_[g], groups_[g].params, /*grads=*/false);
   }
+}
+
+namespace {
+
+// "state.<index>.<name>" split; false for any other form.
+bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
+  if (key.rfind("state.", 0) != 0) return false;
+  const size_t dot = key.find('.', 6);
+  if (dot == std::string::npos || dot == 6 || dot + 1 == key.size()) return false;
+  const std::string digits = key.substr(6, dot - 6);
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  index = std::stoul(digits);
+  name = key.substr(dot + 1);
+  return true;
+}
+
+std::string state_key(size_t index, const std::string& name) { return "state." + std::to_string(index) + "." + name; }
+
+}  // namespace
+
+std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> local = local_->state_dict();
+  std::map<std::string, Tensor> out;
+  size_t first = 0;  // the flat index of the group's first parameter in an unsharded optimizer
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const TensorList& params = groups_[g].params;
+    // Local parameter g is group g's shard. Each rank's shards got their state at the same step,
+    // so every rank gathers the same names in the same order.
+    for (const std::string& name : local_->state_names()) {
+      auto it = local.find(state_key(g, name));
+      if (it == local.end()) continue;
+      Tensor whole = empty({shard_numel_[g] * group_.size()}, TensorOptions(it->second.dtype(), it->second.device()));
+      group_.all_gather(whole, it->second)->wait();
+      int64_t offset = 0;
+      for (size_t i = 0; i < params.size(); ++i) {
+        out[state_key(first + i, name)] = whole.narrow(0, offset, params[i].numel()).view(params[i].sizes()).clone();
+        offset += params[i].numel();
+      }
+    }
+    for (const char* field : {".lr", ".step"}) {
+      const std::string key = "group." + std::to_string(g) + field;
+      out[key] = local.at(key);
+    }
+    first += params.size();
+  }
+  out["step"] = local.at("step");
+  return out;
+}
+
+void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  const char* op = "ZeroRedundancyOptimizer::load_state_dict";
+  NoGradGuard no_grad;
+  std::vector<std::pair<size_t, size_t>> where;  // flat index -> (group, index in the group)
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) where.emplace_back(g, i);
+  const std::vector<std::string> names = local_->state_names();
+  // The local optimizer's map: the group keys as given (its own load checks them), each state
+  // tensor's shard cut from the group's flat buffer of that state.
+  std::map<std::string, Tensor> local;
+  std::map<std::pair<size_t, std::string>, TensorList> by_group;  // (group, name) -> per parameter
+  for (const auto& [key, t] : state) {
+    size_t index = 0;
+    std::string name;
+    if (!parse_state_key(key, index, name)) {
+      local[key] = t;  // "step", "group.<g>.lr", "group.<g>.step"; anything else is refused below
+      continue;
+    }
+    if (index >= where.size()) {
+      throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(index) +
+                  ", but there are " + std::to_string(where.size()));
+    }
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"");
+    }
+    const auto [g, i] = where[index];
+    const Tensor& p = groups_[g].params[i];
+    const DType dtype = nn::optim::Optimizer::state_dtype(p);
+    if (!t.defined() || t.sizes() != p.sizes() || t.dtype() != dtype) {
+      throw Error(std::string(op) + ": \"" + key + "\" is " +
+                  (t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("undefined")) +
+                  ", expected " + shape_str(p.sizes()) + " " + dtype_name(dtype) + " for its parameter");
+    }
+    TensorList& list = by_group[{g, name}];
+    list.resize(groups_[g].params.size());
+    list[i] = t;
+  }
+  for (const auto& [group_name, list] : by_group) {
+    const auto& [g, name] = group_name;
+    const Tensor& shard = shards_[g];
+    Tensor flat = zeros({shard_numel_[g] * group_.size()},
+                        TensorOptions(nn::optim::Optimizer::state_dtype(shard), shard.device()));
+    int64_t offset = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t n = groups_[g].params[i].numel();
+      if (list[i].defined()) flat.narrow(0, offset, n).view(list[i].sizes()).copy_(list[i]);
+      offset += n;
+    }
+    local[state_key(g, name)] = flat.narrow(0, group_.rank() * shard_numel_[g], shard_numel_[g]).clone();
+  }
+  local_->load_state_dict(local);  // checks the group keys and the step before it changes anything
 }
 
 void ZeroRedundancyOptimizer::zero_grad() {

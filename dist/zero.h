@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/process_group.h"
@@ -53,6 +55,18 @@ class ZeroRedundancyOptimizer {
   // with the found-inf reducer of step(scaler)), as PyTorch's recipe unscales before it clips; then
   // call step(scaler). Every group's shards must be on one device.
   Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0, nn::amp::GradScaler* scaler = nullptr);
+
+  // The state as one unsharded optimizer of the same kind over the same groups saves it
+  // (nn::optim::Optimizer::state_dict: "state.<flat param index>.<name>" whole, shaped as its
+  // parameter; each group's lr and device step counter; the host step count), so a checkpoint does
+  // not depend on the world size and a DDP run's optimizer state loads here and back. A collective:
+  // every rank calls it (each state tensor is all-gathered) and gets the same map.
+  std::map<std::string, Tensor> state_dict() const;
+  // The reverse: each rank keeps its shard of every state tensor. A parameter's state absent from
+  // `state` while others of its group have theirs counts as zeros, as kiln's optimizers create it.
+  // Keys, shapes and dtypes are checked before anything changes (a kiln::Error naming the key).
+  // Not a collective: every rank reads its own shard of the same map.
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
   // The optimizer over this rank's shards: its state is this rank's share.
   nn::optim::Optimizer& local() { return *local_; }

@@ -64,6 +64,11 @@ class Optimizer {
   // Restores a state_dict of an optimizer built over the same parameters; a mismatch in keys,
   // shapes or dtypes is a kiln::Error naming the key.
   virtual void load_state_dict(const std::map<std::string, Tensor>& state);
+  // The names of the per-parameter state tensors this optimizer keeps ("exp_avg", "exp_avg_sq"),
+  // which load_state_dict accepts.
+  virtual std::vector<std::string> state_names() const = 0;
+  // The dtype of a parameter's state tensors: float32, or float64 for float64 parameters.
+  static DType state_dtype(const Tensor& param);
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
@@ -80,8 +85,6 @@ class Optimizer {
   void count_step() { ++step_count_; }
 
   // --- helpers for subclasses' step() ---------------------------------------------------------
-  // The names of the per-parameter state tensors a subclass keeps (checked by load_state_dict).
-  virtual std::vector<std::string> state_names() const = 0;
   // The option names a group may override (ParamGroup::options); check_options rejects others.
   virtual std::vector<std::string> option_names() const = 0;
   // Subclass constructors call this once their option_names() answer: an unknown override name
@@ -100,8 +103,6 @@ class Optimizer {
   // State `name` of each parameter of a batch, created as zeros (float32, or float64 for float64
   // parameters) on first use.
   TensorList state_for(const std::string& name, const Batch& batch);
-  // The state dtype of a parameter: float32, or float64 for float64 parameters.
-  static DType state_dtype(const Tensor& param);
   // After every update of a step: advances the step counters of the groups that were updated
   // (one launch per device; skipped on the device where *found_inf != 0) and the host count.
   void finish_step(const std::vector<bool>& updated);

@@ -2,7 +2,7 @@
 // batch equals training on the whole batch in one process, whatever the bucket size; no_sync
 // accumulates without communicating; a parameter without a gradient is refused by name, or counted
 // as zero with find_unused_parameters; ZeRO-1's sharded AdamW equals DDP's with 1/N of the state,
-// and its clip by the global norm equals a clip after DDP.
+// saves DDP's state and loads it, and its clip by the global norm equals a clip after DDP.
 // float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
@@ -213,6 +213,75 @@ TEST_CASE("zero-1: sharded AdamW equals DDP's AdamW, with 1/N of the optimizer s
   for (int64_t s : zero.shard_numel()) shards += s;
   CHECK(local == 2 * shards);
   CHECK(shards * g.size() < params + 2 * g.size());  // each group pads to a multiple of the world size
+}
+
+TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict shards it again", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  auto make_zero = [&g](nn::Module& model) {
+    return std::make_unique<ZeroRedundancyOptimizer>(
+        nn::optim::decay_groups(model.named_parameters(), 1e-2, 0.1), g,
+        [](std::vector<nn::optim::ParamGroup> groups) {
+          return std::make_unique<nn::optim::AdamW>(std::move(groups));
+        });
+  };
+  auto ddp_model = make_model(61);
+  auto zero_model = make_model(61);
+  DistributedDataParallel ddp(ddp_model, g);
+  nn::optim::AdamW ddp_opt(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
+  auto zero = make_zero(*zero_model);
+  auto train = [&](nn::Sequential& model, auto&& zero_grad, auto&& step, int64_t first, int64_t steps) {
+    for (int64_t k = first; k < first + steps; ++k) {
+      auto [x, y] = global_batch(100 + k);
+      zero_grad();
+      mse_loss(model(share(x, g)), share(y, g)).backward();
+      step();
+    }
+  };
+  CHECK(zero->state_dict().size() == ddp_opt.state_dict().size());  // before any step: no state either way
+  train(*ddp_model, [&] { ddp_opt.zero_grad(); }, [&] { ddp_opt.step(); }, 0, 3);
+  train(*zero_model, [&] { zero->zero_grad(); }, [&] { zero->step(); }, 0, 3);
+  const auto want = ddp_opt.state_dict();
+  const auto got = zero->state_dict();
+  REQUIRE(got.size() == want.size());
+  for (const auto& [key, t] : want) {
+    INFO(key);
+    REQUIRE(got.count(key) == 1);
+    const Tensor& z = got.at(key);
+    CHECK(z.sizes() == t.sizes());
+    CHECK(z.dtype() == t.dtype());
+    CHECK(max(abs(z.to(DType::Float64) - t.to(DType::Float64))).item<double>() < 1e-12);
+  }
+  // DDP's optimizer state into a fresh ZeRO over the same weights: both go on as one.
+  auto resumed_model = make_model(62);
+  for (size_t i = 0; i < ddp_model->parameters().size(); ++i) {
+    NoGradGuard no_grad;
+    resumed_model->parameters()[i].copy_(ddp_model->parameters()[i]);
+  }
+  auto resumed = make_zero(*resumed_model);
+  resumed->load_state_dict(want);
+  train(*ddp_model, [&] { ddp_opt.zero_grad(); }, [&] { ddp_opt.step(); }, 3, 2);
+  train(*resumed_model, [&] { resumed->zero_grad(); }, [&] { resumed->step(); }, 3, 2);
+  CHECK(max_param_diff(*ddp_model, *resumed_model) < 1e-12);
+  CHECK(resumed->local().step_count() == 5);
+  // Refusals name the key and change nothing.
+  const auto before = resumed->state_dict();
+  auto refused = [&](const std::string& key, const Tensor& value, const std::string& says) {
+    auto bad = want;
+    bad[key] = value;
+    CHECK_THROWS_WITH(resumed->load_state_dict(bad), Catch::Contains(key) && Catch::Contains(says));
+  };
+  refused("state.0.exp_avg", zeros({2, 2}, TensorOptions(DType::Float64)), "expected");
+  refused("state.0.exp_avg", want.at("state.0.exp_avg").to(DType::Float32), "float32");
+  refused("state.99.exp_avg", zeros({1}, TensorOptions(DType::Float64)), "names parameter 99");
+  refused("state.0.momentum_buffer", zeros_like(want.at("state.0.exp_avg")), "keeps no state");
+  refused("group.7.lr", full({}, 0.1, TensorOptions(DType::Float64)), "unexpected key");
+  const auto after = resumed->state_dict();
+  REQUIRE(after.size() == before.size());
+  for (const auto& [key, t] : before) {
+    INFO(key);
+    CHECK(max(abs(after.at(key).to(DType::Float64) - t.to(DType::Float64))).item<double>() == 0.0);
+  }
 }
 
 TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step on every rank", "[ddp][zero]") {
