@@ -103,10 +103,26 @@ Tensor ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   return total;
 }
 
+void ZeroRedundancyOptimizer::refresh_shards() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int64_t lo = group_.rank() * shard_numel_[g], hi = lo + shard_numel_[g];
+    int64_t offset = 0;
+    for (const Tensor& p : groups_[g].params) {
+      const int64_t a = std::max(offset, lo), b = std::min(offset + p.numel(), hi);
+      if (a < b) {
+        Tensor from = p.detach().contiguous().view({-1}).narrow(0, a - offset, b - a);
+        shards_[g].detach().narrow(0, a - lo, b - a).copy_(from);
+      }
+      offset += p.numel();
+    }
+  }
+}
+
 void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
   NoGradGuard no_grad;
   reduce_gradients();
   reduced_ = false;
+  refresh_shards();
   if (scaler != nullptr) {
     scaler->step(*local_);
   } else {

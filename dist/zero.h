@@ -25,7 +25,7 @@
 
 namespace kiln::dist {
 
-class ZeroRedundancyOptimizer {
+class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
  public:
   // Builds the local optimizer over this rank's shards (one group per group given, same lr,
   // weight decay and options).
@@ -61,12 +61,12 @@ class ZeroRedundancyOptimizer {
   // parameter; each group's lr and device step counter; the host step count), so a checkpoint does
   // not depend on the world size and a DDP run's optimizer state loads here and back. A collective:
   // every rank calls it (each state tensor is all-gathered) and gets the same map.
-  std::map<std::string, Tensor> state_dict() const;
+  std::map<std::string, Tensor> state_dict() const override;
   // The reverse: each rank keeps its shard of every state tensor. A parameter's state absent from
   // `state` while others of its group have theirs counts as zeros, as kiln's optimizers create it.
   // Keys, shapes and dtypes are checked before anything changes (a kiln::Error naming the key).
   // Not a collective: every rank reads its own shard of the same map.
-  void load_state_dict(const std::map<std::string, Tensor>& state);
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
   // The optimizer over this rank's shards: its state is this rank's share.
   nn::optim::Optimizer& local() { return *local_; }
@@ -78,6 +78,9 @@ class ZeroRedundancyOptimizer {
   // The reduce-scatter of every group's gradients into its shard's .grad, once per step.
   void reduce_gradients();
   void set_found_inf_reducer(nn::amp::GradScaler& scaler);
+  // This rank's slice of the parameters into its shards, before each step: the parameters are the
+  // truth (a checkpoint or load_into may have set them since the last step's all-gather).
+  void refresh_shards();
 
   ProcessGroup& group_;
   std::vector<nn::optim::ParamGroup> groups_;

@@ -25,6 +25,7 @@
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "examples/common.h"
 #include "examples/precision_options.h"
 #include "examples/run_record.h"
@@ -71,6 +72,17 @@ class TrainStep {
       total = total.defined() ? total + loss.detach() : loss.detach();
     }
     profile::PhaseScope optimizer(profiler_, profile::Phase::Optimizer);
+    if (zero_) {  // the reduce-scatter (in the clip or the step), the shard's update, the all-gather
+      if (grad_clip_ > 0) zero_->clip_grad_norm_(grad_clip_, 2.0, scaler_.get());
+      if (scaler_) {
+        zero_->step(*scaler_);
+        scaler_->update();
+      } else {
+        zero_->step();
+      }
+      zero_->zero_grad();
+      return total;
+    }
     if (grad_clip_ > 0) {
       if (scaler_) scaler_->unscale_(optimizer_);  // clip the true gradients
       nn::optim::clip_grad_norm_(params_, grad_clip_);
@@ -91,6 +103,9 @@ class TrainStep {
   void set_profiler(profile::StepProfiler* profiler) { profiler_ = profiler; }
   // --ddp: the model's DistributedDataParallel, whose all-reduces run() keeps to one per step.
   void set_ddp(dist::DistributedDataParallel* ddp) { ddp_ = ddp; }
+  // --zero: the ZeRO-1 optimizer that steps in place of the optimizer given (its local() shard
+  // optimizer); the gradients then stay local until the step reduces them.
+  void set_zero(dist::ZeroRedundancyOptimizer* zero) { zero_ = zero; }
 
  private:
   const PrecisionOptions& p_;
@@ -101,6 +116,7 @@ class TrainStep {
   std::unique_ptr<nn::amp::GradScaler> scaler_;
   profile::StepProfiler* profiler_ = nullptr;
   dist::DistributedDataParallel* ddp_ = nullptr;
+  dist::ZeroRedundancyOptimizer* zero_ = nullptr;
 };
 
 // --memory: the device allocator's summary; on the CPU, the process's peak resident memory.

@@ -26,6 +26,7 @@
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
 #include "examples/doctor.h"
@@ -245,7 +246,7 @@ struct Best {
 
 // A checkpoint carries the best loss too (as its double's bit pattern: the loop position holds
 // integers), so a resumed run makes the same decisions.
-void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::optim::AdamW& optimizer,
+void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::optim::Checkpointable& optimizer,
                      const nn::amp::GradScaler* scaler, const Options& opt, const Corpus& corpus, int64_t iter,
                      const Best& best) {
   nn::TrainingState st;
@@ -260,7 +261,7 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::op
 // Restores --resume; returns the iteration it reached and the best evaluation so far. A checkpoint
 // of another text or character map, or whose numbers do not fit, is bad input.
 std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, nn::GPT& model,
-                                     nn::optim::AdamW& optimizer, nn::amp::GradScaler* scaler) {
+                                     nn::optim::Checkpointable& optimizer, nn::amp::GradScaler* scaler) {
   Best best;
   nn::TrainingState st;
   try {
@@ -316,6 +317,7 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
+  s.boolean("zero", opt.zero);
   const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
@@ -390,14 +392,30 @@ static int run(int argc, char** argv) {
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);
   auto model = build_model(opt, corpus.vocab_size);
-  nn::optim::AdamW optimizer(nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
-                             {opt.beta1, opt.beta2});
+  const std::pair<double, double> betas{opt.beta1, opt.beta2};
+  auto groups = nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay);
+  // --zero: ZeRO-1 over the ranks, which starts every rank from rank 0's weights and keeps 1/N of
+  // AdamW's state on each; else one AdamW over the whole model.
+  std::optional<dist::ZeroRedundancyOptimizer> zero;
+  std::unique_ptr<nn::optim::AdamW> adamw;
+  if (opt.zero) {
+    zero.emplace(std::move(groups), *group, [betas](std::vector<nn::optim::ParamGroup> shards) {
+      return std::make_unique<nn::optim::AdamW>(std::move(shards), betas);
+    });
+  } else {
+    adamw = std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
+  }
+  // What steps and what the schedule sets (with --zero, the optimizer of this rank's shards), and
+  // what checkpoints save (with --zero, the whole state gathered from the ranks).
+  nn::optim::Optimizer& optimizer = zero ? zero->local() : *adamw;
+  nn::optim::Checkpointable& optimizer_state = zero ? static_cast<nn::optim::Checkpointable&>(*zero) : *adamw;
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group) ddp.emplace(model, *group);
+  if (group && !zero) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
+  if (zero) train_step.set_zero(&*zero);
   std::optional<examples::GraphedStep> graphed;  // --cuda-graph
   if (opt.precision.cuda_graph) {
     graphed.emplace(opt.device, examples::kGraphWarmupSteps, [&optimizer] { optimizer.count_replayed_step(); });
@@ -409,7 +427,7 @@ static int run(int argc, char** argv) {
   int64_t iter = 0;
   Best best;
   if (!opt.resume.empty()) {
-    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer, train_step.scaler());
+    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer_state, train_step.scaler());
     schedule.set_step(iter);
   }
   const int64_t first_iter = iter + 1;  // this process's first step
@@ -528,7 +546,7 @@ static int run(int argc, char** argv) {
     if (eval_now) evaluate();
     // After the evaluation: its draws are part of the generator state a resume restores.
     if (eval_now || out_of_time) {
-      save_checkpoint(checkpoint_path, *model, optimizer, train_step.scaler(), opt, corpus, iter, best);
+      save_checkpoint(checkpoint_path, *model, optimizer_state, train_step.scaler(), opt, corpus, iter, best);
     }
     t_window = Clock::now();
     if (eval_now || out_of_time) rate.restart();  // the evaluation and the checkpoint are not training

@@ -174,7 +174,7 @@ std::vector<std::pair<Device, PhiloxState>> parse_generators(const std::string& 
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+void save_checkpoint(const std::string& path, const Module& model, const optim::Checkpointable* optimizer,
                      const TrainingState& state, const amp::GradScaler* scaler) {
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : model.state_dict()) tensors[kModelPrefix + name] = t;
@@ -230,7 +230,7 @@ int64_t TrainingState::position(const std::string& key, int64_t lo, int64_t hi, 
   return it->second;
 }
 
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Checkpointable* optimizer,
                               const std::map<std::string, std::string>& expected_data, amp::GradScaler* scaler) {
   SafetensorsFile file(path);
   const auto& meta = file.metadata();

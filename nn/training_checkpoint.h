@@ -39,7 +39,7 @@ inline constexpr int kCheckpointVersion = 2;
 // the generator states of the CPU and of every visible CUDA device; every tensor's bytes carry a
 // CRC-32. Atomic: a failure leaves any previous file at `path` untouched. The scaler's keys are
 // optional in format version 2: a checkpoint written without a scaler is the same file as before.
-void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+void save_checkpoint(const std::string& path, const Module& model, const optim::Checkpointable* optimizer,
                      const TrainingState& state, const amp::GradScaler* scaler = nullptr);
 
 // Restores model, optimizer and loss scaler (each when given; the checkpoint must then hold its
@@ -49,7 +49,7 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
 // before anything is changed; a malformed or corrupt file (a checksum mismatch) is a kiln::IOError.
 // Non-finite values in the model's weights load, with a warning naming the tensors. Resuming
 // reproduces an uninterrupted run bit for bit.
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Checkpointable* optimizer,
                               const std::map<std::string, std::string>& expected_data = {},
                               amp::GradScaler* scaler = nullptr);
 

@@ -28,12 +28,12 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
     # the kernels they run compile for the host alike in both builds), the reruns of the op table on
     # kiln's own GEMM (kiln_gemm_*: the CPU kernels are the same objects in both builds, and this
     # run's op table already takes each op through the CUDA build's dispatch), and the variants of
-    # the example trainings (resume, mixed precision, token files, profiling, SIGKILL, more ranks),
+    # the example trainings (resume, mixed precision, token files, profiling, SIGKILL, more ranks, ZeRO),
     # which train on the CPU as in step 1. The plain trainings and one DDP run stay: they show that
     # a CUDA build trains and picks its backends on a machine without a GPU.
     echo "test: no GPU visible; running the non-CUDA tests of the CUDA build"
     ctest --test-dir "$root/build/cuda" --output-on-failure --parallel "$(nproc)" -LE cuda \
-      -E "(emulated|simt): |^kiln_gemm_|^example_(sigkill_|record_training|train_(cnn|gpt)_(resume|amp|tokens|profile|ddp_3|ddp_grad)|train_gpt_ddp_2)"
+      -E "(emulated|simt): |^kiln_gemm_|^example_(sigkill_|record_training|train_(cnn|gpt)_(resume|amp|tokens|profile|ddp_3|ddp_grad)|train_gpt_(ddp_2|zero))"
   fi
 else
   echo "test: no CUDA toolkit found; skipped the KILN_CUDA=ON build"

@@ -20,7 +20,17 @@ struct ParamGroup {
   std::map<std::string, double> options;
 };
 
-class Optimizer {
+// What a training checkpoint keeps of an optimizer (nn/training_checkpoint.h): its state as named
+// tensors, and the way back. Optimizer is one; dist::ZeroRedundancyOptimizer, whose state lies in
+// shards over the ranks, is another.
+class Checkpointable {
+ public:
+  virtual ~Checkpointable() = default;
+  virtual std::map<std::string, Tensor> state_dict() const = 0;
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state) = 0;
+};
+
+class Optimizer : public Checkpointable {
  public:
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -60,10 +70,10 @@ class Optimizer {
   // per-parameter state tensors under "state.<flat param index>.<name>", group learning rates
   // "group.<g>.lr" (float64, CPU), each group's device step counter "group.<g>.step" and the
   // host step count "step" (int64, CPU).
-  virtual std::map<std::string, Tensor> state_dict() const;
+  std::map<std::string, Tensor> state_dict() const override;
   // Restores a state_dict of an optimizer built over the same parameters; a mismatch in keys,
   // shapes or dtypes is a kiln::Error naming the key.
-  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
   // The names of the per-parameter state tensors this optimizer keeps ("exp_avg", "exp_avg_sq"),
   // which load_state_dict accepts.
   virtual std::vector<std::string> state_names() const = 0;

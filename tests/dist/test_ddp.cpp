@@ -252,14 +252,15 @@ TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict s
     CHECK(z.dtype() == t.dtype());
     CHECK(max(abs(z.to(DType::Float64) - t.to(DType::Float64))).item<double>() < 1e-12);
   }
-  // DDP's optimizer state into a fresh ZeRO over the same weights: both go on as one.
+  // DDP's optimizer state into a fresh ZeRO, and DDP's weights into its model after it was built
+  // (as a checkpoint loads them): both go on as one.
   auto resumed_model = make_model(62);
+  auto resumed = make_zero(*resumed_model);
+  resumed->load_state_dict(want);
   for (size_t i = 0; i < ddp_model->parameters().size(); ++i) {
     NoGradGuard no_grad;
     resumed_model->parameters()[i].copy_(ddp_model->parameters()[i]);
   }
-  auto resumed = make_zero(*resumed_model);
-  resumed->load_state_dict(want);
   train(*ddp_model, [&] { ddp_opt.zero_grad(); }, [&] { ddp_opt.step(); }, 3, 2);
   train(*resumed_model, [&] { resumed->zero_grad(); }, [&] { resumed->step(); }, 3, 2);
   CHECK(max_param_diff(*ddp_model, *resumed_model) < 1e-12);

@@ -7,9 +7,10 @@ which rounds differently from one process's mean over the whole batch); and ever
 computed the same values as rank 0, bit for bit (they hold the same weights).
 
   usage: ddp_check.py --example gpt|cnn --exe EXE --mpiexec MPIEXEC --ranks N [--data PATH] [--extra FLAGS]
-                      --work DIR
+                      [--ranks-extra FLAGS] --work DIR
 With --extra --grad-accum,2 both runs accumulate two micro-batches a step; the ranks' first micro-batch
-then stays local (DDP's no_sync) and the second's backward all-reduces their sum.
+then stays local (DDP's no_sync) and the second's backward all-reduces their sum. --ranks-extra adds
+flags to the run over the ranks only (--zero: ZeRO-1 in place of DDP, which must train the same model).
 """
 import argparse
 import json
@@ -47,6 +48,7 @@ def main():
     p.add_argument("--data", help="the example's --data (default: its own)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--extra", default="", help="more flags for both runs, comma-separated (e.g. --grad-accum,2)")
+    p.add_argument("--ranks-extra", default="", help="more flags for the run over the ranks only (e.g. --zero)")
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     kind, keys, common = EXAMPLES[a.example]
@@ -57,17 +59,18 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", KILN_NUM_THREADS="1")
     one, many = os.path.join(a.work, "one"), os.path.join(a.work, "ddp")
     subprocess.run([a.exe] + common + ["--out", one], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run([a.mpiexec, "-n", str(a.ranks), "--oversubscribe", a.exe, "--ddp"] + common + ["--out", many],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+    ranks_extra = a.ranks_extra.split(",") if a.ranks_extra else []
+    subprocess.run([a.mpiexec, "-n", str(a.ranks), "--oversubscribe", a.exe, "--ddp"] + ranks_extra + common +
+                   ["--out", many], check=True, env=env, stdout=subprocess.DEVNULL)
     ref = records(os.path.join(one, "metrics.jsonl"), kind)
     got = records(os.path.join(many, "metrics.jsonl"), kind)
     failures = []
     if len(ref) != len(got) or not ref:
-        failures.append(f"{len(ref)} {kind} records in one process, {len(got)} with --ddp")
+        failures.append(f"{len(ref)} {kind} records in one process, {len(got)} over the ranks")
     for r, g in zip(ref, got):
         for key, tol in keys.items():
             if abs(r[key] - g[key]) > tol:
-                failures.append(f"step {r['step']} {key}: one process {r[key]}, --ddp {g[key]}")
+                failures.append(f"step {r['step']} {key}: one process {r[key]}, over the ranks {g[key]}")
     for rank in range(1, a.ranks):
         other = records(os.path.join(many, f"rank-{rank}", "metrics.jsonl"), kind)
         if [[x[k] for k in keys] for x in other] != [[x[k] for k in keys] for x in got]:
