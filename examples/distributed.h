@@ -1,5 +1,6 @@
 // --ddp in the training examples: joining the process group of mpiexec, checking that the global
-// batch splits evenly, and giving ranks other than 0 their own output folder and a silent stdout.
+// batch splits evenly, and giving ranks other than 0 their own output folder and a silent stdout;
+// --zero, ZeRO-1's sharded optimizer in place of DDP.
 // Every rank runs the whole program on its share of each batch (dist/ddp.h averages the gradients),
 // so ranks other than 0 write the same files rank 0 does, under OUT/rank-R.
 #pragma once
@@ -9,9 +10,16 @@
 #include <filesystem>
 #include <string>
 
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "core/device.h"
 #include "dist/process_group.h"
+#include "dist/zero.h"
 #include "examples/common.h"
+#include "nn/optim/optimizer.h"
 
 namespace kiln::examples {
 
@@ -44,5 +52,46 @@ inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_siz
   }
   return group;
 }
+
+inline void add_zero_flag(Flags& app, bool& zero) {
+  app.add_flag("--zero", zero,
+               "with --ddp: ZeRO-1, each rank keeps the optimizer's state for 1/N of the parameters; the gradients "
+               "are reduce-scattered and the updated weights all-gathered instead of DDP's all-reduce, and "
+               "checkpoints hold the whole optimizer state, as without --zero");
+}
+
+// --zero's refusals: it needs --ddp's ranks, and its step (which waits for its collectives on the
+// host) has not been captured in a CUDA graph.
+inline void check_zero(bool zero, bool ddp, bool cuda_graph) {
+  if (zero && !ddp) input_error("--zero shards the optimizer over the ranks of --ddp; add --ddp");
+  if (zero && cuda_graph) input_error("--zero does not run with --cuda-graph yet");
+}
+
+// The examples' optimizer: one over the whole model, or with --zero (a group given) ZeRO-1 over the
+// ranks, which starts every rank from rank 0's weights and keeps 1/N of the state on each.
+// `make` builds the optimizer of the kind wanted over parameter groups.
+class ExampleOptimizer {
+ public:
+  ExampleOptimizer(std::vector<nn::optim::ParamGroup> groups, const dist::ZeroRedundancyOptimizer::Factory& make,
+                   dist::ProcessGroup* zero_group) {
+    if (zero_group) {
+      zero_.emplace(std::move(groups), *zero_group, make);
+    } else {
+      whole_ = make(std::move(groups));
+    }
+  }
+  // What steps and what a schedule sets: with --zero, the optimizer of this rank's shards.
+  nn::optim::Optimizer& stepping() { return zero_ ? zero_->local() : *whole_; }
+  // What a checkpoint saves and loads: with --zero, the whole state gathered from the ranks.
+  nn::optim::Checkpointable& state() {
+    return zero_ ? static_cast<nn::optim::Checkpointable&>(*zero_) : *whole_;
+  }
+  // ZeRO-1's optimizer (examples::TrainStep::set_zero), or nullptr.
+  dist::ZeroRedundancyOptimizer* zero() { return zero_ ? &*zero_ : nullptr; }
+
+ private:
+  std::optional<dist::ZeroRedundancyOptimizer> zero_;
+  std::unique_ptr<nn::optim::Optimizer> whole_;
+};
 
 }  // namespace kiln::examples

@@ -121,10 +121,17 @@ std::shared_ptr<nn::UnaryModule> build_model(const Options& opt, Device device) 
   return model;
 }
 
-std::unique_ptr<nn::optim::Optimizer> build_optimizer(const Options& opt, const nn::Module& model) {
-  auto groups = nn::optim::decay_groups(model.named_parameters(), opt.lr, opt.weight_decay);
-  if (opt.optimizer == "adamw") return std::make_unique<nn::optim::AdamW>(std::move(groups));
-  return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0, /*nesterov=*/true);
+// --optimizer over the model's decay groups; with --zero (a group given), ZeRO-1 of it over the ranks.
+examples::ExampleOptimizer build_optimizer(const Options& opt, const nn::Module& model, dist::ProcessGroup* group) {
+  const bool adamw = opt.optimizer == "adamw";
+  return examples::ExampleOptimizer(
+      nn::optim::decay_groups(model.named_parameters(), opt.lr, opt.weight_decay),
+      [adamw](std::vector<nn::optim::ParamGroup> groups) -> std::unique_ptr<nn::optim::Optimizer> {
+        if (adamw) return std::make_unique<nn::optim::AdamW>(std::move(groups));
+        return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0,
+                                                /*nesterov=*/true);
+      },
+      opt.zero ? group : nullptr);
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
@@ -148,15 +155,47 @@ int64_t float_bits(float v) { return static_cast<int64_t>(std::bit_cast<uint32_t
 float bits_float(int64_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b)); }
 
 // Where the loop is: what a checkpoint carries besides the weights, the optimizer and the
-// generators. The next batch to train is (epoch, batch); loss_sum is that epoch's so far.
+// generators. The next batch to train is (epoch, batch); loss_sum is that epoch's so far (with
+// --ddp, of this rank's batches: the epoch's loss is the mean of the ranks' sums).
 struct Loop {
   int64_t step = 0, epoch = 0, batch = 0;
-  float first_loss = 0;  // the very first batch's, for the "did the loss fall" check
+  float first_loss = 0;  // the very first batch's (with --ddp, the ranks' mean), for the "did the loss fall" check
   Tensor loss_sum;       // on the device
 };
 
-void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Optimizer& optimizer,
-                     const nn::amp::GradScaler* scaler, const Options& opt, const Data& data, const Loop& loop) {
+// The epoch's loss sum in a checkpoint: "loss_sum_bits", the ranks' mean (a process's own sum
+// without --ddp), which a resume over any number of ranks continues from; and with --ddp "ranks" and
+// each rank's own sum ("loss_sum_bits_<rank>"), which a resume over as many ranks continues bit
+// for bit. A collective under --ddp: every rank saves at the same step.
+void put_loss_sums(std::map<std::string, int64_t>& position, const Tensor& loss_sum, dist::ProcessGroup* group) {
+  if (group == nullptr) {
+    position["loss_sum_bits"] = float_bits(loss_sum.item<float>());
+    return;
+  }
+  Tensor gathered = empty({group->size()}, TensorOptions(loss_sum.dtype(), loss_sum.device()));
+  group->all_gather(gathered, loss_sum.view({1}))->wait();
+  const Tensor all = gathered.to(Device::cpu());
+  double mean = 0;
+  for (int64_t r = 0; r < group->size(); ++r) {
+    const float v = all[r].item<float>();
+    position["loss_sum_bits_" + std::to_string(r)] = float_bits(v);
+    mean += v / static_cast<double>(group->size());
+  }
+  position["loss_sum_bits"] = float_bits(static_cast<float>(mean));
+  position["ranks"] = group->size();
+}
+
+// This rank's loss sum from a checkpoint written by put_loss_sums.
+float loss_sum_from(const nn::TrainingState& st, const std::string& path, const dist::ProcessGroup* group) {
+  const int64_t ranks = st.data_position.count("ranks") ? st.position("ranks", 2, INT32_MAX, path) : 1;
+  const bool own = group != nullptr && ranks > 1 && ranks == group->size();
+  const std::string key = own ? "loss_sum_bits_" + std::to_string(group->rank()) : "loss_sum_bits";
+  return bits_float(st.position(key, 0, UINT32_MAX, path));
+}
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Checkpointable& optimizer,
+                     const nn::amp::GradScaler* scaler, const Options& opt, const Data& data, const Loop& loop,
+                     dist::ProcessGroup* group) {
   const int64_t train_size = data.train->size();
   nn::TrainingState st;
   st.step = loop.step;
@@ -167,16 +206,16 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
                       {"batch_size", opt.batch_size},
                       {"train_size", train_size},
                       {"epochs", opt.epochs},
-                      {"first_loss_bits", float_bits(loop.first_loss)},
-                      {"loss_sum_bits", float_bits(loop.loss_sum.item<float>())}};
+                      {"first_loss_bits", float_bits(loop.first_loss)}};
+  put_loss_sums(st.data_position, loop.loss_sum, group);
   nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
 // Restores --resume into the model and optimizer and returns the loop position; the run continues
 // the saved run's shuffling, so its seed replaces --seed. A checkpoint of other training data or
 // another batch size, or whose loop position does not fit this run, is bad input.
-Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimizer, nn::amp::GradScaler* scaler,
-                 const Data& data, Device device, int64_t batches_per_epoch) {
+Loop resume_from(Options& opt, nn::Module& model, nn::optim::Checkpointable& optimizer, nn::amp::GradScaler* scaler,
+                 const Data& data, Device device, int64_t batches_per_epoch, const dist::ProcessGroup* group) {
   const int64_t train_size = data.train->size();
   nn::TrainingState st;
   Loop loop;
@@ -206,7 +245,7 @@ Loop resume_from(Options& opt, nn::Module& model, nn::optim::Optimizer& optimize
     loop.step = st.step;
     loop.first_loss = bits_float(st.position("first_loss_bits", 0, UINT32_MAX, opt.resume));
     loop.loss_sum = zeros({}, TensorOptions(DType::Float32, device));
-    loop.loss_sum.fill_(static_cast<double>(bits_float(st.position("loss_sum_bits", 0, UINT32_MAX, opt.resume))));
+    loop.loss_sum.fill_(static_cast<double>(loss_sum_from(st, opt.resume, group)));
   } catch (const Error& e) {
     examples::input_error(e.what());
   }
@@ -225,7 +264,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
   s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
-  s.integer("grad_accum", opt.precision.grad_accum);
+  s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero);
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
@@ -341,26 +380,29 @@ static int run(int argc, char** argv) {
 
   examples::apply_math_switches(opt.precision);
   auto model = build_model(opt, device);
-  auto optimizer = build_optimizer(opt, *model);
-  // DDP first: every rank starts from rank 0's weights, and each backward's gradients are averaged.
+  examples::ExampleOptimizer optimizers = build_optimizer(opt, *model, group);
+  nn::optim::Optimizer& optimizer = optimizers.stepping();
+  // DDP first (or ZeRO-1, above): every rank starts from rank 0's weights, and each backward's
+  // gradients are averaged.
   std::optional<dist::DistributedDataParallel> ddp;
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
-  if (group) ddp.emplace(model, *group);
-  examples::TrainStep train_step(opt.precision, device, *optimizer, model->parameters(), /*grad_clip=*/0.0);
+  if (group && !opt.zero) ddp.emplace(model, *group);
+  examples::TrainStep train_step(opt.precision, device, optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
+  train_step.set_zero(optimizers.zero());
   std::optional<examples::GraphedStep> graphed;  // --cuda-graph
   if (opt.precision.cuda_graph) {
-    graphed.emplace(device, examples::kGraphWarmupSteps, [&optimizer] { optimizer->count_replayed_step(); });
+    graphed.emplace(device, examples::kGraphWarmupSteps, [&optimizer] { optimizer.count_replayed_step(); });
   }
   // A short warmup: Adam's first steps move every weight by about lr, whatever its gradient's size.
   const int64_t warmup = std::min<int64_t>(100, total_steps / 20);
-  nn::optim::WarmupCosine schedule(*optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
+  nn::optim::WarmupCosine schedule(optimizer, opt.lr, warmup, total_steps, opt.lr / 100);
 
   examples::make_out_dir(opt.out);
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    loop = resume_from(opt, *model, *optimizer, train_step.scaler(), data, device, batches_per_epoch);
+    loop = resume_from(opt, *model, optimizers.state(), train_step.scaler(), data, device, batches_per_epoch, group);
     schedule.set_step(loop.step);
   }
   const int64_t first_step = loop.step + 1;  // this process's first
@@ -426,7 +468,9 @@ static int run(int argc, char** argv) {
       ++loop.batch;
       loop.loss_sum.add_(loss.detach());
       if (loop.step == 1) {
-        loop.first_loss = loss.item<float>();  // waits for the step
+        Tensor first = loss.detach().clone();
+        if (group) group->all_reduce(first, dist::ReduceOp::Avg)->wait();  // the same on every rank
+        loop.first_loss = first.item<float>();  // waits for the step
         examples::check_finite_loss(loop.first_loss, "step 1");
       }
       if (loop.step == first_step) examples::report_first_step(metrics, progress, loop.step, loss, t_launch);
@@ -453,7 +497,7 @@ static int run(int argc, char** argv) {
       }
       if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
         totals.train_seconds += seconds_since(t_epoch);
-        save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, loop);
+        save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, loop, group);
         progress.end_line();
         run_profile.doctor_report(loop.step, /*final=*/true, metrics);
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
@@ -486,7 +530,7 @@ static int run(int argc, char** argv) {
       metrics.write(examples::profile_record(times, loop.step).integer("epoch", loop.epoch + 1));
     }
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
-    save_checkpoint(checkpoint_path, *model, *optimizer, train_step.scaler(), opt, data, next);
+    save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, next, group);
     rate.restart();  // the evaluation and the checkpoint are not training
   }
 

@@ -40,6 +40,7 @@ struct Options {
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
   bool ddp = false;            // data-parallel over the ranks of mpiexec (dist/ddp.h)
   bool sync_bn = true;         // with --ddp: batch norm over the whole global batch (dist/sync_batch_norm.h)
+  bool zero = false;           // --zero: with --ddp, the optimizer's state sharded over the ranks (dist/zero.h)
   double dropout = 0.5;        // SmallCNN's classifier dropout
 };
 
@@ -102,9 +103,11 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_flag("--sync-bn,!--no-sync-bn", o.sync_bn,
                "with --ddp, batch norm normalizes with the statistics of the whole global batch (every rank's "
                "share), so the run equals one process's; --no-sync-bn uses each rank's share alone");
+  examples::add_zero_flag(app, o.zero);
   auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
                       ->transform(real(0, 1, Ends::open_high));
   app.parse(argc, argv);
+  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
   }

@@ -26,7 +26,6 @@
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "dist/ddp.h"
-#include "dist/zero.h"
 #include "examples/common.h"
 #include "examples/distributed.h"
 #include "examples/doctor.h"
@@ -393,29 +392,20 @@ static int run(int argc, char** argv) {
   const Corpus corpus = load_corpus(opt);
   auto model = build_model(opt, corpus.vocab_size);
   const std::pair<double, double> betas{opt.beta1, opt.beta2};
-  auto groups = nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay);
-  // --zero: ZeRO-1 over the ranks, which starts every rank from rank 0's weights and keeps 1/N of
-  // AdamW's state on each; else one AdamW over the whole model.
-  std::optional<dist::ZeroRedundancyOptimizer> zero;
-  std::unique_ptr<nn::optim::AdamW> adamw;
-  if (opt.zero) {
-    zero.emplace(std::move(groups), *group, [betas](std::vector<nn::optim::ParamGroup> shards) {
-      return std::make_unique<nn::optim::AdamW>(std::move(shards), betas);
-    });
-  } else {
-    adamw = std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
-  }
-  // What steps and what the schedule sets (with --zero, the optimizer of this rank's shards), and
-  // what checkpoints save (with --zero, the whole state gathered from the ranks).
-  nn::optim::Optimizer& optimizer = zero ? zero->local() : *adamw;
-  nn::optim::Checkpointable& optimizer_state = zero ? static_cast<nn::optim::Checkpointable&>(*zero) : *adamw;
+  examples::ExampleOptimizer adamw(
+      nn::optim::decay_groups(model->named_parameters(), opt.lr, opt.weight_decay),
+      [betas](std::vector<nn::optim::ParamGroup> groups) {
+        return std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
+      },
+      opt.zero ? group : nullptr);
+  nn::optim::Optimizer& optimizer = adamw.stepping();
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group && !zero) ddp.emplace(model, *group);
+  if (group && !opt.zero) ddp.emplace(model, *group);
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
-  if (zero) train_step.set_zero(&*zero);
+  train_step.set_zero(adamw.zero());
   std::optional<examples::GraphedStep> graphed;  // --cuda-graph
   if (opt.precision.cuda_graph) {
     graphed.emplace(opt.device, examples::kGraphWarmupSteps, [&optimizer] { optimizer.count_replayed_step(); });
@@ -427,7 +417,7 @@ static int run(int argc, char** argv) {
   int64_t iter = 0;
   Best best;
   if (!opt.resume.empty()) {
-    std::tie(iter, best) = resume_from(opt, corpus, *model, optimizer_state, train_step.scaler());
+    std::tie(iter, best) = resume_from(opt, corpus, *model, adamw.state(), train_step.scaler());
     schedule.set_step(iter);
   }
   const int64_t first_iter = iter + 1;  // this process's first step
@@ -546,7 +536,7 @@ static int run(int argc, char** argv) {
     if (eval_now) evaluate();
     // After the evaluation: its draws are part of the generator state a resume restores.
     if (eval_now || out_of_time) {
-      save_checkpoint(checkpoint_path, *model, optimizer_state, train_step.scaler(), opt, corpus, iter, best);
+      save_checkpoint(checkpoint_path, *model, adamw.state(), train_step.scaler(), opt, corpus, iter, best);
     }
     t_window = Clock::now();
     if (eval_now || out_of_time) rate.restart();  // the evaluation and the checkpoint are not training

@@ -162,10 +162,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_precision_options(app, o.precision, /*image_model=*/false);
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::add_ddp_flag(app, o.ddp);
-  app.add_flag("--zero", o.zero,
-               "with --ddp: ZeRO-1, each rank keeps AdamW's moments for 1/N of the parameters; the gradients are "
-               "reduce-scattered and the updated weights all-gathered instead of DDP's all-reduce, and checkpoints "
-               "hold the whole optimizer state, as without --zero");
+  examples::add_zero_flag(app, o.zero);
   app.parse(argc, argv);
 
   o.device = examples::choose_device(o.device_name);
@@ -213,9 +210,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.min_lr = min_lr.value_or(o.lr / 10);
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
   examples::check_grad_accum(o.precision, o.batch_size);
-  if (o.zero && !o.ddp) examples::input_error("--zero shards the optimizer over the ranks of --ddp; add --ddp");
-  // ZeRO-1's step waits for its collectives on the host and has not been captured in a graph.
-  if (o.zero && o.precision.cuda_graph) examples::input_error("--zero does not run with --cuda-graph yet");
+  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +

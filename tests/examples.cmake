@@ -128,6 +128,31 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
   set_tests_properties(example_train_gpt_zero_resume PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                        ENVIRONMENT "KILN_NUM_THREADS=1;${KILN_MPI_TEST_ENV}")
+  # train_cnn --ddp --zero over 2 ranks against one process (no clipping in train_cnn), and split by
+  # resumes: SGD's momentum buffers travel whole in the checkpoint.
+  add_test(NAME example_train_cnn_zero_2
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example cnn
+                   --exe $<TARGET_FILE:train_cnn> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --ranks-extra=--zero
+                   --work ${KILN_EXAMPLE_RUNS}/train_cnn_zero_2)
+  add_test(NAME example_train_cnn_zero_resume
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_zero_resume
+                   -DEXTRA=--ddp,--zero,--optimizer,sgd -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/cnn_resume.cmake)
+  # Checkpoints do not depend on the number of ranks: a run over 2 ranks (DDP, or ZeRO-1 whose
+  # gathered state must load into the plain optimizer) stopped mid-epoch and resumed in one process
+  # matches one process's whole run.
+  add_test(NAME example_train_cnn_ddp_to_one
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example cnn
+                   --exe $<TARGET_FILE:train_cnn> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --split-at 17
+                   --work ${KILN_EXAMPLE_RUNS}/train_cnn_ddp_to_one)
+  add_test(NAME example_train_gpt_zero_to_one
+           COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
+                   --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --data ${KILN_SHAKESPEARE}
+                   --extra=--grad-clip,0 --ranks-extra=--zero --split-at 15
+                   --work ${KILN_EXAMPLE_RUNS}/train_gpt_zero_to_one)
+  set_tests_properties(example_train_cnn_zero_2 example_train_cnn_zero_resume example_train_cnn_ddp_to_one
+                       example_train_gpt_zero_to_one PROPERTIES LABELS "example;mpi"
+                       TIMEOUT 300 RESOURCE_LOCK mpi ENVIRONMENT "KILN_NUM_THREADS=1;${KILN_MPI_TEST_ENV}")
   # train_cnn --ddp over 2 and 3 ranks against one process: equal within float tolerance because its
   # batch norm is synchronized over the ranks (dist/sync_batch_norm.h).
   foreach(ranks 2 3)

@@ -33,7 +33,7 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
     # a CUDA build trains and picks its backends on a machine without a GPU.
     echo "test: no GPU visible; running the non-CUDA tests of the CUDA build"
     ctest --test-dir "$root/build/cuda" --output-on-failure --parallel "$(nproc)" -LE cuda \
-      -E "(emulated|simt): |^kiln_gemm_|^example_(sigkill_|record_training|train_(cnn|gpt)_(resume|amp|tokens|profile|ddp_3|ddp_grad)|train_gpt_(ddp_2|zero))"
+      -E "(emulated|simt): |^kiln_gemm_|^example_(sigkill_|record_training|train_(cnn|gpt)_(resume|amp|tokens|profile|ddp_3|ddp_grad|ddp_to|zero)|train_gpt_ddp_2)"
   fi
 else
   echo "test: no CUDA toolkit found; skipped the KILN_CUDA=ON build"

@@ -3,10 +3,10 @@
 # and the final model files must be identical byte for byte. Splitting mid-epoch is what checks the
 # restored data position, loss sum and generator state, not only the weights.
 # Usage: cmake -DEXE=<train_cnn> -DWORK=<scratch dir> [-DMODEL=resnet] [-DEXTRA=<flag,value,...>]
-#        -P cnn_resume.cmake
+#        [-DLAUNCH=<launcher,arg,...>] -P cnn_resume.cmake
 # EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too);
 # WHOLE_EXTRA to the uninterrupted run only and SPLIT_EXTRA to the split runs only (e.g. different
-# --workers: the batches must not depend on them).
+# --workers: the batches must not depend on them); LAUNCH: resume_check.cmake.
 foreach(var EXE WORK)
   if(NOT ${var})
     message(FATAL_ERROR "cnn_resume: pass -D${var}=...")

@@ -11,6 +11,9 @@ computed the same values as rank 0, bit for bit (they hold the same weights).
 With --extra --grad-accum,2 both runs accumulate two micro-batches a step; the ranks' first micro-batch
 then stays local (DDP's no_sync) and the second's backward all-reduces their sum. --ranks-extra adds
 flags to the run over the ranks only (--zero: ZeRO-1 in place of DDP, which must train the same model).
+With --split-at N the run over the ranks stops after step N and one process resumes it from rank 0's
+checkpoint: a checkpoint must not depend on the number of ranks (ZeRO-1's gathered optimizer state
+loads into the plain optimizer; train_cnn's epoch loss continues from the ranks' mean).
 """
 import argparse
 import json
@@ -35,6 +38,10 @@ EXAMPLES = {
 }
 
 
+# The flag that stops a run after a step, leaving a checkpoint to resume from.
+STOP = {"gpt": "--stop-at-iter", "cnn": "--stop-at-step"}
+
+
 def records(path, kind):
     with open(path) as f:
         return [json.loads(line) for line in f if f'"record": "{kind}"' in line]
@@ -49,6 +56,8 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--extra", default="", help="more flags for both runs, comma-separated (e.g. --grad-accum,2)")
     p.add_argument("--ranks-extra", default="", help="more flags for the run over the ranks only (e.g. --zero)")
+    p.add_argument("--split-at", type=int, default=0,
+                   help="stop the run over the ranks after this step and resume it in one process")
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     kind, keys, common = EXAMPLES[a.example]
@@ -60,8 +69,12 @@ def main():
     one, many = os.path.join(a.work, "one"), os.path.join(a.work, "ddp")
     subprocess.run([a.exe] + common + ["--out", one], check=True, env=env, stdout=subprocess.DEVNULL)
     ranks_extra = a.ranks_extra.split(",") if a.ranks_extra else []
-    subprocess.run([a.mpiexec, "-n", str(a.ranks), "--oversubscribe", a.exe, "--ddp"] + ranks_extra + common +
+    stop = [STOP[a.example], str(a.split_at)] if a.split_at else []
+    subprocess.run([a.mpiexec, "-n", str(a.ranks), "--oversubscribe", a.exe, "--ddp"] + ranks_extra + common + stop +
                    ["--out", many], check=True, env=env, stdout=subprocess.DEVNULL)
+    if a.split_at:
+        subprocess.run([a.exe] + common + ["--resume", os.path.join(many, "checkpoint.safetensors"), "--out", many],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
     ref = records(os.path.join(one, "metrics.jsonl"), kind)
     got = records(os.path.join(many, "metrics.jsonl"), kind)
     failures = []
@@ -71,15 +84,16 @@ def main():
         for key, tol in keys.items():
             if abs(r[key] - g[key]) > tol:
                 failures.append(f"step {r['step']} {key}: one process {r[key]}, over the ranks {g[key]}")
-    for rank in range(1, a.ranks):
+    for rank in range(1, 1 if a.split_at else a.ranks):  # split: the other ranks stopped early
         other = records(os.path.join(many, f"rank-{rank}", "metrics.jsonl"), kind)
         if [[x[k] for k in keys] for x in other] != [[x[k] for k in keys] for x in got]:
             failures.append(f"rank {rank}'s values differ from rank 0's")
     for f in failures:
         print("ddp_check: FAIL: " + f)
     if not failures:
+        split = f", split at step {a.split_at} and resumed in one process" if a.split_at else ""
         print(f"ddp_check: {len(got)} {kind} records agree ({', '.join(f'{k} within {t}' for k, t in keys.items())}) "
-              f"over {a.ranks} ranks")
+              f"over {a.ranks} ranks{split}")
         for r, g in zip(ref, got):
             print("  step %d: %s" % (r["step"], ", ".join(f"{k} {r[k]} / {g[k]}" for k in keys)))
     return 1 if failures else 0

@@ -3,9 +3,8 @@
 # metrics (timings left out), the final and the best model files must be identical byte for byte.
 # Usage: cmake -DEXE=<train_gpt> -DDATA=<text file> -DWORK=<scratch dir> [-DEXTRA=<flag,value,...>]
 #        [-DLAUNCH=<launcher,arg,...>] -P gpt_resume.cmake
-# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too).
-# LAUNCH runs each through a launcher (mpiexec,-n,2 with EXTRA --ddp,--zero: the sharded optimizer
-# state is gathered into rank 0's checkpoint and every rank resumes its shard from it).
+# EXTRA adds flags to every run, comma-separated (e.g. --amp,fp16: the loss scaler must resume too);
+# LAUNCH: resume_check.cmake.
 foreach(var EXE DATA WORK)
   if(NOT ${var})
     message(FATAL_ERROR "gpt_resume: pass -D${var}=...")
@@ -20,17 +19,12 @@ if(EXTRA)
   list(APPEND common ${extra})
 endif()
 
-set(launch "")
-if(LAUNCH)
-  string(REPLACE "," ";" launch "${LAUNCH}")
-endif()
-
 include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 
 file(REMOVE_RECURSE "${WORK}")
-resume_run(gpt_resume ${launch} ${EXE} ${common} --out "${WORK}/whole")
-resume_run(gpt_resume ${launch} ${EXE} ${common} --out "${WORK}/split" --stop-at-iter 27)
-resume_run(gpt_resume ${launch} ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")
+resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/whole")
+resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --stop-at-iter 27)
+resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")
 # Metrics at steps 0, 20 and 40; the final weights, and the best ones (the split run must carry the
 # best loss so far across).
 resume_compare(gpt_resume "${WORK}" eval tokens_per_s 3 2 model.safetensors best.safetensors)

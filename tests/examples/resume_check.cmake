@@ -1,12 +1,20 @@
 # Shared by the resume CTest scripts (cnn_resume.cmake, gpt_resume.cmake): run an example, and
 # compare a whole run with the same run split across resumes.
 
-# resume_run(TAG EXE ARGS...): runs EXE with ARGS; a nonzero exit fails the test.
+# -DLAUNCH=<launcher,arg,...> (optional) runs every run through a launcher: mpiexec,-n,2 with
+# --ddp,--zero among the flags checks that ZeRO-1's sharded optimizer state is gathered into rank 0's
+# checkpoint and that every rank resumes its shard from it.
+set(resume_launch "")
+if(LAUNCH)
+  string(REPLACE "," ";" resume_launch "${LAUNCH}")
+endif()
+
+# resume_run(TAG EXE ARGS...): runs EXE with ARGS (through LAUNCH); a nonzero exit fails the test.
 function(resume_run tag exe)
-  execute_process(COMMAND ${exe} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  execute_process(COMMAND ${resume_launch} ${exe} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("${out}${err}")
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${tag}: ${exe} ${ARGN} exited with ${rc}")
+    message(FATAL_ERROR "${tag}: ${resume_launch} ${exe} ${ARGN} exited with ${rc}")
   endif()
 endfunction()
 
