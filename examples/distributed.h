@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <string>
-
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
