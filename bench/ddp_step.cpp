@@ -3,8 +3,10 @@
 // step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's mean over
 // --steps steps. Cases: the step without DDP (compute only, what the ranks would take alone), the
 // whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
-// overlap on and off (DDPOptions::overlap). "exposed" is the DDP step minus the compute-only step:
-// the communication the step still waits for. Reports speed; never asserts it.
+// overlap on and off (DDPOptions::overlap), and ZeRO-1 (dist/zero.h: the gradients reduce-scattered
+// after backward, 1/N of AdamW's state per rank, the weights all-gathered after the update, no
+// overlap with backward). "exposed" is a step minus the compute-only step: the communication the step
+// still waits for. Reports speed; never asserts it.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
 //                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "core/atomic_file.h"
 #include "core/kiln.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "examples/common.h"
 #include "examples/run_record.h"
 #include "nn/optim/adamw.h"
@@ -81,12 +84,26 @@ int run(int argc, char** argv) {
   header.integer("layers", o.layers).integer("width", o.width).integer("batch", o.batch).integer("block", o.block);
   std::string text = header.str() + "\n";
 
-  // One case: a fresh model (the same weights every case), `steps` timed steps.
-  auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only) {
+  // One case: a fresh model (the same weights every case), `steps` timed steps. `zero`: the step goes
+  // through ZeRO-1 (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
+  auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only,
+                       bool zero = false) {
     manual_seed(7);
     auto model = std::make_shared<nn::GPT>(cfg);
     model->train();
-    nn::optim::AdamW opt(model->parameters(), 1e-4);
+    std::optional<nn::optim::AdamW> opt;
+    std::optional<dist::ZeroRedundancyOptimizer> zero_opt;
+    if (zero) {
+      nn::optim::ParamGroup all;
+      all.params = model->parameters();
+      all.lr = 1e-4;
+      zero_opt.emplace(std::vector<nn::optim::ParamGroup>{all}, g,
+                       [](std::vector<nn::optim::ParamGroup> shards) {
+                         return std::make_unique<nn::optim::AdamW>(std::move(shards));
+                       });
+    } else {
+      opt.emplace(model->parameters(), 1e-4);
+    }
     std::optional<dist::DistributedDataParallel> ddp;
     if (ddp_options) ddp.emplace(model, g, *ddp_options);
     int64_t grad_bytes = 0;
@@ -95,11 +112,15 @@ int run(int argc, char** argv) {
     auto step = [&] {
       if (comm_only) {
         g.all_reduce(flat, dist::ReduceOp::Avg)->wait();
-        return;
+      } else if (zero_opt) {
+        zero_opt->zero_grad();
+        model->loss(idx, targets).backward();
+        zero_opt->step();
+      } else {
+        opt->zero_grad();
+        model->loss(idx, targets).backward();
+        opt->step();
       }
-      opt.zero_grad();
-      model->loss(idx, targets).backward();
-      opt.step();
     };
     for (int64_t i = 0; i < o.warmup; ++i) step();
     g.barrier();
@@ -113,6 +134,12 @@ int run(int argc, char** argv) {
       c.real("bucket_mb", static_cast<double>(ddp_options->bucket_bytes) / (1 << 20), "%g");
       c.boolean("overlap", ddp_options->overlap).integer("buckets", static_cast<int64_t>(ddp->buckets().size()));
     }
+    // The optimizer's state on this rank: AdamW's two moments, of the whole model or of one shard.
+    int64_t state_bytes = 0;
+    for (const auto& [key, t] : (zero_opt ? zero_opt->local().state_dict() : opt->state_dict())) {
+      if (key.rfind("state.", 0) == 0) state_bytes += t.numel() * static_cast<int64_t>(t.element_size());
+    }
+    if (!comm_only) c.integer("optimizer_state_bytes", state_bytes);
     c.integer("steps", o.steps).real("step_seconds", s, "%.6g");
     text += c.str() + "\n";
     return std::make_pair(s, ddp ? static_cast<int64_t>(ddp->buckets().size()) : int64_t{0});
@@ -140,6 +167,11 @@ int run(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
+  }
+  const double zero_step = time_case("zero", std::nullopt, false, /*zero=*/true).first;
+  if (g.rank() == 0) {
+    std::printf("%10s %8s %8s %12.2f %12.2f  (ZeRO-1: reduce-scatter, 1/%d of AdamW's state, all-gather)\n", "-",
+                "-", "-", zero_step * 1e3, (zero_step - compute) * 1e3, n);
   }
   if (g.rank() == 0 && !o.json.empty()) {
     write_file_atomically(o.json, text, "bench_ddp_step");

@@ -33,6 +33,13 @@ def render(path):
             continue
         lines.append(f"| {r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'} | "
                      f"{r['step_seconds'] * 1e3:.1f} | {(r['step_seconds'] - compute) * 1e3:.1f} |")
+    zero = next((r for r in cases if r["case"] == "zero"), None)
+    if zero:  # records from before ZeRO-1 was timed have none
+        lines.append(f"| ZeRO-1 | | | {zero['step_seconds'] * 1e3:.1f} | "
+                     f"{(zero['step_seconds'] - compute) * 1e3:.1f} |")
+        whole = next(r for r in cases if r["case"] == "compute")["optimizer_state_bytes"]
+        lines += ["", f"AdamW's state per rank: {whole:,} bytes whole, {zero['optimizer_state_bytes']:,} with "
+                  "ZeRO-1 (the shard's moments)."]
     return "\n".join(lines) + "\n"
 
 
