@@ -36,7 +36,9 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group, Factory make);
 
   // Reduce-scatter of the gradients (average; a parameter without a gradient counts as zero),
-  // the local optimizer's step on this rank's shards, all-gather of the parameters.
+  // the local optimizer's step on this rank's shards, all-gather of the parameters. The shards are
+  // first copied from the parameters, so weights set since the last step (a checkpoint loaded into
+  // the model) are the ones updated.
   void step();
   // The same step through a GradScaler (float16 training): the local optimizer steps through
   // scaler.step(), which skips the step when the gradients held inf or NaN. Each rank checks only

@@ -2,11 +2,13 @@
 // ranks need several GPUs): every collective and the grouped exchange go through NCCL on the
 // communication stream and come back ordered on the caller's stream, from the default stream and
 // from a side stream; the ring's device reductions against the CPU's; DDP and ZeRO-1 over CUDA
-// parameters against plain training; synchronized batch norm against the fused kernel; CPU tensors
-// refused.
+// parameters against plain training, ZeRO-1's clip and gathered state against plain AdamW's;
+// synchronized batch norm against the fused kernel; CPU tensors refused.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/runtime.h"
@@ -17,6 +19,7 @@
 #include "dist/zero.h"
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/clip.h"
 
 using namespace kiln;
 using namespace kiln::dist;
@@ -157,6 +160,69 @@ TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a g
     CHECK(max_diff(pw[i], pp[i]) == 0.0);
     CHECK(max_diff(ps[i], pp[i]) <= 1e-6);
   }
+}
+
+TEST_CASE("nccl: ZeRO-1's clip and state over CUDA parameters equal plain AdamW's in a group of one",
+          "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 3)});
+    m->to(Device::cuda());
+    return m;
+  };
+  auto adamw = [](std::vector<nn::optim::ParamGroup> groups) {
+    return std::make_unique<nn::optim::AdamW>(std::move(groups));
+  };
+  auto plain = make(5), sharded = make(5);
+  nn::optim::AdamW opt_plain(plain->parameters(), 1e-2);
+  ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1e-2)}, g, adamw);
+  Generator gen(11);
+  auto batch = [&gen] {
+    return std::make_pair(randn({16, 6}, TensorOptions(DType::Float32), gen).to(Device::cuda()),
+                          randn({16, 3}, TensorOptions(DType::Float32), gen).to(Device::cuda()));
+  };
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch();
+    opt_plain.zero_grad();
+    mse_loss((*plain)(x), y).backward();
+    const double want = nn::optim::clip_grad_norm_(plain->parameters(), 0.05).item<double>();
+    opt_plain.step();
+    zero.zero_grad();
+    mse_loss((*sharded)(x), y).backward();
+    const Tensor norm = zero.clip_grad_norm_(0.05);
+    zero.step();
+    CHECK(norm.device() == Device::cuda());
+    CHECK(std::abs(norm.item<double>() - want) <= 1e-6 * want);
+    CHECK(want > 0.05);  // the clip acted
+  }
+  auto pp = plain->parameters(), ps = sharded->parameters();
+  for (size_t i = 0; i < pp.size(); ++i) CHECK(max_diff(ps[i], pp[i]) <= 1e-5);
+  // The gathered state is the plain optimizer's; loaded into a fresh ZeRO-1, it trains on alike.
+  const auto want_state = opt_plain.state_dict(), got_state = zero.state_dict();
+  REQUIRE(got_state.size() == want_state.size());
+  for (const auto& [key, t] : want_state) {
+    INFO(key);
+    REQUIRE(got_state.count(key) == 1);
+    CHECK(max_diff(got_state.at(key), t) <= 1e-5);
+  }
+  auto resumed_model = make(6);
+  ZeroRedundancyOptimizer resumed({lr_group(resumed_model->parameters(), 1e-2)}, g, adamw);
+  resumed.load_state_dict(want_state);
+  for (size_t i = 0; i < pp.size(); ++i) {
+    NoGradGuard no_grad;
+    resumed_model->parameters()[i].copy_(pp[i]);
+  }
+  auto [x, y] = batch();
+  opt_plain.zero_grad();
+  mse_loss((*plain)(x), y).backward();
+  opt_plain.step();
+  resumed.zero_grad();
+  mse_loss((*resumed_model)(x), y).backward();
+  resumed.step();
+  auto pr = resumed_model->parameters();
+  for (size_t i = 0; i < pp.size(); ++i) CHECK(max_diff(pr[i], pp[i]) <= 1e-6);
 }
 
 TEST_CASE("nccl: synchronized batch norm on the GPU equals the fused kernel in a group of one", "[cuda][nccl]") {
