@@ -121,12 +121,20 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   endforeach()
   # The same over 2 ranks with clipping, split by a resume: the checkpoint holds the whole optimizer
   # state gathered from the shards, and the split run matches the whole one bit for bit.
+  # With float16 and its GradScaler too: the clip unscales the shards under the scaler's found-inf
+  # reducer, and the scaler's state travels in the checkpoint.
   add_test(NAME example_train_gpt_zero_resume
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
                    -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_zero_resume -DEXTRA=--ddp,--zero
                    -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
-  set_tests_properties(example_train_gpt_zero_resume PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
+  add_test(NAME example_train_gpt_zero_resume_fp16
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
+                   -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_zero_resume_fp16 -DEXTRA=--ddp,--zero,--amp,fp16
+                   -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
+  set_tests_properties(example_train_gpt_zero_resume example_train_gpt_zero_resume_fp16 PROPERTIES
+                       LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                        ENVIRONMENT "KILN_NUM_THREADS=1;${KILN_MPI_TEST_ENV}")
   # train_cnn --ddp --zero over 2 ranks against one process (no clipping in train_cnn), and split by
   # resumes: SGD's momentum buffers travel whole in the checkpoint.
