@@ -45,6 +45,15 @@ Tensor ramp(int64_t n, DType dt) {
   return (arange(0, n, 1, TensorOptions(DType::Float32, Device::cuda())) * 3.0 - 7.0).to(dt);
 }
 
+// A two-layer MLP on the GPU, its weights drawn from `seed`.
+std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
+  manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 3)});
+  m->to(Device::cuda());
+  return m;
+}
+
 double max_diff(const Tensor& a, const Tensor& b) {
   return max(abs(a.to(Device::cpu()).to(DType::Float64) - b.to(Device::cpu()).to(DType::Float64))).item<double>();
 }
@@ -123,14 +132,7 @@ TEST_CASE("nccl: the ring's reductions on the device equal the CPU's", "[cuda][n
 
 TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a group of one", "[cuda][nccl]") {
   ProcessGroup& g = nccl_group();
-  auto make = [](uint64_t seed) {
-    manual_seed(seed);
-    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 3)});
-    m->to(Device::cuda());
-    return m;
-  };
-  auto plain = make(3), wrapped = make(3), sharded = make(3);
+  auto plain = small_model(3), wrapped = small_model(3), sharded = small_model(3);
   DDPOptions o;
   o.bucket_bytes = 256;  // several buckets, each reduced while backward goes on
   DistributedDataParallel ddp(wrapped, g, o);
@@ -165,17 +167,10 @@ TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a g
 TEST_CASE("nccl: ZeRO-1's clip and state over CUDA parameters equal plain AdamW's in a group of one",
           "[cuda][nccl]") {
   ProcessGroup& g = nccl_group();
-  auto make = [](uint64_t seed) {
-    manual_seed(seed);
-    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 3)});
-    m->to(Device::cuda());
-    return m;
-  };
   auto adamw = [](std::vector<nn::optim::ParamGroup> groups) {
     return std::make_unique<nn::optim::AdamW>(std::move(groups));
   };
-  auto plain = make(5), sharded = make(5);
+  auto plain = small_model(5), sharded = small_model(5);
   nn::optim::AdamW opt_plain(plain->parameters(), 1e-2);
   ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1e-2)}, g, adamw);
   Generator gen(11);
@@ -207,7 +202,7 @@ TEST_CASE("nccl: ZeRO-1's clip and state over CUDA parameters equal plain AdamW'
     REQUIRE(got_state.count(key) == 1);
     CHECK(max_diff(got_state.at(key), t) <= 1e-5);
   }
-  auto resumed_model = make(6);
+  auto resumed_model = small_model(6);
   ZeroRedundancyOptimizer resumed({lr_group(resumed_model->parameters(), 1e-2)}, g, adamw);
   resumed.load_state_dict(want_state);
   for (size_t i = 0; i < pp.size(); ++i) {
