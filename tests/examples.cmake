@@ -109,12 +109,17 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   # all-gathered) over 2 and 3 ranks against one process. Without clipping: the clip's total norm
   # sums each rank's shard norm, which rounds differently from one norm over the whole model, and
   # that difference grows over the steps to a good part of the tolerance; the clip is checked by the
-  # resume test below and tests/dist/test_ddp.cpp.
+  # resume test below and tests/dist/test_ddp.cpp. Over 3 ranks with --grad-accum 2 as well: the
+  # micro-batches' gradients add up locally and the step reduces their sum once.
   foreach(ranks 2 3)
+    set(extra --grad-clip,0)
+    if(ranks EQUAL 3)
+      set(extra --grad-clip,0,--grad-accum,2)
+    endif()
     add_test(NAME example_train_gpt_zero_${ranks}
              COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
                      --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks}
-                     --data ${KILN_SHAKESPEARE} --extra=--grad-clip,0 --ranks-extra=--zero
+                     --data ${KILN_SHAKESPEARE} --extra=${extra} --ranks-extra=--zero
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_zero_${ranks})
     set_tests_properties(example_train_gpt_zero_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                          ENVIRONMENT "${KILN_MPI_TEST_ENV}")
