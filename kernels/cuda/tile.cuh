@@ -155,10 +155,14 @@ __device__ __forceinline__ void mma(CTile& d, const ATile<__half>& a, const BTil
 #else
 // The emulator's instruction: the warp's fragments are gathered as floats (one warp collective), and
 // each lane sums its four accumulator elements over k, in float32 and in k order, from the elements
-// the maps place at (row, k) of A and (k, col) of B.
+// the maps place at (row, k) of A and (k, col) of B. A lane's four elements lie on two rows of A and
+// two columns of B, so it first copies those rows and columns out of the gathered fragments (through
+// index tables made once from the maps), then takes the four dot products from them.
 namespace host {
+// Which lane holds a tile element, and as which fragment element (the wgmma model's register operand
+// reads A through it: kernels/cuda/wgmma.cuh).
 struct Owner {
-  int lane = 0, elem = 0;  // the lane that holds a tile element, and as which fragment element
+  int lane = 0, elem = 0;
 };
 template <int Rows, int Cols> struct Owners {
   Owner at[Rows][Cols];
@@ -173,6 +177,49 @@ template <int Rows, int Cols, int Elems> Owners<Rows, Cols> invert(Coord (*map)(
   }
   return o;
 }
+struct Operands {
+  float a[kAElems], b[kBElems];
+};
+inline constexpr int kOperandFloats = kAElems + kBElems;
+// Per lane: where (as float indices into the warp's gathered Operands) the k elements of each of its
+// two A rows and two B columns are, and which row and column each of its C elements takes.
+struct LaneSources {
+  int a[2][kK], b[2][kK];
+  int row_slot[kCElems], col_slot[kCElems];
+};
+struct Sources {
+  LaneSources lane[kWarp];
+};
+inline Sources make_sources() {
+  int a_at[kM][kK], b_at[kK][kN];  // the float index of each tile element in the gathered fragments
+  for (int lane = 0; lane < kWarp; ++lane) {
+    for (int i = 0; i < kAElems; ++i) {
+      const Coord c = a_coord(lane, i);
+      a_at[c.row][c.col] = lane * kOperandFloats + i;
+    }
+    for (int i = 0; i < kBElems; ++i) {
+      const Coord c = b_coord(lane, i);
+      b_at[c.row][c.col] = lane * kOperandFloats + kAElems + i;
+    }
+  }
+  Sources s{};
+  for (int lane = 0; lane < kWarp; ++lane) {
+    LaneSources& l = s.lane[lane];
+    int rows[2] = {-1, -1}, cols[2] = {-1, -1};
+    for (int i = 0; i < kCElems; ++i) {
+      const Coord c = c_coord(lane, i);
+      l.row_slot[i] = c.row == rows[0] || rows[0] < 0 ? 0 : 1;
+      l.col_slot[i] = c.col == cols[0] || cols[0] < 0 ? 0 : 1;
+      rows[l.row_slot[i]] = c.row;
+      cols[l.col_slot[i]] = c.col;
+    }
+    for (int r = 0; r < 2; ++r)
+      for (int k = 0; k < kK; ++k) l.a[r][k] = a_at[rows[r]][k];
+    for (int c = 0; c < 2; ++c)
+      for (int k = 0; k < kK; ++k) l.b[c][k] = b_at[k][cols[c]];
+  }
+  return s;
+}
 template <typename T> float element(const uint32_t* regs, int elem) {
   const auto bits = static_cast<uint16_t>(regs[elem / 2] >> (16 * (elem % 2)));
   T t;
@@ -182,23 +229,23 @@ template <typename T> float element(const uint32_t* regs, int elem) {
 }  // namespace host
 
 template <typename T> void mma(CTile& d, const ATile<T>& a, const BTile<T>& b) {
-  static const host::Owners<kM, kK> a_owner = host::invert<kM, kK, kAElems>(a_coord);
-  static const host::Owners<kK, kN> b_owner = host::invert<kK, kN, kBElems>(b_coord);
-  struct Operands {
-    float a[kAElems], b[kBElems];
-  };
-  Operands mine;
+  static const host::Sources sources = host::make_sources();
+  host::Operands mine;
   for (int i = 0; i < kAElems; ++i) mine.a[i] = host::element<T>(a.r, i);
   for (int i = 0; i < kBElems; ++i) mine.b[i] = host::element<T>(b.r, i);
-  const auto* all = static_cast<const Operands*>(simt::warp_gather(&mine, sizeof(Operands)));
-  const int lane = lane_id();
+  static_assert(sizeof(host::Operands) == sizeof(float) * host::kOperandFloats, "gathered as one float array");
+  const auto* all = static_cast<const float*>(simt::warp_gather(&mine, sizeof(host::Operands)));
+  const host::LaneSources& src = sources.lane[lane_id()];
+  float rows[2][kK], cols[2][kK];
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < kK; ++k) rows[r][k] = all[src.a[r][k]];
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < kK; ++k) cols[c][k] = all[src.b[c][k]];
   for (int i = 0; i < kCElems; ++i) {
-    const Coord c = c_coord(lane, i);
+    const float* x = rows[src.row_slot[i]];
+    const float* y = cols[src.col_slot[i]];
     float sum = 0.f;
-    for (int k = 0; k < kK; ++k) {
-      const host::Owner x = a_owner.at[c.row][k], y = b_owner.at[k][c.col];
-      sum += all[x.lane].a[x.elem] * all[y.lane].b[y.elem];
-    }
+    for (int k = 0; k < kK; ++k) sum += x[k] * y[k];
     d.r[i] += sum;
   }
 }
