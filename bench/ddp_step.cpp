@@ -3,10 +3,10 @@
 // step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's mean over
 // --steps steps. Cases: the step without DDP (compute only, what the ranks would take alone), the
 // whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
-// overlap on and off (DDPOptions::overlap), and ZeRO-1 (dist/zero.h: the gradients reduce-scattered
-// after backward, 1/N of AdamW's state per rank, the weights all-gathered after the update, no
-// overlap with backward). "exposed" is a step minus the compute-only step: the communication the step
-// still waits for. Reports speed; never asserts it.
+// overlap on and off (DDPOptions::overlap), and ZeRO-1 with each --bucket-mb, its reduce-scatters
+// overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
+// per rank, the weights all-gathered after the update). "exposed" is a step minus the compute-only
+// step: the communication the step still waits for. Reports speed; never asserts it.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
 //                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
 #include <algorithm>
@@ -84,23 +84,24 @@ int run(int argc, char** argv) {
   header.integer("layers", o.layers).integer("width", o.width).integer("batch", o.batch).integer("block", o.block);
   std::string text = header.str() + "\n";
 
-  // One case: a fresh model (the same weights every case), `steps` timed steps. `zero`: the step goes
-  // through ZeRO-1 (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
+  // One case: a fresh model (the same weights every case), `steps` timed steps. `zero_options`: the
+  // step goes through ZeRO-1 (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
   auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only,
-                       bool zero = false) {
+                       std::optional<dist::ZeroOptions> zero_options = std::nullopt) {
     manual_seed(7);
     auto model = std::make_shared<nn::GPT>(cfg);
     model->train();
     std::optional<nn::optim::AdamW> opt;
     std::optional<dist::ZeroRedundancyOptimizer> zero_opt;
-    if (zero) {
+    if (zero_options) {
       nn::optim::ParamGroup all;
       all.params = model->parameters();
       all.lr = 1e-4;
       zero_opt.emplace(std::vector<nn::optim::ParamGroup>{all}, g,
                        [](std::vector<nn::optim::ParamGroup> shards) {
                          return std::make_unique<nn::optim::AdamW>(std::move(shards));
-                       });
+                       },
+                       *zero_options);
     } else {
       opt.emplace(model->parameters(), 1e-4);
     }
@@ -134,6 +135,10 @@ int run(int argc, char** argv) {
       c.real("bucket_mb", static_cast<double>(ddp_options->bucket_bytes) / (1 << 20), "%g");
       c.boolean("overlap", ddp_options->overlap).integer("buckets", static_cast<int64_t>(ddp->buckets().size()));
     }
+    if (zero_options) {
+      c.real("bucket_mb", static_cast<double>(zero_options->bucket_bytes) / (1 << 20), "%g");
+      c.boolean("overlap", zero_options->overlap).integer("buckets", static_cast<int64_t>(zero_opt->num_buckets()));
+    }
     // The optimizer's state on this rank: AdamW's two moments, of the whole model or of one shard.
     int64_t state_bytes = 0;
     for (const auto& [key, t] : (zero_opt ? zero_opt->local().state_dict() : opt->state_dict())) {
@@ -142,7 +147,8 @@ int run(int argc, char** argv) {
     if (!comm_only) c.integer("optimizer_state_bytes", state_bytes);
     c.integer("steps", o.steps).real("step_seconds", s, "%.6g");
     text += c.str() + "\n";
-    return std::make_pair(s, ddp ? static_cast<int64_t>(ddp->buckets().size()) : int64_t{0});
+    const size_t buckets = ddp ? ddp->buckets().size() : zero_opt ? zero_opt->num_buckets() : 0;
+    return std::make_pair(s, static_cast<int64_t>(buckets));
   };
 
   const double compute = time_case("compute", std::nullopt, false).first;
@@ -153,25 +159,32 @@ int run(int argc, char** argv) {
                 static_cast<long long>(o.block), n, g.backend().c_str());
     std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
                 comm * 1e3);
-    std::printf("%10s %8s %8s %12s %12s\n", "bucket MB", "buckets", "overlap", "step ms", "exposed ms");
+    std::printf("%8s %10s %8s %8s %12s %12s\n", "", "bucket MB", "buckets", "overlap", "step ms", "exposed ms");
   }
-  for (double mb : o.bucket_mb) {
-    for (bool overlap : {true, false}) {
-      dist::DDPOptions d;
-      d.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
-      d.overlap = overlap;
-      const auto [s, buckets] = time_case("ddp", d, false);
-      if (g.rank() == 0) {
-        std::printf("%10g %8lld %8s %12.2f %12.2f\n", mb, static_cast<long long>(buckets), overlap ? "on" : "off",
-                    s * 1e3, (s - compute) * 1e3);
-        std::fflush(stdout);
+  // ZeRO-1 after DDP: its reduce-scatter, 1/N of AdamW's state, and the all-gather after the update.
+  for (const bool zero : {false, true}) {
+    for (double mb : o.bucket_mb) {
+      for (bool overlap : {true, false}) {
+        const int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
+        std::pair<double, int64_t> r;
+        if (zero) {
+          dist::ZeroOptions z;
+          z.bucket_bytes = bytes;
+          z.overlap = overlap;
+          r = time_case("zero", std::nullopt, false, z);
+        } else {
+          dist::DDPOptions d;
+          d.bucket_bytes = bytes;
+          d.overlap = overlap;
+          r = time_case("ddp", d, false);
+        }
+        if (g.rank() == 0) {
+          std::printf("%8s %10g %8lld %8s %12.2f %12.2f\n", zero ? "ZeRO-1" : "DDP", mb,
+                      static_cast<long long>(r.second), overlap ? "on" : "off", r.first * 1e3, (r.first - compute) * 1e3);
+          std::fflush(stdout);
+        }
       }
     }
-  }
-  const double zero_step = time_case("zero", std::nullopt, false, /*zero=*/true).first;
-  if (g.rank() == 0) {
-    std::printf("%10s %8s %8s %12.2f %12.2f  (ZeRO-1: reduce-scatter, 1/%d of AdamW's state, all-gather)\n", "-",
-                "-", "-", zero_step * 1e3, (zero_step - compute) * 1e3, n);
   }
   if (g.rank() == 0 && !o.json.empty()) {
     write_file_atomically(o.json, text, "bench_ddp_step");

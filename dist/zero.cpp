@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,124 +18,6 @@
 #include "nn/optim/clip.h"
 
 namespace kiln::dist {
-
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group,
-                                                 Factory make)
-    : group_(group), groups_(std::move(groups)) {
-  if (!make) throw Error("ZeroRedundancyOptimizer: no optimizer factory given");
-  NoGradGuard no_grad;
-  const int n = group_.size();
-  std::vector<nn::optim::ParamGroup> local_groups;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const TensorList& params = groups_[g].params;
-    if (params.empty()) throw Error("ZeroRedundancyOptimizer: parameter group " + std::to_string(g) + " is empty");
-    for (const Tensor& p : params) {
-      if (p.dtype() != params.front().dtype() || p.device() != params.front().device()) {
-        throw DTypeError("ZeroRedundancyOptimizer: group " + std::to_string(g) + " mixes " +
-                         dtype_name(params.front().dtype()) + " on " + params.front().device().str() + " with " +
-                         dtype_name(p.dtype()) + " on " + p.device().str() + "; one flat buffer needs one of each");
-      }
-    }
-    const int64_t padded = (detail::total_numel(params) + n - 1) / n * n;
-    shard_numel_.push_back(padded / n);
-    // Rank 0's parameters everywhere, then this rank's shard of them as the local optimizer's leaf.
-    Tensor flat = zeros({padded}, TensorOptions(params.front().dtype(), params.front().device()));
-    detail::pack(params, flat, /*grads=*/false);
-    group_.broadcast(flat, 0)->wait();
-    detail::unpack(flat, params, /*grads=*/false);
-    Tensor shard = flat.narrow(0, group_.rank() * (padded / n), padded / n).clone();
-    shard.set_requires_grad(true);
-    shards_.push_back(shard);
-    flats_.push_back(flat);  // kept: the gradients and the gathered parameters pass through it every step
-    nn::optim::ParamGroup lg = groups_[g];
-    lg.params = {shard};
-    local_groups.push_back(std::move(lg));
-  }
-  local_ = make(std::move(local_groups));
-  if (!local_) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
-}
-
-void ZeroRedundancyOptimizer::step() { step_with(nullptr); }
-
-void ZeroRedundancyOptimizer::step(nn::amp::GradScaler& scaler) {
-  set_found_inf_reducer(scaler);
-  step_with(&scaler);
-}
-
-void ZeroRedundancyOptimizer::set_found_inf_reducer(nn::amp::GradScaler& scaler) {
-  ProcessGroup* group = &group_;
-  scaler.set_found_inf_reducer([group](Tensor& flag) { group->all_reduce(flag, ReduceOp::Max)->wait(); });
-}
-
-void ZeroRedundancyOptimizer::reduce_gradients() {
-  if (reduced_) return;
-  // Every group's collective is issued before the first is waited for: they run back to back.
-  std::vector<std::shared_ptr<Work>> works;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    // pack fills the parameters' slices only; the padding past them reduces into the padding alone.
-    detail::pack(groups_[g].params, flats_[g], /*grads=*/true);
-    Tensor shard_grad = empty({shard_numel_[g]}, TensorOptions(flats_[g].dtype(), flats_[g].device()));
-    works.push_back(group_.reduce_scatter(shard_grad, flats_[g], ReduceOp::Avg));
-    shards_[g].set_grad(shard_grad);
-  }
-  for (auto& w : works) w->wait();
-  reduced_ = true;
-}
-
-Tensor ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, nn::amp::GradScaler* scaler) {
-  nn::optim::check_clip_options("ZeroRedundancyOptimizer::clip_grad_norm_", max_norm, norm_type);
-  NoGradGuard no_grad;
-  reduce_gradients();
-  if (scaler != nullptr) {
-    set_found_inf_reducer(*scaler);
-    scaler->unscale_(*local_);
-  }
-  TensorList grads;
-  for (const Tensor& s : shards_) grads.push_back(s.grad());
-  Tensor total = foreach_norm(grads, norm_type);  // this rank's shards; the padding holds zeros
-  if (std::isinf(norm_type)) {
-    group_.all_reduce(total, ReduceOp::Max)->wait();
-  } else {
-    total = pow(total, Scalar(norm_type));
-    group_.all_reduce(total, ReduceOp::Sum)->wait();
-    total = pow(total, Scalar(1.0 / norm_type));
-  }
-  nn::optim::clip_grads_with_norm_(shards_, max_norm, total);
-  return total;
-}
-
-void ZeroRedundancyOptimizer::refresh_shards() {
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const int64_t lo = group_.rank() * shard_numel_[g], hi = lo + shard_numel_[g];
-    int64_t offset = 0;
-    for (const Tensor& p : groups_[g].params) {
-      const int64_t a = std::max(offset, lo), b = std::min(offset + p.numel(), hi);
-      if (a < b) {
-        Tensor from = p.detach().contiguous().view({-1}).narrow(0, a - offset, b - a);
-        shards_[g].detach().narrow(0, a - lo, b - a).copy_(from);
-      }
-      offset += p.numel();
-    }
-  }
-}
-
-void ZeroRedundancyOptimizer::step_with(nn::amp::GradScaler* scaler) {
-  NoGradGuard no_grad;
-  reduce_gradients();
-  reduced_ = false;
-  refresh_shards();
-  if (scaler != nullptr) {
-    scaler->step(*local_);
-  } else {
-    local_->step();
-  }
-  std::vector<std::shared_ptr<Work>> works;
-  for (size_t g = 0; g < groups_.size(); ++g) works.push_back(group_.all_gather(flats_[g], shards_[g].detach()));
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    works[g]->wait();
-    detail::unpack(flats_[g], groups_[g].params, /*grads=*/false);
-  }
-}
 
 namespace {
 
@@ -154,25 +37,385 @@ std::string state_key(size_t index, const std::string& name) { return "state." +
 
 }  // namespace
 
+struct ZeroRedundancyOptimizer::State {
+  // Parameters [first, last) of group `group`, at `flat_offset` of the group's flat buffer, padded to
+  // `numel` (a multiple of the world size); this rank's slice of it is at `shard_offset` of its shard.
+  struct Bucket {
+    size_t group = 0, first = 0, last = 0;
+    int64_t flat_offset = 0, numel = 0, shard_offset = 0;
+  };
+
+  ProcessGroup* pg = nullptr;
+  ZeroOptions options;
+  std::vector<nn::optim::ParamGroup> groups;
+  std::vector<int64_t> shard_numel;  // per group
+  std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step
+  std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
+  std::vector<Bucket> buckets;       // each group's, in the group's order
+  std::vector<size_t> order;         // the order their reduce-scatters are issued in
+  bool order_learned = false;        // order is rank 0's first backward's
+  std::unique_ptr<nn::optim::Optimizer> local;
+  // The reduction of the gradients of the next step:
+  bool sync = true;
+  bool reduced = false;   // the shards' gradients are this step's (backward or clip_grad_norm_ reduced them)
+  bool in_pass = false;   // a backward pass is reducing: its end-of-backward callback is queued
+  std::vector<size_t> bucket_of;                 // per hooked parameter: its bucket
+  std::vector<bool> ready;                       // per hooked parameter: accumulated in this pass
+  std::vector<int64_t> pending;                  // per bucket: hooked gradients still to come
+  std::vector<size_t> completed;                 // buckets in the order this pass completed them
+  size_t next = 0;                               // order[next] is the next to issue
+  std::vector<std::shared_ptr<Work>> works;      // per bucket: its reduce-scatter in flight
+  int64_t reductions = 0;
+  profile::StepProfiler* profiler = nullptr;
+
+  int rank() const { return pg->rank(); }
+  int64_t slice(const Bucket& b) const { return b.numel / pg->size(); }
+  TensorList bucket_params(const Bucket& b) const {
+    const TensorList& all = groups[b.group].params;
+    return TensorList(all.begin() + static_cast<std::ptrdiff_t>(b.first), all.begin() + static_cast<std::ptrdiff_t>(b.last));
+  }
+  Tensor flat_of(const Bucket& b) const { return flats[b.group].narrow(0, b.flat_offset, b.numel); }
+
+  // Calls f(i, at, shard_at, n) for each piece of group g that rank r owns: elements [at, at + n) of
+  // parameter i (in its row-major order) are elements [shard_at, shard_at + n) of rank r's shard.
+  template <typename F> void for_each_piece(size_t g, int r, F&& f) const {
+    for (const Bucket& b : buckets) {
+      if (b.group != g) continue;
+      const int64_t lo = r * slice(b), hi = lo + slice(b);
+      int64_t offset = 0;
+      for (size_t i = b.first; i < b.last; ++i) {
+        const int64_t n = groups[g].params[i].numel();
+        const int64_t a = std::max(offset, lo), e = std::min(offset + n, hi);
+        if (a < e) f(i, a - offset, b.shard_offset + (a - lo), e - a);
+        offset += n;
+      }
+    }
+  }
+
+  // A new reduction: fresh shard gradients (the reduce-scatters write their slices), every bucket
+  // pending. Waits first for any left in flight by a pass that failed: their results are stale.
+  void begin_reduction() {
+    finish();
+    reduced = false;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      shards[g].set_grad(empty({shard_numel[g]}, TensorOptions(flats[g].dtype(), flats[g].device())));
+    }
+    pending.assign(buckets.size(), 0);
+    for (size_t b : bucket_of) ++pending[b];
+    ready.assign(bucket_of.size(), false);
+    completed.clear();
+    next = 0;
+    reductions = 0;
+  }
+
+  // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros),
+  // and one reduce-scatter (average) from there into this rank's slice of the shard's gradient.
+  void reduce(size_t b) {
+    const Bucket& bucket = buckets[b];
+    Tensor flat = flat_of(bucket);
+    detail::pack(bucket_params(bucket), flat, /*grads=*/true);
+    Tensor out = shards[bucket.group].grad().narrow(0, bucket.shard_offset, slice(bucket));
+    works[b] = pg->reduce_scatter(out, flat, ReduceOp::Avg);
+    ++reductions;
+  }
+
+  void issue_ready() {
+    while (next < order.size() && pending[order[next]] == 0) reduce(order[next++]);
+  }
+
+  // Waits for every reduce-scatter in flight, all of them before rethrowing a failure, so no
+  // collective is left writing a buffer.
+  void finish() {
+    std::exception_ptr error;
+    for (auto& w : works) {
+      if (!w) continue;
+      try {
+        w->wait();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+      w.reset();
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced.
+  void end_reduction() {
+    std::fill(pending.begin(), pending.end(), 0);
+    issue_ready();
+    finish();
+    reduced = true;
+  }
+
+  // Everything at once, outside backward (overlap off, or no backward pass reduced).
+  void reduce_all() {
+    if (reduced) return;
+    begin_reduction();
+    end_reduction();
+  }
+
+  // A hooked parameter's gradient is accumulated.
+  void on_gradient(size_t k, const std::weak_ptr<State>& self) {
+    if (!options.overlap) return;
+    if (!sync) {  // inside no_sync: the reduced gradients, if any, are not this step's anymore
+      reduced = false;
+      reductions = 0;
+      return;
+    }
+    if (!in_pass) {
+      begin_reduction();
+      in_pass = true;
+      queue_backward_callback([self] {
+        if (std::shared_ptr<State> s = self.lock()) s->end_pass();
+      });
+    }
+    if (ready[k]) return;  // accumulated twice in one pass: counted once
+    ready[k] = true;
+    if (--pending[bucket_of[k]] == 0) completed.push_back(bucket_of[k]);
+    issue_ready();
+  }
+
+  void end_pass() {
+    in_pass = false;
+    if (profiler) profiler->begin(profile::Phase::Communication);  // backward is done: what is left waits
+    end_reduction();
+    if (!order_learned) learn_order();
+  }
+
+  // After the first backward: rank 0's completion order, every bucket once (those it never
+  // completed after, in the current order), becomes every rank's order.
+  void learn_order() {
+    std::vector<int64_t> mine;
+    std::vector<bool> seen(buckets.size(), false);
+    for (size_t b : completed) {
+      mine.push_back(static_cast<int64_t>(b));
+      seen[b] = true;
+    }
+    for (size_t b : order) {
+      if (!seen[b]) mine.push_back(static_cast<int64_t>(b));
+    }
+    Tensor t = tensor(mine);
+    pg->broadcast(t, 0)->wait();
+    const std::vector<int64_t> chosen = t.to_vector<int64_t>();
+    for (size_t j = 0; j < order.size(); ++j) order[j] = static_cast<size_t>(chosen[j]);
+    order_learned = true;
+  }
+
+  // This rank's slices of the parameters into its shards: the parameters are the truth (a
+  // checkpoint or load_into may have set them since the last step's all-gather).
+  void refresh_shards() {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      Tensor shard = shards[g].detach();
+      for_each_piece(g, rank(), [&](size_t i, int64_t at, int64_t shard_at, int64_t n) {
+        shard.narrow(0, shard_at, n).copy_(groups[g].params[i].detach().contiguous().view({-1}).narrow(0, at, n));
+      });
+    }
+  }
+
+  // Every bucket's slices of the shards into every rank's parameters.
+  void gather_parameters() {
+    std::vector<std::shared_ptr<Work>> gathers;
+    for (const Bucket& b : buckets) {
+      Tensor flat = flat_of(b);
+      gathers.push_back(pg->all_gather(flat, shards[b.group].detach().narrow(0, b.shard_offset, slice(b))));
+    }
+    std::exception_ptr error;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      try {
+        gathers[b]->wait();
+        if (!error) detail::unpack(flat_of(buckets[b]), bucket_params(buckets[b]), /*grads=*/false);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+};
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group,
+                                                 Factory make, ZeroOptions options)
+    : state_(std::make_shared<State>()) {
+  if (!make) throw Error("ZeroRedundancyOptimizer: no optimizer factory given");
+  if (options.bucket_bytes < 1) {
+    throw Error("ZeroRedundancyOptimizer: bucket_bytes must be positive, got " + std::to_string(options.bucket_bytes));
+  }
+  State& st = *state_;
+  st.pg = &group;
+  st.options = options;
+  st.groups = std::move(groups);
+  NoGradGuard no_grad;
+  const int n = group.size();
+  std::vector<nn::optim::ParamGroup> local_groups;
+  for (size_t g = 0; g < st.groups.size(); ++g) {
+    const TensorList& params = st.groups[g].params;
+    if (params.empty()) throw Error("ZeroRedundancyOptimizer: parameter group " + std::to_string(g) + " is empty");
+    for (const Tensor& p : params) {
+      if (p.dtype() != params.front().dtype() || p.device() != params.front().device()) {
+        throw DTypeError("ZeroRedundancyOptimizer: group " + std::to_string(g) + " mixes " +
+                         dtype_name(params.front().dtype()) + " on " + params.front().device().str() + " with " +
+                         dtype_name(p.dtype()) + " on " + p.device().str() + "; one flat buffer needs one of each");
+      }
+    }
+    // Buckets from the group's last parameter back (backward's order), closed at bucket_bytes, then
+    // laid out in the group's order.
+    std::vector<State::Bucket> mine;
+    int64_t bytes = 0;
+    for (size_t i = params.size(); i-- > 0;) {
+      const int64_t pb = params[i].numel() * static_cast<int64_t>(params[i].element_size());
+      if (mine.empty() || bytes + pb > options.bucket_bytes) {
+        mine.push_back(State::Bucket{g, i + 1, i + 1, 0, 0, 0});
+        bytes = 0;
+      }
+      mine.back().first = i;
+      bytes += pb;
+    }
+    std::reverse(mine.begin(), mine.end());
+    int64_t flat_numel = 0;
+    for (State::Bucket& b : mine) {
+      b.flat_offset = flat_numel;
+      b.shard_offset = flat_numel / n;
+      b.numel = (detail::total_numel(st.bucket_params(b)) + n - 1) / n * n;
+      flat_numel += b.numel;
+    }
+    for (size_t j = mine.size(); j-- > 0;) st.order.push_back(st.buckets.size() + j);  // the last bucket first
+    st.buckets.insert(st.buckets.end(), mine.begin(), mine.end());
+    st.shard_numel.push_back(flat_numel / n);
+    st.flats.push_back(zeros({flat_numel}, TensorOptions(params.front().dtype(), params.front().device())));
+    // Rank 0's parameters everywhere, then this rank's slices of them as the local optimizer's leaf.
+    for (const State::Bucket& b : mine) {
+      Tensor flat = st.flat_of(b);
+      detail::pack(st.bucket_params(b), flat, /*grads=*/false);
+    }
+    group.broadcast(st.flats[g], 0)->wait();
+    for (const State::Bucket& b : mine) detail::unpack(st.flat_of(b), st.bucket_params(b), /*grads=*/false);
+    Tensor shard = zeros({flat_numel / n}, TensorOptions(params.front().dtype(), params.front().device()));
+    shard.set_requires_grad(true);
+    st.shards.push_back(shard);
+    nn::optim::ParamGroup lg = st.groups[g];
+    lg.params = {shard};
+    local_groups.push_back(std::move(lg));
+  }
+  st.refresh_shards();
+  st.works.resize(st.buckets.size());
+  st.local = make(std::move(local_groups));
+  if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
+  // The hooks hold the state weakly: once the optimizer is gone, they do nothing.
+  std::weak_ptr<State> weak = state_;
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const State::Bucket& bucket = st.buckets[b];
+    for (size_t i = bucket.first; i < bucket.last; ++i) {
+      const Tensor& p = st.groups[bucket.group].params[i];
+      if (!p.requires_grad() || !p.is_leaf()) continue;  // never gets a gradient: counts as zero
+      const size_t k = st.bucket_of.size();
+      st.bucket_of.push_back(b);
+      p.register_post_accumulate_grad_hook([weak, k](Tensor&) {
+        if (std::shared_ptr<State> s = weak.lock()) s->on_gradient(k, weak);
+      });
+    }
+  }
+}
+
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+  try {
+    state_->finish();  // no reduce-scatter left writing into buffers about to be freed
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a failed collective has nothing left to write
+  }
+}
+
+nn::optim::Optimizer& ZeroRedundancyOptimizer::local() { return *state_->local; }
+const std::vector<int64_t>& ZeroRedundancyOptimizer::shard_numel() const { return state_->shard_numel; }
+size_t ZeroRedundancyOptimizer::num_buckets() const { return state_->buckets.size(); }
+int64_t ZeroRedundancyOptimizer::reductions() const { return state_->reductions; }
+
+void ZeroRedundancyOptimizer::set_profiler(profile::StepProfiler* profiler) {
+  state_->profiler = profiler != nullptr && profiler->enabled() ? profiler : nullptr;
+}
+
+ZeroRedundancyOptimizer::NoSync::NoSync(ZeroRedundancyOptimizer& zero) : zero_(zero), previous_(zero.state_->sync) {
+  zero_.state_->sync = false;
+}
+
+ZeroRedundancyOptimizer::NoSync::~NoSync() { zero_.state_->sync = previous_; }
+
+namespace {
+
+// Each rank checks only its own shard for inf and NaN: the flags are combined over the group.
+void set_found_inf_reducer(nn::amp::GradScaler& scaler, ProcessGroup& group) {
+  ProcessGroup* pg = &group;
+  scaler.set_found_inf_reducer([pg](Tensor& flag) { pg->all_reduce(flag, ReduceOp::Max)->wait(); });
+}
+
+void step_with(ZeroRedundancyOptimizer::State& st, nn::amp::GradScaler* scaler) {
+  NoGradGuard no_grad;
+  st.reduce_all();
+  st.reduced = false;
+  st.reductions = 0;
+  st.refresh_shards();
+  if (scaler != nullptr) {
+    scaler->step(*st.local);
+  } else {
+    st.local->step();
+  }
+  st.gather_parameters();
+}
+
+}  // namespace
+
+void ZeroRedundancyOptimizer::step() { step_with(*state_, nullptr); }
+
+void ZeroRedundancyOptimizer::step(nn::amp::GradScaler& scaler) {
+  set_found_inf_reducer(scaler, *state_->pg);
+  step_with(*state_, &scaler);
+}
+
+Tensor ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, nn::amp::GradScaler* scaler) {
+  nn::optim::check_clip_options("ZeroRedundancyOptimizer::clip_grad_norm_", max_norm, norm_type);
+  NoGradGuard no_grad;
+  State& st = *state_;
+  st.reduce_all();
+  if (scaler != nullptr) {
+    set_found_inf_reducer(*scaler, *st.pg);
+    scaler->unscale_(*st.local);
+  }
+  TensorList grads;
+  for (const Tensor& s : st.shards) grads.push_back(s.grad());
+  Tensor total = foreach_norm(grads, norm_type);  // this rank's shards; the padding holds zeros
+  if (std::isinf(norm_type)) {
+    st.pg->all_reduce(total, ReduceOp::Max)->wait();
+  } else {
+    total = pow(total, Scalar(norm_type));
+    st.pg->all_reduce(total, ReduceOp::Sum)->wait();
+    total = pow(total, Scalar(1.0 / norm_type));
+  }
+  nn::optim::clip_grads_with_norm_(st.shards, max_norm, total);
+  return total;
+}
+
 std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
   NoGradGuard no_grad;
-  std::map<std::string, Tensor> local = local_->state_dict();
+  const State& st = *state_;
+  const int n = st.pg->size();
+  std::map<std::string, Tensor> local = st.local->state_dict();
   std::map<std::string, Tensor> out;
   size_t first = 0;  // the flat index of the group's first parameter in an unsharded optimizer
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const TensorList& params = groups_[g].params;
+  for (size_t g = 0; g < st.groups.size(); ++g) {
+    const TensorList& params = st.groups[g].params;
     // Local parameter g is group g's shard. Each rank's shards got their state at the same step,
     // so every rank gathers the same names in the same order.
-    for (const std::string& name : local_->state_names()) {
+    for (const std::string& name : st.local->state_names()) {
       auto it = local.find(state_key(g, name));
       if (it == local.end()) continue;
-      Tensor whole = empty({shard_numel_[g] * group_.size()}, TensorOptions(it->second.dtype(), it->second.device()));
-      group_.all_gather(whole, it->second)->wait();
-      int64_t offset = 0;
-      for (size_t i = 0; i < params.size(); ++i) {
-        out[state_key(first + i, name)] = whole.narrow(0, offset, params[i].numel()).view(params[i].sizes()).clone();
-        offset += params[i].numel();
+      const TensorOptions options(it->second.dtype(), it->second.device());
+      Tensor whole = empty({st.shard_numel[g] * n}, options);  // the ranks' shards end to end
+      st.pg->all_gather(whole, it->second)->wait();
+      std::vector<Tensor> rows;  // each parameter's state, flat
+      for (const Tensor& p : params) rows.push_back(empty({p.numel()}, options));
+      for (int r = 0; r < n; ++r) {
+        st.for_each_piece(g, r, [&](size_t i, int64_t at, int64_t shard_at, int64_t len) {
+          rows[i].narrow(0, at, len).copy_(whole.narrow(0, r * st.shard_numel[g] + shard_at, len));
+        });
       }
+      for (size_t i = 0; i < params.size(); ++i) out[state_key(first + i, name)] = rows[i].view(params[i].sizes());
     }
     for (const char* field : {".lr", ".step"}) {
       const std::string key = "group." + std::to_string(g) + field;
@@ -187,12 +430,14 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
 void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   const char* op = "ZeroRedundancyOptimizer::load_state_dict";
   NoGradGuard no_grad;
+  State& st = *state_;
   std::vector<std::pair<size_t, size_t>> where;  // flat index -> (group, index in the group)
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) where.emplace_back(g, i);
-  const std::vector<std::string> names = local_->state_names();
+  for (size_t g = 0; g < st.groups.size(); ++g) {
+    for (size_t i = 0; i < st.groups[g].params.size(); ++i) where.emplace_back(g, i);
+  }
+  const std::vector<std::string> names = st.local->state_names();
   // The local optimizer's map: the group keys as given (its own load checks them), each state
-  // tensor's shard cut from the group's flat buffer of that state.
+  // tensor's shard cut out of the parameters' state.
   std::map<std::string, Tensor> local;
   std::map<std::pair<size_t, std::string>, TensorList> by_group;  // (group, name) -> per parameter
   for (const auto& [key, t] : state) {
@@ -210,7 +455,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
       throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"");
     }
     const auto [g, i] = where[index];
-    const Tensor& p = groups_[g].params[i];
+    const Tensor& p = st.groups[g].params[i];
     const DType dtype = nn::optim::Optimizer::state_dtype(p);
     if (!t.defined() || t.sizes() != p.sizes() || t.dtype() != dtype) {
       throw Error(std::string(op) + ": \"" + key + "\" is " +
@@ -218,31 +463,30 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
                   ", expected " + shape_str(p.sizes()) + " " + dtype_name(dtype) + " for its parameter");
     }
     TensorList& list = by_group[{g, name}];
-    list.resize(groups_[g].params.size());
+    list.resize(st.groups[g].params.size());
     list[i] = t;
   }
   for (const auto& [group_name, list] : by_group) {
     const auto& [g, name] = group_name;
-    const Tensor& shard = shards_[g];
-    Tensor flat = zeros({shard_numel_[g] * group_.size()},
-                        TensorOptions(nn::optim::Optimizer::state_dtype(shard), shard.device()));
-    int64_t offset = 0;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const int64_t n = groups_[g].params[i].numel();
-      if (list[i].defined()) flat.narrow(0, offset, n).view(list[i].sizes()).copy_(list[i]);
-      offset += n;
-    }
-    local[state_key(g, name)] = flat.narrow(0, group_.rank() * shard_numel_[g], shard_numel_[g]).clone();
+    const Tensor& shard = st.shards[g];
+    Tensor mine = zeros({st.shard_numel[g]}, TensorOptions(nn::optim::Optimizer::state_dtype(shard), shard.device()));
+    st.for_each_piece(g, st.rank(), [&](size_t i, int64_t at, int64_t shard_at, int64_t len) {
+      if (list[i].defined()) mine.narrow(0, shard_at, len).copy_(list[i].contiguous().view({-1}).narrow(0, at, len));
+    });
+    local[state_key(g, name)] = mine;
   }
-  local_->load_state_dict(local);  // checks the group keys and the step before it changes anything
+  st.local->load_state_dict(local);  // checks the group keys and the step before it changes anything
 }
 
 void ZeroRedundancyOptimizer::zero_grad() {
-  for (auto& g : groups_) {
+  State& st = *state_;
+  st.finish();  // a backward that failed may have left reduce-scatters writing the shards' gradients
+  for (auto& g : st.groups) {
     for (Tensor p : g.params) p.set_grad(Tensor());  // a handle: the parameter itself
   }
-  for (Tensor& s : shards_) s.set_grad(Tensor());
-  reduced_ = false;
+  for (Tensor& s : st.shards) s.set_grad(Tensor());
+  st.reduced = false;
+  st.reductions = 0;
 }
 
 }  // namespace kiln::dist

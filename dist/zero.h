@@ -1,15 +1,28 @@
 // ZeRO stage 1 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
 // Models"): the optimizer's state sharded across ranks. Each rank keeps the Adam moments (or any
-// optimizer's state) of 1/N of the parameters only. A step reduce-scatters the gradients (each rank
+// optimizer's state) of 1/N of the parameters only. Each step reduce-scatters the gradients (each rank
 // receives the average of its shard), updates its shard with an ordinary kiln optimizer, and
 // all-gathers the updated shards into every rank's full parameters: the same bytes on the wire as
-// DDP's all-reduce, and 1/N of the optimizer memory. Non-obvious decisions: each parameter group
-// becomes one flat buffer, padded to a multiple of the world size and cut into equal shards, so a
-// shard may hold pieces of several parameters, which is exact for elementwise optimizers (SGD,
-// AdamW: every element's update depends on its own gradient and state only); a clip by the global
-// norm, which reads every gradient, is a method of its own that combines the ranks' norms of their
-// shards in one scalar all-reduce; and the model is NOT wrapped in DDP: the reduce-scatter is what
-// averages the gradients.
+// DDP's all-reduce, and 1/N of the optimizer memory. Non-obvious decisions:
+// - Each parameter group is cut into buckets of about `bucket_bytes` (whole parameters, from the
+//   group's last one back, as DDP's buckets), each padded to a multiple of the world size and cut
+//   into equal slices: rank r owns slice r of every bucket, and its shard of the group is those
+//   slices end to end, one flat tensor for the local optimizer. A shard may hold pieces of several
+//   parameters, which is exact for elementwise optimizers (SGD, AdamW: every element's update
+//   depends on its own gradient and state only). With one bucket per group this is the plain
+//   layout: rank r owns the r-th Nth of the group.
+// - A bucket's reduce-scatter starts as soon as backward has accumulated its last gradient (a
+//   post-accumulate hook per parameter, as DDP's all-reduce), so the communication overlaps the
+//   rest of backward; a callback at the end of backward issues what is left and waits. Every rank
+//   must issue the same collectives in the same order, so buckets go strictly in one order: in the
+//   first backward, each group's buckets from its last, group by group; from then on, the order in
+//   which rank 0's first backward completed them (broadcast once), which interleaves the groups as
+//   the model does. The step then uses the reduced shards. A parameter without a gradient counts
+//   as zero. Gradients changed after backward are not seen (as with DDP): clip through
+//   clip_grad_norm_ below, which works on the shards.
+// - A clip by the global norm, which reads every gradient, combines the ranks' norms of their
+//   shards in one scalar all-reduce.
+// - The model is NOT wrapped in DDP: the reduce-scatter is what averages the gradients.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +32,20 @@
 #include <string>
 #include <vector>
 
+#include "core/profiler.h"
 #include "dist/process_group.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/optim/optimizer.h"
 
 namespace kiln::dist {
+
+struct ZeroOptions {
+  int64_t bucket_bytes = int64_t{25} << 20;  // about 25 MB, as DDP's buckets
+  // Whether a bucket's reduce-scatter starts during backward (the default). false reduces every
+  // bucket when clip_grad_norm_ or step() needs the gradients: the same result, without the
+  // overlap (for measuring what it buys, or for gradients set by hand rather than by backward).
+  bool overlap = true;
+};
 
 class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
  public:
@@ -33,12 +55,16 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
 
   // `groups` as for any kiln optimizer; each group's parameters must share one dtype and device.
   // Every rank's parameters are set to rank 0's first.
-  ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group, Factory make);
+  ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group, Factory make,
+                          ZeroOptions options = {});
+  ~ZeroRedundancyOptimizer() override;
+  ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
+  ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
 
-  // Reduce-scatter of the gradients (average; a parameter without a gradient counts as zero),
-  // the local optimizer's step on this rank's shards, all-gather of the parameters. The shards are
-  // first copied from the parameters, so weights set since the last step (a checkpoint loaded into
-  // the model) are the ones updated.
+  // The gradients' reduce-scatter (average), unless backward did it already, the local optimizer's
+  // step on this rank's shards, all-gather of the parameters. The shards are first copied from the
+  // parameters, so weights set since the last step (a checkpoint loaded into the model) are the
+  // ones updated.
   void step();
   // The same step through a GradScaler (float16 training): the local optimizer steps through
   // scaler.step(), which skips the step when the gradients held inf or NaN. Each rank checks only
@@ -48,8 +74,7 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   void zero_grad();
 
   // nn::optim::clip_grad_norm_ over the whole model, for sharded gradients, called between backward
-  // and step(): the reduce-scatter of the gradients happens here (step() then uses the reduced
-  // shards as they are), each rank takes the norm of its own shards, one scalar all-reduce combines
+  // and step(): each rank takes the norm of its own reduced shards, one scalar all-reduce combines
   // them (the sum of norm^p, or the maximum for the infinity norm), and every shard's gradient is
   // multiplied by min(1, max_norm / (norm + 1e-6)). Returns the total norm of the averaged
   // gradients, a 0-d float32 tensor on the parameters' device, the same on every rank; no host
@@ -61,8 +86,8 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // The state as one unsharded optimizer of the same kind over the same groups saves it
   // (nn::optim::Optimizer::state_dict: "state.<flat param index>.<name>" whole, shaped as its
   // parameter; each group's lr and device step counter; the host step count), so a checkpoint does
-  // not depend on the world size and a DDP run's optimizer state loads here and back. A collective:
-  // every rank calls it (each state tensor is all-gathered) and gets the same map.
+  // not depend on the world size or the buckets, and a DDP run's optimizer state loads here and
+  // back. A collective: every rank calls it (each state tensor is all-gathered) and gets the same map.
   std::map<std::string, Tensor> state_dict() const override;
   // The reverse: each rank keeps its shard of every state tensor. A parameter's state absent from
   // `state` while others of its group have theirs counts as zeros, as kiln's optimizers create it.
@@ -70,27 +95,39 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // Not a collective: every rank reads its own shard of the same map.
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
+  // While a NoSync lives, backward passes only accumulate gradients (gradient accumulation); the
+  // first backward after it reduces the accumulated sum. Without it every backward reduces, and the
+  // last one's reduction is the one the step uses: right, but the earlier reductions are wasted.
+  class NoSync {
+   public:
+    explicit NoSync(ZeroRedundancyOptimizer& zero);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    ZeroRedundancyOptimizer& zero_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
   // The optimizer over this rank's shards: its state is this rank's share.
-  nn::optim::Optimizer& local() { return *local_; }
-  // Elements of one shard of each group (the padded flat size / world size).
-  const std::vector<int64_t>& shard_numel() const { return shard_numel_; }
+  nn::optim::Optimizer& local();
+  // Elements of this rank's shard of each group (its buckets' padded sizes / world size, summed).
+  const std::vector<int64_t>& shard_numel() const;
+  // Buckets over all groups.
+  size_t num_buckets() const;
+  // Reduce-scatters issued so far for the gradients of the next step (0 after a step or zero_grad;
+  // for tests and benchmarks).
+  int64_t reductions() const;
+  // A step profiler (null: none) on which the end of backward marks the reduce-scatters it waits for
+  // as the `comm` phase, as DDP does. Call backward inside the profiler's backward phase.
+  void set_profiler(profile::StepProfiler* profiler);
+
+  struct State;
 
  private:
-  void step_with(nn::amp::GradScaler* scaler);
-  // The reduce-scatter of every group's gradients into its shard's .grad, once per step.
-  void reduce_gradients();
-  void set_found_inf_reducer(nn::amp::GradScaler& scaler);
-  // This rank's slice of the parameters into its shards, before each step: the parameters are the
-  // truth (a checkpoint or load_into may have set them since the last step's all-gather).
-  void refresh_shards();
-
-  ProcessGroup& group_;
-  std::vector<nn::optim::ParamGroup> groups_;
-  std::vector<int64_t> shard_numel_;  // per group: the padded flat size / world size
-  std::vector<Tensor> flats_;         // per group: the padded flat buffer, kept from step to step
-  std::vector<Tensor> shards_;        // per group: this rank's slice of the flat parameters (a leaf)
-  std::unique_ptr<nn::optim::Optimizer> local_;
-  bool reduced_ = false;  // this step's gradients are in the shards (clip_grad_norm_ reduced them)
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace kiln::dist

@@ -60,10 +60,12 @@ class TrainStep {
       }
       start += len;
       profile::PhaseScope backward(profiler_, profile::Phase::Backward);
-      // With DDP, the micro-batches before the last accumulate locally; the last backward all-reduces
-      // the sum once, instead of every micro-batch's gradients.
+      // With DDP or ZeRO, the micro-batches before the last accumulate locally; the last backward
+      // all-reduces (reduce-scatters) the sum once, instead of every micro-batch's gradients.
       std::optional<dist::DistributedDataParallel::NoSync> local;
+      std::optional<dist::ZeroRedundancyOptimizer::NoSync> local_zero;
       if (ddp_ && k + 1 < k_total) local.emplace(*ddp_);
+      if (zero_ && k + 1 < k_total) local_zero.emplace(*zero_);
       // Weighting each mean by its share of the rows makes the accumulated gradient the whole
       // batch's mean; one micro-batch is not scaled at all, so a run without accumulation is bit
       // for bit what it was before the flag existed.
@@ -72,7 +74,7 @@ class TrainStep {
       total = total.defined() ? total + loss.detach() : loss.detach();
     }
     profile::PhaseScope optimizer(profiler_, profile::Phase::Optimizer);
-    if (zero_) {  // the reduce-scatter (in the clip or the step), the shard's update, the all-gather
+    if (zero_) {  // the clip of the reduced shards, the shards' update, the all-gather
       if (grad_clip_ > 0) zero_->clip_grad_norm_(grad_clip_, 2.0, scaler_.get());
       if (scaler_) {
         zero_->step(*scaler_);
@@ -104,7 +106,7 @@ class TrainStep {
   // --ddp: the model's DistributedDataParallel, whose all-reduces run() keeps to one per step.
   void set_ddp(dist::DistributedDataParallel* ddp) { ddp_ = ddp; }
   // --zero: the ZeRO-1 optimizer that steps in place of the optimizer given (its local() shard
-  // optimizer); the gradients then stay local until the step reduces them.
+  // optimizer); it reduce-scatters the gradients during the last micro-batch's backward.
   void set_zero(dist::ZeroRedundancyOptimizer* zero) { zero_ = zero; }
 
  private:

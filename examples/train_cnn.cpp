@@ -416,6 +416,7 @@ static int run(int argc, char** argv) {
   profile::StepProfiler& profiler = run_profile.steps();
   train_step.set_profiler(run_profile.profiler());
   if (ddp) ddp->set_profiler(run_profile.profiler());  // the all-reduces backward waits for: comm
+  if (auto* zero = optimizers.zero()) zero->set_profiler(run_profile.profiler());  // likewise its reduce-scatters
   print_banner(opt, device, *model, n);
 
   // Shuffled every epoch by data::epoch_permutation(n, seed, epoch), as train_cnn always has; with

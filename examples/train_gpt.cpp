@@ -431,6 +431,7 @@ static int run(int argc, char** argv) {
   profile::StepProfiler& profiler = run_profile.steps();
   train_step.set_profiler(run_profile.profiler());
   if (ddp) ddp->set_profiler(run_profile.profiler());  // the all-reduces backward waits for: comm
+  if (auto* zero = adamw.zero()) zero->set_profiler(run_profile.profiler());  // likewise its reduce-scatters
   print_banner(opt, corpus, *model);
 
   // Training batches: random windows keyed by (seed, iteration, row), so the loader's position is

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
-gradient all-reduced once, and each DDP case (bucket size, buckets, overlap on or off) with its step
-time and the exposed communication (DDP step minus the compute-only step). Headed by the run's date,
-commit, device and command. Numbers come from the file only.
+gradient all-reduced once, and each DDP and ZeRO-1 case (bucket size, buckets, overlap on or off)
+with its step time and the exposed communication (the step minus the compute-only step). Headed by
+the run's date, commit, device and command. Numbers come from the file only.
 
   usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
 """
@@ -26,17 +26,19 @@ def render(path):
              f"gradient {comm['grad_bytes']:,} bytes",
              f"- compute only (no DDP): {compute * 1e3:.1f} ms per step; the whole gradient all-reduced once: "
              f"{comm['step_seconds'] * 1e3:.1f} ms", "",
-             "| bucket MB | buckets | overlap | step ms | exposed ms |",
-             "| ---: | ---: | --- | ---: | ---: |"]
+             "| | bucket MB | buckets | overlap | step ms | exposed ms |",
+             "| --- | ---: | ---: | --- | ---: | ---: |"]
     for r in cases:
-        if r["case"] != "ddp":
+        if r["case"] not in ("ddp", "zero"):
             continue
-        lines.append(f"| {r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'} | "
+        if "bucket_mb" in r:
+            setting = f"{r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'}"
+        else:  # ZeRO-1 before it had buckets: one per group, reduced after backward
+            setting = "| | off"
+        lines.append(f"| {'DDP' if r['case'] == 'ddp' else 'ZeRO-1'} | {setting} | "
                      f"{r['step_seconds'] * 1e3:.1f} | {(r['step_seconds'] - compute) * 1e3:.1f} |")
     zero = next((r for r in cases if r["case"] == "zero"), None)
     if zero:  # records from before ZeRO-1 was timed have none
-        lines.append(f"| ZeRO-1 | | | {zero['step_seconds'] * 1e3:.1f} | "
-                     f"{(zero['step_seconds'] - compute) * 1e3:.1f} |")
         whole = next(r for r in cases if r["case"] == "compute")["optimizer_state_bytes"]
         lines += ["", f"AdamW's state per rank: {whole:,} bytes whole, {zero['optimizer_state_bytes']:,} with "
                   "ZeRO-1 (the shard's moments)."]

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,10 @@ nn::optim::ParamGroup lr_group(TensorList params, double lr) {
   g.params = std::move(params);
   g.lr = lr;
   return g;
+}
+
+std::unique_ptr<nn::optim::Optimizer> make_sgd(std::vector<nn::optim::ParamGroup> groups) {
+  return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9);
 }
 
 constexpr int64_t kGlobalBatch = 12;  // divisible by every world size the tests run at (1 to 4)
@@ -179,57 +184,147 @@ TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with 
 
 TEST_CASE("zero-1: sharded AdamW equals DDP's AdamW, with 1/N of the optimizer state per rank", "[ddp][zero]") {
   ProcessGroup& g = world();
-  auto ddp_model = make_model(31);
-  auto zero_model = make_model(31 + static_cast<uint64_t>(g.rank()));  // ZeRO sets rank 0's weights everywhere
-  DistributedDataParallel ddp(ddp_model, g);
-  nn::optim::AdamW ddp_opt(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
-  ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g,
-                               [](std::vector<nn::optim::ParamGroup> groups) {
-                                 return std::make_unique<nn::optim::AdamW>(std::move(groups));
-                               });
-  CHECK(max_param_diff(*ddp_model, *zero_model) == 0.0);
-  for (int64_t step = 0; step < 4; ++step) {
-    auto [x, y] = global_batch(20 + step);
-    ddp_opt.zero_grad();
-    mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
-    ddp_opt.step();
+  ZeroOptions small;  // every parameter a bucket of its own
+  small.bucket_bytes = 100;
+  ZeroOptions at_step = small;
+  at_step.overlap = false;
+  for (const ZeroOptions& o : {ZeroOptions{}, small, at_step}) {
+    INFO("ranks " << g.size() << ", bucket_bytes " << o.bucket_bytes << ", overlap " << o.overlap);
+    auto ddp_model = make_model(31);
+    auto zero_model = make_model(31 + static_cast<uint64_t>(g.rank()));  // ZeRO sets rank 0's weights everywhere
+    DistributedDataParallel ddp(ddp_model, g);
+    nn::optim::AdamW ddp_opt(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
+    ZeroRedundancyOptimizer zero(
+        nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g,
+        [](std::vector<nn::optim::ParamGroup> groups) { return std::make_unique<nn::optim::AdamW>(std::move(groups)); },
+        o);
+    CHECK(zero.num_buckets() == (o.bucket_bytes == 100 ? 4U : 2U));  // one per group, or one per parameter
+    CHECK(max_param_diff(*ddp_model, *zero_model) == 0.0);
+    for (int64_t step = 0; step < 4; ++step) {
+      auto [x, y] = global_batch(20 + step);
+      ddp_opt.zero_grad();
+      mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
+      ddp_opt.step();
+      zero.zero_grad();
+      mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+      // With the overlap, backward has reduced every bucket; without it, the step will.
+      CHECK(zero.reductions() == (o.overlap ? static_cast<int64_t>(zero.num_buckets()) : 0));
+      zero.step();
+      CHECK(zero.reductions() == 0);
+    }
+    CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
+    // Optimizer memory: the moments of this rank's shards only.
+    int64_t full = 0, local = 0;
+    for (const auto& [name, t] : ddp_opt.state_dict()) {
+      if (name.rfind("state.", 0) == 0) full += t.numel();
+    }
+    for (const auto& [name, t] : zero.local().state_dict()) {
+      if (name.rfind("state.", 0) == 0) local += t.numel();
+    }
+    const int64_t params = zero_model->num_parameters();
+    CHECK(full == 2 * params);
+    int64_t shards = 0;
+    for (int64_t s : zero.shard_numel()) shards += s;
+    CHECK(local == 2 * shards);
+    // Each bucket pads to a multiple of the world size.
+    CHECK(shards * g.size() < params + static_cast<int64_t>(zero.num_buckets()) * g.size());
+  }
+}
+
+TEST_CASE("zero-1: a bucket's reduce-scatter starts during backward, in the order the first backward completed them",
+          "[ddp][zero]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  auto reference = make_model(3000);
+  auto local = make_model(3000);
+  const TensorList p = local->parameters();  // w0, b0, w1, b1: backward accumulates w0 or b0 last
+  // Groups whose own order is not backward's: the first order (each group from its last parameter,
+  // group by group) is w0, b1, b0, w1, while backward completes w1 and b1 first and w0 and b0 last,
+  // so the first backward issues at most two buckets before the last gradient comes. The second
+  // issues in the order the first completed the buckets: all but the last one's by then.
+  std::vector<size_t> fired;  // this backward's parameters, in the order their gradients were accumulated
+  std::vector<int64_t> issued;  // the reductions ZeRO had issued when each gradient came
+  ZeroRedundancyOptimizer* zero_ptr = nullptr;
+  for (size_t i = 0; i < p.size(); ++i) {  // registered before ZeRO's hooks, so they run first
+    p[i].register_post_accumulate_grad_hook([&, i](Tensor&) {
+      fired.push_back(i);
+      issued.push_back(zero_ptr->reductions());
+    });
+  }
+  ZeroOptions o;
+  o.bucket_bytes = 100;  // a bucket per parameter
+  ZeroRedundancyOptimizer zero({lr_group({p[3], p[0]}, 0.1), lr_group({p[2], p[1]}, 0.1)}, g, make_sgd, o);
+  zero_ptr = &zero;
+  REQUIRE(zero.num_buckets() == 4);
+  nn::optim::SGD ref_opt(reference->parameters(), 0.1, 0.9);
+  std::vector<int64_t> at_last;  // per backward: reductions issued before the last gradient came
+  for (int64_t step = 0; step < 3; ++step) {
+    auto [x, y] = global_batch(120 + step);
+    ref_opt.zero_grad();
+    mse_loss((*reference)(x), y).backward();
+    ref_opt.step();
+    fired.clear();
+    issued.clear();
     zero.zero_grad();
-    mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+    mse_loss((*local)(share(x, g)), share(y, g)).backward();
+    REQUIRE(fired.size() == 4);
+    CHECK((fired.back() == 0 || fired.back() == 1));  // the first layer's gradients come last
+    at_last.push_back(issued.back());
+    CHECK(zero.reductions() == 4);
     zero.step();
   }
-  INFO("ranks " << g.size());
-  CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
-  // Optimizer memory: the moments of this rank's shards only.
-  int64_t full = 0, local = 0;
-  for (const auto& [name, t] : ddp_opt.state_dict()) {
-    if (name.rfind("state.", 0) == 0) full += t.numel();
+  CHECK(at_last[0] < 3);   // the first order held buckets back behind w0's
+  CHECK(at_last[1] == 3);  // then every bucket but the last one's went as soon as it was complete
+  CHECK(at_last[2] == 3);
+  CHECK(max_param_diff(*reference, *local) < 1e-12);
+}
+
+TEST_CASE("zero-1: no_sync accumulates without reducing; the backward that reduces takes the sum", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  // Two micro-batches per step: reduced after each backward, only after the second (no_sync), or
+  // after the first only and then accumulated under no_sync, which leaves the step to reduce again.
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    INFO("ranks " << g.size() << ", pattern " << pattern);
+    auto reference = make_model(4000);
+    auto local = make_model(4000);
+    nn::optim::SGD ref_opt(reference->parameters(), 0.1, 0.9);
+    ZeroRedundancyOptimizer zero({lr_group(local->parameters(), 0.1)}, g, make_sgd);
+    for (int64_t step = 0; step < 3; ++step) {
+      ref_opt.zero_grad();
+      zero.zero_grad();
+      for (int64_t micro = 0; micro < 2; ++micro) {
+        auto [x, y] = global_batch(140 + 2 * step + micro);
+        mse_loss((*reference)(x), y).backward();
+        std::optional<ZeroRedundancyOptimizer::NoSync> quiet;
+        if ((pattern == 1 && micro == 0) || (pattern == 2 && micro == 1)) quiet.emplace(zero);
+        mse_loss((*local)(share(x, g)), share(y, g)).backward();
+        CHECK(zero.reductions() == (quiet ? 0 : 1));  // one bucket
+      }
+      ref_opt.step();
+      zero.step();
+    }
+    CHECK(max_param_diff(*reference, *local) < 1e-12);
   }
-  for (const auto& [name, t] : zero.local().state_dict()) {
-    if (name.rfind("state.", 0) == 0) local += t.numel();
-  }
-  const int64_t params = zero_model->num_parameters();
-  CHECK(full == 2 * params);
-  int64_t shards = 0;
-  for (int64_t s : zero.shard_numel()) shards += s;
-  CHECK(local == 2 * shards);
-  CHECK(shards * g.size() < params + 2 * g.size());  // each group pads to a multiple of the world size
 }
 
 TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict shards it again", "[ddp][zero]") {
   ProcessGroup& g = world();
-  INFO("ranks " << g.size() << ", rank " << g.rank());
-  auto make_zero = [&g](nn::Module& model) {
+  // The saving optimizer's buckets and the loading one's differ: one per group, one per parameter.
+  const int64_t bucket_bytes = GENERATE(int64_t{25} << 20, int64_t{100});
+  INFO("ranks " << g.size() << ", rank " << g.rank() << ", bucket_bytes " << bucket_bytes);
+  auto make_zero = [&g](nn::Module& model, int64_t bytes) {
+    ZeroOptions o;
+    o.bucket_bytes = bytes;
     return std::make_unique<ZeroRedundancyOptimizer>(
         nn::optim::decay_groups(model.named_parameters(), 1e-2, 0.1), g,
-        [](std::vector<nn::optim::ParamGroup> groups) {
-          return std::make_unique<nn::optim::AdamW>(std::move(groups));
-        });
+        [](std::vector<nn::optim::ParamGroup> groups) { return std::make_unique<nn::optim::AdamW>(std::move(groups)); },
+        o);
   };
   auto ddp_model = make_model(61);
   auto zero_model = make_model(61);
   DistributedDataParallel ddp(ddp_model, g);
   nn::optim::AdamW ddp_opt(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
-  auto zero = make_zero(*zero_model);
+  auto zero = make_zero(*zero_model, bucket_bytes);
   auto train = [&](nn::Sequential& model, auto&& zero_grad, auto&& step, int64_t first, int64_t steps) {
     for (int64_t k = first; k < first + steps; ++k) {
       auto [x, y] = global_batch(100 + k);
@@ -255,7 +350,7 @@ TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict s
   // DDP's optimizer state into a fresh ZeRO, and DDP's weights into its model after it was built
   // (as a checkpoint loads them): both go on as one.
   auto resumed_model = make_model(62);
-  auto resumed = make_zero(*resumed_model);
+  auto resumed = make_zero(*resumed_model, bucket_bytes == 100 ? int64_t{25} << 20 : int64_t{100});
   resumed->load_state_dict(want);
   for (size_t i = 0; i < ddp_model->parameters().size(); ++i) {
     NoGradGuard no_grad;
@@ -288,6 +383,14 @@ TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict s
 TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step on every rank", "[ddp][zero]") {
   ProcessGroup& g = world();
   auto model = make_model(41);
+  // The first element of the flat buffer lies in shard 0, which rank 0 alone checks. The poison is
+  // put in as backward accumulates the gradient, before ZeRO's hook (registered later) reduces it.
+  bool poison_next = false;
+  if (g.rank() == 0) {
+    model->parameters()[0].register_post_accumulate_grad_hook([&](Tensor& p) {
+      if (poison_next) p.grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+    });
+  }
   ZeroRedundancyOptimizer zero({lr_group(model->parameters(), 1e-2)}, g,
                                [](std::vector<nn::optim::ParamGroup> groups) {
                                  return std::make_unique<nn::optim::AdamW>(std::move(groups));
@@ -296,9 +399,8 @@ TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step o
   auto step = [&](int64_t k, bool poison) {
     auto [x, y] = global_batch(40 + k);
     zero.zero_grad();
+    poison_next = poison;
     scaler.scale(mse_loss((*model)(share(x, g)), share(y, g))).backward();
-    // The first element of the flat buffer lies in shard 0, which rank 0 alone checks.
-    if (poison && g.rank() == 0) model->parameters()[0].grad().view({-1}).narrow(0, 0, 1).fill_(INFINITY);
     zero.step(scaler);
     scaler.update();
   };
@@ -322,10 +424,6 @@ TEST_CASE("zero-1 with a GradScaler: an inf in one rank's shard skips the step o
 
 namespace {
 
-std::unique_ptr<nn::optim::Optimizer> make_sgd(std::vector<nn::optim::ParamGroup> groups) {
-  return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9);
-}
-
 // Rank 0's value of a 0-d tensor, on every rank.
 double rank0_value(const Tensor& t, ProcessGroup& g) {
   Tensor c = t.detach().to(DType::Float64).clone();
@@ -346,7 +444,9 @@ TEST_CASE("zero-1: clip_grad_norm_ clips by the norm of the whole gradient, as a
     auto unclipped_model = make_model(51);
     DistributedDataParallel ddp(ddp_model, g);
     nn::optim::SGD ddp_opt(ddp_model->parameters(), 0.2, 0.9);
-    ZeroRedundancyOptimizer zero({lr_group(zero_model->parameters(), 0.2)}, g, make_sgd);
+    ZeroOptions per_parameter;  // several buckets: the shard holds a slice of each
+    per_parameter.bucket_bytes = 100;
+    ZeroRedundancyOptimizer zero({lr_group(zero_model->parameters(), 0.2)}, g, make_sgd, per_parameter);
     ZeroRedundancyOptimizer unclipped({lr_group(unclipped_model->parameters(), 0.2)}, g, make_sgd);
     bool clipped = false;
     for (int64_t step = 0; step < 4; ++step) {
@@ -388,7 +488,9 @@ TEST_CASE("zero-1: clip_grad_norm_ with a GradScaler unscales the shards first, 
   auto plain_model = make_model(71);
   auto scaled_model = make_model(71);
   ZeroRedundancyOptimizer plain({lr_group(plain_model->parameters(), 0.2)}, g, make_sgd);
-  ZeroRedundancyOptimizer scaled({lr_group(scaled_model->parameters(), 0.2)}, g, make_sgd);
+  ZeroOptions at_step;  // the reduce-scatter in the clip: a gradient set by hand after backward counts
+  at_step.overlap = false;
+  ZeroRedundancyOptimizer scaled({lr_group(scaled_model->parameters(), 0.2)}, g, make_sgd, at_step);
   nn::amp::GradScaler scaler;
   INFO("ranks " << g.size() << ", rank " << g.rank());
   for (int64_t step = 0; step < 3; ++step) {
@@ -525,36 +627,47 @@ TEST_CASE("ddp: after a backward that failed, the next one reduces its own gradi
   for (size_t i = 0; i < pm.size(); ++i) CHECK(max(abs(pm[i].grad() - pr[i].grad())).item<double>() < 1e-12);
 }
 
-TEST_CASE("ddp: with a profiler, the communication backward waits for is the comm phase", "[ddp][profiler]") {
+TEST_CASE("ddp and zero-1: with a profiler, the communication backward waits for is the comm phase",
+          "[ddp][zero][profiler]") {
   ProcessGroup& g = world();
-  auto local = make_model(2000);
-  // The last rank is late to the final all-reduce: it sleeps when backward reaches the first
-  // parameter, which backward produces last, before DDP's hook (registered later) issues the bucket.
-  // The other ranks wait for it in the comm phase, not in backward's. (One rank waits for no one;
-  // its comm phase is the last bucket's own reduction.)
-  const bool late = g.size() > 1 && g.rank() == g.size() - 1;
-  if (late) {
-    local->parameters()[0].register_post_accumulate_grad_hook(
-        [](Tensor&) { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
+  for (const bool zero : {false, true}) {
+    INFO("ranks " << g.size() << ", rank " << g.rank() << (zero ? ", ZeRO-1" : ", DDP"));
+    auto local = make_model(2000);
+    // The last rank is late to the final all-reduce (reduce-scatter): it sleeps when backward reaches
+    // the first parameter, which backward produces last, before the hook of DDP (ZeRO-1), registered
+    // later, issues the bucket. The other ranks wait for it in the comm phase, not in backward's.
+    // (One rank waits for no one; its comm phase is the last bucket's own reduction.)
+    const bool late = g.size() > 1 && g.rank() == g.size() - 1;
+    if (late) {
+      local->parameters()[0].register_post_accumulate_grad_hook(
+          [](Tensor&) { std::this_thread::sleep_for(std::chrono::milliseconds(60)); });
+    }
+    profile::StepProfiler prof(Device::cpu());
+    std::optional<DistributedDataParallel> ddp;
+    std::optional<ZeroRedundancyOptimizer> zero_opt;
+    if (zero) {
+      zero_opt.emplace(std::vector<nn::optim::ParamGroup>{lr_group(local->parameters(), 0.1)}, g, make_sgd);
+      zero_opt->set_profiler(&prof);
+    } else {
+      ddp.emplace(local, g);
+      ddp->set_profiler(&prof);
+    }
+    auto [x, y] = global_batch(21);
+    prof.begin(profile::Phase::Forward);
+    Tensor loss = mse_loss((*local)(share(x, g)), share(y, g));
+    {
+      profile::PhaseScope backward(&prof, profile::Phase::Backward);
+      loss.backward();
+    }
+    prof.end_step();
+    const profile::StepTimes t = prof.report();
+    const double comm = t.phase_ms[static_cast<size_t>(profile::Phase::Communication)];
+    const double back = t.phase_ms[static_cast<size_t>(profile::Phase::Backward)];
+    CHECK(t.steps == 1);
+    CHECK(comm > 0);
+    // The others wait out most of the late rank's 60 ms in comm: the margin is for ranks that reach
+    // the end of backward at different times on a loaded machine (more ranks than cores in CI).
+    if (g.size() > 1 && !late) CHECK(comm >= 20);
+    if (late) CHECK(back >= 55);  // its own sleep is backward's
   }
-  DistributedDataParallel ddp(local, g);
-  profile::StepProfiler prof(Device::cpu());
-  ddp.set_profiler(&prof);
-  auto [x, y] = global_batch(21);
-  prof.begin(profile::Phase::Forward);
-  Tensor loss = mse_loss((*local)(share(x, g)), share(y, g));
-  {
-    profile::PhaseScope backward(&prof, profile::Phase::Backward);
-    loss.backward();
-  }
-  prof.end_step();
-  const profile::StepTimes t = prof.report();
-  const double comm = t.phase_ms[static_cast<size_t>(profile::Phase::Communication)];
-  const double back = t.phase_ms[static_cast<size_t>(profile::Phase::Backward)];
-  CHECK(t.steps == 1);
-  CHECK(comm > 0);
-  // The others wait out most of the late rank's 60 ms in comm: the margin is for ranks that reach
-  // the end of backward at different times on a loaded machine (more ranks than cores in CI).
-  if (g.size() > 1 && !late) CHECK(comm >= 20);
-  if (late) CHECK(back >= 55);  // its own sleep is backward's
 }
