@@ -480,6 +480,11 @@ TEST_CASE("zero-1: clip_grad_norm_ clips by the norm of the whole gradient, as a
   CHECK_THROWS_WITH(zero.clip_grad_norm_(-1.0), Catch::Contains("clip_grad_norm_") && Catch::Contains("max_norm"));
   CHECK_THROWS_WITH(zero.clip_grad_norm_(1.0, 0.0), Catch::Contains("norm_type"));
   CHECK_THROWS_WITH(zero.clip_grad_norm_(NAN), Catch::Contains("max_norm"));
+  ZeroOptions no_room;
+  no_room.bucket_bytes = 0;
+  CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group(model->parameters(), 0.2)}, g, make_sgd, no_room),
+                    Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("bucket_bytes") &&
+                        Catch::Contains("got 0"));
 }
 
 TEST_CASE("zero-1: clip_grad_norm_ with a GradScaler unscales the shards first, and an inf skips every rank's step",
