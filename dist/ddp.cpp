@@ -1,10 +1,13 @@
-// DistributedDataParallel (see ddp.h). Buckets are reduced strictly in bucket order: a bucket whose
+// DistributedDataParallel (see ddp.h). Buckets are reduced strictly in one order: a bucket whose
 // gradients are all in waits for the buckets before it. Every rank then issues the same collectives
 // in the same order even when backward finishes its gradients in a different order on different
-// ranks, which is what keeps ranks from pairing one bucket's all-reduce with another's.
+// ranks, which is what keeps ranks from pairing one bucket's all-reduce with another's. The order is
+// the buckets' own (reverse registration) in the first backward, then the order in which rank 0's
+// first backward completed them, broadcast at its end (detail::agree_on_order).
 #include "dist/ddp.h"
 
-#include <exception>
+#include <algorithm>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -24,12 +27,15 @@ struct DistributedDataParallel::State {
   std::vector<size_t> bucket_of;
   std::vector<Tensor> flats;  // per bucket, kept from step to step
   std::vector<std::shared_ptr<Work>> works;  // per bucket: its all-reduce in flight this pass
+  std::vector<size_t> order;                 // the order buckets are reduced in
+  bool order_learned = false;                // order is rank 0's first backward's
   // This backward pass:
   bool sync = true;
   bool in_pass = false;      // the end-of-backward callback is queued
   std::vector<bool> ready;   // per parameter: its gradient was accumulated
   std::vector<int64_t> pending;  // per bucket: gradients still to come
-  size_t next_bucket = 0;    // the next bucket to reduce, in order
+  std::vector<size_t> completed;  // buckets in the order this pass completed them
+  size_t next = 0;           // order[next] is the next bucket to reduce
   int64_t reductions = 0;
   profile::StepProfiler* profiler = nullptr;  // marks the waits as comm (set_profiler)
 
@@ -57,26 +63,16 @@ struct DistributedDataParallel::State {
     return out;
   }
 
-  // Waits for every issued bucket and, with `unpack`, writes its averaged gradients back. Waits for
-  // all of them before rethrowing a failure, so no collective is left writing a buffer.
+  // Waits for every issued bucket and, with `unpack`, writes its averaged gradients back.
   void finish(bool unpack = true) {
-    std::exception_ptr error;
-    for (size_t b = 0; b < works.size(); ++b) {
-      if (!works[b]) continue;
-      try {
-        works[b]->wait();
-        if (unpack && !error) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-      works[b].reset();
-    }
-    if (error) std::rethrow_exception(error);
+    detail::wait_all(works, [&](size_t b) {
+      if (unpack) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
+    });
   }
 
-  // Reduces every bucket from next_bucket on whose gradients are all in.
+  // Reduces the buckets, in order from order[next] on, whose gradients are all in.
   void reduce_ready() {
-    while (next_bucket < buckets.size() && pending[next_bucket] == 0) reduce(next_bucket++);
+    while (next < order.size() && pending[order[next]] == 0) reduce(order[next++]);
   }
 
   void begin_pass() {
@@ -87,13 +83,14 @@ struct DistributedDataParallel::State {
     ready.assign(params.size(), false);
     pending.resize(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) pending[b] = static_cast<int64_t>(buckets[b].size());
-    next_bucket = 0;
+    completed.clear();
+    next = 0;
     reductions = 0;
   }
 
   void end_pass() {
     in_pass = false;
-    if (next_bucket < buckets.size() && !options.find_unused_parameters) {
+    if (next < buckets.size() && !options.find_unused_parameters) {
       for (size_t i = 0; i < params.size(); ++i) {
         if (!ready[i]) {
           throw Error("DistributedDataParallel: parameter '" + names[i] +
@@ -102,11 +99,15 @@ struct DistributedDataParallel::State {
         }
       }
     }
-    for (size_t b = next_bucket; b < buckets.size(); ++b) pending[b] = 0;
+    std::fill(pending.begin(), pending.end(), 0);
     // Backward is done: what is left is communication (the caller's end of its backward phase ends it).
     if (profiler) profiler->begin(profile::Phase::Communication);
     reduce_ready();
     finish();
+    if (!order_learned) {
+      order = detail::agree_on_order(*group, completed, order);
+      order_learned = true;
+    }
   }
 };
 
@@ -159,6 +160,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     st.bucket_of[k] = st.buckets.size() - 1;
     bytes += pb;
   }
+  st.order.resize(st.buckets.size());
+  std::iota(st.order.begin(), st.order.end(), size_t{0});
   st.flats.resize(st.buckets.size());
   st.works.resize(st.buckets.size());
   std::weak_ptr<State> weak = state_;
@@ -174,7 +177,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       }
       if (s->ready[k]) return;  // accumulated twice in one pass: counted once
       s->ready[k] = true;
-      --s->pending[s->bucket_of[k]];
+      if (--s->pending[s->bucket_of[k]] == 0) s->completed.push_back(s->bucket_of[k]);
       s->reduce_ready();
     });
   }

@@ -7,6 +7,11 @@
 //   goes on producing the others: the all-reduce is asynchronous (the process group's Work), and a
 //   callback at the end of backward reduces what is left, waits for every bucket and writes the
 //   averaged gradients back.
+// - Every rank must issue the all-reduces in one order, so a bucket that is complete waits for the
+//   ones before it: in the first backward, the buckets' own order; from then on, the order in which
+//   rank 0's first backward completed them (broadcast at its end), as PyTorch's DDP reorders its
+//   buckets after the first iteration. A model that registers its parameters in another order than
+//   backward reaches them is then overlapped as well as any.
 // - A bucket is reduced through one flat buffer: the gradients are copied in, one all-reduce
 //   (average) runs over it, and the results are copied back; one large message instead of one per
 //   parameter.
@@ -47,7 +52,7 @@ class DistributedDataParallel {
 
   nn::Module& module() { return *module_; }
   ProcessGroup& group() { return group_; }
-  // The buckets: indices into module().parameters(), in the order they are reduced.
+  // The buckets: indices into module().parameters(), in reverse registration order.
   const std::vector<std::vector<size_t>>& buckets() const;
 
   // While a NoSync lives, backward passes accumulate gradients locally, without communication

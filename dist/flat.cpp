@@ -2,7 +2,10 @@
 // any layout (a channels-last weight or gradient) is packed by value.
 #include "dist/flat.h"
 
+#include <exception>
+
 #include "core/autograd.h"
+#include "core/ops/factory.h"
 
 namespace kiln::dist::detail {
 
@@ -41,6 +44,39 @@ void unpack(const Tensor& flat, const TensorList& tensors, bool grads) {
     }
     offset += t.numel();
   }
+}
+
+void wait_all(std::vector<std::shared_ptr<Work>>& works, const std::function<void(size_t)>& done) {
+  std::exception_ptr error;
+  for (size_t i = 0; i < works.size(); ++i) {
+    if (!works[i]) continue;
+    try {
+      works[i]->wait();
+      if (done && !error) done(i);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    works[i].reset();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+std::vector<size_t> agree_on_order(ProcessGroup& group, const std::vector<size_t>& completed,
+                                   const std::vector<size_t>& current) {
+  std::vector<int64_t> mine;
+  std::vector<bool> seen(current.size(), false);
+  for (size_t b : completed) {
+    mine.push_back(static_cast<int64_t>(b));
+    seen[b] = true;
+  }
+  for (size_t b : current) {
+    if (!seen[b]) mine.push_back(static_cast<int64_t>(b));
+  }
+  Tensor t = tensor(mine).to(group.device());  // NCCL moves CUDA tensors only
+  group.broadcast(t, 0)->wait();
+  std::vector<size_t> order;
+  for (int64_t b : t.to_vector<int64_t>()) order.push_back(static_cast<size_t>(b));
+  return order;
 }
 
 }  // namespace kiln::dist::detail

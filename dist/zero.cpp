@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -123,21 +122,8 @@ struct ZeroRedundancyOptimizer::State {
     while (next < order.size() && pending[order[next]] == 0) reduce(order[next++]);
   }
 
-  // Waits for every reduce-scatter in flight, all of them before rethrowing a failure, so no
-  // collective is left writing a buffer.
-  void finish() {
-    std::exception_ptr error;
-    for (auto& w : works) {
-      if (!w) continue;
-      try {
-        w->wait();
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-      w.reset();
-    }
-    if (error) std::rethrow_exception(error);
-  }
+  // Waits for every reduce-scatter in flight.
+  void finish() { detail::wait_all(works); }
 
   // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced.
   void end_reduction() {
@@ -182,22 +168,9 @@ struct ZeroRedundancyOptimizer::State {
     if (!order_learned) learn_order();
   }
 
-  // After the first backward: rank 0's completion order, every bucket once (those it never
-  // completed after, in the current order), becomes every rank's order.
+  // After the first backward: the order rank 0 completed the buckets in, on every rank.
   void learn_order() {
-    std::vector<int64_t> mine;
-    std::vector<bool> seen(buckets.size(), false);
-    for (size_t b : completed) {
-      mine.push_back(static_cast<int64_t>(b));
-      seen[b] = true;
-    }
-    for (size_t b : order) {
-      if (!seen[b]) mine.push_back(static_cast<int64_t>(b));
-    }
-    Tensor t = tensor(mine);
-    pg->broadcast(t, 0)->wait();
-    const std::vector<int64_t> chosen = t.to_vector<int64_t>();
-    for (size_t j = 0; j < order.size(); ++j) order[j] = static_cast<size_t>(chosen[j]);
+    order = detail::agree_on_order(*pg, completed, order);
     order_learned = true;
   }
 
@@ -219,16 +192,9 @@ struct ZeroRedundancyOptimizer::State {
       Tensor flat = flat_of(b);
       gathers.push_back(pg->all_gather(flat, shards[b.group].detach().narrow(0, b.shard_offset, slice(b))));
     }
-    std::exception_ptr error;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      try {
-        gathers[b]->wait();
-        if (!error) detail::unpack(flat_of(buckets[b]), bucket_params(buckets[b]), /*grads=*/false);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+    detail::wait_all(gathers, [&](size_t b) {
+      detail::unpack(flat_of(buckets[b]), bucket_params(buckets[b]), /*grads=*/false);
+    });
   }
 };
 
@@ -466,8 +432,10 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
     list.resize(st.groups[g].params.size());
     list[i] = t;
   }
-  for (const auto& [group_name, list] : by_group) {
-    const auto& [g, name] = group_name;
+  for (const auto& entry : by_group) {
+    const size_t g = entry.first.first;
+    const std::string& name = entry.first.second;
+    const TensorList& list = entry.second;  // a plain reference: clang 14's lambdas cannot capture bindings
     const Tensor& shard = st.shards[g];
     Tensor mine = zeros({st.shard_numel[g]}, TensorOptions(nn::optim::Optimizer::state_dtype(shard), shard.device()));
     st.for_each_piece(g, st.rank(), [&](size_t i, int64_t at, int64_t shard_at, int64_t len) {

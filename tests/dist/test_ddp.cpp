@@ -134,6 +134,68 @@ TEST_CASE("ddp: a bucket's all-reduce runs while backward goes on", "[ddp]") {
   for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
 }
 
+namespace {
+
+// Two linear layers registered last one first: DDP's buckets (reverse registration) then start with
+// the layer backward reaches last.
+struct Swapped : nn::UnaryModule {
+  std::shared_ptr<nn::Linear> second, first;
+  explicit Swapped(uint64_t seed) {
+    manual_seed(seed);
+    second = register_module("second", std::make_shared<nn::Linear>(16, 3));
+    first = register_module("first", std::make_shared<nn::Linear>(6, 16));
+    to(DType::Float64);
+  }
+  std::string type_name() const override { return "Swapped"; }
+  Tensor forward(const Tensor& x) override { return (*second)((*first)(x)); }
+};
+
+}  // namespace
+
+TEST_CASE("ddp: after the first backward, buckets go in the order it completed them", "[ddp]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  auto reference = std::make_shared<Swapped>(6000);
+  auto local = std::make_shared<Swapped>(6000);
+  const TensorList p = local->parameters();  // second.weight, second.bias, first.weight, first.bias
+  std::vector<size_t> fired;    // this backward's parameters, in the order their gradients came
+  std::vector<int64_t> issued;  // the all-reduces DDP had issued when each came
+  DistributedDataParallel* ddp_ptr = nullptr;
+  for (size_t i = 0; i < p.size(); ++i) {  // registered before DDP's hooks, so they run first
+    p[i].register_post_accumulate_grad_hook([&, i](Tensor&) {
+      fired.push_back(i);
+      issued.push_back(ddp_ptr->reductions());
+    });
+  }
+  DDPOptions o;
+  o.bucket_bytes = 100;  // a bucket per parameter: first.bias, first.weight, second.bias, second.weight
+  DistributedDataParallel ddp(local, g, o);
+  ddp_ptr = &ddp;
+  REQUIRE(ddp.buckets().size() == 4);
+  nn::optim::SGD ref_opt(reference->parameters(), 0.1), opt(local->parameters(), 0.1);
+  std::vector<int64_t> at_last;  // per backward: all-reduces issued before the last gradient came
+  for (int64_t step = 0; step < 3; ++step) {
+    auto [x, y] = global_batch(160 + step);
+    ref_opt.zero_grad();
+    mse_loss((*reference)(x), y).backward();
+    ref_opt.step();
+    fired.clear();
+    issued.clear();
+    opt.zero_grad();
+    mse_loss((*local)(share(x, g)), share(y, g)).backward();
+    REQUIRE(fired.size() == 4);
+    CHECK((fired.back() == 2 || fired.back() == 3));  // the first layer's gradients come last
+    at_last.push_back(issued.back());
+    opt.step();
+  }
+  // The buckets' own order starts with a first-layer bucket, complete only at the end: the first
+  // backward issues at most one bucket before the last gradient. Then all but the last one's.
+  CHECK(at_last[0] <= 1);
+  CHECK(at_last[1] == 3);
+  CHECK(at_last[2] == 3);
+  CHECK(max_param_diff(*reference, *local) < 1e-12);
+}
+
 TEST_CASE("ddp: no_sync accumulates locally, and the next backward reduces the sum", "[ddp]") {
   ProcessGroup& g = world();
   auto reference = make_model(5);
