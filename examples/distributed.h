@@ -5,6 +5,7 @@
 // so ranks other than 0 write the same files rank 0 does, under OUT/rank-R.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -55,8 +56,25 @@ inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_siz
 inline void add_zero_flag(Flags& app, bool& zero) {
   app.add_flag("--zero", zero,
                "with --ddp: ZeRO-1, each rank keeps the optimizer's state for 1/N of the parameters; the gradients "
-               "are reduce-scattered and the updated weights all-gathered instead of DDP's all-reduce, and "
-               "checkpoints hold the whole optimizer state, as without --zero");
+               "are reduce-scattered while backward goes on and the updated weights all-gathered instead of DDP's "
+               "all-reduce, and checkpoints hold the whole optimizer state, as without --zero");
+}
+
+// --bucket-mb: the size of the gradient buckets whose all-reduces (DDP) or reduce-scatters (--zero)
+// start while backward goes on. Returns the option, whose count() says whether it was given.
+inline Option* add_bucket_flag(Flags& app, double& bucket_mb) {
+  return app
+      .add_option("--bucket-mb", bucket_mb,
+                  "with --ddp: the gradient bucket size in MB (2^20 bytes): each bucket's all-reduce (--zero: "
+                  "reduce-scatter) starts once backward has produced its gradients; smaller buckets start sooner and "
+                  "cost more messages")
+      ->transform(real(0, 1 << 16, Ends::open_low));
+}
+
+// --bucket-mb needs --ddp's ranks; its size in bytes (at least 1).
+inline int64_t bucket_bytes(double bucket_mb, bool given, bool ddp) {
+  if (given && !ddp) input_error("--bucket-mb sizes the gradient buckets of --ddp; add --ddp");
+  return std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * (1 << 20)));
 }
 
 // --zero's refusals: it needs --ddp's ranks, and its step (which waits for its collectives on the
@@ -68,13 +86,15 @@ inline void check_zero(bool zero, bool ddp, bool cuda_graph) {
 
 // The examples' optimizer: one over the whole model, or with --zero (a group given) ZeRO-1 over the
 // ranks, which starts every rank from rank 0's weights and keeps 1/N of the state on each.
-// `make` builds the optimizer of the kind wanted over parameter groups.
+// `make` builds the optimizer of the kind wanted over parameter groups; `bucket_bytes` is ZeRO-1's.
 class ExampleOptimizer {
  public:
   ExampleOptimizer(std::vector<nn::optim::ParamGroup> groups, const dist::ZeroRedundancyOptimizer::Factory& make,
-                   dist::ProcessGroup* zero_group) {
+                   dist::ProcessGroup* zero_group, int64_t bucket_bytes) {
     if (zero_group) {
-      zero_.emplace(std::move(groups), *zero_group, make);
+      dist::ZeroOptions options;
+      options.bucket_bytes = bucket_bytes;
+      zero_.emplace(std::move(groups), *zero_group, make, options);
     } else {
       whole_ = make(std::move(groups));
     }

@@ -131,7 +131,7 @@ examples::ExampleOptimizer build_optimizer(const Options& opt, const nn::Module&
         return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0,
                                                 /*nesterov=*/true);
       },
-      opt.zero ? group : nullptr);
+      opt.zero ? group : nullptr, opt.bucket_bytes);
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
@@ -264,7 +264,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
   s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
-  s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero);
+  s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero).real("bucket_mb", opt.bucket_mb, "%g");
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
@@ -386,7 +386,11 @@ static int run(int argc, char** argv) {
   // gradients are averaged.
   std::optional<dist::DistributedDataParallel> ddp;
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
-  if (group && !opt.zero) ddp.emplace(model, *group);
+  if (group && !opt.zero) {
+    dist::DDPOptions ddp_options;
+    ddp_options.bucket_bytes = opt.bucket_bytes;
+    ddp.emplace(model, *group, ddp_options);
+  }
   examples::TrainStep train_step(opt.precision, device, optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(optimizers.zero());

@@ -316,7 +316,7 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
-  s.boolean("zero", opt.zero);
+  s.boolean("zero", opt.zero).real("bucket_mb", opt.bucket_mb, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
@@ -397,12 +397,16 @@ static int run(int argc, char** argv) {
       [betas](std::vector<nn::optim::ParamGroup> groups) {
         return std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
       },
-      opt.zero ? group : nullptr);
+      opt.zero ? group : nullptr, opt.bucket_bytes);
   nn::optim::Optimizer& optimizer = adamw.stepping();
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group && !opt.zero) ddp.emplace(model, *group);
+  if (group && !opt.zero) {
+    dist::DDPOptions ddp_options;
+    ddp_options.bucket_bytes = opt.bucket_bytes;
+    ddp.emplace(model, *group, ddp_options);
+  }
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(adamw.zero());

@@ -72,6 +72,8 @@ struct Options {
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
   bool ddp = false;            // data-parallel over the ranks of mpirun (dist/ddp.h)
   bool zero = false;           // --zero: with --ddp, AdamW's state sharded over the ranks (dist/zero.h)
+  double bucket_mb = 25;       // --bucket-mb: with --ddp, the gradient buckets' size in MB
+  int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -163,6 +165,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::add_ddp_flag(app, o.ddp);
   examples::add_zero_flag(app, o.zero);
+  examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
   app.parse(argc, argv);
 
   o.device = examples::choose_device(o.device_name);
@@ -211,6 +214,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
   examples::check_grad_accum(o.precision, o.batch_size);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph);
+  o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +

@@ -89,11 +89,16 @@ endif()
 
 # train_gpt --ddp over 2 and 3 ranks of mpiexec against the same run in one process.
 if(KILN_WITH_MPI AND KILN_PYTHON3)
+  # Over 3 ranks with 10 KiB buckets (--bucket-mb 0.01): dozens of all-reduces during backward.
   foreach(ranks 2 3)
+    set(ranks_extra "")
+    if(ranks EQUAL 3)
+      set(ranks_extra --ranks-extra=--bucket-mb,0.01)
+    endif()
     add_test(NAME example_train_gpt_ddp_${ranks}
              COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
                      --exe $<TARGET_FILE:train_gpt>
-                     --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks} --data ${KILN_SHAKESPEARE}
+                     --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks} --data ${KILN_SHAKESPEARE} ${ranks_extra}
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_${ranks})
     set_tests_properties(example_train_gpt_ddp_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                          ENVIRONMENT "${KILN_MPI_TEST_ENV}")
@@ -110,16 +115,20 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   # sums each rank's shard norm, which rounds differently from one norm over the whole model, and
   # that difference grows over the steps to a good part of the tolerance; the clip is checked by the
   # resume test below and tests/dist/test_ddp.cpp. Over 3 ranks with --grad-accum 2 as well: the
-  # micro-batches' gradients add up locally and the step reduces their sum once.
+  # micro-batches' gradients add up locally and the step reduces their sum once; and with 10 KiB
+  # buckets, dozens of reduce-scatters from the decayed and undecayed groups, issued during backward
+  # in the order the first backward completed them.
   foreach(ranks 2 3)
     set(extra --grad-clip,0)
+    set(ranks_extra --zero)
     if(ranks EQUAL 3)
       set(extra --grad-clip,0,--grad-accum,2)
+      set(ranks_extra --zero,--bucket-mb,0.01)
     endif()
     add_test(NAME example_train_gpt_zero_${ranks}
              COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
                      --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks}
-                     --data ${KILN_SHAKESPEARE} --extra=${extra} --ranks-extra=--zero
+                     --data ${KILN_SHAKESPEARE} --extra=${extra} --ranks-extra=${ranks_extra}
                      --work ${KILN_EXAMPLE_RUNS}/train_gpt_zero_${ranks})
     set_tests_properties(example_train_gpt_zero_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                          ENVIRONMENT "${KILN_MPI_TEST_ENV}")
@@ -142,14 +151,17 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                        LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                        ENVIRONMENT "KILN_NUM_THREADS=1;${KILN_MPI_TEST_ENV}")
   # train_cnn --ddp --zero over 2 ranks against one process (no clipping in train_cnn), and split by
-  # resumes: SGD's momentum buffers travel whole in the checkpoint.
+  # resumes: SGD's momentum buffers travel whole in the checkpoint, which the split runs, with 10 KiB
+  # buckets, cut into other shards than the whole run's one bucket per group (2 ranks add their
+  # gradients in the same bits whatever the buckets).
   add_test(NAME example_train_cnn_zero_2
            COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example cnn
                    --exe $<TARGET_FILE:train_cnn> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --ranks-extra=--zero
                    --work ${KILN_EXAMPLE_RUNS}/train_cnn_zero_2)
   add_test(NAME example_train_cnn_zero_resume
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_zero_resume
-                   -DEXTRA=--ddp,--zero,--optimizer,sgd -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
+                   -DEXTRA=--ddp,--zero,--optimizer,sgd -DSPLIT_EXTRA=--bucket-mb,0.01
+                   -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/cnn_resume.cmake)
   # Checkpoints do not depend on the number of ranks: a run over 2 ranks (DDP, or ZeRO-1 whose
   # gathered state must load into the plain optimizer) stopped mid-epoch and resumed in one process
@@ -219,6 +231,9 @@ kiln_flag_test(gpt_grad_accum_above_batch train_gpt 2 stderr "--grad-accum 32 is
                --device cpu --grad-accum 32)
 kiln_flag_test(gpt_no_channels_last train_gpt 2 stderr "--channels-last" --channels-last)
 kiln_flag_test(gpt_zero_without_ddp train_gpt 2 stderr "--zero shards the optimizer over the ranks of --ddp" --zero)
+kiln_flag_test(gpt_bucket_mb_without_ddp train_gpt 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
+kiln_flag_test(cnn_bucket_mb_without_ddp train_cnn 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
+kiln_flag_test(gpt_bucket_mb_zero train_gpt 2 stderr "--bucket-mb.*'0'" --ddp --bucket-mb 0)
 kiln_flag_test(gpt_zero_cuda_graph train_gpt 2 stderr "--zero does not run with --cuda-graph" --ddp --zero
                --cuda-graph)
 kiln_flag_test(gpt_no_cudnn_benchmark train_gpt 2 stderr "--cudnn-benchmark" --cudnn-benchmark)
