@@ -180,7 +180,8 @@ int run(int argc, char** argv) {
         }
         if (g.rank() == 0) {
           std::printf("%8s %10g %8lld %8s %12.2f %12.2f\n", zero ? "ZeRO-1" : "DDP", mb,
-                      static_cast<long long>(r.second), overlap ? "on" : "off", r.first * 1e3, (r.first - compute) * 1e3);
+                      static_cast<long long>(r.second), overlap ? "on" : "off", r.first * 1e3,
+                      (r.first - compute) * 1e3);
           std::fflush(stdout);
         }
       }

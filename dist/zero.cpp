@@ -71,7 +71,8 @@ struct ZeroRedundancyOptimizer::State {
   int64_t slice(const Bucket& b) const { return b.numel / pg->size(); }
   TensorList bucket_params(const Bucket& b) const {
     const TensorList& all = groups[b.group].params;
-    return TensorList(all.begin() + static_cast<std::ptrdiff_t>(b.first), all.begin() + static_cast<std::ptrdiff_t>(b.last));
+    const auto at = [&](size_t i) { return all.begin() + static_cast<std::ptrdiff_t>(i); };
+    return TensorList(at(b.first), at(b.last));
   }
   Tensor flat_of(const Bucket& b) const { return flats[b.group].narrow(0, b.flat_offset, b.numel); }
 

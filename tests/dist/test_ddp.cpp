@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -150,6 +151,24 @@ struct Swapped : nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*second)((*first)(x)); }
 };
 
+// Watches backward from hooks registered before DDP's or ZeRO-1's (so they run first): the
+// parameters in the order their gradients came, and the reductions issued when the last one came.
+struct Arrivals {
+  std::function<int64_t()> reductions;  // set once the DDP or ZeRO-1 exists
+  std::vector<size_t> fired;
+  int64_t at_last = -1;
+  explicit Arrivals(const TensorList& params) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].register_post_accumulate_grad_hook([this, i](Tensor&) {
+        fired.push_back(i);
+        at_last = reductions();
+      });
+    }
+  }
+  Arrivals(const Arrivals&) = delete;
+  Arrivals& operator=(const Arrivals&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("ddp: after the first backward, buckets go in the order it completed them", "[ddp]") {
@@ -157,20 +176,11 @@ TEST_CASE("ddp: after the first backward, buckets go in the order it completed t
   INFO("ranks " << g.size() << ", rank " << g.rank());
   auto reference = std::make_shared<Swapped>(6000);
   auto local = std::make_shared<Swapped>(6000);
-  const TensorList p = local->parameters();  // second.weight, second.bias, first.weight, first.bias
-  std::vector<size_t> fired;    // this backward's parameters, in the order their gradients came
-  std::vector<int64_t> issued;  // the all-reduces DDP had issued when each came
-  DistributedDataParallel* ddp_ptr = nullptr;
-  for (size_t i = 0; i < p.size(); ++i) {  // registered before DDP's hooks, so they run first
-    p[i].register_post_accumulate_grad_hook([&, i](Tensor&) {
-      fired.push_back(i);
-      issued.push_back(ddp_ptr->reductions());
-    });
-  }
+  Arrivals arrivals(local->parameters());  // second.weight, second.bias, first.weight, first.bias
   DDPOptions o;
   o.bucket_bytes = 100;  // a bucket per parameter: first.bias, first.weight, second.bias, second.weight
   DistributedDataParallel ddp(local, g, o);
-  ddp_ptr = &ddp;
+  arrivals.reductions = [&] { return ddp.reductions(); };
   REQUIRE(ddp.buckets().size() == 4);
   nn::optim::SGD ref_opt(reference->parameters(), 0.1), opt(local->parameters(), 0.1);
   std::vector<int64_t> at_last;  // per backward: all-reduces issued before the last gradient came
@@ -179,13 +189,12 @@ TEST_CASE("ddp: after the first backward, buckets go in the order it completed t
     ref_opt.zero_grad();
     mse_loss((*reference)(x), y).backward();
     ref_opt.step();
-    fired.clear();
-    issued.clear();
+    arrivals.fired.clear();
     opt.zero_grad();
     mse_loss((*local)(share(x, g)), share(y, g)).backward();
-    REQUIRE(fired.size() == 4);
-    CHECK((fired.back() == 2 || fired.back() == 3));  // the first layer's gradients come last
-    at_last.push_back(issued.back());
+    REQUIRE(arrivals.fired.size() == 4);
+    CHECK((arrivals.fired.back() == 2 || arrivals.fired.back() == 3));  // the first layer's gradients come last
+    at_last.push_back(arrivals.at_last);
     opt.step();
   }
   // The buckets' own order starts with a first-layer bucket, complete only at the end: the first
@@ -304,19 +313,11 @@ TEST_CASE("zero-1: a bucket's reduce-scatter starts during backward, in the orde
   // group by group) is w0, b1, b0, w1, while backward completes w1 and b1 first and w0 and b0 last,
   // so the first backward issues at most two buckets before the last gradient comes. The second
   // issues in the order the first completed the buckets: all but the last one's by then.
-  std::vector<size_t> fired;  // this backward's parameters, in the order their gradients were accumulated
-  std::vector<int64_t> issued;  // the reductions ZeRO had issued when each gradient came
-  ZeroRedundancyOptimizer* zero_ptr = nullptr;
-  for (size_t i = 0; i < p.size(); ++i) {  // registered before ZeRO's hooks, so they run first
-    p[i].register_post_accumulate_grad_hook([&, i](Tensor&) {
-      fired.push_back(i);
-      issued.push_back(zero_ptr->reductions());
-    });
-  }
+  Arrivals arrivals(p);
   ZeroOptions o;
   o.bucket_bytes = 100;  // a bucket per parameter
   ZeroRedundancyOptimizer zero({lr_group({p[3], p[0]}, 0.1), lr_group({p[2], p[1]}, 0.1)}, g, make_sgd, o);
-  zero_ptr = &zero;
+  arrivals.reductions = [&] { return zero.reductions(); };
   REQUIRE(zero.num_buckets() == 4);
   nn::optim::SGD ref_opt(reference->parameters(), 0.1, 0.9);
   std::vector<int64_t> at_last;  // per backward: reductions issued before the last gradient came
@@ -325,13 +326,12 @@ TEST_CASE("zero-1: a bucket's reduce-scatter starts during backward, in the orde
     ref_opt.zero_grad();
     mse_loss((*reference)(x), y).backward();
     ref_opt.step();
-    fired.clear();
-    issued.clear();
+    arrivals.fired.clear();
     zero.zero_grad();
     mse_loss((*local)(share(x, g)), share(y, g)).backward();
-    REQUIRE(fired.size() == 4);
-    CHECK((fired.back() == 0 || fired.back() == 1));  // the first layer's gradients come last
-    at_last.push_back(issued.back());
+    REQUIRE(arrivals.fired.size() == 4);
+    CHECK((arrivals.fired.back() == 0 || arrivals.fired.back() == 1));  // the first layer's gradients come last
+    at_last.push_back(arrivals.at_last);
     CHECK(zero.reductions() == 4);
     zero.step();
   }
