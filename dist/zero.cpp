@@ -50,6 +50,7 @@ struct ZeroRedundancyOptimizer::State {
   std::vector<int64_t> shard_numel;  // per group
   std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step
   std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
+  std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
   std::vector<Bucket> buckets;       // each group's, in the group's order
   std::vector<size_t> order;         // the order their reduce-scatters are issued in
   bool order_learned = false;        // order is rank 0's first backward's
@@ -92,14 +93,13 @@ struct ZeroRedundancyOptimizer::State {
     }
   }
 
-  // A new reduction: fresh shard gradients (the reduce-scatters write their slices), every bucket
-  // pending. Waits first for any left in flight by a pass that failed: their results are stale.
+  // A new reduction: every bucket pending, the shards' gradients the buffers the reduce-scatters
+  // overwrite whole (kept from step to step: no allocation per step). Waits first for any left in
+  // flight by a pass that failed: their results are stale.
   void begin_reduction() {
     finish();
     reduced = false;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      shards[g].set_grad(empty({shard_numel[g]}, TensorOptions(flats[g].dtype(), flats[g].device())));
-    }
+    for (size_t g = 0; g < groups.size(); ++g) shards[g].set_grad(shard_grads[g]);
     pending.assign(buckets.size(), 0);
     for (size_t b : bucket_of) ++pending[b];
     ready.assign(bucket_of.size(), false);
@@ -143,7 +143,6 @@ struct ZeroRedundancyOptimizer::State {
 
   // A hooked parameter's gradient is accumulated.
   void on_gradient(size_t k, const std::weak_ptr<State>& self) {
-    if (!options.overlap) return;
     if (!sync) {  // inside no_sync: the reduced gradients, if any, are not this step's anymore
       reduced = false;
       reductions = 0;
@@ -166,13 +165,10 @@ struct ZeroRedundancyOptimizer::State {
     in_pass = false;
     if (profiler) profiler->begin(profile::Phase::Communication);  // backward is done: what is left waits
     end_reduction();
-    if (!order_learned) learn_order();
-  }
-
-  // After the first backward: the order rank 0 completed the buckets in, on every rank.
-  void learn_order() {
-    order = detail::agree_on_order(*pg, completed, order);
-    order_learned = true;
+    if (!order_learned) {  // after the first backward: the order rank 0 completed the buckets in
+      order = detail::agree_on_order(*pg, completed, order);
+      order_learned = true;
+    }
   }
 
   // This rank's slices of the parameters into its shards: the parameters are the truth (a
@@ -258,6 +254,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
     Tensor shard = zeros({flat_numel / n}, TensorOptions(params.front().dtype(), params.front().device()));
     shard.set_requires_grad(true);
     st.shards.push_back(shard);
+    st.shard_grads.push_back(empty({flat_numel / n}, TensorOptions(params.front().dtype(), params.front().device())));
     nn::optim::ParamGroup lg = st.groups[g];
     lg.params = {shard};
     local_groups.push_back(std::move(lg));
@@ -266,6 +263,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   st.works.resize(st.buckets.size());
   st.local = make(std::move(local_groups));
   if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
+  if (!options.overlap) return;  // the clip or the step reduces: no hooks
   // The hooks hold the state weakly: once the optimizer is gone, they do nothing.
   std::weak_ptr<State> weak = state_;
   for (size_t b = 0; b < st.buckets.size(); ++b) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "dist/ddp.h"
 #include "dist/process_group.h"
 #include "dist/zero.h"
 #include "examples/common.h"
@@ -75,6 +76,13 @@ inline Option* add_bucket_flag(Flags& app, double& bucket_mb) {
 inline int64_t bucket_bytes(double bucket_mb, bool given, bool ddp) {
   if (given && !ddp) input_error("--bucket-mb sizes the gradient buckets of --ddp; add --ddp");
   return std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * (1 << 20)));
+}
+
+// DDP over the model with --bucket-mb's buckets.
+inline dist::DDPOptions ddp_options(int64_t bucket_bytes) {
+  dist::DDPOptions options;
+  options.bucket_bytes = bucket_bytes;
+  return options;
 }
 
 // --zero's refusals: it needs --ddp's ranks, and its step (which waits for its collectives on the
