@@ -5,8 +5,10 @@
 // whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
 // overlap on and off (DDPOptions::overlap), and ZeRO-1 with each --bucket-mb, its reduce-scatters
 // overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
-// per rank, the weights all-gathered after the update). "exposed" is a step minus the compute-only
-// step: the communication the step still waits for. Reports speed; never asserts it.
+// per rank, the weights all-gathered after the update), and ZeRO-2 (the gradients given up once
+// reduced) with the overlap. "exposed" is a step minus the compute-only step: the communication the
+// step still waits for. Each case also records the most memory in live tensors at once during its
+// timed steps (the largest rank's; kiln's CPU allocator counts it). Reports; never asserts.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
 //                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/kiln.h"
 #include "dist/ddp.h"
@@ -38,9 +41,9 @@ struct Options {
   std::string json;
 };
 
-// The slowest rank's mean of `seconds` (what a synchronous step waits for).
-double slowest(dist::ProcessGroup& g, double seconds) {
-  Tensor t = full_like(zeros({1}, TensorOptions(DType::Float64)), seconds);
+// The largest rank's `value` (the slowest rank's time is what a synchronous step waits for).
+double largest(dist::ProcessGroup& g, double value) {
+  Tensor t = full_like(zeros({1}, TensorOptions(DType::Float64)), value);
   g.all_reduce(t, dist::ReduceOp::Max)->wait();
   return t.item<double>();
 }
@@ -51,7 +54,8 @@ int run(int argc, char** argv) {
       "Times DDP training steps (overlap on and off, bucket sizes) against compute alone, under mpirun.",
       "bench_ddp_step");
   app.add_option("--layers", o.layers, "transformer blocks")->transform(examples::whole<int64_t>(1, 64));
-  app.add_option("--width", o.width, "embedding width (a multiple of --heads)")->transform(examples::whole<int64_t>(8, 8192));
+  app.add_option("--width", o.width, "embedding width (a multiple of --heads)")
+      ->transform(examples::whole<int64_t>(8, 8192));
   app.add_option("--heads", o.heads, "attention heads")->transform(examples::whole<int64_t>(1, 128));
   app.add_option("--batch", o.batch, "sequences per rank per step")->transform(examples::whole<int64_t>(1, 4096));
   app.add_option("--block", o.block, "tokens per sequence")->transform(examples::whole<int64_t>(2, 8192));
@@ -85,7 +89,12 @@ int run(int argc, char** argv) {
   std::string text = header.str() + "\n";
 
   // One case: a fresh model (the same weights every case), `steps` timed steps. `zero_options`: the
-  // step goes through ZeRO-1 (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
+  // step goes through ZeRO (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
+  struct Timed {
+    double seconds;
+    int64_t buckets;
+    double peak_bytes;
+  };
   auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only,
                        std::optional<dist::ZeroOptions> zero_options = std::nullopt) {
     manual_seed(7);
@@ -125,10 +134,12 @@ int run(int argc, char** argv) {
     };
     for (int64_t i = 0; i < o.warmup; ++i) step();
     g.barrier();
+    reset_cpu_peak_memory();
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < o.steps; ++i) step();
-    const double s = slowest(g, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+    const double s = largest(g, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                                     static_cast<double>(o.steps));
+    const double peak = largest(g, static_cast<double>(cpu_cache_stats().peak_allocated_bytes));
     JsonLine c;
     c.text("record", "case").text("case", name).integer("ranks", n).integer("grad_bytes", grad_bytes);
     if (ddp_options) {
@@ -138,6 +149,7 @@ int run(int argc, char** argv) {
     if (zero_options) {
       c.real("bucket_mb", static_cast<double>(zero_options->bucket_bytes) / (1 << 20), "%g");
       c.boolean("overlap", zero_options->overlap).integer("buckets", static_cast<int64_t>(zero_opt->num_buckets()));
+      c.integer("stage", zero_options->stage);
     }
     // The optimizer's state on this rank: AdamW's two moments, of the whole model or of one shard.
     int64_t state_bytes = 0;
@@ -145,32 +157,38 @@ int run(int argc, char** argv) {
       if (key.rfind("state.", 0) == 0) state_bytes += t.numel() * static_cast<int64_t>(t.element_size());
     }
     if (!comm_only) c.integer("optimizer_state_bytes", state_bytes);
-    c.integer("steps", o.steps).real("step_seconds", s, "%.6g");
+    c.integer("steps", o.steps).real("step_seconds", s, "%.6g").integer("peak_bytes", static_cast<int64_t>(peak));
     text += c.str() + "\n";
     const size_t buckets = ddp ? ddp->buckets().size() : zero_opt ? zero_opt->num_buckets() : 0;
-    return std::make_pair(s, static_cast<int64_t>(buckets));
+    return Timed{s, static_cast<int64_t>(buckets), peak};
   };
 
-  const double compute = time_case("compute", std::nullopt, false).first;
-  const double comm = time_case("all_reduce", std::nullopt, true).first;
+  const Timed compute_case = time_case("compute", std::nullopt, false);
+  const double compute = compute_case.seconds;
+  const double comm = time_case("all_reduce", std::nullopt, true).seconds;
   if (g.rank() == 0) {
     std::printf("DDP steps of a %lld-layer, %lld-wide GPT, batch %lld x %lld tokens per rank, %d ranks (%s)\n",
                 static_cast<long long>(o.layers), static_cast<long long>(o.width), static_cast<long long>(o.batch),
                 static_cast<long long>(o.block), n, g.backend().c_str());
-    std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
-                comm * 1e3);
-    std::printf("%8s %10s %8s %8s %12s %12s\n", "", "bucket MB", "buckets", "overlap", "step ms", "exposed ms");
+    std::printf("compute only (no DDP): %.2f ms, peak %.1f MiB; the whole gradient all-reduced once: %.2f ms\n",
+                compute * 1e3, compute_case.peak_bytes / (1 << 20), comm * 1e3);
+    std::printf("%8s %10s %8s %8s %12s %12s %10s\n", "", "bucket MB", "buckets", "overlap", "step ms", "exposed ms",
+                "peak MiB");
   }
-  // ZeRO-1 after DDP: its reduce-scatter, 1/N of AdamW's state, and the all-gather after the update.
-  for (const bool zero : {false, true}) {
+  // After DDP, ZeRO-1 (its reduce-scatter, 1/N of AdamW's state, the all-gather after the update),
+  // then ZeRO-2, which also gives the gradients up once reduced (with the overlap only: without it,
+  // the step reduces them all at once, and they are held through backward as in ZeRO-1).
+  for (const int kind : {0, 1, 2}) {  // DDP, ZeRO-1, ZeRO-2
     for (double mb : o.bucket_mb) {
       for (bool overlap : {true, false}) {
+        if (kind == 2 && !overlap) continue;
         const int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
-        std::pair<double, int64_t> r;
-        if (zero) {
+        Timed r{};
+        if (kind > 0) {
           dist::ZeroOptions z;
           z.bucket_bytes = bytes;
           z.overlap = overlap;
+          z.stage = kind;
           r = time_case("zero", std::nullopt, false, z);
         } else {
           dist::DDPOptions d;
@@ -179,9 +197,9 @@ int run(int argc, char** argv) {
           r = time_case("ddp", d, false);
         }
         if (g.rank() == 0) {
-          std::printf("%8s %10g %8lld %8s %12.2f %12.2f\n", zero ? "ZeRO-1" : "DDP", mb,
-                      static_cast<long long>(r.second), overlap ? "on" : "off", r.first * 1e3,
-                      (r.first - compute) * 1e3);
+          std::printf("%8s %10g %8lld %8s %12.2f %12.2f %10.1f\n", kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2",
+                      mb, static_cast<long long>(r.buckets), overlap ? "on" : "off", r.seconds * 1e3,
+                      (r.seconds - compute) * 1e3, r.peak_bytes / (1 << 20));
           std::fflush(stdout);
         }
       }

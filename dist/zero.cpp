@@ -51,6 +51,7 @@ struct ZeroRedundancyOptimizer::State {
   std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step
   std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
   std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
+  std::vector<Tensor> scratch;       // per group, stage 2: a reduction that adds to shard_grads lands here first
   std::vector<Bucket> buckets;       // each group's, in the group's order
   std::vector<size_t> order;         // the order their reduce-scatters are issued in
   bool order_learned = false;        // order is rank 0's first backward's
@@ -58,6 +59,8 @@ struct ZeroRedundancyOptimizer::State {
   // The reduction of the gradients of the next step:
   bool sync = true;
   bool reduced = false;   // the shards' gradients are this step's (backward or clip_grad_norm_ reduced them)
+  bool held = false;      // stage 2: the shards' gradients hold reductions since the last step
+  bool accumulating = false;  // stage 2: this reduction adds to what the shards hold (see begin_reduction)
   bool in_pass = false;   // a backward pass is reducing: its end-of-backward callback is queued
   std::vector<size_t> bucket_of;                 // per hooked parameter: its bucket
   std::vector<bool> ready;                       // per hooked parameter: accumulated in this pass
@@ -93,28 +96,44 @@ struct ZeroRedundancyOptimizer::State {
     }
   }
 
-  // A new reduction: every bucket pending, the shards' gradients the buffers the reduce-scatters
-  // overwrite whole (kept from step to step: no allocation per step). Waits first for any left in
-  // flight by a pass that failed: their results are stale.
+  bool releases() const { return options.stage == 2; }
+
+  // A new reduction: every bucket pending. Stage 1 reduces the gradients' whole sum every time, so
+  // the reduce-scatters overwrite the shards' gradients (buffers kept from step to step: no
+  // allocation per step). Stage 2 released what it reduced before, so a reduction after another in
+  // the same step (gradient accumulation without no_sync) reduces only what backward added since,
+  // into `scratch`, and adds that to the shards' gradients once it has arrived. Waits first for any
+  // reduce-scatter left in flight by a pass that failed: its result is stale.
   void begin_reduction() {
     finish();
     reduced = false;
-    for (size_t g = 0; g < groups.size(); ++g) shards[g].set_grad(shard_grads[g]);
+    accumulating = releases() && held;
+    if (!accumulating) {
+      for (size_t g = 0; g < groups.size(); ++g) shards[g].set_grad(shard_grads[g]);
+      reductions = 0;
+    }
     pending.assign(buckets.size(), 0);
     for (size_t b : bucket_of) ++pending[b];
     ready.assign(bucket_of.size(), false);
     completed.clear();
     next = 0;
-    reductions = 0;
   }
 
   // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros),
-  // and one reduce-scatter (average) from there into this rank's slice of the shard's gradient.
+  // and one reduce-scatter (average) from there into this rank's slice of the shard's gradient (or,
+  // when accumulating, of the scratch buffer). Stage 2 then releases the parameters' gradients: the
+  // flat buffer holds them now, and after the reduce-scatter the shard holds all this rank needs.
   void reduce(size_t b) {
     const Bucket& bucket = buckets[b];
     Tensor flat = flat_of(bucket);
-    detail::pack(bucket_params(bucket), flat, /*grads=*/true);
-    Tensor out = shards[bucket.group].grad().narrow(0, bucket.shard_offset, slice(bucket));
+    const TensorList params = bucket_params(bucket);
+    detail::pack(params, flat, /*grads=*/true);
+    if (releases()) {
+      for (Tensor p : params) p.set_grad(Tensor());  // a handle: the parameter itself
+    }
+    Tensor& target = accumulating ? scratch[bucket.group] : shard_grads[bucket.group];
+    if (!target.defined()) target = empty_like(shard_grads[bucket.group]);
+    Tensor out = target.narrow(0, bucket.shard_offset, slice(bucket));
     works[b] = pg->reduce_scatter(out, flat, ReduceOp::Avg);
     ++reductions;
   }
@@ -126,12 +145,27 @@ struct ZeroRedundancyOptimizer::State {
   // Waits for every reduce-scatter in flight.
   void finish() { detail::wait_all(works); }
 
-  // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced.
+  // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced (when
+  // accumulating, each bucket's reduction is added to them as it arrives).
   void end_reduction() {
     std::fill(pending.begin(), pending.end(), 0);
     issue_ready();
-    finish();
+    NoGradGuard no_grad;
+    detail::wait_all(works, [&](size_t b) {
+      if (!accumulating) return;
+      const Bucket& bucket = buckets[b];
+      shard_grads[bucket.group].narrow(0, bucket.shard_offset, slice(bucket))
+          .add_(scratch[bucket.group].narrow(0, bucket.shard_offset, slice(bucket)));
+    });
     reduced = true;
+    held = true;
+  }
+
+  // The step has used the shards' gradients, or zero_grad dropped them.
+  void consumed() {
+    reduced = false;
+    held = false;
+    reductions = 0;
   }
 
   // Everything at once, outside backward (overlap off, or no backward pass reduced).
@@ -143,9 +177,9 @@ struct ZeroRedundancyOptimizer::State {
 
   // A hooked parameter's gradient is accumulated.
   void on_gradient(size_t k, const std::weak_ptr<State>& self) {
-    if (!sync) {  // inside no_sync: the reduced gradients, if any, are not this step's anymore
+    if (!sync) {  // inside no_sync: backward adds to the gradients, and the shards' lack what it adds
       reduced = false;
-      reductions = 0;
+      if (!releases()) reductions = 0;  // stage 1 will reduce the whole sum again; stage 2 adds to them
       return;
     }
     if (!in_pass) {
@@ -201,6 +235,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (!make) throw Error("ZeroRedundancyOptimizer: no optimizer factory given");
   if (options.bucket_bytes < 1) {
     throw Error("ZeroRedundancyOptimizer: bucket_bytes must be positive, got " + std::to_string(options.bucket_bytes));
+  }
+  if (options.stage != 1 && options.stage != 2) {
+    throw Error("ZeroRedundancyOptimizer: stage must be 1 (optimizer state sharded) or 2 (gradients too), got " +
+                std::to_string(options.stage));
   }
   State& st = *state_;
   st.pg = &group;
@@ -261,6 +299,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   }
   st.refresh_shards();
   st.works.resize(st.buckets.size());
+  st.scratch.resize(st.groups.size());
   st.local = make(std::move(local_groups));
   if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
   if (!options.overlap) return;  // the clip or the step reduces: no hooks
@@ -313,8 +352,7 @@ void set_found_inf_reducer(nn::amp::GradScaler& scaler, ProcessGroup& group) {
 void step_with(ZeroRedundancyOptimizer::State& st, nn::amp::GradScaler* scaler) {
   NoGradGuard no_grad;
   st.reduce_all();
-  st.reduced = false;
-  st.reductions = 0;
+  st.consumed();
   st.refresh_shards();
   if (scaler != nullptr) {
     scaler->step(*st.local);
@@ -452,8 +490,7 @@ void ZeroRedundancyOptimizer::zero_grad() {
     for (Tensor p : g.params) p.set_grad(Tensor());  // a handle: the parameter itself
   }
   for (Tensor& s : st.shards) s.set_grad(Tensor());
-  st.reduced = false;
-  st.reductions = 0;
+  st.consumed();
 }
 
 }  // namespace kiln::dist

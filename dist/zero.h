@@ -1,9 +1,10 @@
-// ZeRO stage 1 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
-// Models"): the optimizer's state sharded across ranks. Each rank keeps the Adam moments (or any
-// optimizer's state) of 1/N of the parameters only. Each step reduce-scatters the gradients (each rank
-// receives the average of its shard), updates its shard with an ordinary kiln optimizer, and
-// all-gathers the updated shards into every rank's full parameters: the same bytes on the wire as
-// DDP's all-reduce, and 1/N of the optimizer memory. Non-obvious decisions:
+// ZeRO stages 1 and 2 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+// Parameter Models"): the optimizer's state sharded across ranks, and in stage 2 the gradients.
+// Each rank keeps the Adam moments (or any optimizer's state) of 1/N of the parameters only. Each
+// step reduce-scatters the gradients (each rank receives the average of its shard), updates its
+// shard with an ordinary kiln optimizer, and all-gathers the updated shards into every rank's full
+// parameters: the same bytes on the wire as DDP's all-reduce, and 1/N of the optimizer memory.
+// Non-obvious decisions:
 // - Each parameter group is cut into buckets of about `bucket_bytes` (whole parameters, from the
 //   group's last one back, as DDP's buckets), each padded to a multiple of the world size and cut
 //   into equal slices: rank r owns slice r of every bucket, and its shard of the group is those
@@ -23,6 +24,15 @@
 // - A clip by the global norm, which reads every gradient, combines the ranks' norms of their
 //   shards in one scalar all-reduce.
 // - The model is NOT wrapped in DDP: the reduce-scatter is what averages the gradients.
+// - Stage 2 (ZeroOptions::stage) shards the gradients too: once a bucket's gradients are packed for
+//   its reduce-scatter, the parameters' gradients are released (set to none), so after backward no
+//   rank holds a full gradient, only its reduced shard; a full gradient's memory is saved (stage 1
+//   keeps every parameter's gradient, as DDP does). The price is in gradient accumulation: without
+//   no_sync each backward reduces what it added and the shards sum the reductions (stage 1 reduces
+//   the whole sum again, wasting the earlier reductions); with no_sync, the gradients of the quiet
+//   backward passes are held until the one that reduces, as in stage 1. Anything reading the
+//   parameters' gradients after backward (a clip over the model's parameters, a hook registered
+//   after this optimizer's on the same parameter) finds none: clip through clip_grad_norm_ below.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +55,8 @@ struct ZeroOptions {
   // bucket when clip_grad_norm_ or step() needs the gradients: the same result, without the
   // overlap (for measuring what it buys, or for gradients set by hand rather than by backward).
   bool overlap = true;
+  // 1: the optimizer's state sharded (ZeRO-1); 2: the gradients too, released once reduced (ZeRO-2).
+  int stage = 1;
 };
 
 class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
@@ -96,8 +108,9 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
   // While a NoSync lives, backward passes only accumulate gradients (gradient accumulation); the
-  // first backward after it reduces the accumulated sum. Without it every backward reduces, and the
-  // last one's reduction is the one the step uses: right, but the earlier reductions are wasted.
+  // first backward after it reduces the accumulated sum. Without it every backward reduces: in stage
+  // 1 the last one's reduction (of the whole sum) is the one the step uses, so the earlier ones are
+  // wasted; in stage 2 each reduces what it added, and the step uses the sum of the reductions.
   class NoSync {
    public:
     explicit NoSync(ZeroRedundancyOptimizer& zero);
@@ -118,7 +131,8 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // Buckets over all groups.
   size_t num_buckets() const;
   // Reduce-scatters issued so far for the gradients of the next step (0 after a step or zero_grad;
-  // for tests and benchmarks).
+  // in stage 1, also after a backward under no_sync, which makes the step reduce again; for tests
+  // and benchmarks).
   int64_t reductions() const;
   // A step profiler (null: none) on which the end of backward marks the reduce-scatters it waits for
   // as the `comm` phase, as DDP does. Call backward inside the profiler's backward phase.

@@ -1,6 +1,6 @@
 // --ddp in the training examples: joining the process group of mpiexec, checking that the global
 // batch splits evenly, and giving ranks other than 0 their own output folder and a silent stdout;
-// --zero, ZeRO-1's sharded optimizer in place of DDP.
+// --zero, ZeRO's sharded optimizer (stage 1, or 2 with --zero-stage) in place of DDP.
 // Every rank runs the whole program on its share of each batch (dist/ddp.h averages the gradients),
 // so ranks other than 0 write the same files rank 0 does, under OUT/rank-R.
 #pragma once
@@ -61,6 +61,16 @@ inline void add_zero_flag(Flags& app, bool& zero) {
                "all-reduce, and checkpoints hold the whole optimizer state, as without --zero");
 }
 
+// --zero-stage: 1 shards the optimizer's state (ZeRO-1), 2 the gradients too (ZeRO-2). Returns the
+// option, whose count() says whether it was given.
+inline Option* add_zero_stage_flag(Flags& app, int& stage) {
+  return app
+      .add_option("--zero-stage", stage,
+                  "with --zero: 1 shards the optimizer's state; 2 also gives each gradient up once its bucket is "
+                  "reduce-scattered, so after backward a rank holds only its shard of the gradient (ZeRO-2)")
+      ->transform(whole(1, 2));
+}
+
 // --bucket-mb: the size of the gradient buckets whose all-reduces (DDP) or reduce-scatters (--zero)
 // start while backward goes on. Returns the option, whose count() says whether it was given.
 inline Option* add_bucket_flag(Flags& app, double& bucket_mb) {
@@ -86,23 +96,30 @@ inline dist::DDPOptions ddp_options(int64_t bucket_bytes) {
 }
 
 // --zero's refusals: it needs --ddp's ranks, and its step (which waits for its collectives on the
-// host) has not been captured in a CUDA graph.
-inline void check_zero(bool zero, bool ddp, bool cuda_graph) {
+// host) has not been captured in a CUDA graph; --zero-stage needs --zero.
+inline void check_zero(bool zero, bool ddp, bool cuda_graph, bool stage_given) {
   if (zero && !ddp) input_error("--zero shards the optimizer over the ranks of --ddp; add --ddp");
   if (zero && cuda_graph) input_error("--zero does not run with --cuda-graph yet");
+  if (stage_given && !zero) input_error("--zero-stage sets the stage of --zero; add --ddp --zero");
 }
 
-// The examples' optimizer: one over the whole model, or with --zero (a group given) ZeRO-1 over the
+// ZeRO over --bucket-mb's buckets at --zero-stage's stage.
+inline dist::ZeroOptions zero_options(int64_t bucket_bytes, int stage) {
+  dist::ZeroOptions options;
+  options.bucket_bytes = bucket_bytes;
+  options.stage = stage;
+  return options;
+}
+
+// The examples' optimizer: one over the whole model, or with --zero (a group given) ZeRO over the
 // ranks, which starts every rank from rank 0's weights and keeps 1/N of the state on each.
-// `make` builds the optimizer of the kind wanted over parameter groups; `bucket_bytes` is ZeRO-1's.
+// `make` builds the optimizer of the kind wanted over parameter groups; `zero` is ZeRO's options.
 class ExampleOptimizer {
  public:
   ExampleOptimizer(std::vector<nn::optim::ParamGroup> groups, const dist::ZeroRedundancyOptimizer::Factory& make,
-                   dist::ProcessGroup* zero_group, int64_t bucket_bytes) {
+                   dist::ProcessGroup* zero_group, const dist::ZeroOptions& zero) {
     if (zero_group) {
-      dist::ZeroOptions options;
-      options.bucket_bytes = bucket_bytes;
-      zero_.emplace(std::move(groups), *zero_group, make, options);
+      zero_.emplace(std::move(groups), *zero_group, make, zero);
     } else {
       whole_ = make(std::move(groups));
     }
@@ -113,7 +130,7 @@ class ExampleOptimizer {
   nn::optim::Checkpointable& state() {
     return zero_ ? static_cast<nn::optim::Checkpointable&>(*zero_) : *whole_;
   }
-  // ZeRO-1's optimizer (examples::TrainStep::set_zero), or nullptr.
+  // ZeRO's optimizer (examples::TrainStep::set_zero), or nullptr.
   dist::ZeroRedundancyOptimizer* zero() { return zero_ ? &*zero_ : nullptr; }
 
  private:

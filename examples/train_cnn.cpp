@@ -121,7 +121,7 @@ std::shared_ptr<nn::UnaryModule> build_model(const Options& opt, Device device) 
   return model;
 }
 
-// --optimizer over the model's decay groups; with --zero (a group given), ZeRO-1 of it over the ranks.
+// --optimizer over the model's decay groups; with --zero (a group given), ZeRO of it over the ranks.
 examples::ExampleOptimizer build_optimizer(const Options& opt, const nn::Module& model, dist::ProcessGroup* group) {
   const bool adamw = opt.optimizer == "adamw";
   return examples::ExampleOptimizer(
@@ -131,7 +131,7 @@ examples::ExampleOptimizer build_optimizer(const Options& opt, const nn::Module&
         return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9, /*dampening=*/0.0,
                                                 /*nesterov=*/true);
       },
-      opt.zero ? group : nullptr, opt.bucket_bytes);
+      opt.zero ? group : nullptr, examples::zero_options(opt.bucket_bytes, opt.zero_stage));
 }
 
 // Held-out accuracy: eval mode (BatchNorm running statistics, no dropout), no autograd.
@@ -264,7 +264,8 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.text("amp", opt.precision.amp).boolean("tf32", device.is_cuda() && opt.precision.tf32);
   s.boolean("channels_last", opt.precision.channels_last).boolean("recompute", opt.precision.recompute);
   s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
-  s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero).real("bucket_mb", opt.bucket_mb, "%g");
+  s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage);
+  s.real("bucket_mb", opt.bucket_mb, "%g");
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);

@@ -41,6 +41,7 @@ struct Options {
   bool ddp = false;            // data-parallel over the ranks of mpiexec (dist/ddp.h)
   bool sync_bn = true;         // with --ddp: batch norm over the whole global batch (dist/sync_batch_norm.h)
   bool zero = false;           // --zero: with --ddp, the optimizer's state sharded over the ranks (dist/zero.h)
+  int zero_stage = 1;          // --zero-stage: 2 shards the gradients too
   double bucket_mb = 25;       // --bucket-mb: with --ddp, the gradient buckets' size in MB
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
   double dropout = 0.5;        // SmallCNN's classifier dropout
@@ -106,11 +107,12 @@ inline Options parse_options(int argc, const char* const* argv) {
                "with --ddp, batch norm normalizes with the statistics of the whole global batch (every rank's "
                "share), so the run equals one process's; --no-sync-bn uses each rank's share alone");
   examples::add_zero_flag(app, o.zero);
+  examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
   auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
                       ->transform(real(0, 1, Ends::open_high));
   app.parse(argc, argv);
-  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph);
+  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");

@@ -316,7 +316,7 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
-  s.boolean("zero", opt.zero).real("bucket_mb", opt.bucket_mb, "%g");
+  s.boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage).real("bucket_mb", opt.bucket_mb, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
@@ -397,7 +397,7 @@ static int run(int argc, char** argv) {
       [betas](std::vector<nn::optim::ParamGroup> groups) {
         return std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
       },
-      opt.zero ? group : nullptr, opt.bucket_bytes);
+      opt.zero ? group : nullptr, examples::zero_options(opt.bucket_bytes, opt.zero_stage));
   nn::optim::Optimizer& optimizer = adamw.stepping();
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.

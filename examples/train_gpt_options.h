@@ -72,6 +72,7 @@ struct Options {
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
   bool ddp = false;            // data-parallel over the ranks of mpirun (dist/ddp.h)
   bool zero = false;           // --zero: with --ddp, AdamW's state sharded over the ranks (dist/zero.h)
+  int zero_stage = 1;          // --zero-stage: 2 shards the gradients too
   double bucket_mb = 25;       // --bucket-mb: with --ddp, the gradient buckets' size in MB
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
 };
@@ -165,6 +166,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_loader_options(app, o.loader, std::to_string(kDefaultWorkers));
   examples::add_ddp_flag(app, o.ddp);
   examples::add_zero_flag(app, o.zero);
+  examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
   app.parse(argc, argv);
 
@@ -213,7 +215,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.min_lr = min_lr.value_or(o.lr / 10);
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
   examples::check_grad_accum(o.precision, o.batch_size);
-  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph);
+  examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {

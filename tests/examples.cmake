@@ -114,16 +114,16 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   # all-gathered) over 2 and 3 ranks against one process. Without clipping: the clip's total norm
   # sums each rank's shard norm, which rounds differently from one norm over the whole model, and
   # that difference grows over the steps to a good part of the tolerance; the clip is checked by the
-  # resume test below and tests/dist/test_ddp.cpp. Over 3 ranks with --grad-accum 2 as well: the
-  # micro-batches' gradients add up locally and the step reduces their sum once; and with 10 KiB
-  # buckets, dozens of reduce-scatters from the decayed and undecayed groups, issued during backward
-  # in the order the first backward completed them.
+  # resume test below and tests/dist/test_ddp.cpp. Over 3 ranks in stage 2 (each gradient given up
+  # once reduced) with --grad-accum 2 as well: the micro-batches' gradients add up locally and the
+  # step reduces their sum once; and with 10 KiB buckets, dozens of reduce-scatters from the decayed
+  # and undecayed groups, issued during backward in the order the first backward completed them.
   foreach(ranks 2 3)
     set(extra --grad-clip,0)
     set(ranks_extra --zero)
     if(ranks EQUAL 3)
       set(extra --grad-clip,0,--grad-accum,2)
-      set(ranks_extra --zero,--bucket-mb,0.01)
+      set(ranks_extra --zero,--zero-stage,2,--bucket-mb,0.01)
     endif()
     add_test(NAME example_train_gpt_zero_${ranks}
              COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
@@ -135,8 +135,8 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   endforeach()
   # The same over 2 ranks with clipping, split by a resume: the checkpoint holds the whole optimizer
   # state gathered from the shards, and the split run matches the whole one bit for bit.
-  # With float16 and its GradScaler too: the clip unscales the shards under the scaler's found-inf
-  # reducer, and the scaler's state travels in the checkpoint.
+  # With float16 and its GradScaler too, in stage 2: the clip unscales the shards under the scaler's
+  # found-inf reducer, and the scaler's state travels in the checkpoint.
   add_test(NAME example_train_gpt_zero_resume
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
                    -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_zero_resume -DEXTRA=--ddp,--zero
@@ -144,7 +144,7 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
   add_test(NAME example_train_gpt_zero_resume_fp16
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_gpt> -DDATA=${KILN_SHAKESPEARE}
-                   -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_zero_resume_fp16 -DEXTRA=--ddp,--zero,--amp,fp16
+                   -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_zero_resume_fp16 -DEXTRA=--ddp,--zero,--zero-stage,2,--amp,fp16
                    -DLAUNCH=${MPIEXEC_EXECUTABLE},-n,2,--oversubscribe
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
   set_tests_properties(example_train_gpt_zero_resume example_train_gpt_zero_resume_fp16 PROPERTIES
@@ -231,6 +231,9 @@ kiln_flag_test(gpt_grad_accum_above_batch train_gpt 2 stderr "--grad-accum 32 is
                --device cpu --grad-accum 32)
 kiln_flag_test(gpt_no_channels_last train_gpt 2 stderr "--channels-last" --channels-last)
 kiln_flag_test(gpt_zero_without_ddp train_gpt 2 stderr "--zero shards the optimizer over the ranks of --ddp" --zero)
+kiln_flag_test(gpt_zero_stage_without_zero train_gpt 2 stderr "--zero-stage sets the stage of --zero" --ddp
+               --zero-stage 2)
+kiln_flag_test(cnn_zero_stage_three train_cnn 2 stderr "--zero-stage.*'3'" --zero-stage 3)
 kiln_flag_test(gpt_bucket_mb_without_ddp train_gpt 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
 kiln_flag_test(cnn_bucket_mb_without_ddp train_cnn 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
 kiln_flag_test(gpt_bucket_mb_zero train_gpt 2 stderr "--bucket-mb.*'0'" --ddp --bucket-mb 0)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
-gradient all-reduced once, and each DDP and ZeRO-1 case (bucket size, buckets, overlap on or off)
-with its step time and the exposed communication (the step minus the compute-only step). Headed by
-the run's date, commit, device and command. Numbers come from the file only.
+gradient all-reduced once, and each DDP, ZeRO-1 and ZeRO-2 case (bucket size, buckets, overlap on or
+off) with its step time, the exposed communication (the step minus the compute-only step) and the
+peak memory in live tensors (records from before it was measured show a dash). Headed by the run's
+date, commit, device and command. Numbers come from the file only.
 
   usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
 """
@@ -14,20 +15,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
+def peak_mib(r):
+    return f"{r['peak_bytes'] / 2**20:.1f}" if "peak_bytes" in r else "–"
+
+
+def peak_text(r):
+    return f" (peak {peak_mib(r)} MiB in live tensors)" if "peak_bytes" in r else ""
+
+
 def render(path):
     recs = [r for _, r in json_lines(path, "ddp_step_table")]
     h = next(r for r in recs if r["record"] == "header")
     cases = [r for r in recs if r["record"] == "case"]
-    compute = next(r for r in cases if r["case"] == "compute")["step_seconds"]
+    compute_case = next(r for r in cases if r["case"] == "compute")
+    compute = compute_case["step_seconds"]
     comm = next(r for r in cases if r["case"] == "all_reduce")
     lines = [f"### DDP steps, {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}", "",
              f"- kiln commit `{h['kiln_commit']}`; `{h['command']}`",
              f"- GPT of {h['layers']} layers, {h['width']} wide, {h['batch']} x {h['block']} tokens per rank; "
              f"gradient {comm['grad_bytes']:,} bytes",
-             f"- compute only (no DDP): {compute * 1e3:.1f} ms per step; the whole gradient all-reduced once: "
-             f"{comm['step_seconds'] * 1e3:.1f} ms", "",
-             "| | bucket MB | buckets | overlap | step ms | exposed ms |",
-             "| --- | ---: | ---: | --- | ---: | ---: |"]
+             f"- compute only (no DDP): {compute * 1e3:.1f} ms per step{peak_text(compute_case)}; the whole "
+             f"gradient all-reduced once: {comm['step_seconds'] * 1e3:.1f} ms", "",
+             "| | bucket MB | buckets | overlap | step ms | exposed ms | peak MiB |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in cases:
         if r["case"] not in ("ddp", "zero"):
             continue
@@ -35,13 +45,14 @@ def render(path):
             setting = f"{r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'}"
         else:  # ZeRO-1 before it had buckets: one per group, reduced after backward
             setting = "| | off"
-        lines.append(f"| {'DDP' if r['case'] == 'ddp' else 'ZeRO-1'} | {setting} | "
-                     f"{r['step_seconds'] * 1e3:.1f} | {(r['step_seconds'] - compute) * 1e3:.1f} |")
+        name = "DDP" if r["case"] == "ddp" else f"ZeRO-{r.get('stage', 1)}"
+        lines.append(f"| {name} | {setting} | {r['step_seconds'] * 1e3:.1f} | "
+                     f"{(r['step_seconds'] - compute) * 1e3:.1f} | {peak_mib(r)} |")
     zero = next((r for r in cases if r["case"] == "zero"), None)
     if zero:  # records from before ZeRO-1 was timed have none
         whole = next(r for r in cases if r["case"] == "compute")["optimizer_state_bytes"]
         lines += ["", f"AdamW's state per rank: {whole:,} bytes whole, {zero['optimizer_state_bytes']:,} with "
-                  "ZeRO-1 (the shard's moments)."]
+                  "ZeRO (the shard's moments)."]
     return "\n".join(lines) + "\n"
 
 
