@@ -48,7 +48,8 @@ struct ZeroRedundancyOptimizer::State {
   ZeroOptions options;
   std::vector<nn::optim::ParamGroup> groups;
   std::vector<int64_t> shard_numel;  // per group
-  std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step
+  std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step (stage 1)
+  std::vector<Tensor> bucket_flats;  // per bucket: its part of it (stage 1), or its own while in use (stage 2)
   std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
   std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
   std::vector<Tensor> scratch;       // per group, stage 2: a reduction that adds to shard_grads lands here first
@@ -79,6 +80,26 @@ struct ZeroRedundancyOptimizer::State {
     return TensorList(at(b.first), at(b.last));
   }
   Tensor flat_of(const Bucket& b) const { return flats[b.group].narrow(0, b.flat_offset, b.numel); }
+
+  // Bucket b's flat buffer for a collective. Stage 1 keeps one per group from step to step (DDP
+  // keeps its buckets' too). Stage 2 saves that memory as well: a bucket's buffer is taken from the
+  // allocator when its collective is issued and given back once it is done (release_buffer), so
+  // between steps no rank holds anything of the gradient's size. `padded`: the padding past the
+  // parameters is zeroed (the reduce-scatter must average zeros there).
+  Tensor& buffer(size_t b, bool padded) {
+    Tensor& flat = bucket_flats[b];
+    if (!flat.defined()) {
+      const Bucket& bucket = buckets[b];
+      const Tensor& first = groups[bucket.group].params[bucket.first];
+      flat = empty({bucket.numel}, TensorOptions(first.dtype(), first.device()));
+      const int64_t used = detail::total_numel(bucket_params(bucket));
+      if (padded && used < bucket.numel) flat.narrow(0, used, bucket.numel - used).zero_();
+    }
+    return flat;
+  }
+  void release_buffer(size_t b) {
+    if (releases()) bucket_flats[b] = Tensor();
+  }
 
   // Calls f(i, at, shard_at, n) for each piece of group g that rank r owns: elements [at, at + n) of
   // parameter i (in its row-major order) are elements [shard_at, shard_at + n) of rank r's shard.
@@ -125,7 +146,7 @@ struct ZeroRedundancyOptimizer::State {
   // flat buffer holds them now, and after the reduce-scatter the shard holds all this rank needs.
   void reduce(size_t b) {
     const Bucket& bucket = buckets[b];
-    Tensor flat = flat_of(bucket);
+    Tensor& flat = buffer(b, /*padded=*/true);
     const TensorList params = bucket_params(bucket);
     detail::pack(params, flat, /*grads=*/true);
     if (releases()) {
@@ -143,7 +164,10 @@ struct ZeroRedundancyOptimizer::State {
   }
 
   // Waits for every reduce-scatter in flight.
-  void finish() { detail::wait_all(works); }
+  void finish() {
+    detail::wait_all(works);
+    for (size_t b = 0; b < buckets.size(); ++b) release_buffer(b);
+  }
 
   // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced (when
   // accumulating, each bucket's reduction is added to them as it arrives).
@@ -152,6 +176,7 @@ struct ZeroRedundancyOptimizer::State {
     issue_ready();
     NoGradGuard no_grad;
     detail::wait_all(works, [&](size_t b) {
+      release_buffer(b);
       if (!accumulating) return;
       const Bucket& bucket = buckets[b];
       shard_grads[bucket.group].narrow(0, bucket.shard_offset, slice(bucket))
@@ -219,13 +244,15 @@ struct ZeroRedundancyOptimizer::State {
   // Every bucket's slices of the shards into every rank's parameters.
   void gather_parameters() {
     std::vector<std::shared_ptr<Work>> gathers;
-    for (const Bucket& b : buckets) {
-      Tensor flat = flat_of(b);
-      gathers.push_back(pg->all_gather(flat, shards[b.group].detach().narrow(0, b.shard_offset, slice(b))));
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const Bucket& bucket = buckets[b];
+      gathers.push_back(pg->all_gather(buffer(b, /*padded=*/false),
+                                       shards[bucket.group].detach().narrow(0, bucket.shard_offset, slice(bucket))));
     }
     detail::wait_all(gathers, [&](size_t b) {
-      detail::unpack(flat_of(buckets[b]), bucket_params(buckets[b]), /*grads=*/false);
+      detail::unpack(bucket_flats[b], bucket_params(buckets[b]), /*grads=*/false);
     });
+    for (size_t b = 0; b < buckets.size(); ++b) release_buffer(b);
   }
 };
 
@@ -300,6 +327,8 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   st.refresh_shards();
   st.works.resize(st.buckets.size());
   st.scratch.resize(st.groups.size());
+  for (const State::Bucket& b : st.buckets) st.bucket_flats.push_back(st.releases() ? Tensor() : st.flat_of(b));
+  if (st.releases()) st.flats.clear();  // stage 2: each bucket's buffer only while in use
   st.local = make(std::move(local_groups));
   if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
   if (!options.overlap) return;  // the clip or the step reduces: no hooks

@@ -365,11 +365,13 @@ TEST_CASE("zero-1: a bucket's reduce-scatter starts during backward, in the orde
 
 TEST_CASE("zero-2: a bucket's gradients are released as its reduce-scatter is issued, so no full gradient is left",
           "[ddp][zero]") {
+  // Stage 1 beside it: the same training, holding every gradient and a flat buffer of the same size.
   ProcessGroup& g = world();
   INFO("ranks " << g.size() << ", rank " << g.rank());
   auto reference = make_model(3100);
   nn::optim::SGD ref_opt(reference->parameters(), 0.1, 0.9);
   const int64_t gradient_bytes = reference->num_parameters() * 8;  // float64
+  int64_t resident[3] = {0, 0, 0};  // per stage: bytes in live tensors after the last step
   for (int stage : {1, 2}) {
     auto local = make_model(3100);
     Arrivals arrivals(local->parameters());
@@ -401,8 +403,11 @@ TEST_CASE("zero-2: a bucket's gradients are released as its reduce-scatter is is
       if (stage == 2) CHECK(kept < gradient_bytes / 2);
       zero.step();
     }
+    resident[stage] = cpu_cache_stats().allocated_bytes;
     CHECK(max_param_diff(*reference, *local) < 1e-12);
   }
+  // Between steps stage 2 holds neither the gradients nor the buckets' flat buffers.
+  CHECK(resident[1] - resident[2] >= 2 * gradient_bytes);
 }
 
 TEST_CASE("zero-1 and zero-2: no_sync accumulates without reducing; the backward that reduces takes the sum",
