@@ -7,8 +7,9 @@
 // overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
 // per rank, the weights all-gathered after the update), and ZeRO-2 (the gradients given up once
 // reduced) with the overlap. "exposed" is a step minus the compute-only step: the communication the
-// step still waits for. Each case also records the most memory in live tensors at once during its
-// timed steps (the largest rank's; kiln's CPU allocator counts it). Reports; never asserts.
+// step still waits for. Each case also records the memory in live tensors (the largest rank's;
+// kiln's CPU allocator counts it): the most at once in forward and backward and in the optimizer's
+// step over the timed steps, and what stays between steps. Reports; never asserts.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
 //                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
 #include <algorithm>
@@ -93,7 +94,7 @@ int run(int argc, char** argv) {
   struct Timed {
     double seconds;
     int64_t buckets;
-    double peak_bytes;
+    double peak_backward_bytes, peak_step_bytes, resident_bytes;
   };
   auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only,
                        std::optional<dist::ZeroOptions> zero_options = std::nullopt) {
@@ -118,28 +119,45 @@ int run(int argc, char** argv) {
     if (ddp_options) ddp.emplace(model, g, *ddp_options);
     int64_t grad_bytes = 0;
     for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    Tensor flat = zeros({grad_bytes / 4});
+    Tensor flat = comm_only ? zeros({grad_bytes / 4}) : Tensor();  // only the all-reduce case holds it
+    // Memory in live tensors: the most at once in forward and backward, and in the optimizer's step
+    // (a lock and two counters each: no cost the timing could see), and what stays between steps.
+    int64_t peak_backward = 0, peak_step = 0;
+    auto peak_into = [](int64_t& peak) {
+      peak = std::max(peak, cpu_cache_stats().peak_allocated_bytes);
+      reset_cpu_peak_memory();
+    };
     auto step = [&] {
+      reset_cpu_peak_memory();
       if (comm_only) {
         g.all_reduce(flat, dist::ReduceOp::Avg)->wait();
-      } else if (zero_opt) {
+        return;
+      }
+      if (zero_opt) {
         zero_opt->zero_grad();
-        model->loss(idx, targets).backward();
-        zero_opt->step();
       } else {
         opt->zero_grad();
-        model->loss(idx, targets).backward();
+      }
+      model->loss(idx, targets).backward();
+      peak_into(peak_backward);
+      if (zero_opt) {
+        zero_opt->step();
+      } else {
         opt->step();
       }
+      peak_into(peak_step);
     };
     for (int64_t i = 0; i < o.warmup; ++i) step();
     g.barrier();
-    reset_cpu_peak_memory();
+    peak_backward = peak_step = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < o.steps; ++i) step();
     const double s = largest(g, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                                     static_cast<double>(o.steps));
-    const double peak = largest(g, static_cast<double>(cpu_cache_stats().peak_allocated_bytes));
+    const double peak_b = largest(g, static_cast<double>(peak_backward));
+    const double peak_s = largest(g, static_cast<double>(peak_step));
+    const double peak = std::max(peak_b, peak_s);
+    const double resident = largest(g, static_cast<double>(cpu_cache_stats().allocated_bytes));
     JsonLine c;
     c.text("record", "case").text("case", name).integer("ranks", n).integer("grad_bytes", grad_bytes);
     if (ddp_options) {
@@ -158,9 +176,14 @@ int run(int argc, char** argv) {
     }
     if (!comm_only) c.integer("optimizer_state_bytes", state_bytes);
     c.integer("steps", o.steps).real("step_seconds", s, "%.6g").integer("peak_bytes", static_cast<int64_t>(peak));
+    if (!comm_only) {
+      c.integer("peak_backward_bytes", static_cast<int64_t>(peak_b));
+      c.integer("peak_step_bytes", static_cast<int64_t>(peak_s));
+      c.integer("resident_bytes", static_cast<int64_t>(resident));
+    }
     text += c.str() + "\n";
     const size_t buckets = ddp ? ddp->buckets().size() : zero_opt ? zero_opt->num_buckets() : 0;
-    return Timed{s, static_cast<int64_t>(buckets), peak};
+    return Timed{s, static_cast<int64_t>(buckets), peak_b, peak_s, resident};
   };
 
   const Timed compute_case = time_case("compute", std::nullopt, false);
@@ -170,10 +193,14 @@ int run(int argc, char** argv) {
     std::printf("DDP steps of a %lld-layer, %lld-wide GPT, batch %lld x %lld tokens per rank, %d ranks (%s)\n",
                 static_cast<long long>(o.layers), static_cast<long long>(o.width), static_cast<long long>(o.batch),
                 static_cast<long long>(o.block), n, g.backend().c_str());
-    std::printf("compute only (no DDP): %.2f ms, peak %.1f MiB; the whole gradient all-reduced once: %.2f ms\n",
-                compute * 1e3, compute_case.peak_bytes / (1 << 20), comm * 1e3);
-    std::printf("%8s %10s %8s %8s %12s %12s %10s\n", "", "bucket MB", "buckets", "overlap", "step ms", "exposed ms",
-                "peak MiB");
+    std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
+                comm * 1e3);
+    std::printf("MiB in live tensors: the most in forward and backward, in the optimizer's step, between steps\n");
+    std::printf("%8s %10s %8s %8s %12s %12s %9s %9s %9s\n", "", "bucket MB", "buckets", "overlap", "step ms",
+                "exposed ms", "backward", "step", "between");
+    std::printf("%8s %10s %8s %8s %12.2f %12s %9.1f %9.1f %9.1f\n", "compute", "", "", "", compute * 1e3, "",
+                compute_case.peak_backward_bytes / (1 << 20), compute_case.peak_step_bytes / (1 << 20),
+                compute_case.resident_bytes / (1 << 20));
   }
   // After DDP, ZeRO-1 (its reduce-scatter, 1/N of AdamW's state, the all-gather after the update),
   // then ZeRO-2, which also gives the gradients up once reduced (with the overlap only: without it,
@@ -197,9 +224,10 @@ int run(int argc, char** argv) {
           r = time_case("ddp", d, false);
         }
         if (g.rank() == 0) {
-          std::printf("%8s %10g %8lld %8s %12.2f %12.2f %10.1f\n", kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2",
-                      mb, static_cast<long long>(r.buckets), overlap ? "on" : "off", r.seconds * 1e3,
-                      (r.seconds - compute) * 1e3, r.peak_bytes / (1 << 20));
+          std::printf("%8s %10g %8lld %8s %12.2f %12.2f %9.1f %9.1f %9.1f\n",
+                      kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2", mb, static_cast<long long>(r.buckets),
+                      overlap ? "on" : "off", r.seconds * 1e3, (r.seconds - compute) * 1e3,
+                      r.peak_backward_bytes / (1 << 20), r.peak_step_bytes / (1 << 20), r.resident_bytes / (1 << 20));
           std::fflush(stdout);
         }
       }

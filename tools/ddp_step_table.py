@@ -2,7 +2,8 @@
 """Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
 gradient all-reduced once, and each DDP, ZeRO-1 and ZeRO-2 case (bucket size, buckets, overlap on or
 off) with its step time, the exposed communication (the step minus the compute-only step) and the
-peak memory in live tensors (records from before it was measured show a dash). Headed by the run's
+memory in live tensors: the most at once in forward and backward and in the optimizer's step, and
+what stays between steps (records from before it was measured show dashes). Headed by the run's
 date, commit, device and command. Numbers come from the file only.
 
   usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
@@ -15,12 +16,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compare import json_lines, write_atomic  # noqa: E402
 
 
-def peak_mib(r):
-    return f"{r['peak_bytes'] / 2**20:.1f}" if "peak_bytes" in r else "–"
+MEMORY = ("peak_backward_bytes", "peak_step_bytes", "resident_bytes")
 
 
-def peak_text(r):
-    return f" (peak {peak_mib(r)} MiB in live tensors)" if "peak_bytes" in r else ""
+def memory_cells(r):
+    return " | ".join(f"{r[k] / 2**20:.1f}" if k in r else "–" for k in MEMORY)
+
+
+def memory_text(r):
+    if MEMORY[0] not in r:
+        return ""
+    b, s, between = (r[k] / 2**20 for k in MEMORY)
+    return f" (MiB in live tensors: {b:.1f} in backward, {s:.1f} in the step, {between:.1f} between steps)"
 
 
 def render(path):
@@ -34,10 +41,10 @@ def render(path):
              f"- kiln commit `{h['kiln_commit']}`; `{h['command']}`",
              f"- GPT of {h['layers']} layers, {h['width']} wide, {h['batch']} x {h['block']} tokens per rank; "
              f"gradient {comm['grad_bytes']:,} bytes",
-             f"- compute only (no DDP): {compute * 1e3:.1f} ms per step{peak_text(compute_case)}; the whole "
+             f"- compute only (no DDP): {compute * 1e3:.1f} ms per step{memory_text(compute_case)}; the whole "
              f"gradient all-reduced once: {comm['step_seconds'] * 1e3:.1f} ms", "",
-             "| | bucket MB | buckets | overlap | step ms | exposed ms | peak MiB |",
-             "| --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+             "| | bucket MB | buckets | overlap | step ms | exposed ms | backward MiB | step MiB | between MiB |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in cases:
         if r["case"] not in ("ddp", "zero"):
             continue
@@ -47,7 +54,7 @@ def render(path):
             setting = "| | off"
         name = "DDP" if r["case"] == "ddp" else f"ZeRO-{r.get('stage', 1)}"
         lines.append(f"| {name} | {setting} | {r['step_seconds'] * 1e3:.1f} | "
-                     f"{(r['step_seconds'] - compute) * 1e3:.1f} | {peak_mib(r)} |")
+                     f"{(r['step_seconds'] - compute) * 1e3:.1f} | {memory_cells(r)} |")
     zero = next((r for r in cases if r["case"] == "zero"), None)
     if zero:  # records from before ZeRO-1 was timed have none
         whole = next(r for r in cases if r["case"] == "compute")["optimizer_state_bytes"]
