@@ -76,8 +76,8 @@ struct DistributedDataParallel::State {
   }
 
   void begin_pass() {
-    // A pass that ended in an exception may have left all-reduces in flight: wait for them, but
-    // their results are stale, and this pass's gradients are already accumulating.
+    // Nothing is in flight here (end_pass and abort_pass wait for every bucket); should anything
+    // be, its result is stale, and this pass's gradients are already accumulating.
     finish(/*unpack=*/false);
     in_pass = true;
     ready.assign(params.size(), false);
@@ -86,6 +86,13 @@ struct DistributedDataParallel::State {
     completed.clear();
     next = 0;
     reductions = 0;
+  }
+
+  // Backward failed: the next backward starts a pass of its own. The all-reduces issued are waited
+  // for here (their results are not this step's), so none is left writing a buffer.
+  void abort_pass() {
+    in_pass = false;
+    finish(/*unpack=*/false);
   }
 
   void end_pass() {
@@ -171,9 +178,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       if (!s || !s->sync) return;  // the DDP is gone, or inside no_sync
       if (!s->in_pass) {
         s->begin_pass();
-        queue_backward_callback([weak] {
-          if (std::shared_ptr<State> s2 = weak.lock()) s2->end_pass();
-        });
+        detail::queue_end_of_pass(
+            [weak] {
+              if (std::shared_ptr<State> s2 = weak.lock()) s2->end_pass();
+            },
+            [weak] {
+              if (std::shared_ptr<State> s2 = weak.lock()) s2->abort_pass();
+            });
       }
       if (s->ready[k]) return;  // accumulated twice in one pass: counted once
       s->ready[k] = true;

@@ -210,14 +210,26 @@ struct ZeroRedundancyOptimizer::State {
     if (!in_pass) {
       begin_reduction();
       in_pass = true;
-      queue_backward_callback([self] {
-        if (std::shared_ptr<State> s = self.lock()) s->end_pass();
-      });
+      detail::queue_end_of_pass(
+          [self] {
+            if (std::shared_ptr<State> s = self.lock()) s->end_pass();
+          },
+          [self] {
+            if (std::shared_ptr<State> s = self.lock()) s->abort_pass();
+          });
     }
     if (ready[k]) return;  // accumulated twice in one pass: counted once
     ready[k] = true;
     if (--pending[bucket_of[k]] == 0) completed.push_back(bucket_of[k]);
     issue_ready();
+  }
+
+  // Backward failed: the next backward starts a reduction of its own; what this one issued is
+  // waited for here, so nothing is left writing a buffer. (Stage 2 gave up the gradients of the
+  // buckets it issued: after a failed backward, zero_grad before the next.)
+  void abort_pass() {
+    in_pass = false;
+    finish();
   }
 
   void end_pass() {
