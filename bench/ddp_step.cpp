@@ -3,7 +3,8 @@
 // step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's mean over
 // --steps steps. Cases: the step without DDP (compute only, what the ranks would take alone), the
 // whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
-// overlap on and off (DDPOptions::overlap), and ZeRO-1 with each --bucket-mb, its reduce-scatters
+// overlap on and off (DDPOptions::overlap) and with its gradients as views of its buckets
+// (DDPOptions::gradient_as_bucket_view), and ZeRO-1 with each --bucket-mb, its reduce-scatters
 // overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
 // per rank, the weights all-gathered after the update), and ZeRO-2 (the gradients given up once
 // reduced) with the overlap. "exposed" is a step minus the compute-only step: the communication the
@@ -163,6 +164,7 @@ int run(int argc, char** argv) {
     if (ddp_options) {
       c.real("bucket_mb", static_cast<double>(ddp_options->bucket_bytes) / (1 << 20), "%g");
       c.boolean("overlap", ddp_options->overlap).integer("buckets", static_cast<int64_t>(ddp->buckets().size()));
+      c.boolean("gradient_as_bucket_view", ddp_options->gradient_as_bucket_view);
     }
     if (zero_options) {
       c.real("bucket_mb", static_cast<double>(zero_options->bucket_bytes) / (1 << 20), "%g");
@@ -196,36 +198,39 @@ int run(int argc, char** argv) {
     std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
                 comm * 1e3);
     std::printf("MiB in live tensors: the most in forward and backward, in the optimizer's step, between steps\n");
-    std::printf("%8s %10s %8s %8s %12s %12s %9s %9s %9s\n", "", "bucket MB", "buckets", "overlap", "step ms",
+    std::printf("%9s %10s %8s %8s %12s %12s %9s %9s %9s\n", "", "bucket MB", "buckets", "overlap", "step ms",
                 "exposed ms", "backward", "step", "between");
-    std::printf("%8s %10s %8s %8s %12.2f %12s %9.1f %9.1f %9.1f\n", "compute", "", "", "", compute * 1e3, "",
+    std::printf("%9s %10s %8s %8s %12.2f %12s %9.1f %9.1f %9.1f\n", "compute", "", "", "", compute * 1e3, "",
                 compute_case.peak_backward_bytes / (1 << 20), compute_case.peak_step_bytes / (1 << 20),
                 compute_case.resident_bytes / (1 << 20));
   }
-  // After DDP, ZeRO-1 (its reduce-scatter, 1/N of AdamW's state, the all-gather after the update),
-  // then ZeRO-2, which also gives the gradients up once reduced (with the overlap only: without it,
-  // the step reduces them all at once, and they are held through backward as in ZeRO-1).
-  for (const int kind : {0, 1, 2}) {  // DDP, ZeRO-1, ZeRO-2
+  // DDP, DDP with its gradients as views of the buckets (the overlap on), ZeRO-1 (its
+  // reduce-scatter, 1/N of AdamW's state, the all-gather after the update), then ZeRO-2, which also
+  // gives the gradients up once reduced (with the overlap only: without it, the step reduces them
+  // all at once, and they are held through backward as in ZeRO-1).
+  const char* const names[] = {"DDP", "DDP views", "ZeRO-1", "ZeRO-2"};
+  for (const int kind : {0, 1, 2, 3}) {
     for (double mb : o.bucket_mb) {
       for (bool overlap : {true, false}) {
-        if (kind == 2 && !overlap) continue;
+        if ((kind == 1 || kind == 3) && !overlap) continue;
         const int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
         Timed r{};
-        if (kind > 0) {
+        if (kind >= 2) {
           dist::ZeroOptions z;
           z.bucket_bytes = bytes;
           z.overlap = overlap;
-          z.stage = kind;
+          z.stage = kind - 1;
           r = time_case("zero", std::nullopt, false, z);
         } else {
           dist::DDPOptions d;
           d.bucket_bytes = bytes;
           d.overlap = overlap;
+          d.gradient_as_bucket_view = kind == 1;
           r = time_case("ddp", d, false);
         }
         if (g.rank() == 0) {
-          std::printf("%8s %10g %8lld %8s %12.2f %12.2f %9.1f %9.1f %9.1f\n",
-                      kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2", mb, static_cast<long long>(r.buckets),
+          std::printf("%9s %10g %8lld %8s %12.2f %12.2f %9.1f %9.1f %9.1f\n", names[kind], mb,
+                      static_cast<long long>(r.buckets),
                       overlap ? "on" : "off", r.seconds * 1e3, (r.seconds - compute) * 1e3,
                       r.peak_backward_bytes / (1 << 20), r.peak_step_bytes / (1 << 20), r.resident_bytes / (1 << 20));
           std::fflush(stdout);

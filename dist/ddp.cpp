@@ -26,6 +26,7 @@ struct DistributedDataParallel::State {
   std::vector<std::vector<size_t>> buckets;
   std::vector<size_t> bucket_of;
   std::vector<Tensor> flats;  // per bucket, kept from step to step
+  std::vector<Tensor> views;  // per parameter, with gradient_as_bucket_view: its gradient's place in the flat
   std::vector<std::shared_ptr<Work>> works;  // per bucket: its all-reduce in flight this pass
   std::vector<size_t> order;                 // the order buckets are reduced in
   bool order_learned = false;                // order is rank 0's first backward's
@@ -39,15 +40,36 @@ struct DistributedDataParallel::State {
   int64_t reductions = 0;
   profile::StepProfiler* profiler = nullptr;  // marks the waits as comm (set_profiler)
 
+  // gradient_as_bucket_view: parameter i's gradient is its view in the flat buffer. A gradient that
+  // is not (backward made a new one, or it was set by hand) is copied in; none counts as zeros.
+  void bind(size_t i) {
+    Tensor p = params[i];  // a handle: set_grad reaches the parameter
+    Tensor view = views[i];
+    const Tensor& grad = p.grad();
+    if (grad.defined() && grad.data_ptr() == view.data_ptr()) return;
+    NoGradGuard no_grad;
+    if (grad.defined()) {
+      view.copy_(grad.detach());
+    } else {
+      view.zero_();
+    }
+    p.set_grad(view);
+  }
+
   // Starts bucket b's all-reduce: its gradients are packed into its flat buffer (made on first use,
-  // then kept) and one all-reduce is issued over it; finish() waits for it and unpacks.
+  // then kept; or, as views, already there) and one all-reduce is issued over it; finish() waits
+  // for it and unpacks.
   void reduce(size_t b) {
     Tensor& flat = flats[b];
     if (!flat.defined()) {
       const Tensor& first = params[buckets[b].front()];
       flat = empty({detail::total_numel(bucket_params(b))}, TensorOptions(first.dtype(), first.device()));
     }
-    detail::pack(bucket_params(b), flat, /*grads=*/true);
+    if (views.empty()) {
+      detail::pack(bucket_params(b), flat, /*grads=*/true);
+    } else {
+      for (size_t i : buckets[b]) bind(i);
+    }
     works[b] = group->all_reduce(flat, ReduceOp::Avg, options.algo);
     if (!options.overlap) {
       if (profiler) profiler->begin(profile::Phase::Communication);
@@ -63,10 +85,11 @@ struct DistributedDataParallel::State {
     return out;
   }
 
-  // Waits for every issued bucket and, with `unpack`, writes its averaged gradients back.
+  // Waits for every issued bucket and, with `unpack`, writes its averaged gradients back (views
+  // have them already).
   void finish(bool unpack = true) {
     detail::wait_all(works, [&](size_t b) {
-      if (unpack) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
+      if (unpack && views.empty()) detail::unpack(flats[b], bucket_params(b), /*grads=*/true);
     });
   }
 
@@ -171,11 +194,32 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   std::iota(st.order.begin(), st.order.end(), size_t{0});
   st.flats.resize(st.buckets.size());
   st.works.resize(st.buckets.size());
+  if (options_.gradient_as_bucket_view) {
+    // The flat buffers now, and each parameter's view: its strides (a channels-last weight's too)
+    // over its numel elements of the bucket, where a dense tensor's elements fit exactly.
+    st.views.resize(st.params.size());
+    for (size_t b = 0; b < st.buckets.size(); ++b) {
+      const Tensor& first = st.params[st.buckets[b].front()];
+      st.flats[b] = zeros({detail::total_numel(st.bucket_params(b))}, TensorOptions(first.dtype(), first.device()));
+      int64_t offset = 0;
+      for (size_t i : st.buckets[b]) {
+        const Tensor& p = st.params[i];
+        st.views[i] = p.is_non_overlapping_and_dense()
+                          ? st.flats[b].as_strided(p.sizes(), p.strides(), st.flats[b].storage_offset() + offset)
+                          : st.flats[b].narrow(0, offset, p.numel()).view(p.sizes());
+        offset += p.numel();
+      }
+    }
+  }
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < st.params.size(); ++k) {
     st.params[k].register_post_accumulate_grad_hook([weak, k](Tensor&) {
       std::shared_ptr<State> s = weak.lock();
-      if (!s || !s->sync) return;  // the DDP is gone, or inside no_sync
+      if (!s) return;  // the DDP is gone
+      if (!s->sync) {    // inside no_sync: this pass reduces nothing
+        s->reductions = 0;
+        return;
+      }
       if (!s->in_pass) {
         s->begin_pass();
         detail::queue_end_of_pass(
@@ -188,6 +232,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       }
       if (s->ready[k]) return;  // accumulated twice in one pass: counted once
       s->ready[k] = true;
+      if (!s->views.empty()) s->bind(k);  // a new gradient into its bucket now, and freed
       if (--s->pending[s->bucket_of[k]] == 0) s->completed.push_back(s->bucket_of[k]);
       s->reduce_ready();
     });

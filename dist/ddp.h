@@ -14,7 +14,7 @@
 //   backward reaches them is then overlapped as well as any.
 // - A bucket is reduced through one flat buffer: the gradients are copied in, one all-reduce
 //   (average) runs over it, and the results are copied back; one large message instead of one per
-//   parameter.
+//   parameter. With gradient_as_bucket_view the gradients live in the buffer: no copies back.
 // - A parameter that gets no gradient in a backward pass is an error naming it (its bucket would
 //   never be reduced, and the ranks would disagree), unless find_unused_parameters is set, in which
 //   case its gradient counts as zero on that rank.
@@ -41,6 +41,14 @@ struct DDPOptions {
   // Whether a bucket's all-reduce runs while backward goes on (the default). false waits for each
   // bucket as it is issued: the same result, without the overlap (for measuring what it buys).
   bool overlap = true;
+  // Each parameter's gradient becomes a view into its bucket's flat buffer (PyTorch's option of this
+  // name), with the parameter's strides: the all-reduce then averages the gradients in place, so
+  // nothing is copied back, and the gradients and the buckets are one buffer instead of two. A
+  // gradient that backward created anew (after zero_grad() set it to none) is copied into its
+  // bucket once, when its hook runs, and the parameter's gradient is then the view; with
+  // zero_grad(set_to_none = false) the views stay, backward accumulates into the buckets, and
+  // nothing is copied at all. A gradient set by hand is copied in at the next reduction.
+  bool gradient_as_bucket_view = false;
 };
 
 class DistributedDataParallel {

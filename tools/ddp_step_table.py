@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
-gradient all-reduced once, and each DDP, ZeRO-1 and ZeRO-2 case (bucket size, buckets, overlap on or
-off) with its step time, the exposed communication (the step minus the compute-only step) and the
-memory in live tensors: the most at once in forward and backward and in the optimizer's step, and
-what stays between steps (records from before it was measured show dashes). Headed by the run's
-date, commit, device and command. Numbers come from the file only.
+gradient all-reduced once, and each DDP (gradients as views of its buckets or not), ZeRO-1 and
+ZeRO-2 case (bucket size, buckets, overlap on or off) with its step time, the exposed communication
+(the step minus the compute-only step) and the memory in live tensors: the most at once in forward
+and backward and in the optimizer's step, and what stays between steps (records from before it was
+measured show dashes). Headed by the run's date, commit, device and command. Numbers come from the
+file only.
 
   usage: python3 tools/ddp_step_table.py FILE [--out FILE.md]
 """
@@ -52,7 +53,10 @@ def render(path):
             setting = f"{r['bucket_mb']:g} | {r['buckets']} | {'on' if r['overlap'] else 'off'}"
         else:  # ZeRO-1 before it had buckets: one per group, reduced after backward
             setting = "| | off"
-        name = "DDP" if r["case"] == "ddp" else f"ZeRO-{r.get('stage', 1)}"
+        if r["case"] == "ddp":
+            name = "DDP, gradients as bucket views" if r.get("gradient_as_bucket_view") else "DDP"
+        else:
+            name = f"ZeRO-{r.get('stage', 1)}"
         lines.append(f"| {name} | {setting} | {r['step_seconds'] * 1e3:.1f} | "
                      f"{(r['step_seconds'] - compute) * 1e3:.1f} | {memory_cells(r)} |")
     zero = next((r for r in cases if r["case"] == "zero"), None)

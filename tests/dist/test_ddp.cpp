@@ -6,6 +6,7 @@
 // float64 throughout, so "equals" is within a few ulps.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -69,6 +70,25 @@ Tensor share(const Tensor& t, const ProcessGroup& g) {
   return index_select(t, 0, tensor(rows));
 }
 
+// Storages behind the parameters' gradients, counted once each; every bucket's must be one storage
+// of its own or the count is 0.
+size_t gradient_storages(nn::Module& m, const DistributedDataParallel& ddp) {
+  const TensorList params = m.parameters();
+  std::vector<const void*> seen;
+  for (const std::vector<size_t>& bucket : ddp.buckets()) {
+    std::vector<const void*> mine;
+    for (size_t i : bucket) {
+      const void* st = params[i].grad().storage().get();
+      if (std::find(mine.begin(), mine.end(), st) == mine.end()) mine.push_back(st);
+    }
+    for (const void* st : mine) {
+      if (std::find(seen.begin(), seen.end(), st) != seen.end()) return 0;  // shared with another bucket
+      seen.push_back(st);
+    }
+  }
+  return seen.size();
+}
+
 // Parameters whose gradient is defined.
 int gradients_held(nn::Module& m) {
   int n = 0;
@@ -87,32 +107,37 @@ double max_param_diff(nn::Module& a, nn::Module& b) {
 
 TEST_CASE("ddp: training on shares of the global batch equals training on all of it", "[ddp]") {
   ProcessGroup& g = world();
-  for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{200}}) {
-    INFO("ranks " << g.size() << ", bucket_bytes " << bucket_bytes);
-    auto reference = make_model(1000);  // rank 0's initial weights
-    auto local = make_model(1000 + static_cast<uint64_t>(g.rank()));  // DDP must overwrite them with rank 0's
-    DDPOptions o;
-    o.bucket_bytes = bucket_bytes;
-    DistributedDataParallel ddp(local, g, o);
-    CHECK(max_param_diff(*reference, *local) == 0.0);
-    if (bucket_bytes == 200) {
-      CHECK(ddp.buckets().size() > 2);
-      CHECK(ddp.buckets().front().front() == local->parameters().size() - 1);  // reverse registration order
-    } else {
-      CHECK(ddp.buckets().size() == 1);
+  for (const bool as_views : {false, true}) {
+    for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{200}}) {
+      INFO("ranks " << g.size() << ", bucket_bytes " << bucket_bytes << ", gradient_as_bucket_view " << as_views);
+      auto reference = make_model(1000);  // rank 0's initial weights
+      auto local = make_model(1000 + static_cast<uint64_t>(g.rank()));  // DDP must overwrite them with rank 0's
+      DDPOptions o;
+      o.bucket_bytes = bucket_bytes;
+      o.gradient_as_bucket_view = as_views;
+      DistributedDataParallel ddp(local, g, o);
+      CHECK(max_param_diff(*reference, *local) == 0.0);
+      if (bucket_bytes == 200) {
+        CHECK(ddp.buckets().size() > 2);
+        CHECK(ddp.buckets().front().front() == local->parameters().size() - 1);  // reverse registration order
+      } else {
+        CHECK(ddp.buckets().size() == 1);
+      }
+      nn::optim::SGD ref_opt(reference->parameters(), 0.1), opt(local->parameters(), 0.1);
+      for (int64_t step = 0; step < 3; ++step) {
+        auto [x, y] = global_batch(step);
+        ref_opt.zero_grad();
+        mse_loss((*reference)(x), y).backward();
+        ref_opt.step();
+        opt.zero_grad(/*set_to_none=*/step != 1);  // views: a new gradient copied in, or accumulated in place
+        mse_loss((*local)(share(x, g)), share(y, g)).backward();
+        CHECK(ddp.reductions() == static_cast<int64_t>(ddp.buckets().size()));
+        // With views, every bucket's gradients lie in one buffer of their own; without, each in its own.
+        CHECK(gradient_storages(*local, ddp) == (as_views ? ddp.buckets().size() : local->parameters().size()));
+        opt.step();
+      }
+      CHECK(max_param_diff(*reference, *local) < 1e-12);
     }
-    nn::optim::SGD ref_opt(reference->parameters(), 0.1), opt(local->parameters(), 0.1);
-    for (int64_t step = 0; step < 3; ++step) {
-      auto [x, y] = global_batch(step);
-      ref_opt.zero_grad();
-      mse_loss((*reference)(x), y).backward();
-      ref_opt.step();
-      opt.zero_grad();
-      mse_loss((*local)(share(x, g)), share(y, g)).backward();
-      CHECK(ddp.reductions() == static_cast<int64_t>(ddp.buckets().size()));
-      opt.step();
-    }
-    CHECK(max_param_diff(*reference, *local) < 1e-12);
   }
 }
 
@@ -222,21 +247,87 @@ TEST_CASE("ddp: after the first backward, buckets go in the order it completed t
 
 TEST_CASE("ddp: no_sync accumulates locally, and the next backward reduces the sum", "[ddp]") {
   ProcessGroup& g = world();
-  auto reference = make_model(5);
-  auto local = make_model(5);
-  DistributedDataParallel ddp(local, g);
-  auto [x0, y0] = global_batch(10);
-  auto [x1, y1] = global_batch(11);
-  (mse_loss((*reference)(x0), y0) + mse_loss((*reference)(x1), y1)).backward();
-  {
-    auto guard = ddp.no_sync();
-    mse_loss((*local)(share(x0, g)), share(y0, g)).backward();
+  // With gradient_as_bucket_view, the second round accumulates into the views a step left behind
+  // (zero_grad without setting them to none), under no_sync too.
+  for (const bool as_views : {false, true}) {
+    INFO("ranks " << g.size() << ", gradient_as_bucket_view " << as_views);
+    auto reference = make_model(5);
+    auto local = make_model(5);
+    DDPOptions o;
+    o.gradient_as_bucket_view = as_views;
+    DistributedDataParallel ddp(local, g, o);
+    for (int round = 0; round < 2; ++round) {
+      for (Tensor p : reference->parameters()) p.set_grad(Tensor());
+      for (Tensor p : local->parameters()) {
+        if (round == 0) {
+          p.set_grad(Tensor());
+        } else {
+          p.mutable_grad().zero_();
+        }
+      }
+      auto [x0, y0] = global_batch(10 + 2 * round);
+      auto [x1, y1] = global_batch(11 + 2 * round);
+      (mse_loss((*reference)(x0), y0) + mse_loss((*reference)(x1), y1)).backward();
+      {
+        auto guard = ddp.no_sync();
+        mse_loss((*local)(share(x0, g)), share(y0, g)).backward();
+      }
+      CHECK(ddp.reductions() == 0);
+      mse_loss((*local)(share(x1, g)), share(y1, g)).backward();
+      CHECK(ddp.reductions() == 1);
+      auto pr = reference->parameters(), pl = local->parameters();
+      for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
+      CHECK(gradient_storages(*local, ddp) == (as_views ? 1U : pl.size()));
+    }
   }
-  CHECK(ddp.reductions() == 0);
-  mse_loss((*local)(share(x1, g)), share(y1, g)).backward();
-  CHECK(ddp.reductions() == 1);
-  auto pr = reference->parameters(), pl = local->parameters();
-  for (size_t i = 0; i < pr.size(); ++i) CHECK(max(abs(pr[i].grad() - pl[i].grad())).item<double>() < 1e-12);
+}
+
+TEST_CASE("ddp: gradient_as_bucket_view keeps a channels-last weight's layout, and one buffer instead of two",
+          "[ddp]") {
+  ProcessGroup& g = world();
+  auto make = [] {
+    manual_seed(17);
+    auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+        std::make_shared<nn::Conv2d>(3, 8, Pair{3, 3}), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(8, 4, Pair{3, 3})});
+    m->to(DType::Float64);
+    m->to(MemoryFormat::ChannelsLast);
+    return m;
+  };
+  auto plain = make();
+  auto viewed = make();
+  DistributedDataParallel plain_ddp(plain, g);
+  DDPOptions o;
+  o.gradient_as_bucket_view = true;
+  DistributedDataParallel viewed_ddp(viewed, g, o);
+  int64_t gradient_bytes = 0;
+  for (const Tensor& p : plain->parameters()) gradient_bytes += p.numel() * 8;
+  for (int64_t step = 0; step < 3; ++step) {
+    INFO("ranks " << g.size() << ", step " << step);
+    Generator gen(300 + static_cast<uint64_t>(step) * 10 + static_cast<uint64_t>(g.rank()));
+    const Tensor x = randn({2, 3, 9, 9}, TensorOptions(DType::Float64), gen).contiguous(MemoryFormat::ChannelsLast);
+    int64_t kept[2] = {0, 0};  // bytes in live tensors after backward, against before forward
+    for (int k = 0; k < 2; ++k) {
+      nn::Sequential& m = k == 0 ? *plain : *viewed;
+      for (Tensor p : m.parameters()) p.set_grad(Tensor());
+      const int64_t before = cpu_cache_stats().allocated_bytes;
+      sum(pow(m(x), Scalar(2.0))).backward();
+      kept[k] = cpu_cache_stats().allocated_bytes - before;
+    }
+    const TensorList pp = plain->parameters(), pv = viewed->parameters();
+    for (size_t i = 0; i < pp.size(); ++i) {
+      CHECK(pv[i].grad().strides() == pv[i].strides());  // the weight's layout, channels-last included
+      // The same average within rounding: Open MPI may cut the buffer among the ranks by position,
+      // and a channels-last weight's elements lie in another order in the view's bucket.
+      const double scale = 1.0 + max(abs(pp[i].grad())).item<double>();
+      CHECK(max(abs(pv[i].grad() - pp[i].grad())).item<double>() <= 1e-13 * scale);
+    }
+    CHECK(gradient_storages(*viewed, viewed_ddp) == 1);
+    if (step > 0) {  // the plain DDP's buckets exist from the first step on
+      CHECK(kept[0] >= gradient_bytes);     // the gradients, beside the buckets
+      CHECK(kept[1] < gradient_bytes / 2);  // the gradients are the buckets
+    }
+  }
 }
 
 TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with find_unused_parameters",
@@ -252,16 +343,20 @@ TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with 
     DistributedDataParallel ddp(model, g);
     CHECK_THROWS_WITH(sum((*used)(x)).backward(), Catch::Contains("parameter '1.weight' got no gradient"));
   }
-  for (auto& p : model->parameters()) p.set_grad(Tensor());
-  DDPOptions o;
-  o.find_unused_parameters = true;
-  DistributedDataParallel ddp(model, g, o);
-  sum((*used)(x)).backward();
-  CHECK(max(abs(unused->parameters()[0].grad())).item<float>() == 0.0f);
-  // The used weight's gradient is the same on every rank (every rank computed the same one).
-  Tensor w = used->parameters()[0].grad().clone();
-  g.broadcast(w, 0)->wait();
-  CHECK(max(abs(w - used->parameters()[0].grad())).item<float>() == 0.0f);
+  for (const bool as_views : {false, true}) {
+    INFO("gradient_as_bucket_view " << as_views);
+    for (auto& p : model->parameters()) p.set_grad(Tensor());
+    DDPOptions o;
+    o.find_unused_parameters = true;
+    o.gradient_as_bucket_view = as_views;
+    DistributedDataParallel ddp(model, g, o);
+    sum((*used)(x)).backward();
+    CHECK(max(abs(unused->parameters()[0].grad())).item<float>() == 0.0f);
+    // The used weight's gradient is the same on every rank (every rank computed the same one).
+    Tensor w = used->parameters()[0].grad().clone();
+    g.broadcast(w, 0)->wait();
+    CHECK(max(abs(w - used->parameters()[0].grad())).item<float>() == 0.0f);
+  }
   CHECK_THROWS_AS(DistributedDataParallel(nullptr, g), Error);
   DDPOptions bad;
   bad.bucket_bytes = 0;
