@@ -253,18 +253,40 @@ struct ZeroRedundancyOptimizer::State {
     }
   }
 
-  // Every bucket's slices of the shards into every rank's parameters.
+  // Every bucket's slices of the shards into every rank's parameters. Stage 1 issues every bucket's
+  // all-gather at once (its buffers are kept anyway); stage 2 keeps at most kGatherWindow buckets'
+  // buffers alive, issuing the next bucket's once the oldest is unpacked and given back, so the
+  // step's memory rises by a few buckets, not by the whole model. Every rank issues in one order.
+  static constexpr size_t kGatherWindow = 2;
   void gather_parameters() {
-    std::vector<std::shared_ptr<Work>> gathers;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      const Bucket& bucket = buckets[b];
-      gathers.push_back(pg->all_gather(buffer(b, /*padded=*/false),
-                                       shards[bucket.group].detach().narrow(0, bucket.shard_offset, slice(bucket))));
-    }
-    detail::wait_all(gathers, [&](size_t b) {
+    const size_t n = buckets.size();
+    const size_t window = releases() ? kGatherWindow : n;
+    std::vector<std::shared_ptr<Work>> gathers(n);
+    size_t issued = 0;
+    auto issue_next = [&] {
+      const Bucket& bucket = buckets[issued];
+      gathers[issued] = pg->all_gather(buffer(issued, /*padded=*/false),
+                                       shards[bucket.group].detach().narrow(0, bucket.shard_offset, slice(bucket)));
+      ++issued;
+    };
+    while (issued < std::min(window, n)) issue_next();
+    for (size_t b = 0; b < n; ++b) {
+      try {
+        gathers[b]->wait();
+      } catch (...) {  // nothing may be left writing a buffer: wait for the rest, then report this one
+        gathers[b].reset();
+        try {
+          detail::wait_all(gathers);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one reported
+        }
+        for (size_t i = 0; i < n; ++i) release_buffer(i);
+        throw;
+      }
+      gathers[b].reset();
       detail::unpack(bucket_flats[b], bucket_params(buckets[b]), /*grads=*/false);
-    });
-    for (size_t b = 0; b < buckets.size(); ++b) release_buffer(b);
+      release_buffer(b);
+      if (issued < n) issue_next();
+    }
   }
 };
 

@@ -26,14 +26,15 @@
 // - The model is NOT wrapped in DDP: the reduce-scatter is what averages the gradients.
 // - Stage 2 (ZeroOptions::stage) shards the gradients too: once a bucket's gradients are packed for
 //   its reduce-scatter, the parameters' gradients are released (set to none), and each bucket's
-//   flat buffer exists only while its collective runs, so after backward no rank holds anything of
-//   the gradient's size, only its reduced shard (stage 1 keeps every parameter's gradient, as DDP
-//   does, and a flat buffer per group from step to step). In gradient accumulation without no_sync,
-//   each backward reduces what it added and the shards sum the reductions (stage 1 reduces the
-//   whole sum again, wasting the earlier reductions); with no_sync, the gradients of the quiet
-//   backward passes are held until the one that reduces, as in stage 1. Anything reading the
-//   parameters' gradients after backward (a clip over the model's parameters, a hook registered
-//   after this optimizer's on the same parameter) finds none: clip through clip_grad_norm_ below.
+//   flat buffer exists only while its collective runs (the step's all-gathers keep two at a time),
+//   so after backward no rank holds anything of the gradient's size, only its reduced shard (stage
+//   1 keeps every parameter's gradient, as DDP does, and a flat buffer per group from step to
+//   step). In gradient accumulation without no_sync, each backward reduces what it added and the
+//   shards sum the reductions (stage 1 reduces the whole sum again, wasting the earlier
+//   reductions); with no_sync, the gradients of the quiet backward passes are held until the one
+//   that reduces, as in stage 1. Anything reading the parameters' gradients after backward (a clip
+//   over the model's parameters, a hook registered after this optimizer's on the same parameter)
+//   finds none: clip through clip_grad_norm_ below.
 #pragma once
 
 #include <cstdint>

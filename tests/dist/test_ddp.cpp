@@ -42,6 +42,10 @@ std::unique_ptr<nn::optim::Optimizer> make_sgd(std::vector<nn::optim::ParamGroup
   return std::make_unique<nn::optim::SGD>(std::move(groups), /*momentum=*/0.9);
 }
 
+std::unique_ptr<nn::optim::Optimizer> make_sgd_plain(std::vector<nn::optim::ParamGroup> groups) {
+  return std::make_unique<nn::optim::SGD>(std::move(groups));
+}
+
 std::unique_ptr<nn::optim::Optimizer> make_adamw(std::vector<nn::optim::ParamGroup> groups) {
   return std::make_unique<nn::optim::AdamW>(std::move(groups));
 }
@@ -503,6 +507,45 @@ TEST_CASE("zero-2: a bucket's gradients are released as its reduce-scatter is is
   }
   // Between steps stage 2 holds neither the gradients nor the buckets' flat buffers.
   CHECK(resident[1] - resident[2] >= 2 * gradient_bytes);
+}
+
+TEST_CASE("zero-2: the step's all-gathers hold a few buckets' buffers at a time, not the model's", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size() << ", rank " << g.rank());
+  // Six equal layers, a bucket per parameter: twelve all-gathers in the step.
+  auto make = [] {
+    manual_seed(3200);
+    auto m = std::make_shared<nn::Sequential>();
+    for (int i = 0; i < 6; ++i) m->push_back(std::make_shared<nn::Linear>(8, 8));
+    m->to(DType::Float64);
+    return m;
+  };
+  auto reference = make();
+  auto local = make();
+  nn::optim::SGD ref_opt(reference->parameters(), 0.1);
+  ZeroOptions o;
+  o.bucket_bytes = 100;
+  o.stage = 2;
+  ZeroRedundancyOptimizer zero({lr_group(local->parameters(), 0.1)}, g, make_sgd_plain, o);
+  REQUIRE(zero.num_buckets() == 12);
+  const int64_t model_bytes = reference->num_parameters() * 8;
+  for (int64_t step = 0; step < 3; ++step) {
+    Generator gen(500 + static_cast<uint64_t>(step));
+    const Tensor x = randn({kGlobalBatch, 8}, TensorOptions(DType::Float64), gen);
+    ref_opt.zero_grad();
+    mean(pow((*reference)(x), Scalar(2.0))).backward();  // means: DDP's average of the shares' is the whole's
+    ref_opt.step();
+    zero.zero_grad();
+    mean(pow((*local)(share(x, g)), Scalar(2.0))).backward();
+    const int64_t before = cpu_cache_stats().allocated_bytes;
+    reset_cpu_peak_memory();
+    zero.step();
+    // Two 8 x 8 weights' buffers at most (plain SGD keeps and makes nothing of the model's size);
+    // all the buffers at once would be the model's bytes.
+    CHECK(cpu_cache_stats().peak_allocated_bytes - before <= 2 * 64 * 8 + 1024);
+    CHECK(cpu_cache_stats().peak_allocated_bytes - before < model_bytes / 2);
+  }
+  CHECK(max_param_diff(*reference, *local) < 1e-12);
 }
 
 TEST_CASE("zero-1 and zero-2: no_sync accumulates without reducing; the backward that reduces takes the sum",
