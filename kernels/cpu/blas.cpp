@@ -232,7 +232,8 @@ bool blas_accepts(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, i
 }
 
 bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch) {
+               int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, const GemmBatch& batch,
+               const BlasBlocks* blocks) {
   if (!blas_accepts(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return false;
   if (batch.count <= 0 || m <= 0 || n <= 0) return true;
   const Blas& l = blas();
@@ -259,15 +260,17 @@ bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   if (blas_concurrent()) {
     // One OpenBLAS thread, no lock (blas.h): every (product, block) pair is a task on kiln's pool,
     // a chunk of them about kMinBlockFlops of work; inside a pool task they run in order here.
-    const BlasBlocks p = plan_blas_blocks(m, n, k);
-    const int64_t blocks = p.grid_m * p.grid_n;
+    BlasBlocks p = plan_blas_blocks(m, n, k);
+    if (blocks != nullptr) p = BlasBlocks{blocks->mb, blocks->nb, (m + blocks->mb - 1) / blocks->mb,
+                                          (n + blocks->nb - 1) / blocks->nb};
+    const int64_t count = p.grid_m * p.grid_n;
     const double block_flops = 2.0 * static_cast<double>(std::min(p.mb, m)) *
                                static_cast<double>(std::min(p.nb, n)) * static_cast<double>(std::max<int64_t>(k, 1));
     const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinBlockFlops / block_flops));
-    cpu::parallel_for(batch.count * blocks, grain, [&](int64_t, int64_t begin, int64_t end) {
+    cpu::parallel_for(batch.count * count, grain, [&](int64_t, int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t blk = t % blocks, i0 = blk / p.grid_n * p.mb, j0 = blk % p.grid_n * p.nb;
-        call(t / blocks, i0, j0, std::min(p.mb, m - i0), std::min(p.nb, n - j0));
+        const int64_t blk = t % count, i0 = blk / p.grid_n * p.mb, j0 = blk % p.grid_n * p.nb;
+        call(t / count, i0, j0, std::min(p.mb, m - i0), std::min(p.nb, n - j0));
       }
     });
     return true;

@@ -92,9 +92,12 @@ BlasBlocks plan_blas_blocks(int64_t m, int64_t n, int64_t k);
 // for each entry of the batch (offsets in elements, as gemm_cpu's; the C blocks must not overlap):
 // with a pthreads build every block of every product is one task on kiln's pool, else one call at a
 // time (see above). Returns false, doing nothing, when !blas_accepts(...): the caller then uses
-// kiln's GEMM.
+// kiln's GEMM. `blocks`: blocks of this size (mb x nb) instead of plan_blas_blocks(m, n, k)'s, for a
+// tile of a larger product whose rows and columns start at multiples of that product's blocks: the
+// tile's elements then come from the same calls, and so the same bits, as the whole product's (on
+// some CPUs OpenBLAS's bits for an element depend on the shape of the call it is in).
 bool blas_gemm(bool f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
                int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
-               const GemmBatch& batch = GemmBatch{});
+               const GemmBatch& batch = GemmBatch{}, const BlasBlocks* blocks = nullptr);
 
 }  // namespace kiln::cpu

@@ -321,12 +321,13 @@ template <typename T> void narrow_operand(const HalfMatrices<T*>& x, const float
 constexpr int64_t kWideFloats = int64_t{1} << 24;
 
 // One float32 pass over products [p0, p0 + count) (all m x n, k deep; blocks of larger matrices
-// when tiled): the operands widened into wa and wb (unless they are there from the pass before), C
-// into wc when beta reads it, one OpenBLAS call for the batch, and C rounded back.
+// when tiled, cut by the whole product's `blocks`): the operands widened into wa and wb (unless
+// they are there from the pass before), C into wc when beta reads it, one OpenBLAS call for the
+// batch, and C rounded back.
 template <typename T>
 void widened_pass(const GemmArgs& g, const HalfMatrices<const T*>& a, const HalfMatrices<const T*>& b,
                   const HalfMatrices<T*>& c, int64_t p0, int64_t count, float* wa, float* wb, float* wc, bool widen_a,
-                  bool widen_b) {
+                  bool widen_b, const cpu::BlasBlocks* blocks = nullptr) {
   if (widen_a) widen_operand(wa, a, p0, count);
   if (widen_b) widen_operand(wb, b, p0, count);
   if (g.beta != 0.0) widen_operand(wc, HalfMatrices<const T*>{c.base, c.offsets, c.rows, c.cols, c.ld}, p0, count);
@@ -338,7 +339,7 @@ void widened_pass(const GemmArgs& g, const HalfMatrices<const T*>& a, const Half
   }
   const GemmBatch batch{count, a_off.data(), b_off.data(), c_off.data()};
   cpu::blas_gemm(false, g.trans_a, g.trans_b, c.rows, c.cols, g.k, g.alpha, wa, a.cols, wb, b.cols, g.beta, wc,
-                 c.cols, batch);
+                 c.cols, batch, blocks);
   narrow_operand(c, wc, p0, count);
 }
 
@@ -375,9 +376,19 @@ template <typename T> bool widened_blas_gemm(const GemmArgs& g) {
   // A product too large for the scratch (a language model's logits): tiles of C, each over the
   // whole k, one product at a time. A tile takes all n columns when a k x n panel of op(B) fills at
   // most half the scratch, else as many as do; then as many rows as fit beside them (at least 64
-  // columns and 16 rows: a tile that small is still a product OpenBLAS runs well).
-  const int64_t cols = std::min(n, std::max<int64_t>(64, kWideFloats / 2 / k));
-  const int64_t rows = std::min(m, std::max<int64_t>(16, (kWideFloats - k * cols) / (k + cols)));
+  // columns and 16 rows: a tile that small is still a product OpenBLAS runs well). Each is rounded
+  // down to whole blocks of the float32 product's plan (plan_blas_blocks of m x n) and cut by them,
+  // so every element comes from the same OpenBLAS call as in the float32 product, and has its bits
+  // (on a CPU where OpenBLAS's bits depend on the call's shape, a tile planned on its own did not).
+  const cpu::BlasBlocks whole = cpu::plan_blas_blocks(m, n, k);
+  const auto whole_blocks = [](int64_t size, int64_t side, int64_t block) {
+    return size >= side || size < block ? size : size / block * block;
+  };
+  const int64_t cols = whole_blocks(std::min(n, std::max<int64_t>(64, kWideFloats / 2 / k)), n, whole.nb);
+  const int64_t rows = whole_blocks(std::min(m, std::max<int64_t>(16, (kWideFloats - k * cols) / (k + cols))), m,
+                                    whole.mb);
+  // Tiles smaller than a block (a product of more than about 64 scratches) are planned on their own.
+  const bool aligned = (cols == n || cols % whole.nb == 0) && (rows == m || rows % whole.mb == 0);
   const auto wide = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(rows * k + k * cols + rows * cols));
   float* wa = wide.get();
   float* wb = wa + rows * k;
@@ -389,7 +400,7 @@ template <typename T> bool widened_blas_gemm(const GemmArgs& g) {
       for (int64_t r0 = 0; r0 < m; r0 += rows) {
         const int64_t nr = std::min(rows, m - r0);
         const auto at = ta ? a.block(0, k, r0, nr) : a.block(r0, nr, 0, k);
-        widened_pass(g, at, bt, c.block(r0, nr, c0, nc), i, 1, wa, wb, wc, true, r0 == 0);
+        widened_pass(g, at, bt, c.block(r0, nr, c0, nc), i, 1, wa, wb, wc, true, r0 == 0, aligned ? &whole : nullptr);
       }
     }
   }
