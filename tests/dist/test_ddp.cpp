@@ -300,6 +300,13 @@ TEST_CASE("ddp: gradient_as_bucket_view keeps a channels-last weight's layout, a
   };
   auto plain = make();
   auto viewed = make();
+  // When backward reaches the first layer's weight (this hook runs before DDP's), the second layer's
+  // gradients are already views of the one bucket: each was copied in by its own hook, and freed.
+  int64_t shared_at_first = -1;
+  viewed->parameters()[0].register_post_accumulate_grad_hook([&](Tensor&) {
+    const TensorList p = viewed->parameters();
+    shared_at_first = p[2].grad().storage() == p[3].grad().storage() ? 1 : 0;
+  });
   DistributedDataParallel plain_ddp(plain, g);
   DDPOptions o;
   o.gradient_as_bucket_view = true;
@@ -327,6 +334,7 @@ TEST_CASE("ddp: gradient_as_bucket_view keeps a channels-last weight's layout, a
       CHECK(max(abs(pv[i].grad() - pp[i].grad())).item<double>() <= 1e-13 * scale);
     }
     CHECK(gradient_storages(*viewed, viewed_ddp) == 1);
+    CHECK(shared_at_first == 1);
     if (step > 0) {  // the plain DDP's buckets exist from the first step on
       CHECK(kept[0] >= gradient_bytes);     // the gradients, beside the buckets
       CHECK(kept[1] < gradient_bytes / 2);  // the gradients are the buckets
