@@ -130,18 +130,27 @@ TEST_CASE("nccl: the ring's reductions on the device equal the CPU's", "[cuda][n
   CHECK_THROWS_AS(g.all_reduce(cpu_tensor), DeviceError);
 }
 
-TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a group of one", "[cuda][nccl]") {
+TEST_CASE("nccl: DDP and ZeRO over CUDA parameters equal plain training in a group of one", "[cuda][nccl]") {
   ProcessGroup& g = nccl_group();
   auto plain = small_model(3), wrapped = small_model(3), sharded = small_model(3);
+  auto viewed = small_model(3), sharded2 = small_model(3);
   DDPOptions o;
   o.bucket_bytes = 256;  // several buckets, each reduced while backward goes on
   DistributedDataParallel ddp(wrapped, g, o);
   REQUIRE(ddp.buckets().size() > 1);
+  DDPOptions views = o;  // the gradients as views of the buckets, averaged in place
+  views.gradient_as_bucket_view = true;
+  DistributedDataParallel ddp_views(viewed, g, views);
   nn::optim::AdamW opt_plain(plain->parameters(), 1e-2), opt_ddp(wrapped->parameters(), 1e-2);
-  ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1e-2)}, g,
-                               [](std::vector<nn::optim::ParamGroup> groups) {
-                                 return std::make_unique<nn::optim::AdamW>(std::move(groups));
-                               });
+  nn::optim::AdamW opt_views(viewed->parameters(), 1e-2);
+  auto adamw = [](std::vector<nn::optim::ParamGroup> groups) {
+    return std::make_unique<nn::optim::AdamW>(std::move(groups));
+  };
+  ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1e-2)}, g, adamw);
+  ZeroOptions stage2;  // the gradients released once reduced; each bucket's buffer only while in use
+  stage2.bucket_bytes = 256;
+  stage2.stage = 2;
+  ZeroRedundancyOptimizer zero2({lr_group(sharded2->parameters(), 1e-2)}, g, adamw, stage2);
   Generator gen(9);
   for (int step = 0; step < 3; ++step) {
     Tensor x = randn({16, 6}, TensorOptions(DType::Float32), gen).to(Device::cuda());
@@ -153,14 +162,24 @@ TEST_CASE("nccl: DDP and ZeRO-1 over CUDA parameters equal plain training in a g
     mse_loss((*wrapped)(x), y).backward();
     CHECK(ddp.reductions() == static_cast<int64_t>(ddp.buckets().size()));
     opt_ddp.step();
+    opt_views.zero_grad(/*set_to_none=*/step == 0);  // then accumulated in place into the buckets
+    mse_loss((*viewed)(x), y).backward();
+    opt_views.step();
     zero.zero_grad();
     mse_loss((*sharded)(x), y).backward();
     zero.step();
+    zero2.zero_grad();
+    mse_loss((*sharded2)(x), y).backward();
+    for (const Tensor& p : sharded2->parameters()) CHECK_FALSE(p.grad().defined());  // released
+    zero2.step();
   }
   auto pp = plain->parameters(), pw = wrapped->parameters(), ps = sharded->parameters();
+  auto pv = viewed->parameters(), ps2 = sharded2->parameters();
   for (size_t i = 0; i < pp.size(); ++i) {
     CHECK(max_diff(pw[i], pp[i]) == 0.0);
+    CHECK(max_diff(pv[i], pp[i]) == 0.0);
     CHECK(max_diff(ps[i], pp[i]) <= 1e-6);
+    CHECK(max_diff(ps2[i], pp[i]) <= 1e-6);
   }
 }
 
