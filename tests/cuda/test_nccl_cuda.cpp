@@ -1,9 +1,10 @@
 // The NCCL backend on one GPU (a group of one: NCCL refuses two ranks on one device, so several
 // ranks need several GPUs): every collective and the grouped exchange go through NCCL on the
 // communication stream and come back ordered on the caller's stream, from the default stream and
-// from a side stream; the ring's device reductions against the CPU's; DDP and ZeRO-1 over CUDA
-// parameters against plain training, ZeRO-1's clip and gathered state against plain AdamW's;
-// synchronized batch norm against the fused kernel; CPU tensors refused.
+// from a side stream; the ring's device reductions against the CPU's; DDP (with and without its
+// gradients as bucket views), ZeRO-1 and ZeRO-2 over CUDA parameters against plain training,
+// ZeRO-1's clip and gathered state against plain AdamW's; synchronized batch norm against the fused
+// kernel; CPU tensors refused.
 #include <catch2/catch.hpp>
 
 #include <cmath>
