@@ -1,18 +1,16 @@
-// DistributedDataParallel (see ddp.h). Buckets are reduced strictly in one order: a bucket whose
-// gradients are all in waits for the buckets before it. Every rank then issues the same collectives
-// in the same order even when backward finishes its gradients in a different order on different
-// ranks, which is what keeps ranks from pairing one bucket's all-reduce with another's. The order is
-// the buckets' own (reverse registration) in the first backward, then the order in which rank 0's
-// first backward completed them, broadcast at its end (detail::agree_on_order).
+// DistributedDataParallel (see ddp.h). When a bucket is reduced is detail::BucketSchedule's (shared
+// with ZeRO): strictly in one order on every rank; what reducing it means is this file's.
 #include "dist/ddp.h"
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "core/autograd.h"
 #include "core/ops/factory.h"
+#include "dist/buckets.h"
 #include "dist/flat.h"
 #include "kernels/error.h"
 
@@ -24,19 +22,13 @@ struct DistributedDataParallel::State {
   std::vector<std::string> names;
   std::vector<Tensor> params;
   std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> bucket_of;
   std::vector<Tensor> flats;  // per bucket, kept from step to step
   std::vector<Tensor> views;  // per parameter, with gradient_as_bucket_view: its gradient's place in the flat
   std::vector<std::shared_ptr<Work>> works;  // per bucket: its all-reduce in flight this pass
-  std::vector<size_t> order;                 // the order buckets are reduced in
-  bool order_learned = false;                // order is rank 0's first backward's
+  detail::BucketSchedule schedule;           // gradient k is parameter k's
   // This backward pass:
-  bool sync = true;
+  bool sync = true;          // false inside no_sync
   bool in_pass = false;      // the end-of-backward callback is queued
-  std::vector<bool> ready;   // per parameter: its gradient was accumulated
-  std::vector<int64_t> pending;  // per bucket: gradients still to come
-  std::vector<size_t> completed;  // buckets in the order this pass completed them
-  size_t next = 0;           // order[next] is the next bucket to reduce
   int64_t reductions = 0;
   profile::StepProfiler* profiler = nullptr;  // marks the waits as comm (set_profiler)
 
@@ -93,22 +85,28 @@ struct DistributedDataParallel::State {
     });
   }
 
-  // Reduces the buckets, in order from order[next] on, whose gradients are all in.
-  void reduce_ready() {
-    while (next < order.size() && pending[order[next]] == 0) reduce(order[next++]);
-  }
-
   void begin_pass() {
     // Nothing is in flight here (end_pass and abort_pass wait for every bucket); should anything
     // be, its result is stale, and this pass's gradients are already accumulating.
     finish(/*unpack=*/false);
     in_pass = true;
-    ready.assign(params.size(), false);
-    pending.resize(buckets.size());
-    for (size_t b = 0; b < buckets.size(); ++b) pending[b] = static_cast<int64_t>(buckets[b].size());
-    completed.clear();
-    next = 0;
+    schedule.reset();
     reductions = 0;
+  }
+
+  // Parameter k's gradient has been accumulated (its post-accumulate hook).
+  void on_gradient(size_t k, const std::weak_ptr<State>& self) {
+    if (!sync) {  // inside no_sync: this pass reduces nothing
+      reductions = 0;
+      return;
+    }
+    if (!in_pass) {
+      begin_pass();
+      detail::queue_end_of_pass(self);
+    }
+    if (!schedule.arrive(k)) return;  // accumulated twice in one pass: counted once
+    if (!views.empty()) bind(k);      // a new gradient into its bucket now, and freed
+    schedule.issue_ready([this](size_t b) { reduce(b); });
   }
 
   // Backward failed: the next backward starts a pass of its own. The all-reduces issued are waited
@@ -120,24 +118,16 @@ struct DistributedDataParallel::State {
 
   void end_pass() {
     in_pass = false;
-    if (next < buckets.size() && !options.find_unused_parameters) {
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (!ready[i]) {
-          throw Error("DistributedDataParallel: parameter '" + names[i] +
-                      "' got no gradient in this backward pass, so its bucket cannot be reduced; use every "
-                      "parameter in the loss, or set DDPOptions::find_unused_parameters");
-        }
-      }
+    if (const std::optional<size_t> i = schedule.first_missing(); i && !options.find_unused_parameters) {
+      throw Error("DistributedDataParallel: parameter '" + names[*i] +
+                  "' got no gradient in this backward pass, so its bucket cannot be reduced; use every "
+                  "parameter in the loss, or set DDPOptions::find_unused_parameters");
     }
-    std::fill(pending.begin(), pending.end(), 0);
     // Backward is done: what is left is communication (the caller's end of its backward phase ends it).
     if (profiler) profiler->begin(profile::Phase::Communication);
-    reduce_ready();
+    schedule.issue_rest([this](size_t b) { reduce(b); });  // a missing gradient counts as zero
     finish();
-    if (!order_learned) {
-      order = detail::agree_on_order(*group, completed, order);
-      order_learned = true;
-    }
+    schedule.learn_order(*group);
   }
 };
 
@@ -174,7 +164,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     }
   }
   // Buckets in reverse registration order, each of one dtype and device, closed at bucket_bytes.
-  st.bucket_of.assign(st.params.size(), 0);
+  std::vector<size_t> bucket_of(st.params.size(), 0);
   int64_t bytes = 0;
   for (size_t k = st.params.size(); k-- > 0;) {
     const Tensor& p = st.params[k];
@@ -187,11 +177,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       bytes = 0;
     }
     st.buckets.back().push_back(k);
-    st.bucket_of[k] = st.buckets.size() - 1;
+    bucket_of[k] = st.buckets.size() - 1;
     bytes += pb;
   }
-  st.order.resize(st.buckets.size());
-  std::iota(st.order.begin(), st.order.end(), size_t{0});
+  std::vector<size_t> first_order(st.buckets.size());  // the buckets' own: reverse registration
+  std::iota(first_order.begin(), first_order.end(), size_t{0});
+  st.schedule = detail::BucketSchedule(std::move(bucket_of), std::move(first_order));
   st.flats.resize(st.buckets.size());
   st.works.resize(st.buckets.size());
   if (options_.gradient_as_bucket_view) {
@@ -211,30 +202,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       }
     }
   }
-  std::weak_ptr<State> weak = state_;
+  std::weak_ptr<State> weak = state_;  // the hooks do nothing once the DDP is gone
   for (size_t k = 0; k < st.params.size(); ++k) {
     st.params[k].register_post_accumulate_grad_hook([weak, k](Tensor&) {
-      std::shared_ptr<State> s = weak.lock();
-      if (!s) return;  // the DDP is gone
-      if (!s->sync) {    // inside no_sync: this pass reduces nothing
-        s->reductions = 0;
-        return;
-      }
-      if (!s->in_pass) {
-        s->begin_pass();
-        detail::queue_end_of_pass(
-            [weak] {
-              if (std::shared_ptr<State> s2 = weak.lock()) s2->end_pass();
-            },
-            [weak] {
-              if (std::shared_ptr<State> s2 = weak.lock()) s2->abort_pass();
-            });
-      }
-      if (s->ready[k]) return;  // accumulated twice in one pass: counted once
-      s->ready[k] = true;
-      if (!s->views.empty()) s->bind(k);  // a new gradient into its bucket now, and freed
-      if (--s->pending[s->bucket_of[k]] == 0) s->completed.push_back(s->bucket_of[k]);
-      s->reduce_ready();
+      if (std::shared_ptr<State> s = weak.lock()) s->on_gradient(k, weak);
     });
   }
 }
@@ -249,10 +220,6 @@ void DistributedDataParallel::set_profiler(profile::StepProfiler* profiler) {
   state_->profiler = profiler != nullptr && profiler->enabled() ? profiler : nullptr;
 }
 
-DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.state_->sync) {
-  ddp_.state_->sync = false;
-}
-
-DistributedDataParallel::NoSync::~NoSync() { ddp_.state_->sync = previous_; }
+NoSync DistributedDataParallel::no_sync() { return NoSync(std::shared_ptr<bool>(state_, &state_->sync)); }
 
 }  // namespace kiln::dist

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/profiler.h"
+#include "dist/no_sync.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -63,20 +64,9 @@ class DistributedDataParallel {
   // The buckets: indices into module().parameters(), in reverse registration order.
   const std::vector<std::vector<size_t>>& buckets() const;
 
-  // While a NoSync lives, backward passes accumulate gradients locally, without communication
-  // (gradient accumulation); the first backward after it reduces the accumulated sum.
-  class NoSync {
-   public:
-    explicit NoSync(DistributedDataParallel& ddp);
-    ~NoSync();
-    NoSync(const NoSync&) = delete;
-    NoSync& operator=(const NoSync&) = delete;
-
-   private:
-    DistributedDataParallel& ddp_;
-    bool previous_;
-  };
-  NoSync no_sync() { return NoSync(*this); }
+  // While the NoSync returned lives, backward passes accumulate gradients locally, without
+  // communication (gradient accumulation); the first backward after it reduces the accumulated sum.
+  NoSync no_sync();
 
   // All-reduces of the last backward pass (for tests and benchmarks).
   int64_t reductions() const;

@@ -12,6 +12,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/foreach.h"
+#include "dist/buckets.h"
 #include "dist/flat.h"
 #include "kernels/error.h"
 #include "nn/optim/clip.h"
@@ -54,8 +55,7 @@ struct ZeroRedundancyOptimizer::State {
   std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
   std::vector<Tensor> scratch;       // per group, stage 2: a reduction that adds to shard_grads lands here first
   std::vector<Bucket> buckets;       // each group's, in the group's order
-  std::vector<size_t> order;         // the order their reduce-scatters are issued in
-  bool order_learned = false;        // order is rank 0's first backward's
+  detail::BucketSchedule schedule;   // when their reduce-scatters are issued; gradient k: hooked parameter k
   std::unique_ptr<nn::optim::Optimizer> local;
   // The reduction of the gradients of the next step:
   bool sync = true;
@@ -63,11 +63,6 @@ struct ZeroRedundancyOptimizer::State {
   bool held = false;      // stage 2: the shards' gradients hold reductions since the last step
   bool accumulating = false;  // stage 2: this reduction adds to what the shards hold (see begin_reduction)
   bool in_pass = false;   // a backward pass is reducing: its end-of-backward callback is queued
-  std::vector<size_t> bucket_of;                 // per hooked parameter: its bucket
-  std::vector<bool> ready;                       // per hooked parameter: accumulated in this pass
-  std::vector<int64_t> pending;                  // per bucket: hooked gradients still to come
-  std::vector<size_t> completed;                 // buckets in the order this pass completed them
-  size_t next = 0;                               // order[next] is the next to issue
   std::vector<std::shared_ptr<Work>> works;      // per bucket: its reduce-scatter in flight
   int64_t reductions = 0;
   profile::StepProfiler* profiler = nullptr;
@@ -133,11 +128,7 @@ struct ZeroRedundancyOptimizer::State {
       for (size_t g = 0; g < groups.size(); ++g) shards[g].set_grad(shard_grads[g]);
       reductions = 0;
     }
-    pending.assign(buckets.size(), 0);
-    for (size_t b : bucket_of) ++pending[b];
-    ready.assign(bucket_of.size(), false);
-    completed.clear();
-    next = 0;
+    schedule.reset();
   }
 
   // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros),
@@ -159,10 +150,6 @@ struct ZeroRedundancyOptimizer::State {
     ++reductions;
   }
 
-  void issue_ready() {
-    while (next < order.size() && pending[order[next]] == 0) reduce(order[next++]);
-  }
-
   // Waits for every reduce-scatter in flight.
   void finish() {
     detail::wait_all(works);
@@ -172,8 +159,7 @@ struct ZeroRedundancyOptimizer::State {
   // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced (when
   // accumulating, each bucket's reduction is added to them as it arrives).
   void end_reduction() {
-    std::fill(pending.begin(), pending.end(), 0);
-    issue_ready();
+    schedule.issue_rest([this](size_t b) { reduce(b); });
     NoGradGuard no_grad;
     detail::wait_all(works, [&](size_t b) {
       release_buffer(b);
@@ -210,18 +196,10 @@ struct ZeroRedundancyOptimizer::State {
     if (!in_pass) {
       begin_reduction();
       in_pass = true;
-      detail::queue_end_of_pass(
-          [self] {
-            if (std::shared_ptr<State> s = self.lock()) s->end_pass();
-          },
-          [self] {
-            if (std::shared_ptr<State> s = self.lock()) s->abort_pass();
-          });
+      detail::queue_end_of_pass(self);
     }
-    if (ready[k]) return;  // accumulated twice in one pass: counted once
-    ready[k] = true;
-    if (--pending[bucket_of[k]] == 0) completed.push_back(bucket_of[k]);
-    issue_ready();
+    if (!schedule.arrive(k)) return;  // accumulated twice in one pass: counted once
+    schedule.issue_ready([this](size_t b) { reduce(b); });
   }
 
   // Backward failed: the next backward starts a reduction of its own; what this one issued is
@@ -236,10 +214,7 @@ struct ZeroRedundancyOptimizer::State {
     in_pass = false;
     if (profiler) profiler->begin(profile::Phase::Communication);  // backward is done: what is left waits
     end_reduction();
-    if (!order_learned) {  // after the first backward: the order rank 0 completed the buckets in
-      order = detail::agree_on_order(*pg, completed, order);
-      order_learned = true;
-    }
+    schedule.learn_order(*pg);  // after the first backward: the order rank 0 completed the buckets in
   }
 
   // This rank's slices of the parameters into its shards: the parameters are the truth (a
@@ -308,6 +283,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   NoGradGuard no_grad;
   const int n = group.size();
   std::vector<nn::optim::ParamGroup> local_groups;
+  std::vector<size_t> first_order;  // each group's buckets from its last, group by group
   for (size_t g = 0; g < st.groups.size(); ++g) {
     const TensorList& params = st.groups[g].params;
     if (params.empty()) throw Error("ZeroRedundancyOptimizer: parameter group " + std::to_string(g) + " is empty");
@@ -339,7 +315,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
       b.numel = (detail::total_numel(st.bucket_params(b)) + n - 1) / n * n;
       flat_numel += b.numel;
     }
-    for (size_t j = mine.size(); j-- > 0;) st.order.push_back(st.buckets.size() + j);  // the last bucket first
+    for (size_t j = mine.size(); j-- > 0;) first_order.push_back(st.buckets.size() + j);  // the last bucket first
     st.buckets.insert(st.buckets.end(), mine.begin(), mine.end());
     st.shard_numel.push_back(flat_numel / n);
     st.flats.push_back(zeros({flat_numel}, TensorOptions(params.front().dtype(), params.front().device())));
@@ -365,21 +341,23 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (st.releases()) st.flats.clear();  // stage 2: each bucket's buffer only while in use
   st.local = make(std::move(local_groups));
   if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
-  if (!options.overlap) return;  // the clip or the step reduces: no hooks
-  // The hooks hold the state weakly: once the optimizer is gone, they do nothing.
+  // The hooks hold the state weakly: once the optimizer is gone, they do nothing. Overlap off: the
+  // clip or the step reduces, and no hooks are registered.
   std::weak_ptr<State> weak = state_;
-  for (size_t b = 0; b < st.buckets.size(); ++b) {
+  std::vector<size_t> bucket_of;  // per hooked parameter
+  for (size_t b = 0; b < st.buckets.size() && options.overlap; ++b) {
     const State::Bucket& bucket = st.buckets[b];
     for (size_t i = bucket.first; i < bucket.last; ++i) {
       const Tensor& p = st.groups[bucket.group].params[i];
       if (!p.requires_grad() || !p.is_leaf()) continue;  // never gets a gradient: counts as zero
-      const size_t k = st.bucket_of.size();
-      st.bucket_of.push_back(b);
+      const size_t k = bucket_of.size();
+      bucket_of.push_back(b);
       p.register_post_accumulate_grad_hook([weak, k](Tensor&) {
         if (std::shared_ptr<State> s = weak.lock()) s->on_gradient(k, weak);
       });
     }
   }
+  st.schedule = detail::BucketSchedule(std::move(bucket_of), std::move(first_order));
 }
 
 ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
@@ -398,11 +376,7 @@ void ZeroRedundancyOptimizer::set_profiler(profile::StepProfiler* profiler) {
   state_->profiler = profiler != nullptr && profiler->enabled() ? profiler : nullptr;
 }
 
-ZeroRedundancyOptimizer::NoSync::NoSync(ZeroRedundancyOptimizer& zero) : zero_(zero), previous_(zero.state_->sync) {
-  zero_.state_->sync = false;
-}
-
-ZeroRedundancyOptimizer::NoSync::~NoSync() { zero_.state_->sync = previous_; }
+NoSync ZeroRedundancyOptimizer::no_sync() { return NoSync(std::shared_ptr<bool>(state_, &state_->sync)); }
 
 namespace {
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "core/profiler.h"
+#include "dist/no_sync.h"
 #include "dist/process_group.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/optim/optimizer.h"
@@ -109,22 +110,12 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // Not a collective: every rank reads its own shard of the same map.
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
-  // While a NoSync lives, backward passes only accumulate gradients (gradient accumulation); the
-  // first backward after it reduces the accumulated sum. Without it every backward reduces: in stage
-  // 1 the last one's reduction (of the whole sum) is the one the step uses, so the earlier ones are
-  // wasted; in stage 2 each reduces what it added, and the step uses the sum of the reductions.
-  class NoSync {
-   public:
-    explicit NoSync(ZeroRedundancyOptimizer& zero);
-    ~NoSync();
-    NoSync(const NoSync&) = delete;
-    NoSync& operator=(const NoSync&) = delete;
-
-   private:
-    ZeroRedundancyOptimizer& zero_;
-    bool previous_;
-  };
-  NoSync no_sync() { return NoSync(*this); }
+  // While the NoSync returned lives, backward passes only accumulate gradients (gradient
+  // accumulation); the first backward after it reduces the accumulated sum. Without it every
+  // backward reduces: in stage 1 the last one's reduction (of the whole sum) is the one the step
+  // uses, so the earlier ones are wasted; in stage 2 each reduces what it added, and the step uses
+  // the sum of the reductions.
+  NoSync no_sync();
 
   // The optimizer over this rank's shards: its state is this rank's share.
   nn::optim::Optimizer& local();

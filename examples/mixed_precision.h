@@ -62,10 +62,9 @@ class TrainStep {
       profile::PhaseScope backward(profiler_, profile::Phase::Backward);
       // With DDP or ZeRO, the micro-batches before the last accumulate locally; the last backward
       // all-reduces (reduce-scatters) the sum once, instead of every micro-batch's gradients.
-      std::optional<dist::DistributedDataParallel::NoSync> local;
-      std::optional<dist::ZeroRedundancyOptimizer::NoSync> local_zero;
-      if (ddp_ && k + 1 < k_total) local.emplace(*ddp_);
-      if (zero_ && k + 1 < k_total) local_zero.emplace(*zero_);
+      std::optional<dist::NoSync> local;
+      if (ddp_ && k + 1 < k_total) local.emplace(ddp_->no_sync());
+      if (zero_ && k + 1 < k_total) local.emplace(zero_->no_sync());
       // Weighting each mean by its share of the rows makes the accumulated gradient the whole
       // batch's mean; one micro-batch is not scaled at all, so a run without accumulation is bit
       // for bit what it was before the flag existed.

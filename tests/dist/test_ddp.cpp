@@ -107,6 +107,44 @@ double max_param_diff(nn::Module& a, nn::Module& b) {
   return d;
 }
 
+// Data-parallel SGD (lr 0.1, momentum 0.9) over `model`, a bucket per parameter: kind 0 is DDP with
+// a plain optimizer, 1 and 2 are ZeRO of that stage.
+struct DataParallelSgd {
+  std::optional<DistributedDataParallel> ddp;
+  std::optional<nn::optim::SGD> ddp_opt;
+  std::optional<ZeroRedundancyOptimizer> zero;
+
+  DataParallelSgd(int kind, const std::shared_ptr<nn::Sequential>& model, ProcessGroup& g) {
+    if (kind == 0) {
+      DDPOptions o;
+      o.bucket_bytes = 100;
+      ddp.emplace(model, g, o);
+      ddp_opt.emplace(model->parameters(), 0.1, 0.9);
+    } else {
+      ZeroOptions o;
+      o.bucket_bytes = 100;
+      o.stage = kind;
+      zero.emplace(std::vector<nn::optim::ParamGroup>{lr_group(model->parameters(), 0.1)}, g, make_sgd, o);
+    }
+  }
+  static const char* name(int kind) { return kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2"; }
+  int64_t reductions() const { return ddp ? ddp->reductions() : zero->reductions(); }
+  void zero_grad() {
+    if (ddp) {
+      ddp_opt->zero_grad();
+    } else {
+      zero->zero_grad();
+    }
+  }
+  void step() {
+    if (ddp) {
+      ddp_opt->step();
+    } else {
+      zero->step();
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ddp: training on shares of the global batch equals training on all of it", "[ddp]") {
@@ -579,8 +617,8 @@ TEST_CASE("zero-1 and zero-2: no_sync accumulates without reducing; the backward
         for (int64_t micro = 0; micro < 2; ++micro) {
           auto [x, y] = global_batch(140 + 2 * step + micro);
           mse_loss((*reference)(x), y).backward();
-          std::optional<ZeroRedundancyOptimizer::NoSync> quiet;
-          if ((pattern == 1 && micro == 0) || (pattern == 2 && micro == 1)) quiet.emplace(zero);
+          std::optional<NoSync> quiet;
+          if ((pattern == 1 && micro == 0) || (pattern == 2 && micro == 1)) quiet.emplace(zero.no_sync());
           mse_loss((*local)(share(x, g)), share(y, g)).backward();
           reducing += quiet ? 0 : 1;
           // One bucket: stage 1 counts the reduction the step can use, stage 2 all it will sum.
@@ -932,7 +970,7 @@ TEST_CASE("ddp: after a backward that failed, the next one reduces its own gradi
 TEST_CASE("ddp and zero: after a backward that failed midway, the next backward is a pass of its own", "[ddp][zero]") {
   ProcessGroup& g = world();
   for (int kind = 0; kind < 3; ++kind) {  // DDP, ZeRO-1, ZeRO-2
-    INFO("ranks " << g.size() << ", " << (kind == 0 ? "DDP" : kind == 1 ? "ZeRO-1" : "ZeRO-2"));
+    INFO("ranks " << g.size() << ", " << DataParallelSgd::name(kind));
     auto reference = make_model(5000);
     auto local = make_model(5000);
     // The first layer's weight, whose gradient comes last, throws once from a hook registered before
@@ -946,41 +984,19 @@ TEST_CASE("ddp and zero: after a backward that failed midway, the next backward 
       }
     });
     nn::optim::SGD ref_opt(reference->parameters(), 0.1, 0.9);
-    std::optional<DistributedDataParallel> ddp;
-    std::optional<nn::optim::SGD> ddp_opt;
-    std::optional<ZeroRedundancyOptimizer> zero;
-    if (kind == 0) {
-      DDPOptions o;
-      o.bucket_bytes = 100;  // a bucket per parameter
-      ddp.emplace(local, g, o);
-      ddp_opt.emplace(local->parameters(), 0.1, 0.9);
-    } else {
-      ZeroOptions o;
-      o.bucket_bytes = 100;
-      o.stage = kind;
-      zero.emplace(std::vector<nn::optim::ParamGroup>{lr_group(local->parameters(), 0.1)}, g, make_sgd, o);
-    }
-    auto reductions = [&] { return ddp ? ddp->reductions() : zero->reductions(); };
+    DataParallelSgd dp(kind, local, g);
     auto [x0, y0] = global_batch(150);
     CHECK_THROWS_WITH(mse_loss((*local)(share(x0, g)), share(y0, g)).backward(), Catch::Contains("injected failure"));
-    CHECK(reductions() >= 1);  // buckets were issued before the failure
+    CHECK(dp.reductions() >= 1);  // buckets were issued before the failure
     for (int64_t step = 0; step < 3; ++step) {
       auto [x, y] = global_batch(151 + step);
       ref_opt.zero_grad();
       mse_loss((*reference)(x), y).backward();
       ref_opt.step();
-      if (ddp) {
-        ddp_opt->zero_grad();
-      } else {
-        zero->zero_grad();
-      }
+      dp.zero_grad();
       mse_loss((*local)(share(x, g)), share(y, g)).backward();
-      CHECK(reductions() == 4);  // every bucket, this pass's own
-      if (ddp) {
-        ddp_opt->step();
-      } else {
-        zero->step();
-      }
+      CHECK(dp.reductions() == 4);  // every bucket, this pass's own
+      dp.step();
     }
     CHECK(max_param_diff(*reference, *local) < 1e-12);
   }
