@@ -22,6 +22,7 @@ namespace {
 std::atomic<uint64_t> g_sequence_nr{0};
 std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+thread_local std::vector<std::function<void()>>* t_outer_callbacks = nullptr;  // the outermost pass's
 
 // Gradient sink of a leaf: accumulates into .grad, in place when a gradient already exists.
 class AccumulateGrad final : public Node {
@@ -366,8 +367,15 @@ TensorList make_seeds(const TensorList& roots, const TensorList& grad_roots, std
 struct CallbackScope {
   std::vector<std::function<void()>> callbacks;
   std::vector<std::function<void()>>* prev;
-  CallbackScope() : prev(t_callbacks) { t_callbacks = &callbacks; }
-  ~CallbackScope() { t_callbacks = prev; }
+  std::vector<std::function<void()>>* prev_outer;
+  CallbackScope() : prev(t_callbacks), prev_outer(t_outer_callbacks) {
+    t_callbacks = &callbacks;
+    if (!t_outer_callbacks) t_outer_callbacks = &callbacks;  // not nested in another pass
+  }
+  ~CallbackScope() {
+    t_callbacks = prev;
+    t_outer_callbacks = prev_outer;
+  }
   void run() {
     // Callbacks may queue further callbacks; run until none are left.
     for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
@@ -417,6 +425,13 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
 void queue_backward_callback(std::function<void()> callback) {
   if (!t_callbacks) throw AutogradError("queue_backward_callback: no backward pass is running on this thread");
   t_callbacks->push_back(std::move(callback));
+}
+
+void queue_outer_backward_callback(std::function<void()> callback) {
+  if (!t_outer_callbacks) {
+    throw AutogradError("queue_outer_backward_callback: no backward pass is running on this thread");
+  }
+  t_outer_callbacks->push_back(std::move(callback));
 }
 
 bool anomaly_mode_enabled() { return g_anomaly.load(); }

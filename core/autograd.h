@@ -137,10 +137,15 @@ void run_backward(const TensorList& roots, const TensorList& grad_roots, bool re
 // Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad.
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false);
-// Runs `callback` once when the current backward pass finishes (what a data-parallel gradient
-// all-reduce needs, to wait for its last buckets).
+// Runs `callback` once when the current backward pass finishes (the innermost one, when a backward
+// runs inside another: a reentrant recompute's).
 // Only valid while a backward pass runs (from a hook); otherwise an AutogradError.
 void queue_backward_callback(std::function<void()> callback);
+// Runs `callback` once when the outermost backward pass running on this thread finishes: what a
+// data-parallel gradient reduction needs to wait for its last buckets, as the gradients a nested
+// backward accumulates belong to the pass around it.
+// Only valid while a backward pass runs (from a hook); otherwise an AutogradError.
+void queue_outer_backward_callback(std::function<void()> callback);
 
 // Anomaly mode: off by default. When on, every gradient a node produces is checked for NaN and
 // the error names the forward op whose backward made it.

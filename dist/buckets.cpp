@@ -87,7 +87,7 @@ struct PassGuard {
 void queue_end_of_pass(std::function<void()> on_end, std::function<void()> on_abort) {
   auto guard = std::make_shared<PassGuard>();
   guard->on_abort = std::move(on_abort);
-  queue_backward_callback([guard, on_end = std::move(on_end)] {
+  queue_outer_backward_callback([guard, on_end = std::move(on_end)] {
     guard->ended = true;  // from here on the pass is this callback's, whatever it throws
     on_end();
   });

@@ -54,8 +54,8 @@ class BucketSchedule {
   size_t next_ = 0;                // order_[next_] is the next bucket to issue
 };
 
-// Queues `on_end` to run when the backward pass now running finishes (queue_backward_callback). If
-// the pass fails instead (an exception leaves backward before its callbacks run), `on_abort` runs
+// Queues `on_end` to run when the backward pass now running finishes (the outermost one, should a
+// recompute's backward run inside it: queue_outer_backward_callback). If the pass fails instead (an exception leaves backward before its callbacks run), `on_abort` runs
 // when the engine drops the callback, as the exception leaves backward: a DDP or ZeRO pass can wait
 // for the collectives it left in flight and end, so the next backward starts a pass of its own.
 // Errors of `on_abort` are swallowed (it runs while an exception is on its way out).

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/kiln.h"
@@ -133,6 +134,33 @@ TEST_CASE("end-of-backward callbacks run once after all nodes", "[autograd]") {
   CHECK(calls == 1);
   CHECK(grad_ready);
   CHECK_THROWS_AS(queue_backward_callback([] {}), AutogradError);
+  CHECK_THROWS_AS(queue_outer_backward_callback([] {}), AutogradError);
+}
+
+TEST_CASE("a backward nested in another: callbacks for the current pass end it, for the outer pass the outer one",
+          "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor b = leaf({3, 4}, {2});
+  Tensor c = leaf({5, 6}, {2});
+  std::vector<std::string> events;
+  b.register_post_accumulate_grad_hook([&](Tensor&) {
+    queue_backward_callback([&] { events.push_back("inner end"); });
+    queue_outer_backward_callback([&] { events.push_back("outer end"); });
+  });
+  a.register_post_accumulate_grad_hook([&](Tensor&) {
+    events.push_back("a");
+    EnableGradGuard grad_mode;  // backward runs without grad mode
+    sum(b * b).backward();      // a backward of its own, inside this one
+  });
+  c.register_post_accumulate_grad_hook([&](Tensor&) { events.push_back("c"); });
+  // The engine reaches a's accumulation before c's here (its order is deterministic), so c's comes
+  // after the nested pass has ended, and the outer pass's callback must wait for it.
+  sum(a * a * 2.0 + c * c).backward();
+  CHECK(events == std::vector<std::string>{"a", "inner end", "c", "outer end"});
+  // Once a pass is over, the next outermost pass is a new one.
+  events.clear();
+  sum(b * b).backward();
+  CHECK(events == std::vector<std::string>{"inner end", "outer end"});
 }
 
 TEST_CASE("anomaly mode names the op whose backward made a NaN", "[autograd]") {

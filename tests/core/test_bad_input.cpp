@@ -1113,6 +1113,8 @@ void autograd_rows(Table& t) {
         [] { (leaf({2}) * 2.0).register_post_accumulate_grad_hook([](Tensor&) {}); });
   t.add("queue_backward_callback outside backward", Expect::Autograd, {"queue_backward_callback"},
         [] { queue_backward_callback([] {}); });
+  t.add("queue_outer_backward_callback outside backward", Expect::Autograd, {"queue_outer_backward_callback"},
+        [] { queue_outer_backward_callback([] {}); });
   t.add("set_data of undefined", Expect::Error, {"set_data", "undefined"}, [] { f32({2}).set_data(Tensor()); });
   t.add("set_data on a non-leaf", Expect::Autograd, {"set_data", "leaf"}, [] { (leaf({2}) * 2.0).set_data(f32({2})); });
   t.add("set_data of int data into a grad leaf", Expect::DType, {"set_data", "int64"},

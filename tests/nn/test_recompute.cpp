@@ -379,8 +379,10 @@ TEST_CASE("recompute: unlisted parameters get their gradients the reentrant way"
 
   Tensor xin = x.clone().set_requires_grad(true);
   bool input_grad_at_callback = true;
+  bool input_grad_at_outer_callback = false;
   lin->weight.register_post_accumulate_grad_hook([&](Tensor&) {
     queue_backward_callback([&] { input_grad_at_callback = xin.grad().defined(); });
+    queue_outer_backward_callback([&] { input_grad_at_outer_callback = xin.grad().defined(); });
   });
   Tensor y = checkpoint(fn, {xin}).at(0);
   y.sum().backward();
@@ -388,8 +390,10 @@ TEST_CASE("recompute: unlisted parameters get their gradients the reentrant way"
   CHECK(bitwise_equal(lin->bias.grad(), b_plain));
   REQUIRE(xin.grad().defined());
   CHECK(bitwise_equal(xin.grad(), x_plain.grad()));
-  // The nested backward ran the callback at its own end, before the input's gradient arrived.
+  // The nested backward ran the callback at its own end, before the input's gradient arrived; the
+  // one for the outermost pass (DDP's and ZeRO's) ran at the end of the caller's backward.
   CHECK_FALSE(input_grad_at_callback);
+  CHECK(input_grad_at_outer_callback);
 
   // No input requires grad and nothing is listed: fn runs with its graph kept, so the parameters
   // still get their gradients (PyTorch's reentrant checkpoint would give them none).
