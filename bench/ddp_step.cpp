@@ -7,8 +7,9 @@
 // (DDPOptions::gradient_as_bucket_view), and ZeRO-1 with each --bucket-mb, its reduce-scatters
 // overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
 // per rank, the weights all-gathered after the update), and ZeRO-2 (the gradients given up once
-// reduced) with the overlap. "exposed" is a step minus the compute-only step: the communication the
-// step still waits for. Each case also records the memory in live tensors (the largest rank's;
+// reduced) with the overlap; then DDP and ZeRO-2 with their gradients on the wire in bfloat16
+// (comm_dtype), beside the whole gradient all-reduced once in bfloat16. "exposed" is a step minus
+// the compute-only step: the communication the step still waits for. Each case also records the memory in live tensors (the largest rank's;
 // kiln's CPU allocator counts it): the most at once in forward and backward and in the optimizer's
 // step over the timed steps, and what stays between steps. Reports; never asserts.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
@@ -91,14 +92,16 @@ int run(int argc, char** argv) {
   std::string text = header.str() + "\n";
 
   // One case: a fresh model (the same weights every case), `steps` timed steps. `zero_options`: the
-  // step goes through ZeRO (no DDP); `comm_only`: the step is one all-reduce of the whole gradient.
+  // step goes through ZeRO (no DDP); `comm_only`: the step is one all-reduce of the whole gradient,
+  // in `comm_dtype` (float32 when none).
   struct Timed {
     double seconds;
     int64_t buckets;
     double peak_backward_bytes, peak_step_bytes, resident_bytes;
   };
   auto time_case = [&](const std::string& name, std::optional<dist::DDPOptions> ddp_options, bool comm_only,
-                       std::optional<dist::ZeroOptions> zero_options = std::nullopt) {
+                       std::optional<dist::ZeroOptions> zero_options = std::nullopt,
+                       std::optional<DType> comm_dtype = std::nullopt) {
     manual_seed(7);
     auto model = std::make_shared<nn::GPT>(cfg);
     model->train();
@@ -120,7 +123,8 @@ int run(int argc, char** argv) {
     if (ddp_options) ddp.emplace(model, g, *ddp_options);
     int64_t grad_bytes = 0;
     for (const Tensor& p : model->parameters()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    Tensor flat = comm_only ? zeros({grad_bytes / 4}) : Tensor();  // only the all-reduce case holds it
+    // Only the all-reduce case holds it: the gradient's elements (float32 parameters), in its dtype.
+    Tensor flat = comm_only ? zeros({grad_bytes / 4}, TensorOptions(comm_dtype.value_or(DType::Float32))) : Tensor();
     // Memory in live tensors: the most at once in forward and backward, and in the optimizer's step
     // (a lock and two counters each: no cost the timing could see), and what stays between steps.
     int64_t peak_backward = 0, peak_step = 0;
@@ -170,7 +174,10 @@ int run(int argc, char** argv) {
       c.real("bucket_mb", static_cast<double>(zero_options->bucket_bytes) / (1 << 20), "%g");
       c.boolean("overlap", zero_options->overlap).integer("buckets", static_cast<int64_t>(zero_opt->num_buckets()));
       c.integer("stage", zero_options->stage);
+      comm_dtype = zero_options->comm_dtype;
     }
+    if (ddp_options) comm_dtype = ddp_options->comm_dtype;
+    if (comm_dtype) c.text("comm_dtype", dtype_name(*comm_dtype));
     // The optimizer's state on this rank: AdamW's two moments, of the whole model or of one shard.
     int64_t state_bytes = 0;
     for (const auto& [key, t] : (zero_opt ? zero_opt->local().state_dict() : opt->state_dict())) {
@@ -191,45 +198,49 @@ int run(int argc, char** argv) {
   const Timed compute_case = time_case("compute", std::nullopt, false);
   const double compute = compute_case.seconds;
   const double comm = time_case("all_reduce", std::nullopt, true).seconds;
+  const double comm_bf16 = time_case("all_reduce", std::nullopt, true, std::nullopt, DType::BFloat16).seconds;
   if (g.rank() == 0) {
     std::printf("DDP steps of a %lld-layer, %lld-wide GPT, batch %lld x %lld tokens per rank, %d ranks (%s)\n",
                 static_cast<long long>(o.layers), static_cast<long long>(o.width), static_cast<long long>(o.batch),
                 static_cast<long long>(o.block), n, g.backend().c_str());
-    std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms\n", compute * 1e3,
-                comm * 1e3);
+    std::printf("compute only (no DDP): %.2f ms; the whole gradient all-reduced once: %.2f ms (in bfloat16: %.2f ms)\n",
+                compute * 1e3, comm * 1e3, comm_bf16 * 1e3);
     std::printf("MiB in live tensors: the most in forward and backward, in the optimizer's step, between steps\n");
-    std::printf("%9s %10s %8s %8s %12s %12s %9s %9s %9s\n", "", "bucket MB", "buckets", "overlap", "step ms",
+    std::printf("%11s %10s %8s %8s %12s %12s %9s %9s %9s\n", "", "bucket MB", "buckets", "overlap", "step ms",
                 "exposed ms", "backward", "step", "between");
-    std::printf("%9s %10s %8s %8s %12.2f %12s %9.1f %9.1f %9.1f\n", "compute", "", "", "", compute * 1e3, "",
+    std::printf("%11s %10s %8s %8s %12.2f %12s %9.1f %9.1f %9.1f\n", "compute", "", "", "", compute * 1e3, "",
                 compute_case.peak_backward_bytes / (1 << 20), compute_case.peak_step_bytes / (1 << 20),
                 compute_case.resident_bytes / (1 << 20));
   }
   // DDP, DDP with its gradients as views of the buckets (the overlap on), ZeRO-1 (its
   // reduce-scatter, 1/N of AdamW's state, the all-gather after the update), then ZeRO-2, which also
   // gives the gradients up once reduced (with the overlap only: without it, the step reduces them
-  // all at once, and they are held through backward as in ZeRO-1).
-  const char* const names[] = {"DDP", "DDP views", "ZeRO-1", "ZeRO-2"};
-  for (const int kind : {0, 1, 2, 3}) {
+  // all at once, and they are held through backward as in ZeRO-1); then DDP and ZeRO-2 sending
+  // their gradients in bfloat16 (with the overlap).
+  const char* const names[] = {"DDP", "DDP views", "ZeRO-1", "ZeRO-2", "DDP bf16", "ZeRO-2 bf16"};
+  for (const int kind : {0, 1, 2, 3, 4, 5}) {
     for (double mb : o.bucket_mb) {
       for (bool overlap : {true, false}) {
-        if ((kind == 1 || kind == 3) && !overlap) continue;
+        if ((kind == 1 || kind >= 3) && !overlap) continue;
         const int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
         Timed r{};
-        if (kind >= 2) {
+        if (kind == 2 || kind == 3 || kind == 5) {
           dist::ZeroOptions z;
           z.bucket_bytes = bytes;
           z.overlap = overlap;
-          z.stage = kind - 1;
+          z.stage = kind == 2 ? 1 : 2;
+          if (kind == 5) z.comm_dtype = DType::BFloat16;
           r = time_case("zero", std::nullopt, false, z);
         } else {
           dist::DDPOptions d;
           d.bucket_bytes = bytes;
           d.overlap = overlap;
           d.gradient_as_bucket_view = kind == 1;
+          if (kind == 4) d.comm_dtype = DType::BFloat16;
           r = time_case("ddp", d, false);
         }
         if (g.rank() == 0) {
-          std::printf("%9s %10g %8lld %8s %12.2f %12.2f %9.1f %9.1f %9.1f\n", names[kind], mb,
+          std::printf("%11s %10g %8lld %8s %12.2f %12.2f %9.1f %9.1f %9.1f\n", names[kind], mb,
                       static_cast<long long>(r.buckets),
                       overlap ? "on" : "off", r.seconds * 1e3, (r.seconds - compute) * 1e3,
                       r.peak_backward_bytes / (1 << 20), r.peak_step_bytes / (1 << 20), r.resident_bytes / (1 << 20));

@@ -48,21 +48,32 @@ struct DistributedDataParallel::State {
     p.set_grad(view);
   }
 
+  // The dtype bucket b's gradients travel in: DDPOptions::comm_dtype, or their own.
+  DType wire_dtype(size_t b) const { return options.comm_dtype.value_or(params[buckets[b].front()].dtype()); }
+
   // Starts bucket b's all-reduce: its gradients are packed into its flat buffer (made on first use,
-  // then kept; or, as views, already there) and one all-reduce is issued over it; finish() waits
-  // for it and unpacks.
+  // then kept, in the wire dtype: packing converts; or, as views, already there) and one
+  // all-reduce is issued over it; finish() waits for it and unpacks. In float16 the bucket is
+  // divided by the world size first and then summed, so that the sum of the ranks' gradients
+  // cannot pass float16's largest value where their average would not.
   void reduce(size_t b) {
     Tensor& flat = flats[b];
     if (!flat.defined()) {
       const Tensor& first = params[buckets[b].front()];
-      flat = empty({detail::total_numel(bucket_params(b))}, TensorOptions(first.dtype(), first.device()));
+      flat = empty({detail::total_numel(bucket_params(b))}, TensorOptions(wire_dtype(b), first.device()));
     }
     if (views.empty()) {
       detail::pack(bucket_params(b), flat, /*grads=*/true);
     } else {
       for (size_t i : buckets[b]) bind(i);
     }
-    works[b] = group->all_reduce(flat, ReduceOp::Avg, options.algo);
+    ReduceOp op = ReduceOp::Avg;
+    if (flat.dtype() == DType::Float16 && group->size() > 1) {
+      NoGradGuard no_grad;
+      flat.mul_(Scalar(1.0 / group->size()));
+      op = ReduceOp::Sum;
+    }
+    works[b] = group->all_reduce(flat, op, options.algo);
     if (!options.overlap) {
       if (profiler) profiler->begin(profile::Phase::Communication);
       works[b]->wait();
@@ -145,6 +156,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     if (!p.requires_grad()) continue;
     st.names.push_back(name);
     st.params.push_back(p);
+  }
+  if (const std::optional<DType> wire = options_.comm_dtype) {
+    if (!is_floating(*wire)) {
+      throw DTypeError(std::string("DistributedDataParallel: comm_dtype must be a floating dtype, got ") +
+                       dtype_name(*wire));
+    }
+    for (size_t i = 0; i < st.params.size() && options_.gradient_as_bucket_view; ++i) {
+      if (st.params[i].dtype() != *wire) {
+        throw DTypeError(std::string("DistributedDataParallel: gradient_as_bucket_view keeps the gradients in the "
+                                     "buckets, so they must travel in their own dtype: comm_dtype is ") +
+                         dtype_name(*wire) + ", parameter '" + st.names[i] + "' is " +
+                         dtype_name(st.params[i].dtype()));
+      }
+    }
   }
   if (options_.broadcast_parameters) {
     NoGradGuard no_grad;

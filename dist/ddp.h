@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,13 @@ struct DDPOptions {
   // zero_grad(set_to_none = false) the views stay, backward accumulates into the buckets, and
   // nothing is copied at all. A gradient set by hand is copied in at the next reduction.
   bool gradient_as_bucket_view = false;
+  // The dtype the gradients travel in (none: their own). bfloat16 or float16 halves the bytes of
+  // float32 gradients on the wire, at that dtype's precision (PyTorch's bf16/fp16 compression
+  // hooks, DeepSpeed's communication_data_type); float32 for half-precision parameters sums their
+  // gradients in float32 (Megatron's grad_reduce_in_fp32). A bucket travelling in float16 is divided
+  // by the world size before its sum, not after, so the sum stays in float16's range. Needs a
+  // floating dtype, and the parameters' own with gradient_as_bucket_view.
+  std::optional<DType> comm_dtype;
 };
 
 class DistributedDataParallel {

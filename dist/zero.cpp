@@ -51,9 +51,11 @@ struct ZeroRedundancyOptimizer::State {
   std::vector<int64_t> shard_numel;  // per group
   std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step (stage 1)
   std::vector<Tensor> bucket_flats;  // per bucket: its part of it (stage 1), or its own while in use (stage 2)
+  std::vector<Tensor> wire_flats;    // per bucket, with comm_dtype another dtype: its reductions' buffer
   std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
   std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
-  std::vector<Tensor> scratch;       // per group, stage 2: a reduction that adds to shard_grads lands here first
+  std::vector<Tensor> scratch;       // per group: a reduction that adds to shard_grads (stage 2), or arrives in
+                                     // another dtype (comm_dtype), lands here first
   std::vector<Bucket> buckets;       // each group's, in the group's order
   detail::BucketSchedule schedule;   // when their reduce-scatters are issued; gradient k: hooked parameter k
   std::unique_ptr<nn::optim::Optimizer> local;
@@ -76,24 +78,35 @@ struct ZeroRedundancyOptimizer::State {
   }
   Tensor flat_of(const Bucket& b) const { return flats[b.group].narrow(0, b.flat_offset, b.numel); }
 
-  // Bucket b's flat buffer for a collective. Stage 1 keeps one per group from step to step (DDP
-  // keeps its buckets' too). Stage 2 saves that memory as well: a bucket's buffer is taken from the
-  // allocator when its collective is issued and given back once it is done (release_buffer), so
-  // between steps no rank holds anything of the gradient's size. `padded`: the padding past the
-  // parameters is zeroed (the reduce-scatter must average zeros there).
-  Tensor& buffer(size_t b, bool padded) {
-    Tensor& flat = bucket_flats[b];
+  // The dtype bucket b's gradients travel in (ZeroOptions::comm_dtype, or the parameters' own), and
+  // whether it is another than the parameters' (their reductions then have buffers of their own).
+  DType wire_dtype(const Bucket& b) const {
+    return options.comm_dtype.value_or(groups[b.group].params[b.first].dtype());
+  }
+  bool converts(const Bucket& b) const { return wire_dtype(b) != groups[b.group].params[b.first].dtype(); }
+
+  // Bucket b's flat buffer for a collective: its reduce-scatter (`for_reduction`; the padding past
+  // the parameters is zeroed, as the reduce-scatter must average zeros there) or its all-gather.
+  // Stage 1 keeps them from step to step, as DDP keeps its buckets' (the gathers' and, in the
+  // parameters' dtype, the reductions' are one per group). Stage 2 saves that memory as well: a
+  // bucket's buffer is taken from the allocator when its collective is issued and given back once
+  // it is done (release_buffer), so between steps no rank holds anything of the gradient's size.
+  Tensor& buffer(size_t b, bool for_reduction) {
+    const Bucket& bucket = buckets[b];
+    const bool wire = for_reduction && converts(bucket);
+    Tensor& flat = wire ? wire_flats[b] : bucket_flats[b];
     if (!flat.defined()) {
-      const Bucket& bucket = buckets[b];
       const Tensor& first = groups[bucket.group].params[bucket.first];
-      flat = empty({bucket.numel}, TensorOptions(first.dtype(), first.device()));
+      flat = empty({bucket.numel}, TensorOptions(wire ? wire_dtype(bucket) : first.dtype(), first.device()));
       const int64_t used = detail::total_numel(bucket_params(bucket));
-      if (padded && used < bucket.numel) flat.narrow(0, used, bucket.numel - used).zero_();
+      if (for_reduction && used < bucket.numel) flat.narrow(0, used, bucket.numel - used).zero_();
     }
     return flat;
   }
   void release_buffer(size_t b) {
-    if (releases()) bucket_flats[b] = Tensor();
+    if (!releases()) return;
+    bucket_flats[b] = Tensor();
+    wire_flats[b] = Tensor();
   }
 
   // Calls f(i, at, shard_at, n) for each piece of group g that rank r owns: elements [at, at + n) of
@@ -131,22 +144,30 @@ struct ZeroRedundancyOptimizer::State {
     schedule.reset();
   }
 
-  // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros),
-  // and one reduce-scatter (average) from there into this rank's slice of the shard's gradient (or,
-  // when accumulating, of the scratch buffer). Stage 2 then releases the parameters' gradients: the
-  // flat buffer holds them now, and after the reduce-scatter the shard holds all this rank needs.
+  // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros;
+  // packing converts to the wire dtype), and one reduce-scatter (average) from there into this
+  // rank's slice of the shard's gradient (or, when accumulating or converting, of the scratch
+  // buffer). In float16 the bucket is divided by the world size first and then summed, as DDP's,
+  // to keep the sum in range. Stage 2 then releases the parameters' gradients: the flat buffer
+  // holds them now, and after the reduce-scatter the shard holds all this rank needs.
   void reduce(size_t b) {
     const Bucket& bucket = buckets[b];
-    Tensor& flat = buffer(b, /*padded=*/true);
+    Tensor& flat = buffer(b, /*for_reduction=*/true);
     const TensorList params = bucket_params(bucket);
     detail::pack(params, flat, /*grads=*/true);
     if (releases()) {
       for (Tensor p : params) p.set_grad(Tensor());  // a handle: the parameter itself
     }
-    Tensor& target = accumulating ? scratch[bucket.group] : shard_grads[bucket.group];
-    if (!target.defined()) target = empty_like(shard_grads[bucket.group]);
+    ReduceOp op = ReduceOp::Avg;
+    if (flat.dtype() == DType::Float16 && pg->size() > 1) {
+      NoGradGuard no_grad;
+      flat.mul_(Scalar(1.0 / pg->size()));
+      op = ReduceOp::Sum;
+    }
+    Tensor& target = accumulating || converts(bucket) ? scratch[bucket.group] : shard_grads[bucket.group];
+    if (!target.defined()) target = empty({shard_numel[bucket.group]}, TensorOptions(flat.dtype(), flat.device()));
     Tensor out = target.narrow(0, bucket.shard_offset, slice(bucket));
-    works[b] = pg->reduce_scatter(out, flat, ReduceOp::Avg);
+    works[b] = pg->reduce_scatter(out, flat, op);
     ++reductions;
   }
 
@@ -157,16 +178,22 @@ struct ZeroRedundancyOptimizer::State {
   }
 
   // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced (when
-  // accumulating, each bucket's reduction is added to them as it arrives).
+  // accumulating, each bucket's reduction is added to them as it arrives; in another dtype, it is
+  // converted into them).
   void end_reduction() {
     schedule.issue_rest([this](size_t b) { reduce(b); });
     NoGradGuard no_grad;
     detail::wait_all(works, [&](size_t b) {
       release_buffer(b);
-      if (!accumulating) return;
       const Bucket& bucket = buckets[b];
-      shard_grads[bucket.group].narrow(0, bucket.shard_offset, slice(bucket))
-          .add_(scratch[bucket.group].narrow(0, bucket.shard_offset, slice(bucket)));
+      if (!accumulating && !converts(bucket)) return;
+      Tensor mine = shard_grads[bucket.group].narrow(0, bucket.shard_offset, slice(bucket));
+      const Tensor arrived = scratch[bucket.group].narrow(0, bucket.shard_offset, slice(bucket));
+      if (accumulating) {
+        mine.add_(arrived);
+      } else {
+        mine.copy_(arrived);
+      }
     });
     reduced = true;
     held = true;
@@ -240,7 +267,7 @@ struct ZeroRedundancyOptimizer::State {
     size_t issued = 0;
     auto issue_next = [&] {
       const Bucket& bucket = buckets[issued];
-      gathers[issued] = pg->all_gather(buffer(issued, /*padded=*/false),
+      gathers[issued] = pg->all_gather(buffer(issued, /*for_reduction=*/false),
                                        shards[bucket.group].detach().narrow(0, bucket.shard_offset, slice(bucket)));
       ++issued;
     };
@@ -271,6 +298,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (!make) throw Error("ZeroRedundancyOptimizer: no optimizer factory given");
   if (options.bucket_bytes < 1) {
     throw Error("ZeroRedundancyOptimizer: bucket_bytes must be positive, got " + std::to_string(options.bucket_bytes));
+  }
+  if (options.comm_dtype && !is_floating(*options.comm_dtype)) {
+    throw DTypeError(std::string("ZeroRedundancyOptimizer: comm_dtype must be a floating dtype, got ") +
+                     dtype_name(*options.comm_dtype));
   }
   if (options.stage != 1 && options.stage != 2) {
     throw Error("ZeroRedundancyOptimizer: stage must be 1 (optimizer state sharded) or 2 (gradients too), got " +
@@ -337,6 +368,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   st.refresh_shards();
   st.works.resize(st.buckets.size());
   st.scratch.resize(st.groups.size());
+  st.wire_flats.resize(st.buckets.size());
   for (const State::Bucket& b : st.buckets) st.bucket_flats.push_back(st.releases() ? Tensor() : st.flat_of(b));
   if (st.releases()) st.flats.clear();  // stage 2: each bucket's buffer only while in use
   st.local = make(std::move(local_groups));

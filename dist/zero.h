@@ -41,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ struct ZeroOptions {
   bool overlap = true;
   // 1: the optimizer's state sharded (ZeRO-1); 2: the gradients too, released once reduced (ZeRO-2).
   int stage = 1;
+  // The dtype the gradients' reduce-scatters travel in (none: the parameters' own), as DDP's
+  // comm_dtype: bfloat16 or float16 halves float32's bytes at their precision, float32 sums
+  // half-precision gradients in float32; the reduced shard is converted back into the parameters'
+  // dtype. The all-gathers of the parameters stay in the parameters' dtype.
+  std::optional<DType> comm_dtype;
 };
 
 class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {

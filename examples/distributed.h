@@ -88,10 +88,31 @@ inline int64_t bucket_bytes(double bucket_mb, bool given, bool ddp) {
   return std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * (1 << 20)));
 }
 
-// DDP over the model with --bucket-mb's buckets.
-inline dist::DDPOptions ddp_options(int64_t bucket_bytes) {
+// --comm-dtype: the dtype the gradients travel in between the ranks (dist::DDPOptions::comm_dtype,
+// dist::ZeroOptions::comm_dtype). Returns the option, whose count() says whether it was given.
+inline Option* add_comm_dtype_flag(Flags& app, std::string& name) {
+  return app
+      .add_option("--comm-dtype", name,
+                  "with --ddp: the dtype the gradients are all-reduced (--zero: reduce-scattered) in: bf16 or fp16 "
+                  "halve float32's bytes on the wire at their precision; fp32 sums half-precision gradients in "
+                  "float32")
+      ->one_of({"bf16", "fp16", "fp32"})
+      ->default_str("the parameters' own");
+}
+
+// --comm-dtype needs --ddp's ranks; its dtype, or none (the parameters' own) when not given.
+inline std::optional<DType> comm_dtype(const std::string& name, bool ddp) {
+  if (name.empty()) return std::nullopt;
+  if (!ddp) input_error("--comm-dtype sets the dtype of --ddp's gradient reductions; add --ddp");
+  if (name == "bf16") return DType::BFloat16;
+  return name == "fp16" ? DType::Float16 : DType::Float32;
+}
+
+// DDP over the model with --bucket-mb's buckets, its gradients sent in --comm-dtype.
+inline dist::DDPOptions ddp_options(int64_t bucket_bytes, std::optional<DType> comm_dtype) {
   dist::DDPOptions options;
   options.bucket_bytes = bucket_bytes;
+  options.comm_dtype = comm_dtype;
   return options;
 }
 
@@ -103,11 +124,12 @@ inline void check_zero(bool zero, bool ddp, bool cuda_graph, bool stage_given) {
   if (stage_given && !zero) input_error("--zero-stage sets the stage of --zero; add --ddp --zero");
 }
 
-// ZeRO over --bucket-mb's buckets at --zero-stage's stage.
-inline dist::ZeroOptions zero_options(int64_t bucket_bytes, int stage) {
+// ZeRO over --bucket-mb's buckets at --zero-stage's stage, its gradients sent in --comm-dtype.
+inline dist::ZeroOptions zero_options(int64_t bucket_bytes, int stage, std::optional<DType> comm_dtype) {
   dist::ZeroOptions options;
   options.bucket_bytes = bucket_bytes;
   options.stage = stage;
+  options.comm_dtype = comm_dtype;
   return options;
 }
 

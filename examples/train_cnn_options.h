@@ -44,6 +44,8 @@ struct Options {
   int zero_stage = 1;          // --zero-stage: 2 shards the gradients too
   double bucket_mb = 25;       // --bucket-mb: with --ddp, the gradient buckets' size in MB
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
+  std::string comm_dtype_name;  // --comm-dtype: with --ddp, bf16, fp16 or fp32; empty: the parameters' own
+  std::optional<DType> comm_dtype;  // resolved from comm_dtype_name
   double dropout = 0.5;        // SmallCNN's classifier dropout
 };
 
@@ -109,11 +111,13 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_zero_flag(app, o.zero);
   examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
+  examples::add_comm_dtype_flag(app, o.comm_dtype_name);
   auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
                       ->transform(real(0, 1, Ends::open_high));
   app.parse(argc, argv);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
+  o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
   }

@@ -317,6 +317,7 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
   s.boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage).real("bucket_mb", opt.bucket_mb, "%g");
+  s.text("comm_dtype", opt.comm_dtype ? dtype_name(*opt.comm_dtype) : "own");
   const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
@@ -397,12 +398,12 @@ static int run(int argc, char** argv) {
       [betas](std::vector<nn::optim::ParamGroup> groups) {
         return std::make_unique<nn::optim::AdamW>(std::move(groups), betas);
       },
-      opt.zero ? group : nullptr, examples::zero_options(opt.bucket_bytes, opt.zero_stage));
+      opt.zero ? group : nullptr, examples::zero_options(opt.bucket_bytes, opt.zero_stage, opt.comm_dtype));
   nn::optim::Optimizer& optimizer = adamw.stepping();
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes));
+  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype));
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(adamw.zero());

@@ -75,6 +75,8 @@ struct Options {
   int zero_stage = 1;          // --zero-stage: 2 shards the gradients too
   double bucket_mb = 25;       // --bucket-mb: with --ddp, the gradient buckets' size in MB
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
+  std::string comm_dtype_name;  // --comm-dtype: with --ddp, bf16, fp16 or fp32; empty: the parameters' own
+  std::optional<DType> comm_dtype;  // resolved from comm_dtype_name
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -168,6 +170,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::add_zero_flag(app, o.zero);
   examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
+  examples::add_comm_dtype_flag(app, o.comm_dtype_name);
   app.parse(argc, argv);
 
   o.device = examples::choose_device(o.device_name);
@@ -217,6 +220,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::check_grad_accum(o.precision, o.batch_size);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
+  o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +

@@ -110,6 +110,26 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
                    --extra=--grad-accum,2 --work ${KILN_EXAMPLE_RUNS}/train_gpt_ddp_grad_accum)
   set_tests_properties(example_train_gpt_ddp_grad_accum PROPERTIES LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                        ENVIRONMENT "${KILN_MPI_TEST_ENV}")
+  # Gradients sent in bfloat16 (--comm-dtype bf16), by DDP over 2 ranks and by ZeRO-2 over 3: the
+  # runs follow one process's within float tolerance (AdamW's update hardly feels the 8 bits each
+  # average keeps: the losses differ by a few 1e-6), and the run record says the gradients travelled
+  # in bfloat16. At --lr 1e-3: at the CPU default of 4e-3 this short run is on the edge of a loss
+  # spike, which any rounding of its gradients (--amp bf16 as well) may set off or not, and then its
+  # losses differ by 0.1 or more.
+  foreach(ranks 2 3)
+    set(ranks_extra --comm-dtype,bf16)
+    if(ranks EQUAL 3)
+      set(ranks_extra --comm-dtype,bf16,--zero,--zero-stage,2,--bucket-mb,0.01)
+    endif()
+    add_test(NAME example_train_gpt_comm_bf16_${ranks}
+             COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example gpt
+                     --exe $<TARGET_FILE:train_gpt> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks ${ranks}
+                     --data ${KILN_SHAKESPEARE} --extra=--grad-clip,0,--lr,1e-3 --ranks-extra=${ranks_extra}
+                     --expect-setting comm_dtype=bfloat16
+                     --work ${KILN_EXAMPLE_RUNS}/train_gpt_comm_bf16_${ranks})
+    set_tests_properties(example_train_gpt_comm_bf16_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300
+                         RESOURCE_LOCK mpi ENVIRONMENT "${KILN_MPI_TEST_ENV}")
+  endforeach()
   # train_gpt --ddp --zero (ZeRO-1: AdamW's state sharded, gradients reduce-scattered, weights
   # all-gathered) over 2 and 3 ranks against one process. Without clipping: the clip's total norm
   # sums each rank's shard norm, which rounds differently from one norm over the whole model, and
@@ -237,6 +257,8 @@ kiln_flag_test(cnn_zero_stage_three train_cnn 2 stderr "--zero-stage.*'3'" --zer
 kiln_flag_test(gpt_bucket_mb_without_ddp train_gpt 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
 kiln_flag_test(cnn_bucket_mb_without_ddp train_cnn 2 stderr "--bucket-mb sizes the gradient buckets of --ddp" --bucket-mb 4)
 kiln_flag_test(gpt_bucket_mb_zero train_gpt 2 stderr "--bucket-mb.*'0'" --ddp --bucket-mb 0)
+kiln_flag_test(gpt_comm_dtype_without_ddp train_gpt 2 stderr "--comm-dtype sets the dtype of --ddp's" --comm-dtype bf16)
+kiln_flag_test(cnn_comm_dtype_unknown train_cnn 2 stderr "--comm-dtype.*fp8" --ddp --comm-dtype fp8)
 kiln_flag_test(gpt_zero_cuda_graph train_gpt 2 stderr "--zero does not run with --cuda-graph" --ddp --zero
                --cuda-graph)
 kiln_flag_test(gpt_no_cudnn_benchmark train_gpt 2 stderr "--cudnn-benchmark" --cudnn-benchmark)

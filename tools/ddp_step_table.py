@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders bench_ddp_step's JSON lines as a markdown table: the compute-only step, the whole
-gradient all-reduced once, and each DDP (gradients as views of its buckets or not), ZeRO-1 and
-ZeRO-2 case (bucket size, buckets, overlap on or off) with its step time, the exposed communication
+gradient all-reduced once (and in bfloat16, where the run has it), and each DDP (gradients as views
+of its buckets or not), ZeRO-1 and ZeRO-2 case (bucket size, buckets, overlap on or off, and the
+dtype its gradients are sent in when not their own) with its step time, the exposed communication
 (the step minus the compute-only step) and the memory in live tensors: the most at once in forward
 and backward and in the optimizer's step, and what stays between steps (records from before it was
 measured show dashes). Headed by the run's date, commit, device and command. Numbers come from the
@@ -37,13 +38,15 @@ def render(path):
     cases = [r for r in recs if r["record"] == "case"]
     compute_case = next(r for r in cases if r["case"] == "compute")
     compute = compute_case["step_seconds"]
-    comm = next(r for r in cases if r["case"] == "all_reduce")
+    comm = next(r for r in cases if r["case"] == "all_reduce" and "comm_dtype" not in r)
+    comm_bf16 = next((r for r in cases if r["case"] == "all_reduce" and r.get("comm_dtype") == "bfloat16"), None)
+    in_bf16 = f" (in bfloat16: {comm_bf16['step_seconds'] * 1e3:.1f} ms)" if comm_bf16 else ""
     lines = [f"### DDP steps, {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}", "",
              f"- kiln commit `{h['kiln_commit']}`; `{h['command']}`",
              f"- GPT of {h['layers']} layers, {h['width']} wide, {h['batch']} x {h['block']} tokens per rank; "
              f"gradient {comm['grad_bytes']:,} bytes",
              f"- compute only (no DDP): {compute * 1e3:.1f} ms per step{memory_text(compute_case)}; the whole "
-             f"gradient all-reduced once: {comm['step_seconds'] * 1e3:.1f} ms", "",
+             f"gradient all-reduced once: {comm['step_seconds'] * 1e3:.1f} ms{in_bf16}", "",
              "| | bucket MB | buckets | overlap | step ms | exposed ms | backward MiB | step MiB | between MiB |",
              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in cases:
@@ -57,6 +60,8 @@ def render(path):
             name = "DDP, gradients as bucket views" if r.get("gradient_as_bucket_view") else "DDP"
         else:
             name = f"ZeRO-{r.get('stage', 1)}"
+        if "comm_dtype" in r:
+            name += f", gradients sent in {r['comm_dtype']}"
         lines.append(f"| {name} | {setting} | {r['step_seconds'] * 1e3:.1f} | "
                      f"{(r['step_seconds'] - compute) * 1e3:.1f} | {memory_cells(r)} |")
     zero = next((r for r in cases if r["case"] == "zero"), None)

@@ -381,6 +381,74 @@ TEST_CASE("ddp: gradient_as_bucket_view keeps a channels-last weight's layout, a
   }
 }
 
+TEST_CASE("ddp: comm_dtype sends the gradients in another dtype, at its precision", "[ddp]") {
+  ProcessGroup& g = world();
+  auto reference = make_model(2500);
+  auto [x, y] = global_batch(40);
+  mse_loss((*reference)(x), y).backward();
+  const TensorList ref = reference->parameters();
+  // The largest difference from the whole batch's gradient, relative to the gradient's largest value.
+  auto relative_error = [&](nn::Module& m, double scale) {
+    const TensorList got = m.parameters();
+    double err = 0, top = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      REQUIRE(got[i].grad().dtype() == DType::Float64);  // back in the parameters' dtype
+      err = std::max(err, max(abs(got[i].grad() - ref[i].grad() * scale)).item<double>());
+      top = std::max(top, max(abs(ref[i].grad() * scale)).item<double>());
+    }
+    return err / top;
+  };
+  SECTION("float32 and bfloat16 on the wire: the float64 gradients come back rounded to them") {
+    for (const DType wire : {DType::Float32, DType::BFloat16}) {
+      INFO("ranks " << g.size() << ", comm_dtype " << dtype_name(wire));
+      auto local = make_model(2500);
+      DDPOptions o;
+      o.bucket_bytes = 200;  // several buckets
+      o.comm_dtype = wire;
+      DistributedDataParallel ddp(local, g, o);
+      mse_loss((*local)(share(x, g)), share(y, g)).backward();
+      const double err = relative_error(*local, 1.0);
+      // The conversion rounds (so some difference shows even at one rank), and each rank's sum
+      // rounds again: a few units of the dtype's precision, 2^-24 or 2^-8.
+      if (wire == DType::Float32) {
+        CHECK(err > 0.0);
+        CHECK(err < 1e-6);
+      } else {
+        CHECK(err > 1e-5);
+        CHECK(err < 1.0 / 64);
+      }
+    }
+  }
+  SECTION("float16: the buckets are divided before they are summed, so the sum stays in range") {
+    // Every rank backpropagates the whole batch, scaled so that the largest gradient is 50000: the
+    // average is each rank's own, within float16's range (65504), and the sum of two ranks' is not.
+    double top = 0;
+    for (const Tensor& p : ref) top = std::max(top, max(abs(p.grad())).item<double>());
+    const double scale = 50000.0 / top;
+    auto local = make_model(2500);
+    DDPOptions o;
+    o.comm_dtype = DType::Float16;
+    DistributedDataParallel ddp(local, g, o);
+    (mse_loss((*local)(x), y) * scale).backward();
+    for (const Tensor& p : local->parameters()) CHECK(std::isfinite(max(abs(p.grad())).item<double>()));
+    CHECK(relative_error(*local, scale) < 1.0 / 256);
+  }
+  SECTION("refused: a dtype that is not floating, and another dtype than the parameters' with bucket views") {
+    auto local = make_model(2500);
+    DDPOptions o;
+    o.comm_dtype = DType::Int32;
+    CHECK_THROWS_WITH(DistributedDataParallel(local, g, o),
+                      Catch::Contains("comm_dtype") && Catch::Contains("int32"));
+    o.comm_dtype = DType::BFloat16;
+    o.gradient_as_bucket_view = true;
+    CHECK_THROWS_WITH(DistributedDataParallel(local, g, o), Catch::Contains("gradient_as_bucket_view") &&
+                                                                Catch::Contains("bfloat16") &&
+                                                                Catch::Contains("'0.weight' is float64"));
+    o.comm_dtype = DType::Float64;  // the parameters' own: views stay possible
+    CHECK_NOTHROW(DistributedDataParallel(local, g, o));
+  }
+}
+
 TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with find_unused_parameters",
           "[ddp]") {
   ProcessGroup& g = world();
@@ -632,6 +700,69 @@ TEST_CASE("zero-1 and zero-2: no_sync accumulates without reducing; the backward
       CHECK(max_param_diff(*reference, *local) < 1e-12);
     }
   }
+}
+
+TEST_CASE("zero-1 and zero-2: comm_dtype reduce-scatters the gradients in another dtype, at its precision",
+          "[ddp][zero]") {
+  ProcessGroup& g = world();
+  for (const int stage : {1, 2}) {
+    for (const DType wire : {DType::Float32, DType::BFloat16, DType::Float16}) {
+      INFO("ranks " << g.size() << ", stage " << stage << ", comm_dtype " << dtype_name(wire));
+      auto reference = make_model(2600);
+      auto local = make_model(2600);
+      ZeroOptions o;
+      o.bucket_bytes = 200;  // several buckets
+      o.stage = stage;
+      o.comm_dtype = wire;
+      ZeroRedundancyOptimizer zero({lr_group(local->parameters(), 1.0)}, g, make_sgd_plain, o);
+      nn::optim::SGD ref_opt(reference->parameters(), 1.0);
+      // Two micro-batches that both reduce: stage 2 adds the second reduction to the first in the
+      // shards, converting each; stage 1 reduces the whole sum again.
+      for (int64_t micro = 0; micro < 2; ++micro) {
+        auto [x, y] = global_batch(170 + micro);
+        mse_loss((*reference)(x), y).backward();
+        mse_loss((*local)(share(x, g)), share(y, g)).backward();
+      }
+      TensorList before;
+      for (const Tensor& p : reference->parameters()) before.push_back(p.detach().clone());
+      ref_opt.step();
+      zero.step();
+      // Plain SGD with lr 1: the update is the gradient, in float64 again after the wire's rounding.
+      double err = 0, top = 0;
+      const TensorList want = reference->parameters(), got = local->parameters();
+      for (size_t i = 0; i < want.size(); ++i) {
+        err = std::max(err, max(abs(got[i] - want[i])).item<double>());
+        top = std::max(top, max(abs(before[i] - want[i])).item<double>());
+      }
+      const double relative = err / top;
+      const double below = wire == DType::Float32 ? 1e-6 : wire == DType::Float16 ? 1.0 / 256 : 1.0 / 64;
+      CHECK(relative > (wire == DType::Float32 ? 0.0 : 1e-6));  // rounded to the wire's precision
+      CHECK(relative < below);
+    }
+  }
+  // float16: divided before the sum, as DDP's. Every rank backpropagates the whole batch, scaled so
+  // that the largest gradient is 50000: each rank's and their average are in float16's range, the
+  // sum of two ranks' is not. The norm of the reduced shards is finite only if every element is.
+  for (const int stage : {1, 2}) {
+    INFO("ranks " << g.size() << ", stage " << stage << ", float16 near its range");
+    auto reference = make_model(2600);
+    auto local = make_model(2600);
+    auto [x, y] = global_batch(172);
+    mse_loss((*reference)(x), y).backward();
+    double top = 0;
+    for (const Tensor& p : reference->parameters()) top = std::max(top, max(abs(p.grad())).item<double>());
+    ZeroOptions o;
+    o.stage = stage;
+    o.comm_dtype = DType::Float16;
+    ZeroRedundancyOptimizer zero({lr_group(local->parameters(), 1.0)}, g, make_sgd_plain, o);
+    (mse_loss((*local)(x), y) * (50000.0 / top)).backward();
+    CHECK(std::isfinite(zero.clip_grad_norm_(1e300).item<double>()));
+  }
+  auto local = make_model(2600);
+  ZeroOptions o;
+  o.comm_dtype = DType::Int64;
+  CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group(local->parameters(), 1.0)}, g, make_sgd_plain, o),
+                    Catch::Contains("comm_dtype") && Catch::Contains("int64"));
 }
 
 TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict shards it again", "[ddp][zero]") {

@@ -14,6 +14,8 @@ flags to the run over the ranks only (--zero: ZeRO-1 in place of DDP, which must
 With --split-at N the run over the ranks stops after step N and one process resumes it from rank 0's
 checkpoint: a checkpoint must not depend on the number of ranks (ZeRO-1's gathered optimizer state
 loads into the plain optimizer; train_cnn's epoch loss continues from the ranks' mean).
+--expect-setting KEY=VALUE requires rank 0's run record to hold that resolved setting (that a flag
+reached the run at all).
 """
 import argparse
 import json
@@ -58,6 +60,7 @@ def main():
     p.add_argument("--ranks-extra", default="", help="more flags for the run over the ranks only (e.g. --zero)")
     p.add_argument("--split-at", type=int, default=0,
                    help="stop the run over the ranks after this step and resume it in one process")
+    p.add_argument("--expect-setting", default="", help="KEY=VALUE: a setting rank 0's run record must hold")
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     kind, keys, common = EXAMPLES[a.example]
@@ -84,6 +87,11 @@ def main():
         for key, tol in keys.items():
             if abs(r[key] - g[key]) > tol:
                 failures.append(f"step {r['step']} {key}: one process {r[key]}, over the ranks {g[key]}")
+    if a.expect_setting:
+        key, value = a.expect_setting.split("=", 1)
+        settings = records(os.path.join(many, "metrics.jsonl"), "run")[0]["settings"]
+        if str(settings.get(key)) != value:
+            failures.append(f"setting {key}: {settings.get(key)!r} in the run over the ranks, expected {value!r}")
     for rank in range(1, 1 if a.split_at else a.ranks):  # split: the other ranks stopped early
         other = records(os.path.join(many, f"rank-{rank}", "metrics.jsonl"), kind)
         if [[x[k] for k in keys] for x in other] != [[x[k] for k in keys] for x in got]:
