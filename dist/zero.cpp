@@ -55,7 +55,7 @@ struct ZeroRedundancyOptimizer::State {
   std::vector<Tensor> shards;        // per group: this rank's slices of the flat parameters (a leaf)
   std::vector<Tensor> shard_grads;   // per group: what the reduce-scatters write, the shard's .grad
   std::vector<Tensor> scratch;       // per group: a reduction that adds to shard_grads (stage 2), or arrives in
-                                     // another dtype (comm_dtype), lands here first
+                                     // another dtype (comm_dtype), lands here first (stage 2: while it runs)
   std::vector<Bucket> buckets;       // each group's, in the group's order
   detail::BucketSchedule schedule;   // when their reduce-scatters are issued; gradient k: hooked parameter k
   std::unique_ptr<nn::optim::Optimizer> local;
@@ -175,6 +175,13 @@ struct ZeroRedundancyOptimizer::State {
   void finish() {
     detail::wait_all(works);
     for (size_t b = 0; b < buckets.size(); ++b) release_buffer(b);
+    release_scratch();
+  }
+
+  // Stage 2 holds nothing for the reductions between them, the scratch shards included.
+  void release_scratch() {
+    if (!releases()) return;
+    for (Tensor& t : scratch) t = Tensor();
   }
 
   // Issues every bucket not issued yet, in order, and waits: the shards' gradients are reduced (when
@@ -195,6 +202,7 @@ struct ZeroRedundancyOptimizer::State {
         mine.copy_(arrived);
       }
     });
+    release_scratch();
     reduced = true;
     held = true;
   }

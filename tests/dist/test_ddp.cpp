@@ -758,6 +758,21 @@ TEST_CASE("zero-1 and zero-2: comm_dtype reduce-scatters the gradients in anothe
     (mse_loss((*local)(x), y) * (50000.0 / top)).backward();
     CHECK(std::isfinite(zero.clip_grad_norm_(1e300).item<double>()));
   }
+  // Stage 2 holds nothing of its reductions between steps in another dtype either: the bytes in live
+  // tensors after a step are those of the same run in the parameters' own dtype.
+  int64_t resident[2] = {0, 0};
+  for (const bool wire : {false, true}) {
+    auto local = make_model(2600);
+    ZeroOptions o;
+    o.stage = 2;
+    if (wire) o.comm_dtype = DType::BFloat16;
+    ZeroRedundancyOptimizer zero({lr_group(local->parameters(), 1.0)}, g, make_sgd_plain, o);
+    auto [x, y] = global_batch(173);
+    mse_loss((*local)(share(x, g)), share(y, g)).backward();
+    zero.step();
+    resident[wire ? 1 : 0] = cpu_cache_stats().allocated_bytes;
+  }
+  CHECK(resident[1] == resident[0]);
   auto local = make_model(2600);
   ZeroOptions o;
   o.comm_dtype = DType::Int64;
