@@ -2,9 +2,9 @@
 // ranks need several GPUs): every collective and the grouped exchange go through NCCL on the
 // communication stream and come back ordered on the caller's stream, from the default stream and
 // from a side stream; the ring's device reductions against the CPU's; DDP (with and without its
-// gradients as bucket views), ZeRO-1 and ZeRO-2 over CUDA parameters against plain training,
-// ZeRO-1's clip and gathered state against plain AdamW's; synchronized batch norm against the fused
-// kernel; CPU tensors refused.
+// gradients as bucket views), ZeRO-1 and ZeRO-2 over CUDA parameters against plain training, and
+// their gradients sent in bfloat16 and float16 (rounded, exactly); ZeRO-1's clip and gathered state
+// against plain AdamW's; synchronized batch norm against the fused kernel; CPU tensors refused.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,6 +21,7 @@
 #include "nn/layers.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
+#include "nn/optim/sgd.h"
 
 using namespace kiln;
 using namespace kiln::dist;
@@ -181,6 +182,43 @@ TEST_CASE("nccl: DDP and ZeRO over CUDA parameters equal plain training in a gro
     CHECK(max_diff(pv[i], pp[i]) == 0.0);
     CHECK(max_diff(ps[i], pp[i]) <= 1e-6);
     CHECK(max_diff(ps2[i], pp[i]) <= 1e-6);
+  }
+}
+
+TEST_CASE("nccl: gradients sent in bfloat16 and float16 come back rounded to them in a group of one", "[cuda][nccl]") {
+  // One rank averages nothing, so what DDP's and ZeRO-2's comm_dtype leave is each float32 gradient
+  // rounded to the wire's dtype, exactly; ZeRO-2's plain SGD step with lr 1 subtracts that.
+  ProcessGroup& g = nccl_group();
+  for (const DType wire : {DType::BFloat16, DType::Float16}) {
+    INFO("comm_dtype " << dtype_name(wire));
+    auto plain = small_model(4), wrapped = small_model(4), sharded = small_model(4);
+    DDPOptions o;
+    o.bucket_bytes = 256;
+    o.comm_dtype = wire;
+    DistributedDataParallel ddp(wrapped, g, o);
+    ZeroOptions z;
+    z.bucket_bytes = 256;
+    z.stage = 2;
+    z.comm_dtype = wire;
+    auto sgd = [](std::vector<nn::optim::ParamGroup> groups) {
+      return std::make_unique<nn::optim::SGD>(std::move(groups));
+    };
+    ZeroRedundancyOptimizer zero({lr_group(sharded->parameters(), 1.0)}, g, sgd, z);
+    Generator gen(10);
+    Tensor x = randn({16, 6}, TensorOptions(DType::Float32), gen).to(Device::cuda());
+    Tensor y = randn({16, 3}, TensorOptions(DType::Float32), gen).to(Device::cuda());
+    mse_loss((*plain)(x), y).backward();
+    mse_loss((*wrapped)(x), y).backward();
+    mse_loss((*sharded)(x), y).backward();
+    zero.step();
+    auto pp = plain->parameters(), pw = wrapped->parameters(), ps = sharded->parameters();
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < pp.size(); ++i) {
+      const Tensor rounded = pp[i].grad().to(wire).to(DType::Float32);
+      CHECK(max_diff(pw[i].grad(), rounded) == 0.0);
+      CHECK(max_diff(ps[i], pp[i] - rounded) == 0.0);
+      CHECK(max_diff(pw[i].grad(), pp[i].grad()) > 0.0);  // the rounding shows
+    }
   }
 }
 
