@@ -19,6 +19,7 @@ void BucketSchedule::reset() {
   pending_.assign(order_.size(), 0);
   for (size_t b : bucket_of_) ++pending_[b];
   arrived_.assign(bucket_of_.size(), false);
+  issued_.assign(order_.size(), false);
   completed_.clear();
   next_ = 0;
 }
@@ -31,7 +32,10 @@ bool BucketSchedule::arrive(size_t k) {
 }
 
 void BucketSchedule::issue_ready(const std::function<void(size_t)>& issue) {
-  while (next_ < order_.size() && pending_[order_[next_]] == 0) issue(order_[next_++]);
+  while (next_ < order_.size() && pending_[order_[next_]] == 0) {
+    issued_[order_[next_]] = true;
+    issue(order_[next_++]);
+  }
 }
 
 void BucketSchedule::issue_rest(const std::function<void(size_t)>& issue) {
@@ -62,6 +66,12 @@ void BucketSchedule::learn_order(ProcessGroup& group) {
   order_.clear();
   for (int64_t b : t.to_vector<int64_t>()) order_.push_back(static_cast<size_t>(b));
   order_learned_ = true;
+}
+
+std::string second_gradient(const std::string& name) {
+  return name + " got a second gradient in one backward pass after its bucket's reduction had started, " +
+         "which would leave that part out; a parameter used both inside a recompute that does not list it and " +
+         "outside it gets one from each backward: list it in CheckpointOptions::params";
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "dist/process_group.h"
@@ -32,6 +33,9 @@ class BucketSchedule {
   void reset();
   // Gradient k has been accumulated. False when it already had been in this pass (counted once).
   bool arrive(size_t k);
+  // Whether gradient k's bucket has been issued in this pass: a second gradient accumulated after
+  // that would be left out of the reduction (its owner refuses it).
+  bool issued(size_t k) const { return issued_[bucket_of_[k]]; }
   // issue(b) for each bucket, in order, from the next one not issued, while its gradients are all in.
   void issue_ready(const std::function<void(size_t)>& issue);
   // The end of backward: gradients that never came count as in, and every bucket not issued is.
@@ -51,8 +55,14 @@ class BucketSchedule {
   std::vector<bool> arrived_;     // per gradient, this pass
   std::vector<int64_t> pending_;  // per bucket: gradients still to come
   std::vector<size_t> completed_;  // buckets in the order this pass completed them
+  std::vector<bool> issued_;       // per bucket, this pass
   size_t next_ = 0;                // order_[next_] is the next bucket to issue
 };
+
+// The error for a parameter (`name`, as its owner names it) whose gradient was accumulated a second
+// time in one backward pass after its bucket's collective had started: that second part would be
+// left out of the reduction on every rank.
+std::string second_gradient(const std::string& name);
 
 // Queues `on_end` to run when the backward pass now running finishes (the outermost one, should a
 // recompute's backward run inside it: queue_outer_backward_callback). If the pass fails instead (an exception leaves backward before its callbacks run), `on_abort` runs

@@ -115,8 +115,13 @@ struct DistributedDataParallel::State {
       begin_pass();
       detail::queue_end_of_pass(self);
     }
-    if (!schedule.arrive(k)) return;  // accumulated twice in one pass: counted once
-    if (!views.empty()) bind(k);      // a new gradient into its bucket now, and freed
+    if (!schedule.arrive(k)) {  // accumulated twice in one pass: its bucket packs the sum, unless issued
+      if (schedule.issued(k)) {
+        throw Error("DistributedDataParallel: " + detail::second_gradient("parameter '" + names[k] + "'"));
+      }
+      return;
+    }
+    if (!views.empty()) bind(k);  // a new gradient into its bucket now, and freed
     schedule.issue_ready([this](size_t b) { reduce(b); });
   }
 
@@ -183,7 +188,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
         d.copy_(c);
       }
     };
-    for (const Tensor& p : st.params) from_rank0(p);
+    for (const Tensor& p : module_->parameters()) from_rank0(p);  // the frozen ones too
     for (auto& [name, b] : module_->named_buffers()) {
       if (b.defined() && b.numel() > 0) from_rank0(b);
     }

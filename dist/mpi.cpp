@@ -153,9 +153,14 @@ class Watched {
 MPI_Datatype g_half = MPI_DATATYPE_NULL, g_bf16 = MPI_DATATYPE_NULL, g_u8 = MPI_DATATYPE_NULL;
 MPI_Op g_sum = MPI_OP_NULL, g_max = MPI_OP_NULL;
 
-// The user-defined ops: MPI calls them with the 2-byte type it was given, which tells the dtype.
+// The user-defined ops: MPI calls them with the type it was given, which tells the dtype (kiln's
+// 2-byte types, or float32 and float64 for the maximum).
 void user_reduce(void* in, void* inout, int* len, MPI_Datatype* type, ReduceOp op) {
-  const DType dt = *type == g_bf16 ? DType::BFloat16 : *type == g_u8 ? DType::UInt8 : DType::Float16;
+  DType dt = DType::Float16;
+  if (*type == g_bf16) dt = DType::BFloat16;
+  if (*type == g_u8) dt = DType::UInt8;
+  if (*type == MPI_FLOAT) dt = DType::Float32;
+  if (*type == MPI_DOUBLE) dt = DType::Float64;
   detail::reduce_into(inout, in, *len, dt, op);
 }
 void user_sum(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Sum); }
@@ -175,9 +180,12 @@ MPI_Datatype mpi_type(DType dt) {
   return MPI_DATATYPE_NULL;
 }
 
+// kiln's own op where MPI has no type (float16, bfloat16) or does not do what kiln does: uint8 sums
+// wrap around (Open MPI's saturate), and a floating maximum is NaN when any rank's is (MPI_MAX keeps
+// or drops a NaN depending on which rank holds it).
 MPI_Op mpi_op(DType dt, ReduceOp op) {
   const bool user = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::UInt8;
-  if (op == ReduceOp::Max) return user ? g_max : MPI_MAX;
+  if (op == ReduceOp::Max) return user || dt == DType::Float32 || dt == DType::Float64 ? g_max : MPI_MAX;
   return user ? g_sum : MPI_SUM;  // Avg: a sum, divided after
 }
 

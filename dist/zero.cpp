@@ -66,6 +66,7 @@ struct ZeroRedundancyOptimizer::State {
   bool accumulating = false;  // stage 2: this reduction adds to what the shards hold (see begin_reduction)
   bool in_pass = false;   // a backward pass is reducing: its end-of-backward callback is queued
   std::vector<std::shared_ptr<Work>> works;      // per bucket: its reduce-scatter in flight
+  std::vector<std::string> hooked_names;         // per hooked parameter: "parameter i of group g" (errors)
   int64_t reductions = 0;
   profile::StepProfiler* profiler = nullptr;
 
@@ -233,7 +234,10 @@ struct ZeroRedundancyOptimizer::State {
       in_pass = true;
       detail::queue_end_of_pass(self);
     }
-    if (!schedule.arrive(k)) return;  // accumulated twice in one pass: counted once
+    if (!schedule.arrive(k)) {  // accumulated twice in one pass: its bucket packs the sum, unless issued
+      if (schedule.issued(k)) throw Error("ZeroRedundancyOptimizer: " + detail::second_gradient(hooked_names[k]));
+      return;
+    }
     schedule.issue_ready([this](size_t b) { reduce(b); });
   }
 
@@ -315,6 +319,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
     throw Error("ZeroRedundancyOptimizer: stage must be 1 (optimizer state sharded) or 2 (gradients too), got " +
                 std::to_string(options.stage));
   }
+  nn::optim::Optimizer::check_params(groups, "ZeroRedundancyOptimizer");  // the local one sees only shards
   State& st = *state_;
   st.pg = &group;
   st.options = options;
@@ -389,9 +394,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
     const State::Bucket& bucket = st.buckets[b];
     for (size_t i = bucket.first; i < bucket.last; ++i) {
       const Tensor& p = st.groups[bucket.group].params[i];
-      if (!p.requires_grad() || !p.is_leaf()) continue;  // never gets a gradient: counts as zero
       const size_t k = bucket_of.size();
       bucket_of.push_back(b);
+      st.hooked_names.push_back("parameter " + std::to_string(i) + " of group " + std::to_string(bucket.group) +
+                                " (shape " + shape_str(p.sizes()) + ")");
       p.register_post_accumulate_grad_hook([weak, k](Tensor&) {
         if (std::shared_ptr<State> s = weak.lock()) s->on_gradient(k, weak);
       });

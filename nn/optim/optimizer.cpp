@@ -50,8 +50,39 @@ std::vector<ParamGroup> Optimizer::one_group(const TensorList& params, double lr
   return {g};
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+void Optimizer::check_params(const std::vector<ParamGroup>& groups, const char* who) {
   std::set<const TensorImpl*> seen;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ParamGroup& grp = groups[g];
+    for (size_t i = 0; i < grp.params.size(); ++i) {
+      const Tensor& p = grp.params[i];
+      const std::string where = "parameter " + std::to_string(i) + " of group " + std::to_string(g);
+      if (!p.defined()) throw Error(std::string(who) + ": " + where + " is an undefined tensor");
+      if (!p.is_floating_point()) {
+        throw DTypeError(std::string(who) + ": " + where + " is " + dtype_name(p.dtype()) +
+                         "; only floating tensors are optimized");
+      }
+      // A tensor without requires_grad never gets a gradient to step with, and a non-leaf's
+      // gradient is not kept: either is a mistake in the list, not a parameter.
+      if (!p.requires_grad()) {
+        throw Error(std::string(who) + ": " + where + " (shape " + shape_str(p.sizes()) +
+                    ") has requires_grad false; pass only trainable tensors (decay_groups leaves frozen ones out)");
+      }
+      if (!p.is_leaf()) {
+        throw Error(std::string(who) + ": " + where + " (shape " + shape_str(p.sizes()) +
+                    ") is not a leaf tensor (it was made by " + p.grad_fn()->name() +
+                    "); optimize the tensor it was computed from");
+      }
+      if (!seen.insert(p.impl()).second) {
+        throw Error(std::string(who) + ": " + where + " (shape " + shape_str(p.sizes()) +
+                    ") appears more than once; each parameter may be in one group only");
+      }
+    }
+  }
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+  check_params(groups_, "optimizer");
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& grp = groups_[g];
     group_offsets_.push_back(num_params_);
@@ -59,29 +90,6 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     if (!(grp.weight_decay >= 0.0) || !std::isfinite(grp.weight_decay)) {
       throw Error("optimizer: weight_decay must be a finite number >= 0, got " + std::to_string(grp.weight_decay) +
                   " in group " + std::to_string(g));
-    }
-    for (size_t i = 0; i < grp.params.size(); ++i) {
-      const Tensor& p = grp.params[i];
-      const std::string where = "parameter " + std::to_string(i) + " of group " + std::to_string(g);
-      if (!p.defined()) throw Error("optimizer: " + where + " is an undefined tensor");
-      if (!p.is_floating_point()) {
-        throw DTypeError("optimizer: " + where + " is " + dtype_name(p.dtype()) + "; only floating tensors are optimized");
-      }
-      // A tensor without requires_grad never gets a gradient to step with, and a non-leaf's
-      // gradient is not kept: either is a mistake in the list, not a parameter.
-      if (!p.requires_grad()) {
-        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
-                    ") has requires_grad false; pass only trainable tensors (decay_groups leaves frozen ones out)");
-      }
-      if (!p.is_leaf()) {
-        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
-                    ") is not a leaf tensor (it was made by " + p.grad_fn()->name() +
-                    "); optimize the tensor it was computed from");
-      }
-      if (!seen.insert(p.impl()).second) {
-        throw Error("optimizer: " + where + " (shape " + shape_str(p.sizes()) +
-                    ") appears more than once; each parameter may be in one group only");
-      }
     }
     num_params_ += grp.params.size();
     const Device dev = grp.params.empty() ? Device::cpu() : grp.params.front().device();

@@ -80,6 +80,11 @@ class Optimizer : public Checkpointable {
   // The dtype of a parameter's state tensors: float32, or float64 for float64 parameters.
   static DType state_dtype(const Tensor& param);
 
+  // The checks every optimizer makes of its parameters (`who` names it in the errors): each a defined
+  // floating leaf tensor that requires grad, none in the list twice. ZeroRedundancyOptimizer makes
+  // them of the parameters it shards, which its local optimizer never sees.
+  static void check_params(const std::vector<ParamGroup>& groups, const char* who);
+
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
   // The groups of an optimizer built over one list of parameters (the subclasses' short constructors).

@@ -89,6 +89,24 @@ TEST_CASE("dist: all_reduce, native and ring, every dtype and op, against a seri
   }
 }
 
+TEST_CASE("dist: a maximum is NaN when any rank's is, whichever rank holds it", "[dist]") {
+  // MPI's own MAX keeps or drops a NaN depending on the operand it sits in; kiln's maximum, as
+  // PyTorch's, propagates it (ZeRO's infinity-norm clip relies on that).
+  ProcessGroup& g = world();
+  for (int holder = 0; holder < g.size(); ++holder) {
+    for (const DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+      for (const AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+        INFO("ranks " << g.size() << ", NaN on rank " << holder << ", " << dtype_name(dt) << ", "
+                      << all_reduce_algo_name(algo));
+        Tensor t = full({3}, 1.0 + g.rank(), TensorOptions(dt));
+        if (g.rank() == holder) t.fill_(Scalar(std::nan("")));
+        g.all_reduce(t, ReduceOp::Max, algo)->wait();
+        for (const double v : t.to(DType::Float64).to_vector<double>()) CHECK(std::isnan(v));
+      }
+    }
+  }
+}
+
 TEST_CASE("dist: the ring equals the native all-reduce on random floats, in small pieces", "[dist]") {
   ProcessGroup& g = world();
   for (int64_t n : {1, 17, 1001, 30011}) {
