@@ -88,6 +88,17 @@ inline int64_t bucket_bytes(double bucket_mb, bool given, bool ddp) {
   return std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * (1 << 20)));
 }
 
+// Whether `mine` is true on any rank of `group` (a maximum all-reduce of one flag; `mine` itself
+// without a group): how ranks agree on a decision each makes from its own clock, such as
+// --max-minutes's stop, so that none leaves the training loop while the others wait in its next
+// step's collectives. One scalar collective per call, read on the host.
+inline bool any_rank(dist::ProcessGroup* group, bool mine) {
+  if (group == nullptr) return mine;
+  Tensor flag = full({1}, mine ? 1.0 : 0.0, TensorOptions(DType::Float32, group->device()));
+  group->all_reduce(flag, dist::ReduceOp::Max)->wait();
+  return flag.item<float>() > 0.0f;
+}
+
 // --comm-dtype: the dtype the gradients travel in between the ranks (dist::DDPOptions::comm_dtype,
 // dist::ZeroOptions::comm_dtype). Returns the option, whose count() says whether it was given.
 inline Option* add_comm_dtype_flag(Flags& app, std::string& name) {

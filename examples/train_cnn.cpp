@@ -404,6 +404,10 @@ static int run(int argc, char** argv) {
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
     loop = resume_from(opt, *model, optimizers.state(), train_step.scaler(), data, device, batches_per_epoch, group);
+    if (opt.stop_at_step && *opt.stop_at_step <= loop.step) {
+      examples::input_error("--stop-at-step " + std::to_string(*opt.stop_at_step) + " is not after the checkpoint's "
+                            "step " + std::to_string(loop.step));
+    }
     schedule.set_step(loop.step);
   }
   const int64_t first_step = loop.step + 1;  // this process's first
@@ -427,6 +431,11 @@ static int run(int argc, char** argv) {
   loader_options.shuffle = true;
   loader_options.seed = opt.seed;
   if (group) {
+    if (const int64_t r = n % group->size(); r != 0) {
+      std::printf("note: %lld training images do not split evenly over %d ranks: the sampler repeats %lld of them "
+                  "so that every rank gets as many, and the run differs from one process's\n",
+                  static_cast<long long>(n), group->size(), static_cast<long long>(group->size() - r));
+    }
     loader_options.batch_size = opt.batch_size / group->size();
     loader_options.shuffle = false;
     loader_options.sampler =
@@ -489,8 +498,10 @@ static int run(int argc, char** argv) {
         run_profile.doctor_report(loop.step, /*final=*/false, metrics);
       }
 
+      // Every rank must stop at the same step, and each has its own clock: --max-minutes is the
+      // ranks' agreement (examples::any_rank), --stop-at-step the same number everywhere.
       stop = (opt.stop_at_step && loop.step == *opt.stop_at_step) ||
-             (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60);
+             (opt.max_minutes && examples::any_rank(group, seconds_since(t_start) >= *opt.max_minutes * 60));
       if (progress.due() || stop) {
         const double mean_loss = loop.loss_sum.item<double>() / static_cast<double>(loop.batch);  // waits
         examples::check_finite_loss(mean_loss, "step " + std::to_string(loop.step));

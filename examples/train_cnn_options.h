@@ -99,7 +99,9 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--stop-at-step", o.stop_at_step, "checkpoint and stop after this step (splits a run)")
       ->transform(whole<int64_t>(1))
       ->default_str("none");
-  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
+  app.add_option("--max-minutes", o.max_minutes,
+                 "checkpoint and stop once this many minutes have passed (with --ddp: on any rank; the ranks agree "
+                 "on it every step)")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
   examples::add_precision_options(app, o.precision, /*image_model=*/true);

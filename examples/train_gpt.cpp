@@ -10,14 +10,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "data/datasets.h"
@@ -257,16 +261,27 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::op
   nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
-// Restores --resume; returns the iteration it reached and the best evaluation so far. A checkpoint
-// of another text or character map, or whose numbers do not fit, is bad input.
-std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, nn::GPT& model,
-                                     nn::optim::Checkpointable& optimizer, nn::amp::GradScaler* scaler) {
+// Restores --resume; returns the iteration it reached and the best evaluation so far, and takes the
+// checkpoint's seed (the batches and the estimates' draws depend on it, so --seed cannot change a
+// resumed run). A checkpoint of another text or character map, or whose numbers do not fit, is bad
+// input. The best weights are in best.safetensors beside the checkpoint: resumed into another
+// --out, a copy of them comes along (each rank's folder gets its own).
+std::pair<int64_t, Best> resume_from(Options& opt, const Corpus& corpus, nn::GPT& model,
+                                     nn::optim::Checkpointable& optimizer, nn::amp::GradScaler* scaler,
+                                     const std::string& best_path) {
   Best best;
   nn::TrainingState st;
   try {
     st = nn::load_checkpoint(opt.resume, model, &optimizer, corpus.fingerprint, scaler);
     best.iter = st.position("best_iter", -1, st.step, opt.resume);
     best.val = std::bit_cast<double>(st.position("best_val_bits", INT64_MIN, INT64_MAX, opt.resume));
+    // seed is a uint64 stored in an int64: every value is one.
+    const auto seed = static_cast<uint64_t>(st.position("seed", INT64_MIN, INT64_MAX, opt.resume));
+    if (seed != opt.seed) {
+      std::printf("note: the checkpoint's run had --seed %llu; it replaces %llu\n",
+                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(opt.seed));
+      opt.seed = seed;
+    }
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
     if (!none_yet && !(best.iter >= 0 && std::isfinite(best.val))) {
       examples::input_error("--resume " + opt.resume + ": best validation loss " + std::to_string(best.val) +
@@ -274,6 +289,18 @@ std::pair<int64_t, Best> resume_from(const Options& opt, const Corpus& corpus, n
     }
   } catch (const Error& e) {
     examples::input_error(e.what());
+  }
+  const fs::path saved_best = fs::path(opt.resume).parent_path() / "best.safetensors";
+  std::error_code ec;
+  if (best.iter >= 0 && !fs::equivalent(saved_best, best_path, ec)) {
+    if (!fs::exists(saved_best)) {
+      examples::input_error("--resume " + opt.resume + ": the best weights (iteration " + std::to_string(best.iter) +
+                            ") should be in " + saved_best.string() + ", which is missing");
+    }
+    std::ifstream in(saved_best, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) examples::input_error("--resume: cannot read " + saved_best.string());
+    write_file_atomically(best_path, bytes, "train_gpt");
   }
   std::printf("resumed from %s at iteration %lld\n", opt.resume.c_str(), static_cast<long long>(st.step));
   return {st.step, best};
@@ -418,7 +445,11 @@ static int run(int argc, char** argv) {
   int64_t iter = 0;
   Best best;
   if (!opt.resume.empty()) {
-    std::tie(iter, best) = resume_from(opt, corpus, *model, adamw.state(), train_step.scaler());
+    std::tie(iter, best) = resume_from(opt, corpus, *model, adamw.state(), train_step.scaler(), best_path);
+    if (opt.stop_at_iter && *opt.stop_at_iter <= iter) {
+      examples::input_error("--stop-at-iter " + std::to_string(*opt.stop_at_iter) + " is not after the checkpoint's "
+                            "iteration " + std::to_string(iter));
+    }
     schedule.set_step(iter);
   }
   const int64_t first_iter = iter + 1;  // this process's first step
@@ -517,8 +548,11 @@ static int run(int argc, char** argv) {
     }
 
     const bool eval_now = iter % opt.eval_interval == 0 || iter == opt.max_iters;
-    const bool out_of_time = (opt.max_minutes && seconds_since(t_start) >= *opt.max_minutes * 60) ||
-                             (opt.stop_at_iter && iter == *opt.stop_at_iter);
+    // Every rank must stop at the same iteration, and each has its own clock: --max-minutes is the
+    // ranks' agreement (examples::any_rank), --stop-at-iter the same number everywhere.
+    const bool out_of_time =
+        (opt.max_minutes && examples::any_rank(group, seconds_since(t_start) >= *opt.max_minutes * 60)) ||
+        (opt.stop_at_iter && iter == *opt.stop_at_iter);
     if (!progress.due() && !eval_now && !out_of_time) continue;
     const double mean_loss = loss_window.item<double>() / static_cast<double>(window_iters);  // waits
     examples::check_finite_loss(mean_loss, "iteration " + std::to_string(iter));

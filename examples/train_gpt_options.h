@@ -147,7 +147,9 @@ inline Options parse_options(int argc, const char* const* argv) {
   positive("--eval-interval", eval_interval, "evaluate every N steps", "250");
   positive("--eval-iters", eval_iters, "batches per loss estimate", "cuda 200, cpu 20");
   app.add_option("--seed", o.seed, "seed of the initial weights, batches and dropout")->transform(whole<uint64_t>());
-  app.add_option("--max-minutes", o.max_minutes, "checkpoint and stop once this many minutes have passed")
+  app.add_option("--max-minutes", o.max_minutes,
+                 "checkpoint and stop once this many minutes have passed (with --ddp: on any rank; the ranks agree "
+                 "on it every step)")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
   app.add_option("--stop-at-iter", o.stop_at_iter, "checkpoint and stop after this step (splits a run)")

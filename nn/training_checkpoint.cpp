@@ -267,7 +267,9 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Che
   const std::string has_scaler = has_scaler_it == meta.end() ? "0" : has_scaler_it->second;
   if (has_scaler != "0" && has_scaler != "1") fail(path, "bad has_scaler \"" + has_scaler + "\"");
   if (scaler && has_scaler != "1") {
-    throw Error("load_checkpoint: " + path + ": the checkpoint holds no GradScaler state, but a scaler was given");
+    throw Error("load_checkpoint: " + path +
+                ": the checkpoint holds no GradScaler state (its run trained without loss scaling), but a GradScaler "
+                "was given to restore; resume in the precision the checkpoint was trained in");
   }
 
   const std::vector<std::pair<Device, PhiloxState>> generators = parse_generators(path, field(kRngKey));

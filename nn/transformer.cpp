@@ -203,7 +203,10 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     const int64_t t = out.size(1);
     Tensor context = t <= config_.block_size ? out : out.slice(1, t - config_.block_size, t);
-    Tensor logits = forward(context).select(1, context.size(1) - 1) / temperature;  // [B, vocab]
+    // [B, vocab], the largest logit of each row 0 before the division: a tiny temperature then sends
+    // the others to -inf (a greedy draw) instead of every logit to +-inf (NaN in the softmax).
+    Tensor last = forward(context).select(1, context.size(1) - 1);
+    Tensor logits = (last - amax(last, {-1}, /*keepdim=*/true)) / temperature;
     if (top_k) {
       const int64_t k = std::min(*top_k, config_.vocab_size);
       Tensor kth = topk(logits, k, -1).first.narrow(1, k - 1, 1);  // [B, 1]: the k-th largest

@@ -28,3 +28,27 @@ resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --resume "${WORK}/s
 # Metrics at steps 0, 20 and 40; the final weights, and the best ones (the split run must carry the
 # best loss so far across).
 resume_compare(gpt_resume "${WORK}" eval tokens_per_s 3 2 model.safetensors best.safetensors)
+
+# Resumed into another --out without --seed: the checkpoint's seed replaces the default (the batches
+# and dropout masks depend on it), and the best weights come along from beside the checkpoint (the
+# sample at the end is drawn from them). The final and best weights must still be the whole run's.
+set(unseeded ${common})
+list(REMOVE_ITEM unseeded --seed 3)
+resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/first" --stop-at-iter 27)
+resume_run(gpt_resume ${EXE} ${unseeded} --sample-tokens 5 --out "${WORK}/moved"
+           --resume "${WORK}/first/checkpoint.safetensors")
+foreach(f model.safetensors best.safetensors)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${f}" "${WORK}/moved/${f}"
+                  RESULT_VARIABLE differ)
+  if(differ)
+    message(FATAL_ERROR "gpt_resume: ${f} of the run resumed into another folder without --seed differs")
+  endif()
+endforeach()
+message("gpt_resume: resumed into another folder without --seed, the weights match the whole run's")
+# A stop that the checkpoint has passed already is refused, not run to the end.
+execute_process(COMMAND ${resume_launch} ${EXE} ${common} --out "${WORK}/late" --stop-at-iter 20
+                        --resume "${WORK}/first/checkpoint.safetensors"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--stop-at-iter 20 is not after the checkpoint's iteration 27")
+  message(FATAL_ERROR "gpt_resume: a --stop-at-iter behind the checkpoint gave exit ${rc}: ${out}${err}")
+endif()

@@ -204,6 +204,9 @@ TEST_CASE("GPT: generate appends in-range tokens, crops to block_size, honours t
   Tensor greedy = gpt->generate(idx, 1, 1.0, 1);
   Tensor expect = argmax(gpt->forward(idx).select(1, 4), -1);
   CHECK(greedy.select(1, 5).to_vector<int64_t>() == expect.to_vector<int64_t>());
+  // A temperature so small that the logits divided by it overflow float32 is greedy too, not NaN.
+  Tensor cold = gpt->generate(idx, 1, 1e-45);
+  CHECK(cold.select(1, 5).to_vector<int64_t>() == expect.to_vector<int64_t>());
 
   CHECK_THROWS_AS(gpt->generate(idx, 1, 0.0), Error);
   CHECK_THROWS_AS(gpt->generate(idx, 1, 1.0, 0), Error);
