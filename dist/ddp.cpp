@@ -135,6 +135,7 @@ struct DistributedDataParallel::State {
   void end_pass() {
     in_pass = false;
     if (const std::optional<size_t> i = schedule.first_missing(); i && !options.find_unused_parameters) {
+      finish(/*unpack=*/false);  // nothing left writing a bucket (or, as views, the gradients) after the error
       throw Error("DistributedDataParallel: parameter '" + names[*i] +
                   "' got no gradient in this backward pass, so its bucket cannot be reduced; use every "
                   "parameter in the loss, or set DDPOptions::find_unused_parameters");
