@@ -1,17 +1,18 @@
-// DDP step benchmark, run under mpirun: what DistributedDataParallel's overlap and bucket size do to
-// a training step. A small GPT (random tokens) trains with AdamW on every rank; for each case the
-// step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's mean over
-// --steps steps. Cases: the step without DDP (compute only, what the ranks would take alone), the
-// whole gradient all-reduced once (communication only), and DDP with each --bucket-mb, with the
-// overlap on and off (DDPOptions::overlap) and with its gradients as views of its buckets
+// DDP step benchmark, run under mpirun: what DistributedDataParallel's overlap and bucket size do
+// to a training step. A small GPT (random tokens) trains with AdamW on every rank; for each case
+// the step (forward, backward with DDP's all-reduces, optimizer) is timed as the slowest rank's
+// mean over --steps steps. Cases: the step without DDP (compute only, what the ranks would take
+// alone), the whole gradient all-reduced once (communication only), and DDP with each --bucket-mb,
+// with the overlap on and off (DDPOptions::overlap) and with its gradients as views of its buckets
 // (DDPOptions::gradient_as_bucket_view), and ZeRO-1 with each --bucket-mb, its reduce-scatters
 // overlapping backward or issued after it (ZeroOptions::overlap; dist/zero.h: 1/N of AdamW's state
 // per rank, the weights all-gathered after the update), and ZeRO-2 (the gradients given up once
 // reduced) with the overlap; then DDP and ZeRO-2 with their gradients on the wire in bfloat16
 // (comm_dtype), beside the whole gradient all-reduced once in bfloat16. "exposed" is a step minus
-// the compute-only step: the communication the step still waits for. Each case also records the memory in live tensors (the largest rank's;
-// kiln's CPU allocator counts it): the most at once in forward and backward and in the optimizer's
-// step over the timed steps, and what stays between steps. Reports; never asserts.
+// the compute-only step: the communication the step still waits for. Each case also records the
+// memory in live tensors (the largest rank's; kiln's CPU allocator counts it): the most at once in
+// forward and backward and in the optimizer's step over the timed steps, and what stays between
+// steps. Reports; never asserts.
 //   usage: mpirun -np N bench_ddp_step [--layers 4] [--width 256] [--batch 8] [--block 128]
 //                                       [--bucket-mb 1,4,25] [--steps 10] [--json FILE]
 #include <algorithm>

@@ -46,8 +46,6 @@ class BucketSchedule {
   // followed by the buckets it never completed (a broadcast from rank 0: a collective).
   void learn_order(ProcessGroup& group);
 
-  size_t num_buckets() const { return order_.size(); }
-
  private:
   std::vector<size_t> bucket_of_;
   std::vector<size_t> order_;
@@ -65,10 +63,11 @@ class BucketSchedule {
 std::string second_gradient(const std::string& name);
 
 // Queues `on_end` to run when the backward pass now running finishes (the outermost one, should a
-// recompute's backward run inside it: queue_outer_backward_callback). If the pass fails instead (an exception leaves backward before its callbacks run), `on_abort` runs
-// when the engine drops the callback, as the exception leaves backward: a DDP or ZeRO pass can wait
-// for the collectives it left in flight and end, so the next backward starts a pass of its own.
-// Errors of `on_abort` are swallowed (it runs while an exception is on its way out).
+// recompute's backward run inside it: queue_outer_backward_callback). If the pass fails instead (an
+// exception leaves backward before its callbacks run), `on_abort` runs when the engine drops the
+// callback, as the exception leaves backward: a DDP or ZeRO pass can wait for the collectives it
+// left in flight and end, so the next backward starts a pass of its own. Errors of `on_abort` are
+// swallowed (it runs while an exception is on its way out).
 void queue_end_of_pass(std::function<void()> on_end, std::function<void()> on_abort);
 // The same for an owner's state held weakly (a hook must not keep a DDP or ZeRO alive): its
 // end_pass() or abort_pass(), or nothing once it is gone.
