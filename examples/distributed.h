@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/ops/factory.h"
 #include "dist/ddp.h"
 #include "dist/process_group.h"
 #include "dist/zero.h"
