@@ -153,9 +153,12 @@ TEST_CASE("a backward nested in another: callbacks for the current pass end it, 
     sum(b * b).backward();      // a backward of its own, inside this one
   });
   c.register_post_accumulate_grad_hook([&](Tensor&) { events.push_back("c"); });
-  // The engine reaches a's accumulation before c's here (its order is deterministic), so c's comes
-  // after the nested pass has ended, and the outer pass's callback must wait for it.
-  sum(a * a * 2.0 + c * c).backward();
+  // The engine runs the branch recorded last first, so a's accumulation comes before c's, which then
+  // comes after the nested pass has ended: the outer pass's callback must wait for it. (Separate
+  // statements: the operands of one + may be evaluated in either order, and compilers differ.)
+  const Tensor c_term = c * c;
+  const Tensor a_term = a * a * 2.0;
+  sum(a_term + c_term).backward();
   CHECK(events == std::vector<std::string>{"a", "inner end", "c", "outer end"});
   // Once a pass is over, the next outermost pass is a new one.
   events.clear();
