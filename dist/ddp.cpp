@@ -53,9 +53,8 @@ struct DistributedDataParallel::State {
 
   // Starts bucket b's all-reduce: its gradients are packed into its flat buffer (made on first use,
   // then kept, in the wire dtype: packing converts; or, as views, already there) and one
-  // all-reduce is issued over it; finish() waits for it and unpacks. In float16 the bucket is
-  // divided by the world size first and then summed, so that the sum of the ranks' gradients
-  // cannot pass float16's largest value where their average would not.
+  // all-reduce (an average: detail::averaging_op) is issued over it; finish() waits for it and
+  // unpacks.
   void reduce(size_t b) {
     Tensor& flat = flats[b];
     if (!flat.defined()) {
@@ -67,13 +66,7 @@ struct DistributedDataParallel::State {
     } else {
       for (size_t i : buckets[b]) bind(i);
     }
-    ReduceOp op = ReduceOp::Avg;
-    if (flat.dtype() == DType::Float16 && group->size() > 1) {
-      NoGradGuard no_grad;
-      flat.mul_(Scalar(1.0 / group->size()));
-      op = ReduceOp::Sum;
-    }
-    works[b] = group->all_reduce(flat, op, options.algo);
+    works[b] = group->all_reduce(flat, detail::averaging_op(flat, group->size()), options.algo);
     if (!options.overlap) {
       if (profiler) profiler->begin(profile::Phase::Communication);
       works[b]->wait();
@@ -168,8 +161,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       throw DTypeError(std::string("DistributedDataParallel: comm_dtype must be a floating dtype, got ") +
                        dtype_name(*wire));
     }
-    for (size_t i = 0; i < st.params.size() && options_.gradient_as_bucket_view; ++i) {
-      if (st.params[i].dtype() != *wire) {
+    for (size_t i = 0; i < st.params.size(); ++i) {
+      if (options_.gradient_as_bucket_view && st.params[i].dtype() != *wire) {
         throw DTypeError(std::string("DistributedDataParallel: gradient_as_bucket_view keeps the gradients in the "
                                      "buckets, so they must travel in their own dtype: comm_dtype is ") +
                          dtype_name(*wire) + ", parameter '" + st.names[i] + "' is " +

@@ -46,6 +46,13 @@ void unpack(const Tensor& flat, const TensorList& tensors, bool grads) {
   }
 }
 
+ReduceOp averaging_op(Tensor& flat, int ranks) {
+  if (flat.dtype() != DType::Float16 || ranks == 1) return ReduceOp::Avg;
+  NoGradGuard no_grad;
+  flat.mul_(Scalar(1.0 / ranks));
+  return ReduceOp::Sum;
+}
+
 void wait_all(std::vector<std::shared_ptr<Work>>& works, const std::function<void(size_t)>& done) {
   std::exception_ptr error;
   for (size_t i = 0; i < works.size(); ++i) {

@@ -23,6 +23,11 @@ void pack(const TensorList& tensors, Tensor& flat, bool grads);
 // none), in place, without recording autograd history.
 void unpack(const Tensor& flat, const TensorList& tensors, bool grads);
 
+// The op whose collective over `flat` averages it over `ranks` ranks: Avg, except in float16, where
+// `flat` is divided by the rank count here and the op is Sum, so that the ranks' sum cannot pass
+// float16's largest value where their average would not (as PyTorch's fp16 compression hook).
+ReduceOp averaging_op(Tensor& flat, int ranks);
+
 // Waits for every collective in `works` (null entries skipped) and resets it, calling done(i) after
 // work i succeeded while nothing has failed; all of them are waited for before the first failure is
 // rethrown, so no collective is left writing a buffer.

@@ -148,9 +148,9 @@ struct ZeroRedundancyOptimizer::State {
   // Bucket b's gradients into its part of the flat buffer (the padding past them keeps its zeros;
   // packing converts to the wire dtype), and one reduce-scatter (average) from there into this
   // rank's slice of the shard's gradient (or, when accumulating or converting, of the scratch
-  // buffer). In float16 the bucket is divided by the world size first and then summed, as DDP's,
-  // to keep the sum in range. Stage 2 then releases the parameters' gradients: the flat buffer
-  // holds them now, and after the reduce-scatter the shard holds all this rank needs.
+  // buffer), averaging as DDP's does (detail::averaging_op). Stage 2 then releases the parameters'
+  // gradients: the flat buffer holds them now, and after the reduce-scatter the shard holds all
+  // this rank needs.
   void reduce(size_t b) {
     const Bucket& bucket = buckets[b];
     Tensor& flat = buffer(b, /*for_reduction=*/true);
@@ -159,12 +159,7 @@ struct ZeroRedundancyOptimizer::State {
     if (releases()) {
       for (Tensor p : params) p.set_grad(Tensor());  // a handle: the parameter itself
     }
-    ReduceOp op = ReduceOp::Avg;
-    if (flat.dtype() == DType::Float16 && pg->size() > 1) {
-      NoGradGuard no_grad;
-      flat.mul_(Scalar(1.0 / pg->size()));
-      op = ReduceOp::Sum;
-    }
+    const ReduceOp op = detail::averaging_op(flat, pg->size());
     Tensor& target = accumulating || converts(bucket) ? scratch[bucket.group] : shard_grads[bucket.group];
     if (!target.defined()) target = empty({shard_numel[bucket.group]}, TensorOptions(flat.dtype(), flat.device()));
     Tensor out = target.narrow(0, bucket.shard_offset, slice(bucket));

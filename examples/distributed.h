@@ -101,13 +101,11 @@ inline bool any_rank(dist::ProcessGroup* group, bool mine) {
 }
 
 // --comm-dtype: the dtype the gradients travel in between the ranks (dist::DDPOptions::comm_dtype,
-// dist::ZeroOptions::comm_dtype). Returns the option, whose count() says whether it was given.
-inline Option* add_comm_dtype_flag(Flags& app, std::string& name) {
-  return app
-      .add_option("--comm-dtype", name,
-                  "with --ddp: the dtype the gradients are all-reduced (--zero: reduce-scattered) in: bf16 or fp16 "
-                  "halve float32's bytes on the wire at their precision; fp32 sums half-precision gradients in "
-                  "float32")
+// dist::ZeroOptions::comm_dtype); left empty when not given.
+inline void add_comm_dtype_flag(Flags& app, std::string& name) {
+  app.add_option("--comm-dtype", name,
+                 "with --ddp: the dtype the gradients are all-reduced (--zero: reduce-scattered) in: bf16 or fp16 "
+                 "halve float32's bytes on the wire at their precision; fp32 sums half-precision gradients in float32")
       ->one_of({"bf16", "fp16", "fp32"})
       ->default_str("the parameters' own");
 }
