@@ -148,14 +148,16 @@ template TextCheck whole<int>(int, int);
 template TextCheck whole<int64_t>(int64_t, int64_t);
 template TextCheck whole<uint64_t>(uint64_t, uint64_t);
 
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 TextCheck real(double lo, double hi, Ends ends) {
   const bool lo_open = ends == Ends::open_low || ends == Ends::open;
   const bool hi_open = ends == Ends::open_high || ends == Ends::open || std::isinf(hi);
-  auto num = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return std::string(buf);
-  };
+  const auto num = format_number;
   std::string desc = (lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + (hi_open ? ")" : "]");
   if (std::isinf(hi)) {
     desc = lo == 0 && lo_open ? "POSITIVE" : lo == 0 ? "NONNEGATIVE" : (lo_open ? ">" : ">=") + num(lo);

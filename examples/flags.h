@@ -119,6 +119,9 @@ template <typename T>
   requires kOneOf<T, int, int64_t, uint64_t>
 TextCheck whole(T lo = std::numeric_limits<T>::lowest(), T hi = std::numeric_limits<T>::max());
 
+// A number as a message shows it (printf's %g: 1e-3, 0.0004, 1e+308).
+std::string format_number(double v);
+
 // The command line as one string (the arguments joined by spaces), for the records of a run.
 std::string command_line(int argc, const char* const* argv);
 

@@ -257,7 +257,9 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::op
   st.data_fingerprint = corpus.fingerprint;
   st.data_position = {{"seed", static_cast<int64_t>(opt.seed)},
                       {"best_val_bits", std::bit_cast<int64_t>(best.val)},
-                      {"best_iter", best.iter}};
+                      {"best_iter", best.iter},
+                      {"batch_size", opt.batch_size},
+                      {"max_iters", opt.max_iters}};
   nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
@@ -281,6 +283,22 @@ std::pair<int64_t, Best> resume_from(Options& opt, const Corpus& corpus, nn::GPT
       std::printf("note: the checkpoint's run had --seed %llu; it replaces %llu\n",
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(opt.seed));
       opt.seed = seed;
+    }
+    // Iteration i reads samples [i * batch, (i + 1) * batch) of the run's windows: another batch size
+    // reads other windows. (Checkpoints of older kiln versions do not say; they load.)
+    if (st.data_position.count("batch_size")) {
+      const int64_t batch_size = st.position("batch_size", 1, INT64_MAX, opt.resume);
+      if (batch_size != opt.batch_size) {
+        examples::input_error("--resume " + opt.resume + ": the checkpoint was trained with --batch-size " +
+                              std::to_string(batch_size) + "; got " + std::to_string(opt.batch_size));
+      }
+    }
+    if (st.data_position.count("max_iters")) {
+      const int64_t max_iters = st.position("max_iters", 0, INT64_MAX, opt.resume);
+      if (max_iters != opt.max_iters) {
+        std::printf("note: the checkpoint's run had --max-iters %lld, this one %lld: the schedule changes\n",
+                    static_cast<long long>(max_iters), static_cast<long long>(opt.max_iters));
+      }
     }
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
     if (!none_yet && !(best.iter >= 0 && std::isfinite(best.val))) {
@@ -515,7 +533,12 @@ static int run(int argc, char** argv) {
                       .real("seconds", seconds_since(t_start), "%.2f"));
   };
   // nanoGPT's step-0 estimate (about ln(vocabulary)); a resumed run already has its own.
-  if (iter == 0 && opt.resume.empty()) evaluate();
+  // Its checkpoint too: from here on OUT's checkpoint and best weights are this run's, even before
+  // the first interval (a checkpoint another run left in OUT would resume with these best weights).
+  if (iter == 0 && opt.resume.empty()) {
+    evaluate();
+    save_checkpoint(checkpoint_path, *model, adamw.state(), train_step.scaler(), opt, corpus, iter, best);
+  }
 
   bool stopped = false;
   int64_t window_iters = 0;

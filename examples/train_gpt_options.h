@@ -218,6 +218,10 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.eval_interval = eval_interval.value_or(250);
   o.sample_tokens = sample_tokens.value_or(o.kind == DataKind::Text ? 500 : 0);
   o.min_lr = min_lr.value_or(o.lr / 10);
+  if (o.min_lr > o.lr) {  // the cosine would climb instead of decay: a typo, not a schedule
+    examples::input_error("--min-lr " + examples::format_number(o.min_lr) + " is above the peak --lr " +
+                          examples::format_number(o.lr));
+  }
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
   examples::check_grad_accum(o.precision, o.batch_size);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);

@@ -21,7 +21,8 @@ double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int6
   }
   if (step < 0) step = 0;
   if (step < warmup_steps) {
-    return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1);
+    // The fraction first: base_lr * (step + 1) overflows to infinity for rates near DBL_MAX.
+    return base_lr * (static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1));
   }
   if (step >= total_steps) return min_lr;
   const double ratio = static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps);

@@ -71,6 +71,10 @@ kiln_flag_test(gpt_dropout_negative train_gpt 2 stderr "--dropout.*'-0.1'" --dro
 kiln_flag_test(gpt_stop_at_iter_zero train_gpt 2 stderr "--stop-at-iter.*'0'" --stop-at-iter 0)
 kiln_flag_test(gpt_max_val_loss_zero train_gpt 2 stderr "--max-val-loss.*'0'" --max-val-loss 0)
 kiln_flag_test(gpt_min_lr_nan train_gpt 2 stderr "--min-lr.*'nan'" --min-lr nan)
+kiln_flag_test(gpt_min_lr_above_lr train_gpt 2 stderr "--min-lr 0.01 is above the peak --lr 0.001" --lr 1e-3
+               --min-lr 1e-2)
+kiln_flag_test(gpt_min_lr_above_default_lr train_gpt 2 stderr "--min-lr 0.5 is above the peak --lr 0.004"
+               --device cpu --min-lr 0.5)
 kiln_flag_test(gpt_weight_decay_inf train_gpt 2 stderr "--weight-decay.*'inf'" --weight-decay inf)
 kiln_flag_test(gpt_seed_negative train_gpt 2 stderr "--seed.*'-1'" --seed -1)
 kiln_flag_test(gpt_value_missing_at_end train_gpt 2 stderr "--lr" --lr)
@@ -134,6 +138,10 @@ kiln_bad_run(cnn_data_is_text train_cnn 2 "${BAD}/gpt" ${cnn_tiny} --data ${BAD}
 # with exit 1 and say so, not train NaN to the end.
 kiln_bad_run(gpt_diverges train_gpt 1 "error: the loss is (nan|infinite) at .*training diverged" ${gpt_tiny} --lr 1e6
              --grad-clip 0 --data ${BAD}/head.txt --out ${BAD}/out_diverge)
+# The largest rates diverge the same way (the warmup once overflowed them to an infinite rate,
+# which set_lr refused mid-run).
+kiln_bad_run(gpt_lr_near_double_max train_gpt 1 "error: the loss is (nan|infinite) at .*training diverged" ${gpt_tiny}
+             --lr 1e308 --data ${BAD}/head.txt --out ${BAD}/out_lr_max)
 kiln_bad_run(cnn_diverges train_cnn 1 "error: the loss is (nan|infinite) at .*training diverged" --device cpu
              --epochs 2 --train-limit 320 --test-limit 64 --batch-size 32 --optimizer sgd --lr 1e6
              --out ${BAD}/out_cnn_diverge)

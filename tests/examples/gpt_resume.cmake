@@ -52,3 +52,22 @@ execute_process(COMMAND ${resume_launch} ${EXE} ${common} --out "${WORK}/late" -
 if(NOT rc EQUAL 2 OR NOT err MATCHES "--stop-at-iter 20 is not after the checkpoint's iteration 27")
   message(FATAL_ERROR "gpt_resume: a --stop-at-iter behind the checkpoint gave exit ${rc}: ${out}${err}")
 endif()
+# Another batch size would read other windows from the checkpoint's iteration on: refused.
+execute_process(COMMAND ${resume_launch} ${EXE} ${common} --batch-size 4 --out "${WORK}/other_batch"
+                        --resume "${WORK}/first/checkpoint.safetensors"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "trained with --batch-size 8; got 4")
+  message(FATAL_ERROR "gpt_resume: a resume with another --batch-size gave exit ${rc}: ${out}${err}")
+endif()
+# A run of zero iterations into a folder that holds another run's checkpoint replaces it with its
+# own (iteration 0, beside its own best weights); resumed to the end it is the whole run.
+resume_run(gpt_resume ${EXE} ${common} --max-iters 0 --out "${WORK}/first")
+resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/first" --resume "${WORK}/first/checkpoint.safetensors")
+foreach(f model.safetensors best.safetensors)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${f}" "${WORK}/first/${f}"
+                  RESULT_VARIABLE differ)
+  if(differ)
+    message(FATAL_ERROR "gpt_resume: ${f} of the run resumed from iteration 0 differs from the whole run's")
+  endif()
+endforeach()
+message("gpt_resume: a zero-iteration run leaves its own checkpoint, and resuming it gives the whole run")

@@ -467,6 +467,10 @@ TEST_CASE("schedules at key steps", "[optim]") {
     REQUIRE(warmup_cosine_lr(5000, base, 10, 110, min_lr) == Approx(0.1));
     REQUIRE(warmup_cosine_lr(0, base, 0, 100, 0.0) == Approx(1.0));  // no warmup
     REQUIRE_THROWS_AS(warmup_cosine_lr(0, base, 20, 10, 0.0), Error);
+    // Every rate up to DBL_MAX warms up without overflowing: the last warmup step is 10/11 of it.
+    const double huge = std::numeric_limits<double>::max();
+    REQUIRE(warmup_cosine_lr(9, huge, 10, 110, 0.0) == Approx(huge / 11 * 10));
+    REQUIRE(std::isfinite(warmup_cosine_lr(9, huge, 10, 110, 0.0)));
   }
   SECTION("step decay") {
     REQUIRE(step_lr(0, 0.5, 10, 0.1) == Approx(0.5));
