@@ -1,12 +1,16 @@
 // All-reduce benchmark, run under mpirun: kiln's ring (dist/ring.h) against the backend's native
-// all-reduce, float32 sums of --min-bytes to --max-bytes (x4 steps), on every rank at once. Each case
+// all-reduce, sums of --dtype (float32; bfloat16 and float16 sum through kiln's own reduction, which
+// MPI has no type for) of --min-bytes to --max-bytes (x4 steps), on every rank at once. --op avg
+// divides the sums by the ranks (DDP's gradient average), which keeps the tensor of ones at one from
+// call to call, where sums grow to infinity within a few dozen calls. Each case
 // runs --warmup calls, then times calls until --seconds have passed (at least --min-iters); a call's
 // time is the slowest rank's mean (an all-reduce of the ranks' means with Max), the time a training
 // step would wait. It reports the algorithm bandwidth (bytes / time) and the bus bandwidth
 // nccl-tests defines (algbw x 2 (n - 1) / n: what each rank's link carries, comparable across rank
 // counts). Rank 0 prints a table and writes JSON lines (tools/allreduce_model.py --fit reads them).
 // Reports speed; never asserts it.
-//   usage: mpirun -np N bench_all_reduce [--min-bytes 1024] [--max-bytes 67108864] [--json FILE]
+//   usage: mpirun -np N bench_all_reduce [--min-bytes 1024] [--max-bytes 67108864] [--dtype float32]
+//          [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -28,6 +32,7 @@ namespace {
 struct Options {
   int64_t min_bytes = 1024, max_bytes = int64_t{64} << 20, warmup = 3, min_iters = 5;
   double seconds = 0.5;
+  std::string dtype = "float32", op = "sum";
   std::string json;
 };
 
@@ -40,32 +45,37 @@ int run(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed calls per case")->transform(examples::whole<int64_t>(0, 1000));
   app.add_option("--min-iters", o.min_iters, "timed calls at least")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--seconds", o.seconds, "time per case")->transform(examples::real(0, 600, examples::Ends::open_low));
+  app.add_option("--dtype", o.dtype, "the elements summed")->one_of({"float32", "bfloat16", "float16"});
+  app.add_option("--op", o.op, "the reduction")->one_of({"sum", "avg"});
   app.add_option("--json", o.json, "rank 0 writes the records (JSON lines) to this file");
   app.parse(argc, argv);
 
+  const DType dtype = o.dtype == "float32" ? DType::Float32 : o.dtype == "bfloat16" ? DType::BFloat16 : DType::Float16;
+  const int64_t element = static_cast<int64_t>(element_size(dtype));
+  const dist::ReduceOp op = o.op == "sum" ? dist::ReduceOp::Sum : dist::ReduceOp::Avg;
   dist::ProcessGroup& g = dist::world();
   const int n = g.size();
   const std::string command = examples::command_line(argc, argv);
   JsonLine header;
   header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   header.text("kiln_commit", examples::build_commit()).text("command", command).text("backend", g.backend());
-  header.integer("ranks", n).text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
+  header.integer("ranks", n).text("dtype", o.dtype).text("op", o.op).text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
   std::string text = header.str() + "\n";
   if (g.rank() == 0) {
-    std::printf("all-reduce of float32 sums, %d ranks, backend %s (busbw = algbw x 2(n-1)/n)\n", n,
-                g.backend().c_str());
+    std::printf("all-reduce (%s) of %s, %d ranks, backend %s (busbw = algbw x 2(n-1)/n)\n", o.op.c_str(),
+                o.dtype.c_str(), n, g.backend().c_str());
     std::printf("%12s %8s %12s %12s %12s\n", "bytes", "algo", "time us", "algbw GB/s", "busbw GB/s");
   }
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
-    Tensor t = ones({bytes / 4});
+    Tensor t = ones({std::max<int64_t>(bytes / element, 1)}, TensorOptions(dtype));
     for (dist::AllReduceAlgo algo : {dist::AllReduceAlgo::Native, dist::AllReduceAlgo::Ring}) {
-      for (int64_t i = 0; i < o.warmup; ++i) g.all_reduce(t, dist::ReduceOp::Sum, algo)->wait();
+      for (int64_t i = 0; i < o.warmup; ++i) g.all_reduce(t, op, algo)->wait();
       // Every rank runs the same number of calls: rank 0 decides when time is up, and says so.
       g.barrier();
       int64_t iters = 0;
       const auto t0 = std::chrono::steady_clock::now();
       for (;;) {
-        g.all_reduce(t, dist::ReduceOp::Sum, algo)->wait();
+        g.all_reduce(t, op, algo)->wait();
         ++iters;
         Tensor more = zeros({1}, TensorOptions(DType::Int32));
         if (g.rank() == 0) {
@@ -90,7 +100,7 @@ int run(int argc, char** argv) {
       }
       JsonLine c;
       c.text("record", "case").text("impl", "kiln").text("backend", g.backend());
-      c.text("algo", dist::all_reduce_algo_name(algo)).integer("bytes", bytes).integer("ranks", n);
+      c.text("algo", dist::all_reduce_algo_name(algo)).text("dtype", o.dtype).text("op", o.op).integer("bytes", bytes).integer("ranks", n);
       c.integer("iters", iters).real("seconds", s, "%.9g").real("algbw_gbs", algbw, "%.4f");
       c.real("busbw_gbs", busbw, "%.4f");
       text += c.str() + "\n";

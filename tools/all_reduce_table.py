@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders bench_all_reduce's JSON lines (one or more runs, e.g. at 2 and 4 ranks) as a markdown
-table: per rank count and message size, the native and the ring all-reduce's time, bus bandwidth
+table: per rank count (and dtype and op, float32 sums where a record predates them) and message size, the native and the ring all-reduce's time, bus bandwidth
 (algbw x 2(n-1)/n, as nccl-tests defines it) and the ring/native ratio of bus bandwidths. Headed by
 each run's date, commit, device and command. Numbers come from the files only.
 
@@ -24,7 +24,9 @@ def main():
         recs = [r for _, r in json_lines(path, "all_reduce_table")]
         h = next(r for r in recs if r["record"] == "header")
         cases = {(r["algo"], r["bytes"]): r for r in recs if r["record"] == "case"}
-        lines += [f"### All-reduce, {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}", "",
+        what = f"{h.get('dtype', 'float32')} {h.get('op', 'sum')}"
+        lines += [f"### All-reduce ({what}), {h['ranks']} ranks ({h['backend']}), {h['date'][:10]}, {h['device_name']}",
+                  "",
                   f"- kiln commit `{h['kiln_commit']}`; `{h['command']}`", "",
                   "| bytes | native us | native busbw GB/s | ring us | ring busbw GB/s | ring / native |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
