@@ -1,11 +1,16 @@
 // Typed reduction loops. Written as plain loops over contiguous buffers so the compiler vectorizes
-// the float32 and integer cases; the 16-bit floats convert each element to float32 and back.
+// the float32 and integer cases. The 16-bit floats go a block at a time: both operands widened to
+// float32 in bulk (kernels/cpu/convert.h: F16C for float16 where the CPU has it), the float loop,
+// the result narrowed back. Element by element, each value went through the scalar conversion,
+// which in software cost float16 an order of magnitude (measured: docs/distributed.md).
+// The results are the same bits: each element is still computed in float32 and rounded once.
 #include "dist/reduce.h"
 
 #include <algorithm>
 #include <string>
 
 #include "core/ops/elementwise.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/error.h"
 #include "kernels/half.h"
 
@@ -24,9 +29,29 @@ void reduce_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
   }
 }
 
-template <typename T>
-void divide_typed(T* t, int64_t n, double divisor) {
-  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<T>(static_cast<double>(static_cast<float>(t[i])) / divisor);
+// float16 and bfloat16: reduce_typed<float, float> over float blocks of both operands.
+void reduce_16bit(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op) {
+  float a[cpu::kFloatBlock], b[cpu::kFloatBlock];
+  auto* acc_bytes = static_cast<char*>(acc);
+  const auto* in_bytes = static_cast<const char*>(in);
+  cpu::for_float_blocks(n, [&](int64_t i, int64_t m) {
+    cpu::widen_to_float(a, acc_bytes + i * 2, dtype, m);
+    cpu::widen_to_float(b, in_bytes + i * 2, dtype, m);
+    reduce_typed<float, float>(a, b, m, op);
+    cpu::narrow_from_float(acc_bytes + i * 2, dtype, a, m);
+  });
+}
+
+// t[i] = t[i] / divisor, computed in double and rounded to float then to the 16-bit type (what the
+// 16-bit types' conversion from a double does), over float blocks.
+void divide_16bit(void* t, int64_t n, DType dtype, double divisor) {
+  float a[cpu::kFloatBlock];
+  auto* bytes = static_cast<char*>(t);
+  cpu::for_float_blocks(n, [&](int64_t i, int64_t m) {
+    cpu::widen_to_float(a, bytes + i * 2, dtype, m);
+    for (int64_t j = 0; j < m; ++j) a[j] = static_cast<float>(static_cast<double>(a[j]) / divisor);
+    cpu::narrow_from_float(bytes + i * 2, dtype, a, m);
+  });
 }
 
 }  // namespace
@@ -42,9 +67,8 @@ void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op)
     case DType::Float32: return reduce_typed<float, float>(static_cast<float*>(acc), static_cast<const float*>(in), n, op);
     case DType::Float64:
       return reduce_typed<double, double>(static_cast<double*>(acc), static_cast<const double*>(in), n, op);
-    case DType::Float16: return reduce_typed<Half, float>(static_cast<Half*>(acc), static_cast<const Half*>(in), n, op);
-    case DType::BFloat16:
-      return reduce_typed<BFloat16, float>(static_cast<BFloat16*>(acc), static_cast<const BFloat16*>(in), n, op);
+    case DType::Float16:
+    case DType::BFloat16: return reduce_16bit(acc, in, n, dtype, op);
     case DType::Int32:
       return reduce_typed<int32_t, int32_t>(static_cast<int32_t*>(acc), static_cast<const int32_t*>(in), n, op);
     case DType::Int64:
@@ -68,8 +92,8 @@ void divide(void* t, int64_t n, DType dtype, double divisor) {
       for (int64_t i = 0; i < n; ++i) p[i] /= divisor;
       return;
     }
-    case DType::Float16: return divide_typed(static_cast<Half*>(t), n, divisor);
-    case DType::BFloat16: return divide_typed(static_cast<BFloat16*>(t), n, divisor);
+    case DType::Float16:
+    case DType::BFloat16: return divide_16bit(t, n, dtype, divisor);
     default: break;
   }
   throw DTypeError(std::string("dist: Avg needs a float dtype, got ") + dtype_name(dtype));
