@@ -118,11 +118,35 @@ inline std::optional<DType> comm_dtype(const std::string& name, bool ddp) {
   return name == "fp16" ? DType::Float16 : DType::Float32;
 }
 
-// DDP over the model with --bucket-mb's buckets, its gradients sent in --comm-dtype.
-inline dist::DDPOptions ddp_options(int64_t bucket_bytes, std::optional<DType> comm_dtype) {
+// --bucket-view: DDP keeps each gradient in its bucket's flat buffer (dist::DDPOptions::
+// gradient_as_bucket_view): the all-reduce averages the gradients in place, and the gradients and the
+// buckets are one buffer instead of two.
+inline void add_bucket_view_flag(Flags& app, bool& bucket_view) {
+  app.add_flag("--bucket-view", bucket_view,
+               "with --ddp: each gradient lives in its bucket's buffer (PyTorch's gradient_as_bucket_view), so the "
+               "all-reduce averages it in place: no copies into and out of the buckets, and the gradient memory once "
+               "instead of twice");
+}
+
+// --bucket-view needs DDP (--ddp without --zero), and the gradients' own dtype on the wire: the
+// examples' parameters, and so their gradients, are float32.
+inline void check_bucket_view(bool bucket_view, bool ddp, bool zero, std::optional<DType> comm_dtype) {
+  if (!bucket_view) return;
+  if (!ddp) input_error("--bucket-view keeps the gradients of --ddp in its buckets; add --ddp");
+  if (zero) input_error("--bucket-view is DDP's: --zero reduce-scatters the gradients into shards instead");
+  if (comm_dtype && *comm_dtype != DType::Float32) {
+    input_error(std::string("--bucket-view keeps the float32 gradients in the buckets, which then travel in float32; ") +
+                "--comm-dtype " + (*comm_dtype == DType::BFloat16 ? "bf16" : "fp16") + " needs buckets of its own");
+  }
+}
+
+// DDP over the model with --bucket-mb's buckets, its gradients sent in --comm-dtype, kept in the
+// buckets with --bucket-view.
+inline dist::DDPOptions ddp_options(int64_t bucket_bytes, std::optional<DType> comm_dtype, bool bucket_view) {
   dist::DDPOptions options;
   options.bucket_bytes = bucket_bytes;
   options.comm_dtype = comm_dtype;
+  options.gradient_as_bucket_view = bucket_view;
   return options;
 }
 

@@ -266,6 +266,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
   s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage);
   s.real("bucket_mb", opt.bucket_mb, "%g").text("comm_dtype", opt.comm_dtype ? dtype_name(*opt.comm_dtype) : "own");
+  s.boolean("bucket_view", opt.bucket_view);
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
@@ -387,7 +388,7 @@ static int run(int argc, char** argv) {
   // gradients are averaged.
   std::optional<dist::DistributedDataParallel> ddp;
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
-  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype));
+  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
   examples::TrainStep train_step(opt.precision, device, optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(optimizers.zero());

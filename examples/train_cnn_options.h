@@ -46,6 +46,7 @@ struct Options {
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
   std::string comm_dtype_name;  // --comm-dtype: with --ddp, bf16, fp16 or fp32; empty: the parameters' own
   std::optional<DType> comm_dtype;  // resolved from comm_dtype_name
+  bool bucket_view = false;         // --bucket-view: with --ddp, the gradients live in DDP's buckets
   double dropout = 0.5;        // SmallCNN's classifier dropout
 };
 
@@ -114,12 +115,14 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
   examples::add_comm_dtype_flag(app, o.comm_dtype_name);
+  examples::add_bucket_view_flag(app, o.bucket_view);
   auto* dropout = app.add_option("--dropout", o.dropout, "dropout probability of SmallCNN's classifier")
                       ->transform(real(0, 1, Ends::open_high));
   app.parse(argc, argv);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
+  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
   }

@@ -362,7 +362,7 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);
   s.boolean("recompute", opt.precision.recompute).integer("grad_accum", opt.precision.grad_accum);
   s.boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage).real("bucket_mb", opt.bucket_mb, "%g");
-  s.text("comm_dtype", opt.comm_dtype ? dtype_name(*opt.comm_dtype) : "own");
+  s.text("comm_dtype", opt.comm_dtype ? dtype_name(*opt.comm_dtype) : "own").boolean("bucket_view", opt.bucket_view);
   const data::DataLoaderOptions lo = opt.loader.loader_options(opt.device, kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);
   return s.unsigned_integer("seed", opt.seed);
@@ -448,7 +448,7 @@ static int run(int argc, char** argv) {
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype));
+  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(adamw.zero());

@@ -77,6 +77,7 @@ struct Options {
   int64_t bucket_bytes = int64_t{25} << 20;  // resolved from bucket_mb
   std::string comm_dtype_name;  // --comm-dtype: with --ddp, bf16, fp16 or fp32; empty: the parameters' own
   std::optional<DType> comm_dtype;  // resolved from comm_dtype_name
+  bool bucket_view = false;         // --bucket-view: with --ddp, the gradients live in DDP's buckets
 };
 
 // The device-dependent defaults: nanoGPT's shakespeare-char shape on CUDA, a tiny model on the CPU.
@@ -173,6 +174,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::Option* zero_stage = examples::add_zero_stage_flag(app, o.zero_stage);
   examples::Option* bucket_mb = examples::add_bucket_flag(app, o.bucket_mb);
   examples::add_comm_dtype_flag(app, o.comm_dtype_name);
+  examples::add_bucket_view_flag(app, o.bucket_view);
   app.parse(argc, argv);
 
   o.device = examples::choose_device(o.device_name);
@@ -227,6 +229,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
+  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +

@@ -130,6 +130,23 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
     set_tests_properties(example_train_gpt_comm_bf16_${ranks} PROPERTIES LABELS "example;mpi" TIMEOUT 300
                          RESOURCE_LOCK mpi ENVIRONMENT "${KILN_MPI_TEST_ENV}")
   endforeach()
+  # --bucket-view (the gradients live in DDP's buckets) over 2 ranks: train_gpt with --grad-accum 2
+  # (the quiet micro-batch accumulates into the views, the next one reduces them in place) and
+  # train_cnn channels-last (the views keep the weights' strides), each against one process.
+  foreach(example gpt cnn)
+    if(example STREQUAL "gpt")
+      set(example_args --data ${KILN_SHAKESPEARE} --extra=--grad-accum,2)
+    else()
+      set(example_args --extra=--channels-last)
+    endif()
+    add_test(NAME example_train_${example}_bucket_view_2
+             COMMAND ${KILN_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/examples/ddp_check.py --example ${example}
+                     --exe $<TARGET_FILE:train_${example}> --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 ${example_args}
+                     --ranks-extra=--bucket-view --expect-setting bucket_view=True
+                     --work ${KILN_EXAMPLE_RUNS}/train_${example}_bucket_view_2)
+    set_tests_properties(example_train_${example}_bucket_view_2 PROPERTIES LABELS "example;mpi" TIMEOUT 300
+                         RESOURCE_LOCK mpi ENVIRONMENT "${KILN_MPI_TEST_ENV}")
+  endforeach()
   # train_gpt --ddp --zero (ZeRO-1: AdamW's state sharded, gradients reduce-scattered, weights
   # all-gathered) over 2 and 3 ranks against one process. Without clipping: the clip's total norm
   # sums each rank's shard norm, which rounds differently from one norm over the whole model, and
@@ -259,6 +276,10 @@ kiln_flag_test(cnn_bucket_mb_without_ddp train_cnn 2 stderr "--bucket-mb sizes t
 kiln_flag_test(gpt_bucket_mb_zero train_gpt 2 stderr "--bucket-mb.*'0'" --ddp --bucket-mb 0)
 kiln_flag_test(gpt_comm_dtype_without_ddp train_gpt 2 stderr "--comm-dtype sets the dtype of --ddp's" --comm-dtype bf16)
 kiln_flag_test(cnn_comm_dtype_unknown train_cnn 2 stderr "--comm-dtype.*fp8" --ddp --comm-dtype fp8)
+kiln_flag_test(gpt_bucket_view_without_ddp train_gpt 2 stderr "--bucket-view keeps the gradients of --ddp" --bucket-view)
+kiln_flag_test(gpt_bucket_view_zero train_gpt 2 stderr "--bucket-view is DDP's" --ddp --zero --bucket-view)
+kiln_flag_test(cnn_bucket_view_comm_bf16 train_cnn 2 stderr "--comm-dtype bf16 needs buckets of its own" --ddp
+               --comm-dtype bf16 --bucket-view)
 kiln_flag_test(gpt_zero_cuda_graph train_gpt 2 stderr "--zero does not run with --cuda-graph" --ddp --zero
                --cuda-graph)
 kiln_flag_test(gpt_no_cudnn_benchmark train_gpt 2 stderr "--cudnn-benchmark" --cudnn-benchmark)
