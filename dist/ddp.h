@@ -17,7 +17,10 @@
 //   parameter. With gradient_as_bucket_view the gradients live in the buffer: no copies back.
 // - A parameter that gets no gradient in a backward pass is an error naming it (its bucket would
 //   never be reduced, and the ranks would disagree), unless find_unused_parameters is set, in which
-//   case its gradient counts as zero on that rank.
+//   case its gradient counts as zero on that rank; and a parameter that no rank has a gradient for
+//   keeps none, as in one process over the whole batch, so that an optimizer skips it instead of
+//   moving it by weight decay or momentum (one all-reduce of a flag per parameter each backward,
+//   after the buckets; PyTorch's DDP leaves such a gradient alone too).
 // - GradScaler needs nothing more: a non-finite gradient on any rank makes the averaged gradient
 //   non-finite on every rank, so every rank's scaler skips the same steps.
 #pragma once
@@ -38,7 +41,7 @@ namespace kiln::dist {
 struct DDPOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // about 25 MB, PyTorch's default
   bool broadcast_parameters = true;          // copy rank 0's parameters and buffers to every rank first
-  bool find_unused_parameters = false;       // a parameter without a gradient counts as zero, no error
+  bool find_unused_parameters = false;       // a missing gradient counts as zero (none if missing on every rank)
   AllReduceAlgo algo = AllReduceAlgo::Native;
   // Whether a bucket's all-reduce runs while backward goes on (the default). false waits for each
   // bucket as it is issued: the same result, without the overlap (for measuring what it buys).

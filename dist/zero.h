@@ -19,7 +19,8 @@
 //   first backward, each group's buckets from its last, group by group; from then on, the order in
 //   which rank 0's first backward completed them (broadcast once), which interleaves the groups as
 //   the model does. The step then uses the reduced shards. A parameter without a gradient counts
-//   as zero, and is stepped as such: where an unsharded kiln optimizer skips it, weight decay and
+//   as zero, and is stepped as such: where an unsharded kiln optimizer skips it (and DDP with
+//   find_unused_parameters leaves it without a gradient when no rank has one), weight decay and
 //   momentum still move it here (a shard mixes parameters, and every rank must step its shard
 //   alike). Gradients changed after backward are not seen (as with DDP): clip through
 //   clip_grad_norm_ below, which works on the shards.

@@ -449,7 +449,8 @@ TEST_CASE("ddp: comm_dtype sends the gradients in another dtype, at its precisio
   }
 }
 
-TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with find_unused_parameters",
+TEST_CASE("ddp: a parameter without a gradient is refused by name, or with find_unused_parameters zero where "
+          "another rank has one and none where no rank has",
           "[ddp]") {
   ProcessGroup& g = world();
   auto model = std::make_shared<nn::Sequential>();
@@ -470,11 +471,29 @@ TEST_CASE("ddp: a parameter without a gradient is refused by name, or zero with 
     o.gradient_as_bucket_view = as_views;
     DistributedDataParallel ddp(model, g, o);
     sum((*used)(x)).backward();
-    CHECK(max(abs(unused->parameters()[0].grad())).item<float>() == 0.0f);
+    // Unused on every rank: no gradient, as in one process (an optimizer then skips it).
+    CHECK_FALSE(unused->parameters()[0].grad().defined());
+    CHECK_FALSE(unused->parameters()[1].grad().defined());
     // The used weight's gradient is the same on every rank (every rank computed the same one).
     Tensor w = used->parameters()[0].grad().clone();
     g.broadcast(w, 0)->wait();
     CHECK(max(abs(w - used->parameters()[0].grad())).item<float>() == 0.0f);
+    // Used on rank 0 only: every rank gets the average, rank 0's gradient over the ranks (zeros elsewhere).
+    for (auto& p : model->parameters()) p.set_grad(Tensor());
+    Tensor loss = sum((*used)(x));
+    if (g.rank() == 0) loss = loss + 2.0 * sum((*unused)(x));
+    loss.backward();
+    REQUIRE(unused->parameters()[0].grad().defined());
+    const double expected = 2.0 * 3.0 / g.size();  // d(2 * sum(x W^T + b))/dW: 2 x 3 rows of ones, averaged
+    CHECK(max(abs(unused->parameters()[0].grad() - expected)).item<double>() < 1e-6);
+    // A step of AdamW with weight decay after a pass where the layer is unused everywhere leaves it
+    // where it is, as one process's AdamW does (it skips parameters without a gradient).
+    for (auto& p : model->parameters()) p.set_grad(Tensor());
+    sum((*used)(x)).backward();
+    const Tensor before = unused->parameters()[0].detach().clone();
+    nn::optim::AdamW adamw(model->parameters(), 0.1, {0.9, 0.999}, 1e-8, /*weight_decay=*/0.5);
+    adamw.step();
+    CHECK(max(abs(unused->parameters()[0].detach() - before)).item<float>() == 0.0f);
   }
   CHECK_THROWS_AS(DistributedDataParallel(nullptr, g), Error);
   DDPOptions bad;
