@@ -59,7 +59,8 @@ int run(int argc, char** argv) {
   JsonLine header;
   header.text("record", "header").text("impl", "kiln").text("date", examples::utc_now());
   header.text("kiln_commit", examples::build_commit()).text("command", command).text("backend", g.backend());
-  header.integer("ranks", n).text("dtype", o.dtype).text("op", o.op).text("device", "cpu").text("device_name", examples::device_name(Device::cpu()));
+  header.integer("ranks", n).text("dtype", o.dtype).text("op", o.op).text("device", "cpu");
+  header.text("device_name", examples::device_name(Device::cpu()));
   std::string text = header.str() + "\n";
   if (g.rank() == 0) {
     std::printf("all-reduce (%s) of %s, %d ranks, backend %s (busbw = algbw x 2(n-1)/n)\n", o.op.c_str(),
@@ -100,7 +101,8 @@ int run(int argc, char** argv) {
       }
       JsonLine c;
       c.text("record", "case").text("impl", "kiln").text("backend", g.backend());
-      c.text("algo", dist::all_reduce_algo_name(algo)).text("dtype", o.dtype).text("op", o.op).integer("bytes", bytes).integer("ranks", n);
+      c.text("algo", dist::all_reduce_algo_name(algo)).text("dtype", o.dtype).text("op", o.op);
+      c.integer("bytes", bytes).integer("ranks", n);
       c.integer("iters", iters).real("seconds", s, "%.9g").real("algbw_gbs", algbw, "%.4f");
       c.real("busbw_gbs", busbw, "%.4f");
       text += c.str() + "\n";

@@ -135,8 +135,9 @@ inline void check_bucket_view(bool bucket_view, bool ddp, bool zero, std::option
   if (!ddp) input_error("--bucket-view keeps the gradients of --ddp in its buckets; add --ddp");
   if (zero) input_error("--bucket-view is DDP's: --zero reduce-scatters the gradients into shards instead");
   if (comm_dtype && *comm_dtype != DType::Float32) {
-    input_error(std::string("--bucket-view keeps the float32 gradients in the buckets, which then travel in float32; ") +
-                "--comm-dtype " + (*comm_dtype == DType::BFloat16 ? "bf16" : "fp16") + " needs buckets of its own");
+    input_error(std::string("--bucket-view keeps the float32 gradients in the buckets, which then travel in ") +
+                "float32; --comm-dtype " + (*comm_dtype == DType::BFloat16 ? "bf16" : "fp16") +
+                " needs buckets of its own");
   }
 }
 

@@ -388,7 +388,9 @@ static int run(int argc, char** argv) {
   // gradients are averaged.
   std::optional<dist::DistributedDataParallel> ddp;
   if (group && opt.sync_bn) dist::convert_sync_batchnorm(*model, *group);
-  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
+  if (group && !opt.zero) {
+    ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
+  }
   examples::TrainStep train_step(opt.precision, device, optimizer, model->parameters(), /*grad_clip=*/0.0);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(optimizers.zero());

@@ -448,7 +448,9 @@ static int run(int argc, char** argv) {
   nn::optim::WarmupCosine schedule(optimizer, opt.lr, opt.warmup_iters, opt.max_iters, opt.min_lr);
   // DDP first: it makes every rank start from rank 0's weights and averages each backward's gradients.
   std::optional<dist::DistributedDataParallel> ddp;
-  if (group && !opt.zero) ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
+  if (group && !opt.zero) {
+    ddp.emplace(model, *group, examples::ddp_options(opt.bucket_bytes, opt.comm_dtype, opt.bucket_view));
+  }
   examples::TrainStep train_step(opt.precision, opt.device, optimizer, model->parameters(), opt.grad_clip);
   if (ddp) train_step.set_ddp(&*ddp);
   train_step.set_zero(adamw.zero());
