@@ -2,7 +2,11 @@
 // turn (epoch, batch index, sample indices) tasks into batches and file them under their index.
 // Every task carries the generation of the epoch run it belongs to: ending a run (its end, a
 // set_position, an error, the destructor) bumps the generation, so whatever the workers still
-// finish for the old run is dropped instead of delivered.
+// finish for the old run is dropped instead of delivered. Workers that are not persistent are
+// started together for one run (a cohort) and told to stop together at its end. An error or a
+// timeout does not wait for them: a worker can only stop between samples, and one stuck in a get()
+// would hold the error back until that get() returned, or forever. Their cohort is retired instead
+// (joined once all of its threads have exited, or by the destructor) and the error thrown at once.
 #include "data/loader.h"
 
 #include <algorithm>
@@ -35,13 +39,25 @@ struct DataLoader::Shared {
     Example batch;
     std::exception_ptr error;
   };
+  // Workers started together, and told to stop together.
+  struct Cohort {
+    bool stop = false;            // under the mutex
+    std::atomic<int64_t> exited{0};  // threads of the cohort that have returned
+    std::vector<std::thread> threads;
+    bool all_exited() const { return exited.load() == static_cast<int64_t>(threads.size()); }
+    void join() {
+      for (std::thread& t : threads) t.join();
+    }
+  };
   std::mutex mutex;
   std::condition_variable work_ready, result_ready;
   std::deque<Task> queue;
   std::map<int64_t, Result> results;       // by batch index, for the current generation only
   std::atomic<uint64_t> generation{0};     // written under the mutex; read without it to cancel early
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
+  std::unique_ptr<Cohort> workers;         // the running cohort, if any
+  // Cohorts told to stop but not joined (after an error or a timeout); only the loader's own thread
+  // touches this list.
+  std::vector<std::unique_ptr<Cohort>> retired;
 };
 
 namespace {
@@ -63,6 +79,8 @@ namespace {
     throw DeviceError(context + e.what());
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(context + e.what());
+  } catch (const AutogradError& e) {
+    throw AutogradError(context + e.what());
   } catch (const std::exception& e) {
     throw Error(context + e.what());
   } catch (...) {
@@ -108,6 +126,16 @@ Tensor stack_field(std::vector<Example>& samples, Tensor Example::*field, const 
   return out;
 }
 
+// Which dataset samples a batch holds, for an error about one of them by its place in the batch:
+// "its samples 0.. are dataset samples 3, 4, 5", the first 32 of a larger batch.
+std::string batch_samples(const std::vector<int64_t>& indices) {
+  constexpr size_t kShown = 32;
+  std::string out = "its samples 0.. are dataset samples ";
+  for (size_t i = 0; i < indices.size() && i < kShown; ++i) out += (i ? ", " : "") + std::to_string(indices[i]);
+  if (indices.size() > kShown) out += ", ... (" + std::to_string(indices.size()) + " in all)";
+  return out;
+}
+
 // The batch of `indices` (batch `batch` of `epoch`), each sample read with its own generator; nullopt
 // when `cancelled` turns true between samples (the run it was for has ended). A failure is rethrown
 // with the sample, batch and epoch in front of its message.
@@ -130,9 +158,9 @@ std::optional<Example> read_batch(const Dataset& dataset, const DataLoaderOption
   try {
     return options.collate(samples, options.pin_memory);
   } catch (...) {
-    rethrow_with_context(std::current_exception(),
-                         "DataLoader: collating batch " + std::to_string(batch) + " of epoch " + std::to_string(epoch) +
-                             ": ");
+    rethrow_with_context(std::current_exception(), "DataLoader: collating batch " + std::to_string(batch) +
+                                                       " of epoch " + std::to_string(epoch) + " (" +
+                                                       batch_samples(indices) + "): ");
   }
 }
 
@@ -152,8 +180,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (o.num_workers < 0 || o.num_workers > 1024) {
     throw Error("DataLoader: num_workers must be in [0, 1024], got " + std::to_string(o.num_workers));
   }
-  if (o.prefetch_factor < 1) {
-    throw Error("DataLoader: prefetch_factor must be at least 1, got " + std::to_string(o.prefetch_factor));
+  if (o.prefetch_factor < 1 || o.prefetch_factor > kMaxPrefetchFactor) {
+    throw Error("DataLoader: prefetch_factor must be in [1, " + std::to_string(kMaxPrefetchFactor) + "], got " +
+                std::to_string(o.prefetch_factor));
   }
   if (!(o.timeout >= 0)) throw Error("DataLoader: timeout must be 0 (none) or positive, got " + std::to_string(o.timeout));
   if (o.sampler && o.shuffle) {
@@ -175,21 +204,23 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 }
 
 DataLoader::~DataLoader() {
+  Shared& sh = *shared_;
   {
-    std::lock_guard<std::mutex> lk(shared_->mutex);
-    shared_->stop = true;
-    ++shared_->generation;
-    shared_->queue.clear();
+    std::lock_guard<std::mutex> lk(sh.mutex);
+    if (sh.workers) sh.workers->stop = true;
+    ++sh.generation;
+    sh.queue.clear();
   }
-  shared_->work_ready.notify_all();
-  for (std::thread& t : shared_->threads) t.join();
+  sh.work_ready.notify_all();
+  if (sh.workers) sh.workers->join();
+  for (auto& cohort : sh.retired) cohort->join();
 }
 
 int64_t DataLoader::size() const { return BatchSampler(*sampler_, options_.batch_size, options_.drop_last).size(); }
 
 int64_t DataLoader::live_workers() const {
   std::lock_guard<std::mutex> lk(shared_->mutex);
-  return static_cast<int64_t>(shared_->threads.size());
+  return shared_->workers ? static_cast<int64_t>(shared_->workers->threads.size()) : 0;
 }
 
 void DataLoader::start_epoch() {
@@ -199,21 +230,29 @@ void DataLoader::start_epoch() {
   in_epoch_ = true;
   if (options_.num_workers == 0) return;
   Shared& sh = *shared_;
-  if (sh.threads.empty()) {
+  // Retired cohorts whose threads have all returned join at once; a stuck one stays retired.
+  std::erase_if(sh.retired, [](const std::unique_ptr<Shared::Cohort>& cohort) {
+    if (!cohort->all_exited()) return false;
+    cohort->join();
+    return true;
+  });
+  if (!sh.workers) {
+    auto cohort = std::make_unique<Shared::Cohort>();
+    Shared::Cohort* mine = cohort.get();  // owned by Shared (running or retired) until joined
     // Each worker reads through the same const dataset; what it may change is its own.
     std::shared_ptr<Shared> shared = shared_;
     std::shared_ptr<const Dataset> dataset = dataset_;
     const DataLoaderOptions options = options_;
     for (int64_t w = 0; w < options_.num_workers; ++w) {
-      sh.threads.emplace_back([shared, dataset, options] {
+      cohort->threads.emplace_back([shared, dataset, options, mine] {
         cpu::SerialScope serial;  // the workers are the parallelism
         Shared& s = *shared;
         for (;;) {
           Shared::Task task;
           {
             std::unique_lock<std::mutex> lk(s.mutex);
-            s.work_ready.wait(lk, [&] { return s.stop || !s.queue.empty(); });
-            if (s.stop) return;
+            s.work_ready.wait(lk, [&] { return mine->stop || !s.queue.empty(); });
+            if (mine->stop) break;
             task = std::move(s.queue.front());
             s.queue.pop_front();
           }
@@ -233,32 +272,37 @@ void DataLoader::start_epoch() {
           }
           s.result_ready.notify_all();
         }
+        ++mine->exited;
       });
     }
+    std::lock_guard<std::mutex> lk(sh.mutex);
+    sh.workers = std::move(cohort);
   }
 }
 
-void DataLoader::stop_epoch() {
+void DataLoader::stop_epoch(bool join) {
   in_epoch_ = false;
   batches_.clear();
   if (options_.num_workers == 0) return;
   Shared& sh = *shared_;
-  std::vector<std::thread> threads;
+  std::unique_ptr<Shared::Cohort> ending;
   {
     std::lock_guard<std::mutex> lk(sh.mutex);
     ++sh.generation;
     sh.queue.clear();
     sh.results.clear();
-    if (!options_.persistent_workers) {
-      sh.stop = true;
-      threads.swap(sh.threads);
+    if (!options_.persistent_workers && sh.workers) {
+      sh.workers->stop = true;
+      ending = std::move(sh.workers);
     }
   }
-  if (threads.empty()) return;
+  if (!ending) return;
   sh.work_ready.notify_all();
-  for (std::thread& t : threads) t.join();
-  std::lock_guard<std::mutex> lk(sh.mutex);
-  sh.stop = false;
+  if (join) {
+    ending->join();
+  } else {
+    sh.retired.push_back(std::move(ending));
+  }
 }
 
 std::optional<Example> DataLoader::next() {
@@ -305,7 +349,7 @@ std::optional<Example> DataLoader::next() {
       const auto limit = std::chrono::duration<double>(options_.timeout);
       if (!sh.result_ready.wait_for(lk, limit, ready)) {
         lk.unlock();
-        stop_epoch();
+        stop_epoch(/*join=*/false);
         throw Error("DataLoader: batch " + std::to_string(index) + " of epoch " + std::to_string(position_.epoch) +
                     " was not ready after the timeout of " + std::to_string(options_.timeout) + " s (" +
                     std::to_string(options_.num_workers) + " workers); is a dataset's get() stuck?");
@@ -319,7 +363,7 @@ std::optional<Example> DataLoader::next() {
     if (!result.error) submit_below(index + 1 + window);
   }
   if (result.error) {
-    stop_epoch();
+    stop_epoch(/*join=*/false);
     std::rethrow_exception(result.error);
   }
   ++position_.batch;
@@ -360,6 +404,9 @@ void DataLoader::load_state(const std::map<std::string, int64_t>& state) {
   check("loader_seed", static_cast<int64_t>(options_.seed), "seed");
   check("loader_batch_size", options_.batch_size, "batch size");
   check("loader_dataset_size", dataset_->size(), "dataset size");
+  // Another sampler (a DistributedSampler of another world size), or drop_last changed, cuts the
+  // epoch into other batches: the saved position would name other samples.
+  check("loader_batches_per_epoch", size(), "batches per epoch");
   set_position({get("loader_epoch"), get("loader_batch")});
 }
 

@@ -34,12 +34,15 @@ using Collate = std::function<Example(std::vector<Example>& samples, bool pin)>;
 // the samples otherwise). Writes straight into pinned memory when `pin`.
 Example default_collate(std::vector<Example>& samples, bool pin);
 
+// The largest prefetch_factor a loader takes (its window, workers x factor, stays far from int64's end).
+inline constexpr int64_t kMaxPrefetchFactor = int64_t{1} << 20;
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = false;    // a RandomSampler seeded by `seed`, reshuffled every epoch
   bool drop_last = false;  // drop the epoch's last batch when it is short
   int64_t num_workers = 0;      // worker threads; 0 reads every batch in the caller's next()
-  int64_t prefetch_factor = 2;  // batches in flight per worker
+  int64_t prefetch_factor = 2;  // batches in flight per worker, at most kMaxPrefetchFactor
   bool pin_memory = false;      // batches in page-locked memory (ignored, with a warning, without CUDA)
   bool persistent_workers = false;  // keep the workers from one epoch to the next
   Collate collate;                  // default_collate when empty
@@ -78,7 +81,8 @@ class DataLoader {
   void set_position(LoaderPosition p);
 
   // For training checkpoints: the position and what it refers to (seed, batch size, dataset size,
-  // batches per epoch). load_state() refuses a state of another seed, batch size or dataset size.
+  // batches per epoch). load_state() refuses a state of another seed, batch size, dataset size or
+  // number of batches per epoch (another sampler, world size or drop_last).
   std::map<std::string, int64_t> state() const;
   void load_state(const std::map<std::string, int64_t>& state);
 
@@ -109,7 +113,9 @@ class DataLoader {
 
  private:
   void start_epoch();
-  void stop_epoch();
+  // Ends the epoch run; workers that are not persistent stop, and are joined, or with join false
+  // (after an error or a timeout) retired: left to finish the sample in hand, and joined later.
+  void stop_epoch(bool join = true);
 
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;

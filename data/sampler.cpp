@@ -105,7 +105,7 @@ BatchSampler::BatchSampler(Sampler& sampler, int64_t batch_size, bool drop_last)
 
 int64_t BatchSampler::size() const {
   const int64_t n = sampler_.size();
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  return n / batch_size_ + (!drop_last_ && n % batch_size_ != 0 ? 1 : 0);  // n + batch - 1 could overflow
 }
 
 std::vector<std::vector<int64_t>> BatchSampler::batches() const {

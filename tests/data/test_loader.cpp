@@ -32,16 +32,19 @@ class ProbeDataset final : public Dataset {
     check_index("ProbeDataset", index, n_);
     ++calls;
     if (index == fail_at) throw IOError("probe: cannot read sample file " + std::to_string(index));
+    if (index == autograd_fail_at) throw AutogradError("probe: a transform's backward failed");
     if (index == slow_at) std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
     // Jitter the workers' finishing order so ordering bugs would show.
     if (jitter && index % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200 * (index % 5)));
     const PhiloxState s = sample_generator().next();
     const double draw = static_cast<double>(philox_block(s.seed, s.offset, 0).v[0]);
-    return {tensor(std::vector<double>{static_cast<double>(index), draw}, {2}, TensorOptions(DType::Float64)),
+    std::vector<double> data{static_cast<double>(index), draw};
+    if (index == longer_at) data.push_back(0.0);  // one value more than the others
+    return {tensor(data, {static_cast<int64_t>(data.size())}, TensorOptions(DType::Float64)),
             scalar_tensor(index, TensorOptions(DType::Int64))};
   }
   int64_t n_;
-  int64_t fail_at = -1, slow_at = -1, slow_ms = 0;
+  int64_t fail_at = -1, autograd_fail_at = -1, slow_at = -1, slow_ms = 0, longer_at = -1;
   bool jitter = false;
   mutable std::atomic<int64_t> calls{0};
 };
@@ -167,6 +170,11 @@ TEST_CASE("DataLoader: a saved position resumes bit for bit", "[data][loader]") 
   CHECK_THROWS_WITH(wrong_seed.load_state(state), Catch::Contains("seed 5, this one 6"));
   DataLoader wrong_batch(ds, opts(7, 0, true, 5));
   CHECK_THROWS_WITH(wrong_batch.load_state(state), Catch::Contains("batch size 6, this one 7"));
+  // A loader that cuts the epoch into other batches (here a distributed sampler's share).
+  DataLoaderOptions shard = opts(6, 0, false, 5);
+  shard.sampler = std::make_shared<DistributedSampler>(40, 2, 0, /*shuffle=*/true, /*seed=*/5);
+  DataLoader other_sampler(ds, shard);
+  CHECK_THROWS_WITH(other_sampler.load_state(state), Catch::Contains("batches per epoch 7, this one 4"));
   auto bad = state;
   bad["loader_batch"] = 99;
   CHECK_THROWS_AS(resumed.load_state(bad), IndexError);
@@ -197,6 +205,25 @@ TEST_CASE("DataLoader: a failing sample is an error of its kind naming the sampl
     loader.set_position({0, 5});  // skipping it, the rest of the epoch reads
     CHECK(drain(loader).size() == 3);
   }
+  // Every kind keeps its class (an AutogradError once came back as a plain Error).
+  auto autograd = std::make_shared<ProbeDataset>(8);
+  autograd->autograd_fail_at = 5;
+  for (int64_t workers : {0, 2}) {
+    DataLoader loader(autograd, opts(4, workers));
+    CHECK(loader.next().has_value());
+    CHECK_THROWS_AS(loader.next(), AutogradError);
+  }
+  // A sample of another shape: the collate error names it by its place in the batch, and the
+  // context says which dataset samples those places hold.
+  auto longer = std::make_shared<ProbeDataset>(8);
+  longer->longer_at = 4;
+  for (int64_t workers : {0, 2}) {
+    DataLoader loader(longer, opts(3, workers));
+    CHECK(loader.next().has_value());
+    CHECK_THROWS_WITH(loader.next(), Catch::Contains("collating batch 1 of epoch 0 (its samples 0.. are dataset "
+                                                     "samples 3, 4, 5)") &&
+                                         Catch::Contains("data of sample 1 is [3] but that of sample 0 is [2]"));
+  }
 }
 
 TEST_CASE("DataLoader: a stuck worker becomes an error after the timeout", "[data][loader]") {
@@ -216,6 +243,40 @@ TEST_CASE("DataLoader: a stuck worker becomes an error after the timeout", "[dat
   }  // the destructor waits for the stuck get() to return, then joins
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(s < 5.0);
+}
+
+// The error does not wait for the stuck get(): a worker stops only between samples, and the loader
+// leaves it to finish while a new set of workers carries on. (Once, the error waited for every
+// worker to stop, so a get() that never returned hid it forever.) The stuck sample takes 4 s; the
+// errors must come well before it returns.
+TEST_CASE("DataLoader: an error or a timeout does not wait for a stuck worker", "[data][loader]") {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto ds = std::make_shared<ProbeDataset>(16);
+  ds->slow_at = 9;
+  ds->slow_ms = 4000;
+  SECTION("a timeout") {
+    DataLoaderOptions o = opts(2, 2);
+    o.timeout = 0.1;
+    DataLoader loader(ds, o);
+    for (int k = 0; k < 4; ++k) CHECK(loader.next().has_value());
+    const auto t0 = Clock::now();
+    CHECK_THROWS_WITH(loader.next(), Catch::Contains("batch 4 of epoch 0 was not ready after the timeout"));
+    CHECK(seconds_since(t0) < 2.0);
+    CHECK(loader.live_workers() == 0);  // the stuck worker's set is retired, not running
+    loader.set_position({0, 5});        // past the stuck batch, new workers read the rest
+    CHECK(drain(loader).size() == 3);
+  }
+  SECTION("a failing sample while another worker is stuck") {
+    ds->fail_at = 6;  // batch 3, read while sample 9 (batch 4) is stuck
+    DataLoader loader(ds, opts(2, 2));
+    for (int k = 0; k < 3; ++k) CHECK(loader.next().has_value());
+    const auto t0 = Clock::now();
+    CHECK_THROWS_AS(loader.next(), IOError);
+    CHECK(seconds_since(t0) < 2.0);
+  }
 }
 
 TEST_CASE("DataLoader: break, destruction mid-epoch and exceptions in the loop join the workers",
@@ -333,6 +394,15 @@ TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
     DataLoaderOptions o = opts(1, 1);
     o.prefetch_factor = 0;
     CHECK_THROWS_WITH(DataLoader(ds, o), Catch::Contains("prefetch_factor"));
+    // One that would overflow workers x prefetch_factor (the loader then queued nothing and waited).
+    o.prefetch_factor = INT64_MAX / 2 + 1;
+    CHECK_THROWS_WITH(DataLoader(ds, o), Catch::Contains("prefetch_factor must be in [1, 1048576]"));
+    o.prefetch_factor = kMaxPrefetchFactor;
+    CHECK_NOTHROW(DataLoader(ds, o));
+    // A batch larger than the dataset: one batch, counted as one.
+    DataLoader huge(ds, opts(INT64_MAX, 0));
+    CHECK(huge.size() == 1);
+    CHECK(drain(huge).size() == 1);
     o = opts(1, 0, true);
     o.sampler = std::make_shared<SequentialSampler>(10);
     CHECK_THROWS_WITH(DataLoader(ds, o), Catch::Contains("exclusive"));

@@ -123,6 +123,11 @@ TEST_CASE("BatchSampler: batches of the sampler's order, the last kept or droppe
   BatchSampler too_big(seq, 8, true);
   CHECK(too_big.size() == 0);
   CHECK(too_big.batches().empty());
+  // The largest batch size counts one short batch (n + batch - 1 once overflowed to a count of 0).
+  BatchSampler largest(seq, INT64_MAX);
+  CHECK(largest.size() == 1);
+  CHECK(largest.batches().size() == 1);
+  CHECK(BatchSampler(seq, INT64_MAX, true).size() == 0);
 
   RandomSampler rnd(10, 1);
   BatchSampler b(rnd, 4);
