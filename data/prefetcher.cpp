@@ -9,12 +9,53 @@
 
 namespace kiln::data {
 
+namespace detail {
+
+void LookAhead::read_ahead(const Step& start) {
+  ahead_position_ = loader_.position();
+  ahead_ = loader_.next();
+  primed_ = true;
+  if (ahead_) start(*ahead_);
+}
+
+std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
+  if (error_) {
+    std::exception_ptr error = std::exchange(error_, nullptr);
+    std::rethrow_exception(error);
+  }
+  if (!primed_) read_ahead(start);  // a failure here is this call's own
+  if (!ahead_) {  // the epoch is over; the next call starts the next one
+    primed_ = false;
+    return std::nullopt;
+  }
+  Example batch = std::move(*ahead_);
+  ahead_.reset();
+  finish(batch);
+  try {
+    read_ahead(start);
+  } catch (...) {
+    error_ = std::current_exception();
+    primed_ = false;
+    ahead_.reset();
+    // The loader stays at a batch it failed to read, but not at one it read and whose start failed.
+    if (loader_.position().epoch != ahead_position_.epoch || loader_.position().batch != ahead_position_.batch) {
+      loader_.set_position(ahead_position_);
+    }
+  }
+  return batch;
+}
+
+LoaderPosition LookAhead::position() const {
+  return primed_ && ahead_ ? ahead_position_ : loader_.position();
+}
+
+}  // namespace detail
+
 struct DevicePrefetcher::Impl {
+  explicit Impl(DataLoader& loader) : ahead(loader) {}
   std::unique_ptr<cuda::CudaStream> copy_stream;
   std::unique_ptr<cuda::Event> copied;
-  bool primed = false;            // a batch (or the epoch's end) is in flight
-  std::optional<Example> pending;  // the batch in flight; nullopt when the epoch has ended
-  LoaderPosition pending_position;
+  detail::LookAhead ahead;
 };
 
 namespace {
@@ -27,7 +68,7 @@ void use_on(const Tensor& t, Stream stream) {
 }  // namespace
 
 DevicePrefetcher::DevicePrefetcher(DataLoader& loader, Device device)
-    : loader_(loader), device_(device), impl_(std::make_unique<Impl>()) {
+    : loader_(loader), device_(device), impl_(std::make_unique<Impl>(loader)) {
   if (device_.is_cuda()) {
     if (!cuda::is_available()) {
       throw DeviceError("DevicePrefetcher: " + device_.str() + " is not available (" + cuda::unavailable_reason() +
@@ -47,35 +88,25 @@ DevicePrefetcher::~DevicePrefetcher() {
 std::optional<Example> DevicePrefetcher::next() {
   if (!device_.is_cuda()) return loader_.next();
   Impl& m = *impl_;
-  auto issue = [&] {
-    m.pending_position = loader_.position();
-    m.pending = loader_.next();
-    m.primed = true;
-    if (!m.pending) return;
+  // Batch i + 1 copies on the copy stream while the caller computes on batch i.
+  auto start_copy = [&](Example& b) {
     cuda::DeviceGuard guard(device_.index);
     cuda::StreamGuard on_copy(m.copy_stream->get(), device_.index);
-    Example& b = *m.pending;
     if (b.data.defined()) b.data = b.data.to(device_, /*non_blocking=*/true);
     if (b.target.defined()) b.target = b.target.to(device_, /*non_blocking=*/true);
     m.copied->record(m.copy_stream->get());
   };
-  if (!m.primed) issue();
-  if (!m.pending) {  // the epoch is over; the next call starts the next one
-    m.primed = false;
-    return std::nullopt;
-  }
-  Example batch = std::move(*m.pending);
-  m.pending.reset();
-  const Stream compute = cuda::current_stream(device_.index);
-  m.copied->wait(compute);
-  use_on(batch.data, compute);
-  use_on(batch.target, compute);
-  issue();  // batch i + 1 copies while the caller computes on batch i
-  return batch;
+  auto hand_over = [&](Example& b) {
+    const Stream compute = cuda::current_stream(device_.index);
+    m.copied->wait(compute);
+    use_on(b.data, compute);
+    use_on(b.target, compute);
+  };
+  return m.ahead.next(start_copy, hand_over);
 }
 
 LoaderPosition DevicePrefetcher::position() const {
-  return impl_->primed && impl_->pending ? impl_->pending_position : loader_.position();
+  return device_.is_cuda() ? impl_->ahead.position() : loader_.position();
 }
 
 }  // namespace kiln::data

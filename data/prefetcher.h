@@ -7,6 +7,8 @@
 // through untouched.
 #pragma once
 
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -14,6 +16,36 @@
 #include "data/loader.h"
 
 namespace kiln::data {
+
+namespace detail {
+
+// A loader read one batch ahead, whatever "starting" a batch means (the device prefetcher starts
+// its copy): next() hands out the batch it holds and starts the one after. A failure while reading
+// ahead (the loader's error, a failed copy) is kept for the next call, which would have returned
+// that batch, and the loader is put back at it; so the batch in hand is still returned, no batch is
+// lost, and the error comes where the loader itself would have raised it. On the CPU it runs under
+// the tests; the device prefetcher is the same code with copies.
+class LookAhead {
+ public:
+  using Step = std::function<void(Example&)>;
+  explicit LookAhead(DataLoader& loader) : loader_(loader) {}
+  // The next batch (after `finish` ran on it), with the one after it read and `start` run on it;
+  // nullopt at the end of the loader's epoch, as DataLoader::next.
+  std::optional<Example> next(const Step& start, const Step& finish);
+  // The position of the batch next() returns next: the loader's, less the batch held ahead.
+  LoaderPosition position() const;
+
+ private:
+  void read_ahead(const Step& start);
+
+  DataLoader& loader_;
+  bool primed_ = false;            // a batch (or the epoch's end) is held ahead
+  std::optional<Example> ahead_;   // the batch held; nullopt when the epoch has ended
+  LoaderPosition ahead_position_;  // where the loader was before reading it
+  std::exception_ptr error_;       // a failure reading ahead, for the next call
+};
+
+}  // namespace detail
 
 class DevicePrefetcher {
  public:

@@ -416,6 +416,62 @@ TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
   }
 }
 
+// The device prefetcher's bookkeeping (data::detail::LookAhead), run on the CPU with a "start" that only
+// counts: one batch held ahead, the position less that batch, and a failure reading ahead kept for
+// the call that would have returned it. (Once, such a failure lost the batch in hand and the next
+// call reported the epoch's end.)
+TEST_CASE("DataLoader: reading one batch ahead loses no batch when the read ahead fails", "[data][loader]") {
+  auto ds = std::make_shared<ProbeDataset>(12);
+  ds->fail_at = 6;  // batch 3 of 6
+  for (int64_t workers : {0, 2}) {
+    INFO("workers " << workers);
+    DataLoader loader(ds, opts(2, workers));
+    data::detail::LookAhead ahead(loader);
+    int started = 0, finished = 0;
+    const data::detail::LookAhead::Step start = [&](Example&) { ++started; };
+    const data::detail::LookAhead::Step finish = [&](Example&) { ++finished; };
+    std::vector<int64_t> got;
+    auto take = [&] {
+      std::optional<Example> b = ahead.next(start, finish);
+      if (b) got.push_back(b->target.to_vector<int64_t>()[0]);
+      return b.has_value();
+    };
+    CHECK(ahead.position().batch == 0);
+    CHECK(take());
+    CHECK(ahead.position().batch == 1);  // batch 1 is held ahead; the loader is at 2
+    CHECK(loader.position().batch == 2);
+    CHECK(take());
+    CHECK(take());  // batch 2, while reading batch 3 ahead fails
+    CHECK(got == std::vector<int64_t>{0, 2, 4});
+    CHECK(ahead.position().batch == 3);
+    CHECK_THROWS_WITH(ahead.next(start, finish), Catch::Contains("sample 6 (batch 3 of epoch 0)"));
+    CHECK(ahead.position().batch == 3);
+    CHECK_THROWS_AS(ahead.next(start, finish), IOError);  // read again, failing again
+    loader.set_position({0, 4});  // skipping it: batches 4 and 5, the epoch's end, the next epoch
+    CHECK(take());
+    CHECK(take());
+    CHECK_FALSE(take());
+    CHECK(ahead.position().epoch == 1);
+    CHECK(take());
+    CHECK(got == std::vector<int64_t>{0, 2, 4, 8, 10, 0});
+    CHECK(finished == 6);
+    CHECK(started == finished + 1);  // the batch held ahead has started
+  }
+  // A failure in the start itself (a copy): the loader goes back to that batch, which is read again.
+  auto plain = std::make_shared<ProbeDataset>(8);
+  DataLoader loader(plain, opts(2, 0));
+  data::detail::LookAhead ahead(loader);
+  int calls = 0;
+  const data::detail::LookAhead::Step flaky = [&](Example&) {
+    if (++calls == 2) throw OutOfMemoryError("probe: no memory for the copy");
+  };
+  const data::detail::LookAhead::Step nothing = [](Example&) {};
+  CHECK(ahead.next(flaky, nothing)->target.to_vector<int64_t>()[0] == 0);
+  CHECK(ahead.position().batch == 1);
+  CHECK_THROWS_AS(ahead.next(flaky, nothing), OutOfMemoryError);
+  CHECK(ahead.next(flaky, nothing)->target.to_vector<int64_t>()[0] == 2);  // batch 1, not skipped
+}
+
 TEST_CASE("DataLoader: pin_memory without CUDA is ignored, and the CPU prefetcher passes batches through",
           "[data][loader]") {
   if (cuda::is_available()) return;  // tests/cuda covers the pinned path
