@@ -207,6 +207,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (is_causal && attn_mask.defined()) {
     throw Error(std::string(kOp) + ": pass either attn_mask or is_causal, not both");
   }
+  // The backward computes no gradient for the mask: a learned bias (relative positions, ALiBi
+  // slopes) passed here would silently stop learning, so it is refused.
+  if (attn_mask.defined() && needs_grad({&attn_mask})) {
+    throw AutogradError(std::string(kOp) + ": attn_mask requires grad, but its gradient is not computed; add a "
+                        "learned bias to the scores of a hand-written attention, or pass attn_mask.detach()");
+  }
   if (scale && !std::isfinite(*scale)) {
     throw Error(std::string(kOp) + ": scale must be finite, got " + ops::num_str(*scale));
   }

@@ -37,6 +37,7 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
 Tensor& Tensor::copy_(const Tensor& src) {
   ops::check_inplace("copy_", *this, {&src});
   ops::check_defined("copy_", src, "source");
+  ops::check_no_overlap("copy_", *this, {&src});
   if (broadcast_shapes(sizes(), src.sizes(), "copy_") != sizes()) {
     throw ShapeError("copy_: source of shape " + shape_str(src.sizes()) + " does not broadcast to destination shape " +
                      shape_str(sizes()));

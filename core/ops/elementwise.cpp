@@ -150,7 +150,7 @@ DType promote(const char* op, const Tensor& a, const Tensor& b) {
 Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a, double b) {
   ops::check_defined(name, x, "input");
   Tensor out = make_output(name, x.sizes(), out_dtype, x.device(), {&x});
-  launch_unary(name, out, make_operand(x, x.sizes()), op, compute_dtype_for(out_dtype), a, b);
+  launch_unary(name, out, make_operand(x, x.sizes()), op, ops::conversion_compute_dtype(x.dtype(), out_dtype), a, b);
   return out;
 }
 
@@ -279,9 +279,12 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
   launch_unary("pow", out, make_operand(exponent, exponent.sizes()), UnaryOp::RPowScalar,
                compute_dtype_for(rt), base.to_double(), 0);
   if (needs_grad({&exponent})) {
-    double lb = std::log(base.to_double());
-    record_function("pow", {exponent}, {out}, {out}, [lb](const FunctionNode::Context& ctx) {
-      return TensorList{mul(ctx.grads[0], ctx.saved_at(0)) * lb};
+    const double b = base.to_double(), lb = std::log(b);
+    record_function("pow", {exponent}, {out}, {exponent, out}, [b, lb](const FunctionNode::Context& ctx) {
+      Tensor g = mul(ctx.grads[0], ctx.saved_at(1)) * lb;
+      // d/de 0^e = 0 where e >= 0, as PyTorch defines it (0 * log 0 would be NaN).
+      if (b == 0.0) g = where(ge(ctx.saved_at(0), 0), zeros_like(g), g);
+      return TensorList{g};
     });
   }
   return out;
@@ -297,7 +300,11 @@ Tensor pow(const Tensor& x, const Tensor& exponent) {
       const Tensor& g = ctx.grads[0];
       Tensor b = ctx.saved_at(0), e = ctx.saved_at(1), y = ctx.saved_at(2);
       TensorList r(2);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(g * e * pow(b, e - 1.0), xs);
+      if (ctx.needs_input_grad[0]) {
+        // d/db b^e = e b^(e-1); defined as 0 where e == 0, as PyTorch does (0 * 0^-1 would be NaN).
+        Tensor gbase = g * e * pow(b, e - 1.0);
+        r[0] = sum_to(where(eq(e, 0), zeros_like(gbase), gbase), xs);
+      }
       if (ctx.needs_input_grad[1]) {
         // d/de b^e = b^e log b; defined as 0 where b == 0 and e >= 0, as PyTorch does.
         Tensor gexp = g * y * log(b);
@@ -612,10 +619,11 @@ void ops::record_mul(const char* name, const Tensor& a, const Tensor& b, const T
                   });
 }
 
-void ops::record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor& out) {
+void ops::record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& b_value) {
   if (!needs_grad({&a, &b})) return;
   Shape as = a.sizes(), bs = b.sizes();
-  record_function(name, {a, b}, {out}, {b, out}, [as, bs](const FunctionNode::Context& ctx) {
+  const Tensor& divisor = b_value.defined() ? b_value : b;
+  record_function(name, {a, b}, {out}, {divisor, out}, [as, bs](const FunctionNode::Context& ctx) {
     const Tensor gq = div(ctx.grads[0], ctx.saved_at(0));
     TensorList r(2);
     if (ctx.needs_input_grad[0]) r[0] = sum_to(gq, as);

@@ -15,7 +15,10 @@ void record_add(const char* name, const Tensor& a, const Tensor& b, const Tensor
 void record_mul(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& a_value,
                 const Tensor& b_value);
 // out = a / b: da = g / b, db = -(g / b) * out.
-void record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor& out);
+// b_value: b's value for the backward when b itself is about to change (div_ by a tensor sharing
+// self's memory); b when undefined.
+void record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor& out,
+                const Tensor& b_value = Tensor());
 // out = x op s for a scalar s: dx = g (add), g * s (mul) or g / s (div).
 enum class ScalarGrad : uint8_t { Identity, Mul, Div };
 void record_scalar(const char* name, const Tensor& x, const Tensor& out, ScalarGrad kind, const Scalar& s);

@@ -39,6 +39,7 @@ void apply_binary_inplace(const char* op, const Tensor& self, const Operand& oth
 void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar& alpha) {
   ops::check_inplace(op, self, {&other});
   ops::check_defined(op, other, "operand");
+  ops::check_no_overlap(op, self, {&other});
   check_broadcast_to_self(op, self, other);
   DType rt = promote_types(self.dtype(), other.dtype());
   if (alpha.is_floating() && !is_floating(rt)) {
@@ -68,6 +69,7 @@ Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) {
 
 Tensor& Tensor::add_(const Scalar& other) {
   ops::check_inplace("add_", *this, {});
+  ops::check_no_overlap("add_", *this, {});
   DType rt = promote_with_scalar(dtype(), other);
   ops::check_inplace_cast("add_", rt, *this);
   apply_binary_inplace("add_", *this, ops::scalar_operand(other), false, BinaryOp::Add, rt, 1.0);
@@ -79,19 +81,24 @@ Tensor& Tensor::add_(const Scalar& other) {
 Tensor& Tensor::mul_(const Tensor& other) {
   ops::check_inplace("mul_", *this, {&other});
   ops::check_defined("mul_", other, "operand");
+  ops::check_no_overlap("mul_", *this, {&other});
   check_broadcast_to_self("mul_", *this, other);
   DType rt = promote_types(dtype(), other.dtype());
   ops::check_inplace_cast("mul_", rt, *this);
-  // other's gradient needs self's value from before the product.
-  Tensor old = needs_grad({this, &other}) && other.requires_grad() ? detach().clone() : Tensor();
+  // other's gradient needs self's value from before the product; self's needs other's, which is
+  // about to change too when other is self (x.mul_(x)).
+  const bool grads = needs_grad({this, &other});
+  Tensor old = grads && (other.requires_grad() || ops::shares_storage(*this, other)) ? detach().clone() : Tensor();
+  const Tensor other_value = grads && ops::shares_storage(*this, other) ? old : other;
   apply_binary_inplace("mul_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Mul, rt, 1.0);
   bump_version();
-  ops::record_mul("mul_", *this, other, *this, old, other);
+  ops::record_mul("mul_", *this, other, *this, old, other_value);
   return *this;
 }
 
 Tensor& Tensor::mul_(const Scalar& other) {
   ops::check_inplace("mul_", *this, {});
+  ops::check_no_overlap("mul_", *this, {});
   DType rt = promote_with_scalar(dtype(), other);
   ops::check_inplace_cast("mul_", rt, *this);
   apply_binary_inplace("mul_", *this, ops::scalar_operand(other), false, BinaryOp::Mul, rt, 1.0);
@@ -103,18 +110,23 @@ Tensor& Tensor::mul_(const Scalar& other) {
 Tensor& Tensor::div_(const Tensor& other) {
   ops::check_inplace("div_", *this, {&other});
   ops::check_defined("div_", other, "operand");
+  ops::check_no_overlap("div_", *this, {&other});
   check_broadcast_to_self("div_", *this, other);
   DType rt = promote_types(dtype(), other.dtype());
   if (!is_floating(rt)) rt = kDefaultFloat;
   ops::check_inplace_cast("div_", rt, *this);
+  // The backward divides by other as it was: a copy when it is self (x.div_(x)).
+  const Tensor other_value =
+      needs_grad({this, &other}) && ops::shares_storage(*this, other) ? other.detach().clone() : Tensor();
   apply_binary_inplace("div_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Div, rt, 1.0);
   bump_version();
-  ops::record_div("div_", *this, other, *this);
+  ops::record_div("div_", *this, other, *this, other_value);
   return *this;
 }
 
 Tensor& Tensor::div_(const Scalar& other) {
   ops::check_inplace("div_", *this, {});
+  ops::check_no_overlap("div_", *this, {});
   DType rt = promote_with_scalar(dtype(), other);
   if (!is_floating(rt)) rt = kDefaultFloat;
   ops::check_inplace_cast("div_", rt, *this);

@@ -197,6 +197,47 @@ void check_inplace(const char* op, const Tensor& self, std::initializer_list<con
   }
 }
 
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage() && a.storage() == b.storage();
+}
+
+namespace {
+
+// The bytes [first, last) a view spans in its storage (strides are not negative in kiln).
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const auto esize = static_cast<int64_t>(t.element_size());
+  const int64_t first = t.storage_offset() * esize;
+  return {first, first + (last + 1) * esize};
+}
+
+}  // namespace
+
+void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<const Tensor*> inputs) {
+  if (self.numel() <= 1) return;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.size(d) > 1 && self.stride(d) == 0) {
+      throw Error(std::string(op) + ": several elements of the written-to tensor (shape " + shape_str(self.sizes()) +
+                  ", strides " + shape_str(self.strides()) + ") are one place in memory; clone() it first");
+    }
+  }
+  for (const Tensor* t : inputs) {
+    if (!t || !shares_storage(self, *t) || t->numel() == 0) continue;
+    if (t->storage_offset() == self.storage_offset() && t->sizes() == self.sizes() && t->strides() == self.strides()) {
+      continue;  // self itself: each element is read before it is written
+    }
+    const auto [a0, a1] = byte_span(self);
+    const auto [b0, b1] = byte_span(*t);
+    if (a1 <= b0 || b1 <= a0) continue;  // apart
+    if (!self.is_non_overlapping_and_dense() || !t->is_non_overlapping_and_dense()) continue;  // not decided
+    throw Error(std::string(op) + ": an input (shape " + shape_str(t->sizes()) + ", strides " +
+                shape_str(t->strides()) + ") shares part of the written-to tensor's memory (shape " +
+                shape_str(self.sizes()) + ", strides " + shape_str(self.strides()) +
+                "), so the result would depend on the order of the writes; clone() the input first");
+  }
+}
+
 void check_inplace_cast(const char* op, DType result, const Tensor& self) {
   if (!can_cast(result, self.dtype())) {
     throw DTypeError(std::string(op) + ": result dtype " + dtype_name(result) + " cannot be stored in place into a " +
@@ -214,17 +255,20 @@ void record_overwrite(const char* op, const Tensor& self) {
 
 namespace kiln::ops {
 
+DType conversion_compute_dtype(DType in, DType out) {
+  if (in == DType::Float64 || out == DType::Float64) return DType::Float64;
+  if (is_floating(in) || is_floating(out)) return DType::Float32;
+  return DType::Int64;
+}
+
 void copy_raw(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   common_device("copy_", {&dst, &src});
   StridedArg o = make_arg(dst);
   Operand i = make_operand(src, dst.sizes());
   collapse_dims({&o, &i.arg});
-  const DType compute = compute_dtype_for(dst.dtype() == DType::Float64 || src.dtype() == DType::Float64
-                                              ? DType::Float64
-                                              : (is_floating(dst.dtype()) || is_floating(src.dtype()) ? DType::Float32
-                                                                                                      : DType::Int64));
-  launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, compute, 0.0, 0.0);
+  launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, conversion_compute_dtype(src.dtype(), dst.dtype()),
+         0.0, 0.0);
 }
 
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch) {

@@ -90,8 +90,20 @@ Tensor empty_for(const char* op, const Shape& shape, const TensorOptions& option
 // order. x's first `x_batch_dims` dims are its batch dims, right-aligned against `batch`; size-1
 // dims repeat. Batched kernels (matmul, attention) take these instead of copying broadcasts.
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch);
-// op(x) without autograd: a new tensor of `out_dtype` laid out like x, computed in out_dtype's
-// compute type (the forward of every unary op, and of to(dtype) with UnaryOp::Copy).
+// Refuses an in-place write whose result would depend on the order the elements are written in:
+// `self` with a dim of stride 0 (several elements in one place), or an input that shares part of
+// self's memory without being exactly self (a shifted or transposed view of it). Each is a
+// kiln::Error naming `op`. Inputs whose overlap cannot be decided cheaply (neither dense) pass.
+void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<const Tensor*> inputs);
+// Whether a and b are views of one storage.
+bool shares_storage(const Tensor& a, const Tensor& b);
+// The type a value of dtype `in` is computed in on its way to dtype `out` (a copy, a conversion, a
+// unary op): float64 when either is, float32 when either is another float, int64 otherwise. From
+// both sides: from the output's alone, float 0.5 became int64 0 on its way to bool (false).
+DType conversion_compute_dtype(DType in, DType out);
+// op(x) without autograd: a new tensor of `out_dtype` laid out like x, computed in
+// conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op, and of to(dtype)
+// with UnaryOp::Copy).
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);

@@ -94,8 +94,10 @@ Tensor expand_back(const Tensor& g, const Shape& x_shape, const std::vector<bool
   return r.expand(x_shape);
 }
 
+// A maximum or minimum needs an element in each reduction; an empty kept dim just leaves no results
+// ([0, 3] reduced over dim 1 is [0], as in PyTorch).
 void check_nonempty(const char* op, const Tensor& x, const std::vector<bool>& mask) {
-  if (x.numel() == 0 || reduced_count(x, mask) == 0) {
+  if (reduced_count(x, mask) == 0) {
     throw ShapeError(std::string(op) + ": cannot reduce an empty tensor or dimension (shape " + shape_str(x.sizes()) +
                      ")");
   }
@@ -147,7 +149,8 @@ Tensor extreme(const char* name, bool is_max, const Tensor& x, const Shape& dims
     record_function(name, {x}, {out}, {x, out}, [xs, mask, keepdim](const FunctionNode::Context& ctx) {
       Tensor xv = ctx.saved_at(0);
       Tensor best = expand_back(ctx.saved_at(1), xs, mask, keepdim);
-      Tensor winners = eq(xv, best).to(ctx.grads[0].dtype());
+      // A NaN wins where the result is NaN (eq alone would find no winner there and divide 0 by 0).
+      Tensor winners = logical_or(eq(xv, best), logical_and(isnan(xv), isnan(best))).to(ctx.grads[0].dtype());
       Shape red;
       for (size_t d = 0; d < mask.size(); ++d)
         if (mask[d]) red.push_back(static_cast<int64_t>(d));

@@ -183,3 +183,15 @@ TEST_CASE("attention: gradients keep their inputs' layouts when q, k and v are n
   CHECK(seen[0].storage() != seen[1].storage());
   CHECK(seen[1].storage() != seen[2].storage());
 }
+
+// The backward computes no gradient for the mask, so a mask that asks for one is refused rather than
+// left silently unlearned.
+TEST_CASE("sdpa: a float attn_mask that requires grad is refused", "[attention]") {
+  Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 5, 4}), v = randn({1, 2, 5, 4});
+  Tensor bias = zeros({3, 5}).set_requires_grad(true);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, bias), AutogradError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, bias), Catch::Contains("attn_mask requires grad"));
+  CHECK(scaled_dot_product_attention(q, k, v, bias.detach()).sizes() == Shape{1, 2, 3, 4});
+  NoGradGuard no_grad;  // no graph recorded: nothing is lost
+  CHECK_NOTHROW(scaled_dot_product_attention(q, k, v, bias));
+}

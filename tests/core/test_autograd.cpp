@@ -292,3 +292,83 @@ TEST_CASE("split's backward passes on pieces that already make up one buffer, an
   CHECK(copied.storage() != g.storage());
   CHECK(copied.to_vector<float>() == std::vector<float>{13, 14, 12, 10, 11, 18, 19, 17, 15, 16});
 }
+
+// Gradients PyTorch defines where the plain formula is 0 * inf or 0 / 0 (each was NaN once).
+TEST_CASE("pow, max and min gradients at zero bases, zero exponents and NaN", "[autograd]") {
+  SECTION("d/de 0^e is 0 for e >= 0") {
+    Tensor e = tensor(std::vector<double>{0.0, 1.0, 2.5}).set_requires_grad(true);
+    sum(pow(Scalar(0.0), e)).backward();
+    CHECK(e.grad().to_vector<double>() == std::vector<double>{0.0, 0.0, 0.0});
+    Tensor e2 = tensor(std::vector<double>{1.0, 2.0}).set_requires_grad(true);
+    sum(pow(Scalar(2.0), e2)).backward();  // 2^e log 2
+    CHECK(e2.grad().to_vector<double>()[1] == Approx(4.0 * std::log(2.0)));
+  }
+  SECTION("d/db b^e is 0 where e == 0, b == 0 included") {
+    Tensor b = tensor(std::vector<double>{0.0, 0.0, 3.0}).set_requires_grad(true);
+    Tensor e = tensor(std::vector<double>{0.0, 2.0, 0.0}).set_requires_grad(true);
+    sum(pow(b, e)).backward();
+    CHECK(b.grad().to_vector<double>() == std::vector<double>{0.0, 0.0, 0.0});
+    CHECK(e.grad().to_vector<double>()[0] == 0.0);  // 0^0 log 0: defined as 0 (e >= 0)
+  }
+  SECTION("a NaN that is the maximum takes the gradient") {
+    Tensor x = tensor(std::vector<double>{1.0, NAN, 3.0}).set_requires_grad(true);
+    max(x).backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{0.0, 1.0, 0.0});
+    Tensor y = tensor(std::vector<double>{NAN, 2.0, NAN}).set_requires_grad(true);
+    min(y).backward();  // two NaNs tie
+    CHECK(y.grad().to_vector<double>() == std::vector<double>{0.5, 0.0, 0.5});
+    Tensor z = tensor(std::vector<double>{1.0, 4.0, 4.0}).set_requires_grad(true);
+    max(z).backward();  // ties without NaN still split evenly
+    CHECK(z.grad().to_vector<double>() == std::vector<double>{0.0, 0.5, 0.5});
+  }
+  SECTION("a maximum along a dim of a tensor with another, empty dim is empty") {
+    Tensor x = ones({0, 3});
+    CHECK(amax(x, Shape{1}).sizes() == Shape{0});
+    CHECK(argmax(x, 1).sizes() == Shape{0});
+    CHECK(max(x, 1).first.sizes() == Shape{0});
+    CHECK(min(x, 1).second.sizes() == Shape{0});
+    CHECK_THROWS_AS(amax(x, Shape{0}), ShapeError);  // nothing to take the maximum of
+    CHECK_THROWS_AS(max(x), ShapeError);
+  }
+}
+
+// In-place products and quotients whose operand is self: the backward uses the operand as it was.
+// (Once the saved operand was the updated self, and x.mul_(x) gave x's gradient 2x^2 for 2x.)
+TEST_CASE("in-place mul_ and div_ by self differentiate the values before the write", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1.0, 2.0, 3.0}).set_requires_grad(true);
+  Tensor y = x * 1.0;
+  y.mul_(y);  // x^2
+  sum(y).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2.0, 4.0, 6.0});
+  Tensor z = tensor(std::vector<double>{1.0, 2.0, 4.0}).set_requires_grad(true);
+  Tensor w = z * 3.0;
+  w.div_(w);  // 1
+  CHECK(w.to_vector<double>() == std::vector<double>{1.0, 1.0, 1.0});
+  sum(w).backward();
+  CHECK(z.grad().to_vector<double>() == std::vector<double>{0.0, 0.0, 0.0});
+}
+
+// Writes whose result would depend on the order of the writes are refused, as PyTorch refuses them.
+TEST_CASE("in-place writes into shared or self-overlapping memory are refused", "[tensor]") {
+  Tensor x = arange(0, 4, 1, TensorOptions(DType::Float32)).view({2, 2});
+  CHECK_THROWS_WITH(x.copy_(x.t()), Catch::Contains("copy_: an input") && Catch::Contains("clone() the input first"));
+  Tensor r = arange(0, 6, 1, TensorOptions(DType::Float32));
+  CHECK_THROWS_WITH(r.narrow(0, 1, 5).add_(r.narrow(0, 0, 5)), Catch::Contains("add_: an input"));
+  CHECK(r.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});  // refused before any write
+  Tensor one = zeros({1});
+  Tensor e = one.expand({3});
+  CHECK_THROWS_WITH(e.add_(tensor(std::vector<float>{1, 2, 3})), Catch::Contains("add_: several elements"));
+  CHECK_THROWS_AS(e.mul_(2.0), Error);
+  CHECK_THROWS_AS(e.copy_(tensor(std::vector<float>{1, 2, 3})), Error);
+  // What stays allowed: self as its own operand, disjoint parts of one buffer, and copies of views.
+  Tensor s = tensor(std::vector<float>{1, 2, 3, 4});
+  s.mul_(s);
+  CHECK(s.to_vector<float>() == std::vector<float>{1, 4, 9, 16});
+  s.narrow(0, 0, 2).add_(s.narrow(0, 2, 2));
+  CHECK(s.to_vector<float>() == std::vector<float>{10, 20, 9, 16});
+  Tensor t = arange(0, 4, 1, TensorOptions(DType::Float32)).view({2, 2});
+  t.copy_(t.t().clone());
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 2, 1, 3});
+  e.fill_(7);  // the same value everywhere: the order does not matter
+  CHECK(one.item<float>() == 7.0f);
+}

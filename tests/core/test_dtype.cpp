@@ -226,3 +226,20 @@ TEST_CASE("C++ scalars promote like Python numbers", "[dtype]") {
   CHECK(scalar_tensor(3.0).dtype() == DType::Float32);
   CHECK(scalar_tensor(true).dtype() == DType::Bool);
 }
+
+// A float is true when it is not zero, NaN included, whatever its size: to(Bool) and logical_not
+// once truncated it to an integer first, so 0.5 was false.
+TEST_CASE("floats convert to bool by != 0, and integers by value", "[dtype]") {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor f = tensor(std::vector<double>{0.5, -0.25, 0.0, -0.0, 2.0, NAN, 1e-3}).to(dt);
+    CHECK(f.to(DType::Bool).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 0, 0, 1, 1, 1});
+    CHECK(logical_not(f).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1, 0, 0, 0});
+  }
+  // A float64 integer beyond float32's precision reaches int64 exactly, and conversions truncate.
+  const Tensor d = tensor(std::vector<double>{9007199254740992.0 + 2.0, -2.7, 2.7});
+  CHECK(d.to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{9007199254740994, -2, 2});
+  const Tensor i = tensor(std::vector<int64_t>{0, 3, -1});
+  CHECK(i.to(DType::Bool).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+  CHECK(logical_not(i).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
+}
