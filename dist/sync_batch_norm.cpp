@@ -11,6 +11,7 @@ class GroupSync final : public nn::BatchNormSync {
  public:
   explicit GroupSync(ProcessGroup& group) : group_(group) {}
   Tensor sum_over_ranks(const Tensor& t) override { return all_reduce_sum_differentiable(t, group_); }
+  int64_t ranks() const override { return group_.size(); }
 
  private:
   ProcessGroup& group_;

@@ -294,6 +294,14 @@ Tensor BatchNorm2d::synced_forward(const Tensor& x) {
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   const Tensor xf = x.dtype() == acc ? x : x.to(acc);
   const Shape per_channel{1, c, 1, 1};
+  // One value per channel in the whole job has no variance to estimate (the unbiased running
+  // variance would divide by 0 and turn NaN): refused as the unsynchronized batch norm refuses it.
+  // Decided on the host from this rank's count, as PyTorch's SyncBatchNorm does: with more ranks
+  // there are more values.
+  if (x.numel() / std::max<int64_t>(c, 1) <= 1 && sync->ranks() < 2) {
+    throw ShapeError("batch_norm: expected more than 1 value per channel when training, got input of shape " +
+                     shape_str(x.sizes()) + " on " + std::to_string(sync->ranks()) + " rank");
+  }
   const Tensor count = full({1}, static_cast<double>(x.numel() / c), TensorOptions(acc, x.device()));
   const Tensor sums = sync->sum_over_ranks(cat({sum(xf, {0, 2, 3}), count}));
   const Tensor total = sums.narrow(0, c, 1).detach();

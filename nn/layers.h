@@ -60,6 +60,8 @@ class BatchNormSync {
  public:
   virtual ~BatchNormSync() = default;
   virtual Tensor sum_over_ranks(const Tensor& t) = 0;
+  // The number of processes summed over.
+  virtual int64_t ranks() const = 0;
 };
 
 class BatchNorm2d : public UnaryModule {

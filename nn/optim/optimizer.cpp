@@ -30,8 +30,10 @@ void check_lr(double lr, const char* where) {
   }
 }
 
+// A decimal index as state_dict writes it: no sign, no leading zero ("00" would be a second key for
+// index 0 that nothing reads).
 bool parse_index(const std::string& s, size_t& out) {
-  if (s.empty() || s.size() > 18) return false;
+  if (s.empty() || s.size() > 18 || (s.size() > 1 && s[0] == '0')) return false;
   out = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
@@ -277,6 +279,8 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     out["group." + std::to_string(g) + ".lr"] = full({}, groups_[g].lr, TensorOptions(DType::Float64));
     out["group." + std::to_string(g) + ".step"] = step_tensors_[g].clone();
+    out["group." + std::to_string(g) + ".params"] =
+        full({}, static_cast<double>(groups_[g].params.size()), TensorOptions(DType::Int64));
   }
   out["step"] = full({}, step_count_, TensorOptions(DType::Int64));
   return out;
@@ -300,14 +304,31 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     }
     return it->second;
   };
-  const Tensor& step = scalar("step", DType::Int64);
+  const int64_t step = scalar("step", DType::Int64).to(Device::cpu()).item<int64_t>();
+  if (step < 0) throw Error(std::string(op) + ": \"step\" must be >= 0, got " + std::to_string(step));
   std::vector<double> lrs;
   TensorList steps;
   for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string group = "group." + std::to_string(g);
     // Host tensors: reading them waits on no device.
-    lrs.push_back(scalar("group." + std::to_string(g) + ".lr", DType::Float64).to(Device::cpu()).item<double>());
+    lrs.push_back(scalar(group + ".lr", DType::Float64).to(Device::cpu()).item<double>());
     check_lr(lrs.back(), op);
-    steps.push_back(scalar("group." + std::to_string(g) + ".step", DType::Float32));
+    steps.push_back(scalar(group + ".step", DType::Float32));
+    // A step count is a whole number >= 0 (bias corrections divide by 1 - beta^step: 0 steps taken
+    // is the most a fresh state can claim, and a negative or fractional count is no count at all).
+    const double s = steps.back().to(Device::cpu()).item<double>();
+    if (!(s >= 0.0) || s != std::floor(s)) {
+      throw Error(std::string(op) + ": \"" + group + ".step\" must be a whole number >= 0, got " + std::to_string(s));
+    }
+    // The groups' sizes, where the state says (states of older kiln versions do not): another split
+    // of the parameters would give each its neighbour's state.
+    if (state.count(group + ".params")) {
+      const int64_t n = scalar(group + ".params", DType::Int64).to(Device::cpu()).item<int64_t>();
+      if (n != static_cast<int64_t>(groups_[g].params.size())) {
+        throw Error(std::string(op) + ": group " + std::to_string(g) + " of the state has " + std::to_string(n) +
+                    " parameters, this optimizer's " + std::to_string(groups_[g].params.size()));
+      }
+    }
   }
 
   std::map<std::string, std::vector<std::pair<size_t, Tensor>>> loaded;
@@ -318,7 +339,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       size_t g = 0;
       const std::string field = dot == std::string::npos ? "" : key.substr(dot + 1);
       if (dot == std::string::npos || !parse_index(key.substr(6, dot - 6), g) || g >= groups_.size() ||
-          (field != "lr" && field != "step")) {
+          (field != "lr" && field != "step" && field != "params")) {
         throw Error(std::string(op) + ": unexpected key \"" + key + "\" (this optimizer has " +
                     std::to_string(groups_.size()) + " groups)");
       }
@@ -382,7 +403,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     set_lr(g, lrs[g]);
     step_tensors_[g].copy_(steps[g]);
   }
-  step_count_ = step.to(Device::cpu()).item<int64_t>();
+  step_count_ = step;
 }
 
 std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,

@@ -1,6 +1,9 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay, as torch.optim.SGD computes it, in
 // one multi-tensor update per group and dtype. The momentum buffer of the first step is the
-// update itself; "first" is read from the group's device step counter, never from the host.
+// update itself; "first" is read from the group's device step counter, never from the host. So a
+// parameter whose first gradient comes after the group's first step starts from a zero buffer,
+// (1 - dampening) times the update, where torch.optim.SGD starts it at the update: the same
+// without dampening, the default.
 #pragma once
 
 #include "nn/optim/optimizer.h"

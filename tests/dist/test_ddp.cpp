@@ -1330,3 +1330,21 @@ TEST_CASE("ddp and zero-1: with a profiler, the communication backward waits for
     if (late) CHECK(back >= 55);  // its own sleep is backward's
   }
 }
+
+// One value per channel in the whole job: refused like the plain batch norm (the unbiased running
+// variance divided by 0 and stored NaN); over two ranks the two values are a sample.
+TEST_CASE("sync batch norm: one value per channel in the whole job is refused", "[ddp][syncbn]") {
+  ProcessGroup& g = world();
+  auto model = std::make_shared<nn::Sequential>();
+  auto bn = std::make_shared<nn::BatchNorm2d>(2);
+  model->push_back(bn);
+  CHECK(convert_sync_batchnorm(*model, g) == 1);
+  Tensor x = randn({1, 2, 1, 1});
+  if (g.size() == 1) {
+    CHECK_THROWS_WITH((*model)(x), Catch::Contains("expected more than 1 value per channel"));
+    CHECK(bn->running_var.to_vector<float>() == std::vector<float>{1.0f, 1.0f});
+  } else {
+    (*model)(x);
+    CHECK_FALSE(any(isnan(bn->running_var)).item<bool>());
+  }
+}

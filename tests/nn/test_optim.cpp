@@ -358,8 +358,35 @@ TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as 
   bad = good;
   bad["state.0.exp_avg"] = zeros({2}, DType::Float64);
   REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  // Step counts that are no count: bias corrections would divide by zero or worse.
+  for (const double step : {-1.0, 0.5, static_cast<double>(NAN)}) {
+    bad = good;
+    bad["group.0.step"] = full({}, step);
+    REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"group.0.step\" must be a whole number >= 0"));
+  }
+  bad = good;
+  bad["step"] = full({}, -7.0, TensorOptions(DType::Int64));
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"step\" must be >= 0"));
+  // A second spelling of an index would be a key nothing reads.
+  bad = good;
+  bad["group.00.lr"] = full({}, 5.0, TensorOptions(DType::Float64));
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("unexpected key \"group.00.lr\""));
+  bad = good;
+  bad["state.00.exp_avg"] = zeros({2});
+  REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
+  // Another split of the parameters into groups, or another number of them.
+  ParamGroup first_group, second_group;
+  first_group.params = {param({1.0, 2.0})};
+  second_group.params = {param({3.0})};
+  AdamW regrouped({first_group, second_group});
+  AdamW fewer({param({1.0, 2.0})}, 0.5);
+  AdamW one_group({param({1.0, 2.0}), param({3.0})}, 0.5);
+  REQUIRE_THROWS_WITH(one_group.load_state_dict(regrouped.state_dict()),
+                      Catch::Contains("group 0 of the state has 1 parameters, this optimizer's 2"));
+  REQUIRE_THROWS_WITH(fewer.load_state_dict(good), Catch::Contains("group 0 of the state has 2 parameters, this "
+                                                                   "optimizer's 1"));
   REQUIRE(other.lr() == 0.5);
-  REQUIRE(other.state_dict().size() == 3);  // still no per-parameter state
+  REQUIRE(other.state_dict().size() == 4);  // still no per-parameter state (step, group lr, step, size)
   other.load_state_dict(good);
   REQUIRE(other.lr() == 0.125);
 }
