@@ -862,6 +862,13 @@ TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict s
   refused("state.99.exp_avg", zeros({1}, TensorOptions(DType::Float64)), "names parameter 99");
   refused("state.0.momentum_buffer", zeros_like(want.at("state.0.exp_avg")), "keeps no state");
   refused("group.7.lr", full({}, 0.1, TensorOptions(DType::Float64)), "unexpected key");
+  // The whole groups' sizes travel with the state (the local optimizer's groups are one shard each).
+  REQUIRE(want.count("group.0.params"));
+  const auto groups = nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1);
+  CHECK(want.at("group.0.params").item<int64_t>() == static_cast<int64_t>(groups[0].params.size()));
+  CHECK(got.at("group.1.params").item<int64_t>() == static_cast<int64_t>(groups[1].params.size()));
+  refused("group.0.params", full({}, 1.0, TensorOptions(DType::Int64)), "does not give group 0's size");
+  refused("state.00.exp_avg", want.at("state.0.exp_avg"), "unexpected key");
   const auto after = resumed->state_dict();
   REQUIRE(after.size() == before.size());
   for (const auto& [key, t] : before) {
