@@ -86,10 +86,10 @@ Tensor& Tensor::mul_(const Tensor& other) {
   DType rt = promote_types(dtype(), other.dtype());
   ops::check_inplace_cast("mul_", rt, *this);
   // other's gradient needs self's value from before the product; self's needs other's, which is
-  // about to change too when other is self (x.mul_(x)).
+  // about to change too when other shares self's memory (x.mul_(x)): a copy of it then.
   const bool grads = needs_grad({this, &other});
-  Tensor old = grads && (other.requires_grad() || ops::shares_storage(*this, other)) ? detach().clone() : Tensor();
-  const Tensor other_value = grads && ops::shares_storage(*this, other) ? old : other;
+  Tensor old = grads && other.requires_grad() ? detach().clone() : Tensor();
+  const Tensor other_value = grads && ops::shares_storage(*this, other) ? other.detach().clone() : other;
   apply_binary_inplace("mul_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Mul, rt, 1.0);
   bump_version();
   ops::record_mul("mul_", *this, other, *this, old, other_value);
