@@ -256,9 +256,9 @@ void record_overwrite(const char* op, const Tensor& self) {
 namespace kiln::ops {
 
 DType conversion_compute_dtype(DType in, DType out) {
-  if (in == DType::Float64 || out == DType::Float64) return DType::Float64;
-  if (is_floating(in) || is_floating(out)) return DType::Float32;
-  return DType::Int64;
+  if (out == DType::Bool) return is_floating(in) ? compute_dtype_for(in) : DType::Int64;  // != 0 on the value
+  if (!is_floating(out)) return DType::Int64;  // truncated to int64, then wrapped to the type: defined
+  return in == DType::Float64 || out == DType::Float64 ? DType::Float64 : DType::Float32;
 }
 
 void copy_raw(const Tensor& dst, const Tensor& src) {

@@ -98,8 +98,10 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
 // Whether a and b are views of one storage.
 bool shares_storage(const Tensor& a, const Tensor& b);
 // The type a value of dtype `in` is computed in on its way to dtype `out` (a copy, a conversion, a
-// unary op): float64 when either is, float32 when either is another float, int64 otherwise. From
-// both sides: from the output's alone, float 0.5 became int64 0 on its way to bool (false).
+// unary op): to bool, the input's own (a float is true when not 0, so 0.5 is true: through int64 it
+// was truncated to 0 first); to another integer type, int64 (a float is truncated, then wrapped to
+// the type, where a float stored straight into uint8 is undefined for -1); to a float, float64 when
+// either is, else float32.
 DType conversion_compute_dtype(DType in, DType out);
 // op(x) without autograd: a new tensor of `out_dtype` laid out like x, computed in
 // conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op, and of to(dtype)

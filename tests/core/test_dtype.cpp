@@ -239,6 +239,10 @@ TEST_CASE("floats convert to bool by != 0, and integers by value", "[dtype]") {
   // A float64 integer beyond float32's precision reaches int64 exactly, and conversions truncate.
   const Tensor d = tensor(std::vector<double>{9007199254740992.0 + 2.0, -2.7, 2.7});
   CHECK(d.to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{9007199254740994, -2, 2});
+  // To a smaller integer type through int64: truncated, then wrapped (never a float stored straight
+  // into uint8, undefined for -1).
+  const Tensor w = tensor(std::vector<float>{-1.0f, 256.5f, 3.7f});
+  CHECK(w.to(DType::UInt8).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{255, 0, 3});
   const Tensor i = tensor(std::vector<int64_t>{0, 3, -1});
   CHECK(i.to(DType::Bool).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
   CHECK(logical_not(i).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
