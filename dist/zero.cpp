@@ -21,36 +21,6 @@ namespace kiln::dist {
 
 namespace {
 
-// Whether `digits` is an index as state_dict writes it (decimal, no leading zero, at most 9 digits).
-bool canonical_index(const std::string& digits) {
-  return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos &&
-         (digits.size() == 1 || digits[0] != '0');
-}
-
-// "state.<index>.<name>" split; false for any other form.
-bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
-  if (key.rfind("state.", 0) != 0) return false;
-  const size_t dot = key.find('.', 6);
-  if (dot == std::string::npos || dot + 1 == key.size()) return false;
-  const std::string digits = key.substr(6, dot - 6);
-  if (!canonical_index(digits)) return false;
-  index = std::stoul(digits);
-  name = key.substr(dot + 1);
-  return true;
-}
-
-// g for "group.<g>.params" with g below `groups`; nullopt for any other key.
-std::optional<size_t> group_size_key(const std::string& key, size_t groups) {
-  const std::string suffix = ".params";
-  if (key.rfind("group.", 0) != 0 || key.size() <= 6 + suffix.size() ||
-      key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return std::nullopt;
-  }
-  const std::string digits = key.substr(6, key.size() - 6 - suffix.size());
-  if (!canonical_index(digits) || std::stoul(digits) >= groups) return std::nullopt;
-  return std::stoul(digits);
-}
-
 std::string state_key(size_t index, const std::string& name) { return "state." + std::to_string(index) + "." + name; }
 
 }  // namespace
@@ -543,15 +513,17 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
   std::map<std::string, Tensor> local;
   std::map<std::pair<size_t, std::string>, TensorList> by_group;  // (group, name) -> per parameter
   for (const auto& [key, t] : state) {
-    size_t index = 0;
-    std::string name;
-    if (!parse_state_key(key, index, name)) {
-      if (const std::optional<size_t> g = group_size_key(key, st.groups.size())) {
+    size_t index = 0, group = 0;
+    std::string name, field;
+    if (!nn::optim::Optimizer::parse_key(key, "state", index, name)) {
+      if (nn::optim::Optimizer::parse_key(key, "group", group, field) && field == "params" &&
+          group < st.groups.size()) {
         // The whole group's size: checked here, as the local optimizer's groups are one shard each.
+        const size_t size = st.groups[group].params.size();
         if (!t.defined() || t.numel() != 1 || t.dtype() != DType::Int64 ||
-            t.to(Device::cpu()).item<int64_t>() != static_cast<int64_t>(st.groups[*g].params.size())) {
-          throw Error(std::string(op) + ": \"" + key + "\" does not give group " + std::to_string(*g) +
-                      "'s size, " + std::to_string(st.groups[*g].params.size()) + " parameters");
+            t.to(Device::cpu()).item<int64_t>() != static_cast<int64_t>(size)) {
+          throw Error(std::string(op) + ": \"" + key + "\" does not give group " + std::to_string(group) + "'s size, " +
+                      std::to_string(size) + " parameters");
         }
         continue;
       }

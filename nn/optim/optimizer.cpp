@@ -30,19 +30,23 @@ void check_lr(double lr, const char* where) {
   }
 }
 
-// A decimal index as state_dict writes it: no sign, no leading zero ("00" would be a second key for
-// index 0 that nothing reads).
-bool parse_index(const std::string& s, size_t& out) {
-  if (s.empty() || s.size() > 18 || (s.size() > 1 && s[0] == '0')) return false;
-  out = 0;
-  for (char c : s) {
+}  // namespace
+
+bool Optimizer::parse_key(const std::string& key, const char* prefix, size_t& index, std::string& rest) {
+  const std::string head = std::string(prefix) + ".";
+  if (key.rfind(head, 0) != 0) return false;
+  const size_t dot = key.find('.', head.size());
+  if (dot == std::string::npos || dot + 1 == key.size()) return false;
+  const std::string digits = key.substr(head.size(), dot - head.size());
+  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0')) return false;
+  index = 0;
+  for (char c : digits) {
     if (c < '0' || c > '9') return false;
-    out = out * 10 + static_cast<size_t>(c - '0');
+    index = index * 10 + static_cast<size_t>(c - '0');
   }
+  rest = key.substr(dot + 1);
   return true;
 }
-
-}  // namespace
 
 std::vector<ParamGroup> Optimizer::one_group(const TensorList& params, double lr, double weight_decay) {
   ParamGroup g;
@@ -314,10 +318,10 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     lrs.push_back(scalar(group + ".lr", DType::Float64).to(Device::cpu()).item<double>());
     check_lr(lrs.back(), op);
     steps.push_back(scalar(group + ".step", DType::Float32));
-    // A step count is a whole number >= 0 (bias corrections divide by 1 - beta^step: 0 steps taken
-    // is the most a fresh state can claim, and a negative or fractional count is no count at all).
+    // A step count is a finite whole number >= 0: AdamW's bias corrections divide by 1 - beta^(step + 1),
+    // which is 0 at a step of -1, and no other count means anything.
     const double s = steps.back().to(Device::cpu()).item<double>();
-    if (!(s >= 0.0) || s != std::floor(s)) {
+    if (!(s >= 0.0) || !std::isfinite(s) || s != std::floor(s)) {
       throw Error(std::string(op) + ": \"" + group + ".step\" must be a whole number >= 0, got " + std::to_string(s));
     }
     // The groups' sizes, where the state says (states of older kiln versions do not): another split
@@ -335,22 +339,18 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   for (const auto& [key, t] : state) {
     if (key == "step") continue;
     if (key.rfind("group.", 0) == 0) {
-      const size_t dot = key.find('.', 6);
       size_t g = 0;
-      const std::string field = dot == std::string::npos ? "" : key.substr(dot + 1);
-      if (dot == std::string::npos || !parse_index(key.substr(6, dot - 6), g) || g >= groups_.size() ||
+      std::string field;
+      if (!parse_key(key, "group", g, field) || g >= groups_.size() ||
           (field != "lr" && field != "step" && field != "params")) {
         throw Error(std::string(op) + ": unexpected key \"" + key + "\" (this optimizer has " +
                     std::to_string(groups_.size()) + " groups)");
       }
       continue;
     }
-    const size_t dot = key.find('.', 6);
     size_t i = 0;
-    if (key.rfind("state.", 0) != 0 || dot == std::string::npos || !parse_index(key.substr(6, dot - 6), i)) {
-      throw Error(std::string(op) + ": unexpected key \"" + key + "\"");
-    }
-    const std::string name = key.substr(dot + 1);
+    std::string name;
+    if (!parse_key(key, "state", i, name)) throw Error(std::string(op) + ": unexpected key \"" + key + "\"");
     if (i >= num_params_) {
       throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(i) + ", but there are " +
                   std::to_string(num_params_));

@@ -68,8 +68,8 @@ class Optimizer : public Checkpointable {
 
   // Everything needed to resume bit for bit, as a snapshot (copies, made without a sync):
   // per-parameter state tensors under "state.<flat param index>.<name>", group learning rates
-  // "group.<g>.lr" (float64, CPU), each group's device step counter "group.<g>.step" and the
-  // host step count "step" (int64, CPU).
+  // "group.<g>.lr" (float64, CPU), each group's device step counter "group.<g>.step", each group's
+  // number of parameters "group.<g>.params" (int64, CPU) and the host step count "step" (int64, CPU).
   std::map<std::string, Tensor> state_dict() const override;
   // Restores a state_dict of an optimizer built over the same parameters; a mismatch in keys,
   // shapes or dtypes is a kiln::Error naming the key.
@@ -79,6 +79,11 @@ class Optimizer : public Checkpointable {
   virtual std::vector<std::string> state_names() const = 0;
   // The dtype of a parameter's state tensors: float32, or float64 for float64 parameters.
   static DType state_dtype(const Tensor& param);
+
+  // The two kinds of indexed keys of a state dict split into index and rest: "state.<index>.<name>"
+  // and "group.<g>.<field>", the index as state_dict writes it (decimal, no leading zero: "00"
+  // would be a second key for index 0 that nothing reads). False for any other form.
+  static bool parse_key(const std::string& key, const char* prefix, size_t& index, std::string& rest);
 
   // The checks every optimizer makes of its parameters (`who` names it in the errors): each a defined
   // floating leaf tensor that requires grad, none in the list twice. ZeroRedundancyOptimizer makes
