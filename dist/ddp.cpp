@@ -137,31 +137,35 @@ struct DistributedDataParallel::State {
     if (profiler) profiler->begin(profile::Phase::Communication);
     // find_unused_parameters: which parameters hold a gradient on any rank, read before the buckets
     // left give the missing ones theirs (zeros; as views, the view).
-    Tensor used;
-    if (options.find_unused_parameters) used = local_gradients();
+    // 1 for each parameter that holds a gradient on this rank (from this backward, or accumulated
+    // under no_sync or kept by zero_grad(false)), else 0.
+    std::vector<float> local;
+    if (options.find_unused_parameters) {
+      for (const Tensor& p : params) local.push_back(p.grad().defined() ? 1.0f : 0.0f);
+    }
     schedule.issue_rest([this](size_t b) { reduce(b); });  // a missing gradient counts as zero
     // After every bucket: the ranks issue their buckets in one order, whichever were complete early.
+    Tensor used;
     std::shared_ptr<Work> used_work;
-    if (used.defined()) used_work = group->all_reduce(used, ReduceOp::Max);
+    if (!local.empty()) {
+      used = tensor(local).to(params.front().device());
+      used_work = group->all_reduce(used, ReduceOp::Max);
+    }
     finish();
-    if (used_work) forget_unused(*used_work, used);
+    if (used_work) {
+      used_work->wait();
+      // A parameter with a gradient here has one everywhere: only a rank missing some reads the flags.
+      if (std::find(local.begin(), local.end(), 0.0f) != local.end()) forget_unused(used);
+    }
     schedule.learn_order(*group);
-  }
-
-  // 1 for each parameter that holds a gradient on this rank (from this backward, or accumulated
-  // under no_sync or kept by zero_grad(false)), else 0: float32 on the parameters' device.
-  Tensor local_gradients() const {
-    std::vector<float> flags(params.size());
-    for (size_t i = 0; i < params.size(); ++i) flags[i] = params[i].grad().defined() ? 1.0f : 0.0f;
-    return tensor(flags).to(params.front().device());
   }
 
   // A parameter no rank has a gradient for keeps none, as in one process over the whole batch (and
   // as PyTorch's DDP leaves a globally unused parameter's gradient alone): an optimizer then skips
-  // it, where a zero gradient would still move it by weight decay or momentum.
-  void forget_unused(Work& used_work, const Tensor& used) {
-    used_work.wait();
-    const Tensor flags = used.to(Device::cpu());
+  // it, where a zero gradient would still move it by weight decay or momentum. `used` holds the
+  // ranks' flags, combined.
+  void forget_unused(const Tensor& used) {
+    const Tensor flags = used.to(Device::cpu());  // on a GPU, waits for the flags' all-reduce
     const float* any = flags.data_ptr<float>();
     for (size_t i = 0; i < params.size(); ++i) {
       if (any[i] == 0.0f) {
