@@ -130,14 +130,13 @@ inline void add_bucket_view_flag(Flags& app, bool& bucket_view) {
 
 // --bucket-view needs DDP (--ddp without --zero), and the gradients' own dtype on the wire: the
 // examples' parameters, and so their gradients, are float32.
-inline void check_bucket_view(bool bucket_view, bool ddp, bool zero, std::optional<DType> comm_dtype) {
+inline void check_bucket_view(bool bucket_view, bool ddp, bool zero, const std::string& comm_dtype_name) {
   if (!bucket_view) return;
   if (!ddp) input_error("--bucket-view keeps the gradients of --ddp in its buckets; add --ddp");
   if (zero) input_error("--bucket-view is DDP's: --zero reduce-scatters the gradients into shards instead");
-  if (comm_dtype && *comm_dtype != DType::Float32) {
-    input_error(std::string("--bucket-view keeps the float32 gradients in the buckets, which then travel in ") +
-                "float32; --comm-dtype " + (*comm_dtype == DType::BFloat16 ? "bf16" : "fp16") +
-                " needs buckets of its own");
+  if (!comm_dtype_name.empty() && comm_dtype_name != "fp32") {
+    input_error("--bucket-view keeps the float32 gradients in the buckets, which then travel in float32; " +
+                ("--comm-dtype " + comm_dtype_name) + " needs buckets of its own");
   }
 }
 

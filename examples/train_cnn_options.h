@@ -122,7 +122,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
-  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype);
+  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype_name);
   if (dropout->count() > 0 && o.model != "small-cnn") {
     examples::input_error("--dropout applies to --model small-cnn only (the ResNet has no dropout)");
   }

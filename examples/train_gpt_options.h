@@ -229,7 +229,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);
   o.comm_dtype = examples::comm_dtype(o.comm_dtype_name, o.ddp);
-  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype);
+  examples::check_bucket_view(o.bucket_view, o.ddp, o.zero, o.comm_dtype_name);
   examples::check_cuda_graph(o.precision, o.device);
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " must be a multiple of --n-head " +

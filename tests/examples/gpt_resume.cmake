@@ -21,6 +21,17 @@ endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 
+# same_weights(DIR WHAT): DIR's final and best weights must be the whole run's, byte for byte.
+function(same_weights dir what)
+  foreach(f model.safetensors best.safetensors)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${f}" "${dir}/${f}"
+                    RESULT_VARIABLE differ)
+    if(differ)
+      message(FATAL_ERROR "gpt_resume: ${f} of ${what} differs from the whole run's")
+    endif()
+  endforeach()
+endfunction()
+
 file(REMOVE_RECURSE "${WORK}")
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/whole")
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/split" --stop-at-iter 27)
@@ -37,13 +48,7 @@ list(REMOVE_ITEM unseeded --seed 3)
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/first" --stop-at-iter 27)
 resume_run(gpt_resume ${EXE} ${unseeded} --sample-tokens 5 --out "${WORK}/moved"
            --resume "${WORK}/first/checkpoint.safetensors")
-foreach(f model.safetensors best.safetensors)
-  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${f}" "${WORK}/moved/${f}"
-                  RESULT_VARIABLE differ)
-  if(differ)
-    message(FATAL_ERROR "gpt_resume: ${f} of the run resumed into another folder without --seed differs")
-  endif()
-endforeach()
+same_weights("${WORK}/moved" "the run resumed into another folder without --seed")
 message("gpt_resume: resumed into another folder without --seed, the weights match the whole run's")
 # A stop that the checkpoint has passed already is refused, not run to the end.
 execute_process(COMMAND ${resume_launch} ${EXE} ${common} --out "${WORK}/late" --stop-at-iter 20
@@ -63,11 +68,5 @@ endif()
 # own (iteration 0, beside its own best weights); resumed to the end it is the whole run.
 resume_run(gpt_resume ${EXE} ${common} --max-iters 0 --out "${WORK}/first")
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/first" --resume "${WORK}/first/checkpoint.safetensors")
-foreach(f model.safetensors best.safetensors)
-  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/whole/${f}" "${WORK}/first/${f}"
-                  RESULT_VARIABLE differ)
-  if(differ)
-    message(FATAL_ERROR "gpt_resume: ${f} of the run resumed from iteration 0 differs from the whole run's")
-  endif()
-endforeach()
+same_weights("${WORK}/first" "the run resumed from iteration 0")
 message("gpt_resume: a zero-iteration run leaves its own checkpoint, and resuming it gives the whole run")
