@@ -203,13 +203,11 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// The bytes [first, last) a view spans in its storage (strides are not negative in kiln).
-std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+// The bytes [first, last) a view spans in its storage.
+std::pair<int64_t, int64_t> byte_span(const Tensor& t, const char* op) {
   const auto esize = static_cast<int64_t>(t.element_size());
   const int64_t first = t.storage_offset() * esize;
-  return {first, first + (last + 1) * esize};
+  return {first, first + checked_extent(t.sizes(), t.strides(), op) * esize};
 }
 
 }  // namespace
@@ -227,8 +225,8 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
     if (t->storage_offset() == self.storage_offset() && t->sizes() == self.sizes() && t->strides() == self.strides()) {
       continue;  // self itself: each element is read before it is written
     }
-    const auto [a0, a1] = byte_span(self);
-    const auto [b0, b1] = byte_span(*t);
+    const auto [a0, a1] = byte_span(self, op);
+    const auto [b0, b1] = byte_span(*t, op);
     if (a1 <= b0 || b1 <= a0) continue;  // apart
     if (!self.is_non_overlapping_and_dense() || !t->is_non_overlapping_and_dense()) continue;  // not decided
     throw Error(std::string(op) + ": an input (shape " + shape_str(t->sizes()) + ", strides " +
