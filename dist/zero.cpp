@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -486,10 +487,11 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
       }
       for (size_t i = 0; i < params.size(); ++i) out[state_key(first + i, name)] = rows[i].view(params[i].sizes());
     }
-    for (const char* field : {".lr", ".step"}) {
-      const std::string key = "group." + std::to_string(g) + field;
-      out[key] = local.at(key);
+    // The shard's step count is every parameter's of the group: they are stepped together.
+    if (auto it = local.find(state_key(g, "step")); it != local.end()) {
+      for (size_t i = 0; i < params.size(); ++i) out[state_key(first + i, "step")] = it->second.clone();
     }
+    out["group." + std::to_string(g) + ".lr"] = local.at("group." + std::to_string(g) + ".lr");
     // The whole group's size, as an unsharded optimizer writes it (the local one holds one shard).
     out["group." + std::to_string(g) + ".params"] =
         full({}, static_cast<double>(params.size()), TensorOptions(DType::Int64));
@@ -512,6 +514,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
   // tensor's shard cut out of the parameters' state.
   std::map<std::string, Tensor> local;
   std::map<std::pair<size_t, std::string>, TensorList> by_group;  // (group, name) -> per parameter
+  std::map<size_t, std::pair<size_t, double>> group_step;         // group -> (a parameter, its step count)
   for (const auto& [key, t] : state) {
     size_t index = 0, group = 0;
     std::string name, field;
@@ -533,6 +536,24 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
     if (index >= where.size()) {
       throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(index) +
                   ", but there are " + std::to_string(where.size()));
+    }
+    if (name == "step") {  // the group's shard keeps one count: each parameter's must be the same
+      const size_t g = where[index].first;
+      if (!t.defined() || t.numel() != 1 || t.dtype() != DType::Float32) {
+        local[state_key(g, name)] = t;  // the local optimizer names what is wrong with it
+        continue;
+      }
+      const double count = t.to(Device::cpu()).item<double>();
+      auto [it, fresh] = group_step.try_emplace(g, index, count);
+      if (!fresh && !(it->second.second == count)) {
+        char counts[64];
+        std::snprintf(counts, sizeof counts, "%g and %g", count, it->second.second);
+        throw Error(std::string(op) + ": \"" + key + "\" and parameter " + std::to_string(it->second.first) +
+                    " of the same group (" + std::to_string(g) + ") have step counts " + counts +
+                    "; a sharded group steps its parameters together and keeps one count");
+      }
+      local[state_key(g, name)] = t;
+      continue;
     }
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"");

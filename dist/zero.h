@@ -109,9 +109,11 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
 
   // The state as one unsharded optimizer of the same kind over the same groups saves it
   // (nn::optim::Optimizer::state_dict: "state.<flat param index>.<name>" whole, shaped as its
-  // parameter; each group's lr and device step counter; the host step count), so a checkpoint does
-  // not depend on the world size or the buckets, and a DDP run's optimizer state loads here and
-  // back. A collective: every rank calls it (each state tensor is all-gathered) and gets the same map.
+  // parameter, and its step count, which is its group's: a shard steps all its pieces together;
+  // each group's lr; the host step count), so a checkpoint does not depend on the world size or the
+  // buckets, and a DDP run's optimizer state loads here and back (unless its parameters of one group
+  // have different step counts: an Error). A collective: every rank calls it (each state tensor is
+  // all-gathered) and gets the same map.
   std::map<std::string, Tensor> state_dict() const override;
   // The reverse: each rank keeps its shard of every state tensor. A parameter's state absent from
   // `state` while others of its group have theirs counts as zeros, as kiln's optimizers create it.

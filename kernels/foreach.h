@@ -1,7 +1,8 @@
 // Multi-tensor ("foreach") kernels: one call updates a whole list of tensors, described as
 // {pointer, numel} entries, each cut into fixed chunks of kForeachChunk elements. Step-dependent
-// scalars (lr, step, found_inf, grad_scale) arrive as pointers into device memory, never as host
-// values, so a training step never waits on the host and can be captured as a CUDA graph.
+// scalars (lr, each parameter's step count, found_inf, grad_scale) arrive as pointers into device
+// memory, never as host values, so a training step never waits on the host and can be captured as
+// a CUDA graph.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +31,10 @@ constexpr int64_t kForeachChunk = 65536;
 int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n);
 
 // Scalars read through pointers (0-d float32 tensors on the kernels' device; nullptr: absent).
-// found_inf != 0 makes an update a no-op; gradients are divided by *grad_scale on the fly.
+// found_inf != 0 makes an update a no-op; gradients are divided by *grad_scale on the fly. The
+// step counts are per tensor: the optimizers' `steps` lists below.
 struct ForeachScalars {
   const float* lr = nullptr;
-  const float* step = nullptr;  // completed steps before this one
   const float* found_inf = nullptr;
   const float* grad_scale = nullptr;
 };
@@ -54,16 +55,17 @@ struct AdamWHyper {
 
 // PyTorch's SGD on n (param, grad, momentum buffer) triples. params and grads have
 // `param_dtype` (float32, float16, bfloat16, float64); buffers have `state_dtype` (float32 or
-// param_dtype) and may be nullptr when momentum == 0. The first step (*step == 0) copies d into
-// the buffer. Needs s.lr and s.step.
-void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
-                  const KernelContext& ctx);
+// param_dtype) and may be nullptr when momentum == 0. steps[i].data points to tensor i's count of
+// completed steps (one float32; numel is not read; tensors may share one): a tensor's first step
+// (count 0) copies d into its buffer. Needs s.lr.
+void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
+                  const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
+                  const ForeachScalars& s, const KernelContext& ctx);
 // torch.optim.AdamW (no amsgrad, no maximize) on n (param, grad, exp_avg, exp_avg_sq) tuples;
-// bias corrections use t = *step + 1. Dtypes as for SGD.
+// tensor i's bias corrections use t = its step count + 1. Dtypes and steps as for SGD.
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                    const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                    const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
+                    DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
 // Norms: partials[k] = the reduction of chunk k of the list in (tensor, chunk) order: sum of
 // |x|^p, or max |x| when p is infinite. Then `out` (one float) = the combination of `count`
 // partials in index order: (sum)^(1/p) or the max. NaN propagates.
@@ -89,18 +91,19 @@ void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* fo
                           double backoff_factor, int32_t growth_interval, const KernelContext& ctx);
 
 // --- the per-element math, shared by both backends -------------------------------------------
-// Coefficients are derived once per call (per thread on the GPU) from the host hyperparameters
-// and the device scalars, in double; elements are then updated in the compute type C (float, or
-// double for float64) with the same operation order as the unfused tensor-op formulas.
+// Coefficients are derived once per chunk (per thread on the GPU) from the host hyperparameters,
+// the device scalars and the chunk's tensor's step count, in double; elements are then updated in
+// the compute type C (float, or double for float64) with the same operation order as the unfused
+// tensor-op formulas.
 // CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
 // launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
 // tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
-void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
-                   const KernelContext& ctx);
+void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
+                   const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
+                   const ForeachScalars& s, const KernelContext& ctx);
 void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                     const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+                     const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
+                     DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
 void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                 const KernelContext& ctx);
 void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
@@ -135,7 +138,8 @@ template <typename C> struct SgdCoef {
   bool has_momentum, has_decay, has_scale, nesterov, first;
 };
 
-template <typename C> KILN_HD SgdCoef<C> sgd_coef(const SgdHyper& h, const ForeachScalars& s) {
+// `step`: the tensor's completed steps before this one.
+template <typename C> KILN_HD SgdCoef<C> sgd_coef(const SgdHyper& h, const ForeachScalars& s, float step) {
   SgdCoef<C> k;
   k.lr = static_cast<C>(*s.lr);
   k.momentum = static_cast<C>(h.momentum);
@@ -146,7 +150,7 @@ template <typename C> KILN_HD SgdCoef<C> sgd_coef(const SgdHyper& h, const Forea
   k.has_decay = h.weight_decay != 0.0;
   k.has_scale = s.grad_scale != nullptr;
   k.nesterov = h.nesterov;
-  k.first = *s.step == 0.0f;
+  k.first = step == 0.0f;
   return k;
 }
 
@@ -168,9 +172,9 @@ template <typename C> struct AdamWCoef {
   bool has_scale;
 };
 
-template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const ForeachScalars& s) {
+template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const ForeachScalars& s, float step) {
   const double lr = static_cast<double>(*s.lr);
-  const double t = static_cast<double>(*s.step) + 1.0;
+  const double t = static_cast<double>(step) + 1.0;
   const double bc1 = 1.0 - ::pow(h.beta1, t);
   const double bc2 = 1.0 - ::pow(h.beta2, t);
   AdamWCoef<C> k;

@@ -106,12 +106,12 @@ struct DTypePair {
   bool operator==(const DTypePair& o) const { return param == o.param && state == o.state; }
 };
 
-// An update writes its parameters and states in place while it reads the gradients, so none of the
-// tensors it writes may share a byte with any other tensor of the update (gradients may share with
-// each other: they are only read). The CPU loops take the arrays as restrict pointers, and on the
+// An update writes its parameters and states in place while it reads the gradients and the step
+// counts, so none of the tensors it writes may share a byte with any other tensor of the update
+// (gradients and steps may share with each other: they are only read). The CPU loops take the arrays as restrict pointers, and on the
 // GPU two chunks over one memory would race; a parameter listed twice would be updated twice. The
 // tensors are dense (flat() checked), so each is the one range of its numel elements.
-void check_disjoint(const char* op, const TensorList& params, const TensorList& grads,
+void check_disjoint(const char* op, const TensorList& params, const TensorList& grads, const TensorList& steps,
                     const std::vector<std::pair<const TensorList*, const char*>>& states) {
   // A range names its tensor by list name and index; the text is built only for an error, as this
   // runs at every optimizer step.
@@ -132,6 +132,7 @@ void check_disjoint(const char* op, const TensorList& params, const TensorList& 
   };
   add(params, "parameter", true);
   add(grads, "gradient", false);
+  add(steps, "step", false);
   for (const auto& [list, what] : states) add(*list, what, true);
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
   // Sweep in address order. A written range that reaches into the next one is caught there, so the
@@ -189,6 +190,22 @@ std::vector<std::vector<ForeachTensor>> check_update(const char* op, const Tenso
   return flats;
 }
 
+// The step counts of an update: one per parameter, or one that all share; each a one-element float32
+// tensor on `device`. Returns the kernel entries, one per parameter.
+std::vector<ForeachTensor> step_entries(const char* op, const TensorList& steps, size_t n, Device device) {
+  if (steps.size() != n && steps.size() != 1) {
+    throw Error(std::string(op) + ": expected " + std::to_string(n) +
+                " step counts (one per parameter, or one for all), got " + std::to_string(steps.size()));
+  }
+  std::vector<ForeachTensor> out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string what = at("step", i);
+    out.push_back(ForeachTensor{const_cast<float*>(scalar_ptr(op, steps[i], what.c_str(), device, true)), 1});
+  }
+  out.resize(n, out.front());
+  return out;
+}
+
 void bump(const TensorList& list) {
   for (const Tensor& t : list) t.bump_version();
 }
@@ -208,7 +225,7 @@ void check_hyper(const char* op, const char* what, double v, std::optional<doubl
 
 void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                   const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
-                  const Tensor& step, const Tensor& found_inf, const Tensor& grad_scale) {
+                  const TensorList& steps, const Tensor& found_inf, const Tensor& grad_scale) {
   const char* op = "foreach_sgd_";
   check_hyper(op, "momentum", momentum, 0.0);
   check_hyper(op, "dampening", dampening, std::nullopt);
@@ -220,10 +237,10 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   const std::vector<std::vector<ForeachTensor>> flats = check_update(op, params, grads, states);
   if (params.empty()) return;
   const Device dev = list_device(op, {&params, &grads, &momentum_buffers});
-  check_disjoint(op, params, grads, states);
+  const std::vector<ForeachTensor> step_list = step_entries(op, steps, params.size(), dev);
+  check_disjoint(op, params, grads, steps, states);
   ForeachScalars s;
   s.lr = scalar_ptr(op, lr, "lr", dev, true);
-  s.step = scalar_ptr(op, step, "step", dev, true);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
   SgdHyper h;
@@ -240,16 +257,18 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
     const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
     const std::vector<ForeachTensor> b = use_buf ? gather(flats[2], idx) : std::vector<ForeachTensor>();
     const ForeachTensor* bp = use_buf ? b.data() : nullptr;
+    const std::vector<ForeachTensor> st = gather(step_list, idx);
     const int64_t n = static_cast<int64_t>(idx.size());
-    scope.run(kernels::sgd_step, p.data(), g.data(), bp, n, types.param, types.state, h, s);
+    scope.run(kernels::sgd_step, p.data(), g.data(), bp, st.data(), n, types.param, types.state, h, s);
   }
   bump(params);
   if (use_buf) bump(momentum_buffers);
 }
 
 void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                    const TensorList& exp_avg_sqs, const Tensor& lr, const Tensor& step, double beta1, double beta2,
-                    double eps, double weight_decay, const Tensor& found_inf, const Tensor& grad_scale) {
+                    const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
+                    double beta2, double eps, double weight_decay, const Tensor& found_inf,
+                    const Tensor& grad_scale) {
   const char* op = "foreach_adamw_";
   check_hyper(op, "beta1", beta1, 0.0, 1.0);
   check_hyper(op, "beta2", beta2, 0.0, 1.0);
@@ -259,10 +278,10 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
       check_update(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   if (params.empty()) return;
   const Device dev = list_device(op, {&params, &grads, &exp_avgs, &exp_avg_sqs});
-  check_disjoint(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
+  const std::vector<ForeachTensor> step_list = step_entries(op, steps, params.size(), dev);
+  check_disjoint(op, params, grads, steps, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   ForeachScalars s;
   s.lr = scalar_ptr(op, lr, "lr", dev, true);
-  s.step = scalar_ptr(op, step, "step", dev, true);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
   AdamWHyper h;
@@ -277,8 +296,10 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
   for (const auto& [types, idx] : buckets) {
     const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
     const std::vector<ForeachTensor> m = gather(flats[2], idx), v = gather(flats[3], idx);
+    const std::vector<ForeachTensor> st = gather(step_list, idx);
     const int64_t n = static_cast<int64_t>(idx.size());
-    scope.run(kernels::adamw_step, p.data(), g.data(), m.data(), v.data(), n, types.param, types.state, h, s);
+    scope.run(kernels::adamw_step, p.data(), g.data(), m.data(), v.data(), st.data(), n, types.param, types.state,
+              h, s);
   }
   bump(params);
   bump(exp_avgs);

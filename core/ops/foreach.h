@@ -12,20 +12,23 @@
 namespace kiln {
 
 // PyTorch's SGD: d = g (/ *grad_scale) + weight_decay * p; with momentum,
-// buf = (*step == 0) ? d : momentum * buf + (1 - dampening) * d and d = nesterov ? d + momentum * buf
+// buf = (step == 0) ? d : momentum * buf + (1 - dampening) * d and d = nesterov ? d + momentum * buf
 // : buf; then p -= *lr * d. momentum_buffers may be empty when momentum == 0; otherwise one per
-// param, float32 or the param's dtype. Nothing changes when found_inf is given and *found_inf != 0.
-// Does not advance `step` (see foreach_add_scalar_).
+// param, float32 or the param's dtype. `steps`: each parameter's count of completed steps (as
+// torch.optim keeps one per parameter), one-element float32 tensors on the lists' device, one per
+// parameter or one that all share; read, not advanced (see foreach_add_scalar_). Nothing changes
+// when found_inf is given and *found_inf != 0.
 void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                   const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
-                  const Tensor& step, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor());
+                  const TensorList& steps, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor());
 
-// torch.optim.AdamW (no amsgrad, no maximize) with t = *step + 1: p *= 1 - lr * weight_decay;
-// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-// States are float32 or the param's dtype. found_inf and grad_scale as for SGD; `step` unchanged.
+// torch.optim.AdamW (no amsgrad, no maximize), with t = the parameter's step count + 1:
+// p *= 1 - lr * weight_decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// States are float32 or the param's dtype. steps, found_inf and grad_scale as for SGD.
 void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                    const TensorList& exp_avg_sqs, const Tensor& lr, const Tensor& step, double beta1, double beta2,
-                    double eps, double weight_decay, const Tensor& found_inf = Tensor(),
+                    const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
+                    double beta2, double eps, double weight_decay, const Tensor& found_inf = Tensor(),
                     const Tensor& grad_scale = Tensor());
 
 // The p-norm of all elements of all tensors together (p > 0, or infinity for the max), as a 0-d

@@ -102,6 +102,9 @@ KILN_CPU_CLONES void adamw_run(P* __restrict p, const P* __restrict g, S* __rest
   }
 }
 
+// Tensor t's step count (see sgd_step_cpu).
+float step_of(const ForeachTensor* steps, int64_t t) { return *static_cast<const float*>(steps[t].data); }
+
 }  // namespace
 
 int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
@@ -110,15 +113,15 @@ int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n) {
   return chunks;
 }
 
-void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                  DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
-                  const KernelContext&) {
+void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
+                  const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
+                  const ForeachScalars& s, const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
   visit_param_state(param_dtype, state_dtype, "foreach_sgd_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
-    const foreach_math::SgdCoef<C> k = foreach_math::sgd_coef<C>(h, s);
-    const bool use_buf = k.has_momentum && bufs != nullptr;
+    const bool use_buf = h.momentum != 0.0 && bufs != nullptr;
     for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
+      const foreach_math::SgdCoef<C> k = foreach_math::sgd_coef<C>(h, s, step_of(steps, w.tensor));
       P* p = static_cast<P*>(params[w.tensor].data) + w.begin;
       const P* g = static_cast<const P*>(grads[w.tensor].data) + w.begin;
       const int64_t len = w.end - w.begin;
@@ -132,13 +135,13 @@ void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const
 }
 
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                    const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                    const AdamWHyper& h, const ForeachScalars& s, const KernelContext&) {
+                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
+                    DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
   visit_param_state(param_dtype, state_dtype, "foreach_adamw_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
-    const foreach_math::AdamWCoef<C> k = foreach_math::adamw_coef<C>(h, s);
     for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
+      const foreach_math::AdamWCoef<C> k = foreach_math::adamw_coef<C>(h, s, step_of(steps, w.tensor));
       P* p = static_cast<P*>(params[w.tensor].data) + w.begin;
       const P* g = static_cast<const P*>(grads[w.tensor].data) + w.begin;
       S* m = static_cast<S*>(exp_avgs[w.tensor].data) + w.begin;

@@ -19,12 +19,13 @@ using namespace foreach_cuda;
 }
 
 template <typename P, typename S>
-void launch_sgd(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                const SgdHyper& h, const ForeachScalars& s, cudaStream_t stream) {
+void launch_sgd(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
+                const ForeachTensor* steps, int64_t n, const SgdHyper& h, const ForeachScalars& s,
+                cudaStream_t stream) {
   const bool use_buf = h.momentum != 0.0 && bufs != nullptr;
   // Without a buffer list the table's third column repeats the params (never dereferenced).
-  const ForeachTensor* lists[3] = {params, grads, use_buf ? bufs : params};
-  launch_chunks<3>(lists, n, [&](const ChunkTable<3>& table, int blocks, int64_t) {
+  const ForeachTensor* lists[4] = {params, grads, use_buf ? bufs : params, steps};
+  launch_chunks<4>(lists, n, [&](const ChunkTable<4>& table, int blocks, int64_t) {
     sgd_kernel<P, S><<<blocks, kBlock, 0, stream>>>(table, h, s, use_buf);
     check_launch("foreach_sgd_");
   });
@@ -32,10 +33,10 @@ void launch_sgd(const ForeachTensor* params, const ForeachTensor* grads, const F
 
 template <typename P, typename S>
 void launch_adamw(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                  const ForeachTensor* exp_avg_sqs, int64_t n, const AdamWHyper& h, const ForeachScalars& s,
-                  cudaStream_t stream) {
-  const ForeachTensor* lists[4] = {params, grads, exp_avgs, exp_avg_sqs};
-  launch_chunks<4>(lists, n, [&](const ChunkTable<4>& table, int blocks, int64_t) {
+                  const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, const AdamWHyper& h,
+                  const ForeachScalars& s, cudaStream_t stream) {
+  const ForeachTensor* lists[5] = {params, grads, exp_avgs, exp_avg_sqs, steps};
+  launch_chunks<5>(lists, n, [&](const ChunkTable<5>& table, int blocks, int64_t) {
     adamw_kernel<P, S><<<blocks, kBlock, 0, stream>>>(table, h, s);
     check_launch("foreach_adamw_");
   });
@@ -105,36 +106,42 @@ void launch_check_unscale(const ForeachTensor* tensors, int64_t n, float* found_
 
 }  // namespace
 
-void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs, int64_t n,
-                   DType param_dtype, DType state_dtype, const SgdHyper& h, const ForeachScalars& s,
-                   const KernelContext& ctx) {
+void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
+                   const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
+                   const ForeachScalars& s, const KernelContext& ctx) {
   const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_sgd_");
   if (n == 0) return;
   const cudaStream_t st = raw_stream(ctx.stream);
   switch (kind) {
-    case PairKind::F32: launch_sgd<float, float>(params, grads, bufs, n, h, s, st); break;
-    case PairKind::F16_F32: launch_sgd<__half, float>(params, grads, bufs, n, h, s, st); break;
-    case PairKind::F16_F16: launch_sgd<__half, __half>(params, grads, bufs, n, h, s, st); break;
-    case PairKind::BF16_F32: launch_sgd<__nv_bfloat16, float>(params, grads, bufs, n, h, s, st); break;
-    case PairKind::BF16_BF16: launch_sgd<__nv_bfloat16, __nv_bfloat16>(params, grads, bufs, n, h, s, st); break;
+    case PairKind::F32: launch_sgd<float, float>(params, grads, bufs, steps, n, h, s, st); break;
+    case PairKind::F16_F32: launch_sgd<__half, float>(params, grads, bufs, steps, n, h, s, st); break;
+    case PairKind::F16_F16: launch_sgd<__half, __half>(params, grads, bufs, steps, n, h, s, st); break;
+    case PairKind::BF16_F32: launch_sgd<__nv_bfloat16, float>(params, grads, bufs, steps, n, h, s, st); break;
+    case PairKind::BF16_BF16:
+      launch_sgd<__nv_bfloat16, __nv_bfloat16>(params, grads, bufs, steps, n, h, s, st);
+      break;
   }
 }
 
 void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                     const ForeachTensor* exp_avg_sqs, int64_t n, DType param_dtype, DType state_dtype,
-                     const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
+                     const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
+                     DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
   const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_adamw_");
   if (n == 0) return;
   const cudaStream_t st = raw_stream(ctx.stream);
   switch (kind) {
-    case PairKind::F32: launch_adamw<float, float>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st); break;
-    case PairKind::F16_F32: launch_adamw<__half, float>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st); break;
-    case PairKind::F16_F16: launch_adamw<__half, __half>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st); break;
+    case PairKind::F32: launch_adamw<float, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st); break;
+    case PairKind::F16_F32:
+      launch_adamw<__half, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      break;
+    case PairKind::F16_F16:
+      launch_adamw<__half, __half>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      break;
     case PairKind::BF16_F32:
-      launch_adamw<__nv_bfloat16, float>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st);
+      launch_adamw<__nv_bfloat16, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
       break;
     case PairKind::BF16_BF16:
-      launch_adamw<__nv_bfloat16, __nv_bfloat16>(params, grads, exp_avgs, exp_avg_sqs, n, h, s, st);
+      launch_adamw<__nv_bfloat16, __nv_bfloat16>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
       break;
   }
 }

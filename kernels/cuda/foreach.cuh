@@ -2,9 +2,10 @@
 // kernels/cuda/foreach.cu. A launch covers up to kMaxBlocks chunks of up to a few dozen tensors:
 // the tensor pointers and a block -> (tensor, chunk) table travel in the kernel's parameters
 // (__grid_constant__, under 4 KB), so there is no host-to-device copy and no per-tensor launch, and
-// a CUDA graph captures the table with the launch. lr, step, found_inf and grad_scale are read
-// through device pointers; a tensor larger than one launch's table continues in the next launch
-// (launch_chunks, host code, builds the tables).
+// a CUDA graph captures the table with the launch. lr, found_inf and grad_scale are read through
+// device pointers, and each tensor's step count through a pointer in the table's last column (the
+// optimizers' tables have one more column than their lists of tensors); a tensor larger than one
+// launch's table continues in the next launch (launch_chunks, host code, builds the tables).
 //
 // Host-compilable: the CPU tests run these kernels and launch_chunks on the emulator of CUDA's
 // threads (tests/kernels/test_foreach_simt.cpp).
@@ -28,7 +29,7 @@ constexpr int kIlp = 4;          // elements in flight per thread: loads first, 
 constexpr int kMaxBlocks = 320;  // chunks per launch
 
 // Tensors per launch by list count: what fits the 4 KB parameter budget with the block table.
-template <int N> constexpr int max_tensors() { return N == 1 ? 110 : N == 2 ? 64 : N == 3 ? 48 : 36; }
+template <int N> constexpr int max_tensors() { return N == 1 ? 110 : N == 2 ? 64 : N == 3 ? 48 : N == 4 ? 36 : 30; }
 
 template <int N> struct ChunkTable {
   static constexpr int kMaxTensors = max_tensors<N>();
@@ -38,7 +39,7 @@ template <int N> struct ChunkTable {
   uint8_t block_tensor[kMaxBlocks];
 };
 static_assert(sizeof(ChunkTable<1>) <= 3600 && sizeof(ChunkTable<2>) <= 3600 && sizeof(ChunkTable<3>) <= 3600 &&
-                  sizeof(ChunkTable<4>) <= 3600,
+                  sizeof(ChunkTable<4>) <= 3600 && sizeof(ChunkTable<5>) <= 3600,
               "a chunk table plus the other kernel parameters must stay within 4 KB");
 static_assert(max_tensors<1>() <= 256, "block_tensor is a uint8_t");
 
@@ -101,12 +102,18 @@ void launch_chunks(const ForeachTensor* const (&lists)[N], int64_t n, Launch&& l
 
 // --- SGD --------------------------------------------------------------------------------------
 
+// The step count of the tensor in slot `tensor` of a table whose column `col` holds the counts.
+template <int N> __device__ __forceinline__ float step_of(const ChunkTable<N>& t, int col, int tensor) {
+  return *static_cast<const float*>(t.data[col][tensor]);
+}
+
+// Columns: params, grads, momentum buffers, step counts.
 template <typename P, typename S>
 __global__ void __launch_bounds__(kBlock)
-    sgd_kernel(const __grid_constant__ ChunkTable<3> table, const SgdHyper h, const ForeachScalars s, bool use_buf) {
+    sgd_kernel(const __grid_constant__ ChunkTable<4> table, const SgdHyper h, const ForeachScalars s, bool use_buf) {
   if (foreach_math::skip_update(s)) return;
-  const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s);
-  const BlockChunk<3> c = block_chunk(table);
+  const BlockChunk<4> c = block_chunk(table);
+  const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s, step_of(table, 3, c.tensor));
   P* p = chunk_ptr<P>(table.data[0][c.tensor], c.begin);
   const P* g = chunk_ptr<P>(table.data[1][c.tensor], c.begin);
   S* b = use_buf ? chunk_ptr<S>(table.data[2][c.tensor], c.begin) : nullptr;
@@ -136,12 +143,13 @@ __global__ void __launch_bounds__(kBlock)
 
 // --- AdamW ------------------------------------------------------------------------------------
 
+// Columns: params, grads, exp_avg, exp_avg_sq, step counts.
 template <typename P, typename S>
 __global__ void __launch_bounds__(kBlock)
-    adamw_kernel(const __grid_constant__ ChunkTable<4> table, const AdamWHyper h, const ForeachScalars s) {
+    adamw_kernel(const __grid_constant__ ChunkTable<5> table, const AdamWHyper h, const ForeachScalars s) {
   if (foreach_math::skip_update(s)) return;
-  const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s);
-  const BlockChunk<4> c = block_chunk(table);
+  const BlockChunk<5> c = block_chunk(table);
+  const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s, step_of(table, 4, c.tensor));
   P* p = chunk_ptr<P>(table.data[0][c.tensor], c.begin);
   const P* g = chunk_ptr<P>(table.data[1][c.tensor], c.begin);
   S* m = chunk_ptr<S>(table.data[2][c.tensor], c.begin);

@@ -1,6 +1,6 @@
 // AdamW::step: per group, the parameters that have gradients go through foreach_adamw_ (moments
-// created at zero on first use, float32 for float16/bfloat16 parameters), then the step counters
-// advance once, after every update has read them. No host sync.
+// and step counts created at zero on first use, moments float32 for float16/bfloat16 parameters),
+// then their step counts advance once, after every update has read them. No host sync.
 #include "nn/optim/adamw.h"
 
 #include <cmath>
@@ -35,17 +35,17 @@ void AdamW::validate() {
 
 void AdamW::step() {
   NoGradGuard no_grad;
-  std::vector<bool> updated(groups_.size(), false);
+  TensorList stepped;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Batch b = collect(g);
     if (b.params.empty()) continue;
-    const TensorList m = state_for("exp_avg", b), v = state_for("exp_avg_sq", b);
-    foreach_adamw_(b.params, b.grads, m, v, lr_tensor(g), step_tensor(g), option(g, "beta1", beta1_),
+    const TensorList m = state_for("exp_avg", b), v = state_for("exp_avg_sq", b), steps = steps_for(b);
+    foreach_adamw_(b.params, b.grads, m, v, lr_tensor(g), steps, option(g, "beta1", beta1_),
                    option(g, "beta2", beta2_), option(g, "eps", eps_), groups_[g].weight_decay, found_inf(),
                    grad_scale());
-    updated[g] = true;
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
   }
-  finish_step(updated);
+  finish_step(stepped);
 }
 
 }  // namespace kiln::nn::optim

@@ -1,11 +1,6 @@
 // AdamW (decoupled weight decay), the same formula as torch.optim.AdamW without amsgrad: one
-// multi-tensor update per group and dtype. Bias corrections use the group's device step counter,
-// so they are computed on the device and the host never reads the step. Where torch.optim.AdamW
-// counts steps per parameter, the group's count is kiln's: a parameter whose first gradient comes
-// after the group's first step (a branch unused at first, a layer unfrozen later) is corrected as if
-// it had been there from the start, which moves its first updates by the ratio of the corrections
-// (PyTorch's first step moves it by lr; kiln's, at group step t, by
-// lr (1 - b1) sqrt(1 - b2^t) / ((1 - b1^t) sqrt(1 - b2)), 0.74 lr at t = 2 with the defaults).
+// multi-tensor update per group and dtype. Bias corrections use each parameter's device step
+// count, so they are computed on the device and the host never reads a step.
 #pragma once
 
 #include <utility>

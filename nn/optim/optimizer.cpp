@@ -1,5 +1,5 @@
-// Optimizer base: groups, the device scalars, lazily created state and state_dict. The step
-// counters advance in one launch per device after every update of a step has read them, gated
+// Optimizer base: groups, the device scalars, lazily created state and state_dict. Each parameter's
+// step count advances in one launch per device after every update of a step has read them, gated
 // by found_inf on the device, so the host never learns whether a step was skipped and never waits.
 #include "nn/optim/optimizer.h"
 
@@ -23,6 +23,28 @@ Tensor like_param(const Tensor& t, const Tensor& param, DType dtype) {
   out.copy_(t);
   return out;
 }
+
+// `tensors` split by device, devices in order of first appearance: one multi-tensor launch each.
+std::vector<std::pair<Device, TensorList>> split_by_device(const TensorList& tensors) {
+  std::vector<std::pair<Device, TensorList>> out;
+  for (const Tensor& t : tensors) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == t.device(); });
+    if (it == out.end()) {
+      out.push_back({t.device(), {t}});
+    } else {
+      it->second.push_back(t);
+    }
+  }
+  return out;
+}
+
+// Every tensor of `fresh` to zero: one launch per device, not one fill per tensor.
+void zero_by_device(const TensorList& fresh) {
+  for (const auto& [dev, list] : split_by_device(fresh)) foreach_zero_(list);
+}
+
+// A step count: a one-element float32 tensor on `device`.
+Tensor step_on(const Tensor& step, Device device) { return step.device() == device ? step : step.to(device); }
 
 void check_lr(double lr, const char* where) {
   if (!(lr >= 0.0) || !std::isfinite(lr)) {
@@ -100,36 +122,27 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     num_params_ += grp.params.size();
     const Device dev = grp.params.empty() ? Device::cpu() : grp.params.front().device();
     lr_tensors_.push_back(full({}, grp.lr, TensorOptions(DType::Float32, dev)));
-    step_tensors_.push_back(zeros({}, TensorOptions(DType::Float32, dev)));
   }
   if (num_params_ == 0) throw Error("optimizer: got an empty parameter list");
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
   // Zeroing keeps the gradient tensors (they may be views into flat buffers): one launch per device.
-  std::vector<std::pair<Device, TensorList>> by_device;
+  TensorList dense;
   for (ParamGroup& grp : groups_) {
     for (Tensor& p : grp.params) {
       if (!p.grad().defined()) continue;
       if (set_to_none) {
         p.set_grad(Tensor());
-        continue;
-      }
-      const Tensor& g = p.grad();
-      if (!g.is_non_overlapping_and_dense()) {  // a strided view: not a flat block
+      } else if (p.grad().is_non_overlapping_and_dense()) {
+        dense.push_back(p.grad());
+      } else {  // a strided view: not a flat block
         NoGradGuard no_grad;
         p.mutable_grad().zero_();
-        continue;
-      }
-      auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
-      if (it == by_device.end()) {
-        by_device.push_back({g.device(), {g}});
-      } else {
-        it->second.push_back(g);
       }
     }
   }
-  for (const auto& [dev, grads] : by_device) foreach_zero_(grads);
+  zero_by_device(dense);
 }
 
 void Optimizer::set_lr(double lr) {
@@ -205,10 +218,7 @@ Optimizer::Batch Optimizer::collect(size_t group) {
   Batch b;
   if (grp.params.empty()) return b;
   const Device dev = grp.params.front().device();
-  if (lr_tensors_[group].device() != dev) {
-    lr_tensors_[group] = lr_tensors_[group].to(dev);
-    step_tensors_[group] = step_tensors_[group].to(dev);
-  }
+  if (lr_tensors_[group].device() != dev) lr_tensors_[group] = lr_tensors_[group].to(dev);
   NoGradGuard no_grad;
   for (size_t i = 0; i < grp.params.size(); ++i) {
     const Tensor& p = grp.params[i];
@@ -237,35 +247,30 @@ TensorList Optimizer::state_for(const std::string& name, const Batch& batch) {
     }
     out.push_back(s);
   }
-  // New state starts at zero: one launch per step that creates state, not one fill per tensor.
-  if (!fresh.empty()) {
-    std::vector<std::pair<Device, TensorList>> by_device;
-    for (const Tensor& t : fresh) {
-      auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == t.device(); });
-      if (it == by_device.end()) {
-        by_device.push_back({t.device(), {t}});
-      } else {
-        it->second.push_back(t);
-      }
-    }
-    for (const auto& [dev, list] : by_device) foreach_zero_(list);
-  }
+  zero_by_device(fresh);  // new state starts at zero
   return out;
 }
 
-void Optimizer::finish_step(const std::vector<bool>& updated) {
-  std::vector<std::pair<Device, TensorList>> by_device;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!updated.at(g)) continue;
-    const Tensor& s = step_tensors_[g];
-    auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == s.device(); });
-    if (it == by_device.end()) {
-      by_device.push_back({s.device(), {s}});
+TensorList Optimizer::steps_for(const Batch& batch) {
+  if (steps_.size() != num_params_) steps_.resize(num_params_);
+  TensorList out, fresh;
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < batch.params.size(); ++k) {
+    Tensor& s = steps_[batch.index[k]];
+    if (!s.defined()) {
+      s = empty({}, TensorOptions(DType::Float32, batch.params[k].device()));
+      fresh.push_back(s);
     } else {
-      it->second.push_back(s);
+      s = step_on(s, batch.params[k].device());
     }
+    out.push_back(s);
   }
-  for (const auto& [dev, steps] : by_device) {
+  zero_by_device(fresh);
+  return out;
+}
+
+void Optimizer::finish_step(const TensorList& stepped) {
+  for (const auto& [dev, steps] : split_by_device(stepped)) {
     const bool gate = found_inf_.defined() && found_inf_.device() == dev;
     foreach_add_scalar_(steps, 1.0, gate ? found_inf_ : Tensor());
   }
@@ -280,9 +285,11 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
       if (list[i].defined()) out["state." + std::to_string(i) + "." + name] = list[i].clone();
     }
   }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].defined()) out["state." + std::to_string(i) + ".step"] = steps_[i].clone();
+  }
   for (size_t g = 0; g < groups_.size(); ++g) {
     out["group." + std::to_string(g) + ".lr"] = full({}, groups_[g].lr, TensorOptions(DType::Float64));
-    out["group." + std::to_string(g) + ".step"] = step_tensors_[g].clone();
     out["group." + std::to_string(g) + ".params"] =
         full({}, static_cast<double>(groups_[g].params.size()), TensorOptions(DType::Int64));
   }
@@ -294,40 +301,53 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   const char* op = "Optimizer::load_state_dict";
   // Everything is checked before anything changes, so a refused state leaves the optimizer as it was.
   std::vector<const Tensor*> params(num_params_);
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) params[flat_index(g, i)] = &groups_[g].params[i];
+  std::vector<size_t> group_of(num_params_);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      params[flat_index(g, i)] = &groups_[g].params[i];
+      group_of[flat_index(g, i)] = g;
+    }
+  }
   const std::vector<std::string> names = state_names();
 
-  auto scalar = [&](const std::string& key, DType dtype) -> const Tensor& {
+  auto scalar = [&](const std::string& key, const Tensor& t, DType dtype) -> const Tensor& {
+    if (!t.defined()) throw Error(std::string(op) + ": \"" + key + "\" is an undefined tensor");
+    if (t.numel() != 1 || t.dtype() != dtype) {
+      throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) + " tensor, got " +
+                       dtype_name(t.dtype()) + " of shape " + shape_str(t.sizes()));
+    }
+    return t;
+  };
+  auto required = [&](const std::string& key, DType dtype) -> const Tensor& {
     auto it = state.find(key);
     if (it == state.end()) throw Error(std::string(op) + ": missing key \"" + key + "\"");
-    if (!it->second.defined()) throw Error(std::string(op) + ": \"" + key + "\" is an undefined tensor");
-    if (it->second.numel() != 1 || it->second.dtype() != dtype) {
-      throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) + " tensor, got " +
-                       dtype_name(it->second.dtype()) + " of shape " + shape_str(it->second.sizes()));
-    }
-    return it->second;
+    return scalar(key, it->second, dtype);
   };
-  const int64_t step = scalar("step", DType::Int64).to(Device::cpu()).item<int64_t>();
+  // A step count is a finite whole number >= 0: AdamW's bias corrections divide by 1 - beta^(step + 1),
+  // which is 0 at a step of -1, and no other count means anything. Host reads: a load may wait.
+  auto step_count = [&](const std::string& key, const Tensor& t) -> const Tensor& {
+    const double v = scalar(key, t, DType::Float32).to(Device::cpu()).item<double>();
+    if (!(v >= 0.0) || !std::isfinite(v) || v != std::floor(v)) {
+      throw Error(std::string(op) + ": \"" + key + "\" must be a whole number >= 0, got " + std::to_string(v));
+    }
+    return t;
+  };
+  const int64_t step = required("step", DType::Int64).to(Device::cpu()).item<int64_t>();
   if (step < 0) throw Error(std::string(op) + ": \"step\" must be >= 0, got " + std::to_string(step));
   std::vector<double> lrs;
-  TensorList steps;
+  // States of older kiln versions count steps per group ("group.<g>.step"): each parameter with
+  // state takes its group's count.
+  TensorList group_steps(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::string group = "group." + std::to_string(g);
     // Host tensors: reading them waits on no device.
-    lrs.push_back(scalar(group + ".lr", DType::Float64).to(Device::cpu()).item<double>());
+    lrs.push_back(required(group + ".lr", DType::Float64).to(Device::cpu()).item<double>());
     check_lr(lrs.back(), op);
-    steps.push_back(scalar(group + ".step", DType::Float32));
-    // A step count is a finite whole number >= 0: AdamW's bias corrections divide by 1 - beta^(step + 1),
-    // which is 0 at a step of -1, and no other count means anything.
-    const double s = steps.back().to(Device::cpu()).item<double>();
-    if (!(s >= 0.0) || !std::isfinite(s) || s != std::floor(s)) {
-      throw Error(std::string(op) + ": \"" + group + ".step\" must be a whole number >= 0, got " + std::to_string(s));
-    }
+    if (auto it = state.find(group + ".step"); it != state.end()) group_steps[g] = step_count(it->first, it->second);
     // The groups' sizes, where the state says (states of older kiln versions do not): another split
     // of the parameters would give each its neighbour's state.
     if (state.count(group + ".params")) {
-      const int64_t n = scalar(group + ".params", DType::Int64).to(Device::cpu()).item<int64_t>();
+      const int64_t n = required(group + ".params", DType::Int64).to(Device::cpu()).item<int64_t>();
       if (n != static_cast<int64_t>(groups_[g].params.size())) {
         throw Error(std::string(op) + ": group " + std::to_string(g) + " of the state has " + std::to_string(n) +
                     " parameters, this optimizer's " + std::to_string(groups_[g].params.size()));
@@ -336,6 +356,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   }
 
   std::map<std::string, std::vector<std::pair<size_t, Tensor>>> loaded;
+  std::vector<size_t> have(num_params_, 0);  // state tensors loaded per parameter, steps aside
+  TensorList steps(num_params_);
   for (const auto& [key, t] : state) {
     if (key == "step") continue;
     if (key.rfind("group.", 0) == 0) {
@@ -355,8 +377,16 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(i) + ", but there are " +
                   std::to_string(num_params_));
     }
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-      throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"");
+    if (name == "step") {
+      steps[i] = step_count(key, t);
+      continue;
+    }
+    const std::vector<std::string> kept = group_state_names(group_of[i]);
+    if (std::find(kept.begin(), kept.end(), name) == kept.end()) {
+      throw Error(std::string(op) + ": unexpected key \"" + key + "\": this optimizer keeps no state \"" + name + "\"" +
+                  (std::find(names.begin(), names.end(), name) != names.end()
+                       ? " for the parameters of group " + std::to_string(group_of[i])
+                       : std::string()));
     }
     const Tensor& p = *params[i];
     if (!t.defined() || t.sizes() != p.sizes() || t.dtype() != state_dtype(p)) {
@@ -365,15 +395,24 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
                   ", expected " + shape_str(p.sizes()) + " " + dtype_name(state_dtype(p)) + " for its parameter");
     }
     loaded[name].push_back({i, t});
+    ++have[i];
   }
-  // A parameter has either all of its state or none (it never had a gradient).
+  // A parameter has either all of its state, step count included, or none (it never had a gradient).
   for (size_t i = 0; i < num_params_; ++i) {
-    size_t have = 0;
-    for (const std::string& n : names)
-      for (const auto& e : loaded[n]) have += e.first == i ? 1 : 0;
-    if (have != 0 && have != names.size()) {
-      throw Error(std::string(op) + ": parameter " + std::to_string(i) + " has only part of its state (" +
-                  std::to_string(have) + " of " + std::to_string(names.size()) + " tensors)");
+    const size_t wanted = group_state_names(group_of[i]).size();
+    if (have[i] != 0 && !steps[i].defined()) steps[i] = group_steps[group_of[i]];
+    const std::string which = "parameter " + std::to_string(i);
+    if (have[i] != 0 && have[i] != wanted) {
+      throw Error(std::string(op) + ": " + which + " has only part of its state (" + std::to_string(have[i]) +
+                  " of " + std::to_string(wanted) + " tensors)");
+    }
+    if (have[i] != 0 && !steps[i].defined()) {
+      throw Error(std::string(op) + ": " + which + " has state but no step count (\"state." + std::to_string(i) +
+                  ".step\")");
+    }
+    if (have[i] == 0 && wanted != 0 && steps[i].defined()) {
+      throw Error(std::string(op) + ": " + which + " has a step count but none of its state (" +
+                  std::to_string(wanted) + " tensors)");
     }
   }
 
@@ -399,10 +438,15 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     }
     state_[n] = std::move(list);
   }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    set_lr(g, lrs[g]);
-    step_tensors_[g].copy_(steps[g]);
+  TensorList held_steps = std::move(steps_);
+  steps_.assign(num_params_, Tensor());
+  for (size_t i = 0; i < num_params_; ++i) {
+    if (!steps[i].defined()) continue;
+    const bool keep = i < held_steps.size() && held_steps[i].defined();
+    steps_[i] = keep ? held_steps[i] : empty({}, TensorOptions(DType::Float32, params[i]->device()));
+    steps_[i].copy_(steps[i].reshape({}));
   }
+  for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lrs[g]);
   step_count_ = step;
 }
 

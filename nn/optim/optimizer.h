@@ -1,7 +1,10 @@
 // Optimizer base: parameter groups, and the state a step reads on the device. Each group's
-// learning rate and the step count live in 0-d tensors on the parameters' device and are read by
-// the multi-tensor kernels through pointers, so changing the learning rate or stepping never
-// syncs the host, and a whole step can be captured as a CUDA graph and replayed.
+// learning rate and each parameter's step count live in 0-d tensors on the parameters' device and
+// are read by the multi-tensor kernels through pointers, so changing the learning rate or stepping
+// never syncs the host, and a whole step can be captured as a CUDA graph and replayed. Steps are
+// counted per parameter, as torch.optim counts them: a parameter whose first gradient comes late
+// (a branch unused at first, a layer unfrozen later) starts its momentum and its bias corrections
+// from its own first step.
 #pragma once
 
 #include <map>
@@ -47,15 +50,15 @@ class Optimizer : public Checkpointable {
   double lr(size_t group = 0) const;
   void set_lr(double lr);                // every group
   void set_lr(size_t group, double lr);  // one group
-  // Completed step() calls (host mirror of the device counters, which do not advance on steps
-  // skipped for inf/NaN gradients, nor for a group none of whose parameters had a gradient).
+  // Completed step() calls (the host's count; the device's per-parameter counts do not advance on
+  // steps skipped for inf/NaN gradients, nor for a parameter without a gradient).
   int64_t step_count() const { return step_count_; }
-  // A CUDA graph replayed a captured step(): the replay advanced the device's step counters, and
+  // A CUDA graph replayed a captured step(): the replay advanced the device's step counts, and
   // this brings the host's count (saved in checkpoints) along (examples/graphed_step.h).
   void count_replayed_step() { ++step_count_; }
 
   // Loss scaling without a sync, the hook nn::amp::GradScaler drives: while `found_inf` is
-  // defined, step() changes nothing (parameters, state, the device step counters) where
+  // defined, step() changes nothing (parameters, state, the device step counts) where
   // *found_inf != 0, and gradients are divided by *grad_scale inside the update when that is
   // defined. One-element float32 tensors on the parameters' device; undefined tensors turn it off.
   void set_grad_scaling(const Tensor& found_inf, const Tensor& grad_scale = Tensor());
@@ -67,16 +70,21 @@ class Optimizer : public Checkpointable {
   TensorList grads() const;
 
   // Everything needed to resume bit for bit, as a snapshot (copies, made without a sync):
-  // per-parameter state tensors under "state.<flat param index>.<name>", group learning rates
-  // "group.<g>.lr" (float64, CPU), each group's device step counter "group.<g>.step", each group's
-  // number of parameters "group.<g>.params" (int64, CPU) and the host step count "step" (int64, CPU).
+  // per-parameter state tensors under "state.<flat param index>.<name>", among them each stepped
+  // parameter's step count "state.<i>.step" (0-d float32 on its device), group learning rates
+  // "group.<g>.lr" (float64, CPU), each group's number of parameters "group.<g>.params" (int64,
+  // CPU) and the host step count "step" (int64, CPU).
   std::map<std::string, Tensor> state_dict() const override;
   // Restores a state_dict of an optimizer built over the same parameters; a mismatch in keys,
-  // shapes or dtypes is a kiln::Error naming the key.
+  // shapes or dtypes, or a parameter with part of its state, is a kiln::Error naming the key or
+  // parameter. A state of an older kiln, which counted steps per group ("group.<g>.step"), gives
+  // each parameter with state its group's count.
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
   // The names of the per-parameter state tensors this optimizer keeps ("exp_avg", "exp_avg_sq"),
-  // which load_state_dict accepts.
+  // which load_state_dict accepts, besides every stepped parameter's "step".
   virtual std::vector<std::string> state_names() const = 0;
+  // Those a parameter of `group` keeps (SGD: a momentum buffer only where the group has momentum).
+  virtual std::vector<std::string> group_state_names(size_t group) const { return state_names(); }
   // The dtype of a parameter's state tensors: float32, or float64 for float64 parameters.
   static DType state_dtype(const Tensor& param);
 
@@ -97,11 +105,8 @@ class Optimizer : public Checkpointable {
   // Per-parameter state tensors by name (e.g. "exp_avg"), created lazily by subclasses.
   std::map<std::string, TensorList>& state() { return state_; }
   const std::map<std::string, TensorList>& state() const { return state_; }
-  // Device scalars: group learning rates (float32) and the step counter (float32, advanced on
-  // the device by one small launch after all update kernels of a step; exact up to 2^24 steps),
-  // one per group, on the device of the group's parameters.
+  // Device scalars: group learning rates (float32), on the device of the group's parameters.
   const Tensor& lr_tensor(size_t group) const { return lr_tensors_.at(group); }
-  const Tensor& step_tensor(size_t group) const { return step_tensors_.at(group); }
   void count_step() { ++step_count_; }
 
   // --- helpers for subclasses' step() ---------------------------------------------------------
@@ -123,9 +128,12 @@ class Optimizer : public Checkpointable {
   // State `name` of each parameter of a batch, created as zeros (float32, or float64 for float64
   // parameters) on first use.
   TensorList state_for(const std::string& name, const Batch& batch);
-  // After every update of a step: advances the step counters of the groups that were updated
-  // (one launch per device; skipped on the device where *found_inf != 0) and the host count.
-  void finish_step(const std::vector<bool>& updated);
+  // The step count of each parameter of a batch: 0-d float32 on its device, created as zero on
+  // first use, advanced on the device by finish_step (exact up to 2^24 steps).
+  TensorList steps_for(const Batch& batch);
+  // After every update of a step: advances the step counts the updates read (one launch per
+  // device; skipped on the device where *found_inf != 0) and the host count.
+  void finish_step(const TensorList& stepped);
   // `group` as an index into groups_; an IndexError naming `op` when past the end.
   size_t checked_group(size_t group, const char* op) const;
   // Flat index of parameter i of group g (groups in order, parameters in order).
@@ -134,8 +142,8 @@ class Optimizer : public Checkpointable {
 
   std::vector<ParamGroup> groups_;
   TensorList lr_tensors_;
-  TensorList step_tensors_;
   std::map<std::string, TensorList> state_;
+  TensorList steps_;  // per flat parameter index; undefined until the parameter's first step
   int64_t step_count_ = 0;
   Tensor found_inf_, grad_scale_;
   std::vector<size_t> group_offsets_;

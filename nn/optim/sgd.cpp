@@ -1,5 +1,6 @@
 // SGD::step: per group, the parameters that have gradients go through foreach_sgd_ (momentum
-// buffers created at zero on first use), then the step counters advance once. No host sync.
+// buffers and step counts created at zero on first use), then their step counts advance once. No
+// host sync.
 #include "nn/optim/sgd.h"
 
 #include <cmath>
@@ -45,9 +46,14 @@ std::vector<std::string> SGD::state_names() const {
   return {};
 }
 
+std::vector<std::string> SGD::group_state_names(size_t group) const {
+  if (option(group, "momentum", momentum_) != 0.0) return {"momentum_buffer"};
+  return {};
+}
+
 void SGD::step() {
   NoGradGuard no_grad;
-  std::vector<bool> updated(groups_.size(), false);
+  TensorList stepped;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Batch b = collect(g);
     if (b.params.empty()) continue;
@@ -55,11 +61,12 @@ void SGD::step() {
     const double dampening = option(g, "dampening", dampening_);
     const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
     const TensorList bufs = momentum != 0.0 ? state_for("momentum_buffer", b) : TensorList();
+    const TensorList steps = steps_for(b);
     foreach_sgd_(b.params, b.grads, bufs, lr_tensor(g), momentum, dampening, nesterov, groups_[g].weight_decay,
-                 step_tensor(g), found_inf(), grad_scale());
-    updated[g] = true;
+                 steps, found_inf(), grad_scale());
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
   }
-  finish_step(updated);
+  finish_step(stepped);
 }
 
 }  // namespace kiln::nn::optim

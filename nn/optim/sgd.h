@@ -1,9 +1,6 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay, as torch.optim.SGD computes it, in
-// one multi-tensor update per group and dtype. The momentum buffer of the first step is the
-// update itself; "first" is read from the group's device step counter, never from the host. So a
-// parameter whose first gradient comes after the group's first step starts from a zero buffer,
-// (1 - dampening) times the update, where torch.optim.SGD starts it at the update: the same
-// without dampening, the default.
+// one multi-tensor update per group and dtype. A parameter's momentum buffer starts as its first
+// update itself; "first" is read from the parameter's device step count, never from the host.
 #pragma once
 
 #include "nn/optim/optimizer.h"
@@ -23,6 +20,7 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> state_names() const override;
+  std::vector<std::string> group_state_names(size_t group) const override;
   std::vector<std::string> option_names() const override { return {"momentum", "dampening", "nesterov"}; }
 
  private:

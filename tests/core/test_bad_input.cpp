@@ -981,7 +981,7 @@ void nn_op_rows(Table& t) {
 void foreach_rows(Table& t) {
   const auto sgd = [](TensorList p, TensorList g, TensorList b, Tensor lr, double momentum = 0.0, double wd = 0.0,
                       double dampening = 0.0) {
-    foreach_sgd_(p, g, b, lr, momentum, dampening, false, wd, f32_scalar(0));
+    foreach_sgd_(p, g, b, lr, momentum, dampening, false, wd, {f32_scalar(0)});
   };
   t.add("foreach_sgd_: fewer gradients", Expect::Error, {"foreach_sgd_", "gradients", "got 1"}, [=] {
     sgd({f32({2}), f32({2})}, {f32({2})}, {}, f32_scalar(0.1f));
@@ -1018,7 +1018,7 @@ void foreach_rows(Table& t) {
   t.add("foreach_sgd_: infinite dampening", Expect::Error, {"foreach_sgd_", "dampening", "inf"},
         [=] { sgd({f32({2})}, {f32({2})}, {f32({2})}, f32_scalar(0.1f), 0.9, 0.0, kInf); });
   const auto adamw = [](TensorList m, TensorList v, double b1, double b2, double eps, double wd = 0.0) {
-    foreach_adamw_({f32({2})}, {f32({2})}, m, v, f32_scalar(0.1f), f32_scalar(0), b1, b2, eps, wd);
+    foreach_adamw_({f32({2})}, {f32({2})}, m, v, f32_scalar(0.1f), {f32_scalar(0)}, b1, b2, eps, wd);
   };
   t.add("foreach_adamw_: no exp_avg", Expect::Error, {"foreach_adamw_", "exp_avg"},
         [=] { adamw({}, {f32({2})}, 0.9, 0.999, 1e-8); });

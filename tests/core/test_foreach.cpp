@@ -119,7 +119,7 @@ TEST_CASE("foreach_sgd_ matches the unfused formulas", "[foreach]") {
     Tensor lr_t = f32(lr), step = f32(0);
     for (int s = 0; s < 3; ++s) {
       TensorList g = random_list(kShapes, DType::Float32);
-      foreach_sgd_(p, g, c.momentum != 0 ? bufs : TensorList(), lr_t, c.momentum, c.dampening, c.nesterov, c.wd, step);
+      foreach_sgd_(p, g, c.momentum != 0 ? bufs : TensorList(), lr_t, c.momentum, c.dampening, c.nesterov, c.wd, {step});
       foreach_add_scalar_({step}, 1.0);
       sgd_reference(ref_p, g, ref_bufs, lr, c.momentum, c.dampening, c.nesterov, c.wd, s);
     }
@@ -142,7 +142,7 @@ TEST_CASE("foreach_adamw_ matches the unfused formulas", "[foreach]") {
     Tensor lr_t = f32(lr), step = f32(0);
     for (int s = 0; s < 3; ++s) {
       TensorList g = random_list(kShapes, DType::Float32);
-      foreach_adamw_(p, g, m, v, lr_t, step, b1, b2, eps, wd);
+      foreach_adamw_(p, g, m, v, lr_t, {step}, b1, b2, eps, wd);
       foreach_add_scalar_({step}, 1.0);
       adamw_reference(rp, g, rm, rv, lr, s, b1, b2, eps, wd);
     }
@@ -160,7 +160,7 @@ TEST_CASE("foreach_adamw_ matches the unfused formulas", "[foreach]") {
     Tensor lr_t = f32(lr), step = f32(0);
     for (int s = 0; s < 2; ++s) {
       TensorList g = random_list(kShapes, DType::Float64);
-      foreach_adamw_(p, g, m, v, lr_t, step, b1, b2, eps, wd);
+      foreach_adamw_(p, g, m, v, lr_t, {step}, b1, b2, eps, wd);
       foreach_add_scalar_({step}, 1.0);
       adamw_reference(rp, g, rm, rv, lr, s, b1, b2, eps, wd);
     }
@@ -185,7 +185,7 @@ TEST_CASE("foreach_adamw_ matches the unfused formulas", "[foreach]") {
       g.push_back(randn({33}));
       TensorList g32;
       for (const Tensor& t : g) g32.push_back(t.to(DType::Float32));
-      foreach_adamw_(p, g, m, v, lr_t, step, b1, b2, eps, wd);
+      foreach_adamw_(p, g, m, v, lr_t, {step}, b1, b2, eps, wd);
       foreach_add_scalar_({step}, 1.0);
       adamw_reference(rp, g32, rm, rv, lr, s, b1, b2, eps, wd);
       for (size_t i = 0; i < 2; ++i) rp[i] = rp[i].to(DType::BFloat16).to(DType::Float32);
@@ -214,8 +214,8 @@ TEST_CASE("foreach optimizer steps are bitwise identical for any thread count", 
     Tensor lr = f32(1e-3), step = f32(0);
     for (int s = 0; s < 2; ++s) {
       TensorList g = random_list({{200000}, {3, 70000}, {9}}, DType::Float32);
-      foreach_adamw_(p, g, m, v, lr, step, 0.9, 0.95, 1e-8, 0.1);
-      foreach_sgd_(p2, g, bufs, lr, 0.9, 0.1, false, 1e-4, step);
+      foreach_adamw_(p, g, m, v, lr, {step}, 0.9, 0.95, 1e-8, 0.1);
+      foreach_sgd_(p2, g, bufs, lr, 0.9, 0.1, false, 1e-4, {step});
       foreach_add_scalar_({step}, 1.0);
     }
     TensorList all = p;
@@ -275,15 +275,14 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         for (float& x : vv) x = std::abs(x);  // a second moment is not negative
         ForeachScalars s;
         s.lr = &lr;
-        s.step = &step;
         s.grad_scale = scaled ? &grad_scale : nullptr;
         const Tensor lr_t = f32(lr), step_t = f32(step), scale_t = scaled ? f32(grad_scale) : Tensor();
         {
           const AdamWHyper h{0.9, 0.95, 1e-8, 0.1};
-          const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s);
+          const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s, step);
           TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)}, m{tensor(mv)}, v{tensor(vv)};
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
-          foreach_adamw_(p, g, m, v, lr_t, step_t, h.beta1, h.beta2, h.eps, h.weight_decay, Tensor(), scale_t);
+          foreach_adamw_(p, g, m, v, lr_t, {step_t}, h.beta1, h.beta2, h.eps, h.weight_decay, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
             float pe = at<P>(p0, i), me = mv[i], ve = vv[i];
             foreach_math::adamw_element<float>(pe, at<P>(g0, i), me, ve, k);
@@ -297,11 +296,11 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         }
         for (const bool with_buf : {false, true}) {
           const SgdHyper h{with_buf ? 0.9 : 0.0, 0.1, 0.01, with_buf};
-          const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s);
+          const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s, step);
           TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)};
           TensorList b = with_buf ? TensorList{tensor(mv)} : TensorList();
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
-          foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, step_t, Tensor(), scale_t);
+          foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, {step_t}, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
             float pe = at<P>(p0, i), be = step == 0.0f ? 0.0f : mv[i];
             foreach_math::sgd_element<float>(pe, at<P>(g0, i), &be, k);
@@ -329,8 +328,8 @@ TEST_CASE("found_inf skips every update and the step increment", "[foreach]") {
   TensorList g = random_list(kShapes, DType::Float32);
   const TensorList p0 = clones(p), m0 = clones(m), v0 = clones(v), b0 = clones(bufs);
   Tensor lr = f32(0.1), step = f32(4), inf = f32(1);
-  foreach_adamw_(p, g, m, v, lr, step, 0.9, 0.999, 1e-8, 0.1, inf);
-  foreach_sgd_(p, g, bufs, lr, 0.9, 0, true, 0.1, step, inf);
+  foreach_adamw_(p, g, m, v, lr, {step}, 0.9, 0.999, 1e-8, 0.1, inf);
+  foreach_sgd_(p, g, bufs, lr, 0.9, 0, true, 0.1, {step}, inf);
   foreach_add_scalar_({step}, 1.0, inf);
   REQUIRE(same_bits(p, p0));
   REQUIRE(same_bits(m, m0));
@@ -340,7 +339,7 @@ TEST_CASE("found_inf skips every update and the step increment", "[foreach]") {
 
   // found_inf == 0 lets everything through.
   Tensor ok = f32(0);
-  foreach_sgd_(p, g, bufs, lr, 0.9, 0, true, 0.1, step, ok);
+  foreach_sgd_(p, g, bufs, lr, 0.9, 0, true, 0.1, {step}, ok);
   foreach_add_scalar_({step}, 1.0, ok);
   REQUIRE_FALSE(same_bits(p, p0));
   REQUIRE(step.item<float>() == 5.0f);
@@ -365,12 +364,12 @@ TEST_CASE("grad_scale divides the gradients inside the update", "[foreach]") {
   b2 = clones(b1);
   TensorList q = clones(p), q_scaled = clones(p);
   Tensor lr = f32(1e-2), step = f32(0), inf = f32(0), s = f32(scale);
-  foreach_adamw_(p, g, m1, v1, lr, step, 0.9, 0.999, 1e-8, 0.01);
-  foreach_adamw_(p_scaled, gs, m2, v2, lr, step, 0.9, 0.999, 1e-8, 0.01, inf, s);
+  foreach_adamw_(p, g, m1, v1, lr, {step}, 0.9, 0.999, 1e-8, 0.01);
+  foreach_adamw_(p_scaled, gs, m2, v2, lr, {step}, 0.9, 0.999, 1e-8, 0.01, inf, s);
   REQUIRE(same_bits(p, p_scaled));
   REQUIRE(same_bits(m1, m2));
-  foreach_sgd_(q, g, b1, lr, 0.9, 0, false, 0.01, step);
-  foreach_sgd_(q_scaled, gs, b2, lr, 0.9, 0, false, 0.01, step, Tensor(), s);
+  foreach_sgd_(q, g, b1, lr, 0.9, 0, false, 0.01, {step});
+  foreach_sgd_(q_scaled, gs, b2, lr, 0.9, 0, false, 0.01, {step}, Tensor(), s);
   REQUIRE(same_bits(q, q_scaled));
   // The gradients themselves are left scaled.
   REQUIRE(same_bits(gs[0], mul(g[0], scale)));
@@ -381,7 +380,7 @@ TEST_CASE("grad_scale divides the gradients inside the update", "[foreach]") {
     rb.push_back(zeros(t.sizes()));
     rbref.push_back(zeros(t.sizes()));
   }
-  foreach_sgd_(r, gs, rb, lr, 0.9, 0, false, 0.01, step, Tensor(), f32(3.0));
+  foreach_sgd_(r, gs, rb, lr, 0.9, 0, false, 0.01, {step}, Tensor(), f32(3.0));
   sgd_reference(rref, gs, rbref, static_cast<double>(1e-2f), 0.9, 0, false, 0.01, 0, 3.0);
   require_close(r, rref, 1e-6, 1e-7);
 }
@@ -461,11 +460,11 @@ TEST_CASE("foreach ops take channels-last tensors as flat blocks", "[foreach]") 
   Tensor b = zeros_like(p);  // keeps the layout
   TensorList ref_p = {p.contiguous()}, ref_b = {zeros({2, 3, 4, 5})};
   Tensor step = f32(0), lr = f32(0.5);
-  foreach_sgd_({p}, {g}, {b}, lr, 0.9, 0, false, 0.1, step);
+  foreach_sgd_({p}, {g}, {b}, lr, 0.9, 0, false, 0.1, {step});
   sgd_reference(ref_p, {g.contiguous()}, ref_b, 0.5, 0.9, 0, false, 0.1, 0);
   require_close({p}, ref_p, 1e-6, 1e-7);
   // Tensors updated together must share a layout.
-  REQUIRE_THROWS_AS(foreach_sgd_({p}, {g.contiguous()}, {b}, lr, 0.9, 0, false, 0, step), Error);
+  REQUIRE_THROWS_AS(foreach_sgd_({p}, {g.contiguous()}, {b}, lr, 0.9, 0, false, 0, {step}), Error);
 }
 
 TEST_CASE("foreach ops check their arguments", "[foreach]") {
@@ -473,19 +472,19 @@ TEST_CASE("foreach ops check their arguments", "[foreach]") {
   TensorList m = {zeros({3}), zeros({4})}, v = {zeros({3}), zeros({4})};
   Tensor lr = f32(0.1), step = f32(0);
   // Lengths, shapes, dtypes.
-  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[0]}, {}, lr, 0, 0, false, 0, step), Error);
-  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, lr, 0.9, 0, false, 0, step), Error);  // momentum needs buffers
-  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[1], g[0]}, {}, lr, 0, 0, false, 0, step), ShapeError);
-  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[0].to(DType::Float64), g[1]}, {}, lr, 0, 0, false, 0, step), DTypeError);
-  REQUIRE_THROWS_AS(foreach_adamw_(p, g, {zeros({3}, DType::Float16), m[1]}, v, lr, step, 0.9, 0.99, 1e-8, 0),
+  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[0]}, {}, lr, 0, 0, false, 0, {step}), Error);
+  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, lr, 0.9, 0, false, 0, {step}), Error);  // momentum needs buffers
+  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[1], g[0]}, {}, lr, 0, 0, false, 0, {step}), ShapeError);
+  REQUIRE_THROWS_AS(foreach_sgd_(p, {g[0].to(DType::Float64), g[1]}, {}, lr, 0, 0, false, 0, {step}), DTypeError);
+  REQUIRE_THROWS_AS(foreach_adamw_(p, g, {zeros({3}, DType::Float16), m[1]}, v, lr, {step}, 0.9, 0.99, 1e-8, 0),
                     DTypeError);
-  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, {zeros({3}, DType::Float64), v[1]}, lr, step, 0.9, 0.99, 1e-8, 0),
+  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, {zeros({3}, DType::Float64), v[1]}, lr, {step}, 0.9, 0.99, 1e-8, 0),
                     DTypeError);
   // Scalars: float32, one element.
-  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, full({}, 0.1, TensorOptions(DType::Float64)), 0, 0, false, 0, step),
+  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, full({}, 0.1, TensorOptions(DType::Float64)), 0, 0, false, 0, {step}),
                     DTypeError);
-  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, zeros({2}), 0.9, 0.99, 1e-8, 0), DTypeError);
-  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, Tensor(), 0.9, 0.99, 1e-8, 0), Error);
+  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, {zeros({2})}, 0.9, 0.99, 1e-8, 0), DTypeError);
+  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, {Tensor()}, 0.9, 0.99, 1e-8, 0), Error);
   // Non-dense tensors and undefined entries.
   Tensor strided = randn({4, 6}).slice(1, 0, 6, 2);
   REQUIRE_THROWS_AS(foreach_norm({strided}), Error);
@@ -500,7 +499,7 @@ TEST_CASE("foreach updates refuse tensors they write that share memory with anot
   TensorList m = {zeros({3}), zeros({4})}, v = {zeros({3}), zeros({4})};
   Tensor lr = f32(0.1), step = f32(0);
   auto adamw = [&](const TensorList& pp, const TensorList& gg, const TensorList& mm, const TensorList& vv) {
-    foreach_adamw_(pp, gg, mm, vv, lr, step, 0.9, 0.99, 1e-8, 0);
+    foreach_adamw_(pp, gg, mm, vv, lr, {step}, 0.9, 0.99, 1e-8, 0);
   };
   const TensorList p_before = clones(p), m_before = clones(m);
   // A parameter as its own gradient, or as its own state; one state for both moments; a parameter
@@ -516,7 +515,7 @@ TEST_CASE("foreach updates refuse tensors they write that share memory with anot
   CHECK_THROWS_AS(adamw(p, g, m, m), Error);
   CHECK_THROWS_AS(adamw({p[0], p[0]}, {g[0], g[0].clone()}, {m[0], zeros({3})}, {v[0], zeros({3})}), Error);
   CHECK_THROWS_AS(adamw(p, g, {m[0], p[1]}, v), Error);
-  CHECK_THROWS_WITH(foreach_sgd_(p, g, {zeros({3}), p[1]}, lr, 0.9, 0, false, 0, step),
+  CHECK_THROWS_WITH(foreach_sgd_(p, g, {zeros({3}), p[1]}, lr, 0.9, 0, false, 0, {step}),
                     Catch::Contains("foreach_sgd_") && Catch::Contains("momentum buffer 1") &&
                         Catch::Contains("parameter 1"));
   // Partial overlap: two views of one buffer that share its middle element.

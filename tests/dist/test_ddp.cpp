@@ -538,13 +538,13 @@ TEST_CASE("zero-1 and zero-2: sharded AdamW equals DDP's AdamW, with 1/N of the 
         CHECK(gradients_held(*zero_model) == (stage == 1 ? 4 : 0));
       }
       CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
-      // Optimizer memory: the moments of this rank's shards only.
+      // Optimizer memory: the moments of this rank's shards only (besides one step count each).
       int64_t full = 0, local = 0;
       for (const auto& [name, t] : ddp_opt.state_dict()) {
-        if (name.rfind("state.", 0) == 0) full += t.numel();
+        if (name.rfind("state.", 0) == 0 && !name.ends_with(".step")) full += t.numel();
       }
       for (const auto& [name, t] : zero.local().state_dict()) {
-        if (name.rfind("state.", 0) == 0) local += t.numel();
+        if (name.rfind("state.", 0) == 0 && !name.ends_with(".step")) local += t.numel();
       }
       const int64_t params = zero_model->num_parameters();
       CHECK(full == 2 * params);
@@ -869,6 +869,10 @@ TEST_CASE("zero-1: state_dict is an unsharded optimizer's, and load_state_dict s
   CHECK(got.at("group.1.params").item<int64_t>() == static_cast<int64_t>(groups[1].params.size()));
   refused("group.0.params", full({}, 1.0, TensorOptions(DType::Int64)), "does not give group 0's size");
   refused("state.00.exp_avg", want.at("state.0.exp_avg"), "unexpected key");
+  // Each parameter's step count: the same within a group, which a shard keeps one count for.
+  CHECK(want.at("state.0.step").item<double>() == 3.0);
+  CHECK(got.at("state.1.step").item<double>() == 3.0);
+  refused("state.1.step", full({}, 2.0), "parameter 0 of the same group (0) have step counts 2 and 3");
   const auto after = resumed->state_dict();
   REQUIRE(after.size() == before.size());
   for (const auto& [key, t] : before) {

@@ -4,8 +4,9 @@
 // blocks, one launch per table. launch_chunks is checked alone first, on lists far larger than a
 // table (its data pointers are never read). The kernels are compared with the CPU kernels of
 // kernels/cpu/foreach.cpp: SGD and AdamW for every (param, state) dtype pair, on the first step
-// and a later one, with a gradient scale, and skipped on found_inf, bit for bit (both compute in
-// float with the same per-element code); the norm partials of each chunk and their combination
+// and later ones (each tensor with its own step count, first and later steps in one launch), with
+// a gradient scale, and skipped on found_inf, bit for bit (both compute in float with the same
+// per-element code); the norm partials of each chunk and their combination
 // against float64; scaling, adding, zeroing, the loss scaler's check-and-unscale (an infinity that
 // only a thread other than 0 of a later block sees) and its scale update. Tensor sizes put a tail
 // in every loop, lists have more tensors than a table holds, and every tensor lies between guard
@@ -38,7 +39,7 @@ constexpr simt::Schedule kSchedules[] = {simt::Schedule::Lowest, simt::Schedule:
 const std::vector<int64_t> kSizes = {1, 511, 2049, 0, kForeachChunk, 2 * kForeachChunk + 3, 4099};
 
 // `count` tensors of up to 900 elements, every 17th empty: past one launch's table of tensors
-// (110 for one list, 48 for three, 36 for four) with 120 and 60.
+// (110 for one list, 48 for three, 36 for four, 30 for five) with 120 and 60.
 std::vector<int64_t> many_sizes(int64_t count) {
   std::vector<int64_t> s;
   for (int64_t t = 0; t < count; ++t) s.push_back(t % 17 == 5 ? 0 : (t * 37) % 900 + 1);
@@ -191,16 +192,26 @@ double max_keeping_nan(double a, double b) { return std::isnan(a) || std::isnan(
 
 // One optimizer step's device scalars (host memory is device memory on the emulator).
 struct Scalars {
-  float lr = 0.05f, step = 0.f, found_inf = 0.f, grad_scale = 1024.f;
+  float lr = 0.05f, found_inf = 0.f, grad_scale = 1024.f;
   bool scaled = false;
   ForeachScalars get() const {
     ForeachScalars s;
     s.lr = &lr;
-    s.step = &step;
     s.found_inf = &found_inf;
     s.grad_scale = scaled ? &grad_scale : nullptr;
     return s;
   }
+};
+
+// Each tensor's step count, and the list entries pointing at them.
+struct Steps {
+  std::vector<float> counts;
+  std::vector<ForeachTensor> entries;
+  explicit Steps(std::vector<float> c) : counts(std::move(c)) {
+    for (float& v : counts) entries.push_back({&v, 1});
+  }
+  Steps(const Steps&) = delete;
+  Steps& operator=(const Steps&) = delete;
 };
 
 }  // namespace
@@ -221,6 +232,7 @@ TEST_CASE("emulated: foreach launch_chunks cuts lists into tables that fit, ever
     check_tables<2>(sizes);
     check_tables<3>(sizes);
     check_tables<4>(sizes);
+    check_tables<5>(sizes);
   }
 }
 
@@ -234,12 +246,15 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
       List<S> m(sizes), v(sizes);
       m.fill(13, 0.1, 0.0);
       v.fill(14, 0.02, 0.1);
-      // Step 0 (SGD's buffer starts as NaN: a first step that used it would give NaN), step 3 with
-      // a gradient scale, and a step skipped on found_inf.
+      // Step 0 (SGD's buffer starts as NaN: a first step that used it would give NaN), later steps
+      // (every third tensor on its first, the others at 1 to 5) with a gradient scale, and a step
+      // skipped on found_inf.
       for (int config = 0; config < 3; ++config) {
         if (sizes.size() != kSizes.size() && config != 1) continue;  // the many tensors: one step is enough
         Scalars sc;
-        sc.step = config == 0 ? 0.f : 3.f;
+        std::vector<float> counts;
+        for (size_t t = 0; t < sizes.size(); ++t) counts.push_back(config == 0 || t % 3 == 1 ? 0.f : float(t % 5 + 1));
+        const Steps steps(counts);
         sc.scaled = config >= 1;
         sc.found_inf = config == 2 ? 1.f : 0.f;
         if (sc.scaled) sc.lr = 0.01f;
@@ -265,14 +280,15 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
           List<P> p_cpu(p);
           List<S> b_cpu = config != 0 ? List<S>(m) : List<S>(sizes);
           const ForeachTensor* bufs_cpu = momentum ? b_cpu.entries.data() : nullptr;
-          sgd_step_cpu(p_cpu.entries.data(), gs.entries.data(), bufs_cpu, p.n(), pdt, sdt, h, s, ctx);
+          sgd_step_cpu(p_cpu.entries.data(), gs.entries.data(), bufs_cpu, steps.entries.data(), p.n(), pdt, sdt, h,
+                       s, ctx);
           for (const simt::Schedule sched : kSchedules) {
             List<P> pe(p);
             List<S> be = config != 0 ? List<S>(m) : List<S>(sizes);
             // Without a buffer list foreach.cu repeats the params in the table's third column.
-            const ForeachTensor* lists[3] = {pe.entries.data(), gs.entries.data(),
-                                             momentum ? be.entries.data() : pe.entries.data()};
-            emulate<3>(lists, p.n(), sched, [&](const fe::ChunkTable<3>& table, int64_t) {
+            const ForeachTensor* lists[4] = {pe.entries.data(), gs.entries.data(),
+                                             momentum ? be.entries.data() : pe.entries.data(), steps.entries.data()};
+            emulate<4>(lists, p.n(), sched, [&](const fe::ChunkTable<4>& table, int64_t) {
               fe::sgd_kernel<P, S>(table, h, s, momentum);
             });
             CHECK(pe.same_bits(p_cpu));
@@ -287,17 +303,17 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
         h.weight_decay = 0.1;
         List<P> p_cpu(p);
         List<S> m_cpu(m), v_cpu(v);
-        adamw_step_cpu(p_cpu.entries.data(), gs.entries.data(), m_cpu.entries.data(), v_cpu.entries.data(), p.n(),
-                       pdt, sdt, h, s, ctx);
+        adamw_step_cpu(p_cpu.entries.data(), gs.entries.data(), m_cpu.entries.data(), v_cpu.entries.data(),
+                       steps.entries.data(), p.n(), pdt, sdt, h, s, ctx);
         for (const simt::Schedule sched : kSchedules) {
           List<P> pe(p);
           List<S> me(m), ve(v);
-          const ForeachTensor* lists[4] = {pe.entries.data(), gs.entries.data(), me.entries.data(),
-                                           ve.entries.data()};
-          const int launches = emulate<4>(lists, p.n(), sched, [&](const fe::ChunkTable<4>& table, int64_t) {
+          const ForeachTensor* lists[5] = {pe.entries.data(), gs.entries.data(), me.entries.data(),
+                                           ve.entries.data(), steps.entries.data()};
+          const int launches = emulate<5>(lists, p.n(), sched, [&](const fe::ChunkTable<5>& table, int64_t) {
             fe::adamw_kernel<P, S>(table, h, s);
           });
-          CHECK(launches == (nonempty(sizes) + 35) / 36);
+          CHECK(launches == (nonempty(sizes) + 29) / 30);
           CHECK(pe.same_bits(p_cpu));
           CHECK(me.same_bits(m_cpu));
           CHECK(ve.same_bits(v_cpu));

@@ -111,7 +111,7 @@ inline void check_non_finite_grad_skips_the_step(Device device, double bad, bool
     scaler.update();
   };
   step(false);
-  step(false);  // moments and step counters hold real values now
+  step(false);  // moments and step counts hold real values now
   const TensorList params_before = clones(model->parameters());
   const auto state_before = opt.state_dict();
   REQUIRE(scaler.get_scale() == 65536.0);
@@ -121,14 +121,14 @@ inline void check_non_finite_grad_skips_the_step(Device device, double bad, bool
   CHECK(same_bits(model->parameters(), params_before));
   // Everything the device holds is untouched; only the host's call count ("step") moves on.
   CHECK(same_bits(opt.state_dict(), state_before, "step"));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 2.0);
+  CHECK(opt.state_dict().at("state.0.step").item<double>() == 2.0);
   CHECK(scaler.get_scale() == 32768.0);
   CHECK(scaler.get_growth_tracker() == 0);
 
   // The next clean step updates again, with the halved scale.
   step(false);
   CHECK_FALSE(same_bits(model->parameters(), params_before));
-  CHECK(opt.state_dict().at("group.0.step").item<double>() == 3.0);
+  CHECK(opt.state_dict().at("state.0.step").item<double>() == 3.0);
   CHECK(scaler.get_scale() == 32768.0);
   CHECK(scaler.get_growth_tracker() == 1);
 }

@@ -141,7 +141,10 @@ TEST_CASE("optimizers skip parameters without a gradient", "[optim]") {
   REQUIRE(sd.count("state.0.exp_avg") == 1);
   REQUIRE(sd.count("state.1.exp_avg") == 0);
 
-  // A group none of whose parameters had a gradient does not advance its step counter.
+  REQUIRE(sd.at("state.0.step").item<double>() == 1.0);
+  REQUIRE(sd.count("state.1.step") == 0);
+
+  // A parameter without a gradient gets no step count, in its own group or another's.
   ParamGroup g0{{a}, 0.125, 0.0, {}}, g1{{b}, 0.125, 0.0, {}};
   SGD sgd(std::vector<ParamGroup>{g0, g1}, 0.9);
   set_grad(a, {1.0, 1.0});
@@ -149,9 +152,78 @@ TEST_CASE("optimizers skip parameters without a gradient", "[optim]") {
   sgd.step();
   sgd.step();
   const auto s2 = sgd.state_dict();
-  REQUIRE(s2.at("group.0.step").item<double>() == 2.0);
-  REQUIRE(s2.at("group.1.step").item<double>() == 0.0);
+  REQUIRE(s2.at("state.0.step").item<double>() == 2.0);
+  REQUIRE(s2.count("state.1.step") == 0);
   REQUIRE(s2.at("step").item<int64_t>() == 2);
+}
+
+TEST_CASE("each parameter counts its own steps: a late first gradient starts afresh, as in torch.optim", "[optim]") {
+  // a has gradients from step 1, b from step 3 only. b's updates must be those of an optimizer that
+  // meets b at its first step: AdamW's bias corrections at t = 1, 2 (not 3, 4), and SGD's momentum
+  // buffer starting as b's first update (not (1 - dampening) times it).
+  const double lr = 0.125, wd = 0.0625;
+  auto grads_of_b = [](int s) { return Vec{0.25 * s, -0.125}; };
+  SECTION("AdamW") {
+    Tensor a = param({1.0, 2.0}), b = param({-0.5, 0.25});
+    AdamW opt({a, b}, lr, {0.9, 0.999}, 1e-8, wd);
+    Vec eb = {-0.5, 0.25}, m, v;
+    for (int s = 1; s <= 4; ++s) {
+      set_grad(a, {0.5, -1.0});
+      if (s >= 3) {
+        set_grad(b, grads_of_b(s));
+        adamw_expected(eb, grads_of_b(s), m, v, s - 2, lr, 0.9, 0.999, 1e-8, wd);
+      } else {
+        b.set_grad(Tensor());
+      }
+      opt.step();
+      if (s == 3) require_values(b, eb);  // b's first step moves it by about lr, as a first step does
+    }
+    require_values(b, eb);
+    const auto sd = opt.state_dict();
+    REQUIRE(sd.at("state.0.step").item<double>() == 4.0);
+    REQUIRE(sd.at("state.1.step").item<double>() == 2.0);
+  }
+  SECTION("SGD with momentum and dampening, in a second group") {
+    Tensor a = param({1.0, 2.0}), b = param({-0.5, 0.25});
+    ParamGroup ga{{a}, lr, wd, {}}, gb{{b}, lr, wd, {}};
+    SGD opt(std::vector<ParamGroup>{ga, gb}, 0.5, 0.25);
+    Vec eb = {-0.5, 0.25}, buf;
+    for (int s = 1; s <= 4; ++s) {
+      set_grad(a, {0.5, -1.0});
+      if (s >= 3) {
+        set_grad(b, grads_of_b(s));
+        sgd_expected(eb, grads_of_b(s), buf, s == 3, lr, 0.5, 0.25, wd, false);
+      } else {
+        b.set_grad(Tensor());
+      }
+      opt.step();
+    }
+    require_values(b, eb);
+    REQUIRE(opt.state_dict().at("state.1.step").item<double>() == 2.0);
+  }
+}
+
+TEST_CASE("a state with per-group step counts (older kiln) gives each parameter with state its group's", "[optim]") {
+  Tensor a = param({1.0, 2.0}), b = param({3.0}), c = param({4.0});
+  ParamGroup g0{{a, b}, 0.125, 0.0, {}}, g1{{c}, 0.125, 0.0, {}};
+  AdamW opt(std::vector<ParamGroup>{g0, g1});
+  set_grad(a, {1.0, -1.0});
+  set_grad(c, {0.5});
+  opt.step();
+  opt.step();
+  std::map<std::string, Tensor> older = opt.state_dict();
+  older.erase("state.0.step");
+  older.erase("state.2.step");
+  older["group.0.step"] = full({}, 2.0);
+  older["group.1.step"] = full({}, 2.0);
+  AdamW loaded(std::vector<ParamGroup>{ParamGroup{{param({1.0, 2.0}), param({3.0})}, 0.5, 0.0, {}},
+                                       ParamGroup{{param({4.0})}, 0.5, 0.0, {}}});
+  loaded.load_state_dict(older);
+  const auto sd = loaded.state_dict();
+  CHECK(sd.at("state.0.step").item<double>() == 2.0);
+  CHECK(sd.count("state.1.step") == 0);  // b never had state, so no count: its first step is its first
+  CHECK(sd.at("state.2.step").item<double>() == 2.0);
+  CHECK(sd.count("group.0.step") == 0);
 }
 
 TEST_CASE("parameter groups: own lr, options, and no decay on 1-d parameters", "[optim]") {
@@ -254,8 +326,10 @@ TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
     }
     return ps;
   };
-  auto apply_grads = [](TensorList& ps, const TensorList& g) {
-    for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(g[i].clone());
+  // Parameter 1 has no gradient in the first two steps: at the snapshot the parameters' step counts
+  // differ (3 and 1), and the resumed run must keep each.
+  auto apply_grads = [](TensorList& ps, const TensorList& g, int step) {
+    for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(i == 1 && step < 2 ? Tensor() : g[i].clone());
   };
   auto check = [&](auto make_opt) {
     // Uninterrupted run.
@@ -268,7 +342,7 @@ TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
         snapshot = opt->state_dict();
         for (const Tensor& t : p) p_snapshot.push_back(t.detach().clone());
       }
-      apply_grads(p, grads[static_cast<size_t>(s)]);
+      apply_grads(p, grads[static_cast<size_t>(s)], s);
       opt->step();
       if (s == 1) opt->set_lr(opt->lr() * 0.5);
     }
@@ -282,9 +356,11 @@ TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
     auto resumed = make_opt(q);
     resumed->load_state_dict(snapshot);
     REQUIRE(resumed->step_count() == before);
+    REQUIRE(snapshot.at("state.0.step").item<double>() == before);
+    REQUIRE(snapshot.at("state.1.step").item<double>() == before - 2);
     REQUIRE(resumed->lr() == opt->lr());
     for (int s = before; s < before + after; ++s) {
-      apply_grads(q, grads[static_cast<size_t>(s)]);
+      apply_grads(q, grads[static_cast<size_t>(s)], s);
       resumed->step();
     }
     for (size_t i = 0; i < p.size(); ++i) REQUIRE(same_bits(p[i], q[i]));
@@ -358,12 +434,27 @@ TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as 
   bad = good;
   bad["state.0.exp_avg"] = zeros({2}, DType::Float64);
   REQUIRE_THROWS_AS(other.load_state_dict(bad), Error);
-  // Step counts that are no count: bias corrections would divide by zero or worse.
+  // Step counts that are no count: bias corrections would divide by zero or worse (also in the
+  // per-group counts of older states).
   for (const double step : {-1.0, 0.5, static_cast<double>(NAN)}) {
+    bad = good;
+    bad["state.1.step"] = full({}, step);
+    REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"state.1.step\" must be a whole number >= 0"));
     bad = good;
     bad["group.0.step"] = full({}, step);
     REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"group.0.step\" must be a whole number >= 0"));
   }
+  bad = good;
+  bad["state.1.step"] = full({1}, 1.0, TensorOptions(DType::Float64));
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"state.1.step\" must be a one-element float32"));
+  // A parameter's state without its step count, or a step count without the state.
+  bad = good;
+  bad.erase("state.1.step");
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("parameter 1 has state but no step count"));
+  bad = good;
+  bad.erase("state.1.exp_avg");
+  bad.erase("state.1.exp_avg_sq");
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("parameter 1 has a step count but none of its state"));
   bad = good;
   bad["step"] = full({}, -7.0, TensorOptions(DType::Int64));
   REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"step\" must be >= 0"));
@@ -386,7 +477,7 @@ TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as 
   REQUIRE_THROWS_WITH(fewer.load_state_dict(good), Catch::Contains("group 0 of the state has 2 parameters, this "
                                                                    "optimizer's 1"));
   REQUIRE(other.lr() == 0.5);
-  REQUIRE(other.state_dict().size() == 4);  // still no per-parameter state (step, group lr, step, size)
+  REQUIRE(other.state_dict().size() == 3);  // still no per-parameter state (step, group lr, size)
   other.load_state_dict(good);
   REQUIRE(other.lr() == 0.125);
 }
@@ -400,7 +491,7 @@ TEST_CASE("found_inf set through set_grad_scaling skips the step on the device",
   set_grad(p, {4.0, 8.0});
   opt.step();
   require_values(p, {1.0, -1.0}, 0, 0);
-  REQUIRE(opt.state_dict().at("group.0.step").item<double>() == 0.0);
+  REQUIRE(opt.state_dict().at("state.0.step").item<double>() == 0.0);
   REQUIRE(opt.step_count() == 1);  // the host counts calls; it does not know the step was skipped
 
   found_inf.fill_(0.0);
@@ -408,7 +499,7 @@ TEST_CASE("found_inf set through set_grad_scaling skips the step on the device",
   Vec e = {1.0, -1.0}, m, v;
   adamw_expected(e, {1.0, 2.0}, m, v, 1, 0.125, 0.9, 0.999, 1e-8, 1e-2);
   require_values(p, e, 1e-6, 1e-7);
-  REQUIRE(opt.state_dict().at("group.0.step").item<double>() == 1.0);
+  REQUIRE(opt.state_dict().at("state.0.step").item<double>() == 1.0);
   REQUIRE_THROWS_AS(opt.set_grad_scaling(zeros({2})), DTypeError);
 }
 

@@ -41,7 +41,7 @@ TensorList adamw_op(const TensorList& x) {
   AdamWLists l = split(x);
   TensorList p = clones(l.params), m = clones(l.exp_avgs), v = clones(l.exp_avg_sqs);
   const TensorOptions scalar(DType::Float32, x[0].device());
-  foreach_adamw_(p, l.grads, m, v, full({}, kLr, scalar), full({}, kStep, scalar), kBeta1, kBeta2, kEps,
+  foreach_adamw_(p, l.grads, m, v, full({}, kLr, scalar), {full({}, kStep, scalar)}, kBeta1, kBeta2, kEps,
                  kWeightDecay);
   TensorList out = p;
   out.insert(out.end(), m.begin(), m.end());
@@ -106,7 +106,7 @@ BenchCase adamw_bench() {
     return s;
   };
   b.run = [](const TensorList& x) {
-    foreach_adamw_({x[0]}, {x[1]}, {x[2]}, {x[3]}, x[4], x[5], kBeta1, kBeta2, kEps, kWeightDecay);
+    foreach_adamw_({x[0]}, {x[1]}, {x[2]}, {x[3]}, x[4], {x[5]}, kBeta1, kBeta2, kEps, kWeightDecay);
     return TensorList{x[0]};
   };
   return b;
@@ -134,19 +134,19 @@ void add_foreach_rows(std::vector<OpRow>& rows) {
       {"parameters and gradients of different lengths",
        [] {
          TensorList p{zeros({2}), zeros({2})}, g{zeros({2})}, m{zeros({2}), zeros({2})}, v{zeros({2}), zeros({2})};
-         foreach_adamw_(p, g, m, v, full({}, kLr), zeros({}), kBeta1, kBeta2, kEps, kWeightDecay);
+         foreach_adamw_(p, g, m, v, full({}, kLr), {zeros({})}, kBeta1, kBeta2, kEps, kWeightDecay);
        },
        {"foreach_adamw_", "2", "1"}},
       {"a non-dense parameter",
        [] {
          Tensor p = zeros({4, 4}).t().narrow(0, 0, 2);
-         foreach_adamw_({p}, {zeros({2, 4})}, {zeros({2, 4})}, {zeros({2, 4})}, full({}, kLr), zeros({}), kBeta1,
+         foreach_adamw_({p}, {zeros({2, 4})}, {zeros({2, 4})}, {zeros({2, 4})}, full({}, kLr), {zeros({})}, kBeta1,
                         kBeta2, kEps, kWeightDecay);
        },
        {"foreach_adamw_", "not dense"}},
       {"a state of another shape",
        [] {
-         foreach_adamw_({zeros({2, 3})}, {zeros({2, 3})}, {zeros({3, 2})}, {zeros({2, 3})}, full({}, kLr), zeros({}),
+         foreach_adamw_({zeros({2, 3})}, {zeros({2, 3})}, {zeros({3, 2})}, {zeros({2, 3})}, full({}, kLr), {zeros({})},
                         kBeta1, kBeta2, kEps, kWeightDecay);
        },
        {"foreach_adamw_", "[3, 2]", "[2, 3]"}},
