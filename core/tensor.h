@@ -149,7 +149,9 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
-  // Random fills from `generator`, or the device's default generator (core/random.h).
+  // Random fills from `generator`, or the device's default generator (core/random.h). uniform_
+  // stays in [low, high) in every floating dtype (a value that would round to high takes the largest
+  // one below it), and with low == high fills low.
   Tensor& uniform_(double low = 0.0, double high = 1.0, const std::optional<Generator>& generator = std::nullopt);
   Tensor& normal_(double mean = 0.0, double std = 1.0, const std::optional<Generator>& generator = std::nullopt);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <math.h>
 
+#include "kernels/half.h"
 #include "kernels/kernel.h"
 #include "kernels/philox.h"
 #include "kernels/strided.h"
@@ -43,6 +45,50 @@ void multinomial_cuda(int64_t* out, const StridedArg& probs, int64_t num_samples
 // (PhiloxState::base), in stream order before a replay; the CPU twin stores them at once.
 void philox_base_store_cpu(uint64_t* base, uint64_t seed, uint64_t offset, const KernelContext& ctx);
 void philox_base_store_cuda(uint64_t* base, uint64_t seed, uint64_t offset, const KernelContext& ctx);
+
+// --- uniform draws in [a, b), shared by both backends -------------------------------------------
+// u takes as many random bits as the output dtype has significant digits (float32 24, float16 11,
+// bfloat16 8; float64 53 through philox_uniform_double), so a draw in [0, 1) is a value of the
+// dtype and never rounds up to 1. Then a + (b - a) u, in float (double for float64), capped at
+// uniform_cap: where b - a is small against the spacing of the dtype's values near b, that sum would
+// round to b itself.
+KILN_HD int uniform_digits(DType t) { return t == DType::Float16 ? 11 : t == DType::BFloat16 ? 8 : 24; }
+KILN_HD float philox_uniform_digits(uint32_t word, int digits) {
+  return static_cast<float>(word >> (32 - digits)) * (1.0f / static_cast<float>(1u << digits));
+}
+
+namespace detail {
+// The 16-bit float pattern one step toward -infinity (sign and magnitude: zero goes to the
+// smallest negative subnormal).
+KILN_HD uint16_t step_down16(uint16_t h) {
+  if ((h & 0x7fff) == 0) return 0x8001;
+  return (h & 0x8000) != 0 ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
+}
+}  // namespace detail
+
+// The largest value of `t` below b (b itself when a == b: the draw is a): what a draw in [a, b) may
+// reach. Computed once per fill.
+KILN_HD double uniform_cap(double a, double b, DType t) {
+  if (!(a < b)) return b;
+  switch (t) {
+    case DType::Float64: return ::nextafter(b, -INFINITY);
+    case DType::Float16: {
+      uint16_t h = detail::float_to_half_bits(static_cast<float>(b));
+      if (static_cast<double>(detail::half_bits_to_float(h)) >= b) h = detail::step_down16(h);
+      return detail::half_bits_to_float(h);
+    }
+    case DType::BFloat16: {
+      uint16_t h = detail::float_to_bf16_bits(static_cast<float>(b));
+      if (static_cast<double>(detail::bf16_bits_to_float(h)) >= b) h = detail::step_down16(h);
+      return detail::bf16_bits_to_float(h);
+    }
+    default: {
+      float f = static_cast<float>(b);
+      if (static_cast<double>(f) >= b) f = ::nextafterf(f, -INFINITY);
+      return f;
+    }
+  }
+}
 
 namespace kernels {
 KILN_KERNEL(random);

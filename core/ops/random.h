@@ -11,7 +11,7 @@
 namespace kiln {
 
 Tensor rand(const Shape& shape, TensorOptions options = {},
-            const std::optional<Generator>& generator = std::nullopt);  // uniform [0, 1)
+            const std::optional<Generator>& generator = std::nullopt);  // uniform [0, 1), never 1
 Tensor randn(const Shape& shape, TensorOptions options = {},
              const std::optional<Generator>& generator = std::nullopt);  // standard normal
 // Integers in [low, high); int64 unless given.

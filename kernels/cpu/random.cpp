@@ -35,6 +35,8 @@ template <RandomDist D>
 void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) {
   const int64_t* strides[1] = {out.strides};
   const bool dbl = out.dtype == DType::Float64;
+  const int digits = uniform_digits(out.dtype);
+  const double cap = uniform_cap(a, b, out.dtype);
   cpu::parallel_for(out.numel(), kGrain, [&](int64_t, int64_t b0, int64_t e0) {
     cpu::PhiloxLanes lanes(philox);
     int64_t i = b0;
@@ -54,10 +56,10 @@ void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) 
         const uint32_t w0 = lanes.word(u >> 1, w), w1 = lanes.word(u >> 1, w + 1);
         if constexpr (D == RandomDist::Uniform) {
           if (dbl) {
-            store_as<double>(out.data, out.dtype, off, a + (b - a) * philox_uniform_double(w0, w1));
+            store_as<double>(out.data, out.dtype, off, std::fmin(a + (b - a) * philox_uniform_double(w0, w1), cap));
           } else {
-            const float f = static_cast<float>(a) + static_cast<float>(b - a) * philox_uniform(w0);
-            store_as<float>(out.data, out.dtype, off, f);
+            const float f = static_cast<float>(a) + static_cast<float>(b - a) * philox_uniform_digits(w0, digits);
+            store_as<float>(out.data, out.dtype, off, std::fmin(f, static_cast<float>(cap)));
           }
         } else if constexpr (D == RandomDist::Normal) {
           const float u1 = 1.0f - philox_uniform(w0);

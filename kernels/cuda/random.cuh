@@ -25,6 +25,8 @@ using cuda_detail::store_as;
 __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double a, double b, PhiloxState philox) {
   philox = philox_resolve(philox);  // a captured graph's seed and offset, read when the kernel runs
   const bool dbl = out.dtype == DType::Float64;
+  const int digits = uniform_digits(out.dtype);
+  const double cap = dist == RandomDist::Uniform ? uniform_cap(a, b, out.dtype) : 0.0;
   for (int64_t i = cuda_detail::global_thread(); i < n; i += cuda_detail::grid_threads()) {
     const int64_t off = cuda_detail::row_major_offset(out.sizes, out.strides, out.ndim, i);
     const Philox4 r = philox_block(philox.seed, philox.offset, static_cast<uint64_t>(i) >> 1);
@@ -33,11 +35,11 @@ __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double
       case RandomDist::Uniform: {
         if (dbl) {
           const double u = philox_uniform_double(w0, w1);
-          store_as<double>(out.data, out.dtype, off, __dadd_rn(a, __dmul_rn(b - a, u)));
+          store_as<double>(out.data, out.dtype, off, ::fmin(__dadd_rn(a, __dmul_rn(b - a, u)), cap));
         } else {
-          const float u = philox_uniform(w0);
+          const float u = philox_uniform_digits(w0, digits);
           const float f = __fadd_rn(static_cast<float>(a), __fmul_rn(static_cast<float>(b - a), u));
-          store_as<float>(out.data, out.dtype, off, f);
+          store_as<float>(out.data, out.dtype, off, ::fminf(f, static_cast<float>(cap)));
         }
         break;
       }

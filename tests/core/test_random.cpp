@@ -230,3 +230,48 @@ TEST_CASE("a generator's position rewinds its host offset, or a capture's draw c
   capture.prepare_replay();
   CHECK(g.state().offset == 12);
 }
+
+TEST_CASE("uniform draws stay below high in every floating dtype, exactly as each dtype holds them", "[random]") {
+  // float16 and bfloat16 keep 11 and 8 significant bits: a float32 draw near 1 rounds up to 1 there
+  // unless the draw takes only the bits the dtype holds.
+  manual_seed(3);
+  for (const auto& [dtype, digits] : {std::pair{DType::Float16, 11}, std::pair{DType::BFloat16, 8},
+                                      std::pair{DType::Float32, 24}, std::pair{DType::Float64, 53}}) {
+    INFO(dtype_name(dtype));
+    const std::vector<double> v = rand({1 << 18}, TensorOptions(dtype)).to_vector_double();
+    const double grid = std::ldexp(1.0, digits);
+    bool below_one = true, on_grid = true;
+    double top = 0.0;
+    for (const double x : v) {
+      below_one = below_one && x >= 0.0 && x < 1.0;
+      on_grid = on_grid && std::floor(x * grid) == x * grid;
+      top = std::max(top, x);
+    }
+    CHECK(below_one);
+    CHECK(on_grid);
+    if (digits <= 11) CHECK(top == 1.0 - 1.0 / grid);  // 2^18 draws reach the last step of the grid
+  }
+  // A range narrow against the spacing of the values near high: the sum a + (b - a) u rounds to b
+  // for u near 1 unless capped at the largest value below b.
+  const struct {
+    DType dtype;
+    double low, high, cap;
+  } narrow[] = {{DType::Float32, 1000.0, 1001.0, 1001.0 - 1.0 / 16384}, {DType::Float16, 1000.0, 1001.0, 1000.5},
+                {DType::BFloat16, 1000.0, 1004.0, 1000.0}, {DType::BFloat16, -1004.0, -1000.0, -1004.0},
+                {DType::Float64, 1e16, 1e16 + 4.0, 1e16 + 2.0}};
+  for (const auto& c : narrow) {
+    INFO(dtype_name(c.dtype) << " [" << c.low << ", " << c.high << ")");
+    CHECK(uniform_cap(c.low, c.high, c.dtype) == c.cap);
+    Tensor t = empty({1 << 18}, TensorOptions(c.dtype));
+    t.uniform_(c.low, c.high);
+    const std::vector<double> v = t.to_vector_double();
+    CHECK(*std::min_element(v.begin(), v.end()) >= c.low);
+    CHECK(*std::max_element(v.begin(), v.end()) == c.cap);
+  }
+  // low == high: every value is low.
+  Tensor same = empty({64}, TensorOptions(DType::BFloat16));
+  same.uniform_(2.5, 2.5);
+  CHECK(same.to_vector_double() == std::vector<double>(64, 2.5));
+  CHECK(uniform_cap(0.0, 1.0, DType::BFloat16) == 1.0 - 1.0 / 256);
+  CHECK(uniform_cap(-1.0, 0.0, DType::Float16) == -std::ldexp(1.0, -24));  // below zero: the smallest negative
+}
