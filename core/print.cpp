@@ -2,6 +2,7 @@
 // padded to one width, long dims summarized with "..." (three items from each end).
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <ostream>
 #include <sstream>
 
@@ -24,7 +25,7 @@ std::string fmt_value(double v, Format::Kind kind) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   switch (kind) {
-    case Format::Int: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v)); break;
+    case Format::Int: std::snprintf(buf, sizeof buf, "%.0f", v); break;  // integer dtypes print from int64
     case Format::Bool: return v != 0 ? "True" : "False";
     case Format::IntegerValued: std::snprintf(buf, sizeof buf, "%.0f.", v); break;
     case Format::Fixed: std::snprintf(buf, sizeof buf, "%.4f", v); break;
@@ -57,12 +58,14 @@ Format choose_format(const std::vector<double>& vals, DType dtype) {
       f.kind = Format::Fixed;
     }
   }
-  for (double v : vals) f.width = std::max<int>(f.width, static_cast<int>(fmt_value(v, f.kind).size()));
   return f;
 }
 
-void print_dim(std::ostream& os, const std::vector<double>& vals, const Shape& shape, size_t d, int64_t offset,
-               const Format& f, bool summarize, int indent) {
+// The text of element i (in logical order).
+using Cell = std::function<std::string(size_t)>;
+
+void print_dim(std::ostream& os, const Cell& cell, const Shape& shape, size_t d, int64_t offset, int width,
+               bool summarize, int indent) {
   const int64_t n = shape[d];
   int64_t inner = 1;
   for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
@@ -74,10 +77,10 @@ void print_dim(std::ostream& os, const std::vector<double>& vals, const Shape& s
       i = n - kEdgeItems;
     }
     if (last_dim) {
-      std::string s = fmt_value(vals[static_cast<size_t>(offset + i)], f.kind);
-      os << std::string(static_cast<size_t>(f.width) - s.size(), ' ') << s;
+      std::string s = cell(static_cast<size_t>(offset + i));
+      os << std::string(static_cast<size_t>(width) - s.size(), ' ') << s;
     } else {
-      print_dim(os, vals, shape, d + 1, offset + i * inner, f, summarize, indent + 1);
+      print_dim(os, cell, shape, d + 1, offset + i * inner, width, summarize, indent + 1);
     }
     if (i + 1 < n) {
       if (last_dim) {
@@ -94,23 +97,37 @@ void print_dim(std::ostream& os, const std::vector<double>& vals, const Shape& s
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  std::vector<double> vals = to_vector_double();
+  // Integers print from int64 (a double would round those past 2^53); the rest from double.
+  const bool integral = !is_floating(dtype()) && dtype() != DType::Bool;
+  const std::vector<int64_t> ints = integral ? to(DType::Int64).to_vector<int64_t>() : std::vector<int64_t>();
+  const std::vector<double> vals = integral ? std::vector<double>() : to_vector_double();
   bool summarize = numel() > kSummarizeAbove;
-  std::vector<double> shown;
-  if (summarize) {
-    // Format from the values that will be shown at the edges, approximated by the first/last ones.
-    for (int64_t i = 0; i < std::min<int64_t>(numel(), 64); ++i) shown.push_back(vals[static_cast<size_t>(i)]);
-    for (int64_t i = std::max<int64_t>(numel() - 64, 0); i < numel(); ++i) shown.push_back(vals[static_cast<size_t>(i)]);
+  // The elements the format and width come from: all, or when summarizing the first and last 64
+  // (which hold the ones shown at the edges).
+  std::vector<size_t> basis;
+  for (int64_t i = 0; i < numel(); ++i) {
+    if (!summarize || i < 64 || i >= numel() - 64) basis.push_back(static_cast<size_t>(i));
   }
-  Format f = choose_format(summarize ? shown : vals, dtype());
+  Format f;
+  if (integral) {
+    f.kind = Format::Int;
+  } else {
+    std::vector<double> shown;
+    for (size_t i : basis) shown.push_back(vals[i]);
+    f = choose_format(shown, dtype());
+  }
+  const Cell cell = [&](size_t i) {
+    return integral ? std::to_string(ints[i]) : fmt_value(vals[i], f.kind);
+  };
+  for (size_t i : basis) f.width = std::max<int>(f.width, static_cast<int>(cell(i).size()));
   std::ostringstream os;
   os << "tensor(";
   if (dim() == 0) {
-    os << fmt_value(vals[0], f.kind);
+    os << cell(0);
   } else if (numel() == 0) {
     os << "[]";
   } else {
-    print_dim(os, vals, sizes(), 0, 0, f, summarize, 7);
+    print_dim(os, cell, sizes(), 0, 0, f.width, summarize, 7);
   }
   bool default_dtype = dtype() == DType::Float32 || dtype() == DType::Int64 || dtype() == DType::Bool;
   if (numel() == 0 && dim() > 1) os << ", size=" << shape_str(sizes());

@@ -117,6 +117,13 @@ TEST_CASE("item and printing", "[tensor]") {
   std::string big = arange(0.0, 5000.0, 1.0).str();
   CHECK(big.find("...") != std::string::npos);
   CHECK(big.size() < 200);
+  // int64 values print exactly, past 2^53 and at the ends of the range (not through a double).
+  const std::vector<int64_t> extremes = {INT64_MAX, (int64_t{1} << 53) + 1, INT64_MIN};
+  CHECK(tensor(extremes).str() == "tensor([ 9223372036854775807,     9007199254740993, -9223372036854775808])");
+  CHECK(tensor(extremes).narrow(0, 0, 1).reshape({}).str() == "tensor(9223372036854775807)");
+  std::string big_ints = arange(int64_t{0}, int64_t{5000}).str();
+  CHECK(big_ints.find("4999]") != std::string::npos);
+  CHECK(big_ints.find("...") != std::string::npos);
 }
 
 TEST_CASE("devices: parsing, and CUDA without the runtime is a clear error", "[tensor]") {
