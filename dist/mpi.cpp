@@ -35,6 +35,7 @@
 #include <thread>
 #include <utility>
 
+#include "dist/flat.h"
 #include "dist/process_group.h"
 #include "dist/reduce.h"
 #include "dist/ring.h"
@@ -392,9 +393,14 @@ class MpiProcessGroup final : public ProcessGroup {
     check_tensor("reduce_scatter", output, *this);
     check_tensor("reduce_scatter", input, *this);
     check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
-    if (!detail::supports(output.dtype(), op)) throw DTypeError(std::string("reduce_scatter: unsupported ") + reduce_op_name(op));
+    detail::check_supported("reduce_scatter", output.dtype(), op);
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
-    return g_comm->submit([output, input, op, n = size_] {
+    Tensor source = input;
+    if (op == ReduceOp::Avg && input.dtype() == DType::Float16 && size_ > 1) {  // divided first, as all_reduce
+      source = input.clone();
+      op = detail::averaging_op(source, size_);
+    }
+    return g_comm->submit([output, input = source, op, n = size_] {
       Watched watch("reduce_scatter");
       check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
                                          mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),

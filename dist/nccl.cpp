@@ -105,10 +105,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_tensor("reduce_scatter", output, *this);
     check_tensor("reduce_scatter", input, *this);
     check_pair("reduce_scatter", output, input, input.numel(), output.numel() * size_);
-    if (!detail::supports(output.dtype(), op)) {
-      throw DTypeError(std::string("reduce_scatter: ") + reduce_op_name(op) + " of " + dtype_name(output.dtype()) +
-                       " tensors is not supported");
-    }
+    detail::check_supported("reduce_scatter", output.dtype(), op);
     return launch("ncclReduceScatter", {&output, &input}, [&](Stream s) {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
                                nccl_type(output.dtype()), nccl_op(op), comm_, s);

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "dist/flat.h"
 #include "dist/reduce.h"
 #include "kernels/error.h"
 
@@ -76,11 +77,9 @@ void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) {
   check_tensor("all_reduce", tensor, *this);
-  if (!detail::supports(tensor.dtype(), op)) {
-    throw DTypeError(std::string("all_reduce: ") + reduce_op_name(op) + " of " + dtype_name(tensor.dtype()) +
-                     " tensors is not supported" + (op == ReduceOp::Avg ? " (avg needs a float dtype)" : ""));
-  }
+  detail::check_supported("all_reduce", tensor.dtype(), op);
   if (tensor.numel() == 0) return completed_work();
+  if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, size());  // float16: divided first, then summed
   return start_all_reduce(tensor, op, algo);
 }
 

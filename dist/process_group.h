@@ -60,11 +60,13 @@ class ProcessGroup {
   virtual Device device() const = 0;
 
   // tensor = op over the ranks' tensors, on every rank. Avg divides the sum by size() (float dtypes
-  // only). float16/bfloat16 add in float32. Every rank passes a tensor of the same dtype and numel.
+  // only; float16 divides each rank's tensor first, as NCCL's average does, so that a sum past
+  // float16's largest value cannot make an average that fits inf). float16/bfloat16 add in float32.
+  // Every rank passes a tensor of the same dtype and numel.
   virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum,
                                            AllReduceAlgo algo = AllReduceAlgo::Native);
   // output (numel n) = op over the ranks of their input's slice [rank * n, (rank + 1) * n); input
-  // has size() * n elements.
+  // has size() * n elements. Avg as for all_reduce.
   virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
   // output (numel size() * n) = every rank's input (numel n), in rank order.
   virtual std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) = 0;

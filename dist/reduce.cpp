@@ -62,6 +62,12 @@ bool supports(DType dtype, ReduceOp op) {
   return true;
 }
 
+void check_supported(const char* collective, DType dtype, ReduceOp op) {
+  if (supports(dtype, op)) return;
+  throw DTypeError(std::string(collective) + ": " + reduce_op_name(op) + " of " + dtype_name(dtype) +
+                   " tensors is not supported" + (op == ReduceOp::Avg ? " (avg needs a float dtype)" : ""));
+}
+
 void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op) {
   switch (dtype) {
     case DType::Float32: return reduce_typed<float, float>(static_cast<float*>(acc), static_cast<const float*>(in), n, op);

@@ -20,7 +20,9 @@ void divide(void* t, int64_t n, DType dtype, double divisor);
 // float32 and rounds once, as reduce_into does).
 void reduce_tensor(Tensor& acc, const Tensor& in, ReduceOp op);
 void divide_tensor(Tensor& t, double divisor);
-// Whether `op` applies to `dtype` (Avg needs a float dtype; Bool is not reduced).
+// Whether `op` applies to `dtype` (Avg needs a float dtype; Bool is not reduced); check_supported
+// throws the DTypeError naming `collective`, the op and the dtype where it does not.
 bool supports(DType dtype, ReduceOp op);
+void check_supported(const char* collective, DType dtype, ReduceOp op);
 
 }  // namespace kiln::dist::detail

@@ -297,7 +297,8 @@ Tensor BatchNorm2d::synced_forward(const Tensor& x) {
   // One value per channel in the whole job has no variance to estimate (the unbiased running
   // variance would divide by 0 and turn NaN): refused as the unsynchronized batch norm refuses it.
   // Decided on the host from this rank's count, as PyTorch's SyncBatchNorm does: with more ranks
-  // there are more values.
+  // there are more values, except where the others' batches are empty, which only the job's count
+  // (on the device) knows: the running statistics then stay as they were for the step.
   if (x.numel() / std::max<int64_t>(c, 1) <= 1 && sync->ranks() < 2) {
     throw ShapeError("batch_norm: expected more than 1 value per channel when training, got input of shape " +
                      shape_str(x.sizes()) + " on " + std::to_string(sync->ranks()) + " rank");
@@ -314,8 +315,11 @@ Tensor BatchNorm2d::synced_forward(const Tensor& x) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
     const Tensor unbiased = var.detach() * total / (total - 1.0);
-    running_mean.mul_(1.0 - momentum).add_((mean.detach() * momentum).to(running_mean.dtype()));
-    running_var.mul_(1.0 - momentum).add_((unbiased * momentum).to(running_var.dtype()));
+    const Tensor sample = total > 1.0;  // no host read: a one-value job keeps its running statistics
+    const Tensor new_mean = running_mean * (1.0 - momentum) + (mean.detach() * momentum).to(running_mean.dtype());
+    const Tensor new_var = running_var * (1.0 - momentum) + (unbiased * momentum).to(running_var.dtype());
+    running_mean.copy_(where(sample, new_mean, running_mean));
+    running_var.copy_(where(sample, new_var, running_var));
   }
   return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }

@@ -1343,8 +1343,11 @@ TEST_CASE("ddp and zero-1: with a profiler, the communication backward waits for
 }
 
 // One value per channel in the whole job: refused like the plain batch norm (the unbiased running
-// variance divided by 0 and stored NaN); over two ranks the two values are a sample.
-TEST_CASE("sync batch norm: one value per channel in the whole job is refused", "[ddp][syncbn]") {
+// variance divided by 0 and stored NaN); over two ranks the two values are a sample. One value over
+// several ranks (the others' batches empty) only the job's count knows, on the device: the running
+// statistics stay as they were, and stay finite.
+TEST_CASE("sync batch norm: one value per channel in the whole job is refused or leaves the running statistics",
+          "[ddp][syncbn]") {
   ProcessGroup& g = world();
   auto model = std::make_shared<nn::Sequential>();
   auto bn = std::make_shared<nn::BatchNorm2d>(2);
@@ -1357,5 +1360,13 @@ TEST_CASE("sync batch norm: one value per channel in the whole job is refused", 
   } else {
     (*model)(x);
     CHECK_FALSE(any(isnan(bn->running_var)).item<bool>());
+    CHECK(bn->running_var.to_vector<float>() != std::vector<float>{1.0f, 1.0f});  // a sample: updated
+    // Rank 0 holds the job's only value per channel; the others' batches are empty.
+    NoGradGuard no_grad;
+    bn->running_mean.fill_(0.25);
+    bn->running_var.fill_(2.0);
+    (*model)(g.rank() == 0 ? randn({1, 2, 1, 1}) : zeros({0, 2, 1, 1}));
+    CHECK(bn->running_mean.to_vector<float>() == std::vector<float>{0.25f, 0.25f});
+    CHECK(bn->running_var.to_vector<float>() == std::vector<float>{2.0f, 2.0f});
   }
 }
