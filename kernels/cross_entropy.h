@@ -24,32 +24,34 @@ struct CrossEntropyShape {
 // as 0/0 in PyTorch).
 enum class LossReduce : uint8_t { None, Sum, Mean };
 
-// out: [N*S] or one element, of out_dtype. lse: [N*S] log-sum-exp per row, of
-// norm_stat_dtype(logits_dtype) (kernels/dtype.h). valid_count: one int64, the non-ignored rows.
+// out: [N*S] or one element, of out_dtype. stats: [N*S, 2] per row, of norm_stat_dtype(logits_dtype)
+// (kernels/dtype.h): the row's max m and log(sum_j exp(x_j - m)), the log-sum-exp in two parts, so
+// the backward's softmax exp((x - m) - log(sum)) keeps its precision where a log-sum-exp rounded to
+// the spacing of large logits (|x| around 1e5) would not. valid_count: one int64, the non-ignored rows.
 // A target outside [0, C) that is not ignore_index is an IndexError naming cross_entropy, the
 // target and the number of classes; the first such row in row-major order is reported.
 // Sum and mean add the row losses in fixed chunks merged in order (deterministic).
-void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+void cross_entropy_forward_cpu(void* out, DType out_dtype, void* stats, int64_t* valid_count, const void* logits,
                                DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
                                LossReduce reduce, const KernelContext& ctx);
 // dlogits (contiguous [N, C, S], logits_dtype) = dout_row * (softmax - (1 - eps) * onehot - eps / C),
 // where dout_row is dout[row] (none), dout[0] (sum) or dout[0] / valid_count (mean); 0 on ignored rows.
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
+                                DType logits_dtype, const void* stats, const int64_t* valid_count, const int64_t* target,
                                 const CrossEntropyShape& shape, LossReduce reduce, const KernelContext& ctx);
 
 // The CUDA twins take device pointers throughout, valid_count and the scalar dout included, so
-// nothing waits for the host. float32/float16/bfloat16 logits (float64 is CPU-only); lse is float32.
+// nothing waits for the host. float32/float16/bfloat16 logits (float64 is CPU-only); stats are float32.
 // A kernel cannot throw: a target outside [0, C) that is not ignore_index makes its row count as
 // ignored (loss 0, gradient 0, not in valid_count) and the first one is recorded in the context's
 // error record as IndexCheckOp::CrossEntropy (index = the target, size = C), raised as an
 // IndexError by the host at its next synchronizing call. Sum and mean add the row losses (float,
 // added in double) in a fixed order through scratch memory from the context.
-void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+void cross_entropy_forward_cuda(void* out, DType out_dtype, void* stats, int64_t* valid_count, const void* logits,
                                 DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
                                 LossReduce reduce, const KernelContext& ctx);
 void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                 DType logits_dtype, const void* lse, const int64_t* valid_count,
+                                 DType logits_dtype, const void* stats, const int64_t* valid_count,
                                  const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
                                  const KernelContext& ctx);
 

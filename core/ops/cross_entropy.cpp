@@ -78,14 +78,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const DType out_dtype = autocast::float32_result(op, logits) ? DType::Float32 : logits.dtype();
   Tensor out = ops::empty_for(op, red == LossReduce::None ? target.sizes() : Shape{},
                               TensorOptions(out_dtype, logits.device()));
-  Tensor lse = empty({rows}, TensorOptions(norm_stat_dtype(logits.dtype()), logits.device()));
+  Tensor stats = empty({rows, 2}, TensorOptions(norm_stat_dtype(logits.dtype()), logits.device()));
   Tensor count = empty({1}, TensorOptions(DType::Int64, logits.device()));
   // On CUDA targets are range-checked on the device: a bad one is an IndexError at the next sync.
-  ops::launch(op, logits.device(), kernels::cross_entropy_forward, out.data_ptr(), out.dtype(), lse.data_ptr(),
+  ops::launch(op, logits.device(), kernels::cross_entropy_forward, out.data_ptr(), out.dtype(), stats.data_ptr(),
               count.data_ptr<int64_t>(), lc.data_ptr(), lc.dtype(), tc.data_ptr<int64_t>(), cs, red);
   if (needs_grad({&logits})) {
     Shape ls = logits.sizes();
-    record_function(op, {logits}, {out}, {lc, tc, lse, count}, [cs, red, ls](const FunctionNode::Context& ctx) {
+    record_function(op, {logits}, {out}, {lc, tc, stats, count}, [cs, red, ls](const FunctionNode::Context& ctx) {
       Tensor x = ctx.saved_at(0), t = ctx.saved_at(1), l = ctx.saved_at(2), cnt = ctx.saved_at(3);
       Tensor g = dense(ctx.grads[0]);
       Tensor dx = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));

@@ -58,15 +58,17 @@ KILN_CPU_CLONES void row_sums(const T* x, int64_t c, A& mx, A& se, A& sxm) {
   mx = m;
 }
 
-// dx[j] = g * (exp(x[j] - lse) - (j == t ? on : off)) over a contiguous row.
+// dx[j] = g * (exp((x[j] - m) - lsum) - (j == t ? on : off)) over a contiguous row.
 template <typename T, typename A>
-KILN_CPU_CLONES void row_grad(T* dx, const T* x, int64_t c, int64_t t, A g, A lse, A on, A off) {
-  for (int64_t j = 0; j < c; ++j) st<T, A>(dx, j, g * (ew::exp_fn(ld<T, A>(x, j) - lse) - (j == t ? on : off)));
+KILN_CPU_CLONES void row_grad(T* dx, const T* x, int64_t c, int64_t t, A g, A m, A lsum, A on, A off) {
+  for (int64_t j = 0; j < c; ++j) {
+    st<T, A>(dx, j, g * (ew::exp_fn((ld<T, A>(x, j) - m) - lsum) - (j == t ? on : off)));
+  }
 }
 
 }  // namespace
 
-void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+void cross_entropy_forward_cpu(void* out, DType out_dtype, void* stats, int64_t* valid_count, const void* logits,
                                DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
                                LossReduce reduce, const KernelContext&) {
   const int64_t valid = check_targets(target, shape);
@@ -78,7 +80,7 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
   visit_float(logits_dtype, [&]<typename T>() {
     using A = acc_t<T>;
     const T* x = static_cast<const T*>(logits);
-    A* lp = static_cast<A*>(lse);
+    A* rs = static_cast<A*>(stats);
     cpu::parallel_for(rows, grain, [&](int64_t chunk, int64_t b0, int64_t e0) {
       double acc = 0;
       for (int64_t r = b0; r < e0; ++r) {
@@ -96,7 +98,8 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
           }
         }
         const A lsum = std::log(se);
-        lp[r] = mx + lsum;
+        rs[2 * r] = mx;
+        rs[2 * r + 1] = lsum;
         const int64_t t = target[r];
         A loss = 0;
         if (!is_ignored(t, shape)) {
@@ -125,7 +128,7 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* lse, int64_t* v
 }
 
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* lse, const int64_t* valid_count, const int64_t* target,
+                                DType logits_dtype, const void* stats, const int64_t* valid_count, const int64_t* target,
                                 const CrossEntropyShape& shape, LossReduce reduce, const KernelContext&) {
   const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
   const double eps = shape.label_smoothing;
@@ -135,7 +138,7 @@ void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtyp
   visit_float(logits_dtype, [&]<typename T>() {
     using A = acc_t<T>;
     const T* x = static_cast<const T*>(logits);
-    const A* lp = static_cast<const A*>(lse);
+    const A* rs = static_cast<const A*>(stats);
     T* dx = static_cast<T*>(dlogits);
     const A off_target = static_cast<A>(eps / static_cast<double>(c_n));
     const A on_target = static_cast<A>(1.0 - eps) + off_target;
@@ -148,13 +151,13 @@ void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtyp
           continue;
         }
         const A g = static_cast<A>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
-        const A l = lp[r];
+        const A m = rs[2 * r], lsum = rs[2 * r + 1];
         if (inner == 1) {
-          row_grad<T, A>(dx + base, x + base, c_n, t, g, l, on_target, off_target);
+          row_grad<T, A>(dx + base, x + base, c_n, t, g, m, lsum, on_target, off_target);
           continue;
         }
         for (int64_t j = 0; j < c_n; ++j) {
-          const A p = ew::exp_fn(ld<T, A>(x, base + j * inner) - l);
+          const A p = ew::exp_fn((ld<T, A>(x, base + j * inner) - m) - lsum);
           st<T, A>(dx, base + j * inner, g * (p - (j == t ? on_target : off_target)));
         }
       }

@@ -20,7 +20,7 @@ size_t row_loss_bytes(const CrossEntropyShape& shape, LossReduce reduce) {
 
 }  // namespace
 
-void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* valid_count, const void* logits,
+void cross_entropy_forward_cuda(void* out, DType out_dtype, void* stats, int64_t* valid_count, const void* logits,
                                 DType logits_dtype, const int64_t* target, const CrossEntropyShape& shape,
                                 LossReduce reduce, const KernelContext& ctx) {
   const char* op = "cross_entropy";
@@ -32,7 +32,7 @@ void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* 
   CeArgs a{};
   a.out = out;
   a.out_dtype = out_dtype;
-  a.lse = static_cast<float*>(lse);
+  a.stats = static_cast<float*>(stats);
   a.row_loss = static_cast<float*>(workspace);
   a.target = target;
   a.c = shape.c;
@@ -67,7 +67,7 @@ void cross_entropy_forward_cuda(void* out, DType out_dtype, void* lse, int64_t* 
 }
 
 void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                 DType logits_dtype, const void* lse, const int64_t* valid_count,
+                                 DType logits_dtype, const void* stats, const int64_t* valid_count,
                                  const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
                                  const KernelContext& ctx) {
   const char* op = "cross_entropy backward";
@@ -81,11 +81,11 @@ void cross_entropy_backward_cuda(void* dlogits, const void* dout, DType dout_dty
   KILN_CUDA_FLOAT_SWITCH(logits_dtype, op, {
     if (by_rows) {
       ce_backward_rows_kernel<S><<<grid_of(shape.n), kRowBackwardThreads, 0, st>>>(
-          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
+          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(stats),
           valid_count, target, shape.n, shape.c, shape.ignore_index, reduce, on_target, off_target);
     } else {
       ce_backward_kernel<S><<<cuda_detail::grid_for(numel), cuda_detail::kThreads, 0, st>>>(
-          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(lse),
+          static_cast<S*>(dlogits), dout, dout_dtype, static_cast<const S*>(logits), static_cast<const float*>(stats),
           valid_count, target, shape.n, shape.c, shape.s, shape.ignore_index, reduce, on_target, off_target);
     }
   });

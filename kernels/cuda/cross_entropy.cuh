@@ -82,7 +82,7 @@ __device__ __forceinline__ OnlineLse warp_merge_to_lane0(OnlineLse v) {
 struct CeArgs {
   void* out;
   DType out_dtype;
-  float* lse;
+  float* stats;  // per row: max, log(sum of exp(x - max))
   float* row_loss;  // Sum/Mean: per-row losses for the ordered finish; None: unused
   const int64_t* target;
   int64_t c, inner, ignore_index;
@@ -96,7 +96,8 @@ struct CeArgs {
 template <typename S>
 __device__ __forceinline__ void finish_row(const CeArgs& a, int64_t r, const S* x, const OnlineLse& st) {
   const float lsum = logf(st.s);
-  a.lse[r] = st.m + lsum;
+  a.stats[2 * r] = st.m;
+  a.stats[2 * r + 1] = lsum;
   const int64_t t = a.target[r];
   float loss = 0.f;
   if (t != a.ignore_index) {
@@ -189,7 +190,7 @@ __global__ void ce_finish_kernel(void* out, DType out_dtype, int64_t* valid_coun
 // dlogits = g * (softmax - (1 - eps) * onehot - eps / C), zero on ignored (and invalid) rows. One
 // thread per logit, in memory order.
 template <typename S>
-__global__ void ce_backward_kernel(S* dx, const void* dout, DType dout_dtype, const S* x, const float* lse,
+__global__ void ce_backward_kernel(S* dx, const void* dout, DType dout_dtype, const S* x, const float* stats,
                                    const int64_t* valid_count, const int64_t* target, int64_t n_rows_outer, int64_t c,
                                    int64_t inner, int64_t ignore_index, LossReduce reduce, float on_target,
                                    float off_target) {
@@ -216,17 +217,17 @@ __global__ void ce_backward_kernel(S* dx, const void* dout, DType dout_dtype, co
       continue;
     }
     const float g = static_cast<float>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
-    const float p = expf(to_f32(x[e]) - lse[r]);
+    const float p = expf((to_f32(x[e]) - stats[2 * r]) - stats[2 * r + 1]);
     dx[e] = cuda_detail::from_f32<S>(g * (p - (j == t ? on_target : off_target)));
   }
 }
 
 // The same gradient for S == 1 and long rows (a language model's vocabulary): one block per row,
-// its threads walking the row's classes, so the row's target, log-sum-exp and dout are read once
+// its threads walking the row's classes, so the row's target, statistics and dout are read once
 // and no thread divides to find its row and class. The arithmetic per logit is the element
 // kernel's, so both give the same bits.
 template <typename S>
-__global__ void ce_backward_rows_kernel(S* dx, const void* dout, DType dout_dtype, const S* x, const float* lse,
+__global__ void ce_backward_rows_kernel(S* dx, const void* dout, DType dout_dtype, const S* x, const float* stats,
                                         const int64_t* valid_count, const int64_t* target, int64_t rows, int64_t c,
                                         int64_t ignore_index, LossReduce reduce, float on_target, float off_target) {
   double scale = 1.0;
@@ -241,9 +242,9 @@ __global__ void ce_backward_rows_kernel(S* dx, const void* dout, DType dout_dtyp
       continue;
     }
     const float g = static_cast<float>(reduce == LossReduce::None ? load_as<double>(dout, dout_dtype, r) : scale);
-    const float l = lse[r];
+    const float m = stats[2 * r], lsum = stats[2 * r + 1];
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float p = expf(to_f32(xrow[j]) - l);
+      const float p = expf((to_f32(xrow[j]) - m) - lsum);
       drow[j] = cuda_detail::from_f32<S>(g * (p - (j == t ? on_target : off_target)));
     }
   }

@@ -351,6 +351,22 @@ TEST_CASE("dropout: p = 0 and eval return the input, p = 1 gives zeros", "[nn]")
   CHECK_THROWS_AS(dropout(x, 1.5), Error);
 }
 
+TEST_CASE("cross_entropy's gradient keeps its precision at large logits, as its loss does", "[nn]") {
+  // Logits [b, b, b - 1], target 0, in float32 (the float64 twin alone would hide it): the softmax is
+  // the same at every b, but a log-sum-exp rounded to the spacing of b (1 near 1e7) would lose it.
+  const double e = std::exp(-1.0), sum = 2.0 + e;
+  const std::vector<double> want = {1.0 / sum - 1.0, 1.0 / sum, e / sum};
+  for (const double b : {10.0, 1e3, 1e5, 1e7}) {
+    INFO("b = " << b);
+    Tensor logits = tensor(std::vector<double>{b, b, b - 1.0}, {1, 3}).to(DType::Float32).set_requires_grad(true);
+    Tensor loss = cross_entropy(logits, tensor(std::vector<int64_t>{0}));
+    CHECK(loss.item<double>() == Approx(std::log(sum)).epsilon(1e-6));
+    loss.backward();
+    const std::vector<double> g = logits.grad().to_vector_double();
+    for (size_t c = 0; c < 3; ++c) CHECK(g[c] == Approx(want[c]).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("cross_entropy equals log_softmax + NLL by hand, and ignored rows contribute nothing", "[nn]") {
   const std::vector<double> lv{1.0, 2.0, 0.5, -1.0, 0.0, 3.0, 1.0, 1.0, -2.0, 0.5, 0.25, 4.0};
   Tensor logits = tensor(lv, {3, 4}).set_requires_grad(true);

@@ -88,14 +88,14 @@ template <typename S> Emulated emulate(const Case& c, const Inputs& in, simt::Sc
   const CrossEntropyShape& sh = c.shape;
   const int64_t rows = c.rows(), numel = c.numel(), outs = c.reduce == LossReduce::None ? rows : 1;
   Guarded<S> x = Guarded<S>::copy_of(in.logits), dx(numel), out(outs), dout = Guarded<S>::copy_of(in.dout);
-  Guarded<float> lse(rows), row_loss(rows);
+  Guarded<float> stats(2 * rows), row_loss(rows);
   Guarded<int64_t> count(1), target = Guarded<int64_t>::copy_of(in.target);
   Emulated e;
 
   ce::CeArgs a{};
   a.out = out.data();
   a.out_dtype = c.dtype;
-  a.lse = lse.data();
+  a.stats = stats.data();
   a.row_loss = row_loss.data();
   a.target = target.data();
   a.c = sh.c;
@@ -139,23 +139,23 @@ template <typename S> Emulated emulate(const Case& c, const Inputs& in, simt::Sc
   if (sh.s == 1 && sh.c >= ce::kRowBackwardMinClasses) {
     geometry(grid_of(sh.n), ce::kRowBackwardThreads);
     simt::launch(cfg, [&] {
-      ce::ce_backward_rows_kernel<S>(dx.data(), dout.data(), c.dtype, x.data(), lse.data(), count.data(),
+      ce::ce_backward_rows_kernel<S>(dx.data(), dout.data(), c.dtype, x.data(), stats.data(), count.data(),
                                      target.data(), sh.n, sh.c, sh.ignore_index, c.reduce, on_target, off_target);
     });
   } else {
     geometry(cuda_detail::grid_for(numel), cuda_detail::kThreads);
     simt::launch(cfg, [&] {
-      ce::ce_backward_kernel<S>(dx.data(), dout.data(), c.dtype, x.data(), lse.data(), count.data(), target.data(),
+      ce::ce_backward_kernel<S>(dx.data(), dout.data(), c.dtype, x.data(), stats.data(), count.data(), target.data(),
                                 sh.n, sh.c, sh.s, sh.ignore_index, c.reduce, on_target, off_target);
     });
   }
   CHECK(x.bands_intact());
   CHECK(dx.bands_intact());
   CHECK(out.bands_intact());
-  CHECK(lse.bands_intact());
+  CHECK(stats.bands_intact());
   CHECK(row_loss.bands_intact());
   CHECK(count.bands_intact());
-  e.results = {out.tensor(c.dtype, {outs}), lse.tensor(DType::Float32, {rows}), count.tensor(DType::Int64, {1}),
+  e.results = {out.tensor(c.dtype, {outs}), stats.tensor(DType::Float32, {rows, 2}), count.tensor(DType::Int64, {1}),
                dx.tensor(c.dtype, {numel})};
   return e;
 }
@@ -172,26 +172,26 @@ std::vector<Tensor> reference(const Case& c, const Inputs& in) {
   std::vector<int64_t> target = in.target.to_vector<int64_t>();
   for (const int64_t r : c.bad_rows) target[static_cast<size_t>(r)] = sh.ignore_index;
   const Tensor t = tensor(target), x = in.logits.to(f64), dout = in.dout.to(f64);
-  Tensor out = empty({outs}, TensorOptions(f64)), lse = empty({rows}, TensorOptions(f64));
+  Tensor out = empty({outs}, TensorOptions(f64)), stats = empty({rows, 2}, TensorOptions(f64));
   Tensor count = empty({1}, TensorOptions(DType::Int64)), dx = empty({c.numel()}, TensorOptions(f64));
   const auto* tp = static_cast<const int64_t*>(t.data_ptr());
   auto* cp = static_cast<int64_t*>(count.data_ptr());
   run_on(Device::cpu(), kernels::cross_entropy_forward, [&](Device) {
-    return std::tuple(out.data_ptr(), f64, lse.data_ptr(), cp, static_cast<const void*>(x.data_ptr()), f64, tp, sh,
+    return std::tuple(out.data_ptr(), f64, stats.data_ptr(), cp, static_cast<const void*>(x.data_ptr()), f64, tp, sh,
                       c.reduce);
   });
   run_on(Device::cpu(), kernels::cross_entropy_backward, [&](Device) {
     return std::tuple(dx.data_ptr(), static_cast<const void*>(dout.data_ptr()), f64,
-                      static_cast<const void*>(x.data_ptr()), f64, static_cast<const void*>(lse.data_ptr()),
+                      static_cast<const void*>(x.data_ptr()), f64, static_cast<const void*>(stats.data_ptr()),
                       static_cast<const int64_t*>(cp), tp, sh, c.reduce);
   });
-  return {out, lse, count, dx};
+  return {out, stats, count, dx};
 }
 
 // Runs the case under both schedules and checks them against each other (the same bits; the error
 // record may name either bad row, as on a GPU, where the first thread to claim it wins) and
 // against the reference: the loss within one rounding to the dtype (float32: float sums of up to C
-// terms), the log-sum-exp within 1e-5, the count exactly, the gradient as the GPU twin test.
+// terms), each row's max and log-sum within 1e-5, the count exactly, the gradient as the GPU twin test.
 void check_case(const Case& c) {
   const CrossEntropyShape& sh = c.shape;
   INFO(dtype_name(c.dtype) << " n " << sh.n << " c " << sh.c << " s " << sh.s << " reduce "
@@ -203,7 +203,7 @@ void check_case(const Case& c) {
   const Emulated high = emulate_any(c, in, simt::Schedule::Highest);
   const std::vector<Tensor> ref = reference(c, in);
   const double tol = c.dtype == DType::BFloat16 ? 2e-2 : c.dtype == DType::Float16 ? 3e-3 : 2e-5;
-  const char* names[] = {"loss", "lse", "valid_count", "dlogits"};
+  const char* names[] = {"loss", "row max and log-sum", "valid_count", "dlogits"};
   for (size_t i = 0; i < ref.size(); ++i) {
     INFO(names[i]);
     CHECK(same_bits(low.results[i], high.results[i]));

@@ -132,22 +132,22 @@ TEST_CASE("twins: cross_entropy forward (mean, label smoothing, an ignored row)"
   cs.label_smoothing = 0.1;
   Twin logits = twin_randn({cs.n, cs.c}, DType::Float32, 8);
   Twin target = twin_of(tensor(std::vector<int64_t>{3, 0, 16, -100, 5, 5, 1, 9, 12}));
-  Twin out = twin_poisoned({}, DType::Float32), lse = twin_poisoned({cs.n}, DType::Float32);
+  Twin out = twin_poisoned({}, DType::Float32), stats = twin_poisoned({cs.n, 2}, DType::Float32);
   Twin count = twin_poisoned({1}, DType::Int64);
   run_twins(kernels::cross_entropy_forward, [&](Device d) {
-    return std::tuple(out.ptr(d), DType::Float32, lse.ptr(d), count.ptr<int64_t>(d), logits.ptr(d), DType::Float32,
+    return std::tuple(out.ptr(d), DType::Float32, stats.ptr(d), count.ptr<int64_t>(d), logits.ptr(d), DType::Float32,
                       target.ptr<int64_t>(d), cs, LossReduce::Mean);
   });
   cuda::raise_device_errors();  // every target is valid: nothing recorded
   CHECK(compare_twin(count) == "");
   CHECK(count.cpu.to_vector<int64_t>()[0] == 8);
-  CHECK(compare_twin(lse, kSumAtol, kSumRtol) == "");
+  CHECK(compare_twin(stats, kSumAtol, kSumRtol) == "");
   CHECK(compare_twin(out, kSumAtol, kSumRtol) == "");
 }
 
 // The backward of long rows (a vocabulary's worth of classes, S == 1) runs a kernel of its own, one
 // block per row; with S > 1 the element kernel runs. The same logits laid out both ways, with the
-// same log-sum-exp and output gradient, must give the same bits: the row kernel does the element
+// same row statistics and output gradient, must give the same bits: the row kernel does the element
 // kernel's arithmetic. The CPU twin agrees to the rounding of exp.
 TEST_CASE("twins: cross_entropy backward over long rows matches the element kernel's bits", "[cuda][twins]") {
   require_cuda();
@@ -168,20 +168,21 @@ TEST_CASE("twins: cross_entropy backward over long rows matches the element kern
       // Row r = (i, j) of [n * s, c] is (i, :, j) of [n, c, s].
       const Tensor cols_logits = rows_logits.reshape({n, s, c}).transpose(1, 2).contiguous();
       const Tensor target = tensor(std::vector<int64_t>{7, 1499, -100, 0, 512, 3});
-      // The rows' log-sum-exp, in float64 from the stored logits.
-      std::vector<float> lse_rows;
+      // The rows' max and log-sum (the log-sum-exp in two parts), in float64 from the stored logits.
+      std::vector<float> stat_rows;
       const std::vector<double> xv = rows_logits.to_vector_double();
       for (int64_t r = 0; r < rows; ++r) {
         double m = -INFINITY, sum = 0;
         for (int64_t j = 0; j < c; ++j) m = std::max(m, xv[static_cast<size_t>(r * c + j)]);
         for (int64_t j = 0; j < c; ++j) sum += std::exp(xv[static_cast<size_t>(r * c + j)] - m);
-        lse_rows.push_back(static_cast<float>(m + std::log(sum)));
+        stat_rows.push_back(static_cast<float>(m));
+        stat_rows.push_back(static_cast<float>(std::log(sum)));
       }
-      const Tensor lse = tensor(lse_rows);
+      const Tensor stats = tensor(stat_rows, {rows, 2});
       const Tensor count = tensor(std::vector<int64_t>{5});
       const Tensor dout = red == LossReduce::None ? randn({rows}, TensorOptions(DType::Float32), gen) : full({}, 0.7);
       auto backward = [&](Device d, const Tensor& logits, const CrossEntropyShape& shape) {
-        const Tensor x = logits.to(d), l = lse.to(d), cnt = count.to(d), tg = target.to(d), g = dout.to(d);
+        const Tensor x = logits.to(d), l = stats.to(d), cnt = count.to(d), tg = target.to(d), g = dout.to(d);
         Tensor dx = full(logits.sizes(), std::nan(""), TensorOptions(t, d));
         ops::KernelScope scope("twin test", d);
         scope.run(kernels::cross_entropy_backward, dx.data_ptr(), static_cast<const void*>(g.data_ptr()),
