@@ -84,9 +84,10 @@ inline void add_precision_options(Flags& app, PrecisionOptions& p, bool image_mo
 inline void check_cuda_graph(const PrecisionOptions& p, Device device) {
   if (!p.cuda_graph) return;
   if (!device.is_cuda()) input_error("--cuda-graph needs a CUDA device; this run is on " + device.str());
-  if (p.profile || p.doctor) {
+  if (p.profile || p.doctor || p.doctor_every > 0) {
     input_error(std::string("--cuda-graph replays forward, backward and the optimizer as one launch, which ") +
-                (p.profile ? "--profile" : "--doctor") + " cannot split into phases: profile an eager run");
+                (p.profile ? "--profile" : p.doctor ? "--doctor" : "--doctor-every") +
+                " cannot split into phases: profile an eager run");
   }
 }
 

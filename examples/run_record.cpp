@@ -32,10 +32,47 @@ namespace kiln::examples {
 
 namespace {
 
+// The length of the well-formed UTF-8 sequence at s[i] (1 to 4), or 0 where it is not one (a stray
+// continuation byte, a cut-short sequence, an overlong form, a surrogate, past U+10FFFF).
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b = at(i);
+  if (b < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (b >= 0xc2 && b <= 0xdf) {
+    n = 2;
+  } else if (b >= 0xe0 && b <= 0xef) {
+    n = 3;
+    if (b == 0xe0) lo = 0xa0;  // overlong
+    if (b == 0xed) hi = 0x9f;  // surrogates
+  } else if (b >= 0xf0 && b <= 0xf4) {
+    n = 4;
+    if (b == 0xf0) lo = 0x90;  // overlong
+    if (b == 0xf4) hi = 0x8f;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+// A JSON string. Bytes that are not UTF-8 (a Latin-1 path or prompt) become \u00XX, the code point
+// of the same number, so the record stays valid JSON for every reader.
 std::string quote(std::string_view s) {
   std::string out = "\"";
-  for (const char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
+    const size_t n = utf8_length(s, i);
+    if (n > 1) {
+      out.append(s.substr(i, n));
+      i += n;
+      continue;
+    }
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
@@ -43,17 +80,17 @@ std::string quote(std::string_view s) {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (u < 0x20) {
+    } else if (u < 0x20 || n == 0) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", u);
       out += buf;
     } else {
       out += c;
     }
+    ++i;
   }
   return out + "\"";
 }
-
 
 // The "model name" line of /proc/cpuinfo (x86); other machines say less, so fall back to "CPU".
 std::string cpu_name() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "examples/doctor.h"
 #include "kernels/error.h"
 #include "tests/temp_dir.h"
@@ -275,4 +277,25 @@ TEST_CASE("doctor: a metrics file it cannot use is an IOError naming the file an
   const std::string wrong_doctor = R"({"record": "doctor", "step": 1, "measured": {"steps": "many"}})";
   const std::string wrong_type = temp_file(dir, "wrong.jsonl", run + "\n" + wrong_doctor + "\n");
   CHECK_THROWS_WITH(examples::facts_from_metrics(wrong_type), Catch::Contains("lacks a field or has the wrong type"));
+}
+
+TEST_CASE("run records stay valid JSON when a setting holds bytes that are not UTF-8", "[doctor]") {
+  // A Latin-1 prompt or --out path: each stray byte becomes \u00XX; well-formed UTF-8 passes as it is.
+  const std::string latin1 = "caf\xe9 \xff", utf8 = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xa5";
+  const std::string cut = "\xe2\x82", surrogate = "\xed\xa0\x80", overlong = "\xc0\xaf";
+  const examples::JsonLine line = examples::JsonLine()
+                                      .text("latin1", latin1)
+                                      .text("utf8", utf8)
+                                      .text("cut", cut)
+                                      .text("surrogate", surrogate)
+                                      .text("overlong", overlong)
+                                      .text("controls", std::string("a\"b\\c\n\x01", 8));
+  CHECK(line.str().find("caf\\u00e9 \\u00ff") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(line.str());
+  CHECK(j.at("latin1") == "caf\xc3\xa9 \xc3\xbf");  // the same code points, now in UTF-8
+  CHECK(j.at("utf8") == utf8);
+  CHECK(j.at("cut") == "\xc3\xa2\xc2\x82");
+  CHECK(j.at("surrogate") == "\xc3\xad\xc2\xa0\xc2\x80");
+  CHECK(j.at("overlong") == "\xc3\x80\xc2\xaf");
+  CHECK(j.at("controls") == std::string("a\"b\\c\n\x01", 8));
 }

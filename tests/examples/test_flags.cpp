@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/flags.h"
+#include "examples/precision_options.h"
 
 using kiln::examples::Ends;
 using kiln::examples::ExitRequest;
@@ -156,4 +157,21 @@ TEST_CASE("flags: command_line joins the arguments with spaces", "[flags]") {
   const char* argv[] = {"bin/prog", "--n", "3", "two words"};
   CHECK(kiln::examples::command_line(4, argv) == "bin/prog --n 3 two words");
   CHECK(kiln::examples::command_line(0, argv).empty());
+}
+
+TEST_CASE("flags: --cuda-graph refuses every flag that profiles phases, --doctor-every included", "[flags]") {
+  // Checked with a CUDA device named, as a GPU run would be (no GPU is touched).
+  for (const std::string flag : {"--profile", "--doctor", "--doctor-every"}) {
+    INFO(flag);
+    kiln::examples::PrecisionOptions p;
+    p.cuda_graph = true;
+    p.profile = flag == "--profile";
+    p.doctor = flag == "--doctor";
+    p.doctor_every = flag == "--doctor-every" ? 5 : 0;
+    CHECK_THROWS_WITH(kiln::examples::check_cuda_graph(p, kiln::Device::cuda(0)),
+                      Catch::Contains("--cuda-graph replays") && Catch::Contains(flag + " cannot split"));
+  }
+  kiln::examples::PrecisionOptions eager;
+  eager.doctor_every = 5;
+  CHECK_NOTHROW(kiln::examples::check_cuda_graph(eager, kiln::Device::cuda(0)));
 }
