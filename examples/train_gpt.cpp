@@ -113,9 +113,12 @@ Corpus load_token_corpus(const Options& opt) {
     c.val_ids = ids.narrow(0, n_train, ids.size(0) - n_train).contiguous();
     c.train = c.train_ids.to(opt.device);
     c.val = c.val_ids.to(opt.device);
+    // The tokens are drawn from --seed: a resume with another seed would train on other tokens, so
+    // the seed is part of what the checkpoint refers to (a resume must pass the run's --seed).
     c.fingerprint = {{"data", "synthetic"},
                      {"tokens", std::to_string(ids.size(0))},
-                     {"vocab_size", std::to_string(opt.vocab_size)}};
+                     {"vocab_size", std::to_string(opt.vocab_size)},
+                     {"synthetic_seed", std::to_string(opt.seed)}};
   } else {
     check_data_file("--data", opt.data);
     check_data_file("--val-data", opt.val_data);

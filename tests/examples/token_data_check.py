@@ -120,6 +120,13 @@ def main():
     loss = final_val_loss(recs)
     if abs(loss - math.log(64)) > 0.3:
         fail(f"synthetic validation loss {loss} is not near ln 64 = {math.log(64):.3f}")
+    # The tokens come from --seed: resuming with another seed would train on other tokens (refused).
+    p = run(args.exe, ["--data", "synthetic", "--vocab-size", "64", "--max-iters", "20", "--eval-interval", "20",
+                       "--seed", "2", "--out", os.path.join(args.work, "synthetic_other_seed"),
+                       "--resume", os.path.join(out, "checkpoint.safetensors")] + small, expect_ok=False)
+    if p.returncode != 2 or 'synthetic_seed: checkpoint "1337", this run "2"' not in p.stderr:
+        fail(f"a synthetic resume with another --seed exited with {p.returncode}:\nstdout: {p.stdout}\n"
+             f"stderr: {p.stderr}")
 
     # 4. The GPT-2 preset's recipe, on a shape small enough for CI.
     out = os.path.join(args.work, "gpt2")
