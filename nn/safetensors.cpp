@@ -16,7 +16,11 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 #include <zlib.h>
 
 #include "core/atomic_file.h"
@@ -302,8 +306,22 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (text.empty() || text[0] != '{') fail(path, "header is not a JSON object (it must start with '{')");
     if (json_depth(text) > kMaxJsonDepth) fail(path, "header JSON nests deeper than any safetensors header");
 
-    json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    // A name given twice would leave one of the two entries unread (the parser keeps the last): the
+    // keys of each object are collected as they are parsed, and a repeat refused.
+    std::vector<std::set<std::string>> keys;  // one set per object being parsed
+    std::optional<std::string> repeated;
+    const json::parser_callback_t check_keys = [&](int, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) keys.emplace_back();
+      if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+      if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+          !repeated) {
+        repeated = parsed.get<std::string>();
+      }
+      return true;
+    };
+    json header = json::parse(text, check_keys, /*allow_exceptions=*/false);
     if (header.is_discarded()) fail(path, "header is not valid JSON");
+    if (repeated) fail(path, "header names " + quoted(std::as_const(*repeated)) + " twice");
     if (!header.is_object()) fail(path, "header is not a JSON object");
 
     for (const auto& [name, value] : header.items()) {
@@ -370,16 +388,29 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       entries_.emplace(name, std::move(e));
     }
 
-    // Overlaps: sort non-empty ranges by begin and compare neighbours.
+    // The format's rule: the tensors' ranges, in order, tile the data buffer from byte 0 to its end,
+    // with no overlap, no gap and nothing after (bytes no tensor claims could carry anything).
     std::vector<std::pair<const std::string*, const SafetensorsEntry*>> ranges;
-    for (const auto& [name, e] : entries_)
-      if (e.end > e.begin) ranges.emplace_back(&name, &e);
-    std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
-    for (size_t i = 1; i < ranges.size(); ++i) {
-      if (ranges[i].second->begin < ranges[i - 1].second->end) {
+    for (const auto& [name, e] : entries_) ranges.emplace_back(&name, &e);
+    std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
+    });
+    uint64_t reached = 0;  // the end of the ranges so far
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const SafetensorsEntry& e = *ranges[i].second;
+      if (e.begin < reached) {
         fail(path, "tensors " + quoted(*ranges[i - 1].first) + " and " + quoted(*ranges[i].first) +
                        " have overlapping data ranges");
       }
+      if (e.begin > reached) {
+        fail(path, "bytes " + std::to_string(reached) + " to " + std::to_string(e.begin) +
+                       " of the data buffer belong to no tensor (before " + quoted(*ranges[i].first) + ")");
+      }
+      reached = e.end;
+    }
+    if (reached != data_size) {
+      fail(path, "the data buffer has " + std::to_string(data_size) + " bytes, but its tensors end at byte " +
+                     std::to_string(reached));
     }
 
     auto tied = metadata_.find(kTiedMetadataKey);

@@ -34,8 +34,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
 // Reads every tensor onto `device`. Aliases recorded by save_safetensors come back as the same
 // Tensor (one TensorImpl) under each name. Any malformed, truncated or corrupt file (a tensor whose
-// bytes do not match its stored checksum) is a kiln::IOError naming the file and the offending
-// tensor or field. Logs one Info line (path, tensors, bytes).
+// bytes do not match its stored checksum; a name given twice; data ranges that overlap, leave a gap
+// or stop short of the buffer's end, which the format forbids) is a kiln::IOError naming the file
+// and the offending tensor or field. Logs one Info line (path, tensors, bytes).
 std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device = Device::cpu());
 
 // One tensor as the header describes it. Offsets are relative to the start of the data buffer.

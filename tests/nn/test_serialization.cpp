@@ -334,6 +334,31 @@ TEST_CASE("safetensors rejects every kind of corrupt file with kiln::IOError", "
                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                std::string(12, '\0'));
     check_corrupt(p, {"'a'", "'b'", "overlapping"});
+    // The ranges must tile the buffer from byte 0 to its end: no gap, nothing before, nothing after
+    // (bytes no tensor claims could carry anything), as the format requires.
+    write_file(p,
+               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+               std::string(24, '\0'));
+    check_corrupt(p, {"bytes 8 to 16", "belong to no tensor", "'b'"});
+    check_corrupt(one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,16]})", std::string(16, '\0')),
+                  {"bytes 0 to 8", "belong to no tensor"});
+    check_corrupt(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})", ok_data + "trailing"),
+                  {"has 16 bytes", "end at byte 8"});
+    // A name given twice: the parser would keep one entry and silently drop the other.
+    write_file(p,
+               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+               R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+               std::string(16, '\0'));
+    check_corrupt(p, {"names 'a' twice"});
+    write_file(p, R"({"__metadata__":{"k":"1","k":"2"}})", "");
+    check_corrupt(p, {"names 'k' twice"});
+    // Empty tensors sit anywhere along the chain, including its end.
+    write_file(p,
+               R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+               R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+               ok_data);
+    CHECK(SafetensorsFile(p).contains("e"));
     // Truncated after the header was written: the last tensor runs past the end.
     save_safetensors(p, {{"x", ones({64})}, {"y", ones({64})}});
     std::string bytes = read_bytes(p);
