@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -61,7 +62,9 @@ Tensor read_idx(const std::string& path) {
   f.read(magic, 4, "the magic number");
   if (magic[0] != 0 || magic[1] != 0) throw IOError("read_idx: " + path + " is not an idx file (bad magic)");
   if (magic[2] != 0x08) {
-    throw IOError("read_idx: " + path + " has element type 0x" + std::to_string(magic[2]) + "; only uint8 (0x08) is supported");
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02x", magic[2]);
+    throw IOError("read_idx: " + path + " has element type " + type + "; only uint8 (0x08) is supported");
   }
   const int ndims = magic[3];
   if (ndims < 1 || ndims > 4) throw IOError("read_idx: " + path + " declares " + std::to_string(ndims) + " dimensions");

@@ -543,6 +543,7 @@ static int run(int argc, char** argv) {
   if (iter == 0 && opt.resume.empty()) {
     evaluate();
     save_checkpoint(checkpoint_path, *model, adamw.state(), train_step.scaler(), opt, corpus, iter, best);
+    rate.restart();  // the first train record's rate counts training only, as the later ones do
   }
 
   bool stopped = false;
