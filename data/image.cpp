@@ -227,6 +227,7 @@ struct JpegErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX + 64];
+  bool input_ended;  // the data ran out before an end marker (libjpeg then supplies one)
 };
 
 void jpeg_on_error(j_common_ptr c) {
@@ -238,10 +239,13 @@ void jpeg_on_error(j_common_ptr c) {
 // Warnings (level -1) mean damaged data that libjpeg decodes anyway. One is fatal here: entropy data
 // that stops before the last block (a truncated file, or a marker inside the data), which libjpeg
 // would fill with gray. The end of the file alone is not: the decoder reads ahead, so a file that
-// lacks only its end marker warns too, with every pixel present.
+// lacks only its end marker warns too, with every pixel present. It is noted, though: a progressive
+// file that ends between two scans has every block, but only the coarse scans of them
+// (decode_jpeg refuses it).
 void jpeg_on_message(j_common_ptr c, int level) {
   if (level != -1) return;
   c->err->num_warnings++;
+  if (c->err->msg_code == JWRN_JPEG_EOF) reinterpret_cast<JpegErrorManager*>(c->err)->input_ended = true;
   if (c->err->msg_code == JWRN_HIT_MARKER) jpeg_on_error(c);
 }
 
@@ -263,6 +267,7 @@ void init_jpeg_errors(JpegErrorManager& err) {
   err.pub.emit_message = jpeg_on_message;
   err.pub.output_message = jpeg_on_output;
   err.message[0] = '\0';
+  err.input_ended = false;
 }
 
 struct JpegDecodeJob {
@@ -359,6 +364,8 @@ Tensor decode_jpeg(const uint8_t* data, size_t n, const std::string& name, Image
   job.max_memory = static_cast<long>(std::min<int64_t>(4 * max_bytes + (int64_t{64} << 20), int64_t{1} << 40));
   JpegDecodeGuard guard(job);
   if (!jpeg_run_header(&job)) fail(name, std::string("corrupt JPEG: ") + job.err.message);
+  // Several scans (progressive): one that ends early has the first scans' coarse image only.
+  const bool multi_scan = jpeg_has_multiple_scans(&job.cinfo) != 0;
 
   const int components = job.cinfo.num_components;
   int file_channels = 0;
@@ -390,6 +397,10 @@ Tensor decode_jpeg(const uint8_t* data, size_t n, const std::string& name, Image
   job.pixels = out.data_ptr<uint8_t>();
   job.cmyk_row = cmyk_row.data();
   if (!jpeg_run_pixels(&job)) fail(name, std::string("corrupt JPEG: ") + job.err.message);
+  if (multi_scan && job.err.input_ended) {
+    fail(name, "truncated JPEG: the progressive file ends before its end marker, so its last scans may be "
+               "missing (only their coarse image would load)");
+  }
   return out;
 }
 

@@ -342,6 +342,17 @@ TEST_CASE("Progressive and CMYK JPEGs decode", "[data][image]") {
   CHECK(mean_abs_diff(p, rgb) < 5.0);  // 4:2:0 chroma, libjpeg's default
   CHECK_THAT(io_error([&] { data::decode_image(progressive.data(), progressive.size() / 2, "p.jpg"); }),
              Catch::Contains("p.jpg"));
+  // Cut just before each later scan (a start-of-scan marker, FF DA): every block is there, in its
+  // coarse scans only, and libjpeg would give that blurred image without an error.
+  int cuts = 0;
+  const std::string sos = "\xff\xda";
+  for (size_t at = progressive.find(sos, 2); at != std::string::npos; at = progressive.find(sos, at + 2)) {
+    if (cuts++ == 0) continue;  // before the first scan there are no pixels at all
+    INFO("cut at byte " << at << " of " << progressive.size());
+    CHECK_THAT(io_error([&] { data::decode_image(progressive.data(), at, "p.jpg"); }),
+               Catch::Contains("p.jpg") && Catch::Contains("ends before its end marker"));
+  }
+  CHECK(cuts > 3);
 
   // Adobe's CMYK stores inverted inks: (C, M, Y, K) = (200, 100, 50, 255) is RGB (200, 100, 50), and a
   // K of 128 halves it.
