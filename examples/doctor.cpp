@@ -276,18 +276,32 @@ DoctorMeasured measured_from(const json& doctor) {
 RunFacts facts_from_metrics(const std::string& path, std::optional<int64_t> step) {
   std::ifstream in(path);
   if (!in) throw IOError("cannot read " + path);
-  std::optional<json> run, doctor;
+  // The doctor record chosen, and the run record before it: the settings of the process that measured
+  // it (a resumed run appends a run record of its own, perhaps with other settings, after it).
+  std::optional<json> last_run, run, doctor;
   std::string line;
   for (int64_t number_of_line = 1; std::getline(in, line); ++number_of_line) {
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      throw IOError(path + " line " + std::to_string(number_of_line) + " is not a JSON object");
+    const std::string where = path + " line " + std::to_string(number_of_line);
+    if (j.is_discarded() || !j.is_object()) throw IOError(where + " is not a JSON object");
+    const auto record = j.find("record");
+    if (record == j.end()) continue;
+    if (!record->is_string()) throw IOError(where + ": \"record\" is a " + record->type_name() + ", not a string");
+    const std::string kind = record->get<std::string>();
+    if (kind == "run") {
+      last_run = std::move(j);
+    } else if (kind == "doctor") {
+      const auto at = j.find("step");
+      if (at != j.end() && !at->is_number_integer()) {
+        throw IOError(where + ": the doctor record's \"step\" is a " + at->type_name() + ", not an integer");
+      }
+      if (step && (at == j.end() || at->get<int64_t>() != *step)) continue;
+      doctor = std::move(j);
+      run = last_run;
     }
-    const std::string kind = j.value("record", std::string());
-    if (kind == "run") run = std::move(j);
-    else if (kind == "doctor" && (!step || j.value("step", int64_t{-1}) == *step)) doctor = std::move(j);
   }
+  if (!doctor) run = last_run;  // for the error below
   if (!run) throw IOError(path + " has no \"run\" record");
   if (!doctor) {
     throw IOError(path + " has no \"doctor\" record" +

@@ -277,6 +277,31 @@ TEST_CASE("doctor: a metrics file it cannot use is an IOError naming the file an
   const std::string wrong_doctor = R"({"record": "doctor", "step": 1, "measured": {"steps": "many"}})";
   const std::string wrong_type = temp_file(dir, "wrong.jsonl", run + "\n" + wrong_doctor + "\n");
   CHECK_THROWS_WITH(examples::facts_from_metrics(wrong_type), Catch::Contains("lacks a field or has the wrong type"));
+  // A "record" or doctor "step" of another type: named with the line, not a bare library message.
+  const std::string odd = temp_file(dir, "odd.jsonl", run + "\n{\"record\": 5}\n");
+  CHECK_THROWS_WITH(examples::facts_from_metrics(odd), Catch::Contains(odd + " line 2: \"record\" is a number"));
+  const std::string odd_step =
+      temp_file(dir, "odd_step.jsonl", run + "\n" + R"({"record": "doctor", "step": "4"})" + "\n");
+  CHECK_THROWS_WITH(examples::facts_from_metrics(odd_step, 4),
+                    Catch::Contains(odd_step + " line 2: the doctor record's \"step\" is a string"));
+}
+
+TEST_CASE("doctor: a doctor record is read with the settings of the run that wrote it", "[doctor]") {
+  // Stopped with --workers 0 and --doctor, resumed with --workers 7 without: the last doctor record
+  // measured the first process, whose run record is the one before it.
+  const std::string doctor = R"({"record": "doctor", "step": 4, "measured": {"steps": 4, "step_ms": 1.0,)"
+                             R"( "phase_ms": {}, "gpu": {"samples": 0}}})";
+  auto run_with = [](int workers) {
+    return R"({"record": "run", "device": "cpu", "settings": {"batch_size": 8, "workers": )" +
+           std::to_string(workers) + "}}";
+  };
+  const test::TempDir dir("kiln_doctor");
+  const std::string resumed =
+      temp_file(dir, "resumed.jsonl", run_with(0) + "\n" + doctor + "\n" + run_with(7) + "\n");
+  CHECK(examples::facts_from_metrics(resumed).settings.workers == 0);
+  const std::string measured_again = temp_file(
+      dir, "again.jsonl", run_with(0) + "\n" + doctor + "\n" + run_with(7) + "\n" + doctor + "\n");
+  CHECK(examples::facts_from_metrics(measured_again).settings.workers == 7);
 }
 
 TEST_CASE("run records stay valid JSON when a setting holds bytes that are not UTF-8", "[doctor]") {
