@@ -52,6 +52,17 @@ int run(int argc, char** argv) {
 
   const DType dtype = o.dtype == "float32" ? DType::Float32 : o.dtype == "bfloat16" ? DType::BFloat16 : DType::Float16;
   const int64_t element = static_cast<int64_t>(element_size(dtype));
+  if (o.min_bytes > o.max_bytes) {
+    examples::input_error("--min-bytes " + std::to_string(o.min_bytes) + " is above --max-bytes " +
+                          std::to_string(o.max_bytes));
+  }
+  // A message is whole elements: a size between them would time fewer bytes than it records.
+  for (const auto& [flag, bytes] : {std::pair{"--min-bytes", o.min_bytes}, std::pair{"--max-bytes", o.max_bytes}}) {
+    if (bytes % element != 0) {
+      examples::input_error(std::string(flag) + " " + std::to_string(bytes) + " is not a whole number of " + o.dtype +
+                            " elements (" + std::to_string(element) + " bytes each)");
+    }
+  }
   const dist::ReduceOp op = o.op == "sum" ? dist::ReduceOp::Sum : dist::ReduceOp::Avg;
   dist::ProcessGroup& g = dist::world();
   const int n = g.size();

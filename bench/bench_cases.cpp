@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   std::string json;
   int64_t elements = int64_t(1) << 26;
   app.add_option("--json", json, "write the case list here")->required();
-  app.add_option("--elements", elements, "elements per memory-bound tensor (a positive multiple of 1024)");
+  app.add_option("--elements", elements, "elements per memory-bound tensor (a positive multiple of 1024)")
+      ->transform(kiln::examples::whole<int64_t>(1024, int64_t{1} << 40));
   try {
     app.parse(argc, argv);
   } catch (const kiln::examples::ExitRequest& e) {

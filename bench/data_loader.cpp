@@ -43,7 +43,9 @@ Options parse(int argc, char** argv) {
   Options o;
   examples::Flags app("Times kiln's DataLoader on Fashion-MNIST with pad-crop, flip and normalize per sample.",
                "bench_data_loader");
-  app.add_option("--workers", o.workers, "worker counts to time")->delimiter(',');
+  app.add_option("--workers", o.workers, "worker counts to time")
+      ->delimiter(',')
+      ->transform(examples::whole<int64_t>(0, 64));
   app.add_option("--batch", o.batch, "batch size")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--batches", o.batches, "timed batches per case")->transform(examples::whole<int64_t>(1, 1 << 20));
   app.add_option("--warmup", o.warmup, "batches read before timing")->transform(examples::whole<int64_t>(0, 1 << 20));

@@ -266,7 +266,8 @@ int main(int argc, char** argv) {
   examples::Flags app(
       "kiln's GPU microbenchmarks: the op table's bench cases against ceilings measured in the same run.", "gpu_bench");
   app.add_option("--json", opt.json, "write results (or, with --list-cases, the case list) as JSON lines here");
-  app.add_option("--elements", opt.elements, "elements per memory-bound tensor (a positive multiple of 1024)");
+  app.add_option("--elements", opt.elements, "elements per memory-bound tensor (a positive multiple of 1024)")
+      ->transform(examples::whole<int64_t>(1024, int64_t{1} << 40));
   app.add_option("--runs", opt.runs, "timed runs per case (the median is reported)")
       ->transform(examples::whole<int>(1, 1000000));
   app.add_option("--warmup", opt.warmup, "untimed runs per case first")->transform(examples::whole<int>(0, 1000000));

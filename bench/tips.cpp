@@ -847,7 +847,9 @@ Options parse(int argc, char** argv) {
                "bench_tips");
   app.add_option("--device", o.device, "cpu: the CPU tips; cuda: the GPU tips (4, 8, 9, 10, 14, 17, 23)")
       ->one_of({"cpu", "cuda"});
-  app.add_option("--tips", o.tips, "the tips to run (default: every tip of --device)")->delimiter(',');
+  app.add_option("--tips", o.tips, "the tips to run (default: every tip of --device)")
+      ->delimiter(',')
+      ->transform(examples::whole<int>(1, 25));
   app.add_option("--reps", o.reps, "timed units per variant (median reported)")->transform(examples::whole<int>(1));
   app.add_option("--warmup", o.warmup, "untimed units first")->transform(examples::whole<int>(0));
   app.add_flag("--quick", o.quick, "tiny sizes and counts, for CI: the numbers mean nothing");

@@ -79,10 +79,12 @@ def measure(a):
     env = dict(os.environ, KILN_NUM_THREADS=str(a.threads))
     gpu = a.device == "cuda"
     common = ["--reps", str(a.reps), "--warmup", str(a.warmup)]
-    if a.tips:
-        common += ["--tips", ",".join(str(t) for t in a.tips if t in (GPU_TIPS if gpu else CPU_TIPS))]
+    mine = [t for t in a.tips or [] if t in (GPU_TIPS if gpu else CPU_TIPS)]
+    if mine:
+        common += ["--tips", ",".join(str(t) for t in mine)]
     rows = []
-    for rnd in range(a.rounds):
+    # --tips that bench_tips does not run (13 alone, measured by bench_ddp_step below): no rounds of it.
+    for rnd in range(a.rounds if not a.tips or mine else 0):
         for rec in records_of(run([bench, "--device", a.device] + common, env)):
             rows.append(dict(rec, round=rnd))
         for rec in records_of(run([a.python, os.path.join(REPO, "tools", "tips_peer.py"), "--device", a.device,
@@ -320,6 +322,12 @@ def main():
     p.add_argument("--quick-check", action="store_true")
     p.add_argument("--bench", help="bench_tips for --quick-check (default: BUILD/bin/bench_tips)")
     a = p.parse_args()
+    if a.tips:  # each tip measured on its own device: CPU_TIPS and 13 with --device cpu, GPU_TIPS with cuda
+        here = GPU_TIPS if a.device == "cuda" else CPU_TIPS + (DDP_TIP,)
+        other = [t for t in a.tips if t not in here]
+        if other:
+            fail(f"--tips {','.join(map(str, other))}: not tips of --device {a.device} "
+                 f"(CPU: {', '.join(map(str, CPU_TIPS + (DDP_TIP,)))}; cuda: {', '.join(map(str, GPU_TIPS))})")
     if a.check:
         return check_pages()
     if a.quick_check:
