@@ -199,6 +199,9 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
   if (!(temperature > 0.0)) throw Error("GPT::generate: temperature must be positive, got " + std::to_string(temperature));
   if (top_k && *top_k <= 0) throw Error("GPT::generate: top_k must be positive, got " + std::to_string(*top_k));
   NoGradGuard no_grad;
+  // At 1e-30 every logit difference a float32 can hold goes to -inf already (a greedy draw); below it
+  // the temperature itself would round to 0 in float32, and 0 / 0 is NaN for the largest logit.
+  const double divisor = std::max(temperature, 1e-30);
   Tensor out = idx;
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     const int64_t t = out.size(1);
@@ -206,7 +209,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
     // [B, vocab], the largest logit of each row 0 before the division: a tiny temperature then sends
     // the others to -inf (a greedy draw) instead of every logit to +-inf (NaN in the softmax).
     Tensor last = forward(context).select(1, context.size(1) - 1);
-    Tensor logits = (last - amax(last, {-1}, /*keepdim=*/true)) / temperature;
+    Tensor logits = (last - amax(last, {-1}, /*keepdim=*/true)) / divisor;
     if (top_k) {
       const int64_t k = std::min(*top_k, config_.vocab_size);
       Tensor kth = topk(logits, k, -1).first.narrow(1, k - 1, 1);  // [B, 1]: the k-th largest

@@ -96,7 +96,8 @@ class GPT : public UnaryModule {
   Tensor loss(const Tensor& idx, const Tensor& targets);
   // Appends max_new_tokens sampled tokens to idx [B, T] -> [B, T + max_new_tokens], under
   // NoGradGuard. Each step sees at most the last block_size tokens, divides the last logits by
-  // temperature (> 0), keeps the top_k largest when given, and samples from the softmax.
+  // temperature (> 0; below 1e-30, as 1e-30: a greedy draw), keeps the top_k largest when given, and
+  // samples from the softmax.
   // The mode is left as it is: call eval() first to turn dropout off, as in nanoGPT.
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
                   std::optional<int64_t> top_k = std::nullopt);

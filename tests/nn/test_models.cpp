@@ -300,3 +300,21 @@ TEST_CASE("SmallCNN: shapes for 28x28x1 and 32x32x3, backward reaches everything
   check_every_parameter_gets_a_gradient(*cifar);
   CHECK_THROWS_AS(cifar->forward(randn({2, 3, 28, 28})), ShapeError);
 }
+
+TEST_CASE("GPT: generate with a vanishing temperature draws greedily, never NaN", "[nn]") {
+  // 1e-46 rounds to 0 in float32: dividing the logits by it made 0 / 0 for the largest one.
+  manual_seed(5);
+  GPT g(tiny_gpt(1));
+  const Tensor prompt = tensor(std::vector<int64_t>{3, 7, 11}, {1, 3});
+  Tensor greedy_next;
+  {
+    NoGradGuard no_grad;
+    const Tensor last = g.forward(prompt).select(1, 2);
+    greedy_next = argmax(last, -1);
+  }
+  for (const double temperature : {1e-46, 1e-30, 1e-20}) {
+    INFO("temperature " << temperature);
+    const Tensor out = g.generate(prompt, 1, temperature);
+    CHECK(out.select(1, 3).to_vector<int64_t>() == greedy_next.to_vector<int64_t>());
+  }
+}
