@@ -10,6 +10,12 @@
 //   two more, in the same order on every rank.
 // - The statistics are unfused kiln ops (several passes over the activation), where the local path
 //   is one fused kernel: correct first; a fused synchronized kernel is future work.
+// - Its backward all-reduces run during backward, among DDP's (or ZeRO's) bucket reductions, and every
+//   rank must issue them all in one order. A parameter without a gradient on some ranks only (DDP's
+//   find_unused_parameters, or ZeRO) makes those ranks issue its bucket at the end of backward, and the
+//   others during it: the collectives pair wrongly and the job fails or hangs (KILN_DIST_TIMEOUT ends
+//   it). With synchronized batch norm, use each parameter on every rank or on none. (PyTorch's DDP
+//   has the same ordering constraint.)
 #pragma once
 
 #include <memory>

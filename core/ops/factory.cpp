@@ -156,6 +156,13 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   if (steps < 0) throw Error("linspace: steps must be non-negative, got " + std::to_string(steps));
+  if (!is_floating(options.dtype)) {
+    // Integer points are the real ones cut toward zero, as PyTorch gives them: computed in float64
+    // (arange in an integer dtype would cut the step first: 0 to 10 in 5 steps gave 0 2 4 6 10).
+    TensorOptions real = options.with_requires_grad(false);
+    real.dtype = DType::Float64;
+    return finish(linspace(start, end, steps, real).to(options.dtype), options);
+  }
   Tensor t = ops::empty_for("linspace", {steps}, options.with_requires_grad(false));
   if (steps > 0) {
     double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;

@@ -45,6 +45,8 @@ Tensor scalar_tensor(const Scalar& value);
 Tensor arange(const Scalar& end);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options);
+// steps points from start to end, both included (end exactly); in an integer dtype each point is
+// the real one cut toward zero, as PyTorch gives it.
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 
 

@@ -21,6 +21,10 @@ TEST_CASE("factories give shapes, dtypes and contiguous strides", "[tensor]") {
   CHECK(e.numel() == 0);
   CHECK(arange(5).dtype() == DType::Int64);
   CHECK(arange(0.0, 1.0, 0.25).sizes() == Shape{4});
+  // Integer linspace: each real point cut toward zero (not a step cut to 2 first: 0 2 4 6 10).
+  CHECK(linspace(0, 10, 5, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 5, 7, 10});
+  CHECK(linspace(0, -10, 5, DType::Int32).to_vector<int32_t>() == std::vector<int32_t>{0, -2, -5, -7, -10});
+  CHECK(linspace(0, 1, 3).to_vector<float>() == std::vector<float>{0.0f, 0.5f, 1.0f});
   std::vector<float> host{1, 2, 3, 4, 5, 6};
   Tensor b = from_blob(host.data(), {2, 3}, DType::Float32);
   host[0] = 100;  // from_blob copies
