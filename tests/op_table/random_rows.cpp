@@ -1,9 +1,11 @@
 // Op table rows of the random family: rand, uniform_, randn, normal_ and randint, checked against
 // the documented Philox mapping (element i uses block i/2 of (seed, offset), words 2*(i%2) and
-// 2*(i%2)+1); the CUDA parity runner demands the same values from the GPU.
+// 2*(i%2)+1; a uniform draw takes as many bits as its dtype's significand, kernels/random.h); the
+// CUDA parity runner demands the same values from the GPU.
 #include <cmath>
 
 #include "kernels/philox.h"
+#include "kernels/random.h"
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
@@ -21,7 +23,8 @@ Tensor ref_uniform(const Shape& shape, DType t, double lo, double hi) {
   std::vector<double> v;
   for (int64_t i = 0; i < shape_numel(shape); ++i) {
     auto [w0, w1] = words(0, i);
-    double u = t == DType::Float64 ? philox_uniform_double(w0, w1) : static_cast<double>(philox_uniform(w0));
+    double u = t == DType::Float64 ? philox_uniform_double(w0, w1)
+                                   : static_cast<double>(philox_uniform_digits(w0, uniform_digits(t)));
     v.push_back(lo + (hi - lo) * u);
   }
   return from_values(v, shape);
@@ -57,7 +60,7 @@ void add_random_rows(std::vector<OpRow>& rows) {
     r.samples = {shape_sample("3x37")};
     r.op = [shape](const TensorList& x) { return TensorList{rand(shape, TensorOptions(dt(x), x[0].device()))}; };
     r.reference = [shape](const TensorList& x) {
-      return TensorList{ref_uniform(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, 0, 1)};
+      return TensorList{ref_uniform(shape, dt(x), 0, 1)};
     };
     r.out_dtype = [](DType t) { return t; };
     r.errors = {{"integer dtype", [] { rand({2}, TensorOptions(DType::Int64)); }, {"rand", "int64"}},
@@ -76,7 +79,7 @@ void add_random_rows(std::vector<OpRow>& rows) {
       return TensorList{t};
     };
     r.reference = [shape](const TensorList& x) {
-      return TensorList{ref_uniform(shape, dt(x) == DType::Float64 ? DType::Float64 : DType::Float32, -2, 3)};
+      return TensorList{ref_uniform(shape, dt(x), -2, 3)};
     };
     r.errors = {{"low above high", [] { zeros({2}).uniform_(1.0, 0.0); }, {"uniform_", "low"}},
                 {"integer tensor", [] { zeros({2}, DType::Int32).uniform_(); }, {"uniform_", "int32"}}};
