@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/autograd.h"
 #include "kernels/error.h"
@@ -49,7 +50,9 @@ struct CacheKeyHash {
   }
 };
 
-thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> cast_cache;
+using CastCache = std::unordered_map<CacheKey, CacheEntry, CacheKeyHash>;
+thread_local CastCache cast_cache;
+thread_local std::vector<CastCache> enclosing_caches;  // AutocastCacheScope's saved caches, innermost last
 
 void check_dtype(DeviceType device, DType dtype) {
   if (dtype != DType::Float16 && dtype != DType::BFloat16) {
@@ -117,6 +120,16 @@ AutocastSnapshotGuard::~AutocastSnapshotGuard() {
   tls.cpu = prev_.cpu;
   tls.cuda = prev_.cuda;
   leave();
+}
+
+AutocastCacheScope::AutocastCacheScope() {
+  enclosing_caches.push_back(std::move(cast_cache));
+  cast_cache.clear();  // a moved-from map is valid but unspecified
+}
+
+AutocastCacheScope::~AutocastCacheScope() {
+  cast_cache = std::move(enclosing_caches.back());
+  enclosing_caches.pop_back();
 }
 
 size_t autocast_cache_size() { return cast_cache.size(); }

@@ -67,6 +67,18 @@ class AutocastSnapshotGuard {
   AutocastSnapshot prev_;
 };
 
+// Gives the code inside it a cast cache of its own, empty at first, and puts the enclosing one back
+// on exit. Recompute (nn/checkpoint.h) runs fn inside one: its casts must be its own, made by the
+// recompute, never ones the forward or an earlier recompute of the same backward made (they carry
+// older history, which checkpoint refuses, and would join two graphs).
+class AutocastCacheScope {
+ public:
+  AutocastCacheScope();
+  ~AutocastCacheScope();
+  AutocastCacheScope(const AutocastCacheScope&) = delete;
+  AutocastCacheScope& operator=(const AutocastCacheScope&) = delete;
+};
+
 // Number of parameter casts held in this thread's cache (tests and memory accounting).
 size_t autocast_cache_size();
 // Empties the cache now (the outermost guard does it on exit).

@@ -201,6 +201,7 @@ TensorList checkpoint_backward(const Recompute& rc, const FunctionNode::Context&
     if (rc.preserve_rng) rewind.emplace(rc.rng);
     try {
       EnableGradGuard grad_on;
+      AutocastCacheScope own_casts;  // casts made here, not the forward's or another recompute's
       AutocastSnapshotGuard autocast(rc.autocast);
       outputs = rc.fn(inputs);
     } catch (...) {

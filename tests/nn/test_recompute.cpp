@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -328,6 +329,44 @@ TEST_CASE("recompute: the recompute runs under forward's autocast settings", "[r
   }
   CHECK(autocast_seen == std::vector<bool>{false, false});
   CHECK(z.dtype() == DType::Float32);
+}
+
+TEST_CASE("recompute: segments sharing a weight under autocast cast it afresh in each recompute", "[recompute]") {
+  // One weight in two checkpointed segments (a block applied twice), forward under bfloat16
+  // autocast: each recompute must make its own cast of the weight, not take the one an earlier
+  // recompute (or, with backward inside the region, the forward) cached, whose history is older.
+  manual_seed(6);
+  Tensor w = (randn({4, 4}) * 0.5).set_requires_grad(true);
+  const Tensor x0 = randn({2, 4});
+  CheckpointOptions opts;
+  opts.params = {w};
+  auto block = [&](const TensorList& in) { return TensorList{tanh(matmul(in[0], w))}; };
+  // Gradients of w and x; backward inside the autocast region or after it; two micro-batches
+  // accumulated (the second reuses what the first left in the cache).
+  auto run = [&](bool recompute, bool backward_inside) {
+    w.set_grad(Tensor());
+    Tensor x = x0.clone().set_requires_grad(true);
+    for (int micro = 0; micro < 2; ++micro) {
+      std::optional<AutocastGuard> guard;
+      guard.emplace(DeviceType::CPU, DType::BFloat16);
+      Tensor h = x;
+      for (int i = 0; i < 2; ++i) h = recompute ? checkpoint(block, {h}, opts).at(0) : block({h}).at(0);
+      Tensor loss = h.to(DType::Float32).sum();
+      if (!backward_inside) guard.reset();  // the docs' loop: leave the region, then backward
+      loss.backward();
+    }
+    return TensorList{w.grad().clone(), x.grad().clone()};
+  };
+  for (const bool inside : {false, true}) {
+    INFO((inside ? "backward inside the autocast region" : "backward after it"));
+    const TensorList plain = run(false, inside), recomputed = run(true, inside);
+    // The weight's gradient within one bfloat16 rounding: the plain run's one cast sums the two
+    // segments' bfloat16 gradients before its backward converts them, each recompute's own cast
+    // converts its segment's, and the float32 gradients add.
+    const double scale = max(abs(plain[0])).item<double>();
+    CHECK(max(abs(plain[0] - recomputed[0])).item<double>() <= scale * 0x1p-7);
+    CHECK(bitwise_equal(plain[1], recomputed[1]));
+  }
 }
 
 TEST_CASE("recompute: parameter gradients flow through the caller's engine when listed", "[recompute]") {
