@@ -24,6 +24,39 @@ std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 thread_local std::vector<std::function<void()>>* t_outer_callbacks = nullptr;  // the outermost pass's
 
+// A hook's replacement for the gradient `g` (undefined: keep g). It must look like g: the engine and
+// .grad trust a gradient's shape, dtype and device. A hook may change values only.
+Tensor hook_result(const Tensor& g, const Tensor& r, const char* where) {
+  if (!r.defined()) return g;
+  if (r.sizes() != g.sizes() || r.dtype() != g.dtype() || r.device() != g.device()) {
+    throw AutogradError(std::string("register_hook: a hook on ") + where + " returned a gradient of shape " +
+                        shape_str(r.sizes()) + " " + dtype_name(r.dtype()) + " on " + r.device().str() +
+                        " for one of shape " + shape_str(g.sizes()) + " " + dtype_name(g.dtype()) + " on " +
+                        g.device().str() + "; a hook may change a gradient's values, not its shape, dtype or device");
+  }
+  return r;
+}
+
+// retain_grad's hook on output `nr` of `node`: keeps the gradient arriving there in the tensor's
+// .grad, as long as that output is still the tensor's history (an in-place op gives the tensor a new
+// one, and set_history moves the hook along: the gradient is the current value's).
+void attach_retain_hook(const std::shared_ptr<TensorImpl>& impl, Node& node, uint32_t nr) {
+  AutogradMeta& meta = impl->autograd_meta();
+  meta.retain_node = &node;
+  meta.retain_nr = nr;
+  std::weak_ptr<TensorImpl> weak = impl;
+  const Node* at = &node;
+  node.pre_hooks().emplace_back(nr, [weak, at, nr](const Tensor& g) {
+    if (auto t = weak.lock()) {
+      AutogradMeta& m = t->autograd_meta();
+      if (m.retains_grad && m.retain_node == at && m.retain_nr == nr) {
+        m.grad = m.grad.defined() ? add(m.grad, g) : g.detach().clone();
+      }
+    }
+    return Tensor();
+  });
+}
+
 // Gradient sink of a leaf: accumulates into .grad, in place when a gradient already exists.
 class AccumulateGrad final : public Node {
  public:
@@ -35,10 +68,7 @@ class AccumulateGrad final : public Node {
   TensorList apply(TensorList&& grads) override {
     Tensor g = std::move(grads[0]);
     AutogradMeta& meta = leaf_->autograd_meta();
-    for (auto& hook : meta.leaf_hooks) {
-      Tensor r = hook(g);
-      if (r.defined()) g = r;
-    }
+    for (auto& hook : meta.leaf_hooks) g = hook_result(g, hook(g), "a leaf");
     Tensor& dst = meta.grad;
     Tensor leaf(leaf_);
     if (!dst.defined()) {
@@ -191,6 +221,7 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
   meta.grad_fn = fn;
   meta.output_nr = output_nr;
   meta.requires_grad = true;
+  if (meta.retains_grad && fn) attach_retain_hook(t.impl_ptr(), *fn, output_nr);  // an in-place op's new history
 }
 
 std::shared_ptr<FunctionNode> record_function(const char* name, const TensorList& inputs, const TensorList& outputs,
@@ -283,10 +314,7 @@ void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph
     buffers.erase(n);
     grads.resize(n->output_meta().size());
     for (auto& [nr, hook] : n->pre_hooks()) {
-      if (nr < grads.size() && grads[nr].defined()) {
-        Tensor r = hook(grads[nr]);
-        if (r.defined()) grads[nr] = r;
-      }
+      if (nr < grads.size() && grads[nr].defined()) grads[nr] = hook_result(grads[nr], hook(grads[nr]), "a tensor");
     }
     bool skip = false;
     if (captures) {
@@ -518,14 +546,7 @@ void Tensor::retain_grad() const {
   AutogradMeta& meta = impl_->autograd_meta();
   if (meta.retains_grad) return;
   meta.retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_;
-  grad_fn()->pre_hooks().emplace_back(output_nr(), [weak](const Tensor& g) {
-    if (auto impl = weak.lock()) {
-      Tensor& dst = impl->autograd_meta().grad;
-      dst = dst.defined() ? add(dst, g) : g.detach().clone();
-    }
-    return Tensor();
-  });
+  attach_retain_hook(impl_, *grad_fn(), output_nr());
 }
 
 Tensor Tensor::detach() const {
@@ -554,9 +575,17 @@ void Tensor::set_data(const Tensor& data) {
   impl_->sizes = data.impl()->sizes;
   impl_->strides = data.impl()->strides;
   impl_->offset = data.impl()->offset;
-  impl_->version = data.impl()->version;
   impl_->is_view = data.impl()->is_view;
-  if (impl_->autograd) impl_->autograd->grad = Tensor();
+  impl_->no_grad_view_of_grad = false;
+  // The tensor keeps its own version counter, advanced: what was saved or cast from its old values
+  // (a graph's saved tensors, an autocast cast) is stale now. (Taking data's counter would mark
+  // data's own saved copies stale instead.) As PyTorch, a new gradient sink for the new dtype and
+  // shape: one an older graph still holds would round gradients to the old dtype.
+  bump_version();
+  if (impl_->autograd) {
+    impl_->autograd->grad = Tensor();
+    impl_->autograd->grad_accumulator.reset();
+  }
 }
 
 Tensor& Tensor::detach_() {

@@ -65,6 +65,10 @@ struct AutogradMeta {
   std::shared_ptr<Node> grad_fn;
   uint32_t output_nr = 0;
   std::weak_ptr<Node> grad_accumulator;  // leaves only
+  // retain_grad: the node output whose gradient .grad keeps (the tensor's current history). Compared
+  // only, never dereferenced: the hook that reads it lives on that node.
+  const Node* retain_node = nullptr;
+  uint32_t retain_nr = 0;
   std::vector<GradHook> leaf_hooks;  // leaves: run on the gradient before it is accumulated
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
 };

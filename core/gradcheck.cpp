@@ -1,8 +1,11 @@
 // Central-difference gradient checking of a random projection of the outputs.
 #include "core/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
@@ -39,6 +42,22 @@ double* element_ptr(const Tensor& t, int64_t j) {
   }
   return base + off;
 }
+// Whether no two elements of t are one place in memory: the dims (of size > 1) in order of stride,
+// each stride past the farthest offset the smaller ones reach.
+bool elements_apart(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return false;
+    reach += stride * (size - 1);
+  }
+  return true;
+}
+
 }  // namespace
 
 GradcheckResult gradcheck(const std::function<TensorList(const TensorList&)>& fn, const TensorList& inputs,
@@ -50,6 +69,12 @@ GradcheckResult gradcheck(const std::function<TensorList(const TensorList&)>& fn
       if (t.dtype() != DType::Float64 || !t.is_cpu() || !t.is_leaf()) {
         throw DTypeError("gradcheck: input " + std::to_string(i) + " must be a float64 CPU leaf tensor, got " +
                          dtype_name(t.dtype()) + " on " + t.device().str());
+      }
+      // Each element its own memory (gaps are fine: a view of a fused buffer): perturbing one place
+      // of an expanded input would move several elements, and the numeric gradient would be wrong.
+      if (!elements_apart(t)) {
+        throw Error("gradcheck: input " + std::to_string(i) + " (shape " + shape_str(t.sizes()) + ", strides " +
+                    shape_str(t.strides()) + ") has elements that share memory; pass a contiguous() copy");
       }
       checked.push_back(i);
     }

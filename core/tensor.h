@@ -38,6 +38,10 @@ struct TensorImpl {
   std::shared_ptr<std::atomic<uint64_t>> version;  // shared with views and detached aliases
   std::unique_ptr<AutogradMeta> autograd;          // null until autograd needs it
   bool is_view = false;
+  // A view taken under NoGradGuard of a tensor that requires grad (or a view of such a view): it has
+  // no history of its own, so an in-place change to it with grad mode on would change the tensor's
+  // values behind its history (ops::check_inplace refuses it).
+  bool no_grad_view_of_grad = false;
 
   TensorImpl();
   ~TensorImpl();

@@ -195,6 +195,12 @@ void check_inplace(const char* op, const Tensor& self, std::initializer_list<con
     throw AutogradError(std::string(op) + ": in-place on a view that takes part in autograd is not supported (shape " +
                         shape_str(self.sizes()) + "); use the out-of-place op");
   }
+  if (self.impl()->no_grad_view_of_grad) {
+    throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
+                        ") was taken under NoGradGuard from a tensor that requires grad; changing it in place with "
+                        "grad mode on would change that tensor behind its history. Change it under NoGradGuard, or "
+                        "take the view with grad mode on");
+  }
 }
 
 bool shares_storage(const Tensor& a, const Tensor& b) {
@@ -305,6 +311,7 @@ Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, in
   impl->offset = offset;
   impl->version = x.impl()->version;
   impl->is_view = true;
+  impl->no_grad_view_of_grad = x.impl()->no_grad_view_of_grad || (!grad_enabled() && x.requires_grad());
   return Tensor(std::move(impl));
 }
 

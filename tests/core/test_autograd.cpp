@@ -372,3 +372,100 @@ TEST_CASE("in-place writes into shared or self-overlapping memory are refused", 
   e.fill_(7);  // the same value everywhere: the order does not matter
   CHECK(one.item<float>() == 7.0f);
 }
+
+TEST_CASE("a view taken under NoGradGuard of a tensor that requires grad is not changed in place with grad on",
+          "[autograd]") {
+  // Its change would reach x's values but not x's history: a.grad would come out half of d/da.
+  Tensor a = tensor(std::vector<double>{1, 2, 3}).set_requires_grad(true);
+  Tensor x = a * 1.0;
+  Tensor v, w;
+  {
+    NoGradGuard no_grad;
+    v = x.view({3});
+    w = v.narrow(0, 0, 2);  // a view of such a view
+  }
+  CHECK_THROWS_WITH(v.mul_(2.0), Catch::Contains("mul_") && Catch::Contains("taken under NoGradGuard"));
+  CHECK_THROWS_AS(w.add_(1.0), AutogradError);
+  {
+    NoGradGuard no_grad;
+    v.mul_(2.0);  // under NoGradGuard: the caller's own business, as before
+  }
+  CHECK(x.to_vector<double>() == std::vector<double>{2, 4, 6});
+  // A view of a tensor that does not require grad stays free.
+  Tensor plain = tensor(std::vector<double>{1, 2});
+  Tensor pv;
+  {
+    NoGradGuard no_grad;
+    pv = plain.view({2});
+  }
+  pv.mul_(3.0);
+  CHECK(plain.to_vector<double>() == std::vector<double>{3, 6});
+}
+
+TEST_CASE("a hook may change a gradient's values, not its shape, dtype or device", "[autograd]") {
+  Tensor x = tensor(std::vector<float>{1, 2, 3}).set_requires_grad(true);
+  x.register_hook([](const Tensor&) { return full({}, 6.0); });  // a scalar for a [3] gradient
+  CHECK_THROWS_WITH((x * 2.0).sum().backward(), Catch::Contains("register_hook: a hook on a leaf returned") &&
+                                                    Catch::Contains("[]") && Catch::Contains("[3]"));
+  Tensor w = tensor(std::vector<float>{1, 2, 3}).set_requires_grad(true);
+  w.register_hook([](const Tensor& g) { return g.to(DType::Float64); });
+  CHECK_THROWS_WITH((w * 2.0).sum().backward(), Catch::Contains("float64") && Catch::Contains("float32"));
+  Tensor y = tensor(std::vector<float>{1, 2}).set_requires_grad(true);
+  Tensor z = y * 2.0;
+  z.register_hook([](const Tensor& g) { return g.reshape({2, 1}); });
+  CHECK_THROWS_WITH(z.sum().backward(), Catch::Contains("a hook on a tensor returned") && Catch::Contains("[2, 1]"));
+  // Values may change.
+  Tensor ok = tensor(std::vector<float>{1, 2}).set_requires_grad(true);
+  ok.register_hook([](const Tensor& g) { return g * 10.0; });
+  (ok * 2.0).sum().backward();
+  CHECK(ok.grad().to_vector<float>() == std::vector<float>{20, 20});
+}
+
+TEST_CASE("retain_grad keeps the gradient of the tensor's current value after an in-place op", "[autograd]") {
+  Tensor x = ones({3}).set_requires_grad(true);
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  y.mul_(3.0);
+  y.sum().backward();
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{1, 1, 1});  // not 3, the gradient before mul_
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{6, 6, 6});
+}
+
+TEST_CASE("set_data gives the tensor a new gradient sink and advances its version", "[autograd]") {
+  // A graph kept alive (a logged loss) holds the old sink: gradients must not be rounded to the old
+  // dtype afterwards, and a cast cached from the old values must not be served.
+  Tensor w = tensor(std::vector<float>{1, 2}).set_requires_grad(true);
+  Tensor kept = (w * 3.0).sum();
+  kept.backward(Tensor(), /*retain_graph=*/true);
+  const uint64_t before = w.version();
+  w.set_data(tensor(std::vector<double>{5, 7}));
+  CHECK(w.version() > before);
+  CHECK_FALSE(w.grad().defined());
+  (w * 2.0).sum().backward();
+  CHECK(w.grad().dtype() == DType::Float64);
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2, 2});
+  // The old graph saved nothing of w's values here (w * 3 saves the scalar only); a graph that did is
+  // refused, as after any change of the values.
+  Tensor v = tensor(std::vector<float>{1, 2}).set_requires_grad(true);
+  Tensor sq = (v * v).sum();
+  v.set_data(tensor(std::vector<float>{3, 4}));
+  CHECK_THROWS_AS(sq.backward(), AutogradError);
+  Tensor c = tensor(std::vector<float>{1, 1}).set_requires_grad(true);
+  Tensor m = full({2, 2}, 1.0);
+  {
+    AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+    CHECK(matmul(c.view({1, 2}), m).to_vector_double() == std::vector<double>{2, 2});
+    c.set_data(tensor(std::vector<float>{5, 5}));
+    CHECK(matmul(c.view({1, 2}), m).to_vector_double() == std::vector<double>{10, 10});  // not the cached cast
+  }
+}
+
+TEST_CASE("gradcheck refuses an input whose elements share memory", "[autograd]") {
+  Tensor expanded = tensor(std::vector<double>{1, 2, 3}).view({1, 3}).expand({2, 3}).detach().set_requires_grad(true);
+  CHECK_THROWS_WITH(gradcheck([](const TensorList& in) { return TensorList{mul(in[0], in[0])}; }, {expanded}),
+                    Catch::Contains("gradcheck: input 0") && Catch::Contains("share memory"));
+  // Gaps are fine (a view of a fused buffer): each element still has its own place.
+  Tensor fused = tensor(std::vector<double>{0.5, -1, 2, 0.25, 3, -0.5, 1, 1.5}, {2, 4});
+  Tensor gapped = fused.narrow(1, 1, 2).detach().set_requires_grad(true);
+  CHECK(gradcheck([](const TensorList& in) { return TensorList{mul(in[0], in[0])}; }, {gapped}).ok);
+}
