@@ -1,6 +1,7 @@
 // torch.nn.init in kiln. trunc_normal_ inverts the normal CDF with tensor ops (erfinv by Giles'
 // single-precision polynomials) so it runs on the tensor's own device and generator, in one pass,
-// however far into a tail [a, b] lies; rejection sampling would loop there.
+// however far into a tail [a, b] lies (drawn as the tail's probability there, which floats hold
+// precisely); rejection sampling would loop there.
 #include "nn/init.h"
 
 #include <algorithm>
@@ -25,19 +26,21 @@ template <size_t N> Tensor polyval(const double (&c)[N], const Tensor& w) {
   return p;
 }
 
-// erfinv for x in (-1, 1), relative error about 1e-7 (M. Giles, "Approximating the erfinv function").
-Tensor erfinv(const Tensor& x) {
+// erfinv(x) for x in (-1, 1), relative error about 1e-7 (M. Giles, "Approximating the erfinv
+// function"), from x and w = -log(1 - x^2): the caller forms w, precisely when it knows 1 - |x|.
+Tensor erfinv_w(const Tensor& x, const Tensor& w) {
   static constexpr double central[] = {2.81022636e-08,  3.43273939e-07, -3.5233877e-06,
                                        -4.39150654e-06, 0.00021858087,  -0.00125372503,
                                        -0.00417768164,  0.246640727,    1.50140941};
   static constexpr double tail[] = {-0.000200214257, 0.000100950558, 0.00134934322,
                                     -0.00367342844,  0.00573950773,  -0.0076224613,
                                     0.00943887047,   1.00167406,     2.83297682};
-  Tensor w = neg(log((1.0 - x) * (1.0 + x)));
   Tensor p = polyval(central, w - 2.5);
   Tensor q = polyval(tail, sqrt(w) - 3.0);
   return where(lt(w, 5.0), p, q) * x;
 }
+
+Tensor erfinv(const Tensor& x) { return erfinv_w(x, neg(log((1.0 - x) * (1.0 + x)))); }
 
 void check_defined(const char* op, const Tensor& t) {
   if (!t.defined()) throw Error(std::string(op) + ": tensor is undefined");
@@ -172,6 +175,21 @@ Tensor trunc_normal_(const Tensor& t, double mean, double std, double a, double 
   // u uniform on [2 Phi(alpha) - 1, 2 Phi(beta) - 1] maps through mean + std * sqrt(2) * erfinv(u)
   // onto the normal restricted to [a, b]. Float32 work unless the tensor is float64.
   const DType work = t.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const double alpha = (a - mean) / std, beta = (b - mean) / std;
+  if (alpha >= 0.0 || beta <= 0.0) {
+    // [a, b] on one side of the mean: u is drawn as its distance p = 1 - |u| from 1, the tail's
+    // probability erfc(t / sqrt 2), which a float keeps to full relative precision however small
+    // (1 - u itself rounds to a handful of values past about 4.5 std in float32, 8 in float64).
+    // Mirrored below the mean.
+    const bool upper = alpha >= 0.0;
+    const double near = upper ? alpha : -beta, far = upper ? beta : -alpha;
+    const double tiny = work == DType::Float64 ? 0x1p-1022 : 0x1p-126;  // the smallest normal: log stays finite
+    Tensor p = empty(t.sizes(), TensorOptions(work, t.device()));
+    p.uniform_(std::max(std::erfc(far / std::sqrt(2.0)), tiny), std::max(std::erfc(near / std::sqrt(2.0)), tiny));
+    Tensor z = erfinv_w(1.0 - p, neg(log(p * (2.0 - p)))) * (std * std::sqrt(2.0));
+    h.copy_(clamp(upper ? mean + z : mean - z, a, b));
+    return h;
+  }
   const double lo = 2.0 * phi_cdf((a - mean) / std) - 1.0;
   const double hi = 2.0 * phi_cdf((b - mean) / std) - 1.0;
   Tensor u = empty(t.sizes(), TensorOptions(work, t.device()));

@@ -270,18 +270,21 @@ Tensor BatchNorm2d::forward(const Tensor& x, const BatchNormEpilogue& epilogue) 
   }
   warn_if_conv_bias_feeds(x, num_features);
   const Tensor& z = epilogue.residual;
-  const bool synced = sync && (is_training() || !track_running_stats);
+  // Synchronized in training only, as PyTorch's SyncBatchNorm: evaluation is each rank's own (without
+  // running statistics, its own batch's), so one rank may evaluate alone.
+  const bool synced = sync && is_training();
   if (synced || (z.defined() && (z.sizes() != x.sizes() || z.dtype() != x.dtype() || z.device() != x.device()))) {
     Tensor y = synced ? synced_forward(x) : forward(x);
     if (z.defined()) y = y + z;
     return epilogue.relu ? relu(y) : y;
   }
   if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps, epilogue);
-  if (is_training()) {
+  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps, epilogue);
+  if (is_training()) {  // after batch_norm's checks: a refused batch is not counted
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps, epilogue);
+  return y;
 }
 
 // Synchronized statistics, from differentiable ops: the job's per-channel sum and element count in

@@ -1342,6 +1342,25 @@ TEST_CASE("ddp and zero-1: with a profiler, the communication backward waits for
   }
 }
 
+// Evaluation is each rank's own, as PyTorch's SyncBatchNorm: without running statistics a converted
+// batch norm normalizes with its rank's batch, and one rank may evaluate while the others do not
+// (no collective: a rank alone would wait for the others forever).
+TEST_CASE("sync batch norm: evaluation without running statistics is each rank's own", "[ddp][syncbn]") {
+  ProcessGroup& g = world();
+  auto model = std::make_shared<nn::Sequential>();
+  auto bn = std::make_shared<nn::BatchNorm2d>(2, 1e-5, 0.1, /*affine=*/true, /*track_running_stats=*/false);
+  model->push_back(bn);
+  CHECK(convert_sync_batchnorm(*model, g) == 1);
+  model->eval();
+  manual_seed(40 + static_cast<uint64_t>(g.rank()));
+  const Tensor x = randn({3, 2, 2, 2}) * (1.0 + g.rank());
+  if (g.rank() == 0) {  // rank 0 alone
+    const Tensor local = batch_norm(x, Tensor(), Tensor(), bn->weight, bn->bias, true, 0.1, 1e-5);
+    CHECK(max(abs((*model)(x) - local)).item<double>() == 0.0);
+  }
+  g.barrier();
+}
+
 // One value per channel in the whole job: refused like the plain batch norm (the unbiased running
 // variance divided by 0 and stored NaN); over two ranks the two values are a sample. One value over
 // several ranks (the others' batches empty) only the job's count knows, on the device: the running

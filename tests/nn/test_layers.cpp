@@ -2,6 +2,7 @@
 // differences, PyTorch's printed form, and init statistics (mean, std, bounds) on tensors large
 // enough that the tolerances are many standard errors wide.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -114,6 +115,10 @@ TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]")
   CHECK(buffers == std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
   CHECK(bn.num_batches_tracked.dtype() == DType::Int64);
 
+  // A batch the op refuses (one value per channel, an integer input) changes no buffer.
+  CHECK_THROWS_AS(bn.forward(randn({1, 3, 1, 1})), Error);
+  CHECK_THROWS_AS(bn.forward(zeros({2, 3, 2, 2}, DType::Int32)), Error);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 0);
   Tensor x = randn({4, 3, 5, 5}) * 3.0 + 2.0;
   Tensor y_train = bn.forward(x);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
@@ -335,13 +340,18 @@ TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's
     double mean, std, a, b;
   };
   // Symmetric default-like, asymmetric, and a one-sided tail where clipping a normal would be
-  // badly wrong (P(x in [1, 4]) is about 16%).
-  const Case cases[] = {{0.0, 1.0, -2.0, 2.0}, {0.5, 2.0, -1.0, 3.0}, {0.0, 1.0, 1.0, 4.0}, {0.0, 0.02, -0.04, 0.04}};
+  // badly wrong (P(x in [1, 4]) is about 16%); then tails far out, on either side, where float32's
+  // values near 1 (the CDF there) are too few to draw from: the tail's own probability is drawn.
+  const Case cases[] = {{0.0, 1.0, -2.0, 2.0}, {0.5, 2.0, -1.0, 3.0}, {0.0, 1.0, 1.0, 4.0}, {0.0, 0.02, -0.04, 0.04},
+                        {0.0, 1.0, 5.0, 6.0},   {0.0, 1.0, 6.0, 7.0},   {1.0, 2.0, -13.0, -11.0}};
   for (const Case& c : cases) {
     Tensor w = empty({400, 250});
     init::trunc_normal_(w, c.mean, c.std, c.a, c.b);
     const double alpha = (c.a - c.mean) / c.std, beta = (c.b - c.mean) / c.std;
-    const double z = normal_cdf(beta) - normal_cdf(alpha);
+    // The interval's probability, through erfc on a side of the mean (1 - a tiny number otherwise).
+    const double z = alpha >= 0   ? 0.5 * (std::erfc(alpha / std::sqrt(2.0)) - std::erfc(beta / std::sqrt(2.0)))
+                     : beta <= 0 ? 0.5 * (std::erfc(-beta / std::sqrt(2.0)) - std::erfc(-alpha / std::sqrt(2.0)))
+                                 : normal_cdf(beta) - normal_cdf(alpha);
     const double ratio = (normal_pdf(alpha) - normal_pdf(beta)) / z;
     const double mean = c.mean + c.std * ratio;
     const double var = c.std * c.std * (1.0 + (alpha * normal_pdf(alpha) - beta * normal_pdf(beta)) / z - ratio * ratio);
@@ -351,6 +361,9 @@ TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's
     CHECK(m.max <= c.b);
     CHECK(m.mean == Approx(mean).margin(0.02 * std::sqrt(var)));
     CHECK(m.std == Approx(std::sqrt(var)).epsilon(0.02));
+    std::vector<float> v = w.to_vector<float>();
+    std::sort(v.begin(), v.end());
+    CHECK(std::unique(v.begin(), v.end()) - v.begin() > 10000);  // a continuum, not a few values
   }
   // float64 tensors work in float64.
   Tensor d = empty({1000}, DType::Float64);
