@@ -6,13 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "kernels/log.h"
 
 namespace kiln::cpu {
 namespace {
@@ -21,16 +23,17 @@ thread_local bool t_in_worker = false;
 
 constexpr int64_t kDefaultSpinUs = 100, kMaxSpinUs = 100000;
 
-// KILN_CPU_SPIN_US when it is a whole number (capped at kMaxSpinUs), else the default with a
-// warning on stderr (the kernels library logs nothing else before the pool starts).
+// KILN_CPU_SPIN_US when it is a whole number (capped at kMaxSpinUs), else the default with a Warn
+// message (during static initialization: the logger's state is a function-local static, made on
+// first use).
 int64_t initial_spin_us() {
   const char* env = std::getenv("KILN_CPU_SPIN_US");
   if (env == nullptr) return kDefaultSpinUs;
   char* end = nullptr;
   const long long us = std::strtoll(env, &end, 10);
   if (end != env && *end == '\0' && us >= 0) return std::min<long long>(us, kMaxSpinUs);
-  std::fprintf(stderr, "kiln: KILN_CPU_SPIN_US must be a whole number of microseconds, got '%s'; using %lld\n", env,
-               static_cast<long long>(kDefaultSpinUs));
+  KILN_LOG(Warn, "KILN_CPU_SPIN_US must be a whole number of microseconds, got '" + std::string(env) + "'; using " +
+                     std::to_string(kDefaultSpinUs));
   return kDefaultSpinUs;
 }
 std::atomic<int64_t> g_spin_us{initial_spin_us()};
