@@ -35,7 +35,8 @@ inline void add_ddp_flag(Flags& app, bool& ddp) {
 // The world group for `device` when `ddp` (MPI on the CPU, NCCL on GPUs), else nullptr; on GPUs,
 // `device` becomes this rank's. Bad input (no MPI or NCCL, a batch that does not split evenly) ends
 // the program with the reason.
-inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_size, std::string& out) {
+inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_size, std::string& out,
+                                     int64_t grad_accum = 1) {
   if (!ddp) return nullptr;
   dist::ProcessGroup* group = nullptr;
   try {
@@ -47,6 +48,14 @@ inline dist::ProcessGroup* start_ddp(bool ddp, Device& device, int64_t batch_siz
   if (batch_size % group->size() != 0) {
     input_error("--ddp: --batch-size " + std::to_string(batch_size) + " must be a multiple of the " +
                 std::to_string(group->size()) + " ranks");
+  }
+  // Each rank cuts its share into the micro-batches: with fewer rows than --grad-accum it would take
+  // fewer micro-batches than asked, silently (check_grad_accum saw the whole batch only).
+  const int64_t share = batch_size / group->size();
+  if (grad_accum > share) {
+    input_error("--grad-accum " + std::to_string(grad_accum) + " is larger than each rank's share of --batch-size " +
+                std::to_string(batch_size) + " (" + std::to_string(share) + " rows on each of " +
+                std::to_string(group->size()) + " ranks): every micro-batch needs at least one row");
   }
   if (group->rank() > 0) {
     out = (std::filesystem::path(out) / ("rank-" + std::to_string(group->rank()))).string();

@@ -373,7 +373,7 @@ static int run(int argc, char** argv) {
   Device device = examples::choose_device(opt.device);
   examples::check_cuda_graph(opt.precision, device);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
-  dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out);
+  dist::ProcessGroup* group = examples::start_ddp(opt.ddp, device, opt.batch_size, opt.out, opt.precision.grad_accum);
   const data::transforms::Compose transform = train_transform(opt);
   const Data data = load_data(opt, device, transform);
   const int64_t n = data.train->size(), n_test = data.x_test.size(0);

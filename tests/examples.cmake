@@ -187,6 +187,15 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   set_tests_properties(example_train_gpt_zero_resume example_train_gpt_zero_resume_fp16 PROPERTIES
                        LABELS "example;mpi" TIMEOUT 300 RESOURCE_LOCK mpi
                        ENVIRONMENT "KILN_NUM_THREADS=1;${KILN_MPI_TEST_ENV}")
+  # --grad-accum is checked against each rank's share of the batch too: 3 micro-batches of a 2-row share
+  # would be 2, silently.
+  add_test(NAME example_flags_gpt_ddp_grad_accum_share
+           COMMAND ${CMAKE_COMMAND} -DEXE=${MPIEXEC_EXECUTABLE}
+                   "-DARGS=-n;2;--oversubscribe;$<TARGET_FILE:train_gpt>;--device;cpu;--ddp;--batch-size;4;--grad-accum;3;--out;${KILN_EXAMPLE_RUNS}/gpt_ddp_grad_accum_share"
+                   -DCODE=2 -DSTREAM=stderr "-DREGEX=--grad-accum 3 is larger than each rank's share of --batch-size 4 \\(2 rows"
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/flag_check.cmake)
+  set_tests_properties(example_flags_gpt_ddp_grad_accum_share PROPERTIES LABELS "example;mpi" TIMEOUT 60
+                       RESOURCE_LOCK mpi ENVIRONMENT "${KILN_MPI_TEST_ENV}")
   # train_cnn --ddp --zero over 2 ranks against one process (no clipping in train_cnn), and split by
   # resumes: SGD's momentum buffers travel whole in the checkpoint, which the split runs, with 10 KiB
   # buckets, cut into other shards than the whole run's one bucket per group (2 ranks add their
