@@ -24,6 +24,14 @@ DType Scalar::default_dtype() const {
   return kDefaultFloat;
 }
 
+int64_t Scalar::to_int() const {
+  if (kind_ != Kind::Float) return i_;
+  if (std::isnan(d_)) return 0;
+  if (d_ >= 9223372036854775808.0) return INT64_MAX;  // 2^63 and beyond
+  if (d_ < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(d_);
+}
+
 std::string Scalar::str() const {
   std::ostringstream os;
   if (kind_ == Kind::Bool) {

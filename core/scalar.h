@@ -1,4 +1,6 @@
-// Scalars and type promotion. Promotion follows PyTorch: between tensors, the wider type of the
+// Scalars and type promotion. Promotion follows PyTorch (with one difference: PyTorch lets a 0-d
+// tensor raise only the category of dimensioned operands, as a number does; kiln promotes it as any
+// tensor, so a float64 0-d tensor makes float16 [n] float64): between tensors, the wider type of the
 // higher category (bool < integer < floating) wins, float16 with bfloat16 gives float32; a C++
 // scalar behaves like a Python number and only raises the category (bf16 * 0.5 stays bf16,
 // int32 * 0.5 becomes float32, int32 + 2 stays int32).
@@ -36,7 +38,8 @@ class Scalar {
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::Float; }
   double to_double() const { return kind_ == Kind::Float ? d_ : static_cast<double>(i_); }
-  int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
+  // A float truncates toward zero, saturating at int64's ends (NaN gives 0): every value converts.
+  int64_t to_int() const;
   // The dtype a tensor made from this scalar alone gets: bool, int64 or float32.
   DType default_dtype() const;
   std::string str() const;

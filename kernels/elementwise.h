@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/macros.h"
 #include "kernels/strided.h"
 
 namespace kiln {
@@ -48,12 +50,25 @@ enum class BinaryOp : uint8_t {
   X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward) X(SigmoidBackward)            \
   X(RsqrtBackward) X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward)
 
-// An operand: a strided tensor or, when is_scalar, a value broadcast everywhere.
+// An operand: a strided tensor or, when is_scalar, a value broadcast everywhere. A scalar carries
+// its value twice: as a double for floating compute, and exactly as an int64 for the integer
+// compute of integer dtypes (an int64 past 2^53 does not survive a double: INT64_MAX would round
+// to 2^63 and wrap to INT64_MIN).
 struct Operand {
   StridedArg arg;
   bool is_scalar = false;
   double scalar = 0.0;
+  int64_t int_scalar = 0;
 };
+
+// A scalar operand's value in the compute type C.
+template <typename C> KILN_HD C scalar_as(const Operand& o) {
+  if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(o.int_scalar);
+  } else {
+    return static_cast<C>(o.scalar);
+  }
+}
 
 // Compute type of an elementwise op: what operands are converted to before the math.
 constexpr DType compute_dtype_for(DType t) {

@@ -7,9 +7,11 @@
 
 namespace kiln {
 
-// Fills `out` with a value (cast to its dtype). The CUDA twin turns a fill of +0 into a memset.
-void fill_cpu(const StridedArg& out, double value, const KernelContext& ctx);
-void fill_cuda(const StridedArg& out, double value, const KernelContext& ctx);
+// Fills `out` with a value (cast to its dtype): `value` for floating dtypes, `int_value` exactly for
+// integer ones (the two are one scalar, as Operand carries it). The CUDA twin turns a fill of +0
+// into a memset.
+void fill_cpu(const StridedArg& out, double value, int64_t int_value, const KernelContext& ctx);
+void fill_cuda(const StridedArg& out, double value, int64_t int_value, const KernelContext& ctx);
 // out[i] = start + i * step over the logical order of `out`: int64 arithmetic for integer outputs,
 // double rounded once per operation (no fused multiply-add) for float ones, on both devices.
 void arange_cpu(const StridedArg& out, double start, double step, const KernelContext& ctx);

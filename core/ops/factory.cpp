@@ -20,11 +20,11 @@ Tensor finish(Tensor t, const TensorOptions& options) {
   return t;
 }
 
-void fill_tensor(const char* op, const Tensor& t, double value) {
+void fill_tensor(const char* op, const Tensor& t, const Scalar& value) {
   if (t.numel() == 0) return;
   StridedArg a = ops::make_arg(t);
   ops::collapse_dims({&a});
-  ops::launch(op, t.device(), kernels::fill, a, value);
+  ops::launch(op, t.device(), kernels::fill, a, value.to_double(), value.to_int());
 }
 
 // out[i] = start + i * step on out's device.
@@ -88,13 +88,13 @@ Tensor empty_like_for(const char* op, const Tensor& t, DType dtype, MemoryFormat
 
 Tensor full_for(const char* op, const Shape& shape, const Scalar& value, const TensorOptions& options) {
   Tensor t = ops::empty_for(op, shape, options.with_requires_grad(false));
-  fill_tensor(op, t, value.to_double());
+  fill_tensor(op, t, value);
   return finish(t, options);
 }
 
 Tensor full_like_for(const char* op, const Tensor& t, const Scalar& value) {
   Tensor r = empty_like_for(op, t, t.defined() ? t.dtype() : DType::Float32, MemoryFormat::Preserve);
-  fill_tensor(op, r, value.to_double());
+  fill_tensor(op, r, value);
   return r;
 }
 
@@ -203,7 +203,7 @@ Tensor& Tensor::fill_(const Scalar& value) {
     throw DTypeError("fill_: cannot fill a " + std::string(dtype_name(dtype())) + " tensor with float value " +
                      value.str());
   }
-  fill_tensor("fill_", *this, value.to_double());
+  fill_tensor("fill_", *this, value);
   bump_version();
   ops::record_overwrite("fill_", *this);
   return *this;

@@ -60,6 +60,7 @@ Operand scalar_operand(const Scalar& s) {
   Operand o;
   o.is_scalar = true;
   o.scalar = s.to_double();
+  o.int_scalar = s.to_int();
   return o;
 }
 

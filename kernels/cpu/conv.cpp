@@ -80,7 +80,7 @@ void copy_image(const StridedArg& dst, const StridedArg& src, DType acc, const K
 void zero_image(const StridedArg& dst, const KernelContext& ctx) {
   StridedArg o = dst;
   collapse_dims({&o});
-  fill_cpu(o, 0.0, ctx);
+  fill_cpu(o, 0.0, 0, ctx);
 }
 
 // The filter as a dense [C_out, C_in/groups * kH * kW] matrix of the acc dtype, in the order the

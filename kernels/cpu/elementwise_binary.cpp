@@ -33,7 +33,7 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
     C* o = static_cast<C*>(out.data);
     const C* xp = static_cast<const C*>(x.arg.data);
     if (y.is_scalar) {
-      const C yv = static_cast<C>(y.scalar);
+      const C yv = scalar_as<C>(y);
       cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
         binary_run_scalar<OP, C>(o + b0, xp + b0, yv, e0 - b0, alpha, beta);
       });
@@ -47,7 +47,7 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
   }
   if constexpr (std::is_same_v<C, float>) {
     if (!x.is_scalar && dense_widens(out) && dense_widens(x.arg) && (y.is_scalar || dense_widens(y.arg))) {
-      const C yv = y.is_scalar ? static_cast<C>(y.scalar) : C(0);
+      const C yv = y.is_scalar ? scalar_as<C>(y) : C(0);
       cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
         float xbuf[kWideBlock], ybuf[kWideBlock];
         widened_blocks(out, b0, e0, [&](float* o, int64_t i, int64_t m) {
@@ -68,7 +68,7 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
     // Strided (a broadcast bias, a transposed view) but no conversions: typed runs of the innermost
     // dim, with loops the compiler vectorizes for the common stride patterns.
     C* o = static_cast<C*>(out.data);
-    const C xs = x.is_scalar ? static_cast<C>(x.scalar) : C(0), ys = y.is_scalar ? static_cast<C>(y.scalar) : C(0);
+    const C xs = x.is_scalar ? scalar_as<C>(x) : C(0), ys = y.is_scalar ? scalar_as<C>(y) : C(0);
     const C* xb = x.is_scalar ? &xs : static_cast<const C*>(x.arg.data);
     const C* yb = y.is_scalar ? &ys : static_cast<const C*>(y.arg.data);
     cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {

@@ -69,7 +69,7 @@ void widened_run(const StridedArg& out, int64_t out_at, const StridedArg& x, int
 
 // An operand's element at `off` (or its scalar) in the compute type C.
 template <typename C> C operand_value(const Operand& o, int64_t off) {
-  return o.is_scalar ? static_cast<C>(o.scalar) : load_as<C>(o.arg.data, o.arg.dtype, off);
+  return o.is_scalar ? scalar_as<C>(o) : load_as<C>(o.arg.data, o.arg.dtype, off);
 }
 
 }  // namespace kiln::cpu

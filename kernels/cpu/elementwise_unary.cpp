@@ -47,7 +47,7 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
   const DType ct = dtype_of<C>();
   if (in.is_scalar) {  // a constant (fills): the op and the store's conversion once, then its bytes
     alignas(8) unsigned char value[8] = {};
-    store_as<C>(value, out.dtype, 0, ew::unary_fn<OP, C>(static_cast<C>(in.scalar), a, b));
+    store_as<C>(value, out.dtype, 0, ew::unary_fn<OP, C>(scalar_as<C>(in), a, b));
     switch (element_size(out.dtype)) {
       case 1: return fill_as<uint8_t>(out, value);
       case 2: return fill_as<uint16_t>(out, value);
@@ -84,7 +84,7 @@ template <UnaryOp OP, typename C> void unary_typed(const StridedArg& out, const 
   const int64_t* strides[2] = {out.strides, in.is_scalar ? zero : in.arg.strides};
   if (out.dtype == ct && (in.is_scalar || in.arg.dtype == ct)) {  // strided, but no conversions
     C* o = static_cast<C*>(out.data);
-    const C scalar = in.is_scalar ? static_cast<C>(in.scalar) : C(0);
+    const C scalar = in.is_scalar ? scalar_as<C>(in) : C(0);
     const C* x = in.is_scalar ? &scalar : static_cast<const C*>(in.arg.data);
     cpu::parallel_for(n, kGrain, [&](int64_t, int64_t b0, int64_t e0) {
       cpu::nd_rows<2>(out.ndim, out.sizes, strides, b0, e0, [&](const int64_t* off, int64_t count, const int64_t* st) {

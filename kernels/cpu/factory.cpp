@@ -15,10 +15,11 @@ constexpr int64_t kGrain = 16384;
 
 }  // namespace
 
-void fill_cpu(const StridedArg& out, double value, const KernelContext& ctx) {
+void fill_cpu(const StridedArg& out, double value, int64_t int_value, const KernelContext& ctx) {
   Operand v;
   v.is_scalar = true;
   v.scalar = value;
+  v.int_scalar = int_value;
   unary_cpu(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0, ctx);
 }
 

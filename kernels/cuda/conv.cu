@@ -37,7 +37,7 @@ enum class Direction : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 }
 void zero(const StridedArg& a, const KernelContext& ctx) {
   StridedArg o = a;
   collapse_dims({&o});
-  fill_cuda(o, 0.0, ctx);
+  fill_cuda(o, 0.0, 0, ctx);
 }
 
 const char* op_name(Direction d) {

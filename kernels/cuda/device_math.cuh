@@ -209,7 +209,7 @@ template <typename C> inline InValue<C> in_value(const Operand& o) {
   v.data = o.is_scalar ? nullptr : o.arg.data;
   v.dtype = o.arg.dtype;
   v.is_scalar = o.is_scalar;
-  v.scalar = static_cast<C>(o.scalar);
+  v.scalar = scalar_as<C>(o);
   return v;
 }
 

@@ -12,10 +12,10 @@
 
 namespace kiln {
 
-void fill_cuda(const StridedArg& out, double value, const KernelContext& ctx) {
+void fill_cuda(const StridedArg& out, double value, int64_t int_value, const KernelContext& ctx) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  if (value == 0 && !std::signbit(value) && cuda_detail::dense_1d(out)) {
+  if (value == 0 && !std::signbit(value) && int_value == 0 && cuda_detail::dense_1d(out)) {
     const size_t bytes = static_cast<size_t>(n) * element_size(out.dtype);
     const cudaError_t err = cudaMemsetAsync(out.data, 0, bytes, cuda_detail::raw_stream(ctx.stream));
     cuda_detail::check_cuda(err, "fill", "cudaMemsetAsync");
@@ -25,6 +25,7 @@ void fill_cuda(const StridedArg& out, double value, const KernelContext& ctx) {
   Operand v;
   v.is_scalar = true;
   v.scalar = value;
+  v.int_scalar = int_value;
   unary_cuda(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0, ctx);
 }
 

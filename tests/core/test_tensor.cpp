@@ -2,6 +2,10 @@
 // counters, conversions, printing, and the errors of bad input.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
 #include "core/kiln.h"
 
 using namespace kiln;
@@ -153,4 +157,27 @@ TEST_CASE("bad shapes and dims name the op and the shapes", "[tensor]") {
   Tensor undefined;
   CHECK_THROWS_AS(undefined.sizes(), Error);
   CHECK_THROWS_AS(add(undefined, x), Error);
+}
+
+TEST_CASE("int64 scalars reach integer tensors exactly, past 2^53 and at the ends of the range", "[tensor]") {
+  // A scalar used to travel as a double: INT64_MAX rounded to 2^63 and wrapped to INT64_MIN, and
+  // 2^53 + 1 became 2^53.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  CHECK(full({2}, INT64_MAX, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>(2, INT64_MAX));
+  CHECK(full({1}, INT64_MIN, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN});
+  Tensor t = zeros({3}, DType::Int64);
+  t.fill_(big);
+  CHECK(t.to_vector<int64_t>() == std::vector<int64_t>(3, big));
+  CHECK((zeros({2}, DType::Int64) + (INT64_MAX - 5)).to_vector<int64_t>() == std::vector<int64_t>(2, INT64_MAX - 5));
+  CHECK((t - big).to_vector<int64_t>() == std::vector<int64_t>(3, 0));
+  CHECK(eq(t, big).to_vector<uint8_t>() == std::vector<uint8_t>(3, 1));
+  CHECK(eq(t, big - 1).to_vector<uint8_t>() == std::vector<uint8_t>(3, 0));
+  Tensor m = zeros({2}, DType::Int64);
+  m.masked_fill_(tensor(std::vector<bool>{true, false}), INT64_MAX);
+  CHECK(m.to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, 0});
+  // Float scalars convert to int64 whatever their size (a cast past int64's range is undefined).
+  CHECK(Scalar(1e300).to_int() == INT64_MAX);
+  CHECK(Scalar(-1e300).to_int() == INT64_MIN);
+  CHECK(Scalar(std::nan("")).to_int() == 0);
+  CHECK(Scalar(-2.7).to_int() == -2);
 }

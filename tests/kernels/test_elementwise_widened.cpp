@@ -251,17 +251,18 @@ TEST_CASE("elementwise on the CPU: a fill stores its value's one conversion in e
       std::vector<unsigned char> want(static_cast<size_t>(element_size(t)));
       cpu::visit_compute(compute_dtype_for(t),
                          [&]<typename C>() { cpu::store_as<C>(want.data(), t, 0, static_cast<C>(value)); });
+      const int64_t int_value = Scalar(value).to_int();  // the integer twin of the scalar, as ops pass it
       const Tensor dense = empty({rows * cols}, TensorOptions(t));
-      fill_cpu(as_arg(dense, true), value, ctx);
+      fill_cpu(as_arg(dense, true), value, int_value, ctx);
       const Tensor gapped = full({rows, ld}, 5.0, TensorOptions(t));
       const std::vector<unsigned char> gap = bytes_at(gapped, 0);
-      fill_cpu(rows_arg(gapped, rows, cols, ld), value, ctx);
+      fill_cpu(rows_arg(gapped, rows, cols, ld), value, int_value, ctx);
       // And every other element of a run (an inner stride of 2).
       const Tensor strided = full({2 * cols}, 5.0, TensorOptions(t));
       StridedArg every_other = as_arg(strided, true);
       every_other.sizes[0] = cols;
       every_other.strides[0] = 2;
-      fill_cpu(every_other, value, ctx);
+      fill_cpu(every_other, value, int_value, ctx);
       int64_t bad = 0, gaps_written = 0;
       for (int64_t i = 0; i < rows * cols; ++i) bad += bytes_at(dense, i) == want ? 0 : 1;
       for (int64_t i = 0; i < 2 * cols; ++i) {
