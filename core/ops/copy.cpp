@@ -42,7 +42,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
     throw ShapeError("copy_: source of shape " + shape_str(src.sizes()) + " does not broadcast to destination shape " +
                      shape_str(sizes()));
   }
-  bool record = needs_grad({this, &src});
+  // An integer or bool destination ends the graph, as a cast to it does (to_dtype): it cannot
+  // require grad, and a gradient cast to its dtype would be truncated.
+  bool record = is_floating(dtype()) && needs_grad({this, &src});
   Tensor source = src;
   if (device() != src.device()) {
     // Across devices: move the source over first (its own history is not needed: the node below

@@ -1,5 +1,7 @@
-// Elementwise ops with broadcasting and PyTorch's type promotion; all differentiable where math
-// allows. Integer inputs of float-only ops (exp, div, ...) produce float32 like PyTorch.
+// Elementwise ops with broadcasting and type promotion (core/scalar.h: PyTorch's, except that a 0-d
+// tensor counts as a tensor: float16 [n] times a float64 0-d tensor is float64 in kiln, float16 in
+// PyTorch; pass a Scalar for PyTorch's result); all differentiable where math allows. Integer inputs
+// of float-only ops (exp, div, ...) produce float32 like PyTorch.
 #pragma once
 
 #include <optional>

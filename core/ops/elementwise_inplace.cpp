@@ -138,6 +138,7 @@ Tensor& Tensor::div_(const Scalar& other) {
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   ops::check_inplace("clamp_", *this, {});
+  ops::check_no_overlap("clamp_", *this, {});
   Tensor r = [&] {
     NoGradGuard g;
     return clamp(*this, min, max);
@@ -153,6 +154,7 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   ops::check_inplace("masked_fill_", *this, {});
+  ops::check_no_overlap("masked_fill_", *this, {});  // rows of an expand would overwrite each other's fills
   Tensor r = [&] {
     NoGradGuard g;
     return masked_fill(*this, mask, value);

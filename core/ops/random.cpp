@@ -75,6 +75,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 
 Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>& generator) {
   ops::check_inplace("uniform_", *this, {});
+  ops::check_no_overlap("uniform_", *this, {});  // an expand's aliases would race, each draw a different value
   if (!is_floating_point())
     throw DTypeError(std::string("uniform_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(low <= high)) {
@@ -91,6 +92,7 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
 
 Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>& generator) {
   ops::check_inplace("normal_", *this, {});
+  ops::check_no_overlap("normal_", *this, {});
   if (!is_floating_point())
     throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(std >= 0) || !std::isfinite(std)) {

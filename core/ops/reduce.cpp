@@ -61,6 +61,11 @@ void launch_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vec
                    const Tensor& indices, double correction = 1.0) {
   const Tensor& shape_ref = out.defined() ? out : indices;
   if (shape_ref.numel() == 0) return;
+  // The reduced dims go into fixed arrays of kMaxDims (the output's were checked by make_arg).
+  if (x.dim() > kMaxDims) {
+    throw ShapeError(std::string(op) + ": kiln supports at most " + std::to_string(kMaxDims) +
+                     " dimensions in a kernel, got shape " + shape_str(x.sizes()));
+  }
   ReduceArgs args;
   if (out.defined()) args.out = ops::make_arg(out);
   if (indices.defined()) args.indices = ops::make_arg(indices);

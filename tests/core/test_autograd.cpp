@@ -360,6 +360,14 @@ TEST_CASE("in-place writes into shared or self-overlapping memory are refused", 
   CHECK_THROWS_WITH(e.add_(tensor(std::vector<float>{1, 2, 3})), Catch::Contains("add_: several elements"));
   CHECK_THROWS_AS(e.mul_(2.0), Error);
   CHECK_THROWS_AS(e.copy_(tensor(std::vector<float>{1, 2, 3})), Error);
+  // Where the order of the aliases' writes decides the result: a masked fill (a later row's zero
+  // overwrote an earlier row's fill), random draws (threads raced, a fixed seed gave other sums).
+  Tensor rows = zeros({3}).expand({2, 3});
+  const Tensor mask = tensor(std::vector<bool>{true, false, true, false, false, false}, {2, 3});
+  CHECK_THROWS_WITH(rows.masked_fill_(mask, 5.0), Catch::Contains("masked_fill_: several elements"));
+  CHECK_THROWS_WITH(rows.uniform_(), Catch::Contains("uniform_: several elements"));
+  CHECK_THROWS_WITH(rows.normal_(), Catch::Contains("normal_: several elements"));
+  CHECK_THROWS_WITH(rows.clamp_(0.0, 1.0), Catch::Contains("clamp_: several elements"));
   // What stays allowed: self as its own operand, disjoint parts of one buffer, and copies of views.
   Tensor s = tensor(std::vector<float>{1, 2, 3, 4});
   s.mul_(s);
@@ -468,4 +476,28 @@ TEST_CASE("gradcheck refuses an input whose elements share memory", "[autograd]"
   Tensor fused = tensor(std::vector<double>{0.5, -1, 2, 0.25, 3, -0.5, 1, 1.5}, {2, 4});
   Tensor gapped = fused.narrow(1, 1, 2).detach().set_requires_grad(true);
   CHECK(gradcheck([](const TensorList& in) { return TensorList{mul(in[0], in[0])}; }, {gapped}).ok);
+}
+
+TEST_CASE("copy_ into an integer tensor ends the graph, as a cast to it does", "[autograd]") {
+  Tensor b = tensor(std::vector<float>{1.5, 2.5, 3.5}).set_requires_grad(true);
+  Tensor a = zeros({3}, DType::Int64);
+  a.copy_(b);
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
+  CHECK_FALSE(a.requires_grad());
+  CHECK(a.grad_fn() == nullptr);
+  // A float destination keeps its history.
+  Tensor f = zeros({3});
+  f.copy_(b);
+  CHECK(f.requires_grad());
+}
+
+TEST_CASE("a reduction over more dims than a kernel takes is a ShapeError, not a write past its arrays",
+          "[tensor]") {
+  Shape shape(13, 1);
+  shape[0] = 3;
+  shape[12] = 2;
+  const Tensor x = arange(0, 6, 1, TensorOptions(DType::Float32)).view(shape);
+  CHECK_THROWS_WITH(sum(x), Catch::Contains("sum") && Catch::Contains("at most 12 dimensions"));
+  CHECK_THROWS_AS(amax(x, {0}), ShapeError);
+  CHECK(sum(x.reshape({6})).item<float>() == 15.0f);
 }
