@@ -3,6 +3,7 @@
 #include "nn/module.h"
 
 #include <algorithm>
+#include <functional>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -97,10 +98,17 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
-  for (auto& [n, c] : children_) {
-    for (auto& [cn, cm] : c->named_modules()) out.emplace_back(cn.empty() ? n : n + "." + cn, cm);
-  }
+  // Depth first; a module registered in two places is listed once, under its first name (as
+  // PyTorch's named_modules), so a walk over them visits each module once.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::set<const Module*> seen;
+  std::function<void(const std::string&, const std::shared_ptr<Module>&)> visit = [&](const std::string& name,
+                                                                                      const std::shared_ptr<Module>& m) {
+    if (!seen.insert(m.get()).second) return;
+    out.emplace_back(name, m);
+    for (auto& [n, c] : m->children_) visit(name.empty() ? n : name + "." + n, c);
+  };
+  visit("", shared_from_this());
   return out;
 }
 

@@ -48,7 +48,8 @@ class Module : public std::enable_shared_from_this<Module> {
   TensorList parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
-  // This module ("") and every descendant, with dotted names.
+  // This module ("") and every descendant, with dotted names, depth first; a module registered in
+  // two places once, under its first name.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t num_parameters(bool trainable_only = false) const;
 

@@ -86,6 +86,14 @@ TEST_CASE("Module: dotted parameter names as PyTorch forms them, tied weight lis
   for (const auto& [n, m] : net->named_modules()) modules.push_back(n);
   CHECK(modules == std::vector<std::string>{"", "embed", "blocks", "blocks.0", "blocks.0.fc", "blocks.0.ln",
                                             "blocks.1", "blocks.1.fc", "blocks.1.ln", "head"});
+  // One module under two names (a shared block): listed once, under its first name.
+  auto shared = std::make_shared<nn::Sequential>();
+  auto block = std::make_shared<nn::Linear>(2, 2);
+  shared->push_back(block);
+  shared->push_back(block);
+  std::vector<std::string> twice;
+  for (const auto& [n, m] : shared->named_modules()) twice.push_back(n);
+  CHECK(twice == std::vector<std::string>{"", "0"});
 }
 
 TEST_CASE("Module: state_dict holds tied tensors under both names, and buffers", "[nn]") {
