@@ -435,7 +435,8 @@ static int run(int argc, char** argv) {
   const auto t_launch = Clock::now();  // the first step's latency counts from here
   Options opt = parse_options(argc, argv);
   // --ddp: every rank runs this program on its share of each batch (examples/distributed.h).
-  dist::ProcessGroup* group = examples::start_ddp(opt.ddp, opt.device, opt.batch_size, opt.out, opt.precision.grad_accum);
+  dist::ProcessGroup* group =
+      examples::start_ddp(opt.ddp, opt.device, opt.batch_size, opt.out, opt.precision.grad_accum);
   // As nanoGPT: TF32 matmuls on the GPU (10-bit mantissa products, float accumulation) unless --no-tf32.
   examples::apply_math_switches(opt.precision);
   const Corpus corpus = load_corpus(opt);

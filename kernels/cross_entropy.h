@@ -37,8 +37,9 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* stats, int64_t*
 // dlogits (contiguous [N, C, S], logits_dtype) = dout_row * (softmax - (1 - eps) * onehot - eps / C),
 // where dout_row is dout[row] (none), dout[0] (sum) or dout[0] / valid_count (mean); 0 on ignored rows.
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* stats, const int64_t* valid_count, const int64_t* target,
-                                const CrossEntropyShape& shape, LossReduce reduce, const KernelContext& ctx);
+                                DType logits_dtype, const void* stats, const int64_t* valid_count,
+                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
+                                const KernelContext& ctx);
 
 // The CUDA twins take device pointers throughout, valid_count and the scalar dout included, so
 // nothing waits for the host. float32/float16/bfloat16 logits (float64 is CPU-only); stats are float32.

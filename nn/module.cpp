@@ -102,8 +102,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   // PyTorch's named_modules), so a walk over them visits each module once.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
   std::set<const Module*> seen;
-  std::function<void(const std::string&, const std::shared_ptr<Module>&)> visit = [&](const std::string& name,
-                                                                                      const std::shared_ptr<Module>& m) {
+  std::function<void(const std::string&, const std::shared_ptr<Module>&)> visit;
+  visit = [&](const std::string& name, const std::shared_ptr<Module>& m) {
     if (!seen.insert(m.get()).second) return;
     out.emplace_back(name, m);
     for (auto& [n, c] : m->children_) visit(name.empty() ? n : name + "." + n, c);

@@ -108,9 +108,10 @@ struct DTypePair {
 
 // An update writes its parameters and states in place while it reads the gradients and the step
 // counts, so none of the tensors it writes may share a byte with any other tensor of the update
-// (gradients and steps may share with each other: they are only read). The CPU loops take the arrays as restrict pointers, and on the
-// GPU two chunks over one memory would race; a parameter listed twice would be updated twice. The
-// tensors are dense (flat() checked), so each is the one range of its numel elements.
+// (gradients and steps may share with each other: they are only read). The CPU loops take the
+// arrays as restrict pointers, and on the GPU two chunks over one memory would race; a parameter
+// listed twice would be updated twice. The tensors are dense (flat() checked), so each is the one
+// range of its numel elements.
 void check_disjoint(const char* op, const TensorList& params, const TensorList& grads, const TensorList& steps,
                     const std::vector<std::pair<const TensorList*, const char*>>& states) {
   // A range names its tensor by list name and index; the text is built only for an error, as this

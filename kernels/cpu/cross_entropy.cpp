@@ -128,8 +128,9 @@ void cross_entropy_forward_cpu(void* out, DType out_dtype, void* stats, int64_t*
 }
 
 void cross_entropy_backward_cpu(void* dlogits, const void* dout, DType dout_dtype, const void* logits,
-                                DType logits_dtype, const void* stats, const int64_t* valid_count, const int64_t* target,
-                                const CrossEntropyShape& shape, LossReduce reduce, const KernelContext&) {
+                                DType logits_dtype, const void* stats, const int64_t* valid_count,
+                                const int64_t* target, const CrossEntropyShape& shape, LossReduce reduce,
+                                const KernelContext&) {
   const int64_t rows = shape.n * shape.s, c_n = shape.c, inner = shape.s;
   const double eps = shape.label_smoothing;
   double scale = 1.0;

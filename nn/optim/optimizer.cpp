@@ -313,8 +313,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   auto scalar = [&](const std::string& key, const Tensor& t, DType dtype) -> const Tensor& {
     if (!t.defined()) throw Error(std::string(op) + ": \"" + key + "\" is an undefined tensor");
     if (t.numel() != 1 || t.dtype() != dtype) {
-      throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) + " tensor, got " +
-                       dtype_name(t.dtype()) + " of shape " + shape_str(t.sizes()));
+      throw DTypeError(std::string(op) + ": \"" + key + "\" must be a one-element " + dtype_name(dtype) +
+                       " tensor, got " + dtype_name(t.dtype()) + " of shape " + shape_str(t.sizes()));
     }
     return t;
   };

@@ -119,7 +119,8 @@ TEST_CASE("foreach_sgd_ matches the unfused formulas", "[foreach]") {
     Tensor lr_t = f32(lr), step = f32(0);
     for (int s = 0; s < 3; ++s) {
       TensorList g = random_list(kShapes, DType::Float32);
-      foreach_sgd_(p, g, c.momentum != 0 ? bufs : TensorList(), lr_t, c.momentum, c.dampening, c.nesterov, c.wd, {step});
+      foreach_sgd_(p, g, c.momentum != 0 ? bufs : TensorList(), lr_t, c.momentum, c.dampening, c.nesterov, c.wd,
+                   {step});
       foreach_add_scalar_({step}, 1.0);
       sgd_reference(ref_p, g, ref_bufs, lr, c.momentum, c.dampening, c.nesterov, c.wd, s);
     }

@@ -77,7 +77,8 @@ TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[da
     std::string mention;
   };
   for (const Case& c : {Case{"truncated.gz", truncated, "truncated"}, Case{"magic.gz", bad_magic, "magic"},
-                        Case{"type.gz", float_type, "element type 0x0d;"}, Case{"extra.gz", extra, "after the declared"},
+                        Case{"type.gz", float_type, "element type 0x0d;"},
+                        Case{"extra.gz", extra, "after the declared"},
                         Case{"zero.gz", zero_dim, "size 0"}, Case{"huge.gz", huge, "implausibly large"},
                         Case{"header.gz", {0, 0}, "truncated"}}) {
     std::string path = write_gz(dir, c.name, c.bytes);

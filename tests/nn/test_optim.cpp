@@ -454,7 +454,8 @@ TEST_CASE("load_state_dict refuses mismatched state and leaves the optimizer as 
   bad = good;
   bad.erase("state.1.exp_avg");
   bad.erase("state.1.exp_avg_sq");
-  REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("parameter 1 has a step count but none of its state"));
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad),
+                      Catch::Contains("parameter 1 has a step count but none of its state"));
   bad = good;
   bad["step"] = full({}, -7.0, TensorOptions(DType::Int64));
   REQUIRE_THROWS_WITH(other.load_state_dict(bad), Catch::Contains("\"step\" must be >= 0"));
