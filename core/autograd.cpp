@@ -65,10 +65,15 @@ class AccumulateGrad final : public Node {
   }
   std::string name() const override { return "AccumulateGrad"; }
 
+  // The leaf's hooks (register_hook) on its incoming gradient, in the order they were registered.
+  Tensor run_hooks(Tensor g) const {
+    for (auto& hook : leaf_->autograd_meta().leaf_hooks) g = hook_result(g, hook(g), "a leaf");
+    return g;
+  }
+
   TensorList apply(TensorList&& grads) override {
-    Tensor g = std::move(grads[0]);
+    Tensor g = run_hooks(std::move(grads[0]));
     AutogradMeta& meta = leaf_->autograd_meta();
-    for (auto& hook : meta.leaf_hooks) g = hook_result(g, hook(g), "a leaf");
     Tensor& dst = meta.grad;
     Tensor leaf(leaf_);
     if (!dst.defined()) {
@@ -318,13 +323,21 @@ void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph
     }
     bool skip = false;
     if (captures) {
+      // A leaf's gradient is captured instead of accumulated, after its hooks, as backward would
+      // accumulate it (PyTorch's autograd.grad runs them too).
+      auto* leaf = dynamic_cast<AccumulateGrad*>(n);
+      skip = leaf != nullptr;
+      if (leaf && grads[0].defined()) {
+        bool wanted = false;
+        for (const CaptureTarget& c : *captures) wanted = wanted || c.node == n;
+        if (wanted) grads[0] = leaf->run_hooks(std::move(grads[0]));
+      }
       for (const CaptureTarget& c : *captures) {
         if (c.node == n && grads[c.nr].defined()) {
           Tensor& slot = (*captured)[c.slot];
           slot = slot.defined() ? add(slot, grads[c.nr]) : grads[c.nr];
         }
       }
-      skip = dynamic_cast<AccumulateGrad*>(n) != nullptr;
     }
     bool any_grad = false;
     for (const Tensor& g : grads) any_grad = any_grad || g.defined();

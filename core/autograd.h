@@ -138,7 +138,9 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
 // --- the engine --------------------------------------------------------------------------
 // Runs backward from `roots` with seed gradients `grad_roots` (undefined: ones for one element).
 void run_backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph);
-// Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad.
+// Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad. The
+// hooks on the way run as in backward, those of a leaf input too (what they return is what comes
+// back); a leaf's post-accumulate hooks do not (nothing is accumulated).
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false);
 // Runs `callback` once when the current backward pass finishes (the innermost one, when a backward

@@ -202,6 +202,37 @@ TEST_CASE("grad() returns gradients without touching .grad", "[autograd]") {
   CHECK_THROWS_WITH(grad({z}, {unused}), Catch::Contains("not used"));
 }
 
+TEST_CASE("grad() runs a leaf input's hooks, not its post-accumulate hooks", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor w = leaf({5}, {1});
+  int seen = 0, accumulated = 0, w_seen = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++seen;
+    return g * 10.0;
+  });
+  x.register_hook([&](const Tensor& g) {
+    ++seen;
+    CHECK(g.to_vector<float>() == std::vector<float>{100, 200, 300});  // after the first hook
+    return Tensor();
+  });
+  x.register_post_accumulate_grad_hook([&](Tensor&) { ++accumulated; });
+  w.register_hook([&](const Tensor& g) {
+    ++w_seen;
+    return g;
+  });
+  Tensor y = sum(x * x * w.expand({3}));
+  TensorList g = grad({y}, {x}, {}, /*retain_graph=*/true);
+  CHECK(g[0].to_vector<float>() == std::vector<float>{100, 200, 300});
+  CHECK(seen == 2);
+  CHECK(accumulated == 0);
+  CHECK(w_seen == 0);  // not an input: its gradient is not taken
+  CHECK(!x.grad().defined());
+  y.backward();  // the same hooks in backward, for comparison
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{100, 200, 300});
+  CHECK(seen == 4);
+  CHECK(accumulated == 1);
+}
+
 TEST_CASE("backward order is deterministic", "[autograd]") {
   // Two runs of the same graph give bitwise-identical gradients.
   auto run = [] {
