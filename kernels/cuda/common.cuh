@@ -13,9 +13,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/offset_calc.cuh"
@@ -63,20 +65,31 @@ inline size_t static_smem_bytes(const void* kernel, const char* op) {
 // shared memory too: up to 48 KB in all needs nothing; above that the kernel must opt in, up to the
 // device's per-block limit. Throws kiln::Error naming `op` and `what` (the arguments that need that
 // much) when the device has less.
+// The opt-in is the function's, on one device, for every host thread: it is only ever raised (to the
+// most any call has asked), so a thread that checked its size keeps it until its launch while
+// another thread opts in for a smaller one.
 template <typename K> void allow_dynamic_smem(K* kernel, size_t bytes, const char* op, const std::string& what) {
   constexpr size_t kDefault = 48 * 1024;
   if (bytes == 0) return;
-  const size_t total = bytes + static_smem_bytes(reinterpret_cast<const void*>(kernel), op);
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  const size_t total = bytes + static_smem_bytes(fn, op);
   if (total <= kDefault) return;
+  const int device = current_device_checked(op);
   int max_optin = 0;
-  check_cuda(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device_checked(op)),
-             op, "querying the shared memory limit");
+  check_cuda(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op,
+             "querying the shared memory limit");
   if (total > static_cast<size_t>(max_optin)) {
     throw Error(std::string(op) + ": " + what + " need " + std::to_string(total) +
                 " bytes of shared memory per block; this GPU has " + std::to_string(max_optin));
   }
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> opted;  // (kernel, device) -> bytes allowed
+  std::lock_guard<std::mutex> lock(mutex);
+  size_t& allowed = opted[{fn, device}];
+  if (bytes <= allowed) return;
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), op,
              "cudaFuncSetAttribute");
+  allowed = bytes;
 }
 
 // --- row kernels (norm, loss, attention) ---------------------------------------------------------
