@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -210,13 +211,13 @@ class CpuAllocator final : public Allocator {
 
   // A multiple of 64 (aligned_alloc's rule); from kCacheMin on, the next of four classes per power of
   // two (2^k, 1.25, 1.5 and 1.75 times 2^k), so that a cached block fits sizes up to a quarter
-  // smaller. 0 when the rounding would pass SIZE_MAX.
+  // smaller. 0 for sizes above a quarter of SIZE_MAX, whose classes (up to twice the size) could
+  // pass SIZE_MAX: no machine has that much memory.
   static size_t block_size(size_t nbytes) {
-    if (nbytes > SIZE_MAX / 2) return 0;
+    if (nbytes > SIZE_MAX / 4) return 0;
     const size_t aligned = (nbytes + 63) / 64 * 64;
     if (aligned < kCacheMin) return aligned;
-    size_t power = kCacheMin;
-    while (power * 2 <= aligned) power *= 2;
+    const size_t power = std::bit_floor(aligned);
     const size_t quarter = power / 4;
     return (aligned + quarter - 1) / quarter * quarter;
   }

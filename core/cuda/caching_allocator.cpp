@@ -15,6 +15,9 @@ namespace kiln::cuda {
 
 namespace {
 constexpr size_t kRound = 512;
+// Larger requests fail as out of memory: no device has a quarter of SIZE_MAX, and rounding them to
+// segment sizes could wrap.
+constexpr size_t kMaxRequest = SIZE_MAX / 4;
 constexpr size_t kSmallRequest = size_t{1} << 20;      // 1 MiB
 constexpr size_t kSmallSegment = size_t{2} << 20;      // 2 MiB
 constexpr size_t kMediumRequest = size_t{10} << 20;    // 10 MiB
@@ -49,7 +52,9 @@ bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) con
   return std::less<void*>()(a->ptr, b->ptr);
 }
 
-size_t CachingAllocator::round_size(size_t nbytes) { return nbytes < kRound ? kRound : (nbytes + kRound - 1) / kRound * kRound; }
+size_t CachingAllocator::round_size(size_t nbytes) {
+  return nbytes < kRound ? kRound : (nbytes + kRound - 1) / kRound * kRound;
+}
 
 size_t CachingAllocator::segment_size(size_t rounded) {
   if (rounded <= kSmallRequest) return kSmallSegment;
@@ -112,19 +117,22 @@ CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream strea
   return all_blocks_.back().get();
 }
 
+CachingAllocator::Block* CachingAllocator::new_block() {
+  if (spare_blocks_.empty()) {
+    all_blocks_.push_back(std::make_unique<Block>());
+    return all_blocks_.back().get();
+  }
+  Block* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *b = Block();
+  return b;
+}
+
 CachingAllocator::Block* CachingAllocator::split(Block* block, size_t size) {
   size_t rest = block->size - size;
   bool worth = block->pool == kLarge ? rest >= kMinLargeRemainder : rest >= kRound;
   if (!worth) return block;
-  Block* r;
-  if (!spare_blocks_.empty()) {
-    r = spare_blocks_.back();
-    spare_blocks_.pop_back();
-    *r = Block();
-  } else {
-    all_blocks_.push_back(std::make_unique<Block>());
-    r = all_blocks_.back().get();
-  }
+  Block* r = new_block();
   r->ptr = static_cast<char*>(block->ptr) + size;
   r->size = rest;
   r->stream = block->stream;
@@ -141,6 +149,7 @@ CachingAllocator::Block* CachingAllocator::split(Block* block, size_t size) {
 DataPtr CachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return DataPtr(nullptr, 0, device_, this);
   std::lock_guard<std::mutex> lk(mutex_);
+  if (nbytes > kMaxRequest) throw_oom(nbytes);
   Stream stream = backend_->current_stream();
   Block* block = nullptr;
   // Direct mode (a debugging aid: each tensor its own cudaMalloc) still serves a graph capture from
@@ -149,8 +158,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
   if (direct_ && !for_capture) {
     void* p = backend_->raw_alloc(nbytes);
     if (!p) throw_oom(nbytes);
-    all_blocks_.push_back(std::make_unique<Block>());
-    block = all_blocks_.back().get();
+    block = new_block();
     block->ptr = p;
     block->size = nbytes;
     block->stream = stream;
@@ -162,6 +170,7 @@ DataPtr CachingAllocator::allocate(size_t nbytes) {
     if (!block) {
       size_t free_bytes = 0;
       for (const Block* b : pools_[kCapture]) free_bytes = std::max(free_bytes, b->size);
+      stats_.num_ooms++;
       throw OutOfMemoryError("cuda caching allocator: " + mib(static_cast<int64_t>(nbytes)) +
                              " requested during graph capture, but the capture pool's largest free block is " +
                              mib(static_cast<int64_t>(free_bytes)) +
@@ -363,7 +372,10 @@ MemorySnapshot CachingAllocator::snapshot() const {
   snap.capturing = capturing_;
   snap.stats = stats_;
   snap.capture_pool_bytes = capture_pool_bytes_;
-  std::set<const Block*> pending;
+  // Freed and not yet reusable: waiting for events on the streams that used them, or (deferred)
+  // for the capture under way to end. A deferred block stays marked allocated inside the allocator
+  // (no neighbour merges with it), but it is freed as the statistics count it.
+  std::set<const Block*> pending(deferred_.begin(), deferred_.end());
   for (const auto& [block, events] : pending_) pending.insert(block);
   // Spare blocks are reset (no pointer); every other block lies in a segment, whose first block
   // has no predecessor.
@@ -381,9 +393,9 @@ MemorySnapshot CachingAllocator::snapshot() const {
       BlockSnapshot bs;
       bs.address = reinterpret_cast<uintptr_t>(b->ptr);
       bs.size = b->size;
-      bs.allocated = b->allocated;
-      bs.requested = b->allocated ? b->requested : 0;
       bs.pending = pending.count(b) > 0;
+      bs.allocated = b->allocated && !bs.pending;
+      bs.requested = bs.allocated ? b->requested : 0;
       seg.size += b->size;
       seg.blocks.push_back(bs);
     }
@@ -406,6 +418,7 @@ void CachingAllocator::reset_peak_stats() {
 void CachingAllocator::reserve_capture_pool(size_t nbytes) {
   std::lock_guard<std::mutex> lk(mutex_);
   if (capturing_) throw Error("reserve_capture_pool: call it before the capture begins");
+  if (nbytes > kMaxRequest) throw_oom(nbytes);
   size_t size = round_size(nbytes);
   Block* b = new_segment(kCapture, nullptr, size, nbytes);
   pools_[kCapture].insert(b);

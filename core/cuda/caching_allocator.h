@@ -60,7 +60,7 @@ struct BlockSnapshot {
   size_t size = 0;          // rounded, as the block occupies its segment
   size_t requested = 0;     // as the caller asked (allocated blocks only)
   bool allocated = false;
-  bool pending = false;     // freed, but waiting for events on the other streams that used it
+  bool pending = false;     // freed, but waiting for the other streams that used it (or a capture)
 };
 
 struct SegmentSnapshot {
@@ -138,6 +138,7 @@ class CachingAllocator final : public Allocator {
 
   Block* find_free_block(PoolId pool, Stream stream, size_t size);
   Block* new_segment(PoolId pool, Stream stream, size_t size, size_t requested);
+  Block* new_block();  // a spare block (reset) or a new one
   Block* split(Block* block, size_t size);
   void free_block(Block* block);
   void release(Block* block);  // a block no longer live: back to its pool, or on its way there

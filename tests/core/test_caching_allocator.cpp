@@ -261,6 +261,24 @@ TEST_CASE("caching allocator: direct mode allocates and frees every block", "[al
   CHECK(std::string(a->name()) == "cuda-direct");
 }
 
+TEST_CASE("caching allocator: a request too large to round is out of memory and aliases nothing", "[allocator]") {
+  const bool direct = GENERATE(false, true);
+  INFO("direct mode " << direct);
+  FakeDevice d;
+  auto a = make(d, direct);
+  // Rounded to 512 bytes, SIZE_MAX - 100 wrapped to 0 and got a block the next request shared.
+  for (size_t n : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX / 2, (SIZE_MAX / 4) + 1}) {
+    INFO("bytes " << n);
+    CHECK_THROWS_AS(a->allocate(n), OutOfMemoryError);
+    CHECK_THROWS_AS(a->reserve_capture_pool(n), OutOfMemoryError);
+  }
+  CHECK(a->memory_stats().num_ooms == 8);
+  CHECK(d.mallocs == 0);
+  DataPtr p = a->allocate(4096), q = a->allocate(4096);
+  CHECK(p.get() != q.get());
+  CHECK(a->memory_stats().allocated_bytes == 8192);
+}
+
 TEST_CASE("caching allocator: a capture uses its own pool and never touches the device", "[allocator]") {
   // In direct mode too: it allocates every other block with its own device call, but a capture
   // may make none.
@@ -276,7 +294,9 @@ TEST_CASE("caching allocator: a capture uses its own pool and never touches the 
   for (int i = 0; i < 4; ++i) blocks.push_back(a->allocate(size_t{1} << 20));
   blocks.pop_back();  // freed during capture: reusable by the same capture
   blocks.push_back(a->allocate(size_t{1} << 20));
+  const int64_t ooms = a->memory_stats().num_ooms;
   CHECK_THROWS_WITH(a->allocate(size_t{16} << 20), Catch::Contains("capture pool"));
+  CHECK(a->memory_stats().num_ooms == ooms + 1);
   CHECK_THROWS_AS(a->empty_cache(), Error);
   CHECK(d.mallocs == mallocs);
   CHECK(d.event_queries == queries);
@@ -329,6 +349,19 @@ TEST_CASE("caching allocator: a block freed during a capture makes its device ca
     a->begin_capture(stream_id(5));
     p.reset();
     CHECK(d.events_recorded == 0);  // an event recorded now could be on a capturing stream
+    // Freed as the statistics and the snapshot tell it, waiting to be reusable.
+    CHECK(a->memory_stats().allocated_bytes == 0);
+    int seen = 0;
+    for (const SegmentSnapshot& seg : a->snapshot().segments) {
+      for (const BlockSnapshot& b : seg.blocks) {
+        if (b.address != reinterpret_cast<uintptr_t>(ptr)) continue;
+        ++seen;
+        CHECK(b.pending);
+        CHECK_FALSE(b.allocated);
+        CHECK(b.requested == 0);
+      }
+    }
+    CHECK(seen == 1);
     a->end_capture();
     CHECK(d.events_recorded == 1);
     DataPtr q = a->allocate(1000);

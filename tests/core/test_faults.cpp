@@ -93,10 +93,13 @@ TEST_CASE("a free that fails is recorded and raised at the next synchronizing ca
 }
 
 TEST_CASE("the CPU allocator refuses sizes whose alignment rounding would wrap", "[faults]") {
-  for (size_t n : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 62, size_t{1} << 62}) {
+  // Up to 2^63 - 63 the rounding to 64 bytes fits; the size classes above (up to twice it) do not.
+  for (size_t n : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 62, SIZE_MAX / 2, SIZE_MAX / 2 - 62, (size_t{1} << 62) + 1}) {
     INFO("bytes " << n);
     CHECK_THROWS_AS(cpu_allocator()->allocate(n), OutOfMemoryError);
   }
+  CHECK_THROWS_WITH(empty({INT64_MAX}, TensorOptions(DType::UInt8)),
+                    Catch::Contains("empty") && Catch::Contains("9223372036854775807"));
 }
 
 // A fake device for the caching allocator whose event recording and frees fail on demand.
