@@ -71,6 +71,11 @@ provided_on_gpu_host() {
   return 1
 }
 
+# A library, as a plain file under the name given (links do not travel); a failed copy ends the stage.
+copy_lib() {
+  cp -L "$1" "$2" || die "stage: cannot copy $1 to $2"
+}
+
 stage() {
   local build=$root/build/gpu
   local nvcc=/usr/local/cuda/bin/nvcc
@@ -92,7 +97,7 @@ stage() {
   local exe
   for exe in "${cuda_tests[@]}" "${benches[@]}" "${examples[@]}" "${cpu_tests[@]}"; do
     [ -x "$build/bin/$exe" ] || die "stage: $build/bin/$exe was not built"
-    cp "$build/bin/$exe" "$bin_dir/"
+    cp "$build/bin/$exe" "$bin_dir/" || die "stage: cannot copy $build/bin/$exe"
   done
   printf '%s\n' "${cuda_tests[@]}" >"$bin_dir/cuda_tests.txt"
 
@@ -101,10 +106,10 @@ stage() {
   local gz
   for gz in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -f "$fashion_mnist/$gz" ] || die "stage: $fashion_mnist/$gz is missing (set KILN_FASHION_MNIST)"
-    cp "$fashion_mnist/$gz" "$stage_dir/data/fashion-mnist/"
+    cp "$fashion_mnist/$gz" "$stage_dir/data/fashion-mnist/" || die "stage: cannot copy $fashion_mnist/$gz"
   done
   [ -f "$shakespeare" ] || die "stage: $shakespeare is missing (set KILN_SHAKESPEARE)"
-  cp "$shakespeare" "$stage_dir/data/tinyshakespeare/input.txt"
+  cp "$shakespeare" "$stage_dir/data/tinyshakespeare/input.txt" || die "stage: cannot copy $shakespeare"
 
   # kiln's own libraries, then every library any staged file needs that the GPU host lacks, until
   # nothing new turns up. Copied under the name the loader asks for (the soname) as a plain file:
@@ -124,12 +129,12 @@ stage() {
         if [ -z "$name" ] || [ -z "$path" ]; then continue; fi  # the vdso and the loader have no "=>"
         case "$name" in
           libkiln_*)
-            [ -e "$bin_dir/$name" ] || { cp -L "$build/bin/$name" "$bin_dir/$name" && changed=1; }
+            [ -e "$bin_dir/$name" ] || { copy_lib "$build/bin/$name" "$bin_dir/$name" && changed=1; }
             continue
             ;;
           libstdc++.so* | libgcc_s.so*)
             [ "$path" = not ] && { missing="$missing $name"; continue; }
-            [ -e "$bin_dir/cxxrt/$name" ] || { cp -L "$path" "$bin_dir/cxxrt/$name" && changed=1; }
+            [ -e "$bin_dir/cxxrt/$name" ] || { copy_lib "$path" "$bin_dir/cxxrt/$name" && changed=1; }
             continue
             ;;
         esac
@@ -138,7 +143,7 @@ stage() {
           continue
         fi
         provided_on_gpu_host "$name" "$path" && continue
-        [ -e "$bin_dir/$name" ] || { cp -L "$path" "$bin_dir/$name" && changed=1; }
+        [ -e "$bin_dir/$name" ] || { copy_lib "$path" "$bin_dir/$name" && changed=1; }
       done < <(LD_LIBRARY_PATH="$bin_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null)
     done
   done

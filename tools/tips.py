@@ -202,10 +202,18 @@ def gpu_open(tip):
         f"yet. (`tools/tips.py` writes this section; tip {tip}'s A/B is described above.)", 100))
 
 
+def kiln_header(rows):
+    """The header of kiln's bench_tips run or, when tip 13 ran alone, of its bench_ddp_step run (one
+    thread a rank)."""
+    for impl in ("kiln", "kiln-ddp"):
+        header = next((r for r in rows if r.get("record") == "header" and r.get("impl") == impl), None)
+        if header is not None:
+            return header if impl == "kiln" else dict(header, threads=1)
+    fail("the records have no kiln header (no tip was measured)")
+
+
 def meta_of(rows):
-    header = next((r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln"), None)
-    if header is None:
-        fail("the records have no kiln header")
+    header = kiln_header(rows)
     torch = next((r.get("torch") for r in rows if r.get("record") == "run"), None)
     # The peer's tips it could not measure (tips_peer.py's "unavailable" records): tip -> why.
     unavailable = {r["tip"]: r["reason"] for r in rows if r.get("record") == "unavailable"}
@@ -355,7 +363,7 @@ def main():
     rows = [{"record": "run", "date": utc_now(), "command": command, "tree": commit, "torch": torch,
              "threads": a.threads, "rounds": a.rounds}]
     rows += measure(a)
-    header = next(r for r in rows if r.get("record") == "header" and r.get("impl") == "kiln")
+    header = kiln_header(rows)
     if not a.allow_dirty and header["kiln_commit"] != commit[:len(header["kiln_commit"])]:
         fail(f"bench_tips was built from {header['kiln_commit']}, the tree is {commit}: rebuild first")
     out = a.out or os.path.join(REPO, "bench", "records", f"tips_{a.device}_{utc_now()[:10]}_{commit[:7]}")

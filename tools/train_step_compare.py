@@ -193,6 +193,12 @@ def summarize(runs):
             if "error" in c:
                 s["errors"].append(c["error"])
                 continue
+            if s["rounds"]:  # a median over rounds means nothing across models
+                for key in ("batch", "shape", "parameters"):
+                    if c.get(key) != s["case"].get(key):
+                        sys.exit(f"train_step_compare: {label(group_of(header, c))} ran {c['workload']} {c['mode']} "
+                                 f"with {key} {s['case'].get(key)} in one record and {c.get(key)} in another; "
+                                 "give one model's records per call")
             s["case"] = c
             s["rounds"].append(c["step_ms_median"])
             s["peaks"].append(c.get("peak_bytes"))

@@ -6,6 +6,7 @@ backends (attention's flash kernel) with kiln's ratio to the default and to each
 that failed listed under "Not measured" with its error. Also checks write_atomic, which every tool
 writes its files through: the text arrives whole (UTF-8), a new file gets the umask's mode (not the
 temporary file's private 0600), an existing file keeps its own, and no temporary is left behind.
+And tools/train_step_compare.py refuses records of two models of one workload in one table.
 Exits 1 naming what differs.
 
   usage: bench_compare_check.py --compare tools/bench_compare.py --work DIR
@@ -60,6 +61,23 @@ def check_write_atomic(compare, work):
     if left:
         problems.append(f"left behind: {left}")
     return problems
+
+
+def check_train_step_mix(compare):
+    """tools/train_step_compare.py pooled the step times of two models of one workload (a tiny and a
+    char-level GPT) into one median; it refuses such records now, and renders each alone."""
+    tools = os.path.dirname(os.path.abspath(compare))
+    script = os.path.join(tools, "train_step_compare.py")
+    records = [os.path.join(tools, "..", "bench", "records", f"train_step_cpu_2026-11-24_{m}.jsonl")
+               for m in ("tinygpt", "chargpt")]
+    for r in records:
+        alone = subprocess.run([sys.executable, script, r], capture_output=True, text=True)
+        if alone.returncode != 0 or "| fp32 |" not in alone.stdout:
+            return f"train_step_compare.py on {r} alone exited {alone.returncode}: {alone.stderr}"
+    both = subprocess.run([sys.executable, script] + records, capture_output=True, text=True)
+    if both.returncode == 0 or "give one model's records per call" not in both.stderr:
+        return f"train_step_compare.py mixed two models (exit {both.returncode}):\n{both.stdout}{both.stderr}"
+    return None
 
 
 def main():
@@ -120,7 +138,11 @@ def main():
         print("bench_compare_check: not in bench_compare.py's output:\n  " + "\n  ".join(missing))
         print("--- output ---\n" + text)
         return 1
-    print(f"bench_compare_check: {len(expected)} expected lines found")
+    mixed = check_train_step_mix(args.compare)
+    if mixed:
+        print("bench_compare_check: " + mixed)
+        return 1
+    print(f"bench_compare_check: {len(expected)} expected lines found; train_step_compare.py refuses mixed models")
     return 0
 
 
