@@ -2,10 +2,22 @@
 // cast-on-store path, so every dtype gets exactly the value a cast of the double would give.
 #pragma once
 
+#include "kernels/dtype.h"
+#include "kernels/half.h"
 #include "kernels/kernel.h"
 #include "kernels/strided.h"
 
 namespace kiln {
+
+// The value a fill of `dtype` computes with (in float32 for the 16-bit dtypes): for float16 and
+// bfloat16, the float that rounds to the scalar's correctly rounded value (kernels/half.h: rounded to
+// odd, from `int_value` when that is the scalar and past 2^53); otherwise `value`.
+inline double fill_compute_value(DType dtype, double value, int64_t int_value) {
+  if (dtype != DType::Float16 && dtype != DType::BFloat16) return value;
+  const bool wide_integer = (value > 0x1p53 || value < -0x1p53) && static_cast<double>(int_value) == value;
+  if (wide_integer) return detail::float_for_16bit(int_value);  // not a double exactly
+  return detail::float_for_16bit(value);
+}
 
 // Fills `out` with a value (cast to its dtype): `value` for floating dtypes, `int_value` exactly for
 // integer ones (the two are one scalar, as Operand carries it). The CUDA twin turns a fill of +0

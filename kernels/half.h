@@ -1,11 +1,13 @@
 // kiln's own 16-bit float types, bit-compatible with __half and __nv_bfloat16.
-// Conversions from float round to nearest even and keep NaN a NaN; both directions are host and
-// device code (KILN_HD_INLINE, kernels/macros.h), so the CPU reference and the CUDA kernels convert
-// identically.
+// Conversions from float round to nearest even and keep NaN a NaN, from double and the integers
+// correctly rounded too; both directions are host and device code (KILN_HD_INLINE, kernels/macros.h),
+// so the CPU reference and the CUDA kernels convert identically (the kernels' hardware conversions
+// agree with them, NaN included: kernels/cuda/device_math.cuh).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/macros.h"
 
@@ -87,6 +89,57 @@ KILN_HD_INLINE uint16_t float_to_bf16_bits(float f) {
 }
 
 KILN_HD_INLINE float bf16_bits_to_float(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
+
+// Wider values reach 16 bits through a float rounded to odd: toward zero, with its last bit set when
+// it is inexact. Rounding that float to nearest even gives the wide value correctly rounded (a float
+// keeps more than two bits beyond either 16-bit format's), where rounding to nearest twice can
+// meet a tie the first rounding made: 1 + 2^-11 + 2^-40 in float is the tie 1 + 2^-11, which float16
+// rounds down to 1, not up to 1 + 2^-10; 65519.99999 in float is 65520, which is float16's inf.
+
+// double -> float rounded to odd; a NaN stays a NaN, and a finite double past float's range gives
+// float's largest finite value (which every 16-bit format rounds on to its inf).
+KILN_HD_INLINE float double_to_float_odd(double d) {
+  const double a = d < 0 ? -d : d;
+  if (!(a <= 3.4028234663852886e38)) {                          // NaN, inf, or past FLT_MAX
+    if (!(a <= 1.7976931348623157e308)) return static_cast<float>(d);  // NaN or inf
+    return bits_f32((d < 0 ? 0x80000000u : 0u) | 0x7F7FFFFFu);
+  }
+  const float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  if (back == d) return f;
+  uint32_t u = f32_bits(f);
+  if ((back < 0 ? -back : back) > a) u -= 1u;  // rounded away from zero: one step back
+  return bits_f32(u | 1u);
+}
+
+// int64 -> double rounded to odd (exact up to 2^53 in magnitude), so that an integer reaches 16 bits
+// rounded once too.
+KILN_HD_INLINE double int64_to_double_odd(int64_t n) {
+  const uint64_t m = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  if (m <= (uint64_t{1} << 53)) return static_cast<double>(n);
+#if defined(__CUDA_ARCH__)
+  const int width = 64 - __clzll(static_cast<long long>(m));
+#else
+  const int width = 64 - __builtin_clzll(m);
+#endif
+  const int shift = width - 53;  // 1 to 11
+  uint64_t t = m >> shift;
+  if ((m & ((uint64_t{1} << shift) - 1)) != 0) t |= 1u;
+  const double r = static_cast<double>(t) * static_cast<double>(uint64_t{1} << shift);  // both exact
+  return n < 0 ? -r : r;
+}
+
+// The float that a value of type C (float, double or an integer) is rounded from when it is stored
+// in 16 bits: v itself for a float, else v rounded to odd.
+template <typename C> KILN_HD_INLINE float float_for_16bit(C v) {
+  if constexpr (std::is_same_v<C, float>) {
+    return v;
+  } else if constexpr (std::is_integral_v<C>) {
+    return double_to_float_odd(int64_to_double_odd(static_cast<int64_t>(v)));
+  } else {
+    return double_to_float_odd(static_cast<double>(v));
+  }
+}
 }  // namespace detail
 
 struct alignas(2) Half {

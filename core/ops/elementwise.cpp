@@ -150,7 +150,9 @@ DType promote(const char* op, const Tensor& a, const Tensor& b) {
 Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a, double b) {
   ops::check_defined(name, x, "input");
   Tensor out = make_output(name, x.sizes(), out_dtype, x.device(), {&x});
-  launch_unary(name, out, make_operand(x, x.sizes()), op, ops::conversion_compute_dtype(x.dtype(), out_dtype), a, b);
+  const DType compute = op == UnaryOp::Copy ? ops::cast_compute_dtype(x.dtype(), out_dtype)
+                                             : ops::conversion_compute_dtype(x.dtype(), out_dtype);
+  launch_unary(name, out, make_operand(x, x.sizes()), op, compute, a, b);
   return out;
 }
 

@@ -266,13 +266,19 @@ DType conversion_compute_dtype(DType in, DType out) {
   return in == DType::Float64 || out == DType::Float64 ? DType::Float64 : DType::Float32;
 }
 
+DType cast_compute_dtype(DType in, DType out) {
+  const bool to_16bit = out == DType::Float16 || out == DType::BFloat16;
+  if (to_16bit && (in == DType::Int32 || in == DType::Int64)) return DType::Int64;
+  return conversion_compute_dtype(in, out);
+}
+
 void copy_raw(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   common_device("copy_", {&dst, &src});
   StridedArg o = make_arg(dst);
   Operand i = make_operand(src, dst.sizes());
   collapse_dims({&o, &i.arg});
-  launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, conversion_compute_dtype(src.dtype(), dst.dtype()),
+  launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, cast_compute_dtype(src.dtype(), dst.dtype()),
          0.0, 0.0);
 }
 

@@ -103,9 +103,12 @@ bool shares_storage(const Tensor& a, const Tensor& b);
 // the type, where a float stored straight into uint8 is undefined for -1); to a float, float64 when
 // either is, else float32.
 DType conversion_compute_dtype(DType in, DType out);
+// The same for a copy (to(dtype), copy_): an integer stored as float16 or bfloat16 goes through
+// int64, so that it is rounded once, where float32 would round it on the way.
+DType cast_compute_dtype(DType in, DType out);
 // op(x) without autograd: a new tensor of `out_dtype` laid out like x, computed in
-// conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op, and of to(dtype)
-// with UnaryOp::Copy).
+// conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op), or for
+// UnaryOp::Copy (to(dtype)) in cast_compute_dtype.
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);

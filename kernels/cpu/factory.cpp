@@ -18,7 +18,7 @@ constexpr int64_t kGrain = 16384;
 void fill_cpu(const StridedArg& out, double value, int64_t int_value, const KernelContext& ctx) {
   Operand v;
   v.is_scalar = true;
-  v.scalar = value;
+  v.scalar = fill_compute_value(out.dtype, value, int_value);
   v.int_scalar = int_value;
   unary_cpu(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0, ctx);
 }

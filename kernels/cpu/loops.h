@@ -56,8 +56,8 @@ template <typename C> inline C load_as(const void* base, DType t, int64_t i) {
 template <typename C> inline void store_as(void* base, DType t, int64_t i, C v) {
   switch (t) {
     case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::Float16: static_cast<Half*>(base)[i] = Half(static_cast<float>(v)); return;
-    case DType::BFloat16: static_cast<BFloat16*>(base)[i] = BFloat16(static_cast<float>(v)); return;
+    case DType::Float16: static_cast<Half*>(base)[i] = Half(detail::float_for_16bit(v)); return;
+    case DType::BFloat16: static_cast<BFloat16*>(base)[i] = BFloat16(detail::float_for_16bit(v)); return;
     case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
     case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
     case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
@@ -83,9 +83,9 @@ template <typename T, typename A> KILN_CPU_INLINE A ld(const T* p, int64_t i) {
 }
 template <typename T, typename A> KILN_CPU_INLINE void st(T* p, int64_t i, A v) {
   if constexpr (std::is_same_v<T, Half>) {
-    p[i].bits = detail::float_to_half_bits(static_cast<float>(v));
+    p[i].bits = detail::float_to_half_bits(detail::float_for_16bit(v));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    p[i].bits = detail::float_to_bf16_bits(static_cast<float>(v));
+    p[i].bits = detail::float_to_bf16_bits(detail::float_for_16bit(v));
   } else {
     p[i] = static_cast<T>(v);
   }

@@ -49,8 +49,14 @@ __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <typename S> __device__ __forceinline__ S from_f32(float v);
 template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+// The hardware's conversion gives every NaN as 0x7FFF; kiln's (kernels/half.h) keeps its sign, as the
+// CPU does: one compare and select, the same bits on both devices.
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) {
+  return v == v ? __float2half_rn(v) : __ushort_as_half(detail::float_to_half_bits(v));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return v == v ? __float2bfloat16_rn(v) : __ushort_as_bfloat16(detail::float_to_bf16_bits(v));
+}
 #else
 using Float16Storage = Half;
 using BFloat16Storage = BFloat16;
@@ -78,10 +84,10 @@ template <typename C> __device__ __forceinline__ void store_as(void* base, DType
   switch (t) {
     case DType::Float32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
     case DType::Float16:
-      static_cast<Float16Storage*>(base)[i] = from_f32<Float16Storage>(static_cast<float>(v));
+      static_cast<Float16Storage*>(base)[i] = from_f32<Float16Storage>(detail::float_for_16bit(v));
       return;
     case DType::BFloat16:
-      static_cast<BFloat16Storage*>(base)[i] = from_f32<BFloat16Storage>(static_cast<float>(v));
+      static_cast<BFloat16Storage*>(base)[i] = from_f32<BFloat16Storage>(detail::float_for_16bit(v));
       return;
     case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
     case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;

@@ -24,7 +24,7 @@ void fill_cuda(const StridedArg& out, double value, int64_t int_value, const Ker
   // Otherwise a copy of a scalar, exactly as fill_cpu: the unary kernels (vectorized when dense).
   Operand v;
   v.is_scalar = true;
-  v.scalar = value;
+  v.scalar = fill_compute_value(out.dtype, value, int_value);
   v.int_scalar = int_value;
   unary_cuda(out, v, UnaryOp::Copy, compute_dtype_for(out.dtype), 0, 0, ctx);
 }

@@ -1,6 +1,7 @@
 // DTypes: kiln's own Half/BFloat16 conversions (round to nearest even) and PyTorch's promotion.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -246,4 +247,117 @@ TEST_CASE("floats convert to bool by != 0, and integers by value", "[dtype]") {
   const Tensor i = tensor(std::vector<int64_t>{0, 3, -1});
   CHECK(i.to(DType::Bool).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
   CHECK(logical_not(i).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
+}
+
+namespace {
+
+// The correctly rounded 16-bit pattern of a double (ties to even), from a table of every finite
+// non-negative value of the format; the pattern after the largest (inf's) stands for the next power
+// of two, as the rounding sees it.
+struct Format16 {
+  bool bf16;
+  std::vector<double> values;  // by pattern, 0 .. inf's
+  explicit Format16(bool b) : bf16(b) {
+    const uint16_t inf = bf16 ? 0x7F80 : 0x7C00;
+    for (uint32_t p = 0; p < inf; ++p) {
+      values.push_back(bf16 ? static_cast<double>(detail::bf16_bits_to_float(static_cast<uint16_t>(p)))
+                            : static_cast<double>(detail::half_bits_to_float(static_cast<uint16_t>(p))));
+    }
+    values.push_back(bf16 ? std::ldexp(1.0, 128) : 65536.0);
+  }
+  uint16_t round(double d) const {
+    const uint16_t sign = std::signbit(d) ? 0x8000 : 0;
+    const double a = std::fabs(d);
+    const size_t top = values.size() - 1;
+    if (a >= values[top]) return sign | static_cast<uint16_t>(top);
+    const size_t hi = static_cast<size_t>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
+    if (values[hi] == a || hi == 0) return sign | static_cast<uint16_t>(hi);
+    const double up = values[hi] - a, down = a - values[hi - 1];
+    const size_t k = up < down ? hi : down < up ? hi - 1 : (hi % 2 == 0 ? hi : hi - 1);
+    return sign | static_cast<uint16_t>(k);
+  }
+  uint16_t bits(const Tensor& t, int64_t i) const {
+    return bf16 ? t.data_ptr<BFloat16>()[i].bits : t.data_ptr<Half>()[i].bits;
+  }
+};
+
+}  // namespace
+
+// Through float32 first, a double or an integer was rounded twice, and a first rounding onto a tie
+// of the 16-bit format could end on the wrong side: 1 + 2^-11 + 2^-40 became float16's 1,
+// 65519.99999 its inf, 2^25 + 2^17 + 1 bfloat16's 2^25.
+TEST_CASE("Half and BFloat16: doubles and integers are rounded once, correctly", "[dtype]") {
+  for (bool bf16 : {false, true}) {
+    const Format16 format(bf16);
+    const DType dt = bf16 ? DType::BFloat16 : DType::Float16;
+    INFO(dtype_name(dt));
+    // Every midpoint between neighbours, and just off it either way, at both signs.
+    std::vector<double> ds;
+    for (size_t k = 0; k + 1 < format.values.size(); ++k) {
+      const double m = (format.values[k] + format.values[k + 1]) / 2;
+      for (double d : {m, m + m * 0x1p-40, m - m * 0x1p-40, std::nextafter(m, 0.0), std::nextafter(m, 1e300)}) {
+        ds.push_back(d);
+        ds.push_back(-d);
+      }
+    }
+    ds.push_back(std::ldexp(1.0, -25) + std::ldexp(1.0, -60));
+    ds.push_back(65519.99999);
+    ds.push_back(1e300);
+    ds.push_back(-1e300);
+    const Tensor t = tensor(ds).to(dt);
+    int64_t bad = 0;
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const uint16_t want = format.round(ds[i]);
+      if (format.bits(t, static_cast<int64_t>(i)) != want && bad++ < 5) {
+        FAIL_CHECK(std::hexfloat << ds[i] << ": got " << std::hex << format.bits(t, static_cast<int64_t>(i))
+                                 << ", correctly rounded " << want);
+      }
+    }
+    CHECK(bad == 0);
+    // Integers: midpoints between neighbouring integer values of the format and one off them, up to
+    // int64's range (past 2^53, where an int64 is not a double either).
+    std::vector<int64_t> ns;
+    for (size_t k = 0; k + 1 < format.values.size(); ++k) {
+      const double lo = format.values[k], hi = format.values[k + 1];
+      if (lo < 1 || hi > 0x1p62 || hi - lo < 2) continue;
+      const int64_t m = static_cast<int64_t>(lo) + static_cast<int64_t>((hi - lo) / 2);
+      for (int64_t n : {m, m + 1, m - 1}) {
+        ns.push_back(n);
+        ns.push_back(-n);
+      }
+    }
+    ns.push_back(INT64_MAX);
+    ns.push_back(INT64_MIN);
+    for (DType src : {DType::Int64, DType::Int32}) {
+      std::vector<int64_t> use;
+      for (int64_t n : ns) {
+        if (src == DType::Int64 || (n >= INT32_MIN && n <= INT32_MAX)) use.push_back(n);
+      }
+      const Tensor u = tensor(use).to(src).to(dt);
+      int64_t wrong = 0;
+      for (size_t i = 0; i < use.size(); ++i) {
+        // The reference in double: exact below 2^53; above, the midpoint test needs the exact value,
+        // which long double (64-bit significand on x86-64) holds.
+        const long double exact = static_cast<long double>(use[i]);
+        uint16_t want = format.round(static_cast<double>(exact));
+        if (static_cast<long double>(static_cast<double>(exact)) != exact) {
+          // The double rounding of `exact` may have landed on a midpoint: decide by the exact value.
+          const uint16_t a = format.round(std::nextafter(static_cast<double>(exact), 0.0));
+          const uint16_t b = format.round(std::nextafter(static_cast<double>(exact), 1e300 * (use[i] < 0 ? -1 : 1)));
+          want = static_cast<double>(exact) > 0 ? (exact > static_cast<double>(exact) ? b : a)
+                                                : (exact < static_cast<double>(exact) ? b : a);
+        }
+        if (format.bits(u, static_cast<int64_t>(i)) != want && wrong++ < 5) {
+          FAIL_CHECK(dtype_name(src) << " " << use[i] << ": got " << std::hex << format.bits(u, static_cast<int64_t>(i))
+                                     << ", correctly rounded " << want);
+        }
+      }
+      CHECK(wrong == 0);
+    }
+    // Fills take the same path: full() with a double and with an int64.
+    const double x = bf16 ? 1.0 + 0x1p-8 + 0x1p-40 : 1.0 + 0x1p-11 + 0x1p-40;
+    CHECK(format.bits(full({1}, x, TensorOptions(dt)), 0) == format.round(x));
+    const int64_t n = (int64_t{1} << 25) + (int64_t{1} << (bf16 ? 17 : 14)) + 1;
+    CHECK(format.bits(full({1}, n, TensorOptions(dt)), 0) == format.round(static_cast<double>(n)));
+  }
 }
