@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "kernels/error.h"
+
 namespace kiln {
 namespace {
 
@@ -22,6 +24,11 @@ DType Scalar::default_dtype() const {
     case Kind::Float: return kDefaultFloat;
   }
   return kDefaultFloat;
+}
+
+void Scalar::throw_past_int64(uint64_t v) {
+  throw Error("Scalar: the unsigned integer " + std::to_string(v) +
+              " is past int64's range (at most 9223372036854775807); pass it as a double to round it");
 }
 
 int64_t Scalar::to_int() const {

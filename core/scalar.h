@@ -26,6 +26,10 @@ class Scalar {
       i_ = v ? 1 : 0;
     } else if constexpr (std::is_integral_v<T>) {
       kind_ = Kind::Int;
+      if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t)) {
+        // Above int64's range it would wrap to a negative number; refused, as PyTorch does.
+        if (v > static_cast<T>(INT64_MAX)) throw_past_int64(static_cast<uint64_t>(v));
+      }
       i_ = static_cast<int64_t>(v);
     } else {
       kind_ = Kind::Float;
@@ -45,6 +49,7 @@ class Scalar {
   std::string str() const;
 
  private:
+  [[noreturn]] static void throw_past_int64(uint64_t v);  // a kiln::Error naming the value
   Kind kind_;
   union {
     int64_t i_;

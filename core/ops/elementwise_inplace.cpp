@@ -63,7 +63,10 @@ Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) {
   if ((defined() && dtype() == DType::Bool) || (other.defined() && other.dtype() == DType::Bool)) {
     throw DTypeError("sub_: bool tensors cannot be subtracted; use ne");
   }
-  add_inplace("sub_", *this, other, alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int()));
+  // An integer alpha negated modulo 2^64, as the integer ops wrap (-INT64_MIN is not an int64).
+  const Scalar negated = alpha.is_floating() ? Scalar(-alpha.to_double())
+                                             : Scalar(static_cast<int64_t>(0 - static_cast<uint64_t>(alpha.to_int())));
+  add_inplace("sub_", *this, other, negated);
   return *this;
 }
 

@@ -280,17 +280,20 @@ void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
   if (!options_.enabled) return;
   check_state_dict(state);
   NoGradGuard no_grad;
+  // One element of any shape, held as state_dict gives it: 0-d (a loss keeps its shape when scaled).
+  const Tensor scale = state.at("scale").reshape({});
+  const Tensor tracker = state.at("growth_tracker").reshape({});
+  if (placed_) {
+    // In place: the tensors keep their memory, which a captured CUDA graph may read.
+    scale_.copy_(scale);
+    growth_tracker_.copy_(tracker);
+  } else {
+    scale_ = scale.to(Device::cpu()).clone();
+    growth_tracker_ = tracker.to(Device::cpu()).clone();
+  }
   options_.growth_factor = state.at("growth_factor").item<double>();
   options_.backoff_factor = state.at("backoff_factor").item<double>();
   options_.growth_interval = state.at("growth_interval").item<int64_t>();
-  if (placed_) {
-    // In place: the tensors keep their memory, which a captured CUDA graph may read.
-    scale_.copy_(state.at("scale"));
-    growth_tracker_.copy_(state.at("growth_tracker"));
-  } else {
-    scale_ = state.at("scale").to(Device::cpu()).clone();
-    growth_tracker_ = state.at("growth_tracker").to(Device::cpu()).clone();
-  }
 }
 
 }  // namespace kiln::nn::amp

@@ -78,8 +78,9 @@ class GradScaler {
   // (int64) on the CPU: everything a resume needs to continue bit for bit. Empty when disabled.
   std::map<std::string, Tensor> state_dict() const;
   // Throws what load_state_dict would throw for `state`, changing nothing: a missing or
-  // unexpected key, a dtype or shape other than state_dict's, or a value out of range is a
-  // kiln::Error naming the key; an empty state (saved from a disabled scaler) is refused too.
+  // unexpected key, a dtype other than state_dict's, a tensor of more than one element (one of any
+  // shape loads as state_dict's 0-d), or a value out of range is a kiln::Error naming the key; an
+  // empty state (saved from a disabled scaler) is refused too.
   void check_state_dict(const std::map<std::string, Tensor>& state) const;
   // Restores scale, growth tracker and the three options (a disabled scaler ignores the call).
   // Reads the values on the host to check them (a sync when they are on a device).

@@ -180,4 +180,14 @@ TEST_CASE("int64 scalars reach integer tensors exactly, past 2^53 and at the end
   CHECK(Scalar(-1e300).to_int() == INT64_MIN);
   CHECK(Scalar(std::nan("")).to_int() == 0);
   CHECK(Scalar(-2.7).to_int() == -2);
+  // An unsigned integer past int64's range is refused (it wrapped to a negative number); up to
+  // INT64_MAX it is exact.
+  CHECK_THROWS_WITH(full({1}, uint64_t{10000000000000000000u}, DType::Float32),
+                    Catch::Contains("Scalar") && Catch::Contains("10000000000000000000"));
+  CHECK(full({1}, uint64_t{INT64_MAX}, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX});
+  CHECK(Scalar(uint32_t{4000000000u}).to_int() == 4000000000);
+  // sub_'s integer alpha is negated modulo 2^64 (-INT64_MIN overflowed: undefined behaviour).
+  Tensor s = full({2}, 7, DType::Int64);
+  s.sub_(tensor(std::vector<int64_t>{0, 1}), INT64_MIN);
+  CHECK(s.to_vector<int64_t>() == std::vector<int64_t>{7, INT64_MIN + 7});  // 7 + 2^63, modulo 2^64
 }

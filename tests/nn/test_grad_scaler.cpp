@@ -339,6 +339,25 @@ TEST_CASE("GradScaler state_dict round trip and refusals", "[amp]") {
                       Catch::Contains("GradScaler::load_state_dict") && Catch::Contains(b.fragment));
     CHECK(same_bits(fresh.state_dict(), before));
   }
+
+  // One element in another shape loads as the 0-d state_dict gives, into a scaler that has not
+  // scaled yet and into one that has (its tensors are copied in place): a [1] scale made the next
+  // scaled loss [1], or failed the in-place copy after the options had changed.
+  for (bool used : {false, true}) {
+    INFO("used before loading " << used);
+    GradScaler s(small_interval(7));
+    if (used) (void)s.scale(full({}, 1.0));
+    auto one = sd;
+    one["scale"] = full({1}, 256.0);
+    one["growth_tracker"] = full({1, 1}, 1, DType::Int32);
+    s.load_state_dict(one);
+    const auto loaded = s.state_dict();
+    CHECK(loaded.at("scale").dim() == 0);
+    CHECK(loaded.at("scale").item<float>() == 256.0f);
+    CHECK(loaded.at("growth_tracker").dim() == 0);
+    CHECK(loaded.at("growth_interval").item<int64_t>() == sd.at("growth_interval").item<int64_t>());
+    CHECK(s.scale(full({}, 2.0)).dim() == 0);
+  }
 }
 
 TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]") {
