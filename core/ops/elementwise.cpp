@@ -325,10 +325,15 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (min) rt = promote_with_scalar(rt, *min);
   if (max) rt = promote_with_scalar(rt, *max);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;
   Tensor out = make_output("clamp", x.sizes(), rt, x.device(), {&x});
-  launch_unary("clamp", out, make_operand(x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
-  ops::record_clamp("clamp", x, out, x, lo, hi);
+  if (ops::clamp_bound_is_nan(min, max)) {  // a NaN bound: every element NaN (rt is a float dtype)
+    NoGradGuard no_grad;
+    out.fill_(nan);
+  } else {
+    const double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;  // NaN: no bound
+    launch_unary("clamp", out, make_operand(x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
+  }
+  ops::record_clamp("clamp", x, out, x, min, max);
   return out;
 }
 
@@ -646,9 +651,19 @@ void ops::record_scalar(const char* name, const Tensor& x, const Tensor& out, Sc
   });
 }
 
-void ops::record_clamp(const char* name, const Tensor& x, const Tensor& out, const Tensor& x_value, double lo,
-                       double hi) {
+bool ops::clamp_bound_is_nan(const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return (min && std::isnan(min->to_double())) || (max && std::isnan(max->to_double()));
+}
+
+void ops::record_clamp(const char* name, const Tensor& x, const Tensor& out, const Tensor& x_value,
+                       const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   if (!needs_grad({&x})) return;
+  // The kernel's bounds: NaN where there is none; with a NaN bound, +inf and -inf, between which no
+  // element lies.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const bool none = clamp_bound_is_nan(min, max);
+  const double lo = none ? inf : min ? min->to_double() : nan;
+  const double hi = none ? -inf : max ? max->to_double() : nan;
   record_function(name, {x}, {out}, {x_value}, [lo, hi](const FunctionNode::Context& ctx) {
     return TensorList{ops::backward_kernel(ctx.grads[0], ctx.saved_at(0), BinaryOp::ClampBackward, lo, hi)};
   });

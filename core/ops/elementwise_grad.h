@@ -4,6 +4,9 @@
 // Internal to core/ops.
 #pragma once
 
+#include <optional>
+
+#include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace kiln::ops {
@@ -22,8 +25,12 @@ void record_div(const char* name, const Tensor& a, const Tensor& b, const Tensor
 // out = x op s for a scalar s: dx = g (add), g * s (mul) or g / s (div).
 enum class ScalarGrad : uint8_t { Identity, Mul, Div };
 void record_scalar(const char* name, const Tensor& x, const Tensor& out, ScalarGrad kind, const Scalar& s);
-// out = clamp(x, lo, hi) with NaN bounds meaning none; x_value is x before the op.
-void record_clamp(const char* name, const Tensor& x, const Tensor& out, const Tensor& x_value, double lo, double hi);
+// out = clamp(x, min, max), either bound possibly absent; x_value is x before the op. The gradient
+// passes where min <= x <= max, nowhere when a bound is NaN (the result is NaN: clamp_bound_is_nan).
+void record_clamp(const char* name, const Tensor& x, const Tensor& out, const Tensor& x_value,
+                  const std::optional<Scalar>& min, const std::optional<Scalar>& max);
+// Whether either of clamp's bounds is a NaN, which makes every element NaN, as in PyTorch.
+bool clamp_bound_is_nan(const std::optional<Scalar>& min, const std::optional<Scalar>& max);
 // out = cond ? a : b with either side possibly a scalar (undefined): the gradient goes to the side
 // each element came from.
 void record_where(const char* name, const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);

@@ -150,8 +150,7 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   Tensor old = needs_grad({this}) ? detach().clone() : Tensor();
   ops::copy_raw(*this, r);
   bump_version();
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  ops::record_clamp("clamp_", *this, *this, old, min ? min->to_double() : nan, max ? max->to_double() : nan);
+  ops::record_clamp("clamp_", *this, *this, old, min, max);
   return *this;
 }
 

@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/kiln.h"
@@ -108,6 +111,31 @@ TEST_CASE("in-place ops check dtypes and shapes and bump versions", "[tensor]") 
   CHECK(c.to_vector<float>() == std::vector<float>{1.5f, 2, 2.5f});
   c.masked_fill_(c > 2.0, -1.0);
   CHECK(c.to_vector<float>() == std::vector<float>{1.5f, 2, -1});
+}
+
+TEST_CASE("clamp: a NaN bound makes every element NaN and passes no gradient, as in PyTorch", "[tensor]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<std::pair<std::optional<Scalar>, std::optional<Scalar>>> bounds = {
+      {nan, std::nullopt}, {std::nullopt, nan}, {0.0, nan}, {nan, 1.0}};
+  for (const auto& [lo, hi] : bounds) {
+    Tensor x = tensor({-1.0f, 0.5f, 2.0f}, {3}).set_requires_grad(true);
+    Tensor y = clamp(x, lo, hi);
+    for (float v : y.to_vector<float>()) CHECK(std::isnan(v));
+    sum(y * 1.0).backward();
+    CHECK(x.grad().to_vector<float>() == std::vector<float>(3, 0.0f));
+    Tensor z = tensor({-1.0f, 0.5f}, {2});
+    z.clamp_(lo, hi);
+    for (float v : z.to_vector<float>()) CHECK(std::isnan(v));
+  }
+  // An integer tensor with a NaN bound gives float NaNs (a float scalar promotes it).
+  Tensor n = clamp(tensor(std::vector<int64_t>{1, 5}), nan, std::nullopt);
+  CHECK(n.dtype() == DType::Float32);
+  for (float v : n.to_vector<float>()) CHECK(std::isnan(v));
+  // An absent bound is no bound; a NaN element stays NaN.
+  Tensor w = clamp(tensor({-3.0f, static_cast<float>(nan), 3.0f}, {3}), std::nullopt, 1.0);
+  CHECK(w.to_vector<float>()[0] == -3.0f);
+  CHECK(std::isnan(w.to_vector<float>()[1]));
+  CHECK(w.to_vector<float>()[2] == 1.0f);
 }
 
 TEST_CASE("item and printing", "[tensor]") {
