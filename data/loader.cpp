@@ -109,9 +109,19 @@ Tensor stack_field(std::vector<Example>& samples, Tensor Example::*field, const 
     }
   }
   if (!defined) return Tensor();
-  Shape shape{static_cast<int64_t>(samples.size())};
+  // The batch keeps its samples' layout when they share one dense layout (an image decoded as HWC and
+  // permuted to [C, H, W] makes a channels-last batch, as a conv on the GPU reads it best): each
+  // sample's block is copied as it lies. Samples of other layouts are made contiguous first.
+  bool same_layout = first.is_non_overlapping_and_dense();
+  for (size_t i = 1; i < samples.size() && same_layout; ++i) {
+    same_layout = (samples[i].*field).strides() == first.strides();
+  }
+  Shape shape{static_cast<int64_t>(samples.size())}, strides{first.numel()};
   shape.insert(shape.end(), first.sizes().begin(), first.sizes().end());
-  Tensor out = pin ? empty_pinned(shape, first.dtype()) : empty(shape, TensorOptions(first.dtype()));
+  const Shape sample_strides = same_layout ? first.strides() : contiguous_strides(first.sizes());
+  strides.insert(strides.end(), sample_strides.begin(), sample_strides.end());
+  Tensor out = pin ? empty_pinned(shape, strides, first.dtype())
+                   : empty_strided(shape, strides, TensorOptions(first.dtype()));
   const size_t bytes = static_cast<size_t>(first.numel()) * first.element_size();
   auto* dst = static_cast<unsigned char*>(out.data_ptr());
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -120,8 +130,8 @@ Tensor stack_field(std::vector<Example>& samples, Tensor Example::*field, const 
       throw DeviceError(std::string("default_collate: the ") + name + " of sample " + std::to_string(i) + " is on " +
                         t.device().str() + "; datasets return CPU tensors (move batches to the device after)");
     }
-    if (!t.is_contiguous()) t = t.contiguous();
-    if (bytes > 0) std::memcpy(dst + i * bytes, t.data_ptr(), bytes);
+    if (!same_layout && !t.is_contiguous()) t = t.contiguous();
+    if (bytes > 0) std::memcpy(dst + i * bytes, t.data_ptr(), bytes);  // dense: a block from its first element
   }
   return out;
 }

@@ -31,7 +31,9 @@ using Collate = std::function<Example(std::vector<Example>& samples, bool pin)>;
 
 // Stacks the samples' data into [B, ...] and their targets into [B, ...] (each field must be
 // defined in all samples or in none; shapes and dtypes must agree: a ShapeError/DTypeError naming
-// the samples otherwise). Writes straight into pinned memory when `pin`.
+// the samples otherwise). Writes straight into pinned memory when `pin`. Samples that share one
+// dense layout keep it in the batch (strides [sample numel, sample strides...]: [C, H, W] images
+// with HWC strides make a channels-last batch); others are stacked contiguous.
 Example default_collate(std::vector<Example>& samples, bool pin);
 
 // The largest prefetch_factor a loader takes (its window, workers x factor, stays far from int64's end).

@@ -72,7 +72,7 @@ namespace {
 
 // An uninitialized dense CPU tensor (of `strides`, a dense layout of `shape`) in page-locked memory
 // from the pinned caching allocator.
-Tensor empty_pinned(const Shape& shape, const Shape& strides, DType dtype) {
+Tensor pinned_dense(const Shape& shape, const Shape& strides, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(dtype);
   impl->storage = std::make_shared<Storage>(cuda::pinned_allocator()->allocate(nbytes));
@@ -88,7 +88,18 @@ Tensor empty_pinned(const Shape& shape, DType dtype) {
   if (!cuda::is_available()) {
     throw DeviceError("empty_pinned: page-locked memory needs a CUDA device (" + cuda::unavailable_reason() + ")");
   }
-  return empty_pinned(shape, contiguous_strides(shape), dtype);
+  return pinned_dense(shape, contiguous_strides(shape), dtype);
+}
+
+Tensor empty_pinned(const Shape& shape, const Shape& strides, DType dtype) {
+  if (!cuda::is_available()) {
+    throw DeviceError("empty_pinned: page-locked memory needs a CUDA device (" + cuda::unavailable_reason() + ")");
+  }
+  if (strides.size() != shape.size() || !non_overlapping_and_dense(shape, strides)) {
+    throw ShapeError("empty_pinned: strides " + shape_str(strides) + " do not lay shape " + shape_str(shape) +
+                     " out densely");
+  }
+  return pinned_dense(shape, strides, dtype);
 }
 
 namespace {
@@ -121,7 +132,7 @@ Tensor move_to_device(const Tensor& x, Device d, bool non_blocking) {
   if (d.is_cpu()) {  // device to host: non_blocking lands in pinned memory, as PyTorch does
     cuda::DeviceGuard guard(from);
     const Stream stream = cuda::current_stream(from);
-    Tensor out = non_blocking ? empty_pinned(src.sizes(), strides, src.dtype())
+    Tensor out = non_blocking ? pinned_dense(src.sizes(), strides, src.dtype())
                               : empty_strided(src.sizes(), strides, TensorOptions(src.dtype()));
     cuda::copy_bytes(out.data_ptr(), d, src.data_ptr(), src.device(), nbytes, stream, non_blocking);
     if (non_blocking) out.storage()->record_stream(stream);
@@ -170,7 +181,7 @@ Tensor Tensor::pin_memory() const {
     throw DeviceError("pin_memory: page-locked memory needs a CUDA device (" + cuda::unavailable_reason() + ")");
   }
   if (is_pinned()) return *this;
-  Tensor out = empty_pinned(sizes(), contiguous_strides(sizes()), dtype());
+  Tensor out = pinned_dense(sizes(), contiguous_strides(sizes()), dtype());
   ops::copy_raw(out, *this);
   if (needs_grad({this})) {
     record_function("pin_memory", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) {

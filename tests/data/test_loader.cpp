@@ -387,6 +387,19 @@ TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
     Example out = default_collate(t, false);
     CHECK(out.data.sizes() == Shape{2, 3, 2});
     CHECK(out.data.to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5, 0, 3, 1, 4, 2, 5});
+    // Samples of one dense layout keep it: [C, H, W] views of HWC images make a channels-last batch,
+    // copied block by block; samples whose layouts differ are stacked contiguous.
+    Tensor hwc = arange(0, 24, 1, TensorOptions(DType::Float32)).view({2, 4, 3});  // H 2, W 4, C 3
+    Tensor chw = hwc.permute({2, 0, 1});
+    std::vector<Example> images{{chw, Tensor()}, {chw * 2.0, Tensor()}};  // chw * 2.0 keeps chw's layout
+    Example batch = default_collate(images, false);
+    CHECK(batch.data.sizes() == Shape{2, 3, 2, 4});
+    CHECK(batch.data.is_contiguous(MemoryFormat::ChannelsLast));
+    CHECK(batch.data.to_vector<float>() == stack({chw, chw * 2.0}).contiguous().to_vector<float>());
+    std::vector<Example> mixed{{chw, Tensor()}, {chw.contiguous(), Tensor()}};
+    Example m = default_collate(mixed, false);
+    CHECK(m.data.is_contiguous());
+    CHECK(m.data.to_vector<float>() == stack({chw, chw}).contiguous().to_vector<float>());
   }
   SECTION("bad options") {
     CHECK_THROWS_WITH(DataLoader(ds, opts(0, 0)), Catch::Contains("batch_size must be at least 1, got 0"));
