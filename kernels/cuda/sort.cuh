@@ -53,6 +53,8 @@ __device__ __forceinline__ uint64_t order_key(double v) {
   const uint64_t b = static_cast<uint64_t>(__double_as_longlong(v));
   return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
 }
+// The same for integers: the sign bit flipped, so that unsigned order is signed order.
+__device__ __forceinline__ uint64_t order_key(int64_t v) { return static_cast<uint64_t>(v) ^ 0x8000000000000000ull; }
 
 __device__ __forceinline__ bool entry_less(uint64_t ka, uint32_t ia, uint64_t kb, uint32_t ib) {
   return ka < kb || (ka == kb && ia < ib);

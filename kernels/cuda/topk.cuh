@@ -25,10 +25,13 @@ struct TopkSource {
   int64_t n;
   int64_t row0;
   bool largest;
+  bool integral;  // keys from the int64 value (exact past 2^53), else from the double
   __device__ bool valid(int64_t) const { return true; }
   // largest: complemented, so that the ascending sort puts NaN first and ties still by index.
   __device__ uint64_t key(int64_t row, int64_t j) const {
-    const uint64_t k = order_key(load_as<double>(in, dtype, (row0 + row) * n + j));
+    const int64_t at = (row0 + row) * n + j;
+    const uint64_t k = integral ? order_key(load_as<int64_t>(in, dtype, at))  //
+                                : order_key(load_as<double>(in, dtype, at));
     return largest ? ~k : k;
   }
 };
@@ -73,7 +76,7 @@ void topk_launches(void* values, DType values_dtype, int64_t* indices, const voi
   const bool integral = is_integral(in_dtype, true);
   for (int64_t row0 = 0; row0 < rows; row0 += batch) {
     const int64_t b = std::min(batch, rows - row0);
-    const TopkSource src{in, in_dtype, n, row0, largest};
+    const TopkSource src{in, in_dtype, n, row0, largest, integral};
     const TopkSink sink{values, values_dtype, indices, in, in_dtype, n, k, row0, integral};
     smallest_k(src, sink, b, n, k, scratch, launch);
   }

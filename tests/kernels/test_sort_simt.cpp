@@ -347,6 +347,15 @@ TEST_CASE("emulated: topk's CUDA launches give the CPU's values and indices, bit
     CHECK(check_topk("int64 [2, 50]", x, 7, true) == 1);
     CHECK(check_topk("int64 [2, 50]", x, 7, false) == 1);
     CHECK(check_topk("int32 [2, 50]", sub(x, int64_t{1} << 62).to(DType::Int32), 9, true) == 1);
+    // Ordered as integers, not through double (where all three are 2^62, ties by index).
+    const int64_t big = int64_t{1} << 62;
+    const auto [top, at] = topk(tensor(std::vector<int64_t>{big + 1, big + 3, big + 2}), 3);
+    CHECK(top.to_vector<int64_t>() == std::vector<int64_t>{big + 3, big + 2, big + 1});
+    CHECK(at.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0});
+    const auto [low, low_at] = topk(tensor(std::vector<int64_t>{big + 1, big + 3, big + 2}), 2, -1, /*largest=*/false);
+    CHECK(low_at.to_vector<int64_t>() == std::vector<int64_t>{0, 2});
+    CHECK(check_topk("int64 [1, 3], 2^62 apart by 1", tensor(std::vector<int64_t>{big + 1, big + 3, big + 2}, {1, 3}),
+                     3, true) == 1);
   }
   SECTION("long rows: the radix selection of the k-th") {
     const Tensor x = awkward_floats(2, 3001, 2);
