@@ -31,6 +31,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <vector>
 #include <string>
 #include <thread>
 #include <utility>
@@ -190,18 +191,30 @@ MPI_Op mpi_op(DType dt, ReduceOp op) {
   return user ? g_sum : MPI_SUM;  // Avg: a sum, divided after
 }
 
+// Buffers of requests that never completed (this rank timed out): MPI may still write into them when
+// a late message lands, so they are never freed, where the allocator would hand the memory to the
+// next tensor. Reachable from here until the process exits (the job aborts then anyway).
+void abandon_buffer(Tensor buffer) {
+  static std::mutex mutex;
+  static auto* abandoned = new std::vector<Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  abandoned->push_back(std::move(buffer));
+}
+
 class MpiWork final : public Work {
  public:
   MpiWork(MPI_Request request, Tensor keep, std::string what, int rank, int size)
       : request_(request), keep_(std::move(keep)), what_(std::move(what)), rank_(rank), size_(size) {}
   ~MpiWork() override {
-    // Never leave MPI a buffer that is about to be freed; after a timeout the job is aborting anyway.
+    // Never leave MPI a buffer that is about to be freed: wait for it, or (after a timeout, when
+    // the job is aborting) keep the buffer for good.
     if (request_ != MPI_REQUEST_NULL && !g_broken) {
       try {
         wait_request(request_, what_, rank_, size_);
       } catch (const Error&) {  // a destructor must not throw: the job aborts at exit (g_broken)
       }
     }
+    if (request_ != MPI_REQUEST_NULL && keep_.defined()) abandon_buffer(std::move(keep_));
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
@@ -395,12 +408,14 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
     detail::check_supported("reduce_scatter", output.dtype(), op);
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
-    Tensor source = input;
-    if (op == ReduceOp::Avg && input.dtype() == DType::Float16 && size_ > 1) {  // divided first, as all_reduce
-      source = input.clone();
-      op = detail::averaging_op(source, size_);
-    }
-    return g_comm->submit([output, input = source, op, n = size_] {
+    // float16's average divides a copy of the input first, as all_reduce does, in the job: the
+    // input is read in issue order, after any collective before this one that writes it.
+    // An input that shares memory with the output is copied first (MPI requires them apart).
+    const bool apart = !detail::shares_bytes(output, input);
+    return g_comm->submit([output, input = Tensor(input), op, n = size_, apart]() mutable {
+      const bool f16_avg = op == ReduceOp::Avg && input.dtype() == DType::Float16 && n > 1;
+      if (f16_avg || !apart) input = input.clone();
+      if (f16_avg) op = detail::averaging_op(input, n);
       Watched watch("reduce_scatter");
       check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), static_cast<int>(output.numel()),
                                          mpi_type(output.dtype()), mpi_op(output.dtype(), op), MPI_COMM_WORLD),
@@ -414,10 +429,15 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("all_gather", output, input, input.numel() * size_, "size() x the input's");
     const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
     if (bytes > kMaxCount) throw Error("all_gather: more than 2^30 bytes per rank");
-    return g_comm->submit([output, input, bytes] {
+    // MPI requires the input apart from the output: this rank's own slot of it goes in place, any
+    // other input that shares memory with the output is copied first.
+    const bool in_place = detail::is_rank_slot(output, input, rank_);
+    const bool apart = in_place || !detail::shares_bytes(output, input);
+    return g_comm->submit([output, input = Tensor(input), bytes, in_place, apart]() mutable {
+      if (!apart) input = input.clone();
       Watched watch("all_gather");
-      check_mpi(MPI_Allgather(input.data_ptr(), static_cast<int>(bytes), MPI_BYTE, output.data_ptr(),
-                              static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
+      check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : input.data_ptr(), static_cast<int>(bytes), MPI_BYTE,
+                              output.data_ptr(), static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
                 "MPI_Allgather");
     });
   }
@@ -441,19 +461,27 @@ class MpiProcessGroup final : public ProcessGroup {
     })->wait();
   }
 
-  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag) override {
-    return p2p("isend", const_cast<Tensor&>(tensor), dst, tag, /*send=*/true);
-  }
-  std::shared_ptr<Work> irecv(Tensor& tensor, int src, int tag) override {
-    return p2p("irecv", tensor, src, tag, /*send=*/false);
+ protected:
+  std::shared_ptr<Work> start_isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) override {
+    // MPI's limit on a message, for both sides before either is posted.
+    if (out.defined()) check_message("isend", out);
+    if (in.defined()) check_message("irecv", in);
+    std::shared_ptr<Work> r = in.defined() ? p2p(in, src, tag, /*send=*/false) : completed_work();
+    std::shared_ptr<Work> s = out.defined() ? p2p(const_cast<Tensor&>(out), dst, tag, /*send=*/true) : completed_work();
+    return detail::both_work(std::move(r), std::move(s));
   }
 
- protected:
+  // float16's average divides each rank's tensor first (detail::averaging_op), in the job: in issue
+  // order, after the collectives before it that write the tensor.
   std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) override {
     if (algo == AllReduceAlgo::Ring) {
-      return g_comm->submit([this, tensor, op]() mutable { ring_all_reduce(*this, tensor, op); });
+      return g_comm->submit([this, tensor, op]() mutable {
+        if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, size_);
+        ring_all_reduce(*this, tensor, op);
+      });
     }
-    return g_comm->submit([tensor, op, n = size_] {
+    return g_comm->submit([tensor, op, n = size_]() mutable {
+      if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, n);
       auto* p = static_cast<char*>(tensor.data_ptr());
       const int64_t numel = tensor.numel(), es = static_cast<int64_t>(tensor.element_size());
       for (int64_t b = 0; b < numel; b += kMaxCount) {
@@ -486,12 +514,14 @@ class MpiProcessGroup final : public ProcessGroup {
                        std::to_string(size_) + " ranks)");
     }
   }
-  std::shared_ptr<Work> p2p(const char* op, Tensor& tensor, int peer, int tag, bool send) {
-    check_tensor(op, tensor, *this);
-    check_rank(op, peer);
-    if (tag < 0 || tag > 32767) throw Error(std::string(op) + ": tag must be in [0, 32767], got " + std::to_string(tag));
+  static void check_message(const char* op, const Tensor& tensor) {
     const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
     if (bytes > kMaxCount) throw Error(std::string(op) + ": messages are limited to 2^30 bytes, got " + std::to_string(bytes));
+  }
+  // Posts one side (checked: ProcessGroup::check_p2p and check_message). Tags up to 32767 are in
+  // every MPI's range.
+  std::shared_ptr<Work> p2p(Tensor& tensor, int peer, int tag, bool send) {
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
     MPI_Request request = MPI_REQUEST_NULL;
     const std::string what = std::string(send ? "MPI_Isend to rank " : "MPI_Irecv from rank ") + std::to_string(peer);
     if (send) {

@@ -30,6 +30,7 @@
 #include "core/cuda/runtime.h"
 #include "core/ops/factory.h"
 #include "core/storage.h"
+#include "dist/flat.h"
 #include "dist/process_group.h"
 #include "dist/reduce.h"
 #include "dist/rendezvous.h"
@@ -106,6 +107,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_tensor("reduce_scatter", input, *this);
     check_pair("reduce_scatter", output, input, input.numel(), output.numel() * size_);
     detail::check_supported("reduce_scatter", output.dtype(), op);
+    check_apart("reduce_scatter", input, output);
     return launch("ncclReduceScatter", {&output, &input}, [&](Stream s) {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
                                nccl_type(output.dtype()), nccl_op(op), comm_, s);
@@ -115,6 +117,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_tensor("all_gather", output, *this);
     check_tensor("all_gather", input, *this);
     check_pair("all_gather", output, input, output.numel(), input.numel() * size_);
+    check_apart("all_gather", output, input);
     return launch("ncclAllGather", {&output, &input}, [&](Stream s) {
       return ncclAllGather(input.data_ptr(), output.data_ptr(), bytes(input), ncclUint8, comm_, s);
     });
@@ -131,22 +134,10 @@ class NcclProcessGroup final : public ProcessGroup {
     Tensor one = ones({1}, TensorOptions(DType::Int32, Device::cuda(device_)));
     all_reduce(one)->synchronize();
   }
-  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag) override {
-    Tensor none;
-    return isend_irecv(tensor, dst, none, 0, tag);
-  }
-  std::shared_ptr<Work> irecv(Tensor& tensor, int src, int tag) override {
-    return isend_irecv(Tensor(), 0, tensor, src, tag);
-  }
-  std::shared_ptr<Work> isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) override {
-    if (out.defined()) {
-      check_tensor("isend", out, *this);
-      check_rank("isend", dst);
-    }
-    if (in.defined()) {
-      check_tensor("irecv", in, *this);
-      check_rank("irecv", src);
-    }
+
+ protected:
+  // Checked by ProcessGroup; NCCL has no tags (messages between two ranks keep their order).
+  std::shared_ptr<Work> start_isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int) override {
     return launch("ncclSend/ncclRecv", {&out, &in}, [&](Stream s) {
       ncclResult_t rc = ncclGroupStart();
       if (rc == ncclSuccess && out.defined()) rc = ncclSend(out.data_ptr(), bytes(out), ncclUint8, dst, comm_, s);
@@ -156,6 +147,7 @@ class NcclProcessGroup final : public ProcessGroup {
     });
   }
 
+ public:
   // Raises the communicator's asynchronous error, if any (aborting it first).
   void check_async(const char* during) {
     if (broken_) throw Error(std::string("dist (nccl): ") + during + " on rank " + std::to_string(rank_) + ": " + broken_why_);
@@ -191,6 +183,9 @@ class NcclProcessGroup final : public ProcessGroup {
 
  protected:
   std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) override {
+    // float16's average: divided first, on the caller's current stream (the communication stream
+    // waits for it).
+    if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, size_);
     if (algo == AllReduceAlgo::Ring) {
       // The ring enqueues its exchanges and reductions on the streams and returns; the caller's
       // current stream is ordered after its last step.
@@ -206,6 +201,13 @@ class NcclProcessGroup final : public ProcessGroup {
  private:
   static size_t bytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
+  // NCCL takes `slot` as this rank's share of `whole` in place; any other shared memory is refused.
+  void check_apart(const char* op, const Tensor& whole, const Tensor& slot) const {
+    if (detail::shares_bytes(whole, slot) && !detail::is_rank_slot(whole, slot, rank_)) {
+      throw Error(std::string(op) + ": the input and the output share memory other than this rank's slot of the "
+                  "larger one (" + shape_str(whole.sizes()) + " and " + shape_str(slot.sizes()) + "); clone() one");
+    }
+  }
   void check_rank(const char* op, int r) const {
     if (r < 0 || r >= size_) {
       throw IndexError(std::string(op) + ": rank " + std::to_string(r) + " is outside [0, " + std::to_string(size_) + ")");

@@ -5,7 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "dist/flat.h"
 #include "dist/reduce.h"
 #include "kernels/error.h"
 
@@ -79,8 +78,38 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllR
   check_tensor("all_reduce", tensor, *this);
   detail::check_supported("all_reduce", tensor.dtype(), op);
   if (tensor.numel() == 0) return completed_work();
-  if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, size());  // float16: divided first, then summed
   return start_all_reduce(tensor, op, algo);
+}
+
+namespace {
+
+constexpr int kRingTag = ProcessGroup::kMaxTag + 1;
+
+// A point-to-point side's checks, all made before anything is posted: a receive posted before its
+// send's error would wait for a message that never comes.
+void check_p2p(const char* op, const Tensor& t, int peer, int tag, int max_tag, const ProcessGroup& g) {
+  check_tensor(op, t, g);
+  if (peer < 0 || peer >= g.size()) {
+    throw IndexError(std::string(op) + ": rank " + std::to_string(peer) + " is outside [0, " + std::to_string(g.size()) +
+                     ")");
+  }
+  if (tag < 0 || tag > max_tag) {
+    throw Error(std::string(op) + ": tag must be in [0, " + std::to_string(ProcessGroup::kMaxTag) + "], got " +
+                std::to_string(tag) + (tag == kRingTag ? " (the ring all-reduce's own)" : ""));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  Tensor none;
+  check_p2p("isend", tensor, dst, tag, kMaxTag, *this);
+  return start_isend_irecv(tensor, dst, none, 0, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::irecv(Tensor& tensor, int src, int tag) {
+  check_p2p("irecv", tensor, src, tag, kMaxTag, *this);
+  return start_isend_irecv(Tensor(), 0, tensor, src, tag);
 }
 
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) { isend(tensor, dst, tag)->wait(); }
@@ -88,9 +117,36 @@ void ProcessGroup::send(const Tensor& tensor, int dst, int tag) { isend(tensor, 
 void ProcessGroup::recv(Tensor& tensor, int src, int tag) { irecv(tensor, src, tag)->wait(); }
 
 std::shared_ptr<Work> ProcessGroup::isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) {
-  std::shared_ptr<Work> r = in.defined() ? irecv(in, src, tag) : completed_work();
-  std::shared_ptr<Work> s = out.defined() ? isend(out, dst, tag) : completed_work();
-  return std::make_shared<BothWork>(std::move(r), std::move(s));
+  if (out.defined()) check_p2p("isend", out, dst, tag, kMaxTag, *this);
+  if (in.defined()) check_p2p("irecv", in, src, tag, kMaxTag, *this);
+  if (!out.defined() && !in.defined()) return completed_work();
+  return start_isend_irecv(out, dst, in, src, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::ring_exchange(const Tensor& out, int dst, Tensor& in, int src) {
+  if (out.defined()) check_p2p("ring_all_reduce (send)", out, dst, kRingTag, kRingTag, *this);
+  if (in.defined()) check_p2p("ring_all_reduce (receive)", in, src, kRingTag, kRingTag, *this);
+  if (!out.defined() && !in.defined()) return completed_work();
+  return start_isend_irecv(out, dst, in, src, kRingTag);
+}
+
+bool detail::shares_bytes(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) return false;
+  const auto* a0 = static_cast<const char*>(a.data_ptr());
+  const auto* b0 = static_cast<const char*>(b.data_ptr());
+  const int64_t an = a.numel() * static_cast<int64_t>(a.element_size());
+  const int64_t bn = b.numel() * static_cast<int64_t>(b.element_size());
+  return a0 < b0 + bn && b0 < a0 + an;
+}
+
+bool detail::is_rank_slot(const Tensor& whole, const Tensor& slot, int rank) {
+  const int64_t bytes = slot.numel() * static_cast<int64_t>(slot.element_size());
+  return whole.storage() == slot.storage() &&
+         static_cast<const char*>(slot.data_ptr()) == static_cast<const char*>(whole.data_ptr()) + rank * bytes;
+}
+
+std::shared_ptr<Work> detail::both_work(std::shared_ptr<Work> a, std::shared_ptr<Work> b) {
+  return std::make_shared<BothWork>(std::move(a), std::move(b));
 }
 
 void ProcessGroup::send_recv(const Tensor& out, int dst, Tensor& in, int src, int tag) {

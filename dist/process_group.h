@@ -75,21 +75,30 @@ class ProcessGroup {
   virtual void barrier() = 0;
   // Point to point, non-blocking: the Work completes when `tensor` may be reused (isend) or holds
   // the message (irecv); it keeps the tensor alive until then. Messages between two ranks with the
-  // same tag arrive in the order they were sent.
-  virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag = 0) = 0;
-  virtual std::shared_ptr<Work> irecv(Tensor& tensor, int src, int tag = 0) = 0;
+  // same tag arrive in the order they were sent. Tags are 0 to kMaxTag (the tag after it is kiln's
+  // ring all-reduce's, so that no message of the caller's meets its pieces).
+  static constexpr int kMaxTag = 32766;
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag = 0);
+  std::shared_ptr<Work> irecv(Tensor& tensor, int src, int tag = 0);
   // Blocking forms of the same.
   void send(const Tensor& tensor, int dst, int tag = 0);
   void recv(Tensor& tensor, int src, int tag = 0);
   // Sends `out` to dst while receiving `in` from src, as one operation that completes when both
   // have: an exchange around a ring cannot deadlock the way a blocking send to the right before a
   // receive from the left can (NCCL needs the two in one group for that; MPI posts both). Either
-  // side may be left out with an undefined tensor.
-  virtual std::shared_ptr<Work> isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
+  // side may be left out with an undefined tensor. Both sides are checked before either is posted.
+  std::shared_ptr<Work> isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
   // The blocking form.
   void send_recv(const Tensor& out, int dst, Tensor& in, int src, int tag = 0);
+  // isend_irecv on the ring all-reduce's own tag (dist/ring.cpp; not for other callers).
+  std::shared_ptr<Work> ring_exchange(const Tensor& out, int dst, Tensor& in, int src);
 
  protected:
+  // The point-to-point operations, with their arguments checked (check_p2p on each defined side):
+  // the backend posts them. An undefined tensor is a side left out. Its own limits (MPI's message
+  // size) the backend checks for both sides before it posts either.
+  virtual std::shared_ptr<Work> start_isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) = 0;
+
   // Issues the all-reduce (after all_reduce's checks, for a group of several ranks and a non-empty
   // tensor): the backend's own for AllReduceAlgo::Native, kiln's ring_all_reduce for Ring.
   virtual std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) = 0;
@@ -124,5 +133,14 @@ bool mpi_available();
 // The checks every collective makes on its own rank: defined, contiguous, on the CPU for MPI (the
 // backend's devices), a dtype the op supports. `op` names the collective in the message.
 void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group);
+
+namespace detail {
+// A Work done when both are (an exchange's receive and send), for the backends.
+std::shared_ptr<Work> both_work(std::shared_ptr<Work> a, std::shared_ptr<Work> b);
+// For all_gather's and reduce_scatter's input and output (contiguous: check_tensor): whether they
+// share any byte, and whether `slot` is exactly rank `rank`'s share of `whole` (the in-place form).
+bool shares_bytes(const Tensor& a, const Tensor& b);
+bool is_rank_slot(const Tensor& whole, const Tensor& slot, int rank);
+}  // namespace detail
 
 }  // namespace kiln::dist

@@ -729,7 +729,9 @@ EnvRendezvous env_rendezvous_from_env() {
   if (world == nullptr) throw Error("env:// rendezvous: WORLD_SIZE is not set (the launcher sets RANK and WORLD_SIZE)");
   if (rank == nullptr) throw Error("env:// rendezvous: RANK is not set (the launcher sets RANK and WORLD_SIZE)");
   info.world_size = env_int("WORLD_SIZE", world);
-  if (info.world_size < 1) env_error("WORLD_SIZE", world, "must be at least 1");
+  if (info.world_size < 1 || info.world_size > kRendezvousMaxWorld) {
+    env_error("WORLD_SIZE", world, "must be in [1, " + std::to_string(kRendezvousMaxWorld) + "]");
+  }
   info.rank = env_int("RANK", rank);
   if (info.rank < 0 || info.rank >= info.world_size) {
     env_error("RANK", rank, "is outside [0, " + std::to_string(info.world_size) + ") (WORLD_SIZE=" + world + ")");
@@ -761,7 +763,10 @@ EnvRendezvous env_rendezvous_from_env() {
 std::vector<uint8_t> rendezvous_broadcast(const EnvRendezvous& info, const std::vector<uint8_t>& payload,
                                           double timeout_s) {
   const std::string op = "rendezvous_broadcast";
-  if (info.world_size < 1) throw Error(op + ": world_size " + std::to_string(info.world_size) + " is below 1");
+  if (info.world_size < 1 || info.world_size > kRendezvousMaxWorld) {
+    throw Error(op + ": world_size " + std::to_string(info.world_size) + " is outside [1, " +
+                std::to_string(kRendezvousMaxWorld) + "]");
+  }
   if (info.rank < 0 || info.rank >= info.world_size) {
     throw Error(op + ": rank " + std::to_string(info.rank) + " is outside [0, " + std::to_string(info.world_size) +
                 ")");

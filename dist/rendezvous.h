@@ -20,6 +20,9 @@ struct EnvRendezvous {
   int master_port = 0;
 };
 
+// The most ranks the rendezvous takes: every rank connects to rank 0 at once, one socket each.
+inline constexpr int kRendezvousMaxWorld = 1 << 16;
+
 // The largest payload rendezvous_broadcast carries (1 MiB, inclusive). The receivers refuse a
 // longer announced length, so a corrupt or foreign length field cannot make them allocate gigabytes.
 inline constexpr size_t kRendezvousMaxPayload = size_t{1} << 20;
@@ -31,7 +34,8 @@ bool env_rendezvous_present();
 
 // Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR (default 127.0.0.1), MASTER_PORT
 // (required when WORLD_SIZE > 1; checked whenever it is set). A missing or malformed value (not a
-// decimal integer, WORLD_SIZE < 1, RANK or LOCAL_RANK outside [0, WORLD_SIZE), a port outside
+// decimal integer, WORLD_SIZE outside [1, kRendezvousMaxWorld], RANK or LOCAL_RANK outside
+// [0, WORLD_SIZE), a port outside
 // [1, 65535], an empty MASTER_ADDR) is a kiln::Error naming the variable and quoting its value.
 EnvRendezvous env_rendezvous_from_env();
 

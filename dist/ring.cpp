@@ -15,8 +15,6 @@
 namespace kiln::dist {
 namespace {
 
-constexpr int kRingTag = 0x7269;  // "ri": one tag; same-tag messages between two ranks keep their order
-
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // One step: `send` (a slice of the flat tensor) goes right while `recv_into` arrives from the left,
@@ -40,7 +38,7 @@ void exchange(ProcessGroup& g, const Tensor& send, Tensor& recv_into, int64_t pi
       x.dst = reduce ? scratch[static_cast<size_t>(p % 2)].narrow(0, 0, x.into.numel()) : x.into;
     }
     const Tensor out = b < ns ? send.narrow(0, b, std::min(piece, ns - b)) : Tensor();
-    x.w = g.isend_irecv(out, right, x.dst, left, kRingTag);
+    x.w = g.ring_exchange(out, right, x.dst, left);  // one tag of its own: the pieces keep their order
   };
   if (pieces > 0) post(0);
   for (int64_t p = 0; p < pieces; ++p) {

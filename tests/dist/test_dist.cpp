@@ -5,9 +5,12 @@
 // before any byte moves (so a bad call fails everywhere instead of hanging half the ranks).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/kiln.h"
@@ -244,6 +247,56 @@ TEST_CASE("dist: point to point around the ring", "[dist]") {
   }
 }
 
+TEST_CASE("dist: float16 averages read their tensors in issue order, after the collectives before them", "[dist]") {
+  // float16's average divides first; that division (and reduce_scatter's copy of its input) ran on
+  // the caller's thread at issue time, ahead of an earlier collective still queued on the same
+  // tensor. One rank holds back so that the earlier one is still in flight on the others.
+  ProcessGroup& g = world();
+  const int n = g.size(), r = g.rank();
+  if (n == 1) return;
+  for (DType dt : {DType::Float32, DType::Float16}) {
+    INFO(dtype_name(dt));
+    Tensor in = full({2 * n}, Scalar(r + 1.0), TensorOptions(dt)), out = zeros({2}, TensorOptions(dt));
+    if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto summed = g.all_reduce(in, ReduceOp::Sum);
+    auto averaged = g.reduce_scatter(out, in, ReduceOp::Avg);
+    summed->wait();
+    averaged->wait();
+    CHECK(out.to_vector_double() == std::vector<double>(2, n * (n + 1) / 2.0));  // the average of equal sums
+    Tensor t = full({4096}, Scalar(r + 1.0), TensorOptions(dt));
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto from_root = g.broadcast(t, 0);
+    auto avg = g.all_reduce(t, ReduceOp::Avg);
+    from_root->wait();
+    avg->wait();
+    CHECK(t.to_vector_double() == std::vector<double>(4096, 1.0));  // rank 0's ones, averaged
+  }
+}
+
+TEST_CASE("dist: all_gather and reduce_scatter with input and output in one buffer", "[dist]") {
+  // MPI requires the two apart: this rank's slot goes in place, any other shared input is copied
+  // first (rank 1 of 2 gathered wrong values from an input in rank 0's slot).
+  ProcessGroup& g = world();
+  const int n = g.size(), r = g.rank();
+  std::vector<double> want(static_cast<size_t>(4 * n));
+  for (int k = 0; k < n; ++k) std::fill_n(want.begin() + 4 * k, 4, k + 1.0);
+  for (int slot : {r, 0, n - 1}) {
+    INFO("input in slot " << slot);
+    Tensor buffer = zeros({4 * n});
+    Tensor input = buffer.narrow(0, 4 * slot, 4);
+    input.fill_(r + 1.0);
+    g.all_gather(buffer, input)->wait();
+    CHECK(buffer.to_vector_double() == want);
+  }
+  for (int slot : {r, 0}) {
+    INFO("output in slot " << slot);
+    Tensor buffer = full({2 * n}, Scalar(r + 1.0));
+    Tensor output = buffer.narrow(0, 2 * slot, 2);
+    g.reduce_scatter(output, buffer, ReduceOp::Sum)->wait();
+    CHECK(output.to_vector_double() == std::vector<double>(2, n * (n + 1) / 2.0));
+  }
+}
+
 TEST_CASE("dist: bad calls are refused on every rank before any byte moves", "[dist]") {
   ProcessGroup& g = world();
   Tensor strided = zeros({4, 4}).transpose(0, 1);
@@ -264,6 +317,15 @@ TEST_CASE("dist: bad calls are refused on every rank before any byte moves", "[d
   Tensor i32 = zeros({g.size()}, TensorOptions(DType::Int32));
   CHECK_THROWS_AS(g.all_gather(i32, small), DTypeError);
   CHECK_THROWS_AS(g.send(x, g.size()), IndexError);
-  CHECK_THROWS_WITH(g.send(x, 0, 40000), Catch::Contains("tag must be in [0, 32767]"));
+  CHECK_THROWS_WITH(g.send(x, 0, 40000), Catch::Contains("tag must be in [0, 32766]"));
+  CHECK_THROWS_WITH(g.send(x, 0, 32767), Catch::Contains("the ring all-reduce's own"));
+  // An exchange checks both sides before it posts either: a receive posted before its send's
+  // error waited KILN_DIST_TIMEOUT for a message that never came, and broke the group.
+  Tensor transposed = zeros({2, 2}).t(), inbox = zeros({2, 2});
+  CHECK_THROWS_WITH(g.send_recv(transposed, 0, inbox, 0), Catch::Contains("isend") && Catch::Contains("contiguous"));
+  CHECK_THROWS_AS(g.send_recv(inbox, g.size(), inbox, 0), IndexError);
   g.barrier();  // every rank got here: none is stuck in a collective another refused
+  Tensor after = ones({3});
+  g.all_reduce(after)->wait();  // the group still works
+  CHECK(after.to_vector<float>() == std::vector<float>(3, static_cast<float>(g.size())));
 }

@@ -357,6 +357,8 @@ TEST_CASE("rendezvous: env:// variables", "[rendezvous]") {
         {"WORLD_SIZE", "-3"},
         {"WORLD_SIZE", "four"},
         {"WORLD_SIZE", "99999999999"},
+        {"WORLD_SIZE", "2147483647"},  // parses, but rank 0 allocated a slot per rank: std::bad_alloc
+        {"WORLD_SIZE", "65537"},
         {"LOCAL_RANK", "-1"},
         {"LOCAL_RANK", "4"},
         {"LOCAL_RANK", "gpu0"},
@@ -613,7 +615,8 @@ TEST_CASE("rendezvous: arguments", "[rendezvous]") {
   const auto call = [](EnvRendezvous info, size_t payload_bytes, double timeout_s) {
     return error_of([&] { rendezvous_broadcast(info, std::vector<uint8_t>(payload_bytes), timeout_s); });
   };
-  CHECK_THAT(call(at(1, 0, 0), 0, 1.0), Contains("world_size 0 is below 1"));
+  CHECK_THAT(call(at(1, 0, 0), 0, 1.0), Contains("world_size 0 is outside [1, 65536]"));
+  CHECK_THAT(call(at(1, 0, INT32_MAX), 0, 1.0), Contains("world_size 2147483647 is outside [1, 65536]"));
   CHECK_THAT(call(at(1, 2, 2), 0, 1.0), Contains("rank 2 is outside [0, 2)"));
   CHECK_THAT(call(at(1, -1, 2), 0, 1.0), Contains("rank -1 is outside [0, 2)"));
   CHECK_THAT(call(at(0, 1, 2), 0, 1.0), Contains("master_port 0 is outside [1, 65535]"));
