@@ -52,7 +52,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     NoGradGuard no_grad;
     source = src.to(device());
   }
-  ops::copy_raw(*this, source);
+  ops::copy_raw(*this, ops::readable_input(*this, source));
   bump_version();
   if (record) {
     Shape ss = src.sizes();

@@ -47,7 +47,8 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
                      dtype_name(rt));
   }
   ops::check_inplace_cast(op, rt, self);
-  apply_binary_inplace(op, self, ops::make_operand(other, self.sizes()), true, BinaryOp::Add, rt, alpha.to_double());
+  apply_binary_inplace(op, self, ops::make_operand(ops::readable_input(self, other), self.sizes()), true, BinaryOp::Add,
+                       rt, alpha.to_double());
   self.bump_version();
   ops::record_add(op, self, other, self, alpha.to_double());
 }
@@ -93,7 +94,8 @@ Tensor& Tensor::mul_(const Tensor& other) {
   const bool grads = needs_grad({this, &other});
   Tensor old = grads && other.requires_grad() ? detach().clone() : Tensor();
   const Tensor other_value = grads && ops::shares_storage(*this, other) ? other.detach().clone() : other;
-  apply_binary_inplace("mul_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Mul, rt, 1.0);
+  apply_binary_inplace("mul_", *this, ops::make_operand(ops::readable_input(*this, other), sizes()), true,
+                       BinaryOp::Mul, rt, 1.0);
   bump_version();
   ops::record_mul("mul_", *this, other, *this, old, other_value);
   return *this;
@@ -121,7 +123,8 @@ Tensor& Tensor::div_(const Tensor& other) {
   // The backward divides by other as it was: a copy when it is self (x.div_(x)).
   const Tensor other_value =
       needs_grad({this, &other}) && ops::shares_storage(*this, other) ? other.detach().clone() : Tensor();
-  apply_binary_inplace("div_", *this, ops::make_operand(other, sizes()), true, BinaryOp::Div, rt, 1.0);
+  apply_binary_inplace("div_", *this, ops::make_operand(ops::readable_input(*this, other), sizes()), true,
+                       BinaryOp::Div, rt, 1.0);
   bump_version();
   ops::record_div("div_", *this, other, *this, other_value);
   return *this;

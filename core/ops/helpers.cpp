@@ -243,6 +243,19 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
   }
 }
 
+Tensor readable_input(const Tensor& self, const Tensor& input) {
+  if (!shares_storage(self, input) || input.numel() == 0 || self.numel() == 0) return input;
+  if (input.storage_offset() == self.storage_offset() && input.sizes() == self.sizes() &&
+      input.strides() == self.strides()) {
+    return input;  // self itself: each element is read before it is written
+  }
+  const auto [a0, a1] = byte_span(self, "readable_input");
+  const auto [b0, b1] = byte_span(input, "readable_input");
+  if (a1 <= b0 || b1 <= a0) return input;  // apart
+  NoGradGuard no_grad;
+  return input.detach().clone();
+}
+
 void check_inplace_cast(const char* op, DType result, const Tensor& self) {
   if (!can_cast(result, self.dtype())) {
     throw DTypeError(std::string(op) + ": result dtype " + dtype_name(result) + " cannot be stored in place into a " +

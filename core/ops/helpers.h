@@ -92,9 +92,15 @@ Tensor empty_for(const char* op, const Shape& shape, const TensorOptions& option
 std::vector<int64_t> batch_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& batch);
 // Refuses an in-place write whose result would depend on the order the elements are written in:
 // `self` with a dim of stride 0 (several elements in one place), or an input that shares part of
-// self's memory without being exactly self (a shifted or transposed view of it). Each is a
-// kiln::Error naming `op`. Inputs whose overlap cannot be decided cheaply (neither dense) pass.
+// self's memory without being exactly self (a shifted or transposed view of it), when both are
+// dense. Each is a kiln::Error naming `op`. When either is not dense, whether an element of one is
+// an element of the other cannot be decided cheaply (x[:, 0::2] and x[:, 1::2] share none): such an
+// input passes, and the op reads it through readable_input.
 void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<const Tensor*> inputs);
+// The tensor an in-place op on `self` reads for `input`: input itself, or a copy of it when its
+// bytes reach into self's without it being exactly self (possible only where check_no_overlap could
+// not decide), so that the result does not depend on the order of the writes.
+Tensor readable_input(const Tensor& self, const Tensor& input);
 // Whether a and b are views of one storage.
 bool shares_storage(const Tensor& a, const Tensor& b);
 // The type a value of dtype `in` is computed in on its way to dtype `out` (a copy, a conversion, a
