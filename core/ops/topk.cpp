@@ -35,17 +35,19 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
                 src.data_ptr(), src.dtype(), rows, n, k, largest);
   }
   if (x.dim() == 0) {
-    values = values.reshape({});
-    indices = indices.reshape({});
+    if (k == 1) {  // the element itself; k = 0 leaves [0] tensors (0-d ones hold one element)
+      values = values.reshape({});
+      indices = indices.reshape({});
+    }
   } else {
     values = values.transpose(d, -1);
     indices = indices.transpose(d, -1);
   }
   if (needs_grad({&x})) {
     Shape xs = x.sizes();
-    record_function("topk", {x}, {values}, {indices}, [xs, d](const FunctionNode::Context& ctx) {
+    record_function("topk", {x}, {values}, {indices}, [xs, d, k](const FunctionNode::Context& ctx) {
       const Tensor& g = ctx.grads[0];
-      if (xs.empty()) return TensorList{g};
+      if (xs.empty()) return TensorList{k == 1 ? g : zeros(xs, TensorOptions(g.dtype(), g.device()))};
       return TensorList{scatter_add(zeros(xs, TensorOptions(g.dtype(), g.device())), d, ctx.saved_at(0), g)};
     });
   }

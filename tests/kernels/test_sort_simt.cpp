@@ -354,6 +354,14 @@ TEST_CASE("emulated: topk's CUDA launches give the CPU's values and indices, bit
     CHECK(at.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0});
     const auto [low, low_at] = topk(tensor(std::vector<int64_t>{big + 1, big + 3, big + 2}), 2, -1, /*largest=*/false);
     CHECK(low_at.to_vector<int64_t>() == std::vector<int64_t>{0, 2});
+    // A 0-d input: k = 1 is the element, k = 0 gives empty [0] results (was a reshape error).
+    const Tensor one = scalar_tensor(4.0).set_requires_grad(true);
+    const auto [v1, i1] = topk(one, 1);
+    CHECK((v1.dim() == 0 && v1.item<float>() == 4.0f && i1.item<int64_t>() == 0));
+    const auto [v0, i0] = topk(one, 0);
+    CHECK((v0.sizes() == Shape{0} && i0.sizes() == Shape{0}));
+    sum(v0 * 1.0).backward();
+    CHECK(one.grad().item<float>() == 0.0f);
     CHECK(check_topk("int64 [1, 3], 2^62 apart by 1", tensor(std::vector<int64_t>{big + 1, big + 3, big + 2}, {1, 3}),
                      3, true) == 1);
   }
