@@ -31,10 +31,10 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <vector>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "dist/flat.h"
 #include "dist/process_group.h"

@@ -1,5 +1,6 @@
 // The tests' tolerance measure: how far a result is from its reference, in units of the allowed
-// error atol + rtol |reference|, over all elements. At most 1 passes.
+// error atol + rtol |reference|, over all elements. At most 1 passes. And the NaN-aware fold that
+// every hand-written error measure uses.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,10 @@
 #include "core/tensor.h"
 
 namespace kiln::test {
+
+// The larger of a running worst error and a new one, a NaN counting as infinitely large: the fold
+// for error measures, where std::max(worst, NaN) would keep `worst` and pass a NaN result.
+inline double worse(double worst, double d) { return std::isnan(d) ? INFINITY : std::max(worst, d); }
 
 // max |a - b| / (atol + rtol |b|) over the elements, both read back to the CPU (any device). Where
 // either is not finite, the two must be the same: NaN against NaN, or the same infinity; any other

@@ -609,7 +609,7 @@ TEST_CASE("gemm_cpu: k = 4096 stays within float rounding of a float64 reference
     const double u = t == DType::Float64 ? 0x1p-53 : 0x1p-24;
     double worst = 0;
     for (size_t i = 0; i < ov.size(); ++i) {
-      worst = std::max(worst, std::fabs(ov[i] - r.value[i]) / (4 * std::sqrt(double(k)) * u * r.scale[i]));
+      worst = test::worse(worst, std::fabs(ov[i] - r.value[i]) / (4 * std::sqrt(double(k)) * u * r.scale[i]));
     }
     CHECK(worst <= 1.0);
   }

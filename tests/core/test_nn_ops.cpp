@@ -14,6 +14,7 @@
 #include "tests/bitwise.h"
 #include "tests/hardware_half.h"
 #include "tests/threads.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
 using kiln::test::bitwise_equal;
@@ -141,7 +142,7 @@ TEST_CASE("batch_norm: channels-last rows give NCHW's results over row blocks an
             REQUIRE(a.size() == r.size());
             double worst = 0.0;
             for (size_t k = 0; k < a.size(); ++k) {
-              worst = std::max(worst, std::fabs(a[k] - r[k]) / (1.0 + std::fabs(a[k])));
+              worst = test::worse(worst, std::fabs(a[k] - r[k]) / (1.0 + std::fabs(a[k])));
             }
             CHECK(worst < 1e-12);
           }

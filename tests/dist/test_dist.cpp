@@ -16,6 +16,7 @@
 #include "core/kiln.h"
 #include "dist/process_group.h"
 #include "dist/ring.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
 using namespace kiln::dist;
@@ -89,7 +90,7 @@ TEST_CASE("dist: all_reduce, native and ring, every dtype and op, against a seri
             // Each rank's value divided first, rounded to float16, then summed: within an ulp or two.
             const std::vector<double> got = values(t);
             double worst = 0.0;
-            for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+            for (size_t i = 0; i < got.size(); ++i) worst = test::worse(worst, std::abs(got[i] - want[i]));
             CHECK(worst <= 2.0 * 6.25 / 1024);
           } else {
             CHECK(values(t) == want);

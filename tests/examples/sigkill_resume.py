@@ -120,6 +120,14 @@ def checkpoint_step(path):
     return step
 
 
+def saved_step(path):
+    """The step of the checkpoint at `path`, or None when there is none (or none readable)."""
+    try:
+        return checkpoint_step(path) if os.path.exists(path) else None
+    except (OSError, ValueError):
+        return None
+
+
 def read_text(path):
     with open(path, "r", errors="replace") as f:
         return f.read()
@@ -139,6 +147,7 @@ class Process:
         self.killed = False
         self.hung = False
         self.mid_save = []        # its own temporary files present once it was dead
+        self.temps_seen = 0       # its own temporary files seen while it ran
         self.banner_at = None     # seconds from the start to the banner
         try:
             self._watch(ex, out, log, plan, poll, guard, failures)
@@ -181,6 +190,7 @@ class Process:
                 return
             own = {name for name, pid in temps.items() if pid == self.pid}
             own_seen |= own
+            self.temps_seen = len(own_seen)
             kind, value = plan if plan else (None, None)
             if (kind == "delay" and now >= value) or (kind == "save" and len(own_seen) >= value):
                 self.kill()
@@ -302,7 +312,10 @@ def main():
             # come before it finishes.
             left = 1 - (last_step or 0) / max(total_steps, 1)
             span = startup + 2 * training * left / (a.kills - kills)
-            plan = ("save", rng.randint(1, 3)) if rng.random() < a.save_share else ("delay", rng.uniform(0, span))
+            # The first start is killed inside its first save, when saves are asked for at all: every
+            # run has a kill mid-save, not only half of them.
+            save = rng.random() < a.save_share if n > 1 else a.save_share > 0
+            plan = ("save", rng.randint(1, 3) if n > 1 else 1) if save else ("delay", rng.uniform(0, span))
         else:
             plan = None
         log = os.path.join(a.work, f"killed.{n:02d}.log")
@@ -327,6 +340,10 @@ def main():
                              f"{last_resumed}")
             last_resumed = p.resumed_step
 
+        if plan and plan[0] == "save" and not p.killed and p.temps_seen == 0 and saved_step(ckpt) != expected:
+            # It saved a checkpoint (a new step at the final name) and never had a temporary file:
+            # the save wrote the final name in place, where a kill would leave half a file.
+            failures.add(f"start {n} saved {ckpt} without a temporary file: the save is not atomic")
         if p.killed:
             if p.hung:  # already reported
                 return finish(failures, replay)
@@ -342,6 +359,9 @@ def main():
           flush=True)
     if kills < a.kills:
         print(f"note: the run finished after {kills} of the {a.kills} planned kills", flush=True)
+    if a.kills > 0 and a.save_share > 0 and mid_save_kills == 0:
+        failures.add("no kill came while a save was under way (its temporary file left behind): the "
+                     "atomic saves were not tested")
 
     # --- the end state ----------------------------------------------------------------------------
     left = sorted(temp_files(out))

@@ -12,6 +12,7 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "tests/bitwise.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -40,7 +41,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> x = a.to_vector_double(), y = b.to_vector_double();
   REQUIRE(x.size() == y.size());
   double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i) d = test::worse(d, std::abs(x[i] - y[i]));
   return d;
 }
 

@@ -11,6 +11,7 @@
 #include "nn/resnet.h"
 #include "nn/transformer.h"
 #include "tests/bitwise.h"
+#include "tests/worst_ratio.h"
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -176,8 +177,22 @@ TEST_CASE("GPT: the backward pass reaches every parameter, the tied one from bot
   GPTConfig c = tiny_gpt(2);
   c.dropout = 0.1;
   auto gpt = std::make_shared<GPT>(c);
-  gpt->loss(randint(0, c.vocab_size, {2, 6}), randint(0, c.vocab_size, {2, 6})).backward();
+  const Tensor x = randint(0, c.vocab_size, {2, 6}), y = randint(0, c.vocab_size, {2, 6});
+  manual_seed(10);  // the same dropout masks in both runs below
+  gpt->loss(x, y).backward();
   check_every_parameter_gets_a_gradient(*gpt);
+  const Tensor tied = gpt->wte->weight.grad().clone();
+  // The same step with the output projection untied (its own copy of the weight): the tied
+  // gradient must be the embedding's part plus the projection's, each non-zero.
+  gpt->zero_grad();
+  const Tensor head = gpt->wte->weight.detach().clone().set_requires_grad(true);
+  gpt->lm_head->weight = head;
+  manual_seed(10);
+  gpt->loss(x, y).backward();
+  const Tensor from_embedding = gpt->wte->weight.grad(), from_head = head.grad();
+  CHECK(from_embedding.abs().sum().item<float>() > 0.0f);
+  CHECK(from_head.abs().sum().item<float>() > 0.0f);
+  CHECK(test::worst_ratio(tied, from_embedding + from_head, 1e-6, 1e-5) <= 1.0);
 }
 
 TEST_CASE("GPT: generate appends in-range tokens, crops to block_size, honours top_k", "[nn]") {
