@@ -90,8 +90,8 @@ constexpr int kRingTag = ProcessGroup::kMaxTag + 1;
 void check_p2p(const char* op, const Tensor& t, int peer, int tag, int max_tag, const ProcessGroup& g) {
   check_tensor(op, t, g);
   if (peer < 0 || peer >= g.size()) {
-    throw IndexError(std::string(op) + ": rank " + std::to_string(peer) + " is outside [0, " + std::to_string(g.size()) +
-                     ")");
+    throw IndexError(std::string(op) + ": rank " + std::to_string(peer) + " is outside [0, " +
+                     std::to_string(g.size()) + ")");
   }
   if (tag < 0 || tag > max_tag) {
     throw Error(std::string(op) + ": tag must be in [0, " + std::to_string(ProcessGroup::kMaxTag) + "], got " +
