@@ -40,6 +40,20 @@ bool nvtx_from_env() {
 
 std::atomic<bool> g_nvtx{nvtx_from_env()};
 
+// An NVTX range whatever the switch says now (the caller remembers that it opened one).
+void nvtx_push_range(const char* name) {
+#if defined(KILN_WITH_CUDA)
+  nvtxRangePushA(name);
+#else
+  (void)name;
+#endif
+}
+void nvtx_pop_range() {
+#if defined(KILN_WITH_CUDA)
+  nvtxRangePop();
+#endif
+}
+
 }  // namespace
 
 const char* phase_name(Phase p) { return kNames[static_cast<int>(p)]; }
@@ -112,25 +126,33 @@ void StepProfiler::mark(int phase, bool step_end) {
   marks_.push_back(m);
 }
 
+// The running phase's NVTX range closes only if it was opened: NVTX may be switched on or off
+// while a phase runs.
+void StepProfiler::close_range() {
+  if (range_open_) nvtx_pop_range();
+  range_open_ = false;
+}
+
 void StepProfiler::begin(Phase p) {
   if (!enabled_) return;
-  if (running_ >= 0) nvtx_pop();
+  close_range();
   running_ = static_cast<int>(p);
   in_step_ = true;
   mark(running_, false);
-  nvtx_push(kNames[running_]);
+  range_open_ = nvtx_enabled();
+  if (range_open_) nvtx_push_range(kNames[running_]);
 }
 
 void StepProfiler::end() {
   if (!enabled_ || running_ < 0) return;
-  nvtx_pop();
+  close_range();
   running_ = -1;
   mark(-1, false);
 }
 
 void StepProfiler::end_step() {
   if (!enabled_ || !in_step_) return;
-  if (running_ >= 0) nvtx_pop();
+  close_range();
   running_ = -1;
   in_step_ = false;
   mark(-1, true);
@@ -139,7 +161,7 @@ void StepProfiler::end_step() {
 
 void StepProfiler::abandon_step() {
   if (!enabled_ || !in_step_) return;
-  if (running_ >= 0) nvtx_pop();
+  close_range();
   running_ = -1;
   in_step_ = false;
   while (!marks_.empty() && !marks_.back().step_end) marks_.pop_back();

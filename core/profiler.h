@@ -80,10 +80,12 @@ class StepProfiler {
   };
   void mark(int phase, bool step_end);
   void fold();  // turns the pending steps' marks into totals
+  void close_range();  // the running phase's NVTX range, if it opened one
 
   Device device_;
   bool enabled_;
   int running_ = -1;  // the phase running, -1: none
+  bool range_open_ = false;  // whether the running phase opened an NVTX range (NVTX was on then)
   bool in_step_ = false;
   std::vector<Mark> marks_;  // the open step's and the unreported steps' marks, in order
   struct Events;

@@ -88,7 +88,13 @@ void CudaGraph::capture(const std::function<void()>& fn, size_t pool_bytes) {
     num_nodes_ = 0;
   }
   cudaGraphExec_t exec = nullptr;
-  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  if (instantiated != cudaSuccess) {  // nothing kept: a later capture() starts afresh, leaking nothing
+    cudaGraphDestroy(graph);
+    graph_ = nullptr;
+    num_nodes_ = 0;
+  }
+  check(instantiated, "cudaGraphInstantiate");
   exec_ = exec;
   generators_ = std::move(generators);
   // The origin stream continues after the capture stream's (empty) work.

@@ -182,6 +182,9 @@ class PinnedAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return DataPtr(nullptr, 0, Device::cpu(), this);
+    if (nbytes > SIZE_MAX / 4) {  // its power of two could wrap (no machine pins that much)
+      throw OutOfMemoryError("pinned allocator: cannot allocate " + std::to_string(nbytes) + " bytes");
+    }
     size_t size = 512;
     while (size < nbytes) size <<= 1;
     std::lock_guard<std::mutex> lk(mutex_);
