@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   const bool last = g.rank() == g.size() - 1;
   if (mode == "late-message") {
     constexpr int64_t kN = 1 << 14;  // 64 KiB: a block the CPU caching allocator hands out again
+    g.barrier();                     // the clocks below start together, however long start-up took
     if (g.rank() == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(3));
       g.send(full({kN}, 7.0), 0);
