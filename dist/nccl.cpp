@@ -184,7 +184,14 @@ class NcclProcessGroup final : public ProcessGroup {
  protected:
   std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) override {
     // float16's average: divided first, on the caller's current stream (the communication stream
-    // waits for it).
+    // waits for it), which first waits for the collectives before this one: the division reads and
+    // writes the tensor in issue order, as on MPI.
+    if (op == ReduceOp::Avg && tensor.dtype() == DType::Float16 && size_ > 1) {
+      cuda::DeviceGuard on(device_);
+      cuda::Event before;
+      before.record(stream_->get());
+      before.wait(cuda::current_stream(device_));
+    }
     if (op == ReduceOp::Avg) op = detail::averaging_op(tensor, size_);
     if (algo == AllReduceAlgo::Ring) {
       // The ring enqueues its exchanges and reductions on the streams and returns; the caller's
