@@ -344,7 +344,10 @@ TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's
   // badly wrong (P(x in [1, 4]) is about 16%); then tails far out, on either side, where float32's
   // values near 1 (the CDF there) are too few to draw from: the tail's own probability is drawn.
   const Case cases[] = {{0.0, 1.0, -2.0, 2.0}, {0.5, 2.0, -1.0, 3.0}, {0.0, 1.0, 1.0, 4.0}, {0.0, 0.02, -0.04, 0.04},
-                        {0.0, 1.0, 5.0, 6.0},   {0.0, 1.0, 6.0, 7.0},   {1.0, 2.0, -13.0, -11.0}};
+                        {0.0, 1.0, 5.0, 6.0},   {0.0, 1.0, 6.0, 7.0},   {1.0, 2.0, -13.0, -11.0},
+                        // Past the erfinv polynomials' range (at 8 std every value was a).
+                        {0.0, 1.0, 8.0, 9.0},   {0.0, 1.0, 10.0, 11.0}, {0.0, 1.0, 12.0, 30.0},
+                        {2.0, 0.5, -4.0, -2.5}};
   for (const Case& c : cases) {
     Tensor w = empty({400, 250});
     init::trunc_normal_(w, c.mean, c.std, c.a, c.b);
@@ -372,6 +375,21 @@ TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's
   CHECK(moments(d).min >= -0.5);
   CHECK(moments(d).max <= 0.5);
   CHECK_THROWS_AS(init::trunc_normal_(d, 0.0, 1.0, 1.0, -1.0), Error);
+  // Far out in float64 too: [20, 21] std, whose mean is 20.0497 and std 0.0496 (by the tail's
+  // moments, the formulas above).
+  Tensor far = empty({100000}, DType::Float64);
+  init::trunc_normal_(far, 0.0, 1.0, 20.0, 21.0);
+  const Moments fm = moments(far);
+  const double z20 = 0.5 * (std::erfc(20.0 / std::sqrt(2.0)) - std::erfc(21.0 / std::sqrt(2.0)));
+  const double r20 = (normal_pdf(20.0) - normal_pdf(21.0)) / z20;
+  const double v20 = 1.0 + (20.0 * normal_pdf(20.0) - 21.0 * normal_pdf(21.0)) / z20 - r20 * r20;
+  CHECK(fm.min >= 20.0);
+  CHECK(fm.mean == Approx(r20).margin(0.02 * std::sqrt(v20)));
+  CHECK(fm.std == Approx(std::sqrt(v20)).epsilon(0.02));
+  // A non-finite mean or std is refused, naming the op (std = inf filled the tensor with NaN).
+  CHECK_THROWS_WITH(init::trunc_normal_(d, 0.0, INFINITY, -1.0, 1.0), Catch::Contains("trunc_normal_: std"));
+  CHECK_THROWS_WITH(init::trunc_normal_(d, NAN, 1.0, -1.0, 1.0), Catch::Contains("trunc_normal_: mean"));
+  CHECK_THROWS_WITH(init::trunc_normal_(d, INFINITY, 1.0, -1.0, 1.0), Catch::Contains("trunc_normal_: mean"));
 }
 
 TEST_CASE("init: works on parameters without recording history, same seed, same init", "[nn]") {
