@@ -78,7 +78,7 @@ void print_dim(std::ostream& os, const Cell& cell, const Shape& shape, size_t d,
     }
     if (last_dim) {
       std::string s = cell(static_cast<size_t>(offset + i));
-      os << std::string(static_cast<size_t>(width) - s.size(), ' ') << s;
+      os << std::string(s.size() < static_cast<size_t>(width) ? static_cast<size_t>(width) - s.size() : 0, ' ') << s;
     } else {
       print_dim(os, cell, shape, d + 1, offset + i * inner, width, summarize, indent + 1);
     }
@@ -93,6 +93,22 @@ void print_dim(std::ostream& os, const Cell& cell, const Shape& shape, size_t d,
   os << ']';
 }
 
+// The elements print_dim shows, in logical order: every one, or when summarizing the first and
+// last kEdgeItems of each dim longer than twice that (rows included, not only the ends of the whole).
+void shown_indices(const Shape& shape, size_t d, int64_t offset, bool summarize, std::vector<size_t>& out) {
+  if (d == shape.size()) {
+    out.push_back(static_cast<size_t>(offset));
+    return;
+  }
+  const int64_t n = shape[d];
+  int64_t inner = 1;
+  for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
+    shown_indices(shape, d + 1, offset + i * inner, summarize, out);
+  }
+}
+
 }  // namespace
 
 std::string Tensor::str() const {
@@ -102,12 +118,9 @@ std::string Tensor::str() const {
   const std::vector<int64_t> ints = integral ? to(DType::Int64).to_vector<int64_t>() : std::vector<int64_t>();
   const std::vector<double> vals = integral ? std::vector<double>() : to_vector_double();
   bool summarize = numel() > kSummarizeAbove;
-  // The elements the format and width come from: all, or when summarizing the first and last 64
-  // (which hold the ones shown at the edges).
+  // The elements the format and width come from: the ones shown.
   std::vector<size_t> basis;
-  for (int64_t i = 0; i < numel(); ++i) {
-    if (!summarize || i < 64 || i >= numel() - 64) basis.push_back(static_cast<size_t>(i));
-  }
+  if (numel() > 0) shown_indices(dim() == 0 ? Shape{1} : sizes(), 0, 0, summarize, basis);
   Format f;
   if (integral) {
     f.kind = Format::Int;

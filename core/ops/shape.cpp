@@ -194,8 +194,18 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   if (chunks <= 0) throw Error("chunk: chunks must be positive, got " + std::to_string(chunks));
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.size(d);
-  const int64_t each = n == 0 ? 0 : (n - 1) / chunks + 1;  // ceil(n / chunks); n + chunks - 1 may overflow
-  return split(x, std::max<int64_t>(each, 1), d);
+  // An empty dim: `chunks` empty pieces, as PyTorch gives (a split of it would give one); so many
+  // that their handles would not fit in memory are refused.
+  if (n == 0) {
+    constexpr int64_t kMaxEmptyPieces = int64_t{1} << 24;
+    if (chunks > kMaxEmptyPieces) {
+      throw Error("chunk: " + std::to_string(chunks) + " chunks of an empty dim (shape " + shape_str(x.sizes()) +
+                  ") would be as many empty tensors; at most " + std::to_string(kMaxEmptyPieces));
+    }
+    return split_with_sizes(x, Shape(static_cast<size_t>(chunks), 0), d);
+  }
+  const int64_t each = (n - 1) / chunks + 1;  // ceil(n / chunks); n + chunks - 1 may overflow
+  return split(x, each, d);
 }
 
 }  // namespace kiln

@@ -168,7 +168,9 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   ns[static_cast<size_t>(d)] = n;
   // With one element or none the stride is never used, and stride * step may not fit.
   if (n > 1) nst[static_cast<size_t>(d)] *= step;
-  Tensor out = ops::make_view("slice", *this, ns, nst, storage_offset() + start * stride(d));
+  // An empty result's offset is never used (and an empty tensor's strides may be huge).
+  const int64_t offset = numel() == 0 || n == 0 ? storage_offset() : storage_offset() + start * stride(d);
+  Tensor out = ops::make_view("slice", *this, ns, nst, offset);
   if (needs_grad({this})) {
     Shape xs = sizes();
     record_function("slice", {*this}, {out}, {}, [xs, d, start, end, step](const FunctionNode::Context& ctx) {
@@ -213,7 +215,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape ns = sizes(), nst = strides();
   ns.erase(ns.begin() + d);
   nst.erase(nst.begin() + d);
-  Tensor out = ops::make_view("select", *this, ns, nst, storage_offset() + index * stride(d));
+  // An empty tensor's offset is never used (and its strides may be huge).
+  const int64_t offset = numel() == 0 ? storage_offset() : storage_offset() + index * stride(d);
+  Tensor out = ops::make_view("select", *this, ns, nst, offset);
   if (needs_grad({this})) {
     Shape xs = sizes();
     record_function("select", {*this}, {out}, {}, [xs, d, index](const FunctionNode::Context& ctx) {
@@ -332,7 +336,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   Shape ns;
   for (int64_t d = 0; d < start_dim; ++d) ns.push_back(size(d));
   int64_t m = 1;
-  for (int64_t d = start_dim; d <= end_dim; ++d) m *= size(d);
+  for (int64_t d = start_dim; d <= end_dim; ++d) m = checked_mul(m, size(d), "flatten", "the flattened size");
   ns.push_back(m);
   for (int64_t d = end_dim + 1; d < dim(); ++d) ns.push_back(size(d));
   return reshape(ns);

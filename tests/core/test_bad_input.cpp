@@ -1152,6 +1152,20 @@ TEST_CASE("bad-input sweep: extreme but valid calls still work", "[bad_input]") 
   CHECK(zeros({3, 2}).slice(0, 0, 3, kMax).sizes() == Shape{1, 2});
   CHECK(x.narrow(0, 5, 0).numel() == 0);
   CHECK(chunk(x, kMax).size() == 5);
+  // An empty dim gives `chunks` empty pieces, as PyTorch (one before: `q, k, v` unpacked past it).
+  const TensorList empty_rows = chunk(zeros({0, 12}), 3, 0), empty_cols = chunk(zeros({4, 0}), 3, 1);
+  REQUIRE(empty_rows.size() == 3);
+  REQUIRE(empty_cols.size() == 3);
+  for (const Tensor& p : empty_rows) CHECK(p.sizes() == Shape{0, 12});
+  for (const Tensor& p : empty_cols) CHECK(p.sizes() == Shape{4, 0});
+  CHECK_THROWS_WITH(chunk(zeros({0}), kMax), Catch::Contains("chunk") && Catch::Contains("empty dim"));
+  // Empty tensors with huge dims: flatten's product is checked (2^80 wrapped to 0), and views of them
+  // keep a sane offset (select and narrow multiplied a never-used huge stride: offset -2).
+  const Tensor huge_empty = zeros({0, int64_t{1} << 40, int64_t{1} << 40});
+  CHECK_THROWS_WITH(huge_empty.flatten(1), Catch::Contains("flatten"));
+  const Tensor wide_empty = zeros({3, 0, int64_t{1} << 62, 4});
+  CHECK(wide_empty.select(0, 2).storage_offset() >= 0);
+  CHECK(wide_empty.narrow(0, 2, 1).storage_offset() >= 0);
   CHECK(split(x, kMax).size() == 1);
   CHECK(x.narrow(0, -5, 5).numel() == 5);
   CHECK(zeros({0, kMax}).numel() == 0);

@@ -160,6 +160,17 @@ TEST_CASE("item and printing", "[tensor]") {
   std::string big_ints = arange(int64_t{0}, int64_t{5000}).str();
   CHECK(big_ints.find("4999]") != std::string::npos);
   CHECK(big_ints.find("...") != std::string::npos);
+  // A summarized matrix's format and width come from every element shown, the inner rows' too: a
+  // wider number in row 1 threw std::length_error, a fraction there printed as a whole number.
+  Tensor ids = zeros({32, 128}, DType::Int64);
+  ids.select(0, 1).select(0, 0).fill_(int64_t{123456789});
+  std::string printed;
+  REQUIRE_NOTHROW(printed = ids.str());
+  CHECK(printed.find("123456789") != std::string::npos);
+  Tensor w = zeros({128, 784});
+  w.select(0, 1).select(0, 0).fill_(1.5);
+  REQUIRE_NOTHROW(printed = w.str());
+  CHECK(printed.find("1.5000") != std::string::npos);
 }
 
 TEST_CASE("devices: parsing, and CUDA without the runtime is a clear error", "[tensor]") {
