@@ -94,7 +94,9 @@ void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* fo
 // Coefficients are derived once per chunk (per thread on the GPU) from the host hyperparameters,
 // the device scalars and the chunk's tensor's step count, in double; elements are then updated in
 // the compute type C (float, or double for float64) with the same operation order as the unfused
-// tensor-op formulas.
+// tensor-op formulas. The device scalars are float32 (nn/optim/optimizer.h: a learning rate set
+// on the device, as a scheduler or a captured graph does), so a float64 parameter's update uses
+// its learning rate rounded to float32: about 1e-8 relative from PyTorch's per step.
 // CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
 // launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
 // tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
