@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <math.h>
 
 #include "kernels/half.h"
@@ -64,6 +65,28 @@ KILN_HD uint16_t step_down16(uint16_t h) {
   if ((h & 0x7fff) == 0) return 0x8001;
   return (h & 0x8000) != 0 ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h - 1);
 }
+// The same for a double (not NaN or -infinity): the bits one step down, as std::nextafter(b, -inf),
+// which is host code only.
+KILN_HD double step_down64(double b) {
+  uint64_t u;
+#if defined(__CUDA_ARCH__)
+  u = static_cast<uint64_t>(__double_as_longlong(b));
+#else
+  std::memcpy(&u, &b, sizeof u);
+#endif
+  if ((u & 0x7fffffffffffffffull) == 0) {
+    u = 0x8000000000000001ull;
+  } else {
+    u = (u >> 63) != 0 ? u + 1 : u - 1;
+  }
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+#endif
+}
 }  // namespace detail
 
 // The largest value of `t` below b (b itself when a == b: the draw is a): what a draw in [a, b) may
@@ -71,7 +94,7 @@ KILN_HD uint16_t step_down16(uint16_t h) {
 KILN_HD double uniform_cap(double a, double b, DType t) {
   if (!(a < b)) return b;
   switch (t) {
-    case DType::Float64: return ::nextafter(b, -INFINITY);
+    case DType::Float64: return detail::step_down64(b);
     case DType::Float16: {
       uint16_t h = detail::float_to_half_bits(static_cast<float>(b));
       if (static_cast<double>(detail::half_bits_to_float(h)) >= b) h = detail::step_down16(h);

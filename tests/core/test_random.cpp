@@ -274,4 +274,9 @@ TEST_CASE("uniform draws stay below high in every floating dtype, exactly as eac
   CHECK(same.to_vector_double() == std::vector<double>(64, 2.5));
   CHECK(uniform_cap(0.0, 1.0, DType::BFloat16) == 1.0 - 1.0 / 256);
   CHECK(uniform_cap(-1.0, 0.0, DType::Float16) == -std::ldexp(1.0, -24));  // below zero: the smallest negative
+  // float64's step down, done on the bits (std::nextafter is host code only), at each sign and zero.
+  for (double high : {1.0, -1.0, 0.0, 1e-310, -1e300, 3.0e300}) {
+    INFO("high " << high);
+    CHECK(uniform_cap(high - 1e300 - 1.0, high, DType::Float64) == std::nextafter(high, -INFINITY));
+  }
 }
