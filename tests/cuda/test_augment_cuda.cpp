@@ -12,17 +12,14 @@
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
 #include "data/transforms.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 
 namespace {
 
 const Device kCuda = Device::cuda(0);
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 Tensor noise(const Shape& shape, uint32_t salt) {
   int64_t n = 1;

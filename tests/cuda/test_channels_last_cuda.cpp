@@ -12,6 +12,7 @@
 #include "nn/optim/adamw.h"
 #include "nn/resnet.h"
 #include "tests/nn/channels_last_checks.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
 using namespace kiln::nn;
@@ -20,11 +21,6 @@ using namespace kiln::test;
 namespace {
 
 const Device kCuda = Device::cuda(0);
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 struct NoTF32 {
   cuda::MathSwitches saved = cuda::math_switches();

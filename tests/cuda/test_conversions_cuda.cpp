@@ -16,17 +16,14 @@
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 
 namespace {
 
 const Device kCuda = Device::cuda(0);
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 std::vector<uint16_t> bits16(const Tensor& t) {
   const Tensor c = t.to(Device::cpu()).contiguous();

@@ -16,8 +16,10 @@
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -25,11 +27,6 @@ namespace {
 const Device kCuda = Device::cuda(0);
 
 // Every test needs the device; the reason says why not (driver, no device) when there is none.
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
-
 // KILN_CUDA_ALLOC=direct (the compute-sanitizer run) makes every allocation a cudaMalloc and every
 // free a cudaFree, which synchronizes the device: the caching tests do not apply there.
 bool direct_allocator() { return std::string(cuda::caching_allocator().name()) == "cuda-direct"; }

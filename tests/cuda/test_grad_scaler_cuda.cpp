@@ -22,6 +22,7 @@
 #include "nn/optim/clip.h"
 #include "nn/optim/sgd.h"
 #include "tests/nn/grad_scaler_checks.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
 using kiln::nn::amp::GradScaler;
@@ -30,11 +31,6 @@ using namespace kiln::test;
 namespace {
 
 const Device kCuda = Device::cuda(0);
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 }  // namespace
 

@@ -14,16 +14,13 @@
 #include "data/loader.h"
 #include "data/prefetcher.h"
 #include "data/transforms.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 using namespace kiln::data;
 
 namespace {
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 DataLoaderOptions loader_options(int64_t workers, bool pin) {
   DataLoaderOptions o;

@@ -17,15 +17,12 @@
 #include "nn/optim/adamw.h"
 #include "nn/resnet.h"
 #include "nn/transformer.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 
 namespace {
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;

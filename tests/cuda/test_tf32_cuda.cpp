@@ -22,17 +22,14 @@
 #include "core/kiln.h"
 #include "kernels/conv.h"
 #include "kernels/matmul.h"
+#include "tests/cuda/require_cuda.h"
 
 using namespace kiln;
+using kiln::test::require_cuda;
 
 namespace {
 
 const Device kCuda = Device::cuda(0);
-
-void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 struct SwitchesGuard {
   cuda::MathSwitches saved = cuda::math_switches();

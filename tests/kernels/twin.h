@@ -16,6 +16,7 @@
 
 #include "core/cuda/runtime.h"
 #include "core/kiln.h"
+#include "tests/cuda/require_cuda.h"
 #include "core/ops/dispatch.h"
 #include "kernels/attention.h"
 #include "kernels/kernel.h"
@@ -31,11 +32,6 @@ struct Twin {
   void* ptr(Device d) const { return on(d).data_ptr(); }
   template <typename T> T* ptr(Device d) const { return static_cast<T*>(on(d).data_ptr()); }
 };
-
-inline void require_cuda() {
-  INFO("cuda::is_available() is false: " << cuda::unavailable_reason());
-  REQUIRE(cuda::is_available());
-}
 
 // `t` (on the CPU) and a copy of it on the GPU.
 inline Twin twin_of(const Tensor& t) { return Twin{t, t.to(kTwinCuda)}; }
