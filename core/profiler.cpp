@@ -240,31 +240,19 @@ void set_nvtx_enabled(bool on) {
 }
 
 void nvtx_push(const char* name) {
-#if defined(KILN_WITH_CUDA)
-  if (nvtx_enabled()) nvtxRangePushA(name);
-#else
-  (void)name;
-#endif
+  if (nvtx_enabled()) nvtx_push_range(name);
 }
 
 void nvtx_pop() {
-#if defined(KILN_WITH_CUDA)
-  if (nvtx_enabled()) nvtxRangePop();
-#endif
+  if (nvtx_enabled()) nvtx_pop_range();
 }
 
 NvtxRange::NvtxRange(const char* name) : open_(nvtx_enabled()) {
-#if defined(KILN_WITH_CUDA)
-  if (open_) nvtxRangePushA(name);
-#else
-  (void)name;
-#endif
+  if (open_) nvtx_push_range(name);
 }
 
 NvtxRange::~NvtxRange() {
-#if defined(KILN_WITH_CUDA)
-  if (open_) nvtxRangePop();
-#endif
+  if (open_) nvtx_pop_range();
 }
 
 }  // namespace kiln::profile

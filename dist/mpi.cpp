@@ -443,7 +443,7 @@ class MpiProcessGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor("broadcast", tensor, *this);
-    check_rank("broadcast", root);
+    check_rank("broadcast", root, *this);
     return g_comm->submit([tensor, root] {
       auto* p = static_cast<char*>(tensor.data_ptr());
       const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
@@ -495,12 +495,6 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
  private:
-  void check_rank(const char* op, int r) const {
-    if (r < 0 || r >= size_) {
-      throw IndexError(std::string(op) + ": rank " + std::to_string(r) + " is outside [0, " + std::to_string(size_) +
-                       ")");
-    }
-  }
   void check_pair(const char* op, const Tensor& out, const Tensor& in, int64_t expected, const char* what) const {
     if (out.dtype() != in.dtype()) {
       throw DTypeError(std::string(op) + ": output " + dtype_name(out.dtype()) + " and input " +

@@ -124,7 +124,7 @@ class NcclProcessGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor("broadcast", tensor, *this);
-    check_rank("broadcast", root);
+    check_rank("broadcast", root, *this);
     return launch("ncclBroadcast", {&tensor}, [&](Stream s) {
       return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), bytes(tensor), ncclUint8, root, comm_, s);
     });
@@ -213,11 +213,6 @@ class NcclProcessGroup final : public ProcessGroup {
     if (detail::shares_bytes(whole, slot) && !detail::is_rank_slot(whole, slot, rank_)) {
       throw Error(std::string(op) + ": the input and the output share memory other than this rank's slot of the "
                   "larger one (" + shape_str(whole.sizes()) + " and " + shape_str(slot.sizes()) + "); clone() one");
-    }
-  }
-  void check_rank(const char* op, int r) const {
-    if (r < 0 || r >= size_) {
-      throw IndexError(std::string(op) + ": rank " + std::to_string(r) + " is outside [0, " + std::to_string(size_) + ")");
     }
   }
   void check_pair(const char* op, const Tensor& out, const Tensor& in, int64_t big, int64_t expected) const {

@@ -61,6 +61,13 @@ double dist_timeout() {
 
 std::shared_ptr<Work> completed_work() { return std::make_shared<DoneWork>(); }
 
+void check_rank(const char* op, int rank, const ProcessGroup& group) {
+  if (rank < 0 || rank >= group.size()) {
+    throw IndexError(std::string(op) + ": rank " + std::to_string(rank) + " is outside [0, " +
+                     std::to_string(group.size()) + ")");
+  }
+}
+
 void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
   if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
   if (!t.is_contiguous()) {
@@ -89,10 +96,7 @@ constexpr int kRingTag = ProcessGroup::kMaxTag + 1;
 // send's error would wait for a message that never comes.
 void check_p2p(const char* op, const Tensor& t, int peer, int tag, int max_tag, const ProcessGroup& g) {
   check_tensor(op, t, g);
-  if (peer < 0 || peer >= g.size()) {
-    throw IndexError(std::string(op) + ": rank " + std::to_string(peer) + " is outside [0, " +
-                     std::to_string(g.size()) + ")");
-  }
+  check_rank(op, peer, g);
   if (tag < 0 || tag > max_tag) {
     throw Error(std::string(op) + ": tag must be in [0, " + std::to_string(ProcessGroup::kMaxTag) + "], got " +
                 std::to_string(tag) + (tag == kRingTag ? " (the ring all-reduce's own)" : ""));

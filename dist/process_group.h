@@ -133,6 +133,8 @@ bool mpi_available();
 // The checks every collective makes on its own rank: defined, contiguous, on the CPU for MPI (the
 // backend's devices), a dtype the op supports. `op` names the collective in the message.
 void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group);
+// A peer or root `rank` of `group`: an IndexError naming `op` when outside [0, size()).
+void check_rank(const char* op, int rank, const ProcessGroup& group);
 
 namespace detail {
 // A Work done when both are (an exchange's receive and send), for the backends.

@@ -217,6 +217,19 @@ std::pair<int64_t, int64_t> byte_span(const Tensor& t, const char* op) {
   return {first, first + checked_extent(t.sizes(), t.strides(), op) * esize};
 }
 
+// Whether `input` meets the memory of `self`, which an in-place op writes: not at all (or input is
+// self itself, each element read before it is written), or within the bytes self spans.
+bool meets_written(const Tensor& self, const Tensor& input, const char* op) {
+  if (!shares_storage(self, input) || input.numel() == 0 || self.numel() == 0) return false;
+  if (input.storage_offset() == self.storage_offset() && input.sizes() == self.sizes() &&
+      input.strides() == self.strides()) {
+    return false;
+  }
+  const auto [a0, a1] = byte_span(self, op);
+  const auto [b0, b1] = byte_span(input, op);
+  return a0 < b1 && b0 < a1;
+}
+
 }  // namespace
 
 void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<const Tensor*> inputs) {
@@ -228,14 +241,8 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
     }
   }
   for (const Tensor* t : inputs) {
-    if (!t || !shares_storage(self, *t) || t->numel() == 0) continue;
-    if (t->storage_offset() == self.storage_offset() && t->sizes() == self.sizes() && t->strides() == self.strides()) {
-      continue;  // self itself: each element is read before it is written
-    }
-    const auto [a0, a1] = byte_span(self, op);
-    const auto [b0, b1] = byte_span(*t, op);
-    if (a1 <= b0 || b1 <= a0) continue;  // apart
-    if (!self.is_non_overlapping_and_dense() || !t->is_non_overlapping_and_dense()) continue;  // not decided
+    if (!t || !meets_written(self, *t, op)) continue;
+    if (!self.is_non_overlapping_and_dense() || !t->is_non_overlapping_and_dense()) continue;  // readable_input
     throw Error(std::string(op) + ": an input (shape " + shape_str(t->sizes()) + ", strides " +
                 shape_str(t->strides()) + ") shares part of the written-to tensor's memory (shape " +
                 shape_str(self.sizes()) + ", strides " + shape_str(self.strides()) +
@@ -244,14 +251,7 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
 }
 
 Tensor readable_input(const Tensor& self, const Tensor& input) {
-  if (!shares_storage(self, input) || input.numel() == 0 || self.numel() == 0) return input;
-  if (input.storage_offset() == self.storage_offset() && input.sizes() == self.sizes() &&
-      input.strides() == self.strides()) {
-    return input;  // self itself: each element is read before it is written
-  }
-  const auto [a0, a1] = byte_span(self, "readable_input");
-  const auto [b0, b1] = byte_span(input, "readable_input");
-  if (a1 <= b0 || b1 <= a0) return input;  // apart
+  if (!meets_written(self, input, "readable_input")) return input;
   NoGradGuard no_grad;
   return input.detach().clone();
 }
