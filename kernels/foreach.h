@@ -30,11 +30,12 @@ constexpr int64_t kForeachChunk = 65536;
 // Number of chunks of a list: the length of the partials buffer of the norm kernels.
 int64_t foreach_num_chunks(const ForeachTensor* tensors, int64_t n);
 
-// Scalars read through pointers (0-d float32 tensors on the kernels' device; nullptr: absent).
+// Scalars read through pointers (0-d tensors on the kernels' device; nullptr: absent): lr is
+// float64, so a float64 parameter steps by its exact learning rate; the others are float32.
 // found_inf != 0 makes an update a no-op; gradients are divided by *grad_scale on the fly. The
 // step counts are per tensor: the optimizers' `steps` lists below.
 struct ForeachScalars {
-  const float* lr = nullptr;
+  const double* lr = nullptr;
   const float* found_inf = nullptr;
   const float* grad_scale = nullptr;
 };
@@ -94,9 +95,8 @@ void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* fo
 // Coefficients are derived once per chunk (per thread on the GPU) from the host hyperparameters,
 // the device scalars and the chunk's tensor's step count, in double; elements are then updated in
 // the compute type C (float, or double for float64) with the same operation order as the unfused
-// tensor-op formulas. The device scalars are float32 (nn/optim/optimizer.h: a learning rate set
-// on the device, as a scheduler or a captured graph does), so a float64 parameter's update uses
-// its learning rate rounded to float32: about 1e-8 relative from PyTorch's per step.
+// tensor-op formulas. The learning rate is a float64 device scalar (nn/optim/optimizer.h: set on
+// the device, as a scheduler or a captured graph does), rounded to C where an element uses it.
 // CUDA twins: pointers are device pointers of the current device, ordered on `stream`. Few
 // launches for a whole list: each launch covers up to a few hundred chunks of up to a few dozen
 // tensors described in the kernel's parameters. float64 has no CUDA kernel (a DTypeError).
@@ -175,7 +175,7 @@ template <typename C> struct AdamWCoef {
 };
 
 template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const ForeachScalars& s, float step) {
-  const double lr = static_cast<double>(*s.lr);
+  const double lr = *s.lr;
   const double t = static_cast<double>(step) + 1.0;
   const double bc1 = 1.0 - ::pow(h.beta1, t);
   const double bc2 = 1.0 - ::pow(h.beta2, t);

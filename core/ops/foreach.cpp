@@ -70,6 +70,21 @@ const float* scalar_ptr(const char* op, const Tensor& s, const char* what, Devic
   return static_cast<const float*>(s.data_ptr());
 }
 
+// The learning rate: a one-element float64 or float32 tensor on `device`, as float64 there (a float32 one is
+// converted on the device into `holder`, which the caller keeps until the kernels are queued).
+const double* lr_ptr(const char* op, const Tensor& lr, Device device, Tensor& holder) {
+  if (!lr.defined()) throw Error(std::string(op) + ": lr is an undefined tensor");
+  if (lr.numel() != 1 || (lr.dtype() != DType::Float64 && lr.dtype() != DType::Float32)) {
+    throw DTypeError(std::string(op) + ": lr must be a one-element float64 or float32 tensor, got " +
+                     dtype_name(lr.dtype()) + " of shape " + shape_str(lr.sizes()));
+  }
+  if (lr.device() != device) {
+    throw DeviceError(std::string(op) + ": lr is on " + lr.device().str() + " but the tensors are on " + device.str());
+  }
+  holder = lr.dtype() == DType::Float64 ? lr : lr.to(DType::Float64);
+  return static_cast<const double*>(holder.data_ptr());
+}
+
 Device list_device(const char* op, std::initializer_list<const TensorList*> lists) {
   std::vector<const Tensor*> all;
   for (const TensorList* l : lists)
@@ -241,7 +256,8 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   const std::vector<ForeachTensor> step_list = step_entries(op, steps, params.size(), dev);
   check_disjoint(op, params, grads, steps, states);
   ForeachScalars s;
-  s.lr = scalar_ptr(op, lr, "lr", dev, true);
+  Tensor lr64;
+  s.lr = lr_ptr(op, lr, dev, lr64);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
   SgdHyper h;
@@ -282,7 +298,8 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
   const std::vector<ForeachTensor> step_list = step_entries(op, steps, params.size(), dev);
   check_disjoint(op, params, grads, steps, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
   ForeachScalars s;
-  s.lr = scalar_ptr(op, lr, "lr", dev, true);
+  Tensor lr64;
+  s.lr = lr_ptr(op, lr, dev, lr64);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
   AdamWHyper h;

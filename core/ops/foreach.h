@@ -1,10 +1,11 @@
 // Multi-tensor ops: optimizer steps, norms, scaling and zeroing of whole tensor lists in a few
 // launches. In place, no autograd, no host sync: step-dependent values (lr, step, found_inf,
-// grad_scale) are 0-d float32 tensors on the lists' device, read by the kernels. Tensors need only
-// be dense (contiguous or channels-last), with one layout per (param, grad, state) tuple; lists
-// are bucketed by dtype, so one call may mix float32 and bfloat16 parameters. An optimizer update's
-// parameters and states are written in place: none of them may share memory with any other tensor
-// of the call (an Error names the pair); gradients may share memory with each other.
+// grad_scale) are 0-d tensors on the lists' device, read by the kernels: lr float64 (or float32,
+// converted there), the others float32. Tensors need only be dense (contiguous or channels-last),
+// with one layout per (param, grad, state) tuple; lists are bucketed by dtype, so one call may mix
+// float32 and bfloat16 parameters. An optimizer update's parameters and states are written in
+// place: none of them may share memory with any other tensor of the call (an Error names the pair);
+// gradients may share memory with each other.
 #pragma once
 
 #include "core/tensor.h"

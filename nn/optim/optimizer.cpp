@@ -121,7 +121,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     }
     num_params_ += grp.params.size();
     const Device dev = grp.params.empty() ? Device::cpu() : grp.params.front().device();
-    lr_tensors_.push_back(full({}, grp.lr, TensorOptions(DType::Float32, dev)));
+    lr_tensors_.push_back(full({}, grp.lr, TensorOptions(DType::Float64, dev)));
   }
   if (num_params_ == 0) throw Error("optimizer: got an empty parameter list");
 }

@@ -105,7 +105,7 @@ class Optimizer : public Checkpointable {
   // Per-parameter state tensors by name (e.g. "exp_avg"), created lazily by subclasses.
   std::map<std::string, TensorList>& state() { return state_; }
   const std::map<std::string, TensorList>& state() const { return state_; }
-  // Device scalars: group learning rates (float32), on the device of the group's parameters.
+  // Device scalars: group learning rates (float64), on the device of the group's parameters.
   const Tensor& lr_tensor(size_t group) const { return lr_tensors_.at(group); }
   void count_step() { ++step_count_; }
 

@@ -266,7 +266,8 @@ template <typename P> bool same_element(const Tensor& t, size_t i, float formula
 TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[foreach]", float, BFloat16) {
   using P = TestType;
   const DType dtype = dtype_of<P>();
-  const float lr = 3e-3f, grad_scale = 1024.0f;
+  const double lr = static_cast<double>(3e-3f);  // the float32 lr_t below, widened on the device
+  const float grad_scale = 1024.0f;
   for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{65536 + 45}}) {
     for (const bool scaled : {false, true}) {
       for (const float step : {0.0f, 4.0f}) {
@@ -481,8 +482,10 @@ TEST_CASE("foreach ops check their arguments", "[foreach]") {
                     DTypeError);
   REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, {zeros({3}, DType::Float64), v[1]}, lr, {step}, 0.9, 0.99, 1e-8, 0),
                     DTypeError);
-  // Scalars: float32, one element.
-  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, full({}, 0.1, TensorOptions(DType::Float64)), 0, 0, false, 0, {step}),
+  // Scalars: one element, float32 (lr: float64 or float32).
+  REQUIRE_THROWS_AS(foreach_sgd_(p, g, {}, full({}, 0.1, TensorOptions(DType::Float16)), 0, 0, false, 0, {step}),
+                    DTypeError);
+  REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, {full({}, 0.0, TensorOptions(DType::Float64))}, 0.9, 0.99, 1e-8, 0),
                     DTypeError);
   REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, {zeros({2})}, 0.9, 0.99, 1e-8, 0), DTypeError);
   REQUIRE_THROWS_AS(foreach_adamw_(p, g, m, v, lr, {Tensor()}, 0.9, 0.99, 1e-8, 0), Error);

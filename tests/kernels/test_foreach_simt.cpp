@@ -192,7 +192,8 @@ double max_keeping_nan(double a, double b) { return std::isnan(a) || std::isnan(
 
 // One optimizer step's device scalars (host memory is device memory on the emulator).
 struct Scalars {
-  float lr = 0.05f, found_inf = 0.f, grad_scale = 1024.f;
+  double lr = 0.05;
+  float found_inf = 0.f, grad_scale = 1024.f;
   bool scaled = false;
   ForeachScalars get() const {
     ForeachScalars s;
@@ -257,7 +258,7 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
         const Steps steps(counts);
         sc.scaled = config >= 1;
         sc.found_inf = config == 2 ? 1.f : 0.f;
-        if (sc.scaled) sc.lr = 0.01f;
+        if (sc.scaled) sc.lr = 0.01;
         List<P> gs(g);
         if (sc.scaled) {  // the gradients as a scaled backward leaves them
           for (size_t t = 0; t < gs.bufs.size(); ++t) {

@@ -1,6 +1,6 @@
 // Optimizers, schedules and clipping. Expected values come from the update formulas written out in
-// plain double arithmetic below (never from kiln ops); learning rates are powers of two so the
-// float32 device scalar holds them exactly, and float32 updates match to ~1e-6 relative.
+// plain double arithmetic below (never from kiln ops); learning rates are mostly powers of two so
+// float32 parameters see them exactly, and float32 updates match to ~1e-6 relative.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -270,6 +270,33 @@ TEST_CASE("parameter groups: own lr, options, and no decay on 1-d parameters", "
     }
     require_values(w, ew, 1e-5, 1e-6);
     require_values(bias, eb, 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("float64 parameters step by their exact learning rate, as set at construction or by set_lr", "[optim]") {
+  // 0.1 and 0.3 are not float32 numbers: through a float32 scalar the updates would be ~1e-9 off.
+  const Vec start = {1.0, -2.0, 0.5};
+  Tensor p = param(start, DType::Float64);
+  SGD sgd({p}, 0.1);
+  Vec expected = start, buf;
+  for (size_t s = 0; s < kGrads.size(); ++s) {
+    const double lr = s == 0 ? 0.1 : 0.3;
+    if (s == 1) sgd.set_lr(lr);
+    set_grad(p, kGrads[s]);
+    sgd.step();
+    sgd_expected(expected, kGrads[s], buf, s == 0, lr, 0, 0, 0, false);
+    REQUIRE(same_bits(p, tensor(expected).to(DType::Float64)));
+  }
+
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+  Tensor q = param(start, DType::Float64);
+  AdamW adamw({q}, lr, {b1, b2}, eps, wd);
+  Vec eq = start, m, v;
+  for (size_t s = 0; s < kGrads.size(); ++s) {
+    set_grad(q, kGrads[s]);
+    adamw.step();
+    adamw_expected(eq, kGrads[s], m, v, static_cast<int>(s) + 1, lr, b1, b2, eps, wd);
+    require_values(q, eq, 1e-14, 0.0);
   }
 }
 
