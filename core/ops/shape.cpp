@@ -71,7 +71,10 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
       TensorList r(lengths.size());
       int64_t o = 0;
       for (size_t i = 0; i < lengths.size(); ++i) {
-        if (lengths[i] < 0) continue;
+        if (lengths[i] < 0) {  // a skipped [0] input: its gradient is empty too, as in PyTorch
+          if (ctx.needs_input_grad[i]) r[i] = empty({0}, TensorOptions(ctx.grads[0].dtype(), ctx.grads[0].device()));
+          continue;
+        }
         if (ctx.needs_input_grad[i]) r[i] = ctx.grads[0].narrow(d, o, lengths[i]);
         o += lengths[i];
       }

@@ -576,3 +576,16 @@ TEST_CASE("a reduction over more dims than a kernel takes is a ShapeError, not a
   CHECK_THROWS_AS(amax(x, {0}), ShapeError);
   CHECK(sum(x.reshape({6})).item<float>() == 15.0f);
 }
+
+TEST_CASE("cat gives the 1-d empty inputs it skips an empty gradient, in their dtype", "[autograd]") {
+  Tensor e = zeros({0}, DType::Float64), b = ones({2, 3});
+  e.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Tensor out = cat({e, b, e}, 0);
+  REQUIRE(out.sizes() == Shape{2, 3});
+  (out * 2.0).sum().backward();
+  REQUIRE(e.grad().defined());
+  CHECK(e.grad().sizes() == Shape{0});
+  CHECK(e.grad().dtype() == DType::Float64);
+  CHECK(b.grad().sum().item<double>() == 12.0);
+}
