@@ -65,10 +65,31 @@ Operand scalar_operand(const Scalar& s) {
 }
 
 Shape strides_like(const Shape& shape, const Tensor& like) {
-  if (like.defined() && like.sizes() == shape && like.is_non_overlapping_and_dense() && !like.is_contiguous()) {
-    return like.strides();
+  if (!like.defined() || like.sizes() != shape || like.is_contiguous()) return contiguous_strides(shape);
+  if (like.is_non_overlapping_and_dense()) return like.strides();
+  // Order the dims innermost first, starting from the contiguous order and moving a dim inward past
+  // each neighbour with a larger stride (or an equal stride and a larger size). A zero stride has no
+  // order: a broadcast dim stops the move, so it keeps its contiguous place.
+  const size_t n = shape.size();
+  std::vector<size_t> inner_first(n);
+  for (size_t i = 0; i < n; ++i) inner_first[i] = n - 1 - i;
+  auto goes_inside = [&](size_t d, size_t e) {  // dim d belongs inside dim e
+    const int64_t sd = like.strides()[d], se = like.strides()[e];
+    if (sd == 0 || se == 0) return false;
+    return sd < se || (sd == se && shape[d] < shape[e]);
+  };
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = i; j > 0 && goes_inside(inner_first[j], inner_first[j - 1]); --j) {
+      std::swap(inner_first[j], inner_first[j - 1]);
+    }
   }
-  return contiguous_strides(shape);
+  Shape strides(n);
+  int64_t step = 1;
+  for (size_t d : inner_first) {
+    strides[d] = step;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
 }
 
 Shape dense_strides_in_order_of(const Shape& shape, const Tensor& ref) {

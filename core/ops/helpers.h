@@ -23,8 +23,10 @@ Operand scalar_operand(const Scalar& s);
 
 using kiln::collapse_dims;  // kernels/strided.h
 
-// Strides for a new tensor of `shape` laid out like `like` (when it is dense and the same
-// shape), else contiguous. Elementwise outputs keep their input's layout this way.
+// Strides for a new tensor of `shape` laid out like `like` when it has that shape, else
+// contiguous: like's own strides when it is dense, otherwise dense strides that nest its dims in
+// the order of its strides (a sliced channels-last tensor gives channels-last), as PyTorch's
+// preserve format does. Elementwise outputs and clone() keep their input's layout this way.
 Shape strides_like(const Shape& shape, const Tensor& like);
 // Dense strides for `shape` with its dims before the last nested in the order of ref's strides,
 // largest outermost (ties keep their order), and the last dim innermost: ref [B, H, T, D] viewing a

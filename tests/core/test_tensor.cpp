@@ -80,6 +80,23 @@ TEST_CASE("channels-last is a stride permutation and elementwise ops keep it", "
   CHECK(z.is_contiguous(MemoryFormat::ChannelsLast));
 }
 
+TEST_CASE("a slice keeps its dims' order: clone, empty_like and elementwise outputs of it are dense in that order",
+          "[tensor]") {
+  // A crop of a channels-last batch is not dense; what is made from it is channels-last again.
+  const Tensor x = randn({2, 3, 6, 7}).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor crop = x.narrow(2, 1, 4).narrow(3, 2, 5);
+  REQUIRE(!crop.is_non_overlapping_and_dense());
+  for (const Tensor& made : {crop.clone(), empty_like(crop), crop * 2.0, exp(crop)}) {
+    CHECK(made.strides() == Shape{60, 1, 15, 3});
+  }
+  CHECK(crop.clone().contiguous().to_vector<float>() == crop.contiguous().to_vector<float>());
+  // A slice of a transpose stays transposed; a broadcast dim keeps its contiguous place.
+  const Tensor t = randn({5, 6}).t().narrow(0, 1, 4);
+  CHECK(t.clone().strides() == Shape{1, 4});
+  CHECK(ones({3, 1}).expand({3, 4}).clone().strides() == Shape{4, 1});
+  CHECK(ones({1, 4}).expand({3, 4}).t().clone().strides() == Shape{3, 1});
+}
+
 TEST_CASE("dtype conversions round as the target type does", "[tensor]") {
   Tensor x = tensor({1.0f, 2.7f, -3.5f, 65519.0f});
   CHECK(x.to(DType::Int32).to_vector<int32_t>() == std::vector<int32_t>{1, 2, -3, 65519});
