@@ -133,12 +133,28 @@ void GradScaler::check_grads(const optim::Optimizer& optimizer, PerOptimizer& st
   // default options produce.
   const Tensor inv_scale = unscale ? div(Scalar(1.0), scale_) : Tensor();
   foreach_non_finite_check_and_unscale_(all, st.found_inf, inv_scale);
-  if (reducer_) reducer_(st.found_inf);
   if (unscale) {
     for (size_t k = 0; k < strided.size(); ++k) {
       Tensor g = strided[k];
       g.copy_(copies[k]);
     }
+  }
+  if (reducer_) {
+    // The gradients are already unscaled and found_inf holds this rank's flag only: neither can be
+    // checked again or stepped on. The optimizer waits for update(), which starts the next step.
+    try {
+      reducer_(st.found_inf);
+    } catch (...) {
+      st.stage = Stage::Failed;
+      throw;
+    }
+  }
+}
+
+void GradScaler::require_not_failed(const PerOptimizer& st, const char* op) {
+  if (st.stage == Stage::Failed) {
+    throw Error(std::string(op) + ": the found-inf reduction of this step failed for this optimizer; call update() "
+                                  "to start the next step");
   }
 }
 
@@ -147,6 +163,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   require_placed(op);
   PerOptimizer& st = state_of(optimizer);
+  require_not_failed(st, op);
   if (st.stage == Stage::Unscaled) {
     throw Error(std::string(op) + ": unscale_() was already called for this optimizer since the last update()");
   }
@@ -163,6 +180,7 @@ void GradScaler::step(optim::Optimizer& optimizer) {
   }
   require_placed(op);
   PerOptimizer& st = state_of(optimizer);
+  require_not_failed(st, op);
   if (st.stage == Stage::Stepped) {
     throw Error(std::string(op) + ": step() was already called for this optimizer since the last update()");
   }
@@ -198,10 +216,17 @@ void GradScaler::update() {
   if (!options_.enabled) return;
   require_placed(op);
   TensorList flags;
-  for (const auto& [opt, st] : per_optimizer_)
+  bool failed = false;
+  for (const auto& [opt, st] : per_optimizer_) {
     if (st.stage != Stage::Ready) flags.push_back(st.found_inf);
+    failed = failed || st.stage == Stage::Failed;
+  }
   if (flags.empty()) {
     throw Error(std::string(op) + ": no optimizer was unscaled or stepped through this scaler since the last update()");
+  }
+  if (failed) {  // a step cut short by its reducer says nothing about the scale
+    reset_step();
+    return;
   }
   NoGradGuard no_grad;
   // Any optimizer's inf backs the scale off: the flags are 0 or 1, so their sum is nonzero exactly then.

@@ -63,7 +63,10 @@ class GradScaler {
   // optimizer's found-inf flag (a 0-d float32 tensor on the scale's device, 0 or 1) right after the
   // check and must replace it, in place, by its maximum over the ranks; then every rank skips the
   // same steps and keeps the same scale. kiln::dist::ZeroRedundancyOptimizer::step(GradScaler&)
-  // sets one. An empty function removes it.
+  // sets one. An empty function removes it. When the reducer throws, the exception reaches the
+  // caller of unscale_ or step and that optimizer's step is over (its gradients may be unscaled,
+  // its flag is not the ranks' maximum): unscale_ and step on it are a kiln::Error until update(),
+  // which then leaves the scale and growth tracker as they were and starts the next step.
   void set_found_inf_reducer(std::function<void(Tensor& found_inf)> reducer) { reducer_ = std::move(reducer); }
 
   // The current scale, read back to the host: this waits for the device (a sync). 1 when disabled.
@@ -87,7 +90,8 @@ class GradScaler {
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  private:
-  enum class Stage { Ready, Unscaled, Stepped };
+  // Failed: the reducer threw during this optimizer's unscale_ or step (see set_found_inf_reducer).
+  enum class Stage { Ready, Unscaled, Stepped, Failed };
   struct PerOptimizer {
     Stage stage = Stage::Ready;
     Tensor found_inf;  // 0-d float32 on the scale's device, 0 at the start of every step
@@ -101,6 +105,8 @@ class GradScaler {
   PerOptimizer& state_of(const optim::Optimizer& optimizer);
   // One check (and unscale, when `unscale`) pass over the optimizer's gradients into st.found_inf.
   void check_grads(const optim::Optimizer& optimizer, PerOptimizer& st, bool unscale, const char* op);
+  // A kiln::Error naming `op` when st's reducer failed this step.
+  static void require_not_failed(const PerOptimizer& st, const char* op);
   // found_inf back to 0 and every optimizer Ready, for the next step.
   void reset_step();
 

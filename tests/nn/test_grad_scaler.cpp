@@ -244,6 +244,44 @@ TEST_CASE("GradScaler refuses calls out of order", "[amp]") {
   CHECK_THROWS_AS(scaler.scale(fake_cuda({})), DeviceError);
 }
 
+TEST_CASE("a found-inf reducer that throws ends the step: no double unscale, no skipped next step", "[amp]") {
+  Tensor w = ones({2}).set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.5);
+  GradScaler scaler(small_interval(1));
+  bool fail = true;
+  scaler.set_found_inf_reducer([&](Tensor&) {
+    if (fail) throw Error("reducer: the ranks did not answer");
+  });
+  for (const bool unscale_first : {true, false}) {
+    INFO((unscale_first ? "unscale_ then step" : "step alone"));
+    fail = true;
+    const double scale = scaler.get_scale();
+    const int64_t tracker = scaler.get_growth_tracker();
+    const Tensor w0 = w.detach().clone();
+    scaler.scale(sum(w)).backward();
+    poison_grad(w, kInf);  // this step's flag is 1: it must not carry into the next step
+    auto first = [&] { unscale_first ? scaler.unscale_(opt) : scaler.step(opt); };
+    CHECK_THROWS_WITH(first(), Catch::Contains("ranks did not answer"));
+    CHECK_THROWS_WITH(scaler.unscale_(opt), Catch::Contains("unscale_") && Catch::Contains("call update()"));
+    CHECK_THROWS_WITH(scaler.step(opt), Catch::Contains("step") && Catch::Contains("call update()"));
+    CHECK(bitwise_equal(w, w0));
+    scaler.update();  // neither backs off nor grows
+    CHECK(scaler.get_scale() == scale);
+    CHECK(scaler.get_growth_tracker() == tracker);
+
+    // The next step is clean and taken: 1 - 0.5 * 1 per step.
+    fail = false;
+    opt.zero_grad();
+    scaler.scale(sum(w)).backward();
+    if (unscale_first) scaler.unscale_(opt);
+    scaler.step(opt);
+    scaler.update();
+    CHECK(bitwise_equal(w, sub(w0, 0.5)));
+    CHECK(scaler.get_scale() == scale * 2.0);  // growth_interval 1
+    opt.zero_grad();
+  }
+}
+
 TEST_CASE("GradScaler options are checked", "[amp]") {
   auto with = [](auto set) {
     GradScaler::Options o;
