@@ -408,6 +408,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("reduce_scatter", output, input, output.numel() * size_, "size() x the output's");
     detail::check_supported("reduce_scatter", output.dtype(), op);
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
+    agree_across_ranks("reduce_scatter", &output, static_cast<int64_t>(op), 0);
     // float16's average divides a copy of the input first, as all_reduce does, in the job: the
     // input is read in issue order, after any collective before this one that writes it.
     // An input that shares memory with the output is copied first (MPI requires them apart).
@@ -429,6 +430,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_pair("all_gather", output, input, input.numel() * size_, "size() x the input's");
     const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
     if (bytes > kMaxCount) throw Error("all_gather: more than 2^30 bytes per rank");
+    agree_across_ranks("all_gather", &input, 0, 0);
     // MPI requires the input apart from the output: this rank's own slot of it goes in place, any
     // other input that shares memory with the output is copied first.
     const bool in_place = detail::is_rank_slot(output, input, rank_);
@@ -444,6 +446,7 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor("broadcast", tensor, *this);
     check_rank("broadcast", root, *this);
+    agree_across_ranks("broadcast", &tensor, root, 0);
     return g_comm->submit([tensor, root] {
       auto* p = static_cast<char*>(tensor.data_ptr());
       const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
@@ -455,6 +458,7 @@ class MpiProcessGroup final : public ProcessGroup {
     });
   }
   void barrier() override {
+    agree_across_ranks("barrier", nullptr, 0, 0);
     g_comm->submit([] {
       Watched watch("barrier");
       check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");

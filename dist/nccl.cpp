@@ -108,6 +108,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_pair("reduce_scatter", output, input, input.numel(), output.numel() * size_);
     detail::check_supported("reduce_scatter", output.dtype(), op);
     check_apart("reduce_scatter", input, output);
+    agree_across_ranks("reduce_scatter", &output, static_cast<int64_t>(op), 0);
     return launch("ncclReduceScatter", {&output, &input}, [&](Stream s) {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
                                nccl_type(output.dtype()), nccl_op(op), comm_, s);
@@ -118,6 +119,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_tensor("all_gather", input, *this);
     check_pair("all_gather", output, input, output.numel(), input.numel() * size_);
     check_apart("all_gather", output, input);
+    agree_across_ranks("all_gather", &input, 0, 0);
     return launch("ncclAllGather", {&output, &input}, [&](Stream s) {
       return ncclAllGather(input.data_ptr(), output.data_ptr(), bytes(input), ncclUint8, comm_, s);
     });
@@ -125,6 +127,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
     check_tensor("broadcast", tensor, *this);
     check_rank("broadcast", root, *this);
+    agree_across_ranks("broadcast", &tensor, root, 0);
     return launch("ncclBroadcast", {&tensor}, [&](Stream s) {
       return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), bytes(tensor), ncclUint8, root, comm_, s);
     });

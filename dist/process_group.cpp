@@ -1,10 +1,14 @@
 // ProcessGroup's shared parts: argument checks and the blocking point-to-point forms.
 #include "dist/process_group.h"
 
+#include <array>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "core/ops/factory.h"
 #include "dist/reduce.h"
 #include "kernels/error.h"
 
@@ -59,6 +63,16 @@ double dist_timeout() {
   return t;
 }
 
+bool dist_debug() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_DIST_DEBUG");
+    if (v == nullptr || *v == 0 || std::strcmp(v, "0") == 0) return false;
+    if (std::strcmp(v, "1") == 0) return true;
+    throw Error(std::string("dist: KILN_DIST_DEBUG must be 0 or 1, got '") + v + "'");
+  }();
+  return on;
+}
+
 std::shared_ptr<Work> completed_work() { return std::make_shared<DoneWork>(); }
 
 void check_rank(const char* op, int rank, const ProcessGroup& group) {
@@ -84,8 +98,66 @@ void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) {
   check_tensor("all_reduce", tensor, *this);
   detail::check_supported("all_reduce", tensor.dtype(), op);
+  agree_across_ranks("all_reduce", &tensor, static_cast<int64_t>(op), static_cast<int64_t>(algo));
   if (tensor.numel() == 0) return completed_work();
   return start_all_reduce(tensor, op, algo);
+}
+
+namespace {
+
+// One rank's call as agree_across_ranks sends it; kOp indexes kCollectives.
+enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kWords };
+constexpr std::array<const char*, 5> kCollectives = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
+                                                     "broadcast"};
+
+std::string describe_call(const int64_t* w) {
+  const std::string op = kCollectives.at(static_cast<size_t>(w[kOp]));
+  std::string s = "collective " + std::to_string(w[kCall]) + " is " + op;
+  if (op == "barrier") return s;
+  s += " of " + std::to_string(w[kNumel]) + " " + dtype_name(static_cast<DType>(w[kDtype])) + " elements";
+  if (op == "all_reduce" || op == "reduce_scatter") {
+    s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(w[kArg]));
+  }
+  if (op == "all_reduce") s += std::string(", ") + all_reduce_algo_name(static_cast<AllReduceAlgo>(w[kAlgo]));
+  if (op == "broadcast") s += " from root " + std::to_string(w[kArg]);
+  return s;
+}
+
+// Set while agree_across_ranks runs its own all_gather, which must not check itself.
+thread_local bool g_agreeing = false;
+
+}  // namespace
+
+void ProcessGroup::agree_across_ranks(const char* op, const Tensor* t, int64_t arg, int64_t algo) {
+  if (!dist_debug() || g_agreeing || size() == 1) return;
+  const std::string name = op;
+  int64_t code = 0;
+  while (name != kCollectives.at(static_cast<size_t>(code))) ++code;
+  Tensor mine = empty({kWords}, DType::Int64);
+  int64_t* w = mine.data_ptr<int64_t>();
+  w[kCall] = debug_calls_++;
+  w[kOp] = code;
+  w[kDtype] = t ? static_cast<int64_t>(t->dtype()) : 0;
+  w[kNumel] = t ? t->numel() : 0;
+  w[kArg] = arg;
+  w[kAlgo] = algo;
+  Tensor all = empty({kWords * size()}, TensorOptions(DType::Int64, device()));
+  {
+    g_agreeing = true;
+    struct Reset {
+      ~Reset() { g_agreeing = false; }
+    } reset;
+    Tensor sent = mine.to(device());
+    all_gather(all, sent)->wait();
+  }
+  const Tensor host = all.to(Device::cpu());
+  const int64_t* a = host.data_ptr<int64_t>();
+  bool same = true;
+  for (int r = 1; r < size(); ++r) same = same && std::equal(a, a + kWords, a + r * kWords);
+  if (same) return;
+  std::string calls;
+  for (int r = 0; r < size(); ++r) calls += "; rank " + std::to_string(r) + ": " + describe_call(a + r * kWords);
+  throw Error(name + ": the ranks' calls differ (KILN_DIST_DEBUG=1)" + calls);
 }
 
 namespace {

@@ -7,8 +7,9 @@
 //   ring is selected per call (AllReduceAlgo), so the two can be measured against each other.
 // - Collectives act in place on whole contiguous tensors and check their arguments on every rank
 //   before any byte moves: a mismatch is a kiln::Error on the rank that has it, never a hang in a
-//   collective half the ranks entered. (What the other ranks passed cannot be checked without a
-//   collective of its own; a size mismatch between ranks is the backend's error.)
+//   collective half the ranks entered. What the other ranks passed cannot be checked without a
+//   collective of its own: by default a size mismatch between ranks is the backend's error (on
+//   some ranks only, or none); KILN_DIST_DEBUG=1 adds that collective (dist_debug()).
 // - Collectives are asynchronous: a call checks its arguments, issues the collective and returns a
 //   Work handle at once. Every rank must issue the same collectives in the same order (that is how
 //   backends match them); they run in that order. The caller must neither read nor write the
@@ -102,6 +103,17 @@ class ProcessGroup {
   // Issues the all-reduce (after all_reduce's checks, for a group of several ranks and a non-empty
   // tensor): the backend's own for AllReduceAlgo::Native, kiln's ring_all_reduce for Ring.
   virtual std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) = 0;
+
+  // Under KILN_DIST_DEBUG=1, called by every collective after its own rank's checks and before it
+  // issues anything: the ranks all-gather what they are about to do (their count of collectives
+  // so far, the collective, the dtype, the element count, the reduce op or root, the algorithm)
+  // and, when any differs, every rank throws a kiln::Error naming `op` and each rank's call. A
+  // no-op otherwise. t may be null (barrier); `arg` is the reduce op or the root, `algo` the
+  // all-reduce algorithm (else 0).
+  void agree_across_ranks(const char* op, const Tensor* t, int64_t arg, int64_t algo);
+
+ private:
+  int64_t debug_calls_ = 0;  // collectives checked by agree_across_ranks so far
 };
 
 // The process group of this process: under mpirun (or any MPI launcher, Slurm's srun included),
@@ -126,6 +138,13 @@ ProcessGroup& world_for(Device device);
 // KILN_DIST_TIMEOUT: the seconds a rank waits for another before it gives up (unset: 600). A value
 // that is not a positive number is a kiln::Error quoting it.
 double dist_timeout();
+// KILN_DIST_DEBUG=1: before each collective, the ranks compare what they are about to do, so a rank
+// that passes another shape or dtype, or calls collectives in another order, is a kiln::Error on
+// every rank instead of a truncated message on some, a wrong result or a hang. A debugging aid, not
+// for speed: one small all-gather and, for NCCL, a host sync per collective, and a collective call
+// returns only once every rank has reached it. Unset or 0: off; any other value is a kiln::Error
+// quoting it. Read once per process.
+bool dist_debug();
 
 // Whether kiln was built with MPI (dist/ has a backend).
 bool mpi_available();

@@ -185,7 +185,7 @@ TEST_CASE("ddp: training on shares of the global batch equals training on all of
   }
 }
 
-TEST_CASE("ddp: a bucket's all-reduce runs while backward goes on", "[ddp]") {
+TEST_CASE("ddp: a bucket's all-reduce runs while backward goes on", "[ddp][async]") {
   ProcessGroup& g = world();
   if (g.size() == 1) return;
   // Rank 1 holds back its first bucket (the last layer's bias) until rank 0 reaches the first
@@ -1299,7 +1299,7 @@ TEST_CASE("zero refuses frozen and repeated parameters as optimizers do; ddp giv
 }
 
 TEST_CASE("ddp and zero-1: with a profiler, the communication backward waits for is the comm phase",
-          "[ddp][zero][profiler]") {
+          "[ddp][zero][profiler][async]") {
   ProcessGroup& g = world();
   for (const bool zero : {false, true}) {
     INFO("ranks " << g.size() << ", rank " << g.rank() << (zero ? ", ZeRO-1" : ", DDP"));
