@@ -382,7 +382,9 @@ class MpiProcessGroup final : public ProcessGroup {
                   "), which kiln's communication thread needs (an MPI library built without it, or MPI initialized "
                   "by the program at a lower level)");
     }
-    (void)dist_timeout();  // a bad KILN_DIST_TIMEOUT is an error now, not at the first wait
+    // A bad KILN_DIST_TIMEOUT or KILN_DIST_DEBUG is an error now, not at the first wait or collective.
+    (void)dist_timeout();
+    (void)dist_debug();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
