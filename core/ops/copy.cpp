@@ -182,7 +182,7 @@ Tensor Tensor::pin_memory() const {
   }
   if (is_pinned()) return *this;
   Tensor out = pinned_dense(sizes(), contiguous_strides(sizes()), dtype());
-  ops::copy_raw(out, *this);
+  ops::copy_raw(out, *this, "pin_memory");
   if (needs_grad({this})) {
     record_function("pin_memory", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) {
       return TensorList{ctx.grads[0]};

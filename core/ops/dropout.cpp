@@ -27,14 +27,14 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
   ops::KernelScope scope(op, x.device());
   const PhiloxState state = generator_for(op, x.device(), generator).next();
   Tensor out = ops::empty_for(op, x.sizes(), ops::strides_like(x.sizes(), x), TensorOptions(x.dtype(), x.device()));
-  if (out.numel() > 0) scope.run(kernels::dropout, ops::make_arg(out), ops::make_arg(x.detach()), p, state);
+  if (out.numel() > 0) scope.run(kernels::dropout, ops::make_arg(op, out), ops::make_arg(op, x.detach()), p, state);
   if (needs_grad({&x})) {
     DType dt = x.dtype();
     record_function(op, {x}, {out}, {}, [p, state, dt](const FunctionNode::Context& ctx) {
       Tensor g = ctx.grads[0].detach();
       Tensor dx = empty_strided(g.sizes(), ops::strides_like(g.sizes(), g), TensorOptions(dt, g.device()));
       if (dx.numel() > 0)
-        ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg(dx), ops::make_arg(g), p, state);
+        ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg("dropout", dx), ops::make_arg("dropout", g), p, state);
       return TensorList{dx};
     });
   }

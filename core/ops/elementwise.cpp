@@ -80,7 +80,7 @@ Tensor make_output(const char* name, const Shape& shape, DType dtype, Device dev
 // Runs the unary kernel into `out` (already shaped like x or x's broadcast).
 void launch_unary(const char* name, const Tensor& out, Operand in, UnaryOp op, DType compute, double a, double b) {
   if (out.numel() == 0) return;
-  StridedArg o = ops::make_arg(out);
+  StridedArg o = ops::make_arg(name, out);
   std::vector<StridedArg*> args{&o};
   if (!in.is_scalar) args.push_back(&in.arg);
   ops::collapse_dims(args);
@@ -90,7 +90,7 @@ void launch_unary(const char* name, const Tensor& out, Operand in, UnaryOp op, D
 void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, BinaryOp op, DType compute, double alpha,
                    double beta) {
   if (out.numel() == 0) return;
-  StridedArg o = ops::make_arg(out);
+  StridedArg o = ops::make_arg(name, out);
   std::vector<StridedArg*> args{&o};
   if (!x.is_scalar) args.push_back(&x.arg);
   if (!y.is_scalar) args.push_back(&y.arg);
@@ -110,7 +110,7 @@ Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp o
   Device dev = ops::common_device(name, {&a, &b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = make_output(name, shape, out_dtype, dev, {&a, &b});
-  launch_binary(name, out, make_operand(a, shape), make_operand(b, shape), op, compute, alpha, beta);
+  launch_binary(name, out, make_operand(name, a, shape), make_operand(name, b, shape), op, compute, alpha, beta);
   return out;
 }
 
@@ -118,7 +118,7 @@ Tensor binary_scalar_raw(const char* name, const Tensor& a, const Scalar& s, Bin
                          DType compute, bool scalar_first = false, double alpha = 1) {
   ops::check_defined(name, a, "tensor operand");
   Tensor out = make_output(name, a.sizes(), out_dtype, a.device(), {&a});
-  Operand t = make_operand(a, a.sizes());
+  Operand t = make_operand(name, a, a.sizes());
   Operand v = scalar_operand(s);
   if (scalar_first) {
     launch_binary(name, out, v, t, op, compute, alpha, 0);
@@ -152,7 +152,7 @@ Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_d
   Tensor out = make_output(name, x.sizes(), out_dtype, x.device(), {&x});
   const DType compute = op == UnaryOp::Copy ? ops::cast_compute_dtype(x.dtype(), out_dtype)
                                              : ops::conversion_compute_dtype(x.dtype(), out_dtype);
-  launch_unary(name, out, make_operand(x, x.sizes()), op, compute, a, b);
+  launch_unary(name, out, make_operand(name, x, x.sizes()), op, compute, a, b);
   return out;
 }
 
@@ -267,7 +267,7 @@ Tensor pow(const Tensor& x, const Scalar& exponent) {
     throw Error("pow: integer tensors cannot be raised to a negative integer power (exponent " + exponent.str() + ")");
   }
   Tensor out = make_output("pow", x.sizes(), rt, x.device(), {&x});
-  launch_unary("pow", out, make_operand(x, x.sizes()), UnaryOp::PowScalar, compute_dtype_for(rt),
+  launch_unary("pow", out, make_operand("pow", x, x.sizes()), UnaryOp::PowScalar, compute_dtype_for(rt),
                exponent.to_double(), 0);
   record_unary("pow", x, out, x, BinaryOp::PowScalarBackward, exponent.to_double());
   return out;
@@ -278,7 +278,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
   ops::check_defined("pow", exponent, "exponent");
   DType rt = promote_with_scalar(exponent.dtype(), base);
   Tensor out = make_output("pow", exponent.sizes(), rt, exponent.device(), {&exponent});
-  launch_unary("pow", out, make_operand(exponent, exponent.sizes()), UnaryOp::RPowScalar,
+  launch_unary("pow", out, make_operand("pow", exponent, exponent.sizes()), UnaryOp::RPowScalar,
                compute_dtype_for(rt), base.to_double(), 0);
   if (needs_grad({&exponent})) {
     const double b = base.to_double(), lb = std::log(b);
@@ -331,7 +331,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
     out.fill_(nan);
   } else {
     const double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;  // NaN: no bound
-    launch_unary("clamp", out, make_operand(x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
+    launch_unary("clamp", out, make_operand("clamp", x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
   }
   ops::record_clamp("clamp", x, out, x, min, max);
   return out;
@@ -518,10 +518,10 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
   }
   Tensor out = make_output(name, shape, rt, dev, {a, b});
   if (out.numel() > 0) {
-    StridedArg o = ops::make_arg(out);
-    StridedArg c = ops::make_arg(cond, shape);
-    Operand x = a ? make_operand(*a, shape) : scalar_operand(*as);
-    Operand y = b ? make_operand(*b, shape) : scalar_operand(*bs);
+    StridedArg o = ops::make_arg(name, out);
+    StridedArg c = ops::make_arg(name, cond, shape);
+    Operand x = a ? make_operand(name, *a, shape) : scalar_operand(*as);
+    Operand y = b ? make_operand(name, *b, shape) : scalar_operand(*bs);
     std::vector<StridedArg*> args{&o, &c};
     if (a) args.push_back(&x.arg);
     if (b) args.push_back(&y.arg);

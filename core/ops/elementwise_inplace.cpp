@@ -26,8 +26,8 @@ void check_broadcast_to_self(const char* op, const Tensor& self, const Tensor& o
 void apply_binary_inplace(const char* op, const Tensor& self, const Operand& other, bool other_is_tensor, BinaryOp bop,
                           DType rt, double alpha) {
   if (self.numel() == 0) return;
-  StridedArg o = ops::make_arg(self);
-  Operand x = ops::make_operand(self, self.sizes());
+  StridedArg o = ops::make_arg(op, self);
+  Operand x = ops::make_operand(op, self, self.sizes());
   Operand y = other;
   std::vector<StridedArg*> args{&o, &x.arg};
   if (other_is_tensor) args.push_back(&y.arg);
@@ -47,7 +47,7 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
                      dtype_name(rt));
   }
   ops::check_inplace_cast(op, rt, self);
-  apply_binary_inplace(op, self, ops::make_operand(ops::readable_input(self, other), self.sizes()), true, BinaryOp::Add,
+  apply_binary_inplace(op, self, ops::make_operand(op, ops::readable_input(self, other), self.sizes()), true, BinaryOp::Add,
                        rt, alpha.to_double());
   self.bump_version();
   ops::record_add(op, self, other, self, alpha.to_double());
@@ -94,7 +94,7 @@ Tensor& Tensor::mul_(const Tensor& other) {
   const bool grads = needs_grad({this, &other});
   Tensor old = grads && other.requires_grad() ? detach().clone() : Tensor();
   const Tensor other_value = grads && ops::shares_storage(*this, other) ? other.detach().clone() : other;
-  apply_binary_inplace("mul_", *this, ops::make_operand(ops::readable_input(*this, other), sizes()), true,
+  apply_binary_inplace("mul_", *this, ops::make_operand("mul_", ops::readable_input(*this, other), sizes()), true,
                        BinaryOp::Mul, rt, 1.0);
   bump_version();
   ops::record_mul("mul_", *this, other, *this, old, other_value);
@@ -123,7 +123,7 @@ Tensor& Tensor::div_(const Tensor& other) {
   // The backward divides by other as it was: a copy when it is self (x.div_(x)).
   const Tensor other_value =
       needs_grad({this, &other}) && ops::shares_storage(*this, other) ? other.detach().clone() : Tensor();
-  apply_binary_inplace("div_", *this, ops::make_operand(ops::readable_input(*this, other), sizes()), true,
+  apply_binary_inplace("div_", *this, ops::make_operand("div_", ops::readable_input(*this, other), sizes()), true,
                        BinaryOp::Div, rt, 1.0);
   bump_version();
   ops::record_div("div_", *this, other, *this, other_value);

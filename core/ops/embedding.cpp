@@ -37,7 +37,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   // bad one gives a zero row and an IndexError naming embedding at the next sync (the host cannot
   // read them without waiting for the GPU).
   if (out.numel() > 0) {
-    ops::launch(op, weight.device(), kernels::embedding_forward, out.data_ptr(), ops::make_arg(weight.detach()),
+    ops::launch(op, weight.device(), kernels::embedding_forward, out.data_ptr(), ops::make_arg(op, weight.detach()),
                 flat.data_ptr<int64_t>(), k);
   }
   if (needs_grad({&weight})) {
@@ -56,8 +56,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                     idx.data_ptr<int64_t>(), k, ws[0], dim);
       } else {
         // One thread per column walks every position (also deterministic).
-        ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg(dw), 0,
-                    ops::make_arg(idx.reshape({k, 1}).expand({k, dim})), ops::make_arg(g));
+        ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg("embedding", dw), 0,
+                    ops::make_arg("embedding", idx.reshape({k, 1}).expand({k, dim})), ops::make_arg("embedding", g));
       }
       return TensorList{dw};
     });

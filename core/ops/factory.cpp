@@ -22,14 +22,14 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 
 void fill_tensor(const char* op, const Tensor& t, const Scalar& value) {
   if (t.numel() == 0) return;
-  StridedArg a = ops::make_arg(t);
+  StridedArg a = ops::make_arg(op, t);
   ops::collapse_dims({&a});
   ops::launch(op, t.device(), kernels::fill, a, value.to_double(), value.to_int());
 }
 
 // out[i] = start + i * step on out's device.
 void arange_on_device(const char* op, const Tensor& t, double start, double step) {
-  ops::launch(op, t.device(), kernels::arange, ops::make_arg(t), start, step);
+  ops::launch(op, t.device(), kernels::arange, ops::make_arg(op, t), start, step);
 }
 
 }  // namespace

@@ -12,11 +12,11 @@
 
 namespace kiln::ops {
 
-StridedArg make_arg(const Tensor& t) {
+StridedArg make_arg(const char* op, const Tensor& t) {
   StridedArg a;
   if (t.dim() > kMaxDims) {
-    throw ShapeError("kiln supports at most " + std::to_string(kMaxDims) + " dimensions in a kernel, got " +
-                     std::to_string(t.dim()) + " (shape " + shape_str(t.sizes()) + ")");
+    throw ShapeError(std::string(op) + ": kiln supports at most " + std::to_string(kMaxDims) +
+                     " dimensions in a kernel, got " + std::to_string(t.dim()) + " (shape " + shape_str(t.sizes()) + ")");
   }
   a.data = t.data_ptr();
   a.dtype = t.dtype();
@@ -28,10 +28,10 @@ StridedArg make_arg(const Tensor& t) {
   return a;
 }
 
-StridedArg make_arg(const Tensor& t, const Shape& shape) {
+StridedArg make_arg(const char* op, const Tensor& t, const Shape& shape) {
   if (static_cast<int64_t>(shape.size()) > kMaxDims) {
-    throw ShapeError("kiln supports at most " + std::to_string(kMaxDims) + " dimensions in a kernel, got shape " +
-                     shape_str(shape));
+    throw ShapeError(std::string(op) + ": kiln supports at most " + std::to_string(kMaxDims) +
+                     " dimensions in a kernel, got shape " + shape_str(shape));
   }
   StridedArg a;
   a.data = t.data_ptr();
@@ -50,9 +50,9 @@ StridedArg make_arg(const Tensor& t, const Shape& shape) {
   return a;
 }
 
-Operand make_operand(const Tensor& t, const Shape& shape) {
+Operand make_operand(const char* op, const Tensor& t, const Shape& shape) {
   Operand o;
-  o.arg = make_arg(t, shape);
+  o.arg = make_arg(op, t, shape);
   return o;
 }
 
@@ -306,11 +306,11 @@ DType cast_compute_dtype(DType in, DType out) {
   return conversion_compute_dtype(in, out);
 }
 
-void copy_raw(const Tensor& dst, const Tensor& src) {
+void copy_raw(const Tensor& dst, const Tensor& src, const char* op) {
   if (dst.numel() == 0) return;
-  common_device("copy_", {&dst, &src});
-  StridedArg o = make_arg(dst);
-  Operand i = make_operand(src, dst.sizes());
+  common_device(op, {&dst, &src});
+  StridedArg o = make_arg(op, dst);
+  Operand i = make_operand(op, src, dst.sizes());
   collapse_dims({&o, &i.arg});
   launch("copy_", dst.device(), kernels::unary, o, i, UnaryOp::Copy, cast_compute_dtype(src.dtype(), dst.dtype()),
          0.0, 0.0);

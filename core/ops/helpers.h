@@ -13,12 +13,13 @@
 
 namespace kiln::ops {
 
-// A kernel argument for `t` as it is (its own sizes and strides).
-StridedArg make_arg(const Tensor& t);
+// A kernel argument for `t` as it is (its own sizes and strides). More than kMaxDims dims is a
+// ShapeError naming `op`.
+StridedArg make_arg(const char* op, const Tensor& t);
 // A kernel argument for `t` broadcast to `shape` (stride 0 on broadcast dims).
-StridedArg make_arg(const Tensor& t, const Shape& shape);
+StridedArg make_arg(const char* op, const Tensor& t, const Shape& shape);
 // An elementwise operand: a tensor broadcast to `shape`.
-Operand make_operand(const Tensor& t, const Shape& shape);
+Operand make_operand(const char* op, const Tensor& t, const Shape& shape);
 Operand scalar_operand(const Scalar& s);
 
 using kiln::collapse_dims;  // kernels/strided.h
@@ -76,7 +77,8 @@ DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback);
 
 namespace kiln::ops {
 // dst[...] = src broadcast to dst's shape, cast to dst's dtype. No autograd, no checks of aliasing.
-void copy_raw(const Tensor& dst, const Tensor& src);
+// `op` names the caller's op in errors.
+void copy_raw(const Tensor& dst, const Tensor& src, const char* op = "copy_");
 // A new tensor sharing x's storage and version counter with other sizes, strides and offset. The
 // one place views are made, so the one place their bounds are checked: a count or extent that
 // overflows is a ShapeError, elements past x's storage an IndexError, each naming `op`.

@@ -22,7 +22,7 @@ void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, dou
   if (t.numel() == 0) return;
   ops::KernelScope scope(op, t.device());
   const PhiloxState st = generator_for(op, t.device(), generator).next();
-  scope.run(kernels::random, ops::make_arg(t), dist, a, b, st);
+  scope.run(kernels::random, ops::make_arg(op, t), dist, a, b, st);
 }
 
 }  // namespace
@@ -126,7 +126,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement,
   // On CUDA an invalid row is found on the device: it is recorded in the device's error record and
   // raised as an error at the next synchronizing call (item(), a copy to the host), not here.
   if (out.numel() > 0) {
-    scope.run(kernels::multinomial, out.data_ptr<int64_t>(), ops::make_arg(p2.detach()), num_samples, replacement, st);
+    scope.run(kernels::multinomial, out.data_ptr<int64_t>(), ops::make_arg("multinomial", p2.detach()), num_samples, replacement, st);
   }
   return probs.dim() == 1 ? out.squeeze(0) : out;
 }

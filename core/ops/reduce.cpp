@@ -67,8 +67,8 @@ void launch_reduce(const char* op, ReduceOp rop, const Tensor& x, const std::vec
                      " dimensions in a kernel, got shape " + shape_str(x.sizes()));
   }
   ReduceArgs args;
-  if (out.defined()) args.out = ops::make_arg(out);
-  if (indices.defined()) args.indices = ops::make_arg(indices);
+  if (out.defined()) args.out = ops::make_arg(op, out);
+  if (indices.defined()) args.indices = ops::make_arg(op, indices);
   if (!out.defined()) {
     args.out = args.indices;
     args.out.data = nullptr;

@@ -62,7 +62,7 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
       lengths.push_back(-1);
       continue;
     }
-    ops::copy_raw(out.narrow(d, off, t.size(d)), t);
+    ops::copy_raw(out.narrow(d, off, t.size(d)), t, "cat");
     lengths.push_back(t.size(d));
     off += t.size(d);
   }

@@ -381,7 +381,7 @@ Tensor Tensor::clone(MemoryFormat format) const {
   } else {
     out = ops::empty_for("clone", sizes(), TensorOptions(dtype(), device()), format);
   }
-  ops::copy_raw(out, *this);
+  ops::copy_raw(out, *this, "clone");
   if (needs_grad({this})) {
     record_function("clone", {*this}, {out}, {}, [](const FunctionNode::Context& ctx) { return TensorList{ctx.grads[0]}; });
   }

@@ -566,7 +566,7 @@ TEST_CASE("copy_ into an integer tensor ends the graph, as a cast to it does", "
   CHECK(f.requires_grad());
 }
 
-TEST_CASE("a reduction over more dims than a kernel takes is a ShapeError, not a write past its arrays",
+TEST_CASE("more dims than a kernel takes is a ShapeError naming the op, not a write past its arrays",
           "[tensor]") {
   Shape shape(13, 1);
   shape[0] = 3;
@@ -575,6 +575,15 @@ TEST_CASE("a reduction over more dims than a kernel takes is a ShapeError, not a
   CHECK_THROWS_WITH(sum(x), Catch::Contains("sum") && Catch::Contains("at most 12 dimensions"));
   CHECK_THROWS_AS(amax(x, {0}), ShapeError);
   CHECK(sum(x.reshape({6})).item<float>() == 15.0f);
+  // Every kernel argument names the op that builds it: a factory, an elementwise op, a copy.
+  auto names = [](const std::string& op) {
+    return Catch::StartsWith(op + ": kiln supports at most 12 dimensions in a kernel");
+  };
+  CHECK_THROWS_WITH(ones(shape), names("ones"));
+  CHECK_THROWS_WITH(exp(x), names("exp"));
+  CHECK_THROWS_WITH(x + 1.0, names("add"));
+  CHECK_THROWS_WITH(x.clone(), names("clone"));
+  CHECK_THROWS_WITH(where(x > 0.0, x, 0.0), names("gt"));
 }
 
 TEST_CASE("cat gives the 1-d empty inputs it skips an empty gradient, in their dtype", "[autograd]") {

@@ -160,8 +160,8 @@ TEST_CASE("a generator capture hands out graph draws and replays advance the gen
   auto replay_step = [&] {
     capture.prepare_replay();
     Tensor a = empty({512}), b = empty({33});
-    dropout_cpu(ops::make_arg(a), ops::make_arg(x), 0.3, draws[0], KernelContext{});
-    random_cpu(ops::make_arg(b), RandomDist::Uniform, 0.0, 1.0, draws[1], KernelContext{});
+    dropout_cpu(ops::make_arg("test", a), ops::make_arg("test", x), 0.3, draws[0], KernelContext{});
+    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, 0.0, 1.0, draws[1], KernelContext{});
     return std::vector<std::vector<float>>{values_of(a), values_of(b)};
   };
   for (int step = 0; step < 3; ++step) {

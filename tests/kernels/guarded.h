@@ -116,7 +116,7 @@ template <typename K> const void* kernel_address(K* kernel) { return reinterpret
 template <class Cpu, class Emulated>
 void check_storage_bits(const std::string& what, const Tensor& out, const Cpu& cpu, const Emulated& emulated,
                         size_t launches = 1, bool keep = false) {
-  const StridedArg arg = ops::make_arg(out);
+  const StridedArg arg = ops::make_arg("test", out);
   const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
   const auto* storage = static_cast<const unsigned char*>(out.data_ptr());
   const std::vector<unsigned char> start(storage, keep ? storage + bytes : storage);

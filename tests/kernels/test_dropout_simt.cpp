@@ -31,7 +31,7 @@ namespace {
 // on the emulator, and compares the storage bytes. `dense`: which kernel dropout.cu must take.
 void check(const std::string& what, const Tensor& in, const Tensor& out, double p, bool dense,
            PhiloxState philox = {0x1234abcdULL, 7, nullptr}) {
-  const StridedArg out_arg = ops::make_arg(out), in_arg = ops::make_arg(in);
+  const StridedArg out_arg = ops::make_arg("test", out), in_arg = ops::make_arg("test", in);
   CHECK(dc::takes_dense_path(dc::merge_dims(out_arg, in_arg), out.dtype(), in.dtype()) == dense);
   check_storage_bits(
       what + ", p " + std::to_string(p), out,
@@ -99,21 +99,21 @@ TEST_CASE("emulated: dropout's CUDA kernels keep and scale the CPU's elements, b
 TEST_CASE("emulated: dropout's dim merge keeps row-major order", "[simt][dropout]") {
   // [2, 3, 4] contiguous on both sides merges to one dim; a transposed input keeps two.
   const Tensor a = empty({2, 3, 4});
-  dc::Merged m = dc::merge_dims(ops::make_arg(a), ops::make_arg(a));
+  dc::Merged m = dc::merge_dims(ops::make_arg("test", a), ops::make_arg("test", a));
   CHECK(m.shape.ndim == 1);
   CHECK(m.shape.sizes[0] == 24);
   const Tensor t = empty({4, 6}).t();
-  m = dc::merge_dims(ops::make_arg(empty({6, 4})), ops::make_arg(t));
+  m = dc::merge_dims(ops::make_arg("test", empty({6, 4})), ops::make_arg("test", t));
   REQUIRE(m.shape.ndim == 2);
   CHECK(m.shape.sizes[0] == 6);
   CHECK(m.shape.sizes[1] == 4);
   CHECK(m.in_strides[0] == 1);
   CHECK(m.in_strides[1] == 6);
   // Size-1 dims are dropped; one element is one dim of size 1.
-  m = dc::merge_dims(ops::make_arg(empty({1, 5, 1})), ops::make_arg(empty({1, 5, 1})));
+  m = dc::merge_dims(ops::make_arg("test", empty({1, 5, 1})), ops::make_arg("test", empty({1, 5, 1})));
   CHECK(m.shape.ndim == 1);
   CHECK(m.shape.sizes[0] == 5);
-  m = dc::merge_dims(ops::make_arg(empty({1, 1})), ops::make_arg(empty({1, 1})));
+  m = dc::merge_dims(ops::make_arg("test", empty({1, 1})), ops::make_arg("test", empty({1, 1})));
   CHECK(m.shape.ndim == 1);
   CHECK(m.shape.sizes[0] == 1);
   CHECK(dc::keep_scale<float>(1.0) == 0.f);

@@ -57,7 +57,7 @@ Tensor misaligned(const Tensor& t) {
 template <typename Cpu, typename Emulated>
 void compare(const std::string& what, const Tensor& out_like, const Operand& x, bool in_place, const void* kernel,
              const Cpu& cpu, const Emulated& emulated) {
-  const StridedArg out_arg = ops::make_arg(out_like);
+  const StridedArg out_arg = ops::make_arg("test", out_like);
   const size_t bytes = static_cast<size_t>(out_like.numel()) * out_like.element_size();
   std::vector<unsigned char> want(bytes);
   if (in_place) std::memcpy(want.data(), out_like.data_ptr(), bytes);
@@ -120,7 +120,7 @@ void check_where(const std::string& what, const Tensor& out_like, const StridedA
       });
 }
 
-Operand operand(const Tensor& t, const Tensor& out) { return ops::make_operand(t, out.sizes()); }
+Operand operand(const Tensor& t, const Tensor& out) { return ops::make_operand("test", t, out.sizes()); }
 Operand scalar(double v) { return ops::scalar_operand(Scalar(v)); }
 
 }  // namespace
@@ -285,13 +285,13 @@ TEST_CASE("emulated: the where kernel gives the CPU's bits", "[simt][elementwise
   manual_seed(30);
   const Tensor cond = randint(0, 2, {1, 37}).to(DType::Bool);
   const Tensor xt = values({37, 19}, DType::BFloat16, 31).t(), col = values({19, 1}, DType::Float32, 32);
-  const StridedArg cond_arg = ops::make_arg(cond, out.sizes());
+  const StridedArg cond_arg = ops::make_arg("test", cond, out.sizes());
   const void* kernel = kernel_address(&wd::where_kernel<float>);
   check_where("broadcast y", out, cond_arg, operand(xt, out), operand(col, out), DType::Float32, kernel);
   check_where("scalar y", out, cond_arg, operand(xt, out), scalar(-1.5), DType::Float32, kernel);
   // int64 compute with a uint8 condition.
   const Tensor ints = randint(-9, 9, {300}), other = randint(100, 200, {300});
   const Tensor mask = randint(0, 3, {300}).to(DType::UInt8);
-  check_where("uint8 condition, int64", ints, ops::make_arg(mask), operand(ints, ints), operand(other, ints),
+  check_where("uint8 condition, int64", ints, ops::make_arg("test", mask), operand(ints, ints), operand(other, ints),
               DType::Int64, kernel_address(&wd::where_kernel<int64_t>));
 }

@@ -48,7 +48,7 @@ Guarded<unsigned char> emulated_lookup(const Tensor& weight, const std::vector<i
   const int64_t k = static_cast<int64_t>(indices.size());
   Guarded<unsigned char> out(k * weight.size(1) * static_cast<int64_t>(weight.element_size()));
   std::vector<const void*> kernels;
-  ed::embedding_forward_launch(out.data(), ops::make_arg(weight), indices.data(), k, err,
+  ed::embedding_forward_launch(out.data(), ops::make_arg("test", weight), indices.data(), k, err,
                                EmulatedLaunch{simt::Schedule::Lowest, grid_cap, &kernels});
   CHECK(kernels.size() == 1);
   CHECK(out.bands_intact());
@@ -58,7 +58,7 @@ Guarded<unsigned char> emulated_lookup(const Tensor& weight, const std::vector<i
 void check_lookup(const std::string& what, const Tensor& weight, const std::vector<int64_t>& indices) {
   const int64_t k = static_cast<int64_t>(indices.size());
   const Tensor want = empty({k, weight.size(1)}, TensorOptions(weight.dtype()));
-  embedding_forward_cpu(want.data_ptr(), ops::make_arg(weight), indices.data(), k, KernelContext{});
+  embedding_forward_cpu(want.data_ptr(), ops::make_arg("test", weight), indices.data(), k, KernelContext{});
   for (const unsigned grid_cap : {~0u, 3u}) {
     INFO(what << ", " << k << " indices, grid cap " << grid_cap);
     DeviceErrorRecord err{};

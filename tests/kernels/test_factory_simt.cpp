@@ -82,14 +82,14 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
     }
     // And the draws depend on it: another base, other values.
     Tensor a = empty({64}), b = empty({64});
-    random_cpu(ops::make_arg(a), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
+    random_cpu(ops::make_arg("test", a), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
     base[1] = 45;
-    random_cpu(ops::make_arg(b), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
+    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
     CHECK_FALSE(same_bits(a, b));
   }
   SECTION("the values are draws: in range, and not all alike") {
     const Tensor u = empty({1001});
-    random_cpu(ops::make_arg(u), RandomDist::Uniform, -2.0, 3.0, kPhilox, KernelContext{});
+    random_cpu(ops::make_arg("test", u), RandomDist::Uniform, -2.0, 3.0, kPhilox, KernelContext{});
     const float lo = kiln::min(u).item<float>(), hi = kiln::max(u).item<float>();
     CHECK(lo >= -2.0f);
     CHECK(hi < 3.0f);
@@ -130,7 +130,7 @@ TEST_CASE("emulated: arange's CUDA kernels give the CPU's sequence, bit for bit"
 TEST_CASE("emulated: tril's and triu's CUDA kernel keeps the CPU's elements, bit for bit", "[simt][triangle]") {
   namespace td = kiln::triangle_device;
   const auto check = [](const std::string& what, const Tensor& out, const Tensor& in, int64_t k, bool upper) {
-    const StridedArg in_arg = ops::make_arg(in);
+    const StridedArg in_arg = ops::make_arg("test", in);
     check_storage_bits(
         what + (upper ? ", triu " : ", tril ") + std::to_string(k), out,
         [&](const StridedArg& arg) { triangle_cpu(arg, in_arg, k, upper, KernelContext{}); },
@@ -161,10 +161,10 @@ TEST_CASE("emulated: tril's and triu's CUDA kernel keeps the CPU's elements, bit
     const Tensor m16 = empty({4, 4}, TensorOptions(DType::Float16));
     std::vector<const void*> kernels;
     const EmulatedLaunch launch{simt::Schedule::Lowest, ~0u, &kernels};
-    CHECK_THROWS_AS(td::triangle_launch(ops::make_arg(v), ops::make_arg(v), 0, false, launch), ShapeError);
-    CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg(v), ops::make_arg(v), 0, true, launch),
+    CHECK_THROWS_AS(td::triangle_launch(ops::make_arg("test", v), ops::make_arg("test", v), 0, false, launch), ShapeError);
+    CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg("test", v), ops::make_arg("test", v), 0, true, launch),
                       "triu: expects at least 2 dims");
-    CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg(m16), ops::make_arg(m), 0, false, launch),
+    CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg("test", m16), ops::make_arg("test", m), 0, false, launch),
                       "tril: input float32 and output float16 differ");
     CHECK(kernels.empty());
   }

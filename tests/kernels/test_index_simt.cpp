@@ -86,15 +86,15 @@ void check(const std::string& what, Op op, const Tensor& out_start, const Tensor
   REQUIRE(out_start.is_contiguous());
   std::vector<unsigned char> want(bytes);
   std::memcpy(want.data(), out_start.data_ptr(), bytes);
-  StridedArg out_arg = ops::make_arg(out_start);
+  StridedArg out_arg = ops::make_arg("test", out_start);
   out_arg.data = want.data();
-  on_cpu(op, out_arg, ops::make_arg(in), dim, ops::make_arg(index));
+  on_cpu(op, out_arg, ops::make_arg("test", in), dim, ops::make_arg("test", index));
   for (const unsigned grid_cap : {~0u, 3u}) {
     INFO(op_name(op) << ", " << what << ", grid cap " << grid_cap);
     Guarded<unsigned char> got(static_cast<int64_t>(bytes));
     std::memcpy(got.data(), out_start.data_ptr(), bytes);
     out_arg.data = got.data();
-    const DeviceErrorRecord err = emulated(op, out_arg, ops::make_arg(in), dim, ops::make_arg(index), grid_cap);
+    const DeviceErrorRecord err = emulated(op, out_arg, ops::make_arg("test", in), dim, ops::make_arg("test", index), grid_cap);
     CHECK(err.op == 0);
     CHECK(got.bands_intact());
     CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
@@ -159,25 +159,25 @@ TEST_CASE("emulated: an index out of range is recorded and leaves a 0", "[simt][
   for (const unsigned grid_cap : {~0u, 3u}) {
     // index_select: row 1 of the output is zeros, the others the CPU's.
     std::vector<float> want(12);
-    StridedArg out_arg = ops::make_arg(empty({3, 4}));
+    StridedArg out_arg = ops::make_arg("test", empty({3, 4}));
     out_arg.data = want.data();
-    index_select_cpu(out_arg, ops::make_arg(x), 0, ops::make_arg(good), KernelContext{});
+    index_select_cpu(out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", good), KernelContext{});
     for (int j = 4; j < 8; ++j) want[static_cast<size_t>(j)] = 0.f;
     Guarded<float> got(12);
     out_arg.data = got.data();
-    DeviceErrorRecord err = emulated(Op::IndexSelect, out_arg, ops::make_arg(x), 0, ops::make_arg(bad), grid_cap);
+    DeviceErrorRecord err = emulated(Op::IndexSelect, out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), grid_cap);
     CHECK(err.op == static_cast<int32_t>(IndexCheckOp::IndexSelect));
     CHECK(err.index == 5);
     CHECK(err.size == 5);
     CHECK(std::memcmp(got.data(), want.data(), 12 * sizeof(float)) == 0);
-    CHECK_THROWS_AS(index_select_cpu(out_arg, ops::make_arg(x), 0, ops::make_arg(bad), KernelContext{}), Error);
+    CHECK_THROWS_AS(index_select_cpu(out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), KernelContext{}), Error);
 
     // gather: the bad element is 0; scatter_add: the bad element adds nothing.
     const Tensor gi = tensor(std::vector<int64_t>{0, 3, -1, 2}, {1, 4});
     Guarded<float> g(4);
-    out_arg = ops::make_arg(empty({1, 4}));
+    out_arg = ops::make_arg("test", empty({1, 4}));
     out_arg.data = g.data();
-    err = emulated(Op::Gather, out_arg, ops::make_arg(x), 1, ops::make_arg(gi), grid_cap);
+    err = emulated(Op::Gather, out_arg, ops::make_arg("test", x), 1, ops::make_arg("test", gi), grid_cap);
     CHECK(err.op == static_cast<int32_t>(IndexCheckOp::Gather));
     CHECK(err.index == -1);
     CHECK(err.size == 4);
@@ -187,11 +187,11 @@ TEST_CASE("emulated: an index out of range is recorded and leaves a 0", "[simt][
     CHECK(g.data()[2] == 0.f);
     CHECK(g.data()[3] == xv[2]);
     std::vector<float> acc{1.f, 2.f, 3.f};
-    out_arg = ops::make_arg(empty({3}));
+    out_arg = ops::make_arg("test", empty({3}));
     out_arg.data = acc.data();
     const Tensor src = tensor(std::vector<float>{10.f, 20.f, 40.f}, {3});
     const Tensor si = tensor(std::vector<int64_t>{2, 3, 2}, {3});
-    err = emulated(Op::ScatterAdd, out_arg, ops::make_arg(src), 0, ops::make_arg(si), grid_cap);
+    err = emulated(Op::ScatterAdd, out_arg, ops::make_arg("test", src), 0, ops::make_arg("test", si), grid_cap);
     CHECK(err.op == static_cast<int32_t>(IndexCheckOp::ScatterAdd));
     CHECK(err.index == 3);
     CHECK(err.size == 3);

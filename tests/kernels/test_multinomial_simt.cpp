@@ -51,7 +51,7 @@ struct Result {
 // The emulated call, with a workspace of `workspace_rows` rows (all when 0) between guard bands.
 Result emulated(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState philox, int64_t workspace_rows,
                 const EmulatedLaunch& launch) {
-  const StridedArg arg = ops::make_arg(probs);
+  const StridedArg arg = ops::make_arg("test", probs);
   const MultinomialRows m = multinomial_rows(arg);
   const int64_t rows = workspace_rows > 0 ? workspace_rows : m.rows;
   const size_t bytes = static_cast<size_t>(rows) * multinomial_row_bytes(m.n, num_samples, replacement);
@@ -66,7 +66,7 @@ Result emulated(const Tensor& probs, int64_t num_samples, bool replacement, Phil
 }
 
 std::vector<int64_t> on_cpu(const Tensor& probs, int64_t num_samples, bool replacement, PhiloxState philox) {
-  const StridedArg arg = ops::make_arg(probs);
+  const StridedArg arg = ops::make_arg("test", probs);
   std::vector<int64_t> out(static_cast<size_t>(multinomial_rows(arg).rows * num_samples));
   multinomial_cpu(out.data(), arg, num_samples, replacement, philox, KernelContext{});
   return out;
