@@ -23,7 +23,7 @@ struct ReduceArgs {
   int red_ndim = 0;
   int64_t red_sizes[kMaxDims] = {};
   int64_t red_strides[kMaxDims] = {};
-  double correction = 1.0;  // var: divide by n - correction
+  double correction = 1.0;  // var: divide by max(0, n - correction), as PyTorch
 };
 
 // Long CUDA reductions with few outputs take two passes through scratch memory from the context.

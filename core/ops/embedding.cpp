@@ -39,6 +39,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (out.numel() > 0) {
     ops::launch(op, weight.device(), kernels::embedding_forward, out.data_ptr(), ops::make_arg(op, weight.detach()),
                 flat.data_ptr<int64_t>(), k);
+  } else if (k > 0) {  // embedding_dim 0: no kernel reads the indices, so they are checked here
+    ops::check_index_values(op, flat, weight.size(0),
+                            std::to_string(weight.size(0)) + " embeddings (weight " + shape_str(weight.sizes()) + ")");
   }
   if (needs_grad({&weight})) {
     Shape ws = weight.sizes();

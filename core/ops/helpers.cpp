@@ -183,6 +183,16 @@ int64_t checked_dim(const char* op, const Tensor& x, int64_t dim) {
   return dim < 0 ? dim + n : dim;
 }
 
+void check_index_values(const char* op, const Tensor& index, int64_t size, const std::string& range) {
+  const Tensor host = index.to(Device::cpu()).to(DType::Int64).contiguous();
+  const int64_t* v = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    if (v[i] < 0 || v[i] >= size) {
+      throw IndexError(std::string(op) + ": index " + std::to_string(v[i]) + " is out of range for " + range);
+    }
+  }
+}
+
 void check_param(const char* op, const Tensor& t, const char* what, const Shape& shape, const std::string& expected) {
   if (!t.defined()) return;
   check_floating(op, t, what);

@@ -65,6 +65,10 @@ Tensor dense_grad(const Tensor& g, DType dtype);
 void* ptr_or_null(const Tensor& t);
 // dim wrapped into [0, max(x.dim(), 1)); an IndexError naming `op` and the range otherwise.
 int64_t checked_dim(const char* op, const Tensor& x, int64_t dim);
+// For an op whose output is empty while its index is not, so that no kernel reads the index: each
+// value of `index` (integer, any device; read on the host, which waits for a CUDA device) must be in
+// [0, size), else an IndexError naming op, the value and `range` (what the index counts).
+void check_index_values(const char* op, const Tensor& index, int64_t size, const std::string& range);
 // A per-feature parameter: undefined, or floating of exactly `shape` (a ShapeError naming `what`
 // and `expected` otherwise).
 void check_param(const char* op, const Tensor& t, const char* what, const Shape& shape, const std::string& expected);

@@ -56,10 +56,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   out_shape[static_cast<size_t>(d)] = idx.numel();
   Tensor out = ops::empty_for("index_select", out_shape, TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    ops::launch("index_select", x.device(), kernels::index_select, ops::make_arg("index_select", out), ops::make_arg("index_select", src),
-                static_cast<int>(d), ops::make_arg("index_select", idx));
-  } else if (idx.numel() > 0 && src.size(d) == 0) {
-    throw IndexError("index_select: index into dimension " + std::to_string(d) + " of size 0");
+    ops::launch("index_select", x.device(), kernels::index_select, ops::make_arg("index_select", out),
+                ops::make_arg("index_select", src), static_cast<int>(d), ops::make_arg("index_select", idx));
+  } else if (idx.numel() > 0) {  // no kernel reads the index: checked here, as the kernel would
+    ops::check_index_values("index_select", idx, src.size(d),
+                            "dimension " + std::to_string(d) + " of size " + std::to_string(src.size(d)));
   }
   if (x.dim() == 0) out = out.reshape(index.dim() == 0 ? Shape{} : Shape{idx.numel()});
   if (needs_grad({&x})) {

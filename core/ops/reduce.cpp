@@ -155,13 +155,16 @@ Tensor extreme(const char* name, bool is_max, const Tensor& x, const Shape& dims
       Tensor xv = ctx.saved_at(0);
       Tensor best = expand_back(ctx.saved_at(1), xs, mask, keepdim);
       // A NaN wins where the result is NaN (eq alone would find no winner there and divide 0 by 0).
-      Tensor winners = logical_or(eq(xv, best), logical_and(isnan(xv), isnan(best))).to(ctx.grads[0].dtype());
+      // 16-bit gradients are shared out in float32: a count of ties past 65504 is inf in float16.
+      const DType gt = ctx.grads[0].dtype();
+      const DType wide = gt == DType::Float16 || gt == DType::BFloat16 ? DType::Float32 : gt;
+      Tensor winners = logical_or(eq(xv, best), logical_and(isnan(xv), isnan(best))).to(wide);
       Shape red;
       for (size_t d = 0; d < mask.size(); ++d)
         if (mask[d]) red.push_back(static_cast<int64_t>(d));
       Tensor count = sum(winners, red, true);
-      Tensor g = expand_back(ctx.grads[0], xs, mask, keepdim);
-      return TensorList{g * winners / count};
+      Tensor g = expand_back(ctx.grads[0], xs, mask, keepdim).to(wide);
+      return TensorList{(g * winners / count).to(gt)};
     });
   }
   return out;
@@ -229,7 +232,7 @@ Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
   if (keepdim) out = out.reshape(reduced_shape(x, mask, true));
   if (needs_grad({&x})) {
     Shape xs = x.sizes();
-    double denom = static_cast<double>(reduced_count(x, mask)) - correction;
+    const double denom = std::max(0.0, static_cast<double>(reduced_count(x, mask)) - correction);
     Shape red;
     for (size_t d = 0; d < mask.size(); ++d)
       if (mask[d]) red.push_back(static_cast<int64_t>(d));

@@ -11,7 +11,8 @@ namespace kiln {
 // Integer and bool inputs sum to int64, like PyTorch.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-// Variance with Bessel's correction by default (correction = 1).
+// Variance with Bessel's correction by default (correction = 1): the sum of squared deviations over
+// max(0, n - correction), so inf (NaN when every value is the mean) once correction >= n, as PyTorch.
 Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
 // Max/min of all elements (0-d) or over dims; NaN propagates. Gradient flows evenly to ties.
 Tensor max(const Tensor& x);

@@ -205,8 +205,8 @@ struct VarOp {
   }
   static void store(const ReduceArgs& args, int64_t o, int64_t, const Partial& p, int64_t) {
     if (!args.out.data) return;
-    const double dof = static_cast<double>(p.n) - args.correction;
-    store_as<double>(args.out.data, args.out.dtype, o, dof <= 0 ? kNaN : p.m2 / dof);
+    const double dof = std::max(0.0, static_cast<double>(p.n) - args.correction);  // 0: inf, or NaN for 0 / 0
+    store_as<double>(args.out.data, args.out.dtype, o, p.m2 / dof);
   }
 };
 

@@ -305,8 +305,8 @@ template <typename C> struct VarPolicy {
   }
   static __device__ void store(const ReduceParams& p, int64_t o, int64_t, const Partial& v) {
     if (!p.out) return;
-    const double dof = static_cast<double>(v.n) - p.correction;
-    store_as<C>(p.out, p.out_dtype, o, dof <= 0 ? nan_c<C>() : v.m2 / static_cast<C>(dof));
+    const double dof = ::fmax(0.0, static_cast<double>(v.n) - p.correction);  // 0: inf, or NaN for 0 / 0
+    store_as<C>(p.out, p.out_dtype, o, v.m2 / static_cast<C>(dof));
   }
 };
 

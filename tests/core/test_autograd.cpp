@@ -2,6 +2,7 @@
 // grad mode and the functional grad API.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -597,4 +598,34 @@ TEST_CASE("cat gives the 1-d empty inputs it skips an empty gradient, in their d
   CHECK(e.grad().sizes() == Shape{0});
   CHECK(e.grad().dtype() == DType::Float64);
   CHECK(b.grad().sum().item<double>() == 12.0);
+}
+
+TEST_CASE("max and amax share a 16-bit gradient among more ties than float16 can count", "[autograd]") {
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    Tensor x = zeros({70000}, dt);  // e.g. a ReLU output that is all zeros
+    x.set_requires_grad(true);
+    max(x).backward();
+    const std::vector<double> g = x.grad().to_vector_double();
+    const double share = static_cast<double>(full({}, 1.0 / 70000, TensorOptions(dt)).item<float>());
+    CHECK(share > 0.0);
+    CHECK(std::count(g.begin(), g.end(), share) == 70000);  // before: 0 in float16 (the count was inf)
+  }
+}
+
+TEST_CASE("var divides by max(0, n - correction): inf past n, with a gradient to match", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1.0, 2.0}).to(DType::Float64);
+  x.set_requires_grad(true);
+  for (const double correction : {2.0, 3.0}) {
+    INFO("correction " << correction);
+    x.set_grad(Tensor());
+    Tensor v = var(x, {}, correction);
+    CHECK(std::isinf(v.item<double>()));
+    v.backward();
+    const std::vector<double> g = x.grad().to_vector_double();
+    CHECK((std::isinf(g[0]) && g[0] < 0));  // 2 (x - mean) / 0: -inf, +inf
+    CHECK((std::isinf(g[1]) && g[1] > 0));
+  }
+  CHECK(std::isnan(var(ones({3}), {}, 3.0).item<float>()));  // 0 / 0
+  CHECK(std::isnan(var(zeros({0})).item<float>()));
 }

@@ -22,7 +22,7 @@ GroupFn var_with(double correction) {
     double m = mean_of(v), ss = 0;
     for (double x : v) ss += (x - m) * (x - m);
     double dof = static_cast<double>(v.size()) - correction;
-    return dof <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / dof;
+    return ss / std::max(0.0, dof);
   };
 }
 double max_of(const Group& v) { return *std::max_element(v.begin(), v.end()); }
