@@ -20,9 +20,17 @@ enum class RandomDist : uint8_t { Uniform, Normal, RandInt };
 // Element i reads words (i & 1) * 2 and (i & 1) * 2 + 1 of block i >> 1 (float64 normals take a
 // whole block of their own). The CUDA twin rounds the affine maps like x86 (no FMA), so only
 // log/cos may differ, by an ulp.
-void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+// Uniform: [a, b); Normal: mean a, std b; RandInt: [low, low + range), exact in int64 (range is
+// high - low as uint64, at least 1), each draw 64 random bits modulo the range: relative bias below
+// range / 2^64, as PyTorch's.
+struct RandomParams {
+  double a = 0.0, b = 1.0;
+  int64_t low = 0;
+  uint64_t range = 1;
+};
+void random_cpu(const StridedArg& out, RandomDist dist, const RandomParams& p, PhiloxState philox,
                 const KernelContext& ctx);
-void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+void random_cuda(const StridedArg& out, RandomDist dist, const RandomParams& p, PhiloxState philox,
                  const KernelContext& ctx);
 
 // out: contiguous int64 [rows, num_samples]; probs: [rows, n] non-negative weights (any strides).

@@ -34,7 +34,8 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
       Tensor g = ctx.grads[0].detach();
       Tensor dx = empty_strided(g.sizes(), ops::strides_like(g.sizes(), g), TensorOptions(dt, g.device()));
       if (dx.numel() > 0)
-        ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg("dropout", dx), ops::make_arg("dropout", g), p, state);
+        ops::launch("dropout", g.device(), kernels::dropout, ops::make_arg("dropout", dx), ops::make_arg("dropout", g),
+                    p, state);
       return TensorList{dx};
     });
   }

@@ -278,8 +278,8 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
   ops::check_defined("pow", exponent, "exponent");
   DType rt = promote_with_scalar(exponent.dtype(), base);
   Tensor out = make_output("pow", exponent.sizes(), rt, exponent.device(), {&exponent});
-  launch_unary("pow", out, make_operand("pow", exponent, exponent.sizes()), UnaryOp::RPowScalar,
-               compute_dtype_for(rt), base.to_double(), 0);
+  launch_unary("pow", out, make_operand("pow", exponent, exponent.sizes()), UnaryOp::RPowScalar, compute_dtype_for(rt),
+               base.to_double(), 0);
   if (needs_grad({&exponent})) {
     const double b = base.to_double(), lb = std::log(b);
     record_function("pow", {exponent}, {out}, {exponent, out}, [b, lb](const FunctionNode::Context& ctx) {

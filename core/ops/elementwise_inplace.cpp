@@ -47,8 +47,8 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
                      dtype_name(rt));
   }
   ops::check_inplace_cast(op, rt, self);
-  apply_binary_inplace(op, self, ops::make_operand(op, ops::readable_input(self, other), self.sizes()), true, BinaryOp::Add,
-                       rt, alpha.to_double());
+  apply_binary_inplace(op, self, ops::make_operand(op, ops::readable_input(self, other), self.sizes()), true,
+                       BinaryOp::Add, rt, alpha.to_double());
   self.bump_version();
   ops::record_add(op, self, other, self, alpha.to_double());
 }

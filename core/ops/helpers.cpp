@@ -16,7 +16,8 @@ StridedArg make_arg(const char* op, const Tensor& t) {
   StridedArg a;
   if (t.dim() > kMaxDims) {
     throw ShapeError(std::string(op) + ": kiln supports at most " + std::to_string(kMaxDims) +
-                     " dimensions in a kernel, got " + std::to_string(t.dim()) + " (shape " + shape_str(t.sizes()) + ")");
+                     " dimensions in a kernel, got " + std::to_string(t.dim()) + " (shape " + shape_str(t.sizes()) +
+                     ")");
   }
   a.data = t.data_ptr();
   a.dtype = t.dtype();

@@ -34,8 +34,8 @@ Tensor scatter_add_raw(const Tensor& self, int64_t dim, const Tensor& index, con
   Tensor out = self.detach().clone(MemoryFormat::Contiguous);
   if (index.numel() > 0) {
     // On CUDA a bad index is recorded on the device and raised at the next synchronizing call.
-    ops::launch("scatter_add", self.device(), kernels::scatter_add, ops::make_arg("scatter_add", out), static_cast<int>(dim),
-                ops::make_arg("scatter_add", index), ops::make_arg("scatter_add", src));
+    ops::launch("scatter_add", self.device(), kernels::scatter_add, ops::make_arg("scatter_add", out),
+                static_cast<int>(dim), ops::make_arg("scatter_add", index), ops::make_arg("scatter_add", src));
   }
   return out;
 }
@@ -97,8 +97,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   }
   Tensor out = ops::empty_for("gather", index.sizes(), TensorOptions(x.dtype(), x.device()));
   if (out.numel() > 0) {
-    ops::launch("gather", x.device(), kernels::gather, ops::make_arg("gather", out), ops::make_arg("gather", x), static_cast<int>(d),
-                ops::make_arg("gather", index));
+    ops::launch("gather", x.device(), kernels::gather, ops::make_arg("gather", out), ops::make_arg("gather", x),
+                static_cast<int>(d), ops::make_arg("gather", index));
   }
   if (needs_grad({&x})) {
     Shape xs = x.sizes();

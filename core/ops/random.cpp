@@ -17,12 +17,29 @@ namespace {
 
 // Fills t with draws of `dist`; the KernelScope opens before the draw so that a device the build
 // cannot run is refused without taking an offset.
-void random_fill(const char* op, const Tensor& t, RandomDist dist, double a, double b,
+void random_fill(const char* op, const Tensor& t, RandomDist dist, const RandomParams& p,
                  const std::optional<Generator>& generator) {
   if (t.numel() == 0) return;
   ops::KernelScope scope(op, t.device());
   const PhiloxState st = generator_for(op, t.device(), generator).next();
-  scope.run(kernels::random, ops::make_arg(op, t), dist, a, b, st);
+  scope.run(kernels::random, ops::make_arg(op, t), dist, p, st);
+}
+
+// The largest finite value of a floating dtype.
+double largest_finite(DType t) {
+  switch (t) {
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return std::ldexp(255.0, 120);  // 0x7f7f: (2 - 2^-7) * 2^127
+    case DType::Float64: return std::numeric_limits<double>::max();
+    default: return std::numeric_limits<float>::max();
+  }
+}
+
+RandomParams real_params(double a, double b) {
+  RandomParams p;
+  p.a = a;
+  p.b = b;
+  return p;
 }
 
 }  // namespace
@@ -32,7 +49,7 @@ Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Gener
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = ops::empty_for("rand", shape, options.with_requires_grad(false));
-  random_fill("rand", t, RandomDist::Uniform, 0.0, 1.0, generator);
+  random_fill("rand", t, RandomDist::Uniform, real_params(0.0, 1.0), generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -42,7 +59,7 @@ Tensor randn(const Shape& shape, TensorOptions options, const std::optional<Gene
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = ops::empty_for("randn", shape, options.with_requires_grad(false));
-  random_fill("randn", t, RandomDist::Normal, 0.0, 1.0, generator);
+  random_fill("randn", t, RandomDist::Normal, real_params(0.0, 1.0), generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -68,7 +85,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
                 dtype_name(options.dtype) + " (values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "))");
   }
   Tensor t = ops::empty_for("randint", shape, options.with_requires_grad(false));
-  random_fill("randint", t, RandomDist::RandInt, static_cast<double>(low), static_cast<double>(high), generator);
+  RandomParams p;
+  p.low = low;
+  p.range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);  // exact: high > low
+  random_fill("randint", t, RandomDist::RandInt, p, generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -84,7 +104,18 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
   if (!std::isfinite(low) || !std::isfinite(high)) {
     throw Error("uniform_: low and high must be finite, got low=" + ops::num_str(low) + " high=" + ops::num_str(high));
   }
-  random_fill("uniform_", *this, RandomDist::Uniform, low, high, generator);
+  // The draws are low + (high - low) * u, in float64 for a float64 tensor and float32 otherwise: the
+  // bounds must be values of the dtype and their distance one of the compute type, or every draw
+  // would come out as high (or inf).
+  const double top = largest_finite(dtype());
+  const bool wide = dtype() == DType::Float64;
+  if (std::fabs(low) > top || std::fabs(high) > top ||
+      !(wide ? std::isfinite(high - low) : std::isfinite(static_cast<float>(high - low)))) {
+    throw Error("uniform_: [" + ops::num_str(low) + ", " + ops::num_str(high) + ") does not fit " +
+                dtype_name(dtype()) + ": the bounds must lie within +-" + ops::num_str(top) + " and high - low below " +
+                ops::num_str(wide ? top : std::numeric_limits<float>::max()));
+  }
+  random_fill("uniform_", *this, RandomDist::Uniform, real_params(low, high), generator);
   bump_version();
   ops::record_overwrite("uniform_", *this);
   return *this;
@@ -99,7 +130,7 @@ Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>&
     throw Error("normal_: std must be finite and non-negative, got " + ops::num_str(std));
   }
   if (!std::isfinite(mean)) throw Error("normal_: mean must be finite, got " + ops::num_str(mean));
-  random_fill("normal_", *this, RandomDist::Normal, mean, std, generator);
+  random_fill("normal_", *this, RandomDist::Normal, real_params(mean, std), generator);
   bump_version();
   ops::record_overwrite("normal_", *this);
   return *this;
@@ -126,7 +157,8 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement,
   // On CUDA an invalid row is found on the device: it is recorded in the device's error record and
   // raised as an error at the next synchronizing call (item(), a copy to the host), not here.
   if (out.numel() > 0) {
-    scope.run(kernels::multinomial, out.data_ptr<int64_t>(), ops::make_arg("multinomial", p2.detach()), num_samples, replacement, st);
+    scope.run(kernels::multinomial, out.data_ptr<int64_t>(), ops::make_arg("multinomial", p2.detach()), num_samples,
+              replacement, st);
   }
   return probs.dim() == 1 ? out.squeeze(0) : out;
 }

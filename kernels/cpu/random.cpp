@@ -32,7 +32,8 @@ std::string format_value(double v) {
 // Element i of the fill, in logical order, at `off`: words (i & 1) * 2 and (i & 1) * 2 + 1 of block
 // i >> 1, or the whole block i for a float64 normal.
 template <RandomDist D>
-void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) {
+void fill(const StridedArg& out, const RandomParams& p, const PhiloxState& philox) {
+  const double a = p.a, b = p.b;
   const int64_t* strides[1] = {out.strides};
   const bool dbl = out.dtype == DType::Float64;
   const int digits = uniform_digits(out.dtype);
@@ -67,10 +68,10 @@ void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) 
           const float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795865f * u2);
           store_as<float>(out.data, out.dtype, off, static_cast<float>(a) + static_cast<float>(b) * z);
         } else {
-          // [a, b): 64 random bits modulo the range (bias below 2^-32 for ranges under 2^32).
-          const auto range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
+          // [low, low + range): 64 random bits modulo the range, added in uint64 (wraps as int64).
           const uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
-          store_as<int64_t>(out.data, out.dtype, off, static_cast<int64_t>(a) + static_cast<int64_t>(bits % range));
+          store_as<int64_t>(out.data, out.dtype, off,
+                            static_cast<int64_t>(static_cast<uint64_t>(p.low) + bits % p.range));
         }
       }
     });
@@ -79,13 +80,13 @@ void fill(const StridedArg& out, double a, double b, const PhiloxState& philox) 
 
 }  // namespace
 
-void random_cpu(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+void random_cpu(const StridedArg& out, RandomDist dist, const RandomParams& p, PhiloxState philox,
                 const KernelContext&) {
   philox = philox_resolve(philox);
   switch (dist) {
-    case RandomDist::Uniform: fill<RandomDist::Uniform>(out, a, b, philox); return;
-    case RandomDist::Normal: fill<RandomDist::Normal>(out, a, b, philox); return;
-    case RandomDist::RandInt: fill<RandomDist::RandInt>(out, a, b, philox); return;
+    case RandomDist::Uniform: fill<RandomDist::Uniform>(out, p, philox); return;
+    case RandomDist::Normal: fill<RandomDist::Normal>(out, p, philox); return;
+    case RandomDist::RandInt: fill<RandomDist::RandInt>(out, p, philox); return;
   }
 }
 

@@ -5,9 +5,9 @@
 
 namespace kiln {
 
-void random_cuda(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+void random_cuda(const StridedArg& out, RandomDist dist, const RandomParams& p, PhiloxState philox,
                  const KernelContext& ctx) {
-  random_device::random_launch(out, dist, a, b, philox,
+  random_device::random_launch(out, dist, p, philox,
                                cuda_detail::StreamLaunch{cuda_detail::raw_stream(ctx.stream), "random"});
 }
 

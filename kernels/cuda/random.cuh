@@ -22,8 +22,9 @@ namespace kiln::random_device {
 
 using cuda_detail::store_as;
 
-__global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double a, double b, PhiloxState philox) {
+__global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, RandomParams p, PhiloxState philox) {
   philox = philox_resolve(philox);  // a captured graph's seed and offset, read when the kernel runs
+  const double a = p.a, b = p.b;
   const bool dbl = out.dtype == DType::Float64;
   const int digits = uniform_digits(out.dtype);
   const double cap = dist == RandomDist::Uniform ? uniform_cap(a, b, out.dtype) : 0.0;
@@ -61,9 +62,9 @@ __global__ void random_kernel(StridedArg out, int64_t n, RandomDist dist, double
         break;
       }
       case RandomDist::RandInt: {
-        const uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
         const uint64_t bits = (static_cast<uint64_t>(w0) << 32) | w1;
-        store_as<int64_t>(out.data, out.dtype, off, static_cast<int64_t>(a) + static_cast<int64_t>(bits % range));
+        store_as<int64_t>(out.data, out.dtype, off,
+                          static_cast<int64_t>(static_cast<uint64_t>(p.low) + bits % p.range));
         break;
       }
     }
@@ -79,11 +80,11 @@ __global__ void philox_base_store_kernel(uint64_t* base, uint64_t seed, uint64_t
 
 // Fills `out` through `launch` (cuda_detail::StreamLaunch on a GPU): one grid-stride launch.
 template <class Launch>
-void random_launch(const StridedArg& out, RandomDist dist, double a, double b, PhiloxState philox,
+void random_launch(const StridedArg& out, RandomDist dist, const RandomParams& p, PhiloxState philox,
                    const Launch& launch) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  launch(random_kernel, cuda_detail::grid_for(n), cuda_detail::kThreads, out, n, dist, a, b, philox);
+  launch(random_kernel, cuda_detail::grid_for(n), cuda_detail::kThreads, out, n, dist, p, philox);
 }
 
 template <class Launch> void philox_base_store_launch(uint64_t* base, uint64_t seed, uint64_t offset,

@@ -153,8 +153,9 @@ void GradScaler::check_grads(const optim::Optimizer& optimizer, PerOptimizer& st
 
 void GradScaler::require_not_failed(const PerOptimizer& st, const char* op) {
   if (st.stage == Stage::Failed) {
-    throw Error(std::string(op) + ": the found-inf reduction of this step failed for this optimizer; call update() "
-                                  "to start the next step");
+    throw Error(std::string(op) +
+                ": the found-inf reduction of this step failed for this optimizer; call update() "
+                "to start the next step");
   }
 }
 

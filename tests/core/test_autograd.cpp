@@ -567,8 +567,7 @@ TEST_CASE("copy_ into an integer tensor ends the graph, as a cast to it does", "
   CHECK(f.requires_grad());
 }
 
-TEST_CASE("more dims than a kernel takes is a ShapeError naming the op, not a write past its arrays",
-          "[tensor]") {
+TEST_CASE("more dims than a kernel takes is a ShapeError naming the op, not a write past its arrays", "[tensor]") {
   Shape shape(13, 1);
   shape[0] = 3;
   shape[12] = 2;

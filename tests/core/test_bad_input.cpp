@@ -551,8 +551,9 @@ void index_rows(Table& t) {
   t.add("index_select into an empty dim", Expect::Index, {"index_select", "size 0"}, [] {
     (void)index_select(f32({0, 2}), 0, i64({1}));
   });
-  t.add("index_select past the end when the output is empty", Expect::Index, {"index_select", "7", "size 3"},
-        [] { (void)index_select(f32({0, 3}), 1, tensor({int64_t{7}})); });
+  t.add("index_select past the end when the output is empty", Expect::Index, {"index_select", "7", "size 3"}, [] {
+    (void)index_select(f32({0, 3}), 1, tensor({int64_t{7}}));
+  });
   t.add("index_select of an undefined index", Expect::Error, {"index_select", "undefined"},
         [] { (void)index_select(f32({3}), 0, Tensor()); });
   t.add("index_select across devices", Expect::Device, {"index_select", "cpu", "cuda:0"},
@@ -857,8 +858,9 @@ void nn_op_rows(Table& t) {
   t.add("embedding of an int32 index past the end", Expect::Index, {"embedding", "4"}, [] {
     (void)embedding(f32({4, 2}), tensor({int64_t{4}}).to(DType::Int32));
   });
-  t.add("embedding past the end with embedding_dim 0", Expect::Index, {"embedding", "-5", "[3, 0]"},
-        [] { (void)embedding(f32({3, 0}), tensor({int64_t{1}, int64_t{-5}})); });
+  t.add("embedding past the end with embedding_dim 0", Expect::Index, {"embedding", "-5", "[3, 0]"}, [] {
+    (void)embedding(f32({3, 0}), tensor({int64_t{1}, int64_t{-5}}));
+  });
   t.add("embedding of undefined indices", Expect::Error, {"embedding", "indices", "undefined"}, [] {
     (void)embedding(f32({4, 2}), Tensor());
   });

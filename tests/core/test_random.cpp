@@ -161,7 +161,7 @@ TEST_CASE("a generator capture hands out graph draws and replays advance the gen
     capture.prepare_replay();
     Tensor a = empty({512}), b = empty({33});
     dropout_cpu(ops::make_arg("test", a), ops::make_arg("test", x), 0.3, draws[0], KernelContext{});
-    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, 0.0, 1.0, draws[1], KernelContext{});
+    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, RandomParams{0.0, 1.0}, draws[1], KernelContext{});
     return std::vector<std::vector<float>>{values_of(a), values_of(b)};
   };
   for (int step = 0; step < 3; ++step) {
@@ -278,5 +278,44 @@ TEST_CASE("uniform draws stay below high in every floating dtype, exactly as eac
   for (double high : {1.0, -1.0, 0.0, 1e-310, -1e300, 3.0e300}) {
     INFO("high " << high);
     CHECK(uniform_cap(high - 1e300 - 1.0, high, DType::Float64) == std::nextafter(high, -INFINITY));
+  }
+}
+
+TEST_CASE("randint takes its int64 bounds exactly, past 2^53 and across the whole int64 range", "[random]") {
+  manual_seed(11);
+  const int64_t base = int64_t{1} << 60;
+  // Through double, [2^60 + 100, 2^60 + 200) was [2^60, 2^60 + 256), and [2^62, 2^62 + 10) a range of
+  // 0 (a division by zero).
+  for (const auto& [low, high] :
+       {std::pair{base + 100, base + 200}, std::pair{base * 4, base * 4 + 10},
+        std::pair{std::numeric_limits<int64_t>::max() - 3, std::numeric_limits<int64_t>::max()}}) {
+    INFO("[" << low << ", " << high << ")");
+    const std::vector<int64_t> v = randint(low, high, {4096}, DType::Int64).to_vector<int64_t>();
+    CHECK(*std::min_element(v.begin(), v.end()) == low);  // 4096 draws reach both ends of a small range
+    CHECK(*std::max_element(v.begin(), v.end()) == high - 1);
+  }
+  const std::vector<int64_t> all =
+      randint(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), {4096}, DType::Int64)
+          .to_vector<int64_t>();
+  const auto negative = std::count_if(all.begin(), all.end(), [](int64_t x) { return x < 0; });
+  CHECK(negative > 1800);  // about half
+  CHECK(negative < 2300);
+}
+
+TEST_CASE("uniform_ refuses a range its dtype cannot hold, which would make every draw high", "[random]") {
+  Tensor f = empty({8});
+  CHECK_THROWS_WITH(f.uniform_(-3e38, 3e38), Catch::Contains("uniform_") && Catch::Contains("float32"));
+  Tensor d = empty({8}, DType::Float64);
+  CHECK_THROWS_WITH(d.uniform_(-1.7e308, 1.7e308), Catch::Contains("uniform_") && Catch::Contains("float64"));
+  Tensor h = empty({8}, DType::Float16);
+  CHECK_THROWS_WITH(h.uniform_(-1e5, 1.0), Catch::Contains("uniform_") && Catch::Contains("float16"));
+  // The widest ranges that fit still draw both signs.
+  f.uniform_(-1.5e38, 1.5e38);
+  d.uniform_(-8e307, 8e307);
+  h.uniform_(-65504.0, 65504.0);
+  for (const Tensor& t : {f, d, h}) {
+    const std::vector<double> v = t.to_vector_double();
+    CHECK(*std::min_element(v.begin(), v.end()) < 0.0);
+    CHECK(*std::max_element(v.begin(), v.end()) > 0.0);
   }
 }

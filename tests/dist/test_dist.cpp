@@ -334,8 +334,7 @@ TEST_CASE("dist: bad calls are refused on every rank before any byte moves", "[d
 // Hidden: CTest runs these under KILN_DIST_DEBUG=1 at 2 and 3 ranks (dist_debug_ranks_N), where the
 // ranks' calls are compared before each collective. Every rank throws alike, and the group stays
 // usable: the mismatched collective was never issued.
-TEST_CASE("dist: under KILN_DIST_DEBUG=1 calls that differ across ranks are an Error on every rank",
-          "[.dist_debug]") {
+TEST_CASE("dist: under KILN_DIST_DEBUG=1 calls that differ across ranks are an Error on every rank", "[.dist_debug]") {
   REQUIRE(dist_debug());
   ProcessGroup& g = world();
   REQUIRE(g.size() >= 2);

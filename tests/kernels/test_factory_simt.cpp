@@ -45,11 +45,13 @@ std::vector<std::pair<std::string, Tensor>> outputs(DType dtype) {
 
 TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit for bit", "[simt][random]") {
   namespace rd = kiln::random_device;
+  // Uniform and normal take a and b; randint [a, b) as int64 bounds.
   const auto fill = [](RandomDist dist, double a, double b, PhiloxState ph = kPhilox) {
-    return std::pair{[=](const StridedArg& arg) { random_cpu(arg, dist, a, b, ph, KernelContext{}); },
-                     [=](const StridedArg& arg, const EmulatedLaunch& launch) {
-                       rd::random_launch(arg, dist, a, b, ph, launch);
-                     }};
+    RandomParams p{a, b, static_cast<int64_t>(a),
+                   static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a))};
+    return std::pair{
+        [=](const StridedArg& arg) { random_cpu(arg, dist, p, ph, KernelContext{}); },
+        [=](const StridedArg& arg, const EmulatedLaunch& launch) { rd::random_launch(arg, dist, p, ph, launch); }};
   };
   SECTION("uniform and normal in every float dtype, any strides") {
     for (const DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
@@ -69,10 +71,20 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
         check_storage_bits(std::string(dtype_name(dtype)) + " " + name + ", randint", out, cpu, emu);
       }
     }
-    // A range past 2^32: the 64-bit draw.
+    // A range past 2^32: the 64-bit draw; bounds past 2^53, the whole int64 range.
     const Tensor big = empty({333}, TensorOptions(DType::Int64));
     const auto [cpu, emu] = fill(RandomDist::RandInt, -1e12, 1e15);
     check_storage_bits("int64 [333], randint over 2^32", big, cpu, emu);
+    for (const RandomParams& p :
+         {RandomParams{0, 0, (int64_t{1} << 60) + 100, 100}, RandomParams{0, 0, INT64_MIN, UINT64_MAX}}) {
+      const auto cpu_exact = [=](const StridedArg& arg) {
+        random_cpu(arg, RandomDist::RandInt, p, kPhilox, KernelContext{});
+      };
+      const auto emu_exact = [=](const StridedArg& arg, const EmulatedLaunch& launch) {
+        rd::random_launch(arg, RandomDist::RandInt, p, kPhilox, launch);
+      };
+      check_storage_bits("int64 [333], randint with exact int64 bounds", big, cpu_exact, emu_exact);
+    }
   }
   SECTION("a captured graph's Philox base is read when the kernel runs") {
     uint64_t base[2] = {0xbeefULL, 44};
@@ -82,14 +94,14 @@ TEST_CASE("emulated: the random fills' CUDA kernel draws the CPU's values, bit f
     }
     // And the draws depend on it: another base, other values.
     Tensor a = empty({64}), b = empty({64});
-    random_cpu(ops::make_arg("test", a), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
+    random_cpu(ops::make_arg("test", a), RandomDist::Uniform, RandomParams{}, PhiloxState{0, 3, base}, KernelContext{});
     base[1] = 45;
-    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, 0, 1, PhiloxState{0, 3, base}, KernelContext{});
+    random_cpu(ops::make_arg("test", b), RandomDist::Uniform, RandomParams{}, PhiloxState{0, 3, base}, KernelContext{});
     CHECK_FALSE(same_bits(a, b));
   }
   SECTION("the values are draws: in range, and not all alike") {
     const Tensor u = empty({1001});
-    random_cpu(ops::make_arg("test", u), RandomDist::Uniform, -2.0, 3.0, kPhilox, KernelContext{});
+    random_cpu(ops::make_arg("test", u), RandomDist::Uniform, RandomParams{-2.0, 3.0}, kPhilox, KernelContext{});
     const float lo = kiln::min(u).item<float>(), hi = kiln::max(u).item<float>();
     CHECK(lo >= -2.0f);
     CHECK(hi < 3.0f);
@@ -161,7 +173,8 @@ TEST_CASE("emulated: tril's and triu's CUDA kernel keeps the CPU's elements, bit
     const Tensor m16 = empty({4, 4}, TensorOptions(DType::Float16));
     std::vector<const void*> kernels;
     const EmulatedLaunch launch{simt::Schedule::Lowest, ~0u, &kernels};
-    CHECK_THROWS_AS(td::triangle_launch(ops::make_arg("test", v), ops::make_arg("test", v), 0, false, launch), ShapeError);
+    CHECK_THROWS_AS(td::triangle_launch(ops::make_arg("test", v), ops::make_arg("test", v), 0, false, launch),
+                    ShapeError);
     CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg("test", v), ops::make_arg("test", v), 0, true, launch),
                       "triu: expects at least 2 dims");
     CHECK_THROWS_WITH(td::triangle_launch(ops::make_arg("test", m16), ops::make_arg("test", m), 0, false, launch),

@@ -94,7 +94,8 @@ void check(const std::string& what, Op op, const Tensor& out_start, const Tensor
     Guarded<unsigned char> got(static_cast<int64_t>(bytes));
     std::memcpy(got.data(), out_start.data_ptr(), bytes);
     out_arg.data = got.data();
-    const DeviceErrorRecord err = emulated(op, out_arg, ops::make_arg("test", in), dim, ops::make_arg("test", index), grid_cap);
+    const DeviceErrorRecord err =
+        emulated(op, out_arg, ops::make_arg("test", in), dim, ops::make_arg("test", index), grid_cap);
     CHECK(err.op == 0);
     CHECK(got.bands_intact());
     CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
@@ -165,12 +166,14 @@ TEST_CASE("emulated: an index out of range is recorded and leaves a 0", "[simt][
     for (int j = 4; j < 8; ++j) want[static_cast<size_t>(j)] = 0.f;
     Guarded<float> got(12);
     out_arg.data = got.data();
-    DeviceErrorRecord err = emulated(Op::IndexSelect, out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), grid_cap);
+    DeviceErrorRecord err =
+        emulated(Op::IndexSelect, out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), grid_cap);
     CHECK(err.op == static_cast<int32_t>(IndexCheckOp::IndexSelect));
     CHECK(err.index == 5);
     CHECK(err.size == 5);
     CHECK(std::memcmp(got.data(), want.data(), 12 * sizeof(float)) == 0);
-    CHECK_THROWS_AS(index_select_cpu(out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), KernelContext{}), Error);
+    CHECK_THROWS_AS(index_select_cpu(out_arg, ops::make_arg("test", x), 0, ops::make_arg("test", bad), KernelContext{}),
+                    Error);
 
     // gather: the bad element is 0; scatter_add: the bad element adds nothing.
     const Tensor gi = tensor(std::vector<int64_t>{0, 3, -1, 2}, {1, 4});

@@ -47,13 +47,13 @@ TEST_CASE("twins: integer draws are bit-identical and float draws agree to round
   const int64_t n = 100003;
   Twin ints = twin_poisoned({n}, DType::Int64);
   run_twins(kernels::random, [&](Device d) {
-    return std::tuple(flat_arg(ints, d), RandomDist::RandInt, -50.0, 1000.0, PhiloxState{1234, 7});
+    return std::tuple(flat_arg(ints, d), RandomDist::RandInt, RandomParams{0, 0, -50, 1050}, PhiloxState{1234, 7});
   });
   CHECK(compare_twin(ints) == "");
   for (RandomDist dist : {RandomDist::Uniform, RandomDist::Normal}) {
     Twin f = twin_poisoned({n}, DType::Float32);
     run_twins(kernels::random, [&](Device d) {
-      return std::tuple(flat_arg(f, d), dist, 0.0, 1.0, PhiloxState{1234, 7});
+      return std::tuple(flat_arg(f, d), dist, RandomParams{0.0, 1.0}, PhiloxState{1234, 7});
     });
     CHECK(compare_twin(f, 0, 1e-5) == "");
   }
