@@ -265,10 +265,42 @@ struct ReadyCmp {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
+// For autograd::grad: the nodes of the graph below `roots` from which a capture target can be reached
+// by at least one edge (a target itself is in it only when another target lies below it). Only these
+// run; a target outside it is captured and goes no further. Iterative: graphs can be very deep.
+std::unordered_set<Node*> leading_to_targets(const std::vector<Edge>& roots,
+                                             const std::vector<CaptureTarget>& captures) {
+  std::unordered_set<Node*> targets, leading, finished;
+  for (const CaptureTarget& c : captures) targets.insert(c.node);
+  std::vector<std::pair<Node*, size_t>> path;  // a node and the index of its next edge to visit
+  for (const Edge& r : roots) {
+    if (!r.valid() || !finished.insert(r.fn.get()).second) continue;
+    path.emplace_back(r.fn.get(), 0);
+    while (!path.empty()) {
+      auto& [n, next] = path.back();
+      const std::vector<Edge>& edges = n->next_edges();
+      if (next < edges.size()) {
+        Node* child = edges[next++].fn.get();
+        if (child && finished.insert(child).second) path.emplace_back(child, 0);
+        continue;
+      }
+      for (const Edge& e : edges) {
+        if (e.valid() && (targets.count(e.fn.get()) || leading.count(e.fn.get()))) {
+          leading.insert(n);
+          break;
+        }
+      }
+      path.pop_back();
+    }
+  }
+  return leading;
+}
+
 // Runs the graph below `roots`. With `captures`, gradients reaching those (node, output) pairs are
-// stored into `captured` and leaves are left untouched (autograd::grad).
+// stored into `captured`, leaves are left untouched and only the nodes that lead to a target run
+// (autograd::grad); `leaf_hooks` says whether a captured leaf's hooks run first.
 void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph,
-             const std::vector<CaptureTarget>* captures, TensorList* captured) {
+             const std::vector<CaptureTarget>* captures, TensorList* captured, bool leaf_hooks = true) {
   // Backward runs in the dtypes forward chose: the casts autocast made are on the tape, and a
   // backward started inside an autocast region must not cast its gradients again.
   const AutocastSnapshotGuard autocast_off(AutocastSnapshot{});
@@ -288,6 +320,9 @@ void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph
       if (alive.emplace(e.fn.get(), e.fn).second) stack.push_back(e.fn.get());
     }
   }
+
+  const std::unordered_set<Node*> leading =
+      captures ? leading_to_targets(roots, *captures) : std::unordered_set<Node*>();
 
   std::unordered_map<Node*, TensorList> buffers;
   auto add_to_buffer = [&](Node* n, uint32_t nr, Tensor g) {
@@ -315,6 +350,11 @@ void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
+    bool is_target = false;
+    if (captures) {
+      for (const CaptureTarget& c : *captures) is_target = is_target || c.node == n;
+      if (!is_target && !leading.count(n)) continue;  // below every input: not run, its saved tensors kept
+    }
     TensorList grads = std::move(buffers[n]);
     buffers.erase(n);
     grads.resize(n->output_meta().size());
@@ -324,14 +364,11 @@ void execute(const std::vector<Edge>& roots, TensorList seeds, bool retain_graph
     bool skip = false;
     if (captures) {
       // A leaf's gradient is captured instead of accumulated, after its hooks, as backward would
-      // accumulate it (PyTorch's autograd.grad runs them too).
+      // accumulate it (PyTorch's autograd.grad runs them too). A target with no other below it
+      // stops here.
       auto* leaf = dynamic_cast<AccumulateGrad*>(n);
-      skip = leaf != nullptr;
-      if (leaf && grads[0].defined()) {
-        bool wanted = false;
-        for (const CaptureTarget& c : *captures) wanted = wanted || c.node == n;
-        if (wanted) grads[0] = leaf->run_hooks(std::move(grads[0]));
-      }
+      skip = leaf != nullptr || !leading.count(n);
+      if (leaf && leaf_hooks && is_target && grads[0].defined()) grads[0] = leaf->run_hooks(std::move(grads[0]));
       for (const CaptureTarget& c : *captures) {
         if (c.node == n && grads[c.nr].defined()) {
           Tensor& slot = (*captured)[c.slot];
@@ -434,8 +471,10 @@ void run_backward(const TensorList& roots, const TensorList& grad_roots, bool re
   scope.run();
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
-                bool allow_unused) {
+namespace {
+
+TensorList grad_impl(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                     bool retain_graph, bool allow_unused, bool leaf_hooks) {
   std::vector<Edge> edges;
   TensorList seeds = make_seeds(outputs, grad_outputs, edges);
   std::vector<CaptureTarget> targets;
@@ -451,7 +490,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   TensorList captured(inputs.size());
   NoGradGuard no_grad;
   CallbackScope scope;
-  execute(edges, std::move(seeds), retain_graph, &targets, &captured);
+  execute(edges, std::move(seeds), retain_graph, &targets, &captured, leaf_hooks);
   scope.run();
   for (size_t i = 0; i < captured.size(); ++i) {
     if (!captured[i].defined() && !allow_unused) {
@@ -461,6 +500,18 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     }
   }
   return captured;
+}
+
+}  // namespace
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
+  return grad_impl(outputs, inputs, grad_outputs, retain_graph, allow_unused, /*leaf_hooks=*/true);
+}
+
+TensorList detail::grad_without_leaf_hooks(const TensorList& outputs, const TensorList& inputs,
+                                           const TensorList& grad_outputs, bool retain_graph, bool allow_unused) {
+  return grad_impl(outputs, inputs, grad_outputs, retain_graph, allow_unused, /*leaf_hooks=*/false);
 }
 
 void queue_backward_callback(std::function<void()> callback) {

@@ -138,11 +138,19 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
 // --- the engine --------------------------------------------------------------------------
 // Runs backward from `roots` with seed gradients `grad_roots` (undefined: ones for one element).
 void run_backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph);
-// Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad. The
-// hooks on the way run as in backward, those of a leaf input too (what they return is what comes
-// back); a leaf's post-accumulate hooks do not (nothing is accumulated).
+// Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into .grad. Only
+// the part of the graph between them runs, as PyTorch's autograd.grad: the nodes below the inputs
+// keep their saved tensors and hooks and no .grad changes there. The hooks on the way run as in
+// backward, those of a leaf input too (what they return is what comes back); a leaf's
+// post-accumulate hooks do not (nothing is accumulated).
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false);
+namespace detail {
+// grad() without the leaf inputs' hooks: for a node that hands the gradients it gets on to the
+// engine around it, whose accumulators run those hooks then (checkpoint's recompute).
+TensorList grad_without_leaf_hooks(const TensorList& outputs, const TensorList& inputs,
+                                   const TensorList& grad_outputs, bool retain_graph, bool allow_unused);
+}  // namespace detail
 // Runs `callback` once when the current backward pass finishes (the innermost one, when a backward
 // runs inside another: a reentrant recompute's).
 // Only valid while a backward pass runs (from a hook); otherwise an AutogradError.

@@ -255,7 +255,9 @@ TensorList checkpoint_backward(const Recompute& rc, const FunctionNode::Context&
   const std::vector<Shape> unlisted = scan_recomputed(roots, listed, first_seq);
   if (unlisted.empty()) {
     if (targets.empty()) return result;
-    TensorList grads = kiln::grad(roots, targets, root_grads, /*retain_graph=*/false, /*allow_unused=*/true);
+    // The listed parameters' hooks run when this node's caller accumulates what it returns.
+    TensorList grads =
+        kiln::detail::grad_without_leaf_hooks(roots, targets, root_grads, /*retain_graph=*/false, /*allow_unused=*/true);
     for (size_t t = 0; t < targets.size(); ++t) result[slots[t]] = std::move(grads[t]);
     return result;
   }

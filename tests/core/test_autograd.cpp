@@ -203,6 +203,34 @@ TEST_CASE("grad() returns gradients without touching .grad", "[autograd]") {
   CHECK_THROWS_WITH(grad({z}, {unused}), Catch::Contains("not used"));
 }
 
+TEST_CASE("grad() runs only the graph between outputs and inputs: the part below keeps its state", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor a = exp(x);
+  int below = 0;
+  a.register_hook([&](const Tensor&) {
+    ++below;
+    return Tensor();
+  });
+  a.retain_grad();
+  Tensor y = a * 3.0;
+  Tensor z = sum(y * y);
+  const TensorList g = grad({z}, {y});
+  CHECK(g[0].to_vector<float>() == (y * 2.0).to_vector<float>());
+  CHECK(below == 0);               // a's hook is below y: not run
+  CHECK(!a.grad().defined());      // nor its retained gradient set
+  CHECK(!x.grad().defined());
+  sum(y).backward();  // exp's saved tensors are still there (before: freed, and this threw)
+  CHECK(below == 1);
+  CHECK(x.grad().to_vector<float>() == (exp(x.detach()) * 3.0).to_vector<float>());
+  // An input below another input: the path between them runs, once.
+  Tensor u = leaf({2}, {1});
+  Tensor v = u * 4.0;
+  Tensor out = sum(v * u);
+  const TensorList both = grad({out}, {v, u});
+  CHECK(both[0].item<float>() == 2.0f);
+  CHECK(both[1].item<float>() == 16.0f);  // v + 4u
+}
+
 TEST_CASE("grad() runs a leaf input's hooks, not its post-accumulate hooks", "[autograd]") {
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor w = leaf({5}, {1});
