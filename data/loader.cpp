@@ -194,7 +194,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     throw Error("DataLoader: prefetch_factor must be in [1, " + std::to_string(kMaxPrefetchFactor) + "], got " +
                 std::to_string(o.prefetch_factor));
   }
-  if (!(o.timeout >= 0)) throw Error("DataLoader: timeout must be 0 (none) or positive, got " + std::to_string(o.timeout));
+  // Past 1e9 s (32 years) the wait's deadline would overflow the clock's nanoseconds.
+  if (!(o.timeout >= 0 && o.timeout <= 1e9)) {
+    throw Error("DataLoader: timeout must be 0 (wait forever) or a number of seconds up to 1e9, got " +
+                std::to_string(o.timeout));
+  }
   if (o.sampler && o.shuffle) {
     throw Error("DataLoader: shuffle and a sampler are exclusive (the sampler decides the order)");
   }
@@ -253,37 +257,50 @@ void DataLoader::start_epoch() {
     std::shared_ptr<Shared> shared = shared_;
     std::shared_ptr<const Dataset> dataset = dataset_;
     const DataLoaderOptions options = options_;
-    for (int64_t w = 0; w < options_.num_workers; ++w) {
-      cohort->threads.emplace_back([shared, dataset, options, mine] {
-        cpu::SerialScope serial;  // the workers are the parallelism
-        Shared& s = *shared;
-        for (;;) {
-          Shared::Task task;
-          {
-            std::unique_lock<std::mutex> lk(s.mutex);
-            s.work_ready.wait(lk, [&] { return mine->stop || !s.queue.empty(); });
-            if (mine->stop) break;
-            task = std::move(s.queue.front());
-            s.queue.pop_front();
+    try {
+      for (int64_t w = 0; w < options_.num_workers; ++w) {
+        cohort->threads.emplace_back([shared, dataset, options, mine] {
+          cpu::SerialScope serial;  // the workers are the parallelism
+          Shared& s = *shared;
+          for (;;) {
+            Shared::Task task;
+            {
+              std::unique_lock<std::mutex> lk(s.mutex);
+              s.work_ready.wait(lk, [&] { return mine->stop || !s.queue.empty(); });
+              if (mine->stop) break;
+              task = std::move(s.queue.front());
+              s.queue.pop_front();
+            }
+            Shared::Result result;
+            try {
+              std::optional<Example> batch = read_batch(*dataset, options, task.epoch, task.batch, task.indices,
+                                                        [&] { return s.generation != task.generation; });
+              if (!batch) continue;
+              result.batch = std::move(*batch);
+            } catch (...) {
+              result.error = std::current_exception();
+            }
+            {
+              std::lock_guard<std::mutex> lk(s.mutex);
+              if (s.generation != task.generation) continue;
+              s.results[task.batch] = std::move(result);
+            }
+            s.result_ready.notify_all();
           }
-          Shared::Result result;
-          try {
-            std::optional<Example> batch = read_batch(*dataset, options, task.epoch, task.batch, task.indices,
-                                                      [&] { return s.generation != task.generation; });
-            if (!batch) continue;
-            result.batch = std::move(*batch);
-          } catch (...) {
-            result.error = std::current_exception();
-          }
-          {
-            std::lock_guard<std::mutex> lk(s.mutex);
-            if (s.generation != task.generation) continue;
-            s.results[task.batch] = std::move(result);
-          }
-          s.result_ready.notify_all();
-        }
-        ++mine->exited;
-      });
+          ++mine->exited;
+        });
+      }
+    } catch (const std::exception& e) {  // the system refused a thread: stop and join the ones started
+      {
+        std::lock_guard<std::mutex> lk(sh.mutex);
+        mine->stop = true;
+      }
+      sh.work_ready.notify_all();
+      cohort->join();
+      in_epoch_ = false;
+      batches_.clear();
+      throw Error("DataLoader: could not start worker " + std::to_string(cohort->threads.size() + 1) + " of " +
+                  std::to_string(options_.num_workers) + ": " + e.what());
     }
     std::lock_guard<std::mutex> lk(sh.mutex);
     sh.workers = std::move(cohort);

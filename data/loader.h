@@ -49,7 +49,7 @@ struct DataLoaderOptions {
   bool persistent_workers = false;  // keep the workers from one epoch to the next
   Collate collate;                  // default_collate when empty
   uint64_t seed = 0;                // the shuffle's and the per-sample generators' seed
-  double timeout = 0;               // seconds to wait for a batch from the workers; 0 waits forever
+  double timeout = 0;               // seconds to wait for a batch from the workers (up to 1e9); 0 waits forever
   // Replaces the sampler that `shuffle` picks (e.g. a DistributedSampler); set_epoch is called on it.
   std::shared_ptr<Sampler> sampler;
 };

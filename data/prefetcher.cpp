@@ -13,9 +13,20 @@ namespace detail {
 
 void LookAhead::read_ahead(const Step& start) {
   ahead_position_ = loader_.position();
-  ahead_ = loader_.next();
-  primed_ = true;
-  if (ahead_) start(*ahead_);
+  try {
+    ahead_ = loader_.next();
+    primed_ = true;
+    if (ahead_) start(*ahead_);
+  } catch (...) {
+    // Nothing is held, and the loader is at that batch again: it stays at a batch it failed to
+    // read, and goes back from one it read and whose start failed.
+    primed_ = false;
+    ahead_.reset();
+    if (loader_.position().epoch != ahead_position_.epoch || loader_.position().batch != ahead_position_.batch) {
+      loader_.set_position(ahead_position_);
+    }
+    throw;
+  }
 }
 
 std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
@@ -28,19 +39,13 @@ std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
     primed_ = false;
     return std::nullopt;
   }
+  finish(*ahead_);  // while still held: if it throws, the next call hands out this batch again
   Example batch = std::move(*ahead_);
   ahead_.reset();
-  finish(batch);
   try {
     read_ahead(start);
   } catch (...) {
     error_ = std::current_exception();
-    primed_ = false;
-    ahead_.reset();
-    // The loader stays at a batch it failed to read, but not at one it read and whose start failed.
-    if (loader_.position().epoch != ahead_position_.epoch || loader_.position().batch != ahead_position_.batch) {
-      loader_.set_position(ahead_position_);
-    }
   }
   return batch;
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -422,6 +423,11 @@ TEST_CASE("DataLoader: collate, samplers and options", "[data][loader]") {
     o = opts(1, 0);
     o.timeout = -1;
     CHECK_THROWS_WITH(DataLoader(ds, o), Catch::Contains("timeout"));
+    // Past 1e9 s the wait's deadline overflowed and every wait timed out at once.
+    for (const double forever : {std::numeric_limits<double>::infinity(), 1e10}) {
+      o.timeout = forever;
+      CHECK_THROWS_WITH(DataLoader(ds, o), Catch::Contains("timeout") && Catch::Contains("0 (wait forever)"));
+    }
     CHECK_THROWS_WITH(DataLoader(nullptr, opts(1, 0)), Catch::Contains("no dataset"));
     DataLoader ok(ds, opts(3, 0));
     CHECK_THROWS_AS(ok.set_position({0, 5}), IndexError);
@@ -483,6 +489,43 @@ TEST_CASE("DataLoader: reading one batch ahead loses no batch when the read ahea
   CHECK(ahead.position().batch == 1);
   CHECK_THROWS_AS(ahead.next(flaky, nothing), OutOfMemoryError);
   CHECK(ahead.next(flaky, nothing)->target.to_vector<int64_t>()[0] == 2);  // batch 1, not skipped
+}
+
+TEST_CASE("DataLoader: reading one batch ahead survives a failed first start and a failed finish", "[data][loader]") {
+  auto ds = std::make_shared<ProbeDataset>(8);
+  const data::detail::LookAhead::Step nothing = [](Example&) {};
+  {  // The epoch's first read: a start that fails puts the loader back, and the batch is started again.
+    DataLoader loader(ds, opts(2, 0));
+    data::detail::LookAhead ahead(loader);
+    int starts = 0;
+    std::vector<int> started_on;  // the batch each successful start ran on
+    const data::detail::LookAhead::Step flaky = [&](Example& b) {
+      if (++starts == 1) throw OutOfMemoryError("probe: no memory for the copy");
+      started_on.push_back(static_cast<int>(b.target.to_vector<int64_t>()[0]));
+    };
+    CHECK_THROWS_AS(ahead.next(flaky, nothing), OutOfMemoryError);
+    CHECK(loader.position().batch == 0);  // before: 1, and the next call handed out a batch never started
+    CHECK(ahead.next(flaky, nothing)->target.to_vector<int64_t>()[0] == 0);
+    CHECK(started_on == std::vector<int>{0, 2});  // batch 0 started, then batch 1 read ahead
+  }
+  {  // A finish that fails keeps the batch: the next call hands it out, and the epoch goes on.
+    DataLoader loader(ds, opts(2, 0));
+    data::detail::LookAhead ahead(loader);
+    int finishes = 0;
+    const data::detail::LookAhead::Step flaky = [&](Example&) {
+      if (++finishes == 2) throw DeviceError("probe: the event wait failed");
+    };
+    std::vector<int64_t> got;
+    for (int call = 0; call < 6; ++call) {
+      try {
+        std::optional<Example> b = ahead.next(nothing, flaky);
+        got.push_back(b ? b->target.to_vector<int64_t>()[0] : -1);
+      } catch (const DeviceError&) {
+        got.push_back(-2);
+      }
+    }
+    CHECK(got == std::vector<int64_t>{0, -2, 2, 4, 6, -1});  // before: 0, -2, -1 (a false end), 4, 6, -1
+  }
 }
 
 TEST_CASE("DataLoader: pin_memory without CUDA is ignored, and the CPU prefetcher passes batches through",
