@@ -43,14 +43,28 @@ uint64_t next_sequence_nr() {
   return mark.sequence_nr() + 1;
 }
 
-// The random state fn ran with: every generator it may have drawn from, with its position before
-// fn (the host offset, or the draw count of a CUDA graph capture in progress).
-using RngStates = std::vector<std::pair<Generator, uint64_t>>;
+// The random state fn ran with: every generator it may have drawn from, with its seed and its
+// position before fn (the host offset, or the draw count of a CUDA graph capture in progress).
+struct RngState {
+  Generator generator;
+  uint64_t seed, position;
+};
+using RngStates = std::vector<RngState>;
+
+RngState state_of(const Generator& g) { return RngState{g, g.seed(), g.position()}; }
+
+// Puts g at `s`: its seed too, should it have been reseeded since (manual_seed between forward and
+// backward would otherwise give the recompute other masks).
+void put_back(const RngState& s) {
+  Generator g = s.generator;
+  if (g.seed() != s.seed) g.manual_seed(s.seed);
+  g.set_position(s.position);
+}
 
 void add_generator(RngStates& states, const Generator& g) {
-  for (const auto& entry : states)
-    if (entry.first == g) return;
-  states.emplace_back(g, g.position());
+  for (const RngState& entry : states)
+    if (entry.generator == g) return;
+  states.push_back(state_of(g));
 }
 
 RngStates save_rng(const TensorList& inputs, const TensorList& params, const std::vector<Generator>& extra) {
@@ -71,14 +85,13 @@ RngStates save_rng(const TensorList& inputs, const TensorList& params, const std
 class RngRewind {
  public:
   explicit RngRewind(const RngStates& forward) {
-    for (const auto& [g, position] : forward) {
-      Generator handle = g;
-      entry_.emplace_back(handle, handle.position());
-      handle.set_position(position);
+    for (const RngState& s : forward) {
+      entry_.push_back(state_of(s.generator));
+      put_back(s);
     }
   }
   ~RngRewind() {
-    for (auto& [g, position] : entry_) g.set_position(position);
+    for (const RngState& s : entry_) put_back(s);
   }
   RngRewind(const RngRewind&) = delete;
   RngRewind& operator=(const RngRewind&) = delete;

@@ -206,6 +206,17 @@ TEST_CASE("recompute: the random stream after a recomputed step is the one witho
   CHECK(bitwise_equal(y, y_plain));
   CHECK(bitwise_equal(drawn_between, drawn_plain));
   CHECK(bitwise_equal(next_recomputed, next_plain));
+
+  // Reseeded between forward and backward: the recompute still draws forward's mask (it took the
+  // new seed at forward's offset), and the generator keeps its new seed afterwards.
+  x.set_grad(Tensor());
+  manual_seed(9);
+  Tensor y2 = checkpoint(fn, x);
+  manual_seed(1234);
+  y2.sum().backward();
+  CHECK(bitwise_equal(x.grad(), y2));
+  CHECK(default_generator().seed() == 1234);
+  CHECK(default_generator().state().offset == 0);
 }
 
 TEST_CASE("recompute: saved-tensor bytes of a GPT forward drop to less than half", "[recompute]") {
