@@ -92,6 +92,14 @@ class AccumulateGrad final : public Node {
         dst = g.detach().clone(MemoryFormat::Contiguous);
       }
     } else {
+      // set_grad checks what it stores; a .grad replaced through mutable_grad() is checked here,
+      // before a broadcast or another dtype could make it silently wrong.
+      if (dst.sizes() != leaf.sizes() || dst.dtype() != leaf.dtype() || dst.device() != leaf.device()) {
+        throw AutogradError("AccumulateGrad: the .grad of a leaf of shape " + shape_str(leaf.sizes()) + " " +
+                            dtype_name(leaf.dtype()) + " on " + leaf.device().str() + " is " +
+                            shape_str(dst.sizes()) + " " + dtype_name(dst.dtype()) + " on " + dst.device().str() +
+                            " (replaced through mutable_grad()?); it must match the leaf");
+      }
       dst.add_(g);
     }
     for (auto& hook : meta.post_accumulate_hooks) hook(leaf);

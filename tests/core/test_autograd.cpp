@@ -656,3 +656,15 @@ TEST_CASE("var divides by max(0, n - correction): inf past n, with a gradient to
   CHECK(std::isnan(var(ones({3}), {}, 3.0).item<float>()));  // 0 / 0
   CHECK(std::isnan(var(zeros({0})).item<float>()));
 }
+
+TEST_CASE("a .grad replaced through mutable_grad() must match its leaf when backward accumulates", "[autograd]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  x.mutable_grad() = zeros({2, 3});  // would take the gradient broadcast, silently
+  CHECK_THROWS_WITH(sum(x * 2.0).backward(),
+                    Catch::Contains("AccumulateGrad") && Catch::Contains("[2, 3]") && Catch::Contains("[3]"));
+  x.mutable_grad() = zeros({3}, DType::Float64);  // would stay float64
+  CHECK_THROWS_WITH(sum(x * 2.0).backward(), Catch::Contains("float64") && Catch::Contains("float32"));
+  x.mutable_grad() = ones({3});  // a matching one accumulates
+  sum(x * 2.0).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 3, 3});
+}
