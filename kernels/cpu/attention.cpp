@@ -191,7 +191,12 @@ template <typename Acc> struct ForwardBlock {
       if (a.mask) {
         for (int64_t j = 0; j < end; ++j) row[j] = r.masked(i, j, row[j]);
       }
-      const Acc m = row_max(row, end);
+      Acc m = row_max(row, end);
+      // The max skips NaN: a row whose visible scores are all NaN is not a masked row, and takes NaN
+      // through exp and the sum to its output and lse (and so to its gradients), as softmax does.
+      if (m == kNegInf && std::any_of(row, row + end, [](Acc x) { return std::isnan(x); })) {
+        m = std::numeric_limits<Acc>::quiet_NaN();
+      }
       std::fill(row + end, row + kend, Acc(0));
       Acc& inv = inv_sum[static_cast<size_t>(i - blk.i0)];
       if (m == kNegInf) {  // nothing visible: a zero row, lse = -inf

@@ -22,10 +22,12 @@ using cpu::visit_float;
 
 // One row of n: its mean and rstd, then y = (x - mean) * rstd * w + b. Two passes (mean, then squared
 // deviations) instead of E[x^2] - E[x]^2: no cancellation, and a constant row gets a variance of
-// exactly zero up to the rounding of its mean. Sums in cpu::lane_sum's lanes.
+// exactly zero up to the rounding of its mean. Sums in cpu::lane_sum's lanes; a sum that overflows
+// (a float32 row of values near its largest) is taken again over x / n, whose sum cannot.
 template <typename T, typename A>
 KILN_CPU_CLONES void row_forward(T* y, const T* x, const A* w, const A* b, int64_t n, A eps, A& mean, A& rstd) {
-  const A m = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(x, j); }) / static_cast<A>(n);
+  A m = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(x, j); }) / static_cast<A>(n);
+  if (!std::isfinite(m)) m = cpu::lane_sum<A>(n, [&](int64_t j) { return ld<T, A>(x, j) / static_cast<A>(n); });
   const A ss = cpu::lane_sum<A>(n, [&](int64_t j) {
     const A d = ld<T, A>(x, j) - m;
     return d * d;

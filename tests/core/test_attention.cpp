@@ -186,6 +186,36 @@ TEST_CASE("attention: gradients keep their inputs' layouts when q, k and v are n
 
 // The backward computes no gradient for the mask, so a mask that asks for one is refused rather than
 // left silently unlearned.
+TEST_CASE("sdpa: a row of NaN scores gives NaN, not the zero row of a fully masked one", "[attention]") {
+  // The row max skips NaN, so a row whose scores are all NaN looked fully masked: a zero output and
+  // zero gradients hid the NaN from anything that checks for it.
+  const Tensor k = full({1, 2, 3}, 0.25), v = arange(1, 7, 1, TensorOptions(DType::Float32)).reshape({1, 2, 3});
+  auto first_row_nan_rest_finite = [](const Tensor& t) {
+    const std::vector<float> x = t.to_vector<float>();
+    bool ok = true;
+    for (size_t i = 0; i < x.size(); ++i) ok = ok && (i < 3 ? std::isnan(x[i]) : std::isfinite(x[i]));
+    return ok;
+  };
+  Tensor q = full({1, 2, 3}, 0.5);
+  q.view({-1}).narrow(0, 0, 1).fill_(std::nan(""));  // query 0: every score NaN
+  q.set_requires_grad(true);
+  const Tensor out = scaled_dot_product_attention(q, k, v);
+  CHECK(first_row_nan_rest_finite(out));
+  sum(out).backward();
+  CHECK(first_row_nan_rest_finite(q.grad()));
+  // inf - inf scores, and a float mask row of NaN, the same.
+  Tensor inf_row = full({1, 2, 3}, 0.5);
+  inf_row.view({-1}).narrow(0, 0, 1).fill_(INFINITY);
+  inf_row.view({-1}).narrow(0, 1, 1).fill_(-INFINITY);
+  CHECK(first_row_nan_rest_finite(scaled_dot_product_attention(inf_row, k, v)));
+  const Tensor mask = tensor(std::vector<float>{NAN, NAN, 0, 0}, {2, 2});
+  CHECK(first_row_nan_rest_finite(scaled_dot_product_attention(full({1, 2, 3}, 0.5), k, v, mask)));
+  // A fully masked row stays a zero row.
+  const Tensor none = tensor(std::vector<float>{-INFINITY, -INFINITY, 0, 0}, {2, 2});
+  CHECK(scaled_dot_product_attention(full({1, 2, 3}, 0.5), k, v, none).narrow(1, 0, 1).abs().sum().item<float>() ==
+        0.0f);
+}
+
 TEST_CASE("sdpa: a float attn_mask that requires grad is refused", "[attention]") {
   Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 5, 4}), v = randn({1, 2, 5, 4});
   Tensor bias = zeros({3, 5}).set_requires_grad(true);

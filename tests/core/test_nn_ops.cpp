@@ -453,6 +453,10 @@ TEST_CASE("layer_norm of a constant row is zero, with finite gradients", "[nn]")
   sum(y * y + y).backward();
   for (const Tensor* t : {&x, &w, &b})
     for (float g : t->grad().to_vector<float>()) CHECK(std::isfinite(g));
+  // A float32 row whose sum passes float32's largest value: the mean is still the row's value, not
+  // inf (which made every output NaN).
+  const Tensor huge = layer_norm(full({2, 4}, 3e38), {4});
+  CHECK(huge.to_vector<float>() == std::vector<float>(8, 0.0f));
 }
 
 TEST_CASE("nn backward passes give the same bits for any thread count", "[nn]") {
