@@ -23,9 +23,12 @@ namespace {
 // Which dims of x are reduced (empty list = all), as a mask.
 std::vector<bool> reduced_mask(const char* op, const Tensor& x, const Shape& dims) {
   std::vector<bool> mask(static_cast<size_t>(x.dim()), dims.empty());
+  bool zero_d_seen = false;
   for (int64_t d : dims) {
-    if (x.dim() == 0) {  // a 0-d tensor reduces over itself: dims 0 and -1
+    if (x.dim() == 0) {  // a 0-d tensor reduces over itself: dims 0 and -1, named once
       ops::checked_dim(op, x, d);
+      if (zero_d_seen) throw ShapeError(std::string(op) + ": dim 0 appears twice in " + shape_str(dims));
+      zero_d_seen = true;
       continue;
     }
     int64_t w = wrap_dim(d, x.dim(), op);

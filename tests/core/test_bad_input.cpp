@@ -514,6 +514,8 @@ void reduce_rows(Table& t) {
   t.add("sum: a dim twice", Expect::Shape, {"sum", "twice"}, [] { (void)sum(f32({2, 2}), {0, 0}); });
   t.add("sum: a dim twice, once negative", Expect::Shape, {"sum", "twice"}, [] { (void)sum(f32({2, 2}), {0, -2}); });
   t.add("sum(dim 1) of a 0-d tensor", Expect::Index, {"sum", "1"}, [] { (void)sum(scalar0(), {1}); });
+  t.add("sum of a 0-d tensor over dim 0 twice", Expect::Shape, {"sum", "twice"},
+        [] { (void)sum(scalar0(), {0, -1}); });
   t.add("sum of undefined", Expect::Error, {"sum", "undefined"}, [] { (void)sum(Tensor()); });
   t.add("mean of an int tensor", Expect::DType, {"mean", "int64"}, [] { (void)mean(i64({2})); });
   t.add("mean: dim out of range", Expect::Index, {"mean", "-3"}, [] { (void)mean(f32({2, 2}), {-3}); });
