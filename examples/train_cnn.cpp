@@ -379,6 +379,11 @@ static int run(int argc, char** argv) {
   const int64_t n = data.train->size(), n_test = data.x_test.size(0);
   const int64_t batches_per_epoch = rank_batches(n, opt.batch_size, group);
   const int64_t total_steps = batches_per_epoch * opt.epochs;
+  if (opt.stop_at_step && *opt.stop_at_step > total_steps) {  // it would never come: the run would not split
+    examples::input_error("--stop-at-step " + std::to_string(*opt.stop_at_step) + " is past the run's last step " +
+                          std::to_string(total_steps) + " (" + std::to_string(opt.epochs) + " epochs of " +
+                          std::to_string(batches_per_epoch) + " batches)");
+  }
 
   examples::apply_math_switches(opt.precision);
   auto model = build_model(opt, device);

@@ -225,6 +225,10 @@ inline Options parse_options(int argc, const char* const* argv) {
                           examples::format_number(o.lr));
   }
   o.warmup_iters = std::min(o.warmup_iters, o.max_iters);  // short runs warm up over all of it
+  if (o.stop_at_iter && *o.stop_at_iter > o.max_iters) {  // it would never come: the run would not split
+    examples::input_error("--stop-at-iter " + std::to_string(*o.stop_at_iter) + " is past the run's end (--max-iters " +
+                          std::to_string(o.max_iters) + ")");
+  }
   examples::check_grad_accum(o.precision, o.batch_size);
   examples::check_zero(o.zero, o.ddp, o.precision.cuda_graph, zero_stage->count() > 0);
   o.bucket_bytes = examples::bucket_bytes(o.bucket_mb, bucket_mb->count() > 0, o.ddp);

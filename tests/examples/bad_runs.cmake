@@ -69,6 +69,8 @@ kiln_flag_test(gpt_beta2_negative train_gpt 2 stderr "--beta2.*'-0.5'" --beta2 -
 kiln_flag_test(gpt_grad_clip_negative train_gpt 2 stderr "--grad-clip.*'-1'" --grad-clip -1)
 kiln_flag_test(gpt_dropout_negative train_gpt 2 stderr "--dropout.*'-0.1'" --dropout -0.1)
 kiln_flag_test(gpt_stop_at_iter_zero train_gpt 2 stderr "--stop-at-iter.*'0'" --stop-at-iter 0)
+kiln_flag_test(gpt_stop_at_iter_past_end train_gpt 2 stderr "--stop-at-iter 30 is past the run's end [(]--max-iters 20[)]"
+               --device cpu --max-iters 20 --stop-at-iter 30)
 kiln_flag_test(gpt_max_val_loss_zero train_gpt 2 stderr "--max-val-loss.*'0'" --max-val-loss 0)
 kiln_flag_test(gpt_min_lr_nan train_gpt 2 stderr "--min-lr.*'nan'" --min-lr nan)
 kiln_flag_test(gpt_min_lr_above_lr train_gpt 2 stderr "--min-lr 0.01 is above the peak --lr 0.001" --lr 1e-3
@@ -130,6 +132,8 @@ kiln_bad_run(cnn_resume_other_images train_cnn 2 "other data.*first 64 images.*t
 kiln_bad_run(cnn_resume_other_batch train_cnn 2 "batch size 32 on 64 images; got 16 on 64" --device cpu --epochs 1
              --train-limit 64 --test-limit 64 --batch-size 16 --resume ${BAD}/cnn/checkpoint.safetensors
              --out ${BAD}/out_cnn_resume_batch)
+kiln_bad_run(cnn_stop_at_step_past_end train_cnn 2 "--stop-at-step 5 is past the run's last step 2 [(]1 epochs of 2"
+             ${cnn_tiny} --stop-at-step 5 --out ${BAD}/out_cnn_stop)
 kiln_bad_run(cnn_data_missing train_cnn 2 "no_such_dir" ${cnn_tiny} --data ${BAD}/no_such_dir --out ${BAD}/out_cnn_data)
 kiln_bad_run(cnn_data_is_text train_cnn 2 "${BAD}/gpt" ${cnn_tiny} --data ${BAD}/gpt --out ${BAD}/out_cnn_data_text)
 
