@@ -69,7 +69,8 @@ kiln_flag_test(gpt_beta2_negative train_gpt 2 stderr "--beta2.*'-0.5'" --beta2 -
 kiln_flag_test(gpt_grad_clip_negative train_gpt 2 stderr "--grad-clip.*'-1'" --grad-clip -1)
 kiln_flag_test(gpt_dropout_negative train_gpt 2 stderr "--dropout.*'-0.1'" --dropout -0.1)
 kiln_flag_test(gpt_stop_at_iter_zero train_gpt 2 stderr "--stop-at-iter.*'0'" --stop-at-iter 0)
-kiln_flag_test(gpt_stop_at_iter_past_end train_gpt 2 stderr "--stop-at-iter 30 is past the run's end [(]--max-iters 20[)]"
+kiln_flag_test(gpt_stop_at_iter_past_end train_gpt 2 stderr
+               "--stop-at-iter 30 is past the run's end [(]--max-iters 20[)]"
                --device cpu --max-iters 20 --stop-at-iter 30)
 kiln_flag_test(gpt_max_val_loss_zero train_gpt 2 stderr "--max-val-loss.*'0'" --max-val-loss 0)
 kiln_flag_test(gpt_min_lr_nan train_gpt 2 stderr "--min-lr.*'nan'" --min-lr nan)
