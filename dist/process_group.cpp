@@ -1,6 +1,7 @@
 // ProcessGroup's shared parts: argument checks and the blocking point-to-point forms.
 #include "dist/process_group.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>

@@ -53,34 +53,36 @@ void check_length(const char* op, const TensorList& list, size_t n, const char* 
   }
 }
 
-// A one-element float32 scalar on `device`; returns its pointer (nullptr when optional and absent).
-const float* scalar_ptr(const char* op, const Tensor& s, const char* what, Device device, bool required) {
+// Whether `s`, a scalar argument, is there: undefined is an Error when required, else false; a
+// defined one must have one element of a dtype in `dtypes` (named `dtype_words` in the error) and
+// live on `device`.
+bool check_scalar(const char* op, const Tensor& s, const char* what, Device device, bool required,
+                  std::initializer_list<DType> dtypes, const char* dtype_words) {
   if (!s.defined()) {
     if (required) throw Error(std::string(op) + ": " + what + " is an undefined tensor");
-    return nullptr;
+    return false;
   }
-  if (s.numel() != 1 || s.dtype() != DType::Float32) {
-    throw DTypeError(std::string(op) + ": " + what + " must be a one-element float32 tensor, got " +
+  if (s.numel() != 1 || std::find(dtypes.begin(), dtypes.end(), s.dtype()) == dtypes.end()) {
+    throw DTypeError(std::string(op) + ": " + what + " must be a one-element " + dtype_words + " tensor, got " +
                      dtype_name(s.dtype()) + " of shape " + shape_str(s.sizes()));
   }
   if (s.device() != device) {
     throw DeviceError(std::string(op) + ": " + what + " is on " + s.device().str() + " but the tensors are on " +
                       device.str());
   }
+  return true;
+}
+
+// A one-element float32 scalar on `device`; returns its pointer (nullptr when optional and absent).
+const float* scalar_ptr(const char* op, const Tensor& s, const char* what, Device device, bool required) {
+  if (!check_scalar(op, s, what, device, required, {DType::Float32}, "float32")) return nullptr;
   return static_cast<const float*>(s.data_ptr());
 }
 
 // The learning rate: a one-element float64 or float32 tensor on `device`, as float64 there (a float32 one is
 // converted on the device into `holder`, which the caller keeps until the kernels are queued).
 const double* lr_ptr(const char* op, const Tensor& lr, Device device, Tensor& holder) {
-  if (!lr.defined()) throw Error(std::string(op) + ": lr is an undefined tensor");
-  if (lr.numel() != 1 || (lr.dtype() != DType::Float64 && lr.dtype() != DType::Float32)) {
-    throw DTypeError(std::string(op) + ": lr must be a one-element float64 or float32 tensor, got " +
-                     dtype_name(lr.dtype()) + " of shape " + shape_str(lr.sizes()));
-  }
-  if (lr.device() != device) {
-    throw DeviceError(std::string(op) + ": lr is on " + lr.device().str() + " but the tensors are on " + device.str());
-  }
+  check_scalar(op, lr, "lr", device, true, {DType::Float64, DType::Float32}, "float64 or float32");
   holder = lr.dtype() == DType::Float64 ? lr : lr.to(DType::Float64);
   return static_cast<const double*>(holder.data_ptr());
 }

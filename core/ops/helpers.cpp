@@ -65,6 +65,20 @@ Operand scalar_operand(const Scalar& s) {
   return o;
 }
 
+namespace {
+
+// Dense strides for `shape` with its dims nested in `order` (a permutation, outermost dim first).
+Shape dense_strides_nested(const Shape& shape, const std::vector<size_t>& order) {
+  Shape permuted(order.size());
+  for (size_t i = 0; i < order.size(); ++i) permuted[i] = shape[order[i]];
+  const Shape dense = contiguous_strides(permuted);
+  Shape strides(order.size());
+  for (size_t i = 0; i < order.size(); ++i) strides[order[i]] = dense[i];
+  return strides;
+}
+
+}  // namespace
+
 Shape strides_like(const Shape& shape, const Tensor& like) {
   if (!like.defined() || like.sizes() != shape || like.is_contiguous()) return contiguous_strides(shape);
   if (like.is_non_overlapping_and_dense()) return like.strides();
@@ -84,13 +98,7 @@ Shape strides_like(const Shape& shape, const Tensor& like) {
       std::swap(inner_first[j], inner_first[j - 1]);
     }
   }
-  Shape strides(n);
-  int64_t step = 1;
-  for (size_t d : inner_first) {
-    strides[d] = step;
-    step *= std::max<int64_t>(shape[d], 1);
-  }
-  return strides;
+  return dense_strides_nested(shape, std::vector<size_t>(inner_first.rbegin(), inner_first.rend()));
 }
 
 Shape dense_strides_in_order_of(const Shape& shape, const Tensor& ref) {
@@ -108,12 +116,7 @@ Shape dense_strides_in_order_of(const Shape& shape, const Tensor& ref) {
   std::stable_sort(order.begin(), order.end() - 1, [&](size_t a, size_t b) {
     return ref.stride(static_cast<int64_t>(a)) > ref.stride(static_cast<int64_t>(b));
   });
-  Shape permuted(n);
-  for (size_t i = 0; i < n; ++i) permuted[i] = shape[order[i]];
-  const Shape dense = contiguous_strides(permuted);
-  Shape strides(n);
-  for (size_t i = 0; i < n; ++i) strides[order[i]] = dense[i];
-  return strides;
+  return dense_strides_nested(shape, order);
 }
 
 Device common_device(const char* op, const std::vector<const Tensor*>& tensors) {

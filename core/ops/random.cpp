@@ -35,13 +35,6 @@ double largest_finite(DType t) {
   }
 }
 
-RandomParams real_params(double a, double b) {
-  RandomParams p;
-  p.a = a;
-  p.b = b;
-  return p;
-}
-
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Generator>& generator) {
@@ -49,7 +42,7 @@ Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Gener
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("rand: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = ops::empty_for("rand", shape, options.with_requires_grad(false));
-  random_fill("rand", t, RandomDist::Uniform, real_params(0.0, 1.0), generator);
+  random_fill("rand", t, RandomDist::Uniform, RandomParams{0.0, 1.0}, generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -59,7 +52,7 @@ Tensor randn(const Shape& shape, TensorOptions options, const std::optional<Gene
   if (!is_floating(options.dtype))
     throw DTypeError(std::string("randn: needs a floating dtype, got ") + dtype_name(options.dtype));
   Tensor t = ops::empty_for("randn", shape, options.with_requires_grad(false));
-  random_fill("randn", t, RandomDist::Normal, real_params(0.0, 1.0), generator);
+  random_fill("randn", t, RandomDist::Normal, RandomParams{0.0, 1.0}, generator);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -115,7 +108,7 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
                 dtype_name(dtype()) + ": the bounds must lie within +-" + ops::num_str(top) + " and high - low below " +
                 ops::num_str(wide ? top : std::numeric_limits<float>::max()));
   }
-  random_fill("uniform_", *this, RandomDist::Uniform, real_params(low, high), generator);
+  random_fill("uniform_", *this, RandomDist::Uniform, RandomParams{low, high}, generator);
   bump_version();
   ops::record_overwrite("uniform_", *this);
   return *this;
@@ -130,7 +123,7 @@ Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>&
     throw Error("normal_: std must be finite and non-negative, got " + ops::num_str(std));
   }
   if (!std::isfinite(mean)) throw Error("normal_: mean must be finite, got " + ops::num_str(mean));
-  random_fill("normal_", *this, RandomDist::Normal, real_params(mean, std), generator);
+  random_fill("normal_", *this, RandomDist::Normal, RandomParams{mean, std}, generator);
   bump_version();
   ops::record_overwrite("normal_", *this);
   return *this;
