@@ -131,8 +131,9 @@ KILN_HD AttentionOffsets attention_offsets(const AttentionBatch& layout, int64_t
 }
 
 // lse: float32 [batch, L] (float64 for float64 inputs). A row with no visible key gives a zero
-// output row and lse = -inf; on the CPU a row whose visible scores are all NaN gives NaN (the CUDA
-// kernels' running max skips NaN too, and may still give such a row zeros: unchecked). The CUDA twin is one fused kernel (float32/float16/bfloat16; float64 is
+// output row and lse = -inf; a row with a NaN score among its visible ones gives NaN, on either
+// device, even where every visible score is NaN (the running max skips NaN, so such a row would look
+// like one that sees no key). The CUDA twin is one fused kernel (float32/float16/bfloat16; float64 is
 // CPU-only) with float scores, the same mask, causal and dropout rules (attention_keep); head dims
 // are limited by shared memory (E = Ev = 256 needs about 100 KB), larger ones are a kiln::Error.
 void attention_forward_cpu(void* out, void* lse, const void* q, const void* k, const void* v, const AttentionArgs& a,

@@ -170,7 +170,9 @@ __global__ void __launch_bounds__(kThreads)
       float sc = -INFINITY;
       if (j < p.S) sc = masked_score(p, offs.mask, i, j, dot_row_tile(q_row, k_t, p.E4, lane));
       const float tile_max = warp_allreduce_max(sc);
-      if (tile_max == -INFINITY) continue;  // nothing visible in this tile: the state is unchanged
+      // Nothing visible in this tile: the state is unchanged. The max skips NaN, so a tile whose
+      // visible scores are all NaN is told apart, and takes its NaN through the sums as the CPU does.
+      if (tile_max == -INFINITY && warp_allreduce_max(::isnan(sc) ? 1.f : 0.f) == 0.f) continue;
       const float m_new = fmaxf(m_run, tile_max);
       const float alpha = expf(m_run - m_new);  // 0 while m_run is -inf (the sums are still 0)
       const float pj = expf(sc - m_new);
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(kThreads)
     if (!active) continue;
     const int64_t row = b * p.L + i;
     S* o_row = out + offs.o + i * p.o_rs;
-    if (m_run == -INFINITY) {  // no visible key: zero output, lse = -inf
+    if (m_run == -INFINITY && l_run == 0.f) {  // no visible key: zero output, lse = -inf (NaN scores: NaN)
       for (int e = lane; e < p.Ev; e += 32) o_row[e] = from_f32<S>(0.f);
       if (lane == 0) lse[row] = -INFINITY;
     } else {
@@ -340,7 +342,9 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = i0 + lane;
       float ds = 0.f, pd = 0.f;
       const float l = lse_s[lane];
-      if (i < p.L && l != -INFINITY) {
+      // Keys past a causal query's reach take no share of its terms, not even 0 * a NaN row's D (as
+      // the CPU, which stops at the visible end).
+      if (i < p.L && l != -INFINITY && !(p.causal && j > i)) {
         const float sc = masked_score(p, offs.mask, i, j, dot_row_tile(k_row, q_t, p.E4, lane));
         const float pij = sc == -INFINITY ? 0.f : expf(sc - l);
         const float dp = dot_row_tile(v_row, do_t, p.Ev4, lane);  // dO_i . V_j

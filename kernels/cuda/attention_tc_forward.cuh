@@ -139,10 +139,11 @@ __device__ __forceinline__ void online_softmax(tile::CTile (&s)[N], tile::CTile 
 
 // The forward's end for the lane's row h (0: row_lo, 1: row_hi): from one lane of each group of four,
 // the row's log-sum-exp in natural log; and the factor its output takes, 1 / l. A row with no visible
-// key gets zeros and -inf, as from the scalar kernel.
+// key gets zeros and -inf, as from the scalar kernel. A row of NaN scores keeps m at -inf too (the
+// max skips NaN), but its sum is NaN, which it takes to its output and log-sum-exp as the CPU does.
 __device__ __forceinline__ float finish_row(float* lse, const TcParams& p, int64_t b, const RowState& rows, int h) {
   const int64_t i = h == 0 ? rows.row_lo : rows.row_hi;
-  const bool none = rows.m_run[h] == -INFINITY;
+  const bool none = rows.m_run[h] == -INFINITY && rows.l_run[h] == 0.f;
   if (i < p.L && tile::lane_id() % 4 == 0) {
     lse[b * p.L + i] = none ? -INFINITY : (rows.m_run[h] + log2f(rows.l_run[h])) / kLog2e;
   }

@@ -29,10 +29,16 @@ __global__ void layer_norm_forward_kernel(S* out, float* mean, float* rstd, cons
   using G = RowGroup<kBlockRow>;
   for (int64_t r = G::first(); r < rows; r += G::step()) {
     const S* xr = x + r * n;
-    // Two passes (mean, then squared deviations) as the CPU: no cancellation.
+    // Two passes (mean, then squared deviations) as the CPU: no cancellation. A sum that overflows (a
+    // row of values near float32's largest) is taken again over x / n, whose sum cannot, as the CPU.
     float s = 0.f;
     for (int64_t j = G::rank(); j < n; j += G::size()) s += to_f32(xr[j]);
-    const float m = row_sum<kBlockRow>(s) / static_cast<float>(n);
+    float m = row_sum<kBlockRow>(s) / static_cast<float>(n);
+    if (!::isfinite(m)) {  // the same for the whole row group: row_sum gives every thread the sum
+      s = 0.f;
+      for (int64_t j = G::rank(); j < n; j += G::size()) s += to_f32(xr[j]) / static_cast<float>(n);
+      m = row_sum<kBlockRow>(s);
+    }
     float ss = 0.f;
     for (int64_t j = G::rank(); j < n; j += G::size()) {
       const float d = to_f32(xr[j]) - m;
@@ -99,7 +105,16 @@ __global__ void __launch_bounds__(RowCache<S>::kMaxBlock)
 #pragma unroll
       for (int e = 0; e < C::kVec; ++e) s += c.v[k][e];
     }
-    const float m = row_sum<kBlockRow>(s) / static_cast<float>(n);
+    float m = row_sum<kBlockRow>(s) / static_cast<float>(n);
+    if (!::isfinite(m)) {  // an overflowing sum, again over x / n (as the plain kernel)
+      s = 0.f;
+#pragma unroll
+      for (int k = 0; k < C::kSlots; ++k) {
+#pragma unroll
+        for (int e = 0; e < C::kVec; ++e) s += c.v[k][e] / static_cast<float>(n);
+      }
+      m = row_sum<kBlockRow>(s);
+    }
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < C::kSlots; ++k) {

@@ -113,6 +113,25 @@ TEST_CASE("attention's float kernels, emulated: bool and additive masks, broadca
   check_problem(pr);
 }
 
+// NaN scores (here from an additive mask) give NaN, as on the CPU: the tile max skips NaN, so a row
+// whose visible scores are all NaN looked like a row that sees no key (zeros), and a tile of 32 NaN
+// scores in a row with finite ones like a tile that hides every key (skipped: a finite row).
+TEST_CASE("attention's float kernels, emulated: NaN scores give NaN, a whole tile of them too", "[simt][attention]") {
+  const DType dtype = GENERATE(DType::Float32, DType::BFloat16);
+  const bool causal = GENERATE(false, true);
+  const int64_t L = 19, S = 45;
+  Problem pr = problem(dtype, 24, 24, L, S, causal);
+  Tensor mask = zeros({L, S});
+  mask.select(0, 0).fill_(-INFINITY);               // row 0: no visible key, a zero row
+  mask.select(0, 3).fill_(NAN);                     // row 3: every score NaN
+  mask.select(0, 9).narrow(0, 0, 32).fill_(NAN);    // row 9: the first tile NaN, the rest finite
+  mask.select(0, 12).narrow(0, 32, 13).fill_(NAN);  // row 12: the last tile NaN (past causal's reach)
+  pr.mask = mask.to(dtype);
+  pr.args.mask_row_stride = S;
+  pr.args.mask_col_stride = 1;
+  check_problem(pr);
+}
+
 TEST_CASE("attention's float kernels, emulated: dropout draws the CPU's decisions", "[simt][attention]") {
   const DType dtype = GENERATE(DType::Float32, DType::BFloat16);
   const bool causal = GENERATE(false, true);

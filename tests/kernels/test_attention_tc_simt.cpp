@@ -345,6 +345,18 @@ TEST_CASE("attention on tensor cores, emulated: sharp scores move the running ma
   check_problem(dense_problem(dtype, E, 1, 100, 140, causal, 1.0, 0.0));
 }
 
+// A query row of NaN makes each of its scores NaN. The running max skips NaN and stays -inf, as for a
+// row that sees no key, but the row's sum is NaN: a NaN output, log-sum-exp and gradients, as on the
+// CPU (the forward gave the row zeros).
+TEST_CASE("attention on tensor cores, emulated: a row of NaN scores gives NaN, not a hidden row's zeros",
+          "[simt][attention]") {
+  const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
+  const bool causal = GENERATE(false, true);
+  Problem pr = dense_problem(dtype, 64, 2, 70, 90, causal, 0.125, 0.0);
+  pr.q.select(0, 0).select(0, 5).fill_(NAN);
+  check_problem(pr);
+}
+
 TEST_CASE("attention on tensor cores, emulated: dropout draws the CPU's decisions", "[simt][attention]") {
   const DType dtype = GENERATE(DType::BFloat16, DType::Float16);
   const int64_t E = GENERATE(int64_t{64}, int64_t{128});

@@ -10,8 +10,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -196,11 +200,13 @@ Results reference(const Case& c, const Inputs& in) {
 // against the reference, with the GPU test's tolerances (tests/cuda/test_layer_norm_cuda.cpp): one
 // rounding of the output to the dtype after float math, four times that for the gradients, and the
 // statistics, float sums of exact values, within 1e-4. Returns the kernels it took.
-std::pair<Path, Path> check_case(const Case& c) {
+// `adjust`, when given, changes the inputs first.
+std::pair<Path, Path> check_case(const Case& c, const std::function<void(Inputs&)>& adjust = {}) {
   INFO(dtype_name(c.dtype) << " rows " << c.rows << " n " << c.n << " params " << static_cast<int>(c.params)
                            << (c.misaligned ? " misaligned" : "") << " max_blocks " << c.max_blocks
                            << (c.wants_param_grads() ? " with parameter gradients" : ""));
-  const Inputs in = inputs(c);
+  Inputs in = inputs(c);
+  if (adjust) adjust(in);
   const Emulated low = emulate_any(c, in, simt::Schedule::Lowest);
   const Emulated high = emulate_any(c, in, simt::Schedule::Highest);
   const Results ref = reference(c, in);
@@ -260,4 +266,28 @@ TEST_CASE("emulated: layer_norm's parameter gradients add more chunks than the f
   REQUIRE(plan.chunk_rows == 64);
   REQUIRE(plan.chunks == 35);
   check_case(c);
+}
+
+// A row of one value near float32's largest: its float sum overflows, and the kernels take the mean
+// again over x / n, as the CPU (it gave a NaN row). The value is n times 1.5 times a power of two, so
+// that x / n and every partial sum of it are exact and the variance is exactly 0, as in float64.
+TEST_CASE("emulated: layer_norm's CUDA kernels take the mean of a row whose float sum overflows",
+          "[simt][layer_norm]") {
+  std::set<Path> forward;
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    // 8 and 1024: a warp per row, cached; 4096: a block per row, cached; 777 and 16392: plain.
+    for (const int64_t n : {8, 777, 1024, 4096, 16392}) {
+      const double x = std::ldexp(1.5 * static_cast<double>(n), 126 - std::bit_width(static_cast<uint64_t>(n)));
+      if (static_cast<double>(full({1}, x).to(dtype).item<float>()) != x) continue;  // bfloat16: 8 bits
+      REQUIRE(x * static_cast<double>(n) > std::numeric_limits<float>::max());
+      Case c;
+      c.dtype = dtype;
+      c.n = n;
+      c.rows = 3;
+      c.param_grads = n <= 1024;
+      const auto [f, d] = check_case(c, [&](Inputs& in) { in.x.select(0, 1).fill_(x); });
+      forward.insert(f);
+    }
+  }
+  CHECK(forward.size() == 4);
 }
