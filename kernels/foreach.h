@@ -67,15 +67,18 @@ void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const
 void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                     const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
                     DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
-// Norms: partials[k] = the reduction of chunk k of the list in (tensor, chunk) order: sum of
-// |x|^p, or max |x| when p is infinite. Then `out` (one float) = the combination of `count`
-// partials in index order: (sum)^(1/p) or the max. NaN propagates.
-void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+// Norms: partials[k] (float64) = the reduction of chunk k of the list in (tensor, chunk) order:
+// sum of |x|^p, or max |x| when p is infinite, accumulated as the dtype's elementwise math does
+// (float64 for float64). Then `out` (one element of out_dtype, Float32 or Float64) = the combination
+// of `count` partials in index order, in float64: (sum)^(1/p) or the max. NaN propagates.
+void foreach_norm_partials_cpu(double* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                const KernelContext& ctx);
-void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
-// tensors *= *scalar (a float32 scalar).
-void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
-                            const KernelContext& ctx);
+void foreach_norm_finish_cpu(void* out, DType out_dtype, const double* partials, int64_t count, double p,
+                             const KernelContext& ctx);
+// tensors *= *scalar (one element of scalar_dtype, Float32 or Float64; a float64 factor multiplies
+// float64 tensors as it is).
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const void* scalar,
+                            DType scalar_dtype, const KernelContext& ctx);
 // tensors += value, skipped when found_inf is given and *found_inf != 0 (the step counters).
 void foreach_add_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
                             const KernelContext& ctx);
@@ -106,11 +109,12 @@ void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, cons
 void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
                      const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
                      DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
-void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+void foreach_norm_partials_cuda(double* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                 const KernelContext& ctx);
-void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx);
-void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
-                             const KernelContext& ctx);
+void foreach_norm_finish_cuda(void* out, DType out_dtype, const double* partials, int64_t count, double p,
+                              const KernelContext& ctx);
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const void* scalar,
+                             DType scalar_dtype, const KernelContext& ctx);
 void foreach_add_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, double value, const float* found_inf,
                              const KernelContext& ctx);
 void foreach_zero_cuda(const ForeachTensor* tensors, int64_t n, size_t element_size, const KernelContext& ctx);

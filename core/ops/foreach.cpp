@@ -339,9 +339,14 @@ Tensor foreach_norm(const TensorList& tensors, double norm_type) {
   if (tensors.empty()) return zeros({}, TensorOptions(DType::Float32));
   const Device dev = list_device(op, {&tensors});
   const int64_t chunks = foreach_num_chunks(flats.data(), static_cast<int64_t>(flats.size()));
-  Tensor partials = empty({chunks}, TensorOptions(DType::Float32, dev));
-  Tensor out = empty({}, TensorOptions(DType::Float32, dev));
-  float* part = static_cast<float*>(partials.data_ptr());
+  // float64 tensors get a float64 norm (the float32 one is inf past 3.4e38, a norm of float64
+  // gradients that clip_grad_norm_ must still scale by); the others a float32 one.
+  const bool any_f64 =
+      std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.dtype() == DType::Float64; });
+  const DType out_dtype = any_f64 ? DType::Float64 : DType::Float32;
+  Tensor partials = empty({chunks}, TensorOptions(DType::Float64, dev));
+  Tensor out = empty({}, TensorOptions(out_dtype, dev));
+  double* part = static_cast<double*>(partials.data_ptr());
   const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
   // Each bucket's partials follow the previous bucket's, in one fixed order.
   int64_t offset = 0;
@@ -352,7 +357,8 @@ Tensor foreach_norm(const TensorList& tensors, double norm_type) {
     scope.run(kernels::foreach_norm_partials, part + offset, list.data(), n, dtype, norm_type);
     offset += foreach_num_chunks(list.data(), n);
   }
-  scope.run(kernels::foreach_norm_finish, static_cast<float*>(out.data_ptr()), part, chunks, norm_type);
+  scope.run(kernels::foreach_norm_finish, out.data_ptr(), out_dtype, static_cast<const double*>(part), chunks,
+            norm_type);
   return out;
 }
 
@@ -366,14 +372,17 @@ void foreach_mul_(const TensorList& tensors, const Tensor& scalar) {
   ops::check_defined(op, scalar, "scalar");
   if (tensors.empty()) return;
   const Device dev = list_device(op, {&tensors});
-  // A float16/bfloat16/float64 factor becomes float32 on its device (a kernel, not a sync).
-  const Tensor factor = scalar.is_floating_point() && scalar.dtype() != DType::Float32 ? scalar.to(DType::Float32) : scalar;
-  const float* v = scalar_ptr(op, factor, "scalar", dev, true);
+  // A float16/bfloat16 factor becomes float32 on its device (a kernel, not a sync); a float64 one
+  // stays float64, so that float64 tensors take it whole (a clip factor below 1e-38 is not 0).
+  const bool wide = scalar.dtype() == DType::Float32 || scalar.dtype() == DType::Float64;
+  const Tensor factor = scalar.is_floating_point() && !wide ? scalar.to(DType::Float32) : scalar;
+  check_scalar(op, factor, "scalar", dev, true, {DType::Float32, DType::Float64}, "float32 or float64");
   const auto buckets = bucket<DType>(tensors.size(), [&](size_t i) { return tensors[i].dtype(); });
   ops::KernelScope scope(op, dev);
   for (const auto& [dtype, idx] : buckets) {
     const std::vector<ForeachTensor> list = gather(flats, idx);
-    scope.run(kernels::foreach_mul_scalar, list.data(), static_cast<int64_t>(list.size()), dtype, v);
+    scope.run(kernels::foreach_mul_scalar, list.data(), static_cast<int64_t>(list.size()), dtype,
+              static_cast<const void*>(factor.data_ptr()), factor.dtype());
   }
   bump(tensors);
 }

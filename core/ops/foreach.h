@@ -33,11 +33,13 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
                     const Tensor& grad_scale = Tensor());
 
 // The p-norm of all elements of all tensors together (p > 0, or infinity for the max), as a 0-d
-// float32 tensor on their device (on the CPU for an empty list). Deterministic: fixed chunks, each
-// reduced in float, combined in order.
+// tensor on their device: float64 when any tensor is float64, else float32 (a float32 one on the CPU
+// for an empty list). Deterministic: fixed chunks, each reduced in float (double for float64),
+// combined in order in double.
 Tensor foreach_norm(const TensorList& tensors, double norm_type = 2.0);
 
-// tensors *= scalar, a one-element float tensor on the same device.
+// tensors *= scalar, a one-element float tensor on the same device (float64 tensors take a float64
+// factor whole; the others take it rounded to float32).
 void foreach_mul_(const TensorList& tensors, const Tensor& scalar);
 
 // tensors += value, unless found_inf is given and *found_inf != 0: how optimizers advance their

@@ -156,7 +156,7 @@ void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, con
   });
 }
 
-void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+void foreach_norm_partials_cpu(double* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                const KernelContext&) {
   const bool inf = std::isinf(p);
   visit_floating(dtype, "foreach_norm", [&]<typename T>() {
@@ -181,12 +181,13 @@ void foreach_norm_partials_cpu(float* partials, const ForeachTensor* tensors, in
       } else {
         for (int64_t i = w.begin; i < w.end; ++i) acc += std::pow(std::abs(ld<T, A>(x, i)), pa);
       }
-      partials[idx] = static_cast<float>(acc);
+      partials[idx] = static_cast<double>(acc);
     });
   });
 }
 
-void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, double p, const KernelContext&) {
+void foreach_norm_finish_cpu(void* out, DType out_dtype, const double* partials, int64_t count, double p,
+                             const KernelContext&) {
   double acc = 0;
   if (std::isinf(p)) {
     for (int64_t k = 0; k < count; ++k) {
@@ -198,15 +199,21 @@ void foreach_norm_finish_cpu(float* out, const float* partials, int64_t count, d
     for (int64_t k = 0; k < count; ++k) acc += partials[k];
     acc = p == 1.0 ? acc : p == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / p);
   }
-  *out = static_cast<float>(acc);
+  if (out_dtype == DType::Float64) {
+    *static_cast<double*>(out) = acc;
+  } else {
+    *static_cast<float*>(out) = static_cast<float>(acc);
+  }
 }
 
-void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
-                            const KernelContext&) {
+void foreach_mul_scalar_cpu(const ForeachTensor* tensors, int64_t n, DType dtype, const void* scalar,
+                            DType scalar_dtype, const KernelContext&) {
   if (n == 0) return;
+  const double factor = scalar_dtype == DType::Float64 ? *static_cast<const double*>(scalar)
+                                                       : static_cast<double>(*static_cast<const float*>(scalar));
   visit_floating(dtype, "foreach_mul_", [&]<typename T>() {
     using C = cpu::acc_t<T>;
-    const C v = static_cast<C>(*scalar);
+    const C v = static_cast<C>(factor);
     for_each_chunk(tensors, n, [&](int64_t, const WorkItem& w) {
       T* x = static_cast<T*>(tensors[w.tensor].data);
       for (int64_t i = w.begin; i < w.end; ++i) st<T, C>(x, i, ld<T, C>(x, i) * v);

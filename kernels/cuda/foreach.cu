@@ -58,7 +58,7 @@ PairKind pair_kind(DType param, DType state, const char* op) {
 }
 
 template <typename T>
-void launch_norm_partials(float* partials, const ForeachTensor* tensors, int64_t n, NormMode mode, double p,
+void launch_norm_partials(double* partials, const ForeachTensor* tensors, int64_t n, NormMode mode, double p,
                           cudaStream_t stream) {
   const ForeachTensor* lists[1] = {tensors};
   launch_chunks<1>(lists, n, [&](const ChunkTable<1>& table, int blocks, int64_t first_chunk) {
@@ -68,10 +68,11 @@ void launch_norm_partials(float* partials, const ForeachTensor* tensors, int64_t
 }
 
 template <typename T>
-void launch_mul_scalar(const ForeachTensor* tensors, int64_t n, const float* scalar, cudaStream_t stream) {
+void launch_mul_scalar(const ForeachTensor* tensors, int64_t n, const void* scalar, bool scalar_f64,
+                       cudaStream_t stream) {
   const ForeachTensor* lists[1] = {tensors};
   launch_chunks<1>(lists, n, [&](const ChunkTable<1>& table, int blocks, int64_t) {
-    mul_scalar_kernel<T><<<blocks, kBlock, 0, stream>>>(table, scalar);
+    mul_scalar_kernel<T><<<blocks, kBlock, 0, stream>>>(table, scalar, scalar_f64);
     check_launch("foreach_mul_");
   });
 }
@@ -146,7 +147,7 @@ void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, co
   }
 }
 
-void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
+void foreach_norm_partials_cuda(double* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                 const KernelContext& ctx) {
   const NormMode mode = norm_mode(p);
   const cudaStream_t st = raw_stream(ctx.stream);
@@ -158,18 +159,21 @@ void foreach_norm_partials_cuda(float* partials, const ForeachTensor* tensors, i
   }
 }
 
-void foreach_norm_finish_cuda(float* out, const float* partials, int64_t count, double p, const KernelContext& ctx) {
-  norm_finish_kernel<<<1, kBlock, 0, raw_stream(ctx.stream)>>>(out, partials, count, norm_mode(p), p);
+void foreach_norm_finish_cuda(void* out, DType out_dtype, const double* partials, int64_t count, double p,
+                              const KernelContext& ctx) {
+  norm_finish_kernel<<<1, kBlock, 0, raw_stream(ctx.stream)>>>(out, out_dtype == DType::Float64, partials, count,
+                                                               norm_mode(p), p);
   check_launch("foreach_norm");
 }
 
-void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const float* scalar,
-                             const KernelContext& ctx) {
+void foreach_mul_scalar_cuda(const ForeachTensor* tensors, int64_t n, DType dtype, const void* scalar,
+                             DType scalar_dtype, const KernelContext& ctx) {
   const cudaStream_t st = raw_stream(ctx.stream);
+  const bool f64 = scalar_dtype == DType::Float64;
   switch (dtype) {
-    case DType::Float32: launch_mul_scalar<float>(tensors, n, scalar, st); break;
-    case DType::Float16: launch_mul_scalar<__half>(tensors, n, scalar, st); break;
-    case DType::BFloat16: launch_mul_scalar<__nv_bfloat16>(tensors, n, scalar, st); break;
+    case DType::Float32: launch_mul_scalar<float>(tensors, n, scalar, f64, st); break;
+    case DType::Float16: launch_mul_scalar<__half>(tensors, n, scalar, f64, st); break;
+    case DType::BFloat16: launch_mul_scalar<__nv_bfloat16>(tensors, n, scalar, f64, st); break;
     default: no_kernel_for("foreach_mul_", dtype);
   }
 }

@@ -201,7 +201,7 @@ template <typename A> __device__ A block_max_nan(A v) { return cuda_detail::bloc
 
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    norm_partials_kernel(const __grid_constant__ ChunkTable<1> table, float* partials, int64_t first_chunk,
+    norm_partials_kernel(const __grid_constant__ ChunkTable<1> table, double* partials, int64_t first_chunk,
                          NormMode mode, float p) {
   const BlockChunk<1> c = block_chunk(table);
   const T* x = chunk_ptr<T>(table.data[0][c.tensor], c.begin);
@@ -216,16 +216,17 @@ __global__ void __launch_bounds__(kBlock)
     }
   }
   acc = mode == NormMode::Max ? block_max_nan(acc) : block_sum(acc);
-  if (threadIdx.x == 0) partials[first_chunk + blockIdx.x] = acc;
+  if (threadIdx.x == 0) partials[first_chunk + blockIdx.x] = static_cast<double>(acc);
 }
 
 // One block combines every partial in double: thread j takes partials j, j + kBlock, ... in order,
-// then a fixed tree; the same partials give the same bits on every run.
+// then a fixed tree; the same partials give the same bits on every run. The norm is stored as a
+// float, or as a double when out_f64.
 __global__ void __launch_bounds__(kBlock)
-    norm_finish_kernel(float* out, const float* partials, int64_t count, NormMode mode, double p) {
+    norm_finish_kernel(void* out, bool out_f64, const double* partials, int64_t count, NormMode mode, double p) {
   double acc = 0.0;
   for (int64_t k = threadIdx.x; k < count; k += kBlock) {
-    const double a = static_cast<double>(partials[k]);
+    const double a = partials[k];
     acc = mode == NormMode::Max ? max_nan(acc, a) : acc + a;
   }
   acc = mode == NormMode::Max ? block_max_nan(acc) : block_sum(acc);
@@ -236,7 +237,11 @@ __global__ void __launch_bounds__(kBlock)
       case NormMode::SumAbs:
       case NormMode::Max: break;
     }
-    *out = static_cast<float>(acc);
+    if (out_f64) {
+      *static_cast<double*>(out) = acc;
+    } else {
+      *static_cast<float*>(out) = static_cast<float>(acc);
+    }
   }
 }
 
@@ -244,8 +249,9 @@ __global__ void __launch_bounds__(kBlock)
 
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    mul_scalar_kernel(const __grid_constant__ ChunkTable<1> table, const float* scalar) {
-  const float v = *scalar;
+    mul_scalar_kernel(const __grid_constant__ ChunkTable<1> table, const void* scalar, bool scalar_f64) {
+  const float v =
+      scalar_f64 ? static_cast<float>(*static_cast<const double*>(scalar)) : *static_cast<const float*>(scalar);
   const BlockChunk<1> c = block_chunk(table);
   T* x = chunk_ptr<T>(table.data[0][c.tensor], c.begin);
   for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) x[i] = from_f32<T>(to_f32(x[i]) * v);

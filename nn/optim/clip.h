@@ -8,8 +8,8 @@
 namespace kiln::nn::optim {
 
 // The total norm of the gradients of `params` (those without a gradient are skipped), as a 0-d
-// float32 tensor on their device (on the CPU, 0, when none has a gradient). Gradients must be on
-// one device.
+// tensor on their device, float64 when a gradient is float64 and float32 otherwise (foreach_norm);
+// on the CPU, a float32 0, when none has a gradient. Gradients must be on one device.
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0);
 
 // clip_grad_norm_'s second half, for gradients whose total norm was found elsewhere

@@ -411,9 +411,19 @@ TEST_CASE("foreach_norm matches the norm of all elements", "[foreach]") {
     INFO("p = " << p);
     Tensor n = foreach_norm(t, p);
     REQUIRE(n.dim() == 0);
-    REQUIRE(n.dtype() == DType::Float32);
+    REQUIRE(n.dtype() == DType::Float64);  // one float64 tensor in the list
     REQUIRE(n.item<double>() == Approx(ref(p)).epsilon(1e-5));
+    REQUIRE(foreach_norm({t[0], t[1]}, p).dtype() == DType::Float32);
   }
+  // A float64 list's norm in float64: past float32's range, and to float64 precision. (Its sum of
+  // squares was kept as a float32 partial: inf from a norm of 1.8e19 on.)
+  const Tensor big = tensor(std::vector<double>{3e20, 4e20});
+  CHECK(foreach_norm({big}).item<double>() == Approx(5e20).epsilon(1e-15));
+  CHECK(foreach_norm({big * 1e80}).item<double>() == Approx(5e100).epsilon(1e-15));
+  CHECK(foreach_norm({big}, 1.0).item<double>() == Approx(7e20).epsilon(1e-15));
+  CHECK(foreach_norm({big * 1e200}, std::numeric_limits<double>::infinity()).item<double>() == 4e220);
+  const Tensor fine = tensor(std::vector<double>{1.0, 1e-9});
+  CHECK(foreach_norm({fine}, 1.0).item<double>() == 1.0 + 1e-9);  // float32 would lose the 1e-9
   // Empty lists and empty tensors give 0; NaN propagates; bad norm types are refused.
   REQUIRE(foreach_norm({}).item<float>() == 0.0f);
   REQUIRE(foreach_norm({zeros({0})}).item<float>() == 0.0f);

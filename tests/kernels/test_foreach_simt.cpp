@@ -355,10 +355,11 @@ TEST_CASE("emulated: foreach norm kernels give each chunk's partial and their co
               want.push_back(acc);
             }
           }
-          std::vector<std::vector<float>> got_partials;
+          std::vector<std::vector<double>> got_partials;
           std::vector<float> got_out;
           for (const simt::Schedule sched : kSchedules) {
-            Guarded<float> partials(chunks), out(1);
+            Guarded<double> partials(chunks);
+            Guarded<float> out(1);
             const ForeachTensor* lists[1] = {x.entries.data()};
             const int launches = emulate<1>(lists, x.n(), sched, [&](const fe::ChunkTable<1>& table, int64_t first) {
               fe::norm_partials_kernel<T>(table, partials.data(), first, mode, static_cast<float>(p));
@@ -367,12 +368,12 @@ TEST_CASE("emulated: foreach norm kernels give each chunk's partial and their co
             simt::LaunchConfig cfg;
             cfg.block = simt::Dim3{static_cast<unsigned>(fe::kBlock), 1, 1};
             cfg.schedule = sched;
-            simt::launch(cfg, [&] { fe::norm_finish_kernel(out.data(), partials.data(), chunks, mode, p); });
+            simt::launch(cfg, [&] { fe::norm_finish_kernel(out.data(), false, partials.data(), chunks, mode, p); });
             CHECK((partials.bands_intact() && out.bands_intact()));
             got_partials.emplace_back(partials.data(), partials.data() + chunks);
             got_out.push_back(*out.data());
           }
-          CHECK(std::memcmp(got_partials[0].data(), got_partials[1].data(), static_cast<size_t>(chunks) * 4) == 0);
+          CHECK(std::memcmp(got_partials[0].data(), got_partials[1].data(), static_cast<size_t>(chunks) * 8) == 0);
           CHECK(std::memcmp(&got_out[0], &got_out[1], sizeof(float)) == 0);
           double combined = 0.0;
           for (int64_t k = 0; k < chunks; ++k) {
@@ -381,7 +382,7 @@ TEST_CASE("emulated: foreach norm kernels give each chunk's partial and their co
             if (std::isnan(w)) {
               CHECK(std::isnan(g));
             } else if (std::isinf(p)) {
-              CHECK(g == static_cast<float>(w));  // a max is exact
+              CHECK(g == w);  // a max is exact
             } else {
               CHECK(std::fabs(g - w) <= 1e-5 * w);
             }
@@ -400,29 +401,42 @@ TEST_CASE("emulated: foreach norm kernels give each chunk's partial and their co
   }
 }
 
+// And its float64 output: the norm of float64 tensors, past float32's range.
 TEST_CASE("emulated: foreach norm finish kernel combines more partials than it has threads", "[simt][foreach]") {
   const int64_t count = 3 * fe::kBlock + 37;
-  std::vector<float> partials(static_cast<size_t>(count));
+  std::vector<double> partials(static_cast<size_t>(count));
   for (int64_t k = 0; k < count; ++k) {
-    partials[static_cast<size_t>(k)] = static_cast<float>((k * 7919) % 1000) * 0.01f + 1.f;
+    partials[static_cast<size_t>(k)] = static_cast<double>((k * 7919) % 1000) * 0.01 + 1.0;
   }
+  simt::LaunchConfig cfg;
+  cfg.block = simt::Dim3{static_cast<unsigned>(fe::kBlock), 1, 1};
   const auto finish = [&](double p) {
     float out = -1.f;
-    simt::LaunchConfig cfg;
-    cfg.block = simt::Dim3{static_cast<unsigned>(fe::kBlock), 1, 1};
-    simt::launch(cfg, [&] { fe::norm_finish_kernel(&out, partials.data(), count, fe::norm_mode(p), p); });
+    simt::launch(cfg, [&] { fe::norm_finish_kernel(&out, false, partials.data(), count, fe::norm_mode(p), p); });
+    return out;
+  };
+  const auto finish_f64 = [&](double p) {
+    double out = -1.0;
+    simt::launch(cfg, [&] { fe::norm_finish_kernel(&out, true, partials.data(), count, fe::norm_mode(p), p); });
     return out;
   };
   double sum = 0.0, max = 0.0;
-  for (const float v : partials) {
+  for (const double v : partials) {
     sum += v;
-    max = std::max(max, static_cast<double>(v));
+    max = std::max(max, v);
   }
+  CHECK(std::fabs(finish_f64(2.0) - std::sqrt(sum)) <= 1e-14 * std::sqrt(sum));
+  CHECK(finish_f64(std::numeric_limits<double>::infinity()) == max);
+  const double first = partials[0];
+  partials[0] = 1e300;  // a float64 sum of squares: its root 1e150 is a float64 norm, inf as a float
+  CHECK(finish_f64(2.0) == Approx(1e150).epsilon(1e-12));
+  CHECK(std::isinf(finish(2.0)));
+  partials[0] = first;
   CHECK(std::fabs(finish(2.0) - std::sqrt(sum)) <= 1e-6 * std::sqrt(sum));
   CHECK(std::fabs(finish(1.0) - sum) <= 1e-6 * sum);
   CHECK(std::fabs(finish(3.0) - std::cbrt(sum)) <= 1e-6 * std::cbrt(sum));
   CHECK(finish(std::numeric_limits<double>::infinity()) == static_cast<float>(max));
-  partials[static_cast<size_t>(count - 1)] = 1e30f;  // the last partial, in the last thread's fourth pass
+  partials[static_cast<size_t>(count - 1)] = 1e30;  // the last partial, in the last thread's fourth pass
   CHECK(finish(std::numeric_limits<double>::infinity()) == 1e30f);
   partials[static_cast<size_t>(count - 1)] = std::numeric_limits<float>::quiet_NaN();
   CHECK(std::isnan(finish(2.0)));
@@ -439,16 +453,24 @@ TEST_CASE("emulated: foreach scale, add and zero kernels equal the CPU kernels",
       x.fill(31, 2.0, 0.0);
       const float scalar = 0.37f, zero = 0.f, one = 1.f;
       List<T> want(x);
-      foreach_mul_scalar_cpu(want.entries.data(), want.n(), dt, &scalar, ctx);
-      for (const simt::Schedule sched : kSchedules) {
-        List<T> e(x);
-        const ForeachTensor* lists[1] = {e.entries.data()};
-        const int launches = emulate<1>(lists, e.n(), sched, [&](const fe::ChunkTable<1>& table, int64_t) {
-          fe::mul_scalar_kernel<T>(table, &scalar);
-        });
-        CHECK(launches == 2);
-        CHECK(e.same_bits(want));
-        CHECK(e.bands_intact());
+      foreach_mul_scalar_cpu(want.entries.data(), want.n(), dt, &scalar, DType::Float32, ctx);
+      // The same factor as float64 (0.37 rounds to the float32 factor's value once).
+      const double scalar64 = 0.37;
+      List<T> want64(x);
+      foreach_mul_scalar_cpu(want64.entries.data(), want64.n(), dt, &scalar64, DType::Float64, ctx);
+      CHECK(want64.same_bits(want));
+      for (const bool f64 : {false, true}) {
+        for (const simt::Schedule sched : kSchedules) {
+          List<T> e(x);
+          const ForeachTensor* lists[1] = {e.entries.data()};
+          const void* s = f64 ? static_cast<const void*>(&scalar64) : static_cast<const void*>(&scalar);
+          const int launches = emulate<1>(lists, e.n(), sched, [&](const fe::ChunkTable<1>& table, int64_t) {
+            fe::mul_scalar_kernel<T>(table, s, f64);
+          });
+          CHECK(launches == 2);
+          CHECK(e.same_bits(want));
+          CHECK(e.bands_intact());
+        }
       }
       // Added to, unless a found_inf flag is given and set.
       for (const float* found : {static_cast<const float*>(nullptr), &zero, &one}) {

@@ -586,6 +586,33 @@ TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients", "[o
   REQUIRE(clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
 }
 
+// float64 gradients: a float64 norm and factor, as PyTorch's. Through float32, a norm past 1.8e19
+// (its sum of squares past float32's range) was inf and the factor 0: every gradient zeroed; and a
+// factor below float32's range (1e-101) was 0 too.
+TEST_CASE("clip_grad_norm_ of float64 gradients: a float64 norm past float32's range", "[optim]") {
+  for (const double scale : {1.0, 1e20, 1e100}) {
+    INFO("scale " << scale);
+    Tensor a = param({0.0, 0.0}, DType::Float64), b = param({0.0, 0.0}, DType::Float64);
+    set_grad(a, {3.0 * scale, 4.0 * scale});
+    // A strided gradient (every other element of four): scaled by an ordinary multiply.
+    b.set_grad(tensor(std::vector<double>{12.0 * scale, 7.0, 0.0, 7.0}).slice(0, 0, 4, 2));
+    const Tensor norm = clip_grad_norm_({a, b}, 1.0);
+    REQUIRE(norm.dtype() == DType::Float64);
+    CHECK(norm.item<double>() == Approx(13.0 * scale).epsilon(1e-15));
+    const double coef = 1.0 / (13.0 * scale + 1e-6);
+    require_values(a.grad(), {3.0 * scale * coef, 4.0 * scale * coef}, 1e-15, 0);
+    require_values(b.grad(), {12.0 * scale * coef, 0.0}, 1e-15, 0);
+  }
+  // float32 and float64 gradients together: a float64 norm; each gradient keeps its dtype.
+  Tensor a = param({0.0, 0.0}), b = param({0.0}, DType::Float64);
+  set_grad(a, {3.0, 4.0});
+  set_grad(b, {12.0});
+  CHECK(clip_grad_norm_({a, b}, 6.5).item<double>() == Approx(13.0).epsilon(1e-7));
+  CHECK(a.grad().dtype() == DType::Float32);
+  require_values(a.grad(), {1.5, 2.0});
+  require_values(b.grad(), {6.0});
+}
+
 TEST_CASE("clip_grads_with_norm_ scales by a total norm given to it", "[optim]") {
   // The norm found elsewhere (as ZeRO's shards combine theirs), here 26 for gradients whose own is 13.
   Tensor a = param({0.0, 0.0}), b = param({0.0}), c = param({5.0});
