@@ -18,13 +18,42 @@ namespace kiln::ew {
 
 // A double parameter of an op (a clamp's bounds, a power, alpha and beta) in the compute type C, as
 // both twins' launch code converts it: integers saturate (int64's max is not a double, and an
-// out-of-range conversion is undefined).
+// out-of-range conversion is undefined), and NaN, which no integer holds, becomes 0.
 template <typename C> C to_compute(double v) {
   if constexpr (std::is_integral_v<C>) {
+    if (v != v) return C(0);
     if (v >= 0x1p63) return std::numeric_limits<C>::max();
     if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
   }
   return static_cast<C>(v);
+}
+
+// Integer +, - and * wrap modulo 2^64 (two's complement), as PyTorch's integer ops do, where C++'s
+// signed overflow is undefined: the operands as uint64_t, whose arithmetic wraps, and the result
+// back in C (modulo 2^bits since C++20). Floats are plain.
+template <typename C>
+KILN_HD C wrap_add(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+  } else {
+    return x + y;
+  }
+}
+template <typename C>
+KILN_HD C wrap_sub(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+  } else {
+    return x - y;
+  }
+}
+template <typename C>
+KILN_HD C wrap_mul(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+  } else {
+    return x * y;
+  }
 }
 
 template <typename C> KILN_HD bool is_nan(C x) {
@@ -35,13 +64,15 @@ template <typename C> KILN_HD bool is_nan(C x) {
   }
 }
 
+// By squaring, wrapping as integer multiplication does (and no square after the last bit: 65536^2
+// fits, its next square would not).
 template <typename C> KILN_HD C int_pow(C base, C exp) {
   if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
   C r = 1;
   while (exp) {
-    if (exp & 1) r *= base;
-    base *= base;
+    if (exp & 1) r = wrap_mul(r, base);
     exp >>= 1;
+    if (exp) base = wrap_mul(base, base);
   }
   return r;
 }
@@ -108,9 +139,9 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
   if constexpr (OP == UnaryOp::Copy) {
     return x;
   } else if constexpr (OP == UnaryOp::Neg) {
-    return -x;
+    return wrap_sub(C(0), x);  // for integers, -INT64_MIN is INT64_MIN, as PyTorch's
   } else if constexpr (OP == UnaryOp::Abs) {
-    return x < C(0) ? -x : x;
+    return x < C(0) ? wrap_sub(C(0), x) : x;
   } else if constexpr (OP == UnaryOp::Sign) {
     return sign_fn(x);
   } else if constexpr (OP == UnaryOp::Relu) {
@@ -142,9 +173,9 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
 }
 
 template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta) {
-  if constexpr (OP == BinaryOp::Add) return x + alpha * y;
-  if constexpr (OP == BinaryOp::Sub) return x - alpha * y;
-  if constexpr (OP == BinaryOp::Mul) return x * y;
+  if constexpr (OP == BinaryOp::Add) return wrap_add(x, wrap_mul(alpha, y));
+  if constexpr (OP == BinaryOp::Sub) return wrap_sub(x, wrap_mul(alpha, y));
+  if constexpr (OP == BinaryOp::Mul) return wrap_mul(x, y);
   if constexpr (OP == BinaryOp::Div) {
     if constexpr (std::is_floating_point_v<C>) {
       return x / y;

@@ -356,12 +356,16 @@ Tensor add_impl(const char* name, const Tensor& a, const Tensor& b, const Scalar
     throw DTypeError(std::string(name) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
                      dtype_name(rt));
   }
+  // The kernels take alpha as a double: an integer one that a double does not hold (past 2^53) scales
+  // b first, exactly, in the result's dtype (integer tensors take no gradient).
+  if (!is_floating(rt) && rt != DType::Bool && !ops::alpha_exact_in_double(alpha)) {
+    return add_impl(name, a, mul(b.to(rt), alpha), Scalar(1));
+  }
   Tensor out = binary_raw(name, a, b, BinaryOp::Add, rt, compute_dtype_for(rt), alpha.to_double());
   ops::record_add(name, a, b, out, alpha.to_double());
   return out;
 }
 
-Scalar negated(const Scalar& s) { return s.is_floating() ? Scalar(-s.to_double()) : Scalar(-s.to_int()); }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_impl("add", a, b, alpha); }
@@ -370,7 +374,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if ((a.defined() && a.dtype() == DType::Bool) || (b.defined() && b.dtype() == DType::Bool)) {
     throw DTypeError("sub: bool tensors cannot be subtracted; use ne");
   }
-  return add_impl("sub", a, b, negated(alpha));
+  return add_impl("sub", a, b, ops::negated(alpha));
 }
 
 Tensor add(const Tensor& a, const Scalar& b) {
@@ -390,7 +394,7 @@ void check_sub_operand(const Tensor& t) {
 
 Tensor sub(const Tensor& a, const Scalar& b) {
   check_sub_operand(a);
-  return add(a, negated(b));
+  return add(a, ops::negated(b));
 }
 
 Tensor sub(const Scalar& a, const Tensor& b) {

@@ -47,6 +47,11 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
                      dtype_name(rt));
   }
   ops::check_inplace_cast(op, rt, self);
+  // An integer alpha that a double does not hold scales other first, exactly (as add does).
+  if (!is_floating(rt) && rt != DType::Bool && !ops::alpha_exact_in_double(alpha)) {
+    add_inplace(op, self, mul(other.to(rt), alpha), Scalar(1));
+    return;
+  }
   apply_binary_inplace(op, self, ops::make_operand(op, ops::readable_input(self, other), self.sizes()), true,
                        BinaryOp::Add, rt, alpha.to_double());
   self.bump_version();
@@ -64,10 +69,7 @@ Tensor& Tensor::sub_(const Tensor& other, const Scalar& alpha) {
   if ((defined() && dtype() == DType::Bool) || (other.defined() && other.dtype() == DType::Bool)) {
     throw DTypeError("sub_: bool tensors cannot be subtracted; use ne");
   }
-  // An integer alpha negated modulo 2^64, as the integer ops wrap (-INT64_MIN is not an int64).
-  const Scalar negated = alpha.is_floating() ? Scalar(-alpha.to_double())
-                                             : Scalar(static_cast<int64_t>(0 - static_cast<uint64_t>(alpha.to_int())));
-  add_inplace("sub_", *this, other, negated);
+  add_inplace("sub_", *this, other, ops::negated(alpha));
   return *this;
 }
 

@@ -24,7 +24,11 @@ void fill_tensor(const char* op, const Tensor& t, const Scalar& value) {
   if (t.numel() == 0) return;
   StridedArg a = ops::make_arg(op, t);
   ops::collapse_dims({&a});
-  ops::launch(op, t.device(), kernels::fill, a, value.to_double(), value.to_int());
+  // A bool fills with whether the value is not 0 (0.5 and NaN are true, as a float cast to bool);
+  // the kernels fill integer dtypes with the integer, which truncates 0.5 to 0.
+  const bool to_bool = t.dtype() == DType::Bool && value.is_floating();
+  const int64_t int_value = to_bool ? int64_t{value.to_double() != 0.0} : value.to_int();
+  ops::launch(op, t.device(), kernels::fill, a, value.to_double(), int_value);
 }
 
 // out[i] = start + i * step on out's device.

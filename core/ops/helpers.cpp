@@ -243,6 +243,17 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() && a.storage() == b.storage();
 }
 
+Scalar negated(const Scalar& s) {
+  if (s.is_floating()) return Scalar(-s.to_double());
+  return Scalar(static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(s.to_int())));
+}
+
+bool alpha_exact_in_double(const Scalar& alpha) {
+  if (alpha.is_floating()) return true;
+  const int64_t v = alpha.to_int();
+  return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
+}
+
 namespace {
 
 // The bytes [first, last) a view spans in its storage.

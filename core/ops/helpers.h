@@ -111,6 +111,11 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
 Tensor readable_input(const Tensor& self, const Tensor& input);
 // Whether a and b are views of one storage.
 bool shares_storage(const Tensor& a, const Tensor& b);
+// -s; an integer one modulo 2^64, as integer ops wrap (-INT64_MIN is INT64_MIN): sub's alpha.
+Scalar negated(const Scalar& s);
+// Whether alpha, passed to the kernels as a double (add's, sub's), is exact there: a float, or an
+// integer within 2^53.
+bool alpha_exact_in_double(const Scalar& alpha);
 // The type a value of dtype `in` is computed in on its way to dtype `out` (a copy, a conversion, a
 // unary op): to bool, the input's own (a float is true when not 0, so 0.5 is true: through int64 it
 // was truncated to 0 first); to another integer type, int64 (a float is truncated, then wrapped to

@@ -104,14 +104,9 @@ void binary_typed(const StridedArg& out, const Operand& x, const Operand& y, C a
 template <BinaryOp OP>
 void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, DType compute, double alpha,
                      double beta) {
+  // For integers NaN parameters (no clamp bound; ClampBackward on integers never happens) become 0.
   visit_compute(compute, [&]<typename C>() {
-    if constexpr (std::is_integral_v<C>) {
-      // NaN bounds cannot be represented in integers; ClampBackward on integers never happens.
-      binary_typed<OP, C>(out, x, y, static_cast<C>(std::isnan(alpha) ? 0 : alpha),
-                          static_cast<C>(std::isnan(beta) ? 0 : beta));
-    } else {
-      binary_typed<OP, C>(out, x, y, static_cast<C>(alpha), static_cast<C>(beta));
-    }
+    binary_typed<OP, C>(out, x, y, ew::to_compute<C>(alpha), ew::to_compute<C>(beta));
   });
 }
 

@@ -287,9 +287,8 @@ void binary_dispatch(const StridedArg& out, const Operand& x, const Operand& y, 
     case DType::Float64: launch_typed<OP, double>(out, x, y, alpha, beta, launch); return;
     case DType::Int64:
       if constexpr (!float_only(OP)) {
-        // As binary_cpu: NaN parameters (no clamp bound) have no integer form and become 0.
-        launch_typed<OP, int64_t>(out, x, y, static_cast<int64_t>(std::isnan(alpha) ? 0 : alpha),
-                                  static_cast<int64_t>(std::isnan(beta) ? 0 : beta), launch);
+        // As binary_cpu: saturated, and NaN parameters (no clamp bound) have no integer form and become 0.
+        launch_typed<OP, int64_t>(out, x, y, ew::to_compute<int64_t>(alpha), ew::to_compute<int64_t>(beta), launch);
         return;
       }
       break;

@@ -361,3 +361,77 @@ TEST_CASE("Half and BFloat16: doubles and integers are rounded once, correctly",
     CHECK(format.bits(full({1}, n, TensorOptions(dt)), 0) == format.round(static_cast<double>(n)));
   }
 }
+
+// Integer arithmetic wraps modulo 2^64, as PyTorch's; in C++ a signed overflow is undefined (the
+// sanitized build stops at it), so the kernels compute through uint64_t. Both devices share the math
+// (kernels/elementwise_math.h).
+TEST_CASE("int64 add, sub, mul, neg, abs and pow wrap modulo 2^64", "[dtype]") {
+  const int64_t max = INT64_MAX, min = INT64_MIN;
+  const auto vals = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  const Tensor a = tensor(std::vector<int64_t>{max, min, 3});
+  const Tensor one = tensor(std::vector<int64_t>{1, 1, 1});
+  CHECK(vals(add(a, one)) == std::vector<int64_t>{min, min + 1, 4});
+  CHECK(vals(sub(tensor(std::vector<int64_t>{0, 0, 0}), a)) == std::vector<int64_t>{min + 1, min, -3});
+  CHECK(vals(mul(a, tensor(std::vector<int64_t>{2, -1, 2}))) == std::vector<int64_t>{-2, min, 6});
+  CHECK(vals(neg(a)) == std::vector<int64_t>{min + 1, min, -3});
+  CHECK(vals(abs(a)) == std::vector<int64_t>{max, min, 3});
+  // pow by squaring: 65536^2 fits, the square after it would not (it overflowed before the loop
+  // ended); 3^41 wraps as repeated multiplication does.
+  CHECK(vals(pow(tensor(std::vector<int64_t>{65536, -65536}), 2)) ==
+        std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32});
+  int64_t p3 = 1;
+  for (int i = 0; i < 41; ++i) p3 = static_cast<int64_t>(static_cast<uint64_t>(p3) * 3u);
+  CHECK(vals(pow(tensor(std::vector<int64_t>{3}), 41)) == std::vector<int64_t>{p3});
+  // An alpha of INT64_MIN negated for sub wraps to itself: x - INT64_MIN * y.
+  CHECK(vals(sub(tensor(std::vector<int64_t>{5}), tensor(std::vector<int64_t>{1}), Scalar(min))) ==
+        std::vector<int64_t>{static_cast<int64_t>(5u + (uint64_t{1} << 63))});
+  CHECK(vals(sub(tensor(std::vector<int64_t>{0}), Scalar(min))) == std::vector<int64_t>{min});
+  // int32 wraps modulo 2^32.
+  const Tensor i32 = tensor(std::vector<int64_t>{INT32_MAX}).to(DType::Int32);
+  CHECK(add(i32, i32.clone()).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{-2});
+}
+
+// An integer alpha past 2^53 is exact: the kernels take alpha as a double, so such an alpha scales
+// the operand first (2^53 + 1 was 2^53; INT64_MAX was 2^63, an undefined cast back to int64).
+TEST_CASE("add and sub with an int64 alpha past 2^53 are exact", "[dtype]") {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  const Tensor zero = tensor(std::vector<int64_t>{0}), one = tensor(std::vector<int64_t>{1});
+  CHECK(add(zero, one, Scalar(big)).to_vector<int64_t>() == std::vector<int64_t>{big});
+  CHECK(add(zero, one, Scalar(int64_t{INT64_MAX})).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX});
+  CHECK(sub(zero, one, Scalar(big)).to_vector<int64_t>() == std::vector<int64_t>{-big});
+  Tensor acc = tensor(std::vector<int64_t>{5});
+  acc.add_(one, Scalar((int64_t{1} << 60) + 1));
+  CHECK(acc.to_vector<int64_t>() == std::vector<int64_t>{(int64_t{1} << 60) + 6});
+  acc.sub_(one, Scalar((int64_t{1} << 60) + 1));
+  CHECK(acc.to_vector<int64_t>() == std::vector<int64_t>{5});
+  // A broadcast operand, and a bool one (scaled in the result's dtype, int32 here).
+  const Tensor row = tensor(std::vector<int64_t>{1, 2});
+  CHECK(add(tensor(std::vector<int64_t>{0, 0, 0, 0}, {2, 2}), row, Scalar(big)).to_vector<int64_t>() ==
+        std::vector<int64_t>{big, 2 * big, big, 2 * big});
+  const Tensor flags = tensor(std::vector<bool>{true, false});
+  const Tensor r = add(tensor(std::vector<int64_t>{1, 1}).to(DType::Int32), flags, Scalar(int64_t{1} << 54));
+  CHECK(r.dtype() == DType::Int32);
+  CHECK(r.to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});  // 2^54 wraps to 0 in int32
+}
+
+// A bool filled with a float is whether the float is not 0, as a float cast to bool (0.5 was
+// truncated to the integer 0 first: false); a float32 filled with an int64 past 2^53 is rounded once.
+TEST_CASE("full of bool with a float, and of float32 with a wide int64", "[dtype]") {
+  const auto bools = [](const Tensor& t) { return t.to(DType::Int64).to_vector<int64_t>(); };
+  const TensorOptions b(DType::Bool);
+  CHECK(bools(full({2}, 0.5, b)) == std::vector<int64_t>{1, 1});
+  CHECK(bools(full({1}, -0.25, b)) == std::vector<int64_t>{1});
+  CHECK(bools(full({1}, NAN, b)) == std::vector<int64_t>{1});
+  CHECK(bools(full({1}, 0.0, b)) == std::vector<int64_t>{0});
+  CHECK(bools(full({1}, -0.0, b)) == std::vector<int64_t>{0});
+  CHECK(bools(full_like(zeros({1}, b), 0.5)) == std::vector<int64_t>{1});
+  CHECK(bools(scalar_tensor(0.5, b)) == std::vector<int64_t>{1});
+  CHECK(bools(full({1}, 2, b)) == std::vector<int64_t>{1});
+  // 2^60 + 2^36 + 1: through a double it is 2^60 + 2^36, a float32 tie, rounded to even (2^60); the
+  // value itself is above the tie, and rounds up, as the int64 tensor's conversion does.
+  const int64_t n = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  const float want = tensor(std::vector<int64_t>{n}).to(DType::Float32).item<float>();
+  CHECK(static_cast<double>(want) == 0x1p60 + 0x1p37);
+  CHECK(full({1}, n, TensorOptions(DType::Float32)).item<float>() == want);
+  CHECK(zeros({1}).fill_(n).item<float>() == want);
+}
