@@ -44,9 +44,20 @@ class GzFile {
       n -= static_cast<size_t>(got);
     }
   }
+  // Whether the file ends here. At a gzip stream's end zlib checks its trailer (CRC-32 and length):
+  // a mismatch is an error, and a stream cut short anywhere in the trailer reads as an end but leaves
+  // Z_BUF_ERROR (a file short of up to 8 bytes loaded, its data unchecked). Either is an IOError.
   bool at_end() {
     unsigned char c;
-    return gzread(f_, &c, 1) == 0;
+    const int got = gzread(f_, &c, 1);
+    if (got > 0) return false;
+    int err = 0;
+    const char* msg = gzerror(f_, &err);
+    if (got < 0 || err == Z_BUF_ERROR) {
+      throw IOError("read_idx: " + path_ + " is truncated or corrupt at the end of its data" +
+                    (msg != nullptr && *msg != '\0' ? std::string(" (") + msg + ")" : std::string()));
+    }
+    return true;
   }
 
  private:

@@ -281,8 +281,9 @@ struct JpegDecodeJob {
   J_COLOR_SPACE out_space;
   int out_channels;  // what the caller wants per pixel
   bool cmyk;         // libjpeg outputs CMYK; converted row by row into out_channels
+  bool rgb_to_gray;  // libjpeg outputs RGB; each row's luma is the gray pixel (ImageMode::Gray's formula)
   uint8_t* pixels;   // [height, width, out_channels]
-  uint8_t* cmyk_row;
+  uint8_t* row_in;   // a row as libjpeg outputs it, when it is converted (CMYK, or RGB to gray)
 };
 
 __attribute__((noinline)) bool jpeg_run_header(JpegDecodeJob* job) {
@@ -323,7 +324,7 @@ __attribute__((noinline)) bool jpeg_run_pixels(JpegDecodeJob* job) {
   if (setjmp(job->err.jump)) return false;
   job->cinfo.out_color_space = job->out_space;
   jpeg_start_decompress(&job->cinfo);
-  const int want = job->cmyk ? 4 : job->out_channels;
+  const int want = job->cmyk ? 4 : job->rgb_to_gray ? 3 : job->out_channels;
   if (job->cinfo.output_components != want) {
     std::snprintf(job->err.message, sizeof job->err.message, "libjpeg produced %d components, expected %d",
                   job->cinfo.output_components, want);
@@ -333,12 +334,15 @@ __attribute__((noinline)) bool jpeg_run_pixels(JpegDecodeJob* job) {
   const size_t row_bytes = width * static_cast<size_t>(job->out_channels);
   while (job->cinfo.output_scanline < job->cinfo.output_height) {
     uint8_t* dst = job->pixels + job->cinfo.output_scanline * row_bytes;
-    JSAMPROW row = job->cmyk ? job->cmyk_row : dst;
+    JSAMPROW row = job->cmyk || job->rgb_to_gray ? job->row_in : dst;
     if (jpeg_read_scanlines(&job->cinfo, &row, 1) != 1) {
       std::snprintf(job->err.message, sizeof job->err.message, "libjpeg returned no scanline");
       return false;
     }
-    if (job->cmyk) cmyk_to_rgb_row(job->cmyk_row, dst, job->out_channels, width, job->cinfo.saw_Adobe_marker);
+    if (job->cmyk) cmyk_to_rgb_row(job->row_in, dst, job->out_channels, width, job->cinfo.saw_Adobe_marker);
+    if (job->rgb_to_gray) {
+      for (size_t x = 0; x < width; ++x) dst[x] = luma(row[3 * x], row[3 * x + 1], row[3 * x + 2]);
+    }
   }
   jpeg_finish_decompress(&job->cinfo);
   return true;
@@ -360,8 +364,11 @@ Tensor decode_jpeg(const uint8_t* data, size_t n, const std::string& name, Image
   init_jpeg_errors(job.err);
   job.data = data;
   job.size = n;
-  // libjpeg's own buffers (a progressive file's coefficients: 2 bytes a sample) stay near the image's.
-  job.max_memory = static_cast<long>(std::min<int64_t>(4 * max_bytes + (int64_t{64} << 20), int64_t{1} << 40));
+  // libjpeg's own buffers (a progressive file's coefficients: 2 bytes a sample) stay near the image's
+  // (at most 1 TiB: a max_bytes of INT64_MAX must not overflow the sum).
+  constexpr int64_t kMaxJpegMemory = int64_t{1} << 40;
+  job.max_memory =
+      static_cast<long>(max_bytes >= kMaxJpegMemory / 4 ? kMaxJpegMemory : 4 * max_bytes + (int64_t{64} << 20));
   JpegDecodeGuard guard(job);
   if (!jpeg_run_header(&job)) fail(name, std::string("corrupt JPEG: ") + job.err.message);
   // Several scans (progressive): one that ends early has the first scans' coarse image only.
@@ -385,7 +392,12 @@ Tensor decode_jpeg(const uint8_t* data, size_t n, const std::string& name, Image
                    " with " + std::to_string(components) + " components");
   }
   job.out_channels = static_cast<int>(image_mode_channels(mode, file_channels));
-  job.out_space = job.cmyk ? JCS_CMYK
+  // A color image read as gray: RGB, then each pixel's luma, as from a PNG. libjpeg's own gray output
+  // is the file's Y plane, which differs from the luma of the decoded RGB (by up to 12 levels in an
+  // image whose color is subsampled), so one image's gray pixels would depend on its format.
+  job.rgb_to_gray = !job.cmyk && file_channels == 3 && job.out_channels == 1;
+  job.out_space = job.cmyk                ? JCS_CMYK
+                  : job.rgb_to_gray       ? JCS_RGB
                   : job.out_channels == 1 ? JCS_GRAYSCALE
                   : job.out_channels == 3 ? JCS_RGB
                                           : JCS_EXT_RGBA;
@@ -393,9 +405,9 @@ Tensor decode_jpeg(const uint8_t* data, size_t n, const std::string& name, Image
   check_image_size(name, h, w, std::max(job.out_channels, components), max_bytes);
 
   Tensor out = new_hwc(h, w, job.out_channels);
-  std::vector<uint8_t> cmyk_row(job.cmyk ? static_cast<size_t>(w) * 4 : 0);
+  std::vector<uint8_t> row_in(job.cmyk ? static_cast<size_t>(w) * 4 : job.rgb_to_gray ? static_cast<size_t>(w) * 3 : 0);
   job.pixels = out.data_ptr<uint8_t>();
-  job.cmyk_row = cmyk_row.data();
+  job.row_in = row_in.data();
   if (!jpeg_run_pixels(&job)) fail(name, std::string("corrupt JPEG: ") + job.err.message);
   if (multi_scan && job.err.input_ended) {
     fail(name, "truncated JPEG: the progressive file ends before its end marker, so its last scans may be "

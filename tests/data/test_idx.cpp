@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,34 @@ TEST_CASE("read_idx rejects corrupt files with an IOError naming the file", "[da
     CHECK_THROWS_WITH(data::read_idx(path), Catch::Contains(c.name) && Catch::Contains(c.mention));
   }
   CHECK_THROWS_WITH(data::read_idx("/nonexistent/file.gz"), Catch::Contains("/nonexistent/file.gz"));
+}
+
+// A gzip file ends in a trailer, the CRC-32 and length of its data, which zlib checks at the stream's
+// end: a file cut anywhere in it, or one whose data no longer matches it, is refused. (A cut of up
+// to 8 bytes read as a clean end and loaded, unchecked; a wrong CRC was "bytes after the data".)
+TEST_CASE("read_idx checks a gzip file's trailer: cut short or not matching its data", "[data]") {
+  test::TempDir dir("kiln_idx");
+  const Bytes whole = [&] {
+    const std::string p =
+        write_gz(dir, "whole.gz", idx_bytes({4, 4}, Bytes{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+    std::ifstream f(p, std::ios::binary);
+    return Bytes(std::istreambuf_iterator<char>(f), {});
+  }();
+  REQUIRE(whole.size() > 8);
+  CHECK(data::read_idx(write_plain(dir, "copy.gz", whole)).numel() == 16);
+  for (size_t cut = 1; cut <= 8; ++cut) {
+    INFO("cut " << cut);
+    const std::string p =
+        write_plain(dir, "cut" + std::to_string(cut) + ".gz", Bytes(whole.begin(), whole.end() - cut));
+    CHECK_THROWS_AS(data::read_idx(p), IOError);
+    CHECK_THROWS_WITH(data::read_idx(p),
+                      Catch::Contains("cut" + std::to_string(cut) + ".gz") && Catch::Contains("truncated or corrupt"));
+  }
+  Bytes bad_crc = whole;
+  bad_crc[bad_crc.size() - 8] ^= 0x5a;  // the CRC's first byte
+  const std::string p = write_plain(dir, "crc.gz", bad_crc);
+  CHECK_THROWS_WITH(data::read_idx(p), Catch::Contains("crc.gz") && Catch::Contains("truncated or corrupt") &&
+                                           Catch::Contains("incorrect data check"));
 }
 
 TEST_CASE("load_fashion_mnist: a missing directory says how to install the dataset", "[data]") {

@@ -326,6 +326,19 @@ TEST_CASE("JPEG round-trips within a tolerance, in color and gray", "[data][imag
     err += std::abs(want - static_cast<double>(yv[i]));
   }
   CHECK(err / static_cast<double>(yv.size()) < 1.5);
+  // Exactly the luma of the same file decoded as RGB, ImageMode::Gray's formula as for a PNG (it was
+  // libjpeg's Y plane, which the subsampled color of random pixels moves by up to 12 levels).
+  manual_seed(8);
+  const Tensor noise = (rand({3, 32, 32}) * 255.0).to(DType::UInt8);
+  const std::string n75 = data::encode_jpeg(noise, 75);
+  const std::vector<int64_t> c = values(decode(n75, ImageMode::RGB)), l = values(decode(n75, ImageMode::Gray));
+  REQUIRE(l.size() == 32 * 32);
+  int64_t off = 0;
+  for (size_t i = 0; i < l.size(); ++i) {
+    const int64_t want = (19595 * c[i] + 38470 * c[i + l.size()] + 7471 * c[i + 2 * l.size()] + 32768) >> 16;
+    off += want != l[i];
+  }
+  CHECK(off == 0);
   const Tensor rgba = decode(data::encode_jpeg(rgb, 95), ImageMode::RGBA);
   REQUIRE(rgba.sizes() == Shape{4, 24, 40});
   CHECK(values(rgba.narrow(0, 0, 3)) == values(back));
