@@ -111,9 +111,16 @@ enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kWords };
 constexpr std::array<const char*, 5> kCollectives = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
                                                      "broadcast"};
 
-std::string describe_call(const int64_t* w) {
-  const std::string op = kCollectives.at(static_cast<size_t>(w[kOp]));
-  std::string s = "collective " + std::to_string(w[kCall]) + " is " + op;
+}  // namespace
+
+std::string detail::describe_call(const int64_t* w) {
+  std::string s = "collective " + std::to_string(w[kCall]);
+  // A rank of another kiln build may send a code this one does not know: named as a number.
+  if (w[kOp] < 0 || w[kOp] >= static_cast<int64_t>(kCollectives.size())) {
+    return s + " has the unknown code " + std::to_string(w[kOp]) + " (a rank running another kiln build?)";
+  }
+  const std::string op = kCollectives[static_cast<size_t>(w[kOp])];
+  s += " is " + op;
   if (op == "barrier") return s;
   s += " of " + std::to_string(w[kNumel]) + " " + dtype_name(static_cast<DType>(w[kDtype])) + " elements";
   if (op == "all_reduce" || op == "reduce_scatter") {
@@ -123,6 +130,8 @@ std::string describe_call(const int64_t* w) {
   if (op == "broadcast") s += " from root " + std::to_string(w[kArg]);
   return s;
 }
+
+namespace {
 
 // Set while agree_across_ranks runs its own all_gather, which must not check itself.
 thread_local bool g_agreeing = false;
@@ -157,7 +166,8 @@ void ProcessGroup::agree_across_ranks(const char* op, const Tensor* t, int64_t a
   for (int r = 1; r < size(); ++r) same = same && std::equal(a, a + kWords, a + r * kWords);
   if (same) return;
   std::string calls;
-  for (int r = 0; r < size(); ++r) calls += "; rank " + std::to_string(r) + ": " + describe_call(a + r * kWords);
+  for (int r = 0; r < size(); ++r)
+    calls += "; rank " + std::to_string(r) + ": " + detail::describe_call(a + r * kWords);
   throw Error(name + ": the ranks' calls differ (KILN_DIST_DEBUG=1)" + calls);
 }
 

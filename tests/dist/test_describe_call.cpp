@@ -1,0 +1,37 @@
+// KILN_DIST_DEBUG's description of one rank's call (dist::detail::describe_call), checked without
+// ranks: the words a rank of this build sends, and words from a build that knows other codes, which
+// must be named, not thrown past (an unknown collective code was std::out_of_range, not the Error
+// that lists every rank's call).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "dist/process_group.h"
+
+using namespace kiln;
+using Catch::Contains;
+
+TEST_CASE("describe_call names each collective's fingerprint, and codes it does not know", "[dist]") {
+  // {call count, collective code, dtype, numel, reduce op or root, algorithm}
+  const int64_t all_reduce[] = {3,
+                                1,
+                                static_cast<int64_t>(DType::Float32),
+                                5,
+                                static_cast<int64_t>(dist::ReduceOp::Max),
+                                static_cast<int64_t>(dist::AllReduceAlgo::Ring)};
+  CHECK(dist::detail::describe_call(all_reduce) == "collective 3 is all_reduce of 5 float32 elements, max, ring");
+  const int64_t broadcast[] = {0, 4, static_cast<int64_t>(DType::Int64), 2, 1, 0};
+  CHECK(dist::detail::describe_call(broadcast) == "collective 0 is broadcast of 2 int64 elements from root 1");
+  const int64_t barrier[] = {7, 0, 0, 0, 0, 0};
+  CHECK(dist::detail::describe_call(barrier) == "collective 7 is barrier");
+  // Another build's codes: a collective past this build's list or negative, a dtype and an op
+  // past the enums'.
+  for (const int64_t code : {int64_t{5}, int64_t{99}, int64_t{-1}}) {
+    const int64_t unknown[] = {2, code, 0, 4, 0, 0};
+    CHECK_THAT(dist::detail::describe_call(unknown),
+               Contains("collective 2 has the unknown code " + std::to_string(code)));
+  }
+  const int64_t odd[] = {1, 1, 200, 4, 77, 0};
+  CHECK(dist::detail::describe_call(odd) == "collective 1 is all_reduce of 4 ? elements, ?, native");
+}
