@@ -72,8 +72,9 @@ class AccumulateGrad final : public Node {
   }
 
   TensorList apply(TensorList&& grads) override {
-    Tensor g = run_hooks(std::move(grads[0]));
     AutogradMeta& meta = leaf_->autograd_meta();
+    const std::lock_guard<std::recursive_mutex> lock(meta.mutex);
+    Tensor g = run_hooks(std::move(grads[0]));
     Tensor& dst = meta.grad;
     Tensor leaf(leaf_);
     if (!dst.defined()) {
@@ -221,6 +222,7 @@ Edge gradient_edge(const Tensor& t) {
   AutogradMeta& meta = *t.impl()->autograd;
   if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
   if (!meta.requires_grad) return {};
+  const std::lock_guard<std::recursive_mutex> lock(meta.mutex);  // one accumulator, whichever thread asks
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t.impl_ptr());

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,10 @@ struct AutogradMeta {
   uint32_t retain_nr = 0;
   std::vector<GradHook> leaf_hooks;  // leaves: run on the gradient before it is accumulated
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  // A leaf's: held while its gradient accumulator is made and while it accumulates (hooks included),
+  // so that backward passes on several threads into one leaf add every gradient once (as PyTorch's
+  // AccumulateGrad). Recursive: a hook may record ops on the leaf or run a backward into it.
+  std::recursive_mutex mutex;
 };
 
 // A tensor kept for backward: a detached alias plus the version it had when saved.
