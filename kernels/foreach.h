@@ -211,11 +211,14 @@ template <typename C> KILN_HD void adamw_element(C& p, C g, C& m, C& v, const Ad
 // PyTorch's _amp_update_scale_: after a step with a non-finite gradient the scale backs off and
 // the tracker restarts; after growth_interval clean steps in a row it grows. Products are formed
 // in double and rounded once to float, the same on both devices; a grown scale that would not be
-// a finite float32 is not taken (an infinite scale would make every later step non-finite).
+// a finite float32 is not taken (an infinite scale would make every later step non-finite), nor a
+// backed-off one below float32's smallest normal number (2^-126): the unscale factor 1 / scale of a
+// subnormal is inf, which turns the next clean step's finite gradients into inf and NaN.
 KILN_HD void amp_update_scale(float& scale, int32_t& growth_tracker, float found_inf, double growth_factor,
                               double backoff_factor, int32_t growth_interval) {
   if (found_inf != 0.0f) {
-    scale = static_cast<float>(static_cast<double>(scale) * backoff_factor);
+    const float backed_off = static_cast<float>(static_cast<double>(scale) * backoff_factor);
+    if (backed_off >= 0x1p-126f) scale = backed_off;
     growth_tracker = 0;
     return;
   }

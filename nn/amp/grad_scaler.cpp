@@ -38,9 +38,14 @@ void check_factor(const char* where, const char* name, double v, bool growth) {
   }
 }
 
+// A scale is a float32 whose reciprocal (the unscale factor) is finite too: a normal float32 > 0.
+// (1e-50 is 0 as a float32, 1e-40 a subnormal whose reciprocal is inf: either turned the next step's
+// gradients into inf and NaN without a found-inf flag.)
 void check_scale_value(const char* where, const char* name, double v) {
-  if (!(v > 0.0) || !(v <= static_cast<double>(std::numeric_limits<float>::max()))) {
-    throw Error(std::string(where) + ": " + name + " must be a finite number > 0 (as a float32), got " + num(v));
+  if (!(v >= static_cast<double>(std::numeric_limits<float>::min())) ||
+      !(v <= static_cast<double>(std::numeric_limits<float>::max()))) {
+    throw Error(std::string(where) + ": " + name +
+                " must be a normal float32 number > 0 (from 2^-126 to 3.4e38), got " + num(v));
   }
 }
 

@@ -56,6 +56,34 @@ TEST_CASE("a scale that would overflow float32 does not grow", "[amp]") {
   CHECK(scale.item<float>() == 2e38f);
 }
 
+// Backed off below float32's smallest normal number, the scale would be a subnormal whose
+// reciprocal, the unscale factor, is inf: the next clean step's gradients became inf and NaN, with
+// no found-inf flag to skip it. The scale stays where it is instead; the tracker restarts.
+TEST_CASE("a scale that would back off below float32's normal range stays", "[amp]") {
+  Tensor scale = full({}, 0x1p-125), tracker = full({}, 5, DType::Int32), inf = ones({});
+  amp_update_scale_(scale, tracker, inf, 2.0, 0.5, 10);
+  CHECK(scale.item<float>() == 0x1p-126f);
+  CHECK(tracker.item<int64_t>() == 0);
+  amp_update_scale_(scale, tracker, inf, 2.0, 0.5, 10);
+  CHECK(scale.item<float>() == 0x1p-126f);
+  // Through GradScaler: a run of overflowing steps from the smallest scale, then a clean one that
+  // steps by the true gradient.
+  GradScaler::Options o;
+  o.init_scale = 0x1p-124;
+  GradScaler scaler(o);
+  Tensor w = ones({2});
+  w.set_requires_grad(true);
+  nn::optim::SGD opt({w}, 0.25);
+  for (const bool overflow : {true, true, true, true, false}) {
+    opt.zero_grad();
+    scaler.scale(sum(mul(w, overflow ? full({2}, INFINITY) : full({2}, 2.0)))).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  CHECK(scaler.get_scale() == 0x1p-126);
+  CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+}
+
 TEST_CASE("scaled training equals unscaled training bit for bit when nothing overflows", "[amp]") {
   const bool unscale_first = GENERATE(false, true);
   test::check_scaled_training_matches_unscaled(Device::cpu(), unscale_first, /*clip=*/false);
@@ -298,6 +326,15 @@ TEST_CASE("GradScaler options are checked", "[amp]") {
   CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = kNaN; })),
                     Catch::Contains("init_scale") && Catch::Contains("nan"));
   CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.init_scale = 1e39; })), Catch::Contains("init_scale"));
+  // 0 and a subnormal as float32s (the unscale factor 1 / scale inf): refused, as update() and
+  // load_state_dict() refuse them.
+  for (const double tiny : {1e-50, 1e-40}) {
+    CHECK_THROWS_WITH(GradScaler(with([&](O& o) { o.init_scale = tiny; })),
+                      Catch::Contains("init_scale") && Catch::Contains("normal float32"));
+    GradScaler s;
+    CHECK_THROWS_WITH(s.update(tiny), Catch::Contains("new_scale") && Catch::Contains("normal float32"));
+  }
+  CHECK_NOTHROW(GradScaler(with([](O& o) { o.init_scale = 0x1p-126; })));
   CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = 1.0; })),
                     Catch::Contains("growth_factor") && Catch::Contains("got 1"));
   CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = 0.5; })),
