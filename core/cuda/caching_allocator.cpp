@@ -93,8 +93,14 @@ CachingAllocator::Block* CachingAllocator::new_segment(PoolId pool, Stream strea
   void* p = backend_->raw_alloc(seg);
   if (!p) {
     // Free what the cache holds and try once more; not while another thread captures a graph
-    // (cudaFree synchronizes the device, which would break the capture).
+    // (cudaFree synchronizes the device, which would break the capture). Blocks freed while other
+    // streams still used them (record_stream) come back first: after a device synchronize their
+    // events are done, as empty_cache does, so memory held only by queued work is not an OOM.
     const int64_t allocated = stats_.allocated_bytes, reserved = stats_.reserved_bytes;
+    if (!capturing_ && !pending_.empty()) {
+      backend_->synchronize();
+      process_events();
+    }
     const size_t released = capturing_ ? 0 : release_free_segments(false);
     KILN_LOG(Warn, "cuda caching allocator: out of memory on " + device_.str() + " obtaining a " +
                        mib(static_cast<int64_t>(seg)) + " segment for a request of " +

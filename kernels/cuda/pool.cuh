@@ -146,7 +146,7 @@ __global__ void max_pool_forward_kernel(S* out, int64_t* indices, ImageStrides o
       }
     }
     const int64_t off = offset_of(os, o.n, o.c, o.h, o.w);
-    out[off] = best_raw;  // -inf when the window held no input (the op's padding check prevents it)
+    out[off] = best_raw;  // -inf, index -1, when the window held no input (dilated taps all in padding)
     indices[off] = best_i;
   }
 }

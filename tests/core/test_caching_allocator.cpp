@@ -206,6 +206,26 @@ TEST_CASE("caching allocator: out of memory frees the cache, retries, then expla
   CHECK(a->memory_stats().num_ooms == 1);
 }
 
+// A block freed while another stream still used it (record_stream) waits for that stream's event;
+// memory held only so is not out of memory: the retry synchronizes the device first, as empty_cache
+// does, and the block's segment is released (it threw with nothing allocated).
+TEST_CASE("caching allocator: out of memory waits for blocks pending on other streams", "[allocator]") {
+  FakeDevice d;
+  d.capacity = size_t{100} << 20;
+  auto a = make(d);
+  {
+    DataPtr p = a->allocate(size_t{60} << 20);
+    a->record_stream(p.get(), stream_id(2));
+  }  // freed, pending on stream 2's event
+  CHECK(a->memory_stats().allocated_bytes == 0);
+  const int syncs = d.syncs;
+  DataPtr q = a->allocate(size_t{60} << 20);
+  CHECK(q.get() != nullptr);
+  CHECK(d.syncs == syncs + 1);
+  CHECK(d.frees == 1);
+  CHECK(a->memory_stats().num_ooms == 0);
+}
+
 TEST_CASE("caching allocator: logs the out-of-memory retry, cache releases and capture pool", "[allocator][log]") {
   FakeDevice d;
   d.capacity = size_t{64} << 20;
