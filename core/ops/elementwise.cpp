@@ -326,9 +326,17 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (max) rt = promote_with_scalar(rt, *max);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor out = make_output("clamp", x.sizes(), rt, x.device(), {&x});
+  const auto wide = [](const std::optional<Scalar>& b) { return b && !ops::exact_in_double(*b); };
   if (ops::clamp_bound_is_nan(min, max)) {  // a NaN bound: every element NaN (rt is a float dtype)
     NoGradGuard no_grad;
     out.fill_(nan);
+  } else if (!is_floating(rt) && (wide(min) || wide(max))) {
+    // An integer bound past 2^53 is not a double (the kernel's bounds are): compared and stored
+    // exactly instead, as the int64 scalars of lt/gt and masked_fill are (integers have no gradient).
+    NoGradGuard no_grad;
+    ops::copy_raw(out, x, "clamp");
+    if (min) out.masked_fill_(lt(out, *min), *min);
+    if (max) out.masked_fill_(gt(out, *max), *max);
   } else {
     const double lo = min ? min->to_double() : nan, hi = max ? max->to_double() : nan;  // NaN: no bound
     launch_unary("clamp", out, make_operand("clamp", x, x.sizes()), UnaryOp::Clamp, compute_dtype_for(rt), lo, hi);
@@ -358,7 +366,7 @@ Tensor add_impl(const char* name, const Tensor& a, const Tensor& b, const Scalar
   }
   // The kernels take alpha as a double: an integer one that a double does not hold (past 2^53) scales
   // b first, exactly, in the result's dtype (integer tensors take no gradient).
-  if (!is_floating(rt) && rt != DType::Bool && !ops::alpha_exact_in_double(alpha)) {
+  if (!is_floating(rt) && rt != DType::Bool && !ops::exact_in_double(alpha)) {
     return add_impl(name, a, mul(b.to(rt), alpha), Scalar(1));
   }
   Tensor out = binary_raw(name, a, b, BinaryOp::Add, rt, compute_dtype_for(rt), alpha.to_double());

@@ -48,7 +48,7 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
   }
   ops::check_inplace_cast(op, rt, self);
   // An integer alpha that a double does not hold scales other first, exactly (as add does).
-  if (!is_floating(rt) && rt != DType::Bool && !ops::alpha_exact_in_double(alpha)) {
+  if (!is_floating(rt) && rt != DType::Bool && !ops::exact_in_double(alpha)) {
     add_inplace(op, self, mul(other.to(rt), alpha), Scalar(1));
     return;
   }

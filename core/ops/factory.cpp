@@ -3,11 +3,14 @@
 #include "core/ops/factory.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <new>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
 #include "kernels/factory.h"
@@ -136,7 +139,42 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
   return arange(start, end, step, TensorOptions(all_int ? DType::Int64 : kDefaultFloat));
 }
 
+namespace {
+
+// arange of integers into an integer dtype where an end or the step is past 2^53, which a double
+// does not hold (the kernel's start and step are doubles, and the count in double was wrong: from
+// 2^60 to 2^60 + 10 it counted 0). Counted in 128 bits, and computed as start + i * step from an
+// exact arange of the indices, with the int64 scalars of mul and add (every value lies between the
+// ends, so nothing wraps).
+Tensor arange_wide(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& options) {
+  const int64_t s = start.to_int(), e = end.to_int(), st = step.to_int();
+  std::string range = "[";  // appended piece by piece: "[" + a temporary trips GCC 12's -Wrestrict
+  range += start.str();
+  range += ", ";
+  range += end.str();
+  range += ") in steps of ";
+  range += step.str();
+  if (st == 0) throw Error("arange: step must be non-zero, got " + range);
+  const __int128 diff = static_cast<__int128>(e) - s;
+  if ((st > 0 && diff < 0) || (st < 0 && diff > 0)) {
+    throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" + end.str() +
+                ")");
+  }
+  const __int128 count = st > 0 ? (diff + st - 1) / st : (diff + st + 1) / st;  // ceil(diff / st)
+  if (count > INT64_MAX) throw ShapeError("arange: " + range + " has more elements than int64 can count");
+  const TensorOptions i64 = TensorOptions(DType::Int64, options.device);
+  Tensor t = add(mul(arange(0, static_cast<int64_t>(count), 1, i64), Scalar(st)), Scalar(s));
+  return t.dtype() == options.dtype ? t : t.to(options.dtype);
+}
+
+}  // namespace
+
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  const bool integers = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  if (integers && !is_floating(options.dtype) && options.dtype != DType::Bool &&
+      !(ops::exact_in_double(start) && ops::exact_in_double(end) && ops::exact_in_double(step))) {
+    return finish(arange_wide(start, end, step, options.with_requires_grad(false)), options);
+  }
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (st == 0 || !std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
     throw Error("arange: start, end and step must be finite and step non-zero, got start=" + start.str() +

@@ -248,9 +248,9 @@ Scalar negated(const Scalar& s) {
   return Scalar(static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(s.to_int())));
 }
 
-bool alpha_exact_in_double(const Scalar& alpha) {
-  if (alpha.is_floating()) return true;
-  const int64_t v = alpha.to_int();
+bool exact_in_double(const Scalar& s) {
+  if (s.is_floating()) return true;
+  const int64_t v = s.to_int();
   return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
 }
 

@@ -113,9 +113,9 @@ Tensor readable_input(const Tensor& self, const Tensor& input);
 bool shares_storage(const Tensor& a, const Tensor& b);
 // -s; an integer one modulo 2^64, as integer ops wrap (-INT64_MIN is INT64_MIN): sub's alpha.
 Scalar negated(const Scalar& s);
-// Whether alpha, passed to the kernels as a double (add's, sub's), is exact there: a float, or an
-// integer within 2^53.
-bool alpha_exact_in_double(const Scalar& alpha);
+// Whether a scalar the kernels take as a double (add's and sub's alpha, clamp's bounds, arange's
+// ends) is exact there: a float, or an integer within 2^53.
+bool exact_in_double(const Scalar& s);
 // The type a value of dtype `in` is computed in on its way to dtype `out` (a copy, a conversion, a
 // unary op): to bool, the input's own (a float is true when not 0, so 0.5 is true: through int64 it
 // was truncated to 0 first); to another integer type, int64 (a float is truncated, then wrapped to

@@ -435,3 +435,29 @@ TEST_CASE("full of bool with a float, and of float32 with a wide int64", "[dtype
   CHECK(full({1}, n, TensorOptions(DType::Float32)).item<float>() == want);
   CHECK(zeros({1}).fill_(n).item<float>() == want);
 }
+
+// int64 arange and clamp with values past 2^53, which a double (the kernels' start, step and
+// bounds) does not hold: exact, as PyTorch's integer arange and clamp. arange from 2^60 to 2^60 + 10
+// counted 0 elements (the ends were one double); clamp to 2^60 + 1 clamped to 2^60.
+TEST_CASE("int64 arange and clamp past 2^53 are exact", "[dtype]") {
+  const int64_t b = int64_t{1} << 60;
+  const auto vals = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  CHECK(vals(arange(b, b + 5, 1)) == std::vector<int64_t>{b, b + 1, b + 2, b + 3, b + 4});
+  CHECK(vals(arange(b + 10, b, -3)) == std::vector<int64_t>{b + 10, b + 7, b + 4, b + 1});
+  CHECK(vals(arange(-b, -b + 5, 2)) == std::vector<int64_t>{-b, -b + 2, -b + 4});
+  CHECK(vals(arange(INT64_MAX - 2, INT64_MAX, 1)) == std::vector<int64_t>{INT64_MAX - 2, INT64_MAX - 1});
+  CHECK(vals(arange(0, 3 * b, b)) == std::vector<int64_t>{0, b, 2 * b});
+  CHECK(arange(b, b, 1).numel() == 0);
+  CHECK(arange(b, b + 5, 1, TensorOptions(DType::Int32)).dtype() == DType::Int32);
+  CHECK_THROWS_WITH(arange(b, b - 1, 1), Catch::Contains("arange") && Catch::Contains("points away"));
+  CHECK_THROWS_AS(arange(INT64_MIN, INT64_MAX, 1), ShapeError);
+  CHECK_THROWS_WITH(arange(INT64_MIN, INT64_MAX, 1), Catch::Contains("more elements than int64 can count"));
+
+  const Tensor x = tensor(std::vector<int64_t>{b, b + 1, b + 2, b + 3, -b});
+  CHECK(vals(clamp(x, Scalar(b + 1), Scalar(b + 2))) == std::vector<int64_t>{b + 1, b + 1, b + 2, b + 2, b + 1});
+  CHECK(vals(clamp(x, std::nullopt, Scalar(b + 2))) == std::vector<int64_t>{b, b + 1, b + 2, b + 2, -b});
+  CHECK(vals(clamp(x, Scalar(-b + 1), std::nullopt)) == std::vector<int64_t>{b, b + 1, b + 2, b + 3, -b + 1});
+  Tensor y = x.clone();
+  y.clamp_(Scalar(b + 1), Scalar(b + 2));
+  CHECK(vals(y) == std::vector<int64_t>{b + 1, b + 1, b + 2, b + 2, b + 1});
+}
