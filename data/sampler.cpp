@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/error.h"
 
@@ -32,8 +33,13 @@ void check_size(const char* sampler, int64_t n) {
 // seed_seq's mixing are fixed by the standard.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   check_size("epoch_permutation", n);
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(epoch),
-                    0x5eedu};
+  // The epoch's high word joins the sequence only when it is not 0, so that epochs below 2^32 keep
+  // the orders they always had and epoch 2^32 is not epoch 0 again.
+  const auto epoch_bits = static_cast<uint64_t>(epoch);
+  std::vector<uint32_t> words{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                              static_cast<uint32_t>(epoch_bits), 0x5eedu};
+  if ((epoch_bits >> 32) != 0) words.push_back(static_cast<uint32_t>(epoch_bits >> 32));
+  std::seed_seq seq(words.begin(), words.end());
   std::mt19937_64 rng(seq);
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);

@@ -45,6 +45,21 @@ TEST_CASE("epoch_permutation: a permutation fixed by (seed, epoch), new every ep
     for (int c : row) CHECK(std::abs(c - 1000) < 150);
 }
 
+// Epoch 2^32 was epoch 0 again (only the epoch's low 32 bits seeded the order); the orders of
+// epochs below 2^32 are the ones kiln has always given (pinned from the build before the change).
+TEST_CASE("epoch_permutation: epochs past 2^32 are new orders, earlier ones unchanged", "[data][sampler]") {
+  const int64_t wrap = int64_t{1} << 32;
+  CHECK(epoch_permutation(10, 7, 0) == std::vector<int64_t>{3, 1, 0, 9, 5, 2, 6, 4, 8, 7});
+  CHECK(epoch_permutation(10, 7, 3) == std::vector<int64_t>{4, 9, 7, 5, 6, 2, 3, 0, 8, 1});
+  CHECK(epoch_permutation(10, 7, wrap - 1) == std::vector<int64_t>{2, 6, 3, 7, 8, 9, 4, 0, 5, 1});
+  for (const int64_t e : {int64_t{0}, int64_t{1}, int64_t{12345}}) {
+    INFO("epoch " << e);
+    CHECK(epoch_permutation(1000, 7, e + wrap) != epoch_permutation(1000, 7, e));
+    CHECK(epoch_permutation(1000, 7, e + 2 * wrap) != epoch_permutation(1000, 7, e + wrap));
+    CHECK(is_permutation_of_range(epoch_permutation(1000, 7, e + wrap), 1000));
+  }
+}
+
 TEST_CASE("SequentialSampler and RandomSampler", "[data][sampler]") {
   SequentialSampler seq(4);
   CHECK(seq.indices() == std::vector<int64_t>{0, 1, 2, 3});
