@@ -127,22 +127,66 @@ JsonLine& JsonLine::raw(std::string_view key, std::string_view json) {
   return *this;
 }
 
-JsonLine& JsonLine::text(std::string_view key, std::string_view value) { return raw(key, quote(value)); }
-
-JsonLine& JsonLine::integer(std::string_view key, int64_t value) { return raw(key, std::to_string(value)); }
-
-JsonLine& JsonLine::unsigned_integer(std::string_view key, uint64_t value) { return raw(key, std::to_string(value)); }
-
-JsonLine& JsonLine::real(std::string_view key, double value, const char* format) {
-  if (!std::isfinite(value)) return raw(key, "null");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return raw(key, buf);
+JsonLine& JsonLine::scalar(std::string_view key, std::string_view json, std::string_view value) {
+  scalars_[std::string(key)] = std::string(value);
+  return raw(key, json);
 }
 
-JsonLine& JsonLine::boolean(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+JsonLine& JsonLine::text(std::string_view key, std::string_view value) { return scalar(key, quote(value), value); }
 
-JsonLine& JsonLine::null(std::string_view key) { return raw(key, "null"); }
+JsonLine& JsonLine::integer(std::string_view key, int64_t value) {
+  const std::string v = std::to_string(value);
+  return scalar(key, v, v);
+}
+
+JsonLine& JsonLine::unsigned_integer(std::string_view key, uint64_t value) {
+  const std::string v = std::to_string(value);
+  return scalar(key, v, v);
+}
+
+JsonLine& JsonLine::real(std::string_view key, double value, const char* format) {
+  if (!std::isfinite(value)) return null(key);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return scalar(key, buf, buf);
+}
+
+JsonLine& JsonLine::boolean(std::string_view key, bool value) {
+  const char* v = value ? "true" : "false";
+  return scalar(key, v, v);
+}
+
+JsonLine& JsonLine::null(std::string_view key) { return scalar(key, "null", "null"); }
+
+std::vector<std::string> changed_settings(const std::map<std::string, std::string>& checkpoint,
+                                          const std::map<std::string, std::string>& now,
+                                          std::initializer_list<std::string_view> ignore) {
+  std::map<std::string, std::pair<std::string, std::string>> both;  // name: checkpoint's, now
+  for (const auto& [k, v] : checkpoint) both[k] = {v, "(none)"};
+  for (const auto& [k, v] : now) {
+    auto it = both.find(k);
+    if (it == both.end()) {
+      both[k] = {"(none)", v};
+    } else {
+      it->second.second = v;
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [k, v] : both) {
+    if (v.first == v.second || std::find(ignore.begin(), ignore.end(), k) != ignore.end()) continue;
+    out.push_back(k + ": " + v.first + " -> " + v.second);
+  }
+  return out;
+}
+
+void note_changed_settings(const std::string& checkpoint, const std::vector<std::string>& changed) {
+  std::string list;
+  for (const std::string& c : changed) list += (list.empty() ? "" : ", ") + c;
+  std::printf(
+      "note: --resume %s: this run changes the checkpoint run's settings (%s); it continues with them, "
+      "and is no longer the uninterrupted run bit for bit\n",
+      checkpoint.c_str(), list.c_str());
+}
 
 JsonLine& JsonLine::texts(std::string_view key, const std::vector<std::string>& values) {
   std::string list = "[";

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,11 +36,27 @@ class JsonLine {
   JsonLine& integers(std::string_view key, const std::vector<int64_t>& values);
   JsonLine& objects(std::string_view key, const std::vector<JsonLine>& values);
   std::string str() const { return "{" + body_ + "}"; }
+  // Its scalar fields (text, numbers, booleans, null), key to value as written (a text without its
+  // quotes): a run's settings as its checkpoints keep them (nn::TrainingState::settings).
+  const std::map<std::string, std::string>& scalars() const { return scalars_; }
 
  private:
   JsonLine& raw(std::string_view key, std::string_view json);
+  JsonLine& scalar(std::string_view key, std::string_view json, std::string_view value);
   std::string body_;
+  std::map<std::string, std::string> scalars_;
 };
+
+// The settings a resumed run changes, as "name: checkpoint's value -> this run's" (in name order;
+// "(none)" for a setting one side does not have), leaving out the names in `ignore` (settings that
+// do not change the training's numbers, or that the caller checks itself). A resume that changes
+// any continues, but no longer reproduces the uninterrupted run; the examples say so in a note.
+std::vector<std::string> changed_settings(const std::map<std::string, std::string>& checkpoint,
+                                          const std::map<std::string, std::string>& now,
+                                          std::initializer_list<std::string_view> ignore);
+// Prints that note (stdout): "note: --resume CKPT: this run changes the checkpoint run's settings
+// (a: x -> y, ...); it continues with them, and is no longer the uninterrupted run bit for bit".
+void note_changed_settings(const std::string& checkpoint, const std::vector<std::string>& changed);
 
 // OUT/metrics.jsonl. A fresh run starts it anew; a run resumed from a checkpoint of step S first
 // drops the records with a "step" after S (a killed run wrote them after its last checkpoint, and

@@ -193,9 +193,10 @@ float loss_sum_from(const nn::TrainingState& st, const std::string& path, const 
   return bits_float(st.position(key, 0, UINT32_MAX, path));
 }
 
+// `run_settings`: the run record's settings, kept so that a resume can say what it changes.
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::optim::Checkpointable& optimizer,
                      const nn::amp::GradScaler* scaler, const Options& opt, const Data& data, const Loop& loop,
-                     dist::ProcessGroup* group) {
+                     const examples::JsonLine& run_settings, dist::ProcessGroup* group) {
   const int64_t train_size = data.train->size();
   nn::TrainingState st;
   st.step = loop.step;
@@ -208,14 +209,17 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
                       {"epochs", opt.epochs},
                       {"first_loss_bits", float_bits(loop.first_loss)}};
   put_loss_sums(st.data_position, loop.loss_sum, group);
+  st.settings = run_settings.scalars();
   nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
 // Restores --resume into the model and optimizer and returns the loop position; the run continues
 // the saved run's shuffling, so its seed replaces --seed. A checkpoint of other training data or
-// another batch size, or whose loop position does not fit this run, is bad input.
+// another batch size, or whose loop position does not fit this run, is bad input; other settings
+// (`run_settings`, this run's) that change the training's numbers are named in a note.
 Loop resume_from(Options& opt, nn::Module& model, nn::optim::Checkpointable& optimizer, nn::amp::GradScaler* scaler,
-                 const Data& data, Device device, int64_t batches_per_epoch, const dist::ProcessGroup* group) {
+                 const Data& data, Device device, int64_t batches_per_epoch, const examples::JsonLine& run_settings,
+                 const dist::ProcessGroup* group) {
   const int64_t train_size = data.train->size();
   nn::TrainingState st;
   Loop loop;
@@ -228,6 +232,11 @@ Loop resume_from(Options& opt, nn::Module& model, nn::optim::Checkpointable& opt
                             " on " + std::to_string(saved_train_size) + " images; got " +
                             std::to_string(opt.batch_size) + " on " + std::to_string(train_size));
     }
+    const std::vector<std::string> changed =
+        examples::changed_settings(st.settings, run_settings.scalars(),
+                                   {"seed", "batch_size", "epochs", "workers", "prefetch", "pin_memory", "recompute",
+                                    "model", "parameters", "train_images", "test_images"});
+    if (!st.settings.empty() && !changed.empty()) examples::note_changed_settings(opt.resume, changed);
     const int64_t epochs = st.position("epochs", 1, INT32_MAX, opt.resume);
     if (epochs != opt.epochs) {
       std::printf("note: the checkpoint's run had %lld epochs, this one %d: the schedule changes\n",
@@ -411,7 +420,8 @@ static int run(int argc, char** argv) {
   const std::string checkpoint_path = (fs::path(opt.out) / "checkpoint.safetensors").string();
   Loop loop{0, 0, 0, 0, zeros({}, TensorOptions(DType::Float32, device))};
   if (!opt.resume.empty()) {
-    loop = resume_from(opt, *model, optimizers.state(), train_step.scaler(), data, device, batches_per_epoch, group);
+    loop = resume_from(opt, *model, optimizers.state(), train_step.scaler(), data, device, batches_per_epoch,
+                       settings(opt, device, n, n_test, model->num_parameters()), group);
     if (opt.stop_at_step && *opt.stop_at_step <= loop.step) {
       examples::input_error("--stop-at-step " + std::to_string(*opt.stop_at_step) + " is not after the checkpoint's "
                             "step " + std::to_string(loop.step));
@@ -421,8 +431,8 @@ static int run(int argc, char** argv) {
   const int64_t first_step = loop.step + 1;  // this process's first
   examples::MetricsFile metrics((fs::path(opt.out) / "metrics.jsonl").string(),
                                 opt.resume.empty() ? std::nullopt : std::optional<int64_t>(loop.step));
-  const examples::JsonLine run_record = examples::run_record("train_cnn", argc, argv, device, opt.resume,
-                                                             settings(opt, device, n, n_test, model->num_parameters()));
+  const examples::JsonLine run_settings = settings(opt, device, n, n_test, model->num_parameters());  // resumed seed
+  const examples::JsonLine run_record = examples::run_record("train_cnn", argc, argv, device, opt.resume, run_settings);
   metrics.write(run_record);
   // --profile and --doctor: the phases of each step, marked here and by train_step.
   examples::RunProfile run_profile(opt.precision, device, run_record);
@@ -518,7 +528,8 @@ static int run(int argc, char** argv) {
       }
       if (stop && loop.batch < batches_per_epoch) {  // mid-epoch: save the position and leave
         totals.train_seconds += seconds_since(t_epoch);
-        save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, loop, group);
+        save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, loop, run_settings,
+                        group);
         progress.end_line();
         run_profile.doctor_report(loop.step, /*final=*/true, metrics);
         std::printf("stopped at step %lld (epoch %lld, batch %lld); continue with --resume %s\n",
@@ -551,7 +562,8 @@ static int run(int argc, char** argv) {
       metrics.write(examples::profile_record(times, loop.step).integer("epoch", loop.epoch + 1));
     }
     const Loop next{loop.step, loop.epoch + 1, 0, loop.first_loss, loop.loss_sum};
-    save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, next, group);
+    save_checkpoint(checkpoint_path, *model, optimizers.state(), train_step.scaler(), opt, data, next, run_settings,
+                    group);
     rate.restart();  // the evaluation and the checkpoint are not training
   }
 

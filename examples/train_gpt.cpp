@@ -250,8 +250,12 @@ struct Best {
   int64_t iter = -1;
 };
 
+// The run's resolved settings: the run record's, and each checkpoint's (below).
+examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t parameters);
+
 // A checkpoint carries the best loss too (as its double's bit pattern: the loop position holds
-// integers), so a resumed run makes the same decisions.
+// integers), so a resumed run makes the same decisions; and the settings, so a resume can say what
+// it changes.
 void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::optim::Checkpointable& optimizer,
                      const nn::amp::GradScaler* scaler, const Options& opt, const Corpus& corpus, int64_t iter,
                      const Best& best) {
@@ -263,6 +267,7 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::op
                       {"best_iter", best.iter},
                       {"batch_size", opt.batch_size},
                       {"max_iters", opt.max_iters}};
+  st.settings = settings(opt, corpus, model.get_num_params()).scalars();
   nn::save_checkpoint(path, model, &optimizer, st, scaler);
 }
 
@@ -303,6 +308,14 @@ std::pair<int64_t, Best> resume_from(Options& opt, const Corpus& corpus, nn::GPT
                     static_cast<long long>(max_iters), static_cast<long long>(opt.max_iters));
       }
     }
+    // Settings that change the training's numbers (not the loader's or the evaluation's, nor those
+    // checked above or fixed by the data and the weights' shapes): a note names each one changed.
+    const std::vector<std::string> changed =
+        examples::changed_settings(st.settings, settings(opt, corpus, model.get_num_params()).scalars(),
+                                   {"seed", "batch_size", "max_iters", "workers", "prefetch", "pin_memory",
+                                    "cuda_graph", "recompute", "eval_interval", "eval_iters", "model", "data",
+                                    "data_bytes", "train_tokens", "val_tokens", "vocab_size", "parameters"});
+    if (!st.settings.empty() && !changed.empty()) examples::note_changed_settings(opt.resume, changed);
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
     if (!none_yet && !(best.iter >= 0 && std::isfinite(best.val))) {
       examples::input_error("--resume " + opt.resume + ": best validation loss " + std::to_string(best.val) +

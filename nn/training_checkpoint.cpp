@@ -28,6 +28,8 @@ constexpr const char* kModelTypeKey = "kiln.model_type";
 constexpr const char* kStepKey = "kiln.step";
 constexpr const char* kDataPositionKey = "kiln.data_position";
 constexpr const char* kDataFingerprintKey = "kiln.data_fingerprint";
+// Written only when the loop records settings; optional in format version 2.
+constexpr const char* kSettingsKey = "kiln.settings";
 constexpr const char* kHasOptimizerKey = "kiln.has_optimizer";
 // Written only when a scaler is saved; a checkpoint without it has no scaler state.
 constexpr const char* kHasScalerKey = "kiln.has_scaler";
@@ -83,19 +85,21 @@ std::map<std::string, int64_t> parse_data_position(const std::string& path, cons
   return out;
 }
 
-std::map<std::string, std::string> parse_data_fingerprint(const std::string& path, const std::string& text) {
+// A JSON object of strings (the data fingerprint, the settings), `what` naming it in errors.
+std::map<std::string, std::string> parse_string_map(const std::string& path, const char* what,
+                                                    const std::string& text) {
   std::map<std::string, std::string> out;
   try {
     json fp = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (fp.is_discarded() || !fp.is_object()) fail(path, "data_fingerprint is not a JSON object");
+    if (fp.is_discarded() || !fp.is_object()) fail(path, std::string(what) + " is not a JSON object");
     for (const auto& [k, v] : fp.items()) {
       if (!v.is_string()) {
-        fail(path, "data_fingerprint \"" + k + "\" is a " + std::string(v.type_name()) + ", not a string");
+        fail(path, std::string(what) + " \"" + k + "\" is a " + std::string(v.type_name()) + ", not a string");
       }
       out[k] = v.get<std::string>();
     }
   } catch (const json::exception& e) {
-    fail(path, std::string("malformed data_fingerprint: ") + e.what());
+    fail(path, std::string("malformed ") + what + ": " + e.what());
   }
   return out;
 }
@@ -196,12 +200,14 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
     for (int i = 0; i < n; ++i) rng[Device::cuda(i).str()] = generator_json(Device::cuda(i));
   }
 
-  std::string position, fingerprint;
+  std::string position, fingerprint, settings;
   try {
     position = json(state.data_position).dump();
     fingerprint = json(state.data_fingerprint).dump();
+    if (!state.settings.empty()) settings = json(state.settings).dump();
   } catch (const json::exception&) {
-    throw Error("save_checkpoint: " + path + ": a data_position or data_fingerprint string is not valid UTF-8");
+    throw Error("save_checkpoint: " + path +
+                ": a data_position, data_fingerprint or settings string is not valid UTF-8");
   }
   std::map<std::string, std::string> metadata{
       {kVersionKey, std::to_string(kCheckpointVersion)},
@@ -213,6 +219,7 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
       {kRngKey, rng.dump()},
   };
   if (scaler) metadata[kHasScalerKey] = "1";
+  if (!settings.empty()) metadata[kSettingsKey] = settings;
   const uint64_t bytes = detail::write_safetensors(path, tensors, metadata);
   KILN_LOG(Info, "save_checkpoint: step " + std::to_string(state.step) + ", " + std::to_string(tensors.size()) +
                      " tensors (" + std::to_string(model_tensors) + " model, " + std::to_string(optimizer_tensors) +
@@ -251,7 +258,10 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Che
   if (!parse_decimal(field(kStepKey), state.step) || state.step < 0) fail(path, "bad step \"" + field(kStepKey) + "\"");
 
   state.data_position = parse_data_position(path, field(kDataPositionKey));
-  state.data_fingerprint = parse_data_fingerprint(path, field(kDataFingerprintKey));
+  state.data_fingerprint = parse_string_map(path, "data_fingerprint", field(kDataFingerprintKey));
+  if (auto it = meta.find(kSettingsKey); it != meta.end()) {
+    state.settings = parse_string_map(path, "settings", it->second);
+  }
   // kiln writes a checksum for every tensor; a checkpoint without them was altered by hand.
   for (const auto& [name, e] : file.entries()) {
     if (!file.checksums().count(name)) fail(path, "tensor '" + name + "' has no checksum");

@@ -22,6 +22,10 @@ struct TrainingState {
   int64_t step = 0;
   std::map<std::string, int64_t> data_position;
   std::map<std::string, std::string> data_fingerprint;
+  // The run's settings as the loop records them (flag name to value, as text), so that a resume can
+  // say which of them it changes (a resume with other settings continues, but is no longer the
+  // uninterrupted run). Not checked by load_checkpoint; empty when the checkpoint has none.
+  std::map<std::string, std::string> settings;
 
   // data_position[key], which must exist and lie in [lo, hi]: anything else is a kiln::Error
   // naming `path` (the checkpoint), the key, its value and the range. A checkpoint's numbers are

@@ -46,8 +46,13 @@ resume_compare(gpt_resume "${WORK}" eval tokens_per_s 3 2 model.safetensors best
 set(unseeded ${common})
 list(REMOVE_ITEM unseeded --seed 3)
 resume_run(gpt_resume ${EXE} ${common} --out "${WORK}/first" --stop-at-iter 27)
-resume_run(gpt_resume ${EXE} ${unseeded} --sample-tokens 5 --out "${WORK}/moved"
-           --resume "${WORK}/first/checkpoint.safetensors")
+execute_process(COMMAND ${resume_launch} ${EXE} ${unseeded} --sample-tokens 5 --out "${WORK}/moved"
+                        --resume "${WORK}/first/checkpoint.safetensors"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# The same settings (the seed comes from the checkpoint): no note of changed ones.
+if(NOT rc EQUAL 0 OR out MATCHES "changes the checkpoint run's settings")
+  message(FATAL_ERROR "gpt_resume: the resume into another folder gave exit ${rc}: ${out}${err}")
+endif()
 same_weights("${WORK}/moved" "the run resumed into another folder without --seed")
 message("gpt_resume: resumed into another folder without --seed, the weights match the whole run's")
 # A stop that the checkpoint has passed already is refused, not run to the end.
@@ -64,6 +69,18 @@ execute_process(COMMAND ${resume_launch} ${EXE} ${common} --batch-size 4 --out "
 if(NOT rc EQUAL 2 OR NOT err MATCHES "trained with --batch-size 8; got 4")
   message(FATAL_ERROR "gpt_resume: a resume with another --batch-size gave exit ${rc}: ${out}${err}")
 endif()
+# Settings that change the training's numbers continue, with a note naming each change (the
+# default --min-lr follows --lr).
+set(changed ${common})
+list(REMOVE_ITEM changed --dropout 0.1)
+execute_process(COMMAND ${resume_launch} ${EXE} ${changed} --dropout 0 --lr 0.002 --max-iters 28
+                        --out "${WORK}/changed" --resume "${WORK}/first/checkpoint.safetensors"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES
+   "this run changes the checkpoint run's settings \\(dropout: 0.1 -> 0, lr: [^ ]+ -> 0.002, min_lr: ")
+  message(FATAL_ERROR "gpt_resume: a resume with other --dropout and --lr gave exit ${rc}: ${out}${err}")
+endif()
+message("gpt_resume: a resume with other settings names them: continued")
 # A run of zero iterations into a folder that holds another run's checkpoint replaces it with its
 # own (iteration 0, beside its own best weights); resumed to the end it is the whole run.
 resume_run(gpt_resume ${EXE} ${common} --max-iters 0 --out "${WORK}/first")

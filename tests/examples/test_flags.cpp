@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "examples/flags.h"
 #include "examples/precision_options.h"
+#include "examples/run_record.h"
 
 using kiln::examples::Ends;
 using kiln::examples::ExitRequest;
@@ -174,4 +176,23 @@ TEST_CASE("flags: --cuda-graph refuses every flag that profiles phases, --doctor
   kiln::examples::PrecisionOptions eager;
   eager.doctor_every = 5;
   CHECK_NOTHROW(kiln::examples::check_cuda_graph(eager, kiln::Device::cuda(0)));
+}
+
+// A checkpoint keeps the run record's scalar settings; a resume names each it changes.
+TEST_CASE("JsonLine's scalars and changed_settings", "[examples]") {
+  namespace examples = kiln::examples;
+  examples::JsonLine s;
+  s.text("amp", "fp16").real("lr", 6e-4, "%g").integer("batch", 8).boolean("tf32", true).real("x", NAN);
+  s.integers("list", {1, 2}).object("inner", examples::JsonLine().integer("k", 1));
+  const std::map<std::string, std::string> want{
+      {"amp", "fp16"}, {"lr", "0.0006"}, {"batch", "8"}, {"tf32", "true"}, {"x", "null"}};
+  CHECK(s.scalars() == want);  // lists and objects are not settings
+  std::map<std::string, std::string> now = want;
+  CHECK(examples::changed_settings(want, now, {}).empty());
+  now["amp"] = "off";
+  now["lr"] = "0.001";
+  now.erase("tf32");
+  now["new"] = "1";
+  CHECK(examples::changed_settings(want, now, {"lr"}) ==
+        std::vector<std::string>{"amp: fp16 -> off", "new: (none) -> 1", "tf32: true -> (none)"});
 }

@@ -141,7 +141,7 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
   manual_seed(2024);
   auto b = std::make_shared<TinyNet>(3, 6, 2);
   for (int i = 0; i < kSteps; ++i) train_step(*b, kLr);
-  save_checkpoint(path, *b, nullptr, TrainingState{kSteps, {{"epoch", 1}, {"batch", -3}}, {}});
+  save_checkpoint(path, *b, nullptr, TrainingState{kSteps, {{"epoch", 1}, {"batch", -3}}, {}, {}});
   const PhiloxState at_save = default_generator(Device::cpu()).state();
 
   // The process "restarts": a different seed, other draws, a freshly initialized model.
@@ -184,7 +184,7 @@ TEST_CASE("resuming with an optimizer (SGD with momentum, AdamW) is bitwise exac
   auto b = std::make_shared<TinyNet>(3, 6, 2);
   auto opt_b = make_optimizer(kind, *b);
   for (int i = 0; i < kSteps; ++i) train_step(*b, kLr, opt_b.get());
-  save_checkpoint(path, *b, opt_b.get(), TrainingState{opt_b->step_count(), {{"batch", kSteps}}, {}});
+  save_checkpoint(path, *b, opt_b.get(), TrainingState{opt_b->step_count(), {{"batch", kSteps}}, {}, {}});
   CHECK(SafetensorsFile(path).metadata().at("kiln.has_optimizer") == "1");
   CHECK(SafetensorsFile(path).contains("optim.step"));
 
@@ -222,7 +222,7 @@ TEST_CASE("load_checkpoint checks the optimizer against the checkpoint", "[check
   auto sgd = make_optimizer(OptKind::SGDMomentum, *m);
   train_step(*m, kLr, sgd.get());
   const std::string with_sgd = dir.file("sgd.safetensors");
-  save_checkpoint(with_sgd, *m, sgd.get(), TrainingState{1, {}, {}});
+  save_checkpoint(with_sgd, *m, sgd.get(), TrainingState{1, {}, {}, {}});
   Tensor w_before = fresh->fc1_->weight_.clone();
   CHECK_THROWS_AS(load_checkpoint(with_sgd, *fresh, opt.get()), Error);
   CHECK(bitwise_equal(fresh->fc1_->weight_, w_before));
@@ -234,7 +234,7 @@ TEST_CASE("a checkpoint is one safetensors file with kiln's metadata", "[checkpo
   manual_seed(5);
   auto m = std::make_shared<TinyNet>(3, 4, 2);
   (void)randn({3});  // move the offset off zero
-  save_checkpoint(path, *m, nullptr, TrainingState{42, {}, {{"dataset", "fashion-mnist"}}});
+  save_checkpoint(path, *m, nullptr, TrainingState{42, {}, {{"dataset", "fashion-mnist"}}, {}});
 
   SafetensorsFile f(path);
   CHECK(f.names() == std::vector<std::string>{"model.fc1.bias", "model.fc1.running_mean", "model.fc1.weight",
@@ -251,6 +251,16 @@ TEST_CASE("a checkpoint is one safetensors file with kiln's metadata", "[checkpo
   CHECK(meta.at("kiln.rng").find("\"cpu\":{\"offset\":\"" + std::to_string(s.offset) + "\",\"seed\":\"" +
                                  std::to_string(s.seed) + "\"}") != std::string::npos);
   CHECK(load_checkpoint(path, *m, nullptr).step == 42);
+  // No settings recorded: no key, and none loaded.
+  CHECK(meta.count("kiln.settings") == 0);
+  CHECK(load_checkpoint(path, *m, nullptr).settings.empty());
+
+  // The loop's settings round-trip as strings (a resume says which it changes).
+  const TrainingState with{7, {}, {}, {{"lr", "0.0006"}, {"amp", "fp16"}, {"note", "quote \" and é"}}};
+  save_checkpoint(path, *m, nullptr, with);
+  CHECK(SafetensorsFile(path).metadata().at("kiln.settings") ==
+        R"({"amp":"fp16","lr":"0.0006","note":"quote \" and é"})");
+  CHECK(load_checkpoint(path, *m, nullptr).settings == with.settings);
 }
 
 TEST_CASE("checkpoints restore CUDA generator states without touching CUDA", "[checkpoint]") {
@@ -259,7 +269,7 @@ TEST_CASE("checkpoints restore CUDA generator states without touching CUDA", "[c
   TempDir dir;
   const std::string path = dir.file("ckpt.safetensors");
   auto m = std::make_shared<TinyNet>(3, 4, 2);
-  save_checkpoint(path, *m, nullptr, TrainingState{1, {}, {}});
+  save_checkpoint(path, *m, nullptr, TrainingState{1, {}, {}, {}});
   SafetensorsFile f(path);
   auto meta = f.metadata();
   meta["kiln.rng"] = R"({"cpu":{"seed":"11","offset":"22"},"cuda:1":{"seed":"18446744073709551615","offset":"7"}})";
@@ -278,7 +288,7 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
   const std::string path = dir.file("ckpt.safetensors");
   manual_seed(3);
   auto m = std::make_shared<TinyNet>(3, 4, 2);
-  save_checkpoint(path, *m, nullptr, TrainingState{7, {{"epoch", 2}}, {{"dataset", "fashion-mnist train"}}});
+  save_checkpoint(path, *m, nullptr, TrainingState{7, {{"epoch", 2}}, {{"dataset", "fashion-mnist train"}}, {}});
 
   auto fresh = std::make_shared<TinyNet>(3, 4, 2);
   auto before = fresh->state_dict();
@@ -314,6 +324,8 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
              {"kiln.step", "-1"},
              {"kiln.data_fingerprint", R"({"dataset":7})"},
              {"kiln.data_fingerprint", "[]"},
+             {"kiln.settings", R"({"lr":0.1})"},
+             {"kiln.settings", "lr"},
              {"kiln.step", "12x"},
              {"kiln.data_position", R"({"epoch":1.5})"},
              {"kiln.data_position", "[1]"},
@@ -399,7 +411,7 @@ TEST_CASE("load_checkpoint rejects corrupt checkpoints and other models", "[chec
       nan_model->fc1_->weight_.fill_(std::numeric_limits<float>::quiet_NaN());
     }
     const std::string nan_path = dir.file("nan.safetensors");
-    save_checkpoint(nan_path, *nan_model, nullptr, TrainingState{1, {}, {}});
+    save_checkpoint(nan_path, *nan_model, nullptr, TrainingState{1, {}, {}, {}});
     kiln::test::LogCapture log(LogLevel::Warn);
     load_checkpoint(nan_path, *fresh, nullptr);
     CHECK(log.count(LogLevel::Warn, {"non-finite values: model.fc1.weight (12 of 12)"}) == 1);

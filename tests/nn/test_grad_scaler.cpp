@@ -472,7 +472,7 @@ TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]
 
   Run b = make_run(21);
   for (int i = 0; i < kSteps; ++i) train(b, i);
-  nn::save_checkpoint(path, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}}, b.scaler.get());
+  nn::save_checkpoint(path, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}, {}}, b.scaler.get());
   {
     nn::SafetensorsFile f(path);
     CHECK(f.contains("scaler.scale"));
@@ -500,7 +500,7 @@ TEST_CASE("a checkpoint with the scaler resumes bit for bit", "[amp][checkpoint]
 
   // A checkpoint without scaler state cannot restore a scaler, and nothing changes.
   const std::string plain = dir.file("plain.safetensors");
-  nn::save_checkpoint(plain, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}});
+  nn::save_checkpoint(plain, *b.model, b.opt.get(), nn::TrainingState{kSteps, {}, {}, {}});
   CHECK_FALSE(nn::SafetensorsFile(plain).metadata().count("kiln.has_scaler"));
   Run e = make_run(5);
   const TensorList e_params = clones(e.model->parameters());
