@@ -87,8 +87,7 @@ void GradScaler::place(Device device, const char* op) {
 
 void GradScaler::require_placed(const char* op) const {
   if (!placed_) {
-    throw Error(std::string(op) + ": no loss was scaled since the scaler was made or loaded; call scale(loss) and " +
-                "backward first");
+    throw Error(std::string(op) + ": no loss was scaled yet by this scaler; call scale(loss) and backward first");
   }
 }
 

@@ -33,8 +33,10 @@ class GradScaler {
   GradScaler& operator=(const GradScaler&) = delete;
 
   // loss * scale, differentiable, in the loss's dtype (any shape, floating). The scale is a 0-d
-  // float32 tensor made on the device of the first loss scaled after construction or
-  // load_state_dict; a loss on another device later is a DeviceError.
+  // float32 tensor made on the device of the first loss scaled (after construction, or after a
+  // load_state_dict into a scaler that had scaled none); a loss on another device later is a
+  // DeviceError. A scaler that has scaled a loss keeps its tensors through load_state_dict, which
+  // copies the loaded values into them: a captured CUDA graph may read their memory.
   Tensor scale(const Tensor& loss);
 
   // Divides the optimizer's gradients by the scale in place, in one multi-tensor pass that also
@@ -100,7 +102,8 @@ class GradScaler {
   // Moves the scale and tracker to `device` on first use; a later use on another device is a
   // DeviceError naming `op`.
   void place(Device device, const char* op);
-  // A kiln::Error naming `op` when no loss was scaled since construction or load_state_dict.
+  // A kiln::Error naming `op` when no loss was scaled yet (since construction, or since a
+  // load_state_dict before any).
   void require_placed(const char* op) const;
   PerOptimizer& state_of(const optim::Optimizer& optimizer);
   // One check (and unscale, when `unscale`) pass over the optimizer's gradients into st.found_inf.
