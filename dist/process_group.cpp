@@ -110,6 +110,7 @@ namespace {
 enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kWords };
 constexpr std::array<const char*, 5> kCollectives = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
                                                      "broadcast"};
+constexpr int64_t kReduceOps = 3, kAllReduceAlgos = 2;  // the values of ReduceOp and AllReduceAlgo
 
 }  // namespace
 
@@ -122,11 +123,19 @@ std::string detail::describe_call(const int64_t* w) {
   const std::string op = kCollectives[static_cast<size_t>(w[kOp])];
   s += " is " + op;
   if (op == "barrier") return s;
-  s += " of " + std::to_string(w[kNumel]) + " " + dtype_name(static_cast<DType>(w[kDtype])) + " elements";
+  // A code past this build's enum is named as its number (a cast would wrap it onto a known one).
+  const auto named = [](int64_t code, int64_t count, auto name_of) {
+    return code >= 0 && code < count ? std::string(name_of(code)) : "code " + std::to_string(code);
+  };
+  s += " of " + std::to_string(w[kNumel]) + " " +
+       named(w[kDtype], kNumDTypes, [](int64_t c) { return dtype_name(static_cast<DType>(c)); }) + " elements";
   if (op == "all_reduce" || op == "reduce_scatter") {
-    s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(w[kArg]));
+    s += ", " + named(w[kArg], kReduceOps, [](int64_t c) { return reduce_op_name(static_cast<ReduceOp>(c)); });
   }
-  if (op == "all_reduce") s += std::string(", ") + all_reduce_algo_name(static_cast<AllReduceAlgo>(w[kAlgo]));
+  if (op == "all_reduce") {
+    s += ", " + named(w[kAlgo], kAllReduceAlgos,
+                      [](int64_t c) { return all_reduce_algo_name(static_cast<AllReduceAlgo>(c)); });
+  }
   if (op == "broadcast") s += " from root " + std::to_string(w[kArg]);
   return s;
 }

@@ -163,8 +163,9 @@ std::shared_ptr<Work> both_work(std::shared_ptr<Work> a, std::shared_ptr<Work> b
 bool shares_bytes(const Tensor& a, const Tensor& b);
 bool is_rank_slot(const Tensor& whole, const Tensor& slot, int rank);
 // One rank's call as KILN_DIST_DEBUG's fingerprint words describe it, for the error that lists the
-// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm}. Codes,
-// dtypes and ops another build may send that this one does not know are named as numbers or "?".
+// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm}. Codes of
+// collectives, dtypes, ops and algorithms that another build may send and this one does not know
+// are named as numbers.
 std::string describe_call(const int64_t* words);
 }  // namespace detail
 

@@ -235,7 +235,7 @@ Loop resume_from(Options& opt, nn::Module& model, nn::optim::Checkpointable& opt
     const std::vector<std::string> changed =
         examples::changed_settings(st.settings, run_settings.scalars(),
                                    {"seed", "batch_size", "epochs", "workers", "prefetch", "pin_memory", "recompute",
-                                    "model", "parameters", "train_images", "test_images"});
+                                    "bucket_mb", "bucket_view", "model", "parameters", "train_images", "test_images"});
     if (!st.settings.empty() && !changed.empty()) examples::note_changed_settings(opt.resume, changed);
     const int64_t epochs = st.position("epochs", 1, INT32_MAX, opt.resume);
     if (epochs != opt.epochs) {
@@ -275,7 +275,7 @@ examples::JsonLine settings(const Options& opt, Device device, int64_t train_ima
   s.boolean("cudnn_benchmark", device.is_cuda() && opt.precision.cudnn_benchmark);
   s.integer("grad_accum", opt.precision.grad_accum).boolean("zero", opt.zero).integer("zero_stage", opt.zero_stage);
   s.real("bucket_mb", opt.bucket_mb, "%g").text("comm_dtype", opt.comm_dtype ? dtype_name(*opt.comm_dtype) : "own");
-  s.boolean("bucket_view", opt.bucket_view);
+  s.boolean("bucket_view", opt.bucket_view).boolean("ddp", opt.ddp).boolean("sync_bn", opt.ddp && opt.sync_bn);
   if (opt.model == "small-cnn") s.real("dropout", opt.dropout, "%g");
   const data::DataLoaderOptions lo = opt.loader.loader_options(device, examples::cnn::kDefaultWorkers);
   s.integer("workers", lo.num_workers).integer("prefetch", lo.prefetch_factor).boolean("pin_memory", lo.pin_memory);

@@ -308,13 +308,13 @@ std::pair<int64_t, Best> resume_from(Options& opt, const Corpus& corpus, nn::GPT
                     static_cast<long long>(max_iters), static_cast<long long>(opt.max_iters));
       }
     }
-    // Settings that change the training's numbers (not the loader's or the evaluation's, nor those
-    // checked above or fixed by the data and the weights' shapes): a note names each one changed.
-    const std::vector<std::string> changed =
-        examples::changed_settings(st.settings, settings(opt, corpus, model.get_num_params()).scalars(),
-                                   {"seed", "batch_size", "max_iters", "workers", "prefetch", "pin_memory",
-                                    "cuda_graph", "recompute", "eval_interval", "eval_iters", "model", "data",
-                                    "data_bytes", "train_tokens", "val_tokens", "vocab_size", "parameters"});
+    // Settings that change the training's numbers (not the loader's, the buckets', nor those checked
+    // above or fixed by the data and the weights' shapes; the evaluation's do: its batches draw from
+    // the generator dropout draws from): a note names each one changed.
+    const std::vector<std::string> changed = examples::changed_settings(
+        st.settings, settings(opt, corpus, model.get_num_params()).scalars(),
+        {"seed", "batch_size", "max_iters", "workers", "prefetch", "pin_memory", "cuda_graph", "recompute", "bucket_mb",
+         "bucket_view", "model", "data", "data_bytes", "train_tokens", "val_tokens", "vocab_size", "parameters"});
     if (!st.settings.empty() && !changed.empty()) examples::note_changed_settings(opt.resume, changed);
     const bool none_yet = best.iter < 0 && best.val == std::numeric_limits<double>::infinity();
     if (!none_yet && !(best.iter >= 0 && std::isfinite(best.val))) {
@@ -372,7 +372,8 @@ examples::JsonLine settings(const Options& opt, const Corpus& corpus, int64_t pa
   s.integer("n_layer", opt.n_layer).integer("n_head", opt.n_head).integer("n_embd", opt.n_embd);
   s.integer("block_size", opt.block_size).integer("parameters", parameters).integer("batch_size", opt.batch_size);
   s.real("dropout", opt.dropout, "%g").integer("max_iters", opt.max_iters).real("lr", opt.lr, "%g");
-  s.real("beta2", opt.beta2, "%g").boolean("cuda_graph", opt.precision.cuda_graph);
+  s.real("beta1", opt.beta1, "%g").real("beta2", opt.beta2, "%g").boolean("cuda_graph", opt.precision.cuda_graph);
+  s.real("weight_decay", opt.weight_decay, "%g").real("grad_clip", opt.grad_clip, "%g").boolean("ddp", opt.ddp);
   s.real("min_lr", opt.min_lr, "%g").integer("warmup_iters", opt.warmup_iters);
   s.integer("eval_interval", opt.eval_interval).integer("eval_iters", opt.eval_iters);
   s.text("amp", opt.precision.amp).boolean("tf32", opt.device.is_cuda() && opt.precision.tf32);

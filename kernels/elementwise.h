@@ -61,12 +61,17 @@ struct Operand {
   int64_t int_scalar = 0;
 };
 
-// A scalar operand's value in the compute type C.
+// A scalar operand's value in the compute type C. An integer past 2^53 (not a double exactly) is
+// rounded once from the integer: through the double, a float rounded it twice (2^60 + 2^36 + 1
+// became 2^60, where the int64's conversion and a fill give 2^60 + 2^37). A double that is an
+// integer there equals int_scalar exactly, so it rounds the same either way.
 template <typename C> KILN_HD C scalar_as(const Operand& o) {
   if constexpr (std::is_integral_v<C>) {
     return static_cast<C>(o.int_scalar);
   } else {
-    return static_cast<C>(o.scalar);
+    const bool wide_integer =
+        (o.scalar > 0x1p53 || o.scalar < -0x1p53) && static_cast<double>(o.int_scalar) == o.scalar;
+    return wide_integer ? static_cast<C>(o.int_scalar) : static_cast<C>(o.scalar);
   }
 }
 

@@ -162,8 +162,11 @@ Tensor arange_wide(const Scalar& start, const Scalar& end, const Scalar& step, c
   }
   const __int128 count = st > 0 ? (diff + st - 1) / st : (diff + st + 1) / st;  // ceil(diff / st)
   if (count > INT64_MAX) throw ShapeError("arange: " + range + " has more elements than int64 can count");
-  const TensorOptions i64 = TensorOptions(DType::Int64, options.device);
-  Tensor t = add(mul(arange(0, static_cast<int64_t>(count), 1, i64), Scalar(st)), Scalar(s));
+  // The indices 0 .. count - 1 by the kernel directly (not arange, which would come back here for a
+  // count past 2^53: such a count is refused by the allocation, as any arange that large).
+  Tensor indices = ops::empty_for("arange", {static_cast<int64_t>(count)}, TensorOptions(DType::Int64, options.device));
+  if (count > 0) arange_on_device("arange", indices, 0, 1);
+  Tensor t = add(mul(indices, Scalar(st)), Scalar(s));
   return t.dtype() == options.dtype ? t : t.to(options.dtype);
 }
 

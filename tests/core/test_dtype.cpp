@@ -434,6 +434,11 @@ TEST_CASE("full of bool with a float, and of float32 with a wide int64", "[dtype
   CHECK(static_cast<double>(want) == 0x1p60 + 0x1p37);
   CHECK(full({1}, n, TensorOptions(DType::Float32)).item<float>() == want);
   CHECK(zeros({1}).fill_(n).item<float>() == want);
+  // The same for a scalar operand (rounded once in the kernels' scalar_as), and a double scalar
+  // that is an integer past 2^53 rounds as it always did.
+  CHECK(add(zeros({1}), Scalar(n)).item<float>() == want);
+  CHECK(masked_fill(zeros({1}), ones({1}, DType::Bool), Scalar(n)).item<float>() == want);
+  CHECK(mul(ones({1}), Scalar(0x1p60 + 0x1p36)).item<float>() == 0x1p60f);
 }
 
 // int64 arange and clamp with values past 2^53, which a double (the kernels' start, step and
@@ -452,6 +457,9 @@ TEST_CASE("int64 arange and clamp past 2^53 are exact", "[dtype]") {
   CHECK_THROWS_WITH(arange(b, b - 1, 1), Catch::Contains("arange") && Catch::Contains("points away"));
   CHECK_THROWS_AS(arange(INT64_MIN, INT64_MAX, 1), ShapeError);
   CHECK_THROWS_WITH(arange(INT64_MIN, INT64_MAX, 1), Catch::Contains("more elements than int64 can count"));
+  // More than 2^53 elements: refused by the allocation (its indices came from arange again, which
+  // recursed until the stack overflowed).
+  CHECK_THROWS_WITH(arange(0, (int64_t{1} << 53) + 2, 1), Catch::Contains("arange"));
 
   const Tensor x = tensor(std::vector<int64_t>{b, b + 1, b + 2, b + 3, -b});
   CHECK(vals(clamp(x, Scalar(b + 1), Scalar(b + 2))) == std::vector<int64_t>{b + 1, b + 1, b + 2, b + 2, b + 1});

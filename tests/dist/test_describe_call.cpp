@@ -32,6 +32,8 @@ TEST_CASE("describe_call names each collective's fingerprint, and codes it does 
     CHECK_THAT(dist::detail::describe_call(unknown),
                Contains("collective 2 has the unknown code " + std::to_string(code)));
   }
-  const int64_t odd[] = {1, 1, 200, 4, 77, 0};
-  CHECK(dist::detail::describe_call(odd) == "collective 1 is all_reduce of 4 ? elements, ?, native");
+  const int64_t odd[] = {1, 1, 200, 4, 77, 7};
+  CHECK(dist::detail::describe_call(odd) == "collective 1 is all_reduce of 4 code 200 elements, code 77, code 7");
+  const int64_t wraps[] = {1, 2, 261, 4, -1, 0};  // 261 would wrap onto int64's code 5 as a uint8_t
+  CHECK(dist::detail::describe_call(wraps) == "collective 1 is reduce_scatter of 4 code 261 elements, code -1");
 }
