@@ -175,8 +175,9 @@ void ProcessGroup::agree_across_ranks(const char* op, const Tensor* t, int64_t a
   for (int r = 1; r < size(); ++r) same = same && std::equal(a, a + kWords, a + r * kWords);
   if (same) return;
   std::string calls;
-  for (int r = 0; r < size(); ++r)
+  for (int r = 0; r < size(); ++r) {
     calls += "; rank " + std::to_string(r) + ": " + detail::describe_call(a + r * kWords);
+  }
   throw Error(name + ": the ranks' calls differ (KILN_DIST_DEBUG=1)" + calls);
 }
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <new>
+#include <string>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
