@@ -66,6 +66,10 @@ DType promote_types(DType a, DType b) {
   return DType::UInt8;
 }
 
+DType promote_with_zero_dim(DType dims, DType zero) {
+  return category(zero) <= category(dims) ? dims : promote_types(dims, zero);
+}
+
 DType promote_with_scalar(DType t, const Scalar& s) {
   int ct = category(t);
   int cs = s.kind() == Scalar::Kind::Bool ? 0 : (s.kind() == Scalar::Kind::Int ? 1 : 2);

@@ -1,9 +1,9 @@
-// Scalars and type promotion. Promotion follows PyTorch (with one difference: PyTorch lets a 0-d
-// tensor raise only the category of dimensioned operands, as a number does; kiln promotes it as any
-// tensor, so a float64 0-d tensor makes float16 [n] float64): between tensors, the wider type of the
-// higher category (bool < integer < floating) wins, float16 with bfloat16 gives float32; a C++
-// scalar behaves like a Python number and only raises the category (bf16 * 0.5 stays bf16,
-// int32 * 0.5 becomes float32, int32 + 2 stays int32).
+// Scalars and type promotion, as PyTorch promotes: between tensors, the wider type of the higher
+// category (bool < integer < floating) wins, float16 with bfloat16 gives float32; a C++ scalar
+// behaves like a Python number and only raises the category (bf16 * 0.5 stays bf16, int32 * 0.5
+// becomes float32, int32 + 2 stays int32); a 0-d tensor beside a tensor with dims only raises the
+// category too, but with its own dtype (float16 [n] times a float32 0-d tensor stays float16, int32
+// [n] times a float64 0-d tensor is float64).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +61,9 @@ class Scalar {
 DType promote_types(DType a, DType b);
 // The dtype of the result of a binary op on a tensor of dtype t and a scalar.
 DType promote_with_scalar(DType t, const Scalar& s);
+// The dtype of the result of a binary op on a tensor with dims, of dtype `dims`, and a 0-d tensor of
+// dtype `zero`: `dims` unless `zero` is of a higher category, then the two promoted.
+DType promote_with_zero_dim(DType dims, DType zero);
 
 // Default float dtype of factories and of integer ops that produce floats (mean, div, exp).
 inline constexpr DType kDefaultFloat = DType::Float32;

@@ -69,9 +69,7 @@ template <typename C> KILN_HD C scalar_as(const Operand& o) {
   if constexpr (std::is_integral_v<C>) {
     return static_cast<C>(o.int_scalar);
   } else {
-    const bool wide_integer =
-        (o.scalar > 0x1p53 || o.scalar < -0x1p53) && static_cast<double>(o.int_scalar) == o.scalar;
-    return wide_integer ? static_cast<C>(o.int_scalar) : static_cast<C>(o.scalar);
+    return detail::is_wide_integer(o.scalar, o.int_scalar) ? static_cast<C>(o.int_scalar) : static_cast<C>(o.scalar);
   }
 }
 

@@ -14,7 +14,7 @@ namespace kiln {
 // odd, from `int_value` when that is the scalar and past 2^53); for float32, an integer past 2^53
 // rounded once from `int_value` (through `value`, a double, it was rounded twice); otherwise `value`.
 inline double fill_compute_value(DType dtype, double value, int64_t int_value) {
-  const bool wide_integer = (value > 0x1p53 || value < -0x1p53) && static_cast<double>(int_value) == value;
+  const bool wide_integer = detail::is_wide_integer(value, int_value);
   if (dtype == DType::Float32 && wide_integer) return static_cast<double>(static_cast<float>(int_value));
   if (dtype != DType::Float16 && dtype != DType::BFloat16) return value;
   if (wide_integer) return detail::float_for_16bit(int_value);  // not a double exactly

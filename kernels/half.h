@@ -112,6 +112,13 @@ KILN_HD_INLINE float double_to_float_odd(double d) {
   return bits_f32(u | 1u);
 }
 
+// Whether a scalar carried twice, as a double `value` and an int64 `int_value` (kernels/elementwise.h's
+// Operand, the fills), is an integer past 2^53, where doubles no longer hold every integer: a float
+// is then rounded from the integer, once (through the double it would round twice).
+KILN_HD_INLINE bool is_wide_integer(double value, int64_t int_value) {
+  return (value > 0x1p53 || value < -0x1p53) && static_cast<double>(int_value) == value;
+}
+
 // int64 -> double rounded to odd (exact up to 2^53 in magnitude), so that an integer reaches 16 bits
 // rounded once too.
 KILN_HD_INLINE double int64_to_double_odd(int64_t n) {

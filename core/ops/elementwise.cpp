@@ -102,7 +102,8 @@ DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 
 using ops::unary_raw;
 
-// Binary forward of tensors without autograd.
+// Binary forward of tensors without autograd (a 0-d operand beside one with dims taken in their
+// result_type: ops::operand_in).
 Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
                   double alpha = 1, double beta = 0) {
   ops::check_defined(name, a, "first operand");
@@ -110,16 +111,18 @@ Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp o
   Device dev = ops::common_device(name, {&a, &b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = make_output(name, shape, out_dtype, dev, {&a, &b});
-  launch_binary(name, out, make_operand(name, a, shape), make_operand(name, b, shape), op, compute, alpha, beta);
+  const DType common = result_type(a, b);
+  const Tensor x = ops::operand_in(name, a, b, common), y = ops::operand_in(name, b, a, common);
+  launch_binary(name, out, make_operand(name, x, shape), make_operand(name, y, shape), op, compute, alpha, beta);
   return out;
 }
 
-Tensor binary_scalar_raw(const char* name, const Tensor& a, const Scalar& s, BinaryOp op, DType out_dtype,
+// A binary op of a tensor and a scalar; `v` is the scalar's operand (scalar_operand).
+Tensor binary_scalar_raw(const char* name, const Tensor& a, const Operand& v, BinaryOp op, DType out_dtype,
                          DType compute, bool scalar_first = false, double alpha = 1) {
   ops::check_defined(name, a, "tensor operand");
   Tensor out = make_output(name, a.sizes(), out_dtype, a.device(), {&a});
   Operand t = make_operand(name, a, a.sizes());
-  Operand v = scalar_operand(s);
   if (scalar_first) {
     launch_binary(name, out, v, t, op, compute, alpha, 0);
   } else {
@@ -127,7 +130,6 @@ Tensor binary_scalar_raw(const char* name, const Tensor& a, const Scalar& s, Bin
   }
   return out;
 }
-
 
 // Records a unary op whose backward is bop(grad, saved).
 void record_unary(const char* name, const Tensor& x, const Tensor& out, const Tensor& saved, BinaryOp bop,
@@ -142,10 +144,22 @@ void record_unary(const char* name, const Tensor& x, const Tensor& out, const Te
 DType promote(const char* op, const Tensor& a, const Tensor& b) {
   ops::check_defined(op, a, "first operand");
   ops::check_defined(op, b, "second operand");
-  return promote_types(a.dtype(), b.dtype());
+  return result_type(a, b);
 }
 
 }  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  ops::check_defined("result_type", a, "first operand");
+  ops::check_defined("result_type", b, "second operand");
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  return a.dim() == 0 ? promote_with_zero_dim(b.dtype(), a.dtype()) : promote_with_zero_dim(a.dtype(), b.dtype());
+}
+
+Tensor ops::operand_in(const char* op, const Tensor& t, const Tensor& other, DType common) {
+  if (t.dim() != 0 || other.dim() == 0 || t.dtype() == common) return t;
+  return unary_raw(op, t, UnaryOp::Copy, common);
+}
 
 Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a, double b) {
   ops::check_defined(name, x, "input");
@@ -388,7 +402,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 Tensor add(const Tensor& a, const Scalar& b) {
   ops::check_defined("add", a, "tensor operand");
   DType rt = promote_with_scalar(a.dtype(), b);
-  Tensor out = binary_scalar_raw("add", a, b, BinaryOp::Add, rt, compute_dtype_for(rt));
+  Tensor out = binary_scalar_raw("add", a, scalar_operand(b), BinaryOp::Add, rt, compute_dtype_for(rt));
   ops::record_scalar("add", a, out, ops::ScalarGrad::Identity, b);
   return out;
 }
@@ -420,7 +434,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Scalar& b) {
   ops::check_defined("mul", a, "tensor operand");
   DType rt = promote_with_scalar(a.dtype(), b);
-  Tensor out = binary_scalar_raw("mul", a, b, BinaryOp::Mul, rt, compute_dtype_for(rt));
+  Tensor out = binary_scalar_raw("mul", a, scalar_operand(b), BinaryOp::Mul, rt, compute_dtype_for(rt));
   ops::record_scalar("mul", a, out, ops::ScalarGrad::Mul, b);
   return out;
 }
@@ -435,7 +449,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Scalar& b) {
   ops::check_defined("div", a, "tensor operand");
   DType rt = float_result(promote_with_scalar(a.dtype(), b));
-  Tensor out = binary_scalar_raw("div", a, b, BinaryOp::Div, rt, compute_dtype_for(rt));
+  Tensor out = binary_scalar_raw("div", a, scalar_operand(b), BinaryOp::Div, rt, compute_dtype_for(rt));
   ops::record_scalar("div", a, out, ops::ScalarGrad::Div, b);
   return out;
 }
@@ -443,7 +457,8 @@ Tensor div(const Tensor& a, const Scalar& b) {
 Tensor div(const Scalar& a, const Tensor& b) {
   ops::check_defined("div", b, "tensor operand");
   DType rt = float_result(promote_with_scalar(b.dtype(), a));
-  Tensor out = binary_scalar_raw("div", b, a, BinaryOp::Div, rt, compute_dtype_for(rt), /*scalar_first=*/true);
+  Tensor out =
+      binary_scalar_raw("div", b, scalar_operand(a), BinaryOp::Div, rt, compute_dtype_for(rt), /*scalar_first=*/true);
   if (needs_grad({&b})) {
     record_function("div", {b}, {out}, {b, out}, [](const FunctionNode::Context& ctx) {
       // d(a/b)/db = -(a/b) / b
@@ -484,7 +499,8 @@ Tensor compare(const char* name, const Tensor& a, const Tensor& b, BinaryOp op) 
 }
 Tensor compare(const char* name, const Tensor& a, const Scalar& b, BinaryOp op) {
   ops::check_defined(name, a, "tensor operand");
-  return binary_scalar_raw(name, a, b, op, DType::Bool, compute_dtype_for(promote_with_scalar(a.dtype(), b)));
+  const DType common = promote_with_scalar(a.dtype(), b);
+  return binary_scalar_raw(name, a, scalar_operand(b, common), op, DType::Bool, compute_dtype_for(common));
 }
 }  // namespace
 
@@ -521,8 +537,11 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
   if (a) shape = broadcast_shapes(shape, a->sizes(), name);
   if (b) shape = broadcast_shapes(shape, b->sizes(), name);
   DType rt;
+  Tensor a_in, b_in;  // a 0-d value beside one with dims, in rt (ops::operand_in)
   if (a && b) {
-    rt = promote_types(a->dtype(), b->dtype());
+    rt = result_type(*a, *b);
+    a_in = ops::operand_in(name, *a, *b, rt);
+    b_in = ops::operand_in(name, *b, *a, rt);
   } else if (a) {
     rt = promote_with_scalar(a->dtype(), *bs);
   } else {
@@ -532,8 +551,8 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
   if (out.numel() > 0) {
     StridedArg o = ops::make_arg(name, out);
     StridedArg c = ops::make_arg(name, cond, shape);
-    Operand x = a ? make_operand(name, *a, shape) : scalar_operand(*as);
-    Operand y = b ? make_operand(name, *b, shape) : scalar_operand(*bs);
+    Operand x = a ? make_operand(name, a_in.defined() ? a_in : *a, shape) : scalar_operand(*as, rt);
+    Operand y = b ? make_operand(name, b_in.defined() ? b_in : *b, shape) : scalar_operand(*bs, rt);
     std::vector<StridedArg*> args{&o, &c};
     if (a) args.push_back(&x.arg);
     if (b) args.push_back(&y.arg);

@@ -1,7 +1,6 @@
-// Elementwise ops with broadcasting and type promotion (core/scalar.h: PyTorch's, except that a 0-d
-// tensor counts as a tensor: float16 [n] times a float64 0-d tensor is float64 in kiln, float16 in
-// PyTorch; pass a Scalar for PyTorch's result); all differentiable where math allows. Integer inputs
-// of float-only ops (exp, div, ...) produce float32 like PyTorch.
+// Elementwise ops with broadcasting and type promotion (core/scalar.h: PyTorch's); all
+// differentiable where math allows. Integer inputs of float-only ops (exp, div, ...) produce float32
+// like PyTorch.
 #pragma once
 
 #include <optional>
@@ -12,6 +11,12 @@
 namespace kiln {
 
 enum class GeluApprox : uint8_t { None, Tanh };
+
+// The dtype both operands of a binary op on a and b are taken in, and of its result (but for
+// comparisons, whose result is bool): promote_types of the two, or, when one of them is 0-d and the
+// other is not, promote_with_zero_dim. Such a 0-d operand is converted to that dtype first, as
+// PyTorch converts it: float16 x == a float32 0-d tensor of 0.1 compares with float16's 0.1.
+DType result_type(const Tensor& a, const Tensor& b);
 
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);

@@ -22,6 +22,12 @@ void check_broadcast_to_self(const char* op, const Tensor& self, const Tensor& o
   }
 }
 
+// The tensor an in-place op on self reads for `other`, taken in rt (result_type): other as
+// ops::readable_input gives it, converted to rt when it is 0-d (ops::operand_in).
+Tensor other_input(const char* op, const Tensor& self, const Tensor& other, DType rt) {
+  return ops::operand_in(op, ops::readable_input(self, other), self, rt);
+}
+
 // self = op(self, other) elementwise, computed in rt's compute type.
 void apply_binary_inplace(const char* op, const Tensor& self, const Operand& other, bool other_is_tensor, BinaryOp bop,
                           DType rt, double alpha) {
@@ -41,7 +47,7 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
   ops::check_defined(op, other, "operand");
   ops::check_no_overlap(op, self, {&other});
   check_broadcast_to_self(op, self, other);
-  DType rt = promote_types(self.dtype(), other.dtype());
+  DType rt = result_type(self, other);
   if (alpha.is_floating() && !is_floating(rt)) {
     throw DTypeError(std::string(op) + ": a float alpha (" + alpha.str() + ") needs floating operands, got " +
                      dtype_name(rt));
@@ -52,8 +58,9 @@ void add_inplace(const char* op, Tensor& self, const Tensor& other, const Scalar
     add_inplace(op, self, mul(other.to(rt), alpha), Scalar(1));
     return;
   }
-  apply_binary_inplace(op, self, ops::make_operand(op, ops::readable_input(self, other), self.sizes()), true,
-                       BinaryOp::Add, rt, alpha.to_double());
+  const Tensor input = other_input(op, self, other, rt);  // alive until the kernel is launched
+  apply_binary_inplace(op, self, ops::make_operand(op, input, self.sizes()), true, BinaryOp::Add, rt,
+                       alpha.to_double());
   self.bump_version();
   ops::record_add(op, self, other, self, alpha.to_double());
 }
@@ -89,15 +96,15 @@ Tensor& Tensor::mul_(const Tensor& other) {
   ops::check_defined("mul_", other, "operand");
   ops::check_no_overlap("mul_", *this, {&other});
   check_broadcast_to_self("mul_", *this, other);
-  DType rt = promote_types(dtype(), other.dtype());
+  DType rt = result_type(*this, other);
   ops::check_inplace_cast("mul_", rt, *this);
   // other's gradient needs self's value from before the product; self's needs other's, which is
   // about to change too when other shares self's memory (x.mul_(x)): a copy of it then.
   const bool grads = needs_grad({this, &other});
   Tensor old = grads && other.requires_grad() ? detach().clone() : Tensor();
   const Tensor other_value = grads && ops::shares_storage(*this, other) ? other.detach().clone() : other;
-  apply_binary_inplace("mul_", *this, ops::make_operand("mul_", ops::readable_input(*this, other), sizes()), true,
-                       BinaryOp::Mul, rt, 1.0);
+  const Tensor input = other_input("mul_", *this, other, rt);  // alive until the kernel is launched
+  apply_binary_inplace("mul_", *this, ops::make_operand("mul_", input, sizes()), true, BinaryOp::Mul, rt, 1.0);
   bump_version();
   ops::record_mul("mul_", *this, other, *this, old, other_value);
   return *this;
@@ -119,14 +126,14 @@ Tensor& Tensor::div_(const Tensor& other) {
   ops::check_defined("div_", other, "operand");
   ops::check_no_overlap("div_", *this, {&other});
   check_broadcast_to_self("div_", *this, other);
-  DType rt = promote_types(dtype(), other.dtype());
+  DType rt = result_type(*this, other);
   if (!is_floating(rt)) rt = kDefaultFloat;
   ops::check_inplace_cast("div_", rt, *this);
   // The backward divides by other as it was: a copy when it is self (x.div_(x)).
   const Tensor other_value =
       needs_grad({this, &other}) && ops::shares_storage(*this, other) ? other.detach().clone() : Tensor();
-  apply_binary_inplace("div_", *this, ops::make_operand("div_", ops::readable_input(*this, other), sizes()), true,
-                       BinaryOp::Div, rt, 1.0);
+  const Tensor input = other_input("div_", *this, other, rt);  // alive until the kernel is launched
+  apply_binary_inplace("div_", *this, ops::make_operand("div_", input, sizes()), true, BinaryOp::Div, rt, 1.0);
   bump_version();
   ops::record_div("div_", *this, other, *this, other_value);
   return *this;

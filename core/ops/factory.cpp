@@ -141,6 +141,25 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step) {
 
 namespace {
 
+// "[start, end) in steps of step", for arange's errors.
+std::string arange_range(const Scalar& start, const Scalar& end, const Scalar& step) {
+  std::string range = "[";  // appended piece by piece: "[" + a temporary trips GCC 12's -Wrestrict
+  range += start.str();
+  range += ", ";
+  range += end.str();
+  range += ") in steps of ";
+  range += step.str();
+  return range;
+}
+
+// Checks that step points from start towards end (or stays at an empty range).
+void check_arange_direction(bool away, const Scalar& start, const Scalar& end, const Scalar& step) {
+  if (away) {
+    throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" + end.str() +
+                ")");
+  }
+}
+
 // arange of integers into an integer dtype where an end or the step is past 2^53, which a double
 // does not hold (the kernel's start and step are doubles, and the count in double was wrong: from
 // 2^60 to 2^60 + 10 it counted 0). Counted in 128 bits, and computed as start + i * step from an
@@ -148,20 +167,13 @@ namespace {
 // ends, so nothing wraps).
 Tensor arange_wide(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& options) {
   const int64_t s = start.to_int(), e = end.to_int(), st = step.to_int();
-  std::string range = "[";  // appended piece by piece: "[" + a temporary trips GCC 12's -Wrestrict
-  range += start.str();
-  range += ", ";
-  range += end.str();
-  range += ") in steps of ";
-  range += step.str();
-  if (st == 0) throw Error("arange: step must be non-zero, got " + range);
+  if (st == 0) throw Error("arange: step must be non-zero, got " + arange_range(start, end, step));
   const __int128 diff = static_cast<__int128>(e) - s;
-  if ((st > 0 && diff < 0) || (st < 0 && diff > 0)) {
-    throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" + end.str() +
-                ")");
-  }
+  check_arange_direction((st > 0 && diff < 0) || (st < 0 && diff > 0), start, end, step);
   const __int128 count = st > 0 ? (diff + st - 1) / st : (diff + st + 1) / st;  // ceil(diff / st)
-  if (count > INT64_MAX) throw ShapeError("arange: " + range + " has more elements than int64 can count");
+  if (count > INT64_MAX) {
+    throw ShapeError("arange: " + arange_range(start, end, step) + " has more elements than int64 can count");
+  }
   // The indices 0 .. count - 1 by the kernel directly (not arange, which would come back here for a
   // count past 2^53: such a count is refused by the allocation, as any arange that large).
   Tensor indices = ops::empty_for("arange", {static_cast<int64_t>(count)}, TensorOptions(DType::Int64, options.device));
@@ -183,15 +195,12 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
     throw Error("arange: start, end and step must be finite and step non-zero, got start=" + start.str() +
                 " end=" + end.str() + " step=" + step.str());
   }
-  if ((st > 0 && e < s) || (st < 0 && e > s)) {
-    throw Error("arange: step " + step.str() + " points away from end (start=" + start.str() + ", end=" +
-                end.str() + ")");
-  }
+  check_arange_direction((st > 0 && e < s) || (st < 0 && e > s), start, end, step);
   // Counted in double: a count past int64 (or an infinite one, from a tiny step) cannot be cast.
   const double count = std::ceil((e - s) / st);
   if (!(count < 9223372036854775807.0)) {
-    throw ShapeError("arange: [" + start.str() + ", " + end.str() + ") in steps of " + step.str() + " has " +
-                     ops::num_str(count) + " elements, more than int64 can count");
+    throw ShapeError("arange: " + arange_range(start, end, step) + " has " + ops::num_str(count) +
+                     " elements, more than int64 can count");
   }
   const int64_t n = static_cast<int64_t>(count);
   Tensor t = ops::empty_for("arange", {n}, options.with_requires_grad(false));

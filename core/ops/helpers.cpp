@@ -9,6 +9,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/layout_stats.h"
 #include "kernels/error.h"
+#include "kernels/factory.h"
 
 namespace kiln::ops {
 
@@ -62,6 +63,20 @@ Operand scalar_operand(const Scalar& s) {
   o.is_scalar = true;
   o.scalar = s.to_double();
   o.int_scalar = s.to_int();
+  return o;
+}
+
+Operand scalar_operand(const Scalar& s, DType common) {
+  Operand o = scalar_operand(s);
+  // What a fill of `common` rounds from (a wide integer's float32 value already rounded); the cast
+  // below is then the fill's one rounding.
+  const double v = fill_compute_value(common, o.scalar, o.int_scalar);
+  switch (common) {
+    case DType::Float32: o.scalar = static_cast<float>(v); break;
+    case DType::Float16: o.scalar = static_cast<float>(Half(static_cast<float>(v))); break;
+    case DType::BFloat16: o.scalar = static_cast<float>(BFloat16(static_cast<float>(v))); break;
+    default: break;
+  }
   return o;
 }
 

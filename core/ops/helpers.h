@@ -21,6 +21,13 @@ StridedArg make_arg(const char* op, const Tensor& t, const Shape& shape);
 // An elementwise operand: a tensor broadcast to `shape`.
 Operand make_operand(const char* op, const Tensor& t, const Shape& shape);
 Operand scalar_operand(const Scalar& s);
+// A scalar operand that stands for a value of dtype `common` (the dtype an op's inputs share:
+// promote_with_scalar): a float dtype gets the scalar rounded to it, once, as a fill of that dtype
+// stores it, so eq(x, 0.1) on float16 compares with float16's 0.1 (what x holds after x.fill_(0.1)),
+// and where/masked_fill store the value a fill stores (through float32 it was rounded twice). Other
+// dtypes: scalar_operand(s). Arithmetic keeps scalar_operand(s): a scalar factor stays as precise as
+// the float32 compute of a 16-bit op (as PyTorch's CUDA kernels take it).
+Operand scalar_operand(const Scalar& s, DType common);
 
 using kiln::collapse_dims;  // kernels/strided.h
 
@@ -129,6 +136,10 @@ DType cast_compute_dtype(DType in, DType out);
 // conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op), or for
 // UnaryOp::Copy (to(dtype)) in cast_compute_dtype.
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
+// `t` as an operand of a binary op beside `other`, both taken in `common` (result_type): t itself,
+// or, when t is 0-d beside a tensor with dims and of another dtype, t converted to `common` (one
+// element; without autograd: the op's node keeps t, and its gradient goes back in t's dtype).
+Tensor operand_in(const char* op, const Tensor& t, const Tensor& other, DType common);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);
 }  // namespace kiln::ops

@@ -228,8 +228,8 @@ void launch_mixed(const StridedArg& out, const Operand& x, const Operand& y, flo
       const SY* yp = y.is_scalar ? nullptr : static_cast<const SY*>(y.arg.data);
       const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
       const VecSplit v = vec_split(n, kMixedCount, aligned);
-      launch(binary_mixed_kernel<OP, SX, SY>, grid_for(v.items), unsigned{kThreads}, o, xp, yp,
-             static_cast<float>(x.scalar), static_cast<float>(y.scalar), n, v.n_vec, alpha, beta);
+      launch(binary_mixed_kernel<OP, SX, SY>, grid_for(v.items), unsigned{kThreads}, o, xp, yp, scalar_as<float>(x),
+             scalar_as<float>(y), n, v.n_vec, alpha, beta);
     }
   });
 }
@@ -244,8 +244,8 @@ void launch_vec(const StridedArg& out, const Operand& x, const Operand& y, float
   const S* yp = y.is_scalar ? nullptr : static_cast<const S*>(y.arg.data);
   const bool aligned = aligned16(o) && (xp == nullptr || aligned16(xp)) && (yp == nullptr || aligned16(yp));
   const VecSplit v = vec_split(n, K, aligned);
-  launch(binary_vec_kernel<OP, S>, grid_for(v.items), unsigned{kThreads}, o, xp, yp, static_cast<float>(x.scalar),
-         static_cast<float>(y.scalar), n, v.n_vec, alpha, beta);
+  launch(binary_vec_kernel<OP, S>, grid_for(v.items), unsigned{kThreads}, o, xp, yp, scalar_as<float>(x),
+         scalar_as<float>(y), n, v.n_vec, alpha, beta);
 }
 
 template <BinaryOp OP, typename C, class Launch>

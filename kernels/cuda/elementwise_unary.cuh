@@ -172,8 +172,7 @@ void launch_vec(const StridedArg& out, const Operand& in, float a, float b, cons
   S* o = static_cast<S*>(out.data);
   const S* x = in.is_scalar ? nullptr : static_cast<const S*>(in.arg.data);
   const VecSplit v = vec_split(n, K, aligned16(o) && (x == nullptr || aligned16(x)));
-  launch(unary_vec_kernel<OP, S>, grid_for(v.items), unsigned{kThreads}, o, x, static_cast<float>(in.scalar), n,
-         v.n_vec, a, b);
+  launch(unary_vec_kernel<OP, S>, grid_for(v.items), unsigned{kThreads}, o, x, scalar_as<float>(in), n, v.n_vec, a, b);
 }
 
 template <UnaryOp OP, typename C, class Launch>

@@ -100,9 +100,11 @@ Tensor GradScaler::scale(const Tensor& loss) {
                      shape_str(loss.sizes()) + "); only floating losses can be scaled");
   }
   place(loss.device(), op);
-  // mul promotes a float16 loss to float32 (kiln has no 0-d promotion rule); the cast back keeps
-  // the loss's dtype as PyTorch does, and its backward hands the float32 gradient through.
-  Tensor out = mul(loss, scale_);
+  // The product in float32 at least: a float16 loss with dims would take the float32 0-d scale in
+  // float16 (result_type), where 2^16, the first scale, is inf. The cast back keeps the loss's dtype
+  // as PyTorch does, and its backward hands the float32 gradient through.
+  const DType wide = promote_types(loss.dtype(), scale_.dtype());
+  Tensor out = mul(loss.dtype() == wide ? loss : loss.to(wide), scale_);
   return out.dtype() == loss.dtype() ? out : out.to(loss.dtype());
 }
 

@@ -33,7 +33,9 @@ void scale_by_clip(TensorList& dense, TensorList& strided, double max_norm, cons
   Tensor coef = div(Scalar(max_norm), add(total_norm, Scalar(1e-6)));
   coef.clamp_(std::nullopt, Scalar(1.0));
   foreach_mul_(dense, coef);
-  for (Tensor& g : strided) g.mul_(coef);
+  // As foreach_mul_ scales: in the wider of the two dtypes, rounded once to the gradient's (g.mul_(coef)
+  // would take a float32 coef in a float16 gradient's dtype first, as PyTorch's result_type has it).
+  for (Tensor& g : strided) g.copy_(mul(g.to(promote_types(g.dtype(), coef.dtype())), coef));
 }
 
 }  // namespace

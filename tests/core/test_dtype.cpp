@@ -213,6 +213,81 @@ TEST_CASE("type promotion between tensors follows PyTorch", "[dtype]") {
   CHECK(promote_types(DType::BFloat16, DType::Int64) == DType::BFloat16);
 }
 
+// A 0-d tensor beside a tensor with dims raises only the category, as PyTorch's result_type has it,
+// and is taken in the result's dtype: float16 [n] times a float32 0-d tensor was float32, and an
+// equality with float32's 0.1 false for a float16 0.1.
+TEST_CASE("a 0-d tensor beside one with dims promotes as PyTorch's result_type", "[dtype]") {
+  const auto dt = [](DType d, bool zero_dim) {
+    return zero_dim ? zeros({}, TensorOptions(d)) : zeros({3}, TensorOptions(d));
+  };
+  struct Case {
+    DType dims, zero, want;
+  };
+  const Case cases[] = {
+      {DType::Float16, DType::Float32, DType::Float16},   {DType::Float16, DType::Float64, DType::Float16},
+      {DType::BFloat16, DType::Float16, DType::BFloat16}, {DType::Float32, DType::Float64, DType::Float32},
+      {DType::Int32, DType::Int64, DType::Int32},         {DType::UInt8, DType::Int64, DType::UInt8},
+      {DType::Int32, DType::Bool, DType::Int32},          {DType::Float16, DType::Int64, DType::Float16},
+      {DType::Bool, DType::Int64, DType::Int64},          {DType::Bool, DType::Bool, DType::Bool},
+      {DType::Int64, DType::Float64, DType::Float64},     {DType::Int32, DType::Float16, DType::Float16},
+      {DType::UInt8, DType::BFloat16, DType::BFloat16},   {DType::Bool, DType::Float64, DType::Float64},
+  };
+  for (const Case& c : cases) {
+    INFO(dtype_name(c.dims) << " [3] with a 0-d " << dtype_name(c.zero));
+    CHECK(promote_with_zero_dim(c.dims, c.zero) == c.want);
+    CHECK(result_type(dt(c.dims, false), dt(c.zero, true)) == c.want);
+    CHECK(result_type(dt(c.zero, true), dt(c.dims, false)) == c.want);
+    CHECK(add(dt(c.zero, true), dt(c.dims, false)).dtype() == c.want);
+    CHECK(where(ones({3}, TensorOptions(DType::Bool)), dt(c.dims, false), dt(c.zero, true)).dtype() == c.want);
+    if (c.want != DType::Bool) CHECK(mul(dt(c.dims, false), dt(c.zero, true)).dtype() == c.want);
+    // Two 0-d tensors, or two with dims, promote as tensors do.
+    CHECK(result_type(dt(c.dims, true), dt(c.zero, true)) == promote_types(c.dims, c.zero));
+    CHECK(result_type(dt(c.dims, false), dt(c.zero, false)) == promote_types(c.dims, c.zero));
+  }
+  // A 1-d empty tensor has dims; a [1] tensor is not 0-d.
+  CHECK(add(zeros({0}, TensorOptions(DType::Float16)), zeros({})).dtype() == DType::Float16);
+  CHECK(add(zeros({1}, TensorOptions(DType::Float16)), zeros({1})).dtype() == DType::Float32);
+
+  // The 0-d value is converted to the result's dtype first: float32's 0.1 is float16's 0.1 then, and
+  // an int64 0-d 2^32 + 5 is int32's 5.
+  const Tensor f16 = full({2}, 0.1, TensorOptions(DType::Float16));
+  const Tensor tenth = scalar_tensor(0.1);  // float32
+  CHECK(eq(f16, tenth).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(eq(tenth, f16).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(sub(f16, tenth).to(DType::Float32).to_vector<float>() == std::vector<float>{0, 0});
+  CHECK(maximum(f16, tenth).dtype() == DType::Float16);
+  CHECK(pow(f16, scalar_tensor(2.0, TensorOptions(DType::Float64))).dtype() == DType::Float16);
+  const Tensor i32 = tensor(std::vector<int64_t>{1, 2}).to(DType::Int32);
+  const Tensor wide = scalar_tensor((int64_t{1} << 32) + 5);
+  CHECK(add(i32, wide).dtype() == DType::Int32);
+  CHECK(add(i32, wide).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{6, 7});
+  CHECK(where(tensor(std::vector<bool>{true, false}), wide, i32).to(DType::Int64).to_vector<int64_t>() ==
+        std::vector<int64_t>{5, 2});
+
+  // In place: the result dtype is self's, and the 0-d operand is taken in it.
+  Tensor y = f16.clone();
+  y.sub_(tenth);
+  CHECK(y.to(DType::Float32).to_vector<float>() == std::vector<float>{0, 0});
+  y = f16.clone();
+  y.mul_(scalar_tensor(10.0, TensorOptions(DType::Float64)));
+  CHECK(y.dtype() == DType::Float16);
+  y.div_(scalar_tensor(10.0));
+  CHECK(y.dtype() == DType::Float16);
+
+  // Gradients go back in each input's own dtype.
+  Tensor a = full({2}, 3.0, TensorOptions(DType::Float16)).set_requires_grad(true);
+  Tensor b = scalar_tensor(2.0).set_requires_grad(true);
+  Tensor out = mul(a, b);
+  CHECK(out.dtype() == DType::Float16);
+  out.sum().backward();
+  REQUIRE(a.grad().defined());
+  REQUIRE(b.grad().defined());
+  CHECK(a.grad().dtype() == DType::Float16);
+  CHECK(b.grad().dtype() == DType::Float32);
+  CHECK(a.grad().to(DType::Float32).to_vector<float>() == std::vector<float>{2, 2});
+  CHECK(b.grad().item<float>() == 6.0f);
+}
+
 TEST_CASE("C++ scalars promote like Python numbers", "[dtype]") {
   Tensor bf = ones({2}, TensorOptions(DType::BFloat16));
   CHECK((bf * 0.5).dtype() == DType::BFloat16);
@@ -439,6 +514,56 @@ TEST_CASE("full of bool with a float, and of float32 with a wide int64", "[dtype
   CHECK(add(zeros({1}), Scalar(n)).item<float>() == want);
   CHECK(masked_fill(zeros({1}), ones({1}, DType::Bool), Scalar(n)).item<float>() == want);
   CHECK(mul(ones({1}), Scalar(0x1p60 + 0x1p36)).item<float>() == 0x1p60f);
+}
+
+// A scalar compared with a float16 or bfloat16 tensor is that dtype's value of it, as PyTorch takes
+// it (0.1 was float32's 0.1, which no float16 equals, so x.fill_(0.1) == 0.1 was false), and where
+// and masked_fill store what a fill stores: 1 + 2^-11 + 2^-40 through float32 was float16's tie 1 +
+// 2^-11, rounded to even (1); the value is above the tie, and rounds up to 1 + 2^-10.
+TEST_CASE("a scalar compared with or stored into a 16-bit tensor is that dtype's value of it", "[dtype]") {
+  const auto bits = [](const Tensor& t) {
+    std::vector<int64_t> r;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      r.push_back(t.dtype() == DType::BFloat16 ? t.data_ptr<BFloat16>()[i].bits : t.data_ptr<Half>()[i].bits);
+    }
+    return r;
+  };
+  const auto flags = [](const Tensor& t) { return t.to(DType::Int64).to_vector<int64_t>(); };
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const double tie_above = dt == DType::Float16 ? 1 + 0x1p-11 + 0x1p-40 : 1 + 0x1p-8 + 0x1p-40;
+    const double rounded = dt == DType::Float16 ? 1 + 0x1p-10 : 1 + 0x1p-7;
+    for (double v : {0.1, -1e-3, tie_above, 1e300}) {
+      INFO(v);
+      const Tensor x = full({2}, v, TensorOptions(dt));
+      CHECK(flags(eq(x, v)) == std::vector<int64_t>{1, 1});
+      CHECK(flags(ne(x, v)) == std::vector<int64_t>{0, 0});
+      CHECK(flags(lt(x, v)) == std::vector<int64_t>{0, 0});
+      CHECK(flags(le(x, v)) == std::vector<int64_t>{1, 1});
+      CHECK(flags(gt(x, v)) == std::vector<int64_t>{0, 0});
+      CHECK(flags(ge(x, v)) == std::vector<int64_t>{1, 1});
+      const Tensor mask = tensor(std::vector<bool>{true, false});
+      const Tensor z = zeros({2}, TensorOptions(dt));
+      CHECK(bits(masked_fill(z, mask, v)) == std::vector<int64_t>{bits(x)[0], 0});
+      CHECK(bits(where(mask, Scalar(v), z)) == std::vector<int64_t>{bits(x)[0], 0});
+      CHECK(bits(where(logical_not(mask), z, Scalar(v))) == std::vector<int64_t>{bits(x)[0], 0});
+      Tensor y = z.clone();
+      y.masked_fill_(mask, v);
+      CHECK(bits(y) == std::vector<int64_t>{bits(x)[0], 0});
+    }
+    CHECK(full({1}, tie_above, TensorOptions(dt)).to(DType::Float64).item<double>() == rounded);
+    // A float a step off the 16-bit value is not equal to it.
+    const Tensor one = ones({1}, TensorOptions(dt));
+    CHECK(flags(eq(one, 1 + 0x1p-12)) == std::vector<int64_t>{1});  // rounds to 1 in both
+    CHECK(flags(eq(one, rounded)) == std::vector<int64_t>{0});
+    CHECK(flags(lt(one, rounded)) == std::vector<int64_t>{1});
+  }
+  // Other dtypes as before: float32 takes float32's value, an integer tensor against a float
+  // compares in float32, and float64 takes the double.
+  CHECK(flags(eq(full({1}, 0.1), 0.1)) == std::vector<int64_t>{1});
+  CHECK(flags(eq(zeros({1}, DType::Int64), 0.1)) == std::vector<int64_t>{0});
+  CHECK(flags(eq(full({1}, 0.1, TensorOptions(DType::Float64)), 0.1)) == std::vector<int64_t>{1});
+  CHECK(flags(eq(full({1}, 0.1, TensorOptions(DType::Float64)), static_cast<double>(0.1f))) == std::vector<int64_t>{0});
 }
 
 // int64 arange and clamp with values past 2^53, which a double (the kernels' start, step and

@@ -135,6 +135,10 @@ TEST_CASE("emulated: the vector kernel of binary ops gives the CPU's bits", "[si
                          add32);
     check<BinaryOp::Add>("add float32, scalar x" + len, a, scalar(-3.25), operand(b, a), DType::Float32, 1.0, 0,
                          add32);
+    // An int64 scalar past 2^53 rounds to float32 once, from the integer (the launch took the double).
+    const Operand wide = ops::scalar_operand(Scalar((int64_t{1} << 60) + (int64_t{1} << 36) + 1));
+    check<BinaryOp::Add>("add float32, a wide int64 scalar" + len, a, operand(a, a), wide, DType::Float32, 1.0, 0,
+                         add32);
     check<BinaryOp::Add>("add float32, in place" + len, a.clone(), operand(a.clone(), a), operand(b, a),
                          DType::Float32, 1.0, 0, add32, true);
     const Tensor off = misaligned(a);

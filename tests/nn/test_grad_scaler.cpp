@@ -177,6 +177,23 @@ TEST_CASE("float16 gradients that underflow without scaling survive with it", "[
   }
 }
 
+// A float16 loss with dims beside the float32 0-d scale: result_type would take the scale in float16,
+// where the first scale, 2^16, is inf; scale() multiplies in float32 and rounds the product once.
+TEST_CASE("a float16 loss with dims is scaled in float32 and kept float16", "[amp]") {
+  Tensor loss = tensor(std::vector<double>{0.0625, -0.5, 3e-5}).to(DType::Float16).set_requires_grad(true);
+  GradScaler scaler;
+  const Tensor scaled = scaler.scale(loss);
+  CHECK(scaled.dtype() == DType::Float16);
+  const std::vector<double> want = mul(loss.detach().to(DType::Float32), 65536.0).to(DType::Float16).to_vector_double();
+  CHECK(scaled.to_vector_double() == want);
+  CHECK(want[0] == 4096.0);
+  CHECK(want[1] == -32768.0);
+  mul(scaled, tensor(std::vector<double>{0x1p-20, 0x1p-20, 0x1p-20}).to(DType::Float16)).sum().backward();
+  REQUIRE(loss.grad().defined());
+  CHECK(loss.grad().dtype() == DType::Float16);
+  for (double g : loss.grad().to_vector_double()) CHECK(g == 0x1p-4);  // 2^-20 * 2^16
+}
+
 TEST_CASE("two optimizers: only the one with inf skips, and any inf backs the scale off", "[amp]") {
   manual_seed(10);
   Tensor a = randn({3}).set_requires_grad(true), b = randn({2}).set_requires_grad(true);

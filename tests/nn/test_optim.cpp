@@ -613,6 +613,25 @@ TEST_CASE("clip_grad_norm_ of float64 gradients: a float64 norm past float32's r
   require_values(b.grad(), {6.0});
 }
 
+// A strided gradient is scaled as the dense ones are (foreach_mul_: in float32, rounded once): a
+// plain g.mul_(coef) takes the float32 0-d factor in the gradient's 16-bit dtype first (result_type).
+TEST_CASE("clip_grad_norm_ scales strided 16-bit gradients as it scales dense ones", "[optim]") {
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    Vec g;
+    for (int i = 0; i < 24; ++i) g.push_back(0.05 + 0.37 * i);
+    Vec spread(2 * g.size(), 0.0);  // g at the even positions
+    for (size_t i = 0; i < g.size(); ++i) spread[2 * i] = g[i];
+    Tensor a = param(Vec(g.size(), 0.0), dt), b = param(Vec(g.size(), 0.0), dt);
+    set_grad(a, g);
+    b.set_grad(tensor(spread).to(dt).slice(0, 0, static_cast<int64_t>(spread.size()), 2));
+    REQUIRE_FALSE(b.grad().is_contiguous());
+    clip_grad_norm_({a, b}, 0.3);
+    CHECK(a.grad().to_vector_double() == b.grad().to_vector_double());
+    CHECK(a.grad().to_vector_double() != tensor(g).to(dt).to_vector_double());
+  }
+}
+
 TEST_CASE("clip_grads_with_norm_ scales by a total norm given to it", "[optim]") {
   // The norm found elsewhere (as ZeRO's shards combine theirs), here 26 for gradients whose own is 13.
   Tensor a = param({0.0, 0.0}), b = param({0.0}), c = param({5.0});
