@@ -85,6 +85,23 @@ template <typename C> KILN_HD C pow_fn(C x, C y) {
   }
 }
 
+// x^a for one exponent a across a tensor (pow(x, Scalar) and its backward), as PyTorch computes it:
+// the exponents it special-cases go through those operations (0.5: sqrt, so sqrt(-inf) is NaN and
+// sqrt(-0) is -0 where C's pow gives +inf and +0; -0.5: 1 / sqrt, as rsqrt; 2, 3 and -2: products,
+// each rounded; -1: a division), the rest through pow.
+template <typename C>
+KILN_HD C pow_scalar_fn(C x, C a) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a == C(0.5)) return std::sqrt(x);
+    if (a == C(-0.5)) return C(1) / std::sqrt(x);
+    if (a == C(2)) return x * x;
+    if (a == C(3)) return x * x * x;
+    if (a == C(-1)) return C(1) / x;
+    if (a == C(-2)) return C(1) / (x * x);
+  }
+  return pow_fn(x, a);
+}
+
 template <typename C> KILN_HD C sign_fn(C x) {
   if (is_nan(x)) return x;
   return static_cast<C>((C(0) < x) - (x < C(0)));
@@ -154,7 +171,7 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
   } else if constexpr (OP == UnaryOp::LogicalNot) {
     return x == C(0) ? C(1) : C(0);
   } else if constexpr (OP == UnaryOp::PowScalar) {
-    return pow_fn(x, a);
+    return pow_scalar_fn(x, a);
   } else if constexpr (OP == UnaryOp::RPowScalar) {
     return pow_fn(a, x);
   } else if constexpr (std::is_floating_point_v<C>) {
@@ -202,7 +219,7 @@ template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta
   if constexpr (OP == BinaryOp::AbsBackward) return x * sign_fn(y);
   if constexpr (OP == BinaryOp::PowScalarBackward) {
     if (alpha == C(0)) return C(0);
-    return x * alpha * pow_fn(y, static_cast<C>(alpha - C(1)));
+    return x * alpha * pow_scalar_fn(y, static_cast<C>(alpha - C(1)));
   }
   if constexpr (std::is_floating_point_v<C>) {
     if constexpr (OP == BinaryOp::GeluErfBackward) return x * gelu_erf_grad(y);

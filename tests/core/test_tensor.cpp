@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -153,6 +154,47 @@ TEST_CASE("clamp: a NaN bound makes every element NaN and passes no gradient, as
   CHECK(w.to_vector<float>()[0] == -3.0f);
   CHECK(std::isnan(w.to_vector<float>()[1]));
   CHECK(w.to_vector<float>()[2] == 1.0f);
+}
+
+// pow with the exponents PyTorch special-cases computes as those ops do: 0.5 is sqrt (NaN at -inf,
+// -0 at -0, where C's pow gives +inf and +0), -0.5 is 1 / sqrt, 2, 3 and -2 are products and -1 a
+// division; the backward takes x^(a - 1) the same way. Other exponents stay pow.
+TEST_CASE("pow by a scalar: the special-cased exponents are sqrt, rsqrt, products and division", "[tensor]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = tensor(std::vector<double>{-inf, -0.0, 0.0, 4.0, -4.0, 0.7, 1e-3, 3.3}).to(dt);
+    const auto bits = [](const Tensor& t) {
+      std::vector<uint64_t> r;
+      for (double v : t.to_vector_double()) {
+        uint64_t u = 0;
+        std::memcpy(&u, &v, sizeof u);
+        r.push_back(std::isnan(v) ? 0x7ff8000000000000u : u);  // any NaN is NaN
+      }
+      return r;
+    };
+    CHECK(bits(pow(x, 0.5)) == bits(sqrt(x)));
+    CHECK(bits(pow(x, -0.5)) == bits(rsqrt(x)));
+    CHECK(bits(pow(x, 2)) == bits(x * x));
+    CHECK(bits(pow(x, 2.0)) == bits(x * x));
+    CHECK(bits(pow(x, -1)) == bits(div(1.0, x)));
+    if (dt == DType::Float32 || dt == DType::Float64) {  // products in the compute type, rounded once each
+      CHECK(bits(pow(x, 3)) == bits(x * x * x));
+      CHECK(bits(pow(x, -2)) == bits(div(1.0, x * x)));
+    }
+    const std::vector<double> half = pow(x, 0.5).to_vector_double();
+    CHECK(std::isnan(half[0]));
+    CHECK((half[1] == 0.0 && std::signbit(half[1])));
+    CHECK(std::isnan(pow(x, -0.5).to_vector_double()[0]));
+    CHECK(pow(x, -0.5).to_vector_double()[1] == -inf);
+    CHECK(pow(x, 1.5).to_vector_double()[0] == inf);  // pow's own: (-inf)^1.5 is +inf
+  }
+  // The gradient of x^1.5 is 1.5 x^0.5, through sqrt: NaN at -inf as PyTorch's.
+  Tensor y = tensor(std::vector<double>{-inf, 4.0}).set_requires_grad(true);
+  pow(y, 1.5).sum().backward();
+  const std::vector<double> g = y.grad().to_vector_double();
+  CHECK(std::isnan(g[0]));
+  CHECK(g[1] == 3.0);
 }
 
 TEST_CASE("item and printing", "[tensor]") {
