@@ -6,7 +6,8 @@ bench_ddp_step on two MPI ranks; writes every record into OUT.jsonl, renders OUT
 markers. The pages' numbers come only from here.
 
 A round runs bench_tips, then the peer: the implementations alternate, so a slow spell of the machine
-falls on both. Each cell is the median over the rounds of each run's own median. "B / A" is the
+falls on both. Each cell is the median round (the lower middle one of an even number) of each run's
+own median. "B / A" is the
 speed-up of the tip's variant over the baseline: B's throughput over A's where both have one, else
 A's time per unit over B's (above 1: the tip makes it faster). Peak
 memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
@@ -33,7 +34,6 @@ import math
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,7 +131,8 @@ def num(v, fmt):
 
 
 def cells(rows):
-    """(impl, tip, role, variant) -> the row whose ms is the median over the rounds (its fields whole)."""
+    """(impl, tip, role, variant) -> the median round's row, whole: of an even number of rounds the
+    lower middle one (an average of the two would pair a time with another round's rate and memory)."""
     groups = {}
     for r in rows:
         if r.get("record") == "tip":
@@ -139,8 +140,7 @@ def cells(rows):
     out = {}
     for key, rs in groups.items():
         rs = sorted(rs, key=lambda r: r["ms"])
-        med = dict(rs[len(rs) // 2])
-        med["ms"] = statistics.median(r["ms"] for r in rs)
+        med = dict(rs[(len(rs) - 1) // 2])
         med["rounds"] = len(rs)
         out[key] = med
     return out
@@ -306,6 +306,12 @@ def quick_check(bench):
         text = tip_table(tip, cells([dict(r, round=0) for r in rows]), "check.md", meta_of(rows))
         if text is None or "| kiln | A: " not in text or "| kiln | B: " not in text:
             problems.append(f"tip {tip}: its table has no kiln A and B rows:\n{text}")
+    # Two rounds of one cell: the lower middle round's row, whole (its time with its own rate).
+    a = next(r for r in rows if r.get("record") == "tip")
+    two = cells([dict(a, round=0, ms=2.0, rate=10.0), dict(a, round=1, ms=1.0, rate=20.0)])
+    cell = two[(a["impl"], a["tip"], a["role"], a["variant"])]
+    if (cell["ms"], cell["rate"], cell["rounds"]) != (1.0, 20.0, 2):
+        problems.append(f"cells: of two rounds (2 ms at 10/s, 1 ms at 20/s) the cell is {cell}")
     if problems:
         fail("\n".join(problems), 1)
     print(f"tips: bench_tips --quick gave A and B for all {len(CPU_TIPS)} CPU tips")
