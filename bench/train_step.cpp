@@ -122,6 +122,11 @@ int64_t default_batch(const std::string& workload) {
   return workload == "resnet18" ? 512 : 64;
 }
 
+std::vector<std::string> chosen_workloads(const Options& o) {
+  if (o.workload == "all") return {"gpt", "resnet18", "cnn"};
+  return {o.workload};
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   examples::Flags app(
@@ -146,17 +151,27 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--batch", o.batch, "batch size of every workload")
       ->transform(examples::whole<int64_t>(1, int64_t(1) << 20))
       ->default_str("64 for gpt and cnn, 16 for gpt2-124m, 512 for resnet18");
-  app.add_option("--n-layer", o.n_layer, "gpt: transformer blocks")->transform(examples::whole<int64_t>(1, 1024));
-  app.add_option("--n-head", o.n_head, "gpt: attention heads")->transform(examples::whole<int64_t>(1, 1024));
-  app.add_option("--n-embd", o.n_embd, "gpt: width (a multiple of --n-head)")
-      ->transform(examples::whole<int64_t>(1, 65536));
-  app.add_option("--block-size", o.block_size, "gpt, gpt2-124m: tokens per sequence (T)")
-      ->transform(examples::whole<int64_t>(1, 65536))
+  // Each size flag with the workloads that read it (checked below).
+  struct SizeFlag {
+    const char* name;
+    examples::Option* flag;
+    std::vector<std::string> readers;
+  };
+  std::vector<SizeFlag> sizes;
+  const auto size_flag = [&](const char* name, auto& value, const char* help, int64_t lo, int64_t hi,
+                             std::vector<std::string> readers) {
+    examples::Option* flag = app.add_option(name, value, help)->transform(examples::whole<int64_t>(lo, hi));
+    sizes.push_back({name, flag, std::move(readers)});
+    return flag;
+  };
+  size_flag("--n-layer", o.n_layer, "gpt: transformer blocks", 1, 1024, {"gpt"});
+  size_flag("--n-head", o.n_head, "gpt: attention heads", 1, 1024, {"gpt"});
+  size_flag("--n-embd", o.n_embd, "gpt: width (a multiple of --n-head)", 1, 65536, {"gpt"});
+  size_flag("--block-size", o.block_size, "gpt, gpt2-124m: tokens per sequence (T)", 1, 65536, {"gpt", "gpt2-124m"})
       ->default_str("256 for gpt, 1024 for gpt2-124m");
-  app.add_option("--image-size", o.image_size, "resnet18: square image side (cnn: always 28)")
-      ->transform(examples::whole<int64_t>(4, 4096));
-  app.add_option("--base-width", o.base_width, "resnet18: first stage's width, the others scaled alike")
-      ->transform(examples::whole<int64_t>(1, 4096))
+  size_flag("--image-size", o.image_size, "resnet18: square image side (cnn: always 28)", 4, 4096, {"resnet18"});
+  size_flag("--base-width", o.base_width, "resnet18: first stage's width, the others scaled alike", 1, 4096,
+            {"resnet18"})
       ->default_str("resnet18_cifar()'s");
   app.add_option("--seed", o.seed, "seed of the weights and the synthetic batch")
       ->transform(examples::whole<uint64_t>(0));
@@ -170,6 +185,20 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--json", o.json, "write the JSON lines here (atomically, after every case) instead of stdout");
   app.parse(argc, argv);
 
+  // A size flag that none of the chosen workloads reads is bad input: the run would time the default
+  // shape (gpt2-124m's, SmallCNN's 28x28) as if it were the one asked for.
+  for (const SizeFlag& f : sizes) {
+    if (f.flag->count() == 0) continue;
+    bool read = false;
+    for (const std::string& w : chosen_workloads(o)) {
+      read = read || std::find(f.readers.begin(), f.readers.end(), w) != f.readers.end();
+    }
+    if (!read) {
+      std::string names;
+      for (const std::string& r : f.readers) names += (names.empty() ? "" : " or ") + r;
+      examples::input_error(std::string(f.name) + " applies to --workload " + names + " (or all), not " + o.workload);
+    }
+  }
   if (o.n_embd % o.n_head != 0) {
     examples::input_error("--n-embd " + std::to_string(o.n_embd) + " is not a multiple of --n-head " +
                           std::to_string(o.n_head));
@@ -183,11 +212,6 @@ Options parse_options(int argc, char** argv) {
   }
   examples::check_json_path(o.json);
   return o;
-}
-
-std::vector<std::string> chosen_workloads(const Options& o) {
-  if (o.workload == "all") return {"gpt", "resnet18", "cnn"};
-  return {o.workload};
 }
 
 // The chosen modes in all_modes()' order, each once. A mode that fits none of the chosen workloads

@@ -317,6 +317,14 @@ kiln_flag_test(bench_train_step_cuda_graph_cpu bench_train_step 2 stderr "--cuda
                --device cpu --cuda-graph)
 kiln_flag_test(bench_train_step_cuda_graph_warmup bench_train_step 2 stderr "--cuda-graph needs --warmup 2 or more"
                --cuda-graph --warmup 1)
+# A size flag that none of the chosen workloads reads (SmallCNN has no layers to count, gpt2-124m
+# is a fixed preset): refused, not a run of the default shape under the flag's name.
+kiln_flag_test(bench_train_step_n_layer_cnn bench_train_step 2 stderr
+               "--n-layer applies to --workload gpt .or all., not cnn" --workload cnn --n-layer 2)
+kiln_flag_test(bench_train_step_n_embd_preset bench_train_step 2 stderr
+               "--n-embd applies to --workload gpt .or all., not gpt2-124m" --workload gpt2-124m --n-embd 64)
+kiln_flag_test(bench_train_step_image_size_gpt bench_train_step 2 stderr
+               "--image-size applies to --workload resnet18 .or all., not gpt" --workload gpt --image-size 8)
 kiln_flag_test(gpt_vocab_size_text train_gpt 2 stderr "--vocab-size applies to token and synthetic data"
                --device cpu --vocab-size 100)
 kiln_flag_test(gpt_val_data_text train_gpt 2 stderr "--val-data applies to token files" --device cpu --val-data x.bin)

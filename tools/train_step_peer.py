@@ -433,6 +433,14 @@ def parse_args(argv):
         if value is not None and not lo <= value <= hi:
             p.error(f"{flag} expects a whole number from {lo} to {hi}, got {value}")
     workloads = list(ALL_WORKLOADS) if args.workload == "all" else [args.workload]
+    # As bench_train_step: a size flag that none of the chosen workloads reads is refused (the run
+    # would time the default shape as if it were the one asked for).
+    named = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    for flag, readers in (("--n-layer", ("gpt",)), ("--n-head", ("gpt",)), ("--n-embd", ("gpt",)),
+                          ("--block-size", ("gpt", "gpt2-124m")), ("--image-size", ("resnet18",)),
+                          ("--base-width", ("resnet18",))):
+        if flag in named and not any(w in readers for w in workloads):
+            p.error(f"{flag} applies to --workload {' or '.join(readers)} (or all), not {args.workload}")
     if "gpt" in workloads and args.n_embd % args.n_head:
         p.error(f"--n-embd {args.n_embd} is not a multiple of --n-head {args.n_head}")
     given = [m for arg in (args.mode or ["all"]) for m in arg.split(",")]
