@@ -404,6 +404,7 @@ void DataLoader::set_position(LoaderPosition p) {
   }
   if (in_epoch_) stop_epoch();
   position_ = p;
+  ++repositions_;
 }
 
 std::map<std::string, int64_t> DataLoader::state() const {

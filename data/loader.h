@@ -81,6 +81,9 @@ class DataLoader {
   LoaderPosition position() const { return position_; }
   // Continues from `p` (ending any epoch in progress); batch may equal size() (the epoch is over).
   void set_position(LoaderPosition p);
+  // How many times set_position (load_state too) has moved the loader: a reader that holds a batch
+  // ahead (the device prefetcher) drops it when this changes, as it came from the old position.
+  uint64_t repositions() const { return repositions_; }
 
   // For training checkpoints: the position and what it refers to (seed, batch size, dataset size,
   // batches per epoch). load_state() refuses a state of another seed, batch size, dataset size or
@@ -123,6 +126,7 @@ class DataLoader {
   DataLoaderOptions options_;
   std::shared_ptr<Sampler> sampler_;
   LoaderPosition position_;
+  uint64_t repositions_ = 0;  // set_position calls
   bool in_epoch_ = false;
   std::vector<std::vector<int64_t>> batches_;  // the current epoch's
   int64_t submitted_ = 0;                      // batches handed to the workers so far

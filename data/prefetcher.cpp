@@ -25,11 +25,19 @@ void LookAhead::read_ahead(const Step& start) {
     if (loader_.position().epoch != ahead_position_.epoch || loader_.position().batch != ahead_position_.batch) {
       loader_.set_position(ahead_position_);
     }
+    repositions_ = loader_.repositions();  // that move is this reader's own
     throw;
   }
+  repositions_ = loader_.repositions();
 }
 
 std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
+  if (moved()) {  // what is held belongs to the position the loader was moved away from
+    primed_ = false;
+    ahead_.reset();
+    error_ = nullptr;
+    repositions_ = loader_.repositions();
+  }
   if (error_) {
     std::exception_ptr error = std::exchange(error_, nullptr);
     std::rethrow_exception(error);
@@ -51,7 +59,7 @@ std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
 }
 
 LoaderPosition LookAhead::position() const {
-  return primed_ && ahead_ ? ahead_position_ : loader_.position();
+  return primed_ && ahead_ && !moved() ? ahead_position_ : loader_.position();
 }
 
 }  // namespace detail
@@ -93,6 +101,9 @@ DevicePrefetcher::~DevicePrefetcher() {
 std::optional<Example> DevicePrefetcher::next() {
   if (!device_.is_cuda()) return loader_.next();
   Impl& m = *impl_;
+  // A held batch that the loader's set_position made stale is dropped: its copy finishes first, as
+  // in the destructor.
+  if (m.ahead.moved()) m.copy_stream->synchronize();
   // Batch i + 1 copies on the copy stream while the caller computes on batch i.
   auto start_copy = [&](Example& b) {
     cuda::DeviceGuard guard(device_.index);

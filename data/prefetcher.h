@@ -23,17 +23,22 @@ namespace detail {
 // its copy): next() hands out the batch it holds and starts the one after. A failure while reading
 // ahead (the loader's error, a failed copy) is kept for the next call, which would have returned
 // that batch, and the loader is put back at it; so the batch in hand is still returned, no batch is
-// lost, and the error comes where the loader itself would have raised it. On the CPU it runs under
-// the tests; the device prefetcher is the same code with copies.
+// lost, and the error comes where the loader itself would have raised it. A set_position or
+// load_state on the loader in between drops what is held (a batch or an error of the old position):
+// the next call reads from the new one. On the CPU it runs under the tests; the device prefetcher
+// is the same code with copies.
 class LookAhead {
  public:
   using Step = std::function<void(Example&)>;
-  explicit LookAhead(DataLoader& loader) : loader_(loader) {}
+  explicit LookAhead(DataLoader& loader) : loader_(loader), repositions_(loader.repositions()) {}
   // The next batch (after `finish` ran on it), with the one after it read and `start` run on it;
   // nullopt at the end of the loader's epoch, as DataLoader::next.
   std::optional<Example> next(const Step& start, const Step& finish);
   // The position of the batch next() returns next: the loader's, less the batch held ahead.
   LoaderPosition position() const;
+  // Whether the loader was set to a position since the batch (or error) held was taken: next()
+  // drops it then.
+  bool moved() const { return loader_.repositions() != repositions_; }
 
  private:
   void read_ahead(const Step& start);
@@ -43,6 +48,7 @@ class LookAhead {
   std::optional<Example> ahead_;   // the batch held; nullopt when the epoch has ended
   LoaderPosition ahead_position_;  // where the loader was before reading it
   std::exception_ptr error_;       // a failure reading ahead, for the next call
+  uint64_t repositions_ = 0;       // the loader's repositions() when it was taken
 };
 
 }  // namespace detail

@@ -491,6 +491,40 @@ TEST_CASE("DataLoader: reading one batch ahead loses no batch when the read ahea
   CHECK(ahead.next(flaky, nothing)->target.to_vector<int64_t>()[0] == 2);  // batch 1, not skipped
 }
 
+// set_position (or load_state) on the loader while a batch is held ahead: the held batch came from
+// the old position and is dropped, so the next batch is the one the new position names (it was the
+// held one, then the new position's). A held error of the old position is dropped too.
+TEST_CASE("DataLoader: reading one batch ahead follows the loader's set_position", "[data][loader]") {
+  auto ds = std::make_shared<ProbeDataset>(12);
+  const data::detail::LookAhead::Step nothing = [](Example&) {};
+  for (int64_t workers : {0, 2}) {
+    INFO("workers " << workers);
+    DataLoader loader(ds, opts(2, workers));
+    data::detail::LookAhead ahead(loader);
+    const auto first = [&] { return ahead.next(nothing, nothing)->target.to_vector<int64_t>()[0]; };
+    CHECK(first() == 0);  // batch 0; batch 1 held ahead
+    CHECK(ahead.position().batch == 1);
+    loader.set_position({0, 4});
+    CHECK(ahead.moved());
+    CHECK(ahead.position().batch == 4);
+    CHECK(first() == 8);  // batch 4, not the held batch 1
+    CHECK(ahead.position().batch == 5);
+    CHECK_FALSE(ahead.moved());
+    // Back to where it was, through load_state (a resume): batch 1 again.
+    std::map<std::string, int64_t> state = loader.state();
+    state["loader_batch"] = 1;
+    loader.load_state(state);
+    CHECK(first() == 2);
+    CHECK(first() == 4);
+    // An error held for the old position is dropped with it.
+    ds->fail_at = 8;      // batch 4
+    CHECK(first() == 6);  // batch 3, while reading batch 4 ahead fails
+    loader.set_position({0, 5});
+    CHECK(first() == 10);
+    ds->fail_at = -1;
+  }
+}
+
 TEST_CASE("DataLoader: reading one batch ahead survives a failed first start and a failed finish", "[data][loader]") {
   auto ds = std::make_shared<ProbeDataset>(8);
   const data::detail::LookAhead::Step nothing = [](Example&) {};
