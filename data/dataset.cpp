@@ -37,11 +37,15 @@ Generator& sample_generator() {
 SampleGeneratorScope::SampleGeneratorScope(uint64_t seed, int64_t epoch, int64_t index)
     : previous_(t_sample_generator) {
   Generator& g = thread_generator();
+  if (previous_ == &g) outer_ = g.state();  // nested: the one generator is the outer sample's too
   g.manual_seed(sample_seed(seed, epoch, index));
   t_sample_generator = &g;
 }
 
-SampleGeneratorScope::~SampleGeneratorScope() { t_sample_generator = previous_; }
+SampleGeneratorScope::~SampleGeneratorScope() {
+  if (previous_ == &thread_generator()) previous_->set_state(outer_);
+  t_sample_generator = previous_;
+}
 
 void check_index(const char* name, int64_t index, int64_t size) {
   if (index < 0 || index >= size) {

@@ -44,7 +44,9 @@ using Transform = std::function<Tensor(const Tensor&)>;
 // Elsewhere, the CPU's default generator.
 Generator& sample_generator();
 
-// Sets this thread's sample generator for one sample, and puts the previous one back on exit.
+// Sets this thread's sample generator for one sample, and puts the previous one back on exit. A
+// scope inside another (a dataset whose get() reads a loader of its own on this thread) puts back
+// the outer sample's state too: the outer sample's draws go on where they stood.
 class SampleGeneratorScope {
  public:
   SampleGeneratorScope(uint64_t seed, int64_t epoch, int64_t index);
@@ -54,6 +56,7 @@ class SampleGeneratorScope {
 
  private:
   Generator* previous_;
+  PhiloxState outer_{};  // the outer scope's state, when nested
 };
 
 // The seed of sample `index` of `epoch` in a loader seeded with `seed`: a SplitMix64 mix, so nearby

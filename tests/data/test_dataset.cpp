@@ -28,12 +28,23 @@ TEST_CASE("sample_generator: seeded per sample inside a scope, the default gener
     SampleGeneratorScope s(1, 2, 3);
     a = sample_generator().state().seed;
     CHECK(sample_generator().state().offset == 0);
+    const Tensor first = rand({4}, {}, sample_generator());
+    const PhiloxState outer = sample_generator().state();
     {
       SampleGeneratorScope inner(1, 2, 4);
       b = sample_generator().state().seed;
+      CHECK(sample_generator().state().offset == 0);
+      rand({4}, {}, sample_generator());
     }
-    // The inner scope reseeded this thread's generator; the outer sample's seed is not restored,
-    // which is why the loader opens one scope per sample and never nests them.
+    // The inner scope put the outer sample's state back (it left its own reseeded and advanced), so
+    // the outer sample's next draw is the one it would have made without the inner scope.
+    CHECK(sample_generator().state().seed == outer.seed);
+    CHECK(sample_generator().state().offset == outer.offset);
+    const Tensor second = rand({4}, {}, sample_generator());
+    Generator alone(sample_seed(1, 2, 3));
+    rand({4}, {}, alone);
+    CHECK(second.to_vector<float>() == rand({4}, {}, alone).to_vector<float>());
+    CHECK(first.to_vector<float>() != second.to_vector<float>());
   }
   {
     SampleGeneratorScope s(1, 3, 3);
