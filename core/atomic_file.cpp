@@ -1,5 +1,5 @@
-// Atomic file writes (core/atomic_file.h): a temporary sibling named after the writing process,
-// fsynced and renamed over the target; and the clean-up of siblings whose process died.
+// Atomic file writes (core/atomic_file.h): a temporary sibling named after the writing machine and
+// process, fsynced and renamed over the target; and the clean-up of siblings whose process died.
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/log.h"
@@ -20,17 +22,51 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// The naming: "<target>.tmp.<pid>.<counter>"; the pid of a name that has this form, or 0.
-pid_t temp_file_owner(const std::string& name) {
+// This machine's name as a temporary file carries it: letters, digits and '-', anything else '-'
+// (so it holds no '.'), or "host" when the name cannot be read.
+const std::string& host_token() {
+  static const std::string token = [] {
+    char name[256] = {};
+    std::string t = ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+    for (char& c : t) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+    }
+    return t.empty() ? std::string("host") : t;
+  }();
+  return token;
+}
+
+// The writer of a temporary file: its machine (empty in the older "<pid>.<counter>" naming, which
+// named none) and its pid, 0 for a name of neither form.
+struct TempOwner {
+  std::string host;
+  pid_t pid = 0;
+};
+
+// The naming: "<target>.tmp.<host>.<pid>.<counter>" (before: "<target>.tmp.<pid>.<counter>").
+TempOwner temp_file_owner(const std::string& name) {
   const size_t tmp = name.rfind(".tmp.");
-  if (tmp == std::string::npos || tmp == 0) return 0;
-  const std::string rest = name.substr(tmp + 5);  // "<pid>.<counter>"
-  const size_t dot = rest.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) return 0;
-  auto digits = [](const std::string& s) { return s.find_first_not_of("0123456789") == std::string::npos; };
-  const std::string pid_text = rest.substr(0, dot);
-  if (!digits(pid_text) || !digits(rest.substr(dot + 1)) || pid_text.size() > 9) return 0;
-  return static_cast<pid_t>(std::stol(pid_text));
+  if (tmp == std::string::npos || tmp == 0) return {};
+  std::vector<std::string> parts;  // what follows ".tmp.", split at '.'
+  for (size_t from = tmp + 5;;) {
+    const size_t dot = name.find('.', from);
+    parts.push_back(name.substr(from, dot == std::string::npos ? std::string::npos : dot - from));
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (parts.size() < 2 || parts.size() > 3) return {};
+  const std::string& pid_text = parts[parts.size() - 2];
+  if (!digits(pid_text) || !digits(parts.back()) || pid_text.size() > 9) return {};
+  if (parts.size() == 3 &&
+      (parts[0].empty() ||
+       parts[0].find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
+           std::string::npos)) {
+    return {};
+  }
+  return {parts.size() == 3 ? parts[0] : std::string(), static_cast<pid_t>(std::stol(pid_text))};
 }
 
 }  // namespace
@@ -42,7 +78,8 @@ void AtomicFile::fail(const std::string& file, const std::string& what) const {
 AtomicFile::AtomicFile(const std::string& target, std::string who) : target_(target), who_(std::move(who)) {
   static std::atomic<uint64_t> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
-    path_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+    path_ =
+        target + ".tmp." + host_token() + "." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
     // 0666 before the umask, like any file the user creates; O_EXCL so we never reuse a name.
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ >= 0) return;
@@ -104,8 +141,12 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
   if (ec) return removed;  // no folder yet: nothing was ever saved there
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
-    const pid_t pid = temp_file_owner(it->path().filename().string());
+    const TempOwner owner = temp_file_owner(it->path().filename().string());
+    const pid_t pid = owner.pid;
     if (pid <= 0 || pid == ::getpid() || !it->is_regular_file(ec)) continue;
+    // Another machine's (a folder shared between nodes): its pid says nothing about this machine's
+    // processes, so its save may be under way there. Files of the older naming count as this one's.
+    if (!owner.host.empty() && owner.host != host_token()) continue;
     // kill(pid, 0) delivers nothing: it only asks whether the process exists.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
     const std::string path = it->path().string();

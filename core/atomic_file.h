@@ -1,8 +1,9 @@
-// Files written atomically: the bytes go to a temporary sibling "<target>.tmp.<pid>.<n>", which is
-// fsynced and then renamed over the target, so a reader never sees half a file and a crash never
-// leaves one at the target's name. Every file kiln writes goes through here (safetensors files and
-// checkpoints, the examples' metrics rewrites, the benchmark and op-table lists), so the one
-// clean-up below finds what any of them left behind.
+// Files written atomically: the bytes go to a temporary sibling "<target>.tmp.<host>.<pid>.<n>"
+// (the machine's name with anything but letters, digits and '-' as '-'), which is fsynced and then
+// renamed over the target, so a reader never sees half a file and a crash never leaves one at the
+// target's name. Every file kiln writes goes through here (safetensors files and checkpoints, the
+// examples' metrics rewrites, the benchmark and op-table lists), so the one clean-up below finds
+// what any of them left behind.
 #pragma once
 
 #include <cstddef>
@@ -39,9 +40,11 @@ class AtomicFile {
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& who);
 
 // Removes what saves into `dir` left behind when their process died mid-save (SIGKILL, a crash,
-// power loss): the temporary siblings whose process <pid> no longer runs. A save under way in a
-// live process is left alone. Returns the paths removed (and logs each at Info); a file that
-// cannot be removed is a kiln::IOError. Training programs call it at start.
+// power loss): the temporary siblings of this machine whose process <pid> no longer runs (and those
+// of the older "<target>.tmp.<pid>.<n>" naming, which named no machine). A save under way in a live
+// process, or on another machine sharing the folder, is left alone. Returns the paths removed (and
+// logs each at Info); a file that cannot be removed is a kiln::IOError. Training programs call it
+// at start.
 std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 }  // namespace kiln

@@ -33,9 +33,10 @@ import subprocess
 import sys
 import time
 
-# nn/safetensors.cpp's atomic writer: TARGET.tmp.PID.COUNTER next to TARGET, renamed over it once
-# written and fsynced. The PID tells whose it is: only the running process may own one.
-TEMP_RE = re.compile(r"^(?P<target>.+)\.tmp\.(?P<pid>[0-9]+)\.(?P<n>[0-9]+)$")
+# nn/safetensors.cpp's atomic writer (core/atomic_file.h): TARGET.tmp.HOST.PID.COUNTER next to
+# TARGET (TARGET.tmp.PID.COUNTER before), renamed over it once written and fsynced. The PID tells
+# whose it is: only the running process may own one.
+TEMP_RE = re.compile(r"^(?P<target>.+)\.tmp\.(?:[A-Za-z0-9-]+\.)?(?P<pid>[0-9]+)\.(?P<n>[0-9]+)$")
 
 CHECKPOINT = "checkpoint.safetensors"
 

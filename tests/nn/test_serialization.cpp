@@ -4,8 +4,10 @@
 // and a read-only directory would not stop root.
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/kiln.h"
 #include "kernels/error.h"
 #include "nn/module.h"
@@ -407,6 +410,42 @@ TEST_CASE("safetensors rejects every kind of corrupt file with kiln::IOError", "
     fs::create_directory(dir.file("a_dir"));
     check_corrupt(dir.file("a_dir"), {"not a regular file"});
   }
+}
+
+// The temporary files name their machine: remove_stale_temp_files removes this machine's whose
+// process is gone, and the older pid-only names, but not another machine's (a folder shared between
+// nodes, where that pid says nothing about this machine's processes) nor a live process's.
+TEST_CASE("remove_stale_temp_files removes this machine's dead saves only", "[serialization]") {
+  TempDir dir;
+  std::string host;
+  {
+    AtomicFile probe(dir.file("probe"), "test");  // not committed: removed on exit
+    const std::string name = std::filesystem::path(probe.path()).filename().string();
+    REQUIRE(name.rfind("probe.tmp.", 0) == 0);
+    const std::string rest = name.substr(10);  // "<host>.<pid>.<n>"
+    host = rest.substr(0, rest.find('.'));
+    const std::string own = host + "." + std::to_string(::getpid()) + ".";  // then the process's counter
+    CHECK(rest.rfind(own, 0) == 0);
+    CHECK(rest.size() > own.size());
+    CHECK(rest.find_first_not_of("0123456789", own.size()) == std::string::npos);
+    CHECK(host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") ==
+          std::string::npos);
+  }
+  // A pid past Linux's largest (2^22) runs nowhere; the parent process runs.
+  const std::string dead = "4194305", live = std::to_string(::getppid());
+  const std::string other = host == "elsewhere" ? "elsewhere-2" : "elsewhere";
+  for (const std::string& name :
+       {"a.tmp." + host + "." + dead + ".0", "b.tmp." + dead + ".3", "c.tmp." + other + "." + dead + ".0",
+        "d.tmp." + host + "." + live + ".1", "e.tmp." + host + ".x" + dead + ".0", "f.tmp.bad.host." + dead + ".0"}) {
+    std::ofstream(dir.file(name)) << "half a save";
+  }
+  std::vector<std::string> removed = remove_stale_temp_files(dir.path);
+  for (std::string& r : removed) r = std::filesystem::path(r).filename().string();
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"a.tmp." + host + "." + dead + ".0", "b.tmp." + dead + ".3"});
+  CHECK(dir.listing() ==
+        std::vector<std::string>{"c.tmp." + other + "." + dead + ".0", "d.tmp." + host + "." + live + ".1",
+                                 "e.tmp." + host + ".x" + dead + ".0", "f.tmp.bad.host." + dead + ".0"});
 }
 
 TEST_CASE("safetensors writes atomically: a failed save keeps the old file and leaves no temp", "[serialization]") {
