@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,14 +21,17 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// This machine's name as a temporary file carries it: letters, digits and '-', anything else '-'
-// (so it holds no '.'), or "host" when the name cannot be read.
+// The characters a machine's name keeps in a temporary file's name (no '.': the name's separator).
+constexpr const char* kHostChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-";
+
+// This machine's name as a temporary file carries it: every other character as '-', or "host"
+// when the name cannot be read.
 const std::string& host_token() {
   static const std::string token = [] {
     char name[256] = {};
     std::string t = ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
-    for (char& c : t) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+    for (size_t i = t.find_first_not_of(kHostChars); i != std::string::npos; i = t.find_first_not_of(kHostChars, i)) {
+      t[i] = '-';
     }
     return t.empty() ? std::string("host") : t;
   }();
@@ -60,10 +62,7 @@ TempOwner temp_file_owner(const std::string& name) {
   if (parts.size() < 2 || parts.size() > 3) return {};
   const std::string& pid_text = parts[parts.size() - 2];
   if (!digits(pid_text) || !digits(parts.back()) || pid_text.size() > 9) return {};
-  if (parts.size() == 3 &&
-      (parts[0].empty() ||
-       parts[0].find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
-           std::string::npos)) {
+  if (parts.size() == 3 && (parts[0].empty() || parts[0].find_first_not_of(kHostChars) != std::string::npos)) {
     return {};
   }
   return {parts.size() == 3 ? parts[0] : std::string(), static_cast<pid_t>(std::stol(pid_text))};
