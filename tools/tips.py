@@ -7,9 +7,8 @@ markers. The pages' numbers come only from here.
 
 A round runs bench_tips, then the peer: the implementations alternate, so a slow spell of the machine
 falls on both. Each cell is the median round (the lower middle one of an even number) of each run's
-own median. "B / A" is the
-speed-up of the tip's variant over the baseline: B's throughput over A's where both have one, else
-A's time per unit over B's (above 1: the tip makes it faster). Peak
+own median. "B / A" is the speed-up of the tip's variant over the baseline: B's throughput over A's
+where both have one, else A's time per unit over B's (above 1: the tip makes it faster). Peak
 memory is kiln's CPU allocator's (live tensor bytes at their peak: the model, optimizer state, inputs
 and activations); PyTorch has no such count for the CPU. Tips about the GPU (4, 8, 9, 10, 14, 17, 23)
 run with --device cuda on a GPU: rounds of bench_tips --device cuda and tools/tips_peer.py --device cuda,
