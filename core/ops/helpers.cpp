@@ -141,8 +141,14 @@ Device common_device(const char* op, const std::vector<const Tensor*>& tensors) 
     if (!first) {
       first = t;
     } else if (t->device() != first->device()) {
+      // PyTorch takes a 0-d CPU tensor beside a CUDA one as a number; kiln asks for the number.
+      const bool cpu_0d = (first->dim() == 0 && first->is_cpu()) || (t->dim() == 0 && t->is_cpu());
       throw DeviceError(std::string(op) + ": expected all tensors on one device, got " + first->device().str() +
-                        " and " + t->device().str());
+                        " (shape " + shape_str(first->sizes()) + ") and " + t->device().str() + " (shape " +
+                        shape_str(t->sizes()) + ")" +
+                        (cpu_0d ? "; a 0-d CPU tensor is not taken as a number on another device: pass its item() "
+                                  "as a Scalar, or move it there with to()"
+                                : ""));
     }
   }
   return first ? first->device() : Device::cpu();

@@ -463,6 +463,10 @@ void elementwise_rows(Table& t) {
         [] { (void)masked_fill(i64({2}), zeros({2}, DType::Bool), 0.5); });
   t.add("add across devices", Expect::Device, {"add", "cpu", "cuda:0"}, [] { (void)add(f32({2}), fake_cuda({2})); });
   t.add("mul across devices", Expect::Device, {"mul", "cpu", "cuda:0"}, [] { (void)mul(fake_cuda({2}), f32({2})); });
+  t.add("mul of a CUDA tensor and a 0-d CPU tensor", Expect::Device, {"mul", "cuda:0 (shape [2])", "0-d", "item()"},
+        [] { (void)mul(fake_cuda({2}), scalar_tensor(2.0)); });
+  t.add("add_ of a 0-d CPU tensor into a CUDA tensor", Expect::Device, {"add_", "cpu (shape [])", "item()"},
+        [] { fake_cuda({2}).add_(scalar_tensor(2.0)); });
   t.add("where across devices", Expect::Device, {"where", "cpu", "cuda:0"},
         [] { (void)where(zeros({2}, DType::Bool), f32({2}), fake_cuda({2})); });
   t.add("mul of 2^40 x 2^40 broadcasts", Expect::Shape, {"mul", "[1099511627776, 1099511627776]"}, [] {
