@@ -32,11 +32,11 @@ void LookAhead::read_ahead(const Step& start) {
 }
 
 std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
-  if (moved()) {  // what is held belongs to the position the loader was moved away from
+  if (moved()) {  // what is held belongs to the position the loader was moved away from (read_ahead,
+                  // below, takes the new count)
     primed_ = false;
     ahead_.reset();
     error_ = nullptr;
-    repositions_ = loader_.repositions();
   }
   if (error_) {
     std::exception_ptr error = std::exchange(error_, nullptr);

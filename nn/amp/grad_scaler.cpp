@@ -104,8 +104,8 @@ Tensor GradScaler::scale(const Tensor& loss) {
   // float16 (result_type), where 2^16, the first scale, is inf. The cast back keeps the loss's dtype
   // as PyTorch does, and its backward hands the float32 gradient through.
   const DType wide = promote_types(loss.dtype(), scale_.dtype());
-  Tensor out = mul(loss.dtype() == wide ? loss : loss.to(wide), scale_);
-  return out.dtype() == loss.dtype() ? out : out.to(loss.dtype());
+  Tensor out = mul(loss.to(wide), scale_);  // to() of the loss's own dtype is the loss itself
+  return out.to(loss.dtype());
 }
 
 GradScaler::PerOptimizer& GradScaler::state_of(const optim::Optimizer& optimizer) {
