@@ -13,6 +13,7 @@
 #include "core/autocast.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/index.h"
 #include "core/ops/reduce.h"
 #include "kernels/error.h"
 
@@ -218,7 +219,9 @@ bool needs_grad(const TensorList& inputs) {
 }
 
 Edge gradient_edge(const Tensor& t) {
-  if (!t.defined() || !t.impl()->autograd) return {};
+  if (!t.defined()) return {};
+  detail::refresh_view_history(t.impl_ptr());
+  if (!t.impl()->autograd) return {};
   AutogradMeta& meta = *t.impl()->autograd;
   if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
   if (!meta.requires_grad) return {};
@@ -239,6 +242,146 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
   if (meta.retains_grad && fn) attach_retain_hook(t.impl_ptr(), *fn, output_nr);  // an in-place op's new history
 }
 
+// --- views of a base changed in place -------------------------------------------------------------
+
+namespace {
+
+// The history a view gets when its base changed in place: the view's gradient, put where the view's
+// elements sit in the base, in zeros of the base's shape. Which base element a view element is
+// comes from the memory they share: the base's flat indices are written into a buffer laid out as
+// the base's memory and read back through the view's layout (an element that several positions of
+// the view alias, as an expand's, gets the sum of their gradients).
+class ViewOfBaseBackward final : public Node {
+ public:
+  ViewOfBaseBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge)
+      : base_sizes_(base.sizes),
+        base_strides_(base.strides),
+        view_sizes_(view.sizes),
+        view_strides_(view.strides),
+        offset_(view.offset - base.offset) {
+    next_edges_.push_back(std::move(base_edge));
+    output_meta_.push_back(OutputMeta{view.sizes, view.dtype, view.storage->device()});
+  }
+  std::string name() const override { return "ViewOfBaseBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    NoGradGuard no_grad;
+    const Tensor& g = grads[0];
+    const int64_t n = shape_numel(base_sizes_);
+    Tensor flat = zeros({n}, TensorOptions(g.dtype(), g.device()));
+    if (n > 0 && g.numel() > 0) {
+      const TensorOptions index_options(DType::Int64, g.device());
+      // -1 in the gaps of a base that is not dense: a view element there would be an IndexError.
+      Tensor where = full({checked_extent(base_sizes_, base_strides_, "ViewOfBaseBackward")}, -1, index_options);
+      where.as_strided(base_sizes_, base_strides_, 0).copy_(arange(0, n, 1, index_options).view(base_sizes_));
+      Tensor index = where.as_strided(view_sizes_, view_strides_, offset_).reshape({-1});
+      flat = scatter_add(flat, 0, index, g.reshape({-1}));
+    }
+    return {flat.view(base_sizes_)};
+  }
+
+ private:
+  Shape base_sizes_, base_strides_, view_sizes_, view_strides_;
+  int64_t offset_;
+};
+
+// The history a base gets when one of its views is changed in place (PyTorch's CopySlices). Where
+// the view is not, the base's gradient passes through to its old history; where it is, the in-place
+// op's own backward (`op`, recorded on the view) turns the gradient of the view's new values into
+// that of its old ones, which go to the base's old history too, and gives the op's other inputs
+// theirs. The view is laid out in the base's memory: both are read through their strides over one
+// buffer laid out as that memory.
+class ViewInPlaceBackward final : public Node {
+ public:
+  ViewInPlaceBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge, std::shared_ptr<Node> op)
+      : op_(std::move(op)),
+        base_sizes_(base.sizes),
+        base_strides_(base.strides),
+        view_sizes_(view.sizes),
+        view_strides_(view.strides),
+        offset_(view.offset - base.offset) {
+    next_edges_.push_back(std::move(base_edge));
+    for (size_t i = 1; i < op_->next_edges().size(); ++i) next_edges_.push_back(op_->next_edges()[i]);
+    output_meta_.push_back(OutputMeta{base.sizes, base.dtype, base.storage->device()});
+  }
+  std::string name() const override { return op_->name() + " on a view"; }
+  TensorList apply(TensorList&& grads) override {
+    NoGradGuard no_grad;
+    const Tensor& g = grads[0];
+    Tensor memory = zeros({checked_extent(base_sizes_, base_strides_, "ViewInPlaceBackward")},
+                          TensorOptions(g.dtype(), g.device()));
+    Tensor base = memory.as_strided(base_sizes_, base_strides_, 0);
+    base.copy_(g);
+    Tensor view = memory.as_strided(view_sizes_, view_strides_, offset_);
+    TensorList out = op_->apply(TensorList{view.clone()});
+    if (out[0].defined()) {
+      view.copy_(out[0]);
+    } else {
+      view.zero_();
+    }
+    out[0] = base;
+    return out;
+  }
+  void release_saved() override { op_->release_saved(); }
+
+ private:
+  std::shared_ptr<Node> op_;
+  Shape base_sizes_, base_strides_, view_sizes_, view_strides_;
+  int64_t offset_;
+};
+
+std::mutex g_view_mutex;  // regenerations: rare (after an in-place op on a base), so one lock for all
+
+const Node* history_of(const TensorImpl& t) { return t.autograd ? t.autograd->grad_fn.get() : nullptr; }
+
+// After an in-place op recorded as `op` on `view`: its base's new history (ViewInPlaceBackward). The
+// view and the base's other views take theirs from it on their next use.
+void rebase_history(const Tensor& view, const std::shared_ptr<Node>& op) {
+  Tensor base(view.impl()->view_base);
+  auto node = std::make_shared<ViewInPlaceBackward>(*base.impl(), *view.impl(), gradient_edge(base), op);
+  node->forward_context = op->forward_context;
+  set_history(base, node, 0);
+}
+
+}  // namespace
+
+namespace detail {
+
+void remember_view_base(TensorImpl& view, const Tensor& of) {
+  const TensorImpl& src = *of.impl();
+  std::shared_ptr<TensorImpl> base = src.view_base ? src.view_base : (src.is_view ? nullptr : of.impl_ptr());
+  if (!base) return;
+  if (base->autograd) view.view_base_fn = base->autograd->grad_fn;
+  view.view_base_seen.store(view.view_base_fn.get(), std::memory_order_release);
+  view.view_base = std::move(base);
+}
+
+void refresh_view_history(const std::shared_ptr<TensorImpl>& impl) {
+  TensorImpl& view = *impl;
+  if (!view.view_base) return;
+  if (history_of(*view.view_base) == view.view_base_seen.load(std::memory_order_acquire)) return;
+  const std::lock_guard<std::mutex> lock(g_view_mutex);
+  const TensorImpl& base = *view.view_base;
+  static const std::shared_ptr<Node> kNone;
+  const std::shared_ptr<Node>& fn = base.autograd ? base.autograd->grad_fn : kNone;
+  if (fn.get() == view.view_base_seen.load(std::memory_order_relaxed)) return;
+  // Gone (detach_() on the base, which leaves its views' histories as they were), or the base holds
+  // other memory now (set_data on a leaf): the view's history stands.
+  if (fn && base.storage == view.storage) {
+    auto node = std::make_shared<ViewOfBaseBackward>(base, view, Edge{fn, base.autograd->output_nr});
+    node->forward_context = "a view of shape " + shape_str(view.sizes) + " whose base changed in place";
+    if (view.autograd && view.autograd->grad_fn) {  // hooks on the view's gradient move along
+      for (auto& [nr, hook] : view.autograd->grad_fn->pre_hooks()) {
+        if (nr == view.autograd->output_nr) node->pre_hooks().emplace_back(0, hook);
+      }
+    }
+    set_history(Tensor(impl), node, 0);  // moves a retain_grad hook too
+  }
+  view.view_base_fn = fn;
+  view.view_base_seen.store(fn.get(), std::memory_order_release);
+}
+
+}  // namespace detail
+
 std::shared_ptr<FunctionNode> record_function(const char* name, const TensorList& inputs, const TensorList& outputs,
                                               const TensorList& saved, FunctionNode::BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
@@ -257,6 +400,16 @@ std::shared_ptr<FunctionNode> record_function(const char* name, const TensorList
     const Tensor& out = outputs[k];
     node->output_meta().push_back(OutputMeta{out.sizes(), out.dtype(), out.device()});
     set_history(out, node, static_cast<uint32_t>(k));
+  }
+  // An in-place op (its output is one of its inputs) on a view: the base's history changes with it.
+  for (const Tensor& out : outputs) {
+    if (!out.impl()->view_base) continue;
+    for (const Tensor& in : inputs) {
+      if (in.is_same(out)) {
+        rebase_history(out, node);
+        break;
+      }
+    }
   }
   return node;
 }
@@ -543,6 +696,7 @@ void set_anomaly_mode(bool enabled) { g_anomaly.store(enabled); }
 
 bool Tensor::requires_grad() const {
   check_defined("requires_grad");
+  detail::refresh_view_history(impl_);
   const auto& m = impl_->autograd;
   return m && (m->requires_grad || m->grad_fn);
 }
@@ -584,6 +738,7 @@ void Tensor::set_grad(const Tensor& g) {
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> kNone;
   check_defined("grad_fn");
+  detail::refresh_view_history(impl_);
   return impl_->autograd ? impl_->autograd->grad_fn : kNone;
 }
 
@@ -591,6 +746,7 @@ bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
 
 uint32_t Tensor::output_nr() const {
   check_defined("output_nr");
+  detail::refresh_view_history(impl_);
   return impl_->autograd ? impl_->autograd->output_nr : 0;
 }
 
@@ -651,6 +807,7 @@ void Tensor::set_data(const Tensor& data) {
   impl_->offset = data.impl()->offset;
   impl_->is_view = data.impl()->is_view;
   impl_->no_grad_view_of_grad = false;
+  impl_->view_base.reset();  // another tensor's memory now
   // The tensor keeps its own version counter, advanced: what was saved or cast from its old values
   // (a graph's saved tensors, an autocast cast) is stale now. (Taking data's counter would mark
   // data's own saved copies stale instead.) As PyTorch, a new gradient sink for the new dtype and
@@ -664,6 +821,7 @@ void Tensor::set_data(const Tensor& data) {
 
 Tensor& Tensor::detach_() {
   check_defined("detach_");
+  impl_->view_base.reset();  // no history to regenerate from now
   if (impl_->autograd) {
     impl_->autograd->grad_fn.reset();
     impl_->autograd->output_nr = 0;

@@ -140,6 +140,19 @@ Edge gradient_edge(const Tensor& t);
 // Replaces `t`'s history with output `output_nr` of `fn` (used by ops and in-place ops).
 void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr);
 
+// --- views of a base changed in place (TensorImpl::view_base) ---------------------------------
+namespace detail {
+// Called for each view made with grad mode on: remembers the base that `view` shares memory with
+// (`of`, or `of`'s base when `of` is such a view itself; none when `of` is a view without one, such
+// as a detach() alias, whose history never changes) and that base's history now.
+void remember_view_base(TensorImpl& view, const Tensor& of);
+// Gives `view` a new history when its base got another since the view's was made: a node whose
+// backward puts the view's gradient into a zero gradient of the base's shape, on an edge to the
+// base's current history. Hooks on the view's gradient move to the new node. Without a lock, one
+// pointer comparison when nothing changed.
+void refresh_view_history(const std::shared_ptr<TensorImpl>& view);
+}  // namespace detail
+
 // --- the engine --------------------------------------------------------------------------
 // Runs backward from `roots` with seed gradients `grad_roots` (undefined: ones for one element).
 void run_backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph);

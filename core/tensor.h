@@ -42,6 +42,17 @@ struct TensorImpl {
   // no history of its own, so an in-place change to it with grad mode on would change the tensor's
   // values behind its history (ops::check_inplace refuses it).
   bool no_grad_view_of_grad = false;
+  // A view taken with grad mode on: the tensor whose memory it views (never a view itself: the
+  // base of a view of a view is the first one's) and the history that base had when the view's own
+  // was last made (held, so the node cannot be freed and its address reused). An in-place op that
+  // gives the base a new history, on the base or through any of its views, leaves the view's
+  // history pointing past that op; the view's next use (requires_grad, grad_fn, a recorded op,
+  // backward) sees the base's history changed and takes a new one from it, as PyTorch does
+  // (core/autograd.cpp, detail::refresh_view_history). `view_base_seen` is that node's address, for
+  // a check without a lock.
+  std::shared_ptr<TensorImpl> view_base;
+  std::shared_ptr<Node> view_base_fn;
+  std::atomic<const Node*> view_base_seen{nullptr};
 
   TensorImpl();
   ~TensorImpl();

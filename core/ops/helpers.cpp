@@ -249,8 +249,19 @@ void check_inplace(const char* op, const Tensor& self, std::initializer_list<con
                         ") cannot be modified in place; wrap the update in NoGradGuard or use detach()");
   }
   if (self.is_view() && (self.requires_grad() || others_grad)) {
-    throw AutogradError(std::string(op) + ": in-place on a view that takes part in autograd is not supported (shape " +
-                        shape_str(self.sizes()) + "); use the out-of-place op");
+    // A view taken with grad mode on changes its base's history with it (core/autograd.cpp,
+    // ViewInPlaceBackward), unless that base is a leaf, whose values are its own to keep.
+    const TensorImpl* base = self.impl()->view_base.get();
+    if (base == nullptr || base->storage != self.storage()) {
+      throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
+                          ") has no base whose history could take the change (a detach() alias, or a view of one); "
+                          "use the out-of-place op");
+    }
+    if (base->autograd && base->autograd->requires_grad && !base->autograd->grad_fn) {
+      throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
+                          ") is of a leaf tensor that requires grad (shape " + shape_str(base->sizes) +
+                          "), which cannot be modified in place; wrap the update in NoGradGuard or use detach()");
+    }
   }
   if (self.impl()->no_grad_view_of_grad) {
     throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
@@ -398,8 +409,15 @@ Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, in
   impl->offset = offset;
   impl->version = x.impl()->version;
   impl->is_view = true;
-  impl->no_grad_view_of_grad = x.impl()->no_grad_view_of_grad || (!grad_enabled() && x.requires_grad());
-  return Tensor(std::move(impl));
+  Tensor view(std::move(impl));
+  set_view_origin(view, x);
+  return view;
+}
+
+void set_view_origin(const Tensor& view, const Tensor& x) {
+  TensorImpl& impl = *view.impl();
+  impl.no_grad_view_of_grad = x.impl()->no_grad_view_of_grad || (!grad_enabled() && x.requires_grad());
+  if (grad_enabled()) detail::remember_view_base(impl, x);
 }
 
 }  // namespace kiln::ops

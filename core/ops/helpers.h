@@ -53,7 +53,9 @@ void check_floating(const char* op, const Tensor& t, const char* what);
 bool can_cast(DType from, DType to);
 
 // What every in-place op checks first: self is defined, and with grad mode on it is neither a leaf
-// that requires grad nor a view that takes part in autograd (kiln does not rebase view histories).
+// that requires grad nor a view whose change no history can take (a view of such a leaf, a view
+// without a base such as a detach() alias, a view taken under NoGradGuard of a tensor that requires
+// grad). A view with a base changes its base's history (core/autograd.cpp, ViewInPlaceBackward).
 void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others);
 // The result dtype of an in-place op must cast to self's (a DTypeError naming the op otherwise).
 void check_inplace_cast(const char* op, DType result, const Tensor& self);
@@ -94,6 +96,11 @@ void copy_raw(const Tensor& dst, const Tensor& src, const char* op = "copy_");
 // one place views are made, so the one place their bounds are checked: a count or extent that
 // overflows is a ShapeError, elements past x's storage an IndexError, each naming `op`.
 Tensor make_view(const char* op, const Tensor& x, Shape sizes, Shape strides, int64_t offset);
+// What a view of x knows of its origin, set as grad mode is now: whether it was taken under
+// NoGradGuard from a tensor that requires grad, and (grad mode on) its base, whose history its own
+// follows (TensorImpl::view_base). make_view sets it; an op that makes its views under NoGradGuard
+// and records one node for them (split) sets it again with grad mode back.
+void set_view_origin(const Tensor& view, const Tensor& x);
 // A new tensor made by `op` (its output, scratch or copy): the shape, strides and byte count are
 // checked (a ShapeError naming `op` when negative or past int64) and a failed allocation is an
 // OutOfMemoryError naming `op` and the shape. The factories of core/ops/factory.h are these under

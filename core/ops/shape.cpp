@@ -165,6 +165,7 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
       off += s;
     }
   }
+  for (const Tensor& piece : out) ops::set_view_origin(piece, x);  // views as grad mode would make them
   if (!out.empty() && needs_grad({&x})) {
     record_function("split", {x}, out, {}, [xs = x.sizes(), sizes, d](const FunctionNode::Context& ctx) {
       // The engine gives every piece a gradient (zeros for one that got none), all of x's dtype.

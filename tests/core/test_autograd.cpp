@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -689,5 +690,159 @@ TEST_CASE("autograd: backward on two threads into one shared leaf adds every gra
     REQUIRE(w.grad().defined());
     const std::vector<float> g = w.grad().to_vector<float>();
     CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 3.0f * kRounds; }));
+  }
+}
+
+TEST_CASE("a view taken before an in-place op on its base follows the base's new history", "[autograd]") {
+  // PyTorch regenerates such a view's grad_fn from its base's current one; a view that kept its old
+  // history sent its gradient past the in-place op (x.grad 1 where it is 2), silently.
+  auto grad_of_x = [](const std::function<Tensor(const Tensor&)>& loss, std::vector<double> values) {
+    Tensor x = tensor(values).set_requires_grad(true);
+    loss(x).backward();
+    return x.grad().to_vector<double>();
+  };
+  SECTION("a slice, a view of it, a transpose and an expand of the base") {
+    Tensor x = tensor(std::vector<double>{1, 2, 3, 4}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor v = y.slice(0, 1, 3);
+    Tensor s = v.select(0, 1);                // a view of a view: its base is y too
+    Tensor m = y.view({2, 2}).t();            // m[i][j] = y[2j + i]
+    Tensor e = y.slice(0, 0, 1).expand({3});  // three aliases of y[0]
+    y.mul_(2.0);
+    CHECK(v.to_vector<double>() == std::vector<double>{4, 6});
+    CHECK(v.grad_fn()->name() == "ViewOfBaseBackward");
+    Tensor w = tensor(std::vector<double>{1, 10, 100, 1000}).view({2, 2});
+    (v.sum() + s * 7.0 + (m * w).sum() + e.sum()).backward();
+    // Each through y = 2x: v adds 2 at 1 and 2, s 7 * 2 at 2, m 2 * w[i][j] at 2j + i, e 3 * 2 at 0.
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{2 + 6, 2 + 200, 2 + 14 + 20, 2000});
+  }
+  SECTION("a base that did not require grad when the view was taken") {
+    // v had no history at all: it now requires grad and takes part in backward (and an in-place op
+    // on it goes into y's history: v = 2x there).
+    CHECK(grad_of_x(
+              [](const Tensor& x) {
+                Tensor y = zeros({4}, TensorOptions(DType::Float64));
+                Tensor v = y.slice(0, 0, 2);
+                CHECK_FALSE(v.requires_grad());
+                y.add_(x);
+                CHECK(v.requires_grad());
+                v.mul_(2.0);
+                return (v * v).sum();
+              },
+              {3, 5, 7, 9}) == std::vector<double>{24, 40, 0, 0});
+  }
+  SECTION("an in-place op whose operand requires grad: the view's gradient reaches it") {
+    Tensor x = tensor(std::vector<double>{0.3, -0.7, 1.1}).set_requires_grad(true);
+    auto fn = [](const TensorList& in) {
+      Tensor y = in[0] * 1.0;
+      Tensor v = y.slice(0, 0, 2);
+      y.mul_(in[0]);  // y = x^2
+      return TensorList{v * 3.0};
+    };
+    auto result = gradcheck(fn, {x});
+    CHECK(result.ok);
+    INFO(result.message);
+  }
+  SECTION("hooks and retain_grad on the view move to its new history") {
+    Tensor x = tensor(std::vector<double>{1, 2, 3}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor v = y.slice(0, 0, 2);
+    v.register_hook([](const Tensor& g) { return g * 10.0; });
+    v.retain_grad();
+    y.mul_(2.0);
+    v.sum().backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{20, 20, 0});
+    CHECK(v.grad().to_vector<double>() == std::vector<double>{10, 10});
+  }
+  SECTION("a base changed under NoGradGuard keeps the view's history") {
+    Tensor x = tensor(std::vector<double>{1, 2, 3}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor v = y.slice(0, 0, 2);
+    const Node* before = v.grad_fn().get();
+    {
+      NoGradGuard no_grad;
+      y.mul_(2.0);
+    }
+    CHECK(v.grad_fn().get() == before);
+    CHECK(v.to_vector<double>() == std::vector<double>{2, 4});
+  }
+  SECTION("a detach() alias and a view of it have no history to take") {
+    Tensor x = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor d = y.detach().slice(0, 0, 1);
+    y.mul_(x);
+    CHECK_FALSE(d.requires_grad());
+    CHECK(d.item<double>() == 1.0);
+  }
+}
+
+TEST_CASE("in-place ops on views change their base's history", "[autograd]") {
+  const TensorOptions f64(DType::Float64);
+  SECTION("a slice scaled in place") {
+    Tensor x = tensor(std::vector<double>{1, 2, 3, 4}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    y.slice(0, 1, 3).mul_(3.0);
+    CHECK(y.grad_fn()->name() == "mul_ on a view");
+    (y * tensor(std::vector<double>{1, 10, 100, 1000})).sum().backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 30, 300, 1000});
+  }
+  SECTION("a buffer assembled by copy_ into its slices") {
+    Tensor a = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
+    Tensor b = tensor(std::vector<double>{3, 4}).set_requires_grad(true);
+    Tensor buf = zeros({5}, f64);
+    buf.slice(0, 0, 2).copy_(a);
+    buf.slice(0, 3, 5).copy_(b * 2.0);
+    CHECK(buf.to_vector<double>() == std::vector<double>{1, 2, 0, 6, 8});
+    (buf * tensor(std::vector<double>{1, 10, 100, 1000, 10000})).sum().backward();
+    CHECK(a.grad().to_vector<double>() == std::vector<double>{1, 10});
+    CHECK(b.grad().to_vector<double>() == std::vector<double>{2000, 20000});
+  }
+  SECTION("a view written from another view of its base, then both used with the base") {
+    // y = [x0 + x2, x1 + x3, x2, x3]; the source view's history is regenerated after the write.
+    Tensor x = tensor(std::vector<double>{1, 2, 3, 4}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor head = y.slice(0, 0, 2), tail = y.slice(0, 2, 4);
+    head.add_(tail);
+    Tensor w = tensor(std::vector<double>{1, 10, 100, 1000});
+    ((y * w).sum() + head.sum() * 7.0 + tail.sum() * 5.0).backward();  // one backward, no retain_graph
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{1 + 7, 10 + 7, 1 + 100 + 7 + 5, 10 + 1000 + 7 + 5});
+  }
+  SECTION("gradcheck: strided views of views, a split's piece, ops with operands that require grad") {
+    Tensor x = tensor(std::vector<double>{0.3, -0.7, 1.1, 0.5, -1.3, 0.9, 0.2, -0.4, 1.7, -0.6, 0.8, 1.2}, {3, 4})
+                   .set_requires_grad(true);
+    auto fn = [](const TensorList& in) {
+      const Tensor& x = in[0];
+      Tensor y = x * 1.0;
+      Tensor before = y.t();                                      // taken before every write
+      y.select(1, 2).mul_(x.select(1, 0));                        // a strided column
+      split(y, 2, 0)[1].add_(x.slice(0, 0, 1), 2.0);              // the split's second piece, row 2
+      y.select(0, 0).masked_fill_(gt(x.select(0, 0), 0.4), 0.0);  // no gradient where filled
+      // A block of a block, last: div_ saves its result, which a later write into y would make
+      // stale (the version counter is y's and its views', as in PyTorch).
+      y.slice(0, 1, 3).slice(1, 1, 3).div_(x.slice(0, 0, 2).slice(1, 2, 4) + 3.0);
+      return TensorList{y, before * 2.0};
+    };
+    auto result = gradcheck(fn, {x});
+    INFO(result.message);
+    CHECK(result.ok);
+  }
+  SECTION("refused: a view of a leaf that requires grad, a view of a detach() alias") {
+    Tensor w = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
+    CHECK_THROWS_WITH(w.slice(0, 0, 1).mul_(2.0),
+                      Catch::Contains("mul_") && Catch::Contains("of a leaf tensor that requires grad (shape [2])"));
+    Tensor y = w * 1.0;
+    CHECK_THROWS_WITH(y.detach().slice(0, 0, 1).mul_(w.slice(0, 0, 1)), Catch::Contains("has no base"));
+    {
+      NoGradGuard no_grad;
+      w.slice(0, 0, 1).mul_(2.0);  // under NoGradGuard, as an optimizer updates a parameter
+    }
+    CHECK(w.to_vector<double>() == std::vector<double>{2, 2});
+  }
+  SECTION("a saved tensor changed through a view is still caught in backward") {
+    Tensor x = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
+    Tensor y = x * 1.0;
+    Tensor z = y * y;  // saves y
+    y.slice(0, 0, 1).mul_(2.0);
+    CHECK_THROWS_AS(z.sum().backward(), AutogradError);
   }
 }

@@ -212,8 +212,8 @@ Gen normal(double scale = 1.0);
 std::vector<Sample> unary_samples(uint64_t seed, Gen g);
 // Samples of an in-place op self.op_(other): other broadcasts to self's shape.
 std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb);
-// The tensor an in-place row modifies: a copy of x, strided like x when x is strided and not
-// gradchecked (in-place on a view that takes part in autograd is refused by design).
+// The tensor an in-place row modifies: a copy of x, strided like x when x is strided (when x is
+// gradchecked, a view of a buffer that takes part in autograd: the op goes into its history).
 Tensor inplace_target(const Tensor& x);
 // A reference elementwise over all inputs (broadcast), and one with an output per function.
 ListFn ref(RefFn fn);
