@@ -33,10 +33,7 @@ void Scalar::throw_past_int64(uint64_t v) {
 
 int64_t Scalar::to_int() const {
   if (kind_ != Kind::Float) return i_;
-  if (std::isnan(d_)) return 0;
-  if (d_ >= 9223372036854775808.0) return INT64_MAX;  // 2^63 and beyond
-  if (d_ < -9223372036854775808.0) return INT64_MIN;
-  return static_cast<int64_t>(d_);
+  return detail::float_to_integer<int64_t>(d_);  // NaN 0, held to int64's range, as the kernels convert
 }
 
 std::string Scalar::str() const {

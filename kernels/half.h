@@ -119,6 +119,37 @@ KILN_HD_INLINE bool is_wide_integer(double value, int64_t int_value) {
   return (value > 0x1p53 || value < -0x1p53) && static_cast<double>(int_value) == value;
 }
 
+// A floating value as an integer of type I, defined for every input (a plain cast is undefined past
+// I's range): NaN is 0, the rest truncated toward zero and held to int64's range, then wrapped to I
+// as an int64 converts (two's complement: 300.7 is 44 in uint8, -1.5 is 255). Both devices' kernels
+// and Scalar::to_int convert with it, so they agree on NaN, inf and huge values, where the
+// hardware does not (x86 gives INT64_MIN for all three, a GPU saturates and makes NaN 0).
+template <typename I, typename F>
+KILN_HD_INLINE I float_to_integer(F v) {
+  static_assert(std::is_floating_point_v<F> && std::is_integral_v<I> && !std::is_same_v<I, bool>);
+  const double d = static_cast<double>(v);
+  int64_t n = 0;
+  if (d >= 0x1p63) {
+    n = INT64_MAX;
+  } else if (d < -0x1p63) {
+    n = INT64_MIN;
+  } else if (d == d) {
+    n = static_cast<int64_t>(d);
+  }
+  return static_cast<I>(n);
+}
+
+// static_cast for the element conversions of the kernels' loads and stores, except that a floating
+// value becomes an integer (not bool) through float_to_integer.
+template <typename To, typename From>
+KILN_HD_INLINE To convert_value(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    return float_to_integer<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
 // int64 -> double rounded to odd (exact up to 2^53 in magnitude), so that an integer reaches 16 bits
 // rounded once too.
 KILN_HD_INLINE double int64_to_double_odd(int64_t n) {

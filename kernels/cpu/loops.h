@@ -41,10 +41,10 @@ namespace kiln::cpu {
 
 template <typename C> inline C load_as(const void* base, DType t, int64_t i) {
   switch (t) {
-    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
-    case DType::Float16: return static_cast<C>(static_cast<float>(static_cast<const Half*>(base)[i]));
-    case DType::BFloat16: return static_cast<C>(static_cast<float>(static_cast<const BFloat16*>(base)[i]));
-    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
+    case DType::Float32: return detail::convert_value<C>(static_cast<const float*>(base)[i]);
+    case DType::Float16: return detail::convert_value<C>(static_cast<float>(static_cast<const Half*>(base)[i]));
+    case DType::BFloat16: return detail::convert_value<C>(static_cast<float>(static_cast<const BFloat16*>(base)[i]));
+    case DType::Float64: return detail::convert_value<C>(static_cast<const double*>(base)[i]);
     case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
     case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
     case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
@@ -59,9 +59,9 @@ template <typename C> inline void store_as(void* base, DType t, int64_t i, C v) 
     case DType::Float16: static_cast<Half*>(base)[i] = Half(detail::float_for_16bit(v)); return;
     case DType::BFloat16: static_cast<BFloat16*>(base)[i] = BFloat16(detail::float_for_16bit(v)); return;
     case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
-    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
-    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
-    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
+    case DType::Int32: static_cast<int32_t*>(base)[i] = detail::convert_value<int32_t>(v); return;
+    case DType::Int64: static_cast<int64_t*>(base)[i] = detail::convert_value<int64_t>(v); return;
+    case DType::UInt8: static_cast<uint8_t*>(base)[i] = detail::convert_value<uint8_t>(v); return;
     case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
   }
 }
@@ -78,7 +78,7 @@ template <typename T, typename A> KILN_CPU_INLINE A ld(const T* p, int64_t i) {
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return static_cast<A>(detail::bf16_bits_to_float(p[i].bits));
   } else {
-    return static_cast<A>(p[i]);
+    return detail::convert_value<A>(p[i]);
   }
 }
 template <typename T, typename A> KILN_CPU_INLINE void st(T* p, int64_t i, A v) {
@@ -87,7 +87,7 @@ template <typename T, typename A> KILN_CPU_INLINE void st(T* p, int64_t i, A v) 
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     p[i].bits = detail::float_to_bf16_bits(detail::float_for_16bit(v));
   } else {
-    p[i] = static_cast<T>(v);
+    p[i] = detail::convert_value<T>(v);
   }
 }
 

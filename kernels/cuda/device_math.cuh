@@ -68,10 +68,10 @@ template <typename S> S from_f32(float v) { return S(v); }
 
 template <typename C> __device__ __forceinline__ C load_as(const void* base, DType t, int64_t i) {
   switch (t) {
-    case DType::Float32: return static_cast<C>(static_cast<const float*>(base)[i]);
-    case DType::Float16: return static_cast<C>(to_f32(static_cast<const Float16Storage*>(base)[i]));
-    case DType::BFloat16: return static_cast<C>(to_f32(static_cast<const BFloat16Storage*>(base)[i]));
-    case DType::Float64: return static_cast<C>(static_cast<const double*>(base)[i]);
+    case DType::Float32: return detail::convert_value<C>(static_cast<const float*>(base)[i]);
+    case DType::Float16: return detail::convert_value<C>(to_f32(static_cast<const Float16Storage*>(base)[i]));
+    case DType::BFloat16: return detail::convert_value<C>(to_f32(static_cast<const BFloat16Storage*>(base)[i]));
+    case DType::Float64: return detail::convert_value<C>(static_cast<const double*>(base)[i]);
     case DType::Int32: return static_cast<C>(static_cast<const int32_t*>(base)[i]);
     case DType::Int64: return static_cast<C>(static_cast<const int64_t*>(base)[i]);
     case DType::UInt8: return static_cast<C>(static_cast<const uint8_t*>(base)[i]);
@@ -90,9 +90,9 @@ template <typename C> __device__ __forceinline__ void store_as(void* base, DType
       static_cast<BFloat16Storage*>(base)[i] = from_f32<BFloat16Storage>(detail::float_for_16bit(v));
       return;
     case DType::Float64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
-    case DType::Int32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); return;
-    case DType::Int64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
-    case DType::UInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
+    case DType::Int32: static_cast<int32_t*>(base)[i] = detail::convert_value<int32_t>(v); return;
+    case DType::Int64: static_cast<int64_t*>(base)[i] = detail::convert_value<int64_t>(v); return;
+    case DType::UInt8: static_cast<uint8_t*>(base)[i] = detail::convert_value<uint8_t>(v); return;
     case DType::Bool: static_cast<bool*>(base)[i] = v != C(0); return;
   }
 }

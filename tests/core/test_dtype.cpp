@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/kiln.h"
@@ -322,6 +323,32 @@ TEST_CASE("floats convert to bool by != 0, and integers by value", "[dtype]") {
   const Tensor i = tensor(std::vector<int64_t>{0, 3, -1});
   CHECK(i.to(DType::Bool).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
   CHECK(logical_not(i).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
+}
+
+TEST_CASE("floats past an integer type's range, inf and NaN convert by one defined rule", "[dtype]") {
+  // NaN is 0; the rest truncated and held to int64's range, then wrapped to the type. A plain C++
+  // cast is undefined there (x86 gave INT64_MIN for all of them, a GPU saturates).
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> values{nan, inf, -inf, 1e19, -1e19, 0x1p63, -0x1p63, 1e10, 300.7, -1.5};
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> as_int64{0, kMax, kMin, kMax, kMin, kMax, kMin, 10000000000, 300, -1};
+  for (DType from : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(from));
+    const Tensor x = tensor(values).to(from);
+    CHECK(x.to(DType::Int64).to_vector<int64_t>() == as_int64);
+    // Strided, through the element-at-a-time path.
+    const Tensor strided = stack({x, x}, 1).select(1, 1);
+    CHECK(strided.to(DType::Int64).to_vector<int64_t>() == as_int64);
+    std::vector<int64_t> as_int32, as_uint8;
+    for (int64_t v : as_int64) {
+      as_int32.push_back(static_cast<int32_t>(v));  // wrapped, as C++20 defines it
+      as_uint8.push_back(static_cast<uint8_t>(v));
+    }
+    CHECK(x.to(DType::Int32).to(DType::Int64).to_vector<int64_t>() == as_int32);
+    CHECK(x.to(DType::UInt8).to(DType::Int64).to_vector<int64_t>() == as_uint8);
+  }
+  // A Scalar converts by the same rule.
+  for (size_t i = 0; i < values.size(); ++i) CHECK(Scalar(values[i]).to_int() == as_int64[i]);
 }
 
 namespace {

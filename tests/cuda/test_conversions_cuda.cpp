@@ -1,6 +1,7 @@
 // CUDA-side changes whose CPU halves are tested elsewhere: the 16-bit stores of fills, arange and
 // integer casts give the CPU's correctly rounded bits (tests/core/test_dtype.cpp); a NaN stored as
-// float16 or bfloat16 keeps its sign as on the CPU; topk orders int64 past 2^53 exactly; and the
+// float16 or bfloat16 keeps its sign as on the CPU; floats past an integer type's range, inf and NaN
+// convert by the CPU's rule; topk orders int64 past 2^53 exactly; and the
 // scalar attention kernels' shared-memory opt-in holds while another host thread runs a smaller head
 // dim (it used to be lowered under it).
 #include <catch2/catch.hpp>
@@ -54,6 +55,19 @@ TEST_CASE("cuda: 16-bit fills, arange and integer casts give the CPU's correctly
     for (int64_t k = 0; k < 64; ++k) ints.push_back(big + k * 65537 - (int64_t{1} << 62) * (k % 2));
     const Tensor i_cpu = tensor(ints);
     CHECK(bits16(i_cpu.to(kCuda).to(dt)) == bits16(i_cpu.to(dt)));
+  }
+}
+
+TEST_CASE("cuda: floats past an integer type's range, inf and NaN convert as on the CPU", "[cuda][dtype]") {
+  require_cuda();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType from : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+    const Tensor x = tensor(std::vector<double>{nan, inf, -inf, 1e19, -1e19, 1e10, 300.7, -1.5, 65504.0}).to(from);
+    for (DType to : {DType::Int64, DType::Int32, DType::UInt8}) {
+      INFO(dtype_name(from) << " to " << dtype_name(to));
+      CHECK(x.to(kCuda).to(to).to(Device::cpu()).to(DType::Int64).to_vector<int64_t>() ==
+            x.to(to).to(DType::Int64).to_vector<int64_t>());
+    }
   }
 }
 
