@@ -102,8 +102,8 @@ DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 
 using ops::unary_raw;
 
-// Binary forward of tensors without autograd (a 0-d operand beside one with dims taken in their
-// result_type: ops::operand_in).
+// Binary forward of tensors without autograd (operands whose conversion to their result_type
+// changes their values converted first, as PyTorch converts them: ops::operand_in).
 Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
                   double alpha = 1, double beta = 0) {
   ops::check_defined(name, a, "first operand");
@@ -157,7 +157,14 @@ DType result_type(const Tensor& a, const Tensor& b) {
 }
 
 Tensor ops::operand_in(const char* op, const Tensor& t, const Tensor& other, DType common) {
-  if (t.dim() != 0 || other.dim() == 0 || t.dtype() == common) return t;
+  if (t.dtype() == common) return t;
+  const bool zero_dim_beside_dims = t.dim() == 0 && other.dim() != 0;
+  // Every other operand the kernels read in its own dtype gives what it would give converted first
+  // (exactly, or rounded once to float32 or float64 either way), except integers taken in 16 bits:
+  // int64 2049 * float16 1.5 is 3072 after the rounding to 2048, and 3074 from 2049.
+  const bool integer_in_16_bits = (common == DType::Float16 || common == DType::BFloat16) &&
+                                  (t.dtype() == DType::Int32 || t.dtype() == DType::Int64);
+  if (!zero_dim_beside_dims && !integer_in_16_bits) return t;
   return unary_raw(op, t, UnaryOp::Copy, common);
 }
 
@@ -537,7 +544,7 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const T
   if (a) shape = broadcast_shapes(shape, a->sizes(), name);
   if (b) shape = broadcast_shapes(shape, b->sizes(), name);
   DType rt;
-  Tensor a_in, b_in;  // a 0-d value beside one with dims, in rt (ops::operand_in)
+  Tensor a_in, b_in;  // converted to rt where that changes their values (ops::operand_in)
   if (a && b) {
     rt = result_type(*a, *b);
     a_in = ops::operand_in(name, *a, *b, rt);

@@ -23,7 +23,8 @@ void check_broadcast_to_self(const char* op, const Tensor& self, const Tensor& o
 }
 
 // The tensor an in-place op on self reads for `other`, taken in rt (result_type): other as
-// ops::readable_input gives it, converted to rt when it is 0-d (ops::operand_in).
+// ops::readable_input gives it, converted to rt where PyTorch's conversion to the common dtype
+// changes its values (ops::operand_in).
 Tensor other_input(const char* op, const Tensor& self, const Tensor& other, DType rt) {
   return ops::operand_in(op, ops::readable_input(self, other), self, rt);
 }

@@ -143,9 +143,12 @@ DType cast_compute_dtype(DType in, DType out);
 // conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op), or for
 // UnaryOp::Copy (to(dtype)) in cast_compute_dtype.
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
-// `t` as an operand of a binary op beside `other`, both taken in `common` (result_type): t itself,
-// or, when t is 0-d beside a tensor with dims and of another dtype, t converted to `common` (one
-// element; without autograd: the op's node keeps t, and its gradient goes back in t's dtype).
+// `t` as an operand of a binary op beside `other`, both taken in `common` (result_type), as PyTorch
+// converts every operand to the common dtype first: t itself where reading it in its own dtype
+// gives the same, or t converted to `common` (without autograd: the op's node keeps t, and its
+// gradient goes back in t's dtype) when t is 0-d beside a tensor with dims and of another dtype,
+// or an int32/int64 tensor taken in float16 or bfloat16 (which hold integers exactly only to 2048
+// and 256).
 Tensor operand_in(const char* op, const Tensor& t, const Tensor& other, DType common);
 // A fused backward kernel op(grad, saved) in grad's dtype (see BinaryOp's backward helpers).
 Tensor backward_kernel(const Tensor& grad, const Tensor& saved, BinaryOp op, double alpha = 0, double beta = 0);

@@ -289,6 +289,31 @@ TEST_CASE("a 0-d tensor beside one with dims promotes as PyTorch's result_type",
   CHECK(b.grad().item<float>() == 6.0f);
 }
 
+TEST_CASE("an integer tensor beside a 16-bit float one is rounded to it first, as PyTorch casts", "[dtype]") {
+  // float16 holds integers exactly to 2048, bfloat16 to 256: 2049 is 2048 and 257 is 256 before
+  // the op, so 2049 * 1.5 is 3072 (from 2049 itself, 3073.5 rounds to 3074).
+  for (DType it : {DType::Int64, DType::Int32}) {
+    INFO(dtype_name(it));
+    const Tensor i = tensor(std::vector<int64_t>{2049, -2049, 257, 3}).to(it);
+    for (DType ft : {DType::Float16, DType::BFloat16}) {
+      INFO(dtype_name(ft));
+      const Tensor f = tensor(std::vector<double>{1.5, 1.5, 1.5, 0.5}).to(ft);
+      const Tensor i_f = i.to(ft);
+      CHECK(i_f.to_vector<double>() != i.to_vector<double>());  // the rounding happens
+      CHECK(mul(i, f).to_vector<double>() == mul(i_f, f).to_vector<double>());
+      CHECK(mul(f, i).to_vector<double>() == mul(i_f, f).to_vector<double>());
+      CHECK(add(i, f).to_vector<double>() == add(i_f, f).to_vector<double>());
+      CHECK(div(i, f).to_vector<double>() == div(i_f, f).to_vector<double>());
+      CHECK(eq(i, i_f).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 1});
+      Tensor in_place = f.clone();
+      in_place.mul_(i);
+      CHECK(in_place.to_vector<double>() == mul(i_f, f).to_vector<double>());
+    }
+  }
+  CHECK(mul(tensor(std::vector<int64_t>{2049}), tensor(std::vector<double>{1.5}).to(DType::Float16)).item<double>() ==
+        3072.0);
+}
+
 TEST_CASE("C++ scalars promote like Python numbers", "[dtype]") {
   Tensor bf = ones({2}, TensorOptions(DType::BFloat16));
   CHECK((bf * 0.5).dtype() == DType::BFloat16);
