@@ -364,9 +364,11 @@ void refresh_view_history(const std::shared_ptr<TensorImpl>& impl) {
   static const std::shared_ptr<Node> kNone;
   const std::shared_ptr<Node>& fn = base.autograd ? base.autograd->grad_fn : kNone;
   if (fn.get() == view.view_base_seen.load(std::memory_order_relaxed)) return;
-  // Gone (detach_() on the base, which leaves its views' histories as they were), or the base holds
-  // other memory now (set_data on a leaf): the view's history stands.
-  if (fn && base.storage == view.storage) {
+  // Gone (detach_() on the base, which leaves its views' histories as they were), the base holds
+  // other memory now (set_data on a leaf), or the view was made a leaf that requires grad of its own
+  // (set_requires_grad: its gradient is its .grad): the view's history stands.
+  const bool own_leaf = view.autograd && view.autograd->requires_grad && !view.autograd->grad_fn;
+  if (fn && base.storage == view.storage && !own_leaf) {
     auto node = std::make_shared<ViewOfBaseBackward>(base, view, Edge{fn, base.autograd->output_nr});
     node->forward_context = "a view of shape " + shape_str(view.sizes) + " whose base changed in place";
     if (view.autograd && view.autograd->grad_fn) {  // hooks on the view's gradient move along

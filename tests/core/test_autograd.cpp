@@ -766,6 +766,15 @@ TEST_CASE("a view taken before an in-place op on its base follows the base's new
     CHECK(v.grad_fn().get() == before);
     CHECK(v.to_vector<double>() == std::vector<double>{2, 4});
   }
+  SECTION("a view made a leaf that requires grad keeps its own gradient") {
+    Tensor w = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
+    Tensor buf = zeros({4}, TensorOptions(DType::Float64));
+    Tensor leaf_view = buf.slice(0, 0, 2).set_requires_grad(true);
+    buf.slice(0, 2, 4).add_(w);  // buf gets a history
+    CHECK(leaf_view.is_leaf());
+    (leaf_view * 3.0).sum().backward();
+    CHECK(leaf_view.grad().to_vector<double>() == std::vector<double>{3, 3});
+  }
   SECTION("a detach() alias and a view of it have no history to take") {
     Tensor x = tensor(std::vector<double>{1, 2}).set_requires_grad(true);
     Tensor y = x * 1.0;
