@@ -3,6 +3,7 @@
 // last goes first, so the order depends on the graph alone and never on timing.
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <queue>
@@ -246,11 +247,28 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
 
 namespace {
 
+// Whether no two positions of a layout are one element: with its dims of more than one element in
+// order of stride, each stride reaches past all that the dims before it span.
+bool non_overlapping(const Shape& sizes, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1) dims.emplace_back(strides[d], sizes[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0;
+  for (const auto& [stride, size] : dims) {
+    if (stride <= span) return false;
+    span += (size - 1) * stride;  // within the view's extent, checked when it was made
+  }
+  return true;
+}
+
 // The history a view gets when its base changed in place: the view's gradient, put where the view's
-// elements sit in the base, in zeros of the base's shape. Which base element a view element is
-// comes from the memory they share: the base's flat indices are written into a buffer laid out as
-// the base's memory and read back through the view's layout (an element that several positions of
-// the view alias, as an expand's, gets the sum of their gradients).
+// elements sit in the base, in zeros of the base's shape. Both are layouts over the base's memory:
+// the gradient is written into a zero buffer laid out as that memory through the view's strides and
+// read back through the base's. Positions that alias one element (an expand's stride-0 dims) sum
+// their gradients first; a view that overlaps itself otherwise (an as_strided of a tensor that did
+// not require grad then) goes through scatter_add, its elements numbered by where they sit.
 class ViewOfBaseBackward final : public Node {
  public:
   ViewOfBaseBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge)
@@ -265,15 +283,30 @@ class ViewOfBaseBackward final : public Node {
   std::string name() const override { return "ViewOfBaseBackward"; }
   TensorList apply(TensorList&& grads) override {
     NoGradGuard no_grad;
-    const Tensor& g = grads[0];
+    Tensor g = grads[0];
+    Shape sizes = view_sizes_;
+    Shape aliased;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (view_strides_[d] == 0 && sizes[d] > 1) {
+        aliased.push_back(static_cast<int64_t>(d));
+        sizes[d] = 1;
+      }
+    }
+    if (!aliased.empty()) g = sum(g, aliased, /*keepdim=*/true);
+    const int64_t extent = checked_extent(base_sizes_, base_strides_, "ViewOfBaseBackward");
+    Tensor memory = zeros({extent}, TensorOptions(g.dtype(), g.device()));
+    if (non_overlapping(sizes, view_strides_)) {
+      if (g.numel() > 0) memory.as_strided(sizes, view_strides_, offset_).copy_(g);
+      return {memory.as_strided(base_sizes_, base_strides_, 0)};
+    }
     const int64_t n = shape_numel(base_sizes_);
     Tensor flat = zeros({n}, TensorOptions(g.dtype(), g.device()));
     if (n > 0 && g.numel() > 0) {
       const TensorOptions index_options(DType::Int64, g.device());
       // -1 in the gaps of a base that is not dense: a view element there would be an IndexError.
-      Tensor where = full({checked_extent(base_sizes_, base_strides_, "ViewOfBaseBackward")}, -1, index_options);
+      Tensor where = full({extent}, -1, index_options);
       where.as_strided(base_sizes_, base_strides_, 0).copy_(arange(0, n, 1, index_options).view(base_sizes_));
-      Tensor index = where.as_strided(view_sizes_, view_strides_, offset_).reshape({-1});
+      Tensor index = where.as_strided(sizes, view_strides_, offset_).reshape({-1});
       flat = scatter_add(flat, 0, index, g.reshape({-1}));
     }
     return {flat.view(base_sizes_)};

@@ -716,6 +716,15 @@ TEST_CASE("a view taken before an in-place op on its base follows the base's new
     // Each through y = 2x: v adds 2 at 1 and 2, s 7 * 2 at 2, m 2 * w[i][j] at 2j + i, e 3 * 2 at 0.
     CHECK(x.grad().to_vector<double>() == std::vector<double>{2 + 6, 2 + 200, 2 + 14 + 20, 2000});
   }
+  SECTION("a view whose positions overlap: each element gets the sum of its positions' gradients") {
+    Tensor x = tensor(std::vector<double>{1, 2, 3, 4}).set_requires_grad(true);
+    Tensor y = zeros({4}, TensorOptions(DType::Float64));
+    Tensor v = y.as_strided({3, 2}, {1, 1}, 0);  // v[i][j] = y[i + j]
+    y.add_(x);
+    Tensor w = tensor(std::vector<double>{1, 10, 100, 1000, 10000, 100000}).view({3, 2});
+    (v * w).sum().backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 10 + 100, 1000 + 10000, 100000});
+  }
   SECTION("a base that did not require grad when the view was taken") {
     // v had no history at all: it now requires grad and takes part in backward (and an in-place op
     // on it goes into y's history: v = 2x there).
