@@ -192,7 +192,7 @@ if(KILN_WITH_MPI AND KILN_PYTHON3)
   add_test(NAME example_flags_gpt_ddp_grad_accum_share
            COMMAND ${CMAKE_COMMAND} -DEXE=${MPIEXEC_EXECUTABLE}
                    "-DARGS=-n;2;--oversubscribe;$<TARGET_FILE:train_gpt>;--device;cpu;--ddp;--batch-size;4;--grad-accum;3;--out;${KILN_EXAMPLE_RUNS}/gpt_ddp_grad_accum_share"
-                   -DCODE=2 -DSTREAM=stderr "-DREGEX=--grad-accum 3 is larger than each rank's share of --batch-size 4 \\(2 rows"
+                   -DCODE=2 -DLAUNCHER=1 -DSTREAM=stderr "-DREGEX=--grad-accum 3 is larger than each rank's share of --batch-size 4 \\(2 rows"
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/flag_check.cmake)
   set_tests_properties(example_flags_gpt_ddp_grad_accum_share PROPERTIES LABELS "example;mpi" TIMEOUT 60
                        RESOURCE_LOCK mpi ENVIRONMENT "${KILN_MPI_TEST_ENV}")
