@@ -8,9 +8,9 @@
 // place), the binary mixed kernel for a float32 output of add or mul from float16, bfloat16 and
 // float32 operands (eight elements a step), the unary cast kernel between float32, float16 and
 // bfloat16, and the generic kernels through offsets (transposed and broadcast operands, int64 and
-// float64 compute, comparisons and logical_not into bool). Maximum sees NaN on both sides, clamp
-// and its backward their bounds. Each case runs in the dispatcher's grid and in a grid capped at 3
-// blocks; the output lies between guard bands.
+// float64 compute, comparisons and logical_not into bool, casts of NaN, inf and huge floats to
+// integers). Maximum sees NaN on both sides, clamp and its backward their bounds. Each case runs in the dispatcher's
+// grid and in a grid capped at 3 blocks; the output lies between guard bands.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -281,6 +281,19 @@ TEST_CASE("emulated: the unary kernels give the CPU's bits: vectors, casts and t
   const Tensor bools = empty({300}, TensorOptions(DType::Bool));
   check_unary<UnaryOp::LogicalNot>("logical_not", bools, operand(ints, bools), DType::Int64, 0, 0,
                                    kernel_address(&ud::unary_generic_kernel<UnaryOp::LogicalNot, int64_t>));
+  // Floats to integers where a plain cast is undefined (NaN, inf, past int64): the CUDA source's
+  // loads take kernels/half.h's rule as the CPU's do.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor wild = tensor(std::vector<double>{nan, inf, -inf, 1e19, -1e19, 0x1p63, 1e10, 300.7, -1.5});
+  for (DType from : {DType::Float64, DType::Float32, DType::Float16}) {
+    const Tensor src = wild.to(from);
+    for (DType to : {DType::Int64, DType::Int32, DType::UInt8}) {
+      const Tensor dst = empty({wild.numel()}, TensorOptions(to));
+      check_unary<UnaryOp::Copy>(std::string(dtype_name(from)) + " to " + dtype_name(to), dst, operand(src, dst),
+                                 ops::cast_compute_dtype(from, to), 0, 0,
+                                 kernel_address(&ud::unary_generic_kernel<UnaryOp::Copy, int64_t>));
+    }
+  }
 }
 
 TEST_CASE("emulated: the where kernel gives the CPU's bits", "[simt][elementwise]") {
