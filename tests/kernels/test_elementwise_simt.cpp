@@ -2,15 +2,15 @@
 // real source, run on the CPU through the emulator of CUDA's threads (kernels/simt/simt.h), picked
 // and launched by binary_dispatch and unary_dispatch themselves, and compared bit for bit with
 // binary_cpu and unary_cpu (all compute through kernels/elementwise_math.h). The cases reach each
-// kernel, and the test asserts which one ran: the vector kernels for dense operands of the
-// output's float dtype (whole 16-byte vectors and a tail, lengths around the vector's, an operand
-// one element off 16-byte alignment so that everything is tail, scalars, fills, and out == in in
+// kernel, and the test asserts which one ran: the vector kernels for dense operands of the output's
+// float dtype (whole 16-byte vectors and a tail, lengths around the vector's, an operand one
+// element off 16-byte alignment so that everything is tail, scalars, fills, and out == in in
 // place), the binary mixed kernel for a float32 output of add or mul from float16, bfloat16 and
 // float32 operands (eight elements a step), the unary cast kernel between float32, float16 and
 // bfloat16, and the generic kernels through offsets (transposed and broadcast operands, int64 and
 // float64 compute, comparisons and logical_not into bool, casts of NaN, inf and huge floats to
-// integers). Maximum sees NaN on both sides, clamp and its backward their bounds. Each case runs in the dispatcher's
-// grid and in a grid capped at 3 blocks; the output lies between guard bands.
+// integers). Maximum sees NaN on both sides, clamp and its backward their bounds. Each case runs in
+// the dispatcher's grid and in a grid capped at 3 blocks; the output lies between guard bands.
 #include <catch2/catch.hpp>
 
 #include <cmath>
