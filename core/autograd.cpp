@@ -243,7 +243,7 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
   if (meta.retains_grad && fn) attach_retain_hook(t.impl_ptr(), *fn, output_nr);  // an in-place op's new history
 }
 
-// --- views of a base changed in place -------------------------------------------------------------
+// --- views of a base changed in place ------------------------------------------------------------
 
 namespace {
 
@@ -366,8 +366,8 @@ std::mutex g_view_mutex;  // regenerations: rare (after an in-place op on a base
 
 const Node* history_of(const TensorImpl& t) { return t.autograd ? t.autograd->grad_fn.get() : nullptr; }
 
-// After an in-place op recorded as `op` on `view`: its base's new history (ViewInPlaceBackward). The
-// view and the base's other views take theirs from it on their next use.
+// After an in-place op recorded as `op` on `view`: its base's new history (ViewInPlaceBackward).
+// The view and the base's other views take theirs from it on their next use.
 void rebase_history(const Tensor& view, const std::shared_ptr<Node>& op) {
   Tensor base(view.impl()->view_base);
   auto node = std::make_shared<ViewInPlaceBackward>(*base.impl(), *view.impl(), gradient_edge(base), op);
@@ -398,8 +398,8 @@ void refresh_view_history(const std::shared_ptr<TensorImpl>& impl) {
   const std::shared_ptr<Node>& fn = base.autograd ? base.autograd->grad_fn : kNone;
   if (fn.get() == view.view_base_seen.load(std::memory_order_relaxed)) return;
   // Gone (detach_() on the base, which leaves its views' histories as they were), the base holds
-  // other memory now (set_data on a leaf), or the view was made a leaf that requires grad of its own
-  // (set_requires_grad: its gradient is its .grad): the view's history stands.
+  // other memory now (set_data on a leaf), or the view was made a leaf that requires grad of its
+  // own (set_requires_grad: its gradient is its .grad): the view's history stands.
   const bool own_leaf = view.autograd && view.autograd->requires_grad && !view.autograd->grad_fn;
   if (fn && base.storage == view.storage && !own_leaf) {
     auto node = std::make_shared<ViewOfBaseBackward>(base, view, Edge{fn, base.autograd->output_nr});

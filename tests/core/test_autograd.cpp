@@ -713,7 +713,7 @@ TEST_CASE("a view taken before an in-place op on its base follows the base's new
     CHECK(v.grad_fn()->name() == "ViewOfBaseBackward");
     Tensor w = tensor(std::vector<double>{1, 10, 100, 1000}).view({2, 2});
     (v.sum() + s * 7.0 + (m * w).sum() + e.sum()).backward();
-    // Each through y = 2x: v adds 2 at 1 and 2, s 7 * 2 at 2, m 2 * w[i][j] at 2j + i, e 3 * 2 at 0.
+    // Each through y = 2x: v adds 2 at 1 and 2, s 7 * 2 at 2, m 2 * w[i][j] at 2j + i, e 6 at 0.
     CHECK(x.grad().to_vector<double>() == std::vector<double>{2 + 6, 2 + 200, 2 + 14 + 20, 2000});
   }
   SECTION("a view whose positions overlap: each element gets the sum of its positions' gradients") {

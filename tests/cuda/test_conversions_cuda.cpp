@@ -1,9 +1,9 @@
 // CUDA-side changes whose CPU halves are tested elsewhere: the 16-bit stores of fills, arange and
 // integer casts give the CPU's correctly rounded bits (tests/core/test_dtype.cpp); a NaN stored as
-// float16 or bfloat16 keeps its sign as on the CPU; floats past an integer type's range, inf and NaN
-// convert by the CPU's rule; topk orders int64 past 2^53 exactly; and the
-// scalar attention kernels' shared-memory opt-in holds while another host thread runs a smaller head
-// dim (it used to be lowered under it).
+// float16 or bfloat16 keeps its sign as on the CPU; floats past an integer type's range, inf and
+// NaN convert by the CPU's rule; topk orders int64 past 2^53 exactly; and the scalar attention
+// kernels' shared-memory opt-in holds while another host thread runs a smaller head dim (it used to
+// be lowered under it).
 #include <catch2/catch.hpp>
 
 #include <cmath>

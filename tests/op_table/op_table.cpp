@@ -330,8 +330,8 @@ std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb) {
 Tensor inplace_target(const Tensor& x) {
   if (x.is_contiguous()) return x.clone();
   if (!x.requires_grad()) return noncontig(x.clone());
-  // Strided like noncontig, with grad mode on: the op writes a view that takes part in autograd, and
-  // its gradient goes through the buffer's history (core/autograd.cpp, ViewInPlaceBackward).
+  // Strided like noncontig, with grad mode on: the op writes a view that takes part in autograd,
+  // and its gradient goes through the buffer's history (core/autograd.cpp, ViewInPlaceBackward).
   Shape wide = x.sizes();
   wide.back() *= 2;
   Tensor view = zeros(wide, TensorOptions(x.dtype(), x.device())).slice(-1, 0, wide.back(), 2);
