@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "kernels/elementwise.h"
@@ -17,15 +16,12 @@
 namespace kiln::ew {
 
 // A double parameter of an op (a clamp's bounds, a power, alpha and beta) in the compute type C, as
-// both twins' launch code converts it: integers saturate (int64's max is not a double, and an
-// out-of-range conversion is undefined), and NaN, which no integer holds, becomes 0.
-template <typename C> C to_compute(double v) {
-  if constexpr (std::is_integral_v<C>) {
-    if (v != v) return C(0);
-    if (v >= 0x1p63) return std::numeric_limits<C>::max();
-    if (v <= -0x1p63) return std::numeric_limits<C>::lowest();
-  }
-  return static_cast<C>(v);
+// both twins' launch code converts it: by the elements' rule (detail::float_to_integer) for int64,
+// which saturates (int64's max is not a double, and an out-of-range conversion is undefined) and
+// makes NaN, which no integer holds, 0.
+template <typename C>
+C to_compute(double v) {
+  return detail::convert_value<C>(v);
 }
 
 // Integer +, - and * wrap modulo 2^64 (two's complement), as PyTorch's integer ops do, where C++'s
