@@ -263,20 +263,36 @@ bool non_overlapping(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+// Where a view's elements sit in its base's memory: both layouts, offsets relative to the base's
+// first element. The two backward nodes below work in a buffer laid out as that memory (the base's
+// extent), reading and writing the base and the view through their strides.
+struct ViewLayout {
+  ViewLayout(const TensorImpl& base, const TensorImpl& view)
+      : base_sizes(base.sizes),
+        base_strides(base.strides),
+        view_sizes(view.sizes),
+        view_strides(view.strides),
+        offset(view.offset - base.offset) {}
+  int64_t extent() const { return checked_extent(base_sizes, base_strides, "view backward"); }
+  // Zeros of `like`'s dtype and device, as many as the base's memory spans.
+  Tensor memory(const Tensor& like) const { return zeros({extent()}, TensorOptions(like.dtype(), like.device())); }
+  Tensor base_in(const Tensor& memory) const { return memory.as_strided(base_sizes, base_strides, 0); }
+  Tensor view_in(const Tensor& memory, const Shape& sizes) const {
+    return memory.as_strided(sizes, view_strides, offset);
+  }
+  Shape base_sizes, base_strides, view_sizes, view_strides;
+  int64_t offset;
+};
+
 // The history a view gets when its base changed in place: the view's gradient, put where the view's
-// elements sit in the base, in zeros of the base's shape. Both are layouts over the base's memory:
-// the gradient is written into a zero buffer laid out as that memory through the view's strides and
-// read back through the base's. Positions that alias one element (an expand's stride-0 dims) sum
-// their gradients first; a view that overlaps itself otherwise (an as_strided of a tensor that did
-// not require grad then) goes through scatter_add, its elements numbered by where they sit.
+// elements sit in the base, in zeros of the base's shape: written into the memory buffer through the
+// view's strides, read back through the base's. Positions that alias one element (an expand's
+// stride-0 dims) sum their gradients first; a view that overlaps itself otherwise (an as_strided
+// of a tensor that did not require grad then) goes through scatter_add, its elements numbered by
+// where they sit.
 class ViewOfBaseBackward final : public Node {
  public:
-  ViewOfBaseBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge)
-      : base_sizes_(base.sizes),
-        base_strides_(base.strides),
-        view_sizes_(view.sizes),
-        view_strides_(view.strides),
-        offset_(view.offset - base.offset) {
+  ViewOfBaseBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge) : layout_(base, view) {
     next_edges_.push_back(std::move(base_edge));
     output_meta_.push_back(OutputMeta{view.sizes, view.dtype, view.storage->device()});
   }
@@ -284,54 +300,46 @@ class ViewOfBaseBackward final : public Node {
   TensorList apply(TensorList&& grads) override {
     NoGradGuard no_grad;
     Tensor g = grads[0];
-    Shape sizes = view_sizes_;
+    Shape sizes = layout_.view_sizes;
     Shape aliased;
     for (size_t d = 0; d < sizes.size(); ++d) {
-      if (view_strides_[d] == 0 && sizes[d] > 1) {
+      if (layout_.view_strides[d] == 0 && sizes[d] > 1) {
         aliased.push_back(static_cast<int64_t>(d));
         sizes[d] = 1;
       }
     }
     if (!aliased.empty()) g = sum(g, aliased, /*keepdim=*/true);
-    const int64_t extent = checked_extent(base_sizes_, base_strides_, "ViewOfBaseBackward");
-    Tensor memory = zeros({extent}, TensorOptions(g.dtype(), g.device()));
-    if (non_overlapping(sizes, view_strides_)) {
-      if (g.numel() > 0) memory.as_strided(sizes, view_strides_, offset_).copy_(g);
-      return {memory.as_strided(base_sizes_, base_strides_, 0)};
+    if (non_overlapping(sizes, layout_.view_strides)) {
+      Tensor memory = layout_.memory(g);
+      if (g.numel() > 0) layout_.view_in(memory, sizes).copy_(g);
+      return {layout_.base_in(memory)};
     }
-    const int64_t n = shape_numel(base_sizes_);
+    const int64_t n = shape_numel(layout_.base_sizes);
     Tensor flat = zeros({n}, TensorOptions(g.dtype(), g.device()));
     if (n > 0 && g.numel() > 0) {
+      // The base's flat indices laid out as its memory, -1 in the gaps of a base that is not dense
+      // (a view element there would be an IndexError), read through the view's strides.
       const TensorOptions index_options(DType::Int64, g.device());
-      // -1 in the gaps of a base that is not dense: a view element there would be an IndexError.
-      Tensor where = full({extent}, -1, index_options);
-      where.as_strided(base_sizes_, base_strides_, 0).copy_(arange(0, n, 1, index_options).view(base_sizes_));
-      Tensor index = where.as_strided(sizes, view_strides_, offset_).reshape({-1});
-      flat = scatter_add(flat, 0, index, g.reshape({-1}));
+      Tensor where = full({layout_.extent()}, -1, index_options);
+      layout_.base_in(where).copy_(arange(0, n, 1, index_options).view(layout_.base_sizes));
+      flat = scatter_add(flat, 0, layout_.view_in(where, sizes).reshape({-1}), g.reshape({-1}));
     }
-    return {flat.view(base_sizes_)};
+    return {flat.view(layout_.base_sizes)};
   }
 
  private:
-  Shape base_sizes_, base_strides_, view_sizes_, view_strides_;
-  int64_t offset_;
+  ViewLayout layout_;
 };
 
 // The history a base gets when one of its views is changed in place (PyTorch's CopySlices). Where
 // the view is not, the base's gradient passes through to its old history; where it is, the in-place
 // op's own backward (`op`, recorded on the view) turns the gradient of the view's new values into
 // that of its old ones, which go to the base's old history too, and gives the op's other inputs
-// theirs. The view is laid out in the base's memory: both are read through their strides over one
-// buffer laid out as that memory.
+// theirs.
 class ViewInPlaceBackward final : public Node {
  public:
   ViewInPlaceBackward(const TensorImpl& base, const TensorImpl& view, Edge base_edge, std::shared_ptr<Node> op)
-      : op_(std::move(op)),
-        base_sizes_(base.sizes),
-        base_strides_(base.strides),
-        view_sizes_(view.sizes),
-        view_strides_(view.strides),
-        offset_(view.offset - base.offset) {
+      : op_(std::move(op)), layout_(base, view) {
     next_edges_.push_back(std::move(base_edge));
     for (size_t i = 1; i < op_->next_edges().size(); ++i) next_edges_.push_back(op_->next_edges()[i]);
     output_meta_.push_back(OutputMeta{base.sizes, base.dtype, base.storage->device()});
@@ -340,11 +348,10 @@ class ViewInPlaceBackward final : public Node {
   TensorList apply(TensorList&& grads) override {
     NoGradGuard no_grad;
     const Tensor& g = grads[0];
-    Tensor memory = zeros({checked_extent(base_sizes_, base_strides_, "ViewInPlaceBackward")},
-                          TensorOptions(g.dtype(), g.device()));
-    Tensor base = memory.as_strided(base_sizes_, base_strides_, 0);
+    Tensor memory = layout_.memory(g);
+    Tensor base = layout_.base_in(memory);
     base.copy_(g);
-    Tensor view = memory.as_strided(view_sizes_, view_strides_, offset_);
+    Tensor view = layout_.view_in(memory, layout_.view_sizes);
     TensorList out = op_->apply(TensorList{view.clone()});
     if (out[0].defined()) {
       view.copy_(out[0]);
@@ -358,8 +365,7 @@ class ViewInPlaceBackward final : public Node {
 
  private:
   std::shared_ptr<Node> op_;
-  Shape base_sizes_, base_strides_, view_sizes_, view_strides_;
-  int64_t offset_;
+  ViewLayout layout_;
 };
 
 std::mutex g_view_mutex;  // regenerations: rare (after an in-place op on a base), so one lock for all

@@ -251,15 +251,15 @@ void check_inplace(const char* op, const Tensor& self, std::initializer_list<con
   if (self.is_view() && (self.requires_grad() || others_grad)) {
     // A view taken with grad mode on changes its base's history with it (core/autograd.cpp,
     // ViewInPlaceBackward), unless that base is a leaf, whose values are its own to keep.
-    const TensorImpl* base = self.impl()->view_base.get();
-    if (base == nullptr || base->storage != self.storage()) {
+    const Tensor base(self.impl()->view_base);
+    if (!base.defined() || base.storage() != self.storage()) {
       throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
                           ") has no base whose history could take the change (a detach() alias, or a view of one); "
                           "use the out-of-place op");
     }
-    if (base->autograd && base->autograd->requires_grad && !base->autograd->grad_fn) {
+    if (base.requires_grad() && base.is_leaf()) {
       throw AutogradError(std::string(op) + ": the view (shape " + shape_str(self.sizes()) +
-                          ") is of a leaf tensor that requires grad (shape " + shape_str(base->sizes) +
+                          ") is of a leaf tensor that requires grad (shape " + shape_str(base.sizes()) +
                           "), which cannot be modified in place; wrap the update in NoGradGuard or use detach()");
     }
   }
