@@ -42,6 +42,14 @@ double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma) {
   return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
 }
 
+void LRScheduler::apply() {
+  const double lr = lr_at(step_);
+  for (size_t g = 0; g < optimizer_.num_groups(); ++g) {
+    // The ratio first, so that a group made at base_lr gets lr exactly.
+    optimizer_.set_lr(g, reference_lr_ > 0.0 ? lr * (optimizer_.initial_lr(g) / reference_lr_) : lr);
+  }
+}
+
 void LRScheduler::step() {
   ++step_;
   apply();
@@ -55,7 +63,7 @@ void LRScheduler::set_step(int64_t step) {
 
 WarmupCosine::WarmupCosine(Optimizer& optimizer, double base_lr, int64_t warmup_steps, int64_t total_steps,
                            double min_lr)
-    : LRScheduler(optimizer),
+    : LRScheduler(optimizer, base_lr),
       base_lr_(base_lr),
       warmup_steps_(warmup_steps),
       total_steps_(total_steps),
@@ -69,7 +77,7 @@ WarmupCosine::WarmupCosine(Optimizer& optimizer, double base_lr, int64_t warmup_
 }
 
 StepLR::StepLR(Optimizer& optimizer, double base_lr, int64_t step_size, double gamma)
-    : LRScheduler(optimizer), base_lr_(base_lr), step_size_(step_size), gamma_(gamma) {
+    : LRScheduler(optimizer, base_lr), base_lr_(base_lr), step_size_(step_size), gamma_(gamma) {
   if (!(base_lr >= 0.0) || !(gamma > 0.0)) {
     throw Error("StepLR: base_lr must be >= 0 and gamma > 0, got " + std::to_string(base_lr) + " and " +
                 std::to_string(gamma));

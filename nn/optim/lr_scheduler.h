@@ -1,6 +1,9 @@
 // Learning-rate schedules as pure functions of the step, and a scheduler that applies one to an
 // optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT: step it of the warmup
 // gets base_lr * (it + 1) / (warmup_steps + 1), so the first step already moves the weights.
+// A schedule is written for base_lr; every parameter group follows it in proportion to the lr the
+// group was made with, as PyTorch's schedulers scale each group's initial_lr: a group made at
+// base_lr gets the schedule's rate itself, a group made at a tenth of it a tenth of that rate.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +18,12 @@ double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int6
 // base_lr * gamma^(step / step_size) (integer division).
 double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma);
 
-// Sets every group's lr to lr_at(step). Construction applies step 0; call step() after each
-// optimizer.step() to move to the next. The step is the scheduler's whole state: save step()
-// and restore it with set_step(), which applies that step's lr.
+// Sets group g's lr to lr_at(step) * optimizer.initial_lr(g) / base_lr (with base_lr 0, to
+// lr_at(step) itself). Construction applies step 0; call step() after each optimizer.step() to
+// move to the next. The step is the scheduler's whole state: save step() and restore it with
+// set_step(), which applies that step's lr. The optimizer's initial lrs are its construction's, so
+// a scheduler made after another changed the lrs (or after a checkpoint restored them) scales the
+// same bases.
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
@@ -28,15 +34,17 @@ class LRScheduler {
   void step();
   int64_t last_step() const { return step_; }
   void set_step(int64_t step);
+  // The schedule's rate at the current step: the lr of a group made at base_lr.
   double current_lr() const { return lr_at(step_); }
 
  protected:
-  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
+  LRScheduler(Optimizer& optimizer, double base_lr) : optimizer_(optimizer), reference_lr_(base_lr) {}
   // Called at the end of subclass constructors (lr_at is virtual).
-  void apply() { optimizer_.set_lr(lr_at(step_)); }
+  void apply();
 
  private:
   Optimizer& optimizer_;
+  double reference_lr_;  // the base_lr the schedule is written for
   int64_t step_ = 0;
 };
 

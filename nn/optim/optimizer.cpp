@@ -122,6 +122,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     num_params_ += grp.params.size();
     const Device dev = grp.params.empty() ? Device::cpu() : grp.params.front().device();
     lr_tensors_.push_back(full({}, grp.lr, TensorOptions(DType::Float64, dev)));
+    initial_lrs_.push_back(grp.lr);
   }
   if (num_params_ == 0) throw Error("optimizer: got an empty parameter list");
 }
@@ -160,6 +161,10 @@ size_t Optimizer::checked_group(size_t group, const char* op) const {
 const ParamGroup& Optimizer::group(size_t i) const { return groups_[checked_group(i, "Optimizer::group")]; }
 
 double Optimizer::lr(size_t group) const { return groups_[checked_group(group, "Optimizer::lr")].lr; }
+
+double Optimizer::initial_lr(size_t group) const {
+  return initial_lrs_[checked_group(group, "Optimizer::initial_lr")];
+}
 
 void Optimizer::set_lr(size_t group, double lr) {
   checked_group(group, "set_lr");

@@ -50,6 +50,9 @@ class Optimizer : public Checkpointable {
   double lr(size_t group = 0) const;
   void set_lr(double lr);                // every group
   void set_lr(size_t group, double lr);  // one group
+  // The lr a group was given when the optimizer was made (PyTorch's initial_lr); set_lr and
+  // load_state_dict leave it. A schedule scales it (nn/optim/lr_scheduler.h).
+  double initial_lr(size_t group = 0) const;
   // Completed step() calls (the host's count; the device's per-parameter counts do not advance on
   // steps skipped for inf/NaN gradients, nor for a parameter without a gradient).
   int64_t step_count() const { return step_count_; }
@@ -142,6 +145,7 @@ class Optimizer : public Checkpointable {
 
   std::vector<ParamGroup> groups_;
   TensorList lr_tensors_;
+  std::vector<double> initial_lrs_;  // per group
   std::map<std::string, TensorList> state_;
   TensorList steps_;  // per flat parameter index; undefined until the parameter's first step
   int64_t step_count_ = 0;

@@ -688,15 +688,49 @@ TEST_CASE("schedules at key steps", "[optim]") {
     again.set_step(sched.last_step());
     REQUIRE(opt.lr() == sched.current_lr());
 
-    StepLR steps(opt, 0.5, 2, 0.5);
+    StepLR steps(opt, 1.0, 2, 0.5);
+    REQUIRE(opt.lr() == 1.0);
+    steps.step();
+    steps.step();
     REQUIRE(opt.lr() == 0.5);
-    steps.step();
-    steps.step();
-    REQUIRE(opt.lr() == 0.25);
     // The device scalar follows: one SGD step with gradient 1 moves the weight by lr.
     const double before = p.item<double>();
     set_grad(p, {1.0});
     opt.step();
-    REQUIRE(p.item<double>() == before - 0.25);
+    REQUIRE(p.item<double>() == before - 0.5);
+  }
+  SECTION("every group follows the schedule in proportion to the lr it was made with") {
+    // As PyTorch's schedulers scale each group's initial_lr: a backbone at a tenth of the head's
+    // rate stays at a tenth through warmup and decay, and a group made at 0 stays frozen.
+    Tensor head = param({1.0}), body = param({1.0}), frozen = param({1.0});
+    ParamGroup g0{{head}, 0.4, 0.0, {}}, g1{{body}, 0.04, 0.0, {}}, g2{{frozen}, 0.0, 0.0, {}};
+    SGD opt(std::vector<ParamGroup>{g0, g1, g2}, 0.0);
+    WarmupCosine sched(opt, 0.4, 3, 13, 0.04);
+    for (int64_t s = 0; s < 16; ++s) {
+      const double want = warmup_cosine_lr(s, 0.4, 3, 13, 0.04);
+      REQUIRE(opt.lr(0) == want);
+      REQUIRE(opt.lr(1) == Approx(want * 0.1).epsilon(1e-15));
+      REQUIRE(opt.lr(2) == 0.0);
+      sched.step();
+    }
+    // The device scalars the step reads follow: gradient 1 moves each weight by its group's lr.
+    for (Tensor p : {head, body, frozen}) set_grad(p, {1.0});
+    opt.step();
+    REQUIRE(head.item<float>() == static_cast<float>(1.0 - opt.lr(0)));  // float32 weights
+    REQUIRE(body.item<float>() == static_cast<float>(1.0 - opt.lr(1)));
+    REQUIRE(frozen.item<double>() == 1.0);
+    REQUIRE(opt.initial_lr(1) == 0.04);
+    // A scheduler made after the lrs moved (or after a checkpoint restored them) scales the lrs the
+    // optimizer was made with, not the moved ones.
+    StepLR steps(opt, 0.4, 2, 0.5);
+    REQUIRE(opt.lr(0) == 0.4);
+    REQUIRE(opt.lr(1) == Approx(0.04).epsilon(1e-15));
+    steps.set_step(4);
+    REQUIRE(opt.lr(0) == 0.1);
+    REQUIRE(opt.lr(1) == Approx(0.01).epsilon(1e-15));
+    // A schedule written for base_lr 0 sets every group to its rate.
+    StepLR zero(opt, 0.0, 2, 0.5);
+    for (size_t g = 0; g < 3; ++g) REQUIRE(opt.lr(g) == 0.0);
+    REQUIRE_THROWS_AS(opt.initial_lr(3), IndexError);
   }
 }
