@@ -197,7 +197,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   // Past 1e9 s (32 years) the wait's deadline would overflow the clock's nanoseconds.
   if (!(o.timeout >= 0 && o.timeout <= 1e9)) {
     throw Error("DataLoader: timeout must be 0 (wait forever) or a number of seconds up to 1e9, got " +
-                std::to_string(o.timeout));
+                num_str(o.timeout));
   }
   if (o.sampler && o.shuffle) {
     throw Error("DataLoader: shuffle and a sampler are exclusive (the sampler decides the order)");
@@ -378,7 +378,7 @@ std::optional<Example> DataLoader::next() {
         lk.unlock();
         stop_epoch(/*join=*/false);
         throw Error("DataLoader: batch " + std::to_string(index) + " of epoch " + std::to_string(position_.epoch) +
-                    " was not ready after the timeout of " + std::to_string(options_.timeout) + " s (" +
+                    " was not ready after the timeout of " + num_str(options_.timeout) + " s (" +
                     std::to_string(options_.num_workers) + " workers); is a dataset's get() stuck?");
       }
     } else {

@@ -176,7 +176,7 @@ class NcclProcessGroup final : public ProcessGroup {
       check_async("a collective");
       if (seconds_since(start) > timeout) {
         fail("a collective", ncclInternalError,
-             "it did not complete within KILN_DIST_TIMEOUT=" + std::to_string(timeout) +
+             "it did not complete within KILN_DIST_TIMEOUT=" + num_str(timeout) +
                  " s: another rank exited, hangs, or never reached this call");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -240,7 +240,7 @@ class NcclProcessGroup final : public ProcessGroup {
     while (rc == ncclInProgress) {
       if (seconds_since(start) > timeout) {
         fail(what, ncclInProgress,
-             "it did not complete within KILN_DIST_TIMEOUT=" + std::to_string(timeout) + " s: a rank never joined");
+             "it did not complete within KILN_DIST_TIMEOUT=" + num_str(timeout) + " s: a rank never joined");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
       ncclCommGetAsyncError(comm_, &rc);

@@ -17,8 +17,6 @@
 namespace kiln::nn::init {
 namespace {
 
-std::string num(double v) { return std::to_string(v); }
-
 // Standard normal CDF.
 double phi_cdf(double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
@@ -140,7 +138,8 @@ Tensor constant_(const Tensor& t, double value) {
   } else if (std::isfinite(value) && value == std::trunc(value)) {
     h.fill_(static_cast<int64_t>(value));  // an integer value fills an integer tensor exactly
   } else {
-    throw DTypeError("constant_: cannot fill a " + std::string(dtype_name(t.dtype())) + " tensor with " + num(value));
+    throw DTypeError("constant_: cannot fill a " + std::string(dtype_name(t.dtype())) + " tensor with " +
+                     num_str(value));
   }
   return h;
 }
@@ -195,11 +194,11 @@ Tensor trunc_normal_(const Tensor& t, double mean, double std, double a, double 
   if (!t.is_floating_point()) {
     throw DTypeError(std::string("trunc_normal_: needs a floating tensor, got ") + dtype_name(t.dtype()));
   }
-  if (!(a < b)) throw Error("trunc_normal_: needs a < b, got a=" + num(a) + " b=" + num(b));
+  if (!(a < b)) throw Error("trunc_normal_: needs a < b, got a=" + num_str(a) + " b=" + num_str(b));
   if (!(std >= 0) || !std::isfinite(std)) {
-    throw Error("trunc_normal_: std must be finite and non-negative, got " + num(std));
+    throw Error("trunc_normal_: std must be finite and non-negative, got " + num_str(std));
   }
-  if (!std::isfinite(mean)) throw Error("trunc_normal_: mean must be finite, got " + num(mean));
+  if (!std::isfinite(mean)) throw Error("trunc_normal_: mean must be finite, got " + num_str(mean));
   NoGradGuard no_grad;
   Tensor h = t;
   if (t.numel() == 0) return h;

@@ -196,7 +196,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
     throw ShapeError("GPT::generate: idx must be [B, T] with T >= 1, got shape " + shape_str(idx.sizes()));
   }
   if (max_new_tokens < 0) throw Error("GPT::generate: max_new_tokens must be non-negative, got " + std::to_string(max_new_tokens));
-  if (!(temperature > 0.0)) throw Error("GPT::generate: temperature must be positive, got " + std::to_string(temperature));
+  if (!(temperature > 0.0)) throw Error("GPT::generate: temperature must be positive, got " + num_str(temperature));
   if (top_k && *top_k <= 0) throw Error("GPT::generate: top_k must be positive, got " + std::to_string(*top_k));
   NoGradGuard no_grad;
   // At 1e-30 every logit difference a float32 can hold goes to -inf already (a greedy draw); below it

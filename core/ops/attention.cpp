@@ -191,7 +191,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                      dtype_name(mask.dtype()));
   }
   if (!(dropout_p >= 0.0 && dropout_p < 1.0)) {
-    throw Error(std::string(kOp) + ": dropout_p must be in [0, 1), got " + std::to_string(dropout_p));
+    throw Error(std::string(kOp) + ": dropout_p must be in [0, 1), got " + num_str(dropout_p));
   }
 }
 
@@ -214,7 +214,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                         "learned bias to the scores of a hand-written attention, or pass attn_mask.detach()");
   }
   if (scale && !std::isfinite(*scale)) {
-    throw Error(std::string(kOp) + ": scale must be finite, got " + ops::num_str(*scale));
+    throw Error(std::string(kOp) + ": scale must be finite, got " + num_str(*scale));
   }
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   ops::KernelScope scope(kOp, {&q, &k, &v, &attn_mask});  // the op's tensor inputs: autocast's entry

@@ -16,14 +16,13 @@
 namespace kiln {
 namespace {
 
-std::string num(double v) { return ops::num_str(v); }
 std::string i64(int64_t v) { return std::to_string(v); }
 std::string pre(const char* op) { return std::string(op) + ": "; }
 
 void check_range(const char* op, const char* what, double lo, double hi) {
   if (!(std::isfinite(lo) && std::isfinite(hi) && lo > 0 && lo <= hi)) {
-    throw Error(pre(op) + "" + what + " range must satisfy 0 < min <= max (finite), got [" + num(lo) + ", " +
-                num(hi) + "]");
+    throw Error(pre(op) + "" + what + " range must satisfy 0 < min <= max (finite), got [" + num_str(lo) + ", " +
+                num_str(hi) + "]");
   }
 }
 
@@ -105,19 +104,20 @@ void check_augment_spec(const char* op, const AugmentSpec& s) {
     default: throw Error(pre(op) + "unknown crop mode " + i64(static_cast<int64_t>(s.crop)));
   }
   if (!(s.flip_p >= 0 && s.flip_p <= 1)) {
-    throw Error(pre(op) + "flip probability must be in [0, 1], got " + num(s.flip_p));
+    throw Error(pre(op) + "flip probability must be in [0, 1], got " + num_str(s.flip_p));
   }
   const double strength[3] = {s.brightness, s.contrast, s.saturation};
   const char* names[3] = {"brightness", "contrast", "saturation"};
   for (int k = 0; k < 3; ++k) {
     if (!(std::isfinite(strength[k]) && strength[k] >= 0)) {
-      throw Error(pre(op) + "" + names[k] + " strength must be finite and >= 0, got " + num(strength[k]));
+      throw Error(pre(op) + "" + names[k] + " strength must be finite and >= 0, got " + num_str(strength[k]));
     }
   }
   for (int64_t c = 0; c < s.channels; ++c) {
-    if (!std::isfinite(s.mean[c])) throw Error(pre(op) + "mean[" + i64(c) + "] must be finite, got " + num(s.mean[c]));
+    if (!std::isfinite(s.mean[c]))
+      throw Error(pre(op) + "mean[" + i64(c) + "] must be finite, got " + num_str(s.mean[c]));
     if (!(std::isfinite(s.std[c]) && s.std[c] > 0)) {
-      throw Error(pre(op) + "std[" + i64(c) + "] must be positive and finite, got " + num(s.std[c]));
+      throw Error(pre(op) + "std[" + i64(c) + "] must be positive and finite, got " + num_str(s.std[c]));
     }
   }
   if (s.out_dtype != DType::Float32 && s.out_dtype != DType::BFloat16 && s.out_dtype != DType::Float16) {
@@ -179,7 +179,7 @@ Tensor augment_images_with_params(const Tensor& images, const AugmentSpec& spec,
     for (float v : f) {
       if (!(std::isfinite(v) && v >= 0)) {
         throw Error(pre(op) + "jitter factors of image " + i64(i) + " must be finite and >= 0, got " +
-                    num(q.brightness) + ", " + num(q.contrast) + ", " + num(q.saturation));
+                    num_str(q.brightness) + ", " + num_str(q.contrast) + ", " + num_str(q.saturation));
       }
     }
   }

@@ -62,7 +62,6 @@ Tensor with_layout_of(const Tensor& t, const Tensor& like, const char* what) {
 using ops::check_param;
 using ops::check_same_dtype;
 using ops::dense;
-using ops::num_str;
 using ops::param_dtype_of;
 using ops::ptr_or_null;
 

@@ -30,7 +30,6 @@ LossReduce to_loss_reduce(Reduction r) {
 }  // namespace
 
 using ops::dense;
-using ops::num_str;
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {

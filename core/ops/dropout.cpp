@@ -20,7 +20,7 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
   if (!(p >= 0.0 && p <= 1.0)) {
-    throw Error("dropout: probability p must be in [0, 1], got " + ops::num_str(p) + " (input " + shape_str(x.sizes()) +
+    throw Error("dropout: probability p must be in [0, 1], got " + num_str(p) + " (input " + shape_str(x.sizes()) +
                 ")");
   }
   if (!training || p == 0.0) return x;

@@ -199,7 +199,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   // Counted in double: a count past int64 (or an infinite one, from a tiny step) cannot be cast.
   const double count = std::ceil((e - s) / st);
   if (!(count < 9223372036854775807.0)) {
-    throw ShapeError("arange: " + arange_range(start, end, step) + " has " + ops::num_str(count) +
+    throw ShapeError("arange: " + arange_range(start, end, step) + " has " + num_str(count) +
                      " elements, more than int64 can count");
   }
   const int64_t n = static_cast<int64_t>(count);

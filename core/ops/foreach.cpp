@@ -234,9 +234,9 @@ void check_hyper(const char* op, const char* what, double v, std::optional<doubl
                  std::optional<double> below = std::nullopt) {
   if (std::isfinite(v) && (!min || v >= *min) && (!below || v < *below)) return;
   std::string want = "a finite number";
-  if (min) want += " >= " + ops::num_str(*min);
-  if (below) want += std::string(min ? " and" : "") + " below " + ops::num_str(*below);
-  throw Error(std::string(op) + ": " + what + " must be " + want + ", got " + ops::num_str(v));
+  if (min) want += " >= " + num_str(*min);
+  if (below) want += std::string(min ? " and" : "") + " below " + num_str(*below);
+  throw Error(std::string(op) + ": " + what + " must be " + want + ", got " + num_str(v));
 }
 
 }  // namespace
@@ -329,7 +329,7 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
 Tensor foreach_norm(const TensorList& tensors, double norm_type) {
   const char* op = "foreach_norm";
   if (!(norm_type > 0.0)) {  // also NaN
-    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + std::to_string(norm_type));
+    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + num_str(norm_type));
   }
   std::vector<ForeachTensor> flats;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -450,10 +450,10 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
                        double growth_factor, double backoff_factor, int64_t growth_interval) {
   const char* op = "amp_update_scale_";
   if (!(growth_factor > 1.0) || !std::isfinite(growth_factor)) {
-    throw Error(std::string(op) + ": growth_factor must be a finite number > 1, got " + ops::num_str(growth_factor));
+    throw Error(std::string(op) + ": growth_factor must be a finite number > 1, got " + num_str(growth_factor));
   }
   if (!(backoff_factor > 0.0 && backoff_factor < 1.0)) {
-    throw Error(std::string(op) + ": backoff_factor must be in (0, 1), got " + ops::num_str(backoff_factor));
+    throw Error(std::string(op) + ": backoff_factor must be in (0, 1), got " + num_str(backoff_factor));
   }
   if (growth_interval < 1 || growth_interval > std::numeric_limits<int32_t>::max()) {
     throw Error(std::string(op) + ": growth_interval must be in [1, 2^31 - 1] (the tracker is int32), got " +

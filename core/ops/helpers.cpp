@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -178,12 +177,6 @@ bool can_cast(DType from, DType to) {
 }
 
 std::string dtype_str(DType t) { return dtype_name(t); }
-
-std::string num_str(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 Tensor dense(const Tensor& t) {
   if (!t.defined()) return t;

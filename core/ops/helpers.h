@@ -63,8 +63,6 @@ void check_inplace_cast(const char* op, DType result, const Tensor& self);
 void record_overwrite(const char* op, const Tensor& self);
 
 std::string dtype_str(DType t);
-// A double as a person would write it (0.1, not 0.100000), for messages.
-std::string num_str(double v);
 
 // A dense row-major copy (or alias) without history: what row-wise kernels read. Undefined stays so.
 Tensor dense(const Tensor& t);

@@ -18,7 +18,6 @@ using ops::check_param;
 using ops::check_same_dtype;
 using ops::dense;
 using ops::dense_grad;
-using ops::num_str;
 using ops::param_dtype_of;
 using ops::ptr_or_null;
 

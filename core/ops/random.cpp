@@ -92,10 +92,10 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
   if (!is_floating_point())
     throw DTypeError(std::string("uniform_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(low <= high)) {
-    throw Error("uniform_: low must not exceed high, got low=" + ops::num_str(low) + " high=" + ops::num_str(high));
+    throw Error("uniform_: low must not exceed high, got low=" + num_str(low) + " high=" + num_str(high));
   }
   if (!std::isfinite(low) || !std::isfinite(high)) {
-    throw Error("uniform_: low and high must be finite, got low=" + ops::num_str(low) + " high=" + ops::num_str(high));
+    throw Error("uniform_: low and high must be finite, got low=" + num_str(low) + " high=" + num_str(high));
   }
   // The draws are low + (high - low) * u, in float64 for a float64 tensor and float32 otherwise: the
   // bounds must be values of the dtype and their distance one of the compute type, or every draw
@@ -104,9 +104,9 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
   const bool wide = dtype() == DType::Float64;
   if (std::fabs(low) > top || std::fabs(high) > top ||
       !(wide ? std::isfinite(high - low) : std::isfinite(static_cast<float>(high - low)))) {
-    throw Error("uniform_: [" + ops::num_str(low) + ", " + ops::num_str(high) + ") does not fit " +
-                dtype_name(dtype()) + ": the bounds must lie within +-" + ops::num_str(top) + " and high - low below " +
-                ops::num_str(wide ? top : std::numeric_limits<float>::max()));
+    throw Error("uniform_: [" + num_str(low) + ", " + num_str(high) + ") does not fit " + dtype_name(dtype()) +
+                ": the bounds must lie within +-" + num_str(top) + " and high - low below " +
+                num_str(wide ? top : std::numeric_limits<float>::max()));
   }
   random_fill("uniform_", *this, RandomDist::Uniform, RandomParams{low, high}, generator);
   bump_version();
@@ -120,9 +120,9 @@ Tensor& Tensor::normal_(double mean, double std, const std::optional<Generator>&
   if (!is_floating_point())
     throw DTypeError(std::string("normal_: needs a floating tensor, got ") + dtype_name(dtype()));
   if (!(std >= 0) || !std::isfinite(std)) {
-    throw Error("normal_: std must be finite and non-negative, got " + ops::num_str(std));
+    throw Error("normal_: std must be finite and non-negative, got " + num_str(std));
   }
-  if (!std::isfinite(mean)) throw Error("normal_: mean must be finite, got " + ops::num_str(mean));
+  if (!std::isfinite(mean)) throw Error("normal_: mean must be finite, got " + num_str(mean));
   random_fill("normal_", *this, RandomDist::Normal, RandomParams{mean, std}, generator);
   bump_version();
   ops::record_overwrite("normal_", *this);

@@ -633,8 +633,8 @@ void check_gemm_epilogue(const GemmArgs& g) {
   if (g.epilogue == GemmEpilogue::None) return;
   if (g.batch.count != 1 || g.alpha != 1.0 || g.beta != 0.0 || g.k <= 0) {
     throw Error("gemm: an epilogue takes one product with alpha 1, beta 0 and k > 0, got " +
-                std::to_string(g.batch.count) + " products, alpha " + std::to_string(g.alpha) + ", beta " +
-                std::to_string(g.beta) + ", k " + std::to_string(g.k));
+                std::to_string(g.batch.count) + " products, alpha " + num_str(g.alpha) + ", beta " + num_str(g.beta) +
+                ", k " + std::to_string(g.k));
   }
   const bool reads_bias = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGeluAux;
   if (reads_bias ? !g.bias : !g.bias_grad) {

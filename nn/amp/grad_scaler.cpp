@@ -20,21 +20,11 @@ namespace {
 
 constexpr int64_t kMaxInterval = std::numeric_limits<int32_t>::max();
 
-// A double as a person would write it, for messages.
-std::string num(double v) {
-  std::string s = std::to_string(v);
-  if (s.find('.') != std::string::npos && std::isfinite(v)) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
-  }
-  return s;
-}
-
 void check_factor(const char* where, const char* name, double v, bool growth) {
   const bool ok = growth ? (v > 1.0 && std::isfinite(v)) : (v > 0.0 && v < 1.0);
   if (!ok) {
     throw Error(std::string(where) + ": " + name + (growth ? " must be a finite number > 1" : " must be in (0, 1)") +
-                ", got " + num(v));
+                ", got " + num_str(v));
   }
 }
 
@@ -45,7 +35,7 @@ void check_scale_value(const char* where, const char* name, double v) {
   if (!(v >= static_cast<double>(std::numeric_limits<float>::min())) ||
       !(v <= static_cast<double>(std::numeric_limits<float>::max()))) {
     throw Error(std::string(where) + ": " + name +
-                " must be a normal float32 number > 0 (from 2^-126 to 3.4e38), got " + num(v));
+                " must be a normal float32 number > 0 (from 2^-126 to 3.4e38), got " + num_str(v));
   }
 }
 

@@ -25,10 +25,10 @@ void AdamW::validate() {
     const double b1 = option(g, "beta1", beta1_), b2 = option(g, "beta2", beta2_), eps = option(g, "eps", eps_);
     const std::string where = groups_.size() > 1 ? " (group " + std::to_string(g) + ")" : "";
     if (!(b1 >= 0.0 && b1 < 1.0) || !(b2 >= 0.0 && b2 < 1.0)) {
-      throw Error("AdamW: betas must be in [0, 1), got (" + std::to_string(b1) + ", " + std::to_string(b2) + ")" + where);
+      throw Error("AdamW: betas must be in [0, 1), got (" + num_str(b1) + ", " + num_str(b2) + ")" + where);
     }
     if (!(eps >= 0.0) || !std::isfinite(eps)) {
-      throw Error("AdamW: eps must be a finite number >= 0, got " + std::to_string(eps) + where);
+      throw Error("AdamW: eps must be a finite number >= 0, got " + num_str(eps) + where);
     }
   }
 }

@@ -12,9 +12,9 @@
 namespace kiln::nn::optim {
 
 void check_clip_options(const char* op, double max_norm, double norm_type) {
-  if (!(max_norm >= 0.0)) throw Error(std::string(op) + ": max_norm must be >= 0, got " + std::to_string(max_norm));
+  if (!(max_norm >= 0.0)) throw Error(std::string(op) + ": max_norm must be >= 0, got " + num_str(max_norm));
   if (!(norm_type > 0.0)) {  // NaN too; infinity is the max norm
-    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + std::to_string(norm_type));
+    throw Error(std::string(op) + ": norm_type must be positive (or infinity), got " + num_str(norm_type));
   }
 }
 

@@ -12,8 +12,8 @@ namespace kiln::nn::optim {
 
 double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr) {
   if (!(base_lr >= 0.0) || !(min_lr >= 0.0) || !std::isfinite(base_lr) || !std::isfinite(min_lr)) {
-    throw Error("warmup_cosine_lr: base_lr and min_lr must be finite numbers >= 0, got base_lr=" +
-                std::to_string(base_lr) + " min_lr=" + std::to_string(min_lr));
+    throw Error("warmup_cosine_lr: base_lr and min_lr must be finite numbers >= 0, got base_lr=" + num_str(base_lr) +
+                " min_lr=" + num_str(min_lr));
   }
   if (warmup_steps < 0 || total_steps < warmup_steps) {
     throw Error("warmup_cosine_lr: needs 0 <= warmup_steps <= total_steps, got warmup_steps=" +
@@ -33,10 +33,10 @@ double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int6
 double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma) {
   if (step_size <= 0) throw Error("step_lr: step_size must be positive, got " + std::to_string(step_size));
   if (!(gamma > 0.0) || !std::isfinite(gamma)) {
-    throw Error("step_lr: gamma must be a finite number > 0, got " + std::to_string(gamma));
+    throw Error("step_lr: gamma must be a finite number > 0, got " + num_str(gamma));
   }
   if (!(base_lr >= 0.0) || !std::isfinite(base_lr)) {
-    throw Error("step_lr: base_lr must be a finite number >= 0, got " + std::to_string(base_lr));
+    throw Error("step_lr: base_lr must be a finite number >= 0, got " + num_str(base_lr));
   }
   if (step < 0) step = 0;
   return base_lr * std::pow(gamma, static_cast<double>(step / step_size));
@@ -69,8 +69,7 @@ WarmupCosine::WarmupCosine(Optimizer& optimizer, double base_lr, int64_t warmup_
       total_steps_(total_steps),
       min_lr_(min_lr) {
   if (!(base_lr >= 0.0) || !(min_lr >= 0.0)) {
-    throw Error("WarmupCosine: base_lr and min_lr must be >= 0, got " + std::to_string(base_lr) + " and " +
-                std::to_string(min_lr));
+    throw Error("WarmupCosine: base_lr and min_lr must be >= 0, got " + num_str(base_lr) + " and " + num_str(min_lr));
   }
   warmup_cosine_lr(0, base_lr, warmup_steps, total_steps, min_lr);  // checks the steps
   apply();
@@ -79,8 +78,7 @@ WarmupCosine::WarmupCosine(Optimizer& optimizer, double base_lr, int64_t warmup_
 StepLR::StepLR(Optimizer& optimizer, double base_lr, int64_t step_size, double gamma)
     : LRScheduler(optimizer, base_lr), base_lr_(base_lr), step_size_(step_size), gamma_(gamma) {
   if (!(base_lr >= 0.0) || !(gamma > 0.0)) {
-    throw Error("StepLR: base_lr must be >= 0 and gamma > 0, got " + std::to_string(base_lr) + " and " +
-                std::to_string(gamma));
+    throw Error("StepLR: base_lr must be >= 0 and gamma > 0, got " + num_str(base_lr) + " and " + num_str(gamma));
   }
   step_lr(0, base_lr, step_size, gamma);  // checks step_size
   apply();

@@ -48,7 +48,7 @@ Tensor step_on(const Tensor& step, Device device) { return step.device() == devi
 
 void check_lr(double lr, const char* where) {
   if (!(lr >= 0.0) || !std::isfinite(lr)) {
-    throw Error(std::string(where) + ": learning rate must be a finite number >= 0, got " + std::to_string(lr));
+    throw Error(std::string(where) + ": learning rate must be a finite number >= 0, got " + num_str(lr));
   }
 }
 
@@ -116,7 +116,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     group_offsets_.push_back(num_params_);
     check_lr(grp.lr, "optimizer");
     if (!(grp.weight_decay >= 0.0) || !std::isfinite(grp.weight_decay)) {
-      throw Error("optimizer: weight_decay must be a finite number >= 0, got " + std::to_string(grp.weight_decay) +
+      throw Error("optimizer: weight_decay must be a finite number >= 0, got " + num_str(grp.weight_decay) +
                   " in group " + std::to_string(g));
     }
     num_params_ += grp.params.size();
@@ -333,7 +333,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   auto step_count = [&](const std::string& key, const Tensor& t) -> const Tensor& {
     const double v = scalar(key, t, DType::Float32).to(Device::cpu()).item<double>();
     if (!(v >= 0.0) || !std::isfinite(v) || v != std::floor(v)) {
-      throw Error(std::string(op) + ": \"" + key + "\" must be a whole number >= 0, got " + std::to_string(v));
+      throw Error(std::string(op) + ": \"" + key + "\" must be a whole number >= 0, got " + num_str(v));
     }
     return t;
   };

@@ -27,14 +27,14 @@ void SGD::validate() {
     const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
     const std::string where = groups_.size() > 1 ? " (group " + std::to_string(g) + ")" : "";
     if (!(momentum >= 0.0) || !std::isfinite(momentum)) {
-      throw Error("SGD: momentum must be a finite number >= 0, got " + std::to_string(momentum) + where);
+      throw Error("SGD: momentum must be a finite number >= 0, got " + num_str(momentum) + where);
     }
     if (!std::isfinite(dampening)) {
-      throw Error("SGD: dampening must be finite, got " + std::to_string(dampening) + where);
+      throw Error("SGD: dampening must be finite, got " + num_str(dampening) + where);
     }
     if (nesterov && (momentum <= 0.0 || dampening != 0.0)) {
-      throw Error("SGD: Nesterov momentum needs momentum > 0 and dampening == 0, got momentum=" +
-                  std::to_string(momentum) + " dampening=" + std::to_string(dampening) + where);
+      throw Error("SGD: Nesterov momentum needs momentum > 0 and dampening == 0, got momentum=" + num_str(momentum) +
+                  " dampening=" + num_str(dampening) + where);
     }
   }
 }

@@ -1197,3 +1197,20 @@ TEST_CASE("bad-input sweep: extreme but valid calls still work", "[bad_input]") 
   CHECK(randint(0, 2, {4}, DType::Bool).numel() == 4);
   CHECK(randint(0, 256, {4}, DType::UInt8).numel() == 4);
 }
+
+TEST_CASE("messages quote a refused number as it was passed", "[bad_input]") {
+  // The fewest digits that read back as the same number: never six decimals' rounding to 0.
+  CHECK(num_str(0.1) == "0.1");
+  CHECK(num_str(1e-40) == "1e-40");
+  CHECK(num_str(-1e-9) == "-1e-09");
+  CHECK(num_str(1.0000001) == "1.0000001");
+  CHECK(num_str(2.0) == "2");
+  CHECK(num_str(-0.0) == "-0");
+  CHECK(num_str(1e16) == "1e+16");
+  CHECK(num_str(std::numeric_limits<double>::infinity()) == "inf");
+  CHECK(num_str(-std::numeric_limits<double>::infinity()) == "-inf");
+  CHECK(num_str(-std::numeric_limits<double>::quiet_NaN()) == "nan");
+  // A float in a float's digits: 0.3f is not 0.30000001192092896.
+  CHECK(num_str(0.3F) == "0.3");
+  CHECK(num_str(std::numeric_limits<float>::denorm_min()) == "1e-45");
+}

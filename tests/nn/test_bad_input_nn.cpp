@@ -318,6 +318,11 @@ void optim_rows(Table& t) {
   using optim::ParamGroup;
   using optim::SGD;
   t.add("SGD: negative lr", Expect::Error, {"optimizer", "learning rate", "-0.1"}, [] { SGD o({param({2})}, -0.1); });
+  // Values too small for six decimals are quoted as passed, not as "-0.000000".
+  t.add("SGD: lr -1e-9", Expect::Error, {"optimizer", "learning rate", "got -1e-09"},
+        [] { SGD o({param({2})}, -1e-9); });
+  t.add("SGD: momentum -1e-7", Expect::Error, {"SGD", "momentum", "got -1e-07"},
+        [] { SGD o({param({2})}, 0.1, -1e-7); });
   t.add("SGD: NaN lr", Expect::Error, {"optimizer", "learning rate", "nan"}, [] { SGD o({param({2})}, kNaN); });
   t.add("SGD: infinite lr", Expect::Error, {"optimizer", "learning rate", "inf"}, [] { SGD o({param({2})}, kInf); });
   t.add("SGD: negative weight_decay", Expect::Error, {"optimizer", "weight_decay", "-1"},
@@ -347,7 +352,9 @@ void optim_rows(Table& t) {
     ParamGroup g{{param({2})}, 0.1, 0.0, {{"momentun", 0.9}}};
     SGD o(std::vector<ParamGroup>{g});
   });
-  t.add("AdamW: beta1 1", Expect::Error, {"AdamW", "betas", "1.0"}, [] { AdamW o({param({2})}, 1e-3, {1.0, 0.999}); });
+  t.add("AdamW: beta1 1", Expect::Error, {"AdamW", "betas", "(1, 0.999)"}, [] {
+    AdamW o({param({2})}, 1e-3, {1.0, 0.999});
+  });
   t.add("AdamW: negative beta2", Expect::Error, {"AdamW", "betas", "-0.1"}, [] {
     AdamW o({param({2})}, 1e-3, {0.9, -0.1});
   });
@@ -356,6 +363,9 @@ void optim_rows(Table& t) {
   });
   t.add("AdamW: negative eps", Expect::Error, {"AdamW", "eps", "-1"}, [] {
     AdamW o({param({2})}, 1e-3, {0.9, 0.999}, -1.0);
+  });
+  t.add("AdamW: eps -1e-12", Expect::Error, {"AdamW", "eps", "got -1e-12"}, [] {
+    AdamW o({param({2})}, 1e-3, {0.9, 0.999}, -1e-12);
   });
   t.add("AdamW: NaN eps", Expect::Error, {"AdamW", "eps", "nan"}, [] {
     AdamW o({param({2})}, 1e-3, {0.9, 0.999}, kNaN);

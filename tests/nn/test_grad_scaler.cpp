@@ -346,11 +346,16 @@ TEST_CASE("GradScaler options are checked", "[amp]") {
   // 0 and a subnormal as float32s (the unscale factor 1 / scale inf): refused, as update() and
   // load_state_dict() refuse them.
   for (const double tiny : {1e-50, 1e-40}) {
+    // The message quotes the value passed, not its six-decimal rounding ("got 0").
+    const std::string quoted = "got " + std::string(tiny == 1e-50 ? "1e-50" : "1e-40");
     CHECK_THROWS_WITH(GradScaler(with([&](O& o) { o.init_scale = tiny; })),
-                      Catch::Contains("init_scale") && Catch::Contains("normal float32"));
+                      Catch::Contains("init_scale") && Catch::Contains("normal float32") && Catch::Contains(quoted));
     GradScaler s;
-    CHECK_THROWS_WITH(s.update(tiny), Catch::Contains("new_scale") && Catch::Contains("normal float32"));
+    CHECK_THROWS_WITH(s.update(tiny),
+                      Catch::Contains("new_scale") && Catch::Contains("normal float32") && Catch::Contains(quoted));
   }
+  CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.backoff_factor = -1e-9; })),
+                    Catch::Contains("backoff_factor") && Catch::Contains("got -1e-09"));
   CHECK_NOTHROW(GradScaler(with([](O& o) { o.init_scale = 0x1p-126; })));
   CHECK_THROWS_WITH(GradScaler(with([](O& o) { o.growth_factor = 1.0; })),
                     Catch::Contains("growth_factor") && Catch::Contains("got 1"));
