@@ -59,7 +59,9 @@ std::optional<Example> LookAhead::next(const Step& start, const Step& finish) {
 }
 
 LoaderPosition LookAhead::position() const {
-  return primed_ && ahead_ && !moved() ? ahead_position_ : loader_.position();
+  // Held ahead, a batch or the epoch's end: where the loader was before reading it (after the last
+  // batch, the epoch's end, as the plain loader says then; the loader itself is at the next epoch).
+  return primed_ && !moved() ? ahead_position_ : loader_.position();
 }
 
 }  // namespace detail

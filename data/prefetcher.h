@@ -34,7 +34,8 @@ class LookAhead {
   // The next batch (after `finish` ran on it), with the one after it read and `start` run on it;
   // nullopt at the end of the loader's epoch, as DataLoader::next.
   std::optional<Example> next(const Step& start, const Step& finish);
-  // The position of the batch next() returns next: the loader's, less the batch held ahead.
+  // The position of the batch next() returns next: the loader's, less the batch (or the epoch's end)
+  // held ahead.
   LoaderPosition position() const;
   // Whether the loader was set to a position since the batch (or error) held was taken: next()
   // drops it then.

@@ -469,8 +469,14 @@ TEST_CASE("DataLoader: reading one batch ahead loses no batch when the read ahea
     loader.set_position({0, 4});  // skipping it: batches 4 and 5, the epoch's end, the next epoch
     CHECK(take());
     CHECK(take());
+    // After the epoch's last batch the end is held ahead: the position is the plain loader's there,
+    // (0, 6), not the next epoch's start, so a checkpoint taken now resumes before the end.
+    CHECK(ahead.position().epoch == 0);
+    CHECK(ahead.position().batch == 6);
+    CHECK(loader.position().epoch == 1);
     CHECK_FALSE(take());
     CHECK(ahead.position().epoch == 1);
+    CHECK(ahead.position().batch == 0);
     CHECK(take());
     CHECK(got == std::vector<int64_t>{0, 2, 4, 8, 10, 0});
     CHECK(finished == 6);
