@@ -94,7 +94,12 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options)
       throw IOError("ImageFolder: the class folder " + dir.string() + " has no images (files ending in " +
                     joined(extensions) + ", any case)");
     }
-    std::sort(files.begin(), files.end());
+    // As torchvision's sorted(os.walk(...)): folders by their path, then each one's files by name.
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
+      const fs::path pa(a.first), pb(b.first);
+      const std::string da = pa.parent_path().generic_string(), db = pb.parent_path().generic_string();
+      return da != db ? da < db : pa.filename().string() < pb.filename().string();
+    });
     for (const auto& [relative, bytes] : files) {
       samples_.emplace_back((dir / relative).string(), static_cast<int64_t>(k));
       crc = crc_update(crc, name + "/" + relative + '\0' + std::to_string(bytes) + "\n");

@@ -1,9 +1,10 @@
 // torchvision's ImageFolder: root/<class>/**/<file>, one class per subfolder of root. Non-obvious
-// decisions: the tree is listed once, at construction, and sorted bytewise (classes by name, files by
-// path relative to their class folder), so sample i is the same file on every machine and every run;
-// get() only reads that immutable list, so loader threads share nothing mutable; and the
-// fingerprint hashes relative paths and file sizes, not contents, so it costs one stat per file and
-// survives copying the tree elsewhere.
+// decisions: the tree is listed once, at construction, and sorted bytewise as torchvision's walk
+// sorts it (classes by name; in a class, folders by their path and each one's files by name), so
+// sample i is the same file on every machine, every run and in PyTorch; get() only reads that
+// immutable list, so loader threads share nothing mutable; and the fingerprint hashes relative
+// paths and file sizes, not contents, so it costs one stat per file and survives copying the tree
+// elsewhere.
 #pragma once
 
 #include <cstdint>

@@ -540,6 +540,24 @@ TEST_CASE("ImageFolder lists classes and images as torchvision does", "[data][im
   CHECK_THAT(io_error([&] { ds.get(1); }), Catch::Contains("sample 1") && Catch::Contains("cat/b.png"));
 }
 
+// torchvision walks sorted(os.walk(class folder)) and sorts each folder's file names: folders in
+// the order of their paths ("a" before "a-b" before "a/deep"), each one's files by name, so a
+// folder's own files come before its subfolders'. Sorting whole relative paths would put
+// a-b/y.png first ('-' sorts before '/'). Sample i is the file it is in PyTorch.
+TEST_CASE("ImageFolder orders nested folders as torchvision's walk does", "[data][image]") {
+  test::TempDir dir;
+  const fs::path root = dir.path / "root";
+  for (const char* d : {"cls/a", "cls/a-b", "cls/a/deep"}) fs::create_directories(root / d);
+  for (const char* f : {"cls/z.png", "cls/a/x.png", "cls/a-b/y.png", "cls/a/deep/w.png", "cls/b.png"}) {
+    data::write_png((root / f).string(), pattern(1, 2, 2));
+  }
+  data::ImageFolder ds(root.string());
+  std::vector<std::string> rel;
+  for (const auto& [path, target] : ds.samples())
+    rel.push_back(fs::path(path).lexically_relative(root).generic_string());
+  CHECK(rel == std::vector<std::string>{"cls/b.png", "cls/z.png", "cls/a/x.png", "cls/a-b/y.png", "cls/a/deep/w.png"});
+}
+
 TEST_CASE("ImageFolder refuses trees it cannot use", "[data][image]") {
   test::TempDir dir;
   CHECK_THAT(io_error([&] { data::ImageFolder(dir.file("missing")); }),
