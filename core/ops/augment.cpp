@@ -19,10 +19,12 @@ namespace {
 std::string i64(int64_t v) { return std::to_string(v); }
 std::string pre(const char* op) { return std::string(op) + ": "; }
 
-void check_range(const char* op, const char* what, double lo, double hi) {
-  if (!(std::isfinite(lo) && std::isfinite(hi) && lo > 0 && lo <= hi)) {
-    throw Error(pre(op) + "" + what + " range must satisfy 0 < min <= max (finite), got [" + num_str(lo) + ", " +
-                num_str(hi) + "]");
+// A (min, max) range; min may be 0 where zero_ok (a scale: as in torchvision, a draw too small for a
+// pixel is one more failed attempt), never for a ratio, whose logarithm is drawn.
+void check_range(const char* op, const char* what, double lo, double hi, bool zero_ok) {
+  if (!(std::isfinite(lo) && std::isfinite(hi) && (zero_ok ? lo >= 0 : lo > 0) && lo <= hi)) {
+    throw Error(pre(op) + "" + what + " range must satisfy " + (zero_ok ? "0 <= min" : "0 < min") +
+                " <= max (finite), got [" + num_str(lo) + ", " + num_str(hi) + "]");
   }
 }
 
@@ -97,8 +99,8 @@ void check_augment_spec(const char* op, const AugmentSpec& s) {
       }
       break;
     case AugmentCrop::ResizedCrop:
-      check_range(op, "scale", s.scale_min, s.scale_max);
-      check_range(op, "ratio", s.ratio_min, s.ratio_max);
+      check_range(op, "scale", s.scale_min, s.scale_max, /*zero_ok=*/true);
+      check_range(op, "ratio", s.ratio_min, s.ratio_max, /*zero_ok=*/false);
       break;
     case AugmentCrop::Resize: break;
     default: throw Error(pre(op) + "unknown crop mode " + i64(static_cast<int64_t>(s.crop)));

@@ -90,6 +90,16 @@ TEST_CASE("transforms: Compose accepts the canonical order only", "[transforms]"
   CHECK(error_of([] { T::Compose({T::Normalize({0.5, 0.5}, {0.5})}); }).find("2 means and 1 stds") !=
         std::string::npos);
   CHECK(error_of([] { T::Compose({T::ToDtype(DType::Int64)}); }).find("int64") != std::string::npos);
+  // A scale from 0, as torchvision takes it: a box too small for a pixel is one more failed attempt,
+  // and with every attempt failed the fallback is the whole (square) image.
+  const Tensor square = noise({3, 8, 8}, 5);
+  CHECK(T::Compose({T::RandomResizedCrop(4, {0.0, 1.0})})(square).sizes() == Shape{3, 4, 4});
+  CHECK(floats(T::Compose({T::RandomResizedCrop(4, {0.0, 0.0})})(square)) ==
+        floats(T::Compose({T::RandomResizedCrop(4, {1.0, 1.0}, {1.0, 1.0})})(square)));
+  CHECK(error_of([] { T::Compose({T::RandomResizedCrop(4, {-0.1, 1.0})}); }).find("0 <= min") != std::string::npos);
+  CHECK(error_of([] {
+          T::Compose({T::RandomResizedCrop(4, {0.1, 1.0}, {0.0, 2.0})});
+        }).find("ratio range") != std::string::npos);
   // Normalize's channels must match the image's.
   const T::Compose three({T::Normalize({0.1, 0.2, 0.3}, {1, 1, 1})});
   CHECK(error_of([&] { three(noise({1, 4, 4}, 1)); }).find("3 means and stds for an image of 1 channels") !=
