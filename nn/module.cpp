@@ -31,7 +31,9 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   }
   for (auto& [n, p] : params_)
     if (n == name) throw Error("Module: parameter \"" + name + "\" is registered twice in " + type_name());
-  if (!t.is_leaf()) t = t.detach();
+  // A new leaf on the same memory where the tensor has history, or requires grad and the parameter
+  // must not (as PyTorch's Parameter(t, requires_grad=False)): the caller's tensor keeps its flag.
+  if (!t.is_leaf() || (!requires_grad && t.requires_grad())) t = t.detach();
   if (requires_grad) t.set_requires_grad(true);
   params_.emplace_back(name, t);
   return t;
@@ -210,7 +212,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     } else if (!it->second.defined()) {
       mismatched.push_back(n + " (expected " + shape_str(t.sizes()) + " " + dtype_name(t.dtype()) +
                            ", got an undefined tensor)");
-    } else if (it->second.sizes() != t.sizes() || it->second.dtype() != t.dtype()) {
+    } else if (it->second.sizes() != t.sizes() ||
+               (it->second.dtype() != t.dtype() && !(it->second.is_floating_point() && t.is_floating_point()))) {
+      // Floating dtypes convert in the copy below (PyTorch's copy_); other dtype changes are refused.
       mismatched.push_back(n + " (expected " + shape_str(t.sizes()) + " " + dtype_name(t.dtype()) + ", got " +
                            shape_str(it->second.sizes()) + " " + dtype_name(it->second.dtype()) + ")");
     }

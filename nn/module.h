@@ -30,7 +30,8 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string extra_repr() const { return ""; }
 
   // --- registration --------------------------------------------------------------------------
-  // Registers a parameter (a leaf; requires_grad is set unless told otherwise) and returns it.
+  // Registers a parameter (a leaf; requires_grad is set unless told otherwise) and returns it. With
+  // requires_grad false the parameter is frozen even if t requires grad (a leaf on t's memory).
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   // Buffers are state that is saved but not trained (BatchNorm's running statistics).
   Tensor register_buffer(const std::string& name, Tensor t);
@@ -72,8 +73,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // --- state ------------------------------------------------------------------------------------
   // Parameters and buffers by dotted name (tied tensors under each of their names).
   std::map<std::string, Tensor> state_dict() const;
-  // Copies values in place. strict: every key must match, with equal shapes and dtypes; otherwise
-  // a kiln::Error names the missing, unexpected or mismatched keys.
+  // Copies values in place, into the module's own dtypes: shapes must be equal, and a floating
+  // value converts to a floating tensor of another dtype (a bfloat16 checkpoint loads into a
+  // float32 model, as PyTorch's copy_ converts), but integer or bool values match their tensor's
+  // dtype exactly. strict: every key must match. Otherwise a kiln::Error names the missing,
+  // unexpected or mismatched keys, and nothing is copied.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
   // The module tree, PyTorch-style.

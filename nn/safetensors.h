@@ -103,8 +103,9 @@ std::string tensor_checksum(const Tensor& t);
 const char* safetensors_dtype_name(DType dtype);
 
 // Loads a file written from a module's state_dict into `module` (load_state_dict semantics:
-// strict requires the same keys; shapes and dtypes must match). Tied parameters come back tied
-// because the module's tied names share one tensor, which is filled from the one stored copy.
+// strict requires the same keys; shapes must match, and floating values convert to the module's
+// floating dtypes). Tied parameters come back tied because the module's tied names share one
+// tensor, which is filled from the one stored copy.
 void load_into(Module& module, const std::string& path, bool strict = true);
 
 }  // namespace kiln::nn

@@ -266,6 +266,28 @@ TEST_CASE("Module: load_state_dict copies values and names missing, unexpected a
       }
     }
   }
+  SECTION("floating dtypes convert, as PyTorch's copy_ does; integer and floating do not mix") {
+    // A bfloat16 (or float64) checkpoint loads into a float32 model, rounded as copy_ rounds.
+    std::map<std::string, Tensor> half;
+    for (const auto& [n, t] : sd) half[n] = t.is_floating_point() ? t.to(DType::BFloat16) : t;
+    half["head.bias"] = sd.at("head.bias").to(DType::Float64);
+    b->load_state_dict(half);
+    for (const auto& [n, t] : half) {
+      INFO(n);
+      CHECK(b->state_dict().at(n).dtype() == sd.at(n).dtype());  // the model's dtypes stay
+      CHECK(b->state_dict().at(n).to_vector_double() == t.to(sd.at(n).dtype()).to_vector_double());
+    }
+    sd["mask"] = ones({4}, DType::Int64);
+    for (bool strict : {true, false}) {
+      try {
+        b->load_state_dict(sd, strict);
+        FAIL("no error");
+      } catch (const Error& e) {
+        CHECK(contains(e.what(), "mask"));
+        CHECK(contains(e.what(), "int64"));
+      }
+    }
+  }
 }
 
 TEST_CASE("Module: registration rejects duplicate and dotted names", "[nn]") {
@@ -281,4 +303,16 @@ TEST_CASE("Module: registration rejects duplicate and dotted names", "[nn]") {
   CHECK_THROWS_AS(m.register_module("x.y", std::make_shared<ReLU>()), Error);
   CHECK_THROWS_AS(m.register_parameter("u", Tensor()), Error);
   CHECK(m.named_parameters()[0].second.requires_grad());
+  // requires_grad false freezes the parameter even when the tensor given requires grad (PyTorch's
+  // Parameter(t, requires_grad=False)): the module holds a frozen leaf on the same memory and the
+  // caller's tensor keeps its flag.
+  Tensor given = ones({3});
+  given.set_requires_grad(true);
+  const Tensor frozen = m.register_parameter("frozen", given, /*requires_grad=*/false);
+  CHECK_FALSE(frozen.requires_grad());
+  CHECK(frozen.is_leaf());
+  CHECK(frozen.data_ptr() == given.data_ptr());
+  CHECK(given.requires_grad());
+  CHECK(m.num_parameters(/*trainable_only=*/true) == 2);
+  CHECK(m.num_parameters(/*trainable_only=*/false) == 5);
 }
