@@ -1,8 +1,8 @@
 // torch.nn.init in kiln. trunc_normal_ inverts the normal CDF with tensor ops (erfinv by Giles'
 // single-precision polynomials, and past 6 std Newton's method on the tail's asymptotic series) so
 // it runs on the tensor's own device and generator, in one pass, however far into a tail [a, b] lies
-// (drawn as the tail's probability there, which floats hold precisely); rejection sampling would
-// loop there.
+// (drawn as the tail's probability there, which floats hold precisely: float32 to about 11.5 std,
+// float64, which takes over there, to about 37); rejection sampling would loop there.
 #include "nn/init.h"
 
 #include <algorithm>
@@ -217,8 +217,11 @@ Tensor trunc_normal_(const Tensor& t, double mean, double std, double a, double 
     // Mirrored below the mean.
     const bool upper = alpha >= 0.0;
     const double near = upper ? alpha : -beta, far = upper ? beta : -alpha;
-    const double tiny = work == DType::Float64 ? 0x1p-1022 : 0x1p-126;  // the smallest normal: log stays finite
-    Tensor p = empty(t.sizes(), TensorOptions(work, t.device()));
+    // Past about 11.5 std the tail's probability nears float32's smallest normal (2^-126 at 13 std),
+    // where every draw would collapse onto the bound: float64 work there (to about 37 std).
+    const DType tail_work = std::erfc(near / std::sqrt(2.0)) < 0x1p-100 ? DType::Float64 : work;
+    const double tiny = tail_work == DType::Float64 ? 0x1p-1022 : 0x1p-126;  // the smallest normal: log stays finite
+    Tensor p = empty(t.sizes(), TensorOptions(tail_work, t.device()));
     p.uniform_(std::max(std::erfc(far / std::sqrt(2.0)), tiny), std::max(std::erfc(near / std::sqrt(2.0)), tiny));
     Tensor z = erfinv_w(1.0 - p, neg(log(p * (2.0 - p)))) * std::sqrt(2.0);
     if (far > 6.0) z = where(lt(p, std::erfc(6.0 / std::sqrt(2.0))), far_tail_quantile(p), z);

@@ -343,11 +343,23 @@ TEST_CASE("init: trunc_normal_ stays between a and b with the truncated normal's
   // Symmetric default-like, asymmetric, and a one-sided tail where clipping a normal would be
   // badly wrong (P(x in [1, 4]) is about 16%); then tails far out, on either side, where float32's
   // values near 1 (the CDF there) are too few to draw from: the tail's own probability is drawn.
-  const Case cases[] = {{0.0, 1.0, -2.0, 2.0}, {0.5, 2.0, -1.0, 3.0}, {0.0, 1.0, 1.0, 4.0}, {0.0, 0.02, -0.04, 0.04},
-                        {0.0, 1.0, 5.0, 6.0},   {0.0, 1.0, 6.0, 7.0},   {1.0, 2.0, -13.0, -11.0},
+  const Case cases[] = {{0.0, 1.0, -2.0, 2.0},
+                        {0.5, 2.0, -1.0, 3.0},
+                        {0.0, 1.0, 1.0, 4.0},
+                        {0.0, 0.02, -0.04, 0.04},
+                        {0.0, 1.0, 5.0, 6.0},
+                        {0.0, 1.0, 6.0, 7.0},
+                        {1.0, 2.0, -13.0, -11.0},
                         // Past the erfinv polynomials' range (at 8 std every value was a).
-                        {0.0, 1.0, 8.0, 9.0},   {0.0, 1.0, 10.0, 11.0}, {0.0, 1.0, 12.0, 30.0},
-                        {2.0, 0.5, -4.0, -2.5}};
+                        {0.0, 1.0, 8.0, 9.0},
+                        {0.0, 1.0, 10.0, 11.0},
+                        {0.0, 1.0, 12.0, 30.0},
+                        {2.0, 0.5, -4.0, -2.5},
+                        // Past float32's smallest normal tail probability (13 std): every value was
+                        // the bound, then too close to it.
+                        {0.0, 1.0, 13.0, 14.0},
+                        {0.0, 1.0, 14.0, 15.0},
+                        {1.0, 0.5, -6.5, -6.0}};
   for (const Case& c : cases) {
     Tensor w = empty({400, 250});
     init::trunc_normal_(w, c.mean, c.std, c.a, c.b);
