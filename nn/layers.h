@@ -225,7 +225,8 @@ class Sequential : public UnaryModule {
   std::vector<std::shared_ptr<UnaryModule>> modules_;
 };
 
-// A list of modules of any kind (children "0", "1", ...), as torch.nn.ModuleList: holds, never runs.
+// A list of modules of any kind (children "0", "1", ...), as torch.nn.ModuleList: holds, never runs;
+// prints a run of alike children once ("(0-11): 12 x Block(...)").
 class ModuleList : public Module {
  public:
   std::string type_name() const override { return "ModuleList"; }
@@ -234,6 +235,9 @@ class ModuleList : public Module {
   const std::shared_ptr<Module>& operator[](size_t i) const;
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+
+ protected:
+  bool str_groups_repeats() const override { return true; }
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

@@ -253,9 +253,21 @@ std::string Module::str_indented(int indent) const {
     std::istringstream lines(extra);
     for (std::string line; std::getline(lines, line);)
       os << std::string(static_cast<size_t>(indent + 2), ' ') << line << '\n';
-    for (auto& [n, c] : children_) {
-      os << std::string(static_cast<size_t>(indent + 2), ' ') << '(' << n << "): " << c->str_indented(indent + 2)
-         << '\n';
+    const std::string pad(static_cast<size_t>(indent + 2), ' ');
+    for (size_t i = 0; i < children_.size();) {
+      const std::string text = children_[i].second->str_indented(indent + 2);
+      size_t end = i + 1;  // past the run of children printing as this one
+      while (str_groups_repeats() && end < children_.size() &&
+             children_[end].second->str_indented(indent + 2) == text) {
+        ++end;
+      }
+      if (end - i == 1) {
+        os << pad << '(' << children_[i].first << "): " << text << '\n';
+      } else {
+        os << pad << '(' << children_[i].first << '-' << children_[end - 1].first << "): " << end - i << " x " << text
+           << '\n';
+      }
+      i = end;
     }
     os << std::string(static_cast<size_t>(indent), ' ');
   }

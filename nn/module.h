@@ -85,6 +85,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // Whether str() prints a run of consecutive children that print alike once, as "(0-11): 12 x
+  // Block(...)" (PyTorch's ModuleList does; other containers print each child).
+  virtual bool str_groups_repeats() const { return false; }
   bool training_ = true;
 
  private:

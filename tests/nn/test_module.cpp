@@ -177,6 +177,30 @@ TEST_CASE("Module: printing the tree as PyTorch does", "[nn]") {
         ")");
 }
 
+TEST_CASE("Module: a ModuleList prints a run of children that print alike once, as PyTorch's", "[nn]") {
+  ModuleList list;
+  for (int i = 0; i < 3; ++i) list.push_back(std::make_shared<Block>(4));
+  list.push_back(std::make_shared<ReLU>());
+  list.push_back(std::make_shared<Block>(4));  // not next to the run: printed on its own
+  list.push_back(std::make_shared<Linear>(2, 2));
+  list.push_back(std::make_shared<Linear>(2, 2));
+  CHECK(list.str() ==
+        "ModuleList(\n"
+        "  (0-2): 3 x Block(\n"
+        "    (fc): Linear(in_features=4, out_features=4, bias=True)\n"
+        "    (ln): LayerNorm((4,), eps=1e-05, elementwise_affine=True)\n"
+        "  )\n"
+        "  (3): ReLU()\n"
+        "  (4): Block(\n"
+        "    (fc): Linear(in_features=4, out_features=4, bias=True)\n"
+        "    (ln): LayerNorm((4,), eps=1e-05, elementwise_affine=True)\n"
+        "  )\n"
+        "  (5-6): 2 x Linear(in_features=2, out_features=2, bias=True)\n"
+        ")");
+  // Sequential prints every child (above), as PyTorch's does; an empty list prints empty.
+  CHECK(ModuleList().str() == "ModuleList()");
+}
+
 TEST_CASE("Module: a module with both extra_repr and children prints the extra line first", "[nn]") {
   class Wrapper : public Module {
    public:
