@@ -192,6 +192,12 @@ void GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
   } catch (...) {
     optimizer.set_grad_scaling(prev_inf, prev_scale);
+    // No step happened: a flag this call's check set must not skip the next step. (After an
+    // unscale_ the flag stays: the gradients are unscaled, and update() counts it.)
+    if (st.stage == Stage::Ready) {
+      NoGradGuard no_grad;
+      st.found_inf.zero_();
+    }
     throw;
   }
   optimizer.set_grad_scaling(prev_inf, prev_scale);

@@ -49,7 +49,8 @@ class GradScaler {
   // state and device step counters stay as they were). Without an unscale_ this step, the
   // gradients are only checked (one read pass) and the optimizer divides them by the scale inside
   // its update: they stay scaled in .grad. The optimizer's own grad-scaling tensors are restored
-  // afterwards.
+  // afterwards. When optimizer.step() throws, the exception passes through and the optimizer may
+  // be stepped again: its check's flag is dropped (its unscale_, if any, still counts).
   void step(optim::Optimizer& optimizer);
 
   // The end of a step, on the device: after inf or NaN in any stepped optimizer's gradients the

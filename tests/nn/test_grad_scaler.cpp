@@ -327,6 +327,36 @@ TEST_CASE("a found-inf reducer that throws ends the step: no double unscale, no 
   }
 }
 
+TEST_CASE("an optimizer step that throws leaves no inf flag for the next step", "[amp]") {
+  struct Flaky : nn::optim::SGD {
+    using SGD::SGD;
+    bool fail = true;
+    void step() override {
+      if (fail) throw Error("Flaky::step: the step failed");
+      SGD::step();
+    }
+  };
+  Tensor w = ones({2}).set_requires_grad(true);
+  Flaky opt({w}, 0.5);
+  GradScaler scaler(small_interval(1));
+  const Tensor w0 = w.detach().clone();
+  const double scale = scaler.get_scale();
+  scaler.scale(sum(w)).backward();
+  poison_grad(w, kInf);  // the failed step's check sets the flag
+  CHECK_THROWS_WITH(scaler.step(opt), Catch::Contains("the step failed"));
+  CHECK(bitwise_equal(w, w0));
+
+  // Retried with clean gradients, the step is taken and the scale grows: the flag of the check
+  // whose step never happened is gone.
+  opt.fail = false;
+  opt.zero_grad();
+  scaler.scale(sum(w)).backward();
+  scaler.step(opt);
+  scaler.update();
+  CHECK(bitwise_equal(w, sub(w0, 0.5)));
+  CHECK(scaler.get_scale() == scale * 2.0);
+}
+
 TEST_CASE("GradScaler options are checked", "[amp]") {
   auto with = [](auto set) {
     GradScaler::Options o;
