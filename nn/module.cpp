@@ -110,7 +110,10 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
     out.emplace_back(name, m);
     for (auto& [n, c] : m->children_) visit(name.empty() ? n : name + "." + n, c);
   };
-  visit("", shared_from_this());
+  // A module not owned by a shared_ptr (on the stack, a member, inside its own constructor) is
+  // listed through a pointer that does not own it, valid while the module lives.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  visit("", self ? self : std::shared_ptr<Module>(std::shared_ptr<Module>(), this));
   return out;
 }
 

@@ -50,7 +50,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // This module ("") and every descendant, with dotted names, depth first; a module registered in
-  // two places once, under its first name.
+  // two places once, under its first name. A module that no shared_ptr owns (on the stack, a
+  // member, inside its constructor) is listed ("") through a pointer that does not own it.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t num_parameters(bool trainable_only = false) const;
 

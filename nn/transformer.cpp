@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "core/ops/attention.h"
@@ -44,15 +43,8 @@ void check_config(const GPTConfig& c) {
                 std::to_string(c.n_head));
   }
   if (!(c.dropout >= 0.0 && c.dropout < 1.0)) {
-    throw Error("GPTConfig: dropout must be in [0, 1), got " + std::to_string(c.dropout));
+    throw Error("GPTConfig: dropout must be in [0, 1), got " + num_str(c.dropout));
   }
-}
-
-// Depth first over a module and its descendants with dotted names (usable inside a constructor,
-// where named_modules' shared_from_this is not yet available).
-void visit(Module& m, const std::string& prefix, const std::function<void(const std::string&, Module&)>& fn) {
-  fn(prefix, m);
-  for (const auto& [n, c] : m.named_children()) visit(*c, prefix.empty() ? n : prefix + "." + n, fn);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -147,14 +139,14 @@ GPT::GPT(const GPTConfig& config) : config_(config) {
 
   // nanoGPT's init: N(0, 0.02) for every Linear and Embedding weight, zero biases, then the
   // residual projections (every *c_proj.weight) scaled down by sqrt(2 * n_layer).
-  visit(*this, "", [](const std::string&, Module& m) {
-    if (auto* lin = dynamic_cast<Linear*>(&m)) {
+  for (const auto& [name, m] : named_modules()) {
+    if (auto* lin = dynamic_cast<Linear*>(m.get())) {
       init::normal_(lin->weight, 0.0, 0.02);
       if (lin->bias.defined()) init::zeros_(lin->bias);
-    } else if (auto* emb = dynamic_cast<Embedding*>(&m)) {
+    } else if (auto* emb = dynamic_cast<Embedding*>(m.get())) {
       init::normal_(emb->weight, 0.0, 0.02);
     }
-  });
+  }
   if (config.n_layer > 0) {
     const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
     for (auto& [name, p] : named_parameters())

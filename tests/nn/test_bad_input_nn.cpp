@@ -505,6 +505,11 @@ void model_rows(Table& t) {
     c.dropout = 1.0;
     GPT g(c);
   });
+  t.add("GPTConfig: dropout -1e-9", Expect::Error, {"GPTConfig", "dropout", "got -1e-09"}, [] {
+    GPTConfig c = tiny_gpt();
+    c.dropout = -1e-9;
+    GPT g(c);
+  });
   t.add("GPTConfig: vocab_size 0", Expect::Error, {"GPTConfig", "vocab_size", "0"}, [] {
     GPTConfig c = tiny_gpt();
     c.vocab_size = 0;

@@ -94,6 +94,21 @@ TEST_CASE("Module: dotted parameter names as PyTorch forms them, tied weight lis
   std::vector<std::string> twice;
   for (const auto& [n, m] : shared->named_modules()) twice.push_back(n);
   CHECK(twice == std::vector<std::string>{"", "0"});
+
+  // A module no shared_ptr owns (here on the stack) is listed through a pointer that does not
+  // own it; an owned one through a pointer that shares its ownership.
+  nn::Sequential local;
+  local.push_back(block);
+  const auto listed = local.named_modules();
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0].first.empty());
+  CHECK(listed[0].second.get() == &local);
+  CHECK(listed[0].second.use_count() == 0);
+  CHECK(listed[1].second == block);
+  const auto owned = shared->named_modules()[0].second;
+  CHECK(owned == shared);
+  CHECK_FALSE(owned.owner_before(shared));  // the same owner
+  CHECK_FALSE(shared.owner_before(owned));
 }
 
 TEST_CASE("Module: state_dict holds tied tensors under both names, and buffers", "[nn]") {
