@@ -351,19 +351,33 @@ Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_sha
 
 // --- Embedding ------------------------------------------------------------------------------------
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
-    : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx)
+    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), padding_idx(padding_idx) {
   check_non_negative("Embedding", "num_embeddings", num_embeddings);
   check_non_negative("Embedding", "embedding_dim", embedding_dim);
+  if (padding_idx) {
+    if (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings) {
+      throw IndexError("Embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
+                       std::to_string(num_embeddings) + " embeddings, expected [" + std::to_string(-num_embeddings) +
+                       ", " + std::to_string(num_embeddings) + ")");
+    }
+    if (*padding_idx < 0) this->padding_idx = *padding_idx + num_embeddings;
+  }
   weight = register_parameter("weight", new_tensor("Embedding", {num_embeddings, embedding_dim}));
   init::normal_(weight, 0.0, 1.0);
+  if (this->padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *this->padding_idx).zero_();
+  }
 }
 
 std::string Embedding::extra_repr() const {
-  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+  std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+  if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  return s;
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
 
 // --- Dropout, activations, Flatten ------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,12 +117,15 @@ class LayerNorm : public UnaryModule {
 // integer indices of any shape.
 class Embedding : public UnaryModule {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  // padding_idx (negative counts from the end; kept as the row it names): that row starts at zero
+  // and takes no gradient, as PyTorch's Embedding(..., padding_idx).
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& indices) override;
 
   int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;
   Tensor weight;
 };
 

@@ -1,6 +1,6 @@
 // embedding: rows of the weight picked by integer indices; the weight gradient sums the output
 // gradient's rows by index value (rows picked several times receive the sum), deterministically
-// (kernels/embedding_plan.h).
+// (kernels/embedding_plan.h). A padding row's gradient is zeroed after the sums.
 #include "core/ops/embedding.h"
 
 #include <string>
@@ -15,7 +15,7 @@
 
 namespace kiln {
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   const char* op = "embedding";
   ops::check_defined(op, weight, "weight");
   ops::check_defined(op, indices, "indices");
@@ -29,6 +29,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   }
   ops::common_device(op, {&weight, &indices});
   const int64_t dim = weight.size(1), k = indices.numel();
+  if (padding_idx) {
+    const int64_t n = weight.size(0);
+    if (*padding_idx < -n || *padding_idx >= n) {
+      throw IndexError("embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
+                       std::to_string(n) + " embeddings (weight " + shape_str(weight.sizes()) + "), expected [" +
+                       std::to_string(-n) + ", " + std::to_string(n) + ")");
+    }
+    if (*padding_idx < 0) *padding_idx += n;
+  }
   Tensor flat = ops::dense(indices.to(DType::Int64)).reshape({k});
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);
@@ -46,7 +55,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (needs_grad({&weight})) {
     Shape ws = weight.sizes();
     const DType dt = weight.dtype();
-    record_function(op, {weight}, {out}, {flat}, [ws, dt, k, dim](const FunctionNode::Context& ctx) {
+    record_function(op, {weight}, {out}, {flat}, [ws, dt, k, dim, padding_idx](const FunctionNode::Context& ctx) {
       Tensor idx = ctx.saved_at(0);
       Tensor g = ops::dense_grad(ctx.grads[0].detach(), dt).reshape({k, dim});
       Tensor dw = zeros(ws, TensorOptions(dt, g.device()));
@@ -62,6 +71,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
         ops::launch("embedding", g.device(), kernels::scatter_add, ops::make_arg("embedding", dw), 0,
                     ops::make_arg("embedding", idx.reshape({k, 1}).expand({k, dim})), ops::make_arg("embedding", g));
       }
+      if (padding_idx) dw.select(0, *padding_idx).zero_();
       return TensorList{dw};
     });
   }

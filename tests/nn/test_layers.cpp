@@ -186,6 +186,24 @@ TEST_CASE("Embedding: picks rows, N(0, 1) init", "[nn]") {
   CHECK_THROWS_AS(emb.forward(tensor<int64_t>({300})), IndexError);
 }
 
+TEST_CASE("Embedding: padding_idx starts at zero and takes no gradient", "[nn]") {
+  manual_seed(5);
+  Embedding emb(10, 3, -1);  // the last row, kept as 9
+  CHECK(emb.padding_idx == 9);
+  CHECK(emb.str() == "Embedding(10, 3, padding_idx=9)");
+  CHECK(emb.weight.select(0, 9).to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(emb.weight.select(0, 8).abs().sum().item<float>() > 0);
+  // Row 9 is read like any other and stays zero through a step; row 4 moves.
+  Tensor idx = tensor<int64_t>({9, 4, 9, 4}, {2, 2});
+  sum(emb.forward(idx) * 3.0).backward();
+  CHECK(emb.weight.grad().select(0, 9).to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(emb.weight.grad().select(0, 4).to_vector<float>() == std::vector<float>{6, 6, 6});
+  CHECK(emb.weight.grad().select(0, 0).to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK_THROWS_WITH(Embedding(10, 3, 10), Catch::Contains("Embedding") && Catch::Contains("padding_idx 10"));
+  CHECK_THROWS_WITH(Embedding(10, 3, -11), Catch::Contains("Embedding") && Catch::Contains("[-10, 10)"));
+  CHECK_THROWS_AS(Embedding(0, 3, 0), IndexError);
+}
+
 TEST_CASE("Dropout: masks and rescales in training, identity in eval", "[nn]") {
   manual_seed(6);
   Dropout drop(0.5);

@@ -18,6 +18,19 @@ Tensor ref_embedding(const Tensor& w, const Tensor& idx) {
   return from_values(out, s);
 }
 
+// embedding with padding_idx 2 (also given as -5 of 7): the rows and the weight's gradient for the
+// output gradient dy, which sums dy's rows by index except into row 2 (zeros).
+Tensor ref_padding_grad(const Tensor& w, const Tensor& idx, const Tensor& dy) {
+  const int64_t dim = w.size(1);
+  Values iv = values(idx), gv = values(dy), out(static_cast<size_t>(w.numel()), 0.0);
+  for (size_t p = 0; p < iv.size(); ++p) {
+    const auto i = static_cast<int64_t>(iv[p]);
+    if (i == 2) continue;
+    for (int64_t j = 0; j < dim; ++j) out[at(i * dim + j)] += gv[at(static_cast<int64_t>(p) * dim + j)];
+  }
+  return from_values(out, w.sizes());
+}
+
 // An embedding's forward and backward in a training step, for GPT-2's token table (50257 x 768) and
 // a character model's (65 x 384): positions from --elements (16384 at the default 2^26), ids
 // uniform over the vocabulary (GPT-2's are mostly distinct, the character model's repeat about 250
@@ -101,6 +114,40 @@ void add_embedding_rows(std::vector<OpRow>& rows) {
          },
          {"embedding", "float32", "[3]"}},
         {"1-d weight", [] { embedding(zeros({6}), zeros({3}, DType::Int64)); }, {"embedding", "[6]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // The padding row's gradient is not the derivative (it is held at zero), so no gradcheck: the op
+    // returns the weight's gradient for a given output gradient as its second output.
+    OpRow r;
+    r.name = "embedding_padding_idx";
+    r.dtypes = kFloatTypes;
+    // Inputs: weight, indices, output gradient, padding_idx (0-d int64).
+    auto sample = [](int64_t padding) {
+      return [padding](DType t, Device d) {
+        Values v;
+        for (int i = 0; i < 120; ++i) v.push_back(i % 4 == 0 ? 2 : (i * 5) % 7);
+        return TensorList{rnd({7, 9}, t, d, 55), from_values(v, {4, 30}, DType::Int64).to(d),
+                          rnd({4, 30, 9}, t, d, 56), from_values({static_cast<double>(padding)}, {}, DType::Int64)};
+      };
+    };
+    r.samples = {{"padding_idx 2, [4, 30] indices", sample(2)}, {"padding_idx -5 (row 2 of 7)", sample(-5)}};
+    r.op = [](const TensorList& x) {
+      Tensor w = x[0].detach().set_requires_grad(true);
+      Tensor y = embedding(w, x[1], x[3].item<int64_t>());
+      y.backward(x[2]);
+      return TensorList{y, w.grad()};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_embedding(x[0], x[1]), ref_padding_grad(x[0], x[1], x[2])};
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"padding_idx past the rows", [] { embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), 6); },
+         {"embedding", "padding_idx 6", "6 embeddings", "[6, 4]"}},
+        {"padding_idx before the rows", [] { embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), -7); },
+         {"embedding", "padding_idx -7", "[-6, 6)"}},
     };
     rows.push_back(std::move(r));
   }
