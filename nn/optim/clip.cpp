@@ -1,7 +1,9 @@
-// clip_grad_norm_: one foreach_norm, three tiny tensor ops for the factor, one foreach_mul_.
+// clip_grad_norm_: one foreach_norm, three tiny tensor ops for the factor, one foreach_mul_;
+// clip_grad_value_: a clamp_ per gradient.
 // Non-dense gradients (rare strided views) are scaled with an ordinary in-place multiply.
 #include "nn/optim/clip.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/ops/elementwise.h"
@@ -40,7 +42,7 @@ void scale_by_clip(TensorList& dense, TensorList& strided, double max_norm, cons
 
 }  // namespace
 
-Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type) {
+Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   check_clip_options("clip_grad_norm_", max_norm, norm_type);
   NoGradGuard no_grad;
   TensorList dense, strided;
@@ -49,8 +51,28 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
   TensorList all = dense;
   for (const Tensor& g : strided) all.push_back(g.contiguous());
   const Tensor total = foreach_norm(all, norm_type);
+  if (error_if_nonfinite) {
+    const double v = total.item<double>();
+    if (!std::isfinite(v)) {
+      throw Error("clip_grad_norm_: the total norm of order " + num_str(norm_type) + " of " +
+                  std::to_string(all.size()) + " gradients is " + num_str(v) +
+                  ", so they cannot be clipped (error_if_nonfinite is set; the gradients are unchanged)");
+    }
+  }
   scale_by_clip(dense, strided, max_norm, total);
   return total;
+}
+
+void clip_grad_value_(const TensorList& params, double clip_value) {
+  if (!(clip_value >= 0.0)) {
+    throw Error("clip_grad_value_: clip_value must be >= 0, got " + num_str(clip_value));
+  }
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    Tensor g = p.grad();
+    g.clamp_(Scalar(-clip_value), Scalar(clip_value));
+  }
 }
 
 void clip_grads_with_norm_(const TensorList& params, double max_norm, const Tensor& total_norm) {

@@ -586,6 +586,46 @@ TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients", "[o
   REQUIRE(clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
 }
 
+TEST_CASE("clip_grad_norm_ with error_if_nonfinite refuses an inf or NaN norm and leaves the gradients", "[optim]") {
+  for (const double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    INFO("bad " << bad);
+    Tensor a = param({0.0, 0.0}), b = param({0.0});
+    set_grad(a, {3.0, bad});
+    set_grad(b, {12.0});
+    CHECK_THROWS_WITH(clip_grad_norm_({a, b}, 1.0, 2.0, true),
+                      Catch::Contains("clip_grad_norm_") && Catch::Contains(std::isnan(bad) ? "is nan" : "is inf") &&
+                          Catch::Contains("error_if_nonfinite"));
+    CHECK(a.grad().select(0, 0).item<double>() == 3.0);
+    CHECK(b.grad().item<double>() == 12.0);
+    // Without the flag the factor is 0 (inf) or NaN, taken without a sync.
+    CHECK_FALSE(std::isfinite(clip_grad_norm_({a, b}, 1.0).item<double>()));
+    const double scaled = b.grad().item<double>();
+    CHECK((std::isnan(bad) ? std::isnan(scaled) : scaled == 0.0));
+  }
+  // A finite norm with the flag clips as without it.
+  Tensor a = param({0.0, 0.0});
+  set_grad(a, {3.0, 4.0});
+  CHECK(clip_grad_norm_({a}, 2.5, 2.0, true).item<double>() == Approx(5.0));
+  require_values(a.grad(), {3.0 * 2.5 / (5.0 + 1e-6), 4.0 * 2.5 / (5.0 + 1e-6)});
+}
+
+TEST_CASE("clip_grad_value_ clamps every gradient element into [-v, v]", "[optim]") {
+  Tensor a = param({0.0, 0.0, 0.0, 0.0}), b = param({0.0}, DType::Float64), c = param({1.0});
+  set_grad(a, {-3.0, 0.25, 2.0, -0.5});
+  set_grad(b, {-1e300});  // c has no gradient
+  clip_grad_value_({a, b, c}, 0.5);
+  require_values(a.grad(), {-0.5, 0.25, 0.5, -0.5}, 0, 0);
+  require_values(b.grad(), {-0.5}, 0, 0);
+  CHECK_FALSE(c.grad().defined());
+  set_grad(a, {std::numeric_limits<double>::quiet_NaN(), 1.0, -1.0, 0.0});
+  clip_grad_value_({a}, 0.0);
+  CHECK(std::isnan(a.grad().select(0, 0).item<double>()));
+  require_values(a.grad().slice(0, 1, 4), {0.0, 0.0, 0.0}, 0, 0);
+  CHECK_THROWS_WITH(clip_grad_value_({a}, -1e-9), Catch::Contains("clip_grad_value_") && Catch::Contains("-1e-09"));
+  CHECK_THROWS_WITH(clip_grad_value_({a}, std::numeric_limits<double>::quiet_NaN()),
+                    Catch::Contains("clip_value") && Catch::Contains("nan"));
+}
+
 // float64 gradients: a float64 norm and factor, as PyTorch's. Through float32, a norm past 1.8e19
 // (its sum of squares past float32's range) was inf and the factor 0: every gradient zeroed; and a
 // factor below float32's range (1e-101) was 0 too.
