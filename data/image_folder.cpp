@@ -82,8 +82,25 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options)
     const fs::path dir = root_path / name;
     std::vector<std::pair<std::string, uintmax_t>> files;  // path relative to the class folder, size
     try {
-      for (const fs::directory_entry& e :
-           fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
+      // Directory links are followed, as torchvision's os.walk(followlinks=True); one that leads to
+      // a folder it is inside of (a cycle, which the walk would follow forever) is refused.
+      std::vector<fs::path> open_dirs{dir};  // the class folder, then the folders entered, by depth
+      const auto walk_options =
+          fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink;
+      for (auto it = fs::recursive_directory_iterator(dir, walk_options); it != fs::recursive_directory_iterator();
+           ++it) {
+        const fs::directory_entry& e = *it;
+        if (e.is_directory()) {
+          open_dirs.resize(static_cast<size_t>(it.depth()) + 1);
+          for (const fs::path& a : open_dirs) {
+            if (fs::equivalent(a, e.path())) {
+              throw IOError("ImageFolder: the folder " + e.path().string() + " is " + a.string() +
+                            " again (a link cycle), which the walk would follow forever");
+            }
+          }
+          open_dirs.push_back(e.path());
+          continue;
+        }
         if (!e.is_regular_file() || !is_image_name(e.path().filename().string(), extensions)) continue;
         files.emplace_back(e.path().lexically_relative(dir).generic_string(), e.file_size());
       }

@@ -30,9 +30,9 @@ struct ImageFolderOptions {
 class ImageFolder final : public Dataset {
  public:
   // Lists `root`. Every subfolder of root is a class (class folders may be symbolic links); its
-  // images are found recursively, without following directory links inside it (a link cycle cannot
-  // make the listing endless); other files are skipped. A missing root, a root without subfolders,
-  // or a class folder without images is an IOError naming the folder.
+  // images are found recursively, following directory links as torchvision's walk does; other files
+  // are skipped. A missing root, a root without subfolders, a class folder without images, or a
+  // link to a folder that contains the link (a cycle) is an IOError naming the folder.
   explicit ImageFolder(const std::string& root, ImageFolderOptions options = {});
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }

@@ -558,6 +558,29 @@ TEST_CASE("ImageFolder orders nested folders as torchvision's walk does", "[data
   CHECK(rel == std::vector<std::string>{"cls/b.png", "cls/z.png", "cls/a/x.png", "cls/a-b/y.png", "cls/a/deep/w.png"});
 }
 
+// torchvision walks with followlinks=True: a linked folder inside a class is listed under the
+// link's name (a dataset assembled from links to other trees); a link back up is a cycle.
+TEST_CASE("ImageFolder follows directory links in a class folder and refuses a cycle", "[data][image]") {
+  test::TempDir dir;
+  const fs::path root = dir.path / "root", elsewhere = dir.path / "elsewhere";
+  fs::create_directories(root / "cls");
+  fs::create_directories(elsewhere / "sub");
+  for (const char* f : {"root/cls/m.png", "elsewhere/e.png", "elsewhere/sub/s.png"}) {
+    data::write_png(dir.file(f), pattern(1, 2, 2));
+  }
+  fs::create_directory_symlink(elsewhere, root / "cls" / "linked");
+  data::ImageFolder ds(root.string());
+  std::vector<std::string> rel;
+  for (const auto& [path, target] : ds.samples())
+    rel.push_back(fs::path(path).lexically_relative(root).generic_string());
+  CHECK(rel == std::vector<std::string>{"cls/m.png", "cls/linked/e.png", "cls/linked/sub/s.png"});
+  CHECK(ds.get(2).data.sizes() == Shape{3, 2, 2});
+
+  fs::create_directory_symlink(root / "cls", elsewhere / "sub" / "up");  // cls/linked/sub/up is cls
+  CHECK_THAT(io_error([&] { data::ImageFolder(root.string()); }),
+             Catch::Contains("cls/linked/sub/up") && Catch::Contains("link cycle"));
+}
+
 TEST_CASE("ImageFolder refuses trees it cannot use", "[data][image]") {
   test::TempDir dir;
   CHECK_THAT(io_error([&] { data::ImageFolder(dir.file("missing")); }),
