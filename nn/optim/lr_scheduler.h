@@ -1,5 +1,5 @@
-// Learning-rate schedules as pure functions of the step, and a scheduler that applies one to an
-// optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT: step it of the warmup
+// Learning-rate schedules as pure functions of the step (PyTorch's closed forms), and a scheduler
+// that applies one to an optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT: step it of the warmup
 // gets base_lr * (it + 1) / (warmup_steps + 1), so the first step already moves the weights.
 // A schedule is written for base_lr; every parameter group follows it in proportion to the lr the
 // group was made with, as PyTorch's schedulers scale each group's initial_lr: a group made at
@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "nn/optim/optimizer.h"
 
@@ -17,6 +19,18 @@ namespace kiln::nn::optim {
 double warmup_cosine_lr(int64_t step, double base_lr, int64_t warmup_steps, int64_t total_steps, double min_lr);
 // base_lr * gamma^(step / step_size) (integer division).
 double step_lr(int64_t step, double base_lr, int64_t step_size, double gamma);
+// base_lr * gamma^(the number of milestones <= step); a milestone listed twice counts twice, as
+// PyTorch's MultiStepLR counts them. Milestones must be >= 0, in any order.
+double multistep_lr(int64_t step, double base_lr, const std::vector<int64_t>& milestones, double gamma);
+// base_lr * gamma^step.
+double exponential_lr(int64_t step, double base_lr, double gamma);
+// eta_min + (base_lr - eta_min) * (1 + cos(pi * step / t_max)) / 2: base_lr at step 0, eta_min at
+// t_max, and on past t_max as a cosine of period 2 * t_max (PyTorch's CosineAnnealingLR rises
+// again after t_max too; WarmupCosine holds its minimum instead).
+double cosine_annealing_lr(int64_t step, double base_lr, int64_t t_max, double eta_min);
+// base_lr times a factor going linearly from start_factor at step 0 to end_factor at total_iters,
+// and end_factor after (PyTorch's LinearLR): start_factor in (0, 1], end_factor in [0, 1].
+double linear_lr(int64_t step, double base_lr, double start_factor, double end_factor, int64_t total_iters);
 
 // Sets group g's lr to lr_at(step) * optimizer.initial_lr(g) / base_lr (with base_lr 0, to
 // lr_at(step) itself). Construction applies step 0; call step() after each optimizer.step() to
@@ -43,6 +57,9 @@ class LRScheduler {
   void apply();
 
  private:
+  // Sets every group's lr for `step`; an lr_at that throws leaves the lrs (and the step) as they were.
+  void apply_at(int64_t step);
+
   Optimizer& optimizer_;
   double reference_lr_;  // the base_lr the schedule is written for
   int64_t step_ = 0;
@@ -70,6 +87,63 @@ class StepLR : public LRScheduler {
   double base_lr_;
   int64_t step_size_;
   double gamma_;
+};
+
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, double base_lr, std::vector<int64_t> milestones, double gamma = 0.1);
+  double lr_at(int64_t step) const override { return multistep_lr(step, base_lr_, milestones_, gamma_); }
+
+ private:
+  double base_lr_;
+  std::vector<int64_t> milestones_;
+  double gamma_;
+};
+
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double base_lr, double gamma);
+  double lr_at(int64_t step) const override { return exponential_lr(step, base_lr_, gamma_); }
+
+ private:
+  double base_lr_, gamma_;
+};
+
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, double base_lr, int64_t t_max, double eta_min = 0.0);
+  double lr_at(int64_t step) const override { return cosine_annealing_lr(step, base_lr_, t_max_, eta_min_); }
+
+ private:
+  double base_lr_;
+  int64_t t_max_;
+  double eta_min_;
+};
+
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double base_lr, double start_factor = 1.0 / 3.0, double end_factor = 1.0,
+           int64_t total_iters = 5);
+  double lr_at(int64_t step) const override {
+    return linear_lr(step, base_lr_, start_factor_, end_factor_, total_iters_);
+  }
+
+ private:
+  double base_lr_, start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
+// base_lr * factor(step), as PyTorch's LambdaLR multiplies each group's initial lr by its lambda:
+// any schedule as a function. factor must return a finite number >= 0 (a kiln::Error naming the
+// step otherwise) and be a pure function of the step, since the step is all a checkpoint keeps.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, double base_lr, std::function<double(int64_t step)> factor);
+  double lr_at(int64_t step) const override;
+
+ private:
+  double base_lr_;
+  std::function<double(int64_t)> factor_;
 };
 
 }  // namespace kiln::nn::optim

@@ -711,6 +711,67 @@ TEST_CASE("schedules at key steps", "[optim]") {
     REQUIRE(step_lr(25, 0.5, 10, 0.1) == Approx(0.005));
     REQUIRE_THROWS_AS(step_lr(0, 0.5, 0, 0.1), Error);
   }
+  SECTION("multi-step, exponential, cosine annealing, linear and lambda (PyTorch's closed forms)") {
+    // Milestones in any order; one listed twice decays twice.
+    const std::vector<int64_t> ms{30, 10, 30};
+    REQUIRE(multistep_lr(9, 1.0, ms, 0.5) == 1.0);
+    REQUIRE(multistep_lr(10, 1.0, ms, 0.5) == 0.5);
+    REQUIRE(multistep_lr(29, 1.0, ms, 0.5) == 0.5);
+    REQUIRE(multistep_lr(30, 1.0, ms, 0.5) == 0.125);
+    REQUIRE(multistep_lr(0, 1.0, {0}, 0.5) == 0.5);  // a milestone at 0 applies from the start
+    REQUIRE_THROWS_WITH(multistep_lr(0, 1.0, {5, -1}, 0.5), Catch::Contains("milestones") && Catch::Contains("-1"));
+    REQUIRE(exponential_lr(0, 2.0, 0.5) == 2.0);
+    REQUIRE(exponential_lr(3, 2.0, 0.5) == 0.25);
+    // Cosine annealing: base at 0, the mean halfway, eta_min at t_max, rising back to base at
+    // 2 * t_max, exactly at the multiples.
+    REQUIRE(cosine_annealing_lr(0, 1.0, 10, 0.2) == 1.0);
+    REQUIRE(cosine_annealing_lr(5, 1.0, 10, 0.2) == Approx(0.6));
+    REQUIRE(cosine_annealing_lr(10, 1.0, 10, 0.2) == 0.2);
+    REQUIRE(cosine_annealing_lr(15, 1.0, 10, 0.2) == Approx(0.6));
+    REQUIRE(cosine_annealing_lr(20, 1.0, 10, 0.2) == 1.0);
+    REQUIRE(cosine_annealing_lr(13, 1.0, 10, 0.2) == Approx(cosine_annealing_lr(7, 1.0, 10, 0.2)));
+    REQUIRE(cosine_annealing_lr(3, 1.0, 10, 0.2) == Approx(0.2 + 0.8 * 0.5 * (1 + std::cos(0.3 * std::numbers::pi))));
+    const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;  // 2 * t_max would overflow
+    REQUIRE(cosine_annealing_lr(big, 1.0, big, 0.0) == 0.0);
+    REQUIRE_THROWS_WITH(cosine_annealing_lr(0, 1.0, 0, 0.0), Catch::Contains("t_max"));
+    // Linear: start_factor at 0 to end_factor at total_iters, then held.
+    REQUIRE(linear_lr(0, 0.3, 0.5, 1.0, 4) == 0.15);
+    REQUIRE(linear_lr(2, 0.3, 0.5, 1.0, 4) == Approx(0.225));
+    REQUIRE(linear_lr(4, 0.3, 0.5, 1.0, 4) == 0.3);
+    REQUIRE(linear_lr(100, 0.3, 1.0, 0.0, 4) == 0.0);
+    REQUIRE_THROWS_WITH(linear_lr(0, 0.3, 0.0, 1.0, 4), Catch::Contains("start_factor"));
+    REQUIRE_THROWS_WITH(linear_lr(0, 0.3, 0.5, 1.5, 4), Catch::Contains("end_factor") && Catch::Contains("1.5"));
+    REQUIRE_THROWS_WITH(exponential_lr(0, 1.0, 0.0), Catch::Contains("exponential_lr") && Catch::Contains("gamma"));
+
+    Tensor p = param({1.0});
+    SGD opt({p}, 0.5);
+    MultiStepLR multi(opt, 0.5, {2, 4}, 0.1);
+    multi.set_step(4);
+    REQUIRE(opt.lr() == Approx(0.005));
+    ExponentialLR expo(opt, 0.5, 0.5);
+    expo.step();
+    REQUIRE(opt.lr() == 0.25);
+    CosineAnnealingLR cosine(opt, 0.5, 4);
+    cosine.set_step(4);
+    REQUIRE(opt.lr() == 0.0);
+    LinearLR linear(opt, 0.5);  // PyTorch's defaults: a third of the rate, to the whole in 5 steps
+    REQUIRE(opt.lr() == Approx(0.5 / 3));
+    linear.set_step(5);
+    REQUIRE(opt.lr() == 0.5);
+    LambdaLR lambda(opt, 0.5, [](int64_t s) { return 1.0 / static_cast<double>(s + 1); });
+    REQUIRE(opt.lr() == 0.5);
+    lambda.step();
+    REQUIRE(opt.lr() == 0.25);
+    REQUIRE_THROWS_WITH(LambdaLR(opt, 0.5, [](int64_t s) { return s == 0 ? -0.5 : 1.0; }),
+                        Catch::Contains("LambdaLR") && Catch::Contains("step 0") && Catch::Contains("-0.5"));
+    LambdaLR nan_later(opt, 0.5, [](int64_t s) { return s < 3 ? 1.0 : std::nan(""); });
+    nan_later.set_step(2);
+    REQUIRE_THROWS_WITH(nan_later.set_step(3), Catch::Contains("step 3") && Catch::Contains("nan"));
+    REQUIRE_THROWS_WITH(nan_later.step(), Catch::Contains("step 3"));
+    REQUIRE(nan_later.last_step() == 2);  // a refused step changes nothing
+    REQUIRE(opt.lr() == 0.5);
+    REQUIRE_THROWS_WITH(LambdaLR(opt, 0.5, nullptr), Catch::Contains("empty"));
+  }
   SECTION("schedulers drive the optimizer and save their step") {
     Tensor p = param({1.0});
     SGD opt({p}, 1.0);
