@@ -12,6 +12,7 @@
 #include "core/ops/factory.h"
 #include "dist/buckets.h"
 #include "dist/flat.h"
+#include "dist/same_model.h"
 #include "kernels/error.h"
 
 namespace kiln::dist {
@@ -21,6 +22,7 @@ struct DistributedDataParallel::State {
   DDPOptions options;
   std::vector<std::string> names;
   std::vector<Tensor> params;
+  std::vector<Tensor> buffers;  // DDPOptions::broadcast_buffers: rank 0's after each reducing backward
   std::vector<std::vector<size_t>> buckets;
   std::vector<Tensor> flats;  // per bucket, kept from step to step
   std::vector<Tensor> views;  // per parameter, with gradient_as_bucket_view: its gradient's place in the flat
@@ -152,12 +154,31 @@ struct DistributedDataParallel::State {
       used_work = group->all_reduce(used, ReduceOp::Max);
     }
     finish();
+    sync_buffers();
     if (used_work) {
       used_work->wait();
       // A parameter with a gradient here has one everywhere: only a rank missing some reads the flags.
       if (std::find(local.begin(), local.end(), 0.0f) != local.end()) forget_unused(used);
     }
     schedule.learn_order(*group);
+  }
+
+  // Rank 0's buffers on every rank (the running statistics its forward passes updated).
+  void sync_buffers() {
+    NoGradGuard no_grad;
+    for (const Tensor& b : buffers) broadcast_from_rank0(*group, b);
+  }
+
+  // t = rank 0's t, in place, waiting for it.
+  static void broadcast_from_rank0(ProcessGroup& group, const Tensor& t) {
+    Tensor d = t.detach();  // the same storage: the broadcast writes the tensor itself
+    if (d.is_contiguous()) {
+      group.broadcast(d, 0)->wait();
+    } else {  // a channels-last weight: through a contiguous copy
+      Tensor c = d.contiguous();
+      group.broadcast(c, 0)->wait();
+      d.copy_(c);
+    }
   }
 
   // A parameter no rank has a gradient for keeps none, as in one process over the whole batch (and
@@ -186,10 +207,23 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   State& st = *state_;
   st.group = &group_;
   st.options = options_;
+  std::vector<std::pair<std::string, Tensor>> everything = module_->named_parameters();
+  const std::vector<std::pair<std::string, Tensor>> buffers = module_->named_buffers();
+  everything.insert(everything.end(), buffers.begin(), buffers.end());
+  detail::check_same_tensors(group_, "DistributedDataParallel", everything);  // before any rank can throw alone
   for (auto& [name, p] : module_->named_parameters()) {
     if (!p.requires_grad()) continue;
     st.names.push_back(name);
     st.params.push_back(p);
+  }
+  if (st.params.empty()) {
+    throw Error("DistributedDataParallel: the module has no parameter that requires grad, so there is nothing to "
+                "reduce (PyTorch's DDP refuses such a module too)");
+  }
+  if (options_.broadcast_buffers) {
+    for (const auto& [name, b] : buffers) {
+      if (b.defined() && b.numel() > 0) st.buffers.push_back(b);
+    }
   }
   if (const std::optional<DType> wire = options_.comm_dtype) {
     if (!is_floating(*wire)) {
@@ -207,19 +241,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   if (options_.broadcast_parameters) {
     NoGradGuard no_grad;
-    auto from_rank0 = [&](const Tensor& t) {
-      Tensor d = t.detach();  // the same storage: the broadcast writes the parameter itself
-      if (d.is_contiguous()) {
-        group_.broadcast(d, 0)->wait();
-      } else {  // a channels-last weight: through a contiguous copy
-        Tensor c = d.contiguous();
-        group_.broadcast(c, 0)->wait();
-        d.copy_(c);
-      }
-    };
-    for (const Tensor& p : module_->parameters()) from_rank0(p);  // the frozen ones too
-    for (auto& [name, b] : module_->named_buffers()) {
-      if (b.defined() && b.numel() > 0) from_rank0(b);
+    for (const Tensor& p : module_->parameters()) State::broadcast_from_rank0(group_, p);  // the frozen ones too
+    for (const auto& [name, b] : buffers) {
+      if (b.defined() && b.numel() > 0) State::broadcast_from_rank0(group_, b);
     }
   }
   // Buckets in reverse registration order, each of one dtype and device, closed at bucket_bytes.

@@ -21,6 +21,10 @@
 //   keeps none, as in one process over the whole batch, so that an optimizer skips it instead of
 //   moving it by weight decay or momentum (one all-reduce of a flag per parameter each backward,
 //   after the buckets; PyTorch's DDP leaves such a gradient alone too).
+// - The constructor first checks that every rank holds the same model (the parameters' and
+//   buffers' shapes, dtypes and requires_grad flags, in one order), as PyTorch's DDP does: the
+//   tensors are paired across ranks by position, so another model on one rank would hang a
+//   collective or mix one parameter's gradient into another's. A mismatch is an Error on every rank.
 // - GradScaler needs nothing more: a non-finite gradient on any rank makes the averaged gradient
 //   non-finite on every rank, so every rank's scaler skips the same steps.
 #pragma once
@@ -41,6 +45,11 @@ namespace kiln::dist {
 struct DDPOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // about 25 MB, PyTorch's default
   bool broadcast_parameters = true;          // copy rank 0's parameters and buffers to every rank first
+  // Copy rank 0's buffers (batch norm's running statistics) to every rank at the end of each
+  // backward that reduces, so the ranks' models stay one model (PyTorch's broadcast_buffers, on by
+  // default there too; PyTorch copies them before each forward, which gives every forward the same
+  // buffers as here). Off: each rank keeps the statistics of its own share of the data.
+  bool broadcast_buffers = true;
   bool find_unused_parameters = false;       // a missing gradient counts as zero (none if missing on every rank)
   AllReduceAlgo algo = AllReduceAlgo::Native;
   // Whether a bucket's all-reduce runs while backward goes on (the default). false waits for each

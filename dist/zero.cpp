@@ -15,6 +15,7 @@
 #include "core/ops/foreach.h"
 #include "dist/buckets.h"
 #include "dist/flat.h"
+#include "dist/same_model.h"
 #include "kernels/error.h"
 #include "nn/optim/clip.h"
 
@@ -303,6 +304,17 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
     throw Error("ZeroRedundancyOptimizer: stage must be 1 (optimizer state sharded) or 2 (gradients too), got " +
                 std::to_string(options.stage));
   }
+  {  // every rank's parameters paired by position: the same model everywhere, or an Error everywhere
+    std::vector<std::pair<std::string, Tensor>> all;
+    std::vector<int64_t> group_of;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t i = 0; i < groups[g].params.size(); ++i) {
+        all.emplace_back("parameter " + std::to_string(i) + " of group " + std::to_string(g), groups[g].params[i]);
+        group_of.push_back(static_cast<int64_t>(g));
+      }
+    }
+    detail::check_same_tensors(group, "ZeroRedundancyOptimizer", all, group_of);
+  }
   nn::optim::Optimizer::check_params(groups, "ZeroRedundancyOptimizer");  // the local one sees only shards
   State& st = *state_;
   st.pg = &group;
@@ -370,6 +382,20 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (st.releases()) st.flats.clear();  // stage 2: each bucket's buffer only while in use
   st.local = make(std::move(local_groups));
   if (!st.local) throw Error("ZeroRedundancyOptimizer: the factory returned no optimizer");
+  // The factory must build over what it was given: one group per group, each the shard alone
+  // (an optimizer over other tensors would step nothing of the model's, silently).
+  bool over_shards = st.local->num_groups() == st.shards.size();
+  for (size_t g = 0; over_shards && g < st.shards.size(); ++g) {
+    const TensorList& ps = st.local->group(g).params;
+    over_shards = ps.size() == 1 && ps.front().impl() == st.shards[g].impl();
+  }
+  if (!over_shards) {
+    throw Error("ZeroRedundancyOptimizer: the factory's optimizer must be built over the groups it is given (" +
+                std::to_string(st.shards.size()) + (st.shards.size() == 1 ? " group" : " groups") +
+                " of one shard each); it has " +
+                std::to_string(st.local->num_groups()) + (st.local->num_groups() == 1 ? " group" : " groups") +
+                " over other tensors");
+  }
   // The hooks hold the state weakly: once the optimizer is gone, they do nothing. Overlap off: the
   // clip or the step reduces, and no hooks are registered.
   std::weak_ptr<State> weak = state_;

@@ -101,7 +101,8 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // and step(): each rank takes the norm of its own reduced shards, one scalar all-reduce combines
   // them (the sum of norm^p, or the maximum for the infinity norm), and every shard's gradient is
   // multiplied by min(1, max_norm / (norm + 1e-6)). Returns the total norm of the averaged
-  // gradients, a 0-d float32 tensor on the parameters' device, the same on every rank; no host
+  // gradients, a 0-d tensor on the parameters' device (float64 when a group is float64, float32
+  // otherwise, as clip_grad_norm_'s), the same on every rank; no host
   // sync. With a GradScaler, pass it: the shards are unscaled first (scaler.unscale_ on local(),
   // with the found-inf reducer of step(scaler)), as PyTorch's recipe unscales before it clips; then
   // call step(scaler). Every group's shards must be on one device.

@@ -1114,6 +1114,96 @@ TEST_CASE("sync batch norm: DDP on shares of the batch equals one process on all
   CHECK(max(abs((*synced)(probe) - (*reference)(probe))).item<double>() < 1e-12);
 }
 
+// The running statistics do not feed training's forward (batch norm normalizes with the batch's),
+// so rank 0's are the same with the broadcast and without it: every rank must end with those.
+TEST_CASE("ddp: broadcast_buffers gives every rank rank 0's running statistics after each backward", "[ddp]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size());
+  auto synced = make_bn_model(60);
+  DistributedDataParallel ddp(synced, g);
+  train_bn(*synced, &g);
+  auto own = make_bn_model(60);
+  DDPOptions off;
+  off.broadcast_buffers = false;
+  DistributedDataParallel own_ddp(own, g, off);
+  train_bn(*own, &g);
+  for (const auto& [name, b] : own->named_buffers()) {
+    INFO(name);
+    Tensor rank0 = b.detach().clone();
+    g.broadcast(rank0, 0)->wait();
+    const Tensor mine = synced->state_dict().at(name);
+    if (b.dtype() == DType::Int64) {
+      CHECK(mine.to_vector<int64_t>() == rank0.to_vector<int64_t>());
+    } else {
+      CHECK(max(abs(mine - rank0)).item<double>() == 0.0);
+      // Off, each rank keeps its own share's statistics.
+      if (g.rank() > 0) CHECK(max(abs(b - rank0)).item<double>() > 1e-6);
+    }
+  }
+}
+
+TEST_CASE("ddp and zero: a rank built with another model is an Error on every rank, naming the tensor", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size());
+  const bool odd = g.rank() == g.size() - 1 && g.size() > 1;  // the last rank differs
+  auto widths = [&](int64_t hidden) {
+    manual_seed(5);
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+        std::make_shared<nn::Linear>(6, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, 3)});
+  };
+  // Another width: the first tensor that differs is named with every rank's shape.
+  auto other_width = widths(odd ? 17 : 16);
+  if (g.size() > 1) {
+    const std::string last = "rank " + std::to_string(g.size() - 1) + ": [17, 6] float32";
+    CHECK_THROWS_WITH(DistributedDataParallel(other_width, g),
+                      Catch::Contains("DistributedDataParallel") && Catch::Contains("tensor 0 ('0.weight'") &&
+                          Catch::Contains("rank 0: [16, 6] float32") && Catch::Contains(last));
+    CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group(other_width->parameters(), 0.1)}, g, make_sgd),
+                      Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("parameter 0 of group 0") &&
+                          Catch::Contains("[17, 6] float32 in group 0"));
+    // Another number of tensors (an extra layer, or a batch norm's buffers).
+    auto deeper = widths(16);
+    if (odd) deeper->push_back(std::make_shared<nn::Linear>(3, 3));
+    CHECK_THROWS_WITH(DistributedDataParallel(deeper, g),
+                      Catch::Contains("number of tensors") && Catch::Contains("rank 0 has 4"));
+    // The same tensors in other groups.
+    auto same = widths(16);
+    TensorList ps = same->parameters();
+    std::vector<nn::optim::ParamGroup> groups =
+        odd ? std::vector<nn::optim::ParamGroup>{lr_group({ps[0], ps[1]}, 0.1), lr_group({ps[2], ps[3]}, 0.1)}
+            : std::vector<nn::optim::ParamGroup>{lr_group({ps[0]}, 0.1), lr_group({ps[1], ps[2], ps[3]}, 0.1)};
+    CHECK_THROWS_WITH(ZeroRedundancyOptimizer(groups, g, make_sgd),
+                      Catch::Contains("tensor 1") && Catch::Contains("in group 1") && Catch::Contains("in group 0"));
+  }
+  // The same model everywhere passes, and the collectives after it pair up.
+  auto model = widths(16);
+  DistributedDataParallel ddp(model, g);
+  ZeroRedundancyOptimizer zero({lr_group(widths(16)->parameters(), 0.1)}, g, make_sgd);
+  // Nothing to train is refused on every rank, as PyTorch's DDP refuses it.
+  auto frozen = widths(16);
+  for (Tensor p : frozen->parameters()) p.set_requires_grad(false);
+  CHECK_THROWS_WITH(DistributedDataParallel(frozen, g), Catch::Contains("no parameter that requires grad"));
+}
+
+TEST_CASE("zero: a factory whose optimizer is not over the shards it was given is refused", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  auto m = make_model(4100);
+  Tensor stray = zeros({3}).set_requires_grad(true);
+  auto elsewhere = [&](std::vector<nn::optim::ParamGroup>) -> std::unique_ptr<nn::optim::Optimizer> {
+    return std::make_unique<nn::optim::SGD>(TensorList{stray}, 0.1);
+  };
+  CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group(m->parameters(), 0.1)}, g, elsewhere),
+                    Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("built over the groups it is given"));
+  auto merged = [&](std::vector<nn::optim::ParamGroup> groups) -> std::unique_ptr<nn::optim::Optimizer> {
+    TensorList all;
+    for (auto& grp : groups) all.insert(all.end(), grp.params.begin(), grp.params.end());
+    return std::make_unique<nn::optim::SGD>(all, 0.1);
+  };
+  TensorList ps = m->parameters();
+  CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group({ps[0], ps[1]}, 0.1), lr_group({ps[2], ps[3]}, 0.1)}, g, merged),
+                    Catch::Contains("2 groups of one shard each") && Catch::Contains("it has 1 group over"));
+}
+
 TEST_CASE("ddp: after a backward that failed, the next one reduces its own gradients only", "[ddp]") {
   ProcessGroup& g = world();
   std::shared_ptr<nn::Linear> second;
