@@ -66,6 +66,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -701,10 +702,15 @@ std::vector<uint8_t> join_rank_zero(const EnvRendezvous& info, double timeout_s,
   return payload;
 }
 
-// Parses a whole decimal integer (an optional '-', digits, nothing else).
-bool parse_int(const char* text, int& out) {
+// Parses a whole decimal integer (an optional '-', digits, nothing else); one past int64's range
+// reads as its nearest end, so that the caller's range check names it.
+bool parse_int(const char* text, int64_t& out) {
   const char* end = text + std::strlen(text);
   const auto [ptr, ec] = std::from_chars(text, end, out);
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    out = text[0] == '-' ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    return true;
+  }
   return ec == std::errc() && ptr == end && ptr != text;
 }
 
@@ -712,8 +718,8 @@ bool parse_int(const char* text, int& out) {
   throw Error(std::string("env:// rendezvous: ") + var + "='" + value + "' " + why);
 }
 
-int env_int(const char* var, const char* value) {
-  int v = 0;
+int64_t env_int(const char* var, const char* value) {
+  int64_t v = 0;
   if (!parse_int(value, v)) env_error(var, value, "is not a decimal integer");
   return v;
 }
@@ -728,21 +734,25 @@ EnvRendezvous env_rendezvous_from_env() {
   const char* world = std::getenv("WORLD_SIZE");
   if (world == nullptr) throw Error("env:// rendezvous: WORLD_SIZE is not set (the launcher sets RANK and WORLD_SIZE)");
   if (rank == nullptr) throw Error("env:// rendezvous: RANK is not set (the launcher sets RANK and WORLD_SIZE)");
-  info.world_size = env_int("WORLD_SIZE", world);
-  if (info.world_size < 1 || info.world_size > kRendezvousMaxWorld) {
+  // Read as int64 and checked against the ranges before they narrow to int.
+  const int64_t world_size = env_int("WORLD_SIZE", world);
+  if (world_size < 1 || world_size > kRendezvousMaxWorld) {
     env_error("WORLD_SIZE", world, "must be in [1, " + std::to_string(kRendezvousMaxWorld) + "]");
   }
-  info.rank = env_int("RANK", rank);
-  if (info.rank < 0 || info.rank >= info.world_size) {
+  info.world_size = static_cast<int>(world_size);
+  const int64_t rank_value = env_int("RANK", rank);
+  if (rank_value < 0 || rank_value >= world_size) {
     env_error("RANK", rank, "is outside [0, " + std::to_string(info.world_size) + ") (WORLD_SIZE=" + world + ")");
   }
+  info.rank = static_cast<int>(rank_value);
   info.local_rank = info.rank;
   if (const char* local = std::getenv("LOCAL_RANK")) {
-    info.local_rank = env_int("LOCAL_RANK", local);
-    if (info.local_rank < 0 || info.local_rank >= info.world_size) {
+    const int64_t local_value = env_int("LOCAL_RANK", local);
+    if (local_value < 0 || local_value >= world_size) {
       env_error("LOCAL_RANK", local,
                 "is outside [0, " + std::to_string(info.world_size) + ") (WORLD_SIZE=" + world + ")");
     }
+    info.local_rank = static_cast<int>(local_value);
   }
   info.master_addr = "127.0.0.1";
   if (const char* addr = std::getenv("MASTER_ADDR")) {
@@ -751,8 +761,9 @@ EnvRendezvous env_rendezvous_from_env() {
     info.master_addr = addr;
   }
   if (const char* port = std::getenv("MASTER_PORT")) {
-    info.master_port = env_int("MASTER_PORT", port);
-    if (info.master_port < 1 || info.master_port > 65535) env_error("MASTER_PORT", port, "is outside [1, 65535]");
+    const int64_t port_value = env_int("MASTER_PORT", port);
+    if (port_value < 1 || port_value > 65535) env_error("MASTER_PORT", port, "is outside [1, 65535]");
+    info.master_port = static_cast<int>(port_value);
   } else if (info.world_size > 1) {
     throw Error(std::string("env:// rendezvous: MASTER_PORT is not set; WORLD_SIZE=") + world +
                 " needs it (the port rank 0 listens on)");

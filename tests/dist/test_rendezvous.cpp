@@ -380,6 +380,22 @@ TEST_CASE("rendezvous: env:// variables", "[rendezvous]") {
       CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains(std::string(c.var) + "='" + c.value + "'"));
     }
   }
+  SECTION("a whole number past int's range is out of range, not malformed") {
+    EnvGuard::set("RANK", "1");
+    EnvGuard::set("WORLD_SIZE", "99999999999");
+    EnvGuard::set("MASTER_PORT", "29500");
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("must be in [1, 65536]"));
+    EnvGuard::set("WORLD_SIZE", "99999999999999999999999");  // past int64's
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("must be in [1, 65536]"));
+    EnvGuard::set("WORLD_SIZE", "4");
+    EnvGuard::set("RANK", "-99999999999999999999999");
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("is outside [0, 4)"));
+    EnvGuard::set("RANK", "4294967297");  // 2^32 + 1: wrapped to 1 through a 32-bit int
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("is outside [0, 4)"));
+    EnvGuard::set("RANK", "1");
+    EnvGuard::set("MASTER_PORT", "4294967297");
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("MASTER_PORT='4294967297' is outside [1, 65535]"));
+  }
 }
 
 TEST_CASE("rendezvous: a rank that never joins", "[rendezvous]") {
