@@ -217,8 +217,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     st.params.push_back(p);
   }
   if (st.params.empty()) {
-    throw Error("DistributedDataParallel: the module has no parameter that requires grad, so there is nothing to "
-                "reduce (PyTorch's DDP refuses such a module too)");
+    throw Error(
+        "DistributedDataParallel: the module has no parameter that requires grad, so there is nothing to "
+        "reduce (PyTorch's DDP refuses such a module too)");
   }
   if (options_.broadcast_buffers) {
     for (const auto& [name, b] : buffers) {

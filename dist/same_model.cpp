@@ -35,7 +35,8 @@ std::string describe(const int64_t* w, bool grouped) {
 }  // namespace
 
 void check_same_tensors(ProcessGroup& group, const std::string& who,
-                        const std::vector<std::pair<std::string, Tensor>>& tensors, const std::vector<int64_t>& groups) {
+                        const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::vector<int64_t>& groups) {
   const int n = group.size();
   if (n == 1) return;
   const std::string hint = "; every rank must build the same model (the same parameters and buffers, in one order)";
@@ -67,7 +68,8 @@ void check_same_tensors(ProcessGroup& group, const std::string& who,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t* first = all.data() + i * kWords;
     bool same = true;
-    for (int r = 1; r < n && same; ++r) same = std::equal(first, first + kWords, all.data() + r * per_rank + i * kWords);
+    for (int r = 1; r < n && same; ++r)
+      same = std::equal(first, first + kWords, all.data() + r * per_rank + i * kWords);
     if (same) continue;
     std::string each;
     for (int r = 0; r < n; ++r) {

@@ -392,9 +392,8 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   if (!over_shards) {
     throw Error("ZeroRedundancyOptimizer: the factory's optimizer must be built over the groups it is given (" +
                 std::to_string(st.shards.size()) + (st.shards.size() == 1 ? " group" : " groups") +
-                " of one shard each); it has " +
-                std::to_string(st.local->num_groups()) + (st.local->num_groups() == 1 ? " group" : " groups") +
-                " over other tensors");
+                " of one shard each); it has " + std::to_string(st.local->num_groups()) +
+                (st.local->num_groups() == 1 ? " group" : " groups") + " over other tensors");
   }
   // The hooks hold the state weakly: once the optimizer is gone, they do nothing. Overlap off: the
   // clip or the step reduces, and no hooks are registered.

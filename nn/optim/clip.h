@@ -1,6 +1,7 @@
 // Gradient clipping by total norm, as torch.nn.utils.clip_grad_norm_ computes it, without a host
-// sync (unless asked to refuse a non-finite norm), and by value: the norm stays a device tensor and the clip factor min(1, max_norm / (norm + 1e-6)) is
-// multiplied into every gradient unconditionally (a factor of 1 when no clipping is needed).
+// sync (unless asked to refuse a non-finite norm), and by value: the norm stays a device tensor and
+// the clip factor min(1, max_norm / (norm + 1e-6)) is multiplied into every gradient
+// unconditionally (a factor of 1 when no clipping is needed).
 #pragma once
 
 #include "core/tensor.h"

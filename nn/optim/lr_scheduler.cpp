@@ -98,7 +98,8 @@ double linear_lr(int64_t step, double base_lr, double start_factor, double end_f
   }
   if (total_iters <= 0) throw Error("linear_lr: total_iters must be positive, got " + std::to_string(total_iters));
   const int64_t t = std::clamp<int64_t>(step, 0, total_iters);
-  const double f = start_factor + (end_factor - start_factor) * (static_cast<double>(t) / static_cast<double>(total_iters));
+  const double f =
+      start_factor + (end_factor - start_factor) * (static_cast<double>(t) / static_cast<double>(total_iters));
   return base_lr * (t == total_iters ? end_factor : f);
 }
 

@@ -1,9 +1,10 @@
 // Learning-rate schedules as pure functions of the step (PyTorch's closed forms), and a scheduler
-// that applies one to an optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT: step it of the warmup
-// gets base_lr * (it + 1) / (warmup_steps + 1), so the first step already moves the weights.
-// A schedule is written for base_lr; every parameter group follows it in proportion to the lr the
-// group was made with, as PyTorch's schedulers scale each group's initial_lr: a group made at
-// base_lr gets the schedule's rate itself, a group made at a tenth of it a tenth of that rate.
+// that applies one to an optimizer through set_lr (a device fill, no sync). Warmup follows nanoGPT:
+// step it of the warmup gets base_lr * (it + 1) / (warmup_steps + 1), so the first step already
+// moves the weights. A schedule is written for base_lr; every parameter group follows it in
+// proportion to the lr the group was made with, as PyTorch's schedulers scale each group's
+// initial_lr: a group made at base_lr gets the schedule's rate itself, a group made at a tenth of
+// it a tenth of that rate.
 #pragma once
 
 #include <cstdint>

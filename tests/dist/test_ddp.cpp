@@ -1149,7 +1149,8 @@ TEST_CASE("ddp and zero: a rank built with another model is an Error on every ra
   auto widths = [&](int64_t hidden) {
     manual_seed(5);
     return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-        std::make_shared<nn::Linear>(6, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, 3)});
+        std::make_shared<nn::Linear>(6, hidden), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Linear>(hidden, 3)});
   };
   // Another width: the first tensor that differs is named with every rank's shape.
   auto other_width = widths(odd ? 17 : 16);

@@ -394,7 +394,8 @@ TEST_CASE("rendezvous: env:// variables", "[rendezvous]") {
     CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("is outside [0, 4)"));
     EnvGuard::set("RANK", "1");
     EnvGuard::set("MASTER_PORT", "4294967297");
-    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env), Contains("MASTER_PORT='4294967297' is outside [1, 65535]"));
+    CHECK_THAT(error_of(kiln::dist::env_rendezvous_from_env),
+               Contains("MASTER_PORT='4294967297' is outside [1, 65535]"));
   }
 }
 

@@ -128,8 +128,8 @@ void add_embedding_rows(std::vector<OpRow>& rows) {
       return [padding](DType t, Device d) {
         Values v;
         for (int i = 0; i < 120; ++i) v.push_back(i % 4 == 0 ? 2 : (i * 5) % 7);
-        return TensorList{rnd({7, 9}, t, d, 55), from_values(v, {4, 30}, DType::Int64).to(d),
-                          rnd({4, 30, 9}, t, d, 56), from_values({static_cast<double>(padding)}, {}, DType::Int64)};
+        return TensorList{rnd({7, 9}, t, d, 55), from_values(v, {4, 30}, DType::Int64).to(d), rnd({4, 30, 9}, t, d, 56),
+                          from_values({static_cast<double>(padding)}, {}, DType::Int64)};
       };
     };
     r.samples = {{"padding_idx 2, [4, 30] indices", sample(2)}, {"padding_idx -5 (row 2 of 7)", sample(-5)}};
@@ -144,9 +144,15 @@ void add_embedding_rows(std::vector<OpRow>& rows) {
     };
     r.out_dtype = [](DType t) { return t; };
     r.errors = {
-        {"padding_idx past the rows", [] { embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), 6); },
+        {"padding_idx past the rows",
+         [] {
+           embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), 6);
+         },
          {"embedding", "padding_idx 6", "6 embeddings", "[6, 4]"}},
-        {"padding_idx before the rows", [] { embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), -7); },
+        {"padding_idx before the rows",
+         [] {
+           embedding(zeros({6, 4}), tensor<int64_t>({1}, {1}), -7);
+         },
          {"embedding", "padding_idx -7", "[-6, 6)"}},
     };
     rows.push_back(std::move(r));
