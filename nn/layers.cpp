@@ -356,12 +356,8 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
   check_non_negative("Embedding", "num_embeddings", num_embeddings);
   check_non_negative("Embedding", "embedding_dim", embedding_dim);
   if (padding_idx) {
-    if (*padding_idx < -num_embeddings || *padding_idx >= num_embeddings) {
-      throw IndexError("Embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
-                       std::to_string(num_embeddings) + " embeddings, expected [" + std::to_string(-num_embeddings) +
-                       ", " + std::to_string(num_embeddings) + ")");
-    }
-    if (*padding_idx < 0) this->padding_idx = *padding_idx + num_embeddings;
+    this->padding_idx = normalize_padding_idx("Embedding", *padding_idx, num_embeddings,
+                                              std::to_string(num_embeddings) + " x " + std::to_string(embedding_dim));
   }
   weight = register_parameter("weight", new_tensor("Embedding", {num_embeddings, embedding_dim}));
   init::normal_(weight, 0.0, 1.0);

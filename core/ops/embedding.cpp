@@ -15,6 +15,16 @@
 
 namespace kiln {
 
+int64_t normalize_padding_idx(const char* op, int64_t padding_idx, int64_t num_embeddings, const std::string& table) {
+  const int64_t n = num_embeddings;
+  if (padding_idx < -n || padding_idx >= n) {
+    throw IndexError(std::string(op) + ": padding_idx " + std::to_string(padding_idx) + " is out of range for " +
+                     std::to_string(n) + " embeddings (" + table + "), expected [" + std::to_string(-n) + ", " +
+                     std::to_string(n) + ")");
+  }
+  return padding_idx < 0 ? padding_idx + n : padding_idx;
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   const char* op = "embedding";
   ops::check_defined(op, weight, "weight");
@@ -30,13 +40,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   ops::common_device(op, {&weight, &indices});
   const int64_t dim = weight.size(1), k = indices.numel();
   if (padding_idx) {
-    const int64_t n = weight.size(0);
-    if (*padding_idx < -n || *padding_idx >= n) {
-      throw IndexError("embedding: padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
-                       std::to_string(n) + " embeddings (weight " + shape_str(weight.sizes()) + "), expected [" +
-                       std::to_string(-n) + ", " + std::to_string(n) + ")");
-    }
-    if (*padding_idx < 0) *padding_idx += n;
+    padding_idx = normalize_padding_idx(op, *padding_idx, weight.size(0), "weight " + shape_str(weight.sizes()));
   }
   Tensor flat = ops::dense(indices.to(DType::Int64)).reshape({k});
   Shape out_shape = indices.sizes();
