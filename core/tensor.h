@@ -162,6 +162,8 @@ class Tensor {
   Tensor& div_(const Tensor& other);
   Tensor& div_(const Scalar& other);
   Tensor& copy_(const Tensor& src);
+  // Every element `value`, stored as full() stores it: an Error if it overflows the dtype (1e5 in
+  // float16, 300 in uint8), a float into an integer tensor cut toward zero.
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
   // Random fills from `generator`, or the device's default generator (core/random.h). uniform_

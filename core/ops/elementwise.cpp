@@ -345,6 +345,14 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   DType rt = x.dtype();
   if (min) rt = promote_with_scalar(rt, *min);
   if (max) rt = promote_with_scalar(rt, *max);
+  if (!is_floating(rt)) {
+    // An integer result holds its bounds, as PyTorch's checked conversion of them: 2^40 is no
+    // int32 bound (the kernel clamps in double and stored 2^40 into an int32; past 2^53,
+    // masked_fill wrapped it).
+    for (const auto* b : {&min, &max}) {
+      if (*b) ops::check_fill_value("clamp", **b, rt);
+    }
+  }
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor out = make_output("clamp", x.sizes(), rt, x.device(), {&x});
   const auto wide = [](const std::optional<Scalar>& b) { return b && !ops::exact_in_double(*b); };
@@ -596,11 +604,14 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
     throw ShapeError("masked_fill: mask of shape " + shape_str(mask.sizes()) + " does not broadcast to input shape " +
                      shape_str(x.sizes()));
   }
-  if (value.is_floating() && !x.is_floating_point()) {
-    throw DTypeError("masked_fill: cannot fill " + std::string(dtype_name(x.dtype())) + " tensor with float value " +
-                     value.str());
-  }
-  Tensor out = where(mask, value, x);
+  // The value is stored as a fill stores it (checked: 1e5 does not fit float16); a float into an
+  // integer tensor is cut toward zero first, so that where() keeps the integer dtype and the value
+  // is not rounded through float32 on the way (1e18 into int64).
+  ops::check_fill_value("masked_fill", value, x.dtype());
+  const Scalar stored = value.is_floating() && !x.is_floating_point() && x.dtype() != DType::Bool
+                            ? Scalar(static_cast<int64_t>(value.to_double()))
+                            : value;
+  Tensor out = where(mask, stored, x);
   return out.dtype() == x.dtype() ? out : out.to(x.dtype());
 }
 

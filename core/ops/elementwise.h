@@ -70,6 +70,9 @@ Tensor isnan(const Tensor& x);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+// x with `value` where mask (bool, broadcasting to x) is true; the value is stored as full() stores
+// it: an Error if it overflows x's dtype (ops::check_fill_value), a float into an integer tensor
+// cut toward zero.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
 
 // The shape two shapes broadcast to; a ShapeError naming `op` when they cannot.

@@ -14,6 +14,7 @@
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
 #include "kernels/factory.h"
+#include "kernels/half.h"
 
 namespace kiln {
 namespace {
@@ -24,6 +25,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }
 
 void fill_tensor(const char* op, const Tensor& t, const Scalar& value) {
+  ops::check_fill_value(op, value, t.dtype());
   if (t.numel() == 0) return;
   StridedArg a = ops::make_arg(op, t);
   ops::collapse_dims({&a});
@@ -208,23 +210,51 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   return finish(t, options);
 }
 
-Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+namespace {
+
+// x rounded to the float dtype `real` as its arithmetic rounds: a 16-bit dtype computes in float32
+// and rounds the float32 result (float32 first, then 16 bits), as both kiln's kernels and
+// PyTorch's Half and BFloat16 operators do; x is a double result of exact float operands, whose
+// rounding to float32 is the rounding of the float32 operation.
+double round_to(DType real, double x) {
+  const float f = static_cast<float>(x);
+  switch (real) {
+    case DType::Float16: return static_cast<float>(Half(f));
+    case DType::BFloat16: return static_cast<float>(BFloat16(f));
+    case DType::Float32: return f;
+    default: return x;
+  }
+}
+
+}  // namespace
+
+// linspace by PyTorch's formula: start and end converted to the dtype first (checked: 300 does not
+// fit uint8), the step and each point in the dtype's own arithmetic (a float dtype rounds after
+// every operation), the first half of the points counted up from start and the second half down
+// from end, so both ends are exact and a symmetric range gives mirrored halves. An integer dtype
+// computes in float64 and cuts each point toward zero. Composed of arange, mul and add on the
+// tensor's device: each op rounds once to the dtype, as each operation of the scalar formula does.
+// (Where PyTorch's kernels fuse the multiply-add or count a vector of points on from its first, a
+// point can differ from theirs in the last bit; the ends and the formula are the same.)
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions options) {
   if (steps < 0) throw Error("linspace: steps must be non-negative, got " + std::to_string(steps));
-  if (!is_floating(options.dtype)) {
-    // Integer points are the real ones cut toward zero, as PyTorch gives them: computed in float64
-    // (arange in an integer dtype would cut the step first: 0 to 10 in 5 steps gave 0 2 4 6 10).
-    TensorOptions real = options.with_requires_grad(false);
-    real.dtype = DType::Float64;
-    return finish(linspace(start, end, steps, real).to(options.dtype), options);
+  const DType dtype = options.dtype;
+  if (dtype == DType::Bool) throw DTypeError("linspace: bool has no evenly spaced points; use an int or float dtype");
+  // The ends as the dtype holds them (checked as a fill), then the real dtype the points use.
+  auto held = [&](const Scalar& x) { return full_for("linspace", {}, x, TensorOptions(dtype)).item<double>(); };
+  const double s = held(start), e = held(end);
+  const DType real = is_floating(dtype) ? dtype : DType::Float64;
+  const TensorOptions real_options(real, options.device);
+  Tensor t = ops::empty_for("linspace", {steps}, real_options);
+  if (steps == 1) fill_tensor("linspace", t, s);
+  if (steps > 1) {
+    const double step = round_to(real, round_to(real, e - s) / round_to(real, static_cast<double>(steps - 1)));
+    const int64_t half = steps / 2;  // points [0, half) from start, [half, steps) from end
+    t.narrow(0, 0, half).copy_(add(mul(arange(0, half, 1, real_options), step), s));
+    Tensor from_end = arange(steps - 1 - half, -1, -1, real_options);  // steps - 1 - i
+    t.narrow(0, half, steps - half).copy_(add(neg(mul(from_end, step)), e));
   }
-  Tensor t = ops::empty_for("linspace", {steps}, options.with_requires_grad(false));
-  if (steps > 0) {
-    double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-    arange_on_device("linspace", t, start, step);
-    // The last point exactly `end`, as PyTorch gives.
-    if (steps > 1) fill_tensor("linspace", t.narrow(0, steps - 1, 1), end);
-  }
-  return finish(t, options);
+  return finish(t.dtype() == dtype ? t : t.to(dtype), options);
 }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
@@ -253,10 +283,6 @@ Tensor detail::tensor_from_host(const void* data, size_t count, DType dtype, con
 
 Tensor& Tensor::fill_(const Scalar& value) {
   ops::check_inplace("fill_", *this, {});
-  if (value.is_floating() && !is_floating(dtype())) {
-    throw DTypeError("fill_: cannot fill a " + std::string(dtype_name(dtype())) + " tensor with float value " +
-                     value.str());
-  }
   fill_tensor("fill_", *this, value);
   bump_version();
   ops::record_overwrite("fill_", *this);

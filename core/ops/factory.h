@@ -45,10 +45,11 @@ Tensor scalar_tensor(const Scalar& value);
 Tensor arange(const Scalar& end);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options);
-// steps points from start to end, both included (end exactly); in an integer dtype each point is
-// the real one cut toward zero, as PyTorch gives it.
-Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
-
+// steps points from start to end, both included and exact, by PyTorch's formula: the ends
+// converted to the dtype first (an Error if one overflows it, as a fill), the first half counted
+// up from start and the second down from end in the dtype's arithmetic; in an integer dtype each
+// point is the real one (float64) cut toward zero. Bool is a DTypeError.
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions options = {});
 
 // Copies `count` elements of type `dtype` from host memory into a new contiguous tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});

@@ -2,6 +2,8 @@
 #include "core/ops/helpers.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/autograd.h"
@@ -174,6 +176,35 @@ bool can_cast(DType from, DType to) {
   if (is_floating(from) && !is_floating(to)) return false;
   if (from != DType::Bool && to == DType::Bool) return false;
   return true;
+}
+
+void check_fill_value(const char* op, const Scalar& value, DType dtype) {
+  if (dtype == DType::Bool || value.kind() == Scalar::Kind::Bool) return;
+  bool fits = true;
+  if (is_floating(dtype)) {
+    // A finite double fits float64; the narrower floats have their largest finite value.
+    const double v = value.to_double();
+    const double largest = dtype == DType::Float16    ? 65504.0
+                           : dtype == DType::Float32  ? static_cast<double>(std::numeric_limits<float>::max())
+                           : dtype == DType::BFloat16 ? 0x1.fep127
+                                                      : std::numeric_limits<double>::max();
+    fits = !std::isfinite(v) || std::fabs(v) <= largest;
+  } else {
+    const double lo = dtype == DType::Int32 ? -0x1p31 : dtype == DType::Int64 ? -0x1p63 : 0.0;
+    const double hi = dtype == DType::Int32 ? 0x1p31 - 1 : dtype == DType::Int64 ? 0x1p63 : 255.0;
+    if (value.is_floating()) {
+      const double v = value.to_double();  // NaN fails both comparisons
+      fits = v >= lo && (dtype == DType::Int64 ? v < hi : v <= hi);
+    } else {
+      const int64_t v = value.to_int();
+      fits = dtype == DType::Int64 || (dtype == DType::UInt8 ? v >= -255 && v <= 255 : v >= lo && v <= hi);
+    }
+  }
+  if (!fits) {
+    const std::string shown = value.is_floating() ? num_str(value.to_double()) : value.str();
+    throw Error(std::string(op) + ": value " + shown + " cannot be converted to " + dtype_name(dtype) +
+                " without overflow");
+  }
 }
 
 std::string dtype_str(DType t) { return dtype_name(t); }

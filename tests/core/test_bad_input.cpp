@@ -178,6 +178,11 @@ void factory_rows(Table& t) {
   t.add("linspace with negative steps", Expect::Error, {"linspace", "-1"}, [] { (void)linspace(0, 1, -1); });
   t.add("linspace of 2^62 steps", Expect::Shape, {"linspace", "4611686018427387904"},
         [] { (void)linspace(0, 1, kP62); });
+  t.add("full of float32 with 1e39", Expect::Error, {"full", "1e+39", "float32"}, [] { (void)full({2}, 1e39); });
+  t.add("linspace to an end past uint8", Expect::Error, {"linspace", "300", "uint8"},
+        [] { (void)linspace(0, 300, 4, TensorOptions(DType::UInt8)); });
+  t.add("linspace in bool", Expect::DType, {"linspace", "bool"},
+        [] { (void)linspace(0, 1, 4, TensorOptions(DType::Bool)); });
   t.add("from_blob of a null pointer", Expect::Error, {"from_blob", "null"},
         [] { (void)from_blob(nullptr, {3}, DType::Float32); });
   t.add("from_blob of a negative size", Expect::Shape, {"from_blob", "[-1]"}, [] {
@@ -459,8 +464,12 @@ void elementwise_rows(Table& t) {
   t.add("masked_fill: mask larger than input", Expect::Shape, {"masked_fill", "[2, 2]"}, [] {
     (void)masked_fill(f32({2}), zeros({2, 2}, DType::Bool), 1.0);
   });
-  t.add("masked_fill of an int tensor with a float", Expect::DType, {"masked_fill", "int64", "0.5"},
-        [] { (void)masked_fill(i64({2}), zeros({2}, DType::Bool), 0.5); });
+  t.add("masked_fill of an int32 tensor with 3e9", Expect::Error, {"masked_fill", "int32", "3e+09", "overflow"},
+        [] { (void)masked_fill(zeros({2}, DType::Int32), zeros({2}, DType::Bool), 3e9); });
+  t.add("masked_fill of a float16 tensor with 1e5", Expect::Error, {"masked_fill", "float16", "1e+05"},
+        [] { (void)masked_fill(zeros({2}, DType::Float16), zeros({2}, DType::Bool), 1e5); });
+  t.add("masked_fill of an int tensor with NaN", Expect::Error, {"masked_fill", "int64", "nan"},
+        [] { (void)masked_fill(i64({2}), zeros({2}, DType::Bool), std::nan("")); });
   t.add("add across devices", Expect::Device, {"add", "cpu", "cuda:0"}, [] { (void)add(f32({2}), fake_cuda({2})); });
   t.add("mul across devices", Expect::Device, {"mul", "cpu", "cuda:0"}, [] { (void)mul(fake_cuda({2}), f32({2})); });
   t.add("mul of a CUDA tensor and a 0-d CPU tensor", Expect::Device, {"mul", "cuda:0 (shape [2])", "0-d", "item()"},
@@ -503,7 +512,17 @@ void elementwise_rows(Table& t) {
   });
   t.add("add_ across devices", Expect::Device, {"add_", "cpu", "cuda:0"}, [] { f32({2}).add_(fake_cuda({2})); });
   t.add("copy_: source does not broadcast", Expect::Shape, {"copy_", "[3]", "[2]"}, [] { f32({2}).copy_(f32({3})); });
-  t.add("fill_ of an int tensor with a float", Expect::DType, {"fill_", "int64", "0.5"}, [] { i64({2}).fill_(0.5); });
+  t.add("fill_ of a uint8 tensor with 256", Expect::Error, {"fill_", "256", "uint8", "overflow"},
+        [] { zeros({2}, DType::UInt8).fill_(256); });
+  t.add("fill_ of a uint8 tensor with -256", Expect::Error, {"fill_", "-256", "uint8"},
+        [] { zeros({2}, DType::UInt8).fill_(-256); });
+  t.add("fill_ of a uint8 tensor with -0.5", Expect::Error, {"fill_", "-0.5", "uint8"},
+        [] { zeros({2}, DType::UInt8).fill_(-0.5); });
+  t.add("fill_ of an int64 tensor with 2^63", Expect::Error, {"fill_", "int64"}, [] { i64({2}).fill_(0x1p63); });
+  t.add("fill_ of an int tensor with inf", Expect::Error, {"fill_", "inf", "int32"},
+        [] { zeros({2}, DType::Int32).fill_(INFINITY); });
+  t.add("fill_ of a bfloat16 tensor with 1e39", Expect::Error, {"fill_", "1e+39", "bfloat16"},
+        [] { zeros({2}, DType::BFloat16).fill_(1e39); });
   t.add("masked_fill_ with an int mask", Expect::DType, {"masked_fill", "int64"},
         [] { f32({2}).masked_fill_(i64({2}), 1.0); });
   t.add("clamp_ of an int tensor by floats", Expect::DType, {"clamp_", "int64"},

@@ -481,11 +481,14 @@ TEST_CASE("Half and BFloat16: doubles and integers are rounded once, correctly",
       }
       CHECK(wrong == 0);
     }
-    // Fills take the same path: full() with a double and with an int64.
+    // Fills take the same path: full() with a double and with an int64. float16's integers are
+    // exact in float32, so only bfloat16 has a double rounding to get wrong; float16's past 65504
+    // overflow it and are refused as a fill (a conversion above rounds them to inf).
     const double x = bf16 ? 1.0 + 0x1p-8 + 0x1p-40 : 1.0 + 0x1p-11 + 0x1p-40;
     CHECK(format.bits(full({1}, x, TensorOptions(dt)), 0) == format.round(x));
-    const int64_t n = (int64_t{1} << 25) + (int64_t{1} << (bf16 ? 17 : 14)) + 1;
+    const int64_t n = bf16 ? (int64_t{1} << 25) + (int64_t{1} << 17) + 1 : 32768 + 16 + 1;
     CHECK(format.bits(full({1}, n, TensorOptions(dt)), 0) == format.round(static_cast<double>(n)));
+    if (!bf16) CHECK_THROWS_WITH(full({1}, int64_t{65536}, TensorOptions(dt)), Catch::Contains("without overflow"));
   }
 }
 
@@ -571,7 +574,9 @@ TEST_CASE("full of bool with a float, and of float32 with a wide int64", "[dtype
 // A scalar compared with a float16 or bfloat16 tensor is that dtype's value of it, as PyTorch takes
 // it (0.1 was float32's 0.1, which no float16 equals, so x.fill_(0.1) == 0.1 was false), and where
 // and masked_fill store what a fill stores: 1 + 2^-11 + 2^-40 through float32 was float16's tie 1 +
-// 2^-11, rounded to even (1); the value is above the tie, and rounds up to 1 + 2^-10.
+// 2^-11, rounded to even (1); the value is above the tie, and rounds up to 1 + 2^-10. A value past
+// the dtype's largest finite one is, as in PyTorch, refused by the fills (full, fill_, masked_fill)
+// and inf to where and the comparisons, which convert it as an operand.
 TEST_CASE("a scalar compared with or stored into a 16-bit tensor is that dtype's value of it", "[dtype]") {
   const auto bits = [](const Tensor& t) {
     std::vector<int64_t> r;
@@ -585,9 +590,11 @@ TEST_CASE("a scalar compared with or stored into a 16-bit tensor is that dtype's
     INFO(dtype_name(dt));
     const double tie_above = dt == DType::Float16 ? 1 + 0x1p-11 + 0x1p-40 : 1 + 0x1p-8 + 0x1p-40;
     const double rounded = dt == DType::Float16 ? 1 + 0x1p-10 : 1 + 0x1p-7;
-    for (double v : {0.1, -1e-3, tie_above, 1e300}) {
+    const double big = dt == DType::Float16 ? 65520.0 : 1e300;  // 65520 rounds to float16's inf
+    for (double v : {0.1, -1e-3, tie_above, big, -big}) {
       INFO(v);
-      const Tensor x = full({2}, v, TensorOptions(dt));
+      const bool overflows = std::fabs(v) == big;
+      const Tensor x = full({2}, overflows ? std::copysign(INFINITY, v) : v, TensorOptions(dt));
       CHECK(flags(eq(x, v)) == std::vector<int64_t>{1, 1});
       CHECK(flags(ne(x, v)) == std::vector<int64_t>{0, 0});
       CHECK(flags(lt(x, v)) == std::vector<int64_t>{0, 0});
@@ -596,10 +603,18 @@ TEST_CASE("a scalar compared with or stored into a 16-bit tensor is that dtype's
       CHECK(flags(ge(x, v)) == std::vector<int64_t>{1, 1});
       const Tensor mask = tensor(std::vector<bool>{true, false});
       const Tensor z = zeros({2}, TensorOptions(dt));
-      CHECK(bits(masked_fill(z, mask, v)) == std::vector<int64_t>{bits(x)[0], 0});
       CHECK(bits(where(mask, Scalar(v), z)) == std::vector<int64_t>{bits(x)[0], 0});
       CHECK(bits(where(logical_not(mask), z, Scalar(v))) == std::vector<int64_t>{bits(x)[0], 0});
       Tensor y = z.clone();
+      if (overflows) {
+        CHECK_THROWS_WITH(full({2}, v, TensorOptions(dt)), Catch::Contains("full: value"));
+        CHECK_THROWS_WITH(masked_fill(z, mask, v), Catch::Contains("masked_fill: value"));
+        CHECK_THROWS_WITH(y.masked_fill_(mask, v), Catch::Contains("cannot be converted to"));
+        CHECK_THROWS_WITH(y.fill_(v), Catch::Contains("fill_: value"));
+        CHECK(bits(y) == std::vector<int64_t>{0, 0});  // untouched
+        continue;
+      }
+      CHECK(bits(masked_fill(z, mask, v)) == std::vector<int64_t>{bits(x)[0], 0});
       y.masked_fill_(mask, v);
       CHECK(bits(y) == std::vector<int64_t>{bits(x)[0], 0});
     }
@@ -645,4 +660,12 @@ TEST_CASE("int64 arange and clamp past 2^53 are exact", "[dtype]") {
   Tensor y = x.clone();
   y.clamp_(Scalar(b + 1), Scalar(b + 2));
   CHECK(vals(y) == std::vector<int64_t>{b + 1, b + 1, b + 2, b + 2, b + 1});
+  // Such a bound is past a narrower integer dtype's range: an Error, as PyTorch's checked bound
+  // (the kernel's double 2^60 was stored into int32 as it came); in range, as before.
+  const Tensor i32 = tensor(std::vector<int64_t>{-5, 7}).to(DType::Int32);
+  CHECK_THROWS_WITH(clamp(i32, Scalar(b), std::nullopt),
+                    Catch::Contains("clamp: value 1152921504606846976 cannot be converted to int32"));
+  CHECK_THROWS_WITH(clamp(i32, Scalar(-1), Scalar(-b)), Catch::Contains("int32 without overflow"));
+  CHECK_THROWS_WITH(clamp(i32.to(DType::UInt8), Scalar(0), Scalar(256)), Catch::Contains("uint8"));
+  CHECK(clamp(i32, Scalar(int64_t{INT32_MIN}), Scalar(0)).to_vector<int32_t>() == std::vector<int32_t>{-5, 0});
 }

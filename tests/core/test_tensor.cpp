@@ -39,6 +39,101 @@ TEST_CASE("factories give shapes, dtypes and contiguous strides", "[tensor]") {
   CHECK(b.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
 
+// linspace computes by PyTorch's formula: the ends converted to the dtype first, the step and
+// each point in the dtype's arithmetic, the first half counted up from start and the second half
+// down from end. Points of the old kiln were start + i * step in double, rounded once: (-1, 1, 4)
+// gave -0x1.555556p-2, not the -0x1.555554p-2 of -1 + float32(2/3), and the two halves of a
+// symmetric range were not mirror images.
+TEST_CASE("linspace: ends exact, halves mirrored, the dtype's own arithmetic", "[tensor]") {
+  CHECK(linspace(-1, 1, 4).to_vector<float>() == std::vector<float>{-1.0f, -0x1.555554p-2f, 0x1.555554p-2f, 1.0f});
+  CHECK(linspace(-1, 0.1, 3).to_vector<float>()[1] == -0x1.cccccep-2f);
+  // The float32 formula, one rounding per operation, over many lengths: every point, both ends.
+  for (int64_t n : {2, 3, 7, 10, 101, 1000}) {
+    INFO(n);
+    const float s = -1.0f, e = 0.3f;
+    const std::vector<float> got = linspace(-1.0, 0.3, n).to_vector<float>();
+    const float step = (e - s) / static_cast<float>(n - 1);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      volatile float prod = step * static_cast<float>(i < n / 2 ? i : n - 1 - i);  // no fused multiply-add
+      const float want = i < n / 2 ? s + prod : e - prod;
+      if (got[static_cast<size_t>(i)] != want) ++wrong;
+    }
+    CHECK(wrong == 0);
+    CHECK(got.front() == s);
+    CHECK(got.back() == e);  // float32's 0.3, the end as the dtype holds it
+    const std::vector<float> sym = linspace(-2.7, 2.7, n).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) CHECK(sym[static_cast<size_t>(i)] == -sym[static_cast<size_t>(n - 1 - i)]);
+  }
+  // float16 and bfloat16: each operation in float32 rounded to the 16-bit dtype, the index too
+  // (2049 is not a float16), the ends their 16-bit values.
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const auto round16 = [dt](float f) {
+      return dt == DType::Float16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f));
+    };
+    const int64_t n = 5000;
+    const float s = round16(0.1f), e = round16(1000.0f);
+    const float step = round16(round16(e - s) / round16(static_cast<float>(n - 1)));
+    const std::vector<double> got = linspace(0.1, 1000.0, n, dt).to(DType::Float64).to_vector<double>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float k = round16(static_cast<float>(i < n / 2 ? i : n - 1 - i));
+      const float want = i < n / 2 ? round16(s + round16(step * k)) : round16(e - round16(step * k));
+      if (got[static_cast<size_t>(i)] != want) ++wrong;
+    }
+    CHECK(wrong == 0);
+    CHECK(got.back() == e);
+  }
+  // Integers: the ends converted first (uint8's -1 is 255), the points in float64 cut toward zero.
+  CHECK(linspace(0, -1, 3, DType::UInt8).to_vector<uint8_t>() == std::vector<uint8_t>{0, 127, 255});
+  CHECK(linspace(2.9, 9.9, 3, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 9});
+  const int64_t big = (int64_t{1} << 62) + 1;  // not a double: the end is converted, then exact below
+  CHECK(linspace(int64_t{0}, big, 2, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, int64_t{1} << 62});
+  // One point is start, none is empty, and a float64 linspace keeps its doubles.
+  CHECK(linspace(3.5, 9, 1).to_vector<float>() == std::vector<float>{3.5f});
+  CHECK(linspace(3.5, 9, 0).numel() == 0);
+  CHECK(linspace(0, 0.1, 2, DType::Float64).to_vector<double>() == std::vector<double>{0.0, 0.1});
+  CHECK_THROWS_AS(linspace(0, 1, 3, DType::Bool), DTypeError);
+  CHECK_THROWS_WITH(linspace(0, 256, 3, DType::UInt8),
+                    Catch::Contains("linspace: value 256 cannot be converted to uint8"));
+}
+
+// A fill stores its value as PyTorch's checked conversion does: into an integer tensor a float is
+// cut toward zero (fill_ refused it), a value past the dtype's range is an Error, not a wrapped or
+// saturated one, and masked_fill stores what full stores (a float through float32 lost int64's 1e18).
+TEST_CASE("fills convert their value checked, as full, fill_ and masked_fill alike", "[tensor]") {
+  CHECK(zeros({2}, DType::Int64).fill_(2.7).to_vector<int64_t>() == std::vector<int64_t>{2, 2});
+  CHECK(zeros({2}, DType::Int32).fill_(-2.7).to_vector<int32_t>() == std::vector<int32_t>{-2, -2});
+  CHECK(zeros({1}, DType::UInt8).fill_(-1).to_vector<uint8_t>() == std::vector<uint8_t>{255});
+  CHECK(full({1}, -255, TensorOptions(DType::UInt8)).to_vector<uint8_t>() == std::vector<uint8_t>{1});
+  CHECK(full({1}, int64_t{INT32_MAX}, TensorOptions(DType::Int32)).to_vector<int32_t>()[0] == INT32_MAX);
+  CHECK_THROWS_WITH(full({1}, int64_t{INT32_MAX} + 1, TensorOptions(DType::Int32)),
+                    Catch::Contains("full: value 2147483648 cannot be converted to int32 without overflow"));
+  CHECK(full({1}, 65504.0, TensorOptions(DType::Float16)).to(DType::Float64).item<double>() == 65504.0);
+  CHECK_THROWS_WITH(full({1}, 65504.5, TensorOptions(DType::Float16)), Catch::Contains("65504.5"));
+  CHECK(std::isinf(full({1}, INFINITY, TensorOptions(DType::Float16)).to(DType::Float64).item<double>()));
+  CHECK(std::isnan(full({1}, NAN, TensorOptions(DType::BFloat16)).to(DType::Float64).item<double>()));
+  CHECK(full({1}, 1e300, TensorOptions(DType::Float64)).item<double>() == 1e300);
+  CHECK_THROWS_WITH(full({1}, 1e300), Catch::Contains("float32"));
+  CHECK(full({1}, 12345.0, TensorOptions(DType::Bool)).item<bool>());  // bool takes any value
+  // An empty tensor still checks its value, as PyTorch's.
+  CHECK_THROWS_WITH(zeros({0}, DType::UInt8).fill_(300), Catch::Contains("fill_: value 300"));
+  // masked_fill: floats into integers cut toward zero without a trip through float32.
+  const Tensor mask = tensor(std::vector<bool>{true, false});
+  const int64_t e18 = 1000000000000000000;
+  CHECK(masked_fill(zeros({2}, DType::Int64), mask, 1e18).to_vector<int64_t>() == std::vector<int64_t>{e18, 0});
+  CHECK(masked_fill(zeros({2}, DType::Int32), mask, -7.9).to_vector<int32_t>() == std::vector<int32_t>{-7, 0});
+  CHECK(masked_fill(zeros({2}, DType::Int32), mask, -7.9).dtype() == DType::Int32);
+  CHECK(masked_fill(zeros({2}, DType::Bool), mask, 0.5).to(DType::Int64).to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 0});
+  Tensor u = zeros({2}, DType::UInt8);
+  u.masked_fill_(mask, -2);
+  CHECK(u.to_vector<uint8_t>() == std::vector<uint8_t>{254, 0});
+  CHECK_THROWS_WITH(u.masked_fill_(mask, 256), Catch::Contains("masked_fill: value 256 cannot be converted to uint8"));
+  CHECK(u.to_vector<uint8_t>() == std::vector<uint8_t>{254, 0});
+}
+
 TEST_CASE("views share storage and the version counter", "[tensor]") {
   Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
   Tensor v = x.transpose(0, 1);

@@ -679,9 +679,9 @@ void add_select_rows(std::vector<OpRow>& rows) {
            masked_fill(zeros({3}), zeros({2, 3}, DType::Bool), 1.0);
          },
          {"masked_fill", "[2, 3]", "[3]"}},
-        {"float value into an integer tensor",
-         [] { masked_fill(zeros({3}, DType::Int64), zeros({3}, DType::Bool), 0.5); },
-         {"masked_fill", "int64", "0.5"}},
+        {"value past the integer dtype",
+         [] { masked_fill(zeros({3}, DType::Int32), zeros({3}, DType::Bool), 3e9); },
+         {"masked_fill", "int32", "3e+09", "overflow"}},
     };
     rows.push_back(std::move(r));
   }
