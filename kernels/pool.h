@@ -13,8 +13,9 @@
 
 namespace kiln {
 
-// out and indices share out_strides; indices[n, c, oh, ow] = ih * in_w + iw of the maximum
-// (the first one on ties; a NaN wins and stays). g.window holds kernel, stride, padding, dilation.
+// out and indices share out_strides; indices[n, c, oh, ow] = ih * in_w + iw of the maximum (the
+// first one on ties, the last of several NaNs, as PyTorch's). g.window holds kernel, stride,
+// padding, dilation.
 void max_pool2d_forward_cpu(void* out, int64_t* indices, ImageStrides out_strides, const void* in,
                             ImageStrides in_strides, DType dtype, const Conv2dGeometry& g, const KernelContext& ctx);
 // grad_in[n, c] = scatter-add of grad_out[n, c] by indices (grad_in is overwritten).

@@ -139,7 +139,8 @@ void mean_pool_backward_planes(T* gin, ImageStrides gis, const T* gout, ImageStr
 }
 
 // One tap of max_pool2d across outputs [lo, hi) of a row: output ow reads row[(ow * stride + shift) *
-// w_stride]. Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
+// w_stride]. Strictly greater keeps the first of ties; every NaN takes over, so the last NaN wins
+// (as PyTorch picks: its gradient goes there).
 template <typename T, typename A>
 KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_stride, int64_t row_index,
                               int64_t stride, int64_t shift, int64_t lo, int64_t hi) {
@@ -149,7 +150,7 @@ KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_
     const A b = best[ow];
     const int64_t bi = best_i[ow];
     // | and &, not || and &&: no short-circuit branches, so the loop vectorizes.
-    const bool take = (bi < 0) | ((b == b) & ((v > b) | (v != v)));
+    const bool take = (bi < 0) | (v > b) | (v != v);
     best[ow] = take ? v : b;
     best_i[ow] = take ? row_index + iw : bi;
   }
@@ -158,8 +159,7 @@ KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_
 // max_pool2d for a K x K window with stride S, no padding or dilation, every window inside the
 // image: one pass over the plane's outputs with the taps unrolled, no per-tap calls or bounds (the
 // common 2x2/2 window makes rows of 7 or 14 outputs on small images, too short for the per-tap
-// path). The same picks in the same order as pick_max: the first tap, then strictly greater or a
-// NaN that then stays. The winner is kept as its tap number (int32, as wide as a float lane, so the
+// path). The same picks as pick_max: the first of ties, the last of several NaNs. The winner is kept as its tap number (int32, as wide as a float lane, so the
 // selects vectorize) and becomes the plane index at the store. W_UNIT: the input and output rows
 // are dense (stride 1 along W), which the compiler can vectorize.
 template <int K, int S, bool W_UNIT, typename T, typename A>
@@ -174,16 +174,19 @@ KILN_CPU_CLONES void max_pool_plane_fixed(T* op, int64_t* xp, ImageStrides os, c
     int64_t* xrow = xp + oh * osh;
     const int64_t plane_row = oh * S * in_w;
     auto output = [&](int64_t ow) {
-      A b = cpu::ld<T, A>(rows, ow * S * iws);
-      int32_t tap = 0;
-      // nan: b is a NaN, which nothing replaces. Kept as a flag of its own because GCC does not
-      // vectorize the loop when b == b is tested on the running maximum.
+      // The taps from the last to the first, where a NaN, once taken, stays and a tie replaces:
+      // the same pick as the forward order's (the first of ties, the last NaN) in as few
+      // operations per tap as the vectorized loop allows.
+      A b = cpu::ld<T, A>(rows, (K - 1) * ish + (ow * S + K - 1) * iws);
+      int32_t tap = K * K - 1;
+      // nan: b is a NaN. A flag of its own because GCC does not vectorize the loop when b == b is
+      // tested on the running maximum.
       bool nan = b != b;
-      for (int i = 0; i < K; ++i) {
-        for (int j = 0; j < K; ++j) {
-          if (i == 0 && j == 0) continue;
+      for (int i = K - 1; i >= 0; --i) {
+        for (int j = K - 1; j >= 0; --j) {
+          if (i == K - 1 && j == K - 1) continue;
           const A v = cpu::ld<T, A>(rows, i * ish + (ow * S + j) * iws);
-          const bool take = !nan & !(v <= b);  // v > b, or v is a NaN
+          const bool take = !nan & !(v < b);  // v >= b, or v is a NaN
           b = take ? v : b;
           tap = take ? i * K + j : tap;
           nan = nan | (v != v);
@@ -329,7 +332,7 @@ void for_channel_slices_sums(const Conv2dGeometry& g, int64_t cost, T* gin, Imag
 }
 
 // max_pool2d over output rows [r0, r1): per output pixel, the window's valid taps in window order
-// across the channels (the first taken, then strictly greater or a NaN, and a NaN stays), as the
+// across the channels (the first taken, then strictly greater or a NaN; the last NaN wins), as the
 // per-plane paths pick. The winner is kept as its plane index in int32 (as wide as a float lane, so
 // the selects vectorize); the caller sees to in_h * in_w < 2^31. A window with no valid tap gives
 // -inf and index -1.
@@ -360,7 +363,7 @@ KILN_CPU_CLONES void max_pool_rows_cl(T* out, int64_t* indices, ImageStrides os,
           }
           for (int64_t c = 0; c < channels; ++c) {
             const A v = cpu::ld<T, A>(px, c), b = best[c];
-            const bool take = (b == b) & !(v <= b);  // v > b or v is a NaN, unless b is a NaN
+            const bool take = (v > b) | (v != v);  // the last NaN wins
             best[c] = take ? v : b;
             at[c] = take ? tap : at[c];
           }

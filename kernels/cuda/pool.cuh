@@ -137,8 +137,8 @@ __global__ void max_pool_forward_kernel(S* out, int64_t* indices, ImageStrides o
         if (iw < 0 || iw >= g.in_w) continue;
         const S raw = plane[ih * is.h + iw * is.w];
         const A v = to_acc(raw);
-        // Strictly greater keeps the first of ties; a NaN replaces a number and then stays.
-        if (best_i < 0 || (!::isnan(best) && (v > best || ::isnan(v)))) {
+        // Strictly greater keeps the first of ties; every NaN takes over, so the last NaN wins.
+        if (best_i < 0 || v > best || ::isnan(v)) {
           best = v;
           best_raw = raw;
           best_i = ih * g.in_w + iw;

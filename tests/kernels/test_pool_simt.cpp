@@ -6,7 +6,7 @@
 // and without the padding in its divisor, and adaptive average pooling to sizes that do not divide
 // the input, forward and backward, in float32, float64, float16 and bfloat16, NCHW and
 // channels-last (and one of each for input and output). The maxima's inputs hold ties (the first
-// one wins) and NaN (it wins and stays). Each case runs in the grid pool.cu asks for and in a grid
+// one wins) and NaN (the last one wins). Each case runs in the grid pool.cu asks for and in a grid
 // capped at 3 blocks, so that each thread walks many elements; outputs lie between guard bands.
 #include <catch2/catch.hpp>
 
