@@ -48,8 +48,9 @@ Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool 
                      shape_str(x.sizes()));
   }
   ops::check_floating(op, x, "input");
-  for (int i = 0; i < 2; ++i)
-    if (a.stride[i] == 0) a.stride[i] = a.kernel[i];  // PyTorch's default: stride = kernel
+  // {0, 0}, the default, is PyTorch's empty stride: the kernel size. One zero is an error, not half
+  // a default ({0, 2} was taken as {kernel, 2}).
+  if (a.stride[0] == 0 && a.stride[1] == 0) a.stride = a.kernel;
   const std::string where = " (input " + shape_str(x.sizes()) + ")";
   if (a.kernel[0] <= 0 || a.kernel[1] <= 0) {
     throw Error(std::string(op) + ": kernel size must be positive, got " + pair_str(a.kernel) + where);

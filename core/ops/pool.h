@@ -6,7 +6,7 @@
 
 namespace kiln {
 
-// stride {0, 0} means "equal to kernel_size", as PyTorch's default.
+// stride {0, 0} means "equal to kernel_size", as PyTorch's default; one zero stride is an Error.
 Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
                   Pair dilation = {1, 1}, bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},

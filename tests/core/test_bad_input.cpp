@@ -715,6 +715,10 @@ void matmul_conv_pool_rows(Table& t) {
   t.add("max_pool2d with kernel 0", Expect::Error, {"max_pool2d", "kernel", "0x2"}, [] {
     (void)max_pool2d(f32({1, 4, 4}), {0, 2});
   });
+  t.add("max_pool2d with one zero stride", Expect::Error, {"max_pool2d", "stride must be positive", "0x2"},
+        [] { (void)max_pool2d(f32({1, 1, 4, 4}), {2, 2}, {0, 2}); });
+  t.add("avg_pool2d with one zero stride", Expect::Error, {"avg_pool2d", "stride must be positive", "2x0"},
+        [] { (void)avg_pool2d(f32({1, 1, 4, 4}), {2, 2}, {2, 0}); });
   t.add("max_pool2d with a negative stride", Expect::Error, {"max_pool2d", "stride", "-1x1"}, [] {
     (void)max_pool2d(f32({1, 4, 4}), {2, 2}, {-1, 1});
   });
