@@ -50,6 +50,10 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     throw ShapeError("index_select: index must be 0-d or 1-d, got shape " + shape_str(index.sizes()));
   }
   Tensor idx = index.reshape({-1});
+  if (x.dim() == 0 && idx.numel() != 1) {  // as PyTorch: a 0-d input's one element, picked once
+    throw ShapeError("index_select: the index of a 0-d input must hold exactly one value, got " +
+                     std::to_string(idx.numel()) + " (index shape " + shape_str(index.sizes()) + ")");
+  }
   Tensor src = x.dim() == 0 ? x.reshape({1}) : x;
   int64_t d = wrap_dim(dim, src.dim(), "index_select");
   Shape out_shape = src.sizes();
@@ -62,7 +66,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     ops::check_index_values("index_select", idx, src.size(d),
                             "dimension " + std::to_string(d) + " of size " + std::to_string(src.size(d)));
   }
-  if (x.dim() == 0) out = out.reshape(index.dim() == 0 ? Shape{} : Shape{idx.numel()});
+  if (x.dim() == 0) out = out.reshape({});  // a 0-d input gives a 0-d result, as PyTorch's
   if (needs_grad({&x})) {
     Shape xs = src.sizes(), orig = x.sizes();
     record_function("index_select", {x}, {out}, {idx}, [xs, orig, d](const FunctionNode::Context& ctx) {
@@ -85,6 +89,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   ops::common_device("gather", {&x, &index});
   // A 0-d input is one element, named by dims 0 and -1.
   const int64_t d = x.dim() == 0 ? ops::checked_dim("gather", x, dim) : wrap_dim(dim, x.dim(), "gather");
+  if (x.dim() <= 1 && index.dim() <= 1 && x.dim() != index.dim()) {
+    // A 0-d tensor counts as one element of a 1-d one, as in PyTorch: gather([3], 0, 0-d) is 0-d.
+    return gather(x.reshape({-1}), 0, index.reshape({-1})).reshape(index.sizes());
+  }
   if (index.dim() != x.dim()) {
     throw ShapeError("gather: index must have as many dims as the input; input " + shape_str(x.sizes()) + ", index " +
                      shape_str(index.sizes()));
@@ -116,6 +124,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_index_tensor("scatter_add", index);
   ops::common_device("scatter_add", {&x, &index, &src});
   const int64_t d = x.dim() == 0 ? ops::checked_dim("scatter_add", x, dim) : wrap_dim(dim, x.dim(), "scatter_add");
+  if (x.dim() <= 1 && index.dim() <= 1 && src.dim() <= 1 && (index.dim() != x.dim() || src.dim() != x.dim())) {
+    // A 0-d tensor counts as one element of a 1-d one, as in PyTorch (and as gather's adjoint needs).
+    return scatter_add(x.reshape({-1}), 0, index.reshape({-1}), src.reshape({-1})).reshape(x.sizes());
+  }
   if (index.dim() != x.dim() || src.dim() != x.dim()) {
     throw ShapeError("scatter_add: input, index and src must have the same number of dims; got " +
                      shape_str(x.sizes()) + ", " + shape_str(index.sizes()) + ", " + shape_str(src.sizes()));

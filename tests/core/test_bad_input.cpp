@@ -585,6 +585,12 @@ void index_rows(Table& t) {
         [] { (void)index_select(f32({3}), 0, fake_cuda({1}, DType::Int64)); });
   t.add("index_select(1) of a 0-d tensor past the end", Expect::Index, {"index_select", "1"},
         [] { (void)index_select(scalar0(), 0, tensor({int64_t{1}})); });
+  t.add("index_select of a 0-d tensor by two indices", Expect::Shape, {"index_select", "0-d", "got 2", "[2]"},
+        [] { (void)index_select(scalar0(), 0, tensor({int64_t{0}, int64_t{0}})); });
+  t.add("index_select of a 0-d tensor by no index", Expect::Shape, {"index_select", "got 0"},
+        [] { (void)index_select(scalar0(), 0, i64({0})); });
+  t.add("gather of a 0-d tensor at 1", Expect::Index, {"gather", "1"},
+        [] { (void)gather(scalar0(), 0, tensor({int64_t{1}})); });
   t.add("gather: index dims differ", Expect::Shape, {"gather", "[2, 2]", "[2]"}, [] {
     (void)gather(f32({2, 2}), 0, i64({2}));
   });

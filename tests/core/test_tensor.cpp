@@ -134,6 +134,49 @@ TEST_CASE("fills convert their value checked, as full, fill_ and masked_fill ali
   CHECK(u.to_vector<uint8_t>() == std::vector<uint8_t>{254, 0});
 }
 
+// A 0-d tensor in the indexing ops, as PyTorch takes it: index_select of a 0-d input picks its one
+// element into a 0-d result (it gave [n] for n indices), and gather and scatter_add count a 0-d
+// input, index or src as a 1-d one of one element (they refused a 0-d index of a 1-d input).
+TEST_CASE("indexing ops with 0-d inputs, indices and sources", "[tensor]") {
+  const auto i0 = [](int64_t v) { return tensor(std::vector<int64_t>{v}).reshape({}); };
+  Tensor s = scalar_tensor(5.0).to(DType::Float64).set_requires_grad(true);
+  Tensor y = index_select(s, 0, tensor(std::vector<int64_t>{0}));
+  CHECK(y.sizes() == Shape{});
+  CHECK(y.item<double>() == 5.0);
+  CHECK(index_select(s, -1, i0(0)).sizes() == Shape{});
+  (y * 3.0).backward();
+  CHECK(s.grad().sizes() == Shape{});
+  CHECK(s.grad().item<double>() == 3.0);
+  CHECK_THROWS_AS(index_select(s, 0, tensor(std::vector<int64_t>{0, 0})), ShapeError);
+  // A 1-d input and a 0-d index: index_select keeps the dim (PyTorch's [1]); gather gives index's shape.
+  Tensor v = tensor(std::vector<double>{1, 2, 3}).set_requires_grad(true);
+  CHECK(index_select(v, 0, i0(2)).sizes() == Shape{1});
+  Tensor g = gather(v, 0, i0(2));
+  CHECK(g.sizes() == Shape{});
+  CHECK(g.item<double>() == 3.0);
+  (g * 2.0).backward();
+  CHECK(v.grad().to_vector<double>() == std::vector<double>{0, 0, 2});
+  const Tensor g1 = gather(scalar_tensor(7.0).to(DType::Float64), 0, tensor(std::vector<int64_t>{0, 0}));
+  CHECK(g1.to_vector<double>() == std::vector<double>{7, 7});
+  // scatter_add: a 1-d input with a 0-d index and src, a 0-d input with 1-d index and src.
+  Tensor src = scalar_tensor(10.0).to(DType::Float64).set_requires_grad(true);
+  Tensor x = tensor(std::vector<double>{1, 2, 3}).set_requires_grad(true);
+  Tensor r = scatter_add(x, 0, i0(1), src);
+  CHECK(r.sizes() == Shape{3});
+  CHECK(r.to_vector<double>() == std::vector<double>{1, 12, 3});
+  (r * tensor(std::vector<double>{1, 4, 9})).sum().backward();
+  CHECK(src.grad().sizes() == Shape{});
+  CHECK(src.grad().item<double>() == 4.0);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 4, 9});
+  const Tensor r0 = scatter_add(scalar_tensor(1.0).to(DType::Float64), 0, tensor(std::vector<int64_t>{0, 0}),
+                                tensor(std::vector<double>{2, 3}));
+  CHECK(r0.sizes() == Shape{});
+  CHECK(r0.item<double>() == 6.0);
+  // Beyond 1-d the dims must still agree.
+  CHECK_THROWS_AS(gather(zeros({2, 2}), 0, i0(0)), ShapeError);
+  CHECK_THROWS_AS(scatter_add(zeros({2, 2}), 0, i0(0), scalar_tensor(1.0)), ShapeError);
+}
+
 TEST_CASE("views share storage and the version counter", "[tensor]") {
   Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
   Tensor v = x.transpose(0, 1);
