@@ -187,8 +187,11 @@ Tensor arange_wide(const Scalar& start, const Scalar& end, const Scalar& step, c
 }  // namespace
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  if (options.dtype == DType::Bool) {  // as PyTorch's: a count has no bool form (it gave false, true, true...)
+    throw DTypeError("arange: bool has no evenly spaced values; use an int or float dtype");
+  }
   const bool integers = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  if (integers && !is_floating(options.dtype) && options.dtype != DType::Bool &&
+  if (integers && !is_floating(options.dtype) &&
       !(ops::exact_in_double(start) && ops::exact_in_double(end) && ops::exact_in_double(step))) {
     return finish(arange_wide(start, end, step, options.with_requires_grad(false)), options);
   }

@@ -184,9 +184,15 @@ TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
 
 TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
   ops::check_defined("split", x, "input");
-  if (split_size <= 0) throw Error("split: split_size must be positive, got " + std::to_string(split_size));
   int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t n = x.size(d);
+  // 0 splits an empty dim into one empty piece, as PyTorch's; anything else must be positive.
+  if (split_size < 0 || (split_size == 0 && n != 0)) {
+    throw Error("split: split_size must be positive (or 0 for an empty dim), got " + std::to_string(split_size) +
+                " for dim " + std::to_string(d) + " of size " + std::to_string(n) + " (shape " +
+                shape_str(x.sizes()) + ")");
+  }
+  if (split_size == 0) return split_with_sizes(x, {0}, d);
   Shape sizes;
   for (int64_t off = 0; off < n; off += split_size) sizes.push_back(std::min(split_size, n - off));
   if (sizes.empty()) sizes.push_back(0);

@@ -181,6 +181,8 @@ void factory_rows(Table& t) {
   t.add("full of float32 with 1e39", Expect::Error, {"full", "1e+39", "float32"}, [] { (void)full({2}, 1e39); });
   t.add("linspace to an end past uint8", Expect::Error, {"linspace", "300", "uint8"},
         [] { (void)linspace(0, 300, 4, TensorOptions(DType::UInt8)); });
+  t.add("arange in bool", Expect::DType, {"arange", "bool"},
+        [] { (void)arange(0, 2, 1, TensorOptions(DType::Bool)); });
   t.add("linspace in bool", Expect::DType, {"linspace", "bool"},
         [] { (void)linspace(0, 1, 4, TensorOptions(DType::Bool)); });
   t.add("from_blob of a null pointer", Expect::Error, {"from_blob", "null"},
@@ -405,6 +407,8 @@ void shape_rows(Table& t) {
   });
   t.add("split of size 0", Expect::Error, {"split", "split_size", "0"}, [] { (void)split(f32({4}), 0); });
   t.add("split of a negative size", Expect::Error, {"split", "-1"}, [] { (void)split(f32({4}), -1); });
+  t.add("split of an empty dim by a negative size", Expect::Error, {"split", "-2", "size 0"},
+        [] { (void)split(f32({3, 0}), -2, 1); });
   t.add("split of a 0-d tensor", Expect::Index, {"split", "0-d"}, [] { (void)split(scalar0(), 1); });
   t.add("split: dim out of range", Expect::Index, {"split", "1"}, [] { (void)split(f32({4}), 1, 1); });
   t.add("split of undefined", Expect::Error, {"split", "undefined"}, [] { (void)split(Tensor(), 1); });

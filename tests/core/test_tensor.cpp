@@ -177,6 +177,20 @@ TEST_CASE("indexing ops with 0-d inputs, indices and sources", "[tensor]") {
   CHECK_THROWS_AS(scatter_add(zeros({2, 2}), 0, i0(0), scalar_tensor(1.0)), ShapeError);
 }
 
+// split of an empty dim gives one empty piece for any split_size, 0 included, as PyTorch's (0 was
+// refused); split_size 0 of a dim with elements is still an Error.
+TEST_CASE("split of an empty dim, split_size 0 included", "[tensor]") {
+  const Tensor x = zeros({2, 0, 3});
+  for (int64_t size : {0, 1, 5}) {
+    INFO(size);
+    const TensorList pieces = split(x, size, 1);
+    REQUIRE(pieces.size() == 1);
+    CHECK(pieces[0].sizes() == Shape{2, 0, 3});
+  }
+  CHECK(split(zeros({0}), 0).size() == 1);
+  CHECK_THROWS_WITH(split(zeros({2, 0, 3}), 0, 2), Catch::Contains("dim 2 of size 3"));
+}
+
 TEST_CASE("views share storage and the version counter", "[tensor]") {
   Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
   Tensor v = x.transpose(0, 1);
