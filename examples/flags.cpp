@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
+#include <memory>
 #include <system_error>
 #include <utility>
 
@@ -12,6 +13,21 @@ namespace kiln::examples {
 namespace {
 
 CLI::Validator validator(const TextCheck& check) { return CLI::Validator(check.fn, check.desc); }
+
+// CLI11's help, less the value a negated flag stores: "--tf32,--no-tf32" rather than
+// "--tf32,--no-tf32{false}", which read as if the flag's default were false.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+    for (size_t open = name.find('{'); open != std::string::npos; open = name.find('{', open)) {
+      const size_t close = name.find('}', open);
+      if (close == std::string::npos) break;
+      name.erase(open, close - open + 1);
+    }
+    return name;
+  }
+};
 
 }  // namespace
 
@@ -60,6 +76,7 @@ std::size_t Option::count() const { return impl_->count(); }
 Flags::Flags(const std::string& description, const std::string& name)
     : app_(std::make_unique<CLI::App>(description, name)) {
   app_->option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app_->formatter(std::make_shared<HelpFormatter>());
   app_->get_formatter()->column_width(34);
 }
 

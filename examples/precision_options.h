@@ -72,7 +72,8 @@ inline void add_precision_options(Flags& app, PrecisionOptions& p, bool image_mo
   app.add_flag("--doctor", p.doctor,
                "at the end, report where the steps' time went, GPU utilization and memory, and the tips that apply");
   app.add_option("--doctor-every", p.doctor_every, "--doctor, and a report of the last N steps every N steps")
-      ->transform(whole<int64_t>(1, int64_t{1} << 40));
+      ->transform(whole<int64_t>(1, int64_t{1} << 40))
+      ->default_str("none");
   app.add_option("--log-every", p.log_every,
                  "write a train record (the step's loss, lr, throughput, memory) to metrics.jsonl every N steps; 0: "
                  "none")

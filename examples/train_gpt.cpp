@@ -92,10 +92,11 @@ void check_data_file(const std::string& flag, const std::string& path) {
   }
 }
 
-// Both splits must hold one window of block + 1 tokens.
-void check_split_length(const Options& opt, const char* split, int64_t tokens) {
+// Both splits must hold one window of block + 1 tokens; `source` names where the split comes from
+// (--data, or --val-data for a token file's validation tokens).
+void check_split_length(const Options& opt, const std::string& source, const char* split, int64_t tokens) {
   if (tokens <= opt.block_size + 1) {
-    examples::input_error("--data " + opt.data + ": its " + split + " split has " + std::to_string(tokens) +
+    examples::input_error(source + ": its " + split + " split has " + std::to_string(tokens) +
                           " tokens, too few for block size " + std::to_string(opt.block_size));
   }
 }
@@ -133,8 +134,9 @@ Corpus load_token_corpus(const Options& opt) {
                      {"val_tokens", std::to_string(c.val_file->size())},
                      {"vocab_size", std::to_string(opt.vocab_size)}};
   }
-  check_split_length(opt, "training", c.train_tokens());
-  check_split_length(opt, "validation", c.val_tokens());
+  check_split_length(opt, "--data " + opt.data, "training", c.train_tokens());
+  check_split_length(opt, c.val_file ? "--val-data " + opt.val_data : "--data " + opt.data, "validation",
+                     c.val_tokens());
   // No tokenizer: the sample continues the validation split's first token.
   c.prompt_ids = {c.val_file ? c.val_file->token(0) : c.val_ids.narrow(0, 0, 1).item<int64_t>()};
   return c;
@@ -529,6 +531,9 @@ static int run(int argc, char** argv) {
   examples::Progress progress;
   examples::RateWindow rate;  // for the train records
   std::optional<double> val_loss;
+  // The lr the last step ran with (the schedule has moved on to the next), as the train records
+  // give it; before the first step, the first step's.
+  auto last_lr = [&] { return schedule.lr_at(std::max<int64_t>(iter - 1, 0)); };
   auto evaluate = [&] {
     const double tr = estimate_loss(*model, corpus, /*val=*/false, opt, iter);
     const double va = estimate_loss(*model, corpus, /*val=*/true, opt, iter);
@@ -548,7 +553,7 @@ static int run(int argc, char** argv) {
                       .integer("step", iter)
                       .real("train_loss", tr, "%.6f")
                       .real("val_loss", va, "%.6f")
-                      .real("lr", schedule.current_lr(), "%.6g")
+                      .real("lr", last_lr(), "%.6g")
                       .real("tokens_per_s", trained.tokens_per_s(opt), "%.1f")
                       .real("seconds", seconds_since(t_start), "%.2f"));
   };
@@ -583,7 +588,7 @@ static int run(int argc, char** argv) {
     rate.items += tokens_per_iter;
     if (iter == first_iter) examples::report_first_step(metrics, progress, iter, loss, t_launch);
     if (opt.precision.log_every > 0 && iter % opt.precision.log_every == 0) {
-      metrics.write(examples::train_record(iter, loss.item<double>(), schedule.lr_at(iter - 1), "tokens_per_s",
+      metrics.write(examples::train_record(iter, loss.item<double>(), last_lr(), "tokens_per_s",
                                            rate.take_rate(), opt.device));
     }
     if (run_profile.doctor_due(iter)) {
@@ -603,7 +608,7 @@ static int run(int argc, char** argv) {
     const double secs = seconds_since(t_window);
     trained.seconds += secs;
     trained.iters += window_iters;
-    progress.print(progress_line(opt, iter, mean_loss, schedule.current_lr(),
+    progress.print(progress_line(opt, iter, mean_loss, last_lr(),
                                  static_cast<double>(window_iters) * tokens_per_iter / secs));
     loss_window.zero_();
     window_iters = 0;

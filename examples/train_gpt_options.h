@@ -91,7 +91,7 @@ inline Options parse_options(int argc, const char* const* argv) {
   std::optional<int64_t> n_layer, n_head, n_embd, block_size, batch_size, max_iters, eval_interval, eval_iters;
   std::optional<int64_t> vocab_size, sample_tokens;
   std::optional<double> lr, min_lr, dropout, beta2;
-  std::optional<std::string> data, val_data;
+  std::optional<std::string> data, val_data, prompt;
   examples::Flags app(
       "Trains a GPT with AdamW, warmup and cosine decay on a text file (characters; the first 90% trains, the rest\n"
       "validates), a token file or synthetic tokens, then prints a sample from the weights of the best evaluation.\n"
@@ -159,7 +159,9 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--max-val-loss", o.max_val_loss, "exit with status 1 when the best val loss is above V")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
-  app.add_option("--prompt", o.prompt, "the sample's first characters")->default_str("a newline");
+  app.add_option("--prompt", prompt, "text data: the sample's first characters (token data has no tokenizer: its "
+                 "sample continues the validation split's first token)")
+      ->default_str("a newline");
   app.add_option("--temperature", o.temperature, "sampling temperature")
       ->transform(real(0, INFINITY, Ends::open_low));
   app.add_option("--top-k", o.top_k, "sample among the K likeliest characters; 0: all")->transform(whole<int64_t>(0));
@@ -187,6 +189,11 @@ inline Options parse_options(int argc, const char* const* argv) {
   }
   o.vocab_size = vocab_size.value_or(50257);
   if (val_data && o.kind != DataKind::Tokens) examples::input_error("--val-data applies to token files (*.bin)");
+  if (prompt && o.kind != DataKind::Text) {  // it would be ignored: kiln has no tokenizer to encode it
+    examples::input_error("--prompt applies to text data; a sample of token data continues the validation split's "
+                          "first token (kiln has no tokenizer)");
+  }
+  if (prompt) o.prompt = *prompt;
   if (o.kind == DataKind::Tokens) {
     const std::filesystem::path train(o.data);
     if (val_data) o.val_data = *val_data;

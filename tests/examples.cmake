@@ -255,6 +255,11 @@ function(kiln_flag_test name target code stream regex)
   set_tests_properties(example_flags_${name} PROPERTIES LABELS example TIMEOUT 60)
 endfunction()
 
+# --help: a negated flag without the value it stores ("--tf32,--no-tf32{false}" read as default off),
+# and --doctor-every's default as the word, not a 0 outside its range.
+kiln_flag_test(cnn_help_negated_flags train_cnn 0 stdout
+               "--tf32,--no-tf32 +TF32 .*--sync-bn,--no-sync-bn +with --ddp" --help)
+kiln_flag_test(gpt_help_doctor_every train_gpt 0 stdout "--doctor-every INT:[[]1, [0-9]+[]]=none" --help)
 kiln_flag_test(cnn_trailing_junk train_cnn 2 stderr "--epochs.*'3x'" --epochs 3x)
 kiln_flag_test(cnn_epochs_overflow train_cnn 2 stderr "--epochs.*'4294967297'" --epochs 4294967297)
 kiln_flag_test(cnn_epochs_negative train_cnn 2 stderr "--epochs.*'-1'" --epochs -1)

@@ -50,6 +50,11 @@ run_ok(sh -c "head -c ${half} '${ckpt}' > '${WORK}/truncated.safetensors'")
 file(WRITE "${WORK}/empty.txt" "")
 file(WRITE "${WORK}/not_a_checkpoint.safetensors" "this is not a safetensors file")
 file(WRITE "${WORK}/a_file" "")
+# nanoGPT token files (uint16, no header) of 'aa' pairs (token 24929): 100 training tokens and a
+# validation file of 10, too few for a block of 32.
+string(REPEAT "a" 200 train_tokens)
+file(WRITE "${WORK}/tokens/train.bin" "${train_tokens}")
+file(WRITE "${WORK}/tokens/short_val.bin" "aaaaaaaaaaaaaaaaaaaa")
 # What a save killed mid-way leaves: a temporary sibling named after a process that is gone (4194303
 # is above Linux's largest pid, so no process has it).
 file(WRITE "${WORK}/out_stale/checkpoint.safetensors.tmp.4194303.0" "half a checkpoint")

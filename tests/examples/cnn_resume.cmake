@@ -37,6 +37,11 @@ include(${CMAKE_CURRENT_LIST_DIR}/resume_check.cmake)
 file(REMOVE_RECURSE "${WORK}")
 resume_run(cnn_resume ${EXE} ${common} ${whole_extra} --out "${WORK}/whole")
 resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --stop-at-step 17)
+# Stopped before its first evaluation: the summary has no test accuracy to give (null, not -1).
+file(STRINGS "${WORK}/split/metrics.jsonl" stopped REGEX "^{\"record\": \"summary\", \"finished\": false, ")
+if(NOT stopped MATCHES "\"final_test_accuracy\": null, " OR stopped MATCHES "best_test_accuracy")
+  message(FATAL_ERROR "cnn_resume: the summary of a run stopped in its first epoch: ${stopped}")
+endif()
 resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors"
            --stop-at-step 30)
 resume_run(cnn_resume ${EXE} ${common} ${split_extra} --out "${WORK}/split" --resume "${WORK}/split/checkpoint.safetensors")

@@ -2,8 +2,9 @@
 """CTest check of --profile, --doctor and --log-every in train_cnn and train_gpt.
 
 The same short run with and without --profile --doctor --doctor-every 5 must give the same losses
-bit for bit (profiling only reads clocks), and both runs (--log-every 3) the same "train" records:
-one every 3 steps with that step's loss and lr. The profiled run must print a "profile:" line and
+bit for bit (profiling only reads clocks), and both runs (--log-every 3, train_gpt 5) the same
+"train" records: one every 3 (5) steps with that step's loss and lr; train_gpt's "eval" records give
+the lr of the step before them as the train record of that step does. The profiled run must print a "profile:" line and
 write "profile" records whose numbers are consistent: as many steps as it trained, every time
 finite and not negative, forward and backward above zero, the phases within the step (other_ms not
 below zero, up to rounding). The doctor must write a report every 5 steps of those 5 steps and a
@@ -22,12 +23,13 @@ import sys
 
 PHASES = ("data", "h2d", "forward", "backward", "comm", "optimizer")
 
-# Per example: the records whose losses are compared, their keys, the steps trained, and the flags.
+# Per example: the records whose losses are compared, their keys, the steps trained, --log-every,
+# and the flags.
 EXAMPLES = {
-    "gpt": ("eval", ("train_loss", "val_loss"), 20,
+    "gpt": ("eval", ("train_loss", "val_loss"), 20, 5,
             ["--device", "cpu", "--max-iters", "20", "--eval-interval", "10", "--eval-iters", "2",
              "--batch-size", "8", "--sample-tokens", "0", "--seed", "3"]),
-    "cnn": ("epoch", ("train_loss", "test_accuracy"), 2 * 8,
+    "cnn": ("epoch", ("train_loss", "test_accuracy"), 2 * 8, 3,
             ["--device", "cpu", "--model", "small-cnn", "--epochs", "2", "--train-limit", "512",
              "--test-limit", "200", "--batch-size", "64", "--seed", "3"]),
 }
@@ -58,14 +60,14 @@ def main():
     p.add_argument("--data")
     p.add_argument("--work", required=True)
     a = p.parse_args()
-    kind, keys, steps, flags = EXAMPLES[a.example]
+    kind, keys, steps, log_every, flags = EXAMPLES[a.example]
     if a.data:
         flags = flags + ["--data", a.data]
     shutil.rmtree(a.work, ignore_errors=True)
     env = dict(os.environ, KILN_NUM_THREADS="2")
     plain_out, prof_out = os.path.join(a.work, "plain"), os.path.join(a.work, "profiled")
-    run([a.exe] + flags + ["--out", plain_out, "--log-every", "3"], env)
-    printed = run([a.exe] + flags + ["--out", prof_out, "--log-every", "3", "--profile", "--doctor",
+    run([a.exe] + flags + ["--out", plain_out, "--log-every", str(log_every)], env)
+    printed = run([a.exe] + flags + ["--out", prof_out, "--log-every", str(log_every), "--profile", "--doctor",
                                      "--doctor-every", "5"], env)
 
     plain = records(os.path.join(plain_out, "metrics.jsonl"), kind)
@@ -92,8 +94,8 @@ def main():
 
     train_plain = records(os.path.join(plain_out, "metrics.jsonl"), "train")
     train_prof = records(os.path.join(prof_out, "metrics.jsonl"), "train")
-    if [r["step"] for r in train_plain] != list(range(3, steps + 1, 3)):
-        fail(f"train records at steps {[r['step'] for r in train_plain]}, not every 3rd of {steps}")
+    if [r["step"] for r in train_plain] != list(range(log_every, steps + 1, log_every)):
+        fail(f"train records at steps {[r['step'] for r in train_plain]}, not every {log_every} of {steps}")
     pick = lambda rs: [(r["step"], r["loss"], r["lr"]) for r in rs]  # noqa: E731
     if pick(train_plain) != pick(train_prof):
         fail(f"--profile/--doctor changed the train records:\n{train_plain}\n{train_prof}")
@@ -101,6 +103,12 @@ def main():
         if not (math.isfinite(r["loss"]) and r["lr"] > 0 and set(r["memory_mb"]) == {"rss", "peak_rss"}
                 and r["memory_mb"]["peak_rss"] >= r["memory_mb"]["rss"] > 0):
             fail(f"a train record without a finite loss, a learning rate or the process's memory: {r}")
+
+    if a.example == "gpt":  # an evaluation after step s reports the lr step s ran with
+        train_lr = {r["step"]: r["lr"] for r in train_plain}
+        evals = [(r["step"], r["lr"]) for r in plain if r["step"] in train_lr]
+        if len(evals) != 2 or any(lr != train_lr[step] for step, lr in evals):
+            fail(f"eval records' lr {evals} differ from the train records' {train_lr}")
 
     doctor = records(os.path.join(prof_out, "metrics.jsonl"), "doctor")
     windows = [r for r in doctor if not r["final"]]
