@@ -153,10 +153,10 @@ class Watched {
 };
 
 MPI_Datatype g_half = MPI_DATATYPE_NULL, g_bf16 = MPI_DATATYPE_NULL, g_u8 = MPI_DATATYPE_NULL;
-MPI_Op g_sum = MPI_OP_NULL, g_max = MPI_OP_NULL;
+MPI_Op g_sum = MPI_OP_NULL, g_max = MPI_OP_NULL, g_min = MPI_OP_NULL, g_prod = MPI_OP_NULL;
 
 // The user-defined ops: MPI calls them with the type it was given, which tells the dtype (kiln's
-// 2-byte types, or float32 and float64 for the maximum).
+// 2-byte types, or float32 and float64 for the maximum and minimum).
 void user_reduce(void* in, void* inout, int* len, MPI_Datatype* type, ReduceOp op) {
   DType dt = DType::Float16;
   if (*type == g_bf16) dt = DType::BFloat16;
@@ -167,6 +167,10 @@ void user_reduce(void* in, void* inout, int* len, MPI_Datatype* type, ReduceOp o
 }
 void user_sum(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Sum); }
 void user_max(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Max); }
+void user_min(void* in, void* inout, int* len, MPI_Datatype* type) { user_reduce(in, inout, len, type, ReduceOp::Min); }
+void user_prod(void* in, void* inout, int* len, MPI_Datatype* type) {
+  user_reduce(in, inout, len, type, ReduceOp::Product);
+}
 
 MPI_Datatype mpi_type(DType dt) {
   switch (dt) {
@@ -183,12 +187,20 @@ MPI_Datatype mpi_type(DType dt) {
 }
 
 // kiln's own op where MPI has no type (float16, bfloat16) or does not do what kiln does: uint8 sums
-// wrap around (Open MPI's saturate), and a floating maximum is NaN when any rank's is (MPI_MAX keeps
-// or drops a NaN depending on which rank holds it).
+// and products wrap around (Open MPI's saturate), and a floating maximum or minimum is NaN when any
+// rank's is (MPI_MAX and MPI_MIN keep or drop a NaN depending on which rank holds it). Bool comes
+// as Max or Min (detail::effective_op) on bytes of 0 or 1, which MPI's own do right.
 MPI_Op mpi_op(DType dt, ReduceOp op) {
   const bool user = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::UInt8;
-  if (op == ReduceOp::Max) return user || dt == DType::Float32 || dt == DType::Float64 ? g_max : MPI_MAX;
-  return user ? g_sum : MPI_SUM;  // Avg: a sum, divided after
+  const bool nan_rule = user || dt == DType::Float32 || dt == DType::Float64;
+  switch (op) {
+    case ReduceOp::Max: return nan_rule ? g_max : MPI_MAX;
+    case ReduceOp::Min: return nan_rule ? g_min : MPI_MIN;
+    case ReduceOp::Product: return user ? g_prod : MPI_PROD;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: break;  // Avg: a sum, divided after
+  }
+  return user ? g_sum : MPI_SUM;
 }
 
 // Buffers of requests that never completed (this rank timed out): MPI may still write into them when
@@ -397,6 +409,8 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Type_commit(&g_u8);
     MPI_Op_create(&user_sum, /*commute=*/1, &g_sum);
     MPI_Op_create(&user_max, /*commute=*/1, &g_max);
+    MPI_Op_create(&user_min, /*commute=*/1, &g_min);
+    MPI_Op_create(&user_prod, /*commute=*/1, &g_prod);
     g_comm = new CommThread();
   }
   int rank() const override { return rank_; }
@@ -411,6 +425,7 @@ class MpiProcessGroup final : public ProcessGroup {
     detail::check_supported("reduce_scatter", output.dtype(), op);
     if (output.numel() > kMaxCount) throw Error("reduce_scatter: more than 2^30 elements per rank");
     agree_across_ranks("reduce_scatter", &output, static_cast<int64_t>(op), 0);
+    op = detail::effective_op(output.dtype(), op);
     // float16's average divides a copy of the input first, as all_reduce does, in the job: the
     // input is read in issue order, after any collective before this one that writes it.
     // An input that shares memory with the output is copied first (MPI requires them apart).

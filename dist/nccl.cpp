@@ -65,6 +65,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::Sum: return ncclSum;
     case ReduceOp::Avg: return ncclAvg;
     case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Product: return ncclProd;
   }
   return ncclSum;
 }
@@ -109,6 +111,7 @@ class NcclProcessGroup final : public ProcessGroup {
     detail::check_supported("reduce_scatter", output.dtype(), op);
     check_apart("reduce_scatter", input, output);
     agree_across_ranks("reduce_scatter", &output, static_cast<int64_t>(op), 0);
+    op = detail::effective_op(output.dtype(), op);
     return launch("ncclReduceScatter", {&output, &input}, [&](Stream s) {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
                                nccl_type(output.dtype()), nccl_op(op), comm_, s);

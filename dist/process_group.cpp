@@ -47,6 +47,8 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::Sum: return "sum";
     case ReduceOp::Avg: return "avg";
     case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Product: return "product";
   }
   return "?";
 }
@@ -101,7 +103,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllR
   detail::check_supported("all_reduce", tensor.dtype(), op);
   agree_across_ranks("all_reduce", &tensor, static_cast<int64_t>(op), static_cast<int64_t>(algo));
   if (tensor.numel() == 0) return completed_work();
-  return start_all_reduce(tensor, op, algo);
+  return start_all_reduce(tensor, detail::effective_op(tensor.dtype(), op), algo);
 }
 
 namespace {
@@ -110,7 +112,7 @@ namespace {
 enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kWords };
 constexpr std::array<const char*, 5> kCollectives = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
                                                      "broadcast"};
-constexpr int64_t kReduceOps = 3, kAllReduceAlgos = 2;  // the values of ReduceOp and AllReduceAlgo
+constexpr int64_t kReduceOps = 5, kAllReduceAlgos = 2;  // the values of ReduceOp and AllReduceAlgo
 
 }  // namespace
 

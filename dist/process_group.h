@@ -26,7 +26,10 @@
 
 namespace kiln::dist {
 
-enum class ReduceOp : uint8_t { Sum, Avg, Max };
+// The reductions of all_reduce and reduce_scatter, as PyTorch's ReduceOp: Avg needs a float dtype;
+// a floating Max or Min is NaN where any rank's is; integers wrap (Sum, Product). Bool tensors take
+// Sum and Max as "any rank's is true" and Product and Min as "every rank's is" (PyTorch's mapping).
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Product };
 const char* reduce_op_name(ReduceOp op);
 
 enum class AllReduceAlgo : uint8_t {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "core/ops/elementwise.h"
 #include "kernels/cpu/convert.h"
@@ -17,15 +18,49 @@
 namespace kiln::dist::detail {
 namespace {
 
+// The arithmetic type of a sum or product: C itself for a float, its unsigned twin for an integer,
+// so that the result wraps modulo 2^bits (as PyTorch's integer collectives) instead of overflowing
+// a signed type (undefined in C++).
+template <typename C, bool = std::is_integral_v<C>>
+struct WrappingOf {
+  using type = C;
+};
+template <typename C>
+struct WrappingOf<C, true> {
+  using type = std::make_unsigned_t<C>;
+};
+template <typename C>
+using Wrapping = typename WrappingOf<C>::type;
+
 template <typename T, typename C>
 void reduce_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
-  if (op == ReduceOp::Max) {
-    for (int64_t i = 0; i < n; ++i) {
-      const C a = static_cast<C>(acc[i]), b = static_cast<C>(in[i]);
-      acc[i] = static_cast<T>(b > a || b != b ? b : a);  // NaN wins, as in PyTorch's max
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(static_cast<C>(acc[i]) + static_cast<C>(in[i]));
+  using W = Wrapping<C>;
+  switch (op) {
+    case ReduceOp::Max:
+      for (int64_t i = 0; i < n; ++i) {
+        const C a = static_cast<C>(acc[i]), b = static_cast<C>(in[i]);
+        acc[i] = static_cast<T>(b > a || b != b ? b : a);  // NaN wins, as in PyTorch's max
+      }
+      return;
+    case ReduceOp::Min:
+      for (int64_t i = 0; i < n; ++i) {
+        const C a = static_cast<C>(acc[i]), b = static_cast<C>(in[i]);
+        acc[i] = static_cast<T>(b < a || b != b ? b : a);  // NaN wins, as in PyTorch's min
+      }
+      return;
+    case ReduceOp::Product:
+      for (int64_t i = 0; i < n; ++i) {
+        acc[i] = static_cast<T>(static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) *
+                                               static_cast<W>(static_cast<C>(in[i]))));
+      }
+      return;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      for (int64_t i = 0; i < n; ++i) {
+        acc[i] = static_cast<T>(static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) +
+                                               static_cast<W>(static_cast<C>(in[i]))));
+      }
+      return;
   }
 }
 
@@ -57,9 +92,15 @@ void divide_16bit(void* t, int64_t n, DType dtype, double divisor) {
 }  // namespace
 
 bool supports(DType dtype, ReduceOp op) {
-  if (dtype == DType::Bool) return false;
   if (op == ReduceOp::Avg) return is_floating(dtype);
   return true;
+}
+
+ReduceOp effective_op(DType dtype, ReduceOp op) {
+  if (dtype != DType::Bool) return op;
+  if (op == ReduceOp::Sum) return ReduceOp::Max;
+  if (op == ReduceOp::Product) return ReduceOp::Min;
+  return op;
 }
 
 void check_supported(const char* collective, DType dtype, ReduceOp op) {
@@ -81,9 +122,12 @@ void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op)
       return reduce_typed<int64_t, int64_t>(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
     case DType::UInt8:
       return reduce_typed<uint8_t, uint8_t>(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), n, op);
-    case DType::Bool: break;
+    case DType::Bool:
+      // Bytes of 0 or 1: their maximum is "any", their minimum "all" (effective_op maps Sum and Product).
+      if (op != ReduceOp::Max && op != ReduceOp::Min) break;
+      return reduce_typed<uint8_t, uint8_t>(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), n, op);
   }
-  throw DTypeError(std::string("dist: cannot reduce ") + dtype_name(dtype) + " tensors");
+  throw DTypeError(std::string("dist: cannot reduce ") + dtype_name(dtype) + " tensors by " + reduce_op_name(op));
 }
 
 void divide(void* t, int64_t n, DType dtype, double divisor) {
@@ -108,10 +152,15 @@ void divide(void* t, int64_t n, DType dtype, double divisor) {
 void reduce_tensor(Tensor& acc, const Tensor& in, ReduceOp op) {
   if (acc.is_cpu()) {
     reduce_into(acc.data_ptr(), in.data_ptr(), acc.numel(), acc.dtype(), op);
-  } else if (op == ReduceOp::Max) {
-    acc.copy_(maximum(acc, in));
-  } else {
-    acc.add_(in);
+    return;
+  }
+  const bool logical = acc.dtype() == DType::Bool;
+  switch (op) {
+    case ReduceOp::Max: acc.copy_(logical ? logical_or(acc, in) : maximum(acc, in)); return;
+    case ReduceOp::Min: acc.copy_(logical ? logical_and(acc, in) : minimum(acc, in)); return;
+    case ReduceOp::Product: acc.mul_(in); return;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: acc.add_(in); return;
   }
 }
 

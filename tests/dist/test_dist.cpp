@@ -24,25 +24,38 @@ using namespace kiln::dist;
 namespace {
 
 // Rank r's value at element i: a multiple of 1/8 in [-6.25, 6.25], so sums over up to 8 ranks are
-// exact in every float dtype, float16 and bfloat16 included (at most 8 significant bits).
-double value(int r, int64_t i) { return static_cast<double>((i * 7 + r * 13) % 101 - 50) / 8.0; }
-
-Tensor make(int r, int64_t n, DType dt) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    v[static_cast<size_t>(i)] = is_floating(dt) ? value(r, i) : static_cast<double>((i * 7 + r * 13) % 101);
+// exact in every float dtype, float16 and bfloat16 included (at most 8 significant bits). Products
+// take factors from {-2, -1, -1/2, 1/2, 1, 2} (floats) or {1, 2, 3} (integers): exact over 8 ranks
+// in every dtype (3^8 = 6561 fits int32; uint8 wraps, as the reference does).
+double value(int r, int64_t i, DType dt, ReduceOp op) {
+  if (op == ReduceOp::Product) {
+    static const double kFactors[] = {-2.0, -1.0, -0.5, 0.5, 1.0, 2.0};
+    return is_floating(dt) ? kFactors[(i * 7 + r * 13) % 6] : static_cast<double>((i + r) % 3 + 1);
   }
+  return is_floating(dt) ? static_cast<double>((i * 7 + r * 13) % 101 - 50) / 8.0
+                         : static_cast<double>((i * 7 + r * 13) % 101);
+}
+
+Tensor make(int r, int64_t n, DType dt, ReduceOp op = ReduceOp::Sum) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i, dt, op);
   return tensor(v, {n}, TensorOptions(DType::Float64)).to(dt);
 }
 
-// The reduction every rank expects, computed serially in float64.
+// The reduction every rank expects, computed serially in float64 (exact for these values).
 std::vector<double> reference(int ranks, int64_t n, DType dt, ReduceOp op) {
   std::vector<double> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    double acc = op == ReduceOp::Max ? -1e300 : 0.0;
-    for (int r = 0; r < ranks; ++r) {
-      const double v = is_floating(dt) ? value(r, i) : static_cast<double>((i * 7 + r * 13) % 101);
-      acc = op == ReduceOp::Max ? std::max(acc, v) : acc + v;
+    double acc = value(0, i, dt, op);
+    for (int r = 1; r < ranks; ++r) {
+      const double v = value(r, i, dt, op);
+      switch (op) {
+        case ReduceOp::Max: acc = std::max(acc, v); break;
+        case ReduceOp::Min: acc = std::min(acc, v); break;
+        case ReduceOp::Product: acc *= v; break;
+        case ReduceOp::Sum:
+        case ReduceOp::Avg: acc += v; break;
+      }
     }
     if (op == ReduceOp::Avg) acc /= ranks;
     if (dt == DType::UInt8) acc = static_cast<double>(static_cast<uint8_t>(static_cast<int64_t>(acc)));
@@ -73,13 +86,13 @@ TEST_CASE("dist: all_reduce, native and ring, every dtype and op, against a seri
   const std::vector<int64_t> counts{0, 1, 2, 3, 5, 7, 64, 1000, 4099};
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
                    DType::UInt8}) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product, ReduceOp::Avg}) {
       if (op == ReduceOp::Avg && !is_floating(dt)) continue;
       for (AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
         for (int64_t n : counts) {
           INFO(dtype_name(dt) << " " << reduce_op_name(op) << " " << all_reduce_algo_name(algo) << " n=" << n
                               << " ranks=" << g.size());
-          Tensor t = make(g.rank(), n, dt);
+          Tensor t = make(g.rank(), n, dt, op);
           g.all_reduce(t, op, algo)->wait();
           std::vector<double> want = reference(g.size(), n, dt, op);
           if (op == ReduceOp::Avg) {  // the one division rounds in the tensor's dtype
@@ -124,22 +137,59 @@ TEST_CASE("dist: a float16 average that fits is not lost to a sum that does not"
                     Catch::Contains("reduce_scatter: avg of int64 tensors is not supported"));
 }
 
-TEST_CASE("dist: a maximum is NaN when any rank's is, whichever rank holds it", "[dist]") {
-  // MPI's own MAX keeps or drops a NaN depending on the operand it sits in; kiln's maximum, as
-  // PyTorch's, propagates it (ZeRO's infinity-norm clip relies on that).
+TEST_CASE("dist: a maximum or minimum is NaN when any rank's is, whichever rank holds it", "[dist]") {
+  // MPI's own MAX and MIN keep or drop a NaN depending on the operand it sits in; kiln's, as
+  // PyTorch's, propagate it (ZeRO's infinity-norm clip relies on that).
   ProcessGroup& g = world();
   for (int holder = 0; holder < g.size(); ++holder) {
     for (const DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
-      for (const AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
-        INFO("ranks " << g.size() << ", NaN on rank " << holder << ", " << dtype_name(dt) << ", "
-                      << all_reduce_algo_name(algo));
-        Tensor t = full({3}, 1.0 + g.rank(), TensorOptions(dt));
-        if (g.rank() == holder) t.fill_(Scalar(std::nan("")));
-        g.all_reduce(t, ReduceOp::Max, algo)->wait();
-        for (const double v : t.to(DType::Float64).to_vector<double>()) CHECK(std::isnan(v));
+      for (const ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+        for (const AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+          INFO("ranks " << g.size() << ", NaN on rank " << holder << ", " << dtype_name(dt) << ", "
+                        << reduce_op_name(op) << ", " << all_reduce_algo_name(algo));
+          Tensor t = full({3}, 1.0 + g.rank(), TensorOptions(dt));
+          if (g.rank() == holder) t.fill_(Scalar(std::nan("")));
+          g.all_reduce(t, op, algo)->wait();
+          for (const double v : t.to(DType::Float64).to_vector<double>()) CHECK(std::isnan(v));
+        }
       }
     }
   }
+}
+
+TEST_CASE("dist: bool tensors reduce to any (sum, max) and all (product, min), as PyTorch's", "[dist]") {
+  // Element k is true on rank r when bit r of k is set, for k < 2^size: element 0 is false on every
+  // rank, the last true on every rank, the rest mixed. No bool collective was supported before.
+  ProcessGroup& g = world();
+  const int64_t n = int64_t{1} << g.size();
+  std::vector<double> mine(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) mine[static_cast<size_t>(k)] = (k >> g.rank()) & 1;
+  for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Product, ReduceOp::Min}) {
+    const bool any = op == ReduceOp::Sum || op == ReduceOp::Max;
+    std::vector<double> want(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) want[static_cast<size_t>(k)] = any ? k != 0 : k == n - 1;
+    for (const AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+      INFO("ranks " << g.size() << ", " << reduce_op_name(op) << ", " << all_reduce_algo_name(algo));
+      Tensor t = tensor(mine, {n}, TensorOptions(DType::Float64)).to(DType::Bool);
+      g.all_reduce(t, op, algo)->wait();
+      CHECK(t.dtype() == DType::Bool);
+      CHECK(values(t) == want);
+    }
+    // reduce_scatter: rank r's share of `per` elements from every rank's [size x per] input.
+    const int64_t per = 2;
+    std::vector<double> in(static_cast<size_t>(per * g.size()));
+    for (size_t k = 0; k < in.size(); ++k) in[k] = (static_cast<int64_t>(k) + g.rank()) % 2;  // mixed
+    Tensor out = zeros({per}, DType::Bool);
+    g.reduce_scatter(out, tensor(in, {per * g.size()}, TensorOptions(DType::Float64)).to(DType::Bool), op)->wait();
+    const bool mixed = g.size() > 1;  // one rank alone gives its own values back
+    for (int64_t j = 0; j < per; ++j) {
+      const double own = static_cast<double>((g.rank() * per + j + g.rank()) % 2);
+      INFO("reduce_scatter " << reduce_op_name(op) << " element " << j);
+      CHECK(values(out)[static_cast<size_t>(j)] == (mixed ? (any ? 1.0 : 0.0) : own));
+    }
+  }
+  Tensor flags = zeros({2}, DType::Bool);
+  CHECK_THROWS_WITH(g.all_reduce(flags, ReduceOp::Avg), Catch::Contains("all_reduce: avg of bool tensors"));
 }
 
 TEST_CASE("dist: the ring equals the native all-reduce on random floats, in small pieces", "[dist]") {

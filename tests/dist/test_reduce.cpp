@@ -40,6 +40,8 @@ template <typename T> float value_of(uint16_t b) { return static_cast<float>(T::
 template <typename T> uint16_t reference(uint16_t acc, uint16_t in, dist::ReduceOp op) {
   const float a = value_of<T>(acc), b = value_of<T>(in);
   if (op == dist::ReduceOp::Max) return bits_of<T>(b > a || b != b ? b : a);
+  if (op == dist::ReduceOp::Min) return bits_of<T>(b < a || b != b ? b : a);
+  if (op == dist::ReduceOp::Product) return bits_of<T>(a * b);
   return bits_of<T>(a + b);
 }
 
@@ -87,8 +89,9 @@ template <typename F> void both_paths(F&& check) {
 
 TEST_CASE("16-bit float reductions equal float32 arithmetic rounded once, for every bit pattern", "[reduce]") {
   both_paths([] {
-    for (const dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Max}) {
-      INFO("op " << (op == dist::ReduceOp::Sum ? "sum" : "max"));
+    for (const dist::ReduceOp op :
+         {dist::ReduceOp::Sum, dist::ReduceOp::Max, dist::ReduceOp::Min, dist::ReduceOp::Product}) {
+      INFO("op " << dist::reduce_op_name(op));
       check_reduce<Half>(op);
       check_reduce<BFloat16>(op);
     }
@@ -104,4 +107,43 @@ TEST_CASE("16-bit float division equals the double quotient rounded to float32, 
       check_divide<BFloat16>(divisor);
     }
   });
+}
+
+// Integer sums and products wrap modulo 2^bits, as PyTorch's (computed unsigned: a signed overflow
+// is undefined in C++, which the sanitized build stops at); a maximum and minimum of integers, and
+// bool's any (Max) and all (Min), on bytes of 0 and 1.
+TEST_CASE("integer and bool reductions: sums and products wrap, bool is any and all", "[reduce]") {
+  using dist::ReduceOp;
+  std::vector<int32_t> a{INT32_MAX, INT32_MIN, 3, -4}, b{1, -1, INT32_MAX, 5};
+  std::vector<int32_t> sum = a;
+  dist::detail::reduce_into(sum.data(), b.data(), 4, DType::Int32, ReduceOp::Sum);
+  CHECK(sum == std::vector<int32_t>{INT32_MIN, INT32_MAX, INT32_MIN + 2, 1});
+  std::vector<int32_t> prod = a;
+  dist::detail::reduce_into(prod.data(), b.data(), 4, DType::Int32, ReduceOp::Product);
+  CHECK(prod == std::vector<int32_t>{INT32_MAX, INT32_MIN, 2147483645, -20});
+  std::vector<int64_t> l{INT64_MAX, 6}, m{2, -7};
+  dist::detail::reduce_into(l.data(), m.data(), 2, DType::Int64, ReduceOp::Product);
+  CHECK(l == std::vector<int64_t>{-2, -42});
+  std::vector<uint8_t> u{200, 16, 7}, v{100, 16, 9};
+  std::vector<uint8_t> us = u, up = u, umin = u;
+  dist::detail::reduce_into(us.data(), v.data(), 3, DType::UInt8, ReduceOp::Sum);
+  dist::detail::reduce_into(up.data(), v.data(), 3, DType::UInt8, ReduceOp::Product);
+  dist::detail::reduce_into(umin.data(), v.data(), 3, DType::UInt8, ReduceOp::Min);
+  CHECK(us == std::vector<uint8_t>{44, 32, 16});
+  CHECK(up == std::vector<uint8_t>{32, 0, 63});
+  CHECK(umin == std::vector<uint8_t>{100, 16, 7});
+  // bool: Sum and Product arrive as Max and Min (effective_op); Avg is refused.
+  CHECK(dist::detail::effective_op(DType::Bool, ReduceOp::Sum) == ReduceOp::Max);
+  CHECK(dist::detail::effective_op(DType::Bool, ReduceOp::Product) == ReduceOp::Min);
+  CHECK(dist::detail::effective_op(DType::UInt8, ReduceOp::Sum) == ReduceOp::Sum);
+  std::vector<uint8_t> p{0, 0, 1, 1}, q{0, 1, 0, 1};
+  std::vector<uint8_t> any = p, all = p;
+  dist::detail::reduce_into(any.data(), q.data(), 4, DType::Bool, ReduceOp::Max);
+  dist::detail::reduce_into(all.data(), q.data(), 4, DType::Bool, ReduceOp::Min);
+  CHECK(any == std::vector<uint8_t>{0, 1, 1, 1});
+  CHECK(all == std::vector<uint8_t>{0, 0, 0, 1});
+  CHECK(dist::detail::supports(DType::Bool, ReduceOp::Sum));
+  CHECK_FALSE(dist::detail::supports(DType::Bool, ReduceOp::Avg));
+  CHECK_THROWS_WITH(dist::detail::check_supported("all_reduce", DType::Bool, ReduceOp::Avg),
+                    Catch::Contains("all_reduce: avg of bool tensors is not supported"));
 }
