@@ -50,15 +50,15 @@ void reduce_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
       return;
     case ReduceOp::Product:
       for (int64_t i = 0; i < n; ++i) {
-        acc[i] = static_cast<T>(static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) *
-                                               static_cast<W>(static_cast<C>(in[i]))));
+        acc[i] = static_cast<T>(
+            static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) * static_cast<W>(static_cast<C>(in[i]))));
       }
       return;
     case ReduceOp::Sum:
     case ReduceOp::Avg:
       for (int64_t i = 0; i < n; ++i) {
-        acc[i] = static_cast<T>(static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) +
-                                               static_cast<W>(static_cast<C>(in[i]))));
+        acc[i] = static_cast<T>(
+            static_cast<C>(static_cast<W>(static_cast<C>(acc[i])) + static_cast<W>(static_cast<C>(in[i]))));
       }
       return;
   }

@@ -308,8 +308,11 @@ examples::JsonLine summary_record(bool finished, const Loop& loop, double accura
   examples::JsonLine s;
   s.text("record", "summary").boolean("finished", finished).integer("epochs", loop.epoch).integer("steps", loop.step);
   // A run stopped before its first epoch ended has not been evaluated: null, not a made-up number.
-  if (accuracy >= 0) s.real("final_test_accuracy", accuracy, "%.4f");
-  else s.null("final_test_accuracy");
+  if (accuracy >= 0) {
+    s.real("final_test_accuracy", accuracy, "%.4f");
+  } else {
+    s.null("final_test_accuracy");
+  }
   if (t.best_accuracy >= 0) s.real("best_test_accuracy", t.best_accuracy, "%.4f").integer("best_epoch", t.best_epoch);
   s.integer("test_images", test_images).integer("images", t.images);
   s.real("images_per_s", t.train_seconds > 0 ? static_cast<double>(t.images) / t.train_seconds : 0, "%.1f");

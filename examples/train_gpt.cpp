@@ -588,8 +588,8 @@ static int run(int argc, char** argv) {
     rate.items += tokens_per_iter;
     if (iter == first_iter) examples::report_first_step(metrics, progress, iter, loss, t_launch);
     if (opt.precision.log_every > 0 && iter % opt.precision.log_every == 0) {
-      metrics.write(examples::train_record(iter, loss.item<double>(), last_lr(), "tokens_per_s",
-                                           rate.take_rate(), opt.device));
+      metrics.write(
+          examples::train_record(iter, loss.item<double>(), last_lr(), "tokens_per_s", rate.take_rate(), opt.device));
     }
     if (run_profile.doctor_due(iter)) {
       progress.end_line();
@@ -608,8 +608,8 @@ static int run(int argc, char** argv) {
     const double secs = seconds_since(t_window);
     trained.seconds += secs;
     trained.iters += window_iters;
-    progress.print(progress_line(opt, iter, mean_loss, last_lr(),
-                                 static_cast<double>(window_iters) * tokens_per_iter / secs));
+    progress.print(
+        progress_line(opt, iter, mean_loss, last_lr(), static_cast<double>(window_iters) * tokens_per_iter / secs));
     loss_window.zero_();
     window_iters = 0;
     if (eval_now && run_profile.profiling()) {  // the steps since the last evaluation, averaged

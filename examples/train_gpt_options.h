@@ -159,7 +159,8 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--max-val-loss", o.max_val_loss, "exit with status 1 when the best val loss is above V")
       ->transform(real(0, INFINITY, Ends::open_low))
       ->default_str("none");
-  app.add_option("--prompt", prompt, "text data: the sample's first characters (token data has no tokenizer: its "
+  app.add_option("--prompt", prompt,
+                 "text data: the sample's first characters (token data has no tokenizer: its "
                  "sample continues the validation split's first token)")
       ->default_str("a newline");
   app.add_option("--temperature", o.temperature, "sampling temperature")
@@ -190,8 +191,9 @@ inline Options parse_options(int argc, const char* const* argv) {
   o.vocab_size = vocab_size.value_or(50257);
   if (val_data && o.kind != DataKind::Tokens) examples::input_error("--val-data applies to token files (*.bin)");
   if (prompt && o.kind != DataKind::Text) {  // it would be ignored: kiln has no tokenizer to encode it
-    examples::input_error("--prompt applies to text data; a sample of token data continues the validation split's "
-                          "first token (kiln has no tokenizer)");
+    examples::input_error(
+        "--prompt applies to text data; token data has no tokenizer (its sample continues the "
+        "validation split's first token)");
   }
   if (prompt) o.prompt = *prompt;
   if (o.kind == DataKind::Tokens) {

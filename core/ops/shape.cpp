@@ -189,8 +189,8 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
   // 0 splits an empty dim into one empty piece, as PyTorch's; anything else must be positive.
   if (split_size < 0 || (split_size == 0 && n != 0)) {
     throw Error("split: split_size must be positive (or 0 for an empty dim), got " + std::to_string(split_size) +
-                " for dim " + std::to_string(d) + " of size " + std::to_string(n) + " (shape " +
-                shape_str(x.sizes()) + ")");
+                " for dim " + std::to_string(d) + " of size " + std::to_string(n) + " (shape " + shape_str(x.sizes()) +
+                ")");
   }
   if (split_size == 0) return split_with_sizes(x, {0}, d);
   Shape sizes;

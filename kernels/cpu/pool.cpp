@@ -159,9 +159,10 @@ KILN_CPU_CLONES void pick_max(A* best, int64_t* best_i, const T* row, int64_t w_
 // max_pool2d for a K x K window with stride S, no padding or dilation, every window inside the
 // image: one pass over the plane's outputs with the taps unrolled, no per-tap calls or bounds (the
 // common 2x2/2 window makes rows of 7 or 14 outputs on small images, too short for the per-tap
-// path). The same picks as pick_max: the first of ties, the last of several NaNs. The winner is kept as its tap number (int32, as wide as a float lane, so the
-// selects vectorize) and becomes the plane index at the store. W_UNIT: the input and output rows
-// are dense (stride 1 along W), which the compiler can vectorize.
+// path). The same picks as pick_max: the first of ties, the last of several NaNs. The winner is
+// kept as its tap number (int32, as wide as a float lane, so the selects vectorize) and becomes the
+// plane index at the store. W_UNIT: the input and output rows are dense (stride 1 along W), which
+// the compiler can vectorize.
 template <int K, int S, bool W_UNIT, typename T, typename A>
 KILN_CPU_CLONES void max_pool_plane_fixed(T* op, int64_t* xp, ImageStrides os, const T* ip, ImageStrides is,
                                           const Conv2dGeometry& g) {

@@ -181,8 +181,7 @@ void factory_rows(Table& t) {
   t.add("full of float32 with 1e39", Expect::Error, {"full", "1e+39", "float32"}, [] { (void)full({2}, 1e39); });
   t.add("linspace to an end past uint8", Expect::Error, {"linspace", "300", "uint8"},
         [] { (void)linspace(0, 300, 4, TensorOptions(DType::UInt8)); });
-  t.add("arange in bool", Expect::DType, {"arange", "bool"},
-        [] { (void)arange(0, 2, 1, TensorOptions(DType::Bool)); });
+  t.add("arange in bool", Expect::DType, {"arange", "bool"}, [] { (void)arange(0, 2, 1, TensorOptions(DType::Bool)); });
   t.add("linspace in bool", Expect::DType, {"linspace", "bool"},
         [] { (void)linspace(0, 1, 4, TensorOptions(DType::Bool)); });
   t.add("from_blob of a null pointer", Expect::Error, {"from_blob", "null"},
@@ -407,8 +406,9 @@ void shape_rows(Table& t) {
   });
   t.add("split of size 0", Expect::Error, {"split", "split_size", "0"}, [] { (void)split(f32({4}), 0); });
   t.add("split of a negative size", Expect::Error, {"split", "-1"}, [] { (void)split(f32({4}), -1); });
-  t.add("split of an empty dim by a negative size", Expect::Error, {"split", "-2", "size 0"},
-        [] { (void)split(f32({3, 0}), -2, 1); });
+  t.add("split of an empty dim by a negative size", Expect::Error, {"split", "-2", "size 0"}, [] {
+    (void)split(f32({3, 0}), -2, 1);
+  });
   t.add("split of a 0-d tensor", Expect::Index, {"split", "0-d"}, [] { (void)split(scalar0(), 1); });
   t.add("split: dim out of range", Expect::Index, {"split", "1"}, [] { (void)split(f32({4}), 1, 1); });
   t.add("split of undefined", Expect::Error, {"split", "undefined"}, [] { (void)split(Tensor(), 1); });
@@ -589,8 +589,9 @@ void index_rows(Table& t) {
         [] { (void)index_select(f32({3}), 0, fake_cuda({1}, DType::Int64)); });
   t.add("index_select(1) of a 0-d tensor past the end", Expect::Index, {"index_select", "1"},
         [] { (void)index_select(scalar0(), 0, tensor({int64_t{1}})); });
-  t.add("index_select of a 0-d tensor by two indices", Expect::Shape, {"index_select", "0-d", "got 2", "[2]"},
-        [] { (void)index_select(scalar0(), 0, tensor({int64_t{0}, int64_t{0}})); });
+  t.add("index_select of a 0-d tensor by two indices", Expect::Shape, {"index_select", "0-d", "got 2", "[2]"}, [] {
+    (void)index_select(scalar0(), 0, tensor({int64_t{0}, int64_t{0}}));
+  });
   t.add("index_select of a 0-d tensor by no index", Expect::Shape, {"index_select", "got 0"},
         [] { (void)index_select(scalar0(), 0, i64({0})); });
   t.add("gather of a 0-d tensor at 1", Expect::Index, {"gather", "1"},
@@ -725,10 +726,12 @@ void matmul_conv_pool_rows(Table& t) {
   t.add("max_pool2d with kernel 0", Expect::Error, {"max_pool2d", "kernel", "0x2"}, [] {
     (void)max_pool2d(f32({1, 4, 4}), {0, 2});
   });
-  t.add("max_pool2d with one zero stride", Expect::Error, {"max_pool2d", "stride must be positive", "0x2"},
-        [] { (void)max_pool2d(f32({1, 1, 4, 4}), {2, 2}, {0, 2}); });
-  t.add("avg_pool2d with one zero stride", Expect::Error, {"avg_pool2d", "stride must be positive", "2x0"},
-        [] { (void)avg_pool2d(f32({1, 1, 4, 4}), {2, 2}, {2, 0}); });
+  t.add("max_pool2d with one zero stride", Expect::Error, {"max_pool2d", "stride must be positive", "0x2"}, [] {
+    (void)max_pool2d(f32({1, 1, 4, 4}), {2, 2}, {0, 2});
+  });
+  t.add("avg_pool2d with one zero stride", Expect::Error, {"avg_pool2d", "stride must be positive", "2x0"}, [] {
+    (void)avg_pool2d(f32({1, 1, 4, 4}), {2, 2}, {2, 0});
+  });
   t.add("max_pool2d with a negative stride", Expect::Error, {"max_pool2d", "stride", "-1x1"}, [] {
     (void)max_pool2d(f32({1, 4, 4}), {2, 2}, {-1, 1});
   });
