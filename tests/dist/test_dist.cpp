@@ -355,7 +355,7 @@ TEST_CASE("dist: bad calls are refused on every rank before any byte moves", "[d
   Tensor ints = zeros({3}, TensorOptions(DType::Int64));
   CHECK_THROWS_AS(g.all_reduce(ints, ReduceOp::Avg), DTypeError);
   Tensor flags = zeros({3}, TensorOptions(DType::Bool));
-  CHECK_THROWS_AS(g.all_reduce(flags), DTypeError);
+  CHECK_THROWS_AS(g.all_reduce(flags, ReduceOp::Avg), DTypeError);  // a bool sum is "any", an average nothing
   Tensor undefined;
   CHECK_THROWS_WITH(g.all_reduce(undefined), Catch::Contains("undefined"));
   Tensor x = zeros({2});
