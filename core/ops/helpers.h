@@ -51,12 +51,13 @@ void check_shape(const char* op, const Shape& shape);
 void check_floating(const char* op, const Tensor& t, const char* what);
 // Whether an op's result dtype may be written into a tensor of dtype `to` (in-place ops).
 bool can_cast(DType from, DType to);
-// A value to store into every element of a `dtype` tensor (full, fill_, linspace's ends) must
-// convert without overflow, as PyTorch's checked Scalar conversion: an Error naming op, the value
-// and the dtype otherwise. bool takes any value; a float dtype takes inf, NaN and finite values no
-// larger than its largest finite one (float16: 65504); an integer dtype takes a float in [lowest,
-// max] (stored cut toward zero), never NaN or inf, and an integer in range, where uint8 also takes
-// integers down to -255, stored modulo 256 (full(-1) in uint8 is 255).
+// A value to store into elements of a `dtype` tensor (full, fill_, masked_fill, linspace's ends,
+// an integer clamp's bounds) must convert without overflow, as PyTorch's checked Scalar conversion:
+// an Error naming op, the value and the dtype otherwise. bool takes any value; a float dtype takes
+// inf, NaN and finite values no larger than its largest finite one (float16: 65504); an integer
+// dtype takes a float in [lowest, max] (stored cut toward zero), never NaN or inf, and an integer
+// in range, where uint8 also takes integers down to -255, stored modulo 256 (full(-1) in uint8 is
+// 255).
 void check_fill_value(const char* op, const Scalar& value, DType dtype);
 
 // What every in-place op checks first: self is defined, and with grad mode on it is neither a leaf

@@ -21,6 +21,9 @@ TEST_CASE("describe_call names each collective's fingerprint, and codes it does 
                                 static_cast<int64_t>(dist::ReduceOp::Max),
                                 static_cast<int64_t>(dist::AllReduceAlgo::Ring)};
   CHECK(dist::detail::describe_call(all_reduce) == "collective 3 is all_reduce of 5 float32 elements, max, ring");
+  const int64_t product[] = {4, 2, static_cast<int64_t>(DType::Bool), 8, static_cast<int64_t>(dist::ReduceOp::Product),
+                             0};
+  CHECK(dist::detail::describe_call(product) == "collective 4 is reduce_scatter of 8 bool elements, product");
   const int64_t broadcast[] = {0, 4, static_cast<int64_t>(DType::Int64), 2, 1, 0};
   CHECK(dist::detail::describe_call(broadcast) == "collective 0 is broadcast of 2 int64 elements from root 1");
   const int64_t barrier[] = {7, 0, 0, 0, 0, 0};
