@@ -661,7 +661,7 @@ TEST_CASE("int64 arange and clamp past 2^53 are exact", "[dtype]") {
   y.clamp_(Scalar(b + 1), Scalar(b + 2));
   CHECK(vals(y) == std::vector<int64_t>{b + 1, b + 1, b + 2, b + 2, b + 1});
   // Such a bound is past a narrower integer dtype's range: an Error, as PyTorch's checked bound
-  // (the kernel's double 2^60 was stored into int32 as it came); in range, as before.
+  // (2^60 was wrapped into the int32 result); a bound in range clamps as before.
   const Tensor i32 = tensor(std::vector<int64_t>{-5, 7}).to(DType::Int32);
   CHECK_THROWS_WITH(clamp(i32, Scalar(b), std::nullopt),
                     Catch::Contains("clamp: value 1152921504606846976 cannot be converted to int32"));

@@ -37,14 +37,14 @@ TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
   CHECK(x2.grad().to_vector<float>() == expect);
 }
 
-// A window with several NaNs gives its last one the gradient, as PyTorch does (every NaN takes over);
-// kiln kept the first NaN, so the gradient of the same model went to another input.
+// A window with several NaNs gives its last one the gradient, as PyTorch does (every NaN takes
+// over); kiln kept the first NaN, so the gradient of the same model went to another input.
 TEST_CASE("max_pool2d: ties keep the first tap and the last NaN takes its window, on every CPU path", "[conv]") {
-  // Values from {0, 1, 2} (ties in most windows) with NaNs here and there, two in some windows. Fixed-window paths:
-  // 2x2/2, 3x3/2 and 3x3/1 without padding; the general path: padding, dilation, a channels-last input. float16 and
-  // bfloat16 dense planes with a fixed window pick from planes widened to float32; a gapped input (rows further apart
-  // than their width) takes the 16-bit kernel itself, and a transposed gradient the backward's strided loads instead of
-  // its widened rows.
+  // Values from {0, 1, 2} (ties in most windows) with NaNs here and there, two in some windows.
+  // Fixed-window paths: 2x2/2, 3x3/2 and 3x3/1 without padding; the general path: padding,
+  // dilation, a channels-last input. float16 and bfloat16 dense planes with a fixed window pick from
+  // planes widened to float32; a gapped input (rows further apart than their width) takes the 16-bit
+  // kernel itself, and a transposed gradient the backward's strided loads instead of its widened rows.
   struct Case {
     int64_t k, s, pad, dil;
     bool channels_last, gapped = false, transposed_grad = false;

@@ -107,7 +107,8 @@ kiln_bad_run(gpt_prompt_with_token_data train_gpt 2 "--prompt applies to text da
              --prompt "hi" --out ${BAD}/out_prompt_tokens)
 kiln_bad_run(gpt_val_data_short train_gpt 2
              "--val-data ${BAD}/tokens/short_val.bin: its validation split has 10 tokens, too few for block size 32"
-             ${gpt_tiny} --data ${BAD}/tokens/train.bin --val-data ${BAD}/tokens/short_val.bin --out ${BAD}/out_val_short)
+             ${gpt_tiny} --data ${BAD}/tokens/train.bin --val-data ${BAD}/tokens/short_val.bin
+             --out ${BAD}/out_val_short)
 kiln_bad_run(gpt_out_is_a_file train_gpt 2 "--out ${BAD}/a_file" ${gpt_tiny} --data ${BAD}/head.txt --out ${BAD}/a_file)
 kiln_bad_run(gpt_out_under_a_file train_gpt 2 "cannot create --out ${BAD}/a_file/sub" ${gpt_tiny}
              --data ${BAD}/head.txt --out ${BAD}/a_file/sub)
