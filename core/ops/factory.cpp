@@ -255,7 +255,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOpt
     const int64_t half = steps / 2;  // points [0, half) from start, [half, steps) from end
     t.narrow(0, 0, half).copy_(add(mul(arange(0, half, 1, real_options), step), s));
     Tensor from_end = arange(steps - 1 - half, -1, -1, real_options);  // steps - 1 - i
-    t.narrow(0, half, steps - half).copy_(add(neg(mul(from_end, step)), e));
+    t.narrow(0, half, steps - half).copy_(add(mul(from_end, -step), e));  // e - step * k, exactly
   }
   return finish(t.dtype() == dtype ? t : t.to(dtype), options);
 }

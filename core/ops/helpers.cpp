@@ -178,17 +178,21 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
+double largest_finite(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return std::ldexp(255.0, 120);  // 0x7f7f: (2 - 2^-7) * 2^127
+    case DType::Float64: return std::numeric_limits<double>::max();
+    default: return std::numeric_limits<float>::max();
+  }
+}
+
 void check_fill_value(const char* op, const Scalar& value, DType dtype) {
   if (dtype == DType::Bool || value.kind() == Scalar::Kind::Bool) return;
   bool fits = true;
   if (is_floating(dtype)) {
-    // A finite double fits float64; the narrower floats have their largest finite value.
     const double v = value.to_double();
-    const double largest = dtype == DType::Float16    ? 65504.0
-                           : dtype == DType::Float32  ? static_cast<double>(std::numeric_limits<float>::max())
-                           : dtype == DType::BFloat16 ? 0x1.fep127
-                                                      : std::numeric_limits<double>::max();
-    fits = !std::isfinite(v) || std::fabs(v) <= largest;
+    fits = !std::isfinite(v) || std::fabs(v) <= largest_finite(dtype);
   } else {
     const double lo = dtype == DType::Int32 ? -0x1p31 : dtype == DType::Int64 ? -0x1p63 : 0.0;
     const double hi = dtype == DType::Int32 ? 0x1p31 - 1 : dtype == DType::Int64 ? 0x1p63 : 255.0;

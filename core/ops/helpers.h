@@ -51,6 +51,8 @@ void check_shape(const char* op, const Shape& shape);
 void check_floating(const char* op, const Tensor& t, const char* what);
 // Whether an op's result dtype may be written into a tensor of dtype `to` (in-place ops).
 bool can_cast(DType from, DType to);
+// The largest finite value of a floating dtype (float16 65504, bfloat16 (2 - 2^-7) * 2^127).
+double largest_finite(DType dtype);
 // A value to store into elements of a `dtype` tensor (full, fill_, masked_fill, linspace's ends,
 // an integer clamp's bounds) must convert without overflow, as PyTorch's checked Scalar conversion:
 // an Error naming op, the value and the dtype otherwise. bool takes any value; a float dtype takes

@@ -25,16 +25,6 @@ void random_fill(const char* op, const Tensor& t, RandomDist dist, const RandomP
   scope.run(kernels::random, ops::make_arg(op, t), dist, p, st);
 }
 
-// The largest finite value of a floating dtype.
-double largest_finite(DType t) {
-  switch (t) {
-    case DType::Float16: return 65504.0;
-    case DType::BFloat16: return std::ldexp(255.0, 120);  // 0x7f7f: (2 - 2^-7) * 2^127
-    case DType::Float64: return std::numeric_limits<double>::max();
-    default: return std::numeric_limits<float>::max();
-  }
-}
-
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, const std::optional<Generator>& generator) {
@@ -100,7 +90,7 @@ Tensor& Tensor::uniform_(double low, double high, const std::optional<Generator>
   // The draws are low + (high - low) * u, in float64 for a float64 tensor and float32 otherwise: the
   // bounds must be values of the dtype and their distance one of the compute type, or every draw
   // would come out as high (or inf).
-  const double top = largest_finite(dtype());
+  const double top = ops::largest_finite(dtype());
   const bool wide = dtype() == DType::Float64;
   if (std::fabs(low) > top || std::fabs(high) > top ||
       !(wide ? std::isfinite(high - low) : std::isfinite(static_cast<float>(high - low)))) {
