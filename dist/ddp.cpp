@@ -166,19 +166,7 @@ struct DistributedDataParallel::State {
   // Rank 0's buffers on every rank (the running statistics its forward passes updated).
   void sync_buffers() {
     NoGradGuard no_grad;
-    for (const Tensor& b : buffers) broadcast_from_rank0(*group, b);
-  }
-
-  // t = rank 0's t, in place, waiting for it.
-  static void broadcast_from_rank0(ProcessGroup& group, const Tensor& t) {
-    Tensor d = t.detach();  // the same storage: the broadcast writes the tensor itself
-    if (d.is_contiguous()) {
-      group.broadcast(d, 0)->wait();
-    } else {  // a channels-last weight: through a contiguous copy
-      Tensor c = d.contiguous();
-      group.broadcast(c, 0)->wait();
-      d.copy_(c);
-    }
+    for (const Tensor& b : buffers) detail::broadcast_from_rank0(*group, b);
   }
 
   // A parameter no rank has a gradient for keeps none, as in one process over the whole batch (and
@@ -242,9 +230,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   if (options_.broadcast_parameters) {
     NoGradGuard no_grad;
-    for (const Tensor& p : module_->parameters()) State::broadcast_from_rank0(group_, p);  // the frozen ones too
+    for (const Tensor& p : module_->parameters()) detail::broadcast_from_rank0(group_, p);  // the frozen ones too
     for (const auto& [name, b] : buffers) {
-      if (b.defined() && b.numel() > 0) State::broadcast_from_rank0(group_, b);
+      if (b.defined() && b.numel() > 0) detail::broadcast_from_rank0(group_, b);
     }
   }
   // Buckets in reverse registration order, each of one dtype and device, closed at bucket_bytes.

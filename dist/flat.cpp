@@ -46,6 +46,18 @@ void unpack(const Tensor& flat, const TensorList& tensors, bool grads) {
   }
 }
 
+void broadcast_from_rank0(ProcessGroup& group, const Tensor& t) {
+  NoGradGuard no_grad;
+  Tensor d = t.detach();  // the same storage: the broadcast writes the tensor itself
+  if (d.is_contiguous()) {
+    group.broadcast(d, 0)->wait();
+  } else {
+    Tensor c = d.contiguous();
+    group.broadcast(c, 0)->wait();
+    d.copy_(c);
+  }
+}
+
 ReduceOp averaging_op(Tensor& flat, int ranks) {
   if (flat.dtype() != DType::Float16 || ranks == 1) return ReduceOp::Avg;
   NoGradGuard no_grad;

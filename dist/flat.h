@@ -23,6 +23,10 @@ void pack(const TensorList& tensors, Tensor& flat, bool grads);
 // none), in place, without recording autograd history.
 void unpack(const Tensor& flat, const TensorList& tensors, bool grads);
 
+// t = rank 0's t, in place (the tensor's own storage, whatever its layout: a channels-last weight
+// goes through a contiguous copy), waiting for it.
+void broadcast_from_rank0(ProcessGroup& group, const Tensor& t);
+
 // The op whose collective over `flat` averages it over `ranks` ranks: Avg, except in float16, where
 // `flat` is divided by the rank count here and the op is Sum, so that the ranks' sum cannot pass
 // float16's largest value where their average would not (as PyTorch's fp16 compression hook).

@@ -37,7 +37,12 @@ struct ZeroRedundancyOptimizer::State {
 
   ProcessGroup* pg = nullptr;
   ZeroOptions options;
-  std::vector<nn::optim::ParamGroup> groups;
+  std::vector<nn::optim::ParamGroup> groups;  // the groups given, each with its trainable parameters only
+  // The groups as given: each one's size, and per trainable parameter its index in it (state_dict's
+  // keys count every parameter, as an unsharded optimizer's do); the frozen ones, named.
+  std::vector<size_t> given_sizes;
+  std::vector<std::vector<size_t>> given_index;
+  std::vector<std::pair<std::string, Tensor>> frozen;
   std::vector<int64_t> shard_numel;  // per group
   std::vector<Tensor> flats;         // per group: the padded flat buffer, kept from step to step (stage 1)
   std::vector<Tensor> bucket_flats;  // per bucket: its part of it (stage 1), or its own while in use (stage 2)
@@ -117,6 +122,38 @@ struct ZeroRedundancyOptimizer::State {
   }
 
   bool releases() const { return options.stage == 2; }
+
+  // "parameter i of group g (shape ...)", i as the caller's group counts it.
+  std::string name_of(size_t g, size_t j) const {
+    return "parameter " + std::to_string(given_index[g][j]) + " of group " + std::to_string(g) + " (shape " +
+           shape_str(groups[g].params[j].sizes()) + ")";
+  }
+
+  // The buckets hold the parameters that were trainable at construction: one frozen since would
+  // still be moved by weight decay and momentum (its shard steps it with a zero gradient), one
+  // unfrozen since would never be stepped. Either is refused (the same on every rank, which freeze
+  // alike).
+  void check_frozen_unchanged(const char* op) const {
+    const std::string rebuild = "; build the ZeroRedundancyOptimizer again after freezing or unfreezing";
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t j = 0; j < groups[g].params.size(); ++j) {
+        if (!groups[g].params[j].requires_grad()) {
+          throw Error(std::string(op) + ": " + name_of(g, j) +
+                      " was trainable when the optimizer was built and is frozen now: its shard would still "
+                      "step it with a zero gradient (weight decay, momentum)" +
+                      rebuild);
+        }
+      }
+    }
+    for (const auto& [name, p] : frozen) {
+      if (p.requires_grad()) {
+        throw Error(std::string(op) + ": " + name + " (shape " + shape_str(p.sizes()) +
+                    ") was frozen when the optimizer was built and requires grad now: no shard holds it, so it "
+                    "would never be stepped" +
+                    rebuild);
+      }
+    }
+  }
 
   // A new reduction: every bucket pending. Stage 1 reduces the gradients' whole sum every time, so
   // the reduce-scatters overwrite the shards' gradients (buffers kept from step to step: no
@@ -319,19 +356,44 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
   State& st = *state_;
   st.pg = &group;
   st.options = options;
-  st.groups = std::move(groups);
+  // Frozen parameters (requires_grad false) stay out of the shards: an unsharded optimizer skips
+  // them, as they get no gradient, where a shard would step them with a zero one.
+  Tensor first_trained;  // its dtype and device make the flat buffers of a group with none
+  for (size_t g = 0; g < groups.size(); ++g) {
+    nn::optim::ParamGroup trained = groups[g];
+    trained.params.clear();
+    st.given_sizes.push_back(groups[g].params.size());
+    st.given_index.emplace_back();
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor& p = groups[g].params[i];
+      if (!p.requires_grad()) {
+        st.frozen.emplace_back("parameter " + std::to_string(i) + " of group " + std::to_string(g), p);
+        continue;
+      }
+      if (!first_trained.defined()) first_trained = p;
+      trained.params.push_back(p);
+      st.given_index.back().push_back(i);
+    }
+    st.groups.push_back(std::move(trained));
+  }
+  if (!first_trained.defined()) {
+    throw Error("ZeroRedundancyOptimizer: no parameter requires grad (" + std::to_string(st.frozen.size()) +
+                " frozen), so there is nothing to shard");
+  }
   NoGradGuard no_grad;
+  for (const auto& [name, p] : st.frozen) detail::broadcast_from_rank0(group, p);  // one model: rank 0's
   const int n = group.size();
   std::vector<nn::optim::ParamGroup> local_groups;
   std::vector<size_t> first_order;  // each group's buckets from its last, group by group
   for (size_t g = 0; g < st.groups.size(); ++g) {
     const TensorList& params = st.groups[g].params;
-    if (params.empty()) throw Error("ZeroRedundancyOptimizer: parameter group " + std::to_string(g) + " is empty");
+    const Tensor& model = params.empty() ? first_trained : params.front();  // an empty group: a shard of 0
+    const TensorOptions flat_options(model.dtype(), model.device());
     for (const Tensor& p : params) {
-      if (p.dtype() != params.front().dtype() || p.device() != params.front().device()) {
-        throw DTypeError("ZeroRedundancyOptimizer: group " + std::to_string(g) + " mixes " +
-                         dtype_name(params.front().dtype()) + " on " + params.front().device().str() + " with " +
-                         dtype_name(p.dtype()) + " on " + p.device().str() + "; one flat buffer needs one of each");
+      if (p.dtype() != model.dtype() || p.device() != model.device()) {
+        throw DTypeError("ZeroRedundancyOptimizer: group " + std::to_string(g) + " mixes " + dtype_name(model.dtype()) +
+                         " on " + model.device().str() + " with " + dtype_name(p.dtype()) + " on " + p.device().str() +
+                         "; one flat buffer needs one of each");
       }
     }
     // Buckets from the group's last parameter back (backward's order), closed at bucket_bytes, then
@@ -358,18 +420,18 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGro
     for (size_t j = mine.size(); j-- > 0;) first_order.push_back(st.buckets.size() + j);  // the last bucket first
     st.buckets.insert(st.buckets.end(), mine.begin(), mine.end());
     st.shard_numel.push_back(flat_numel / n);
-    st.flats.push_back(zeros({flat_numel}, TensorOptions(params.front().dtype(), params.front().device())));
+    st.flats.push_back(zeros({flat_numel}, flat_options));
     // Rank 0's parameters everywhere, then this rank's slices of them as the local optimizer's leaf.
     for (const State::Bucket& b : mine) {
       Tensor flat = st.flat_of(b);
       detail::pack(st.bucket_params(b), flat, /*grads=*/false);
     }
-    group.broadcast(st.flats[g], 0)->wait();
+    if (flat_numel > 0) group.broadcast(st.flats[g], 0)->wait();
     for (const State::Bucket& b : mine) detail::unpack(st.flat_of(b), st.bucket_params(b), /*grads=*/false);
-    Tensor shard = zeros({flat_numel / n}, TensorOptions(params.front().dtype(), params.front().device()));
+    Tensor shard = zeros({flat_numel / n}, flat_options);
     shard.set_requires_grad(true);
     st.shards.push_back(shard);
-    st.shard_grads.push_back(empty({flat_numel / n}, TensorOptions(params.front().dtype(), params.front().device())));
+    st.shard_grads.push_back(empty({flat_numel / n}, flat_options));
     nn::optim::ParamGroup lg = st.groups[g];
     lg.params = {shard};
     local_groups.push_back(std::move(lg));
@@ -442,6 +504,7 @@ void set_found_inf_reducer(nn::amp::GradScaler& scaler, ProcessGroup& group) {
 }
 
 void step_with(ZeroRedundancyOptimizer::State& st, nn::amp::GradScaler* scaler) {
+  st.check_frozen_unchanged("ZeroRedundancyOptimizer::step");
   NoGradGuard no_grad;
   st.reduce_all();
   st.consumed();
@@ -467,6 +530,7 @@ Tensor ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   nn::optim::check_clip_options("ZeroRedundancyOptimizer::clip_grad_norm_", max_norm, norm_type);
   NoGradGuard no_grad;
   State& st = *state_;
+  st.check_frozen_unchanged("ZeroRedundancyOptimizer::clip_grad_norm_");
   st.reduce_all();
   if (scaler != nullptr) {
     set_found_inf_reducer(*scaler, *st.pg);
@@ -494,12 +558,13 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
   std::map<std::string, Tensor> out;
   size_t first = 0;  // the flat index of the group's first parameter in an unsharded optimizer
   for (size_t g = 0; g < st.groups.size(); ++g) {
-    const TensorList& params = st.groups[g].params;
+    const TensorList& params = st.groups[g].params;  // its trainable ones
+    const std::vector<size_t>& index = st.given_index[g];
     // Local parameter g is group g's shard. Each rank's shards got their state at the same step,
-    // so every rank gathers the same names in the same order.
+    // so every rank gathers the same names in the same order (a group of frozen ones has none).
     for (const std::string& name : st.local->state_names()) {
       auto it = local.find(state_key(g, name));
-      if (it == local.end()) continue;
+      if (it == local.end() || params.empty()) continue;
       const TensorOptions options(it->second.dtype(), it->second.device());
       Tensor whole = empty({st.shard_numel[g] * n}, options);  // the ranks' shards end to end
       st.pg->all_gather(whole, it->second)->wait();
@@ -510,17 +575,18 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
           rows[i].narrow(0, at, len).copy_(whole.narrow(0, r * st.shard_numel[g] + shard_at, len));
         });
       }
-      for (size_t i = 0; i < params.size(); ++i) out[state_key(first + i, name)] = rows[i].view(params[i].sizes());
+      for (size_t i = 0; i < params.size(); ++i)
+        out[state_key(first + index[i], name)] = rows[i].view(params[i].sizes());
     }
     // The shard's step count is every parameter's of the group: they are stepped together.
     if (auto it = local.find(state_key(g, "step")); it != local.end()) {
-      for (size_t i = 0; i < params.size(); ++i) out[state_key(first + i, "step")] = it->second.clone();
+      for (size_t i = 0; i < params.size(); ++i) out[state_key(first + index[i], "step")] = it->second.clone();
     }
     out["group." + std::to_string(g) + ".lr"] = local.at("group." + std::to_string(g) + ".lr");
     // The whole group's size, as an unsharded optimizer writes it (the local one holds one shard).
     out["group." + std::to_string(g) + ".params"] =
-        full({}, static_cast<double>(params.size()), TensorOptions(DType::Int64));
-    first += params.size();
+        full({}, static_cast<double>(st.given_sizes[g]), TensorOptions(DType::Int64));
+    first += st.given_sizes[g];
   }
   out["step"] = local.at("step");
   return out;
@@ -530,9 +596,13 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
   const char* op = "ZeroRedundancyOptimizer::load_state_dict";
   NoGradGuard no_grad;
   State& st = *state_;
-  std::vector<std::pair<size_t, size_t>> where;  // flat index -> (group, index in the group)
+  // Flat index (every parameter given) -> (group, index among its trainable ones), kFrozen for a frozen one.
+  constexpr size_t kFrozen = static_cast<size_t>(-1);
+  std::vector<std::pair<size_t, size_t>> where;
   for (size_t g = 0; g < st.groups.size(); ++g) {
-    for (size_t i = 0; i < st.groups[g].params.size(); ++i) where.emplace_back(g, i);
+    std::vector<size_t> trained(st.given_sizes[g], kFrozen);
+    for (size_t j = 0; j < st.given_index[g].size(); ++j) trained[st.given_index[g][j]] = j;
+    for (size_t j : trained) where.emplace_back(g, j);
   }
   const std::vector<std::string> names = st.local->state_names();
   // The local optimizer's map: the group keys as given (its own load checks them), each state
@@ -547,7 +617,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
       if (nn::optim::Optimizer::parse_key(key, "group", group, field) && field == "params" &&
           group < st.groups.size()) {
         // The whole group's size: checked here, as the local optimizer's groups are one shard each.
-        const size_t size = st.groups[group].params.size();
+        const size_t size = st.given_sizes[group];
         if (!t.defined() || t.numel() != 1 || t.dtype() != DType::Int64 ||
             t.to(Device::cpu()).item<int64_t>() != static_cast<int64_t>(size)) {
           throw Error(std::string(op) + ": \"" + key + "\" does not give group " + std::to_string(group) + "'s size, " +
@@ -561,6 +631,10 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
     if (index >= where.size()) {
       throw Error(std::string(op) + ": key \"" + key + "\" names parameter " + std::to_string(index) +
                   ", but there are " + std::to_string(where.size()));
+    }
+    if (where[index].second == kFrozen) {
+      throw Error(std::string(op) + ": key \"" + key + "\" is state of parameter " + std::to_string(index) +
+                  ", which was frozen (requires_grad false) when this optimizer was built: no shard holds it");
     }
     if (name == "step") {  // the group's shard keeps one count: each parameter's must be the same
       const size_t g = where[index].first;

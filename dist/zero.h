@@ -22,8 +22,11 @@
 //   as zero, and is stepped as such: where an unsharded kiln optimizer skips it (and DDP with
 //   find_unused_parameters leaves it without a gradient when no rank has one), weight decay and
 //   momentum still move it here (a shard mixes parameters, and every rank must step its shard
-//   alike). Gradients changed after backward are not seen (as with DDP): clip through
-//   clip_grad_norm_ below, which works on the shards.
+//   alike). Frozen parameters (requires_grad false at construction) are kept out of the shards,
+//   so they are never stepped, as an unsharded optimizer skips them; freezing or unfreezing one
+//   after construction is refused at the next step (rebuild the optimizer). A group may be empty,
+//   or frozen throughout: its shard has no elements. Gradients changed after backward are not
+//   seen (as with DDP): clip through clip_grad_norm_ below, which works on the shards.
 // - A clip by the global norm, which reads every gradient, combines the ranks' norms of their
 //   shards in one scalar all-reduce.
 // - The model is NOT wrapped in DDP: the reduce-scatter is what averages the gradients.
@@ -77,8 +80,8 @@ class ZeroRedundancyOptimizer : public nn::optim::Checkpointable {
   // weight decay and options).
   using Factory = std::function<std::unique_ptr<nn::optim::Optimizer>(std::vector<nn::optim::ParamGroup>)>;
 
-  // `groups` as for any kiln optimizer; each group's parameters must share one dtype and device.
-  // Every rank's parameters are set to rank 0's first.
+  // `groups` as for any kiln optimizer; each group's trainable parameters must share one dtype and
+  // device. Every rank's parameters, the frozen ones too, are set to rank 0's first.
   ZeroRedundancyOptimizer(std::vector<nn::optim::ParamGroup> groups, ProcessGroup& group, Factory make,
                           ZeroOptions options = {});
   ~ZeroRedundancyOptimizer() override;

@@ -90,12 +90,9 @@ void Optimizer::check_params(const std::vector<ParamGroup>& groups, const char* 
         throw DTypeError(std::string(who) + ": " + where + " is " + dtype_name(p.dtype()) +
                          "; only floating tensors are optimized");
       }
-      // A tensor without requires_grad never gets a gradient to step with, and a non-leaf's
-      // gradient is not kept: either is a mistake in the list, not a parameter.
-      if (!p.requires_grad()) {
-        throw Error(std::string(who) + ": " + where + " (shape " + shape_str(p.sizes()) +
-                    ") has requires_grad false; pass only trainable tensors (decay_groups leaves frozen ones out)");
-      }
+      // A frozen tensor (requires_grad false) is taken, as torch.optim takes it: it gets no
+      // gradient, so every step skips it, and once unfrozen it trains, its step count starting at
+      // its first gradient. A non-leaf's gradient is never kept: a mistake in the list.
       if (!p.is_leaf()) {
         throw Error(std::string(who) + ": " + where + " (shape " + shape_str(p.sizes()) +
                     ") is not a leaf tensor (it was made by " + p.grad_fn()->name() +

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -1366,18 +1367,80 @@ TEST_CASE("ddp and zero: a weight used inside a recompute that does not list it 
   }
 }
 
-TEST_CASE("zero refuses frozen and repeated parameters as optimizers do; ddp gives frozen ones rank 0's values",
+TEST_CASE("zero: frozen parameters stay out of the shards (an unsharded optimizer skips them); ddp broadcasts them",
           "[ddp][zero]") {
   ProcessGroup& g = world();
-  // ZeRO's local optimizer sees only the shards, so ZeRO checks the parameters itself: a frozen one
-  // would be decayed and never trained, one in two groups would lose its update in stage 2.
+  auto decayed = [](TensorList params) {
+    nn::optim::ParamGroup grp = lr_group(std::move(params), 0.1);
+    grp.weight_decay = 0.25;  // would move a frozen parameter if its shard stepped it
+    return grp;
+  };
+  for (const int stage : {1, 2}) {
+    INFO("ranks " << g.size() << ", rank " << g.rank() << ", ZeRO-" << stage);
+    // The reference: one process on the whole batch, an unsharded SGD (momentum, weight decay) over
+    // every parameter, the first frozen (fine-tuning). ZeRO's ranks start from other weights.
+    auto reference = make_model(4000);
+    auto local = make_model(4000 + static_cast<uint64_t>(g.rank()));
+    reference->parameters()[0].set_requires_grad(false);
+    local->parameters()[0].set_requires_grad(false);
+    const Tensor frozen_before = reference->parameters()[0].clone();
+    nn::optim::SGD ref_opt(std::vector<nn::optim::ParamGroup>{decayed(reference->parameters())}, 0.9);
+    ZeroOptions o;
+    o.bucket_bytes = 100;
+    o.stage = stage;
+    // A second group with nothing that trains: its shard has no elements.
+    ZeroRedundancyOptimizer zero({decayed(local->parameters()), decayed({})}, g, make_sgd, o);
+    CHECK(max_param_diff(*reference, *local) == 0.0);  // the frozen weight is rank 0's too
+    CHECK(zero.shard_numel()[1] == 0);
+    for (int64_t step = 0; step < 3; ++step) {
+      auto [x, y] = global_batch(step);
+      ref_opt.zero_grad();
+      mse_loss((*reference)(x), y).backward();
+      ref_opt.step();
+      zero.zero_grad();
+      mse_loss((*local)(share(x, g)), share(y, g)).backward();
+      zero.step();
+    }
+    CHECK(max(abs(local->parameters()[0] - frozen_before)).item<double>() == 0.0);
+    CHECK(max_param_diff(*reference, *local) < 1e-12);
+    // Its state is the unsharded optimizer's: none for the frozen parameter, the groups' whole sizes.
+    const auto want = ref_opt.state_dict();
+    const auto got = zero.state_dict();
+    CHECK(want.count("state.0.momentum_buffer") == 0);
+    CHECK(got.at("group.0.params").item<int64_t>() == 4);
+    CHECK(got.at("group.1.params").item<int64_t>() == 0);
+    for (const auto& [key, t] : want) {
+      INFO(key);
+      REQUIRE(got.count(key) == 1);
+      CHECK(max(abs(got.at(key).to(DType::Float64) - t.to(DType::Float64))).item<double>() < 1e-12);
+    }
+    std::map<std::string, Tensor> loaded = want;
+    loaded.erase("group.1.params");  // ref_opt has one group; ZeRO's second has no state to load
+    loaded["group.1.lr"] = got.at("group.1.lr");
+    zero.load_state_dict(loaded);
+    loaded["state.0.momentum_buffer"] = zeros({16, 6}, TensorOptions(DType::Float64));
+    CHECK_THROWS_WITH(
+        zero.load_state_dict(loaded),
+        Catch::Contains("\"state.0.momentum_buffer\" is state of parameter 0") && Catch::Contains("frozen"));
+    // Unfrozen after construction: no shard holds it. Refused at the step, on every rank.
+    local->parameters()[0].set_requires_grad(true);
+    zero.zero_grad();
+    mse_loss((*local)(share(global_batch(9).first, g)), share(global_batch(9).second, g)).backward();
+    CHECK_THROWS_WITH(zero.step(), Catch::Contains("parameter 0 of group 0 (shape [16, 6]) was frozen when the "
+                                                   "optimizer was built and requires grad now"));
+    // Frozen after construction: its shard would still decay it.
+    local->parameters()[0].set_requires_grad(false);
+    local->parameters()[2].set_requires_grad(false);
+    CHECK_THROWS_WITH(zero.clip_grad_norm_(1.0),
+                      Catch::Contains("clip_grad_norm_: parameter 2 of group 0 (shape [3, 16]) was trainable"));
+  }
+  // Nothing to shard; a parameter in two groups.
   auto m = make_model(4000);
   TensorList params = m->parameters();
-  params[0].set_requires_grad(false);
+  for (Tensor& p : params) p.set_requires_grad(false);
   CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group(params, 0.1)}, g, make_sgd),
-                    Catch::Contains("ZeroRedundancyOptimizer: parameter 0 of group 0") &&
-                        Catch::Contains("requires_grad false"));
-  params[0].set_requires_grad(true);
+                    Catch::Contains("no parameter requires grad (4 frozen)"));
+  for (Tensor& p : params) p.set_requires_grad(true);
   CHECK_THROWS_WITH(ZeroRedundancyOptimizer({lr_group({params[0], params[1]}, 0.1), lr_group({params[1]}, 0.1)}, g,
                                             make_sgd),
                     Catch::Contains("parameter 0 of group 1") && Catch::Contains("appears more than once"));

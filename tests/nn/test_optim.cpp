@@ -157,6 +157,32 @@ TEST_CASE("optimizers skip parameters without a gradient", "[optim]") {
   REQUIRE(s2.at("step").item<int64_t>() == 2);
 }
 
+TEST_CASE("optimizers take frozen parameters: skipped while frozen, trained once unfrozen, as torch.optim", "[optim]") {
+  // A model's whole parameter list with a frozen layer in it (fine-tuning): the frozen tensor gets
+  // no gradient from backward, so weight decay and momentum leave it alone; unfrozen, its first
+  // step is a first step (AdamW's bias corrections at t = 1).
+  const double lr = 0.125, wd = 0.25;
+  Tensor a = param({1.0, 2.0}), f = tensor({-0.5, 0.25});
+  REQUIRE_FALSE(f.requires_grad());
+  AdamW opt({a, f}, lr, {0.9, 0.999}, 1e-8, wd);
+  const Tensor x = tensor({0.5, -1.0});
+  Vec ef = {-0.5, 0.25}, m, v;
+  for (int s = 1; s <= 3; ++s) {
+    opt.zero_grad();
+    if (s == 3) f.set_requires_grad(true);
+    (sum(a * x) + sum(f * x)).backward();
+    REQUIRE(f.grad().defined() == (s == 3));
+    if (s == 3) adamw_expected(ef, {0.5, -1.0}, m, v, 1, lr, 0.9, 0.999, 1e-8, wd);
+    opt.step();
+    require_values(f, ef);
+  }
+  const auto sd = opt.state_dict();
+  REQUIRE(sd.at("state.0.step").item<double>() == 3.0);
+  REQUIRE(sd.at("state.1.step").item<double>() == 1.0);
+  // A tensor computed from a parameter is still refused: its gradient is never kept.
+  REQUIRE_THROWS_WITH(SGD({a * 2.0}, 0.1), Catch::Contains("is not a leaf tensor"));
+}
+
 TEST_CASE("each parameter counts its own steps: a late first gradient starts afresh, as in torch.optim", "[optim]") {
   // a has gradients from step 1, b from step 3 only. b's updates must be those of an optimizer that
   // meets b at its first step: AdamW's bias corrections at t = 1, 2 (not 3, 4), and SGD's momentum
