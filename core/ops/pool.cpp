@@ -40,14 +40,25 @@ struct PoolArgs {
   Pair kernel, stride, padding, dilation;
 };
 
-// The checks every pooling op makes, and the geometry of x (3-d inputs count as one image).
-Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool ceil_mode) {
+// The input checks every pooling op makes: 3-d [C, H, W] or 4-d [N, C, H, W], floating, and only
+// the batch dim may be empty (as PyTorch's pooling ops check: no channels, or no rows, is a
+// mistake upstream, not an empty batch).
+void check_pool_input(const char* op, const Tensor& x) {
   ops::check_defined(op, x, "input");
   if (x.dim() != 3 && x.dim() != 4) {
     throw ShapeError(std::string(op) + ": input must be 3-d [C, H, W] or 4-d [N, C, H, W], got shape " +
                      shape_str(x.sizes()));
   }
   ops::check_floating(op, x, "input");
+  if (x.size(-3) == 0 || x.size(-2) == 0 || x.size(-1) == 0) {
+    throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
+                     " is empty in a channel or spatial dim (only the batch dim may be empty)");
+  }
+}
+
+// The checks every windowed pooling op makes, and the geometry of x (3-d inputs count as one image).
+Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool ceil_mode) {
+  check_pool_input(op, x);
   // {0, 0}, the default, is PyTorch's empty stride: the kernel size. One zero is an error, not half
   // a default ({0, 2} was taken as {kernel, 2}).
   if (a.stride[0] == 0 && a.stride[1] == 0) a.stride = a.kernel;
@@ -159,18 +170,10 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_avg_pool2d";
-  ops::check_defined(op, x, "input");
-  if (x.dim() != 3 && x.dim() != 4) {
-    throw ShapeError("adaptive_avg_pool2d: input must be 3-d [C, H, W] or 4-d [N, C, H, W], got shape " +
-                     shape_str(x.sizes()));
-  }
-  ops::check_floating(op, x, "input");
+  check_pool_input(op, x);
   if (output_size[0] <= 0 || output_size[1] <= 0) {
     throw ShapeError("adaptive_avg_pool2d: output size must be positive, got " + pair_str(output_size) + " (input " +
                      shape_str(x.sizes()) + ")");
-  }
-  if (x.size(-2) == 0 || x.size(-1) == 0) {
-    throw ShapeError("adaptive_avg_pool2d: input " + shape_str(x.sizes()) + " has an empty spatial dim");
   }
   Tensor x4 = as_batched(x);
   Conv2dGeometry g;

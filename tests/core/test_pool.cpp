@@ -37,6 +37,28 @@ TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
   CHECK(x2.grad().to_vector<float>() == expect);
 }
 
+TEST_CASE("pooling an empty batch gives an empty batch and an empty gradient; an empty channel dim is refused",
+          "[conv]") {
+  for (const bool channels_last : {false, true}) {
+    INFO("channels_last " << channels_last);
+    Tensor x = zeros({0, 3, 6, 5});
+    if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+    x.set_requires_grad(true);
+    const std::vector<Tensor> outs = {max_pool2d(x, {2, 2}), avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}),
+                                      adaptive_avg_pool2d(x, {2, 2})};
+    CHECK(outs[0].sizes() == std::vector<int64_t>{0, 3, 3, 2});
+    CHECK(outs[1].sizes() == std::vector<int64_t>{0, 3, 3, 3});
+    CHECK(outs[2].sizes() == std::vector<int64_t>{0, 3, 2, 2});
+    (outs[0].sum() + outs[1].sum() + outs[2].sum()).backward();
+    CHECK(x.grad().sizes() == x.sizes());
+  }
+  // PyTorch's pooling ops refuse an input empty anywhere but the batch (kiln returned an empty
+  // result for no channels).
+  CHECK_THROWS_WITH(max_pool2d(zeros({2, 0, 6, 5}), {2, 2}), Catch::Contains("only the batch dim may be empty"));
+  CHECK_THROWS_WITH(avg_pool2d(zeros({0, 6, 5}), {2, 2}), Catch::Contains("[0, 6, 5]"));
+  CHECK_THROWS_WITH(adaptive_avg_pool2d(zeros({2, 3, 6, 0}), {1, 1}), Catch::Contains("[2, 3, 6, 0]"));
+}
+
 // A window with several NaNs gives its last one the gradient, as PyTorch does (every NaN takes
 // over); kiln kept the first NaN, so the gradient of the same model went to another input.
 TEST_CASE("max_pool2d: ties keep the first tap and the last NaN takes its window, on every CPU path", "[conv]") {

@@ -172,6 +172,11 @@ void add_pool_rows(std::vector<OpRow>& rows) {
            max_pool2d(zeros({1, 2, 8, 8}, DType::Int32), {2, 2});
          },
          {"max_pool2d", "int32"}},
+        {"no channels (only the batch may be empty)",
+         [] {
+           max_pool2d(zeros({2, 0, 8, 8}), {2, 2});
+         },
+         {"max_pool2d", "[2, 0, 8, 8]", "only the batch dim may be empty"}},
     };
     rows.push_back(std::move(r));
   }
@@ -203,6 +208,11 @@ void add_pool_rows(std::vector<OpRow>& rows) {
            avg_pool2d(zeros({1, 1, 2, 8, 8}), {2, 2});
          },
          {"avg_pool2d", "[1, 1, 2, 8, 8]"}},
+        {"3-d input without channels",
+         [] {
+           avg_pool2d(zeros({0, 8, 8}), {2, 2});
+         },
+         {"avg_pool2d", "[0, 8, 8]", "only the batch dim may be empty"}},
         {"padding above half the kernel",
          [] {
            avg_pool2d(zeros({1, 2, 8, 8}), {2, 2}, {2, 2}, {2, 0});
@@ -259,6 +269,11 @@ void add_pool_rows(std::vector<OpRow>& rows) {
            adaptive_avg_pool2d(zeros({1, 2, 0, 8}), {2, 2});
          },
          {"adaptive_avg_pool2d", "[1, 2, 0, 8]"}},
+        {"no channels",
+         [] {
+           adaptive_avg_pool2d(zeros({1, 0, 8, 8}), {2, 2});
+         },
+         {"adaptive_avg_pool2d", "[1, 0, 8, 8]", "only the batch dim may be empty"}},
     };
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
