@@ -49,7 +49,7 @@ void unpack(const Tensor& flat, const TensorList& tensors, bool grads) {
 void broadcast_from_rank0(ProcessGroup& group, const Tensor& t) {
   NoGradGuard no_grad;
   Tensor d = t.detach();  // the same storage: the broadcast writes the tensor itself
-  if (d.is_contiguous()) {
+  if (d.is_non_overlapping_and_dense()) {  // any layout: a channels-last weight too
     group.broadcast(d, 0)->wait();
   } else {
     Tensor c = d.contiguous();

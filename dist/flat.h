@@ -23,7 +23,7 @@ void pack(const TensorList& tensors, Tensor& flat, bool grads);
 // none), in place, without recording autograd history.
 void unpack(const Tensor& flat, const TensorList& tensors, bool grads);
 
-// t = rank 0's t, in place (the tensor's own storage, whatever its layout: a channels-last weight
+// t = rank 0's t, in place (the tensor's own storage, whatever its layout: one that is not dense
 // goes through a contiguous copy), waiting for it.
 void broadcast_from_rank0(ProcessGroup& group, const Tensor& t);
 

@@ -460,10 +460,16 @@ class MpiProcessGroup final : public ProcessGroup {
                 "MPI_Allgather");
     });
   }
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
-    check_tensor("broadcast", tensor, *this);
-    check_rank("broadcast", root, *this);
-    agree_across_ranks("broadcast", &tensor, root, 0);
+  void barrier() override {
+    agree_across_ranks("barrier", nullptr, 0, 0);
+    g_comm->submit([] {
+      Watched watch("barrier");
+      check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    })->wait();
+  }
+
+ protected:
+  std::shared_ptr<Work> start_broadcast(Tensor& tensor, int root) override {
     return g_comm->submit([tensor, root] {
       auto* p = static_cast<char*>(tensor.data_ptr());
       const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
@@ -474,15 +480,6 @@ class MpiProcessGroup final : public ProcessGroup {
       }
     });
   }
-  void barrier() override {
-    agree_across_ranks("barrier", nullptr, 0, 0);
-    g_comm->submit([] {
-      Watched watch("barrier");
-      check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-    })->wait();
-  }
-
- protected:
   std::shared_ptr<Work> start_isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int tag) override {
     // MPI's limit on a message, for both sides before either is posted.
     if (out.defined()) check_message("isend", out);

@@ -127,14 +127,6 @@ class NcclProcessGroup final : public ProcessGroup {
       return ncclAllGather(input.data_ptr(), output.data_ptr(), bytes(input), ncclUint8, comm_, s);
     });
   }
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override {
-    check_tensor("broadcast", tensor, *this);
-    check_rank("broadcast", root, *this);
-    agree_across_ranks("broadcast", &tensor, root, 0);
-    return launch("ncclBroadcast", {&tensor}, [&](Stream s) {
-      return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), bytes(tensor), ncclUint8, root, comm_, s);
-    });
-  }
   void barrier() override {
     cuda::DeviceGuard on(device_);
     Tensor one = ones({1}, TensorOptions(DType::Int32, Device::cuda(device_)));
@@ -142,6 +134,11 @@ class NcclProcessGroup final : public ProcessGroup {
   }
 
  protected:
+  std::shared_ptr<Work> start_broadcast(Tensor& tensor, int root) override {
+    return launch("ncclBroadcast", {&tensor}, [&](Stream s) {
+      return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), bytes(tensor), ncclUint8, root, comm_, s);
+    });
+  }
   // Checked by ProcessGroup; NCCL has no tags (messages between two ranks keep their order).
   std::shared_ptr<Work> start_isend_irecv(const Tensor& out, int dst, Tensor& in, int src, int) override {
     return launch("ncclSend/ncclRecv", {&out, &in}, [&](Stream s) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/ops/factory.h"
 #include "dist/reduce.h"
 #include "kernels/error.h"
@@ -85,11 +86,15 @@ void check_rank(const char* op, int rank, const ProcessGroup& group) {
   }
 }
 
-void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
+void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group, bool any_dense) {
   if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
-  if (!t.is_contiguous()) {
-    throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) +
-                " must be contiguous (collectives move its bytes as one block)");
+  if (any_dense && !t.is_non_overlapping_and_dense()) {
+    throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) + " with strides " + shape_str(t.strides()) +
+                " must be dense (its elements one block of memory, in any layout: collectives move that block)");
+  }
+  if (!any_dense && !t.is_contiguous()) {
+    throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) + " with strides " + shape_str(t.strides()) +
+                " must be contiguous (its ranks' slots are blocks of its row-major order); pass .contiguous()");
   }
   if (t.device().type != group.device().type) {
     throw DeviceError(std::string(op) + ": the " + group.backend() + " backend moves " +
@@ -98,18 +103,61 @@ void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group) {
   }
 }
 
+namespace {
+
+// A dense tensor's block of memory as a contiguous 1-d tensor (itself when it is contiguous).
+Tensor as_block(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  NoGradGuard no_grad;
+  return t.detach().as_strided({t.numel()}, {1}, t.storage_offset());
+}
+
+}  // namespace
+
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) {
-  check_tensor("all_reduce", tensor, *this);
+  check_tensor("all_reduce", tensor, *this, /*any_dense=*/true);
   detail::check_supported("all_reduce", tensor.dtype(), op);
   agree_across_ranks("all_reduce", &tensor, static_cast<int64_t>(op), static_cast<int64_t>(algo));
   if (tensor.numel() == 0) return completed_work();
-  return start_all_reduce(tensor, detail::effective_op(tensor.dtype(), op), algo);
+  Tensor block = as_block(tensor);
+  return start_all_reduce(block, detail::effective_op(tensor.dtype(), op), algo);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {
+  check_tensor("broadcast", tensor, *this, /*any_dense=*/true);
+  check_rank("broadcast", root, *this);
+  agree_across_ranks("broadcast", &tensor, root, 0);
+  if (tensor.numel() == 0) return completed_work();
+  Tensor block = as_block(tensor);
+  return start_broadcast(block, root);
+}
+
+int64_t detail::layout_code(const Tensor& t) {
+  if (t.is_contiguous()) return 0;
+  std::vector<int64_t> dims;  // longer than one, outermost first; ties keep the lower dim outside
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) dims.push_back(d);
+  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  int64_t code = 0;
+  for (int64_t d : dims) code = code * 16 + std::min<int64_t>(d + 1, 15);  // 15 dims fit in 60 bits
+  return code;
 }
 
 namespace {
 
 // One rank's call as agree_across_ranks sends it; kOp indexes kCollectives.
-enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kWords };
+enum Word { kCall, kOp, kDtype, kNumel, kArg, kAlgo, kLayout, kWords };
+
+// A layout code as "dims 0, 2, 3, 1 outermost first" (layout_code); a code no build makes by number.
+std::string layout_name(int64_t code) {
+  std::vector<int64_t> dims;
+  for (int64_t c = code; c > 0; c /= 16) dims.insert(dims.begin(), c % 16 - 1);
+  const bool known = code > 0 && std::find(dims.begin(), dims.end(), -1) == dims.end();
+  if (!known) return "layout code " + std::to_string(code);
+  std::string s = "dims ";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + " outermost first";
+}
 constexpr std::array<const char*, 5> kCollectives = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
                                                      "broadcast"};
 constexpr int64_t kReduceOps = 5, kAllReduceAlgos = 2;  // the values of ReduceOp and AllReduceAlgo
@@ -139,6 +187,7 @@ std::string detail::describe_call(const int64_t* w) {
                       [](int64_t c) { return all_reduce_algo_name(static_cast<AllReduceAlgo>(c)); });
   }
   if (op == "broadcast") s += " from root " + std::to_string(w[kArg]);
+  if (w[kLayout] != 0) s += ", laid out with " + layout_name(w[kLayout]);
   return s;
 }
 
@@ -162,6 +211,7 @@ void ProcessGroup::agree_across_ranks(const char* op, const Tensor* t, int64_t a
   w[kNumel] = t ? t->numel() : 0;
   w[kArg] = arg;
   w[kAlgo] = algo;
+  w[kLayout] = t ? detail::layout_code(*t) : 0;
   Tensor all = empty({kWords * size()}, TensorOptions(DType::Int64, device()));
   {
     g_agreeing = true;
@@ -190,7 +240,7 @@ constexpr int kRingTag = ProcessGroup::kMaxTag + 1;
 // A point-to-point side's checks, all made before anything is posted: a receive posted before its
 // send's error would wait for a message that never comes.
 void check_p2p(const char* op, const Tensor& t, int peer, int tag, int max_tag, const ProcessGroup& g) {
-  check_tensor(op, t, g);
+  check_tensor(op, t, g, /*any_dense=*/true);
   check_rank(op, peer, g);
   if (tag < 0 || tag > max_tag) {
     throw Error(std::string(op) + ": tag must be in [0, " + std::to_string(ProcessGroup::kMaxTag) + "], got " +
@@ -203,12 +253,13 @@ void check_p2p(const char* op, const Tensor& t, int peer, int tag, int max_tag, 
 std::shared_ptr<Work> ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
   Tensor none;
   check_p2p("isend", tensor, dst, tag, kMaxTag, *this);
-  return start_isend_irecv(tensor, dst, none, 0, tag);
+  return start_isend_irecv(as_block(tensor), dst, none, 0, tag);
 }
 
 std::shared_ptr<Work> ProcessGroup::irecv(Tensor& tensor, int src, int tag) {
   check_p2p("irecv", tensor, src, tag, kMaxTag, *this);
-  return start_isend_irecv(Tensor(), 0, tensor, src, tag);
+  Tensor block = as_block(tensor);
+  return start_isend_irecv(Tensor(), 0, block, src, tag);
 }
 
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) { isend(tensor, dst, tag)->wait(); }
@@ -219,14 +270,16 @@ std::shared_ptr<Work> ProcessGroup::isend_irecv(const Tensor& out, int dst, Tens
   if (out.defined()) check_p2p("isend", out, dst, tag, kMaxTag, *this);
   if (in.defined()) check_p2p("irecv", in, src, tag, kMaxTag, *this);
   if (!out.defined() && !in.defined()) return completed_work();
-  return start_isend_irecv(out, dst, in, src, tag);
+  Tensor block = as_block(in);
+  return start_isend_irecv(as_block(out), dst, block, src, tag);
 }
 
 std::shared_ptr<Work> ProcessGroup::ring_exchange(const Tensor& out, int dst, Tensor& in, int src) {
   if (out.defined()) check_p2p("ring_all_reduce (send)", out, dst, kRingTag, kRingTag, *this);
   if (in.defined()) check_p2p("ring_all_reduce (receive)", in, src, kRingTag, kRingTag, *this);
   if (!out.defined() && !in.defined()) return completed_work();
-  return start_isend_irecv(out, dst, in, src, kRingTag);
+  Tensor block = as_block(in);
+  return start_isend_irecv(as_block(out), dst, block, src, kRingTag);
 }
 
 bool detail::shares_bytes(const Tensor& a, const Tensor& b) {

@@ -5,11 +5,16 @@
 // - kiln's own ring all-reduce (dist/ring.h) uses only the backend's isend_irecv, so the algorithm is
 //   written once and runs on any backend; the backend's native all-reduce is the default and the
 //   ring is selected per call (AllReduceAlgo), so the two can be measured against each other.
-// - Collectives act in place on whole contiguous tensors and check their arguments on every rank
-//   before any byte moves: a mismatch is a kiln::Error on the rank that has it, never a hang in a
-//   collective half the ranks entered. What the other ranks passed cannot be checked without a
-//   collective of its own: by default a size mismatch between ranks is the backend's error (on
-//   some ranks only, or none); KILN_DIST_DEBUG=1 adds that collective (dist_debug()).
+// - Collectives act in place on whole dense tensors. All-reduce, broadcast and point to point pair
+//   elements by their place in memory, so they take any layout whose elements fill one block
+//   (row-major, channels-last, a transposed matrix; PyTorch's take channels-last too), provided
+//   every rank passes the same layout; reduce-scatter and all-gather cut their tensors into rank slots of the
+//   row-major order, so they need contiguous ones.
+// - Collectives check their arguments on every rank before any byte moves: a mismatch is a
+//   kiln::Error on the rank that has it, never a hang in a collective half the ranks entered. What
+//   the other ranks passed cannot be checked without a collective of its own: by default a size
+//   (or layout) mismatch between ranks is the backend's error (on some ranks only, or none) or a
+//   wrong result; KILN_DIST_DEBUG=1 adds that collective (dist_debug()).
 // - Collectives are asynchronous: a call checks its arguments, issues the collective and returns a
 //   Work handle at once. Every rank must issue the same collectives in the same order (that is how
 //   backends match them); they run in that order. The caller must neither read nor write the
@@ -74,8 +79,8 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
   // output (numel size() * n) = every rank's input (numel n), in rank order.
   virtual std::shared_ptr<Work> all_gather(Tensor& output, const Tensor& input) = 0;
-  // tensor = root's tensor, on every rank.
-  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root) = 0;
+  // tensor = root's tensor, on every rank (the same layout on every rank, as all_reduce).
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root);
   virtual void barrier() = 0;
   // Point to point, non-blocking: the Work completes when `tensor` may be reused (isend) or holds
   // the message (irecv); it keeps the tensor alive until then. Messages between two ranks with the
@@ -106,10 +111,16 @@ class ProcessGroup {
   // Issues the all-reduce (after all_reduce's checks, for a group of several ranks and a non-empty
   // tensor): the backend's own for AllReduceAlgo::Native, kiln's ring_all_reduce for Ring.
   virtual std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) = 0;
+  // Issues the broadcast (after broadcast's checks, for a non-empty tensor).
+  virtual std::shared_ptr<Work> start_broadcast(Tensor& tensor, int root) = 0;
+  // all_reduce, broadcast and the point-to-point operations hand the backend a tensor in any dense
+  // layout as a contiguous 1-d alias of its block (the same memory), so backends see contiguous
+  // tensors only.
 
   // Under KILN_DIST_DEBUG=1, called by every collective after its own rank's checks and before it
   // issues anything: the ranks all-gather what they are about to do (their count of collectives
-  // so far, the collective, the dtype, the element count, the reduce op or root, the algorithm)
+  // so far, the collective, the dtype, the element count, the reduce op or root, the algorithm, the
+  // layout)
   // and, when any differs, every rank throws a kiln::Error naming `op` and each rank's call. A
   // no-op otherwise. t may be null (barrier); `arg` is the reduce op or the root, `algo` the
   // all-reduce algorithm (else 0).
@@ -152,9 +163,10 @@ bool dist_debug();
 // Whether kiln was built with MPI (dist/ has a backend).
 bool mpi_available();
 
-// The checks every collective makes on its own rank: defined, contiguous, on the CPU for MPI (the
-// backend's devices), a dtype the op supports. `op` names the collective in the message.
-void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group);
+// The checks every collective makes on its own rank: defined, contiguous (with `any_dense`: any
+// layout whose elements fill one block), on the CPU for MPI (the backend's devices). `op` names the
+// collective in the message.
+void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group, bool any_dense = false);
 // A peer or root `rank` of `group`: an IndexError naming `op` when outside [0, size()).
 void check_rank(const char* op, int rank, const ProcessGroup& group);
 
@@ -166,10 +178,15 @@ std::shared_ptr<Work> both_work(std::shared_ptr<Work> a, std::shared_ptr<Work> b
 bool shares_bytes(const Tensor& a, const Tensor& b);
 bool is_rank_slot(const Tensor& whole, const Tensor& slot, int rank);
 // One rank's call as KILN_DIST_DEBUG's fingerprint words describe it, for the error that lists the
-// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm}. Codes of
+// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm, layout}
+// (the layout: 0 for row-major, else layout_code's). Codes of
 // collectives, dtypes, ops and algorithms that another build may send and this one does not know
 // are named as numbers.
 std::string describe_call(const int64_t* words);
+// A dense tensor's layout as one number: 0 when row-major, else its dims longer than one from the
+// outermost in memory to the innermost, each as (dim + 1) in 4 bits (a channels-last NCHW tensor:
+// 0x1342). Ranks that pass the same layout send the same code.
+int64_t layout_code(const Tensor& t);
 }  // namespace detail
 
 }  // namespace kiln::dist
