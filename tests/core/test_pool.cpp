@@ -37,7 +37,7 @@ TEST_CASE("max_pool2d: the gradient goes to each window's maximum", "[conv]") {
   CHECK(x2.grad().to_vector<float>() == expect);
 }
 
-TEST_CASE("pooling an empty batch gives an empty batch and an empty gradient; an empty channel dim is refused",
+TEST_CASE("pooling an empty batch gives an empty batch and an empty gradient, an empty channel dim an Error",
           "[conv]") {
   for (const bool channels_last : {false, true}) {
     INFO("channels_last " << channels_last);

@@ -238,7 +238,7 @@ TEST_CASE("MultiheadAttention: gradients by gradcheck on both paths, a hidden ro
   }
 }
 
-TEST_CASE("MultiheadAttention: PyTorch's parameter names, shapes and init; dropout in training only",
+TEST_CASE("MultiheadAttention: PyTorch's parameter names, shapes and init, dropout in training only",
           "[attention][nn]") {
   manual_seed(5);
   MultiheadAttention m(12, 3);
