@@ -2,8 +2,7 @@
 // per-head scaled scores, PyTorch's MultiheadAttention mask conventions, softmax, output
 // projection), over self- and cross-attention, every mask kind, both paths (need_weights on: the
 // scores as tensors; off: the attention op), batch_first, the default [L, N, E] layout and
-// unbatched inputs; gradients by gradcheck; names, init and refusals. The Transformer encoder
-// layer and stack against their wiring (post-norm and pre-norm) over those verified modules.
+// unbatched inputs; gradients by gradcheck; names, init and refusals.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,7 +13,6 @@
 #include "core/gradcheck.h"
 #include "core/kiln.h"
 #include "nn/attention.h"
-#include "nn/encoder.h"
 
 using namespace kiln;
 using nn::MultiheadAttention;
@@ -297,82 +295,4 @@ TEST_CASE("MultiheadAttention refuses bad arguments by name and shape", "[attent
   CHECK_THROWS_WITH(m.forward(x, x, x, zeros({2, 3}, TensorOptions(DType::Int64))),
                     Catch::Contains("key_padding_mask must be bool") && Catch::Contains("int64"));
   CHECK_THROWS_AS(m.forward(x, x, x.to(DType::Float64)), DTypeError);
-}
-
-TEST_CASE("TransformerEncoderLayer: post-norm and pre-norm, relu and gelu, its masks reach the attention",
-          "[attention][nn]") {
-  using nn::EncoderActivation;
-  for (const bool norm_first : {false, true}) {
-    for (const EncoderActivation act : {EncoderActivation::ReLU, EncoderActivation::GELU}) {
-      INFO("norm_first " << norm_first << ", gelu " << (act == EncoderActivation::GELU));
-      manual_seed(40);
-      nn::TransformerEncoderLayer layer(
-          8, 2, {.dim_feedforward = 12, .dropout = 0.25, .activation = act, .norm_first = norm_first});
-      layer.to(DType::Float64);
-      layer.eval();
-      const Tensor x = randn64({3, 2, 8}, 41);  // [S, N, E]
-      const Tensor mask = randn64({3, 3}, 42);
-      Tensor pad = zeros({2, 3}, TensorOptions(DType::Bool));
-      pad.narrow(0, 1, 1).narrow(1, 2, 1).fill_(true);
-      // The expected value through the attention's other path (the scores as tensors): the layer
-      // runs the fused attention op.
-      auto sa = [&](const Tensor& t) { return layer.self_attn->forward(t, t, t, pad, true, mask).first; };
-      auto ff = [&](const Tensor& t) {
-        const Tensor hidden = layer.linear1->forward(t);
-        return layer.linear2->forward(act == EncoderActivation::GELU ? gelu(hidden) : relu(hidden));
-      };
-      Tensor want;
-      if (norm_first) {
-        const Tensor x1 = x + sa(layer.norm1->forward(x));
-        want = x1 + ff(layer.norm2->forward(x1));
-      } else {
-        const Tensor x1 = layer.norm1->forward(x + sa(x));
-        want = layer.norm2->forward(x1 + ff(x1));
-      }
-      const Tensor got = layer.forward(x, mask, pad);
-      CHECK(max(abs(got - want)).item<double>() < 1e-12);
-      layer.train();  // dropout 0.25 in three places
-      CHECK(max(abs(layer.forward(x, mask, pad) - want)).item<double>() > 1e-3);
-    }
-  }
-  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, {.dim_feedforward = 0}), Catch::Contains("dim_feedforward"));
-  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 3), Catch::Contains("multiple of num_heads"));
-}
-
-TEST_CASE("TransformerEncoder: PyTorch's names, layers that start as copies, a final norm, gradients",
-          "[attention][nn]") {
-  manual_seed(50);
-  nn::TransformerEncoder enc(8, 2, 3, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true, .norm_first = true},
-                             /*final_norm=*/true);
-  const auto sd = enc.state_dict();
-  CHECK(sd.size() == 3 * 12 + 2);
-  for (const char* key : {"layers.0.self_attn.in_proj_weight", "layers.0.self_attn.out_proj.weight",
-                          "layers.1.linear1.weight", "layers.2.linear2.bias", "layers.2.norm2.weight", "norm.bias"}) {
-    INFO(key);
-    CHECK(sd.count(key) == 1);
-  }
-  for (const auto& [key, t] : enc.layers[0]->state_dict()) {  // PyTorch deep-copies one layer
-    INFO(key);
-    CHECK(max(abs(sd.at("layers.2." + key) - t)).item<double>() == 0.0);
-  }
-  const Tensor x = randn({2, 5, 8});  // batch_first
-  Tensor want = x;
-  for (const auto& l : enc.layers) want = l->forward(want, Tensor(), Tensor(), true);
-  want = enc.norm->forward(want);
-  CHECK(max(abs(enc.forward(x, Tensor(), Tensor(), true) - want)).item<double>() == 0.0);
-  CHECK_THROWS_WITH(nn::TransformerEncoder(8, 2, 0), Catch::Contains("num_layers must be positive"));
-
-  // Gradients of a small post-norm stack in float64, with a padding mask.
-  manual_seed(51);
-  nn::TransformerEncoder small(4, 2, 2, {.dim_feedforward = 6, .dropout = 0.0});
-  small.to(DType::Float64);
-  Tensor src = randn64({3, 2, 4}, 52).set_requires_grad(true);
-  Tensor pad = zeros({2, 3}, TensorOptions(DType::Bool));
-  pad.narrow(0, 0, 1).narrow(1, 0, 1).fill_(true);
-  TensorList inputs = {src};
-  for (const Tensor& p : small.parameters()) inputs.push_back(p);
-  const GradcheckResult r =
-      gradcheck([&](const TensorList&) { return TensorList{small.forward(src, Tensor(), pad)}; }, inputs);
-  INFO(r.message);
-  CHECK(r.ok);
 }
