@@ -8,8 +8,8 @@
 // - Collectives act in place on whole dense tensors. All-reduce, broadcast and point to point pair
 //   elements by their place in memory, so they take any layout whose elements fill one block
 //   (row-major, channels-last, a transposed matrix; PyTorch's take channels-last too), provided
-//   every rank passes the same layout; reduce-scatter and all-gather cut their tensors into rank slots of the
-//   row-major order, so they need contiguous ones.
+//   every rank passes the same layout; reduce-scatter and all-gather cut their tensors into rank
+//   slots of the row-major order, so they need contiguous ones.
 // - Collectives check their arguments on every rank before any byte moves: a mismatch is a
 //   kiln::Error on the rank that has it, never a hang in a collective half the ranks entered. What
 //   the other ranks passed cannot be checked without a collective of its own: by default a size
@@ -111,11 +111,10 @@ class ProcessGroup {
   // Issues the all-reduce (after all_reduce's checks, for a group of several ranks and a non-empty
   // tensor): the backend's own for AllReduceAlgo::Native, kiln's ring_all_reduce for Ring.
   virtual std::shared_ptr<Work> start_all_reduce(Tensor& tensor, ReduceOp op, AllReduceAlgo algo) = 0;
-  // Issues the broadcast (after broadcast's checks, for a non-empty tensor).
+  // Issues the broadcast (after broadcast's checks, for a non-empty tensor). This, start_all_reduce
+  // and start_isend_irecv get a tensor of any dense layout as a contiguous 1-d alias of its block
+  // (the same memory): backends see contiguous tensors only.
   virtual std::shared_ptr<Work> start_broadcast(Tensor& tensor, int root) = 0;
-  // all_reduce, broadcast and the point-to-point operations hand the backend a tensor in any dense
-  // layout as a contiguous 1-d alias of its block (the same memory), so backends see contiguous
-  // tensors only.
 
   // Under KILN_DIST_DEBUG=1, called by every collective after its own rank's checks and before it
   // issues anything: the ranks all-gather what they are about to do (their count of collectives
@@ -178,10 +177,9 @@ std::shared_ptr<Work> both_work(std::shared_ptr<Work> a, std::shared_ptr<Work> b
 bool shares_bytes(const Tensor& a, const Tensor& b);
 bool is_rank_slot(const Tensor& whole, const Tensor& slot, int rank);
 // One rank's call as KILN_DIST_DEBUG's fingerprint words describe it, for the error that lists the
-// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm, layout}
-// (the layout: 0 for row-major, else layout_code's). Codes of
-// collectives, dtypes, ops and algorithms that another build may send and this one does not know
-// are named as numbers.
+// ranks' calls: {call count, collective code, dtype, numel, reduce op or root, algorithm, layout
+// (layout_code)}. Codes of collectives, dtypes, ops, algorithms and layouts that another build may
+// send and this one does not know are named as numbers.
 std::string describe_call(const int64_t* words);
 // A dense tensor's layout as one number: 0 when row-major, else its dims longer than one from the
 // outermost in memory to the innermost, each as (dim + 1) in 4 bits (a channels-last NCHW tensor:

@@ -575,8 +575,9 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
           rows[i].narrow(0, at, len).copy_(whole.narrow(0, r * st.shard_numel[g] + shard_at, len));
         });
       }
-      for (size_t i = 0; i < params.size(); ++i)
+      for (size_t i = 0; i < params.size(); ++i) {
         out[state_key(first + index[i], name)] = rows[i].view(params[i].sizes());
+      }
     }
     // The shard's step count is every parameter's of the group: they are stepped together.
     if (auto it = local.find(state_key(g, "step")); it != local.end()) {
@@ -596,7 +597,8 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
   const char* op = "ZeroRedundancyOptimizer::load_state_dict";
   NoGradGuard no_grad;
   State& st = *state_;
-  // Flat index (every parameter given) -> (group, index among its trainable ones), kFrozen for a frozen one.
+  // Flat index (every parameter given) -> (group, index among its trainable ones; kFrozen for a
+  // frozen one).
   constexpr size_t kFrozen = static_cast<size_t>(-1);
   std::vector<std::pair<size_t, size_t>> where;
   for (size_t g = 0; g < st.groups.size(); ++g) {

@@ -79,17 +79,18 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
                                                       const Tensor& key_padding_mask, bool need_weights,
                                                       const Tensor& attn_mask, bool average_attn_weights,
                                                       bool is_causal) {
-  const std::string shapes = " (query " + (query.defined() ? shape_str(query.sizes()) : "undefined") + ", key " +
-                             (key.defined() ? shape_str(key.sizes()) : "undefined") + ", value " +
-                             (value.defined() ? shape_str(value.sizes()) : "undefined") + ")";
+  auto shapes = [&] {  // for the errors only: no string is built on the way through
+    auto one = [](const Tensor& t) { return t.defined() ? shape_str(t.sizes()) : std::string("undefined"); };
+    return " (query " + one(query) + ", key " + one(key) + ", value " + one(value) + ")";
+  };
   if (!query.defined() || !key.defined() || !value.defined()) {
-    throw Error(std::string(kOp) + ": query, key and value must be defined" + shapes);
+    throw Error(std::string(kOp) + ": query, key and value must be defined" + shapes());
   }
   const bool batched = query.dim() == 3;
   if ((query.dim() != 2 && query.dim() != 3) || key.dim() != query.dim() || value.dim() != query.dim()) {
     throw ShapeError(std::string(kOp) + ": query, key and value must all be 3-d (" +
                      (batch_first ? "[N, L, E], batch_first" : "[L, N, E]") + ") or all 2-d (unbatched [L, E])" +
-                     shapes);
+                     shapes());
   }
   if (!query.is_floating_point() || key.dtype() != query.dtype() || value.dtype() != query.dtype()) {
     throw DTypeError(std::string(kOp) + ": query, key and value must share one floating dtype, got " +
@@ -104,11 +105,11 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const int64_t n = q_in.size(0), l = q_in.size(1), s = k_in.size(1), e = embed_dim, h = num_heads;
   if (q_in.size(2) != e || k_in.size(2) != kdim || v_in.size(2) != vdim) {
     throw ShapeError(std::string(kOp) + ": expected feature sizes " + std::to_string(e) + " (query), " +
-                     std::to_string(kdim) + " (key) and " + std::to_string(vdim) + " (value)" + shapes);
+                     std::to_string(kdim) + " (key) and " + std::to_string(vdim) + " (value)" + shapes());
   }
   if (k_in.size(0) != n || v_in.size(0) != n || v_in.size(1) != s) {
     throw ShapeError(std::string(kOp) + ": query, key and value must have one batch size, key and value one length" +
-                     shapes);
+                     shapes());
   }
 
   // The input projections: one GEMM for self-attention (one tensor as query, key and value).
@@ -143,7 +144,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     } else {
       throw ShapeError(std::string(kOp) + ": attn_mask must be [" + std::to_string(l) + ", " + std::to_string(s) +
                        "] or [" + (batched ? std::to_string(n * h) : std::to_string(h)) + ", " + std::to_string(l) +
-                       ", " + std::to_string(s) + "], got " + shape_str(attn_mask.sizes()) + shapes);
+                       ", " + std::to_string(s) + "], got " + shape_str(attn_mask.sizes()) + shapes());
     }
   }
   // is_causal without a mask: scaled_dot_product_attention's own causal path where nothing else
@@ -158,7 +159,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     if (key_padding_mask.sizes() != (batched ? Shape{n, s} : Shape{s})) {
       throw ShapeError(std::string(kOp) + ": key_padding_mask must be [" +
                        (batched ? std::to_string(n) + ", " : std::string()) + std::to_string(s) + "], got " +
-                       shape_str(key_padding_mask.sizes()) + shapes);
+                       shape_str(key_padding_mask.sizes()) + shapes());
     }
     const Tensor padding = additive_mask(key_padding_mask, "key_padding_mask", dt, q.device()).view({n, 1, 1, s});
     mask = mask.defined() ? mask + padding : padding;
