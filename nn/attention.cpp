@@ -52,6 +52,10 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, Mul
     throw Error(std::string(kOp) + ": embed_dim must be a positive multiple of num_heads, got embed_dim " +
                 std::to_string(embed_dim) + " and num_heads " + std::to_string(num_heads));
   }
+  if (embed_dim > std::numeric_limits<int64_t>::max() / 3) {
+    throw ShapeError(std::string(kOp) + ": embed_dim " + std::to_string(embed_dim) +
+                     " is too large: the stacked projection has 3 * embed_dim rows");
+  }
   if (kdim <= 0 || vdim <= 0) {
     throw Error(std::string(kOp) + ": kdim and vdim must be positive, got " + std::to_string(kdim) + " and " +
                 std::to_string(vdim));
@@ -62,15 +66,15 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, Mul
   head_dim = embed_dim / num_heads;
   const int64_t e = embed_dim;
   if (kdim == e && vdim == e) {
-    in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
+    in_proj_weight = register_parameter("in_proj_weight", detail::new_tensor(kOp, {3 * e, e}));
     init::xavier_uniform_(in_proj_weight);
   } else {
-    q_proj_weight = register_parameter("q_proj_weight", empty({e, e}));
-    k_proj_weight = register_parameter("k_proj_weight", empty({e, kdim}));
-    v_proj_weight = register_parameter("v_proj_weight", empty({e, vdim}));
+    q_proj_weight = register_parameter("q_proj_weight", detail::new_tensor(kOp, {e, e}));
+    k_proj_weight = register_parameter("k_proj_weight", detail::new_tensor(kOp, {e, kdim}));
+    v_proj_weight = register_parameter("v_proj_weight", detail::new_tensor(kOp, {e, vdim}));
     for (const Tensor& w : {q_proj_weight, k_proj_weight, v_proj_weight}) init::xavier_uniform_(w);
   }
-  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * e}));
+  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", detail::new_tensor(kOp, {3 * e}).zero_());
   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, options.bias));
   if (options.bias) init::zeros_(out_proj->bias);
 }

@@ -27,7 +27,19 @@
 #include "nn/init.h"
 
 namespace kiln::nn {
+
+Tensor detail::new_tensor(const char* layer, const Shape& shape) {
+  checked_nbytes(shape, kDefaultFloat, layer);
+  try {
+    return empty(shape);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(std::string(layer) + ": " + e.what());
+  }
+}
+
 namespace {
+
+using detail::new_tensor;
 
 const char* py_bool(bool b) { return b ? "True" : "False"; }
 
@@ -102,19 +114,6 @@ void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
 void check_eps(const char* layer, double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps)) {
     throw Error(std::string(layer) + ": eps must be a finite number >= 0, got " + py_float(eps));
-  }
-}
-
-// An uninitialized float32 parameter or buffer of `shape` for `layer`. Layer sizes come from
-// callers: the element and byte counts are checked (a ShapeError naming the layer when they
-// overflow int64), and a failed allocation is an OutOfMemoryError naming the layer and the shape
-// rather than a std::bad_alloc or a wrapped size.
-Tensor new_tensor(const char* layer, const Shape& shape) {
-  checked_nbytes(shape, kDefaultFloat, layer);
-  try {
-    return empty(shape);
-  } catch (const OutOfMemoryError& e) {
-    throw OutOfMemoryError(std::string(layer) + ": " + e.what());
   }
 }
 

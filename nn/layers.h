@@ -19,6 +19,14 @@
 
 namespace kiln::nn {
 
+namespace detail {
+// An uninitialized float32 parameter or buffer of `shape` for `layer`. Layer sizes come from
+// callers: the element and byte counts are checked (a ShapeError naming the layer when they
+// overflow int64), and a failed allocation is an OutOfMemoryError naming the layer and the shape
+// rather than a std::bad_alloc or a wrapped size.
+Tensor new_tensor(const char* layer, const Shape& shape);
+}  // namespace detail
+
 // y = x @ weight^T + bias. weight [out, in]: kaiming_uniform_(a = sqrt(5)); bias [out]:
 // uniform(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public UnaryModule {

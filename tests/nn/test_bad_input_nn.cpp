@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "core/kiln.h"
+#include "nn/attention.h"
+#include "nn/encoder_decoder.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -152,6 +154,39 @@ void layer_rows(Table& t) {
     (void)b.forward(Tensor());
   });
 
+  t.add("MultiheadAttention: embed_dim not a multiple of num_heads", Expect::Error,
+        {"MultiheadAttention", "embed_dim", "10", "num_heads 3"}, [] { MultiheadAttention m(10, 3); });
+  t.add("MultiheadAttention: 3 * embed_dim overflows", Expect::Shape, {"MultiheadAttention", "too large"},
+        [] { MultiheadAttention m(int64_t{1} << 62, 1); });
+  t.add("MultiheadAttention: byte count overflows", Expect::Shape, {"MultiheadAttention"},
+        [] { MultiheadAttention m(int64_t{1} << 32, 1); });
+  t.add("MultiheadAttention: 768 TiB of weights", Expect::OutOfMemory, {"MultiheadAttention"},
+        [] { MultiheadAttention m(int64_t{1} << 23, 1); });
+  t.add("MultiheadAttention forward: 4-d query", Expect::Shape, {"MultiheadAttention", "[1, 2, 3, 8]"}, [] {
+    MultiheadAttention m(8, 2);
+    const Tensor x = f32({1, 2, 3, 8});
+    (void)m.forward(x, x, x);
+  });
+  t.add("MultiheadAttention forward: int attn_mask", Expect::DType, {"MultiheadAttention", "attn_mask", "int64"}, [] {
+    MultiheadAttention m(8, 2);
+    const Tensor x = f32({3, 2, 8});
+    (void)m.forward(x, x, x, Tensor(), true, i64({3, 3}));
+  });
+  t.add("MultiheadAttention forward: key_padding_mask of another length", Expect::Shape,
+        {"MultiheadAttention", "key_padding_mask", "[2, 3]", "[2, 5]"}, [] {
+          MultiheadAttention m(8, 2);
+          const Tensor x = f32({3, 2, 8});
+          (void)m.forward(x, x, x, zeros({2, 5}, TensorOptions(DType::Bool)));
+        });
+  t.add("TransformerEncoderLayer: dim_feedforward 0", Expect::Error, {"TransformerEncoderLayer", "dim_feedforward"},
+        [] { TransformerEncoderLayer l(8, 2, {.dim_feedforward = 0}); });
+  t.add("TransformerDecoder: no layers", Expect::Error, {"TransformerDecoder", "num_layers", "0"},
+        [] { TransformerDecoder d(8, 2, 0); });
+  t.add("Transformer forward: src and tgt batches differ", Expect::Shape, {"Transformer", "[5, 2, 8]", "[3, 4, 8]"},
+        [] {
+          Transformer m({.d_model = 8, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 1});
+          (void)m.forward(f32({5, 2, 8}), f32({3, 4, 8}));
+        });
   t.add("LayerNorm: no dims", Expect::Error, {"LayerNorm", "normalized_shape"}, [] { LayerNorm l(Shape{}); });
   t.add("LayerNorm: negative size", Expect::Error, {"LayerNorm", "-1"}, [] { LayerNorm l(Shape{-1}); });
   t.add("LayerNorm: negative eps", Expect::Error, {"LayerNorm", "eps", "-1"}, [] { LayerNorm l(4, -1.0); });
