@@ -75,7 +75,7 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, Mul
     for (const Tensor& w : {q_proj_weight, k_proj_weight, v_proj_weight}) init::xavier_uniform_(w);
   }
   if (options.bias) in_proj_bias = register_parameter("in_proj_bias", detail::new_tensor(kOp, {3 * e}).zero_());
-  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, options.bias));
+  out_proj = register_module("out_proj", std::make_shared<NonDynamicallyQuantizableLinear>(e, e, options.bias));
   if (options.bias) init::zeros_(out_proj->bias);
 }
 

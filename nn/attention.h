@@ -26,6 +26,14 @@
 
 namespace kiln::nn {
 
+// The output projection's class in PyTorch (a Linear that its quantization tooling leaves alone),
+// so a printed model reads as PyTorch prints it.
+class NonDynamicallyQuantizableLinear : public Linear {
+ public:
+  using Linear::Linear;
+  std::string type_name() const override { return "NonDynamicallyQuantizableLinear"; }
+};
+
 struct MultiheadAttentionOptions {
   double dropout = 0.0;               // on the attention probabilities, in training
   bool bias = true;                   // in_proj_bias and out_proj.bias
@@ -59,7 +67,7 @@ class MultiheadAttention : public Module {
   // k_proj_weight [E, kdim] and v_proj_weight [E, vdim]. Undefined where not registered.
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight;
   Tensor in_proj_bias;  // [3E], when bias
-  std::shared_ptr<Linear> out_proj;
+  std::shared_ptr<NonDynamicallyQuantizableLinear> out_proj;
 };
 
 }  // namespace kiln::nn

@@ -246,6 +246,9 @@ TEST_CASE("MultiheadAttention: PyTorch's parameter names, shapes and init, dropo
   CHECK(sd.at("in_proj_bias").sizes() == Shape{36});
   CHECK(sd.at("out_proj.weight").sizes() == Shape{12, 12});
   CHECK(sd.at("out_proj.bias").sizes() == Shape{12});
+  CHECK(m.str() ==
+        "MultiheadAttention(\n  (out_proj): NonDynamicallyQuantizableLinear(in_features=12, out_features=12, "
+        "bias=True)\n)");
   CHECK(max(abs(m.in_proj_bias)).item<double>() == 0.0);
   CHECK(max(abs(m.out_proj->bias)).item<double>() == 0.0);
   // xavier_uniform_ on [36, 12]: bound sqrt(6 / (12 + 36)); PyTorch's bound for out_proj.weight
