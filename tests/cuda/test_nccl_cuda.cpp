@@ -4,7 +4,8 @@
 // from a side stream; the ring's device reductions against the CPU's; DDP (with and without its
 // gradients as bucket views), ZeRO-1 and ZeRO-2 over CUDA parameters against plain training, and
 // their gradients sent in bfloat16 and float16 (rounded, exactly); ZeRO-1's clip and gathered state
-// against plain AdamW's; synchronized batch norm against the fused kernel; CPU tensors refused.
+// against plain AdamW's; synchronized batch norm against the fused kernel; CPU tensors refused;
+// channels-last and transposed tensors through the collectives as their block of memory.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -107,6 +108,30 @@ TEST_CASE("nccl: collectives, native and ring, every dtype, from the default and
     CHECK(w->completed());
     g.barrier();
   }
+}
+
+TEST_CASE("nccl: channels-last and transposed tensors go through as their block of memory, in place", "[cuda][nccl]") {
+  ProcessGroup& g = nccl_group();
+  const Tensor values = ramp(2 * 3 * 4 * 5, DType::Float32).view({2, 3, 4, 5});
+  for (AllReduceAlgo algo : {AllReduceAlgo::Native, AllReduceAlgo::Ring}) {
+    Tensor t = values.contiguous(MemoryFormat::ChannelsLast);
+    const void* where = t.data_ptr();
+    g.all_reduce(t, ReduceOp::Avg, algo)->wait();
+    CHECK(t.data_ptr() == where);
+    CHECK(t.is_contiguous(MemoryFormat::ChannelsLast));
+    CHECK(max_diff(t, values) == 0.0);
+  }
+  Tensor m = ramp(12, DType::BFloat16).view({3, 4}).t();
+  const Tensor m0 = m.clone();
+  g.broadcast(m, 0)->wait();
+  CHECK(max_diff(m, m0) == 0.0);
+  // To this rank itself: the receive lands in a channels-last tensor as the logical values.
+  Tensor recv =
+      zeros({2, 3, 4, 5}, TensorOptions(DType::Float32, Device::cuda())).contiguous(MemoryFormat::ChannelsLast);
+  g.send_recv(values.contiguous(MemoryFormat::ChannelsLast), 0, recv, 0, 0);
+  CHECK(max_diff(recv, values) == 0.0);
+  Tensor gaps = zeros({4, 8}, TensorOptions(DType::Float32, Device::cuda())).narrow(1, 0, 4);
+  CHECK_THROWS_WITH(g.all_reduce(gaps), Catch::Contains("must be dense"));
 }
 
 TEST_CASE("nccl: the ring's reductions on the device equal the CPU's", "[cuda][nccl]") {
