@@ -176,8 +176,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   } else {
     Tensor scores = matmul(qh * Scalar(1.0 / std::sqrt(static_cast<double>(head_dim))), kh.transpose(-2, -1));
     Tensor probs;
-    if (mask.defined()) {
-      scores = scores + mask;
+    if (mask.defined()) scores = scores + mask;
+    if (mask.defined() && s > 0) {  // with no key at all, the probabilities are empty
       // A row every key is hidden from: softmax would give NaN (and a NaN gradient); zeros, as the
       // attention op gives. Its scores are replaced before the softmax, its probabilities after.
       Tensor hidden;

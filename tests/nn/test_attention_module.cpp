@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gradcheck.h"
@@ -278,6 +279,22 @@ TEST_CASE("MultiheadAttention: PyTorch's parameter names, shapes and init, dropo
   auto [d, per_head] = drop.forward(x, x, x, Tensor(), true, Tensor(), false);
   CHECK(vals(eq(per_head, Scalar(0.0)).to(DType::Float64)) !=
         std::vector<double>(static_cast<size_t>(per_head.numel()), 0.0));
+}
+
+TEST_CASE("MultiheadAttention: empty queries or keys give empty or zero attention on both paths", "[attention][nn]") {
+  MultiheadAttention m(8, 2);
+  for (const auto& [l, s] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 0}, {0, 0}}) {
+    for (const bool need_weights : {true, false}) {
+      INFO("L " << l << ", S " << s << ", need_weights " << need_weights);
+      const Tensor q = randn({l, 2, 8}), kv = randn({s, 2, 8});
+      const Tensor pad = zeros({2, s}, TensorOptions(DType::Bool));
+      auto [out, weights] = m.forward(q, kv, kv, pad, need_weights);
+      CHECK(out.sizes() == Shape{l, 2, 8});
+      if (need_weights) CHECK(weights.sizes() == Shape{2, l, s});
+      // No key: the heads' output is zero, so the output is out_proj's bias (zeros at init).
+      if (out.numel() > 0) CHECK(max(abs(out)).item<double>() == 0.0);
+    }
+  }
 }
 
 TEST_CASE("MultiheadAttention refuses bad arguments by name and shape", "[attention][nn]") {
