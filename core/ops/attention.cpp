@@ -13,6 +13,7 @@
 #include "core/ops/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -231,7 +232,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                               TensorOptions(q.dtype(), q.device()));
   output_layout(p.args.layout.o, p.args.o_row_stride, out, p.batch);
   Tensor lse = ops::empty_for(kOp, lse_shape, TensorOptions(lse_dtype, q.device()));
-  if (out.numel() > 0) {
+  if (out.numel() > 0 && p.args.S == 0) {
+    // No key at all: every query sees none, as a fully masked row (zeros, lse -inf). The kernels
+    // are not launched on the empty key and value tensors.
+    NoGradGuard no_grad;
+    out.zero_();
+    lse.fill_(-std::numeric_limits<double>::infinity());
+  } else if (out.numel() > 0) {
     scope.run(kernels::attention_forward, out.data_ptr(), lse.data_ptr(), p.q.data_ptr(), p.k.data_ptr(),
               p.v.data_ptr(), p.args);
   }

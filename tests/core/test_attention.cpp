@@ -28,6 +28,26 @@ TEST_CASE("attention: a query that sees no key gives zeros, not NaN", "[attentio
   CHECK(q.grad().select(1, 1).to_vector<float>() == std::vector<float>(4, 0.0f));
 }
 
+// No key at all (S = 0): every query sees none. The kernels were launched on the empty key and
+// value tensors (pointer arithmetic on their null data: undefined behaviour, which the sanitized
+// build reported); now the op writes the zero rows itself.
+TEST_CASE("attention: no key at all gives zero rows and zero query gradients", "[attention]") {
+  for (const bool causal : {false, true}) {
+    INFO("causal " << causal);
+    Tensor q = randn({2, 3, 4}).set_requires_grad(true);
+    Tensor k = zeros({2, 0, 4}).set_requires_grad(true);
+    Tensor v = zeros({2, 0, 5}).set_requires_grad(true);
+    const Tensor mask = causal ? Tensor() : zeros({3, 0}, DType::Bool);
+    Tensor out = scaled_dot_product_attention(q, k, v, mask, 0.0, causal);
+    CHECK(out.sizes() == Shape{2, 3, 5});
+    CHECK(out.to_vector<float>() == std::vector<float>(30, 0.0f));
+    sum(out).backward();
+    CHECK(q.grad().to_vector<float>() == std::vector<float>(24, 0.0f));
+    CHECK(k.grad().sizes() == Shape{2, 0, 4});
+    CHECK(v.grad().sizes() == Shape{2, 0, 5});
+  }
+}
+
 // One score of 200 (exp overflows float above 88) among zeros: the softmax is one-hot only when each
 // row's maximum is taken over every key it sees. The key moves through all positions of a row of
 // 21 (two 8-wide vector steps and a tail), and with causal it is the last key that row j sees.
