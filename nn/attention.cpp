@@ -40,6 +40,12 @@ Tensor additive_mask(const Tensor& m, const char* name, DType dtype, Device devi
 
 }  // namespace
 
+Tensor causal_mask(int64_t l, int64_t s, TensorOptions options) {
+  const TensorOptions i64(DType::Int64, options.device);
+  const Tensor above = gt(arange(0, s, 1, i64).view({1, s}), arange(0, l, 1, i64).view({l, 1}));
+  return masked_fill(zeros({l, s}, options), above, -kInf);
+}
+
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options)
     : embed_dim(embed_dim),
       num_heads(num_heads),
@@ -154,11 +160,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   // is_causal without a mask: scaled_dot_product_attention's own causal path where nothing else
   // is masked and no weights are returned, a causal mask otherwise (query i sees keys j <= i).
   const bool causal_flag = is_causal && !attn_mask.defined() && !key_padding_mask.defined() && !need_weights;
-  if (is_causal && !attn_mask.defined() && !causal_flag) {
-    const TensorOptions i64(DType::Int64, q.device());
-    mask = additive_mask(gt(arange(0, s, 1, i64).view({1, s}), arange(0, l, 1, i64).view({l, 1})), "causal mask", dt,
-                         q.device());
-  }
+  if (is_causal && !attn_mask.defined() && !causal_flag) mask = causal_mask(l, s, TensorOptions(dt, q.device()));
   if (key_padding_mask.defined()) {
     if (key_padding_mask.sizes() != (batched ? Shape{n, s} : Shape{s})) {
       throw ShapeError(std::string(kOp) + ": key_padding_mask must be [" +

@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "core/ops/factory.h"
 #include "nn/layers.h"
 
 namespace kiln::nn {
@@ -40,6 +41,11 @@ struct MultiheadAttentionOptions {
   std::optional<int64_t> kdim, vdim;  // the key's and value's feature sizes (default: embed_dim)
   bool batch_first = false;           // inputs [N, L, E] instead of PyTorch's default [L, N, E]
 };
+
+// An additive causal mask [l, s] of `options`' floating dtype: 0 where key j <= query i, -inf
+// above (top-left aligned, as scaled_dot_product_attention's is_causal). MultiheadAttention's
+// is_causal and Transformer::generate_square_subsequent_mask both make theirs here.
+Tensor causal_mask(int64_t l, int64_t s, TensorOptions options = {});
 
 class MultiheadAttention : public Module {
  public:

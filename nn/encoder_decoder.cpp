@@ -1,12 +1,10 @@
 // The Transformer's layers, stacks and model (see encoder_decoder.h).
 #include "nn/encoder_decoder.h"
 
-#include <limits>
 #include <string>
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/factory.h"
 #include "kernels/error.h"
 #include "nn/init.h"
 
@@ -206,10 +204,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
 
 Tensor Transformer::generate_square_subsequent_mask(int64_t size, Device device) {
   if (size < 0) throw Error("generate_square_subsequent_mask: size must be non-negative, got " + std::to_string(size));
-  const TensorOptions i64(DType::Int64, device);
-  const Tensor above = gt(arange(0, size, 1, i64).view({1, size}), arange(0, size, 1, i64).view({size, 1}));
-  return masked_fill(zeros({size, size}, TensorOptions(DType::Float32, device)), above,
-                     -std::numeric_limits<double>::infinity());
+  return causal_mask(size, size, TensorOptions(DType::Float32, device));
 }
 
 }  // namespace kiln::nn
