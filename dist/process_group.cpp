@@ -88,13 +88,12 @@ void check_rank(const char* op, int rank, const ProcessGroup& group) {
 
 void check_tensor(const char* op, const Tensor& t, const ProcessGroup& group, bool any_dense) {
   if (!t.defined()) throw Error(std::string(op) + ": the tensor is undefined");
-  if (any_dense && !t.is_non_overlapping_and_dense()) {
+  if (any_dense ? !t.is_non_overlapping_and_dense() : !t.is_contiguous()) {
+    const char* need =
+        any_dense ? "must be dense (its elements one block of memory, in any layout: collectives move it)"
+                  : "must be contiguous (its ranks' slots are blocks of its row-major order); pass .contiguous()";
     throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) + " with strides " + shape_str(t.strides()) +
-                " must be dense (its elements one block of memory, in any layout: collectives move that block)");
-  }
-  if (!any_dense && !t.is_contiguous()) {
-    throw Error(std::string(op) + ": the tensor " + shape_str(t.sizes()) + " with strides " + shape_str(t.strides()) +
-                " must be contiguous (its ranks' slots are blocks of its row-major order); pass .contiguous()");
+                " " + need);
   }
   if (t.device().type != group.device().type) {
     throw DeviceError(std::string(op) + ": the " + group.backend() + " backend moves " +
