@@ -9,7 +9,7 @@
 //   group's last one back, as DDP's buckets), each padded to a multiple of the world size and cut
 //   into equal slices: rank r owns slice r of every bucket, and its shard of the group is those
 //   slices end to end, one flat tensor for the local optimizer. A shard may hold pieces of several
-//   parameters, which is exact for elementwise optimizers (SGD, AdamW: every element's update
+//   parameters, which is exact for elementwise optimizers (SGD, Adam, AdamW: every element's update
 //   depends on its own gradient and state only). With one bucket per group this is the plain
 //   layout: rank r owns the r-th Nth of the group.
 // - A bucket's reduce-scatter starts as soon as backward has accumulated its last gradient (a

@@ -45,13 +45,20 @@ struct SgdHyper {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  bool maximize = false;  // ascend: the gradient's sign flipped before anything else reads it
 };
 
-struct AdamWHyper {
+// Adam and AdamW, as torch.optim computes them: `decoupled` is AdamW's weight decay (the parameter
+// shrinks by lr * weight_decay), otherwise Adam's L2 term (weight_decay * p added to the gradient);
+// `amsgrad` divides by the running maximum of the second moment instead of the moment itself.
+struct AdamHyper {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  bool decoupled = true;
+  bool amsgrad = false;
+  bool maximize = false;
 };
 
 // PyTorch's SGD on n (param, grad, momentum buffer) triples. params and grads have
@@ -62,11 +69,13 @@ struct AdamWHyper {
 void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
                   const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
                   const ForeachScalars& s, const KernelContext& ctx);
-// torch.optim.AdamW (no amsgrad, no maximize) on n (param, grad, exp_avg, exp_avg_sq) tuples;
-// tensor i's bias corrections use t = its step count + 1. Dtypes and steps as for SGD.
-void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
-                    DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+// torch.optim.Adam / AdamW on n (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq) tuples;
+// max_exp_avg_sqs (the state dtype) is read only with h.amsgrad, and may be nullptr without it.
+// Tensor i's bias corrections use t = its step count + 1. Dtypes and steps as for SGD.
+void adam_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                   const ForeachTensor* exp_avg_sqs, const ForeachTensor* max_exp_avg_sqs, const ForeachTensor* steps,
+                   int64_t n, DType param_dtype, DType state_dtype, const AdamHyper& h, const ForeachScalars& s,
+                   const KernelContext& ctx);
 // Norms: partials[k] (float64) = the reduction of chunk k of the list in (tensor, chunk) order:
 // sum of |x|^p, or max |x| when p is infinite, accumulated as the dtype's elementwise math does
 // (float64 for float64). Then `out` (one element of out_dtype, Float32 or Float64) = the combination
@@ -106,9 +115,10 @@ void amp_update_scale_cpu(float* scale, int32_t* growth_tracker, const float* fo
 void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* bufs,
                    const ForeachTensor* steps, int64_t n, DType param_dtype, DType state_dtype, const SgdHyper& h,
                    const ForeachScalars& s, const KernelContext& ctx);
-void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                     const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
-                     DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx);
+void adam_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* max_exp_avg_sqs, const ForeachTensor* steps,
+                    int64_t n, DType param_dtype, DType state_dtype, const AdamHyper& h, const ForeachScalars& s,
+                    const KernelContext& ctx);
 void foreach_norm_partials_cuda(double* partials, const ForeachTensor* tensors, int64_t n, DType dtype, double p,
                                 const KernelContext& ctx);
 void foreach_norm_finish_cuda(void* out, DType out_dtype, const double* partials, int64_t count, double p,
@@ -125,7 +135,7 @@ void amp_update_scale_cuda(float* scale, int32_t* growth_tracker, const float* f
 
 namespace kernels {
 KILN_KERNEL(sgd_step);
-KILN_KERNEL(adamw_step);
+KILN_KERNEL(adam_step);
 KILN_KERNEL(foreach_norm_partials);
 KILN_KERNEL(foreach_norm_finish);
 KILN_KERNEL(foreach_mul_scalar);
@@ -141,7 +151,7 @@ KILN_HD bool skip_update(const ForeachScalars& s) { return s.found_inf != nullpt
 
 template <typename C> struct SgdCoef {
   C lr, momentum, one_minus_dampening, weight_decay, scale;
-  bool has_momentum, has_decay, has_scale, nesterov, first;
+  bool has_momentum, has_decay, has_scale, nesterov, first, maximize;
 };
 
 // `step`: the tensor's completed steps before this one.
@@ -157,13 +167,16 @@ template <typename C> KILN_HD SgdCoef<C> sgd_coef(const SgdHyper& h, const Forea
   k.has_scale = s.grad_scale != nullptr;
   k.nesterov = h.nesterov;
   k.first = step == 0.0f;
+  k.maximize = h.maximize;
   return k;
 }
 
-// d = g (/ scale) + wd * p; buf = first ? d : momentum * buf + (1 - dampening) * d;
-// d = nesterov ? d + momentum * buf : buf; p -= lr * d.
+// d = (maximize ? -1 : 1) * g (/ scale) + wd * p;
+// buf = first ? d : momentum * buf + (1 - dampening) * d; d = nesterov ? d + momentum * buf : buf;
+// p -= lr * d.
 template <typename C> KILN_HD void sgd_element(C& p, C g, C* buf, const SgdCoef<C>& k) {
   C d = k.has_scale ? g / k.scale : g;
+  if (k.maximize) d = -d;
   if (k.has_decay) d = d + k.weight_decay * p;
   if (k.has_momentum) {
     C b = k.first ? d : k.momentum * *buf + k.one_minus_dampening * d;
@@ -173,18 +186,21 @@ template <typename C> KILN_HD void sgd_element(C& p, C g, C* buf, const SgdCoef<
   p = p - k.lr * d;
 }
 
-template <typename C> struct AdamWCoef {
-  C decay, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps, scale;
-  bool has_scale;
+template <typename C>
+struct AdamCoef {
+  C decay, l2, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps, scale;
+  bool has_scale, has_l2, amsgrad, maximize;
 };
 
-template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const ForeachScalars& s, float step) {
+template <typename C>
+KILN_HD AdamCoef<C> adam_coef(const AdamHyper& h, const ForeachScalars& s, float step) {
   const double lr = *s.lr;
   const double t = static_cast<double>(step) + 1.0;
   const double bc1 = 1.0 - ::pow(h.beta1, t);
   const double bc2 = 1.0 - ::pow(h.beta2, t);
-  AdamWCoef<C> k;
-  k.decay = static_cast<C>(1.0 - lr * h.weight_decay);
+  AdamCoef<C> k;
+  k.decay = static_cast<C>(h.decoupled ? 1.0 - lr * h.weight_decay : 1.0);
+  k.l2 = static_cast<C>(h.decoupled ? 0.0 : h.weight_decay);
   k.beta1 = static_cast<C>(h.beta1);
   k.one_minus_beta1 = static_cast<C>(1.0 - h.beta1);
   k.beta2 = static_cast<C>(h.beta2);
@@ -194,17 +210,31 @@ template <typename C> KILN_HD AdamWCoef<C> adamw_coef(const AdamWHyper& h, const
   k.eps = static_cast<C>(h.eps);
   k.scale = s.grad_scale != nullptr ? static_cast<C>(*s.grad_scale) : C(1);
   k.has_scale = s.grad_scale != nullptr;
+  k.has_l2 = !h.decoupled && h.weight_decay != 0.0;
+  k.amsgrad = h.amsgrad;
+  k.maximize = h.maximize;
   return k;
 }
 
-// p *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
-// p -= (lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps)), as torch.optim.AdamW orders it.
-template <typename C> KILN_HD void adamw_element(C& p, C g, C& m, C& v, const AdamWCoef<C>& k) {
+// g = (maximize ? -1 : 1) * g (/ scale); AdamW: p *= 1 - lr * wd, Adam: g += wd * p;
+// m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2; amsgrad: vmax = max(vmax, v), NaN kept
+// (torch.maximum), and the denominator reads vmax instead of v;
+// p -= (lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps)), as torch.optim orders it. `vmax` is read
+// and written only with amsgrad.
+template <typename C>
+KILN_HD void adam_element(C& p, C g, C& m, C& v, C& vmax, const AdamCoef<C>& k) {
   if (k.has_scale) g = g / k.scale;
+  if (k.maximize) g = -g;
+  if (k.has_l2) g = g + k.l2 * p;
   p = p * k.decay;
   m = k.beta1 * m + k.one_minus_beta1 * g;
   v = k.beta2 * v + k.one_minus_beta2 * (g * g);
-  const C denom = ::sqrt(v) / k.bc2_sqrt + k.eps;
+  C second = v;
+  if (k.amsgrad) {
+    if (!(vmax > v || vmax != vmax)) vmax = v;
+    second = vmax;
+  }
+  const C denom = ::sqrt(second) / k.bc2_sqrt + k.eps;
   p = p - k.step_size * (m / denom);
 }
 

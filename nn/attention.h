@@ -38,7 +38,8 @@ class NonDynamicallyQuantizableLinear : public Linear {
 struct MultiheadAttentionOptions {
   double dropout = 0.0;               // on the attention probabilities, in training
   bool bias = true;                   // in_proj_bias and out_proj.bias
-  std::optional<int64_t> kdim, vdim;  // the key's and value's feature sizes (default: embed_dim)
+  // The key's and value's feature sizes (default: embed_dim).
+  std::optional<int64_t> kdim{}, vdim{};
   bool batch_first = false;           // inputs [N, L, E] instead of PyTorch's default [L, N, E]
 };
 

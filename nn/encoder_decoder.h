@@ -112,7 +112,7 @@ class TransformerDecoder : public Module {
 
 struct TransformerOptions {
   int64_t d_model = 512, nhead = 8, num_encoder_layers = 6, num_decoder_layers = 6;
-  TransformerLayerOptions layer;
+  TransformerLayerOptions layer{};
 };
 
 // PyTorch's nn.Transformer: an encoder and a decoder, each with a final norm (as PyTorch builds

@@ -243,7 +243,7 @@ void check_hyper(const char* op, const char* what, double v, std::optional<doubl
 
 void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                   const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
-                  const TensorList& steps, const Tensor& found_inf, const Tensor& grad_scale) {
+                  const TensorList& steps, const Tensor& found_inf, const Tensor& grad_scale, bool maximize) {
   const char* op = "foreach_sgd_";
   check_hyper(op, "momentum", momentum, 0.0);
   check_hyper(op, "dampening", dampening, std::nullopt);
@@ -267,6 +267,7 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   h.dampening = dampening;
   h.weight_decay = weight_decay;
   h.nesterov = nesterov;
+  h.maximize = maximize;
 
   const auto buckets = bucket<DTypePair>(params.size(), [&](size_t i) {
     return DTypePair{params[i].dtype(), use_buf ? momentum_buffers[i].dtype() : params[i].dtype()};
@@ -284,31 +285,40 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
   if (use_buf) bump(momentum_buffers);
 }
 
-void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
-                    const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
-                    double beta2, double eps, double weight_decay, const Tensor& found_inf,
-                    const Tensor& grad_scale) {
-  const char* op = "foreach_adamw_";
-  check_hyper(op, "beta1", beta1, 0.0, 1.0);
-  check_hyper(op, "beta2", beta2, 0.0, 1.0);
-  check_hyper(op, "eps", eps, 0.0);
-  check_hyper(op, "weight_decay", weight_decay, 0.0);
-  const std::vector<std::vector<ForeachTensor>> flats =
-      check_update(op, params, grads, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
+void foreach_adam_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                   const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs, const Tensor& lr,
+                   const TensorList& steps, const AdamStepOptions& o, const Tensor& found_inf,
+                   const Tensor& grad_scale) {
+  const char* op = o.decoupled_weight_decay ? "foreach_adamw_" : "foreach_adam_";
+  check_hyper(op, "beta1", o.beta1, 0.0, 1.0);
+  check_hyper(op, "beta2", o.beta2, 0.0, 1.0);
+  check_hyper(op, "eps", o.eps, 0.0);
+  check_hyper(op, "weight_decay", o.weight_decay, 0.0);
+  if (!o.amsgrad && !max_exp_avg_sqs.empty()) {
+    throw Error(std::string(op) + ": got " + std::to_string(max_exp_avg_sqs.size()) +
+                " max_exp_avg_sq tensors without amsgrad (pass none, or set amsgrad)");
+  }
+  std::vector<std::pair<const TensorList*, const char*>> states = {{&exp_avgs, "exp_avg"},
+                                                                   {&exp_avg_sqs, "exp_avg_sq"}};
+  if (o.amsgrad) states.push_back({&max_exp_avg_sqs, "max_exp_avg_sq"});
+  const std::vector<std::vector<ForeachTensor>> flats = check_update(op, params, grads, states);
   if (params.empty()) return;
-  const Device dev = list_device(op, {&params, &grads, &exp_avgs, &exp_avg_sqs});
+  const Device dev = list_device(op, {&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs});
   const std::vector<ForeachTensor> step_list = step_entries(op, steps, params.size(), dev);
-  check_disjoint(op, params, grads, steps, {{&exp_avgs, "exp_avg"}, {&exp_avg_sqs, "exp_avg_sq"}});
+  check_disjoint(op, params, grads, steps, states);
   ForeachScalars s;
   Tensor lr64;
   s.lr = lr_ptr(op, lr, dev, lr64);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
-  AdamWHyper h;
-  h.beta1 = beta1;
-  h.beta2 = beta2;
-  h.eps = eps;
-  h.weight_decay = weight_decay;
+  AdamHyper h;
+  h.beta1 = o.beta1;
+  h.beta2 = o.beta2;
+  h.eps = o.eps;
+  h.weight_decay = o.weight_decay;
+  h.decoupled = o.decoupled_weight_decay;
+  h.amsgrad = o.amsgrad;
+  h.maximize = o.maximize;
 
   const auto buckets = bucket<DTypePair>(
       params.size(), [&](size_t i) { return DTypePair{params[i].dtype(), exp_avgs[i].dtype()}; });
@@ -316,14 +326,28 @@ void foreach_adamw_(const TensorList& params, const TensorList& grads, const Ten
   for (const auto& [types, idx] : buckets) {
     const std::vector<ForeachTensor> p = gather(flats[0], idx), g = gather(flats[1], idx);
     const std::vector<ForeachTensor> m = gather(flats[2], idx), v = gather(flats[3], idx);
+    const std::vector<ForeachTensor> vm = o.amsgrad ? gather(flats[4], idx) : std::vector<ForeachTensor>();
     const std::vector<ForeachTensor> st = gather(step_list, idx);
     const int64_t n = static_cast<int64_t>(idx.size());
-    scope.run(kernels::adamw_step, p.data(), g.data(), m.data(), v.data(), st.data(), n, types.param, types.state,
-              h, s);
+    scope.run(kernels::adam_step, p.data(), g.data(), m.data(), v.data(), o.amsgrad ? vm.data() : nullptr, st.data(), n,
+              types.param, types.state, h, s);
   }
   bump(params);
   bump(exp_avgs);
   bump(exp_avg_sqs);
+  if (o.amsgrad) bump(max_exp_avg_sqs);
+}
+
+void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                    const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
+                    double beta2, double eps, double weight_decay, const Tensor& found_inf, const Tensor& grad_scale) {
+  AdamStepOptions o;
+  o.beta1 = beta1;
+  o.beta2 = beta2;
+  o.eps = eps;
+  o.weight_decay = weight_decay;
+  o.decoupled_weight_decay = true;
+  foreach_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, lr, steps, o, found_inf, grad_scale);
 }
 
 Tensor foreach_norm(const TensorList& tensors, double norm_type) {

@@ -12,21 +12,40 @@
 
 namespace kiln {
 
-// PyTorch's SGD: d = g (/ *grad_scale) + weight_decay * p; with momentum,
-// buf = (step == 0) ? d : momentum * buf + (1 - dampening) * d and d = nesterov ? d + momentum * buf
-// : buf; then p -= *lr * d. momentum_buffers may be empty when momentum == 0; otherwise one per
-// param, float32 or the param's dtype. `steps`: each parameter's count of completed steps (as
-// torch.optim keeps one per parameter), one-element float32 tensors on the lists' device, one per
-// parameter or one that all share; read, not advanced (see foreach_add_scalar_). Nothing changes
-// when found_inf is given and *found_inf != 0.
+// PyTorch's SGD: d = g (/ *grad_scale), negated when maximize (ascent), + weight_decay * p;
+// with momentum, buf = (step == 0) ? d : momentum * buf + (1 - dampening) * d and
+// d = nesterov ? d + momentum * buf : buf; then p -= *lr * d. momentum_buffers may be empty when
+// momentum == 0; otherwise one per param, float32 or the param's dtype. `steps`: each parameter's
+// count of completed steps (as torch.optim keeps one per parameter), one-element float32 tensors on
+// the lists' device, one per parameter or one that all share; read, not advanced (see
+// foreach_add_scalar_). Nothing changes when found_inf is given and *found_inf != 0.
 void foreach_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                   const Tensor& lr, double momentum, double dampening, bool nesterov, double weight_decay,
-                  const TensorList& steps, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor());
+                  const TensorList& steps, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor(),
+                  bool maximize = false);
 
-// torch.optim.AdamW (no amsgrad, no maximize), with t = the parameter's step count + 1:
-// p *= 1 - lr * weight_decay; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// The hyperparameters of foreach_adam_: torch.optim.Adam's, and with decoupled_weight_decay
+// torch.optim.AdamW's.
+struct AdamStepOptions {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW's decay of the weights, not Adam's L2 term
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+// torch.optim.Adam / AdamW (one fused update, as their fused=True), with t = the parameter's step
+// count + 1 and g the gradient (/ *grad_scale), negated when maximize:
+// AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p;
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; amsgrad: vmax = max(vmax, v) (NaN kept) and
+// vhat = vmax, else vhat = v; p -= lr / (1 - b1^t) * m / (sqrt(vhat) / sqrt(1 - b2^t) + eps).
+// max_exp_avg_sqs: one per parameter with amsgrad (in the dtype of its other states), none without.
 // States are float32 or the param's dtype. steps, found_inf and grad_scale as for SGD.
+void foreach_adam_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                   const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs, const Tensor& lr,
+                   const TensorList& steps, const AdamStepOptions& options, const Tensor& found_inf = Tensor(),
+                   const Tensor& grad_scale = Tensor());
+
+// foreach_adam_ as torch.optim.AdamW without amsgrad and maximize: decoupled weight decay.
 void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                     const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
                     double beta2, double eps, double weight_decay, const Tensor& found_inf = Tensor(),

@@ -89,16 +89,20 @@ KILN_CPU_CLONES void sgd_run(P* __restrict p, const P* __restrict g, S* __restri
   }
 }
 
-template <bool Scaled, typename P, typename S, typename C>
-KILN_CPU_CLONES void adamw_run(P* __restrict p, const P* __restrict g, S* __restrict m, S* __restrict v,
-                               int64_t len, foreach_math::AdamWCoef<C> k) {
+// Amsgrad reads and writes a third state array (the running maximum); without it `vm` is unused.
+template <bool Scaled, bool Ams, typename P, typename S, typename C>
+KILN_CPU_CLONES void adam_run(P* __restrict p, const P* __restrict g, S* __restrict m, S* __restrict v,
+                              S* __restrict vm, int64_t len, foreach_math::AdamCoef<C> k) {
   k.has_scale = Scaled;
+  k.amsgrad = Ams;
   for (int64_t i = 0; i < len; ++i) {
     C pv = ld<P, C>(p, i), mv = ld<S, C>(m, i), vv = ld<S, C>(v, i);
-    foreach_math::adamw_element<C>(pv, ld<P, C>(g, i), mv, vv, k);
+    C xv = Ams ? ld<S, C>(vm, i) : C(0);
+    foreach_math::adam_element<C>(pv, ld<P, C>(g, i), mv, vv, xv, k);
     st<P, C>(p, i, pv);
     st<S, C>(m, i, mv);
     st<S, C>(v, i, vv);
+    if constexpr (Ams) st<S, C>(vm, i, xv);
   }
 }
 
@@ -134,23 +138,26 @@ void sgd_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const
   });
 }
 
-void adamw_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
-                    DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext&) {
+void adam_step_cpu(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                   const ForeachTensor* exp_avg_sqs, const ForeachTensor* max_exp_avg_sqs, const ForeachTensor* steps,
+                   int64_t n, DType param_dtype, DType state_dtype, const AdamHyper& h, const ForeachScalars& s,
+                   const KernelContext&) {
   if (n == 0 || foreach_math::skip_update(s)) return;
-  visit_param_state(param_dtype, state_dtype, "foreach_adamw_", [&]<typename P, typename S>() {
+  const bool ams = h.amsgrad && max_exp_avg_sqs != nullptr;
+  visit_param_state(param_dtype, state_dtype, "foreach_adam_", [&]<typename P, typename S>() {
     using C = cpu::acc_t<P>;
     for_each_chunk(params, n, [&](int64_t, const WorkItem& w) {
-      const foreach_math::AdamWCoef<C> k = foreach_math::adamw_coef<C>(h, s, step_of(steps, w.tensor));
+      const foreach_math::AdamCoef<C> k = foreach_math::adam_coef<C>(h, s, step_of(steps, w.tensor));
       P* p = static_cast<P*>(params[w.tensor].data) + w.begin;
       const P* g = static_cast<const P*>(grads[w.tensor].data) + w.begin;
       S* m = static_cast<S*>(exp_avgs[w.tensor].data) + w.begin;
       S* v = static_cast<S*>(exp_avg_sqs[w.tensor].data) + w.begin;
+      S* vm = ams ? static_cast<S*>(max_exp_avg_sqs[w.tensor].data) + w.begin : nullptr;
       const int64_t len = w.end - w.begin;
       if (k.has_scale) {
-        adamw_run<true>(p, g, m, v, len, k);
+        ams ? adam_run<true, true>(p, g, m, v, vm, len, k) : adam_run<true, false>(p, g, m, v, vm, len, k);
       } else {
-        adamw_run<false>(p, g, m, v, len, k);
+        ams ? adam_run<false, true>(p, g, m, v, vm, len, k) : adam_run<false, false>(p, g, m, v, vm, len, k);
       }
     });
   });

@@ -32,13 +32,17 @@ void launch_sgd(const ForeachTensor* params, const ForeachTensor* grads, const F
 }
 
 template <typename P, typename S>
-void launch_adamw(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                  const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, const AdamWHyper& h,
-                  const ForeachScalars& s, cudaStream_t stream) {
-  const ForeachTensor* lists[5] = {params, grads, exp_avgs, exp_avg_sqs, steps};
-  launch_chunks<5>(lists, n, [&](const ChunkTable<5>& table, int blocks, int64_t) {
-    adamw_kernel<P, S><<<blocks, kBlock, 0, stream>>>(table, h, s);
-    check_launch("foreach_adamw_");
+void launch_adam(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                 const ForeachTensor* exp_avg_sqs, const ForeachTensor* max_exp_avg_sqs, const ForeachTensor* steps,
+                 int64_t n, const AdamHyper& h, const ForeachScalars& s, cudaStream_t stream) {
+  AdamHyper hk = h;
+  hk.amsgrad = h.amsgrad && max_exp_avg_sqs != nullptr;
+  // Without amsgrad the table's fifth column repeats the second moments (never dereferenced).
+  const ForeachTensor* lists[6] = {params, grads, exp_avgs, exp_avg_sqs, hk.amsgrad ? max_exp_avg_sqs : exp_avg_sqs,
+                                   steps};
+  launch_chunks<6>(lists, n, [&](const ChunkTable<6>& table, int blocks, int64_t) {
+    adam_kernel<P, S><<<blocks, kBlock, 0, stream>>>(table, hk, s);
+    check_launch("foreach_adam_");
   });
 }
 
@@ -124,25 +128,27 @@ void sgd_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, cons
   }
 }
 
-void adamw_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
-                     const ForeachTensor* exp_avg_sqs, const ForeachTensor* steps, int64_t n, DType param_dtype,
-                     DType state_dtype, const AdamWHyper& h, const ForeachScalars& s, const KernelContext& ctx) {
-  const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_adamw_");
+void adam_step_cuda(const ForeachTensor* params, const ForeachTensor* grads, const ForeachTensor* exp_avgs,
+                    const ForeachTensor* exp_avg_sqs, const ForeachTensor* max_exp_avg_sqs, const ForeachTensor* steps,
+                    int64_t n, DType param_dtype, DType state_dtype, const AdamHyper& h, const ForeachScalars& s,
+                    const KernelContext& ctx) {
+  const PairKind kind = pair_kind(param_dtype, state_dtype, "foreach_adam_");
   if (n == 0) return;
   const cudaStream_t st = raw_stream(ctx.stream);
+  const ForeachTensor* vm = max_exp_avg_sqs;
   switch (kind) {
-    case PairKind::F32: launch_adamw<float, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st); break;
+    case PairKind::F32: launch_adam<float, float>(params, grads, exp_avgs, exp_avg_sqs, vm, steps, n, h, s, st); break;
     case PairKind::F16_F32:
-      launch_adamw<__half, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      launch_adam<__half, float>(params, grads, exp_avgs, exp_avg_sqs, vm, steps, n, h, s, st);
       break;
     case PairKind::F16_F16:
-      launch_adamw<__half, __half>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      launch_adam<__half, __half>(params, grads, exp_avgs, exp_avg_sqs, vm, steps, n, h, s, st);
       break;
     case PairKind::BF16_F32:
-      launch_adamw<__nv_bfloat16, float>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      launch_adam<__nv_bfloat16, float>(params, grads, exp_avgs, exp_avg_sqs, vm, steps, n, h, s, st);
       break;
     case PairKind::BF16_BF16:
-      launch_adamw<__nv_bfloat16, __nv_bfloat16>(params, grads, exp_avgs, exp_avg_sqs, steps, n, h, s, st);
+      launch_adam<__nv_bfloat16, __nv_bfloat16>(params, grads, exp_avgs, exp_avg_sqs, vm, steps, n, h, s, st);
       break;
   }
 }

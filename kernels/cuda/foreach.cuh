@@ -39,7 +39,7 @@ template <int N> struct ChunkTable {
   uint8_t block_tensor[kMaxBlocks];
 };
 static_assert(sizeof(ChunkTable<1>) <= 3600 && sizeof(ChunkTable<2>) <= 3600 && sizeof(ChunkTable<3>) <= 3600 &&
-                  sizeof(ChunkTable<4>) <= 3600 && sizeof(ChunkTable<5>) <= 3600,
+                  sizeof(ChunkTable<4>) <= 3600 && sizeof(ChunkTable<6>) <= 3600,
               "a chunk table plus the other kernel parameters must stay within 4 KB");
 static_assert(max_tensors<1>() <= 256, "block_tensor is a uint8_t");
 
@@ -141,21 +141,23 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// --- AdamW ------------------------------------------------------------------------------------
+// --- Adam and AdamW ------------------------------------------------------------------------------
 
-// Columns: params, grads, exp_avg, exp_avg_sq, step counts.
+// Columns: params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad; otherwise the exp_avg_sq
+// column again, never dereferenced), step counts.
 template <typename P, typename S>
 __global__ void __launch_bounds__(kBlock)
-    adamw_kernel(const __grid_constant__ ChunkTable<5> table, const AdamWHyper h, const ForeachScalars s) {
+    adam_kernel(const __grid_constant__ ChunkTable<6> table, const AdamHyper h, const ForeachScalars s) {
   if (foreach_math::skip_update(s)) return;
-  const BlockChunk<5> c = block_chunk(table);
-  const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s, step_of(table, 4, c.tensor));
+  const BlockChunk<6> c = block_chunk(table);
+  const foreach_math::AdamCoef<float> k = foreach_math::adam_coef<float>(h, s, step_of(table, 5, c.tensor));
   P* p = chunk_ptr<P>(table.data[0][c.tensor], c.begin);
   const P* g = chunk_ptr<P>(table.data[1][c.tensor], c.begin);
   S* m = chunk_ptr<S>(table.data[2][c.tensor], c.begin);
   S* v = chunk_ptr<S>(table.data[3][c.tensor], c.begin);
+  S* vm = k.amsgrad ? chunk_ptr<S>(table.data[4][c.tensor], c.begin) : nullptr;
   for (int base = 0; base < c.n; base += kBlock * kIlp) {
-    float pv[kIlp], gv[kIlp], mv[kIlp], vv[kIlp];
+    float pv[kIlp], gv[kIlp], mv[kIlp], vv[kIlp], xv[kIlp];
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       const int i = base + u * kBlock + static_cast<int>(threadIdx.x);
@@ -164,16 +166,18 @@ __global__ void __launch_bounds__(kBlock)
         gv[u] = to_f32(g[i]);
         mv[u] = to_f32(m[i]);
         vv[u] = to_f32(v[i]);
+        xv[u] = k.amsgrad ? to_f32(vm[i]) : 0.0f;
       }
     }
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       const int i = base + u * kBlock + static_cast<int>(threadIdx.x);
       if (i < c.n) {
-        foreach_math::adamw_element<float>(pv[u], gv[u], mv[u], vv[u], k);
+        foreach_math::adam_element<float>(pv[u], gv[u], mv[u], vv[u], xv[u], k);
         p[i] = from_f32<P>(pv[u]);
         m[i] = from_f32<S>(mv[u]);
         v[i] = from_f32<S>(vv[u]);
+        if (k.amsgrad) vm[i] = from_f32<S>(xv[u]);
       }
     }
   }

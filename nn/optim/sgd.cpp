@@ -9,13 +9,16 @@
 #include "kernels/error.h"
 
 namespace kiln::nn::optim {
-SGD::SGD(const TensorList& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov)
-    : Optimizer(one_group(params, lr, weight_decay)), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
-  validate();
-}
+SGD::SGD(const TensorList& params, double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+         bool maximize)
+    : SGD(one_group(params, lr, weight_decay), momentum, dampening, nesterov, maximize) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, double momentum, double dampening, bool nesterov)
-    : Optimizer(std::move(groups)), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
+SGD::SGD(std::vector<ParamGroup> groups, double momentum, double dampening, bool nesterov, bool maximize)
+    : Optimizer(std::move(groups)),
+      momentum_(momentum),
+      dampening_(dampening),
+      nesterov_(nesterov),
+      maximize_(maximize) {
   validate();
 }
 
@@ -60,10 +63,11 @@ void SGD::step() {
     const double momentum = option(g, "momentum", momentum_);
     const double dampening = option(g, "dampening", dampening_);
     const bool nesterov = option(g, "nesterov", nesterov_ ? 1.0 : 0.0) != 0.0;
+    const bool maximize = option(g, "maximize", maximize_ ? 1.0 : 0.0) != 0.0;
     const TensorList bufs = momentum != 0.0 ? state_for("momentum_buffer", b) : TensorList();
     const TensorList steps = steps_for(b);
-    foreach_sgd_(b.params, b.grads, bufs, lr_tensor(g), momentum, dampening, nesterov, groups_[g].weight_decay,
-                 steps, found_inf(), grad_scale());
+    foreach_sgd_(b.params, b.grads, bufs, lr_tensor(g), momentum, dampening, nesterov, groups_[g].weight_decay, steps,
+                 found_inf(), grad_scale(), maximize);
     stepped.insert(stepped.end(), steps.begin(), steps.end());
   }
   finish_step(stepped);

@@ -1085,6 +1085,28 @@ void foreach_rows(Table& t) {
           const Tensor moments = f32({2});
           adamw({moments}, {moments}, 0.9, 0.999, 1e-8);
         });
+  const auto adam = [](TensorList vmax, bool amsgrad) {
+    AdamStepOptions o;
+    o.amsgrad = amsgrad;
+    foreach_adam_({f32({2})}, {f32({2})}, {f32({2})}, {f32({2})}, vmax, f32_scalar(0.1f), {f32_scalar(0)}, o);
+  };
+  t.add("foreach_adam_: amsgrad without max_exp_avg_sq", Expect::Error,
+        {"foreach_adam_", "expected 1 max_exp_avg_sq", "got 0"}, [=] { adam({}, true); });
+  t.add("foreach_adam_: max_exp_avg_sq without amsgrad", Expect::Error,
+        {"foreach_adam_", "max_exp_avg_sq", "without amsgrad"}, [=] { adam({f32({2})}, false); });
+  t.add("foreach_adam_: max_exp_avg_sq of another shape", Expect::Shape, {"foreach_adam_", "max_exp_avg_sq 0", "[3]"},
+        [=] { adam({f32({3})}, true); });
+  t.add("foreach_adam_: undefined max_exp_avg_sq", Expect::Error, {"foreach_adam_", "max_exp_avg_sq 0", "undefined"},
+        [=] { adam({Tensor()}, true); });
+  t.add("foreach_adam_: max_exp_avg_sq on another device", Expect::Device, {"foreach_adam_", "cpu", "cuda:0"},
+        [=] { adam({fake_cuda({2})}, true); });
+  t.add("foreach_adam_: max_exp_avg_sq in the exp_avg_sq's memory", Expect::Error,
+        {"foreach_adam_", "max_exp_avg_sq 0", "exp_avg_sq 0", "share memory"}, [=] {
+          AdamStepOptions o;
+          o.amsgrad = true;
+          const Tensor v = f32({2});
+          foreach_adam_({f32({2})}, {f32({2})}, {f32({2})}, {v}, {v}, f32_scalar(0.1f), {f32_scalar(0)}, o);
+        });
   t.add("foreach_sgd_: a parameter as its own gradient", Expect::Error,
         {"foreach_sgd_", "parameter 0", "gradient 0", "share memory"}, [=] {
           const Tensor w = f32({2});

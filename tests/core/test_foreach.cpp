@@ -279,30 +279,45 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         s.lr = &lr;
         s.grad_scale = scaled ? &grad_scale : nullptr;
         const Tensor lr_t = f32(lr), step_t = f32(step), scale_t = scaled ? f32(grad_scale) : Tensor();
-        {
-          const AdamWHyper h{0.9, 0.95, 1e-8, 0.1};
-          const foreach_math::AdamWCoef<float> k = foreach_math::adamw_coef<float>(h, s, step);
-          TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)}, m{tensor(mv)}, v{tensor(vv)};
+        for (const bool adamw : {true, false}) {  // AdamW; Adam with L2 decay, amsgrad and maximize
+          AdamHyper h{0.9, 0.95, 1e-8, 0.1};
+          h.decoupled = adamw;
+          h.amsgrad = h.maximize = !adamw;
+          const foreach_math::AdamCoef<float> k = foreach_math::adam_coef<float>(h, s, step);
+          std::vector<float> xv = update_values(n, 5);  // amsgrad's running maximum
+          for (float& x : xv) x = std::abs(x);
+          TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)}, m{tensor(mv)}, v{tensor(vv)}, x;
+          if (!adamw) x = {tensor(xv)};
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
-          foreach_adamw_(p, g, m, v, lr_t, {step_t}, h.beta1, h.beta2, h.eps, h.weight_decay, Tensor(), scale_t);
+          AdamStepOptions o;
+          o.beta1 = h.beta1;
+          o.beta2 = h.beta2;
+          o.eps = h.eps;
+          o.weight_decay = h.weight_decay;
+          o.decoupled_weight_decay = h.decoupled;
+          o.amsgrad = h.amsgrad;
+          o.maximize = h.maximize;
+          foreach_adam_(p, g, m, v, x, lr_t, {step_t}, o, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-            float pe = at<P>(p0, i), me = mv[i], ve = vv[i];
-            foreach_math::adamw_element<float>(pe, at<P>(g0, i), me, ve, k);
+            float pe = at<P>(p0, i), me = mv[i], ve = vv[i], xe = xv[i];
+            foreach_math::adam_element<float>(pe, at<P>(g0, i), me, ve, xe, k);
             if (!same_element<P>(p[0], i, pe) || !same_element<float>(m[0], i, me) ||
-                !same_element<float>(v[0], i, ve)) {
-              FAIL("AdamW element " << i << ": p " << at<P>(p[0], i) << " (formula " << pe << "), m "
-                                    << at<float>(m[0], i) << " (" << me << "), v " << at<float>(v[0], i) << " ("
-                                    << ve << ")");
+                !same_element<float>(v[0], i, ve) || (!adamw && !same_element<float>(x[0], i, xe))) {
+              FAIL((adamw ? "AdamW" : "Adam")
+                   << " element " << i << ": p " << at<P>(p[0], i) << " (formula " << pe << "), m "
+                   << at<float>(m[0], i) << " (" << me << "), v " << at<float>(v[0], i) << " (" << ve << ")");
             }
           }
         }
         for (const bool with_buf : {false, true}) {
-          const SgdHyper h{with_buf ? 0.9 : 0.0, 0.1, 0.01, with_buf};
+          SgdHyper h{with_buf ? 0.9 : 0.0, 0.1, 0.01, with_buf};
+          h.maximize = !with_buf;
           const foreach_math::SgdCoef<float> k = foreach_math::sgd_coef<float>(h, s, step);
           TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)};
           TensorList b = with_buf ? TensorList{tensor(mv)} : TensorList();
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
-          foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, {step_t}, Tensor(), scale_t);
+          foreach_sgd_(p, g, b, lr_t, h.momentum, h.dampening, h.nesterov, h.weight_decay, {step_t}, Tensor(), scale_t,
+                       h.maximize);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
             float pe = at<P>(p0, i), be = step == 0.0f ? 0.0f : mv[i];
             foreach_math::sgd_element<float>(pe, at<P>(g0, i), &be, k);

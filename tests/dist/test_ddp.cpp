@@ -24,6 +24,7 @@
 #include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
+#include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/sgd.h"
@@ -51,6 +52,13 @@ std::unique_ptr<nn::optim::Optimizer> make_sgd_plain(std::vector<nn::optim::Para
 
 std::unique_ptr<nn::optim::Optimizer> make_adamw(std::vector<nn::optim::ParamGroup> groups) {
   return std::make_unique<nn::optim::AdamW>(std::move(groups));
+}
+
+// Adam with every option that adds state or changes the update: L2 decay (the groups'), amsgrad,
+// maximize (the loss is then climbed: fine for a comparison).
+std::unique_ptr<nn::optim::Optimizer> make_adam_amsgrad(std::vector<nn::optim::ParamGroup> groups) {
+  return std::make_unique<nn::optim::Adam>(std::move(groups), std::make_pair(0.9, 0.6), 1e-8, /*amsgrad=*/true,
+                                           /*maximize=*/true);
 }
 
 constexpr int64_t kGlobalBatch = 12;  // divisible by every world size the tests run at (1 to 4)
@@ -556,6 +564,45 @@ TEST_CASE("zero-1 and zero-2: sharded AdamW equals DDP's AdamW, with 1/N of the 
       // Each bucket pads to a multiple of the world size.
       CHECK(shards * g.size() < params + static_cast<int64_t>(zero.num_buckets()) * g.size());
     }
+  }
+}
+
+TEST_CASE("zero-2: sharded Adam with amsgrad equals DDP's, its running maximum sharded and saved as unsharded",
+          "[ddp][zero]") {
+  ProcessGroup& g = world();
+  INFO("ranks " << g.size());
+  auto ddp_model = make_model(41);
+  auto zero_model = make_model(41);
+  DistributedDataParallel ddp(ddp_model, g);
+  auto ddp_opt = make_adam_amsgrad(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
+  ZeroOptions o;
+  o.stage = 2;
+  o.bucket_bytes = 100;  // a bucket per parameter
+  ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g, make_adam_amsgrad,
+                               o);
+  for (int64_t step = 0; step < 4; ++step) {
+    auto [x, y] = global_batch(60 + step);
+    ddp_opt->zero_grad();
+    mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
+    ddp_opt->step();
+    zero.zero_grad();
+    mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+    zero.step();
+  }
+  CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
+  // Three state tensors per element of this rank's shards; the gathered state is the unsharded one.
+  int64_t local = 0, shards = 0;
+  for (const auto& [name, t] : zero.local().state_dict()) {
+    if (name.rfind("state.", 0) == 0 && !name.ends_with(".step")) local += t.numel();
+  }
+  for (int64_t s : zero.shard_numel()) shards += s;
+  CHECK(local == 3 * shards);
+  const auto want = ddp_opt->state_dict(), got = zero.state_dict();
+  CHECK(got.size() == want.size());
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    REQUIRE(got.count(name) == 1);
+    if (name.ends_with("max_exp_avg_sq")) CHECK(max(abs(got.at(name) - t)).item<double>() < 1e-12);
   }
 }
 

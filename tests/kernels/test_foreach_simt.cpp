@@ -234,19 +234,21 @@ TEST_CASE("emulated: foreach launch_chunks cuts lists into tables that fit, ever
     check_tables<3>(sizes);
     check_tables<4>(sizes);
     check_tables<5>(sizes);
+    check_tables<6>(sizes);
   }
 }
 
-TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for bit", "[simt][foreach]") {
+TEST_CASE("emulated: foreach sgd and adam kernels equal the CPU kernels bit for bit", "[simt][foreach]") {
   const KernelContext ctx;
   for_each_pair([&]<typename P, typename S>(DType pdt, DType sdt) {
     for (const std::vector<int64_t>& sizes : {kSizes, many_sizes(60)}) {
       List<P> p(sizes), g(sizes);
       p.fill(11, 1.0, 0.0);
       g.fill(12, 0.3, 0.01);
-      List<S> m(sizes), v(sizes);
+      List<S> m(sizes), v(sizes), vmax(sizes);
       m.fill(13, 0.1, 0.0);
       v.fill(14, 0.02, 0.1);
+      vmax.fill(15, 0.02, 0.1);  // amsgrad's running maximum: above the new second moment or not
       // Step 0 (SGD's buffer starts as NaN: a first step that used it would give NaN), later steps
       // (every third tensor on its first, the others at 1 to 5) with a gradient scale, and a step
       // skipped on found_inf.
@@ -271,13 +273,15 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
         INFO("param " << dtype_name(pdt) << ", state " << dtype_name(sdt) << ", " << sizes.size()
                       << " tensors, config " << config);
 
-        // SGD with momentum, dampening, weight decay and (on later steps) Nesterov; and plain SGD.
+        // SGD with momentum, dampening, weight decay and (on later steps) Nesterov; and plain SGD,
+        // maximizing.
         for (const bool momentum : {true, false}) {
           SgdHyper h;
           h.momentum = momentum ? 0.9 : 0.0;
           h.dampening = momentum ? 0.1 : 0.0;
           h.weight_decay = 0.01;
           h.nesterov = momentum && config == 1;
+          h.maximize = !momentum;
           List<P> p_cpu(p);
           List<S> b_cpu = config != 0 ? List<S>(m) : List<S>(sizes);
           const ForeachTensor* bufs_cpu = momentum ? b_cpu.entries.data() : nullptr;
@@ -300,26 +304,49 @@ TEST_CASE("emulated: foreach sgd and adamw kernels equal the CPU kernels bit for
           }
         }
 
-        AdamWHyper h;
-        h.weight_decay = 0.1;
-        List<P> p_cpu(p);
-        List<S> m_cpu(m), v_cpu(v);
-        adamw_step_cpu(p_cpu.entries.data(), gs.entries.data(), m_cpu.entries.data(), v_cpu.entries.data(),
-                       steps.entries.data(), p.n(), pdt, sdt, h, s, ctx);
-        for (const simt::Schedule sched : kSchedules) {
-          List<P> pe(p);
-          List<S> me(m), ve(v);
-          const ForeachTensor* lists[5] = {pe.entries.data(), gs.entries.data(), me.entries.data(),
-                                           ve.entries.data(), steps.entries.data()};
-          const int launches = emulate<5>(lists, p.n(), sched, [&](const fe::ChunkTable<5>& table, int64_t) {
-            fe::adamw_kernel<P, S>(table, h, s);
-          });
-          CHECK(launches == (nonempty(sizes) + 29) / 30);
-          CHECK(pe.same_bits(p_cpu));
-          CHECK(me.same_bits(m_cpu));
-          CHECK(ve.same_bits(v_cpu));
-          CHECK((pe.bands_intact() && me.bands_intact() && ve.bands_intact()));
-          if (config == 2) CHECK((pe.same_bits(p) && me.same_bits(m) && ve.same_bits(v)));
+        // AdamW; and Adam with L2 weight decay, amsgrad and maximize.
+        for (const bool adamw : {true, false}) {
+          AdamHyper h;
+          h.weight_decay = 0.1;
+          h.decoupled = adamw;
+          h.amsgrad = h.maximize = !adamw;
+          List<P> p_cpu(p);
+          List<S> m_cpu(m), v_cpu(v), x_cpu(vmax);
+          adam_step_cpu(p_cpu.entries.data(), gs.entries.data(), m_cpu.entries.data(), v_cpu.entries.data(),
+                        adamw ? nullptr : x_cpu.entries.data(), steps.entries.data(), p.n(), pdt, sdt, h, s, ctx);
+          for (const simt::Schedule sched : kSchedules) {
+            List<P> pe(p);
+            List<S> me(m), ve(v), xe(vmax);
+            // Without amsgrad foreach.cu repeats the second moments in the table's fifth column.
+            const ForeachTensor* lists[6] = {pe.entries.data(),
+                                             gs.entries.data(),
+                                             me.entries.data(),
+                                             ve.entries.data(),
+                                             adamw ? ve.entries.data() : xe.entries.data(),
+                                             steps.entries.data()};
+            const int launches = emulate<6>(lists, p.n(), sched, [&](const fe::ChunkTable<6>& table, int64_t) {
+              fe::adam_kernel<P, S>(table, h, s);
+            });
+            CHECK(launches == (nonempty(sizes) + 29) / 30);
+            CHECK(pe.same_bits(p_cpu));
+            CHECK(me.same_bits(m_cpu));
+            CHECK(ve.same_bits(v_cpu));
+            CHECK(xe.same_bits(x_cpu));
+            CHECK((pe.bands_intact() && me.bands_intact() && ve.bands_intact() && xe.bands_intact()));
+            if (config == 2) CHECK((pe.same_bits(p) && me.same_bits(m) && ve.same_bits(v) && xe.same_bits(vmax)));
+            if (adamw) CHECK(xe.same_bits(vmax));  // never touched without amsgrad
+          }
+          // Amsgrad's maximum moved where the new second moment passed it, and only there.
+          if (!adamw && config != 2) {
+            bool raised = false, kept = false;
+            for (size_t t = 0; t < x_cpu.bufs.size(); ++t) {
+              for (int64_t i = 0; i < x_cpu.entries[t].numel; ++i) {
+                const bool same = static_cast<float>(x_cpu.ptr(t)[i]) == static_cast<float>(vmax.ptr(t)[i]);
+                (same ? kept : raised) = true;
+              }
+            }
+            CHECK((raised && kept));
+          }
         }
       }
     }

@@ -16,6 +16,7 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/lr_scheduler.h"
@@ -349,6 +350,7 @@ void init_rows(Table& t) {
 }
 
 void optim_rows(Table& t) {
+  using optim::Adam;
   using optim::AdamW;
   using optim::ParamGroup;
   using optim::SGD;
@@ -412,6 +414,16 @@ void optim_rows(Table& t) {
     ParamGroup a{{param({2})}, 0.1, 0.0, {}};
     ParamGroup b{{param({2})}, 0.1, 0.0, {{"beta2", 1.5}}};
     AdamW o(std::vector<ParamGroup>{a, b});
+  });
+  t.add("Adam: beta2 1", Expect::Error, {"Adam:", "betas", "(0.9, 1)"}, [] {
+    Adam o({param({2})}, 1e-3, {0.9, 1.0}, 1e-8, 0.0, true);
+  });
+  t.add("Adam: NaN weight_decay", Expect::Error, {"optimizer", "weight_decay", "nan"}, [] {
+    Adam o({param({2})}, 1e-3, {0.9, 0.999}, 1e-8, kNaN);
+  });
+  t.add("Adam: an option SGD has", Expect::Error, {"Adam", "momentum"}, [] {
+    ParamGroup a{{param({2})}, 0.1, 0.0, {{"momentum", 0.9}}};
+    Adam o(std::vector<ParamGroup>{a});
   });
   t.add("Optimizer::lr of a missing group", Expect::Index, {"lr", "group 5", "1 group"}, [] {
     SGD o({param({2})}, 0.1);

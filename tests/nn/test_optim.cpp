@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/lr_scheduler.h"
@@ -43,11 +44,11 @@ void require_values(const Tensor& t, const Vec& expected, double rtol = 2e-6, do
 }
 
 // torch.optim.SGD on one tensor, in double. `first`: the momentum buffer starts as d.
-void sgd_expected(Vec& p, const Vec& g, Vec& buf, bool first, double lr, double momentum, double dampening,
-                  double wd, bool nesterov) {
+void sgd_expected(Vec& p, const Vec& g, Vec& buf, bool first, double lr, double momentum, double dampening, double wd,
+                  bool nesterov, bool maximize = false) {
   if (buf.empty()) buf.assign(p.size(), 0.0);
   for (size_t i = 0; i < p.size(); ++i) {
-    double d = g[i] + wd * p[i];
+    double d = (maximize ? -g[i] : g[i]) + wd * p[i];
     if (momentum != 0) {
       buf[i] = first ? d : momentum * buf[i] + (1 - dampening) * d;
       d = nesterov ? d + momentum * buf[i] : buf[i];
@@ -70,6 +71,35 @@ void adamw_expected(Vec& p, const Vec& g, Vec& m, Vec& v, int t, double lr, doub
   }
 }
 
+// torch.optim.Adam (decoupled false) or AdamW (true) with amsgrad and maximize, on one tensor, in
+// double, at 1-based step t, as torch.optim's single-tensor loop computes it.
+struct AdamConfig {
+  const char* name;
+  bool decoupled;
+  double b2, wd;
+  bool amsgrad, maximize;
+};
+void adam_expected(Vec& p, const Vec& g_in, Vec& m, Vec& v, Vec& vmax, int t, double lr, double b1, double eps,
+                   const AdamConfig& c) {
+  if (m.empty()) m.assign(p.size(), 0.0);
+  if (v.empty()) v.assign(p.size(), 0.0);
+  if (vmax.empty()) vmax.assign(p.size(), 0.0);
+  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(c.b2, t);
+  for (size_t i = 0; i < p.size(); ++i) {
+    double g = c.maximize ? -g_in[i] : g_in[i];
+    if (c.decoupled) {
+      p[i] *= 1 - lr * c.wd;
+    } else {
+      g += c.wd * p[i];
+    }
+    m[i] = b1 * m[i] + (1 - b1) * g;
+    v[i] = c.b2 * v[i] + (1 - c.b2) * g * g;
+    vmax[i] = std::max(vmax[i], v[i]);
+    const double second = c.amsgrad ? vmax[i] : v[i];
+    p[i] -= lr / bc1 * m[i] / (std::sqrt(second) / std::sqrt(bc2) + eps);
+  }
+}
+
 const std::vector<Vec> kGrads = {{0.5, -1.0, 2.0}, {-0.25, 0.75, 1.5}, {1.0, 0.5, -3.0}};
 
 bool same_bits(const Tensor& a, const Tensor& b) { return kiln::test::bitwise_equal(a, b); }
@@ -80,23 +110,25 @@ TEST_CASE("SGD steps match the formulas", "[optim]") {
   struct Config {
     const char* name;
     double momentum, dampening, wd;
-    bool nesterov;
+    bool nesterov, maximize = false;
   };
   const std::vector<Config> configs = {{"plain", 0, 0, 0, false},
                                        {"momentum", 0.9, 0, 0, false},
                                        {"momentum with dampening", 0.9, 0.5, 0, false},
                                        {"nesterov", 0.9, 0, 0, true},
                                        {"weight decay", 0, 0, 0.1, false},
-                                       {"nesterov with weight decay", 0.8, 0, 0.05, true}};
+                                       {"nesterov with weight decay", 0.8, 0, 0.05, true},
+                                       {"maximize", 0, 0, 0, false, true},
+                                       {"maximize with momentum and weight decay", 0.9, 0.1, 0.1, false, true}};
   for (const Config& c : configs) {
     INFO(c.name);
     Tensor p = param({1.0, -2.0, 0.5});
-    SGD opt({p}, 0.5, c.momentum, c.dampening, c.wd, c.nesterov);
+    SGD opt({p}, 0.5, c.momentum, c.dampening, c.wd, c.nesterov, c.maximize);
     Vec expected = {1.0, -2.0, 0.5}, buf;
     for (size_t s = 0; s < kGrads.size(); ++s) {
       set_grad(p, kGrads[s]);
       opt.step();
-      sgd_expected(expected, kGrads[s], buf, s == 0, 0.5, c.momentum, c.dampening, c.wd, c.nesterov);
+      sgd_expected(expected, kGrads[s], buf, s == 0, 0.5, c.momentum, c.dampening, c.wd, c.nesterov, c.maximize);
       require_values(p, expected);
     }
     REQUIRE(opt.step_count() == 3);
@@ -129,6 +161,114 @@ TEST_CASE("AdamW steps match the formulas", "[optim]") {
   Vec er = {2.0}, mr, vr;
   adamw_expected(er, {1.0}, mr, vr, 1, 1e-3, 0.9, 0.999, 1e-8, 1e-2);
   require_values(r, er, 1e-6, 1e-7);
+}
+
+TEST_CASE("Adam and AdamW with L2 decay, amsgrad and maximize match torch.optim's formulas", "[optim]") {
+  const double lr = 0.0625, b1 = 0.9, eps = 1e-8;
+  // beta2 = 0.5 lets the second moment fall between steps (kGrads' squares shrink), so amsgrad's
+  // maximum differs from it.
+  const std::vector<AdamConfig> configs = {{"Adam", false, 0.99, 0.0, false, false},
+                                           {"Adam with L2 weight decay", false, 0.99, 0.1, false, false},
+                                           {"Adam amsgrad", false, 0.5, 0.0, true, false},
+                                           {"Adam maximize", false, 0.99, 0.0, false, true},
+                                           {"Adam with everything", false, 0.5, 0.1, true, true},
+                                           {"AdamW amsgrad", true, 0.5, 0.1, true, false},
+                                           {"AdamW maximize", true, 0.99, 0.1, false, true}};
+  for (const AdamConfig& c : configs) {
+    INFO(c.name);
+    Tensor p = param({1.0, -2.0, 0.5});
+    std::unique_ptr<Optimizer> opt;
+    if (c.decoupled) {
+      opt = std::make_unique<AdamW>(TensorList{p}, lr, std::make_pair(b1, c.b2), eps, c.wd, c.amsgrad, c.maximize);
+    } else {
+      opt = std::make_unique<Adam>(TensorList{p}, lr, std::make_pair(b1, c.b2), eps, c.wd, c.amsgrad, c.maximize);
+    }
+    Vec expected = {1.0, -2.0, 0.5}, m, v, vmax;
+    bool max_differs = false;
+    for (size_t s = 0; s < kGrads.size(); ++s) {
+      set_grad(p, kGrads[s]);
+      opt->step();
+      adam_expected(expected, kGrads[s], m, v, vmax, static_cast<int>(s) + 1, lr, b1, eps, c);
+      require_values(p, expected, 1e-5, 1e-6);
+      for (size_t i = 0; i < v.size(); ++i) max_differs |= vmax[i] > v[i] * (1 + 1e-3);
+    }
+    // The configurations with amsgrad exercise it: its maximum left the second moment behind.
+    if (c.amsgrad) CHECK(max_differs);
+    const auto state = opt->state_dict();
+    CHECK(state.count("state.0.max_exp_avg_sq") == (c.amsgrad ? 1u : 0u));
+    if (c.amsgrad) require_values(state.at("state.0.max_exp_avg_sq"), vmax, 1e-5, 1e-9);
+  }
+
+  // Maximize climbs: the first step moves each weight by about +lr along its gradient.
+  Tensor q = param({0.0});
+  Adam up({q}, lr, {b1, 0.999}, eps, 0.0, false, true);
+  set_grad(q, {123.0});
+  up.step();
+  REQUIRE(q.item<double>() == Approx(lr).epsilon(1e-6));
+
+  // The defaults are PyTorch's: Adam has no weight decay, AdamW 1e-2.
+  Tensor r = param({2.0}), w = param({2.0});
+  Adam adam({r});
+  AdamW adamw({w});
+  set_grad(r, {1.0});
+  set_grad(w, {1.0});
+  adam.step();
+  adamw.step();
+  Vec er = {2.0}, ew = {2.0}, m1, v1, x1, m2, v2, x2;
+  adam_expected(er, {1.0}, m1, v1, x1, 1, 1e-3, 0.9, 1e-8, {"", false, 0.999, 0.0, false, false});
+  adam_expected(ew, {1.0}, m2, v2, x2, 1, 1e-3, 0.9, 1e-8, {"", true, 0.999, 1e-2, false, false});
+  require_values(r, er, 1e-6, 1e-7);
+  require_values(w, ew, 1e-6, 1e-7);
+  REQUIRE(r.item<double>() != w.item<double>());
+}
+
+TEST_CASE("amsgrad and maximize per parameter group", "[optim]") {
+  Tensor a = param({1.0, -2.0}), b = param({0.5});
+  ParamGroup ga{{a}, 0.0625, 0.0, {{"amsgrad", 1.0}}}, gb{{b}, 0.0625, 0.0, {{"maximize", 1.0}}};
+  Adam opt({ga, gb}, {0.9, 0.5});
+  Vec ea = {1.0, -2.0}, eb = {0.5}, ma, va, xa, mb, vb, xb;
+  const std::vector<Vec> ga_grads = {{0.5, -1.0}, {-0.25, 0.75}, {1.0, 0.5}}, gb_grads = {{2.0}, {1.5}, {-3.0}};
+  for (size_t s = 0; s < 3; ++s) {
+    set_grad(a, ga_grads[s]);
+    set_grad(b, gb_grads[s]);
+    opt.step();
+    const int t = static_cast<int>(s) + 1;
+    adam_expected(ea, ga_grads[s], ma, va, xa, t, 0.0625, 0.9, 1e-8, {"", false, 0.5, 0.0, true, false});
+    adam_expected(eb, gb_grads[s], mb, vb, xb, t, 0.0625, 0.9, 1e-8, {"", false, 0.5, 0.0, false, true});
+    require_values(a, ea, 1e-5, 1e-6);
+    require_values(b, eb, 1e-5, 1e-6);
+  }
+  // Only the amsgrad group keeps a running maximum, and a state says so.
+  const auto state = opt.state_dict();
+  CHECK(state.count("state.0.max_exp_avg_sq") == 1);
+  CHECK(state.count("state.1.max_exp_avg_sq") == 0);
+  CHECK(opt.group_state_names(1) == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
+  Tensor c = param({1.0, 1.0}), d = param({1.0});
+  Adam same({ParamGroup{{c}, 0.0625, 0.0, {{"amsgrad", 1.0}}}, ParamGroup{{d}, 0.0625, 0.0, {}}}, {0.9, 0.5});
+  same.load_state_dict(state);  // the same split of the state: accepted
+  Adam other({ParamGroup{{c}, 0.0625, 0.0, {}}, ParamGroup{{d}, 0.0625, 0.0, {{"amsgrad", 1.0}}}}, {0.9, 0.5});
+  CHECK_THROWS_WITH(other.load_state_dict(state),
+                    Catch::Contains("state.0.max_exp_avg_sq") && Catch::Contains("for the parameters of group 0"));
+  CHECK_THROWS_WITH(SGD({ParamGroup{{c}, 0.1, 0.0, {{"amsgrad", 1.0}}}}), Catch::Contains("amsgrad"));
+}
+
+TEST_CASE("an amsgrad state resumes only into amsgrad", "[optim]") {
+  Tensor a = param({1.0, 2.0});
+  Adam ams({a}, 0.125, {0.9, 0.999}, 1e-8, 0.0, true);
+  set_grad(a, {1.0, -1.0});
+  ams.step();
+  const auto with_max = ams.state_dict();
+  REQUIRE(with_max.count("state.0.max_exp_avg_sq") == 1);
+  Tensor b = param({1.0, 2.0});
+  Adam plain({b}, 0.125);
+  CHECK_THROWS_WITH(plain.load_state_dict(with_max), Catch::Contains("max_exp_avg_sq"));
+  set_grad(b, {1.0, -1.0});
+  plain.step();
+  Tensor c = param({1.0, 2.0});
+  Adam ams2({c}, 0.125, {0.9, 0.999}, 1e-8, 0.0, true);
+  CHECK_THROWS_WITH(ams2.load_state_dict(plain.state_dict()), Catch::Contains("only part of its state (2 of 3"));
+  ams2.load_state_dict(with_max);
+  CHECK(ams2.step_count() == 1);
 }
 
 TEST_CASE("optimizers skip parameters without a gradient", "[optim]") {
@@ -421,6 +561,11 @@ TEST_CASE("state_dict and load_state_dict resume bit for bit", "[optim]") {
   };
   SECTION("AdamW") {
     check([](const TensorList& ps) { return std::make_unique<AdamW>(ps, 0.01, std::make_pair(0.9, 0.95), 1e-8, 0.1); });
+  }
+  SECTION("Adam with amsgrad, L2 decay and maximize") {
+    check([](const TensorList& ps) {
+      return std::make_unique<Adam>(ps, 0.01, std::make_pair(0.9, 0.6), 1e-8, 0.1, true, true);
+    });
   }
   SECTION("SGD with momentum") {
     check([](const TensorList& ps) { return std::make_unique<SGD>(ps, 0.05, 0.9, 0.1, 1e-3, false); });
