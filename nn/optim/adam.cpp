@@ -28,7 +28,7 @@ Adam::Adam(std::vector<ParamGroup> groups, std::pair<double, double> betas, doub
       maximize_(maximize),
       decoupled_(decoupled),
       name_(name) {
-  validate();
+  validate_options();
 }
 
 AdamW::AdamW(const TensorList& params, double lr, std::pair<double, double> betas, double eps, double weight_decay,
@@ -38,7 +38,7 @@ AdamW::AdamW(const TensorList& params, double lr, std::pair<double, double> beta
 AdamW::AdamW(std::vector<ParamGroup> groups, std::pair<double, double> betas, double eps, bool amsgrad, bool maximize)
     : Adam(std::move(groups), betas, eps, amsgrad, maximize, true, "AdamW") {}
 
-void Adam::validate() {
+void Adam::validate_options() {
   check_options(name_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     const double b1 = option(g, "beta1", beta1_), b2 = option(g, "beta2", beta2_), eps = option(g, "eps", eps_);

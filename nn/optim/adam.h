@@ -27,15 +27,15 @@ class Adam : public Optimizer {
   // "exp_avg" and "exp_avg_sq", and "max_exp_avg_sq" where a group uses amsgrad (PyTorch's names).
   std::vector<std::string> state_names() const override;
   std::vector<std::string> group_state_names(size_t group) const override;
+  std::vector<std::string> option_names() const override { return {"beta1", "beta2", "eps", "amsgrad", "maximize"}; }
 
  protected:
   // AdamW's constructor: `decoupled` weight decay, and `name` in the errors.
   Adam(std::vector<ParamGroup> groups, std::pair<double, double> betas, double eps, bool amsgrad, bool maximize,
        bool decoupled, const char* name);
-  std::vector<std::string> option_names() const override { return {"beta1", "beta2", "eps", "amsgrad", "maximize"}; }
 
  private:
-  void validate();
+  void validate_options() override;
   bool amsgrad(size_t group) const { return option(group, "amsgrad", amsgrad_ ? 1.0 : 0.0) != 0.0; }
   double beta1_, beta2_, eps_;
   bool amsgrad_, maximize_, decoupled_;

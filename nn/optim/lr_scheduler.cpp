@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -103,10 +105,147 @@ double linear_lr(int64_t step, double base_lr, double start_factor, double end_f
   return base_lr * (t == total_iters ? end_factor : f);
 }
 
+double constant_lr(int64_t step, double base_lr, double factor, int64_t total_iters) {
+  check_base("constant_lr", base_lr);
+  if (!(factor >= 0.0 && factor <= 1.0)) {
+    throw Error("constant_lr: factor must be in [0, 1], got " + num_str(factor));
+  }
+  if (total_iters < 0) throw Error("constant_lr: total_iters must be >= 0, got " + std::to_string(total_iters));
+  return step < total_iters ? base_lr * factor : base_lr;
+}
+
+double polynomial_lr(int64_t step, double base_lr, int64_t total_iters, double power) {
+  check_base("polynomial_lr", base_lr);
+  if (total_iters <= 0) throw Error("polynomial_lr: total_iters must be positive, got " + std::to_string(total_iters));
+  if (!(power >= 0.0) || !std::isfinite(power)) {
+    throw Error("polynomial_lr: power must be a finite number >= 0, got " + num_str(power));
+  }
+  const int64_t t = std::clamp<int64_t>(step, 0, total_iters);
+  if (t == total_iters) return power == 0.0 ? base_lr : 0.0;  // 0^0 is 1, as Python's
+  return base_lr * std::pow(1.0 - static_cast<double>(t) / static_cast<double>(total_iters), power);
+}
+
+double cosine_warm_restarts_lr(int64_t step, double base_lr, int64_t t_0, int64_t t_mult, double eta_min) {
+  check_base("cosine_warm_restarts_lr", base_lr);
+  if (!(eta_min >= 0.0) || !std::isfinite(eta_min)) {
+    throw Error("cosine_warm_restarts_lr: eta_min must be a finite number >= 0, got " + num_str(eta_min));
+  }
+  if (t_0 <= 0 || t_mult < 1) {
+    throw Error("cosine_warm_restarts_lr: needs t_0 > 0 and t_mult >= 1, got t_0=" + std::to_string(t_0) +
+                " t_mult=" + std::to_string(t_mult));
+  }
+  // The cycle `step` falls in, in integers (PyTorch's step() subtracts each finished cycle): with
+  // t_mult 1 a remainder, else at most 63 cycles before a length passes any int64 step.
+  int64_t t_cur = std::max<int64_t>(step, 0), t_i = t_0;
+  if (t_mult == 1) {
+    t_cur %= t_0;
+  } else {
+    while (t_cur >= t_i) {
+      t_cur -= t_i;
+      // The next cycle would outlast any step.
+      if (t_i > std::numeric_limits<int64_t>::max() / t_mult) break;
+      t_i *= t_mult;
+    }
+  }
+  const double c = std::cos(std::numbers::pi * (static_cast<double>(t_cur) / static_cast<double>(t_i)));
+  return eta_min + (base_lr - eta_min) * (1.0 + c) / 2.0;
+}
+
+namespace {
+
+// OneCycleLR's phases as PyTorch builds them: each ends at a (fractional) step and goes from one
+// rate and momentum to another; a phase starts where the previous one ended.
+struct CyclePhase {
+  double end_step, start_lr, end_lr, start_momentum, end_momentum;
+};
+
+std::vector<CyclePhase> cycle_phases(double max_lr, int64_t total_steps, const OneCycleOptions& o) {
+  const char* op = "OneCycleLR";
+  if (!(max_lr >= 0.0) || !std::isfinite(max_lr)) {
+    throw Error(std::string(op) + ": max_lr must be a finite number >= 0, got " + num_str(max_lr));
+  }
+  if (total_steps <= 0)
+    throw Error(std::string(op) + ": total_steps must be positive, got " + std::to_string(total_steps));
+  if (!(o.pct_start > 0.0 && o.pct_start < 1.0)) {
+    throw Error(std::string(op) + ": pct_start must be in (0, 1), got " + num_str(o.pct_start));
+  }
+  if (!(o.div_factor > 0.0) || !std::isfinite(o.div_factor) || !(o.final_div_factor > 0.0) ||
+      !std::isfinite(o.final_div_factor)) {
+    throw Error(std::string(op) + ": div_factor and final_div_factor must be finite numbers > 0, got " +
+                num_str(o.div_factor) + " and " + num_str(o.final_div_factor));
+  }
+  if (o.cycle_momentum &&
+      (!(o.base_momentum >= 0.0 && o.base_momentum < 1.0) || !(o.max_momentum >= 0.0 && o.max_momentum < 1.0))) {
+    throw Error(std::string(op) + ": base_momentum and max_momentum must be in [0, 1), got " +
+                num_str(o.base_momentum) + " and " + num_str(o.max_momentum));
+  }
+  const double initial = max_lr / o.div_factor, min_lr = initial / o.final_div_factor;
+  const double total = static_cast<double>(total_steps), rise = o.pct_start * total;
+  const double lo = o.base_momentum, hi = o.max_momentum;
+  std::vector<CyclePhase> phases;
+  if (o.three_phase) {
+    phases = {{rise - 1.0, initial, max_lr, hi, lo},
+              {2.0 * rise - 2.0, max_lr, initial, lo, hi},
+              {total - 1.0, initial, min_lr, hi, hi}};
+  } else {
+    phases = {{rise - 1.0, initial, max_lr, hi, lo}, {total - 1.0, max_lr, min_lr, lo, hi}};
+  }
+  double start = 0.0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    if (!(phases[i].end_step > start)) {
+      throw Error(std::string(op) + ": phase " + std::to_string(i + 1) + " of " + std::to_string(phases.size()) +
+                  " spans no step (it ends at step " + num_str(phases[i].end_step) + ", its start " + num_str(start) +
+                  "); raise total_steps (" + std::to_string(total_steps) + ") or change pct_start (" +
+                  num_str(o.pct_start) + ")");
+    }
+    start = phases[i].end_step;
+  }
+  return phases;
+}
+
+// The phase `step` is in and how far through it (PyTorch's get_lr: the last phase takes any step
+// past its end).
+std::pair<const CyclePhase*, double> cycle_point(const std::vector<CyclePhase>& phases, int64_t step,
+                                                 int64_t total_steps) {
+  if (step > total_steps) {
+    throw Error("OneCycleLR: step " + std::to_string(step) + " is past total_steps (" + std::to_string(total_steps) +
+                "); the schedule has no rate there");
+  }
+  const double s = static_cast<double>(std::max<int64_t>(step, 0));
+  double start = 0.0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    if (s <= phases[i].end_step || i + 1 == phases.size()) {
+      return {&phases[i], (s - start) / (phases[i].end_step - start)};
+    }
+    start = phases[i].end_step;
+  }
+  return {&phases.back(), 1.0};  // not reached: the last phase takes every step
+}
+
+double anneal(double from, double to, double pct, bool cos) {
+  if (cos) return to + (from - to) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
+  return (to - from) * pct + from;
+}
+
+}  // namespace
+
+double one_cycle_lr(int64_t step, double max_lr, int64_t total_steps, const OneCycleOptions& options) {
+  const std::vector<CyclePhase> phases = cycle_phases(max_lr, total_steps, options);
+  const auto [phase, pct] = cycle_point(phases, step, total_steps);
+  return anneal(phase->start_lr, phase->end_lr, pct, options.cos_anneal);
+}
+
+double one_cycle_momentum(int64_t step, int64_t total_steps, const OneCycleOptions& options) {
+  const std::vector<CyclePhase> phases = cycle_phases(0.0, total_steps, options);
+  const auto [phase, pct] = cycle_point(phases, step, total_steps);
+  return anneal(phase->start_momentum, phase->end_momentum, pct, options.cos_anneal);
+}
+
 void LRScheduler::apply() { apply_at(step_); }
 
 void LRScheduler::apply_at(int64_t step) {
   const double lr = lr_at(step);  // may throw (LambdaLR): nothing is set then
+  apply_options(step);
   for (size_t g = 0; g < optimizer_.num_groups(); ++g) {
     // The ratio first, so that a group made at base_lr gets lr exactly.
     optimizer_.set_lr(g, reference_lr_ > 0.0 ? lr * (optimizer_.initial_lr(g) / reference_lr_) : lr);
@@ -189,6 +328,103 @@ double LambdaLR::lr_at(int64_t step) const {
                 num_str(f));
   }
   return base_lr_ * f;
+}
+
+}  // namespace kiln::nn::optim
+
+namespace kiln::nn::optim {
+
+ConstantLR::ConstantLR(Optimizer& optimizer, double base_lr, double factor, int64_t total_iters)
+    : LRScheduler(optimizer, base_lr), base_lr_(base_lr), factor_(factor), total_iters_(total_iters) {
+  constant_lr(0, base_lr, factor, total_iters);  // checks the arguments
+  apply();
+}
+
+PolynomialLR::PolynomialLR(Optimizer& optimizer, double base_lr, int64_t total_iters, double power)
+    : LRScheduler(optimizer, base_lr), base_lr_(base_lr), total_iters_(total_iters), power_(power) {
+  polynomial_lr(0, base_lr, total_iters, power);
+  apply();
+}
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, double base_lr, int64_t t_0,
+                                                         int64_t t_mult, double eta_min)
+    : LRScheduler(optimizer, base_lr), base_lr_(base_lr), t_0_(t_0), t_mult_(t_mult), eta_min_(eta_min) {
+  cosine_warm_restarts_lr(0, base_lr, t_0, t_mult, eta_min);
+  apply();
+}
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleOptions options)
+    : LRScheduler(optimizer, 0.0), max_lr_(max_lr), total_steps_(total_steps), options_(options) {
+  cycle_phases(max_lr, total_steps, options_);  // checks the arguments
+  if (options_.cycle_momentum) {
+    const std::vector<std::string> names = optimizer.option_names();
+    for (const char* name : {"beta1", "momentum"}) {
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        momentum_name_ = name;
+        break;
+      }
+    }
+    if (momentum_name_.empty()) {
+      throw Error(
+          "OneCycleLR: cycle_momentum needs an optimizer with a \"momentum\" or \"beta1\" option; "
+          "set OneCycleOptions::cycle_momentum to false");
+    }
+  }
+  apply();
+}
+
+void OneCycleLR::apply_options(int64_t step) {
+  if (momentum_name_.empty()) return;
+  const double m = one_cycle_momentum(step, total_steps_, options_);
+  for (size_t g = 0; g < optimizer().num_groups(); ++g) optimizer().set_option(g, momentum_name_, m);
+}
+
+SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::unique_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(optimizer, schedulers.empty() || !schedulers[0] ? 0.0 : schedulers[0]->reference_lr()),
+      schedulers_(std::move(schedulers)),
+      milestones_(std::move(milestones)) {
+  const char* op = "SequentialLR";
+  if (schedulers_.empty()) throw Error(std::string(op) + ": needs at least one scheduler");
+  if (milestones_.size() + 1 != schedulers_.size()) {
+    throw Error(std::string(op) + ": expected " + std::to_string(schedulers_.size() - 1) + " milestones for " +
+                std::to_string(schedulers_.size()) + " schedulers, got " + std::to_string(milestones_.size()));
+  }
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    const std::string which = "scheduler " + std::to_string(i);
+    if (!schedulers_[i]) throw Error(std::string(op) + ": " + which + " is null");
+    if (&schedulers_[i]->optimizer() != &optimizer) {
+      throw Error(std::string(op) + ": " + which + " drives another optimizer than this one");
+    }
+    if (schedulers_[i]->reference_lr() != reference_lr()) {
+      throw Error(std::string(op) + ": " + which + " is written for base_lr " +
+                  num_str(schedulers_[i]->reference_lr()) + ", scheduler 0 for " + num_str(reference_lr()) +
+                  "; the groups would jump between their scales");
+    }
+  }
+  for (size_t i = 0; i < milestones_.size(); ++i) {
+    if (milestones_[i] <= (i == 0 ? 0 : milestones_[i - 1])) {
+      throw Error(std::string(op) + ": milestones must be increasing and > 0, got " + std::to_string(milestones_[i]) +
+                  " at position " + std::to_string(i));
+    }
+  }
+  apply();
+}
+
+std::pair<LRScheduler*, int64_t> SequentialLR::at(int64_t step) const {
+  const auto next = std::upper_bound(milestones_.begin(), milestones_.end(), step);
+  const size_t i = static_cast<size_t>(next - milestones_.begin());
+  return {schedulers_[i].get(), i == 0 ? step : step - milestones_[i - 1]};
+}
+
+double SequentialLR::lr_at(int64_t step) const {
+  const auto [scheduler, own] = at(step);
+  return scheduler->lr_at(own);
+}
+
+void SequentialLR::apply_options(int64_t step) {
+  const auto [scheduler, own] = at(step);
+  scheduler->apply_options(own);
 }
 
 }  // namespace kiln::nn::optim

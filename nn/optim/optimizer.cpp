@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "core/autograd.h"
@@ -202,6 +203,31 @@ void Optimizer::check_options(const char* optimizer) const {
                     "\" (known: " + list + "; lr and weight_decay are ParamGroup fields)");
       }
     }
+  }
+}
+
+void Optimizer::set_option(size_t group, const std::string& name, double value) {
+  const size_t g = checked_group(group, "Optimizer::set_option");
+  const std::vector<std::string> known = option_names();
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw Error("Optimizer::set_option: this optimizer has no option \"" + name + "\" (known: " + list +
+                "; lr and weight_decay are ParamGroup fields)");
+  }
+  auto& options = groups_[g].options;
+  const auto old = options.find(name);
+  const std::optional<double> before = old == options.end() ? std::nullopt : std::optional<double>(old->second);
+  options[name] = value;
+  try {
+    validate_options();
+  } catch (...) {
+    if (before) {
+      options[name] = *before;
+    } else {
+      options.erase(name);
+    }
+    throw;
   }
 }
 

@@ -53,6 +53,15 @@ class Optimizer : public Checkpointable {
   // The lr a group was given when the optimizer was made (PyTorch's initial_lr); set_lr and
   // load_state_dict leave it. A schedule scales it (nn/optim/lr_scheduler.h).
   double initial_lr(size_t group = 0) const;
+  // Sets a group's option (a name option_names() lists: "momentum", "beta1", ...), as PyTorch's
+  // schedulers write param_groups[g]["momentum"]; read by the next step(). A name the optimizer
+  // does not know, or a value it refuses, is a kiln::Error that leaves the option as it was. A
+  // step captured in a CUDA graph keeps the options it was captured with (kernel arguments).
+  void set_option(size_t group, const std::string& name, double value);
+  // The option names a group may override (ParamGroup::options); check_options rejects others.
+  virtual std::vector<std::string> option_names() const = 0;
+  // A group's option: its override, else the optimizer's default.
+  double option(size_t group, const std::string& name, double fallback) const;
   // Completed step() calls (the host's count; the device's per-parameter counts do not advance on
   // steps skipped for inf/NaN gradients, nor for a parameter without a gradient).
   int64_t step_count() const { return step_count_; }
@@ -113,13 +122,12 @@ class Optimizer : public Checkpointable {
   void count_step() { ++step_count_; }
 
   // --- helpers for subclasses' step() ---------------------------------------------------------
-  // The option names a group may override (ParamGroup::options); check_options rejects others.
-  virtual std::vector<std::string> option_names() const = 0;
   // Subclass constructors call this once their option_names() answer: an unknown override name
   // in some group's options is a kiln::Error naming it.
   void check_options(const char* optimizer) const;
-  // A group's option: its override, else the optimizer's default.
-  double option(size_t group, const std::string& name, double fallback) const;
+  // Checks every group's option values (a kiln::Error naming the group): subclass constructors call
+  // their own, and set_option calls it after each change.
+  virtual void validate_options() {}
   // Parameters of group g that have a gradient, their gradients (in the parameter's memory
   // layout) and their flat indices. Moves the group's lr and step scalars, and the state of
   // these parameters, along when Module::to moved the parameters since the last step.

@@ -19,10 +19,10 @@ SGD::SGD(std::vector<ParamGroup> groups, double momentum, double dampening, bool
       dampening_(dampening),
       nesterov_(nesterov),
       maximize_(maximize) {
-  validate();
+  validate_options();
 }
 
-void SGD::validate() {
+void SGD::validate_options() {
   check_options("SGD");
   for (size_t g = 0; g < groups_.size(); ++g) {
     const double momentum = option(g, "momentum", momentum_);

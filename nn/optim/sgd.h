@@ -19,14 +19,14 @@ class SGD : public Optimizer {
                bool maximize = false);
 
   void step() override;
+  std::vector<std::string> option_names() const override { return {"momentum", "dampening", "nesterov", "maximize"}; }
 
  protected:
   std::vector<std::string> state_names() const override;
   std::vector<std::string> group_state_names(size_t group) const override;
-  std::vector<std::string> option_names() const override { return {"momentum", "dampening", "nesterov", "maximize"}; }
 
  private:
-  void validate();
+  void validate_options() override;
   double momentum_, dampening_;
   bool nesterov_, maximize_;
 };

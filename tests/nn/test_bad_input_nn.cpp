@@ -20,6 +20,7 @@
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/lr_scheduler.h"
+#include "nn/optim/reduce_on_plateau.h"
 #include "nn/optim/sgd.h"
 #include "nn/resnet.h"
 #include "nn/transformer.h"
@@ -524,6 +525,51 @@ void optim_rows(Table& t) {
   t.add("WarmupCosine: negative base_lr", Expect::Error, {"WarmupCosine", "base_lr"}, [] {
     SGD o({param({2})}, 0.1);
     optim::WarmupCosine s(o, -0.1, 1, 10);
+  });
+  t.add("polynomial_lr: NaN power", Expect::Error, {"polynomial_lr", "power", "nan"},
+        [] { (void)optim::polynomial_lr(0, 0.1, 5, kNaN); });
+  t.add("cosine_warm_restarts_lr: negative eta_min", Expect::Error, {"cosine_warm_restarts_lr", "eta_min", "-1"},
+        [] { (void)optim::cosine_warm_restarts_lr(0, 0.1, 5, 1, -1.0); });
+  t.add("OneCycleLR: infinite max_lr", Expect::Error, {"OneCycleLR", "max_lr", "inf"}, [] {
+    SGD o({param({2})}, 0.1, 0.9);
+    optim::OneCycleLR s(o, kInf, 100);
+  });
+  t.add("OneCycleLR: total_steps 0", Expect::Error, {"OneCycleLR", "total_steps", "0"}, [] {
+    SGD o({param({2})}, 0.1, 0.9);
+    optim::OneCycleLR s(o, 0.1, 0);
+  });
+  t.add("OneCycleLR: max_momentum 1", Expect::Error, {"OneCycleLR", "max_momentum", "1"}, [] {
+    SGD o({param({2})}, 0.1, 0.9);
+    optim::OneCycleOptions c;
+    c.max_momentum = 1.0;
+    optim::OneCycleLR s(o, 0.1, 100, c);
+  });
+  t.add("SequentialLR: no scheduler", Expect::Error, {"SequentialLR", "at least one"}, [] {
+    SGD o({param({2})}, 0.1);
+    optim::SequentialLR s(o, {}, {});
+  });
+  t.add("ReduceLROnPlateau: negative patience", Expect::Error, {"ReduceLROnPlateau", "patience", "-1"}, [] {
+    SGD o({param({2})}, 0.1);
+    optim::PlateauOptions p;
+    p.patience = -1;
+    optim::ReduceLROnPlateau r(o, p);
+  });
+  t.add("ReduceLROnPlateau: NaN threshold", Expect::Error, {"ReduceLROnPlateau", "threshold", "nan"}, [] {
+    SGD o({param({2})}, 0.1);
+    optim::PlateauOptions p;
+    p.threshold = kNaN;
+    optim::ReduceLROnPlateau r(o, p);
+  });
+  t.add("ReduceLROnPlateau::load_state_dict: float32 best", Expect::DType, {"load_state_dict", "best", "float32"}, [] {
+    SGD o({param({2})}, 0.1);
+    optim::ReduceLROnPlateau r(o);
+    auto s = r.state_dict();
+    s["best"] = zeros({});
+    r.load_state_dict(s);
+  });
+  t.add("Optimizer::set_option of an unknown name", Expect::Error, {"set_option", "\"eps\"", "momentum"}, [] {
+    SGD o({param({2})}, 0.1);
+    o.set_option(0, "eps", 1e-8);
   });
   t.add("LRScheduler::set_step negative", Expect::Error, {"set_step", "-1"}, [] {
     SGD o({param({2})}, 0.1);
