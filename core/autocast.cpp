@@ -174,6 +174,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"softmax", Policy::Float32},
       {"log_softmax", Policy::Float32},
       {"layer_norm", Policy::Float32},
+      {"group_norm", Policy::Float32},
+      {"rms_norm", Policy::Float32},
       {"cross_entropy", Policy::Float32Result},
       {"mse_loss", Policy::Float32},
       {"sum", Policy::Float32},
@@ -183,6 +185,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"log", Policy::Float32},
       {"pow", Policy::Float32},
       {"rsqrt", Policy::Float32},
+      {"softplus", Policy::Float32},
       // Several inputs of possibly different dtypes: the widest wins (promoted by the ops themselves).
       {"add", Policy::Widest},
       {"sub", Policy::Widest},

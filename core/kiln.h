@@ -18,6 +18,7 @@
 #include "core/ops/foreach.h"
 #include "core/ops/index.h"
 #include "core/ops/layer_norm.h"
+#include "core/ops/norm.h"
 #include "core/ops/matmul.h"
 #include "core/ops/mse_loss.h"
 #include "core/ops/pool.h"

@@ -13,13 +13,17 @@
 
 namespace kiln {
 
+// clang-format off
 enum class UnaryOp : uint8_t {
   Copy,  // cast/copy
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Tanh, Sigmoid, Relu, GeluErf, GeluTanh, Sign,
-  PowScalar,  // x ^ a
+  PowScalar,   // x ^ a
   RPowScalar,  // a ^ x
   Clamp,       // min(max(x, a), b); NaN stays NaN
   LogicalNot,
+  Silu,        // x * sigmoid(x)
+  LeakyRelu,   // x > 0 ? x : a * x
+  Softplus,    // a x > b ? x : log(1 + exp(a x)) / a (beta a, threshold b)
 };
 
 enum class BinaryOp : uint8_t {
@@ -29,26 +33,31 @@ enum class BinaryOp : uint8_t {
   Eq, Ne, Lt, Le, Gt, Ge,  // bool result
   LogicalAnd, LogicalOr,
   // backward helpers: (grad, x or y) -> grad_input
-  ReluBackward,      // x > 0 ? g : 0
-  GeluErfBackward,   // g * gelu'(x)
-  GeluTanhBackward,  // g * gelu_tanh'(x)
-  TanhBackward,      // g * (1 - y^2), y = tanh(x)
-  SigmoidBackward,   // g * y * (1 - y)
-  RsqrtBackward,     // -0.5 * g * y^3, y = rsqrt(x)
-  SqrtBackward,      // g / (2 y), y = sqrt(x)
-  PowScalarBackward, // g * alpha * x^(alpha - 1)
-  ClampBackward,     // alpha <= x <= beta ? g : 0 (NaN bounds mean no bound)
-  AbsBackward,       // g * sign(x)
+  ReluBackward,       // x > 0 ? g : 0
+  GeluErfBackward,    // g * gelu'(x)
+  GeluTanhBackward,   // g * gelu_tanh'(x)
+  TanhBackward,       // g * (1 - y^2), y = tanh(x)
+  SigmoidBackward,    // g * y * (1 - y)
+  RsqrtBackward,      // -0.5 * g * y^3, y = rsqrt(x)
+  SqrtBackward,       // g / (2 y), y = sqrt(x)
+  PowScalarBackward,  // g * alpha * x^(alpha - 1)
+  ClampBackward,      // alpha <= x <= beta ? g : 0 (NaN bounds mean no bound)
+  AbsBackward,        // g * sign(x)
+  SiluBackward,       // g * s (1 + x (1 - s)), s = sigmoid(x)
+  LeakyReluBackward,  // x > 0 ? g : alpha * g
+  SoftplusBackward,   // alpha x > beta ? g : g * sigmoid(alpha x)
 };
 
 // Every op once, for the CPU and CUDA dispatch switches (-Wswitch flags an op missing here).
-#define KILN_FOR_EACH_UNARY_OP(X) \
-  X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh) X(Sign) \
-  X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot)
-#define KILN_FOR_EACH_BINARY_OP(X)                                                                                   \
-  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd)         \
-  X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward) X(SigmoidBackward)            \
-  X(RsqrtBackward) X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward)
+#define KILN_FOR_EACH_UNARY_OP(X)                                                                        \
+  X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh)  \
+  X(Sign) X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot) X(Silu) X(LeakyRelu) X(Softplus)
+#define KILN_FOR_EACH_BINARY_OP(X)                                                                        \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)            \
+  X(LogicalAnd) X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward)        \
+  X(SigmoidBackward) X(RsqrtBackward) X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward) \
+  X(SiluBackward) X(LeakyReluBackward) X(SoftplusBackward)
+// clang-format on
 
 // An operand: a strided tensor or, when is_scalar, a value broadcast everywhere. A scalar carries
 // its value twice: as a double for floating compute, and exactly as an int64 for the integer

@@ -179,6 +179,13 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
     if constexpr (OP == UnaryOp::Sigmoid) return sigmoid_fn(x);
     if constexpr (OP == UnaryOp::GeluErf) return gelu_erf_fn(x);
     if constexpr (OP == UnaryOp::GeluTanh) return gelu_tanh_fn(x);
+    if constexpr (OP == UnaryOp::Silu) return x * sigmoid_fn(x);
+    if constexpr (OP == UnaryOp::LeakyRelu) return x > C(0) ? x : a * x;  // NaN: a * NaN
+    if constexpr (OP == UnaryOp::Softplus) {
+      // Past the threshold the function is x to within rounding (PyTorch's linear branch).
+      const C ax = a * x;
+      return ax > b ? x : std::log1p(exp_fn(ax)) / a;
+    }
     return x;
   } else {
     return x;  // float-only op on integers: unreachable, core promotes first
@@ -224,6 +231,15 @@ template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta
     if constexpr (OP == BinaryOp::SigmoidBackward) return x * y * (C(1) - y);
     if constexpr (OP == BinaryOp::RsqrtBackward) return C(-0.5) * x * y * y * y;
     if constexpr (OP == BinaryOp::SqrtBackward) return x / (C(2) * y);
+    if constexpr (OP == BinaryOp::SiluBackward) {
+      const C s = sigmoid_fn(y);
+      return x * (s * (C(1) + y * (C(1) - s)));
+    }
+    if constexpr (OP == BinaryOp::LeakyReluBackward) return y > C(0) ? x : alpha * x;
+    if constexpr (OP == BinaryOp::SoftplusBackward) {
+      const C ay = alpha * y;
+      return ay > beta ? x : x * sigmoid_fn(ay);
+    }
   }
   return x;
 }

@@ -18,6 +18,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/layer_norm.h"
+#include "core/ops/norm.h"
 #include "core/ops/pool.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
@@ -37,15 +38,11 @@ Tensor detail::new_tensor(const char* layer, const Shape& shape) {
   }
 }
 
-namespace {
-
-using detail::new_tensor;
-
-const char* py_bool(bool b) { return b ? "True" : "False"; }
+const char* detail::py_bool(bool b) { return b ? "True" : "False"; }
 
 // Python's repr(float): the shortest round-trip digits, fixed notation for exponents in [-4, 16),
 // scientific ("1e-05") otherwise.
-std::string py_float(double v) {
+std::string detail::py_float(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
@@ -83,6 +80,37 @@ std::string py_float(double v) {
   return sign + out;
 }
 
+std::string detail::py_tuple(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+void detail::check_non_negative(const char* layer, const char* what, int64_t v) {
+  if (v < 0) throw Error(std::string(layer) + ": " + what + " must be non-negative, got " + std::to_string(v));
+}
+
+void detail::check_eps(const char* layer, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    throw Error(std::string(layer) + ": eps must be a finite number >= 0, got " + py_float(eps));
+  }
+}
+
+Tensor detail::filled(const char* layer, const Shape& shape, double value) {
+  Tensor t = new_tensor(layer, shape);
+  t.fill_(value);
+  return t;
+}
+
+namespace {
+
+using detail::check_eps;
+using detail::check_non_negative;
+using detail::filled;
+using detail::new_tensor;
+using detail::py_bool;
+using detail::py_float;
+
 std::string tuple_str(Pair p) {
   std::string s = "(";
   s += std::to_string(p[0]);
@@ -94,10 +122,6 @@ std::string tuple_str(Pair p) {
 // Pools print what PyTorch users usually pass: an int when both sides agree.
 std::string int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : tuple_str(p); }
 
-void check_non_negative(const char* layer, const char* what, int64_t v) {
-  if (v < 0) throw Error(std::string(layer) + ": " + what + " must be non-negative, got " + std::to_string(v));
-}
-
 void check_positive(const char* layer, const char* what, Pair p) {
   if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
 }
@@ -108,19 +132,6 @@ void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
     throw Error(std::string(layer) + ": padding " + tuple_str(padding) +
                 " must be non-negative and at most half the kernel size " + tuple_str(kernel_size));
   }
-}
-
-// eps of a norm layer: a finite number >= 0.
-void check_eps(const char* layer, double eps) {
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    throw Error(std::string(layer) + ": eps must be a finite number >= 0, got " + py_float(eps));
-  }
-}
-
-Tensor filled(const char* layer, const Shape& shape, double value) {
-  Tensor t = new_tensor(layer, shape);
-  t.fill_(value);
-  return t;
 }
 
 std::atomic<bool> g_conv_bias_warned{false};
@@ -340,13 +351,54 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 }
 
 std::string LayerNorm::extra_repr() const {
-  std::string s = "(";
-  for (size_t i = 0; i < normalized_shape.size(); ++i) s += (i ? ", " : "") + std::to_string(normalized_shape[i]);
-  s += normalized_shape.size() == 1 ? ",)" : ")";
-  return s + ", eps=" + py_float(eps) + ", elementwise_affine=" + py_bool(elementwise_affine);
+  return detail::py_tuple(normalized_shape) + ", eps=" + py_float(eps) +
+         ", elementwise_affine=" + py_bool(elementwise_affine);
 }
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+// --- GroupNorm, RMSNorm --------------------------------------------------------------------------
+
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+    : num_groups(num_groups), num_channels(num_channels), eps(eps), affine(affine) {
+  if (num_groups <= 0 || num_channels < 0 || num_channels % num_groups != 0) {
+    throw Error("GroupNorm: num_channels (" + std::to_string(num_channels) + ") must split into num_groups (" +
+                std::to_string(num_groups) + ") equal groups");
+  }
+  check_eps("GroupNorm", eps);
+  if (affine) {
+    weight = register_parameter("weight", filled("GroupNorm", {num_channels}, 1.0));
+    bias = register_parameter("bias", filled("GroupNorm", {num_channels}, 0.0));
+  }
+}
+
+std::string GroupNorm::extra_repr() const {
+  return std::to_string(num_groups) + ", " + std::to_string(num_channels) + ", eps=" + py_float(eps) +
+         ", affine=" + py_bool(affine);
+}
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  if (x.dim() >= 2 && x.size(1) != num_channels) {
+    throw ShapeError("GroupNorm: expected " + std::to_string(num_channels) + " channels, got input of shape " +
+                     shape_str(x.sizes()));
+  }
+  return group_norm(x, num_groups, weight, bias, eps);
+}
+
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+  if (this->normalized_shape.empty()) throw Error("RMSNorm: normalized_shape must name at least one dim");
+  for (int64_t s : this->normalized_shape) check_non_negative("RMSNorm", "normalized_shape", s);
+  if (eps) check_eps("RMSNorm", *eps);
+  if (elementwise_affine) weight = register_parameter("weight", filled("RMSNorm", this->normalized_shape, 1.0));
+}
+
+std::string RMSNorm::extra_repr() const {
+  return detail::py_tuple(normalized_shape) + ", eps=" + (eps ? py_float(*eps) : std::string("None")) +
+         ", elementwise_affine=" + py_bool(elementwise_affine);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, weight, eps); }
 
 // --- Embedding ------------------------------------------------------------------------------------
 
@@ -392,6 +444,33 @@ std::string GELU::extra_repr() const {
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+LeakyReLU::LeakyReLU(double negative_slope) : negative_slope(negative_slope) {
+  if (!std::isfinite(negative_slope)) {
+    throw Error("LeakyReLU: negative_slope must be finite, got " + py_float(negative_slope));
+  }
+}
+
+std::string LeakyReLU::extra_repr() const { return "negative_slope=" + py_float(negative_slope); }
+
+Tensor LeakyReLU::forward(const Tensor& x) { return leaky_relu(x, negative_slope); }
+
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+
+Softplus::Softplus(double beta, double threshold) : beta(beta), threshold(threshold) {
+  if (!(beta > 0.0) || !std::isfinite(beta) || std::isnan(threshold)) {
+    throw Error("Softplus: beta must be a finite number > 0 and threshold a number, got beta=" + py_float(beta) +
+                " threshold=" + py_float(threshold));
+  }
+}
+
+std::string Softplus::extra_repr() const { return "beta=" + py_float(beta) + ", threshold=" + py_float(threshold); }
+
+Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta, threshold); }
+
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
 std::string Flatten::extra_repr() const {
   return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);

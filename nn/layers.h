@@ -25,6 +25,18 @@ namespace detail {
 // overflow int64), and a failed allocation is an OutOfMemoryError naming the layer and the shape
 // rather than a std::bad_alloc or a wrapped size.
 Tensor new_tensor(const char* layer, const Shape& shape);
+// new_tensor filled with `value`.
+Tensor filled(const char* layer, const Shape& shape, double value);
+// How PyTorch's extra_repr writes a bool ("True", "False") and a float (Python's repr: the
+// shortest round-trip digits, "1e-05", "0.1", "1.0").
+const char* py_bool(bool b);
+std::string py_float(double v);
+// A tuple as Python writes it: "(8,)", "(4, 8)".
+std::string py_tuple(const Shape& s);
+// A layer's size argument must be >= 0, a norm's eps a finite number >= 0 (kiln::Error naming
+// the layer otherwise).
+void check_non_negative(const char* layer, const char* what, int64_t v);
+void check_eps(const char* layer, double eps);
 }  // namespace detail
 
 // y = x @ weight^T + bias. weight [out, in]: kaiming_uniform_(a = sqrt(5)); bias [out]:
@@ -121,6 +133,38 @@ class LayerNorm : public UnaryModule {
   Tensor weight, bias;
 };
 
+// PyTorch's GroupNorm: input [N, C, *], C split into num_groups groups normalized separately;
+// weight ones and bias zeros [C] (affine = false drops both).
+class GroupNorm : public UnaryModule {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  std::string type_name() const override { return "GroupNorm"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  int64_t num_groups, num_channels;
+  double eps;
+  bool affine;
+  Tensor weight, bias;
+};
+
+// PyTorch's RMSNorm over the trailing normalized_shape dims: weight ones (elementwise_affine =
+// false drops it); eps unset means the machine epsilon of the input's dtype, as PyTorch's None.
+class RMSNorm : public UnaryModule {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  explicit RMSNorm(int64_t normalized_size, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
+      : RMSNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  std::string type_name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
+  Tensor weight;
+};
+
 // A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1); forward picks rows by
 // integer indices of any shape.
 class Embedding : public UnaryModule {
@@ -162,6 +206,54 @@ class ReLU : public UnaryModule {
  public:
   std::string type_name() const override { return "ReLU"; }
   Tensor forward(const Tensor& x) override;
+};
+
+// x where x > 0, else negative_slope * x.
+class LeakyReLU : public UnaryModule {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01);
+  std::string type_name() const override { return "LeakyReLU"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  double negative_slope;
+};
+
+// x * sigmoid(x), the "swish" of EfficientNet and of the SwiGLU feed-forward layers.
+class SiLU : public UnaryModule {
+ public:
+  std::string type_name() const override { return "SiLU"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+// log(1 + exp(beta x)) / beta, linear where beta x > threshold.
+class Softplus : public UnaryModule {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0);
+  std::string type_name() const override { return "Softplus"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  double beta, threshold;
+};
+
+class Tanh : public UnaryModule {
+ public:
+  std::string type_name() const override { return "Tanh"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+class Sigmoid : public UnaryModule {
+ public:
+  std::string type_name() const override { return "Sigmoid"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+// Returns its input: a placeholder where a model's configuration leaves a layer out.
+class Identity : public UnaryModule {
+ public:
+  std::string type_name() const override { return "Identity"; }
+  Tensor forward(const Tensor& x) override { return x; }
 };
 
 class Flatten : public UnaryModule {

@@ -280,6 +280,38 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
   return out;
 }
 
+Tensor silu(const Tensor& x) {
+  ops::check_defined("silu", x, "input");
+  ops::check_floating("silu", x, "input");
+  Tensor out = unary_raw("silu", x, UnaryOp::Silu, x.dtype());
+  record_unary("silu", x, out, x, BinaryOp::SiluBackward);
+  return out;
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  ops::check_defined("leaky_relu", x, "input");
+  ops::check_floating("leaky_relu", x, "input");
+  if (!std::isfinite(negative_slope)) {
+    throw Error("leaky_relu: negative_slope must be finite, got " + num_str(negative_slope));
+  }
+  Tensor out = unary_raw("leaky_relu", x, UnaryOp::LeakyRelu, x.dtype(), negative_slope);
+  record_unary("leaky_relu", x, out, x, BinaryOp::LeakyReluBackward, negative_slope);
+  return out;
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("softplus", {&x})) return softplus((*c)[0], beta, threshold);
+  ops::check_defined("softplus", x, "input");
+  ops::check_floating("softplus", x, "input");
+  if (!(beta > 0.0) || !std::isfinite(beta) || std::isnan(threshold)) {
+    throw Error("softplus: beta must be a finite number > 0 and threshold a number, got beta=" + num_str(beta) +
+                " threshold=" + num_str(threshold));
+  }
+  Tensor out = unary_raw("softplus", x, UnaryOp::Softplus, x.dtype(), beta, threshold);
+  record_unary("softplus", x, out, x, BinaryOp::SoftplusBackward, beta, threshold);
+  return out;
+}
+
 Tensor pow(const Tensor& x, const Scalar& exponent) {
   if (std::optional<TensorList> c = autocast::cast_inputs("pow", {&x})) return pow((*c)[0], exponent);
   ops::check_defined("pow", x, "base");

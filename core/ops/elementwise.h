@@ -29,6 +29,13 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
+// x * sigmoid(x) (SiLU, "swish"): floating inputs.
+Tensor silu(const Tensor& x);
+// x where x > 0, else negative_slope * x (PyTorch's default slope 0.01): floating inputs.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch's softplus; runs in
+// float32 under autocast): floating inputs, beta > 0.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 Tensor pow(const Scalar& base, const Tensor& exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);

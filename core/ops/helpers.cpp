@@ -255,6 +255,22 @@ void check_param(const char* op, const Tensor& t, const char* what, const Shape&
   }
 }
 
+void check_normalized_shape(const char* op, const Tensor& x, const Shape& normalized_shape) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  if (k == 0) {
+    throw ShapeError(std::string(op) + ": normalized_shape must name at least one dim (input " + shape_str(x.sizes()) +
+                     ")");
+  }
+  bool matches = x.dim() >= k;
+  for (int64_t i = 0; matches && i < k; ++i) {
+    matches = x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)];
+  }
+  if (!matches) {
+    throw ShapeError(std::string(op) + ": input of shape " + shape_str(x.sizes()) +
+                     " does not end with normalized_shape " + shape_str(normalized_shape));
+  }
+}
+
 void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
   if (a.defined() && b.defined() && a.dtype() != b.dtype()) {
     throw DTypeError(std::string(op) + ": " + a_name + " is " + dtype_name(a.dtype()) + " but " + b_name + " is " +

@@ -89,6 +89,9 @@ void check_index_values(const char* op, const Tensor& index, int64_t size, const
 // A per-feature parameter: undefined, or floating of exactly `shape` (a ShapeError naming `what`
 // and `expected` otherwise).
 void check_param(const char* op, const Tensor& t, const char* what, const Shape& shape, const std::string& expected);
+// A norm over the trailing dims: normalized_shape names at least one dim and x ends with it
+// (ShapeErrors naming both shapes otherwise).
+void check_normalized_shape(const char* op, const Tensor& x, const Shape& normalized_shape);
 // Two optional tensors read through one dtype argument of a kernel must agree on it.
 void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);
 // The dtype of the first defined of a and b, else `fallback`.

@@ -29,16 +29,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   }
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  if (k == 0)
-    throw ShapeError("layer_norm: normalized_shape must name at least one dim (input " + shape_str(x.sizes()) + ")");
-  bool matches = x.dim() >= k;
-  for (int64_t i = 0; matches && i < k; ++i)
-    matches = x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)];
-  if (!matches) {
-    throw ShapeError("layer_norm: input of shape " + shape_str(x.sizes()) + " does not end with normalized_shape " +
-                     shape_str(normalized_shape));
-  }
+  ops::check_normalized_shape(op, x, normalized_shape);
   const std::string expected = "normalized_shape " + shape_str(normalized_shape);
   check_param(op, weight, "weight", normalized_shape, expected);
   check_param(op, bias, "bias", normalized_shape, expected);

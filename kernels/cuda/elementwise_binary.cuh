@@ -38,7 +38,10 @@ constexpr bool float_only(BinaryOp op) {
     case BinaryOp::SqrtBackward:
     case BinaryOp::PowScalarBackward:
     case BinaryOp::ClampBackward:
-    case BinaryOp::AbsBackward: return true;
+    case BinaryOp::AbsBackward:
+    case BinaryOp::SiluBackward:
+    case BinaryOp::LeakyReluBackward:
+    case BinaryOp::SoftplusBackward: return true;
     default: return false;
   }
 }
@@ -85,6 +88,9 @@ inline const char* binary_name(BinaryOp op) {
     case BinaryOp::PowScalarBackward: return "pow backward";
     case BinaryOp::ClampBackward: return "clamp backward";
     case BinaryOp::AbsBackward: return "abs backward";
+    case BinaryOp::SiluBackward: return "silu backward";
+    case BinaryOp::LeakyReluBackward: return "leaky_relu backward";
+    case BinaryOp::SoftplusBackward: return "softplus backward";
   }
   return "binary";
 }

@@ -36,7 +36,10 @@ constexpr bool float_only(UnaryOp op) {
     case UnaryOp::Tanh:
     case UnaryOp::Sigmoid:
     case UnaryOp::GeluErf:
-    case UnaryOp::GeluTanh: return true;
+    case UnaryOp::GeluTanh:
+    case UnaryOp::Silu:
+    case UnaryOp::LeakyRelu:
+    case UnaryOp::Softplus: return true;
     default: return false;
   }
 }
@@ -63,6 +66,9 @@ inline const char* unary_name(UnaryOp op) {
     case UnaryOp::RPowScalar: return "pow(scalar base)";
     case UnaryOp::Clamp: return "clamp";
     case UnaryOp::LogicalNot: return "logical_not";
+    case UnaryOp::Silu: return "silu";
+    case UnaryOp::LeakyRelu: return "leaky_relu";
+    case UnaryOp::Softplus: return "softplus";
   }
   return "unary";
 }

@@ -64,6 +64,16 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"layer_norm",
                   [=](Device d, D lp) { return TensorList{rnd({2, 6}, d).to(lp), rnd({6}, d).to(lp), rnd({6}, d)}; },
                   [](const TensorList& in) { return layer_norm(in[0], {6}, in[1], in[2]); }, fp32});
+  rows.push_back({"group_norm",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({2, 4, 3}, d).to(lp), rnd({4}, d).to(lp), rnd({4}, d)};
+                  },
+                  [](const TensorList& in) { return group_norm(in[0], 2, in[1], in[2]); }, fp32});
+  rows.push_back({"rms_norm",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({2, 6}, d).to(lp), rnd({6}, d).to(lp)};
+                  },
+                  [](const TensorList& in) { return rms_norm(in[0], {6}, in[1]); }, fp32});
   rows.push_back({"cross_entropy",
                   [=](Device d, D lp) {
                     return TensorList{rnd({4, 5}, d).to(lp), tensor(std::vector<int64_t>{1, 0, 4, 2}, {4}, TensorOptions(D::Int64, d))};
@@ -77,6 +87,7 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});
   rows.push_back({"log", lp_pos({3, 4}), [](const TensorList& in) { return log(in[0]); }, fp32});
   rows.push_back({"rsqrt", lp_pos({3, 4}), [](const TensorList& in) { return rsqrt(in[0]); }, fp32});
+  rows.push_back({"softplus", lp_in({3, 4}), [](const TensorList& in) { return softplus(in[0], 2.0, 1.0); }, fp32});
   rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },
                   [](const TensorList& in) { return pow(in[0], 2.5) + pow(in[0], in[1]) + pow(1.5, in[1]); }, fp32});
   // Widest: a low-precision and a float32 input give float32.

@@ -131,6 +131,11 @@ TEST_CASE("emulated: the vector kernel of binary ops gives the CPU's bits", "[si
     const Tensor a = values({n}, DType::Float32, 1), b = values({n}, DType::Float32, 2);
     const void* add32 = kernel_address(&bd::binary_vec_kernel<BinaryOp::Add, float>);
     check<BinaryOp::Add>("add float32" + len, a, operand(a, a), operand(b, a), DType::Float32, 2.5, 0, add32);
+    check<BinaryOp::SoftplusBackward>("softplus backward float32" + len, a, operand(a, a), operand(b, a),
+                                      DType::Float32, 2.0, 1.0,
+                                      kernel_address(&bd::binary_vec_kernel<BinaryOp::SoftplusBackward, float>));
+    check<BinaryOp::SiluBackward>("silu backward float32" + len, a, operand(a, a), operand(b, a), DType::Float32, 0, 0,
+                                  kernel_address(&bd::binary_vec_kernel<BinaryOp::SiluBackward, float>));
     check<BinaryOp::Add>("add float32, scalar y" + len, a, operand(a, a), scalar(0.75), DType::Float32, -1.0, 0,
                          add32);
     check<BinaryOp::Add>("add float32, scalar x" + len, a, scalar(-3.25), operand(b, a), DType::Float32, 1.0, 0,
@@ -248,6 +253,14 @@ TEST_CASE("emulated: the unary kernels give the CPU's bits: vectors, casts and t
     const Tensor h = a.to(DType::Float16), g = a.to(DType::BFloat16);
     check_unary<UnaryOp::GeluTanh>("gelu(tanh) float16" + len, h, operand(h, h), DType::Float32, 0, 0,
                                    kernel_address(&ud::unary_vec_kernel<UnaryOp::GeluTanh, F16>));
+    // The activations with parameters: leaky_relu's slope, softplus's beta and threshold (both
+    // branches: beta x passes 1 for some elements).
+    check_unary<UnaryOp::Silu>("silu float32" + len, a, operand(a, a), DType::Float32, 0, 0,
+                               kernel_address(&ud::unary_vec_kernel<UnaryOp::Silu, float>));
+    check_unary<UnaryOp::LeakyRelu>("leaky_relu float16" + len, h, operand(h, h), DType::Float32, 0.1, 0,
+                                    kernel_address(&ud::unary_vec_kernel<UnaryOp::LeakyRelu, F16>));
+    check_unary<UnaryOp::Softplus>("softplus bfloat16" + len, g, operand(g, g), DType::Float32, 2.0, 1.0,
+                                   kernel_address(&ud::unary_vec_kernel<UnaryOp::Softplus, BF16>));
     // A scalar input: a fill.
     check_unary<UnaryOp::Copy>("fill bfloat16" + len, g, scalar(-2.375), DType::Float32, 0, 0,
                                kernel_address(&ud::unary_vec_kernel<UnaryOp::Copy, BF16>));

@@ -189,6 +189,22 @@ void layer_rows(Table& t) {
           Transformer m({.d_model = 8, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 1});
           (void)m.forward(f32({5, 2, 8}), f32({3, 4, 8}));
         });
+  t.add("GroupNorm: num_groups 0", Expect::Error, {"GroupNorm", "num_groups (0)"}, [] { GroupNorm g(0, 4); });
+  t.add("GroupNorm: channels overflow", Expect::Shape, {"GroupNorm", "[4611686018427387904]", "bytes"},
+        [] { GroupNorm g(1, int64_t{1} << 62); });
+  t.add("GroupNorm forward: a 1-d input", Expect::Shape, {"group_norm", "[N, C, *]", "[4]"}, [] {
+    GroupNorm g(2, 4);
+    (void)g.forward(f32({4}));
+  });
+  t.add("RMSNorm: NaN eps", Expect::Error, {"RMSNorm", "eps", "nan"}, [] { RMSNorm r(4, kNaN); });
+  t.add("RMSNorm forward: wrong trailing dims", Expect::Shape, {"rms_norm", "[2, 3]", "[4]"}, [] {
+    RMSNorm r(4);
+    (void)r.forward(f32({2, 3}));
+  });
+  t.add("SiLU forward: int input", Expect::DType, {"silu", "int64"}, [] {
+    SiLU s;
+    (void)s.forward(i64({2}));
+  });
   t.add("LayerNorm: no dims", Expect::Error, {"LayerNorm", "normalized_shape"}, [] { LayerNorm l(Shape{}); });
   t.add("LayerNorm: negative size", Expect::Error, {"LayerNorm", "-1"}, [] { LayerNorm l(Shape{-1}); });
   t.add("LayerNorm: negative eps", Expect::Error, {"LayerNorm", "eps", "-1"}, [] { LayerNorm l(4, -1.0); });

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -250,6 +251,106 @@ TEST_CASE("Activations, Flatten and pools: shapes, values and printed forms", "[
   CHECK(pooled.sizes() == Shape{2, 3, 1, 1});
   CHECK(max_abs_diff(pooled, x.mean({2, 3}, true)) < 1e-5);
   CHECK(AdaptiveAvgPool2d(Pair{2, 3}).extra_repr() == "output_size=(2, 3)");
+}
+
+TEST_CASE("SiLU, LeakyReLU, Softplus, Tanh, Sigmoid, Identity: values, gradients, printed forms", "[nn]") {
+  // Each against its formula in double arithmetic, values and gradients, on both sides of 0 and
+  // of softplus's threshold.
+  const std::vector<double> xs = {-6.0, -1.5, -0.25, 0.5, 2.0, 7.0};
+  struct Case {
+    std::shared_ptr<UnaryModule> m;
+    const char* printed;
+    std::function<double(double)> f, df;
+  };
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const std::vector<Case> cases = {
+      {std::make_shared<SiLU>(), "SiLU()", [&](double v) { return v * sig(v); },
+       [&](double v) { return sig(v) * (1 + v * (1 - sig(v))); }},
+      {std::make_shared<LeakyReLU>(), "LeakyReLU(negative_slope=0.01)", [](double v) { return v > 0 ? v : 0.01 * v; },
+       [](double v) { return v > 0 ? 1.0 : 0.01; }},
+      {std::make_shared<LeakyReLU>(0.2), "LeakyReLU(negative_slope=0.2)", [](double v) { return v > 0 ? v : 0.2 * v; },
+       [](double v) { return v > 0 ? 1.0 : 0.2; }},
+      {std::make_shared<Softplus>(), "Softplus(beta=1.0, threshold=20.0)",
+       [](double v) { return std::log1p(std::exp(v)); }, sig},
+      // beta 2, threshold 3: 2 and 7 are past it (x itself, gradient 1).
+      {std::make_shared<Softplus>(2.0, 3.0), "Softplus(beta=2.0, threshold=3.0)",
+       [](double v) { return 2 * v > 3 ? v : std::log1p(std::exp(2 * v)) / 2; },
+       [&](double v) { return 2 * v > 3 ? 1.0 : sig(2 * v); }},
+      {std::make_shared<Tanh>(), "Tanh()", [](double v) { return std::tanh(v); },
+       [](double v) { return 1 - std::tanh(v) * std::tanh(v); }},
+      {std::make_shared<Sigmoid>(), "Sigmoid()", sig, [&](double v) { return sig(v) * (1 - sig(v)); }},
+      {std::make_shared<Identity>(), "Identity()", [](double v) { return v; }, [](double) { return 1.0; }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.printed);
+    CHECK(c.m->str() == c.printed);
+    Tensor x = tensor(xs).to(DType::Float64).set_requires_grad(true);
+    Tensor y = c.m->forward(x);
+    y.sum().backward();
+    const std::vector<double> got = y.to_vector_double(), grad = x.grad().to_vector_double();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      INFO("x = " << xs[i]);
+      CHECK(got[i] == Approx(c.f(xs[i])).epsilon(1e-12));
+      CHECK(grad[i] == Approx(c.df(xs[i])).epsilon(1e-12));
+    }
+  }
+  // Softplus of a large input stays finite (the linear branch), and SiLU of a large negative one
+  // is a tiny negative number, not NaN.
+  CHECK(Softplus().forward(tensor(std::vector<double>{1000.0})).item<double>() == 1000.0);
+  CHECK(SiLU().forward(tensor(std::vector<double>{-200.0})).item<double>() <= 0.0);
+  CHECK_THROWS_WITH(Softplus(0.0), Catch::Contains("Softplus") && Catch::Contains("beta"));
+  CHECK_THROWS_WITH(LeakyReLU(std::nan("")), Catch::Contains("LeakyReLU") && Catch::Contains("nan"));
+}
+
+TEST_CASE("GroupNorm and RMSNorm: formulas, parameters, printed forms, low precision", "[nn]") {
+  manual_seed(9);
+  GroupNorm gn(2, 6);
+  CHECK(gn.str() == "GroupNorm(2, 6, eps=1e-05, affine=True)");
+  CHECK(gn.weight.sizes() == Shape{6});
+  CHECK(gn.bias.sizes() == Shape{6});
+  CHECK(GroupNorm(3, 6, 1e-3, false).named_parameters().empty());
+  // Each sample's group of 3 channels x 4 x 4 positions has mean 0 and biased variance 1.
+  const Tensor x = randn({2, 6, 4, 4}) * 3.0 + 2.0;
+  const Tensor y = gn.forward(x);
+  for (int64_t s = 0; s < 2; ++s) {
+    for (int64_t g = 0; g < 2; ++g) {
+      const Moments m = moments(y.select(0, s).narrow(0, g * 3, 3).reshape({-1}));
+      CHECK(std::abs(m.mean) < 1e-5);
+      CHECK(m.std == Approx(std::sqrt(48.0 / 47.0)).epsilon(1e-3));
+    }
+  }
+  // The affine parameters act per channel.
+  {
+    NoGradGuard no_grad;
+    gn.weight.fill_(2.0);
+    gn.bias.narrow(0, 1, 1).fill_(5.0);
+  }
+  const Tensor z = gn.forward(x);
+  CHECK(max_abs_diff(z.select(1, 0), y.select(1, 0) * 2.0) < 1e-5);
+  CHECK(max_abs_diff(z.select(1, 1), y.select(1, 1) * 2.0 + 5.0) < 1e-5);
+  CHECK_THROWS_WITH(gn.forward(randn({2, 4, 3})), Catch::Contains("GroupNorm") && Catch::Contains("6 channels"));
+  CHECK_THROWS_WITH(GroupNorm(4, 6), Catch::Contains("num_groups"));
+
+  RMSNorm rms(8);
+  CHECK(rms.str() == "RMSNorm((8,), eps=None, elementwise_affine=True)");
+  CHECK(RMSNorm({2, 4}, 1e-6).extra_repr() == "(2, 4), eps=1e-06, elementwise_affine=True");
+  CHECK(RMSNorm(8, std::nullopt, false).named_parameters().empty());
+  // Each row divided by its root mean square; eps unset is float32's machine epsilon.
+  const Tensor r = randn({3, 8}) * 5.0;
+  const Tensor out = rms.forward(r);
+  const std::vector<double> rv = r.to_vector_double(), ov = out.to_vector_double();
+  for (size_t row = 0; row < 3; ++row) {
+    double ms = 0;
+    for (size_t j = 0; j < 8; ++j) ms += rv[row * 8 + j] * rv[row * 8 + j] / 8;
+    for (size_t j = 0; j < 8; ++j)
+      CHECK(ov[row * 8 + j] == Approx(rv[row * 8 + j] / std::sqrt(ms + 0x1p-23)).epsilon(1e-5));
+  }
+  // bfloat16 in, bfloat16 out, normalized in float32 and rounded once: the float32 result rounded.
+  const Tensor rb = r.to(DType::BFloat16);
+  const Tensor ob = rms.forward(rb);
+  CHECK(ob.dtype() == DType::BFloat16);
+  CHECK(test::bitwise_equal(ob, rms_norm(rb.to(DType::Float32), {8}, rms.weight, 0x1p-7).to(DType::BFloat16)));
+  CHECK(gn.forward(x.to(DType::BFloat16)).dtype() == DType::BFloat16);
 }
 
 TEST_CASE("Sequential: chains, indexes, names children 0, 1, ...", "[nn]") {

@@ -343,6 +343,15 @@ void add_unary_rows(std::vector<OpRow>& rows) {
        [](double v) { return 1 / (1 + std::exp(-v)); }},
       {"gelu", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x); }, gelu_erf_ref},
       {"gelu_tanh", kFloatTypes, normal(2.0), [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, gelu_tanh_ref},
+      {"silu", kFloatTypes, normal(3.0), [](const Tensor& x) { return silu(x); },
+       [](double v) { return v / (1 + std::exp(-v)); }},
+      // Away from 0, where the gradient jumps from the slope to 1.
+      {"leaky_relu", kFloatTypes, avoiding({0.0}, 0.1), [](const Tensor& x) { return leaky_relu(x, 0.2); },
+       [](double v) { return v > 0 ? v : 0.2 * v; }},
+      // beta 2, threshold 3: both branches (beta x past 3 is x itself), away from the switch at 1.5
+      // where the linear branch and the curve differ by log1p(exp(-3)) / 2.
+      {"softplus", kFloatTypes, avoiding({1.5}, 0.1, 2.0), [](const Tensor& x) { return softplus(x, 2.0, 3.0); },
+       [](double v) { return 2 * v > 3 ? v : std::log1p(std::exp(2 * v)) / 2; }},
   };
   uint64_t seed = 1000;
   for (const Unary& u : unary) {
@@ -361,8 +370,15 @@ void add_unary_rows(std::vector<OpRow>& rows) {
     }
     std::string name = std::string(u.name) == "gelu_tanh" ? "gelu" : u.name;
     r.errors = {undefined_input(name, op)};
-    if (name == "gelu") {
-      r.errors.push_back({"integer input", [op] { op(zeros({2, 3}, DType::Int64)); }, {"gelu", "int64", "[2, 3]"}});
+    if (name == "gelu" || name == "silu" || name == "leaky_relu" || name == "softplus") {
+      r.errors.push_back({"integer input", [op] { op(zeros({2, 3}, DType::Int64)); }, {name, "int64", "[2, 3]"}});
+    }
+    if (name == "leaky_relu") {
+      r.errors.push_back(
+          {"NaN slope", [] { leaky_relu(zeros({2}), std::nan("")); }, {"leaky_relu", "negative_slope", "nan"}});
+    }
+    if (name == "softplus") {
+      r.errors.push_back({"beta 0", [] { softplus(zeros({2}), 0.0); }, {"softplus", "beta", "0"}});
     }
     rows.push_back(std::move(r));
     seed += 50;

@@ -143,6 +143,7 @@ void add_conv_rows(std::vector<OpRow>& rows);
 void add_pool_rows(std::vector<OpRow>& rows);
 void add_softmax_rows(std::vector<OpRow>& rows);
 void add_layer_norm_rows(std::vector<OpRow>& rows);
+void add_norm_rows(std::vector<OpRow>& rows);
 void add_batch_norm_rows(std::vector<OpRow>& rows);
 void add_cross_entropy_rows(std::vector<OpRow>& rows);
 void add_mse_loss_rows(std::vector<OpRow>& rows);
