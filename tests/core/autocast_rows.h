@@ -81,6 +81,21 @@ inline std::vector<AutocastRow> autocast_rows() {
                   [](const TensorList& in) { return cross_entropy(in[0], in[1]); }, fp32});
   rows.push_back({"mse_loss", [=](Device d, D lp) { return TensorList{rnd({3, 4}, d).to(lp), rnd({3, 4}, d)}; },
                   [](const TensorList& in) { return mse_loss(in[0], in[1]); }, fp32});
+  auto pair = [=](Device d, D lp) { return TensorList{rnd({3, 4}, d).to(lp), rnd({3, 4}, d)}; };
+  rows.push_back({"l1_loss", pair, [](const TensorList& in) { return l1_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"smooth_l1_loss", pair, [](const TensorList& in) { return smooth_l1_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"huber_loss", pair, [](const TensorList& in) { return huber_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"binary_cross_entropy_with_logits",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), pos({3, 4}, d) * 0.1};
+                  },
+                  [](const TensorList& in) { return binary_cross_entropy_with_logits(in[0], in[1]); }, fp32});
+  rows.push_back({"nll_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({4, 5}, d).to(lp),
+                                      tensor(std::vector<int64_t>{1, 0, 4, 2}, {4}, TensorOptions(D::Int64, d))};
+                  },
+                  [](const TensorList& in) { return nll_loss(in[0], in[1]); }, fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});

@@ -10,21 +10,6 @@
 namespace kiln::test {
 namespace {
 
-// Class indices in [0, classes) from a small LCG; every `ignore_every`-th one (1-based; 0 = none)
-// is `ignore`.
-Tensor class_targets(const Shape& shape, int64_t classes, uint64_t seed, int64_t ignore_every, int64_t ignore,
-                     Device d) {
-  Values v;
-  uint64_t s = seed * 2862933555777941757ull + 3037000493ull;
-  for (int64_t i = 0; i < shape_numel(shape); ++i) {
-    s = s * 2862933555777941757ull + 3037000493ull;
-    int64_t t = static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(classes));
-    if (ignore_every > 0 && (i + 1) % ignore_every == 0) t = ignore;
-    v.push_back(static_cast<double>(t));
-  }
-  return from_values(v, shape, DType::Int64).to(d);
-}
-
 // logits [N, C, ...] or [C]; target [N, ...] or 0-d. Loss per target element, then reduced.
 Tensor ref_cross_entropy(const Tensor& logits, const Tensor& target, Reduction red, int64_t ignore, double eps) {
   Shape ls = logits.sizes();

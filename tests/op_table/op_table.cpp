@@ -30,6 +30,7 @@ const std::vector<RowFamily>& row_families() {
       {"batch_norm", add_batch_norm_rows},
       {"cross_entropy", add_cross_entropy_rows},
       {"mse_loss", add_mse_loss_rows},
+      {"loss", add_loss_rows},
       {"embedding", add_embedding_rows},
       {"dropout", add_dropout_rows},
       {"attention", add_attention_rows},
@@ -266,6 +267,21 @@ std::string expect_error(const ErrorCase& e) {
 }
 
 // --- helpers that several rows files share -----------------------------------------------------
+
+// Class indices in [0, classes) from a small LCG; every `ignore_every`-th one (1-based; 0 = none)
+// is `ignore`.
+Tensor class_targets(const Shape& shape, int64_t classes, uint64_t seed, int64_t ignore_every, int64_t ignore,
+                     Device d) {
+  Values v;
+  uint64_t s = seed * 2862933555777941757ull + 3037000493ull;
+  for (int64_t i = 0; i < shape_numel(shape); ++i) {
+    s = s * 2862933555777941757ull + 3037000493ull;
+    int64_t t = static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(classes));
+    if (ignore_every > 0 && (i + 1) % ignore_every == 0) t = ignore;
+    v.push_back(static_cast<double>(t));
+  }
+  return from_values(v, shape, DType::Int64).to(d);
+}
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim; }

@@ -143,6 +143,7 @@ void add_conv_rows(std::vector<OpRow>& rows);
 void add_pool_rows(std::vector<OpRow>& rows);
 void add_softmax_rows(std::vector<OpRow>& rows);
 void add_layer_norm_rows(std::vector<OpRow>& rows);
+void add_loss_rows(std::vector<OpRow>& rows);
 void add_norm_rows(std::vector<OpRow>& rows);
 void add_batch_norm_rows(std::vector<OpRow>& rows);
 void add_cross_entropy_rows(std::vector<OpRow>& rows);
@@ -200,6 +201,10 @@ using ListFn = std::function<TensorList(const TensorList&)>;
 using RefFn = std::function<double(const Values&)>;
 
 size_t at(int64_t i);                     // a vector position from an int64 index
+// int64 class indices of `shape` in [0, classes) from a small LCG (independent of kiln's
+// generator); every `ignore_every`-th one (1-based; 0 = none) is `ignore`. On device d.
+Tensor class_targets(const Shape& shape, int64_t classes, uint64_t seed, int64_t ignore_every, int64_t ignore,
+                     Device d);
 int64_t wrap(int64_t dim, int64_t ndim);  // a negative dim counted from the end
 DType same_dtype(DType t);                // out_dtype of ops that keep the input's dtype
 // A function, not a namespace-scope vector: the table is built during static initialization of

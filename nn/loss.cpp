@@ -1,0 +1,70 @@
+// The loss modules: options checked at construction (as the functional losses would check them at
+// the first call), forward calls the functional loss.
+#include "nn/loss.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/ops/cross_entropy.h"
+#include "core/ops/mse_loss.h"
+#include "kernels/error.h"
+
+namespace kiln::nn {
+
+CrossEntropyLoss::CrossEntropyLoss(int64_t ignore_index, Reduction reduction, double label_smoothing)
+    : Loss(reduction), ignore_index(ignore_index), label_smoothing(label_smoothing) {
+  detail::check_reduction("CrossEntropyLoss", reduction);
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
+    throw Error("CrossEntropyLoss: label_smoothing must be in [0, 1], got " + num_str(label_smoothing));
+  }
+}
+
+Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
+  return cross_entropy(input, target, reduction, ignore_index, label_smoothing);
+}
+
+NLLLoss::NLLLoss(Tensor weight, int64_t ignore_index, Reduction reduction)
+    : Loss(reduction), ignore_index(ignore_index) {
+  detail::check_reduction("NLLLoss", reduction);
+  if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
+}
+
+Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
+  return nll_loss(input, target, weight, ignore_index, reduction);
+}
+
+Tensor MSELoss::forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
+
+Tensor L1Loss::forward(const Tensor& input, const Tensor& target) { return l1_loss(input, target, reduction); }
+
+SmoothL1Loss::SmoothL1Loss(Reduction reduction, double beta) : Loss(reduction), beta(beta) {
+  if (!(beta >= 0.0) || !std::isfinite(beta)) {
+    throw Error("SmoothL1Loss: beta must be a finite number >= 0, got " + num_str(beta));
+  }
+}
+
+Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
+  return smooth_l1_loss(input, target, reduction, beta);
+}
+
+HuberLoss::HuberLoss(Reduction reduction, double delta) : Loss(reduction), delta(delta) {
+  if (!(delta > 0.0) || !std::isfinite(delta)) {
+    throw Error("HuberLoss: delta must be a finite number > 0, got " + num_str(delta));
+  }
+}
+
+Tensor HuberLoss::forward(const Tensor& input, const Tensor& target) {
+  return huber_loss(input, target, reduction, delta);
+}
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight, Reduction reduction, Tensor pos_weight) : Loss(reduction) {
+  detail::check_reduction("BCEWithLogitsLoss", reduction);
+  if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
+  if (pos_weight.defined()) this->pos_weight = register_buffer("pos_weight", std::move(pos_weight));
+}
+
+Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction);
+}
+
+}  // namespace kiln::nn

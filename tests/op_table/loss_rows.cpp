@@ -1,0 +1,200 @@
+// Op table rows of the loss family (the composed losses of core/ops/loss.h): L1, smooth L1 and
+// Huber under each reduction, binary cross entropy from logits with and without its weights
+// (differentiable in all four inputs), and NLL on [N, C], [N, C, d] and [C] inputs with class
+// weights and ignored targets; each against float64 loops of torch.nn.functional's definitions.
+#include <algorithm>
+#include <cmath>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+Tensor reduce_ref(const Values& losses, const Shape& shape, Reduction red) {
+  if (red == Reduction::None) return from_values(losses, shape);
+  double s = 0;
+  for (double e : losses) s += e;
+  return from_values({red == Reduction::Mean ? s / static_cast<double>(losses.size()) : s}, {});
+}
+
+const char* red_name(Reduction red) { return red == Reduction::Mean ? "mean" : red == Reduction::Sum ? "sum" : "none"; }
+
+std::vector<Sample> pair_samples(uint64_t seed) {
+  return {{"[3, 4]",
+           [=](DType t, Device d) {
+             return TensorList{rnd({3, 4}, t, d, seed, 1.5), rnd({3, 4}, t, d, seed + 1)};
+           }},
+          {"non-contiguous [2, 3, 5]", [=](DType t, Device d) {
+             return TensorList{noncontig(rnd({2, 3, 5}, t, d, seed + 2, 1.5)), rnd({2, 3, 5}, t, d, seed + 3)};
+           }}};
+}
+
+// A pointwise loss of the difference d = |x - y|: one row per reduction.
+void pointwise_rows(std::vector<OpRow>& rows, const char* name,
+                    std::function<Tensor(const Tensor&, const Tensor&, Reduction)> op,
+                    std::function<double(double)> element, uint64_t seed) {
+  for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    OpRow r;
+    r.name = std::string(name) + (red == Reduction::Mean ? "" : std::string(" ") + red_name(red));
+    r.dtypes = kFloatTypes;
+    r.samples = pair_samples(seed);
+    r.op = [op, red](const TensorList& x) { return TensorList{op(x[0], x[1], red)}; };
+    r.reference = [element, red](const TensorList& x) {
+      const Values a = values(x[0]), b = values(x[1]);
+      Values l;
+      for (size_t i = 0; i < a.size(); ++i) l.push_back(element(std::fabs(a[i] - b[i])));
+      return TensorList{reduce_ref(l, x[0].sizes(), red)};
+    };
+    r.differentiable = {0, 1};
+    r.out_dtype = same_dtype;
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    if (red == Reduction::Mean) {
+      r.errors = {
+          {"shape mismatch",
+           [op] {
+             op(zeros({4, 1}), zeros({4}), Reduction::Mean);
+           },
+           {name, "[4, 1]", "[4]"}},
+          {"integer target", [op] { op(zeros({4}), zeros({4}, DType::Int64), Reduction::Mean); }, {name, "int64"}}};
+    }
+    rows.push_back(std::move(r));
+  }
+}
+
+// x [3, 4] logits, t [3, 4] probabilities, weight [3, 4] and pos_weight [4] (both positive).
+OpRow bce_row(const std::string& name, bool weights, Reduction red) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"[3, 4]", [=](DType t, Device d) {
+                  TensorList in{rnd({3, 4}, t, d, 91, 3.0), rnd_range({3, 4}, t, d, 92, 0.0, 1.0)};
+                  if (weights) {
+                    in.push_back(rnd_range({3, 4}, t, d, 93, 0.2, 2.0));
+                    in.push_back(rnd_range({4}, t, d, 94, 0.2, 3.0));
+                  }
+                  return in;
+                }}};
+  r.op = [weights, red](const TensorList& x) {
+    return TensorList{weights ? binary_cross_entropy_with_logits(x[0], x[1], x[2], x[3], red)
+                              : binary_cross_entropy_with_logits(x[0], x[1], Tensor(), Tensor(), red)};
+  };
+  r.reference = [weights, red](const TensorList& x) {
+    const Values xv = values(x[0]), tv = values(x[1]);
+    const Values wv = weights ? values(x[2]) : Values(xv.size(), 1.0), pv = weights ? values(x[3]) : Values(4, 1.0);
+    Values l;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      // -w [p t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))], log sigmoid(x) = -log1p(exp(-x)).
+      const double log_sig = -std::log1p(std::exp(-xv[i])), log_one_minus = -std::log1p(std::exp(xv[i]));
+      l.push_back(-wv[i] * (pv[i % 4] * tv[i] * log_sig + (1 - tv[i]) * log_one_minus));
+    }
+    return TensorList{reduce_ref(l, x[0].sizes(), red)};
+  };
+  r.differentiable = weights ? std::vector<size_t>{0, 1, 2, 3} : std::vector<size_t>{0, 1};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+  return r;
+}
+
+// input [N, C, *] or [C] of any values, targets with every 4th ignored (-100); weight [C] or none.
+OpRow nll_row(const std::string& name, const Shape& shape, bool weighted, Reduction red, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{shape_str(shape), [=](DType t, Device d) {
+                  Shape ts = shape;
+                  ts.erase(ts.begin() + (shape.size() == 1 ? 0 : 1));
+                  const int64_t classes = shape.size() == 1 ? shape[0] : shape[1];
+                  TensorList in{rnd(shape, t, d, seed, 2.0), class_targets(ts, classes, seed + 1, 4, -100, d)};
+                  if (weighted) in.push_back(rnd_range({classes}, t, d, seed + 2, 0.5, 2.0));
+                  return in;
+                }}};
+  r.op = [weighted, red](const TensorList& x) {
+    return TensorList{nll_loss(x[0], x[1], weighted ? x[2] : Tensor(), -100, red)};
+  };
+  r.reference = [weighted, red](const TensorList& x) {
+    Shape s = x[0].sizes();
+    if (s.size() == 1) s.insert(s.begin(), 1);
+    const int64_t classes = s[1];
+    Shape ts = s;
+    ts.erase(ts.begin() + 1);
+    const Values xv = values(x[0]), tv = values(x[1]), wv = weighted ? values(x[2]) : Values(at(classes), 1.0);
+    Values l;
+    double total = 0, weights = 0;
+    for (int64_t e = 0; e < shape_numel(ts); ++e) {
+      const int64_t c = static_cast<int64_t>(tv[at(e)]);
+      if (c == -100) {
+        l.push_back(0.0);
+        continue;
+      }
+      Shape idx = unravel(e, ts);
+      idx.insert(idx.begin() + 1, c);
+      const double loss = -wv[at(c)] * xv[at(ravel(idx, s))];
+      l.push_back(loss);
+      total += loss;
+      weights += wv[at(c)];
+    }
+    if (red == Reduction::None) return TensorList{from_values(l, x[1].sizes())};
+    return TensorList{from_values({red == Reduction::Sum ? total : total / weights}, {})};
+  };
+  r.differentiable = weighted ? std::vector<size_t>{0, 2} : std::vector<size_t>{0};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+  return r;
+}
+
+}  // namespace
+
+void add_loss_rows(std::vector<OpRow>& rows) {
+  pointwise_rows(
+      rows, "l1_loss", [](const Tensor& a, const Tensor& b, Reduction r) { return l1_loss(a, b, r); },
+      [](double d) { return d; }, 101);
+  pointwise_rows(
+      rows, "smooth_l1_loss",
+      [](const Tensor& a, const Tensor& b, Reduction r) { return smooth_l1_loss(a, b, r, 0.5); },
+      [](double d) { return d < 0.5 ? 0.5 * d * d / 0.5 : d - 0.25; }, 111);
+  pointwise_rows(
+      rows, "huber_loss", [](const Tensor& a, const Tensor& b, Reduction r) { return huber_loss(a, b, r, 0.7); },
+      [](double d) { return d < 0.7 ? 0.5 * d * d : 0.7 * (d - 0.35); }, 121);
+  rows.push_back(bce_row("binary_cross_entropy_with_logits", false, Reduction::Mean));
+  rows.back().errors = {
+      {"target of another shape",
+       [] {
+         binary_cross_entropy_with_logits(zeros({3, 4}), zeros({4}));
+       },
+       {"binary_cross_entropy_with_logits", "[3, 4]", "[4]"}},
+      {"pos_weight that does not broadcast",
+       [] {
+         binary_cross_entropy_with_logits(zeros({3, 4}), zeros({3, 4}), Tensor(), zeros({3}));
+       },
+       {"binary_cross_entropy_with_logits", "pos_weight", "[3]"}},
+  };
+  rows.push_back(bce_row("binary_cross_entropy_with_logits with weight and pos_weight, sum", true, Reduction::Sum));
+  rows.push_back(nll_row("nll_loss", {6, 5}, false, Reduction::Mean, 131));
+  rows.back().errors = {
+      {"a float target",
+       [] {
+         nll_loss(zeros({2, 3}), zeros({2}));
+       },
+       {"nll_loss", "float32"}},
+      {"a target of another shape",
+       [] {
+         nll_loss(zeros({2, 3}), zeros({3}, DType::Int64));
+       },
+       {"nll_loss", "[3]", "[2, 3]", "expected target [2]"}},
+      {"a class out of range",
+       [] {
+         nll_loss(zeros({2, 3}), tensor<int64_t>({0, 3}, {2}));
+       },
+       {"nll_loss", "[0, 3)", "ignore_index -100"}},
+      {"a weight of another size",
+       [] {
+         nll_loss(zeros({2, 3}), zeros({2}, DType::Int64), zeros({4}));
+       },
+       {"nll_loss", "weight of shape [4]", "3 classes"}},
+  };
+  rows.push_back(nll_row("nll_loss weighted, [N, C, d]", {3, 4, 5}, true, Reduction::Mean, 141));
+  rows.push_back(nll_row("nll_loss weighted sum", {7, 3}, true, Reduction::Sum, 151));
+  rows.push_back(nll_row("nll_loss none, [C]", {6}, false, Reduction::None, 161));
+}
+
+}  // namespace kiln::test
