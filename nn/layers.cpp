@@ -134,6 +134,28 @@ void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
   }
 }
 
+// A convolution's channel counts: >= 0, and divisible by groups (> 0).
+void check_conv_channels(const char* layer, int64_t in_channels, int64_t out_channels, int64_t groups) {
+  check_non_negative(layer, "in_channels", in_channels);
+  check_non_negative(layer, "out_channels", out_channels);
+  if (groups <= 0) throw Error(std::string(layer) + ": groups must be positive, got " + std::to_string(groups));
+  if (in_channels % groups != 0 || out_channels % groups != 0) {
+    throw Error(std::string(layer) + ": in_channels " + std::to_string(in_channels) + " and out_channels " +
+                std::to_string(out_channels) + " must both be divisible by groups " + std::to_string(groups));
+  }
+}
+
+// PyTorch's init of a convolution (Conv1d's and Conv2d's reset_parameters): kaiming_uniform_ with
+// a = sqrt(5) on the weight, the bias uniform in +-1/sqrt(fan_in).
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
 std::atomic<bool> g_conv_bias_warned{false};
 
 // A conv bias right before batch norm is wasted: batch norm subtracts each channel's mean, and a
@@ -196,31 +218,18 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair
       padding(padding),
       dilation(dilation),
       groups(groups) {
-  check_non_negative("Conv2d", "in_channels", in_channels);
-  check_non_negative("Conv2d", "out_channels", out_channels);
+  check_conv_channels("Conv2d", in_channels, out_channels, groups);
   check_positive("Conv2d", "kernel_size", kernel_size);
   check_positive("Conv2d", "stride", stride);
   check_positive("Conv2d", "dilation", dilation);
   if (padding[0] < 0 || padding[1] < 0) throw Error("Conv2d: padding must be non-negative, got " + tuple_str(padding));
-  if (groups <= 0) throw Error("Conv2d: groups must be positive, got " + std::to_string(groups));
-  if (in_channels % groups != 0 || out_channels % groups != 0) {
-    throw Error("Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " +
-                std::to_string(out_channels) + " must both be divisible by groups " + std::to_string(groups));
-  }
   const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
   weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
   if (bias) this->bias = register_parameter("bias", new_tensor("Conv2d", {out_channels}));
   reset_parameters();
 }
 
-void Conv2d::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (bias.defined()) {
-    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
-    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
-}
+void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
 std::string Conv2d::extra_repr() const {
   std::string s = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
@@ -233,6 +242,43 @@ std::string Conv2d::extra_repr() const {
 }
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+
+// --- Conv1d -------------------------------------------------------------------------------------
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
+               int64_t dilation, int64_t groups, bool bias)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      groups(groups) {
+  check_conv_channels("Conv1d", in_channels, out_channels, groups);
+  if (kernel_size <= 0 || stride <= 0 || dilation <= 0) {
+    throw Error("Conv1d: kernel_size, stride and dilation must be positive, got " + std::to_string(kernel_size) + ", " +
+                std::to_string(stride) + " and " + std::to_string(dilation));
+  }
+  check_non_negative("Conv1d", "padding", padding);
+  weight = register_parameter("weight", new_tensor("Conv1d", {out_channels, in_channels / groups, kernel_size}));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Conv1d", {out_channels}));
+  reset_parameters();
+}
+
+void Conv1d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string Conv1d::extra_repr() const {
+  auto one = [](int64_t v) { return detail::py_tuple({v}); };
+  std::string s = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
+                  ", kernel_size=" + one(kernel_size) + ", stride=" + one(stride);
+  if (padding != 0) s += ", padding=" + one(padding);
+  if (dilation != 1) s += ", dilation=" + one(dilation);
+  if (groups != 1) s += ", groups=" + std::to_string(groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
 
 // --- BatchNorm2d ----------------------------------------------------------------------------------
 

@@ -70,6 +70,21 @@ class Conv2d : public UnaryModule {
   Tensor weight, bias;
 };
 
+// weight [out, in / groups, k] and bias [out], initialized as PyTorch's Conv1d; input [N, C, L] or
+// [C, L].
+class Conv1d : public UnaryModule {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  std::string type_name() const override { return "Conv1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
+  Tensor weight, bias;
+};
+
 // Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
 // running_var (ones) and num_batches_tracked (int64 0) when track_running_stats. Training
 // normalizes with the batch statistics and updates the buffers; eval uses the running statistics

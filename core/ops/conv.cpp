@@ -225,4 +225,35 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   return out;
 }
 
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups) {
+  const char* op = "conv1d";
+  ops::check_defined(op, x, "input");
+  ops::check_defined(op, weight, "weight");
+  if (x.dim() != 2 && x.dim() != 3) {
+    throw ShapeError("conv1d: input must be [N, C, L] or [C, L], got shape " + shape_str(x.sizes()));
+  }
+  if (weight.dim() != 3) {
+    throw ShapeError("conv1d: weight must be 3-d [C_out, C_in / groups, k], got shape " + shape_str(weight.sizes()) +
+                     " (input " + shape_str(x.sizes()) + ")");
+  }
+  const std::string shapes = "input " + shape_str(x.sizes()) + ", weight " + shape_str(weight.sizes());
+  if (groups <= 0) throw Error("conv1d: groups must be positive, got " + std::to_string(groups) + " (" + shapes + ")");
+  if (stride <= 0 || dilation <= 0 || padding < 0) {
+    throw Error("conv1d: stride and dilation must be positive and padding non-negative, got stride " +
+                std::to_string(stride) + ", padding " + std::to_string(padding) + ", dilation " +
+                std::to_string(dilation) + " (" + shapes + ")");
+  }
+  const int64_t channels = x.size(x.dim() - 2);
+  if (channels != weight.size(1) * groups) {
+    throw ShapeError("conv1d: input has " + std::to_string(channels) + " channels, weight expects " +
+                     std::to_string(weight.size(1) * groups) + " (" + shapes + ", groups " + std::to_string(groups) +
+                     ")");
+  }
+  const bool batched = x.dim() == 3;
+  const Tensor x4 = (batched ? x : x.unsqueeze(0)).unsqueeze(2);
+  const Tensor y = conv2d(x4, weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
+  return batched ? y : y.squeeze(0);
+}
+
 }  // namespace kiln

@@ -108,6 +108,34 @@ TEST_CASE("Conv2d: output shape, weight shape, init bound and printed form", "[n
   CHECK_THROWS_AS(conv.forward(randn({2, 4, 8, 8})), ShapeError);
 }
 
+TEST_CASE("Conv1d: output length, weight shape, init bound, printed form, unbatched input", "[nn]") {
+  manual_seed(8);
+  Conv1d conv(4, 6, 3, 2, 1);
+  CHECK(conv.str() == "Conv1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,))");
+  CHECK(conv.weight.sizes() == Shape{6, 4, 3});
+  CHECK(conv.bias.sizes() == Shape{6});
+  // kaiming_uniform_(a = sqrt(5)) over fan_in 12: the bound 1/sqrt(12), for the bias too.
+  const double bound = 1.0 / std::sqrt(12.0);
+  CHECK(moments(conv.weight).max <= bound);
+  CHECK(moments(conv.bias).min >= -bound);
+  const Tensor x = randn({2, 4, 9});
+  const Tensor y = conv.forward(x);
+  CHECK(y.sizes() == Shape{2, 6, 5});  // (9 + 2 - 3) / 2 + 1
+  // Output position 1 of sample 0, channel 2: the window x[:, 1..3] (stride 2, padding 1).
+  double acc = conv.bias.select(0, 2).item<double>();
+  for (int64_t c = 0; c < 4; ++c)
+    for (int64_t k = 0; k < 3; ++k)
+      acc += x.select(0, 0).select(0, c).select(0, 1 + k).item<double>() *
+             conv.weight.select(0, 2).select(0, c).select(0, k).item<double>();
+  CHECK(y.select(0, 0).select(0, 2).select(0, 1).item<double>() == Approx(acc).epsilon(1e-5));
+  CHECK(max_abs_diff(conv.forward(x.select(0, 1)), y.select(0, 1)) == 0.0);  // [C, L] is one sample
+  Conv1d grouped(4, 8, 5, 1, 0, 2, 2, false);
+  CHECK(grouped.extra_repr() == "4, 8, kernel_size=(5,), stride=(1,), dilation=(2,), groups=2, bias=False");
+  CHECK(grouped.weight.sizes() == Shape{8, 2, 5});
+  CHECK_THROWS_WITH(Conv1d(4, 6, 0), Catch::Contains("Conv1d") && Catch::Contains("kernel_size"));
+  CHECK_THROWS_WITH(Conv1d(3, 6, 3, 1, 0, 1, 2), Catch::Contains("divisible by groups"));
+}
+
 TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]") {
   manual_seed(3);
   BatchNorm2d bn(3);

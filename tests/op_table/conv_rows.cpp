@@ -234,6 +234,63 @@ void add_conv_rows(std::vector<OpRow>& rows) {
                conv_bench("conv2d_nchw", true, false)};
     rows.push_back(std::move(r));
   }
+  {
+    // conv1d: x [N, C, L] or [C, L], weight [C_out, C_in / groups, k], bias; params stride,
+    // padding, dilation, groups. The reference is ref_conv2d's loop on a height of 1.
+    auto sample = [](const std::string& name, Shape xs, Shape ws, std::vector<int64_t> p, uint64_t seed) {
+      return Sample{name, [=](DType t, Device d) {
+                      const double scale = 1.0 / std::sqrt(static_cast<double>(ws[1] * ws[2]));
+                      return TensorList{rnd(xs, t, d, seed), rnd(ws, t, d, seed + 1, scale),
+                                        rnd({ws[0]}, t, d, seed + 2), params(p, d)};
+                    }};
+    };
+    OpRow r;
+    r.name = "conv1d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        sample("k 3", {2, 3, 9}, {4, 3, 3}, {1, 0, 1, 1}, 141),
+        sample("stride 2, padding 2, dilation 2", {2, 3, 11}, {4, 3, 3}, {2, 2, 2, 1}, 143),
+        sample("groups 3", {2, 6, 8}, {3, 2, 5}, {1, 1, 1, 3}, 145),
+        sample("unbatched [C, L]", {3, 7}, {2, 3, 2}, {1, 1, 1, 1}, 147),
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      return TensorList{conv1d(in[0], in[1], in[2], p[0], p[1], p[2], p[3])};
+    };
+    r.reference = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      const bool batched = in[0].dim() == 3;
+      const Tensor x = (batched ? in[0] : in[0].unsqueeze(0)).unsqueeze(2);
+      const Tensor y = ref_conv2d(x, in[1].unsqueeze(2), in[2], {1, p[0], 0, p[1], 1, p[2], p[3]}).squeeze(2);
+      return TensorList{batched ? y : y.squeeze(0)};
+    };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    r.errors = {
+        {"input not [N, C, L]",
+         [] {
+           conv1d(zeros({2, 3, 8, 8}), zeros({4, 3, 3}));
+         },
+         {"conv1d", "[N, C, L]", "[2, 3, 8, 8]"}},
+        {"weight not 3-d",
+         [] {
+           conv1d(zeros({2, 3, 8}), zeros({4, 3, 3, 3}));
+         },
+         {"conv1d", "weight", "[4, 3, 3, 3]"}},
+        {"channel mismatch",
+         [] {
+           conv1d(zeros({2, 3, 8}), zeros({4, 2, 3}));
+         },
+         {"conv1d", "input has 3 channels, weight expects 2"}},
+        {"stride 0",
+         [] {
+           conv1d(zeros({2, 3, 8}), zeros({4, 3, 3}), Tensor(), 0);
+         },
+         {"conv1d", "stride 0"}},
+    };
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test
