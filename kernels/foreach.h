@@ -48,15 +48,16 @@ struct SgdHyper {
   bool maximize = false;  // ascend: the gradient's sign flipped before anything else reads it
 };
 
-// Adam and AdamW, as torch.optim computes them: `decoupled` is AdamW's weight decay (the parameter
+// Adam and AdamW, as torch.optim computes them, with torch.optim.Adam's defaults (foreach_adam_'s
+// options, core/ops/foreach.h): `decoupled_weight_decay` is AdamW's weight decay (the parameter
 // shrinks by lr * weight_decay), otherwise Adam's L2 term (weight_decay * p added to the gradient);
 // `amsgrad` divides by the running maximum of the second moment instead of the moment itself.
 struct AdamHyper {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool decoupled = true;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;
   bool amsgrad = false;
   bool maximize = false;
 };
@@ -199,8 +200,8 @@ KILN_HD AdamCoef<C> adam_coef(const AdamHyper& h, const ForeachScalars& s, float
   const double bc1 = 1.0 - ::pow(h.beta1, t);
   const double bc2 = 1.0 - ::pow(h.beta2, t);
   AdamCoef<C> k;
-  k.decay = static_cast<C>(h.decoupled ? 1.0 - lr * h.weight_decay : 1.0);
-  k.l2 = static_cast<C>(h.decoupled ? 0.0 : h.weight_decay);
+  k.decay = static_cast<C>(h.decoupled_weight_decay ? 1.0 - lr * h.weight_decay : 1.0);
+  k.l2 = static_cast<C>(h.decoupled_weight_decay ? 0.0 : h.weight_decay);
   k.beta1 = static_cast<C>(h.beta1);
   k.one_minus_beta1 = static_cast<C>(1.0 - h.beta1);
   k.beta2 = static_cast<C>(h.beta2);
@@ -210,7 +211,7 @@ KILN_HD AdamCoef<C> adam_coef(const AdamHyper& h, const ForeachScalars& s, float
   k.eps = static_cast<C>(h.eps);
   k.scale = s.grad_scale != nullptr ? static_cast<C>(*s.grad_scale) : C(1);
   k.has_scale = s.grad_scale != nullptr;
-  k.has_l2 = !h.decoupled && h.weight_decay != 0.0;
+  k.has_l2 = !h.decoupled_weight_decay && h.weight_decay != 0.0;
   k.amsgrad = h.amsgrad;
   k.maximize = h.maximize;
   return k;

@@ -287,8 +287,7 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
 
 void foreach_adam_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                    const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs, const Tensor& lr,
-                   const TensorList& steps, const AdamStepOptions& o, const Tensor& found_inf,
-                   const Tensor& grad_scale) {
+                   const TensorList& steps, const AdamHyper& o, const Tensor& found_inf, const Tensor& grad_scale) {
   const char* op = o.decoupled_weight_decay ? "foreach_adamw_" : "foreach_adam_";
   check_hyper(op, "beta1", o.beta1, 0.0, 1.0);
   check_hyper(op, "beta2", o.beta2, 0.0, 1.0);
@@ -311,14 +310,6 @@ void foreach_adam_(const TensorList& params, const TensorList& grads, const Tens
   s.lr = lr_ptr(op, lr, dev, lr64);
   s.found_inf = scalar_ptr(op, found_inf, "found_inf", dev, false);
   s.grad_scale = scalar_ptr(op, grad_scale, "grad_scale", dev, false);
-  AdamHyper h;
-  h.beta1 = o.beta1;
-  h.beta2 = o.beta2;
-  h.eps = o.eps;
-  h.weight_decay = o.weight_decay;
-  h.decoupled = o.decoupled_weight_decay;
-  h.amsgrad = o.amsgrad;
-  h.maximize = o.maximize;
 
   const auto buckets = bucket<DTypePair>(
       params.size(), [&](size_t i) { return DTypePair{params[i].dtype(), exp_avgs[i].dtype()}; });
@@ -330,7 +321,7 @@ void foreach_adam_(const TensorList& params, const TensorList& grads, const Tens
     const std::vector<ForeachTensor> st = gather(step_list, idx);
     const int64_t n = static_cast<int64_t>(idx.size());
     scope.run(kernels::adam_step, p.data(), g.data(), m.data(), v.data(), o.amsgrad ? vm.data() : nullptr, st.data(), n,
-              types.param, types.state, h, s);
+              types.param, types.state, o, s);
   }
   bump(params);
   bump(exp_avgs);
@@ -341,7 +332,7 @@ void foreach_adam_(const TensorList& params, const TensorList& grads, const Tens
 void foreach_adamw_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                     const TensorList& exp_avg_sqs, const Tensor& lr, const TensorList& steps, double beta1,
                     double beta2, double eps, double weight_decay, const Tensor& found_inf, const Tensor& grad_scale) {
-  AdamStepOptions o;
+  AdamHyper o;
   o.beta1 = beta1;
   o.beta2 = beta2;
   o.eps = eps;

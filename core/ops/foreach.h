@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/foreach.h"
 
 namespace kiln {
 
@@ -24,17 +25,9 @@ void foreach_sgd_(const TensorList& params, const TensorList& grads, const Tenso
                   const TensorList& steps, const Tensor& found_inf = Tensor(), const Tensor& grad_scale = Tensor(),
                   bool maximize = false);
 
-// The hyperparameters of foreach_adam_: torch.optim.Adam's, and with decoupled_weight_decay
-// torch.optim.AdamW's.
-struct AdamStepOptions {
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // AdamW's decay of the weights, not Adam's L2 term
-  bool amsgrad = false;
-  bool maximize = false;
-};
-
-// torch.optim.Adam / AdamW (one fused update, as their fused=True), with t = the parameter's step
-// count + 1 and g the gradient (/ *grad_scale), negated when maximize:
+// torch.optim.Adam / AdamW (one fused update, as their fused=True; `options` is the kernels' own
+// AdamHyper, kernels/foreach.h: torch.optim.Adam's defaults, decoupled_weight_decay for AdamW),
+// with t = the parameter's step count + 1 and g the gradient (/ *grad_scale), negated when maximize:
 // AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p;
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; amsgrad: vmax = max(vmax, v) (NaN kept) and
 // vhat = vmax, else vhat = v; p -= lr / (1 - b1^t) * m / (sqrt(vhat) / sqrt(1 - b2^t) + eps).
@@ -42,7 +35,7 @@ struct AdamStepOptions {
 // States are float32 or the param's dtype. steps, found_inf and grad_scale as for SGD.
 void foreach_adam_(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
                    const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs, const Tensor& lr,
-                   const TensorList& steps, const AdamStepOptions& options, const Tensor& found_inf = Tensor(),
+                   const TensorList& steps, const AdamHyper& options, const Tensor& found_inf = Tensor(),
                    const Tensor& grad_scale = Tensor());
 
 // foreach_adam_ as torch.optim.AdamW without amsgrad and maximize: decoupled weight decay.

@@ -70,7 +70,7 @@ void Adam::step() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Batch b = collect(g);
     if (b.params.empty()) continue;
-    AdamStepOptions o;
+    AdamHyper o;
     o.beta1 = option(g, "beta1", beta1_);
     o.beta2 = option(g, "beta2", beta2_);
     o.eps = option(g, "eps", eps_);

@@ -1086,7 +1086,7 @@ void foreach_rows(Table& t) {
           adamw({moments}, {moments}, 0.9, 0.999, 1e-8);
         });
   const auto adam = [](TensorList vmax, bool amsgrad) {
-    AdamStepOptions o;
+    AdamHyper o;
     o.amsgrad = amsgrad;
     foreach_adam_({f32({2})}, {f32({2})}, {f32({2})}, {f32({2})}, vmax, f32_scalar(0.1f), {f32_scalar(0)}, o);
   };
@@ -1102,7 +1102,7 @@ void foreach_rows(Table& t) {
         [=] { adam({fake_cuda({2})}, true); });
   t.add("foreach_adam_: max_exp_avg_sq in the exp_avg_sq's memory", Expect::Error,
         {"foreach_adam_", "max_exp_avg_sq 0", "exp_avg_sq 0", "share memory"}, [=] {
-          AdamStepOptions o;
+          AdamHyper o;
           o.amsgrad = true;
           const Tensor v = f32({2});
           foreach_adam_({f32({2})}, {f32({2})}, {f32({2})}, {v}, {v}, f32_scalar(0.1f), {f32_scalar(0)}, o);

@@ -281,7 +281,7 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
         const Tensor lr_t = f32(lr), step_t = f32(step), scale_t = scaled ? f32(grad_scale) : Tensor();
         for (const bool adamw : {true, false}) {  // AdamW; Adam with L2 decay, amsgrad and maximize
           AdamHyper h{0.9, 0.95, 1e-8, 0.1};
-          h.decoupled = adamw;
+          h.decoupled_weight_decay = adamw;
           h.amsgrad = h.maximize = !adamw;
           const foreach_math::AdamCoef<float> k = foreach_math::adam_coef<float>(h, s, step);
           std::vector<float> xv = update_values(n, 5);  // amsgrad's running maximum
@@ -289,15 +289,7 @@ TEMPLATE_TEST_CASE("foreach optimizer loops give the element formula's bits", "[
           TensorList p{tensor(pv).to(dtype)}, g{tensor(gv).to(dtype)}, m{tensor(mv)}, v{tensor(vv)}, x;
           if (!adamw) x = {tensor(xv)};
           const Tensor p0 = p[0].clone(), g0 = g[0].clone();
-          AdamStepOptions o;
-          o.beta1 = h.beta1;
-          o.beta2 = h.beta2;
-          o.eps = h.eps;
-          o.weight_decay = h.weight_decay;
-          o.decoupled_weight_decay = h.decoupled;
-          o.amsgrad = h.amsgrad;
-          o.maximize = h.maximize;
-          foreach_adam_(p, g, m, v, x, lr_t, {step_t}, o, Tensor(), scale_t);
+          foreach_adam_(p, g, m, v, x, lr_t, {step_t}, h, Tensor(), scale_t);
           for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
             float pe = at<P>(p0, i), me = mv[i], ve = vv[i], xe = xv[i];
             foreach_math::adam_element<float>(pe, at<P>(g0, i), me, ve, xe, k);

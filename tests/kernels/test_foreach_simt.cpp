@@ -308,7 +308,7 @@ TEST_CASE("emulated: foreach sgd and adam kernels equal the CPU kernels bit for 
         for (const bool adamw : {true, false}) {
           AdamHyper h;
           h.weight_decay = 0.1;
-          h.decoupled = adamw;
+          h.decoupled_weight_decay = adamw;
           h.amsgrad = h.maximize = !adamw;
           List<P> p_cpu(p);
           List<S> m_cpu(m), v_cpu(v), x_cpu(vmax);

@@ -15,8 +15,8 @@ namespace {
 constexpr double kLr = 0.015625, kBeta1 = 0.9, kBeta2 = 0.95, kEps = 1e-8, kWeightDecay = 0.1;
 constexpr double kStep = 3;  // steps taken before this one: bias corrections with t = 4
 
-AdamStepOptions adamw_options() {
-  AdamStepOptions o;
+AdamHyper adamw_options() {
+  AdamHyper o;
   o.beta1 = kBeta1;
   o.beta2 = kBeta2;
   o.eps = kEps;
@@ -26,8 +26,8 @@ AdamStepOptions adamw_options() {
 }
 
 // Adam's other branches at once: the L2 term, amsgrad's running maximum, gradient ascent.
-AdamStepOptions adam_amsgrad_options() {
-  AdamStepOptions o = adamw_options();
+AdamHyper adam_amsgrad_options() {
+  AdamHyper o = adamw_options();
   o.decoupled_weight_decay = false;
   o.amsgrad = o.maximize = true;
   return o;
@@ -65,7 +65,7 @@ TensorList concat(std::initializer_list<const TensorList*> lists) {
 }
 
 // Returns the updated params, then the updated first and second moments (and maxima).
-TensorList adam_op(const TensorList& x, const AdamStepOptions& o) {
+TensorList adam_op(const TensorList& x, const AdamHyper& o) {
   AdamLists l = split(x, o.amsgrad);
   TensorList p = clones(l.params), m = clones(l.exp_avgs), v = clones(l.exp_avg_sqs);
   TensorList vmax = clones(l.max_exp_avg_sqs);
@@ -74,7 +74,7 @@ TensorList adam_op(const TensorList& x, const AdamStepOptions& o) {
   return concat({&p, &m, &v, &vmax});
 }
 
-TensorList adam_reference(const TensorList& x, const AdamStepOptions& o) {
+TensorList adam_reference(const TensorList& x, const AdamHyper& o) {
   const AdamLists l = split(x, o.amsgrad);
   const double t = kStep + 1, c1 = 1 - std::pow(o.beta1, t), c2 = 1 - std::pow(o.beta2, t);
   TensorList ps, ms, vs, xs;
@@ -152,7 +152,7 @@ void add_foreach_rows(std::vector<OpRow>& rows) {
       "FMAs that round once where the CPU build rounds twice, and the parameter's update carries that ulp; 1e-4 "
       "is still three orders tighter than a formula bug");
   for (const bool adamw : {true, false}) {
-    const AdamStepOptions o = adamw ? adamw_options() : adam_amsgrad_options();
+    const AdamHyper o = adamw ? adamw_options() : adam_amsgrad_options();
     OpRow r;
     r.name = adamw ? "foreach_adamw_" : "foreach_adam_ (L2 decay, amsgrad, maximize)";
     r.dtypes = kFloatTypes;
@@ -198,7 +198,7 @@ void add_foreach_rows(std::vector<OpRow>& rows) {
            {"foreach_adam_", "expected 1 max_exp_avg_sq", "got 0"}},
           {"running maxima without amsgrad",
            [] {
-             AdamStepOptions plain;
+             AdamHyper plain;
              foreach_adam_({zeros({2})}, {zeros({2})}, {zeros({2})}, {zeros({2})}, {zeros({2})}, full({}, kLr),
                            {zeros({})}, plain);
            },
