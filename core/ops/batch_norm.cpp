@@ -111,7 +111,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     throw ShapeError("batch_norm: expected more than 1 value per channel when training, got input of shape " +
                      shape_str(x.sizes()));
   }
-  if (!(eps >= 0)) throw Error("batch_norm: eps must be non-negative, got " + num_str(eps));
+  ops::check_eps(op, eps);
   if (!(momentum >= 0.0 && momentum <= 1.0)) {
     throw Error("batch_norm: momentum must be in [0, 1], got " + num_str(momentum));
   }

@@ -271,6 +271,12 @@ void check_normalized_shape(const char* op, const Tensor& x, const Shape& normal
   }
 }
 
+void check_eps(const char* op, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    throw Error(std::string(op) + ": eps must be a finite number >= 0, got " + num_str(eps));
+  }
+}
+
 void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
   if (a.defined() && b.defined() && a.dtype() != b.dtype()) {
     throw DTypeError(std::string(op) + ": " + a_name + " is " + dtype_name(a.dtype()) + " but " + b_name + " is " +

@@ -92,6 +92,8 @@ void check_param(const char* op, const Tensor& t, const char* what, const Shape&
 // A norm over the trailing dims: normalized_shape names at least one dim and x ends with it
 // (ShapeErrors naming both shapes otherwise).
 void check_normalized_shape(const char* op, const Tensor& x, const Shape& normalized_shape);
+// A norm's eps: a finite number >= 0 (an infinite one would turn every output into 0 or NaN).
+void check_eps(const char* op, double eps);
 // Two optional tensors read through one dtype argument of a kernel must agree on it.
 void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);
 // The dtype of the first defined of a and b, else `fallback`.

@@ -35,7 +35,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   check_param(op, bias, "bias", normalized_shape, expected);
   check_same_dtype(op, weight, "weight", bias, "bias");
   ops::common_device(op, {&x, &weight, &bias});
-  if (!(eps >= 0)) throw Error("layer_norm: eps must be non-negative, got " + num_str(eps));
+  ops::check_eps(op, eps);
 
   const int64_t n = shape_numel(normalized_shape);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;

@@ -17,11 +17,6 @@ namespace {
 // The dtype the statistics are computed in: float32 for 16-bit floats, the input's otherwise.
 DType compute_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-void check_eps(const char* op, double eps) {
-  if (!(eps >= 0.0) || !std::isfinite(eps))
-    throw Error(std::string(op) + ": eps must be a finite number >= 0, got " + num_str(eps));
-}
-
 // The machine epsilon of a floating dtype (torch.finfo(dtype).eps).
 double machine_eps(DType t) {
   switch (t) {
@@ -54,7 +49,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   ops::check_param(op, weight, "weight", {channels}, expected);
   ops::check_param(op, bias, "bias", {channels}, expected);
   ops::common_device(op, {&input, &weight, &bias});
-  check_eps(op, eps);
+  ops::check_eps(op, eps);
 
   const DType ct = compute_dtype(input.dtype());
   int64_t per_group = channels / num_groups;  // elements of one group of one sample
@@ -80,7 +75,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
   ops::check_param(op, weight, "weight", normalized_shape, "normalized_shape " + shape_str(normalized_shape));
   ops::common_device(op, {&input, &weight});
   const double e = eps.value_or(machine_eps(input.dtype()));
-  check_eps(op, e);
+  ops::check_eps(op, e);
 
   Shape dims;
   for (size_t i = 0; i < normalized_shape.size(); ++i) dims.push_back(input.dim() - 1 - static_cast<int64_t>(i));

@@ -824,6 +824,9 @@ void nn_op_rows(Table& t) {
   t.add("layer_norm with NaN eps", Expect::Error, {"layer_norm", "eps", "nan"}, [] {
     (void)layer_norm(f32({2, 3}), {3}, Tensor(), Tensor(), kNaN);
   });
+  t.add("layer_norm with infinite eps", Expect::Error, {"layer_norm", "eps", "inf"}, [] {
+    (void)layer_norm(f32({2, 3}), {3}, Tensor(), Tensor(), kInf);
+  });
   t.add("layer_norm across devices", Expect::Device, {"layer_norm", "cpu", "cuda:0"}, [] {
     (void)layer_norm(f32({2, 3}), {3}, fake_cuda({3}));
   });
