@@ -183,6 +183,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"huber_loss", Policy::Float32},
       {"binary_cross_entropy_with_logits", Policy::Float32},
       {"nll_loss", Policy::Float32},
+      {"binary_cross_entropy", Policy::Float32},
+      {"kl_div", Policy::Float32},
       {"sum", Policy::Float32},
       {"mean", Policy::Float32},
       {"var", Policy::Float32},

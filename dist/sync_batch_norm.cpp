@@ -35,7 +35,7 @@ int convert_sync_batchnorm(nn::Module& module, ProcessGroup& group) {
   auto sync = std::make_shared<GroupSync>(group);
   int converted = 0;
   for (auto& [name, m] : module.named_modules()) {
-    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m.get())) {
+    if (auto* bn = dynamic_cast<nn::BatchNorm*>(m.get())) {
       bn->sync = sync;
       ++converted;
     }

@@ -1,9 +1,9 @@
 // Synchronized batch norm for data-parallel training (PyTorch's SyncBatchNorm). With plain DDP each
-// rank's BatchNorm2d normalizes with the statistics of its own share of the batch, so N ranks do not
+// rank's batch norm normalizes with the statistics of its own share of the batch, so N ranks do not
 // train the model one process would on the whole batch; with synchronized statistics they do. kiln
-// keeps the BatchNorm2d modules (and so every model's member pointers and state-dict names) and
-// gives each one a BatchNormSync: its training forward then takes the per-channel sums of every
-// rank (nn/layers.cpp, BatchNorm2d::synced_forward). Non-obvious decisions:
+// keeps the BatchNorm1d/2d/3d modules (and so every model's member pointers and state-dict names)
+// and gives each one a BatchNormSync: its training forward then takes the per-channel sums of every
+// rank (nn/layers.cpp, BatchNorm::synced_forward). Non-obvious decisions:
 // - The cross-process sum is an autograd op whose backward is the same sum of the gradient, so the
 //   backward needs no hand-written kernel: autograd differentiates the synchronized statistics.
 //   Each forward costs two small all-reduces per batch-norm layer (2C + 1 values) and each backward
@@ -30,10 +30,10 @@ namespace kiln::dist {
 // as it was. Every rank must call it at the same point.
 Tensor all_reduce_sum_differentiable(const Tensor& t, ProcessGroup& group);
 
-// Makes every BatchNorm2d in `module` (recursively) normalize with the statistics of the whole
-// group's batch while training. Returns how many it converted. Call it on every rank, before
-// DistributedDataParallel; evaluation is unchanged (the running statistics, updated identically on
-// every rank).
+// Makes every batch norm (BatchNorm1d, 2d, 3d) in `module` (recursively) normalize with the
+// statistics of the whole group's batch while training. Returns how many it converted. Call it on
+// every rank, before DistributedDataParallel; evaluation is unchanged (the running statistics,
+// updated identically on every rank).
 int convert_sync_batchnorm(nn::Module& module, ProcessGroup& group);
 
 }  // namespace kiln::dist

@@ -3,6 +3,7 @@
 // (1e-05, 0.1, 1.0), so printed models match PyTorch's text.
 #include "nn/layers.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -125,12 +126,22 @@ std::string int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : 
 void check_positive(const char* layer, const char* what, Pair p) {
   if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
 }
+void check_positive(const char* layer, const char* what, int64_t v) {
+  if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
+}
 
 // A pool's padding: PyTorch's rule, checked here so that a bad layer fails where it is built.
 void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
   if (padding[0] < 0 || padding[1] < 0 || padding[0] > kernel_size[0] / 2 || padding[1] > kernel_size[1] / 2) {
     throw Error(std::string(layer) + ": padding " + tuple_str(padding) +
                 " must be non-negative and at most half the kernel size " + tuple_str(kernel_size));
+  }
+}
+
+void check_pool_padding(const char* layer, int64_t padding, int64_t kernel_size) {
+  if (padding < 0 || padding > kernel_size / 2) {
+    throw Error(std::string(layer) + ": padding " + std::to_string(padding) +
+                " must be non-negative and at most half the kernel size " + std::to_string(kernel_size));
   }
 }
 
@@ -164,14 +175,14 @@ std::atomic<bool> g_conv_bias_warned{false};
 // the graph sees every way the two meet. conv2d records its inputs as (x, weight, bias), so edge
 // 2 is valid exactly when a bias that requires grad went in (so: with grad mode on, as in
 // training). Once warned, or with Warn off, the check costs an atomic load and a level check.
-void warn_if_conv_bias_feeds(const Tensor& x, int64_t num_features) {
+void warn_if_conv_bias_feeds(const Tensor& x, const std::string& module, int64_t num_features) {
   if (g_conv_bias_warned.load(std::memory_order_relaxed) || !log_enabled(LogLevel::Warn)) return;
   const std::shared_ptr<Node>& producer = x.grad_fn();
   if (!producer || producer->name() != "conv2d") return;
   const std::vector<Edge>& edges = producer->next_edges();
   if (edges.size() != 3 || !edges[2].valid()) return;
   if (g_conv_bias_warned.exchange(true)) return;
-  log_message(LogLevel::Warn, "BatchNorm2d(" + std::to_string(num_features) +
+  log_message(LogLevel::Warn, module + "(" + std::to_string(num_features) +
                                   "): its input comes from a conv2d with a bias, which batch norm cancels (it "
                                   "subtracts each channel's mean): the bias only costs memory and time; construct "
                                   "that Conv2d with bias=false (warned once)");
@@ -280,27 +291,33 @@ std::string Conv1d::extra_repr() const {
 
 Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
 
-// --- BatchNorm2d ----------------------------------------------------------------------------------
+// --- BatchNorm1d, BatchNorm2d, BatchNorm3d ------------------------------------------------------
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
-    : num_features(num_features), eps(eps), momentum(momentum), affine(affine), track_running_stats(track_running_stats) {
-  if (num_features <= 0) throw Error("BatchNorm2d: num_features must be positive, got " + std::to_string(num_features));
-  check_eps("BatchNorm2d", eps);
-  if (!(momentum >= 0.0 && momentum <= 1.0)) {
-    throw Error("BatchNorm2d: momentum must be in [0, 1], got " + py_float(momentum));
-  }
+BatchNorm::BatchNorm(const char* name, std::vector<int64_t> dims, const char* layout, int64_t num_features, double eps,
+                     double momentum, bool affine, bool track_running_stats)
+    : num_features(num_features),
+      eps(eps),
+      momentum(momentum),
+      affine(affine),
+      track_running_stats(track_running_stats),
+      dims_(std::move(dims)),
+      layout_(layout) {
+  const std::string n = name;
+  if (num_features <= 0) throw Error(n + ": num_features must be positive, got " + std::to_string(num_features));
+  check_eps(name, eps);
+  if (!(momentum >= 0.0 && momentum <= 1.0)) throw Error(n + ": momentum must be in [0, 1], got " + py_float(momentum));
   if (affine) {
-    weight = register_parameter("weight", filled("BatchNorm2d", {num_features}, 1.0));
-    bias = register_parameter("bias", filled("BatchNorm2d", {num_features}, 0.0));
+    weight = register_parameter("weight", filled(name, {num_features}, 1.0));
+    bias = register_parameter("bias", filled(name, {num_features}, 0.0));
   }
   if (track_running_stats) {
-    running_mean = register_buffer("running_mean", filled("BatchNorm2d", {num_features}, 0.0));
-    running_var = register_buffer("running_var", filled("BatchNorm2d", {num_features}, 1.0));
+    running_mean = register_buffer("running_mean", filled(name, {num_features}, 0.0));
+    running_var = register_buffer("running_var", filled(name, {num_features}, 1.0));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
   }
 }
 
-void BatchNorm2d::reset_running_stats() {
+void BatchNorm::reset_running_stats() {
   if (!track_running_stats) return;
   NoGradGuard no_grad;
   running_mean.zero_();
@@ -308,23 +325,24 @@ void BatchNorm2d::reset_running_stats() {
   num_batches_tracked.zero_();
 }
 
-std::string BatchNorm2d::extra_repr() const {
+std::string BatchNorm::extra_repr() const {
   return std::to_string(num_features) + ", eps=" + py_float(eps) + ", momentum=" + py_float(momentum) +
          ", affine=" + py_bool(affine) + ", track_running_stats=" + py_bool(track_running_stats);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, BatchNormEpilogue{}); }
+Tensor BatchNorm::forward(const Tensor& x) { return forward(x, BatchNormEpilogue{}); }
 
-Tensor BatchNorm2d::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
-  if (!x.defined()) throw Error("BatchNorm2d: the input is an undefined tensor");
-  if (x.dim() != 4) {
-    throw ShapeError("BatchNorm2d: expected a 4-d input [N, C, H, W], got shape " + shape_str(x.sizes()));
+Tensor BatchNorm::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
+  const std::string name = type_name();
+  if (!x.defined()) throw Error(name + ": the input is an undefined tensor");
+  if (std::find(dims_.begin(), dims_.end(), x.dim()) == dims_.end()) {
+    throw ShapeError(name + ": expected an input " + layout_ + ", got shape " + shape_str(x.sizes()));
   }
   if (x.size(1) != num_features) {
-    throw ShapeError("BatchNorm2d: input has " + std::to_string(x.size(1)) + " channels, num_features is " +
+    throw ShapeError(name + ": input has " + std::to_string(x.size(1)) + " channels, num_features is " +
                      std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
   }
-  warn_if_conv_bias_feeds(x, num_features);
+  warn_if_conv_bias_feeds(x, name, num_features);
   const Tensor& z = epilogue.residual;
   // Synchronized in training only, as PyTorch's SyncBatchNorm: evaluation is each rank's own (without
   // running statistics, its own batch's), so one rank may evaluate alone.
@@ -348,11 +366,13 @@ Tensor BatchNorm2d::forward(const Tensor& x, const BatchNormEpilogue& epilogue) 
 // passes, as the fused kernel, rather than E[x^2] - mean^2, which cancels badly in float32). The
 // backward follows through autograd, whose sums over the processes are the cross-process parts of
 // batch norm's gradient. Statistics in float32 at least, as the fused kernel's.
-Tensor BatchNorm2d::synced_forward(const Tensor& x) {
+Tensor BatchNorm::synced_forward(const Tensor& x) {
   const int64_t c = num_features;
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   const Tensor xf = x.dtype() == acc ? x : x.to(acc);
-  const Shape per_channel{1, c, 1, 1};
+  Shape per_channel(static_cast<size_t>(x.dim()), 1), reduced{0};
+  per_channel[1] = c;
+  for (int64_t d = 2; d < x.dim(); ++d) reduced.push_back(d);
   // One value per channel in the whole job has no variance to estimate (the unbiased running
   // variance would divide by 0 and turn NaN): refused as the unsynchronized batch norm refuses it.
   // Decided on the host from this rank's count, as PyTorch's SyncBatchNorm does: with more ranks
@@ -363,11 +383,11 @@ Tensor BatchNorm2d::synced_forward(const Tensor& x) {
                      shape_str(x.sizes()) + " on " + std::to_string(sync->ranks()) + " rank");
   }
   const Tensor count = full({1}, static_cast<double>(x.numel() / c), TensorOptions(acc, x.device()));
-  const Tensor sums = sync->sum_over_ranks(cat({sum(xf, {0, 2, 3}), count}));
+  const Tensor sums = sync->sum_over_ranks(cat({sum(xf, reduced), count}));
   const Tensor total = sums.narrow(0, c, 1).detach();
   const Tensor mean = sums.narrow(0, 0, c) / total;
   const Tensor centered = xf - mean.view(per_channel);
-  const Tensor var = sync->sum_over_ranks(sum(centered * centered, {0, 2, 3})) / total;
+  const Tensor var = sync->sum_over_ranks(sum(centered * centered, reduced)) / total;
   Tensor y = centered * rsqrt(var + eps).view(per_channel);
   if (affine) y = y * weight.view(per_channel).to(acc) + bias.view(per_channel).to(acc);
   if (track_running_stats) {  // training (evaluation with running statistics never gets here)
@@ -574,6 +594,53 @@ std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
+MaxPool1d::MaxPool1d(int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation, bool ceil_mode)
+    : kernel_size(kernel_size),
+      stride(stride == 0 ? kernel_size : stride),
+      padding(padding),
+      dilation(dilation),
+      ceil_mode(ceil_mode) {
+  check_positive("MaxPool1d", "kernel_size", kernel_size);
+  check_positive("MaxPool1d", "stride", this->stride);
+  check_positive("MaxPool1d", "dilation", dilation);
+  check_pool_padding("MaxPool1d", padding, kernel_size);
+}
+
+std::string MaxPool1d::extra_repr() const {
+  return "kernel_size=" + std::to_string(kernel_size) + ", stride=" + std::to_string(stride) +
+         ", padding=" + std::to_string(padding) + ", dilation=" + std::to_string(dilation) +
+         ", ceil_mode=" + py_bool(ceil_mode);
+}
+
+Tensor MaxPool1d::forward(const Tensor& x) { return max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode); }
+
+AvgPool1d::AvgPool1d(int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode, bool count_include_pad)
+    : kernel_size(kernel_size),
+      stride(stride == 0 ? kernel_size : stride),
+      padding(padding),
+      ceil_mode(ceil_mode),
+      count_include_pad(count_include_pad) {
+  check_positive("AvgPool1d", "kernel_size", kernel_size);
+  check_positive("AvgPool1d", "stride", this->stride);
+  check_pool_padding("AvgPool1d", padding, kernel_size);
+}
+
+// As PyTorch prints it: AvgPool1d keeps its sizes as 1-tuples.
+std::string AvgPool1d::extra_repr() const {
+  return "kernel_size=(" + std::to_string(kernel_size) + ",), stride=(" + std::to_string(stride) + ",), padding=(" +
+         std::to_string(padding) + ",)";
+}
+
+Tensor AvgPool1d::forward(const Tensor& x) {
+  return avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+}
+
+AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t output_size) : output_size(output_size) {
+  check_positive("AdaptiveAvgPool1d", "output_size", output_size);
+}
+
+Tensor AdaptiveAvgPool1d::forward(const Tensor& x) { return adaptive_avg_pool1d(x, output_size); }
+
 // --- containers -------------------------------------------------------------------------------------
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
@@ -597,16 +664,18 @@ const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
-// A BatchNorm2d followed by a ReLU (these exact types, not subclasses, which may forward otherwise)
-// runs as batch norm with a ReLU epilogue: one pass over the activation where there were two, and
-// the same bits.
+// A BatchNorm1d, 2d or 3d followed by a ReLU (these exact types, not subclasses, which may forward
+// otherwise) runs as batch norm with a ReLU epilogue: one pass over the activation where there were
+// two, and the same bits.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
     UnaryModule& m = *modules_[i];
     const UnaryModule* next = i + 1 < modules_.size() ? modules_[i + 1].get() : nullptr;
-    if (next && typeid(m) == typeid(BatchNorm2d) && typeid(*next) == typeid(ReLU)) {
-      y = static_cast<BatchNorm2d&>(m).forward(y, BatchNormEpilogue{.residual = {}, .relu = true});
+    const std::type_info& type = typeid(m);
+    const bool batch_norm = type == typeid(BatchNorm1d) || type == typeid(BatchNorm2d) || type == typeid(BatchNorm3d);
+    if (next && batch_norm && typeid(*next) == typeid(ReLU)) {
+      y = static_cast<BatchNorm&>(m).forward(y, BatchNormEpilogue{.residual = {}, .relu = true});
       ++i;
       continue;
     }

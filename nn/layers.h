@@ -85,11 +85,7 @@ class Conv1d : public UnaryModule {
   Tensor weight, bias;
 };
 
-// Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
-// running_var (ones) and num_batches_tracked (int64 0) when track_running_stats. Training
-// normalizes with the batch statistics and updates the buffers; eval uses the running statistics
-// (or the batch's when they are not tracked).
-// Cross-process batch statistics for BatchNorm2d (synchronized batch norm in data-parallel
+// Cross-process batch statistics for batch norm (synchronized batch norm in data-parallel
 // training): sums a tensor over the processes of the job, differentiably (its backward sums the
 // gradient the same way). dist::convert_sync_batchnorm installs one; nn knows nothing of dist.
 class BatchNormSync {
@@ -100,17 +96,19 @@ class BatchNormSync {
   virtual int64_t ranks() const = 0;
 };
 
-class BatchNorm2d : public UnaryModule {
+// Batch norm over dim 1 of [N, C, *] (PyTorch's _BatchNorm): BatchNorm1d, BatchNorm2d and
+// BatchNorm3d differ only in the input dims they accept. Parameters weight (ones) and bias (zeros)
+// when affine; buffers running_mean (zeros), running_var (ones) and num_batches_tracked (int64 0)
+// when track_running_stats. Training normalizes with the batch statistics and updates the buffers;
+// eval uses the running statistics (or the batch's when they are not tracked).
+class BatchNorm : public UnaryModule {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true);
-  std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   // relu(forward(x) + residual) (the residual when defined, the ReLU when epilogue.relu) in batch
   // norm's normalizing pass: batch_norm with the epilogue, the same bits as the three ops. A
   // synchronized module, or a residual batch_norm does not take (another dtype, device or shape:
-  // add broadcasts it), runs the ops one after another. Sequential runs a BatchNorm2d and the ReLU
+  // add broadcasts it), runs the ops one after another. Sequential runs a batch norm and the ReLU
   // after it this way; so do ResNet's blocks.
   Tensor forward(const Tensor& x, const BatchNormEpilogue& epilogue);
   void reset_running_stats();
@@ -124,11 +122,47 @@ class BatchNorm2d : public UnaryModule {
   // share), through two sums over the processes; evaluation still uses the running statistics.
   std::shared_ptr<BatchNormSync> sync;
 
+ protected:
+  // `name` is the class's (for errors); the input must have one of `dims` dims, described in errors
+  // by `layout` ("[N, C, H, W]").
+  BatchNorm(const char* name, std::vector<int64_t> dims, const char* layout, int64_t num_features, double eps,
+            double momentum, bool affine, bool track_running_stats);
+
  private:
   Tensor synced_forward(const Tensor& x);
+  std::vector<int64_t> dims_;
+  const char* layout_;
 };
 
-// BatchNorm2d::forward warns once per process when its input comes straight from a conv2d with a
+// Input [N, C] or [N, C, L] (features of a linear layer, or channels of a sequence).
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm1d", {2, 3}, "[N, C] or [N, C, L]", num_features, eps, momentum, affine,
+                  track_running_stats) {}
+  std::string type_name() const override { return "BatchNorm1d"; }
+};
+
+// Input [N, C, H, W].
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm2d", {4}, "[N, C, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
+  std::string type_name() const override { return "BatchNorm2d"; }
+};
+
+// Input [N, C, D, H, W].
+class BatchNorm3d : public BatchNorm {
+ public:
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm3d", {5}, "[N, C, D, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
+  std::string type_name() const override { return "BatchNorm3d"; }
+};
+
+// Batch norm's forward warns once per process when its input comes straight from a conv2d with a
 // bias (wasted: batch norm cancels it). Tests re-arm that warning with this.
 void reset_conv_bias_warning_for_testing();
 
@@ -315,6 +349,41 @@ class AdaptiveAvgPool2d : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   Pair output_size;
+};
+
+// 1-d pooling over [N, C, L] or [C, L]; stride 0 means "equal to kernel_size".
+class MaxPool1d : public UnaryModule {
+ public:
+  explicit MaxPool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, int64_t dilation = 1,
+                     bool ceil_mode = false);
+  std::string type_name() const override { return "MaxPool1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  int64_t kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+class AvgPool1d : public UnaryModule {
+ public:
+  explicit AvgPool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
+                     bool count_include_pad = true);
+  std::string type_name() const override { return "AvgPool1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  int64_t kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+};
+
+class AdaptiveAvgPool1d : public UnaryModule {
+ public:
+  explicit AdaptiveAvgPool1d(int64_t output_size);
+  std::string type_name() const override { return "AdaptiveAvgPool1d"; }
+  std::string extra_repr() const override { return "output_size=" + std::to_string(output_size); }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t output_size;
 };
 
 // Chains UnaryModules; children are named "0", "1", ... in order.

@@ -11,22 +11,34 @@
 
 namespace kiln::nn {
 
+Tensor Loss::register_class_weight(const char* loss, Tensor weight) {
+  if (!weight.defined()) return weight;
+  if (weight.dim() != 1) {
+    throw ShapeError(std::string(loss) + ": weight must be 1-d, one per class, got shape " + shape_str(weight.sizes()));
+  }
+  return register_buffer("weight", std::move(weight));
+}
+
 CrossEntropyLoss::CrossEntropyLoss(int64_t ignore_index, Reduction reduction, double label_smoothing)
+    : CrossEntropyLoss(Tensor(), ignore_index, reduction, label_smoothing) {}
+
+CrossEntropyLoss::CrossEntropyLoss(Tensor weight, int64_t ignore_index, Reduction reduction, double label_smoothing)
     : Loss(reduction), ignore_index(ignore_index), label_smoothing(label_smoothing) {
   detail::check_reduction("CrossEntropyLoss", reduction);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
     throw Error("CrossEntropyLoss: label_smoothing must be in [0, 1], got " + num_str(label_smoothing));
   }
+  this->weight = register_class_weight("CrossEntropyLoss", std::move(weight));
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
-  return cross_entropy(input, target, reduction, ignore_index, label_smoothing);
+  return cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight);
 }
 
 NLLLoss::NLLLoss(Tensor weight, int64_t ignore_index, Reduction reduction)
     : Loss(reduction), ignore_index(ignore_index) {
   detail::check_reduction("NLLLoss", reduction);
-  if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
+  this->weight = register_class_weight("NLLLoss", std::move(weight));
 }
 
 Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
@@ -65,6 +77,23 @@ BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight, Reduction reduction, Tensor 
 
 Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
   return binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction);
+}
+
+BCELoss::BCELoss(Tensor weight, Reduction reduction) : Loss(reduction) {
+  detail::check_reduction("BCELoss", reduction);
+  if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
+}
+
+Tensor BCELoss::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy(input, target, weight, reduction);
+}
+
+KLDivLoss::KLDivLoss(Reduction reduction, bool log_target) : Loss(reduction), log_target(log_target) {
+  if (reduction != Reduction::BatchMean) detail::check_reduction("KLDivLoss", reduction);
+}
+
+Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
+  return kl_div(input, target, reduction, log_target);
 }
 
 }  // namespace kiln::nn

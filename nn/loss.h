@@ -20,18 +20,27 @@ class Loss : public Module {
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
 
   Reduction reduction;
+
+ protected:
+  // A class-weight option: undefined, or 1-d (one per class; a ShapeError naming `loss` otherwise),
+  // then registered as buffer "weight".
+  Tensor register_class_weight(const char* loss, Tensor weight);
 };
 
-// cross_entropy: logits [N, C, *] (or [C]) against class indices.
+// cross_entropy: logits [N, C, *] (or [C]) against class indices or class probabilities, with
+// optional class weights ([C], PyTorch's first argument, kept as buffer "weight").
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
+                            double label_smoothing = 0.0);
+  explicit CrossEntropyLoss(Tensor weight, int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
                             double label_smoothing = 0.0);
   std::string type_name() const override { return "CrossEntropyLoss"; }
   Tensor forward(const Tensor& input, const Tensor& target) override;
 
   int64_t ignore_index;
   double label_smoothing;
+  Tensor weight;  // buffer "weight" when given
 };
 
 // nll_loss: log-probabilities [N, C, *] (or [C]) against class indices, optional class weights.
@@ -86,6 +95,29 @@ class BCEWithLogitsLoss : public Loss {
   Tensor forward(const Tensor& input, const Tensor& target) override;
 
   Tensor weight, pos_weight;  // buffers when given
+};
+
+// binary_cross_entropy: probabilities (after a sigmoid) against targets, with an optional
+// per-element weight.
+class BCELoss : public Loss {
+ public:
+  explicit BCELoss(Tensor weight = Tensor(), Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "BCELoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  Tensor weight;  // buffer when given
+};
+
+// kl_div: log-probabilities against probabilities (or log-probabilities with log_target).
+// Reduction::BatchMean gives the KL divergence per sample; Mean (PyTorch's default, kept) divides
+// by every element.
+class KLDivLoss : public Loss {
+ public:
+  explicit KLDivLoss(Reduction reduction = Reduction::Mean, bool log_target = false);
+  std::string type_name() const override { return "KLDivLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  bool log_target;
 };
 
 }  // namespace kiln::nn

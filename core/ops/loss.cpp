@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/autocast.h"
+#include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
@@ -14,8 +15,32 @@
 #include "kernels/error.h"
 
 namespace kiln {
+namespace {
+
+// An optional elementwise weight: undefined, or floating and broadcasting to input's shape.
+void check_broadcast_weight(const char* op, const Tensor& input, const Tensor& weight, const char* what) {
+  if (!weight.defined()) return;
+  ops::check_floating(op, weight, what);
+  bool fits = weight.dim() <= input.dim();
+  for (int64_t i = 1; fits && i <= weight.dim(); ++i) {
+    const int64_t s = weight.size(weight.dim() - i);
+    fits = s == 1 || s == input.size(input.dim() - i);
+  }
+  if (!fits) {
+    throw ShapeError(std::string(op) + ": " + what + " of shape " + shape_str(weight.sizes()) +
+                     " does not broadcast to the input's shape " + shape_str(input.sizes()));
+  }
+}
+
+// log(x) clamped at -100, PyTorch's floor for the logs of binary_cross_entropy.
+Tensor clamped_log(const Tensor& x) { return clamp(log(x), -100.0, std::nullopt); }
+
+}  // namespace
 
 void detail::check_reduction(const char* op, Reduction reduction) {
+  if (reduction == Reduction::BatchMean) {
+    throw Error(std::string(op) + ": Reduction::BatchMean is kl_div's alone (expected Reduction::None, Mean or Sum)");
+  }
   if (reduction != Reduction::None && reduction != Reduction::Sum && reduction != Reduction::Mean) {
     throw Error(std::string(op) + ": unknown reduction " + std::to_string(static_cast<int>(reduction)) +
                 " (expected Reduction::None, Mean or Sum)");
@@ -27,6 +52,8 @@ Tensor detail::reduce_loss(const Tensor& losses, Reduction reduction) {
     case Reduction::None: return losses;
     case Reduction::Sum: return sum(losses);
     case Reduction::Mean: return mean(losses);
+    // A 0-d loss has no batch dim: its sum, as PyTorch.
+    case Reduction::BatchMean: return sum(losses) / static_cast<double>(losses.dim() == 0 ? 1 : losses.size(0));
   }
   return mean(losses);
 }
@@ -89,19 +116,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     return binary_cross_entropy_with_logits((*c)[0], (*c)[1], (*c)[2], (*c)[3], reduction);
   }
   detail::check_pointwise_loss(op, input, target, reduction);
-  for (const auto& [t, what] : {std::pair{&weight, "weight"}, std::pair{&pos_weight, "pos_weight"}}) {
-    if (!t->defined()) continue;
-    ops::check_floating(op, *t, what);
-    bool fits = t->dim() <= input.dim();
-    for (int64_t i = 1; fits && i <= t->dim(); ++i) {
-      const int64_t s = t->size(t->dim() - i);
-      fits = s == 1 || s == input.size(input.dim() - i);
-    }
-    if (!fits) {
-      throw ShapeError(std::string(op) + ": " + what + " of shape " + shape_str(t->sizes()) +
-                       " does not broadcast to the input's shape " + shape_str(input.sizes()));
-    }
-  }
+  check_broadcast_weight(op, input, weight, "weight");
+  check_broadcast_weight(op, input, pos_weight, "pos_weight");
   ops::common_device(op, {&input, &weight, &pos_weight});
   // softplus(-x) = log(1 + exp(-x)), stable for every x: the linear branch takes -x past 20.
   const Tensor positive = softplus(neg(input));
@@ -111,39 +127,100 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return detail::reduce_loss(loss, reduction);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
-                Reduction reduction) {
-  const char* op = "nll_loss";
-  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &weight})) {
-    return nll_loss((*c)[0], target, (*c)[1], ignore_index, reduction);
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) {
+  const char* op = "binary_cross_entropy";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &target, &weight})) {
+    return binary_cross_entropy((*c)[0], (*c)[1], (*c)[2], reduction);
   }
-  ops::check_defined(op, input, "input");
+  detail::check_pointwise_loss(op, input, target, reduction);
+  check_broadcast_weight(op, input, weight, "weight");
+  ops::common_device(op, {&input, &weight});
+  if (input.device().is_cpu()) {
+    const Tensor x = input.to(DType::Float64).contiguous();
+    const double* v = x.data_ptr<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (!(v[i] >= 0.0 && v[i] <= 1.0)) {
+        throw Error(std::string(op) + ": input holds probabilities, each in [0, 1], got " + num_str(v[i]) +
+                    " at flat index " + std::to_string(i) + " (input " + shape_str(input.sizes()) + ")");
+      }
+    }
+  }
+  // The per-element loss is one node: autograd through the clamped logs would give 0 * inf = NaN
+  // where x is exactly 0 or 1, so the backward is written out, as PyTorch's.
+  Tensor losses;
+  {
+    NoGradGuard no_grad;
+    losses = neg(target * clamped_log(input) + (1.0 - target) * clamped_log(1.0 - input));
+  }
+  if (needs_grad({&input, &target})) {
+    record_function(op, {input, target}, {losses}, {input, target}, [](const FunctionNode::Context& ctx) {
+      const Tensor x = ctx.saved_at(0), t = ctx.saved_at(1), g = ctx.grads[0];
+      return TensorList{g * (x - t) / clamp(x * (1.0 - x), 1e-12, std::nullopt),
+                        g * (clamped_log(1.0 - x) - clamped_log(x))};
+    });
+  }
+  if (weight.defined()) losses = losses * weight;
+  return detail::reduce_loss(losses, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  const char* op = "kl_div";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &target})) {
+    return kl_div((*c)[0], (*c)[1], reduction, log_target);
+  }
+  detail::check_pointwise_loss(op, input, target, reduction == Reduction::BatchMean ? Reduction::Mean : reduction);
+  if (log_target) return detail::reduce_loss(exp(target) * (target - input), reduction);
+  // target log target is 0 at target 0 (its limit): the log reads 1 there, so no 0 * -inf reaches
+  // the value or the gradient. A negative or NaN target gives NaN, as in PyTorch.
+  const Tensor xlogx = target * log(where(eq(target, 0.0), 1.0, target));
+  return detail::reduce_loss(xlogx - target * input, reduction);
+}
+
+Tensor detail::reduce_weighted(const Tensor& losses, const Tensor& weights, Reduction reduction,
+                               const Shape& none_shape) {
+  switch (reduction) {
+    case Reduction::None: return losses.reshape(none_shape);
+    case Reduction::Sum: return sum(losses);
+    case Reduction::Mean:
+    case Reduction::BatchMean: break;  // refused by check_reduction
+  }
+  return sum(losses) / sum(weights);
+}
+
+Shape detail::check_class_target(const char* op, const Tensor& input, const char* what, const Tensor& target,
+                                 Reduction reduction) {
+  ops::check_defined(op, input, what);
   ops::check_defined(op, target, "target");
-  ops::check_floating(op, input, "input");
-  detail::check_reduction(op, reduction);
+  ops::check_floating(op, input, what);
+  check_reduction(op, reduction);
   if (target.dtype() != DType::Int64 && target.dtype() != DType::Int32) {
     throw DTypeError(std::string(op) + ": target must hold integer class indices (int64), got " +
-                     dtype_name(target.dtype()) + " (target " + shape_str(target.sizes()) + ", input " +
+                     dtype_name(target.dtype()) + " (target " + shape_str(target.sizes()) + ", " + what + " " +
                      shape_str(input.sizes()) + ")");
   }
-  if (input.dim() == 0) throw ShapeError(std::string(op) + ": input must have a class dim, got a 0-d tensor");
+  if (input.dim() == 0) {
+    throw ShapeError(std::string(op) + ": " + what + " must have a class dim, got a 0-d tensor");
+  }
   // [C] with a 0-d target is one row; otherwise the class dim is dim 1.
-  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
-  Shape expected = x.sizes();
+  Shape expected = input.sizes();
+  if (input.dim() == 1) expected.insert(expected.begin(), 1);
   expected.erase(expected.begin() + 1);
   const Shape expected_user = input.dim() == 1 ? Shape{} : expected;
   if (target.sizes() != expected_user) {
-    throw ShapeError(std::string(op) + ": target of shape " + shape_str(target.sizes()) + " does not match input " +
-                     shape_str(input.sizes()) + " (expected target " + shape_str(expected_user) + ")");
+    throw ShapeError(std::string(op) + ": target of shape " + shape_str(target.sizes()) + " does not match " + what +
+                     " " + shape_str(input.sizes()) + " (expected target " + shape_str(expected_user) + ")");
   }
-  const int64_t classes = x.size(1);
-  ops::check_param(op, weight, "weight", {classes}, "the input's " + std::to_string(classes) + " classes");
-  ops::common_device(op, {&input, &target, &weight});
+  ops::common_device(op, {&input, &target});
+  return expected;
+}
 
-  const Tensor t = target.to(DType::Int64).reshape(expected);
-  const Tensor kept = ne(t, ignore_index);
+detail::ClassTerms detail::nll_terms(const char* op, const Tensor& x, const Tensor& t, const Tensor& weight,
+                                     int64_t ignore_index) {
+  const int64_t classes = x.size(1);
+  ClassTerms terms;
+  terms.kept = ne(t, ignore_index);
   // An ignored element reads class 0, then counts for nothing.
-  const Tensor index = where(kept, t, 0);
+  const Tensor index = where(terms.kept, t, 0);
   Tensor picked;
   try {
     picked = gather(x, 1, index.unsqueeze(1)).squeeze(1);
@@ -151,15 +228,33 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
     throw IndexError(std::string(op) + ": a target outside [0, " + std::to_string(classes) + ") that is not " +
                      "ignore_index " + std::to_string(ignore_index) + " (" + e.what() + ")");
   }
-  const Tensor w = weight.defined() ? where(kept, index_select(weight, 0, index.reshape({-1})).reshape(expected), 0.0)
-                                    : kept.to(picked.dtype());
-  const Tensor losses = neg(picked) * w;
-  switch (reduction) {
-    case Reduction::None: return input.dim() == 1 ? losses.reshape({}) : losses;
-    case Reduction::Sum: return sum(losses);
-    case Reduction::Mean: return sum(losses) / sum(w);
+  terms.weights = weight.defined()
+                      ? where(terms.kept, index_select(weight, 0, index.reshape({-1})).reshape(t.sizes()), 0.0)
+                      : terms.kept.to(picked.dtype());
+  terms.losses = neg(picked) * terms.weights;
+  return terms;
+}
+
+Tensor detail::class_weight_view(const Tensor& weight, int64_t dims, int64_t class_dim) {
+  Shape s(static_cast<size_t>(dims), 1);
+  s[static_cast<size_t>(class_dim)] = weight.numel();
+  return weight.reshape(s);
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+                Reduction reduction) {
+  const char* op = "nll_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &weight})) {
+    return nll_loss((*c)[0], target, (*c)[1], ignore_index, reduction);
   }
-  return sum(losses) / sum(w);
+  const Shape rows = detail::check_class_target(op, input, "input", target, reduction);
+  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
+  const int64_t classes = x.size(1);
+  ops::check_param(op, weight, "weight", {classes}, "the input's " + std::to_string(classes) + " classes");
+  ops::common_device(op, {&input, &weight});
+  const detail::ClassTerms terms =
+      detail::nll_terms(op, x, target.to(DType::Int64).reshape(rows), weight, ignore_index);
+  return detail::reduce_weighted(terms.losses, terms.weights, reduction, target.sizes());
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // 2-d pooling (max, average, adaptive average) with kiln's own kernels on both devices. The output
-// keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image.
+// keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image. The
+// 1-d pools run the 2-d ones on a height of 1.
 #include "core/ops/pool.h"
 
 #include <optional>
@@ -200,6 +201,75 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
     });
   }
   return as_input_rank(out, x);
+}
+
+// --- 1-d pooling: the 2-d ops on [N, C, 1, L] views ---------------------------------------------
+// The 1-d ops check in their own terms first, so that an error names the 1-d op, the caller's
+// shape and the 1-d window rather than the view's; then the 2-d op pools a height of 1.
+
+namespace {
+
+// x [N, C, L] or [C, L], floating, with channels and length; returned as the 2-d op's input view.
+Tensor pool1d_input(const char* op, const Tensor& x) {
+  ops::check_defined(op, x, "input");
+  if (x.dim() != 2 && x.dim() != 3) {
+    throw ShapeError(std::string(op) + ": input must be 2-d [C, L] or 3-d [N, C, L], got shape " +
+                     shape_str(x.sizes()));
+  }
+  ops::check_floating(op, x, "input");
+  if (x.size(-2) == 0 || x.size(-1) == 0) {
+    throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
+                     " is empty in the channel or length dim (only the batch dim may be empty)");
+  }
+  return x.unsqueeze(-2);
+}
+
+// A 1-d window's checks; stride 0 becomes the kernel size (PyTorch's default).
+void check_window1d(const char* op, const Tensor& x, int64_t kernel, int64_t& stride, int64_t padding, int64_t dilation,
+                    bool ceil_mode) {
+  if (stride == 0) stride = kernel;
+  const std::string what = " (input " + shape_str(x.sizes()) + ", kernel " + std::to_string(kernel) + ", stride " +
+                           std::to_string(stride) + ", padding " + std::to_string(padding) + ", dilation " +
+                           std::to_string(dilation) + ")";
+  if (kernel <= 0 || stride <= 0 || dilation <= 0) {
+    throw Error(std::string(op) + ": kernel size, stride and dilation must be positive" + what);
+  }
+  if (padding < 0 || padding > kernel / 2) {
+    throw Error(std::string(op) + ": padding must be non-negative and at most half the kernel" + what);
+  }
+  const std::optional<int64_t> out = pool_out_size(x.size(-1), kernel, stride, padding, dilation, ceil_mode);
+  if (!out) throw ShapeError(std::string(op) + ": the output length overflows int64" + what);
+  if (*out <= 0) {
+    throw ShapeError(std::string(op) + ": output length " + std::to_string(*out) + " is not positive" + what);
+  }
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation,
+                  bool ceil_mode) {
+  const char* op = "max_pool1d";
+  const Tensor x2 = pool1d_input(op, x);
+  check_window1d(op, x, kernel_size, stride, padding, dilation, ceil_mode);
+  return max_pool2d(x2, {1, kernel_size}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode).squeeze(-2);
+}
+
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode,
+                  bool count_include_pad) {
+  const char* op = "avg_pool1d";
+  const Tensor x2 = pool1d_input(op, x);
+  check_window1d(op, x, kernel_size, stride, padding, 1, ceil_mode);
+  return avg_pool2d(x2, {1, kernel_size}, {1, stride}, {0, padding}, ceil_mode, count_include_pad).squeeze(-2);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
+  const char* op = "adaptive_avg_pool1d";
+  const Tensor x2 = pool1d_input(op, x);
+  if (output_size <= 0) {
+    throw ShapeError(std::string(op) + ": output size must be positive, got " + std::to_string(output_size) +
+                     " (input " + shape_str(x.sizes()) + ")");
+  }
+  return adaptive_avg_pool2d(x2, {1, output_size}).squeeze(-2);
 }
 
 }  // namespace kiln

@@ -96,6 +96,16 @@ inline std::vector<AutocastRow> autocast_rows() {
                                       tensor(std::vector<int64_t>{1, 0, 4, 2}, {4}, TensorOptions(D::Int64, d))};
                   },
                   [](const TensorList& in) { return nll_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"binary_cross_entropy",
+                  [=](Device d, D lp) {
+                    return TensorList{sigmoid(rnd({3, 4}, d)).to(lp), sigmoid(rnd({3, 4}, d))};
+                  },
+                  [](const TensorList& in) { return binary_cross_entropy(in[0], in[1]); }, fp32});
+  rows.push_back({"kl_div",
+                  [=](Device d, D lp) {
+                    return TensorList{log_softmax(rnd({3, 4}, d), 1).to(lp), softmax(rnd({3, 4}, d), 1)};
+                  },
+                  [](const TensorList& in) { return kl_div(in[0], in[1], Reduction::BatchMean); }, fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});

@@ -913,9 +913,29 @@ void nn_op_rows(Table& t) {
     (void)embedding(f32({4, 2}), fake_cuda({1}, DType::Int64));
   });
 
-  t.add("cross_entropy with float targets", Expect::DType, {"cross_entropy", "float32"}, [] {
-    (void)cross_entropy(f32({2, 3}), f32({2}));
+  // A float target holds class probabilities: of the logits' shape, or refused naming both.
+  t.add("cross_entropy with float targets of the indices' shape", Expect::Shape,
+        {"cross_entropy", "float32", "[2]", "[2, 3]"}, [] {
+          (void)cross_entropy(f32({2, 3}), f32({2}));
+        });
+  t.add("cross_entropy with a bool target", Expect::DType, {"cross_entropy", "bool"}, [] {
+    (void)cross_entropy(f32({2, 3}), zeros({2}, DType::Bool));
   });
+  t.add("cross_entropy with a class weight of another length", Expect::Shape, {"cross_entropy", "weight", "[4]"}, [] {
+    (void)cross_entropy(f32({2, 3}), i64({2}), Reduction::Mean, -100, 0.0, f32({4}));
+  });
+  t.add("binary_cross_entropy of an input above 1", Expect::Error, {"binary_cross_entropy", "[0, 1]", "2"},
+        [] { (void)binary_cross_entropy(full({2}, 2.0), zeros({2})); });
+  t.add("kl_div of targets of another shape", Expect::Shape, {"kl_div", "[2, 3]", "[3]"}, [] {
+    (void)kl_div(f32({2, 3}), f32({3}));
+  });
+  t.add("max_pool1d of a 4-d input", Expect::Shape, {"max_pool1d", "[1, 2, 3, 4]"}, [] {
+    (void)max_pool1d(f32({1, 2, 3, 4}), 2);
+  });
+  t.add("avg_pool1d with a window longer than the input", Expect::Shape,
+        {"avg_pool1d", "output length", "not positive", "[1, 2, 3]"}, [] {
+          (void)avg_pool1d(f32({1, 2, 3}), 5);
+        });
   t.add("cross_entropy of int logits", Expect::DType, {"cross_entropy", "logits", "int64"}, [] {
     (void)cross_entropy(i64({2, 3}), i64({2}));
   });

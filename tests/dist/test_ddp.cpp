@@ -1091,12 +1091,20 @@ TEST_CASE("zero-1: clip_grad_norm_ with a GradScaler unscales the shards first, 
 
 namespace {
 
-std::shared_ptr<nn::Sequential> make_bn_model(uint64_t seed) {
+// A conv and a BatchNorm2d over its channels, or (one_d) a linear layer and a BatchNorm1d over its
+// features, then a ReLU and a linear head; inputs [N, 2, 5, 5].
+std::shared_ptr<nn::Sequential> make_bn_model(uint64_t seed, bool one_d = false) {
   manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Conv2d>(2, 4, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}, Pair{1, 1}, 1, false),
-      std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(1),
-      std::make_shared<nn::Linear>(4 * 5 * 5, 3)});
+  using Layers = std::initializer_list<std::shared_ptr<nn::UnaryModule>>;
+  auto m =
+      one_d
+          ? std::make_shared<nn::Sequential>(Layers{
+                std::make_shared<nn::Flatten>(1), std::make_shared<nn::Linear>(2 * 5 * 5, 8, false),
+                std::make_shared<nn::BatchNorm1d>(8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)})
+          : std::make_shared<nn::Sequential>(
+                Layers{std::make_shared<nn::Conv2d>(2, 4, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}, Pair{1, 1}, 1, false),
+                       std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Flatten>(1), std::make_shared<nn::Linear>(4 * 5 * 5, 3)});
   m->to(DType::Float64);
   return m;
 }
@@ -1138,28 +1146,30 @@ double max_state_diff(nn::Module& a, nn::Module& b) {
 
 TEST_CASE("sync batch norm: DDP on shares of the batch equals one process on all of it", "[ddp][syncbn]") {
   ProcessGroup& g = world();
-  INFO("ranks " << g.size());
-  auto reference = make_bn_model(60);
-  train_bn(*reference, nullptr);
+  for (const bool one_d : {false, true}) {
+    INFO("ranks " << g.size() << (one_d ? ", BatchNorm1d" : ", BatchNorm2d"));
+    auto reference = make_bn_model(60, one_d);
+    train_bn(*reference, nullptr);
 
-  auto synced = make_bn_model(60);
-  CHECK(convert_sync_batchnorm(*synced, g) == 1);
-  DistributedDataParallel ddp(synced, g);
-  train_bn(*synced, &g);
-  // Weights, biases, running mean and variance, and batches tracked.
-  CHECK(max_state_diff(*reference, *synced) < 1e-12);
+    auto synced = make_bn_model(60, one_d);
+    CHECK(convert_sync_batchnorm(*synced, g) == 1);
+    DistributedDataParallel ddp(synced, g);
+    train_bn(*synced, &g);
+    // Weights, biases, running mean and variance, and batches tracked.
+    CHECK(max_state_diff(*reference, *synced) < 1e-12);
 
-  if (g.size() > 1) {  // without synchronization the shares' statistics differ: the check above can fail
-    auto plain = make_bn_model(60);
-    DistributedDataParallel plain_ddp(plain, g);
-    train_bn(*plain, &g);
-    CHECK(max_state_diff(*reference, *plain) > 1e-6);
+    if (g.size() > 1) {  // without synchronization the shares' statistics differ: the check above can fail
+      auto plain = make_bn_model(60, one_d);
+      DistributedDataParallel plain_ddp(plain, g);
+      train_bn(*plain, &g);
+      CHECK(max_state_diff(*reference, *plain) > 1e-6);
+    }
+    // Evaluation uses the running statistics: no communication, the same outputs as the reference.
+    synced->eval();
+    reference->eval();
+    Tensor probe = randn({3, 2, 5, 5}, TensorOptions(DType::Float64), Generator(7));
+    CHECK(max(abs((*synced)(probe) - (*reference)(probe))).item<double>() < 1e-12);
   }
-  // Evaluation uses the running statistics: no communication, the same outputs as the reference.
-  synced->eval();
-  reference->eval();
-  Tensor probe = randn({3, 2, 5, 5}, TensorOptions(DType::Float64), Generator(7));
-  CHECK(max(abs((*synced)(probe) - (*reference)(probe))).item<double>() < 1e-12);
 }
 
 // The running statistics do not feed training's forward (batch norm normalizes with the batch's),

@@ -93,3 +93,100 @@ TEST_CASE("BCEWithLogitsLoss trains a logistic regression to separate two classe
   const Tensor predicted = gt((*model)(x), 0.0).to(DType::Float32);
   CHECK(eq(predicted, y).to(DType::Float32).mean().item<double>() > 0.95);
 }
+
+TEST_CASE("CrossEntropyLoss takes class weights and class probabilities", "[nn][loss]") {
+  manual_seed(6);
+  const Tensor logits = randn({5, 4}) * 2.0;
+  const Tensor target = tensor<int64_t>({3, 0, -100, 1, 3}, {5});
+  const Tensor w = tensor(std::vector<double>{0.5, 2.0, 1.0, 3.0}).to(DType::Float32);
+  CrossEntropyLoss weighted(w, -100, Reduction::Mean, 0.1);
+  CHECK(bitwise_equal(weighted(logits, target), cross_entropy(logits, target, Reduction::Mean, -100, 0.1, w)));
+  CHECK(weighted.named_buffers().size() == 1);
+  CHECK(weighted.named_buffers()[0].first == "weight");
+  CHECK_THROWS_WITH(CrossEntropyLoss(ones({2, 2})), Catch::Contains("CrossEntropyLoss") && Catch::Contains("1-d"));
+  // Without smoothing, the weighted loss is NLLLoss of log_softmax with the same weights.
+  CHECK(cross_entropy(logits, target, Reduction::Mean, -100, 0.0, w).item<double>() ==
+        Approx(NLLLoss(w)(log_softmax(logits, 1), target).item<double>()).epsilon(1e-6));
+  // Weights of all ones are no weights: the composed path agrees with the fused one, smoothing and
+  // ignored targets included.
+  for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
+    CHECK(cross_entropy(logits, target, red, -100, 0.3, ones({4})).item<double>() ==
+          Approx(cross_entropy(logits, target, red, -100, 0.3).item<double>()).epsilon(1e-6));
+  }
+
+  // One-hot probabilities are class indices (smoothing included); weighted, their sums agree too (a
+  // weighted Mean divides by the rows here, by the summed weights there, as PyTorch).
+  const Tensor kept = tensor<int64_t>({3, 0, 2, 1, 3}, {5});
+  const Tensor one_hot = eq(arange(4).reshape({1, 4}), kept.reshape({5, 1})).to(DType::Float32);
+  CHECK(cross_entropy(logits, one_hot, Reduction::Mean, -100, 0.2).item<double>() ==
+        Approx(cross_entropy(logits, kept, Reduction::Mean, -100, 0.2).item<double>()).epsilon(1e-6));
+  CHECK(cross_entropy(logits, one_hot, Reduction::Sum, -100, 0.2, w).item<double>() ==
+        Approx(cross_entropy(logits, kept, Reduction::Sum, -100, 0.2, w).item<double>()).epsilon(1e-6));
+  // Soft labels (a mixup of two one-hot rows) give the mixed loss, and the gradient of the mean is
+  // (softmax - p) / N.
+  const Tensor other = tensor<int64_t>({1, 1, 0, 2, 0}, {5});
+  const Tensor other_hot = eq(arange(4).reshape({1, 4}), other.reshape({5, 1})).to(DType::Float32);
+  Tensor x = logits.detach().set_requires_grad(true);
+  Tensor mixed = cross_entropy(x, one_hot * 0.7 + other_hot * 0.3);
+  CHECK(mixed.item<double>() ==
+        Approx(0.7 * cross_entropy(logits, kept).item<double>() + 0.3 * cross_entropy(logits, other).item<double>())
+            .epsilon(1e-6));
+  mixed.backward();
+  const Tensor expected = (softmax(logits, 1) - (one_hot * 0.7 + other_hot * 0.3)) / 5.0;
+  CHECK(max(abs(x.grad() - expected)).item<double>() < 1e-6);
+}
+
+TEST_CASE("BCELoss stays finite where a sigmoid saturated, and matches BCEWithLogitsLoss", "[nn][loss]") {
+  // Probabilities of exactly 0 and 1: each log is clamped at -100, so a wrong certain prediction
+  // costs 100 and the gradient is PyTorch's (x - t) / max(x (1 - x), 1e-12), finite.
+  Tensor x = tensor(std::vector<double>{0.0, 1.0, 0.0, 1.0}).set_requires_grad(true);
+  const Tensor t = tensor(std::vector<double>{0.0, 1.0, 1.0, 0.0});
+  Tensor loss = BCELoss(Tensor(), Reduction::None)(x, t);
+  CHECK(loss.select(0, 0).item<double>() == 0.0);
+  CHECK(loss.select(0, 1).item<double>() == 0.0);
+  CHECK(loss.select(0, 2).item<double>() == 100.0);
+  CHECK(loss.select(0, 3).item<double>() == 100.0);
+  loss.sum().backward();
+  CHECK(x.grad().select(0, 2).item<double>() == -1e12);
+  CHECK(x.grad().select(0, 3).item<double>() == 1e12);
+  CHECK(x.grad().select(0, 0).item<double>() == 0.0);
+
+  manual_seed(7);
+  const Tensor logits = randn({6, 3}, TensorOptions(DType::Float64)), p = rand({6, 3}, TensorOptions(DType::Float64));
+  const Tensor w = rand({3}, TensorOptions(DType::Float64)) + 0.5;
+  CHECK(BCELoss(w)(sigmoid(logits), p).item<double>() ==
+        Approx(BCEWithLogitsLoss(w)(logits, p).item<double>()).epsilon(1e-12));
+  BCELoss with_weight(w, Reduction::Sum);
+  CHECK(with_weight.str() == "BCELoss()");
+  CHECK(with_weight.named_buffers()[0].first == "weight");
+  // Its target is differentiable too: d/dt = log(1 - x) - log(x).
+  Tensor pt = p.detach().set_requires_grad(true);
+  binary_cross_entropy(sigmoid(logits), pt, Tensor(), Reduction::Sum).backward();
+  CHECK(max(abs(pt.grad() + logits)).item<double>() < 1e-9);  // log(1 - s) - log(s) = -x
+}
+
+TEST_CASE("KLDivLoss is the KL divergence: zero for equal distributions, batchmean per sample", "[nn][loss]") {
+  manual_seed(8);
+  const Tensor a = randn({4, 6}, TensorOptions(DType::Float64)), b = randn({4, 6}, TensorOptions(DType::Float64));
+  const Tensor p = softmax(a, 1), log_q = log_softmax(b, 1);
+  CHECK(std::fabs(KLDivLoss(Reduction::BatchMean)(log_softmax(a, 1), p).item<double>()) < 1e-12);
+  // batchmean: the per-sample KL divergence sum_c p (log p - log q), averaged over the 4 samples.
+  const Tensor per_sample = sum(p * (log(p) - log_q), {1});
+  CHECK(KLDivLoss(Reduction::BatchMean)(log_q, p).item<double>() ==
+        Approx(mean(per_sample).item<double>()).epsilon(1e-12));
+  CHECK(KLDivLoss(Reduction::Mean)(log_q, p).item<double>() ==
+        Approx(sum(per_sample).item<double>() / 24.0).epsilon(1e-12));
+  // log_target reads the target as log-probabilities: the same divergence.
+  CHECK(KLDivLoss(Reduction::Sum, true)(log_q, log_softmax(a, 1)).item<double>() ==
+        Approx(sum(per_sample).item<double>()).epsilon(1e-12));
+  // The divergence is >= 0 and its gradient pulls q towards p: one step lowers it.
+  Tensor logits = b.detach().set_requires_grad(true);
+  Tensor kl = kl_div(log_softmax(logits, 1), p, Reduction::BatchMean);
+  kl.backward();
+  const Tensor stepped = kl_div(log_softmax(b - logits.grad() * 0.5, 1), p, Reduction::BatchMean);
+  CHECK(kl.item<double>() > 0.0);
+  CHECK(stepped.item<double>() < kl.item<double>());
+  CHECK(KLDivLoss().str() == "KLDivLoss()");
+  CHECK_THROWS_WITH(KLDivLoss(static_cast<Reduction>(9)), Catch::Contains("KLDivLoss") && Catch::Contains("9"));
+  CHECK_THROWS_WITH(MSELoss(Reduction::BatchMean)(a, b), Catch::Contains("mse_loss") && Catch::Contains("BatchMean"));
+}

@@ -1,6 +1,7 @@
 // Op table rows of the loss family (the composed losses of core/ops/loss.h): L1, smooth L1 and
 // Huber under each reduction, binary cross entropy from logits with and without its weights
-// (differentiable in all four inputs), and NLL on [N, C], [N, C, d] and [C] inputs with class
+// (differentiable in all four inputs) and from probabilities, KL divergence (probability, zero and
+// log targets; batchmean), and NLL on [N, C], [N, C, d] and [C] inputs with class
 // weights and ignored targets; each against float64 loops of torch.nn.functional's definitions.
 #include <algorithm>
 #include <cmath>
@@ -95,6 +96,77 @@ OpRow bce_row(const std::string& name, bool weights, Reduction red) {
   return r;
 }
 
+// x [3, 4] probabilities in [0.05, 0.95], t [3, 4] in [0, 1], weight [4] (positive) or none.
+OpRow probability_bce_row(const std::string& name, bool weighted, Reduction red) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"[3, 4]", [=](DType t, Device d) {
+                  TensorList in{rnd_range({3, 4}, t, d, 95, 0.05, 0.95), rnd_range({3, 4}, t, d, 96, 0.0, 1.0)};
+                  if (weighted) in.push_back(rnd_range({4}, t, d, 97, 0.2, 2.0));
+                  return in;
+                }}};
+  r.op = [weighted, red](const TensorList& x) {
+    return TensorList{binary_cross_entropy(x[0], x[1], weighted ? x[2] : Tensor(), red)};
+  };
+  r.reference = [weighted, red](const TensorList& x) {
+    const Values xv = values(x[0]), tv = values(x[1]), wv = weighted ? values(x[2]) : Values(4, 1.0);
+    Values l;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      l.push_back(-wv[i % 4] *
+                  (tv[i] * std::max(std::log(xv[i]), -100.0) + (1 - tv[i]) * std::max(std::log1p(-xv[i]), -100.0)));
+    }
+    return TensorList{reduce_ref(l, x[0].sizes(), red)};
+  };
+  r.differentiable = weighted ? std::vector<size_t>{0, 1, 2} : std::vector<size_t>{0, 1};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+  return r;
+}
+
+// kl_div of x [4, 5] (log-probabilities, any values) against t [4, 5]: probabilities in
+// [0.05, 1], probabilities with exact zeros (then only x is differentiable: t log t has an
+// infinite slope at 0), or log-probabilities (log_target).
+enum class KlTarget { Probabilities, WithZeros, Log };
+OpRow kl_div_row(const std::string& name, KlTarget target, Reduction red) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"[4, 5]", [=](DType t, Device d) {
+                  Tensor x = rnd({4, 5}, t, d, 171, 1.5);
+                  Tensor y = target == KlTarget::Log ? rnd_range({4, 5}, t, d, 172, -3.0, 0.0)
+                                                     : rnd_range({4, 5}, t, d, 172, 0.05, 1.0);
+                  // Every third element of the zeros sample is exactly 0.
+                  if (target == KlTarget::WithZeros) {
+                    Values yv = values(y);
+                    for (size_t i = 0; i < yv.size(); i += 3) yv[i] = 0.0;
+                    y = from_values(yv, {4, 5}, t).to(d);
+                  }
+                  return TensorList{x, y};
+                }}};
+  const bool log_target = target == KlTarget::Log;
+  r.op = [log_target, red](const TensorList& x) { return TensorList{kl_div(x[0], x[1], red, log_target)}; };
+  r.reference = [log_target, red](const TensorList& x) {
+    const Values xv = values(x[0]), tv = values(x[1]);
+    Values l;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      if (log_target) {
+        l.push_back(std::exp(tv[i]) * (tv[i] - xv[i]));
+      } else {
+        l.push_back(tv[i] == 0.0 ? 0.0 : tv[i] * (std::log(tv[i]) - xv[i]));
+      }
+    }
+    if (red != Reduction::BatchMean) return TensorList{reduce_ref(l, x[0].sizes(), red)};
+    double s = 0;
+    for (double e : l) s += e;
+    return TensorList{from_values({s / static_cast<double>(x[0].size(0))}, {})};
+  };
+  r.differentiable = target == KlTarget::WithZeros ? std::vector<size_t>{0} : std::vector<size_t>{0, 1};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+  return r;
+}
+
 // input [N, C, *] or [C] of any values, targets with every 4th ignored (-100); weight [C] or none.
 OpRow nll_row(const std::string& name, const Shape& shape, bool weighted, Reduction red, uint64_t seed) {
   OpRow r;
@@ -169,6 +241,38 @@ void add_loss_rows(std::vector<OpRow>& rows) {
        {"binary_cross_entropy_with_logits", "pos_weight", "[3]"}},
   };
   rows.push_back(bce_row("binary_cross_entropy_with_logits with weight and pos_weight, sum", true, Reduction::Sum));
+  rows.push_back(probability_bce_row("binary_cross_entropy", false, Reduction::Mean));
+  rows.back().errors = {
+      {"an input outside [0, 1]",
+       [] {
+         binary_cross_entropy(tensor(std::vector<double>{0.5, 1.5}), zeros({2}, DType::Float64));
+       },
+       {"binary_cross_entropy", "[0, 1]", "1.5", "flat index 1"}},
+      {"a NaN input",
+       [] { binary_cross_entropy(tensor(std::vector<double>{NAN}), zeros({1}, DType::Float64)); },
+       {"binary_cross_entropy", "nan"}},
+      {"a weight that does not broadcast",
+       [] {
+         binary_cross_entropy(zeros({3, 4}), zeros({3, 4}), zeros({3}));
+       },
+       {"binary_cross_entropy", "weight", "[3]", "[3, 4]"}},
+      {"Reduction::BatchMean",
+       [] { binary_cross_entropy(zeros({2}), zeros({2}), Tensor(), Reduction::BatchMean); },
+       {"binary_cross_entropy", "BatchMean", "kl_div"}},
+  };
+  rows.push_back(probability_bce_row("binary_cross_entropy weighted, sum", true, Reduction::Sum));
+  rows.push_back(probability_bce_row("binary_cross_entropy none", false, Reduction::None));
+  rows.push_back(kl_div_row("kl_div", KlTarget::Probabilities, Reduction::Mean));
+  rows.back().errors = {
+      {"target of another shape",
+       [] {
+         kl_div(zeros({3, 4}), zeros({4}));
+       },
+       {"kl_div", "[3, 4]", "[4]"}},
+  };
+  rows.push_back(kl_div_row("kl_div batchmean, zero targets", KlTarget::WithZeros, Reduction::BatchMean));
+  rows.push_back(kl_div_row("kl_div sum, log_target", KlTarget::Log, Reduction::Sum));
+  rows.push_back(kl_div_row("kl_div none", KlTarget::Probabilities, Reduction::None));
   rows.push_back(nll_row("nll_loss", {6, 5}, false, Reduction::Mean, 131));
   rows.back().errors = {
       {"a float target",

@@ -1,6 +1,6 @@
 // Op table rows of the pool family: max_pool2d, avg_pool2d and adaptive_avg_pool2d on 3-d and 4-d
-// inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers many
-// configurations. References are direct loops in float64 over each plane's windows.
+// inputs, and their 1-d twins on 2-d and 3-d inputs. Hyper-parameters travel with each sample as a trailing int64
+// tensor, so one row covers many configurations. References are direct loops in float64 over each plane's windows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -114,6 +114,126 @@ Sample pool_sample(const std::string& name, Shape shape, std::vector<int64_t> q,
 }
 
 Pair pr(const std::vector<int64_t>& q, size_t i) { return {q[i], q[i + 1]}; }
+
+// The 1-d pools against the 2-d references on a height of 1 (a view of the same values: the 2-d
+// loops read each plane's windows from the values, independently of kiln's pooling).
+Tensor as_height1(const Tensor& x) { return x.unsqueeze(-2); }
+Tensor drop_height(const Tensor& y) { return y.squeeze(-2); }
+
+void add_pool1d_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r;
+    r.name = "max_pool1d";
+    r.dtypes = kFloatTypes;
+    // Params: kernel, stride (0: the kernel's), padding, dilation, ceil_mode.
+    r.samples = {
+        pool_sample("3 stride 2 padding 1", {2, 3, 9}, {3, 2, 1, 1, 0}, true, false, 501),
+        pool_sample("2-d input, 2", {4, 10}, {2, 0, 0, 1, 0}, true, false, 511),
+        pool_sample("3 stride 2 dilation 2, ceil_mode", {2, 2, 12}, {3, 2, 0, 2, 1}, true, false, 521),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{max_pool1d(in[0], q[0], q[1], q[2], q[3], q[4] != 0)};
+    };
+    r.reference = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{drop_height(ref_max_pool(as_height1(in[0]), {1, q[0], 1, q[1], 0, q[2], 1, q[3], q[4]}))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};
+    r.errors = {
+        {"4-d input",
+         [] {
+           max_pool1d(zeros({1, 2, 3, 8}), 2);
+         },
+         {"max_pool1d", "[N, C, L]", "[1, 2, 3, 8]"}},
+        {"zero kernel",
+         [] {
+           max_pool1d(zeros({1, 2, 8}), 0);
+         },
+         {"max_pool1d", "kernel 0", "[1, 2, 8]"}},
+        {"padding above half the kernel",
+         [] {
+           max_pool1d(zeros({1, 2, 8}), 3, 1, 2);
+         },
+         {"max_pool1d", "padding 2", "kernel 3"}},
+        {"kernel longer than the input",
+         [] {
+           max_pool1d(zeros({1, 2, 2}), 3);
+         },
+         {"max_pool1d", "output length 0", "[1, 2, 2]"}},
+        {"no length",
+         [] {
+           max_pool1d(zeros({2, 3, 0}), 2);
+         },
+         {"max_pool1d", "[2, 3, 0]", "only the batch"}},
+        {"integer input",
+         [] {
+           max_pool1d(zeros({2, 8}, DType::Int64), 2);
+         },
+         {"max_pool1d", "int64"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "avg_pool1d";
+    r.dtypes = kFloatTypes;
+    // Params: kernel, stride, padding, ceil_mode, count_include_pad.
+    r.samples = {
+        pool_sample("3 stride 2 padding 1, count_include_pad", {2, 3, 9}, {3, 2, 1, 0, 1}, false, false, 531),
+        pool_sample("3 stride 2 padding 1, ceil_mode, exclude pad", {2, 2, 10}, {3, 2, 1, 1, 0}, false, false, 541),
+        pool_sample("2-d input, 4", {3, 8}, {4, 0, 0, 0, 1}, false, false, 551),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{avg_pool1d(in[0], q[0], q[1], q[2], q[3] != 0, q[4] != 0)};
+    };
+    r.reference = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      const int64_t stride = q[1] == 0 ? q[0] : q[1];
+      return TensorList{drop_height(ref_avg_pool(as_height1(in[0]), {1, q[0], 1, stride, 0, q[2], q[3], q[4]}))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"negative stride",
+         [] {
+           avg_pool1d(zeros({1, 2, 8}), 2, -1);
+         },
+         {"avg_pool1d", "stride -1", "[1, 2, 8]"}},
+        {"1-d input", [] { avg_pool1d(zeros({8}), 2); }, {"avg_pool1d", "[8]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "adaptive_avg_pool1d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("3 from 7", {2, 3, 7}, {3}, false, false, 561),
+        pool_sample("5 from 3 (upsampling windows)", {1, 2, 3}, {5}, false, false, 571),
+        pool_sample("2-d input, 1 from 6", {3, 6}, {1}, false, false, 581),
+    };
+    r.op = [](const TensorList& in) { return TensorList{adaptive_avg_pool1d(in[0], param_values(in[1])[0])}; };
+    r.reference = [](const TensorList& in) {
+      return TensorList{drop_height(ref_adaptive_avg(as_height1(in[0]), 1, param_values(in[1])[0]))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"zero output size",
+         [] {
+           adaptive_avg_pool1d(zeros({1, 2, 8}), 0);
+         },
+         {"adaptive_avg_pool1d", "output size must be positive, got 0", "[1, 2, 8]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+}
 
 }  // namespace
 
@@ -278,6 +398,7 @@ void add_pool_rows(std::vector<OpRow>& rows) {
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }
+  add_pool1d_rows(rows);
 }
 
 }  // namespace kiln::test

@@ -1,0 +1,150 @@
+// The 1-d and 3-d layers beside the 2-d ones: BatchNorm1d and BatchNorm3d (the batch norm of
+// BatchNorm2d over other input dims: statistics, running buffers, Sequential's ReLU epilogue) and
+// MaxPool1d, AvgPool1d, AdaptiveAvgPool1d (the 1-d pools, PyTorch's printed forms). Expected values
+// are written out per channel in double arithmetic.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/layers.h"
+#include "tests/bitwise.h"
+
+using namespace kiln;
+using namespace kiln::nn;
+using kiln::test::bitwise_equal;
+
+namespace {
+
+// Per-channel (dim 1) mean and biased variance of x [N, C, *], in double.
+void channel_moments(const Tensor& x, std::vector<double>& mean, std::vector<double>& var) {
+  const int64_t c = x.size(1), inner = x.numel() / (x.size(0) * c);
+  const std::vector<double> v = x.contiguous().to_vector_double();
+  mean.assign(static_cast<size_t>(c), 0.0);
+  var.assign(static_cast<size_t>(c), 0.0);
+  const double count = static_cast<double>(x.numel() / c);
+  for (int64_t i = 0; i < x.numel(); ++i) mean[static_cast<size_t>((i / inner) % c)] += v[static_cast<size_t>(i)];
+  for (double& m : mean) m /= count;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const size_t ch = static_cast<size_t>((i / inner) % c);
+    var[ch] += (v[static_cast<size_t>(i)] - mean[ch]) * (v[static_cast<size_t>(i)] - mean[ch]);
+  }
+  for (double& s : var) s /= count;
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm1d and BatchNorm3d: batch statistics per channel, running buffers, eval", "[nn]") {
+  manual_seed(21);
+  BatchNorm1d bn1(4);
+  CHECK(bn1.str() == "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
+  BatchNorm3d bn3(2, 1e-3, 0.25);
+  CHECK(bn3.str() == "BatchNorm3d(2, eps=0.001, momentum=0.25, affine=True, track_running_stats=True)");
+  // [N, C] (features), [N, C, L] (channels of a sequence) and [N, C, D, H, W].
+  struct Case {
+    BatchNorm* bn;
+    Tensor x;
+    double momentum, eps;
+  };
+  for (Case c : {Case{&bn1, randn({8, 4}) * 2.0 + 1.0, 0.1, 1e-5}, Case{&bn1, randn({3, 4, 5}) - 2.0, 0.1, 1e-5},
+                 Case{&bn3, randn({2, 2, 3, 4, 2}) * 0.5, 0.25, 1e-3}}) {
+    INFO(shape_str(c.x.sizes()));
+    BatchNorm& bn = *c.bn;
+    bn.train();
+    bn.reset_running_stats();
+    {
+      NoGradGuard no_grad;
+      bn.weight.copy_(rand({bn.num_features}) + 0.5);
+      bn.bias.copy_(randn({bn.num_features}));
+    }
+    std::vector<double> mean, var;
+    channel_moments(c.x, mean, var);
+    const Tensor y = bn.forward(c.x);
+    CHECK(y.sizes() == c.x.sizes());
+    // y = (x - mean) / sqrt(var + eps) * weight + bias, channel by channel.
+    const std::vector<double> xv = c.x.contiguous().to_vector_double(), yv = y.contiguous().to_vector_double();
+    const std::vector<double> w = bn.weight.to_vector_double(), b = bn.bias.to_vector_double();
+    const int64_t ch = c.x.size(1), inner = c.x.numel() / (c.x.size(0) * ch);
+    double worst = 0;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const size_t k = (i / static_cast<size_t>(inner)) % static_cast<size_t>(ch);
+      const double expect = (xv[i] - mean[k]) / std::sqrt(var[k] + c.eps) * w[k] + b[k];
+      worst = std::max(worst, std::fabs(yv[i] - expect));
+    }
+    CHECK(worst < 1e-5);
+    // The running buffers moved by momentum towards the batch mean and unbiased variance.
+    const double n = static_cast<double>(c.x.numel() / ch);
+    const std::vector<double> rm = bn.running_mean.to_vector_double(), rv = bn.running_var.to_vector_double();
+    for (size_t k = 0; k < mean.size(); ++k) {
+      CHECK(rm[k] == Approx(c.momentum * mean[k]).margin(1e-6));
+      CHECK(rv[k] == Approx(1 - c.momentum + c.momentum * var[k] * n / (n - 1)).epsilon(1e-5));
+    }
+    CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+    // Eval: the affine map with the running statistics.
+    bn.eval();
+    const Tensor ye = bn.forward(c.x);
+    const std::vector<double> yev = ye.contiguous().to_vector_double();
+    worst = 0;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const size_t k = (i / static_cast<size_t>(inner)) % static_cast<size_t>(ch);
+      worst = std::max(worst, std::fabs(yev[i] - ((xv[i] - rm[k]) / std::sqrt(rv[k] + c.eps) * w[k] + b[k])));
+    }
+    CHECK(worst < 1e-5);
+  }
+  bn1.train();
+  CHECK_THROWS_WITH(bn1.forward(zeros({2, 4, 3, 3})), Catch::Contains("BatchNorm1d") &&
+                                                          Catch::Contains("[N, C] or [N, C, L]") &&
+                                                          Catch::Contains("[2, 4, 3, 3]"));
+  CHECK_THROWS_WITH(bn1.forward(zeros({2, 5})), Catch::Contains("BatchNorm1d") && Catch::Contains("5 channels"));
+  CHECK_THROWS_WITH(bn3.forward(zeros({2, 2, 3, 3})),
+                    Catch::Contains("BatchNorm3d") && Catch::Contains("[N, C, D, H, W]"));
+  CHECK_THROWS_WITH(BatchNorm1d(0), Catch::Contains("BatchNorm1d") && Catch::Contains("num_features"));
+  CHECK_THROWS_WITH(BatchNorm3d(2, 1e-5, 1.5), Catch::Contains("BatchNorm3d") && Catch::Contains("momentum"));
+  // A one-row batch has no variance to estimate: refused, as in PyTorch.
+  CHECK_THROWS_AS(bn1.forward(zeros({1, 4})), ShapeError);
+}
+
+TEST_CASE("Sequential runs a BatchNorm1d and the ReLU after it as one batch_norm, with the modules' bits", "[nn]") {
+  manual_seed(22);
+  const auto lin = std::make_shared<Linear>(5, 6);
+  const auto bn = std::make_shared<BatchNorm1d>(6);
+  const auto act = std::make_shared<ReLU>();
+  Sequential seq{lin, bn, act};
+  const Tensor x = randn({7, 5}), dy = randn({7, 6});
+  const Tensor y = seq.forward(x);
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == "batch_norm");
+  const Tensor y_ops = act->forward(bn->forward(lin->forward(x)));
+  CHECK(bitwise_equal(y, y_ops));
+  const TensorList params{lin->weight, bn->weight, bn->bias};
+  const TensorList g = grad({y}, params, {dy}), g_ops = grad({y_ops}, params, {dy});
+  for (size_t i = 0; i < params.size(); ++i) CHECK(bitwise_equal(g[i], g_ops[i]));
+}
+
+TEST_CASE("MaxPool1d, AvgPool1d and AdaptiveAvgPool1d pool along the length", "[nn]") {
+  const Tensor x = arange(0, 12, 1, TensorOptions(DType::Float32)).reshape({1, 2, 6});  // rows 0..5, 6..11
+  MaxPool1d maxp(3, 2, 1);
+  CHECK(maxp.str() == "MaxPool1d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)");
+  // Windows over [pad, 0, 1], [1, 2, 3], [3, 4, 5]: their maxima.
+  CHECK(maxp.forward(x).to_vector_double() == std::vector<double>{1, 3, 5, 7, 9, 11});
+  AvgPool1d avg(2);
+  CHECK(avg.str() == "AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))");
+  CHECK(avg.forward(x).to_vector_double() == std::vector<double>{0.5, 2.5, 4.5, 6.5, 8.5, 10.5});
+  AvgPool1d excl(3, 2, 1, false, false);  // padding not counted: [0, 1] / 2 at the edge
+  CHECK(excl.forward(x.select(0, 0)).to_vector_double() == std::vector<double>{0.5, 2, 4, 6.5, 8, 10});
+  AdaptiveAvgPool1d ada(4);
+  CHECK(ada.str() == "AdaptiveAvgPool1d(output_size=4)");
+  // Windows [0, 2), [1, 3), [3, 5), [4, 6) of 6: the adaptive split.
+  CHECK(ada.forward(x).sizes() == Shape{1, 2, 4});
+  CHECK(ada.forward(x).select(1, 0).to_vector_double() == std::vector<double>{0.5, 1.5, 3.5, 4.5});
+  // The output is a dense [N, C, L'] tensor, as the input was.
+  CHECK(maxp.forward(x).is_contiguous());
+  CHECK(avg.forward(x).is_contiguous());
+  CHECK_THROWS_WITH(MaxPool1d(0), Catch::Contains("MaxPool1d") && Catch::Contains("kernel_size"));
+  CHECK_THROWS_WITH(AvgPool1d(2, 1, 2), Catch::Contains("AvgPool1d") && Catch::Contains("padding 2"));
+  CHECK_THROWS_WITH(AdaptiveAvgPool1d(-1), Catch::Contains("AdaptiveAvgPool1d") && Catch::Contains("-1"));
+  CHECK_THROWS_WITH(maxp.forward(zeros({2, 3, 4, 5})),
+                    Catch::Contains("max_pool1d") && Catch::Contains("[2, 3, 4, 5]"));
+}
