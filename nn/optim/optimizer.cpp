@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/autograd.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/foreach.h"
 #include "kernels/error.h"
@@ -259,7 +260,7 @@ Optimizer::Batch Optimizer::collect(size_t group) {
   return b;
 }
 
-TensorList Optimizer::state_for(const std::string& name, const Batch& batch) {
+TensorList Optimizer::state_for(const std::string& name, const Batch& batch, double initial) {
   TensorList& all = state_[name];
   if (all.size() != num_params_) all.resize(num_params_);
   TensorList out, fresh;
@@ -275,8 +276,29 @@ TensorList Optimizer::state_for(const std::string& name, const Batch& batch) {
     }
     out.push_back(s);
   }
-  zero_by_device(fresh);  // new state starts at zero
+  if (initial == 0.0) {
+    zero_by_device(fresh);  // new state starts at zero
+  } else {
+    for (Tensor s : fresh) s.fill_(initial);
+  }
   return out;
+}
+
+Tensor Optimizer::composed_grad(const Tensor& param, const Tensor& grad, double weight_decay, bool maximize) const {
+  const DType dtype = state_dtype(param);
+  Tensor g = grad.to(dtype);
+  if (grad_scale_.defined()) g = g / grad_scale_.reshape({}).to(dtype);
+  if (maximize) g = neg(g);
+  if (weight_decay != 0.0) g = g + param.to(dtype) * weight_decay;
+  return g;
+}
+
+void Optimizer::commit(Tensor dst, const Tensor& value) const {
+  if (!found_inf_.defined()) {
+    dst.copy_(value);
+    return;
+  }
+  dst.copy_(where(ne(found_inf_.reshape({}), 0.0), dst, value.to(dst.dtype())));
 }
 
 TensorList Optimizer::steps_for(const Batch& batch) {

@@ -136,15 +136,22 @@ class Optimizer : public Checkpointable {
     std::vector<size_t> index;
   };
   Batch collect(size_t group);
-  // State `name` of each parameter of a batch, created as zeros (float32, or float64 for float64
-  // parameters) on first use.
-  TensorList state_for(const std::string& name, const Batch& batch);
+  // State `name` of each parameter of a batch, created as `initial` (float32, or float64 for
+  // float64 parameters) on first use.
+  TensorList state_for(const std::string& name, const Batch& batch, double initial = 0.0);
   // The step count of each parameter of a batch: 0-d float32 on its device, created as zero on
   // first use, advanced on the device by finish_step (exact up to 2^24 steps).
   TensorList steps_for(const Batch& batch);
   // After every update of a step: advances the step counts the updates read (one launch per
   // device; skipped on the device where *found_inf != 0) and the host count.
   void finish_step(const TensorList& stepped);
+  // For optimizers composed of tensor ops (RMSprop, Adagrad): a parameter's gradient as the update
+  // reads it, in the state's dtype: divided by grad_scale() when set, negated for maximize, plus
+  // weight_decay * param (L2 decay).
+  Tensor composed_grad(const Tensor& param, const Tensor& grad, double weight_decay, bool maximize) const;
+  // dst takes `value` (cast to dst's dtype), except while found_inf() is set: then it keeps its
+  // own. No host read.
+  void commit(Tensor dst, const Tensor& value) const;
   // `group` as an index into groups_; an IndexError naming `op` when past the end.
   size_t checked_group(size_t group, const char* op) const;
   // Flat index of parameter i of group g (groups in order, parameters in order).

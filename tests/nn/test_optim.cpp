@@ -18,30 +18,17 @@
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
 #include "tests/bitwise.h"
+#include "tests/nn/optim_checks.h"
 
 using namespace kiln;
 using namespace kiln::nn::optim;
 
 namespace {
 
-using Vec = std::vector<double>;
-
-Tensor param(const Vec& v, DType dtype = DType::Float32) {
-  Tensor t = tensor(v).to(dtype);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void set_grad(Tensor& p, const Vec& g) { p.set_grad(tensor(g).to(p.dtype())); }
-
-void require_values(const Tensor& t, const Vec& expected, double rtol = 2e-6, double atol = 1e-7) {
-  std::vector<double> v = t.to_vector_double();
-  REQUIRE(v.size() == expected.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    INFO("element " << i << ": got " << v[i] << ", expected " << expected[i]);
-    REQUIRE(std::abs(v[i] - expected[i]) <= atol + rtol * std::abs(expected[i]));
-  }
-}
+using kiln::test::param;
+using kiln::test::require_values;
+using kiln::test::set_grad;
+using kiln::test::Vec;
 
 // torch.optim.SGD on one tensor, in double. `first`: the momentum buffer starts as d.
 void sgd_expected(Vec& p, const Vec& g, Vec& buf, bool first, double lr, double momentum, double dampening, double wd,

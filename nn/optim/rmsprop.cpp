@@ -1,0 +1,174 @@
+// RMSprop and Adagrad steps: per group, each parameter that has a gradient is updated by tensor ops
+// (the formulas of torch.optim, written as comments beside them), its state and the parameter
+// committed unless the gradient scaler found inf/NaN; then the group's step counts advance.
+#include "nn/optim/rmsprop.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "kernels/error.h"
+
+namespace kiln::nn::optim {
+namespace {
+
+bool flag(double v) { return v != 0.0; }
+
+// A hyper-parameter that must be a finite number >= 0 (`where` names the group when there are
+// several).
+void check_non_negative(const char* optimizer, const char* what, double v, const std::string& where) {
+  if (!(v >= 0.0) || !std::isfinite(v)) {
+    throw Error(std::string(optimizer) + ": " + what + " must be a finite number >= 0, got " + num_str(v) + where);
+  }
+}
+
+std::string group_note(size_t groups, size_t g) { return groups > 1 ? " (group " + std::to_string(g) + ")" : ""; }
+
+}  // namespace
+
+// --- RMSprop --------------------------------------------------------------------------------
+
+RMSprop::RMSprop(const TensorList& params, double lr, double alpha, double eps, double weight_decay, double momentum,
+                 bool centered, bool maximize)
+    : RMSprop(one_group(params, lr, weight_decay), alpha, eps, momentum, centered, maximize) {}
+
+RMSprop::RMSprop(std::vector<ParamGroup> groups, double alpha, double eps, double momentum, bool centered,
+                 bool maximize)
+    : Optimizer(std::move(groups)),
+      alpha_(alpha),
+      eps_(eps),
+      momentum_(momentum),
+      centered_(centered),
+      maximize_(maximize) {
+  validate_options();
+}
+
+void RMSprop::validate_options() {
+  check_options("RMSprop");
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string where = group_note(groups_.size(), g);
+    const double alpha = option(g, "alpha", alpha_);
+    if (!(alpha >= 0.0 && alpha <= 1.0)) throw Error("RMSprop: alpha must be in [0, 1], got " + num_str(alpha) + where);
+    check_non_negative("RMSprop", "eps", option(g, "eps", eps_), where);
+    check_non_negative("RMSprop", "momentum", option(g, "momentum", momentum_), where);
+    check_non_negative("RMSprop", "weight_decay", groups_[g].weight_decay, where);
+  }
+}
+
+std::vector<std::string> RMSprop::state_names() const {
+  std::vector<std::string> names{"square_avg"};
+  bool momentum = false, centered = false;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    momentum = momentum || option(g, "momentum", momentum_) != 0.0;
+    centered = centered || flag(option(g, "centered", centered_ ? 1.0 : 0.0));
+  }
+  if (momentum) names.push_back("momentum_buffer");
+  if (centered) names.push_back("grad_avg");
+  return names;
+}
+
+std::vector<std::string> RMSprop::group_state_names(size_t group) const {
+  std::vector<std::string> names{"square_avg"};
+  if (option(group, "momentum", momentum_) != 0.0) names.push_back("momentum_buffer");
+  if (flag(option(group, "centered", centered_ ? 1.0 : 0.0))) names.push_back("grad_avg");
+  return names;
+}
+
+void RMSprop::step() {
+  NoGradGuard no_grad;
+  TensorList stepped;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double alpha = option(g, "alpha", alpha_), eps = option(g, "eps", eps_);
+    const double momentum = option(g, "momentum", momentum_);
+    const bool centered = flag(option(g, "centered", centered_ ? 1.0 : 0.0));
+    const bool maximize = flag(option(g, "maximize", maximize_ ? 1.0 : 0.0));
+    const TensorList sq = state_for("square_avg", b);
+    const TensorList bufs = momentum != 0.0 ? state_for("momentum_buffer", b) : TensorList();
+    const TensorList avgs = centered ? state_for("grad_avg", b) : TensorList();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = b.params[k];
+      const Tensor grad = composed_grad(p, b.grads[k], groups_[g].weight_decay, maximize);
+      const Tensor lr = lr_tensor(g).to(grad.dtype());
+      // square_avg = alpha square_avg + (1 - alpha) g^2
+      const Tensor square_avg = sq[k] * alpha + grad * grad * (1.0 - alpha);
+      Tensor denom;
+      if (centered) {
+        // grad_avg = alpha grad_avg + (1 - alpha) g; denom = sqrt(square_avg - grad_avg^2) + eps
+        const Tensor grad_avg = avgs[k] * alpha + grad * (1.0 - alpha);
+        denom = sqrt(square_avg - grad_avg * grad_avg) + eps;
+        commit(avgs[k], grad_avg);
+      } else {
+        denom = sqrt(square_avg) + eps;  // denom = sqrt(square_avg) + eps
+      }
+      commit(sq[k], square_avg);
+      if (momentum != 0.0) {
+        // buf = momentum buf + g / denom; param -= lr buf
+        const Tensor buf = bufs[k] * momentum + grad / denom;
+        commit(bufs[k], buf);
+        commit(p, p.to(grad.dtype()) - lr * buf);
+      } else {
+        commit(p, p.to(grad.dtype()) - lr * grad / denom);  // param -= lr g / denom
+      }
+    }
+    const TensorList steps = steps_for(b);
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
+  }
+  finish_step(stepped);
+}
+
+// --- Adagrad --------------------------------------------------------------------------------
+
+Adagrad::Adagrad(const TensorList& params, double lr, double lr_decay, double weight_decay,
+                 double initial_accumulator_value, double eps, bool maximize)
+    : Adagrad(one_group(params, lr, weight_decay), lr_decay, initial_accumulator_value, eps, maximize) {}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, double lr_decay, double initial_accumulator_value, double eps,
+                 bool maximize)
+    : Optimizer(std::move(groups)),
+      lr_decay_(lr_decay),
+      initial_accumulator_value_(initial_accumulator_value),
+      eps_(eps),
+      maximize_(maximize) {
+  validate_options();
+}
+
+void Adagrad::validate_options() {
+  check_options("Adagrad");
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string where = group_note(groups_.size(), g);
+    check_non_negative("Adagrad", "lr_decay", option(g, "lr_decay", lr_decay_), where);
+    check_non_negative("Adagrad", "initial_accumulator_value",
+                       option(g, "initial_accumulator_value", initial_accumulator_value_), where);
+    check_non_negative("Adagrad", "eps", option(g, "eps", eps_), where);
+    check_non_negative("Adagrad", "weight_decay", groups_[g].weight_decay, where);
+  }
+}
+
+void Adagrad::step() {
+  NoGradGuard no_grad;
+  TensorList stepped;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double lr_decay = option(g, "lr_decay", lr_decay_), eps = option(g, "eps", eps_);
+    const bool maximize = flag(option(g, "maximize", maximize_ ? 1.0 : 0.0));
+    const TensorList sums = state_for("sum", b, option(g, "initial_accumulator_value", initial_accumulator_value_));
+    const TensorList steps = steps_for(b);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = b.params[k];
+      const Tensor grad = composed_grad(p, b.grads[k], groups_[g].weight_decay, maximize);
+      // clr = lr / (1 + (step - 1) lr_decay), step counting this one (the device count before it)
+      const Tensor clr = lr_tensor(g).to(grad.dtype()) / (steps[k].to(grad.dtype()) * lr_decay + 1.0);
+      const Tensor sum = sums[k] + grad * grad;  // sum += g^2
+      commit(sums[k], sum);
+      commit(p, p.to(grad.dtype()) - clr * grad / (sqrt(sum) + eps));  // param -= clr g / (sqrt(sum) + eps)
+    }
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
+  }
+  finish_step(stepped);
+}
+
+}  // namespace kiln::nn::optim

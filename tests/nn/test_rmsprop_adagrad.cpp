@@ -1,0 +1,224 @@
+// RMSprop and Adagrad against torch.optim's update formulas written out in plain double arithmetic
+// (never kiln ops), with every option; their state resumes bit for bit, a gradient scaler's inf
+// step changes nothing, and both train a small regression.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/layers.h"
+#include "nn/optim/rmsprop.h"
+#include "tests/bitwise.h"
+#include "tests/nn/optim_checks.h"
+
+using namespace kiln;
+using namespace kiln::nn::optim;
+
+namespace {
+
+using kiln::test::param;
+using kiln::test::require_values;
+using kiln::test::set_grad;
+using kiln::test::Vec;
+
+struct RmsConfig {
+  const char* name;
+  double alpha, wd, momentum;
+  bool centered, maximize;
+};
+
+// torch.optim.RMSprop's single-tensor loop on one tensor, in double.
+void rmsprop_expected(Vec& p, const Vec& g_in, Vec& sq, Vec& buf, Vec& avg, double lr, double eps, const RmsConfig& c) {
+  sq.resize(p.size(), 0.0);
+  buf.resize(p.size(), 0.0);
+  avg.resize(p.size(), 0.0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    double g = c.maximize ? -g_in[i] : g_in[i];
+    g += c.wd * p[i];
+    sq[i] = c.alpha * sq[i] + (1 - c.alpha) * g * g;
+    double denom;
+    if (c.centered) {
+      avg[i] = c.alpha * avg[i] + (1 - c.alpha) * g;
+      denom = std::sqrt(sq[i] - avg[i] * avg[i]) + eps;
+    } else {
+      denom = std::sqrt(sq[i]) + eps;
+    }
+    if (c.momentum > 0) {
+      buf[i] = c.momentum * buf[i] + g / denom;
+      p[i] -= lr * buf[i];
+    } else {
+      p[i] -= lr * g / denom;
+    }
+  }
+}
+
+// torch.optim.Adagrad's single-tensor loop on one tensor, in double, at 1-based step t.
+void adagrad_expected(Vec& p, const Vec& g_in, Vec& sum, int t, double lr, double lr_decay, double wd, double init,
+                      double eps, bool maximize) {
+  sum.resize(p.size(), init);
+  const double clr = lr / (1 + (t - 1) * lr_decay);
+  for (size_t i = 0; i < p.size(); ++i) {
+    double g = maximize ? -g_in[i] : g_in[i];
+    g += wd * p[i];
+    sum[i] += g * g;
+    p[i] -= clr * g / (std::sqrt(sum[i]) + eps);
+  }
+}
+
+const std::vector<Vec> kGrads = {{0.5, -1.0, 2.0}, {-0.25, 0.75, 1.5}, {1.0, 0.5, -3.0}, {0.125, -2.0, 0.25}};
+
+}  // namespace
+
+TEST_CASE("RMSprop matches torch.optim's formulas: momentum, centered, weight decay, maximize", "[optim]") {
+  const double lr = 0.0625, eps = 1e-8;
+  const std::vector<RmsConfig> configs = {{"plain", 0.99, 0.0, 0.0, false, false},
+                                          {"alpha 0.5, weight decay", 0.5, 0.1, 0.0, false, false},
+                                          {"momentum", 0.9, 0.0, 0.5, false, false},
+                                          {"centered", 0.75, 0.0, 0.0, true, false},
+                                          {"everything", 0.75, 0.05, 0.5, true, true}};
+  for (const RmsConfig& c : configs) {
+    INFO(c.name);
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      Tensor p = param({1.0, -2.0, 0.5}, dtype);
+      RMSprop opt({p}, lr, c.alpha, eps, c.wd, c.momentum, c.centered, c.maximize);
+      Vec expected = {1.0, -2.0, 0.5}, sq, buf, avg;
+      for (const Vec& g : kGrads) {
+        set_grad(p, g);
+        opt.step();
+        rmsprop_expected(expected, g, sq, buf, avg, lr, eps, c);
+        if (dtype == DType::Float64) {
+          require_values(p, expected, 1e-13, 1e-14);
+        } else {
+          require_values(p, expected, 1e-5, 1e-6);
+        }
+      }
+      const auto state = opt.state_dict();
+      CHECK(state.count("state.0.momentum_buffer") == (c.momentum > 0 ? 1u : 0u));
+      CHECK(state.count("state.0.grad_avg") == (c.centered ? 1u : 0u));
+      require_values(state.at("state.0.square_avg"), sq, 1e-5, 1e-9);
+      CHECK(state.at("state.0.step").item<double>() == 4.0);
+    }
+  }
+  CHECK_THROWS_WITH(RMSprop({param({1.0})}, 0.1, 1.5), Catch::Contains("RMSprop") && Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(RMSprop({param({1.0})}, 0.1, 0.9, 1e-8, 0.0, -0.5),
+                    Catch::Contains("RMSprop") && Catch::Contains("momentum") && Catch::Contains("-0.5"));
+}
+
+TEST_CASE("Adagrad matches torch.optim's formulas: lr_decay, initial accumulator, weight decay, maximize", "[optim]") {
+  const double lr = 0.25, eps = 1e-10;
+  struct Config {
+    const char* name;
+    double lr_decay, wd, init;
+    bool maximize;
+  };
+  for (const Config& c : {Config{"plain", 0.0, 0.0, 0.0, false}, Config{"lr_decay", 0.5, 0.0, 0.0, false},
+                          Config{"initial accumulator 0.5, weight decay", 0.0, 0.1, 0.5, false},
+                          Config{"everything", 0.25, 0.05, 0.125, true}}) {
+    INFO(c.name);
+    Tensor p = param({1.0, -2.0, 0.5});
+    Adagrad opt({p}, lr, c.lr_decay, c.wd, c.init, eps, c.maximize);
+    Vec expected = {1.0, -2.0, 0.5}, sum;
+    for (size_t s = 0; s < kGrads.size(); ++s) {
+      set_grad(p, kGrads[s]);
+      opt.step();
+      adagrad_expected(expected, kGrads[s], sum, static_cast<int>(s) + 1, lr, c.lr_decay, c.wd, c.init, eps,
+                       c.maximize);
+      require_values(p, expected, 1e-5, 1e-6);
+    }
+    require_values(opt.state_dict().at("state.0.sum"), sum, 1e-5, 1e-9);
+  }
+  CHECK_THROWS_WITH(Adagrad({param({1.0})}, 0.1, -1.0), Catch::Contains("Adagrad") && Catch::Contains("lr_decay"));
+  ParamGroup typo{{param({1.0})}, 0.1, 0.0, {{"lr_decy", 0.1}}};
+  CHECK_THROWS_WITH(Adagrad(std::vector<ParamGroup>{typo}), Catch::Contains("lr_decy"));
+}
+
+TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an exact resume", "[optim]") {
+  // Group 1 overrides momentum and centered; its parameter follows its own formula.
+  Tensor a = param({1.0, 2.0, 3.0}), b = param({-1.0, 0.5, 2.0});
+  RMSprop opt(std::vector<ParamGroup>{{{a}, 0.0625}, {{b}, 0.125, 0.0, {{"momentum", 0.5}, {"centered", 1.0}}}});
+  Vec ea = {1.0, 2.0, 3.0}, eb = {-1.0, 0.5, 2.0}, sa, ba, va, sb, bb, vb;
+  for (const Vec& g : kGrads) {
+    set_grad(a, g);
+    set_grad(b, g);
+    opt.step();
+    rmsprop_expected(ea, g, sa, ba, va, 0.0625, 1e-8, {"", 0.99, 0.0, 0.0, false, false});
+    rmsprop_expected(eb, g, sb, bb, vb, 0.125, 1e-8, {"", 0.99, 0.0, 0.5, true, false});
+  }
+  require_values(a, ea, 1e-5, 1e-6);
+  require_values(b, eb, 1e-5, 1e-6);
+  CHECK(opt.state_dict().count("state.0.momentum_buffer") == 0);
+  CHECK(opt.state_dict().count("state.1.momentum_buffer") == 1);
+
+  // A gradient scaler's inf step changes nothing, state and step count included; a finite one
+  // divides the gradients by the scale.
+  Tensor p = param({1.0, -1.0});
+  Adagrad ada({p}, 0.25, 0.5);
+  Tensor found_inf = zeros({1}), scale = full({1}, 4.0);
+  ada.set_grad_scaling(found_inf, scale);
+  found_inf.fill_(1.0);
+  set_grad(p, {4.0, 8.0});
+  ada.step();
+  require_values(p, {1.0, -1.0}, 0, 0);
+  CHECK(ada.state_dict().at("state.0.step").item<double>() == 0.0);
+  CHECK(ada.state_dict().at("state.0.sum").to_vector_double() == Vec{0.0, 0.0});
+  found_inf.fill_(0.0);
+  ada.step();
+  Vec e = {1.0, -1.0}, sum;
+  adagrad_expected(e, {1.0, 2.0}, sum, 1, 0.25, 0.5, 0.0, 0.0, 1e-10, false);
+  require_values(p, e, 1e-6, 1e-7);
+
+  // state_dict / load_state_dict: a copy resumed from the state steps bit for bit as the original.
+  for (bool rms : {true, false}) {
+    INFO((rms ? "RMSprop" : "Adagrad"));
+    Tensor x = param({0.5, -0.25, 1.5}), y = param({0.5, -0.25, 1.5});
+    auto make = [rms](Tensor& t) -> std::unique_ptr<Optimizer> {
+      if (rms) return std::make_unique<RMSprop>(TensorList{t}, 0.01, 0.9, 1e-8, 0.01, 0.5, true);
+      return std::make_unique<Adagrad>(TensorList{t}, 0.1, 0.1, 0.01, 0.25);
+    };
+    auto first = make(x);
+    for (size_t s = 0; s < 2; ++s) {
+      set_grad(x, kGrads[s]);
+      first->step();
+    }
+    {
+      NoGradGuard no_grad;
+      y.copy_(x);
+    }
+    auto second = make(y);
+    second->load_state_dict(first->state_dict());
+    for (size_t s = 2; s < kGrads.size(); ++s) {
+      set_grad(x, kGrads[s]);
+      set_grad(y, kGrads[s]);
+      first->step();
+      second->step();
+    }
+    CHECK(kiln::test::bitwise_equal(x, y));
+  }
+}
+
+TEST_CASE("RMSprop and Adagrad train a linear regression", "[optim]") {
+  for (bool rms : {true, false}) {
+    INFO((rms ? "RMSprop" : "Adagrad"));
+    manual_seed(11);
+    const Tensor x = randn({64, 3});
+    const Tensor y = matmul(x, tensor(std::vector<double>{1.5, -2.0, 0.5}).to(DType::Float32).reshape({3, 1})) + 0.3;
+    auto model = std::make_shared<nn::Linear>(3, 1);
+    std::unique_ptr<Optimizer> opt;
+    if (rms) {
+      opt = std::make_unique<RMSprop>(model->parameters(), 0.01);
+    } else {
+      opt = std::make_unique<Adagrad>(model->parameters(), 0.3);
+    }
+    double first = 0, last = 0;
+    for (int step = 0; step < 300; ++step) {
+      opt->zero_grad();
+      Tensor loss = mse_loss((*model)(x), y);
+      loss.backward();
+      opt->step();
+      (step == 0 ? first : last) = loss.item<double>();
+    }
+    CHECK(last < 1e-3 * first);
+  }
+}
