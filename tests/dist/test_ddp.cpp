@@ -27,6 +27,7 @@
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/clip.h"
+#include "nn/optim/composed.h"
 #include "nn/optim/sgd.h"
 #include "tests/worst_ratio.h"
 
@@ -603,6 +604,43 @@ TEST_CASE("zero-2: sharded Adam with amsgrad equals DDP's, its running maximum s
     INFO(name);
     REQUIRE(got.count(name) == 1);
     if (name.ends_with("max_exp_avg_sq")) CHECK(max(abs(got.at(name) - t)).item<double>() < 1e-12);
+  }
+}
+
+TEST_CASE("zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam) sharded equal DDP's", "[ddp][zero]") {
+  ProcessGroup& g = world();
+  using Groups = std::vector<nn::optim::ParamGroup>;
+  const std::vector<std::pair<const char*, ZeroRedundancyOptimizer::Factory>> makers = {
+      {"RMSprop, centered, momentum",
+       [](Groups groups) { return std::make_unique<nn::optim::RMSprop>(std::move(groups), 0.9, 1e-8, 0.5, true); }},
+      {"Adagrad", [](Groups groups) { return std::make_unique<nn::optim::Adagrad>(std::move(groups), 0.1, 0.25); }},
+      {"Adamax", [](Groups groups) { return std::make_unique<nn::optim::Adamax>(std::move(groups)); }},
+      // beta2 0.9: the rectified update starts at step 6 of the 7.
+      {"RAdam", [](Groups groups) {
+         return std::make_unique<nn::optim::RAdam>(std::move(groups), std::make_pair(0.9, 0.9), 1e-8, true);
+       }}};
+  for (const auto& [name, make] : makers) {
+    INFO("ranks " << g.size() << ", " << name);
+    auto ddp_model = make_model(43);
+    auto zero_model = make_model(43);
+    DistributedDataParallel ddp(ddp_model, g);
+    auto ddp_opt = make(nn::optim::decay_groups(ddp_model->named_parameters(), 1e-2, 0.1));
+    ZeroOptions o;
+    o.stage = 2;
+    o.bucket_bytes = 100;  // a bucket per parameter
+    ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g, make, o);
+    for (int64_t step = 0; step < 7; ++step) {
+      auto [x, y] = global_batch(80 + step);
+      ddp_opt->zero_grad();
+      mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
+      ddp_opt->step();
+      zero.zero_grad();
+      mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
+      zero.step();
+    }
+    CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
+    const auto want = ddp_opt->state_dict(), got = zero.state_dict();
+    CHECK(got.size() == want.size());
   }
 }
 

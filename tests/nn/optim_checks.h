@@ -1,4 +1,4 @@
-// Helpers of the optimizer tests (test_optim.cpp, test_rmsprop_adagrad.cpp): parameters and
+// Helpers of the optimizer tests (test_optim.cpp, test_optim_composed.cpp): parameters and
 // gradients from plain vectors, and a check of a tensor against values computed in double.
 #pragma once
 

@@ -1,7 +1,8 @@
-// RMSprop and Adagrad steps: per group, each parameter that has a gradient is updated by tensor ops
-// (the formulas of torch.optim, written as comments beside them), its state and the parameter
-// committed unless the gradient scaler found inf/NaN; then the group's step counts advance.
-#include "nn/optim/rmsprop.h"
+// The composed optimizers' steps: per group, each parameter that has a gradient is updated by
+// tensor ops (the formulas of torch.optim, written as comments beside them), its state and the
+// parameter committed unless the gradient scaler found inf/NaN; then the group's step counts
+// advance.
+#include "nn/optim/composed.h"
 
 #include <cmath>
 #include <string>
@@ -24,6 +25,18 @@ void check_non_negative(const char* optimizer, const char* what, double v, const
 }
 
 std::string group_note(size_t groups, size_t g) { return groups > 1 ? " (group " + std::to_string(g) + ")" : ""; }
+
+// Adam-like betas: each in [0, 1).
+void check_betas(const char* optimizer, double beta1, double beta2, const std::string& where) {
+  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0)) {
+    throw Error(std::string(optimizer) + ": betas must be in [0, 1), got (" + num_str(beta1) + ", " + num_str(beta2) +
+                ")" + where);
+  }
+}
+
+// The 1-based step t of this update, in `dtype`, from a parameter's device step count (which
+// counts the updates before it).
+Tensor step_number(const Tensor& steps, DType dtype) { return steps.to(dtype) + 1.0; }
 
 }  // namespace
 
@@ -165,6 +178,119 @@ void Adagrad::step() {
       const Tensor sum = sums[k] + grad * grad;  // sum += g^2
       commit(sums[k], sum);
       commit(p, p.to(grad.dtype()) - clr * grad / (sqrt(sum) + eps));  // param -= clr g / (sqrt(sum) + eps)
+    }
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
+  }
+  finish_step(stepped);
+}
+
+// --- Adamax ---------------------------------------------------------------------------------
+
+Adamax::Adamax(const TensorList& params, double lr, std::pair<double, double> betas, double eps, double weight_decay,
+               bool maximize)
+    : Adamax(one_group(params, lr, weight_decay), betas, eps, maximize) {}
+
+Adamax::Adamax(std::vector<ParamGroup> groups, std::pair<double, double> betas, double eps, bool maximize)
+    : Optimizer(std::move(groups)), beta1_(betas.first), beta2_(betas.second), eps_(eps), maximize_(maximize) {
+  validate_options();
+}
+
+void Adamax::validate_options() {
+  check_options("Adamax");
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string where = group_note(groups_.size(), g);
+    check_betas("Adamax", option(g, "beta1", beta1_), option(g, "beta2", beta2_), where);
+    check_non_negative("Adamax", "eps", option(g, "eps", eps_), where);
+    check_non_negative("Adamax", "weight_decay", groups_[g].weight_decay, where);
+  }
+}
+
+void Adamax::step() {
+  NoGradGuard no_grad;
+  TensorList stepped;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double beta1 = option(g, "beta1", beta1_), beta2 = option(g, "beta2", beta2_), eps = option(g, "eps", eps_);
+    const bool maximize = flag(option(g, "maximize", maximize_ ? 1.0 : 0.0));
+    const TensorList m = state_for("exp_avg", b), u = state_for("exp_inf", b), steps = steps_for(b);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = b.params[k];
+      const Tensor grad = composed_grad(p, b.grads[k], groups_[g].weight_decay, maximize);
+      const Tensor exp_avg = m[k] * beta1 + grad * (1.0 - beta1);     // m = b1 m + (1 - b1) g
+      const Tensor exp_inf = maximum(u[k] * beta2, abs(grad) + eps);  // u = max(b2 u, |g| + eps)
+      // param -= lr / (1 - b1^t) m / u
+      const Tensor clr = lr_tensor(g).to(grad.dtype()) / (1.0 - pow(beta1, step_number(steps[k], grad.dtype())));
+      commit(m[k], exp_avg);
+      commit(u[k], exp_inf);
+      commit(p, p.to(grad.dtype()) - clr * exp_avg / exp_inf);
+    }
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
+  }
+  finish_step(stepped);
+}
+
+// --- RAdam ----------------------------------------------------------------------------------
+
+RAdam::RAdam(const TensorList& params, double lr, std::pair<double, double> betas, double eps, double weight_decay,
+             bool decoupled_weight_decay, bool maximize)
+    : RAdam(one_group(params, lr, weight_decay), betas, eps, decoupled_weight_decay, maximize) {}
+
+RAdam::RAdam(std::vector<ParamGroup> groups, std::pair<double, double> betas, double eps, bool decoupled_weight_decay,
+             bool maximize)
+    : Optimizer(std::move(groups)),
+      beta1_(betas.first),
+      beta2_(betas.second),
+      eps_(eps),
+      decoupled_(decoupled_weight_decay),
+      maximize_(maximize) {
+  validate_options();
+}
+
+void RAdam::validate_options() {
+  check_options("RAdam");
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string where = group_note(groups_.size(), g);
+    check_betas("RAdam", option(g, "beta1", beta1_), option(g, "beta2", beta2_), where);
+    check_non_negative("RAdam", "eps", option(g, "eps", eps_), where);
+    check_non_negative("RAdam", "weight_decay", groups_[g].weight_decay, where);
+  }
+}
+
+void RAdam::step() {
+  NoGradGuard no_grad;
+  TensorList stepped;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double beta1 = option(g, "beta1", beta1_), beta2 = option(g, "beta2", beta2_), eps = option(g, "eps", eps_);
+    const bool decoupled = flag(option(g, "decoupled_weight_decay", decoupled_ ? 1.0 : 0.0));
+    const bool maximize = flag(option(g, "maximize", maximize_ ? 1.0 : 0.0));
+    const double wd = groups_[g].weight_decay;
+    // rho_inf: the largest length of the approximated simple moving average.
+    const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
+    const TensorList m = state_for("exp_avg", b), v = state_for("exp_avg_sq", b), steps = steps_for(b);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = b.params[k];
+      const Tensor grad = composed_grad(p, b.grads[k], decoupled ? 0.0 : wd, maximize);
+      const DType dt = grad.dtype();
+      const Tensor lr = lr_tensor(g).to(dt);
+      // Decoupled decay: param *= 1 - lr wd, before the update.
+      const Tensor base = decoupled && wd != 0.0 ? p.to(dt) * (1.0 - lr * wd) : p.to(dt);
+      const Tensor exp_avg = m[k] * beta1 + grad * (1.0 - beta1);
+      const Tensor exp_avg_sq = v[k] * beta2 + grad * grad * (1.0 - beta2);
+      const Tensor t = step_number(steps[k], dt);
+      const Tensor beta2_t = pow(beta2, t), bc2 = 1.0 - beta2_t;
+      const Tensor corrected = exp_avg / (1.0 - pow(beta1, t));  // m / (1 - b1^t)
+      // rho_t = rho_inf - 2 t b2^t / (1 - b2^t); past 5 the step is rectified and adaptive:
+      // m_hat rect sqrt(1 - b2^t) / (sqrt(v) + eps), with
+      // rect = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t)).
+      const Tensor rho_t = rho_inf - t * beta2_t * 2.0 / bc2;
+      const Tensor rect = sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / (rho_t * ((rho_inf - 4.0) * (rho_inf - 2.0))));
+      const Tensor adaptive = corrected * rect * sqrt(bc2) / (sqrt(exp_avg_sq) + eps);
+      commit(m[k], exp_avg);
+      commit(v[k], exp_avg_sq);
+      commit(p, base - lr * where(gt(rho_t, 5.0), adaptive, corrected));
     }
     stepped.insert(stepped.end(), steps.begin(), steps.end());
   }

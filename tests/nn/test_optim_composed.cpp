@@ -1,15 +1,17 @@
-// RMSprop and Adagrad against torch.optim's update formulas written out in plain double arithmetic
-// (never kiln ops), with every option; their state resumes bit for bit, a gradient scaler's inf
-// step changes nothing, and both train a small regression.
+// The composed optimizers (RMSprop, Adagrad, Adamax, RAdam) against torch.optim's update formulas
+// written out in plain double arithmetic (never kiln ops), with every option; their state resumes
+// bit for bit, a gradient scaler's inf step changes nothing, and each trains a small regression.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/kiln.h"
 #include "nn/layers.h"
-#include "nn/optim/rmsprop.h"
+#include "nn/optim/composed.h"
 #include "tests/bitwise.h"
 #include "tests/nn/optim_checks.h"
 
@@ -64,6 +66,45 @@ void adagrad_expected(Vec& p, const Vec& g_in, Vec& sum, int t, double lr, doubl
     g += wd * p[i];
     sum[i] += g * g;
     p[i] -= clr * g / (std::sqrt(sum[i]) + eps);
+  }
+}
+
+// torch.optim.Adamax's single-tensor loop on one tensor, in double, at 1-based step t.
+void adamax_expected(Vec& p, const Vec& g_in, Vec& m, Vec& u, int t, double lr, double b1, double b2, double eps,
+                     double wd, bool maximize) {
+  m.resize(p.size(), 0.0);
+  u.resize(p.size(), 0.0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double g = (maximize ? -g_in[i] : g_in[i]) + wd * p[i];
+    m[i] = b1 * m[i] + (1 - b1) * g;
+    u[i] = std::max(b2 * u[i], std::fabs(g) + eps);
+    p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / u[i];
+  }
+}
+
+// torch.optim.RAdam's single-tensor loop on one tensor, in double, at 1-based step t.
+void radam_expected(Vec& p, const Vec& g_in, Vec& m, Vec& v, int t, double lr, double b1, double b2, double eps,
+                    double wd, bool decoupled, bool maximize) {
+  m.resize(p.size(), 0.0);
+  v.resize(p.size(), 0.0);
+  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+  const double rho_inf = 2 / (1 - b2) - 1, rho_t = rho_inf - 2 * t * std::pow(b2, t) / bc2;
+  for (size_t i = 0; i < p.size(); ++i) {
+    double g = maximize ? -g_in[i] : g_in[i];
+    if (decoupled) {
+      p[i] *= 1 - lr * wd;
+    } else {
+      g += wd * p[i];
+    }
+    m[i] = b1 * m[i] + (1 - b1) * g;
+    v[i] = b2 * v[i] + (1 - b2) * g * g;
+    const double m_hat = m[i] / bc1;
+    if (rho_t > 5) {
+      const double rect = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+      p[i] -= lr * m_hat * rect * std::sqrt(bc2) / (std::sqrt(v[i]) + eps);
+    } else {
+      p[i] -= lr * m_hat;
+    }
   }
 }
 
@@ -134,6 +175,53 @@ TEST_CASE("Adagrad matches torch.optim's formulas: lr_decay, initial accumulator
   CHECK_THROWS_WITH(Adagrad(std::vector<ParamGroup>{typo}), Catch::Contains("lr_decy"));
 }
 
+TEST_CASE("Adamax and RAdam match torch.optim's formulas, RAdam on both sides of its rectification", "[optim]") {
+  const double lr = 0.0625, eps = 1e-8;
+  for (const bool maximize : {false, true}) {
+    for (const double wd : {0.0, 0.1}) {
+      // A large eps with weight decay: it goes into the norm before the maximum, not after.
+      const double ax_eps = wd == 0.0 ? eps : 0.125;
+      INFO("maximize " << maximize << ", weight decay " << wd);
+      Tensor p = param({1.0, -2.0, 0.5});
+      Adamax opt({p}, lr, {0.9, 0.99}, ax_eps, wd, maximize);
+      Vec expected = {1.0, -2.0, 0.5}, m, u;
+      for (int t = 1; t <= 6; ++t) {
+        const Vec& g = kGrads[static_cast<size_t>(t - 1) % kGrads.size()];
+        set_grad(p, g);
+        opt.step();
+        adamax_expected(expected, g, m, u, t, lr, 0.9, 0.99, ax_eps, wd, maximize);
+        require_values(p, expected, 1e-5, 1e-6);
+      }
+      require_values(opt.state_dict().at("state.0.exp_inf"), u, 1e-5, 1e-9);
+    }
+  }
+  // beta2 0.9: rho_inf = 19 and rho_t passes 5 at step 6, so eight steps take both branches.
+  for (const bool decoupled : {false, true}) {
+    for (const bool maximize : {false, true}) {
+      INFO("decoupled " << decoupled << ", maximize " << maximize);
+      for (DType dtype : {DType::Float32, DType::Float64}) {
+        Tensor p = param({1.0, -2.0, 0.5}, dtype);
+        RAdam opt({p}, lr, {0.8, 0.9}, eps, 0.1, decoupled, maximize);
+        Vec expected = {1.0, -2.0, 0.5}, m, v;
+        for (int t = 1; t <= 8; ++t) {
+          const Vec& g = kGrads[static_cast<size_t>(t - 1) % kGrads.size()];
+          set_grad(p, g);
+          opt.step();
+          radam_expected(expected, g, m, v, t, lr, 0.8, 0.9, eps, 0.1, decoupled, maximize);
+          if (dtype == DType::Float64) {
+            require_values(p, expected, 1e-12, 1e-13);
+          } else {
+            require_values(p, expected, 1e-5, 1e-6);
+          }
+        }
+      }
+    }
+  }
+  CHECK_THROWS_WITH(Adamax({param({1.0})}, 0.1, {1.0, 0.9}), Catch::Contains("Adamax") && Catch::Contains("betas"));
+  CHECK_THROWS_WITH(RAdam({param({1.0})}, 0.1, {0.9, 0.999}, -1.0),
+                    Catch::Contains("RAdam") && Catch::Contains("eps") && Catch::Contains("-1"));
+}
+
 TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an exact resume", "[optim]") {
   // Group 1 overrides momentum and centered; its parameter follows its own formula.
   Tensor a = param({1.0, 2.0, 3.0}), b = param({-1.0, 0.5, 2.0});
@@ -170,16 +258,20 @@ TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an ex
   require_values(p, e, 1e-6, 1e-7);
 
   // state_dict / load_state_dict: a copy resumed from the state steps bit for bit as the original.
-  for (bool rms : {true, false}) {
-    INFO((rms ? "RMSprop" : "Adagrad"));
+  for (const char* name : {"RMSprop", "Adagrad", "Adamax", "RAdam"}) {
+    INFO(name);
     Tensor x = param({0.5, -0.25, 1.5}), y = param({0.5, -0.25, 1.5});
-    auto make = [rms](Tensor& t) -> std::unique_ptr<Optimizer> {
-      if (rms) return std::make_unique<RMSprop>(TensorList{t}, 0.01, 0.9, 1e-8, 0.01, 0.5, true);
-      return std::make_unique<Adagrad>(TensorList{t}, 0.1, 0.1, 0.01, 0.25);
+    const std::string which = name;
+    auto make = [which](Tensor& t) -> std::unique_ptr<Optimizer> {
+      if (which == "RMSprop") return std::make_unique<RMSprop>(TensorList{t}, 0.01, 0.9, 1e-8, 0.01, 0.5, true);
+      if (which == "Adagrad") return std::make_unique<Adagrad>(TensorList{t}, 0.1, 0.1, 0.01, 0.25);
+      if (which == "Adamax") return std::make_unique<Adamax>(TensorList{t}, 0.01, std::make_pair(0.9, 0.99));
+      return std::make_unique<RAdam>(TensorList{t}, 0.01, std::make_pair(0.9, 0.9), 1e-8, 0.01, true);
     };
     auto first = make(x);
-    for (size_t s = 0; s < 2; ++s) {
-      set_grad(x, kGrads[s]);
+    // RAdam's rectification starts at step 6: the resume crosses it.
+    for (size_t s = 0; s < 4; ++s) {
+      set_grad(x, kGrads[s % kGrads.size()]);
       first->step();
     }
     {
@@ -188,9 +280,9 @@ TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an ex
     }
     auto second = make(y);
     second->load_state_dict(first->state_dict());
-    for (size_t s = 2; s < kGrads.size(); ++s) {
-      set_grad(x, kGrads[s]);
-      set_grad(y, kGrads[s]);
+    for (size_t s = 4; s < 9; ++s) {
+      set_grad(x, kGrads[s % kGrads.size()]);
+      set_grad(y, kGrads[s % kGrads.size()]);
       first->step();
       second->step();
     }
@@ -198,19 +290,19 @@ TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an ex
   }
 }
 
-TEST_CASE("RMSprop and Adagrad train a linear regression", "[optim]") {
-  for (bool rms : {true, false}) {
-    INFO((rms ? "RMSprop" : "Adagrad"));
+TEST_CASE("the composed optimizers train a linear regression", "[optim]") {
+  for (const char* name : {"RMSprop", "Adagrad", "Adamax", "RAdam"}) {
+    INFO(name);
+    const std::string which = name;
     manual_seed(11);
     const Tensor x = randn({64, 3});
     const Tensor y = matmul(x, tensor(std::vector<double>{1.5, -2.0, 0.5}).to(DType::Float32).reshape({3, 1})) + 0.3;
     auto model = std::make_shared<nn::Linear>(3, 1);
     std::unique_ptr<Optimizer> opt;
-    if (rms) {
-      opt = std::make_unique<RMSprop>(model->parameters(), 0.01);
-    } else {
-      opt = std::make_unique<Adagrad>(model->parameters(), 0.3);
-    }
+    if (which == "RMSprop") opt = std::make_unique<RMSprop>(model->parameters(), 0.01);
+    if (which == "Adagrad") opt = std::make_unique<Adagrad>(model->parameters(), 0.3);
+    if (which == "Adamax") opt = std::make_unique<Adamax>(model->parameters(), 0.05);
+    if (which == "RAdam") opt = std::make_unique<RAdam>(model->parameters(), 0.05);
     double first = 0, last = 0;
     for (int step = 0; step < 300; ++step) {
       opt->zero_grad();
