@@ -186,6 +186,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"binary_cross_entropy", Policy::Float32},
       {"kl_div", Policy::Float32},
       {"sum", Policy::Float32},
+      {"logsumexp", Policy::Float32},
       {"mean", Policy::Float32},
       {"var", Policy::Float32},
       {"exp", Policy::Float32},

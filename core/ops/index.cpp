@@ -1,10 +1,14 @@
 // index_select, gather and scatter_add: checks here, one index kernel each, and a backward that is
 // the scatter or gather of the other kind. Indices are never wrapped; on CUDA a bad one is found on
-// the device and raised as an IndexError at the next synchronizing call.
+// the device and raised as an IndexError at the next synchronizing call. one_hot compares the
+// indices with an arange (its range check reads them on the host).
 #include "core/ops/index.h"
+
+#include <algorithm>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
@@ -166,6 +170,27 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     });
   }
   return out;
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  const char* op = "one_hot";
+  ops::check_defined(op, index, "index");
+  if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32) {
+    throw DTypeError(std::string("one_hot: index must hold integer class indices (int64), got ") +
+                     dtype_name(index.dtype()) + " " + shape_str(index.sizes()));
+  }
+  if (num_classes < -1)
+    throw Error("one_hot: num_classes must be -1 (inferred) or >= 0, got " + std::to_string(num_classes));
+  // One host read either way: the largest index (inferred classes) or the range check.
+  const Tensor host = index.to(Device::cpu()).to(DType::Int64).contiguous();
+  if (num_classes == -1) {
+    if (host.numel() == 0) throw Error("one_hot: cannot infer num_classes from an empty index; pass it");
+    const int64_t* v = host.data_ptr<int64_t>();
+    num_classes = *std::max_element(v, v + host.numel()) + 1;
+  }
+  ops::check_index_values(op, host, num_classes, std::to_string(num_classes) + " classes");
+  const Tensor classes = arange(0, num_classes, 1, TensorOptions(DType::Int64, index.device()));
+  return eq(index.to(DType::Int64).unsqueeze(-1), classes).to(DType::Int64);
 }
 
 }  // namespace kiln

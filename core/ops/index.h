@@ -13,5 +13,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of x with src added at index along dim; dims as gather's (0-d counts as 1-d).
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// int64 one-hot rows of integer class indices: out[..., c] = (index[...] == c), shape
+// index.shape + [num_classes]. num_classes -1 takes the largest index + 1 (a host read of index);
+// an index outside [0, num_classes) is an IndexError.
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
 
 }  // namespace kiln

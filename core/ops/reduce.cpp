@@ -267,4 +267,23 @@ Tensor all(const Tensor& x, const Shape& dims, bool keepdim) { return any_all("a
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }
 
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  const char* op = "logsumexp";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return logsumexp((*c)[0], dims, keepdim);
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  const std::vector<bool> mask = reduced_mask(op, x, dims);
+  Shape red;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) red.push_back(static_cast<int64_t>(d));
+  // An empty reduction has no max: log of the empty sum, -inf (still a node of x's graph).
+  if (reduced_count(x, mask) == 0) return log(sum(exp(x), red, keepdim));
+  // The max is a constant of the formula (it cancels), so its gradient is left out: the input's is
+  // softmax, through exp and the sum. An infinite max would turn x - m into NaN: 0 stands in.
+  const Tensor m = amax(x.detach(), red, true);
+  const Tensor shift = where(eq(abs(m), INFINITY), 0.0, m);
+  const Tensor out = log(sum(exp(x - shift), red, true)) + shift;
+  return keepdim ? out : out.reshape(reduced_shape(x, mask, false));
+}
+
 }  // namespace kiln

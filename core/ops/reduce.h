@@ -26,6 +26,10 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m the max (an infinite max
+// taken as 0), so large values do not overflow; -inf over an empty reduction. Floating inputs;
+// float32 under autocast.
+Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
 

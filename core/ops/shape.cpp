@@ -1,4 +1,6 @@
-// Joining and splitting: cat/stack copy into slices of one output; split/chunk are views.
+// Joining and splitting: cat/stack copy into slices of one output; split/chunk are views. flip,
+// roll and the non-constant pads gather with index_select along each dim (an index built on the
+// host), repeat is an expand copied, constant pad a cat with filled slabs.
 #include "core/ops/shape.h"
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/index.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -216,6 +219,155 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   }
   const int64_t each = (n - 1) / chunks + 1;  // ceil(n / chunks); n + chunks - 1 may overflow
   return split(x, each, d);
+}
+
+// --- flip, roll, repeat, pad -------------------------------------------------------------------
+
+namespace {
+
+// An int64 index tensor on `device` from host values.
+Tensor index_on(const std::vector<int64_t>& v, Device device) {
+  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
+}
+
+// dims wrapped into [0, x.dim()), each once; an Error naming op and the dims otherwise.
+std::vector<int64_t> distinct_dims(const char* op, const Tensor& x, const Shape& dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, x.dim(), op);
+    if (std::find(out.begin(), out.end(), w) != out.end()) {
+      throw Error(std::string(op) + ": dim " + std::to_string(w) + " appears more than once in " + shape_str(dims) +
+                  " (input " + shape_str(x.sizes()) + ")");
+    }
+    out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor flip(const Tensor& x, const Shape& dims) {
+  const char* op = "flip";
+  ops::check_defined(op, x, "input");
+  Tensor y = x;
+  for (int64_t d : distinct_dims(op, x, dims)) {
+    std::vector<int64_t> index(static_cast<size_t>(x.size(d)));
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(index.size() - 1 - i);
+    y = index_select(y, d, index_on(index, x.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
+}
+
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  const char* op = "roll";
+  ops::check_defined(op, x, "input");
+  if (dims.empty()) {
+    if (shifts.size() != 1) {
+      throw Error("roll: without dims, one shift (of x flattened) is expected, got " + shape_str(shifts));
+    }
+    return roll(x.flatten(), shifts, {0}).reshape(x.sizes());
+  }
+  if (shifts.size() != dims.size()) {
+    throw Error("roll: " + std::to_string(shifts.size()) + " shifts for " + std::to_string(dims.size()) + " dims (" +
+                shape_str(shifts) + " and " + shape_str(dims) + ")");
+  }
+  Tensor y = x;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = wrap_dim(dims[k], x.dim(), op), n = x.size(d);
+    if (n == 0) continue;
+    const int64_t shift = ((shifts[k] % n) + n) % n;
+    // out[i] = x[(i - shift) mod n]
+    std::vector<int64_t> index(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = (i - shift + n) % n;
+    y = index_select(y, d, index_on(index, x.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  const char* op = "repeat";
+  ops::check_defined(op, x, "input");
+  const int64_t extra = static_cast<int64_t>(repeats.size()) - x.dim();
+  if (extra < 0) {
+    throw ShapeError("repeat: " + std::to_string(repeats.size()) + " repeats for a " + std::to_string(x.dim()) +
+                     "-d input " + shape_str(x.sizes()) + " (at least one per dim)");
+  }
+  for (int64_t r : repeats) {
+    if (r < 0) throw Error("repeat: repeats must be >= 0, got " + shape_str(repeats));
+  }
+  // x viewed as [1, s0, 1, s1, ...] (leading new dims of size 1), expanded to [r0, s0, r1, s1, ...]
+  // and merged pairwise: each dim tiled.
+  Shape paired, expanded, merged;
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    const int64_t s = static_cast<int64_t>(i) < extra ? 1 : x.size(static_cast<int64_t>(i) - extra);
+    paired.insert(paired.end(), {1, s});
+    expanded.insert(expanded.end(), {repeats[i], s});
+    merged.push_back(checked_mul(repeats[i], s, op, "the output size"));
+  }
+  // Copied even where every repeat is 1 (then the expand is x itself): repeat never aliases x.
+  const Tensor tiled = x.reshape(paired).expand(expanded);
+  return (tiled.is_contiguous() ? tiled.clone() : tiled.contiguous()).reshape(merged);
+}
+
+Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
+  const char* op = "pad";
+  ops::check_defined(op, x, "input");
+  const int64_t pairs = static_cast<int64_t>(pads.size()) / 2;
+  if (pads.size() % 2 != 0 || pairs > x.dim()) {
+    throw ShapeError("pad: pads must hold (before, after) pairs for at most the input's " + std::to_string(x.dim()) +
+                     " dims, got " + shape_str(pads) + " (input " + shape_str(x.sizes()) + ")");
+  }
+  Tensor y = x;
+  for (int64_t k = 0; k < pairs; ++k) {
+    const int64_t d = x.dim() - 1 - k, n = x.size(d);
+    const int64_t before = pads[static_cast<size_t>(2 * k)], after = pads[static_cast<size_t>(2 * k + 1)];
+    const std::string where = " (dim " + std::to_string(d) + " of size " + std::to_string(n) + ", pads " +
+                              shape_str(pads) + ", input " + shape_str(x.sizes()) + ")";
+    if (mode == PadMode::Constant) {
+      if (n + before + after < 0 || (before < 0 && -before > n) || (after < 0 && -after > n)) {
+        throw ShapeError("pad: negative padding crops more than the dim holds" + where);
+      }
+      // Crops first (a copy, not a view of x), then the filled slabs on either side.
+      if (before < 0 || after < 0) {
+        const int64_t start = std::max<int64_t>(0, -before);
+        y = y.narrow(d, start, n - start - std::max<int64_t>(0, -after)).clone();
+      }
+      TensorList parts;
+      Shape slab = y.sizes();
+      if (before > 0) {
+        slab[static_cast<size_t>(d)] = before;
+        parts.push_back(full(slab, value, TensorOptions(x.dtype(), x.device())));
+      }
+      parts.push_back(y);
+      if (after > 0) {
+        slab[static_cast<size_t>(d)] = after;
+        parts.push_back(full(slab, value, TensorOptions(x.dtype(), x.device())));
+      }
+      if (parts.size() > 1) y = cat(parts, d);
+      continue;
+    }
+    if (before < 0 || after < 0) throw Error("pad: only constant padding may be negative" + where);
+    if (mode == PadMode::Reflect && ((before > 0 && before >= n) || (after > 0 && after >= n))) {
+      throw ShapeError("pad: reflect padding must be smaller than the dim" + where);
+    }
+    if (mode == PadMode::Circular && (before > n || after > n)) {
+      throw ShapeError("pad: circular padding must be at most the dim" + where);
+    }
+    if (mode == PadMode::Replicate && n == 0 && before + after > 0) {
+      throw ShapeError("pad: replicate padding needs a non-empty dim" + where);
+    }
+    // Each output position reads one input position along d.
+    std::vector<int64_t> index;
+    for (int64_t i = -before; i < n + after; ++i) {
+      int64_t j = i;
+      if (mode == PadMode::Reflect) j = i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
+      if (mode == PadMode::Replicate) j = std::clamp<int64_t>(i, 0, n - 1);
+      if (mode == PadMode::Circular) j = ((i % n) + n) % n;
+      index.push_back(j);
+    }
+    y = index_select(y, d, index_on(index, x.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
 }
 
 }  // namespace kiln

@@ -1,6 +1,8 @@
-// Ops that join and split tensors along a dim.
+// Ops that join and split tensors along a dim, and that rearrange or extend them (flip, roll,
+// repeat, pad: index_select and cat underneath, so their gradients are those ops').
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
@@ -15,5 +17,23 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 TensorList split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim = 0);
 // `chunks` pieces as equal as possible (PyTorch's rule: ceil(size / chunks) each).
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// x reversed along each of `dims` (each named once; none: a copy).
+Tensor flip(const Tensor& x, const Shape& dims);
+// x shifted by shifts[i] along dims[i], elements pushed past the end coming back at the start
+// (negative shifts go the other way). With no dims, one shift of x flattened, reshaped back
+// (torch.roll's rule).
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+// x tiled repeats[i] times along dim i (torch.Tensor.repeat): repeats names at least x.dim() dims,
+// the extra leading ones new dims; each >= 0.
+Tensor repeat(const Tensor& x, const Shape& repeats);
+
+// How pad fills: with `value`, the edge reflected without repeating it (d c b | a b c d | c b a),
+// the edge repeated (a a | a b c d | d d), or the far side wrapped round (c d | a b c d | a b).
+enum class PadMode : uint8_t { Constant, Reflect, Replicate, Circular };
+// torch.nn.functional.pad: `pads` holds (before, after) pairs, the last dim's first, for as many
+// trailing dims as pairs. Constant padding may be negative (a crop); the other modes need pads
+// >= 0, Reflect smaller than the dim, Circular at most the dim, Replicate a non-empty dim.
+Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::Constant, double value = 0.0);
 
 }  // namespace kiln

@@ -54,4 +54,12 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   return {values, indices};
 }
 
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  ops::check_defined("sort", x, "input");
+  const int64_t d = wrap_dim(dim, x.dim(), "sort");
+  return topk(x, x.size(d), d, descending);
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return sort(x, dim, descending).second; }
+
 }  // namespace kiln

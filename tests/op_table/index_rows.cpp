@@ -1,6 +1,8 @@
-// Op table rows of the index family: index_select, gather and scatter_add. Index inputs are int64
-// (or int32) tensors built without kiln's generator; most samples repeat indices, so scatter_add's
-// accumulation and the gradients' sums over repeats are exercised.
+// Op table rows of the index family: index_select, gather, scatter_add and one_hot. Index inputs
+// are int64 (or int32) tensors built without kiln's generator; most samples repeat indices, so
+// scatter_add's accumulation and the gradients' sums over repeats are exercised.
+#include <algorithm>
+
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
@@ -64,6 +66,50 @@ Tensor ref_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const 
 }  // namespace
 
 void add_index_rows(std::vector<OpRow>& rows) {
+  // --- one_hot ------------------------------------------------------------------------------
+  for (const int64_t classes : {int64_t{6}, int64_t{-1}}) {
+    OpRow r;
+    r.name = classes < 0 ? "one_hot, classes inferred" : "one_hot 6 classes";
+    r.dtypes = {DType::Int64, DType::Int32};
+    // Class indices in [0, 5) (so inferring gives 5 or fewer), as [4, 3], 1-d and 0-d.
+    auto sample = [](const Shape& shape, uint64_t seed) {
+      return Sample{shape_str(shape),
+                    [=](DType t, Device d) { return TensorList{class_targets(shape, 5, seed, 0, -100, d).to(t)}; }};
+    };
+    r.samples = {sample({4, 3}, 1400), sample({7}, 1401), sample({}, 1402)};
+    r.op = [classes](const TensorList& x) { return TensorList{one_hot(x[0], classes)}; };
+    r.reference = [classes](const TensorList& x) {
+      const Values v = values(x[0]);
+      int64_t c = classes;
+      if (c < 0) c = static_cast<int64_t>(*std::max_element(v.begin(), v.end())) + 1;
+      Shape os = x[0].sizes();
+      os.push_back(c);
+      Values out;
+      for (double e : v)
+        for (int64_t k = 0; k < c; ++k) out.push_back(static_cast<int64_t>(e) == k ? 1.0 : 0.0);
+      return TensorList{from_values(out, os)};
+    };
+    r.exact_outputs = {0};
+    r.out_dtype = [](DType) { return DType::Int64; };
+    if (classes > 0) {
+      r.errors = {
+          {"an index past the classes",
+           [] {
+             one_hot(tensor<int64_t>({0, 3}, {2}), 3);
+           },
+           {"one_hot", "index 3", "3 classes"}},
+          {"a negative index",
+           [] {
+             one_hot(tensor<int64_t>({-1, 0}, {2}));
+           },
+           {"one_hot", "index -1"}},
+          {"float indices", [] { one_hot(zeros({2})); }, {"one_hot", "float32", "[2]"}},
+          {"classes inferred from nothing", [] { one_hot(zeros({0}, DType::Int64)); }, {"one_hot", "empty"}},
+      };
+    }
+    rows.push_back(std::move(r));
+  }
+
   // --- index_select ------------------------------------------------------------------------
   {
     OpRow r;

@@ -1,4 +1,5 @@
-// Op table rows of the reduce family: sum, mean, var, max/min, amax/amin, argmax/argmin, any/all.
+// Op table rows of the reduce family: sum, mean, var, max/min, amax/amin, argmax/argmin, any/all,
+// logsumexp.
 // Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max and
 // min come from rnd_distinct so the winners are unique (no ties for the index outputs or the
 // gradient). multinomial is random and tested on its own.
@@ -24,6 +25,15 @@ GroupFn var_with(double correction) {
     double dof = static_cast<double>(v.size()) - correction;
     return ss / std::max(0.0, dof);
   };
+}
+// log(sum(exp(v))) in long double around the max (-inf for an empty group).
+double logsumexp_of(const Group& v) {
+  if (v.empty()) return -std::numeric_limits<double>::infinity();
+  const double m = *std::max_element(v.begin(), v.end());
+  if (std::isinf(m)) return m;
+  long double s = 0;
+  for (double x : v) s += std::exp(static_cast<long double>(x - m));
+  return m + static_cast<double>(std::log(s));
 }
 double max_of(const Group& v) { return *std::max_element(v.begin(), v.end()); }
 double min_of(const Group& v) { return *std::min_element(v.begin(), v.end()); }
@@ -225,6 +235,45 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     r.out_dtype = same_dtype;
     r.errors = {{"dim repeated", [] { mean(zeros({2, 3}), {0, -2}); }, {"mean", "[0, -2]"}}};
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+
+  // --- logsumexp ---------------------------------------------------------------------------
+  {
+    std::vector<Sample> s = normal_samples(330);
+    // Values past exp's float range (float32 overflows at 88.7): the max shift keeps them finite.
+    s.push_back({"large 4x6", [](DType t, Device d) {
+                   return TensorList{(rnd({4, 6}, DType::Float64, d, 334, 40.0) + 300.0).to(t)};
+                 }});
+    OpRow r = reduction(
+        "logsumexp_dim1", kFloatTypes, s, [](const Tensor& x) { return logsumexp(x, {1}); }, {1}, false, logsumexp_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"int input",
+         [] {
+           logsumexp(zeros({3, 4}, DType::Int64), {1});
+         },
+         {"logsumexp", "int64"}},
+        {"dim out of range",
+         [] {
+           logsumexp(zeros({2, 3}), {2});
+         },
+         {"logsumexp", "dimension 2", "2-d"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+    rows.push_back(std::move(r));
+  }
+  {
+    std::vector<Sample> s = normal_samples(340);
+    s.push_back({"0-d", [](DType t, Device d) { return TensorList{rnd({}, t, d, 344)}; }});
+    s.push_back({"empty 0x3", [](DType t, Device d) { return TensorList{zeros({0, 3}, TensorOptions(t, d))}; }});
+    OpRow r = reduction(
+        "logsumexp_all_keepdim", kFloatTypes, s, [](const Tensor& x) { return logsumexp(x, {}, true); }, {}, true,
+        logsumexp_of);
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
     rows.push_back(std::move(r));
   }
 

@@ -1,7 +1,9 @@
-// Op table rows of the shape family: joining and splitting (cat, stack, split, chunk). References
+// Op table rows of the shape family: joining and splitting (cat, stack, split, chunk), and moving
+// values (flip, roll, repeat, pad in its four modes). References
 // move values with plain index arithmetic (unravel/ravel); 1-d empty tensors join as cat's legacy
 // rule says (skipped whatever the others' shape).
 #include <algorithm>
+#include <cmath>
 
 #include "tests/op_table/op_table.h"
 
@@ -172,9 +174,195 @@ OpRow chunk_row(const std::string& name, int64_t chunks, int64_t dim, uint64_t s
   return r;
 }
 
+// A row of a one-input op that moves values (flip, roll, repeat, pad): every numeric dtype, the
+// usual 3-d samples (odd sizes, non-contiguous, permuted), gradients through index_select / cat.
+OpRow moving_row(const std::string& name, std::function<Tensor(const Tensor&)> op,
+                 std::function<Tensor(const Tensor&)> reference, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kAllNumeric;
+  r.samples = one_input_samples(seed);
+  r.op = [op](const TensorList& x) { return TensorList{op(x[0])}; };
+  r.reference = [reference](const TensorList& x) { return TensorList{reference(x[0])}; };
+  r.differentiable = {0};
+  r.out_dtype = same_dtype;
+  // Values are moved (or filled), never computed: exact in every dtype.
+  for (DType t : kAllNumeric) r.tolerance[t] = {0, 0};
+  return r;
+}
+
+// pad's reference: out[i] reads x at each padded dim's source position (or is `value`).
+Tensor ref_pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
+  Shape os = x.sizes();
+  const size_t pairs = pads.size() / 2;
+  for (size_t k = 0; k < pairs; ++k) os[os.size() - 1 - k] += pads[2 * k] + pads[2 * k + 1];
+  const Values xv = values(x);
+  Values out;
+  for (int64_t o = 0; o < shape_numel(os); ++o) {
+    Shape idx = unravel(o, os);
+    bool filled = false;
+    for (size_t k = 0; k < pairs; ++k) {
+      const size_t d = os.size() - 1 - k;
+      const int64_t n = x.size(static_cast<int64_t>(d)), i = idx[d] - pads[2 * k];
+      int64_t j = i;
+      if (mode == PadMode::Constant && (i < 0 || i >= n)) filled = true;
+      if (mode == PadMode::Reflect) j = i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
+      if (mode == PadMode::Replicate) j = std::clamp<int64_t>(i, 0, n - 1);
+      if (mode == PadMode::Circular) j = ((i % n) + n) % n;
+      idx[d] = j;
+    }
+    out.push_back(filled ? value : xv[at(ravel(idx, x.sizes()))]);
+  }
+  return from_values(out, os);
+}
+
 }  // namespace
 
 void add_shape_rows(std::vector<OpRow>& rows) {
+  // --- flip, roll, repeat, pad ---------------------------------------------------------------
+  {
+    OpRow r = moving_row(
+        "flip dims 0 and -1",
+        [](const Tensor& x) {
+          return flip(x, {0, -1});
+        },
+        [](const Tensor& x) {
+          return ref_pick(x, x.sizes(), [&x](Shape i) {
+            i[0] = x.size(0) - 1 - i[0];
+            i[2] = x.size(2) - 1 - i[2];
+            return i;
+          });
+        },
+        1300);
+    r.errors = {
+        {"a dim named twice",
+         [] {
+           flip(zeros({2, 3}), {1, -1});
+         },
+         {"flip", "dim 1", "more than once", "[1, -1]"}},
+        {"dim out of range",
+         [] {
+           flip(zeros({2, 3}), {2});
+         },
+         {"flip", "2"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = moving_row(
+        "roll shifts 2 and -4 along dims 1 and 2",
+        [](const Tensor& x) {
+          return roll(x, {2, -4}, {1, 2});
+        },
+        [](const Tensor& x) {
+          return ref_pick(x, x.sizes(), [&x](Shape i) {
+            i[1] = ((i[1] - 2) % x.size(1) + x.size(1)) % x.size(1);
+            i[2] = ((i[2] + 4) % x.size(2) + x.size(2)) % x.size(2);
+            return i;
+          });
+        },
+        1310);
+    r.errors = {
+        {"shifts and dims of different lengths",
+         [] {
+           roll(zeros({2, 3}), {1, 2}, {0});
+         },
+         {"roll", "2 shifts", "1 dims"}},
+        {"two shifts without dims",
+         [] {
+           roll(zeros({2, 3}), {1, 2});
+         },
+         {"roll", "one shift"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(moving_row(
+      "roll flattened by 5", [](const Tensor& x) { return roll(x, {5}); },
+      [](const Tensor& x) {
+        const Values v = values(x);
+        Values out(v.size());
+        for (size_t i = 0; i < v.size(); ++i) out[(i + 5) % v.size()] = v[i];
+        return from_values(out, x.sizes());
+      },
+      1320));
+  {
+    OpRow r = moving_row(
+        "repeat 2, 1, 3, 2 (a new leading dim)",
+        [](const Tensor& x) {
+          return repeat(x, {2, 1, 3, 2});
+        },
+        [](const Tensor& x) {
+          const Shape os{2, x.size(0), 3 * x.size(1), 2 * x.size(2)};
+          return ref_pick(x, os, [&x](const Shape& i) {
+            return Shape{i[1] % x.size(0), i[2] % x.size(1), i[3] % x.size(2)};
+          });
+        },
+        1330);
+    r.errors = {
+        {"fewer repeats than dims",
+         [] {
+           repeat(zeros({2, 3}), {2});
+         },
+         {"repeat", "1 repeats", "2-d", "[2, 3]"}},
+        {"a negative repeat",
+         [] {
+           repeat(zeros({2, 3}), {1, -1});
+         },
+         {"repeat", ">= 0", "[1, -1]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  struct PadCase {
+    const char* name;
+    Shape pads;
+    PadMode mode;
+    double value;
+  };
+  for (const PadCase& c :
+       {PadCase{"pad constant 1, 2 | 0, 3 with 1.5", {1, 2, 0, 3}, PadMode::Constant, 1.5},
+        PadCase{"pad constant, negative: crops -1, 2 | -2, -1", {-1, 2, -2, -1}, PadMode::Constant, 0},
+        PadCase{"pad reflect 2, 1 | 1, 2", {2, 1, 1, 2}, PadMode::Reflect, 0},
+        PadCase{"pad replicate 3, 0 | 2, 2 | 1, 1", {3, 0, 2, 2, 1, 1}, PadMode::Replicate, 0},
+        PadCase{"pad circular 2, 3", {2, 3}, PadMode::Circular, 0}}) {
+    OpRow r = moving_row(
+        c.name, [c](const Tensor& x) { return pad(x, c.pads, c.mode, c.value); },
+        // The fill value in the input's dtype: 1.5 pads an integer tensor with 1, as in PyTorch.
+        [c](const Tensor& x) {
+          return ref_pad(x, c.pads, c.mode, is_floating(x.dtype()) ? c.value : std::trunc(c.value));
+        },
+        1340);
+    if (c.mode == PadMode::Reflect) {
+      r.errors = {
+          {"reflect as wide as the dim",
+           [] {
+             pad(zeros({2, 3}), {3, 0}, PadMode::Reflect);
+           },
+           {"pad", "reflect", "smaller than the dim", "size 3"}},
+          {"an odd number of pads",
+           [] {
+             pad(zeros({2, 3}), {1, 2, 3});
+           },
+           {"pad", "pairs", "[1, 2, 3]"}},
+          {"more pairs than dims",
+           [] {
+             pad(zeros({3}), {1, 1, 1, 1});
+           },
+           {"pad", "1 dims", "[3]"}},
+          {"negative reflect",
+           [] {
+             pad(zeros({2, 3}), {-1, 0}, PadMode::Reflect);
+           },
+           {"pad", "only constant"}},
+          {"a crop past the dim",
+           [] {
+             pad(zeros({2, 3}), {-4, 0});
+           },
+           {"pad", "crops more", "size 3"}},
+      };
+    }
+    rows.push_back(std::move(r));
+  }
+
   // --- cat / stack -------------------------------------------------------------------------
   rows.push_back(cat_row("cat_dim0", 0, 1000));
   rows.push_back(cat_row("cat_dim1", 1, 1010));

@@ -1,6 +1,7 @@
 // Op table rows of the topk family: the k largest or smallest values along a dim and their indices,
-// against a reference that stable-sorts each row. Inputs come from rnd_distinct, so the winners are
-// unique (no ties for the index outputs or the gradient).
+// and sort / argsort (topk of the whole dim), against a reference that stable-sorts each row.
+// Inputs come from rnd_distinct, so the winners are unique (no ties for the index outputs or the
+// gradient).
 #include <algorithm>
 
 #include "tests/op_table/op_table.h"
@@ -66,6 +67,47 @@ OpRow topk_row(const std::string& name, int64_t k, int64_t dim, bool largest, ui
   return r;
 }
 
+// sort (values and indices) or argsort along dim: the reference is topk's over the whole dim.
+OpRow sort_row(const std::string& name, int64_t dim, bool descending, bool indices_only, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kAllNumeric;
+  r.samples = distinct_samples(seed);
+  r.samples.push_back({"1-d 9", [seed](DType t, Device d) { return TensorList{rnd_distinct({9}, t, d, seed + 3)}; }});
+  r.op = [dim, descending, indices_only](const TensorList& x) {
+    const int64_t dd = x[0].dim() == 1 ? 0 : dim;
+    if (indices_only) return TensorList{argsort(x[0], dd, descending)};
+    auto [v, i] = sort(x[0], dd, descending);
+    return TensorList{v, i};
+  };
+  r.reference = [dim, descending, indices_only](const TensorList& x) {
+    const int64_t dd = x[0].dim() == 1 ? 0 : dim;
+    TensorList both = ref_topk(x[0], x[0].size(dd), dd, descending);
+    return indices_only ? TensorList{both[1]} : both;
+  };
+  if (indices_only) {
+    r.exact_outputs = {0};
+    r.out_dtype = [](DType) { return DType::Int64; };
+  } else {
+    r.differentiable = {0};
+    r.exact_outputs = {1};
+    r.out_dtype = same_dtype;
+  }
+  r.errors = {
+      {"dim out of range",
+       [] {
+         sort(zeros({3, 4}), 2);
+       },
+       {"sort", "2"}},
+      {"bool input",
+       [] {
+         argsort(zeros({3, 4}, DType::Bool));
+       },
+       {"topk", "bool"}},
+  };
+  return r;
+}
+
 }  // namespace
 
 void add_topk_rows(std::vector<OpRow>& rows) {
@@ -73,6 +115,10 @@ void add_topk_rows(std::vector<OpRow>& rows) {
   rows.push_back(topk_row("topk_smallest_last", 3, -1, false, 710));
   rows.push_back(topk_row("topk_largest_dim0", 2, 0, true, 720));
   rows.push_back(topk_row("topk_smallest_dim0", 3, 0, false, 730));
+  rows.push_back(sort_row("sort", -1, false, false, 740));
+  rows.push_back(sort_row("sort descending dim0", 0, true, false, 750));
+  rows.push_back(sort_row("argsort dim1", 1, false, true, 760));
+  rows.push_back(sort_row("argsort descending", -1, true, true, 770));
 }
 
 }  // namespace kiln::test

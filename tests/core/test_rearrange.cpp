@@ -1,0 +1,88 @@
+// flip, roll, repeat, pad, sort, argsort, one_hot and logsumexp beyond the op table's rows: the
+// examples of PyTorch's documentation, NaN and tie order in sort, infinite inputs of logsumexp, and
+// outputs that never alias their input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<double> vals(const Tensor& t) { return t.contiguous().to_vector_double(); }
+
+}  // namespace
+
+TEST_CASE("pad's four modes on a row, as torch.nn.functional.pad documents them", "[ops]") {
+  const Tensor x = tensor(std::vector<double>{0, 1, 2, 3}).reshape({1, 4});
+  CHECK(vals(pad(x, {2, 2})) == std::vector<double>{0, 0, 0, 1, 2, 3, 0, 0});
+  CHECK(vals(pad(x, {1, 0}, PadMode::Constant, -7)) == std::vector<double>{-7, 0, 1, 2, 3});
+  CHECK(vals(pad(x, {2, 2}, PadMode::Reflect)) == std::vector<double>{2, 1, 0, 1, 2, 3, 2, 1});
+  CHECK(vals(pad(x, {2, 2}, PadMode::Replicate)) == std::vector<double>{0, 0, 0, 1, 2, 3, 3, 3});
+  CHECK(vals(pad(x, {2, 2}, PadMode::Circular)) == std::vector<double>{2, 3, 0, 1, 2, 3, 0, 1});
+  CHECK(vals(pad(x, {-1, -2})) == std::vector<double>{1});
+  // Two dims: the last pair pads dim 0.
+  CHECK(pad(x, {0, 1, 1, 0}).sizes() == Shape{2, 5});
+  CHECK(vals(pad(x, {0, 1, 1, 0})) == std::vector<double>{0, 0, 0, 0, 0, 0, 1, 2, 3, 0});
+}
+
+TEST_CASE("flip, roll, repeat and pad return new tensors, never views of their input", "[ops]") {
+  Tensor x = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}).reshape({2, 3});
+  for (Tensor y : {flip(x, {}), roll(x, {0}, {1}), roll(x, {3}, {1}), repeat(x, {1, 1}), pad(x, {0, 0}),
+                   pad(x, {-1, 0}), pad(x, {0, 0}, PadMode::Reflect)}) {
+    y.fill_(0.0);
+    CHECK(vals(x) == std::vector<double>{1, 2, 3, 4, 5, 6});
+  }
+  // A 0-d tensor rolls (flattened) and flips (along no dim) to itself; it has no dim 0 to name.
+  const Tensor s = tensor(std::vector<double>{4.0}).reshape({});
+  CHECK(roll(s, {3}).sizes() == Shape{});
+  CHECK(roll(s, {3}).item<double>() == 4.0);
+  CHECK(flip(s, {}).item<double>() == 4.0);
+  CHECK_THROWS_AS(flip(s, {0}), IndexError);
+  // repeat(x, {2, 0}) is empty; repeat of a 1-d into 3 dims.
+  CHECK(repeat(x, {2, 0}).sizes() == Shape{4, 0});
+  CHECK(vals(repeat(tensor(std::vector<double>{1, 2}), {2, 1, 2})) == std::vector<double>{1, 2, 1, 2, 1, 2, 1, 2});
+}
+
+TEST_CASE("sort puts NaN above every number and keeps equal values in order", "[ops]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const Tensor x = tensor(std::vector<double>{3, nan, 1, 3, -inf, 1});
+  auto [up, up_i] = sort(x);
+  const std::vector<double> u = vals(up);
+  CHECK(std::vector<double>(u.begin(), u.end() - 1) == std::vector<double>{-inf, 1, 1, 3, 3});
+  CHECK(std::isnan(u.back()));
+  CHECK(up_i.to_vector<int64_t>() == std::vector<int64_t>{4, 2, 5, 0, 3, 1});
+  auto [down, down_i] = sort(x, -1, true);
+  CHECK(std::isnan(vals(down).front()));
+  CHECK(down_i.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 3, 2, 5, 4});
+  CHECK(argsort(x, 0, true).to_vector<int64_t>() == down_i.to_vector<int64_t>());
+  // Along dim 0 of a matrix: each column sorted on its own.
+  const Tensor m = tensor(std::vector<double>{3, 0, 1, 2, 2, 1}).reshape({3, 2});
+  CHECK(vals(sort(m, 0).first) == std::vector<double>{1, 0, 2, 1, 3, 2});
+}
+
+TEST_CASE("one_hot and logsumexp", "[ops]") {
+  const Tensor labels = tensor<int64_t>({2, 0, 1}, {3});
+  const Tensor oh = one_hot(labels);
+  CHECK(oh.dtype() == DType::Int64);
+  CHECK(oh.sizes() == Shape{3, 3});
+  CHECK(oh.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1, 0, 0, 0, 1, 0});
+  CHECK(one_hot(labels, 5).sizes() == Shape{3, 5});
+
+  const double inf = std::numeric_limits<double>::infinity();
+  // Rows: large values (exp overflows without the shift), all -inf (an empty sum: -inf), one +inf.
+  const Tensor x = tensor(std::vector<double>{1000, 1000, -inf, -inf, 1, inf}).reshape({3, 2});
+  const std::vector<double> l = vals(logsumexp(x, {1}));
+  CHECK(l[0] == Approx(1000 + std::log(2.0)).epsilon(1e-15));
+  CHECK(l[1] == -inf);
+  CHECK(l[2] == inf);
+  // Its gradient is softmax.
+  Tensor y = tensor(std::vector<double>{0.5, -1.0, 2.0}).set_requires_grad(true);
+  logsumexp(y).backward();
+  const std::vector<double> g = vals(y.grad()), p = vals(softmax(y.detach(), 0));
+  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(p[i]).epsilon(1e-14));
+}
