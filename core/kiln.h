@@ -17,6 +17,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/foreach.h"
 #include "core/ops/index.h"
+#include "core/ops/interpolate.h"
 #include "core/ops/layer_norm.h"
 #include "core/ops/norm.h"
 #include "core/ops/matmul.h"

@@ -594,6 +594,10 @@ std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
+
+Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, dim); }
+
 MaxPool1d::MaxPool1d(int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation, bool ceil_mode)
     : kernel_size(kernel_size),
       stride(stride == 0 ? kernel_size : stride),

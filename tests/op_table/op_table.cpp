@@ -27,6 +27,7 @@ const std::vector<RowFamily>& row_families() {
       {"softmax", add_softmax_rows},
       {"layer_norm", add_layer_norm_rows},
       {"norm", add_norm_rows},
+      {"interpolate", add_interpolate_rows},
       {"batch_norm", add_batch_norm_rows},
       {"cross_entropy", add_cross_entropy_rows},
       {"mse_loss", add_mse_loss_rows},

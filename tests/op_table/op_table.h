@@ -145,6 +145,7 @@ void add_softmax_rows(std::vector<OpRow>& rows);
 void add_layer_norm_rows(std::vector<OpRow>& rows);
 void add_loss_rows(std::vector<OpRow>& rows);
 void add_norm_rows(std::vector<OpRow>& rows);
+void add_interpolate_rows(std::vector<OpRow>& rows);
 void add_batch_norm_rows(std::vector<OpRow>& rows);
 void add_cross_entropy_rows(std::vector<OpRow>& rows);
 void add_mse_loss_rows(std::vector<OpRow>& rows);

@@ -1,0 +1,70 @@
+// Upsample and the padding layers: options checked at construction, forward calls interpolate or
+// pad (whose own checks name the input's shape).
+#include "nn/spatial.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/error.h"
+#include "nn/layers.h"
+
+namespace kiln::nn {
+
+Upsample::Upsample(Shape size, InterpolateMode mode, bool align_corners)
+    : size(std::move(size)), scale_factor(0.0), mode(mode), align_corners(align_corners) {
+  if (this->size.empty()) throw Error("Upsample: size must name at least one spatial dim");
+  for (int64_t s : this->size) {
+    if (s <= 0) throw Error("Upsample: sizes must be positive, got " + shape_str(this->size));
+  }
+}
+
+Upsample::Upsample(double scale_factor, InterpolateMode mode, bool align_corners)
+    : scale_factor(scale_factor), mode(mode), align_corners(align_corners) {
+  if (!(scale_factor > 0.0) || !std::isfinite(scale_factor)) {
+    throw Error("Upsample: scale_factor must be a finite number > 0, got " + num_str(scale_factor));
+  }
+}
+
+std::string Upsample::extra_repr() const {
+  const std::string m = mode == InterpolateMode::Nearest ? "'nearest'" : "'linear'";
+  if (size.empty()) return "scale_factor=" + detail::py_float(scale_factor) + ", mode=" + m;
+  return "size=" + (size.size() == 1 ? std::to_string(size[0]) : detail::py_tuple(size)) + ", mode=" + m;
+}
+
+Tensor Upsample::forward(const Tensor& x) {
+  if (size.empty()) return interpolate_scale(x, {scale_factor}, mode, align_corners);
+  return interpolate(x, size, mode, align_corners);
+}
+
+Shape detail::all_sides(int64_t padding, int64_t spatial) { return Shape(static_cast<size_t>(2 * spatial), padding); }
+
+PadLayer::PadLayer(const char* name, int64_t spatial, Shape padding, PadMode mode, double value)
+    : padding(std::move(padding)), mode(mode), value(value), name_(name), spatial_(spatial) {
+  if (static_cast<int64_t>(this->padding.size()) != 2 * spatial) {
+    throw Error(std::string(name) + ": padding must hold " + std::to_string(2 * spatial) + " values (" +
+                (spatial == 1 ? "left, right" : "left, right, top, bottom") + "), got " + shape_str(this->padding));
+  }
+  if (mode != PadMode::Constant) {
+    for (int64_t p : this->padding) {
+      if (p < 0) throw Error(std::string(name) + ": padding must be >= 0, got " + shape_str(this->padding));
+    }
+  }
+}
+
+// PyTorch prints the padding tuple, and ConstantPad's value.
+std::string PadLayer::extra_repr() const {
+  const std::string p = detail::py_tuple(padding);
+  if (std::string(name_).rfind("ConstantPad", 0) == 0) return "padding=" + p + ", value=" + detail::py_float(value);
+  return p;
+}
+
+Tensor PadLayer::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(std::string(name_) + ": the input is an undefined tensor");
+  if (x.dim() != spatial_ + 1 && x.dim() != spatial_ + 2) {
+    throw ShapeError(std::string(name_) + ": expected a " + std::to_string(spatial_ + 1) + "-d or " +
+                     std::to_string(spatial_ + 2) + "-d input, got shape " + shape_str(x.sizes()));
+  }
+  return pad(x, padding, mode, value);
+}
+
+}  // namespace kiln::nn

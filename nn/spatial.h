@@ -1,0 +1,91 @@
+// The layers that resize or pad the spatial dims of [N, C, *] inputs, PyTorch-shaped: Upsample
+// (interpolate) and the padding layers (pad: ZeroPad, ConstantPad, ReflectionPad, ReplicationPad
+// and CircularPad, 1-d and 2-d), printed as PyTorch prints them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ops/interpolate.h"
+#include "core/ops/shape.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// interpolate to a fixed size, or by a scale factor (the same for every spatial dim).
+class Upsample : public UnaryModule {
+ public:
+  explicit Upsample(Shape size, InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false);
+  explicit Upsample(double scale_factor, InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false);
+  std::string type_name() const override { return "Upsample"; }
+  // "scale_factor=2.0, mode='nearest'" or "size=(8, 8), mode='linear'" (kiln has one linear mode
+  // for 1 to 3 spatial dims, where PyTorch names linear, bilinear and trilinear).
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Shape size;           // empty when scaling
+  double scale_factor;  // 0 when sizing
+  InterpolateMode mode;
+  bool align_corners;
+};
+
+// pad over the last `spatial` dims of a [N, C, *] or [C, *] input; PyTorch's padding order
+// (left, right, top, bottom).
+class PadLayer : public UnaryModule {
+ public:
+  std::string type_name() const override { return name_; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Shape padding;
+  PadMode mode;
+  double value;
+
+ protected:
+  // `padding` holds 2 * spatial values (one value for all is expanded by the subclasses).
+  PadLayer(const char* name, int64_t spatial, Shape padding, PadMode mode, double value);
+
+ private:
+  const char* name_;
+  int64_t spatial_;
+};
+
+namespace detail {
+// An int padding for every side of `spatial` dims.
+Shape all_sides(int64_t padding, int64_t spatial);
+}  // namespace detail
+
+// Declares a padding layer `Name` over `spatial` dims in `mode`: constructed from one padding for
+// every side or from 2 * spatial values.
+#define KILN_PAD_LAYER(Name, spatial, mode)                                                   \
+  class Name : public PadLayer {                                                              \
+   public:                                                                                    \
+    explicit Name(int64_t padding) : Name(detail::all_sides(padding, spatial)) {}             \
+    explicit Name(Shape padding) : PadLayer(#Name, spatial, std::move(padding), mode, 0.0) {} \
+  };
+KILN_PAD_LAYER(ZeroPad1d, 1, PadMode::Constant)
+KILN_PAD_LAYER(ZeroPad2d, 2, PadMode::Constant)
+KILN_PAD_LAYER(ReflectionPad1d, 1, PadMode::Reflect)
+KILN_PAD_LAYER(ReflectionPad2d, 2, PadMode::Reflect)
+KILN_PAD_LAYER(ReplicationPad1d, 1, PadMode::Replicate)
+KILN_PAD_LAYER(ReplicationPad2d, 2, PadMode::Replicate)
+KILN_PAD_LAYER(CircularPad1d, 1, PadMode::Circular)
+KILN_PAD_LAYER(CircularPad2d, 2, PadMode::Circular)
+#undef KILN_PAD_LAYER
+
+// Constant padding with `value`, printed with it.
+class ConstantPad1d : public PadLayer {
+ public:
+  ConstantPad1d(int64_t padding, double value) : ConstantPad1d(detail::all_sides(padding, 1), value) {}
+  ConstantPad1d(Shape padding, double value)
+      : PadLayer("ConstantPad1d", 1, std::move(padding), PadMode::Constant, value) {}
+};
+class ConstantPad2d : public PadLayer {
+ public:
+  ConstantPad2d(int64_t padding, double value) : ConstantPad2d(detail::all_sides(padding, 2), value) {}
+  ConstantPad2d(Shape padding, double value)
+      : PadLayer("ConstantPad2d", 2, std::move(padding), PadMode::Constant, value) {}
+};
+
+}  // namespace kiln::nn

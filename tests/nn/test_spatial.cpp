@@ -1,0 +1,82 @@
+// Upsample, the padding layers, Softmax and LogSoftmax: each equals its functional op, prints as
+// PyTorch prints it, and refuses bad options at construction; an upsampling decoder trains.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/layers.h"
+#include "nn/optim/adam.h"
+#include "nn/spatial.h"
+#include "tests/bitwise.h"
+
+using namespace kiln;
+using namespace kiln::nn;
+using kiln::test::bitwise_equal;
+
+TEST_CASE("Upsample and the padding layers call interpolate and pad, printed as PyTorch's", "[nn]") {
+  manual_seed(31);
+  const Tensor x = randn({2, 3, 4, 5});
+  Upsample twice(2.0);
+  CHECK(twice.str() == "Upsample(scale_factor=2.0, mode='nearest')");
+  CHECK(bitwise_equal(twice(x), interpolate_scale(x, {2.0})));
+  CHECK(twice(x).sizes() == Shape{2, 3, 8, 10});
+  Upsample to(Shape{7, 3}, InterpolateMode::Linear, true);
+  CHECK(to.str() == "Upsample(size=(7, 3), mode='linear')");
+  CHECK(bitwise_equal(to(x), interpolate(x, {7, 3}, InterpolateMode::Linear, true)));
+  // Nearest by 2 repeats each pixel into a 2x2 block.
+  const Tensor small = tensor(std::vector<double>{1, 2, 3, 4}).reshape({1, 1, 2, 2});
+  CHECK(twice(small).to_vector_double() == std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  // Linear without align_corners: PyTorch's values for [1, 2] upsampled to 4: 1, 1.25, 1.75, 2.
+  CHECK(interpolate(tensor(std::vector<double>{1, 2}).reshape({1, 1, 2}), {4}, InterpolateMode::Linear)
+            .to_vector_double() == std::vector<double>{1, 1.25, 1.75, 2});
+  CHECK(interpolate(tensor(std::vector<double>{1, 2}).reshape({1, 1, 2}), {4}, InterpolateMode::Linear, true)
+            .to_vector_double()[1] == Approx(4.0 / 3.0).epsilon(1e-15));
+
+  ZeroPad2d zero(1);
+  CHECK(zero.str() == "ZeroPad2d((1, 1, 1, 1))");
+  CHECK(bitwise_equal(zero(x), pad(x, {1, 1, 1, 1})));
+  ReflectionPad2d reflect(Shape{2, 1, 0, 3});
+  CHECK(reflect.str() == "ReflectionPad2d((2, 1, 0, 3))");
+  CHECK(bitwise_equal(reflect(x), pad(x, {2, 1, 0, 3}, PadMode::Reflect)));
+  ReplicationPad1d replicate(2);
+  CHECK(bitwise_equal(replicate(x.select(0, 0)), pad(x.select(0, 0), {2, 2}, PadMode::Replicate)));
+  CircularPad1d circular(Shape{1, 3});
+  CHECK(bitwise_equal(circular(x.select(0, 0)), pad(x.select(0, 0), {1, 3}, PadMode::Circular)));
+  ConstantPad2d constant(Shape{1, 0, 0, 2}, 3.5);
+  CHECK(constant.str() == "ConstantPad2d(padding=(1, 0, 0, 2), value=3.5)");
+  CHECK(bitwise_equal(constant(x), pad(x, {1, 0, 0, 2}, PadMode::Constant, 3.5)));
+
+  Softmax sm(1);
+  CHECK(sm.str() == "Softmax(dim=1)");
+  CHECK(bitwise_equal(sm(x), softmax(x, 1)));
+  CHECK(bitwise_equal(LogSoftmax(-1)(x), log_softmax(x, -1)));
+
+  CHECK_THROWS_WITH(Upsample(0.0), Catch::Contains("Upsample") && Catch::Contains("scale_factor"));
+  CHECK_THROWS_WITH(Upsample(Shape{4, 0}), Catch::Contains("Upsample") && Catch::Contains("[4, 0]"));
+  CHECK_THROWS_WITH(ZeroPad2d(Shape{1, 1}), Catch::Contains("ZeroPad2d") && Catch::Contains("4 values"));
+  CHECK_THROWS_WITH(ReflectionPad1d(-1), Catch::Contains("ReflectionPad1d") && Catch::Contains(">= 0"));
+  CHECK_THROWS_WITH(zero(randn({5})), Catch::Contains("ZeroPad2d") && Catch::Contains("[5]"));
+  CHECK_THROWS_WITH(twice(randn({3, 4})), Catch::Contains("interpolate") && Catch::Contains("[3, 4]"));
+}
+
+TEST_CASE("a decoder of Upsample and Conv2d learns to double an image's resolution", "[nn]") {
+  manual_seed(32);
+  // Targets: smooth images (bilinear upsamplings of 4x4 noise); inputs: their 4x4 originals.
+  const Tensor low = randn({16, 1, 4, 4});
+  const Tensor high = interpolate(low, {8, 8}, InterpolateMode::Linear);
+  auto model = std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<UnaryModule>>{
+      std::make_shared<Upsample>(2.0), std::make_shared<ReflectionPad2d>(1),
+      std::make_shared<Conv2d>(1, 1, Pair{3, 3})});
+  optim::Adam opt(model->parameters(), 0.05);
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    opt.zero_grad();
+    Tensor loss = mse_loss((*model)(low), high);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  CHECK(last < 0.2 * first);
+}
