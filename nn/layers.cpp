@@ -18,6 +18,7 @@
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
+#include "core/ops/index.h"
 #include "core/ops/layer_norm.h"
 #include "core/ops/norm.h"
 #include "core/ops/pool.h"
@@ -468,10 +469,21 @@ Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, 
 
 // --- Embedding ------------------------------------------------------------------------------------
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx)
-    : num_embeddings(num_embeddings), embedding_dim(embedding_dim), padding_idx(padding_idx) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
+                     std::optional<double> max_norm, double norm_type)
+    : num_embeddings(num_embeddings),
+      embedding_dim(embedding_dim),
+      padding_idx(padding_idx),
+      max_norm(max_norm),
+      norm_type(norm_type) {
   check_non_negative("Embedding", "num_embeddings", num_embeddings);
   check_non_negative("Embedding", "embedding_dim", embedding_dim);
+  if (max_norm && !(*max_norm >= 0.0 && std::isfinite(*max_norm))) {
+    throw Error("Embedding: max_norm must be a finite number >= 0, got " + py_float(*max_norm));
+  }
+  if (!(norm_type > 0.0) || !std::isfinite(norm_type)) {
+    throw Error("Embedding: norm_type must be a finite number > 0, got " + py_float(norm_type));
+  }
   if (padding_idx) {
     this->padding_idx = normalize_padding_idx("Embedding", *padding_idx, num_embeddings,
                                               std::to_string(num_embeddings) + " x " + std::to_string(embedding_dim));
@@ -487,10 +499,39 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
 std::string Embedding::extra_repr() const {
   std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
   if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  if (max_norm) s += ", max_norm=" + py_float(*max_norm);
+  if (norm_type != 2.0) s += ", norm_type=" + py_float(norm_type);
   return s;
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+Tensor Embedding::forward(const Tensor& indices) {
+  if (max_norm) renorm(indices);
+  return embedding(weight, indices, padding_idx);
+}
+
+// The rows the indices name (a count per row, by scatter_add: the device does it, no host read),
+// their norms, and one in-place scale of the weight: 1 for the others and for rows within
+// max_norm, max_norm / (norm + 1e-7) (PyTorch's guard) for the rest.
+void Embedding::renorm(const Tensor& indices) {
+  NoGradGuard no_grad;
+  if (!indices.defined()) throw Error("Embedding: the indices are an undefined tensor");
+  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32) {
+    throw DTypeError(std::string("Embedding: indices must be int64 or int32, got ") + dtype_name(indices.dtype()));
+  }
+  const Tensor flat = indices.reshape({-1}).to(DType::Int64);
+  const Tensor ones_like_flat = ones({flat.numel()}, TensorOptions(weight.dtype(), weight.device()));
+  Tensor used;
+  try {
+    used =
+        scatter_add(zeros({num_embeddings}, TensorOptions(weight.dtype(), weight.device())), 0, flat, ones_like_flat);
+  } catch (const IndexError& e) {
+    throw IndexError("Embedding: an index outside [0, " + std::to_string(num_embeddings) + ") (" + e.what() + ")");
+  }
+  const Tensor norms =
+      norm_type == 2.0 ? sqrt(sum(weight * weight, {1})) : pow(sum(pow(abs(weight), norm_type), {1}), 1.0 / norm_type);
+  const Tensor over = logical_and(gt(used, 0.0), gt(norms, *max_norm));
+  weight.mul_(where(over, *max_norm / (norms + 1e-7), 1.0).unsqueeze(1));
+}
 
 // --- Dropout, activations, Flatten ------------------------------------------------------------------
 

@@ -219,15 +219,24 @@ class RMSNorm : public UnaryModule {
 class Embedding : public UnaryModule {
  public:
   // padding_idx (negative counts from the end; kept as the row it names): that row starts at zero
-  // and takes no gradient, as PyTorch's Embedding(..., padding_idx).
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // and takes no gradient, as PyTorch's Embedding(..., padding_idx). max_norm: before each lookup,
+  // every row the indices name whose norm_type-norm exceeds it is scaled in place (without grad)
+  // to norm max_norm, as PyTorch renormalizes; so a forward changes the weight, and a graph that
+  // saved the weight before (an earlier forward not yet backpropagated) no longer backpropagates.
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
+            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& indices) override;
 
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
+  std::optional<double> max_norm;
+  double norm_type;
   Tensor weight;
+
+ private:
+  void renorm(const Tensor& indices);
 };
 
 // Identity in eval (and for p = 0); in training zeroes with probability p and scales by 1/(1-p).

@@ -609,3 +609,49 @@ TEST_CASE("Sequential: a BatchNorm2d and the ReLU after it run as one batch_norm
   const Tensor u = randn({2, 4, 3, 3});
   CHECK(bitwise_equal(other.forward(u), bn->forward(u) * 2.0));
 }
+
+TEST_CASE("Embedding with max_norm renormalizes the rows it looks up, in place, as PyTorch does", "[nn]") {
+  manual_seed(9);
+  Embedding emb(6, 4, std::nullopt, 1.0);
+  CHECK(emb.str() == "Embedding(6, 4, max_norm=1.0)");
+  {
+    NoGradGuard no_grad;
+    emb.weight.mul_(3.0);  // every row's norm well above 1
+  }
+  const Tensor before = emb.weight.detach().clone();
+  const Tensor idx = tensor<int64_t>({4, 1, 4}, {3});
+  const Tensor out = emb.forward(idx);
+  const std::vector<double> norms = sqrt(sum(emb.weight.detach() * emb.weight.detach(), {1})).to_vector_double();
+  for (int64_t r = 0; r < 6; ++r) {
+    INFO("row " << r);
+    if (r == 1 || r == 4) {
+      // Scaled to norm max_norm (less PyTorch's 1e-7 guard), direction kept.
+      CHECK(norms[static_cast<size_t>(r)] == Approx(1.0).epsilon(1e-6));
+      const Tensor ratio = emb.weight.detach().select(0, r) / before.select(0, r);
+      CHECK(max(ratio).item<double>() == Approx(min(ratio).item<double>()).epsilon(1e-6));
+    } else {
+      CHECK(kiln::test::bitwise_equal(emb.weight.detach().select(0, r), before.select(0, r)));
+    }
+  }
+  // The lookup reads the renormalized rows, and gradients reach them.
+  CHECK(kiln::test::bitwise_equal(out.detach().select(0, 0), emb.weight.detach().select(0, 4)));
+  out.sum().backward();
+  CHECK(emb.weight.grad().select(0, 4).to_vector_double() == std::vector<double>{2, 2, 2, 2});
+  // Rows within max_norm stay as they are; the 1-norm counts with norm_type 1.
+  Embedding small(3, 2, std::nullopt, 10.0, 1.0);
+  CHECK(small.str() == "Embedding(3, 2, max_norm=10.0, norm_type=1.0)");
+  const Tensor w0 = small.weight.detach().clone();
+  small.forward(tensor<int64_t>({0, 1, 2}, {3}));
+  CHECK(kiln::test::bitwise_equal(small.weight.detach(), w0));
+  {
+    NoGradGuard no_grad;
+    small.weight.fill_(-4.0);  // 1-norm 8 per row, 2-norm about 5.7
+  }
+  Embedding& tight = small;
+  tight.max_norm = 4.0;
+  tight.forward(tensor<int64_t>({2}, {1}));
+  CHECK(sum(abs(tight.weight.detach().select(0, 2))).item<double>() == Approx(4.0).epsilon(1e-6));
+  CHECK(tight.weight.detach().select(0, 0).to_vector_double() == std::vector<double>{-4, -4});
+  CHECK_THROWS_WITH(Embedding(3, 2, std::nullopt, -1.0), Catch::Contains("Embedding") && Catch::Contains("max_norm"));
+  CHECK_THROWS_WITH(emb.forward(tensor<int64_t>({6}, {1})), Catch::Contains("Embedding") && Catch::Contains("[0, 6)"));
+}
