@@ -579,6 +579,10 @@ Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
+
+Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, dim); }
+
 std::string Flatten::extra_repr() const {
   return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);
 }
@@ -634,10 +638,6 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair output_size) : output_size(output_size
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_or_tuple(output_size); }
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
-
-Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
-
-Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, dim); }
 
 MaxPool1d::MaxPool1d(int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation, bool ceil_mode)
     : kernel_size(kernel_size),

@@ -260,27 +260,6 @@ class GELU : public UnaryModule {
   GeluApprox approximate;
 };
 
-// softmax / log_softmax along `dim`.
-class Softmax : public UnaryModule {
- public:
-  explicit Softmax(int64_t dim) : dim(dim) {}
-  std::string type_name() const override { return "Softmax"; }
-  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
-  Tensor forward(const Tensor& x) override;
-
-  int64_t dim;
-};
-
-class LogSoftmax : public UnaryModule {
- public:
-  explicit LogSoftmax(int64_t dim) : dim(dim) {}
-  std::string type_name() const override { return "LogSoftmax"; }
-  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
-  Tensor forward(const Tensor& x) override;
-
-  int64_t dim;
-};
-
 class ReLU : public UnaryModule {
  public:
   std::string type_name() const override { return "ReLU"; }
@@ -326,6 +305,27 @@ class Sigmoid : public UnaryModule {
  public:
   std::string type_name() const override { return "Sigmoid"; }
   Tensor forward(const Tensor& x) override;
+};
+
+// softmax / log_softmax along `dim`.
+class Softmax : public UnaryModule {
+ public:
+  explicit Softmax(int64_t dim) : dim(dim) {}
+  std::string type_name() const override { return "Softmax"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t dim;
+};
+
+class LogSoftmax : public UnaryModule {
+ public:
+  explicit LogSoftmax(int64_t dim) : dim(dim) {}
+  std::string type_name() const override { return "LogSoftmax"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t dim;
 };
 
 // Returns its input: a placeholder where a model's configuration leaves a layer out.
