@@ -241,6 +241,64 @@ double one_cycle_momentum(int64_t step, int64_t total_steps, const OneCycleOptio
   return anneal(phase->start_momentum, phase->end_momentum, pct, options.cos_anneal);
 }
 
+namespace {
+
+// Where `step` is in its cycle, as a fraction of the full amplitude (0 at base_lr, 1 at max_lr),
+// times the mode's scale; checks the options.
+double cyclic_scale(int64_t step, const CyclicOptions& o) {
+  const int64_t up = o.step_size_up, down = o.step_size_down == 0 ? o.step_size_up : o.step_size_down;
+  if (up <= 0 || down < 0) {
+    throw Error("CyclicLR: step_size_up must be > 0 and step_size_down >= 0, got " + std::to_string(up) + " and " +
+                std::to_string(o.step_size_down));
+  }
+  if (o.mode == CyclicMode::ExpRange && !(o.gamma > 0.0 && o.gamma <= 1.0)) {
+    throw Error("CyclicLR: gamma must be in (0, 1] for ExpRange, got " + num_str(o.gamma));
+  }
+  if (step < 0) throw Error("CyclicLR: the step must be >= 0, got " + std::to_string(step));
+  // PyTorch's get_lr: cycle = floor(1 + step / total), x = 1 + step / total - cycle.
+  const double total = static_cast<double>(up + down), ratio = static_cast<double>(up) / total;
+  const double cycle = std::floor(1.0 + static_cast<double>(step) / total);
+  const double x = 1.0 + static_cast<double>(step) / total - cycle;
+  const double position = x <= ratio ? x / ratio : (x - 1.0) / (ratio - 1.0);
+  switch (o.mode) {
+    case CyclicMode::Triangular: return position;
+    case CyclicMode::Triangular2: return position / std::pow(2.0, cycle - 1.0);
+    case CyclicMode::ExpRange: return position * std::pow(o.gamma, static_cast<double>(step));
+  }
+  throw Error("CyclicLR: unknown mode " + std::to_string(static_cast<int>(o.mode)));
+}
+
+// The optimizer option a momentum-cycling scheduler sets: "beta1" (Adam's family) or "momentum"
+// (SGD, RMSprop); an optimizer with neither is refused, naming the scheduler and its switch.
+std::string momentum_option(const Optimizer& optimizer, const char* scheduler, const char* off_switch) {
+  const std::vector<std::string> names = optimizer.option_names();
+  for (const char* name : {"beta1", "momentum"}) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) return name;
+  }
+  throw Error(std::string(scheduler) +
+              ": cycle_momentum needs an optimizer with a \"momentum\" or \"beta1\" option; "
+              "set " +
+              off_switch + " to false");
+}
+
+}  // namespace
+
+double cyclic_lr(int64_t step, double base_lr, double max_lr, const CyclicOptions& options) {
+  if (!(base_lr >= 0.0) || !std::isfinite(max_lr) || !(max_lr >= base_lr)) {
+    throw Error("CyclicLR: needs finite 0 <= base_lr <= max_lr, got " + num_str(base_lr) + " and " + num_str(max_lr));
+  }
+  return base_lr + (max_lr - base_lr) * cyclic_scale(step, options);
+}
+
+double cyclic_momentum(int64_t step, const CyclicOptions& options) {
+  if (!(options.base_momentum <= options.max_momentum) || !std::isfinite(options.base_momentum) ||
+      !std::isfinite(options.max_momentum)) {
+    throw Error("CyclicLR: needs finite base_momentum <= max_momentum, got " + num_str(options.base_momentum) +
+                " and " + num_str(options.max_momentum));
+  }
+  return options.max_momentum - (options.max_momentum - options.base_momentum) * cyclic_scale(step, options);
+}
+
 void LRScheduler::apply() { apply_at(step_); }
 
 void LRScheduler::apply_at(int64_t step) {
@@ -356,26 +414,30 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, d
 OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleOptions options)
     : LRScheduler(optimizer, 0.0), max_lr_(max_lr), total_steps_(total_steps), options_(options) {
   cycle_phases(max_lr, total_steps, options_);  // checks the arguments
-  if (options_.cycle_momentum) {
-    const std::vector<std::string> names = optimizer.option_names();
-    for (const char* name : {"beta1", "momentum"}) {
-      if (std::find(names.begin(), names.end(), name) != names.end()) {
-        momentum_name_ = name;
-        break;
-      }
-    }
-    if (momentum_name_.empty()) {
-      throw Error(
-          "OneCycleLR: cycle_momentum needs an optimizer with a \"momentum\" or \"beta1\" option; "
-          "set OneCycleOptions::cycle_momentum to false");
-    }
-  }
+  if (options_.cycle_momentum)
+    momentum_name_ = momentum_option(optimizer, "OneCycleLR", "OneCycleOptions::cycle_momentum");
   apply();
 }
 
 void OneCycleLR::apply_options(int64_t step) {
   if (momentum_name_.empty()) return;
   const double m = one_cycle_momentum(step, total_steps_, options_);
+  for (size_t g = 0; g < optimizer().num_groups(); ++g) optimizer().set_option(g, momentum_name_, m);
+}
+
+CyclicLR::CyclicLR(Optimizer& optimizer, double base_lr, double max_lr, CyclicOptions options)
+    : LRScheduler(optimizer, 0.0), base_lr_(base_lr), max_lr_(max_lr), options_(options) {
+  cyclic_lr(0, base_lr, max_lr, options_);  // checks the arguments
+  if (options_.cycle_momentum) {
+    cyclic_momentum(0, options_);
+    momentum_name_ = momentum_option(optimizer, "CyclicLR", "CyclicOptions::cycle_momentum");
+  }
+  apply();
+}
+
+void CyclicLR::apply_options(int64_t step) {
+  if (momentum_name_.empty()) return;
+  const double m = cyclic_momentum(step, options_);
   for (size_t g = 0; g < optimizer().num_groups(); ++g) optimizer().set_option(g, momentum_name_, m);
 }
 

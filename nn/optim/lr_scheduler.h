@@ -67,6 +67,25 @@ struct OneCycleOptions {
 double one_cycle_lr(int64_t step, double max_lr, int64_t total_steps, const OneCycleOptions& options = {});
 double one_cycle_momentum(int64_t step, int64_t total_steps, const OneCycleOptions& options = {});
 
+// PyTorch's CyclicLR (Smith, "Cyclical Learning Rates for Training Neural Networks"): the lr goes
+// from base_lr up to max_lr over step_size_up steps and back over step_size_down, again and again;
+// the amplitude (max_lr - base_lr) is scaled by 1 (Triangular), halved each cycle (Triangular2), or
+// by gamma^step (ExpRange). Momentum cycles the other way, from max_momentum down to base_momentum
+// (the same scaled amplitude) and back.
+enum class CyclicMode : uint8_t { Triangular, Triangular2, ExpRange };
+struct CyclicOptions {
+  int64_t step_size_up = 2000;
+  int64_t step_size_down = 0;  // 0: step_size_up, as PyTorch's None
+  CyclicMode mode = CyclicMode::Triangular;
+  double gamma = 1.0;  // ExpRange only
+  bool cycle_momentum = true;
+  double base_momentum = 0.8, max_momentum = 0.9;
+};
+// The schedule at `step` >= 0. base_lr <= max_lr, both finite and >= 0; step sizes > 0 (down may
+// be 0: up's); gamma in (0, 1] for ExpRange; base_momentum <= max_momentum.
+double cyclic_lr(int64_t step, double base_lr, double max_lr, const CyclicOptions& options = {});
+double cyclic_momentum(int64_t step, const CyclicOptions& options = {});
+
 // Sets group g's lr to lr_at(step) * optimizer.initial_lr(g) / base_lr (with base_lr 0, to
 // lr_at(step) itself). Construction applies step 0; call step() after each optimizer.step() to
 // move to the next. The step is the scheduler's whole state: save step() and restore it with
@@ -237,6 +256,22 @@ class OneCycleLR : public LRScheduler {
   double max_lr_;
   int64_t total_steps_;
   OneCycleOptions options_;
+  std::string momentum_name_;  // "beta1" or "momentum"; empty without cycle_momentum
+};
+
+// Every group gets the cyclic rate itself (PyTorch's CyclicLR with one base_lr and max_lr); with
+// cycle_momentum, each step also sets every group's "beta1" or "momentum", as OneCycleLR does.
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& optimizer, double base_lr, double max_lr, CyclicOptions options = {});
+  double lr_at(int64_t step) const override { return cyclic_lr(step, base_lr_, max_lr_, options_); }
+
+ protected:
+  void apply_options(int64_t step) override;
+
+ private:
+  double base_lr_, max_lr_;
+  CyclicOptions options_;
   std::string momentum_name_;  // "beta1" or "momentum"; empty without cycle_momentum
 };
 

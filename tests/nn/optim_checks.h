@@ -1,5 +1,6 @@
-// Helpers of the optimizer tests (test_optim.cpp, test_optim_composed.cpp): parameters and
-// gradients from plain vectors, and a check of a tensor against values computed in double.
+// Helpers of the optimizer and scheduler tests (test_optim.cpp, test_optim_composed.cpp,
+// test_lr_scheduler.cpp): parameters and gradients from plain vectors, and a check of a tensor
+// against values computed in double.
 #pragma once
 
 #include <catch2/catch.hpp>

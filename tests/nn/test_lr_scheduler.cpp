@@ -12,24 +12,20 @@
 
 #include "core/kiln.h"
 #include "nn/optim/adam.h"
+#include "nn/optim/composed.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/reduce_on_plateau.h"
 #include "nn/optim/sgd.h"
+#include "tests/nn/optim_checks.h"
 
 using namespace kiln;
 using namespace kiln::nn::optim;
 
 namespace {
 
-using Vec = std::vector<double>;
-
-Tensor param(const Vec& v) {
-  Tensor t = tensor(v).to(DType::Float32);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void set_grad(Tensor& p, const Vec& g) { p.set_grad(tensor(g).to(p.dtype())); }
+using kiln::test::param;
+using kiln::test::set_grad;
+using kiln::test::Vec;
 
 // PyTorch's CosineAnnealingWarmRestarts.step() without an epoch, repeated `step` times.
 double sgdr_by_steps(int64_t step, double base, int64_t t_0, int64_t t_mult, double eta_min) {
@@ -467,4 +463,64 @@ TEST_CASE("ReduceLROnPlateau: patience, cooldown, thresholds, min_lr and its sta
   broken["extra"] = zeros({});
   REQUIRE_THROWS_WITH(resumed.load_state_dict(broken), Catch::Contains("unexpected key \"extra\""));
   REQUIRE(resumed.last_step() == 11);  // refused loads changed nothing
+}
+
+TEST_CASE("CyclicLR follows PyTorch's triangular, triangular2 and exp_range cycles, momentum the other way",
+          "[optim]") {
+  // Independent of the closed form: walk the cycles, position by position.
+  auto expected = [](int64_t step, double lo, double hi, const CyclicOptions& o) {
+    const int64_t up = o.step_size_up, down = o.step_size_down == 0 ? up : o.step_size_down;
+    const int64_t cycle = step / (up + down), pos = step % (up + down);
+    double frac = pos <= up ? static_cast<double>(pos) / static_cast<double>(up)
+                            : 1.0 - static_cast<double>(pos - up) / static_cast<double>(down);
+    if (o.mode == CyclicMode::Triangular2) frac /= std::pow(2.0, static_cast<double>(cycle));
+    if (o.mode == CyclicMode::ExpRange) frac *= std::pow(o.gamma, static_cast<double>(step));
+    return std::make_pair(lo + (hi - lo) * frac, o.max_momentum - (o.max_momentum - o.base_momentum) * frac);
+  };
+  CyclicOptions tri;
+  tri.step_size_up = 4;
+  tri.step_size_down = 6;
+  CyclicOptions tri2 = tri;
+  tri2.mode = CyclicMode::Triangular2;
+  tri2.step_size_down = 0;  // as up: 4
+  CyclicOptions exp = tri;
+  exp.mode = CyclicMode::ExpRange;
+  exp.gamma = 0.9;
+  for (const CyclicOptions& o : {tri, tri2, exp}) {
+    INFO("mode " << static_cast<int>(o.mode));
+    for (int64_t s = 0; s < 35; ++s) {
+      INFO("step " << s);
+      const auto [lr, m] = expected(s, 0.1, 1.0, o);
+      REQUIRE(cyclic_lr(s, 0.1, 1.0, o) == Approx(lr).epsilon(1e-12));
+      REQUIRE(cyclic_momentum(s, o) == Approx(m).epsilon(1e-12));
+    }
+  }
+  // The driven optimizer: every group gets the rate itself, and momentum (SGD) or beta1 (Adam).
+  Tensor a = param({1.0}), b = param({1.0});
+  SGD sgd(std::vector<ParamGroup>{{{a}, 0.5, 0.0, {}}, {{b}, 0.05, 0.0, {}}}, 0.9);
+  CyclicLR cyc(sgd, 0.1, 1.0, tri2);
+  for (int64_t s = 0; s < 20; ++s) {
+    for (size_t g = 0; g < 2; ++g) {
+      REQUIRE(sgd.lr(g) == cyclic_lr(s, 0.1, 1.0, tri2));
+      REQUIRE(sgd.group(g).options.at("momentum") == cyclic_momentum(s, tri2));
+    }
+    cyc.step();
+  }
+  Tensor c = param({1.0});
+  Adam adam({c});
+  CyclicLR on_adam(adam, 1e-3, 1e-2, tri);
+  REQUIRE(adam.group(0).options.at("beta1") == Approx(0.9));
+  on_adam.set_step(4);  // the top of the first cycle
+  REQUIRE(adam.lr() == Approx(1e-2));
+  REQUIRE(adam.group(0).options.at("beta1") == Approx(0.8));
+  Tensor d = param({1.0});
+  Adagrad no_momentum({d});
+  REQUIRE_THROWS_WITH(CyclicLR(no_momentum, 0.1, 1.0), Catch::Contains("CyclicLR") && Catch::Contains("momentum"));
+  CyclicOptions still;
+  still.cycle_momentum = false;
+  REQUIRE_NOTHROW(CyclicLR(no_momentum, 0.1, 1.0, still));
+  REQUIRE_THROWS_WITH(cyclic_lr(0, 1.0, 0.5), Catch::Contains("CyclicLR") && Catch::Contains("max_lr"));
+  CyclicOptions bad = exp;
+  bad.gamma = 1.5;
+  REQUIRE_THROWS_WITH(cyclic_lr(0, 0.1, 1.0, bad), Catch::Contains("gamma"));
 }
