@@ -5,6 +5,7 @@
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/gradcheck.h"
+#include "core/ops/activation.h"
 #include "core/ops/attention.h"
 #include "core/ops/augment.h"
 #include "core/ops/batch_norm.h"

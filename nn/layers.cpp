@@ -579,6 +579,23 @@ Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
+ELU::ELU(double alpha) : alpha(alpha) {
+  if (!std::isfinite(alpha)) throw Error("ELU: alpha must be finite, got " + py_float(alpha));
+}
+
+Hardtanh::Hardtanh(double min_val, double max_val) : min_val(min_val), max_val(max_val) {
+  if (!std::isfinite(min_val) || !std::isfinite(max_val) || min_val > max_val) {
+    throw Error("Hardtanh: needs finite min_val <= max_val, got " + py_float(min_val) + " and " + py_float(max_val));
+  }
+}
+
+PReLU::PReLU(int64_t num_parameters, double init) : num_parameters(num_parameters) {
+  if (num_parameters <= 0) {
+    throw Error("PReLU: num_parameters must be positive, got " + std::to_string(num_parameters));
+  }
+  weight = register_parameter("weight", filled("PReLU", {num_parameters}, init));
+}
+
 Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
 
 Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, dim); }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/activation.h"
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
@@ -305,6 +306,56 @@ class Sigmoid : public UnaryModule {
  public:
   std::string type_name() const override { return "Sigmoid"; }
   Tensor forward(const Tensor& x) override;
+};
+
+// The composed activations (core/ops/activation.h), printed as PyTorch's.
+class ELU : public UnaryModule {
+ public:
+  explicit ELU(double alpha = 1.0);
+  std::string type_name() const override { return "ELU"; }
+  std::string extra_repr() const override { return "alpha=" + detail::py_float(alpha); }
+  Tensor forward(const Tensor& x) override { return elu(x, alpha); }
+
+  double alpha;
+};
+
+class Hardtanh : public UnaryModule {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  std::string type_name() const override { return "Hardtanh"; }
+  std::string extra_repr() const override {
+    return "min_val=" + detail::py_float(min_val) + ", max_val=" + detail::py_float(max_val);
+  }
+  Tensor forward(const Tensor& x) override { return hardtanh(x, min_val, max_val); }
+
+  double min_val, max_val;
+};
+
+// Activations without options: SELU, ReLU6, Hardsigmoid, Hardswish, Mish.
+#define KILN_ACTIVATION(Name, fn)                              \
+  class Name : public UnaryModule {                            \
+   public:                                                     \
+    std::string type_name() const override { return #Name; }   \
+    Tensor forward(const Tensor& x) override { return fn(x); } \
+  };
+KILN_ACTIVATION(SELU, selu)
+KILN_ACTIVATION(ReLU6, relu6)
+KILN_ACTIVATION(Hardsigmoid, hardsigmoid)
+KILN_ACTIVATION(Hardswish, hardswish)
+KILN_ACTIVATION(Mish, mish)
+#undef KILN_ACTIVATION
+
+// A learned negative slope: parameter weight [num_parameters] (1, or the input's channels), every
+// value `init`.
+class PReLU : public UnaryModule {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  std::string type_name() const override { return "PReLU"; }
+  std::string extra_repr() const override { return "num_parameters=" + std::to_string(num_parameters); }
+  Tensor forward(const Tensor& x) override { return prelu(x, weight); }
+
+  int64_t num_parameters;
+  Tensor weight;
 };
 
 // softmax / log_softmax along `dim`.

@@ -80,3 +80,35 @@ TEST_CASE("a decoder of Upsample and Conv2d learns to double an image's resoluti
   }
   CHECK(last < 0.2 * first);
 }
+
+TEST_CASE("the composed activation modules call their ops, printed as PyTorch's", "[nn]") {
+  manual_seed(33);
+  const Tensor x = randn({3, 4, 5}) * 3.0;
+  ELU elu_m(0.5);
+  CHECK(elu_m.str() == "ELU(alpha=0.5)");
+  CHECK(bitwise_equal(elu_m(x), elu(x, 0.5)));
+  Hardtanh ht(-2.0, 2.0);
+  CHECK(ht.str() == "Hardtanh(min_val=-2.0, max_val=2.0)");
+  CHECK(bitwise_equal(ht(x), hardtanh(x, -2.0, 2.0)));
+  CHECK(ReLU6().str() == "ReLU6()");
+  CHECK(bitwise_equal(ReLU6()(x), relu6(x)));
+  CHECK(bitwise_equal(SELU()(x), selu(x)));
+  CHECK(bitwise_equal(Hardsigmoid()(x), hardsigmoid(x)));
+  CHECK(bitwise_equal(Hardswish()(x), hardswish(x)));
+  CHECK(Mish().str() == "Mish()");
+  CHECK(bitwise_equal(Mish()(x), mish(x)));
+  PReLU pr(4);
+  CHECK(pr.str() == "PReLU(num_parameters=4)");
+  CHECK(pr.weight.to_vector_double() == std::vector<double>{0.25, 0.25, 0.25, 0.25});
+  CHECK(bitwise_equal(pr(x), prelu(x, pr.weight)));
+  // The negative slope learns: its gradient is the sum of x over the negative side, per channel.
+  pr(x).sum().backward();
+  const Tensor negative_sums = sum(where(gt(x, 0.0), 0.0, x), {0, 2});
+  CHECK(max(abs(pr.weight.grad() - negative_sums)).item<double>() < 1e-5);
+  // ELU's gradient stays finite where exp would overflow on the positive side.
+  Tensor big = tensor(std::vector<double>{1000.0, -1000.0, 0.0}).set_requires_grad(true);
+  elu(big, 1.0).sum().backward();
+  CHECK(big.grad().to_vector_double() == std::vector<double>{1.0, 0.0, 1.0});
+  CHECK_THROWS_WITH(Hardtanh(1.0, -1.0), Catch::Contains("Hardtanh") && Catch::Contains("min_val"));
+  CHECK_THROWS_WITH(PReLU(0), Catch::Contains("PReLU") && Catch::Contains("num_parameters"));
+}

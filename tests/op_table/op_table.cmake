@@ -18,6 +18,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/conv_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/pool_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/softmax_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/activation_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/layer_norm_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/loss_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/norm_rows.cpp

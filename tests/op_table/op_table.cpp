@@ -25,6 +25,7 @@ const std::vector<RowFamily>& row_families() {
       {"conv", add_conv_rows},
       {"pool", add_pool_rows},
       {"softmax", add_softmax_rows},
+      {"activation", add_activation_rows},
       {"layer_norm", add_layer_norm_rows},
       {"norm", add_norm_rows},
       {"interpolate", add_interpolate_rows},

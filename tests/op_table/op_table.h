@@ -142,6 +142,7 @@ void add_matmul_rows(std::vector<OpRow>& rows);
 void add_conv_rows(std::vector<OpRow>& rows);
 void add_pool_rows(std::vector<OpRow>& rows);
 void add_softmax_rows(std::vector<OpRow>& rows);
+void add_activation_rows(std::vector<OpRow>& rows);
 void add_layer_norm_rows(std::vector<OpRow>& rows);
 void add_loss_rows(std::vector<OpRow>& rows);
 void add_norm_rows(std::vector<OpRow>& rows);
