@@ -34,6 +34,17 @@ void check_betas(const char* optimizer, double beta1, double beta2, const std::s
   }
 }
 
+// The options Adamax and RAdam share, in every group of `o`: betas in [0, 1), eps and the weight
+// decay finite and >= 0.
+void check_adam_like(const Optimizer& o, const char* name, double beta1, double beta2, double eps) {
+  for (size_t g = 0; g < o.num_groups(); ++g) {
+    const std::string where = group_note(o.num_groups(), g);
+    check_betas(name, o.option(g, "beta1", beta1), o.option(g, "beta2", beta2), where);
+    check_non_negative(name, "eps", o.option(g, "eps", eps), where);
+    check_non_negative(name, "weight_decay", o.group(g).weight_decay, where);
+  }
+}
+
 // The 1-based step t of this update, in `dtype`, from a parameter's device step count (which
 // counts the updates before it).
 Tensor step_number(const Tensor& steps, DType dtype) { return steps.to(dtype) + 1.0; }
@@ -197,12 +208,7 @@ Adamax::Adamax(std::vector<ParamGroup> groups, std::pair<double, double> betas, 
 
 void Adamax::validate_options() {
   check_options("Adamax");
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const std::string where = group_note(groups_.size(), g);
-    check_betas("Adamax", option(g, "beta1", beta1_), option(g, "beta2", beta2_), where);
-    check_non_negative("Adamax", "eps", option(g, "eps", eps_), where);
-    check_non_negative("Adamax", "weight_decay", groups_[g].weight_decay, where);
-  }
+  check_adam_like(*this, "Adamax", beta1_, beta2_, eps_);
 }
 
 void Adamax::step() {
@@ -249,12 +255,7 @@ RAdam::RAdam(std::vector<ParamGroup> groups, std::pair<double, double> betas, do
 
 void RAdam::validate_options() {
   check_options("RAdam");
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const std::string where = group_note(groups_.size(), g);
-    check_betas("RAdam", option(g, "beta1", beta1_), option(g, "beta2", beta2_), where);
-    check_non_negative("RAdam", "eps", option(g, "eps", eps_), where);
-    check_non_negative("RAdam", "weight_decay", groups_[g].weight_decay, where);
-  }
+  check_adam_like(*this, "RAdam", beta1_, beta2_, eps_);
 }
 
 void RAdam::step() {

@@ -119,6 +119,21 @@ double max_param_diff(nn::Module& a, nn::Module& b) {
   return d;
 }
 
+// `steps` MSE steps on global batches first_batch, first_batch + 1, ..., each rank on its share:
+// a DDP-wrapped model with its optimizer, and a model stepped by ZeRO.
+void step_both(nn::Sequential& ddp_model, nn::optim::Optimizer& ddp_opt, nn::Sequential& zero_model,
+               ZeroRedundancyOptimizer& zero, ProcessGroup& g, int64_t steps, int64_t first_batch) {
+  for (int64_t step = 0; step < steps; ++step) {
+    auto [x, y] = global_batch(first_batch + step);
+    ddp_opt.zero_grad();
+    mse_loss(ddp_model(share(x, g)), share(y, g)).backward();
+    ddp_opt.step();
+    zero.zero_grad();
+    mse_loss(zero_model(share(x, g)), share(y, g)).backward();
+    zero.step();
+  }
+}
+
 // Data-parallel SGD (lr 0.1, momentum 0.9) over `model`, a bucket per parameter: kind 0 is DDP with
 // a plain optimizer, 1 and 2 are ZeRO of that stage.
 struct DataParallelSgd {
@@ -581,15 +596,7 @@ TEST_CASE("zero-2: sharded Adam with amsgrad equals DDP's, its running maximum s
   o.bucket_bytes = 100;  // a bucket per parameter
   ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g, make_adam_amsgrad,
                                o);
-  for (int64_t step = 0; step < 4; ++step) {
-    auto [x, y] = global_batch(60 + step);
-    ddp_opt->zero_grad();
-    mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
-    ddp_opt->step();
-    zero.zero_grad();
-    mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
-    zero.step();
-  }
+  step_both(*ddp_model, *ddp_opt, *zero_model, zero, g, 4, 60);
   CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
   // Three state tensors per element of this rank's shards; the gathered state is the unsharded one.
   int64_t local = 0, shards = 0;
@@ -629,15 +636,7 @@ TEST_CASE("zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam) sha
     o.stage = 2;
     o.bucket_bytes = 100;  // a bucket per parameter
     ZeroRedundancyOptimizer zero(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g, make, o);
-    for (int64_t step = 0; step < 7; ++step) {
-      auto [x, y] = global_batch(80 + step);
-      ddp_opt->zero_grad();
-      mse_loss((*ddp_model)(share(x, g)), share(y, g)).backward();
-      ddp_opt->step();
-      zero.zero_grad();
-      mse_loss((*zero_model)(share(x, g)), share(y, g)).backward();
-      zero.step();
-    }
+    step_both(*ddp_model, *ddp_opt, *zero_model, zero, g, 7, 80);
     CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
     const auto want = ddp_opt->state_dict(), got = zero.state_dict();
     CHECK(got.size() == want.size());
