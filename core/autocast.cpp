@@ -168,6 +168,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"linear_gelu", Policy::LowPrecision},
       {"gelu_mlp", Policy::LowPrecision},
       {"conv2d", Policy::LowPrecision},
+      {"conv_transpose2d", Policy::LowPrecision},
       {"scaled_dot_product_attention", Policy::LowPrecision},
       // Range or accuracy needs float32: exponentials, logarithms, powers, long sums, the
       // normalizations and the losses.

@@ -104,10 +104,21 @@ Tensor detail::filled(const char* layer, const Shape& shape, double value) {
   return t;
 }
 
+void detail::check_positive(const char* layer, const char* what, Pair p) {
+  if (p[0] <= 0 || p[1] <= 0) {
+    throw Error(std::string(layer) + ": " + what + " must be positive, got " + py_tuple({p[0], p[1]}));
+  }
+}
+
+void detail::check_positive(const char* layer, const char* what, int64_t v) {
+  if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
+}
+
 namespace {
 
 using detail::check_eps;
 using detail::check_non_negative;
+using detail::check_positive;
 using detail::filled;
 using detail::new_tensor;
 using detail::py_bool;
@@ -124,13 +135,6 @@ std::string tuple_str(Pair p) {
 // Pools print what PyTorch users usually pass: an int when both sides agree.
 std::string int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : tuple_str(p); }
 
-void check_positive(const char* layer, const char* what, Pair p) {
-  if (p[0] <= 0 || p[1] <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + tuple_str(p));
-}
-void check_positive(const char* layer, const char* what, int64_t v) {
-  if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
-}
-
 // A pool's padding: PyTorch's rule, checked here so that a bad layer fails where it is built.
 void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {
   if (padding[0] < 0 || padding[1] < 0 || padding[0] > kernel_size[0] / 2 || padding[1] > kernel_size[1] / 2) {
@@ -146,47 +150,29 @@ void check_pool_padding(const char* layer, int64_t padding, int64_t kernel_size)
   }
 }
 
-// A convolution's channel counts: >= 0, and divisible by groups (> 0).
-void check_conv_channels(const char* layer, int64_t in_channels, int64_t out_channels, int64_t groups) {
-  check_non_negative(layer, "in_channels", in_channels);
-  check_non_negative(layer, "out_channels", out_channels);
-  if (groups <= 0) throw Error(std::string(layer) + ": groups must be positive, got " + std::to_string(groups));
-  if (in_channels % groups != 0 || out_channels % groups != 0) {
-    throw Error(std::string(layer) + ": in_channels " + std::to_string(in_channels) + " and out_channels " +
-                std::to_string(out_channels) + " must both be divisible by groups " + std::to_string(groups));
-  }
-}
-
-// PyTorch's init of a convolution (Conv1d's and Conv2d's reset_parameters): kaiming_uniform_ with
-// a = sqrt(5) on the weight, the bias uniform in +-1/sqrt(fan_in).
-void reset_conv(Tensor& weight, Tensor& bias) {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (bias.defined()) {
-    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
-    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
-}
-
 std::atomic<bool> g_conv_bias_warned{false};
 
 // A conv bias right before batch norm is wasted: batch norm subtracts each channel's mean, and a
 // per-channel constant cancels there. The check reads the input's autograd producer rather than a
 // Sequential's neighbours, because ResNet-style blocks call conv then bn from their own forward;
-// the graph sees every way the two meet. conv2d records its inputs as (x, weight, bias), so edge
-// 2 is valid exactly when a bias that requires grad went in (so: with grad mode on, as in
-// training). Once warned, or with Warn off, the check costs an atomic load and a level check.
+// the graph sees every way the two meet. conv2d and conv_transpose2d record their inputs as (x,
+// weight, bias), so edge 2 is valid exactly when a bias that requires grad went in (so: with grad
+// mode on, as in training). Once warned, or with Warn off, the check costs an atomic load and a
+// level check.
 void warn_if_conv_bias_feeds(const Tensor& x, const std::string& module, int64_t num_features) {
   if (g_conv_bias_warned.load(std::memory_order_relaxed) || !log_enabled(LogLevel::Warn)) return;
   const std::shared_ptr<Node>& producer = x.grad_fn();
-  if (!producer || producer->name() != "conv2d") return;
+  if (!producer) return;
+  const std::string op = producer->name();
+  if (op != "conv2d" && op != "conv_transpose2d") return;
   const std::vector<Edge>& edges = producer->next_edges();
   if (edges.size() != 3 || !edges[2].valid()) return;
   if (g_conv_bias_warned.exchange(true)) return;
-  log_message(LogLevel::Warn, module + "(" + std::to_string(num_features) +
-                                  "): its input comes from a conv2d with a bias, which batch norm cancels (it "
-                                  "subtracts each channel's mean): the bias only costs memory and time; construct "
-                                  "that Conv2d with bias=false (warned once)");
+  const char* layer = op == "conv2d" ? "Conv2d" : "ConvTranspose2d";
+  log_message(LogLevel::Warn, module + "(" + std::to_string(num_features) + "): its input comes from a " + op +
+                                  " with a bias, which batch norm cancels (it subtracts each channel's mean): the "
+                                  "bias only costs memory and time; construct that " +
+                                  layer + " with bias=false (warned once)");
 }
 
 }  // namespace
@@ -218,79 +204,6 @@ std::string Linear::extra_repr() const {
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
-
-// --- Conv2d ---------------------------------------------------------------------------------------
-
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride, Pair padding, Pair dilation,
-               int64_t groups, bool bias)
-    : in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(kernel_size),
-      stride(stride),
-      padding(padding),
-      dilation(dilation),
-      groups(groups) {
-  check_conv_channels("Conv2d", in_channels, out_channels, groups);
-  check_positive("Conv2d", "kernel_size", kernel_size);
-  check_positive("Conv2d", "stride", stride);
-  check_positive("Conv2d", "dilation", dilation);
-  if (padding[0] < 0 || padding[1] < 0) throw Error("Conv2d: padding must be non-negative, got " + tuple_str(padding));
-  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
-  weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
-  if (bias) this->bias = register_parameter("bias", new_tensor("Conv2d", {out_channels}));
-  reset_parameters();
-}
-
-void Conv2d::reset_parameters() { reset_conv(weight, bias); }
-
-std::string Conv2d::extra_repr() const {
-  std::string s = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
-                  ", kernel_size=" + tuple_str(kernel_size) + ", stride=" + tuple_str(stride);
-  if (padding != Pair{0, 0}) s += ", padding=" + tuple_str(padding);
-  if (dilation != Pair{1, 1}) s += ", dilation=" + tuple_str(dilation);
-  if (groups != 1) s += ", groups=" + std::to_string(groups);
-  if (!bias.defined()) s += ", bias=False";
-  return s;
-}
-
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
-
-// --- Conv1d -------------------------------------------------------------------------------------
-
-Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
-               int64_t dilation, int64_t groups, bool bias)
-    : in_channels(in_channels),
-      out_channels(out_channels),
-      kernel_size(kernel_size),
-      stride(stride),
-      padding(padding),
-      dilation(dilation),
-      groups(groups) {
-  check_conv_channels("Conv1d", in_channels, out_channels, groups);
-  if (kernel_size <= 0 || stride <= 0 || dilation <= 0) {
-    throw Error("Conv1d: kernel_size, stride and dilation must be positive, got " + std::to_string(kernel_size) + ", " +
-                std::to_string(stride) + " and " + std::to_string(dilation));
-  }
-  check_non_negative("Conv1d", "padding", padding);
-  weight = register_parameter("weight", new_tensor("Conv1d", {out_channels, in_channels / groups, kernel_size}));
-  if (bias) this->bias = register_parameter("bias", new_tensor("Conv1d", {out_channels}));
-  reset_parameters();
-}
-
-void Conv1d::reset_parameters() { reset_conv(weight, bias); }
-
-std::string Conv1d::extra_repr() const {
-  auto one = [](int64_t v) { return detail::py_tuple({v}); };
-  std::string s = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
-                  ", kernel_size=" + one(kernel_size) + ", stride=" + one(stride);
-  if (padding != 0) s += ", padding=" + one(padding);
-  if (dilation != 1) s += ", dilation=" + one(dilation);
-  if (groups != 1) s += ", groups=" + std::to_string(groups);
-  if (!bias.defined()) s += ", bias=False";
-  return s;
-}
-
-Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
 
 // --- BatchNorm1d, BatchNorm2d, BatchNorm3d ------------------------------------------------------
 
@@ -345,8 +258,8 @@ Tensor BatchNorm::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
   }
   warn_if_conv_bias_feeds(x, name, num_features);
   const Tensor& z = epilogue.residual;
-  // Synchronized in training only, as PyTorch's SyncBatchNorm: evaluation is each rank's own (without
-  // running statistics, its own batch's), so one rank may evaluate alone.
+  // Synchronized in training only, as PyTorch's SyncBatchNorm: evaluation is each rank's own
+  // (without running statistics, its own batch's), so one rank may evaluate alone.
   const bool synced = sync && is_training();
   if (synced || (z.defined() && (z.sizes() != x.sizes() || z.dtype() != x.dtype() || z.device() != x.device()))) {
     Tensor y = synced ? synced_forward(x) : forward(x);

@@ -16,6 +16,7 @@
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
+#include "nn/conv.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
@@ -37,6 +38,9 @@ std::string py_tuple(const Shape& s);
 // A layer's size argument must be >= 0, a norm's eps a finite number >= 0 (kiln::Error naming
 // the layer otherwise).
 void check_non_negative(const char* layer, const char* what, int64_t v);
+// A layer's size argument (both entries of a Pair) must be > 0 (kiln::Error naming the layer).
+void check_positive(const char* layer, const char* what, Pair p);
+void check_positive(const char* layer, const char* what, int64_t v);
 void check_eps(const char* layer, double eps);
 }  // namespace detail
 
@@ -53,37 +57,6 @@ class Linear : public UnaryModule {
 
   int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias = false
-};
-
-// weight [out, in / groups, kH, kW] and bias [out], initialized as PyTorch's Conv2d.
-class Conv2d : public UnaryModule {
- public:
-  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
-         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
-  std::string type_name() const override { return "Conv2d"; }
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-  void reset_parameters();
-
-  int64_t in_channels, out_channels;
-  Pair kernel_size, stride, padding, dilation;
-  int64_t groups;
-  Tensor weight, bias;
-};
-
-// weight [out, in / groups, k] and bias [out], initialized as PyTorch's Conv1d; input [N, C, L] or
-// [C, L].
-class Conv1d : public UnaryModule {
- public:
-  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
-         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
-  std::string type_name() const override { return "Conv1d"; }
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-  void reset_parameters();
-
-  int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
-  Tensor weight, bias;
 };
 
 // Cross-process batch statistics for batch norm (synchronized batch norm in data-parallel

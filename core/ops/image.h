@@ -45,4 +45,19 @@ inline std::optional<int64_t> window_out_size(int64_t in, int64_t k, int64_t s, 
   return floor_div(padded - reach - 1, s) + 1;  // both operands of the difference are non-negative
 }
 
+// The length a transposed convolution maps `in` to: (in - 1) s - 2 pad + d (k - 1) + out_pad + 1
+// (0 or less when the padding crops everything). nullopt when a step overflows int64 (k, s, d >= 1,
+// in, pad and out_pad >= 0).
+inline std::optional<int64_t> transposed_out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d,
+                                                  int64_t out_pad) {
+  int64_t spread = 0, reach = 0, twice_pad = 0, r = 0;
+  if (__builtin_mul_overflow(in - 1, s, &spread) || __builtin_mul_overflow(d, k - 1, &reach) ||
+      __builtin_mul_overflow(pad, 2, &twice_pad) || __builtin_add_overflow(spread, reach, &r) ||
+      __builtin_sub_overflow(r, twice_pad, &r) || __builtin_add_overflow(r, out_pad, &r) ||
+      __builtin_add_overflow(r, 1, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
 }  // namespace kiln::ops

@@ -1,7 +1,10 @@
 // Hand tests for conv2d: what the op table cannot say (layouts of outputs and gradients, a
 // hand-computed convolution, bitwise determinism across thread counts, pooling's included, the
 // channels-last row columns against NCHW and against their formulas, the planar columns against
-// theirs). Pooling's own are in test_pool.cpp.
+// theirs). Pooling's own are in test_pool.cpp. Then conv_transpose2d and conv_transpose1d, beyond
+// the op table's float64 scatter reference and gradchecks: a hand-computed transposed convolution
+// and its gradients, the adjoint identity with conv2d, the sizes output_padding picks, layouts of
+// outputs and gradients, and empty operands.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -26,6 +29,25 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 bool is_channels_last_layout(const Tensor& t) { return t.strides() == channels_last_strides(t.sizes()); }
+
+// <a, b> summed in float64 on the host.
+double dot(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
+  REQUIRE(va.size() == vb.size());
+  double s = 0;
+  for (size_t i = 0; i < va.size(); ++i) s += va[i] * vb[i];
+  return s;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
+  REQUIRE(va.size() == vb.size());
+  double m = 0;
+  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
+  return m;
+}
+
+double max_abs(const Tensor& a) { return max_diff(a, zeros_like(a)); }
 
 }  // namespace
 
@@ -218,7 +240,8 @@ TEST_CASE("conv2d: channels-last row columns give NCHW's output and gradients in
         CHECK(nchw[i].sizes() == cl[i].sizes());
         CHECK(worst_rel(cl[i], nchw[i]) < 1e-12);
       }
-      // Channels-last in, channels-last out (the weight gradient where the weight has channels to order).
+      // Channels-last in, channels-last out (the weight gradient where the weight has channels to
+      // order).
       CHECK(cl[0].strides() == channels_last_strides(cl[0].sizes()));
       CHECK(cl[1].strides() == channels_last_strides(cl[1].sizes()));
       if (cs.w[1] > 1) CHECK(cl[2].strides() == channels_last_strides(cl[2].sizes()));
@@ -254,8 +277,8 @@ TEST_CASE("conv2d: channels-last float16 and bfloat16 are float32's results roun
 TEST_CASE("conv2d: channels-last results are bitwise the same with 1 and 2 threads at any batch", "[conv]") {
   ThreadCountGuard guard;
   cpu::GemmBackendScope gemm(test::thread_independent_gemm());
-  // Batch 1: fewer images than threads, so the image's im2col, GEMMs and col2im use the pool; batch 3:
-  // a run of images per thread; batch 19: several weight-gradient runs.
+  // Batch 1: fewer images than threads, so the image's im2col, GEMMs and col2im use the pool; batch
+  // 3: a run of images per thread; batch 19: several weight-gradient runs.
   for (int64_t batch : {1, 3, 19}) {
     INFO("batch " << batch);
     manual_seed(29);
@@ -279,8 +302,9 @@ TEST_CASE("conv2d: channels-last results are bitwise the same with 1 and 2 threa
 
 TEST_CASE("im2col_rows and col2im_rows follow their formulas for any image strides", "[conv]") {
   // Integer values: every sum is exact in any order, so col2im can be compared exactly with a
-  // scatter in another order. Strides: dense channels-last (whole window rows), channels-last pixels
-  // with a gap after each pixel's channels (a run per tap), and NCHW planes (channels apart).
+  // scatter in another order. Strides: dense channels-last (whole window rows), channels-last
+  // pixels with a gap after each pixel's channels (a run per tap), and NCHW planes (channels
+  // apart).
   const int64_t n = 2, c = 6, h = 5, w = 7, groups = 2;
   Conv2dGeometry g;
   g.batch = n;
@@ -362,9 +386,9 @@ TEST_CASE("im2col_rows and col2im_rows follow their formulas for any image strid
 TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes and row gaps included", "[conv]") {
   // Integer values, so col2im can be compared exactly with a scatter in another order. "Same"
   // convolutions at stride 1 whose image rows are out_w apart copy each tap's plane whole and then
-  // zero its edges (im2col.cpp's im2col_shifted_plane); the rest copy a row at a time. The gap after
-  // each image row holds -99, which a shifted copy reads and must zero. col2im adds each tap whole
-  // where in_w == out_w at stride 1 (col2im_shifted_tap), whatever the image's strides.
+  // zero its edges (im2col.cpp's im2col_shifted_plane); the rest copy a row at a time. The gap
+  // after each image row holds -99, which a shifted copy reads and must zero. col2im adds each tap
+  // whole where in_w == out_w at stride 1 (col2im_shifted_tap), whatever the image's strides.
   struct Case {
     const char* name;
     int64_t c, h, w, row;  // row: the image's row stride (>= w)
@@ -454,4 +478,155 @@ TEST_CASE("im2col_planes and col2im_planes follow their formulas, shifted planes
           for (int64_t x = 0; x < cs.w; ++x) want[at(b, ch, y, x)] = scatter[at(b, ch, y, x)];
     CHECK(grad == want);
   }
+}
+
+// --- conv_transpose2d, conv_transpose1d ----------------------------------------------------------
+
+TEST_CASE("conv_transpose2d: a hand-computed 2x2 * 2x2 transposed convolution and its gradients", "[conv]") {
+  Tensor x = tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 1, 2, 2}).set_requires_grad(true);
+  Tensor w = tensor({1.0f, 2.0f, 3.0f, 4.0f}, {1, 1, 2, 2}).set_requires_grad(true);
+  Tensor b = tensor({0.5f}, {1}).set_requires_grad(true);
+
+  Tensor y = conv_transpose2d(x, w, b);
+  REQUIRE(y.sizes() == Shape{1, 1, 3, 3});
+  // y[i + a, j + b] += x[i, j] * w[a, b], then + 0.5: each input pixel stamps the filter, scaled.
+  CHECK(y.to_vector<float>() == std::vector<float>{1.5f, 4.5f, 4.5f, 6.5f, 20.5f, 16.5f, 9.5f, 24.5f, 16.5f});
+
+  y.backward(tensor({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f}, {1, 1, 3, 3}));
+  // The input gradient is conv2d of the output gradient with the same filter (conv2d's own hand
+  // test has these numbers), and the filter gradient correlates the input with the output gradient.
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{37, 47, 67, 77});
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{37, 47, 67, 77});
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{45});
+
+  // Stride 2, 2x2 kernel: the stamps tile the output without overlap (4x4); padding 1 crops one
+  // row and column on each side (2x2), output_padding 1 gives back a row and a column at the
+  // bottom and right (3x3).
+  const Tensor xd = x.detach(), wd = w.detach();
+  CHECK(conv_transpose2d(xd, wd, Tensor(), {2, 2}).to_vector<float>() ==
+        std::vector<float>{1, 2, 2, 4, 3, 4, 6, 8, 3, 6, 4, 8, 9, 12, 12, 16});
+  CHECK(conv_transpose2d(xd, wd, Tensor(), {2, 2}, {1, 1}).to_vector<float>() == std::vector<float>{4, 6, 6, 4});
+  CHECK(conv_transpose2d(xd, wd, Tensor(), {2, 2}, {1, 1}, {1, 1}).to_vector<float>() ==
+        std::vector<float>{4, 6, 8, 6, 4, 8, 12, 12, 16});
+}
+
+TEST_CASE("conv_transpose2d is the adjoint of conv2d: <conv2d(y, w), x> = <y, conv_transpose2d(x, w)>", "[conv]") {
+  manual_seed(5);
+  struct Case {
+    Shape x, w;  // x [N, C_in, H, W], w [C_in, C_out / groups, kH, kW]
+    Pair stride, padding, output_padding, dilation;
+    int64_t groups;
+    bool channels_last;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4, 5}, {3, 2, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false},
+      {{2, 4, 3, 4}, {4, 3, 4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 2, false},
+      {{1, 2, 3, 3}, {2, 2, 2, 3}, {3, 2}, {0, 1}, {2, 1}, {2, 1}, 1, true},
+      {{2, 3, 4, 3}, {3, 1, 3, 2}, {2, 1}, {1, 0}, {1, 0}, {1, 2}, 3, true},
+  };
+  for (const Case& c : cases) {
+    const TensorOptions f64(DType::Float64);
+    Tensor x = randn(c.x, f64), w = randn(c.w, f64);
+    if (c.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+    const Tensor t = conv_transpose2d(x, w, Tensor(), c.stride, c.padding, c.output_padding, c.groups, c.dilation);
+    CHECK(is_channels_last_layout(t) == c.channels_last);
+    const Tensor y = randn(t.sizes(), f64);
+    // conv2d of the transposed output's size gives back the input's size, whatever output_padding
+    // (below the stride) added.
+    const Tensor cy = conv2d(y, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
+    REQUIRE(cy.sizes() == c.x);
+    const double lhs = dot(cy, x), rhs = dot(y, t);
+    CHECK(std::fabs(lhs - rhs) <= 1e-12 * (1.0 + std::fabs(lhs)));
+  }
+}
+
+TEST_CASE("conv_transpose2d: every output_padding below the stride is a size conv2d maps back", "[conv]") {
+  // A stride-3 conv2d maps inputs of 10, 11 and 12 to 4 (kernel 3, padding 1); the transposed
+  // convolution of a 4 gives 10, 11 or 12 by output_padding 0, 1, 2, and refuses 3.
+  const Tensor x = ones({1, 1, 4, 4}), w = ones({1, 1, 3, 3});
+  for (int64_t op = 0; op < 3; ++op) {
+    const Tensor y = conv_transpose2d(x, w, Tensor(), {3, 3}, {1, 1}, {op, 0});
+    CHECK(y.sizes() == Shape{1, 1, 10 + op, 10});
+    CHECK(conv2d(y, w, Tensor(), {3, 3}, {1, 1}).sizes() == x.sizes());
+  }
+  CHECK_THROWS_WITH(conv_transpose2d(x, w, Tensor(), {3, 3}, {1, 1}, {3, 0}),
+                    Catch::Contains("output_padding 3x0") && Catch::Contains("stride 3x3"));
+}
+
+TEST_CASE(
+    "conv_transpose2d: channels-last gives NCHW's values, its layout, and gradients laid out like their "
+    "tensors",
+    "[conv]") {
+  manual_seed(9);
+  const Tensor x = randn({2, 4, 5, 4}), w = randn({4, 3, 3, 3}), b = randn({6});
+  Tensor xn = x.detach().set_requires_grad(true), wn = w.detach().set_requires_grad(true);
+  Tensor xcl = x.contiguous(MemoryFormat::ChannelsLast).detach().set_requires_grad(true);
+  Tensor wcl = w.detach().set_requires_grad(true);
+  const Tensor yn = conv_transpose2d(xn, wn, b, {2, 2}, {1, 1}, {1, 0}, 2);
+  const Tensor ycl = conv_transpose2d(xcl, wcl, b, {2, 2}, {1, 1}, {1, 0}, 2);
+  CHECK(yn.is_contiguous());
+  CHECK(is_channels_last_layout(ycl));
+  CHECK(max_diff(yn, ycl) <= 1e-5);
+  const Tensor gy = randn(yn.sizes());
+  yn.backward(gy);
+  ycl.backward(gy);
+  CHECK(is_channels_last_layout(xcl.grad()));
+  CHECK(xn.grad().is_contiguous());
+  CHECK(wcl.grad().is_contiguous());  // an NCHW weight's gradient comes back NCHW
+  CHECK(max_diff(xn.grad(), xcl.grad()) <= 1e-5);
+  CHECK(max_diff(wn.grad(), wcl.grad()) <= 1e-4);
+
+  // A channels-last weight makes the convolution channels-last too, and keeps its gradient so.
+  Tensor w2 = w.contiguous(MemoryFormat::ChannelsLast).detach().set_requires_grad(true);
+  const Tensor y2 = conv_transpose2d(x, w2, b, {2, 2}, {1, 1}, {1, 0}, 2);
+  CHECK(is_channels_last_layout(y2));
+  y2.backward(gy);
+  CHECK(is_channels_last_layout(w2.grad()));
+  CHECK(max_diff(wn.grad(), w2.grad()) <= 1e-4);
+}
+
+TEST_CASE("conv_transpose2d: empty batches, images and channels give the bias and zero gradients", "[conv]") {
+  const Tensor b = tensor({0.25f, -1.0f}, {2});
+  SECTION("an empty batch") {
+    Tensor x = zeros({0, 3, 4, 4}).set_requires_grad(true);
+    Tensor w = ones({3, 2, 3, 3}).set_requires_grad(true);
+    const Tensor y = conv_transpose2d(x, w, b, {2, 2}, {1, 1}, {1, 1});
+    CHECK(y.sizes() == Shape{0, 2, 8, 8});
+    y.sum().backward();
+    CHECK(x.grad().sizes() == x.sizes());
+    CHECK(max_abs(w.grad()) == 0.0);
+  }
+  SECTION("an input of height 0: the kernel alone reaches 2 rows, which hold the bias") {
+    Tensor x = zeros({1, 3, 0, 3}).set_requires_grad(true);
+    Tensor w = ones({3, 2, 3, 3}).set_requires_grad(true);
+    Tensor bb = b.detach().set_requires_grad(true);
+    const Tensor y = conv_transpose2d(x, w, bb);
+    REQUIRE(y.sizes() == Shape{1, 2, 2, 5});  // (0 - 1) + (3 - 1) + 1 rows, (3 - 1) + (3 - 1) + 1 columns
+    CHECK(max_diff(y.select(1, 0), full_like(y.select(1, 0), 0.25)) == 0.0);
+    CHECK(max_diff(y.select(1, 1), full_like(y.select(1, 1), -1.0)) == 0.0);
+    y.sum().backward();
+    CHECK(max_abs(w.grad()) == 0.0);
+    CHECK(bb.grad().to_vector<float>() == std::vector<float>{10, 10});
+  }
+  SECTION("no input channels") {
+    Tensor w = ones({0, 2, 3, 3}).set_requires_grad(true);
+    const Tensor y = conv_transpose2d(ones({2, 0, 3, 3}), w, b);
+    REQUIRE(y.sizes() == Shape{2, 2, 5, 5});
+    CHECK(max_diff(y.select(1, 0), full_like(y.select(1, 0), 0.25)) == 0.0);
+    CHECK(max_diff(y.select(1, 1), full_like(y.select(1, 1), -1.0)) == 0.0);
+    y.sum().backward();
+    CHECK(w.grad().sizes() == w.sizes());
+  }
+}
+
+TEST_CASE("conv_transpose1d is conv_transpose2d at height 1, batched and not", "[conv]") {
+  manual_seed(13);
+  const Tensor x = randn({2, 4, 6}), w = randn({4, 3, 3}), b = randn({6});
+  const Tensor y = conv_transpose1d(x, w, b, 2, 1, 1, 2, 2);
+  const Tensor y2 = conv_transpose2d(x.unsqueeze(2), w.unsqueeze(2), b, {1, 2}, {0, 1}, {0, 1}, 2, {1, 2});
+  REQUIRE(y.sizes() == Shape{2, 6, 14});  // (6 - 1) 2 - 2 + 2 (3 - 1) + 1 + 1
+  CHECK(max_diff(y, y2.squeeze(2)) == 0.0);
+  CHECK(max_diff(conv_transpose1d(x.select(0, 1), w, b, 2, 1, 1, 2, 2), y.select(0, 1)) == 0.0);
+  CHECK_THROWS_WITH(conv_transpose1d(x, w, b, 2, 1, 1, 0),
+                    Catch::Contains("conv_transpose1d") && Catch::Contains("groups 0"));
 }

@@ -130,6 +130,41 @@ void layer_rows(Table& t) {
     Conv2d c(1, 2, {3, 3});
     (void)c.forward(f32({1, 4, 4}));
   });
+  t.add("ConvTranspose2d: negative in_channels", Expect::Error, {"ConvTranspose2d", "in_channels", "-1"}, [] {
+    ConvTranspose2d c(-1, 2, {3, 3});
+  });
+  t.add("ConvTranspose2d: kernel 0", Expect::Error, {"ConvTranspose2d", "kernel_size", "(3, 0)"}, [] {
+    ConvTranspose2d c(1, 2, {3, 0});
+  });
+  t.add("ConvTranspose2d: negative padding", Expect::Error, {"ConvTranspose2d", "padding", "(0, -2)"}, [] {
+    ConvTranspose2d c(1, 2, {3, 3}, {1, 1}, {0, -2});
+  });
+  t.add("ConvTranspose2d: output_padding at the stride", Expect::Error, {"ConvTranspose2d", "output_padding (1, 0)"},
+        [] {
+          ConvTranspose2d c(1, 2, {3, 3}, {1, 1}, {0, 0}, {1, 0});
+        });
+  t.add("ConvTranspose2d: dilation 0", Expect::Error, {"ConvTranspose2d", "dilation"}, [] {
+    ConvTranspose2d c(1, 2, {3, 3}, {1, 1}, {0, 0}, {0, 0}, 1, true, {0, 1});
+  });
+  t.add("ConvTranspose2d: weight count overflows", Expect::Shape, {"ConvTranspose2d", "1099511627776"}, [] {
+    ConvTranspose2d c(kP40, kP40, {3, 3});
+  });
+  t.add("ConvTranspose2d forward: channel mismatch", Expect::Shape,
+        {"conv_transpose2d", "input has 3 channels", "[1, 3, 4, 4]"}, [] {
+          ConvTranspose2d c(2, 2, {3, 3});
+          (void)c.forward(f32({1, 3, 4, 4}));
+        });
+  t.add("ConvTranspose2d forward: output_size beyond the stride's reach", Expect::Shape,
+        {"ConvTranspose2d", "output size 9", "7 to 8"}, [] {
+          ConvTranspose2d c(1, 1, {3, 3}, {2, 2}, {1, 1});
+          (void)c.forward(f32({1, 1, 4, 4}), {9, 7});
+        });
+  t.add("ConvTranspose1d: groups 0", Expect::Error, {"ConvTranspose1d", "groups", "0"},
+        [] { ConvTranspose1d c(2, 2, 3, 1, 0, 0, 0); });
+  t.add("ConvTranspose1d forward: 4-d input", Expect::Shape, {"conv_transpose1d", "[1, 2, 4, 4]"}, [] {
+    ConvTranspose1d c(2, 2, 3);
+    (void)c.forward(f32({1, 2, 4, 4}));
+  });
   t.add("Conv2d forward: channel mismatch", Expect::Shape, {"conv2d", "3 channels"}, [] {
     Conv2d c(1, 2, {3, 3});
     (void)c.forward(f32({1, 3, 4, 4}));

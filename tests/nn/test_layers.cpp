@@ -136,6 +136,65 @@ TEST_CASE("Conv1d: output length, weight shape, init bound, printed form, unbatc
   CHECK_THROWS_WITH(Conv1d(3, 6, 3, 1, 0, 1, 2), Catch::Contains("divisible by groups"));
 }
 
+TEST_CASE("ConvTranspose2d: output shape, weight shape, PyTorch's init fan-in, printed form, output_size", "[nn]") {
+  manual_seed(21);
+  // A DCGAN generator's layer: kernel 4, stride 2, padding 1 doubles the size.
+  ConvTranspose2d up(8, 3, {4, 4}, {2, 2}, {1, 1});
+  CHECK(up.weight.sizes() == Shape{8, 3, 4, 4});
+  CHECK(up.bias.sizes() == Shape{3});
+  CHECK(up.str() == "ConvTranspose2d(8, 3, kernel_size=(4, 4), stride=(2, 2), padding=(1, 1))");
+  const Tensor x = randn({2, 8, 5, 6});
+  CHECK(up.forward(x).sizes() == Shape{2, 3, 10, 12});
+  // The fan-in of [in, out / groups, kH, kW] reads dimension 1: 3 x 16 = 48, not 8 x 16 = 128.
+  const double bound = 1.0 / std::sqrt(48.0);
+  CHECK(moments(up.weight).max <= bound);
+  CHECK(moments(up.weight).max > 1.0 / std::sqrt(128.0));
+  CHECK(moments(up.bias).min >= -bound);
+  CHECK(max_abs_diff(up.forward(x), conv_transpose2d(x, up.weight, up.bias, {2, 2}, {1, 1})) == 0.0);
+
+  // forward(x, output_size): a stride-2 conv2d maps 10 and 11 to 5, so 11 is reachable too, by
+  // output_padding 1; the full [N, C, H, W] form reads its last two entries.
+  CHECK(max_abs_diff(up.forward(x, {11, 12}), conv_transpose2d(x, up.weight, up.bias, {2, 2}, {1, 1}, {1, 0})) == 0.0);
+  CHECK(up.forward(x, {2, 3, 10, 13}).sizes() == Shape{2, 3, 10, 13});
+  CHECK_THROWS_WITH(up.forward(x, {12, 12}), Catch::Contains("ConvTranspose2d") && Catch::Contains("output size 12") &&
+                                                 Catch::Contains("10 to 11") && Catch::Contains("[2, 8, 5, 6]"));
+  CHECK_THROWS_WITH(up.forward(x, {3, 10, 12}),
+                    Catch::Contains("ConvTranspose2d") && Catch::Contains("output_size [3, 10, 12]"));
+
+  ConvTranspose2d grouped(4, 6, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 2, false, {2, 2});
+  CHECK(grouped.weight.sizes() == Shape{4, 3, 3, 3});
+  CHECK(grouped.extra_repr() ==
+        "4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(2, 2), output_padding=(1, 1), groups=2, "
+        "bias=False");
+  CHECK(grouped.forward(randn({1, 4, 3, 3})).sizes() == Shape{1, 6, 8, 8});  // (3 - 1) 2 - 2 + 4 + 1 + 1
+  CHECK_THROWS_WITH(ConvTranspose2d(4, 4, {3, 3}, {2, 2}, {0, 0}, {2, 0}),
+                    Catch::Contains("ConvTranspose2d") && Catch::Contains("output_padding (2, 0)"));
+  CHECK_THROWS_WITH(ConvTranspose2d(3, 6, {3, 3}, {1, 1}, {0, 0}, {0, 0}, 2),
+                    Catch::Contains("ConvTranspose2d") && Catch::Contains("divisible by groups"));
+}
+
+TEST_CASE("ConvTranspose1d: output length, weight shape, printed form, output_size, unbatched input", "[nn]") {
+  manual_seed(22);
+  ConvTranspose1d up(4, 6, 3, 2, 1, 1);
+  CHECK(up.str() == "ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), output_padding=(1,))");
+  CHECK(up.weight.sizes() == Shape{4, 6, 3});
+  const double bound = 1.0 / std::sqrt(18.0);  // fan-in 6 x 3
+  CHECK(moments(up.weight).max <= bound);
+  CHECK(moments(up.bias).min >= -bound);
+  const Tensor x = randn({2, 4, 7});
+  const Tensor y = up.forward(x);
+  CHECK(y.sizes() == Shape{2, 6, 14});                                     // (7 - 1) 2 - 2 + 2 + 1 + 1
+  CHECK(max_abs_diff(up.forward(x.select(0, 1)), y.select(0, 1)) == 0.0);  // [C, L] is one sample
+  CHECK(up.forward(x, {13}).sizes() == Shape{2, 6, 13});
+  CHECK(up.forward(x, {2, 6, 14}).sizes() == Shape{2, 6, 14});
+  CHECK_THROWS_WITH(up.forward(x, {15}), Catch::Contains("ConvTranspose1d") && Catch::Contains("13 to 14"));
+  ConvTranspose1d grouped(4, 8, 5, 1, 0, 0, 2, false, 2);
+  CHECK(grouped.extra_repr() == "4, 8, kernel_size=(5,), stride=(1,), dilation=(2,), groups=2, bias=False");
+  CHECK(grouped.weight.sizes() == Shape{4, 4, 5});
+  CHECK_THROWS_WITH(ConvTranspose1d(4, 6, 3, 1, 0, 1),
+                    Catch::Contains("ConvTranspose1d") && Catch::Contains("output_padding (1,)"));
+}
+
 TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]") {
   manual_seed(3);
   BatchNorm2d bn(3);

@@ -1,6 +1,7 @@
-// What nn logs: the one-time warning for a Conv2d bias feeding a BatchNorm2d (fires once, and never
-// for bias=false or when something sits between the two), and the Info lines of checkpoint and
-// safetensors saves and loads (path, tensor count, step; one line per call).
+// What nn logs: the one-time warning for a Conv2d's or ConvTranspose2d's bias feeding a
+// BatchNorm2d (fires once, and never for bias=false or when something sits between the two), and
+// the Info lines of checkpoint and safetensors saves and loads (path, tensor count, step; one line
+// per call).
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -82,6 +83,20 @@ TEST_CASE("no conv-bias warning for Conv2d(bias=false) or a layer in between", "
   // The same detector does fire when the pattern is there (so the silence above means something).
   bn->forward(conv(true)->forward(x));
   CHECK(bias_warnings(log) == 1);
+}
+
+TEST_CASE("a ConvTranspose2d with a bias feeding a BatchNorm2d warns and names the layer", "[log][layers]") {
+  reset_conv_bias_warning_for_testing();
+  LogCapture log(LogLevel::Warn);
+  manual_seed(4);
+  auto bn = std::make_shared<BatchNorm2d>(4);
+  const Tensor x = randn({2, 3, 4, 4});
+  bn->forward(ConvTranspose2d(3, 4, {4, 4}, {2, 2}, {1, 1}, {0, 0}, 1, false).forward(x));
+  CHECK(log.lines.empty());
+  bn->forward(ConvTranspose2d(3, 4, {4, 4}, {2, 2}, {1, 1}).forward(x));
+  INFO(log.text());
+  CHECK(bias_warnings(log) == 1);
+  CHECK(log.count(LogLevel::Warn, {"conv_transpose2d with a bias", "ConvTranspose2d with bias=false"}) == 1);
 }
 
 TEST_CASE("checkpoint and safetensors saves and loads log one Info line each", "[log][checkpoint]") {

@@ -225,7 +225,8 @@ TEST_CASE("Adamax and RAdam match torch.optim's formulas, RAdam on both sides of
 TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an exact resume", "[optim]") {
   // Group 1 overrides momentum and centered; its parameter follows its own formula.
   Tensor a = param({1.0, 2.0, 3.0}), b = param({-1.0, 0.5, 2.0});
-  RMSprop opt(std::vector<ParamGroup>{{{a}, 0.0625}, {{b}, 0.125, 0.0, {{"momentum", 0.5}, {"centered", 1.0}}}});
+  RMSprop opt(
+      std::vector<ParamGroup>{{{a}, 0.0625, 0.0, {}}, {{b}, 0.125, 0.0, {{"momentum", 0.5}, {"centered", 1.0}}}});
   Vec ea = {1.0, 2.0, 3.0}, eb = {-1.0, 0.5, 2.0}, sa, ba, va, sb, bb, vb;
   for (const Vec& g : kGrads) {
     set_grad(a, g);

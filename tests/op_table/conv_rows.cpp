@@ -1,6 +1,7 @@
-// Op table rows of the conv family: conv2d with and without bias, over strides, padding, dilation,
-// groups and channels-last inputs. Hyper-parameters travel with each sample as a trailing int64
-// tensor, so one row covers many configurations. The reference is a direct loop in float64 (no im2col).
+// Op table rows of the conv family: conv2d and conv_transpose2d with and without bias, over
+// strides, padding, output padding, dilation, groups and channels-last inputs, and their 1-d forms.
+// Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers many
+// configurations. The reference is a direct loop in float64 (no im2col).
 #include <cmath>
 
 #include "tests/op_table/op_table.h"
@@ -38,6 +39,42 @@ Tensor ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const std::
   return from_values(out, {n_, co_, oh_, ow_});
 }
 
+// Transposed params: stride h, w, padding h, w, output_padding h, w, dilation h, w, groups. The
+// definition itself: every input pixel scatters its weighted filter taps into the output, then the
+// padding crops the borders.
+Tensor ref_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, const std::vector<int64_t>& p) {
+  const Shape xs = x.sizes(), ws = w.sizes();
+  const int64_t n_ = xs[0], ci_ = xs[1], h_ = xs[2], w_ = xs[3];
+  const int64_t cog = ws[1], kh = ws[2], kw = ws[3];
+  const int64_t groups = p[8], cig = ci_ / groups, co_ = cog * groups;
+  const int64_t oh_ = (h_ - 1) * p[0] - 2 * p[2] + p[6] * (kh - 1) + p[4] + 1;
+  const int64_t ow_ = (w_ - 1) * p[1] - 2 * p[3] + p[7] * (kw - 1) + p[5] + 1;
+  const Shape os{n_, co_, oh_, ow_};
+  std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>();
+  std::vector<double> out(static_cast<size_t>(n_ * co_ * oh_ * ow_), 0.0);
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t co = 0; co < co_; ++co)
+      for (int64_t oh = 0; oh < oh_; ++oh)
+        for (int64_t ow = 0; ow < ow_; ++ow)
+          out[static_cast<size_t>(ravel({n, co, oh, ow}, os))] = bv.empty() ? 0.0 : bv[static_cast<size_t>(co)];
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t ci = 0; ci < ci_; ++ci)
+      for (int64_t ih = 0; ih < h_; ++ih)
+        for (int64_t iw = 0; iw < w_; ++iw) {
+          const double xval = xv[static_cast<size_t>(ravel({n, ci, ih, iw}, xs))];
+          const int64_t g = ci / cig;
+          for (int64_t oc = 0; oc < cog; ++oc)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t oh = ih * p[0] - p[2] + i * p[6], ow = iw * p[1] - p[3] + j * p[7];
+                if (oh < 0 || oh >= oh_ || ow < 0 || ow >= ow_) continue;
+                out[static_cast<size_t>(ravel({n, g * cog + oc, oh, ow}, os))] +=
+                    xval * wv[static_cast<size_t>(ravel({ci, oc, i, j}, ws))];
+              }
+        }
+  return from_values(out, os);
+}
+
 // x [n, c, h, w], weight [co, c / groups, k, k2]; seeds differ per sample.
 TensorList conv_inputs(DType t, Device d, Shape xs, Shape ws, std::vector<int64_t> p, bool bias, bool cl,
                        uint64_t seed) {
@@ -58,9 +95,27 @@ Sample conv_sample(const std::string& name, Shape xs, Shape ws, std::vector<int6
 
 std::vector<int64_t> std_params() { return {1, 1, 0, 0, 1, 1, 1}; }
 
+// x [n, c, h, w], weight [c, co / groups, k, k2] (scaled by the taps one output sums: about
+// co / groups x k x k2 / stride^2, here bounded by the weight's own fan-in), bias [co] when `bias`.
+TensorList transposed_inputs(DType t, Device d, Shape xs, Shape ws, std::vector<int64_t> p, bool bias, bool cl,
+                             uint64_t seed) {
+  Tensor x = rnd(xs, t, d, seed);
+  if (cl) x = channels_last(x);
+  Tensor w = rnd(ws, t, d, seed + 1, 1.0 / std::sqrt(static_cast<double>(ws[0] * ws[2] * ws[3])));
+  TensorList r{x, w};
+  if (bias) r.push_back(rnd({ws[1] * p[8]}, t, d, seed + 2));
+  r.push_back(params(p, d));
+  return r;
+}
+
+Sample transposed_sample(const std::string& name, Shape xs, Shape ws, std::vector<int64_t> p, bool bias, bool cl,
+                         uint64_t seed) {
+  return {name, [=](DType t, Device d) { return transposed_inputs(t, d, xs, ws, p, bias, cl, seed); }};
+}
+
 // The compute-bound bench of a ResNet stage's 3x3 convolution, forward: x [64, 128, 56, 56], weight
-// [128, 128, 3, 3], padding 1, no bias; bfloat16 (channels-last or NCHW) or float32 with TF32 (NCHW).
-// Its own timed call: the row's op reads its hyper-parameters from an int64 tensor input.
+// [128, 128, 3, 3], padding 1, no bias; bfloat16 (channels-last or NCHW) or float32 with TF32
+// (NCHW). Its own timed call: the row's op reads its hyper-parameters from an int64 tensor input.
 BenchCase conv_bench(const std::string& name, bool tf32, bool cl) {
   BenchCase b;
   b.name = name;
@@ -288,6 +343,213 @@ void add_conv_rows(std::vector<OpRow>& rows) {
            conv1d(zeros({2, 3, 8}), zeros({4, 3, 3}), Tensor(), 0);
          },
          {"conv1d", "stride 0"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // conv_transpose2d: params stride, padding, output_padding, dilation (h, w each), groups.
+    OpRow r;
+    r.name = "conv_transpose2d";
+    r.dtypes = kFloatTypes;
+    const std::vector<int64_t> plain{1, 1, 0, 0, 0, 0, 1, 1, 1};
+    r.samples = {
+        transposed_sample("3x3", {2, 3, 4, 5}, {3, 2, 3, 3}, plain, true, false, 211),
+        // A DCGAN generator's upsampling: 4x4 kernel, stride 2, padding 1 doubles the size.
+        transposed_sample("4x4 kernel, stride 2, padding 1", {2, 3, 4, 3}, {3, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 1, 1, 1},
+                          true, false, 221),
+        transposed_sample("stride 2, padding 1, output_padding 1x0", {2, 2, 3, 4}, {2, 3, 3, 3},
+                          {2, 2, 1, 1, 1, 0, 1, 1, 1}, true, false, 231),
+        transposed_sample("stride 3x2, output_padding 2x1, 2x3 kernel", {1, 2, 3, 3}, {2, 2, 2, 3},
+                          {3, 2, 0, 1, 2, 1, 1, 1, 1}, true, false, 235),
+        transposed_sample("dilation 2, padding 2x1", {2, 2, 4, 4}, {2, 3, 3, 2}, {1, 1, 2, 1, 0, 0, 2, 2, 1}, true,
+                          false, 241),
+        transposed_sample("groups 2", {2, 4, 3, 4}, {4, 3, 3, 3}, {1, 1, 1, 1, 0, 0, 1, 1, 2}, true, false, 251),
+        transposed_sample("1x1, stride 2", {2, 3, 3, 3}, {3, 4, 1, 1}, {2, 2, 0, 0, 1, 1, 1, 1, 1}, true, false, 255),
+        transposed_sample("channels-last, stride 2, padding 1", {2, 3, 4, 3}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1},
+                          true, true, 261),
+        transposed_sample("channels-last, groups 3, stride 2x1", {2, 3, 3, 4}, {3, 1, 3, 2},
+                          {2, 1, 1, 0, 0, 0, 1, 1, 3}, true, true, 265),
+        {"channels-last weight, NCHW input",
+         [](DType t, Device d) {
+           TensorList in =
+               transposed_inputs(t, d, {2, 3, 3, 3}, {3, 2, 3, 3}, {2, 2, 1, 1, 0, 0, 1, 1, 1}, true, false, 267);
+           NoGradGuard g;
+           in[1] = channels_last(in[1]);
+           return in;
+         }},
+        {"non-contiguous input",
+         [](DType t, Device d) {
+           TensorList in =
+               transposed_inputs(t, d, {2, 3, 4, 4}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, true, false, 271);
+           in[0] = noncontig(in[0]);
+           return in;
+         }},
+        {"a batch view with a storage offset",
+         [](DType t, Device d) {
+           TensorList in =
+               transposed_inputs(t, d, {3, 3, 5, 5}, {3, 2, 3, 3}, {1, 1, 1, 1, 0, 0, 1, 1, 1}, true, false, 273);
+           NoGradGuard g;
+           in[0] = in[0].narrow(0, 1, 2);
+           return in;
+         }},
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      return TensorList{
+          conv_transpose2d(in[0], in[1], in[2], {p[0], p[1]}, {p[2], p[3]}, {p[4], p[5]}, p[8], {p[6], p[7]})};
+    };
+    r.reference = [](const TensorList& in) {
+      return TensorList{ref_conv_transpose2d(in[0], in[1], in[2], param_values(in[3]))};
+    };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"input not 4-d",
+         [] {
+           conv_transpose2d(zeros({3, 8, 8}), zeros({3, 2, 3, 3}));
+         },
+         {"conv_transpose2d", "4-d", "[3, 8, 8]"}},
+        {"weight not 4-d",
+         [] {
+           conv_transpose2d(zeros({2, 3, 8, 8}), zeros({3, 18}));
+         },
+         {"conv_transpose2d", "weight", "[C_in, C_out / groups, kH, kW]", "[3, 18]"}},
+        {"channel mismatch",
+         [] {
+           conv_transpose2d(zeros({2, 3, 8, 8}), zeros({4, 2, 3, 3}));
+         },
+         {"conv_transpose2d", "input has 3 channels, weight expects 4", "[2, 3, 8, 8]", "[4, 2, 3, 3]"}},
+        {"groups do not divide input channels",
+         [] {
+           conv_transpose2d(zeros({2, 3, 8, 8}), zeros({3, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {0, 0}, 2);
+         },
+         {"conv_transpose2d", "groups 2", "3 channels", "[2, 3, 8, 8]"}},
+        {"output_padding not below the stride",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}), Tensor(), {2, 2}, {1, 1}, {2, 1});
+         },
+         {"conv_transpose2d", "output_padding 2x1", "stride 2x2", "[1, 2, 4, 4]"}},
+        {"negative output_padding",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}), Tensor(), {2, 2}, {0, 0}, {-1, 0});
+         },
+         {"conv_transpose2d", "output_padding -1x0"}},
+        {"padding crops everything",
+         [] {
+           conv_transpose2d(zeros({1, 2, 2, 2}), zeros({2, 2, 3, 3}), Tensor(), {1, 1}, {2, 2});
+         },
+         {"conv_transpose2d", "output size 0x0", "not positive", "padding 2x2", "[1, 2, 2, 2]"}},
+        {"zero stride",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}), Tensor(), {0, 1});
+         },
+         {"conv_transpose2d", "stride", "0x1"}},
+        {"dtype mismatch",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 2, 3, 3}, DType::Float64));
+         },
+         {"conv_transpose2d", "float32", "float64", "[1, 2, 4, 4]"}},
+        {"bias shape",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 3, 3, 3}), zeros({2}));
+         },
+         {"conv_transpose2d", "bias", "[3]", "[2]"}},
+        {"grouped bias shape",
+         [] {
+           conv_transpose2d(zeros({1, 4, 4, 4}), zeros({4, 3, 3, 3}), zeros({3}), {1, 1}, {0, 0}, {0, 0}, 2);
+         },
+         {"conv_transpose2d", "bias must have shape [6]", "[3]"}},
+        {"output size overflows",
+         [] {
+           conv_transpose2d(zeros({1, 1, 2, 2}), zeros({1, 1, 2, 2}), Tensor(), {INT64_MAX, 1});
+         },
+         {"conv_transpose2d", "overflows int64"}},
+        {"undefined weight",
+         [] {
+           conv_transpose2d(zeros({1, 2, 4, 4}), Tensor());
+         },
+         {"conv_transpose2d", "weight"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "conv_transpose2d (no bias)";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        transposed_sample("4x4 kernel, stride 2, padding 1", {2, 3, 3, 3}, {3, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 1, 1, 1},
+                          false, false, 311),
+        transposed_sample("channels-last, groups 2, dilation 2, output_padding 1", {2, 4, 3, 3}, {4, 1, 2, 3},
+                          {2, 2, 1, 0, 1, 1, 2, 2, 2}, false, true, 321),
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[2]);
+      return TensorList{
+          conv_transpose2d(in[0], in[1], Tensor(), {p[0], p[1]}, {p[2], p[3]}, {p[4], p[5]}, p[8], {p[6], p[7]})};
+    };
+    r.reference = [](const TensorList& in) {
+      return TensorList{ref_conv_transpose2d(in[0], in[1], Tensor(), param_values(in[2]))};
+    };
+    r.differentiable = {0, 1};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    // conv_transpose1d: x [N, C, L] or [C, L], weight [C_in, C_out / groups, k], bias; params
+    // stride, padding, output_padding, dilation, groups. The reference is the 2-d loop at height 1.
+    auto sample = [](const std::string& name, Shape xs, Shape ws, std::vector<int64_t> p, uint64_t seed) {
+      return Sample{name, [=](DType t, Device d) {
+                      const double scale = 1.0 / std::sqrt(static_cast<double>(ws[0] * ws[2]));
+                      return TensorList{rnd(xs, t, d, seed), rnd(ws, t, d, seed + 1, scale),
+                                        rnd({ws[1] * p[4]}, t, d, seed + 2), params(p, d)};
+                    }};
+    };
+    OpRow r;
+    r.name = "conv_transpose1d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        sample("k 3", {2, 3, 5}, {3, 4, 3}, {1, 0, 0, 1, 1}, 341),
+        sample("k 4, stride 2, padding 1, output_padding 1", {2, 3, 6}, {3, 2, 4}, {2, 1, 1, 1, 1}, 343),
+        sample("groups 3, dilation 2", {2, 6, 5}, {6, 1, 3}, {1, 1, 0, 2, 3}, 345),
+        sample("unbatched [C, L]", {3, 4}, {3, 2, 2}, {2, 0, 1, 1, 1}, 347),
+    };
+    r.op = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      return TensorList{conv_transpose1d(in[0], in[1], in[2], p[0], p[1], p[2], p[4], p[3])};
+    };
+    r.reference = [](const TensorList& in) {
+      auto p = param_values(in[3]);
+      const bool batched = in[0].dim() == 3;
+      const Tensor x = (batched ? in[0] : in[0].unsqueeze(0)).unsqueeze(2);
+      const Tensor y =
+          ref_conv_transpose2d(x, in[1].unsqueeze(2), in[2], {1, p[0], 0, p[1], 0, p[2], 1, p[3], p[4]}).squeeze(2);
+      return TensorList{batched ? y : y.squeeze(0)};
+    };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    r.errors = {
+        {"input not [N, C, L]",
+         [] {
+           conv_transpose1d(zeros({2, 3, 8, 8}), zeros({3, 4, 3}));
+         },
+         {"conv_transpose1d", "[N, C, L]", "[2, 3, 8, 8]"}},
+        {"weight not 3-d",
+         [] {
+           conv_transpose1d(zeros({2, 3, 8}), zeros({3, 4, 3, 3}));
+         },
+         {"conv_transpose1d", "weight", "[3, 4, 3, 3]"}},
+        {"channel mismatch",
+         [] {
+           conv_transpose1d(zeros({2, 3, 8}), zeros({2, 4, 3}));
+         },
+         {"conv_transpose1d", "input has 3 channels, weight expects 2", "[2, 3, 8]"}},
+        {"output_padding not below the stride",
+         [] {
+           conv_transpose1d(zeros({2, 3, 8}), zeros({3, 4, 3}), Tensor(), 2, 0, 2);
+         },
+         {"conv_transpose1d", "output_padding 2", "stride 2"}},
     };
     rows.push_back(std::move(r));
   }

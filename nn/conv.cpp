@@ -1,0 +1,263 @@
+// The convolution layers: each constructor checks its arguments, registers PyTorch's parameter
+// names and applies PyTorch's default init; each forward is one core op.
+#include "nn/conv.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/error.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+
+namespace kiln::nn {
+namespace {
+
+using detail::check_non_negative;
+using detail::new_tensor;
+
+// A convolution layer's hyper-parameters as tuples of its spatial rank (1 or 2): what its
+// constructor checks and its extra_repr prints. output_padding is empty for a forward convolution.
+struct ConvSpec {
+  const char* layer;
+  int64_t in_channels, out_channels, groups;
+  Shape kernel_size, stride, padding, dilation, output_padding;
+};
+
+Shape tuple(Pair p) { return {p[0], p[1]}; }
+
+ConvSpec spec(const char* layer, int64_t in, int64_t out, int64_t groups, Shape kernel_size, Shape stride,
+              Shape padding, Shape dilation, Shape output_padding = {}) {
+  return {layer, in, out, groups, kernel_size, stride, padding, dilation, output_padding};
+}
+
+ConvSpec spec_of(const Conv2d& m) {
+  return spec("Conv2d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+              tuple(m.padding), tuple(m.dilation));
+}
+ConvSpec spec_of(const Conv1d& m) {
+  return spec("Conv1d", m.in_channels, m.out_channels, m.groups, {m.kernel_size}, {m.stride}, {m.padding},
+              {m.dilation});
+}
+ConvSpec spec_of(const ConvTranspose2d& m) {
+  return spec("ConvTranspose2d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+              tuple(m.padding), tuple(m.dilation), tuple(m.output_padding));
+}
+ConvSpec spec_of(const ConvTranspose1d& m) {
+  return spec("ConvTranspose1d", m.in_channels, m.out_channels, m.groups, {m.kernel_size}, {m.stride}, {m.padding},
+              {m.dilation}, {m.output_padding});
+}
+
+// PyTorch's rules, checked where the layer is built: channels >= 0 and divisible by groups > 0;
+// kernel_size, stride and dilation positive; padding non-negative; output_padding non-negative and
+// below the stride (PyTorch checks that one at the first forward).
+void check_conv_layer(const ConvSpec& c) {
+  const std::string layer(c.layer);
+  check_non_negative(c.layer, "in_channels", c.in_channels);
+  check_non_negative(c.layer, "out_channels", c.out_channels);
+  if (c.groups <= 0) throw Error(layer + ": groups must be positive, got " + std::to_string(c.groups));
+  if (c.in_channels % c.groups != 0 || c.out_channels % c.groups != 0) {
+    throw Error(layer + ": in_channels " + std::to_string(c.in_channels) + " and out_channels " +
+                std::to_string(c.out_channels) + " must both be divisible by groups " + std::to_string(c.groups));
+  }
+  auto at_least = [&](const char* what, const Shape& v, int64_t min) {
+    for (int64_t e : v) {
+      if (e < min) {
+        throw Error(layer + ": " + what + (min > 0 ? " must be positive" : " must be non-negative") + ", got " +
+                    detail::py_tuple(v));
+      }
+    }
+  };
+  at_least("kernel_size", c.kernel_size, 1);
+  at_least("stride", c.stride, 1);
+  at_least("dilation", c.dilation, 1);
+  at_least("padding", c.padding, 0);
+  at_least("output_padding", c.output_padding, 0);
+  for (size_t i = 0; i < c.output_padding.size(); ++i) {
+    if (c.output_padding[i] >= c.stride[i]) {
+      throw Error(layer + ": output_padding " + detail::py_tuple(c.output_padding) + " must be less than the stride " +
+                  detail::py_tuple(c.stride));
+    }
+  }
+}
+
+// extra_repr as PyTorch's _ConvNd writes it: the defaults left out.
+std::string conv_repr(const ConvSpec& c, bool bias) {
+  auto all = [](const Shape& v, int64_t x) {
+    for (int64_t e : v) {
+      if (e != x) return false;
+    }
+    return true;
+  };
+  std::string s = std::to_string(c.in_channels) + ", " + std::to_string(c.out_channels) +
+                  ", kernel_size=" + detail::py_tuple(c.kernel_size) + ", stride=" + detail::py_tuple(c.stride);
+  if (!all(c.padding, 0)) s += ", padding=" + detail::py_tuple(c.padding);
+  if (!all(c.dilation, 1)) s += ", dilation=" + detail::py_tuple(c.dilation);
+  if (!all(c.output_padding, 0)) s += ", output_padding=" + detail::py_tuple(c.output_padding);
+  if (c.groups != 1) s += ", groups=" + std::to_string(c.groups);
+  if (!bias) s += ", bias=False";
+  return s;
+}
+
+// PyTorch's init of a convolution (every conv layer's reset_parameters): kaiming_uniform_ with a =
+// sqrt(5) on the weight, the bias uniform in +-1/sqrt(fan_in). fan_in reads the weight's dimension
+// 1 and its kernel, so for a transposed convolution's [in, out / groups, k...] it is out / groups
+// times the kernel, as in PyTorch.
+void reset_conv(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+// PyTorch's forward(input, output_size): the output_padding, per spatial dimension, that makes the
+// layer map x to output_size (its spatial sizes alone, or with x's leading dimensions in front).
+// Along each dimension the layer reaches lo .. lo + stride - 1, lo = (in - 1) stride - 2 padding +
+// dilation (k - 1) + 1, computed in 128 bits so that no layer argument overflows it.
+Shape output_padding_for(const ConvSpec& c, const Tensor& x, const Shape& output_size) {
+  const std::string layer(c.layer);
+  const size_t rank = c.kernel_size.size();
+  if (x.dim() < static_cast<int64_t>(rank) + 1) {
+    throw ShapeError(layer + ": input " + shape_str(x.sizes()) + " has too few dimensions");
+  }
+  if (output_size.size() != rank && output_size.size() != static_cast<size_t>(x.dim())) {
+    throw ShapeError(layer + ": output_size " + shape_str(output_size) + " must have " + std::to_string(rank) +
+                     " entries or the input's " + std::to_string(x.dim()) + " (input " + shape_str(x.sizes()) + ")");
+  }
+  auto str = [](__int128 v) {
+    return v < INT64_MIN || v > INT64_MAX ? std::string("(beyond int64)") : std::to_string(static_cast<int64_t>(v));
+  };
+  Shape pad(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t in = x.size(x.dim() - static_cast<int64_t>(rank - i));
+    const int64_t want = output_size[output_size.size() - rank + i];
+    const __int128 lo = static_cast<__int128>(in - 1) * c.stride[i] - static_cast<__int128>(c.padding[i]) * 2 +
+                        static_cast<__int128>(c.dilation[i]) * (c.kernel_size[i] - 1) + 1;
+    const __int128 hi = lo + c.stride[i] - 1;
+    if (want < lo || want > hi) {
+      throw ShapeError(layer + ": output size " + std::to_string(want) + " is not one it makes from input " +
+                       shape_str(x.sizes()) + ": along dimension " +
+                       std::to_string(static_cast<int64_t>(i) - static_cast<int64_t>(rank)) + " it makes " + str(lo) +
+                       " to " + str(hi) + " (stride " + std::to_string(c.stride[i]) + ")");
+    }
+    pad[i] = static_cast<int64_t>(want - lo);
+  }
+  return pad;
+}
+
+}  // namespace
+
+// --- Conv2d ---------------------------------------------------------------------------------------
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride, Pair padding, Pair dilation,
+               int64_t groups, bool bias)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      groups(groups) {
+  check_conv_layer(spec_of(*this));
+  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
+  weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Conv2d", {out_channels}));
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string Conv2d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+
+// --- Conv1d -------------------------------------------------------------------------------------
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
+               int64_t dilation, int64_t groups, bool bias)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      groups(groups) {
+  check_conv_layer(spec_of(*this));
+  weight = register_parameter("weight", new_tensor("Conv1d", {out_channels, in_channels / groups, kernel_size}));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Conv1d", {out_channels}));
+  reset_parameters();
+}
+
+void Conv1d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string Conv1d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
+
+// --- ConvTranspose2d ------------------------------------------------------------------------------
+
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride, Pair padding,
+                                 Pair output_padding, int64_t groups, bool bias, Pair dilation)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      output_padding(output_padding),
+      groups(groups),
+      dilation(dilation) {
+  check_conv_layer(spec_of(*this));
+  const char* layer = "ConvTranspose2d";
+  const Shape weight_shape{in_channels, out_channels / groups, kernel_size[0], kernel_size[1]};
+  weight = register_parameter("weight", new_tensor(layer, weight_shape));
+  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
+  reset_parameters();
+}
+
+void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string ConvTranspose2d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& x, const Shape& output_size) {
+  const Shape pad = output_padding_for(spec_of(*this), x, output_size);
+  return conv_transpose2d(x, weight, bias, stride, padding, {pad[0], pad[1]}, groups, dilation);
+}
+
+// --- ConvTranspose1d ------------------------------------------------------------------------------
+
+ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride,
+                                 int64_t padding, int64_t output_padding, int64_t groups, bool bias, int64_t dilation)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      output_padding(output_padding),
+      groups(groups),
+      dilation(dilation) {
+  check_conv_layer(spec_of(*this));
+  const char* layer = "ConvTranspose1d";
+  weight = register_parameter("weight", new_tensor(layer, {in_channels, out_channels / groups, kernel_size}));
+  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
+  reset_parameters();
+}
+
+void ConvTranspose1d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string ConvTranspose1d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor ConvTranspose1d::forward(const Tensor& x) {
+  return conv_transpose1d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+Tensor ConvTranspose1d::forward(const Tensor& x, const Shape& output_size) {
+  const Shape pad = output_padding_for(spec_of(*this), x, output_size);
+  return conv_transpose1d(x, weight, bias, stride, padding, pad[0], groups, dilation);
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,90 @@
+// The convolution layers, PyTorch-shaped (class names, constructor arguments in PyTorch's order,
+// default init, parameter names, printed form): Conv1d, Conv2d and their transposes
+// ConvTranspose1d, ConvTranspose2d (learned upsampling: a DCGAN generator's or a U-Net decoder's
+// layers). nn/layers.h includes this header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/ops/conv.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// weight [out, in / groups, kH, kW] and bias [out], initialized as PyTorch's Conv2d.
+class Conv2d : public UnaryModule {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
+         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+  std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Pair kernel_size, stride, padding, dilation;
+  int64_t groups;
+  Tensor weight, bias;
+};
+
+// weight [out, in / groups, k] and bias [out], initialized as PyTorch's Conv1d; input [N, C, L] or
+// [C, L].
+class Conv1d : public UnaryModule {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  std::string type_name() const override { return "Conv1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
+  Tensor weight, bias;
+};
+
+// conv_transpose2d with weight [in, out / groups, kH, kW] and bias [out], initialized as PyTorch's
+// ConvTranspose2d: kaiming_uniform_(a = sqrt(5)) over the weight's fan-in, which in this layout is
+// out / groups x kH x kW, and the bias uniform in +-1/sqrt(that fan-in). The constructor checks
+// output_padding against the stride (PyTorch checks it at the first forward).
+class ConvTranspose2d : public UnaryModule {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1},
+                  Pair padding = {0, 0}, Pair output_padding = {0, 0}, int64_t groups = 1, bool bias = true,
+                  Pair dilation = {1, 1});
+  std::string type_name() const override { return "ConvTranspose2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  // PyTorch's forward(input, output_size): a strided conv2d maps `stride` input sizes to one
+  // output size, so its transpose can give any of them; output_size ([H, W], or [N, C, H, W] of
+  // which the last two count) says which, in place of the layer's output_padding. A size the layer
+  // cannot make from x is a kiln::Error naming the sizes it can.
+  Tensor forward(const Tensor& x, const Shape& output_size);
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Pair kernel_size, stride, padding, output_padding;
+  int64_t groups;
+  Pair dilation;
+  Tensor weight, bias;
+};
+
+// conv_transpose1d with weight [in, out / groups, k] and bias [out], initialized as PyTorch's
+// ConvTranspose1d; input [N, C, L] or [C, L]. forward(x, output_size) as ConvTranspose2d's, with
+// output_size [L] or [N, C, L].
+class ConvTranspose1d : public UnaryModule {
+ public:
+  ConvTranspose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+                  int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, bool bias = true,
+                  int64_t dilation = 1);
+  std::string type_name() const override { return "ConvTranspose1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Shape& output_size);
+  void reset_parameters();
+
+  int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, dilation;
+  Tensor weight, bias;
+};
+
+}  // namespace kiln::nn
