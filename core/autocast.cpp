@@ -188,6 +188,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"kl_div", Policy::Float32},
       {"sum", Policy::Float32},
       {"logsumexp", Policy::Float32},
+      {"cumsum", Policy::Float32},
+      {"cumprod", Policy::Float32},
       {"mean", Policy::Float32},
       {"var", Policy::Float32},
       {"exp", Policy::Float32},

@@ -350,7 +350,9 @@ std::string sample(nn::GPT& model, const Corpus& corpus, const Options& opt, con
   Tensor idx = tensor(corpus.prompt_ids).view({1, -1}).to(opt.device);
   std::optional<int64_t> top_k;
   if (opt.top_k > 0) top_k = opt.top_k;
-  Tensor out = model.generate(idx, opt.sample_tokens, opt.temperature, top_k);
+  std::optional<double> top_p;
+  if (opt.top_p < 1.0) top_p = opt.top_p;
+  Tensor out = model.generate(idx, opt.sample_tokens, opt.temperature, top_k, top_p);
   const std::vector<int64_t> ids = out.to(Device::cpu()).view({-1}).to_vector<int64_t>();
   if (corpus.chars) return corpus.chars->decode(ids);
   std::string text = "token ids (kiln has no tokenizer to decode them):";  // token and synthetic data
@@ -648,8 +650,9 @@ static int run(int argc, char** argv) {
   examples::print_memory(opt.precision, opt.device);
   metrics.write(summary_record(true, iter, *val_loss, best, trained, opt, seconds_since(t_start)));
   if (opt.sample_tokens > 0) {
-    std::printf("---------- sample (temperature %g, top-k %lld) ----------\n%s\n----------\n", opt.temperature,
-                static_cast<long long>(opt.top_k), sample(*model, corpus, opt, best, best_path).c_str());
+    std::printf("---------- sample (temperature %g, top-k %lld, top-p %g) ----------\n%s\n----------\n",
+                opt.temperature, static_cast<long long>(opt.top_k), opt.top_p,
+                sample(*model, corpus, opt, best, best_path).c_str());
   }
   const double result = best.iter >= 0 ? std::min(best.val, *val_loss) : *val_loss;
   if (opt.max_val_loss && !(result <= *opt.max_val_loss)) {

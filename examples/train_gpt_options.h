@@ -67,6 +67,7 @@ struct Options {
   std::string prompt = "\n";
   double temperature = 0.8;
   int64_t top_k = 200;  // 0: sample from the whole vocabulary
+  double top_p = 1.0;   // nucleus sampling; 1: no filtering
   int64_t sample_tokens = 500;
   PrecisionOptions precision;  // --amp, --tf32, --recompute, --grad-accum, --memory
   LoaderFlags loader;          // --workers, --prefetch, --pin-memory
@@ -166,6 +167,10 @@ inline Options parse_options(int argc, const char* const* argv) {
   app.add_option("--temperature", o.temperature, "sampling temperature")
       ->transform(real(0, INFINITY, Ends::open_low));
   app.add_option("--top-k", o.top_k, "sample among the K likeliest characters; 0: all")->transform(whole<int64_t>(0));
+  app.add_option("--top-p", o.top_p,
+                 "nucleus sampling: among the likeliest characters that hold this much probability (after "
+                 "--top-k); 1: all")
+      ->transform(real(0, 1, Ends::open_low));
   app.add_option("--sample-tokens", sample_tokens,
                  "tokens to sample at the end (token data prints their ids: kiln has no tokenizer); 0: no sample")
       ->transform(whole<int64_t>(0))

@@ -17,6 +17,9 @@
 #include "core/ops/softmax.h"
 #include "core/ops/topk.h"
 #include "core/ops/reduce.h"
+#include "core/ops/scan.h"
+#include "core/ops/index.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/shape.h"
 #include "kernels/error.h"
 #include "nn/checkpoint.h"
@@ -183,13 +186,37 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   return cross_entropy(logits.reshape({-1, config_.vocab_size}), targets.reshape({-1}), Reduction::Mean, -1);
 }
 
-Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k) {
+Tensor filter_top_p(const Tensor& logits, double top_p) {
+  if (!logits.defined() || logits.dim() == 0 || !is_floating(logits.dtype())) {
+    throw ShapeError("filter_top_p: logits must be a floating tensor [..., vocab], got " +
+                     (logits.defined() ? std::string(dtype_name(logits.dtype())) + " " + shape_str(logits.sizes())
+                                       : std::string("an undefined tensor")));
+  }
+  if (!(top_p > 0.0 && top_p <= 1.0)) {
+    throw Error("filter_top_p: top_p must be in (0, 1], got " + num_str(top_p) + " (logits " +
+                shape_str(logits.sizes()) + ")");
+  }
+  NoGradGuard no_grad;
+  const Tensor probs = softmax(logits.to(DType::Float32), -1);
+  const Tensor sorted = sort(probs, -1, /*descending=*/true).first;
+  // What the likelier tokens hold before each one: a token is kept while that is below top_p.
+  const Tensor before = cumsum(sorted, -1) - sorted;
+  const Tensor kept = sum(lt(before, top_p).to(DType::Int64), {-1}, /*keepdim=*/true);  // >= 1
+  const Tensor smallest_kept = gather(sorted, -1, kept - 1);
+  return masked_fill(logits, lt(probs, smallest_kept), -std::numeric_limits<double>::infinity());
+}
+
+Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
+                     std::optional<double> top_p) {
   if (idx.dim() != 2 || idx.size(1) == 0) {
     throw ShapeError("GPT::generate: idx must be [B, T] with T >= 1, got shape " + shape_str(idx.sizes()));
   }
   if (max_new_tokens < 0) throw Error("GPT::generate: max_new_tokens must be non-negative, got " + std::to_string(max_new_tokens));
   if (!(temperature > 0.0)) throw Error("GPT::generate: temperature must be positive, got " + num_str(temperature));
   if (top_k && *top_k <= 0) throw Error("GPT::generate: top_k must be positive, got " + std::to_string(*top_k));
+  if (top_p && !(*top_p > 0.0 && *top_p <= 1.0)) {
+    throw Error("GPT::generate: top_p must be in (0, 1], got " + num_str(*top_p));
+  }
   NoGradGuard no_grad;
   // At 1e-30 every logit difference a float32 can hold goes to -inf already (a greedy draw); below it
   // the temperature itself would round to 0 in float32, and 0 / 0 is NaN for the largest logit.
@@ -207,6 +234,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
       Tensor kth = topk(logits, k, -1).first.narrow(1, k - 1, 1);  // [B, 1]: the k-th largest
       logits = masked_fill(logits, lt(logits, kth), -std::numeric_limits<double>::infinity());
     }
+    if (top_p) logits = filter_top_p(logits, *top_p);
     Tensor next = multinomial(softmax(logits, -1), 1);  // [B, 1]
     out = cat({out, next.to(out.dtype())}, 1);
   }

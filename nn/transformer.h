@@ -96,11 +96,11 @@ class GPT : public UnaryModule {
   Tensor loss(const Tensor& idx, const Tensor& targets);
   // Appends max_new_tokens sampled tokens to idx [B, T] -> [B, T + max_new_tokens], under
   // NoGradGuard. Each step sees at most the last block_size tokens, divides the last logits by
-  // temperature (> 0; below 1e-30, as 1e-30: a greedy draw), keeps the top_k largest when given, and
-  // samples from the softmax.
+  // temperature (> 0; below 1e-30, as 1e-30: a greedy draw), keeps the top_k largest when given,
+  // then the nucleus of top_p (in (0, 1]) when given (filter_top_p), and samples from the softmax.
   // The mode is left as it is: call eval() first to turn dropout off, as in nanoGPT.
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
-                  std::optional<int64_t> top_k = std::nullopt);
+                  std::optional<int64_t> top_k = std::nullopt, std::optional<double> top_p = std::nullopt);
   // nanoGPT's get_num_params: parameters counted once, without the position embedding unless
   // non_embedding is false (the token embedding counts, being the output layer too).
   int64_t get_num_params(bool non_embedding = true) const;
@@ -119,5 +119,12 @@ class GPT : public UnaryModule {
  private:
   GPTConfig config_;
 };
+
+// Nucleus (top-p) filtering of logits [..., vocab] along the last dim: each row keeps its most
+// likely tokens, in order of probability, until their softmax probabilities add up to top_p
+// (in (0, 1]); the others become -inf. The likeliest token always stays, and a token as likely as
+// the last one kept stays too (ties are not broken). top_p = 1 keeps every token of nonzero
+// probability. Composed of softmax, sort, cumsum and gather, on the logits' device.
+Tensor filter_top_p(const Tensor& logits, double top_p);
 
 }  // namespace kiln::nn

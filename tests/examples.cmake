@@ -30,12 +30,13 @@ add_test(NAME example_train_gpt_resume
                  -DWORK=${KILN_EXAMPLE_RUNS}/train_gpt_resume -P ${CMAKE_CURRENT_SOURCE_DIR}/examples/gpt_resume.cmake)
 
 # Mixed precision and memory flags on the CPU: a bfloat16-autocast GPT with recompute and gradient
-# accumulation must still learn (the float32 run's target, in half the iterations: below 2.4); and
+# accumulation must still learn (the float32 run's target, in half the iterations: below 2.4), and
+# samples with top-k and nucleus filtering together; and
 # float16 runs with loss scaling resume bit for bit (the scaler's scale and growth tracker travel in
 # the checkpoint), the CNN in channels-last with accumulation, the GPT with recompute.
 add_test(NAME example_train_gpt_amp_bf16
          COMMAND train_gpt --device cpu --data "${KILN_SHAKESPEARE}" --max-iters 300 --lr 6e-3 --eval-interval 300
-                 --eval-iters 20 --sample-tokens 0 --max-val-loss 2.4 --amp bf16 --recompute --grad-accum 2
+                 --eval-iters 20 --sample-tokens 50 --top-p 0.9 --max-val-loss 2.4 --amp bf16 --recompute --grad-accum 2
                  --out "${KILN_EXAMPLE_RUNS}/train_gpt_amp_bf16")
 add_test(NAME example_train_cnn_resume_fp16
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:train_cnn> -DWORK=${KILN_EXAMPLE_RUNS}/train_cnn_resume_fp16

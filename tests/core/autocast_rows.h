@@ -116,6 +116,8 @@ inline std::vector<AutocastRow> autocast_rows() {
                   [](const TensorList& in) { return kl_div(in[0], in[1], Reduction::BatchMean); }, fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"logsumexp", lp_in({3, 40}), [](const TensorList& in) { return logsumexp(in[0], {1}); }, fp32});
+  rows.push_back({"cumsum", lp_in({3, 40}), [](const TensorList& in) { return cumsum(in[0], 1); }, fp32});
+  rows.push_back({"cumprod", lp_in({3, 40}), [](const TensorList& in) { return cumprod(in[0], 1); }, fp32});
   rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});
   rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});

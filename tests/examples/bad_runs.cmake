@@ -63,6 +63,8 @@ kiln_flag_test(gpt_warmup_negative train_gpt 2 stderr "--warmup-iters.*'-1'" --w
 kiln_flag_test(gpt_temperature_zero train_gpt 2 stderr "--temperature.*'0'" --temperature 0)
 kiln_flag_test(gpt_temperature_inf train_gpt 2 stderr "--temperature.*'inf'" --temperature inf)
 kiln_flag_test(gpt_top_k_float train_gpt 2 stderr "--top-k.*'2.5'" --top-k 2.5)
+kiln_flag_test(gpt_top_p_zero train_gpt 2 stderr "--top-p.*'0'" --top-p 0)
+kiln_flag_test(gpt_top_p_above_one train_gpt 2 stderr "--top-p.*'1.5'" --top-p 1.5)
 kiln_flag_test(gpt_sample_tokens_negative train_gpt 2 stderr "--sample-tokens.*'-1'" --sample-tokens -1)
 kiln_flag_test(gpt_beta2_one train_gpt 2 stderr "--beta2.*'1'" --beta2 1)
 kiln_flag_test(gpt_beta2_negative train_gpt 2 stderr "--beta2.*'-0.5'" --beta2 -0.5)

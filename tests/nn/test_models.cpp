@@ -3,6 +3,7 @@
 // 32x32x3 inputs, and a backward pass that reaches every parameter.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -223,8 +224,39 @@ TEST_CASE("GPT: generate appends in-range tokens, crops to block_size, honours t
   Tensor cold = gpt->generate(idx, 1, 1e-45);
   CHECK(cold.select(1, 5).to_vector<int64_t>() == expect.to_vector<int64_t>());
 
+  // A nucleus smaller than any probability keeps the likeliest token alone: greedy again.
+  Tensor nucleus = gpt->generate(idx, 1, 1.0, std::nullopt, 1e-9);
+  CHECK(nucleus.select(1, 5).to_vector<int64_t>() == expect.to_vector<int64_t>());
+  CHECK(gpt->generate(idx, 3, 0.9, 20, 0.9).sizes() == Shape{2, 8});
+
   CHECK_THROWS_AS(gpt->generate(idx, 1, 0.0), Error);
   CHECK_THROWS_AS(gpt->generate(idx, 1, 1.0, 0), Error);
+  CHECK_THROWS_WITH(gpt->generate(idx, 1, 1.0, std::nullopt, 0.0),
+                    Catch::Contains("GPT::generate") && Catch::Contains("top_p"));
+  CHECK_THROWS_WITH(gpt->generate(idx, 1, 1.0, std::nullopt, 1.5), Catch::Contains("top_p") && Catch::Contains("1.5"));
+}
+
+TEST_CASE("filter_top_p keeps each row's likeliest tokens until they hold top_p, ties included", "[nn]") {
+  // Probabilities 0.5, 0.2, 0.2, 0.1 in two orders; the mass before each token, likeliest first, is
+  // 0, 0.5, 0.7, 0.9.
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const Tensor logits = log(tensor({0.5, 0.2, 0.2, 0.1, 0.1, 0.2, 0.5, 0.2}, {2, 4}));
+  auto kept = [&](double top_p) {
+    std::vector<int> k;
+    for (double v : filter_top_p(logits, top_p).to_vector_double()) k.push_back(v == ninf ? 0 : 1);
+    return k;
+  };
+  CHECK(kept(0.45) == std::vector<int>{1, 0, 0, 0, 0, 0, 1, 0});  // the likeliest alone
+  // 0.5 is not yet 0.55: the next token joins, and its tie with it.
+  CHECK(kept(0.55) == std::vector<int>{1, 1, 1, 0, 0, 1, 1, 1});
+  CHECK(kept(0.95) == std::vector<int>{1, 1, 1, 1, 1, 1, 1, 1});
+  CHECK(kept(1.0) == std::vector<int>{1, 1, 1, 1, 1, 1, 1, 1});
+  // Kept logits are the input's own values.
+  const Tensor f = filter_top_p(logits, 0.55);
+  CHECK(f.select(0, 0).select(0, 0).item<double>() == logits.select(0, 0).select(0, 0).item<double>());
+  CHECK_THROWS_WITH(filter_top_p(logits, 0.0), Catch::Contains("filter_top_p") && Catch::Contains("(0, 1]"));
+  CHECK_THROWS_WITH(filter_top_p(tensor({int64_t{1}, int64_t{2}}, {2}), 0.5),
+                    Catch::Contains("filter_top_p") && Catch::Contains("int64"));
 }
 
 TEST_CASE("ResNet: shapes for 28x28x1 and 32x32x3, torchvision names, backward reaches everything", "[nn]") {

@@ -14,6 +14,7 @@ const std::vector<RowFamily>& row_families() {
       {"elementwise", add_elementwise_rows},
       {"copy", add_copy_rows},
       {"reduce", add_reduce_rows},
+      {"scan", add_scan_rows},
       {"topk", add_topk_rows},
       {"shape", add_shape_rows},
       {"index", add_index_rows},

@@ -154,6 +154,7 @@ void add_embedding_rows(std::vector<OpRow>& rows);
 void add_dropout_rows(std::vector<OpRow>& rows);
 void add_attention_rows(std::vector<OpRow>& rows);
 void add_foreach_rows(std::vector<OpRow>& rows);
+void add_scan_rows(std::vector<OpRow>& rows);
 
 // --- helpers for writing rows ------------------------------------------------------------------
 

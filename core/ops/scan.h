@@ -1,0 +1,23 @@
+// Cumulative sums and products along a dim (torch.cumsum, torch.cumprod), composed of narrow, cat
+// and elementwise ops in a logarithmic number of steps, so both devices run them and their
+// gradients are those ops'.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...] along `dim` (negative counts from the
+// end). The result has `dtype` when given, else x's for floating x and int64 for integer and bool
+// x, as PyTorch's. float16 and bfloat16 sum in float32 and round once at the end. A 0-d x (dim 0
+// or -1) gives a copy.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
+// The same with products. The gradient is the product rule's, through the multiplications: exact
+// where x holds zeros too (no division by x, as a formula with cumprod / x would need).
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
+}  // namespace kiln

@@ -1,0 +1,148 @@
+// Op table rows of the scan family: cumsum and cumprod along a dim, against a running sum or
+// product in float64 along each line. Long lines (70 elements: seven steps of the logarithmic scan)
+// sit beside the usual 3-d samples, with 0-d and empty inputs and an explicit result dtype.
+#include <functional>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+// out[..., i, ...] = x[..., 0, ...] op ... op x[..., i, ...] along dim, in float64.
+Tensor ref_scan(const Tensor& x, int64_t dim, bool product, DType out_dtype = DType::Float64) {
+  const Shape& s = x.sizes();
+  const std::vector<double> xv = values(x);
+  if (s.empty()) return from_values(xv, s, out_dtype);
+  const int64_t d = wrap(dim, static_cast<int64_t>(s.size()));
+  std::vector<double> out(xv.size());
+  for (int64_t o = 0; o < static_cast<int64_t>(xv.size()); ++o) {
+    Shape idx = unravel(o, s);
+    double acc = product ? 1.0 : 0.0;
+    const int64_t upto = idx[static_cast<size_t>(d)];
+    for (int64_t j = 0; j <= upto; ++j) {
+      idx[static_cast<size_t>(d)] = j;
+      const double v = xv[at(ravel(idx, s))];
+      acc = product ? acc * v : acc + v;
+    }
+    out[at(o)] = acc;
+  }
+  return from_values(out, s, out_dtype);
+}
+
+DType scan_dtype(DType t) { return is_floating(t) ? t : DType::Int64; }
+
+// The usual 3-d samples, two long lines, a 0-d input and an empty line, all drawn by `g`.
+std::vector<Sample> scan_samples(uint64_t seed, Gen g) {
+  std::vector<Sample> s = {
+      {"3x5x7",
+       [=](DType t, Device d) {
+         return TensorList{g({3, 5, 7}, t, d, seed)};
+       }},
+      {"non-contiguous 3x5x9",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(g({3, 5, 9}, t, d, seed + 1))};
+       }},
+      {"transposed 7x5x3",
+       [=](DType t, Device d) {
+         return TensorList{g({3, 5, 7}, t, d, seed + 2).transpose(0, 2)};
+       }},
+      {"2x70x2 (seven steps)",
+       [=](DType t, Device d) {
+         return TensorList{g({2, 70, 2}, t, d, seed + 3)};
+       }},
+      {"0-d", [=](DType t, Device d) { return TensorList{g({}, t, d, seed + 4)}; }},
+      {"empty line 3x0x2",
+       [=](DType t, Device d) {
+         return TensorList{g({3, 0, 2}, t, d, seed + 5)};
+       }},
+  };
+  return s;
+}
+
+OpRow scan_row(const std::string& name, bool product, int64_t dim, Gen g, uint64_t seed) {
+  OpRow r = make_row(
+      name, kAllNumeric, scan_samples(seed, g),
+      [product, dim](const TensorList& in) {
+        const int64_t dd = in[0].dim() == 0 ? 0 : dim;
+        return TensorList{product ? cumprod(in[0], dd) : cumsum(in[0], dd)};
+      },
+      [product, dim](const TensorList& in) { return TensorList{ref_scan(in[0], in[0].dim() == 0 ? 0 : dim, product)}; },
+      {0}, scan_dtype);
+  return r;
+}
+
+}  // namespace
+
+void add_scan_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r = scan_row("cumsum dim 1", false, 1, normal(), 11);
+    r.errors = {
+        {"dim out of range",
+         [] {
+           cumsum(zeros({2, 3}), 2);
+         },
+         {"cumsum", "2"}},
+        {"dim out of range of a 0-d input", [] { cumsum(zeros({}), 1); }, {"cumsum", "1"}},
+        {"into bool",
+         [] {
+           cumsum(zeros({2, 3}), 0, DType::Bool);
+         },
+         {"cumsum", "bool", "float32", "[2, 3]"}},
+        {"float into an integer dtype",
+         [] {
+           cumsum(zeros({2, 3}), 0, DType::Int64);
+         },
+         {"cumsum", "float32", "int64", "[2, 3]"}},
+        undefined_input("cumsum", [](const Tensor& x) { return cumsum(x, 0); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(scan_row("cumsum dim -1", false, -1, normal(), 21));
+  {
+    // An explicit dtype: the input is cast first and summed there (an integer input in float64, a
+    // float32 input in float64).
+    OpRow r = make_row(
+        "cumsum (dtype float64)", kAllNumeric, scan_samples(31, normal()),
+        [](const TensorList& in) { return TensorList{cumsum(in[0], 0, DType::Float64)}; },
+        [](const TensorList& in) { return TensorList{ref_scan(in[0], 0, false)}; }, {0},
+        [](DType) { return DType::Float64; });
+    rows.push_back(std::move(r));
+  }
+  {
+    // Values in [0.5, 1.5] keep 70-long products in range; the 3-d samples include exact zeros,
+    // whose gradient (the product of the others) needs no division.
+    Gen around_one = [](const Shape& s, DType t, Device d, uint64_t seed) {
+      if (!is_floating(t)) return rnd(s, t, d, seed);
+      return rnd_range(s, t, d, seed, 0.5, 1.5);
+    };
+    OpRow r = scan_row("cumprod dim 2", true, 2, around_one, 41);
+    r.samples.push_back({"zeros in a line", [](DType t, Device d) {
+                           Tensor x = rnd({2, 3, 6}, t, d, 47);
+                           NoGradGuard g;
+                           x.select(2, 2).fill_(0.0);
+                           return TensorList{x};
+                         }});
+    r.errors = {
+        {"dim out of range",
+         [] {
+           cumprod(zeros({2, 3}), -3);
+         },
+         {"cumprod", "-3"}},
+        {"into bool",
+         [] {
+           cumprod(zeros({2, 3}), 0, DType::Bool);
+         },
+         {"cumprod", "bool", "product"}},
+        undefined_input("cumprod", [](const Tensor& x) { return cumprod(x, 0); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(scan_row(
+      "cumprod dim 0", true, 0,
+      [](const Shape& s, DType t, Device d, uint64_t seed) {
+        return is_floating(t) ? rnd_range(s, t, d, seed, 0.5, 1.5) : rnd(s, t, d, seed);
+      },
+      51));
+}
+
+}  // namespace kiln::test
