@@ -519,6 +519,22 @@ std::string Flatten::extra_repr() const {
 
 Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
 
+// --- CosineSimilarity, PairwiseDistance -----------------------------------------------------------
+
+CosineSimilarity::CosineSimilarity(int64_t dim, double eps) : dim(dim), eps(eps) {
+  if (!(eps >= 0.0)) throw Error("CosineSimilarity: eps must be >= 0, got " + num_str(eps));
+}
+
+Tensor CosineSimilarity::forward(const Tensor& x1, const Tensor& x2) { return cosine_similarity(x1, x2, dim, eps); }
+
+PairwiseDistance::PairwiseDistance(double p, double eps, bool keepdim) : p(p), eps(eps), keepdim(keepdim) {
+  if (!(p >= 1.0)) throw Error("PairwiseDistance: the norm's order p must be >= 1 or inf, got " + num_str(p));
+}
+
+Tensor PairwiseDistance::forward(const Tensor& x1, const Tensor& x2) {
+  return pairwise_distance(x1, x2, p, eps, keepdim);
+}
+
 // --- pools --------------------------------------------------------------------------------------------
 
 MaxPool2d::MaxPool2d(Pair kernel_size, Pair stride, Pair padding, Pair dilation, bool ceil_mode)

@@ -14,6 +14,7 @@
 #include "core/ops/activation.h"
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
+#include "core/ops/distance.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
 #include "nn/conv.h"
@@ -140,7 +141,8 @@ class BatchNorm3d : public BatchNorm {
 // bias (wasted: batch norm cancels it). Tests re-arm that warning with this.
 void reset_conv_bias_warning_for_testing();
 
-// Normalizes over the trailing dims normalized_shape; weight ones, bias zeros (bias = false drops it).
+// Normalizes over the trailing dims normalized_shape; weight ones, bias zeros (bias = false drops
+// it).
 class LayerNorm : public UnaryModule {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
@@ -352,6 +354,30 @@ class LogSoftmax : public UnaryModule {
   int64_t dim;
 };
 
+// cosine_similarity(x1, x2, dim, eps) as a module (PyTorch's CosineSimilarity: dim 1, eps 1e-8).
+class CosineSimilarity : public Module {
+ public:
+  explicit CosineSimilarity(int64_t dim = 1, double eps = 1e-8);
+  std::string type_name() const override { return "CosineSimilarity"; }
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+
+  int64_t dim;
+  double eps;
+};
+
+// pairwise_distance(x1, x2, p, eps, keepdim) as a module (PyTorch's PairwiseDistance).
+class PairwiseDistance : public Module {
+ public:
+  explicit PairwiseDistance(double p = 2.0, double eps = 1e-6, bool keepdim = false);
+  std::string type_name() const override { return "PairwiseDistance"; }
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+
+  double p, eps;
+  bool keepdim;
+};
+
 // Returns its input: a placeholder where a model's configuration leaves a layer out.
 class Identity : public UnaryModule {
  public:
@@ -467,8 +493,8 @@ class Sequential : public UnaryModule {
   std::vector<std::shared_ptr<UnaryModule>> modules_;
 };
 
-// A list of modules of any kind (children "0", "1", ...), as torch.nn.ModuleList: holds, never runs;
-// prints a run of alike children once ("(0-11): 12 x Block(...)").
+// A list of modules of any kind (children "0", "1", ...), as torch.nn.ModuleList: holds, never
+// runs; prints a run of alike children once ("(0-11): 12 x Block(...)").
 class ModuleList : public Module {
  public:
   std::string type_name() const override { return "ModuleList"; }

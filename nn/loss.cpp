@@ -96,4 +96,35 @@ Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
   return kl_div(input, target, reduction, log_target);
 }
 
+CosineEmbeddingLoss::CosineEmbeddingLoss(double margin, Reduction reduction) : Loss3(reduction), margin(margin) {
+  detail::check_reduction("CosineEmbeddingLoss", reduction);
+  if (!std::isfinite(margin)) throw Error("CosineEmbeddingLoss: margin must be finite, got " + num_str(margin));
+}
+
+Tensor CosineEmbeddingLoss::forward(const Tensor& x1, const Tensor& x2, const Tensor& target) {
+  return cosine_embedding_loss(x1, x2, target, margin, reduction);
+}
+
+MarginRankingLoss::MarginRankingLoss(double margin, Reduction reduction) : Loss3(reduction), margin(margin) {
+  detail::check_reduction("MarginRankingLoss", reduction);
+  if (!std::isfinite(margin)) throw Error("MarginRankingLoss: margin must be finite, got " + num_str(margin));
+}
+
+Tensor MarginRankingLoss::forward(const Tensor& x1, const Tensor& x2, const Tensor& target) {
+  return margin_ranking_loss(x1, x2, target, margin, reduction);
+}
+
+TripletMarginLoss::TripletMarginLoss(double margin, double p, double eps, bool swap, Reduction reduction)
+    : Loss3(reduction), margin(margin), p(p), eps(eps), swap(swap) {
+  detail::check_reduction("TripletMarginLoss", reduction);
+  if (!(margin >= 0.0) || !std::isfinite(margin)) {
+    throw Error("TripletMarginLoss: margin must be a finite number >= 0, got " + num_str(margin));
+  }
+  if (!(p >= 1.0)) throw Error("TripletMarginLoss: the norm's order p must be >= 1, got " + num_str(p));
+}
+
+Tensor TripletMarginLoss::forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) {
+  return triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction);
+}
+
 }  // namespace kiln::nn

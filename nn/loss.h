@@ -120,4 +120,47 @@ class KLDivLoss : public Loss {
   bool log_target;
 };
 
+// A module of three tensors in and a loss out: two inputs and a target, or an anchor, a positive
+// and a negative.
+class Loss3 : public Module {
+ public:
+  explicit Loss3(Reduction reduction) : reduction(reduction) {}
+  virtual Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c) = 0;
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) { return forward(a, b, c); }
+
+  Reduction reduction;
+};
+
+// cosine_embedding_loss: x1, x2 [N, D] and a target of 1 (similar) or -1 (dissimilar) per pair.
+class CosineEmbeddingLoss : public Loss3 {
+ public:
+  explicit CosineEmbeddingLoss(double margin = 0.0, Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "CosineEmbeddingLoss"; }
+  Tensor forward(const Tensor& x1, const Tensor& x2, const Tensor& target) override;
+
+  double margin;
+};
+
+// margin_ranking_loss: x1, x2 and a target of 1 (x1 ranks above x2) or -1.
+class MarginRankingLoss : public Loss3 {
+ public:
+  explicit MarginRankingLoss(double margin = 0.0, Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "MarginRankingLoss"; }
+  Tensor forward(const Tensor& x1, const Tensor& x2, const Tensor& target) override;
+
+  double margin;
+};
+
+// triplet_margin_loss: anchor, positive, negative [N, D].
+class TripletMarginLoss : public Loss3 {
+ public:
+  explicit TripletMarginLoss(double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
+                             Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "TripletMarginLoss"; }
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) override;
+
+  double margin, p, eps;
+  bool swap;
+};
+
 }  // namespace kiln::nn

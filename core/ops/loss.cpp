@@ -4,10 +4,15 @@
 #include "core/ops/loss.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/ops/distance.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
@@ -174,6 +179,84 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
   // the value or the gradient. A negative or NaN target gives NaN, as in PyTorch.
   const Tensor xlogx = target * log(where(eq(target, 0.0), 1.0, target));
   return detail::reduce_loss(xlogx - target * input, reduction);
+}
+
+namespace {
+
+// Operands of a pair or triplet loss: defined, floating (`target` any numeric dtype), one device.
+void check_vector_loss(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> operands,
+                       Reduction reduction) {
+  std::vector<const Tensor*> all;
+  for (const auto& [t, name] : operands) {
+    ops::check_defined(op, *t, name);
+    if (std::string(name) != "target") ops::check_floating(op, *t, name);
+    all.push_back(t);
+  }
+  ops::common_device(op, all);
+  detail::check_reduction(op, reduction);
+}
+
+// [N, D] (or [D]) vectors of one shape, for `op`'s `a` and `b`.
+void check_vectors(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  if ((a.dim() != 1 && a.dim() != 2) || a.sizes() != b.sizes()) {
+    throw ShapeError(std::string(op) + ": " + an + " and " + bn + " must be [N, D] or [D] of one shape, got " +
+                     shape_str(a.sizes()) + " and " + shape_str(b.sizes()));
+  }
+}
+
+}  // namespace
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin,
+                             Reduction reduction) {
+  const char* op = "cosine_embedding_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x1, &x2})) {
+    return cosine_embedding_loss((*c)[0], (*c)[1], target, margin, reduction);
+  }
+  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}, {&target, "target"}}, reduction);
+  check_vectors(op, x1, "x1", x2, "x2");
+  const Shape rows = x1.dim() == 2 ? Shape{x1.size(0)} : Shape{};
+  if (target.sizes() != rows) {
+    throw ShapeError(std::string(op) + ": target must have shape " + shape_str(rows) + " (one per pair of x1 " +
+                     shape_str(x1.sizes()) + "), got " + shape_str(target.sizes()));
+  }
+  const int64_t d = x1.dim() - 1;
+  const double eps = 1e-12;
+  const Tensor cos = sum(x1 * x2, {d}) / sqrt((sum(x1 * x1, {d}) + eps) * (sum(x2 * x2, {d}) + eps));
+  const Tensor losses =
+      where(eq(target, 1), 1.0 - cos, 0.0) + where(eq(target, -1), clamp(cos - margin, 0.0, std::nullopt), 0.0);
+  return detail::reduce_loss(losses, reduction);
+}
+
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin,
+                           Reduction reduction) {
+  const char* op = "margin_ranking_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x1, &x2, &target})) {
+    return margin_ranking_loss((*c)[0], (*c)[1], (*c)[2], margin, reduction);
+  }
+  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}, {&target, "target"}}, reduction);
+  if (x1.sizes() != x2.sizes() || x1.sizes() != target.sizes()) {
+    throw ShapeError(std::string(op) + ": x1, x2 and target must have one shape, got " + shape_str(x1.sizes()) + ", " +
+                     shape_str(x2.sizes()) + " and " + shape_str(target.sizes()));
+  }
+  return detail::reduce_loss(clamp(-target * (x1 - x2) + margin, 0.0, std::nullopt), reduction);
+}
+
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
+                           double p, double eps, bool swap, Reduction reduction) {
+  const char* op = "triplet_margin_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&anchor, &positive, &negative})) {
+    return triplet_margin_loss((*c)[0], (*c)[1], (*c)[2], margin, p, eps, swap, reduction);
+  }
+  check_vector_loss(op, {{&anchor, "anchor"}, {&positive, "positive"}, {&negative, "negative"}}, reduction);
+  check_vectors(op, anchor, "anchor", positive, "positive");
+  check_vectors(op, anchor, "anchor", negative, "negative");
+  if (!(margin >= 0.0) || !std::isfinite(margin)) {
+    throw Error(std::string(op) + ": margin must be a finite number >= 0, got " + num_str(margin));
+  }
+  const Tensor d_ap = pairwise_distance(anchor, positive, p, eps);
+  Tensor d_an = pairwise_distance(anchor, negative, p, eps);
+  if (swap) d_an = minimum(d_an, pairwise_distance(positive, negative, p, eps));
+  return detail::reduce_loss(clamp(d_ap - d_an + margin, 0.0, std::nullopt), reduction);
 }
 
 Tensor detail::reduce_weighted(const Tensor& losses, const Tensor& weights, Reduction reduction,

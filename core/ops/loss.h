@@ -63,6 +63,22 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(), int64_t ignore_index = -100,
                 Reduction reduction = Reduction::Mean);
 
+// Losses over pairs and triplets of vectors (metric learning), PyTorch's semantics:
+// cosine_embedding_loss: x1, x2 [N, D] (or [D]) and target [N] (or 0-d) of 1 (similar: 1 - cos)
+// or -1 (dissimilar: max(0, cos - margin)); any other target value adds 0. cos is PyTorch's:
+// x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)).
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin = 0.0,
+                             Reduction reduction = Reduction::Mean);
+// margin_ranking_loss: max(0, -target (x1 - x2) + margin), the three broadcast together; target 1
+// asks x1 to rank above x2 by the margin, -1 below.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin = 0.0,
+                           Reduction reduction = Reduction::Mean);
+// triplet_margin_loss: max(0, d(anchor, positive) - d(anchor, negative) + margin) with d the
+// pairwise_distance of order p (and its eps) over [N, D] (or [D]) operands; swap takes the
+// negative's distance to the positive when it is the smaller (PyTorch's distance swap).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin = 1.0,
+                           double p = 2.0, double eps = 1e-6, bool swap = false, Reduction reduction = Reduction::Mean);
+
 namespace detail {
 // A kiln::Error naming `op` for a reduction other than None, Mean and Sum (BatchMean is kl_div's).
 void check_reduction(const char* op, Reduction reduction);

@@ -114,10 +114,38 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return TensorList{log_softmax(rnd({3, 4}, d), 1).to(lp), softmax(rnd({3, 4}, d), 1)};
                   },
                   [](const TensorList& in) { return kl_div(in[0], in[1], Reduction::BatchMean); }, fp32});
+  rows.push_back({"cosine_embedding_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({4, 6}, d).to(lp), rnd({4, 6}, d),
+                                      tensor(std::vector<int64_t>{1, -1, -1, 1}, {4}, TensorOptions(D::Int64, d))};
+                  },
+                  [](const TensorList& in) { return cosine_embedding_loss(in[0], in[1], in[2], 0.1); }, fp32});
+  rows.push_back({"margin_ranking_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({5}, d).to(lp), rnd({5}, d).to(lp), sign(rnd({5}, d))};
+                  },
+                  [](const TensorList& in) { return margin_ranking_loss(in[0], in[1], in[2], 0.2); }, fp32});
+  rows.push_back({"triplet_margin_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({4, 6}, d).to(lp), rnd({4, 6}, d), rnd({4, 6}, d)};
+                  },
+                  [](const TensorList& in) { return triplet_margin_loss(in[0], in[1], in[2]); }, fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"logsumexp", lp_in({3, 40}), [](const TensorList& in) { return logsumexp(in[0], {1}); }, fp32});
   rows.push_back({"cumsum", lp_in({3, 40}), [](const TensorList& in) { return cumsum(in[0], 1); }, fp32});
   rows.push_back({"cumprod", lp_in({3, 40}), [](const TensorList& in) { return cumprod(in[0], 1); }, fp32});
+  rows.push_back(
+      {"vector_norm", lp_in({3, 40}), [](const TensorList& in) { return vector_norm(in[0], 2.0, {1}); }, fp32});
+  rows.push_back({"cosine_similarity",
+                  [=](Device d, D) {
+                    return TensorList{rnd({3, 8}, d), rnd({3, 8}, d)};
+                  },
+                  [](const TensorList& in) { return cosine_similarity(in[0], in[1]); }, fp32});
+  rows.push_back({"cdist",
+                  [=](Device d, D) {
+                    return TensorList{rnd({30, 8}, d), rnd({4, 8}, d)};
+                  },
+                  [](const TensorList& in) { return cdist(in[0], in[1]); }, fp32});
   rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});
   rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});

@@ -1,6 +1,7 @@
 // The loss modules: each equals its functional loss with its options (bit for bit), prints as
-// PyTorch's, keeps its weights as buffers; NLLLoss of log_softmax equals CrossEntropyLoss; and a
-// logistic regression trained with BCEWithLogitsLoss separates two classes.
+// PyTorch's, keeps its weights as buffers; NLLLoss of log_softmax equals CrossEntropyLoss; a
+// logistic regression trained with BCEWithLogitsLoss separates two classes, and an embedding
+// trained with TripletMarginLoss separates two others.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -189,4 +190,56 @@ TEST_CASE("KLDivLoss is the KL divergence: zero for equal distributions, batchme
   CHECK(KLDivLoss().str() == "KLDivLoss()");
   CHECK_THROWS_WITH(KLDivLoss(static_cast<Reduction>(9)), Catch::Contains("KLDivLoss") && Catch::Contains("9"));
   CHECK_THROWS_WITH(MSELoss(Reduction::BatchMean)(a, b), Catch::Contains("mse_loss") && Catch::Contains("BatchMean"));
+}
+
+TEST_CASE("metric-learning modules call their functional losses, print as PyTorch's and check options", "[nn][loss]") {
+  manual_seed(9);
+  const Tensor a = randn({6, 4}), p = randn({6, 4}), n = randn({6, 4});
+  const Tensor pm = tensor<int64_t>({1, -1, 1, -1, 1, -1}, {6});
+  CHECK(bitwise_equal(CosineEmbeddingLoss(0.25)(a, p, pm), cosine_embedding_loss(a, p, pm, 0.25)));
+  CHECK(bitwise_equal(MarginRankingLoss(0.5, Reduction::Sum)(a.select(1, 0), p.select(1, 0), sign(n.select(1, 0))),
+                      margin_ranking_loss(a.select(1, 0), p.select(1, 0), sign(n.select(1, 0)), 0.5, Reduction::Sum)));
+  CHECK(bitwise_equal(TripletMarginLoss(0.5, 1.0, 1e-6, true, Reduction::None)(a, p, n),
+                      triplet_margin_loss(a, p, n, 0.5, 1.0, 1e-6, true, Reduction::None)));
+  CHECK(bitwise_equal(CosineSimilarity(0)(a, p), cosine_similarity(a, p, 0)));
+  CHECK(bitwise_equal(PairwiseDistance(3.0, 1e-6, true)(a, p), pairwise_distance(a, p, 3.0, 1e-6, true)));
+  CHECK(TripletMarginLoss().str() == "TripletMarginLoss()");
+  CHECK(CosineEmbeddingLoss().str() == "CosineEmbeddingLoss()");
+  CHECK(CosineSimilarity().str() == "CosineSimilarity()");
+  CHECK_THROWS_WITH(TripletMarginLoss(-1.0), Catch::Contains("TripletMarginLoss") && Catch::Contains("margin"));
+  CHECK_THROWS_WITH(TripletMarginLoss(1.0, 0.5), Catch::Contains("TripletMarginLoss") && Catch::Contains("0.5"));
+  CHECK_THROWS_WITH(PairwiseDistance(0.0), Catch::Contains("PairwiseDistance") && Catch::Contains("order"));
+  CHECK_THROWS_WITH(MarginRankingLoss(0.0, Reduction::BatchMean),
+                    Catch::Contains("MarginRankingLoss") && Catch::Contains("BatchMean"));
+}
+
+TEST_CASE("a triplet loss pulls an embedding's same-class points together and pushes the others apart", "[nn][loss]") {
+  // Two classes of 2-d points, embedded by a Linear layer to 2-d unit vectors; anchors and
+  // positives share a class, negatives do not. SGD on the triplet loss must separate them.
+  manual_seed(10);
+  const Tensor centre0 = tensor({2.0f, 0.0f}, {1, 2}), centre1 = tensor({0.0f, 2.0f}, {1, 2});
+  auto points = [](const Tensor& c) { return c + 0.3 * randn({16, 2}); };
+  auto embed = std::make_shared<Linear>(2, 2);
+  optim::SGD opt(embed->parameters(), 0.1);
+  // Unit vectors lie at most 2 apart: a margin of 1.5 asks for nearly opposite classes.
+  TripletMarginLoss criterion(1.5);
+  auto loss_now = [&] {
+    const Tensor e0 = normalize(embed->forward(points(centre0))), e1 = normalize(embed->forward(points(centre1)));
+    const Tensor a = cat({e0.narrow(0, 0, 8), e1.narrow(0, 0, 8)}), p = cat({e0.narrow(0, 8, 8), e1.narrow(0, 8, 8)});
+    const Tensor n = cat({e1.narrow(0, 8, 8), e0.narrow(0, 0, 8)});
+    return criterion(a, p, n);
+  };
+  const double first = loss_now().item<double>();
+  REQUIRE(first > 0.1);
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    loss_now().backward();
+    opt.step();
+  }
+  const double last = loss_now().item<double>();
+  INFO("first " << first << ", last " << last);
+  CHECK(last < 0.25 * first);
+  // Distances of 1.5 and more between unit vectors are angles past 90 degrees: a negative cosine.
+  const Tensor c0 = normalize(embed->forward(centre0)), c1 = normalize(embed->forward(centre1));
+  CHECK(cosine_similarity(c0, c1).item<double>() < 0.0);
 }

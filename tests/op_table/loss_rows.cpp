@@ -1,8 +1,9 @@
 // Op table rows of the loss family (the composed losses of core/ops/loss.h): L1, smooth L1 and
 // Huber under each reduction, binary cross entropy from logits with and without its weights
 // (differentiable in all four inputs) and from probabilities, KL divergence (probability, zero and
-// log targets; batchmean), and NLL on [N, C], [N, C, d] and [C] inputs with class
-// weights and ignored targets; each against float64 loops of torch.nn.functional's definitions.
+// log targets; batchmean), NLL on [N, C], [N, C, d] and [C] inputs with class weights and ignored
+// targets, and the metric-learning losses (cosine embedding, margin ranking, triplet margin with
+// and without the swap); each against float64 loops of torch.nn.functional's definitions.
 #include <algorithm>
 #include <cmath>
 
@@ -214,6 +215,141 @@ OpRow nll_row(const std::string& name, const Shape& shape, bool weighted, Reduct
   return r;
 }
 
+// --- losses over pairs and triplets of vectors ---------------------------------------------------
+
+double dot_of(const Values& a, const Values& b, size_t from, size_t n) {
+  double s = 0;
+  for (size_t k = 0; k < n; ++k) s += a[from + k] * b[from + k];
+  return s;
+}
+
+// cosine_embedding_loss of x1, x2 [N, D] (or [D]) against int64 targets 1, -1 and 0 (which adds 0).
+OpRow cosine_embedding_row(const std::string& name, bool batched, double margin, Reduction red, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{batched ? "[5, 4]" : "[4]", [=](DType t, Device d) {
+                  const Shape s = batched ? Shape{5, 4} : Shape{4};
+                  const Tensor target =
+                      batched ? tensor<int64_t>({1, -1, 1, -1, 0}, {5}).to(d) : tensor<int64_t>({-1}, {}).to(d);
+                  return TensorList{rnd(s, t, d, seed), rnd(s, t, d, seed + 1), target};
+                }}};
+  r.op = [=](const TensorList& x) { return TensorList{cosine_embedding_loss(x[0], x[1], x[2], margin, red)}; };
+  r.reference = [=](const TensorList& x) {
+    const Values a = values(x[0]), b = values(x[1]), t = values(x[2]);
+    const size_t dim = static_cast<size_t>(x[0].sizes().back());
+    Values l;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const size_t from = i * dim;
+      const double cos =
+          dot_of(a, b, from, dim) / std::sqrt((dot_of(a, a, from, dim) + 1e-12) * (dot_of(b, b, from, dim) + 1e-12));
+      l.push_back(t[i] == 1 ? 1.0 - cos : t[i] == -1 ? std::max(0.0, cos - margin) : 0.0);
+    }
+    return TensorList{reduce_ref(l, x[2].sizes(), red)};
+  };
+  r.differentiable = {0, 1};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+  return r;
+}
+
+// triplet_margin_loss of anchor, positive, negative [5, 4], order p, with or without the swap.
+OpRow triplet_row(const std::string& name, double p, bool swap, Reduction red, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"[5, 4]", [=](DType t, Device d) {
+                  return TensorList{rnd({5, 4}, t, d, seed), rnd({5, 4}, t, d, seed + 1), rnd({5, 4}, t, d, seed + 2)};
+                }}};
+  r.op = [=](const TensorList& x) {
+    return TensorList{triplet_margin_loss(x[0], x[1], x[2], 0.5, p, 1e-6, swap, red)};
+  };
+  r.reference = [=](const TensorList& x) {
+    const Values a = values(x[0]), pos = values(x[1]), neg = values(x[2]);
+    auto dist = [p](const Values& u, const Values& v, size_t from) {
+      double s = 0;
+      for (size_t k = 0; k < 4; ++k) s += std::pow(std::fabs(u[from + k] - v[from + k] + 1e-6), p);
+      return std::pow(s, 1.0 / p);
+    };
+    Values l;
+    for (size_t i = 0; i < 5; ++i) {
+      double d_an = dist(a, neg, 4 * i);
+      if (swap) d_an = std::min(d_an, dist(pos, neg, 4 * i));
+      l.push_back(std::max(0.0, dist(a, pos, 4 * i) - d_an + 0.5));
+    }
+    return TensorList{reduce_ref(l, {5}, red)};
+  };
+  r.differentiable = {0, 1, 2};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+  return r;
+}
+
+void add_vector_loss_rows(std::vector<OpRow>& rows) {
+  rows.push_back(cosine_embedding_row("cosine_embedding_loss", true, 0.1, Reduction::Mean, 181));
+  rows.back().errors = {
+      {"x1 and x2 of other shapes",
+       [] {
+         cosine_embedding_loss(zeros({3, 4}), zeros({3, 5}), zeros({3}));
+       },
+       {"cosine_embedding_loss", "[3, 4]", "[3, 5]"}},
+      {"a target of another length",
+       [] {
+         cosine_embedding_loss(zeros({3, 4}), zeros({3, 4}), zeros({4}));
+       },
+       {"cosine_embedding_loss", "target", "[3]", "[4]"}},
+      {"3-d inputs",
+       [] {
+         cosine_embedding_loss(zeros({2, 3, 4}), zeros({2, 3, 4}), zeros({2}));
+       },
+       {"cosine_embedding_loss", "[N, D]", "[2, 3, 4]"}},
+  };
+  rows.push_back(cosine_embedding_row("cosine_embedding_loss none, margin -0.2", true, -0.2, Reduction::None, 183));
+  rows.push_back(cosine_embedding_row("cosine_embedding_loss [D], sum", false, 0.0, Reduction::Sum, 185));
+  for (Reduction red : {Reduction::Mean, Reduction::None}) {
+    OpRow r;
+    r.name = std::string("margin_ranking_loss ") + red_name(red);
+    r.dtypes = kFloatTypes;
+    r.samples = {{"[6]", [](DType t, Device d) {
+                    return TensorList{rnd({6}, t, d, 191), rnd({6}, t, d, 192),
+                                      tensor({1.0, -1.0, 1.0, 1.0, -1.0, -1.0}, {6}).to(t).to(d)};
+                  }}};
+    r.op = [red](const TensorList& x) { return TensorList{margin_ranking_loss(x[0], x[1], x[2], 0.3, red)}; };
+    r.reference = [red](const TensorList& x) {
+      return TensorList{reduce_ref(
+          values(ref_map(x, [](const Values& v) { return std::max(0.0, -v[2] * (v[0] - v[1]) + 0.3); })), {6}, red)};
+    };
+    r.differentiable = {0, 1};
+    r.out_dtype = same_dtype;
+    if (red == Reduction::Mean) {
+      r.errors = {{"shapes differ",
+                   [] { margin_ranking_loss(zeros({3}), zeros({3}), zeros({4})); },
+                   {"margin_ranking_loss", "[3]", "[4]"}}};
+    }
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(triplet_row("triplet_margin_loss", 2.0, false, Reduction::Mean, 201));
+  rows.back().errors = {
+      {"negative of another shape",
+       [] {
+         triplet_margin_loss(zeros({3, 4}), zeros({3, 4}), zeros({2, 4}));
+       },
+       {"triplet_margin_loss", "negative", "[3, 4]", "[2, 4]"}},
+      {"negative margin",
+       [] {
+         triplet_margin_loss(zeros({3, 4}), zeros({3, 4}), zeros({3, 4}), -1.0);
+       },
+       {"triplet_margin_loss", "margin", "-1"}},
+      {"Reduction::BatchMean",
+       [] {
+         triplet_margin_loss(zeros({3, 4}), zeros({3, 4}), zeros({3, 4}), 1.0, 2.0, 1e-6, false, Reduction::BatchMean);
+       },
+       {"triplet_margin_loss", "BatchMean"}},
+  };
+  rows.push_back(triplet_row("triplet_margin_loss p 1, swap, sum", 1.0, true, Reduction::Sum, 211));
+  rows.push_back(triplet_row("triplet_margin_loss swap, none", 2.0, true, Reduction::None, 221));
+}
+
 }  // namespace
 
 void add_loss_rows(std::vector<OpRow>& rows) {
@@ -299,6 +435,7 @@ void add_loss_rows(std::vector<OpRow>& rows) {
   rows.push_back(nll_row("nll_loss weighted, [N, C, d]", {3, 4, 5}, true, Reduction::Mean, 141));
   rows.push_back(nll_row("nll_loss weighted sum", {7, 3}, true, Reduction::Sum, 151));
   rows.push_back(nll_row("nll_loss none, [C]", {6}, false, Reduction::None, 161));
+  add_vector_loss_rows(rows);
 }
 
 }  // namespace kiln::test
