@@ -502,6 +502,27 @@ Hardtanh::Hardtanh(double min_val, double max_val) : min_val(min_val), max_val(m
   }
 }
 
+CELU::CELU(double alpha) : alpha(alpha) {
+  if (!std::isfinite(alpha) || alpha == 0.0)
+    throw Error("CELU: alpha must be finite and nonzero, got " + py_float(alpha));
+}
+
+Softshrink::Softshrink(double lambd) : lambd(lambd) {
+  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
+    throw Error("Softshrink: lambd must be a finite number >= 0, got " + py_float(lambd));
+  }
+}
+
+Hardshrink::Hardshrink(double lambd) : lambd(lambd) {
+  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
+    throw Error("Hardshrink: lambd must be a finite number >= 0, got " + py_float(lambd));
+  }
+}
+
+Threshold::Threshold(double threshold, double value) : threshold(threshold), value(value) {
+  if (std::isnan(threshold)) throw Error("Threshold: threshold must not be NaN");
+}
+
 PReLU::PReLU(int64_t num_parameters, double init) : num_parameters(num_parameters) {
   if (num_parameters <= 0) {
     throw Error("PReLU: num_parameters must be positive, got " + std::to_string(num_parameters));

@@ -306,7 +306,64 @@ class Hardtanh : public UnaryModule {
   double min_val, max_val;
 };
 
-// Activations without options: SELU, ReLU6, Hardsigmoid, Hardswish, Mish.
+// celu with its alpha (!= 0).
+class CELU : public UnaryModule {
+ public:
+  explicit CELU(double alpha = 1.0);
+  std::string type_name() const override { return "CELU"; }
+  std::string extra_repr() const override { return "alpha=" + detail::py_float(alpha); }
+  Tensor forward(const Tensor& x) override { return celu(x, alpha); }
+
+  double alpha;
+};
+
+// softshrink and hardshrink with their lambd (>= 0), printed as PyTorch does: the bare number.
+class Softshrink : public UnaryModule {
+ public:
+  explicit Softshrink(double lambd = 0.5);
+  std::string type_name() const override { return "Softshrink"; }
+  std::string extra_repr() const override { return detail::py_float(lambd); }
+  Tensor forward(const Tensor& x) override { return softshrink(x, lambd); }
+
+  double lambd;
+};
+
+class Hardshrink : public UnaryModule {
+ public:
+  explicit Hardshrink(double lambd = 0.5);
+  std::string type_name() const override { return "Hardshrink"; }
+  std::string extra_repr() const override { return detail::py_float(lambd); }
+  Tensor forward(const Tensor& x) override { return hardshrink(x, lambd); }
+
+  double lambd;
+};
+
+// threshold(x, threshold, value).
+class Threshold : public UnaryModule {
+ public:
+  Threshold(double threshold, double value);
+  std::string type_name() const override { return "Threshold"; }
+  std::string extra_repr() const override {
+    return "threshold=" + detail::py_float(threshold) + ", value=" + detail::py_float(value);
+  }
+  Tensor forward(const Tensor& x) override { return kiln::threshold(x, threshold, value); }
+
+  double threshold, value;
+};
+
+// glu along dim (PyTorch's default: the last).
+class GLU : public UnaryModule {
+ public:
+  explicit GLU(int64_t dim = -1) : dim(dim) {}
+  std::string type_name() const override { return "GLU"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  Tensor forward(const Tensor& x) override { return glu(x, dim); }
+
+  int64_t dim;
+};
+
+// Activations without options: SELU, ReLU6, Hardsigmoid, Hardswish, Mish, LogSigmoid, Softsign,
+// Tanhshrink.
 #define KILN_ACTIVATION(Name, fn)                              \
   class Name : public UnaryModule {                            \
    public:                                                     \
@@ -318,6 +375,9 @@ KILN_ACTIVATION(ReLU6, relu6)
 KILN_ACTIVATION(Hardsigmoid, hardsigmoid)
 KILN_ACTIVATION(Hardswish, hardswish)
 KILN_ACTIVATION(Mish, mish)
+KILN_ACTIVATION(LogSigmoid, logsigmoid)
+KILN_ACTIVATION(Softsign, softsign)
+KILN_ACTIVATION(Tanhshrink, tanhshrink)
 #undef KILN_ACTIVATION
 
 // A learned negative slope: parameter weight [num_parameters] (1, or the input's channels), every
@@ -340,6 +400,16 @@ class Softmax : public UnaryModule {
   std::string type_name() const override { return "Softmax"; }
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   Tensor forward(const Tensor& x) override;
+
+  int64_t dim;
+};
+
+class Softmin : public UnaryModule {
+ public:
+  explicit Softmin(int64_t dim) : dim(dim) {}
+  std::string type_name() const override { return "Softmin"; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  Tensor forward(const Tensor& x) override { return softmin(x, dim); }
 
   int64_t dim;
 };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/ops/elementwise.h"
+#include "core/ops/softmax.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
 
@@ -23,6 +24,12 @@ void check_finite(const char* op, const char* what, double v) {
 
 // x where x <= 0, else 0: the argument of the exponential on the negative side.
 Tensor negative_part(const Tensor& x) { return where(gt(x, 0.0), 0.0, x); }
+
+// log(1 + y) for y in [0, 1], without losing a small y to the rounding of 1 + y: below 1e-4 the
+// series y - y^2 / 2 + y^3 / 3 (its next term, y^4 / 4, is below 2.5e-13 of y).
+Tensor log1p_small(const Tensor& y) {
+  return where(lt(y, 1e-4), y * (1.0 - y * (0.5 - y * (1.0 / 3.0))), log(y + 1.0));
+}
 
 // SELU's constants (Klambauer et al., "Self-Normalizing Neural Networks"), as PyTorch writes them.
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
@@ -91,6 +98,67 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
     w = weight.reshape({});
   }
   return where(gt(x, 0.0), x, x * w);
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  check_input("celu", x);
+  check_finite("celu", "alpha", alpha);
+  if (alpha == 0.0) throw Error("celu: alpha must not be 0 (it divides x), got 0");
+  return where(gt(x, 0.0), x, (exp(negative_part(x) / alpha) - 1.0) * alpha);
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  check_input("logsigmoid", x);
+  return negative_part(x) - log1p_small(exp(-abs(x)));
+}
+
+Tensor softsign(const Tensor& x) {
+  check_input("softsign", x);
+  return x / (abs(x) + 1.0);
+}
+
+Tensor tanhshrink(const Tensor& x) {
+  check_input("tanhshrink", x);
+  return x - tanh(x);
+}
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  check_input("softshrink", x);
+  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
+    throw Error("softshrink: lambd must be a finite number >= 0, got " + num_str(lambd));
+  }
+  return where(gt(x, lambd), x - lambd, where(lt(x, -lambd), x + lambd, 0.0));
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) {
+  check_input("hardshrink", x);
+  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
+    throw Error("hardshrink: lambd must be a finite number >= 0, got " + num_str(lambd));
+  }
+  return where(gt(abs(x), lambd), x, 0.0);
+}
+
+Tensor threshold(const Tensor& x, double threshold, double value) {
+  check_input("threshold", x);
+  return where(gt(x, threshold), x, value);
+}
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  const char* op = "glu";
+  check_input(op, x);
+  if (x.dim() == 0) throw ShapeError("glu: a 0-d input has no dim to halve");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  if (x.size(d) % 2 != 0) {
+    throw ShapeError("glu: dim " + std::to_string(dim) + " of input " + shape_str(x.sizes()) + " has odd size " +
+                     std::to_string(x.size(d)) + ": it must split in two halves");
+  }
+  const int64_t half = x.size(d) / 2;
+  return x.narrow(d, 0, half) * sigmoid(x.narrow(d, half, half));
+}
+
+Tensor softmin(const Tensor& x, int64_t dim) {
+  check_input("softmin", x);
+  return softmax(-x, dim);
 }
 
 }  // namespace kiln

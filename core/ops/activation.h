@@ -1,5 +1,6 @@
 // The activations beyond the elementwise kernels' (relu, gelu, silu, leaky_relu, softplus, tanh,
-// sigmoid): elu, selu, hardtanh, relu6, hardsigmoid, hardswish, mish and prelu, as
+// sigmoid): elu, selu, celu, hardtanh, relu6, hardsigmoid, hardswish, mish, prelu, logsigmoid,
+// softsign, tanhshrink, softshrink, hardshrink, threshold, glu and softmin, as
 // torch.nn.functional computes them, composed of elementwise ops (where() picks a branch, and the
 // exponential only ever sees the negative side, so no branch's overflow reaches the gradient).
 #pragma once
@@ -22,5 +23,24 @@ Tensor hardswish(const Tensor& x);
 Tensor mish(const Tensor& x);
 // x for x > 0, weight x otherwise; weight has one value, or one per channel (dim 1 of x).
 Tensor prelu(const Tensor& x, const Tensor& weight);
+// max(0, x) + min(0, alpha (exp(x / alpha) - 1)), alpha != 0 (Barron).
+Tensor celu(const Tensor& x, double alpha = 1.0);
+// log(sigmoid(x)), as min(x, 0) - log1p(exp(-|x|)): no overflow on either side, and the tiny
+// values of the positive tail (-exp(-x)) kept rather than rounded to 0.
+Tensor logsigmoid(const Tensor& x);
+// x / (1 + |x|).
+Tensor softsign(const Tensor& x);
+// x - tanh(x).
+Tensor tanhshrink(const Tensor& x);
+// x - lambd above lambd, x + lambd below -lambd, 0 between (lambd >= 0).
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+// x where |x| > lambd, 0 elsewhere (lambd >= 0).
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+// x where x > threshold, value elsewhere.
+Tensor threshold(const Tensor& x, double threshold, double value);
+// The gated linear unit: x split in halves a, b along dim (of even size), a * sigmoid(b).
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// softmax(-x) along dim.
+Tensor softmin(const Tensor& x, int64_t dim);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // PyTorch prints it, and refuses bad options at construction; an upsampling decoder trains.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -111,4 +112,40 @@ TEST_CASE("the composed activation modules call their ops, printed as PyTorch's"
   CHECK(big.grad().to_vector_double() == std::vector<double>{1.0, 0.0, 1.0});
   CHECK_THROWS_WITH(Hardtanh(1.0, -1.0), Catch::Contains("Hardtanh") && Catch::Contains("min_val"));
   CHECK_THROWS_WITH(PReLU(0), Catch::Contains("PReLU") && Catch::Contains("num_parameters"));
+}
+
+TEST_CASE("CELU, the shrinks, Threshold, GLU, Softmin and the option-free ones call their ops", "[nn]") {
+  manual_seed(34);
+  const Tensor x = randn({3, 4, 6}) * 2.0;
+  CELU celu_m(0.5);
+  CHECK(celu_m.str() == "CELU(alpha=0.5)");
+  CHECK(bitwise_equal(celu_m(x), celu(x, 0.5)));
+  CHECK(Softshrink().str() == "Softshrink(0.5)");
+  CHECK(bitwise_equal(Softshrink(0.25)(x), softshrink(x, 0.25)));
+  CHECK(Hardshrink(1.0).str() == "Hardshrink(1.0)");
+  CHECK(bitwise_equal(Hardshrink(1.0)(x), hardshrink(x, 1.0)));
+  Threshold th(0.1, 20.0);
+  CHECK(th.str() == "Threshold(threshold=0.1, value=20.0)");
+  CHECK(bitwise_equal(th(x), threshold(x, 0.1, 20.0)));
+  CHECK(GLU().str() == "GLU(dim=-1)");
+  CHECK(GLU()(x).sizes() == Shape{3, 4, 3});
+  CHECK(bitwise_equal(GLU(1)(x), glu(x, 1)));
+  CHECK(Softmin(1).str() == "Softmin(dim=1)");
+  CHECK(bitwise_equal(Softmin(1)(x), softmin(x, 1)));
+  CHECK(LogSigmoid().str() == "LogSigmoid()");
+  CHECK(bitwise_equal(LogSigmoid()(x), logsigmoid(x)));
+  CHECK(bitwise_equal(Softsign()(x), softsign(x)));
+  CHECK(bitwise_equal(Tanhshrink()(x), tanhshrink(x)));
+  // logsigmoid holds its tails: no overflow to -inf at -1000, no rounding to 0 of a tiny value.
+  Tensor tails = tensor(std::vector<double>{-1000.0, 1000.0, 40.0}).set_requires_grad(true);
+  const Tensor ls = logsigmoid(tails);
+  CHECK(ls.to_vector_double()[0] == -1000.0);
+  CHECK(ls.to_vector_double()[1] == 0.0);
+  CHECK(ls.to_vector_double()[2] == Approx(-std::exp(-40.0)).epsilon(1e-12));
+  ls.sum().backward();
+  CHECK(tails.grad().to_vector_double()[0] == 1.0);
+  CHECK(tails.grad().to_vector_double()[1] == 0.0);
+  CHECK_THROWS_WITH(CELU(0.0), Catch::Contains("CELU") && Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(Softshrink(-1.0), Catch::Contains("Softshrink") && Catch::Contains("lambd"));
+  CHECK_THROWS_WITH(GLU()(randn({2, 3})), Catch::Contains("glu") && Catch::Contains("odd size 3"));
 }
