@@ -15,6 +15,7 @@
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/distance.h"
+#include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
 #include "nn/conv.h"
@@ -225,6 +226,20 @@ class Dropout : public UnaryModule {
 
   double p;
 };
+
+// Channel dropout (dropout1d, dropout2d, dropout3d in training; the identity in eval): whole
+// channels of [N, C, *spatial] (or [C, *spatial]) inputs drop together.
+#define KILN_CHANNEL_DROPOUT(Name, fn)                                                                 \
+  class Name : public Dropout {                                                                        \
+   public:                                                                                             \
+    explicit Name(double p = 0.5) : Dropout(p) {}                                                      \
+    std::string type_name() const override { return #Name; }                                           \
+    Tensor forward(const Tensor& x) override { return is_training() && p > 0.0 ? fn(x, p, true) : x; } \
+  };
+KILN_CHANNEL_DROPOUT(Dropout1d, dropout1d)
+KILN_CHANNEL_DROPOUT(Dropout2d, dropout2d)
+KILN_CHANNEL_DROPOUT(Dropout3d, dropout3d)
+#undef KILN_CHANNEL_DROPOUT
 
 class GELU : public UnaryModule {
  public:

@@ -2,6 +2,7 @@
 // pad (whose own checks name the input's shape).
 #include "nn/spatial.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -65,6 +66,52 @@ Tensor PadLayer::forward(const Tensor& x) {
                      std::to_string(spatial_ + 2) + "-d input, got shape " + shape_str(x.sizes()));
   }
   return pad(x, padding, mode, value);
+}
+
+PixelShuffle::PixelShuffle(int64_t upscale_factor) : upscale_factor(upscale_factor) {
+  detail::check_positive("PixelShuffle", "upscale_factor", upscale_factor);
+}
+
+PixelUnshuffle::PixelUnshuffle(int64_t downscale_factor) : downscale_factor(downscale_factor) {
+  detail::check_positive("PixelUnshuffle", "downscale_factor", downscale_factor);
+}
+
+ChannelShuffle::ChannelShuffle(int64_t groups) : groups(groups) {
+  detail::check_positive("ChannelShuffle", "groups", groups);
+}
+
+Unflatten::Unflatten(int64_t dim, Shape unflattened_size) : dim(dim), unflattened_size(std::move(unflattened_size)) {
+  int inferred = 0;
+  for (int64_t s : this->unflattened_size) {
+    if (s == -1) ++inferred;
+    if (s < -1 || inferred > 1) {
+      throw Error("Unflatten: unflattened_size takes sizes >= 0 and at most one -1, got " +
+                  shape_str(this->unflattened_size));
+    }
+  }
+  if (this->unflattened_size.empty()) throw Error("Unflatten: unflattened_size must not be empty");
+}
+
+std::string Unflatten::extra_repr() const {
+  return "dim=" + std::to_string(dim) + ", unflattened_size=" + detail::py_tuple(unflattened_size);
+}
+
+Tensor Unflatten::forward(const Tensor& x) {
+  const int64_t d = wrap_dim(dim, x.dim(), "Unflatten");
+  Shape shape(x.sizes().begin(), x.sizes().begin() + d);
+  shape.insert(shape.end(), unflattened_size.begin(), unflattened_size.end());
+  shape.insert(shape.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  int64_t known = 1;
+  bool overflow = false;
+  for (int64_t s : unflattened_size) overflow = overflow || __builtin_mul_overflow(known, s == -1 ? 1 : s, &known);
+  const bool inferred = std::find(unflattened_size.begin(), unflattened_size.end(), -1) != unflattened_size.end();
+  const bool fits = !overflow && (inferred ? known != 0 && x.size(d) % known == 0 : known == x.size(d));
+  if (!fits) {
+    throw ShapeError("Unflatten: dim " + std::to_string(dim) + " of input " + shape_str(x.sizes()) + " has size " +
+                     std::to_string(x.size(d)) + ", which unflattened_size " + shape_str(unflattened_size) +
+                     " does not cover");
+  }
+  return x.reshape(shape);
 }
 
 }  // namespace kiln::nn

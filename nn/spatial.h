@@ -1,6 +1,7 @@
-// The layers that resize or pad the spatial dims of [N, C, *] inputs, PyTorch-shaped: Upsample
-// (interpolate) and the padding layers (pad: ZeroPad, ConstantPad, ReflectionPad, ReplicationPad
-// and CircularPad, 1-d and 2-d), printed as PyTorch prints them.
+// The layers that resize, pad or rearrange the spatial dims of [N, C, *] inputs, PyTorch-shaped:
+// Upsample (interpolate), the padding layers (pad: ZeroPad, ConstantPad, ReflectionPad,
+// ReplicationPad and CircularPad, 1-d and 2-d), PixelShuffle, PixelUnshuffle, ChannelShuffle and
+// Unflatten, printed as PyTorch prints them.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +87,51 @@ class ConstantPad2d : public PadLayer {
   ConstantPad2d(int64_t padding, double value) : ConstantPad2d(detail::all_sides(padding, 2), value) {}
   ConstantPad2d(Shape padding, double value)
       : PadLayer("ConstantPad2d", 2, std::move(padding), PadMode::Constant, value) {}
+};
+
+// pixel_shuffle / pixel_unshuffle by a factor >= 1.
+class PixelShuffle : public UnaryModule {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor);
+  std::string type_name() const override { return "PixelShuffle"; }
+  std::string extra_repr() const override { return "upscale_factor=" + std::to_string(upscale_factor); }
+  Tensor forward(const Tensor& x) override { return pixel_shuffle(x, upscale_factor); }
+
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public UnaryModule {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor);
+  std::string type_name() const override { return "PixelUnshuffle"; }
+  std::string extra_repr() const override { return "downscale_factor=" + std::to_string(downscale_factor); }
+  Tensor forward(const Tensor& x) override { return pixel_unshuffle(x, downscale_factor); }
+
+  int64_t downscale_factor;
+};
+
+// channel_shuffle into `groups` (>= 1).
+class ChannelShuffle : public UnaryModule {
+ public:
+  explicit ChannelShuffle(int64_t groups);
+  std::string type_name() const override { return "ChannelShuffle"; }
+  std::string extra_repr() const override { return "groups=" + std::to_string(groups); }
+  Tensor forward(const Tensor& x) override { return channel_shuffle(x, groups); }
+
+  int64_t groups;
+};
+
+// Flatten's inverse: dim (negative counts from the end) becomes unflattened_size, whose product
+// must be that dim's size (one entry may be -1: inferred).
+class Unflatten : public UnaryModule {
+ public:
+  Unflatten(int64_t dim, Shape unflattened_size);
+  std::string type_name() const override { return "Unflatten"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  int64_t dim;
+  Shape unflattened_size;
 };
 
 }  // namespace kiln::nn

@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
@@ -40,6 +41,41 @@ Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Gen
     });
   }
   return out;
+}
+
+namespace {
+
+Tensor feature_dropout(const char* op, const Tensor& x, double p, bool training, int64_t spatial,
+                       const std::optional<Generator>& generator) {
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2) {
+    throw ShapeError(std::string(op) + ": input must be [N, C, " + std::to_string(spatial) +
+                     " spatial dims] or unbatched [C, ...], so " + std::to_string(spatial + 2) + "-d or " +
+                     std::to_string(spatial + 1) + "-d, got shape " + shape_str(x.sizes()));
+  }
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw Error(std::string(op) + ": probability p must be in [0, 1], got " + num_str(p) + " (input " +
+                shape_str(x.sizes()) + ")");
+  }
+  if (!training || p == 0.0) return x;
+  Shape mask_shape = x.sizes();
+  for (size_t d = mask_shape.size() - static_cast<size_t>(spatial); d < mask_shape.size(); ++d) mask_shape[d] = 1;
+  return x * dropout(ones(mask_shape, TensorOptions(x.dtype(), x.device())), p, true, generator);
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
+  return feature_dropout("dropout1d", x, p, training, 1, generator);
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
+  return feature_dropout("dropout2d", x, p, training, 2, generator);
+}
+
+Tensor dropout3d(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
+  return feature_dropout("dropout3d", x, p, training, 3, generator);
 }
 
 }  // namespace kiln

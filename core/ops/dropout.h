@@ -15,4 +15,17 @@ namespace kiln {
 Tensor dropout(const Tensor& x, double p, bool training = true,
                const std::optional<Generator>& generator = std::nullopt);
 
+// Channel dropout (PyTorch's dropout1d, dropout2d, dropout3d): zeroes whole channels, each with
+// probability p, and scales the others by 1/(1-p), so neighbouring activations of a convolution's
+// feature map drop together. x is [N, C, *spatial] or unbatched [C, *spatial] with 1, 2 or 3
+// spatial dims; the mask is dropout() of ones [N, C, 1, ...] in x's dtype (so channel i of the
+// batch keeps the draw of element i), broadcast over the spatial dims. Unchanged when not training
+// or p == 0.
+Tensor dropout1d(const Tensor& x, double p, bool training = true,
+                 const std::optional<Generator>& generator = std::nullopt);
+Tensor dropout2d(const Tensor& x, double p, bool training = true,
+                 const std::optional<Generator>& generator = std::nullopt);
+Tensor dropout3d(const Tensor& x, double p, bool training = true,
+                 const std::optional<Generator>& generator = std::nullopt);
+
 }  // namespace kiln

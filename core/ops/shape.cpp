@@ -4,6 +4,7 @@
 #include "core/ops/shape.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
@@ -368,6 +369,76 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
     y = index_select(y, d, index_on(index, x.device()));
   }
   return y.is_same(x) ? x.clone() : y;
+}
+
+namespace {
+
+// x [*, C, H, W] (at least 3-d) and a factor >= 1, for the pixel shuffles.
+void check_pixel_shuffle(const char* op, const Tensor& x, int64_t factor) {
+  ops::check_defined(op, x, "input");
+  if (x.dim() < 3) {
+    throw ShapeError(std::string(op) + ": input must be [*, C, H, W] (at least 3-d), got shape " +
+                     shape_str(x.sizes()));
+  }
+  if (factor < 1) {
+    throw Error(std::string(op) + ": the factor must be >= 1, got " + std::to_string(factor) + " (input " +
+                shape_str(x.sizes()) + ")");
+  }
+}
+
+}  // namespace
+
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor) {
+  const char* op = "pixel_shuffle";
+  check_pixel_shuffle(op, x, upscale_factor);
+  const int64_t r = upscale_factor, c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  if (c % (r * r) != 0) {
+    throw ShapeError("pixel_shuffle: the input's " + std::to_string(c) + " channels are not divisible by the " +
+                     "upscale factor squared, " + std::to_string(r * r) + " (input " + shape_str(x.sizes()) + ")");
+  }
+  const Shape lead(x.sizes().begin(), x.sizes().end() - 3);
+  const int64_t l = static_cast<int64_t>(lead.size());
+  Shape split = lead, dims, out = lead;
+  for (int64_t e : {c / (r * r), r, r, h, w}) split.push_back(e);
+  for (int64_t d = 0; d < l; ++d) dims.push_back(d);
+  for (int64_t d : {0, 3, 1, 4, 2}) dims.push_back(l + d);  // [c, h, r, w, r]
+  for (int64_t e : {c / (r * r), h * r, w * r}) out.push_back(e);
+  return x.reshape(split).permute(dims).reshape(out);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor) {
+  const char* op = "pixel_unshuffle";
+  check_pixel_shuffle(op, x, downscale_factor);
+  const int64_t r = downscale_factor, c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  if (h % r != 0 || w % r != 0) {
+    throw ShapeError("pixel_unshuffle: the input's height " + std::to_string(h) + " and width " + std::to_string(w) +
+                     " must be divisible by the downscale factor " + std::to_string(r) + " (input " +
+                     shape_str(x.sizes()) + ")");
+  }
+  const Shape lead(x.sizes().begin(), x.sizes().end() - 3);
+  const int64_t l = static_cast<int64_t>(lead.size());
+  Shape split = lead, dims, out = lead;
+  for (int64_t e : {c, h / r, r, w / r, r}) split.push_back(e);
+  for (int64_t d = 0; d < l; ++d) dims.push_back(d);
+  for (int64_t d : {0, 2, 4, 1, 3}) dims.push_back(l + d);  // [c, r, r, h / r, w / r]
+  for (int64_t e : {c * r * r, h / r, w / r}) out.push_back(e);
+  return x.reshape(split).permute(dims).reshape(out);
+}
+
+Tensor channel_shuffle(const Tensor& x, int64_t groups) {
+  const char* op = "channel_shuffle";
+  ops::check_defined(op, x, "input");
+  if (x.dim() < 3) {
+    throw ShapeError("channel_shuffle: input must be [N, C, *] (at least 3-d), got shape " + shape_str(x.sizes()));
+  }
+  if (groups < 1 || x.size(1) % groups != 0) {
+    throw ShapeError("channel_shuffle: groups " + std::to_string(groups) + " must be >= 1 and divide the input's " +
+                     std::to_string(x.size(1)) + " channels (input " + shape_str(x.sizes()) + ")");
+  }
+  Shape split = x.sizes();
+  split[1] = x.size(1) / groups;
+  split.insert(split.begin() + 1, groups);
+  return x.reshape(split).transpose(1, 2).reshape(x.sizes());
 }
 
 }  // namespace kiln

@@ -28,6 +28,16 @@ Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
 // the extra leading ones new dims; each >= 0.
 Tensor repeat(const Tensor& x, const Shape& repeats);
 
+// Sub-pixel rearrangements (Shi et al.'s ESPCN upsampling, and the inverse), reshapes and one
+// permute: pixel_shuffle moves [*, C r^2, H, W] to [*, C, H r, W r], output pixel (h, w) of channel
+// c reading channel c r^2 + (h mod r) r + (w mod r) at (h / r, w / r); pixel_unshuffle is its
+// inverse (H and W divisible by r). r >= 1.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// ShuffleNet's channel shuffle of x [N, C, *]: the channels seen as [groups, C / groups],
+// transposed.
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
+
 // How pad fills: with `value`, the edge reflected without repeating it (d c b | a b c d | c b a),
 // the edge repeated (a a | a b c d | d d), or the far side wrapped round (c d | a b c d | a b).
 enum class PadMode : uint8_t { Constant, Reflect, Replicate, Circular };

@@ -714,3 +714,34 @@ TEST_CASE("Embedding with max_norm renormalizes the rows it looks up, in place, 
   CHECK_THROWS_WITH(Embedding(3, 2, std::nullopt, -1.0), Catch::Contains("Embedding") && Catch::Contains("max_norm"));
   CHECK_THROWS_WITH(emb.forward(tensor<int64_t>({6}, {1})), Catch::Contains("Embedding") && Catch::Contains("[0, 6)"));
 }
+
+TEST_CASE("Dropout1d/2d/3d drop whole channels in training and nothing in eval", "[nn]") {
+  manual_seed(41);
+  Dropout2d drop(0.5);
+  CHECK(drop.str() == "Dropout2d(p=0.5, inplace=False)");
+  CHECK(Dropout1d(0.25).str() == "Dropout1d(p=0.25, inplace=False)");
+  Tensor x = ones({4, 16, 3, 3}).set_requires_grad(true);
+  const Tensor y = drop.forward(x);
+  int dropped = 0;
+  for (int64_t n = 0; n < 4; ++n) {
+    for (int64_t c = 0; c < 16; ++c) {
+      const std::vector<float> v = y.select(0, n).select(0, c).to_vector<float>();
+      const bool zero = v[0] == 0.0f;
+      dropped += zero ? 1 : 0;
+      for (float e : v) CHECK(e == (zero ? 0.0f : 2.0f));  // a channel is all dropped or all kept, scaled
+    }
+  }
+  CHECK(dropped > 12);  // 64 channels at p = 0.5: 32 expected
+  CHECK(dropped < 52);
+  // The gradient is the mask: the output itself here (ones in).
+  y.sum().backward();
+  CHECK(max(abs(x.grad() - y.detach())).item<double>() == 0.0);
+  drop.eval();
+  const Tensor z = randn({2, 3, 4, 4});
+  CHECK(drop.forward(z).is_same(z));
+  // Unbatched [C, L] and [C, D, H, W] inputs drop per channel too.
+  const Tensor y1 = Dropout1d(0.5).forward(ones({32, 5}));
+  for (int64_t c = 0; c < 32; ++c) CHECK(max(y1.select(0, c)).item<double>() == min(y1.select(0, c)).item<double>());
+  CHECK(Dropout3d(0.5).forward(ones({2, 4, 2, 2, 2})).sizes() == Shape{2, 4, 2, 2, 2});
+  CHECK_THROWS_WITH(Dropout2d(0.5).forward(ones({4, 5})), Catch::Contains("dropout2d") && Catch::Contains("[4, 5]"));
+}

@@ -1,5 +1,6 @@
-// Upsample, the padding layers, Softmax and LogSoftmax: each equals its functional op, prints as
-// PyTorch prints it, and refuses bad options at construction; an upsampling decoder trains.
+// Upsample, the padding layers, the pixel and channel shuffles, Unflatten, Softmax, LogSoftmax and
+// the composed activations: each equals its functional op, prints as PyTorch prints it, and
+// refuses bad options at construction; an upsampling decoder trains.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -148,4 +149,30 @@ TEST_CASE("CELU, the shrinks, Threshold, GLU, Softmin and the option-free ones c
   CHECK_THROWS_WITH(CELU(0.0), Catch::Contains("CELU") && Catch::Contains("alpha"));
   CHECK_THROWS_WITH(Softshrink(-1.0), Catch::Contains("Softshrink") && Catch::Contains("lambd"));
   CHECK_THROWS_WITH(GLU()(randn({2, 3})), Catch::Contains("glu") && Catch::Contains("odd size 3"));
+}
+
+TEST_CASE("PixelShuffle, PixelUnshuffle, ChannelShuffle and Unflatten call their ops, printed as PyTorch's", "[nn]") {
+  manual_seed(35);
+  const Tensor x = randn({2, 8, 3, 4});
+  PixelShuffle up(2);
+  CHECK(up.str() == "PixelShuffle(upscale_factor=2)");
+  const Tensor y = up(x);
+  CHECK(y.sizes() == Shape{2, 2, 6, 8});
+  CHECK(bitwise_equal(y, pixel_shuffle(x, 2)));
+  // Unshuffle undoes it exactly.
+  PixelUnshuffle down(2);
+  CHECK(down.str() == "PixelUnshuffle(downscale_factor=2)");
+  CHECK(bitwise_equal(down(y), x));
+  ChannelShuffle cs(4);
+  CHECK(cs.str() == "ChannelShuffle(groups=4)");
+  CHECK(bitwise_equal(cs(x), channel_shuffle(x, 4)));
+  // Shuffling by g, then by C / g, puts every channel back.
+  CHECK(bitwise_equal(channel_shuffle(cs(x), 2), x));
+  Unflatten uf(1, {2, -1});
+  CHECK(uf.str() == "Unflatten(dim=1, unflattened_size=(2, -1))");
+  CHECK(uf(x).sizes() == Shape{2, 2, 4, 3, 4});
+  CHECK(Unflatten(-1, {2, 2})(x).sizes() == Shape{2, 8, 3, 2, 2});
+  CHECK_THROWS_WITH(Unflatten(1, {3, 3})(x), Catch::Contains("Unflatten") && Catch::Contains("[2, 8, 3, 4]"));
+  CHECK_THROWS_WITH(Unflatten(1, {-1, -1}), Catch::Contains("Unflatten") && Catch::Contains("-1"));
+  CHECK_THROWS_WITH(PixelShuffle(0), Catch::Contains("PixelShuffle") && Catch::Contains("upscale_factor"));
 }

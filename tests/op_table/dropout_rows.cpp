@@ -1,5 +1,6 @@
 // Op table rows of the dropout family, in training: the reference redraws the documented Philox
-// mask (element i: word (i & 1) * 2 of block i >> 1, kept iff u >= p), so float64 matches exactly.
+// mask (element i: word (i & 1) * 2 of block i >> 1, kept iff u >= p), so float64 matches exactly;
+// channel dropout (dropout1d/2d/3d) draws one such element per channel.
 #include <sstream>
 
 #include "kernels/philox.h"
@@ -18,6 +19,22 @@ Tensor ref_dropout(const Tensor& x, double p) {
     out.push_back(keep ? xv[i] * (1.0 / (1.0 - p)) : 0.0);
   }
   return from_values(out, x.sizes());
+}
+
+// Channel dropout: x [N, C, *] (or [C, *]) with `spatial` trailing dims; channel i (row-major over
+// the leading dims) keeps or drops with the draw of element i.
+Tensor ref_feature_dropout(const Tensor& x, double p, int64_t spatial) {
+  const Shape& s = x.sizes();
+  int64_t inner = 1;
+  for (size_t d = s.size() - static_cast<size_t>(spatial); d < s.size(); ++d) inner *= s[d];
+  Values xv = values(x), out;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const uint64_t channel = static_cast<uint64_t>(i) / static_cast<uint64_t>(inner);
+    Philox4 blk = philox_block(kSeed, 0, channel >> 1);
+    const bool keep = static_cast<double>(philox_uniform(blk.v[(channel & 1) * 2])) >= p;
+    out.push_back(keep ? xv[i] * (1.0 / (1.0 - p)) : 0.0);
+  }
+  return from_values(out, s);
 }
 
 std::string num(double v) {
@@ -57,6 +74,40 @@ void add_dropout_rows(std::vector<OpRow>& rows) {
         {"p above 1", [] { dropout(zeros({4}), 1.5); }, {"dropout", "p", num(1.5), "[4]"}},
         {"negative p", [] { dropout(zeros({4}), -0.1); }, {"dropout", num(-0.1)}},
         {"integer input", [] { dropout(zeros({4}, DType::Int64), 0.5); }, {"dropout", "int64"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  // p = 0.5: the scale 2 is exact in every float type, as the mask (in x's dtype) holds it.
+  struct Feature {
+    const char* name;
+    Tensor (*fn)(const Tensor&, double, bool, const std::optional<Generator>&);
+    int64_t spatial;
+    Shape batched, unbatched;
+  };
+  for (const Feature& f : {Feature{"dropout1d", &dropout1d, 1, {4, 9, 5}, {9, 5}},
+                           Feature{"dropout2d", &dropout2d, 2, {3, 8, 4, 3}, {8, 4, 3}},
+                           Feature{"dropout3d", &dropout3d, 3, {2, 6, 2, 3, 2}, {6, 2, 3, 2}}}) {
+    OpRow r;
+    r.name = f.name;
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    const Shape batched = f.batched, unbatched = f.unbatched;
+    r.samples = {
+        {shape_str(batched), [batched](DType t, Device d) { return TensorList{rnd(batched, t, d, 81)}; }},
+        {"unbatched " + shape_str(unbatched),
+         [unbatched](DType t, Device d) { return TensorList{rnd(unbatched, t, d, 82)}; }},
+        {"non-contiguous", [batched](DType t, Device d) { return TensorList{noncontig(rnd(batched, t, d, 83))}; }},
+    };
+    auto fn = f.fn;
+    const int64_t spatial = f.spatial;
+    r.op = [fn](const TensorList& x) { return TensorList{fn(x[0], 0.5, true, std::nullopt)}; };
+    r.reference = [spatial](const TensorList& x) { return TensorList{ref_feature_dropout(x[0], 0.5, spatial)}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    const std::string op = f.name;
+    r.errors = {
+        {"input of another rank", [fn] { fn(zeros({4}), 0.5, true, std::nullopt); }, {op, "[4]"}},
+        {"p above 1", [fn, batched] { fn(zeros(batched), 1.5, true, std::nullopt); }, {op, "p", num(1.5)}},
     };
     rows.push_back(std::move(r));
   }

@@ -1,5 +1,5 @@
 // Op table rows of the shape family: joining and splitting (cat, stack, split, chunk), and moving
-// values (flip, roll, repeat, pad in its four modes). References
+// values (flip, roll, repeat, pad in its four modes, the pixel and channel shuffles). References
 // move values with plain index arithmetic (unravel/ravel); 1-d empty tensors join as cat's legacy
 // rule says (skipped whatever the others' shape).
 #include <algorithm>
@@ -219,6 +219,91 @@ Tensor ref_pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
 }  // namespace
 
 void add_shape_rows(std::vector<OpRow>& rows) {
+  // --- pixel_shuffle, pixel_unshuffle, channel_shuffle -----------------------------------------
+  {
+    auto sample = [](const Shape& s, uint64_t seed, bool strided) {
+      return Sample{(strided ? "non-contiguous " : "") + shape_str(s), [=](DType t, Device d) {
+                      const Tensor x = rnd(s, t, d, seed);
+                      return TensorList{strided ? noncontig(x) : x};
+                    }};
+    };
+    OpRow r = moving_row(
+        "pixel_shuffle 2", [](const Tensor& x) { return pixel_shuffle(x, 2); },
+        [](const Tensor& x) {
+          Shape os = x.sizes();
+          const size_t c = os.size() - 3;
+          os[c] /= 4;
+          os[c + 1] *= 2;
+          os[c + 2] *= 2;
+          return ref_pick(x, os, [c](Shape i) {
+            const int64_t h = i[c + 1], w = i[c + 2];
+            i[c] = i[c] * 4 + (h % 2) * 2 + (w % 2);
+            i[c + 1] = h / 2;
+            i[c + 2] = w / 2;
+            return i;
+          });
+        },
+        1280);
+    r.samples = {sample({2, 8, 3, 5}, 1281, false), sample({12, 2, 3}, 1282, true),
+                 sample({2, 2, 4, 1, 2}, 1283, false)};
+    r.errors = {{"channels not divisible by r^2",
+                 [] {
+                   pixel_shuffle(zeros({1, 6, 2, 2}), 2);
+                 },
+                 {"pixel_shuffle", "6 channels", "4", "[1, 6, 2, 2]"}},
+                {"2-d input",
+                 [] {
+                   pixel_shuffle(zeros({4, 4}), 2);
+                 },
+                 {"pixel_shuffle", "[4, 4]"}},
+                {"factor 0",
+                 [] {
+                   pixel_shuffle(zeros({1, 4, 2, 2}), 0);
+                 },
+                 {"pixel_shuffle", "factor", "0"}}};
+    rows.push_back(std::move(r));
+    OpRow u = moving_row(
+        "pixel_unshuffle 3", [](const Tensor& x) { return pixel_unshuffle(x, 3); },
+        [](const Tensor& x) {
+          Shape os = x.sizes();
+          const size_t c = os.size() - 3;
+          os[c] *= 9;
+          os[c + 1] /= 3;
+          os[c + 2] /= 3;
+          return ref_pick(x, os, [c](Shape i) {
+            const int64_t k = i[c];
+            i[c] = k / 9;
+            i[c + 1] = i[c + 1] * 3 + (k % 9) / 3;
+            i[c + 2] = i[c + 2] * 3 + k % 3;
+            return i;
+          });
+        },
+        1290);
+    u.samples = {sample({2, 2, 6, 3}, 1291, false), sample({3, 3, 9}, 1292, true)};
+    u.errors = {{"height not divisible",
+                 [] {
+                   pixel_unshuffle(zeros({1, 1, 4, 6}), 3);
+                 },
+                 {"pixel_unshuffle", "height 4", "3", "[1, 1, 4, 6]"}}};
+    rows.push_back(std::move(u));
+    OpRow g = moving_row(
+        "channel_shuffle 3", [](const Tensor& x) { return channel_shuffle(x, 3); },
+        [](const Tensor& x) {
+          const int64_t per = x.size(1) / 3;
+          return ref_pick(x, x.sizes(), [per](Shape i) {
+            i[1] = (i[1] % 3) * per + i[1] / 3;
+            return i;
+          });
+        },
+        1295);
+    g.samples = {sample({2, 6, 4}, 1296, false), sample({2, 9, 2, 3}, 1297, true)};
+    g.errors = {{"groups do not divide the channels",
+                 [] {
+                   channel_shuffle(zeros({1, 4, 2}), 3);
+                 },
+                 {"channel_shuffle", "groups 3", "4 channels"}}};
+    rows.push_back(std::move(g));
+  }
   // --- flip, roll, repeat, pad ---------------------------------------------------------------
   {
     OpRow r = moving_row(
