@@ -22,6 +22,13 @@ void check_finite(const char* op, const char* what, double v) {
   if (!std::isfinite(v)) throw Error(std::string(op) + ": " + what + " must be finite, got " + num_str(v));
 }
 
+// A shrink's threshold: a finite number >= 0.
+void check_lambd(const char* op, double lambd) {
+  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
+    throw Error(std::string(op) + ": lambd must be a finite number >= 0, got " + num_str(lambd));
+  }
+}
+
 // x where x <= 0, else 0: the argument of the exponential on the negative side.
 Tensor negative_part(const Tensor& x) { return where(gt(x, 0.0), 0.0, x); }
 
@@ -124,17 +131,13 @@ Tensor tanhshrink(const Tensor& x) {
 
 Tensor softshrink(const Tensor& x, double lambd) {
   check_input("softshrink", x);
-  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
-    throw Error("softshrink: lambd must be a finite number >= 0, got " + num_str(lambd));
-  }
+  check_lambd("softshrink", lambd);
   return where(gt(x, lambd), x - lambd, where(lt(x, -lambd), x + lambd, 0.0));
 }
 
 Tensor hardshrink(const Tensor& x, double lambd) {
   check_input("hardshrink", x);
-  if (!(lambd >= 0.0) || !std::isfinite(lambd)) {
-    throw Error("hardshrink: lambd must be a finite number >= 0, got " + num_str(lambd));
-  }
+  check_lambd("hardshrink", lambd);
   return where(gt(abs(x), lambd), x, 0.0);
 }
 

@@ -106,8 +106,8 @@ std::string check_conv_operands(const char* op, const Tensor& x, const Tensor& w
   return shapes;
 }
 
-// `total` = `per_group` x groups channels, or a ShapeError saying what `what` expects.
-void check_grouped_channels(const char* op, const char* what, int64_t total, int64_t per_group, int64_t groups,
+// The input's `total` channels = the weight's `per_group` x groups, or a ShapeError.
+void check_grouped_channels(const char* op, int64_t total, int64_t per_group, int64_t groups,
                             const std::string& shapes) {
   int64_t expected = 0;
   const bool overflows = __builtin_mul_overflow(per_group, groups, &expected);
@@ -115,8 +115,8 @@ void check_grouped_channels(const char* op, const char* what, int64_t total, int
   std::string expects =
       overflows ? std::to_string(per_group) + " x " + std::to_string(groups) : std::to_string(expected);
   if (groups > 1) expects += " (" + std::to_string(per_group) + " per group x " + std::to_string(groups) + " groups)";
-  throw ShapeError(std::string(op) + ": " + what + " " + std::to_string(total) + " channels, weight expects " +
-                   expects + " (" + shapes + ")");
+  throw ShapeError(std::string(op) + ": input has " + std::to_string(total) + " channels, weight expects " + expects +
+                   " (" + shapes + ")");
 }
 
 // groups divides `channels` ("the input's 3 channels"), or a ShapeError.
@@ -183,7 +183,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   const int64_t cout = weight.size(0), kh = weight.size(2), kw = weight.size(3);
   check_divides(op, groups, c, "the input's", "channels", shapes);
   check_divides(op, groups, cout, "the weight's", "output channels", shapes);
-  check_grouped_channels(op, "input has", c, weight.size(1), groups, shapes);
+  check_grouped_channels(op, c, weight.size(1), groups, shapes);
   check_bias(op, bias, cout, shapes);
   const std::optional<int64_t> ohs = ops::window_out_size(h, kh, stride[0], padding[0], dilation[0]);
   const std::optional<int64_t> ows = ops::window_out_size(w, kw, stride[1], padding[1], dilation[1]);

@@ -26,6 +26,7 @@ LossReduce to_loss_reduce(Reduction r) {
     case Reduction::None: return LossReduce::None;
     case Reduction::Sum: return LossReduce::Sum;
     case Reduction::Mean: return LossReduce::Mean;
+    case Reduction::BatchMean: break;  // kl_div's alone: check_reduction refuses it first
   }
   // Only a cast can make another value; refusing it beats guessing one.
   throw Error("cross_entropy: unknown reduction " + std::to_string(static_cast<int>(r)) +

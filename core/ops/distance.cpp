@@ -19,12 +19,9 @@
 namespace kiln {
 namespace {
 
-bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-
-// float16/bfloat16 operands are computed on in float32 and the result rounded once to their dtype:
-// widen() for each operand, narrowed() for the result.
-Tensor widen(const Tensor& x) { return is_half(x.dtype()) ? to_dtype(x, DType::Float32) : x; }
-Tensor narrowed(const Tensor& r, DType dtype) { return is_half(dtype) ? to_dtype(r, dtype) : r; }
+// float16/bfloat16 operands are computed on in float32 (widen), and the result is rounded once to
+// the operands' dtype (to_dtype, a no-op for the other dtypes).
+Tensor widen(const Tensor& x) { return to_dtype(x, ops::widened_dtype(x.dtype())); }
 
 void check_ord(const char* op, double ord, const Tensor& x) {
   if ((std::isinf(ord) && ord > 0) || (std::isfinite(ord) && ord >= 1.0)) return;
@@ -75,7 +72,7 @@ Tensor vector_norm(const Tensor& x, double ord, const Shape& dims, bool keepdim)
   } else {
     n = guarded_root(sum(ord == 2.0 ? xf * xf : pow(abs(xf), ord), dims, keepdim), ord);
   }
-  return narrowed(n, x.dtype());
+  return to_dtype(n, x.dtype());
 }
 
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
@@ -84,7 +81,7 @@ Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   if (!(eps >= 0.0)) throw Error(std::string(op) + ": eps must be >= 0, got " + num_str(eps));
   const int64_t d = wrap_dim(dim, x.dim(), op);
   const Tensor xf = widen(x);
-  return narrowed(xf / clamp(vector_norm(xf, p, {d}, /*keepdim=*/true), eps, std::nullopt), x.dtype());
+  return to_dtype(xf / clamp(vector_norm(xf, p, {d}, /*keepdim=*/true), eps, std::nullopt), x.dtype());
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
@@ -99,7 +96,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   const Tensor a = widen(x1).expand(shape), b = widen(x2).expand(shape);
   const Tensor na = clamp(vector_norm(a, 2.0, {d}, true), eps, std::nullopt);
   const Tensor nb = clamp(vector_norm(b, 2.0, {d}, true), eps, std::nullopt);
-  return narrowed(sum((a / na) * (b / nb), {d}), promote_types(x1.dtype(), x2.dtype()));
+  return to_dtype(sum((a / na) * (b / nb), {d}), promote_types(x1.dtype(), x2.dtype()));
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
@@ -111,7 +108,7 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
     throw ShapeError(std::string(op) + ": x1 " + shape_str(x1.sizes()) + " and x2 " + shape_str(x2.sizes()) +
                      " have no dim of vector entries");
   }
-  return narrowed(vector_norm(widen(x1) - widen(x2) + eps, p, {-1}, keepdim), promote_types(x1.dtype(), x2.dtype()));
+  return to_dtype(vector_norm(widen(x1) - widen(x2) + eps, p, {-1}, keepdim), promote_types(x1.dtype(), x2.dtype()));
 }
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
@@ -136,9 +133,9 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
     const Tensor sq1 = sum(a * a, {-1}, true);                    // [*, P, 1]
     const Tensor sq2 = sum(b * b, {-1}, true).transpose(-1, -2);  // [*, 1, R]
     const Tensor d2 = clamp(sq1 + sq2 - 2.0 * matmul(a, b.transpose(-1, -2)), 0.0, std::nullopt);
-    return narrowed(guarded_root(d2, 2.0), out);
+    return to_dtype(guarded_root(d2, 2.0), out);
   }
-  return narrowed(vector_norm(a.unsqueeze(-2) - b.unsqueeze(-3), p, {-1}), out);
+  return to_dtype(vector_norm(a.unsqueeze(-2) - b.unsqueeze(-3), p, {-1}), out);
 }
 
 }  // namespace kiln

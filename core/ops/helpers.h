@@ -98,6 +98,9 @@ void check_eps(const char* op, double eps);
 void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);
 // The dtype of the first defined of a and b, else `fallback`.
 DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback);
+// The dtype a composed op computes a `t` result in: float16 and bfloat16 widen to float32 (their
+// sums and products run there, rounded once at the end); every other dtype stays.
+constexpr DType widened_dtype(DType t) { return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t; }
 
 }  // namespace kiln::ops
 

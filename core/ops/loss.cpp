@@ -183,14 +183,19 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 
 namespace {
 
-// Operands of a pair or triplet loss: defined, floating (`target` any numeric dtype), one device.
+// Operands of a pair or triplet loss: defined and floating, with the target (when given, of any
+// numeric dtype) defined and on their device, and a known reduction.
 void check_vector_loss(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> operands,
-                       Reduction reduction) {
+                       const Tensor* target, Reduction reduction) {
   std::vector<const Tensor*> all;
   for (const auto& [t, name] : operands) {
     ops::check_defined(op, *t, name);
-    if (std::string(name) != "target") ops::check_floating(op, *t, name);
+    ops::check_floating(op, *t, name);
     all.push_back(t);
+  }
+  if (target) {
+    ops::check_defined(op, *target, "target");
+    all.push_back(target);
   }
   ops::common_device(op, all);
   detail::check_reduction(op, reduction);
@@ -212,7 +217,7 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
   if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x1, &x2})) {
     return cosine_embedding_loss((*c)[0], (*c)[1], target, margin, reduction);
   }
-  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}, {&target, "target"}}, reduction);
+  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}}, &target, reduction);
   check_vectors(op, x1, "x1", x2, "x2");
   const Shape rows = x1.dim() == 2 ? Shape{x1.size(0)} : Shape{};
   if (target.sizes() != rows) {
@@ -233,7 +238,7 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& tar
   if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x1, &x2, &target})) {
     return margin_ranking_loss((*c)[0], (*c)[1], (*c)[2], margin, reduction);
   }
-  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}, {&target, "target"}}, reduction);
+  check_vector_loss(op, {{&x1, "x1"}, {&x2, "x2"}}, &target, reduction);
   if (x1.sizes() != x2.sizes() || x1.sizes() != target.sizes()) {
     throw ShapeError(std::string(op) + ": x1, x2 and target must have one shape, got " + shape_str(x1.sizes()) + ", " +
                      shape_str(x2.sizes()) + " and " + shape_str(target.sizes()));
@@ -247,7 +252,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   if (std::optional<TensorList> c = autocast::cast_inputs(op, {&anchor, &positive, &negative})) {
     return triplet_margin_loss((*c)[0], (*c)[1], (*c)[2], margin, p, eps, swap, reduction);
   }
-  check_vector_loss(op, {{&anchor, "anchor"}, {&positive, "positive"}, {&negative, "negative"}}, reduction);
+  check_vector_loss(op, {{&anchor, "anchor"}, {&positive, "positive"}, {&negative, "negative"}}, nullptr, reduction);
   check_vectors(op, anchor, "anchor", positive, "positive");
   check_vectors(op, anchor, "anchor", negative, "negative");
   if (!(margin >= 0.0) || !std::isfinite(margin)) {

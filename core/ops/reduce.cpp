@@ -160,7 +160,7 @@ Tensor extreme(const char* name, bool is_max, const Tensor& x, const Shape& dims
       // A NaN wins where the result is NaN (eq alone would find no winner there and divide 0 by 0).
       // 16-bit gradients are shared out in float32: a count of ties past 65504 is inf in float16.
       const DType gt = ctx.grads[0].dtype();
-      const DType wide = gt == DType::Float16 || gt == DType::BFloat16 ? DType::Float32 : gt;
+      const DType wide = ops::widened_dtype(gt);
       Tensor winners = logical_or(eq(xv, best), logical_and(isnan(xv), isnan(best))).to(wide);
       Shape red;
       for (size_t d = 0; d < mask.size(); ++d)

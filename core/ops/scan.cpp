@@ -37,9 +37,8 @@ Tensor scan(const char* op, const char* what, const Tensor& x, int64_t dim, std:
                      dtype_name(out_dtype) + " (input " + shape_str(x.sizes()) + ")");
   }
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
-  const bool half = out_dtype == DType::Float16 || out_dtype == DType::BFloat16;
   // A new tensor even where no step runs (0-d, L <= 1): the result never aliases x.
-  Tensor y = to_dtype(x, half ? DType::Float32 : out_dtype);
+  Tensor y = to_dtype(x, ops::widened_dtype(out_dtype));
   if (y.is_same(x)) y = x.clone();
   if (x.dim() > 0) {
     const int64_t length = x.size(d);
@@ -47,7 +46,7 @@ Tensor scan(const char* op, const char* what, const Tensor& x, int64_t dim, std:
       y = cat({y.narrow(d, 0, step), combine(y.narrow(d, step, length - step), y.narrow(d, 0, length - step))}, d);
     }
   }
-  return half ? to_dtype(y, out_dtype) : y;
+  return to_dtype(y, out_dtype);
 }
 
 Tensor add2(const Tensor& a, const Tensor& b) { return add(a, b); }
