@@ -565,6 +565,10 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
     for (const std::string& name : st.local->state_names()) {
       auto it = local.find(state_key(g, name));
       if (it == local.end() || params.empty()) continue;
+      if (st.local->is_scalar_state(name)) {  // one number per shard: every parameter of the group's
+        for (size_t i = 0; i < params.size(); ++i) out[state_key(first + index[i], name)] = it->second.clone();
+        continue;
+      }
       const TensorOptions options(it->second.dtype(), it->second.device());
       Tensor whole = empty({st.shard_numel[g] * n}, options);  // the ranks' shards end to end
       st.pg->all_gather(whole, it->second)->wait();
@@ -611,7 +615,8 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
   // tensor's shard cut out of the parameters' state.
   std::map<std::string, Tensor> local;
   std::map<std::pair<size_t, std::string>, TensorList> by_group;  // (group, name) -> per parameter
-  std::map<size_t, std::pair<size_t, double>> group_step;         // group -> (a parameter, its step count)
+  // (group, name) -> (a parameter, its value): the step count and the scalar states, one per shard
+  std::map<std::pair<size_t, std::string>, std::pair<size_t, double>> group_scalar;
   for (const auto& [key, t] : state) {
     size_t index = 0, group = 0;
     std::string name, field;
@@ -638,20 +643,23 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
       throw Error(std::string(op) + ": key \"" + key + "\" is state of parameter " + std::to_string(index) +
                   ", which was frozen (requires_grad false) when this optimizer was built: no shard holds it");
     }
-    if (name == "step") {  // the group's shard keeps one count: each parameter's must be the same
-      const size_t g = where[index].first;
-      if (!t.defined() || t.numel() != 1 || t.dtype() != DType::Float32) {
+    if (name == "step" || st.local->is_scalar_state(name)) {
+      // The group's shard keeps one step count and one of each scalar state: each parameter's must
+      // be the same.
+      const auto [g, i] = where[index];
+      const DType dtype = name == "step" ? DType::Float32 : nn::optim::Optimizer::state_dtype(st.groups[g].params[i]);
+      if (!t.defined() || t.numel() != 1 || t.dtype() != dtype) {
         local[state_key(g, name)] = t;  // the local optimizer names what is wrong with it
         continue;
       }
-      const double count = t.to(Device::cpu()).item<double>();
-      auto [it, fresh] = group_step.try_emplace(g, index, count);
-      if (!fresh && !(it->second.second == count)) {
-        char counts[64];
-        std::snprintf(counts, sizeof counts, "%g and %g", count, it->second.second);
+      const double value = t.to(Device::cpu()).item<double>();
+      auto [it, fresh] = group_scalar.try_emplace({g, name}, index, value);
+      if (!fresh && !(it->second.second == value)) {
+        char values[64];
+        std::snprintf(values, sizeof values, "%.17g and %.17g", value, it->second.second);
         throw Error(std::string(op) + ": \"" + key + "\" and parameter " + std::to_string(it->second.first) +
-                    " of the same group (" + std::to_string(g) + ") have step counts " + counts +
-                    "; a sharded group steps its parameters together and keeps one count");
+                    " of the same group (" + std::to_string(g) + ") have " + (name == "step" ? "step counts" : name) +
+                    " " + values + "; a sharded group steps its parameters together and keeps one");
       }
       local[state_key(g, name)] = t;
       continue;

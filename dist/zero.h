@@ -10,8 +10,10 @@
 //   into equal slices: rank r owns slice r of every bucket, and its shard of the group is those
 //   slices end to end, one flat tensor for the local optimizer. A shard may hold pieces of several
 //   parameters, which is exact for elementwise optimizers (SGD, Adam, AdamW: every element's update
-//   depends on its own gradient and state only). With one bucket per group this is the plain
-//   layout: rank r owns the r-th Nth of the group.
+//   depends on its own gradient and state only). An optimizer's scalar states (NAdam's
+//   mu_product, ASGD's eta and mu) depend on the step count and the lr alone, the same for every
+//   parameter of a group: the shard keeps one, and the gathered state gives it to each parameter.
+//   With one bucket per group this is the plain layout: rank r owns the r-th Nth of the group.
 // - A bucket's reduce-scatter starts as soon as backward has accumulated its last gradient (a
 //   post-accumulate hook per parameter, as DDP's all-reduce), so the communication overlaps the
 //   rest of backward; a callback at the end of backward issues what is left and waits. Every rank

@@ -1,7 +1,7 @@
-// The composed optimizers' steps: per group, each parameter that has a gradient is updated by
-// tensor ops (the formulas of torch.optim, written as comments beside them), its state and the
-// parameter committed unless the gradient scaler found inf/NaN; then the group's step counts
-// advance.
+// The composed optimizers' steps (RMSprop, Adagrad, Adamax, RAdam, NAdam): per group, each
+// parameter that has a gradient is updated by tensor ops (the formulas of torch.optim, written as
+// comments beside them), its state and the parameter committed unless the gradient scaler found
+// inf/NaN; then the group's step counts advance.
 #include "nn/optim/composed.h"
 
 #include <cmath>
@@ -10,46 +10,14 @@
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
+#include "nn/optim/composed_helpers.h"
 
 namespace kiln::nn::optim {
-namespace {
-
-bool flag(double v) { return v != 0.0; }
-
-// A hyper-parameter that must be a finite number >= 0 (`where` names the group when there are
-// several).
-void check_non_negative(const char* optimizer, const char* what, double v, const std::string& where) {
-  if (!(v >= 0.0) || !std::isfinite(v)) {
-    throw Error(std::string(optimizer) + ": " + what + " must be a finite number >= 0, got " + num_str(v) + where);
-  }
-}
-
-std::string group_note(size_t groups, size_t g) { return groups > 1 ? " (group " + std::to_string(g) + ")" : ""; }
-
-// Adam-like betas: each in [0, 1).
-void check_betas(const char* optimizer, double beta1, double beta2, const std::string& where) {
-  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0)) {
-    throw Error(std::string(optimizer) + ": betas must be in [0, 1), got (" + num_str(beta1) + ", " + num_str(beta2) +
-                ")" + where);
-  }
-}
-
-// The options Adamax and RAdam share, in every group of `o`: betas in [0, 1), eps and the weight
-// decay finite and >= 0.
-void check_adam_like(const Optimizer& o, const char* name, double beta1, double beta2, double eps) {
-  for (size_t g = 0; g < o.num_groups(); ++g) {
-    const std::string where = group_note(o.num_groups(), g);
-    check_betas(name, o.option(g, "beta1", beta1), o.option(g, "beta2", beta2), where);
-    check_non_negative(name, "eps", o.option(g, "eps", eps), where);
-    check_non_negative(name, "weight_decay", o.group(g).weight_decay, where);
-  }
-}
-
-// The 1-based step t of this update, in `dtype`, from a parameter's device step count (which
-// counts the updates before it).
-Tensor step_number(const Tensor& steps, DType dtype) { return steps.to(dtype) + 1.0; }
-
-}  // namespace
+using detail::check_adam_like;
+using detail::check_non_negative;
+using detail::flag;
+using detail::group_note;
+using detail::step_number;
 
 // --- RMSprop --------------------------------------------------------------------------------
 
@@ -292,6 +260,75 @@ void RAdam::step() {
       commit(m[k], exp_avg);
       commit(v[k], exp_avg_sq);
       commit(p, base - lr * where(gt(rho_t, 5.0), adaptive, corrected));
+    }
+    stepped.insert(stepped.end(), steps.begin(), steps.end());
+  }
+  finish_step(stepped);
+}
+
+// --- NAdam ----------------------------------------------------------------------------------
+
+NAdam::NAdam(const TensorList& params, double lr, std::pair<double, double> betas, double eps, double weight_decay,
+             double momentum_decay, bool decoupled_weight_decay, bool maximize)
+    : NAdam(one_group(params, lr, weight_decay), betas, eps, momentum_decay, decoupled_weight_decay, maximize) {}
+
+NAdam::NAdam(std::vector<ParamGroup> groups, std::pair<double, double> betas, double eps, double momentum_decay,
+             bool decoupled_weight_decay, bool maximize)
+    : Optimizer(std::move(groups)),
+      beta1_(betas.first),
+      beta2_(betas.second),
+      eps_(eps),
+      momentum_decay_(momentum_decay),
+      decoupled_(decoupled_weight_decay),
+      maximize_(maximize) {
+  validate_options();
+}
+
+void NAdam::validate_options() {
+  check_options("NAdam");
+  check_adam_like(*this, "NAdam", beta1_, beta2_, eps_);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    check_non_negative("NAdam", "momentum_decay", option(g, "momentum_decay", momentum_decay_),
+                       group_note(groups_.size(), g));
+  }
+}
+
+void NAdam::step() {
+  NoGradGuard no_grad;
+  TensorList stepped;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Batch b = collect(g);
+    if (b.params.empty()) continue;
+    const double beta1 = option(g, "beta1", beta1_), beta2 = option(g, "beta2", beta2_), eps = option(g, "eps", eps_);
+    const double psi = option(g, "momentum_decay", momentum_decay_);
+    const bool decoupled = flag(option(g, "decoupled_weight_decay", decoupled_ ? 1.0 : 0.0));
+    const bool maximize = flag(option(g, "maximize", maximize_ ? 1.0 : 0.0));
+    const double wd = groups_[g].weight_decay;
+    const TensorList m = state_for("exp_avg", b), v = state_for("exp_avg_sq", b);
+    const TensorList mu_products = state_for("mu_product", b, 1.0), steps = steps_for(b);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = b.params[k];
+      const Tensor grad = composed_grad(p, b.grads[k], decoupled ? 0.0 : wd, maximize);
+      const DType dt = grad.dtype();
+      const Tensor lr = lr_tensor(g).to(dt);
+      const Tensor base = decoupled && wd != 0.0 ? p.to(dt) * (1.0 - lr * wd) : p.to(dt);
+      const Tensor t = step_number(steps[k], dt);
+      // The momentum schedule (Dozat's warming momentum): mu_t = b1 (1 - 0.96^(t psi) / 2), and
+      // the product of every mu so far, which stands where Adam has b1^t.
+      const Tensor mu = (1.0 - pow(0.96, t * psi) * 0.5) * beta1;
+      const Tensor mu_next = (1.0 - pow(0.96, (t + 1.0) * psi) * 0.5) * beta1;
+      const Tensor mu_product = mu_products[k] * mu;
+      const Tensor exp_avg = m[k] * beta1 + grad * (1.0 - beta1);
+      const Tensor exp_avg_sq = v[k] * beta2 + grad * grad * (1.0 - beta2);
+      // denom = sqrt(v / (1 - b2^t)) + eps; the step mixes the gradient and the first moment: param
+      // -= lr (1 - mu) / (1 - prod mu) g / denom + lr mu_next / (1 - prod mu mu_next) m / denom
+      const Tensor denom = sqrt(exp_avg_sq / (1.0 - pow(beta2, t))) + eps;
+      const Tensor update =
+          grad * ((1.0 - mu) / (1.0 - mu_product)) + exp_avg * (mu_next / (1.0 - mu_product * mu_next));
+      commit(m[k], exp_avg);
+      commit(v[k], exp_avg_sq);
+      commit(mu_products[k], mu_product);
+      commit(p, base - lr * update / denom);
     }
     stepped.insert(stepped.end(), steps.begin(), steps.end());
   }

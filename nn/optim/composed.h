@@ -1,6 +1,7 @@
-// The optimizers composed of tensor ops: RMSprop, Adagrad, Adamax and RAdam, as torch.optim
+// The optimizers composed of tensor ops: RMSprop, Adagrad, Adamax, RAdam and NAdam, as torch.optim
 // computes them (weight decay added to the gradient, maximize, RMSprop's momentum and centered
-// variant, Adagrad's learning-rate decay and initial accumulator, RAdam's decoupled decay). Unlike
+// variant, Adagrad's learning-rate decay and initial accumulator, RAdam's and NAdam's decoupled
+// decay; nn/optim/classic.h has Adadelta, Rprop and ASGD). Unlike
 // SGD and Adam they have no fused kernels: each step is a few tensor ops per parameter
 // (docs/optimizers.md), in the state's dtype (float32, or float64 for float64 parameters). They
 // keep the base's contract all the same: the learning rate and step count are read on the
@@ -104,6 +105,34 @@ class RAdam : public Optimizer {
  private:
   void validate_options() override;
   double beta1_, beta2_, eps_;
+  bool decoupled_, maximize_;
+};
+
+// NAdam (Dozat, "Incorporating Nesterov Momentum into Adam"): Adam whose step looks ahead with
+// the next step's momentum, with a momentum that warms up over the first few thousand steps
+// (mu_t = beta1 (1 - 0.96^(t momentum_decay) / 2)). The running product of those momenta is a
+// per-parameter scalar state, "mu_product".
+class NAdam : public Optimizer {
+ public:
+  // One group of `params`; the arguments in torch.optim.NAdam's order and with its defaults.
+  explicit NAdam(const TensorList& params, double lr = 2e-3, std::pair<double, double> betas = {0.9, 0.999},
+                 double eps = 1e-8, double weight_decay = 0.0, double momentum_decay = 4e-3,
+                 bool decoupled_weight_decay = false, bool maximize = false);
+  // Groups carry their own lr and weight_decay; options "beta1", "beta2", "eps", "momentum_decay",
+  // "decoupled_weight_decay" and "maximize" override the defaults given here.
+  explicit NAdam(std::vector<ParamGroup> groups, std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+                 double momentum_decay = 4e-3, bool decoupled_weight_decay = false, bool maximize = false);
+
+  void step() override;
+  std::vector<std::string> option_names() const override {
+    return {"beta1", "beta2", "eps", "momentum_decay", "decoupled_weight_decay", "maximize"};
+  }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "mu_product"}; }
+  std::vector<std::string> scalar_state_names() const override { return {"mu_product"}; }
+
+ private:
+  void validate_options() override;
+  double beta1_, beta2_, eps_, momentum_decay_;
   bool decoupled_, maximize_;
 };
 

@@ -45,7 +45,7 @@ void zero_by_device(const TensorList& fresh) {
   for (const auto& [dev, list] : split_by_device(fresh)) foreach_zero_(list);
 }
 
-// A step count: a one-element float32 tensor on `device`.
+// A step count or another scalar state: a 0-d tensor on `device`.
 Tensor step_on(const Tensor& step, Device device) { return step.device() == device ? step : step.to(device); }
 
 void check_lr(double lr, const char* where) {
@@ -238,6 +238,11 @@ double Optimizer::option(size_t group, const std::string& name, double fallback)
   return it == opts.end() ? fallback : it->second;
 }
 
+bool Optimizer::is_scalar_state(const std::string& name) const {
+  const std::vector<std::string> names = scalar_state_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 DType Optimizer::state_dtype(const Tensor& param) {
   return param.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
 }
@@ -265,12 +270,15 @@ TensorList Optimizer::state_for(const std::string& name, const Batch& batch, dou
   if (all.size() != num_params_) all.resize(num_params_);
   TensorList out, fresh;
   NoGradGuard no_grad;
+  const bool scalar = is_scalar_state(name);
   for (size_t k = 0; k < batch.params.size(); ++k) {
     const Tensor& p = batch.params[k];
     Tensor& s = all[batch.index[k]];
     if (!s.defined()) {
-      s = empty_like(p, state_dtype(p));
+      s = scalar ? empty({}, TensorOptions(state_dtype(p), p.device())) : empty_like(p, state_dtype(p));
       fresh.push_back(s);
+    } else if (scalar) {
+      s = step_on(s, p.device());
     } else {
       s = like_param(s, p, state_dtype(p));
     }
@@ -439,10 +447,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
                        : std::string()));
     }
     const Tensor& p = *params[i];
-    if (!t.defined() || t.sizes() != p.sizes() || t.dtype() != state_dtype(p)) {
+    const Shape want = is_scalar_state(name) ? Shape{} : p.sizes();
+    if (!t.defined() || t.sizes() != want || t.dtype() != state_dtype(p)) {
       throw Error(std::string(op) + ": \"" + key + "\" is " +
                   (t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("undefined")) +
-                  ", expected " + shape_str(p.sizes()) + " " + dtype_name(state_dtype(p)) + " for its parameter");
+                  ", expected " + shape_str(want) + " " + dtype_name(state_dtype(p)) + " for its parameter");
     }
     loaded[name].push_back({i, t});
     ++have[i];
@@ -480,6 +489,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       Tensor s;
       if (old != held.end() && i < old->second.size() && old->second[i].defined()) {
         s = old->second[i];
+      } else if (is_scalar_state(n)) {
+        s = empty({}, TensorOptions(state_dtype(p), p.device()));
       } else {
         s = empty_like(p, state_dtype(p));  // a copy on the parameter's device, in its layout
       }

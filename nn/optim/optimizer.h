@@ -97,6 +97,12 @@ class Optimizer : public Checkpointable {
   virtual std::vector<std::string> state_names() const = 0;
   // Those a parameter of `group` keeps (SGD: a momentum buffer only where the group has momentum).
   virtual std::vector<std::string> group_state_names(size_t group) const { return state_names(); }
+  // Those of state_names() that are one number per parameter rather than one per element (NAdam's
+  // "mu_product", ASGD's "eta" and "mu"): 0-d tensors of the state's dtype on the parameter's
+  // device. They depend on the parameter's step count and learning rate alone, so a sharded
+  // optimizer keeps one per shard and gives it to each parameter of the group.
+  virtual std::vector<std::string> scalar_state_names() const { return {}; }
+  bool is_scalar_state(const std::string& name) const;
   // The dtype of a parameter's state tensors: float32, or float64 for float64 parameters.
   static DType state_dtype(const Tensor& param);
 
@@ -105,14 +111,16 @@ class Optimizer : public Checkpointable {
   // would be a second key for index 0 that nothing reads). False for any other form.
   static bool parse_key(const std::string& key, const char* prefix, size_t& index, std::string& rest);
 
-  // The checks every optimizer makes of its parameters (`who` names it in the errors): each a defined
-  // floating leaf tensor that requires grad, none in the list twice. ZeroRedundancyOptimizer makes
-  // them of the parameters it shards, which its local optimizer never sees.
+  // The checks every optimizer makes of its parameters (`who` names it in the errors): each a
+  // defined floating leaf tensor that requires grad, none in the list twice.
+  // ZeroRedundancyOptimizer makes them of the parameters it shards, which its local optimizer never
+  // sees.
   static void check_params(const std::vector<ParamGroup>& groups, const char* who);
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
-  // The groups of an optimizer built over one list of parameters (the subclasses' short constructors).
+  // The groups of an optimizer built over one list of parameters (the subclasses' short
+  // constructors).
   static std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay);
   // Per-parameter state tensors by name (e.g. "exp_avg"), created lazily by subclasses.
   std::map<std::string, TensorList>& state() { return state_; }
@@ -137,7 +145,7 @@ class Optimizer : public Checkpointable {
   };
   Batch collect(size_t group);
   // State `name` of each parameter of a batch, created as `initial` (float32, or float64 for
-  // float64 parameters) on first use.
+  // float64 parameters) on first use: the parameter's shape, or 0-d for a scalar_state_names() one.
   TensorList state_for(const std::string& name, const Batch& batch, double initial = 0.0);
   // The step count of each parameter of a batch: 0-d float32 on its device, created as zero on
   // first use, advanced on the device by finish_step (exact up to 2^24 steps).
@@ -145,9 +153,9 @@ class Optimizer : public Checkpointable {
   // After every update of a step: advances the step counts the updates read (one launch per
   // device; skipped on the device where *found_inf != 0) and the host count.
   void finish_step(const TensorList& stepped);
-  // For optimizers composed of tensor ops (RMSprop, Adagrad): a parameter's gradient as the update
-  // reads it, in the state's dtype: divided by grad_scale() when set, negated for maximize, plus
-  // weight_decay * param (L2 decay).
+  // For optimizers composed of tensor ops (RMSprop, Adagrad, ...): a parameter's gradient as the
+  // update reads it, in the state's dtype: divided by grad_scale() when set, negated for maximize,
+  // plus weight_decay * param (L2 decay).
   Tensor composed_grad(const Tensor& param, const Tensor& grad, double weight_decay, bool maximize) const;
   // dst takes `value` (cast to dst's dtype), except while found_inf() is set: then it keeps its
   // own. No host read.

@@ -3,7 +3,9 @@
 // weights and gradients, float32 parameters and bfloat16/float16 ones with float32 state (the
 // mixed (parameter, state) pairs the op table's parity rows do not reach), per-group options and a
 // parameter without a gradient in some steps. Both devices run one element function; they differ
-// where nvcc contracts a multiply and an add into an FMA.
+// where nvcc contracts a multiply and an add into an FMA. Then the eight optimizers composed of
+// tensor ops (RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Rprop, ASGD), their scalar states
+// included, under the same comparison.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -13,6 +15,8 @@
 #include "core/kiln.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/classic.h"
+#include "nn/optim/composed.h"
 #include "nn/optim/sgd.h"
 #include "tests/cuda/require_cuda.h"
 
@@ -99,6 +103,38 @@ TEST_CASE("cuda optimizers: SGD, Adam and AdamW steps equal the CPU's, amsgrad a
     // float32: FMA contraction only. 16-bit parameters are rounded after each step, so a
     // contracted ulp may round to the neighbouring 16-bit value: one ulp of bfloat16 (2^-8) or
     // float16 (2^-11) relative.
+    for (const auto& [dtype, tol] : {std::pair{DType::Float32, 1e-5}, std::pair{DType::BFloat16, 1.0 / 128},
+                                     std::pair{DType::Float16, 1.0 / 1024}}) {
+      INFO(name << ", " << dtype_name(dtype));
+      CHECK(run_both(dtype, make) <= tol);
+    }
+  }
+}
+
+TEST_CASE("cuda optimizers: the composed optimizers' steps equal the CPU's, scalar states included", "[cuda][optim]") {
+  require_cuda();
+  using Groups = std::vector<ParamGroup>;
+  const std::vector<std::pair<const char*, Factory>> optimizers = {
+      {"RMSprop centered with momentum",
+       [](Groups g) { return std::make_unique<RMSprop>(std::move(g), 0.9, 1e-8, 0.5, true); }},
+      {"Adagrad with lr_decay", [](Groups g) { return std::make_unique<Adagrad>(std::move(g), 0.1, 0.25); }},
+      {"Adamax", [](Groups g) { return std::make_unique<Adamax>(std::move(g)); }},
+      // beta2 0.6: rho_t passes 5 within the five steps, so both of RAdam's branches run.
+      {"RAdam decoupled",
+       [](Groups g) { return std::make_unique<RAdam>(std::move(g), std::make_pair(0.9, 0.6), 1e-8, true); }},
+      {"NAdam decoupled",
+       [](Groups g) { return std::make_unique<NAdam>(std::move(g), std::make_pair(0.9, 0.99), 1e-8, 0.4, true); }},
+      {"Adadelta", [](Groups g) { return std::make_unique<Adadelta>(std::move(g)); }},
+      {"Rprop",
+       [](Groups g) {
+         for (ParamGroup& group : g) group.weight_decay = 0.0;  // Rprop has none
+         return std::make_unique<Rprop>(std::move(g));
+       }},
+      {"ASGD averaging from step 3", [](Groups g) { return std::make_unique<ASGD>(std::move(g), 0.1, 0.75, 2.0); }},
+  };
+  for (const auto& [name, make] : optimizers) {
+    // float32: each op rounds once on either device, a few ulps over a step's dozen ops; 16-bit
+    // parameters as above.
     for (const auto& [dtype, tol] : {std::pair{DType::Float32, 1e-5}, std::pair{DType::BFloat16, 1.0 / 128},
                                      std::pair{DType::Float16, 1.0 / 1024}}) {
       INFO(name << ", " << dtype_name(dtype));

@@ -26,9 +26,11 @@
 #include "nn/layers.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/classic.h"
 #include "nn/optim/clip.h"
 #include "nn/optim/composed.h"
 #include "nn/optim/sgd.h"
+#include "tests/bitwise.h"
 #include "tests/worst_ratio.h"
 
 using namespace kiln;
@@ -614,7 +616,10 @@ TEST_CASE("zero-2: sharded Adam with amsgrad equals DDP's, its running maximum s
   }
 }
 
-TEST_CASE("zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam) sharded equal DDP's", "[ddp][zero]") {
+TEST_CASE(
+    "zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Rprop, ASGD) sharded "
+    "equal DDP's, their state too",
+    "[ddp][zero]") {
   ProcessGroup& g = world();
   using Groups = std::vector<nn::optim::ParamGroup>;
   const std::vector<std::pair<const char*, ZeroRedundancyOptimizer::Factory>> makers = {
@@ -623,9 +628,24 @@ TEST_CASE("zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam) sha
       {"Adagrad", [](Groups groups) { return std::make_unique<nn::optim::Adagrad>(std::move(groups), 0.1, 0.25); }},
       {"Adamax", [](Groups groups) { return std::make_unique<nn::optim::Adamax>(std::move(groups)); }},
       // beta2 0.9: the rectified update starts at step 6 of the 7.
-      {"RAdam", [](Groups groups) {
+      {"RAdam",
+       [](Groups groups) {
          return std::make_unique<nn::optim::RAdam>(std::move(groups), std::make_pair(0.9, 0.9), 1e-8, true);
-       }}};
+       }},
+      // NAdam's and ASGD's scalar states (mu_product; eta and mu) are one per shard, given to every
+      // parameter of the group in the gathered state.
+      {"NAdam, decoupled",
+       [](Groups groups) {
+         return std::make_unique<nn::optim::NAdam>(std::move(groups), std::make_pair(0.9, 0.99), 1e-8, 0.4, true);
+       }},
+      {"Adadelta", [](Groups groups) { return std::make_unique<nn::optim::Adadelta>(std::move(groups)); }},
+      {"Rprop",
+       [](Groups groups) {
+         for (auto& group : groups) group.weight_decay = 0.0;  // Rprop has none
+         return std::make_unique<nn::optim::Rprop>(std::move(groups));
+       }},
+      // t0 3: the average starts within the 7 steps.
+      {"ASGD", [](Groups groups) { return std::make_unique<nn::optim::ASGD>(std::move(groups), 0.1, 0.75, 3.0); }}};
   for (const auto& [name, make] : makers) {
     INFO("ranks " << g.size() << ", " << name);
     auto ddp_model = make_model(43);
@@ -640,6 +660,26 @@ TEST_CASE("zero-2: the composed optimizers (RMSprop, Adagrad, Adamax, RAdam) sha
     CHECK(max_param_diff(*ddp_model, *zero_model) < 1e-12);
     const auto want = ddp_opt->state_dict(), got = zero.state_dict();
     CHECK(got.size() == want.size());
+    for (const auto& [key, t] : want) {
+      INFO(key);
+      REQUIRE(got.count(key) == 1);
+      REQUIRE(got.at(key).sizes() == t.sizes());
+      if (key.rfind("state.", 0) == 0) CHECK(max(abs(got.at(key) - t)).item<double>() < 1e-12);
+    }
+    // The gathered state loads back: another sharded optimizer resumes from it.
+    ZeroRedundancyOptimizer again(nn::optim::decay_groups(zero_model->named_parameters(), 1e-2, 0.1), g, make, o);
+    again.load_state_dict(got);
+    const auto reloaded = again.state_dict();
+    for (const auto& [key, t] : got) {
+      INFO(key);
+      CHECK(kiln::test::bitwise_equal(reloaded.at(key), t));
+    }
+    if (got.count("state.1.mu_product")) {  // parameters 0 and 1 are group 0's: their scalars must agree
+      auto bad = got;
+      bad["state.1.mu_product"] = full({}, 0.5, TensorOptions(DType::Float64));
+      CHECK_THROWS_WITH(again.load_state_dict(bad), Catch::Contains("state.1.mu_product") &&
+                                                        Catch::Contains("same group (0) have mu_product 0.5 and"));
+    }
   }
 }
 
