@@ -200,6 +200,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"var", Policy::Float32},
       {"exp", Policy::Float32},
       {"log", Policy::Float32},
+      {"log1p", Policy::Float32},
+      {"expm1", Policy::Float32},
       {"pow", Policy::Float32},
       {"rsqrt", Policy::Float32},
       {"softplus", Policy::Float32},

@@ -24,6 +24,9 @@ enum class UnaryOp : uint8_t {
   Silu,        // x * sigmoid(x)
   LeakyRelu,   // x > 0 ? x : a * x
   Softplus,    // a x > b ? x : log(1 + exp(a x)) / a (beta a, threshold b)
+  Sin, Cos,
+  Log1p,       // log(1 + x), exact for small x
+  Expm1,       // exp(x) - 1, exact for small x
 };
 
 enum class BinaryOp : uint8_t {
@@ -51,7 +54,8 @@ enum class BinaryOp : uint8_t {
 // Every op once, for the CPU and CUDA dispatch switches (-Wswitch flags an op missing here).
 #define KILN_FOR_EACH_UNARY_OP(X)                                                                        \
   X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh)  \
-  X(Sign) X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot) X(Silu) X(LeakyRelu) X(Softplus)
+  X(Sign) X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot) X(Silu) X(LeakyRelu) X(Softplus) X(Sin)       \
+  X(Cos) X(Log1p) X(Expm1)
 #define KILN_FOR_EACH_BINARY_OP(X)                                                                        \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)            \
   X(LogicalAnd) X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward)        \

@@ -186,6 +186,10 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
       const C ax = a * x;
       return ax > b ? x : std::log1p(exp_fn(ax)) / a;
     }
+    if constexpr (OP == UnaryOp::Sin) return std::sin(x);
+    if constexpr (OP == UnaryOp::Cos) return std::cos(x);
+    if constexpr (OP == UnaryOp::Log1p) return std::log1p(x);
+    if constexpr (OP == UnaryOp::Expm1) return std::expm1(x);
     return x;
   } else {
     return x;  // float-only op on integers: unreachable, core promotes first

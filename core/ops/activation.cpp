@@ -32,12 +32,6 @@ void check_lambd(const char* op, double lambd) {
 // x where x <= 0, else 0: the argument of the exponential on the negative side.
 Tensor negative_part(const Tensor& x) { return where(gt(x, 0.0), 0.0, x); }
 
-// log(1 + y) for y in [0, 1], without losing a small y to the rounding of 1 + y: below 1e-4 the
-// series y - y^2 / 2 + y^3 / 3 (its next term, y^4 / 4, is below 2.5e-13 of y).
-Tensor log1p_small(const Tensor& y) {
-  return where(lt(y, 1e-4), y * (1.0 - y * (0.5 - y * (1.0 / 3.0))), log(y + 1.0));
-}
-
 // SELU's constants (Klambauer et al., "Self-Normalizing Neural Networks"), as PyTorch writes them.
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
@@ -47,12 +41,12 @@ constexpr double kSeluScale = 1.0507009873554804934193349852946;
 Tensor elu(const Tensor& x, double alpha) {
   check_input("elu", x);
   check_finite("elu", "alpha", alpha);
-  return where(gt(x, 0.0), x, (exp(negative_part(x)) - 1.0) * alpha);
+  return where(gt(x, 0.0), x, expm1(negative_part(x)) * alpha);
 }
 
 Tensor selu(const Tensor& x) {
   check_input("selu", x);
-  return where(gt(x, 0.0), x, (exp(negative_part(x)) - 1.0) * kSeluAlpha) * kSeluScale;
+  return where(gt(x, 0.0), x, expm1(negative_part(x)) * kSeluAlpha) * kSeluScale;
 }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
@@ -111,12 +105,12 @@ Tensor celu(const Tensor& x, double alpha) {
   check_input("celu", x);
   check_finite("celu", "alpha", alpha);
   if (alpha == 0.0) throw Error("celu: alpha must not be 0 (it divides x), got 0");
-  return where(gt(x, 0.0), x, (exp(negative_part(x) / alpha) - 1.0) * alpha);
+  return where(gt(x, 0.0), x, expm1(negative_part(x) / alpha) * alpha);
 }
 
 Tensor logsigmoid(const Tensor& x) {
   check_input("logsigmoid", x);
-  return negative_part(x) - log1p_small(exp(-abs(x)));
+  return negative_part(x) - log1p(exp(-abs(x)));
 }
 
 Tensor softsign(const Tensor& x) {

@@ -216,6 +216,54 @@ Tensor log(const Tensor& x) {
   return out;
 }
 
+// log(1 + x) and exp(x) - 1 as the C library computes them, exact where x is small: log(1 + x)
+// loses x below float32's epsilon to the rounding of 1 + x, and exp(x) - 1 all of its digits.
+Tensor log1p(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("log1p", {&x})) return log1p((*c)[0]);
+  ops::check_defined("log1p", x, "input");
+  Tensor out = unary_raw("log1p", x, UnaryOp::Log1p, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("log1p", {x}, {out}, {x}, [](const FunctionNode::Context& ctx) {
+      return TensorList{div(ctx.grads[0], add(ctx.saved_at(0), 1.0))};  // g / (1 + x)
+    });
+  }
+  return out;
+}
+
+Tensor expm1(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("expm1", {&x})) return expm1((*c)[0]);
+  ops::check_defined("expm1", x, "input");
+  Tensor out = unary_raw("expm1", x, UnaryOp::Expm1, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("expm1", {x}, {out}, {out}, [](const FunctionNode::Context& ctx) {
+      return TensorList{mul(ctx.grads[0], add(ctx.saved_at(0), 1.0))};  // g exp(x) = g (y + 1)
+    });
+  }
+  return out;
+}
+
+Tensor sin(const Tensor& x) {
+  ops::check_defined("sin", x, "input");
+  Tensor out = unary_raw("sin", x, UnaryOp::Sin, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("sin", {x}, {out}, {x}, [](const FunctionNode::Context& ctx) {
+      return TensorList{mul(ctx.grads[0], cos(ctx.saved_at(0)))};
+    });
+  }
+  return out;
+}
+
+Tensor cos(const Tensor& x) {
+  ops::check_defined("cos", x, "input");
+  Tensor out = unary_raw("cos", x, UnaryOp::Cos, float_result(x.dtype()));
+  if (needs_grad({&x})) {
+    record_function("cos", {x}, {out}, {x}, [](const FunctionNode::Context& ctx) {
+      return TensorList{neg(mul(ctx.grads[0], sin(ctx.saved_at(0))))};
+    });
+  }
+  return out;
+}
+
 Tensor sqrt(const Tensor& x) {
   ops::check_defined("sqrt", x, "input");
   Tensor out = unary_raw("sqrt", x, UnaryOp::Sqrt, float_result(x.dtype()));

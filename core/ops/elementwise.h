@@ -21,6 +21,13 @@ DType result_type(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
+// log(1 + x) and exp(x) - 1, exact for small x where log(x + 1) and exp(x) - 1 lose it to rounding;
+// both run in float32 under autocast.
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+// In radians; integer inputs give float32.
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);

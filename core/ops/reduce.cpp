@@ -8,6 +8,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/ops/copy.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
@@ -284,6 +285,25 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   const Tensor shift = where(eq(abs(m), INFINITY), 0.0, m);
   const Tensor out = log(sum(exp(x - shift), red, true)) + shift;
   return keepdim ? out : out.reshape(reduced_shape(x, mask, false));
+}
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) {
+  const char* op = "logaddexp";
+  ops::check_defined(op, a, "first operand");
+  ops::check_defined(op, b, "second operand");
+  const DType rt = result_type(a, b);
+  if (!is_floating(rt)) {
+    throw DTypeError(std::string(op) + ": needs floating operands, got " + dtype_name(a.dtype()) + " " +
+                     shape_str(a.sizes()) + " and " + dtype_name(b.dtype()) + " " + shape_str(b.sizes()));
+  }
+  const DType wide = ops::widened_dtype(rt);
+  const Tensor x = to_dtype(a, wide), y = to_dtype(b, wide);
+  // Where both are the same infinity, a - b is NaN: 0 stands in, and max + log(2) is that infinity.
+  // The ties' gradient is then maximum's, split evenly, which is also what the formula gives for
+  // equal finite operands (|a - b|'s gradient is 0 at 0).
+  const Tensor same_infinity = logical_and(eq(x, y), eq(abs(x), INFINITY));
+  const Tensor gap = where(same_infinity, 0.0, sub(x, y));
+  return to_dtype(add(maximum(x, y), log1p(exp(neg(abs(gap))))), rt);
 }
 
 }  // namespace kiln

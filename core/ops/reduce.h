@@ -12,7 +12,8 @@ namespace kiln {
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // Variance with Bessel's correction by default (correction = 1): the sum of squared deviations over
-// max(0, n - correction), so inf (NaN when every value is the mean) once correction >= n, as PyTorch.
+// max(0, n - correction), so inf (NaN when every value is the mean) once correction >= n, as
+// PyTorch.
 Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
 // Max/min of all elements (0-d) or over dims; NaN propagates. Gradient flows evenly to ties.
 Tensor max(const Tensor& x);
@@ -30,6 +31,10 @@ Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // taken as 0), so large values do not overflow; -inf over an empty reduction. Floating inputs;
 // float32 under autocast.
 Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// log(exp(a) + exp(b)) elementwise (broadcast, promoted as add), the two-term logsumexp: computed
+// as max(a, b) + log1p(exp(-|a - b|)), so neither overflows nor loses the smaller term; equal
+// infinities give themselves. Floating operands; float16 and bfloat16 computed in float32.
+Tensor logaddexp(const Tensor& a, const Tensor& b);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
 

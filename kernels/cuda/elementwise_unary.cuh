@@ -39,7 +39,11 @@ constexpr bool float_only(UnaryOp op) {
     case UnaryOp::GeluTanh:
     case UnaryOp::Silu:
     case UnaryOp::LeakyRelu:
-    case UnaryOp::Softplus: return true;
+    case UnaryOp::Softplus:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1: return true;
     default: return false;
   }
 }
@@ -69,6 +73,10 @@ inline const char* unary_name(UnaryOp op) {
     case UnaryOp::Silu: return "silu";
     case UnaryOp::LeakyRelu: return "leaky_relu";
     case UnaryOp::Softplus: return "softplus";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
+    case UnaryOp::Log1p: return "log1p";
+    case UnaryOp::Expm1: return "expm1";
   }
   return "unary";
 }

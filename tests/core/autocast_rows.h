@@ -150,6 +150,8 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});
   rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});
   rows.push_back({"log", lp_pos({3, 4}), [](const TensorList& in) { return log(in[0]); }, fp32});
+  rows.push_back({"log1p", lp_pos({3, 4}), [](const TensorList& in) { return log1p(in[0]); }, fp32});
+  rows.push_back({"expm1", lp_in({3, 4}), [](const TensorList& in) { return expm1(in[0]); }, fp32});
   rows.push_back({"rsqrt", lp_pos({3, 4}), [](const TensorList& in) { return rsqrt(in[0]); }, fp32});
   rows.push_back({"softplus", lp_in({3, 4}), [](const TensorList& in) { return softplus(in[0], 2.0, 1.0); }, fp32});
   rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },

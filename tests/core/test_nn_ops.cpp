@@ -442,6 +442,43 @@ TEST_CASE("softmax rows sum to 1 and stay finite for logits of +-1000", "[nn]") 
   for (double e : sums) CHECK(e == Approx(1.0).margin(1e-6));
 }
 
+TEST_CASE("log1p and expm1 keep a small argument's digits, and elu, selu and celu through them", "[nn]") {
+  // At 1e-7, log(1 + x) and exp(x) - 1 in float32 keep none of x's digits right (1 + 1e-7 rounds to
+  // 1 + 1.19e-7); in float64 at 1e-13 the same. The C library's log1p and expm1 are within an ulp
+  // or two.
+  for (const auto& [dtype, tiny] : {std::pair{DType::Float32, 1e-7}, std::pair{DType::Float64, 1e-13}}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = tensor(std::vector<double>{tiny, -tiny, 3 * tiny}).to(dtype);
+    const std::vector<double> xs = x.to_vector_double();  // the values as the dtype holds them
+    const std::vector<double> l = log1p(x).to_vector_double(), e = expm1(x).to_vector_double();
+    const Tensor negative = -abs(x);  // the exponential side of elu, selu and celu
+    const std::vector<double> ns = negative.to_vector_double();
+    const std::vector<double> elu_neg = elu(negative).to_vector_double();
+    const std::vector<double> celu_neg = celu(negative, 0.5).to_vector_double();
+    const std::vector<double> selu_neg = selu(negative).to_vector_double();
+    const double rel = dtype == DType::Float32 ? 1e-6 : 1e-15;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      INFO("x = " << xs[i]);
+      CHECK(l[i] == Approx(std::log1p(xs[i])).epsilon(rel));
+      CHECK(e[i] == Approx(std::expm1(xs[i])).epsilon(rel));
+      CHECK(elu_neg[i] == Approx(std::expm1(ns[i])).epsilon(rel));
+      CHECK(celu_neg[i] == Approx(0.5 * std::expm1(ns[i] / 0.5)).epsilon(rel));
+      CHECK(selu_neg[i] == Approx(1.0507009873554804934 * 1.6732632423543772848 * std::expm1(ns[i])).epsilon(rel));
+    }
+  }
+  // The gradients: 1 / (1 + x) and exp(x), and sin's and cos's cos and -sin.
+  Tensor v = tensor(std::vector<double>{-0.5, 0.0, 2.0}).set_requires_grad(true);
+  (log1p(v) + expm1(v) + sin(v) + cos(v) * 2.0).sum().backward();
+  const std::vector<double> g = v.grad().to_vector_double();
+  for (size_t i = 0; i < 3; ++i) {
+    const double a = std::vector<double>{-0.5, 0.0, 2.0}[i];
+    CHECK(g[i] == Approx(1 / (1 + a) + std::exp(a) + std::cos(a) - 2 * std::sin(a)).epsilon(1e-14));
+  }
+  // Integer inputs give float32, as PyTorch's.
+  CHECK(sin(tensor(std::vector<int64_t>{0, 1})).dtype() == DType::Float32);
+  CHECK(log1p(tensor(std::vector<int64_t>{0, 1})).to_vector_double()[1] == Approx(std::log(2.0)).epsilon(1e-7));
+}
+
 TEST_CASE("layer_norm of a constant row is zero, with finite gradients", "[nn]") {
   Tensor x = full({3, 8}, 0.1).set_requires_grad(true);
   Tensor w = ones({8}).set_requires_grad(true), b = zeros({8}).set_requires_grad(true);

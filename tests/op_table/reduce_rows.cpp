@@ -277,6 +277,47 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
 
+  {
+    // logaddexp: the same shape, a broadcast, a 0-d operand, values far apart (the smaller term
+    // below the larger's rounding, where log1p keeps it) and past exp's float32 range.
+    const std::vector<Sample> s = {
+        {"same shape 7x13",
+         [](DType t, Device d) {
+           return TensorList{rnd({7, 13}, t, d, 350, 3.0), rnd({7, 13}, t, d, 351, 3.0)};
+         }},
+        {"broadcast 3x1x5 and 4x5",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 1, 5}, t, d, 352, 3.0), noncontig(rnd({4, 5}, t, d, 353, 3.0))};
+         }},
+        {"0-d and 2x3",
+         [](DType t, Device d) {
+           return TensorList{rnd({}, t, d, 354), rnd({2, 3}, t, d, 355)};
+         }},
+        {"far apart and large 4x6",
+         [](DType t, Device d) {
+           return TensorList{(rnd({4, 6}, DType::Float64, d, 356, 5.0) + 300.0).to(t),
+                             (rnd({4, 6}, DType::Float64, d, 357, 5.0) + 270.0).to(t)};
+         }},
+    };
+    OpRow r = make_row(
+        "logaddexp", kFloatTypes, s, [](const TensorList& in) { return TensorList{logaddexp(in[0], in[1])}; },
+        ref([](const Values& v) {
+          const double m = std::max(v[0], v[1]);
+          return m + std::log(std::exp(v[0] - m) + std::exp(v[1] - m));
+        }),
+        {0, 1}, same_dtype);
+    r.errors = {
+        {"integer operands",
+         [] {
+           logaddexp(zeros({2, 3}, DType::Int64), zeros({3}, DType::Int32));
+         },
+         {"logaddexp", "int64 [2, 3]", "int32 [3]"}},
+        undefined_input("logaddexp", [](const Tensor& x) { return logaddexp(x, x); }),
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    rows.push_back(std::move(r));
+  }
+
   // --- var ---------------------------------------------------------------------------------
   {
     OpRow r = reduction("var_dim1", kFloatTypes, normal_samples(300), [](const Tensor& x) { return var(x, {1}); }, {1},

@@ -1,6 +1,8 @@
-// Op table rows of the scan family: cumsum and cumprod along a dim, against a running sum or
-// product in float64 along each line. Long lines (70 elements: seven steps of the logarithmic scan)
-// sit beside the usual 3-d samples, with 0-d and empty inputs and an explicit result dtype.
+// Op table rows of the scan family: cumsum, cumprod, logcumsumexp, cummax and cummin along a dim,
+// against a running sum, product, log-sum-exp or extreme in float64 along each line. Long lines (70
+// elements: seven steps of the logarithmic scan) sit beside the usual 3-d samples, with 0-d and
+// empty inputs and an explicit result dtype; cummax and cummin also over lines full of ties.
+#include <cmath>
 #include <functional>
 
 #include "tests/op_table/op_table.h"
@@ -30,6 +32,48 @@ Tensor ref_scan(const Tensor& x, int64_t dim, bool product, DType out_dtype = DT
 }
 
 DType scan_dtype(DType t) { return is_floating(t) ? t : DType::Int64; }
+
+// Along `dim` of x in float64, each element's running log-sum-exp (logsumexp) or running maximum or
+// minimum and its index (extreme, is_max): PyTorch's rule, a later element taking over where it is
+// NaN, or where neither is NaN and it is >= (<=) the value so far.
+enum class Running { LogSumExp, Max, Min };
+TensorList ref_running(const Tensor& x, int64_t dim, Running kind) {
+  const Shape& s = x.sizes();
+  const std::vector<double> xv = values(x);
+  if (s.empty()) return {from_values(xv, s), from_values({0.0}, s, DType::Int64)};
+  const int64_t d = wrap(dim, static_cast<int64_t>(s.size()));
+  std::vector<double> out(xv.size()), index(xv.size());
+  for (int64_t o = 0; o < static_cast<int64_t>(xv.size()); ++o) {
+    Shape idx = unravel(o, s);
+    const int64_t upto = idx[static_cast<size_t>(d)];
+    double best = 0.0, where = 0.0;
+    double top = -INFINITY, total = 0.0;
+    for (int64_t j = 0; j <= upto; ++j) {
+      idx[static_cast<size_t>(d)] = j;
+      const double v = xv[at(ravel(idx, s))];
+      if (kind == Running::LogSumExp) {
+        top = std::max(top, v);
+        continue;
+      }
+      const bool take =
+          j == 0 || std::isnan(v) || (!std::isnan(best) && (kind == Running::Max ? v >= best : v <= best));
+      if (take) {
+        best = v;
+        where = static_cast<double>(j);
+      }
+    }
+    if (kind == Running::LogSumExp) {
+      for (int64_t j = 0; j <= upto; ++j) {
+        idx[static_cast<size_t>(d)] = j;
+        total += std::exp(xv[at(ravel(idx, s))] - top);
+      }
+      best = top + std::log(total);
+    }
+    out[at(o)] = best;
+    index[at(o)] = where;
+  }
+  return {from_values(out, s), from_values(index, s, DType::Int64)};
+}
 
 // The usual 3-d samples, two long lines, a 0-d input and an empty line, all drawn by `g`.
 std::vector<Sample> scan_samples(uint64_t seed, Gen g) {
@@ -68,6 +112,25 @@ OpRow scan_row(const std::string& name, bool product, int64_t dim, Gen g, uint64
       },
       [product, dim](const TensorList& in) { return TensorList{ref_scan(in[0], in[0].dim() == 0 ? 0 : dim, product)}; },
       {0}, scan_dtype);
+  return r;
+}
+
+// Values distinct within a tensor (no ties, so the float64 gradcheck sees a smooth function).
+Tensor distinct_values(const Shape& s, DType t, Device d, uint64_t seed) { return rnd_distinct(s, t, d, seed); }
+
+OpRow extreme_row(const std::string& name, bool is_max, int64_t dim, Gen g, uint64_t seed) {
+  OpRow r = make_row(
+      name, kAllNumeric, scan_samples(seed, g),
+      [is_max, dim](const TensorList& in) {
+        const int64_t dd = in[0].dim() == 0 ? 0 : dim;
+        auto [values, index] = is_max ? cummax(in[0], dd) : cummin(in[0], dd);
+        return TensorList{values, index};
+      },
+      [is_max, dim](const TensorList& in) {
+        return ref_running(in[0], in[0].dim() == 0 ? 0 : dim, is_max ? Running::Max : Running::Min);
+      },
+      {0}, same_dtype);
+  r.exact_outputs = {1};
   return r;
 }
 
@@ -143,6 +206,63 @@ void add_scan_rows(std::vector<OpRow>& rows) {
         return is_floating(t) ? rnd_range(s, t, d, seed, 0.5, 1.5) : rnd(s, t, d, seed);
       },
       51));
+
+  {
+    // Lines spanning 40 units: the running log-sum-exp of such values in float32 overflows exp but
+    // not the scan.
+    Gen wide = [](const Shape& s, DType t, Device d, uint64_t seed) { return rnd(s, t, d, seed, 40.0); };
+    OpRow r = make_row(
+        "logcumsumexp dim 1", kFloatTypes, scan_samples(61, wide),
+        [](const TensorList& in) { return TensorList{logcumsumexp(in[0], in[0].dim() == 0 ? 0 : 1)}; },
+        [](const TensorList& in) {
+          return TensorList{ref_running(in[0], in[0].dim() == 0 ? 0 : 1, Running::LogSumExp)[0]};
+        },
+        {0}, same_dtype);
+    r.errors = {
+        {"integer input",
+         [] {
+           logcumsumexp(zeros({2, 3}, DType::Int64), 0);
+         },
+         {"logcumsumexp", "int64", "[2, 3]"}},
+        {"dim out of range",
+         [] {
+           logcumsumexp(zeros({2, 3}), 2);
+         },
+         {"logcumsumexp", "2"}},
+        undefined_input("logcumsumexp", [](const Tensor& x) { return logcumsumexp(x, 0); }),
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = extreme_row("cummax dim 1", true, 1, distinct_values, 71);
+    r.errors = {
+        {"dim out of range",
+         [] {
+           cummax(zeros({2, 3}), -3);
+         },
+         {"cummax", "-3"}},
+        undefined_input("cummax", [](const Tensor& x) { return cummax(x, 0).first; }),
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = extreme_row("cummin dim -1", false, -1, distinct_values, 81);
+    r.errors = {undefined_input("cummin", [](const Tensor& x) { return cummin(x, 0).first; })};
+    rows.push_back(std::move(r));
+  }
+  // Lines of small integers, full of ties: the index is the latest of the equal values. Not
+  // gradchecked (at a tie the function has no derivative).
+  for (const bool is_max : {true, false}) {
+    Gen ties = [](const Shape& s, DType t, Device d, uint64_t seed) {
+      return is_floating(t) ? rnd(s, DType::Int64, Device::cpu(), seed).to(t).to(d) : rnd(s, t, d, seed);
+    };
+    OpRow r = extreme_row(is_max ? "cummax dim 0 (ties)" : "cummin dim 2 (ties)", is_max, is_max ? 0 : 2, ties,
+                          is_max ? 91 : 95);
+    r.differentiable = {};
+    r.dtypes.push_back(DType::Bool);
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test
