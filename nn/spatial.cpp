@@ -10,9 +10,22 @@
 #include "nn/layers.h"
 
 namespace kiln::nn {
+namespace {
+
+// align_corners means something to the linear and bicubic modes only: refused with the others at
+// construction, rather than at the first forward.
+void check_align_corners(InterpolateMode mode, bool align_corners) {
+  if (align_corners && (mode == InterpolateMode::Nearest || mode == InterpolateMode::Area)) {
+    throw Error(std::string("Upsample: align_corners applies to the linear and bicubic modes only, not mode ") +
+                (mode == InterpolateMode::Nearest ? "'nearest'" : "'area'"));
+  }
+}
+
+}  // namespace
 
 Upsample::Upsample(Shape size, InterpolateMode mode, bool align_corners)
     : size(std::move(size)), scale_factor(0.0), mode(mode), align_corners(align_corners) {
+  check_align_corners(mode, align_corners);
   if (this->size.empty()) throw Error("Upsample: size must name at least one spatial dim");
   for (int64_t s : this->size) {
     if (s <= 0) throw Error("Upsample: sizes must be positive, got " + shape_str(this->size));
@@ -21,13 +34,19 @@ Upsample::Upsample(Shape size, InterpolateMode mode, bool align_corners)
 
 Upsample::Upsample(double scale_factor, InterpolateMode mode, bool align_corners)
     : scale_factor(scale_factor), mode(mode), align_corners(align_corners) {
+  check_align_corners(mode, align_corners);
   if (!(scale_factor > 0.0) || !std::isfinite(scale_factor)) {
     throw Error("Upsample: scale_factor must be a finite number > 0, got " + num_str(scale_factor));
   }
 }
 
 std::string Upsample::extra_repr() const {
-  const std::string m = mode == InterpolateMode::Nearest ? "'nearest'" : "'linear'";
+  std::string m = "'nearest'";
+  if (mode == InterpolateMode::Bicubic) m = "'bicubic'";
+  if (mode == InterpolateMode::Area) m = "'area'";
+  if (mode == InterpolateMode::Linear) {  // PyTorch's name for the dims a size gives
+    m = size.size() == 2 ? "'bilinear'" : size.size() == 3 ? "'trilinear'" : "'linear'";
+  }
   if (size.empty()) return "scale_factor=" + detail::py_float(scale_factor) + ", mode=" + m;
   return "size=" + (size.size() == 1 ? std::to_string(size[0]) : detail::py_tuple(size)) + ", mode=" + m;
 }

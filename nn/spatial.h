@@ -20,8 +20,10 @@ class Upsample : public UnaryModule {
   explicit Upsample(Shape size, InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false);
   explicit Upsample(double scale_factor, InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false);
   std::string type_name() const override { return "Upsample"; }
-  // "scale_factor=2.0, mode='nearest'" or "size=(8, 8), mode='linear'" (kiln has one linear mode
-  // for 1 to 3 spatial dims, where PyTorch names linear, bilinear and trilinear).
+  // "scale_factor=2.0, mode='nearest'" or "size=(8, 8), mode='bilinear'": kiln has one linear mode
+  // for 1 to 3 spatial dims, where PyTorch names linear, bilinear and trilinear; the linear mode
+  // is named after the dims of a size, and 'linear' with a scale factor. align_corners with
+  // nearest or area is refused here.
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
 

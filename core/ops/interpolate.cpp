@@ -1,7 +1,8 @@
-// interpolate: per spatial dim, an index (nearest) or two indices and a weight (linear) computed on
-// the host from the sizes alone, then index_select along that dim; linear blends the two
-// selections. One dim after another, which for linear modes is exactly bi/trilinear interpolation
-// (the weights are separable).
+// interpolate: per spatial dim, an index (nearest), two indices and a weight (linear), four indices
+// and four weights (bicubic) or a window of indices (area), computed on the host from the sizes
+// alone, then index_select along that dim and a blend of the selections. One dim after another,
+// which is exactly bi/trilinear, bicubic and area interpolation: each mode's weights are a product
+// of per-dim weights (separable).
 #include "core/ops/interpolate.h"
 
 #include <algorithm>
@@ -30,7 +31,11 @@ void check_input(const Tensor& x, InterpolateMode mode) {
     throw ShapeError(std::string(kOp) + ": input must be [N, C, d1] to [N, C, d1, d2, d3] (1 to 3 spatial dims), got " +
                      shape_str(x.sizes()));
   }
-  if (mode == InterpolateMode::Linear) ops::check_floating(kOp, x, "input");
+  if (mode != InterpolateMode::Nearest) ops::check_floating(kOp, x, "input");
+  if (mode == InterpolateMode::Bicubic && x.dim() != 4) {
+    throw ShapeError(std::string(kOp) + ": bicubic resizes 2 spatial dims ([N, C, H, W]), got input " +
+                     shape_str(x.sizes()));
+  }
   for (int64_t d = 2; d < x.dim(); ++d) {
     if (x.size(d) == 0) {
       throw ShapeError(std::string(kOp) + ": input " + shape_str(x.sizes()) + " is empty in spatial dim " +
@@ -39,10 +44,85 @@ void check_input(const Tensor& x, InterpolateMode mode) {
   }
 }
 
+// A per-position weight broadcast along dim d of y (host values, in `dtype` on y's device).
+Tensor along(const std::vector<double>& w, const Tensor& y, int64_t d, DType dtype) {
+  Shape ws(static_cast<size_t>(y.dim()), 1);
+  ws[static_cast<size_t>(d)] = static_cast<int64_t>(w.size());
+  return tensor(w, ws, TensorOptions(DType::Float64, Device::cpu())).to(dtype).to(y.device());
+}
+
+// Keys' cubic convolution kernel at a = -0.75 (PyTorch's), for a neighbour at distance s: within
+// 1, ((a + 2) s - (a + 3)) s^2 + 1; between 1 and 2, ((s - 5) s + 8) a s - 4 a.
+double cubic_weight(double s) {
+  constexpr double a = -0.75;
+  s = std::fabs(s);
+  if (s <= 1.0) return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
+  if (s < 2.0) return ((s - 5.0) * s + 8.0) * s * a - 4.0 * a;
+  return 0.0;
+}
+
+// Bicubic along dim d: the neighbours floor(src) - 1 ... floor(src) + 2 of each output position's
+// source position (not clamped, as PyTorch's cubic mode), read within [0, in - 1], blended in
+// the widened dtype.
+Tensor cubic_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double scale, bool align_corners) {
+  std::vector<std::vector<int64_t>> index(4, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> weight(4, std::vector<double>(static_cast<size_t>(out)));
+  const double step =
+      align_corners ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0) : scale;
+  for (int64_t o = 0; o < out; ++o) {
+    const double src = align_corners ? step * static_cast<double>(o) : step * (static_cast<double>(o) + 0.5) - 0.5;
+    const double base = std::floor(src), t = src - base;
+    for (int64_t k = 0; k < 4; ++k) {
+      const int64_t i = static_cast<int64_t>(base) - 1 + k;
+      index[static_cast<size_t>(k)][static_cast<size_t>(o)] = std::clamp<int64_t>(i, 0, in - 1);
+      weight[static_cast<size_t>(k)][static_cast<size_t>(o)] = cubic_weight(t + 1.0 - static_cast<double>(k));
+    }
+  }
+  const DType wide = ops::widened_dtype(y.dtype());
+  Tensor sum;
+  for (size_t k = 0; k < 4; ++k) {
+    const Tensor term = index_select(y, d, on_device(index[k], y.device())).to(wide) * along(weight[k], y, d, wide);
+    sum = k == 0 ? term : sum + term;
+  }
+  return sum.to(y.dtype());
+}
+
+// Area along dim d: the mean of the cells [floor(o in / out), ceil((o + 1) in / out)) of each
+// output position, as a sum of masked selections (a window shorter than the longest selects its
+// last cell again and masks it out, so an inf or NaN outside the window never reaches the mean).
+Tensor area_dim(const Tensor& y, int64_t d, int64_t in, int64_t out) {
+  std::vector<int64_t> start(static_cast<size_t>(out)), length(static_cast<size_t>(out));
+  int64_t longest = 0;
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t s = (o * in) / out, e = ((o + 1) * in + out - 1) / out;
+    start[static_cast<size_t>(o)] = s;
+    length[static_cast<size_t>(o)] = e - s;
+    longest = std::max(longest, e - s);
+  }
+  const DType wide = ops::widened_dtype(y.dtype());
+  Tensor sum;
+  for (int64_t k = 0; k < longest; ++k) {
+    std::vector<int64_t> index(static_cast<size_t>(out));
+    std::vector<double> inside(static_cast<size_t>(out));
+    for (size_t o = 0; o < index.size(); ++o) {
+      index[o] = start[o] + std::min(k, length[o] - 1);
+      inside[o] = k < length[o] ? 1.0 : 0.0;
+    }
+    Tensor cell = index_select(y, d, on_device(index, y.device())).to(wide);
+    if (k > 0) cell = where(gt(along(inside, y, d, wide), 0.0), cell, 0.0);
+    sum = k == 0 ? cell : sum + cell;
+  }
+  std::vector<double> inverse(static_cast<size_t>(out));
+  for (size_t o = 0; o < inverse.size(); ++o) inverse[o] = 1.0 / static_cast<double>(length[o]);
+  return (sum * along(inverse, y, d, wide)).to(y.dtype());
+}
+
 // Resizes dim d of y from `in` to `out` positions; `scale` is the source step (in / out, or
-// 1 / scale_factor), unused with align_corners.
+// 1 / scale_factor), unused with align_corners and by Area.
 Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double scale, InterpolateMode mode,
                   bool align_corners) {
+  if (mode == InterpolateMode::Bicubic) return cubic_dim(y, d, in, out, scale, align_corners);
+  if (mode == InterpolateMode::Area) return area_dim(y, d, in, out);
   if (mode == InterpolateMode::Nearest) {
     std::vector<int64_t> index(static_cast<size_t>(out));
     for (int64_t o = 0; o < out; ++o) {
@@ -63,10 +143,7 @@ Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sc
     hi[static_cast<size_t>(o)] = std::min(i0 + 1, in - 1);
     w[static_cast<size_t>(o)] = src - static_cast<double>(i0);
   }
-  // The weight of the upper neighbour, broadcast along dim d.
-  Shape ws(static_cast<size_t>(y.dim()), 1);
-  ws[static_cast<size_t>(d)] = out;
-  const Tensor lambda = tensor(w, ws, TensorOptions(DType::Float64, Device::cpu())).to(y.dtype()).to(y.device());
+  const Tensor lambda = along(w, y, d, y.dtype());  // the weight of the upper neighbour
   const Tensor a = index_select(y, d, on_device(lo, y.device()));
   const Tensor b = index_select(y, d, on_device(hi, y.device()));
   return a + (b - a) * lambda;
@@ -74,9 +151,9 @@ Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sc
 
 Tensor resize(const Tensor& x, const Shape& size, const std::vector<double>& scales, InterpolateMode mode,
               bool align_corners) {
-  if (mode != InterpolateMode::Linear && align_corners) {
-    throw Error(std::string(kOp) + ": align_corners applies to the linear mode only (input " + shape_str(x.sizes()) +
-                ")");
+  if ((mode == InterpolateMode::Nearest || mode == InterpolateMode::Area) && align_corners) {
+    throw Error(std::string(kOp) + ": align_corners applies to the linear and bicubic modes only (input " +
+                shape_str(x.sizes()) + ")");
   }
   Tensor y = x;
   for (int64_t d = 2; d < x.dim(); ++d) {

@@ -25,7 +25,10 @@ TEST_CASE("Upsample and the padding layers call interpolate and pad, printed as 
   CHECK(bitwise_equal(twice(x), interpolate_scale(x, {2.0})));
   CHECK(twice(x).sizes() == Shape{2, 3, 8, 10});
   Upsample to(Shape{7, 3}, InterpolateMode::Linear, true);
-  CHECK(to.str() == "Upsample(size=(7, 3), mode='linear')");
+  CHECK(to.str() == "Upsample(size=(7, 3), mode='bilinear')");
+  CHECK(Upsample(Shape{7}, InterpolateMode::Linear).str() == "Upsample(size=7, mode='linear')");
+  CHECK(Upsample(2.0, InterpolateMode::Bicubic, true).str() == "Upsample(scale_factor=2.0, mode='bicubic')");
+  CHECK(Upsample(Shape{2, 2}, InterpolateMode::Area).str() == "Upsample(size=(2, 2), mode='area')");
   CHECK(bitwise_equal(to(x), interpolate(x, {7, 3}, InterpolateMode::Linear, true)));
   // Nearest by 2 repeats each pixel into a 2x2 block.
   const Tensor small = tensor(std::vector<double>{1, 2, 3, 4}).reshape({1, 1, 2, 2});
@@ -35,6 +38,23 @@ TEST_CASE("Upsample and the padding layers call interpolate and pad, printed as 
             .to_vector_double() == std::vector<double>{1, 1.25, 1.75, 2});
   CHECK(interpolate(tensor(std::vector<double>{1, 2}).reshape({1, 1, 2}), {4}, InterpolateMode::Linear, true)
             .to_vector_double()[1] == Approx(4.0 / 3.0).epsilon(1e-15));
+  // Bicubic of [[1, 2], [3, 4]] to 4x4 overshoots at the corners: the values PyTorch's kernel
+  // (a = -0.75, edge taps read at the edge) gives, worked out by hand (the image is 1 + x + 2y, so
+  // each value is 1 + c(x) + 2 c(y) with c the 1-d interpolation of [0, 1]: -27/256, 58/256, ...).
+  const std::vector<double> c = {-27.0 / 256, 58.0 / 256, 198.0 / 256, 283.0 / 256};
+  std::vector<double> want;
+  for (double cy : c)
+    for (double cx : c) want.push_back(1 + cx + 2 * cy);
+  CHECK(interpolate(small, {4, 4}, InterpolateMode::Bicubic).to_vector_double() == want);
+  CHECK(want[0] == 0.68359375);  // below the input's minimum, as PyTorch's 0.6836
+  // Area: the mean of each output's window, [floor(o in / out), ceil((o + 1) in / out)).
+  const Tensor six = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}).reshape({1, 1, 6});
+  CHECK(interpolate(six, {3}, InterpolateMode::Area).to_vector_double() == std::vector<double>{1.5, 3.5, 5.5});
+  CHECK(interpolate(six, {4}, InterpolateMode::Area).to_vector_double() == std::vector<double>{1.5, 2.5, 4.5, 5.5});
+  // An inf outside a window stays out of its mean.
+  const Tensor spike = tensor(std::vector<double>{1, 3, INFINITY, 2, 4, 6}).reshape({1, 1, 6});
+  CHECK(interpolate(spike, {4}, InterpolateMode::Area).to_vector_double()[0] == 2.0);
+  CHECK(interpolate(spike, {4}, InterpolateMode::Area).to_vector_double()[3] == 5.0);
 
   ZeroPad2d zero(1);
   CHECK(zero.str() == "ZeroPad2d((1, 1, 1, 1))");
@@ -56,6 +76,8 @@ TEST_CASE("Upsample and the padding layers call interpolate and pad, printed as 
   CHECK(bitwise_equal(LogSoftmax(-1)(x), log_softmax(x, -1)));
 
   CHECK_THROWS_WITH(Upsample(0.0), Catch::Contains("Upsample") && Catch::Contains("scale_factor"));
+  CHECK_THROWS_WITH(Upsample(2.0, InterpolateMode::Area, true),
+                    Catch::Contains("Upsample") && Catch::Contains("align_corners") && Catch::Contains("'area'"));
   CHECK_THROWS_WITH(Upsample(Shape{4, 0}), Catch::Contains("Upsample") && Catch::Contains("[4, 0]"));
   CHECK_THROWS_WITH(ZeroPad2d(Shape{1, 1}), Catch::Contains("ZeroPad2d") && Catch::Contains("4 values"));
   CHECK_THROWS_WITH(ReflectionPad1d(-1), Catch::Contains("ReflectionPad1d") && Catch::Contains(">= 0"));
