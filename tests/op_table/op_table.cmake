@@ -8,6 +8,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/copy_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/reduce_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/scan_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/einsum_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/distance_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/topk_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/shape_rows.cpp

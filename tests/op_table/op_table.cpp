@@ -15,6 +15,7 @@ const std::vector<RowFamily>& row_families() {
       {"copy", add_copy_rows},
       {"reduce", add_reduce_rows},
       {"scan", add_scan_rows},
+      {"einsum", add_einsum_rows},
       {"distance", add_distance_rows},
       {"topk", add_topk_rows},
       {"shape", add_shape_rows},

@@ -155,6 +155,7 @@ void add_dropout_rows(std::vector<OpRow>& rows);
 void add_attention_rows(std::vector<OpRow>& rows);
 void add_foreach_rows(std::vector<OpRow>& rows);
 void add_scan_rows(std::vector<OpRow>& rows);
+void add_einsum_rows(std::vector<OpRow>& rows);
 void add_distance_rows(std::vector<OpRow>& rows);
 
 // --- helpers for writing rows ------------------------------------------------------------------
