@@ -250,6 +250,45 @@ Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) 
   return out;
 }
 
+Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+  return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+  return {std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+Tensor prod(const Tensor& x) {
+  ops::check_defined("prod", x, "input");
+  return prod(x.reshape({-1}), 0, false);
+}
+
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  const char* op = "prod";
+  ops::check_defined(op, x, "input");
+  const int64_t d = x.dim() == 0 ? ops::checked_dim(op, x, dim) : wrap_dim(dim, x.dim(), op);
+  const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  // The dim last (swapped with the last one); each step multiplies its first half by its second (an
+  // odd length keeps its last element aside, multiplied in at the next step), so length L takes
+  // ceil(log2 L) steps.
+  Tensor y = to_dtype(x.dim() == 0 ? x.reshape({1}) : x.transpose(d, -1), ops::widened_dtype(out_dtype));
+  // An empty product is 1, still a node of x's graph (its gradient is empty).
+  if (y.size(-1) == 0) y = sum(y, {-1}, true) * 0 + 1;
+  while (y.size(-1) > 1) {
+    const int64_t n = y.size(-1), half = n / 2;
+    Tensor product = y.narrow(-1, 0, half) * y.narrow(-1, half, half);
+    y = n % 2 == 0 ? product : cat({product, y.narrow(-1, n - 1, 1)}, -1);
+  }
+  Tensor out = to_dtype(y, out_dtype);  // [..., 1]
+  if (x.dim() == 0) return out.reshape({});
+  out = out.transpose(d, -1);
+  return keepdim ? out : out.squeeze(d);
+}
+
 Tensor max(const Tensor& x) { return extreme("max", true, x, {}, false); }
 Tensor min(const Tensor& x) { return extreme("min", false, x, {}, false); }
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme("amax", true, x, dims, keepdim); }

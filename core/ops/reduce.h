@@ -15,6 +15,21 @@ Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // max(0, n - correction), so inf (NaN when every value is the mean) once correction >= n, as
 // PyTorch.
 Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+// sqrt(var): the standard deviation with var's correction (torch.std). Its gradient where every
+// value is the mean divides by 0, as PyTorch's. Under `using namespace kiln` call it kiln::std, as
+// torch::std: a bare std names the standard library too.
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+// (var, mean) and (std, mean) of the same elements, as torch.var_mean and torch.std_mean.
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const Shape& dims = {}, double correction = 1.0,
+                                   bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims = {}, double correction = 1.0,
+                                   bool keepdim = false);
+// The product of all elements (0-d), or along one dim: a tree of multiplications (halves of the dim
+// times each other), and the gradient is the product rule's, exact where x holds zeros (no division
+// by x). Integer and bool inputs give int64, as sum's; float16 and bfloat16 multiply in float32. An
+// empty product is 1.
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
 // Max/min of all elements (0-d) or over dims; NaN propagates. Gradient flows evenly to ties.
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);

@@ -1,12 +1,20 @@
 // topk: the dim moves last and rows become contiguous, the kernel sorts [rows, k] winners, and the
-// gradient flows back to the chosen indices (a scatter_add).
+// gradient flows back to the chosen indices (a scatter_add). kthvalue, median and quantile sort the
+// dim and gather x at the indices they read off it, so their gradient is gather's.
 #include "core/ops/topk.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
 #include "kernels/error.h"
 #include "kernels/topk.h"
 
@@ -61,5 +69,106 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return sort(x, dim, descending).second; }
+
+namespace {
+
+// A dim of x for an op reading a sorted line: wrapped, and not empty.
+int64_t line_dim(const char* op, const Tensor& x, int64_t dim) {
+  ops::check_defined(op, x, "input");
+  const int64_t d = x.dim() == 0 ? ops::checked_dim(op, x, dim) : wrap_dim(dim, x.dim(), op);
+  if (x.dim() > 0 && x.size(d) == 0) {
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(d) + " of the input " + shape_str(x.sizes()) +
+                     " is empty");
+  }
+  if (x.dtype() == DType::Bool) throw DTypeError(std::string(op) + ": not defined for bool tensors");
+  return d;
+}
+
+// x's values at `index` (int64, x's shape but 1 along d) and the index, keepdim or not.
+std::pair<Tensor, Tensor> pick(const Tensor& x, int64_t d, const Tensor& index, bool keepdim) {
+  if (x.dim() == 0) return {x.clone(), zeros({}, TensorOptions(DType::Int64, x.device()))};
+  Tensor values = gather(x, d, index);
+  return keepdim ? std::pair{values, index} : std::pair{values.squeeze(d), index.squeeze(d)};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  const int64_t d = line_dim("kthvalue", x, dim);
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  if (k < 1 || k > n) {
+    throw IndexError("kthvalue: k = " + std::to_string(k) + " is out of range for dimension " + std::to_string(d) +
+                     " of size " + std::to_string(n) + " (shape " + shape_str(x.sizes()) + ")");
+  }
+  if (x.dim() == 0) return pick(x, d, Tensor(), keepdim);
+  return pick(x, d, argsort(x.detach(), d).narrow(d, k - 1, 1), keepdim);
+}
+
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
+  const int64_t d = line_dim("median", x, dim);
+  if (x.dim() == 0) return pick(x, d, Tensor(), keepdim);
+  const int64_t n = x.size(d);
+  const Tensor order = argsort(x.detach(), d);
+  // NaNs sort last: a line with some reads its first one, at position n - (number of NaNs).
+  const Tensor nans = sum(isnan(x.detach()), {d}, true);
+  const Tensor position = where(gt(nans, 0), sub(n, nans), (n - 1) / 2);
+  return pick(x, d, gather(order, d, position), keepdim);
+}
+
+Tensor median(const Tensor& x) {
+  ops::check_defined("median", x, "input");
+  if (x.numel() == 0) throw IndexError("median: the input " + shape_str(x.sizes()) + " is empty");
+  return median(x.reshape({-1}), 0, false).first;
+}
+
+Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> dim, bool keepdim,
+                QuantileInterpolation interpolation) {
+  const char* op = "quantile";
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  if (qs.empty()) throw Error("quantile: needs at least one q");
+  for (double q : qs) {
+    if (!(q >= 0.0 && q <= 1.0)) throw Error("quantile: q must be in [0, 1], got " + num_str(q));
+  }
+  // Without a dim: of all elements, as a line; keepdim then keeps every dim at size 1.
+  const Tensor line = dim ? (x.dim() == 0 ? x.reshape({1}) : x) : x.reshape({-1});
+  const int64_t d = dim ? (x.dim() == 0 ? ops::checked_dim(op, x, *dim) : wrap_dim(*dim, x.dim(), op)) : 0;
+  const int64_t n = line.size(d);
+  if (n == 0) throw IndexError("quantile: the input " + shape_str(x.sizes()) + " is empty along the reduced dim");
+  const Tensor order = argsort(line.detach(), d);
+  const Tensor has_nan = gt(sum(isnan(line.detach()), {d}, true), 0);
+  // Read and blended in the widened dtype, rounded once at the end.
+  const DType wide = ops::widened_dtype(x.dtype());
+  auto at = [&](int64_t position) { return gather(line, d, order.narrow(d, position, 1)).to(wide); };
+  TensorList results;
+  for (double q : qs) {
+    const double position = q * static_cast<double>(n - 1);
+    const int64_t lo = static_cast<int64_t>(std::floor(position)), hi = static_cast<int64_t>(std::ceil(position));
+    const double frac = position - static_cast<double>(lo);
+    Tensor v;
+    switch (interpolation) {
+      case QuantileInterpolation::Lower: v = at(lo); break;
+      case QuantileInterpolation::Higher: v = at(hi); break;
+      case QuantileInterpolation::Nearest: v = at(static_cast<int64_t>(std::nearbyint(position))); break;
+      case QuantileInterpolation::Midpoint: v = lo == hi ? at(lo) : (at(lo) + at(hi)) * 0.5; break;
+      case QuantileInterpolation::Linear: v = lo == hi ? at(lo) : at(lo) + (at(hi) - at(lo)) * frac; break;
+    }
+    v = where(has_nan, std::numeric_limits<double>::quiet_NaN(), v).to(x.dtype());
+    if (!dim) {
+      v = keepdim ? v.reshape(Shape(static_cast<size_t>(x.dim()), 1)) : v.reshape({});
+    } else if (x.dim() == 0) {
+      v = v.reshape({});
+    } else if (!keepdim) {
+      v = v.squeeze(d);
+    }
+    results.push_back(v);
+  }
+  return stack(results, 0);
+}
+
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
+                QuantileInterpolation interpolation) {
+  return quantile(x, std::vector<double>{q}, dim, keepdim, interpolation).squeeze(0);
+}
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
-// Op table rows of the reduce family: sum, mean, var, max/min, amax/amin, argmax/argmin, any/all,
-// logsumexp.
+// Op table rows of the reduce family: sum, mean, var, std, var_mean, prod, max/min, amax/amin,
+// argmax/argmin, any/all, logsumexp, logaddexp.
 // Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max and
 // min come from rnd_distinct so the winners are unique (no ties for the index outputs or the
 // gradient). multinomial is random and tested on its own.
@@ -35,6 +35,7 @@ double logsumexp_of(const Group& v) {
   for (double x : v) s += std::exp(static_cast<long double>(x - m));
   return m + static_cast<double>(std::log(s));
 }
+double prod_of(const Group& v) { return std::accumulate(v.begin(), v.end(), 1.0, std::multiplies<double>()); }
 double max_of(const Group& v) { return *std::max_element(v.begin(), v.end()); }
 double min_of(const Group& v) { return *std::min_element(v.begin(), v.end()); }
 // Position of the first maximum / minimum in the group (row-major order along the reduced dims).
@@ -316,6 +317,96 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     };
     r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
     rows.push_back(std::move(r));
+  }
+
+  // --- std, var_mean, prod ------------------------------------------------------------------
+  {
+    OpRow r = reduction(
+        "std_dims02 correction 0", kFloatTypes, normal_samples(360),
+        [](const Tensor& x) {
+          return std(x, {0, 2}, 0.0);
+        },
+        {0, 2}, false, [](const Group& v) { return std::sqrt(var_with(0.0)(v)); });
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {{"int input", [] { std(zeros({3, 4}, DType::Int64)); }, {"var", "int64", "[3, 4]"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "var_mean_dim1_keepdim";
+    r.dtypes = kFloatTypes;
+    r.samples = normal_samples(370);
+    r.op = [](const TensorList& x) {
+      auto [v, m] = var_mean(x[0], {1}, 1.0, true);
+      return TensorList{v, m};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(x[0], {1}, true, var_with(1.0)), ref_reduce(x[0], {1}, true, mean_of)};
+    };
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    // Values around 1 keep the products in range (integers: rnd's small ones, over short lines so
+    // that no product overflows int64); a line with a zero, whose gradient (the product of the
+    // others) needs no division; odd and even lengths and an empty line (product 1).
+    Gen around_one = [](const Shape& s, DType t, Device d, uint64_t seed) {
+      return is_floating(t) ? rnd_range(s, t, d, seed, 0.5, 1.5) : rnd(s, t, d, seed);
+    };
+    std::vector<Sample> s = {
+        {"3x5x7",
+         [=](DType t, Device d) {
+           return TensorList{around_one({3, 5, 7}, t, d, 380)};
+         }},
+        {"non-contiguous 3x6x4",
+         [=](DType t, Device d) {
+           return TensorList{noncontig(around_one({3, 6, 4}, t, d, 381))};
+         }},
+        {"a zero in 2x9x2",
+         [=](DType t, Device d) {
+           Tensor x = around_one({2, 9, 2}, t, d, 382);
+           NoGradGuard g;
+           x.narrow(1, 4, 1).fill_(0.0);
+           return TensorList{x};
+         }},
+        {"empty line 2x0x3",
+         [](DType t, Device d) {
+           return TensorList{zeros({2, 0, 3}, TensorOptions(t, d))};
+         }},
+    };
+    OpRow r = reduction(
+        "prod_dim1", kAllNumeric, s, [](const Tensor& x) { return prod(x, 1); }, {1}, false, prod_of);
+    r.differentiable = {0};
+    r.out_dtype = sum_dtype;
+    r.errors = {{"dim out of range",
+                 [] {
+                   prod(zeros({2, 3}), 2);
+                 },
+                 {"prod", "2"}},
+                undefined_input("prod", [](const Tensor& x) { return prod(x); })};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+    std::vector<Sample> all = {
+        {"3x5",
+         [=](DType t, Device d) {
+           return TensorList{around_one({3, 5}, t, d, 390)};
+         }},
+        {"non-contiguous 4x3",
+         [=](DType t, Device d) {
+           return TensorList{noncontig(around_one({4, 3}, t, d, 391))};
+         }},
+        {"0-d", [=](DType t, Device d) { return TensorList{around_one({}, t, d, 392)}; }},
+    };
+    OpRow a = reduction(
+        "prod_all", kAllNumeric, all, [](const Tensor& x) { return prod(x); }, {}, false, prod_of);
+    a.differentiable = {0};
+    a.out_dtype = sum_dtype;
+    a.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(a));
   }
 
   // --- var ---------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 // Op table rows of the topk family: the k largest or smallest values along a dim and their indices,
-// and sort / argsort (topk of the whole dim), against a reference that stable-sorts each row.
-// Inputs come from rnd_distinct, so the winners are unique (no ties for the index outputs or the
-// gradient).
+// sort / argsort (topk of the whole dim), kthvalue, median and quantile (every interpolation),
+// against a reference that stable-sorts each row. Inputs come from rnd_distinct, so the winners are
+// unique (no ties for the index outputs or the gradient).
 #include <algorithm>
+#include <cmath>
 
 #include "tests/op_table/op_table.h"
 
@@ -108,6 +109,82 @@ OpRow sort_row(const std::string& name, int64_t dim, bool descending, bool indic
   return r;
 }
 
+// A line's values sorted ascending with their positions (stable).
+std::vector<std::pair<double, double>> sorted_line(const std::vector<double>& v) {
+  std::vector<std::pair<double, double>> s;
+  for (size_t i = 0; i < v.size(); ++i) s.emplace_back(v[i], static_cast<double>(i));
+  std::stable_sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return s;
+}
+
+// The value and index at sorted position position(n) of each line along dim.
+OpRow order_row(const std::string& name, int64_t dim, bool keepdim, std::function<int64_t(int64_t)> position,
+                std::function<std::pair<Tensor, Tensor>(const Tensor&)> op, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kAllNumeric;
+  r.samples = distinct_samples(seed);
+  r.op = [op](const TensorList& x) {
+    auto [v, i] = op(x[0]);
+    return TensorList{v, i};
+  };
+  r.reference = [dim, keepdim, position](const TensorList& x) {
+    auto at = [position](const std::vector<double>& v, bool index) {
+      const auto s = sorted_line(v);
+      const auto& e = s[static_cast<size_t>(position(static_cast<int64_t>(v.size())))];
+      return index ? e.second : e.first;
+    };
+    return TensorList{ref_reduce(x[0], {dim}, keepdim, [at](const std::vector<double>& v) { return at(v, false); }),
+                      ref_reduce(x[0], {dim}, keepdim, [at](const std::vector<double>& v) { return at(v, true); })};
+  };
+  r.differentiable = {0};
+  r.exact_outputs = {1};
+  r.out_dtype = same_dtype;
+  return r;
+}
+
+// torch.quantile's value at q of a line, by `how`.
+double quantile_of(std::vector<double> v, double q, QuantileInterpolation how) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const double lo = v[static_cast<size_t>(std::floor(pos))], hi = v[static_cast<size_t>(std::ceil(pos))];
+  switch (how) {
+    case QuantileInterpolation::Lower: return lo;
+    case QuantileInterpolation::Higher: return hi;
+    case QuantileInterpolation::Midpoint: return (lo + hi) / 2;
+    case QuantileInterpolation::Nearest: return v[static_cast<size_t>(std::nearbyint(pos))];
+    case QuantileInterpolation::Linear: break;
+  }
+  return lo + (hi - lo) * (pos - std::floor(pos));
+}
+
+OpRow quantile_row(const std::string& name, std::vector<double> qs, std::optional<int64_t> dim, bool keepdim,
+                   QuantileInterpolation how, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = distinct_samples(seed);
+  r.op = [qs, dim, keepdim, how](const TensorList& x) { return TensorList{quantile(x[0], qs, dim, keepdim, how)}; };
+  r.reference = [qs, dim, keepdim, how](const TensorList& x) {
+    TensorList each;
+    for (double q : qs) {
+      auto fn = [q, how](const std::vector<double>& v) { return quantile_of(v, q, how); };
+      each.push_back(dim ? ref_reduce(x[0], {*dim}, keepdim, fn) : ref_reduce(x[0], {}, keepdim, fn));
+    }
+    Shape shape = each[0].sizes();
+    shape.insert(shape.begin(), static_cast<int64_t>(qs.size()));
+    std::vector<double> all;
+    for (const Tensor& t : each) {
+      const std::vector<double> v = values(t);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return TensorList{from_values(all, shape)};
+  };
+  r.differentiable = {0};
+  r.out_dtype = same_dtype;
+  return r;
+}
+
 }  // namespace
 
 void add_topk_rows(std::vector<OpRow>& rows) {
@@ -119,6 +196,83 @@ void add_topk_rows(std::vector<OpRow>& rows) {
   rows.push_back(sort_row("sort descending dim0", 0, true, false, 750));
   rows.push_back(sort_row("argsort dim1", 1, false, true, 760));
   rows.push_back(sort_row("argsort descending", -1, true, true, 770));
+
+  rows.push_back(order_row(
+      "kthvalue k 2 last", -1, false, [](int64_t) { return 1; }, [](const Tensor& x) { return kthvalue(x, 2); }, 780));
+  rows.back().errors = {
+      {"k past the dim",
+       [] {
+         kthvalue(zeros({3, 4}), 5);
+       },
+       {"kthvalue", "k = 5", "[3, 4]"}},
+      {"k 0",
+       [] {
+         kthvalue(zeros({3, 4}), 0);
+       },
+       {"kthvalue", "k = 0"}},
+      {"an empty dim",
+       [] {
+         kthvalue(zeros({3, 0}), 1);
+       },
+       {"kthvalue", "empty", "[3, 0]"}},
+  };
+  rows.push_back(order_row(
+      "kthvalue k 3 dim0 keepdim", 0, true, [](int64_t) { return 2; },
+      [](const Tensor& x) { return kthvalue(x, 3, 0, true); }, 785));
+  rows.push_back(order_row(
+      "median dim1", 1, false, [](int64_t n) { return (n - 1) / 2; }, [](const Tensor& x) { return median(x, 1); },
+      790));
+  rows.back().errors = {{"an empty dim",
+                         [] {
+                           median(zeros({3, 0}), 1);
+                         },
+                         {"median", "empty", "[3, 0]"}},
+                        {"bool input",
+                         [] {
+                           median(zeros({3, 4}, DType::Bool), 1);
+                         },
+                         {"median", "bool"}}};
+  {
+    OpRow r;
+    r.name = "median of all";
+    r.dtypes = kAllNumeric;
+    r.samples = distinct_samples(795);
+    r.op = [](const TensorList& x) { return TensorList{median(x[0])}; };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_reduce(
+          x[0], {}, false, [](const std::vector<double>& v) { return sorted_line(v)[(v.size() - 1) / 2].first; })};
+    };
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(quantile_row("quantile 0.3 dim1 linear", {0.3}, 1, false, QuantileInterpolation::Linear, 800));
+  rows.back().errors = {
+      {"q past 1",
+       [] {
+         quantile(zeros({3, 4}), 1.5);
+       },
+       {"quantile", "q", "1.5"}},
+      {"an integer input",
+       [] {
+         quantile(zeros({3, 4}, DType::Int64), 0.5);
+       },
+       {"quantile", "int64"}},
+      {"an empty dim",
+       [] {
+         quantile(zeros({3, 0}), 0.5, 1);
+       },
+       {"quantile", "empty", "[3, 0]"}},
+  };
+  rows.push_back(quantile_row("quantiles of all keepdim linear", {0.0, 0.25, 0.5, 0.9, 1.0}, std::nullopt, true,
+                              QuantileInterpolation::Linear, 805));
+  rows.push_back(quantile_row("quantiles dim-1 lower", {0.1, 0.5, 0.75}, -1, false, QuantileInterpolation::Lower, 810));
+  rows.push_back(quantile_row("quantiles dim0 higher", {0.1, 0.5, 0.75}, 0, true, QuantileInterpolation::Higher, 815));
+  rows.push_back(
+      quantile_row("quantiles dim2 midpoint", {0.1, 0.5, 0.75}, 2, false, QuantileInterpolation::Midpoint, 820));
+  // Positions 0.5 and 2.5 away from 0 round to even: 0 and 2 (as torch.round).
+  rows.push_back(
+      quantile_row("quantiles dim1 nearest", {0.125, 0.5, 0.625}, 1, false, QuantileInterpolation::Nearest, 825));
 }
 
 }  // namespace kiln::test
