@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
@@ -203,6 +204,15 @@ Factor contract(const Factor& a, const Factor& b, const std::map<int, int>& need
 }
 
 }  // namespace
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  ops::check_defined("outer", a, "first operand");
+  ops::check_defined("outer", b, "second operand");
+  if (a.dim() != 1 || b.dim() != 1) {
+    throw ShapeError("outer: needs two 1-d tensors, got " + shape_str(a.sizes()) + " and " + shape_str(b.sizes()));
+  }
+  return a.unsqueeze(1) * b.unsqueeze(0);
+}
 
 Tensor einsum(const std::string& equation, const TensorList& operands) {
   const std::string eq = strip_spaces(equation);

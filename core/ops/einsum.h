@@ -19,4 +19,8 @@ namespace kiln {
 // rows and columns.
 Tensor einsum(const std::string& equation, const TensorList& operands);
 
+// The outer product of two 1-d tensors, [n] x [m] -> [n, m] (torch.outer): an elementwise product
+// of the two as a column and a row, promoted as mul.
+Tensor outer(const Tensor& a, const Tensor& b);
+
 }  // namespace kiln

@@ -462,6 +462,65 @@ Tensor isnan(const Tensor& x) {
   return binary_raw("isnan", x, x, BinaryOp::Ne, DType::Bool, compute_dtype_for(x.dtype()));
 }
 
+Tensor isinf(const Tensor& x) {
+  ops::check_defined("isinf", x, "input");
+  if (!x.is_floating_point()) return zeros(x.sizes(), TensorOptions(DType::Bool, x.device()));
+  return eq(abs(x), INFINITY);
+}
+
+Tensor isposinf(const Tensor& x) {
+  ops::check_defined("isposinf", x, "input");
+  if (!x.is_floating_point()) return zeros(x.sizes(), TensorOptions(DType::Bool, x.device()));
+  return eq(x, INFINITY);
+}
+
+Tensor isneginf(const Tensor& x) {
+  ops::check_defined("isneginf", x, "input");
+  if (!x.is_floating_point()) return zeros(x.sizes(), TensorOptions(DType::Bool, x.device()));
+  return eq(x, -INFINITY);
+}
+
+Tensor isfinite(const Tensor& x) {
+  ops::check_defined("isfinite", x, "input");
+  if (!x.is_floating_point()) return ones(x.sizes(), TensorOptions(DType::Bool, x.device()));
+  return lt(abs(x), INFINITY);  // false for inf and for NaN
+}
+
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
+  const char* op = "nan_to_num";
+  ops::check_defined(op, x, "input");
+  if (!x.is_floating_point()) return x.clone();
+  const double top = posinf ? *posinf : ops::largest_finite(x.dtype());
+  const double bottom = neginf ? *neginf : -ops::largest_finite(x.dtype());
+  // Each replacement must fit the dtype, as a fill's value must.
+  ops::check_fill_value(op, nan, x.dtype());
+  ops::check_fill_value(op, top, x.dtype());
+  ops::check_fill_value(op, bottom, x.dtype());
+  return where(isnan(x), nan, where(isposinf(x), top, where(isneginf(x), bottom, x)));
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  const char* op = "lerp";
+  ops::check_defined(op, start, "start");
+  ops::check_defined(op, end, "end");
+  ops::check_defined(op, weight, "weight");
+  ops::check_floating(op, start, "start");
+  ops::check_floating(op, end, "end");
+  ops::check_floating(op, weight, "weight");
+  const Tensor span = end - start;
+  return where(lt(abs(weight), 0.5), start + weight * span, end - span * (1.0 - weight));
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  ops::check_defined("lerp", start, "start");
+  ops::check_defined("lerp", end, "end");
+  ops::check_floating("lerp", start, "start");
+  ops::check_floating("lerp", end, "end");
+  const double w = weight.to_double();
+  const Tensor span = end - start;
+  return std::fabs(w) < 0.5 ? start + span * w : end - span * (1.0 - w);
+}
+
 // --- binary -----------------------------------------------------------------------------------
 
 namespace {

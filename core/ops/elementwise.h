@@ -79,6 +79,21 @@ Tensor ge(const Tensor& a, const Scalar& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor isnan(const Tensor& x);
+// Whether each element is +-inf (isinf, isposinf, isneginf) or neither inf nor NaN (isfinite):
+// bool tensors; integer and bool inputs are all finite.
+Tensor isinf(const Tensor& x);
+Tensor isposinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+// x with NaN, +inf and -inf replaced: by `nan`, and by `posinf` and `neginf` or, without them, the
+// dtype's largest and lowest finite values, as torch.nan_to_num. The gradient reaches the finite
+// elements only. Integer and bool inputs come back as a copy.
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+// start + weight (end - start), as torch.lerp: computed from the nearer end (end - (end - start)
+// (1 - weight) from weight 0.5 on), so weight 1 gives end exactly. Floating operands, broadcast.
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 
 // cond ? a : b, broadcasting all three; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -75,6 +75,30 @@ Tensor logcumsumexp(const Tensor& x, int64_t dim) {
   return scan("logcumsumexp", "log-sum-exp", x, dim, std::nullopt, &logaddexp);
 }
 
+Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  const char* op = "diff";
+  ops::check_defined(op, x, "input");
+  if (x.dim() == 0) throw ShapeError("diff: needs at least one dim, got a 0-d input");
+  if (n < 0) throw Error("diff: n must be >= 0, got " + std::to_string(n));
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  TensorList parts;
+  for (const Tensor* t : {&prepend, &x, &append}) {
+    if (!t->defined()) continue;
+    if (t->dim() != x.dim()) {
+      throw ShapeError("diff: prepend and append must have the input's " + std::to_string(x.dim()) + " dims, got " +
+                       shape_str(t->sizes()) + " beside " + shape_str(x.sizes()));
+    }
+    parts.push_back(*t);
+  }
+  Tensor y = parts.size() == 1 ? x : cat(parts, d);
+  for (int64_t k = 0; k < n && y.size(d) > 0; ++k) {
+    const int64_t length = y.size(d) - 1;
+    const Tensor later = y.narrow(d, 1, length), earlier = y.narrow(d, 0, length);
+    y = y.dtype() == DType::Bool ? ne(later, earlier) : later - earlier;
+  }
+  return n == 0 ? y.clone() : y;
+}
+
 namespace {
 
 // cummax (is_max) or cummin. The scan's choice between the running value before (left, earlier)

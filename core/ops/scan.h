@@ -25,6 +25,12 @@ Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::n
 // exponential overflows. Floating x; float16 and bfloat16 computed in float32.
 Tensor logcumsumexp(const Tensor& x, int64_t dim);
 
+// The n-th forward difference along `dim`: out[i] = x[i + 1] - x[i], n times over, after
+// `prepend` and `append` (optional, matching x but along dim) are joined on (torch.diff). bool
+// inputs give logical xor (!=), as PyTorch's. The inverse of cumsum up to the first element.
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = Tensor(),
+            const Tensor& append = Tensor());
+
 // The running maximum along `dim` and the int64 index where it was taken: among equal values the
 // latest, and a NaN, once met, holds (at the latest NaN's index), as PyTorch's. Any dtype. The
 // gradient of the values goes to the input at those indices.

@@ -35,7 +35,7 @@ struct OnlineLse {
         z += static_cast<float>(n) * (m - v);
       }
       // exp(v - v) is 1, except for v = +inf, where the CPU's exp(inf - inf) is NaN.
-      s += isinf(v) ? NAN : 1.f;
+      s += std::isinf(v) ? NAN : 1.f;
       m = v;
     } else if (v == -INFINITY) {
       z += v;

@@ -308,11 +308,11 @@ __global__ void __launch_bounds__(kBlock)
     const C inv = static_cast<C>(*inv_scale);
     for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) {
       const C v = to_acc(x[i]);
-      bad |= !isfinite(v);
+      bad |= !std::isfinite(v);
       x[i] = from_acc<T>(v * inv);
     }
   } else {
-    for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) bad |= !isfinite(to_acc(x[i]));
+    for (int i = static_cast<int>(threadIdx.x); i < c.n; i += kBlock) bad |= !std::isfinite(to_acc(x[i]));
   }
   // One plain store per block that saw a bad value. Blocks race only to write the same 1, and
   // nothing in this launch reads the flag, so no atomic is needed.

@@ -479,6 +479,22 @@ TEST_CASE("log1p and expm1 keep a small argument's digits, and elu, selu and cel
   CHECK(log1p(tensor(std::vector<int64_t>{0, 1})).to_vector_double()[1] == Approx(std::log(2.0)).epsilon(1e-7));
 }
 
+TEST_CASE("nan_to_num's defaults are the dtype's extremes; integers are finite", "[nn]") {
+  const std::vector<double> special = {std::nan(""), INFINITY, -INFINITY, 2.5};
+  for (const auto& [dtype, top] :
+       {std::pair{DType::Float16, 65504.0}, std::pair{DType::BFloat16, 3.3895313892515355e38},
+        std::pair{DType::Float32, 3.4028234663852886e38}, std::pair{DType::Float64, 1.7976931348623157e308}}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = tensor(special).to(dtype);
+    CHECK(nan_to_num(x).to_vector_double() == std::vector<double>{0.0, top, -top, 2.5});
+    CHECK(nan_to_num(x, -1.0, 7.0).to_vector_double() == std::vector<double>{-1.0, 7.0, -top, 2.5});
+  }
+  const Tensor ints = tensor(std::vector<int64_t>{1, -2});
+  CHECK(isfinite(ints).to_vector_double() == std::vector<double>{1, 1});
+  CHECK(isinf(ints).to_vector_double() == std::vector<double>{0, 0});
+  CHECK(bitwise_equal(nan_to_num(ints), ints));
+}
+
 TEST_CASE("layer_norm of a constant row is zero, with finite gradients", "[nn]") {
   Tensor x = full({3, 8}, 0.1).set_requires_grad(true);
   Tensor w = ones({8}).set_requires_grad(true), b = zeros({8}).set_requires_grad(true);

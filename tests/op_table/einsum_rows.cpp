@@ -168,6 +168,18 @@ void add_einsum_rows(std::vector<OpRow>& rows) {
   // the result.
   rows.back().tolerance[DType::Float16] = {3e-3, 3e-3};
   rows.back().tolerance[DType::BFloat16] = {3e-2, 3e-2};
+  {
+    OpRow r;
+    r.name = "outer";
+    r.dtypes = kAllNumeric;
+    r.samples = {operands({{5}, {3}}, 1760), operands({{4}, {7}}, 1762, true)};
+    r.op = [](const TensorList& x) { return TensorList{outer(x[0], x[1])}; };
+    r.reference = [](const TensorList& x) { return TensorList{ref_einsum("i,j->ij", x)}; };
+    r.differentiable = {0, 1};
+    r.out_dtype = same_dtype;
+    r.errors = {{"a 2-d operand", [] { outer(zeros({2, 3}), zeros({3})); }, {"outer", "1-d", "[2, 3]", "[3]"}}};
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test

@@ -432,6 +432,62 @@ void add_unary_rows(std::vector<OpRow>& rows) {
     r.errors = {undefined_input("isnan", [](const Tensor& a) { return isnan(a); })};
     rows.push_back(std::move(r));
   }
+  // Float inputs with NaN, +inf and -inf among finite values (one of each in every four).
+  Gen non_finite = [](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (!is_floating(t)) return rnd(s, t, d, seed);
+    Values v = values(rnd(s, DType::Float64, Device::cpu(), seed));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i % 4 == 0) v[i] = kNaN;
+      if (i % 4 == 1) v[i] = INFINITY;
+      if (i % 4 == 2) v[i] = -INFINITY;
+    }
+    return make(v, s, t, d);
+  };
+  {
+    OpRow r = make_row(
+        "isinf isposinf isneginf isfinite", kAllNumeric, unary_samples(1660, non_finite),
+        [](const TensorList& x) {
+          return TensorList{isinf(x[0]), isposinf(x[0]), isneginf(x[0]), isfinite(x[0])};
+        },
+        refs({[](const Values& v) { return std::isinf(v[0]) ? 1.0 : 0.0; },
+              [](const Values& v) { return v[0] == INFINITY ? 1.0 : 0.0; },
+              [](const Values& v) { return v[0] == -INFINITY ? 1.0 : 0.0; },
+              [](const Values& v) { return std::isfinite(v[0]) ? 1.0 : 0.0; }}),
+        {}, bool_dtype);
+    r.exact_outputs = {0, 1, 2, 3};
+    r.errors = {undefined_input("isinf", [](const Tensor& a) { return isinf(a); }),
+                undefined_input("isfinite", [](const Tensor& a) { return isfinite(a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Replacements given (the dtype's own extremes: by hand, in tests/core/test_nn_ops.cpp).
+    OpRow r = make_row(
+        "nan_to_num 1.5 100 -100", kAllNumeric, unary_samples(1670, non_finite),
+        [](const TensorList& x) { return TensorList{nan_to_num(x[0], 1.5, 100.0, -100.0)}; }, ref([](const Values& v) {
+          return std::isnan(v[0]) ? 1.5 : v[0] == INFINITY ? 100.0 : v[0] == -INFINITY ? -100.0 : v[0];
+        }),
+        {0}, same_dtype);
+    r.errors = {{"a replacement past the dtype",
+                 [] { nan_to_num(zeros({2}, DType::Float16), 0.0, 1e6); },
+                 {"nan_to_num", "float16", "1e+06"}},
+                undefined_input("nan_to_num", [](const Tensor& a) { return nan_to_num(a); })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Weights below and above 0.5 (the two formulas), exactly 1, and a tensor of weights.
+    OpRow r = make_row(
+        "lerp", kFloatTypes, binary_samples(1680, normal(), normal()),
+        [](const TensorList& x) {
+          return TensorList{lerp(x[0], x[1], 0.3), lerp(x[0], x[1], 0.75), lerp(x[0], x[1], 1.0),
+                            lerp(x[0], x[1], x[1] * 0.25 + 0.5)};
+        },
+        refs({[](const Values& v) { return v[0] + 0.3 * (v[1] - v[0]); },
+              [](const Values& v) { return v[0] + 0.75 * (v[1] - v[0]); }, [](const Values& v) { return v[1]; },
+              [](const Values& v) { return v[0] + (v[1] * 0.25 + 0.5) * (v[1] - v[0]); }}),
+        {0, 1}, same_dtype);
+    r.errors = {{"integer operands", [] { lerp(zeros({2}, DType::Int64), zeros({2}), 0.5); }, {"lerp", "int64"}}};
+    rows.push_back(std::move(r));
+  }
 }
 
 void add_pow_clamp_rows(std::vector<OpRow>& rows) {

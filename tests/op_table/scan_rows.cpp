@@ -2,6 +2,7 @@
 // against a running sum, product, log-sum-exp or extreme in float64 along each line. Long lines (70
 // elements: seven steps of the logarithmic scan) sit beside the usual 3-d samples, with 0-d and
 // empty inputs and an explicit result dtype; cummax and cummin also over lines full of ties.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -249,6 +250,56 @@ void add_scan_rows(std::vector<OpRow>& rows) {
   {
     OpRow r = extreme_row("cummin dim -1", false, -1, distinct_values, 81);
     r.errors = {undefined_input("cummin", [](const Tensor& x) { return cummin(x, 0).first; })};
+    rows.push_back(std::move(r));
+  }
+  {
+    // n 1 and 2 along dim 1, with a prepended and an appended slice; n past the length leaves an
+    // empty dim. Integers subtract exactly; bool gives xor.
+    std::vector<Sample> lines = scan_samples(101, normal());
+    lines.erase(std::remove_if(lines.begin(), lines.end(), [](const Sample& s) { return s.name == "0-d"; }),
+                lines.end());  // diff needs a dim (refused below)
+    OpRow r = make_row(
+        "diff", kAllNumeric, lines,
+        [](const TensorList& in) {
+          const Tensor& x = in[0];
+          const int64_t d = x.dim() == 3 ? 1 : 0;
+          const Tensor edge = x.narrow(d, 0, std::min<int64_t>(1, x.size(d)));
+          return TensorList{diff(x, 1, d), diff(x, 2, d, edge, edge), diff(x, 80, d)};
+        },
+        [](const TensorList& in) {
+          const Tensor& x = in[0];
+          const int64_t d = x.dim() == 3 ? 1 : 0;
+          // The differences of the joined line, element by element along d, n times over.
+          auto differences = [d](Tensor y, int64_t n) {
+            for (int64_t k = 0; k < n && y.size(d) > 0; ++k) {
+              const Shape& s = y.sizes();
+              Shape os = s;
+              os[static_cast<size_t>(d)] = s[static_cast<size_t>(d)] - 1;
+              const std::vector<double> v = values(y);
+              std::vector<double> out;
+              for (int64_t o = 0; o < shape_numel(os); ++o) {
+                Shape idx = unravel(o, os);
+                const double a = v[at(ravel(idx, s))];
+                idx[static_cast<size_t>(d)] += 1;
+                out.push_back(v[at(ravel(idx, s))] - a);
+              }
+              y = from_values(out, os);
+            }
+            return y;
+          };
+          const Tensor x64 = from_values(values(x), x.sizes());
+          const Tensor edge = x64.narrow(d, 0, std::min<int64_t>(1, x.size(d)));
+          return TensorList{differences(x64, 1), differences(cat({edge, x64, edge}, d), 2), differences(x64, 80)};
+        },
+        {0}, same_dtype);
+    r.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int64};
+    r.errors = {{"a 0-d input", [] { diff(zeros({})); }, {"diff", "0-d"}},
+                {"negative n", [] { diff(zeros({3}), -1); }, {"diff", "n", "-1"}},
+                {"a prepend of another rank",
+                 [] {
+                   diff(zeros({2, 3}), 1, 1, zeros({3}));
+                 },
+                 {"diff", "[3]", "[2, 3]"}}};
     rows.push_back(std::move(r));
   }
   // Lines of small integers, full of ties: the index is the latest of the equal values. Not
