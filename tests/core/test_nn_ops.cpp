@@ -479,7 +479,7 @@ TEST_CASE("log1p and expm1 keep a small argument's digits, and elu, selu and cel
   CHECK(log1p(tensor(std::vector<int64_t>{0, 1})).to_vector_double()[1] == Approx(std::log(2.0)).epsilon(1e-7));
 }
 
-TEST_CASE("nan_to_num's defaults are the dtype's extremes; integers are finite", "[nn]") {
+TEST_CASE("nan_to_num's defaults are the dtype's extremes, and integers are finite", "[nn]") {
   const std::vector<double> special = {std::nan(""), INFINITY, -INFINITY, 2.5};
   for (const auto& [dtype, top] :
        {std::pair{DType::Float16, 65504.0}, std::pair{DType::BFloat16, 3.3895313892515355e38},
