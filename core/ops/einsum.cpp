@@ -164,25 +164,17 @@ Factor contract(const Factor& a, const Factor& b, const std::map<int, int>& need
   }
   for (int l : b.labels)
     if (!has(a.labels, l)) cols.push_back(l);
-  // Each operand permuted to [batch, its own, inner] (b: [batch, inner, its own]), with the
-  // labels it lacks as dims of size 1, then expanded to the full sizes and folded to 3 dims.
+  // Each operand permuted to [batch, its own, inner] (b: [batch, inner, its own]), which holds
+  // each of its labels once, then its dims of size 1 expanded to the full sizes.
   auto arrange = [&](const Factor& op, const std::vector<const Labels*>& groups) {
     Shape order, full;
-    Tensor t = op.t;
-    Labels present = op.labels;
     for (const Labels* g : groups) {
       for (int l : *g) {
-        auto it = std::find(present.begin(), present.end(), l);
-        if (it == present.end()) {  // a label of the other operand only: a dim of size 1 here
-          t = t.unsqueeze(t.dim());
-          present.push_back(l);
-          it = present.end() - 1;
-        }
-        order.push_back(it - present.begin());
+        order.push_back(std::find(op.labels.begin(), op.labels.end(), l) - op.labels.begin());
         full.push_back(size.at(l));
       }
     }
-    return t.permute(order).expand(full);
+    return op.t.permute(order).expand(full);
   };
   auto product = [&](const Labels& ls) {
     int64_t p = 1;
