@@ -38,6 +38,16 @@ inline void require_values(const Tensor& t, const Vec& expected, double rtol = 2
   }
 }
 
+// require_values with the tolerances an update computed in the parameter's dtype meets against its
+// double arithmetic: tight for float64, float32's otherwise.
+inline void require_close(const Tensor& p, const Vec& expected) {
+  if (p.dtype() == DType::Float64) {
+    require_values(p, expected, 1e-12, 1e-13);
+  } else {
+    require_values(p, expected, 1e-5, 1e-6);
+  }
+}
+
 // The loss after 300 full-batch steps of `make`'s optimizer over a Linear(3, 1) fitting a noiseless
 // linear function of 64 samples, divided by the loss before the first step: a working optimizer
 // takes it far below 1.

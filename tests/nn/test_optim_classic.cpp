@@ -22,6 +22,7 @@ using namespace kiln::nn::optim;
 namespace {
 
 using kiln::test::param;
+using kiln::test::require_close;
 using kiln::test::require_values;
 using kiln::test::set_grad;
 using kiln::test::Vec;
@@ -83,14 +84,6 @@ void asgd_expected(Vec& p, const Vec& g_in, Vec& ax, double& eta, double& mu, in
 }
 
 const std::vector<Vec> kGrads = {{0.5, -1.0, 2.0}, {-0.25, 0.75, 1.5}, {1.0, 0.5, -3.0}, {0.125, -2.0, 0.25}};
-
-void require_close(const Tensor& p, const Vec& expected) {
-  if (p.dtype() == DType::Float64) {
-    require_values(p, expected, 1e-12, 1e-13);
-  } else {
-    require_values(p, expected, 1e-5, 1e-6);
-  }
-}
 
 }  // namespace
 
