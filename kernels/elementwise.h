@@ -27,6 +27,12 @@ enum class UnaryOp : uint8_t {
   Sin, Cos,
   Log1p,       // log(1 + x), exact for small x
   Expm1,       // exp(x) - 1, exact for small x
+  // From Floor on, the uncommon math, kept last (CUDA gives them the generic kernel only:
+  // is_uncommon in kernels/cuda/elementwise_unary.cuh). Rounding to an integral value, float inputs
+  // only (core copies integers); Round is half to even.
+  Floor, Ceil, Round, Trunc,
+  Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
+  Erf, Erfc, Log2, Log10, Exp2,
 };
 
 enum class BinaryOp : uint8_t {
@@ -35,6 +41,11 @@ enum class BinaryOp : uint8_t {
   Mul, Div, Pow, Maximum, Minimum,
   Eq, Ne, Lt, Le, Gt, Ge,  // bool result
   LogicalAnd, LogicalOr,
+  Atan2,        // atan2(a, b): the angle of the point (b, a)
+  Fmod,         // a - trunc(a / b) b: the remainder with a's sign (C's fmod)
+  Remainder,    // a - floor(a / b) b: the remainder with b's sign (Python's %)
+  FloorDivide,  // floor(a / b), Python's // (integers: exact)
+  TruncDivide,  // trunc(a / b) (integers: C's /)
   // backward helpers: (grad, x or y) -> grad_input
   ReluBackward,       // x > 0 ? g : 0
   GeluErfBackward,    // g * gelu'(x)
@@ -53,14 +64,16 @@ enum class BinaryOp : uint8_t {
 
 // Every op once, for the CPU and CUDA dispatch switches (-Wswitch flags an op missing here).
 #define KILN_FOR_EACH_UNARY_OP(X)                                                                        \
-  X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh)  \
-  X(Sign) X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot) X(Silu) X(LeakyRelu) X(Softplus) X(Sin)       \
-  X(Cos) X(Log1p) X(Expm1)
-#define KILN_FOR_EACH_BINARY_OP(X)                                                                        \
-  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)            \
-  X(LogicalAnd) X(LogicalOr) X(ReluBackward) X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward)        \
-  X(SigmoidBackward) X(RsqrtBackward) X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward) \
-  X(SiluBackward) X(LeakyReluBackward) X(SoftplusBackward)
+  X(Copy) X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Abs) X(Tanh) X(Sigmoid) X(Relu) X(GeluErf) X(GeluTanh) \
+  X(Sign) X(PowScalar) X(RPowScalar) X(Clamp) X(LogicalNot) X(Silu) X(LeakyRelu) X(Softplus) X(Sin)      \
+  X(Cos) X(Log1p) X(Expm1) X(Floor) X(Ceil) X(Round) X(Trunc) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh)     \
+  X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Erf) X(Erfc) X(Log2) X(Log10) X(Exp2)
+#define KILN_FOR_EACH_BINARY_OP(X)                                                                       \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)           \
+  X(LogicalAnd) X(LogicalOr) X(Atan2) X(Fmod) X(Remainder) X(FloorDivide) X(TruncDivide) X(ReluBackward) \
+  X(GeluErfBackward) X(GeluTanhBackward) X(TanhBackward) X(SigmoidBackward) X(RsqrtBackward)             \
+  X(SqrtBackward) X(PowScalarBackward) X(ClampBackward) X(AbsBackward) X(SiluBackward)                   \
+  X(LeakyReluBackward) X(SoftplusBackward)
 // clang-format on
 
 // An operand: a strided tensor or, when is_scalar, a value broadcast everywhere. A scalar carries

@@ -190,9 +190,78 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
     if constexpr (OP == UnaryOp::Cos) return std::cos(x);
     if constexpr (OP == UnaryOp::Log1p) return std::log1p(x);
     if constexpr (OP == UnaryOp::Expm1) return std::expm1(x);
+    if constexpr (OP == UnaryOp::Floor) return std::floor(x);
+    if constexpr (OP == UnaryOp::Ceil) return std::ceil(x);
+    if constexpr (OP == UnaryOp::Round) return std::nearbyint(x);  // half to even (the default mode)
+    if constexpr (OP == UnaryOp::Trunc) return std::trunc(x);
+    if constexpr (OP == UnaryOp::Tan) return std::tan(x);
+    if constexpr (OP == UnaryOp::Asin) return std::asin(x);
+    if constexpr (OP == UnaryOp::Acos) return std::acos(x);
+    if constexpr (OP == UnaryOp::Atan) return std::atan(x);
+    if constexpr (OP == UnaryOp::Sinh) return std::sinh(x);
+    if constexpr (OP == UnaryOp::Cosh) return std::cosh(x);
+    if constexpr (OP == UnaryOp::Asinh) return std::asinh(x);
+    if constexpr (OP == UnaryOp::Acosh) return std::acosh(x);
+    if constexpr (OP == UnaryOp::Atanh) return std::atanh(x);
+    if constexpr (OP == UnaryOp::Erf) return std::erf(x);
+    if constexpr (OP == UnaryOp::Erfc) return std::erfc(x);
+    if constexpr (OP == UnaryOp::Log2) return std::log2(x);
+    if constexpr (OP == UnaryOp::Log10) return std::log10(x);
+    if constexpr (OP == UnaryOp::Exp2) return std::exp2(x);
     return x;
   } else {
     return x;  // float-only op on integers: unreachable, core promotes first
+  }
+}
+
+// Division rounded down and the remainder that goes with it (Python's // and %), and their C
+// forms (trunc and fmod). Integers divide exactly; a zero divisor gives 0 (core refuses integer
+// division by zero before a kernel runs, so this only keeps the kernel defined), and -1 negates,
+// wrapping for INT64_MIN as negation does, where C's INT64_MIN / -1 is undefined. Floats follow
+// IEEE: a zero divisor gives inf or NaN.
+template <typename C>
+KILN_HD C fmod_fn(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::fmod(x, y);
+  } else {
+    return (y == 0 || y == -1) ? C(0) : x % y;
+  }
+}
+
+// x - floor(x / y) y: fmod's remainder moved into y's sign when the two differ.
+template <typename C>
+KILN_HD C remainder_fn(C x, C y) {
+  const C r = fmod_fn(x, y);
+  return (r != C(0) && ((r < C(0)) != (y < C(0)))) ? r + y : r;
+}
+
+template <typename C>
+KILN_HD C trunc_divide_fn(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::trunc(x / y);
+  } else {
+    if (y == 0) return C(0);
+    return y == -1 ? wrap_sub(C(0), x) : x / y;
+  }
+}
+
+// For floats, the quotient is rebuilt from fmod's exact remainder ((x - r) / y is then an integer
+// up to one rounding) instead of floor(x / y), which can round x / y up across an integer: 1 //
+// 0.1 is 9 (0.1 is a little above 1/10), where floor(1 / 0.1) gives 10. The last step rounds to
+// the nearest integer, absorbing that one rounding; a zero quotient keeps the sign of x / y.
+template <typename C>
+KILN_HD C floor_divide_fn(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (y == C(0)) return x / y;
+    const C r = std::fmod(x, y);
+    C q = (x - r) / y;
+    if (r != C(0) && ((r < C(0)) != (y < C(0)))) q -= C(1);
+    if (q == C(0)) return std::copysign(C(0), x / y);
+    const C f = std::floor(q);
+    return q - f > C(0.5) ? f + C(1) : f;
+  } else {
+    const C q = trunc_divide_fn(x, y);
+    return (y != 0 && y != -1 && x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
   }
 }
 
@@ -218,6 +287,10 @@ template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta
   if constexpr (OP == BinaryOp::Ge) return C(x >= y);
   if constexpr (OP == BinaryOp::LogicalAnd) return C(x != C(0) && y != C(0));
   if constexpr (OP == BinaryOp::LogicalOr) return C(x != C(0) || y != C(0));
+  if constexpr (OP == BinaryOp::Fmod) return fmod_fn(x, y);
+  if constexpr (OP == BinaryOp::Remainder) return remainder_fn(x, y);
+  if constexpr (OP == BinaryOp::FloorDivide) return floor_divide_fn(x, y);
+  if constexpr (OP == BinaryOp::TruncDivide) return trunc_divide_fn(x, y);
   if constexpr (OP == BinaryOp::ReluBackward) return y > C(0) ? x : C(0);
   if constexpr (OP == BinaryOp::ClampBackward) {
     bool in = (is_nan(alpha) || y >= alpha) && (is_nan(beta) || y <= beta);
@@ -229,6 +302,7 @@ template <BinaryOp OP, typename C> KILN_HD C binary_fn(C x, C y, C alpha, C beta
     return x * alpha * pow_scalar_fn(y, static_cast<C>(alpha - C(1)));
   }
   if constexpr (std::is_floating_point_v<C>) {
+    if constexpr (OP == BinaryOp::Atan2) return std::atan2(x, y);
     if constexpr (OP == BinaryOp::GeluErfBackward) return x * gelu_erf_grad(y);
     if constexpr (OP == BinaryOp::GeluTanhBackward) return x * gelu_tanh_grad(y);
     if constexpr (OP == BinaryOp::TanhBackward) return x * (C(1) - y * y);

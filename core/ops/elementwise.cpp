@@ -100,36 +100,9 @@ void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, Bi
 
 DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 
+using ops::binary_raw;
+using ops::binary_scalar_raw;
 using ops::unary_raw;
-
-// Binary forward of tensors without autograd (operands whose conversion to their result_type
-// changes their values converted first, as PyTorch converts them: ops::operand_in).
-Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
-                  double alpha = 1, double beta = 0) {
-  ops::check_defined(name, a, "first operand");
-  ops::check_defined(name, b, "second operand");
-  Device dev = ops::common_device(name, {&a, &b});
-  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = make_output(name, shape, out_dtype, dev, {&a, &b});
-  const DType common = result_type(a, b);
-  const Tensor x = ops::operand_in(name, a, b, common), y = ops::operand_in(name, b, a, common);
-  launch_binary(name, out, make_operand(name, x, shape), make_operand(name, y, shape), op, compute, alpha, beta);
-  return out;
-}
-
-// A binary op of a tensor and a scalar; `v` is the scalar's operand (scalar_operand).
-Tensor binary_scalar_raw(const char* name, const Tensor& a, const Operand& v, BinaryOp op, DType out_dtype,
-                         DType compute, bool scalar_first = false, double alpha = 1) {
-  ops::check_defined(name, a, "tensor operand");
-  Tensor out = make_output(name, a.sizes(), out_dtype, a.device(), {&a});
-  Operand t = make_operand(name, a, a.sizes());
-  if (scalar_first) {
-    launch_binary(name, out, v, t, op, compute, alpha, 0);
-  } else {
-    launch_binary(name, out, t, v, op, compute, alpha, 0);
-  }
-  return out;
-}
 
 // Records a unary op whose backward is bop(grad, saved).
 void record_unary(const char* name, const Tensor& x, const Tensor& out, const Tensor& saved, BinaryOp bop,
@@ -174,6 +147,32 @@ Tensor ops::unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_d
   const DType compute = op == UnaryOp::Copy ? ops::cast_compute_dtype(x.dtype(), out_dtype)
                                              : ops::conversion_compute_dtype(x.dtype(), out_dtype);
   launch_unary(name, out, make_operand(name, x, x.sizes()), op, compute, a, b);
+  return out;
+}
+
+Tensor ops::binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
+                       double alpha, double beta) {
+  ops::check_defined(name, a, "first operand");
+  ops::check_defined(name, b, "second operand");
+  Device dev = ops::common_device(name, {&a, &b});
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = make_output(name, shape, out_dtype, dev, {&a, &b});
+  const DType common = result_type(a, b);
+  const Tensor x = ops::operand_in(name, a, b, common), y = ops::operand_in(name, b, a, common);
+  launch_binary(name, out, make_operand(name, x, shape), make_operand(name, y, shape), op, compute, alpha, beta);
+  return out;
+}
+
+Tensor ops::binary_scalar_raw(const char* name, const Tensor& a, const Operand& v, BinaryOp op, DType out_dtype,
+                              DType compute, bool scalar_first, double alpha) {
+  ops::check_defined(name, a, "tensor operand");
+  Tensor out = make_output(name, a.sizes(), out_dtype, a.device(), {&a});
+  Operand t = make_operand(name, a, a.sizes());
+  if (scalar_first) {
+    launch_binary(name, out, v, t, op, compute, alpha, 0);
+  } else {
+    launch_binary(name, out, t, v, op, compute, alpha, 0);
+  }
   return out;
 }
 

@@ -159,6 +159,14 @@ DType cast_compute_dtype(DType in, DType out);
 // conversion_compute_dtype(x's dtype, out_dtype) (the forward of every unary op), or for
 // UnaryOp::Copy (to(dtype)) in cast_compute_dtype.
 Tensor unary_raw(const char* name, const Tensor& x, UnaryOp op, DType out_dtype, double a = 0, double b = 0);
+// op(a, b) without autograd, broadcast, into a new tensor of `out_dtype` computed in `compute`
+// (operands whose conversion to their result_type changes their values converted first, as
+// PyTorch converts them: operand_in). Messages name `name`.
+Tensor binary_raw(const char* name, const Tensor& a, const Tensor& b, BinaryOp op, DType out_dtype, DType compute,
+                  double alpha = 1, double beta = 0);
+// The same with a scalar operand `v` (scalar_operand), second or, with scalar_first, first.
+Tensor binary_scalar_raw(const char* name, const Tensor& a, const Operand& v, BinaryOp op, DType out_dtype,
+                         DType compute, bool scalar_first = false, double alpha = 1);
 // `t` as an operand of a binary op beside `other`, both taken in `common` (result_type), as PyTorch
 // converts every operand to the common dtype first: t itself where reading it in its own dtype
 // gives the same, or t converted to `common` (without autograd: the op's node keeps t, and its

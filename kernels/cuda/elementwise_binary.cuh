@@ -26,9 +26,11 @@ namespace kiln::binary_device {
 
 using namespace cuda_detail;
 
-// Backward helpers take a gradient, which is always floating: not instantiated for int64.
+// Backward helpers take a gradient, which is always floating, and atan2 has no integer form (core
+// promotes integers to float32): not instantiated for int64.
 constexpr bool float_only(BinaryOp op) {
   switch (op) {
+    case BinaryOp::Atan2:
     case BinaryOp::ReluBackward:
     case BinaryOp::GeluErfBackward:
     case BinaryOp::GeluTanhBackward:
@@ -46,9 +48,15 @@ constexpr bool float_only(BinaryOp op) {
   }
 }
 
-// Comparisons and logical ops always write bool, so their output never matches float inputs.
+// Comparisons and logical ops always write bool, so their output never matches float inputs; atan2
+// and the rounding divisions and remainders are uncommon in training (the generic kernel only).
 constexpr bool has_vector_path(BinaryOp op) {
   switch (op) {
+    case BinaryOp::Atan2:
+    case BinaryOp::Fmod:
+    case BinaryOp::Remainder:
+    case BinaryOp::FloorDivide:
+    case BinaryOp::TruncDivide:
     case BinaryOp::Eq:
     case BinaryOp::Ne:
     case BinaryOp::Lt:
@@ -78,6 +86,11 @@ inline const char* binary_name(BinaryOp op) {
     case BinaryOp::Ge: return "ge";
     case BinaryOp::LogicalAnd: return "logical_and";
     case BinaryOp::LogicalOr: return "logical_or";
+    case BinaryOp::Atan2: return "atan2";
+    case BinaryOp::Fmod: return "fmod";
+    case BinaryOp::Remainder: return "remainder";
+    case BinaryOp::FloorDivide: return "floor_divide";
+    case BinaryOp::TruncDivide: return "div(trunc)";
     case BinaryOp::ReluBackward: return "relu backward";
     case BinaryOp::GeluErfBackward: return "gelu backward";
     case BinaryOp::GeluTanhBackward: return "gelu(tanh) backward";

@@ -25,9 +25,17 @@ namespace kiln::unary_device {
 
 using namespace cuda_detail;
 
-// Ops that only make sense on floats: core promotes integer inputs of these to float first, so they
-// are not instantiated for int64 (the CPU twin compiles them as the identity).
+// The less common math (rounding, the inverse and hyperbolic trigonometric functions, erf and
+// erfc, the base-2 and base-10 logarithms and exp2): UnaryOp's last block, from Floor on. They get
+// the generic kernel only (a dense float16 input is converted on load there too), which keeps
+// their instantiations, and this file's compile time, at two per op.
+constexpr bool is_uncommon(UnaryOp op) { return op >= UnaryOp::Floor; }
+
+// Ops that only make sense on floats: core promotes integer inputs of these to float first (and
+// copies integers for the rounding ops), so they are not instantiated for int64 (the CPU twin
+// compiles them as the identity).
 constexpr bool float_only(UnaryOp op) {
+  if (is_uncommon(op)) return true;
   switch (op) {
     case UnaryOp::Exp:
     case UnaryOp::Log:
@@ -49,7 +57,7 @@ constexpr bool float_only(UnaryOp op) {
 }
 
 // logical_not always writes bool, so its output never matches a float input: no vector kernel.
-constexpr bool has_vector_path(UnaryOp op) { return op != UnaryOp::LogicalNot; }
+constexpr bool has_vector_path(UnaryOp op) { return op != UnaryOp::LogicalNot && !is_uncommon(op); }
 
 inline const char* unary_name(UnaryOp op) {
   switch (op) {
@@ -77,6 +85,24 @@ inline const char* unary_name(UnaryOp op) {
     case UnaryOp::Cos: return "cos";
     case UnaryOp::Log1p: return "log1p";
     case UnaryOp::Expm1: return "expm1";
+    case UnaryOp::Floor: return "floor";
+    case UnaryOp::Ceil: return "ceil";
+    case UnaryOp::Round: return "round";
+    case UnaryOp::Trunc: return "trunc";
+    case UnaryOp::Tan: return "tan";
+    case UnaryOp::Asin: return "asin";
+    case UnaryOp::Acos: return "acos";
+    case UnaryOp::Atan: return "atan";
+    case UnaryOp::Sinh: return "sinh";
+    case UnaryOp::Cosh: return "cosh";
+    case UnaryOp::Asinh: return "asinh";
+    case UnaryOp::Acosh: return "acosh";
+    case UnaryOp::Atanh: return "atanh";
+    case UnaryOp::Erf: return "erf";
+    case UnaryOp::Erfc: return "erfc";
+    case UnaryOp::Log2: return "log2";
+    case UnaryOp::Log10: return "log10";
+    case UnaryOp::Exp2: return "exp2";
   }
   return "unary";
 }

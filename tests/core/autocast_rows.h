@@ -153,6 +153,16 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"log1p", lp_pos({3, 4}), [](const TensorList& in) { return log1p(in[0]); }, fp32});
   rows.push_back({"expm1", lp_in({3, 4}), [](const TensorList& in) { return expm1(in[0]); }, fp32});
   rows.push_back({"rsqrt", lp_pos({3, 4}), [](const TensorList& in) { return rsqrt(in[0]); }, fp32});
+  rows.push_back({"log2", lp_pos({3, 4}), [](const TensorList& in) { return log2(in[0]); }, fp32});
+  rows.push_back({"log10", lp_pos({3, 4}), [](const TensorList& in) { return log10(in[0]); }, fp32});
+  rows.push_back({"reciprocal", lp_pos({3, 4}), [](const TensorList& in) { return reciprocal(in[0]); }, fp32});
+  rows.push_back({"tan", lp_in({3, 4}), [](const TensorList& in) { return tan(in[0]); }, fp32});
+  rows.push_back({"sinh", lp_in({3, 4}), [](const TensorList& in) { return sinh(in[0]); }, fp32});
+  rows.push_back({"cosh", lp_in({3, 4}), [](const TensorList& in) { return cosh(in[0]); }, fp32});
+  // In (-1, 1), asin's and acos's domain.
+  auto unit = [=](const Shape& s) { return [=](Device d, D lp) { return TensorList{tanh(rnd(s, d)).to(lp)}; }; };
+  rows.push_back({"asin", unit({3, 4}), [](const TensorList& in) { return asin(in[0]); }, fp32});
+  rows.push_back({"acos", unit({3, 4}), [](const TensorList& in) { return acos(in[0]); }, fp32});
   rows.push_back({"softplus", lp_in({3, 4}), [](const TensorList& in) { return softplus(in[0], 2.0, 1.0); }, fp32});
   rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },
                   [](const TensorList& in) { return pow(in[0], 2.5) + pow(in[0], in[1]) + pow(1.5, in[1]); }, fp32});
@@ -166,6 +176,7 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"div", mixed({3, 4}), [](const TensorList& in) { return div(in[0], in[1]); }, fp32});
   rows.push_back({"maximum", mixed({3, 4}), [](const TensorList& in) { return maximum(in[0], in[1]); }, fp32});
   rows.push_back({"minimum", mixed({3, 4}), [](const TensorList& in) { return minimum(in[0], in[1]); }, fp32});
+  rows.push_back({"atan2", mixed({3, 4}), [](const TensorList& in) { return atan2(in[0], in[1]); }, fp32});
   rows.push_back({"cat", mixed({3, 4}), [](const TensorList& in) { return cat(in, 0); }, fp32});
   rows.push_back({"stack", mixed({3, 4}), [](const TensorList& in) { return stack(in, 1); }, fp32});
   rows.push_back({"where", mixed({3, 4}), [](const TensorList& in) { return where(in[1] > 1.0, in[0], in[1]); }, fp32});

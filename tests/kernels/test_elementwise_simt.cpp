@@ -9,8 +9,10 @@
 // float32 operands (eight elements a step), the unary cast kernel between float32, float16 and
 // bfloat16, and the generic kernels through offsets (transposed and broadcast operands, int64 and
 // float64 compute, comparisons and logical_not into bool, casts of NaN, inf and huge floats to
-// integers). Maximum sees NaN on both sides, clamp and its backward their bounds. Each case runs in
-// the dispatcher's grid and in a grid capped at 3 blocks; the output lies between guard bands.
+// integers), and the uncommon math ops (rounding, tan, erfc, atan2, the rounding divisions and
+// remainders), which have the generic kernel only. Maximum sees NaN on both sides, clamp and its
+// backward their bounds. Each case runs in the dispatcher's grid and in a grid capped at 3 blocks;
+// the output lies between guard bands.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -307,6 +309,43 @@ TEST_CASE("emulated: the unary kernels give the CPU's bits: vectors, casts and t
                                  kernel_address(&ud::unary_generic_kernel<UnaryOp::Copy, int64_t>));
     }
   }
+}
+
+TEST_CASE("emulated: the uncommon math ops take the generic kernel and give the CPU's bits", "[simt][elementwise]") {
+  // Dense float16 and float32 operands of the output's dtype, which the common ops would send to
+  // the vector kernel: rounding (half to even), tan and erfc, atan2 and the rounding divisions and
+  // remainders in float and int64 compute (negative operands, INT64_MIN by -1).
+  const Tensor h = values({1031}, DType::Float16, 40), a = values({1031}, DType::Float32, 41);
+  check_unary<UnaryOp::Round>("round float16", h, operand(h, h), DType::Float32, 0, 0,
+                              kernel_address(&ud::unary_generic_kernel<UnaryOp::Round, float>));
+  check_unary<UnaryOp::Floor>("floor float32", a, operand(a, a), DType::Float32, 0, 0,
+                              kernel_address(&ud::unary_generic_kernel<UnaryOp::Floor, float>));
+  check_unary<UnaryOp::Tan>("tan float32", a, operand(a, a), DType::Float32, 0, 0,
+                            kernel_address(&ud::unary_generic_kernel<UnaryOp::Tan, float>));
+  const Tensor d = values({5, 33}, DType::Float64, 42);
+  check_unary<UnaryOp::Erfc>("erfc float64", d, operand(d, d), DType::Float64, 0, 0,
+                             kernel_address(&ud::unary_generic_kernel<UnaryOp::Erfc, double>));
+  const Tensor b = values({1031}, DType::Float32, 43);
+  check<BinaryOp::Atan2>("atan2 float32", a, operand(a, a), operand(b, a), DType::Float32, 0, 0,
+                         kernel_address(&bd::binary_generic_kernel<BinaryOp::Atan2, float>));
+  check<BinaryOp::FloorDivide>("floor_divide float32", a, operand(a, a), operand(b, a), DType::Float32, 0, 0,
+                               kernel_address(&bd::binary_generic_kernel<BinaryOp::FloorDivide, float>));
+  check<BinaryOp::Remainder>("remainder float16, scalar divisor", h, operand(h, h), scalar(-0.75), DType::Float32, 0, 0,
+                             kernel_address(&bd::binary_generic_kernel<BinaryOp::Remainder, float>));
+  manual_seed(44);
+  Tensor ints = randint(-1000, 1000, {300});
+  ints.narrow(0, 0, 1).fill_(std::numeric_limits<int64_t>::min());
+  Tensor divisors = randint(1, 9, {300}) * (randint(0, 2, {300}) * 2 - 1);
+  divisors.narrow(0, 0, 1).fill_(-1);
+  for (const Tensor& t : {ints, divisors}) REQUIRE(t.dtype() == DType::Int64);
+  check<BinaryOp::FloorDivide>("floor_divide int64", ints, operand(ints, ints), operand(divisors, ints), DType::Int64,
+                               0, 0, kernel_address(&bd::binary_generic_kernel<BinaryOp::FloorDivide, int64_t>));
+  check<BinaryOp::Remainder>("remainder int64", ints, operand(ints, ints), operand(divisors, ints), DType::Int64, 0, 0,
+                             kernel_address(&bd::binary_generic_kernel<BinaryOp::Remainder, int64_t>));
+  check<BinaryOp::Fmod>("fmod int64", ints, operand(ints, ints), operand(divisors, ints), DType::Int64, 0, 0,
+                        kernel_address(&bd::binary_generic_kernel<BinaryOp::Fmod, int64_t>));
+  check<BinaryOp::TruncDivide>("trunc divide int64", ints, operand(ints, ints), operand(divisors, ints), DType::Int64,
+                               0, 0, kernel_address(&bd::binary_generic_kernel<BinaryOp::TruncDivide, int64_t>));
 }
 
 TEST_CASE("emulated: the where kernel gives the CPU's bits", "[simt][elementwise]") {

@@ -31,41 +31,6 @@ Tensor make(const Values& v, const Shape& shape, DType t, Device d) { return fro
 
 // --- input generators ----------------------------------------------------------------------------
 
-// Normal values moved at least `margin` away from every point in `kinks`; integer dtypes keep
-// rnd's integers (they are never gradchecked).
-Gen avoiding(Values kinks, double margin = 0.05, double scale = 1.0) {
-  return [kinks, margin, scale](const Shape& s, DType t, Device d, uint64_t seed) {
-    if (!is_floating(t)) return rnd(s, t, d, seed);
-    Values v = values(rnd(s, DType::Float64, Device::cpu(), seed, scale));
-    for (double& x : v) {
-      for (double k : kinks) {
-        if (std::fabs(x - k) < margin) x = x < k ? k - margin : k + margin;
-      }
-    }
-    return make(v, s, t, d);
-  };
-}
-
-// Values away from zero (denominators, negative powers): |x| >= 0.25 for floats, nonzero integers.
-Gen nonzero() {
-  return [](const Shape& s, DType t, Device d, uint64_t seed) {
-    if (is_floating(t)) return avoiding({0.0}, 0.25)(s, t, d, seed);
-    Values v = values(rnd(s, t, Device::cpu(), seed));
-    for (double& x : v) x = x == 0 ? 1 : x;
-    return make(v, s, t, d);
-  };
-}
-
-// Positive values: uniform in [lo, hi] for floats, integers in [1, 10] otherwise.
-Gen positive(double lo, double hi) {
-  return [lo, hi](const Shape& s, DType t, Device d, uint64_t seed) {
-    if (is_floating(t)) return rnd_range(s, t, d, seed, lo, hi);
-    Values v = values(rnd(s, DType::UInt8, Device::cpu(), seed));
-    for (double& x : v) x += 1;
-    return make(v, s, t, d);
-  };
-}
-
 // Small integers in any dtype (bool: a fair coin): comparisons see ties, logical ops see zeros.
 Gen small_ints() {
   return [](const Shape& s, DType t, Device d, uint64_t seed) {
@@ -87,33 +52,6 @@ Gen distinct(bool shift) {
 
 Gen booleans() {
   return [](const Shape& s, DType, Device d, uint64_t seed) { return rnd(s, DType::Bool, d, seed); };
-}
-
-// --- samples -------------------------------------------------------------------------------------
-
-std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
-  return {
-      {"same shape",
-       [=](DType t, Device d) {
-         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
-       }},
-      {"broadcast",
-       [=](DType t, Device d) {
-         return TensorList{ga({4, 1, 3}, t, d, seed + 2), gb({5, 1}, t, d, seed + 3)};
-       }},
-      {"non-contiguous",
-       [=](DType t, Device d) {
-         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
-       }},
-      {"0-d and tensor",
-       [=](DType t, Device d) {
-         return TensorList{ga({}, t, d, seed + 6), gb({2, 3}, t, d, seed + 7)};
-       }},
-      {"0-d",
-       [=](DType t, Device d) {
-         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
-       }},
-  };
 }
 
 // --- rows ----------------------------------------------------------------------------------------

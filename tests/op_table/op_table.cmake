@@ -6,6 +6,7 @@ if(NOT TARGET kiln_op_table)
   set(kiln_op_table_rows
     ${PROJECT_SOURCE_DIR}/tests/op_table/elementwise_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/copy_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/math_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/reduce_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/scan_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/einsum_rows.cpp

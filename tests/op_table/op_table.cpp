@@ -13,6 +13,7 @@ const std::vector<RowFamily>& row_families() {
   static const std::vector<RowFamily> families = {
       {"elementwise", add_elementwise_rows},
       {"copy", add_copy_rows},
+      {"math", add_math_rows},
       {"reduce", add_reduce_rows},
       {"scan", add_scan_rows},
       {"einsum", add_einsum_rows},
@@ -300,6 +301,62 @@ std::vector<DType> numeric_and_bool() {
 
 Gen normal(double scale) {
   return [scale](const Shape& s, DType t, Device d, uint64_t seed) { return rnd(s, t, d, seed, scale); };
+}
+
+Gen avoiding(Values kinks, double margin, double scale) {
+  return [kinks, margin, scale](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (!is_floating(t)) return rnd(s, t, d, seed);
+    Values v = values(rnd(s, DType::Float64, Device::cpu(), seed, scale));
+    for (double& x : v) {
+      for (double k : kinks) {
+        if (std::fabs(x - k) < margin) x = x < k ? k - margin : k + margin;
+      }
+    }
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
+Gen nonzero() {
+  return [](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (is_floating(t)) return avoiding({0.0}, 0.25)(s, t, d, seed);
+    Values v = values(rnd(s, t, Device::cpu(), seed));
+    for (double& x : v) x = x == 0 ? 1 : x;
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
+Gen positive(double lo, double hi) {
+  return [lo, hi](const Shape& s, DType t, Device d, uint64_t seed) {
+    if (is_floating(t)) return rnd_range(s, t, d, seed, lo, hi);
+    Values v = values(rnd(s, DType::UInt8, Device::cpu(), seed));
+    for (double& x : v) x += 1;
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
+std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb) {
+  return {
+      {"same shape",
+       [=](DType t, Device d) {
+         return TensorList{ga({7, 13}, t, d, seed), gb({7, 13}, t, d, seed + 1)};
+       }},
+      {"broadcast",
+       [=](DType t, Device d) {
+         return TensorList{ga({4, 1, 3}, t, d, seed + 2), gb({5, 1}, t, d, seed + 3)};
+       }},
+      {"non-contiguous",
+       [=](DType t, Device d) {
+         return TensorList{noncontig(ga({3, 7}, t, d, seed + 4)), gb({7, 3}, t, d, seed + 5).t()};
+       }},
+      {"0-d and tensor",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 6), gb({2, 3}, t, d, seed + 7)};
+       }},
+      {"0-d",
+       [=](DType t, Device d) {
+         return TensorList{ga({}, t, d, seed + 8), gb({}, t, d, seed + 9)};
+       }},
+  };
 }
 
 std::vector<Sample> unary_samples(uint64_t seed, Gen g) {

@@ -130,6 +130,7 @@ struct RowFamily {
 const std::vector<RowFamily>& row_families();
 void add_elementwise_rows(std::vector<OpRow>& rows);
 void add_copy_rows(std::vector<OpRow>& rows);
+void add_math_rows(std::vector<OpRow>& rows);
 void add_reduce_rows(std::vector<OpRow>& rows);
 void add_topk_rows(std::vector<OpRow>& rows);
 void add_shape_rows(std::vector<OpRow>& rows);
@@ -219,8 +220,17 @@ std::vector<DType> numeric_and_bool();
 // Elementwise ops and casts (elementwise_rows.cpp, copy_rows.cpp).
 // rnd's values, scaled.
 Gen normal(double scale = 1.0);
+// Normal values (scaled) moved at least `margin` away from every point in `kinks` (an op's kinks
+// or jumps, so central differences never straddle one); integer dtypes keep rnd's integers.
+Gen avoiding(Values kinks, double margin = 0.05, double scale = 1.0);
+// Values away from zero (denominators, negative powers): |x| >= 0.25 for floats, nonzero integers.
+Gen nonzero();
+// Positive values: uniform in [lo, hi] for floats, integers in [1, 10] otherwise.
+Gen positive(double lo, double hi);
 // One input: odd size, non-contiguous, transposed, 0-d and empty.
 std::vector<Sample> unary_samples(uint64_t seed, Gen g);
+// Two inputs from ga and gb: same shape, broadcast, non-contiguous, 0-d beside a tensor, both 0-d.
+std::vector<Sample> binary_samples(uint64_t seed, Gen ga, Gen gb);
 // Samples of an in-place op self.op_(other): other broadcasts to self's shape.
 std::vector<Sample> inplace_samples(uint64_t seed, Gen ga, Gen gb);
 // The tensor an in-place row modifies: a copy of x, strided like x when x is strided (when x is
