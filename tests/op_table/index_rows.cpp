@@ -1,7 +1,10 @@
-// Op table rows of the index family: index_select, gather, scatter_add and one_hot. Index inputs
-// are int64 (or int32) tensors built without kiln's generator; most samples repeat indices, so
-// scatter_add's accumulation and the gradients' sums over repeats are exercised.
+// Op table rows of the index family: index_select, gather, scatter_add, one_hot, take,
+// take_along_dim, index_add, index_fill and scatter. Index inputs are int64 (or int32) tensors
+// built without kiln's generator; most samples repeat indices, so scatter_add's accumulation and
+// the gradients' sums over repeats are exercised (scatter's src rows keep them distinct).
 #include <algorithm>
+#include <functional>
+#include <utility>
 
 #include "tests/op_table/op_table.h"
 
@@ -62,6 +65,47 @@ Tensor ref_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const 
   }
   return from_values(out, x.sizes());
 }
+
+// An index of `shape` whose entries along `dim` are distinct (a shuffled prefix of [0, high) for
+// every position of the other dims, high >= the size along dim): a scatter that writes each
+// position at most once.
+Tensor distinct_index(const Shape& shape, int64_t high, int64_t dim, uint64_t seed, Device d) {
+  std::vector<double> v(at(shape_numel(shape)));
+  uint64_t s = seed * 2862933555777941757ull + 3037000493ull;
+  Shape outer = shape;
+  outer[at(dim)] = 1;
+  for (int64_t o = 0; o < shape_numel(outer); ++o) {
+    std::vector<int64_t> pool(at(high));
+    for (int64_t k = 0; k < high; ++k) pool[at(k)] = k;
+    for (int64_t k = high - 1; k > 0; --k) {  // Fisher-Yates from the LCG
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(pool[at(k)], pool[at(static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(k + 1)))]);
+    }
+    Shape p = unravel(o, outer);
+    for (int64_t k = 0; k < shape[at(dim)]; ++k) {
+      p[at(dim)] = k;
+      v[at(ravel(p, shape))] = static_cast<double>(pool[at(k)]);
+    }
+  }
+  return from_values(v, shape, DType::Int64).to(d);
+}
+
+// x with the slices at `index` along dim replaced by fn(old value, slice position k) for each
+// index entry k in order (index_add's sums, index_fill's value).
+Tensor ref_slices(const Tensor& x, int64_t dim, const Tensor& index,
+                  const std::function<double(double, const Shape&, int64_t)>& fn) {
+  std::vector<double> out = values(x), iv = values(index);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const Shape p = unravel(i, x.sizes());
+    for (int64_t k = 0; k < static_cast<int64_t>(iv.size()); ++k) {
+      if (static_cast<int64_t>(iv[at(k)]) == p[at(dim)]) out[at(i)] = fn(out[at(i)], p, k);
+    }
+  }
+  return from_values(out, x.sizes());
+}
+
+// A scalar that keeps integer rows integral: f for float tensors, i for the others.
+Scalar pick(const Tensor& t, double f, int64_t i) { return t.is_floating_point() ? Scalar(f) : Scalar(i); }
 
 }  // namespace
 
@@ -265,6 +309,284 @@ void add_index_rows(std::vector<OpRow>& rows) {
          [dim] { scatter_add(zeros({3, 4}), dim, zeros({2, 4}, DType::Int64), zeros({1, 4})); },
          {"scatter_add", "[2, 4]", "[1, 4]"}},
     };
+    rows.push_back(std::move(r));
+  }
+
+  // --- take and take_along_dim ----------------------------------------------------------------
+  {
+    OpRow r;
+    r.name = "take";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"3x5x7, index 4x6",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1600), make_index({4, 6}, 105, 0, 7, d)};
+         }},
+        {"non-contiguous 5x9, 1-d index",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({5, 9}, t, d, 1601)), idx1d({44, 0, 44, 3}, d)};
+         }},
+        {"0-d input, 0-d index",
+         [](DType t, Device d) {
+           return TensorList{rnd({}, t, d, 1602), from_values({0}, {}, DType::Int64).to(d)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{take(x[0], x[1])}; };
+    r.reference = [](const TensorList& x) {
+      const Values xv = values(x[0]), iv = values(x[1]);
+      Values out;
+      for (double i : iv) out.push_back(xv[at(static_cast<int64_t>(i))]);
+      return TensorList{from_values(out, x[1].sizes())};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"index out of range",
+         [] {
+           take(zeros({3, 4}), idx1d({0, 12}, Device::cpu()));
+         },
+         {"take", "index 12", "12"}},
+        {"negative index",
+         [] {
+           take(zeros({3, 4}), idx1d({-1}, Device::cpu()));
+         },
+         {"take", "index -1"}},
+        {"float index",
+         [] {
+           take(zeros({3, 4}), zeros({2}));
+         },
+         {"take", "float32", "[2]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Along the last dim, the other dims broadcast ([3, 1, 7] with [1, 5, 4] gives [3, 5, 4]);
+    // output 1 without a dim (x and indices read as 1-d).
+    OpRow r;
+    r.name = "take_along_dim";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"5x7, indices 5x4",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, 1610), make_index({5, 4}, 7, 1, 8, d)};
+         }},
+        {"3x1x7 with indices 1x5x4, broadcast",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({3, 1, 7}, t, d, 1611)), make_index({1, 5, 4}, 7, 2, 9, d)};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{take_along_dim(x[0], x[1], -1), take_along_dim(x[0], x[1])}; };
+    r.reference = [](const TensorList& x) {
+      const Tensor& a = x[0];
+      const Tensor& i = x[1];
+      const int64_t last = a.dim() - 1;
+      Shape os(at(a.dim()));
+      for (int64_t k = 0; k < last; ++k) os[at(k)] = std::max(a.size(k), i.size(k));
+      os[at(last)] = i.size(last);
+      const Values iv = values(i), av = values(a);
+      Values along, flat;
+      for (int64_t n = 0; n < shape_numel(os); ++n) {
+        Shape p = unravel(n, os), pi = p, pa = p;
+        for (int64_t k = 0; k < last; ++k) {
+          if (i.size(k) == 1) pi[at(k)] = 0;
+          if (a.size(k) == 1) pa[at(k)] = 0;
+        }
+        pa[at(last)] = static_cast<int64_t>(iv[at(ravel(pi, i.sizes()))]);
+        along.push_back(av[at(ravel(pa, a.sizes()))]);
+      }
+      for (double k : iv) flat.push_back(av[at(static_cast<int64_t>(k))]);
+      return TensorList{from_values(along, os), from_values(flat, {static_cast<int64_t>(flat.size())})};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"dim counts differ",
+         [] {
+           take_along_dim(zeros({3, 4}), zeros({4}, DType::Int64), 1);
+         },
+         {"take_along_dim", "[3, 4]", "[4]"}},
+        {"shapes do not broadcast",
+         [] {
+           take_along_dim(zeros({3, 4}), zeros({2, 1}, DType::Int64), 1);
+         },
+         {"take_along_dim", "[3, 1]", "[2, 1]"}},
+        {"index out of range",
+         [] {
+           take_along_dim(zeros({3, 4}), from_values({5}, {1, 1}, DType::Int64), 1);
+         },
+         {"take_along_dim", "index 5", "size 4"}},
+    };
+    rows.push_back(std::move(r));
+  }
+
+  // --- index_add and index_fill -----------------------------------------------------------------
+  {
+    // Repeated indices add twice; alpha -0.5 (floats) or 2 (integers).
+    OpRow r;
+    r.name = "index_add_dim1";
+    r.dtypes = kAllNumeric;
+    r.samples = {
+        {"3x5x7, repeated index",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 5, 7}, t, d, 1620), idx1d({4, 0, 4, 2}, d), rnd({3, 4, 7}, t, d, 1621)};
+         }},
+        {"non-contiguous 5x6, int32 index",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({5, 6}, t, d, 1622)), idx1d({5, 1}, d, DType::Int32),
+                             noncontig(rnd({5, 2}, t, d, 1623))};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{index_add(x[0], 1, x[1], x[2], pick(x[0], -0.5, 2))}; };
+    r.reference = [](const TensorList& x) {
+      const double alpha = x[0].is_floating_point() ? -0.5 : 2.0;
+      const Values sv = values(x[2]);
+      const Tensor& src = x[2];
+      return TensorList{ref_slices(x[0], 1, x[1], [&](double old, const Shape& p, int64_t k) {
+        Shape q = p;
+        q[1] = k;
+        return old + alpha * sv[at(ravel(q, src.sizes()))];
+      })};
+    };
+    r.differentiable = {0, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"source of the wrong shape",
+         [] {
+           index_add(zeros({3, 4}), 1, idx1d({0, 1}, Device::cpu()), zeros({3, 3}));
+         },
+         {"index_add", "[3, 3]", "[3, 4]", "2"}},
+        {"float alpha with an integer input",
+         [] { index_add(zeros({3}, DType::Int64), 0, idx1d({0}, Device::cpu()), zeros({1}, DType::Int64), 0.5); },
+         {"index_add", "alpha", "int64"}},
+        {"index out of range",
+         [] {
+           index_add(zeros({3, 4}), 0, idx1d({3}, Device::cpu()), zeros({1, 4}));
+         },
+         {"index_add", "index 3", "size 3"}},
+        {"2-d index",
+         [] {
+           index_add(zeros({3, 4}), 0, zeros({1, 1}, DType::Int64), zeros({1, 4}));
+         },
+         {"index_add", "[1, 1]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "index_fill_dim0";
+    r.dtypes = numeric_and_bool();
+    r.samples = {
+        {"5x7, repeated index",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, 1630), idx1d({3, 0, 3}, d)};
+         }},
+        {"transposed 7x5, 0-d index",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, 1631).t(), from_values({6}, {}, DType::Int64).to(d)};
+         }},
+    };
+    r.op = [](const TensorList& x) {
+      const Scalar v = x[0].dtype() == DType::Bool ? Scalar(true) : pick(x[0], 2.5, 4);
+      return TensorList{index_fill(x[0], 0, x[1], v)};
+    };
+    r.reference = [](const TensorList& x) {
+      const double v = x[0].dtype() == DType::Bool ? 1.0 : (x[0].is_floating_point() ? 2.5 : 4.0);
+      return TensorList{ref_slices(x[0], 0, x[1], [v](double, const Shape&, int64_t) { return v; })};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"value past the dtype",
+         [] { index_fill(zeros({3}, DType::UInt8), 0, idx1d({0}, Device::cpu()), 300); },
+         {"index_fill", "300", "uint8"}},
+        {"index out of range",
+         [] {
+           index_fill(zeros({3, 4}), 1, idx1d({4}, Device::cpu()), 1.0);
+         },
+         {"index_fill", "index 4", "size 4"}},
+    };
+    rows.push_back(std::move(r));
+  }
+
+  // --- scatter ----------------------------------------------------------------------------------
+  {
+    // Each position written at most once (distinct indices along dim); src larger than index.
+    OpRow r;
+    r.name = "scatter_dim1";
+    r.dtypes = numeric_and_bool();
+    r.samples = {
+        {"5x7, index 5x4, src 5x6",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, 1640), distinct_index({5, 4}, 7, 1, 10, d), rnd({5, 6}, t, d, 1641)};
+         }},
+        {"non-contiguous 3x5x7, index 2x5x3",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({3, 5, 7}, t, d, 1642)), distinct_index({2, 5, 3}, 5, 1, 11, d),
+                             noncontig(rnd({3, 5, 3}, t, d, 1643))};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{scatter(x[0], 1, x[1], x[2])}; };
+    r.reference = [](const TensorList& x) {
+      Values out = values(x[0]);
+      const Values iv = values(x[1]), sv = values(x[2]);
+      for (int64_t n = 0; n < x[1].numel(); ++n) {
+        Shape p = unravel(n, x[1].sizes());
+        const double v = sv[at(ravel(p, x[2].sizes()))];
+        p[1] = static_cast<int64_t>(iv[at(n)]);
+        out[at(ravel(p, x[0].sizes()))] = v;
+      }
+      return TensorList{from_values(out, x[0].sizes())};
+    };
+    r.differentiable = {0, 2};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"a position written twice",
+         [] {
+           scatter(zeros({3, 4}), 1, from_values({2, 2}, {1, 2}, DType::Int64), ones({1, 2}));
+         },
+         {"scatter", "more than once", "[1, 2]", "[3, 4]"}},
+        {"src dtype differs",
+         [] {
+           scatter(zeros({3, 4}), 0, zeros({1, 2}, DType::Int64), zeros({1, 2}, DType::Float64));
+         },
+         {"scatter", "float64", "float32"}},
+        {"index out of range",
+         [] {
+           scatter(zeros({3, 4}), 0, from_values({3}, {1, 1}, DType::Int64), ones({1, 1}));
+         },
+         {"scatter", "index 3", "size 3"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // One value everywhere index points: repeats allowed.
+    OpRow r;
+    r.name = "scatter_value_dim0";
+    r.dtypes = kAllNumeric;
+    r.samples = {{"5x7, index 6x7",
+                  [](DType t, Device d) {
+                    return TensorList{rnd({5, 7}, t, d, 1650), make_index({6, 7}, 5, 0, 12, d)};
+                  }},
+                 {"non-contiguous 5x9, index 3x4", [](DType t, Device d) {
+                    return TensorList{noncontig(rnd({5, 9}, t, d, 1651)), make_index({3, 4}, 5, 0, 13, d)};
+                  }}};
+    r.op = [](const TensorList& x) { return TensorList{scatter(x[0], 0, x[1], pick(x[0], -1.5, 7))}; };
+    r.reference = [](const TensorList& x) {
+      const double v = x[0].is_floating_point() ? -1.5 : 7.0;
+      Values out = values(x[0]);
+      const Values iv = values(x[1]);
+      for (int64_t n = 0; n < x[1].numel(); ++n) {
+        Shape p = unravel(n, x[1].sizes());
+        p[0] = static_cast<int64_t>(iv[at(n)]);
+        out[at(ravel(p, x[0].sizes()))] = v;
+      }
+      return TensorList{from_values(out, x[0].sizes())};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"value past the dtype",
+                 [] { scatter(zeros({3}, DType::Int32), 0, idx1d({0}, Device::cpu()), 1e10); },
+                 {"scatter", "int32"}}};
     rows.push_back(std::move(r));
   }
 }

@@ -14,6 +14,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/topk_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/shape_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/index_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/search_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/triangle_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/view_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/random_rows.cpp

@@ -21,6 +21,7 @@ const std::vector<RowFamily>& row_families() {
       {"topk", add_topk_rows},
       {"shape", add_shape_rows},
       {"index", add_index_rows},
+      {"search", add_search_rows},
       {"triangle", add_triangle_rows},
       {"view", add_view_rows},
       {"random", add_random_rows},

@@ -135,6 +135,7 @@ void add_reduce_rows(std::vector<OpRow>& rows);
 void add_topk_rows(std::vector<OpRow>& rows);
 void add_shape_rows(std::vector<OpRow>& rows);
 void add_index_rows(std::vector<OpRow>& rows);
+void add_search_rows(std::vector<OpRow>& rows);
 void add_triangle_rows(std::vector<OpRow>& rows);
 void add_view_rows(std::vector<OpRow>& rows);
 void add_random_rows(std::vector<OpRow>& rows);
