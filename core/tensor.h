@@ -151,6 +151,10 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  // Sliding windows as a view: dim becomes the (size(dim) - size) / step + 1 window starts and a
+  // new last dim of `size` holds each window (torch.Tensor.unfold; a 0-d tensor is refused);
+  // windows overlap when step < size, and their gradients add.
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
   Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const;
 
   // --- in-place (bump the version counter) -----------------------------------------------

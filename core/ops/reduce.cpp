@@ -304,6 +304,42 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) { return any_all("any", ReduceOp::Any, x, dims, keepdim); }
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) { return any_all("all", ReduceOp::All, x, dims, keepdim); }
 
+Tensor nansum(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_defined("nansum", x, "input");
+  reduced_mask("nansum", x, dims);  // the dims checked in this op's name
+  if (!is_floating(x.dtype())) return sum(x, dims, keepdim);
+  return sum(where(isnan(x), zeros({}, TensorOptions(x.dtype(), x.device())), x), dims, keepdim);
+}
+
+Tensor nanmean(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_defined("nanmean", x, "input");
+  ops::check_floating("nanmean", x, "input");
+  reduced_mask("nanmean", x, dims);
+  // In the widened dtype: a count past 2048 is not a float16.
+  const DType wide = ops::widened_dtype(x.dtype());
+  const Tensor xw = x.to(wide);
+  const Tensor count = sum(logical_not(isnan(x.detach())), dims, keepdim).to(wide);
+  return div(nansum(xw, dims, keepdim), count).to(x.dtype());
+}
+
+Tensor count_nonzero(const Tensor& x, const Shape& dims) {
+  ops::check_defined("count_nonzero", x, "input");
+  reduced_mask("count_nonzero", x, dims);
+  return sum(x.dtype() == DType::Bool ? x.detach() : ne(x.detach(), 0), dims, false);
+}
+
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  ops::check_defined("aminmax", x, "input");
+  const Shape dims = dim ? Shape{*dim} : Shape{};
+  reduced_mask("aminmax", x, dims);
+  if (!dim) {
+    const Tensor lo = min(x), hi = max(x);
+    const Shape ones_shape(static_cast<size_t>(x.dim()), 1);
+    return keepdim ? std::pair{lo.reshape(ones_shape), hi.reshape(ones_shape)} : std::pair{lo, hi};
+  }
+  return {amin(x, dims, keepdim), amax(x, dims, keepdim)};
+}
+
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }
 

@@ -52,5 +52,14 @@ Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor logaddexp(const Tensor& a, const Tensor& b);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
+// sum and mean with NaNs left out (as zeros in the sum, not counted in the mean): a line of NaNs
+// sums to 0 and has a NaN mean. The gradient is zero at the NaNs. nanmean takes floating inputs
+// and counts and divides in float32 for float16 and bfloat16.
+Tensor nansum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor nanmean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// The number of nonzero (true) elements over dims (all when empty): int64.
+Tensor count_nonzero(const Tensor& x, const Shape& dims = {});
+// (amin, amax) over one dim, or of all elements (0-d each) without one.
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
 }  // namespace kiln

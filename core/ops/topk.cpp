@@ -13,6 +13,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
+#include "core/ops/math.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "kernels/error.h"
@@ -121,39 +122,70 @@ Tensor median(const Tensor& x) {
   return median(x.reshape({-1}), 0, false).first;
 }
 
-Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> dim, bool keepdim,
-                QuantileInterpolation interpolation) {
-  const char* op = "quantile";
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
+  const int64_t d = line_dim("nanmedian", x, dim);
+  if (x.dim() == 0) return pick(x, d, Tensor(), keepdim);
+  const Tensor order = argsort(x.detach(), d);
+  // The NaNs sort last: the lower median of the count values before them (a line of NaNs reads
+  // its first NaN).
+  const Tensor count = sub(x.size(d), sum(isnan(x.detach()), {d}, true));
+  const Tensor position = where(gt(count, 0), floor_divide(sub(count, 1), 2), Scalar(0));
+  return pick(x, d, gather(order, d, position), keepdim);
+}
+
+Tensor nanmedian(const Tensor& x) {
+  ops::check_defined("nanmedian", x, "input");
+  if (x.numel() == 0) throw IndexError("nanmedian: the input " + shape_str(x.sizes()) + " is empty");
+  return nanmedian(x.reshape({-1}), 0, false).first;
+}
+
+namespace {
+
+// quantile and nanquantile. Each line counts its values (all n, or with ignore_nan the non-NaN
+// ones, which sort first) and reads the sorted values around position q (count - 1): one position
+// per line, computed in float64, the values gathered there and blended in the widened dtype. The
+// result is NaN where the line holds a NaN (quantile) or nothing but NaNs (nanquantile).
+Tensor quantile_impl(const char* op, const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> dim,
+                     bool keepdim, QuantileInterpolation interpolation, bool ignore_nan) {
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
-  if (qs.empty()) throw Error("quantile: needs at least one q");
+  if (qs.empty()) throw Error(std::string(op) + ": needs at least one q");
   for (double q : qs) {
-    if (!(q >= 0.0 && q <= 1.0)) throw Error("quantile: q must be in [0, 1], got " + num_str(q));
+    if (!(q >= 0.0 && q <= 1.0)) throw Error(std::string(op) + ": q must be in [0, 1], got " + num_str(q));
   }
   // Without a dim: of all elements, as a line; keepdim then keeps every dim at size 1.
   const Tensor line = dim ? (x.dim() == 0 ? x.reshape({1}) : x) : x.reshape({-1});
   const int64_t d = dim ? (x.dim() == 0 ? ops::checked_dim(op, x, *dim) : wrap_dim(*dim, x.dim(), op)) : 0;
   const int64_t n = line.size(d);
-  if (n == 0) throw IndexError("quantile: the input " + shape_str(x.sizes()) + " is empty along the reduced dim");
+  if (n == 0) {
+    throw IndexError(std::string(op) + ": the input " + shape_str(x.sizes()) + " is empty along the reduced dim");
+  }
   const Tensor order = argsort(line.detach(), d);
-  const Tensor has_nan = gt(sum(isnan(line.detach()), {d}, true), 0);
-  // Read and blended in the widened dtype, rounded once at the end.
+  const Tensor nans = sum(isnan(line.detach()), {d}, true);
+  const Tensor count = ignore_nan ? sub(n, nans) : full_like(nans, n);
+  const Tensor undefined = ignore_nan ? eq(count, 0) : gt(nans, 0);
+  // The last position read, count - 1 (0 for a line of NaNs, whose result is NaN anyway).
+  const Tensor last = clamp(sub(count, 1), Scalar(0), std::nullopt).to(DType::Float64);
   const DType wide = ops::widened_dtype(x.dtype());
-  auto at = [&](int64_t position) { return gather(line, d, order.narrow(d, position, 1)).to(wide); };
+  auto at = [&](const Tensor& position) {
+    return gather(line, d, gather(order, d, position.to(DType::Int64))).to(wide);
+  };
   TensorList results;
   for (double q : qs) {
-    const double position = q * static_cast<double>(n - 1);
-    const int64_t lo = static_cast<int64_t>(std::floor(position)), hi = static_cast<int64_t>(std::ceil(position));
-    const double frac = position - static_cast<double>(lo);
+    const Tensor position = mul(last, q);
+    const Tensor lo = floor(position), hi = ceil(position);
+    const Tensor same = eq(lo, hi);  // an exact position reads one value, unblended
     Tensor v;
     switch (interpolation) {
       case QuantileInterpolation::Lower: v = at(lo); break;
       case QuantileInterpolation::Higher: v = at(hi); break;
-      case QuantileInterpolation::Nearest: v = at(static_cast<int64_t>(std::nearbyint(position))); break;
-      case QuantileInterpolation::Midpoint: v = lo == hi ? at(lo) : (at(lo) + at(hi)) * 0.5; break;
-      case QuantileInterpolation::Linear: v = lo == hi ? at(lo) : at(lo) + (at(hi) - at(lo)) * frac; break;
+      case QuantileInterpolation::Nearest: v = at(round(position)); break;
+      case QuantileInterpolation::Midpoint: v = where(same, at(lo), (at(lo) + at(hi)) * 0.5); break;
+      case QuantileInterpolation::Linear:
+        v = where(same, at(lo), at(lo) + (at(hi) - at(lo)) * sub(position, lo).to(wide));
+        break;
     }
-    v = where(has_nan, std::numeric_limits<double>::quiet_NaN(), v).to(x.dtype());
+    v = where(undefined, std::numeric_limits<double>::quiet_NaN(), v).to(x.dtype());
     if (!dim) {
       v = keepdim ? v.reshape(Shape(static_cast<size_t>(x.dim()), 1)) : v.reshape({});
     } else if (x.dim() == 0) {
@@ -164,6 +196,23 @@ Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<in
     results.push_back(v);
   }
   return stack(results, 0);
+}
+
+}  // namespace
+
+Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> dim, bool keepdim,
+                QuantileInterpolation interpolation) {
+  return quantile_impl("quantile", x, qs, dim, keepdim, interpolation, false);
+}
+
+Tensor nanquantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> dim, bool keepdim,
+                   QuantileInterpolation interpolation) {
+  return quantile_impl("nanquantile", x, qs, dim, keepdim, interpolation, true);
+}
+
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
+                   QuantileInterpolation interpolation) {
+  return nanquantile(x, std::vector<double>{q}, dim, keepdim, interpolation).squeeze(0);
 }
 
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,

@@ -26,6 +26,9 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
 // holds a NaN (at the first NaN's index), as torch.median. Without a dim, of all elements (0-d).
 std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor median(const Tensor& x);
+// The lower median of the values that are not NaN (NaN for a line of NaNs), as torch.nanmedian.
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor nanmedian(const Tensor& x);
 
 // How quantile reads between the two sorted values around position q (n - 1), as torch.quantile's
 // interpolation argument.
@@ -36,5 +39,10 @@ Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nul
                 QuantileInterpolation interpolation = QuantileInterpolation::Linear);
 Tensor quantile(const Tensor& x, const std::vector<double>& q, std::optional<int64_t> dim = std::nullopt,
                 bool keepdim = false, QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+// quantile of the values that are not NaN (NaN for a line of NaNs), as torch.nanquantile.
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                   QuantileInterpolation interpolation = QuantileInterpolation::Linear);
+Tensor nanquantile(const Tensor& x, const std::vector<double>& q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, QuantileInterpolation interpolation = QuantileInterpolation::Linear);
 
 }  // namespace kiln

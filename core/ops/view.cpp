@@ -2,6 +2,9 @@
 // as_strided is the one view without a gradient (it can alias elements arbitrarily).
 #include <algorithm>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
@@ -9,6 +12,7 @@
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
+#include "core/ops/view.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -342,6 +346,40 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return reshape(ns);
 }
 
+Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
+  check_defined("unfold");
+  if (dim() == 0) throw ShapeError("unfold: cannot unfold a 0-d tensor");
+  d = wrap_dim(d, dim(), "unfold");
+  const int64_t length = sizes()[static_cast<size_t>(d)];
+  if (step <= 0) throw Error("unfold: step must be positive, got " + std::to_string(step));
+  if (size < 0 || size > length) {
+    throw Error("unfold: size " + std::to_string(size) + " does not fit dimension " + std::to_string(d) + " of size " +
+                std::to_string(length) + " (shape " + shape_str(sizes()) + ")");
+  }
+  const int64_t windows = (length - size) / step + 1;
+  Shape ns = sizes(), nst = strides();
+  ns[static_cast<size_t>(d)] = windows;
+  ns.push_back(size);
+  const int64_t st = stride(d);
+  nst[static_cast<size_t>(d)] = windows > 1 ? st * step : st;  // one window: the stride is never used
+  nst.push_back(st);
+  Tensor out = ops::make_view("unfold", *this, ns, nst, storage_offset());
+  if (needs_grad({this})) {
+    const Shape xs = sizes();
+    record_function("unfold", {*this}, {out}, {}, [xs, d, size, step, windows](const FunctionNode::Context& ctx) {
+      // Element k of every window adds into the positions k, k + step, ...: one strided slice each.
+      const Tensor& g = ctx.grads[0];
+      Tensor full = zeros(xs, TensorOptions(g.dtype(), g.device()));
+      for (int64_t k = 0; k < size; ++k) {
+        Tensor target = full.slice(d, k, k + (windows - 1) * step + 1, step);
+        ops::copy_raw(target, add(target, g.select(-1, k)));
+      }
+      return TensorList{full};
+    });
+  }
+  return out;
+}
+
 Tensor Tensor::as_strided(const Shape& sizes_, const Shape& strides_, int64_t offset) const {
   check_defined("as_strided");
   if (needs_grad({this})) {
@@ -417,5 +455,94 @@ Tensor squeeze(const Tensor& x, std::optional<int64_t> d) { return d ? x.squeeze
 Tensor unsqueeze(const Tensor& x, int64_t d) { return x.unsqueeze(d); }
 Tensor flatten(const Tensor& x, int64_t s, int64_t e) { return x.flatten(s, e); }
 Tensor contiguous(const Tensor& x, MemoryFormat format) { return x.contiguous(format); }
+
+Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
+  const char* op = "movedim";
+  ops::check_defined(op, x, "input");
+  if (source.size() != destination.size()) {
+    throw ShapeError("movedim: source " + shape_str(source) + " and destination " + shape_str(destination) +
+                     " name different numbers of dims");
+  }
+  const int64_t n = x.dim();
+  Shape perm(static_cast<size_t>(n), -1);
+  std::vector<bool> moved(static_cast<size_t>(n), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const int64_t s = n == 0 ? ops::checked_dim(op, x, source[i]) : wrap_dim(source[i], n, op);
+    const int64_t t = n == 0 ? ops::checked_dim(op, x, destination[i]) : wrap_dim(destination[i], n, op);
+    if (n == 0) continue;
+    if (moved[static_cast<size_t>(s)] || perm[static_cast<size_t>(t)] != -1) {
+      throw ShapeError("movedim: a dim repeats in source " + shape_str(source) + " or destination " +
+                       shape_str(destination));
+    }
+    moved[static_cast<size_t>(s)] = true;
+    perm[static_cast<size_t>(t)] = s;
+  }
+  if (n == 0) return x.view({});
+  // The dims not moved fill the free positions in their order.
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p != -1) continue;
+    while (moved[static_cast<size_t>(next)]) ++next;
+    p = next++;
+  }
+  return x.permute(perm);
+}
+
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
+  return movedim(x, Shape{source}, Shape{destination});
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  const char* op = "unflatten";
+  ops::check_defined(op, x, "input");
+  if (x.dim() == 0) throw ShapeError("unflatten: cannot unflatten a 0-d tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  if (sizes.empty()) throw ShapeError("unflatten: sizes must name at least one size");
+  const Shape inner = infer_shape(op, sizes, x.size(d), {x.size(d)});
+  Shape shape = x.sizes();
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin() + d, inner.begin(), inner.end());
+  return x.reshape(shape);
+}
+
+TensorList unbind(const Tensor& x, int64_t dim) {
+  ops::check_defined("unbind", x, "input");
+  if (x.dim() == 0) throw ShapeError("unbind: cannot unbind a 0-d tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  TensorList out;
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(x.select(d, i));
+  return out;
+}
+
+TensorList meshgrid(const TensorList& tensors, MeshIndexing indexing) {
+  const char* op = "meshgrid";
+  if (tensors.empty()) throw Error("meshgrid: needs at least one tensor");
+  Shape shape;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ops::check_defined(op, tensors[i], "input");
+    if (tensors[i].dim() > 1) {
+      throw ShapeError("meshgrid: input " + std::to_string(i) + " must be 0-d or 1-d, got shape " +
+                       shape_str(tensors[i].sizes()));
+    }
+    if (tensors[i].dtype() != tensors[0].dtype() || !(tensors[i].device() == tensors[0].device())) {
+      throw DTypeError("meshgrid: inputs must share a dtype and device; input 0 is " +
+                       std::string(dtype_name(tensors[0].dtype())) + ", input " + std::to_string(i) + " " +
+                       dtype_name(tensors[i].dtype()));
+    }
+    shape.push_back(tensors[i].numel());
+  }
+  // Xy swaps the first two dims: tensor 0 runs along dim 1 and tensor 1 along dim 0.
+  const bool swap = indexing == MeshIndexing::Xy && tensors.size() >= 2;
+  if (swap) std::swap(shape[0], shape[1]);
+  TensorList out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    size_t at = i;
+    if (swap && i < 2) at = 1 - i;
+    Shape view(shape.size(), 1);
+    view[at] = shape[at];
+    out.push_back(tensors[i].reshape(view).expand(shape));
+  }
+  return out;
+}
 
 }  // namespace kiln

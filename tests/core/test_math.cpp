@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/core/same_values.h"
 
 using namespace kiln;
 
@@ -20,14 +21,7 @@ const double kNaN = std::nan("");
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
 // Equal as values, NaN equal to NaN, and zeros of the same sign.
-bool same(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i])) return false;
-  }
-  return true;
-}
+bool same(const std::vector<double>& a, const std::vector<double>& b) { return test::same_values(a, b, true); }
 
 Tensor doubles(std::vector<double> v) { return tensor(v); }
 Tensor longs(std::vector<int64_t> v) { return tensor(v); }

@@ -1,6 +1,7 @@
 // flip, roll, repeat, pad, sort, argsort, one_hot and logsumexp beyond the op table's rows: the
 // examples of PyTorch's documentation, NaN and tie order in sort, infinite inputs of logsumexp, and
-// outputs that never alias their input.
+// outputs that never alias their input; and the views among the newer ops (diagonal, unfold,
+// unbind, meshgrid) sharing their input's storage, writes through diagonal included.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -85,4 +86,39 @@ TEST_CASE("one_hot and logsumexp", "[ops]") {
   logsumexp(y).backward();
   const std::vector<double> g = vals(y.grad()), p = vals(softmax(y.detach(), 0));
   for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(p[i]).epsilon(1e-14));
+}
+
+TEST_CASE("diagonal, unfold, unbind and meshgrid are views, and diag_embed undoes diagonal", "[ops]") {
+  Tensor m = arange(0, 12, 1, TensorOptions(DType::Float64)).reshape({3, 4});
+  Tensor d = diagonal(m, 1);
+  CHECK(d.to_vector_double() == std::vector<double>{1, 6, 11});
+  CHECK(d.storage() == m.storage());
+  d.fill_(-1.0);  // a write through the view
+  CHECK(m.to_vector_double()[6] == -1.0);
+  CHECK(diagonal(m, 4).numel() == 0);                                   // past the last column: an empty diagonal
+  CHECK(diagonal(m, -2).to_vector_double() == std::vector<double>{8});  // only (2, 0)
+  const Tensor batch = arange(0, 6, 1, TensorOptions(DType::Float64)).reshape({2, 3});
+  const Tensor embedded = diag_embed(batch);
+  CHECK(embedded.sizes() == Shape{2, 3, 3});
+  CHECK(diagonal(embedded, 0, -2, -1).to_vector_double() == batch.to_vector_double());
+  CHECK(sum(embedded).item<double>() == sum(batch).item<double>());  // zeros off the diagonal
+  CHECK(trace(m).item<double>() == 0 + 5 + 10.0);
+
+  const Tensor x = arange(0, 7, 1, TensorOptions(DType::Float64));
+  Tensor w = x.unfold(0, 3, 2);  // windows [0 1 2], [2 3 4], [4 5 6]
+  CHECK(w.sizes() == Shape{3, 3});
+  CHECK(w.storage() == x.storage());
+  CHECK(w.to_vector_double() == std::vector<double>{0, 1, 2, 2, 3, 4, 4, 5, 6});
+  Tensor leaf = x.clone();
+  leaf.set_requires_grad(true);
+  leaf.unfold(0, 3, 2).sum().backward();
+  // Elements 2 and 4 sit in two windows each; 0, 1, 3, 5 and 6 in one.
+  CHECK(leaf.grad().to_vector_double() == std::vector<double>{1, 1, 2, 1, 2, 1, 1});
+
+  const TensorList rows = unbind(m);
+  CHECK(rows.size() == 3);
+  CHECK(rows[2].storage() == m.storage());
+  const TensorList grid = meshgrid({x.narrow(0, 0, 2), x.narrow(0, 0, 3)}, MeshIndexing::Xy);
+  CHECK(grid[0].sizes() == Shape{3, 2});
+  CHECK(grid[0].storage() == x.storage());
 }

@@ -7,21 +7,14 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/core/same_values.h"
 
 using namespace kiln;
+using kiln::test::same_values;
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::nan("");
-
-// Equal as values, NaN equal to NaN.
-bool same(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
-  }
-  return true;
-}
 }  // namespace
 
 TEST_CASE("cummax and cummin: a NaN holds at the latest NaN's index, ties take the latest index", "[scan]") {
@@ -29,10 +22,10 @@ TEST_CASE("cummax and cummin: a NaN holds at the latest NaN's index, ties take t
     INFO(dtype_name(dtype));
     const Tensor x = tensor(std::vector<double>{1.0, kNaN, 3.0, kNaN, 0.0}).to(dtype);
     const auto [max_values, max_index] = cummax(x, 0);
-    CHECK(same(max_values.to_vector_double(), {1.0, kNaN, kNaN, kNaN, kNaN}));
+    CHECK(same_values(max_values.to_vector_double(), {1.0, kNaN, kNaN, kNaN, kNaN}));
     CHECK(max_index.to_vector_double() == std::vector<double>{0, 1, 1, 3, 3});
     const auto [min_values, min_index] = cummin(x, 0);
-    CHECK(same(min_values.to_vector_double(), {1.0, kNaN, kNaN, kNaN, kNaN}));
+    CHECK(same_values(min_values.to_vector_double(), {1.0, kNaN, kNaN, kNaN, kNaN}));
     CHECK(min_index.to_vector_double() == std::vector<double>{0, 1, 1, 3, 3});
   }
   // Rows of a 2-d input, along dim 1: ties go to the later index.
@@ -58,7 +51,7 @@ TEST_CASE("cummax's gradient goes to the element each running maximum was taken 
 TEST_CASE("logcumsumexp and logaddexp at infinities and past exp's range", "[scan]") {
   const Tensor a = tensor(std::vector<double>{kInf, -kInf, -kInf, kInf, kNaN, 2.0});
   const Tensor b = tensor(std::vector<double>{kInf, -kInf, 2.0, -kInf, 1.0, 2.0});
-  CHECK(same(logaddexp(a, b).to_vector_double(), {kInf, -kInf, 2.0, kInf, kNaN, 2.0 + std::log(2.0)}));
+  CHECK(same_values(logaddexp(a, b).to_vector_double(), {kInf, -kInf, 2.0, kInf, kNaN, 2.0 + std::log(2.0)}));
   // Equal finite operands split the gradient; a far smaller one gets its tiny share, not 0.
   Tensor p = tensor(std::vector<double>{1.5, 0.0}).set_requires_grad(true);
   Tensor q = tensor(std::vector<double>{1.5, -40.0}).set_requires_grad(true);

@@ -8,27 +8,20 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/core/same_values.h"
 
 using namespace kiln;
+using kiln::test::same_values;
 
 namespace {
 const double kNaN = std::nan("");
 
 std::vector<double> vals(const Tensor& t) { return t.to_vector_double(); }
-
-// Equal as values, NaN equal to NaN.
-bool same(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
-  }
-  return true;
-}
 }  // namespace
 
 TEST_CASE("unique keeps every NaN distinct, at the end, and maps each element to its own", "[search]") {
   const UniqueResult u = unique(tensor<double>({2, kNaN, 1, 2, kNaN}));
-  CHECK(same(vals(u.values), {1, 2, kNaN, kNaN}));
+  CHECK(same_values(vals(u.values), {1, 2, kNaN, kNaN}));
   CHECK(vals(u.counts) == std::vector<double>{1, 2, 1, 1});
   CHECK(vals(u.inverse) == std::vector<double>{1, 2, 0, 1, 3});  // NaNs in their input order
   const UniqueResult empty_input = unique(zeros({0, 3}));

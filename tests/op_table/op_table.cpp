@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <numeric>
 
@@ -456,6 +457,20 @@ std::vector<Sample> distinct_samples(uint64_t seed) {
       {"permuted 7x3x5 distinct",
        [seed](DType t, Device d) { return TensorList{rnd_distinct({5, 7, 3}, t, d, seed + 2).permute({1, 2, 0})}; }},
   };
+}
+
+std::vector<Sample> nan_samples(uint64_t seed) {
+  std::vector<Sample> samples;
+  for (const Sample& s : distinct_samples(seed)) {
+    samples.push_back({s.name + " with NaNs", [make = s.make](DType t, Device d) {
+                         const Tensor x = make(t, d)[0];
+                         if (!is_floating(t)) return TensorList{x};
+                         std::vector<double> v = values(x);
+                         for (size_t i = 1; i < v.size(); i += 4) v[i] = std::numeric_limits<double>::quiet_NaN();
+                         return TensorList{from_values(v, x.sizes()).to(t).to(d)};
+                       }});
+  }
+  return samples;
 }
 
 Tensor ref_pick(const Tensor& x, const Shape& out_shape, const std::function<Shape(const Shape&)>& src) {

@@ -248,6 +248,9 @@ ErrorCase undefined_input(const std::string& op, std::function<Tensor(const Tens
 // non-contiguous 5x3x9 and a permuted 7x3x5 (at most 135 elements, so they stay exact in bfloat16
 // and uint8).
 std::vector<Sample> distinct_samples(uint64_t seed);
+// The same shapes, contiguous, with every fourth element (row-major, from the second) NaN in float
+// dtypes: the inputs of the reductions that leave NaNs out.
+std::vector<Sample> nan_samples(uint64_t seed);
 
 // Ops that move values (shape, index, triangle and view rows). References move them with plain
 // index arithmetic (unravel/ravel).

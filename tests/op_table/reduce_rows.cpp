@@ -641,6 +641,92 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
     r.out_dtype = [](DType) { return DType::Bool; };
     rows.push_back(std::move(r));
   }
+
+  // --- nansum, nanmean, count_nonzero, aminmax ------------------------------------------------
+  {
+    // Every fourth element NaN (floats): left out of the sum; integers have none.
+    OpRow r = reduction(
+        "nansum dims02", kAllNumeric, nan_samples(640),
+        [](const Tensor& x) {
+          return nansum(x, {0, 2});
+        },
+        {0, 2}, false,
+        [](const Group& v) {
+          double s = 0;
+          for (double e : v) s += std::isnan(e) ? 0.0 : e;
+          return s;
+        });
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return is_floating(t) ? t : DType::Int64; };
+    r.errors = {{"dim out of range", [] { nansum(zeros({2, 3}), {2}); }, {"nansum", "dimension 2", "2-d"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction(
+        "nanmean dim1 keepdim", kFloatTypes, nan_samples(650), [](const Tensor& x) { return nanmean(x, {1}, true); },
+        {1}, true,
+        [](const Group& v) {
+          double s = 0, n = 0;
+          for (double e : v) {
+            if (!std::isnan(e)) {
+              s += e;
+              n += 1;
+            }
+          }
+          return s / n;
+        });
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {{"integer input",
+                 [] {
+                   nanmean(zeros({2, 3}, DType::Int64));
+                 },
+                 {"nanmean", "int64"}},
+                {"dim out of range",
+                 [] {
+                   nanmean(zeros({2, 3}), {-3});
+                 },
+                 {"nanmean", "dimension -3"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = reduction(
+        "count_nonzero dim1", logical_types, logical_samples(660),
+        [](const Tensor& x) { return count_nonzero(x, {1}); }, {1}, false,
+        [](const Group& v) {
+          double c = 0;
+          for (double e : v) c += e != 0 ? 1.0 : 0.0;
+          return c;
+        });
+    r.exact_outputs = {0};
+    r.out_dtype = [](DType) { return DType::Int64; };
+    r.errors = {{"dim out of range", [] { count_nonzero(zeros({2, 3}), {5}); }, {"count_nonzero", "dimension 5"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "aminmax dim0 and of all";
+    r.dtypes = kAllNumeric;
+    r.samples = distinct_samples(670);
+    r.op = [](const TensorList& x) {
+      const auto [lo, hi] = aminmax(x[0], 0);
+      const auto [lo_all, hi_all] = aminmax(x[0]);
+      return TensorList{lo, hi, lo_all, hi_all};
+    };
+    r.reference = [](const TensorList& x) {
+      auto lo = [](const Group& v) { return *std::min_element(v.begin(), v.end()); };
+      auto hi = [](const Group& v) { return *std::max_element(v.begin(), v.end()); };
+      return TensorList{ref_reduce(x[0], {0}, false, lo), ref_reduce(x[0], {0}, false, hi),
+                        ref_reduce(x[0], {}, false, lo), ref_reduce(x[0], {}, false, hi)};
+    };
+    r.differentiable = {0};
+    r.exact_outputs = {0, 1, 2, 3};
+    r.out_dtype = same_dtype;
+    r.errors = {{"dim out of range", [] { aminmax(zeros({2, 3}), 2); }, {"aminmax", "dimension 2"}}};
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test

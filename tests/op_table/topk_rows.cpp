@@ -1,7 +1,8 @@
 // Op table rows of the topk family: the k largest or smallest values along a dim and their indices,
-// sort / argsort (topk of the whole dim), kthvalue, median and quantile (every interpolation),
-// against a reference that stable-sorts each row. Inputs come from rnd_distinct, so the winners are
-// unique (no ties for the index outputs or the gradient).
+// sort / argsort (topk of the whole dim), kthvalue, median and quantile (every interpolation), and
+// nanmedian and nanquantile over inputs with NaNs, against a reference that stable-sorts each row.
+// Inputs come from rnd_distinct, so the winners are unique (no ties for the index outputs or the
+// gradient).
 #include <algorithm>
 #include <cmath>
 
@@ -158,17 +159,31 @@ double quantile_of(std::vector<double> v, double q, QuantileInterpolation how) {
   return lo + (hi - lo) * (pos - std::floor(pos));
 }
 
+// The values of a line that are not NaN.
+std::vector<double> without_nans(const std::vector<double>& v) {
+  std::vector<double> kept;
+  for (double e : v) {
+    if (!std::isnan(e)) kept.push_back(e);
+  }
+  return kept;
+}
+
+// quantile's row, or with `nan` nanquantile's over inputs holding NaNs (nan_samples).
 OpRow quantile_row(const std::string& name, std::vector<double> qs, std::optional<int64_t> dim, bool keepdim,
-                   QuantileInterpolation how, uint64_t seed) {
+                   QuantileInterpolation how, uint64_t seed, bool nan = false) {
   OpRow r;
   r.name = name;
   r.dtypes = kFloatTypes;
-  r.samples = distinct_samples(seed);
-  r.op = [qs, dim, keepdim, how](const TensorList& x) { return TensorList{quantile(x[0], qs, dim, keepdim, how)}; };
-  r.reference = [qs, dim, keepdim, how](const TensorList& x) {
+  r.samples = nan ? nan_samples(seed) : distinct_samples(seed);
+  r.op = [qs, dim, keepdim, how, nan](const TensorList& x) {
+    return TensorList{nan ? nanquantile(x[0], qs, dim, keepdim, how) : quantile(x[0], qs, dim, keepdim, how)};
+  };
+  r.reference = [qs, dim, keepdim, how, nan](const TensorList& x) {
     TensorList each;
     for (double q : qs) {
-      auto fn = [q, how](const std::vector<double>& v) { return quantile_of(v, q, how); };
+      auto fn = [q, how, nan](const std::vector<double>& v) {
+        return nan ? quantile_of(without_nans(v), q, how) : quantile_of(v, q, how);
+      };
       each.push_back(dim ? ref_reduce(x[0], {*dim}, keepdim, fn) : ref_reduce(x[0], {}, keepdim, fn));
     }
     Shape shape = each[0].sizes();
@@ -273,6 +288,44 @@ void add_topk_rows(std::vector<OpRow>& rows) {
   // Positions 0.5 and 2.5 away from 0 round to even: 0 and 2 (as torch.round).
   rows.push_back(
       quantile_row("quantiles dim1 nearest", {0.125, 0.5, 0.625}, 1, false, QuantileInterpolation::Nearest, 825));
+  // Every fourth element NaN: each line reads its own count of values.
+  rows.push_back(
+      quantile_row("nanquantiles dim1 linear", {0.0, 0.3, 1.0}, 1, false, QuantileInterpolation::Linear, 830, true));
+  rows.back().errors = {{"q past 1", [] { nanquantile(zeros({3, 4}), -0.5); }, {"nanquantile", "q", "-0.5"}}};
+  rows.push_back(quantile_row("nanquantiles of all keepdim midpoint", {0.25, 0.5}, std::nullopt, true,
+                              QuantileInterpolation::Midpoint, 835, true));
+  rows.push_back(
+      quantile_row("nanquantiles dim2 nearest", {0.5, 0.75}, 2, true, QuantileInterpolation::Nearest, 840, true));
+  {
+    // The lower median of each line's values that are not NaN, and its index.
+    OpRow r;
+    r.name = "nanmedian dim1";
+    r.dtypes = kAllNumeric;
+    r.samples = nan_samples(845);
+    r.op = [](const TensorList& x) {
+      auto [v, i] = nanmedian(x[0], 1);
+      return TensorList{v, i};
+    };
+    r.reference = [](const TensorList& x) {
+      auto at = [](const std::vector<double>& v, bool index) {
+        // The NaNs out before sorting (a NaN has no place in a < order).
+        std::vector<std::pair<double, double>> s;
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (!std::isnan(v[i])) s.emplace_back(v[i], static_cast<double>(i));
+        }
+        std::stable_sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        const auto& e = s[(s.size() - 1) / 2];
+        return index ? e.second : e.first;
+      };
+      return TensorList{ref_reduce(x[0], {1}, false, [at](const std::vector<double>& v) { return at(v, false); }),
+                        ref_reduce(x[0], {1}, false, [at](const std::vector<double>& v) { return at(v, true); })};
+    };
+    r.differentiable = {0};
+    r.exact_outputs = {1};
+    r.out_dtype = same_dtype;
+    r.errors = {{"an empty dim", [] { nanmedian(zeros({3, 0}), 1); }, {"nanmedian", "empty", "[3, 0]"}}};
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test

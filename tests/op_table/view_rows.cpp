@@ -1,5 +1,6 @@
 // Op table rows of the view family: view, reshape, permute, transpose, narrow, slice, select,
-// expand, squeeze, unsqueeze, flatten, contiguous and clone. References relabel or pick values with
+// expand, squeeze, unsqueeze, flatten, contiguous, clone, movedim, unflatten, unbind, meshgrid and
+// unfold (sliding windows, overlapping and not). References relabel or pick values with
 // plain index arithmetic; view checks that it shares the input's storage, clone that it does not.
 #include "tests/op_table/op_table.h"
 
@@ -257,6 +258,144 @@ void add_view_rows(std::vector<OpRow>& rows) {
         },
         [](const Tensor& x) { return ref_relabel(x, x.sizes()); });
     r.errors = {{"undefined tensor", [] { Tensor().clone(); }, {"clone", "undefined"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Dims 0 and 2 to the front and back the other way: [a, b, c] -> [c, b, a]... by movedim.
+    OpRow r = unary_row(
+        "movedim", one_input_samples(1870),
+        [](const Tensor& x) {
+          return movedim(x, {0, -1}, {2, 0});
+        },
+        [](const Tensor& x) {
+          return ref_pick(x, {x.size(2), x.size(1), x.size(0)}, [](const Shape& i) { return Shape{i[2], i[1], i[0]}; });
+        });
+    r.errors = {
+        {"lengths differ",
+         [] {
+           movedim(zeros({2, 3}), {0}, {1, 0});
+         },
+         {"movedim", "[0]", "[1, 0]"}},
+        {"a dim twice",
+         [] {
+           movedim(zeros({2, 3}), {0, 0}, {0, 1});
+         },
+         {"movedim", "repeats"}},
+        {"dim out of range",
+         [] {
+           movedim(zeros({2, 3}), 2, 0);
+         },
+         {"movedim", "dimension 2"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = unary_row(
+        "unflatten", one_input_samples(1880),
+        [](const Tensor& x) {
+          return unflatten(x, 1, {1, -1, 1});
+        },
+        [](const Tensor& x) {
+          return ref_relabel(x, {x.size(0), 1, x.size(1), 1, x.size(2)});
+        });
+    r.errors = {
+        {"sizes that do not multiply to the dim",
+         [] {
+           unflatten(zeros({2, 6}), 1, {4, -1});
+         },
+         {"unflatten", "[4, -1]"}},
+        {"0-d input", [] { unflatten(zeros({}), 0, {1}); }, {"unflatten", "0-d"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // The slices along dim 1 (5 of them) as separate outputs.
+    OpRow r = unary_row(
+        "unbind dim1", one_input_samples(1890), [](const Tensor& x) { return x; }, [](const Tensor& x) { return x; });
+    r.op = [](const TensorList& x) { return unbind(x[0], 1); };
+    r.reference = [](const TensorList& x) {
+      TensorList out;
+      for (int64_t k = 0; k < x[0].size(1); ++k) {
+        out.push_back(ref_pick(x[0], {x[0].size(0), x[0].size(2)}, [k](const Shape& i) {
+          return Shape{i[0], k, i[1]};
+        }));
+      }
+      return out;
+    };
+    r.errors = {{"0-d input", [] { unbind(zeros({})); }, {"unbind", "0-d"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Three 1-d inputs in both indexings; Xy puts input 0 along dim 1.
+    OpRow r;
+    r.name = "meshgrid ij and xy";
+    r.dtypes = kAllNumeric;
+    r.samples = {{"3, 4 and 2", [](DType t, Device d) {
+                    return TensorList{rnd({3}, t, d, 1900), noncontig(rnd({4}, t, d, 1901)), rnd({2}, t, d, 1902)};
+                  }}};
+    r.op = [](const TensorList& x) {
+      TensorList out = meshgrid(x, MeshIndexing::Ij);
+      for (const Tensor& t : meshgrid(x, MeshIndexing::Xy)) out.push_back(t);
+      return out;
+    };
+    r.reference = [](const TensorList& x) {
+      const Shape ij{3, 4, 2}, xy{4, 3, 2};
+      TensorList out;
+      for (int64_t k = 0; k < 3; ++k) out.push_back(ref_pick(x[k], ij, [k](const Shape& i) { return Shape{i[k]}; }));
+      const int64_t xy_dim[3] = {1, 0, 2};
+      for (int64_t k = 0; k < 3; ++k) {
+        const int64_t dim = xy_dim[k];
+        out.push_back(ref_pick(x[k], xy, [dim](const Shape& i) { return Shape{i[dim]}; }));
+      }
+      return out;
+    };
+    r.differentiable = {0, 1, 2};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"a 2-d input",
+         [] {
+           meshgrid({zeros({2}), zeros({2, 2})});
+         },
+         {"meshgrid", "input 1", "[2, 2]"}},
+        {"dtypes differ",
+         [] {
+           meshgrid({zeros({2}), zeros({2}, DType::Int64)});
+         },
+         {"meshgrid", "int64"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // Windows of 3 along dim 2 (size 7, or 9 non-contiguous): step 2 (overlapping, gradients add)
+    // and step 3 (disjoint, the last element of 7 left out).
+    OpRow r = unary_row(
+        "unfold", one_input_samples(1910), [](const Tensor& x) { return x.unfold(2, 3, 2); },
+        [](const Tensor& x) { return x; });
+    r.op = [](const TensorList& x) { return TensorList{x[0].unfold(2, 3, 2), x[0].unfold(-1, 3, 3)}; };
+    r.reference = [](const TensorList& x) {
+      TensorList out;
+      for (const int64_t step : {int64_t{2}, int64_t{3}}) {
+        const Tensor& t = x[0];
+        const int64_t windows = (t.size(2) - 3) / step + 1;
+        out.push_back(ref_pick(t, {t.size(0), t.size(1), windows, 3}, [step](const Shape& i) {
+          return Shape{i[0], i[1], i[2] * step + i[3]};
+        }));
+      }
+      return out;
+    };
+    r.errors = {
+        {"window past the dim",
+         [] {
+           zeros({2, 3}).unfold(1, 4, 1);
+         },
+         {"unfold", "size 4", "3"}},
+        {"step 0",
+         [] {
+           zeros({2, 3}).unfold(1, 2, 0);
+         },
+         {"unfold", "step"}},
+        {"0-d input", [] { zeros({}).unfold(0, 1, 1); }, {"unfold", "0-d"}},
+    };
     rows.push_back(std::move(r));
   }
 }
