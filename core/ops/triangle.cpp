@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -73,7 +74,8 @@ Tensor diagonal_view(const char* op, const Tensor& x, int64_t offset, int64_t d1
 
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   ops::check_defined("diagonal", x, "input");
-  const auto [d1, d2] = matrix_dims("diagonal", x, dim1, dim2);
+  const std::pair<int64_t, int64_t> dims = matrix_dims("diagonal", x, dim1, dim2);
+  const int64_t d1 = dims.first, d2 = dims.second;  // plain names: a lambda captures them
   Tensor out = diagonal_view("diagonal", x, offset, d1, d2);
   if (needs_grad({&x})) {
     const Shape xs = x.sizes();

@@ -278,7 +278,9 @@ TensorList Optimizer::state_for(const std::string& name, const Batch& batch, dou
       s = scalar ? empty({}, TensorOptions(state_dtype(p), p.device())) : empty_like(p, state_dtype(p));
       fresh.push_back(s);
     } else if (scalar) {
+      // Moved and cast with its parameter, as the parameter-shaped state is (like_param).
       s = step_on(s, p.device());
+      if (s.dtype() != state_dtype(p)) s = s.to(state_dtype(p));
     } else {
       s = like_param(s, p, state_dtype(p));
     }

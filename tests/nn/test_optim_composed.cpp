@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -281,6 +282,24 @@ TEST_CASE("NAdam matches torch.optim's formulas: the momentum schedule, L2 and d
   }
   CHECK_THROWS_WITH(NAdam({param({1.0})}, 0.1, {0.9, 0.999}, 1e-8, 0.0, -1.0),
                     Catch::Contains("NAdam") && Catch::Contains("momentum_decay"));
+}
+
+TEST_CASE("a parameter cast to float64 between steps takes its scalar state along, as its other state", "[optim]") {
+  // NAdam's mu_product (a scalar state) and exp_avg (a parameter-shaped one) after one float32
+  // step, then a step of the parameter made float64 in place (set_data, as Module::to does).
+  Tensor p = param({1.0, -2.0, 0.5});
+  NAdam opt({p}, 0.0625, {0.9, 0.999}, 1e-8, 0.0, 0.4);
+  set_grad(p, kGrads[0]);
+  opt.step();
+  const double mu_after_one = opt.state_dict().at("state.0.mu_product").item<double>();
+  p.set_data(p.detach().to(DType::Float64));
+  set_grad(p, kGrads[1]);
+  opt.step();
+  const std::map<std::string, Tensor> state = opt.state_dict();
+  CHECK(state.at("state.0.exp_avg").dtype() == DType::Float64);
+  CHECK(state.at("state.0.mu_product").dtype() == DType::Float64);
+  // The product went on from its float32 value: one more factor, below the first.
+  CHECK(state.at("state.0.mu_product").item<double>() < mu_after_one);
 }
 
 TEST_CASE("RMSprop and Adagrad: per-group options, a skipped inf step, and an exact resume", "[optim]") {
