@@ -98,7 +98,7 @@ void launch_binary(const char* name, const Tensor& out, Operand x, Operand y, Bi
   ops::launch(name, out.device(), kernels::binary, o, x, y, op, compute, alpha, beta);
 }
 
-DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
+using ops::float_result;
 
 using ops::binary_raw;
 using ops::binary_scalar_raw;

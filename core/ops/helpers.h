@@ -101,6 +101,8 @@ DType param_dtype_of(const Tensor& a, const Tensor& b, DType fallback);
 // The dtype a composed op computes a `t` result in: float16 and bfloat16 widen to float32 (their
 // sums and products run there, rounded once at the end); every other dtype stays.
 constexpr DType widened_dtype(DType t) { return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t; }
+// The dtype of a float-valued op's result (exp, div, sin, ...): a float input's own, else float32.
+constexpr DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
 
 }  // namespace kiln::ops
 

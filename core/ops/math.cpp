@@ -19,7 +19,7 @@ namespace kiln {
 
 namespace {
 
-DType float_result(DType t) { return is_floating(t) ? t : kDefaultFloat; }
+using ops::float_result;
 
 // What a unary op's backward reads: its input x or its output y.
 enum class Saves : uint8_t { Input, Output };

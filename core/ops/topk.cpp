@@ -174,16 +174,21 @@ Tensor quantile_impl(const char* op, const Tensor& x, const std::vector<double>&
   for (double q : qs) {
     const Tensor position = mul(last, q);
     const Tensor lo = floor(position), hi = ceil(position);
-    const Tensor same = eq(lo, hi);  // an exact position reads one value, unblended
     Tensor v;
-    switch (interpolation) {
-      case QuantileInterpolation::Lower: v = at(lo); break;
-      case QuantileInterpolation::Higher: v = at(hi); break;
-      case QuantileInterpolation::Nearest: v = at(round(position)); break;
-      case QuantileInterpolation::Midpoint: v = where(same, at(lo), (at(lo) + at(hi)) * 0.5); break;
-      case QuantileInterpolation::Linear:
-        v = where(same, at(lo), at(lo) + (at(hi) - at(lo)) * sub(position, lo).to(wide));
-        break;
+    if (interpolation == QuantileInterpolation::Lower) {
+      v = at(lo);
+    } else if (interpolation == QuantileInterpolation::Higher) {
+      v = at(hi);
+    } else if (interpolation == QuantileInterpolation::Nearest) {
+      v = at(round(position));
+    } else {
+      // Midpoint and Linear blend the values around the position, each read once; an exact
+      // position is its value, unblended.
+      const Tensor below = at(lo), above = at(hi);
+      const Tensor blend = interpolation == QuantileInterpolation::Midpoint
+                               ? (below + above) * 0.5
+                               : below + (above - below) * sub(position, lo).to(wide);
+      v = where(eq(lo, hi), below, blend);
     }
     v = where(undefined, std::numeric_limits<double>::quiet_NaN(), v).to(x.dtype());
     if (!dim) {
