@@ -24,6 +24,7 @@
 #include "core/ops/norm.h"
 #include "core/ops/matmul.h"
 #include "core/ops/loss.h"
+#include "core/ops/margin_loss.h"
 #include "core/ops/math.h"
 #include "core/ops/mse_loss.h"
 #include "core/ops/pool.h"

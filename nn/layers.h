@@ -20,6 +20,7 @@
 #include "kernels/error.h"
 #include "nn/conv.h"
 #include "nn/module.h"
+#include "nn/norm.h"
 
 namespace kiln::nn {
 
@@ -59,136 +60,6 @@ class Linear : public UnaryModule {
 
   int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias = false
-};
-
-// Cross-process batch statistics for batch norm (synchronized batch norm in data-parallel
-// training): sums a tensor over the processes of the job, differentiably (its backward sums the
-// gradient the same way). dist::convert_sync_batchnorm installs one; nn knows nothing of dist.
-class BatchNormSync {
- public:
-  virtual ~BatchNormSync() = default;
-  virtual Tensor sum_over_ranks(const Tensor& t) = 0;
-  // The number of processes summed over.
-  virtual int64_t ranks() const = 0;
-};
-
-// Batch norm over dim 1 of [N, C, *] (PyTorch's _BatchNorm): BatchNorm1d, BatchNorm2d and
-// BatchNorm3d differ only in the input dims they accept. Parameters weight (ones) and bias (zeros)
-// when affine; buffers running_mean (zeros), running_var (ones) and num_batches_tracked (int64 0)
-// when track_running_stats. Training normalizes with the batch statistics and updates the buffers;
-// eval uses the running statistics (or the batch's when they are not tracked).
-class BatchNorm : public UnaryModule {
- public:
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-  // relu(forward(x) + residual) (the residual when defined, the ReLU when epilogue.relu) in batch
-  // norm's normalizing pass: batch_norm with the epilogue, the same bits as the three ops. A
-  // synchronized module, or a residual batch_norm does not take (another dtype, device or shape:
-  // add broadcasts it), runs the ops one after another. Sequential runs a batch norm and the ReLU
-  // after it this way; so do ResNet's blocks.
-  Tensor forward(const Tensor& x, const BatchNormEpilogue& epilogue);
-  void reset_running_stats();
-
-  int64_t num_features;
-  double eps, momentum;
-  bool affine, track_running_stats;
-  Tensor weight, bias;
-  Tensor running_mean, running_var, num_batches_tracked;
-  // When set, training normalizes with the statistics of the whole job's batch (every process's
-  // share), through two sums over the processes; evaluation still uses the running statistics.
-  std::shared_ptr<BatchNormSync> sync;
-
- protected:
-  // `name` is the class's (for errors); the input must have one of `dims` dims, described in errors
-  // by `layout` ("[N, C, H, W]").
-  BatchNorm(const char* name, std::vector<int64_t> dims, const char* layout, int64_t num_features, double eps,
-            double momentum, bool affine, bool track_running_stats);
-
- private:
-  Tensor synced_forward(const Tensor& x);
-  std::vector<int64_t> dims_;
-  const char* layout_;
-};
-
-// Input [N, C] or [N, C, L] (features of a linear layer, or channels of a sequence).
-class BatchNorm1d : public BatchNorm {
- public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
-      : BatchNorm("BatchNorm1d", {2, 3}, "[N, C] or [N, C, L]", num_features, eps, momentum, affine,
-                  track_running_stats) {}
-  std::string type_name() const override { return "BatchNorm1d"; }
-};
-
-// Input [N, C, H, W].
-class BatchNorm2d : public BatchNorm {
- public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
-      : BatchNorm("BatchNorm2d", {4}, "[N, C, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
-  std::string type_name() const override { return "BatchNorm2d"; }
-};
-
-// Input [N, C, D, H, W].
-class BatchNorm3d : public BatchNorm {
- public:
-  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
-      : BatchNorm("BatchNorm3d", {5}, "[N, C, D, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
-  std::string type_name() const override { return "BatchNorm3d"; }
-};
-
-// Batch norm's forward warns once per process when its input comes straight from a conv2d with a
-// bias (wasted: batch norm cancels it). Tests re-arm that warning with this.
-void reset_conv_bias_warning_for_testing();
-
-// Normalizes over the trailing dims normalized_shape; weight ones, bias zeros (bias = false drops
-// it).
-class LayerNorm : public UnaryModule {
- public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
-  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true, bool bias = true)
-      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine, bias) {}
-  std::string type_name() const override { return "LayerNorm"; }
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-
-  Shape normalized_shape;
-  double eps;
-  bool elementwise_affine;
-  Tensor weight, bias;
-};
-
-// PyTorch's GroupNorm: input [N, C, *], C split into num_groups groups normalized separately;
-// weight ones and bias zeros [C] (affine = false drops both).
-class GroupNorm : public UnaryModule {
- public:
-  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
-  std::string type_name() const override { return "GroupNorm"; }
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-
-  int64_t num_groups, num_channels;
-  double eps;
-  bool affine;
-  Tensor weight, bias;
-};
-
-// PyTorch's RMSNorm over the trailing normalized_shape dims: weight ones (elementwise_affine =
-// false drops it); eps unset means the machine epsilon of the input's dtype, as PyTorch's None.
-class RMSNorm : public UnaryModule {
- public:
-  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
-  explicit RMSNorm(int64_t normalized_size, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
-      : RMSNorm(Shape{normalized_size}, eps, elementwise_affine) {}
-  std::string type_name() const override { return "RMSNorm"; }
-  std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
-
-  Shape normalized_shape;
-  std::optional<double> eps;
-  bool elementwise_affine;
-  Tensor weight;
 };
 
 // A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1); forward picks rows by

@@ -10,6 +10,15 @@
 #include "kernels/error.h"
 
 namespace kiln::nn {
+namespace {
+
+void check_eps(const char* loss, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    throw Error(std::string(loss) + ": eps must be a finite number >= 0, got " + num_str(eps));
+  }
+}
+
+}  // namespace
 
 Tensor Loss::register_class_weight(const char* loss, Tensor weight) {
   if (!weight.defined()) return weight;
@@ -96,6 +105,62 @@ Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
   return kl_div(input, target, reduction, log_target);
 }
 
+PoissonNLLLoss::PoissonNLLLoss(bool log_input, bool full, double eps, Reduction reduction)
+    : Loss(reduction), log_input(log_input), full(full), eps(eps) {
+  detail::check_reduction("PoissonNLLLoss", reduction);
+  check_eps("PoissonNLLLoss", eps);
+}
+
+Tensor PoissonNLLLoss::forward(const Tensor& input, const Tensor& target) {
+  return poisson_nll_loss(input, target, log_input, full, eps, reduction);
+}
+
+SoftMarginLoss::SoftMarginLoss(Reduction reduction) : Loss(reduction) {
+  detail::check_reduction("SoftMarginLoss", reduction);
+}
+
+Tensor SoftMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return soft_margin_loss(input, target, reduction);
+}
+
+HingeEmbeddingLoss::HingeEmbeddingLoss(double margin, Reduction reduction) : Loss(reduction), margin(margin) {
+  detail::check_reduction("HingeEmbeddingLoss", reduction);
+  if (!std::isfinite(margin)) throw Error("HingeEmbeddingLoss: margin must be finite, got " + num_str(margin));
+}
+
+Tensor HingeEmbeddingLoss::forward(const Tensor& input, const Tensor& target) {
+  return hinge_embedding_loss(input, target, margin, reduction);
+}
+
+MultiLabelSoftMarginLoss::MultiLabelSoftMarginLoss(Tensor weight, Reduction reduction) : Loss(reduction) {
+  detail::check_reduction("MultiLabelSoftMarginLoss", reduction);
+  this->weight = register_class_weight("MultiLabelSoftMarginLoss", std::move(weight));
+}
+
+Tensor MultiLabelSoftMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return multilabel_soft_margin_loss(input, target, weight, reduction);
+}
+
+MultiMarginLoss::MultiMarginLoss(int64_t p, double margin, Tensor weight, Reduction reduction)
+    : Loss(reduction), p(p), margin(margin) {
+  detail::check_reduction("MultiMarginLoss", reduction);
+  if (p != 1 && p != 2) throw Error("MultiMarginLoss: p must be 1 or 2, got " + std::to_string(p));
+  if (!std::isfinite(margin)) throw Error("MultiMarginLoss: margin must be finite, got " + num_str(margin));
+  this->weight = register_class_weight("MultiMarginLoss", std::move(weight));
+}
+
+Tensor MultiMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return multi_margin_loss(input, target, p, margin, weight, reduction);
+}
+
+MultiLabelMarginLoss::MultiLabelMarginLoss(Reduction reduction) : Loss(reduction) {
+  detail::check_reduction("MultiLabelMarginLoss", reduction);
+}
+
+Tensor MultiLabelMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return multilabel_margin_loss(input, target, reduction);
+}
+
 CosineEmbeddingLoss::CosineEmbeddingLoss(double margin, Reduction reduction) : Loss3(reduction), margin(margin) {
   detail::check_reduction("CosineEmbeddingLoss", reduction);
   if (!std::isfinite(margin)) throw Error("CosineEmbeddingLoss: margin must be finite, got " + num_str(margin));
@@ -125,6 +190,15 @@ TripletMarginLoss::TripletMarginLoss(double margin, double p, double eps, bool s
 
 Tensor TripletMarginLoss::forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative) {
   return triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction);
+}
+
+GaussianNLLLoss::GaussianNLLLoss(bool full, double eps, Reduction reduction) : Loss3(reduction), full(full), eps(eps) {
+  detail::check_reduction("GaussianNLLLoss", reduction);
+  check_eps("GaussianNLLLoss", eps);
+}
+
+Tensor GaussianNLLLoss::forward(const Tensor& input, const Tensor& target, const Tensor& var) {
+  return gaussian_nll_loss(input, target, var, full, eps, reduction);
 }
 
 }  // namespace kiln::nn

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/ops/loss.h"
+#include "core/ops/margin_loss.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
@@ -120,6 +121,67 @@ class KLDivLoss : public Loss {
   bool log_target;
 };
 
+// poisson_nll_loss: log-rates (log_input) or rates against counts.
+class PoissonNLLLoss : public Loss {
+ public:
+  explicit PoissonNLLLoss(bool log_input = true, bool full = false, double eps = 1e-8,
+                          Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "PoissonNLLLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  bool log_input, full;
+  double eps;
+};
+
+// soft_margin_loss: scores against labels of 1 or -1.
+class SoftMarginLoss : public Loss {
+ public:
+  explicit SoftMarginLoss(Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "SoftMarginLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+};
+
+// hinge_embedding_loss: distances against labels of 1 (similar) or -1 (dissimilar).
+class HingeEmbeddingLoss : public Loss {
+ public:
+  explicit HingeEmbeddingLoss(double margin = 1.0, Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "HingeEmbeddingLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  double margin;
+};
+
+// multilabel_soft_margin_loss: logits [N, C] against 0/1 labels per class, optional class weights.
+class MultiLabelSoftMarginLoss : public Loss {
+ public:
+  explicit MultiLabelSoftMarginLoss(Tensor weight = Tensor(), Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "MultiLabelSoftMarginLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  Tensor weight;  // buffer "weight" when given
+};
+
+// multi_margin_loss: scores [N, C] against one class index per sample (a multi-class hinge).
+class MultiMarginLoss : public Loss {
+ public:
+  explicit MultiMarginLoss(int64_t p = 1, double margin = 1.0, Tensor weight = Tensor(),
+                           Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "MultiMarginLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+  int64_t p;
+  double margin;
+  Tensor weight;  // buffer "weight" when given
+};
+
+// multilabel_margin_loss: scores [N, C] against lists of class indices ending at -1.
+class MultiLabelMarginLoss : public Loss {
+ public:
+  explicit MultiLabelMarginLoss(Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "MultiLabelMarginLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+};
+
 // A module of three tensors in and a loss out: two inputs and a target, or an anchor, a positive
 // and a negative.
 class Loss3 : public Module {
@@ -161,6 +223,17 @@ class TripletMarginLoss : public Loss3 {
 
   double margin, p, eps;
   bool swap;
+};
+
+// gaussian_nll_loss: means against targets, with variances of input's shape or one per row.
+class GaussianNLLLoss : public Loss3 {
+ public:
+  explicit GaussianNLLLoss(bool full = false, double eps = 1e-6, Reduction reduction = Reduction::Mean);
+  std::string type_name() const override { return "GaussianNLLLoss"; }
+  Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var) override;
+
+  bool full;
+  double eps;
 };
 
 }  // namespace kiln::nn

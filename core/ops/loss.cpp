@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +36,21 @@ void check_broadcast_weight(const char* op, const Tensor& input, const Tensor& w
   if (!fits) {
     throw ShapeError(std::string(op) + ": " + what + " of shape " + shape_str(weight.sizes()) +
                      " does not broadcast to the input's shape " + shape_str(input.sizes()));
+  }
+}
+
+// On the CPU, a kiln::Error naming `op` at the first element of `x` (called `name`) outside
+// [lo, hi] or NaN; `holds` says what it should hold. A CUDA tensor is not read: that would wait for
+// the device at every call.
+void check_cpu_values(const char* op, const Tensor& x, const char* name, const char* holds, double lo, double hi) {
+  if (!x.device().is_cpu()) return;
+  const Tensor x64 = x.to(DType::Float64).contiguous();
+  const double* v = x64.data_ptr<double>();
+  for (int64_t i = 0; i < x64.numel(); ++i) {
+    if (!(v[i] >= lo && v[i] <= hi)) {
+      throw Error(std::string(op) + ": " + name + " holds " + holds + ", got " + num_str(v[i]) + " at flat index " +
+                  std::to_string(i) + " (" + name + " " + shape_str(x.sizes()) + ")");
+    }
   }
 }
 
@@ -140,16 +157,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   detail::check_pointwise_loss(op, input, target, reduction);
   check_broadcast_weight(op, input, weight, "weight");
   ops::common_device(op, {&input, &weight});
-  if (input.device().is_cpu()) {
-    const Tensor x = input.to(DType::Float64).contiguous();
-    const double* v = x.data_ptr<double>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      if (!(v[i] >= 0.0 && v[i] <= 1.0)) {
-        throw Error(std::string(op) + ": input holds probabilities, each in [0, 1], got " + num_str(v[i]) +
-                    " at flat index " + std::to_string(i) + " (input " + shape_str(input.sizes()) + ")");
-      }
-    }
-  }
+  check_cpu_values(op, input, "input", "probabilities, each in [0, 1]", 0.0, 1.0);
   // The per-element loss is one node: autograd through the clamped logs would give 0 * inf = NaN
   // where x is exactly 0 or 1, so the backward is written out, as PyTorch's.
   Tensor losses;
@@ -262,6 +270,57 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   Tensor d_an = pairwise_distance(anchor, negative, p, eps);
   if (swap) d_an = minimum(d_an, pairwise_distance(positive, negative, p, eps));
   return detail::reduce_loss(clamp(d_ap - d_an + margin, 0.0, std::nullopt), reduction);
+}
+
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full, double eps,
+                        Reduction reduction) {
+  const char* op = "poisson_nll_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &target})) {
+    return poisson_nll_loss((*c)[0], (*c)[1], log_input, full, eps, reduction);
+  }
+  detail::check_pointwise_loss(op, input, target, reduction);
+  ops::check_eps(op, eps);
+  Tensor loss = log_input ? exp(input) - target * input : input - target * log(input + eps);
+  if (full) {
+    // Stirling's term reads log(1) where t <= 1, so the branch not taken has a finite gradient.
+    const Tensor above = gt(target, 1.0);
+    const Tensor t = where(above, target, 1.0);
+    loss = loss + where(above, t * log(t) - t + 0.5 * log(t * (2.0 * std::numbers::pi)), 0.0);
+  }
+  return detail::reduce_loss(loss, reduction);
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full, double eps,
+                         Reduction reduction) {
+  const char* op = "gaussian_nll_loss";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&input, &target, &var})) {
+    return gaussian_nll_loss((*c)[0], (*c)[1], (*c)[2], full, eps, reduction);
+  }
+  detail::check_pointwise_loss(op, input, target, reduction);
+  ops::check_defined(op, var, "var");
+  ops::check_floating(op, var, "var");
+  ops::common_device(op, {&input, &var});
+  ops::check_eps(op, eps);
+  Tensor v = var;
+  if (var.sizes() != input.sizes()) {
+    const Shape rows(input.sizes().begin(), input.sizes().end() - (input.dim() > 0 ? 1 : 0));
+    Shape rows_of_one = rows;
+    rows_of_one.push_back(1);
+    if (input.dim() > 0 && var.sizes() == rows) {
+      v = var.unsqueeze(-1);
+    } else if (input.dim() == 0 || var.sizes() != rows_of_one) {
+      throw ShapeError(std::string(op) + ": var of shape " + shape_str(var.sizes()) + " fits neither input " +
+                       shape_str(input.sizes()) + " nor one variance per row (" + shape_str(rows_of_one) + " or " +
+                       shape_str(rows) + ")");
+    }
+  }
+  check_cpu_values(op, var, "var", "variances, each >= 0", 0.0, std::numeric_limits<double>::infinity());
+  // The clamp's value with var's gradient: PyTorch clamps in place without recording it.
+  v = v + (clamp(v, eps, std::nullopt) - v).detach();
+  const Tensor d = input - target;
+  Tensor loss = 0.5 * (log(v) + d * d / v);
+  if (full) loss = loss + 0.5 * std::log(2.0 * std::numbers::pi);
+  return detail::reduce_loss(loss, reduction);
 }
 
 Tensor detail::reduce_weighted(const Tensor& losses, const Tensor& weights, Reduction reduction,

@@ -63,6 +63,22 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(), int64_t ignore_index = -100,
                 Reduction reduction = Reduction::Mean);
 
+// The negative log likelihood of target under a Poisson distribution of rate exp(input)
+// (log_input) or input: exp(x) - t x, or x - t log(x + eps). full adds Stirling's approximation of
+// log(t!), t log t - t + 0.5 log(2 pi t), where t > 1 (0 elsewhere), as PyTorch. input and target
+// are of one shape; both get gradients.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
+                        double eps = 1e-8, Reduction reduction = Reduction::Mean);
+
+// The negative log likelihood of target under a Gaussian of mean input and variance var:
+// 0.5 (log v + (x - t)^2 / v), plus 0.5 log(2 pi) with full. var is of input's shape, of input's
+// shape with a last dim of 1 (one variance per row), or of input's shape less its last dim (the
+// same, unsqueezed). v is var clamped at eps, and, as in PyTorch, the clamp passes var's gradient
+// through unchanged. A negative var is a kiln::Error on the CPU; on CUDA it is not checked (that
+// would wait for the device) and reads as eps.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
+                         double eps = 1e-6, Reduction reduction = Reduction::Mean);
+
 // Losses over pairs and triplets of vectors (metric learning), PyTorch's semantics:
 // cosine_embedding_loss: x1, x2 [N, D] (or [D]) and target [N] (or 0-d) of 1 (similar: 1 - cos)
 // or -1 (dissimilar: max(0, cos - margin)); any other target value adds 0. cos is PyTorch's:

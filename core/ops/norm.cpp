@@ -1,14 +1,18 @@
 // group_norm and rms_norm as compositions: the statistics by mean and var, the normalization by
-// rsqrt and elementwise ops, all in float32 (float64 for float64 inputs).
+// rsqrt and elementwise ops, all in float32 (float64 for float64 inputs). instance_norm is
+// batch_norm over a reshaped input; local_response_norm sums squares over sliding channel windows.
 #include "core/ops/norm.h"
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "core/autocast.h"
+#include "core/ops/batch_norm.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
 #include "core/ops/reduce.h"
+#include "core/ops/shape.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -83,6 +87,74 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
   Tensor y = x * rsqrt(mean(x * x, dims, true) + e);
   if (weight.defined()) y = y * weight;
   return y.dtype() == input.dtype() ? y : y.to(input.dtype());
+}
+
+Tensor instance_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  const char* op = "instance_norm";
+  ops::check_defined(op, input, "input");
+  ops::check_floating(op, input, "input");
+  if (input.dim() < 3) {
+    throw ShapeError(std::string(op) + ": input must be [N, C, *] with at least one dim of positions, got shape " +
+                     shape_str(input.sizes()));
+  }
+  const int64_t n = input.size(0), channels = input.size(1);
+  const std::string expected = "the input's " + std::to_string(channels) + " channels";
+  ops::check_param(op, weight, "weight", {channels}, expected);
+  ops::check_param(op, bias, "bias", {channels}, expected);
+  ops::check_param(op, running_mean, "running_mean", {channels}, expected);
+  ops::check_param(op, running_var, "running_var", {channels}, expected);
+  if (running_mean.defined() != running_var.defined()) {
+    throw Error(std::string(op) + ": running_mean and running_var must be given together (got only " +
+                (running_mean.defined() ? "running_mean" : "running_var") + ")");
+  }
+  if (!use_input_stats && !running_mean.defined()) {
+    throw Error(std::string(op) + ": running_mean and running_var are required without use_input_stats (input " +
+                shape_str(input.sizes()) + ")");
+  }
+  ops::common_device(op, {&input, &running_mean, &running_var, &weight, &bias});
+  const int64_t positions = channels * n == 0 ? 0 : input.numel() / (n * channels);
+  if (use_input_stats && positions <= 1 && input.numel() > 0) {
+    throw ShapeError(std::string(op) + ": expected more than 1 position per channel with use_input_stats, got input " +
+                     shape_str(input.sizes()));
+  }
+  // Each (sample, channel) is one channel of a batch of one; the [C] tensors repeat per sample.
+  Shape flat = input.sizes();
+  flat[0] = 1;
+  flat[1] = n * channels;
+  auto per_sample = [n](const Tensor& t) { return t.defined() ? repeat(t, {n}) : t; };
+  const Tensor rm = per_sample(running_mean), rv = per_sample(running_var);
+  const Tensor y =
+      batch_norm(input.reshape(flat), rm, rv, per_sample(weight), per_sample(bias), use_input_stats, momentum, eps)
+          .reshape(input.sizes());
+  if (use_input_stats && running_mean.defined() && n > 0) {
+    NoGradGuard no_grad;
+    Tensor mean_out = running_mean, var_out = running_var;  // handles to the caller's buffers
+    mean_out.copy_(mean(rm.reshape({n, channels}), {0}));
+    var_out.copy_(mean(rv.reshape({n, channels}), {0}));
+  }
+  return y;
+}
+
+Tensor local_response_norm(const Tensor& input, int64_t size, double alpha, double beta, double k) {
+  const char* op = "local_response_norm";
+  ops::check_defined(op, input, "input");
+  ops::check_floating(op, input, "input");
+  if (input.dim() < 3) {
+    throw ShapeError(std::string(op) + ": input must be [N, C, *] with at least 3 dims, got shape " +
+                     shape_str(input.sizes()));
+  }
+  if (size < 1) throw Error(std::string(op) + ": size must be >= 1, got " + std::to_string(size));
+  for (const auto& [name, value] : {std::pair<const char*, double>{"alpha", alpha}, {"beta", beta}, {"k", k}}) {
+    if (!std::isfinite(value)) throw Error(std::string(op) + ": " + name + " must be finite, got " + num_str(value));
+  }
+  // The squares padded with zeros along the channels, then averaged over windows of `size`.
+  Shape pads(static_cast<size_t>(2 * (input.dim() - 1)), 0);
+  pads[pads.size() - 2] = size / 2;
+  pads[pads.size() - 1] = (size - 1) / 2;
+  const Tensor squares = pad(input * input, pads);
+  const Tensor window_mean = mean(squares.unfold(1, size, 1), {-1});
+  return input / pow(window_mean * alpha + k, beta);
 }
 
 }  // namespace kiln

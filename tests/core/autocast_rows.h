@@ -130,6 +130,44 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return TensorList{rnd({4, 6}, d).to(lp), rnd({4, 6}, d), rnd({4, 6}, d)};
                   },
                   [](const TensorList& in) { return triplet_margin_loss(in[0], in[1], in[2]); }, fp32});
+  rows.push_back({"poisson_nll_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), pos({3, 4}, d)};
+                  },
+                  [](const TensorList& in) { return poisson_nll_loss(in[0], in[1], true, true); }, fp32});
+  rows.push_back({"gaussian_nll_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), rnd({3, 4}, d), pos({3}, d).to(lp)};
+                  },
+                  [](const TensorList& in) { return gaussian_nll_loss(in[0], in[1], in[2]); }, fp32});
+  rows.push_back({"soft_margin_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), sign(rnd({3, 4}, d))};
+                  },
+                  [](const TensorList& in) { return soft_margin_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"hinge_embedding_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), sign(rnd({3, 4}, d))};
+                  },
+                  [](const TensorList& in) { return hinge_embedding_loss(in[0], in[1], 0.5); }, fp32});
+  rows.push_back({"multilabel_soft_margin_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp), gt(rnd({3, 4}, d), 0.0).to(D::Float32), pos({4}, d)};
+                  },
+                  [](const TensorList& in) { return multilabel_soft_margin_loss(in[0], in[1], in[2]); }, fp32});
+  rows.push_back({"multi_margin_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({3, 4}, d).to(lp),
+                                      tensor(std::vector<int64_t>{2, 0, 3}, {3}, TensorOptions(D::Int64, d)),
+                                      pos({4}, d).to(lp)};
+                  },
+                  [](const TensorList& in) { return multi_margin_loss(in[0], in[1], 2, 1.0, in[2]); }, fp32});
+  rows.push_back({"multilabel_margin_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({2, 4}, d).to(lp), tensor(std::vector<int64_t>{3, 0, -1, 1, 2, -1, 0, 0},
+                                                                    {2, 4}, TensorOptions(D::Int64, d))};
+                  },
+                  [](const TensorList& in) { return multilabel_margin_loss(in[0], in[1]); }, fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"logsumexp", lp_in({3, 40}), [](const TensorList& in) { return logsumexp(in[0], {1}); }, fp32});
   rows.push_back({"cumsum", lp_in({3, 40}), [](const TensorList& in) { return cumsum(in[0], 1); }, fp32});

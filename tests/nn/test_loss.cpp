@@ -243,3 +243,98 @@ TEST_CASE("a triplet loss pulls an embedding's same-class points together and pu
   const Tensor c0 = normalize(embed->forward(centre0)), c1 = normalize(embed->forward(centre1));
   CHECK(cosine_similarity(c0, c1).item<double>() < 0.0);
 }
+
+TEST_CASE("likelihood and margin modules call their functional losses, print as PyTorch's, check options",
+          "[nn][loss]") {
+  manual_seed(11);
+  const Tensor x = randn({4, 5}), y = rand({4, 5}) * 3.0, v = rand({4}) + 0.1;
+  const Tensor pm = sign(randn({4, 5})), classes = tensor<int64_t>({1, 0, 4, 2}, {4});
+  const Tensor bits = gt(randn({4, 5}), 0.0).to(DType::Float32), w = rand({5}) + 0.5;
+  const Tensor lists = tensor<int64_t>({0, 3, -1, 0, 0, 4, -1, 1, 2, 2, 2, 1, 0, -1, -1, -1, -1, -1, -1, -1}, {4, 5});
+  CHECK(bitwise_equal(PoissonNLLLoss(false, true, 1e-6, Reduction::Sum)(exp(x), y),
+                      poisson_nll_loss(exp(x), y, false, true, 1e-6, Reduction::Sum)));
+  CHECK(bitwise_equal(GaussianNLLLoss(true, 1e-3)(x, y, v), gaussian_nll_loss(x, y, v, true, 1e-3)));
+  CHECK(bitwise_equal(SoftMarginLoss(Reduction::None)(x, pm), soft_margin_loss(x, pm, Reduction::None)));
+  CHECK(bitwise_equal(HingeEmbeddingLoss(0.5)(x, pm), hinge_embedding_loss(x, pm, 0.5)));
+  CHECK(bitwise_equal(MultiLabelSoftMarginLoss(w)(x, bits), multilabel_soft_margin_loss(x, bits, w)));
+  CHECK(bitwise_equal(MultiMarginLoss(2, 0.5, w, Reduction::Sum)(x, classes),
+                      multi_margin_loss(x, classes, 2, 0.5, w, Reduction::Sum)));
+  CHECK(bitwise_equal(MultiLabelMarginLoss()(x, lists), multilabel_margin_loss(x, lists)));
+  CHECK(PoissonNLLLoss().str() == "PoissonNLLLoss()");
+  CHECK(GaussianNLLLoss().str() == "GaussianNLLLoss()");
+  CHECK(MultiLabelMarginLoss().str() == "MultiLabelMarginLoss()");
+  MultiMarginLoss weighted(1, 1.0, w);
+  REQUIRE(weighted.named_buffers().size() == 1);
+  CHECK(weighted.named_buffers()[0].first == "weight");
+  CHECK(MultiLabelSoftMarginLoss(w).named_buffers()[0].first == "weight");
+  CHECK_THROWS_WITH(MultiMarginLoss(3), Catch::Contains("MultiMarginLoss") && Catch::Contains("1 or 2"));
+  CHECK_THROWS_WITH(MultiMarginLoss(1, 1.0, ones({2, 2})),
+                    Catch::Contains("MultiMarginLoss") && Catch::Contains("1-d"));
+  CHECK_THROWS_WITH(PoissonNLLLoss(true, false, -1.0), Catch::Contains("PoissonNLLLoss") && Catch::Contains("eps"));
+  CHECK_THROWS_WITH(GaussianNLLLoss(false, NAN), Catch::Contains("GaussianNLLLoss") && Catch::Contains("eps"));
+  CHECK_THROWS_WITH(HingeEmbeddingLoss(INFINITY), Catch::Contains("HingeEmbeddingLoss") && Catch::Contains("margin"));
+  CHECK_THROWS_WITH(SoftMarginLoss(Reduction::BatchMean), Catch::Contains("SoftMarginLoss"));
+}
+
+TEST_CASE("gaussian_nll_loss clamps the variance at eps and passes its gradient through, as PyTorch", "[nn][loss]") {
+  const TensorOptions f64(DType::Float64);
+  const Tensor x = tensor({0.5, -1.0, 2.0}), t = tensor({0.0, 0.0, 1.0});
+  Tensor var = tensor({1e-9, 0.0, 2.0}).set_requires_grad(true);
+  const double eps = 1e-3;
+  Tensor loss = gaussian_nll_loss(x, t, var, false, eps, Reduction::Sum);
+  // The value reads eps where var is below it.
+  double expected = 0;
+  const double xs[] = {0.5, -1.0, 2.0}, ts[] = {0.0, 0.0, 1.0}, vs[] = {eps, eps, 2.0};
+  for (int i = 0; i < 3; ++i) expected += 0.5 * (std::log(vs[i]) + (xs[i] - ts[i]) * (xs[i] - ts[i]) / vs[i]);
+  CHECK(loss.item<double>() == Approx(expected).epsilon(1e-12));
+  // The gradient is d/dv at the clamped value, 0.5 (1/v - d^2/v^2), not the clamp's zero.
+  loss.backward();
+  const Tensor g = var.grad();
+  for (int i = 0; i < 3; ++i) {
+    const double d2 = (xs[i] - ts[i]) * (xs[i] - ts[i]);
+    CHECK(g[i].item<double>() == Approx(0.5 * (1.0 / vs[i] - d2 / (vs[i] * vs[i]))).epsilon(1e-12));
+  }
+  // One variance per row, as [N] or [N, 1], is that variance broadcast along the row.
+  manual_seed(12);
+  const Tensor mu = randn({3, 4}, f64), target = randn({3, 4}, f64), rows = rand({3}, f64) + 0.5;
+  const Tensor full = gaussian_nll_loss(mu, target, rows.unsqueeze(1).expand({3, 4}), false, 1e-6, Reduction::None);
+  CHECK(bitwise_equal(gaussian_nll_loss(mu, target, rows, false, 1e-6, Reduction::None), full));
+  CHECK(bitwise_equal(gaussian_nll_loss(mu, target, rows.unsqueeze(1), false, 1e-6, Reduction::None), full));
+}
+
+TEST_CASE("poisson_nll_loss's Stirling term starts above a count of 1 and its minimum is at the counts", "[nn][loss]") {
+  // full adds t log t - t + 0.5 log(2 pi t) only where t > 1.
+  const Tensor rate = tensor({0.0, 0.0, 0.0}), counts = tensor({0.5, 1.0, 3.0});
+  const Tensor plain = poisson_nll_loss(rate, counts, true, false, 1e-8, Reduction::None);
+  const Tensor with_full = poisson_nll_loss(rate, counts, true, true, 1e-8, Reduction::None);
+  CHECK(with_full[0].item<double>() == plain[0].item<double>());
+  CHECK(with_full[1].item<double>() == plain[1].item<double>());
+  CHECK(with_full[2].item<double>() - plain[2].item<double>() ==
+        Approx(3.0 * std::log(3.0) - 3.0 + 0.5 * std::log(2.0 * M_PI * 3.0)).epsilon(1e-6));
+  // The log-rate's gradient exp(x) - t vanishes at x = log t: the loss is least at the counts.
+  Tensor log_rate = tensor({std::log(0.5), std::log(1.0), std::log(3.0)}).set_requires_grad(true);
+  poisson_nll_loss(log_rate, counts, true, true, 1e-8, Reduction::Sum).backward();
+  CHECK(max(abs(log_rate.grad())).item<double>() < 1e-6);
+}
+
+TEST_CASE("MultiMarginLoss trains a linear classifier until each class outscores the others by the margin",
+          "[nn][loss]") {
+  manual_seed(13);
+  // Three Gaussian blobs in 2-d, one per class.
+  const Tensor centres = tensor({3.0f, 0.0f, -1.5f, 2.6f, -1.5f, -2.6f}, {3, 2});
+  const Tensor labels = repeat(arange(0, 3), {20});
+  const Tensor points = index_select(centres, 0, labels) + 0.4 * randn({60, 2});
+  auto model = std::make_shared<Linear>(2, 3);
+  optim::SGD opt(model->parameters(), 0.1);
+  MultiMarginLoss criterion;
+  const double before = criterion(model->forward(points), labels).item<double>();
+  for (int step = 0; step < 200; ++step) {
+    opt.zero_grad();
+    Tensor loss = criterion(model->forward(points), labels);
+    loss.backward();
+    opt.step();
+  }
+  const Tensor scores = model->forward(points);
+  CHECK(criterion(scores, labels).item<double>() < 0.05 * before);
+  CHECK(eq(argmax(scores, 1), labels).to(DType::Float32).mean().item<double>() == 1.0);
+}

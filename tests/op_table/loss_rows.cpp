@@ -3,7 +3,9 @@
 // (differentiable in all four inputs) and from probabilities, KL divergence (probability, zero and
 // log targets; batchmean), NLL on [N, C], [N, C, d] and [C] inputs with class weights and ignored
 // targets, and the metric-learning losses (cosine embedding, margin ranking, triplet margin with
-// and without the swap); each against float64 loops of torch.nn.functional's definitions.
+// and without the swap), and the Poisson and Gaussian likelihoods (log-rates or rates, Stirling's
+// term, variances per element or per row); each against float64 loops of torch.nn.functional's
+// definitions.
 #include <algorithm>
 #include <cmath>
 
@@ -11,15 +13,6 @@
 
 namespace kiln::test {
 namespace {
-
-Tensor reduce_ref(const Values& losses, const Shape& shape, Reduction red) {
-  if (red == Reduction::None) return from_values(losses, shape);
-  double s = 0;
-  for (double e : losses) s += e;
-  return from_values({red == Reduction::Mean ? s / static_cast<double>(losses.size()) : s}, {});
-}
-
-const char* red_name(Reduction red) { return red == Reduction::Mean ? "mean" : red == Reduction::Sum ? "sum" : "none"; }
 
 std::vector<Sample> pair_samples(uint64_t seed) {
   return {{"[3, 4]",
@@ -350,6 +343,103 @@ void add_vector_loss_rows(std::vector<OpRow>& rows) {
   rows.push_back(triplet_row("triplet_margin_loss swap, none", 2.0, true, Reduction::None, 221));
 }
 
+// --- likelihood losses ------------------------------------------------------------------------
+
+// Counts for poisson_nll_loss [3, 4]: zeros, fractions, 1 itself (where full's Stirling term, which
+// starts above 1, would jump) and values above it.
+Tensor poisson_counts(DType t, Device d) {
+  return tensor({0.0, 0.5, 2.0, 3.5, 1.5, 0.25, 5.0, 7.0, 1.0, 2.5, 3.0, 4.0}, {3, 4}).to(t).to(d);
+}
+
+OpRow poisson_row(const std::string& name, bool log_input, bool full, Reduction red, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"[3, 4]", [=](DType t, Device d) {
+                  return TensorList{log_input ? rnd({3, 4}, t, d, seed) : rnd_range({3, 4}, t, d, seed, 0.2, 3.0),
+                                    poisson_counts(t, d)};
+                }}};
+  r.op = [=](const TensorList& x) { return TensorList{poisson_nll_loss(x[0], x[1], log_input, full, 1e-8, red)}; };
+  r.reference = [=](const TensorList& x) {
+    const Values in = values(x[0]), tv = values(x[1]);
+    Values l;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = in[i], t = tv[i];
+      double e = log_input ? std::exp(v) - t * v : v - t * std::log(v + 1e-8);
+      if (full && t > 1) e += t * std::log(t) - t + 0.5 * std::log(2 * M_PI * t);
+      l.push_back(e);
+    }
+    return TensorList{reduce_ref(l, x[0].sizes(), red)};
+  };
+  // full's jump at a count of 1 is no place for central differences in the target.
+  r.differentiable = full ? std::vector<size_t>{0} : std::vector<size_t>{0, 1};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+  return r;
+}
+
+// gaussian_nll_loss of input and target [3, 4] with var of `var_shape` ([3, 4], [3, 1] or [3]).
+OpRow gaussian_row(const std::string& name, const Shape& var_shape, bool full, Reduction red, uint64_t seed) {
+  OpRow r;
+  r.name = name;
+  r.dtypes = kFloatTypes;
+  r.samples = {{"var " + shape_str(var_shape), [=](DType t, Device d) {
+                  return TensorList{rnd({3, 4}, t, d, seed), rnd({3, 4}, t, d, seed + 1),
+                                    rnd_range(var_shape, t, d, seed + 2, 0.2, 2.0)};
+                }}};
+  r.op = [=](const TensorList& x) { return TensorList{gaussian_nll_loss(x[0], x[1], x[2], full, 1e-6, red)}; };
+  r.reference = [=](const TensorList& x) {
+    const Values in = values(x[0]), tv = values(x[1]), var = values(x[2]);
+    const bool per_row = x[2].numel() == 3;
+    Values l;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = std::max(var[per_row ? i / 4 : i], 1e-6), dx = in[i] - tv[i];
+      l.push_back(0.5 * (std::log(v) + dx * dx / v) + (full ? 0.5 * std::log(2 * M_PI) : 0.0));
+    }
+    return TensorList{reduce_ref(l, {3, 4}, red)};
+  };
+  r.differentiable = {0, 1, 2};
+  r.out_dtype = same_dtype;
+  r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+  return r;
+}
+
+void add_likelihood_loss_rows(std::vector<OpRow>& rows) {
+  rows.push_back(poisson_row("poisson_nll_loss", true, false, Reduction::Mean, 231));
+  rows.back().errors = {
+      {"target of another shape",
+       [] {
+         poisson_nll_loss(zeros({3, 4}), zeros({4}));
+       },
+       {"poisson_nll_loss", "[3, 4]", "[4]"}},
+      {"negative eps",
+       [] { poisson_nll_loss(zeros({2}), zeros({2}), false, false, -1.0); },
+       {"poisson_nll_loss", "eps", "-1"}},
+  };
+  rows.push_back(poisson_row("poisson_nll_loss rates, full, sum", false, true, Reduction::Sum, 233));
+  rows.push_back(poisson_row("poisson_nll_loss full, none", true, true, Reduction::None, 235));
+  rows.push_back(gaussian_row("gaussian_nll_loss", {3, 4}, false, Reduction::Mean, 241));
+  rows.back().errors = {
+      {"var of a shape that fits neither",
+       [] {
+         gaussian_nll_loss(zeros({3, 4}), zeros({3, 4}), ones({4}));
+       },
+       {"gaussian_nll_loss", "var", "[4]", "[3, 4]", "[3, 1]"}},
+      {"a negative var",
+       [] {
+         gaussian_nll_loss(zeros({2}), zeros({2}), tensor(std::vector<double>{1.0, -0.5}).to(DType::Float32));
+       },
+       {"gaussian_nll_loss", "var", ">= 0", "-0.5", "flat index 1"}},
+      {"target of another shape",
+       [] {
+         gaussian_nll_loss(zeros({3, 4}), zeros({3}), ones({3, 4}));
+       },
+       {"gaussian_nll_loss", "[3, 4]", "[3]"}},
+  };
+  rows.push_back(gaussian_row("gaussian_nll_loss var [N, 1], full, sum", {3, 1}, true, Reduction::Sum, 243));
+  rows.push_back(gaussian_row("gaussian_nll_loss var [N], none", {3}, false, Reduction::None, 245));
+}
+
 }  // namespace
 
 void add_loss_rows(std::vector<OpRow>& rows) {
@@ -436,6 +526,7 @@ void add_loss_rows(std::vector<OpRow>& rows) {
   rows.push_back(nll_row("nll_loss weighted sum", {7, 3}, true, Reduction::Sum, 151));
   rows.push_back(nll_row("nll_loss none, [C]", {6}, false, Reduction::None, 161));
   add_vector_loss_rows(rows);
+  add_likelihood_loss_rows(rows);
 }
 
 }  // namespace kiln::test

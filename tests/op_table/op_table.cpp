@@ -39,6 +39,7 @@ const std::vector<RowFamily>& row_families() {
       {"cross_entropy", add_cross_entropy_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},
+      {"margin_loss", add_margin_loss_rows},
       {"embedding", add_embedding_rows},
       {"dropout", add_dropout_rows},
       {"attention", add_attention_rows},
@@ -290,6 +291,15 @@ Tensor class_targets(const Shape& shape, int64_t classes, uint64_t seed, int64_t
   }
   return from_values(v, shape, DType::Int64).to(d);
 }
+
+Tensor reduce_ref(const Values& losses, const Shape& shape, Reduction red) {
+  if (red == Reduction::None) return from_values(losses, shape);
+  double s = 0;
+  for (double e : losses) s += e;
+  return from_values({red == Reduction::Mean ? s / static_cast<double>(losses.size()) : s}, {});
+}
+
+const char* red_name(Reduction red) { return red == Reduction::Mean ? "mean" : red == Reduction::Sum ? "sum" : "none"; }
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim; }

@@ -147,6 +147,7 @@ void add_softmax_rows(std::vector<OpRow>& rows);
 void add_activation_rows(std::vector<OpRow>& rows);
 void add_layer_norm_rows(std::vector<OpRow>& rows);
 void add_loss_rows(std::vector<OpRow>& rows);
+void add_margin_loss_rows(std::vector<OpRow>& rows);
 void add_norm_rows(std::vector<OpRow>& rows);
 void add_interpolate_rows(std::vector<OpRow>& rows);
 void add_batch_norm_rows(std::vector<OpRow>& rows);
@@ -217,6 +218,11 @@ DType same_dtype(DType t);                // out_dtype of ops that keep the inpu
 // A function, not a namespace-scope vector: the table is built during static initialization of
 // another translation unit (run_op_table.cpp), possibly before the globals of the one defining it.
 std::vector<DType> numeric_and_bool();
+
+// Losses (loss_rows.cpp, margin_loss_rows.cpp): per-element (or per-sample) losses of `shape`
+// reduced as `red` says, and the reduction's name for row names.
+Tensor reduce_ref(const Values& losses, const Shape& shape, Reduction red);
+const char* red_name(Reduction red);
 
 // Elementwise ops and casts (elementwise_rows.cpp, copy_rows.cpp).
 // rnd's values, scaled.
