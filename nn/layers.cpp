@@ -404,6 +404,39 @@ std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(Pair output_size) : output_size(output_size) {
+  check_positive("AdaptiveMaxPool2d", "output_size", output_size);
+}
+
+std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + int_or_tuple(output_size); }
+
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, output_size); }
+
+namespace {
+
+void check_norm_type(const char* layer, double norm_type) {
+  if (!std::isfinite(norm_type) || norm_type == 0.0) {
+    throw Error(std::string(layer) + ": norm_type must be finite and nonzero, got " + py_float(norm_type));
+  }
+}
+
+}  // namespace
+
+LPPool2d::LPPool2d(double norm_type, Pair kernel_size, Pair stride, bool ceil_mode)
+    : norm_type(norm_type), kernel_size(kernel_size), stride(stride), ceil_mode(ceil_mode) {
+  check_norm_type("LPPool2d", norm_type);
+  check_positive("LPPool2d", "kernel_size", kernel_size);
+  if (stride[0] != 0 || stride[1] != 0) check_positive("LPPool2d", "stride", stride);
+}
+
+std::string LPPool2d::extra_repr() const {
+  const bool no_stride = stride[0] == 0 && stride[1] == 0;
+  return "norm_type=" + py_float(norm_type) + ", kernel_size=" + int_or_tuple(kernel_size) +
+         ", stride=" + (no_stride ? std::string("None") : int_or_tuple(stride)) + ", ceil_mode=" + py_bool(ceil_mode);
+}
+
+Tensor LPPool2d::forward(const Tensor& x) { return lp_pool2d(x, norm_type, kernel_size, stride, ceil_mode); }
+
 MaxPool1d::MaxPool1d(int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation, bool ceil_mode)
     : kernel_size(kernel_size),
       stride(stride == 0 ? kernel_size : stride),
@@ -450,6 +483,27 @@ AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t output_size) : output_size(output_s
 }
 
 Tensor AdaptiveAvgPool1d::forward(const Tensor& x) { return adaptive_avg_pool1d(x, output_size); }
+
+AdaptiveMaxPool1d::AdaptiveMaxPool1d(int64_t output_size) : output_size(output_size) {
+  check_positive("AdaptiveMaxPool1d", "output_size", output_size);
+}
+
+Tensor AdaptiveMaxPool1d::forward(const Tensor& x) { return adaptive_max_pool1d(x, output_size); }
+
+LPPool1d::LPPool1d(double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode)
+    : norm_type(norm_type), kernel_size(kernel_size), stride(stride), ceil_mode(ceil_mode) {
+  check_norm_type("LPPool1d", norm_type);
+  check_positive("LPPool1d", "kernel_size", kernel_size);
+  if (stride != 0) check_positive("LPPool1d", "stride", stride);
+}
+
+std::string LPPool1d::extra_repr() const {
+  return "norm_type=" + py_float(norm_type) + ", kernel_size=" + std::to_string(kernel_size) +
+         ", stride=" + (stride == 0 ? std::string("None") : std::to_string(stride)) +
+         ", ceil_mode=" + py_bool(ceil_mode);
+}
+
+Tensor LPPool1d::forward(const Tensor& x) { return lp_pool1d(x, norm_type, kernel_size, stride, ceil_mode); }
 
 // --- containers -------------------------------------------------------------------------------------
 

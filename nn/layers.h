@@ -387,6 +387,33 @@ class AdaptiveAvgPool2d : public UnaryModule {
   Pair output_size;
 };
 
+class AdaptiveMaxPool2d : public UnaryModule {
+ public:
+  explicit AdaptiveMaxPool2d(Pair output_size);
+  explicit AdaptiveMaxPool2d(int64_t output_size) : AdaptiveMaxPool2d(Pair{output_size, output_size}) {}
+  std::string type_name() const override { return "AdaptiveMaxPool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  Pair output_size;
+};
+
+// lp_pool2d: (sum over each window of x^norm_type)^(1 / norm_type); stride {0, 0} (PyTorch's None)
+// means "equal to kernel_size".
+class LPPool2d : public UnaryModule {
+ public:
+  LPPool2d(double norm_type, Pair kernel_size, Pair stride = {0, 0}, bool ceil_mode = false);
+  LPPool2d(double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false)
+      : LPPool2d(norm_type, Pair{kernel_size, kernel_size}, Pair{stride, stride}, ceil_mode) {}
+  std::string type_name() const override { return "LPPool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  double norm_type;
+  Pair kernel_size, stride;
+  bool ceil_mode;
+};
+
 // 1-d pooling over [N, C, L] or [C, L]; stride 0 means "equal to kernel_size".
 class MaxPool1d : public UnaryModule {
  public:
@@ -420,6 +447,28 @@ class AdaptiveAvgPool1d : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 
   int64_t output_size;
+};
+
+class AdaptiveMaxPool1d : public UnaryModule {
+ public:
+  explicit AdaptiveMaxPool1d(int64_t output_size);
+  std::string type_name() const override { return "AdaptiveMaxPool1d"; }
+  std::string extra_repr() const override { return "output_size=" + std::to_string(output_size); }
+  Tensor forward(const Tensor& x) override;
+
+  int64_t output_size;
+};
+
+class LPPool1d : public UnaryModule {
+ public:
+  LPPool1d(double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
+  std::string type_name() const override { return "LPPool1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  double norm_type;
+  int64_t kernel_size, stride;  // stride 0: PyTorch's None, the kernel size
+  bool ceil_mode;
 };
 
 // Chains UnaryModules; children are named "0", "1", ... in order.

@@ -133,4 +133,40 @@ Tensor Unflatten::forward(const Tensor& x) {
   return x.reshape(shape);
 }
 
+namespace {
+
+// A window argument as PyTorch prints what users usually pass: an int when both dims agree.
+std::string window_arg(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : detail::py_tuple({p[0], p[1]}); }
+
+// kernel_size, dilation and stride positive, padding non-negative (kiln::Error naming `layer`).
+void check_window(const char* layer, Pair kernel_size, Pair dilation, Pair padding, Pair stride) {
+  detail::check_positive(layer, "kernel_size", kernel_size);
+  detail::check_positive(layer, "dilation", dilation);
+  detail::check_positive(layer, "stride", stride);
+  detail::check_non_negative(layer, "padding", std::min(padding[0], padding[1]));
+}
+
+}  // namespace
+
+Unfold::Unfold(Pair kernel_size, Pair dilation, Pair padding, Pair stride)
+    : kernel_size(kernel_size), dilation(dilation), padding(padding), stride(stride) {
+  check_window("Unfold", kernel_size, dilation, padding, stride);
+}
+
+std::string Unfold::extra_repr() const {
+  return "kernel_size=" + window_arg(kernel_size) + ", dilation=" + window_arg(dilation) +
+         ", padding=" + window_arg(padding) + ", stride=" + window_arg(stride);
+}
+
+Fold::Fold(Pair output_size, Pair kernel_size, Pair dilation, Pair padding, Pair stride)
+    : output_size(output_size), kernel_size(kernel_size), dilation(dilation), padding(padding), stride(stride) {
+  detail::check_positive("Fold", "output_size", output_size);
+  check_window("Fold", kernel_size, dilation, padding, stride);
+}
+
+std::string Fold::extra_repr() const {
+  return "output_size=" + window_arg(output_size) + ", kernel_size=" + window_arg(kernel_size) +
+         ", dilation=" + window_arg(dilation) + ", padding=" + window_arg(padding) + ", stride=" + window_arg(stride);
+}
+
 }  // namespace kiln::nn

@@ -1,13 +1,15 @@
 // The layers that resize, pad or rearrange the spatial dims of [N, C, *] inputs, PyTorch-shaped:
 // Upsample (interpolate), the padding layers (pad: ZeroPad, ConstantPad, ReflectionPad,
-// ReplicationPad and CircularPad, 1-d and 2-d), PixelShuffle, PixelUnshuffle, ChannelShuffle and
-// Unflatten, printed as PyTorch prints them.
+// ReplicationPad and CircularPad, 1-d and 2-d), PixelShuffle, PixelUnshuffle, ChannelShuffle,
+// Unflatten, and Unfold and Fold (sliding windows as columns and back), printed as PyTorch prints
+// them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/ops/fold.h"
 #include "core/ops/interpolate.h"
 #include "core/ops/shape.h"
 #include "nn/module.h"
@@ -134,6 +136,36 @@ class Unflatten : public UnaryModule {
 
   int64_t dim;
   Shape unflattened_size;
+};
+
+// unfold: [N, C, H, W] -> [N, C * kh * kw, L], the sliding windows as columns.
+class Unfold : public UnaryModule {
+ public:
+  explicit Unfold(Pair kernel_size, Pair dilation = {1, 1}, Pair padding = {0, 0}, Pair stride = {1, 1});
+  explicit Unfold(int64_t kernel_size, int64_t dilation = 1, int64_t padding = 0, int64_t stride = 1)
+      : Unfold(Pair{kernel_size, kernel_size}, Pair{dilation, dilation}, Pair{padding, padding}, Pair{stride, stride}) {
+  }
+  std::string type_name() const override { return "Unfold"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override { return unfold(x, kernel_size, dilation, padding, stride); }
+
+  Pair kernel_size, dilation, padding, stride;
+};
+
+// fold: [N, C * kh * kw, L] -> [N, C, H, W] of output_size, overlapping windows summed.
+class Fold : public UnaryModule {
+ public:
+  Fold(Pair output_size, Pair kernel_size, Pair dilation = {1, 1}, Pair padding = {0, 0}, Pair stride = {1, 1});
+  Fold(Pair output_size, int64_t kernel_size, int64_t dilation = 1, int64_t padding = 0, int64_t stride = 1)
+      : Fold(output_size, Pair{kernel_size, kernel_size}, Pair{dilation, dilation}, Pair{padding, padding},
+             Pair{stride, stride}) {}
+  Fold(int64_t output_size, int64_t kernel_size, int64_t dilation = 1, int64_t padding = 0, int64_t stride = 1)
+      : Fold(Pair{output_size, output_size}, kernel_size, dilation, padding, stride) {}
+  std::string type_name() const override { return "Fold"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override { return fold(x, output_size, kernel_size, dilation, padding, stride); }
+
+  Pair output_size, kernel_size, dilation, padding, stride;
 };
 
 }  // namespace kiln::nn

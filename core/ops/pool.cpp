@@ -1,16 +1,23 @@
 // 2-d pooling (max, average, adaptive average) with kiln's own kernels on both devices. The output
 // keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image. The
-// 1-d pools run the 2-d ones on a height of 1.
+// 1-d pools run the 2-d ones on a height of 1. The adaptive max pools gather each window with
+// index_select and take its amax; the LP pools are average pools of powers.
 #include "core/ops/pool.h"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/image.h"
+#include "core/ops/index.h"
+#include "core/ops/reduce.h"
 #include "kernels/error.h"
 #include "kernels/pool.h"
 
@@ -203,6 +210,68 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   return as_input_rank(out, x);
 }
 
+namespace {
+
+// The maximum over adaptive windows along `dim` of x: each output cell's window gathered by one
+// index_select (windows shorter than the longest repeat their last index, which a maximum ignores),
+// then amax over the window.
+Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
+  const int64_t n = x.size(dim);
+  std::vector<int64_t> start(static_cast<size_t>(out)), end(static_cast<size_t>(out));
+  int64_t widest = 0;
+  for (int64_t i = 0; i < out; ++i) {
+    start[static_cast<size_t>(i)] = i * n / out;
+    end[static_cast<size_t>(i)] = ((i + 1) * n + out - 1) / out;
+    widest = std::max(widest, end[static_cast<size_t>(i)] - start[static_cast<size_t>(i)]);
+  }
+  std::vector<int64_t> index;
+  index.reserve(static_cast<size_t>(out * widest));
+  for (int64_t i = 0; i < out; ++i) {
+    for (int64_t k = 0; k < widest; ++k) {
+      index.push_back(std::min(start[static_cast<size_t>(i)] + k, end[static_cast<size_t>(i)] - 1));
+    }
+  }
+  const Tensor idx = tensor(index, {out * widest}, TensorOptions(DType::Int64, x.device()));
+  Shape windows = x.sizes();
+  windows[static_cast<size_t>(dim)] = out;
+  windows.insert(windows.begin() + dim + 1, widest);
+  return amax(index_select(x, dim, idx).reshape(windows), {dim + 1});
+}
+
+// sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
+Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window) {
+  return pow(sign(average) * relu(abs(average)) * static_cast<double>(window), 1.0 / norm_type);
+}
+
+void check_norm_type(const char* op, double norm_type) {
+  if (!std::isfinite(norm_type) || norm_type == 0.0) {
+    throw Error(std::string(op) + ": norm_type must be finite and nonzero, got " + num_str(norm_type));
+  }
+}
+
+}  // namespace
+
+Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
+  const char* op = "adaptive_max_pool2d";
+  check_pool_input(op, x);
+  if (output_size[0] <= 0 || output_size[1] <= 0) {
+    throw ShapeError(std::string(op) + ": output size must be positive, got " + pair_str(output_size) + " (input " +
+                     shape_str(x.sizes()) + ")");
+  }
+  const int64_t h = x.dim() - 2, w = x.dim() - 1;
+  return adaptive_max_along(adaptive_max_along(x, h, output_size[0]), w, output_size[1]);
+}
+
+Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride, bool ceil_mode) {
+  const char* op = "lp_pool2d";
+  check_pool_input(op, x);
+  check_norm_type(op, norm_type);
+  PoolArgs a{kernel_size, stride, {0, 0}, {1, 1}};
+  pool_geometry(op, x, a, ceil_mode);  // the window's checks, in lp_pool2d's name
+  return lp_from_average(avg_pool2d(pow(x, norm_type), a.kernel, a.stride, {0, 0}, ceil_mode), norm_type,
+                         a.kernel[0] * a.kernel[1]);
+}
+
 // --- 1-d pooling: the 2-d ops on [N, C, 1, L] views ---------------------------------------------
 // The 1-d ops check in their own terms first, so that an error names the 1-d op, the caller's
 // shape and the 1-d window rather than the view's; then the 2-d op pools a height of 1.
@@ -270,6 +339,24 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
                      " (input " + shape_str(x.sizes()) + ")");
   }
   return adaptive_avg_pool2d(x2, {1, output_size}).squeeze(-2);
+}
+
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
+  const char* op = "adaptive_max_pool1d";
+  pool1d_input(op, x);
+  if (output_size <= 0) {
+    throw ShapeError(std::string(op) + ": output size must be positive, got " + std::to_string(output_size) +
+                     " (input " + shape_str(x.sizes()) + ")");
+  }
+  return adaptive_max_along(x, x.dim() - 1, output_size);
+}
+
+Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode) {
+  const char* op = "lp_pool1d";
+  pool1d_input(op, x);
+  check_norm_type(op, norm_type);
+  check_window1d(op, x, kernel_size, stride, 0, 1, ceil_mode);
+  return lp_from_average(avg_pool1d(pow(x, norm_type), kernel_size, stride, 0, ceil_mode), norm_type, kernel_size);
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // 2-d pooling over NCHW or channels-last inputs (the output keeps the input's layout), and 1-d
-// pooling over [N, C, L].
+// pooling over [N, C, L]. The adaptive max pools and the power-average (LP) pools are composed of
+// the others and of index_select and amax.
 #pragma once
 
 #include "core/ops/conv.h"
@@ -13,6 +14,14 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair 
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+// The maximum over PyTorch's adaptive windows: output cell i of a dim of size n covers
+// [floor(i n / out), ceil((i + 1) n / out)). Where several elements share a window's maximum, the
+// gradient is split among them (PyTorch gives it to one).
+Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size);
+// (sum over each window of x^p)^(1 / p), PyTorch's lp_pool2d: an average pool of x^p times the
+// window's size, its sign kept, then the 1/p power. No padding; stride {0, 0} is kernel_size. As in
+// PyTorch, a negative window sum with a fractional 1/p is NaN.
+Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride = {0, 0}, bool ceil_mode = false);
 
 // 1-d pooling over [N, C, L] or [C, L] (the 2-d ops on a height of 1). stride 0 means "equal to
 // kernel_size", as above.
@@ -21,5 +30,7 @@ Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int6
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
                   bool count_include_pad = true);
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
+Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
 
 }  // namespace kiln

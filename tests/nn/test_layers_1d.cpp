@@ -1,7 +1,8 @@
 // The 1-d and 3-d layers beside the 2-d ones: BatchNorm1d and BatchNorm3d (the batch norm of
 // BatchNorm2d over other input dims: statistics, running buffers, Sequential's ReLU epilogue) and
-// MaxPool1d, AvgPool1d, AdaptiveAvgPool1d (the 1-d pools, PyTorch's printed forms). Expected values
-// are written out per channel in double arithmetic.
+// MaxPool1d, AvgPool1d, AdaptiveAvgPool1d (the 1-d pools, PyTorch's printed forms), and the
+// adaptive max and LP pools in 1-d and 2-d. Expected values are written out per channel in double
+// arithmetic.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -147,4 +148,44 @@ TEST_CASE("MaxPool1d, AvgPool1d and AdaptiveAvgPool1d pool along the length", "[
   CHECK_THROWS_WITH(AdaptiveAvgPool1d(-1), Catch::Contains("AdaptiveAvgPool1d") && Catch::Contains("-1"));
   CHECK_THROWS_WITH(maxp.forward(zeros({2, 3, 4, 5})),
                     Catch::Contains("max_pool1d") && Catch::Contains("[2, 3, 4, 5]"));
+}
+
+TEST_CASE("AdaptiveMaxPool1d/2d and LPPool1d/2d: adaptive windows, power sums, printed forms", "[nn]") {
+  const Tensor x = arange(0, 12, 1, TensorOptions(DType::Float32)).reshape({1, 2, 6});  // rows 0..5, 6..11
+  AdaptiveMaxPool1d ada(4);
+  CHECK(ada.str() == "AdaptiveMaxPool1d(output_size=4)");
+  // Windows [0, 2), [1, 3), [3, 5), [4, 6) of 6: their maxima.
+  CHECK(ada.forward(x).select(1, 1).to_vector_double() == std::vector<double>{7, 8, 10, 11});
+  // Windows [0, 2), [1, 4), [3, 6), [5, 7) of 7 (the short ones gathered with their last index
+  // repeated): each winner's gradient is 1, however its window was gathered.
+  Tensor leaf = arange(0, 7, 1, TensorOptions(DType::Float32)).reshape({1, 1, 7}).set_requires_grad(true);
+  AdaptiveMaxPool1d(4).forward(leaf).sum().backward();
+  CHECK(leaf.grad().to_vector_double() == std::vector<double>{0, 1, 0, 1, 0, 1, 1});
+  LPPool1d lp(2.0, 3);
+  CHECK(lp.str() == "LPPool1d(norm_type=2.0, kernel_size=3, stride=None, ceil_mode=False)");
+  // sqrt(0 + 1 + 4), sqrt(9 + 16 + 25).
+  const std::vector<double> lp_row = lp.forward(x).select(1, 0).to_vector_double();
+  REQUIRE(lp_row.size() == 2);
+  CHECK(lp_row[0] == Approx(std::sqrt(5.0)));
+  CHECK(lp_row[1] == Approx(std::sqrt(50.0)));
+  // norm_type 1 is the window's sum.
+  CHECK(LPPool1d(1.0, 2, 1).forward(x).select(1, 0).to_vector_double() == std::vector<double>{1, 3, 5, 7, 9});
+
+  const Tensor img = arange(0, 20, 1, TensorOptions(DType::Float32)).reshape({1, 1, 4, 5});
+  AdaptiveMaxPool2d amp(Pair{2, 2});
+  CHECK(amp.str() == "AdaptiveMaxPool2d(output_size=2)");
+  // Rows [0, 2), [2, 4); columns [0, 3), [2, 5): the bottom-right corner of each window.
+  CHECK(amp.forward(img).to_vector_double() == std::vector<double>{7, 9, 17, 19});
+  CHECK(AdaptiveMaxPool2d(Pair{1, 3}).extra_repr() == "output_size=(1, 3)");
+  LPPool2d lp2(2.0, Pair{2, 2}, Pair{2, 3});
+  CHECK(lp2.str() == "LPPool2d(norm_type=2.0, kernel_size=2, stride=(2, 3), ceil_mode=False)");
+  const std::vector<double> lp2_out = lp2.forward(img).to_vector_double();
+  REQUIRE(lp2_out.size() == 4);
+  CHECK(lp2_out[0] == Approx(std::sqrt(0.0 + 1 + 25 + 36)));
+  CHECK(lp2_out[3] == Approx(std::sqrt(13.0 * 13 + 14 * 14 + 18 * 18 + 19 * 19)));
+  CHECK_THROWS_WITH(AdaptiveMaxPool1d(0), Catch::Contains("AdaptiveMaxPool1d") && Catch::Contains("0"));
+  CHECK_THROWS_WITH(AdaptiveMaxPool2d(Pair{2, -1}), Catch::Contains("AdaptiveMaxPool2d") && Catch::Contains("(2, -1)"));
+  CHECK_THROWS_WITH(LPPool1d(0.0, 2), Catch::Contains("LPPool1d") && Catch::Contains("norm_type"));
+  CHECK_THROWS_WITH(LPPool2d(2.0, Pair{2, 2}, Pair{0, 2}), Catch::Contains("LPPool2d") && Catch::Contains("stride"));
+  CHECK_THROWS_WITH(lp2.forward(zeros({4, 5})), Catch::Contains("lp_pool2d") && Catch::Contains("[4, 5]"));
 }

@@ -1,6 +1,7 @@
 // Upsample, the padding layers, the pixel and channel shuffles, Unflatten, Softmax, LogSoftmax and
 // the composed activations: each equals its functional op, prints as PyTorch prints it, and
-// refuses bad options at construction; an upsampling decoder trains.
+// refuses bad options at construction; an upsampling decoder trains; Unfold turns a convolution
+// into a matrix product and Fold sums the windows back.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -197,4 +198,35 @@ TEST_CASE("PixelShuffle, PixelUnshuffle, ChannelShuffle and Unflatten call their
   CHECK_THROWS_WITH(Unflatten(1, {3, 3})(x), Catch::Contains("Unflatten") && Catch::Contains("[2, 8, 3, 4]"));
   CHECK_THROWS_WITH(Unflatten(1, {-1, -1}), Catch::Contains("Unflatten") && Catch::Contains("-1"));
   CHECK_THROWS_WITH(PixelShuffle(0), Catch::Contains("PixelShuffle") && Catch::Contains("upscale_factor"));
+}
+
+TEST_CASE("Unfold and Fold: a convolution as a matrix product of the windows, and fold's sum of overlaps",
+          "[nn][spatial]") {
+  manual_seed(31);
+  const TensorOptions f64(DType::Float64);
+  const Tensor x = randn({2, 3, 6, 7}, f64), weight = randn({4, 3, 3, 2}, f64);
+  Unfold windows(Pair{3, 2}, Pair{1, 1}, Pair{1, 0}, Pair{2, 1});
+  CHECK(windows.str() == "Unfold(kernel_size=(3, 2), dilation=1, padding=(1, 0), stride=(2, 1))");
+  // conv2d is the weight [4, 3 * 3 * 2] times the columns [N, 3 * 3 * 2, L], reshaped to the image.
+  const Tensor cols = windows(x);
+  CHECK(cols.sizes() == Shape{2, 18, 3 * 6});
+  const Tensor by_windows = matmul(weight.reshape({4, 18}), cols).reshape({2, 4, 3, 6});
+  CHECK(max(abs(by_windows - conv2d(x, weight, Tensor(), {2, 1}, {1, 0}))).item<double>() < 1e-12);
+  // Non-overlapping windows that tile the image: fold undoes unfold.
+  Fold tile(Pair{6, 6}, 2, 1, 0, 2);
+  CHECK(tile.str() == "Fold(output_size=6, kernel_size=2, dilation=1, padding=0, stride=2)");
+  const Tensor square = x.narrow(3, 0, 6);
+  CHECK(max(abs(tile(Unfold(2, 1, 0, 2)(square)) - square)).item<double>() == 0.0);
+  // Overlapping windows: fold sums each element once per window that holds it, so
+  // fold(unfold(x)) = x * fold(unfold(ones)).
+  Unfold overlapping(3, 1, 1, 1);
+  Fold back(Pair{6, 7}, 3, 1, 1, 1);
+  const Tensor counts = back(overlapping(ones_like(x)));
+  CHECK(counts[0][0][0][0].item<double>() == 4.0);  // a corner: 2 x 2 windows
+  CHECK(counts[0][0][2][3].item<double>() == 9.0);  // inside: all 3 x 3
+  CHECK(max(abs(back(overlapping(x)) - x * counts)).item<double>() < 1e-12);
+  CHECK_THROWS_WITH(Unfold(0), Catch::Contains("Unfold") && Catch::Contains("kernel_size"));
+  CHECK_THROWS_WITH(Fold(Pair{4, 0}, 2), Catch::Contains("Fold") && Catch::Contains("output_size"));
+  CHECK_THROWS_WITH(Unfold(2, 1, -1), Catch::Contains("Unfold") && Catch::Contains("padding"));
+  CHECK_THROWS_WITH(tile(randn({1, 8, 10})), Catch::Contains("fold") && Catch::Contains("windows"));
 }

@@ -19,6 +19,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/view_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/random_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/factory_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/fold_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/matmul_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/conv_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/pool_rows.cpp

@@ -27,6 +27,7 @@ const std::vector<RowFamily>& row_families() {
       {"view", add_view_rows},
       {"random", add_random_rows},
       {"factory", add_factory_rows},
+      {"fold", add_fold_rows},
       {"matmul", add_matmul_rows},
       {"conv", add_conv_rows},
       {"pool", add_pool_rows},

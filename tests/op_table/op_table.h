@@ -140,6 +140,7 @@ void add_triangle_rows(std::vector<OpRow>& rows);
 void add_view_rows(std::vector<OpRow>& rows);
 void add_random_rows(std::vector<OpRow>& rows);
 void add_factory_rows(std::vector<OpRow>& rows);
+void add_fold_rows(std::vector<OpRow>& rows);
 void add_matmul_rows(std::vector<OpRow>& rows);
 void add_conv_rows(std::vector<OpRow>& rows);
 void add_pool_rows(std::vector<OpRow>& rows);

@@ -1,6 +1,7 @@
-// Op table rows of the pool family: max_pool2d, avg_pool2d and adaptive_avg_pool2d on 3-d and 4-d
-// inputs, and their 1-d twins on 2-d and 3-d inputs. Hyper-parameters travel with each sample as a trailing int64
-// tensor, so one row covers many configurations. References are direct loops in float64 over each plane's windows.
+// Op table rows of the pool family: max_pool2d, avg_pool2d, adaptive_avg_pool2d,
+// adaptive_max_pool2d and lp_pool2d on 3-d and 4-d inputs, and their 1-d twins on 2-d and 3-d
+// inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers
+// many configurations. References are direct loops in float64 over each plane's windows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -84,7 +85,9 @@ Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
   });
 }
 
-Tensor ref_adaptive_avg(const Tensor& x, int64_t oh, int64_t ow) {
+// PyTorch's adaptive windows: cell a of oh over h rows covers
+// [floor(a h / oh), ceil((a + 1) h / oh)). Their average, or with `maximum` their maximum.
+Tensor ref_adaptive(const Tensor& x, int64_t oh, int64_t ow, bool maximum) {
   return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
     std::vector<double> o;
     for (int64_t a = 0; a < oh; ++a)
@@ -93,10 +96,33 @@ Tensor ref_adaptive_avg(const Tensor& x, int64_t oh, int64_t ow) {
         const int64_t y1 = static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * h) / oh));
         const int64_t z0 = static_cast<int64_t>(std::floor(static_cast<double>(b * w) / ow));
         const int64_t z1 = static_cast<int64_t>(std::ceil(static_cast<double>((b + 1) * w) / ow));
-        double sum = 0;
+        double sum = 0, best = -std::numeric_limits<double>::infinity();
         for (int64_t y = y0; y < y1; ++y)
-          for (int64_t z = z0; z < z1; ++z) sum += v[y * w + z];
-        o.push_back(sum / static_cast<double>((y1 - y0) * (z1 - z0)));
+          for (int64_t z = z0; z < z1; ++z) {
+            sum += v[y * w + z];
+            best = std::max(best, v[y * w + z]);
+          }
+        o.push_back(maximum ? best : sum / static_cast<double>((y1 - y0) * (z1 - z0)));
+      }
+    return o;
+  });
+}
+
+// LP-pool params: kernel h, w, stride h, w, ceil_mode; (sum over each window of v^p)^(1/p).
+Tensor ref_lp_pool(const Tensor& x, double p, const std::vector<int64_t>& q) {
+  const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], 0, 1, q[4] != 0);
+  const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], 0, 1, q[4] != 0);
+  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+    std::vector<double> o;
+    for (int64_t a = 0; a < oh; ++a)
+      for (int64_t b = 0; b < ow; ++b) {
+        double sum = 0;
+        for (int64_t i = 0; i < q[0]; ++i)
+          for (int64_t j = 0; j < q[1]; ++j) {
+            const int64_t y = a * q[2] + i, z = b * q[3] + j;
+            if (y < h && z < w) sum += std::pow(v[y * w + z], p);
+          }
+        o.push_back(std::pow(sum, 1.0 / p));
       }
     return o;
   });
@@ -219,7 +245,7 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
     };
     r.op = [](const TensorList& in) { return TensorList{adaptive_avg_pool1d(in[0], param_values(in[1])[0])}; };
     r.reference = [](const TensorList& in) {
-      return TensorList{drop_height(ref_adaptive_avg(as_height1(in[0]), 1, param_values(in[1])[0]))};
+      return TensorList{drop_height(ref_adaptive(as_height1(in[0]), 1, param_values(in[1])[0], false))};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -231,6 +257,64 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
          {"adaptive_avg_pool1d", "output size must be positive, got 0", "[1, 2, 8]"}},
     };
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "adaptive_max_pool1d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("3 from 7", {2, 3, 7}, {3}, true, false, 591),
+        pool_sample("5 from 3 (upsampling windows)", {1, 2, 3}, {5}, true, false, 593),
+        pool_sample("2-d input, 1 from 6", {3, 6}, {1}, true, false, 595),
+    };
+    r.op = [](const TensorList& in) { return TensorList{adaptive_max_pool1d(in[0], param_values(in[1])[0])}; };
+    r.reference = [](const TensorList& in) {
+      return TensorList{drop_height(ref_adaptive(as_height1(in[0]), 1, param_values(in[1])[0], true))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"zero output size",
+         [] {
+           adaptive_max_pool1d(zeros({1, 2, 8}), 0);
+         },
+         {"adaptive_max_pool1d", "output size must be positive, got 0", "[1, 2, 8]"}},
+        {"4-d input",
+         [] {
+           adaptive_max_pool1d(zeros({1, 2, 3, 4}), 2);
+         },
+         {"adaptive_max_pool1d", "[1, 2, 3, 4]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "lp_pool1d";
+    r.dtypes = kFloatTypes;
+    // Positive values: a fractional power of a negative window sum is NaN (in PyTorch too).
+    r.samples = {{"p 1.5, kernel 3, stride 2, [2, 3, 9]", [](DType t, Device d) {
+                    return TensorList{rnd_range({2, 3, 9}, t, d, 597, 0.2, 2.0)};
+                  }}};
+    r.op = [](const TensorList& in) { return TensorList{lp_pool1d(in[0], 1.5, 3, 2)}; };
+    r.reference = [](const TensorList& in) {
+      return TensorList{drop_height(ref_lp_pool(as_height1(in[0]), 1.5, {1, 3, 1, 2, 0}))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"norm_type 0",
+         [] {
+           lp_pool1d(ones({1, 2, 8}), 0.0, 2);
+         },
+         {"lp_pool1d", "norm_type", "0"}},
+        {"a kernel longer than the input",
+         [] {
+           lp_pool1d(ones({1, 2, 3}), 2.0, 4);
+         },
+         {"lp_pool1d", "not positive", "[1, 2, 3]"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
     rows.push_back(std::move(r));
   }
 }
@@ -369,7 +453,7 @@ void add_pool_rows(std::vector<OpRow>& rows) {
     };
     r.reference = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{ref_adaptive_avg(in[0], q[0], q[1])};
+      return TensorList{ref_adaptive(in[0], q[0], q[1], false)};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -399,6 +483,77 @@ void add_pool_rows(std::vector<OpRow>& rows) {
     rows.push_back(std::move(r));
   }
   add_pool1d_rows(rows);
+  {
+    OpRow r;
+    r.name = "adaptive_max_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        pool_sample("1x1 from 6x5", {2, 3, 6, 5}, {1, 1}, true, false, 451),
+        pool_sample("3x2 from 7x5", {2, 3, 7, 5}, {3, 2}, true, false, 453),
+        pool_sample("3x2 from 7x5, channels-last", {2, 3, 7, 5}, {3, 2}, true, true, 455),
+        pool_sample("4x3 from 3x2 (upsampling windows)", {1, 2, 3, 2}, {4, 3}, true, false, 457),
+        pool_sample("3-d input, 2x4 from 5x7", {3, 5, 7}, {2, 4}, true, false, 459),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{adaptive_max_pool2d(in[0], {q[0], q[1]})};
+    };
+    r.reference = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{ref_adaptive(in[0], q[0], q[1], true)};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"zero output size",
+         [] {
+           adaptive_max_pool2d(zeros({1, 2, 8, 8}), {2, 0});
+         },
+         {"adaptive_max_pool2d", "2x0", "[1, 2, 8, 8]"}},
+        {"no channels",
+         [] {
+           adaptive_max_pool2d(zeros({1, 0, 8, 8}), {2, 2});
+         },
+         {"adaptive_max_pool2d", "[1, 0, 8, 8]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "lp_pool2d";
+    r.dtypes = kFloatTypes;
+    r.samples = {
+        {"p 2, kernel 2x3, [2, 3, 6, 7]",
+         [](DType t, Device d) {
+           return TensorList{rnd({2, 3, 6, 7}, t, d, 461), params({2, 3, 2, 3, 0}, d)};
+         }},
+        {"p 2, kernel 3x2, stride 2x1, ceil_mode, 3-d input",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 7, 5}, t, d, 463), params({3, 2, 2, 1, 1}, d)};
+         }},
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      return TensorList{lp_pool2d(in[0], 2.0, pr(q, 0), pr(q, 2), q[4] != 0)};
+    };
+    r.reference = [](const TensorList& in) { return TensorList{ref_lp_pool(in[0], 2.0, param_values(in[1]))}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"an infinite norm_type",
+         [] {
+           lp_pool2d(ones({1, 2, 4, 4}), INFINITY, {2, 2});
+         },
+         {"lp_pool2d", "norm_type", "inf"}},
+        {"zero kernel",
+         [] {
+           lp_pool2d(ones({1, 2, 4, 4}), 2.0, {0, 2});
+         },
+         {"lp_pool2d", "kernel size"}},
+    };
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+    rows.push_back(std::move(r));
+  }
 }
 
 }  // namespace kiln::test
