@@ -165,6 +165,7 @@ const std::vector<PolicyRow>& policy_table() {
       // Tensor-core work: the point of autocast.
       {"matmul", Policy::LowPrecision},
       {"linear", Policy::LowPrecision},
+      {"bilinear", Policy::LowPrecision},
       {"linear_gelu", Policy::LowPrecision},
       {"gelu_mlp", Policy::LowPrecision},
       {"conv2d", Policy::LowPrecision},

@@ -178,6 +178,29 @@ std::string Linear::extra_repr() const {
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
+Bilinear::Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias)
+    : in1_features(in1_features), in2_features(in2_features), out_features(out_features) {
+  check_non_negative("Bilinear", "in1_features", in1_features);
+  check_non_negative("Bilinear", "in2_features", in2_features);
+  check_non_negative("Bilinear", "out_features", out_features);
+  weight = register_parameter("weight", new_tensor("Bilinear", {out_features, in1_features, in2_features}));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Bilinear", {out_features}));
+  reset_parameters();
+}
+
+void Bilinear::reset_parameters() {
+  const double bound = in1_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in1_features)) : 0.0;
+  init::uniform_(weight, -bound, bound);
+  if (bias.defined()) init::uniform_(bias, -bound, bound);
+}
+
+std::string Bilinear::extra_repr() const {
+  return "in1_features=" + std::to_string(in1_features) + ", in2_features=" + std::to_string(in2_features) +
+         ", out_features=" + std::to_string(out_features) + ", bias=" + py_bool(bias.defined());
+}
+
+Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) { return bilinear(x1, x2, weight, bias); }
+
 // --- Embedding ------------------------------------------------------------------------------------
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,

@@ -62,6 +62,23 @@ class Linear : public UnaryModule {
   Tensor weight, bias;  // bias undefined when bias = false
 };
 
+// y = x1^T weight x2 + bias for x1 [*, in1] and x2 [*, in2]: bilinear. weight [out, in1, in2] and
+// bias [out] ~ uniform(-1/sqrt(in1), 1/sqrt(in1)), PyTorch's init. A module of two inputs (not a
+// UnaryModule): call it as bilinear(x1, x2).
+class Bilinear : public Module {
+ public:
+  Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias = true);
+  std::string type_name() const override { return "Bilinear"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  // PyTorch's reset_parameters: the default init again.
+  void reset_parameters();
+
+  int64_t in1_features, in2_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias = false
+};
+
 // A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1); forward picks rows by
 // integer indices of any shape.
 class Embedding : public UnaryModule {

@@ -3,6 +3,7 @@
 // batch dims become per-batch offsets, so an expanded operand is never copied.
 #include "core/ops/matmul.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -333,6 +334,42 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     });
   }
   return y;
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  const char* op = "bilinear";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x1, &x2, &weight, &bias})) {
+    return bilinear((*c)[0], (*c)[1], (*c)[2], (*c)[3]);
+  }
+  ops::check_defined(op, x1, "input1");
+  ops::check_defined(op, x2, "input2");
+  ops::check_defined(op, weight, "weight");
+  for (const Tensor* t : {&x1, &x2, &weight}) ops::check_floating(op, *t, t == &weight ? "weight" : "input");
+  const std::string shapes = " (input1 " + shape_str(x1.sizes()) + ", input2 " + shape_str(x2.sizes()) + ", weight " +
+                             shape_str(weight.sizes()) + ")";
+  if (x1.dim() < 1 || x2.dim() != x1.dim() ||
+      !std::equal(x1.sizes().begin(), x1.sizes().end() - 1, x2.sizes().begin())) {
+    throw ShapeError(std::string(op) + ": input1 and input2 must be [*, in1] and [*, in2] of the same leading dims" +
+                     shapes);
+  }
+  if (weight.dim() != 3 || weight.size(1) != x1.size(-1) || weight.size(2) != x2.size(-1)) {
+    throw ShapeError(std::string(op) + ": weight must be [out, in1, in2] = [out, " + std::to_string(x1.size(-1)) +
+                     ", " + std::to_string(x2.size(-1)) + "]" + shapes);
+  }
+  const int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  ops::check_param(op, bias, "bias", {out}, "the weight's " + std::to_string(out) + " outputs");
+  ops::check_same_dtype(op, x1, "input1", x2, "input2");
+  ops::check_same_dtype(op, x1, "input1", weight, "weight");
+  if (bias.defined()) ops::check_same_dtype(op, x1, "input1", bias, "bias");
+  ops::common_device(op, {&x1, &x2, &weight, &bias});
+  // The products and the sum in the operands' dtype: autocast already chose it.
+  AutocastGuard as_cast(x1.device().type, /*enabled=*/false);
+  const Tensor left = matmul(x1, weight.permute({1, 0, 2}).reshape({in1, out * in2}));  // [*, out * in2]
+  Shape split = x1.sizes();
+  split.back() = out;
+  split.push_back(in2);
+  const Tensor y = sum(left.reshape(split) * x2.unsqueeze(-2), {-1});
+  return bias.defined() ? y + bias : y;
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {

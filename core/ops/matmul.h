@@ -9,6 +9,11 @@ namespace kiln {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ w^T + b, the product of nn.Linear (w is [out_features, in_features]).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// PyTorch's bilinear: y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] + bias[o], for x1
+// [*, in1] and x2 [*, in2] of the same leading dims, weight [out, in1, in2] and bias [out]
+// (optional): one matrix product of x1 with the weight seen as [in1, out * in2], then a product
+// with x2 summed over in2. Low precision under autocast, as PyTorch's list.
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = Tensor());
 // gelu(x @ w^T + b), GELU's tanh approximation: the up-projection of a GPT-2 MLP as one GEMM whose
 // epilogue adds the bias and applies GELU, keeping the pre-activation H for the backward (on CUDA
 // cuBLASLt's GELU_AUX_BIAS epilogue; float64, or an output width that is not a multiple of 8, runs

@@ -38,6 +38,12 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return TensorList{rnd({2, 3, 4}, d), rnd({5, 4}, d).set_requires_grad(true), rnd({5}, d)};
                   },
                   [](const TensorList& in) { return linear(in[0], in[1], in[2]); }, low});
+  rows.push_back(
+      {"bilinear",
+       [=](Device d, D) {
+         return TensorList{rnd({3, 4}, d), rnd({3, 5}, d), rnd({2, 4, 5}, d).set_requires_grad(true), rnd({2}, d)};
+       },
+       [](const TensorList& in) { return bilinear(in[0], in[1], in[2], in[3]); }, low});
   rows.push_back({"linear_gelu",
                   [=](Device d, D) {
                     return TensorList{rnd({2, 3, 4}, d), rnd({8, 4}, d).set_requires_grad(true), rnd({8}, d)};

@@ -745,3 +745,24 @@ TEST_CASE("Dropout1d/2d/3d drop whole channels in training and nothing in eval",
   CHECK(Dropout3d(0.5).forward(ones({2, 4, 2, 2, 2})).sizes() == Shape{2, 4, 2, 2, 2});
   CHECK_THROWS_WITH(Dropout2d(0.5).forward(ones({4, 5})), Catch::Contains("dropout2d") && Catch::Contains("[4, 5]"));
 }
+
+TEST_CASE("Bilinear: PyTorch's parameters, init bounds and printed form, x1^T W x2 + b per output", "[nn]") {
+  manual_seed(41);
+  Bilinear layer(4, 3, 5);
+  CHECK(layer.str() == "Bilinear(in1_features=4, in2_features=3, out_features=5, bias=True)");
+  REQUIRE(layer.named_parameters().size() == 2);
+  CHECK(layer.weight.sizes() == Shape{5, 4, 3});
+  CHECK(layer.bias.sizes() == Shape{5});
+  // uniform(-1/sqrt(in1), 1/sqrt(in1)) = (-0.5, 0.5) for both.
+  CHECK(max(abs(layer.weight)).item<double>() <= 0.5);
+  CHECK(max(abs(layer.weight)).item<double>() > 0.4);
+  CHECK(max(abs(layer.bias)).item<double>() <= 0.5);
+  const Tensor x1 = randn({2, 4}), x2 = randn({2, 3});
+  const Tensor y = layer(x1, x2);
+  const Tensor expected = einsum("ni,oij,nj->no", {x1, layer.weight, x2}) + layer.bias;
+  CHECK(max(abs(y - expected)).item<double>() < 1e-5);
+  CHECK(Bilinear(2, 2, 1, false).str() == "Bilinear(in1_features=2, in2_features=2, out_features=1, bias=False)");
+  CHECK(Bilinear(2, 2, 1, false).named_parameters().size() == 1);
+  CHECK_THROWS_WITH(Bilinear(-1, 2, 3), Catch::Contains("Bilinear") && Catch::Contains("in1_features"));
+  CHECK_THROWS_WITH(layer(x1, randn({3, 3})), Catch::Contains("bilinear") && Catch::Contains("leading dims"));
+}

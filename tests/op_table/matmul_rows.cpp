@@ -1,8 +1,9 @@
 // Op table rows of the matmul family: matmul (PyTorch's rules: 1-d promotion, broadcast batch dims)
-// and linear. The float64 references are plain triple loops over the row-major values; the samples
-// cover both ways an operand reaches the GEMM without a copy (row-major and transposed), the copy
-// path (noncontig), and a k past the float64 GEMM's k block so gradcheck accumulates across blocks.
-// linear has two rows because a row's differentiable inputs hold for all its samples.
+// and linear, and bilinear (one product with the weight, one summed with x2). The float64
+// references are plain triple loops over the row-major values; the samples cover both ways an
+// operand reaches the GEMM without a copy (row-major and transposed), the copy path (noncontig),
+// and a k past the float64 GEMM's k block so gradcheck accumulates across blocks. linear has two
+// rows because a row's differentiable inputs hold for all its samples.
 #include <algorithm>
 
 #include "tests/op_table/op_table.h"
@@ -337,6 +338,74 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
     r.errors = {{"wrong feature count",
                  [] { linear(zeros({3, 2, 5}), zeros({4, 6})); },
                  {"linear", "features", "[3, 2, 5]", "[4, 6]"}}};
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
+    rows.push_back(std::move(r));
+  }
+  for (bool with_bias : {true, false}) {
+    OpRow r;
+    r.name = with_bias ? "bilinear" : "bilinear without bias";
+    r.dtypes = kFloatTypes;
+    r.samples = {{"x1 [2, 3, 4], x2 [2, 3, 5] -> 6",
+                  [=](DType t, Device d) {
+                    TensorList in{rnd({2, 3, 4}, t, d, 5401), rnd({2, 3, 5}, t, d, 5402), rnd({6, 4, 5}, t, d, 5403)};
+                    if (with_bias) in.push_back(rnd({6}, t, d, 5404));
+                    return in;
+                  }},
+                 {"1-d x1 [3], x2 [2] -> 4", [=](DType t, Device d) {
+                    TensorList in{rnd({3}, t, d, 5405), rnd({2}, t, d, 5406), rnd({4, 3, 2}, t, d, 5407)};
+                    if (with_bias) in.push_back(rnd({4}, t, d, 5408));
+                    return in;
+                  }}};
+    r.op = [=](const TensorList& x) { return TensorList{bilinear(x[0], x[1], x[2], with_bias ? x[3] : Tensor())}; };
+    r.reference = [=](const TensorList& x) {
+      const Values a = values(x[0]), b = values(x[1]), w = values(x[2]);
+      const Values bias = with_bias ? values(x[3]) : Values(at(x[2].size(0)), 0.0);
+      const int64_t out = x[2].size(0), in1 = x[2].size(1), in2 = x[2].size(2), rows = x[0].numel() / in1;
+      Values y;
+      for (int64_t r0 = 0; r0 < rows; ++r0) {
+        for (int64_t o = 0; o < out; ++o) {
+          double s = bias[at(o)];
+          for (int64_t i = 0; i < in1; ++i)
+            for (int64_t j = 0; j < in2; ++j) {
+              s += a[at(r0 * in1 + i)] * w[at((o * in1 + i) * in2 + j)] * b[at(r0 * in2 + j)];
+            }
+          y.push_back(s);
+        }
+      }
+      Shape shape = x[0].sizes();
+      shape.back() = out;
+      return TensorList{from_values(y, shape)};
+    };
+    r.differentiable = with_bias ? std::vector<size_t>{0, 1, 2, 3} : std::vector<size_t>{0, 1, 2};
+    r.out_dtype = [](DType t) { return t; };
+    // Low precision: the product with the weight is rounded to the dtype before the second product
+    // and its sum (as PyTorch's bilinear rounds it), so an output carries in2 rounded terms.
+    r.tolerance[DType::Float16] = {3e-3, 3e-3};
+    r.tolerance[DType::BFloat16] = {3e-2, 3e-2};
+    if (with_bias) {
+      r.errors = {
+          {"leading dims that differ",
+           [] {
+             bilinear(zeros({2, 3}), zeros({3, 3}), zeros({4, 3, 3}));
+           },
+           {"bilinear", "leading dims", "[2, 3]", "[3, 3]"}},
+          {"a weight of other features",
+           [] {
+             bilinear(zeros({2, 3}), zeros({2, 5}), zeros({4, 3, 4}));
+           },
+           {"bilinear", "[out, 3, 5]", "[4, 3, 4]"}},
+          {"a bias of another length",
+           [] {
+             bilinear(zeros({2, 3}), zeros({2, 5}), zeros({4, 3, 5}), zeros({3}));
+           },
+           {"bilinear", "bias", "[3]", "4 outputs"}},
+          {"float64 beside float32",
+           [] {
+             bilinear(zeros({2, 3}), zeros({2, 5}, DType::Float64), zeros({4, 3, 5}));
+           },
+           {"bilinear", "float64", "float32"}},
+      };
+    }
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
     rows.push_back(std::move(r));
   }

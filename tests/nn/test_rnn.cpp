@@ -1,0 +1,305 @@
+// The recurrent layers against a float64 loop of PyTorch's equations (gate orders, GRU's reset
+// applied to h weight_hh^T + bias_hh, bidirectional and multi-layer wiring, h_n's order), their
+// layouts (batch_first, unbatched), parameter names and printed forms, gradients by gradcheck,
+// dropout between layers, bad input, and a GRU that learns a running sum.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kiln.h"
+#include "nn/layers.h"
+#include "nn/optim/adam.h"
+#include "nn/rnn.h"
+#include "tests/bitwise.h"
+
+using namespace kiln;
+using namespace kiln::nn;
+using kiln::test::bitwise_equal;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+double sig(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+// y = W v + b for W [rows, cols] (row-major values), b optional (empty).
+Vec affine(const Vec& w, const Vec& b, const Vec& v) {
+  const size_t cols = v.size(), rows = w.size() / cols;
+  Vec y(rows, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    double s = b.empty() ? 0.0 : b[r];
+    for (size_t k = 0; k < cols; ++k) s += w[r * cols + k] * v[k];
+    y[r] = s;
+  }
+  return y;
+}
+
+Vec vals(const Tensor& t) { return t.defined() ? t.to_vector_double() : Vec(); }
+
+// One step of PyTorch's cell equations for one sample, in float64. c is the LSTM's cell state.
+Vec ref_step(RNNKind kind, const TensorList& w, const Vec& x, const Vec& h, Vec& c) {
+  const Vec gi = affine(vals(w[0]), vals(w[2]), x), gh = affine(vals(w[1]), vals(w[3]), h);
+  const size_t n = h.size();
+  Vec out(n);
+  for (size_t k = 0; k < n; ++k) {
+    switch (kind) {
+      case RNNKind::RNNTanh: out[k] = std::tanh(gi[k] + gh[k]); break;
+      case RNNKind::RNNReLU: out[k] = std::max(0.0, gi[k] + gh[k]); break;
+      case RNNKind::LSTM: {
+        const double i = sig(gi[k] + gh[k]), f = sig(gi[n + k] + gh[n + k]);
+        const double g = std::tanh(gi[2 * n + k] + gh[2 * n + k]), o = sig(gi[3 * n + k] + gh[3 * n + k]);
+        c[k] = f * c[k] + i * g;
+        out[k] = o * std::tanh(c[k]);
+        break;
+      }
+      case RNNKind::GRU: {
+        const double r = sig(gi[k] + gh[k]), z = sig(gi[n + k] + gh[n + k]);
+        const double nn = std::tanh(gi[2 * n + k] + r * gh[2 * n + k]);
+        out[k] = (1 - z) * nn + z * h[k];
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// The whole layer for one sample x [L][input]: outputs [L][D * hidden], and h_n, c_n per
+// (layer, direction).
+struct RefOut {
+  std::vector<Vec> output, h_n, c_n;
+};
+
+RefOut ref_run(const RNNBase& m, RNNKind kind, const std::vector<Vec>& seq) {
+  const size_t steps = seq.size(), hidden = static_cast<size_t>(m.hidden_size);
+  const int64_t directions = m.bidirectional ? 2 : 1;
+  std::vector<Vec> x = seq;
+  RefOut r;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    std::vector<Vec> next(steps);
+    for (int64_t d = 0; d < directions; ++d) {
+      const TensorList w = m.layer_parameters(layer, d);
+      Vec h(hidden, 0.0), c(hidden, 0.0);
+      for (size_t i = 0; i < steps; ++i) {
+        const size_t t = d == 0 ? i : steps - 1 - i;
+        h = ref_step(kind, w, x[t], h, c);
+        next[t].insert(next[t].end(), h.begin(), h.end());
+      }
+      r.h_n.push_back(h);
+      r.c_n.push_back(c);
+    }
+    x = next;
+  }
+  r.output = x;
+  return r;
+}
+
+double max_diff(const Tensor& t, const Vec& expected) {
+  const Vec v = t.to_vector_double();
+  REQUIRE(v.size() == expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < v.size(); ++i) worst = std::max(worst, std::fabs(v[i] - expected[i]));
+  return worst;
+}
+
+// The sequence layer under test, by kind.
+std::unique_ptr<RNNBase> make(RNNKind kind, int64_t in, int64_t hidden, int64_t layers, bool bias, bool bidirectional) {
+  switch (kind) {
+    case RNNKind::LSTM: return std::make_unique<LSTM>(in, hidden, layers, bias, false, 0.0, bidirectional);
+    case RNNKind::GRU: return std::make_unique<GRU>(in, hidden, layers, bias, false, 0.0, bidirectional);
+    case RNNKind::RNNReLU:
+      return std::make_unique<RNN>(in, hidden, layers, RNNNonlinearity::ReLU, bias, false, 0.0, bidirectional);
+    case RNNKind::RNNTanh: break;
+  }
+  return std::make_unique<RNN>(in, hidden, layers, RNNNonlinearity::Tanh, bias, false, 0.0, bidirectional);
+}
+
+RNNOutput call(RNNBase& m, RNNKind kind, const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
+  if (kind == RNNKind::LSTM) return static_cast<LSTM&>(m)(x, h0, c0);
+  if (kind == RNNKind::GRU) return static_cast<GRU&>(m)(x, h0);
+  return static_cast<RNN&>(m)(x, h0);
+}
+
+const char* kind_name(RNNKind kind) {
+  return kind == RNNKind::LSTM ? "LSTM" : kind == RNNKind::GRU ? "GRU" : kind == RNNKind::RNNReLU ? "RNN relu" : "RNN";
+}
+
+}  // namespace
+
+TEST_CASE("RNN, LSTM and GRU follow PyTorch's equations, two layers and both directions", "[nn][rnn]") {
+  const TensorOptions f64(DType::Float64);
+  for (RNNKind kind : {RNNKind::RNNTanh, RNNKind::RNNReLU, RNNKind::LSTM, RNNKind::GRU}) {
+    for (bool bidirectional : {false, true}) {
+      INFO(kind_name(kind) << (bidirectional ? " bidirectional" : ""));
+      manual_seed(61);
+      const auto m = make(kind, 3, 4, 2, true, bidirectional);
+      m->to(DType::Float64);
+      const int64_t steps = 5, batch = 2, directions = bidirectional ? 2 : 1;
+      const Tensor x = randn({steps, batch, 3}, f64);
+      const RNNOutput y = call(*m, kind, x);
+      CHECK(y.output.sizes() == Shape{steps, batch, 4 * directions});
+      CHECK(y.h_n.sizes() == Shape{2 * directions, batch, 4});
+      CHECK(y.c_n.defined() == (kind == RNNKind::LSTM));
+      for (int64_t s = 0; s < batch; ++s) {
+        std::vector<Vec> seq;
+        for (int64_t t = 0; t < steps; ++t) seq.push_back(x.select(0, t).select(0, s).to_vector_double());
+        const RefOut r = ref_run(*m, kind, seq);
+        for (int64_t t = 0; t < steps; ++t) CHECK(max_diff(y.output.select(0, t).select(0, s), r.output[t]) < 1e-12);
+        for (int64_t k = 0; k < 2 * directions; ++k) {
+          CHECK(max_diff(y.h_n.select(0, k).select(0, s), r.h_n[static_cast<size_t>(k)]) < 1e-12);
+          if (kind == RNNKind::LSTM) {
+            CHECK(max_diff(y.c_n.select(0, k).select(0, s), r.c_n[static_cast<size_t>(k)]) < 1e-12);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("RNN layers: batch_first, unbatched inputs, initial states, cells as one step", "[nn][rnn]") {
+  const TensorOptions f64(DType::Float64);
+  manual_seed(62);
+  LSTM lstm(3, 4, 2, true, false, 0.0, true);
+  lstm.to(DType::Float64);
+  const Tensor x = randn({5, 2, 3}, f64), h0 = randn({4, 2, 4}, f64), c0 = randn({4, 2, 4}, f64);
+  const RNNOutput y = lstm(x, h0, c0);
+  // batch_first reads and writes [N, L, *]: the same numbers, transposed.
+  lstm.batch_first = true;
+  const RNNOutput yb = lstm(x.transpose(0, 1), h0, c0);
+  CHECK(bitwise_equal(yb.output, y.output.transpose(0, 1)));
+  CHECK(bitwise_equal(yb.h_n, y.h_n));
+  lstm.batch_first = false;
+  // Unbatched [L, input] with [layers * D, hidden] states is sample 1 alone.
+  const RNNOutput y1 = lstm(x.select(1, 1), h0.select(1, 1), c0.select(1, 1));
+  CHECK(bitwise_equal(y1.output, y.output.select(1, 1)));
+  CHECK(bitwise_equal(y1.c_n, y.c_n.select(1, 1)));
+  // The initial states matter, and zeros are the default.
+  CHECK(!bitwise_equal(lstm(x).output, y.output));
+  CHECK(bitwise_equal(lstm(x).output, lstm(x, zeros({4, 2, 4}, f64), zeros({4, 2, 4}, f64)).output));
+
+  // A cell with a layer's parameters is one step of that layer.
+  for (RNNKind kind : {RNNKind::RNNTanh, RNNKind::LSTM, RNNKind::GRU}) {
+    INFO(kind_name(kind));
+    const auto layer = make(kind, 3, 4, 1, true, false);
+    layer->to(DType::Float64);
+    const Tensor step = randn({1, 2, 3}, f64), h = randn({1, 2, 4}, f64), c = randn({1, 2, 4}, f64);
+    const RNNOutput out = call(*layer, kind, step, h, c);
+    std::unique_ptr<RNNCellBase> cell;
+    if (kind == RNNKind::LSTM) cell = std::make_unique<LSTMCell>(3, 4);
+    if (kind == RNNKind::GRU) cell = std::make_unique<GRUCell>(3, 4);
+    if (kind == RNNKind::RNNTanh) cell = std::make_unique<RNNCell>(3, 4);
+    cell->to(DType::Float64);
+    const TensorList w = layer->layer_parameters(0, 0);
+    {
+      NoGradGuard no_grad;
+      cell->weight_ih.copy_(w[0]);
+      cell->weight_hh.copy_(w[1]);
+      cell->bias_ih.copy_(w[2]);
+      cell->bias_hh.copy_(w[3]);
+    }
+    Tensor next;
+    if (kind == RNNKind::LSTM) {
+      const TensorList hc = static_cast<LSTMCell&>(*cell)(step.select(0, 0), h.select(0, 0), c.select(0, 0));
+      CHECK(bitwise_equal(hc[1], out.c_n.select(0, 0)));
+      next = hc[0];
+    } else if (kind == RNNKind::GRU) {
+      next = static_cast<GRUCell&>(*cell)(step.select(0, 0), h.select(0, 0));
+    } else {
+      next = static_cast<RNNCell&>(*cell)(step.select(0, 0), h.select(0, 0));
+    }
+    CHECK(bitwise_equal(next, out.h_n.select(0, 0)));
+    // Unbatched cells take [input] and [hidden].
+    if (kind == RNNKind::GRU) {
+      CHECK(bitwise_equal(static_cast<GRUCell&>(*cell)(step.select(0, 0).select(0, 1), h.select(0, 0).select(0, 1)),
+                          next.select(0, 1)));
+    }
+  }
+}
+
+TEST_CASE("RNN layers name their parameters as PyTorch, print as PyTorch and refuse bad input", "[nn][rnn]") {
+  GRU gru(3, 5, 2, true, true, 0.25, true);
+  CHECK(gru.str() == "GRU(3, 5, num_layers=2, batch_first=True, dropout=0.25, bidirectional=True)");
+  CHECK(LSTM(3, 5).str() == "LSTM(3, 5)");
+  CHECK(RNN(2, 3, 1, RNNNonlinearity::ReLU, false).str() == "RNN(2, 3, bias=False)");
+  CHECK(RNNCell(2, 3, true, RNNNonlinearity::ReLU).str() == "RNNCell(2, 3, nonlinearity=relu)");
+  CHECK(LSTMCell(2, 3, false).str() == "LSTMCell(2, 3, bias=False)");
+  const auto named = gru.named_parameters();
+  REQUIRE(named.size() == 16);
+  CHECK(named[0].first == "weight_ih_l0");
+  CHECK(named[1].first == "weight_hh_l0");
+  CHECK(named[2].first == "bias_ih_l0");
+  CHECK(named[4].first == "weight_ih_l0_reverse");
+  CHECK(named[8].first == "weight_ih_l1");
+  CHECK(named[8].second.sizes() == Shape{15, 10});  // 3 gates x 5 hidden, from both directions' 5
+  CHECK(named[13].first == "weight_hh_l1_reverse");
+  CHECK(LSTM(3, 5).named_parameters()[0].second.sizes() == Shape{20, 3});
+  // PyTorch's init: uniform(-1/sqrt(hidden), 1/sqrt(hidden)).
+  const double bound = 1.0 / std::sqrt(5.0);
+  for (const auto& [name, p] : named) CHECK(max(abs(p)).item<double>() <= bound);
+
+  LSTM lstm(3, 4);
+  CHECK_THROWS_WITH(lstm(randn({5, 2, 4})), Catch::Contains("LSTM") && Catch::Contains("[5, 2, 4]"));
+  CHECK_THROWS_WITH(lstm(randn({5, 2, 3}), randn({1, 3, 4}), randn({1, 3, 4})),
+                    Catch::Contains("LSTM") && Catch::Contains("h0") && Catch::Contains("[1, 2, 4]"));
+  CHECK_THROWS_WITH(lstm(randn({5, 2, 3}), randn({1, 2, 4})), Catch::Contains("LSTM") && Catch::Contains("c0"));
+  CHECK_THROWS_WITH(GRU(3, 4, 1, true, false, 1.5), Catch::Contains("GRU") && Catch::Contains("dropout"));
+  CHECK_THROWS_WITH(GRU(3, 0), Catch::Contains("GRU") && Catch::Contains("hidden_size"));
+  CHECK_THROWS_WITH(RNN(3, 4, 0), Catch::Contains("RNN") && Catch::Contains("num_layers"));
+  CHECK_THROWS_WITH(GRUCell(3, 4)(randn({2, 3}), randn({3, 4})), Catch::Contains("GRUCell") && Catch::Contains("h"));
+  CHECK_THROWS_WITH(gru.layer_parameters(2, 0), Catch::Contains("GRU") && Catch::Contains("layer 2"));
+}
+
+TEST_CASE("RNN layers: gradients through time by gradcheck, dropout only between layers in training", "[nn][rnn]") {
+  const TensorOptions f64(DType::Float64);
+  for (RNNKind kind : {RNNKind::LSTM, RNNKind::GRU}) {
+    INFO(kind_name(kind));
+    manual_seed(63);
+    const auto m = make(kind, 2, 3, 2, true, true);
+    m->to(DType::Float64);
+    Tensor x = randn({4, 2, 2}, f64).set_requires_grad(true);
+    TensorList inputs{x};
+    for (const Tensor& p : m->parameters()) inputs.push_back(p);
+    const GradcheckResult r = gradcheck(
+        [&](const TensorList&) {
+          const RNNOutput y = call(*m, kind, x);
+          return kind == RNNKind::LSTM ? TensorList{y.output, y.h_n, y.c_n} : TensorList{y.output, y.h_n};
+        },
+        inputs);
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+  // Dropout 1 between two layers: in training the second layer sees zeros, so the output does not
+  // depend on the input; in eval there is no dropout.
+  manual_seed(64);
+  GRU gru(2, 3, 2, true, false, 1.0);
+  const Tensor a = randn({4, 1, 2}), b = randn({4, 1, 2});
+  CHECK(bitwise_equal(gru(a).output, gru(b).output));
+  gru.eval();
+  CHECK(!bitwise_equal(gru(a).output, gru(b).output));
+}
+
+TEST_CASE("a GRU learns the running sum of its inputs", "[nn][rnn]") {
+  manual_seed(65);
+  auto gru = std::make_shared<GRU>(1, 8, 1, true, true);
+  auto head = std::make_shared<Linear>(8, 1);
+  TensorList params = gru->parameters();
+  for (const Tensor& p : head->parameters()) params.push_back(p);
+  optim::Adam opt(params, 0.02);
+  auto loss_now = [&](const Tensor& x) {
+    const Tensor target = cumsum(x, 1);
+    return mse_loss(head->forward((*gru)(x).output), target);
+  };
+  const Tensor probe = rand({16, 6, 1}) - 0.5;
+  const double before = loss_now(probe).item<double>();
+  for (int step = 0; step < 300; ++step) {
+    opt.zero_grad();
+    Tensor loss = loss_now(rand({16, 6, 1}) - 0.5);
+    loss.backward();
+    opt.step();
+  }
+  const double after = loss_now(probe).item<double>();
+  INFO("before " << before << ", after " << after);
+  CHECK(after < 0.05 * before);
+}
