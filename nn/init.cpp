@@ -2,16 +2,22 @@
 // single-precision polynomials, and past 6 std Newton's method on the tail's asymptotic series) so
 // it runs on the tensor's own device and generator, in one pass, however far into a tail [a, b] lies
 // (drawn as the tail's probability there, which floats hold precisely: float32 to about 11.5 std,
-// float64, which takes over there, to about 37); rejection sampling would loop there.
+// float64, which takes over there, to about 37); rejection sampling would loop there. orthogonal_
+// takes the QR decomposition of its draw on the host, by Householder reflections in float64.
 #include "nn/init.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <vector>
 
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/index.h"
+#include "core/ops/random.h"
+#include "core/ops/topk.h"
+#include "core/ops/triangle.h"
 #include "kernels/error.h"
 
 namespace kiln::nn::init {
@@ -239,6 +245,138 @@ Tensor trunc_normal_(const Tensor& t, double mean, double std, double a, double 
   u = clamp(u, -edge, edge);
   Tensor x = clamp(erfinv(u) * (std * std::sqrt(2.0)) + mean, a, b);
   h.copy_(x);
+  return h;
+}
+
+namespace {
+
+void check_floating_init(const char* name, const Tensor& t) {
+  if (!t.defined()) throw Error(std::string(name) + ": tensor is undefined");
+  if (!t.is_floating_point()) {
+    throw DTypeError(std::string(name) + ": needs a floating tensor, got " + dtype_name(t.dtype()));
+  }
+}
+
+// Q of the QR decomposition of the row-major m x n matrix a (m >= n) by Householder reflections,
+// its columns scaled by the signs of R's diagonal: an m x n matrix with orthonormal columns.
+std::vector<double> householder_q(std::vector<double> a, int64_t m, int64_t n) {
+  auto at = [&](int64_t i, int64_t j) -> double& { return a[static_cast<size_t>(i * n + j)]; };
+  std::vector<std::vector<double>> reflectors;
+  std::vector<double> r_sign(static_cast<size_t>(n), 1.0);
+  for (int64_t k = 0; k < n; ++k) {
+    double norm = 0;
+    for (int64_t i = k; i < m; ++i) norm += at(i, k) * at(i, k);
+    norm = std::sqrt(norm);
+    // v = x + sign(x0) |x| e0 reflects x onto -sign(x0) |x| e0, the diagonal of R.
+    const double alpha = at(k, k) >= 0 ? -norm : norm;
+    r_sign[static_cast<size_t>(k)] = alpha >= 0 ? 1.0 : -1.0;
+    std::vector<double> v(static_cast<size_t>(m - k));
+    for (int64_t i = k; i < m; ++i) v[static_cast<size_t>(i - k)] = at(i, k);
+    v[0] -= alpha;
+    double vv = 0;
+    for (double e : v) vv += e * e;
+    if (vv > 0) {
+      for (int64_t j = k; j < n; ++j) {
+        double dot = 0;
+        for (int64_t i = k; i < m; ++i) dot += v[static_cast<size_t>(i - k)] * at(i, j);
+        const double f = 2 * dot / vv;
+        for (int64_t i = k; i < m; ++i) at(i, j) -= f * v[static_cast<size_t>(i - k)];
+      }
+    }
+    reflectors.push_back(std::move(v));
+  }
+  // Q = H_0 ... H_{n-1} applied to the first n columns of the identity, last reflector first.
+  std::vector<double> q(static_cast<size_t>(m * n), 0.0);
+  auto q_at = [&](int64_t i, int64_t j) -> double& { return q[static_cast<size_t>(i * n + j)]; };
+  for (int64_t j = 0; j < n; ++j) q_at(j, j) = 1.0;
+  for (int64_t k = n - 1; k >= 0; --k) {
+    const std::vector<double>& v = reflectors[static_cast<size_t>(k)];
+    double vv = 0;
+    for (double e : v) vv += e * e;
+    if (vv == 0) continue;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t i = k; i < m; ++i) dot += v[static_cast<size_t>(i - k)] * q_at(i, j);
+      const double f = 2 * dot / vv;
+      for (int64_t i = k; i < m; ++i) q_at(i, j) -= f * v[static_cast<size_t>(i - k)];
+    }
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) q_at(i, j) *= r_sign[static_cast<size_t>(j)];
+  }
+  return q;
+}
+
+}  // namespace
+
+Tensor eye_(const Tensor& t) {
+  check_floating_init("eye_", t);
+  if (t.dim() != 2) throw ShapeError("eye_: needs a 2-d tensor, got shape " + shape_str(t.sizes()));
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.zero_();
+  Tensor diag = diagonal(h);
+  diag.fill_(1.0);
+  return h;
+}
+
+Tensor dirac_(const Tensor& t, int64_t groups) {
+  check_floating_init("dirac_", t);
+  if (t.dim() < 3 || t.dim() > 5) {
+    throw ShapeError("dirac_: needs a 3-, 4- or 5-d weight [out, in, *kernel], got shape " + shape_str(t.sizes()));
+  }
+  if (groups <= 0 || t.size(0) % groups != 0) {
+    throw Error("dirac_: the " + std::to_string(t.size(0)) +
+                " output channels must split into groups = " + std::to_string(groups));
+  }
+  NoGradGuard no_grad;
+  Tensor h = t;
+  h.zero_();
+  const int64_t per_group = t.size(0) / groups, channels = std::min(per_group, t.size(1));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t d = 0; d < channels; ++d) {
+      Tensor centre = h.select(0, g * per_group + d).select(0, d);
+      while (centre.dim() > 0) centre = centre.select(0, centre.size(0) / 2);
+      centre.fill_(1.0);
+    }
+  }
+  return h;
+}
+
+Tensor orthogonal_(const Tensor& t, double gain) {
+  check_floating_init("orthogonal_", t);
+  if (t.dim() < 2) throw ShapeError("orthogonal_: needs at least 2 dims, got shape " + shape_str(t.sizes()));
+  if (!std::isfinite(gain)) throw Error("orthogonal_: gain must be finite, got " + num_str(gain));
+  NoGradGuard no_grad;
+  Tensor h = t;
+  if (t.numel() == 0) return h;
+  const int64_t rows = t.size(0), cols = t.numel() / rows;
+  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+  // The draw on the tensor's device, as [m, n]; Q's columns become t's rows when rows < cols.
+  Tensor draw = empty({m, n}, TensorOptions(DType::Float64, t.device()));
+  normal_(draw);
+  const std::vector<double> q = householder_q(draw.to(Device::cpu()).to_vector_double(), m, n);
+  Tensor qt = tensor(q, {m, n}, TensorOptions(DType::Float64)).to(t.device());
+  if (rows < cols) qt = qt.t();
+  h.copy_((qt * gain).reshape(t.sizes()));
+  return h;
+}
+
+Tensor sparse_(const Tensor& t, double sparsity, double std) {
+  check_floating_init("sparse_", t);
+  if (t.dim() != 2) throw ShapeError("sparse_: needs a 2-d tensor, got shape " + shape_str(t.sizes()));
+  if (!(sparsity >= 0.0 && sparsity <= 1.0))
+    throw Error("sparse_: sparsity must be in [0, 1], got " + num_str(sparsity));
+  if (!(std >= 0) || !std::isfinite(std))
+    throw Error("sparse_: std must be finite and non-negative, got " + num_str(std));
+  NoGradGuard no_grad;
+  Tensor h = t;
+  normal_(h, 0.0, std);
+  const int64_t rows = t.size(0), zeroed = static_cast<int64_t>(std::ceil(sparsity * static_cast<double>(rows)));
+  if (zeroed == 0 || t.numel() == 0) return h;
+  // Each column's first `zeroed` rows of a random order.
+  const Tensor order = argsort(rand({rows, t.size(1)}, TensorOptions(DType::Float32, t.device())), 0);
+  h.copy_(scatter(h, 0, order.narrow(0, 0, zeroed), 0.0));
   return h;
 }
 

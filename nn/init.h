@@ -44,4 +44,24 @@ Tensor xavier_normal_(const Tensor& t, double gain = 1.0);
 // so every value lies in [a, b] and the tails are exact rather than clipped.
 Tensor trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0);
 
+// The identity: ones on the diagonal of a 2-d tensor, zeros elsewhere.
+Tensor eye_(const Tensor& t);
+
+// The identity of a convolution: a 3-, 4- or 5-d weight [out, in, *kernel] zeroed, then, per
+// group of out / groups output channels, a 1 at the kernel's centre of input channel d for output
+// channel d of the group (d < min(out / groups, in)), so the convolution passes channels through.
+// out must split into `groups`.
+Tensor dirac_(const Tensor& t, int64_t groups = 1);
+
+// A (semi-)orthogonal matrix times gain, for t of at least 2 dims seen as [size(0), rest]: the Q of
+// the QR decomposition of a standard normal draw (made unique, and uniformly distributed, by the
+// signs of R's diagonal), rows orthonormal when there are fewer rows than columns and columns
+// otherwise. The decomposition (Householder, float64) runs on the host; the draw uses the tensor's
+// device generator.
+Tensor orthogonal_(const Tensor& t, double gain = 1.0);
+
+// A sparse 2-d matrix: Normal(0, std) with ceil(sparsity * rows) entries of each column, chosen at
+// random, set to zero.
+Tensor sparse_(const Tensor& t, double sparsity, double std = 0.01);
+
 }  // namespace kiln::nn::init

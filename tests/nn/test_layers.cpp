@@ -766,3 +766,55 @@ TEST_CASE("Bilinear: PyTorch's parameters, init bounds and printed form, x1^T W 
   CHECK_THROWS_WITH(Bilinear(-1, 2, 3), Catch::Contains("Bilinear") && Catch::Contains("in1_features"));
   CHECK_THROWS_WITH(layer(x1, randn({3, 3})), Catch::Contains("bilinear") && Catch::Contains("leading dims"));
 }
+
+TEST_CASE("init: orthogonal_, eye_, dirac_ and sparse_ as torch.nn.init defines them", "[nn]") {
+  manual_seed(71);
+  // orthogonal_: rows orthonormal for a wide matrix, columns for a tall one, times gain; a 4-d
+  // weight is seen as [out, in * kh * kw].
+  for (const Shape& shape : {Shape{3, 7}, Shape{7, 3}, Shape{5, 5}, Shape{4, 2, 3, 3}}) {
+    INFO(shape_str(shape));
+    Tensor w = empty(shape, DType::Float64);
+    init::orthogonal_(w, 2.0);
+    const Tensor m = w.reshape({shape[0], -1});
+    const Tensor gram = m.size(0) <= m.size(1) ? matmul(m, m.t()) : matmul(m.t(), m);
+    const Tensor expected = diag(ones({gram.size(0)}, DType::Float64)) * 4.0;
+    CHECK(max(abs(gram - expected)).item<double>() < 1e-12);
+  }
+  // The draw comes from kiln's generator: reseeding repeats it, and two draws differ.
+  manual_seed(72);
+  Tensor a = empty({4, 4}), b = empty({4, 4});
+  init::orthogonal_(a);
+  manual_seed(72);
+  init::orthogonal_(b);
+  CHECK(max(abs(a - b)).item<double>() == 0.0);
+  init::orthogonal_(b);
+  CHECK(max(abs(a - b)).item<double>() > 0.1);
+
+  Tensor e = full({3, 4}, 7.0);
+  init::eye_(e);
+  CHECK(e.to_vector_double() == std::vector<double>{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0});
+
+  // dirac_: a convolution with it passes each channel through (padding keeps the size).
+  Tensor k = full({3, 3, 3, 3}, 5.0);
+  init::dirac_(k);
+  const Tensor img = randn({2, 3, 6, 6});
+  CHECK(max(abs(conv2d(img, k, Tensor(), {1, 1}, {1, 1}) - img)).item<double>() < 1e-6);
+  // With groups, each group's output channels copy that group's leading input channels.
+  Tensor kg = empty({4, 2, 3});
+  init::dirac_(kg, 2);
+  CHECK(kg.select(0, 2).select(0, 0).to_vector_double() == std::vector<double>{0, 1, 0});
+  CHECK(kg.select(0, 3).select(0, 1).to_vector_double() == std::vector<double>{0, 1, 0});
+  CHECK(sum(kg).item<double>() == 4.0);
+
+  // sparse_: ceil(0.3 * 10) = 3 zeros in every column, the rest Normal(0, std).
+  Tensor s = empty({10, 50});
+  init::sparse_(s, 0.3, 0.5);
+  CHECK(sum(eq(s, 0.0).to(DType::Int64), {0}).to_vector_double() == std::vector<double>(50, 3.0));
+  CHECK(moments(s).std == Approx(0.5 * std::sqrt(0.7)).epsilon(0.1));
+
+  CHECK_THROWS_WITH(init::orthogonal_(empty({4})), Catch::Contains("orthogonal_") && Catch::Contains("[4]"));
+  CHECK_THROWS_WITH(init::eye_(empty({2, 2, 2})), Catch::Contains("eye_") && Catch::Contains("2-d"));
+  CHECK_THROWS_WITH(init::dirac_(empty({3, 2, 3}), 2), Catch::Contains("dirac_") && Catch::Contains("groups = 2"));
+  CHECK_THROWS_WITH(init::sparse_(empty({3, 3}), 1.5), Catch::Contains("sparse_") && Catch::Contains("1.5"));
+  CHECK_THROWS_WITH(init::eye_(zeros({2, 2}, DType::Int64)), Catch::Contains("eye_") && Catch::Contains("int64"));
+}
