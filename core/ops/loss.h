@@ -74,8 +74,8 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
 // 0.5 (log v + (x - t)^2 / v), plus 0.5 log(2 pi) with full. var is of input's shape, of input's
 // shape with a last dim of 1 (one variance per row), or of input's shape less its last dim (the
 // same, unsqueezed). v is var clamped at eps, and, as in PyTorch, the clamp passes var's gradient
-// through unchanged. A negative var is a kiln::Error on the CPU; on CUDA it is not checked (that
-// would wait for the device) and reads as eps.
+// through unchanged. A negative (or NaN) var is a kiln::Error on the CPU; on CUDA it is not
+// checked (that would wait for the device) and a negative one reads as eps.
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
                          double eps = 1e-6, Reduction reduction = Reduction::Mean);
 

@@ -113,8 +113,8 @@ Tensor instance_norm(const Tensor& input, const Tensor& running_mean, const Tens
                 shape_str(input.sizes()) + ")");
   }
   ops::common_device(op, {&input, &running_mean, &running_var, &weight, &bias});
-  const int64_t positions = channels * n == 0 ? 0 : input.numel() / (n * channels);
-  if (use_input_stats && positions <= 1 && input.numel() > 0) {
+  if (input.numel() == 0) return input.clone();  // nothing to normalize, no statistics to update
+  if (use_input_stats && input.numel() / (n * channels) <= 1) {
     throw ShapeError(std::string(op) + ": expected more than 1 position per channel with use_input_stats, got input " +
                      shape_str(input.sizes()));
   }

@@ -40,6 +40,8 @@ TEST_CASE("InstanceNorm2d normalizes each sample's channel alone, as group norm 
   // Nothing is sized by num_features without affine or running statistics: PyTorch accepts (and
   // warns of) another channel count.
   CHECK(norm(randn({2, 7, 3, 3}, f64)).sizes() == Shape{2, 7, 3, 3});
+  // An empty batch has nothing to normalize.
+  CHECK(norm(randn({0, 4, 3, 3}, f64)).sizes() == Shape{0, 4, 3, 3});
   CHECK_THROWS_WITH(norm(randn({4, 5}, f64)),
                     Catch::Contains("InstanceNorm2d") && Catch::Contains("[N, C, H, W] or [C, H, W]"));
   CHECK_THROWS_WITH(InstanceNorm2d(4, 1e-5, 0.1, true)(randn({2, 3, 4, 4})),
