@@ -88,6 +88,8 @@ std::string detail::py_tuple(const Shape& s) {
   return out + (s.size() == 1 ? ",)" : ")");
 }
 
+std::string detail::int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : py_tuple({p[0], p[1]}); }
+
 void detail::check_non_negative(const char* layer, const char* what, int64_t v) {
   if (v < 0) throw Error(std::string(layer) + ": " + what + " must be non-negative, got " + std::to_string(v));
 }
@@ -120,6 +122,7 @@ using detail::check_eps;
 using detail::check_non_negative;
 using detail::check_positive;
 using detail::filled;
+using detail::int_or_tuple;
 using detail::new_tensor;
 using detail::py_bool;
 using detail::py_float;
@@ -132,8 +135,6 @@ std::string tuple_str(Pair p) {
   s += ")";
   return s;
 }
-// Pools print what PyTorch users usually pass: an int when both sides agree.
-std::string int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : tuple_str(p); }
 
 // A pool's padding: PyTorch's rule, checked here so that a bad layer fails where it is built.
 void check_pool_padding(const char* layer, Pair padding, Pair kernel_size) {

@@ -38,6 +38,9 @@ const char* py_bool(bool b);
 std::string py_float(double v);
 // A tuple as Python writes it: "(8,)", "(4, 8)".
 std::string py_tuple(const Shape& s);
+// A Pair as PyTorch prints what users usually pass: an int when both entries agree ("3"), else a
+// tuple ("(3, 2)").
+std::string int_or_tuple(Pair p);
 // A layer's size argument must be >= 0, a norm's eps a finite number >= 0 (kiln::Error naming
 // the layer otherwise).
 void check_non_negative(const char* layer, const char* what, int64_t v);

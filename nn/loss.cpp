@@ -8,17 +8,9 @@
 #include "core/ops/cross_entropy.h"
 #include "core/ops/mse_loss.h"
 #include "kernels/error.h"
+#include "nn/layers.h"
 
 namespace kiln::nn {
-namespace {
-
-void check_eps(const char* loss, double eps) {
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    throw Error(std::string(loss) + ": eps must be a finite number >= 0, got " + num_str(eps));
-  }
-}
-
-}  // namespace
 
 Tensor Loss::register_class_weight(const char* loss, Tensor weight) {
   if (!weight.defined()) return weight;
@@ -33,7 +25,7 @@ CrossEntropyLoss::CrossEntropyLoss(int64_t ignore_index, Reduction reduction, do
 
 CrossEntropyLoss::CrossEntropyLoss(Tensor weight, int64_t ignore_index, Reduction reduction, double label_smoothing)
     : Loss(reduction), ignore_index(ignore_index), label_smoothing(label_smoothing) {
-  detail::check_reduction("CrossEntropyLoss", reduction);
+  kiln::detail::check_reduction("CrossEntropyLoss", reduction);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
     throw Error("CrossEntropyLoss: label_smoothing must be in [0, 1], got " + num_str(label_smoothing));
   }
@@ -46,7 +38,7 @@ Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
 
 NLLLoss::NLLLoss(Tensor weight, int64_t ignore_index, Reduction reduction)
     : Loss(reduction), ignore_index(ignore_index) {
-  detail::check_reduction("NLLLoss", reduction);
+  kiln::detail::check_reduction("NLLLoss", reduction);
   this->weight = register_class_weight("NLLLoss", std::move(weight));
 }
 
@@ -79,7 +71,7 @@ Tensor HuberLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight, Reduction reduction, Tensor pos_weight) : Loss(reduction) {
-  detail::check_reduction("BCEWithLogitsLoss", reduction);
+  kiln::detail::check_reduction("BCEWithLogitsLoss", reduction);
   if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
   if (pos_weight.defined()) this->pos_weight = register_buffer("pos_weight", std::move(pos_weight));
 }
@@ -89,7 +81,7 @@ Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 BCELoss::BCELoss(Tensor weight, Reduction reduction) : Loss(reduction) {
-  detail::check_reduction("BCELoss", reduction);
+  kiln::detail::check_reduction("BCELoss", reduction);
   if (weight.defined()) this->weight = register_buffer("weight", std::move(weight));
 }
 
@@ -98,7 +90,7 @@ Tensor BCELoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 KLDivLoss::KLDivLoss(Reduction reduction, bool log_target) : Loss(reduction), log_target(log_target) {
-  if (reduction != Reduction::BatchMean) detail::check_reduction("KLDivLoss", reduction);
+  if (reduction != Reduction::BatchMean) kiln::detail::check_reduction("KLDivLoss", reduction);
 }
 
 Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
@@ -107,8 +99,8 @@ Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
 
 PoissonNLLLoss::PoissonNLLLoss(bool log_input, bool full, double eps, Reduction reduction)
     : Loss(reduction), log_input(log_input), full(full), eps(eps) {
-  detail::check_reduction("PoissonNLLLoss", reduction);
-  check_eps("PoissonNLLLoss", eps);
+  kiln::detail::check_reduction("PoissonNLLLoss", reduction);
+  detail::check_eps("PoissonNLLLoss", eps);
 }
 
 Tensor PoissonNLLLoss::forward(const Tensor& input, const Tensor& target) {
@@ -116,7 +108,7 @@ Tensor PoissonNLLLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 SoftMarginLoss::SoftMarginLoss(Reduction reduction) : Loss(reduction) {
-  detail::check_reduction("SoftMarginLoss", reduction);
+  kiln::detail::check_reduction("SoftMarginLoss", reduction);
 }
 
 Tensor SoftMarginLoss::forward(const Tensor& input, const Tensor& target) {
@@ -124,7 +116,7 @@ Tensor SoftMarginLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 HingeEmbeddingLoss::HingeEmbeddingLoss(double margin, Reduction reduction) : Loss(reduction), margin(margin) {
-  detail::check_reduction("HingeEmbeddingLoss", reduction);
+  kiln::detail::check_reduction("HingeEmbeddingLoss", reduction);
   if (!std::isfinite(margin)) throw Error("HingeEmbeddingLoss: margin must be finite, got " + num_str(margin));
 }
 
@@ -133,7 +125,7 @@ Tensor HingeEmbeddingLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 MultiLabelSoftMarginLoss::MultiLabelSoftMarginLoss(Tensor weight, Reduction reduction) : Loss(reduction) {
-  detail::check_reduction("MultiLabelSoftMarginLoss", reduction);
+  kiln::detail::check_reduction("MultiLabelSoftMarginLoss", reduction);
   this->weight = register_class_weight("MultiLabelSoftMarginLoss", std::move(weight));
 }
 
@@ -143,7 +135,7 @@ Tensor MultiLabelSoftMarginLoss::forward(const Tensor& input, const Tensor& targ
 
 MultiMarginLoss::MultiMarginLoss(int64_t p, double margin, Tensor weight, Reduction reduction)
     : Loss(reduction), p(p), margin(margin) {
-  detail::check_reduction("MultiMarginLoss", reduction);
+  kiln::detail::check_reduction("MultiMarginLoss", reduction);
   if (p != 1 && p != 2) throw Error("MultiMarginLoss: p must be 1 or 2, got " + std::to_string(p));
   if (!std::isfinite(margin)) throw Error("MultiMarginLoss: margin must be finite, got " + num_str(margin));
   this->weight = register_class_weight("MultiMarginLoss", std::move(weight));
@@ -154,7 +146,7 @@ Tensor MultiMarginLoss::forward(const Tensor& input, const Tensor& target) {
 }
 
 MultiLabelMarginLoss::MultiLabelMarginLoss(Reduction reduction) : Loss(reduction) {
-  detail::check_reduction("MultiLabelMarginLoss", reduction);
+  kiln::detail::check_reduction("MultiLabelMarginLoss", reduction);
 }
 
 Tensor MultiLabelMarginLoss::forward(const Tensor& input, const Tensor& target) {
@@ -162,7 +154,7 @@ Tensor MultiLabelMarginLoss::forward(const Tensor& input, const Tensor& target) 
 }
 
 CosineEmbeddingLoss::CosineEmbeddingLoss(double margin, Reduction reduction) : Loss3(reduction), margin(margin) {
-  detail::check_reduction("CosineEmbeddingLoss", reduction);
+  kiln::detail::check_reduction("CosineEmbeddingLoss", reduction);
   if (!std::isfinite(margin)) throw Error("CosineEmbeddingLoss: margin must be finite, got " + num_str(margin));
 }
 
@@ -171,7 +163,7 @@ Tensor CosineEmbeddingLoss::forward(const Tensor& x1, const Tensor& x2, const Te
 }
 
 MarginRankingLoss::MarginRankingLoss(double margin, Reduction reduction) : Loss3(reduction), margin(margin) {
-  detail::check_reduction("MarginRankingLoss", reduction);
+  kiln::detail::check_reduction("MarginRankingLoss", reduction);
   if (!std::isfinite(margin)) throw Error("MarginRankingLoss: margin must be finite, got " + num_str(margin));
 }
 
@@ -181,7 +173,7 @@ Tensor MarginRankingLoss::forward(const Tensor& x1, const Tensor& x2, const Tens
 
 TripletMarginLoss::TripletMarginLoss(double margin, double p, double eps, bool swap, Reduction reduction)
     : Loss3(reduction), margin(margin), p(p), eps(eps), swap(swap) {
-  detail::check_reduction("TripletMarginLoss", reduction);
+  kiln::detail::check_reduction("TripletMarginLoss", reduction);
   if (!(margin >= 0.0) || !std::isfinite(margin)) {
     throw Error("TripletMarginLoss: margin must be a finite number >= 0, got " + num_str(margin));
   }
@@ -193,8 +185,8 @@ Tensor TripletMarginLoss::forward(const Tensor& anchor, const Tensor& positive, 
 }
 
 GaussianNLLLoss::GaussianNLLLoss(bool full, double eps, Reduction reduction) : Loss3(reduction), full(full), eps(eps) {
-  detail::check_reduction("GaussianNLLLoss", reduction);
-  check_eps("GaussianNLLLoss", eps);
+  kiln::detail::check_reduction("GaussianNLLLoss", reduction);
+  detail::check_eps("GaussianNLLLoss", eps);
 }
 
 Tensor GaussianNLLLoss::forward(const Tensor& input, const Tensor& target, const Tensor& var) {

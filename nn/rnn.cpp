@@ -21,9 +21,6 @@ namespace {
 
 int64_t gates_of(RNNKind kind) { return kind == RNNKind::LSTM ? 4 : kind == RNNKind::GRU ? 3 : 1; }
 
-// A fresh [rows, cols] (or [rows]) parameter for `layer`.
-Tensor new_param(const char* layer, const Shape& shape) { return detail::new_tensor(layer, shape); }
-
 // uniform(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter, PyTorch's reset_parameters.
 void init_uniform(const TensorList& params, int64_t hidden_size) {
   const double bound = hidden_size > 0 ? 1.0 / std::sqrt(static_cast<double>(hidden_size)) : 0.0;
@@ -66,11 +63,11 @@ RNNCellBase::RNNCellBase(const char* name, RNNKind kind, int64_t input_size, int
     : input_size(input_size), hidden_size(hidden_size), kind_(kind), name_(name) {
   check_sizes(name, input_size, hidden_size);
   const int64_t rows = gates_of(kind) * hidden_size;
-  weight_ih = register_parameter("weight_ih", new_param(name, {rows, input_size}));
-  weight_hh = register_parameter("weight_hh", new_param(name, {rows, hidden_size}));
+  weight_ih = register_parameter("weight_ih", detail::new_tensor(name, {rows, input_size}));
+  weight_hh = register_parameter("weight_hh", detail::new_tensor(name, {rows, hidden_size}));
   if (bias) {
-    bias_ih = register_parameter("bias_ih", new_param(name, {rows}));
-    bias_hh = register_parameter("bias_hh", new_param(name, {rows}));
+    bias_ih = register_parameter("bias_ih", detail::new_tensor(name, {rows}));
+    bias_hh = register_parameter("bias_hh", detail::new_tensor(name, {rows}));
   }
   reset_parameters();
 }
@@ -165,11 +162,12 @@ RNNBase::RNNBase(const char* name, RNNKind kind, int64_t input_size, int64_t hid
     const int64_t in = layer == 0 ? input_size : hidden_size * directions;
     for (int64_t d = 0; d < directions; ++d) {
       const std::string suffix = "_l" + std::to_string(layer) + (d == 1 ? "_reverse" : "");
-      TensorList w{register_parameter("weight_ih" + suffix, new_param(name, {rows, in})),
-                   register_parameter("weight_hh" + suffix, new_param(name, {rows, hidden_size})), Tensor(), Tensor()};
+      TensorList w{register_parameter("weight_ih" + suffix, detail::new_tensor(name, {rows, in})),
+                   register_parameter("weight_hh" + suffix, detail::new_tensor(name, {rows, hidden_size})), Tensor(),
+                   Tensor()};
       if (bias) {
-        w[2] = register_parameter("bias_ih" + suffix, new_param(name, {rows}));
-        w[3] = register_parameter("bias_hh" + suffix, new_param(name, {rows}));
+        w[2] = register_parameter("bias_ih" + suffix, detail::new_tensor(name, {rows}));
+        w[3] = register_parameter("bias_hh" + suffix, detail::new_tensor(name, {rows}));
       }
       weights_.push_back(std::move(w));
     }

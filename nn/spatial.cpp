@@ -135,9 +135,6 @@ Tensor Unflatten::forward(const Tensor& x) {
 
 namespace {
 
-// A window argument as PyTorch prints what users usually pass: an int when both dims agree.
-std::string window_arg(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : detail::py_tuple({p[0], p[1]}); }
-
 // kernel_size, dilation and stride positive, padding non-negative (kiln::Error naming `layer`).
 void check_window(const char* layer, Pair kernel_size, Pair dilation, Pair padding, Pair stride) {
   detail::check_positive(layer, "kernel_size", kernel_size);
@@ -154,8 +151,8 @@ Unfold::Unfold(Pair kernel_size, Pair dilation, Pair padding, Pair stride)
 }
 
 std::string Unfold::extra_repr() const {
-  return "kernel_size=" + window_arg(kernel_size) + ", dilation=" + window_arg(dilation) +
-         ", padding=" + window_arg(padding) + ", stride=" + window_arg(stride);
+  return "kernel_size=" + detail::int_or_tuple(kernel_size) + ", dilation=" + detail::int_or_tuple(dilation) +
+         ", padding=" + detail::int_or_tuple(padding) + ", stride=" + detail::int_or_tuple(stride);
 }
 
 Fold::Fold(Pair output_size, Pair kernel_size, Pair dilation, Pair padding, Pair stride)
@@ -165,8 +162,9 @@ Fold::Fold(Pair output_size, Pair kernel_size, Pair dilation, Pair padding, Pair
 }
 
 std::string Fold::extra_repr() const {
-  return "output_size=" + window_arg(output_size) + ", kernel_size=" + window_arg(kernel_size) +
-         ", dilation=" + window_arg(dilation) + ", padding=" + window_arg(padding) + ", stride=" + window_arg(stride);
+  return "output_size=" + detail::int_or_tuple(output_size) + ", kernel_size=" + detail::int_or_tuple(kernel_size) +
+         ", dilation=" + detail::int_or_tuple(dilation) + ", padding=" + detail::int_or_tuple(padding) +
+         ", stride=" + detail::int_or_tuple(stride);
 }
 
 }  // namespace kiln::nn
