@@ -5,8 +5,8 @@
 
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/image.h"
@@ -52,21 +52,18 @@ Windows windows_of(const char* op, int64_t h, int64_t w, Pair kernel, Pair dilat
 }
 
 // The flat padded-image position of every (window element, window) pair, element-major:
-// [kh * kw * oh * ow] int64 on `device`.
+// [kh * kw * oh * ow] int64 on `device`, made there from aranges (nothing is copied from the host,
+// so CUDA graphs can capture it).
 Tensor window_index(const Windows& g, Device device) {
-  std::vector<int64_t> index;
-  index.reserve(static_cast<size_t>(g.per_window() * g.oh * g.ow));
-  for (int64_t i = 0; i < g.kernel[0]; ++i) {
-    for (int64_t j = 0; j < g.kernel[1]; ++j) {
-      for (int64_t a = 0; a < g.oh; ++a) {
-        for (int64_t b = 0; b < g.ow; ++b) {
-          const int64_t y = a * g.stride[0] + i * g.dilation[0], x = b * g.stride[1] + j * g.dilation[1];
-          index.push_back(y * g.padded_w() + x);
-        }
-      }
-    }
-  }
-  return tensor(index, {static_cast<int64_t>(index.size())}, TensorOptions(DType::Int64, device));
+  const TensorOptions options(DType::Int64, device);
+  auto steps = [&](int64_t count, int64_t step, int64_t at) {
+    Shape shape{1, 1, 1, 1};
+    shape[static_cast<size_t>(at)] = count;
+    return (arange(0, count, 1, options) * step).reshape(shape);
+  };
+  const Tensor rows = steps(g.kernel[0], g.dilation[0], 0) + steps(g.oh, g.stride[0], 2);
+  const Tensor cols = steps(g.kernel[1], g.dilation[1], 1) + steps(g.ow, g.stride[1], 3);
+  return (rows * g.padded_w() + cols).reshape({-1});
 }
 
 }  // namespace

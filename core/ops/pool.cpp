@@ -8,7 +8,6 @@
 #include <cmath>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -17,6 +16,7 @@
 #include "core/ops/helpers.h"
 #include "core/ops/image.h"
 #include "core/ops/index.h"
+#include "core/ops/math.h"
 #include "core/ops/reduce.h"
 #include "kernels/error.h"
 #include "kernels/pool.h"
@@ -214,28 +214,20 @@ namespace {
 
 // The maximum over adaptive windows along `dim` of x: each output cell's window gathered by one
 // index_select (windows shorter than the longest repeat their last index, which a maximum ignores),
-// then amax over the window.
+// then amax over the window. The index is made on x's device from aranges, so a call copies nothing
+// from the host (CUDA graphs can capture it).
 Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
   const int64_t n = x.size(dim);
-  std::vector<int64_t> start(static_cast<size_t>(out)), end(static_cast<size_t>(out));
   int64_t widest = 0;
-  for (int64_t i = 0; i < out; ++i) {
-    start[static_cast<size_t>(i)] = i * n / out;
-    end[static_cast<size_t>(i)] = ((i + 1) * n + out - 1) / out;
-    widest = std::max(widest, end[static_cast<size_t>(i)] - start[static_cast<size_t>(i)]);
-  }
-  std::vector<int64_t> index;
-  index.reserve(static_cast<size_t>(out * widest));
-  for (int64_t i = 0; i < out; ++i) {
-    for (int64_t k = 0; k < widest; ++k) {
-      index.push_back(std::min(start[static_cast<size_t>(i)] + k, end[static_cast<size_t>(i)] - 1));
-    }
-  }
-  const Tensor idx = tensor(index, {out * widest}, TensorOptions(DType::Int64, x.device()));
+  for (int64_t i = 0; i < out; ++i) widest = std::max(widest, ((i + 1) * n + out - 1) / out - i * n / out);
+  const TensorOptions index_options(DType::Int64, x.device());
+  const Tensor cell = arange(0, out, 1, index_options);
+  const Tensor start = floor_divide(cell * n, out), last = floor_divide((cell + 1) * n + (out - 1), out) - 1;
+  const Tensor idx = minimum(start.unsqueeze(1) + arange(0, widest, 1, index_options), last.unsqueeze(1));
   Shape windows = x.sizes();
   windows[static_cast<size_t>(dim)] = out;
   windows.insert(windows.begin() + dim + 1, widest);
-  return amax(index_select(x, dim, idx).reshape(windows), {dim + 1});
+  return amax(index_select(x, dim, idx.reshape({-1})).reshape(windows), {dim + 1});
 }
 
 // sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
