@@ -217,6 +217,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"acos", Policy::Float32},
       {"sinh", Policy::Float32},
       {"cosh", Policy::Float32},
+      {"erfinv", Policy::Float32},
       {"reciprocal", Policy::Float32},
       {"pow", Policy::Float32},
       {"rsqrt", Policy::Float32},

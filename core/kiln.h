@@ -36,6 +36,7 @@
 #include "core/ops/einsum.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "core/ops/special.h"
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"

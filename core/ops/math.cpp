@@ -1,5 +1,6 @@
 // The less common elementwise math: each forward one kernel of the elementwise path
-// (ops::unary_raw, ops::binary_raw), its backward composed of tensor ops.
+// (ops::unary_raw, ops::binary_raw) or, for hypot and the ops after it, composed of elementwise
+// ops; the backwards composed of tensor ops.
 #include "core/ops/math.h"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/copy.h"
 #include "core/ops/elementwise_grad.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -318,6 +320,169 @@ Tensor xlogy(const Tensor& x, const Tensor& y) {
     });
   }
   return out;
+}
+
+// --- composed: hypot, copysign, signbit, fmax/fmin, heaviside, ldexp, float_power ---------------
+
+namespace {
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  ops::check_defined(op, a, "first operand");
+  ops::check_defined(op, b, "second operand");
+  broadcast_shapes(a.sizes(), b.sizes(), op);
+}
+
+// a < 0, or a zero whose reciprocal is -inf.
+Tensor negative_sign(const Tensor& x) {
+  if (!is_floating(x.dtype())) return x.dtype() == DType::Bool ? zeros_like(x).to(DType::Bool) : lt(x, 0);
+  return logical_or(lt(x, 0.0), logical_and(eq(x, 0.0), lt(div(1.0, x), 0.0)));
+}
+
+// fmax (max = true) or fmin of a and b in their result type, with a's and b's gradients masked.
+Tensor nan_ignoring_extremum(const char* op, const Tensor& a, const Tensor& b, bool max) {
+  check_operands(op, a, b);
+  const DType rt = result_type(a, b);
+  const Tensor x = to_dtype(a.detach(), rt), y = to_dtype(b.detach(), rt);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = where(isnan(y), x, where(isnan(x), y, max ? maximum(x, y) : minimum(x, y)));
+  }
+  if (needs_grad({&a, &b})) {
+    const Shape as = a.sizes(), bs = b.sizes();
+    const DType at = a.dtype(), bt = b.dtype();
+    record_function(op, {a, b}, {out}, {x, y}, [as, bs, at, bt, max](const FunctionNode::Context& ctx) {
+      // a takes the gradient where it won, tied, or stood beside a NaN; b everywhere else.
+      const Tensor &xv = ctx.saved_at(0), &yv = ctx.saved_at(1), &g = ctx.grads[0];
+      const Tensor to_a = logical_or(max ? ge(xv, yv) : le(xv, yv), isnan(yv));
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = to_dtype(sum_to(where(to_a, g, 0.0), as), at);
+      if (ctx.needs_input_grad[1]) r[1] = to_dtype(sum_to(where(to_a, 0.0, g), bs), bt);
+      return r;
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  const char* op = "hypot";
+  check_operands(op, a, b);
+  const DType out_dtype = float_result(result_type(a, b));
+  const DType work = ops::widened_dtype(out_dtype);
+  const Tensor x = to_dtype(a.detach(), work), y = to_dtype(b.detach(), work);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor ax = abs(x), ay = abs(y);
+    const Tensor big = maximum(ax, ay), ratio = div(minimum(ax, ay), big);
+    const Tensor scaled = mul(big, sqrt(add(mul(ratio, ratio), 1.0)));
+    const Tensor finite = where(eq(big, 0.0), 0.0, scaled);
+    out = to_dtype(where(logical_or(isinf(x), isinf(y)), INFINITY, finite), out_dtype);
+  }
+  if (needs_grad({&a, &b})) {
+    const Shape as = a.sizes(), bs = b.sizes();
+    const DType at = a.dtype(), bt = b.dtype();
+    record_function(op, {a, b}, {out}, {x, y, out}, [=](const FunctionNode::Context& ctx) {
+      const Tensor &xv = ctx.saved_at(0), &yv = ctx.saved_at(1);
+      const Tensor scale = div(ctx.grads[0].to(work), ctx.saved_at(2).to(work));
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = to_dtype(sum_to(mul(scale, xv), as), at);
+      if (ctx.needs_input_grad[1]) r[1] = to_dtype(sum_to(mul(scale, yv), bs), bt);
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor copysign(const Tensor& a, const Tensor& b) {
+  const char* op = "copysign";
+  check_operands(op, a, b);
+  const DType out_dtype = float_result(result_type(a, b));
+  const Tensor x = to_dtype(a.detach(), out_dtype);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor magnitude = abs(x);
+    out = where(negative_sign(b.detach()), neg(magnitude), magnitude);
+  }
+  if (needs_grad({&a, &b})) {
+    const Shape as = a.sizes(), bs = b.sizes();
+    const DType at = a.dtype(), bt = b.dtype();
+    record_function(op, {a, b}, {out}, {x, out}, [as, bs, at, bt](const FunctionNode::Context& ctx) {
+      // The ratio out / a is +-1: whether the sign flipped; 0 where a is 0 (and 0 / 0 would be
+      // NaN).
+      const Tensor &xv = ctx.saved_at(0), &g = ctx.grads[0];
+      TensorList r(2);
+      if (ctx.needs_input_grad[0])
+        r[0] = to_dtype(sum_to(where(eq(xv, 0.0), 0.0, mul(g, div(ctx.saved_at(1), xv))), as), at);
+      if (ctx.needs_input_grad[1]) r[1] = zeros(bs, TensorOptions(bt, g.device()));
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor copysign(const Tensor& a, const Scalar& b) {
+  ops::check_defined("copysign", a, "first operand");
+  // b as a 0-d tensor of the result's dtype (its sign survives any rounding, -0.0 included).
+  return copysign(a, full({}, b.to_double(), TensorOptions(float_result(a.dtype()), a.device())));
+}
+
+Tensor signbit(const Tensor& x) {
+  ops::check_defined("signbit", x, "input");
+  NoGradGuard no_grad;
+  return negative_sign(x.detach());
+}
+
+Tensor fmax(const Tensor& a, const Tensor& b) { return nan_ignoring_extremum("fmax", a, b, true); }
+Tensor fmin(const Tensor& a, const Tensor& b) { return nan_ignoring_extremum("fmin", a, b, false); }
+
+Tensor heaviside(const Tensor& x, const Tensor& values) {
+  const char* op = "heaviside";
+  check_operands(op, x, values);
+  if (x.dtype() != values.dtype()) {
+    throw DTypeError(std::string(op) + ": x and values must share a dtype, got " + dtype_name(x.dtype()) + " and " +
+                     dtype_name(values.dtype()));
+  }
+  const Tensor xd = x.detach();
+  const Tensor at_zero = eq(xd, 0);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor step = to_dtype(gt(xd, 0), x.dtype());
+    out = where(at_zero, values.detach(), step);
+  }
+  if (needs_grad({&x, &values})) {
+    const Shape xs = x.sizes(), vs = values.sizes();
+    record_function(op, {x, values}, {out}, {at_zero}, [xs, vs](const FunctionNode::Context& ctx) {
+      const Tensor& g = ctx.grads[0];
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = zeros(xs, TensorOptions(g.dtype(), g.device()));
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(where(ctx.saved_at(0), g, 0.0), vs);
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor ldexp(const Tensor& x, const Tensor& e) {
+  const char* op = "ldexp";
+  check_operands(op, x, e);
+  const DType out_dtype = float_result(x.dtype());
+  return mul(to_dtype(x, out_dtype), exp2(to_dtype(e, out_dtype)));
+}
+
+Tensor float_power(const Tensor& a, const Tensor& b) {
+  check_operands("float_power", a, b);
+  return pow(to_dtype(a, DType::Float64), to_dtype(b, DType::Float64));
+}
+Tensor float_power(const Tensor& a, const Scalar& b) {
+  ops::check_defined("float_power", a, "base");
+  return pow(to_dtype(a, DType::Float64), b.to_double());
+}
+Tensor float_power(const Scalar& a, const Tensor& b) {
+  ops::check_defined("float_power", b, "exponent");
+  return pow(a.to_double(), to_dtype(b, DType::Float64));
 }
 
 // --- rounding divisions and remainders -----------------------------------------------------------

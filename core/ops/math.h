@@ -1,7 +1,8 @@
 // The less common elementwise math, as PyTorch names and defines it: rounding; the tangent, the
 // inverse and hyperbolic trigonometric functions; erf and erfc; base-2 and base-10 logarithms and
-// exp2; atan2; the rounding divisions and their remainders. Each is one kernel of the elementwise
-// path (kernels/elementwise_math.h) or composed of such ops, on the CPU and CUDA alike.
+// exp2; atan2; the rounding divisions and their remainders; hypot, copysign, signbit, fmax and
+// fmin, heaviside, ldexp and float_power. Each is one kernel of the elementwise path
+// (kernels/elementwise_math.h) or composed of such ops, on the CPU and CUDA alike.
 #pragma once
 
 #include "core/scalar.h"
@@ -53,6 +54,33 @@ Tensor square(const Tensor& x);
 // x * log(y), 0 where x is 0 (even for y = 0 or inf; a NaN y stays NaN): the entropy terms that
 // must not turn 0 * log(0) into NaN. Broadcast; integers give float32.
 Tensor xlogy(const Tensor& x, const Tensor& y);
+
+// sqrt(a^2 + b^2) without squaring: the larger magnitude times sqrt(1 + r^2), r the ratio of the
+// smaller to it, so 1e300 and 1e-300 pairs neither overflow nor flush to 0. inf when either is
+// infinite (even beside a NaN). Gradients a / hypot and b / hypot (NaN at (0, 0), as PyTorch's).
+// Broadcast; integers give float32; float16 and bfloat16 are computed in float32.
+Tensor hypot(const Tensor& a, const Tensor& b);
+// |a| with b's sign, that of a zero included (copysign(1, -0.0) is -1); a NaN b counts as positive
+// (its sign bit is not read). Gradient with respect to a: the ratio copysign(a, b) / a (0 at a =
+// 0); b's is 0. Broadcast; integers give float32.
+Tensor copysign(const Tensor& a, const Tensor& b);
+Tensor copysign(const Tensor& a, const Scalar& b);
+// True where x is negative, -0.0 included (a NaN counts as positive). A bool tensor.
+Tensor signbit(const Tensor& x);
+// maximum and minimum that ignore a NaN beside a number (NaN only where both are); ties and NaNs
+// give the gradient to a, as PyTorch's. Broadcast, in result_type(a, b).
+Tensor fmax(const Tensor& a, const Tensor& b);
+Tensor fmin(const Tensor& a, const Tensor& b);
+// The step function: 0 where x < 0, 1 where x > 0, `values` where x is 0 (broadcast). Gradient 0
+// with respect to x (flat where it is differentiable); `values` gets the gradient where x is 0.
+// x and values must share a dtype, as PyTorch requires.
+Tensor heaviside(const Tensor& x, const Tensor& values);
+// x * 2^e, in x's float dtype (float32 for integers). Differentiable in both.
+Tensor ldexp(const Tensor& x, const Tensor& e);
+// pow computed in float64, whatever the operands' dtypes: a float64 result.
+Tensor float_power(const Tensor& a, const Tensor& b);
+Tensor float_power(const Tensor& a, const Scalar& b);
+Tensor float_power(const Scalar& a, const Tensor& b);
 
 // Division rounded toward zero (Trunc) or down (Floor); None is true division, as div. Integer
 // operands divide exactly, in their promoted integer dtype (PyTorch's rule; a float operand makes

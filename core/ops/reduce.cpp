@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "core/autocast.h"
 #include "core/autograd.h"
@@ -12,6 +13,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/math.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
 #include "core/ops/shape.h"
@@ -362,8 +364,9 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   return keepdim ? out : out.reshape(reduced_shape(x, mask, false));
 }
 
-Tensor logaddexp(const Tensor& a, const Tensor& b) {
-  const char* op = "logaddexp";
+namespace {
+// logaddexp in base e or 2: max(a, b) + log_base(1 + base^-|a - b|).
+Tensor log_add_exp(const char* op, const Tensor& a, const Tensor& b, bool base2) {
   ops::check_defined(op, a, "first operand");
   ops::check_defined(op, b, "second operand");
   const DType rt = result_type(a, b);
@@ -371,14 +374,20 @@ Tensor logaddexp(const Tensor& a, const Tensor& b) {
     throw DTypeError(std::string(op) + ": needs floating operands, got " + dtype_name(a.dtype()) + " " +
                      shape_str(a.sizes()) + " and " + dtype_name(b.dtype()) + " " + shape_str(b.sizes()));
   }
+  broadcast_shapes(a.sizes(), b.sizes(), op);
   const DType wide = ops::widened_dtype(rt);
   const Tensor x = to_dtype(a, wide), y = to_dtype(b, wide);
   // Where both are the same infinity, a - b is NaN: 0 stands in, and max + log(2) is that infinity.
   // The ties' gradient is then maximum's, split evenly, which is also what the formula gives for
   // equal finite operands (|a - b|'s gradient is 0 at 0).
   const Tensor same_infinity = logical_and(eq(x, y), eq(abs(x), INFINITY));
-  const Tensor gap = where(same_infinity, 0.0, sub(x, y));
-  return to_dtype(add(maximum(x, y), log1p(exp(neg(abs(gap))))), rt);
+  const Tensor gap = neg(abs(where(same_infinity, 0.0, sub(x, y))));
+  const Tensor tail = base2 ? div(log1p(exp2(gap)), std::numbers::ln2) : log1p(exp(gap));
+  return to_dtype(add(maximum(x, y), tail), rt);
 }
+}  // namespace
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return log_add_exp("logaddexp", a, b, false); }
+Tensor logaddexp2(const Tensor& a, const Tensor& b) { return log_add_exp("logaddexp2", a, b, true); }
 
 }  // namespace kiln

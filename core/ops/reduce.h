@@ -50,6 +50,8 @@ Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // as max(a, b) + log1p(exp(-|a - b|)), so neither overflows nor loses the smaller term; equal
 // infinities give themselves. Floating operands; float16 and bfloat16 computed in float32.
 Tensor logaddexp(const Tensor& a, const Tensor& b);
+// log2(2^a + 2^b), the same in base 2: max(a, b) + log2(1 + 2^-|a - b|).
+Tensor logaddexp2(const Tensor& a, const Tensor& b);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
 // sum and mean with NaNs left out (as zeros in the sum, not counted in the mean): a line of NaNs

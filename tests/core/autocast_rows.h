@@ -203,10 +203,11 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"tan", lp_in({3, 4}), [](const TensorList& in) { return tan(in[0]); }, fp32});
   rows.push_back({"sinh", lp_in({3, 4}), [](const TensorList& in) { return sinh(in[0]); }, fp32});
   rows.push_back({"cosh", lp_in({3, 4}), [](const TensorList& in) { return cosh(in[0]); }, fp32});
-  // In (-1, 1), asin's and acos's domain.
+  // In (-1, 1), asin's, acos's and erfinv's domain.
   auto unit = [=](const Shape& s) { return [=](Device d, D lp) { return TensorList{tanh(rnd(s, d)).to(lp)}; }; };
   rows.push_back({"asin", unit({3, 4}), [](const TensorList& in) { return asin(in[0]); }, fp32});
   rows.push_back({"acos", unit({3, 4}), [](const TensorList& in) { return acos(in[0]); }, fp32});
+  rows.push_back({"erfinv", unit({3, 4}), [](const TensorList& in) { return erfinv(in[0]); }, fp32});
   rows.push_back({"softplus", lp_in({3, 4}), [](const TensorList& in) { return softplus(in[0], 2.0, 1.0); }, fp32});
   rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },
                   [](const TensorList& in) { return pow(in[0], 2.5) + pow(in[0], in[1]) + pow(1.5, in[1]); }, fp32});

@@ -179,3 +179,67 @@ TEST_CASE("inverse and hyperbolic functions at their domain's ends", "[math]") {
   CHECK(reciprocal(longs({4})).to_vector_double() == std::vector<double>{0.25});
   CHECK(square(longs({-3})).to_vector<int64_t>() == std::vector<int64_t>{9});
 }
+
+TEST_CASE("hypot, copysign, signbit, fmax and fmin at their edges", "[math]") {
+  // No overflow or underflow of the squares; inf beats NaN; (0, 0) is 0.
+  const std::vector<double> h =
+      hypot(doubles({1e300, 1e-300, 3.0, 0.0, kInf, kNaN}), doubles({1e300, 1e-300, 4.0, 0.0, kNaN, 1.0}))
+          .to_vector_double();
+  CHECK(h[0] == Approx(std::sqrt(2.0) * 1e300).epsilon(1e-15));
+  CHECK(h[1] == Approx(std::sqrt(2.0) * 1e-300).epsilon(1e-15));
+  CHECK(same({h[2], h[3], h[4], h[5]}, {5.0, 0.0, kInf, kNaN}));
+  CHECK(same(hypot(doubles({1e30}).to(DType::Float32), doubles({1e30}).to(DType::Float32)).to_vector_double(),
+             {static_cast<double>(std::hypot(1e30F, 1e30F))}));
+  // The sign of b's zeros counts; NaN b is positive; integers give float32.
+  const std::vector<double> c = copysign(doubles({1.0, 1.0, -2.0}), doubles({-0.0, 0.0, kNaN})).to_vector_double();
+  CHECK(same(c, {-1.0, 1.0, 2.0}));
+  CHECK(copysign(longs({3}), longs({-1})).dtype() == DType::Float32);
+  CHECK(same(copysign(doubles({2.0, -2.0}), -0.0).to_vector_double(), {-2.0, -2.0}));
+  CHECK(signbit(doubles({-0.0, 0.0, -1e-300, kNaN, -kInf})).to_vector_double() ==
+        std::vector<double>{1.0, 0.0, 1.0, 0.0, 1.0});
+  CHECK(signbit(longs({-1, 0, 1})).dtype() == DType::Bool);
+  // fmax/fmin ignore a NaN beside a number; NaN only where both are.
+  CHECK(same(fmax(doubles({kNaN, 1.0, kNaN, 2.0}), doubles({1.0, kNaN, kNaN, 3.0})).to_vector_double(),
+             {1.0, 1.0, kNaN, 3.0}));
+  CHECK(same(fmin(doubles({kNaN, 1.0, kNaN, 2.0}), doubles({1.0, kNaN, kNaN, 3.0})).to_vector_double(),
+             {1.0, 1.0, kNaN, 2.0}));
+  // Gradients: ties and a NaN b go to a; a NaN a sends it to b.
+  Tensor a = doubles({2.0, 1.0, kNaN, 0.0}), b = doubles({2.0, kNaN, 1.0, 5.0});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  fmax(a, b).sum().backward();
+  CHECK(same(a.grad().to_vector_double(), {1.0, 1.0, 0.0, 0.0}));
+  CHECK(same(b.grad().to_vector_double(), {0.0, 0.0, 1.0, 1.0}));
+  // Operands of two dtypes: each gradient in its operand's dtype.
+  Tensor f = doubles({1.0, -1.0}).to(DType::Float32);
+  f.set_requires_grad(true);
+  fmin(f, doubles({0.0, 0.0})).sum().backward();
+  CHECK(f.grad().dtype() == DType::Float32);
+  CHECK(same(f.grad().to_vector_double(), {0.0, 1.0}));
+  // copysign's gradient: the sign flip for a, 0 at a = 0; 0 for b.
+  Tensor x = doubles({2.0, -3.0, 0.0}), y = doubles({-1.0, -1.0, -1.0});
+  x.set_requires_grad(true);
+  y.set_requires_grad(true);
+  copysign(x, y).sum().backward();
+  CHECK(same(x.grad().to_vector_double(), {-1.0, 1.0, 0.0}));
+  CHECK(same(y.grad().to_vector_double(), {0.0, 0.0, 0.0}));
+}
+
+TEST_CASE("heaviside, ldexp, logaddexp2 and float_power", "[math]") {
+  CHECK(same(heaviside(doubles({-1.0, 0.0, 2.0, -0.0}), doubles({0.5})).to_vector_double(), {0.0, 0.5, 1.0, 0.5}));
+  Tensor x = doubles({-1.0, 0.0, 2.0}), v = doubles({0.5, 0.25, 0.75});
+  x.set_requires_grad(true);
+  v.set_requires_grad(true);
+  heaviside(x, v).sum().backward();
+  CHECK(same(x.grad().to_vector_double(), {0.0, 0.0, 0.0}));
+  CHECK(same(v.grad().to_vector_double(), {0.0, 1.0, 0.0}));
+  CHECK(same(ldexp(doubles({3.0, -1.5}), longs({4, -1})).to_vector_double(), {48.0, -0.75}));
+  CHECK(ldexp(longs({1}), longs({3})).dtype() == DType::Float32);
+  // log2(2^1000 + 2^1000) is 1001, no overflow on the way; -inf beside -inf stays -inf.
+  CHECK(same(logaddexp2(doubles({1000.0, -kInf}), doubles({1000.0, -kInf})).to_vector_double(), {1001.0, -kInf}));
+  const Tensor p = float_power(longs({2, 3}), doubles({0.5}).to(DType::Float32));
+  CHECK(p.dtype() == DType::Float64);
+  CHECK(same(p.to_vector_double(), {std::sqrt(2.0), std::sqrt(3.0)}));
+  CHECK(float_power(doubles({2.0}).to(DType::Float16), 3).dtype() == DType::Float64);
+  CHECK(same(float_power(2, longs({-1, 10})).to_vector_double(), {0.5, 1024.0}));
+}

@@ -268,10 +268,119 @@ void add_binary_rows(std::vector<OpRow>& rows) {
 
 }  // namespace
 
+// Whole multiples of 0.5 from normal draws: exact zeros among them (heaviside's third case).
+Gen steps() {
+  return [](const Shape& s, DType t, Device d, uint64_t seed) {
+    Values v = values(rnd(s, DType::Float64, Device::cpu(), seed, 1.2));
+    for (double& x : v) x = std::round(x * 2) / 2;
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
+// The composed binary ops (hypot, copysign, fmax, fmin, heaviside, ldexp, float_power)
+// and signbit.
+void add_composed_rows(std::vector<OpRow>& rows) {
+  struct Binary {
+    const char* name;
+    std::vector<DType> dtypes;
+    Gen ga, gb;
+    Tensor (*op)(const Tensor&, const Tensor&);
+    double (*ref)(double, double);
+    std::vector<size_t> differentiable;
+    std::function<DType(DType)> out_dtype;
+  };
+  const auto fmax_ref = [](double a, double b) { return std::fmax(a, b); };
+  const auto fmin_ref = [](double a, double b) { return std::fmin(a, b); };
+  const std::vector<Binary> binary = {
+      {"hypot",
+       kAllNumeric,
+       normal(2.0),
+       normal(2.0),
+       hypot,
+       [](double a, double b) { return std::hypot(a, b); },
+       {0, 1},
+       float_or_default},
+      // b away from 0, whose sign decides; its gradient is 0 everywhere else.
+      {"copysign",
+       kAllNumeric,
+       normal(),
+       nonzero(),
+       copysign,
+       [](double a, double b) { return std::copysign(a, b); },
+       {0, 1},
+       float_or_default},
+      {"fmax", kAllNumeric, normal(), normal(), fmax, fmax_ref, {0, 1}, same_dtype},
+      {"fmin", kAllNumeric, normal(), normal(), fmin, fmin_ref, {0, 1}, same_dtype},
+      // x's gradient is 0 and central differences at its zeros would jump: values' alone is
+      // checked.
+      {"heaviside",
+       kFloatTypes,
+       steps(),
+       normal(),
+       heaviside,
+       [](double x, double v) { return x == 0 ? v : (x > 0 ? 1.0 : 0.0); },
+       {1},
+       same_dtype},
+      {"ldexp",
+       kFloatTypes,
+       normal(),
+       normal(2.0),
+       ldexp,
+       [](double x, double e) { return x * std::exp2(e); },
+       {0, 1},
+       same_dtype},
+      {"float_power",
+       kAllNumeric,
+       positive(0.5, 3.0),
+       normal(),
+       float_power,
+       [](double a, double b) { return std::pow(a, b); },
+       {0, 1},
+       [](DType) { return DType::Float64; }},
+  };
+  uint64_t seed = 6600;
+  for (const Binary& u : binary) {
+    auto op = u.op;
+    auto fn = u.ref;
+    OpRow r = make_row(
+        u.name, u.dtypes, binary_samples(seed, u.ga, u.gb),
+        [op](const TensorList& x) { return TensorList{op(x[0], x[1])}; },
+        ref([fn](const Values& v) { return fn(v[0], v[1]); }), u.differentiable, u.out_dtype);
+    if (u.out_dtype(DType::Int32) == DType::Float32) int_inputs_give_float32(r);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    const std::string name = u.name;
+    r.errors = {
+        {"shapes do not broadcast",
+         [op] {
+           op(zeros({2, 3}), zeros({4}));
+         },
+         {name, "[2, 3]", "[4]"}},
+        {"undefined operand", [op] { op(zeros({2}), Tensor()); }, {name, "undefined"}},
+    };
+    if (name == "heaviside") {
+      r.errors.push_back({"dtypes differ",
+                          [] { heaviside(zeros({2}), zeros({2}, DType::Float64)); },
+                          {"heaviside", "float32", "float64"}});
+    }
+    rows.push_back(std::move(r));
+    seed += 50;
+  }
+  {
+    OpRow r = make_row(
+        "signbit", kAllNumeric, unary_samples(seed, normal()),
+        [](const TensorList& x) { return TensorList{signbit(x[0])}; },
+        ref([](const Values& v) { return std::signbit(v[0]) ? 1.0 : 0.0; }), {}, [](DType) { return DType::Bool; });
+    r.exact_outputs = {0};
+    r.errors = {undefined_input("signbit", [](const Tensor& a) { return signbit(a); })};
+    rows.push_back(std::move(r));
+  }
+}
+
 void add_math_rows(std::vector<OpRow>& rows) {
   add_float_unary_rows(rows);
   add_rounding_rows(rows);
   add_binary_rows(rows);
+  add_composed_rows(rows);
 }
 
 }  // namespace kiln::test

@@ -35,6 +35,7 @@ const std::vector<RowFamily>& row_families() {
       {"activation", add_activation_rows},
       {"layer_norm", add_layer_norm_rows},
       {"norm", add_norm_rows},
+      {"special", add_special_rows},
       {"interpolate", add_interpolate_rows},
       {"batch_norm", add_batch_norm_rows},
       {"cross_entropy", add_cross_entropy_rows},

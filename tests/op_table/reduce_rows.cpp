@@ -1,5 +1,5 @@
 // Op table rows of the reduce family: sum, mean, var, std, var_mean, prod, max/min, amax/amin,
-// argmax/argmin, any/all, logsumexp, logaddexp.
+// argmax/argmin, any/all, logsumexp, logaddexp, logaddexp2.
 // Each dims/keepdim variant is its own row, since a row's op has fixed arguments. Inputs of max and
 // min come from rnd_distinct so the winners are unique (no ties for the index outputs or the
 // gradient). multinomial is random and tested on its own.
@@ -300,23 +300,33 @@ void add_reduce_rows(std::vector<OpRow>& rows) {
                              (rnd({4, 6}, DType::Float64, d, 357, 5.0) + 270.0).to(t)};
          }},
     };
-    OpRow r = make_row(
-        "logaddexp", kFloatTypes, s, [](const TensorList& in) { return TensorList{logaddexp(in[0], in[1])}; },
-        ref([](const Values& v) {
-          const double m = std::max(v[0], v[1]);
-          return m + std::log(std::exp(v[0] - m) + std::exp(v[1] - m));
-        }),
-        {0, 1}, same_dtype);
-    r.errors = {
-        {"integer operands",
-         [] {
-           logaddexp(zeros({2, 3}, DType::Int64), zeros({3}, DType::Int32));
-         },
-         {"logaddexp", "int64 [2, 3]", "int32 [3]"}},
-        undefined_input("logaddexp", [](const Tensor& x) { return logaddexp(x, x); }),
-    };
-    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
-    rows.push_back(std::move(r));
+    for (const bool base2 : {false, true}) {
+      const std::string name = base2 ? "logaddexp2" : "logaddexp";
+      auto op = base2 ? logaddexp2 : logaddexp;
+      OpRow r = make_row(
+          name, kFloatTypes, s, [op](const TensorList& in) { return TensorList{op(in[0], in[1])}; },
+          ref([base2](const Values& v) {
+            const double m = std::max(v[0], v[1]);
+            return base2 ? m + std::log2(std::exp2(v[0] - m) + std::exp2(v[1] - m))
+                         : m + std::log(std::exp(v[0] - m) + std::exp(v[1] - m));
+          }),
+          {0, 1}, same_dtype);
+      r.errors = {
+          {"integer operands",
+           [op] {
+             op(zeros({2, 3}, DType::Int64), zeros({3}, DType::Int32));
+           },
+           {name, "int64 [2, 3]", "int32 [3]"}},
+          {"shapes do not broadcast",
+           [op] {
+             op(zeros({2, 3}), zeros({4}));
+           },
+           {name, "[2, 3]", "[4]"}},
+          undefined_input(name, [op](const Tensor& x) { return op(x, x); }),
+      };
+      r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+      rows.push_back(std::move(r));
+    }
   }
 
   // --- std, var_mean, prod ------------------------------------------------------------------

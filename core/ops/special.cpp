@@ -1,0 +1,401 @@
+// torch.special's functions composed of elementwise ops. Every value is computed off the tape in a
+// compute dtype (float64 for float64, float32 otherwise) and rounded once; every gradient is one
+// node with the derivative's closed form.
+#include "core/ops/special.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/autocast.h"
+#include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "core/ops/helpers.h"
+#include "core/ops/math.h"
+#include "core/ops/reduce.h"
+#include "kernels/error.h"
+
+namespace kiln {
+
+namespace {
+
+using ops::float_result;
+constexpr double kPi = std::numbers::pi;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+DType compute_dtype(DType out) { return out == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// The values of a function on x (already in the compute dtype, off the tape), and its derivative at
+// x given the value y there.
+using ValuesFn = std::function<Tensor(const Tensor& x)>;
+using SlopeFn = std::function<Tensor(const Tensor& x, const Tensor& y)>;
+
+// A unary special function: float_result(x)'s dtype out, computed in its compute dtype (or in
+// `compute` when given), with dy/dx = slope(x, y) on the tape.
+Tensor special_unary(const char* name, const Tensor& x, const ValuesFn& values, const SlopeFn& slope,
+                     std::optional<DType> compute = std::nullopt) {
+  ops::check_defined(name, x, "input");
+  const DType out = float_result(x.dtype());
+  const DType work = compute.value_or(compute_dtype(out));
+  const Tensor xc = x.detach().to(work);
+  Tensor yc;
+  {
+    NoGradGuard no_grad;
+    yc = values(xc);
+  }
+  Tensor y = yc.to(out);
+  if (needs_grad({&x})) {
+    const DType in = x.dtype();
+    record_function(name, {x}, {y}, {xc, yc}, [slope, work, in](const FunctionNode::Context& ctx) {
+      return TensorList{mul(ctx.grads[0].to(work), slope(ctx.saved_at(0), ctx.saved_at(1))).to(in)};
+    });
+  }
+  return y;
+}
+
+// c[0] + c[1] u + c[2] u^2 + ..., by Horner's rule.
+Tensor horner(const Tensor& u, const std::vector<double>& c) {
+  Tensor p = full_like(u, c.back());
+  for (size_t i = c.size() - 1; i-- > 0;) p = add(mul(p, u), c[i]);
+  return p;
+}
+
+// The Bernoulli numbers B_2, B_4, ..., B_16 of the Stirling and digamma asymptotic series.
+const std::vector<double>& bernoulli() {
+  static const std::vector<double> b = {1.0 / 6,  -1.0 / 30,     1.0 / 42, -1.0 / 30,
+                                        5.0 / 66, -691.0 / 2730, 7.0 / 6,  -3617.0 / 510};
+  return b;
+}
+
+// How far the recurrences shift x up before the asymptotic series take over: with eight terms, at
+// x + 8 and above they are exact to float64's rounding, at x + 3 to float32's (digamma, lgamma;
+// polygamma shifts further). The shift is no further than needed: its sums are the larger terms
+// that cancel where a value is near a root (lgamma(2) is lgamma(10) - log(2 * 3 * ... * 9)).
+int shift_for(const Tensor& x) { return x.dtype() == DType::Float64 ? 8 : 3; }
+
+// x - round(x) in [-0.5, 0.5], exact: sin(pi x) and cot(pi x) from it keep their digits near the
+// integers, where pi * x itself has lost them.
+Tensor reduced(const Tensor& x) { return sub(x, round(x)); }
+
+// Non-positive integers: the poles of the gamma family.
+Tensor at_pole(const Tensor& x) { return logical_and(le(x, 0.0), eq(x, round(x))); }
+
+// lgamma for x >= 0.5 (other entries give unused values): below the shift s, lgamma(x + s) - log(x
+// (x + 1) ... (x + s - 1)); from there Stirling's series (y - 1/2) log y - y + log(2 pi) / 2 + sum
+// B_2k / (2k (2k - 1) y^(2k - 1)).
+Tensor lgamma_upper(const Tensor& x) {
+  const int shift = shift_for(x);
+  const Tensor small = lt(x, static_cast<double>(shift));
+  Tensor product = x;
+  for (int k = 1; k < shift; ++k) product = mul(product, add(x, static_cast<double>(k)));
+  const Tensor y = where(small, add(x, static_cast<double>(shift)), x);
+  std::vector<double> c;
+  for (size_t k = 1; k <= bernoulli().size(); ++k) c.push_back(bernoulli()[k - 1] / (2.0 * k * (2.0 * k - 1)));
+  const Tensor series = div(horner(div(1.0, mul(y, y)), c), y);
+  const Tensor stirling = add(sub(mul(sub(y, 0.5), log(y)), y), add(series, 0.5 * std::log(2 * kPi)));
+  return sub(stirling, where(small, log(product), 0.0));
+}
+
+Tensor lgamma_values(const Tensor& x) {
+  // Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x); inf at the poles, where the sine
+  // is 0.
+  const Tensor reflect = lt(x, 0.5);
+  const Tensor upper = lgamma_upper(where(reflect, sub(1.0, x), x));
+  const Tensor reflected = sub(log(div(kPi, abs(sin(mul(reduced(x), kPi))))), upper);
+  return where(isinf(x), kInf, where(reflect, reflected, upper));
+}
+
+// digamma for x >= 0.5: psi(x + s) - sum_(k<s) 1 / (x + k), psi(y) = log y - 1 / (2y) - sum B_2k /
+// (2k y^2k).
+Tensor digamma_upper(const Tensor& x) {
+  Tensor terms = div(1.0, x);
+  const int shift = shift_for(x);
+  for (int k = 1; k < shift; ++k) terms = add(terms, div(1.0, add(x, static_cast<double>(k))));
+  const Tensor y = add(x, static_cast<double>(shift));
+  const Tensor u = div(1.0, mul(y, y));
+  std::vector<double> c;
+  for (size_t k = 1; k <= bernoulli().size(); ++k) c.push_back(bernoulli()[k - 1] / (2.0 * k));
+  const Tensor asymptotic = sub(sub(log(y), div(0.5, y)), mul(u, horner(u, c)));
+  return sub(asymptotic, terms);
+}
+
+// cot(pi x), from x's reduced form.
+Tensor cot_pi(const Tensor& x) {
+  const Tensor angle = mul(reduced(x), kPi);
+  return div(cos(angle), sin(angle));
+}
+
+Tensor digamma_values(const Tensor& x) {
+  // Reflection: psi(x) = psi(1 - x) - pi cot(pi x). At 0 the sign of zero picks -inf or +inf
+  // (PyTorch's); the negative integers give NaN.
+  const Tensor reflect = lt(x, 0.5);
+  const Tensor upper = digamma_upper(where(reflect, sub(1.0, x), x));
+  const Tensor value = where(reflect, sub(upper, mul(cot_pi(x), kPi)), upper);
+  const Tensor at_zero = where(lt(div(1.0, x), 0.0), full_like(x, kInf), -kInf);
+  return where(eq(x, 0.0), at_zero, where(at_pole(x), kNaN, value));
+}
+
+double factorial(int64_t n) { return std::tgamma(static_cast<double>(n) + 1); }
+
+// The coefficients (in c = cot(pi x)) of d^n/dx^n cot(pi x) / pi^n: P_0 = c, P_(k+1) = -(1 + c^2)
+// P_k'(c).
+std::vector<double> cot_derivative(int64_t n) {
+  std::vector<double> p = {0.0, 1.0};
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<double> next(p.size() + 1, 0.0);
+    for (size_t j = 1; j < p.size(); ++j) {  // -(1 + c^2) j p_j c^(j-1)
+      next[j - 1] -= static_cast<double>(j) * p[j];
+      next[j + 1] -= static_cast<double>(j) * p[j];
+    }
+    p = std::move(next);
+  }
+  return p;
+}
+
+// polygamma(n >= 1) for x >= 0.5: with y = x + m, (-1)^(n+1) n! sum_(k<m) (x + k)^-(n+1) plus
+// (-1)^(n+1) y^-n [(n-1)! + n! / (2y) + sum B_2k (2k+n-1)! / (2k)! y^-2k]; m = s + 2n keeps the
+// series' first neglected term below the dtype's rounding for every n.
+Tensor polygamma_upper(int64_t n, const Tensor& x) {
+  const int64_t m = shift_for(x) + 2 * n;
+  const double sign = n % 2 == 1 ? 1.0 : -1.0;
+  Tensor terms = pow(x, -static_cast<double>(n + 1));
+  for (int64_t k = 1; k < m; ++k) terms = add(terms, pow(add(x, static_cast<double>(k)), -static_cast<double>(n + 1)));
+  const Tensor y = add(x, static_cast<double>(m));
+  std::vector<double> c = {factorial(n - 1)};
+  for (size_t k = 1; k <= bernoulli().size(); ++k) {
+    c.push_back(bernoulli()[k - 1] * factorial(static_cast<int64_t>(2 * k) + n - 1) / factorial(2 * k));
+  }
+  const Tensor inv_y = div(1.0, y);
+  const Tensor bracket = add(horner(mul(inv_y, inv_y), c), mul(inv_y, factorial(n) / 2));
+  return mul(add(mul(terms, factorial(n)), mul(pow(y, -static_cast<double>(n)), bracket)), sign);
+}
+
+Tensor polygamma_values(int64_t n, const Tensor& x) {
+  if (n == 0) return digamma_values(x);
+  // Reflection, differentiated n times: psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x)).
+  const Tensor reflect = lt(x, 0.5);
+  const Tensor upper = polygamma_upper(n, where(reflect, sub(1.0, x), x));
+  const Tensor reflected = sub(mul(upper, n % 2 == 0 ? 1.0 : -1.0),
+                               mul(horner(cot_pi(x), cot_derivative(n)), std::pow(kPi, static_cast<double>(n + 1))));
+  return where(at_pole(x), n % 2 == 1 ? kInf : kNaN, where(reflect, reflected, upper));
+}
+
+// The closed-form first guess of z >= 0 with erfc(z) = t, from L = log(1 - (1 - t)^2) (Winitzki's
+// approximation of erf, inverted; relative error below 3e-3): Newton's method takes it from there.
+Tensor erf_inverse_guess(const Tensor& log_one_minus_square) {
+  constexpr double a = 0.147;
+  const Tensor half_log = mul(log_one_minus_square, 0.5);
+  const Tensor t = add(half_log, 2.0 / (kPi * a));
+  const Tensor inner = sub(sqrt(sub(mul(t, t), div(log_one_minus_square, a))), t);
+  return sqrt(clamp(inner, 0.0, std::nullopt));
+}
+
+// Three Newton steps: enough from the guess above for float64's digits (the error squares each
+// step: 3e-3, 3e-6, 3e-12, below rounding).
+constexpr int kNewtonSteps = 3;
+
+// z >= 0 with erfc(z) = t for t in (0, 1]: Newton's method on log erfc(z) = log t, whose slope
+// -2 / sqrt(pi) exp(-z^2 - log erfc z) neither overflows nor underflows in the far tail.
+Tensor erfc_inverse_values(const Tensor& t) {
+  const Tensor log_t = log(t);
+  Tensor z = erf_inverse_guess(add(log_t, log(sub(2.0, t))));
+  for (int i = 0; i < kNewtonSteps; ++i) {
+    const Tensor log_e = log(erfc(z));
+    const Tensor slope = mul(exp(sub(neg(mul(z, z)), log_e)), -2.0 * std::numbers::inv_sqrtpi);
+    z = sub(z, div(sub(log_e, log_t), slope));
+  }
+  return z;
+}
+
+Tensor erfinv_values(const Tensor& x) {
+  // |x| < 0.5: Newton on erf(z) = |x| (1 - |x| would lose |x|'s low digits); beyond, on erfc(z) =
+  // 1 - |x|, exact there. +-1 give +-inf; |x| > 1 makes the logs NaN.
+  const Tensor a = abs(x);
+  Tensor z = erf_inverse_guess(log1p(neg(mul(a, a))));
+  for (int i = 0; i < kNewtonSteps; ++i) {
+    const Tensor slope = mul(exp(neg(mul(z, z))), 2.0 * std::numbers::inv_sqrtpi);
+    z = sub(z, div(sub(erf(z), a), slope));
+  }
+  const Tensor tail = erfc_inverse_values(sub(1.0, a));
+  const Tensor magnitude = where(eq(a, 1.0), kInf, where(lt(a, 0.5), z, tail));
+  return where(lt(x, 0.0), neg(magnitude), magnitude);
+}
+
+// The asymptotic series erfcx(x) ~ 1 / (x sqrt(pi)) sum_k (-1)^k (2k - 1)!! / (2 x^2)^k, sixteen
+// terms: at x >= 8 the last is below float64's rounding.
+Tensor erfcx_values(const Tensor& x) {
+  std::vector<double> c = {1.0};
+  for (int k = 1; k < 16; ++k) c.push_back(-c.back() * (2 * k - 1));
+  const Tensor series = div(horner(div(0.5, mul(x, x)), c), mul(x, std::sqrt(kPi)));
+  const Tensor direct = mul(exp(mul(x, x)), erfc(x));
+  return where(ge(x, 8.0), series, direct);
+}
+
+constexpr double kSqrt2 = std::numbers::sqrt2;
+constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / kSqrt2;
+
+Tensor ndtr_values(const Tensor& x) { return mul(erfc(mul(x, -1.0 / kSqrt2)), 0.5); }
+
+Tensor log_ndtr_values(const Tensor& x) {
+  // Left of -1 ndtr(x) = erfcx(-x / sqrt 2) exp(-x^2 / 2) / 2 keeps the log finite; to the right,
+  // log1p of the small complement.
+  const Tensor left = sub(log(mul(erfcx_values(mul(x, -1.0 / kSqrt2)), 0.5)), mul(mul(x, x), 0.5));
+  const Tensor right = log1p(mul(erfc(mul(x, 1.0 / kSqrt2)), -0.5));
+  return where(lt(x, -1.0), left, right);
+}
+
+Tensor ndtri_values(const Tensor& p) {
+  // p < 0.5: -sqrt 2 erfcinv(2p); otherwise sqrt 2 erfcinv(2 (1 - p)), 1 - p exact there.
+  const Tensor lower = lt(p, 0.5);
+  const Tensor t = where(lower, mul(p, 2.0), mul(sub(1.0, p), 2.0));
+  const Tensor z = mul(erfc_inverse_values(t), kSqrt2);
+  const Tensor value = where(lower, neg(z), z);
+  return where(eq(p, 0.0), -kInf, where(eq(p, 1.0), kInf, value));
+}
+
+}  // namespace
+
+Tensor lgamma(const Tensor& x) {
+  return special_unary("lgamma", x, lgamma_values, [](const Tensor& v, const Tensor&) { return digamma_values(v); });
+}
+
+Tensor digamma(const Tensor& x) {
+  return special_unary("digamma", x, digamma_values,
+                       [](const Tensor& v, const Tensor&) { return polygamma_values(1, v); });
+}
+
+Tensor polygamma(int64_t n, const Tensor& x) {
+  if (n < 0) throw Error("polygamma: the order n must be >= 0, got " + std::to_string(n));
+  // Past order 8 the factorials and powers of the series leave float32's range: computed in
+  // float64.
+  const std::optional<DType> compute = n > 8 ? std::optional<DType>(DType::Float64) : std::nullopt;
+  return special_unary(
+      "polygamma", x, [n](const Tensor& v) { return polygamma_values(n, v); },
+      [n](const Tensor& v, const Tensor&) { return polygamma_values(n + 1, v); }, compute);
+}
+
+Tensor mvlgamma(const Tensor& x, int64_t p) {
+  const char* op = "mvlgamma";
+  ops::check_defined(op, x, "input");
+  if (p < 1) throw Error("mvlgamma: the dimension p must be >= 1, got " + std::to_string(p));
+  const double bound = (static_cast<double>(p) - 1) / 2;
+  if (x.device().is_cpu() && x.numel() > 0) {
+    const double smallest = amin(x.detach().to(DType::Float64), {}).item<double>();
+    if (!(smallest > bound)) {
+      throw Error(std::string(op) + ": every element must exceed (p - 1) / 2 = " + num_str(bound) + " for p = " +
+                  std::to_string(p) + ", got " + num_str(smallest) + " (input " + shape_str(x.sizes()) + ")");
+    }
+  }
+  const Tensor xf = x.is_floating_point() ? x : x.to(float_result(x.dtype()));
+  Tensor sum = lgamma(xf);
+  for (int64_t i = 1; i < p; ++i) sum = add(sum, lgamma(sub(xf, 0.5 * static_cast<double>(i))));
+  return add(sum, static_cast<double>(p) * static_cast<double>(p - 1) / 4 * std::log(kPi));
+}
+
+Tensor erfinv(const Tensor& x) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("erfinv", {&x})) return erfinv((*c)[0]);
+  return special_unary("erfinv", x, erfinv_values,
+                       [](const Tensor&, const Tensor& y) { return mul(exp(mul(y, y)), std::sqrt(kPi) / 2); });
+}
+
+Tensor erfcx(const Tensor& x) {
+  return special_unary("erfcx", x, erfcx_values, [](const Tensor& v, const Tensor& y) {
+    return sub(mul(mul(v, y), 2.0), 2.0 * std::numbers::inv_sqrtpi);
+  });
+}
+
+Tensor ndtr(const Tensor& x) {
+  return special_unary("ndtr", x, ndtr_values,
+                       [](const Tensor& v, const Tensor&) { return mul(exp(mul(mul(v, v), -0.5)), kInvSqrt2Pi); });
+}
+
+Tensor log_ndtr(const Tensor& x) {
+  // pdf / cdf = sqrt(2 / pi) / erfcx(-x / sqrt 2): 0 far right, where erfcx overflows to inf.
+  return special_unary("log_ndtr", x, log_ndtr_values, [](const Tensor& v, const Tensor&) {
+    return div(kSqrt2 * std::numbers::inv_sqrtpi, erfcx_values(mul(v, -1.0 / kSqrt2)));
+  });
+}
+
+Tensor ndtri(const Tensor& p) {
+  return special_unary("ndtri", p, ndtri_values,
+                       [](const Tensor&, const Tensor& y) { return div(exp(mul(mul(y, y), 0.5)), kInvSqrt2Pi); });
+}
+
+Tensor logit(const Tensor& x, std::optional<double> eps) {
+  if (eps && !(*eps >= 0.0 && *eps <= 0.5)) {
+    throw Error("logit: eps must be in [0, 0.5], got " + num_str(*eps));
+  }
+  const auto values = [eps](const Tensor& v) {
+    const Tensor c = eps ? clamp(v, *eps, 1.0 - *eps) : v;
+    return log(div(c, sub(1.0, c)));
+  };
+  const auto slope = [eps](const Tensor& v, const Tensor&) {
+    const Tensor inside = div(1.0, mul(v, sub(1.0, v)));
+    const double lo = eps.value_or(0.0), hi = 1.0 - eps.value_or(0.0);
+    return where(logical_or(lt(v, lo), gt(v, hi)), eps ? 0.0 : kNaN, inside);
+  };
+  return special_unary("logit", x, values, slope);
+}
+
+Tensor sinc(const Tensor& x) {
+  const auto values = [](const Tensor& v) {
+    const Tensor angle = mul(v, kPi);
+    return where(eq(v, 0.0), 1.0, div(sin(angle), angle));
+  };
+  const auto slope = [](const Tensor& v, const Tensor& y) {
+    return where(eq(v, 0.0), 0.0, div(sub(cos(mul(v, kPi)), y), v));
+  };
+  return special_unary("sinc", x, values, slope);
+}
+
+Tensor entr(const Tensor& x) {
+  const auto values = [](const Tensor& v) {
+    const Tensor positive = neg(mul(v, log(v)));
+    return where(isnan(v), v, where(gt(v, 0.0), positive, where(eq(v, 0.0), zeros_like(v), -kInf)));
+  };
+  return special_unary("entr", x, values, [](const Tensor& v, const Tensor&) { return neg(add(log(v), 1.0)); });
+}
+
+namespace {
+// x log1p(y), 0 where x is 0 and y is not NaN.
+Tensor xlog1py_values(const Tensor& x, const Tensor& y) {
+  const Tensor product = mul(x, log1p(y));
+  return where(logical_and(eq(x, 0.0), logical_not(isnan(y))), 0.0, product);
+}
+}  // namespace
+
+Tensor xlog1py(const Tensor& x, const Tensor& y) {
+  const char* op = "xlog1py";
+  ops::check_defined(op, x, "first operand");
+  ops::check_defined(op, y, "second operand");
+  broadcast_shapes(x.sizes(), y.sizes(), op);
+  const DType out = float_result(result_type(x, y));
+  const DType work = compute_dtype(out);
+  const Tensor xc = x.detach().to(work), yc = y.detach().to(work);
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = xlog1py_values(xc, yc).to(out);
+  }
+  if (needs_grad({&x, &y})) {
+    const Shape xs = x.sizes(), ys = y.sizes();
+    const DType xt = x.dtype(), yt = y.dtype();
+    record_function(op, {x, y}, {result}, {xc, yc}, [=](const FunctionNode::Context& ctx) {
+      // d/dx = log1p(y), 0 where x is 0; d/dy = x / (1 + y).
+      const Tensor g = ctx.grads[0].to(work);
+      const Tensor &xv = ctx.saved_at(0), &yv = ctx.saved_at(1);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, xlog1py_values(ne(xv, 0.0).to(work), yv)), xs).to(xt);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(div(mul(g, xv), add(yv, 1.0)), ys).to(yt);
+      return r;
+    });
+  }
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// The special functions of torch.special that kiln had no kernel for: the gamma family (lgamma,
+// digamma, polygamma, mvlgamma), the inverse error function, the normal distribution's cdf, its
+// log and its inverse, the scaled complementary error function, logit, sinc, entr and xlog1py.
+//
+// Each is composed of elementwise ops that have CPU and CUDA kernels (log, exp, erfc, sin, where,
+// ...), evaluated without the tape; its gradient is recorded as one node with the derivative's
+// closed form, so no branch a `where` discards can put a NaN into a gradient. Integer and bool
+// inputs give float32; float16 and bfloat16 are computed in float32 and rounded once at the end, as
+// PyTorch computes them. Float64 values are good to a few units of rounding (relative, or absolute
+// near a root), float32 ones to about 1e-6 (tests/op_table/special_rows.cpp holds them to that).
+#pragma once
+
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// log |Gamma(x)|: a Stirling series at x + 8 and up (x + 3 in float32), brought down by the
+// recurrence, and the reflection formula below 0.5. inf at the poles 0, -1, -2, ... The gradient is
+// digamma(x).
+Tensor lgamma(const Tensor& x);
+// d/dx lgamma(x), psi(x). At 0, -inf (+inf at -0.0); at the negative integers, NaN, as PyTorch.
+// The gradient is polygamma(1, x).
+Tensor digamma(const Tensor& x);
+// The n-th derivative of digamma (n >= 0; polygamma(0, x) is digamma). At the poles: +inf for odd
+// n, NaN for even n >= 2 (the two sides' limits differ in sign). The gradient is polygamma(n + 1,
+// x).
+Tensor polygamma(int64_t n, const Tensor& x);
+// The multivariate log-gamma function of dimension p >= 1: p (p - 1) / 4 log(pi) + the sum over
+// i < p of lgamma(x - i / 2). Every element must exceed (p - 1) / 2; on the CPU that is checked
+// (an Error naming the smallest element), on CUDA it is not (a check would synchronize the device).
+Tensor mvlgamma(const Tensor& x, int64_t p);
+
+// The inverse of erf on [-1, 1]: +-inf at +-1, NaN outside. Newton's method from a closed-form
+// first guess, on erf near 0 and on log(erfc) beyond |x| = 0.5, where 1 - |x| is exact, so x next
+// to +-1 inverts to all its digits. The gradient is sqrt(pi) / 2 exp(erfinv(x)^2). float32 under
+// autocast, as PyTorch's list.
+Tensor erfinv(const Tensor& x);
+// exp(x^2) erfc(x), finite where erfc underflows: the asymptotic series above x = 8. The gradient
+// is 2 x erfcx(x) - 2 / sqrt(pi).
+Tensor erfcx(const Tensor& x);
+// The standard normal distribution's cdf, (1 + erf(x / sqrt 2)) / 2, computed as erfc(-x / sqrt 2)
+// / 2 so its left tail keeps its digits.
+Tensor ndtr(const Tensor& x);
+// log(ndtr(x)), finite far into the left tail (through erfcx below x = -1).
+Tensor log_ndtr(const Tensor& x);
+// The inverse of ndtr on [0, 1]: -inf at 0, inf at 1, NaN outside; accurate for p down to the
+// smallest normal number (through erfc's inverse, not erfinv(2 p - 1), which loses small p).
+Tensor ndtri(const Tensor& p);
+
+// log(x / (1 - x)). With eps, x is first clamped to [eps, 1 - eps] and the gradient is 0 outside
+// that range; without it, the gradient is NaN outside [0, 1] (PyTorch's rules). eps in [0, 0.5].
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+// sin(pi x) / (pi x), 1 at 0 (its gradient 0 there).
+Tensor sinc(const Tensor& x);
+// The entropy term -x log x: 0 at 0, -inf for x < 0. The gradient is -(1 + log x).
+Tensor entr(const Tensor& x);
+// x * log1p(y), 0 where x is 0 and y is not NaN (as xlogy). Broadcast; integers give float32.
+Tensor xlog1py(const Tensor& x, const Tensor& y);
+
+}  // namespace kiln

@@ -1,0 +1,213 @@
+// Op table rows of the special family (core/ops/special.h): lgamma, digamma and polygamma on both
+// sides of 0.5 (the upper recurrence and the reflection), mvlgamma, erfinv, erfcx on both sides of
+// its series' start, ndtr, log_ndtr in both of its pieces, ndtri, logit with and without eps, sinc,
+// entr and xlog1py. The references are long double loops built otherwise than kiln's: std::lgamma,
+// a digamma shifted to 30, polygamma as its defining sum with an Euler-Maclaurin tail, erfinv and
+// ndtri by bisection on erf, erfc. Inputs stay 0.1 away from the poles.
+#include <cmath>
+#include <numbers>
+
+#include "tests/op_table/op_table.h"
+
+namespace kiln::test {
+namespace {
+
+using Real = long double;
+constexpr Real kPi = std::numbers::pi_v<Real>;
+
+// digamma: shifted up past 30 by psi(x) = psi(x + 1) - 1 / x, then the asymptotic series; below 0.5
+// the reflection psi(x) = psi(1 - x) - pi / tan(pi x).
+Real digamma_ref(Real x) {
+  if (x < 0.5L) return digamma_ref(1 - x) - kPi / std::tan(kPi * x);
+  Real shift = 0;
+  while (x < 30) shift -= 1 / x++;
+  const Real u = 1 / (x * x);
+  return shift + std::log(x) - 1 / (2 * x) - u * (1.0L / 12 - u * (1.0L / 120 - u * (1.0L / 252 - u / 240)));
+}
+
+// polygamma(n >= 1, x > 0) = (-1)^(n+1) n! sum_k (x + k)^-(n+1): 2000 terms, then the tail's
+// integral, half its first term and the first derivative correction.
+Real polygamma_ref(int n, Real x) {
+  Real sum = 0;
+  constexpr int kTerms = 2000;
+  for (int k = 0; k < kTerms; ++k) sum += std::pow(x + k, -(n + 1));
+  const Real a = x + kTerms;
+  sum += std::pow(a, -n) / n + std::pow(a, -(n + 1)) / 2 + (n + 1) * std::pow(a, -(n + 2)) / 12;
+  return (n % 2 == 1 ? 1 : -1) * std::tgamma(static_cast<Real>(n + 1)) * sum;
+}
+
+// The root of a decreasing-or-increasing f on [lo, hi] by bisection (f(lo) and f(hi) bracket 0).
+template <typename F>
+Real bisect(F f, Real lo, Real hi) {
+  const bool rising = f(hi) > f(lo);
+  for (int i = 0; i < 200; ++i) {
+    const Real mid = (lo + hi) / 2;
+    ((f(mid) > 0) == rising ? hi : lo) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+Real erfinv_ref(Real x) {
+  const Real a = std::fabs(x);
+  // Near 1 the complement 1 - a is matched with erfc, where it keeps its digits.
+  const Real z = a < 0.5L ? bisect([a](Real t) { return std::erf(t) - a; }, 0, 10)
+                          : bisect([a](Real t) { return std::erfc(t) - (1 - a); }, 0, 30);
+  return x < 0 ? -z : z;
+}
+
+Real ndtr_ref(Real x) { return std::erfc(-x / std::numbers::sqrt2_v<Real>) / 2; }
+
+Real ndtri_ref(Real p) {
+  if (p < 0.5L) return bisect([p](Real t) { return std::log(ndtr_ref(t)) - std::log(p); }, -40, 0);
+  return -bisect([q = 1 - p](Real t) { return std::log(ndtr_ref(t)) - std::log(q); }, -40, 0);
+}
+
+// The integers 0, -1, ..., -20: the gamma family's poles that normal draws reach.
+Values poles() {
+  Values v;
+  for (int k = 0; k >= -20; --k) v.push_back(k);
+  return v;
+}
+
+// Uniform values in [lo, hi] at least `margin` from every point of `kinks`.
+Gen uniform_avoiding(double lo, double hi, Values kinks, double margin) {
+  return [=](const Shape& s, DType t, Device d, uint64_t seed) {
+    Values v = values(rnd_range(s, DType::Float64, Device::cpu(), seed, lo, hi));
+    for (double& x : v) {
+      for (double k : kinks) {
+        if (std::fabs(x - k) < margin) x = x < k ? k - margin : k + margin;
+      }
+    }
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
+DType float_or_default(DType t) { return is_floating(t) ? t : DType::Float32; }
+
+struct Unary {
+  std::string name;
+  std::vector<DType> dtypes;
+  Gen gen;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<Real(Real)> ref;
+  std::vector<ErrorCase> errors = {};  // besides the undefined input
+};
+
+void add_unary_rows(std::vector<OpRow>& rows) {
+  const std::vector<Unary> unary = {
+      {"lgamma", kAllNumeric, positive(0.1, 12.0), [](const Tensor& x) { return lgamma(x); },
+       [](Real x) { return std::lgamma(x); }},
+      {"lgamma x < 0.5", kFloatTypes, avoiding(poles(), 0.1, 5.0), [](const Tensor& x) { return lgamma(x); },
+       [](Real x) { return std::lgamma(x); }},
+      {"digamma", kAllNumeric, positive(0.1, 12.0), [](const Tensor& x) { return digamma(x); }, digamma_ref},
+      {"digamma x < 0.5", kFloatTypes, avoiding(poles(), 0.1, 5.0), [](const Tensor& x) { return digamma(x); },
+       digamma_ref},
+      {"polygamma n=1",
+       kAllNumeric,
+       positive(0.3, 12.0),
+       [](const Tensor& x) { return polygamma(1, x); },
+       [](Real x) { return polygamma_ref(1, x); },
+       {{"negative order", [] { polygamma(-1, zeros({2})); }, {"polygamma", "n", "-1"}}}},
+      {"polygamma n=2", kFloatTypes, positive(0.3, 12.0), [](const Tensor& x) { return polygamma(2, x); },
+       [](Real x) { return polygamma_ref(2, x); }},
+      {"polygamma n=3", kFloatTypes, positive(0.5, 12.0), [](const Tensor& x) { return polygamma(3, x); },
+       [](Real x) { return polygamma_ref(3, x); }},
+      // Past order 8 the values are computed in float64 whatever the dtype. From 3 up: below, the
+      // values reach 1e7 and the gradcheck's central differences of their sum lose the gradient.
+      {"polygamma n=11",
+       {DType::Float32, DType::Float64},
+       positive(3.0, 6.0),
+       [](const Tensor& x) { return polygamma(11, x); },
+       [](Real x) { return polygamma_ref(11, x); }},
+      {"erfinv", kFloatTypes, positive(-0.999, 0.999), [](const Tensor& x) { return erfinv(x); }, erfinv_ref},
+      // Both sides of x = 8, where the asymptotic series takes over.
+      {"erfcx", kAllNumeric, positive(-2.0, 14.0), [](const Tensor& x) { return erfcx(x); },
+       [](Real x) { return std::exp(x * x) * std::erfc(x); }},
+      {"ndtr", kAllNumeric, normal(3.0), [](const Tensor& x) { return ndtr(x); }, ndtr_ref},
+      // Down to about -25: through erfcx left of -1, log1p of the complement to the right.
+      {"log_ndtr", kFloatTypes, normal(8.0), [](const Tensor& x) { return log_ndtr(x); },
+       [](Real x) { return std::log(ndtr_ref(x)); }},
+      {"ndtri", kFloatTypes, positive(0.002, 0.998), [](const Tensor& x) { return ndtri(x); }, ndtri_ref},
+      {"logit", kFloatTypes, positive(0.03, 0.97), [](const Tensor& x) { return logit(x); },
+       [](Real x) { return std::log(x / (1 - x)); }},
+      // Inputs on both sides of each clamp bound, away from it.
+      {"logit eps=0.1",
+       kFloatTypes,
+       uniform_avoiding(0.0, 1.0, {0.1, 0.9}, 0.02),
+       [](const Tensor& x) { return logit(x, 0.1); },
+       [](Real x) {
+         const Real c = std::clamp(x, 0.1L, 0.9L);
+         return std::log(c / (1 - c));
+       },
+       {{"eps above 0.5", [] { logit(zeros({2}), 0.7); }, {"logit", "eps", "0.7"}},
+        {"negative eps", [] { logit(zeros({2}), -0.1); }, {"logit", "eps", "-0.1"}}}},
+      {"sinc", kAllNumeric, normal(2.0), [](const Tensor& x) { return sinc(x); },
+       [](Real x) { return x == 0 ? 1 : std::sin(kPi * x) / (kPi * x); }},
+      {"entr", kFloatTypes, positive(0.05, 3.0), [](const Tensor& x) { return entr(x); },
+       [](Real x) { return -x * std::log(x); }},
+  };
+  uint64_t seed = 7000;
+  for (const Unary& u : unary) {
+    auto op = u.op;
+    auto fn = u.ref;
+    OpRow r = make_row(
+        u.name, u.dtypes, unary_samples(seed, u.gen), [op](const TensorList& x) { return TensorList{op(x[0])}; },
+        ref([fn](const Values& v) { return static_cast<double>(fn(v[0])); }), {0}, float_or_default);
+    // Integer inputs give float32 values computed in float32.
+    for (DType t : {DType::Int32, DType::Int64, DType::UInt8}) r.tolerance[t] = default_tolerance(DType::Float32);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    const std::string op_name = u.name.substr(0, u.name.find(' '));
+    r.errors = u.errors;
+    r.errors.push_back(undefined_input(op_name, op));
+    rows.push_back(std::move(r));
+    seed += 50;
+  }
+}
+
+void add_other_rows(std::vector<OpRow>& rows) {
+  {
+    OpRow r = make_row(
+        "mvlgamma p=3", kFloatTypes, unary_samples(7900, positive(1.2, 9.0)),
+        [](const TensorList& x) { return TensorList{mvlgamma(x[0], 3)}; }, ref([](const Values& v) {
+          return 3.0 * 2.0 / 4.0 * std::log(std::numbers::pi) + std::lgamma(v[0]) + std::lgamma(v[0] - 0.5) +
+                 std::lgamma(v[0] - 1.0);
+        }),
+        {0}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    r.errors = {
+        {"p = 0", [] { mvlgamma(full({2}, 3.0), 0); }, {"mvlgamma", "p", "0"}},
+        {"an element at (p - 1) / 2",
+         [] {
+           mvlgamma(tensor<double>({3.0, 1.0, 2.0}), 3);
+         },
+         {"mvlgamma", "(p - 1) / 2 = 1", "got 1", "[3]"}},
+        undefined_input("mvlgamma", [](const Tensor& x) { return mvlgamma(x, 2); }),
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "xlog1py", kFloatTypes, binary_samples(7950, nonzero(), positive(-0.8, 3.0)),
+        [](const TensorList& x) { return TensorList{xlog1py(x[0], x[1])}; },
+        ref([](const Values& v) { return v[0] * std::log1p(v[1]); }), {0, 1}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    r.errors = {
+        {"shapes do not broadcast",
+         [] {
+           xlog1py(zeros({2, 3}), zeros({4}));
+         },
+         {"xlog1py", "[2, 3]", "[4]"}},
+        {"undefined operand", [] { xlog1py(Tensor(), zeros({2})); }, {"xlog1py", "undefined"}},
+    };
+    rows.push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+void add_special_rows(std::vector<OpRow>& rows) {
+  add_unary_rows(rows);
+  add_other_rows(rows);
+}
+
+}  // namespace kiln::test
