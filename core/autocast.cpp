@@ -197,6 +197,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"multilabel_soft_margin_loss", Policy::Float32},
       {"multi_margin_loss", Policy::Float32},
       {"multilabel_margin_loss", Policy::Float32},
+      {"ctc_loss", Policy::Float32},
       {"sum", Policy::Float32},
       {"logsumexp", Policy::Float32},
       {"cumsum", Policy::Float32},

@@ -12,6 +12,7 @@
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
 #include "core/ops/cross_entropy.h"
+#include "core/ops/ctc_loss.h"
 #include "core/ops/distance.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/ops/cross_entropy.h"
+#include "core/ops/ctc_loss.h"
 #include "core/ops/mse_loss.h"
 #include "kernels/error.h"
 #include "nn/layers.h"
@@ -191,6 +192,17 @@ GaussianNLLLoss::GaussianNLLLoss(bool full, double eps, Reduction reduction) : L
 
 Tensor GaussianNLLLoss::forward(const Tensor& input, const Tensor& target, const Tensor& var) {
   return gaussian_nll_loss(input, target, var, full, eps, reduction);
+}
+
+CTCLoss::CTCLoss(int64_t blank, Reduction reduction, bool zero_infinity)
+    : blank(blank), reduction(reduction), zero_infinity(zero_infinity) {
+  kiln::detail::check_reduction("CTCLoss", reduction);
+  if (blank < 0) throw Error("CTCLoss: blank must be a class index >= 0, got " + std::to_string(blank));
+}
+
+Tensor CTCLoss::forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                        const Tensor& target_lengths) {
+  return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity);
 }
 
 }  // namespace kiln::nn

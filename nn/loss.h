@@ -236,4 +236,22 @@ class GaussianNLLLoss : public Loss3 {
   double eps;
 };
 
+// ctc_loss: log_probs [T, N, C] (log_softmax's output), targets padded [N, S] or concatenated,
+// and each sample's input and target lengths.
+class CTCLoss : public Module {
+ public:
+  explicit CTCLoss(int64_t blank = 0, Reduction reduction = Reduction::Mean, bool zero_infinity = false);
+  std::string type_name() const override { return "CTCLoss"; }
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths);
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                    const Tensor& target_lengths) {
+    return forward(log_probs, targets, input_lengths, target_lengths);
+  }
+
+  int64_t blank;
+  Reduction reduction;
+  bool zero_infinity;
+};
+
 }  // namespace kiln::nn

@@ -174,6 +174,15 @@ inline std::vector<AutocastRow> autocast_rows() {
                                                                     {2, 4}, TensorOptions(D::Int64, d))};
                   },
                   [](const TensorList& in) { return multilabel_margin_loss(in[0], in[1]); }, fp32});
+  rows.push_back({"ctc_loss",
+                  [=](Device d, D lp) {
+                    return TensorList{log_softmax(rnd({5, 2, 4}, d), -1).to(lp),
+                                      tensor(std::vector<int64_t>{1, 2, 3, 3}, {2, 2}, TensorOptions(D::Int64, d))};
+                  },
+                  [](const TensorList& in) {
+                    return ctc_loss(in[0], in[1], {5, 5}, {2, 2});
+                  },
+                  fp32});
   rows.push_back({"sum", lp_in({3, 40}), [](const TensorList& in) { return sum(in[0], {1}); }, fp32});
   rows.push_back({"logsumexp", lp_in({3, 40}), [](const TensorList& in) { return logsumexp(in[0], {1}); }, fp32});
   rows.push_back({"cumsum", lp_in({3, 40}), [](const TensorList& in) { return cumsum(in[0], 1); }, fp32});

@@ -338,3 +338,101 @@ TEST_CASE("MultiMarginLoss trains a linear classifier until each class outscores
   CHECK(criterion(scores, labels).item<double>() < 0.05 * before);
   CHECK(eq(argmax(scores, 1), labels).to(DType::Float32).mean().item<double>() == 1.0);
 }
+
+namespace {
+// The labels an alignment spells: repeats merged, then blanks (0) dropped.
+std::vector<int64_t> collapse(const std::vector<int64_t>& path) {
+  std::vector<int64_t> out;
+  for (size_t t = 0; t < path.size(); ++t) {
+    if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) out.push_back(path[t]);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("ctc_loss is -log of the summed probability of every alignment that spells the target", "[nn][loss]") {
+  // All 3^T alignments of T frames over {blank, 1, 2}, enumerated: sample 0 uses all 5 frames,
+  // sample 1 its first 4; targets with a repeat, distinct labels and none.
+  manual_seed(11);
+  const int64_t frames = 5, classes = 3;
+  const Tensor lp = log_softmax(randn({frames, 3, classes}, DType::Float64), -1);
+  const std::vector<std::vector<int64_t>> targets = {{1, 1}, {2, 1}, {}};
+  const std::vector<int64_t> lengths = {5, 4, 3};
+  const Tensor padded = tensor<int64_t>({1, 1, 2, 1, 0, 0}, {3, 2});
+  const Tensor losses = ctc_loss(lp, padded, lengths, {2, 2, 0}, 0, Reduction::None);
+  const std::vector<double> v = lp.to_vector_double(), got = losses.to_vector_double();
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t t_len = lengths[static_cast<size_t>(i)];
+    double total = 0;
+    std::vector<int64_t> path(static_cast<size_t>(t_len), 0);
+    for (int64_t code = 0; code < static_cast<int64_t>(std::pow(classes, t_len)); ++code) {
+      int64_t rest = code;
+      double logp = 0;
+      for (int64_t t = 0; t < t_len; ++t) {
+        path[static_cast<size_t>(t)] = rest % classes;
+        rest /= classes;
+        logp += v[static_cast<size_t>((t * 3 + i) * classes + path[static_cast<size_t>(t)])];
+      }
+      if (collapse(path) == targets[static_cast<size_t>(i)]) total += std::exp(logp);
+    }
+    INFO("sample " << i);
+    CHECK(got[static_cast<size_t>(i)] == Approx(-std::log(total)).epsilon(1e-12));
+  }
+  // Concatenated targets, the tensor-length overload and unbatched samples give the same losses.
+  const Tensor concatenated = ctc_loss(lp, tensor<int64_t>({1, 1, 2, 1}, {4}), tensor<int64_t>({5, 4, 3}, {3}),
+                                       tensor<int64_t>({2, 2, 0}, {3}), 0, Reduction::None);
+  CHECK(bitwise_equal(concatenated, losses));
+  const Tensor one = ctc_loss(lp.select(1, 1).narrow(0, 0, 4), tensor<int64_t>({2, 1}, {2}), tensor<int64_t>({4}),
+                              tensor<int64_t>({2}), 0, Reduction::None);
+  CHECK(one.dim() == 0);
+  CHECK(one.item<double>() == Approx(got[1]).epsilon(1e-14));
+  // Mean divides each loss by its target length (at least 1) before averaging; Sum adds them.
+  const std::vector<double>& l = got;
+  CHECK(ctc_loss(lp, padded, lengths, {2, 2, 0}).item<double>() == Approx((l[0] / 2 + l[1] / 2 + l[2]) / 3));
+  CHECK(ctc_loss(lp, padded, lengths, {2, 2, 0}, 0, Reduction::Sum).item<double>() == Approx(l[0] + l[1] + l[2]));
+}
+
+TEST_CASE("ctc_loss's gradient is minus each frame's label posteriors: they sum to 1 per counted frame", "[nn][loss]") {
+  manual_seed(12);
+  Tensor lp = log_softmax(randn({6, 2, 4}, DType::Float64), -1).detach();
+  lp.set_requires_grad(true);
+  ctc_loss(lp, tensor<int64_t>({1, 2, 2, 3, 1, 0}, {2, 3}), {6, 4}, {3, 2}, 0, Reduction::Sum).backward();
+  const Tensor per_frame = lp.grad().sum({2});  // [T, N]
+  const std::vector<double> g = per_frame.to_vector_double();
+  for (int64_t t = 0; t < 6; ++t) {
+    INFO("frame " << t);
+    CHECK(g[static_cast<size_t>(t * 2)] == Approx(-1.0).epsilon(1e-12));
+    CHECK(g[static_cast<size_t>(t * 2 + 1)] == Approx(t < 4 ? -1.0 : 0.0).margin(1e-12));
+  }
+  // Every posterior lies in [0, 1]: no gradient element is positive or below -1.
+  CHECK(amax(lp.grad(), {}).item<double>() <= 1e-15);
+  CHECK(amin(lp.grad(), {}).item<double>() >= -1.0 - 1e-12);
+}
+
+TEST_CASE("CTCLoss calls ctc_loss with its options and trains a per-frame classifier to spell a target", "[nn][loss]") {
+  CHECK_THROWS_WITH(CTCLoss(-1), Catch::Contains("CTCLoss") && Catch::Contains("-1"));
+  CHECK(CTCLoss().str() == "CTCLoss()");
+  manual_seed(13);
+  // Ten frames of fixed random features; a linear layer learns scores that spell 3 1 2 2.
+  const Tensor features = randn({10, 1, 16});
+  const Tensor target = tensor<int64_t>({3, 1, 2, 2}, {1, 4});
+  const Tensor input_lengths = tensor<int64_t>({10}, {1}), target_lengths = tensor<int64_t>({4}, {1});
+  auto model = std::make_shared<Linear>(16, 4);
+  CTCLoss criterion(0, Reduction::Sum, true);
+  const Tensor direct = ctc_loss(log_softmax(model->forward(features), -1), target, input_lengths, target_lengths, 0,
+                                 Reduction::Sum, true);
+  CHECK(bitwise_equal(criterion(log_softmax(model->forward(features), -1), target, input_lengths, target_lengths),
+                      direct));
+  const double before = direct.item<double>();
+  optim::SGD opt(model->parameters(), 0.1, 0.9);
+  for (int step = 0; step < 200; ++step) {
+    opt.zero_grad();
+    criterion(log_softmax(model->forward(features), -1), target, input_lengths, target_lengths).backward();
+    opt.step();
+  }
+  const Tensor lp = log_softmax(model->forward(features), -1).detach();
+  CHECK(criterion(lp, target, input_lengths, target_lengths).item<double>() < 0.05 * before);
+  // Greedy decoding (the best class per frame, collapsed) spells the target.
+  const std::vector<double> best = argmax(lp.select(1, 0), 1).to_vector_double();
+  CHECK(collapse(std::vector<int64_t>(best.begin(), best.end())) == std::vector<int64_t>{3, 1, 2, 2});
+}
