@@ -204,6 +204,29 @@ Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) { return bilinear(x
 
 // --- Embedding ------------------------------------------------------------------------------------
 
+Tensor detail::embedding_table(const char* layer, int64_t num_embeddings, int64_t embedding_dim,
+                               std::optional<int64_t>& padding_idx, std::optional<double> max_norm, double norm_type) {
+  check_non_negative(layer, "num_embeddings", num_embeddings);
+  check_non_negative(layer, "embedding_dim", embedding_dim);
+  if (max_norm && !(*max_norm >= 0.0 && std::isfinite(*max_norm))) {
+    throw Error(std::string(layer) + ": max_norm must be a finite number >= 0, got " + py_float(*max_norm));
+  }
+  if (!(norm_type > 0.0) || !std::isfinite(norm_type)) {
+    throw Error(std::string(layer) + ": norm_type must be a finite number > 0, got " + py_float(norm_type));
+  }
+  if (padding_idx) {
+    padding_idx = normalize_padding_idx(layer, *padding_idx, num_embeddings,
+                                        std::to_string(num_embeddings) + " x " + std::to_string(embedding_dim));
+  }
+  Tensor weight = new_tensor(layer, {num_embeddings, embedding_dim});
+  init::normal_(weight, 0.0, 1.0);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
+  return weight;
+}
+
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
                      std::optional<double> max_norm, double norm_type)
     : num_embeddings(num_embeddings),
@@ -211,24 +234,8 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
       padding_idx(padding_idx),
       max_norm(max_norm),
       norm_type(norm_type) {
-  check_non_negative("Embedding", "num_embeddings", num_embeddings);
-  check_non_negative("Embedding", "embedding_dim", embedding_dim);
-  if (max_norm && !(*max_norm >= 0.0 && std::isfinite(*max_norm))) {
-    throw Error("Embedding: max_norm must be a finite number >= 0, got " + py_float(*max_norm));
-  }
-  if (!(norm_type > 0.0) || !std::isfinite(norm_type)) {
-    throw Error("Embedding: norm_type must be a finite number > 0, got " + py_float(norm_type));
-  }
-  if (padding_idx) {
-    this->padding_idx = normalize_padding_idx("Embedding", *padding_idx, num_embeddings,
-                                              std::to_string(num_embeddings) + " x " + std::to_string(embedding_dim));
-  }
-  weight = register_parameter("weight", new_tensor("Embedding", {num_embeddings, embedding_dim}));
-  init::normal_(weight, 0.0, 1.0);
-  if (this->padding_idx) {
-    NoGradGuard no_grad;
-    weight.select(0, *this->padding_idx).zero_();
-  }
+  weight = register_parameter("weight", detail::embedding_table("Embedding", num_embeddings, embedding_dim,
+                                                                this->padding_idx, max_norm, norm_type));
 }
 
 std::string Embedding::extra_repr() const {
@@ -240,18 +247,48 @@ std::string Embedding::extra_repr() const {
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
-  if (max_norm) renorm(indices);
+  if (max_norm) detail::renorm_rows("Embedding", weight, indices, *max_norm, norm_type);
   return embedding(weight, indices, padding_idx);
+}
+
+EmbeddingBag::EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, std::optional<double> max_norm,
+                           double norm_type, BagMode mode, bool include_last_offset, std::optional<int64_t> padding_idx)
+    : num_embeddings(num_embeddings),
+      embedding_dim(embedding_dim),
+      max_norm(max_norm),
+      norm_type(norm_type),
+      mode(mode),
+      include_last_offset(include_last_offset),
+      padding_idx(padding_idx) {
+  weight = register_parameter("weight", detail::embedding_table("EmbeddingBag", num_embeddings, embedding_dim,
+                                                                this->padding_idx, max_norm, norm_type));
+}
+
+std::string EmbeddingBag::extra_repr() const {
+  std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+  if (max_norm) s += ", max_norm=" + py_float(*max_norm);
+  if (norm_type != 2.0) s += ", norm_type=" + py_float(norm_type);
+  // PyTorch's form: the mode quoted, include_last_offset left out.
+  s += std::string(", mode=") + (mode == BagMode::Sum ? "'sum'" : mode == BagMode::Mean ? "'mean'" : "'max'");
+  if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  return s;
+}
+
+Tensor EmbeddingBag::forward(const Tensor& indices, const Tensor& offsets, const Tensor& per_sample_weights) {
+  if (max_norm) detail::renorm_rows("EmbeddingBag", weight, indices, *max_norm, norm_type);
+  return embedding_bag(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
 }
 
 // The rows the indices name (a count per row, by scatter_add: the device does it, no host read),
 // their norms, and one in-place scale of the weight: 1 for the others and for rows within
 // max_norm, max_norm / (norm + 1e-7) (PyTorch's guard) for the rest.
-void Embedding::renorm(const Tensor& indices) {
+void detail::renorm_rows(const char* layer, const Tensor& weight, const Tensor& indices, double max_norm,
+                         double norm_type) {
   NoGradGuard no_grad;
-  if (!indices.defined()) throw Error("Embedding: the indices are an undefined tensor");
+  const int64_t num_embeddings = weight.size(0);
+  if (!indices.defined()) throw Error(std::string(layer) + ": the indices are an undefined tensor");
   if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32) {
-    throw DTypeError(std::string("Embedding: indices must be int64 or int32, got ") + dtype_name(indices.dtype()));
+    throw DTypeError(std::string(layer) + ": indices must be int64 or int32, got " + dtype_name(indices.dtype()));
   }
   const Tensor flat = indices.reshape({-1}).to(DType::Int64);
   const Tensor ones_like_flat = ones({flat.numel()}, TensorOptions(weight.dtype(), weight.device()));
@@ -260,12 +297,14 @@ void Embedding::renorm(const Tensor& indices) {
     used =
         scatter_add(zeros({num_embeddings}, TensorOptions(weight.dtype(), weight.device())), 0, flat, ones_like_flat);
   } catch (const IndexError& e) {
-    throw IndexError("Embedding: an index outside [0, " + std::to_string(num_embeddings) + ") (" + e.what() + ")");
+    throw IndexError(std::string(layer) + ": an index outside [0, " + std::to_string(num_embeddings) + ") (" +
+                     e.what() + ")");
   }
   const Tensor norms =
       norm_type == 2.0 ? sqrt(sum(weight * weight, {1})) : pow(sum(pow(abs(weight), norm_type), {1}), 1.0 / norm_type);
-  const Tensor over = logical_and(gt(used, 0.0), gt(norms, *max_norm));
-  weight.mul_(where(over, *max_norm / (norms + 1e-7), 1.0).unsqueeze(1));
+  const Tensor over = logical_and(gt(used, 0.0), gt(norms, max_norm));
+  Tensor w = weight;
+  w.mul_(where(over, max_norm / (norms + 1e-7), 1.0).unsqueeze(1));
 }
 
 // --- Dropout, activations, Flatten ------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/distance.h"
+#include "core/ops/embedding.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
@@ -44,6 +45,14 @@ std::string int_or_tuple(Pair p);
 // A layer's size argument must be >= 0, a norm's eps a finite number >= 0 (kiln::Error naming
 // the layer otherwise).
 void check_non_negative(const char* layer, const char* what, int64_t v);
+// Embedding's and EmbeddingBag's table, [num_embeddings, embedding_dim] from N(0, 1) with the
+// padding row zeroed, after the sizes and options are checked (errors naming `layer`); padding_idx
+// becomes the row it names.
+Tensor embedding_table(const char* layer, int64_t num_embeddings, int64_t embedding_dim,
+                       std::optional<int64_t>& padding_idx, std::optional<double> max_norm, double norm_type);
+// Scales in place (without grad) every row of `weight` that `indices` name whose norm_type-norm
+// exceeds max_norm, to norm max_norm.
+void renorm_rows(const char* layer, const Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
 // A layer's size argument (both entries of a Pair) must be > 0 (kiln::Error naming the layer).
 void check_positive(const char* layer, const char* what, Pair p);
 void check_positive(const char* layer, const char* what, int64_t v);
@@ -102,9 +111,32 @@ class Embedding : public UnaryModule {
   std::optional<double> max_norm;
   double norm_type;
   Tensor weight;
+};
 
- private:
-  void renorm(const Tensor& indices);
+// Bags of embedding rows summed, averaged or maxed (embedding_bag) from a table made as
+// Embedding's (N(0, 1) draws, a zero padding row, the same max_norm renormalization before each
+// lookup). forward(indices) takes [B, L] bags; 1-d indices take offsets (each bag's start), and
+// mode Sum may take per_sample_weights.
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, std::optional<double> max_norm = std::nullopt,
+               double norm_type = 2.0, BagMode mode = BagMode::Mean, bool include_last_offset = false,
+               std::optional<int64_t> padding_idx = std::nullopt);
+  std::string type_name() const override { return "EmbeddingBag"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& indices, const Tensor& offsets = Tensor(), const Tensor& per_sample_weights = Tensor());
+  Tensor operator()(const Tensor& indices, const Tensor& offsets = Tensor(),
+                    const Tensor& per_sample_weights = Tensor()) {
+    return forward(indices, offsets, per_sample_weights);
+  }
+
+  int64_t num_embeddings, embedding_dim;
+  std::optional<double> max_norm;
+  double norm_type;
+  BagMode mode;
+  bool include_last_offset;
+  std::optional<int64_t> padding_idx;
+  Tensor weight;
 };
 
 // Identity in eval (and for p = 0); in training zeroes with probability p and scales by 1/(1-p).

@@ -3,12 +3,20 @@
 // (kernels/embedding_plan.h). A padding row's gradient is zeroed after the sums.
 #include "core/ops/embedding.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/copy.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/index.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
 #include "kernels/error.h"
 #include "kernels/embedding.h"
 #include "kernels/index.h"
@@ -79,6 +87,119 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
       return TensorList{dw};
     });
   }
+  return out;
+}
+
+namespace {
+std::vector<int64_t> host_int64(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu()).to(DType::Int64).contiguous();
+  return std::vector<int64_t>(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
+}
+}  // namespace
+
+Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, BagMode mode,
+                     const Tensor& per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx) {
+  const char* op = "embedding_bag";
+  ops::check_defined(op, weight, "weight");
+  ops::check_defined(op, indices, "indices");
+  if (weight.dim() != 2) {
+    throw ShapeError(std::string(op) + ": weight must be 2-d [num_embeddings, embedding_dim], got shape " +
+                     shape_str(weight.sizes()));
+  }
+  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32) {
+    throw DTypeError(std::string(op) + ": indices must be int64 or int32, got " + dtype_name(indices.dtype()) +
+                     " (shape " + shape_str(indices.sizes()) + ")");
+  }
+  if (padding_idx) {
+    padding_idx = normalize_padding_idx(op, *padding_idx, weight.size(0), "weight " + shape_str(weight.sizes()));
+  }
+  // Each bag as [start, end) of the flattened indices.
+  const int64_t m = indices.numel();
+  std::vector<int64_t> starts;
+  if (indices.dim() == 2) {
+    if (offsets.defined()) {
+      throw Error(std::string(op) + ": 2-d indices " + shape_str(indices.sizes()) +
+                  " are bags of their own; offsets must be undefined, got " + shape_str(offsets.sizes()));
+    }
+    for (int64_t b = 0; b <= indices.size(0); ++b) starts.push_back(b * indices.size(1));
+  } else if (indices.dim() == 1) {
+    if (!offsets.defined() || offsets.dim() != 1 || is_floating(offsets.dtype()) || offsets.dtype() == DType::Bool) {
+      throw Error(std::string(op) + ": 1-d indices " + shape_str(indices.sizes()) +
+                  " need 1-d integer offsets, one start per bag, got " +
+                  (offsets.defined() ? std::string(dtype_name(offsets.dtype())) + " " + shape_str(offsets.sizes())
+                                     : std::string("none")));
+    }
+    starts = host_int64(offsets);
+    if (!include_last_offset) starts.push_back(m);
+    if (starts.empty()) throw Error(std::string(op) + ": include_last_offset needs at least one offset");
+    bool ordered = starts.front() == 0 && starts.back() <= m;
+    for (size_t i = 1; i < starts.size(); ++i) ordered = ordered && starts[i - 1] <= starts[i];
+    if (!ordered) {
+      throw IndexError(std::string(op) + ": offsets must start at 0, never decrease and stay within the " +
+                       std::to_string(m) + " indices, got " + shape_str(Shape(starts.begin(), starts.end())) +
+                       (include_last_offset ? "" : " (with the end appended)"));
+    }
+  } else {
+    throw ShapeError(std::string(op) + ": indices must be 1-d (with offsets) or 2-d [bags, length], got " +
+                     shape_str(indices.sizes()));
+  }
+  if (per_sample_weights.defined()) {
+    if (mode != BagMode::Sum) throw Error(std::string(op) + ": per_sample_weights are for mode Sum only");
+    if (per_sample_weights.sizes() != indices.sizes() || per_sample_weights.dtype() != weight.dtype()) {
+      throw ShapeError(std::string(op) + ": per_sample_weights " + dtype_name(per_sample_weights.dtype()) + " " +
+                       shape_str(per_sample_weights.sizes()) + " must have indices' shape " +
+                       shape_str(indices.sizes()) + " and weight's dtype " + dtype_name(weight.dtype()));
+    }
+  }
+  ops::common_device(op, {&weight, &indices});
+  const Device device = weight.device();
+  const int64_t bags = static_cast<int64_t>(starts.size()) - 1, dim = weight.size(1);
+  const Tensor flat = indices.reshape({m}).to(DType::Int64);
+  const Tensor rows = embedding(weight, flat, padding_idx);  // [m, dim]; checks the index values
+  // Which bag each position belongs to, and whether it counts (inside a bag, not padding).
+  std::vector<int64_t> bag_of(static_cast<size_t>(m), 0);
+  std::vector<bool> inside(static_cast<size_t>(m), false);
+  int64_t longest = 0;
+  for (int64_t b = 0; b < bags; ++b) {
+    longest = std::max(longest, starts[static_cast<size_t>(b + 1)] - starts[static_cast<size_t>(b)]);
+    for (int64_t i = starts[static_cast<size_t>(b)]; i < starts[static_cast<size_t>(b + 1)]; ++i) {
+      bag_of[static_cast<size_t>(i)] = b;
+      inside[static_cast<size_t>(i)] = true;
+    }
+  }
+  Tensor counts = tensor(inside, {m}, TensorOptions(DType::Bool, device));
+  if (padding_idx) counts = logical_and(counts, ne(flat, *padding_idx));
+  const TensorOptions real(weight.dtype(), device);
+  if (mode == BagMode::Max) {
+    // Each bag's positions in a row of `longest`, short rows (and padding) pointing at a row of
+    // -inf appended to the picked rows; an empty bag's -inf maximum becomes 0.
+    if (bags == 0 || dim == 0) return zeros({bags, dim}, real);
+    std::vector<int64_t> slots(static_cast<size_t>(bags * std::max<int64_t>(longest, 1)), m);
+    for (int64_t b = 0; b < bags; ++b) {
+      for (int64_t i = starts[static_cast<size_t>(b)]; i < starts[static_cast<size_t>(b + 1)]; ++i) {
+        slots[static_cast<size_t>(b * std::max<int64_t>(longest, 1) + i - starts[static_cast<size_t>(b)])] = i;
+      }
+    }
+    const Tensor slot_index = tensor(slots, {static_cast<int64_t>(slots.size())}, TensorOptions(DType::Int64, device));
+    const Tensor masked = where(counts.unsqueeze(1), rows, -INFINITY);
+    const Tensor picked = index_select(cat({masked, full({1, dim}, -INFINITY, real)}, 0), 0, slot_index);
+    const Tensor best = amax(picked.reshape({bags, std::max<int64_t>(longest, 1), dim}), {1});
+    const Tensor filled = index_add(zeros({bags}, real), 0, tensor(bag_of, {m}, TensorOptions(DType::Int64, device)),
+                                    counts.to(weight.dtype()));
+    return where(gt(filled, 0.0).unsqueeze(1), best, 0.0);
+  }
+  // Sums in float32 for float16 and bfloat16 (a bag's terms rounded once at the end), as PyTorch.
+  const DType work = ops::widened_dtype(weight.dtype());
+  Tensor scale = counts.to(work);
+  if (per_sample_weights.defined()) scale = mul(scale, to_dtype(per_sample_weights.reshape({m}), work));
+  const Tensor bag_index = tensor(bag_of, {m}, TensorOptions(DType::Int64, device));
+  const TensorOptions wide(work, device);
+  Tensor out = index_add(zeros({bags, dim}, wide), 0, bag_index, mul(to_dtype(rows, work), scale.unsqueeze(1)));
+  if (mode == BagMode::Mean) {
+    const Tensor n = index_add(zeros({bags}, wide), 0, bag_index, counts.to(work));
+    out = div(out, clamp(n, 1.0, std::nullopt).unsqueeze(1));
+  }
+  out = to_dtype(out, weight.dtype());
   return out;
 }
 

@@ -292,6 +292,40 @@ TEST_CASE("Embedding: padding_idx starts at zero and takes no gradient", "[nn]")
   CHECK_THROWS_AS(Embedding(0, 3, 0), IndexError);
 }
 
+TEST_CASE("EmbeddingBag: bags of rows, as embedding_bag and as picked rows reduced", "[nn]") {
+  manual_seed(5);
+  auto near = [](const Tensor& a, const Tensor& b, double tol) {
+    return a.sizes() == b.sizes() && amax(abs(a - b), {}).item<double>() <= tol;
+  };
+  EmbeddingBag bag(10, 3);
+  CHECK(bag.str() == "EmbeddingBag(10, 3, mode='mean')");
+  CHECK(EmbeddingBag(10, 3, 1.5, 2.0, BagMode::Sum, true, -1).str() ==
+        "EmbeddingBag(10, 3, max_norm=1.5, mode='sum', padding_idx=9)");
+  CHECK_THROWS_WITH(EmbeddingBag(-1, 3), Catch::Contains("EmbeddingBag") && Catch::Contains("num_embeddings"));
+  // [2, 4] bags are the rows' mean over dim 1; the 1-d form with offsets gives the same bags.
+  const Tensor idx = tensor<int64_t>({7, 0, 7, 3, 1, 2, 9, 9}, {2, 4});
+  const Tensor by_rows = embedding(bag.weight, idx).mean({1});
+  CHECK(near(bag(idx), by_rows, 1e-6));
+  CHECK(near(bag(idx.reshape({8}), tensor<int64_t>({0, 4}, {2})), by_rows, 1e-6));
+  // Max: the elementwise maximum of each bag; its gradient reaches only the rows that won.
+  EmbeddingBag maxed(10, 3, std::nullopt, 2.0, BagMode::Max);
+  const Tensor best = maxed(idx);
+  CHECK(near(best, amax(embedding(maxed.weight, idx), {1}), 0.0));
+  best.sum().backward();
+  CHECK(maxed.weight.grad().sum().item<float>() == Approx(6.0f));  // one row per bag and column
+  // padding_idx: its row starts at zero and is left out of the mean's count.
+  EmbeddingBag padded(10, 3, std::nullopt, 2.0, BagMode::Mean, false, 0);
+  CHECK(padded.weight.select(0, 0).abs().sum().item<float>() == 0.0f);
+  const Tensor one = padded(tensor<int64_t>({0, 5, 0}, {1, 3}));
+  CHECK(near(one.select(0, 0), padded.weight.select(0, 5), 0.0));
+  // max_norm renormalizes the looked-up rows in place, as Embedding.
+  EmbeddingBag renormed(10, 3, 0.5, 2.0, BagMode::Sum);
+  renormed(tensor<int64_t>({4, 6}, {1, 2}));
+  const Tensor norms = sqrt(sum(renormed.weight * renormed.weight, {1}));
+  CHECK(norms[4].item<float>() <= 0.5f + 1e-5f);
+  CHECK(norms[6].item<float>() <= 0.5f + 1e-5f);
+}
+
 TEST_CASE("Dropout: masks and rescales in training, identity in eval", "[nn]") {
   manual_seed(6);
   Dropout drop(0.5);

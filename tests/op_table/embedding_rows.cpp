@@ -1,7 +1,12 @@
 // Op table rows of the embedding family: rows of the weight picked by int64 indices (repeated, 1-d
-// and 0-d), which keep their dtype; the weight's gradient sums over repeated indices.
+// and 0-d), which keep their dtype; the weight's gradient sums over repeated indices. embedding_bag
+// in each mode, with offsets and with 2-d bags, an empty bag, per_sample_weights, padding and
+// include_last_offset.
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "tests/op_table/op_table.h"
 
@@ -61,9 +66,145 @@ BenchCase embedding_bench(const std::string& name, int64_t vocab, int64_t width)
   return b;
 }
 
+// embedding_bag in float64 loops: bag b holds positions [starts[b], starts[b + 1]) of the
+// flattened indices; padding positions are skipped; an empty bag is zeros.
+Tensor ref_embedding_bag(const TensorList& x, BagMode mode, bool include_last, int64_t padding) {
+  const Values w = values(x[0]), idx = values(x[1]);
+  const int64_t dim = x[0].size(1), m = x[1].numel();
+  std::vector<int64_t> starts;
+  if (x[1].dim() == 2) {
+    for (int64_t b = 0; b <= x[1].size(0); ++b) starts.push_back(b * x[1].size(1));
+  } else {
+    for (double o : values(x[2])) starts.push_back(static_cast<int64_t>(o));
+    if (!include_last) starts.push_back(m);
+  }
+  const Values psw = x.size() > 3 ? values(x[3]) : Values(at(m), 1.0);
+  const int64_t bags = static_cast<int64_t>(starts.size()) - 1;
+  Values out(at(bags * dim), 0.0);
+  for (int64_t b = 0; b < bags; ++b) {
+    for (int64_t j = 0; j < dim; ++j) {
+      double acc = mode == BagMode::Max ? -INFINITY : 0.0;
+      int64_t count = 0;
+      for (int64_t i = starts[at(b)]; i < starts[at(b + 1)]; ++i) {
+        const int64_t row = static_cast<int64_t>(idx[at(i)]);
+        if (row == padding) continue;
+        const double v = w[at(row * dim + j)];
+        acc = mode == BagMode::Max ? std::max(acc, v) : acc + v * psw[at(i)];
+        ++count;
+      }
+      out[at(b * dim + j)] = count == 0 ? 0.0 : (mode == BagMode::Mean ? acc / static_cast<double>(count) : acc);
+    }
+  }
+  return from_values(out, {bags, dim});
+}
+
 }  // namespace
 
 void add_embedding_rows(std::vector<OpRow>& rows) {
+  {
+    // Inputs: weight, indices, offsets (unused by 2-d indices), and per_sample_weights for Sum.
+    // Distinct weights, so max has no ties; bags with repeats, an empty bag, padding positions.
+    auto ints = [](const Values& v, const Shape& s, Device d) { return from_values(v, s, DType::Int64).to(d); };
+    auto samples = [ints](bool weights) {
+      return std::vector<Sample>{
+          {"1-d with offsets, an empty bag",
+           [ints, weights](DType t, Device d) {
+             TensorList in{rnd_distinct({7, 3}, t, d, 60), ints({4, 2, 2, 0, 6, 1, 3, 5, 2, 6}, {10}, d),
+                           ints({0, 3, 3, 7}, {4}, d)};
+             if (weights) in.push_back(rnd({10}, t, d, 61));
+             return in;
+           }},
+          {"[3, 4] bags",
+           [ints, weights](DType t, Device d) {
+             TensorList in{noncontig(rnd_distinct({7, 3}, t, d, 63)),
+                           ints({1, 2, 1, 6, 0, 0, 5, 4, 3, 2, 6, 6}, {3, 4}, d), ints({0}, {1}, d)};
+             if (weights) in.push_back(rnd({3, 4}, t, d, 62));
+             return in;
+           }},
+      };
+    };
+    struct Bag {
+      const char* name;
+      BagMode mode;
+      bool weights, include_last;
+      std::optional<int64_t> padding;
+    };
+    const Tensor w = zeros({6, 4});
+    const std::vector<ErrorCase> errors = {
+        {"2-d indices with offsets",
+         [w] {
+           embedding_bag(w, zeros({2, 3}, DType::Int64), zeros({2}, DType::Int64));
+         },
+         {"embedding_bag", "[2, 3]", "offsets must be undefined"}},
+        {"1-d indices without offsets",
+         [w] { embedding_bag(w, zeros({3}, DType::Int64)); },
+         {"embedding_bag", "[3]", "offsets"}},
+        {"offsets not from 0",
+         [w] {
+           embedding_bag(w, zeros({4}, DType::Int64), tensor<int64_t>({1, 2}, {2}));
+         },
+         {"embedding_bag", "start at 0", "[1, 2, 4]"}},
+        {"decreasing offsets",
+         [w] {
+           embedding_bag(w, zeros({4}, DType::Int64), tensor<int64_t>({0, 3, 2}, {3}));
+         },
+         {"embedding_bag", "never decrease", "[0, 3, 2, 4]"}},
+        {"offsets past the indices",
+         [w] {
+           embedding_bag(w, zeros({4}, DType::Int64), tensor<int64_t>({0, 5}, {2}), BagMode::Mean, Tensor(), true);
+         },
+         {"embedding_bag", "4 indices", "[0, 5]"}},
+        {"per_sample_weights with mean",
+         [w] {
+           embedding_bag(w, zeros({2, 3}, DType::Int64), Tensor(), BagMode::Mean, zeros({2, 3}));
+         },
+         {"embedding_bag", "per_sample_weights", "Sum"}},
+        {"per_sample_weights of another shape",
+         [w] {
+           embedding_bag(w, zeros({2, 3}, DType::Int64), Tensor(), BagMode::Sum, zeros({3}));
+         },
+         {"embedding_bag", "per_sample_weights", "[3]", "[2, 3]"}},
+        {"an index out of range",
+         [w] {
+           embedding_bag(w, tensor<int64_t>({1, 6}, {1, 2}));
+         },
+         {"embedding", "index 6"}},
+        {"3-d indices",
+         [w] {
+           embedding_bag(w, zeros({2, 2, 2}, DType::Int64));
+         },
+         {"embedding_bag", "[2, 2, 2]"}},
+        {"float indices",
+         [w] {
+           embedding_bag(w, zeros({2, 2}));
+         },
+         {"embedding_bag", "float32"}},
+    };
+    for (const Bag& v : {Bag{"embedding_bag mean", BagMode::Mean, false, false, std::nullopt},
+                         Bag{"embedding_bag sum per_sample_weights", BagMode::Sum, true, false, std::nullopt},
+                         Bag{"embedding_bag max", BagMode::Max, false, false, std::nullopt},
+                         Bag{"embedding_bag mean padding_idx=2 include_last_offset", BagMode::Mean, false, true, 2},
+                         Bag{"embedding_bag max padding_idx=2", BagMode::Max, false, false, 2}}) {
+      OpRow r;
+      r.name = v.name;
+      r.dtypes = kFloatTypes;
+      r.samples = samples(v.weights);
+      r.op = [v](const TensorList& x) {
+        const Tensor offsets = x[1].dim() == 1 ? x[2] : Tensor();
+        const Tensor psw = x.size() > 3 ? x[3] : Tensor();
+        return TensorList{embedding_bag(x[0], x[1], offsets, v.mode, psw, v.include_last, v.padding)};
+      };
+      // include_last_offset: the offsets' last entry (7) ends the last bag, so positions 7..9 are
+      // in none.
+      r.reference = [v](const TensorList& x) {
+        return TensorList{ref_embedding_bag(x, v.mode, v.include_last && x[1].dim() == 1, v.padding.value_or(-1))};
+      };
+      r.differentiable = v.weights ? std::vector<size_t>{0, 3} : std::vector<size_t>{0};
+      r.out_dtype = [](DType t) { return t; };
+      if (v.mode == BagMode::Mean && !v.padding) r.errors = errors;
+      rows.push_back(std::move(r));
+    }
+  }
   {
     OpRow r;
     r.name = "embedding";
