@@ -439,6 +439,10 @@ std::string MaxPool2d::extra_repr() const {
 
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); }
 
+std::pair<Tensor, Tensor> MaxPool2d::forward_with_indices(const Tensor& x) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
 AvgPool2d::AvgPool2d(Pair kernel_size, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad)
     : kernel_size(kernel_size),
       stride(stride == Pair{0, 0} ? kernel_size : stride),
@@ -519,6 +523,52 @@ std::string MaxPool1d::extra_repr() const {
 }
 
 Tensor MaxPool1d::forward(const Tensor& x) { return max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode); }
+
+std::pair<Tensor, Tensor> MaxPool1d::forward_with_indices(const Tensor& x) {
+  return max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+namespace {
+// The spatial part of a MaxUnpool's output_size: the last `spatial` entries (PyTorch also takes the
+// whole output shape); empty for the default size.
+Shape unpool_size(const char* layer, const Shape& output_size, size_t spatial) {
+  if (output_size.empty()) return {};
+  if (output_size.size() < spatial || output_size.size() > spatial + 2) {
+    throw ShapeError(std::string(layer) + ": output_size " + shape_str(output_size) + " must give the " +
+                     std::to_string(spatial) + " spatial sizes (or the whole output shape)");
+  }
+  return Shape(output_size.end() - static_cast<std::ptrdiff_t>(spatial), output_size.end());
+}
+}  // namespace
+
+MaxUnpool1d::MaxUnpool1d(int64_t kernel_size, int64_t stride, int64_t padding)
+    : kernel_size(kernel_size), stride(stride == 0 ? kernel_size : stride), padding(padding) {}
+
+std::string MaxUnpool1d::extra_repr() const {
+  return "kernel_size=" + detail::py_tuple({kernel_size}) + ", stride=" + detail::py_tuple({stride}) +
+         ", padding=" + detail::py_tuple({padding});
+}
+
+Tensor MaxUnpool1d::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
+  const Shape size = unpool_size("MaxUnpool1d", output_size, 1);
+  return max_unpool1d(x, indices, kernel_size, stride, padding,
+                      size.empty() ? std::nullopt : std::optional<int64_t>(size[0]));
+}
+
+MaxUnpool2d::MaxUnpool2d(Pair kernel_size, Pair stride, Pair padding)
+    : kernel_size(kernel_size), stride(stride == Pair{0, 0} ? kernel_size : stride), padding(padding) {}
+
+std::string MaxUnpool2d::extra_repr() const {
+  return "kernel_size=" + detail::py_tuple({kernel_size[0], kernel_size[1]}) +
+         ", stride=" + detail::py_tuple({stride[0], stride[1]}) +
+         ", padding=" + detail::py_tuple({padding[0], padding[1]});
+}
+
+Tensor MaxUnpool2d::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
+  const Shape size = unpool_size("MaxUnpool2d", output_size, 2);
+  return max_unpool2d(x, indices, kernel_size, stride, padding,
+                      size.empty() ? std::nullopt : std::optional<Pair>(Pair{size[0], size[1]}));
+}
 
 AvgPool1d::AvgPool1d(int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode, bool count_include_pad)
     : kernel_size(kernel_size),

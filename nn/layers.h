@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ops/activation.h"
@@ -411,6 +412,9 @@ class MaxPool2d : public UnaryModule {
   std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  // The values and each one's index in its input plane (PyTorch's return_indices=True), for
+  // MaxUnpool2d.
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
   Pair kernel_size, stride, padding, dilation;
   bool ceil_mode;
@@ -474,9 +478,38 @@ class MaxPool1d : public UnaryModule {
   std::string type_name() const override { return "MaxPool1d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
   int64_t kernel_size, stride, padding, dilation;
   bool ceil_mode;
+};
+
+// max_unpool1d and max_unpool2d: a MaxPool's values put back at their indices (zeros elsewhere),
+// at the default size or at output_size (the spatial dims, or the whole shape as PyTorch accepts).
+class MaxUnpool1d : public Module {
+ public:
+  explicit MaxUnpool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
+  std::string type_name() const override { return "MaxUnpool1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
+  Tensor operator()(const Tensor& x, const Tensor& indices, const Shape& output_size = {}) {
+    return forward(x, indices, output_size);
+  }
+
+  int64_t kernel_size, stride, padding;
+};
+
+class MaxUnpool2d : public Module {
+ public:
+  explicit MaxUnpool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0});
+  std::string type_name() const override { return "MaxUnpool2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
+  Tensor operator()(const Tensor& x, const Tensor& indices, const Shape& output_size = {}) {
+    return forward(x, indices, output_size);
+  }
+
+  Pair kernel_size, stride, padding;
 };
 
 class AvgPool1d : public UnaryModule {

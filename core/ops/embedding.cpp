@@ -188,7 +188,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                                     counts.to(weight.dtype()));
     return where(gt(filled, 0.0).unsqueeze(1), best, 0.0);
   }
-  // Sums in float32 for float16 and bfloat16 (a bag's terms rounded once at the end), as PyTorch.
+  // Sums in float32 for float16 and bfloat16: a bag's terms rounded once, at the end.
   const DType work = ops::widened_dtype(weight.dtype());
   Tensor scale = counts.to(work);
   if (per_sample_weights.defined()) scale = mul(scale, to_dtype(per_sample_weights.reshape({m}), work));

@@ -125,7 +125,8 @@ Tensor pool_grad(const char* op, const Shape& x_shape, bool channels_last, const
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair stride, Pair padding,
+                                                  Pair dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   PoolArgs a{kernel_size, stride, padding, dilation};
   const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
@@ -149,7 +150,89 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
       })};
     });
   }
-  return as_input_rank(out, x);
+  return {as_input_rank(out, x), as_input_rank(indices, x)};
+}
+
+Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
+}
+
+namespace {
+// max_unpool over the last `spatial` dims of x, whose output plane is `out_plane`: values scattered
+// into the flattened plane (summed where two share an index, then divided by the count, so a shared
+// element appears once), the gradient gathered back.
+Tensor unpool(const char* op, const Tensor& x, const Tensor& indices, const Shape& out_plane) {
+  ops::check_defined(op, x, "input");
+  ops::check_defined(op, indices, "indices");
+  ops::check_floating(op, x, "input");
+  if (indices.dtype() != DType::Int64 || indices.sizes() != x.sizes()) {
+    throw ShapeError(std::string(op) + ": indices must be int64 of the input's shape " + shape_str(x.sizes()) +
+                     ", got " + dtype_name(indices.dtype()) + " " + shape_str(indices.sizes()));
+  }
+  ops::common_device(op, {&x, &indices});
+  const int64_t spatial = static_cast<int64_t>(out_plane.size());
+  int64_t plane = 1, in_plane = 1;
+  for (int64_t d : out_plane) plane *= d;
+  for (int64_t i = x.dim() - spatial; i < x.dim(); ++i) in_plane *= x.size(i);
+  Shape lead(x.sizes().begin(), x.sizes().end() - spatial);
+  Shape flat_in = lead, flat_out = lead, out_shape = lead;
+  flat_in.push_back(in_plane);
+  flat_out.push_back(plane);
+  out_shape.insert(out_shape.end(), out_plane.begin(), out_plane.end());
+  const Tensor idx = indices.reshape(flat_in);
+  if (idx.device().is_cpu() && idx.numel() > 0) {
+    const int64_t lo = amin(idx, {}).item<int64_t>(), hi = amax(idx, {}).item<int64_t>();
+    if (lo < 0 || hi >= plane) {
+      throw IndexError(std::string(op) + ": index " + std::to_string(lo < 0 ? lo : hi) +
+                       " is outside the output plane " + shape_str(out_plane) + " (" + std::to_string(plane) +
+                       " positions)");
+    }
+  }
+  const int64_t last = static_cast<int64_t>(flat_in.size()) - 1;
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor xv = x.detach().reshape(flat_in);
+    const TensorOptions options(x.dtype(), x.device());
+    const Tensor sums = scatter_add(zeros(flat_out, options), last, idx, xv);
+    const Tensor counts = scatter_add(zeros(flat_out, options), last, idx, ones_like(xv));
+    out = div(sums, clamp(counts, 1.0, std::nullopt)).reshape(out_shape);
+  }
+  if (needs_grad({&x})) {
+    const Shape xs = x.sizes();
+    record_function(op, {x}, {out}, {idx}, [xs, flat_out, last](const FunctionNode::Context& ctx) {
+      return TensorList{gather(ctx.grads[0].reshape(flat_out), last, ctx.saved_at(0)).reshape(xs)};
+    });
+  }
+  return out;
+}
+
+// The default unpooled size of one dim.
+int64_t unpooled(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
+  return (in - 1) * stride - 2 * padding + kernel;
+}
+}  // namespace
+
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pair stride, Pair padding,
+                    std::optional<Pair> output_size) {
+  const char* op = "max_unpool2d";
+  ops::check_defined(op, x, "input");
+  if (x.dim() != 3 && x.dim() != 4) {
+    throw ShapeError(std::string(op) + ": input must be [C, H, W] or [N, C, H, W], got " + shape_str(x.sizes()));
+  }
+  if (stride == Pair{0, 0}) stride = kernel_size;
+  if (kernel_size[0] <= 0 || kernel_size[1] <= 0 || stride[0] <= 0 || stride[1] <= 0 || padding[0] < 0 ||
+      padding[1] < 0) {
+    throw Error(std::string(op) + ": kernel_size " + ops::pair_str(kernel_size) + " and stride " +
+                ops::pair_str(stride) + " must be positive and padding " + ops::pair_str(padding) + " >= 0");
+  }
+  const Pair size = output_size.value_or(Pair{unpooled(x.size(-2), kernel_size[0], stride[0], padding[0]),
+                                              unpooled(x.size(-1), kernel_size[1], stride[1], padding[1])});
+  if (size[0] <= 0 || size[1] <= 0) {
+    throw ShapeError(std::string(op) + ": output size " + ops::pair_str(size) + " for input " + shape_str(x.sizes()) +
+                     " must be positive");
+  }
+  return unpool(op, x, indices, {size[0], size[1]});
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
@@ -309,10 +392,37 @@ void check_window1d(const char* op, const Tensor& x, int64_t kernel, int64_t& st
 
 Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation,
                   bool ceil_mode) {
+  return max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
+}
+
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding,
+                                                  int64_t dilation, bool ceil_mode) {
   const char* op = "max_pool1d";
   const Tensor x2 = pool1d_input(op, x);
   check_window1d(op, x, kernel_size, stride, padding, dilation, ceil_mode);
-  return max_pool2d(x2, {1, kernel_size}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode).squeeze(-2);
+  auto [values, indices] =
+      max_pool2d_with_indices(x2, {1, kernel_size}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode);
+  return {values.squeeze(-2), indices.squeeze(-2)};
+}
+
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size, int64_t stride, int64_t padding,
+                    std::optional<int64_t> output_size) {
+  const char* op = "max_unpool1d";
+  ops::check_defined(op, x, "input");
+  if (x.dim() != 2 && x.dim() != 3) {
+    throw ShapeError(std::string(op) + ": input must be [C, L] or [N, C, L], got " + shape_str(x.sizes()));
+  }
+  if (stride == 0) stride = kernel_size;
+  if (kernel_size <= 0 || stride <= 0 || padding < 0) {
+    throw Error(std::string(op) + ": kernel_size " + std::to_string(kernel_size) + " and stride " +
+                std::to_string(stride) + " must be positive and padding " + std::to_string(padding) + " >= 0");
+  }
+  const int64_t size = output_size.value_or(unpooled(x.size(-1), kernel_size, stride, padding));
+  if (size <= 0) {
+    throw ShapeError(std::string(op) + ": output size " + std::to_string(size) + " for input " + shape_str(x.sizes()) +
+                     " must be positive");
+  }
+  return unpool(op, x, indices, {size});
 }
 
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode,

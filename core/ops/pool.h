@@ -1,7 +1,10 @@
 // 2-d pooling over NCHW or channels-last inputs (the output keeps the input's layout), and 1-d
 // pooling over [N, C, L]. The adaptive max pools and the power-average (LP) pools are composed of
-// the others and of index_select and amax.
+// the others and of index_select and amax; max_unpool of scatter_add and gather.
 #pragma once
+
+#include <optional>
+#include <utility>
 
 #include "core/ops/conv.h"
 #include "core/tensor.h"
@@ -11,6 +14,18 @@ namespace kiln {
 // stride {0, 0} means "equal to kernel_size", as PyTorch's default; one zero stride is an Error.
 Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
                   Pair dilation = {1, 1}, bool ceil_mode = false);
+// max_pool2d's values and, for each, where it came from: the flat index h * W + w of the winning
+// element in its input plane (PyTorch's return_indices), int64 of the output's shape and layout.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair stride = {0, 0},
+                                                  Pair padding = {0, 0}, Pair dilation = {1, 1},
+                                                  bool ceil_mode = false);
+// max_pool2d's partial inverse: zeros of [N, C, output_size] (by default (in - 1) stride - 2
+// padding + kernel_size per dim) with each value of x written at its index from
+// max_pool2d_with_indices. An element two windows shared is written once; its gradient is the
+// output gradient gathered at the index, as PyTorch's. Indices outside the output plane are an
+// IndexError (on CUDA, at the next synchronization).
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pair stride = {0, 0},
+                    Pair padding = {0, 0}, std::optional<Pair> output_size = std::nullopt);
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
@@ -27,6 +42,10 @@ Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair strid
 // kernel_size", as above.
 Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, int64_t dilation = 1,
                   bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel_size, int64_t stride = 0,
+                                                  int64_t padding = 0, int64_t dilation = 1, bool ceil_mode = false);
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size, int64_t stride = 0,
+                    int64_t padding = 0, std::optional<int64_t> output_size = std::nullopt);
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0, bool ceil_mode = false,
                   bool count_include_pad = true);
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);

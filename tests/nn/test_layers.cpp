@@ -326,6 +326,36 @@ TEST_CASE("EmbeddingBag: bags of rows, as embedding_bag and as picked rows reduc
   CHECK(norms[6].item<float>() <= 0.5f + 1e-5f);
 }
 
+TEST_CASE("MaxUnpool2d puts MaxPool2d's maxima back where they came from", "[nn]") {
+  MaxPool2d pool({2, 2});
+  MaxUnpool2d unpool({2, 2});
+  CHECK(unpool.str() == "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
+  CHECK(MaxUnpool1d(3).str() == "MaxUnpool1d(kernel_size=(3,), stride=(3,), padding=(0,))");
+  const Tensor x = tensor<float>({1, 5, 2, 0, 3, 4, 8, 6, 7, 9, 1, 2, 0, 0, 3, 1}, {1, 1, 4, 4});
+  auto [values, indices] = pool.forward_with_indices(x);
+  CHECK(values.to_vector<float>() == std::vector<float>{5, 8, 9, 3});
+  CHECK(indices.to_vector<int64_t>() == std::vector<int64_t>{1, 6, 9, 14});
+  CHECK(unpool(values, indices).to_vector<float>() ==
+        std::vector<float>{0, 5, 0, 0, 0, 0, 8, 0, 0, 9, 0, 0, 0, 0, 3, 0});
+  // output_size as the whole shape or its spatial part: a 5x5 plane, the flat indices kept.
+  CHECK(unpool(values, indices, {1, 1, 5, 5}).sizes() == Shape{1, 1, 5, 5});
+  CHECK(unpool(values, indices, {5, 5}).to_vector<float>()[9] == 9.0f);
+  CHECK_THROWS_WITH(unpool(values, indices, {5}), Catch::Contains("MaxUnpool2d") && Catch::Contains("output_size"));
+}
+
+TEST_CASE("max_unpool writes an element two windows shared once, and its gradient gathers, as PyTorch", "[nn]") {
+  // Windows of 3 with stride 1 over [1, 2, 9, 3, 0]: 9 wins all three windows.
+  const Tensor x = tensor<double>({1, 2, 9, 3, 0}, {1, 1, 5});
+  auto [values, indices] = max_pool1d_with_indices(x, 3, 1);
+  CHECK(indices.to_vector<int64_t>() == std::vector<int64_t>{2, 2, 2});
+  Tensor v = values.detach();
+  v.set_requires_grad(true);
+  const Tensor out = max_unpool1d(v, indices, 3, 1, 0, 5);
+  CHECK(out.to_vector<double>() == std::vector<double>{0, 0, 9, 0, 0});
+  (out * tensor<double>({1, 2, 3, 4, 5}, {1, 1, 5})).sum().backward();
+  CHECK(v.grad().to_vector<double>() == std::vector<double>{3, 3, 3});
+}
+
 TEST_CASE("Dropout: masks and rescales in training, identity in eval", "[nn]") {
   manual_seed(6);
   Dropout drop(0.5);

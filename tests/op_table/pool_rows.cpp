@@ -1,10 +1,12 @@
-// Op table rows of the pool family: max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-// adaptive_max_pool2d and lp_pool2d on 3-d and 4-d inputs, and their 1-d twins on 2-d and 3-d
-// inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers
-// many configurations. References are direct loops in float64 over each plane's windows.
+// Op table rows of the pool family: max_pool2d (with its indices), max_unpool2d, avg_pool2d,
+// adaptive_avg_pool2d, adaptive_max_pool2d and lp_pool2d on 3-d and 4-d inputs, and their 1-d twins
+// on 2-d and 3-d inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so
+// one row covers many configurations. References are direct loops in float64 over each plane's
+// windows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "tests/op_table/op_table.h"
 
@@ -36,26 +38,51 @@ Tensor ref_per_plane(const Tensor& x, int64_t oh, int64_t ow,
   return from_values(out, s);
 }
 
-// Max-pool params: kernel h, w, stride h, w (0: the kernel's), padding h, w, dilation h, w, ceil_mode.
-Tensor ref_max_pool(const Tensor& x, std::vector<int64_t> q) {
+// Max-pool params: kernel h, w, stride h, w (0: the kernel's), padding h, w, dilation h, w,
+// ceil_mode. The values and the indices (y * w + z in the input plane) of the window maxima.
+TensorList ref_max_pool_with_indices(const Tensor& x, std::vector<int64_t> q) {
   if (q[2] == 0) q[2] = q[0];
   if (q[3] == 0) q[3] = q[1];
   const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], q[6], q[8] != 0);
   const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], q[7], q[8] != 0);
-  return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
-    std::vector<double> o;
-    for (int64_t a = 0; a < oh; ++a)
-      for (int64_t b = 0; b < ow; ++b) {
-        double best = -std::numeric_limits<double>::infinity();
-        for (int64_t i = 0; i < q[0]; ++i)
-          for (int64_t j = 0; j < q[1]; ++j) {
-            const int64_t y = a * q[2] - q[4] + i * q[6], z = b * q[3] - q[5] + j * q[7];
-            if (y >= 0 && y < h && z >= 0 && z < w) best = std::max(best, v[y * w + z]);
-          }
-        o.push_back(best);
-      }
-    return o;
-  });
+  auto pool = [&](bool index) {
+    return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
+      std::vector<double> o;
+      for (int64_t a = 0; a < oh; ++a)
+        for (int64_t b = 0; b < ow; ++b) {
+          double best = -std::numeric_limits<double>::infinity(), at = -1;
+          for (int64_t i = 0; i < q[0]; ++i)
+            for (int64_t j = 0; j < q[1]; ++j) {
+              const int64_t y = a * q[2] - q[4] + i * q[6], z = b * q[3] - q[5] + j * q[7];
+              if (y >= 0 && y < h && z >= 0 && z < w && v[y * w + z] > best) {
+                best = v[y * w + z];
+                at = static_cast<double>(y * w + z);
+              }
+            }
+          o.push_back(index ? at : best);
+        }
+      return o;
+    });
+  };
+  return {pool(false), pool(true).to(DType::Int64)};
+}
+
+// max_unpool over the last `out_plane.size()` dims: zeros with x's values at their indices.
+Tensor ref_max_unpool(const Tensor& x, const Tensor& indices, const Shape& out_plane) {
+  int64_t plane = 1, in_plane = 1;
+  for (int64_t d : out_plane) plane *= d;
+  for (size_t i = x.sizes().size() - out_plane.size(); i < x.sizes().size(); ++i) in_plane *= x.sizes()[i];
+  const Values xv = values(x), iv = values(indices);
+  const int64_t planes = x.numel() / std::max<int64_t>(in_plane, 1);
+  Values out(at(planes * plane), 0.0);
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t k = 0; k < in_plane; ++k) {
+      out[at(p * plane + static_cast<int64_t>(iv[at(p * in_plane + k)]))] = xv[at(p * in_plane + k)];
+    }
+  }
+  Shape s(x.sizes().begin(), x.sizes().end() - static_cast<std::ptrdiff_t>(out_plane.size()));
+  s.insert(s.end(), out_plane.begin(), out_plane.end());
+  return from_values(out, s);
 }
 
 // Avg-pool params: kernel h, w, stride h, w, padding h, w, ceil_mode, count_include_pad.
@@ -159,11 +186,14 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
     };
     r.op = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{max_pool1d(in[0], q[0], q[1], q[2], q[3], q[4] != 0)};
+      auto [values, indices] = max_pool1d_with_indices(in[0], q[0], q[1], q[2], q[3], q[4] != 0);
+      return TensorList{max_pool1d(in[0], q[0], q[1], q[2], q[3], q[4] != 0), values, indices};
     };
+    // max_pool1d, and max_pool1d_with_indices' values and indices.
     r.reference = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{drop_height(ref_max_pool(as_height1(in[0]), {1, q[0], 1, q[1], 0, q[2], 1, q[3], q[4]}))};
+      const TensorList both = ref_max_pool_with_indices(as_height1(in[0]), {1, q[0], 1, q[1], 0, q[2], 1, q[3], q[4]});
+      return TensorList{drop_height(both[0]), drop_height(both[0]), drop_height(both[1])};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -199,6 +229,37 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
            max_pool1d(zeros({2, 8}, DType::Int64), 2);
          },
          {"max_pool1d", "int64"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // max_unpool1d of max_pool1d_with_indices' output, windows of 3 that do not overlap.
+    OpRow r;
+    r.name = "max_unpool1d";
+    r.dtypes = kFloatTypes;
+    auto pooled = [](const Shape& shape, uint64_t seed) {
+      return [=](DType t, Device d) {
+        auto [values, indices] = max_pool1d_with_indices(rnd_distinct(shape, t, d, seed), 3);
+        return TensorList{values, indices};
+      };
+    };
+    r.samples = {{"3 of [2, 3, 9]", pooled({2, 3, 9}, 531)}, {"3 of [4, 12]", pooled({4, 12}, 532)}};
+    r.op = [](const TensorList& in) { return TensorList{max_unpool1d(in[0], in[1], 3)}; };
+    r.reference = [](const TensorList& in) { return TensorList{ref_max_unpool(in[0], in[1], {in[0].size(-1) * 3})}; };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
+    r.errors = {
+        {"4-d input",
+         [] {
+           max_unpool1d(zeros({1, 2, 3, 2}), zeros({1, 2, 3, 2}, DType::Int64), 2);
+         },
+         {"max_unpool1d", "[1, 2, 3, 2]"}},
+        {"output size 0",
+         [] {
+           max_unpool1d(zeros({1, 2, 3}), zeros({1, 2, 3}, DType::Int64), 2, 2, 0, 0);
+         },
+         {"max_unpool1d", "output size 0"}},
     };
     rows.push_back(std::move(r));
   }
@@ -338,9 +399,14 @@ void add_pool_rows(std::vector<OpRow>& rows) {
     };
     r.op = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{max_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), pr(q, 6), q[8] != 0)};
+      auto [values, indices] = max_pool2d_with_indices(in[0], pr(q, 0), pr(q, 2), pr(q, 4), pr(q, 6), q[8] != 0);
+      return TensorList{max_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), pr(q, 6), q[8] != 0), values, indices};
     };
-    r.reference = [](const TensorList& in) { return TensorList{ref_max_pool(in[0], param_values(in[1]))}; };
+    // max_pool2d, and max_pool2d_with_indices' values and indices.
+    r.reference = [](const TensorList& in) {
+      const TensorList both = ref_max_pool_with_indices(in[0], param_values(in[1]));
+      return TensorList{both[0], both[0], both[1]};
+    };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
     // Max pooling copies input values: exact in every dtype.
@@ -383,6 +449,84 @@ void add_pool_rows(std::vector<OpRow>& rows) {
          {"max_pool2d", "[2, 0, 8, 8]", "only the batch dim may be empty"}},
     };
     rows.push_back(std::move(r));
+  }
+  // max_unpool2d of max_pool2d_with_indices' output: non-overlapping windows (an element two
+  // windows shared would be written once but counted twice by central differences; by hand in
+  // tests/nn/test_layers.cpp), at the default size and into a larger output_size.
+  {
+    auto pooled = [](const Shape& shape, Pair kernel, uint64_t seed) {
+      return [=](DType t, Device d) {
+        auto [values, indices] = max_pool2d_with_indices(rnd_distinct(shape, t, d, seed), kernel);
+        return TensorList{values, indices};
+      };
+    };
+    struct Unpool {
+      const char* name;
+      std::vector<Sample> samples;
+      Pair kernel;
+      std::optional<Pair> size;
+    };
+    const std::vector<Unpool> unpools = {
+        {"max_unpool2d",
+         {{"2x2 of [2, 3, 6, 4]", pooled({2, 3, 6, 4}, {2, 2}, 261)},
+          {"2x2 of [3, 4, 6]", pooled({3, 4, 6}, {2, 2}, 262)}},
+         {2, 2},
+         std::nullopt},
+        {"max_unpool2d 3x2 into 7x7", {{"3x2 of [1, 2, 6, 6]", pooled({1, 2, 6, 6}, {3, 2}, 263)}}, {3, 2}, Pair{7, 7}},
+    };
+    const Tensor x = zeros({1, 2, 3, 2}), idx = zeros({1, 2, 3, 2}, DType::Int64);
+    const std::vector<ErrorCase> errors = {
+        {"indices of another shape",
+         [x] {
+           max_unpool2d(x, zeros({1, 2, 3, 3}, DType::Int64), {2, 2});
+         },
+         {"max_unpool2d", "[1, 2, 3, 2]", "[1, 2, 3, 3]"}},
+        {"float indices",
+         [x] {
+           max_unpool2d(x, zeros({1, 2, 3, 2}), {2, 2});
+         },
+         {"max_unpool2d", "float32"}},
+        {"an index past the plane",
+         [x] {
+           max_unpool2d(x, full({1, 2, 3, 2}, 24, DType::Int64), {2, 2});
+         },
+         {"max_unpool2d", "index 24", "[6, 4]"}},
+        {"zero kernel",
+         [x, idx] {
+           max_unpool2d(x, idx, {0, 2});
+         },
+         {"max_unpool2d", "kernel_size 0x2"}},
+        {"2-d input",
+         [] {
+           max_unpool2d(zeros({3, 2}), zeros({3, 2}, DType::Int64), {2, 2});
+         },
+         {"max_unpool2d", "[3, 2]"}},
+        {"integer input",
+         [idx] {
+           max_unpool2d(zeros({1, 2, 3, 2}, DType::Int32), idx, {2, 2});
+         },
+         {"max_unpool2d", "int32"}},
+    };
+    for (const Unpool& u : unpools) {
+      OpRow r;
+      r.name = u.name;
+      r.dtypes = kFloatTypes;
+      r.samples = u.samples;
+      const Pair k = u.kernel;
+      const std::optional<Pair> size = u.size;
+      r.op = [k, size](const TensorList& in) {
+        return TensorList{max_unpool2d(in[0], in[1], k, {0, 0}, {0, 0}, size)};
+      };
+      r.reference = [k, size](const TensorList& in) {
+        const Pair plane = size.value_or(Pair{in[0].size(-2) * k[0], in[0].size(-1) * k[1]});
+        return TensorList{ref_max_unpool(in[0], in[1], {plane[0], plane[1]})};
+      };
+      r.differentiable = {0};
+      r.out_dtype = [](DType t) { return t; };
+      for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
+      if (!size) r.errors = errors;
+      rows.push_back(std::move(r));
+    }
   }
   {
     OpRow r;
