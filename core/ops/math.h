@@ -61,8 +61,8 @@ Tensor xlogy(const Tensor& x, const Tensor& y);
 // Broadcast; integers give float32; float16 and bfloat16 are computed in float32.
 Tensor hypot(const Tensor& a, const Tensor& b);
 // |a| with b's sign, that of a zero included (copysign(1, -0.0) is -1); a NaN b counts as positive
-// (its sign bit is not read). Gradient with respect to a: the ratio copysign(a, b) / a (0 at a =
-// 0); b's is 0. Broadcast; integers give float32.
+// (its sign bit is not read). Gradient with respect to a: the ratio copysign(a, b) / a (0 where a
+// is 0); b's is 0. Broadcast; integers give float32.
 Tensor copysign(const Tensor& a, const Tensor& b);
 Tensor copysign(const Tensor& a, const Scalar& b);
 // True where x is negative, -0.0 included (a NaN counts as positive). A bool tensor.

@@ -1,13 +1,13 @@
 // The special functions of torch.special that kiln had no kernel for: the gamma family (lgamma,
-// digamma, polygamma, mvlgamma), the inverse error function, the normal distribution's cdf, its
-// log and its inverse, the scaled complementary error function, logit, sinc, entr and xlog1py.
+// digamma, polygamma, mvlgamma), the inverse error function, the normal distribution's cdf, its log
+// and its inverse, the scaled complementary error function, logit, sinc, entr and xlog1py.
 //
 // Each is composed of elementwise ops that have CPU and CUDA kernels (log, exp, erfc, sin, where,
 // ...), evaluated without the tape; its gradient is recorded as one node with the derivative's
 // closed form, so no branch a `where` discards can put a NaN into a gradient. Integer and bool
-// inputs give float32; float16 and bfloat16 are computed in float32 and rounded once at the end, as
-// PyTorch computes them. Float64 values are good to a few units of rounding (relative, or absolute
-// near a root), float32 ones to about 1e-6 (tests/op_table/special_rows.cpp holds them to that).
+// inputs give float32; float16 and bfloat16 are computed in float32 and rounded once at the end.
+// Float64 values are good to a few units of rounding (relative, or absolute near a root), float32
+// ones to about 1e-6 (tests/op_table/special_rows.cpp holds them to that).
 #pragma once
 
 #include <optional>
@@ -24,8 +24,9 @@ Tensor lgamma(const Tensor& x);
 // The gradient is polygamma(1, x).
 Tensor digamma(const Tensor& x);
 // The n-th derivative of digamma (n >= 0; polygamma(0, x) is digamma). At the poles: +inf for odd
-// n, NaN for even n >= 2 (the two sides' limits differ in sign). The gradient is polygamma(n + 1,
-// x).
+// n, NaN for even n >= 2 (the two sides' limits differ in sign). Its gradient is polygamma of order
+// n + 1. Orders past 8 are computed in float64 whatever the dtype (their series' factorials leave
+// float32's range).
 Tensor polygamma(int64_t n, const Tensor& x);
 // The multivariate log-gamma function of dimension p >= 1: p (p - 1) / 4 log(pi) + the sum over
 // i < p of lgamma(x - i / 2). Every element must exceed (p - 1) / 2; on the CPU that is checked
