@@ -27,20 +27,13 @@ namespace {
 constexpr double kNeg = -1e30;
 constexpr double kImpossible = 1e29;
 
-std::string lengths_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 std::vector<int64_t> host_lengths(const char* op, const Tensor& t, const char* name) {
   ops::check_defined(op, t, name);
   if (is_floating(t.dtype()) || t.dtype() == DType::Bool || t.dim() > 1) {
     throw Error(std::string(op) + ": " + name + " must be an integer tensor, 0-d or 1-d, got " + dtype_name(t.dtype()) +
                 " " + shape_str(t.sizes()));
   }
-  const Tensor h = t.to(Device::cpu()).to(DType::Int64).contiguous();
-  return std::vector<int64_t>(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
+  return t.to_vector<int64_t>();
 }
 
 // The targets as [N, S] int64 on log_probs' device: padded ones as they are, concatenated ones
@@ -70,7 +63,7 @@ Tensor padded_targets(const char* op, const Tensor& targets, const std::vector<i
   for (int64_t l : lengths) total += l, widest = std::max(widest, l);
   if (total != targets.numel()) {
     throw ShapeError(std::string(op) + ": concatenated targets " + shape_str(targets.sizes()) +
-                     " must hold the sum of target_lengths " + lengths_str(lengths) + " = " + std::to_string(total));
+                     " must hold the sum of target_lengths " + shape_str(lengths) + " = " + std::to_string(total));
   }
   std::vector<int64_t> index(static_cast<size_t>(n * widest), 0);
   int64_t offset = 0;
@@ -132,8 +125,8 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
                 shape_str(log_probs.sizes()) + " (C = " + std::to_string(classes) + ")");
   }
   if (static_cast<int64_t>(input_lengths.size()) != n || static_cast<int64_t>(target_lengths.size()) != n) {
-    throw ShapeError(std::string(op) + ": input_lengths " + lengths_str(input_lengths) + " and target_lengths " +
-                     lengths_str(target_lengths) + " need one entry per sample of log_probs " +
+    throw ShapeError(std::string(op) + ": input_lengths " + shape_str(input_lengths) + " and target_lengths " +
+                     shape_str(target_lengths) + " need one entry per sample of log_probs " +
                      shape_str(log_probs.sizes()));
   }
   const Device device = log_probs.device();
@@ -142,11 +135,11 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
   for (int64_t i = 0; i < n; ++i) {
     const int64_t il = input_lengths[static_cast<size_t>(i)], tl = target_lengths[static_cast<size_t>(i)];
     if (il < 0 || il > frames) {
-      throw Error(std::string(op) + ": input_lengths " + lengths_str(input_lengths) +
+      throw Error(std::string(op) + ": input_lengths " + shape_str(input_lengths) +
                   " must lie in [0, T = " + std::to_string(frames) + "]");
     }
     if (tl < 0 || tl > width) {
-      throw Error(std::string(op) + ": target_lengths " + lengths_str(target_lengths) + " must lie in [0, " +
+      throw Error(std::string(op) + ": target_lengths " + shape_str(target_lengths) + " must lie in [0, " +
                   std::to_string(width) + "] for targets " + shape_str(targets.sizes()));
     }
   }

@@ -90,13 +90,6 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   return out;
 }
 
-namespace {
-std::vector<int64_t> host_int64(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu()).to(DType::Int64).contiguous();
-  return std::vector<int64_t>(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
-}
-}  // namespace
-
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, BagMode mode,
                      const Tensor& per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx) {
   const char* op = "embedding_bag";
@@ -129,7 +122,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                   (offsets.defined() ? std::string(dtype_name(offsets.dtype())) + " " + shape_str(offsets.sizes())
                                      : std::string("none")));
     }
-    starts = host_int64(offsets);
+    starts = offsets.to_vector<int64_t>();
     if (!include_last_offset) starts.push_back(m);
     if (starts.empty()) throw Error(std::string(op) + ": include_last_offset needs at least one offset");
     bool ordered = starts.front() == 0 && starts.back() <= m;
@@ -170,29 +163,29 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
   Tensor counts = tensor(inside, {m}, TensorOptions(DType::Bool, device));
   if (padding_idx) counts = logical_and(counts, ne(flat, *padding_idx));
   const TensorOptions real(weight.dtype(), device);
+  const Tensor bag_index = tensor(bag_of, {m}, TensorOptions(DType::Int64, device));
   if (mode == BagMode::Max) {
-    // Each bag's positions in a row of `longest`, short rows (and padding) pointing at a row of
-    // -inf appended to the picked rows; an empty bag's -inf maximum becomes 0.
+    // Each bag's positions in a row of `width`, short rows (and padding) pointing at a row of -inf
+    // appended to the picked rows; an empty bag's -inf maximum becomes 0.
     if (bags == 0 || dim == 0) return zeros({bags, dim}, real);
-    std::vector<int64_t> slots(static_cast<size_t>(bags * std::max<int64_t>(longest, 1)), m);
+    const int64_t width = std::max<int64_t>(longest, 1);
+    std::vector<int64_t> slots(static_cast<size_t>(bags * width), m);
     for (int64_t b = 0; b < bags; ++b) {
       for (int64_t i = starts[static_cast<size_t>(b)]; i < starts[static_cast<size_t>(b + 1)]; ++i) {
-        slots[static_cast<size_t>(b * std::max<int64_t>(longest, 1) + i - starts[static_cast<size_t>(b)])] = i;
+        slots[static_cast<size_t>(b * width + i - starts[static_cast<size_t>(b)])] = i;
       }
     }
-    const Tensor slot_index = tensor(slots, {static_cast<int64_t>(slots.size())}, TensorOptions(DType::Int64, device));
+    const Tensor slot_index = tensor(slots, {bags * width}, TensorOptions(DType::Int64, device));
     const Tensor masked = where(counts.unsqueeze(1), rows, -INFINITY);
     const Tensor picked = index_select(cat({masked, full({1, dim}, -INFINITY, real)}, 0), 0, slot_index);
-    const Tensor best = amax(picked.reshape({bags, std::max<int64_t>(longest, 1), dim}), {1});
-    const Tensor filled = index_add(zeros({bags}, real), 0, tensor(bag_of, {m}, TensorOptions(DType::Int64, device)),
-                                    counts.to(weight.dtype()));
+    const Tensor best = amax(picked.reshape({bags, width, dim}), {1});
+    const Tensor filled = index_add(zeros({bags}, real), 0, bag_index, counts.to(weight.dtype()));
     return where(gt(filled, 0.0).unsqueeze(1), best, 0.0);
   }
   // Sums in float32 for float16 and bfloat16: a bag's terms rounded once, at the end.
   const DType work = ops::widened_dtype(weight.dtype());
   Tensor scale = counts.to(work);
   if (per_sample_weights.defined()) scale = mul(scale, to_dtype(per_sample_weights.reshape({m}), work));
-  const Tensor bag_index = tensor(bag_of, {m}, TensorOptions(DType::Int64, device));
   const TensorOptions wide(work, device);
   Tensor out = index_add(zeros({bags, dim}, wide), 0, bag_index, mul(to_dtype(rows, work), scale.unsqueeze(1)));
   if (mode == BagMode::Mean) {

@@ -136,7 +136,7 @@ Tensor digamma_values(const Tensor& x) {
   const Tensor reflect = lt(x, 0.5);
   const Tensor upper = digamma_upper(where(reflect, sub(1.0, x), x));
   const Tensor value = where(reflect, sub(upper, mul(cot_pi(x), kPi)), upper);
-  const Tensor at_zero = where(lt(div(1.0, x), 0.0), full_like(x, kInf), -kInf);
+  const Tensor at_zero = where(signbit(x), full_like(x, kInf), -kInf);
   return where(eq(x, 0.0), at_zero, where(at_pole(x), kNaN, value));
 }
 
