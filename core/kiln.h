@@ -33,6 +33,7 @@
 #include "core/ops/random.h"
 #include "core/ops/reduce.h"
 #include "core/ops/scan.h"
+#include "core/ops/scatter_reduce.h"
 #include "core/ops/search.h"
 #include "core/ops/einsum.h"
 #include "core/ops/shape.h"

@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_FAMILIES = {"dispatch", "helpers", "image", "elementwise_grad"}
 # A declaration at the start of a line (not indented: members and bodies are).
 DECL = re.compile(r"^(?!struct |class |using |namespace |enum |template |return |#)\w[\w:<>,&* ]*?[\s&*](\w+)\(", re.M)
-DETAIL = re.compile(r"namespace detail \{.*?\}  // namespace detail", re.S)
+# Helpers a header shares with other ops' sources (namespace detail or ops), not ops of its own.
+DETAIL = re.compile(r"namespace (detail|ops) \{.*?\}  // namespace \1", re.S)
 METHOD = re.compile(r"^[\w:<>,&* ]+?\bTensor::(\w+)\(", re.M)
 KERNEL_USE = re.compile(r"\bkernels::(\w+)\b")
 KERNEL_PAIR = re.compile(r"^KILN_KERNEL\((\w+)\);", re.M)

@@ -35,9 +35,48 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scala
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // The same with one value everywhere index points (repeats allowed: they write the same value).
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+// A copy of x with slice i of source along dim written to slice index[i] (index 0-d or 1-d,
+// source x's shape with index.numel() along dim): torch.Tensor.index_copy. A slice named twice is
+// an error, as for scatter (a host read of a count). Gradients: x's where it was kept, source's
+// read from where each slice went.
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+// NumPy's and PyTorch's advanced indexing, x[i0, i1, ...] with index tensors: indices[k] indexes
+// dim k, an undefined tensor leaves that dim whole (a ':'), and dims past the list are whole. The
+// defined indices (int64 or int32) broadcast together to one shape B; the result has B in place of
+// the indexed dims when those are adjacent, else B first and the whole dims after (PyTorch's
+// rule). A bool index selects where it is true over as many dims as it has (nonzero: a host read).
+// Negative indices count from the end, as a subscript's do; outside [-size, size) is an IndexError.
+// The gradient adds up where an element was picked more than once.
+Tensor advanced_index(const Tensor& x, const TensorList& indices);
+// A copy of x with values (broadcast to advanced_index(x, indices)'s shape) written at those
+// positions: torch.index_put. With accumulate they are added, repeats adding up; without, a
+// position named twice is an error, as for scatter. Gradients: x's where it was kept (everywhere
+// with accumulate), values' read from where each went.
+Tensor index_put(const Tensor& x, const TensorList& indices, const Tensor& values, bool accumulate = false);
 // int64 one-hot rows of integer class indices: out[..., c] = (index[...] == c), shape
 // index.shape + [num_classes]. num_classes -1 takes the largest index + 1 (a host read of index);
 // an index outside [0, num_classes) is an IndexError.
 Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
+
+namespace ops {
+// The pieces the ops composed of index ops share; their errors name `op`.
+Tensor index_select_as(const char* op, const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add_as(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// scatter_add's checks of its arguments (defined, index dtype, devices, dims, sizes, src dtype);
+// dim wrapped. Where scatter_add reads 0-d tensors as 1-d ones, pass them reshaped.
+int64_t check_scatter_args(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// How many times a scatter along dim with index writes each position of x: int64, x's shape. A
+// bad index is an IndexError naming op (on CUDA at the next synchronizing call).
+Tensor scatter_counts(const char* op, const Tensor& x, int64_t dim, const Tensor& index);
+// What a slice op (index_add, index_copy, index_reduce) scatters: x and source as at least 1-d, dim
+// wrapped, and the 0-d or 1-d index expanded over source along dim. Checks the index (integer,
+// 0-d or 1-d) and source's shape (x's with index.numel() along dim).
+struct SliceScatter {
+  Tensor x, source, index;
+  int64_t dim;
+};
+SliceScatter slice_scatter_args(const char* op, const Tensor& x, int64_t dim, const Tensor& index,
+                                const Tensor& source);
+}  // namespace ops
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // Op table rows of the index family: index_select, gather, scatter_add, one_hot, take,
-// take_along_dim, index_add, index_fill and scatter. Index inputs are int64 (or int32) tensors
-// built without kiln's generator; most samples repeat indices, so scatter_add's accumulation and
-// the gradients' sums over repeats are exercised (scatter's src rows keep them distinct).
+// take_along_dim, index_add, index_fill, scatter, index_copy, advanced_index and index_put. Index
+// inputs are int64 (or int32) tensors built without kiln's generator; most samples repeat indices,
+// so scatter_add's accumulation and the gradients' sums over repeats are exercised (scatter's src
+// rows keep them distinct).
 #include <algorithm>
 #include <functional>
 #include <utility>
@@ -100,6 +101,86 @@ Tensor ref_slices(const Tensor& x, int64_t dim, const Tensor& index,
     for (int64_t k = 0; k < static_cast<int64_t>(iv.size()); ++k) {
       if (static_cast<int64_t>(iv[at(k)]) == p[at(dim)]) out[at(i)] = fn(out[at(i)], p, k);
     }
+  }
+  return from_values(out, x.sizes());
+}
+
+// advanced_index's reference: where each element of the result comes from in x (row-major
+// positions) and the result's shape. Undefined entries are whole dims; a bool mask stands for the
+// coordinates of its true elements; negative indices count from the end. Plain loops over values.
+std::pair<std::vector<int64_t>, Shape> ref_advanced(const Tensor& x, const TensorList& indices) {
+  std::vector<int64_t> dims;  // the dim each int index reads
+  std::vector<Values> ivs;
+  std::vector<Shape> shapes;
+  int64_t dim = 0;
+  for (const Tensor& i : indices) {
+    if (!i.defined()) {
+      ++dim;
+      continue;
+    }
+    if (i.dtype() == DType::Bool) {
+      const Values mv = values(i);
+      std::vector<Values> coords(at(i.dim()));
+      for (int64_t n = 0; n < i.numel(); ++n) {
+        if (mv[at(n)] == 0) continue;
+        const Shape c = unravel(n, i.sizes());
+        for (int64_t j = 0; j < i.dim(); ++j) coords[at(j)].push_back(static_cast<double>(c[at(j)]));
+      }
+      for (int64_t j = 0; j < i.dim(); ++j) {
+        dims.push_back(dim + j);
+        shapes.push_back({static_cast<int64_t>(coords[at(j)].size())});
+        ivs.push_back(coords[at(j)]);
+      }
+      dim += i.dim();
+    } else {
+      dims.push_back(dim++);
+      shapes.push_back(i.sizes());
+      ivs.push_back(values(i));
+    }
+  }
+  Shape b;
+  for (const Shape& s : shapes) b = broadcast_shapes(b, s, "ref");
+  bool adjacent = true;
+  for (size_t j = 1; j < dims.size(); ++j) adjacent = adjacent && dims[j] == dims[j - 1] + 1;
+  const int64_t placed = adjacent ? dims[0] : 0;
+  Shape rest;  // the whole dims, in order
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) rest.push_back(d);
+  }
+  Shape out_shape;
+  for (const int64_t d : rest) out_shape.push_back(x.size(d));
+  out_shape.insert(out_shape.begin() + placed, b.begin(), b.end());
+  const int64_t nb = static_cast<int64_t>(b.size());
+  std::vector<int64_t> from(at(shape_numel(out_shape)));
+  for (int64_t n = 0; n < shape_numel(out_shape); ++n) {
+    const Shape c = unravel(n, out_shape);
+    Shape bc(c.begin() + placed, c.begin() + placed + nb), rc(c.begin(), c.begin() + placed);
+    rc.insert(rc.end(), c.begin() + placed + nb, c.end());
+    Shape src(at(x.dim()));
+    for (size_t r = 0; r < rest.size(); ++r) src[at(rest[r])] = rc[r];
+    for (size_t j = 0; j < dims.size(); ++j) {
+      Shape ic(shapes[j].size());  // the index's own coordinate: b's, right-aligned, 0 where size 1
+      for (size_t q = 0; q < ic.size(); ++q) {
+        const int64_t bq = bc[bc.size() - ic.size() + q];
+        ic[q] = shapes[j][q] == 1 ? 0 : bq;
+      }
+      int64_t v = static_cast<int64_t>(ivs[j][at(ravel(ic, shapes[j]))]);
+      if (v < 0) v += x.size(dims[j]);
+      src[at(dims[j])] = v;
+    }
+    from[at(n)] = ravel(src, x.sizes());
+  }
+  return {from, out_shape};
+}
+
+// index_put's reference: values (broadcast) written, or added with accumulate, at ref_advanced's
+// positions.
+Tensor ref_index_put(const Tensor& x, const TensorList& indices, const Tensor& v, bool accumulate) {
+  const auto [from, shape] = ref_advanced(x, indices);
+  const Values vv = values(v.expand(shape).contiguous());
+  Values out = values(x);
+  for (size_t n = 0; n < from.size(); ++n) {
+    out[at(from[n])] = accumulate ? out[at(from[n])] + vv[n] : vv[n];
   }
   return from_values(out, x.sizes());
 }
@@ -587,6 +668,249 @@ void add_index_rows(std::vector<OpRow>& rows) {
     r.errors = {{"value past the dtype",
                  [] { scatter(zeros({3}, DType::Int32), 0, idx1d({0}, Device::cpu()), 1e10); },
                  {"scatter", "int32"}}};
+    rows.push_back(std::move(r));
+  }
+
+  // --- index_copy -------------------------------------------------------------------------------
+  {
+    OpRow r;
+    r.name = "index_copy_dim1";
+    r.dtypes = numeric_and_bool();
+    r.samples = {
+        {"5x7, index [4, 0, 6]",
+         [](DType t, Device d) {
+           return TensorList{rnd({5, 7}, t, d, 1660), idx1d({4, 0, 6}, d), rnd({5, 3}, t, d, 1661)};
+         }},
+        {"non-contiguous 4x3, 0-d int32 index",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({4, 3}, t, d, 1662)), from_values({2}, {}, DType::Int32).to(d),
+                             noncontig(rnd({4, 1}, t, d, 1663))};
+         }},
+    };
+    r.op = [](const TensorList& x) { return TensorList{index_copy(x[0], 1, x[1], x[2])}; };
+    r.reference = [](const TensorList& x) {
+      const Values sv = values(x[2]);
+      const Tensor& src = x[2];
+      return TensorList{ref_slices(x[0], 1, x[1], [&](double, const Shape& p, int64_t k) {
+        Shape q = p;
+        q[1] = k;
+        return sv[at(ravel(q, src.sizes()))];
+      })};
+    };
+    r.differentiable = {0, 2};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"a slice named twice",
+         [] {
+           index_copy(zeros({3, 4}), 1, idx1d({2, 2}, Device::cpu()), ones({3, 2}));
+         },
+         {"index_copy", "more than once"}},
+        {"source of the wrong shape",
+         [] {
+           index_copy(zeros({3, 4}), 0, idx1d({0}, Device::cpu()), zeros({2, 4}));
+         },
+         {"index_copy", "[2, 4]", "[3, 4]"}},
+        {"index out of range",
+         [] {
+           index_copy(zeros({3, 4}), 1, idx1d({4}, Device::cpu()), zeros({3, 1}));
+         },
+         {"index_copy", "index 4", "size 4"}},
+    };
+    rows.push_back(std::move(r));
+  }
+
+  // --- advanced_index and index_put --------------------------------------------------------------
+  struct Subscript {
+    const char* name;
+    Shape shape;
+    std::function<TensorList(Device)> indices;  // undefined tensors are whole dims
+  };
+  const std::vector<Subscript> subscripts = {
+      // Dims 1 and 2, adjacent: the broadcast [2, 3] stays in their place. Position (4, 0) of the
+      // last two dims is picked twice (4 and -1, -6 and 0), so gradients add up.
+      {"[:, i, j] adjacent",
+       {4, 5, 6},
+       [](Device d) {
+         return TensorList{Tensor(), from_values({-5, 4, 0, 2, -1, 3}, {2, 3}, DType::Int64).to(d),
+                           from_values({5, -6, 1}, {3}, DType::Int32).to(d)};
+       }},
+      // Dims 0 and 2, apart: the broadcast [2, 3] goes first.
+      {"[i, :, j] apart",
+       {4, 5, 6},
+       [](Device d) {
+         return TensorList{from_values({3, -4}, {2, 1}, DType::Int64).to(d), Tensor(),
+                           from_values({0, 5, -1}, {3}, DType::Int64).to(d)};
+       }},
+      // A bool mask over the first two dims: its true elements in row-major order.
+      {"[mask] over 3x4 of 3x4x2",
+       {3, 4, 2},
+       [](Device d) {
+         return TensorList{from_values({1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1}, {3, 4}, DType::Bool).to(d)};
+       }},
+      // A bool mask over dim 1 beside an int index over dim 0.
+      {"[i, mask]",
+       {3, 4},
+       [](Device d) {
+         return TensorList{from_values({2, 0}, {2}, DType::Int64).to(d),
+                           from_values({0, 1, 0, 1}, {4}, DType::Bool).to(d)};
+       }},
+  };
+  for (const Subscript& sub : subscripts) {
+    OpRow r;
+    r.name = std::string("advanced_index ") + sub.name;
+    r.dtypes = numeric_and_bool();
+    const Shape shape = sub.shape;
+    const auto indices = sub.indices;
+    r.samples = {
+        {shape_str(shape), [shape](DType t, Device d) { return TensorList{rnd(shape, t, d, 1670)}; }},
+        {"non-contiguous", [shape](DType t, Device d) { return TensorList{noncontig(rnd(shape, t, d, 1671))}; }}};
+    r.op = [indices](const TensorList& x) { return TensorList{advanced_index(x[0], indices(x[0].device()))}; };
+    r.reference = [indices](const TensorList& x) {
+      const auto [from, out_shape] = ref_advanced(x[0], indices(Device::cpu()));
+      const Values xv = values(x[0]);
+      Values out;
+      for (const int64_t f : from) out.push_back(xv[at(f)]);
+      return TensorList{from_values(out, out_shape)};
+    };
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "advanced_index errors";
+    r.dtypes = {DType::Float64};
+    r.samples = {{"3x4, [i]", [](DType t, Device d) { return TensorList{rnd({3, 4}, t, d, 1672)}; }}};
+    r.op = [](const TensorList& x) {
+      return TensorList{advanced_index(x[0], {from_values({-3, 2}, {2}, DType::Int64).to(x[0].device())})};
+    };
+    r.reference = [](const TensorList& x) {
+      return TensorList{ref_index_select(x[0], 0, from_values({0, 2}, {2}, DType::Int64))};
+    };
+    r.differentiable = {0};
+    r.out_dtype = same_dtype;
+    r.errors = {
+        {"an index past the dim",
+         [] {
+           advanced_index(zeros({3, 5}), {Tensor(), idx1d({0, -6}, Device::cpu())});
+         },
+         {"advanced_index", "index -6", "dim 1", "size 5", "indices[1]"}},
+        {"too many indices",
+         [] {
+           advanced_index(zeros({3}), {idx1d({0}, Device::cpu()), idx1d({0}, Device::cpu())});
+         },
+         {"advanced_index", "too many indices", "[3]"}},
+        {"indices that do not broadcast",
+         [] {
+           advanced_index(zeros({3, 4}), {idx1d({0, 1}, Device::cpu()), idx1d({0, 1, 2}, Device::cpu())});
+         },
+         {"advanced_index", "[2]", "[3]"}},
+        {"a float index", [] { advanced_index(zeros({3}), {zeros({1})}); }, {"advanced_index", "float32", "int64"}},
+        {"a mask of the wrong shape",
+         [] {
+           advanced_index(zeros({3, 4}), {zeros({3, 3}, DType::Bool)});
+         },
+         {"advanced_index", "[3, 3]", "[3, 4]"}},
+        {"no index tensor",
+         [] {
+           advanced_index(zeros({3, 4}), {Tensor()});
+         },
+         {"advanced_index", "at least one"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  struct Put {
+    const char* name;
+    Shape shape, values;
+    bool accumulate;
+    std::function<TensorList(Device)> indices;
+  };
+  const std::vector<Put> puts = {
+      // Rows 0 and 3 named twice: their values add up.
+      {"accumulate [i]",
+       {4, 5},
+       {6, 5},
+       true,
+       [](Device d) {
+         return TensorList{from_values({0, 3, -1, 0, 2, 3}, {6}, DType::Int64).to(d)};
+       }},
+      // Dims 0 and 2 apart, the same position twice (2 and -1, 4 and -1), values [4] broadcast.
+      {"accumulate [i, :, j], broadcast values",
+       {3, 4, 5},
+       {4},
+       true,
+       [](Device d) {
+         return TensorList{from_values({2, -1}, {2}, DType::Int64).to(d), Tensor(),
+                           from_values({4, -1}, {2}, DType::Int32).to(d)};
+       }},
+      // Six distinct positions from [2, 1] and [3] broadcast.
+      {"[i, j]",
+       {4, 5},
+       {2, 3},
+       false,
+       [](Device d) {
+         return TensorList{from_values({0, 2}, {2, 1}, DType::Int64).to(d),
+                           from_values({1, 3, -1}, {3}, DType::Int64).to(d)};
+       }},
+      // One value: positions named twice take the same value.
+      {"[i, j] = one value",
+       {4, 5},
+       {},
+       false,
+       [](Device d) {
+         return TensorList{from_values({1, 1, -3}, {3}, DType::Int64).to(d),
+                           from_values({0, 0, 2}, {3}, DType::Int64).to(d)};
+       }},
+      {"[mask] = values",
+       {3, 4},
+       {5},
+       false,
+       [](Device d) {
+         return TensorList{from_values({1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1}, {3, 4}, DType::Bool).to(d)};
+       }},
+  };
+  for (const Put& put : puts) {
+    OpRow r;
+    r.name = std::string("index_put ") + put.name;
+    r.dtypes = put.accumulate ? kAllNumeric : numeric_and_bool();
+    const Shape shape = put.shape, vshape = put.values;
+    const auto indices = put.indices;
+    const bool accumulate = put.accumulate;
+    r.samples = {{shape_str(shape) + ", values " + shape_str(vshape), [=](DType t, Device d) {
+                    return TensorList{rnd(shape, t, d, 1680), rnd(vshape, t, d, 1681)};
+                  }}};
+    r.op = [indices, accumulate](const TensorList& x) {
+      return TensorList{index_put(x[0], indices(x[0].device()), x[1], accumulate)};
+    };
+    r.reference = [indices, accumulate](const TensorList& x) {
+      return TensorList{ref_index_put(x[0], indices(Device::cpu()), x[1], accumulate)};
+    };
+    r.differentiable = {0, 1};
+    r.out_dtype = same_dtype;
+    if (!accumulate && vshape.size() == 2) {
+      r.errors = {
+          {"a position named twice",
+           [] {
+             index_put(zeros({3, 4}), {idx1d({1, 1}, Device::cpu())}, ones({2, 4}));
+           },
+           {"index_put", "more than once"}},
+          {"values of another dtype",
+           [] {
+             index_put(zeros({3, 4}), {idx1d({1}, Device::cpu())}, ones({1, 4}, DType::Float64));
+           },
+           {"index_put", "float64", "float32"}},
+          {"values that do not broadcast",
+           [] {
+             index_put(zeros({3, 4}), {idx1d({1, 2}, Device::cpu())}, ones({3, 4}));
+           },
+           {"index_put", "[3, 4]", "[2, 4]"}},
+          {"an index past the dim",
+           [] {
+             index_put(zeros({3, 4}), {idx1d({3}, Device::cpu())}, ones({4}));
+           },
+           {"index_put", "index 3", "dim 0", "size 3"}},
+      };
+    }
     rows.push_back(std::move(r));
   }
 }

@@ -40,6 +40,7 @@ const std::vector<RowFamily>& row_families() {
       {"batch_norm", add_batch_norm_rows},
       {"cross_entropy", add_cross_entropy_rows},
       {"ctc_loss", add_ctc_loss_rows},
+      {"scatter_reduce", add_scatter_reduce_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},
       {"margin_loss", add_margin_loss_rows},
