@@ -5,7 +5,7 @@
 // parameter without a gradient in some steps. Both devices run one element function; they differ
 // where nvcc contracts a multiply and an add into an FMA. Then the eight optimizers composed of
 // tensor ops (RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Rprop, ASGD), their scalar states
-// included, under the same comparison.
+// included, under the same comparison; and LBFGS's line search on the GPU against the CPU's.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -17,6 +17,7 @@
 #include "nn/optim/adamw.h"
 #include "nn/optim/classic.h"
 #include "nn/optim/composed.h"
+#include "nn/optim/lbfgs.h"
 #include "nn/optim/sgd.h"
 #include "tests/cuda/require_cuda.h"
 
@@ -141,4 +142,29 @@ TEST_CASE("cuda optimizers: the composed optimizers' steps equal the CPU's, scal
       CHECK(run_both(dtype, make) <= tol);
     }
   }
+}
+
+TEST_CASE("cuda optimizers: LBFGS with its line search follows the CPU's iterations", "[cuda][optim]") {
+  require_cuda();
+  // Rosenbrock's function from (-1.5, 2) in float64, three steps of five iterations: the GPU's
+  // dot products sum in another order, so the points differ by rounding only while every branch
+  // of the line search goes the same way.
+  std::vector<std::vector<double>> result;
+  for (const Device device : {Device::cpu(), kCuda}) {
+    Tensor x = tensor(std::vector<double>{-1.5, 2.0}).to(device);
+    x.set_requires_grad(true);
+    LBFGS opt({x}, 1.0, 5, 20, 1e-10, 1e-12, 4, LineSearch::StrongWolfe);
+    const auto closure = [&] {
+      opt.zero_grad();
+      const Tensor a = x[0], b = x[1];
+      const Tensor u = sub(1.0, a), v = sub(b, mul(a, a));
+      Tensor loss = add(mul(u, u), mul(mul(v, v), 100.0));
+      loss.backward();
+      return loss;
+    };
+    for (int s = 0; s < 3; ++s) opt.step(closure);
+    CHECK(opt.state_dict().at("lbfgs.d").device() == device);
+    result.push_back(x.to_vector<double>());
+  }
+  for (size_t i = 0; i < 2; ++i) CHECK(result[1][i] == Approx(result[0][i]).epsilon(1e-9));
 }
