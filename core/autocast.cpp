@@ -149,7 +149,8 @@ namespace autocast {
 // - add, sub, mul, div, maximum, minimum, cat, stack and where promote to their widest input
 //   themselves (kiln's type promotion, as PyTorch's), so their rows say Widest and the ops need no
 //   cast at their entry; cast_inputs implements Widest for any op that lists it and does not
-//   promote on its own.
+//   promote on its own (grid_sample and index_put, whose inputs must share a dtype, as PyTorch's
+//   list has grid_sampler and index_put).
 // - sum, mean and var run in float32 for any float16/bfloat16 input. PyTorch does the same for sum
 //   (and prod, which kiln does not have); kiln adds mean and var because they are sums too.
 // - Reductions such as amax/amin, and activations (relu, gelu, tanh, sigmoid), run in the input
@@ -234,6 +235,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"cat", Policy::Widest},
       {"stack", Policy::Widest},
       {"where", Policy::Widest},
+      {"grid_sample", Policy::Widest},
+      {"index_put", Policy::Widest},
   };
   return rows;
 }

@@ -20,6 +20,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/fold.h"
 #include "core/ops/foreach.h"
+#include "core/ops/grid_sample.h"
 #include "core/ops/index.h"
 #include "core/ops/interpolate.h"
 #include "core/ops/layer_norm.h"

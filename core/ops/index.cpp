@@ -7,8 +7,10 @@
 #include "core/ops/index.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
@@ -504,6 +506,9 @@ Tensor advanced_index(const Tensor& x, const TensorList& indices) {
 
 Tensor index_put(const Tensor& x, const TensorList& indices, const Tensor& values, bool accumulate) {
   const char* op = "index_put";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &values})) {
+    return index_put((*c)[0], indices, (*c)[1], accumulate);
+  }
   ops::check_defined(op, values, "values");
   const IndexPlan plan = plan_index(op, x, indices);
   if (values.dtype() != x.dtype()) {

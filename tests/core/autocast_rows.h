@@ -234,6 +234,23 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"cat", mixed({3, 4}), [](const TensorList& in) { return cat(in, 0); }, fp32});
   rows.push_back({"stack", mixed({3, 4}), [](const TensorList& in) { return stack(in, 1); }, fp32});
   rows.push_back({"where", mixed({3, 4}), [](const TensorList& in) { return where(in[1] > 1.0, in[0], in[1]); }, fp32});
+  // An image in the low precision read at a float32 grid; a low-precision tensor given float32
+  // values at two rows.
+  rows.push_back({"grid_sample",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({1, 2, 4, 4}, d).to(lp), sub(rand({1, 3, 3, 2}, f32(d)), 0.5)};
+                  },
+                  [](const TensorList& in) { return grid_sample(in[0], in[1]); }, fp32});
+  rows.push_back(
+      {"index_put",
+       [=](Device d, D lp) {
+         return TensorList{rnd({3, 4}, d).to(lp), rnd({2, 4}, d)};
+       },
+       [](const TensorList& in) {
+         const Tensor rows_at = tensor(std::vector<int64_t>{2, 0}, {2}, TensorOptions(DType::Int64, in[0].device()));
+         return index_put(in[0], {rows_at}, in[1]);
+       },
+       fp32});
   return rows;
 }
 

@@ -258,3 +258,30 @@ TEST_CASE("LBFGS: fits a linear regression", "[optim][lbfgs]") {
   const double last = closure().item<double>();
   CHECK(last < 1e-8 * first);
 }
+
+TEST_CASE("LBFGS: registers an image through affine_grid and grid_sample", "[optim][lbfgs]") {
+  // The target is a smooth image under a known rotation, scale and shift; theta starts at the
+  // identity and LBFGS fits it through both ops' gradients (a spatial transformer's).
+  const int64_t h = 16, w = 16;
+  const Tensor ys = linspace(-1.0, 1.0, h, TensorOptions(DType::Float64)).reshape({h, 1});
+  const Tensor xs = linspace(-1.0, 1.0, w, TensorOptions(DType::Float64)).reshape({1, w});
+  const Tensor image = add(sin(mul(xs, 2.0)), mul(cos(mul(ys, 1.5)), xs)).reshape({1, 1, h, w});
+  const Tensor truth = tensor(std::vector<double>{0.9, -0.2, 0.1, 0.15, 0.95, -0.05}).reshape({1, 2, 3});
+  const auto warp = [&](const Tensor& theta) {
+    return grid_sample(image, affine_grid(theta, {1, 1, h, w}), GridSampleMode::Bilinear, GridPadding::Border);
+  };
+  const Tensor target = warp(truth);
+  Tensor theta = tensor(std::vector<double>{1, 0, 0, 0, 1, 0}).reshape({1, 2, 3});
+  theta.set_requires_grad(true);
+  LBFGS opt({theta}, 1.0, 50, -1, 1e-12, 1e-14, 20, LineSearch::StrongWolfe);
+  const auto closure = [&] {
+    opt.zero_grad();
+    const Tensor diff = sub(warp(theta), target);
+    Tensor loss = mean(mul(diff, diff));
+    loss.backward();
+    return loss;
+  };
+  for (int s = 0; s < 4; ++s) opt.step(closure);
+  CHECK(closure().item<double>() < 1e-12);
+  require_values(theta, truth.to_vector<double>(), 0, 1e-4);
+}
