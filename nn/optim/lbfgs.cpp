@@ -16,6 +16,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "kernels/error.h"
+#include "nn/convert_parameters.h"
 
 namespace kiln::nn::optim {
 namespace {
@@ -83,20 +84,12 @@ Tensor LBFGS::flat_grad() const {
 }
 
 Tensor LBFGS::flat_params() const {
-  TensorList parts;
-  for (const Tensor& p : groups_[0].params) parts.push_back(p.detach().reshape({-1}));
-  return cat(parts, 0);
+  NoGradGuard no_grad;
+  return parameters_to_vector(groups_[0].params);
 }
 
 void LBFGS::set_params(const Tensor& x0, double t, const Tensor& d) {
-  NoGradGuard no_grad;
-  int64_t offset = 0;
-  for (const Tensor& p : groups_[0].params) {
-    const int64_t n = p.numel();
-    Tensor target = p.detach();
-    target.copy_(add(x0.narrow(0, offset, n), d.narrow(0, offset, n), t).reshape(p.sizes()));
-    offset += n;
-  }
+  vector_to_parameters(add(x0, d, t), groups_[0].params);
 }
 
 Tensor LBFGS::call(const Closure& closure) {
