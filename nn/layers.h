@@ -152,7 +152,9 @@ class Dropout : public UnaryModule {
 };
 
 // Channel dropout (dropout1d, dropout2d, dropout3d in training; the identity in eval): whole
-// channels of [N, C, *spatial] (or [C, *spatial]) inputs drop together.
+// channels of [N, C, *spatial] (or [C, *spatial]) inputs drop together. AlphaDropout and
+// FeatureAlphaDropout (alpha_dropout, feature_alpha_dropout) keep a SELU network's activations at
+// zero mean and unit variance instead.
 #define KILN_CHANNEL_DROPOUT(Name, fn)                                                                 \
   class Name : public Dropout {                                                                        \
    public:                                                                                             \
@@ -163,6 +165,8 @@ class Dropout : public UnaryModule {
 KILN_CHANNEL_DROPOUT(Dropout1d, dropout1d)
 KILN_CHANNEL_DROPOUT(Dropout2d, dropout2d)
 KILN_CHANNEL_DROPOUT(Dropout3d, dropout3d)
+KILN_CHANNEL_DROPOUT(AlphaDropout, alpha_dropout)
+KILN_CHANNEL_DROPOUT(FeatureAlphaDropout, feature_alpha_dropout)
 #undef KILN_CHANNEL_DROPOUT
 
 class GELU : public UnaryModule {

@@ -4,6 +4,7 @@
 // step then redraws the mask of that replay in its backward too.
 #include "core/ops/dropout.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/autograd.h"
@@ -76,6 +77,47 @@ Tensor dropout2d(const Tensor& x, double p, bool training, const std::optional<G
 
 Tensor dropout3d(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
   return feature_dropout("dropout3d", x, p, training, 3, generator);
+}
+
+namespace {
+
+// alpha_dropout's map of x under the keep mask (1 kept, 0 dropped; broadcast to x).
+Tensor alpha_dropout_as(const char* op, const Tensor& x, double p, bool training, const Shape& mask_shape,
+                        const std::optional<Generator>& generator) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw Error(std::string(op) + ": probability p must be in [0, 1], got " + num_str(p) + " (input " +
+                shape_str(x.sizes()) + ")");
+  }
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, 0.0);
+  constexpr double alpha = 1.7580993408473766;  // SELU's scale times its alpha
+  const double a = 1.0 / std::sqrt((alpha * alpha * p + 1.0) * (1.0 - p));
+  const Tensor keep =
+      ne(dropout(ones(mask_shape, TensorOptions(x.dtype(), x.device())), p, true, generator), 0.0).to(x.dtype());
+  // a (x m + alpha (m - 1 + p)): kept elements a (x + alpha p), dropped ones -a alpha (1 - p).
+  return add(mul(x, mul(keep, a)), mul(add(keep, p - 1.0), alpha * a));
+}
+
+}  // namespace
+
+Tensor alpha_dropout(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
+  const char* op = "alpha_dropout";
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  return alpha_dropout_as(op, x, p, training, x.sizes(), generator);
+}
+
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
+  const char* op = "feature_alpha_dropout";
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  if (x.dim() < 2) {
+    throw ShapeError(std::string(op) + ": input must be [N, C, *] or [C, *] (2-d or more), got shape " +
+                     shape_str(x.sizes()));
+  }
+  Shape mask_shape = x.sizes();
+  for (size_t d = 2; d < mask_shape.size(); ++d) mask_shape[d] = 1;
+  return alpha_dropout_as(op, x, p, training, mask_shape, generator);
 }
 
 }  // namespace kiln

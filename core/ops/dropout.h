@@ -28,4 +28,17 @@ Tensor dropout2d(const Tensor& x, double p, bool training = true,
 Tensor dropout3d(const Tensor& x, double p, bool training = true,
                  const std::optional<Generator>& generator = std::nullopt);
 
+// Alpha dropout (PyTorch's alpha_dropout), for self-normalizing networks (SELU): a dropped element
+// becomes SELU's negative saturation -1.7581 rather than 0, and an affine map a x + b restores a
+// zero mean and unit variance input's mean and variance: with keep mask m (dropout()'s draw of
+// ones, element i kept with probability 1 - p), out = a (x m + alpha' (m - 1 + p)), where alpha' =
+// 1.7580993408473766 and a = 1 / sqrt((alpha'^2 p + 1) (1 - p)). Unchanged when not training or
+// p == 0; zeros for p == 1 (as PyTorch's).
+Tensor alpha_dropout(const Tensor& x, double p, bool training = true,
+                     const std::optional<Generator>& generator = std::nullopt);
+// The same with one draw per channel of [N, C, *] (or [C, *]) inputs (feature_alpha_dropout), as
+// dropout2d is to dropout; x has at least 2 dims.
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training = true,
+                             const std::optional<Generator>& generator = std::nullopt);
+
 }  // namespace kiln

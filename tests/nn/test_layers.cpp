@@ -810,6 +810,33 @@ TEST_CASE("Dropout1d/2d/3d drop whole channels in training and nothing in eval",
   CHECK_THROWS_WITH(Dropout2d(0.5).forward(ones({4, 5})), Catch::Contains("dropout2d") && Catch::Contains("[4, 5]"));
 }
 
+TEST_CASE("AlphaDropout keeps a standard normal input's mean and variance, FeatureAlphaDropout per channel", "[nn]") {
+  manual_seed(43);
+  AlphaDropout drop(0.2);
+  CHECK(drop.str() == "AlphaDropout(p=0.2, inplace=False)");
+  const Tensor x = randn({200000}, TensorOptions(DType::Float64));
+  const Tensor y = drop.forward(x);
+  // The dropped elements sit at -a alpha (1 - p); the rest are a (x + alpha p).
+  const double alpha = 1.7580993408473766, a = 1.0 / std::sqrt((alpha * alpha * 0.2 + 1.0) * 0.8);
+  const Tensor dropped = eq(y, -a * alpha * 0.8);
+  CHECK(mean(dropped.to(DType::Float64)).item<double>() == Approx(0.2).margin(0.005));
+  CHECK(mean(y).item<double>() == Approx(0.0).margin(0.01));
+  CHECK(var(y).item<double>() == Approx(1.0).margin(0.01));
+  drop.eval();
+  CHECK(drop.forward(x).is_same(x));
+  CHECK(max(abs(alpha_dropout(x, 1.0))).item<double>() == 0.0);  // p = 1: zeros, as PyTorch's
+
+  // Per channel: every element of a [N, C] channel's H x W plane shares the draw.
+  const Tensor z = FeatureAlphaDropout(0.5).forward(zeros({8, 16, 3, 3}));
+  for (int64_t n = 0; n < 8; ++n) {
+    for (int64_t c = 0; c < 16; ++c) {
+      const Tensor plane = z.select(0, n).select(0, c);
+      CHECK(max(plane).item<double>() == min(plane).item<double>());
+    }
+  }
+  CHECK_THROWS_WITH(FeatureAlphaDropout(0.5).forward(ones({4})), Catch::Contains("feature_alpha_dropout"));
+}
+
 TEST_CASE("Bilinear: PyTorch's parameters, init bounds and printed form, x1^T W x2 + b per output", "[nn]") {
   manual_seed(41);
   Bilinear layer(4, 3, 5);

@@ -1,6 +1,8 @@
 // Op table rows of the dropout family, in training: the reference redraws the documented Philox
 // mask (element i: word (i & 1) * 2 of block i >> 1, kept iff u >= p), so float64 matches exactly;
-// channel dropout (dropout1d/2d/3d) draws one such element per channel.
+// channel dropout (dropout1d/2d/3d) draws one such element per channel, and alpha dropout keeps or
+// drops with the same draws.
+#include <cmath>
 #include <sstream>
 
 #include "kernels/philox.h"
@@ -35,6 +37,20 @@ Tensor ref_feature_dropout(const Tensor& x, double p, int64_t spatial) {
     out.push_back(keep ? xv[i] * (1.0 / (1.0 - p)) : 0.0);
   }
   return from_values(out, s);
+}
+
+// Alpha dropout: element i (or, with `inner` > 1, channel i / inner) keeps a (x + alpha p) or
+// becomes -a alpha (1 - p), with its draw as dropout's.
+Tensor ref_alpha_dropout(const Tensor& x, double p, int64_t inner) {
+  const double alpha = 1.7580993408473766, a = 1.0 / std::sqrt((alpha * alpha * p + 1.0) * (1.0 - p));
+  Values xv = values(x), out;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const uint64_t k = static_cast<uint64_t>(i) / static_cast<uint64_t>(inner);
+    Philox4 blk = philox_block(kSeed, 0, k >> 1);
+    const bool keep = static_cast<double>(philox_uniform(blk.v[(k & 1) * 2])) >= p;
+    out.push_back(keep ? a * (xv[i] + alpha * p) : -a * alpha * (1.0 - p));
+  }
+  return from_values(out, x.sizes());
 }
 
 std::string num(double v) {
@@ -108,6 +124,42 @@ void add_dropout_rows(std::vector<OpRow>& rows) {
     r.errors = {
         {"input of another rank", [fn] { fn(zeros({4}), 0.5, true, std::nullopt); }, {op, "[4]"}},
         {"p above 1", [fn, batched] { fn(zeros(batched), 1.5, true, std::nullopt); }, {op, "p", num(1.5)}},
+    };
+    rows.push_back(std::move(r));
+  }
+  for (const bool feature : {false, true}) {
+    // p = 0.3: a, a alpha p and a alpha (1 - p) are inexact in every dtype, so the rows see the
+    // affine map's rounding.
+    OpRow r;
+    r.name = feature ? "feature_alpha_dropout" : "alpha_dropout";
+    r.dtypes = kFloatTypes;
+    r.random = true;
+    r.samples = {
+        {"[3, 4, 5, 2]",
+         [](DType t, Device d) {
+           return TensorList{rnd({3, 4, 5, 2}, t, d, 84)};
+         }},
+        {"non-contiguous [4, 37]",
+         [](DType t, Device d) {
+           return TensorList{noncontig(rnd({4, 37}, t, d, 85))};
+         }},
+    };
+    r.op = [feature](const TensorList& x) {
+      return TensorList{feature ? feature_alpha_dropout(x[0], 0.3) : alpha_dropout(x[0], 0.3)};
+    };
+    r.reference = [feature](const TensorList& x) {
+      int64_t inner = 1;
+      for (int64_t d = 2; feature && d < x[0].dim(); ++d) inner *= x[0].size(d);
+      return TensorList{ref_alpha_dropout(x[0], 0.3, inner)};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"p above 1", [] { alpha_dropout(zeros({4}), 1.5); }, {"alpha_dropout", "p", num(1.5), "[4]"}},
+        {"integer input", [] { alpha_dropout(zeros({4}, DType::Int64), 0.5); }, {"alpha_dropout", "int64"}},
+        {"a 1-d input to the feature form",
+         [] { feature_alpha_dropout(zeros({4}), 0.5); },
+         {"feature_alpha_dropout", "[4]"}},
     };
     rows.push_back(std::move(r));
   }
