@@ -73,7 +73,8 @@ Tensor tap(const Image& im, const Tensor& xi, const Tensor& yi) {
     NoGradGuard no_grad;
     inside = logical_and(logical_and(ge(xi, 0.0), le(xi, static_cast<double>(im.w - 1))),
                          logical_and(ge(yi, 0.0), le(yi, static_cast<double>(im.h - 1))));
-    position = where(inside, add(mul(yi, static_cast<double>(im.w)), xi), 0.0).to(DType::Int64);
+    // In int64: a float32 product would round past 2^24 pixels.
+    position = add(mul(where(inside, yi, 0.0).to(DType::Int64), im.w), where(inside, xi, 0.0).to(DType::Int64));
   }
   const int64_t p = xi.size(1);
   const Tensor values = gather(im.flat, 2, position.unsqueeze(1).expand({im.n, im.c, p}));

@@ -1,9 +1,11 @@
 // index_select, gather and scatter_add: checks here, one index kernel each, and a backward that is
 // the scatter or gather of the other kind. Indices are never wrapped; on CUDA a bad one is found on
 // the device and raised as an IndexError at the next synchronizing call. The rest is composed of
-// those three (take, take_along_dim, index_add; index_fill and scatter write through where with a
-// count of the positions an index names), and one_hot compares the indices with an arange (its
-// range check reads them on the host).
+// those three (take, take_along_dim, index_add; index_fill, scatter and index_copy write through
+// where with a count of the positions an index names), and one_hot compares the indices with an
+// arange (its range check reads them on the host). advanced_index and index_put, a subscript's
+// semantics, wrap negative indices, merge the indexed dims into one and index_select or scatter
+// along it.
 #include "core/ops/index.h"
 
 #include <algorithm>

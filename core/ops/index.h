@@ -1,5 +1,6 @@
 // Indexing ops: pick slices or elements by integer indices, and their adjoints (scatter_add and
-// the writes composed of it). Indices are never wrapped: a negative one is an IndexError.
+// the writes composed of it). Indices are never wrapped: a negative one is an IndexError, except in
+// advanced_index and index_put, which follow a subscript's rules.
 #pragma once
 
 #include <optional>

@@ -17,6 +17,7 @@
 #include "core/ops/scatter_reduce.h"
 
 #include <string>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
@@ -107,46 +108,60 @@ Tensor covered(const Tensor& src, const Tensor& index) {
 // Equal, NaN counting as equal to NaN: which values a NaN result of amax or amin came from.
 Tensor same_value(const Tensor& a, const Tensor& b) { return logical_or(eq(a, b), logical_and(isnan(a), isnan(b))); }
 
+// Every write of a prod, amax or amin: its value (in `compute`) and its target, the position in x
+// read as 1-d. x's own elements come first with include_self, then src's covered region in index's
+// order.
+std::pair<Tensor, Tensor> all_writes(const Tensor& x, int64_t d, const Tensor& index, const Tensor& src_part,
+                                     bool include_self, DType compute) {
+  Tensor values = src_part.reshape({-1}).to(compute);
+  Tensor targets = write_targets(x, d, index).reshape({-1});
+  if (include_self) {
+    values = cat({x.reshape({-1}).to(compute), values}, 0);
+    targets = cat({arange(0, x.numel(), 1, TensorOptions(DType::Int64, x.device())), targets}, 0);
+  }
+  return {values, targets};
+}
+
+// The writes sorted by target (stably): perm maps a sorted position to a write.
+struct SortedWrites {
+  Tensor perm, keys, values;
+};
+SortedWrites sort_writes(const Tensor& values, const Tensor& targets) {
+  const Tensor perm = argsort(targets, 0);
+  return {perm, index_select(targets, 0, perm), index_select(values, 0, perm)};
+}
+
 // The result of a prod, amax or amin (no autograd), in x's dtype.
 Tensor reduce_by_sort(const char* op, const Tensor& x, int64_t d, const Tensor& index, const Tensor& src,
                       ScatterReduce reduce, bool include_self, const Tensor& touched) {
   const DType compute = reduce == ScatterReduce::Prod ? ops::widened_dtype(x.dtype()) : x.dtype();
-  const TensorOptions longs(DType::Int64, x.device());
-  Tensor values = covered(src, index).reshape({-1}).to(compute);
-  Tensor targets = write_targets(x, d, index).reshape({-1});
-  if (include_self) {
-    values = cat({x.reshape({-1}).to(compute), values}, 0);
-    targets = cat({arange(0, x.numel(), 1, longs), targets}, 0);
-  }
+  const auto [values, targets] = all_writes(x, d, index, covered(src, index), include_self, compute);
   const int64_t n = targets.numel();
   if (n == 0) return x.clone();
-  const Tensor perm = argsort(targets, 0);
-  const Tensor keys = index_select(targets, 0, perm);
-  const Tensor scan = segmented_scan(index_select(values, 0, perm), keys, reduce);
+  const SortedWrites w = sort_writes(values, targets);
+  const Tensor scan = segmented_scan(w.values, w.keys, reduce);
   // The sorted position of each target's run end (0 for targets without writes, masked below).
-  const Tensor ends = ops::scatter_add_as(op, zeros({x.numel()}, longs), 0, keys,
-                                          where(run_edges(keys, false), arange(0, n, 1, longs), 0));
+  const TensorOptions longs(DType::Int64, x.device());
+  const Tensor ends = ops::scatter_add_as(op, zeros({x.numel()}, longs), 0, w.keys,
+                                          where(run_edges(w.keys, false), arange(0, n, 1, longs), 0));
   const Tensor result = index_select(scan, 0, ends).to(x.dtype());
   return where(touched.reshape({-1}), result, x.reshape({-1})).reshape(x.sizes());
 }
 
 // The gradient of a prod: per write, the product of the other values of its run (prefix and suffix
-// scans, exclusive), in the order of the writes (x's elements first with include_self).
+// scans, exclusive), in the order of the writes.
 Tensor prod_others(const Tensor& values, const Tensor& targets) {
   const int64_t n = values.numel();
-  const Tensor perm = argsort(targets, 0);
-  const Tensor keys = index_select(targets, 0, perm);
-  const Tensor v = index_select(values, 0, perm);
-  const Tensor prefix = segmented_scan(v, keys, ScatterReduce::Prod);
-  const Tensor suffix = flip(segmented_scan(flip(v, {0}), flip(keys, {0}), ScatterReduce::Prod), {0});
-  const Tensor one = ones({1}, TensorOptions(v.dtype(), v.device()));
+  const SortedWrites w = sort_writes(values, targets);
+  const Tensor prefix = segmented_scan(w.values, w.keys, ScatterReduce::Prod);
+  const Tensor suffix = flip(segmented_scan(flip(w.values, {0}), flip(w.keys, {0}), ScatterReduce::Prod), {0});
+  const Tensor one = ones({1}, TensorOptions(values.dtype(), values.device()));
   // Shifted by one within the run: the run's first (last) element has nothing before (after) it.
-  const Tensor before = where(run_edges(keys, true), one, cat({one, prefix.narrow(0, 0, n - 1)}, 0));
-  const Tensor after = where(run_edges(keys, false), one, cat({suffix.narrow(0, 1, n - 1), one}, 0));
-  const Tensor sorted_others = mul(before, after);
+  const Tensor before = where(run_edges(w.keys, true), one, cat({one, prefix.narrow(0, 0, n - 1)}, 0));
+  const Tensor after = where(run_edges(w.keys, false), one, cat({suffix.narrow(0, 1, n - 1), one}, 0));
   // Back to the writes' order: each sorted element lands on its own write once.
-  return ops::scatter_add_as("scatter_reduce", zeros({n}, TensorOptions(v.dtype(), v.device())), 0, perm,
-                             sorted_others);
+  return ops::scatter_add_as("scatter_reduce", zeros({n}, TensorOptions(values.dtype(), values.device())), 0, w.perm,
+                             mul(before, after));
 }
 
 // The gradients of x and of src's covered region for a prod, amax or amin.
@@ -155,13 +170,7 @@ TensorList backward_by_sort(const Tensor& g, const Tensor& x, int64_t d, const T
   const DType gd = g.dtype();
   if (reduce == ScatterReduce::Prod) {
     const DType compute = ops::widened_dtype(x.dtype());
-    const TensorOptions longs(DType::Int64, x.device());
-    Tensor values = src_part.reshape({-1}).to(compute);
-    Tensor targets = write_targets(x, d, index).reshape({-1});
-    if (include_self) {
-      values = cat({x.reshape({-1}).to(compute), values}, 0);
-      targets = cat({arange(0, x.numel(), 1, longs), targets}, 0);
-    }
+    const auto [values, targets] = all_writes(x, d, index, src_part, include_self, compute);
     Tensor dx = g, dsrc = zeros(src_part.sizes(), TensorOptions(gd, g.device()));
     if (targets.numel() == 0) return {dx, dsrc};
     const Tensor others = mul(prod_others(values, targets), index_select(g.reshape({-1}).to(compute), 0, targets));

@@ -20,6 +20,7 @@
 #include "nn/optim/lbfgs.h"
 #include "nn/optim/sgd.h"
 #include "tests/cuda/require_cuda.h"
+#include "tests/nn/optim_checks.h"
 
 using namespace kiln;
 using namespace kiln::nn::optim;
@@ -154,15 +155,7 @@ TEST_CASE("cuda optimizers: LBFGS with its line search follows the CPU's iterati
     Tensor x = tensor(std::vector<double>{-1.5, 2.0}).to(device);
     x.set_requires_grad(true);
     LBFGS opt({x}, 1.0, 5, 20, 1e-10, 1e-12, 4, LineSearch::StrongWolfe);
-    const auto closure = [&] {
-      opt.zero_grad();
-      const Tensor a = x[0], b = x[1];
-      const Tensor u = sub(1.0, a), v = sub(b, mul(a, a));
-      Tensor loss = add(mul(u, u), mul(mul(v, v), 100.0));
-      loss.backward();
-      return loss;
-    };
-    for (int s = 0; s < 3; ++s) opt.step(closure);
+    for (int s = 0; s < 3; ++s) opt.step([&] { return kiln::test::rosenbrock(opt, x); });
     CHECK(opt.state_dict().at("lbfgs.d").device() == device);
     result.push_back(x.to_vector<double>());
   }

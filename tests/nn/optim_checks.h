@@ -1,6 +1,7 @@
 // Helpers of the optimizer and scheduler tests (test_optim.cpp, test_optim_composed.cpp,
-// test_optim_classic.cpp, test_lr_scheduler.cpp): parameters and gradients from plain vectors, and a check of a tensor
-// against values computed in double.
+// test_optim_classic.cpp, test_optim_lbfgs.cpp, test_lr_scheduler.cpp, and the GPU's
+// test_optim_cuda.cpp): parameters and gradients from plain vectors, a check of a tensor against
+// values computed in double, and closures to minimize.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -67,6 +68,17 @@ inline double regression_loss_ratio(
     (step == 0 ? first : last) = loss.item<double>();
   }
   return last / first;
+}
+
+// An LBFGS closure over Rosenbrock's function (1 - a)^2 + 100 (b - a^2)^2 of x = (a, b): clears
+// opt's gradients, computes the loss, runs backward and returns the loss. Its minimum is (1, 1).
+inline Tensor rosenbrock(nn::optim::Optimizer& opt, const Tensor& x) {
+  opt.zero_grad();
+  const Tensor a = x[0], b = x[1];
+  const Tensor u = sub(1.0, a), v = sub(b, mul(a, a));
+  Tensor loss = add(mul(u, u), mul(mul(v, v), 100.0));
+  loss.backward();
+  return loss;
 }
 
 }  // namespace kiln::test

@@ -23,6 +23,7 @@ namespace {
 
 using kiln::test::param;
 using kiln::test::require_values;
+using kiln::test::rosenbrock;
 using kiln::test::Vec;
 
 // f(x) = 0.5 x'Ax - b'x with A symmetric positive definite (3x3), gradient Ax - b.
@@ -117,15 +118,6 @@ struct FixedStepLbfgs {
     }
   }
 };
-
-Tensor rosenbrock(Optimizer& opt, const Tensor& x) {
-  opt.zero_grad();
-  const Tensor a = x[0], b = x[1];
-  const Tensor u = sub(1.0, a), v = sub(b, mul(a, a));
-  Tensor loss = add(mul(u, u), mul(mul(v, v), 100.0));
-  loss.backward();
-  return loss;
-}
 
 }  // namespace
 
