@@ -3,6 +3,7 @@
 // on the tape, so the backward is autograd's through time.
 #include "nn/rnn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -272,5 +273,62 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bia
 GRU::GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first, double dropout,
          bool bidirectional)
     : RNNBase("GRU", RNNKind::GRU, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional) {}
+
+Tensor pad_sequence(const TensorList& sequences, bool batch_first, double padding_value, PaddingSide side) {
+  const char* op = "pad_sequence";
+  if (sequences.empty()) throw Error(std::string(op) + ": no sequences to pad");
+  int64_t longest = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Tensor& s = sequences[i];
+    if (!s.defined() || s.dim() == 0) {
+      throw ShapeError(std::string(op) + ": sequence " + std::to_string(i) + " must be [L, *], got " +
+                       (s.defined() ? shape_str(s.sizes()) : std::string("an undefined tensor")));
+    }
+    const Tensor& first = sequences[0];
+    const Shape trailing(s.sizes().begin() + 1, s.sizes().end());
+    if (trailing != Shape(first.sizes().begin() + 1, first.sizes().end()) || s.dtype() != first.dtype() ||
+        s.device() != first.device()) {
+      throw ShapeError(std::string(op) + ": sequence " + std::to_string(i) + " (" + shape_str(s.sizes()) + ", " +
+                       dtype_name(s.dtype()) + " on " + s.device().str() + ") differs from sequence 0 (" +
+                       shape_str(first.sizes()) + ", " + dtype_name(first.dtype()) + " on " + first.device().str() +
+                       ") in its trailing shape, dtype or device");
+    }
+    longest = std::max(longest, s.size(0));
+  }
+  TensorList padded;
+  padded.reserve(sequences.size());
+  for (const Tensor& s : sequences) {
+    // F.pad's pairs run from the last dim: zeros for the trailing dims, then the length's.
+    Shape pads(static_cast<size_t>(2 * s.dim()), 0);
+    const int64_t missing = longest - s.size(0);
+    pads[pads.size() - (side == PaddingSide::Right ? 1 : 2)] = missing;
+    padded.push_back(missing == 0 ? s : pad(s, pads, PadMode::Constant, padding_value));
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+
+TensorList unpad_sequence(const Tensor& padded, const std::vector<int64_t>& lengths, bool batch_first) {
+  const char* op = "unpad_sequence";
+  if (!padded.defined() || padded.dim() < 2) {
+    throw ShapeError(std::string(op) + ": padded must be [L, B, *] or [B, L, *], got " +
+                     (padded.defined() ? shape_str(padded.sizes()) : std::string("an undefined tensor")));
+  }
+  const int64_t batch = padded.size(batch_first ? 0 : 1), steps = padded.size(batch_first ? 1 : 0);
+  if (static_cast<int64_t>(lengths.size()) != batch) {
+    throw ShapeError(std::string(op) + ": " + std::to_string(lengths.size()) + " lengths for a batch of " +
+                     std::to_string(batch) + " (padded " + shape_str(padded.sizes()) + ")");
+  }
+  TensorList out;
+  out.reserve(lengths.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = lengths[static_cast<size_t>(b)];
+    if (n < 0 || n > steps) {
+      throw ShapeError(std::string(op) + ": length " + std::to_string(n) + " of sequence " + std::to_string(b) +
+                       " is outside [0, " + std::to_string(steps) + "] (padded " + shape_str(padded.sizes()) + ")");
+    }
+    out.push_back(padded.select(batch_first ? 0 : 1, b).narrow(0, 0, n));
+  }
+  return out;
+}
 
 }  // namespace kiln::nn

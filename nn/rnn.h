@@ -4,7 +4,8 @@
 // elementwise ops, so autograd, autocast and both devices come with them: a layer runs one matrix
 // product of the whole sequence with weight_ih, then one step per time step (its product with
 // weight_hh, then the gates). There is no fused cuDNN kernel behind them; proj_size (LSTM's
-// projections) and packed sequences are not supported.
+// projections) and packed sequences are not supported: batches of sequences of several lengths
+// are padded (pad_sequence, below) and their lengths kept beside them.
 #pragma once
 
 #include <cstdint>
@@ -159,5 +160,18 @@ class GRU : public RNNBase {
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
   RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
 };
+
+// Which end of a sequence pad_sequence pads.
+enum class PaddingSide : uint8_t { Right, Left };
+
+// torch.nn.utils.rnn.pad_sequence: sequences [L_i, *] (one dtype, device and trailing shape) padded
+// with padding_value to the longest L and stacked: [L, B, *], or [B, L, *] with batch_first. Right
+// padding puts each sequence first, Left last. Differentiable in the sequences.
+Tensor pad_sequence(const TensorList& sequences, bool batch_first = false, double padding_value = 0.0,
+                    PaddingSide side = PaddingSide::Right);
+// torch.nn.utils.rnn.unpad_sequence: the first lengths[b] steps of each sequence of a right-padded
+// batch [L, B, *] ([B, L, *] with batch_first), as views. lengths has one value per sequence, each
+// in [0, L].
+TensorList unpad_sequence(const Tensor& padded, const std::vector<int64_t>& lengths, bool batch_first = false);
 
 }  // namespace kiln::nn

@@ -303,3 +303,34 @@ TEST_CASE("a GRU learns the running sum of its inputs", "[nn][rnn]") {
   INFO("before " << before << ", after " << after);
   CHECK(after < 0.05 * before);
 }
+
+TEST_CASE("pad_sequence and unpad_sequence: right and left padding, batch_first, gradients, errors", "[rnn]") {
+  const Tensor a = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}).reshape({3, 2});
+  const Tensor b = tensor(std::vector<double>{7, 8}).reshape({1, 2});
+  const Tensor padded = pad_sequence({a, b}, false, -1.0);  // [3, 2, 2]: time first
+  REQUIRE(padded.sizes() == Shape{3, 2, 2});
+  CHECK(padded.to_vector<double>() == std::vector<double>{1, 2, 7, 8, 3, 4, -1, -1, 5, 6, -1, -1});
+  const Tensor left = pad_sequence({a, b}, true, 0.0, PaddingSide::Left);  // [2, 3, 2]
+  REQUIRE(left.sizes() == Shape{2, 3, 2});
+  CHECK(left.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 7, 8});
+
+  // unpad gives the sequences back (views of the batch), from either layout.
+  const TensorList back = unpad_sequence(padded, {3, 1});
+  CHECK(back[0].to_vector<double>() == a.to_vector<double>());
+  CHECK(back[1].to_vector<double>() == b.to_vector<double>());
+  CHECK(unpad_sequence(pad_sequence({a, b}, true), {3, 1}, true)[1].sizes() == Shape{1, 2});
+
+  // The padding takes no gradient; each sequence its own.
+  Tensor x = tensor(std::vector<double>{1, 2}).reshape({2, 1}), y = tensor(std::vector<double>{3}).reshape({1, 1});
+  x.set_requires_grad(true);
+  y.set_requires_grad(true);
+  sum(mul(pad_sequence({x, y}, true), tensor(std::vector<double>{1, 2, 3, 4}).reshape({2, 2, 1}))).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 2});
+  CHECK(y.grad().to_vector<double>() == std::vector<double>{3});
+
+  CHECK_THROWS_WITH(pad_sequence({a, zeros({2, 3}, DType::Float64)}),
+                    Catch::Contains("pad_sequence") && Catch::Contains("[2, 3]"));
+  CHECK_THROWS_WITH(pad_sequence({}), Catch::Contains("pad_sequence"));
+  CHECK_THROWS_WITH(unpad_sequence(padded, {3}), Catch::Contains("unpad_sequence") && Catch::Contains("batch of 2"));
+  CHECK_THROWS_WITH(unpad_sequence(padded, {4, 1}), Catch::Contains("length 4"));
+}
