@@ -58,7 +58,7 @@ void reset_conv_bias_warning_for_testing() { g_conv_bias_warned.store(false); }
 
 // --- BatchNorm1d, BatchNorm2d, BatchNorm3d ------------------------------------------------------
 
-NormBase::NormBase(const char* name, int64_t num_features, double eps, double momentum, bool affine,
+NormBase::NormBase(const char* name, int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                    bool track_running_stats)
     : num_features(num_features),
       eps(eps),
@@ -68,7 +68,9 @@ NormBase::NormBase(const char* name, int64_t num_features, double eps, double mo
   const std::string n = name;
   if (num_features <= 0) throw Error(n + ": num_features must be positive, got " + std::to_string(num_features));
   check_eps(name, eps);
-  if (!(momentum >= 0.0 && momentum <= 1.0)) throw Error(n + ": momentum must be in [0, 1], got " + py_float(momentum));
+  if (momentum && !(*momentum >= 0.0 && *momentum <= 1.0)) {
+    throw Error(n + ": momentum must be in [0, 1] (or none), got " + py_float(*momentum));
+  }
   if (affine) {
     weight = register_parameter("weight", filled(name, {num_features}, 1.0));
     bias = register_parameter("bias", filled(name, {num_features}, 0.0));
@@ -89,12 +91,13 @@ void NormBase::reset_running_stats() {
 }
 
 std::string NormBase::extra_repr() const {
-  return std::to_string(num_features) + ", eps=" + py_float(eps) + ", momentum=" + py_float(momentum) +
-         ", affine=" + py_bool(affine) + ", track_running_stats=" + py_bool(track_running_stats);
+  return std::to_string(num_features) + ", eps=" + py_float(eps) +
+         ", momentum=" + (momentum ? py_float(*momentum) : std::string("None")) + ", affine=" + py_bool(affine) +
+         ", track_running_stats=" + py_bool(track_running_stats);
 }
 
 BatchNorm::BatchNorm(const char* name, std::vector<int64_t> dims, const char* layout, int64_t num_features, double eps,
-                     double momentum, bool affine, bool track_running_stats)
+                     std::optional<double> momentum, bool affine, bool track_running_stats)
     : NormBase(name, num_features, eps, momentum, affine, track_running_stats),
       dims_(std::move(dims)),
       layout_(layout) {}
@@ -121,8 +124,8 @@ Tensor BatchNorm::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
     if (z.defined()) y = y + z;
     return epilogue.relu ? relu(y) : y;
   }
-  if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, momentum, eps, epilogue);
-  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps, epilogue);
+  if (!track_running_stats) return batch_norm(x, Tensor(), Tensor(), weight, bias, true, 0.0, eps, epilogue);
+  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training(), update_weight(), eps, epilogue);
   if (is_training()) {  // after batch_norm's checks: a refused batch is not counted
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
@@ -135,6 +138,13 @@ Tensor BatchNorm::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
 // passes, as the fused kernel, rather than E[x^2] - mean^2, which cancels badly in float32). The
 // backward follows through autograd, whose sums over the processes are the cross-process parts of
 // batch norm's gradient. Statistics in float32 at least, as the fused kernel's.
+double BatchNorm::update_weight() const {
+  if (momentum) return *momentum;
+  if (!is_training()) return 0.0;  // not read in eval
+  // The cumulative average: this batch counts as one of num_batches_tracked + 1 (a host read).
+  return 1.0 / static_cast<double>(num_batches_tracked.to(Device::cpu()).item<int64_t>() + 1);
+}
+
 Tensor BatchNorm::synced_forward(const Tensor& x) {
   const int64_t c = num_features;
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -161,11 +171,12 @@ Tensor BatchNorm::synced_forward(const Tensor& x) {
   if (affine) y = y * weight.view(per_channel).to(acc) + bias.view(per_channel).to(acc);
   if (track_running_stats) {  // training (evaluation with running statistics never gets here)
     NoGradGuard no_grad;
+    const double w = update_weight();
     num_batches_tracked.add_(1);
     const Tensor unbiased = var.detach() * total / (total - 1.0);
     const Tensor sample = total > 1.0;  // no host read: a one-value job keeps its running statistics
-    const Tensor new_mean = running_mean * (1.0 - momentum) + (mean.detach() * momentum).to(running_mean.dtype());
-    const Tensor new_var = running_var * (1.0 - momentum) + (unbiased * momentum).to(running_var.dtype());
+    const Tensor new_mean = running_mean * (1.0 - w) + (mean.detach() * w).to(running_mean.dtype());
+    const Tensor new_var = running_var * (1.0 - w) + (unbiased * w).to(running_var.dtype());
     running_mean.copy_(where(sample, new_mean, running_mean));
     running_var.copy_(where(sample, new_var, running_var));
   }
@@ -238,7 +249,7 @@ Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, 
 // --- InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm ---------------------------
 
 InstanceNorm::InstanceNorm(const char* name, int64_t spatial, const char* layout, int64_t num_features, double eps,
-                           double momentum, bool affine, bool track_running_stats)
+                           std::optional<double> momentum, bool affine, bool track_running_stats)
     : NormBase(name, num_features, eps, momentum, affine, track_running_stats), spatial_(spatial), layout_(layout) {}
 
 Tensor InstanceNorm::forward(const Tensor& x) {
@@ -254,7 +265,8 @@ Tensor InstanceNorm::forward(const Tensor& x) {
                      std::to_string(num_features) + " (input " + shape_str(x.sizes()) + ")");
   }
   const bool input_stats = is_training() || !track_running_stats;
-  const Tensor y = instance_norm(batched, running_mean, running_var, weight, bias, input_stats, momentum, eps);
+  const Tensor y =
+      instance_norm(batched, running_mean, running_var, weight, bias, input_stats, momentum.value_or(0.0), eps);
   return unbatched ? y.squeeze(0) : y;
 }
 

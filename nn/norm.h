@@ -28,20 +28,26 @@ class BatchNormSync {
 // What batch norm and instance norm share (PyTorch's _NormBase): the options, parameters weight
 // (ones) and bias (zeros) [C] when affine, and buffers running_mean (zeros), running_var (ones) and
 // num_batches_tracked (int64 0) when track_running_stats; printed as PyTorch prints them.
+// momentum weighs each batch's statistics in the running ones; std::nullopt (PyTorch's None) makes
+// batch norm's running statistics the plain average over all batches so far (weight 1 /
+// num_batches_tracked, which reads the count on the host each training step, as PyTorch does),
+// while instance norm then leaves them as they are (PyTorch passes it a momentum of 0).
 class NormBase : public UnaryModule {
  public:
   std::string extra_repr() const override;
   void reset_running_stats();
 
   int64_t num_features;
-  double eps, momentum;
+  double eps;
+  std::optional<double> momentum;
   bool affine, track_running_stats;
   Tensor weight, bias;
   Tensor running_mean, running_var, num_batches_tracked;
 
  protected:
   // `name` is the class's, for errors.
-  NormBase(const char* name, int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats);
+  NormBase(const char* name, int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+           bool track_running_stats);
 };
 
 // Batch norm over dim 1 of [N, C, *] (PyTorch's _BatchNorm): BatchNorm1d, BatchNorm2d and
@@ -66,10 +72,13 @@ class BatchNorm : public NormBase {
   // `name` is the class's (for errors); the input must have one of `dims` dims, described in errors
   // by `layout` ("[N, C, H, W]").
   BatchNorm(const char* name, std::vector<int64_t> dims, const char* layout, int64_t num_features, double eps,
-            double momentum, bool affine, bool track_running_stats);
+            std::optional<double> momentum, bool affine, bool track_running_stats);
 
  private:
   Tensor synced_forward(const Tensor& x);
+  // The weight of this training batch's statistics in the running ones: momentum, or for none
+  // 1 / (the batches tracked so far + 1).
+  double update_weight() const;
   std::vector<int64_t> dims_;
   const char* layout_;
 };
@@ -77,8 +86,8 @@ class BatchNorm : public NormBase {
 // Input [N, C] or [N, C, L] (features of a linear layer, or channels of a sequence).
 class BatchNorm1d : public BatchNorm {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
       : BatchNorm("BatchNorm1d", {2, 3}, "[N, C] or [N, C, L]", num_features, eps, momentum, affine,
                   track_running_stats) {}
   std::string type_name() const override { return "BatchNorm1d"; }
@@ -87,8 +96,8 @@ class BatchNorm1d : public BatchNorm {
 // Input [N, C, H, W].
 class BatchNorm2d : public BatchNorm {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
       : BatchNorm("BatchNorm2d", {4}, "[N, C, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
   std::string type_name() const override { return "BatchNorm2d"; }
 };
@@ -96,8 +105,8 @@ class BatchNorm2d : public BatchNorm {
 // Input [N, C, D, H, W].
 class BatchNorm3d : public BatchNorm {
  public:
-  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true)
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
       : BatchNorm("BatchNorm3d", {5}, "[N, C, D, H, W]", num_features, eps, momentum, affine, track_running_stats) {}
   std::string type_name() const override { return "BatchNorm3d"; }
 };
@@ -169,8 +178,8 @@ class InstanceNorm : public NormBase {
  protected:
   // `name` is the class's (for errors); `spatial` the number of position dims (1, 2 or 3),
   // described in errors by `layout` ("[N, C, H, W] or [C, H, W]").
-  InstanceNorm(const char* name, int64_t spatial, const char* layout, int64_t num_features, double eps, double momentum,
-               bool affine, bool track_running_stats);
+  InstanceNorm(const char* name, int64_t spatial, const char* layout, int64_t num_features, double eps,
+               std::optional<double> momentum, bool affine, bool track_running_stats);
 
  private:
   int64_t spatial_;
@@ -179,8 +188,8 @@ class InstanceNorm : public NormBase {
 
 class InstanceNorm1d : public InstanceNorm {
  public:
-  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
-                          bool track_running_stats = false)
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false)
       : InstanceNorm("InstanceNorm1d", 1, "[N, C, L] or [C, L]", num_features, eps, momentum, affine,
                      track_running_stats) {}
   std::string type_name() const override { return "InstanceNorm1d"; }
@@ -188,8 +197,8 @@ class InstanceNorm1d : public InstanceNorm {
 
 class InstanceNorm2d : public InstanceNorm {
  public:
-  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
-                          bool track_running_stats = false)
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false)
       : InstanceNorm("InstanceNorm2d", 2, "[N, C, H, W] or [C, H, W]", num_features, eps, momentum, affine,
                      track_running_stats) {}
   std::string type_name() const override { return "InstanceNorm2d"; }
@@ -197,8 +206,8 @@ class InstanceNorm2d : public InstanceNorm {
 
 class InstanceNorm3d : public InstanceNorm {
  public:
-  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
-                          bool track_running_stats = false)
+  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false)
       : InstanceNorm("InstanceNorm3d", 3, "[N, C, D, H, W] or [C, D, H, W]", num_features, eps, momentum, affine,
                      track_running_stats) {}
   std::string type_name() const override { return "InstanceNorm3d"; }

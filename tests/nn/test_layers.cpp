@@ -195,6 +195,34 @@ TEST_CASE("ConvTranspose1d: output length, weight shape, printed form, output_si
                     Catch::Contains("ConvTranspose1d") && Catch::Contains("output_padding (1,)"));
 }
 
+TEST_CASE("BatchNorm2d with momentum none: the running statistics average every batch so far", "[nn]") {
+  manual_seed(5);
+  BatchNorm2d bn(2, 1e-5, std::nullopt);
+  CHECK(bn.str() == "BatchNorm2d(2, eps=1e-05, momentum=None, affine=True, track_running_stats=True)");
+  std::vector<double> mean_sum(2, 0.0), var_sum(2, 0.0);
+  for (int k = 0; k < 3; ++k) {
+    const Tensor x = (randn({4, 2, 3, 3}) * (1.0 + k) + 2.0 * k).to(DType::Float64);
+    bn.forward(x.to(DType::Float32));
+    const Tensor xf = x.to(DType::Float32).to(DType::Float64);
+    for (int64_t c = 0; c < 2; ++c) {
+      const Tensor channel = xf.select(1, c);
+      mean_sum[c] += mean(channel).item<double>();
+      var_sum[c] += var(channel).item<double>();  // unbiased, as the running variance
+    }
+  }
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 3);
+  const std::vector<double> rm = bn.running_mean.to_vector<double>(), rv = bn.running_var.to_vector<double>();
+  for (size_t c = 0; c < 2; ++c) {
+    CHECK(rm[c] == Approx(mean_sum[c] / 3).epsilon(1e-5));
+    CHECK(rv[c] == Approx(var_sum[c] / 3).epsilon(1e-5));
+  }
+  // Instance norm leaves its running statistics alone with none, as PyTorch (a momentum of 0).
+  InstanceNorm2d inorm(2, 1e-5, std::nullopt, false, true);
+  inorm.forward(randn({2, 2, 3, 3}) + 5.0);
+  CHECK(inorm.running_mean.to_vector<double>() == std::vector<double>{0, 0});
+  CHECK_THROWS_WITH(BatchNorm1d(3, 1e-5, 1.5), Catch::Contains("momentum") && Catch::Contains("1.5"));
+}
+
 TEST_CASE("BatchNorm2d: training updates running stats, eval uses them", "[nn]") {
   manual_seed(3);
   BatchNorm2d bn(3);
