@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/optim/optimizer.h"
@@ -42,9 +43,9 @@ class LBFGS : public Optimizer {
   // None per parameter: the state is of the flat vector (state_dict's "lbfgs." keys).
   std::vector<std::string> state_names() const override { return {}; }
   // The base's keys plus the flat state: "lbfgs.d" and "lbfgs.prev_flat_grad" (the last direction
-  // and gradient, in the parameters' dtype and device), "lbfgs.old_dirs" and "lbfgs.old_stps" ([k,
-  // n]: the gradient changes y and steps s kept), "lbfgs.ro" (1 / y.s, float64), and float64 or
-  // int64 0-d CPU scalars "lbfgs.t", "lbfgs.H_diag", "lbfgs.prev_loss", "lbfgs.n_iter" and
+  // and gradient, in the parameters' dtype and device), "lbfgs.old_dirs" and "lbfgs.old_stps"
+  // ([k, n]: the gradient changes y and steps s kept), "lbfgs.ro" (1 / y.s, float64), and float64
+  // or int64 0-d CPU scalars "lbfgs.t", "lbfgs.H_diag", "lbfgs.prev_loss", "lbfgs.n_iter" and
   // "lbfgs.func_evals". Before the first step the flat tensors are absent.
   std::map<std::string, Tensor> state_dict() const override;
   // Restores a state_dict of an LBFGS over parameters of the same sizes; a missing or misshapen
