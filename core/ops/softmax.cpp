@@ -2,13 +2,19 @@
 // runs along the middle dim; the backward needs only the forward's output.
 #include "core/ops/softmax.h"
 
+#include <cmath>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/index.h"
+#include "core/ops/random.h"
+#include "core/ops/reduce.h"
 #include "core/ops/helpers.h"
 #include "kernels/error.h"
 #include "kernels/softmax.h"
@@ -61,5 +67,32 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+
+Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, int64_t dim,
+                      const std::optional<Generator>& generator) {
+  const char* op = "gumbel_softmax";
+  ops::check_defined(op, logits, "logits");
+  ops::check_floating(op, logits, "logits");
+  if (!(tau > 0.0) || !std::isfinite(tau)) {
+    throw Error(std::string(op) + ": tau must be positive and finite, got " + num_str(tau));
+  }
+  const int64_t d = logits.dim() == 0 ? ops::checked_dim(op, logits, dim) : wrap_dim(dim, logits.dim(), op);
+  Tensor gumbels;
+  {
+    NoGradGuard no_grad;  // noise: no gradient. u == 0 gives -inf, a weight of 0.
+    const Tensor u =
+        rand(logits.sizes(), TensorOptions(ops::widened_dtype(logits.dtype()), logits.device()), generator);
+    gumbels = neg(log(neg(log(u)))).to(logits.dtype());
+  }
+  const Tensor y = softmax(div(add(logits, gumbels), tau), d);
+  if (!hard) return y;
+  Tensor one_hot;
+  {
+    NoGradGuard no_grad;
+    one_hot = scatter(zeros_like(y), d, argmax(y, d, true), 1.0);
+  }
+  // The one-hot vector exactly (y - y.detach() is 0), with y's gradient.
+  return add(one_hot, sub(y, y.detach()));
+}
 
 }  // namespace kiln
