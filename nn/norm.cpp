@@ -133,11 +133,6 @@ Tensor BatchNorm::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
   return y;
 }
 
-// Synchronized statistics, from differentiable ops: the job's per-channel sum and element count in
-// one cross-process sum, then the sum of squared deviations from the job's mean in a second (two
-// passes, as the fused kernel, rather than E[x^2] - mean^2, which cancels badly in float32). The
-// backward follows through autograd, whose sums over the processes are the cross-process parts of
-// batch norm's gradient. Statistics in float32 at least, as the fused kernel's.
 double BatchNorm::update_weight() const {
   if (momentum) return *momentum;
   if (!is_training()) return 0.0;  // not read in eval
@@ -145,6 +140,11 @@ double BatchNorm::update_weight() const {
   return 1.0 / static_cast<double>(num_batches_tracked.to(Device::cpu()).item<int64_t>() + 1);
 }
 
+// Synchronized statistics, from differentiable ops: the job's per-channel sum and element count in
+// one cross-process sum, then the sum of squared deviations from the job's mean in a second (two
+// passes, as the fused kernel, rather than E[x^2] - mean^2, which cancels badly in float32). The
+// backward follows through autograd, whose sums over the processes are the cross-process parts of
+// batch norm's gradient. Statistics in float32 at least, as the fused kernel's.
 Tensor BatchNorm::synced_forward(const Tensor& x) {
   const int64_t c = num_features;
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
