@@ -16,15 +16,23 @@
 #include "kernels/dropout.h"
 
 namespace kiln {
+namespace {
+
+// Every dropout's p: in [0, 1], else a kiln::Error naming op, p and the input's shape.
+void check_probability(const char* op, double p, const Tensor& x) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw Error(std::string(op) + ": probability p must be in [0, 1], got " + num_str(p) + " (input " +
+                shape_str(x.sizes()) + ")");
+  }
+}
+
+}  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, const std::optional<Generator>& generator) {
   const char* op = "dropout";
   ops::check_defined(op, x, "input");
   ops::check_floating(op, x, "input");
-  if (!(p >= 0.0 && p <= 1.0)) {
-    throw Error("dropout: probability p must be in [0, 1], got " + num_str(p) + " (input " + shape_str(x.sizes()) +
-                ")");
-  }
+  check_probability(op, p, x);
   if (!training || p == 0.0) return x;
   ops::KernelScope scope(op, x.device());
   const PhiloxState state = generator_for(op, x.device(), generator).next();
@@ -55,10 +63,7 @@ Tensor feature_dropout(const char* op, const Tensor& x, double p, bool training,
                      " spatial dims] or unbatched [C, ...], so " + std::to_string(spatial + 2) + "-d or " +
                      std::to_string(spatial + 1) + "-d, got shape " + shape_str(x.sizes()));
   }
-  if (!(p >= 0.0 && p <= 1.0)) {
-    throw Error(std::string(op) + ": probability p must be in [0, 1], got " + num_str(p) + " (input " +
-                shape_str(x.sizes()) + ")");
-  }
+  check_probability(op, p, x);
   if (!training || p == 0.0) return x;
   Shape mask_shape = x.sizes();
   for (size_t d = mask_shape.size() - static_cast<size_t>(spatial); d < mask_shape.size(); ++d) mask_shape[d] = 1;
@@ -84,10 +89,7 @@ namespace {
 // alpha_dropout's map of x under the keep mask (1 kept, 0 dropped; broadcast to x).
 Tensor alpha_dropout_as(const char* op, const Tensor& x, double p, bool training, const Shape& mask_shape,
                         const std::optional<Generator>& generator) {
-  if (!(p >= 0.0 && p <= 1.0)) {
-    throw Error(std::string(op) + ": probability p must be in [0, 1], got " + num_str(p) + " (input " +
-                shape_str(x.sizes()) + ")");
-  }
+  check_probability(op, p, x);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return mul(x, 0.0);
   constexpr double alpha = 1.7580993408473766;  // SELU's scale times its alpha
