@@ -171,6 +171,8 @@ const std::vector<PolicyRow>& policy_table() {
       {"gelu_mlp", Policy::LowPrecision},
       {"conv2d", Policy::LowPrecision},
       {"conv_transpose2d", Policy::LowPrecision},
+      {"conv3d", Policy::LowPrecision},
+      {"conv_transpose3d", Policy::LowPrecision},
       {"scaled_dot_product_attention", Policy::LowPrecision},
       // Range or accuracy needs float32: exponentials, logarithms, powers, long sums, the
       // normalizations and the losses.

@@ -43,6 +43,7 @@
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"
+#include "core/ops/volume.h"
 #include "core/profiler.h"
 #include "core/random.h"
 #include "core/scalar.h"

@@ -15,7 +15,7 @@ namespace {
 using detail::check_non_negative;
 using detail::new_tensor;
 
-// A convolution layer's hyper-parameters as tuples of its spatial rank (1 or 2): what its
+// A convolution layer's hyper-parameters as tuples of its spatial rank (1, 2 or 3): what its
 // constructor checks and its extra_repr prints. output_padding is empty for a forward convolution.
 struct ConvSpec {
   const char* layer;
@@ -24,6 +24,7 @@ struct ConvSpec {
 };
 
 Shape tuple(Pair p) { return {p[0], p[1]}; }
+Shape tuple(Triple p) { return {p[0], p[1], p[2]}; }
 
 ConvSpec spec(const char* layer, int64_t in, int64_t out, int64_t groups, Shape kernel_size, Shape stride,
               Shape padding, Shape dilation, Shape output_padding = {}) {
@@ -45,6 +46,15 @@ ConvSpec spec_of(const ConvTranspose2d& m) {
 ConvSpec spec_of(const ConvTranspose1d& m) {
   return spec("ConvTranspose1d", m.in_channels, m.out_channels, m.groups, {m.kernel_size}, {m.stride}, {m.padding},
               {m.dilation}, {m.output_padding});
+}
+
+ConvSpec spec_of(const Conv3d& m) {
+  return spec("Conv3d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+              tuple(m.padding), tuple(m.dilation));
+}
+ConvSpec spec_of(const ConvTranspose3d& m) {
+  return spec("ConvTranspose3d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+              tuple(m.padding), tuple(m.dilation), tuple(m.output_padding));
 }
 
 // PyTorch's rules, checked where the layer is built: channels >= 0 and divisible by groups > 0;
@@ -258,6 +268,63 @@ Tensor ConvTranspose1d::forward(const Tensor& x) {
 Tensor ConvTranspose1d::forward(const Tensor& x, const Shape& output_size) {
   const Shape pad = output_padding_for(spec_of(*this), x, output_size);
   return conv_transpose1d(x, weight, bias, stride, padding, pad[0], groups, dilation);
+}
+
+// --- Conv3d -------------------------------------------------------------------------------------
+
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride, Triple padding,
+               Triple dilation, int64_t groups, bool bias)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      groups(groups) {
+  check_conv_layer(spec_of(*this));
+  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]};
+  weight = register_parameter("weight", new_tensor("Conv3d", weight_shape));
+  if (bias) this->bias = register_parameter("bias", new_tensor("Conv3d", {out_channels}));
+  reset_parameters();
+}
+
+void Conv3d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string Conv3d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor Conv3d::forward(const Tensor& x) { return conv3d(x, weight, bias, stride, padding, dilation, groups); }
+
+// --- ConvTranspose3d ------------------------------------------------------------------------------
+
+ConvTranspose3d::ConvTranspose3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride,
+                                 Triple padding, Triple output_padding, int64_t groups, bool bias, Triple dilation)
+    : in_channels(in_channels),
+      out_channels(out_channels),
+      kernel_size(kernel_size),
+      stride(stride),
+      padding(padding),
+      output_padding(output_padding),
+      groups(groups),
+      dilation(dilation) {
+  check_conv_layer(spec_of(*this));
+  const char* layer = "ConvTranspose3d";
+  const Shape weight_shape{in_channels, out_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]};
+  weight = register_parameter("weight", new_tensor(layer, weight_shape));
+  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
+  reset_parameters();
+}
+
+void ConvTranspose3d::reset_parameters() { reset_conv(weight, bias); }
+
+std::string ConvTranspose3d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
+
+Tensor ConvTranspose3d::forward(const Tensor& x) {
+  return conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+Tensor ConvTranspose3d::forward(const Tensor& x, const Shape& output_size) {
+  const Shape pad = output_padding_for(spec_of(*this), x, output_size);
+  return conv_transpose3d(x, weight, bias, stride, padding, {pad[0], pad[1], pad[2]}, groups, dilation);
 }
 
 }  // namespace kiln::nn

@@ -1,13 +1,14 @@
 // The convolution layers, PyTorch-shaped (class names, constructor arguments in PyTorch's order,
-// default init, parameter names, printed form): Conv1d, Conv2d and their transposes
-// ConvTranspose1d, ConvTranspose2d (learned upsampling: a DCGAN generator's or a U-Net decoder's
-// layers). nn/layers.h includes this header.
+// default init, parameter names, printed form): Conv1d, Conv2d, Conv3d and their transposes
+// ConvTranspose1d, ConvTranspose2d, ConvTranspose3d (learned upsampling: a DCGAN generator's or a
+// U-Net decoder's layers). nn/layers.h includes this header.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "core/ops/conv.h"
+#include "core/ops/volume.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
@@ -84,6 +85,44 @@ class ConvTranspose1d : public UnaryModule {
   void reset_parameters();
 
   int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, dilation;
+  Tensor weight, bias;
+};
+
+// weight [out, in / groups, kD, kH, kW] and bias [out], initialized as PyTorch's Conv3d; input
+// [N, C, D, H, W] or [C, D, H, W] (conv3d of core/ops/volume.h).
+class Conv3d : public UnaryModule {
+ public:
+  Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride = {1, 1, 1},
+         Triple padding = {0, 0, 0}, Triple dilation = {1, 1, 1}, int64_t groups = 1, bool bias = true);
+  std::string type_name() const override { return "Conv3d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Triple kernel_size, stride, padding, dilation;
+  int64_t groups;
+  Tensor weight, bias;
+};
+
+// conv_transpose3d with weight [in, out / groups, kD, kH, kW] and bias [out], initialized as
+// PyTorch's ConvTranspose3d; forward(x, output_size) as ConvTranspose2d's, with output_size
+// [D, H, W] or [N, C, D, H, W].
+class ConvTranspose3d : public UnaryModule {
+ public:
+  ConvTranspose3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride = {1, 1, 1},
+                  Triple padding = {0, 0, 0}, Triple output_padding = {0, 0, 0}, int64_t groups = 1, bool bias = true,
+                  Triple dilation = {1, 1, 1});
+  std::string type_name() const override { return "ConvTranspose3d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Shape& output_size);
+  void reset_parameters();
+
+  int64_t in_channels, out_channels;
+  Triple kernel_size, stride, padding, output_padding;
+  int64_t groups;
+  Triple dilation;
   Tensor weight, bias;
 };
 

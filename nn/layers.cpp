@@ -528,10 +528,7 @@ std::pair<Tensor, Tensor> MaxPool1d::forward_with_indices(const Tensor& x) {
   return max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
-namespace {
-// The spatial part of a MaxUnpool's output_size: the last `spatial` entries (PyTorch also takes the
-// whole output shape); empty for the default size.
-Shape unpool_size(const char* layer, const Shape& output_size, size_t spatial) {
+Shape detail::unpool_size(const char* layer, const Shape& output_size, size_t spatial) {
   if (output_size.empty()) return {};
   if (output_size.size() < spatial || output_size.size() > spatial + 2) {
     throw ShapeError(std::string(layer) + ": output_size " + shape_str(output_size) + " must give the " +
@@ -539,7 +536,6 @@ Shape unpool_size(const char* layer, const Shape& output_size, size_t spatial) {
   }
   return Shape(output_size.end() - static_cast<std::ptrdiff_t>(spatial), output_size.end());
 }
-}  // namespace
 
 MaxUnpool1d::MaxUnpool1d(int64_t kernel_size, int64_t stride, int64_t padding)
     : kernel_size(kernel_size), stride(stride == 0 ? kernel_size : stride), padding(padding) {}
@@ -550,7 +546,7 @@ std::string MaxUnpool1d::extra_repr() const {
 }
 
 Tensor MaxUnpool1d::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
-  const Shape size = unpool_size("MaxUnpool1d", output_size, 1);
+  const Shape size = detail::unpool_size("MaxUnpool1d", output_size, 1);
   return max_unpool1d(x, indices, kernel_size, stride, padding,
                       size.empty() ? std::nullopt : std::optional<int64_t>(size[0]));
 }
@@ -565,7 +561,7 @@ std::string MaxUnpool2d::extra_repr() const {
 }
 
 Tensor MaxUnpool2d::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
-  const Shape size = unpool_size("MaxUnpool2d", output_size, 2);
+  const Shape size = detail::unpool_size("MaxUnpool2d", output_size, 2);
   return max_unpool2d(x, indices, kernel_size, stride, padding,
                       size.empty() ? std::nullopt : std::optional<Pair>(Pair{size[0], size[1]}));
 }

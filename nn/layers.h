@@ -23,6 +23,7 @@
 #include "nn/conv.h"
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/pool3d.h"
 
 namespace kiln::nn {
 
@@ -58,6 +59,9 @@ void renorm_rows(const char* layer, const Tensor& weight, const Tensor& indices,
 void check_positive(const char* layer, const char* what, Pair p);
 void check_positive(const char* layer, const char* what, int64_t v);
 void check_eps(const char* layer, double eps);
+// The spatial part of a MaxUnpool's output_size: the last `spatial` entries (PyTorch also takes the
+// whole output shape); empty for the default size.
+Shape unpool_size(const char* layer, const Shape& output_size, size_t spatial);
 }  // namespace detail
 
 // y = x @ weight^T + bias. weight [out, in]: kaiming_uniform_(a = sqrt(5)); bias [out]:

@@ -110,10 +110,11 @@ Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilati
   }
   const int64_t c = rows / g.per_window();
   const Tensor image = zeros({n, c, g.padded_h() * g.padded_w()}, TensorOptions(cols.dtype(), cols.device()));
-  const Tensor summed = index_add(image, 2, window_index(g, cols.device()), cols.reshape({n, c, -1}))
-                            .reshape({n, c, g.padded_h(), g.padded_w()})
-                            .narrow(2, padding[0], g.h)
-                            .narrow(3, padding[1], g.w);
+  const Tensor summed =
+      index_add(image, 2, window_index(g, cols.device()), cols.reshape({n, c, g.per_window() * g.oh * g.ow}))
+          .reshape({n, c, g.padded_h(), g.padded_w()})
+          .narrow(2, padding[0], g.h)
+          .narrow(3, padding[1], g.w);
   return input.dim() == 2 ? summed.squeeze(0) : summed;
 }
 

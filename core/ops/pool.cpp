@@ -22,17 +22,8 @@
 #include "kernels/pool.h"
 
 namespace kiln {
-namespace {
 
-using ops::empty_image;
-using ops::image_strides;
-using ops::is_channels_last;
-using ops::pair_str;
-
-// PyTorch's pooling output size: floor (or ceil) of the window count, where with ceil_mode the
-// last window must still start inside the input or its left padding.
-// nullopt when a step overflows int64 (a huge kernel, dilation or stride).
-std::optional<int64_t> pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+std::optional<int64_t> ops::pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   std::optional<int64_t> floor_out = ops::window_out_size(in, k, s, p, d);
   if (!floor_out || !ceil_mode) return floor_out;
   // ceil: one more window when the last one starts inside the input or its left padding.
@@ -43,6 +34,14 @@ std::optional<int64_t> pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p
   if (span % s != 0 && (__builtin_mul_overflow(out, s, &start) ? false : start < in + p)) ++out;
   return out;
 }
+
+namespace {
+
+using ops::empty_image;
+using ops::image_strides;
+using ops::is_channels_last;
+using ops::pair_str;
+using ops::pool_out_size;
 
 struct PoolArgs {
   Pair kernel, stride, padding, dilation;
@@ -157,11 +156,9 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 
-namespace {
-// max_unpool over the last `spatial` dims of x, whose output plane is `out_plane`: values scattered
-// into the flattened plane (summed where two share an index, then divided by the count, so a shared
-// element appears once), the gradient gathered back.
-Tensor unpool(const char* op, const Tensor& x, const Tensor& indices, const Shape& out_plane) {
+// Values scattered into the flattened plane (summed where two share an index, then divided by the
+// count, so a shared element appears once), the gradient gathered back.
+Tensor ops::max_unpool(const char* op, const Tensor& x, const Tensor& indices, const Shape& out_plane) {
   ops::check_defined(op, x, "input");
   ops::check_defined(op, indices, "indices");
   ops::check_floating(op, x, "input");
@@ -207,11 +204,9 @@ Tensor unpool(const char* op, const Tensor& x, const Tensor& indices, const Shap
   return out;
 }
 
-// The default unpooled size of one dim.
-int64_t unpooled(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
+int64_t ops::unpooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
   return (in - 1) * stride - 2 * padding + kernel;
 }
-}  // namespace
 
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pair stride, Pair padding,
                     std::optional<Pair> output_size) {
@@ -226,13 +221,13 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pa
     throw Error(std::string(op) + ": kernel_size " + ops::pair_str(kernel_size) + " and stride " +
                 ops::pair_str(stride) + " must be positive and padding " + ops::pair_str(padding) + " >= 0");
   }
-  const Pair size = output_size.value_or(Pair{unpooled(x.size(-2), kernel_size[0], stride[0], padding[0]),
-                                              unpooled(x.size(-1), kernel_size[1], stride[1], padding[1])});
+  const Pair size = output_size.value_or(Pair{ops::unpooled_size(x.size(-2), kernel_size[0], stride[0], padding[0]),
+                                              ops::unpooled_size(x.size(-1), kernel_size[1], stride[1], padding[1])});
   if (size[0] <= 0 || size[1] <= 0) {
     throw ShapeError(std::string(op) + ": output size " + ops::pair_str(size) + " for input " + shape_str(x.sizes()) +
                      " must be positive");
   }
-  return unpool(op, x, indices, {size[0], size[1]});
+  return ops::max_unpool(op, x, indices, {size[0], size[1]});
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
@@ -293,13 +288,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   return as_input_rank(out, x);
 }
 
-namespace {
-
-// The maximum over adaptive windows along `dim` of x: each output cell's window gathered by one
-// index_select (windows shorter than the longest repeat their last index, which a maximum ignores),
-// then amax over the window. The index is made on x's device from aranges, so a call copies nothing
-// from the host (CUDA graphs can capture it).
-Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
+// Each output cell's window gathered by one index_select (windows shorter than the longest repeat
+// their last index, which a maximum ignores), then amax over the window. The index is made on x's
+// device from aranges, so a call copies nothing from the host (CUDA graphs can capture it).
+Tensor ops::adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
   const int64_t n = x.size(dim);
   int64_t widest = 0;
   for (int64_t i = 0; i < out; ++i) widest = std::max(widest, ((i + 1) * n + out - 1) / out - i * n / out);
@@ -313,18 +305,15 @@ Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
   return amax(index_select(x, dim, idx.reshape({-1})).reshape(windows), {dim + 1});
 }
 
-// sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
-Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window) {
+Tensor ops::lp_from_average(const Tensor& average, double norm_type, int64_t window) {
   return pow(sign(average) * relu(abs(average)) * static_cast<double>(window), 1.0 / norm_type);
 }
 
-void check_norm_type(const char* op, double norm_type) {
+void ops::check_norm_type(const char* op, double norm_type) {
   if (!std::isfinite(norm_type) || norm_type == 0.0) {
     throw Error(std::string(op) + ": norm_type must be finite and nonzero, got " + num_str(norm_type));
   }
 }
-
-}  // namespace
 
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_max_pool2d";
@@ -334,17 +323,17 @@ Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
                      shape_str(x.sizes()) + ")");
   }
   const int64_t h = x.dim() - 2, w = x.dim() - 1;
-  return adaptive_max_along(adaptive_max_along(x, h, output_size[0]), w, output_size[1]);
+  return ops::adaptive_max_along(ops::adaptive_max_along(x, h, output_size[0]), w, output_size[1]);
 }
 
 Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride, bool ceil_mode) {
   const char* op = "lp_pool2d";
   check_pool_input(op, x);
-  check_norm_type(op, norm_type);
+  ops::check_norm_type(op, norm_type);
   PoolArgs a{kernel_size, stride, {0, 0}, {1, 1}};
   pool_geometry(op, x, a, ceil_mode);  // the window's checks, in lp_pool2d's name
-  return lp_from_average(avg_pool2d(pow(x, norm_type), a.kernel, a.stride, {0, 0}, ceil_mode), norm_type,
-                         a.kernel[0] * a.kernel[1]);
+  return ops::lp_from_average(avg_pool2d(pow(x, norm_type), a.kernel, a.stride, {0, 0}, ceil_mode), norm_type,
+                              a.kernel[0] * a.kernel[1]);
 }
 
 // --- 1-d pooling: the 2-d ops on [N, C, 1, L] views ---------------------------------------------
@@ -417,12 +406,12 @@ Tensor max_unpool1d(const Tensor& x, const Tensor& indices, int64_t kernel_size,
     throw Error(std::string(op) + ": kernel_size " + std::to_string(kernel_size) + " and stride " +
                 std::to_string(stride) + " must be positive and padding " + std::to_string(padding) + " >= 0");
   }
-  const int64_t size = output_size.value_or(unpooled(x.size(-1), kernel_size, stride, padding));
+  const int64_t size = output_size.value_or(ops::unpooled_size(x.size(-1), kernel_size, stride, padding));
   if (size <= 0) {
     throw ShapeError(std::string(op) + ": output size " + std::to_string(size) + " for input " + shape_str(x.sizes()) +
                      " must be positive");
   }
-  return unpool(op, x, indices, {size});
+  return ops::max_unpool(op, x, indices, {size});
 }
 
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode,
@@ -450,15 +439,15 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
     throw ShapeError(std::string(op) + ": output size must be positive, got " + std::to_string(output_size) +
                      " (input " + shape_str(x.sizes()) + ")");
   }
-  return adaptive_max_along(x, x.dim() - 1, output_size);
+  return ops::adaptive_max_along(x, x.dim() - 1, output_size);
 }
 
 Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode) {
   const char* op = "lp_pool1d";
   pool1d_input(op, x);
-  check_norm_type(op, norm_type);
+  ops::check_norm_type(op, norm_type);
   check_window1d(op, x, kernel_size, stride, 0, 1, ceil_mode);
-  return lp_from_average(avg_pool1d(pow(x, norm_type), kernel_size, stride, 0, ceil_mode), norm_type, kernel_size);
+  return ops::lp_from_average(avg_pool1d(pow(x, norm_type), kernel_size, stride, 0, ceil_mode), norm_type, kernel_size);
 }
 
 }  // namespace kiln

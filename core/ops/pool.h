@@ -35,7 +35,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size);
 // (sum over each window of x^p)^(1 / p), PyTorch's lp_pool2d: an average pool of x^p times the
 // window's size, its sign kept, then the 1/p power. No padding; stride {0, 0} is kernel_size. As in
-// PyTorch, a negative window sum with a fractional 1/p is NaN.
+// PyTorch, a negative window sum with a fractional 1/p is NaN, and in ceil mode a window hanging
+// past the input's end has its sum scaled by the kernel's size over its cells inside.
 Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride = {0, 0}, bool ceil_mode = false);
 
 // 1-d pooling over [N, C, L] or [C, L] (the 2-d ops on a height of 1). stride 0 means "equal to
@@ -51,5 +52,24 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int6
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
 Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
+
+namespace ops {
+// What the pooling ops share with the 3-d pools of core/ops/volume.h; errors name `op`.
+// PyTorch's pooling output size: floor (or ceil) of the window count, where with ceil_mode the
+// last window must still start inside the input or its left padding. nullopt when a step overflows
+// int64 (a huge kernel, dilation or stride).
+std::optional<int64_t> pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+// max_unpool over the last out_plane.size() dims of x into an output plane of out_plane, with the
+// input checks (indices int64 of x's shape, on its device, inside the plane).
+Tensor max_unpool(const char* op, const Tensor& x, const Tensor& indices, const Shape& out_plane);
+// The default unpooled size of one dim: (in - 1) stride - 2 padding + kernel.
+int64_t unpooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding);
+// The maximum over PyTorch's adaptive windows along `dim` of x, `out` of them.
+Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out);
+// sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
+Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window);
+// norm_type finite and nonzero, or an Error.
+void check_norm_type(const char* op, double norm_type);
+}  // namespace ops
 
 }  // namespace kiln

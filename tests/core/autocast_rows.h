@@ -64,6 +64,22 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return conv_transpose2d(in[0], in[1], in[2], {2, 2}, {1, 1}, {1, 1});
                   },
                   low});
+  rows.push_back({"conv3d",
+                  [=](Device d, D) {
+                    return TensorList{rnd({1, 2, 4, 4, 4}, d), rnd({3, 2, 2, 3, 3}, d), rnd({3}, d)};
+                  },
+                  [](const TensorList& in) {
+                    return conv3d(in[0], in[1], in[2], {1, 1, 1}, {1, 1, 1});
+                  },
+                  low});
+  rows.push_back({"conv_transpose3d",
+                  [=](Device d, D) {
+                    return TensorList{rnd({1, 2, 3, 3, 3}, d), rnd({2, 3, 2, 3, 3}, d), rnd({3}, d)};
+                  },
+                  [](const TensorList& in) {
+                    return conv_transpose3d(in[0], in[1], in[2], {2, 2, 2}, {1, 1, 1}, {1, 1, 1});
+                  },
+                  low});
   rows.push_back({"scaled_dot_product_attention",
                   [=](Device d, D) { return TensorList{rnd({1, 2, 5, 8}, d), rnd({1, 2, 5, 8}, d), rnd({1, 2, 5, 8}, d)}; },
                   [](const TensorList& in) {

@@ -122,3 +122,9 @@ TEST_CASE("diagonal, unfold, unbind and meshgrid are views, and diag_embed undoe
   CHECK(grid[0].sizes() == Shape{3, 2});
   CHECK(grid[0].storage() == x.storage());
 }
+
+TEST_CASE("unfold and fold (im2col, col2im) take an empty batch", "[ops]") {
+  // conv_transpose3d folds a batch of none; fold read the rows' length from the data (-1).
+  CHECK(unfold(zeros({0, 2, 5, 4}), {3, 2}).sizes() == Shape{0, 12, 9});
+  CHECK(fold(zeros({0, 12, 9}), {5, 4}, {3, 2}).sizes() == Shape{0, 2, 5, 4});
+}

@@ -1,8 +1,9 @@
 // The 1-d and 3-d layers beside the 2-d ones: BatchNorm1d and BatchNorm3d (the batch norm of
-// BatchNorm2d over other input dims: statistics, running buffers, Sequential's ReLU epilogue) and
-// MaxPool1d, AvgPool1d, AdaptiveAvgPool1d (the 1-d pools, PyTorch's printed forms), and the
-// adaptive max and LP pools in 1-d and 2-d. Expected values are written out per channel in double
-// arithmetic.
+// BatchNorm2d over other input dims: statistics, running buffers, Sequential's ReLU epilogue),
+// MaxPool1d, AvgPool1d, AdaptiveAvgPool1d (the 1-d pools, PyTorch's printed forms), the adaptive
+// max and LP pools in 1-d and 2-d, and the volume layers (Conv3d, ConvTranspose3d and the 3-d
+// pools: shapes, init, printed forms, values, and a small 3-d CNN that learns). Expected values are
+// written out in double arithmetic.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "core/kiln.h"
 #include "nn/layers.h"
+#include "nn/optim/adam.h"
 #include "tests/bitwise.h"
 
 using namespace kiln;
@@ -188,4 +190,137 @@ TEST_CASE("AdaptiveMaxPool1d/2d and LPPool1d/2d: adaptive windows, power sums, p
   CHECK_THROWS_WITH(LPPool1d(0.0, 2), Catch::Contains("LPPool1d") && Catch::Contains("norm_type"));
   CHECK_THROWS_WITH(LPPool2d(2.0, Pair{2, 2}, Pair{0, 2}), Catch::Contains("LPPool2d") && Catch::Contains("stride"));
   CHECK_THROWS_WITH(lp2.forward(zeros({4, 5})), Catch::Contains("lp_pool2d") && Catch::Contains("[4, 5]"));
+}
+
+namespace {
+double max_abs(const Tensor& a, const Tensor& b) { return amax(abs(sub(a, b)), {}).item<double>(); }
+}  // namespace
+
+TEST_CASE("Conv3d and ConvTranspose3d: shapes, PyTorch's init fan-in, printed forms, output_size", "[nn]") {
+  manual_seed(31);
+  Conv3d conv(2, 4, {3, 3, 3}, {1, 2, 2}, {1, 1, 1});
+  CHECK(conv.str() == "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 2, 2), padding=(1, 1, 1))");
+  CHECK(conv.weight.sizes() == Shape{4, 2, 3, 3, 3});
+  CHECK(conv.bias.sizes() == Shape{4});
+  const double bound = 1.0 / std::sqrt(54.0);  // fan-in 2 x 27
+  CHECK(amax(abs(conv.weight), {}).item<double>() <= bound);
+  CHECK(amax(abs(conv.weight), {}).item<double>() > 0.8 * bound);
+  CHECK(amax(abs(conv.bias), {}).item<double>() <= bound);
+  const Tensor x = randn({2, 2, 5, 6, 7});
+  const Tensor y = conv.forward(x);
+  CHECK(y.sizes() == Shape{2, 4, 5, 3, 4});
+  CHECK(max_abs(y, conv3d(x, conv.weight, conv.bias, {1, 2, 2}, {1, 1, 1})) == 0.0);
+  CHECK(max_abs(conv.forward(x.select(0, 1)), y.select(0, 1)) == 0.0);  // [C, D, H, W] is one volume
+  Conv3d grouped(4, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 2, 2}, 2, false);
+  CHECK(grouped.extra_repr() ==
+        "4, 6, kernel_size=(1, 3, 3), stride=(1, 1, 1), padding=(0, 1, 1), dilation=(1, 2, 2), groups=2, bias=False");
+  CHECK(grouped.weight.sizes() == Shape{6, 2, 1, 3, 3});
+  CHECK_THROWS_WITH(Conv3d(2, 4, {3, 0, 3}), Catch::Contains("Conv3d: kernel_size") && Catch::Contains("(3, 0, 3)"));
+  CHECK_THROWS_WITH(Conv3d(3, 6, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 2),
+                    Catch::Contains("Conv3d") && Catch::Contains("divisible by groups"));
+  CHECK_THROWS_WITH(conv.forward(randn({2, 3, 5, 6, 7})),
+                    Catch::Contains("conv3d") && Catch::Contains("input has 3 channels"));
+
+  // A video U-Net's upsampling layer: kernel 4, stride 2, padding 1 doubles each size.
+  ConvTranspose3d up(4, 2, {4, 4, 4}, {2, 2, 2}, {1, 1, 1});
+  CHECK(up.str() == "ConvTranspose3d(4, 2, kernel_size=(4, 4, 4), stride=(2, 2, 2), padding=(1, 1, 1))");
+  CHECK(up.weight.sizes() == Shape{4, 2, 4, 4, 4});
+  // The fan-in of [in, out / groups, kD, kH, kW] reads dimension 1: 2 x 64 = 128, not 4 x 64.
+  CHECK(amax(abs(up.weight), {}).item<double>() <= 1.0 / std::sqrt(128.0));
+  CHECK(amax(abs(up.weight), {}).item<double>() > 1.0 / std::sqrt(256.0));
+  const Tensor z = randn({1, 4, 3, 4, 5});
+  CHECK(up.forward(z).sizes() == Shape{1, 2, 6, 8, 10});
+  CHECK(max_abs(up.forward(z), conv_transpose3d(z, up.weight, up.bias, {2, 2, 2}, {1, 1, 1})) == 0.0);
+  // output_size: a stride-2 conv3d maps 6 and 7 to 3, so 7 is reachable by output_padding 1.
+  CHECK(max_abs(up.forward(z, {7, 8, 11}), conv_transpose3d(z, up.weight, up.bias, {2, 2, 2}, {1, 1, 1}, {1, 0, 1})) ==
+        0.0);
+  CHECK(up.forward(z, {1, 2, 6, 9, 10}).sizes() == Shape{1, 2, 6, 9, 10});
+  CHECK_THROWS_WITH(up.forward(z, {8, 8, 10}), Catch::Contains("ConvTranspose3d") && Catch::Contains("6 to 7"));
+  CHECK_THROWS_WITH(ConvTranspose3d(4, 4, {3, 3, 3}, {2, 2, 2}, {0, 0, 0}, {0, 2, 0}),
+                    Catch::Contains("ConvTranspose3d") && Catch::Contains("output_padding (0, 2, 0)"));
+}
+
+TEST_CASE("MaxPool3d, MaxUnpool3d, AvgPool3d, adaptive pools and LPPool3d: values and printed forms", "[nn]") {
+  // x[d][h][w] = 16 d + 4 h + w over a 2x4x4 volume, two channels (the second + 32).
+  const Tensor x = arange(0, 64, 1, TensorOptions(DType::Float32)).reshape({1, 2, 2, 4, 4});
+  MaxPool3d maxp(2);
+  CHECK(maxp.str() == "MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)");
+  // Each 2x2x2 window's maximum is its far corner: 16 + 4 (2i + 1) + 2j + 1.
+  CHECK(maxp.forward(x).select(1, 0).to_vector_double() == std::vector<double>{21, 23, 29, 31});
+  auto [values, indices] = maxp.forward_with_indices(x);
+  CHECK(indices.select(1, 1).to_vector<int64_t>() == std::vector<int64_t>{21, 23, 29, 31});
+  MaxUnpool3d unpool(2);
+  CHECK(unpool.str() == "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0))");
+  const Tensor back = unpool(values, indices);
+  CHECK(back.sizes() == x.sizes());
+  CHECK(sum(back).item<double>() == sum(values).item<double>());
+  CHECK(unpool(values, indices, {1, 2, 2, 4, 5}).sizes() == Shape{1, 2, 2, 4, 5});
+  CHECK(MaxPool3d({1, 3, 3}, {1, 2, 2}, {0, 1, 1}).extra_repr() ==
+        "kernel_size=(1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), dilation=1, ceil_mode=False");
+
+  AvgPool3d avg(2);
+  CHECK(avg.str() == "AvgPool3d(kernel_size=2, stride=2, padding=0)");
+  // The mean of a window is its centre: 8 + 4 (2i + 0.5) + 2j + 0.5.
+  CHECK(avg.forward(x).select(1, 0).to_vector_double() == std::vector<double>{10.5, 12.5, 18.5, 20.5});
+  // Without the padding's cells, a 3x3x3 window at the corner averages its 2x2x2 inside cells.
+  AvgPool3d excl({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false, false);
+  CHECK(excl.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == 10.5);
+  AvgPool3d incl({3, 3, 3}, {2, 2, 2}, {1, 1, 1});
+  CHECK(incl.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == Approx(10.5 * 8 / 27));
+
+  AdaptiveAvgPool3d gap(1);
+  CHECK(gap.str() == "AdaptiveAvgPool3d(output_size=1)");
+  CHECK(gap.forward(x).to_vector_double() == std::vector<double>{15.5, 47.5});
+  AdaptiveMaxPool3d amp(Triple{1, 2, 1});
+  CHECK(amp.str() == "AdaptiveMaxPool3d(output_size=(1, 2, 1))");
+  CHECK(amp.forward(x).select(1, 0).to_vector_double() == std::vector<double>{23, 31});
+
+  LPPool3d lp(2.0, {2, 2, 2});
+  CHECK(lp.str() == "LPPool3d(norm_type=2.0, kernel_size=2, stride=None, ceil_mode=False)");
+  double squares = 0;
+  for (const double v : {0, 1, 4, 5, 16, 17, 20, 21}) squares += v * v;
+  CHECK(lp.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == Approx(std::sqrt(squares)));
+
+  CHECK_THROWS_WITH(MaxPool3d({2, 2, 2}, {0, 0, 0}, {0, 2, 0}),
+                    Catch::Contains("MaxPool3d") && Catch::Contains("padding (0, 2, 0)"));
+  CHECK_THROWS_WITH(AvgPool3d(0), Catch::Contains("AvgPool3d") && Catch::Contains("kernel_size"));
+  CHECK_THROWS_WITH(AdaptiveAvgPool3d(Triple{1, 0, 1}), Catch::Contains("AdaptiveAvgPool3d"));
+  CHECK_THROWS_WITH(LPPool3d(0.0, {2, 2, 2}), Catch::Contains("LPPool3d") && Catch::Contains("norm_type"));
+  CHECK_THROWS_WITH(unpool(values, indices, {5, 5}), Catch::Contains("MaxUnpool3d") && Catch::Contains("[5, 5]"));
+  CHECK_THROWS_WITH(maxp.forward(zeros({4, 4})), Catch::Contains("max_pool3d") && Catch::Contains("[4, 4]"));
+}
+
+TEST_CASE("a small 3-d CNN learns where a bright cube sits in a volume", "[nn]") {
+  // Class 0: a bright 2x2x2 cube in the front half of the depth; class 1: in the back half. Noise
+  // elsewhere. Conv3d -> ReLU -> MaxPool3d -> Conv3d -> AdaptiveAvgPool3d -> Flatten -> Linear.
+  manual_seed(41);
+  const int64_t n = 32;
+  Tensor volumes = mul(randn({n, 1, 8, 6, 6}), 0.3);
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = i % 2, d = label == 0 ? 1 : 5, h = (i / 2) % 4, w = (i / 8) % 4;
+    labels.push_back(label);
+    volumes.select(0, i).narrow(1, d, 2).narrow(2, h, 2).narrow(3, w, 2).fill_(2.0);
+  }
+  const Tensor targets = tensor(labels);
+  Sequential model{std::make_shared<Conv3d>(1, 4, Triple{3, 3, 3}, Triple{1, 1, 1}, Triple{1, 1, 1}),
+                   std::make_shared<ReLU>(),
+                   std::make_shared<MaxPool3d>(2),
+                   std::make_shared<Conv3d>(4, 4, Triple{3, 3, 3}, Triple{1, 1, 1}, Triple{1, 1, 1}),
+                   std::make_shared<ReLU>(),
+                   std::make_shared<AdaptiveAvgPool3d>(Triple{2, 1, 1}),
+                   std::make_shared<Flatten>(),
+                   std::make_shared<Linear>(8, 2)};
+  optim::Adam opt(model.parameters(), 0.02);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(model.forward(volumes), targets);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  CHECK(last < 0.1 * first);
+  const Tensor predicted = argmax(model.forward(volumes), 1);
+  CHECK(eq(predicted, targets).sum().item<int64_t>() == n);
 }
