@@ -11,6 +11,7 @@
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/index.h"
 #include "core/ops/matmul.h"
 #include "core/ops/shape.h"
 #include "kernels/error.h"
@@ -200,6 +201,16 @@ std::string RNNBase::extra_repr() const {
   return s;
 }
 
+Tensor RNNBase::initial_state(const Tensor& s, const Shape& shape, const Tensor& like, const char* what,
+                              const Shape& input_shape) const {
+  if (!s.defined()) return zeros(shape, TensorOptions(like.dtype(), like.device()));
+  if (s.sizes() != shape) {
+    throw ShapeError(std::string(name_) + ": " + what + " must be " + shape_str(shape) + " for input " +
+                     shape_str(input_shape) + ", got " + shape_str(s.sizes()));
+  }
+  return s;
+}
+
 RNNOutput RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) {
   const std::string n = name_;
   if (!input.defined()) throw Error(n + ": the input is an undefined tensor");
@@ -209,23 +220,28 @@ RNNOutput RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) 
   }
   const bool unbatched = input.dim() == 2;
   // [L, N, input] from here on.
-  Tensor x = unbatched ? input.unsqueeze(1) : batch_first ? input.transpose(0, 1) : input;
-  const int64_t steps = x.size(0), batch = x.size(1), directions = bidirectional ? 2 : 1;
-  const Shape state_shape =
-      unbatched ? Shape{num_layers * directions, hidden_size} : Shape{num_layers * directions, batch, hidden_size};
-  auto initial = [&](const Tensor& s, const char* what) {
-    if (!s.defined()) {
-      return zeros({num_layers * directions, batch, hidden_size}, TensorOptions(x.dtype(), x.device()));
-    }
-    if (s.sizes() != state_shape) {
-      throw ShapeError(n + ": " + what + " must be " + shape_str(state_shape) + " for input " +
-                       shape_str(input.sizes()) + ", got " + shape_str(s.sizes()));
-    }
-    return unbatched ? s.unsqueeze(1) : s;
-  };
+  const Tensor x = unbatched ? input.unsqueeze(1) : batch_first ? input.transpose(0, 1) : input;
+  const int64_t states = num_layers * (bidirectional ? 2 : 1);
+  const Shape shape = unbatched ? Shape{states, hidden_size} : Shape{states, x.size(1), hidden_size};
   const bool lstm = kind_ == RNNKind::LSTM;
   if (lstm && h0.defined() != c0.defined()) throw Error(n + ": h0 and c0 must be given together (or neither)");
+  auto initial = [&](const Tensor& s, const char* what) {
+    const Tensor t = initial_state(s, shape, x, what, input.sizes());
+    return unbatched ? t.unsqueeze(1) : t;
+  };
   const Tensor h_init = initial(h0, "h0"), c_init = lstm ? initial(c0, "c0") : Tensor();
+  RNNOutput out = run_layers(x, h_init, c_init, Tensor());
+  out.output = unbatched ? out.output.squeeze(1) : batch_first ? out.output.transpose(0, 1) : out.output;
+  if (unbatched) {
+    out.h_n = out.h_n.squeeze(1);
+    if (lstm) out.c_n = out.c_n.squeeze(1);
+  }
+  return out;
+}
+
+RNNOutput RNNBase::run_layers(Tensor x, const Tensor& h_init, const Tensor& c_init, const Tensor& active) {
+  const int64_t steps = x.size(0), batch = x.size(1), directions = bidirectional ? 2 : 1;
+  const bool lstm = kind_ == RNNKind::LSTM;
   TensorList h_last, c_last;
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     TensorList outputs;  // per direction, [L, N, hidden]
@@ -238,7 +254,17 @@ RNNOutput RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) 
       TensorList hs(static_cast<size_t>(steps));
       for (int64_t i = 0; i < steps; ++i) {
         const int64_t t = d == 0 ? i : steps - 1 - i;
-        h = detail::rnn_step(kind_, xw.select(0, t), h, c, w[1], w[3]);
+        Tensor c_next = c;
+        const Tensor h_next = detail::rnn_step(kind_, xw.select(0, t), h, c_next, w[1], w[3]);
+        if (active.defined()) {
+          // A sequence that has ended (or, in reverse, not begun) keeps its state.
+          const Tensor on = active.select(0, t);
+          h = where(on, h_next, h);
+          if (lstm) c = where(on, c_next, c);
+        } else {
+          h = h_next;
+          c = c_next;
+        }
         hs[static_cast<size_t>(t)] = h;
       }
       outputs.push_back(steps > 0 ? stack(hs, 0)
@@ -250,13 +276,110 @@ RNNOutput RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) 
     if (dropout > 0.0 && is_training() && layer + 1 < num_layers) x = kiln::dropout(x, dropout, true);
   }
   RNNOutput out;
-  out.output = unbatched ? x.squeeze(1) : batch_first ? x.transpose(0, 1) : x;
+  out.output = x;
   out.h_n = stack(h_last, 0);
   if (lstm) out.c_n = stack(c_last, 0);
-  if (unbatched) {
-    out.h_n = out.h_n.squeeze(1);
-    if (lstm) out.c_n = out.c_n.squeeze(1);
+  return out;
+}
+
+namespace {
+
+// A PackedSequence's checks: data at least 1-d, batch_sizes positive and non-increasing and
+// summing to data's rows, the indices empty or permutations of the batch, inverse to each other.
+void check_packed(const char* op, const PackedSequence& p) {
+  const std::string o(op);
+  if (!p.data.defined() || p.data.dim() == 0) {
+    throw ShapeError(o + ": the packed data must be [sum of the lengths, *], got " +
+                     (p.data.defined() ? shape_str(p.data.sizes()) : std::string("an undefined tensor")));
   }
+  if (p.batch_sizes.empty()) throw ShapeError(o + ": the packed sequence has no steps (batch_sizes is empty)");
+  int64_t total = 0;
+  for (size_t t = 0; t < p.batch_sizes.size(); ++t) {
+    const int64_t b = p.batch_sizes[t];
+    if (b <= 0 || (t > 0 && b > p.batch_sizes[t - 1])) {
+      throw ShapeError(o + ": batch_sizes must be positive and non-increasing, got " + shape_str(p.batch_sizes));
+    }
+    total += b;
+  }
+  if (total != p.data.size(0)) {
+    throw ShapeError(o + ": batch_sizes " + shape_str(p.batch_sizes) + " sum to " + std::to_string(total) +
+                     ", the data has " + std::to_string(p.data.size(0)) + " rows");
+  }
+  const size_t batch = static_cast<size_t>(p.batch_sizes[0]);
+  if (p.sorted_indices.empty() && p.unsorted_indices.empty()) return;
+  bool ok = p.sorted_indices.size() == batch && p.unsorted_indices.size() == batch;
+  for (size_t i = 0; ok && i < batch; ++i) {
+    const int64_t s = p.sorted_indices[i];
+    ok = s >= 0 && s < static_cast<int64_t>(batch) &&
+         p.unsorted_indices[static_cast<size_t>(s)] == static_cast<int64_t>(i);
+  }
+  if (!ok) {
+    throw IndexError(o + ": sorted_indices " + shape_str(p.sorted_indices) + " and unsorted_indices " +
+                     shape_str(p.unsorted_indices) + " must be inverse permutations of the batch of " +
+                     std::to_string(batch));
+  }
+}
+
+// Where each packed row sits in a padded batch [steps, batch, *] flattened to [steps * batch, *]
+// (the batch in sorted order): t * batch + i for i < batch_sizes[t], int64 on `device`.
+Tensor packed_positions(const std::vector<int64_t>& batch_sizes, Device device) {
+  std::vector<int64_t> at;
+  const int64_t batch = batch_sizes[0];
+  for (size_t t = 0; t < batch_sizes.size(); ++t) {
+    for (int64_t i = 0; i < batch_sizes[t]; ++i) at.push_back(static_cast<int64_t>(t) * batch + i);
+  }
+  return tensor(at).to(device);
+}
+
+Tensor index_tensor(const std::vector<int64_t>& v, Device device) { return tensor(v).to(device); }
+
+// The packed data as a padded batch [steps, batch, *] in sorted order, `value` past each end.
+Tensor padded_sorted(const PackedSequence& p, int64_t steps, double value) {
+  const int64_t batch = p.batch_sizes[0];
+  Shape flat = p.data.sizes();
+  flat[0] = steps * batch;
+  Shape shape = p.data.sizes();
+  shape[0] = batch;
+  shape.insert(shape.begin(), steps);
+  const Tensor fill = full(flat, value, TensorOptions(p.data.dtype(), p.data.device()));
+  return index_copy(fill, 0, packed_positions(p.batch_sizes, p.data.device()), p.data).reshape(shape);
+}
+
+}  // namespace
+
+RNNPackedOutput RNNBase::run(const PackedSequence& input, const Tensor& h0, const Tensor& c0) {
+  const std::string n = name_;
+  check_packed(name_, input);
+  if (input.data.dim() != 2 || input.data.size(1) != input_size) {
+    throw ShapeError(n + ": expected packed data [sum of the lengths, " + std::to_string(input_size) + "], got " +
+                     shape_str(input.data.sizes()));
+  }
+  const bool lstm = kind_ == RNNKind::LSTM;
+  if (lstm && h0.defined() != c0.defined()) throw Error(n + ": h0 and c0 must be given together (or neither)");
+  const int64_t steps = static_cast<int64_t>(input.batch_sizes.size()), batch = input.batch_sizes[0];
+  const Device device = input.data.device();
+  const Shape shape{num_layers * (bidirectional ? 2 : 1), batch, hidden_size};
+  const bool sorted = input.sorted_indices.empty();
+  // Initial states come in the batch's order; the layers run in the sorted one.
+  auto initial = [&](const Tensor& s, const char* what) {
+    const Tensor t = initial_state(s, shape, input.data, what, input.data.sizes());
+    return sorted || !s.defined() ? t : index_select(t, 1, index_tensor(input.sorted_indices, device));
+  };
+  // Sequence i runs at step t while i < batch_sizes[t] (the sorted order puts the running first).
+  const Tensor active = lt(arange(0, batch, 1, TensorOptions(DType::Int64, device)).unsqueeze(0),
+                           index_tensor(input.batch_sizes, device).unsqueeze(1))
+                            .unsqueeze(2);
+  const Tensor h_init = initial(h0, "h0"), c_init = lstm ? initial(c0, "c0") : Tensor();
+  const RNNOutput padded = run_layers(padded_sorted(input, steps, 0.0), h_init, c_init, active);
+  RNNPackedOutput out;
+  out.output = input;
+  out.output.data = index_select(padded.output.reshape({steps * batch, padded.output.size(2)}), 0,
+                                 packed_positions(input.batch_sizes, device));
+  auto in_batch_order = [&](const Tensor& t) {
+    return sorted ? t : index_select(t, 1, index_tensor(input.unsorted_indices, device));
+  };
+  out.h_n = in_batch_order(padded.h_n);
+  if (lstm) out.c_n = in_batch_order(padded.c_n);
   return out;
 }
 
@@ -329,6 +452,92 @@ TensorList unpad_sequence(const Tensor& padded, const std::vector<int64_t>& leng
     out.push_back(padded.select(batch_first ? 0 : 1, b).narrow(0, 0, n));
   }
   return out;
+}
+
+PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64_t>& lengths, bool batch_first,
+                                    bool enforce_sorted) {
+  const std::string op = "pack_padded_sequence";
+  if (!input.defined() || input.dim() < 2) {
+    throw ShapeError(op + ": input must be [T, B, *] or [B, T, *], got " +
+                     (input.defined() ? shape_str(input.sizes()) : std::string("an undefined tensor")));
+  }
+  const Tensor x = batch_first ? input.transpose(0, 1) : input;  // [T, B, *]
+  const int64_t steps = x.size(0), batch = x.size(1);
+  if (static_cast<int64_t>(lengths.size()) != batch || batch == 0) {
+    throw ShapeError(op + ": " + std::to_string(lengths.size()) + " lengths for a batch of " + std::to_string(batch) +
+                     " (input " + shape_str(input.sizes()) + ")");
+  }
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 1 || lengths[b] > steps) {
+      throw ShapeError(op + ": length " + std::to_string(lengths[b]) + " of sequence " + std::to_string(b) +
+                       " is outside [1, " + std::to_string(steps) + "] (input " + shape_str(input.sizes()) + ")");
+    }
+    if (enforce_sorted && b > 0 && lengths[b] > lengths[b - 1]) {
+      throw Error(op + ": lengths " + shape_str(lengths) +
+                  " are not in decreasing order; sort the batch or pass enforce_sorted = false");
+    }
+  }
+  PackedSequence p;
+  std::vector<int64_t> order(lengths.size());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = static_cast<int64_t>(b);
+  if (!enforce_sorted) {
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return lengths[static_cast<size_t>(a)] > lengths[static_cast<size_t>(b)];
+    });
+    p.sorted_indices = order;
+    p.unsorted_indices.assign(order.size(), 0);
+    for (size_t i = 0; i < order.size(); ++i)
+      p.unsorted_indices[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  const int64_t longest = lengths[static_cast<size_t>(order[0])];
+  for (int64_t t = 0; t < longest; ++t) {
+    int64_t running = 0;
+    for (const int64_t len : lengths) running += len > t ? 1 : 0;
+    p.batch_sizes.push_back(running);
+  }
+  const Tensor ordered = enforce_sorted ? x : index_select(x, 1, tensor(order).to(x.device()));
+  Shape flat = x.sizes();
+  flat.erase(flat.begin());
+  flat[0] = steps * batch;
+  p.data = index_select(ordered.reshape(flat), 0, packed_positions(p.batch_sizes, x.device()));
+  return p;
+}
+
+std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence& sequence, bool batch_first,
+                                                            double padding_value, std::optional<int64_t> total_length) {
+  const char* op = "pad_packed_sequence";
+  check_packed(op, sequence);
+  const int64_t longest = static_cast<int64_t>(sequence.batch_sizes.size()), batch = sequence.batch_sizes[0];
+  const int64_t steps = total_length.value_or(longest);
+  if (steps < longest) {
+    throw ShapeError(std::string(op) + ": total_length " + std::to_string(steps) + " is less than the longest length " +
+                     std::to_string(longest));
+  }
+  Tensor padded = padded_sorted(sequence, steps, padding_value);
+  std::vector<int64_t> lengths(static_cast<size_t>(batch), 0);
+  for (const int64_t running : sequence.batch_sizes) {
+    for (int64_t i = 0; i < running; ++i) {
+      const size_t b = sequence.sorted_indices.empty()
+                           ? static_cast<size_t>(i)
+                           : static_cast<size_t>(sequence.sorted_indices[static_cast<size_t>(i)]);
+      ++lengths[b];
+    }
+  }
+  if (!sequence.unsorted_indices.empty()) {
+    padded = index_select(padded, 1, tensor(sequence.unsorted_indices).to(padded.device()));
+  }
+  return {batch_first ? padded.transpose(0, 1) : padded, lengths};
+}
+
+PackedSequence pack_sequence(const TensorList& sequences, bool enforce_sorted) {
+  std::vector<int64_t> lengths;
+  for (const Tensor& s : sequences) lengths.push_back(s.defined() && s.dim() > 0 ? s.size(0) : 0);
+  return pack_padded_sequence(pad_sequence(sequences), lengths, false, enforce_sorted);
+}
+
+TensorList unpack_sequence(const PackedSequence& sequence) {
+  auto [padded, lengths] = pad_packed_sequence(sequence);
+  return unpad_sequence(padded, lengths);
 }
 
 }  // namespace kiln::nn

@@ -3,13 +3,15 @@
 // names, shapes, gate orders and init, so state dicts map 1:1. Each is composed of linear and
 // elementwise ops, so autograd, autocast and both devices come with them: a layer runs one matrix
 // product of the whole sequence with weight_ih, then one step per time step (its product with
-// weight_hh, then the gates). There is no fused cuDNN kernel behind them; proj_size (LSTM's
-// projections) and packed sequences are not supported: batches of sequences of several lengths
-// are padded (pad_sequence, below) and their lengths kept beside them.
+// weight_hh, then the gates). There is no fused cuDNN kernel behind them, and no proj_size (LSTM's
+// projections). Batches of sequences of several lengths run packed (PackedSequence, below): each
+// sequence's steps stop at its own end, and the reverse direction starts there.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -99,6 +101,24 @@ struct RNNOutput {
   Tensor output, h_n, c_n;
 };
 
+// torch.nn.utils.rnn.PackedSequence: a batch of sequences of several lengths without padding. data
+// [sum of the lengths, *] holds step 0 of every sequence, then step 1 of those still running, and
+// so on, the sequences in order of decreasing length (ties in batch order); batch_sizes[t] counts
+// the sequences running at step t. sorted_indices[i] is the batch position of the i-th sequence in
+// that order (empty when the batch came sorted: enforce_sorted), unsorted_indices its inverse.
+struct PackedSequence {
+  Tensor data;
+  std::vector<int64_t> batch_sizes, sorted_indices, unsorted_indices;
+};
+
+// What a sequence layer returns for a packed input: the output packed as the input (same
+// batch_sizes and indices), and h_n (c_n) in the input's batch order, each sequence's state after
+// its own last step.
+struct RNNPackedOutput {
+  PackedSequence output;
+  Tensor h_n, c_n;
+};
+
 // The multi-layer sequence layers (PyTorch's RNNBase): layer k > 0 reads layer k - 1's output
 // (both directions), with dropout between layers in training (not after the last). Parameters per
 // layer k and direction: weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, with the
@@ -121,6 +141,15 @@ class RNNBase : public Module {
           bool batch_first, double dropout, bool bidirectional);
   // The whole sequence through every layer; h0 and c0 (c0 the LSTM's) undefined mean zeros.
   RNNOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0);
+  // The same for a packed batch: h0 and c0 [num_layers * D, B, hidden] in the batch's order.
+  RNNPackedOutput run(const PackedSequence& input, const Tensor& h0, const Tensor& c0);
+  // x [L, N, input] through every layer from the states h_init, c_init [num_layers * D, N,
+  // hidden]; with `active` (bool [L, N, 1]) a step leaves the states of the inactive sequences as
+  // they were. Returns the last layer's output and every layer and direction's final h (and c).
+  RNNOutput run_layers(Tensor x, const Tensor& h_init, const Tensor& c_init, const Tensor& active);
+  // h0 or c0 checked against [num_layers * D, batch, hidden] (`shape`), or zeros of it.
+  Tensor initial_state(const Tensor& s, const Shape& shape, const Tensor& like, const char* what,
+                       const Shape& input_shape) const;
 
   RNNKind kind_;
   const char* name_;
@@ -135,6 +164,8 @@ class RNN : public RNNBase {
   std::string type_name() const override { return "RNN"; }
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
   RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
 
   RNNNonlinearity nonlinearity;
 };
@@ -150,6 +181,12 @@ class LSTM : public RNNBase {
   RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
     return forward(input, h0, c0);
   }
+  RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
+    return run(input, h0, c0);
+  }
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
+    return forward(input, h0, c0);
+  }
 };
 
 class GRU : public RNNBase {
@@ -159,6 +196,8 @@ class GRU : public RNNBase {
   std::string type_name() const override { return "GRU"; }
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
   RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
 };
 
 // Which end of a sequence pad_sequence pads.
@@ -173,5 +212,21 @@ Tensor pad_sequence(const TensorList& sequences, bool batch_first = false, doubl
 // batch [L, B, *] ([B, L, *] with batch_first), as views. lengths has one value per sequence, each
 // in [0, L].
 TensorList unpad_sequence(const Tensor& padded, const std::vector<int64_t>& lengths, bool batch_first = false);
+
+// torch.nn.utils.rnn.pack_padded_sequence: the first lengths[b] steps of each sequence of a padded
+// batch [T, B, *] ([B, T, *] with batch_first) packed. Lengths in [1, T], one per sequence;
+// enforce_sorted asks for them in decreasing order (an Error otherwise), else the batch is sorted
+// by length (stably) and the order kept in sorted_indices. Differentiable in input.
+PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64_t>& lengths, bool batch_first = false,
+                                    bool enforce_sorted = true);
+// torch.nn.utils.rnn.pad_packed_sequence: the padded batch [T, B, *] ([B, T, *] with batch_first)
+// in the original batch order, padding_value past each sequence's end, T the longest length or
+// total_length (not less than it), and the lengths. Differentiable in the packed data.
+std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false,
+                                                            double padding_value = 0.0,
+                                                            std::optional<int64_t> total_length = std::nullopt);
+// torch.nn.utils.rnn.pack_sequence and unpack_sequence: sequences [L_i, *] packed, and back.
+PackedSequence pack_sequence(const TensorList& sequences, bool enforce_sorted = true);
+TensorList unpack_sequence(const PackedSequence& sequence);
 
 }  // namespace kiln::nn

@@ -1,7 +1,8 @@
 // The recurrent layers against a float64 loop of PyTorch's equations (gate orders, GRU's reset
 // applied to h weight_hh^T + bias_hh, bidirectional and multi-layer wiring, h_n's order), their
 // layouts (batch_first, unbatched), parameter names and printed forms, gradients by gradcheck,
-// dropout between layers, bad input, and a GRU that learns a running sum.
+// dropout between layers, bad input, a GRU that learns a running sum, and packed batches (each
+// sequence as if it ran alone).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -333,4 +334,118 @@ TEST_CASE("pad_sequence and unpad_sequence: right and left padding, batch_first,
   CHECK_THROWS_WITH(pad_sequence({}), Catch::Contains("pad_sequence"));
   CHECK_THROWS_WITH(unpad_sequence(padded, {3}), Catch::Contains("unpad_sequence") && Catch::Contains("batch of 2"));
   CHECK_THROWS_WITH(unpad_sequence(padded, {4, 1}), Catch::Contains("length 4"));
+}
+
+TEST_CASE("pack_padded_sequence and pad_packed_sequence: the packed order, sorting, round trips, errors", "[rnn]") {
+  // Three sequences of lengths 2, 3, 1 (batch order), one feature: sequence b's step t is 10 b + t.
+  const Tensor padded = tensor(std::vector<double>{0, 10, 20, 1, 11, -1, -1, 12, -1}).reshape({3, 3, 1});
+  CHECK_THROWS_WITH(pack_padded_sequence(padded, {2, 3, 1}),
+                    Catch::Contains("pack_padded_sequence") && Catch::Contains("enforce_sorted"));
+  const PackedSequence p = pack_padded_sequence(padded, {2, 3, 1}, false, false);
+  // Sorted by length: sequence 1, 0, 2; step 0 of all three, step 1 of two, step 2 of one.
+  CHECK(p.sorted_indices == std::vector<int64_t>{1, 0, 2});
+  CHECK(p.unsorted_indices == std::vector<int64_t>{1, 0, 2});
+  CHECK(p.batch_sizes == std::vector<int64_t>{3, 2, 1});
+  CHECK(p.data.to_vector<double>() == std::vector<double>{10, 0, 20, 11, 1, 12});
+  auto [back, lengths] = pad_packed_sequence(p, false, -1.0);
+  CHECK(lengths == std::vector<int64_t>{2, 3, 1});
+  CHECK(back.to_vector<double>() == padded.to_vector<double>());
+  // batch_first both ways, and total_length pads further.
+  const PackedSequence q = pack_padded_sequence(padded.transpose(0, 1), {2, 3, 1}, true, false);
+  CHECK(q.data.to_vector<double>() == p.data.to_vector<double>());
+  auto [wide, wide_lengths] = pad_packed_sequence(q, true, 0.0, 5);
+  CHECK(wide.sizes() == Shape{3, 5, 1});
+  CHECK(wide.select(0, 1).flatten().to_vector<double>() == std::vector<double>{10, 11, 12, 0, 0});
+  // A sorted batch needs no indices; pack_sequence and unpack_sequence round-trip.
+  const TensorList seqs{tensor(std::vector<double>{1, 2, 3}).reshape({3, 1}),
+                        tensor(std::vector<double>{4}).reshape({1, 1})};
+  const PackedSequence s = pack_sequence(seqs);
+  CHECK(s.sorted_indices.empty());
+  CHECK(s.data.to_vector<double>() == std::vector<double>{1, 4, 2, 3});
+  const TensorList un = unpack_sequence(s);
+  REQUIRE(un.size() == 2);
+  CHECK(un[0].to_vector<double>() == std::vector<double>{1, 2, 3});
+  CHECK(un[1].to_vector<double>() == std::vector<double>{4});
+  // The packing is differentiable: each padded element that is packed gets its gradient once.
+  Tensor leaf = padded.clone().set_requires_grad(true);
+  sum(pack_padded_sequence(leaf, {2, 3, 1}, false, false).data).backward();
+  CHECK(leaf.grad().flatten().to_vector<double>() == std::vector<double>{1, 1, 1, 1, 1, 0, 0, 1, 0});
+
+  CHECK_THROWS_WITH(pack_padded_sequence(padded, {2, 3}), Catch::Contains("2 lengths for a batch of 3"));
+  CHECK_THROWS_WITH(pack_padded_sequence(padded, {3, 0, 1}, false, false), Catch::Contains("length 0"));
+  CHECK_THROWS_WITH(pack_padded_sequence(padded, {4, 3, 1}), Catch::Contains("length 4"));
+  CHECK_THROWS_WITH(pad_packed_sequence(p, false, 0.0, 2), Catch::Contains("total_length 2"));
+  PackedSequence bad = p;
+  bad.batch_sizes = {3, 2};
+  CHECK_THROWS_WITH(pad_packed_sequence(bad), Catch::Contains("sum to 5") && Catch::Contains("6 rows"));
+  bad.batch_sizes = {2, 3, 1};
+  CHECK_THROWS_WITH(pad_packed_sequence(bad), Catch::Contains("non-increasing"));
+  bad = p;
+  bad.unsorted_indices = {0, 1, 2};
+  CHECK_THROWS_WITH(pad_packed_sequence(bad), Catch::Contains("inverse permutations"));
+}
+
+TEST_CASE("RNN, LSTM and GRU on a packed batch: each sequence as if it ran alone, gradients too", "[nn][rnn]") {
+  manual_seed(61);
+  const std::vector<int64_t> lengths{3, 5, 1, 4};  // unsorted: the layers sort and unsort
+  TensorList seqs;
+  for (const int64_t len : lengths) seqs.push_back(randn({len, 3}).to(DType::Float64));
+  const Tensor h0 = randn({4, 4, 5}).to(DType::Float64);  // 2 layers x 2 directions, batch 4
+  const Tensor c0 = randn({4, 4, 5}).to(DType::Float64);
+  for (const RNNKind kind : {RNNKind::RNNTanh, RNNKind::LSTM, RNNKind::GRU}) {
+    std::shared_ptr<RNNBase> layer;
+    if (kind == RNNKind::LSTM) layer = std::make_shared<LSTM>(3, 5, 2, true, false, 0.0, true);
+    if (kind == RNNKind::GRU) layer = std::make_shared<GRU>(3, 5, 2, true, false, 0.0, true);
+    if (kind == RNNKind::RNNTanh) layer = std::make_shared<RNN>(3, 5, 2, RNNNonlinearity::Tanh, true, false, 0.0, true);
+    layer->to(DType::Float64);
+    const bool lstm = kind == RNNKind::LSTM;
+    INFO(layer->type_name());
+    auto run_packed = [&](const PackedSequence& p) {
+      if (lstm) return static_cast<LSTM&>(*layer).forward(p, h0, c0);
+      if (kind == RNNKind::GRU) return static_cast<GRU&>(*layer).forward(p, h0);
+      return static_cast<RNN&>(*layer).forward(p, h0);
+    };
+    auto run_alone = [&](const Tensor& x, const Tensor& h, const Tensor& c) {
+      if (lstm) return static_cast<LSTM&>(*layer).forward(x, h, c);
+      if (kind == RNNKind::GRU) return static_cast<GRU&>(*layer).forward(x, h);
+      return static_cast<RNN&>(*layer).forward(x, h);
+    };
+    const RNNPackedOutput out = run_packed(pack_sequence(seqs, false));
+    const TensorList outputs = unpack_sequence(out.output);
+    CHECK(out.h_n.sizes() == Shape{4, 4, 5});
+    Tensor alone_loss = zeros({}, TensorOptions(DType::Float64));
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      const int64_t i = static_cast<int64_t>(b);
+      const RNNOutput alone = run_alone(seqs[b], h0.select(1, i), lstm ? c0.select(1, i) : Tensor());
+      const Vec got = vals(outputs[b]), want = vals(alone.output);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) CHECK(got[k] == Approx(want[k]).margin(1e-12));
+      const Vec hn = vals(out.h_n.select(1, i).contiguous()), hn_alone = vals(alone.h_n);
+      for (size_t k = 0; k < hn.size(); ++k) CHECK(hn[k] == Approx(hn_alone[k]).margin(1e-12));
+      if (lstm) {
+        const Vec cn = vals(out.c_n.select(1, i).contiguous()), cn_alone = vals(alone.c_n);
+        for (size_t k = 0; k < cn.size(); ++k) CHECK(cn[k] == Approx(cn_alone[k]).margin(1e-12));
+      }
+      alone_loss = add(alone_loss, add(sum(mul(alone.output, alone.output)), sum(alone.h_n)));
+    }
+    // The weights' gradients of a loss over the packed run equal those of the runs alone.
+    layer->zero_grad();
+    alone_loss.backward();
+    const TensorList params = layer->parameters();
+    std::vector<Vec> alone_grads;
+    for (const Tensor& w : params) alone_grads.push_back(vals(w.grad()));
+    layer->zero_grad();
+    const RNNPackedOutput again = run_packed(pack_sequence(seqs, false));
+    add(sum(mul(again.output.data, again.output.data)), sum(again.h_n)).backward();
+    for (size_t k = 0; k < params.size(); ++k) {
+      const Vec g = vals(params[k].grad());
+      REQUIRE(g.size() == alone_grads[k].size());
+      for (size_t e = 0; e < g.size(); ++e) CHECK(g[e] == Approx(alone_grads[k][e]).margin(1e-10));
+    }
+  }
+  LSTM lstm(3, 5);
+  CHECK_THROWS_WITH(lstm.forward(pack_sequence({randn({2, 4})})),
+                    Catch::Contains("LSTM") && Catch::Contains("[sum of the lengths, 3]") && Catch::Contains("[2, 4]"));
+  CHECK_THROWS_WITH(lstm.forward(pack_sequence({randn({2, 3})}), zeros({1, 2, 5}), zeros({1, 2, 5})),
+                    Catch::Contains("LSTM") && Catch::Contains("h0 must be [1, 1, 5]"));
 }
