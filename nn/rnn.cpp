@@ -144,7 +144,7 @@ Tensor GRUCell::forward(const Tensor& x, const Tensor& h) { return hidden_step(x
 // --- sequence layers -----------------------------------------------------------------------------
 
 RNNBase::RNNBase(const char* name, RNNKind kind, int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias,
-                 bool batch_first, double dropout, bool bidirectional)
+                 bool batch_first, double dropout, bool bidirectional, int64_t proj_size)
     : input_size(input_size),
       hidden_size(hidden_size),
       num_layers(num_layers),
@@ -152,25 +152,32 @@ RNNBase::RNNBase(const char* name, RNNKind kind, int64_t input_size, int64_t hid
       batch_first(batch_first),
       dropout(dropout),
       bidirectional(bidirectional),
+      proj_size(proj_size),
       kind_(kind),
       name_(name) {
   check_sizes(name, input_size, hidden_size);
   detail::check_positive(name, "num_layers", num_layers);
+  if (proj_size < 0 || (proj_size > 0 && proj_size >= hidden_size)) {
+    throw Error(std::string(name) + ": proj_size must be non-negative and smaller than hidden_size " +
+                std::to_string(hidden_size) + ", got " + std::to_string(proj_size));
+  }
   if (!(dropout >= 0.0 && dropout <= 1.0)) {
     throw Error(std::string(name) + ": dropout must be in [0, 1], got " + detail::py_float(dropout));
   }
   const int64_t rows = gates_of(kind) * hidden_size, directions = bidirectional ? 2 : 1;
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    const int64_t in = layer == 0 ? input_size : hidden_size * directions;
+    const int64_t in = layer == 0 ? input_size : state_size() * directions;
     for (int64_t d = 0; d < directions; ++d) {
       const std::string suffix = "_l" + std::to_string(layer) + (d == 1 ? "_reverse" : "");
       TensorList w{register_parameter("weight_ih" + suffix, detail::new_tensor(name, {rows, in})),
-                   register_parameter("weight_hh" + suffix, detail::new_tensor(name, {rows, hidden_size})), Tensor(),
-                   Tensor()};
+                   register_parameter("weight_hh" + suffix, detail::new_tensor(name, {rows, state_size()})), Tensor(),
+                   Tensor(), Tensor()};
       if (bias) {
         w[2] = register_parameter("bias_ih" + suffix, detail::new_tensor(name, {rows}));
         w[3] = register_parameter("bias_hh" + suffix, detail::new_tensor(name, {rows}));
       }
+      if (proj_size > 0)
+        w[4] = register_parameter("weight_hr" + suffix, detail::new_tensor(name, {proj_size, hidden_size}));
       weights_.push_back(std::move(w));
     }
   }
@@ -193,6 +200,7 @@ TensorList RNNBase::layer_parameters(int64_t layer, int64_t direction) const {
 
 std::string RNNBase::extra_repr() const {
   std::string s = std::to_string(input_size) + ", " + std::to_string(hidden_size);
+  if (proj_size != 0) s += ", proj_size=" + std::to_string(proj_size);
   if (num_layers != 1) s += ", num_layers=" + std::to_string(num_layers);
   if (!bias) s += ", bias=False";
   if (batch_first) s += ", batch_first=True";
@@ -222,14 +230,14 @@ RNNOutput RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0) 
   // [L, N, input] from here on.
   const Tensor x = unbatched ? input.unsqueeze(1) : batch_first ? input.transpose(0, 1) : input;
   const int64_t states = num_layers * (bidirectional ? 2 : 1);
-  const Shape shape = unbatched ? Shape{states, hidden_size} : Shape{states, x.size(1), hidden_size};
   const bool lstm = kind_ == RNNKind::LSTM;
   if (lstm && h0.defined() != c0.defined()) throw Error(n + ": h0 and c0 must be given together (or neither)");
-  auto initial = [&](const Tensor& s, const char* what) {
+  auto initial = [&](const Tensor& s, int64_t size, const char* what) {
+    const Shape shape = unbatched ? Shape{states, size} : Shape{states, x.size(1), size};
     const Tensor t = initial_state(s, shape, x, what, input.sizes());
     return unbatched ? t.unsqueeze(1) : t;
   };
-  const Tensor h_init = initial(h0, "h0"), c_init = lstm ? initial(c0, "c0") : Tensor();
+  const Tensor h_init = initial(h0, state_size(), "h0"), c_init = lstm ? initial(c0, hidden_size, "c0") : Tensor();
   RNNOutput out = run_layers(x, h_init, c_init, Tensor());
   out.output = unbatched ? out.output.squeeze(1) : batch_first ? out.output.transpose(0, 1) : out.output;
   if (unbatched) {
@@ -255,7 +263,8 @@ RNNOutput RNNBase::run_layers(Tensor x, const Tensor& h_init, const Tensor& c_in
       for (int64_t i = 0; i < steps; ++i) {
         const int64_t t = d == 0 ? i : steps - 1 - i;
         Tensor c_next = c;
-        const Tensor h_next = detail::rnn_step(kind_, xw.select(0, t), h, c_next, w[1], w[3]);
+        Tensor h_next = detail::rnn_step(kind_, xw.select(0, t), h, c_next, w[1], w[3]);
+        if (w[4].defined()) h_next = linear(h_next, w[4]);  // the LSTM's projection to proj_size
         if (active.defined()) {
           // A sequence that has ended (or, in reverse, not begun) keeps its state.
           const Tensor on = active.select(0, t);
@@ -268,7 +277,7 @@ RNNOutput RNNBase::run_layers(Tensor x, const Tensor& h_init, const Tensor& c_in
         hs[static_cast<size_t>(t)] = h;
       }
       outputs.push_back(steps > 0 ? stack(hs, 0)
-                                  : zeros({0, batch, hidden_size}, TensorOptions(x.dtype(), x.device())));
+                                  : zeros({0, batch, state_size()}, TensorOptions(x.dtype(), x.device())));
       h_last.push_back(h);
       if (lstm) c_last.push_back(c);
     }
@@ -358,18 +367,18 @@ RNNPackedOutput RNNBase::run(const PackedSequence& input, const Tensor& h0, cons
   if (lstm && h0.defined() != c0.defined()) throw Error(n + ": h0 and c0 must be given together (or neither)");
   const int64_t steps = static_cast<int64_t>(input.batch_sizes.size()), batch = input.batch_sizes[0];
   const Device device = input.data.device();
-  const Shape shape{num_layers * (bidirectional ? 2 : 1), batch, hidden_size};
+  const int64_t states = num_layers * (bidirectional ? 2 : 1);
   const bool sorted = input.sorted_indices.empty();
   // Initial states come in the batch's order; the layers run in the sorted one.
-  auto initial = [&](const Tensor& s, const char* what) {
-    const Tensor t = initial_state(s, shape, input.data, what, input.data.sizes());
+  auto initial = [&](const Tensor& s, int64_t size, const char* what) {
+    const Tensor t = initial_state(s, {states, batch, size}, input.data, what, input.data.sizes());
     return sorted || !s.defined() ? t : index_select(t, 1, index_tensor(input.sorted_indices, device));
   };
   // Sequence i runs at step t while i < batch_sizes[t] (the sorted order puts the running first).
   const Tensor active = lt(arange(0, batch, 1, TensorOptions(DType::Int64, device)).unsqueeze(0),
                            index_tensor(input.batch_sizes, device).unsqueeze(1))
                             .unsqueeze(2);
-  const Tensor h_init = initial(h0, "h0"), c_init = lstm ? initial(c0, "c0") : Tensor();
+  const Tensor h_init = initial(h0, state_size(), "h0"), c_init = lstm ? initial(c0, hidden_size, "c0") : Tensor();
   const RNNOutput padded = run_layers(padded_sorted(input, steps, 0.0), h_init, c_init, active);
   RNNPackedOutput out;
   out.output = input;
@@ -390,8 +399,9 @@ RNN::RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers, RNNNonline
       nonlinearity(nonlinearity) {}
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first, double dropout,
-           bool bidirectional)
-    : RNNBase("LSTM", RNNKind::LSTM, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional) {}
+           bool bidirectional, int64_t proj_size)
+    : RNNBase("LSTM", RNNKind::LSTM, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+              proj_size) {}
 
 GRU::GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first, double dropout,
          bool bidirectional)

@@ -3,9 +3,9 @@
 // names, shapes, gate orders and init, so state dicts map 1:1. Each is composed of linear and
 // elementwise ops, so autograd, autocast and both devices come with them: a layer runs one matrix
 // product of the whole sequence with weight_ih, then one step per time step (its product with
-// weight_hh, then the gates). There is no fused cuDNN kernel behind them, and no proj_size (LSTM's
-// projections). Batches of sequences of several lengths run packed (PackedSequence, below): each
-// sequence's steps stop at its own end, and the reverse direction starts there.
+// weight_hh, then the gates). There is no fused cuDNN kernel behind them. Batches of sequences of
+// several lengths run packed (PackedSequence, below): each sequence's steps stop at its own end,
+// and the reverse direction starts there.
 #pragma once
 
 #include <cstdint>
@@ -96,7 +96,7 @@ class GRUCell : public RNNCellBase {
 // ([N, L, D * hidden] with batch_first, [L, D * hidden] unbatched; D = 2 when bidirectional, the
 // forward direction's half first), and every layer and direction's final hidden state h_n
 // [num_layers * D, N, hidden] (layer-major, forward before reverse); c_n likewise for the LSTM,
-// undefined otherwise.
+// undefined otherwise. (With an LSTM's proj_size P, output and h_n have P in place of hidden.)
 struct RNNOutput {
   Tensor output, h_n, c_n;
 };
@@ -122,23 +122,30 @@ struct RNNPackedOutput {
 // The multi-layer sequence layers (PyTorch's RNNBase): layer k > 0 reads layer k - 1's output
 // (both directions), with dropout between layers in training (not after the last). Parameters per
 // layer k and direction: weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, with the
-// suffix "_reverse" for the reverse direction, as PyTorch names them.
+// suffix "_reverse" for the reverse direction, as PyTorch names them. An LSTM with proj_size P > 0
+// (PyTorch's LSTM with projections) also has weight_hr_l{k} [P, hidden]: each step's h is
+// projected to P values, so h, the output and h_n carry P per direction, weight_hh is
+// [4 hidden, P] and layer k > 0 reads D * P inputs; the cell state keeps `hidden`.
 class RNNBase : public Module {
  public:
   std::string extra_repr() const override;
   void reset_parameters();
   // The parameters of layer `layer` and direction `direction` (0 forward, 1 reverse):
-  // {weight_ih, weight_hh, bias_ih, bias_hh} (biases undefined without bias).
+  // {weight_ih, weight_hh, bias_ih, bias_hh, weight_hr} (biases undefined without bias, weight_hr
+  // without proj_size).
   TensorList layer_parameters(int64_t layer, int64_t direction) const;
 
   int64_t input_size, hidden_size, num_layers;
   bool bias, batch_first;
   double dropout;
   bool bidirectional;
+  int64_t proj_size;  // 0: none (the LSTM's alone can be positive)
 
  protected:
   RNNBase(const char* name, RNNKind kind, int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias,
-          bool batch_first, double dropout, bool bidirectional);
+          bool batch_first, double dropout, bool bidirectional, int64_t proj_size = 0);
+  // The size of h per direction: proj_size, or hidden_size without projections.
+  int64_t state_size() const { return proj_size > 0 ? proj_size : hidden_size; }
   // The whole sequence through every layer; h0 and c0 (c0 the LSTM's) undefined mean zeros.
   RNNOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0);
   // The same for a packed batch: h0 and c0 [num_layers * D, B, hidden] in the batch's order.
@@ -173,7 +180,7 @@ class RNN : public RNNBase {
 class LSTM : public RNNBase {
  public:
   LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1, bool bias = true, bool batch_first = false,
-       double dropout = 0.0, bool bidirectional = false);
+       double dropout = 0.0, bool bidirectional = false, int64_t proj_size = 0);
   std::string type_name() const override { return "LSTM"; }
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
     return run(input, h0, c0);

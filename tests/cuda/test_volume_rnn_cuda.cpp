@@ -1,9 +1,10 @@
 // The volume layers and the packed recurrent layers on the GPU against the same modules on the
 // CPU, in float32: a 3-d CNN (Conv3d, MaxPool3d, ConvTranspose3d, AvgPool3d, AdaptiveMaxPool3d)
-// forward and its parameters' gradients, and a bidirectional two-layer LSTM over an unsorted
-// packed batch (output, h_n, c_n, gradients). The CPU modules have exact tests of their own
-// (tests/core/test_volume.cpp, tests/nn/test_layers_1d.cpp, tests/nn/test_rnn.cpp); the op table's
-// CUDA parity runner covers the volume ops row by row. This checks the compositions agree.
+// forward and its parameters' gradients, and a bidirectional two-layer LSTM with projections over
+// an unsorted packed batch (output, h_n, c_n, gradients). The CPU modules have exact tests of
+// their own (tests/core/test_volume.cpp, tests/nn/test_layers_1d.cpp, tests/nn/test_rnn.cpp); the
+// op table's CUDA parity runner covers the volume ops row by row. This checks the compositions
+// agree.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -53,11 +54,11 @@ TEST_CASE("cuda 3-d CNN layers equal the CPU's, forward and parameter gradients"
   }
 }
 
-TEST_CASE("cuda LSTM over an unsorted packed batch equals the CPU's", "[cuda][rnn]") {
+TEST_CASE("cuda LSTM with proj_size over an unsorted packed batch equals the CPU's", "[cuda][rnn]") {
   test::require_cuda();
   const Device gpu = Device::cuda(0);
   manual_seed(8);
-  nn::LSTM cpu(3, 5, 2, true, false, 0.0, true), dev(3, 5, 2, true, false, 0.0, true);
+  nn::LSTM cpu(3, 5, 2, true, false, 0.0, true, 2), dev(3, 5, 2, true, false, 0.0, true, 2);  // proj_size 2
   dev.load_state_dict(cpu.state_dict());
   dev.to(gpu);
   TensorList seqs, seqs_gpu;
@@ -65,7 +66,7 @@ TEST_CASE("cuda LSTM over an unsorted packed batch equals the CPU's", "[cuda][rn
     seqs.push_back(randn({len, 3}));
     seqs_gpu.push_back(seqs.back().to(gpu));
   }
-  const Tensor h0 = randn({4, 4, 5}), c0 = randn({4, 4, 5});
+  const Tensor h0 = randn({4, 4, 2}), c0 = randn({4, 4, 5});
   const nn::RNNPackedOutput oc = cpu.forward(nn::pack_sequence(seqs, false), h0, c0);
   const nn::RNNPackedOutput og = dev.forward(nn::pack_sequence(seqs_gpu, false), h0.to(gpu), c0.to(gpu));
   CHECK(og.output.batch_sizes == oc.output.batch_sizes);

@@ -43,7 +43,7 @@ Vec vals(const Tensor& t) { return t.defined() ? t.to_vector_double() : Vec(); }
 // One step of PyTorch's cell equations for one sample, in float64. c is the LSTM's cell state.
 Vec ref_step(RNNKind kind, const TensorList& w, const Vec& x, const Vec& h, Vec& c) {
   const Vec gi = affine(vals(w[0]), vals(w[2]), x), gh = affine(vals(w[1]), vals(w[3]), h);
-  const size_t n = h.size();
+  const size_t n = kind == RNNKind::LSTM ? c.size() : h.size();  // h is shorter with a projection
   Vec out(n);
   for (size_t k = 0; k < n; ++k) {
     switch (kind) {
@@ -82,10 +82,11 @@ RefOut ref_run(const RNNBase& m, RNNKind kind, const std::vector<Vec>& seq) {
     std::vector<Vec> next(steps);
     for (int64_t d = 0; d < directions; ++d) {
       const TensorList w = m.layer_parameters(layer, d);
-      Vec h(hidden, 0.0), c(hidden, 0.0);
+      Vec h(m.proj_size > 0 ? static_cast<size_t>(m.proj_size) : hidden, 0.0), c(hidden, 0.0);
       for (size_t i = 0; i < steps; ++i) {
         const size_t t = d == 0 ? i : steps - 1 - i;
         h = ref_step(kind, w, x[t], h, c);
+        if (w[4].defined()) h = affine(vals(w[4]), {}, h);  // h_t = W_hr (o * tanh(c_t))
         next[t].insert(next[t].end(), h.begin(), h.end());
       }
       r.h_n.push_back(h);
@@ -448,4 +449,49 @@ TEST_CASE("RNN, LSTM and GRU on a packed batch: each sequence as if it ran alone
                     Catch::Contains("LSTM") && Catch::Contains("[sum of the lengths, 3]") && Catch::Contains("[2, 4]"));
   CHECK_THROWS_WITH(lstm.forward(pack_sequence({randn({2, 3})}), zeros({1, 2, 5}), zeros({1, 2, 5})),
                     Catch::Contains("LSTM") && Catch::Contains("h0 must be [1, 1, 5]"));
+}
+
+TEST_CASE("LSTM with proj_size: PyTorch's projected equations, shapes, names, packed batches", "[nn][rnn]") {
+  const TensorOptions f64(DType::Float64);
+  manual_seed(63);
+  LSTM lstm(3, 5, 2, true, false, 0.0, true, 2);
+  lstm.to(DType::Float64);
+  CHECK(lstm.str() == "LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=True)");
+  const auto named = lstm.named_parameters();
+  REQUIRE(named.size() == 20);  // 2 layers x 2 directions x (4 + weight_hr)
+  CHECK(named[1].first == "weight_hh_l0");
+  CHECK(named[1].second.sizes() == Shape{20, 2});  // 4 gates x 5 hidden, from a projected h of 2
+  CHECK(named[4].first == "weight_hr_l0");
+  CHECK(named[4].second.sizes() == Shape{2, 5});
+  CHECK(named[9].first == "weight_hr_l0_reverse");
+  CHECK(named[10].first == "weight_ih_l1");
+  CHECK(named[10].second.sizes() == Shape{20, 4});  // both directions' 2
+  const int64_t steps = 4, batch = 2;
+  const Tensor x = randn({steps, batch, 3}, f64);
+  const Tensor h0 = randn({4, batch, 2}, f64), c0 = randn({4, batch, 5}, f64);
+  const RNNOutput y = lstm(x);
+  CHECK(y.output.sizes() == Shape{steps, batch, 4});
+  CHECK(y.h_n.sizes() == Shape{4, batch, 2});
+  CHECK(y.c_n.sizes() == Shape{4, batch, 5});
+  for (int64_t s = 0; s < batch; ++s) {
+    std::vector<Vec> seq;
+    for (int64_t t = 0; t < steps; ++t) seq.push_back(x.select(0, t).select(0, s).to_vector_double());
+    const RefOut r = ref_run(lstm, RNNKind::LSTM, seq);
+    for (int64_t t = 0; t < steps; ++t) CHECK(max_diff(y.output.select(0, t).select(0, s), r.output[t]) < 1e-12);
+    for (int64_t k = 0; k < 4; ++k) {
+      CHECK(max_diff(y.h_n.select(0, k).select(0, s), r.h_n[static_cast<size_t>(k)]) < 1e-12);
+      CHECK(max_diff(y.c_n.select(0, k).select(0, s), r.c_n[static_cast<size_t>(k)]) < 1e-12);
+    }
+  }
+  // Initial states of the two sizes; a packed batch gives each sequence its own run.
+  const RNNOutput from_states = lstm(x, h0, c0);
+  const RNNPackedOutput packed = lstm(pack_padded_sequence(x, {4, 2}), h0, c0);
+  const RNNOutput second_alone = lstm(x.select(1, 1).narrow(0, 0, 2), h0.select(1, 1), c0.select(1, 1));
+  CHECK(max_diff(unpack_sequence(packed.output)[0], from_states.output.select(1, 0).to_vector_double()) < 1e-12);
+  CHECK(max_diff(unpack_sequence(packed.output)[1], second_alone.output.to_vector_double()) < 1e-12);
+  CHECK(max_diff(packed.h_n.select(1, 1), second_alone.h_n.to_vector_double()) < 1e-12);
+  CHECK_THROWS_WITH(lstm(x, c0, c0), Catch::Contains("LSTM") && Catch::Contains("h0 must be [4, 2, 2]"));
+  CHECK_THROWS_WITH(LSTM(3, 5, 1, true, false, 0.0, false, 5),
+                    Catch::Contains("LSTM") && Catch::Contains("proj_size") && Catch::Contains("5"));
+  CHECK_THROWS_WITH(LSTM(3, 5, 1, true, false, 0.0, false, -1), Catch::Contains("proj_size"));
 }
