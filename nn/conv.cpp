@@ -1,10 +1,12 @@
 // The convolution layers: each constructor checks its arguments, registers PyTorch's parameter
-// names and applies PyTorch's default init; each forward is one core op.
+// names and applies PyTorch's default init; each forward is one core op (after a pad for a
+// padding_mode other than zeros, or for 'same' padding that differs before and after).
 #include "nn/conv.h"
 
 #include <cmath>
 #include <string>
 
+#include "core/ops/shape.h"
 #include "kernels/error.h"
 #include "nn/init.h"
 #include "nn/layers.h"
@@ -21,6 +23,8 @@ struct ConvSpec {
   const char* layer;
   int64_t in_channels, out_channels, groups;
   Shape kernel_size, stride, padding, dilation, output_padding;
+  bool same = false;  // padding='same'
+  PaddingMode mode = PaddingMode::Zeros;
 };
 
 Shape tuple(Pair p) { return {p[0], p[1]}; }
@@ -31,13 +35,22 @@ ConvSpec spec(const char* layer, int64_t in, int64_t out, int64_t groups, Shape 
   return {layer, in, out, groups, kernel_size, stride, padding, dilation, output_padding};
 }
 
+// A forward convolution's spec, with its padding_mode and padding='same'.
+template <class Conv>
+ConvSpec padded_spec(ConvSpec c, const Conv& m) {
+  c.same = m.same_padding;
+  c.mode = m.padding_mode;
+  return c;
+}
 ConvSpec spec_of(const Conv2d& m) {
-  return spec("Conv2d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
-              tuple(m.padding), tuple(m.dilation));
+  return padded_spec(spec("Conv2d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+                          tuple(m.padding), tuple(m.dilation)),
+                     m);
 }
 ConvSpec spec_of(const Conv1d& m) {
-  return spec("Conv1d", m.in_channels, m.out_channels, m.groups, {m.kernel_size}, {m.stride}, {m.padding},
-              {m.dilation});
+  return padded_spec(
+      spec("Conv1d", m.in_channels, m.out_channels, m.groups, {m.kernel_size}, {m.stride}, {m.padding}, {m.dilation}),
+      m);
 }
 ConvSpec spec_of(const ConvTranspose2d& m) {
   return spec("ConvTranspose2d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
@@ -49,8 +62,9 @@ ConvSpec spec_of(const ConvTranspose1d& m) {
 }
 
 ConvSpec spec_of(const Conv3d& m) {
-  return spec("Conv3d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
-              tuple(m.padding), tuple(m.dilation));
+  return padded_spec(spec("Conv3d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
+                          tuple(m.padding), tuple(m.dilation)),
+                     m);
 }
 ConvSpec spec_of(const ConvTranspose3d& m) {
   return spec("ConvTranspose3d", m.in_channels, m.out_channels, m.groups, tuple(m.kernel_size), tuple(m.stride),
@@ -90,6 +104,53 @@ void check_conv_layer(const ConvSpec& c) {
   }
 }
 
+const char* mode_name(PaddingMode m) {
+  switch (m) {
+    case PaddingMode::Zeros: return "zeros";
+    case PaddingMode::Reflect: return "reflect";
+    case PaddingMode::Replicate: return "replicate";
+    case PaddingMode::Circular: return "circular";
+  }
+  return "?";
+}
+
+// What a forward convolution layer convolves: x, with the layer's zero padding left to the
+// convolution (`padding` gets it), or x padded by pad() and convolved unpadded (`padding` gets
+// zeros): for another padding_mode, and for 'same' padding that differs before and after.
+Tensor padded_input(const ConvSpec& c, const Tensor& x, Shape& padding) {
+  const size_t rank = c.kernel_size.size();
+  for (const int64_t s : c.stride) {
+    if (c.same && s != 1) {
+      throw Error(std::string(c.layer) + ": padding='same' keeps the input's size, which a stride " +
+                  detail::py_tuple(c.stride) + " cannot");
+    }
+  }
+  Shape before(rank), after(rank);
+  bool symmetric = true;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t total = c.same ? c.dilation[i] * (c.kernel_size[i] - 1) : 2 * c.padding[i];
+    before[i] = total / 2;
+    after[i] = total - before[i];
+    symmetric = symmetric && before[i] == after[i];
+  }
+  // An input of too few dims goes to the convolution as it is, whose error names it.
+  if ((c.mode == PaddingMode::Zeros && symmetric) || !x.defined() || x.dim() <= static_cast<int64_t>(rank)) {
+    padding = before;
+    return x;
+  }
+  Shape pads;  // pad's order: the last dim's (before, after) first
+  for (size_t i = rank; i-- > 0;) {
+    pads.push_back(before[i]);
+    pads.push_back(after[i]);
+  }
+  padding.assign(rank, 0);
+  const PadMode mode = c.mode == PaddingMode::Reflect     ? PadMode::Reflect
+                       : c.mode == PaddingMode::Replicate ? PadMode::Replicate
+                       : c.mode == PaddingMode::Circular  ? PadMode::Circular
+                                                          : PadMode::Constant;
+  return pad(x, pads, mode);
+}
+
 // extra_repr as PyTorch's _ConvNd writes it: the defaults left out.
 std::string conv_repr(const ConvSpec& c, bool bias) {
   auto all = [](const Shape& v, int64_t x) {
@@ -100,11 +161,13 @@ std::string conv_repr(const ConvSpec& c, bool bias) {
   };
   std::string s = std::to_string(c.in_channels) + ", " + std::to_string(c.out_channels) +
                   ", kernel_size=" + detail::py_tuple(c.kernel_size) + ", stride=" + detail::py_tuple(c.stride);
+  if (c.same) s += ", padding=same";
   if (!all(c.padding, 0)) s += ", padding=" + detail::py_tuple(c.padding);
   if (!all(c.dilation, 1)) s += ", dilation=" + detail::py_tuple(c.dilation);
   if (!all(c.output_padding, 0)) s += ", output_padding=" + detail::py_tuple(c.output_padding);
   if (c.groups != 1) s += ", groups=" + std::to_string(c.groups);
   if (!bias) s += ", bias=False";
+  if (c.mode != PaddingMode::Zeros) s += std::string(", padding_mode=") + mode_name(c.mode);
   return s;
 }
 
@@ -161,14 +224,15 @@ Shape output_padding_for(const ConvSpec& c, const Tensor& x, const Shape& output
 // --- Conv2d ---------------------------------------------------------------------------------------
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride, Pair padding, Pair dilation,
-               int64_t groups, bool bias)
+               int64_t groups, bool bias, PaddingMode padding_mode)
     : in_channels(in_channels),
       out_channels(out_channels),
       kernel_size(kernel_size),
       stride(stride),
       padding(padding),
       dilation(dilation),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
   const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
   weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
@@ -176,34 +240,55 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair
   reset_parameters();
 }
 
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, SamePadding, Pair dilation, int64_t groups,
+               bool bias, PaddingMode padding_mode)
+    : Conv2d(in_channels, out_channels, kernel_size, {1, 1}, {0, 0}, dilation, groups, bias, padding_mode) {
+  same_padding = true;
+}
+
 void Conv2d::reset_parameters() { reset_conv(weight, bias); }
 
 std::string Conv2d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv2d::forward(const Tensor& x) {
+  Shape p;
+  const Tensor in = padded_input(spec_of(*this), x, p);
+  return conv2d(in, weight, bias, stride, {p[0], p[1]}, dilation, groups);
+}
 
 // --- Conv1d -------------------------------------------------------------------------------------
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
-               int64_t dilation, int64_t groups, bool bias)
+               int64_t dilation, int64_t groups, bool bias, PaddingMode padding_mode)
     : in_channels(in_channels),
       out_channels(out_channels),
       kernel_size(kernel_size),
       stride(stride),
       padding(padding),
       dilation(dilation),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
   weight = register_parameter("weight", new_tensor("Conv1d", {out_channels, in_channels / groups, kernel_size}));
   if (bias) this->bias = register_parameter("bias", new_tensor("Conv1d", {out_channels}));
   reset_parameters();
 }
 
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, SamePadding, int64_t dilation,
+               int64_t groups, bool bias, PaddingMode padding_mode)
+    : Conv1d(in_channels, out_channels, kernel_size, 1, 0, dilation, groups, bias, padding_mode) {
+  same_padding = true;
+}
+
 void Conv1d::reset_parameters() { reset_conv(weight, bias); }
 
 std::string Conv1d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
 
-Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv1d::forward(const Tensor& x) {
+  Shape p;
+  const Tensor in = padded_input(spec_of(*this), x, p);
+  return conv1d(in, weight, bias, stride, p[0], dilation, groups);
+}
 
 // --- ConvTranspose2d ------------------------------------------------------------------------------
 
@@ -273,14 +358,15 @@ Tensor ConvTranspose1d::forward(const Tensor& x, const Shape& output_size) {
 // --- Conv3d -------------------------------------------------------------------------------------
 
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride, Triple padding,
-               Triple dilation, int64_t groups, bool bias)
+               Triple dilation, int64_t groups, bool bias, PaddingMode padding_mode)
     : in_channels(in_channels),
       out_channels(out_channels),
       kernel_size(kernel_size),
       stride(stride),
       padding(padding),
       dilation(dilation),
-      groups(groups) {
+      groups(groups),
+      padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
   const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]};
   weight = register_parameter("weight", new_tensor("Conv3d", weight_shape));
@@ -288,11 +374,21 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Tr
   reset_parameters();
 }
 
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, SamePadding, Triple dilation,
+               int64_t groups, bool bias, PaddingMode padding_mode)
+    : Conv3d(in_channels, out_channels, kernel_size, {1, 1, 1}, {0, 0, 0}, dilation, groups, bias, padding_mode) {
+  same_padding = true;
+}
+
 void Conv3d::reset_parameters() { reset_conv(weight, bias); }
 
 std::string Conv3d::extra_repr() const { return conv_repr(spec_of(*this), bias.defined()); }
 
-Tensor Conv3d::forward(const Tensor& x) { return conv3d(x, weight, bias, stride, padding, dilation, groups); }
+Tensor Conv3d::forward(const Tensor& x) {
+  Shape p;
+  const Tensor in = padded_input(spec_of(*this), x, p);
+  return conv3d(in, weight, bias, stride, {p[0], p[1], p[2]}, dilation, groups);
+}
 
 // --- ConvTranspose3d ------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // The convolution layers, PyTorch-shaped (class names, constructor arguments in PyTorch's order,
-// default init, parameter names, printed form): Conv1d, Conv2d, Conv3d and their transposes
-// ConvTranspose1d, ConvTranspose2d, ConvTranspose3d (learned upsampling: a DCGAN generator's or a
-// U-Net decoder's layers). nn/layers.h includes this header.
+// default init, parameter names, printed form, padding_mode and padding='same'): Conv1d, Conv2d,
+// Conv3d and their transposes ConvTranspose1d, ConvTranspose2d, ConvTranspose3d (learned
+// upsampling: a DCGAN generator's or a U-Net decoder's layers). nn/layers.h includes this header.
 #pragma once
 
 #include <cstdint>
@@ -13,19 +13,34 @@
 
 namespace kiln::nn {
 
+// PyTorch's padding_mode of the convolution layers: what the `padding` cells hold. Zeros is the
+// convolution's own padding; the others pad the input first (core/ops/shape.h's pad: the edge
+// reflected, repeated or wrapped round) and convolve it unpadded.
+enum class PaddingMode : uint8_t { Zeros, Reflect, Replicate, Circular };
+
+// PyTorch's padding='same' for Conv1d/2d/3d, in place of the padding argument (and of the stride,
+// which must be 1): the output has the input's size. Each dim pads dilation (k - 1) cells, half
+// before and the rest after (an odd count puts the extra cell after, as PyTorch's).
+struct SamePadding {};
+inline constexpr SamePadding kSamePadding{};
+
 // weight [out, in / groups, kH, kW] and bias [out], initialized as PyTorch's Conv2d.
 class Conv2d : public UnaryModule {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
-         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true, PaddingMode padding_mode = PaddingMode::Zeros);
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, SamePadding, Pair dilation = {1, 1},
+         int64_t groups = 1, bool bias = true, PaddingMode padding_mode = PaddingMode::Zeros);
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
 
   int64_t in_channels, out_channels;
-  Pair kernel_size, stride, padding, dilation;
+  Pair kernel_size, stride, padding, dilation;  // padding {0, 0} with same_padding
   int64_t groups;
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  bool same_padding = false;
   Tensor weight, bias;
 };
 
@@ -34,13 +49,17 @@ class Conv2d : public UnaryModule {
 class Conv1d : public UnaryModule {
  public:
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
-         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true, PaddingMode padding_mode = PaddingMode::Zeros);
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, SamePadding, int64_t dilation = 1,
+         int64_t groups = 1, bool bias = true, PaddingMode padding_mode = PaddingMode::Zeros);
   std::string type_name() const override { return "Conv1d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
 
   int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  bool same_padding = false;
   Tensor weight, bias;
 };
 
@@ -93,7 +112,10 @@ class ConvTranspose1d : public UnaryModule {
 class Conv3d : public UnaryModule {
  public:
   Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Triple stride = {1, 1, 1},
-         Triple padding = {0, 0, 0}, Triple dilation = {1, 1, 1}, int64_t groups = 1, bool bias = true);
+         Triple padding = {0, 0, 0}, Triple dilation = {1, 1, 1}, int64_t groups = 1, bool bias = true,
+         PaddingMode padding_mode = PaddingMode::Zeros);
+  Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, SamePadding, Triple dilation = {1, 1, 1},
+         int64_t groups = 1, bool bias = true, PaddingMode padding_mode = PaddingMode::Zeros);
   std::string type_name() const override { return "Conv3d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
@@ -102,6 +124,8 @@ class Conv3d : public UnaryModule {
   int64_t in_channels, out_channels;
   Triple kernel_size, stride, padding, dilation;
   int64_t groups;
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  bool same_padding = false;
   Tensor weight, bias;
 };
 

@@ -937,3 +937,52 @@ TEST_CASE("init: orthogonal_, eye_, dirac_ and sparse_ as torch.nn.init defines 
   CHECK_THROWS_WITH(init::sparse_(empty({3, 3}), 1.5), Catch::Contains("sparse_") && Catch::Contains("1.5"));
   CHECK_THROWS_WITH(init::eye_(zeros({2, 2}, DType::Int64)), Catch::Contains("eye_") && Catch::Contains("int64"));
 }
+
+TEST_CASE("Conv1d/2d/3d: padding_mode (reflect, replicate, circular) and padding='same', as PyTorch's", "[nn]") {
+  manual_seed(23);
+  // Reflect: the layer is conv2d of the reflect-padded input, unpadded.
+  Conv2d reflect(2, 3, {3, 3}, {1, 1}, {1, 2}, {1, 1}, 1, false, PaddingMode::Reflect);
+  CHECK(reflect.str() ==
+        "Conv2d(2, 3, kernel_size=(3, 3), stride=(1, 1), padding=(1, 2), bias=False, padding_mode=reflect)");
+  const Tensor x = randn({2, 2, 5, 6});
+  const Tensor by_hand = conv2d(pad(x, {2, 2, 1, 1}, PadMode::Reflect), reflect.weight);
+  CHECK(max_abs_diff(reflect.forward(x), by_hand) == 0.0);
+  CHECK(reflect.forward(x).sizes() == Shape{2, 3, 5, 8});
+  // Replicate: a constant image convolves to sum(w) c + b everywhere, its borders included (zeros
+  // would dim them).
+  Conv2d replicate(1, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, PaddingMode::Replicate);
+  const std::vector<double> flat = replicate.forward(full({1, 1, 4, 4}, 2.0)).to_vector_double();
+  const double expected = 2.0 * sum(replicate.weight).item<double>() + replicate.bias.item<double>();
+  for (const double v : flat) CHECK(v == Approx(expected).epsilon(1e-6));
+  // Circular: the convolution commutes with rolling the input round.
+  Conv1d circular(1, 2, 3, 1, 1, 1, 1, true, PaddingMode::Circular);
+  const Tensor seq = randn({1, 1, 9});
+  CHECK(max_abs_diff(circular.forward(roll(seq, {2}, {2})), roll(circular.forward(seq), {2}, {2})) < 1e-6);
+  CHECK(circular.extra_repr() == "1, 2, kernel_size=(3,), stride=(1,), padding=(1,), padding_mode=circular");
+
+  // 'same': the output keeps the input's length. An even dilated kernel pads one more cell after
+  // than before (kernel 4: 1 before, 2 after), as PyTorch's.
+  Conv1d same(2, 3, 4, kSamePadding);
+  CHECK(same.str() == "Conv1d(2, 3, kernel_size=(4,), stride=(1,), padding=same)");
+  const Tensor s = randn({2, 2, 7});
+  CHECK(same.forward(s).sizes() == Shape{2, 3, 7});
+  CHECK(max_abs_diff(same.forward(s), conv1d(pad(s, {1, 2}), same.weight, same.bias)) == 0.0);
+  Conv1d dilated(2, 3, 4, kSamePadding, 2);  // 2 x 3 = 6 cells: 3 and 3, the convolution's own padding
+  CHECK(max_abs_diff(dilated.forward(s), conv1d(s, dilated.weight, dilated.bias, 1, 3, 2)) == 0.0);
+  Conv2d same2d(2, 2, {2, 3}, kSamePadding, {1, 1}, 1, true, PaddingMode::Reflect);
+  CHECK(same2d.extra_repr() == "2, 2, kernel_size=(2, 3), stride=(1, 1), padding=same, padding_mode=reflect");
+  CHECK(same2d.forward(x).sizes() == x.sizes());
+  CHECK(max_abs_diff(same2d.forward(x), conv2d(pad(x, {1, 1, 0, 1}, PadMode::Reflect), same2d.weight, same2d.bias)) ==
+        0.0);
+  Conv3d same3d(1, 2, {3, 2, 3}, kSamePadding, {1, 1, 2});
+  const Tensor vol = randn({1, 1, 4, 5, 6});
+  CHECK(same3d.forward(vol).sizes() == Shape{1, 2, 4, 5, 6});
+  const Tensor vol_padded = pad(vol, {2, 2, 0, 1, 1, 1});  // 4, 1 and 2 x 2 cells, the odd one after
+  CHECK(max_abs_diff(same3d.forward(vol),
+                     conv3d(vol_padded, same3d.weight, same3d.bias, {1, 1, 1}, {0, 0, 0}, {1, 1, 2})) == 0.0);
+
+  CHECK_THROWS_WITH(Conv1d(1, 1, 3, 1, 5, 1, 1, true, PaddingMode::Reflect).forward(randn({1, 1, 4})),
+                    Catch::Contains("pad"));
+  same.stride = 2;  // made by hand: 'same' cannot keep the size
+  CHECK_THROWS_WITH(same.forward(s), Catch::Contains("Conv1d") && Catch::Contains("padding='same'"));
+}
