@@ -1,8 +1,8 @@
 // interpolate: per spatial dim, an index (nearest), two indices and a weight (linear), four indices
 // and four weights (bicubic) or a window of indices (area), computed on the host from the sizes
-// alone, then index_select along that dim and a blend of the selections. One dim after another,
-// which is exactly bi/trilinear, bicubic and area interpolation: each mode's weights are a product
-// of per-dim weights (separable).
+// alone, then index_select along that dim and a blend of the selections; with antialias, a matrix
+// of weights per dim and a matmul. One dim after another, which is exactly bi/trilinear, bicubic
+// and area interpolation: each mode's weights are a product of per-dim weights (separable).
 #include "core/ops/interpolate.h"
 
 #include <algorithm>
@@ -10,10 +10,13 @@
 #include <optional>
 #include <string>
 
+#include "core/autocast.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
+#include "core/ops/matmul.h"
+#include "core/ops/view.h"
 #include "kernels/error.h"
 
 namespace kiln {
@@ -117,10 +120,57 @@ Tensor area_dim(const Tensor& y, int64_t d, int64_t in, int64_t out) {
   return (sum * along(inverse, y, d, wide)).to(y.dtype());
 }
 
+// The antialiasing filters: the triangle (Linear, support 1) and Keys' cubic at a = -0.5 (Bicubic,
+// support 2; PIL's choice, which PyTorch's antialias follows).
+double aa_filter(InterpolateMode mode, double s) {
+  s = std::fabs(s);
+  if (mode == InterpolateMode::Linear) return s < 1.0 ? 1.0 - s : 0.0;
+  constexpr double a = -0.5;
+  if (s < 1.0) return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
+  if (s < 2.0) return (((s - 5.0) * s + 8.0) * s - 4.0) * a;
+  return 0.0;
+}
+
+// Antialiased resizing along dim d: row o of an [out, in] matrix holds the filter's weights at
+// the input positions within its support of o's centre, scale (o + 1/2) in input coordinates; a
+// shrink by `scale` > 1 stretches the filter (its support and its argument) by that factor. The
+// rows are normalized to sum to 1, so a window cut by the border still averages. y's dim d
+// multiplied by the matrix's transpose: one matmul, in the widened dtype and outside autocast.
+Tensor antialias_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double scale, InterpolateMode mode,
+                     bool align_corners) {
+  if (align_corners) scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  const double half_width = mode == InterpolateMode::Linear ? 1.0 : 2.0;
+  const double stretch = scale >= 1.0 ? scale : 1.0;
+  const double support = half_width * stretch;
+  std::vector<double> matrix(static_cast<size_t>(out * in), 0.0);
+  for (int64_t o = 0; o < out; ++o) {
+    const double centre = scale * (static_cast<double>(o) + 0.5);
+    // The positions whose centres (i + 1/2) lie within the support; truncation toward zero, as
+    // PyTorch's, then clamped to the input.
+    const int64_t first = std::max<int64_t>(static_cast<int64_t>(centre - support + 0.5), 0);
+    const int64_t last = std::min<int64_t>(static_cast<int64_t>(centre + support + 0.5), in);
+    double total = 0.0;
+    double* row = matrix.data() + o * in;
+    for (int64_t i = first; i < last; ++i) {
+      row[i] = aa_filter(mode, (static_cast<double>(i) - centre + 0.5) / stretch);
+      total += row[i];
+    }
+    if (total != 0.0) {
+      for (int64_t i = first; i < last; ++i) row[i] /= total;
+    }
+  }
+  const DType wide = ops::widened_dtype(y.dtype());
+  const AutocastGuard exact(y.device().type, false);  // the weights are not tensor-core work
+  const Tensor weights =
+      tensor(matrix, {out, in}, TensorOptions(DType::Float64, Device::cpu())).to(wide).to(y.device());
+  return movedim(matmul(movedim(y.to(wide), d, -1), weights.t()), -1, d).to(y.dtype());
+}
+
 // Resizes dim d of y from `in` to `out` positions; `scale` is the source step (in / out, or
 // 1 / scale_factor), unused with align_corners and by Area.
 Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double scale, InterpolateMode mode,
-                  bool align_corners) {
+                  bool align_corners, bool antialias) {
+  if (antialias) return antialias_dim(y, d, in, out, scale, mode, align_corners);
   if (mode == InterpolateMode::Bicubic) return cubic_dim(y, d, in, out, scale, align_corners);
   if (mode == InterpolateMode::Area) return area_dim(y, d, in, out);
   if (mode == InterpolateMode::Nearest) {
@@ -150,9 +200,15 @@ Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sc
 }
 
 Tensor resize(const Tensor& x, const Shape& size, const std::vector<double>& scales, InterpolateMode mode,
-              bool align_corners) {
+              bool align_corners, bool antialias) {
   if ((mode == InterpolateMode::Nearest || mode == InterpolateMode::Area) && align_corners) {
     throw Error(std::string(kOp) + ": align_corners applies to the linear and bicubic modes only (input " +
+                shape_str(x.sizes()) + ")");
+  }
+  if (antialias && (mode == InterpolateMode::Nearest || mode == InterpolateMode::Area || x.dim() != 4)) {
+    throw Error(std::string(kOp) +
+                ": antialias applies to the linear and bicubic modes over 2 spatial dims ([N, C, "
+                "H, W]) only (input " +
                 shape_str(x.sizes()) + ")");
   }
   Tensor y = x;
@@ -160,14 +216,14 @@ Tensor resize(const Tensor& x, const Shape& size, const std::vector<double>& sca
     const size_t k = static_cast<size_t>(d - 2);
     const int64_t in = x.size(d), out = size[k];
     if (in == out && scales[k] == 1.0) continue;  // nothing moves along this dim
-    y = resize_dim(y, d, in, out, scales[k], mode, align_corners);
+    y = resize_dim(y, d, in, out, scales[k], mode, align_corners, antialias);
   }
   return y.is_same(x) ? x.clone() : y;
 }
 
 }  // namespace
 
-Tensor interpolate(const Tensor& x, const Shape& size, InterpolateMode mode, bool align_corners) {
+Tensor interpolate(const Tensor& x, const Shape& size, InterpolateMode mode, bool align_corners, bool antialias) {
   check_input(x, mode);
   const int64_t spatial = x.dim() - 2;
   if (static_cast<int64_t>(size.size()) != spatial) {
@@ -183,11 +239,11 @@ Tensor interpolate(const Tensor& x, const Shape& size, InterpolateMode mode, boo
     }
     scales.push_back(static_cast<double>(x.size(d)) / static_cast<double>(out));
   }
-  return resize(x, size, scales, mode, align_corners);
+  return resize(x, size, scales, mode, align_corners, antialias);
 }
 
 Tensor interpolate_scale(const Tensor& x, const std::vector<double>& scale_factor, InterpolateMode mode,
-                         bool align_corners) {
+                         bool align_corners, bool antialias) {
   check_input(x, mode);
   const int64_t spatial = x.dim() - 2;
   if (scale_factor.size() != 1 && static_cast<int64_t>(scale_factor.size()) != spatial) {
@@ -207,7 +263,7 @@ Tensor interpolate_scale(const Tensor& x, const std::vector<double>& scale_facto
     size.push_back(static_cast<int64_t>(out));
     scales.push_back(1.0 / f);
   }
-  return resize(x, size, scales, mode, align_corners);
+  return resize(x, size, scales, mode, align_corners, antialias);
 }
 
 }  // namespace kiln

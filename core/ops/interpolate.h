@@ -23,12 +23,19 @@ enum class InterpolateMode : uint8_t { Nearest, Linear, Bicubic, Area };
 // (Linear and Bicubic) maps the corner pixels' centres onto each other, PyTorch's flag; otherwise
 // source positions are (o + 0.5) * in / out - 0.5, clamped at 0 for Linear. Linear, Bicubic and
 // Area take floating inputs; float16 and bfloat16 are blended in float32 by Bicubic and Area.
+// antialias (PyTorch's flag, Linear and Bicubic over 2 spatial dims): when a dim shrinks, each
+// output position blends every input position under the filter stretched by the shrink factor (a
+// triangle for Linear, Keys' cubic at a = -0.5 for Bicubic, as PIL's and PyTorch's), the weights
+// normalized to sum to 1, instead of its 2 or 4 neighbours only: no aliasing. Growing dims take
+// the unstretched filter, so Linear upsampling is the plain one and Bicubic's uses a = -0.5. The
+// weights form one [out, in] matrix per dim, applied by a matmul (in float32 at least).
 Tensor interpolate(const Tensor& x, const Shape& size, InterpolateMode mode = InterpolateMode::Nearest,
-                   bool align_corners = false);
+                   bool align_corners = false, bool antialias = false);
 // The same with output sizes floor(in * scale_factor) (one factor per spatial dim, or one for all),
 // and the scale 1 / scale_factor in the source positions, as PyTorch computes them when given a
 // scale factor (Area uses the sizes alone).
 Tensor interpolate_scale(const Tensor& x, const std::vector<double>& scale_factor,
-                         InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false);
+                         InterpolateMode mode = InterpolateMode::Nearest, bool align_corners = false,
+                         bool antialias = false);
 
 }  // namespace kiln

@@ -1,8 +1,9 @@
 // Op table rows of the interpolate family: nearest, linear (1, 2 and 3 spatial dims, with and
 // without align_corners), bicubic (with and without) and area to given sizes, up and down, and by
-// scale factors. The reference computes each output element from PyTorch's source-position formula
-// in double, summing over the product of the per-dim taps (2^k corners for linear, 4^2 for
-// bicubic, whole windows for area) with their product weights (not dim by dim, as the op does).
+// scale factors; bilinear and bicubic with antialias. The reference computes each output element
+// from PyTorch's source-position formula in double, summing over the product of the per-dim taps
+// (2^k corners for linear, 4^2 for bicubic, whole windows for area and antialias) with their
+// product weights (not dim by dim, as the op does).
 #include <algorithm>
 #include <cmath>
 
@@ -26,7 +27,44 @@ double keys(double s) {
   return 0;
 }
 
-Taps taps(int64_t in, int64_t out, double scale, InterpolateMode mode, bool align_corners) {
+// The antialiasing filters: the triangle (linear) and Keys' cubic at a = -0.5 (bicubic).
+double aa_filter(InterpolateMode mode, double s) {
+  s = std::fabs(s);
+  if (mode == InterpolateMode::Linear) return std::max(0.0, 1.0 - s);
+  const double a = -0.5;
+  if (s < 1) return (a + 2) * s * s * s - (a + 3) * s * s + 1;
+  if (s < 2) return a * s * s * s - 5 * a * s * s + 8 * a * s - 4 * a;
+  return 0;
+}
+
+// Antialiased taps: every input position whose centre i + 1/2 lies within the filter's reach of
+// the output's centre scale (o + 1/2), the filter stretched by the shrink factor when shrinking,
+// the weights normalized to sum to 1.
+Taps aa_taps(int64_t in, int64_t out, double scale, InterpolateMode mode, bool align_corners) {
+  if (align_corners) scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  const double stretch = std::max(scale, 1.0);
+  Taps t;
+  for (int64_t o = 0; o < out; ++o) {
+    const double centre = scale * (static_cast<double>(o) + 0.5);
+    std::vector<int64_t> index;
+    std::vector<double> weight;
+    double total = 0;
+    for (int64_t i = 0; i < in; ++i) {
+      const double w = aa_filter(mode, (static_cast<double>(i) + 0.5 - centre) / stretch);
+      if (w == 0.0) continue;
+      index.push_back(i);
+      weight.push_back(w);
+      total += w;
+    }
+    for (double& w : weight) w /= total;
+    t.index.push_back(index);
+    t.weight.push_back(weight);
+  }
+  return t;
+}
+
+Taps taps(int64_t in, int64_t out, double scale, InterpolateMode mode, bool align_corners, bool antialias) {
+  if (antialias) return aa_taps(in, out, scale, mode, align_corners);
   Taps t;
   for (int64_t o = 0; o < out; ++o) {
     std::vector<int64_t> index;
@@ -65,11 +103,11 @@ Taps taps(int64_t in, int64_t out, double scale, InterpolateMode mode, bool alig
 
 // x resized to `size` with per-dim source steps `scales`.
 Tensor ref_interpolate(const Tensor& x, const Shape& size, const std::vector<double>& scales, InterpolateMode mode,
-                       bool align_corners) {
+                       bool align_corners, bool antialias = false) {
   const Shape& xs = x.sizes();
   const size_t k = size.size();
   std::vector<Taps> axes;
-  for (size_t i = 0; i < k; ++i) axes.push_back(taps(xs[i + 2], size[i], scales[i], mode, align_corners));
+  for (size_t i = 0; i < k; ++i) axes.push_back(taps(xs[i + 2], size[i], scales[i], mode, align_corners, antialias));
   Shape os = {xs[0], xs[1]};
   os.insert(os.end(), size.begin(), size.end());
   const Values xv = values(x);
@@ -104,22 +142,23 @@ Sample sized(const Shape& shape, const Shape& size, uint64_t seed) {
           }};
 }
 
-OpRow size_row(const std::string& name, InterpolateMode mode, bool align_corners, std::vector<Sample> samples) {
+OpRow size_row(const std::string& name, InterpolateMode mode, bool align_corners, std::vector<Sample> samples,
+               bool antialias = false) {
   OpRow r;
   r.name = name;
   const bool copies = mode == InterpolateMode::Nearest;
   r.dtypes = copies ? kAllNumeric : kFloatTypes;
   r.samples = std::move(samples);
-  r.op = [mode, align_corners](const TensorList& x) {
-    return TensorList{interpolate(x[0], param_values(x[1]), mode, align_corners)};
+  r.op = [mode, align_corners, antialias](const TensorList& x) {
+    return TensorList{interpolate(x[0], param_values(x[1]), mode, align_corners, antialias)};
   };
-  r.reference = [mode, align_corners](const TensorList& x) {
+  r.reference = [mode, align_corners, antialias](const TensorList& x) {
     const Shape size = param_values(x[1]);
     std::vector<double> scales;
     for (size_t i = 0; i < size.size(); ++i) {
       scales.push_back(static_cast<double>(x[0].size(static_cast<int64_t>(i) + 2)) / static_cast<double>(size[i]));
     }
-    return TensorList{ref_interpolate(x[0], size, scales, mode, align_corners)};
+    return TensorList{ref_interpolate(x[0], size, scales, mode, align_corners, antialias)};
   };
   r.differentiable = {0};
   r.out_dtype = same_dtype;
@@ -133,14 +172,16 @@ OpRow size_row(const std::string& name, InterpolateMode mode, bool align_corners
 
 // By a scale factor: output floor(in * f), source step 1 / f.
 OpRow scale_row(const std::string& name, InterpolateMode mode, std::vector<double> factors, const Shape& shape,
-                uint64_t seed) {
+                uint64_t seed, bool antialias = false) {
   OpRow r;
   r.name = name;
   const bool copies = mode == InterpolateMode::Nearest;
   r.dtypes = copies ? kAllNumeric : kFloatTypes;
   r.samples = {{shape_str(shape), [=](DType t, Device d) { return TensorList{rnd(shape, t, d, seed)}; }}};
-  r.op = [mode, factors](const TensorList& x) { return TensorList{interpolate_scale(x[0], factors, mode)}; };
-  r.reference = [mode, factors](const TensorList& x) {
+  r.op = [mode, factors, antialias](const TensorList& x) {
+    return TensorList{interpolate_scale(x[0], factors, mode, false, antialias)};
+  };
+  r.reference = [mode, factors, antialias](const TensorList& x) {
     Shape size;
     std::vector<double> scales;
     for (int64_t d = 2; d < x[0].dim(); ++d) {
@@ -148,7 +189,7 @@ OpRow scale_row(const std::string& name, InterpolateMode mode, std::vector<doubl
       size.push_back(static_cast<int64_t>(std::floor(static_cast<double>(x[0].size(d)) * f)));
       scales.push_back(1.0 / f);
     }
-    return TensorList{ref_interpolate(x[0], size, scales, mode, false)};
+    return TensorList{ref_interpolate(x[0], size, scales, mode, false, antialias)};
   };
   r.differentiable = {0};
   r.out_dtype = same_dtype;
@@ -233,6 +274,30 @@ void add_interpolate_rows(std::vector<OpRow>& rows) {
                          },
                          {"interpolate", "align_corners"}}};
   rows.push_back(scale_row("interpolate_scale area 0.5", InterpolateMode::Area, {0.5}, {2, 2, 7, 5}, 1534));
+  // Antialias: shrinks by 2 and by odd factors (every output blends a stretched window, cut at
+  // the borders), one dim shrunk while the other grows, to one pixel.
+  const std::vector<Sample> shrinks = {sized({1, 2, 9, 8}, {4, 3}, 1540), sized({2, 1, 5, 12}, {8, 5}, 1541),
+                                       sized({1, 2, 7, 6}, {1, 1}, 1542)};
+  rows.push_back(size_row("interpolate bilinear antialias", InterpolateMode::Linear, false, shrinks, true));
+  rows.back().errors = {
+      {"antialias with nearest",
+       [] {
+         interpolate(zeros({1, 2, 6, 6}), {3, 3}, InterpolateMode::Nearest, false, true);
+       },
+       {"interpolate", "antialias", "[1, 2, 6, 6]"}},
+      {"antialias over 3 spatial dims",
+       [] {
+         interpolate(zeros({1, 2, 6, 6, 6}), {3, 3, 3}, InterpolateMode::Linear, false, true);
+       },
+       {"interpolate", "antialias", "[1, 2, 6, 6, 6]"}},
+  };
+  rows.push_back(
+      size_row("interpolate bilinear antialias align_corners", InterpolateMode::Linear, true, shrinks, true));
+  rows.push_back(size_row("interpolate bicubic antialias", InterpolateMode::Bicubic, false, shrinks, true));
+  rows.push_back(
+      size_row("interpolate bicubic antialias align_corners", InterpolateMode::Bicubic, true, shrinks, true));
+  rows.push_back(
+      scale_row("interpolate_scale bicubic antialias 0.4", InterpolateMode::Bicubic, {0.4}, {1, 2, 10, 8}, 1543, true));
 }
 
 }  // namespace kiln::test
