@@ -208,6 +208,7 @@ const std::vector<PolicyRow>& policy_table() {
       {"vector_norm", Policy::Float32},
       {"cosine_similarity", Policy::Float32},
       {"cdist", Policy::Float32},
+      {"pdist", Policy::Float32},
       {"mean", Policy::Float32},
       {"var", Policy::Float32},
       {"exp", Policy::Float32},

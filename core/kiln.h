@@ -25,6 +25,7 @@
 #include "core/ops/interpolate.h"
 #include "core/ops/layer_norm.h"
 #include "core/ops/norm.h"
+#include "core/ops/other.h"
 #include "core/ops/matmul.h"
 #include "core/ops/loss.h"
 #include "core/ops/margin_loss.h"

@@ -11,7 +11,9 @@
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/helpers.h"
+#include "core/ops/index.h"
 #include "core/ops/matmul.h"
+#include "core/ops/other.h"
 #include "core/ops/reduce.h"
 #include "core/scalar.h"
 #include "kernels/error.h"
@@ -136,6 +138,19 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
     return to_dtype(guarded_root(d2, 2.0), out);
   }
   return to_dtype(vector_norm(a.unsqueeze(-2) - b.unsqueeze(-3), p, {-1}), out);
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  const char* op = "pdist";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return pdist((*c)[0], p);
+  ops::check_defined(op, x, "input");
+  ops::check_floating(op, x, "input");
+  check_ord(op, p, x);
+  if (x.dim() != 2) throw ShapeError(std::string(op) + ": input must be [N, M], got " + shape_str(x.sizes()));
+  const Tensor pairs = triu_indices(x.size(0), x.size(0), 1, x.device());
+  const Tensor a = widen(x);
+  const Tensor diff = index_select(a, 0, pairs.select(0, 0)) - index_select(a, 0, pairs.select(0, 1));
+  return to_dtype(vector_norm(diff, p, {-1}), x.dtype());
 }
 
 }  // namespace kiln

@@ -35,4 +35,8 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, dou
 // and for other p, the norm of each difference.
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
 
+// The distances between every pair of x's rows ([N, M]), i < j in row-major order: [N (N - 1) /
+// 2], torch.nn.functional.pdist (cdist's upper triangle, each distance the norm of its difference).
+Tensor pdist(const Tensor& x, double p = 2.0);
+
 }  // namespace kiln

@@ -215,6 +215,11 @@ inline std::vector<AutocastRow> autocast_rows() {
                     return TensorList{rnd({30, 8}, d), rnd({4, 8}, d)};
                   },
                   [](const TensorList& in) { return cdist(in[0], in[1]); }, fp32});
+  rows.push_back({"pdist",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({5, 3}, d).to(lp)};
+                  },
+                  [](const TensorList& in) { return pdist(in[0]); }, fp32});
   rows.push_back({"mean", lp_in({3, 40}), [](const TensorList& in) { return mean(in[0]); }, fp32});
   rows.push_back({"var", lp_in({3, 40}), [](const TensorList& in) { return var(in[0], {1}); }, fp32});
   rows.push_back({"exp", lp_in({3, 4}), [](const TensorList& in) { return exp(in[0]); }, fp32});

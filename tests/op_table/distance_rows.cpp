@@ -1,7 +1,7 @@
 // Op table rows of the distance family: vector_norm (orders 1, 2, 3 and inf), normalize,
-// cosine_similarity, pairwise_distance and cdist (both of its routes), against float64 loops. A
-// zero vector sits in the norm's samples: its gradient must be 0, which gradcheck's central
-// difference also finds there.
+// cosine_similarity, pairwise_distance, cdist (both of its routes) and pdist, against float64
+// loops. A zero vector sits in the norm's samples: its gradient must be 0, which gradcheck's
+// central difference also finds there.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -243,6 +243,49 @@ void add_distance_rows(std::vector<OpRow>& rows) {
                      {"cdist", "[*, P, M]", "[4]"}}};
         r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
       }
+      rows.push_back(std::move(r));
+    }
+  }
+  {
+    // pdist: the norm of row i less row j for every i < j, in that order.
+    auto ref_pdist = [](const Tensor& x, double p) {
+      const Values v = values(x);
+      const int64_t n = x.size(0), m = x.size(1);
+      Values out;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i + 1; j < n; ++j) {
+          Values d;
+          for (int64_t k = 0; k < m; ++k) d.push_back(v[at(i * m + k)] - v[at(j * m + k)]);
+          out.push_back(norm_of(d, p));
+        }
+      return from_values(out, {static_cast<int64_t>(out.size())});
+    };
+    for (double p : {2.0, 1.0, 3.0}) {
+      OpRow r = make_row(
+          "pdist p " + std::to_string(static_cast<int>(p)), kFloatTypes,
+          {{"5x3",
+            [](DType t, Device d) {
+              return TensorList{rnd({5, 3}, t, d, 91)};
+            }},
+           {"non-contiguous 4x6",
+            [](DType t, Device d) {
+              return TensorList{noncontig(rnd({4, 6}, t, d, 93))};
+            }}},
+          [p](const TensorList& in) { return TensorList{pdist(in[0], p)}; },
+          [p, ref_pdist](const TensorList& in) { return TensorList{ref_pdist(in[0], p)}; }, {0}, same_dtype);
+      if (p == 2.0) {
+        r.errors = {{"a 3-d input",
+                     [] {
+                       pdist(ones({2, 3, 4}));
+                     },
+                     {"pdist", "[N, M]", "[2, 3, 4]"}},
+                    {"an integer input",
+                     [] {
+                       pdist(ones({3, 4}, DType::Int64));
+                     },
+                     {"pdist", "int64"}}};
+      }
+      r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
       rows.push_back(std::move(r));
     }
   }

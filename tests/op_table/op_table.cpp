@@ -43,6 +43,7 @@ const std::vector<RowFamily>& row_families() {
       {"scatter_reduce", add_scatter_reduce_rows},
       {"grid_sample", add_grid_sample_rows},
       {"volume", add_volume_rows},
+      {"other", add_other_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},
       {"margin_loss", add_margin_loss_rows},

@@ -164,7 +164,7 @@ void add_unary_rows(std::vector<OpRow>& rows) {
   }
 }
 
-void add_other_rows(std::vector<OpRow>& rows) {
+void add_remaining_special_rows(std::vector<OpRow>& rows) {
   {
     OpRow r = make_row(
         "mvlgamma p=3", kFloatTypes, unary_samples(7900, positive(1.2, 9.0)),
@@ -207,7 +207,7 @@ void add_other_rows(std::vector<OpRow>& rows) {
 
 void add_special_rows(std::vector<OpRow>& rows) {
   add_unary_rows(rows);
-  add_other_rows(rows);
+  add_remaining_special_rows(rows);
 }
 
 }  // namespace kiln::test
