@@ -184,6 +184,15 @@ void reset_conv(Tensor& weight, Tensor& bias) {
   }
 }
 
+// A convolution layer's parameters: weight of `weight_shape` and, with `bias`, bias [out_channels],
+// registered under PyTorch's names and initialized as PyTorch's.
+void add_conv_parameters(Module& m, const char* layer, const Shape& weight_shape, int64_t out_channels, bool bias,
+                         Tensor& weight, Tensor& bias_out) {
+  weight = m.register_parameter("weight", new_tensor(layer, weight_shape));
+  if (bias) bias_out = m.register_parameter("bias", new_tensor(layer, {out_channels}));
+  reset_conv(weight, bias_out);
+}
+
 // PyTorch's forward(input, output_size): the output_padding, per spatial dimension, that makes the
 // layer map x to output_size (its spatial sizes alone, or with x's leading dimensions in front).
 // Along each dimension the layer reaches lo .. lo + stride - 1, lo = (in - 1) stride - 2 padding +
@@ -234,10 +243,8 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair
       groups(groups),
       padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
-  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1]};
-  weight = register_parameter("weight", new_tensor("Conv2d", weight_shape));
-  if (bias) this->bias = register_parameter("bias", new_tensor("Conv2d", {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "Conv2d", {out_channels, in_channels / groups, kernel_size[0], kernel_size[1]},
+                      out_channels, bias, weight, this->bias);
 }
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, SamePadding, Pair dilation, int64_t groups,
@@ -269,9 +276,8 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
       groups(groups),
       padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
-  weight = register_parameter("weight", new_tensor("Conv1d", {out_channels, in_channels / groups, kernel_size}));
-  if (bias) this->bias = register_parameter("bias", new_tensor("Conv1d", {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "Conv1d", {out_channels, in_channels / groups, kernel_size}, out_channels, bias, weight,
+                      this->bias);
 }
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, SamePadding, int64_t dilation,
@@ -303,11 +309,8 @@ ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, Pair
       groups(groups),
       dilation(dilation) {
   check_conv_layer(spec_of(*this));
-  const char* layer = "ConvTranspose2d";
-  const Shape weight_shape{in_channels, out_channels / groups, kernel_size[0], kernel_size[1]};
-  weight = register_parameter("weight", new_tensor(layer, weight_shape));
-  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "ConvTranspose2d", {in_channels, out_channels / groups, kernel_size[0], kernel_size[1]},
+                      out_channels, bias, weight, this->bias);
 }
 
 void ConvTranspose2d::reset_parameters() { reset_conv(weight, bias); }
@@ -336,10 +339,8 @@ ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, int6
       groups(groups),
       dilation(dilation) {
   check_conv_layer(spec_of(*this));
-  const char* layer = "ConvTranspose1d";
-  weight = register_parameter("weight", new_tensor(layer, {in_channels, out_channels / groups, kernel_size}));
-  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "ConvTranspose1d", {in_channels, out_channels / groups, kernel_size}, out_channels, bias,
+                      weight, this->bias);
 }
 
 void ConvTranspose1d::reset_parameters() { reset_conv(weight, bias); }
@@ -368,10 +369,9 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, Tr
       groups(groups),
       padding_mode(padding_mode) {
   check_conv_layer(spec_of(*this));
-  const Shape weight_shape{out_channels, in_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]};
-  weight = register_parameter("weight", new_tensor("Conv3d", weight_shape));
-  if (bias) this->bias = register_parameter("bias", new_tensor("Conv3d", {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "Conv3d",
+                      {out_channels, in_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]},
+                      out_channels, bias, weight, this->bias);
 }
 
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel_size, SamePadding, Triple dilation,
@@ -403,11 +403,9 @@ ConvTranspose3d::ConvTranspose3d(int64_t in_channels, int64_t out_channels, Trip
       groups(groups),
       dilation(dilation) {
   check_conv_layer(spec_of(*this));
-  const char* layer = "ConvTranspose3d";
-  const Shape weight_shape{in_channels, out_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]};
-  weight = register_parameter("weight", new_tensor(layer, weight_shape));
-  if (bias) this->bias = register_parameter("bias", new_tensor(layer, {out_channels}));
-  reset_parameters();
+  add_conv_parameters(*this, "ConvTranspose3d",
+                      {in_channels, out_channels / groups, kernel_size[0], kernel_size[1], kernel_size[2]},
+                      out_channels, bias, weight, this->bias);
 }
 
 void ConvTranspose3d::reset_parameters() { reset_conv(weight, bias); }

@@ -81,12 +81,7 @@ std::string check_conv_operands(const char* op, const Tensor& x, const Tensor& w
   }
   const std::string shapes = "input " + shape_str(x.sizes()) + ", weight " + shape_str(weight.sizes());
   ops::check_floating(op, x, "input");
-  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype())) {
-    throw DTypeError(name + ": input, weight and bias must share a dtype, got input " + dtype_name(x.dtype()) +
-                     ", weight " + dtype_name(weight.dtype()) +
-                     (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : std::string()) + " (" +
-                     shapes + ")");
-  }
+  ops::check_conv_dtypes(op, x, weight, bias, shapes);
   if (groups <= 0) throw Error(name + ": groups must be positive, got " + std::to_string(groups) + " (" + shapes + ")");
   if (stride[0] <= 0 || stride[1] <= 0) {
     throw Error(name + ": stride must be positive, got " + pair_str(stride) + " (" + shapes + ")");

@@ -9,6 +9,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "kernels/conv.h"
+#include "kernels/error.h"
 
 namespace kiln::ops {
 
@@ -26,6 +27,17 @@ inline Tensor empty_image(const char* op, const Shape& shape, DType dtype, Devic
 }
 
 inline std::string pair_str(Pair p) { return std::to_string(p[0]) + "x" + std::to_string(p[1]); }
+
+// A convolution's operands share one dtype (the bias's too, when defined), or a DTypeError naming
+// `op`, the three dtypes and `shapes`.
+inline void check_conv_dtypes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const std::string& shapes) {
+  if (x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x.dtype())) return;
+  throw DTypeError(std::string(op) + ": input, weight and bias must share a dtype, got input " + dtype_name(x.dtype()) +
+                   ", weight " + dtype_name(weight.dtype()) +
+                   (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : std::string()) + " (" +
+                   shapes + ")");
+}
 
 // Division rounding toward negative infinity (output sizes of windows that start in the padding).
 // b > 0; written so that no step overflows for any such a and b.

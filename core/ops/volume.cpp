@@ -68,12 +68,7 @@ std::string check_conv3d_operands(const char* op, const Tensor& x, const Tensor&
                      " (input " + shape_str(x.sizes()) + ")");
   }
   ops::check_floating(op, x, "input");
-  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype())) {
-    throw DTypeError(name + ": input, weight and bias must share a dtype, got input " + dtype_name(x.dtype()) +
-                     ", weight " + dtype_name(weight.dtype()) +
-                     (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : std::string()) + " (" +
-                     shapes + ")");
-  }
+  ops::check_conv_dtypes(op, x, weight, bias, shapes);
   if (groups <= 0) throw Error(name + ": groups must be positive, got " + std::to_string(groups) + " (" + shapes + ")");
   if (!all_positive(stride) || !all_positive(dilation) || !none_negative(padding)) {
     throw Error(name + ": stride and dilation must be positive and padding non-negative, got stride " +
