@@ -148,13 +148,14 @@ class RNNBase : public Module {
   int64_t state_size() const { return proj_size > 0 ? proj_size : hidden_size; }
   // The whole sequence through every layer; h0 and c0 (c0 the LSTM's) undefined mean zeros.
   RNNOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0);
-  // The same for a packed batch: h0 and c0 [num_layers * D, B, hidden] in the batch's order.
+  // The same for a packed batch: h0 and c0 [num_layers * D, B, *] in the batch's order.
   RNNPackedOutput run(const PackedSequence& input, const Tensor& h0, const Tensor& c0);
   // x [L, N, input] through every layer from the states h_init, c_init [num_layers * D, N,
   // hidden]; with `active` (bool [L, N, 1]) a step leaves the states of the inactive sequences as
   // they were. Returns the last layer's output and every layer and direction's final h (and c).
   RNNOutput run_layers(Tensor x, const Tensor& h_init, const Tensor& c_init, const Tensor& active);
-  // h0 or c0 checked against [num_layers * D, batch, hidden] (`shape`), or zeros of it.
+  // h0 or c0 checked against `shape` ([num_layers * D, batch, state_size()] for h, hidden for c;
+  // errors name `what` and the input's shape), or zeros of it in like's dtype and device.
   Tensor initial_state(const Tensor& s, const Shape& shape, const Tensor& like, const char* what,
                        const Shape& input_shape) const;
 
