@@ -443,15 +443,18 @@ std::pair<Tensor, Tensor> MaxPool2d::forward_with_indices(const Tensor& x) {
   return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
-AvgPool2d::AvgPool2d(Pair kernel_size, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad)
+AvgPool2d::AvgPool2d(Pair kernel_size, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor_override)
     : kernel_size(kernel_size),
       stride(stride == Pair{0, 0} ? kernel_size : stride),
       padding(padding),
       ceil_mode(ceil_mode),
-      count_include_pad(count_include_pad) {
+      count_include_pad(count_include_pad),
+      divisor_override(divisor_override) {
   check_positive("AvgPool2d", "kernel_size", kernel_size);
   check_positive("AvgPool2d", "stride", this->stride);
   check_pool_padding("AvgPool2d", padding, kernel_size);
+  ops::check_divisor("AvgPool2d", divisor_override);
 }
 
 std::string AvgPool2d::extra_repr() const {
@@ -460,7 +463,7 @@ std::string AvgPool2d::extra_repr() const {
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {
-  return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {

@@ -431,13 +431,14 @@ class MaxPool2d : public UnaryModule {
 class AvgPool2d : public UnaryModule {
  public:
   explicit AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false,
-                     bool count_include_pad = true);
+                     bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
   std::string type_name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
 
   Pair kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;  // the windows' sums divided by it (non-zero)
 };
 
 class AdaptiveAvgPool2d : public UnaryModule {

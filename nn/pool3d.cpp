@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/ops/pool.h"
 #include "kernels/error.h"
 #include "nn/layers.h"
 
@@ -85,15 +86,18 @@ Tensor MaxUnpool3d::forward(const Tensor& x, const Tensor& indices, const Shape&
                       size.empty() ? std::nullopt : std::optional<Triple>(Triple{size[0], size[1], size[2]}));
 }
 
-AvgPool3d::AvgPool3d(Triple kernel_size, Triple stride, Triple padding, bool ceil_mode, bool count_include_pad)
+AvgPool3d::AvgPool3d(Triple kernel_size, Triple stride, Triple padding, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor_override)
     : kernel_size(kernel_size),
       stride(or_kernel(stride, kernel_size)),
       padding(padding),
       ceil_mode(ceil_mode),
-      count_include_pad(count_include_pad) {
+      count_include_pad(count_include_pad),
+      divisor_override(divisor_override) {
   check_positive("AvgPool3d", "kernel_size", kernel_size);
   check_positive("AvgPool3d", "stride", this->stride);
   check_pool_padding("AvgPool3d", padding, kernel_size);
+  ops::check_divisor("AvgPool3d", divisor_override);
 }
 
 std::string AvgPool3d::extra_repr() const {
@@ -102,7 +106,7 @@ std::string AvgPool3d::extra_repr() const {
 }
 
 Tensor AvgPool3d::forward(const Tensor& x) {
-  return avg_pool3d(x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  return avg_pool3d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
 AdaptiveAvgPool3d::AdaptiveAvgPool3d(Triple output_size) : output_size(output_size) {

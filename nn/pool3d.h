@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -49,7 +50,7 @@ class MaxUnpool3d : public Module {
 class AvgPool3d : public UnaryModule {
  public:
   explicit AvgPool3d(Triple kernel_size, Triple stride = {0, 0, 0}, Triple padding = {0, 0, 0}, bool ceil_mode = false,
-                     bool count_include_pad = true);
+                     bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
   explicit AvgPool3d(int64_t kernel_size) : AvgPool3d(Triple{kernel_size, kernel_size, kernel_size}) {}
   std::string type_name() const override { return "AvgPool3d"; }
   std::string extra_repr() const override;
@@ -57,6 +58,7 @@ class AvgPool3d : public UnaryModule {
 
   Triple kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;  // the windows' sums divided by it (non-zero)
 };
 
 class AdaptiveAvgPool3d : public UnaryModule {

@@ -230,11 +230,39 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pa
   return ops::max_unpool(op, x, indices, {size[0], size[1]});
 }
 
-Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
-                  bool count_include_pad) {
+std::vector<double> ops::cells_inside(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out) {
+  std::vector<double> cells(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * s - p;
+    cells[static_cast<size_t>(o)] = static_cast<double>(std::min(start + k, in) - std::max<int64_t>(start, 0));
+  }
+  return cells;
+}
+
+void ops::check_divisor(const char* op, std::optional<int64_t> divisor_override) {
+  if (divisor_override && *divisor_override == 0) throw Error(std::string(op) + ": divisor_override must be non-zero");
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
   const char* op = "avg_pool2d";
   PoolArgs a{kernel_size, stride, padding, {1, 1}};
   const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
+  ops::check_divisor(op, divisor_override);
+  if (divisor_override) {
+    // The window's sum over its cells inside: their mean times their count (a product of the
+    // per-dim counts), then divided by the override.
+    const std::vector<double> rows = ops::cells_inside(g.in_h, a.kernel[0], a.stride[0], a.padding[0], g.out_h);
+    const std::vector<double> cols = ops::cells_inside(g.in_w, a.kernel[1], a.stride[1], a.padding[1], g.out_w);
+    std::vector<double> factor;
+    for (const double r : rows) {
+      for (const double c : cols) factor.push_back(r * c / static_cast<double>(*divisor_override));
+    }
+    const DType wide = ops::widened_dtype(x.dtype());
+    const Tensor scale =
+        tensor(factor, {g.out_h, g.out_w}, TensorOptions(DType::Float64, Device::cpu())).to(wide).to(x.device());
+    return (avg_pool2d(x, a.kernel, a.stride, a.padding, ceil_mode, false).to(wide) * scale).to(x.dtype());
+  }
   Tensor x4 = as_batched(x);
   const bool cl = is_channels_last(x4);
   Tensor out = empty_image(op, {g.batch, g.channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);

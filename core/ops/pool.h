@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "core/ops/conv.h"
 #include "core/tensor.h"
@@ -26,8 +27,13 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Pair kernel_s
 // IndexError (on CUDA, at the next synchronization).
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pair stride = {0, 0},
                     Pair padding = {0, 0}, std::optional<Pair> output_size = std::nullopt);
+// The mean over each window: of all its cells (count_include_pad) or of those inside the input;
+// in ceil mode a window's cells past the right padding count for nothing, as PyTorch's. With
+// divisor_override (non-zero), the sum of the window's cells inside the input divided by it
+// instead (count_include_pad then has no effect), as PyTorch's.
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
-                  bool ceil_mode = false, bool count_include_pad = true);
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 // The maximum over PyTorch's adaptive windows: output cell i of a dim of size n covers
 // [floor(i n / out), ceil((i + 1) n / out)). Where several elements share a window's maximum, the
@@ -70,6 +76,11 @@ Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out);
 Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window);
 // norm_type finite and nonzero, or an Error.
 void check_norm_type(const char* op, double norm_type);
+// How many cells of each of `out` windows (kernel k, stride s, padding p) lie inside an input of
+// `in`: min(o s - p + k, in) - max(o s - p, 0); what divisor_override's sums are made from.
+std::vector<double> cells_inside(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out);
+// divisor_override non-zero, or an Error naming op.
+void check_divisor(const char* op, std::optional<int64_t> divisor_override);
 }  // namespace ops
 
 }  // namespace kiln

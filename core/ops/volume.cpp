@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/autocast.h"
 #include "core/ops/conv.h"
@@ -328,10 +329,26 @@ Tensor max_unpool3d(const Tensor& x, const Tensor& indices, Triple kernel_size, 
 }
 
 Tensor avg_pool3d(const Tensor& x, Triple kernel_size, Triple stride, Triple padding, bool ceil_mode,
-                  bool count_include_pad) {
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
   const char* op = "avg_pool3d";
   const Volume v = pool3d_input(op, x);
   const Triple out = pool3d_window(op, v, kernel_size, stride, padding, {1, 1, 1}, ceil_mode);
+  ops::check_divisor(op, divisor_override);
+  if (divisor_override) {
+    // The sum over the cells inside: their mean times their count, divided by the override.
+    const Triple in{v.d, v.h, v.w};
+    std::vector<std::vector<double>> cells;
+    for (size_t i = 0; i < 3; ++i)
+      cells.push_back(ops::cells_inside(in[i], kernel_size[i], stride[i], padding[i], out[i]));
+    std::vector<double> factor;
+    for (const double a : cells[0])
+      for (const double b : cells[1])
+        for (const double c : cells[2]) factor.push_back(a * b * c / static_cast<double>(*divisor_override));
+    const DType wide = ops::widened_dtype(x.dtype());
+    const Tensor scale =
+        tensor(factor, {out[0], out[1], out[2]}, TensorOptions(DType::Float64, Device::cpu())).to(wide).to(x.device());
+    return (avg_pool3d(x, kernel_size, stride, padding, ceil_mode, false).to(wide) * scale).to(x.dtype());
+  }
   // The window's sum and its divisor (all cells, or those inside the input) are both products of
   // per-dim factors, so the mean is each plane's window mean, averaged along the depth.
   const Tensor plane_mean = avg_pool2d(planes_of(v), {kernel_size[1], kernel_size[2]}, {stride[1], stride[2]},

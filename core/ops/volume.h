@@ -50,9 +50,11 @@ std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Triple kernel
 Tensor max_unpool3d(const Tensor& x, const Tensor& indices, Triple kernel_size, Triple stride = {0, 0, 0},
                     Triple padding = {0, 0, 0}, std::optional<Triple> output_size = std::nullopt);
 // The mean over each window; without count_include_pad over its cells inside the input only.
-// In ceil mode a window's cells past the right padding count for nothing, as PyTorch's.
+// In ceil mode a window's cells past the right padding count for nothing, as PyTorch's. With
+// divisor_override (non-zero), the sum of the cells inside divided by it instead.
 Tensor avg_pool3d(const Tensor& x, Triple kernel_size, Triple stride = {0, 0, 0}, Triple padding = {0, 0, 0},
-                  bool ceil_mode = false, bool count_include_pad = true);
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 // Means over PyTorch's adaptive windows: output cell i of a dim of size n covers
 // [floor(i n / out), ceil((i + 1) n / out)).
 Tensor adaptive_avg_pool3d(const Tensor& x, Triple output_size);

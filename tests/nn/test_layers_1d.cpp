@@ -267,6 +267,15 @@ TEST_CASE("MaxPool3d, MaxUnpool3d, AvgPool3d, adaptive pools and LPPool3d: value
   CHECK(excl.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == 10.5);
   AvgPool3d incl({3, 3, 3}, {2, 2, 2}, {1, 1, 1});
   CHECK(incl.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == Approx(10.5 * 8 / 27));
+  // divisor_override: the window's sum over its cells inside, divided by the override (1: sums).
+  AvgPool3d sums({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false, true, 1);
+  CHECK(sums.forward(x).select(1, 0).flatten().select(0, 0).item<double>() == Approx(10.5 * 8));
+  AvgPool2d sums2d({2, 2}, {0, 0}, {0, 0}, false, true, 2);  // of the first plane, rows 0..3 of 4
+  CHECK(sums2d.forward(x.select(2, 0)).select(1, 0).to_vector_double() ==
+        std::vector<double>{(0 + 1 + 4 + 5) / 2.0, (2 + 3 + 6 + 7) / 2.0, (8 + 9 + 12 + 13) / 2.0,
+                            (10 + 11 + 14 + 15) / 2.0});
+  CHECK_THROWS_WITH(AvgPool3d({2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false, true, 0),
+                    Catch::Contains("AvgPool3d") && Catch::Contains("divisor_override"));
 
   AdaptiveAvgPool3d gap(1);
   CHECK(gap.str() == "AdaptiveAvgPool3d(output_size=1)");

@@ -85,7 +85,8 @@ Tensor ref_max_unpool(const Tensor& x, const Tensor& indices, const Shape& out_p
   return from_values(out, s);
 }
 
-// Avg-pool params: kernel h, w, stride h, w, padding h, w, ceil_mode, count_include_pad.
+// Avg-pool params: kernel h, w, stride h, w, padding h, w, ceil_mode, count_include_pad, and
+// optionally divisor_override (0: none), which divides the sum of the cells inside instead.
 Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
   const int64_t oh = ref_pool_out(x.size(-2), q[0], q[2], q[4], 1, q[6] != 0);
   const int64_t ow = ref_pool_out(x.size(-1), q[1], q[3], q[5], 1, q[6] != 0);
@@ -106,7 +107,8 @@ Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
               ++real;
             }
           }
-        o.push_back(sum / static_cast<double>(q[7] ? padded : real));
+        const int64_t divisor = q.size() > 8 && q[8] != 0 ? q[8] : q[7] ? padded : real;
+        o.push_back(sum / static_cast<double>(divisor));
       }
     return o;
   });
@@ -542,20 +544,33 @@ void add_pool_rows(std::vector<OpRow>& rows) {
         pool_sample("3x3 stride 2 padding 1, ceil_mode, exclude pad, channels-last", {2, 3, 6, 6},
                     {3, 3, 2, 2, 1, 1, 1, 0}, false, true, 341),
         pool_sample("3-d input", {3, 5, 7}, {2, 3, 1, 2, 1, 1, 0, 1}, false, false, 351),
+        pool_sample("divisor_override 5, padding 1, ceil_mode", {2, 2, 7, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 5}, false, false,
+                    353),
+        pool_sample("divisor_override -2, channels-last", {2, 3, 6, 6}, {2, 3, 2, 1, 1, 0, 0, 0, -2}, false, true, 355),
     };
     r.op = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{avg_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), q[6] != 0, q[7] != 0)};
+      const std::optional<int64_t> divisor = q.size() > 8 ? std::optional<int64_t>(q[8]) : std::nullopt;
+      return TensorList{avg_pool2d(in[0], pr(q, 0), pr(q, 2), pr(q, 4), q[6] != 0, q[7] != 0, divisor)};
     };
     r.reference = [](const TensorList& in) { return TensorList{ref_avg_pool(in[0], param_values(in[1]))}; };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
+    // divisor_override: the mean times the cells inside, then the division, each rounded in a half
+    // type.
+    r.tolerance[DType::Float16] = {2e-3, 2e-3};
+    r.tolerance[DType::BFloat16] = {1.6e-2, 1.6e-2};
     r.errors = {
         {"5-d input",
          [] {
            avg_pool2d(zeros({1, 1, 2, 8, 8}), {2, 2});
          },
          {"avg_pool2d", "[1, 1, 2, 8, 8]"}},
+        {"divisor_override 0",
+         [] {
+           avg_pool2d(zeros({1, 1, 8, 8}), {2, 2}, {0, 0}, {0, 0}, false, true, 0);
+         },
+         {"avg_pool2d", "divisor_override"}},
         {"3-d input without channels",
          [] {
            avg_pool2d(zeros({0, 8, 8}), {2, 2});

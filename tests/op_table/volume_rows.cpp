@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "tests/op_table/op_table.h"
 
@@ -159,9 +160,9 @@ TensorList ref_max_pool3d(const Tensor& x, const std::vector<int64_t>& q) {
   return {pool(false), pool(true).to(DType::Int64)};
 }
 
-// Average params: kernel d, h, w, stride d, h, w, padding d, h, w, ceil_mode, count_include_pad.
-// The divisor counts the window's cells up to the far padding (with count_include_pad) or those
-// inside the input.
+// Average params: kernel d, h, w, stride d, h, w, padding d, h, w, ceil_mode, count_include_pad,
+// and optionally divisor_override. The divisor counts the window's cells up to the far padding
+// (with count_include_pad) or those inside the input, unless overridden.
 Tensor ref_avg_pool3d(const Tensor& x, const std::vector<int64_t>& q) {
   Triple out;
   for (size_t i = 0; i < 3; ++i)
@@ -183,7 +184,8 @@ Tensor ref_avg_pool3d(const Tensor& x, const std::vector<int64_t>& q) {
                 sum += v[(z * h + y) * w + xx];
                 ++real;
               }
-          o.push_back(sum / static_cast<double>(q[10] ? padded : real));
+          const int64_t divisor = q.size() > 11 && q[11] != 0 ? q[11] : q[10] ? padded : real;
+          o.push_back(sum / static_cast<double>(divisor));
         }
     return o;
   });
@@ -538,10 +540,13 @@ void add_pool3d_rows(std::vector<OpRow>& rows) {
                       false, 323),
         volume_sample("4-d input, overlapping 2x2x3 stride 1", {3, 4, 4, 5}, {2, 2, 3, 1, 1, 1, 0, 0, 1, 0, 1}, false,
                       331),
+        volume_sample("divisor_override 7, padding 1, ceil_mode", {1, 2, 5, 6, 5}, {3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 7},
+                      false, 333),
     };
     r.op = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{avg_pool3d(in[0], tr(q, 0), tr(q, 3), tr(q, 6), q[9] != 0, q[10] != 0)};
+      const std::optional<int64_t> divisor = q.size() > 11 ? std::optional<int64_t>(q[11]) : std::nullopt;
+      return TensorList{avg_pool3d(in[0], tr(q, 0), tr(q, 3), tr(q, 6), q[9] != 0, q[10] != 0, divisor)};
     };
     r.reference = [](const TensorList& in) { return TensorList{ref_avg_pool3d(in[0], param_values(in[1]))}; };
     r.differentiable = {0};
@@ -560,6 +565,11 @@ void add_pool3d_rows(std::vector<OpRow>& rows) {
            avg_pool3d(zeros({4, 4}), {2, 2, 2});
          },
          {"avg_pool3d", "[4, 4]"}},
+        {"divisor_override 0",
+         [] {
+           avg_pool3d(zeros({1, 2, 4, 4, 4}), {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false, true, 0);
+         },
+         {"avg_pool3d", "divisor_override"}},
     };
     rows.push_back(std::move(r));
   }
