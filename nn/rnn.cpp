@@ -342,8 +342,9 @@ Tensor packed_positions(const std::vector<int64_t>& batch_sizes, Device device) 
 
 Tensor index_tensor(const std::vector<int64_t>& v, Device device) { return tensor(v).to(device); }
 
-// The packed data as a padded batch [steps, batch, *] in sorted order, `value` past each end.
-Tensor padded_sorted(const PackedSequence& p, int64_t steps, double value) {
+// The packed data as a padded batch [steps, batch, *] in sorted order, `value` past each end
+// (`positions`: packed_positions of its batch sizes).
+Tensor padded_sorted(const PackedSequence& p, const Tensor& positions, int64_t steps, double value) {
   const int64_t batch = p.batch_sizes[0];
   Shape flat = p.data.sizes();
   flat[0] = steps * batch;
@@ -351,7 +352,7 @@ Tensor padded_sorted(const PackedSequence& p, int64_t steps, double value) {
   shape[0] = batch;
   shape.insert(shape.begin(), steps);
   const Tensor fill = full(flat, value, TensorOptions(p.data.dtype(), p.data.device()));
-  return index_copy(fill, 0, packed_positions(p.batch_sizes, p.data.device()), p.data).reshape(shape);
+  return index_copy(fill, 0, positions, p.data).reshape(shape);
 }
 
 }  // namespace
@@ -379,11 +380,11 @@ RNNPackedOutput RNNBase::run(const PackedSequence& input, const Tensor& h0, cons
                            index_tensor(input.batch_sizes, device).unsqueeze(1))
                             .unsqueeze(2);
   const Tensor h_init = initial(h0, state_size(), "h0"), c_init = lstm ? initial(c0, hidden_size, "c0") : Tensor();
-  const RNNOutput padded = run_layers(padded_sorted(input, steps, 0.0), h_init, c_init, active);
+  const Tensor positions = packed_positions(input.batch_sizes, device);
+  const RNNOutput padded = run_layers(padded_sorted(input, positions, steps, 0.0), h_init, c_init, active);
   RNNPackedOutput out;
   out.output = input;
-  out.output.data = index_select(padded.output.reshape({steps * batch, padded.output.size(2)}), 0,
-                                 packed_positions(input.batch_sizes, device));
+  out.output.data = index_select(padded.output.reshape({steps * batch, padded.output.size(2)}), 0, positions);
   auto in_batch_order = [&](const Tensor& t) {
     return sorted ? t : index_select(t, 1, index_tensor(input.unsorted_indices, device));
   };
@@ -523,7 +524,8 @@ std::pair<Tensor, std::vector<int64_t>> pad_packed_sequence(const PackedSequence
     throw ShapeError(std::string(op) + ": total_length " + std::to_string(steps) + " is less than the longest length " +
                      std::to_string(longest));
   }
-  Tensor padded = padded_sorted(sequence, steps, padding_value);
+  Tensor padded =
+      padded_sorted(sequence, packed_positions(sequence.batch_sizes, sequence.data.device()), steps, padding_value);
   std::vector<int64_t> lengths(static_cast<size_t>(batch), 0);
   for (const int64_t running : sequence.batch_sizes) {
     for (int64_t i = 0; i < running; ++i) {

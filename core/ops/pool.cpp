@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/ops/dispatch.h"
@@ -35,6 +36,22 @@ std::optional<int64_t> ops::pool_out_size(int64_t in, int64_t k, int64_t s, int6
   return out;
 }
 
+void ops::check_pool_input(const char* op, const Tensor& x, int64_t spatial) {
+  ops::check_defined(op, x, "input");
+  const std::string dims = spatial == 1 ? "L" : spatial == 2 ? "H, W" : "D, H, W";
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2) {
+    throw ShapeError(std::string(op) + ": input must be " + std::to_string(spatial + 1) + "-d [C, " + dims + "] or " +
+                     std::to_string(spatial + 2) + "-d [N, C, " + dims + "], got shape " + shape_str(x.sizes()));
+  }
+  ops::check_floating(op, x, "input");
+  for (int64_t d = x.dim() - spatial - 1; d < x.dim(); ++d) {
+    if (x.size(d) == 0) {
+      throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
+                       " is empty in a channel or spatial dim (only the batch dim may be empty)");
+    }
+  }
+}
+
 namespace {
 
 using ops::empty_image;
@@ -47,25 +64,9 @@ struct PoolArgs {
   Pair kernel, stride, padding, dilation;
 };
 
-// The input checks every pooling op makes: 3-d [C, H, W] or 4-d [N, C, H, W], floating, and only
-// the batch dim may be empty (as PyTorch's pooling ops check: no channels, or no rows, is a
-// mistake upstream, not an empty batch).
-void check_pool_input(const char* op, const Tensor& x) {
-  ops::check_defined(op, x, "input");
-  if (x.dim() != 3 && x.dim() != 4) {
-    throw ShapeError(std::string(op) + ": input must be 3-d [C, H, W] or 4-d [N, C, H, W], got shape " +
-                     shape_str(x.sizes()));
-  }
-  ops::check_floating(op, x, "input");
-  if (x.size(-3) == 0 || x.size(-2) == 0 || x.size(-1) == 0) {
-    throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
-                     " is empty in a channel or spatial dim (only the batch dim may be empty)");
-  }
-}
-
 // The checks every windowed pooling op makes, and the geometry of x (3-d inputs count as one image).
 Conv2dGeometry pool_geometry(const char* op, const Tensor& x, PoolArgs& a, bool ceil_mode) {
-  check_pool_input(op, x);
+  ops::check_pool_input(op, x, 2);
   // {0, 0}, the default, is PyTorch's empty stride: the kernel size. One zero is an error, not half
   // a default ({0, 2} was taken as {kernel, 2}).
   if (a.stride[0] == 0 && a.stride[1] == 0) a.stride = a.kernel;
@@ -230,13 +231,28 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, Pair kernel_size, Pa
   return ops::max_unpool(op, x, indices, {size[0], size[1]});
 }
 
-std::vector<double> ops::cells_inside(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out) {
-  std::vector<double> cells(static_cast<size_t>(out));
-  for (int64_t o = 0; o < out; ++o) {
-    const int64_t start = o * s - p;
-    cells[static_cast<size_t>(o)] = static_cast<double>(std::min(start + k, in) - std::max<int64_t>(start, 0));
+Tensor ops::sum_over_divisor(const Tensor& inside_mean, const Shape& in, const Shape& kernel, const Shape& stride,
+                             const Shape& padding, int64_t divisor) {
+  // Per output position, the product over dims of the window's cells inside, over the divisor.
+  const int64_t spatial = static_cast<int64_t>(in.size());
+  std::vector<double> factor{1.0 / static_cast<double>(divisor)};
+  Shape out;
+  for (int64_t i = 0; i < spatial; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    const int64_t n = inside_mean.size(inside_mean.dim() - spatial + i);
+    out.push_back(n);
+    std::vector<double> next;
+    for (const double f : factor) {
+      for (int64_t o = 0; o < n; ++o) {
+        const int64_t start = o * stride[k] - padding[k];
+        next.push_back(f * static_cast<double>(std::min(start + kernel[k], in[k]) - std::max<int64_t>(start, 0)));
+      }
+    }
+    factor = std::move(next);
   }
-  return cells;
+  const DType wide = ops::widened_dtype(inside_mean.dtype());
+  const Tensor scale = tensor(factor, out, TensorOptions(DType::Float64, Device::cpu())).to(wide);
+  return (inside_mean.to(wide) * scale.to(inside_mean.device())).to(inside_mean.dtype());
 }
 
 void ops::check_divisor(const char* op, std::optional<int64_t> divisor_override) {
@@ -250,18 +266,9 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   const Conv2dGeometry g = pool_geometry(op, x, a, ceil_mode);
   ops::check_divisor(op, divisor_override);
   if (divisor_override) {
-    // The window's sum over its cells inside: their mean times their count (a product of the
-    // per-dim counts), then divided by the override.
-    const std::vector<double> rows = ops::cells_inside(g.in_h, a.kernel[0], a.stride[0], a.padding[0], g.out_h);
-    const std::vector<double> cols = ops::cells_inside(g.in_w, a.kernel[1], a.stride[1], a.padding[1], g.out_w);
-    std::vector<double> factor;
-    for (const double r : rows) {
-      for (const double c : cols) factor.push_back(r * c / static_cast<double>(*divisor_override));
-    }
-    const DType wide = ops::widened_dtype(x.dtype());
-    const Tensor scale =
-        tensor(factor, {g.out_h, g.out_w}, TensorOptions(DType::Float64, Device::cpu())).to(wide).to(x.device());
-    return (avg_pool2d(x, a.kernel, a.stride, a.padding, ceil_mode, false).to(wide) * scale).to(x.dtype());
+    return ops::sum_over_divisor(avg_pool2d(x, a.kernel, a.stride, a.padding, ceil_mode, false), {g.in_h, g.in_w},
+                                 {a.kernel[0], a.kernel[1]}, {a.stride[0], a.stride[1]}, {a.padding[0], a.padding[1]},
+                                 *divisor_override);
   }
   Tensor x4 = as_batched(x);
   const bool cl = is_channels_last(x4);
@@ -284,7 +291,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_avg_pool2d";
-  check_pool_input(op, x);
+  ops::check_pool_input(op, x, 2);
   if (output_size[0] <= 0 || output_size[1] <= 0) {
     throw ShapeError("adaptive_avg_pool2d: output size must be positive, got " + pair_str(output_size) + " (input " +
                      shape_str(x.sizes()) + ")");
@@ -345,7 +352,7 @@ void ops::check_norm_type(const char* op, double norm_type) {
 
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_max_pool2d";
-  check_pool_input(op, x);
+  ops::check_pool_input(op, x, 2);
   if (output_size[0] <= 0 || output_size[1] <= 0) {
     throw ShapeError(std::string(op) + ": output size must be positive, got " + pair_str(output_size) + " (input " +
                      shape_str(x.sizes()) + ")");
@@ -356,7 +363,7 @@ Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
 
 Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride, bool ceil_mode) {
   const char* op = "lp_pool2d";
-  check_pool_input(op, x);
+  ops::check_pool_input(op, x, 2);
   ops::check_norm_type(op, norm_type);
   PoolArgs a{kernel_size, stride, {0, 0}, {1, 1}};
   pool_geometry(op, x, a, ceil_mode);  // the window's checks, in lp_pool2d's name
@@ -372,16 +379,7 @@ namespace {
 
 // x [N, C, L] or [C, L], floating, with channels and length; returned as the 2-d op's input view.
 Tensor pool1d_input(const char* op, const Tensor& x) {
-  ops::check_defined(op, x, "input");
-  if (x.dim() != 2 && x.dim() != 3) {
-    throw ShapeError(std::string(op) + ": input must be 2-d [C, L] or 3-d [N, C, L], got shape " +
-                     shape_str(x.sizes()));
-  }
-  ops::check_floating(op, x, "input");
-  if (x.size(-2) == 0 || x.size(-1) == 0) {
-    throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
-                     " is empty in the channel or length dim (only the batch dim may be empty)");
-  }
+  ops::check_pool_input(op, x, 1);
   return x.unsqueeze(-2);
 }
 

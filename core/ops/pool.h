@@ -5,7 +5,6 @@
 
 #include <optional>
 #include <utility>
-#include <vector>
 
 #include "core/ops/conv.h"
 #include "core/tensor.h"
@@ -76,9 +75,17 @@ Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out);
 Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window);
 // norm_type finite and nonzero, or an Error.
 void check_norm_type(const char* op, double norm_type);
-// How many cells of each of `out` windows (kernel k, stride s, padding p) lie inside an input of
-// `in`: min(o s - p + k, in) - max(o s - p, 0); what divisor_override's sums are made from.
-std::vector<double> cells_inside(int64_t in, int64_t k, int64_t s, int64_t p, int64_t out);
+// divisor_override's result from `inside_mean`, avg_pool's means over each window's cells inside
+// the input (count_include_pad false): times the count of those cells (a product of per-dim
+// counts, min(o s - p + k, in) - max(o s - p, 0)), over `divisor`, computed in the widened dtype.
+// One entry per spatial dim in in, kernel, stride, padding; the outputs are inside_mean's last
+// dims.
+Tensor sum_over_divisor(const Tensor& inside_mean, const Shape& in, const Shape& kernel, const Shape& stride,
+                        const Shape& padding, int64_t divisor);
+// The input checks every pooling op makes: [C, *] or [N, C, *] with `spatial` dims in *, floating,
+// and only the batch dim may be empty (as PyTorch's pooling ops check: no channels, or no rows, is
+// a mistake upstream, not an empty batch).
+void check_pool_input(const char* op, const Tensor& x, int64_t spatial);
 // divisor_override non-zero, or an Error naming op.
 void check_divisor(const char* op, std::optional<int64_t> divisor_override);
 }  // namespace ops

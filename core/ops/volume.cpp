@@ -5,7 +5,6 @@
 
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "core/autocast.h"
 #include "core/ops/conv.h"
@@ -228,16 +227,7 @@ namespace {
 // The input checks every 3-d pool makes: [C, D, H, W] or [N, C, D, H, W], floating, and only the
 // batch dim may be empty (as the 2-d pools).
 Volume pool3d_input(const char* op, const Tensor& x) {
-  ops::check_defined(op, x, "input");
-  if (x.dim() != 4 && x.dim() != 5) {
-    throw ShapeError(std::string(op) + ": input must be 4-d [C, D, H, W] or 5-d [N, C, D, H, W], got shape " +
-                     shape_str(x.sizes()));
-  }
-  ops::check_floating(op, x, "input");
-  if (x.size(-4) == 0 || x.size(-3) == 0 || x.size(-2) == 0 || x.size(-1) == 0) {
-    throw ShapeError(std::string(op) + ": input " + shape_str(x.sizes()) +
-                     " is empty in a channel or spatial dim (only the batch dim may be empty)");
-  }
+  ops::check_pool_input(op, x, 3);
   return as_volume(x);
 }
 
@@ -335,19 +325,9 @@ Tensor avg_pool3d(const Tensor& x, Triple kernel_size, Triple stride, Triple pad
   const Triple out = pool3d_window(op, v, kernel_size, stride, padding, {1, 1, 1}, ceil_mode);
   ops::check_divisor(op, divisor_override);
   if (divisor_override) {
-    // The sum over the cells inside: their mean times their count, divided by the override.
-    const Triple in{v.d, v.h, v.w};
-    std::vector<std::vector<double>> cells;
-    for (size_t i = 0; i < 3; ++i)
-      cells.push_back(ops::cells_inside(in[i], kernel_size[i], stride[i], padding[i], out[i]));
-    std::vector<double> factor;
-    for (const double a : cells[0])
-      for (const double b : cells[1])
-        for (const double c : cells[2]) factor.push_back(a * b * c / static_cast<double>(*divisor_override));
-    const DType wide = ops::widened_dtype(x.dtype());
-    const Tensor scale =
-        tensor(factor, {out[0], out[1], out[2]}, TensorOptions(DType::Float64, Device::cpu())).to(wide).to(x.device());
-    return (avg_pool3d(x, kernel_size, stride, padding, ceil_mode, false).to(wide) * scale).to(x.dtype());
+    return ops::sum_over_divisor(avg_pool3d(x, kernel_size, stride, padding, ceil_mode, false), {v.d, v.h, v.w},
+                                 {kernel_size[0], kernel_size[1], kernel_size[2]}, {stride[0], stride[1], stride[2]},
+                                 {padding[0], padding[1], padding[2]}, *divisor_override);
   }
   // The window's sum and its divisor (all cells, or those inside the input) are both products of
   // per-dim factors, so the mean is each plane's window mean, averaged along the depth.
