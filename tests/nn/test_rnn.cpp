@@ -173,10 +173,15 @@ TEST_CASE("RNN layers: batch_first, unbatched inputs, initial states, cells as o
   CHECK(bitwise_equal(yb.output, y.output.transpose(0, 1)));
   CHECK(bitwise_equal(yb.h_n, y.h_n));
   lstm.batch_first = false;
-  // Unbatched [L, input] with [layers * D, hidden] states is sample 1 alone.
+  // Unbatched [L, input] with [layers * D, hidden] states is sample 1 alone: the same numbers up to
+  // the order of the GEMM's sums, which OpenBLAS may change between one row and two (it does on
+  // an AMD EPYC in float64; kiln's own GEMM gives the same bits).
   const RNNOutput y1 = lstm(x.select(1, 1), h0.select(1, 1), c0.select(1, 1));
-  CHECK(bitwise_equal(y1.output, y.output.select(1, 1)));
-  CHECK(bitwise_equal(y1.c_n, y.c_n.select(1, 1)));
+  for (auto [alone, batched] : {std::pair{y1.output, y.output.select(1, 1)}, std::pair{y1.c_n, y.c_n.select(1, 1)}}) {
+    const Vec a = vals(alone), b = vals(batched.contiguous());
+    REQUIRE(a.size() == b.size());
+    for (size_t k = 0; k < a.size(); ++k) CHECK(a[k] == Approx(b[k]).margin(1e-12));
+  }
   // The initial states matter, and zeros are the default.
   CHECK(!bitwise_equal(lstm(x).output, y.output));
   CHECK(bitwise_equal(lstm(x).output, lstm(x, zeros({4, 2, 4}, f64), zeros({4, 2, 4}, f64)).output));
