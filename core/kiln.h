@@ -26,6 +26,8 @@
 #include "core/ops/layer_norm.h"
 #include "core/ops/norm.h"
 #include "core/ops/other.h"
+#include "core/ops/join.h"
+#include "core/ops/scatter_into.h"
 #include "core/ops/matmul.h"
 #include "core/ops/loss.h"
 #include "core/ops/margin_loss.h"

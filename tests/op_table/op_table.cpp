@@ -44,6 +44,8 @@ const std::vector<RowFamily>& row_families() {
       {"grid_sample", add_grid_sample_rows},
       {"volume", add_volume_rows},
       {"other", add_other_rows},
+      {"join", add_join_rows},
+      {"scatter_into", add_scatter_into_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},
       {"margin_loss", add_margin_loss_rows},

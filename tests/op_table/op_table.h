@@ -159,6 +159,8 @@ void add_scatter_reduce_rows(std::vector<OpRow>& rows);
 void add_grid_sample_rows(std::vector<OpRow>& rows);
 void add_volume_rows(std::vector<OpRow>& rows);
 void add_other_rows(std::vector<OpRow>& rows);
+void add_join_rows(std::vector<OpRow>& rows);
+void add_scatter_into_rows(std::vector<OpRow>& rows);
 void add_mse_loss_rows(std::vector<OpRow>& rows);
 void add_embedding_rows(std::vector<OpRow>& rows);
 void add_dropout_rows(std::vector<OpRow>& rows);
