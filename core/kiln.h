@@ -28,6 +28,7 @@
 #include "core/ops/other.h"
 #include "core/ops/join.h"
 #include "core/ops/scatter_into.h"
+#include "core/ops/blas.h"
 #include "core/ops/matmul.h"
 #include "core/ops/loss.h"
 #include "core/ops/margin_loss.h"

@@ -21,7 +21,7 @@
 namespace kiln::nn::optim {
 namespace {
 
-double dot(const Tensor& a, const Tensor& b) {
+double dot_value(const Tensor& a, const Tensor& b) {
   return sum(mul(a.to(DType::Float64), b.to(DType::Float64))).item<double>();
 }
 double max_abs(const Tensor& a) { return a.numel() == 0 ? 0.0 : amax(abs(a), {}).to(DType::Float64).item<double>(); }
@@ -112,7 +112,7 @@ LBFGS::Point LBFGS::evaluate_at(const Closure& closure, const Tensor& x0, double
   Point p;
   p.loss = evaluate(closure);
   p.grad = flat_grad();
-  p.slope = dot(p.grad, d);
+  p.slope = dot_value(p.grad, d);
   return p;
 }
 
@@ -195,12 +195,12 @@ Tensor LBFGS::direction(const Tensor& grad) {
   std::vector<double> alpha(k);
   Tensor q = neg(grad);
   for (size_t i = k; i-- > 0;) {
-    alpha[i] = dot(old_stps_[i], q) * ro_[i];
+    alpha[i] = dot_value(old_stps_[i], q) * ro_[i];
     q = sub(q, old_dirs_[i], alpha[i]);
   }
   Tensor r = mul(q, h_diag_);
   for (size_t i = 0; i < k; ++i) {
-    const double beta = dot(old_dirs_[i], r) * ro_[i];
+    const double beta = dot_value(old_dirs_[i], r) * ro_[i];
     r = add(r, old_stps_[i], alpha[i] - beta);
   }
   return r;
@@ -232,13 +232,13 @@ Tensor LBFGS::step(const Closure& closure) {
       // The newest pair: y the change in gradient, s the step. Kept only where y.s > 0, so the
       // approximation stays positive definite.
       const Tensor y = sub(grad, prev_flat_grad_), s = mul(d_, t_);
-      const double ys = dot(y, s);
+      const double ys = dot_value(y, s);
       if (ys > 1e-10) {
         if (static_cast<int64_t>(old_dirs_.size()) == history_size_) {
           old_dirs_.pop_front(), old_stps_.pop_front(), ro_.pop_front();
         }
         old_dirs_.push_back(y), old_stps_.push_back(s), ro_.push_back(1.0 / ys);
-        h_diag_ = ys / dot(y, y);
+        h_diag_ = ys / dot_value(y, y);
       }
       d_ = direction(grad);
     }
@@ -246,7 +246,7 @@ Tensor LBFGS::step(const Closure& closure) {
     prev_loss_ = loss;
     // The first step ever is scaled down by the gradient's size; later ones take lr.
     t_ = n_iter_ == 1 ? std::min(1.0, 1.0 / sum(abs(grad)).to(DType::Float64).item<double>()) * lr : lr;
-    const double slope = dot(grad, d_);
+    const double slope = dot_value(grad, d_);
     if (slope > -tolerance_change_) break;  // not a descent direction any more
 
     int64_t ls_evals = 0;

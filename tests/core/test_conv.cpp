@@ -31,7 +31,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 bool is_channels_last_layout(const Tensor& t) { return t.strides() == channels_last_strides(t.sizes()); }
 
 // <a, b> summed in float64 on the host.
-double dot(const Tensor& a, const Tensor& b) {
+double dot_value(const Tensor& a, const Tensor& b) {
   const std::vector<double> va = a.to_vector_double(), vb = b.to_vector_double();
   REQUIRE(va.size() == vb.size());
   double s = 0;
@@ -535,7 +535,7 @@ TEST_CASE("conv_transpose2d is the adjoint of conv2d: <conv2d(y, w), x> = <y, co
     // (below the stride) added.
     const Tensor cy = conv2d(y, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
     REQUIRE(cy.sizes() == c.x);
-    const double lhs = dot(cy, x), rhs = dot(y, t);
+    const double lhs = dot_value(cy, x), rhs = dot_value(y, t);
     CHECK(std::fabs(lhs - rhs) <= 1e-12 * (1.0 + std::fabs(lhs)));
   }
 }

@@ -12,7 +12,7 @@
 using namespace kiln;
 
 namespace {
-double dot(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item<double>(); }
+double dot_value(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item<double>(); }
 const TensorOptions f64(DType::Float64);
 }  // namespace
 
@@ -36,7 +36,7 @@ TEST_CASE("conv_transpose3d is the adjoint of conv3d with the same weight", "[vo
     const Tensor y = randn(y_shape.sizes()).to(DType::Float64);
     const Tensor back = conv_transpose3d(y, w, Tensor(), c.stride, c.padding, c.output_padding, c.groups, c.dilation);
     REQUIRE(back.sizes() == x.sizes());
-    CHECK(dot(y_shape, y) == Approx(dot(x, back)).epsilon(1e-12));
+    CHECK(dot_value(y_shape, y) == Approx(dot_value(x, back)).epsilon(1e-12));
   }
 }
 
