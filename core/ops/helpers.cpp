@@ -325,6 +325,10 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() && a.storage() == b.storage();
 }
 
+Tensor index_on(const std::vector<int64_t>& values, Device device) {
+  return tensor(values, {static_cast<int64_t>(values.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
+}
+
 Scalar negated(const Scalar& s) {
   if (s.is_floating()) return Scalar(-s.to_double());
   return Scalar(static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(s.to_int())));

@@ -143,6 +143,8 @@ void check_no_overlap(const char* op, const Tensor& self, std::initializer_list<
 Tensor readable_input(const Tensor& self, const Tensor& input);
 // Whether a and b are views of one storage.
 bool shares_storage(const Tensor& a, const Tensor& b);
+// A 1-d int64 tensor of host values on `device` (the index lists composed ops build on the host).
+Tensor index_on(const std::vector<int64_t>& values, Device device);
 // -s; an integer one modulo 2^64, as integer ops wrap (-INT64_MIN is INT64_MIN): sub's alpha.
 Scalar negated(const Scalar& s);
 // Whether a scalar the kernels take as a double (add's and sub's alpha, clamp's bounds, arange's

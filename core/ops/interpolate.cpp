@@ -24,10 +24,6 @@ namespace {
 
 const char* kOp = "interpolate";
 
-Tensor on_device(const std::vector<int64_t>& v, Device device) {
-  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
-}
-
 void check_input(const Tensor& x, InterpolateMode mode) {
   ops::check_defined(kOp, x, "input");
   if (x.dim() < 3 || x.dim() > 5) {
@@ -84,7 +80,7 @@ Tensor cubic_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sca
   const DType wide = ops::widened_dtype(y.dtype());
   Tensor sum;
   for (size_t k = 0; k < 4; ++k) {
-    const Tensor term = index_select(y, d, on_device(index[k], y.device())).to(wide) * along(weight[k], y, d, wide);
+    const Tensor term = index_select(y, d, ops::index_on(index[k], y.device())).to(wide) * along(weight[k], y, d, wide);
     sum = k == 0 ? term : sum + term;
   }
   return sum.to(y.dtype());
@@ -111,7 +107,7 @@ Tensor area_dim(const Tensor& y, int64_t d, int64_t in, int64_t out) {
       index[o] = start[o] + std::min(k, length[o] - 1);
       inside[o] = k < length[o] ? 1.0 : 0.0;
     }
-    Tensor cell = index_select(y, d, on_device(index, y.device())).to(wide);
+    Tensor cell = index_select(y, d, ops::index_on(index, y.device())).to(wide);
     if (k > 0) cell = where(gt(along(inside, y, d, wide), 0.0), cell, 0.0);
     sum = k == 0 ? cell : sum + cell;
   }
@@ -179,7 +175,7 @@ Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sc
       index[static_cast<size_t>(o)] =
           std::min(static_cast<int64_t>(std::floor(static_cast<double>(o) * scale)), in - 1);
     }
-    return index_select(y, d, on_device(index, y.device()));
+    return index_select(y, d, ops::index_on(index, y.device()));
   }
   std::vector<int64_t> lo(static_cast<size_t>(out)), hi(static_cast<size_t>(out));
   std::vector<double> w(static_cast<size_t>(out));
@@ -194,8 +190,8 @@ Tensor resize_dim(const Tensor& y, int64_t d, int64_t in, int64_t out, double sc
     w[static_cast<size_t>(o)] = src - static_cast<double>(i0);
   }
   const Tensor lambda = along(w, y, d, y.dtype());  // the weight of the upper neighbour
-  const Tensor a = index_select(y, d, on_device(lo, y.device()));
-  const Tensor b = index_select(y, d, on_device(hi, y.device()));
+  const Tensor a = index_select(y, d, ops::index_on(lo, y.device()));
+  const Tensor b = index_select(y, d, ops::index_on(hi, y.device()));
   return a + (b - a) * lambda;
 }
 

@@ -15,10 +15,6 @@
 namespace kiln {
 namespace {
 
-Tensor index_tensor(const std::vector<int64_t>& v, Device device) {
-  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
-}
-
 // x with dims of size 1 inserted at `at` (positions in the result) until it has `rank` dims.
 Tensor with_dims(const Tensor& x, int64_t rank, const std::vector<int64_t>& at) {
   Tensor y = x;
@@ -92,7 +88,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   const Tensor s = src.dim() == 0 ? src.reshape({1}) : src;
   std::vector<int64_t> index;
   for (int64_t i = 0; i < s.size(d); ++i) index.insert(index.end(), static_cast<size_t>(repeats), i);
-  return index_select(s, d, index_tensor(index, x.device()));
+  return index_select(s, d, ops::index_on(index, x.device()));
 }
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
@@ -135,7 +131,7 @@ Tensor repeat_interleave(const Tensor& counts) {
     }
     index.insert(index.end(), static_cast<size_t>(c[i]), i);
   }
-  return index_tensor(index, counts.device());
+  return ops::index_on(index, counts.device());
 }
 
 Tensor atleast_1d(const Tensor& x) {

@@ -19,10 +19,6 @@
 namespace kiln {
 namespace {
 
-Tensor int64_tensor(const std::vector<int64_t>& v, Device device) {
-  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
-}
-
 // input and src defined, on one device, of one dtype.
 void check_pair(const char* op, const Tensor& input, const Tensor& src, const char* src_name) {
   ops::check_defined(op, input, "input");
@@ -53,8 +49,8 @@ Tensor place(const Tensor& input, const Tensor& src, int64_t dim, const std::vec
   }
   Shape mask_shape(static_cast<size_t>(input.dim()), 1);
   mask_shape[static_cast<size_t>(dim)] = size;
-  const Tensor mask = int64_tensor(chosen, input.device()).to(DType::Bool).reshape(mask_shape);
-  return where(mask, index_select(src, dim, int64_tensor(from, input.device())), input);
+  const Tensor mask = ops::index_on(chosen, input.device()).to(DType::Bool).reshape(mask_shape);
+  return where(mask, index_select(src, dim, ops::index_on(from, input.device())), input);
 }
 
 }  // namespace

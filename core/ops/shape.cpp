@@ -226,11 +226,6 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 
 namespace {
 
-// An int64 index tensor on `device` from host values.
-Tensor index_on(const std::vector<int64_t>& v, Device device) {
-  return tensor(v, {static_cast<int64_t>(v.size())}, TensorOptions(DType::Int64, Device::cpu())).to(device);
-}
-
 // dims wrapped into [0, x.dim()), each once; an Error naming op and the dims otherwise.
 std::vector<int64_t> distinct_dims(const char* op, const Tensor& x, const Shape& dims) {
   std::vector<int64_t> out;
@@ -254,7 +249,7 @@ Tensor flip(const Tensor& x, const Shape& dims) {
   for (int64_t d : distinct_dims(op, x, dims)) {
     std::vector<int64_t> index(static_cast<size_t>(x.size(d)));
     for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(index.size() - 1 - i);
-    y = index_select(y, d, index_on(index, x.device()));
+    y = index_select(y, d, ops::index_on(index, x.device()));
   }
   return y.is_same(x) ? x.clone() : y;
 }
@@ -280,7 +275,7 @@ Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
     // out[i] = x[(i - shift) mod n]
     std::vector<int64_t> index(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = (i - shift + n) % n;
-    y = index_select(y, d, index_on(index, x.device()));
+    y = index_select(y, d, ops::index_on(index, x.device()));
   }
   return y.is_same(x) ? x.clone() : y;
 }
@@ -366,7 +361,7 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
       if (mode == PadMode::Circular) j = ((i % n) + n) % n;
       index.push_back(j);
     }
-    y = index_select(y, d, index_on(index, x.device()));
+    y = index_select(y, d, ops::index_on(index, x.device()));
   }
   return y.is_same(x) ? x.clone() : y;
 }
