@@ -12,7 +12,6 @@
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/matmul.h"
-#include "core/ops/reduce.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"

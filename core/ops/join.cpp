@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <string>
 
-#include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
 #include "core/ops/shape.h"

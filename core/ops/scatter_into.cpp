@@ -8,10 +8,8 @@
 #include <vector>
 
 #include "core/ops/elementwise.h"
-#include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/index.h"
-#include "core/ops/reduce.h"
 #include "core/ops/scan.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"

@@ -25,8 +25,9 @@ using Named = std::vector<std::pair<std::string, Tensor>>;
 TensorList matched(const Named& average, const Named& model, const char* kind) {
   const char* op = "AveragedModel.update_parameters";
   if (average.size() != model.size()) {
-    throw ShapeError(std::string(op) + ": the model has " + std::to_string(model.size()) + " " + kind +
-                     "s, the average " + std::to_string(average.size()) + " (the average must be made as the model)");
+    auto count = [kind](size_t n) { return std::to_string(n) + " " + kind + (n == 1 ? "" : "s"); };
+    throw ShapeError(std::string(op) + ": the model has " + count(model.size()) + ", the average " +
+                     count(average.size()) + " (the average must be made as the model)");
   }
   TensorList out;
   for (size_t i = 0; i < average.size(); ++i) {
