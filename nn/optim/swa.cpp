@@ -4,14 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
+#include "core/ops/math.h"
 #include "kernels/error.h"
 #include "nn/norm.h"
 
@@ -50,19 +53,24 @@ TensorList matched(const Named& average, const Named& model, const char* kind) {
   return out;
 }
 
-// average <- lerp(average, model, weight) for each pair.
-void lerp_all(const TensorList& averages, const TensorList& models, double weight) {
+// average <- lerp(average, model, weight) for each pair, weight a 0-d float64 tensor converted once
+// per dtype and device of the averages.
+void lerp_all(const TensorList& averages, const TensorList& models, const Tensor& weight) {
+  std::map<std::tuple<DType, DeviceType, int>, Tensor> weights;
   for (size_t i = 0; i < averages.size(); ++i) {
     Tensor a = averages[i];
-    a.copy_(lerp(a, models[i], weight));
+    Tensor& w = weights[{a.dtype(), a.device().type, a.device().index}];
+    if (!w.defined()) w = weight.to(a.device(), a.dtype());
+    a.copy_(lerp(a, models[i], w));
   }
 }
 
 }  // namespace
 
 MultiAverageFn swa_average() {
-  return [](const TensorList& averages, const TensorList& models, int64_t num_averaged) {
-    lerp_all(averages, models, 1.0 / static_cast<double>(num_averaged + 1));
+  // 1 / (n + 1): 1 at the first update, a copy of the model.
+  return [](const TensorList& averages, const TensorList& models, const Tensor& num_averaged) {
+    lerp_all(averages, models, reciprocal(add(num_averaged.to(DType::Float64), 1.0)));
   };
 }
 
@@ -70,8 +78,9 @@ MultiAverageFn ema_average(double decay) {
   if (!(decay >= 0.0 && decay <= 1.0)) {
     throw Error("ema_average: decay must be in [0, 1], got " + num_str(decay));
   }
-  return [decay](const TensorList& averages, const TensorList& models, int64_t) {
-    lerp_all(averages, models, 1.0 - decay);
+  // 1 - decay, and 1 at the first update (a copy of the model).
+  return [decay](const TensorList& averages, const TensorList& models, const Tensor& num_averaged) {
+    lerp_all(averages, models, sub(1.0, mul(ne(num_averaged, 0).to(DType::Float64), decay)));
   };
 }
 
@@ -101,14 +110,9 @@ void AveragedModel::update_parameters(const Module& model) {
   };
   for (size_t i = 0; i < mine.size(); ++i) route(mine[i].second, models[i], true);
   for (size_t i = 0; i < mine_buffers.size(); ++i) route(mine_buffers[i].second, model_buffers[i], use_buffers_);
-  const int64_t n = num_averaged();
-  if (n == 0) {
-    for (size_t i = 0; i < averaged.size(); ++i) averaged[i].copy_(from[i]);
-  } else {
-    rule_(averaged, from, n);
-  }
+  rule_(averaged, from, n_averaged_);
   for (size_t i = 0; i < copied.size(); ++i) copied[i].copy_(copied_from[i]);
-  n_averaged_.fill_(n + 1);
+  n_averaged_.add_(1);
 }
 
 void update_bn(Module& model, const std::function<void()>& run) {

@@ -16,11 +16,15 @@
 
 namespace kiln::nn::optim {
 
-// How AveragedModel folds a model's tensors into the averages, after `num_averaged` (>= 1) earlier
-// models: every averaged tensor in `averages` is updated in place from the tensor at its position
-// in `models` (the same shape, converted to the average's dtype and device already). PyTorch's
-// multi_avg_fn.
-using MultiAverageFn = std::function<void(const TensorList& averages, const TensorList& models, int64_t num_averaged)>;
+// How AveragedModel folds a model's tensors into the averages: every averaged tensor in `averages`
+// is updated in place from the tensor at its position in `models` (the same shape, converted to
+// the average's dtype and device already). `num_averaged` is the count of models averaged before
+// this one, a 0-d int64 tensor on the average's device (PyTorch's multi_avg_fn gets it as a tensor
+// too): reading it on the host would make every update wait for the GPU, so a rule computes with
+// it on the device. At 0 a rule must copy the model (both rules below lerp with weight 1 then,
+// which gives the model exactly while the average holds finite values).
+using MultiAverageFn =
+    std::function<void(const TensorList& averages, const TensorList& models, const Tensor& num_averaged)>;
 // The equal average of every model seen: average += (model - average) / (num_averaged + 1).
 // PyTorch's default (get_swa_multi_avg_fn).
 MultiAverageFn swa_average();
@@ -39,8 +43,8 @@ MultiAverageFn ema_average(double decay = 0.999);
 // average's shape, and converts to its dtype and device, so a float32 average may follow a bfloat16
 // model on another device). Buffers are copied from the model as they are (BatchNorm's running
 // statistics: run update_bn after the last update for SWA), or with use_buffers averaged too where
-// floating (integer buffers, num_batches_tracked, are copied). Every update reads n_averaged back
-// (a synchronization on the GPU, as PyTorch's), so update every few steps if that matters.
+// floating (integer buffers, num_batches_tracked, are copied). An update never reads the count on
+// the host (PyTorch's does, to pick the first update's copy): it stays a device tensor.
 class AveragedModel : public Module {
  public:
   explicit AveragedModel(std::shared_ptr<Module> average, MultiAverageFn rule = swa_average(),

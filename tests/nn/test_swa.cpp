@@ -179,3 +179,20 @@ TEST_CASE("SWALR anneals from the initial lr to swa_lr and holds it", "[swa]") {
   CHECK_THROWS_WITH(SWALR(sgd, 0.1, -1.0), Catch::Contains("swa_lr") && Catch::Contains("-1"));
   CHECK_THROWS_WITH(swa_lr(0, 0.1, 0.1, -2), Catch::Contains("anneal_steps") && Catch::Contains("-2"));
 }
+
+TEST_CASE("AveragedModel hands a custom rule the count as a 0-d int64 tensor, 0 at the first update", "[swa]") {
+  std::vector<int64_t> seen;
+  auto average = std::make_shared<Linear>(3, 2);
+  AveragedModel avg(average, [&](const TensorList& averages, const TensorList& models, const Tensor& n) {
+    CHECK(n.dim() == 0);
+    CHECK(n.dtype() == DType::Int64);
+    seen.push_back(n.item<int64_t>());
+    for (size_t i = 0; i < averages.size(); ++i) {
+      Tensor a = averages[i];
+      a.copy_(models[i]);
+    }
+  });
+  for (double b : {1.0, 2.0, 3.0}) avg.update_parameters(*linear_at(b));
+  CHECK(seen == std::vector<int64_t>{0, 1, 2});
+  check_close(vals(average->bias), {3.0, 4.0});
+}
