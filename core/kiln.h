@@ -29,6 +29,7 @@
 #include "core/ops/join.h"
 #include "core/ops/scatter_into.h"
 #include "core/ops/blas.h"
+#include "core/ops/linalg.h"
 #include "core/ops/pointwise.h"
 #include "core/ops/matmul.h"
 #include "core/ops/loss.h"

@@ -220,30 +220,6 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& d
   return product(op, ma, mb).reshape(out);
 }
 
-Tensor matrix_power(const Tensor& x, int64_t n) {
-  const char* op = "matrix_power";
-  ops::check_defined(op, x, "input");
-  if (x.dim() < 2 || x.size(-1) != x.size(-2)) {
-    throw ShapeError(std::string(op) + ": the input must be square matrices [*, m, m], got " + shape_str(x.sizes()));
-  }
-  if (n < 0) {
-    throw Error(std::string(op) + ": a negative power (" + std::to_string(n) +
-                ") needs the inverse, which kiln does not have yet");
-  }
-  if (n == 0) {
-    Shape diag = x.sizes();
-    diag.pop_back();
-    return diag_embed(ones(diag, TensorOptions(x.dtype(), x.device())));
-  }
-  // Repeated squaring: the bits of n pick which squares multiply into the result.
-  Tensor result, square = x;
-  for (int64_t left = n; left > 0; left >>= 1) {
-    if (left & 1) result = result.defined() ? product(op, result, square) : square;
-    if (left > 1) square = product(op, square, square);
-  }
-  return result.is_same(x) ? x.clone() : result;
-}
-
 Tensor multi_dot(const TensorList& tensors) {
   const char* op = "multi_dot";
   const size_t count = tensors.size();

@@ -1,10 +1,10 @@
-// PyTorch's BLAS-shaped products beside matmul: mm, bmm, mv, dot and inner with their strict
-// shapes (no broadcasting, no promotion of 1-d operands), the fused-looking addmm, addbmm,
-// baddbmm, addmv and addr (beta input + alpha product), tensordot, matrix_power and multi_dot (a
-// chain of products in the cheapest order). Each is matmul (cuBLASLt on the GPU, OpenBLAS or
-// kiln's GEMM on the CPU) with views, mul and add around it, so both devices run it, autocast
-// treats the product as matmul's, and autograd comes with it. Operands share one floating dtype,
-// as matmul's do.
+// PyTorch's BLAS-shaped products beside matmul: mm, bmm, mv, dot and inner with their strict shapes
+// (no broadcasting, no promotion of 1-d operands), the fused-looking addmm, addbmm, baddbmm, addmv
+// and addr (beta input + alpha product), tensordot and multi_dot (a chain of products in the
+// cheapest order); matrix_power is linalg's (core/ops/linalg.h). Each is matmul (cuBLASLt on the
+// GPU, OpenBLAS or kiln's GEMM on the CPU) with views, mul and add around it, so both devices run
+// it, autocast treats the product as matmul's, and autograd comes with it. Operands share one
+// floating dtype, as matmul's do.
 #pragma once
 
 #include <cstdint>
@@ -49,10 +49,6 @@ Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
 Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
                  const std::vector<int64_t>& dims_b);
 
-// x [*, m, m] multiplied by itself n times (n >= 0; 0: the identity, in x's shape), by repeated
-// squaring: torch.linalg.matrix_power for non-negative n (a negative n needs an inverse, which
-// kiln does not have yet: an Error).
-Tensor matrix_power(const Tensor& x, int64_t n);
 // The product of a chain of matrices, in the order of multiplications that costs the fewest
 // multiply-adds (found by the classic dynamic program over the chain's sizes): the first may be
 // 1-d (a row) and the last 1-d (a column), the others 2-d; 1-d ends drop from the result as in

@@ -2,6 +2,7 @@
 // memory. Random factories live in core/ops/random.cpp.
 #include "core/ops/factory.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -132,6 +133,22 @@ Tensor scalar_tensor(const Scalar& value, TensorOptions options) {
 }
 Tensor scalar_tensor(const Scalar& value) {
   return full_for("scalar_tensor", {}, value, TensorOptions(value.default_dtype()));
+}
+
+Tensor eye(int64_t n, TensorOptions options) { return eye(n, n, options); }
+
+Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  const char* op = "eye";
+  if (n < 0 || m < 0) {
+    throw ShapeError(std::string(op) + ": sizes must be non-negative, got " + std::to_string(n) + " x " +
+                     std::to_string(m));
+  }
+  Tensor t = ops::empty_for(op, {n, m}, options.with_requires_grad(false));
+  fill_tensor(op, t, 0);
+  const int64_t count = std::min(n, m);
+  // The diagonal: every (m + 1)-th element from the first.
+  if (count > 0) fill_tensor(op, ops::make_view(op, t, {count}, {m + 1}, 0), 1);
+  return finish(t, options);
 }
 
 Tensor arange(const Scalar& end) { return arange(0, end, 1); }

@@ -41,6 +41,10 @@ Tensor full_like(const Tensor& t, const Scalar& value);
 Tensor scalar_tensor(const Scalar& value, TensorOptions options);
 Tensor scalar_tensor(const Scalar& value);
 
+// The n x m identity (ones on the main diagonal, zeros elsewhere; m = n when not given): torch.eye.
+Tensor eye(int64_t n, TensorOptions options = {});
+Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
+
 // [start, end) in steps; dtype int64 when all three are integers, else float32, unless given.
 Tensor arange(const Scalar& end);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1);

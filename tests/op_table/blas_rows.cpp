@@ -1,7 +1,7 @@
 // Op table rows of the blas family: mm, bmm, mv, dot, inner, addmm (scaled, with a broadcast input,
 // and with beta 0 ignoring a NaN input), baddbmm, addbmm, addmv, addr, tensordot (by count and by
-// lists), matrix_power (0, 1, 3 and 6, batched) and multi_dot (vector ends, a chain whose cheapest
-// order is not left to right). References are sums in double over plain loops.
+// lists) and multi_dot (vector ends, a chain whose cheapest order is not left to right). References
+// are sums in double over plain loops.
 #include <cmath>
 
 #include "tests/op_table/op_table.h"
@@ -245,39 +245,6 @@ void add_contractions(std::vector<OpRow>& rows) {
           tensordot(zeros({3, 3}), zeros({3, 3}), {0, 0}, {0, 1});
         },
         {"tensordot", "once"}}}));
-  {
-    // Batched square matrices of small entries (rnd scaled by 0.5), so their powers stay small.
-    OpRow r = product_row(
-        "matrix_power 0, 1, 3 and 6", {inputs("[2, 3, 3]", {{2, 3, 3}}, 3531)},
-        [](const TensorList& x) {
-          return TensorList{matrix_power(x[0], 0), matrix_power(x[0], 1), matrix_power(x[0], 3), matrix_power(x[0], 6)};
-        },
-        [](const TensorList& x) {
-          const Values a = values(x[0]);
-          TensorList out;
-          Values power;
-          for (int64_t q = 0; q < 2; ++q)
-            for (int64_t i = 0; i < 3; ++i)
-              for (int64_t j = 0; j < 3; ++j) power.push_back(i == j ? 1.0 : 0.0);
-          for (int64_t n = 0; n <= 6; ++n) {
-            if (n == 0 || n == 1 || n == 3 || n == 6) out.push_back(from_values(power, {2, 3, 3}));
-            power = ref_products(power, a, 2, 3, 3, 3);
-          }
-          return out;
-        },
-        {0},
-        {{"not square",
-          [] {
-            matrix_power(zeros({2, 3}), 2);
-          },
-          {"matrix_power", "[2, 3]"}},
-         {"a negative power",
-          [] {
-            matrix_power(zeros({2, 2}), -1);
-          },
-          {"matrix_power", "-1", "inverse"}}});
-    rows.push_back(std::move(r));
-  }
   rows.push_back(product_row(
       "multi_dot [3] [3, 8] [8, 2] [2]",
       {inputs("a row, two matrices, a column", {{3}, {3, 8}, {8, 2}, {2}}, 3541),

@@ -1,5 +1,7 @@
-// Op table rows of the factory family: arange, linspace and full (with zeros and ones), whose
+// Op table rows of the factory family: arange, linspace, full (with zeros and ones) and eye, whose
 // references list the expected values outright. The sample's only tensor carries the dtype to create.
+#include <utility>
+
 #include "tests/op_table/op_table.h"
 
 namespace kiln::test {
@@ -57,6 +59,29 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     };
     r.out_dtype = [](DType t) { return t; };
     r.errors = {{"negative size", [] { full({-2}, 1.0); }, {"full", "[-2]"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "eye";
+    r.dtypes = kAllNumeric;
+    r.samples = {shape_sample("3x3, 2x4, 4x2 and 0x3")};
+    r.op = [](const TensorList& x) {
+      const TensorOptions o(dt(x), x[0].device());
+      return TensorList{eye(3, o), eye(2, 4, o), eye(4, 2, o), eye(0, 3, o)};
+    };
+    r.reference = [](const TensorList&) {
+      TensorList out;
+      for (auto [n, m] : {std::pair<int64_t, int64_t>{3, 3}, {2, 4}, {4, 2}, {0, 3}}) {
+        std::vector<double> v;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < m; ++j) v.push_back(i == j ? 1.0 : 0.0);
+        out.push_back(from_values(v, {n, m}));
+      }
+      return out;
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {{"negative size", [] { eye(2, -1); }, {"eye", "2 x -1"}}};
     rows.push_back(std::move(r));
   }
 }
