@@ -14,6 +14,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/ops/distance.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
@@ -22,6 +23,7 @@
 #include "core/ops/matmul.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
+#include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"
@@ -155,6 +157,16 @@ CholeskyResult cholesky_raw(const Tensor& A) {
   return {L, first_failure(logical_not(gt(d, 0)))};  // NaN is a failure too
 }
 
+// The inverse of a permutation [*, n]: where each value sits (a sort, no host read).
+Tensor inverse_permutation(const Tensor& perm) { return argsort(perm, -1); }
+
+// The row order [*, n] that swaps rows k and p ([*, 1]) of `rows` (the identity order, [*, n]).
+Tensor swap_order(const Tensor& rows, const Tensor& p, int64_t k) {
+  Tensor order = scatter(rows, -1, p, k);
+  order.narrow(-1, k, 1).copy_(p);
+  return order;
+}
+
 struct RawLu {
   Tensor LU;      // [*, n, n]
   Tensor perm;    // int64 [*, n]: row i of P^T A is row perm[i] of A
@@ -180,8 +192,7 @@ RawLu lu_raw(const Tensor& A) {
     pivots.narrow(-1, k, 1).copy_(p);
     if (k + 1 == n) break;
     // Swap rows k and p: the row order as an index, gathered.
-    Tensor order = scatter(rows, -1, p, k);
-    order.narrow(-1, k, 1).copy_(p);
+    const Tensor order = swap_order(rows, p, k);
     LU = gather(LU, -2, order.unsqueeze(-1).expand(with(batch, {n, n})));
     perm = gather(perm, -1, order);
     const Tensor pivot = LU.narrow(-2, k, 1).narrow(-1, k, 1);
@@ -200,12 +211,6 @@ RawLu lu_raw(const Tensor& A) {
 // The rows of x [*, n, k] reordered: row i of the result is row order[i] of x.
 Tensor rows_in_order(const Tensor& x, const Tensor& order) {
   return gather(x, -2, order.unsqueeze(-1).expand(x.sizes()));
-}
-
-// The inverse of a permutation [*, n].
-Tensor inverse_permutation(const Tensor& perm) {
-  const Tensor positions = arange(0, perm.size(-1), 1, TensorOptions(DType::Int64, perm.device())).expand(perm.sizes());
-  return scatter(empty(perm.sizes(), TensorOptions(DType::Int64, perm.device())), -1, perm, positions);
 }
 
 // X with A X = B (or A^T X = B) from A's raw factors; B has LU's batch dims.
@@ -307,16 +312,27 @@ RawLu lu_recorded(const char* op, const Tensor& A) {
   return f;
 }
 
-// A X = B, A and B with one batch shape.
-Tensor solve_recorded(const char* op, const Tensor& A, const Tensor& B) {
+// The raw factors expanded to a batch shape they broadcast to (views).
+RawLu expanded(const RawLu& f, const Shape& batch) {
+  const int64_t n = f.LU.size(-1);
+  return {f.LU.expand(with(batch, {n, n})), f.perm.expand(with(batch, {n})), {}, {}};
+}
+
+// A X = B (left) or X A = B for matrices (no vector rule). A is factored at its own batch shape and
+// the factors broadcast to B's, so one A against a batch of B is factored once.
+Tensor solve_matrices(const char* op, const Tensor& A, const Tensor& B, bool left) {
+  check_rhs(op, A, "A", B, left);
+  if (!left) return mT(solve_matrices(op, mT(A), mT(B), true));
+  const Shape batch = broadcast_shapes(batch_of(A, 2), batch_of(B, 2), op);
+  const Tensor b = B.expand(with(batch, {B.size(-2), B.size(-1)}));
   const RawLu f = lu_raw(A);
   check_info(op, f.info, "the matrix is singular: U has a zero pivot at step ");
-  Tensor X = lu_solve_raw(f, B, false);
-  if (needs_grad({&A, &B})) {
-    record_function(op, {A, B}, {X}, {f.LU, f.perm, X}, [](const FunctionNode::Context& ctx) {
+  Tensor X = lu_solve_raw(expanded(f, batch), b, false);
+  if (needs_grad({&A, &b})) {
+    record_function(op, {A, b}, {X}, {f.LU, f.perm, X}, [batch, a_shape = A.sizes()](const FunctionNode::Context& ctx) {
       const Tensor x = ctx.saved_at(2);
-      const Tensor gB = lu_solve_raw(saved_factors(ctx, 0), ctx.grads[0], true);
-      return TensorList{ctx.needs_input_grad[0] ? -matmul(gB, mT(x)) : Tensor(), gB};
+      const Tensor gB = lu_solve_raw(expanded(saved_factors(ctx, 0), batch), ctx.grads[0], true);
+      return TensorList{ctx.needs_input_grad[0] ? sum_to(-matmul(gB, mT(x)), a_shape) : Tensor(), gB};
     });
   }
   return X;
@@ -333,12 +349,9 @@ Tensor solve_as(const char* op, const Tensor& A, const Tensor& B, bool left) {
       throw ShapeError(std::string(op) + ": the vector B " + shape_str(B.sizes()) + " does not fit A " +
                        shape_str(A.sizes()));
     }
-    return solve_as(op, A, B.unsqueeze(left ? -1 : -2), left).squeeze(left ? -1 : -2);
+    return solve_matrices(op, A, B.unsqueeze(left ? -1 : -2), left).squeeze(left ? -1 : -2);
   }
-  check_rhs(op, A, "A", B, left);
-  if (!left) return mT(solve_as(op, mT(A), mT(B), true));
-  auto [a, b] = broadcast_batch(op, A, B);
-  return solve_recorded(op, a, b);
+  return solve_matrices(op, A, B, left);
 }
 
 // The sign of the row permutation, +1 or -1 in A's dtype [*]: each pivot that is not its own step
@@ -414,13 +427,9 @@ Tensor permutation_from_pivots(const char* op, const Tensor& pivots, const Tenso
     }
   }
   const Tensor swaps = pivots.to(DType::Int64) - 1;
-  Tensor perm = arange(0, n, 1, TensorOptions(DType::Int64, LU.device())).expand(pivots.sizes()).clone();
-  for (int64_t k = 0; k < n; ++k) {
-    const Tensor p = swaps.narrow(-1, k, 1);
-    const Tensor at_k = perm.narrow(-1, k, 1).clone(), at_p = gather(perm, -1, p);
-    perm = scatter(perm, -1, p, at_k);
-    perm.narrow(-1, k, 1).copy_(at_p);
-  }
+  const Tensor rows = arange(0, n, 1, TensorOptions(DType::Int64, LU.device())).expand(pivots.sizes());
+  Tensor perm = rows.clone();
+  for (int64_t k = 0; k < n; ++k) perm = gather(perm, -1, swap_order(rows, swaps.narrow(-1, k, 1), k));
   return perm;
 }
 
@@ -469,7 +478,7 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) { return solve_as("sol
 Tensor inv(const Tensor& A) {
   const char* op = "inv";
   check_square(op, A, "A");
-  return solve_as(op, A, identity(A.size(-1), A), true);
+  return solve_matrices(op, A, identity(A.size(-1), A), true);
 }
 
 SlogdetResult slogdet(const Tensor& A) {
@@ -530,13 +539,18 @@ RawQr qr_raw(const Tensor& A, bool complete, bool want_q) {
   for (int64_t j = 0; j < k; ++j) {
     const Tensor x = R.narrow(-1, j, 1).narrow(-2, j, m - j);  // [*, m - j, 1]
     const Tensor alpha = x.narrow(-2, 0, 1);
-    const Tensor below = sum(square(x.narrow(-2, 1, m - j - 1)), {-2}, true);
-    // beta = -sign(alpha) |x| (LAPACK's dlarfg); v = x - beta e1. A column already zero below the
-    // diagonal gets tau 0: no reflection.
-    const Tensor beta = -copysign(sqrt(alpha * alpha + below), alpha);
-    Tensor v = x.clone();
-    v.narrow(-2, 0, 1).copy_(alpha - beta);
-    const Tensor t = where(gt(below, 0), 2 / sum(v * v, {-2}, true), 0.0);
+    // |x| from x scaled by its largest |entry|, so that squares neither overflow nor underflow.
+    const Tensor largest = amax(abs(x), {-2}, true);
+    const Tensor scale = where(eq(largest, 0), 1.0, largest);
+    const Tensor below = sum(square(x.narrow(-2, 1, m - j - 1) / scale), {-2}, true);
+    // beta = -sign(alpha) |x| (LAPACK's dlarfg); v = (x - beta e1) / (alpha - beta), so v[0] = 1,
+    // and tau = (beta - alpha) / beta. A column exactly zero below the diagonal gets tau 0: no
+    // reflection (a NaN there is not zero: it is reflected, and spreads).
+    const Tensor beta = -copysign(scale * sqrt(square(alpha / scale) + below), alpha);
+    const Tensor none = eq(below, 0);
+    Tensor v = x / where(none, 1.0, alpha - beta);
+    v.narrow(-2, 0, 1).fill_(1);
+    const Tensor t = where(none, 0.0, (beta - alpha) / beta);
     Tensor block = R.narrow(-2, j, m - j).narrow(-1, j, n - j);
     block.sub_(matmul(v * t, matmul(mT(v), block)));
     V.narrow(-1, j, 1).narrow(-2, j, m - j).copy_(v);
@@ -577,9 +591,10 @@ QrResult qr(const Tensor& A, QrMode mode) {
   if (mode == QrMode::R || (mode == QrMode::Complete && m > n)) {
     const std::string why = mode == QrMode::R ? "mode R (Q, which the gradient needs, is not computed)"
                                               : "mode Complete with more rows than columns (Q is not determined by A)";
-    record_function(op, {A}, {R}, {}, [why](const FunctionNode::Context&) -> TensorList {
-      throw AutogradError("qr: no gradient in " + why + "; use QrMode::Reduced");
-    });
+    record_function(op, {A}, mode == QrMode::R ? TensorList{R} : TensorList{f.Q, R}, {},
+                    [why](const FunctionNode::Context&) -> TensorList {
+                      throw AutogradError("qr: no gradient in " + why + "; use QrMode::Reduced");
+                    });
     return {f.Q, R};
   }
   record_function(op, {A}, {f.Q, R}, {A, f.Q, R}, [m, n](const FunctionNode::Context& ctx) {
@@ -604,7 +619,8 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B) {
     throw ShapeError(std::string(op) + ": B " + shape_str(B.sizes()) + " does not fit A " + shape_str(A.sizes()) +
                      " (B [*, m, k] with A's m rows)");
   }
-  AutocastGuard no_autocast(A.device().type, false);  // Q^T B and A X stay in A's dtype
+  broadcast_shapes(batch_of(A, 2), batch_of(B, 2), op);  // batches that do not broadcast: lstsq's error
+  AutocastGuard no_autocast(A.device().type, false);     // Q^T B and A X stay in A's dtype
   if (m >= n) {
     // A = Q R: X = R^-1 Q^T B.
     const QrResult f = qr(A);
@@ -625,7 +641,7 @@ Tensor matrix_norm_as(const Tensor& A, const std::string& ord, double p, bool ke
   if (A.dim() < 2) throw ShapeError(std::string(op) + ": A must be matrices [*, m, n], got " + shape_str(A.sizes()));
   ops::check_floating(op, A, "A");
   const Shape both{-2, -1};
-  if (ord == "fro") return sqrt(sum(square(A), both, keepdim));
+  if (ord == "fro") return vector_norm(A, 2.0, both, keepdim);
   if (ord == "nuc" || p == 2 || p == -2) {
     throw Error(std::string(op) + ": ord " + (ord.empty() ? std::to_string(static_cast<int>(p)) : ord) +
                 " needs the singular values, which kiln does not compute yet; ord 'fro', 1, -1, inf and -inf work");
@@ -660,7 +676,7 @@ Tensor matrix_exp(const Tensor& A) {
   constexpr double kTheta13 = 5.371920351148152;
   const double norm = max(matrix_norm(A.detach(), 1.0)).item<double>();
   int s = 0;
-  if (std::isfinite(norm) && norm > kTheta13) s = std::min(64, static_cast<int>(std::ceil(std::log2(norm / kTheta13))));
+  if (std::isfinite(norm) && norm > kTheta13) s = static_cast<int>(std::ceil(std::log2(norm / kTheta13)));
   const Tensor a = s > 0 ? A * std::ldexp(1.0, -s) : A;
   // The [13/13] Pade approximant r = (V - U)^-1 (V + U): U holds the odd powers, V the even ones.
   static constexpr double b[] = {64764752532480000.0,
@@ -682,7 +698,7 @@ Tensor matrix_exp(const Tensor& A) {
   const Tensor u_inner = matmul(a6, a6 * b[13] + a4 * b[11] + a2 * b[9]) + a6 * b[7] + a4 * b[5] + a2 * b[3] + I * b[1];
   const Tensor U = matmul(a, u_inner);
   const Tensor V = matmul(a6, a6 * b[12] + a4 * b[10] + a2 * b[8]) + a6 * b[6] + a4 * b[4] + a2 * b[2] + I * b[0];
-  Tensor r = solve_as(op, V - U, V + U, true);
+  Tensor r = solve_matrices(op, V - U, V + U, true);
   for (int k = 0; k < s; ++k) r = matmul(r, r);
   return r;
 }
@@ -694,8 +710,9 @@ Tensor matrix_power(const Tensor& x, int64_t n) {
     throw ShapeError(std::string(op) + ": the input must be square matrices [*, m, m], got " + shape_str(x.sizes()));
   }
   if (n == 0) return eye(x.size(-1), TensorOptions(x.dtype(), x.device())).expand(x.sizes()).clone();
+  AutocastGuard no_autocast(x.device().type, false);  // the products stay in x's dtype
   // Repeated squaring: the bits of |n| pick the squares of x (or of x^-1) that multiply in.
-  Tensor result, square = n < 0 ? solve_as(op, x, identity(x.size(-1), x), true) : x;
+  Tensor result, square = n < 0 ? solve_matrices(op, x, identity(x.size(-1), x), true) : x;
   const uint64_t magnitude = n < 0 ? uint64_t{0} - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
   for (uint64_t left = magnitude; left > 0; left >>= 1) {
     if (left & 1) result = result.defined() ? matmul(result, square) : square;

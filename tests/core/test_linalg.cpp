@@ -234,6 +234,62 @@ TEST_CASE("matrix_exp: rotations, nilpotent matrices and inverses", "[linalg]") 
   CHECK(std::isnan(matrix_exp(full({2, 2}, std::nan(""), DType::Float64)).to_vector<double>()[0]));
 }
 
+TEST_CASE("inv and negative powers of a batch as long as the matrices are wide", "[linalg]") {
+  // [3, 3, 3]: the identity inv solves against must not be taken for a batch of 3 vectors.
+  const Tensor A = random_matrices({3, 3, 3}, DType::Float64, 71);
+  const Tensor I = eye(3, DType::Float64).expand({3, 3, 3});
+  CHECK(inv(A).sizes() == Shape{3, 3, 3});
+  CHECK(max_diff(matmul(inv(A), A), I) < 1e-12);
+  const Tensor B = random_matrices({2, 2, 2}, DType::Float64, 72);
+  CHECK(max_diff(matmul(matrix_power(B, -2), matmul(B, B)), eye(2, DType::Float64).expand({2, 2, 2})) < 1e-12);
+  // One A against a batch of B: factored once, the gradient summed back to A's shape.
+  Tensor a = random_matrices({4, 4}, DType::Float64, 73);
+  a.set_requires_grad(true);
+  const Tensor b = random_matrices({5, 4, 2}, DType::Float64, 74);
+  sum(solve(a, b)).backward();
+  Tensor a2 = a.detach().clone();
+  a2.set_requires_grad(true);
+  sum(solve(a2.expand({5, 4, 4}), b)).backward();
+  CHECK(a.grad().sizes() == Shape{4, 4});
+  CHECK(max_diff(a.grad(), a2.grad()) < 1e-12);
+}
+
+TEST_CASE("qr scales its columns, and a NaN below the diagonal spreads", "[linalg]") {
+  // float32 squares of 1e-23 underflow and of 1e20 overflow: |x| must come from scaled entries.
+  for (float e : {1e-23f, 1e20f}) {
+    const Tensor A = tensor({e, 2 * e, e, -e, 3 * e, e}, {3, 2});
+    const QrResult r = qr(A);
+    const double size = std::fabs(static_cast<double>(e));
+    CHECK(max_diff(matmul(r.Q, r.R), A) / size < 1e-6);
+    CHECK(max_diff(matmul(r.Q.t(), r.Q), eye(2)) < 1e-6);
+  }
+  const QrResult n = qr(tensor({1.0, std::nan("")}, {2, 1}));
+  CHECK(std::isnan(n.R.item<double>()));
+}
+
+TEST_CASE("matrix_norm fro: a zero gradient at zero, float16 without overflow", "[linalg]") {
+  Tensor z = zeros({2, 2}, DType::Float64);
+  z.set_requires_grad(true);
+  matrix_norm(z).backward();
+  CHECK(z.grad().to_vector<double>() == std::vector<double>{0, 0, 0, 0});
+  // 300^2 overflows float16's 65504; the norm 600 does not.
+  CHECK(matrix_norm(full({2, 2}, 300.0, DType::Float16)).to(DType::Float32).item<float>() == 600.0f);
+}
+
+TEST_CASE("linalg errors name the op, and Complete qr's Q has no gradient either", "[linalg]") {
+  CHECK_THROWS_WITH(lstsq(zeros({2, 3, 2}), zeros({3, 3, 1})), Catch::Contains("lstsq") && Catch::Contains("[2]"));
+  Tensor x = random_matrices({4, 2}, DType::Float64, 75);
+  x.set_requires_grad(true);
+  const Tensor loss = sum(qr(x, QrMode::Complete).Q);
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("qr: no gradient"));
+  // matrix_power's products stay float32 under autocast.
+  const Tensor m = random_matrices({3, 3}, DType::Float32, 76);
+  const Tensor plain = matrix_power(m, 3);
+  AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+  CHECK(matrix_power(m, 3).dtype() == DType::Float32);
+  CHECK(max_diff(matrix_power(m, 3), plain) == 0.0);
+}
+
 TEST_CASE("linalg on empty batches and 0 x 0 matrices", "[linalg]") {
   CHECK(solve(zeros({0, 3, 3}), zeros({0, 3, 2})).sizes() == Shape{0, 3, 2});
   CHECK(inv(zeros({0, 0})).sizes() == Shape{0, 0});
