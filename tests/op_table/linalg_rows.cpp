@@ -201,7 +201,8 @@ OpRow linalg_row(const std::string& name, std::vector<Sample> samples, ListFn op
                  std::vector<size_t> differentiable, std::vector<ErrorCase> errors = {}) {
   OpRow r = make_row(name, linalg_types(), std::move(samples), std::move(op), std::move(reference),
                      std::move(differentiable), same_dtype);
-  // A solve's float32 rounding grows with the matrix's condition number (up to about 30 here).
+  // A solve's float32 rounding grows with the matrix's condition number: these random matrices are
+  // well conditioned, but not orthogonal.
   r.tolerance[DType::Float32] = {1e-4, 1e-4};
   r.errors = std::move(errors);
   r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrder);
@@ -516,7 +517,7 @@ void add_solve(std::vector<OpRow>& rows) {
           solve(zeros({2, 3}), zeros({2, 1}));
         },
         {"solve", "square"}},
-       {"devices or dtypes differ",
+       {"dtypes differ",
         [] {
           solve(eye(2), zeros({2, 1}, DType::Float64));
         },
