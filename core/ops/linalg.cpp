@@ -101,7 +101,7 @@ Tensor identity(int64_t n, const Tensor& like) { return eye(n, TensorOptions(lik
 Tensor first_failure(const Tensor& bad) {
   if (bad.size(-1) == 0) return zeros(batch_of(bad, 1), TensorOptions(DType::Int32, bad.device()));
   const Tensor position = argmax(bad.to(DType::Int32), -1) + 1;
-  return where(any(bad, {-1}), position, zeros({}, TensorOptions(DType::Int64, bad.device()))).to(DType::Int32);
+  return where(any(bad, {-1}), position, 0).to(DType::Int32);
 }
 
 // Where info is not 0: an Error naming op, the batch element and the step (reads info on the host).
@@ -197,7 +197,7 @@ RawLu lu_raw(const Tensor& A) {
     perm = gather(perm, -1, order);
     const Tensor pivot = LU.narrow(-2, k, 1).narrow(-1, k, 1);
     // A zero pivot means the whole column below is zero: leave it so (LAPACK's getrf does).
-    const Tensor divisor = where(eq(pivot, 0), ones({}, TensorOptions(A.dtype(), A.device())), pivot);
+    const Tensor divisor = where(eq(pivot, 0), 1.0, pivot);
     Tensor below = LU.narrow(-2, k + 1, n - k - 1).narrow(-1, k, 1);
     below.div_(divisor);
     LU.narrow(-2, k + 1, n - k - 1)
@@ -420,7 +420,9 @@ Tensor permutation_from_pivots(const char* op, const Tensor& pivots, const Tenso
   ops::common_device(op, {&LU, &pivots});
   RawScope scope(LU.device());
   if (pivots.numel() > 0) {
-    const int64_t low = min(pivots).item<int64_t>(), high = max(pivots).item<int64_t>();
+    // One host read for both bounds.
+    const std::vector<int64_t> bounds = stack({min(pivots), max(pivots)}).to(DType::Int64).to_vector<int64_t>();
+    const int64_t low = bounds[0], high = bounds[1];
     if (low < 1 || high > n) {
       throw IndexError(std::string(op) + ": pivots must be in [1, " + std::to_string(n) + "], got values from " +
                        std::to_string(low) + " to " + std::to_string(high));
