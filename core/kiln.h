@@ -45,6 +45,7 @@
 #include "core/ops/einsum.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "core/ops/spectral.h"
 #include "core/ops/special.h"
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"

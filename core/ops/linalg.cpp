@@ -18,56 +18,23 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/linalg_common.h"
 #include "core/ops/index.h"
 #include "core/ops/math.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
+#include "core/ops/spectral.h"
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"
 
 namespace kiln {
+
+using namespace linalg_detail;
+
 namespace {
-
-// The scope of a raw computation: no tape, and matmul kept in the operands' dtype.
-struct RawScope {
-  explicit RawScope(Device device) : autocast(device.type, false) {}
-  NoGradGuard no_grad;
-  AutocastGuard autocast;
-};
-
-Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
-
-Shape batch_of(const Tensor& x, int64_t matrix_dims) {
-  Shape b = x.sizes();
-  b.resize(b.size() - static_cast<size_t>(matrix_dims));
-  return b;
-}
-
-Shape with(Shape batch, std::initializer_list<int64_t> tail) {
-  batch.insert(batch.end(), tail.begin(), tail.end());
-  return batch;
-}
-
-// Defined, at least 2-d, float32 or float64.
-void check_matrix(const char* op, const Tensor& t, const char* what) {
-  ops::check_defined(op, t, what);
-  if (t.dim() < 2) {
-    throw ShapeError(std::string(op) + ": " + what + " must be matrices [*, m, n], got " + shape_str(t.sizes()));
-  }
-  if (t.dtype() != DType::Float32 && t.dtype() != DType::Float64) {
-    throw DTypeError(std::string(op) + ": " + what + " must be float32 or float64, got " + ops::dtype_str(t.dtype()));
-  }
-}
-
-void check_square(const char* op, const Tensor& t, const char* what) {
-  check_matrix(op, t, what);
-  if (t.size(-1) != t.size(-2)) {
-    throw ShapeError(std::string(op) + ": " + what + " must be square matrices [*, n, n], got " + shape_str(t.sizes()));
-  }
-}
 
 // The second operand of a solve: a matrix of A's dtype and device.
 void check_operand(const char* op, const Tensor& A, const Tensor& B, const char* what) {
@@ -483,6 +450,21 @@ Tensor inv(const Tensor& A) {
   return solve_matrices(op, A, identity(A.size(-1), A), true);
 }
 
+InvResult inv_ex(const Tensor& A) {
+  const char* op = "inv_ex";
+  check_square(op, A, "A");
+  const RawLu f = lu_raw(A);
+  Tensor X = lu_solve_raw(f, identity(A.size(-1), A).expand(A.sizes()), false);
+  if (needs_grad({&A})) {
+    record_function(op, {A}, {X}, {X}, [](const FunctionNode::Context& ctx) {
+      // d(A^-1) = -A^-1 dA A^-1: gA = -A^-T g A^-T.
+      const Tensor xt = mT(ctx.saved_at(0));
+      return TensorList{-matmul(matmul(xt, ctx.grads[0]), xt)};
+    });
+  }
+  return {X, f.info};
+}
+
 SlogdetResult slogdet(const Tensor& A) {
   const char* op = "slogdet";
   check_square(op, A, "A");
@@ -644,13 +626,23 @@ Tensor matrix_norm_as(const Tensor& A, const std::string& ord, double p, bool ke
   ops::check_floating(op, A, "A");
   const Shape both{-2, -1};
   if (ord == "fro") return vector_norm(A, 2.0, both, keepdim);
-  if (ord == "nuc" || p == 2 || p == -2) {
-    throw Error(std::string(op) + ": ord " + (ord.empty() ? std::to_string(static_cast<int>(p)) : ord) +
-                " needs the singular values, which kiln does not compute yet; ord 'fro', 1, -1, inf and -inf work");
+  if (ord == "nuc" || (ord.empty() && (p == 2 || p == -2))) {
+    if (A.dtype() != DType::Float32 && A.dtype() != DType::Float64) {
+      throw DTypeError(std::string(op) + ": ord " + (ord.empty() ? std::to_string(static_cast<int>(p)) : ord) +
+                       " takes the singular values of float32 or float64 matrices, got " + ops::dtype_str(A.dtype()));
+    }
+    const Tensor s = svdvals(A);  // [*, k], descending
+    const int64_t k = s.size(-1);
+    if (k == 0 && ord.empty()) {
+      throw ShapeError(std::string(op) + ": ord " + std::to_string(static_cast<int>(p)) +
+                       " has no singular value to take from the empty matrices " + shape_str(A.sizes()));
+    }
+    const Tensor r = ord == "nuc" ? sum(s, {-1}) : s.select(-1, p > 0 ? 0 : k - 1);
+    return keepdim ? r.unsqueeze(-1).unsqueeze(-1) : r;
   }
   const double inf = std::numeric_limits<double>::infinity();
   if (!ord.empty() || (p != 1 && p != -1 && p != inf && p != -inf)) {
-    throw Error(std::string(op) + ": ord must be 'fro', 1, -1, inf or -inf, got " +
+    throw Error(std::string(op) + ": ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got " +
                 (ord.empty() ? std::to_string(p) : "'" + ord + "'"));
   }
   // 1: the largest column sum of |a| (sums over rows, dim -2); inf: the largest row sum.

@@ -1,7 +1,8 @@
 // Dense linear algebra on batches of small matrices: triangular solves, the Cholesky and LU
 // factorizations (partial pivoting), and what they give (solve, inv, det, slogdet, logdet,
 // cholesky_solve, cholesky_inverse, lu_solve, lu_unpack, matrix_power), Householder QR with lstsq
-// on it, and the matrix norms that need no singular values, as torch.linalg has them.
+// on it, and the matrix norms, as torch.linalg has them (the spectral decompositions are in
+// core/ops/spectral.h).
 //
 // Each factorization is the textbook column loop written in kiln's ops (narrow, matmul, argmax,
 // gather, div): one step per column, every step a few ops on the whole batch at once. So the same
@@ -81,9 +82,15 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 Tensor solve(const Tensor& A, const Tensor& B, bool left = true);
 // A^-1: torch.linalg.inv. A singular A is an Error, as in solve.
 Tensor inv(const Tensor& A);
+// inv without the check: torch.linalg.inv_ex. Where info > 0 the inverse holds infs and NaNs.
+struct InvResult {
+  Tensor inverse;
+  Tensor info;  // int32 [*]: 0, or k when U[k-1, k-1] of A's LU is exactly 0
+};
+InvResult inv_ex(const Tensor& A);
 
 // The determinant, [*]: torch.linalg.det. Its gradient is det A^-T, which is not finite at a
-// singular matrix (PyTorch takes an SVD there; kiln has none yet).
+// singular matrix (PyTorch takes an SVD there; kiln does not).
 Tensor det(const Tensor& A);
 struct SlogdetResult {
   Tensor sign;       // -1, 0 or 1 (no gradient)
@@ -123,8 +130,9 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B);
 
 // The matrix norm over the last two dims of A [*, m, n]: "fro" (Frobenius: the root of the sum of
 // squares) or an ord of 1, -1 (the largest and smallest column sum of |a|), inf, -inf (the same
-// over rows); torch.linalg.matrix_norm. The spectral norms (2, -2) and "nuc" need singular values,
-// which kiln has not got: an Error. Any floating dtype; [*] (or [*, 1, 1] with keepdim).
+// over rows), 2 and -2 (the largest and smallest singular value) or "nuc" (the nuclear norm: their
+// sum); torch.linalg.matrix_norm. The singular values come from core/ops/spectral.h's svdvals
+// (float32 and float64 only); the others take any floating dtype. [*] (or [*, 1, 1] with keepdim).
 Tensor matrix_norm(const Tensor& A, const std::string& ord = "fro", bool keepdim = false);
 Tensor matrix_norm(const Tensor& A, double ord, bool keepdim = false);
 

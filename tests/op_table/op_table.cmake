@@ -42,17 +42,21 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/scatter_into_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/blas_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/linalg_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/spectral_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/pointwise_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/mse_loss_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/embedding_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/dropout_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/attention_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/foreach_rows.cpp)
-  add_library(kiln_op_table STATIC ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp ${kiln_op_table_rows})
+  add_library(kiln_op_table STATIC ${PROJECT_SOURCE_DIR}/tests/op_table/op_table.cpp
+              ${PROJECT_SOURCE_DIR}/tests/op_table/matrix_ref.cpp ${kiln_op_table_rows})
   # Most rows compile at -O0, as the tests' own sources do (tests/CMakeLists.txt): they build inputs
   # and name ops. op_table.cpp, whose checks and gradchecks do the work, keeps the build type's level,
-  # and so do the rows with float64 reference loops of their own (products, convolutions, pooling,
-  # attention). -fvisibility-inlines-hidden: tests/CMakeLists.txt says why.
+  # and so do matrix_ref.cpp (the linear-algebra rows' shared loops) and the rows with heavy float64
+  # reference loops of their own (products, convolutions, pooling, attention); the spectral rows'
+  # Jacobi reference runs on matrices of at most 5 x 5. -fvisibility-inlines-hidden:
+  # tests/CMakeLists.txt says why.
   set(kiln_op_table_rows_O0 ${kiln_op_table_rows})
   list(FILTER kiln_op_table_rows_O0 EXCLUDE REGEX "/(matmul|conv|pool|attention)_rows\\.cpp$")
   set_property(SOURCE ${kiln_op_table_rows_O0} APPEND PROPERTY COMPILE_OPTIONS -O0 -fvisibility-inlines-hidden)

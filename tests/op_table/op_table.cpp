@@ -48,6 +48,7 @@ const std::vector<RowFamily>& row_families() {
       {"scatter_into", add_scatter_into_rows},
       {"blas", add_blas_rows},
       {"linalg", add_linalg_rows},
+      {"spectral", add_spectral_rows},
       {"pointwise", add_pointwise_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},
