@@ -336,6 +336,18 @@ SlogdetResult slogdet_raw(const RawLu& f) {
   return {prod(sign(u), -1) * permutation_sign(f), sum(log(abs(u)), {-1})};
 }
 
+// The cofactor matrix of A [*, n, n] from its SVD A = U S V^T: det(U) det(V) U diag(c) V^T with
+// c_i the product of the singular values other than s_i (no division, so singular A is fine).
+Tensor cofactor_by_svd(const Tensor& A) {
+  RawScope scope(A.device());
+  const int64_t n = A.size(-1);
+  const SvdResult r = svd(A, false);
+  const Tensor others = where(eye(n, TensorOptions(DType::Bool, A.device())), 1.0, r.S.unsqueeze(-2).expand(A.sizes()));
+  const Tensor c = prod(others, -1);  // c_i = prod over j != i of s_j
+  const Tensor signs = (det(r.U) * det(r.Vh)).unsqueeze(-1).unsqueeze(-1);
+  return signs * matmul(r.U * c.unsqueeze(-2), r.Vh);
+}
+
 }  // namespace
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
@@ -489,10 +501,15 @@ Tensor det(const Tensor& A) {
     d = prod(diagonal(f.LU, 0, -2, -1), -1) * permutation_sign(f);
   }
   if (needs_grad({&A})) {
-    record_function(op, {A}, {d}, {f.LU, f.perm, d}, [](const FunctionNode::Context& ctx) {
-      // d det A = det A tr(A^-1 dA): gA = g det A^-T.
-      const Tensor scale = (ctx.grads[0] * ctx.saved_at(2)).unsqueeze(-1).unsqueeze(-1);
-      return TensorList{scale * inverse_transpose_raw(saved_factors(ctx, 0))};
+    record_function(op, {A}, {d}, {f.LU, f.perm, d, A}, [](const FunctionNode::Context& ctx) {
+      // d det A = tr(adj(A) dA): gA = g cof(A), the cofactor matrix adj(A)^T, which is det A^-T
+      // where A is invertible. Where det A = 0 (a host read tells), cof(A) comes from the SVD
+      // A = U S V^T: cof(A) = det(U) det(V) U diag(prod_{j != i} s_j) V^T, which is finite there.
+      const Tensor d = ctx.saved_at(2), g = ctx.grads[0].unsqueeze(-1).unsqueeze(-1);
+      const Tensor invertible = d.unsqueeze(-1).unsqueeze(-1) * inverse_transpose_raw(saved_factors(ctx, 0));
+      const Tensor singular = eq(d, 0);
+      if (!any(singular).item<bool>()) return TensorList{g * invertible};
+      return TensorList{g * where(singular.unsqueeze(-1).unsqueeze(-1), cofactor_by_svd(ctx.saved_at(3)), invertible)};
     });
   }
   return d;

@@ -89,8 +89,9 @@ struct InvResult {
 };
 InvResult inv_ex(const Tensor& A);
 
-// The determinant, [*]: torch.linalg.det. Its gradient is det A^-T, which is not finite at a
-// singular matrix (PyTorch takes an SVD there; kiln does not).
+// The determinant, [*]: torch.linalg.det. Its gradient is the cofactor matrix: det A^-T from the
+// LU where A is invertible, and from A's SVD where det A = 0 (as PyTorch; finding those reads a
+// flag on the host in backward).
 Tensor det(const Tensor& A);
 struct SlogdetResult {
   Tensor sign;       // -1, 0 or 1 (no gradient)

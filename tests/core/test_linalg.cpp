@@ -126,6 +126,21 @@ TEST_CASE("det's gradient is the cofactor matrix, slogdet's the inverse transpos
   A.set_requires_grad(true);
   det(A).backward();
   CHECK(A.grad().to_vector<double>() == std::vector<double>{3.0, -0.5, 1.0, 2.0});
+  // Singular: the same cofactors, from the SVD (det A^-T is not finite there). A batch of
+  // [[1, 2], [2, 4]] (rank 1), the zero matrix (rank 0: all cofactors 0) and an invertible one.
+  Tensor S = tensor({1.0, 2.0, 2.0, 4.0, 0.0, 0.0, 0.0, 0.0, 2.0, -1.0, 0.5, 3.0}, {3, 2, 2});
+  S.set_requires_grad(true);
+  sum(det(S)).backward();
+  const std::vector<double> cof = S.grad().to_vector<double>(),
+                            want_cof{4.0, -2.0, -2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 3.0, -0.5, 1.0, 2.0};
+  for (size_t i = 0; i < want_cof.size(); ++i) CHECK(cof[i] == Approx(want_cof[i]).margin(1e-14));
+  // A 3 x 3 of rank 2 whose elimination is exact (det exactly 0), [[1, 2, 3], [2, 4, 6], [1, 0, 1]]:
+  // cofactors by hand (cofactor (0, 0) is 4 * 1 - 6 * 0).
+  Tensor R = tensor({1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0}, {3, 3});
+  R.set_requires_grad(true);
+  det(R).backward();
+  const std::vector<double> r = R.grad().to_vector<double>(), want_r{4.0, 4.0, -4.0, -2.0, -2.0, 2.0, 0.0, 0.0, 0.0};
+  for (size_t i = 0; i < want_r.size(); ++i) CHECK(r[i] == Approx(want_r[i]).margin(1e-12));
   // log |det A| = log 6.5: gradient [[d, -c], [-b, a]] / 6.5.
   Tensor B = tensor({2.0, -1.0, 0.5, 3.0}, {2, 2});
   B.set_requires_grad(true);
