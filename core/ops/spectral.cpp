@@ -53,21 +53,27 @@ Sweep round_robin(int64_t N, Device device) {
     }
     return order;
   };
-  Sweep sweep;
+  // All moves in one host-to-device copy, [N - 1, N]; step r's is row r.
+  std::vector<int64_t> all;
+  std::vector<bool> still_at;
   std::vector<int64_t> now = order_of(0);
   for (int64_t r = 0; r < turn; ++r) {
     const std::vector<int64_t> next = order_of((r + 1) % turn);
     // Slot s of the next step holds index next[s], which sits in slot at[next[s]] now.
-    std::vector<int64_t> at(static_cast<size_t>(N)), move;
+    std::vector<int64_t> at(static_cast<size_t>(N));
     for (int64_t s = 0; s < N; ++s) at[static_cast<size_t>(now[static_cast<size_t>(s)])] = s;
     bool still = true;
     for (int64_t s = 0; s < N; ++s) {
-      move.push_back(at[static_cast<size_t>(next[static_cast<size_t>(s)])]);
-      still = still && move.back() == s;
+      all.push_back(at[static_cast<size_t>(next[static_cast<size_t>(s)])]);
+      still = still && all.back() == s;
     }
-    sweep.moves.push_back(still ? Tensor() : tensor(move, {N}, TensorOptions(DType::Int64, device)));
+    still_at.push_back(still);
     now = next;
   }
+  const Tensor moves = tensor(all, {turn, N}, TensorOptions(DType::Int64, device));
+  Sweep sweep;
+  for (int64_t r = 0; r < turn; ++r)
+    sweep.moves.push_back(still_at[static_cast<size_t>(r)] ? Tensor() : moves.select(0, r));
   return sweep;
 }
 
@@ -113,14 +119,6 @@ double epsilon_of(DType t) {
 // quadratically near the end), for input whose convergence test never passes.
 constexpr int kMaxSweeps = 60;
 
-// x [*, r, c] zero-padded to [*, r, c + 1], or to [*, r + 1, c + 1] with rows_too.
-Tensor pad_one(const Tensor& x, bool rows_too) {
-  const int64_t r = x.size(-2), c = x.size(-1);
-  Tensor out = zeros(with(batch_of(x, 2), {rows_too ? r + 1 : r, c + 1}), TensorOptions(x.dtype(), x.device()));
-  out.narrow(-2, 0, r).narrow(-1, 0, c).copy_(x);
-  return out;
-}
-
 // A power of two [*, 1, 1] near the largest |entry| of each matrix of x (1 for a zero matrix), by
 // which x is divided exactly, so that no sum of squares over- or underflows.
 Tensor power_of_two_scale(const Tensor& x) {
@@ -128,13 +126,16 @@ Tensor power_of_two_scale(const Tensor& x) {
   return where(gt(largest, 0), exp2(floor(log2(largest))), 1.0);
 }
 
-// x with the matrices [*, ...] (`dims` trailing dims) of the batch elements where the input
-// [*, r, c] holds a NaN or inf made all NaN: the sweeps stop on a NaN, and what they leave is
-// meaningless (as LAPACK, which fails there, kiln gives no number).
-Tensor not_finite_to_nan(const Tensor& input, const Tensor& x, int64_t dims) {
-  Tensor finite = all(isfinite(input), {-2, -1});
-  for (int64_t d = 0; d < dims; ++d) finite = finite.unsqueeze(-1);
-  return where(finite, x, std::numeric_limits<double>::quiet_NaN());
+// Which matrices of the input [*, r, c] are finite, [*]: the others get all-NaN results. The sweeps
+// stop on a NaN, and what they leave is meaningless (as LAPACK, which fails there, kiln gives no
+// number).
+Tensor finite_matrices(const Tensor& input) { return all(isfinite(input), {-2, -1}); }
+
+// x [*, ...] (`dims` trailing dims) made NaN where `finite` [*] is false.
+Tensor nan_unless(const Tensor& finite, const Tensor& x, int64_t dims) {
+  Tensor f = finite;
+  for (int64_t d = 0; d < dims; ++d) f = f.unsqueeze(-1);
+  return where(f, x, std::numeric_limits<double>::quiet_NaN());
 }
 
 // --- eigh --------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ RawEigh eigh_raw(const Tensor& S) {
   if (n == 0) return {zeros(with(batch, {0}), options), zeros(S.sizes(), options)};
   const int64_t N = n + n % 2;
   const Tensor scale = power_of_two_scale(S), scaled = S / scale;
-  Tensor A = N == n ? scaled.contiguous() : pad_one(scaled, true);
+  Tensor A = pad(scaled, {0, N - n, 0, N - n}).contiguous();
   Tensor V = eye(N, options).expand(with(batch, {N, N})).contiguous();
   const Sweep sweep = round_robin(N, S.device());
   const Tensor off_diagonal = 1 - eye(N, options);
@@ -183,8 +184,9 @@ RawEigh eigh_raw(const Tensor& S) {
   const Tensor w = diagonal(A, 0, -2, -1).narrow(-1, 0, n) * scale.squeeze(-1);
   const Tensor order = argsort(w, -1);
   const Tensor vectors = V.narrow(-2, 0, n).narrow(-1, 0, n);
-  return {not_finite_to_nan(S, gather(w, -1, order), 1),
-          not_finite_to_nan(S, gather(vectors, -1, order.unsqueeze(-2).expand(vectors.sizes())), 2)};
+  const Tensor finite = finite_matrices(S);
+  return {nan_unless(finite, gather(w, -1, order), 1),
+          nan_unless(finite, gather(vectors, -1, order.unsqueeze(-2).expand(vectors.sizes())), 2)};
 }
 
 // The full symmetric matrix of which A's lower (upper) triangle is one half.
@@ -211,7 +213,7 @@ RawSvd svd_tall(const Tensor& A, bool full_matrices) {
   const TensorOptions options(A.dtype(), A.device());
   const int64_t N = n + n % 2;
   const Tensor scale = power_of_two_scale(A);
-  Tensor X = N == n ? (A / scale).contiguous() : pad_one(A / scale, false);
+  Tensor X = pad(A / scale, {0, N - n}).contiguous();
   Tensor V = eye(N, options).expand(with(batch, {N, N})).contiguous();
   const Sweep sweep = round_robin(N, A.device());
   // Done when no pair's cosine |p.q| / (|p| |q|) exceeded tol (sqrt(m) eps, the rounding of a dot
@@ -245,8 +247,9 @@ RawSvd svd_tall(const Tensor& A, bool full_matrices) {
   // R is diag(+-S) to rounding: U = Q with its first n columns signed as R's diagonal.
   Tensor signs = 1 - lt(diagonal(f.R, 0, -2, -1), 0).to(A.dtype()) * 2;
   if (full_matrices && m > n) signs = cat({signs, ones(with(batch, {m - n}), options)}, -1);
-  return {not_finite_to_nan(A, f.Q * signs.unsqueeze(-2), 2),
-          not_finite_to_nan(A, gather(norms, -1, order) * scale.squeeze(-1), 1), not_finite_to_nan(A, V, 2)};
+  const Tensor finite = finite_matrices(A);
+  return {nan_unless(finite, f.Q * signs.unsqueeze(-2), 2),
+          nan_unless(finite, gather(norms, -1, order) * scale.squeeze(-1), 1), nan_unless(finite, V, 2)};
 }
 
 // Any A [*, m, n]: the tall case of A or of A^T.
