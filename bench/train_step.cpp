@@ -305,7 +305,7 @@ Workload image_workload(const std::string& name, std::shared_ptr<nn::UnaryModule
   Tensor x = randn({w.batch, channels, side, side}, TensorOptions(DType::Float32, device));
   if (m.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   const Tensor y = randint(0, kClasses, {w.batch}, TensorOptions(DType::Int64, device));
-  w.loss = [model, x, y] { return cross_entropy(model->forward(x), y); };
+  w.loss = [model, x, y] { return cross_entropy((*model)(x), y); };
   w.model = model;
   w.shape.integer("image_size", side).integer("in_channels", channels).integer("num_classes", kClasses);
   return w;

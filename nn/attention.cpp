@@ -196,7 +196,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     weights = average_attn_weights ? mean(probs, {1}) : probs;
     if (!batched) weights = weights.squeeze(0);
   }
-  out = out_proj->forward(out.transpose(1, 2).reshape({n, l, e}));
+  out = (*out_proj)(out.transpose(1, 2).reshape({n, l, e}));
   if (!batched) return {out.squeeze(0), weights};
   return {batch_first ? out : out.transpose(0, 1), weights};
 }

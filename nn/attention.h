@@ -66,6 +66,11 @@ class MultiheadAttention : public Module {
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                                     bool is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;

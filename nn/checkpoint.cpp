@@ -369,7 +369,7 @@ Tensor checkpoint(const std::shared_ptr<UnaryModule>& module, const Tensor& inpu
   if (!module) throw Error("checkpoint: the module is null");
   for (const Tensor& p : module->parameters()) options.params.push_back(p);
   for (const auto& [name, b] : module->named_buffers()) options.buffers.push_back(b);
-  CheckpointFn fn = [module](const TensorList& in) { return TensorList{module->forward(in.at(0))}; };
+  CheckpointFn fn = [module](const TensorList& in) { return TensorList{(*module)(in.at(0))}; };
   return checkpoint(std::move(fn), TensorList{input}, std::move(options)).at(0);
 }
 
@@ -388,7 +388,7 @@ Tensor checkpoint_sequential(const std::vector<std::shared_ptr<UnaryModule>>& mo
   }
   const int64_t size = n / segments;
   auto run = [modules](int64_t begin, int64_t end, Tensor x) {
-    for (int64_t i = begin; i < end; ++i) x = modules[static_cast<size_t>(i)]->forward(x);
+    for (int64_t i = begin; i < end; ++i) x = (*modules[static_cast<size_t>(i)])(x);
     return x;
   };
   Tensor x = input;

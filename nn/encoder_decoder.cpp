@@ -32,8 +32,8 @@ std::shared_ptr<LayerNorm> layer_norm(int64_t d_model, const TransformerLayerOpt
 // The feed-forward block both layers end with, before its residual dropout.
 Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, TransformerActivation activation,
                     const Tensor& x) {
-  const Tensor hidden = linear1.forward(x);
-  return linear2.forward(dropout.forward(activation == TransformerActivation::GELU ? gelu(hidden) : relu(hidden)));
+  const Tensor hidden = linear1(x);
+  return linear2(dropout(activation == TransformerActivation::GELU ? gelu(hidden) : relu(hidden)));
 }
 
 // A stack's layers: num_layers of them, each starting from the first's weights.
@@ -73,18 +73,16 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                                         bool is_causal) {
   auto sa = [&](const Tensor& x) {
-    return dropout1->forward(
-        self_attn->forward(x, x, x, src_key_padding_mask, /*need_weights=*/false, src_mask, true, is_causal).first);
+    return (*dropout1)(
+        (*self_attn)(x, x, x, src_key_padding_mask, /*need_weights=*/false, src_mask, true, is_causal).first);
   };
-  auto ff = [&](const Tensor& x) {
-    return dropout2->forward(feed_forward(*linear1, *dropout, *linear2, activation, x));
-  };
+  auto ff = [&](const Tensor& x) { return (*dropout2)(feed_forward(*linear1, *dropout, *linear2, activation, x)); };
   if (norm_first) {
-    const Tensor x = src + sa(norm1->forward(src));
-    return x + ff(norm2->forward(x));
+    const Tensor x = src + sa((*norm1)(src));
+    return x + ff((*norm2)(x));
   }
-  const Tensor x = norm1->forward(src + sa(src));
-  return norm2->forward(x + ff(x));
+  const Tensor x = (*norm1)(src + sa(src));
+  return (*norm2)(x + ff(x));
 }
 
 // --- TransformerDecoderLayer ---------------------------------------------------------------------
@@ -110,26 +108,23 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         const Tensor& memory_key_padding_mask, bool tgt_is_causal,
                                         bool memory_is_causal) {
   auto sa = [&](const Tensor& x) {
-    return dropout1->forward(
-        self_attn->forward(x, x, x, tgt_key_padding_mask, /*need_weights=*/false, tgt_mask, true, tgt_is_causal).first);
+    return (*dropout1)(
+        (*self_attn)(x, x, x, tgt_key_padding_mask, /*need_weights=*/false, tgt_mask, true, tgt_is_causal).first);
   };
   auto mha = [&](const Tensor& x) {
-    return dropout2->forward(multihead_attn
-                                 ->forward(x, memory, memory, memory_key_padding_mask, /*need_weights=*/false,
-                                           memory_mask, true, memory_is_causal)
-                                 .first);
+    return (*dropout2)((*multihead_attn)(x, memory, memory, memory_key_padding_mask, /*need_weights=*/false,
+                                         memory_mask, true, memory_is_causal)
+                           .first);
   };
-  auto ff = [&](const Tensor& x) {
-    return dropout3->forward(feed_forward(*linear1, *dropout, *linear2, activation, x));
-  };
+  auto ff = [&](const Tensor& x) { return (*dropout3)(feed_forward(*linear1, *dropout, *linear2, activation, x)); };
   if (norm_first) {
-    Tensor x = tgt + sa(norm1->forward(tgt));
-    x = x + mha(norm2->forward(x));
-    return x + ff(norm3->forward(x));
+    Tensor x = tgt + sa((*norm1)(tgt));
+    x = x + mha((*norm2)(x));
+    return x + ff((*norm3)(x));
   }
-  Tensor x = norm1->forward(tgt + sa(tgt));
-  x = norm2->forward(x + mha(x));
-  return norm3->forward(x + ff(x));
+  Tensor x = (*norm1)(tgt + sa(tgt));
+  x = (*norm2)(x + mha(x));
+  return (*norm3)(x + ff(x));
 }
 
 // --- the stacks ----------------------------------------------------------------------------------
@@ -144,8 +139,8 @@ TransformerEncoder::TransformerEncoder(int64_t d_model, int64_t nhead, int64_t n
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                    bool is_causal) {
   Tensor x = src;
-  for (const auto& l : layers) x = l->forward(x, mask, src_key_padding_mask, is_causal);
-  return norm ? norm->forward(x) : x;
+  for (const auto& l : layers) x = (*l)(x, mask, src_key_padding_mask, is_causal);
+  return norm ? (*norm)(x) : x;
 }
 
 TransformerDecoder::TransformerDecoder(int64_t d_model, int64_t nhead, int64_t num_layers,
@@ -160,10 +155,10 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_key_padding_mask, bool tgt_is_causal, bool memory_is_causal) {
   Tensor x = tgt;
   for (const auto& l : layers) {
-    x = l->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
-                   memory_is_causal);
+    x = (*l)(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+             memory_is_causal);
   }
-  return norm ? norm->forward(x) : x;
+  return norm ? (*norm)(x) : x;
 }
 
 // --- Transformer ---------------------------------------------------------------------------------
@@ -197,9 +192,9 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& 
     throw ShapeError("Transformer: the feature size of src " + shape_str(src.sizes()) + " and tgt " +
                      shape_str(tgt.sizes()) + " must be d_model = " + std::to_string(d_model));
   }
-  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
-  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                          tgt_is_causal, memory_is_causal);
+  const Tensor memory = (*encoder)(src, src_mask, src_key_padding_mask, src_is_causal);
+  return (*decoder)(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                    memory_is_causal);
 }
 
 Tensor Transformer::generate_square_subsequent_mask(int64_t size, Device device) {

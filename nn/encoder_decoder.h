@@ -45,6 +45,11 @@ class TransformerEncoderLayer : public Module {
   // out.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
 
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1;
@@ -67,6 +72,11 @@ class TransformerDecoderLayer : public Module {
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
                  bool memory_is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
 
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
   std::shared_ptr<Linear> linear1;
@@ -88,6 +98,11 @@ class TransformerEncoder : public Module {
   std::string type_name() const override { return "TransformerEncoder"; }
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
 
   std::shared_ptr<ModuleList> layers_list;  // "layers"
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
@@ -104,6 +119,11 @@ class TransformerDecoder : public Module {
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
                  bool memory_is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
 
   std::shared_ptr<ModuleList> layers_list;  // "layers"
   std::vector<std::shared_ptr<TransformerDecoderLayer>> layers;
@@ -128,6 +148,11 @@ class Transformer : public Module {
                  const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool src_is_causal = false,
                  bool tgt_is_causal = false, bool memory_is_causal = false);
+  // forward(...) after the forward pre-hooks (nn/module.h).
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return call(*this, std::forward<A>(a)...);
+  }
   // [size, size] float32: 0 on and below the diagonal, -inf above it (a float attn_mask that lets
   // position i see positions up to i), as PyTorch's generate_square_subsequent_mask.
   static Tensor generate_square_subsequent_mask(int64_t size, Device device = Device::cpu());

@@ -651,11 +651,12 @@ Tensor Sequential::forward(const Tensor& x) {
     const std::type_info& type = typeid(m);
     const bool batch_norm = type == typeid(BatchNorm1d) || type == typeid(BatchNorm2d) || type == typeid(BatchNorm3d);
     if (next && batch_norm && typeid(*next) == typeid(ReLU)) {
-      y = static_cast<BatchNorm&>(m).forward(y, BatchNormEpilogue{.residual = {}, .relu = true});
+      y = static_cast<BatchNorm&>(m)(y, BatchNormEpilogue{.residual = {}, .relu = true});
+      modules_[i + 1]->run_forward_pre_hooks();  // the ReLU, which the epilogue applies
       ++i;
       continue;
     }
-    y = m.forward(y);
+    y = m(y);
   }
   return y;
 }

@@ -88,7 +88,10 @@ class Bilinear : public Module {
   std::string type_name() const override { return "Bilinear"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x1, const Tensor& x2);
-  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  Tensor operator()(const Tensor& x1, const Tensor& x2) {
+    run_forward_pre_hooks();
+    return forward(x1, x2);
+  }
   // PyTorch's reset_parameters: the default init again.
   void reset_parameters();
 
@@ -132,6 +135,7 @@ class EmbeddingBag : public Module {
   Tensor forward(const Tensor& indices, const Tensor& offsets = Tensor(), const Tensor& per_sample_weights = Tensor());
   Tensor operator()(const Tensor& indices, const Tensor& offsets = Tensor(),
                     const Tensor& per_sample_weights = Tensor()) {
+    run_forward_pre_hooks();
     return forward(indices, offsets, per_sample_weights);
   }
 
@@ -377,7 +381,10 @@ class CosineSimilarity : public Module {
   explicit CosineSimilarity(int64_t dim = 1, double eps = 1e-8);
   std::string type_name() const override { return "CosineSimilarity"; }
   Tensor forward(const Tensor& x1, const Tensor& x2);
-  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  Tensor operator()(const Tensor& x1, const Tensor& x2) {
+    run_forward_pre_hooks();
+    return forward(x1, x2);
+  }
 
   int64_t dim;
   double eps;
@@ -389,7 +396,10 @@ class PairwiseDistance : public Module {
   explicit PairwiseDistance(double p = 2.0, double eps = 1e-6, bool keepdim = false);
   std::string type_name() const override { return "PairwiseDistance"; }
   Tensor forward(const Tensor& x1, const Tensor& x2);
-  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  Tensor operator()(const Tensor& x1, const Tensor& x2) {
+    run_forward_pre_hooks();
+    return forward(x1, x2);
+  }
 
   double p, eps;
   bool keepdim;
@@ -502,6 +512,7 @@ class MaxUnpool1d : public Module {
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
   Tensor operator()(const Tensor& x, const Tensor& indices, const Shape& output_size = {}) {
+    run_forward_pre_hooks();
     return forward(x, indices, output_size);
   }
 
@@ -515,6 +526,7 @@ class MaxUnpool2d : public Module {
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
   Tensor operator()(const Tensor& x, const Tensor& indices, const Shape& output_size = {}) {
+    run_forward_pre_hooks();
     return forward(x, indices, output_size);
   }
 

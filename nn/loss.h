@@ -18,7 +18,10 @@ class Loss : public Module {
  public:
   explicit Loss(Reduction reduction) : reduction(reduction) {}
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    run_forward_pre_hooks();
+    return forward(input, target);
+  }
 
   Reduction reduction;
 
@@ -188,7 +191,10 @@ class Loss3 : public Module {
  public:
   explicit Loss3(Reduction reduction) : reduction(reduction) {}
   virtual Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c) = 0;
-  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) { return forward(a, b, c); }
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) {
+    run_forward_pre_hooks();
+    return forward(a, b, c);
+  }
 
   Reduction reduction;
 };
@@ -246,6 +252,7 @@ class CTCLoss : public Module {
                  const Tensor& target_lengths);
   Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                     const Tensor& target_lengths) {
+    run_forward_pre_hooks();
     return forward(log_probs, targets, input_lengths, target_lengths);
   }
 

@@ -65,6 +65,53 @@ void Module::set_parameter(const std::string& name, const Tensor& t) {
   throw Error("Module: " + type_name() + " has no parameter \"" + name + "\"");
 }
 
+namespace {
+template <class T>
+T take(std::vector<std::pair<std::string, T>>& list, const std::string& name, const char* what, const Module& m) {
+  for (auto it = list.begin(); it != list.end(); ++it) {
+    if (it->first != name) continue;
+    T out = std::move(it->second);
+    list.erase(it);
+    return out;
+  }
+  throw Error(std::string("Module: ") + m.type_name() + " has no " + what + " \"" + name + "\"");
+}
+}  // namespace
+
+Tensor Module::remove_parameter(const std::string& name) { return take(params_, name, "parameter", *this); }
+Tensor Module::remove_buffer(const std::string& name) { return take(buffers_, name, "buffer", *this); }
+std::shared_ptr<Module> Module::remove_module(const std::string& name) {
+  return take(children_, name, "child module", *this);
+}
+
+bool Module::has_parameter(const std::string& name) const {
+  return std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+}
+
+bool Module::has_buffer(const std::string& name) const {
+  return std::any_of(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
+}
+
+uint64_t Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hook) throw Error("Module: register_forward_pre_hook of " + type_name() + " got an empty function");
+  forward_pre_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+bool Module::remove_forward_pre_hook(uint64_t handle) {
+  const auto it = std::find_if(forward_pre_hooks_.begin(), forward_pre_hooks_.end(),
+                               [&](const auto& h) { return h.first == handle; });
+  if (it == forward_pre_hooks_.end()) return false;
+  forward_pre_hooks_.erase(it);
+  return true;
+}
+
+void Module::run_forward_pre_hooks_slow() {
+  // A copy: a hook may add or remove hooks (itself included) while the list runs.
+  const auto hooks = forward_pre_hooks_;
+  for (const auto& [handle, hook] : hooks) hook(*this);
+}
+
 void Module::collect(const std::string& prefix, bool params, bool recurse, bool dedup,
                      std::vector<std::pair<std::string, Tensor>>& out, std::vector<const TensorImpl*>& seen) const {
   for (const auto& [n, t] : params ? params_ : buffers_) {

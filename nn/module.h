@@ -41,6 +41,29 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // Replaces a registered parameter by another tensor (weight tying: head.weight = wte.weight).
   void set_parameter(const std::string& name, const Tensor& t);
+  // Unregister a parameter, buffer or child and return it (Python's `del module.name`): what a
+  // parametrization (nn/parametrize.h) does to the tensor it takes over. Absent: a kiln::Error.
+  // The C++ member that held it keeps its value; the module no longer lists, saves or moves it.
+  Tensor remove_parameter(const std::string& name);
+  Tensor remove_buffer(const std::string& name);
+  std::shared_ptr<Module> remove_module(const std::string& name);
+  bool has_parameter(const std::string& name) const;
+  bool has_buffer(const std::string& name) const;
+
+  // --- forward pre-hooks ------------------------------------------------------------------------
+  // Functions run in registration order each time the module is called (its operator()), before
+  // forward: where parametrizations recompute the tensors they own. Containers call their children
+  // the same way, so the hooks of a nested module run too; calling forward() directly skips them,
+  // as in PyTorch. A hook may remove itself. Returns the handle that removes it.
+  using ForwardPreHook = std::function<void(Module&)>;
+  uint64_t register_forward_pre_hook(ForwardPreHook hook);
+  // Whether the handle named a hook of this module (removing twice is harmless).
+  bool remove_forward_pre_hook(uint64_t handle);
+  // What operator() runs before forward (nothing when no hook is registered); a parent that uses a
+  // child's tensors without calling the child (a fused kernel) runs the child's hooks itself.
+  void run_forward_pre_hooks() {
+    if (!forward_pre_hooks_.empty()) run_forward_pre_hooks_slow();
+  }
 
   // --- traversal -----------------------------------------------------------------------------
   // Dotted names, depth first in registration order; a tensor registered twice appears once,
@@ -86,6 +109,13 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // The hooks, then forward with the same arguments: what the operator() of a module whose
+  // forward takes several arguments returns (`return call(*this, std::forward<A>(a)...);`).
+  template <class M, class... A>
+  static decltype(auto) call(M& m, A&&... args) {
+    m.run_forward_pre_hooks();
+    return m.forward(std::forward<A>(args)...);
+  }
   // Whether str() prints a run of consecutive children that print alike once, as "(0-11): 12 x
   // Block(...)" (PyTorch's ModuleList does; other containers print each child).
   virtual bool str_groups_repeats() const { return false; }
@@ -98,6 +128,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  void run_forward_pre_hooks_slow();
+  std::vector<std::pair<uint64_t, ForwardPreHook>> forward_pre_hooks_;
+  uint64_t next_hook_handle_ = 1;
 };
 
 // A module with one tensor in and one out: what Sequential chains.
@@ -105,6 +138,7 @@ class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor operator()(const Tensor& x) {
+    run_forward_pre_hooks();
     if (!profile::nvtx_enabled()) return forward(x);
     const profile::NvtxRange range(type_name().c_str());  // core/profiler.h
     return forward(x);

@@ -63,6 +63,8 @@ class BatchNorm : public NormBase {
   // add broadcasts it), runs the ops one after another. Sequential runs a batch norm and the ReLU
   // after it this way; so do ResNet's blocks.
   Tensor forward(const Tensor& x, const BatchNormEpilogue& epilogue);
+  using UnaryModule::operator();
+  Tensor operator()(const Tensor& x, const BatchNormEpilogue& epilogue) { return call(*this, x, epilogue); }
 
   // When set, training normalizes with the statistics of the whole job's batch (every process's
   // share), through two sums over the processes; evaluation still uses the running statistics.

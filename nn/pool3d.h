@@ -41,6 +41,7 @@ class MaxUnpool3d : public Module {
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
   Tensor operator()(const Tensor& x, const Tensor& indices, const Shape& output_size = {}) {
+    run_forward_pre_hooks();
     return forward(x, indices, output_size);
   }
 

@@ -55,9 +55,9 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 // three.
 Tensor BasicBlock::forward(const Tensor& x) {
   const BatchNormEpilogue then_relu{.residual = {}, .relu = true};
-  const Tensor out = conv2->forward(bn1->forward(conv1->forward(x), then_relu));
-  const Tensor shortcut = downsample ? downsample->forward(x) : x;
-  return bn2->forward(out, BatchNormEpilogue{.residual = shortcut, .relu = true});
+  const Tensor out = (*conv2)((*bn1)((*conv1)(x), then_relu));
+  const Tensor shortcut = downsample ? (*downsample)(x) : x;
+  return (*bn2)(out, BatchNormEpilogue{.residual = shortcut, .relu = true});
 }
 
 // --- ResNet -------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 Tensor ResNet::forward(const Tensor& x) {
   check_image("ResNet", x, config_.in_channels);
   // The stem's batch norm and ReLU in one pass (BatchNorm2d's epilogue).
-  Tensor y = bn1->forward(conv1->forward(x), BatchNormEpilogue{.residual = {}, .relu = true});
+  Tensor y = (*bn1)((*conv1)(x), BatchNormEpilogue{.residual = {}, .relu = true});
   if (config_.recompute) {
     // A BasicBlock draws no random numbers: no random state to save and restore.
     CheckpointOptions recompute;
@@ -122,9 +122,9 @@ Tensor ResNet::forward(const Tensor& x) {
     for (const auto& stage : layers)
       for (const auto& block : *stage) y = checkpoint(block, y, recompute);
   } else {
-    for (const auto& stage : layers) y = stage->forward(y);
+    for (const auto& stage : layers) y = (*stage)(y);
   }
-  return fc->forward(flatten->forward(avgpool->forward(y)));
+  return (*fc)((*flatten)((*avgpool)(y)));
 }
 
 // --- SmallCNN -----------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ Tensor SmallCNN::forward(const Tensor& x) {
     throw ShapeError("SmallCNN: built for " + std::to_string(config_.image_size) + "x" +
                      std::to_string(config_.image_size) + " images, got input of shape " + shape_str(x.sizes()));
   }
-  return classifier->forward(features->forward(x));
+  return (*classifier)((*features)(x));
 }
 
 }  // namespace kiln::nn

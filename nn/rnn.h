@@ -64,7 +64,10 @@ class RNNCell : public RNNCellBase {
   std::string extra_repr() const override;
   // h undefined: zeros.
   Tensor forward(const Tensor& x, const Tensor& h = Tensor());
-  Tensor operator()(const Tensor& x, const Tensor& h = Tensor()) { return forward(x, h); }
+  Tensor operator()(const Tensor& x, const Tensor& h = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(x, h);
+  }
 
   RNNNonlinearity nonlinearity;
 };
@@ -78,6 +81,7 @@ class LSTMCell : public RNNCellBase {
   // h and c undefined: zeros. Returns {h', c'}.
   TensorList forward(const Tensor& x, const Tensor& h = Tensor(), const Tensor& c = Tensor());
   TensorList operator()(const Tensor& x, const Tensor& h = Tensor(), const Tensor& c = Tensor()) {
+    run_forward_pre_hooks();
     return forward(x, h, c);
   }
 };
@@ -89,7 +93,10 @@ class GRUCell : public RNNCellBase {
   GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true);
   std::string type_name() const override { return "GRUCell"; }
   Tensor forward(const Tensor& x, const Tensor& h = Tensor());
-  Tensor operator()(const Tensor& x, const Tensor& h = Tensor()) { return forward(x, h); }
+  Tensor operator()(const Tensor& x, const Tensor& h = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(x, h);
+  }
 };
 
 // What a sequence layer returns: the last layer's hidden state at every step, [L, N, D * hidden]
@@ -171,9 +178,15 @@ class RNN : public RNNBase {
       double dropout = 0.0, bool bidirectional = false);
   std::string type_name() const override { return "RNN"; }
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
-  RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(input, h0);
+  }
   RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
-  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(input, h0);
+  }
 
   RNNNonlinearity nonlinearity;
 };
@@ -187,12 +200,14 @@ class LSTM : public RNNBase {
     return run(input, h0, c0);
   }
   RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
+    run_forward_pre_hooks();
     return forward(input, h0, c0);
   }
   RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
     return run(input, h0, c0);
   }
   RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) {
+    run_forward_pre_hooks();
     return forward(input, h0, c0);
   }
 };
@@ -203,9 +218,15 @@ class GRU : public RNNBase {
       double dropout = 0.0, bool bidirectional = false);
   std::string type_name() const override { return "GRU"; }
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
-  RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNOutput operator()(const Tensor& input, const Tensor& h0 = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(input, h0);
+  }
   RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor()) { return run(input, h0, Tensor()); }
-  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) { return forward(input, h0); }
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor()) {
+    run_forward_pre_hooks();
+    return forward(input, h0);
+  }
 };
 
 // Which end of a sequence pad_sequence pads.

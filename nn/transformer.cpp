@@ -75,12 +75,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
                      shape_str(x.sizes()));
   }
   const int64_t b = x.size(0), t = x.size(1), hd = n_embd / n_head;
-  TensorList qkv = split(c_attn->forward(x), n_embd, 2);
+  TensorList qkv = split((*c_attn)(x), n_embd, 2);
   auto heads = [&](const Tensor& p) { return p.view({b, t, n_head, hd}).transpose(1, 2); };
   Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(),
                                           is_training() ? dropout : 0.0, /*is_causal=*/true);
   y = y.transpose(1, 2).reshape({b, t, n_embd});
-  return resid_dropout->forward(c_proj->forward(y));
+  return (*resid_dropout)((*c_proj)(y));
 }
 
 // --- MLP ----------------------------------------------------------------------------------------
@@ -97,8 +97,14 @@ MLP::MLP(const GPTConfig& config) {
 // epilogues, forward and backward. Otherwise the three modules in turn.
 Tensor MLP::forward(const Tensor& x) {
   const bool fused = c_fc->bias.defined() && c_proj->bias.defined() && gelu->approximate == GeluApprox::Tanh;
-  if (fused) return dropout->forward(gelu_mlp(x, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias));
-  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
+  if (fused) {
+    // gelu_mlp reads the Linears' tensors without calling the modules: their hooks run here.
+    c_fc->run_forward_pre_hooks();
+    gelu->run_forward_pre_hooks();
+    c_proj->run_forward_pre_hooks();
+    return (*dropout)(gelu_mlp(x, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias));
+  }
+  return (*dropout)((*c_proj)((*gelu)((*c_fc)(x))));
 }
 
 // --- TransformerBlock ----------------------------------------------------------------------------
@@ -111,8 +117,8 @@ TransformerBlock::TransformerBlock(const GPTConfig& config) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor y = x + attn->forward(ln_1->forward(x));
-  return y + mlp->forward(ln_2->forward(y));
+  Tensor y = x + (*attn)((*ln_1)(x));
+  return y + (*mlp)((*ln_2)(y));
 }
 
 // --- GPT -------------------------------------------------------------------------------------------
@@ -168,13 +174,13 @@ Tensor GPT::forward(const Tensor& idx) {
                      std::to_string(config_.block_size) + " (idx " + shape_str(idx.sizes()) + ")");
   }
   Tensor pos = arange(0, t, 1, TensorOptions(DType::Int64, idx.device()));
-  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));
+  Tensor x = (*drop)((*wte)(idx) + (*wpe)(pos));
   // A block draws random numbers only for dropout in training; without any, the recompute need not
   // save and restore the random state.
   CheckpointOptions recompute;
   recompute.preserve_rng_state = config_.dropout > 0.0 && is_training();
-  for (const auto& block : h) x = config_.recompute ? checkpoint(block, x, recompute) : block->forward(x);
-  return lm_head->forward(ln_f->forward(x));
+  for (const auto& block : h) x = config_.recompute ? checkpoint(block, x, recompute) : (*block)(x);
+  return (*lm_head)((*ln_f)(x));
 }
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
@@ -182,7 +188,7 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
     throw ShapeError("GPT::loss: targets of shape " + shape_str(targets.sizes()) + " do not match idx of shape " +
                      shape_str(idx.sizes()));
   }
-  Tensor logits = forward(idx);
+  Tensor logits = (*this)(idx);
   return cross_entropy(logits.reshape({-1, config_.vocab_size}), targets.reshape({-1}), Reduction::Mean, -1);
 }
 
@@ -227,7 +233,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
     Tensor context = t <= config_.block_size ? out : out.slice(1, t - config_.block_size, t);
     // [B, vocab], the largest logit of each row 0 before the division: a tiny temperature then sends
     // the others to -inf (a greedy draw) instead of every logit to +-inf (NaN in the softmax).
-    Tensor last = forward(context).select(1, context.size(1) - 1);
+    Tensor last = (*this)(context).select(1, context.size(1) - 1);
     Tensor logits = (last - amax(last, {-1}, /*keepdim=*/true)) / divisor;
     if (top_k) {
       const int64_t k = std::min(*top_k, config_.vocab_size);
