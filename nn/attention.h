@@ -66,10 +66,12 @@ class MultiheadAttention : public Module {
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                                     bool is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  std::pair<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
+                                       const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                                       const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
+                                       bool is_causal = false) {
+    return call(*this, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
   }
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;

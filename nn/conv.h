@@ -80,6 +80,8 @@ class ConvTranspose2d : public UnaryModule {
   // which the last two count) says which, in place of the layer's output_padding. A size the layer
   // cannot make from x is a kiln::Error naming the sizes it can.
   Tensor forward(const Tensor& x, const Shape& output_size);
+  using UnaryModule::operator();
+  Tensor operator()(const Tensor& x, const Shape& output_size) { return call(*this, x, output_size); }
   void reset_parameters();
 
   int64_t in_channels, out_channels;
@@ -101,6 +103,8 @@ class ConvTranspose1d : public UnaryModule {
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, const Shape& output_size);
+  using UnaryModule::operator();
+  Tensor operator()(const Tensor& x, const Shape& output_size) { return call(*this, x, output_size); }
   void reset_parameters();
 
   int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, dilation;
@@ -141,6 +145,8 @@ class ConvTranspose3d : public UnaryModule {
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, const Shape& output_size);
+  using UnaryModule::operator();
+  Tensor operator()(const Tensor& x, const Shape& output_size) { return call(*this, x, output_size); }
   void reset_parameters();
 
   int64_t in_channels, out_channels;

@@ -45,10 +45,10 @@ class TransformerEncoderLayer : public Module {
   // out.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                    bool is_causal = false) {
+    return call(*this, src, src_mask, src_key_padding_mask, is_causal);
   }
 
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -72,10 +72,13 @@ class TransformerDecoderLayer : public Module {
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
                  bool memory_is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                    const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                    const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                    bool memory_is_causal = false) {
+    return call(*this, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                memory_is_causal);
   }
 
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
@@ -98,10 +101,10 @@ class TransformerEncoder : public Module {
   std::string type_name() const override { return "TransformerEncoder"; }
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  Tensor operator()(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                    bool is_causal = false) {
+    return call(*this, src, mask, src_key_padding_mask, is_causal);
   }
 
   std::shared_ptr<ModuleList> layers_list;  // "layers"
@@ -119,10 +122,13 @@ class TransformerDecoder : public Module {
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
                  bool memory_is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                    const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                    const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                    bool memory_is_causal = false) {
+    return call(*this, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                memory_is_causal);
   }
 
   std::shared_ptr<ModuleList> layers_list;  // "layers"
@@ -148,10 +154,14 @@ class Transformer : public Module {
                  const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool src_is_causal = false,
                  bool tgt_is_causal = false, bool memory_is_causal = false);
-  // forward(...) after the forward pre-hooks (nn/module.h).
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return call(*this, std::forward<A>(a)...);
+  // forward after the forward pre-hooks (nn/module.h).
+  Tensor operator()(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
+                    const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
+                    const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                    const Tensor& memory_key_padding_mask = Tensor(), bool src_is_causal = false,
+                    bool tgt_is_causal = false, bool memory_is_causal = false) {
+    return call(*this, src, tgt, src_mask, tgt_mask, memory_mask, src_key_padding_mask, tgt_key_padding_mask,
+                memory_key_padding_mask, src_is_causal, tgt_is_causal, memory_is_causal);
   }
   // [size, size] float32: 0 on and below the diagonal, -inf above it (a float attn_mask that lets
   // position i see positions up to i), as PyTorch's generate_square_subsequent_mask.

@@ -3,6 +3,7 @@
 #include "nn/module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <ostream>
 #include <set>
@@ -94,8 +95,11 @@ bool Module::has_buffer(const std::string& name) const {
 
 uint64_t Module::register_forward_pre_hook(ForwardPreHook hook) {
   if (!hook) throw Error("Module: register_forward_pre_hook of " + type_name() + " got an empty function");
-  forward_pre_hooks_.emplace_back(next_hook_handle_, std::move(hook));
-  return next_hook_handle_++;
+  // Handles are unique across modules: one module's handle never removes another's hook.
+  static std::atomic<uint64_t> next_handle{1};
+  const uint64_t handle = next_handle.fetch_add(1);
+  forward_pre_hooks_.emplace_back(handle, std::move(hook));
+  return handle;
 }
 
 bool Module::remove_forward_pre_hook(uint64_t handle) {
@@ -107,9 +111,14 @@ bool Module::remove_forward_pre_hook(uint64_t handle) {
 }
 
 void Module::run_forward_pre_hooks_slow() {
-  // A copy: a hook may add or remove hooks (itself included) while the list runs.
+  // A copy: a hook may add or remove hooks (itself included) while the list runs. Those added run
+  // from the next call on; those removed (by a hook before them) do not run.
   const auto hooks = forward_pre_hooks_;
-  for (const auto& [handle, hook] : hooks) hook(*this);
+  for (const auto& [handle, hook] : hooks) {
+    const bool still = std::any_of(forward_pre_hooks_.begin(), forward_pre_hooks_.end(),
+                                   [h = handle](const auto& entry) { return entry.first == h; });
+    if (still) hook(*this);
+  }
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse, bool dedup,

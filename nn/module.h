@@ -54,7 +54,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Functions run in registration order each time the module is called (its operator()), before
   // forward: where parametrizations recompute the tensors they own. Containers call their children
   // the same way, so the hooks of a nested module run too; calling forward() directly skips them,
-  // as in PyTorch. A hook may remove itself. Returns the handle that removes it.
+  // as in PyTorch. A hook may add or remove hooks (itself too): one removed by a hook before it in
+  // the same call does not run. Returns the handle that removes it, unique across modules.
   using ForwardPreHook = std::function<void(Module&)>;
   uint64_t register_forward_pre_hook(ForwardPreHook hook);
   // Whether the handle named a hook of this module (removing twice is harmless).
@@ -109,8 +110,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
-  // The hooks, then forward with the same arguments: what the operator() of a module whose
-  // forward takes several arguments returns (`return call(*this, std::forward<A>(a)...);`).
+  // The hooks, then forward with the same arguments: the body of the operator() of a module whose
+  // forward takes several arguments (`return call(*this, x, mask);`).
   template <class M, class... A>
   static decltype(auto) call(M& m, A&&... args) {
     m.run_forward_pre_hooks();
@@ -130,7 +131,6 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   void run_forward_pre_hooks_slow();
   std::vector<std::pair<uint64_t, ForwardPreHook>> forward_pre_hooks_;
-  uint64_t next_hook_handle_ = 1;
 };
 
 // A module with one tensor in and one out: what Sequential chains.

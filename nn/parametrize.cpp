@@ -8,9 +8,16 @@
 #include "core/ops/blas.h"
 #include "core/ops/distance.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/factory.h"
+#include "core/ops/linalg.h"
+#include "core/ops/matmul.h"
+#include "core/ops/pointwise.h"
+#include "core/ops/shape.h"
+#include "core/ops/triangle.h"
 #include "core/ops/random.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"
+#include "nn/layers.h"
 
 namespace kiln::nn {
 
@@ -31,7 +38,8 @@ void check_like(const char* what, const Module& module, const std::string& name,
 // --- ParametrizationList ------------------------------------------------------------------------
 
 Tensor ParametrizationList::value() {
-  Tensor x = chain_.at(0)->forward(originals_);
+  if (chain_.empty()) throw Error("ParametrizationList: there is no parametrization to compute the tensor with");
+  Tensor x = chain_[0]->forward(originals_);
   for (size_t i = 1; i < chain_.size(); ++i) x = chain_[i]->forward({x});
   return x;
 }
@@ -100,10 +108,10 @@ std::shared_ptr<ParametrizationDict> dict_of(const Module& module) {
   return nullptr;
 }
 
-ParametrizationDict::Entry& entry_of(const Module& module, const std::string& name) {
+ParametrizationDict::Entry& entry_of(const char* op, const Module& module, const std::string& name) {
   auto dict = dict_of(module);
   ParametrizationDict::Entry* e = dict ? dict->find(name) : nullptr;
-  if (!e) throw Error("parametrize: " + where(module, name) + " is not parametrized");
+  if (!e) throw Error(std::string(op) + ": " + where(module, name) + " is not parametrized");
   return *e;
 }
 
@@ -127,7 +135,13 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
       throw Error("register_parametrization: " + where(module, name) +
                   " is already parametrized into another member than the one given");
     }
-    const Tensor before = e->list->value();
+    // The chain's last output (the member) is what the new link must keep the shape and dtype of.
+    // Computing the chain may change state (spectral norm's vectors in training mode): a failure
+    // puts every buffer of the list back.
+    const Tensor before = field;
+    std::vector<std::pair<Tensor, Tensor>> saved;
+    for (const auto& [n, b] : e->list->named_buffers())
+      if (b.defined()) saved.emplace_back(b, b.detach().clone());
     const std::string index = std::to_string(e->list->chain_.size());
     e->list->register_module(index, parametrization);
     e->list->chain_.push_back(parametrization);
@@ -138,6 +152,8 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
     } catch (...) {
       e->list->chain_.pop_back();
       e->list->remove_module(index);
+      NoGradGuard no_grad;
+      for (auto& [b, copy] : saved) b.copy_(copy);
       throw;
     }
     return;
@@ -220,8 +236,15 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   if (!dict) {
     dict = std::make_shared<ParametrizationDict>();
     module.register_module(kChild, dict);
-    ParametrizationDict* raw = dict.get();
-    dict->hook = module.register_forward_pre_hook([raw](Module&) { raw->refresh(); });
+    // A weak pointer: the hook must not keep the child alive, nor run on one that is gone.
+    dict->hook = module.register_forward_pre_hook([weak = std::weak_ptr<ParametrizationDict>(dict)](Module& m) {
+      const auto d = weak.lock();
+      if (!d) {
+        throw Error("parametrize: " + m.type_name() +
+                    "'s child \"parametrizations\" was removed but its hook was not: use remove_parametrizations");
+      }
+      d->refresh();
+    });
   }
   dict->add(name, list, &field);
   field = value;
@@ -234,7 +257,7 @@ bool is_parametrized(const Module& module, const std::string& name) {
 }
 
 std::shared_ptr<ParametrizationList> parametrization_list(const Module& module, const std::string& name) {
-  return entry_of(module, name).list;
+  return entry_of("parametrization_list", module, name).list;
 }
 
 void refresh_parametrizations(Module& module) {
@@ -242,13 +265,13 @@ void refresh_parametrizations(Module& module) {
 }
 
 Tensor parametrized_value(Module& module, const std::string& name) {
-  ParametrizationDict::Entry& e = entry_of(module, name);
+  ParametrizationDict::Entry& e = entry_of("parametrized_value", module, name);
   *e.field = e.list->value();
   return *e.field;
 }
 
 void assign_parametrized(Module& module, const std::string& name, const Tensor& value) {
-  ParametrizationDict::Entry& e = entry_of(module, name);
+  ParametrizationDict::Entry& e = entry_of("assign_parametrized", module, name);
   ParametrizationList& list = *e.list;
   TensorList x;
   {
@@ -279,7 +302,7 @@ void assign_parametrized(Module& module, const std::string& name, const Tensor& 
 
 void remove_parametrizations(Module& module, const std::string& name, bool leave_parametrized) {
   auto dict = dict_of(module);
-  ParametrizationDict::Entry& e = entry_of(module, name);
+  ParametrizationDict::Entry& e = entry_of("remove_parametrizations", module, name);
   ParametrizationList& list = *e.list;
   Tensor* field = e.field;
   Tensor result;
@@ -358,7 +381,7 @@ SpectralNorm::SpectralNorm(const Tensor& weight, int64_t n_power_iterations, int
   if (n_power_iterations <= 0) {
     throw Error("spectral_norm: n_power_iterations must be positive, got " + std::to_string(n_power_iterations));
   }
-  if (!(eps > 0)) throw Error("spectral_norm: eps must be positive, got " + std::to_string(eps));
+  if (!(eps > 0)) throw Error("spectral_norm: eps must be positive, got " + detail::py_float(eps));
   this->dim = wrap_dim(dim, weight.dim(), "spectral_norm");
   if (weight.dim() == 1) return;
   NoGradGuard no_grad;
@@ -396,6 +419,126 @@ Tensor SpectralNorm::forward(const TensorList& originals) {
   return weight / sigma;
 }
 
+// --- Orthogonal ---------------------------------------------------------------------------------
+
+namespace {
+Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
+
+Shape batch_with(const Tensor& x, int64_t rows, int64_t cols) {
+  Shape s(x.sizes().begin(), x.sizes().end() - 2);
+  s.push_back(rows);
+  s.push_back(cols);
+  return s;
+}
+
+// The Q of A's QR with R's diagonal made positive: the orthogonal matrix nearest in direction.
+Tensor make_orthogonal(const Tensor& A) {
+  const QrResult f = qr(A);
+  return f.Q * sign(diagonal(f.R, 0, -2, -1)).unsqueeze(-2);
+}
+
+bool is_orthogonal(const Tensor& Q) {
+  const int64_t n = Q.size(-2), k = Q.size(-1);
+  const double eps = Q.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  return allclose(matmul(mT(Q), Q), eye(k, TensorOptions(Q.dtype(), Q.device())), 0.0, 10.0 * n * eps);
+}
+
+const char* map_name(OrthogonalMap map) {
+  switch (map) {
+    case OrthogonalMap::MatrixExp: return "matrix_exp";
+    case OrthogonalMap::Cayley: return "cayley";
+    case OrthogonalMap::Householder: return "householder";
+  }
+  return "?";
+}
+}  // namespace
+
+Orthogonal::Orthogonal(const Tensor& weight, OrthogonalMap map, bool use_trivialization)
+    : map(map), use_trivialization(use_trivialization) {
+  if (!weight.defined() || weight.dim() < 2 || (weight.dtype() != DType::Float32 && weight.dtype() != DType::Float64)) {
+    throw Error("orthogonal: the weight must be float32 or float64 matrices [*, n, k], got " +
+                (weight.defined() ? describe(weight) : std::string("undefined")));
+  }
+  shape_ = weight.sizes();
+  if (use_trivialization) base = register_buffer("base", Tensor());
+}
+
+Tensor Orthogonal::forward(const TensorList& originals) {
+  if (originals.size() != 1) throw Error("orthogonal: expects one original, got " + std::to_string(originals.size()));
+  Tensor X = originals[0];
+  if (X.dim() < 2) throw Error("orthogonal: the original must be matrices, got " + describe(X));
+  int64_t n = X.size(-2), k = X.size(-1);
+  const bool transposed = n < k;
+  if (transposed) {
+    X = mT(X);
+    std::swap(n, k);
+  }
+  // Now n >= k: Q [*, n, k] with orthonormal columns.
+  Tensor Q;
+  if (map == OrthogonalMap::MatrixExp || map == OrthogonalMap::Cayley) {
+    // n k - k (k - 1) / 2 free entries: X's lower triangle, embedded in a square skew-symmetric A.
+    Tensor L = tril(X);
+    if (n != k) L = cat({L, zeros(batch_with(X, n, n - k), TensorOptions(X.dtype(), X.device()))}, -1);
+    const Tensor A = L - mT(L);
+    if (map == OrthogonalMap::MatrixExp) {
+      Q = matrix_exp(A);
+    } else {
+      const Tensor I = eye(n, TensorOptions(X.dtype(), X.device()));
+      Q = solve(I - A * 0.5, I + A * 0.5);
+    }
+    if (n != k) Q = Q.narrow(-1, 0, k);
+  } else {
+    // Reflections I - tau v v^T with tau = 2 / |v|^2 (v's 1 on the diagonal counted): orthogonal.
+    const Tensor V = tril(X, -1);
+    const Tensor tau = 2.0 / ((V * V).sum({-2}) + 1.0);
+    Q = householder_product(V, tau) * sign(diagonal(X, 0, -2, -1).detach()).unsqueeze(-2);
+  }
+  if (use_trivialization && base.defined()) Q = matmul(base, Q);
+  return transposed ? mT(Q) : Q;
+}
+
+TensorList Orthogonal::right_inverse(const Tensor& value) {
+  if (!value.defined() || value.sizes() != shape_ ||
+      (value.dtype() != DType::Float32 && value.dtype() != DType::Float64)) {
+    throw Error("orthogonal: the value assigned must be float32 or float64 " + shape_str(shape_) + ", got " +
+                (value.defined() ? describe(value) : std::string("undefined")));
+  }
+  NoGradGuard no_grad;
+  Tensor Q = value.detach();
+  int64_t n = Q.size(-2), k = Q.size(-1);
+  const bool transposed = n < k;
+  if (transposed) {
+    Q = mT(Q);
+    std::swap(n, k);
+  }
+  if (!use_trivialization) {
+    if (map != OrthogonalMap::Householder) {
+      throw Error(std::string("orthogonal: the ") + map_name(map) +
+                  " map cannot be assigned to without use_trivialization (only householder has an inverse)");
+    }
+    // geqrf's reflections, with the diagonal holding the signs that make R's diagonal positive (a
+    // reflection geqrf skipped, tau 0, is one forward makes: its sign flips back).
+    GeqrfResult f = geqrf(Q);
+    const Tensor d = sign(diagonal(f.a, 0, -2, -1)) * (1.0 - 2.0 * eq(f.tau, 0.0).to(f.a.dtype()));
+    Tensor a = f.a.clone();
+    diagonal(a, 0, -2, -1).copy_(d);
+    return {transposed ? mT(a).contiguous() : a};
+  }
+  if (n == k) {
+    Q = is_orthogonal(Q) ? Q.clone() : make_orthogonal(Q);
+  } else {
+    // Complete Q to a square orthogonal matrix with random columns.
+    const Tensor N = randn(batch_with(Q, n, n - k), TensorOptions(Q.dtype(), Q.device()));
+    Q = make_orthogonal(cat({Q, N}, -1));
+  }
+  remove_buffer("base");
+  base = register_buffer("base", Q.contiguous());
+  // -I: where every map gives I, so that forward gives base (its first k columns).
+  Tensor neg_id = zeros(shape_, TensorOptions(value.dtype(), value.device()));
+  diagonal(neg_id, 0, -2, -1).fill_(-1.0);
+  return {neg_id};
+}
+
 // --- registration helpers -----------------------------------------------------------------------
 
 Module& weight_norm(Module& module, const std::string& name, Tensor& field, std::optional<int64_t> dim) {
@@ -408,6 +551,19 @@ Module& spectral_norm(Module& module, const std::string& name, Tensor& field, in
   if (!field.defined()) throw Error("spectral_norm: " + where(module, name) + " is undefined");
   const int64_t d = dim ? *dim : (module.type_name().rfind("ConvTranspose", 0) == 0 ? 1 : 0);
   register_parametrization(module, name, field, std::make_shared<SpectralNorm>(field, n_power_iterations, d, eps));
+  return module;
+}
+
+Module& orthogonal(Module& module, const std::string& name, Tensor& field, std::optional<OrthogonalMap> map,
+                   bool use_trivialization) {
+  if (!field.defined()) throw Error("orthogonal: " + where(module, name) + " is undefined");
+  if (field.dim() < 2) {
+    throw Error("orthogonal: " + where(module, name) + " must be matrices [*, n, k], got " + describe(field));
+  }
+  const OrthogonalMap m =
+      map ? *map : (field.size(-2) == field.size(-1) ? OrthogonalMap::MatrixExp : OrthogonalMap::Householder);
+  register_parametrization(module, name, field, std::make_shared<Orthogonal>(field, m, use_trivialization),
+                           /*unsafe=*/true);
   return module;
 }
 

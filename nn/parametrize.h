@@ -13,6 +13,7 @@
 // or a load_state_dict, read it through parametrized_value() or refresh_parametrizations().
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,7 +57,10 @@ class ParametrizationList : public Module {
 };
 
 // Registers `parametrization` on the module's parameter or buffer `name`, whose C++ member is
-// `field` (they must be the same tensor: Linear's "weight" and linear.weight). The first
+// `field` (Linear's "weight" and linear.weight). The hook writes through &field on every call, so
+// field must live as long as the module: a member of it (or of a container it holds), never a
+// copy of the handle; kiln checks that it holds the registered tensor, not where it lives (the
+// overload below, with a pointer to member, cannot be given anything else). The first
 // registration on a name moves the tensor into its originals through right_inverse (one original
 // keeps the tensor's identity, so an optimizer made before still trains it); a later one appends
 // to the chain. Unless unsafe, the chain's output must keep the tensor's shape and dtype, and one
@@ -65,6 +69,14 @@ class ParametrizationList : public Module {
 // dtype, a child already named "parametrizations" that is not one.
 void register_parametrization(Module& module, const std::string& name, Tensor& field,
                               std::shared_ptr<Parametrization> parametrization, bool unsafe = false);
+// The same with the member named by a pointer to member: register_parametrization(lin, "weight",
+// &Linear::weight, p).
+template <class M, class B>
+requires std::derived_from<M, B> && std::derived_from<M, Module>
+void register_parametrization(M& module, const std::string& name, Tensor B::*member,
+                              std::shared_ptr<Parametrization> parametrization, bool unsafe = false) {
+  register_parametrization(static_cast<Module&>(module), name, module.*member, std::move(parametrization), unsafe);
+}
 
 // Whether the module has a parametrization on `name` (empty: on any tensor).
 bool is_parametrized(const Module& module, const std::string& name = "");
@@ -129,6 +141,43 @@ class SpectralNorm : public Parametrization {
   void power_method(const Tensor& matrix, int64_t iterations);
 };
 
+// Which map orthogonal() uses to turn its original into an orthogonal matrix.
+enum class OrthogonalMap : uint8_t {
+  MatrixExp,    // e^A of the skew-symmetric A = X - X^T built from X's lower triangle
+  Cayley,       // (I - A / 2)^-1 (I + A / 2) of the same A
+  Householder,  // the product of the reflections whose vectors are X's columns below the diagonal
+};
+
+// A matrix (or batch) with orthonormal columns, or rows when it is wider than tall, as
+// torch.nn.utils.parametrizations.orthogonal: Q = map(X) for the original X. With
+// use_trivialization (the default) Q = base map(X), where the buffer "base" is the orthogonal
+// matrix that right_inverse was last given (made orthogonal by QR when it is not, completed to a
+// square one with random columns when it is not square) and X starts at -I, where map(X) = I: the
+// optimizer moves X in a flat space around base, and assigning the weight again moves base.
+// Without it, right_inverse inverts the Householder map (geqrf) and is an Error for the others.
+// The Householder map multiplies its columns by the signs of X's diagonal (PyTorch truncates that
+// diagonal to integers, which zeroes a column once weight decay brings an entry under 1).
+class Orthogonal : public Parametrization {
+ public:
+  Orthogonal(const Tensor& weight, OrthogonalMap map, bool use_trivialization = true);
+  std::string type_name() const override { return "_Orthogonal"; }
+  Tensor forward(const TensorList& originals) override;
+  TensorList right_inverse(const Tensor& value) override;
+
+  OrthogonalMap map;
+  bool use_trivialization;
+  Tensor base;  // the buffer "base" [*, n, n] (n the larger of the two sizes); undefined until set
+
+ private:
+  Shape shape_;
+};
+
+// Registers Orthogonal on the module's tensor `name` (at least 2-d, float32 or float64), with
+// unsafe, as PyTorch: the weight becomes the Q of its QR (with R's diagonal positive). map nullopt:
+// MatrixExp for square matrices, Householder otherwise.
+Module& orthogonal(Module& module, const std::string& name, Tensor& field,
+                   std::optional<OrthogonalMap> map = std::nullopt, bool use_trivialization = true);
+
 // Registers WeightNorm on the module's tensor `name` (member `field`); returns the module.
 Module& weight_norm(Module& module, const std::string& name, Tensor& field, std::optional<int64_t> dim = 0);
 // Registers SpectralNorm. dim nullopt: 1 for the ConvTranspose modules (their weight is [in, out,
@@ -146,6 +195,12 @@ template <class M>
 M& spectral_norm(M& module, int64_t n_power_iterations = 1, double eps = 1e-12,
                  std::optional<int64_t> dim = std::nullopt) {
   spectral_norm(static_cast<Module&>(module), "weight", module.weight, n_power_iterations, eps, dim);
+  return module;
+}
+
+template <class M>
+M& orthogonal(M& module, std::optional<OrthogonalMap> map = std::nullopt, bool use_trivialization = true) {
+  orthogonal(static_cast<Module&>(module), "weight", module.weight, map, use_trivialization);
   return module;
 }
 

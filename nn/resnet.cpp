@@ -55,6 +55,7 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 // three.
 Tensor BasicBlock::forward(const Tensor& x) {
   const BatchNormEpilogue then_relu{.residual = {}, .relu = true};
+  relu->run_forward_pre_hooks();  // the ReLU the epilogues apply
   const Tensor out = (*conv2)((*bn1)((*conv1)(x), then_relu));
   const Tensor shortcut = downsample ? (*downsample)(x) : x;
   return (*bn2)(out, BatchNormEpilogue{.residual = shortcut, .relu = true});
@@ -114,13 +115,16 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 Tensor ResNet::forward(const Tensor& x) {
   check_image("ResNet", x, config_.in_channels);
   // The stem's batch norm and ReLU in one pass (BatchNorm2d's epilogue).
+  relu->run_forward_pre_hooks();  // the ReLU the epilogue applies
   Tensor y = (*bn1)((*conv1)(x), BatchNormEpilogue{.residual = {}, .relu = true});
   if (config_.recompute) {
     // A BasicBlock draws no random numbers: no random state to save and restore.
     CheckpointOptions recompute;
     recompute.preserve_rng_state = false;
-    for (const auto& stage : layers)
+    for (const auto& stage : layers) {
+      stage->run_forward_pre_hooks();  // the Sequential, whose blocks run one by one here
       for (const auto& block : *stage) y = checkpoint(block, y, recompute);
+    }
   } else {
     for (const auto& stage : layers) y = (*stage)(y);
   }

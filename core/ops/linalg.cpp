@@ -525,6 +525,7 @@ namespace {
 
 struct RawQr {
   Tensor Q, R;  // Q [*, m, k] (or [*, m, m] complete, undefined when not wanted); R [*, m, n] upper
+  Tensor V, tau;  // the reflectors: V [*, m, k] (column j zero above row j, 1 on it), tau [*, 1, k]
 };
 
 // Householder QR: at step j the reflection H = I - tau v v^T that maps R's column j (from the
@@ -557,7 +558,7 @@ RawQr qr_raw(const Tensor& A, bool complete, bool want_q) {
     V.narrow(-1, j, 1).narrow(-2, j, m - j).copy_(v);
     tau.narrow(-1, j, 1).copy_(t);
   }
-  RawQr out{Tensor(), triu(R)};
+  RawQr out{Tensor(), triu(R), V, tau};
   if (!want_q) return out;
   const int64_t columns = complete ? m : k;
   Tensor Q = eye(m, columns, options).expand(with(batch, {m, columns})).clone();
@@ -609,6 +610,63 @@ QrResult qr(const Tensor& A, QrMode mode) {
     return TensorList{cat({gX, matmul(Q, gV)}, -1)};
   });
   return {f.Q, R};
+}
+
+GeqrfResult geqrf(const Tensor& A) {
+  const char* op = "geqrf";
+  check_matrix(op, A, "A");
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  const RawQr f = qr_raw(A, false, false);
+  GeqrfResult out;
+  {
+    RawScope scope(A.device());
+    // R on and above the diagonal, the reflectors' vectors below it (V's columns, n - k zero ones
+    // appended when m < n, have nothing below the diagonal there).
+    const Tensor V = k == n ? f.V : cat({f.V, zeros(with(batch_of(A, 2), {m, n - k}), {A.dtype(), A.device()})}, -1);
+    out.a = f.R + tril(V, -1);
+    out.tau = f.tau.squeeze(-2);
+  }
+  if (needs_grad({&A})) {
+    record_function(op, {A}, {out.a, out.tau}, {}, [](const FunctionNode::Context&) -> TensorList {
+      throw AutogradError("geqrf: has no gradient (as in PyTorch); differentiate qr or householder_product instead");
+    });
+  }
+  return out;
+}
+
+Tensor householder_product(const Tensor& A, const Tensor& tau) {
+  const char* op = "householder_product";
+  check_matrix(op, A, "A");
+  ops::check_defined(op, tau, "tau");
+  const int64_t m = A.size(-2), n = A.size(-1);
+  if (m < n) {
+    throw ShapeError(std::string(op) + ": A " + shape_str(A.sizes()) +
+                     " must have at least as many rows as columns ([*, m, n] with m >= n)");
+  }
+  if (tau.dim() != A.dim() - 1 || Shape(tau.sizes().begin(), tau.sizes().end() - 1) != batch_of(A, 2) ||
+      tau.size(-1) > n) {
+    throw ShapeError(std::string(op) + ": tau " + shape_str(tau.sizes()) + " does not fit A " + shape_str(A.sizes()) +
+                     " (tau [*, k] with A's batch dims and k <= n)");
+  }
+  if (tau.dtype() != A.dtype()) {
+    throw DTypeError(std::string(op) + ": A and tau must share a dtype, got " + ops::dtype_str(A.dtype()) + " and " +
+                     ops::dtype_str(tau.dtype()));
+  }
+  ops::common_device(op, {&A, &tau});
+  AutocastGuard no_autocast(A.device().type, false);  // the products stay in A's dtype
+  const TensorOptions options(A.dtype(), A.device());
+  const int64_t k = tau.size(-1);
+  // Q = H_0 ... H_{k-1} applied to the identity's first n columns, the last reflection first; each
+  // H_j = I - tau_j v_j v_j^T reads A's column j below the diagonal only (entries on and above it
+  // are never read, NaN or not).
+  const Tensor rows = arange(0, m, 1, TensorOptions(DType::Int64, A.device())).reshape({m, 1});
+  Tensor Q = eye(m, n, options).expand(with(batch_of(A, 2), {m, n}));
+  for (int64_t j = k - 1; j >= 0; --j) {
+    // v_j [*, m, 1]: A's column j below the diagonal, 1 on it, 0 above.
+    const Tensor v = where(gt(rows, j), A.narrow(-1, j, 1), eq(rows, j).to(A.dtype()));
+    Q = Q - matmul(v * tau.narrow(-1, j, 1).unsqueeze(-1), matmul(mT(v), Q));
+  }
+  return Q.contiguous();
 }
 
 LstsqResult lstsq(const Tensor& A, const Tensor& B) {

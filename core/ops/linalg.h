@@ -118,6 +118,23 @@ struct QrResult {
 };
 QrResult qr(const Tensor& A, QrMode mode = QrMode::Reduced);
 
+// A's Householder QR packed as LAPACK's geqrf leaves it: a [*, m, n] holds R on and above the
+// diagonal and, below it, the vectors of the reflections (each with an implied 1 on the diagonal);
+// tau [*, min(m, n)] their scales, so that householder_product(a, tau) is qr(A)'s Q (for m >= n)
+// and the signs are qr's. torch.geqrf. No gradient (as PyTorch): an AutogradError when backward
+// reaches it.
+struct GeqrfResult {
+  Tensor a, tau;
+};
+GeqrfResult geqrf(const Tensor& A);
+
+// The first n columns of H_1 H_2 ... H_k, H_i = I - tau_i v_i v_i^T, where v_i is column i of A
+// [*, m, n] below the diagonal with a 1 on it and zeros above (what geqrf packs), for tau [*, k]
+// with A's batch dims, k <= n <= m: [*, m, n], orthonormal columns when each tau_i = 2 / |v_i|^2.
+// torch.linalg.householder_product (LAPACK's orgqr); differentiable in A and tau, as the matmuls
+// it is made of.
+Tensor householder_product(const Tensor& A, const Tensor& tau);
+
 // The least-squares solution X of A X = B for A [*, m, n] of full rank and B [*, m, k] (batches
 // broadcast): with m >= n the X minimizing |A X - B| (R^-1 Q^T B from A's QR), with m < n the X of
 // least norm among those with A X = B (Q R^-T B from the QR of A^T). residuals: with m > n the

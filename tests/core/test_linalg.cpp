@@ -282,6 +282,29 @@ TEST_CASE("qr scales its columns, and a NaN below the diagonal spreads", "[linal
   CHECK(std::isnan(n.R.item<double>()));
 }
 
+TEST_CASE("geqrf packs qr: householder_product of it is qr's Q, it has no gradient, and only the vectors are read",
+          "[linalg]") {
+  for (const Shape& shape : {Shape{5, 3}, Shape{4, 4}, Shape{2, 4, 3}}) {
+    const Tensor A = random_matrices(shape, DType::Float64, 77);
+    const GeqrfResult g = geqrf(A);
+    const QrResult r = qr(A);
+    CHECK(max_diff(householder_product(g.a, g.tau), r.Q) < 1e-12);
+    CHECK(max_diff(triu(g.a).narrow(-2, 0, r.R.size(-2)), r.R) < 1e-12);
+  }
+  // A column already zero below the diagonal takes no reflection: tau 0.
+  const GeqrfResult z = geqrf(tensor({2.0, 1.0, 0.0, 3.0}, {2, 2}));
+  CHECK(z.tau.to_vector<float>() == std::vector<float>{0.0f, 0.0f});
+  Tensor x = random_matrices({3, 3}, DType::Float64, 78);
+  x.set_requires_grad(true);
+  CHECK_THROWS_WITH(sum(geqrf(x).a).backward(), Catch::Contains("geqrf: has no gradient"));
+  // Entries on and above the diagonal are never read, NaN or not (LAPACK's orgqr does the same).
+  const GeqrfResult g = geqrf(random_matrices({4, 3}, DType::Float64, 79));
+  const Tensor poisoned = where(gt(triu(ones({4, 3}, DType::Float64)), 0.0), std::nan(""), g.a);
+  CHECK(max_diff(householder_product(poisoned, g.tau), householder_product(g.a, g.tau)) == 0.0);
+  // No reflection: the identity's first columns.
+  CHECK(max_diff(householder_product(g.a, zeros({0}, DType::Float64)), eye(4, 3, DType::Float64)) == 0.0);
+}
+
 TEST_CASE("matrix_norm fro: a zero gradient at zero, float16 without overflow", "[linalg]") {
   Tensor z = zeros({2, 2}, DType::Float64);
   z.set_requires_grad(true);

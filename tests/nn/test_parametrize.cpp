@@ -101,6 +101,17 @@ TEST_CASE("forward pre-hooks: run in order before forward through operator(), re
   lin(x);
   CHECK(ran.size() == 3);
   CHECK_THROWS_AS(lin.register_forward_pre_hook(nullptr), Error);
+
+  // Handles are unique across modules; a hook removed by an earlier one in the same call skips it.
+  Linear other(2, 2);
+  const uint64_t mine = other.register_forward_pre_hook([&](Module&) { ran.push_back(3); });
+  CHECK_FALSE(lin.remove_forward_pre_hook(mine));
+  uint64_t later = 0;
+  lin.register_forward_pre_hook([&](Module& m) { m.remove_forward_pre_hook(later); });
+  later = lin.register_forward_pre_hook([&](Module&) { ran.push_back(4); });
+  lin(x);
+  other(x);
+  CHECK(ran == std::vector<int>{1, 2, 1, 3});
 }
 
 TEST_CASE("weight_norm: PyTorch's keys, the weight unchanged at registration, g and v as the norms along dim",
@@ -315,6 +326,16 @@ TEST_CASE("parametrize: the hooks run in nested modules, so each call uses the o
   }
   layer(src);
   CHECK(max_diff(layer.linear1->weight, expected / 3.0) < 1e-6);
+  CHECK(layer(src, {}, {}, false).sizes() == src.sizes());  // braced arguments, as forward takes
+
+  // ConvTranspose's forward with an output size runs the hooks too: each call a new weight, so
+  // each backward has its own graph.
+  ConvTranspose2d up(2, 3, {3, 3}, {2, 2});
+  spectral_norm(up);
+  const Tensor image = randn({1, 2, 4, 4});
+  up(image, {10, 10}).sum().backward();
+  up(image, {10, 10}).sum().backward();
+  CHECK(up(image, {10, 10}).sizes() == Shape{1, 3, 10, 10});
 
   // GPT's MLP runs c_fc and c_proj as one fused kernel, reading their weights: their hooks run too.
   GPTConfig config;
@@ -426,4 +447,141 @@ TEST_CASE("parametrize: a buffer, device and dtype moves, and errors that leave 
   CHECK(parametrization_list(chained, "weight")->size() == 1);
   CHECK_THROWS_WITH(register_parametrization(chained, "weight", chained.bias, std::make_shared<Double>()),
                     Catch::Contains("another member"));
+  // A failed link leaves the chain's state too: spectral norm's vectors, which computing it moves.
+  Linear normed(5, 4);
+  spectral_norm(normed);
+  auto sn = std::dynamic_pointer_cast<SpectralNorm>((*parametrization_list(normed, "weight"))[0]);
+  const Tensor u = sn->u.clone(), v = sn->v.clone();
+  CHECK_THROWS(register_parametrization(normed, "weight", normed.weight, std::make_shared<Transpose>()));
+  CHECK(equal(sn->u, u));
+  CHECK(equal(sn->v, v));
+
+  // The pointer-to-member overload, and each function's name in its error.
+  Linear by_member(2, 2);
+  register_parametrization(by_member, "weight", &Linear::weight, std::make_shared<Double>());
+  CHECK(is_parametrized(by_member, "weight"));
+  CHECK_THROWS_WITH(parametrized_value(by_member, "bias"), Catch::StartsWith("parametrized_value:"));
+  CHECK_THROWS_WITH(assign_parametrized(by_member, "bias", zeros({2})), Catch::StartsWith("assign_parametrized:"));
+  // Removing the child by hand is an Error at the next call, not a read of freed memory.
+  by_member.remove_module("parametrizations");
+  CHECK_THROWS_WITH(by_member(ones({1, 2})), Catch::Contains("was removed but its hook was not"));
+  // A hook that removes the parametrizations while the hooks run: theirs does not run after.
+  Linear removed(2, 2);
+  removed.register_forward_pre_hook([](Module& m) {
+    if (is_parametrized(m, "weight")) remove_parametrizations(m, "weight");
+  });
+  weight_norm(removed);
+  CHECK(removed(ones({1, 2})).sizes() == Shape{1, 2});
+  CHECK(removed.has_parameter("weight"));
+}
+
+TEST_CASE("orthogonal: each map keeps the weight orthogonal through training, starting from its QR", "[parametrize]") {
+  const std::pair<OrthogonalMap, const char*> maps[] = {{OrthogonalMap::MatrixExp, "matrix_exp"},
+                                                        {OrthogonalMap::Cayley, "cayley"},
+                                                        {OrthogonalMap::Householder, "householder"}};
+  for (const auto& [map, name] : maps) {
+    for (const bool trivialization : {true, false}) {
+      if (!trivialization && map != OrthogonalMap::Householder) continue;
+      // Tall ([5, 3]: orthonormal columns), wide ([3, 5]: rows) and square.
+      for (const auto& [in, out] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}, {4, 4}}) {
+        INFO(name << (trivialization ? " with" : " without") << " trivialization, Linear(" << in << ", " << out << ")");
+        manual_seed(10);
+        Linear lin(in, out);
+        lin.to(DType::Float64);
+        const Tensor w0 = lin.weight.detach().clone();
+        orthogonal(lin, map, trivialization);
+        // The registered weight is w0's orthogonal factor: Q of w0 = Q R with R's diagonal positive
+        // (of w0^T when w0 is wide).
+        const bool wide = out < in;
+        const QrResult f = qr(wide ? w0.t() : w0);
+        const Tensor q = f.Q * sign(diagonal(f.R, 0, -2, -1)).unsqueeze(-2);
+        CHECK(max_diff(lin.weight, wide ? q.t() : q) < 1e-12);
+        auto gram = [&] { return wide ? matmul(lin.weight, lin.weight.t()) : matmul(lin.weight.t(), lin.weight); };
+        const int64_t k = std::min(in, out);
+        CHECK(max_diff(gram(), eye(k, DType::Float64)) < 1e-12);
+
+        optim::SGD opt(lin.parameters(), 0.2);
+        const Tensor x = randn64({6, in});
+        for (int step = 0; step < 5; ++step) {
+          opt.zero_grad();
+          (lin(x) * lin(x)).sum().backward();
+          opt.step();
+        }
+        lin(x);
+        CHECK(max_diff(gram(), eye(k, DType::Float64)) < 1e-10);
+        CHECK(max_diff(lin.weight, wide ? q.t() : q) > 1e-3);  // it trained
+      }
+    }
+  }
+}
+
+TEST_CASE("orthogonal: the trivialization's base and -I, assigning, gradients, and its errors", "[parametrize]") {
+  manual_seed(11);
+  Linear lin(3, 5);
+  lin.to(DType::Float64);
+  orthogonal(lin);  // [5, 3]: not square, so Householder
+  auto orth = std::dynamic_pointer_cast<Orthogonal>((*parametrization_list(lin, "weight"))[0]);
+  REQUIRE(orth);
+  CHECK(orth->map == OrthogonalMap::Householder);
+  CHECK(orth->base.sizes() == Shape{5, 5});
+  const Tensor original = parametrization_list(lin, "weight")->originals()[0];
+  CHECK(max_diff(original, -eye(5, 3, DType::Float64)) == 0);
+  std::set<std::string> buffers;
+  for (const auto& [n, b] : lin.named_buffers()) buffers.insert(n);
+  CHECK(buffers == std::set<std::string>{"parametrizations.weight.0.base"});
+  CHECK(max_diff(lin.weight, orth->base.narrow(-1, 0, 3)) < 1e-12);
+
+  // Assigning an orthogonal value makes it the base (the value itself, not a re-factorization).
+  const Tensor q = qr(randn64({5, 3})).Q;
+  assign_parametrized(lin, "weight", q);
+  CHECK(max_diff(lin.weight, q) < 1e-12);
+  CHECK(max_diff(original, -eye(5, 3, DType::Float64)) == 0);
+
+  // Each map's value against its formula (PyTorch's), for X [4, 3] (taller than wide).
+  {
+    const Tensor X = randn64({4, 3}) * 0.5;
+    const Tensor L = cat({tril(X), zeros({4, 1}, DType::Float64)}, -1);
+    const Tensor A = L - L.t();
+    const Tensor I = eye(4, DType::Float64);
+    Orthogonal expm(X, OrthogonalMap::MatrixExp, false), cayley(X, OrthogonalMap::Cayley, false),
+        householder(X, OrthogonalMap::Householder, false);
+    CHECK(max_diff(expm.forward({X}), matrix_exp(A).narrow(-1, 0, 3)) < 1e-12);
+    CHECK(max_diff(cayley.forward({X}), matmul(inv(I - A * 0.5), I + A * 0.5).narrow(-1, 0, 3)) < 1e-12);
+    Tensor H = I;
+    for (int64_t j = 0; j < 3; ++j) {
+      // v_j: 1 at row j, X's column j below it; H_j = I - 2 v v^T / |v|^2.
+      const Tensor v = tril(X, -1).narrow(-1, j, 1) + eye(4, 3, DType::Float64).narrow(-1, j, 1);
+      H = matmul(H, I - matmul(v, v.t()) * (2.0 / (v * v).sum().item<double>()));
+    }
+    const Tensor signs = sign(diagonal(X, 0, -2, -1)).unsqueeze(-2);
+    CHECK(max_diff(householder.forward({X}), H.narrow(-1, 0, 3) * signs) < 1e-12);
+    // A wide X is the transpose's.
+    CHECK(max_diff(Orthogonal(X.t(), OrthogonalMap::Cayley, false).forward({X.t().contiguous()}),
+                   cayley.forward({X}).t()) < 1e-12);
+  }
+
+  // The gradient of each map against central differences, base fixed.
+  for (const OrthogonalMap map : {OrthogonalMap::MatrixExp, OrthogonalMap::Cayley, OrthogonalMap::Householder}) {
+    Orthogonal p(zeros({4, 3}, DType::Float64), map, /*use_trivialization=*/false);
+    Tensor X = randn64({4, 3}) * 0.3;
+    X.set_requires_grad(true);
+    const auto r = gradcheck([&](const TensorList& in) { return TensorList{p.forward(in)}; }, {X});
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+
+  Linear square(3, 3);
+  CHECK(std::dynamic_pointer_cast<Orthogonal>((*parametrization_list(orthogonal(square), "weight"))[0])->map ==
+        OrthogonalMap::MatrixExp);
+  Linear no_inverse(3, 3);
+  CHECK_THROWS_WITH(orthogonal(no_inverse, OrthogonalMap::Cayley, false),
+                    Catch::Contains("cayley") && Catch::Contains("use_trivialization"));
+  CHECK(no_inverse.has_parameter("weight"));
+  Scaled vector_buffer;
+  CHECK_THROWS_WITH(orthogonal(vector_buffer, "scale", vector_buffer.scale),
+                    Catch::Contains("must be matrices") && Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(assign_parametrized(lin, "weight", randn64({3, 5})), Catch::Contains("[5, 3]"));
+  Linear half(2, 2);
+  half.to(DType::Float16);
+  CHECK_THROWS_WITH(orthogonal(half), Catch::Contains("float16"));
 }

@@ -514,43 +514,60 @@ void add_matrix_power(std::vector<OpRow>& rows) {
        {"float16", [] { matrix_power(eye(2, DType::Float16), -2); }, {"matrix_power", "float16"}}}));
 }
 
-// Householder QR with LAPACK's signs: Q [m, m or min(m, n)] and R [m or min(m, n), n].
-std::pair<Mat, Mat> qr_ref(const Mat& a, bool complete) {
+// LAPACK's geqrf in float64: R on and above the diagonal, below it each reflection's vector
+// scaled to start with 1, and the scales tau (0 where the column is zero below the diagonal).
+std::pair<Mat, Values> geqrf_ref(const Mat& a) {
   const int64_t m = a.n, n = a.m, k = std::min(m, n);
   Mat r = a;
-  std::vector<Values> vs;
   Values taus;
   for (int64_t j = 0; j < k; ++j) {
     double below = 0;
     for (int64_t i = j + 1; i < m; ++i) below += r(i, j) * r(i, j);
     const double alpha = r(j, j), beta = -std::copysign(std::sqrt(alpha * alpha + below), alpha);
     Values v(at(m), 0.0);
-    for (int64_t i = j; i < m; ++i) v[at(i)] = r(i, j);
-    v[at(j)] = alpha - beta;
-    double vv = 0;
-    for (double e : v) vv += e * e;
-    const double tau = below > 0 ? 2 / vv : 0;
+    v[at(j)] = 1;
+    double tau = 0;
+    if (below > 0) {
+      for (int64_t i = j + 1; i < m; ++i) v[at(i)] = r(i, j) / (alpha - beta);
+      tau = (beta - alpha) / beta;  // 2 / |v|^2 for this v
+    }
     for (int64_t c = j; c < n; ++c) {
       double dotv = 0;
       for (int64_t i = j; i < m; ++i) dotv += v[at(i)] * r(i, c);
       for (int64_t i = j; i < m; ++i) r(i, c) -= tau * v[at(i)] * dotv;
     }
-    vs.push_back(v);
+    for (int64_t i = j + 1; i < m; ++i) r(i, j) = v[at(i)];
     taus.push_back(tau);
   }
-  const int64_t rows = complete ? m : k;
-  Mat q(m, rows), rr(rows, n);
-  for (int64_t i = 0; i < rows; ++i) q(i, i) = 1;
+  return {r, taus};
+}
+
+// The first `cols` columns of H_0 ... H_{k-1}, H_j = I - tau_j v_j v_j^T with v_j column j of a
+// below the diagonal and 1 on it: LAPACK's orgqr in float64.
+Mat householder_ref(const Mat& a, const Values& tau, int64_t cols) {
+  const int64_t m = a.n, k = static_cast<int64_t>(tau.size());
+  Mat q(m, cols);
+  for (int64_t i = 0; i < std::min(m, cols); ++i) q(i, i) = 1;
   for (int64_t j = k - 1; j >= 0; --j) {
-    for (int64_t c = 0; c < rows; ++c) {
-      double dotv = 0;
-      for (int64_t i = j; i < m; ++i) dotv += vs[at(j)][at(i)] * q(i, c);
-      for (int64_t i = j; i < m; ++i) q(i, c) -= taus[at(j)] * vs[at(j)][at(i)] * dotv;
+    for (int64_t c = 0; c < cols; ++c) {
+      double dotv = q(j, c);
+      for (int64_t i = j + 1; i < m; ++i) dotv += a(i, j) * q(i, c);
+      q(j, c) -= tau[at(j)] * dotv;
+      for (int64_t i = j + 1; i < m; ++i) q(i, c) -= tau[at(j)] * a(i, j) * dotv;
     }
   }
+  return q;
+}
+
+// Householder QR with LAPACK's signs: Q [m, m or min(m, n)] and R [m or min(m, n), n].
+std::pair<Mat, Mat> qr_ref(const Mat& a, bool complete) {
+  const int64_t m = a.n, n = a.m, k = std::min(m, n);
+  const auto [packed, tau] = geqrf_ref(a);
+  const int64_t rows = complete ? m : k;
+  Mat rr(rows, n);
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t c = i; c < n; ++c) rr(i, c) = r(i, c);
-  return {q, rr};
+    for (int64_t c = i; c < n; ++c) rr(i, c) = packed(i, c);
+  return {householder_ref(packed, tau, rows), rr};
 }
 
 void add_qr(std::vector<OpRow>& rows) {
@@ -583,6 +600,76 @@ void add_qr(std::vector<OpRow>& rows) {
   // Complete is differentiable where it is Reduced (m <= n); the tall case is the hand tests'.
   rows.push_back(qr_row("qr complete", QrMode::Complete, {shapes[1], shapes[2]}));
   rows.push_back(qr_row("qr mode R", QrMode::R, shapes));
+
+  OpRow packed = linalg_row(
+      "geqrf", shapes,
+      [](const TensorList& x) {
+        const GeqrfResult r = geqrf(x[0]);
+        return TensorList{r.a, r.tau};
+      },
+      [](const TensorList& x) {
+        const Tensor a = per_matrix(x[0], [](const Mat& m) { return geqrf_ref(m).first; });
+        const Tensor tau = per_matrix(x[0], [](const Mat& m) {
+          const Values t = geqrf_ref(m).second;
+          Mat out(1, static_cast<int64_t>(t.size()));
+          out.v = t;
+          return out;
+        });
+        return TensorList{a, tau.squeeze(-2)};
+      },
+      {});
+  packed.errors = {{"1-d", [] { geqrf(zeros({3})); }, {"geqrf", "[3]"}},
+                   {"float16",
+                    [] {
+                      geqrf(zeros({3, 3}, DType::Float16));
+                    },
+                    {"geqrf", "float16"}},
+                   undefined_input("geqrf", [](const Tensor& t) { return geqrf(t).a; })};
+  rows.push_back(std::move(packed));
+
+  // Any A and tau: the product is a polynomial in them (orthogonal only for tau = 2 / |v|^2).
+  auto reflections = [](const std::string& name, Shape a, Shape tau, uint64_t seed) {
+    return Sample{name, [=](DType t, Device d) { return TensorList{rnd(a, t, d, seed), rnd(tau, t, d, seed + 1)}; }};
+  };
+  rows.push_back(linalg_row(
+      "householder_product",
+      {reflections("[5, 3] with 3 reflections", {5, 3}, {3}, 3601),
+       reflections("[4, 4] with 2 reflections", {4, 4}, {2}, 3603),
+       reflections("batched [2, 4, 3] with 3", {2, 4, 3}, {2, 3}, 3605)},
+      [](const TensorList& x) { return TensorList{householder_product(x[0], x[1])}; },
+      [](const TensorList& x) {
+        const std::vector<Mat> as = matrices(x[0]);
+        const std::vector<double> taus = x[1].to_vector_double();
+        const int64_t k = x[1].size(-1);
+        std::vector<Mat> out;
+        for (size_t b = 0; b < as.size(); ++b) {
+          const Values tau(taus.begin() + static_cast<std::ptrdiff_t>(b) * k,
+                           taus.begin() + static_cast<std::ptrdiff_t>(b + 1) * k);
+          out.push_back(householder_ref(as[b], tau, as[b].m));
+        }
+        return TensorList{from_matrices(out, x[0].sizes())};
+      },
+      {0, 1},
+      {{"wide A",
+        [] {
+          householder_product(zeros({2, 3}), zeros({2}));
+        },
+        {"householder_product", "[2, 3]", "m >= n"}},
+       {"more reflections than columns",
+        [] {
+          householder_product(zeros({4, 2}), zeros({3}));
+        },
+        {"householder_product", "[3]", "[4, 2]"}},
+       {"batches differ",
+        [] {
+          householder_product(zeros({2, 4, 2}), zeros({3, 2}));
+        },
+        {"householder_product", "[3, 2]", "[2, 4, 2]"}},
+       {"dtypes differ",
+        [] {
+          householder_product(zeros({4, 2}), zeros({2}, DType::Float64));
+        },
+        {"householder_product", "float32", "float64"}}}));
 }
 
 void add_lstsq(std::vector<OpRow>& rows) {
