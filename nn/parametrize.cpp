@@ -236,15 +236,20 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   if (!dict) {
     dict = std::make_shared<ParametrizationDict>();
     module.register_module(kChild, dict);
-    // A weak pointer: the hook must not keep the child alive, nor run on one that is gone.
-    dict->hook = module.register_forward_pre_hook([weak = std::weak_ptr<ParametrizationDict>(dict)](Module& m) {
+    // A weak pointer: the hook must not keep the child alive, nor run on one that is gone. If the
+    // child was removed by hand, the hook says so once and removes itself.
+    auto handle = std::make_shared<uint64_t>(0);
+    dict->hook = module.register_forward_pre_hook([weak = std::weak_ptr<ParametrizationDict>(dict), handle](Module& m) {
       const auto d = weak.lock();
       if (!d) {
+        m.remove_forward_pre_hook(*handle);
         throw Error("parametrize: " + m.type_name() +
-                    "'s child \"parametrizations\" was removed but its hook was not: use remove_parametrizations");
+                    "'s child \"parametrizations\" was removed by hand (remove_parametrizations unregisters "
+                    "it): its hook is removed now, and the members keep their last values");
       }
       d->refresh();
     });
+    *handle = dict->hook;
   }
   dict->add(name, list, &field);
   field = value;
@@ -440,7 +445,7 @@ Tensor make_orthogonal(const Tensor& A) {
 bool is_orthogonal(const Tensor& Q) {
   const int64_t n = Q.size(-2), k = Q.size(-1);
   const double eps = Q.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-  return allclose(matmul(mT(Q), Q), eye(k, TensorOptions(Q.dtype(), Q.device())), 0.0, 10.0 * n * eps);
+  return allclose(matmul(mT(Q), Q), eye(k, TensorOptions(Q.dtype(), Q.device())), 1e-5, 10.0 * n * eps);
 }
 
 const char* map_name(OrthogonalMap map) {
@@ -493,7 +498,14 @@ Tensor Orthogonal::forward(const TensorList& originals) {
     const Tensor tau = 2.0 / ((V * V).sum({-2}) + 1.0);
     Q = householder_product(V, tau) * sign(diagonal(X, 0, -2, -1).detach()).unsqueeze(-2);
   }
-  if (use_trivialization && base.defined()) Q = matmul(base, Q);
+  if (use_trivialization) {
+    if (!base.defined()) {
+      throw Error(
+          "orthogonal: the trivialization's base is not set (right_inverse sets it): register orthogonal "
+          "first on a tensor, not after another parametrization, or without use_trivialization");
+    }
+    Q = matmul(base, Q);
+  }
   return transposed ? mT(Q) : Q;
 }
 
@@ -502,6 +514,11 @@ TensorList Orthogonal::right_inverse(const Tensor& value) {
       (value.dtype() != DType::Float32 && value.dtype() != DType::Float64)) {
     throw Error("orthogonal: the value assigned must be float32 or float64 " + shape_str(shape_) + ", got " +
                 (value.defined() ? describe(value) : std::string("undefined")));
+  }
+  if (base.defined() && (value.dtype() != base.dtype() || value.device() != base.device())) {
+    // Checked before base changes: a value the originals refuse must leave the module as it was.
+    throw Error("orthogonal: the value assigned is " + describe(value) + " on " + value.device().str() +
+                ", the weight is " + dtype_name(base.dtype()) + " on " + base.device().str());
   }
   NoGradGuard no_grad;
   Tensor Q = value.detach();

@@ -155,8 +155,9 @@ enum class OrthogonalMap : uint8_t {
 // square one with random columns when it is not square) and X starts at -I, where map(X) = I: the
 // optimizer moves X in a flat space around base, and assigning the weight again moves base.
 // Without it, right_inverse inverts the Householder map (geqrf) and is an Error for the others.
-// The Householder map multiplies its columns by the signs of X's diagonal (PyTorch truncates that
-// diagonal to integers, which zeroes a column once weight decay brings an entry under 1).
+// The Householder map multiplies its columns by the signs of X's diagonal (PyTorch by that diagonal
+// truncated to integers: the same at +-1, where right_inverse puts it and plain gradients leave it
+// (they do not reach it), but a zero column under 1 and a non-orthogonal one from 2 up).
 class Orthogonal : public Parametrization {
  public:
   Orthogonal(const Tensor& weight, OrthogonalMap map, bool use_trivialization = true);

@@ -55,9 +55,10 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 // three.
 Tensor BasicBlock::forward(const Tensor& x) {
   const BatchNormEpilogue then_relu{.residual = {}, .relu = true};
-  relu->run_forward_pre_hooks();  // the ReLU the epilogues apply
+  relu->run_forward_pre_hooks();  // the ReLU each epilogue applies (PyTorch's block calls it twice)
   const Tensor out = (*conv2)((*bn1)((*conv1)(x), then_relu));
   const Tensor shortcut = downsample ? (*downsample)(x) : x;
+  relu->run_forward_pre_hooks();
   return (*bn2)(out, BatchNormEpilogue{.residual = shortcut, .relu = true});
 }
 

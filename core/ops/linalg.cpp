@@ -666,7 +666,14 @@ Tensor householder_product(const Tensor& A, const Tensor& tau) {
     const Tensor v = where(gt(rows, j), A.narrow(-1, j, 1), eq(rows, j).to(A.dtype()));
     Q = Q - matmul(v * tau.narrow(-1, j, 1).unsqueeze(-1), matmul(mT(v), Q));
   }
-  return Q.contiguous();
+  Q = Q.contiguous();
+  if (k == 0 && needs_grad({&A, &tau})) {
+    // No reflection: the identity, with zero gradients (as PyTorch), not a tensor without history.
+    record_function(op, {A, tau}, {Q}, {}, [A, tau](const FunctionNode::Context&) {
+      return TensorList{zeros_like(A), zeros_like(tau)};
+    });
+  }
+  return Q;
 }
 
 LstsqResult lstsq(const Tensor& A, const Tensor& B) {

@@ -301,8 +301,14 @@ TEST_CASE("geqrf packs qr: householder_product of it is qr's Q, it has no gradie
   const GeqrfResult g = geqrf(random_matrices({4, 3}, DType::Float64, 79));
   const Tensor poisoned = where(gt(triu(ones({4, 3}, DType::Float64)), 0.0), std::nan(""), g.a);
   CHECK(max_diff(householder_product(poisoned, g.tau), householder_product(g.a, g.tau)) == 0.0);
-  // No reflection: the identity's first columns.
-  CHECK(max_diff(householder_product(g.a, zeros({0}, DType::Float64)), eye(4, 3, DType::Float64)) == 0.0);
+  // No reflection: the identity's first columns, with zero gradients.
+  Tensor a = g.a.clone(), none = zeros({0}, DType::Float64);
+  a.set_requires_grad(true);
+  none.set_requires_grad(true);
+  const Tensor q = householder_product(a, none);
+  CHECK(max_diff(q, eye(4, 3, DType::Float64)) == 0.0);
+  sum(q).backward();
+  CHECK(max_diff(a.grad(), zeros({4, 3}, DType::Float64)) == 0.0);
 }
 
 TEST_CASE("matrix_norm fro: a zero gradient at zero, float16 without overflow", "[linalg]") {

@@ -464,7 +464,8 @@ TEST_CASE("parametrize: a buffer, device and dtype moves, and errors that leave 
   CHECK_THROWS_WITH(assign_parametrized(by_member, "bias", zeros({2})), Catch::StartsWith("assign_parametrized:"));
   // Removing the child by hand is an Error at the next call, not a read of freed memory.
   by_member.remove_module("parametrizations");
-  CHECK_THROWS_WITH(by_member(ones({1, 2})), Catch::Contains("was removed but its hook was not"));
+  CHECK_THROWS_WITH(by_member(ones({1, 2})), Catch::Contains("was removed by hand"));
+  CHECK(by_member(ones({1, 2})).sizes() == Shape{1, 2});  // the hook removed itself
   // A hook that removes the parametrizations while the hooks run: theirs does not run after.
   Linear removed(2, 2);
   removed.register_forward_pre_hook([](Module& m) {
@@ -581,6 +582,24 @@ TEST_CASE("orthogonal: the trivialization's base and -I, assigning, gradients, a
   CHECK_THROWS_WITH(orthogonal(vector_buffer, "scale", vector_buffer.scale),
                     Catch::Contains("must be matrices") && Catch::Contains("[3]"));
   CHECK_THROWS_WITH(assign_parametrized(lin, "weight", randn64({3, 5})), Catch::Contains("[5, 3]"));
+  // Another dtype is refused before base changes: the module still runs, on its base.
+  const Tensor base = orth->base.clone();
+  CHECK_THROWS_WITH(assign_parametrized(lin, "weight", randn({5, 3})), Catch::Contains("float32"));
+  CHECK(equal(orth->base, base));
+  CHECK(lin(randn64({1, 3})).dtype() == DType::Float64);
+  // A value orthogonal to within 1e-5 relative is kept as it is (PyTorch's allclose tolerance).
+  Linear sq(4, 4);
+  orthogonal(sq);
+  const Tensor nearly = qr(randn({4, 4})).Q * (1.0 + 4e-6);
+  assign_parametrized(sq, "weight", nearly);
+  CHECK(max_diff(std::dynamic_pointer_cast<Orthogonal>((*parametrization_list(sq, "weight"))[0])->base, nearly) == 0);
+  // Trivialized orthogonal after another link has no base to start from: an Error, nothing changed.
+  Linear chained(3, 3);
+  register_parametrization(chained, "weight", chained.weight, std::make_shared<Double>());
+  CHECK_THROWS_WITH(register_parametrization(chained, "weight", chained.weight,
+                                             std::make_shared<Orthogonal>(chained.weight, OrthogonalMap::Cayley)),
+                    Catch::Contains("base is not set"));
+  CHECK(parametrization_list(chained, "weight")->size() == 1);
   Linear half(2, 2);
   half.to(DType::Float16);
   CHECK_THROWS_WITH(orthogonal(half), Catch::Contains("float16"));
