@@ -1,7 +1,8 @@
 // Parametrizations, as torch.nn.utils.parametrize: a module's tensor (a Linear's weight) becomes a
 // function of other tensors, the originals, which are what the optimizer trains and what the state
-// dict saves. weight_norm and spectral_norm are the two PyTorch ships; a Parametrization of one's
-// own (symmetric or positive weights, a constrained basis) registers the same way.
+// dict saves. weight_norm, spectral_norm and orthogonal are the three PyTorch ships; a
+// Parametrization of one's own (symmetric or positive weights, a constrained basis) registers the
+// same way.
 //
 // How it runs: registering moves the tensor out of the module's parameters into the child
 // "parametrizations.<name>" (a ParametrizationList holding "original", or "original0",
