@@ -3,6 +3,7 @@
 #include "nn/parametrize.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "core/ops/blas.h"
@@ -22,16 +23,20 @@
 namespace kiln::nn {
 
 namespace {
-std::string where(const Module& module, const std::string& name) { return module.type_name() + "'s \"" + name + "\""; }
+// `Linear's "weight"`: how errors name the tensor.
+std::string named(const Module& module, const std::string& name) { return module.type_name() + "'s \"" + name + "\""; }
 
-std::string describe(const Tensor& t) { return shape_str(t.sizes()) + " " + dtype_name(t.dtype()); }
+std::string describe(const Tensor& t) {
+  return t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("undefined");
+}
 
-void check_like(const char* what, const Module& module, const std::string& name, const Tensor& got, const Tensor& want,
-                const char* hint) {
+// got must have want's shape and dtype; otherwise an Error: "op: what of M's "name" is got,
+// want_what is want" and the hint.
+void check_like(const char* op, const char* what, const Module& module, const std::string& name, const Tensor& got,
+                const char* want_what, const Tensor& want, const char* hint = "") {
   if (got.defined() && got.sizes() == want.sizes() && got.dtype() == want.dtype()) return;
-  throw Error(std::string("register_parametrization: ") + what + " of " + where(module, name) + " is " +
-              (got.defined() ? describe(got) : std::string("undefined")) + ", the tensor is " + describe(want) + "; " +
-              hint);
+  throw Error(std::string(op) + ": " + what + " of " + named(module, name) + " is " + describe(got) + ", " + want_what +
+              " is " + describe(want) + hint);
 }
 }  // namespace
 
@@ -94,6 +99,8 @@ class ParametrizationDict : public Module {
 
 namespace {
 constexpr const char* kChild = "parametrizations";
+constexpr const char* kRegister = "register_parametrization";
+constexpr const char* kUnsafeHint = "; pass unsafe to allow it";
 
 std::shared_ptr<ParametrizationDict> dict_of(const Module& module) {
   for (const auto& [n, c] : module.named_children()) {
@@ -111,28 +118,20 @@ std::shared_ptr<ParametrizationDict> dict_of(const Module& module) {
 ParametrizationDict::Entry& entry_of(const char* op, const Module& module, const std::string& name) {
   auto dict = dict_of(module);
   ParametrizationDict::Entry* e = dict ? dict->find(name) : nullptr;
-  if (!e) throw Error(std::string(op) + ": " + where(module, name) + " is not parametrized");
+  if (!e) throw Error(std::string(op) + ": " + named(module, name) + " is not parametrized");
   return *e;
 }
 
-// A value for an original must have its shape and dtype.
-void check_original(const char* op, const Module& module, const std::string& name, const Tensor& original,
-                    const Tensor& value) {
-  if (value.defined() && value.sizes() == original.sizes() && value.dtype() == original.dtype()) return;
-  throw Error(std::string(op) + ": the value for an original of " + where(module, name) + " is " +
-              (value.defined() ? describe(value) : std::string("undefined")) + ", the original is " +
-              describe(original));
-}
 }  // namespace
 
 void register_parametrization(Module& module, const std::string& name, Tensor& field,
                               std::shared_ptr<Parametrization> parametrization, bool unsafe) {
   if (!parametrization)
-    throw Error("register_parametrization: the parametrization of " + where(module, name) + " is null");
+    throw Error("register_parametrization: the parametrization of " + named(module, name) + " is null");
   auto dict = dict_of(module);
   if (ParametrizationDict::Entry* e = dict ? dict->find(name) : nullptr) {
     if (&field != e->field) {
-      throw Error("register_parametrization: " + where(module, name) +
+      throw Error("register_parametrization: " + named(module, name) +
                   " is already parametrized into another member than the one given");
     }
     // The chain's last output (the member) is what the new link must keep the shape and dtype of.
@@ -147,7 +146,8 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
     e->list->chain_.push_back(parametrization);
     try {
       const Tensor after = e->list->value();
-      if (!unsafe) check_like("the output of the chain", module, name, after, before, "pass unsafe to allow it");
+      if (!unsafe)
+        check_like(kRegister, "the output of the chain", module, name, after, "the tensor", before, kUnsafeHint);
       field = after;
     } catch (...) {
       e->list->chain_.pop_back();
@@ -166,9 +166,9 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   Tensor tensor;
   for (const auto& [n, t] : is_param ? module.named_parameters(false) : module.named_buffers(false))
     if (n == name) tensor = t;
-  if (!tensor.defined()) throw Error("register_parametrization: " + where(module, name) + " is undefined");
+  if (!tensor.defined()) throw Error("register_parametrization: " + named(module, name) + " is undefined");
   if (!field.defined() || field.impl() != tensor.impl()) {
-    throw Error("register_parametrization: the member given for " + where(module, name) +
+    throw Error("register_parametrization: the member given for " + named(module, name) +
                 " is not the tensor registered under that name");
   }
 
@@ -183,12 +183,12 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   }
   if (originals.empty()) {
     throw Error("register_parametrization: the right_inverse of " + parametrization->type_name() + " for " +
-                where(module, name) + " returned no tensor");
+                named(module, name) + " returned no tensor");
   }
   for (size_t i = 0; i < originals.size(); ++i) {
     if (!originals[i].defined()) {
       throw Error("register_parametrization: tensor " + std::to_string(i) + " of the right_inverse for " +
-                  where(module, name) + " is undefined");
+                  named(module, name) + " is undefined");
     }
   }
   // One original is the tensor itself (an optimizer that holds it keeps training it), given
@@ -196,7 +196,8 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   const bool one = originals.size() == 1;
   const bool in_place = one && originals[0].data_ptr() == tensor.data_ptr() && originals[0].sizes() == tensor.sizes() &&
                         originals[0].strides() == tensor.strides() && originals[0].dtype() == tensor.dtype();
-  if (one && !unsafe) check_like("the right_inverse", module, name, originals[0], tensor, "pass unsafe to allow it");
+  if (one && !unsafe)
+    check_like(kRegister, "the right_inverse", module, name, originals[0], "the tensor", tensor, kUnsafeHint);
   for (size_t i = 0; i < originals.size(); ++i) {
     const Tensor o = in_place ? tensor : originals[i].detach().clone();
     const std::string key = one ? "original" : "original" + std::to_string(i);
@@ -206,13 +207,15 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   Tensor value;
   if (in_place || !one) {
     value = list->value();
-    if (!unsafe) check_like("the parametrized value", module, name, value, tensor, "pass unsafe to allow it");
+    if (!unsafe)
+      check_like(kRegister, "the parametrized value", module, name, value, "the tensor", tensor, kUnsafeHint);
   } else {
     {
       NoGradGuard no_grad;
       value = list->value();  // computed on a copy: only checked, the module is not changed yet
     }
-    if (!unsafe) check_like("the parametrized value", module, name, value, tensor, "pass unsafe to allow it");
+    if (!unsafe)
+      check_like(kRegister, "the parametrized value", module, name, value, "the tensor", tensor, kUnsafeHint);
     if (is_param) {
       const Tensor o = list->originals_[0];
       {
@@ -286,7 +289,7 @@ void assign_parametrized(Module& module, const std::string& name, const Tensor& 
       TensorList r = list.chain_[i]->right_inverse(v);
       if (r.size() != 1) {
         throw Error("assign_parametrized: the right_inverse of parametrization " + std::to_string(i) + " of " +
-                    where(module, name) + " returned " + std::to_string(r.size()) +
+                    named(module, name) + " returned " + std::to_string(r.size()) +
                     " tensors; only the first of a chain may return several");
       }
       v = r[0];
@@ -294,10 +297,12 @@ void assign_parametrized(Module& module, const std::string& name, const Tensor& 
     x = list.chain_[0]->right_inverse(v);
   }
   if (x.size() != list.originals_.size()) {
-    throw Error("assign_parametrized: the right_inverse for " + where(module, name) + " returned " +
+    throw Error("assign_parametrized: the right_inverse for " + named(module, name) + " returned " +
                 std::to_string(x.size()) + " tensors for " + std::to_string(list.originals_.size()) + " originals");
   }
-  for (size_t i = 0; i < x.size(); ++i) check_original("assign_parametrized", module, name, list.originals_[i], x[i]);
+  for (size_t i = 0; i < x.size(); ++i)
+    check_like("assign_parametrized", "the value for an original", module, name, x[i], "the original",
+               list.originals_[i]);
   {
     NoGradGuard no_grad;
     for (size_t i = 0; i < x.size(); ++i) list.originals_[i].copy_(x[i]);
@@ -328,7 +333,7 @@ void remove_parametrizations(Module& module, const std::string& name, bool leave
     }
   } else {
     if (!one) {
-      throw Error("remove_parametrizations: " + where(module, name) + " is parametrized by " +
+      throw Error("remove_parametrizations: " + named(module, name) + " is parametrized by " +
                   std::to_string(list.originals_.size()) +
                   " originals, so it cannot be left unparametrized (leave_parametrized false needs one)");
     }
@@ -380,8 +385,7 @@ TensorList WeightNorm::right_inverse(const Tensor& value) { return {norm_except_
 SpectralNorm::SpectralNorm(const Tensor& weight, int64_t n_power_iterations, int64_t dim, double eps)
     : n_power_iterations(n_power_iterations), dim(0), eps(eps) {
   if (!weight.defined() || !is_floating(weight.dtype()) || weight.dim() == 0) {
-    throw Error("spectral_norm: the weight must be a floating tensor of at least one dim, got " +
-                (weight.defined() ? describe(weight) : std::string("undefined")));
+    throw Error("spectral_norm: the weight must be a floating tensor of at least one dim, got " + describe(weight));
   }
   if (n_power_iterations <= 0) {
     throw Error("spectral_norm: n_power_iterations must be positive, got " + std::to_string(n_power_iterations));
@@ -444,7 +448,8 @@ Tensor make_orthogonal(const Tensor& A) {
 
 bool is_orthogonal(const Tensor& Q) {
   const int64_t n = Q.size(-2), k = Q.size(-1);
-  const double eps = Q.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double eps =
+      Q.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
   return allclose(matmul(mT(Q), Q), eye(k, TensorOptions(Q.dtype(), Q.device())), 1e-5, 10.0 * n * eps);
 }
 
@@ -461,8 +466,7 @@ const char* map_name(OrthogonalMap map) {
 Orthogonal::Orthogonal(const Tensor& weight, OrthogonalMap map, bool use_trivialization)
     : map(map), use_trivialization(use_trivialization) {
   if (!weight.defined() || weight.dim() < 2 || (weight.dtype() != DType::Float32 && weight.dtype() != DType::Float64)) {
-    throw Error("orthogonal: the weight must be float32 or float64 matrices [*, n, k], got " +
-                (weight.defined() ? describe(weight) : std::string("undefined")));
+    throw Error("orthogonal: the weight must be float32 or float64 matrices [*, n, k], got " + describe(weight));
   }
   shape_ = weight.sizes();
   if (use_trivialization) base = register_buffer("base", Tensor());
@@ -513,7 +517,7 @@ TensorList Orthogonal::right_inverse(const Tensor& value) {
   if (!value.defined() || value.sizes() != shape_ ||
       (value.dtype() != DType::Float32 && value.dtype() != DType::Float64)) {
     throw Error("orthogonal: the value assigned must be float32 or float64 " + shape_str(shape_) + ", got " +
-                (value.defined() ? describe(value) : std::string("undefined")));
+                describe(value));
   }
   if (base.defined() && (value.dtype() != base.dtype() || value.device() != base.device())) {
     // Checked before base changes: a value the originals refuse must leave the module as it was.
@@ -565,7 +569,7 @@ Module& weight_norm(Module& module, const std::string& name, Tensor& field, std:
 
 Module& spectral_norm(Module& module, const std::string& name, Tensor& field, int64_t n_power_iterations, double eps,
                       std::optional<int64_t> dim) {
-  if (!field.defined()) throw Error("spectral_norm: " + where(module, name) + " is undefined");
+  if (!field.defined()) throw Error("spectral_norm: " + named(module, name) + " is undefined");
   const int64_t d = dim ? *dim : (module.type_name().rfind("ConvTranspose", 0) == 0 ? 1 : 0);
   register_parametrization(module, name, field, std::make_shared<SpectralNorm>(field, n_power_iterations, d, eps));
   return module;
@@ -573,9 +577,9 @@ Module& spectral_norm(Module& module, const std::string& name, Tensor& field, in
 
 Module& orthogonal(Module& module, const std::string& name, Tensor& field, std::optional<OrthogonalMap> map,
                    bool use_trivialization) {
-  if (!field.defined()) throw Error("orthogonal: " + where(module, name) + " is undefined");
+  if (!field.defined()) throw Error("orthogonal: " + named(module, name) + " is undefined");
   if (field.dim() < 2) {
-    throw Error("orthogonal: " + where(module, name) + " must be matrices [*, n, k], got " + describe(field));
+    throw Error("orthogonal: " + named(module, name) + " must be matrices [*, n, k], got " + describe(field));
   }
   const OrthogonalMap m =
       map ? *map : (field.size(-2) == field.size(-1) ? OrthogonalMap::MatrixExp : OrthogonalMap::Householder);
