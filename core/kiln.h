@@ -36,6 +36,7 @@
 #include "core/ops/margin_loss.h"
 #include "core/ops/math.h"
 #include "core/ops/mse_loss.h"
+#include "core/ops/fractional_pool.h"
 #include "core/ops/pool.h"
 #include "core/ops/random.h"
 #include "core/ops/reduce.h"

@@ -90,6 +90,10 @@ std::string detail::py_tuple(const Shape& s) {
 
 std::string detail::int_or_tuple(Pair p) { return p[0] == p[1] ? std::to_string(p[0]) : py_tuple({p[0], p[1]}); }
 
+std::string detail::int_or_tuple(const Triple& t) {
+  return t[0] == t[1] && t[1] == t[2] ? std::to_string(t[0]) : py_tuple({t[0], t[1], t[2]});
+}
+
 void detail::check_non_negative(const char* layer, const char* what, int64_t v) {
   if (v < 0) throw Error(std::string(layer) + ": " + what + " must be non-negative, got " + std::to_string(v));
 }
@@ -114,6 +118,12 @@ void detail::check_positive(const char* layer, const char* what, Pair p) {
 
 void detail::check_positive(const char* layer, const char* what, int64_t v) {
   if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
+}
+
+void detail::check_positive(const char* layer, const char* what, const Triple& t) {
+  if (t[0] <= 0 || t[1] <= 0 || t[2] <= 0) {
+    throw Error(std::string(layer) + ": " + what + " must be positive, got " + py_tuple({t[0], t[1], t[2]}));
+  }
 }
 
 namespace {
@@ -482,6 +492,10 @@ std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + int_
 
 Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, output_size); }
 
+std::pair<Tensor, Tensor> AdaptiveMaxPool2d::forward_with_indices(const Tensor& x) {
+  return adaptive_max_pool2d_with_indices(x, output_size);
+}
+
 namespace {
 
 void check_norm_type(const char* layer, double norm_type) {
@@ -601,6 +615,10 @@ AdaptiveMaxPool1d::AdaptiveMaxPool1d(int64_t output_size) : output_size(output_s
 }
 
 Tensor AdaptiveMaxPool1d::forward(const Tensor& x) { return adaptive_max_pool1d(x, output_size); }
+
+std::pair<Tensor, Tensor> AdaptiveMaxPool1d::forward_with_indices(const Tensor& x) {
+  return adaptive_max_pool1d_with_indices(x, output_size);
+}
 
 LPPool1d::LPPool1d(double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode)
     : norm_type(norm_type), kernel_size(kernel_size), stride(stride), ceil_mode(ceil_mode) {

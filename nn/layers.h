@@ -21,6 +21,7 @@
 #include "core/ops/elementwise.h"
 #include "kernels/error.h"
 #include "nn/conv.h"
+#include "nn/fractional_pool.h"
 #include "nn/module.h"
 #include "nn/norm.h"
 #include "nn/pool3d.h"
@@ -41,9 +42,10 @@ const char* py_bool(bool b);
 std::string py_float(double v);
 // A tuple as Python writes it: "(8,)", "(4, 8)".
 std::string py_tuple(const Shape& s);
-// A Pair as PyTorch prints what users usually pass: an int when both entries agree ("3"), else a
-// tuple ("(3, 2)").
+// A Pair or a Triple as PyTorch prints what users usually pass: an int when the entries agree
+// ("3"), else a tuple ("(3, 2)").
 std::string int_or_tuple(Pair p);
+std::string int_or_tuple(const Triple& t);
 // A layer's size argument must be >= 0, a norm's eps a finite number >= 0 (kiln::Error naming
 // the layer otherwise).
 void check_non_negative(const char* layer, const char* what, int64_t v);
@@ -58,6 +60,7 @@ void renorm_rows(const char* layer, const Tensor& weight, const Tensor& indices,
 // A layer's size argument (both entries of a Pair) must be > 0 (kiln::Error naming the layer).
 void check_positive(const char* layer, const char* what, Pair p);
 void check_positive(const char* layer, const char* what, int64_t v);
+void check_positive(const char* layer, const char* what, const Triple& t);
 void check_eps(const char* layer, double eps);
 // The spatial part of a MaxUnpool's output_size: the last `spatial` entries (PyTorch also takes the
 // whole output shape); empty for the default size.
@@ -469,6 +472,8 @@ class AdaptiveMaxPool2d : public UnaryModule {
   std::string type_name() const override { return "AdaptiveMaxPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  // The values and each one's index in its input plane (PyTorch's return_indices=True).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
   Pair output_size;
 };
@@ -561,6 +566,7 @@ class AdaptiveMaxPool1d : public UnaryModule {
   std::string type_name() const override { return "AdaptiveMaxPool1d"; }
   std::string extra_repr() const override { return "output_size=" + std::to_string(output_size); }
   Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
   int64_t output_size;
 };

@@ -12,22 +12,13 @@
 namespace kiln::nn {
 namespace {
 
+using detail::check_positive;
+using detail::int_or_tuple;
 using detail::py_bool;
 using detail::py_float;
 using detail::py_tuple;
 
 Shape tuple(const Triple& t) { return {t[0], t[1], t[2]}; }
-
-// As PyTorch prints what users usually pass: an int when the three agree ("2"), else a tuple.
-std::string int_or_tuple(const Triple& t) {
-  return t[0] == t[1] && t[1] == t[2] ? std::to_string(t[0]) : py_tuple(tuple(t));
-}
-
-void check_positive(const char* layer, const char* what, const Triple& t) {
-  if (t[0] <= 0 || t[1] <= 0 || t[2] <= 0) {
-    throw Error(std::string(layer) + ": " + what + " must be positive, got " + py_tuple(tuple(t)));
-  }
-}
 
 // A pool's padding: PyTorch's rule, checked here so that a bad layer fails where it is built.
 void check_pool_padding(const char* layer, const Triple& padding, const Triple& kernel_size) {
@@ -124,6 +115,10 @@ AdaptiveMaxPool3d::AdaptiveMaxPool3d(Triple output_size) : output_size(output_si
 std::string AdaptiveMaxPool3d::extra_repr() const { return "output_size=" + int_or_tuple(output_size); }
 
 Tensor AdaptiveMaxPool3d::forward(const Tensor& x) { return adaptive_max_pool3d(x, output_size); }
+
+std::pair<Tensor, Tensor> AdaptiveMaxPool3d::forward_with_indices(const Tensor& x) {
+  return adaptive_max_pool3d_with_indices(x, output_size);
+}
 
 LPPool3d::LPPool3d(double norm_type, Triple kernel_size, Triple stride, bool ceil_mode)
     : norm_type(norm_type), kernel_size(kernel_size), stride(stride), ceil_mode(ceil_mode) {

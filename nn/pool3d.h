@@ -80,6 +80,8 @@ class AdaptiveMaxPool3d : public UnaryModule {
   std::string type_name() const override { return "AdaptiveMaxPool3d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
+  // The values and each one's index in its input volume (PyTorch's return_indices=True).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 
   Triple output_size;
 };

@@ -1,7 +1,8 @@
 // 2-d pooling (max, average, adaptive average) with kiln's own kernels on both devices. The output
 // keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image. The
 // 1-d pools run the 2-d ones on a height of 1. The adaptive max pools gather each window with
-// index_select and take its amax; the LP pools are average pools of powers.
+// index_select and take its amax (with indices: each window's cells gathered by their flat index in
+// the plane, and the first maximum's index kept); the LP pools are average pools of powers.
 #include "core/ops/pool.h"
 
 #include <algorithm>
@@ -323,21 +324,71 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   return as_input_rank(out, x);
 }
 
+Tensor ops::adaptive_cells(int64_t n, int64_t out, Device device) {
+  int64_t widest = 0;
+  for (int64_t i = 0; i < out; ++i) widest = std::max(widest, ((i + 1) * n + out - 1) / out - i * n / out);
+  const TensorOptions index_options(DType::Int64, device);
+  const Tensor cell = arange(0, out, 1, index_options);
+  const Tensor start = floor_divide(cell * n, out), last = floor_divide((cell + 1) * n + (out - 1), out) - 1;
+  return minimum(start.unsqueeze(1) + arange(0, widest, 1, index_options), last.unsqueeze(1));
+}
+
 // Each output cell's window gathered by one index_select (windows shorter than the longest repeat
 // their last index, which a maximum ignores), then amax over the window. The index is made on x's
 // device from aranges, so a call copies nothing from the host (CUDA graphs can capture it).
 Tensor ops::adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
-  const int64_t n = x.size(dim);
-  int64_t widest = 0;
-  for (int64_t i = 0; i < out; ++i) widest = std::max(widest, ((i + 1) * n + out - 1) / out - i * n / out);
-  const TensorOptions index_options(DType::Int64, x.device());
-  const Tensor cell = arange(0, out, 1, index_options);
-  const Tensor start = floor_divide(cell * n, out), last = floor_divide((cell + 1) * n + (out - 1), out) - 1;
-  const Tensor idx = minimum(start.unsqueeze(1) + arange(0, widest, 1, index_options), last.unsqueeze(1));
+  const Tensor idx = adaptive_cells(x.size(dim), out, x.device());
   Shape windows = x.sizes();
   windows[static_cast<size_t>(dim)] = out;
-  windows.insert(windows.begin() + dim + 1, widest);
+  windows.insert(windows.begin() + dim + 1, idx.size(1));
   return amax(index_select(x, dim, idx.reshape({-1})).reshape(windows), {dim + 1});
+}
+
+// Each window's cells as flat indices into its plane, built by broadcasting (positions of dim d
+// sit at axes 1 + d and 1 + spatial + d), so idx is [planes, cells, window] without a host loop.
+// The maxima are found without the tape; the values are then gathered at the winners with it, so
+// the gradient is gather's: all of it to the one winner.
+std::pair<Tensor, Tensor> ops::max_over_windows(const Tensor& x, const std::vector<Tensor>& positions) {
+  const int64_t spatial = static_cast<int64_t>(positions.size()), lead_dims = x.dim() - spatial;
+  Shape out_shape(x.sizes().begin(), x.sizes().begin() + lead_dims), expanded{1};
+  int64_t planes = 1, plane = 1, cells = 1, window = 1;
+  for (int64_t s : out_shape) planes *= s;
+  expanded[0] = planes;
+  Tensor idx, win;
+  {
+    NoGradGuard no_grad;
+    for (int64_t d = 0; d < spatial; ++d) {
+      const Tensor& p = positions[static_cast<size_t>(d)];
+      const int64_t n = x.size(lead_dims + d);
+      plane *= n;
+      cells *= p.size(1);
+      window *= p.size(2);
+      out_shape.push_back(p.size(1));
+      Shape view(static_cast<size_t>(1 + 2 * spatial), 1);
+      view[0] = p.size(0);
+      view[static_cast<size_t>(1 + d)] = p.size(1);
+      view[static_cast<size_t>(1 + spatial + d)] = p.size(2);
+      idx = d == 0 ? p.reshape(view) : idx * n + p.reshape(view);
+    }
+    for (int64_t d = 1; d < idx.dim(); ++d) expanded.push_back(idx.size(d));
+    idx = idx.expand(expanded).reshape({planes, cells, window});
+    const Tensor flat_x = x.detach().reshape({planes, plane});
+    const Tensor candidates = gather(flat_x, 1, idx.reshape({planes, cells * window})).reshape({planes, cells, window});
+    // The first maximum, unless the window holds a NaN: then its last NaN (as max_pool2d's loops
+    // and PyTorch's pick), found as the largest 1-based position among the NaNs.
+    const Tensor nan_at =
+        amax(isnan(candidates).to(DType::Int64) * arange(1, window + 1, 1, TensorOptions(DType::Int64, x.device())),
+             {2}, true);
+    const Tensor pick = where(gt(nan_at, 0), nan_at - 1, max(candidates, 2, true).second);
+    win = gather(idx, 2, pick).reshape({planes, cells});
+  }
+  Tensor values = gather(x.reshape({planes, plane}), 1, win).reshape(out_shape);
+  Tensor indices = win.reshape(out_shape);
+  if (x.dim() == 4 && is_channels_last(x)) {
+    values = values.contiguous(MemoryFormat::ChannelsLast);
+    indices = indices.contiguous(MemoryFormat::ChannelsLast);
+  }
+  return {values, indices};
 }
 
 Tensor ops::lp_from_average(const Tensor& average, double norm_type, int64_t window) {
@@ -350,15 +401,29 @@ void ops::check_norm_type(const char* op, double norm_type) {
   }
 }
 
-Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
+namespace {
+
+void check_adaptive_max2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_max_pool2d";
   ops::check_pool_input(op, x, 2);
   if (output_size[0] <= 0 || output_size[1] <= 0) {
     throw ShapeError(std::string(op) + ": output size must be positive, got " + pair_str(output_size) + " (input " +
                      shape_str(x.sizes()) + ")");
   }
+}
+
+}  // namespace
+
+Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
+  check_adaptive_max2d(x, output_size);
   const int64_t h = x.dim() - 2, w = x.dim() - 1;
   return ops::adaptive_max_along(ops::adaptive_max_along(x, h, output_size[0]), w, output_size[1]);
+}
+
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size) {
+  check_adaptive_max2d(x, output_size);
+  return ops::max_over_windows(x, {ops::adaptive_cells(x.size(-2), output_size[0], x.device()).unsqueeze(0),
+                                   ops::adaptive_cells(x.size(-1), output_size[1], x.device()).unsqueeze(0)});
 }
 
 Tensor lp_pool2d(const Tensor& x, double norm_type, Pair kernel_size, Pair stride, bool ceil_mode) {
@@ -458,14 +523,27 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
   return adaptive_avg_pool2d(x2, {1, output_size}).squeeze(-2);
 }
 
-Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
+namespace {
+
+void check_adaptive_max1d(const Tensor& x, int64_t output_size) {
   const char* op = "adaptive_max_pool1d";
   pool1d_input(op, x);
   if (output_size <= 0) {
     throw ShapeError(std::string(op) + ": output size must be positive, got " + std::to_string(output_size) +
                      " (input " + shape_str(x.sizes()) + ")");
   }
+}
+
+}  // namespace
+
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
+  check_adaptive_max1d(x, output_size);
   return ops::adaptive_max_along(x, x.dim() - 1, output_size);
+}
+
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, int64_t output_size) {
+  check_adaptive_max1d(x, output_size);
+  return ops::max_over_windows(x, {ops::adaptive_cells(x.size(-1), output_size, x.device()).unsqueeze(0)});
 }
 
 Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "core/ops/conv.h"
 #include "core/tensor.h"
@@ -38,6 +39,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 // [floor(i n / out), ceil((i + 1) n / out)). Where several elements share a window's maximum, the
 // gradient is split among them (PyTorch gives it to one).
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size);
+// adaptive_max_pool2d's values and the flat index h * W + w of each one's element in its input
+// plane (PyTorch's return_indices), int64 of the output's shape and layout. Here the first maximum
+// of a window in its (h, w) order (its last NaN where it has one) takes the whole gradient, as
+// PyTorch's. Each window's cells are gathered at once: an index of the window's size per output
+// cell, which for one cell over a large plane is larger than the input.
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size);
 // (sum over each window of x^p)^(1 / p), PyTorch's lp_pool2d: an average pool of x^p times the
 // window's size, its sign kept, then the 1/p power. No padding; stride {0, 0} is kernel_size. As in
 // PyTorch, a negative window sum with a fractional 1/p is NaN, and in ceil mode a window hanging
@@ -56,6 +63,7 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int6
                   bool count_include_pad = true);
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, int64_t output_size);
 Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
 
 namespace ops {
@@ -69,8 +77,19 @@ std::optional<int64_t> pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p
 Tensor max_unpool(const char* op, const Tensor& x, const Tensor& indices, const Shape& out_plane);
 // The default unpooled size of one dim: (in - 1) stride - 2 padding + kernel.
 int64_t unpooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding);
+// The cells of PyTorch's adaptive windows over a dim of size n, [out, widest] int64 on `device`:
+// row i is floor(i n / out), ... up to ceil((i + 1) n / out) - 1, which shorter rows repeat.
+Tensor adaptive_cells(int64_t n, int64_t out, Device device);
 // The maximum over PyTorch's adaptive windows along `dim` of x, `out` of them.
 Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out);
+// The maximum of each plane of x (its last positions.size() dims; the dims before them make the
+// planes) over windows given cell by cell: positions[d] is int64 [planes or 1, O_d, K_d], the
+// coordinate along spatial dim d of the k-th cell of output cell o's window (a shorter window
+// repeats a cell). The values [lead dims, O_1, ...] and the flat index of each winner in its plane
+// (int64, the same shape): the first maximum in the window's row-major order, or its last NaN
+// where it has one (max_pool2d's rule and PyTorch's). All of the gradient goes to the winner. 4-d
+// channels-last inputs give channels-last outputs. The positions must lie inside the plane.
+std::pair<Tensor, Tensor> max_over_windows(const Tensor& x, const std::vector<Tensor>& positions);
 // sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
 Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window);
 // norm_type finite and nonzero, or an Error.

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/autocast.h"
 #include "core/ops/conv.h"
@@ -350,13 +351,31 @@ Tensor adaptive_avg_pool3d(const Tensor& x, Triple output_size) {
   return v.to_input_rank(mean.reshape({v.n, v.c, output_size[0], output_size[1], output_size[2]}));
 }
 
-Tensor adaptive_max_pool3d(const Tensor& x, Triple output_size) {
+namespace {
+
+void check_adaptive_max3d(const Tensor& x, Triple output_size) {
   const char* op = "adaptive_max_pool3d";
   pool3d_input(op, x);
   if (!all_positive(output_size)) {
     throw ShapeError(std::string(op) + ": output size must be positive, got " + triple_str(output_size) + " (input " +
                      shape_str(x.sizes()) + ")");
   }
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Triple output_size) {
+  check_adaptive_max3d(x, output_size);
+  std::vector<Tensor> positions;
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t n = x.size(x.dim() - 3 + static_cast<int64_t>(i));
+    positions.push_back(ops::adaptive_cells(n, output_size[i], x.device()).unsqueeze(0));
+  }
+  return ops::max_over_windows(x, positions);
+}
+
+Tensor adaptive_max_pool3d(const Tensor& x, Triple output_size) {
+  check_adaptive_max3d(x, output_size);
   const int64_t d = x.dim() - 3;
   Tensor r = x;
   for (int64_t i = 0; i < 3; ++i) r = ops::adaptive_max_along(r, d + i, output_size[static_cast<size_t>(i)]);

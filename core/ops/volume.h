@@ -61,6 +61,10 @@ Tensor adaptive_avg_pool3d(const Tensor& x, Triple output_size);
 // The maximum over the adaptive windows; where several elements share it, the gradient is split
 // among them, one dim after another (PyTorch gives it to one), as adaptive_max_pool2d's.
 Tensor adaptive_max_pool3d(const Tensor& x, Triple output_size);
+// adaptive_max_pool3d's values and the flat index d * H * W + h * W + w of each one's element in
+// its input volume, int64 of the output's shape; the first maximum of a window in (d, h, w) order
+// takes the whole gradient, as PyTorch's (see adaptive_max_pool2d_with_indices).
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Triple output_size);
 // (sum over each window of x^p)^(1 / p): avg_pool3d of x^p times the window's size, as lp_pool2d
 // (and PyTorch's: in ceil mode a window hanging past the end is scaled up to the kernel's size).
 Tensor lp_pool3d(const Tensor& x, double norm_type, Triple kernel_size, Triple stride = {0, 0, 0},

@@ -333,3 +333,57 @@ TEST_CASE("a small 3-d CNN learns where a bright cube sits in a volume", "[nn]")
   const Tensor predicted = argmax(model.forward(volumes), 1);
   CHECK(eq(predicted, targets).sum().item<int64_t>() == n);
 }
+
+TEST_CASE("FractionalMaxPool2d/3d and the adaptive max pools' forward_with_indices", "[nn]") {
+  FractionalMaxPool2d fixed(Pair{2, 2}, Pair{4, 3});
+  CHECK(fixed.str() == "FractionalMaxPool2d(kernel_size=2, output_size=(4, 3))");
+  FractionalMaxPool2d ratio(Pair{3, 2}, 0.5, 0.75);
+  CHECK(ratio.str() == "FractionalMaxPool2d(kernel_size=(3, 2), output_ratio=(0.5, 0.75))");
+  manual_seed(17);
+  const Tensor x = randn({2, 3, 9, 8});
+  // output_ratio: trunc(9 * 0.5) x trunc(8 * 0.75).
+  CHECK(ratio.forward(x).sizes() == Shape{2, 3, 4, 6});
+  CHECK(ratio.output_size_for(x) == Pair{4, 6});
+  // Fixed samples give the functional op's windows; a seeded generator repeats its draws.
+  fixed.random_samples = rand({2, 3, 2});
+  auto [v, i] = fixed.forward_with_indices(x);
+  auto [fv, fi] = fractional_max_pool2d_with_indices(x, {2, 2}, {4, 3}, fixed.random_samples);
+  CHECK(v.to_vector<float>() == fv.to_vector<float>());
+  CHECK(i.to_vector<int64_t>() == fi.to_vector<int64_t>());
+  FractionalMaxPool2d drawn(Pair{2, 2}, Pair{4, 3});
+  drawn.generator = Generator(9);
+  const std::vector<int64_t> first = drawn.forward_with_indices(x).second.to_vector<int64_t>();
+  drawn.generator = Generator(9);
+  CHECK(drawn.forward_with_indices(x).second.to_vector<int64_t>() == first);
+  drawn.eval();  // random in eval mode too, as PyTorch's
+  CHECK(drawn.forward(x).sizes() == Shape{2, 3, 4, 3});
+  CHECK_THROWS_WITH(FractionalMaxPool2d(Pair{2, 0}, Pair{4, 3}),
+                    Catch::Contains("FractionalMaxPool2d: kernel_size") && Catch::Contains("(2, 0)"));
+  CHECK_THROWS_WITH(FractionalMaxPool2d(Pair{2, 2}, 0.5, 1.0),
+                    Catch::Contains("FractionalMaxPool2d: output_ratio must be in (0, 1), got 1.0"));
+  CHECK_THROWS_WITH(fixed.forward(randn({1, 3, 9, 8})),
+                    Catch::Contains("fractional_max_pool2d") && Catch::Contains("random_samples must be [1, 3, 2]"));
+
+  FractionalMaxPool3d cube(Triple{2, 2, 2}, 0.5, 0.5, 0.5);
+  CHECK(cube.str() == "FractionalMaxPool3d(kernel_size=2, output_ratio=(0.5, 0.5, 0.5))");
+  const Tensor vol = randn({1, 2, 6, 7, 8});
+  CHECK(cube.forward(vol).sizes() == Shape{1, 2, 3, 3, 4});
+  FractionalMaxPool3d sized(Triple{1, 2, 3}, Triple{4, 4, 4});
+  CHECK(sized.extra_repr() == "kernel_size=(1, 2, 3), output_size=4");
+  sized.random_samples = rand({1, 2, 3});
+  CHECK(sized.forward(vol).to_vector<float>() ==
+        fractional_max_pool3d(vol, {1, 2, 3}, {4, 4, 4}, sized.random_samples).to_vector<float>());
+  CHECK_THROWS_WITH(FractionalMaxPool3d(Triple{2, 2, 2}, 0.5, 0.0, 0.5),
+                    Catch::Contains("FractionalMaxPool3d: output_ratio must be in (0, 1), got 0.0"));
+
+  // The adaptive max pools' indices: where each maximum came from in its plane.
+  const Tensor img = arange(0, 20, 1, TensorOptions(DType::Float32)).reshape({1, 1, 4, 5});
+  CHECK(AdaptiveMaxPool2d(Pair{2, 2}).forward_with_indices(img).second.to_vector<int64_t>() ==
+        std::vector<int64_t>{7, 9, 17, 19});
+  const Tensor line = arange(0, 7, 1, TensorOptions(DType::Float32)).reshape({1, 1, 7});
+  CHECK(AdaptiveMaxPool1d(4).forward_with_indices(line).second.to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 3, 5, 6});
+  const Tensor box = arange(0, 24, 1, TensorOptions(DType::Float32)).reshape({1, 1, 2, 3, 4});
+  CHECK(AdaptiveMaxPool3d(Triple{1, 1, 2}).forward_with_indices(box).second.to_vector<int64_t>() ==
+        std::vector<int64_t>{21, 23});
+}

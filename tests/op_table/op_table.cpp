@@ -7,6 +7,7 @@
 #include <limits>
 #include <numbers>
 #include <numeric>
+#include <tuple>
 
 namespace kiln::test {
 // The table's row order (CTest's list, the parity runner's): families grouped, elementwise first.
@@ -541,6 +542,68 @@ Tensor params(const std::vector<int64_t>& v, Device d) {
 std::vector<int64_t> param_values(const Tensor& t) { return t.to_vector<int64_t>(); }
 
 Tensor channels_last(const Tensor& t) { return t.contiguous(MemoryFormat::ChannelsLast); }
+
+TensorList ref_window_max(const Tensor& x, const Shape& out, const WindowFn& window) {
+  const size_t spatial = out.size();
+  const Shape in(x.sizes().end() - static_cast<int64_t>(spatial), x.sizes().end());
+  int64_t plane = 1, cells = 1;
+  for (size_t d = 0; d < spatial; ++d) {
+    plane *= in[d];
+    cells *= out[d];
+  }
+  const int64_t planes = plane == 0 ? 0 : x.numel() / plane;
+  const Values v = values(x);
+  Values best_values, best_indices;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t c = 0; c < cells; ++c) {
+      const Shape o = unravel(c, out);
+      Shape lo(spatial), hi(spatial);
+      for (size_t d = 0; d < spatial; ++d) std::tie(lo[d], hi[d]) = window(p, d, o[d]);
+      double best = -std::numeric_limits<double>::infinity();
+      int64_t best_at = -1;
+      for (Shape at_cell = lo;;) {  // the window's cells in row-major order
+        const int64_t flat = ravel(at_cell, in);
+        if (best_at < 0 || v[at(p * plane + flat)] > best) {
+          best = v[at(p * plane + flat)];
+          best_at = flat;
+        }
+        size_t d = spatial;
+        while (d > 0 && ++at_cell[d - 1] == hi[d - 1]) {
+          at_cell[d - 1] = lo[d - 1];
+          --d;
+        }
+        if (d == 0) break;
+      }
+      best_values.push_back(best);
+      best_indices.push_back(static_cast<double>(best_at));
+    }
+  }
+  Shape shape(x.sizes().begin(), x.sizes().end() - static_cast<int64_t>(spatial));
+  shape.insert(shape.end(), out.begin(), out.end());
+  return {from_values(best_values, shape), from_values(best_indices, shape).to(DType::Int64)};
+}
+
+TensorList ref_adaptive_max(const Tensor& x, const Shape& out) {
+  const Shape in(x.sizes().end() - static_cast<int64_t>(out.size()), x.sizes().end());
+  return ref_window_max(x, out, [&](int64_t, size_t d, int64_t o) {
+    return std::pair<int64_t, int64_t>{o * in[d] / out[d], ((o + 1) * in[d] + out[d] - 1) / out[d]};
+  });
+}
+
+std::vector<int64_t> ref_fractional_starts(double u, int64_t n, int64_t out, int64_t k, bool f64) {
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i + 1 < out; ++i) {
+    if (f64) {
+      const double alpha = static_cast<double>(n - k) / static_cast<double>(out - 1);
+      starts.push_back(static_cast<int64_t>((static_cast<double>(i) + u) * alpha) - static_cast<int64_t>(u * alpha));
+    } else {
+      const float alpha = static_cast<float>(n - k) / static_cast<float>(out - 1), uf = static_cast<float>(u);
+      starts.push_back(static_cast<int64_t>((static_cast<float>(i) + uf) * alpha) - static_cast<int64_t>(uf * alpha));
+    }
+  }
+  starts.push_back(n - k);
+  return starts;
+}
 
 BenchCase row_bench(const std::string& name, const std::string& op, const std::string& args, bool weight) {
   BenchCase b;

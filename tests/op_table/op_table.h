@@ -294,6 +294,17 @@ Sample shape_sample(const std::string& name);
 Tensor params(const std::vector<int64_t>& v, Device d);
 std::vector<int64_t> param_values(const Tensor& t);
 Tensor channels_last(const Tensor& t);
+// The maximum of each plane of x (its last out.size() dims) over windows: window(plane, d, o)
+// is the range [lo, hi) along spatial dim d of output cell o. Returns the values and, int64, the
+// flat index of each winner in its plane: the first strict maximum in the window's row-major order
+// (pool_rows.cpp's adaptive and fractional rows, volume_rows.cpp's).
+using WindowFn = std::function<std::pair<int64_t, int64_t>(int64_t plane, size_t d, int64_t o)>;
+TensorList ref_window_max(const Tensor& x, const Shape& out, const WindowFn& window);
+// ref_window_max over PyTorch's adaptive windows [floor(o n / out), ceil((o + 1) n / out)).
+TensorList ref_adaptive_max(const Tensor& x, const Shape& out);
+// PyTorch's fractional max-pool window starts along a dim of size n, for sample u: computed in
+// float32 unless f64, as the op computes them for non-float64 and float64 inputs.
+std::vector<int64_t> ref_fractional_starts(double u, int64_t n, int64_t out, int64_t k, bool f64);
 
 // The memory-bound bench of a row-wise op of a transformer (softmax_rows.cpp, layer_norm_rows.cpp)
 // on [n/1024, 1024] (n: --elements) in float32 and bfloat16: each element read once and written

@@ -1,8 +1,8 @@
 // Op table rows of the pool family: max_pool2d (with its indices), max_unpool2d, avg_pool2d,
-// adaptive_avg_pool2d, adaptive_max_pool2d and lp_pool2d on 3-d and 4-d inputs, and their 1-d twins
-// on 2-d and 3-d inputs. Hyper-parameters travel with each sample as a trailing int64 tensor, so
-// one row covers many configurations. References are direct loops in float64 over each plane's
-// windows.
+// adaptive_avg_pool2d, adaptive_max_pool2d (with its indices), fractional_max_pool2d (with its
+// indices) and lp_pool2d on 3-d and 4-d inputs, and their 1-d twins on 2-d and 3-d inputs.
+// Hyper-parameters travel with each sample as a trailing int64 tensor, so one row covers many
+// configurations. References are direct loops in float64 over each plane's windows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -116,7 +116,7 @@ Tensor ref_avg_pool(const Tensor& x, const std::vector<int64_t>& q) {
 
 // PyTorch's adaptive windows: cell a of oh over h rows covers
 // [floor(a h / oh), ceil((a + 1) h / oh)). Their average, or with `maximum` their maximum.
-Tensor ref_adaptive(const Tensor& x, int64_t oh, int64_t ow, bool maximum) {
+Tensor ref_adaptive(const Tensor& x, int64_t oh, int64_t ow) {
   return ref_per_plane(x, oh, ow, [&](const double* v, int64_t h, int64_t w) {
     std::vector<double> o;
     for (int64_t a = 0; a < oh; ++a)
@@ -125,16 +125,38 @@ Tensor ref_adaptive(const Tensor& x, int64_t oh, int64_t ow, bool maximum) {
         const int64_t y1 = static_cast<int64_t>(std::ceil(static_cast<double>((a + 1) * h) / oh));
         const int64_t z0 = static_cast<int64_t>(std::floor(static_cast<double>(b * w) / ow));
         const int64_t z1 = static_cast<int64_t>(std::ceil(static_cast<double>((b + 1) * w) / ow));
-        double sum = 0, best = -std::numeric_limits<double>::infinity();
+        double sum = 0;
         for (int64_t y = y0; y < y1; ++y)
-          for (int64_t z = z0; z < z1; ++z) {
-            sum += v[y * w + z];
-            best = std::max(best, v[y * w + z]);
-          }
-        o.push_back(maximum ? best : sum / static_cast<double>((y1 - y0) * (z1 - z0)));
+          for (int64_t z = z0; z < z1; ++z) sum += v[y * w + z];
+        o.push_back(sum / static_cast<double>((y1 - y0) * (z1 - z0)));
       }
     return o;
   });
+}
+
+// Fractional max-pool params: kernel h, w, output h, w, and 1 for a float64 sample (the starts'
+// arithmetic). in[2] holds the samples, [N (or 1), C, 2] in PyTorch's (w, h) order.
+TensorList ref_fractional2d(const TensorList& in) {
+  const auto q = param_values(in[1]);
+  const Values u = values(in[2]);
+  const int64_t h = in[0].size(-2), w = in[0].size(-1);
+  return ref_window_max(in[0], {q[2], q[3]}, [&](int64_t plane, size_t d, int64_t o) {
+    const int64_t n = d == 0 ? h : w, k = q[d], out = q[2 + d];
+    const int64_t start = ref_fractional_starts(u[at(plane * 2 + (d == 0 ? 1 : 0))], n, out, k, q[4] != 0)[at(o)];
+    return std::pair<int64_t, int64_t>{start, start + k};
+  });
+}
+
+Sample fractional_sample(const std::string& name, Shape shape, std::vector<int64_t> q, bool cl, uint64_t seed) {
+  return {name, [=](DType t, Device d) {
+            Tensor x = rnd_distinct(shape, t, d, seed);
+            if (cl) x = channels_last(x);
+            std::vector<int64_t> p = q;
+            p.push_back(t == DType::Float64 ? 1 : 0);
+            const int64_t batch = shape.size() == 4 ? shape[0] : 1;
+            const Tensor u = rnd_range({batch, shape[shape.size() - 3], 2}, t, d, seed + 1, 0.0, 1.0);
+            return TensorList{x, params(p, d), u};
+          }};
 }
 
 // LP-pool params: kernel h, w, stride h, w, ceil_mode; (sum over each window of v^p)^(1/p).
@@ -308,7 +330,7 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
     };
     r.op = [](const TensorList& in) { return TensorList{adaptive_avg_pool1d(in[0], param_values(in[1])[0])}; };
     r.reference = [](const TensorList& in) {
-      return TensorList{drop_height(ref_adaptive(as_height1(in[0]), 1, param_values(in[1])[0], false))};
+      return TensorList{drop_height(ref_adaptive(as_height1(in[0]), 1, param_values(in[1])[0]))};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -331,12 +353,19 @@ void add_pool1d_rows(std::vector<OpRow>& rows) {
         pool_sample("5 from 3 (upsampling windows)", {1, 2, 3}, {5}, true, false, 593),
         pool_sample("2-d input, 1 from 6", {3, 6}, {1}, true, false, 595),
     };
-    r.op = [](const TensorList& in) { return TensorList{adaptive_max_pool1d(in[0], param_values(in[1])[0])}; };
+    // adaptive_max_pool1d, and adaptive_max_pool1d_with_indices' values and indices.
+    r.op = [](const TensorList& in) {
+      const int64_t out = param_values(in[1])[0];
+      auto [values, indices] = adaptive_max_pool1d_with_indices(in[0], out);
+      return TensorList{adaptive_max_pool1d(in[0], out), values, indices};
+    };
     r.reference = [](const TensorList& in) {
-      return TensorList{drop_height(ref_adaptive(as_height1(in[0]), 1, param_values(in[1])[0], true))};
+      const TensorList both = ref_adaptive_max(in[0], {param_values(in[1])[0]});
+      return TensorList{both[0], both[0], both[1]};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
     r.errors = {
         {"zero output size",
          [] {
@@ -612,7 +641,7 @@ void add_pool_rows(std::vector<OpRow>& rows) {
     };
     r.reference = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{ref_adaptive(in[0], q[0], q[1], false)};
+      return TensorList{ref_adaptive(in[0], q[0], q[1])};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -653,16 +682,20 @@ void add_pool_rows(std::vector<OpRow>& rows) {
         pool_sample("4x3 from 3x2 (upsampling windows)", {1, 2, 3, 2}, {4, 3}, true, false, 457),
         pool_sample("3-d input, 2x4 from 5x7", {3, 5, 7}, {2, 4}, true, false, 459),
     };
+    // adaptive_max_pool2d, and adaptive_max_pool2d_with_indices' values and indices.
     r.op = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{adaptive_max_pool2d(in[0], {q[0], q[1]})};
+      auto [values, indices] = adaptive_max_pool2d_with_indices(in[0], {q[0], q[1]});
+      return TensorList{adaptive_max_pool2d(in[0], {q[0], q[1]}), values, indices};
     };
     r.reference = [](const TensorList& in) {
       auto q = param_values(in[1]);
-      return TensorList{ref_adaptive(in[0], q[0], q[1], true)};
+      const TensorList both = ref_adaptive_max(in[0], {q[0], q[1]});
+      return TensorList{both[0], both[0], both[1]};
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
     r.errors = {
         {"zero output size",
          [] {
@@ -674,6 +707,86 @@ void add_pool_rows(std::vector<OpRow>& rows) {
            adaptive_max_pool2d(zeros({1, 0, 8, 8}), {2, 2});
          },
          {"adaptive_max_pool2d", "[1, 0, 8, 8]"}},
+        {"with indices, zero output size",
+         [] {
+           adaptive_max_pool2d_with_indices(zeros({1, 2, 8, 8}), {0, 2});
+         },
+         {"adaptive_max_pool2d", "0x2", "[1, 2, 8, 8]"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "fractional_max_pool2d";
+    r.dtypes = kFloatTypes;
+    // Strides of 1 and 2 mixed (9 into 5 with a 2-wide kernel), windows wider than the stride, an
+    // output of one cell (its window ends at the input's end) and one of n - k + 1 (stride 1).
+    r.samples = {
+        fractional_sample("[2, 3, 9, 8], kernel 2x2, to 5x4", {2, 3, 9, 8}, {2, 2, 5, 4}, false, 471),
+        fractional_sample("3-d [3, 7, 7], kernel 3x2, to 4x5", {3, 7, 7}, {3, 2, 4, 5}, false, 473),
+        fractional_sample("channels-last [2, 2, 8, 9], kernel 2x3, to 3x6", {2, 2, 8, 9}, {2, 3, 3, 6}, true, 475),
+        fractional_sample("[1, 2, 5, 6], kernel 2x2, to 1x5", {1, 2, 5, 6}, {2, 2, 1, 5}, false, 477),
+    };
+    // fractional_max_pool2d, and fractional_max_pool2d_with_indices' values and indices.
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      auto [values, indices] = fractional_max_pool2d_with_indices(in[0], pr(q, 0), pr(q, 2), in[2]);
+      return TensorList{fractional_max_pool2d(in[0], pr(q, 0), pr(q, 2), in[2]), values, indices};
+    };
+    r.reference = [](const TensorList& in) {
+      const TensorList both = ref_fractional2d(in);
+      return TensorList{both[0], both[0], both[1]};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
+    const Tensor u = full({1, 2, 2}, 0.5);
+    r.errors = {
+        {"output plus kernel past the input",
+         [u] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}), {3, 2}, {5, 4}, u);
+         },
+         {"fractional_max_pool2d", "output size 5 plus kernel 3 minus 1 exceeds the input's 6", "[1, 2, 6, 8]"}},
+        {"zero kernel",
+         [u] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}), {0, 2}, {2, 2}, u);
+         },
+         {"fractional_max_pool2d", "kernel size and output size must be positive", "0x2"}},
+        {"samples of the wrong shape",
+         [] {
+           fractional_max_pool2d(zeros({3, 2, 6, 8}), {2, 2}, {3, 3}, full({1, 2, 2}, 0.5));
+         },
+         {"fractional_max_pool2d", "random_samples must be [3, 2, 2]", "[1, 2, 2]"}},
+        {"a sample above 1",
+         [] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}), {2, 2}, {3, 3}, full({1, 2, 2}, 1.5));
+         },
+         {"fractional_max_pool2d", "random_samples must lie in [0, 1], got 1.5"}},
+        {"a NaN sample",
+         [] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}), {2, 2}, {3, 3}, full({1, 2, 2}, std::nan("")));
+         },
+         {"fractional_max_pool2d", "random_samples must lie in [0, 1], got nan"}},
+        {"integer samples",
+         [] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}), {2, 2}, {3, 3}, zeros({1, 2, 2}, DType::Int64));
+         },
+         {"fractional_max_pool2d", "random_samples", "int64"}},
+        {"integer input",
+         [u] {
+           fractional_max_pool2d(zeros({1, 2, 6, 8}, DType::Int32), {2, 2}, {3, 3}, u);
+         },
+         {"fractional_max_pool2d", "int32"}},
+        {"output_ratio of 1",
+         [] {
+           fractional_output_size2d(zeros({1, 2, 6, 8}), {0.5, 1.0});
+         },
+         {"fractional_max_pool2d", "output_ratio must be in (0, 1), got 1", "[1, 2, 6, 8]"}},
+        {"output_ratio giving no output",
+         [] {
+           fractional_output_size2d(zeros({1, 2, 6, 8}), {0.1, 0.5});
+         },
+         {"fractional_max_pool2d", "output_ratio 0.1", "output size of 0"}},
     };
     rows.push_back(std::move(r));
   }

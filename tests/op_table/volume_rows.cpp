@@ -1,6 +1,7 @@
 // Op table rows of the volume family: conv3d and conv_transpose3d with and without bias, over
 // strides, padding, output padding, dilation and groups, and the 3-d pools (max with its indices,
-// max_unpool3d, average, adaptive average and maximum, LP) on 4-d and 5-d inputs.
+// max_unpool3d, average, adaptive average and maximum with its indices, LP, fractional maximum
+// with its indices) on 4-d and 5-d inputs.
 // Hyper-parameters travel with each sample as a trailing int64 tensor. The references are direct
 // loops in float64 over each volume's windows: nothing in them is separable or goes through a 2-d
 // op, so they check the composition volume.cpp makes.
@@ -191,29 +192,29 @@ Tensor ref_avg_pool3d(const Tensor& x, const std::vector<int64_t>& q) {
   });
 }
 
-// PyTorch's adaptive windows [floor(i n / out), ceil((i + 1) n / out)) per dim: their means or
-// their maxima.
-Tensor ref_adaptive3d(const Tensor& x, const Triple& out, bool maximum) {
+// PyTorch's adaptive windows [floor(i n / out), ceil((i + 1) n / out)) per dim: their means, or
+// their maxima and the maxima's indices.
+TensorList ref_adaptive3d(const Tensor& x, const Triple& out, bool maximum) {
+  if (maximum) return ref_adaptive_max(x, {out[0], out[1], out[2]});
   auto lo = [](int64_t i, int64_t n, int64_t o) { return i * n / o; };
   auto hi = [](int64_t i, int64_t n, int64_t o) { return ((i + 1) * n + o - 1) / o; };
-  return ref_per_volume(x, out, [&](const double* v, int64_t d, int64_t h, int64_t w) {
+  return {ref_per_volume(x, out, [&](const double* v, int64_t d, int64_t h, int64_t w) {
     Values o;
     for (int64_t a = 0; a < out[0]; ++a)
       for (int64_t b = 0; b < out[1]; ++b)
         for (int64_t c = 0; c < out[2]; ++c) {
-          double sum = 0, best = -std::numeric_limits<double>::infinity();
+          double sum = 0;
           int64_t cells = 0;
           for (int64_t z = lo(a, d, out[0]); z < hi(a, d, out[0]); ++z)
             for (int64_t y = lo(b, h, out[1]); y < hi(b, h, out[1]); ++y)
               for (int64_t xx = lo(c, w, out[2]); xx < hi(c, w, out[2]); ++xx) {
                 sum += v[(z * h + y) * w + xx];
-                best = std::max(best, v[(z * h + y) * w + xx]);
                 ++cells;
               }
-          o.push_back(maximum ? best : sum / static_cast<double>(cells));
+          o.push_back(sum / static_cast<double>(cells));
         }
     return o;
-  });
+  })};
 }
 
 // LP params: norm p, kernel d, h, w, stride d, h, w, ceil_mode: (sum of v^p over the window)^(1/p),
@@ -583,12 +584,16 @@ void add_pool3d_rows(std::vector<OpRow>& rows) {
         volume_sample("[2, 2, 5, 7, 4] to 3x2x4", {2, 2, 5, 7, 4}, {3, 2, 4}, maximum, 401),
         volume_sample("4-d [3, 6, 5, 4] to 4x1x3", {3, 6, 5, 4}, {4, 1, 3}, maximum, 411),
     };
+    // The pool; for the maximum, also adaptive_max_pool3d_with_indices' values and indices.
     r.op = [maximum](const TensorList& in) {
       const Triple o = tr(param_values(in[1]), 0);
-      return TensorList{maximum ? adaptive_max_pool3d(in[0], o) : adaptive_avg_pool3d(in[0], o)};
+      if (!maximum) return TensorList{adaptive_avg_pool3d(in[0], o)};
+      auto [values, indices] = adaptive_max_pool3d_with_indices(in[0], o);
+      return TensorList{adaptive_max_pool3d(in[0], o), values, indices};
     };
     r.reference = [maximum](const TensorList& in) {
-      return TensorList{ref_adaptive3d(in[0], tr(param_values(in[1]), 0), maximum)};
+      const TensorList ref = ref_adaptive3d(in[0], tr(param_values(in[1]), 0), maximum);
+      return maximum ? TensorList{ref[0], ref[0], ref[1]} : ref;
     };
     r.differentiable = {0};
     r.out_dtype = [](DType t) { return t; };
@@ -660,6 +665,62 @@ void add_pool3d_rows(std::vector<OpRow>& rows) {
          {"lp_pool3d", "kernel size"}},
     };
     r.cuda_tolerance = cuda_float32_floor(kCudaWhySumOrderAndLibm);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r;
+    r.name = "fractional_max_pool3d";
+    r.dtypes = kFloatTypes;
+    // Params: kernel (3), output size (3), and 1 for a float64 sample (the starts' arithmetic).
+    // in[2] holds the samples, [N (or 1), C, 3] in (t, h, w) order.
+    auto sample = [](const std::string& name, Shape shape, std::vector<int64_t> q, uint64_t seed) {
+      return Sample{name, [=](DType t, Device d) {
+                      std::vector<int64_t> p = q;
+                      p.push_back(t == DType::Float64 ? 1 : 0);
+                      const int64_t batch = shape.size() == 5 ? shape[0] : 1;
+                      return TensorList{rnd_distinct(shape, t, d, seed), params(p, d),
+                                        rnd_range({batch, shape[shape.size() - 4], 3}, t, d, seed + 1, 0.0, 1.0)};
+                    }};
+    };
+    r.samples = {
+        sample("[2, 2, 6, 7, 5], kernel 2x2x2, to 3x4x2", {2, 2, 6, 7, 5}, {2, 2, 2, 3, 4, 2}, 481),
+        sample("4-d [3, 5, 6, 7], kernel 1x3x2, to 5x2x4", {3, 5, 6, 7}, {1, 3, 2, 5, 2, 4}, 483),
+    };
+    r.op = [](const TensorList& in) {
+      auto q = param_values(in[1]);
+      auto [values, indices] = fractional_max_pool3d_with_indices(in[0], tr(q, 0), tr(q, 3), in[2]);
+      return TensorList{fractional_max_pool3d(in[0], tr(q, 0), tr(q, 3), in[2]), values, indices};
+    };
+    r.reference = [](const TensorList& in) {
+      const auto q = param_values(in[1]);
+      const Values u = values(in[2]);
+      const Shape size(in[0].sizes().end() - 3, in[0].sizes().end());
+      const TensorList both = ref_window_max(in[0], {q[3], q[4], q[5]}, [&](int64_t plane, size_t i, int64_t o) {
+        const int64_t start = ref_fractional_starts(u[at(plane * 3) + i], size[i], q[3 + i], q[i], q[6] != 0)[at(o)];
+        return std::pair<int64_t, int64_t>{start, start + q[i]};
+      });
+      return TensorList{both[0], both[0], both[1]};
+    };
+    r.differentiable = {0};
+    r.out_dtype = [](DType t) { return t; };
+    for (DType t : kFloatTypes) r.tolerance[t] = {0, 0};  // copies of the input's values
+    r.errors = {
+        {"output plus kernel past the input",
+         [] {
+           fractional_max_pool3d(zeros({1, 2, 4, 6, 6}), {2, 2, 2}, {4, 3, 3}, full({1, 2, 3}, 0.5));
+         },
+         {"fractional_max_pool3d", "output size 4 plus kernel 2 minus 1 exceeds the input's 4", "[1, 2, 4, 6, 6]"}},
+        {"samples for 2-d",
+         [] {
+           fractional_max_pool3d(zeros({1, 2, 4, 6, 6}), {2, 2, 2}, {2, 3, 3}, full({1, 2, 2}, 0.5));
+         },
+         {"fractional_max_pool3d", "random_samples must be [1, 2, 3]"}},
+        {"output_ratio of 0",
+         [] {
+           fractional_output_size3d(zeros({1, 2, 4, 6, 6}), {0.5, 0.0, 0.5});
+         },
+         {"fractional_max_pool3d", "output_ratio must be in (0, 1), got 0"}},
+    };
     rows.push_back(std::move(r));
   }
 }
