@@ -11,6 +11,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
+#include "core/ops/image.h"
 #include "core/ops/math.h"
 #include "core/ops/pool.h"
 #include "core/ops/random.h"
@@ -21,15 +22,6 @@
 namespace kiln {
 
 namespace {
-
-std::string dims_str(const Shape& dims) {
-  std::string s;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) s += 'x';
-    s += std::to_string(dims[i]);
-  }
-  return s;
-}
 
 // The starts of the windows along a dim of size n: [planes, out] int64 from u, [planes, 1] in the
 // dtype the starts are computed in. trunc is floor here: every product is >= 0.
@@ -53,8 +45,8 @@ std::pair<Tensor, Tensor> fractional_max_pool(const char* op, const Tensor& x, c
   const int64_t spatial = static_cast<int64_t>(kernel.size());
   ops::check_pool_input(op, x, spatial);
   Shape in(x.sizes().end() - spatial, x.sizes().end());
-  const std::string what =
-      " (input " + shape_str(x.sizes()) + ", kernel " + dims_str(kernel) + ", output size " + dims_str(out) + ")";
+  const std::string what = " (input " + shape_str(x.sizes()) + ", kernel " + ops::dims_str(kernel) + ", output size " +
+                           ops::dims_str(out) + ")";
   for (int64_t d = 0; d < spatial; ++d) {
     const size_t i = static_cast<size_t>(d);
     if (kernel[i] <= 0 || out[i] <= 0) {
@@ -72,18 +64,22 @@ std::pair<Tensor, Tensor> fractional_max_pool(const char* op, const Tensor& x, c
   if (random_samples.defined()) {
     ops::check_floating(op, random_samples, "random_samples");
     ops::common_device(op, {&x, &random_samples});
-    if (random_samples.sizes() != Shape{batch, channels, spatial}) {
-      throw ShapeError(std::string(op) + ": random_samples must be " + shape_str({batch, channels, spatial}) +
-                       " (one sample per spatial dim of each plane), got " + shape_str(random_samples.sizes()) + what);
+    // PyTorch's rule: at least the batch's rows (the first ones are read), C, one per spatial dim.
+    const Shape& s = random_samples.sizes();
+    if (s.size() != 3 || s[0] < batch || s[1] != channels || s[2] != spatial) {
+      throw ShapeError(std::string(op) + ": random_samples must be [N, " + std::to_string(channels) + ", " +
+                       std::to_string(spatial) + "] with N >= " + std::to_string(batch) +
+                       " (one sample per spatial dim of each plane), got " + shape_str(s) + what);
     }
-    if (random_samples.device().is_cpu() && random_samples.numel() > 0) {
-      const double lo = amin(random_samples, {}).item<double>(), hi = amax(random_samples, {}).item<double>();
+    const Tensor used = random_samples.narrow(0, 0, batch);
+    if (used.device().is_cpu() && used.numel() > 0) {
+      const double lo = amin(used, {}).item<double>(), hi = amax(used, {}).item<double>();
       if (!(lo >= 0.0 && hi <= 1.0)) {
         throw Error(std::string(op) + ": random_samples must lie in [0, 1], got " +
                     num_str(std::isnan(lo) || lo < 0.0 ? lo : hi) + what);
       }
     }
-    samples = random_samples.detach().to(compute);
+    samples = used.detach().to(compute);
   } else {
     samples = rand({batch, channels, spatial}, TensorOptions(compute, x.device()), generator);
   }

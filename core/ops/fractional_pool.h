@@ -7,9 +7,11 @@
 // size) cover the dim from end to end with strides of floor(alpha) or ceil(alpha).
 //
 // The samples are drawn from the generator (or the default one), or given: PyTorch's
-// _random_samples, [N, C, 2] (1 for N with an unbatched input) in the order (w, h) for 2-d and
-// (t, h, w) for 3-d, as PyTorch reads them, so the same samples give PyTorch's windows. The starts
-// are computed in float32 (float64 for float64 inputs), as PyTorch's CUDA kernels compute them.
+// _random_samples, [N, C, 2] in the order (w, h) for 2-d and (t, h, w) for 3-d, as PyTorch reads
+// them, so the same samples give PyTorch's windows. The starts are computed in float32 (float64
+// for float64 inputs), as PyTorch's CUDA kernels compute them; its CPU loops compute them in the
+// input's dtype, so for a float16 or bfloat16 input on PyTorch's CPU a window may start one cell
+// away from kiln's.
 //
 // Composed of ops both devices have (arange, floor, gather, max along a dim); the gradient goes to
 // each window's first maximum alone, as PyTorch's.
@@ -28,9 +30,10 @@ namespace kiln {
 
 // x [N, C, H, W] or [C, H, W]; output [N, C, output_size] in x's layout. Each output size must
 // be positive and at most the input's minus the kernel's plus 1 (every window inside the input).
-// random_samples, when defined, is floating [N, C, 2] (or [1, C, 2]) on x's device; on the CPU a
-// sample outside [0, 1] is an Error (on CUDA the starts are clamped into the input instead, not
-// checked: a check would synchronize the device).
+// random_samples, when defined, is floating [N, C, 2] on x's device with N at least the batch
+// (1 for a [C, H, W] input; the first rows are read, as PyTorch's); on the CPU a sample outside
+// [0, 1] is an Error (on CUDA the starts are clamped into the input instead, not checked: a check
+// would synchronize the device).
 Tensor fractional_max_pool2d(const Tensor& x, Pair kernel_size, Pair output_size,
                              const Tensor& random_samples = Tensor(),
                              const std::optional<Generator>& generator = std::nullopt);

@@ -26,7 +26,16 @@ inline Tensor empty_image(const char* op, const Shape& shape, DType dtype, Devic
                    channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
 }
 
-inline std::string pair_str(Pair p) { return std::to_string(p[0]) + "x" + std::to_string(p[1]); }
+// Sizes joined by "x" ("3x3", "2x3x4"): how the pools' errors write kernels and output sizes.
+inline std::string dims_str(const Shape& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+inline std::string pair_str(Pair p) { return dims_str({p[0], p[1]}); }
 
 // A convolution's operands share one dtype (the bias's too, when defined), or a DTypeError naming
 // `op`, the three dtypes and `shapes`.

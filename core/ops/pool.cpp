@@ -344,47 +344,73 @@ Tensor ops::adaptive_max_along(const Tensor& x, int64_t dim, int64_t out) {
   return amax(index_select(x, dim, idx.reshape({-1})).reshape(windows), {dim + 1});
 }
 
-// Each window's cells as flat indices into its plane, built by broadcasting (positions of dim d
-// sit at axes 1 + d and 1 + spatial + d), so idx is [planes, cells, window] without a host loop.
-// The maxima are found without the tape; the values are then gathered at the winners with it, so
-// the gradient is gather's: all of it to the one winner.
+// Separable: the windows are products of ranges, one per dim, so the winner is found one dim at a
+// time, the last dim first. Along a dim, PyTorch's loop is replayed over the window's k-th cells,
+// k = 0, 1, ...: a cell replaces the best so far when it is larger or NaN. Per row that picks the
+// first maximum or the last NaN; over the rows' winners (the next dim) the same rule picks the
+// first row holding the maximum, or the last holding a NaN: the row-major rule over the whole
+// window. Every temporary has the size of the pool reduced so far (no index over whole windows),
+// and one int64 tensor carries each winner's flat index over the dims already reduced. The
+// selection runs without the tape; the values are then gathered at the winners with it, so the
+// gradient is gather's: all of it to the one winner.
 std::pair<Tensor, Tensor> ops::max_over_windows(const Tensor& x, const std::vector<Tensor>& positions) {
   const int64_t spatial = static_cast<int64_t>(positions.size()), lead_dims = x.dim() - spatial;
-  Shape out_shape(x.sizes().begin(), x.sizes().begin() + lead_dims), expanded{1};
-  int64_t planes = 1, plane = 1, cells = 1, window = 1;
+  Shape out_shape(x.sizes().begin(), x.sizes().begin() + lead_dims), planar{1};
+  int64_t planes = 1, plane = 1, cells_out = 1;
   for (int64_t s : out_shape) planes *= s;
-  expanded[0] = planes;
-  Tensor idx, win;
+  planar[0] = planes;
+  for (int64_t d = 0; d < spatial; ++d) {
+    plane *= x.size(lead_dims + d);
+    cells_out *= positions[static_cast<size_t>(d)].size(1);
+    planar.push_back(x.size(lead_dims + d));
+    out_shape.push_back(positions[static_cast<size_t>(d)].size(1));
+  }
+  const Tensor flat_x = x.reshape({planes, plane});
+  Tensor win;
   {
     NoGradGuard no_grad;
-    for (int64_t d = 0; d < spatial; ++d) {
+    Tensor v = flat_x.detach().reshape(planar), f;  // f: the flat index over the dims reduced
+    int64_t inner = 1;
+    for (int64_t d = spatial - 1; d >= 0; --d) {
       const Tensor& p = positions[static_cast<size_t>(d)];
-      const int64_t n = x.size(lead_dims + d);
-      plane *= n;
-      cells *= p.size(1);
-      window *= p.size(2);
-      out_shape.push_back(p.size(1));
-      Shape view(static_cast<size_t>(1 + 2 * spatial), 1);
-      view[0] = p.size(0);
-      view[static_cast<size_t>(1 + d)] = p.size(1);
-      view[static_cast<size_t>(1 + spatial + d)] = p.size(2);
-      idx = d == 0 ? p.reshape(view) : idx * n + p.reshape(view);
+      const int64_t axis = 1 + d, cells = p.size(1);
+      // The k-th cells' coordinates, shaped to broadcast against v with this dim reduced.
+      Shape coord_shape(static_cast<size_t>(v.dim()), 1), gathered = v.sizes();
+      coord_shape[0] = p.size(0);
+      coord_shape[static_cast<size_t>(axis)] = cells;
+      gathered[static_cast<size_t>(axis)] = cells;
+      Tensor best, best_f;
+      for (int64_t k = 0; k < p.size(2); ++k) {
+        const Tensor coord = p.select(2, k).reshape(coord_shape);
+        Tensor vk, fk;
+        if (p.size(0) == 1) {  // the same windows in every plane
+          const Tensor idx = coord.reshape({-1});
+          vk = index_select(v, axis, idx);
+          if (f.defined()) fk = index_select(f, axis, idx);
+        } else {
+          const Tensor idx = coord.expand(gathered);
+          vk = gather(v, axis, idx);
+          if (f.defined()) fk = gather(f, axis, idx);
+        }
+        const Tensor candidate = f.defined() ? coord * inner + fk : (coord * inner).expand(gathered);
+        if (k == 0) {
+          best = vk;
+          best_f = candidate;
+          continue;
+        }
+        const Tensor take = logical_or(gt(vk, best), isnan(vk));
+        best = where(take, vk, best);
+        best_f = where(take, candidate, best_f);
+      }
+      v = best;
+      f = best_f;
+      inner *= x.size(lead_dims + d);
     }
-    for (int64_t d = 1; d < idx.dim(); ++d) expanded.push_back(idx.size(d));
-    idx = idx.expand(expanded).reshape({planes, cells, window});
-    const Tensor flat_x = x.detach().reshape({planes, plane});
-    const Tensor candidates = gather(flat_x, 1, idx.reshape({planes, cells * window})).reshape({planes, cells, window});
-    // The first maximum, unless the window holds a NaN: then its last NaN (as max_pool2d's loops
-    // and PyTorch's pick), found as the largest 1-based position among the NaNs.
-    const Tensor nan_at =
-        amax(isnan(candidates).to(DType::Int64) * arange(1, window + 1, 1, TensorOptions(DType::Int64, x.device())),
-             {2}, true);
-    const Tensor pick = where(gt(nan_at, 0), nan_at - 1, max(candidates, 2, true).second);
-    win = gather(idx, 2, pick).reshape({planes, cells});
+    win = f.reshape({planes, cells_out});
   }
-  Tensor values = gather(x.reshape({planes, plane}), 1, win).reshape(out_shape);
+  Tensor values = gather(flat_x, 1, win).reshape(out_shape);
   Tensor indices = win.reshape(out_shape);
-  if (x.dim() == 4 && is_channels_last(x)) {
+  if (spatial == 2 && x.dim() == 4 && is_channels_last(x)) {
     values = values.contiguous(MemoryFormat::ChannelsLast);
     indices = indices.contiguous(MemoryFormat::ChannelsLast);
   }

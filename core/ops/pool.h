@@ -42,8 +42,8 @@ Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size);
 // adaptive_max_pool2d's values and the flat index h * W + w of each one's element in its input
 // plane (PyTorch's return_indices), int64 of the output's shape and layout. Here the first maximum
 // of a window in its (h, w) order (its last NaN where it has one) takes the whole gradient, as
-// PyTorch's. Each window's cells are gathered at once: an index of the window's size per output
-// cell, which for one cell over a large plane is larger than the input.
+// PyTorch's. The winners are found one dim at a time (ops::max_over_windows): temporaries of a
+// few times the input's size (int64 indices among them), none holding every window's cells.
 std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size);
 // (sum over each window of x^p)^(1 / p), PyTorch's lp_pool2d: an average pool of x^p times the
 // window's size, its sign kept, then the 1/p power. No padding; stride {0, 0} is kernel_size. As in
@@ -87,8 +87,8 @@ Tensor adaptive_max_along(const Tensor& x, int64_t dim, int64_t out);
 // coordinate along spatial dim d of the k-th cell of output cell o's window (a shorter window
 // repeats a cell). The values [lead dims, O_1, ...] and the flat index of each winner in its plane
 // (int64, the same shape): the first maximum in the window's row-major order, or its last NaN
-// where it has one (max_pool2d's rule and PyTorch's). All of the gradient goes to the winner. 4-d
-// channels-last inputs give channels-last outputs. The positions must lie inside the plane.
+// where it has one (max_pool2d's rule and PyTorch's). All of the gradient goes to the winner. 2-d
+// pools of channels-last inputs give channels-last outputs. Positions must lie inside the plane.
 std::pair<Tensor, Tensor> max_over_windows(const Tensor& x, const std::vector<Tensor>& positions);
 // sign(s) relu(|s|) * window, then the 1/p power: lp_pool's tail over an average pool s of x^p.
 Tensor lp_from_average(const Tensor& average, double norm_type, int64_t window);

@@ -24,9 +24,7 @@
 namespace kiln {
 namespace {
 
-std::string triple_str(const Triple& t) {
-  return std::to_string(t[0]) + "x" + std::to_string(t[1]) + "x" + std::to_string(t[2]);
-}
+std::string triple_str(const Triple& t) { return ops::dims_str({t[0], t[1], t[2]}); }
 
 bool all_positive(const Triple& t) { return t[0] > 0 && t[1] > 0 && t[2] > 0; }
 bool none_negative(const Triple& t) { return t[0] >= 0 && t[1] >= 0 && t[2] >= 0; }

@@ -49,8 +49,9 @@ TEST_CASE("fractional_max_pool2d: each plane draws its own windows from the gene
   auto windows = [&](int64_t out, uint64_t seed) {
     return fractional_max_pool2d_with_indices(x, {1, 2}, {1, out}, Tensor(), Generator(seed)).second;
   };
-  // To 7 with a 2-wide kernel, alpha = 18 / 6 = 3 is whole: every draw gives windows 3 apart
-  // from the first cell to the last.
+  // To 7 with a 2-wide kernel, alpha = 18 / 6 = 3 is whole: windows 3 apart from the first cell
+  // to the last, for all but a few float32 samples next to 1/3 and 2/3 (where (i + u) 3 rounds
+  // across an integer, in PyTorch too), none of which this seed draws.
   const std::vector<int64_t> whole = windows(7, 7).to_vector<int64_t>();
   for (size_t p = 0; p < 16; ++p) {
     for (size_t i = 0; i < 7; ++i) CHECK(whole[p * 7 + i] == static_cast<int64_t>(1 + 3 * i));
@@ -98,6 +99,17 @@ TEST_CASE("window max pools: ties give all the gradient to the first cell, a NaN
   CHECK(std::isnan(v.to_vector<float>()[0]));
   CHECK(std::isnan(v.to_vector<float>()[1]));
   CHECK(max_pool2d_with_indices(x, {1, 3}).second.to_vector<int64_t>() == std::vector<int64_t>{2, 4});
+  // The same rule over 2-d and 3-d windows, found one dim at a time: the last NaN in row-major
+  // order, (1, 0), although (0, 2) is further right.
+  const Tensor grid = tensor({1.0f, 5.0f, nan, nan, 7.0f, 9.0f}, {1, 1, 2, 3});
+  CHECK(fractional_max_pool2d_with_indices(grid, {2, 3}, {1, 1}, full({1, 1, 2}, 0.5)).second.item<int64_t>() == 3);
+  const Tensor box = tensor({nan, 1.0f, 2.0f, 3.0f, 4.0f, nan, 5.0f, 6.0f}, {1, 1, 2, 2, 2});
+  CHECK(fractional_max_pool3d_with_indices(box, {2, 2, 2}, {1, 1, 1}, full({1, 1, 3}, 0.5)).second.item<int64_t>() ==
+        5);
+  // Without NaNs the first maximum wins however the window is walked: 9 at (1, 2).
+  const Tensor tie = tensor({9.0f, 1.0f, 9.0f, 0.0f, 9.0f, 2.0f}, {1, 1, 2, 3});
+  CHECK(fractional_max_pool2d_with_indices(tie, {2, 3}, {1, 1}, full({1, 1, 2}, 0.5)).second.item<int64_t>() == 0);
+  CHECK(adaptive_max_pool2d_with_indices(tie.narrow(3, 1, 2), {1, 1}).second.item<int64_t>() == 1);
 }
 
 TEST_CASE("adaptive max pools with indices agree with the pools and with max_unpool", "[conv]") {

@@ -4,6 +4,8 @@
 // layers on a CUDA input, and out-of-range samples clamped on the device instead of checked.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/kiln.h"
@@ -35,12 +37,15 @@ TEST_CASE("cuda fractional_max_pool2d/3d: windows drawn on the device match the 
   CHECK(gi3.to(Device::cpu()).to_vector<int64_t>() == ci3.to_vector<int64_t>());
   CHECK(g3.to(Device::cpu()).to_vector<float>() == c3.to_vector<float>());
 
-  // A sample above 1 is an Error on the CPU; on the device the starts are clamped into the input,
-  // so every index still lies in its plane.
-  const Tensor bad = full({3, 4, 2}, 1.5, TensorOptions(DType::Float32, gpu));
-  const Tensor idx = fractional_max_pool2d_with_indices(x.to(gpu), {2, 3}, {6, 5}, bad).second.to(Device::cpu());
-  CHECK(amin(idx, {}).item<int64_t>() >= 0);
-  CHECK(amax(idx, {}).item<int64_t>() < 11 * 10);
+  // A sample outside [0, 1] (or NaN, or infinite) is an Error on the CPU; on the device the starts
+  // are clamped into the input, so every index still lies in its plane.
+  for (const double bad_value : {1.5, -3.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e30}) {
+    INFO(bad_value);
+    const Tensor bad = full({3, 4, 2}, bad_value, TensorOptions(DType::Float32, gpu));
+    const Tensor idx = fractional_max_pool2d_with_indices(x.to(gpu), {2, 3}, {6, 5}, bad).second.to(Device::cpu());
+    CHECK(amin(idx, {}).item<int64_t>() >= 0);
+    CHECK(amax(idx, {}).item<int64_t>() < 11 * 10);
+  }
 }
 
 TEST_CASE("cuda adaptive max pools with indices and FractionalMaxPool2d match the CPU twin", "[cuda][pool]") {

@@ -361,8 +361,13 @@ TEST_CASE("FractionalMaxPool2d/3d and the adaptive max pools' forward_with_indic
                     Catch::Contains("FractionalMaxPool2d: kernel_size") && Catch::Contains("(2, 0)"));
   CHECK_THROWS_WITH(FractionalMaxPool2d(Pair{2, 2}, 0.5, 1.0),
                     Catch::Contains("FractionalMaxPool2d: output_ratio must be in (0, 1), got 1.0"));
-  CHECK_THROWS_WITH(fixed.forward(randn({1, 3, 9, 8})),
-                    Catch::Contains("fractional_max_pool2d") && Catch::Contains("random_samples must be [1, 3, 2]"));
+  // More rows of samples than the batch: the first are read, as PyTorch's; fewer are an Error.
+  const Tensor one = randn({1, 3, 9, 8});
+  CHECK(fixed.forward(one).to_vector<float>() ==
+        fractional_max_pool2d(one, {2, 2}, {4, 3}, fixed.random_samples.narrow(0, 0, 1)).to_vector<float>());
+  CHECK_THROWS_WITH(fixed.forward(randn({3, 3, 9, 8})),
+                    Catch::Contains("fractional_max_pool2d: random_samples must be [N, 3, 2] with N >= 3") &&
+                        Catch::Contains("got [2, 3, 2]"));
 
   FractionalMaxPool3d cube(Triple{2, 2, 2}, 0.5, 0.5, 0.5);
   CHECK(cube.str() == "FractionalMaxPool3d(kernel_size=2, output_ratio=(0.5, 0.5, 0.5))");

@@ -756,7 +756,7 @@ void add_pool_rows(std::vector<OpRow>& rows) {
          [] {
            fractional_max_pool2d(zeros({3, 2, 6, 8}), {2, 2}, {3, 3}, full({1, 2, 2}, 0.5));
          },
-         {"fractional_max_pool2d", "random_samples must be [3, 2, 2]", "[1, 2, 2]"}},
+         {"fractional_max_pool2d", "random_samples must be [N, 2, 2] with N >= 3", "got [1, 2, 2]"}},
         {"a sample above 1",
          [] {
            fractional_max_pool2d(zeros({1, 2, 6, 8}), {2, 2}, {3, 3}, full({1, 2, 2}, 1.5));

@@ -714,7 +714,7 @@ void add_pool3d_rows(std::vector<OpRow>& rows) {
          [] {
            fractional_max_pool3d(zeros({1, 2, 4, 6, 6}), {2, 2, 2}, {2, 3, 3}, full({1, 2, 2}, 0.5));
          },
-         {"fractional_max_pool3d", "random_samples must be [1, 2, 3]"}},
+         {"fractional_max_pool3d", "random_samples must be [N, 2, 3] with N >= 1", "got [1, 2, 2]"}},
         {"output_ratio of 0",
          [] {
            fractional_output_size3d(zeros({1, 2, 4, 6, 6}), {0.5, 0.0, 0.5});
