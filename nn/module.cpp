@@ -93,6 +93,36 @@ bool Module::has_buffer(const std::string& name) const {
   return std::any_of(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
 }
 
+const Module& Module::owner_of(const std::string& target, std::string& leaf) const {
+  const Module* owner = this;
+  size_t start = 0;
+  for (size_t dot = target.find('.'); dot != std::string::npos; dot = target.find('.', start)) {
+    const std::string child = target.substr(start, dot - start);
+    const auto it =
+        std::find_if(owner->children_.begin(), owner->children_.end(), [&](const auto& c) { return c.first == child; });
+    if (it == owner->children_.end()) {
+      throw Error("Module: " + owner->type_name() + " has no child \"" + child + "\" (looking up \"" + target +
+                  "\" in " + type_name() + ")");
+    }
+    owner = it->second.get();
+    start = dot + 1;
+  }
+  leaf = target.substr(start);
+  return *owner;
+}
+
+Tensor Module::tensor_at(const std::string& target, bool parameter) const {
+  std::string leaf;
+  const Module& owner = owner_of(target, leaf);
+  for (const auto& [n, t] : parameter ? owner.params_ : owner.buffers_)
+    if (n == leaf) return t;
+  throw Error("Module: " + owner.type_name() + " has no " + (parameter ? "parameter" : "buffer") + " \"" + leaf + "\"" +
+              (leaf != target ? " (looking up \"" + target + "\" in " + type_name() + ")" : std::string()));
+}
+
+Tensor Module::get_parameter(const std::string& target) const { return tensor_at(target, true); }
+Tensor Module::get_buffer(const std::string& target) const { return tensor_at(target, false); }
+
 uint64_t Module::register_forward_pre_hook(ForwardPreHook hook) {
   if (!hook) throw Error("Module: register_forward_pre_hook of " + type_name() + " got an empty function");
   // Handles are unique across modules: one module's handle never removes another's hook.

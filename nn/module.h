@@ -49,6 +49,11 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<Module> remove_module(const std::string& name);
   bool has_parameter(const std::string& name) const;
   bool has_buffer(const std::string& name) const;
+  // The parameter or buffer at `target`, a name on this module or a dotted path through its
+  // children ("encoder.0.weight"), as PyTorch's get_parameter and get_buffer; absent: an Error
+  // naming the part of the path that is missing.
+  Tensor get_parameter(const std::string& target) const;
+  Tensor get_buffer(const std::string& target) const;
 
   // --- forward pre-hooks ------------------------------------------------------------------------
   // Functions run in registration order each time the module is called (its operator()), before
@@ -60,6 +65,9 @@ class Module : public std::enable_shared_from_this<Module> {
   uint64_t register_forward_pre_hook(ForwardPreHook hook);
   // Whether the handle named a hook of this module (removing twice is harmless).
   bool remove_forward_pre_hook(uint64_t handle);
+  // The hooks with their handles, in the order they run (PyTorch's _forward_pre_hooks): how
+  // nn/prune.h finds its own among them.
+  const std::vector<std::pair<uint64_t, ForwardPreHook>>& forward_pre_hooks() const { return forward_pre_hooks_; }
   // What operator() runs before forward (nothing when no hook is registered); a parent that uses a
   // child's tensors without calling the child (a fused kernel) runs the child's hooks itself.
   void run_forward_pre_hooks() {
@@ -126,6 +134,9 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect(const std::string& prefix, bool params, bool recurse, bool dedup,
                std::vector<std::pair<std::string, Tensor>>& out, std::vector<const TensorImpl*>& seen) const;
   std::string str_indented(int indent) const;
+  // The module that owns the last part of a dotted target, which goes to leaf.
+  const Module& owner_of(const std::string& target, std::string& leaf) const;
+  Tensor tensor_at(const std::string& target, bool parameter) const;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
