@@ -116,6 +116,21 @@ void detail::check_positive(const char* layer, const char* what, Pair p) {
   }
 }
 
+std::string detail::tensor_name(const Module& module, const std::string& name) {
+  return module.type_name() + "'s \"" + name + "\"";
+}
+
+Tensor detail::member_tensor(const std::string& op, const Module& module, const std::string& name, const Tensor& field,
+                             bool parameter) {
+  const Tensor t = parameter ? module.get_parameter(name) : module.get_buffer(name);
+  if (!t.defined()) throw Error(op + ": " + tensor_name(module, name) + " is undefined");
+  if (!field.defined() || field.impl() != t.impl()) {
+    throw Error(op + ": the member given for " + tensor_name(module, name) +
+                " is not the tensor registered under that name");
+  }
+  return t;
+}
+
 void detail::check_positive(const char* layer, const char* what, int64_t v) {
   if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
 }

@@ -62,6 +62,13 @@ void check_positive(const char* layer, const char* what, Pair p);
 void check_positive(const char* layer, const char* what, int64_t v);
 void check_positive(const char* layer, const char* what, const Triple& t);
 void check_eps(const char* layer, double eps);
+// `Linear's "weight"`: how parametrize and prune name a module's tensor in errors.
+std::string tensor_name(const Module& module, const std::string& name);
+// The module's parameter (or buffer) `name`, which `field`, the C++ member that forward reads,
+// must hold itself (parametrize and prune write through &field, so a copy of the handle would
+// never be seen); an Error naming op when it is not, or when the tensor is undefined.
+Tensor member_tensor(const std::string& op, const Module& module, const std::string& name, const Tensor& field,
+                     bool parameter = true);
 // The spatial part of a MaxUnpool's output_size: the last `spatial` entries (PyTorch also takes the
 // whole output shape); empty for the default size.
 Shape unpool_size(const char* layer, const Shape& output_size, size_t spatial);

@@ -23,8 +23,7 @@
 namespace kiln::nn {
 
 namespace {
-// `Linear's "weight"`: how errors name the tensor.
-std::string named(const Module& module, const std::string& name) { return module.type_name() + "'s \"" + name + "\""; }
+using detail::tensor_name;
 
 std::string describe(const Tensor& t) {
   return t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("undefined");
@@ -35,8 +34,8 @@ std::string describe(const Tensor& t) {
 void check_like(const char* op, const char* what, const Module& module, const std::string& name, const Tensor& got,
                 const char* want_what, const Tensor& want, const char* hint = "") {
   if (got.defined() && got.sizes() == want.sizes() && got.dtype() == want.dtype()) return;
-  throw Error(std::string(op) + ": " + what + " of " + named(module, name) + " is " + describe(got) + ", " + want_what +
-              " is " + describe(want) + hint);
+  throw Error(std::string(op) + ": " + what + " of " + tensor_name(module, name) + " is " + describe(got) + ", " +
+              want_what + " is " + describe(want) + hint);
 }
 }  // namespace
 
@@ -118,7 +117,7 @@ std::shared_ptr<ParametrizationDict> dict_of(const Module& module) {
 ParametrizationDict::Entry& entry_of(const char* op, const Module& module, const std::string& name) {
   auto dict = dict_of(module);
   ParametrizationDict::Entry* e = dict ? dict->find(name) : nullptr;
-  if (!e) throw Error(std::string(op) + ": " + named(module, name) + " is not parametrized");
+  if (!e) throw Error(std::string(op) + ": " + tensor_name(module, name) + " is not parametrized");
   return *e;
 }
 
@@ -127,11 +126,11 @@ ParametrizationDict::Entry& entry_of(const char* op, const Module& module, const
 void register_parametrization(Module& module, const std::string& name, Tensor& field,
                               std::shared_ptr<Parametrization> parametrization, bool unsafe) {
   if (!parametrization)
-    throw Error("register_parametrization: the parametrization of " + named(module, name) + " is null");
+    throw Error("register_parametrization: the parametrization of " + tensor_name(module, name) + " is null");
   auto dict = dict_of(module);
   if (ParametrizationDict::Entry* e = dict ? dict->find(name) : nullptr) {
     if (&field != e->field) {
-      throw Error("register_parametrization: " + named(module, name) +
+      throw Error("register_parametrization: " + tensor_name(module, name) +
                   " is already parametrized into another member than the one given");
     }
     // The chain's last output (the member) is what the new link must keep the shape and dtype of.
@@ -163,14 +162,7 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   if (!is_param && !module.has_buffer(name)) {
     throw Error("register_parametrization: " + module.type_name() + " has no parameter or buffer \"" + name + "\"");
   }
-  Tensor tensor;
-  for (const auto& [n, t] : is_param ? module.named_parameters(false) : module.named_buffers(false))
-    if (n == name) tensor = t;
-  if (!tensor.defined()) throw Error("register_parametrization: " + named(module, name) + " is undefined");
-  if (!field.defined() || field.impl() != tensor.impl()) {
-    throw Error("register_parametrization: the member given for " + named(module, name) +
-                " is not the tensor registered under that name");
-  }
+  Tensor tensor = detail::member_tensor(kRegister, module, name, field, is_param);
 
   auto list = std::make_shared<ParametrizationList>();
   list->buffers_ = !is_param;
@@ -183,12 +175,12 @@ void register_parametrization(Module& module, const std::string& name, Tensor& f
   }
   if (originals.empty()) {
     throw Error("register_parametrization: the right_inverse of " + parametrization->type_name() + " for " +
-                named(module, name) + " returned no tensor");
+                tensor_name(module, name) + " returned no tensor");
   }
   for (size_t i = 0; i < originals.size(); ++i) {
     if (!originals[i].defined()) {
       throw Error("register_parametrization: tensor " + std::to_string(i) + " of the right_inverse for " +
-                  named(module, name) + " is undefined");
+                  tensor_name(module, name) + " is undefined");
     }
   }
   // One original is the tensor itself (an optimizer that holds it keeps training it), given
@@ -289,7 +281,7 @@ void assign_parametrized(Module& module, const std::string& name, const Tensor& 
       TensorList r = list.chain_[i]->right_inverse(v);
       if (r.size() != 1) {
         throw Error("assign_parametrized: the right_inverse of parametrization " + std::to_string(i) + " of " +
-                    named(module, name) + " returned " + std::to_string(r.size()) +
+                    tensor_name(module, name) + " returned " + std::to_string(r.size()) +
                     " tensors; only the first of a chain may return several");
       }
       v = r[0];
@@ -297,7 +289,7 @@ void assign_parametrized(Module& module, const std::string& name, const Tensor& 
     x = list.chain_[0]->right_inverse(v);
   }
   if (x.size() != list.originals_.size()) {
-    throw Error("assign_parametrized: the right_inverse for " + named(module, name) + " returned " +
+    throw Error("assign_parametrized: the right_inverse for " + tensor_name(module, name) + " returned " +
                 std::to_string(x.size()) + " tensors for " + std::to_string(list.originals_.size()) + " originals");
   }
   for (size_t i = 0; i < x.size(); ++i)
@@ -333,7 +325,7 @@ void remove_parametrizations(Module& module, const std::string& name, bool leave
     }
   } else {
     if (!one) {
-      throw Error("remove_parametrizations: " + named(module, name) + " is parametrized by " +
+      throw Error("remove_parametrizations: " + tensor_name(module, name) + " is parametrized by " +
                   std::to_string(list.originals_.size()) +
                   " originals, so it cannot be left unparametrized (leave_parametrized false needs one)");
     }
@@ -569,7 +561,7 @@ Module& weight_norm(Module& module, const std::string& name, Tensor& field, std:
 
 Module& spectral_norm(Module& module, const std::string& name, Tensor& field, int64_t n_power_iterations, double eps,
                       std::optional<int64_t> dim) {
-  if (!field.defined()) throw Error("spectral_norm: " + named(module, name) + " is undefined");
+  if (!field.defined()) throw Error("spectral_norm: " + tensor_name(module, name) + " is undefined");
   const int64_t d = dim ? *dim : (module.type_name().rfind("ConvTranspose", 0) == 0 ? 1 : 0);
   register_parametrization(module, name, field, std::make_shared<SpectralNorm>(field, n_power_iterations, d, eps));
   return module;
@@ -577,9 +569,9 @@ Module& spectral_norm(Module& module, const std::string& name, Tensor& field, in
 
 Module& orthogonal(Module& module, const std::string& name, Tensor& field, std::optional<OrthogonalMap> map,
                    bool use_trivialization) {
-  if (!field.defined()) throw Error("orthogonal: " + named(module, name) + " is undefined");
+  if (!field.defined()) throw Error("orthogonal: " + tensor_name(module, name) + " is undefined");
   if (field.dim() < 2) {
-    throw Error("orthogonal: " + named(module, name) + " must be matrices [*, n, k], got " + describe(field));
+    throw Error("orthogonal: " + tensor_name(module, name) + " must be matrices [*, n, k], got " + describe(field));
   }
   const OrthogonalMap m =
       map ? *map : (field.size(-2) == field.size(-1) ? OrthogonalMap::MatrixExp : OrthogonalMap::Householder);

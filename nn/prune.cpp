@@ -20,16 +20,15 @@
 #include "core/ops/topk.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"
+#include "nn/layers.h"
 #include "nn/parametrize.h"
 
 namespace kiln::nn::prune {
 
 // --- Amount --------------------------------------------------------------------------------------
 
-Amount::Amount(int count) : Amount(static_cast<int64_t>(count)) {}
-
-Amount::Amount(int64_t count) : is_fraction_(false), count_(count) {
-  if (count < 0) throw Error("prune: amount=" + std::to_string(count) + " must be a non-negative count");
+void Amount::check_count(bool negative) const {
+  if (negative || count_ < 0) throw Error("prune: amount=" + std::to_string(count_) + " must be a non-negative count");
 }
 
 Amount::Amount(double fraction) : is_fraction_(true), fraction_(fraction) {
@@ -114,6 +113,10 @@ Tensor RandomStructured::compute_mask(const Tensor& t, const Tensor& default_mas
   return channel_mask(gt(draws, kthvalue(draws, k).first), default_mask, d);
 }
 
+LnStructured::LnStructured(Amount amount, double n, int64_t dim) : amount(amount), n(n), dim_(dim) {
+  if (std::isnan(n)) throw Error("prune LnStructured: the norm's order n is NaN");
+}
+
 Tensor LnStructured::compute_mask(const Tensor& t, const Tensor& default_mask) const {
   const int64_t d = channel_dim("LnStructured", t, dim_), channels = t.size(d);
   const int64_t k = amount.of(channels, "prune LnStructured");
@@ -151,6 +154,8 @@ Tensor CustomFromMask::compute_mask(const Tensor&, const Tensor& default_mask) c
 
 namespace {
 
+using nn::detail::tensor_name;
+
 struct State {
   std::string name;
   Tensor* field;
@@ -159,15 +164,21 @@ struct State {
 };
 
 // The forward pre-hook: the member gets orig * mask at each call. A type of its own, so that
-// prune finds its hooks among a module's (std::function::target).
+// prune finds its hooks among a module's (std::function::target). If the tensors were removed by
+// hand, it says so once and removes itself.
 struct Hook {
   std::shared_ptr<State> state;
   void operator()(Module& m) const {
-    *state->field = m.get_parameter(state->name + "_orig") * m.get_buffer(state->name + "_mask");
+    const std::string orig = state->name + "_orig", mask = state->name + "_mask";
+    if (!m.has_parameter(orig) || !m.has_buffer(mask)) {
+      m.remove_forward_pre_hook(state->hook);
+      throw Error("prune: " + tensor_name(m, orig) + " or " + tensor_name(m, mask) +
+                  " was removed by hand (prune::remove undoes pruning): its hook is removed now, and the member "
+                  "keeps its last value");
+    }
+    *state->field = m.get_parameter(orig) * m.get_buffer(mask);
   }
 };
-
-std::string named(const Module& module, const std::string& name) { return module.type_name() + "'s \"" + name + "\""; }
 
 std::shared_ptr<State> state_of(const Module& module, const std::string& name) {
   for (const auto& [handle, hook] : module.forward_pre_hooks()) {
@@ -197,76 +208,105 @@ Tensor combine(const std::string& op, const PruningMethod& method, const Tensor&
   throw Error(op + ": unknown pruning type");
 }
 
+// One tensor about to be pruned, checked, before anything changes.
+struct Prepared {
+  Module* module;
+  std::string name;
+  Tensor* field;
+  std::shared_ptr<State> state;  // null on a first pruning
+  Tensor orig;                   // the parameter ("name", or "name_orig" once pruned)
+  Tensor default_mask;           // the mask so far (ones on a first pruning)
+  Tensor scores;                 // what the method chooses on
+};
+
+Prepared prepare(const std::string& op, Module& module, const std::string& name, Tensor& field,
+                 const Tensor& importance_scores) {
+  Prepared p{&module, name, &field, state_of(module, name), Tensor(), Tensor(), Tensor()};
+  if (p.state) {
+    if (&field != p.state->field) {
+      throw Error(op + ": " + tensor_name(module, name) + " is already pruned into another member than the one given");
+    }
+    p.orig = module.get_parameter(name + "_orig");
+    p.default_mask = module.get_buffer(name + "_mask").detach();
+  } else {
+    if (!module.has_parameter(name)) {
+      throw Error(
+          op + ": " + module.type_name() + " has no parameter \"" + name + "\"" +
+          (is_parametrized(module, name) ? " (it is parametrized, and a parametrized tensor cannot be pruned)" : ""));
+    }
+    p.orig = nn::detail::member_tensor(op, module, name, field);
+    for (const std::string& taken : {name + "_orig", name + "_mask"}) {
+      if (module.has_parameter(taken) || module.has_buffer(taken)) {
+        throw Error(op + ": " + module.type_name() + " already has a tensor \"" + taken + "\"");
+      }
+    }
+    if (!is_floating(p.orig.dtype())) {
+      throw DTypeError(op + ": " + tensor_name(module, name) + " is " + dtype_name(p.orig.dtype()) +
+                       "; only floating tensors prune");
+    }
+    NoGradGuard no_grad;
+    p.default_mask = ones_like(p.orig.detach());
+  }
+  if (importance_scores.defined()) {
+    if (importance_scores.sizes() != p.orig.sizes()) {
+      throw ShapeError(op + ": the importance scores of " + tensor_name(module, name) + " are " +
+                       shape_str(importance_scores.sizes()) + ", the tensor is " + shape_str(p.orig.sizes()));
+    }
+    if (importance_scores.device() != p.orig.device()) {
+      throw DeviceError(op + ": the importance scores of " + tensor_name(module, name) + " are on " +
+                        importance_scores.device().str() + ", the tensor on " + p.orig.device().str());
+    }
+    p.scores = importance_scores.detach();
+  } else {
+    // The tensor as the module uses it, as PyTorch reads it: pruned entries are zero.
+    NoGradGuard no_grad;
+    p.scores = p.state ? p.orig.detach() * p.default_mask : p.orig.detach();
+  }
+  return p;
+}
+
+// The method's new mask for p, in the parameter's dtype; changes nothing.
+Tensor new_mask(const std::string& op, const PruningMethod& method, const Prepared& p) {
+  NoGradGuard no_grad;
+  Tensor mask = combine(op, method, p.scores, p.default_mask).to(p.orig.dtype()).contiguous();
+  if (mask.sizes() != p.orig.sizes()) {
+    throw ShapeError(op + ": the method's mask is " + shape_str(mask.sizes()) + " for " +
+                     tensor_name(*p.module, p.name) + " " + shape_str(p.orig.sizes()));
+  }
+  return mask;
+}
+
+// Installs the mask (a new buffer: a forward's saved mask stays as it was) and sets the member.
+void commit(Prepared& p, const Tensor& mask, std::shared_ptr<PruningMethod> method) {
+  Module& module = *p.module;
+  if (p.state) {
+    module.remove_buffer(p.name + "_mask");
+    module.register_buffer(p.name + "_mask", mask);
+  } else {
+    const bool trains = p.orig.requires_grad();
+    module.remove_parameter(p.name);
+    module.register_parameter(p.name + "_orig", p.orig, trains);
+    module.register_buffer(p.name + "_mask", mask);
+    p.state = std::make_shared<State>();
+    p.state->name = p.name;
+    p.state->field = p.field;
+    p.state->hook = module.register_forward_pre_hook(Hook{p.state});
+  }
+  p.state->methods.push_back(std::move(method));
+  Hook{p.state}(module);
+}
+
 }  // namespace
 
 // --- applying and removing -----------------------------------------------------------------------
 
 Module& apply(Module& module, const std::string& name, Tensor& field, std::shared_ptr<PruningMethod> method,
               const Tensor& importance_scores) {
-  if (!method) throw Error("prune: the pruning method for " + named(module, name) + " is null");
+  if (!method) throw Error("prune: the pruning method for " + tensor_name(module, name) + " is null");
   const std::string op = "prune " + method->name();
-  std::shared_ptr<State> state = state_of(module, name);
-  Tensor orig, default_mask;
-  if (state) {
-    if (&field != state->field) {
-      throw Error(op + ": " + named(module, name) + " is already pruned into another member than the one given");
-    }
-    orig = module.get_parameter(name + "_orig");
-    default_mask = module.get_buffer(name + "_mask");
-  } else {
-    if (!module.has_parameter(name)) {
-      throw Error(op + ": " + module.type_name() + " has no parameter \"" + name + "\"" +
-                  (is_parametrized(module, name) ? " (it is parametrized: prune a parametrization's original)" : ""));
-    }
-    orig = module.get_parameter(name);
-    if (!orig.defined()) throw Error(op + ": " + named(module, name) + " is undefined");
-    if (!field.defined() || field.impl() != orig.impl()) {
-      throw Error(op + ": the member given for " + named(module, name) +
-                  " is not the tensor registered under that name");
-    }
-    for (const std::string& taken : {name + "_orig", name + "_mask"}) {
-      if (module.has_parameter(taken) || module.has_buffer(taken)) {
-        throw Error(op + ": " + module.type_name() + " already has a tensor \"" + taken + "\"");
-      }
-    }
-    if (!is_floating(orig.dtype())) {
-      throw Error(op + ": " + named(module, name) + " is " + dtype_name(orig.dtype()) +
-                  "; only floating tensors prune");
-    }
-  }
-  const Tensor scores = importance_scores.defined() ? importance_scores : orig;
-  if (scores.sizes() != orig.sizes() || scores.device() != orig.device()) {
-    throw ShapeError(op + ": the importance scores of " + named(module, name) + " are " + shape_str(scores.sizes()) +
-                     " on " + scores.device().str() + ", the tensor is " + shape_str(orig.sizes()) + " on " +
-                     orig.device().str());
-  }
-  Tensor mask;
-  {
-    NoGradGuard no_grad;
-    const Tensor start = default_mask.defined() ? default_mask.detach() : ones_like(orig.detach());
-    mask = combine(op, *method, scores.detach(), start).to(orig.dtype()).contiguous();
-    if (mask.sizes() != orig.sizes()) {
-      throw ShapeError(op + ": the method's mask is " + shape_str(mask.sizes()) + " for " + named(module, name) + " " +
-                       shape_str(orig.sizes()));
-    }
-  }
-
-  // Every check passed: the module changes from here on.
-  if (state) {
-    NoGradGuard no_grad;
-    default_mask.copy_(mask);
-  } else {
-    const bool trains = orig.requires_grad();
-    module.remove_parameter(name);
-    module.register_parameter(name + "_orig", orig, trains);
-    module.register_buffer(name + "_mask", mask);
-    state = std::make_shared<State>();
-    state->name = name;
-    state->field = &field;
-    state->hook = module.register_forward_pre_hook(Hook{state});
-  }
-  state->methods.push_back(std::move(method));
-  Hook{state}(module);
+  Prepared p = prepare(op, module, name, field, importance_scores);
+  const Tensor mask = new_mask(op, *method, p);
+  commit(p, mask, std::move(method));
   return module;
 }
 
@@ -299,61 +339,55 @@ Module& custom_from_mask(Module& module, const std::string& name, Tensor& field,
 }
 
 void global_unstructured(const std::vector<Target>& targets, const std::shared_ptr<PruningMethod>& method) {
-  const char* op = "prune global_unstructured";
-  if (!method) throw Error(std::string(op) + ": the pruning method is null");
+  const std::string op = "prune global_unstructured";
+  if (!method) throw Error(op + ": the pruning method is null");
   if (method->type() != PruningType::Unstructured) {
-    throw Error(std::string(op) + ": only unstructured methods prune globally, got " + method->name());
+    throw Error(op + ": only unstructured methods prune globally, got " + method->name());
   }
-  if (targets.empty()) return;
-  // Every target's scores and current mask, flattened and joined (the current value orig * mask
-  // stands for the tensor, as PyTorch reads the module's attribute).
+  // Every target is checked before any changes; its scores (by default the tensor as the module
+  // uses it) and its mask are flattened and joined, the method chooses once over all of them, and
+  // each target gets its part as a custom_from_mask.
+  std::vector<Prepared> prepared;
   TensorList scores, masks;
   for (const Target& t : targets) {
-    if (!t.module || !t.field) throw Error(std::string(op) + ": a target's module or member is null");
-    Module& m = *t.module;
-    std::shared_ptr<State> state = state_of(m, t.name);
-    Tensor value, mask;
-    if (state) {
-      mask = m.get_buffer(t.name + "_mask");
-      value = m.get_parameter(t.name + "_orig") * mask;
-    } else {
-      if (!m.has_parameter(t.name))
-        throw Error(std::string(op) + ": " + m.type_name() + " has no parameter \"" + t.name + "\"");
-      value = m.get_parameter(t.name);
-      mask = ones_like(value);
+    if (!t.module || !t.field) throw Error(op + ": the module or member of target \"" + t.name + "\" is null");
+    for (const Prepared& q : prepared) {
+      if (q.module == t.module && q.name == t.name) {
+        throw Error(op + ": " + tensor_name(*t.module, t.name) + " is a target twice");
+      }
     }
-    const Tensor s = t.importance_scores.defined() ? t.importance_scores : value;
-    if (s.sizes() != value.sizes()) {
-      throw ShapeError(std::string(op) + ": the importance scores of " + named(m, t.name) + " are " +
-                       shape_str(s.sizes()) + ", the tensor is " + shape_str(value.sizes()));
-    }
-    if (!scores.empty() && s.device() != scores[0].device()) {
-      throw Error(std::string(op) + ": the targets are on several devices (" + scores[0].device().str() + " and " +
-                  s.device().str() + ")");
+    prepared.push_back(prepare(op, *t.module, t.name, *t.field, t.importance_scores));
+    const Prepared& p = prepared.back();
+    if (p.orig.device() != prepared[0].orig.device()) {
+      throw DeviceError(op + ": the targets are on several devices (" + prepared[0].orig.device().str() + " and " +
+                        p.orig.device().str() + ")");
     }
     NoGradGuard no_grad;
-    scores.push_back(s.detach().reshape({-1}).to(DType::Float64));
-    masks.push_back(mask.detach().reshape({-1}).to(DType::Float64));
+    scores.push_back(p.scores.reshape({-1}).to(DType::Float64));
+    masks.push_back(p.default_mask.reshape({-1}).to(DType::Float64));
   }
+  if (prepared.empty()) return;
   Tensor all;
   {
     NoGradGuard no_grad;
-    const Tensor joined = cat(scores, 0), joined_mask = cat(masks, 0);
-    all = combine(op, *method, joined, joined_mask);
+    all = combine(op, *method, cat(scores, 0), cat(masks, 0));
   }
+  std::vector<std::shared_ptr<PruningMethod>> parts;
+  TensorList part_masks;
   int64_t at = 0;
-  for (const Target& t : targets) {
-    const int64_t n = t.field->numel();
-    const Tensor part = all.narrow(0, at, n).reshape(t.field->sizes());
+  for (const Prepared& p : prepared) {
+    const int64_t n = p.orig.numel();
+    parts.push_back(std::make_shared<CustomFromMask>(all.narrow(0, at, n).reshape(p.orig.sizes())));
+    part_masks.push_back(new_mask(op, *parts.back(), p));
     at += n;
-    custom_from_mask(*t.module, t.name, *t.field, part);
   }
+  for (size_t i = 0; i < prepared.size(); ++i) commit(prepared[i], part_masks[i], parts[i]);
 }
 
 Module& remove(Module& module, const std::string& name) {
   std::shared_ptr<State> state = state_of(module, name);
   if (!state) {
-    throw Error("prune remove: " + named(module, name) + " is not pruned (prune it before removing its pruning)");
+    throw Error("prune remove: " + tensor_name(module, name) + " is not pruned (prune it before removing its pruning)");
   }
   Tensor orig = module.get_parameter(name + "_orig");
   const Tensor mask = module.get_buffer(name + "_mask");
@@ -379,13 +413,13 @@ bool is_pruned(Module& module) {
 
 std::vector<std::shared_ptr<PruningMethod>> methods(const Module& module, const std::string& name) {
   std::shared_ptr<State> state = state_of(module, name);
-  if (!state) throw Error("prune methods: " + named(module, name) + " is not pruned");
+  if (!state) throw Error("prune methods: " + tensor_name(module, name) + " is not pruned");
   return state->methods;
 }
 
 Tensor pruned_value(Module& module, const std::string& name) {
   std::shared_ptr<State> state = state_of(module, name);
-  if (!state) throw Error("prune pruned_value: " + named(module, name) + " is not pruned");
+  if (!state) throw Error("prune pruned_value: " + tensor_name(module, name) + " is not pruned");
   Hook{state}(module);
   return *state->field;
 }

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/random.h"
@@ -39,14 +40,20 @@ namespace kiln::nn::prune {
 // is computed.
 class Amount {
  public:
-  Amount(int count);        // NOLINT: prune::l1_unstructured(m, "weight", m.weight, 3)
-  Amount(int64_t count);    // NOLINT
-  Amount(double fraction);  // NOLINT: ..., 0.3)
+  // Implicit, so that a count or a fraction passes as itself: l1_unstructured(m, "weight",
+  // m.weight, 3) or (..., 0.3).
+  template <std::integral I>
+  requires(!std::same_as<I, bool>) Amount(I count)  // NOLINT
+      : is_fraction_(false), count_(static_cast<int64_t>(count)) {
+    check_count(std::cmp_less(count, 0));
+  }
+  Amount(double fraction);  // NOLINT
   // The count to prune among `eligible` entries or channels; errors name `op`.
   int64_t of(int64_t eligible, const char* op) const;
   std::string str() const;
 
  private:
+  void check_count(bool negative) const;  // an Error for a negative count (or one past int64)
   bool is_fraction_;
   int64_t count_ = 0;
   double fraction_ = 0.0;
@@ -122,7 +129,8 @@ class RandomStructured : public PruningMethod {
 // the count of nonzeros). The tensor must have 2 dims or more.
 class LnStructured : public PruningMethod {
  public:
-  LnStructured(Amount amount, double n, int64_t dim = -1) : amount(amount), n(n), dim_(dim) {}
+  // n must not be NaN.
+  LnStructured(Amount amount, double n, int64_t dim = -1);
   std::string name() const override { return "LnStructured"; }
   PruningType type() const override { return PruningType::Structured; }
   int64_t dim() const override { return dim_; }
@@ -147,11 +155,13 @@ class CustomFromMask : public PruningMethod {
 // Prunes the module's parameter `name`, whose C++ member is `field` (Linear's "weight" and
 // linear.weight; as with register_parametrization, the member itself, never a copy of the handle),
 // with `method`, choosing on importance_scores (a tensor of the parameter's shape) when given and
-// on the parameter's values otherwise. Pruning a tensor already pruned adds to its mask (see
-// above). Errors (a kiln::Error naming the module and tensor, and nothing changed): no such
-// parameter, a member that is another tensor, importance scores of another shape, an amount larger
-// than what is eligible, a structured method on a 1-d tensor or a dim out of range, a "weight_orig"
-// or "weight_mask" already taken, a parametrized tensor.
+// on the tensor as the module uses it otherwise (its pruned entries zero). Pruning a tensor
+// already pruned adds to its mask (see above); the mask is then a new buffer, so a forward pass
+// that saved the old one can still run backward. Errors (a kiln::Error naming the module and
+// tensor, and nothing changed): no such parameter, a member that is another tensor, importance
+// scores of another shape or device, an amount larger than what is eligible, a structured method
+// on a 1-d tensor or a dim out of range, a "weight_orig" or "weight_mask" already taken, a
+// parametrized tensor.
 Module& apply(Module& module, const std::string& name, Tensor& field, std::shared_ptr<PruningMethod> method,
               const Tensor& importance_scores = Tensor());
 
@@ -177,8 +187,9 @@ struct Target {
 
 // Prunes the targets together with one unstructured method (its amount counts the entries of all
 // of them not yet pruned): the lowest magnitudes over the whole network rather than per tensor.
-// Every target then carries its own mask, as if pruned with custom_from_mask. A structured or
-// global method is an Error.
+// Every target then carries its own mask, as if pruned with custom_from_mask. Every target is
+// checked (as apply checks) before any changes; a structured or global method, a target named
+// twice or targets on several devices are Errors too.
 void global_unstructured(const std::vector<Target>& targets, const std::shared_ptr<PruningMethod>& method);
 
 // Makes the pruning of `name` permanent: the parameter "name" again (the former "name_orig", so an

@@ -172,6 +172,28 @@ TEST_CASE("ln_structured and random_structured prune whole channels", "[nn][prun
   CHECK(keys(*with_bias) == std::set<std::string>{"bias", "weight"});
 }
 
+TEST_CASE("a structured method after an unstructured one scores the tensor as the module uses it", "[nn][prune]") {
+  // Rows [10, 1, 1, 1] and [3, 3, 3, 3]; once the 10 is masked, row 0's L2 norm is sqrt(3), below
+  // row 1's 6 (weight_orig still holds the 10, which must not count).
+  auto lin = linear_with({10, 1, 1, 1, 3, 3, 3, 3});
+  prune::custom_from_mask(*lin, "weight", lin->weight,
+                          tensor({0.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, {2, 4}));
+  prune::ln_structured(*lin, "weight", lin->weight, 1, 2.0, 0);
+  CHECK(values(lin->weight) == std::vector<float>{0, 0, 0, 0, 3, 3, 3, 3});
+  // A frozen parameter stays frozen through pruning and remove.
+  auto frozen = linear_with({1, 2, 3, 4, 5, 6, 7, 8});
+  frozen->weight.set_requires_grad(false);
+  prune::l1_unstructured(*frozen, "weight", frozen->weight, 2);
+  CHECK_FALSE(frozen->get_parameter("weight_orig").requires_grad());
+  CHECK(frozen->num_parameters(true) == 2);
+  prune::remove(*frozen, "weight");
+  CHECK_FALSE(frozen->weight.requires_grad());
+  CHECK(values(frozen->weight) == std::vector<float>{0, 0, 3, 4, 5, 6, 7, 8});
+  // Any integer type counts.
+  prune::l1_unstructured(*frozen, "weight", frozen->weight, size_t{1});
+  CHECK(sum(frozen->get_buffer("weight_mask")).item<double>() == 7);
+}
+
 TEST_CASE("random_unstructured prunes exactly its amount, the same for the same seed", "[nn][prune]") {
   Linear a(10, 10), b(10, 10);
   prune::random_unstructured(a, "weight", a.weight, 0.3, Generator(11));
@@ -204,6 +226,17 @@ TEST_CASE("global_unstructured prunes the smallest magnitudes over several layer
   CHECK_THROWS_WITH(
       prune::global_unstructured({{c.get(), "weight", &c->weight}}, std::make_shared<prune::LnStructured>(1, 2.0, 0)),
       Catch::Contains("only unstructured methods prune globally, got LnStructured"));
+  // A bad target anywhere is found before any target changes.
+  auto e = linear_with({1, 2, 3, 4, 5, 6, 7, 8}), f = linear_with({1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor not_the_member = f->weight.detach().clone();
+  CHECK_THROWS_WITH(prune::global_unstructured({{e.get(), "weight", &e->weight}, {f.get(), "weight", &not_the_member}},
+                                               std::make_shared<prune::L1Unstructured>(2)),
+                    Catch::Contains("the member given for Linear's \"weight\" is not the tensor registered"));
+  CHECK_THROWS_WITH(prune::global_unstructured({{e.get(), "weight", &e->weight}, {e.get(), "weight", &e->weight}},
+                                               std::make_shared<prune::L1Unstructured>(2)),
+                    Catch::Contains("Linear's \"weight\" is a target twice"));
+  CHECK_FALSE(prune::is_pruned(*e));
+  CHECK(keys(*e) == std::set<std::string>{"bias", "weight"});
 }
 
 TEST_CASE("a pruned model trains, moves and reloads with its masks", "[nn][prune]") {
@@ -226,9 +259,22 @@ TEST_CASE("a pruned model trains, moves and reloads with its masks", "[nn][prune
     (y * y).mean().backward();
     sgd.step();
   }
-  // Weight decay moves the pruned entries of weight_orig, yet the weight the layer uses stays zero.
-  CHECK(amax(abs(prune::pruned_value(first, "weight") * (1.0 - mask)), {}).item<double>() == 0.0);
+  // The pruned entries get no gradient; weight decay still moves them in weight_orig, yet the
+  // weight the layer uses (set by its hook when called) stays zero there.
+  CHECK(amax(abs(first.get_parameter("weight_orig").grad() * (1.0 - mask)), {}).item<double>() == 0.0);
+  CHECK(amax(abs(first.get_parameter("weight_orig").grad() * mask), {}).item<double>() > 0.0);
   CHECK(sum(ne(first.get_parameter("weight_orig") * (1.0 - mask), 0.0)).item<int64_t>() > 0);
+  net(x);
+  CHECK(amax(abs(first.weight * (1.0 - mask)), {}).item<double>() == 0.0);
+  CHECK(amax(abs(first.weight - first.get_parameter("weight_orig") * mask), {}).item<double>() == 0.0);
+
+  // Pruning again between a forward and its backward: the mask is a new buffer, so the one the
+  // forward saved is unchanged and backward runs.
+  const Tensor before = net(x).sum();
+  prune::l1_unstructured(first, "weight", first.weight, 1);
+  CHECK_NOTHROW(before.backward());
+  CHECK(first.get_buffer("weight_mask").impl() != mask.impl());
+  CHECK(sum(mask).item<double>() - sum(first.get_buffer("weight_mask")).item<double>() == 1.0);
 
   // A pruned checkpoint loads into a model pruned with identity (PyTorch's recipe).
   manual_seed(6);
@@ -261,6 +307,8 @@ TEST_CASE("pruning errors name the module and tensor and change nothing", "[nn][
   CHECK_THROWS_WITH(prune::custom_from_mask(*lin, "weight", lin->weight, ones({8})),
                     Catch::Contains("prune CustomFromMask: the mask is [8], the tensor is [2, 4]"));
   CHECK_THROWS_WITH(prune::apply(*lin, "weight", lin->weight, nullptr), Catch::Contains("method"));
+  CHECK_THROWS_WITH(prune::LnStructured(1, std::nan(""), 0),
+                    Catch::Contains("prune LnStructured: the norm's order n is NaN"));
   CHECK_FALSE(prune::is_pruned(*lin));
   CHECK(keys(*lin) == std::set<std::string>{"bias", "weight"});
   // Once pruned, another member for the same name is refused.
@@ -272,7 +320,7 @@ TEST_CASE("pruning errors name the module and tensor and change nothing", "[nn][
   auto wn = linear_with({1, 2, 3, 4, 5, 6, 7, 8});
   weight_norm(*wn);
   CHECK_THROWS_WITH(prune::l1_unstructured(*wn, "weight", wn->weight, 1),
-                    Catch::Contains("it is parametrized: prune a parametrization's original"));
+                    Catch::Contains("it is parametrized, and a parametrized tensor cannot be pruned"));
 }
 
 TEST_CASE("Module::get_parameter and get_buffer follow dotted paths", "[nn]") {
