@@ -13,7 +13,7 @@
 // input's dtype, so for a float16 or bfloat16 input on PyTorch's CPU a window may start one cell
 // away from kiln's.
 //
-// Composed of ops both devices have (arange, floor, gather, max along a dim); the gradient goes to
+// Composed of ops both devices have (arange, floor, gather, where); the gradient goes to
 // each window's first maximum alone, as PyTorch's.
 #pragma once
 

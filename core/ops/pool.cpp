@@ -1,8 +1,8 @@
 // 2-d pooling (max, average, adaptive average) with kiln's own kernels on both devices. The output
 // keeps the input's layout (NCHW or channels-last); 3-d [C, H, W] inputs count as one image. The
 // 1-d pools run the 2-d ones on a height of 1. The adaptive max pools gather each window with
-// index_select and take its amax (with indices: each window's cells gathered by their flat index in
-// the plane, and the first maximum's index kept); the LP pools are average pools of powers.
+// index_select and take its amax (with indices, ops::max_over_windows finds each window's winner
+// one dim at a time; fractional max pooling shares it); the LP pools are average pools of powers.
 #include "core/ops/pool.h"
 
 #include <algorithm>
