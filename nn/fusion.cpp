@@ -124,10 +124,17 @@ L& fuse_into(const std::string& op, L& layer, const BatchNorm& bn, int64_t out, 
   if (!bn.track_running_stats) {
     throw Error(op + ": the batch norm does not track running statistics" + pair);
   }
-  // The members must be the registered parameters: a pruned or parametrized weight is recomputed
-  // from other tensors at each call, and writing into it would be lost.
-  if (!layer.has_parameter("weight") || (layer.bias.defined() && !layer.has_parameter("bias"))) {
+  // The members must be the registered parameters: a pruned or parametrized tensor is recomputed
+  // from other tensors at each call, so writing into the layer's would be lost and reading the
+  // batch norm's could be stale. A layer without bias must have nowhere a "bias" is registered.
+  const auto plain = [](const Module& m, const char* name, const Tensor& member) {
+    return member.defined() ? m.has_parameter(name) : !m.has_parameter(name);
+  };
+  if (!plain(layer, "weight", layer.weight) || !layer.weight.defined() || !plain(layer, "bias", layer.bias)) {
     throw Error(op + ": the layer's weight or bias is not a plain parameter (pruned or parametrized?)" + pair);
+  }
+  if (!plain(bn, "weight", bn.weight) || !plain(bn, "bias", bn.bias)) {
+    throw Error(op + ": the batch norm's weight or bias is not a plain parameter (pruned or parametrized?)" + pair);
   }
   detail::member_tensor(op, layer, "weight", layer.weight);
   if (layer.bias.defined()) detail::member_tensor(op, layer, "bias", layer.bias);

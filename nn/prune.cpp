@@ -28,7 +28,8 @@ namespace kiln::nn::prune {
 // --- Amount --------------------------------------------------------------------------------------
 
 void Amount::check_count(bool negative) const {
-  if (negative || count_ < 0) throw Error("prune: amount=" + std::to_string(count_) + " must be a non-negative count");
+  if (negative) throw Error("prune: amount=" + std::to_string(count_) + " must be a non-negative count");
+  if (count_ < 0) throw Error("prune: the amount is a count past int64's range");
 }
 
 Amount::Amount(double fraction) : is_fraction_(true), fraction_(fraction) {
@@ -221,6 +222,10 @@ struct Prepared {
 
 Prepared prepare(const std::string& op, Module& module, const std::string& name, Tensor& field,
                  const Tensor& importance_scores) {
+  if (dynamic_cast<const ParametrizationList*>(&module)) {
+    throw Error(op + ": " + tensor_name(module, name) +
+                " is an original of a parametrization, which reads it directly: a mask there would never apply");
+  }
   Prepared p{&module, name, &field, state_of(module, name), Tensor(), Tensor(), Tensor()};
   if (p.state) {
     if (&field != p.state->field) {

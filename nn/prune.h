@@ -153,7 +153,9 @@ class CustomFromMask : public PruningMethod {
 };
 
 // Prunes the module's parameter `name`, whose C++ member is `field` (Linear's "weight" and
-// linear.weight; as with register_parametrization, the member itself, never a copy of the handle),
+// linear.weight; as with register_parametrization, the member itself, never a copy of the handle:
+// kiln checks that it holds the registered tensor, not where it lives, and a copy would get the
+// masked tensor while forward kept reading the member),
 // with `method`, choosing on importance_scores (a tensor of the parameter's shape) when given and
 // on the tensor as the module uses it otherwise (its pruned entries zero). Pruning a tensor
 // already pruned adds to its mask (see above); the mask is then a new buffer, so a forward pass
@@ -161,7 +163,7 @@ class CustomFromMask : public PruningMethod {
 // tensor, and nothing changed): no such parameter, a member that is another tensor, importance
 // scores of another shape or device, an amount larger than what is eligible, a structured method
 // on a 1-d tensor or a dim out of range, a "weight_orig" or "weight_mask" already taken, a
-// parametrized tensor.
+// parametrized tensor or a parametrization's original.
 Module& apply(Module& module, const std::string& name, Tensor& field, std::shared_ptr<PruningMethod> method,
               const Tensor& importance_scores = Tensor());
 

@@ -5,18 +5,26 @@
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/kiln.h"
 #include "nn/fusion.h"
 #include "nn/layers.h"
+#include "nn/parametrize.h"
 #include "nn/prune.h"
 
 using namespace kiln;
 using namespace kiln::nn;
 
 namespace {
+
+std::set<std::string> keys_of(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& [k, t] : m.state_dict()) out.insert(k);
+  return out;
+}
 
 double max_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.sizes() == b.sizes());
@@ -80,9 +88,9 @@ TEST_CASE("fusing a batch norm into the layer before it keeps the pair's output"
     t2.to(DType::Float64);
     b2.to(DType::Float64);
     CHECK(fused_error(t2, b2, randn({2, 4, 5, 5}, DType::Float64), [&] { fuse_conv_bn_eval_(t2, b2); }) < 1e-12);
-    ConvTranspose1d t1(3, 4, 3, 2);
-    BatchNorm1d b1(4);
-    CHECK(fused_error(t1, b1, randn({2, 3, 7}), [&] { fuse_conv_bn_eval_(t1, b1); }) < 1e-4);
+    ConvTranspose1d t1(4, 6, 3, 2, 0, 0, 2);
+    BatchNorm1d b1(6);
+    CHECK(fused_error(t1, b1, randn({2, 4, 7}), [&] { fuse_conv_bn_eval_(t1, b1); }) < 1e-4);
     ConvTranspose3d t3(2, 4, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2, false);
     BatchNorm3d b3(4);
     CHECK(fused_error(t3, b3, randn({1, 2, 3, 4, 4}), [&] { fuse_conv_bn_eval_(t3, b3); }) < 1e-4);
@@ -125,16 +133,32 @@ TEST_CASE("fusing refuses training mode, untracked statistics and mismatched cha
                     Catch::Contains("the batch norm has 5 features, the layer 4 output channels"));
   Linear lin(3, 4);
   lin.eval();
-  CHECK_THROWS_WITH(fuse_linear_bn_eval_(lin, five), Catch::Contains("fuse_linear_bn_eval_"));
+  const std::vector<float> lw = lin.weight.contiguous().to_vector<float>(), lb = lin.bias.to_vector<float>();
+  CHECK_THROWS_WITH(
+      fuse_linear_bn_eval_(lin, five),
+      Catch::Contains("fuse_linear_bn_eval_: the batch norm has 5 features, the layer 4 output channels"));
   CHECK(conv.weight.contiguous().to_vector<float>() == w);  // nothing changed
+  CHECK(lin.weight.contiguous().to_vector<float>() == lw);
+  CHECK(lin.bias.to_vector<float>() == lb);
   // A pruned weight is recomputed at each call: folding into it is refused.
   Conv2d pruned(3, 4, {3, 3});
   pruned.eval();
   prune::l1_unstructured(pruned, "weight", pruned.weight, 2);
   BatchNorm2d eval_bn(4);
   eval_bn.eval();
+  const std::vector<float> pw = pruned.get_parameter("weight_orig").contiguous().to_vector<float>();
   CHECK_THROWS_WITH(fuse_conv_bn_eval_(pruned, eval_bn),
                     Catch::Contains("the layer's weight or bias is not a plain parameter (pruned or parametrized?)"));
+  CHECK(pruned.get_parameter("weight_orig").contiguous().to_vector<float>() == pw);
+  CHECK(keys_of(pruned) == std::set<std::string>{"bias", "weight_mask", "weight_orig"});
+  // So is a parametrized batch norm weight (read stale between calls).
+  Conv2d plain(3, 4, {3, 3});
+  plain.eval();
+  BatchNorm2d normed(4);
+  normed.eval();
+  weight_norm(normed, std::nullopt);
+  CHECK_THROWS_WITH(fuse_conv_bn_eval_(plain, normed),
+                    Catch::Contains("the batch norm's weight or bias is not a plain parameter"));
   CHECK_THROWS_WITH(fuse_conv_bn_weights(zeros({4}), Tensor(), zeros({4}), ones({4}), 1e-5, Tensor(), Tensor()),
                     Catch::Contains("fuse_conv_bn_weights: the layer's weight must be a floating tensor of 2 dims"));
   CHECK_THROWS_WITH(

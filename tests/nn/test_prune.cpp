@@ -322,6 +322,12 @@ TEST_CASE("pruning errors name the module and tensor and change nothing", "[nn][
   weight_norm(*wn);
   CHECK_THROWS_WITH(prune::l1_unstructured(*wn, "weight", wn->weight, 1),
                     Catch::Contains("it is parametrized, and a parametrized tensor cannot be pruned"));
+  // Nor an original of its parametrization: the list reads it directly, so a mask would not apply.
+  auto list = parametrization_list(*wn, "weight");
+  Tensor original = list->get_parameter("original1");
+  CHECK_THROWS_WITH(prune::l1_unstructured(*list, "original1", original, 1),
+                    Catch::Contains("is an original of a parametrization, which reads it directly"));
+  CHECK_FALSE(prune::is_pruned(*wn));
 }
 
 TEST_CASE("Module::get_parameter and get_buffer follow dotted paths", "[nn]") {
