@@ -116,6 +116,16 @@ void detail::check_positive(const char* layer, const char* what, Pair p) {
   }
 }
 
+void detail::check_positive(const char* layer, const char* what, int64_t v) {
+  if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
+}
+
+void detail::check_positive(const char* layer, const char* what, const Triple& t) {
+  if (t[0] <= 0 || t[1] <= 0 || t[2] <= 0) {
+    throw Error(std::string(layer) + ": " + what + " must be positive, got " + py_tuple({t[0], t[1], t[2]}));
+  }
+}
+
 std::string detail::tensor_name(const Module& module, const std::string& name) {
   return module.type_name() + "'s \"" + name + "\"";
 }
@@ -129,16 +139,6 @@ Tensor detail::member_tensor(const std::string& op, const Module& module, const 
                 " is not the tensor registered under that name");
   }
   return t;
-}
-
-void detail::check_positive(const char* layer, const char* what, int64_t v) {
-  if (v <= 0) throw Error(std::string(layer) + ": " + what + " must be positive, got " + std::to_string(v));
-}
-
-void detail::check_positive(const char* layer, const char* what, const Triple& t) {
-  if (t[0] <= 0 || t[1] <= 0 || t[2] <= 0) {
-    throw Error(std::string(layer) + ": " + what + " must be positive, got " + py_tuple({t[0], t[1], t[2]}));
-  }
 }
 
 namespace {

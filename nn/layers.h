@@ -57,7 +57,8 @@ Tensor embedding_table(const char* layer, int64_t num_embeddings, int64_t embedd
 // Scales in place (without grad) every row of `weight` that `indices` name whose norm_type-norm
 // exceeds max_norm, to norm max_norm.
 void renorm_rows(const char* layer, const Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
-// A layer's size argument (both entries of a Pair) must be > 0 (kiln::Error naming the layer).
+// A layer's size argument (every entry of a Pair or Triple) must be > 0 (kiln::Error naming the
+// layer).
 void check_positive(const char* layer, const char* what, Pair p);
 void check_positive(const char* layer, const char* what, int64_t v);
 void check_positive(const char* layer, const char* what, const Triple& t);
