@@ -152,9 +152,14 @@ template <UnaryOp OP, typename C> KILN_HD C unary_fn(C x, C a, C b) {
   if constexpr (OP == UnaryOp::Copy) {
     return x;
   } else if constexpr (OP == UnaryOp::Neg) {
-    return wrap_sub(C(0), x);  // for integers, -INT64_MIN is INT64_MIN, as PyTorch's
+    // For integers -INT64_MIN is INT64_MIN, as PyTorch's; floats flip the sign, so 0 gives -0
+    // (0 - x would give +0).
+    if constexpr (std::is_integral_v<C>)
+      return wrap_sub(C(0), x);
+    else
+      return -x;
   } else if constexpr (OP == UnaryOp::Abs) {
-    return x < C(0) ? wrap_sub(C(0), x) : x;
+    return x <= C(0) ? wrap_sub(C(0), x) : x;  // <=: -0 gives +0
   } else if constexpr (OP == UnaryOp::Sign) {
     return sign_fn(x);
   } else if constexpr (OP == UnaryOp::Relu) {

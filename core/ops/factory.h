@@ -1,5 +1,5 @@
-// Tensor factories: new tensors, fills, ranges and copies of host values. Random factories are in
-// core/ops/random.h.
+// Tensor factories: new tensors, fills, ranges, window functions and copies of host values. Random
+// factories are in core/ops/random.h.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,39 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 // up from start and the second down from end in the dtype's arithmetic; in an integer dtype each
 // point is the real one (float64) cut toward zero. Bool is a DTypeError.
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOptions options = {});
+
+// Window functions, as torch's factories of the same names: the tapers a short-time Fourier
+// transform or a filter design multiplies a signal by. Each returns a 1-d tensor of window_length
+// values; periodic (the default) gives the first window_length of a symmetric window one longer,
+// the form that tiles when shifted by its length (spectral analysis), and periodic = false the
+// symmetric window itself (filter design). Lengths 0 and 1 give [] and [1]. The values are computed
+// in float64 on the host and rounded once to options' floating dtype; a non-floating dtype is a
+// DTypeError, a negative length an Error. As in PyTorch's C++ API, each also takes (window_length,
+// options) and hamming and kaiser (window_length, periodic, options) with their default parameters.
+//
+// With N = window_length (+ 1 when periodic) and n = 0 .. window_length - 1:
+// 0.5 - 0.5 cos(2 pi n / (N - 1)).
+Tensor hann_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+// alpha - beta cos(2 pi n / (N - 1)); the defaults are Hamming's.
+Tensor hamming_window(int64_t window_length, bool periodic = true, double alpha = 0.54, double beta = 0.46,
+                      TensorOptions options = {});
+// 0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1)).
+Tensor blackman_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+// The triangle 1 - |2 n / (N - 1) - 1|.
+Tensor bartlett_window(int64_t window_length, bool periodic = true, TensorOptions options = {});
+// i0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / i0(beta) (core/ops/special.h), computed as a ratio of
+// i0e values so that a large beta does not overflow. A larger beta lowers the side lobes of the
+// window's spectrum and widens its main lobe; -beta gives beta's window (i0 is even, as PyTorch
+// has it), and a beta that is not finite is an Error.
+Tensor kaiser_window(int64_t window_length, bool periodic = true, double beta = 12.0, TensorOptions options = {});
+
+Tensor hann_window(int64_t window_length, TensorOptions options);
+Tensor hamming_window(int64_t window_length, TensorOptions options);
+Tensor hamming_window(int64_t window_length, bool periodic, TensorOptions options);
+Tensor blackman_window(int64_t window_length, TensorOptions options);
+Tensor bartlett_window(int64_t window_length, TensorOptions options);
+Tensor kaiser_window(int64_t window_length, TensorOptions options);
+Tensor kaiser_window(int64_t window_length, bool periodic, TensorOptions options);
 
 // Copies `count` elements of type `dtype` from host memory into a new contiguous tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});

@@ -258,6 +258,171 @@ Tensor ndtri_values(const Tensor& p) {
   return where(eq(p, 0.0), -kInf, where(eq(p, 1.0), kInf, value));
 }
 
+// The modified Bessel functions I0 and I1: below kBesselSplit the power series in u = (x /
+// kBesselSplit)^2, beyond it the asymptotic series in v = kBesselSplit / |x|. Both variables stay
+// in [0, 1] and the coefficients are scaled to match (c_k T^k and a_k / A^k), so float32 evaluates
+// them without its range cutting off the late ones. At 20 the power series needs 34 terms and the
+// asymptotic one 26 (its error, near its first term left out, is then below float64's rounding; the
+// series can go no further: from about 2x terms on they grow).
+constexpr double kBesselSplit = 20.0;
+constexpr int kBesselSeriesTerms = 34;
+constexpr int kBesselAsymptoticTerms = 26;
+
+// sum_k T^k / (k! (k + n)!) u^k with T = kBesselSplit^2 / 4: I_n(x) / (x / 2)^n at u = (x / 20)^2.
+const std::vector<double>& bessel_series(int n) {
+  static const auto make = [](int order) {
+    const double t = kBesselSplit * kBesselSplit / 4;
+    std::vector<double> c = {1.0};
+    for (int k = 1; k < kBesselSeriesTerms; ++k) c.push_back(c.back() * t / (k * (k + order)));
+    return c;
+  };
+  static const std::vector<double> c0 = make(0), c1 = make(1);
+  return n == 0 ? c0 : c1;
+}
+
+// Hankel's expansion I_n(x) e^-x sqrt(2 pi x) ~ sum_k (-1)^k prod_(j<=k) (4n^2 - (2j - 1)^2) / (k!
+// (8x)^k), in v = kBesselSplit / x.
+const std::vector<double>& bessel_asymptotic(int n) {
+  static const auto make = [](int order) {
+    const double mu = 4.0 * order * order;
+    std::vector<double> c = {1.0};
+    for (int k = 1; k < kBesselAsymptoticTerms; ++k) {
+      const double odd = 2.0 * k - 1;
+      c.push_back(c.back() * -(mu - odd * odd) / (8.0 * k * kBesselSplit));
+    }
+    return c;
+  };
+  static const std::vector<double> c0 = make(0), c1 = make(1);
+  return n == 0 ? c0 : c1;
+}
+
+// The power series of I_n(x) / (x / 2)^n at |x| = near <= kBesselSplit.
+Tensor bessel_i_series(int n, const Tensor& near) {
+  return horner(div(mul(near, near), kBesselSplit * kBesselSplit), bessel_series(n));
+}
+
+// e^-|x| I_n(|x|) at |x| = far >= kBesselSplit: the asymptotic series over sqrt(2 pi |x|), divided
+// by the root of |x| and then by that of 2 pi, so that no finite |x| overflows it.
+Tensor bessel_i_tail(int n, const Tensor& far) {
+  return mul(div(horner(div(kBesselSplit, far), bessel_asymptotic(n)), sqrt(far)), 1 / std::sqrt(2 * kPi));
+}
+
+// I_n(x) for n = 0 or 1, times exp(-|x|) when scaled.
+Tensor bessel_i_values(int n, const Tensor& x, bool scaled) {
+  const Tensor a = abs(x);
+  const Tensor small = le(a, kBesselSplit);
+  // Each series on its own side's inputs; the others get the split point, where both are finite.
+  const Tensor near = clamp(a, std::nullopt, kBesselSplit);
+  Tensor series = bessel_i_series(n, near);
+  if (n == 1) series = mul(series, mul(near, 0.5));
+  const Tensor far = clamp(a, kBesselSplit, std::nullopt);
+  const Tensor tail = bessel_i_tail(n, far);
+  Tensor value;
+  if (scaled) {
+    value = where(small, mul(series, exp(neg(a))), tail);
+  } else {
+    // e^|x| as (e^(|x| / 2))^2, applied one factor at a time: the value stays finite as long as the
+    // function does. At inf the tail is 0 and the factor inf: the value is set.
+    const Tensor half = exp(mul(far, 0.5));
+    value = where(small, series, where(isinf(a), kInf, mul(half, mul(half, tail))));
+  }
+  return n == 1 ? where(lt(x, 0.0), neg(value), value) : value;
+}
+
+// d/dx I1(x) = I0(x) - I1(x) / x, and for the scaled ones, whose exp(-|x|) adds -sign(x) i1e,
+// i0e - i1e / x - sign(x) i1e; y is I1(x) or i1e(x). Up to kBesselSplit I1(x) / x is the series
+// over 2, never a quotient: 1/2 at 0, and exact for subnormal x, where y has lost digits.
+Tensor bessel_i1_slope(const Tensor& x, const Tensor& y, bool scaled) {
+  const Tensor a = abs(x);
+  const Tensor near = clamp(a, std::nullopt, kBesselSplit);
+  Tensor over_x = mul(bessel_i_series(1, near), 0.5);
+  if (scaled) over_x = mul(over_x, exp(neg(near)));
+  const Tensor ratio = where(le(a, kBesselSplit), over_x, div(y, x));
+  return scaled ? sub(bessel_i_values(0, x, true), add(ratio, mul(sign(x), y)))
+                : sub(bessel_i_values(0, x, false), ratio);
+}
+
+// The modified Bessel functions of the second kind K0 and K1 for x > 0, in three pieces:
+// - x <= 1: their series, K0 = -(log(x / 2) + gamma) I0 + sum t^k H_k / k!^2 and
+//   K1 = 1 / x + log(x / 2) I1 - x / 4 sum t^k (psi(k + 1) + psi(k + 2)) / (k! (k + 1)!), with
+//   t = x^2 / 4 <= 1/4 and H_k the harmonic numbers; 14 terms;
+// - 1 < x <= 20: e^x K_n(x) = int_0^inf exp(-x (cosh s - 1)) cosh(n s) ds by the trapezoidal rule,
+//   31 nodes 0.15 apart: the integrand is analytic in a strip, so the rule's error falls as
+//   exp(-pi^2 / 0.15 + x), below float64's rounding up to 20, and at 4.5 it is below rounding from
+//   x = 1 on;
+// - beyond 20: Hankel's expansion, I's coefficients with alternating signs.
+constexpr double kBesselKSeriesEnd = 1.0;
+constexpr int kBesselKSeriesTerms = 14;
+constexpr double kBesselKStep = 0.15;
+constexpr int kBesselKNodes = 31;
+
+// The two series of K_n for x <= 1 (n = 0, 1): the plain I_n series' coefficients and the ones
+// that multiply the log's partner sum.
+struct BesselKSeries {
+  std::vector<double> i, rest;
+};
+const BesselKSeries& bessel_k_series(int n) {
+  static const auto make = [](int order) {
+    BesselKSeries c;
+    double inverse = 1.0, harmonic = 0;  // 1 / (k! (k + n)!) and H_k
+    for (int k = 0; k < kBesselKSeriesTerms; ++k) {
+      if (k > 0) {
+        inverse /= k * (k + order);
+        harmonic += 1.0 / k;
+      }
+      c.i.push_back(inverse);
+      // psi(k + 1) + psi(k + 2) = 2 H_k + 1 / (k + 1) - 2 gamma, for K1.
+      c.rest.push_back(order == 0 ? inverse * harmonic
+                                  : inverse * (2 * harmonic + 1.0 / (k + 1) - 2 * std::numbers::egamma));
+    }
+    return c;
+  };
+  static const BesselKSeries c0 = make(0), c1 = make(1);
+  return n == 0 ? c0 : c1;
+}
+
+// K_n(x) for x in (0, 1] (other entries: unused values).
+Tensor bessel_k_series_values(int n, const Tensor& x) {
+  const BesselKSeries& c = bessel_k_series(n);
+  const Tensor t = mul(mul(x, x), 0.25);
+  const Tensor log_half = log(mul(x, 0.5));
+  if (n == 0) return sub(horner(t, c.rest), mul(add(log_half, std::numbers::egamma), horner(t, c.i)));
+  const Tensor i1 = mul(horner(t, c.i), mul(x, 0.5));
+  return sub(add(div(1.0, x), mul(log_half, i1)), mul(horner(t, c.rest), mul(x, 0.25)));
+}
+
+// e^x K_n(x) for x in [1, 20], by the trapezoidal rule.
+Tensor bessel_k_integral_values(int n, const Tensor& x) {
+  Tensor sum = zeros_like(x);
+  for (int j = 0; j < kBesselKNodes; ++j) {
+    const double s = j * kBesselKStep;
+    const double weight = (j == 0 ? 0.5 : 1.0) * kBesselKStep * (n == 0 ? 1.0 : std::cosh(s));
+    sum = add(sum, mul(exp(mul(x, 1.0 - std::cosh(s))), weight));
+  }
+  return sum;
+}
+
+// K_n(x) for n = 0 or 1, times e^x when scaled: inf at 0, NaN below, 0 at inf.
+Tensor bessel_k_values(int n, const Tensor& x, bool scaled) {
+  const Tensor near = clamp(x, std::nullopt, kBesselKSeriesEnd);
+  const Tensor series = bessel_k_series_values(n, near);
+  const Tensor middle = bessel_k_integral_values(n, clamp(x, kBesselKSeriesEnd, kBesselSplit));
+  const Tensor far = clamp(x, kBesselSplit, std::nullopt);
+  std::vector<double> hankel = bessel_asymptotic(n);
+  for (size_t k = 1; k < hankel.size(); k += 2) hankel[k] = -hankel[k];
+  const Tensor tail = mul(div(horner(div(kBesselSplit, far), hankel), sqrt(far)), std::sqrt(kPi / 2));
+  Tensor value;
+  if (scaled) {
+    value = where(le(x, kBesselKSeriesEnd), mul(series, exp(near)), where(le(x, kBesselSplit), middle, tail));
+  } else {
+    // e^-x as (e^(-x / 2))^2, one factor at a time: the value underflows no earlier than it must.
+    const Tensor half = exp(mul(far, -0.5));
+    value = where(le(x, kBesselKSeriesEnd), series,
+                  where(le(x, kBesselSplit), mul(middle, exp(neg(x))), mul(half, mul(half, tail))));
+  }
+  return where(eq(x, 0.0), kInf, where(logical_or(lt(x, 0.0), isnan(x)), kNaN, value));
+}
+
 }  // namespace
 
 Tensor lgamma(const Tensor& x) {
@@ -359,6 +524,54 @@ Tensor entr(const Tensor& x) {
     return where(isnan(v), v, where(gt(v, 0.0), positive, where(eq(v, 0.0), zeros_like(v), -kInf)));
   };
   return special_unary("entr", x, values, [](const Tensor& v, const Tensor&) { return neg(add(log(v), 1.0)); });
+}
+
+Tensor i0(const Tensor& x) {
+  return special_unary(
+      "i0", x, [](const Tensor& v) { return bessel_i_values(0, v, false); },
+      [](const Tensor& v, const Tensor&) { return bessel_i_values(1, v, false); });
+}
+
+Tensor i1(const Tensor& x) {
+  return special_unary(
+      "i1", x, [](const Tensor& v) { return bessel_i_values(1, v, false); },
+      [](const Tensor& v, const Tensor& y) { return bessel_i1_slope(v, y, false); });
+}
+
+Tensor i0e(const Tensor& x) {
+  return special_unary(
+      "i0e", x, [](const Tensor& v) { return bessel_i_values(0, v, true); },
+      [](const Tensor& v, const Tensor& y) { return sub(bessel_i_values(1, v, true), mul(sign(v), y)); });
+}
+
+Tensor i1e(const Tensor& x) {
+  return special_unary(
+      "i1e", x, [](const Tensor& v) { return bessel_i_values(1, v, true); },
+      [](const Tensor& v, const Tensor& y) { return bessel_i1_slope(v, y, true); });
+}
+
+Tensor modified_bessel_k0(const Tensor& x) {
+  return special_unary(
+      "modified_bessel_k0", x, [](const Tensor& v) { return bessel_k_values(0, v, false); },
+      [](const Tensor& v, const Tensor&) { return neg(bessel_k_values(1, v, false)); });
+}
+
+Tensor modified_bessel_k1(const Tensor& x) {
+  return special_unary(
+      "modified_bessel_k1", x, [](const Tensor& v) { return bessel_k_values(1, v, false); },
+      [](const Tensor& v, const Tensor& y) { return neg(add(bessel_k_values(0, v, false), div(y, v))); });
+}
+
+Tensor scaled_modified_bessel_k0(const Tensor& x) {
+  return special_unary(
+      "scaled_modified_bessel_k0", x, [](const Tensor& v) { return bessel_k_values(0, v, true); },
+      [](const Tensor& v, const Tensor& y) { return sub(y, bessel_k_values(1, v, true)); });
+}
+
+Tensor scaled_modified_bessel_k1(const Tensor& x) {
+  return special_unary(
+      "scaled_modified_bessel_k1", x, [](const Tensor& v) { return bessel_k_values(1, v, true); },
+      [](const Tensor& v, const Tensor& y) { return sub(mul(y, sub(1.0, div(1.0, v))), bessel_k_values(0, v, true)); });
 }
 
 namespace {

@@ -521,6 +521,32 @@ TEST_CASE("int64 add, sub, mul, neg, abs and pow wrap modulo 2^64", "[dtype]") {
   CHECK(add(i32, i32.clone()).to(DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{-2});
 }
 
+// neg flips a float's sign bit and abs clears it, as IEEE 754 (and PyTorch) define them: neg(0) is
+// -0 and abs(-0) is +0, which 0 - x and a x < 0 test get wrong. Both devices share the math
+// (kernels/elementwise_math.h); this runs the CPU's.
+TEST_CASE("neg and abs of signed zeros, in every float dtype", "[dtype]") {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor z = tensor(std::vector<double>{0.0, -0.0}).to(dt);
+    const std::vector<double> n = neg(z).to_vector_double(), a = abs(z).to_vector_double();
+    CHECK(std::signbit(n[0]));
+    CHECK_FALSE(std::signbit(n[1]));
+    CHECK_FALSE(std::signbit(a[0]));
+    CHECK_FALSE(std::signbit(a[1]));
+    CHECK(a == std::vector<double>{0.0, 0.0});
+    // NaN stays NaN; infinities flip and fold.
+    const double inf = std::numeric_limits<double>::infinity();
+    const Tensor special = tensor(std::vector<double>{inf, -inf, std::nan("")}).to(dt);
+    const std::vector<double> ns = neg(special).to_vector_double(), as = abs(special).to_vector_double();
+    CHECK(ns[0] == -inf);
+    CHECK(ns[1] == inf);
+    CHECK(std::isnan(ns[2]));
+    CHECK(as[0] == inf);
+    CHECK(as[1] == inf);
+    CHECK(std::isnan(as[2]));
+  }
+}
+
 // An integer alpha past 2^53 is exact: the kernels take alpha as a double, so such an alpha scales
 // the operand first (2^53 + 1 was 2^53; INT64_MAX was 2^63, an undefined cast back to int64).
 TEST_CASE("add and sub with an int64 alpha past 2^53 are exact", "[dtype]") {

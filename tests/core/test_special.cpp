@@ -184,3 +184,215 @@ TEST_CASE("special: bad arguments name the op and the value", "[special]") {
   CHECK_THROWS_WITH(logit(zeros({2}), 0.6), Catch::Contains("logit") && Catch::Contains("0.6"));
   CHECK_THROWS_WITH(xlog1py(zeros({2}), zeros({3})), Catch::Contains("xlog1py") && Catch::Contains("[3]"));
 }
+
+TEST_CASE("special: the Bessel functions i0, i1, i0e and i1e at known values, both signs", "[special]") {
+  // The values to 20 digits, around the series' split at 20 and far out.
+  struct Known {
+    double x, i0, i1, i0e, i1e;
+  };
+  const std::vector<Known> known = {
+      {1.0, 1.2660658777520083356, 0.56515910399248502721, 0.4657596075936404365, 0.20791041534970844887},
+      {10.0, 2815.7166284662544715, 2670.9883037012546543, 0.12783333716342860732, 0.12126268138445551872},
+      {19.5, 26760525.339838766027, 26065069.264457165694, 0.090939432095156483305, 0.088576086094314852457},
+      {20.5, 70922869.834317006649, 69170831.679184372867, 0.088664429015745248147, 0.086474113494087245571},
+      {30.0, 781672297823.97748972, 768532038938.95699949, 0.073145946482237293929, 0.071916330598647554706},
+      {700.0, 1.5295933476718737363e+302, 1.5285003902339006881e+302, 0.015081295651531357587, 0.015070519444716846949},
+  };
+  for (const Known& k : known) {
+    INFO("x = " << k.x);
+    for (double sign : {1.0, -1.0}) {
+      const Tensor x = doubles({sign * k.x});
+      // The functions' condition number is about |x|: the input's own rounding, magnified.
+      const double eps = 4e-16 * std::max(1.0, k.x);
+      CHECK(value(i0(x)) == Approx(k.i0).epsilon(eps));
+      CHECK(value(i1(x)) == Approx(sign * k.i1).epsilon(eps));
+      CHECK(value(i0e(x)) == Approx(k.i0e).epsilon(eps));
+      CHECK(value(i1e(x)) == Approx(sign * k.i1e).epsilon(eps));
+    }
+    // float32: computed in float32, to its rounding times the same condition number.
+    if (k.x < 80) {
+      const Tensor x = doubles({k.x}).to(DType::Float32);
+      CHECK(i0(x).dtype() == DType::Float32);
+      CHECK(value(i0(x)) == Approx(k.i0).epsilon(2e-7 * k.x + 1e-6));
+      CHECK(value(i1e(x)) == Approx(k.i1e).epsilon(2e-7 * k.x + 1e-6));
+    }
+  }
+  // Integers give float32.
+  CHECK(i0(tensor<int64_t>({1})).dtype() == DType::Float32);
+  CHECK(value(i0(tensor<int64_t>({1}))) == Approx(1.2660658777520083356).epsilon(1e-6));
+}
+
+TEST_CASE("special: the Bessel functions are continuous where the asymptotic series takes over", "[special]") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dtype));
+    // 20 and the next value of the dtype: the last input of the power series and the first of the
+    // asymptotic one.
+    const double next =
+        dtype == DType::Float64 ? std::nextafter(20.0, 21.0) : static_cast<double>(std::nextafter(20.0f, 21.0f));
+    const double step = (next - 20.0) / 20.0, eps = dtype == DType::Float64 ? 1e-14 : 2e-6;
+    const Tensor below = doubles({20.0}).to(dtype), above = doubles({next}).to(dtype);
+    for (auto* f : {&i0, &i1, &i0e, &i1e}) {
+      const double a = value((*f)(below)), b = value((*f)(above));
+      // The functions change by at most about 20 steps of the relative spacing there (their
+      // condition number), and the two series agree to the dtype's rounding.
+      CHECK(std::fabs(b - a) <= std::fabs(a) * (20 * step + eps));
+    }
+  }
+}
+
+TEST_CASE("special: the Bessel functions at 0, the infinities, NaN and where i0 overflows", "[special]") {
+  const Tensor x = doubles({0.0, -0.0, kInf, -kInf, kNaN});
+  CHECK(same(i0(x).to_vector_double(), {1.0, 1.0, kInf, kInf, kNaN}));
+  // The odd ones as PyTorch's: negated for x < 0, so i1(-0) is +0 and i1e(-inf) is -0.
+  CHECK(same(i1(x).to_vector_double(), {0.0, 0.0, kInf, -kInf, kNaN}));
+  CHECK(same(i0e(x).to_vector_double(), {1.0, 1.0, 0.0, 0.0, kNaN}));
+  CHECK(same(i1e(x).to_vector_double(), {0.0, 0.0, 0.0, -0.0, kNaN}));
+  // i0 passes float64's largest value between 713.9 and 714, float32's between 91.9 and 92.
+  CHECK(std::isfinite(value(i0(doubles({713.9})))));
+  CHECK(std::isinf(value(i0(doubles({714.0})))));
+  CHECK(value(i0(doubles({91.9}).to(DType::Float32))) == Approx(3.400236806e+38).epsilon(1e-5));
+  CHECK(std::isinf(value(i0(doubles({92.0}).to(DType::Float32)))));
+  // Up to the largest finite inputs: i0 and i1 are inf there, the scaled ones 1 / sqrt(2 pi x).
+  for (double huge : {1e308, std::numeric_limits<double>::max()}) {
+    INFO("x = " << huge);
+    CHECK(same(i0(doubles({huge, -huge})).to_vector_double(), {kInf, kInf}));
+    CHECK(same(i1(doubles({huge, -huge})).to_vector_double(), {kInf, -kInf}));
+    const double scaled = 1 / std::sqrt(2 * kPi) / std::sqrt(huge);  // 2 pi x would overflow
+    CHECK(value(i0e(doubles({huge}))) == Approx(scaled).epsilon(1e-15));
+    CHECK(value(i1e(doubles({-huge}))) == Approx(-scaled).epsilon(1e-15));
+  }
+  const Tensor huge32 = doubles({1e38}).to(DType::Float32);
+  CHECK(std::isinf(value(i0(huge32))));
+  CHECK(value(i0e(huge32)) == Approx(1 / std::sqrt(2 * kPi * value(huge32))).epsilon(1e-6));
+  // The scaled ones stay finite and follow 1 / sqrt(2 pi x) far out.
+  const double far = 1e12;
+  CHECK(value(i0e(doubles({far}))) == Approx(1 / std::sqrt(2 * kPi * far)).epsilon(1e-12));
+  CHECK(value(i1e(doubles({-far}).to(DType::Float32))) == Approx(-1 / std::sqrt(2 * kPi * far)).epsilon(1e-6));
+}
+
+TEST_CASE("special: the Bessel functions' gradients, by their identities and at 0", "[special]") {
+  const std::vector<double> at = {-25.0, -3.0, -0.5, 0.0, 0.25, 2.0, 19.0, 21.0};
+  const Tensor x = doubles(at);
+  const std::vector<double> v0 = i0(x).to_vector_double(), v1 = i1(x).to_vector_double();
+  const std::vector<double> e0 = i0e(x).to_vector_double(), e1 = i1e(x).to_vector_double();
+  const std::vector<double> g0 = grads(i0, at), g1 = grads(i1, at), ge0 = grads(i0e, at), ge1 = grads(i1e, at);
+  for (size_t k = 0; k < at.size(); ++k) {
+    INFO("x = " << at[k]);
+    const double s = at[k] > 0 ? 1.0 : at[k] < 0 ? -1.0 : 0.0;
+    CHECK(g0[k] == Approx(v1[k]).epsilon(1e-13));
+    CHECK(ge0[k] == Approx(e1[k] - s * e0[k]).epsilon(1e-13).margin(1e-16));
+    if (at[k] == 0.0) {
+      CHECK(g1[k] == 0.5);
+      CHECK(ge1[k] == 0.5);
+    } else {
+      CHECK(g1[k] == Approx(v0[k] - v1[k] / at[k]).epsilon(1e-13));
+      CHECK(ge1[k] == Approx(e0[k] - e1[k] * (s + 1 / at[k])).epsilon(1e-13));
+    }
+  }
+  // And by central differences, on both sides of the split and across it. The two series meet to
+  // about 1e-15 (relative), which a difference over 2h magnifies by 1 / 2h: h is not smaller.
+  const double h = 1e-4;
+  for (auto* f : {&i0, &i1, &i0e, &i1e}) {
+    for (double x0 : {-7.0, 0.3, 5.0, 19.99995, 40.0}) {
+      INFO("x = " << x0);
+      const double diff = (value((*f)(doubles({x0 + h}))) - value((*f)(doubles({x0 - h})))) / (2 * h);
+      CHECK(diff == Approx(grads(*f, {x0})[0]).epsilon(1e-8));
+    }
+  }
+  // I1(x) / x is its series over 2 near 0, never a quotient: exact for subnormal x too.
+  for (double tiny : {5e-324, 1e-310, -1e-310}) {
+    CHECK(grads(i1, {tiny})[0] == 0.5);
+    CHECK(grads(i1e, {tiny})[0] == Approx(0.5).epsilon(1e-15));
+  }
+  CHECK(grads([](const Tensor& v) { return i1(v.to(DType::Float32)); }, {1e-45})[0] == 0.5);
+}
+
+TEST_CASE("special: the K Bessel functions at known values, in each of their three pieces", "[special]") {
+  struct Known {
+    double x, k0, k1, k0e, k1e;
+  };
+  const std::vector<Known> known = {
+      {0.001, 7.0236888005623813228, 999.99623815608555346, 7.0307160023782514978, 1000.9967345590684316},
+      {0.5, 0.92441907122766586178, 1.6564411200033008937, 1.52410938577390953, 2.7310097082117857054},
+      {1.0, 0.42102443824070833334, 0.60190723019723457474, 1.1444630798068950147, 1.6361534862632582465},
+      {2.0, 0.11389387274953343565, 0.13986588181652242728, 0.84156821507077141792, 1.0334768470686885732},
+      {10.0, 1.7780062316167651811e-5, 1.8648773453825584597e-5, 0.39163193443659866573, 0.41076657059578875113},
+      {19.5, 9.5848240093128286566e-10, 9.8275877543638105883e-10, 0.28205028321567020271, 0.28919403285359758594},
+      {20.5, 3.4400085817085980501e-10, 3.5229344787112481407e-10, 0.27516703550431326396, 0.28180029606246619342},
+      {50.0, 3.4101677497894955139e-23, 3.4441022267175556126e-23, 0.17680715585742933811, 0.1785665585588155746},
+      {700.0, 4.669776431685376881e-306, 4.6731107967079661091e-306, 0.047362369454613572112, 0.047396187653494544137},
+  };
+  for (const Known& k : known) {
+    INFO("x = " << k.x);
+    const Tensor x = doubles({k.x});
+    const double eps = 4e-16 * std::max(2.0, k.x);  // the condition number grows as x
+    CHECK(value(modified_bessel_k0(x)) == Approx(k.k0).epsilon(eps));
+    CHECK(value(modified_bessel_k1(x)) == Approx(k.k1).epsilon(eps));
+    CHECK(value(scaled_modified_bessel_k0(x)) == Approx(k.k0e).epsilon(eps));
+    CHECK(value(scaled_modified_bessel_k1(x)) == Approx(k.k1e).epsilon(eps));
+    if (k.x < 80) {
+      const Tensor x32 = x.to(DType::Float32);
+      CHECK(modified_bessel_k0(x32).dtype() == DType::Float32);
+      CHECK(value(modified_bessel_k0(x32)) == Approx(k.k0).epsilon(2e-7 * k.x + 1e-6));
+      CHECK(value(scaled_modified_bessel_k1(x32)) == Approx(k.k1e).epsilon(2e-7 * k.x + 1e-6));
+    }
+  }
+  CHECK(same(modified_bessel_i0(doubles({3.0})).to_vector_double(), i0(doubles({3.0})).to_vector_double()));
+  CHECK(same(modified_bessel_i1(doubles({-3.0})).to_vector_double(), i1(doubles({-3.0})).to_vector_double()));
+}
+
+TEST_CASE("special: I and K satisfy their Wronskian across all the pieces", "[special]") {
+  // I0(x) K1(x) + I1(x) K0(x) = 1 / x ties the two kinds together; in the scaled forms the
+  // exponentials cancel, so it holds from 1e-3 to 1e4 without overflow.
+  std::vector<double> xs;
+  for (double v = 1e-3; v < 1e4; v *= 1.37) xs.push_back(v);
+  for (double v : {0.999, 1.0, 1.001, 19.999, 20.0, 20.001}) xs.push_back(v);
+  const Tensor x = doubles(xs);
+  const Tensor lhs = add(mul(i0e(x), scaled_modified_bessel_k1(x)), mul(i1e(x), scaled_modified_bessel_k0(x)));
+  const std::vector<double> got = mul(lhs, x).to_vector_double();
+  for (size_t k = 0; k < xs.size(); ++k) {
+    INFO("x = " << xs[k]);
+    CHECK(got[k] == Approx(1.0).epsilon(4e-15));
+  }
+}
+
+TEST_CASE("special: the K Bessel functions at 0, below it, at inf and NaN, and their gradients", "[special]") {
+  const Tensor x = doubles({0.0, -0.0, -1.0, -kInf, kInf, kNaN});
+  CHECK(same(modified_bessel_k0(x).to_vector_double(), {kInf, kInf, kNaN, kNaN, 0.0, kNaN}));
+  CHECK(same(modified_bessel_k1(x).to_vector_double(), {kInf, kInf, kNaN, kNaN, 0.0, kNaN}));
+  CHECK(same(scaled_modified_bessel_k0(x).to_vector_double(), {kInf, kInf, kNaN, kNaN, 0.0, kNaN}));
+  CHECK(same(scaled_modified_bessel_k1(x).to_vector_double(), {kInf, kInf, kNaN, kNaN, 0.0, kNaN}));
+  // K0 underflows to 0 near 745, as the true value does.
+  CHECK(value(modified_bessel_k0(doubles({760.0}))) == 0.0);
+  CHECK(value(modified_bessel_k0(doubles({740.0}))) > 0.0);
+
+  const std::vector<double> at = {0.01, 0.7, 1.0, 1.3, 5.0, 19.9, 20.1, 60.0};
+  const Tensor p = doubles(at);
+  const std::vector<double> k0 = modified_bessel_k0(p).to_vector_double(),
+                            k1 = modified_bessel_k1(p).to_vector_double();
+  const std::vector<double> e0 = scaled_modified_bessel_k0(p).to_vector_double();
+  const std::vector<double> e1 = scaled_modified_bessel_k1(p).to_vector_double();
+  const std::vector<double> g0 = grads(modified_bessel_k0, at), g1 = grads(modified_bessel_k1, at);
+  const std::vector<double> ge0 = grads(scaled_modified_bessel_k0, at), ge1 = grads(scaled_modified_bessel_k1, at);
+  for (size_t k = 0; k < at.size(); ++k) {
+    INFO("x = " << at[k]);
+    CHECK(g0[k] == Approx(-k1[k]).epsilon(1e-13));
+    CHECK(g1[k] == Approx(-k0[k] - k1[k] / at[k]).epsilon(1e-13));
+    CHECK(ge0[k] == Approx(e0[k] - e1[k]).epsilon(1e-12));
+    CHECK(ge1[k] == Approx(e1[k] * (1 - 1 / at[k]) - e0[k]).epsilon(1e-12));
+    // And by central differences, across the pieces' seams.
+    const double h = 1e-6 * at[k];
+    const std::vector<std::pair<Tensor (*)(const Tensor&), double>> checks = {{&modified_bessel_k0, g0[k]},
+                                                                              {&modified_bessel_k1, g1[k]},
+                                                                              {&scaled_modified_bessel_k0, ge0[k]},
+                                                                              {&scaled_modified_bessel_k1, ge1[k]}};
+    for (const auto& [f, g] : checks) {
+      const double diff = (value(f(doubles({at[k] + h}))) - value(f(doubles({at[k] - h})))) / (2 * h);
+      CHECK(diff == Approx(g).epsilon(1e-7));
+    }
+  }
+  // Huge finite inputs: K underflows to 0, the scaled ones follow sqrt(pi / (2x)).
+  CHECK(value(modified_bessel_k1(doubles({1e308}))) == 0.0);
+  CHECK(value(scaled_modified_bessel_k0(doubles({1e308}))) ==
+        Approx(std::sqrt(kPi / 2) / std::sqrt(1e308)).epsilon(1e-15));
+}

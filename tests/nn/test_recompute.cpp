@@ -12,6 +12,8 @@
 
 #include "core/kiln.h"
 #include "nn/checkpoint.h"
+#include "nn/parametrize.h"
+#include "nn/prune.h"
 #include "nn/resnet.h"
 #include "nn/transformer.h"
 #include "tests/bitwise.h"
@@ -494,6 +496,49 @@ TEST_CASE("recompute: hooks inside fn run once per backward, fn's body twice", "
   lin->zero_grad();
   (gelu(lin->forward(x2)) * 2.0).sum().backward();
   CHECK(bitwise_equal(x.grad(), x2.grad()));
+}
+
+TEST_CASE("recompute: a module's forward pre-hooks run in forward and again in the recompute", "[recompute]") {
+  // A pruned Linear: its pre-hook computes weight = weight_orig * weight_mask each call, so the
+  // recompute's weight carries the history that backward differentiates into weight_orig.
+  auto make = [] {
+    manual_seed(31);
+    auto lin = std::make_shared<Linear>(6, 5);
+    prune::l1_unstructured(*lin, "weight", lin->weight, prune::Amount(0.4));
+    return lin;
+  };
+  auto plain = make(), recomputed = make();
+  int calls = 0;
+  recomputed->register_forward_pre_hook([&](Module&) { ++calls; });
+  manual_seed(32);
+  const Tensor x = randn({3, 6});
+  square((*plain)(x)).sum().backward();
+  square(checkpoint(std::static_pointer_cast<UnaryModule>(recomputed), x)).sum().backward();
+  CHECK(calls == 2);
+  const Tensor& orig = recomputed->get_parameter("weight_orig").grad();
+  REQUIRE(orig.defined());
+  CHECK(bitwise_equal(orig, plain->get_parameter("weight_orig").grad()));
+  // The pruned entries get no gradient.
+  CHECK(sum(abs(mul(orig, logical_not(recomputed->get_buffer("weight_mask"))))).item<float>() == 0.0f);
+
+  // A parametrization's pre-hook the same way: the recompute's weight, tanh(original), carries the
+  // history into the original.
+  struct Tanh final : Parametrization {
+    std::string type_name() const override { return "Tanh"; }
+    Tensor forward(const TensorList& originals) override { return tanh(originals.at(0)); }
+  };
+  auto make_parametrized = [] {
+    manual_seed(33);
+    auto lin = std::make_shared<Linear>(6, 5);
+    register_parametrization(*lin, "weight", lin->weight, std::make_shared<Tanh>(), /*unsafe=*/true);
+    return lin;
+  };
+  auto plain_p = make_parametrized(), recomputed_p = make_parametrized();
+  square((*plain_p)(x)).sum().backward();
+  square(checkpoint(std::static_pointer_cast<UnaryModule>(recomputed_p), x)).sum().backward();
+  const Tensor got = parametrization_list(*recomputed_p, "weight")->originals().at(0).grad();
+  REQUIRE(got.defined());
+  CHECK(bitwise_equal(got, parametrization_list(*plain_p, "weight")->originals().at(0).grad()));
 }
 
 TEST_CASE("recompute: a hook on a listed parameter runs once, as without recompute", "[recompute]") {

@@ -1,5 +1,9 @@
-// Op table rows of the factory family: arange, linspace, full (with zeros and ones) and eye, whose
-// references list the expected values outright. The sample's only tensor carries the dtype to create.
+// Op table rows of the factory family: arange, linspace, full (with zeros and ones), eye and the
+// window functions, whose references list the expected values outright (the windows': their closed
+// forms, kaiser's through a long double series of I0). The sample's only tensor carries the dtype
+// to create.
+#include <cmath>
+#include <numbers>
 #include <utility>
 
 #include "tests/op_table/op_table.h"
@@ -82,6 +86,65 @@ void add_factory_rows(std::vector<OpRow>& rows) {
     };
     r.out_dtype = [](DType t) { return t; };
     r.errors = {{"negative size", [] { eye(2, -1); }, {"eye", "2 x -1"}}};
+    rows.push_back(std::move(r));
+  }
+  {
+    // Each window at lengths 0, 1, 6 and 7, periodic and symmetric.
+    OpRow r;
+    r.name = "windows";
+    r.dtypes = kFloatTypes;
+    r.samples = {shape_sample("hann, hamming, blackman, bartlett, kaiser at 0, 1, 6, 7")};
+    const std::vector<int64_t> lengths = {0, 1, 6, 7};
+    r.op = [lengths](const TensorList& x) {
+      const TensorOptions o(dt(x), x[0].device());
+      TensorList out;
+      for (bool periodic : {true, false}) {
+        for (int64_t n : lengths) {
+          out.push_back(hann_window(n, periodic, o));
+          out.push_back(hamming_window(n, periodic, 0.54, 0.46, o));
+          out.push_back(blackman_window(n, periodic, o));
+          out.push_back(bartlett_window(n, periodic, o));
+          out.push_back(kaiser_window(n, periodic, 5.0, o));
+        }
+      }
+      return out;
+    };
+    r.reference = [lengths](const TensorList&) {
+      using Real = long double;
+      constexpr Real pi = std::numbers::pi_v<Real>;
+      const auto i0 = [](Real v) {
+        Real term = 1, sum = 1;
+        for (int k = 1; k < 60; ++k) sum += term *= (v / 2) * (v / 2) / (static_cast<Real>(k) * k);
+        return sum;
+      };
+      const std::vector<std::function<Real(Real)>> shapes = {
+          [pi](Real t) { return 0.5L - 0.5L * std::cos(2 * pi * t); },
+          [pi](Real t) { return 0.54L - 0.46L * std::cos(2 * pi * t); },
+          [pi](Real t) { return 0.42L - 0.5L * std::cos(2 * pi * t) + 0.08L * std::cos(4 * pi * t); },
+          [](Real t) { return 1 - std::fabs(2 * t - 1); },
+          [i0](Real t) { return i0(5 * std::sqrt(1 - (2 * t - 1) * (2 * t - 1))) / i0(5); },
+      };
+      TensorList out;
+      for (bool periodic : {true, false}) {
+        for (int64_t n : lengths) {
+          for (const auto& shape : shapes) {
+            std::vector<double> v;
+            for (int64_t i = 0; i < n; ++i) {
+              const Real t = n == 1 ? 0 : static_cast<Real>(i) / static_cast<Real>(periodic ? n : n - 1);
+              v.push_back(n == 1 ? 1.0 : static_cast<double>(shape(t)));
+            }
+            out.push_back(from_values(v, {n}));
+          }
+        }
+      }
+      return out;
+    };
+    r.out_dtype = [](DType t) { return t; };
+    r.errors = {
+        {"negative length", [] { hann_window(-1); }, {"hann_window", "-1"}},
+        {"integer dtype", [] { hamming_window(4, true, 0.54, 0.46, DType::Int32); }, {"hamming_window", "int32"}},
+        {"infinite beta", [] { kaiser_window(4, true, INFINITY); }, {"kaiser_window", "beta", "inf"}},
+    };
     rows.push_back(std::move(r));
   }
 }

@@ -1,9 +1,11 @@
 // Op table rows of the special family (core/ops/special.h): lgamma, digamma and polygamma on both
 // sides of 0.5 (the upper recurrence and the reflection), mvlgamma, erfinv, erfcx on both sides of
 // its series' start, ndtr, log_ndtr in both of its pieces, ndtri, logit with and without eps, sinc,
-// entr and xlog1py. The references are long double loops built otherwise than kiln's: std::lgamma,
-// a digamma shifted to 30, polygamma as its defining sum with an Euler-Maclaurin tail, erfinv and
-// ndtri by bisection on erf, erfc. Inputs stay 0.1 away from the poles.
+// entr, xlog1py, and the modified Bessel functions: i0, i1, i0e and i1e on both sides of |x| = 20,
+// where their asymptotic series take over, the K ones across their three pieces. The references are
+// long double loops built otherwise than kiln's: std::lgamma, a digamma shifted to 30, polygamma as
+// its defining sum with an Euler-Maclaurin tail, erfinv and ndtri by bisection on erf, erfc, the
+// Bessel functions by their integrals. Inputs stay 0.1 away from the poles.
 #include <cmath>
 #include <numbers>
 
@@ -62,6 +64,34 @@ Real ndtri_ref(Real p) {
   return -bisect([q = 1 - p](Real t) { return std::log(ndtr_ref(t)) - std::log(q); }, -40, 0);
 }
 
+// I_n(x) = 1/pi int_0^pi e^(x cos t) cos(n t) dt (times e^-|x| when scaled), by the trapezoidal
+// rule, which for this periodic integrand converges faster than any power of the step: 400 steps
+// are exact to long double's rounding for |x| up to some 200.
+Real bessel_i_ref(int n, Real x, bool scaled) {
+  constexpr int kSteps = 400;
+  const Real shift = scaled ? std::fabs(x) : 0;
+  Real sum = 0;
+  for (int j = 0; j <= kSteps; ++j) {
+    const Real t = kPi * j / kSteps;
+    const Real f = std::exp(x * std::cos(t) - shift) * std::cos(n * t);
+    sum += (j == 0 || j == kSteps) ? f / 2 : f;
+  }
+  return sum / kSteps;
+}
+
+// e^x K_n(x) = int_0^inf exp(-x (cosh s - 1)) cosh(n s) ds by the trapezoidal rule, much finer and
+// longer than kiln's (steps of 0.01 to 12, where the integrand is below rounding for x >= 0.05);
+// times e^-x unless scaled.
+Real bessel_k_ref(int n, Real x, bool scaled) {
+  constexpr Real kStep = 0.01L;
+  Real sum = 0;
+  for (int j = 0; j <= 1200; ++j) {
+    const Real s = j * kStep;
+    sum += (j == 0 ? 0.5L : 1.0L) * std::exp(-x * (std::cosh(s) - 1)) * std::cosh(n * s);
+  }
+  return sum * kStep * (scaled ? 1 : std::exp(-x));
+}
+
 // The integers 0, -1, ..., -20: the gamma family's poles that normal draws reach.
 Values poles() {
   Values v;
@@ -93,7 +123,18 @@ struct Unary {
   std::vector<ErrorCase> errors = {};  // besides the undefined input
 };
 
+// Magnitudes uniform in [lo, hi], every other one negated.
+Gen both_signs(double lo, double hi) {
+  return [=](const Shape& s, DType t, Device d, uint64_t seed) {
+    Values v = values(rnd_range(s, DType::Float64, Device::cpu(), seed, lo, hi));
+    for (size_t i = 0; i < v.size(); i += 2) v[i] = -v[i];
+    return from_values(v, s).to(t).to(d);
+  };
+}
+
 void add_unary_rows(std::vector<OpRow>& rows) {
+  // Here, not at namespace scope: the table is built while other files' statics initialize.
+  const std::vector<DType> bessel_floats{DType::Float32, DType::BFloat16, DType::Float64};
   const std::vector<Unary> unary = {
       {"lgamma", kAllNumeric, positive(0.1, 12.0), [](const Tensor& x) { return lgamma(x); },
        [](Real x) { return std::lgamma(x); }},
@@ -145,6 +186,32 @@ void add_unary_rows(std::vector<OpRow>& rows) {
        [](Real x) { return x == 0 ? 1 : std::sin(kPi * x) / (kPi * x); }},
       {"entr", kFloatTypes, positive(0.05, 3.0), [](const Tensor& x) { return entr(x); },
        [](Real x) { return -x * std::log(x); }},
+      // i0 and i1 on each side of |x| = 20, where the asymptotic series takes over, in separate
+      // rows: the gradcheck's central differences of a sum whose terms span 1 to 1e10 lose the
+      // small gradients. They pass float16's largest value at 13.3: its rows stay within 12.
+      {"i0", kAllNumeric, positive(-12.0, 12.0), [](const Tensor& x) { return i0(x); },
+       [](Real x) { return bessel_i_ref(0, x, false); }},
+      {"i0 |x| > 20", bessel_floats, both_signs(20.5, 24.0), [](const Tensor& x) { return i0(x); },
+       [](Real x) { return bessel_i_ref(0, x, false); }},
+      {"i1", kAllNumeric, positive(-12.0, 12.0), [](const Tensor& x) { return i1(x); },
+       [](Real x) { return bessel_i_ref(1, x, false); }},
+      {"i1 |x| > 20", bessel_floats, both_signs(20.5, 24.0), [](const Tensor& x) { return i1(x); },
+       [](Real x) { return bessel_i_ref(1, x, false); }},
+      // K on (0, 40]: all three of its pieces (the series to 1, the integral to 20, the asymptotic
+      // series beyond). Integers give 1 .. 10.
+      {"modified_bessel_k0", kAllNumeric, positive(0.05, 40.0), [](const Tensor& x) { return modified_bessel_k0(x); },
+       [](Real x) { return bessel_k_ref(0, x, false); }},
+      {"modified_bessel_k1", kAllNumeric, positive(0.05, 40.0), [](const Tensor& x) { return modified_bessel_k1(x); },
+       [](Real x) { return bessel_k_ref(1, x, false); }},
+      {"scaled_modified_bessel_k0", kAllNumeric, positive(0.05, 40.0),
+       [](const Tensor& x) { return scaled_modified_bessel_k0(x); }, [](Real x) { return bessel_k_ref(0, x, true); }},
+      {"scaled_modified_bessel_k1", kAllNumeric, positive(0.05, 40.0),
+       [](const Tensor& x) { return scaled_modified_bessel_k1(x); }, [](Real x) { return bessel_k_ref(1, x, true); }},
+      // Both signs, both sides of |x| = 20 and far out.
+      {"i0e", kAllNumeric, positive(-80.0, 80.0), [](const Tensor& x) { return i0e(x); },
+       [](Real x) { return bessel_i_ref(0, x, true); }},
+      {"i1e", kAllNumeric, positive(-80.0, 80.0), [](const Tensor& x) { return i1e(x); },
+       [](Real x) { return bessel_i_ref(1, x, true); }},
   };
   uint64_t seed = 7000;
   for (const Unary& u : unary) {
