@@ -262,8 +262,8 @@ Tensor ndtri_values(const Tensor& p) {
 // kBesselSplit)^2, beyond it the asymptotic series in v = kBesselSplit / |x|. Both variables stay
 // in [0, 1] and the coefficients are scaled to match (c_k T^k and a_k / A^k), so float32 evaluates
 // them without its range cutting off the late ones. At 20 the power series needs 34 terms and the
-// asymptotic one 26 (its error, near its first term left out, is then below float64's rounding; the
-// series can go no further: from about 2x terms on they grow).
+// asymptotic one 26: its error, about its first term left out, is then below float64's rounding
+// (its terms shrink only up to about the 2x-th, 40 at x = 20, so it could not go much further).
 constexpr double kBesselSplit = 20.0;
 constexpr int kBesselSeriesTerms = 34;
 constexpr int kBesselAsymptoticTerms = 26;
@@ -348,8 +348,8 @@ Tensor bessel_i1_slope(const Tensor& x, const Tensor& y, bool scaled) {
 //   t = x^2 / 4 <= 1/4 and H_k the harmonic numbers; 14 terms;
 // - 1 < x <= 20: e^x K_n(x) = int_0^inf exp(-x (cosh s - 1)) cosh(n s) ds by the trapezoidal rule,
 //   31 nodes 0.15 apart: the integrand is analytic in a strip, so the rule's error falls as
-//   exp(-pi^2 / 0.15 + x), below float64's rounding up to 20, and at 4.5 it is below rounding from
-//   x = 1 on;
+//   exp(-pi^2 / 0.15 + x), below float64's rounding up to 20; the last node, s = 4.5, is where the
+//   integrand falls below rounding for every x >= 1;
 // - beyond 20: Hankel's expansion, I's coefficients with alternating signs.
 constexpr double kBesselKSeriesEnd = 1.0;
 constexpr int kBesselKSeriesTerms = 14;
