@@ -118,9 +118,9 @@ void add_factory_rows(std::vector<OpRow>& rows) {
         return sum;
       };
       const std::vector<std::function<Real(Real)>> shapes = {
-          [pi](Real t) { return 0.5L - 0.5L * std::cos(2 * pi * t); },
-          [pi](Real t) { return 0.54L - 0.46L * std::cos(2 * pi * t); },
-          [pi](Real t) { return 0.42L - 0.5L * std::cos(2 * pi * t) + 0.08L * std::cos(4 * pi * t); },
+          [](Real t) { return 0.5L - 0.5L * std::cos(2 * pi * t); },
+          [](Real t) { return 0.54L - 0.46L * std::cos(2 * pi * t); },
+          [](Real t) { return 0.42L - 0.5L * std::cos(2 * pi * t) + 0.08L * std::cos(4 * pi * t); },
           [](Real t) { return 1 - std::fabs(2 * t - 1); },
           [i0](Real t) { return i0(5 * std::sqrt(1 - (2 * t - 1) * (2 * t - 1))) / i0(5); },
       };
