@@ -18,6 +18,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/factory.h"
+#include "core/ops/fft.h"
 #include "core/ops/fold.h"
 #include "core/ops/foreach.h"
 #include "core/ops/grid_sample.h"

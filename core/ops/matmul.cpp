@@ -25,6 +25,11 @@
 namespace kiln {
 namespace {
 
+thread_local bool full_float32_matmul = false;  // a FullFloat32MatmulGuard is alive on this thread
+
+// TF32 is read at each call, as PyTorch reads its flag.
+bool tf32_allowed() { return cuda::math_switches().allow_tf32_matmul && !full_float32_matmul; }
+
 // How a [.., rows, cols] operand reaches the GEMM: its tensor (maybe a contiguous copy), whether
 // it is transposed in memory, and its leading dimension.
 struct GemmOperand {
@@ -69,8 +74,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   std::vector<int64_t> co(ao.size());
   for (size_t i = 0; i < co.size(); ++i) co[i] = static_cast<int64_t>(i) * m * n;
   const GemmBatch gemm_batch{static_cast<int64_t>(co.size()), ao.data(), bo.data(), co.data()};
-  // TF32 is read at each call, as PyTorch reads its flag.
-  const bool tf32 = a.is_cuda() && cuda::math_switches().allow_tf32_matmul;
+  const bool tf32 = a.is_cuda() && tf32_allowed();
   ops::KernelScope scope("matmul", {&a, &b});  // the op's tensor inputs: autocast's entry
   scope.run(kernels::gemm, gemm_args(a.dtype(), ga.trans, gb.trans, m, n, k, 1.0, ga.t.data_ptr(), ga.ld,
                                      gb.t.data_ptr(), gb.ld, 0.0, out.data_ptr(), n, gemm_batch, tf32));
@@ -221,8 +225,7 @@ void gemm_epilogue(const char* op, const Tensor& a, const Tensor& b, Tensor& c,
                    const std::function<void(GemmArgs&)>& configure) {
   const GemmOperand ga = as_gemm_operand(a), gb = as_gemm_operand(b);
   GemmArgs g = gemm_args(a.dtype(), ga.trans, gb.trans, a.size(0), b.size(1), a.size(1), 1.0, ga.t.data_ptr(), ga.ld,
-                         gb.t.data_ptr(), gb.ld, 0.0, c.data_ptr(), b.size(1), {},
-                         a.is_cuda() && cuda::math_switches().allow_tf32_matmul);
+                         gb.t.data_ptr(), gb.ld, 0.0, c.data_ptr(), b.size(1), {}, a.is_cuda() && tf32_allowed());
   configure(g);
   ops::KernelScope scope(op, {&a, &b});
   scope.run(kernels::gemm, g);
@@ -446,5 +449,8 @@ Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tenso
   }
   return z;
 }
+
+FullFloat32MatmulGuard::FullFloat32MatmulGuard() : prev_(full_float32_matmul) { full_float32_matmul = true; }
+FullFloat32MatmulGuard::~FullFloat32MatmulGuard() { full_float32_matmul = prev_; }
 
 }  // namespace kiln

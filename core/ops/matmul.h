@@ -27,4 +27,19 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // backward kernel and a reduction. Same fallback as linear_gelu (then as the composite).
 Tensor gelu_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2);
 
+// While one lives, the float32 products of this thread (matmul, linear and the fused GEMMs) run in
+// full FP32 even where cuda::math_switches().allow_tf32_matmul asks for TF32: for computations
+// whose result must keep float32's precision, as kiln's FFT (core/ops/fft.h), whatever the training
+// loop chose for its layers. Nestable; restores the previous state on exit.
+class FullFloat32MatmulGuard {
+ public:
+  FullFloat32MatmulGuard();
+  ~FullFloat32MatmulGuard();
+  FullFloat32MatmulGuard(const FullFloat32MatmulGuard&) = delete;
+  FullFloat32MatmulGuard& operator=(const FullFloat32MatmulGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 }  // namespace kiln

@@ -101,6 +101,36 @@ TEST_CASE("tf32: allow_tf32_matmul switches cuBLASLt's compute type and the accu
   CHECK(componentwise_error(again, ref, scale) < kStrictFloat32);
 }
 
+TEST_CASE("tf32: FullFloat32MatmulGuard keeps float32 products strict under allow_tf32_matmul, and the FFT with it",
+          "[cuda][tf32][fft]") {
+  require_cuda();
+  SwitchesGuard guard;
+  cuda::math_switches().allow_tf32_matmul = true;
+  manual_seed(43);
+  const Tensor a = randn({256, 256}), b = randn({256, 256});
+  const Tensor ag = a.to(kCuda), bg = b.to(kCuda);
+  {
+    FullFloat32MatmulGuard full;
+    { FullFloat32MatmulGuard nested; }
+    (void)matmul(ag, bg);
+    CHECK(last_gemm_compute_cuda().compute == GemmComputeType::Float32);  // the nested exit kept it
+  }
+  (void)matmul(ag, bg);
+  CHECK(last_gemm_compute_cuda().compute == GemmComputeType::Float32FastTF32);  // restored on exit
+
+  // A float32 transform on the GPU keeps float32's accuracy with TF32 on: its products (four-step
+  // 1024 = 32 x 32, Bluestein 1021) run under the guard. TF32 would put the error near 1e-3.
+  for (int64_t n : {1024, 1021}) {
+    const Tensor z = randn({8, n, 2});
+    const Tensor ref = fft(z.to(DType::Float64));
+    const Tensor got = fft(z.to(kCuda)).to(Device::cpu()).to(DType::Float64);
+    CHECK(last_gemm_compute_cuda().compute == GemmComputeType::Float32);
+    const double err = max(abs(got - ref)).item<double>() / max(abs(ref)).item<double>();
+    INFO("n " << n << ": max error over max |X| " << err);
+    CHECK(err < 1e-5);
+  }
+}
+
 TEST_CASE("tf32: allow_tf32_cudnn switches cuDNN's math type and the accuracy of conv2d", "[cuda][tf32]") {
   require_cuda();
   SwitchesGuard guard;

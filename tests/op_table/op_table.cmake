@@ -43,6 +43,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/blas_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/linalg_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/spectral_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/fft_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/pointwise_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/mse_loss_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/embedding_rows.cpp

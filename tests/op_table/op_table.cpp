@@ -50,6 +50,7 @@ const std::vector<RowFamily>& row_families() {
       {"blas", add_blas_rows},
       {"linalg", add_linalg_rows},
       {"spectral", add_spectral_rows},
+      {"fft", add_fft_rows},
       {"pointwise", add_pointwise_rows},
       {"mse_loss", add_mse_loss_rows},
       {"loss", add_loss_rows},

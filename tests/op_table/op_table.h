@@ -164,6 +164,7 @@ void add_scatter_into_rows(std::vector<OpRow>& rows);
 void add_blas_rows(std::vector<OpRow>& rows);
 void add_linalg_rows(std::vector<OpRow>& rows);
 void add_spectral_rows(std::vector<OpRow>& rows);
+void add_fft_rows(std::vector<OpRow>& rows);
 void add_pointwise_rows(std::vector<OpRow>& rows);
 void add_mse_loss_rows(std::vector<OpRow>& rows);
 void add_embedding_rows(std::vector<OpRow>& rows);
