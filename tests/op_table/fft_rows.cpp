@@ -246,26 +246,36 @@ std::vector<ErrorCase> transform_errors(const std::string& name, Transform op, b
   return e;
 }
 
-// A row of one one-dim transform: input 0 transformed with input 1's parameters (n, dim, norm).
-OpRow transform_row(const std::string& name, std::vector<Sample> samples, Transform op, TransformRef ref,
-                    std::vector<ErrorCase> errors) {
+// A row of transforms: float32 and float64, input 0 differentiable, the transforms' tolerance.
+OpRow transform_row_of(const std::string& name, std::vector<Sample> samples, ListFn op, ListFn ref,
+                       std::vector<ErrorCase> errors) {
   OpRow r;
   r.name = name;
   r.dtypes = {DType::Float32, DType::Float64};
   r.samples = std::move(samples);
-  r.op = [op](const TensorList& x) {
-    const std::vector<int64_t> p = param_values(x[1]);
-    return TensorList{op(x[0], opt(p[0]), p[1], norm_name(p[2]))};
-  };
-  r.reference = [ref](const TensorList& x) {
-    const std::vector<int64_t> p = param_values(x[1]);
-    return TensorList{ref(x[0], p[0], p[1], p[2])};
-  };
+  r.op = std::move(op);
+  r.reference = std::move(ref);
   r.differentiable = {0};
   r.errors = std::move(errors);
   r.out_dtype = same_dtype;
   transform_tolerance(r);
   return r;
+}
+
+// A row of one one-dim transform: input 0 transformed with input 1's parameters (n, dim, norm).
+OpRow transform_row(const std::string& name, std::vector<Sample> samples, Transform op, TransformRef ref,
+                    std::vector<ErrorCase> errors) {
+  return transform_row_of(
+      name, std::move(samples),
+      [op](const TensorList& x) {
+        const std::vector<int64_t> p = param_values(x[1]);
+        return TensorList{op(x[0], opt(p[0]), p[1], norm_name(p[2]))};
+      },
+      [ref](const TensorList& x) {
+        const std::vector<int64_t> p = param_values(x[1]);
+        return TensorList{ref(x[0], p[0], p[1], p[2])};
+      },
+      std::move(errors));
 }
 
 void add_complex_transforms(std::vector<OpRow>& rows) {
@@ -435,24 +445,9 @@ Tensor irfftn_ref(const Tensor& z, std::optional<Shape> s, std::optional<Shape> 
   return reals(dft(hermitian(a, last, n.back()), last, +1, scale_of(norm, n.back(), false)));
 }
 
-OpRow nd_row(const std::string& name, std::vector<Sample> samples, ListFn op, ListFn ref,
-             std::vector<ErrorCase> errors) {
-  OpRow r;
-  r.name = name;
-  r.dtypes = {DType::Float32, DType::Float64};
-  r.samples = std::move(samples);
-  r.op = std::move(op);
-  r.reference = std::move(ref);
-  r.differentiable = {0};
-  r.errors = std::move(errors);
-  r.out_dtype = same_dtype;
-  transform_tolerance(r);
-  return r;
-}
-
 void add_nd_transforms(std::vector<OpRow>& rows) {
   // fft2 and ifft2 over [..., 6, 10], with s = (s0, s1) when p[0] > 0, in norm p[2].
-  rows.push_back(nd_row(
+  rows.push_back(transform_row_of(
       "fft2 and ifft2",
       {input_sample("[2, 6, 10]", {2, 6, 10, 2}, {0, 0, 0}, 7201),
        input_sample("non-contiguous (re, im) pairs [6, 10] ortho", {6, 10, 2}, {0, 0, 1}, 7202, Layout::Strided),
@@ -485,7 +480,7 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         {"fft2", "float16"}}}));
   // fftn and ifftn of a 3-d complex [3, 4, 5]: every dim, s alone (all three, and the last two),
   // dims alone, both, and a single dim.
-  rows.push_back(nd_row(
+  rows.push_back(transform_row_of(
       "fftn and ifftn",
       {input_sample("[3, 4, 5]", {3, 4, 5, 2}, {}, 7211),
        input_sample("non-contiguous (re, im) pairs [3, 4, 5]", {3, 4, 5, 2}, {}, 7212, Layout::Strided),
@@ -526,7 +521,7 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         {"ifftn", "dim", "2"}}}));
   // rfft2 and rfftn of a real [4, 6, 10]: the real transform over the last of the dims (dim 0 when
   // dims = [2, 0]).
-  rows.push_back(nd_row(
+  rows.push_back(transform_row_of(
       "rfft2 and rfftn",
       {input_sample("[4, 6, 10]", {4, 6, 10}, {}, 7221),
        input_sample("non-contiguous [4, 6, 10]", {4, 6, 10}, {}, 7222, Layout::Strided)},
@@ -551,7 +546,7 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         {"rfftn", "dim", "2"}}}));
   // irfft2 and irfftn of a complex [4, 6, 6]: default last length 2 (6 - 1) = 10, s with an odd
   // last length, every dim, and dims = [2, 0] (the real inverse over dim 0, default 2 (4 - 1) = 6).
-  rows.push_back(nd_row(
+  rows.push_back(transform_row_of(
       "irfft2 and irfftn",
       {input_sample("[4, 6, 6]", {4, 6, 6, 2}, {}, 7231),
        input_sample("non-contiguous (re, im) pairs [4, 6, 6]", {4, 6, 6, 2}, {}, 7232, Layout::Strided)},
