@@ -45,8 +45,8 @@ using fft_detail::re_of;
 
 namespace {
 
-// The longest transform done as one product with its DFT matrix: 8n multiply-adds per complex
-// point there, against about 16 sqrt(n) and six more passes over the data for a four-step split.
+// The longest transform done as one product with its DFT matrix: 4n multiply-adds per complex
+// point there, against about 8 sqrt(n) and six more passes over the data for a four-step split.
 constexpr int64_t kDenseMax = 64;
 
 // --- the constant cache -------------------------------------------------------------------------
@@ -76,7 +76,8 @@ struct ConstKey {
   }
 };
 
-// Never destroyed, so no CUDA tensor outlives the runtime at exit.
+// Never destroyed, so no CUDA tensor outlives the runtime at exit. Never emptied but by
+// fft_cache_clear: a captured CUDA graph reads its tensors.
 std::mutex& cache_mutex() {
   static auto* m = new std::mutex;
   return *m;
@@ -85,9 +86,6 @@ std::map<ConstKey, Tensor>& cache() {
   static auto* c = new std::map<ConstKey, Tensor>;
   return *c;
 }
-// Beyond this many tensors the cache starts over (a loop over many lengths would grow it forever).
-constexpr size_t kCacheCapacity = 256;
-
 // The tensor `key` names, built on first use from `build` (host float64 values of `shape`).
 Tensor cached(const ConstKey& key, const Shape& shape, const std::function<std::vector<double>()>& build) {
   {
@@ -98,9 +96,7 @@ Tensor cached(const ConstKey& key, const Shape& shape, const std::function<std::
   // Built outside the lock: a chirp filter is computed by a transform, which reads the cache.
   Tensor t = tensor(build(), shape, TensorOptions(DType::Float64)).to(key.device, key.dtype);
   std::lock_guard<std::mutex> lock(cache_mutex());
-  if (cache().size() >= kCacheCapacity) cache().clear();
-  cache().emplace(key, t);
-  return t;
+  return cache().emplace(key, t).first->second;  // another thread's, if it came first
 }
 
 // cos and sin of 2 pi r / n, with the quarter turns exact.
@@ -348,7 +344,10 @@ Tensor along(const Tensor& x, int64_t dim, Kind kind, int64_t n, bool inverse) {
   Shape shape = batch;
   shape.push_back(out.size(1));
   if (complex_out) shape.push_back(2);
-  return movedim(out.reshape(shape), last, dim);
+  // A tensor of its own, not a view taken here without grad (whose in-place changes the autograd
+  // engine could not follow): one more pass over the output.
+  const Tensor r = movedim(out.reshape(shape), last, dim);
+  return r.is_contiguous() ? r.clone() : r.contiguous();
 }
 
 // The weights of the rfft/irfft adjoints, [n/2 + 1, 1]: hermitian_weight, or its reciprocal.
@@ -376,7 +375,7 @@ Tensor transform(const char* op, const Tensor& x, int64_t d, Kind kind, int64_t 
         case Kind::C2C: return TensorList{along(g, d, Kind::C2C, n, !inverse)};
         // sum_k Re(g_k w^-jk) over the half spectrum: irfft's sum with its weights undone.
         case Kind::R2C: return TensorList{along(weigh(g, d, hermitian_weights(n, true, g)), d, Kind::C2R, n, false)};
-        // d x_j / d X_k is weight_k w^-jk / ...: the weighted rfft of the gradient.
+        // x_j = sum_k weight_k Re(X_k w^-jk), so dL/dX_k = weight_k rfft(dL/dx)_k.
         case Kind::C2R: return TensorList{weigh(along(g, d, Kind::R2C, n, false), d, hermitian_weights(n, false, g))};
       }
       return TensorList{Tensor()};
@@ -406,8 +405,11 @@ Tensor resized(const Tensor& x, int64_t d, int64_t len) {
   return cat({x, zeros(extra, TensorOptions(x.dtype(), x.device()))}, d);
 }
 
-void check_length(const char* op, int64_t n, const char* what) {
-  if (n < 1) throw Error(std::string(op) + ": " + what + " must be positive, got " + std::to_string(n));
+void check_length(const char* op, int64_t n, const char* what, const Tensor& x, int64_t d) {
+  if (n < 1) {
+    throw Error(std::string(op) + ": " + what + " must be positive, got " + std::to_string(n) + " (dim " +
+                std::to_string(d) + " of input shape " + shape_str(x.sizes()) + ")");
+  }
 }
 
 }  // namespace
@@ -431,8 +433,8 @@ void check_input(const char* op, const Tensor& x, bool complex) {
 int64_t complex_dim(const char* op, const Tensor& z, int64_t dim) {
   const int64_t nd = z.dim() - 1;
   if (dim < -nd || dim >= nd) {
-    throw IndexError(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for a complex input of " +
-                     std::to_string(nd) + " dims (shape " + shape_str(z.sizes()) + " with its pair dim)");
+    throw IndexError(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for a complex input with " +
+                     std::to_string(nd) + " complex dims (shape " + shape_str(z.sizes()) + " with its pair dim)");
   }
   return dim < 0 ? dim + nd : dim;
 }
@@ -446,30 +448,33 @@ namespace {
 
 Tensor c2c_op(const char* op, const Tensor& z, std::optional<int64_t> n, int64_t dim, const std::string& norm,
               bool inverse) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2c_op(op, (*c)[0], n, dim, norm, inverse);
   check_input(op, z, true);
   const int64_t d = complex_dim(op, z, dim);
   const int64_t len = n.value_or(z.size(d));
-  check_length(op, len, n ? "n" : "the transformed dim's size");
+  check_length(op, len, n ? "n" : "the transformed dim's size", z, d);
   const double s = scale_of(op, norm, static_cast<double>(len), inverse);
   return scaled(transform(op, resized(z, d, len), d, Kind::C2C, len, inverse), s);
 }
 
 Tensor r2c_op(const char* op, const Tensor& x, std::optional<int64_t> n, int64_t dim, const std::string& norm,
               bool inverse) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return r2c_op(op, (*c)[0], n, dim, norm, inverse);
   check_input(op, x, false);
   const int64_t d = ops::checked_dim(op, x, dim);
   const int64_t len = n.value_or(x.size(d));
-  check_length(op, len, n ? "n" : "the transformed dim's size");
+  check_length(op, len, n ? "n" : "the transformed dim's size", x, d);
   const double s = scale_of(op, norm, static_cast<double>(len), inverse);
   return scaled(transform(op, resized(x, d, len), d, Kind::R2C, len, false), s);
 }
 
 Tensor c2r_op(const char* op, const Tensor& z, std::optional<int64_t> n, int64_t dim, const std::string& norm,
               bool inverse) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2r_op(op, (*c)[0], n, dim, norm, inverse);
   check_input(op, z, true);
   const int64_t d = complex_dim(op, z, dim);
   const int64_t len = n.value_or(2 * (z.size(d) - 1));
-  check_length(op, len, n ? "the output length n" : "the output length 2 * (m - 1)");
+  check_length(op, len, n ? "the output length n" : "the output length 2 * (m - 1)", z, d);
   const double s = scale_of(op, norm, static_cast<double>(len), inverse);
   return scaled(transform(op, resized(z, d, len / 2 + 1), d, Kind::C2R, len, false), s);
 }
@@ -489,6 +494,7 @@ Tensor irfft(const Tensor& z, std::optional<int64_t> n, int64_t dim, const std::
   return c2r_op("irfft", z, n, dim, norm, true);
 }
 Tensor hfft(const Tensor& z, std::optional<int64_t> n, int64_t dim, const std::string& norm) {
+  if (std::optional<TensorList> c = autocast::cast_inputs("hfft", {&z})) return hfft((*c)[0], n, dim, norm);
   check_input("hfft", z, true);
   return c2r_op("hfft", conj(z), n, dim, norm, false);
 }
@@ -540,7 +546,7 @@ Plan plan_of(const char* op, const Tensor& x, int64_t dims_of, const std::option
     const int64_t have = x.size(p.dims[i]);
     const bool last = c2r_last && i + 1 == p.dims.size();
     int64_t len = s && (*s)[i] != -1 ? (*s)[i] : (last ? 2 * (have - 1) : have);
-    check_length(op, len, "each transform length");
+    check_length(op, len, "each transform length", x, p.dims[i]);
     p.lengths.push_back(len);
   }
   return p;
@@ -554,6 +560,7 @@ double total(const Shape& lengths) {
 
 Tensor c2c_n(const char* op, const Tensor& z, const std::optional<Shape>& s, const std::optional<Shape>& dim,
              const std::string& norm, bool inverse) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2c_n(op, (*c)[0], s, dim, norm, inverse);
   check_input(op, z, true);
   const Plan p = plan_of(op, z, z.dim() - 1, s, dim, false);
   const double sc = scale_of(op, norm, total(p.lengths), inverse);
@@ -576,6 +583,7 @@ namespace {
 
 Tensor r2c_n(const char* op, const Tensor& x, const std::optional<Shape>& s, const std::optional<Shape>& dim,
              const std::string& norm) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return r2c_n(op, (*c)[0], s, dim, norm);
   check_input(op, x, false);
   const Plan p = plan_of(op, x, x.dim(), s, dim, false);
   const double sc = scale_of(op, norm, total(p.lengths), false);
@@ -589,6 +597,7 @@ Tensor r2c_n(const char* op, const Tensor& x, const std::optional<Shape>& s, con
 }
 Tensor c2r_n(const char* op, const Tensor& z, const std::optional<Shape>& s, const std::optional<Shape>& dim,
              const std::string& norm) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2r_n(op, (*c)[0], s, dim, norm);
   check_input(op, z, true);
   const Plan p = plan_of(op, z, z.dim() - 1, s, dim, true);
   const double sc = scale_of(op, norm, total(p.lengths), true);

@@ -18,10 +18,11 @@
 // alone. Each transform records one autograd node whose backward is the adjoint transform (ifft's
 // for fft, a scaled rfft for irfft, ...), so backward saves nothing and costs one transform.
 // The DFT matrices and twiddles are built on the host in float64 and cached per length, kind,
-// dtype and device (fft_cache_size, fft_cache_clear), as PyTorch caches cuFFT plans.
+// dtype and device (fft_cache_size, fft_cache_clear), as PyTorch caches cuFFT plans: a CUDA graph
+// that captures a transform reads them, so capture after an eager warm-up has filled the cache.
 //
-// Inputs are float32 or float64 (a float16 or bfloat16 input is a DTypeError: cast to float32, as
-// for PyTorch's transforms of a length that is not a power of two).
+// Inputs are float32 or float64: a float16 or bfloat16 input is a DTypeError, except under
+// autocast, which casts it to float32 (as PyTorch's CPU autocast list does for its transforms).
 //
 // `norm` names the scaling, as torch.fft's: "backward" (the default: the forward transform is not
 // scaled, the inverse divides by n), "ortho" (both divide by sqrt(n)) or "forward" (the forward
@@ -58,8 +59,8 @@ Tensor rfft(const Tensor& x, std::optional<int64_t> n = std::nullopt, int64_t di
 // are not read, as PyTorch's (a real signal's are 0).
 Tensor irfft(const Tensor& z, std::optional<int64_t> n = std::nullopt, int64_t dim = -1,
              const std::string& norm = "backward");
-// The real signal of length n whose spectrum's first half is the Hermitian-symmetric z: irfft of
-// conj(z) with the forward transform's scaling (complex -> real). torch.fft.hfft.
+// The n-point spectrum (real) of the signal with Hermitian symmetry whose first half is z: irfft
+// of conj(z) with the forward transform's scaling (complex -> real). torch.fft.hfft.
 Tensor hfft(const Tensor& z, std::optional<int64_t> n = std::nullopt, int64_t dim = -1,
             const std::string& norm = "backward");
 // The inverse of hfft: conj(rfft(x)) with the inverse's scaling (real -> complex). torch.fft.ihfft.
@@ -119,7 +120,8 @@ Tensor stft(const Tensor& x, int64_t n_fft, std::optional<int64_t> hop_length = 
 // PyTorch's). z [(B,) F, frames, 2]; onesided (default: F != n_fft) reads the first n / 2 + 1
 // frequencies as rfft's, a full spectrum is cut to them (its signal is taken as real). `length`
 // cuts or zero-pads the output (default: all of the frames' span, less the centre padding).
-// Differentiable in z and in the window (through the squared windows' sum too).
+// hop_length must not exceed win_length (as PyTorch's). Differentiable in z and in the window
+// (through the squared windows' sum too).
 Tensor istft(const Tensor& z, int64_t n_fft, std::optional<int64_t> hop_length = std::nullopt,
              std::optional<int64_t> win_length = std::nullopt, const Tensor& window = {}, bool center = true,
              bool normalized = false, std::optional<bool> onesided = std::nullopt,
@@ -143,7 +145,9 @@ Tensor complex_angle(const Tensor& z);
 Tensor complex_polar(const Tensor& abs, const Tensor& angle);
 
 // --- the cache of DFT matrices and twiddles ------------------------------------------------------
-// Number of tensors held, and emptying it (the next transforms rebuild what they need).
+// Number of tensors held, and emptying it (the next transforms rebuild what they need). The cache
+// only grows by itself, by the lengths used; clearing it frees tensors that a captured CUDA graph
+// with a transform reads, so such a graph must not be replayed after a clear.
 size_t fft_cache_size();
 void fft_cache_clear();
 

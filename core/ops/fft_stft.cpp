@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
@@ -15,6 +16,7 @@
 #include "core/ops/fold.h"
 #include "core/ops/helpers.h"
 #include "core/ops/math.h"
+#include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/view.h"
 #include "kernels/error.h"
@@ -53,7 +55,7 @@ Tensor shift(const char* op, const Tensor& x, const std::optional<Shape>& dims, 
   } else {
     for (int64_t d = 0; d < x.dim(); ++d) ds.push_back(d);
   }
-  if (ds.empty()) return x;
+  if (ds.empty()) return x.clone();
   Shape shifts;
   for (int64_t d : ds) shifts.push_back(inverse ? (x.size(d) + 1) / 2 : x.size(d) / 2);
   return roll(x, shifts, ds);
@@ -114,6 +116,9 @@ std::string norm_of(bool normalized) { return normalized ? "ortho" : "backward";
 Tensor stft(const Tensor& x, int64_t n_fft, std::optional<int64_t> hop_length, std::optional<int64_t> win_length,
             const Tensor& window, bool center, PadMode pad_mode, bool normalized, std::optional<bool> onesided) {
   const char* op = "stft";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x, &window})) {
+    return stft((*c)[0], n_fft, hop_length, win_length, (*c)[1], center, pad_mode, normalized, onesided);
+  }
   check_input(op, x, false);
   if (x.dim() > 2)
     throw ShapeError(std::string(op) + ": the signal must be [L] or [B, L], got shape " + shape_str(x.sizes()));
@@ -151,6 +156,9 @@ Tensor istft(const Tensor& z, int64_t n_fft, std::optional<int64_t> hop_length, 
              const Tensor& window, bool center, bool normalized, std::optional<bool> onesided,
              std::optional<int64_t> length) {
   const char* op = "istft";
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z, &window})) {
+    return istft((*c)[0], n_fft, hop_length, win_length, (*c)[1], center, normalized, onesided, length);
+  }
   check_input(op, z, true);
   if (z.dim() != 3 && z.dim() != 4) {
     throw ShapeError(std::string(op) +
@@ -158,6 +166,10 @@ Tensor istft(const Tensor& z, int64_t n_fft, std::optional<int64_t> hop_length, 
                      shape_str(z.sizes()));
   }
   const Frames f = frames_of(op, z, n_fft, hop_length, win_length, window);
+  if (f.hop > f.win) {  // as PyTorch's: a gap between windows leaves samples no frame covers
+    throw Error(std::string(op) + ": hop_length " + std::to_string(f.hop) + " is longer than win_length " +
+                std::to_string(f.win));
+  }
   Tensor zb = z.dim() == 3 ? z.unsqueeze(0) : z;
   const int64_t bins = zb.size(1), count = zb.size(2), half = n_fft / 2 + 1;
   const bool one = onesided.value_or(bins != n_fft);
@@ -187,14 +199,16 @@ Tensor istft(const Tensor& z, int64_t n_fft, std::optional<int64_t> hop_length, 
   if (stop > start) {
     y = y.narrow(1, start, stop - start);
     const Tensor env = envelope.narrow(0, start, stop - start);
-    const std::vector<double> e = env.to_vector_double();
-    for (size_t i = 0; i < e.size(); ++i) {
-      if (!(std::fabs(e[i]) >= 1e-11)) {
-        throw Error(std::string(op) + ": the squared windows overlap-add to " + num_str(e[i]) + " at output sample " +
-                    std::to_string(i) +
-                    ", so the signal cannot be recovered there (nonzero overlap-add is needed: a longer window or a " +
-                    "shorter hop)");
-      }
+    // One value read on the host (which waits for a GPU, as PyTorch's check does); the samples only
+    // when the check fails, to name the first.
+    if (!(min(abs(env.detach())).item<double>() >= 1e-11)) {
+      const std::vector<double> e = env.to_vector_double();
+      size_t i = 0;
+      while (i + 1 < e.size() && std::fabs(e[i]) >= 1e-11) ++i;
+      throw Error(std::string(op) + ": the squared windows overlap-add to " + num_str(e[i]) + " at output sample " +
+                  std::to_string(i) +
+                  ", so the signal cannot be recovered there (nonzero overlap-add is needed: a longer window or a " +
+                  "shorter hop)");
     }
     y = div(y, env);
   } else {
@@ -269,8 +283,9 @@ Tensor complex_abs(const Tensor& z) {
     out = hypot(re_of(z), im_of(z));
   }
   if (needs_grad({&z})) {
-    record_function("complex_abs", {z}, {out}, {z, out}, [](const FunctionNode::Context& ctx) {
-      const Tensor zv = ctx.saved_at(0), a = ctx.saved_at(1);
+    // |z| is recomputed in backward rather than saved, so the output may be changed in place.
+    record_function("complex_abs", {z}, {out}, {z}, [](const FunctionNode::Context& ctx) {
+      const Tensor zv = ctx.saved_at(0), a = hypot(re_of(zv), im_of(zv));
       const Tensor scale = where(eq(a, 0.0), 0.0, div(ctx.grads[0], a));  // z / |z|, 0 at 0
       return TensorList{mul(zv, scale.unsqueeze(-1))};
     });

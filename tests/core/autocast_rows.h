@@ -239,6 +239,31 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"acos", unit({3, 4}), [](const TensorList& in) { return acos(in[0]); }, fp32});
   rows.push_back({"erfinv", unit({3, 4}), [](const TensorList& in) { return erfinv(in[0]); }, fp32});
   rows.push_back({"softplus", lp_in({3, 4}), [](const TensorList& in) { return softplus(in[0], 2.0, 1.0); }, fp32});
+  // The Fourier transforms (complex values as (re, im) pairs in a last dim of 2).
+  rows.push_back({"fft", lp_in({3, 8, 2}), [](const TensorList& in) { return fft(in[0]); }, fp32});
+  rows.push_back({"ifft", lp_in({3, 70, 2}), [](const TensorList& in) { return ifft(in[0]); }, fp32});
+  rows.push_back({"rfft", lp_in({3, 100}), [](const TensorList& in) { return rfft(in[0]); }, fp32});
+  rows.push_back({"irfft", lp_in({3, 5, 2}), [](const TensorList& in) { return irfft(in[0]); }, fp32});
+  rows.push_back({"hfft", lp_in({3, 5, 2}), [](const TensorList& in) { return hfft(in[0], 9); }, fp32});
+  rows.push_back({"ihfft", lp_in({3, 9}), [](const TensorList& in) { return ihfft(in[0]); }, fp32});
+  rows.push_back({"fft2", lp_in({2, 4, 6, 2}), [](const TensorList& in) { return fft2(in[0]); }, fp32});
+  rows.push_back({"ifft2", lp_in({2, 4, 6, 2}), [](const TensorList& in) { return ifft2(in[0]); }, fp32});
+  rows.push_back({"rfft2", lp_in({2, 4, 6}), [](const TensorList& in) { return rfft2(in[0]); }, fp32});
+  rows.push_back({"irfft2", lp_in({2, 4, 4, 2}), [](const TensorList& in) { return irfft2(in[0]); }, fp32});
+  rows.push_back({"fftn", lp_in({2, 3, 4, 2}), [](const TensorList& in) { return fftn(in[0]); }, fp32});
+  rows.push_back({"ifftn", lp_in({2, 3, 4, 2}), [](const TensorList& in) { return ifftn(in[0]); }, fp32});
+  rows.push_back({"rfftn", lp_in({2, 3, 4}), [](const TensorList& in) { return rfftn(in[0]); }, fp32});
+  rows.push_back({"irfftn", lp_in({2, 3, 3, 2}), [](const TensorList& in) { return irfftn(in[0]); }, fp32});
+  rows.push_back({"stft",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({2, 40}, d).to(lp), hann_window(16, true, f32(d)).to(lp)};
+                  },
+                  [](const TensorList& in) { return stft(in[0], 16, 4, std::nullopt, in[1]); }, fp32});
+  rows.push_back({"istft",
+                  [=](Device d, D lp) {
+                    return TensorList{rnd({9, 11, 2}, d).to(lp), hann_window(16, true, f32(d)).to(lp)};
+                  },
+                  [](const TensorList& in) { return istft(in[0], 16, 4, std::nullopt, in[1]); }, fp32});
   rows.push_back({"pow", [=](Device d, D lp) { return TensorList{pos({3, 4}, d).to(lp), pos({3, 4}, d).to(lp)}; },
                   [](const TensorList& in) { return pow(in[0], 2.5) + pow(in[0], in[1]) + pow(1.5, in[1]); }, fp32});
   // Widest: a low-precision and a float32 input give float32.

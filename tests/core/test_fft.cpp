@@ -588,3 +588,49 @@ TEST_CASE("fft: fftshift undoes ifftshift, centres fftfreq, and keeps (re, im) p
   REQUIRE(r.size() == 5);
   CHECK(r.back() == Approx(2.0).margin(1e-15));
 }
+
+TEST_CASE("fft: every transform returns a new tensor, length 1 and an fftshift over no dims included", "[fft]") {
+  const Tensor z = randn({3, 1, 2}, TensorOptions(DType::Float64));
+  const std::vector<double> before = z.to_vector_double();
+  for (Tensor out :
+       {fft(z), ifft(z, std::nullopt, -1, "ortho"), fft2(z, std::nullopt, Shape{0, 1}), fftshift(z, Shape{})}) {
+    out.mul_(0.0);
+    CHECK(test::same_values(z.to_vector_double(), before));
+  }
+  // With the input requiring grad, the output is a result of its own: changing it in place is
+  // recorded as for any op's result, and the gradient is the out-of-place one's.
+  for (int64_t n : {1, 8, 70}) {
+    INFO("n " << n);
+    const Tensor base = randn({3, n, 2}, TensorOptions(DType::Float64));
+    Tensor z1 = base.clone().set_requires_grad(true), z2 = base.clone().set_requires_grad(true);
+    Tensor out = fft(z1, std::nullopt, 0);
+    out.mul_(2.0);
+    sum(mul(out, out)).backward();
+    sum(square(mul(fft(z2, std::nullopt, 0), 2.0))).backward();
+    CHECK(same(z1.grad(), z2.grad()));
+  }
+}
+
+TEST_CASE("fft: complex_abs's output may be changed in place before backward", "[fft]") {
+  Tensor z = tensor(std::vector<double>{3, 4, 0, 0}, {2, 2}).set_requires_grad(true);
+  Tensor a = complex_abs(z);
+  a.mul_(2.0);  // |z| is recomputed in backward, not read from a
+  sum(a).backward();
+  const std::vector<double> g = z.grad().to_vector_double();
+  CHECK(g[0] == Approx(1.2).epsilon(1e-15));
+  CHECK(g[1] == Approx(1.6).epsilon(1e-15));
+  CHECK(g[2] == 0.0);
+  CHECK(g[3] == 0.0);
+}
+
+TEST_CASE("fft: a float16 or bfloat16 input under autocast is transformed in float32", "[fft]") {
+  const Tensor x = randn({2, 100}).to(DType::BFloat16);
+  Tensor got;
+  {
+    AutocastGuard guard(DeviceType::CPU, DType::BFloat16);
+    got = rfft(x);
+  }
+  CHECK(got.dtype() == DType::Float32);
+  CHECK(same(got, rfft(x.to(DType::Float32))));
+  CHECK_THROWS_AS(rfft(x), DTypeError);  // without autocast, refused
+}

@@ -856,6 +856,11 @@ void add_stft_rows(std::vector<OpRow>& rows) {
            istft(zeros({9, 5, 2}), 16, 4, 12, hann_window(16));
          },
          {"istft", "window"}},
+        {"hop 10 over win_length 8",
+         [] {
+           istft(zeros({9, 5, 2}), 16, 10, 8);
+         },
+         {"istft", "hop_length 10", "8"}},
         {"a last dim of 3, not a (re, im) pair",
          [] {
            istft(zeros({9, 5, 3}), 16);
