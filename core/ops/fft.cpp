@@ -185,6 +185,16 @@ Tensor twiddles(int64_t n1, int64_t n2, bool inverse, DType dtype, Device device
   });
 }
 
+// x cut to, or padded with zeros to, `len` along dim d.
+Tensor resized(const Tensor& x, int64_t d, int64_t len) {
+  const int64_t have = x.size(d);
+  if (have == len) return x;
+  if (have > len) return x.narrow(d, 0, len);
+  Shape extra = x.sizes();
+  extra[static_cast<size_t>(d)] = len - have;
+  return cat({x, zeros(extra, TensorOptions(x.dtype(), x.device()))}, d);
+}
+
 // --- the raw transforms -------------------------------------------------------------------------
 
 Tensor c2c_rows(const Tensor& x, int64_t n, bool inverse);
@@ -199,7 +209,6 @@ int64_t smaller_factor(int64_t n) {
 }
 
 Tensor bluestein_rows(const Tensor& x, int64_t n, bool inverse) {
-  const int64_t b = x.size(0);
   int64_t m = 1;
   while (m < 2 * n - 1) m *= 2;
   const DType dt = x.dtype();
@@ -231,8 +240,7 @@ Tensor bluestein_rows(const Tensor& x, int64_t n, bool inverse) {
     return out;
   });
   Tensor a = cmul(x, chirp);
-  a = cat({a, zeros({b, m - n, 2}, TensorOptions(dt, dev))}, 1);
-  a = c2c_rows(cmul(c2c_rows(a, m, false), filter), m, true);
+  a = c2c_rows(cmul(c2c_rows(resized(a, 1, m), m, false), filter), m, true);
   return cmul(a.narrow(1, 0, n), chirp).contiguous();
 }
 
@@ -395,16 +403,6 @@ double scale_of(const char* op, const std::string& norm, double n, bool inverse)
 
 Tensor scaled(const Tensor& x, double s) { return s == 1.0 ? x : mul(x, s); }
 
-// x cut to, or padded with zeros to, `len` along dim d.
-Tensor resized(const Tensor& x, int64_t d, int64_t len) {
-  const int64_t have = x.size(d);
-  if (have == len) return x;
-  if (have > len) return x.narrow(d, 0, len);
-  Shape extra = x.sizes();
-  extra[static_cast<size_t>(d)] = len - have;
-  return cat({x, zeros(extra, TensorOptions(x.dtype(), x.device()))}, d);
-}
-
 void check_length(const char* op, int64_t n, const char* what, const Tensor& x, int64_t d) {
   if (n < 1) {
     throw Error(std::string(op) + ": " + what + " must be positive, got " + std::to_string(n) + " (dim " +
@@ -422,12 +420,19 @@ void check_input(const char* op, const Tensor& x, bool complex) {
     throw DTypeError(std::string(op) + ": the input must be float32 or float64, got " + ops::dtype_str(x.dtype()) +
                      (is_floating(x.dtype()) ? " (cast it to float32)" : ""));
   }
-  if (complex && (x.dim() < 2 || x.size(-1) != 2)) {
-    throw ShapeError(std::string(op) +
-                     ": a complex input is a real tensor whose last dim of 2 holds (real, imaginary), got shape " +
-                     shape_str(x.sizes()));
+  if (complex) check_pair_dim(op, x, "input");
+  if (x.dim() < (complex ? 2 : 1)) {
+    throw ShapeError(std::string(op) + ": the input has no dim to transform (shape " + shape_str(x.sizes()) +
+                     (complex ? ", a 0-d complex tensor)" : ")"));
   }
-  if (!complex && x.dim() < 1) throw ShapeError(std::string(op) + ": the input needs at least 1 dim, got a 0-d tensor");
+}
+
+void check_pair_dim(const char* op, const Tensor& z, const char* what) {
+  if (z.dim() < 1 || z.size(-1) != 2) {
+    throw ShapeError(std::string(op) + ": the " + what +
+                     " is complex, a real tensor whose last dim of 2 holds (real, imaginary), got shape " +
+                     shape_str(z.sizes()));
+  }
 }
 
 int64_t complex_dim(const char* op, const Tensor& z, int64_t dim) {

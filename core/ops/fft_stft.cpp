@@ -225,11 +225,7 @@ namespace {
 void check_pair(const char* op, const Tensor& z, const char* what) {
   ops::check_defined(op, z, what);
   ops::check_floating(op, z, what);
-  if (z.dim() < 1 || z.size(-1) != 2) {
-    throw ShapeError(std::string(op) + ": the " + what +
-                     " is complex, a real tensor whose last dim of 2 holds (real, imaginary), got shape " +
-                     shape_str(z.sizes()));
-  }
+  fft_detail::check_pair_dim(op, z, what);
 }
 
 // re and im broadcast to one shape, of one floating dtype and device.
