@@ -242,6 +242,10 @@ const std::vector<PolicyRow>& policy_table() {
       {"ifftn", Policy::Float32},
       {"rfftn", Policy::Float32},
       {"irfftn", Policy::Float32},
+      {"hfft2", Policy::Float32},
+      {"ihfft2", Policy::Float32},
+      {"hfftn", Policy::Float32},
+      {"ihfftn", Policy::Float32},
       {"stft", Policy::Float32},
       {"istft", Policy::Float32},
       // Several inputs of possibly different dtypes: the widest wins (promoted by the ops themselves).

@@ -414,14 +414,14 @@ void check_length(const char* op, int64_t n, const char* what, const Tensor& x, 
 
 namespace fft_detail {
 
-void check_input(const char* op, const Tensor& x, bool complex) {
+void check_input(const char* op, const Tensor& x, bool complex, bool needs_dim) {
   ops::check_defined(op, x, "input");
   if (x.dtype() != DType::Float32 && x.dtype() != DType::Float64) {
     throw DTypeError(std::string(op) + ": the input must be float32 or float64, got " + ops::dtype_str(x.dtype()) +
                      (is_floating(x.dtype()) ? " (cast it to float32)" : ""));
   }
   if (complex) check_pair_dim(op, x, "input");
-  if (x.dim() < (complex ? 2 : 1)) {
+  if (needs_dim && x.dim() < (complex ? 2 : 1)) {
     throw ShapeError(std::string(op) + ": the input has no dim to transform (shape " + shape_str(x.sizes()) +
                      (complex ? ", a 0-d complex tensor)" : ")"));
   }
@@ -518,7 +518,7 @@ struct Plan {
 };
 
 Plan plan_of(const char* op, const Tensor& x, int64_t dims_of, const std::optional<Shape>& s,
-             const std::optional<Shape>& dim, bool c2r_last) {
+             const std::optional<Shape>& dim, bool c2r_last, bool allow_none = false) {
   Plan p;
   if (dim) {
     for (int64_t d : *dim) {
@@ -546,7 +546,9 @@ Plan plan_of(const char* op, const Tensor& x, int64_t dims_of, const std::option
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
     throw Error(std::string(op) + ": dim lists a dim twice: " + shape_str(dim.value_or(Shape{})));
   }
-  if (p.dims.empty()) throw Error(std::string(op) + ": no dims to transform (shape " + shape_str(x.sizes()) + ")");
+  if (p.dims.empty() && !allow_none) {
+    throw Error(std::string(op) + ": must transform at least one dim, got none (shape " + shape_str(x.sizes()) + ")");
+  }
   for (size_t i = 0; i < p.dims.size(); ++i) {
     const int64_t have = x.size(p.dims[i]);
     const bool last = c2r_last && i + 1 == p.dims.size();
@@ -566,9 +568,10 @@ double total(const Shape& lengths) {
 Tensor c2c_n(const char* op, const Tensor& z, const std::optional<Shape>& s, const std::optional<Shape>& dim,
              const std::string& norm, bool inverse) {
   if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2c_n(op, (*c)[0], s, dim, norm, inverse);
-  check_input(op, z, true);
-  const Plan p = plan_of(op, z, z.dim() - 1, s, dim, false);
+  check_input(op, z, true, false);
+  const Plan p = plan_of(op, z, z.dim() - 1, s, dim, false, true);
   const double sc = scale_of(op, norm, total(p.lengths), inverse);
+  if (p.dims.empty()) return z.clone();  // the transform over no dims is the identity, as PyTorch's
   Tensor out = z;
   for (size_t i = 0; i < p.dims.size(); ++i) {
     out = transform(op, resized(out, p.dims[i], p.lengths[i]), p.dims[i], Kind::C2C, p.lengths[i], inverse);
@@ -586,12 +589,13 @@ Tensor ifftn(const Tensor& z, std::optional<Shape> s, std::optional<Shape> dim, 
 }
 namespace {
 
+// rfftn, or with `inverse` the same with the inverse's scaling (ihfftn conjugates it).
 Tensor r2c_n(const char* op, const Tensor& x, const std::optional<Shape>& s, const std::optional<Shape>& dim,
-             const std::string& norm) {
-  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return r2c_n(op, (*c)[0], s, dim, norm);
+             const std::string& norm, bool inverse) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&x})) return r2c_n(op, (*c)[0], s, dim, norm, inverse);
   check_input(op, x, false);
   const Plan p = plan_of(op, x, x.dim(), s, dim, false);
-  const double sc = scale_of(op, norm, total(p.lengths), false);
+  const double sc = scale_of(op, norm, total(p.lengths), inverse);
   const size_t last = p.dims.size() - 1;
   Tensor out =
       transform(op, resized(x, p.dims[last], p.lengths[last]), p.dims[last], Kind::R2C, p.lengths[last], false);
@@ -600,14 +604,19 @@ Tensor r2c_n(const char* op, const Tensor& x, const std::optional<Shape>& s, con
   }
   return scaled(out, sc);
 }
+
+// irfftn; or hfftn, with `hermitian`: the forward complex transforms over all but the last dim,
+// then the conjugate's real inverse over the last, with the forward transform's scaling. The
+// inverse transforms of conj(z) are the conjugates of the forward ones of z, so hfftn runs this on
+// conj(z).
 Tensor c2r_n(const char* op, const Tensor& z, const std::optional<Shape>& s, const std::optional<Shape>& dim,
-             const std::string& norm) {
-  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2r_n(op, (*c)[0], s, dim, norm);
+             const std::string& norm, bool hermitian) {
+  if (std::optional<TensorList> c = autocast::cast_inputs(op, {&z})) return c2r_n(op, (*c)[0], s, dim, norm, hermitian);
   check_input(op, z, true);
   const Plan p = plan_of(op, z, z.dim() - 1, s, dim, true);
-  const double sc = scale_of(op, norm, total(p.lengths), true);
+  const double sc = scale_of(op, norm, total(p.lengths), !hermitian);
   const size_t last = p.dims.size() - 1;
-  Tensor out = z;
+  Tensor out = hermitian ? conj(z) : z;
   for (size_t i = 0; i < last; ++i) {
     out = transform(op, resized(out, p.dims[i], p.lengths[i]), p.dims[i], Kind::C2C, p.lengths[i], true);
   }
@@ -617,10 +626,10 @@ Tensor c2r_n(const char* op, const Tensor& z, const std::optional<Shape>& s, con
 }  // namespace
 
 Tensor rfftn(const Tensor& x, std::optional<Shape> s, std::optional<Shape> dim, const std::string& norm) {
-  return r2c_n("rfftn", x, s, dim, norm);
+  return r2c_n("rfftn", x, s, dim, norm, false);
 }
 Tensor irfftn(const Tensor& z, std::optional<Shape> s, std::optional<Shape> dim, const std::string& norm) {
-  return c2r_n("irfftn", z, s, dim, norm);
+  return c2r_n("irfftn", z, s, dim, norm, false);
 }
 Tensor fft2(const Tensor& z, std::optional<Shape> s, const Shape& dim, const std::string& norm) {
   return c2c_n("fft2", z, s, dim, norm, false);
@@ -629,10 +638,22 @@ Tensor ifft2(const Tensor& z, std::optional<Shape> s, const Shape& dim, const st
   return c2c_n("ifft2", z, s, dim, norm, true);
 }
 Tensor rfft2(const Tensor& x, std::optional<Shape> s, const Shape& dim, const std::string& norm) {
-  return r2c_n("rfft2", x, s, dim, norm);
+  return r2c_n("rfft2", x, s, dim, norm, false);
 }
 Tensor irfft2(const Tensor& z, std::optional<Shape> s, const Shape& dim, const std::string& norm) {
-  return c2r_n("irfft2", z, s, dim, norm);
+  return c2r_n("irfft2", z, s, dim, norm, false);
+}
+Tensor hfftn(const Tensor& z, std::optional<Shape> s, std::optional<Shape> dim, const std::string& norm) {
+  return c2r_n("hfftn", z, s, dim, norm, true);
+}
+Tensor ihfftn(const Tensor& x, std::optional<Shape> s, std::optional<Shape> dim, const std::string& norm) {
+  return conj(r2c_n("ihfftn", x, s, dim, norm, true));
+}
+Tensor hfft2(const Tensor& z, std::optional<Shape> s, const Shape& dim, const std::string& norm) {
+  return c2r_n("hfft2", z, s, dim, norm, true);
+}
+Tensor ihfft2(const Tensor& x, std::optional<Shape> s, const Shape& dim, const std::string& norm) {
+  return conj(r2c_n("ihfft2", x, s, dim, norm, true));
 }
 
 size_t fft_cache_size() {

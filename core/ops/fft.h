@@ -72,7 +72,9 @@ Tensor ihfft(const Tensor& x, std::optional<int64_t> n = std::nullopt, int64_t d
 // defaults, as PyTorch's: with neither, every (complex) dim; with s alone, the last s.size()
 // dims; with dim alone, the input's sizes. rfftn takes the real transform over the last of `dim`
 // and the complex one over the others; irfftn the complex inverses first, then the real one over
-// the last dim, whose output length is s's last entry (default 2 * (m - 1)).
+// the last dim, whose output length is s's last entry (default 2 * (m - 1)). fftn and ifftn over
+// no dims (an empty dim or s, or a 0-d complex input) return a copy of z, as PyTorch's (so do fft2
+// and ifft2 with an empty dim); the real and Hermitian forms need at least one dim.
 Tensor fftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
             const std::string& norm = "backward");
 Tensor ifftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
@@ -80,6 +82,15 @@ Tensor ifftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::option
 Tensor rfftn(const Tensor& x, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
              const std::string& norm = "backward");
 Tensor irfftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
+              const std::string& norm = "backward");
+// hfftn: the n-d form of hfft, the real spectrum of the signal with Hermitian symmetry along the
+// last of `dim` whose first half is z: the forward complex transforms over the other dims, then
+// hfft over the last (complex -> real; its output length is s's last entry, default 2 (m - 1)).
+// ihfftn, its inverse: ihfft over the last of `dim`, then the inverse complex transforms over the
+// others (real -> complex; conj(rfftn(x)) with the inverse's scaling). Defaults as fftn's.
+Tensor hfftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
+             const std::string& norm = "backward");
+Tensor ihfftn(const Tensor& x, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
               const std::string& norm = "backward");
 // The n-d forms over the last two dims (default).
 Tensor fft2(const Tensor& z, std::optional<Shape> s = std::nullopt, const Shape& dim = {-2, -1},
@@ -89,6 +100,10 @@ Tensor ifft2(const Tensor& z, std::optional<Shape> s = std::nullopt, const Shape
 Tensor rfft2(const Tensor& x, std::optional<Shape> s = std::nullopt, const Shape& dim = {-2, -1},
              const std::string& norm = "backward");
 Tensor irfft2(const Tensor& z, std::optional<Shape> s = std::nullopt, const Shape& dim = {-2, -1},
+              const std::string& norm = "backward");
+Tensor hfft2(const Tensor& z, std::optional<Shape> s = std::nullopt, const Shape& dim = {-2, -1},
+             const std::string& norm = "backward");
+Tensor ihfft2(const Tensor& x, std::optional<Shape> s = std::nullopt, const Shape& dim = {-2, -1},
               const std::string& norm = "backward");
 
 // --- frequencies and shifts ----------------------------------------------------------------------

@@ -12,8 +12,9 @@
 namespace kiln::fft_detail {
 
 // x is float32 or float64 (a DTypeError otherwise) and, when `complex`, has a last dim of 2 (a
-// ShapeError otherwise); a real x has at least 1 dim.
-void check_input(const char* op, const Tensor& x, bool complex);
+// ShapeError otherwise); with `needs_dim`, x has a dim to transform (a real x at least 1 dim, a
+// complex one at least 1 besides its pair dim).
+void check_input(const char* op, const Tensor& x, bool complex, bool needs_dim = true);
 // z's last dim is 2, the (real, imaginary) pair (a ShapeError naming `what` otherwise).
 void check_pair_dim(const char* op, const Tensor& z, const char* what);
 // `dim` of the complex shape of z (z's dims without the pair dim), wrapped; an IndexError when out

@@ -254,6 +254,10 @@ inline std::vector<AutocastRow> autocast_rows() {
   rows.push_back({"ifftn", lp_in({2, 3, 4, 2}), [](const TensorList& in) { return ifftn(in[0]); }, fp32});
   rows.push_back({"rfftn", lp_in({2, 3, 4}), [](const TensorList& in) { return rfftn(in[0]); }, fp32});
   rows.push_back({"irfftn", lp_in({2, 3, 3, 2}), [](const TensorList& in) { return irfftn(in[0]); }, fp32});
+  rows.push_back({"hfft2", lp_in({2, 4, 3, 2}), [](const TensorList& in) { return hfft2(in[0]); }, fp32});
+  rows.push_back({"ihfft2", lp_in({2, 4, 6}), [](const TensorList& in) { return ihfft2(in[0]); }, fp32});
+  rows.push_back({"hfftn", lp_in({2, 3, 3, 2}), [](const TensorList& in) { return hfftn(in[0]); }, fp32});
+  rows.push_back({"ihfftn", lp_in({2, 3, 4}), [](const TensorList& in) { return ihfftn(in[0]); }, fp32});
   rows.push_back({"stft",
                   [=](Device d, D lp) {
                     return TensorList{rnd({2, 40}, d).to(lp), hann_window(16, true, f32(d)).to(lp)};

@@ -250,6 +250,64 @@ TEST_CASE("fft: hfft and ihfft invert each other, hfft is n irfft of the conjuga
   }
 }
 
+TEST_CASE("fft: hfftn and ihfftn invert each other, ihfftn is conj(rfftn) / N, over one dim they are hfft and ihfft",
+          "[fft]") {
+  // [4, 6, n]: the Hermitian dim last of odd and even lengths on the dense, four-step and Bluestein
+  // paths, and dims [2, 0] (the Hermitian dim 0, of even length 4).
+  for (int64_t n : {1, 2, 7, 8, 67, 96}) {
+    INFO("n = " << n);
+    const double bound = round_trip_bound(DType::Float64, 4 * 6 * n);
+    const Tensor x = normal({4, 6, n}, DType::Float64, 160 + static_cast<uint64_t>(n));
+    const Tensor h = ihfftn(x);
+    REQUIRE(h.sizes() == Shape{4, 6, n / 2 + 1, 2});
+    CHECK(rel_err(cvals(h), cvals(complex_conj(rfftn(x)) / static_cast<double>(4 * 6 * n))) <= bound);
+    CHECK(rel_err_real(hfftn(h, Shape{4, 6, n}), x) <= bound);
+    CHECK(rel_err_real(hfft2(ihfft2(x, std::nullopt, {0, 2}, "ortho"), Shape{4, n}, {0, 2}, "ortho"), x) <= bound);
+    const Tensor z = normal({3, n / 2 + 1, 2}, DType::Float64, 180 + static_cast<uint64_t>(n));
+    CHECK(rel_err_real(hfftn(z, Shape{n}, std::nullopt, "forward"), hfft(z, n, -1, "forward")) <= bound);
+    CHECK(rel_err(cvals(ihfftn(x, std::nullopt, Shape{1})), cvals(ihfft(x, std::nullopt, 1))) <= bound);
+  }
+  // The Hermitian dim first: dims [2, 0] of a real [4, 6, 5] halves dim 0, 4 -> 3.
+  const Tensor x = normal({4, 6, 5}, DType::Float64, 199);
+  const Tensor h = ihfftn(x, std::nullopt, Shape{2, 0});
+  REQUIRE(h.sizes() == Shape{3, 6, 5, 2});
+  CHECK(rel_err_real(hfftn(h, Shape{5, 4}, Shape{2, 0}), x) <= round_trip_bound(DType::Float64, 120));
+}
+
+TEST_CASE("fft: fftn, ifftn, fft2 and ifft2 over no dims are copies, the real and Hermitian forms refuse them",
+          "[fft]") {
+  const Tensor base = normal({3, 4, 2}, DType::Float64, 230);
+  for (int which = 0; which < 5; ++which) {
+    INFO("call " << which);
+    Tensor z = base.clone().set_requires_grad(true);
+    // which 4: a 0-d complex, whose default dims are none
+    const Tensor out = which == 0   ? fftn(z, std::nullopt, Shape{})
+                       : which == 1 ? ifftn(z, Shape{}, std::nullopt, "ortho")
+                       : which == 2 ? fft2(z, std::nullopt, Shape{})
+                       : which == 3 ? ifft2(z, Shape{}, Shape{}, "forward")
+                                    : fftn(z.select(0, 1).select(0, 2));
+    CHECK(same(out.detach(), which == 4 ? base.select(0, 1).select(0, 2) : base));
+    CHECK(out.data_ptr() != z.data_ptr());
+    sum(mul(out, 3.0)).backward();
+    std::vector<double> want(24, which == 4 ? 0.0 : 3.0);
+    if (which == 4) want[(1 * 4 + 2) * 2] = want[(1 * 4 + 2) * 2 + 1] = 3.0;  // only z[1, 2] read
+    CHECK(test::same_values(z.grad().to_vector_double(), want));
+  }
+  // The norm is still checked.
+  CHECK_THROWS_WITH(fftn(base, std::nullopt, Shape{}, "sideways"), Catch::Contains("sideways"));
+  // The real and Hermitian forms have a dim of their own to halve: none is an Error naming them.
+  CHECK_THROWS_WITH(rfftn(normal({3, 4}, DType::Float64, 231), std::nullopt, Shape{}),
+                    Catch::Contains("rfftn") && Catch::Contains("at least one dim"));
+  CHECK_THROWS_WITH(irfftn(base, Shape{}), Catch::Contains("irfftn") && Catch::Contains("at least one dim"));
+  CHECK_THROWS_WITH(hfft2(base, std::nullopt, Shape{}),
+                    Catch::Contains("hfft2") && Catch::Contains("at least one dim"));
+  CHECK_THROWS_WITH(ihfftn(normal({3, 4}, DType::Float64, 232), Shape{}),
+                    Catch::Contains("ihfftn") && Catch::Contains("at least one dim"));
+  // A 0-d complex tensor: the real forms' default dims are none too.
+  CHECK_THROWS_WITH(irfftn(zeros({2})), Catch::Contains("irfftn"));
+  CHECK_THROWS_WITH(fft(zeros({2})), Catch::Contains("no dim to transform"));
+}
+
 TEST_CASE("fft: the ortho norm is unitary, the forward norm divides the forward transform by n", "[fft]") {
   for (int64_t n : {5, 64, 96, 67, 130}) {
     INFO("n = " << n);
@@ -539,6 +597,8 @@ TEST_CASE("fft: an empty batch gives an empty result of the right shape", "[fft]
   CHECK(hfft(zeros({0, 5, 2}), 9).sizes() == Shape{0, 9});
   CHECK(ihfft(zeros({0, 8})).sizes() == Shape{0, 5, 2});
   CHECK(fft2(zeros({0, 4, 6, 2})).sizes() == Shape{0, 4, 6, 2});
+  CHECK(hfft2(zeros({0, 4, 5, 2})).sizes() == Shape{0, 4, 8});
+  CHECK(ihfft2(zeros({0, 4, 6})).sizes() == Shape{0, 4, 4, 2});
   CHECK(fft(zeros({3, 0, 8, 2}), std::nullopt, -1).sizes() == Shape{3, 0, 8, 2});
 }
 
@@ -555,6 +615,7 @@ TEST_CASE("fft: integer, float16 and bfloat16 inputs are DTypeErrors naming the 
         {"fftn", [t] { fftn(zeros({4, 4, 2}, t)); }},       {"rfftn", [t] { rfftn(zeros({4, 4}, t)); }},
         {"irfftn", [t] { irfftn(zeros({4, 4, 2}, t)); }},   {"stft", [t] { stft(zeros({40}, t), 16); }},
         {"istft", [t] { istft(zeros({9, 5, 2}, t), 16); }}, {"fft", [t] { fft(zeros({4, 2}, t)); }},
+        {"hfft2", [t] { hfft2(zeros({4, 4, 2}, t)); }},     {"ihfftn", [t] { ihfftn(zeros({4, 4}, t)); }},
     };
     for (const auto& [op, call] : calls) {
       INFO(op);

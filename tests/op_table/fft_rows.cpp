@@ -1,12 +1,13 @@
 // Op table rows of the fft family (core/ops/fft.h): fft, ifft, rfft, irfft, hfft and ihfft over one
 // dim at lengths on each of the transform's paths (1, the dense products up to 64, four-step
-// composites such as 96 = 8 x 12 and 130, Bluestein's primes 67 and 131), along the last, a
-// middle and the first dim, on strided inputs (the (re, im) pair itself strided, and a transposed
-// batch), with n cutting and padding, in the three norms; fft2, ifft2, fftn, ifftn with s and dim,
-// rfft2, rfftn, irfft2 and irfftn; fftfreq and rfftfreq at odd and even n; fftshift and ifftshift;
-// stft (centred with reflect and constant padding, not centred, a window shorter than n_fft,
-// one- and two-sided, normalized, the defaults) and istft (the same, with `length` cutting and
-// padding); and the complex helpers. A complex tensor of shape S is the real S + [2].
+// composites such as 96 = 8 x 12 and 130, Bluestein's primes 67 and 131), along the last, a middle
+// and the first dim, on strided inputs (the (re, im) pair itself strided, and a transposed batch),
+// with n cutting and padding, in the three norms; fft2, ifft2, fftn, ifftn with s and dim (and over
+// no dim), rfft2, rfftn, irfft2, irfftn, hfft2, hfftn, ihfft2 and ihfftn; fftfreq and rfftfreq at
+// odd and even n; fftshift and ifftshift; stft (centred with reflect and constant padding, not
+// centred, a window shorter than n_fft, one- and two-sided, normalized, the defaults) and istft
+// (the same, with `length` cutting and padding); and the complex helpers. A complex tensor of shape
+// S is the real S + [2].
 //
 // The references are plain long double loops: the DFT by its definition, O(n^2), each root of unity
 // e^(+-2 pi i m / n) taken with m = (j k) mod n so that no angle grows past 2 pi; the inverse real
@@ -445,6 +446,28 @@ Tensor irfftn_ref(const Tensor& z, std::optional<Shape> s, std::optional<Shape> 
   return reals(dft(hermitian(a, last, n.back()), last, +1, scale_of(norm, n.back(), false)));
 }
 
+// hfftn, as PyTorch's: the forward complex transforms over all but the last of the dims, then the
+// conjugate's Hermitian extension and the inverse over the last, all with the forward's scales.
+Tensor hfftn_ref(const Tensor& z, std::optional<Shape> s, std::optional<Shape> dims, int64_t norm) {
+  CArr a = complex_of(z);
+  auto [n, d] = nd_defaults(a.s, s, std::move(dims));
+  const int64_t last = wrap(d.back(), static_cast<int64_t>(a.s.size()));
+  if (!s) n.back() = 2 * (a.s[at(last)] - 1);
+  a = conj(cnd(a, Shape(n.begin(), n.end() - 1), Shape(d.begin(), d.end() - 1), -1, norm));
+  return reals(dft(hermitian(a, last, n.back()), last, +1, scale_of(norm, n.back(), true)));
+}
+
+// ihfftn, as PyTorch's: the real signal's transform over the last of the dims with the inverse's
+// scale, cut to n / 2 + 1, conjugated, then the inverse complex transforms over the others.
+Tensor ihfftn_ref(const Tensor& x, std::optional<Shape> s, std::optional<Shape> dims, int64_t norm) {
+  const CArr a = real_of(x);
+  const auto [n, d] = nd_defaults(a.s, std::move(s), std::move(dims));
+  const int64_t last = wrap(d.back(), x.dim());
+  CArr f =
+      conj(resized(dft(resized(a, last, n.back()), last, -1, scale_of(norm, n.back(), false)), last, n.back() / 2 + 1));
+  return pairs(cnd(f, Shape(n.begin(), n.end() - 1), Shape(d.begin(), d.end() - 1), +1, norm));
+}
+
 void add_nd_transforms(std::vector<OpRow>& rows) {
   // fft2 and ifft2 over [..., 6, 10], with s = (s0, s1) when p[0] > 0, in norm p[2].
   rows.push_back(transform_row_of(
@@ -479,7 +502,7 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         },
         {"fft2", "float16"}}}));
   // fftn and ifftn of a 3-d complex [3, 4, 5]: every dim, s alone (all three, and the last two),
-  // dims alone, both, and a single dim.
+  // dims alone, both, a single dim, and no dim (a copy, as PyTorch's).
   rows.push_back(transform_row_of(
       "fftn and ifftn",
       {input_sample("[3, 4, 5]", {3, 4, 5, 2}, {}, 7211),
@@ -491,13 +514,17 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
                           fftn(x[0], Shape{6, 4}, std::nullopt, "ortho"),
                           fftn(x[0], std::nullopt, Shape{0, 2}, "forward"),
                           ifftn(x[0]),
-                          ifftn(x[0], Shape{4, 3}, Shape{2, 0}, "ortho")};
+                          ifftn(x[0], Shape{4, 3}, Shape{2, 0}, "ortho"),
+                          fftn(x[0], std::nullopt, Shape{}),
+                          ifftn(x[0], Shape{}, std::nullopt, "forward")};
       },
       [](const TensorList& x) {
         return TensorList{
             fftn_ref(x[0], std::nullopt, std::nullopt, -1, 0), fftn_ref(x[0], Shape{2, 6, 5}, std::nullopt, -1, 0),
-            fftn_ref(x[0], Shape{6, 4}, std::nullopt, -1, 1),  fftn_ref(x[0], std::nullopt, Shape{0, 2}, -1, 2),
-            fftn_ref(x[0], std::nullopt, std::nullopt, +1, 0), fftn_ref(x[0], Shape{4, 3}, Shape{2, 0}, +1, 1)};
+            fftn_ref(x[0], Shape{6, 4}, std::nullopt, -1, 1), fftn_ref(x[0], std::nullopt, Shape{0, 2}, -1, 2),
+            fftn_ref(x[0], std::nullopt, std::nullopt, +1, 0), fftn_ref(x[0], Shape{4, 3}, Shape{2, 0}, +1, 1),
+            // over no dims: the input itself
+            pairs(complex_of(x[0])), pairs(complex_of(x[0]))};
       },
       {{"s longer than the complex dims",
         [] {
@@ -543,7 +570,12 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         [] {
           rfftn(zeros({4, 6}), std::nullopt, Shape{0, 2});
         },
-        {"rfftn", "dim", "2"}}}));
+        {"rfftn", "dim", "2"}},
+       {"no dims to transform",
+        [] {
+          rfftn(zeros({4, 6}), std::nullopt, Shape{});
+        },
+        {"rfftn", "at least one dim"}}}));
   // irfft2 and irfftn of a complex [4, 6, 6]: default last length 2 (6 - 1) = 10, s with an odd
   // last length, every dim, and dims = [2, 0] (the real inverse over dim 0, default 2 (4 - 1) = 6).
   rows.push_back(transform_row_of(
@@ -570,7 +602,85 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         [] {
           irfftn(zeros({4, 6, 3}));
         },
-        {"irfftn", "2"}}}));
+        {"irfftn", "2"}},
+       {"no dims to transform",
+        [] {
+          irfftn(zeros({4, 6, 2}), Shape{});
+        },
+        {"irfftn", "at least one dim"}}}));
+}
+
+// hfft2 and hfftn of a complex [4, 6, 5], ihfft2 and ihfftn of a real [4, 6, 9]: the defaults
+// (last length 2 (5 - 1) = 8), s with an odd last length that cuts and pads, every dim, dims in
+// reverse order (the Hermitian dim is then dim 0), in each norm.
+void add_hermitian_nd_transforms(std::vector<OpRow>& rows) {
+  rows.push_back(transform_row_of(
+      "hfft2 and hfftn",
+      {input_sample("[4, 6, 5]", {4, 6, 5, 2}, {}, 7241),
+       input_sample("non-contiguous (re, im) pairs [4, 6, 5]", {4, 6, 5, 2}, {}, 7242, Layout::Strided),
+       input_sample("transposed [6, 4, 5]", {6, 4, 5, 2}, {}, 7243, Layout::Transposed)},
+      [](const TensorList& x) {
+        return TensorList{hfft2(x[0]), hfft2(x[0], Shape{5, 9}, {-2, -1}, "ortho"), hfftn(x[0]),
+                          hfftn(x[0], Shape{3, 7, 7}, std::nullopt, "forward"),
+                          hfftn(x[0], std::nullopt, Shape{2, 0}, "ortho")};
+      },
+      [](const TensorList& x) {
+        return TensorList{
+            hfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0), hfftn_ref(x[0], Shape{5, 9}, Shape{-2, -1}, 1),
+            hfftn_ref(x[0], std::nullopt, std::nullopt, 0), hfftn_ref(x[0], Shape{3, 7, 7}, std::nullopt, 2),
+            hfftn_ref(x[0], std::nullopt, Shape{2, 0}, 1)};
+      },
+      {{"no dims to transform",
+        [] {
+          hfftn(zeros({4, 6, 2}), std::nullopt, Shape{});
+        },
+        {"hfftn", "at least one dim"}},
+       {"one point along the last dim: the default output length 0",
+        [] {
+          hfft2(zeros({4, 1, 2}));
+        },
+        {"hfft2", "0"}},
+       {"a last dim of 3, not a (re, im) pair",
+        [] {
+          hfftn(zeros({4, 6, 3}));
+        },
+        {"hfftn", "2"}},
+       {"float16 input",
+        [] {
+          hfft2(zeros({4, 6, 2}, DType::Float16));
+        },
+        {"hfft2", "float16"}}}));
+  rows.push_back(transform_row_of(
+      "ihfft2 and ihfftn",
+      {input_sample("[4, 6, 9]", {4, 6, 9}, {}, 7251),
+       input_sample("non-contiguous [4, 6, 9]", {4, 6, 9}, {}, 7252, Layout::Strided),
+       input_sample("transposed [6, 4, 9]", {6, 4, 9}, {}, 7253, Layout::Transposed)},
+      [](const TensorList& x) {
+        return TensorList{ihfft2(x[0]), ihfft2(x[0], Shape{5, 8}, {-2, -1}, "forward"), ihfftn(x[0]),
+                          ihfftn(x[0], Shape{3, 7, 10}, std::nullopt, "ortho"),
+                          ihfftn(x[0], std::nullopt, Shape{2, 0}, "forward")};
+      },
+      [](const TensorList& x) {
+        return TensorList{
+            ihfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0), ihfftn_ref(x[0], Shape{5, 8}, Shape{-2, -1}, 2),
+            ihfftn_ref(x[0], std::nullopt, std::nullopt, 0), ihfftn_ref(x[0], Shape{3, 7, 10}, std::nullopt, 1),
+            ihfftn_ref(x[0], std::nullopt, Shape{2, 0}, 2)};
+      },
+      {{"no dims to transform",
+        [] {
+          ihfftn(zeros({4, 6}), Shape{});
+        },
+        {"ihfftn", "at least one dim"}},
+       {"a dim out of range",
+        [] {
+          ihfft2(zeros({4, 6}), std::nullopt, Shape{0, 2});
+        },
+        {"ihfft2", "dim", "2"}},
+       {"int64 input",
+        [] {
+          ihfftn(zeros({4, 6}, DType::Int64));
+        },
+        {"ihfftn", "int64"}}}));
 }
 
 void add_frequencies_and_shifts(std::vector<OpRow>& rows) {
@@ -1038,6 +1148,7 @@ void add_fft_rows(std::vector<OpRow>& rows) {
   add_complex_transforms(rows);
   add_real_transforms(rows);
   add_nd_transforms(rows);
+  add_hermitian_nd_transforms(rows);
   add_frequencies_and_shifts(rows);
   add_stft_rows(rows);
   add_complex_helper_rows(rows);
