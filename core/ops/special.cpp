@@ -423,6 +423,169 @@ Tensor bessel_k_values(int n, const Tensor& x, bool scaled) {
   return where(eq(x, 0.0), kInf, where(logical_or(lt(x, 0.0), isnan(x)), kNaN, value));
 }
 
+// The Bessel functions of the first and second kinds, J and Y, of orders 0 and 1, in two pieces:
+// - |x| < 25: J_m(x) = 1/(2 pi) int_0^(2 pi) cos(m s - x sin s) ds by the trapezoidal rule on 160
+//   nodes. For this periodic integrand the rule's error is the aliased orders J_(160 - m), ...,
+//   below 1e-30 here. The nodes' sin s take 41 values |t_j| in [0, 1] (sin s = sin(pi - s), and
+//   the integrands are even in t), so J0 = sum_j w_j cos(x t_j) and J1 = sum_j w_j t_j sin(x t_j)
+//   with w_j the nodes' multiplicities over 160. Every term is at most w_j: no cancellation, at
+//   any x. Y0 is Neumann's series, Y0 = 2/pi (log(x / 2) + gamma) J0 - 4/pi sum_k (-1)^k J_2k / k,
+//   whose J_2k (k <= 40; J_80 < 1e-29 at 25) are sums over the same nodes, so the whole sum is
+//   one more set of weights a_j on cos(x t_j); Y1 = -Y0' differentiates it term by term.
+// - beyond: Hankel's expansions, J_n = sqrt(2 / (pi x)) (P cos c - Q sin c) and
+//   Y_n = sqrt(2 / (pi x)) (P sin c + Q cos c), c = x - (2n + 1) pi / 4, with P and Q the even and
+//   odd terms, alternating, of sum a_k / x^k (I's coefficients). At 25 their 31st term is below
+//   3e-19 of the first. cos c and sin c are sums of cos x and sin x over sqrt 2: no angle is
+//   formed past x itself.
+constexpr double kBesselJSplit = 25.0;
+constexpr int kBesselJNodes = 160;
+constexpr int kBesselJTerms = 31;
+constexpr int kBesselNeumannTerms = 40;
+
+// The folded nodes t_j = sin(2 pi j / 160), j = 0..40, their weights w_j and Neumann's a_j.
+struct BesselJNodes {
+  std::vector<double> t, w, a;
+};
+const BesselJNodes& bessel_j_nodes() {
+  static const BesselJNodes nodes = [] {
+    BesselJNodes c;
+    const int quarter = kBesselJNodes / 4;
+    for (int j = 0; j <= quarter; ++j) {
+      const double s = 2 * kPi * j / kBesselJNodes;
+      // s, pi - s, pi + s and 2 pi - s share |sin s|; 0 and pi / 2 have one partner only.
+      const double w = (j == 0 || j == quarter ? 2.0 : 4.0) / kBesselJNodes;
+      double neumann = 0;
+      for (int k = kBesselNeumannTerms; k >= 1; --k) neumann += (k % 2 == 0 ? 1.0 : -1.0) * std::cos(2 * k * s) / k;
+      c.t.push_back(j == quarter ? 1.0 : std::sin(s));
+      c.w.push_back(w);
+      c.a.push_back(-4 / kPi * w * neumann);
+    }
+    return c;
+  }();
+  return nodes;
+}
+
+// Hankel's P and Q of order n in v = kBesselJSplit / x: P's coefficients at even powers (the odd
+// ones 0), Q's at odd powers, each with the alternating sign of its pair.
+struct HankelPQ {
+  std::vector<double> p, q;
+};
+const HankelPQ& hankel_pq(int n) {
+  static const auto make = [](int order) {
+    const double mu = 4.0 * order * order;
+    HankelPQ c;
+    double a = 1.0;  // a_k / kBesselJSplit^k
+    for (int k = 0; k < kBesselJTerms; ++k) {
+      if (k > 0) {
+        const double odd = 2.0 * k - 1;
+        a *= (mu - odd * odd) / (8.0 * k * kBesselJSplit);
+      }
+      const double sign = (k / 2) % 2 == 0 ? 1.0 : -1.0;
+      c.p.push_back(k % 2 == 0 ? sign * a : 0.0);
+      c.q.push_back(k % 2 == 1 ? sign * a : 0.0);
+    }
+    return c;
+  };
+  static const HankelPQ c0 = make(0), c1 = make(1);
+  return n == 0 ? c0 : c1;
+}
+
+// J_n (first) or Y_n (second kind) at far >= kBesselJSplit by Hankel's expansions.
+Tensor hankel_values(int n, const Tensor& far, bool second) {
+  const HankelPQ& c = hankel_pq(n);
+  const Tensor v = div(kBesselJSplit, far);
+  const Tensor p = horner(v, c.p), q = horner(v, c.q);
+  // n = 0: c = x - pi / 4, cos c = (cos x + sin x) / sqrt 2, sin c = (sin x - cos x) / sqrt 2;
+  // n = 1: c = x - 3 pi / 4, cos c = (sin x - cos x) / sqrt 2, sin c = -(sin x + cos x) / sqrt 2.
+  const Tensor cx = cos(far), sx = sin(far);
+  const Tensor plus = add(sx, cx), minus = sub(sx, cx);
+  const Tensor cos_c = n == 0 ? plus : minus, sin_c = n == 0 ? minus : neg(plus);
+  const Tensor sum = second ? add(mul(p, sin_c), mul(q, cos_c)) : sub(mul(p, cos_c), mul(q, sin_c));
+  // sqrt(2 / (pi x)) / sqrt 2 = 1 / sqrt(pi x)
+  return div(sum, sqrt(mul(far, kPi)));
+}
+
+// The node sums at |x| < kBesselJSplit: sum_j w_j cos(x t_j) (J0), sum_j w_j t_j sin(x t_j) (J1)
+// and, for Y, the same with Neumann's weights a_j. Only the sums asked for are formed.
+struct NodeSums {
+  Tensor j0, j1, a0, a1;
+};
+NodeSums bessel_node_sums(const Tensor& x, bool need_cos, bool need_sin, bool neumann) {
+  const BesselJNodes& c = bessel_j_nodes();
+  NodeSums s;
+  const auto accumulate = [](Tensor& sum, const Tensor& term, double weight) {
+    sum = sum.defined() ? add(sum, mul(term, weight)) : mul(term, weight);
+  };
+  for (size_t j = 0; j < c.t.size(); ++j) {
+    const Tensor xt = mul(x, c.t[j]);
+    if (need_cos) {
+      const Tensor cj = cos(xt);
+      accumulate(s.j0, cj, c.w[j]);
+      if (neumann) accumulate(s.a0, cj, c.a[j]);
+    }
+    if (need_sin) {
+      const Tensor sj = sin(xt);
+      accumulate(s.j1, sj, c.w[j] * c.t[j]);
+      if (neumann) accumulate(s.a1, sj, c.a[j] * c.t[j]);
+    }
+  }
+  return s;
+}
+
+// J_n(x), n = 0 (even) or 1 (odd): 0 at +-inf.
+Tensor bessel_j_values(int n, const Tensor& x) {
+  const Tensor a = abs(x);
+  const Tensor near = clamp(a, std::nullopt, kBesselJSplit);
+  const NodeSums s = bessel_node_sums(near, n == 0, n == 1, false);
+  const Tensor far = clamp(a, kBesselJSplit, std::nullopt);
+  Tensor value = where(lt(a, kBesselJSplit), n == 0 ? s.j0 : s.j1, hankel_values(n, far, false));
+  value = where(isinf(a), 0.0, value);
+  if (n == 1) value = where(lt(x, 0.0), neg(value), value);
+  // Below |x| = 1e-4 the series' first two terms (the third is below float64's rounding there):
+  // J0(0) is exactly 1 and J1 keeps the sign of a zero, as PyTorch's.
+  const Tensor x2 = mul(x, x);
+  const Tensor small = n == 0 ? sub(1.0, mul(x2, 0.25)) : mul(x, sub(0.5, mul(x2, 1.0 / 16)));
+  return where(lt(a, 1e-4), small, value);
+}
+
+// Y_n(x) for x > 0: -inf at 0, NaN below (as PyTorch's), 0 at inf.
+Tensor bessel_y_values(int n, const Tensor& x) {
+  const Tensor near = clamp(x, 0.0, kBesselJSplit);
+  const NodeSums s = bessel_node_sums(near, true, n == 1, true);
+  // 2/pi (log(x / 2) + gamma), -inf at 0 (where Y1's product with J1 = 0 is set below)
+  const Tensor l = mul(add(log(mul(near, 0.5)), std::numbers::egamma), 2 / kPi);
+  const Tensor series = n == 0 ? add(mul(l, s.j0), s.a0) : add(sub(mul(l, s.j1), div(mul(s.j0, 2 / kPi), near)), s.a1);
+  const Tensor far = clamp(x, kBesselJSplit, std::nullopt);
+  const Tensor value = where(lt(x, kBesselJSplit), series, where(isinf(x), 0.0, hankel_values(n, far, true)));
+  return where(eq(x, 0.0), -kInf, where(logical_or(lt(x, 0.0), isnan(x)), kNaN, value));
+}
+
+// J1(x) / x, 1/2 at 0: its series 1/2 - x^2 / 16 below 1e-4 (the next term, x^4 / 384, is below
+// float64's rounding there), where the quotient of a tiny or subnormal x would lose digits.
+Tensor bessel_j1_over_x(const Tensor& x, const Tensor& j1) {
+  const Tensor small = sub(0.5, mul(mul(x, x), 1.0 / 16));
+  return where(lt(abs(x), 1e-4), small, div(j1, x));
+}
+
+// sin(x) / x, 1 at 0 and 0 at +-inf.
+Tensor spherical_j0_values(const Tensor& x) { return where(eq(x, 0.0), 1.0, where(isinf(x), 0.0, div(sin(x), x))); }
+
+// d/dx sin(x) / x = (cos x - sin(x) / x) / x: below |x| = 0.5, where the difference cancels, its
+// series sum_k (-1)^k 2k x^(2k - 1) / (2k + 1)!, 9 terms (the 10th is below 1e-22 there).
+Tensor spherical_j0_slope(const Tensor& x, const Tensor& y) {
+  static const std::vector<double> series = [] {
+    std::vector<double> c;  // in u = x^2, times x
+    double factorial = 6;   // (2k + 1)!
+    for (int k = 1; k <= 9; ++k) {
+      if (k > 1) factorial *= (2.0 * k) * (2.0 * k + 1);
+      c.push_back((k % 2 == 0 ? 1.0 : -1.0) * 2 * k / factorial);
+    }
+    return c;
+  }();
+  const Tensor near = clamp(x, -0.5, 0.5);
+  const Tensor small = mul(horner(mul(near, near), series), near);
+  return where(lt(abs(x), 0.5), small, where(isinf(x), 0.0, div(sub(cos(x), y), x)));
+}
 }  // namespace
 
 Tensor lgamma(const Tensor& x) {
@@ -572,6 +735,37 @@ Tensor scaled_modified_bessel_k1(const Tensor& x) {
   return special_unary(
       "scaled_modified_bessel_k1", x, [](const Tensor& v) { return bessel_k_values(1, v, true); },
       [](const Tensor& v, const Tensor& y) { return sub(mul(y, sub(1.0, div(1.0, v))), bessel_k_values(0, v, true)); });
+}
+
+Tensor bessel_j0(const Tensor& x) {
+  return special_unary(
+      "bessel_j0", x, [](const Tensor& v) { return bessel_j_values(0, v); },
+      [](const Tensor& v, const Tensor&) { return neg(bessel_j_values(1, v)); });
+}
+
+Tensor bessel_j1(const Tensor& x) {
+  return special_unary(
+      "bessel_j1", x, [](const Tensor& v) { return bessel_j_values(1, v); },
+      [](const Tensor& v, const Tensor& y) { return sub(bessel_j_values(0, v), bessel_j1_over_x(v, y)); });
+}
+
+Tensor bessel_y0(const Tensor& x) {
+  return special_unary(
+      "bessel_y0", x, [](const Tensor& v) { return bessel_y_values(0, v); },
+      [](const Tensor& v, const Tensor&) { return neg(bessel_y_values(1, v)); });
+}
+
+Tensor bessel_y1(const Tensor& x) {
+  return special_unary(
+      "bessel_y1", x, [](const Tensor& v) { return bessel_y_values(1, v); },
+      [](const Tensor& v, const Tensor& y) {
+        // +inf at 0, where Y1 ~ -2 / (pi x)
+        return where(eq(v, 0.0), kInf, sub(bessel_y_values(0, v), div(y, v)));
+      });
+}
+
+Tensor spherical_bessel_j0(const Tensor& x) {
+  return special_unary("spherical_bessel_j0", x, spherical_j0_values, spherical_j0_slope);
 }
 
 namespace {

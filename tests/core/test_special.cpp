@@ -396,3 +396,117 @@ TEST_CASE("special: the K Bessel functions at 0, below it, at inf and NaN, and t
   CHECK(value(scaled_modified_bessel_k0(doubles({1e308}))) ==
         Approx(std::sqrt(kPi / 2) / std::sqrt(1e308)).epsilon(1e-15));
 }
+
+TEST_CASE("special: J and Y at 1, at their first roots, and their Wronskian across |x| = 25", "[special]") {
+  const Tensor one = doubles({1.0});
+  CHECK(value(bessel_j0(one)) == Approx(0.76519768655796655145).epsilon(4e-16));
+  CHECK(value(bessel_j1(one)) == Approx(0.44005058574493351596).epsilon(4e-16));
+  CHECK(value(bessel_y0(one)) == Approx(0.08825696421567695798).epsilon(4e-15));
+  CHECK(value(bessel_y1(one)) == Approx(-0.7812128213002887165).epsilon(4e-16));
+  // The first roots of J0, J1, Y0 and Y1 (rounded to float64; the functions' slopes there are below
+  // 1, so their values are at most a few rounding units).
+  CHECK(std::fabs(value(bessel_j0(doubles({2.404825557695773})))) <= 1e-15);
+  CHECK(std::fabs(value(bessel_j1(doubles({3.8317059702075125})))) <= 1e-15);
+  CHECK(std::fabs(value(bessel_y0(doubles({0.8935769662791675})))) <= 1e-15);
+  CHECK(std::fabs(value(bessel_y1(doubles({2.197141326031017})))) <= 1e-15);
+  // J1 Y0 - J0 Y1 = 2 / (pi x) ties the two kinds together, from 1e-3 to 1e4 and at the seam.
+  std::vector<double> xs;
+  for (double v = 1e-3; v < 1e4; v *= 1.37) xs.push_back(v);
+  for (double v : {24.999, 25.0, 25.001}) xs.push_back(v);
+  const Tensor x = doubles(xs);
+  const Tensor lhs = sub(mul(bessel_j1(x), bessel_y0(x)), mul(bessel_j0(x), bessel_y1(x)));
+  const std::vector<double> got = mul(lhs, mul(x, kPi / 2)).to_vector_double();
+  for (size_t k = 0; k < xs.size(); ++k) {
+    INFO("x = " << xs[k]);
+    CHECK(got[k] == Approx(1.0).epsilon(4e-15));
+  }
+  // float32: the same values to float32's rounding.
+  const Tensor x32 = doubles({0.3, 7.0, 24.9, 25.1, 40.0}).to(DType::Float32);
+  const Tensor x64 = x32.to(DType::Float64);
+  for (auto* f : {&bessel_j0, &bessel_j1, &bessel_y0, &bessel_y1}) {
+    const Tensor got32 = (*f)(x32);
+    CHECK(got32.dtype() == DType::Float32);
+    const std::vector<double> a = got32.to_vector_double(), b = (*f)(x64).to_vector_double();
+    for (size_t k = 0; k < a.size(); ++k) CHECK(a[k] == Approx(b[k]).margin(1e-6));
+  }
+}
+
+TEST_CASE("special: J and Y are continuous where Hankel's expansions take over", "[special]") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dtype));
+    // 25's predecessor and 25 itself: the last input of the node sums and the first of Hankel's.
+    const double before =
+        dtype == DType::Float64 ? std::nextafter(25.0, 24.0) : static_cast<double>(std::nextafter(25.0f, 24.0f));
+    const double eps = dtype == DType::Float64 ? 1e-15 : 1e-6;
+    const Tensor below = doubles({before}).to(dtype), at = doubles({25.0}).to(dtype);
+    for (auto* f : {&bessel_j0, &bessel_j1, &bessel_y0, &bessel_y1}) {
+      // The functions' slopes are below 1 there: a step of 25 - before moves them by less.
+      CHECK(std::fabs(value((*f)(at)) - value((*f)(below))) <= (25.0 - before) + eps);
+    }
+    const Tensor neg_below = doubles({-before}).to(dtype), neg_at = doubles({-25.0}).to(dtype);
+    CHECK(std::fabs(value(bessel_j1(neg_at)) - value(bessel_j1(neg_below))) <= (25.0 - before) + eps);
+  }
+}
+
+TEST_CASE("special: J, Y and spherical j0 at 0, below it, at the infinities and NaN", "[special]") {
+  const Tensor x = doubles({0.0, -0.0, -1.0, kInf, -kInf, kNaN});
+  CHECK(same(bessel_j0(x).to_vector_double(), {1.0, 1.0, value(bessel_j0(doubles({1.0}))), 0.0, 0.0, kNaN}));
+  CHECK(same(bessel_j1(x).to_vector_double(), {0.0, -0.0, -value(bessel_j1(doubles({1.0}))), 0.0, -0.0, kNaN}));
+  CHECK(same(bessel_y0(x).to_vector_double(), {-kInf, -kInf, kNaN, 0.0, kNaN, kNaN}));
+  CHECK(same(bessel_y1(x).to_vector_double(), {-kInf, -kInf, kNaN, 0.0, kNaN, kNaN}));
+  CHECK(same(spherical_bessel_j0(x).to_vector_double(), {1.0, 1.0, std::sin(1.0), 0.0, 0.0, kNaN}));
+  // Far out, Hankel's first terms: J0 = sqrt(2 / (pi x)) (P cos c - Q sin c), c = x - pi / 4,
+  // P = 1 - 9 / (128 x^2), Q = -1 / (8 x); the next terms are below 1e-17 of them at 1e6.
+  const double far = 1e6 + 0.5;
+  const double cos_c = (std::cos(far) + std::sin(far)) / std::sqrt(2.0);
+  const double sin_c = (std::sin(far) - std::cos(far)) / std::sqrt(2.0);
+  const double hankel = std::sqrt(2 / (kPi * far)) * ((1 - 9 / (128 * far * far)) * cos_c + sin_c / (8 * far));
+  CHECK(value(bessel_j0(doubles({far}))) == Approx(hankel).margin(1e-17));
+  // Integer inputs give float32.
+  CHECK(bessel_j0(tensor<int64_t>({1, 2})).dtype() == DType::Float32);
+}
+
+TEST_CASE("special: the gradients of J, Y and spherical j0, by their identities, at 0 and across the seams",
+          "[special]") {
+  const std::vector<double> at = {-30.0, -3.0, -0.5, 0.0, 0.25, 2.0, 24.9, 26.0};
+  const Tensor x = doubles(at);
+  const std::vector<double> j0 = bessel_j0(x).to_vector_double(), j1 = bessel_j1(x).to_vector_double();
+  const std::vector<double> g0 = grads(bessel_j0, at), g1 = grads(bessel_j1, at);
+  for (size_t k = 0; k < at.size(); ++k) {
+    INFO("x = " << at[k]);
+    CHECK(g0[k] == Approx(-j1[k]).epsilon(1e-14).margin(1e-300));
+    if (at[k] == 0.0) {
+      CHECK(g1[k] == 0.5);
+    } else {
+      CHECK(g1[k] == Approx(j0[k] - j1[k] / at[k]).epsilon(1e-13).margin(1e-15));
+    }
+  }
+  const std::vector<double> pos = {0.01, 0.9, 5.0, 24.9, 26.0, 100.0};
+  const Tensor p = doubles(pos);
+  const std::vector<double> y0 = bessel_y0(p).to_vector_double(), y1 = bessel_y1(p).to_vector_double();
+  const std::vector<double> gy0 = grads(bessel_y0, pos), gy1 = grads(bessel_y1, pos);
+  for (size_t k = 0; k < pos.size(); ++k) {
+    INFO("x = " << pos[k]);
+    CHECK(gy0[k] == Approx(-y1[k]).epsilon(1e-14));
+    CHECK(gy1[k] == Approx(y0[k] - y1[k] / pos[k]).epsilon(1e-13));
+  }
+  CHECK(grads(bessel_y1, {0.0})[0] == kInf);
+  // J1(x) / x is its series near 0, never a quotient: 1/2 for subnormal x too.
+  for (double tiny : {5e-324, 1e-310, -1e-310, 1e-9}) CHECK(grads(bessel_j1, {tiny})[0] == 0.5);
+  // By central differences, on both sides of |x| = 25 and of spherical j0's |x| = 0.5.
+  const double h = 1e-5;
+  for (auto* f : {&bessel_j0, &bessel_j1, &bessel_y0, &bessel_y1, &spherical_bessel_j0}) {
+    for (double x0 : {0.3, 0.49999, 0.50001, 3.0, 24.99999, 25.00001, 40.0}) {
+      INFO("x = " << x0);
+      const double diff = (value((*f)(doubles({x0 + h}))) - value((*f)(doubles({x0 - h})))) / (2 * h);
+      CHECK(diff == Approx(grads(*f, {x0})[0]).epsilon(1e-8).margin(1e-10));
+    }
+  }
+  // spherical j0's gradient: 0 at 0, -x / 3 next to it, its closed form beyond 0.5.
+  CHECK(grads(spherical_bessel_j0, {0.0})[0] == 0.0);
+  CHECK(grads(spherical_bessel_j0, {1e-8})[0] == Approx(-1e-8 / 3).epsilon(1e-15));
+  for (double v : {-0.4, 0.6, 7.0}) {
+    INFO("x = " << v);
+    CHECK(grads(spherical_bessel_j0, {v})[0] == Approx((std::cos(v) - std::sin(v) / v) / v).epsilon(1e-13));
+  }
+}

@@ -2,10 +2,12 @@
 // sides of 0.5 (the upper recurrence and the reflection), mvlgamma, erfinv, erfcx on both sides of
 // its series' start, ndtr, log_ndtr in both of its pieces, ndtri, logit with and without eps, sinc,
 // entr, xlog1py, and the modified Bessel functions: i0, i1, i0e and i1e on both sides of |x| = 20,
-// where their asymptotic series take over, the K ones across their three pieces. The references are
-// long double loops built otherwise than kiln's: std::lgamma, a digamma shifted to 30, polygamma as
-// its defining sum with an Euler-Maclaurin tail, erfinv and ndtri by bisection on erf, erfc, the
-// Bessel functions by their integrals. Inputs stay 0.1 away from the poles.
+// where their asymptotic series take over, the K ones across their three pieces, J0, J1, Y0 and Y1
+// on both sides of |x| = 25, and spherical_bessel_j0. The references are long double loops built
+// otherwise than kiln's: std::lgamma, a digamma shifted to 30, polygamma as its defining sum with
+// an Euler-Maclaurin tail, erfinv and ndtri by bisection on erf, erfc, the modified Bessel
+// functions by their integrals, J and Y by the standard library's. Inputs stay 0.1 away from the
+// poles.
 #include <cmath>
 #include <numbers>
 
@@ -91,6 +93,15 @@ Real bessel_k_ref(int n, Real x, bool scaled) {
   }
   return sum * kStep * (scaled ? 1 : std::exp(-x));
 }
+
+// J_n (n = 0, 1) of either sign through the standard library's (defined for x >= 0; J0 is even,
+// J1 odd), and Y_n for x > 0. libstdc++ evaluates them by series and continued fractions (Steed's
+// method) in long double: a method of its own, not kiln's integral and Neumann's series.
+Real bessel_j_ref(int n, Real x) {
+  const Real v = std::cyl_bessel_jl(static_cast<Real>(n), std::fabs(x));
+  return n == 1 && x < 0 ? -v : v;
+}
+Real bessel_y_ref(int n, Real x) { return std::cyl_neumannl(static_cast<Real>(n), x); }
 
 // The integers 0, -1, ..., -20: the gamma family's poles that normal draws reach.
 Values poles() {
@@ -207,6 +218,29 @@ void add_unary_rows(std::vector<OpRow>& rows) {
        [](const Tensor& x) { return scaled_modified_bessel_k0(x); }, [](Real x) { return bessel_k_ref(0, x, true); }},
       {"scaled_modified_bessel_k1", kAllNumeric, positive(0.05, 40.0),
        [](const Tensor& x) { return scaled_modified_bessel_k1(x); }, [](Real x) { return bessel_k_ref(1, x, true); }},
+      // J and Y on each side of |x| = 25, where Hankel's expansions take over; Y from 0.1, where
+      // Y1 is about -6.5 (integer inputs give 1 .. 10).
+      {"bessel_j0", kAllNumeric, positive(-24.5, 24.5), [](const Tensor& x) { return bessel_j0(x); },
+       [](Real x) { return bessel_j_ref(0, x); }},
+      {"bessel_j0 |x| > 25", bessel_floats, both_signs(25.5, 60.0), [](const Tensor& x) { return bessel_j0(x); },
+       [](Real x) { return bessel_j_ref(0, x); }},
+      {"bessel_j1", kAllNumeric, positive(-24.5, 24.5), [](const Tensor& x) { return bessel_j1(x); },
+       [](Real x) { return bessel_j_ref(1, x); }},
+      {"bessel_j1 |x| > 25", bessel_floats, both_signs(25.5, 60.0), [](const Tensor& x) { return bessel_j1(x); },
+       [](Real x) { return bessel_j_ref(1, x); }},
+      {"bessel_y0", kAllNumeric, positive(0.1, 24.5), [](const Tensor& x) { return bessel_y0(x); },
+       [](Real x) { return bessel_y_ref(0, x); }},
+      {"bessel_y0 x > 25", bessel_floats, positive(25.5, 60.0), [](const Tensor& x) { return bessel_y0(x); },
+       [](Real x) { return bessel_y_ref(0, x); }},
+      {"bessel_y1", kAllNumeric, positive(0.1, 24.5), [](const Tensor& x) { return bessel_y1(x); },
+       [](Real x) { return bessel_y_ref(1, x); }},
+      {"bessel_y1 x > 25", bessel_floats, positive(25.5, 60.0), [](const Tensor& x) { return bessel_y1(x); },
+       [](Real x) { return bessel_y_ref(1, x); }},
+      // Both sides of |x| = 0.5, where the gradient's series gives way to its closed form.
+      {"spherical_bessel_j0", kAllNumeric, positive(-12.0, 12.0),
+       [](const Tensor& x) { return spherical_bessel_j0(x); }, [](Real x) { return x == 0 ? 1 : std::sin(x) / x; }},
+      {"spherical_bessel_j0 |x| < 1", kFloatTypes, positive(-1.0, 1.0),
+       [](const Tensor& x) { return spherical_bessel_j0(x); }, [](Real x) { return x == 0 ? 1 : std::sin(x) / x; }},
       // Both signs, both sides of |x| = 20 and far out.
       {"i0e", kAllNumeric, positive(-80.0, 80.0), [](const Tensor& x) { return i0e(x); },
        [](Real x) { return bessel_i_ref(0, x, true); }},
