@@ -552,11 +552,23 @@ Plan plan_of(const char* op, const Tensor& x, int64_t dims_of, const std::option
   for (size_t i = 0; i < p.dims.size(); ++i) {
     const int64_t have = x.size(p.dims[i]);
     const bool last = c2r_last && i + 1 == p.dims.size();
-    int64_t len = s && (*s)[i] != -1 ? (*s)[i] : (last ? 2 * (have - 1) : have);
-    check_length(op, len, "each transform length", x, p.dims[i]);
+    const bool given = s && (*s)[i] != -1;
+    const int64_t len = given ? (*s)[i] : (last ? 2 * (have - 1) : have);
+    check_length(op, len, given || !last ? "each transform length" : "the output length 2 * (m - 1)", x, p.dims[i]);
     p.lengths.push_back(len);
   }
   return p;
+}
+
+// x with every dim of the plan that is longer than the transform reads cut first (views), so no
+// transform works on values a later dim's cut drops; the padding waits for each dim's own turn.
+// With c2r_last the last dim is read to its n / 2 + 1 points.
+Tensor cut_to_plan(Tensor x, const Plan& p, bool c2r_last) {
+  for (size_t i = 0; i < p.dims.size(); ++i) {
+    const int64_t len = c2r_last && i + 1 == p.dims.size() ? p.lengths[i] / 2 + 1 : p.lengths[i];
+    if (x.size(p.dims[i]) > len) x = x.narrow(p.dims[i], 0, len);
+  }
+  return x;
 }
 
 double total(const Shape& lengths) {
@@ -572,7 +584,7 @@ Tensor c2c_n(const char* op, const Tensor& z, const std::optional<Shape>& s, con
   const Plan p = plan_of(op, z, z.dim() - 1, s, dim, false, true);
   const double sc = scale_of(op, norm, total(p.lengths), inverse);
   if (p.dims.empty()) return z.clone();  // the transform over no dims is the identity, as PyTorch's
-  Tensor out = z;
+  Tensor out = cut_to_plan(z, p, false);
   for (size_t i = 0; i < p.dims.size(); ++i) {
     out = transform(op, resized(out, p.dims[i], p.lengths[i]), p.dims[i], Kind::C2C, p.lengths[i], inverse);
   }
@@ -597,8 +609,9 @@ Tensor r2c_n(const char* op, const Tensor& x, const std::optional<Shape>& s, con
   const Plan p = plan_of(op, x, x.dim(), s, dim, false);
   const double sc = scale_of(op, norm, total(p.lengths), inverse);
   const size_t last = p.dims.size() - 1;
+  const Tensor cut = cut_to_plan(x, p, false);
   Tensor out =
-      transform(op, resized(x, p.dims[last], p.lengths[last]), p.dims[last], Kind::R2C, p.lengths[last], false);
+      transform(op, resized(cut, p.dims[last], p.lengths[last]), p.dims[last], Kind::R2C, p.lengths[last], false);
   for (size_t i = 0; i < last; ++i) {
     out = transform(op, resized(out, p.dims[i], p.lengths[i]), p.dims[i], Kind::C2C, p.lengths[i], false);
   }
@@ -616,7 +629,8 @@ Tensor c2r_n(const char* op, const Tensor& z, const std::optional<Shape>& s, con
   const Plan p = plan_of(op, z, z.dim() - 1, s, dim, true);
   const double sc = scale_of(op, norm, total(p.lengths), !hermitian);
   const size_t last = p.dims.size() - 1;
-  Tensor out = hermitian ? conj(z) : z;
+  Tensor out = cut_to_plan(z, p, true);
+  if (hermitian) out = conj(out);
   for (size_t i = 0; i < last; ++i) {
     out = transform(op, resized(out, p.dims[i], p.lengths[i]), p.dims[i], Kind::C2C, p.lengths[i], true);
   }

@@ -83,9 +83,10 @@ Tensor rfftn(const Tensor& x, std::optional<Shape> s = std::nullopt, std::option
              const std::string& norm = "backward");
 Tensor irfftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,
               const std::string& norm = "backward");
-// hfftn: the n-d form of hfft, the real spectrum of the signal with Hermitian symmetry along the
-// last of `dim` whose first half is z: the forward complex transforms over the other dims, then
-// hfft over the last (complex -> real; its output length is s's last entry, default 2 (m - 1)).
+// hfftn: the n-d form of hfft, the real spectrum of the signal that is Hermitian over `dim`
+// (x[-j] = conj(x[j]), every index of `dim` negated at once) and whose first half along the last
+// of `dim` is z: the forward complex transforms over the other dims, then hfft over the last
+// (complex -> real; its output length is s's last entry, default 2 * (m - 1), m z's size there).
 // ihfftn, its inverse: ihfft over the last of `dim`, then the inverse complex transforms over the
 // others (real -> complex; conj(rfftn(x)) with the inverse's scaling). Defaults as fftn's.
 Tensor hfftn(const Tensor& z, std::optional<Shape> s = std::nullopt, std::optional<Shape> dim = std::nullopt,

@@ -253,7 +253,7 @@ TEST_CASE("fft: hfft and ihfft invert each other, hfft is n irfft of the conjuga
 TEST_CASE("fft: hfftn and ihfftn invert each other, ihfftn is conj(rfftn) / N, over one dim they are hfft and ihfft",
           "[fft]") {
   // [4, 6, n]: the Hermitian dim last of odd and even lengths on the dense, four-step and Bluestein
-  // paths, and dims [2, 0] (the Hermitian dim 0, of even length 4).
+  // paths, over every dim and over dims [0, 2]; after the loop, dims [2, 0] (the Hermitian dim 0).
   for (int64_t n : {1, 2, 7, 8, 67, 96}) {
     INFO("n = " << n);
     const double bound = round_trip_bound(DType::Float64, 4 * 6 * n);
@@ -304,7 +304,9 @@ TEST_CASE("fft: fftn, ifftn, fft2 and ifft2 over no dims are copies, the real an
   CHECK_THROWS_WITH(ihfftn(normal({3, 4}, DType::Float64, 232), Shape{}),
                     Catch::Contains("ihfftn") && Catch::Contains("at least one dim"));
   // A 0-d complex tensor: the real forms' default dims are none too.
-  CHECK_THROWS_WITH(irfftn(zeros({2})), Catch::Contains("irfftn"));
+  CHECK_THROWS_WITH(irfftn(zeros({2})), Catch::Contains("irfftn") && Catch::Contains("no dim to transform"));
+  // A 0-d complex has no dim 0 to name.
+  CHECK_THROWS_AS(fftn(zeros({2}), std::nullopt, Shape{0}), IndexError);
   CHECK_THROWS_WITH(fft(zeros({2})), Catch::Contains("no dim to transform"));
 }
 

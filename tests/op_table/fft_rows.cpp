@@ -403,7 +403,7 @@ CArr cnd(CArr a, const Shape& s, const Shape& dims, int sign, int64_t norm) {
 }
 
 // fftn's defaults on the complex shape S: with neither, every dim; with s alone, the last s.size();
-// with dims alone, S's sizes there.
+// with dims alone, or where s has -1, S's sizes there.
 std::pair<Shape, Shape> nd_defaults(const Shape& S, std::optional<Shape> s, std::optional<Shape> dims) {
   const int64_t nd = static_cast<int64_t>(S.size());
   Shape d, n;
@@ -413,10 +413,9 @@ std::pair<Shape, Shape> nd_defaults(const Shape& S, std::optional<Shape> s, std:
     const int64_t k = s ? static_cast<int64_t>(s->size()) : nd;
     for (int64_t i = nd - k; i < nd; ++i) d.push_back(i);
   }
-  if (s) {
-    n = *s;
-  } else {
-    for (int64_t i : d) n.push_back(S[at(wrap(i, nd))]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    const bool given = s && (*s)[i] != -1;
+    n.push_back(given ? (*s)[i] : S[at(wrap(d[i], nd))]);
   }
   return {n, d};
 }
@@ -441,7 +440,7 @@ Tensor irfftn_ref(const Tensor& z, std::optional<Shape> s, std::optional<Shape> 
   CArr a = complex_of(z);
   auto [n, d] = nd_defaults(a.s, s, std::move(dims));
   const int64_t last = wrap(d.back(), static_cast<int64_t>(a.s.size()));
-  if (!s) n.back() = 2 * (a.s[at(last)] - 1);
+  if (!s || s->back() == -1) n.back() = 2 * (a.s[at(last)] - 1);
   a = cnd(a, Shape(n.begin(), n.end() - 1), Shape(d.begin(), d.end() - 1), +1, norm);
   return reals(dft(hermitian(a, last, n.back()), last, +1, scale_of(norm, n.back(), false)));
 }
@@ -452,7 +451,7 @@ Tensor hfftn_ref(const Tensor& z, std::optional<Shape> s, std::optional<Shape> d
   CArr a = complex_of(z);
   auto [n, d] = nd_defaults(a.s, s, std::move(dims));
   const int64_t last = wrap(d.back(), static_cast<int64_t>(a.s.size()));
-  if (!s) n.back() = 2 * (a.s[at(last)] - 1);
+  if (!s || s->back() == -1) n.back() = 2 * (a.s[at(last)] - 1);
   a = conj(cnd(a, Shape(n.begin(), n.end() - 1), Shape(d.begin(), d.end() - 1), -1, norm));
   return reals(dft(hermitian(a, last, n.back()), last, +1, scale_of(norm, n.back(), true)));
 }
@@ -577,21 +576,25 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
         },
         {"rfftn", "at least one dim"}}}));
   // irfft2 and irfftn of a complex [4, 6, 6]: default last length 2 (6 - 1) = 10, s with an odd
-  // last length, every dim, and dims = [2, 0] (the real inverse over dim 0, default 2 (4 - 1) = 6).
+  // last length, every dim, dims = [2, 0] (the real inverse over dim 0, default 2 (4 - 1) = 6), and
+  // s = [2, 8, 14], which cuts dim 0 and pads dim 1 and the half spectrum (14 reads 8 of 6 points).
   rows.push_back(transform_row_of(
       "irfft2 and irfftn",
       {input_sample("[4, 6, 6]", {4, 6, 6, 2}, {}, 7231),
        input_sample("non-contiguous (re, im) pairs [4, 6, 6]", {4, 6, 6, 2}, {}, 7232, Layout::Strided)},
       [](const TensorList& x) {
-        return TensorList{irfft2(x[0]), irfft2(x[0], Shape{5, 9}), irfftn(x[0]),
+        return TensorList{irfft2(x[0]),
+                          irfft2(x[0], Shape{5, 9}),
+                          irfftn(x[0]),
                           irfftn(x[0], Shape{3, 6, 7}, std::nullopt, "ortho"),
-                          irfftn(x[0], std::nullopt, Shape{2, 0}, "forward")};
+                          irfftn(x[0], std::nullopt, Shape{2, 0}, "forward"),
+                          irfftn(x[0], Shape{2, 8, 14})};
       },
       [](const TensorList& x) {
         return TensorList{
             irfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0), irfftn_ref(x[0], Shape{5, 9}, Shape{-2, -1}, 0),
-            irfftn_ref(x[0], std::nullopt, std::nullopt, 0), irfftn_ref(x[0], Shape{3, 6, 7}, std::nullopt, 1),
-            irfftn_ref(x[0], std::nullopt, Shape{2, 0}, 2)};
+            irfftn_ref(x[0], std::nullopt, std::nullopt, 0),  irfftn_ref(x[0], Shape{3, 6, 7}, std::nullopt, 1),
+            irfftn_ref(x[0], std::nullopt, Shape{2, 0}, 2),   irfftn_ref(x[0], Shape{2, 8, 14}, std::nullopt, 0)};
       },
       {{"one point along the last dim: the default output length 0",
         [] {
@@ -611,7 +614,8 @@ void add_nd_transforms(std::vector<OpRow>& rows) {
 }
 
 // hfft2 and hfftn of a complex [4, 6, 5], ihfft2 and ihfftn of a real [4, 6, 9]: the defaults
-// (last length 2 (5 - 1) = 8), s with an odd last length that cuts and pads, every dim, dims in
+// (last length 2 (5 - 1) = 8), s that cuts the other dims and the half spectrum (n = 7 reads 4 of
+// 5 points) or pads them (n = 12 reads 7), s with -1 entries (their defaults), every dim, dims in
 // reverse order (the Hermitian dim is then dim 0), in each norm.
 void add_hermitian_nd_transforms(std::vector<OpRow>& rows) {
   rows.push_back(transform_row_of(
@@ -620,15 +624,20 @@ void add_hermitian_nd_transforms(std::vector<OpRow>& rows) {
        input_sample("non-contiguous (re, im) pairs [4, 6, 5]", {4, 6, 5, 2}, {}, 7242, Layout::Strided),
        input_sample("transposed [6, 4, 5]", {6, 4, 5, 2}, {}, 7243, Layout::Transposed)},
       [](const TensorList& x) {
-        return TensorList{hfft2(x[0]), hfft2(x[0], Shape{5, 9}, {-2, -1}, "ortho"), hfftn(x[0]),
+        return TensorList{hfft2(x[0]),
+                          hfft2(x[0], Shape{5, 9}, {-2, -1}, "ortho"),
+                          hfftn(x[0]),
                           hfftn(x[0], Shape{3, 7, 7}, std::nullopt, "forward"),
-                          hfftn(x[0], std::nullopt, Shape{2, 0}, "ortho")};
+                          hfftn(x[0], std::nullopt, Shape{2, 0}, "ortho"),
+                          hfftn(x[0], Shape{5, 4, 12}),
+                          hfftn(x[0], Shape{-1, 5, -1})};
       },
       [](const TensorList& x) {
         return TensorList{
-            hfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0), hfftn_ref(x[0], Shape{5, 9}, Shape{-2, -1}, 1),
-            hfftn_ref(x[0], std::nullopt, std::nullopt, 0), hfftn_ref(x[0], Shape{3, 7, 7}, std::nullopt, 2),
-            hfftn_ref(x[0], std::nullopt, Shape{2, 0}, 1)};
+            hfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0),   hfftn_ref(x[0], Shape{5, 9}, Shape{-2, -1}, 1),
+            hfftn_ref(x[0], std::nullopt, std::nullopt, 0),    hfftn_ref(x[0], Shape{3, 7, 7}, std::nullopt, 2),
+            hfftn_ref(x[0], std::nullopt, Shape{2, 0}, 1),     hfftn_ref(x[0], Shape{5, 4, 12}, std::nullopt, 0),
+            hfftn_ref(x[0], Shape{-1, 5, -1}, std::nullopt, 0)};
       },
       {{"no dims to transform",
         [] {
@@ -656,15 +665,18 @@ void add_hermitian_nd_transforms(std::vector<OpRow>& rows) {
        input_sample("non-contiguous [4, 6, 9]", {4, 6, 9}, {}, 7252, Layout::Strided),
        input_sample("transposed [6, 4, 9]", {6, 4, 9}, {}, 7253, Layout::Transposed)},
       [](const TensorList& x) {
-        return TensorList{ihfft2(x[0]), ihfft2(x[0], Shape{5, 8}, {-2, -1}, "forward"), ihfftn(x[0]),
+        return TensorList{ihfft2(x[0]),
+                          ihfft2(x[0], Shape{5, 8}, {-2, -1}, "forward"),
+                          ihfftn(x[0]),
                           ihfftn(x[0], Shape{3, 7, 10}, std::nullopt, "ortho"),
-                          ihfftn(x[0], std::nullopt, Shape{2, 0}, "forward")};
+                          ihfftn(x[0], std::nullopt, Shape{2, 0}, "forward"),
+                          ihfftn(x[0], Shape{-1, 3, 12})};
       },
       [](const TensorList& x) {
         return TensorList{
             ihfftn_ref(x[0], std::nullopt, Shape{-2, -1}, 0), ihfftn_ref(x[0], Shape{5, 8}, Shape{-2, -1}, 2),
-            ihfftn_ref(x[0], std::nullopt, std::nullopt, 0), ihfftn_ref(x[0], Shape{3, 7, 10}, std::nullopt, 1),
-            ihfftn_ref(x[0], std::nullopt, Shape{2, 0}, 2)};
+            ihfftn_ref(x[0], std::nullopt, std::nullopt, 0),  ihfftn_ref(x[0], Shape{3, 7, 10}, std::nullopt, 1),
+            ihfftn_ref(x[0], std::nullopt, Shape{2, 0}, 2),   ihfftn_ref(x[0], Shape{-1, 3, 12}, std::nullopt, 0)};
       },
       {{"no dims to transform",
         [] {
