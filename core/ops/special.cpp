@@ -385,7 +385,8 @@ const BesselKSeries& bessel_k_series(int n) {
 Tensor bessel_k_series_values(int n, const Tensor& x) {
   const BesselKSeries& c = bessel_k_series(n);
   const Tensor t = mul(mul(x, x), 0.25);
-  const Tensor log_half = log(mul(x, 0.5));
+  // log(x / 2) as log x - log 2: half of the smallest subnormal x would round to 0
+  const Tensor log_half = sub(log(x), std::numbers::ln2);
   if (n == 0) return sub(horner(t, c.rest), mul(add(log_half, std::numbers::egamma), horner(t, c.i)));
   const Tensor i1 = mul(horner(t, c.i), mul(x, 0.5));
   return sub(add(div(1.0, x), mul(log_half, i1)), mul(horner(t, c.rest), mul(x, 0.25)));
@@ -428,18 +429,19 @@ Tensor bessel_k_values(int n, const Tensor& x, bool scaled) {
 //   nodes. For this periodic integrand the rule's error is the aliased orders J_(160 - m), ...,
 //   below 1e-30 here. The nodes' sin s take 41 values |t_j| in [0, 1] (sin s = sin(pi - s), and
 //   the integrands are even in t), so J0 = sum_j w_j cos(x t_j) and J1 = sum_j w_j t_j sin(x t_j)
-//   with w_j the nodes' multiplicities over 160. Every term is at most w_j: no cancellation, at
-//   any x. Y0 is Neumann's series, Y0 = 2/pi (log(x / 2) + gamma) J0 - 4/pi sum_k (-1)^k J_2k / k,
-//   whose J_2k (k <= 40; J_80 < 1e-29 at 25) are sums over the same nodes, so the whole sum is
-//   one more set of weights a_j on cos(x t_j); Y1 = -Y0' differentiates it term by term.
+//   with w_j the nodes' multiplicities over 160. Every term is at most w_j, so the rounding error
+//   is absolute, a few 1e-16 at any x (relative only away from the roots). Y0 is Neumann's series,
+//   Y0 = 2/pi (log(x / 2) + gamma) J0 - 4/pi sum_k (-1)^k J_2k / k, whose J_2k (k <= 40; J_80 <
+//   1e-29 at 25) are sums over the same nodes, so the whole sum is one more set of weights a_j on
+//   cos(x t_j); Y1 = -Y0' differentiates it term by term.
 // - beyond: Hankel's expansions, J_n = sqrt(2 / (pi x)) (P cos c - Q sin c) and
 //   Y_n = sqrt(2 / (pi x)) (P sin c + Q cos c), c = x - (2n + 1) pi / 4, with P and Q the even and
-//   odd terms, alternating, of sum a_k / x^k (I's coefficients). At 25 their 31st term is below
-//   3e-19 of the first. cos c and sin c are sums of cos x and sin x over sqrt 2: no angle is
-//   formed past x itself.
+//   odd terms, alternating, of sum a_k / x^k (I's coefficients), to k = 23: at 25 the first term
+//   left out is below 2e-19 of the first. cos c and sin c are sums of cos x and sin x over sqrt 2:
+//   no angle is formed past x itself.
 constexpr double kBesselJSplit = 25.0;
 constexpr int kBesselJNodes = 160;
-constexpr int kBesselJTerms = 31;
+constexpr int kBesselJTerms = 24;
 constexpr int kBesselNeumannTerms = 40;
 
 // The folded nodes t_j = sin(2 pi j / 160), j = 0..40, their weights w_j and Neumann's a_j.
@@ -465,8 +467,8 @@ const BesselJNodes& bessel_j_nodes() {
   return nodes;
 }
 
-// Hankel's P and Q of order n in v = kBesselJSplit / x: P's coefficients at even powers (the odd
-// ones 0), Q's at odd powers, each with the alternating sign of its pair.
+// Hankel's P and Q of order n as polynomials in u = v^2, v = kBesselJSplit / x: P from the even
+// powers of v, Q / v from the odd ones, each with the alternating sign of its pair.
 struct HankelPQ {
   std::vector<double> p, q;
 };
@@ -481,8 +483,7 @@ const HankelPQ& hankel_pq(int n) {
         a *= (mu - odd * odd) / (8.0 * k * kBesselJSplit);
       }
       const double sign = (k / 2) % 2 == 0 ? 1.0 : -1.0;
-      c.p.push_back(k % 2 == 0 ? sign * a : 0.0);
-      c.q.push_back(k % 2 == 1 ? sign * a : 0.0);
+      (k % 2 == 0 ? c.p : c.q).push_back(sign * a);
     }
     return c;
   };
@@ -494,15 +495,16 @@ const HankelPQ& hankel_pq(int n) {
 Tensor hankel_values(int n, const Tensor& far, bool second) {
   const HankelPQ& c = hankel_pq(n);
   const Tensor v = div(kBesselJSplit, far);
-  const Tensor p = horner(v, c.p), q = horner(v, c.q);
+  const Tensor u = mul(v, v);
+  const Tensor p = horner(u, c.p), q = mul(horner(u, c.q), v);
   // n = 0: c = x - pi / 4, cos c = (cos x + sin x) / sqrt 2, sin c = (sin x - cos x) / sqrt 2;
   // n = 1: c = x - 3 pi / 4, cos c = (sin x - cos x) / sqrt 2, sin c = -(sin x + cos x) / sqrt 2.
   const Tensor cx = cos(far), sx = sin(far);
   const Tensor plus = add(sx, cx), minus = sub(sx, cx);
   const Tensor cos_c = n == 0 ? plus : minus, sin_c = n == 0 ? minus : neg(plus);
   const Tensor sum = second ? add(mul(p, sin_c), mul(q, cos_c)) : sub(mul(p, cos_c), mul(q, sin_c));
-  // sqrt(2 / (pi x)) / sqrt 2 = 1 / sqrt(pi x)
-  return div(sum, sqrt(mul(far, kPi)));
+  // sqrt(2 / (pi x)) / sqrt 2 = 1 / sqrt(pi x), the roots taken apart: pi x overflows past 5.7e307.
+  return mul(div(sum, sqrt(far)), 1 / std::sqrt(kPi));
 }
 
 // The node sums at |x| < kBesselJSplit: sum_j w_j cos(x t_j) (J0), sum_j w_j t_j sin(x t_j) (J1)
@@ -552,8 +554,9 @@ Tensor bessel_j_values(int n, const Tensor& x) {
 Tensor bessel_y_values(int n, const Tensor& x) {
   const Tensor near = clamp(x, 0.0, kBesselJSplit);
   const NodeSums s = bessel_node_sums(near, true, n == 1, true);
-  // 2/pi (log(x / 2) + gamma), -inf at 0 (where Y1's product with J1 = 0 is set below)
-  const Tensor l = mul(add(log(mul(near, 0.5)), std::numbers::egamma), 2 / kPi);
+  // 2/pi (log(x / 2) + gamma), as log x + gamma - log 2 (half a subnormal x would round to 0); -inf
+  // at 0, where Y1's product of it with J1 = 0 is set below.
+  const Tensor l = mul(add(log(near), std::numbers::egamma - std::numbers::ln2), 2 / kPi);
   const Tensor series = n == 0 ? add(mul(l, s.j0), s.a0) : add(sub(mul(l, s.j1), div(mul(s.j0, 2 / kPi), near)), s.a1);
   const Tensor far = clamp(x, kBesselJSplit, std::nullopt);
   const Tensor value = where(lt(x, kBesselJSplit), series, where(isinf(x), 0.0, hankel_values(n, far, true)));

@@ -98,16 +98,18 @@ Tensor scaled_modified_bessel_k1(const Tensor& x);
 // (x > 0: -inf at 0, NaN below, as PyTorch's), torch.special's bessel_j0, _j1, _y0 and _y1. Below
 // |x| = 25 J's integral 1/(2 pi) int cos(n s - x sin s) ds by the trapezoidal rule (160 nodes,
 // folded to 41 by symmetry) and Y by Neumann's series in the J_2k that the same nodes give; beyond,
-// Hankel's expansions (31 terms). Float64 values are within a few 1e-16 of the true ones (absolute:
-// near their roots, as every method's; the functions are at most 1 there), in some 200 (J) to 400
-// (Y1) elementwise passes. All are 0 at +-inf. PyTorch gives them no gradient; kiln's are J0' =
-// -J1, J1' = J0 - J1 / x (1/2 at 0), Y0' = -Y1 and Y1' = Y0 - Y1 / x (+inf at 0).
+// Hankel's expansions (24 terms). Float64 values are within a few 1e-16 of the true ones (absolute:
+// near their roots, as every method's; the functions are at most 1 there), in some 250 (J) to 550
+// (Y1) elementwise passes. J at +-inf and Y at +inf are 0, their limits (PyTorch's are NaN there).
+// PyTorch gives them no gradient; kiln's are J0' = -J1, J1' = J0 - J1 / x (1/2 at 0), Y0' = -Y1
+// and Y1' = Y0 - Y1 / x (+inf at 0).
 Tensor bessel_j0(const Tensor& x);
 Tensor bessel_j1(const Tensor& x);
 Tensor bessel_y0(const Tensor& x);
 Tensor bessel_y1(const Tensor& x);
-// sin(x) / x (1 at 0, 0 at +-inf), torch.special.spherical_bessel_j0. Its gradient is (cos x -
-// sin(x) / x) / x, by its series below |x| = 0.5 (where that difference cancels), 0 at 0.
+// sin(x) / x (1 at 0, 0 at +-inf), torch.special.spherical_bessel_j0. PyTorch gives it no
+// gradient; kiln's is (cos x - sin(x) / x) / x, by its series below |x| = 0.5 (where that
+// difference cancels), 0 at 0.
 Tensor spherical_bessel_j0(const Tensor& x);
 
 }  // namespace kiln

@@ -401,6 +401,7 @@ TEST_CASE("special: J and Y at 1, at their first roots, and their Wronskian acro
   const Tensor one = doubles({1.0});
   CHECK(value(bessel_j0(one)) == Approx(0.76519768655796655145).epsilon(4e-16));
   CHECK(value(bessel_j1(one)) == Approx(0.44005058574493351596).epsilon(4e-16));
+  // Y0(1) is small: its few 1e-16 of absolute error are 4e-15 of it.
   CHECK(value(bessel_y0(one)) == Approx(0.08825696421567695798).epsilon(4e-15));
   CHECK(value(bessel_y1(one)) == Approx(-0.7812128213002887165).epsilon(4e-16));
   // The first roots of J0, J1, Y0 and Y1 (rounded to float64; the functions' slopes there are below
@@ -409,7 +410,9 @@ TEST_CASE("special: J and Y at 1, at their first roots, and their Wronskian acro
   CHECK(std::fabs(value(bessel_j1(doubles({3.8317059702075125})))) <= 1e-15);
   CHECK(std::fabs(value(bessel_y0(doubles({0.8935769662791675})))) <= 1e-15);
   CHECK(std::fabs(value(bessel_y1(doubles({2.197141326031017})))) <= 1e-15);
-  // J1 Y0 - J0 Y1 = 2 / (pi x) ties the two kinds together, from 1e-3 to 1e4 and at the seam.
+  // J1 Y0 - J0 Y1 = 2 / (pi x) ties the two kinds together, from 1e-3 to 1e4 and at the seam. It
+  // does not see a multiple of J added to both Y0 and Y1 (a wrong gamma, log or 2 / pi in Neumann's
+  // series): Y0(1) and Y1(1) above and the op table's rows do.
   std::vector<double> xs;
   for (double v = 1e-3; v < 1e4; v *= 1.37) xs.push_back(v);
   for (double v : {24.999, 25.0, 25.001}) xs.push_back(v);
@@ -448,7 +451,8 @@ TEST_CASE("special: J and Y are continuous where Hankel's expansions take over",
   }
 }
 
-TEST_CASE("special: J, Y and spherical j0 at 0, below it, at the infinities and NaN", "[special]") {
+TEST_CASE("special: J, Y and spherical j0 at 0, below it, next to it, at the infinities, NaN and far out",
+          "[special]") {
   const Tensor x = doubles({0.0, -0.0, -1.0, kInf, -kInf, kNaN});
   CHECK(same(bessel_j0(x).to_vector_double(), {1.0, 1.0, value(bessel_j0(doubles({1.0}))), 0.0, 0.0, kNaN}));
   CHECK(same(bessel_j1(x).to_vector_double(), {0.0, -0.0, -value(bessel_j1(doubles({1.0}))), 0.0, -0.0, kNaN}));
@@ -462,6 +466,31 @@ TEST_CASE("special: J, Y and spherical j0 at 0, below it, at the infinities and 
   const double sin_c = (std::sin(far) - std::cos(far)) / std::sqrt(2.0);
   const double hankel = std::sqrt(2 / (kPi * far)) * ((1 - 9 / (128 * far * far)) * cos_c + sin_c / (8 * far));
   CHECK(value(bessel_j0(doubles({far}))) == Approx(hankel).margin(1e-17));
+  // J0^2 + Y0^2 = 2 / (pi x) (P^2 + Q^2) -> 2 / (pi x): up to float64's largest inputs, where
+  // pi x would overflow, and float32's.
+  for (double huge : {1e300, 1e308, std::numeric_limits<double>::max()}) {
+    INFO("x = " << huge);
+    const Tensor h = doubles({huge});
+    const double root = std::sqrt(huge);
+    const double j = value(bessel_j0(h)) * root, y = value(bessel_y0(h)) * root;
+    CHECK(j * j + y * y == Approx(2 / kPi).epsilon(1e-14));
+    const double j1 = value(bessel_j1(h)) * root, y1 = value(bessel_y1(h)) * root;
+    CHECK(j1 * j1 + y1 * y1 == Approx(2 / kPi).epsilon(1e-14));
+  }
+  const Tensor h32 = doubles({3e38}).to(DType::Float32);
+  const double root32 = std::sqrt(value(h32));
+  const double j32 = value(bessel_j0(h32)) * root32, y32 = value(bessel_y0(h32)) * root32;
+  CHECK(j32 * j32 + y32 * y32 == Approx(2 / kPi).epsilon(1e-5));
+  // Next to 0: Y0 = 2 / pi (log(x / 2) + gamma) J0 + O(x^2), finite down to the smallest
+  // subnormals of both dtypes (half of one rounds to 0: log(x / 2) is not formed); K0 likewise.
+  for (double tiny : {5e-324, 1e-310, 1e-200}) {
+    INFO("x = " << tiny);
+    const double log_term = std::log(tiny) - std::log(2.0) + kEuler;
+    CHECK(value(bessel_y0(doubles({tiny}))) == Approx(2 / kPi * log_term).epsilon(1e-15));
+    CHECK(value(modified_bessel_k0(doubles({tiny}))) == Approx(-log_term).epsilon(1e-15));
+  }
+  const Tensor tiny32 = doubles({1.4e-45}).to(DType::Float32);
+  CHECK(value(bessel_y0(tiny32)) == Approx(2 / kPi * (std::log(value(tiny32)) - std::log(2.0) + kEuler)).epsilon(1e-6));
   // Integer inputs give float32.
   CHECK(bessel_j0(tensor<int64_t>({1, 2})).dtype() == DType::Float32);
 }
@@ -493,13 +522,15 @@ TEST_CASE("special: the gradients of J, Y and spherical j0, by their identities,
   CHECK(grads(bessel_y1, {0.0})[0] == kInf);
   // J1(x) / x is its series near 0, never a quotient: 1/2 for subnormal x too.
   for (double tiny : {5e-324, 1e-310, -1e-310, 1e-9}) CHECK(grads(bessel_j1, {tiny})[0] == 0.5);
-  // By central differences, on both sides of |x| = 25 and of spherical j0's |x| = 0.5.
+  // By central differences, on both sides of |x| = 25 and of spherical j0's |x| = 0.5. Their error
+  // is h^2 f''' / 6 (Y1 at 0.3: about 8e-9, 1.2e-9 of the slope) plus the values' rounding over 2h
+  // (about 1e-11).
   const double h = 1e-5;
   for (auto* f : {&bessel_j0, &bessel_j1, &bessel_y0, &bessel_y1, &spherical_bessel_j0}) {
     for (double x0 : {0.3, 0.49999, 0.50001, 3.0, 24.99999, 25.00001, 40.0}) {
       INFO("x = " << x0);
       const double diff = (value((*f)(doubles({x0 + h}))) - value((*f)(doubles({x0 - h})))) / (2 * h);
-      CHECK(diff == Approx(grads(*f, {x0})[0]).epsilon(1e-8).margin(1e-10));
+      CHECK(diff == Approx(grads(*f, {x0})[0]).epsilon(5e-9).margin(1e-10));
     }
   }
   // spherical j0's gradient: 0 at 0, -x / 3 next to it, its closed form beyond 0.5.
