@@ -534,6 +534,13 @@ NodeSums bessel_node_sums(const Tensor& x, bool need_cos, bool need_sin, bool ne
   return s;
 }
 
+// Below |x| = kBesselJSmall, J0 and J1 / x are their series' first two terms, 1 - x^2 / 4 and
+// 1/2 - x^2 / 16 (the third, x^4 / 64 or / 384, is below float64's rounding there): J0(0) is
+// exactly 1, J1 keeps the sign of a zero (as PyTorch's), and J1 / x loses no digits at a tiny or
+// subnormal x, as a quotient would.
+constexpr double kBesselJSmall = 1e-4;
+Tensor bessel_j1_over_x_series(const Tensor& x) { return sub(0.5, mul(mul(x, x), 1.0 / 16)); }
+
 // J_n(x), n = 0 (even) or 1 (odd): 0 at +-inf.
 Tensor bessel_j_values(int n, const Tensor& x) {
   const Tensor a = abs(x);
@@ -543,11 +550,8 @@ Tensor bessel_j_values(int n, const Tensor& x) {
   Tensor value = where(lt(a, kBesselJSplit), n == 0 ? s.j0 : s.j1, hankel_values(n, far, false));
   value = where(isinf(a), 0.0, value);
   if (n == 1) value = where(lt(x, 0.0), neg(value), value);
-  // Below |x| = 1e-4 the series' first two terms (the third is below float64's rounding there):
-  // J0(0) is exactly 1 and J1 keeps the sign of a zero, as PyTorch's.
-  const Tensor x2 = mul(x, x);
-  const Tensor small = n == 0 ? sub(1.0, mul(x2, 0.25)) : mul(x, sub(0.5, mul(x2, 1.0 / 16)));
-  return where(lt(a, 1e-4), small, value);
+  const Tensor small = n == 0 ? sub(1.0, mul(mul(x, x), 0.25)) : mul(x, bessel_j1_over_x_series(x));
+  return where(lt(a, kBesselJSmall), small, value);
 }
 
 // Y_n(x) for x > 0: -inf at 0, NaN below (as PyTorch's), 0 at inf.
@@ -563,11 +567,9 @@ Tensor bessel_y_values(int n, const Tensor& x) {
   return where(eq(x, 0.0), -kInf, where(logical_or(lt(x, 0.0), isnan(x)), kNaN, value));
 }
 
-// J1(x) / x, 1/2 at 0: its series 1/2 - x^2 / 16 below 1e-4 (the next term, x^4 / 384, is below
-// float64's rounding there), where the quotient of a tiny or subnormal x would lose digits.
+// J1(x) / x given J1(x), 1/2 at 0 (its series near 0).
 Tensor bessel_j1_over_x(const Tensor& x, const Tensor& j1) {
-  const Tensor small = sub(0.5, mul(mul(x, x), 1.0 / 16));
-  return where(lt(abs(x), 1e-4), small, div(j1, x));
+  return where(lt(abs(x), kBesselJSmall), bessel_j1_over_x_series(x), div(j1, x));
 }
 
 // sin(x) / x, 1 at 0 and 0 at +-inf.
