@@ -49,6 +49,7 @@
 #include "core/ops/softmax.h"
 #include "core/ops/spectral.h"
 #include "core/ops/special.h"
+#include "core/ops/polynomial.h"
 #include "core/ops/topk.h"
 #include "core/ops/triangle.h"
 #include "core/ops/view.h"

@@ -30,6 +30,7 @@ if(NOT TARGET kiln_op_table)
     ${PROJECT_SOURCE_DIR}/tests/op_table/margin_loss_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/norm_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/special_rows.cpp
+    ${PROJECT_SOURCE_DIR}/tests/op_table/polynomial_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/interpolate_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/batch_norm_rows.cpp
     ${PROJECT_SOURCE_DIR}/tests/op_table/cross_entropy_rows.cpp

@@ -37,6 +37,7 @@ const std::vector<RowFamily>& row_families() {
       {"layer_norm", add_layer_norm_rows},
       {"norm", add_norm_rows},
       {"special", add_special_rows},
+      {"polynomial", add_polynomial_rows},
       {"interpolate", add_interpolate_rows},
       {"batch_norm", add_batch_norm_rows},
       {"cross_entropy", add_cross_entropy_rows},

@@ -151,6 +151,7 @@ void add_loss_rows(std::vector<OpRow>& rows);
 void add_margin_loss_rows(std::vector<OpRow>& rows);
 void add_norm_rows(std::vector<OpRow>& rows);
 void add_special_rows(std::vector<OpRow>& rows);
+void add_polynomial_rows(std::vector<OpRow>& rows);
 void add_interpolate_rows(std::vector<OpRow>& rows);
 void add_batch_norm_rows(std::vector<OpRow>& rows);
 void add_cross_entropy_rows(std::vector<OpRow>& rows);
