@@ -14,6 +14,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/helpers.h"
 #include "core/ops/math.h"
+#include "core/ops/pointwise.h"
 #include "core/ops/reduce.h"
 #include "kernels/error.h"
 
@@ -21,6 +22,7 @@ namespace kiln {
 
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The largest degree a recurrence runs to: 2^20 passes over the tensor already take minutes.
 constexpr int64_t kMaxDegree = int64_t{1} << 20;
@@ -35,9 +37,10 @@ bool is_chebyshev(Family f) {
 
 DType compute_dtype(DType out) { return out == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-// The degrees of a call: m = trunc(n) in the compute dtype, of the result's shape (NaN and inf
-// kept), and, once known, the largest finite one (-1 when there is none). Uniform: one int64
-// degree serves every element, so no element needs picking out.
+// The degrees of a call: m = trunc(n) in float64 whatever the compute dtype (float32 would merge
+// n and n - 1 past 2^24, and their parities), of the result's shape (NaN and inf kept), and, once
+// known, the largest finite one (-1 when there is none). Uniform: one int64 degree serves every
+// element, so no element needs picking out.
 struct Degrees {
   Tensor m;
   std::optional<int64_t> top;
@@ -53,13 +56,13 @@ void check_degree(const char* op, double degree, const char* what) {
   }
 }
 
-// The largest finite degree of d, read to the host once and kept; checked against the limit.
+// The largest finite degree of d, read to the host once and kept; checked against the limit
+// before it becomes an int64 (a degree past 2^63 has none).
 int64_t top_of(const char* op, Degrees& d, const char* what) {
-  if (!d.top) {
-    const double top = d.m.numel() == 0 ? -1.0 : max(where(isfinite(d.m), d.m, -1.0)).item<double>();
-    d.top = static_cast<int64_t>(std::max(top, -1.0));
-  }
-  check_degree(op, static_cast<double>(*d.top), what);
+  double top = d.top ? static_cast<double>(*d.top) : -1.0;
+  if (!d.top && d.m.numel() > 0) top = max(where(isfinite(d.m), d.m, -1.0)).item<double>();
+  check_degree(op, top, what);
+  d.top = static_cast<int64_t>(std::max(top, -1.0));
   return *d.top;
 }
 
@@ -144,7 +147,6 @@ Tensor chebyshev_at_abs(Family f, const Tensor& y, const Tensor& m) {
   const Tensor inside = lt(y, 1.0);
   const Tensor t = acos(where(inside, y, 1.0));
   const Tensor s = acosh(where(inside, 1.0, y));
-  const Tensor grow = exp(mul(m, s));
   const Tensor m_half = add(m, 0.5);
   Tensor in, out, at_one;
   switch (f) {
@@ -155,17 +157,19 @@ Tensor chebyshev_at_abs(Family f, const Tensor& y, const Tensor& m) {
       break;
     case Family::ChebyshevU:
       in = div(sin(mul(add(m, 1.0), t)), sin(t));
-      out = mul(grow, div(expm1(mul(add(m, 1.0), mul(s, -2.0))), expm1(mul(s, -2.0))));
+      out = mul(exp(mul(m, s)), div(expm1(mul(add(m, 1.0), mul(s, -2.0))), expm1(mul(s, -2.0))));
       at_one = add(m, 1.0);
       break;
     case Family::ChebyshevV:
+      // The ratio (1 + exp(-(2m + 1) s)) / (1 + exp(-s)) is below 1: its denominator joins the
+      // exponent, so exp(m s) cannot overflow where V does not.
       in = div(cos(mul(m_half, t)), cos(mul(t, 0.5)));
-      out = mul(grow, div(add(exp(mul(m_half, mul(s, -2.0))), 1.0), add(exp(neg(s)), 1.0)));
+      out = mul(exp(sub(mul(m, s), log1p(exp(neg(s))))), add(exp(mul(m_half, mul(s, -2.0))), 1.0));
       at_one = ones_like(y);
       break;
     default:  // ChebyshevW
       in = div(sin(mul(m_half, t)), sin(mul(t, 0.5)));
-      out = mul(grow, div(expm1(mul(m_half, mul(s, -2.0))), expm1(neg(s))));
+      out = mul(exp(mul(m, s)), div(expm1(mul(m_half, mul(s, -2.0))), expm1(neg(s))));
       at_one = add(mul(m, 2.0), 1.0);
       break;
   }
@@ -208,9 +212,26 @@ Recurrence recurrence_of(Family f) {
 // NaN where the degree is NaN or infinite.
 Tensor finite_degrees_only(const Tensor& v, const Degrees& d) { return d.uniform ? v : where(isfinite(d.m), v, kNaN); }
 
+// The infinite values the recurrences miss (they give inf - inf = NaN): at x = +-inf with n >= 1,
+// the sign of the leading coefficient (positive; Laguerre's (-1)^n) times sign(x)^n; the same for
+// Chebyshev's and Legendre's where |x| > 1 overflowed (their roots lie in (-1, 1), so there the
+// value has that sign and a NaN can only be an overflow).
+Tensor with_infinities(Family f, const Tensor& x, const Degrees& d, const Tensor& v) {
+  const Tensor odd = ne(fmod(d.m, 2.0), 0.0);
+  Tensor negative = logical_and(odd, lt(x, 0.0));
+  if (f == Family::Laguerre) negative = logical_and(odd, gt(x, 0.0));
+  Tensor infinite = isinf(x);
+  if (f != Family::HermiteH && f != Family::HermiteHe && f != Family::Laguerre) {
+    infinite = logical_or(infinite, logical_and(isnan(v), gt(abs(x), 1.0)));
+  }
+  const Tensor use = logical_and(infinite, logical_and(ge(d.m, 1.0), isfinite(d.m)));
+  return where(use, where(negative, full_like(v, -kInf), kInf), v);
+}
+
 Tensor polynomial_values(const char* op, Family f, const Tensor& x, Degrees& d) {
-  if (is_chebyshev(f)) return finite_degrees_only(chebyshev_values(f, x, d), d);
-  return finite_degrees_only(run_recurrence(recurrence_of(f), x, d, top_of(op, d, "its recurrence")), d);
+  const Tensor v = is_chebyshev(f) ? chebyshev_values(f, x, d)
+                                   : run_recurrence(recurrence_of(f), x, d, top_of(op, d, "its recurrence"));
+  return finite_degrees_only(with_infinities(f, x, d, v), d);
 }
 
 // d p_n / dx at x (the shifted forms' argument 2x - 1 for them), by the identities in the header.
@@ -255,10 +276,10 @@ Tensor polynomial(const char* op, Family f, bool shifted, const Tensor& x, const
   {
     NoGradGuard no_grad;
     if (n) {
-      d.m = trunc(n->detach().to(work));
+      d.m = trunc(n->detach().to(DType::Float64));
       if (d.m.sizes() != shape) d.m = d.m.expand(shape).contiguous();
     } else {
-      d.m = full_like(xc, static_cast<double>(fixed));
+      d.m = full(shape, static_cast<double>(fixed), TensorOptions(DType::Float64, x.device()));
       d.top = std::max<int64_t>(fixed, -1);
       d.uniform = true;
     }

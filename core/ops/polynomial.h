@@ -6,23 +6,25 @@
 // float degree is truncated toward zero (2.7 is 2, -0.5 is 0) and a negative one gives 0; a NaN or
 // infinite one gives NaN (PyTorch's is undefined there). The result's dtype is x's and n's promoted
 // dtype, a float one (integers give float32); values are computed in float64 for float64 and in
-// float32 otherwise.
+// float32 otherwise, but for the degree, held in float64, and its products.
 //
 // How they are computed. Every family satisfies a three-term recurrence p_(k+1) = (a_k x + b_k) p_k
 // - c_k p_(k-1) from p_0 = 1, which kiln runs as one elementwise pass of a few ops per degree.
 // Chebyshev's runs to degree 8; past it their closed forms take over, at the same cost for any
 // degree: with x = cos(t) inside [-1, 1], T_n = cos(n t), U_n = sin((n + 1) t) / sin(t), V_n =
 // cos((n + 1/2) t) / cos(t / 2) and W_n = sin((n + 1/2) t) / sin(t / 2); outside, their hyperbolic
-// twins at x = cosh(t), written as exp(n t) times a ratio of 1 + exp(-s) or expm1(-s) terms, so
-// that nothing overflows before the value does. They are taken at |x| (t in [0, pi / 2], where no
-// denominator nears 0) and reflected: T_n(-x) = (-1)^n T_n(x), U likewise, V_n(-x) = (-1)^n W_n(x)
-// and W_n(-x) = (-1)^n V_n(x); at |x| = 1 the values are exact. Hermite's, Laguerre's and
-// Legendre's run the recurrence up to the largest degree: a degree tensor's maximum is read to the
-// host (a device sync on CUDA), the cost is that many passes over the tensor, and a degree past
-// 2^20 is an error rather than an hours-long loop. Float64 values are within about 1e-14 of the
-// largest |p_k(x)|, k <= n (measured to degree 40 on [-3, 3]: near a root only the absolute error
-// is small, as for every method); the closed forms' error grows as n t ulps. Values overflow to inf
-// as the true ones do; Hermite's, past that, may give NaN (inf - inf in the recurrence), as
+// twins at x = cosh(t), written as exp(n t) times a ratio near 1, so that nothing overflows before
+// the value does. They are taken at |x| and reflected: T_n(-x) = (-1)^n T_n(x), U likewise, V_n(-x)
+// = (-1)^n W_n(x) and W_n(-x) = (-1)^n V_n(x). So t stays in [0, pi / 2]: near t = pi the rounding
+// of t itself would cost sin(t) and cos(t / 2) their digits, while near 0 numerator and denominator
+// keep theirs. At |x| = 1 the values are exact. Hermite's, Laguerre's and Legendre's run the
+// recurrence up to the largest degree: a degree tensor's maximum is read to the host (a device sync
+// on CUDA), the cost is that many passes over the tensor, and a degree past 2^20 is an error rather
+// than an hours-long loop. Float64 values are within 3.4e-14 of the largest |p_k(x)|, k <= n
+// (measured to degree 40 on [-3, 3]: near a root only the absolute error is small, as for every
+// method); the closed forms' error grows as n t ulps. Values overflow to inf as the true ones do,
+// and x = +-inf gives the infinity of the leading term (PyTorch's recurrences give NaN there, inf -
+// inf); Hermite's, and Laguerre's for x > 0, may still give NaN past an overflow at finite x, as
 // PyTorch's.
 //
 // Gradients. PyTorch gives these none; kiln's, with respect to x (n carries none), are their
@@ -30,7 +32,8 @@
 // = 2 (C2_(n-1) + C2_(n-2)) with C2 Gegenbauer's polynomials of order 2 (shifted forms: twice these
 // at 2x - 1), H_n' = 2n H_(n-1), He_n' = n He_(n-1), L_n' = -L1_(n-1) with L1 Laguerre's
 // generalized polynomials of order 1, and P_n' = C3/2_(n-1), Gegenbauer's of order 3/2. All but T's
-// run their recurrence to the largest degree in the backward pass.
+// run their recurrence to the largest degree in the backward pass, so U's, V's and W's gradients,
+// unlike their values, cost a pass per degree and stop with an error past degree 2^20.
 #pragma once
 
 #include <cstdint>

@@ -4,8 +4,8 @@
 // identities are known in closed form.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <limits>
-#include <numbers>
 #include <utility>
 #include <vector>
 
@@ -139,6 +139,25 @@ TEST_CASE("polynomial: Chebyshev's closed forms match the recurrence past degree
   CHECK(std::isnan(value(chebyshev_polynomial_w(at(kNaN), 12))));
 }
 
+TEST_CASE("polynomial: infinite x and overflow give the leading term's infinity, not inf - inf", "[polynomial]") {
+  const Tensor x = doubles({kInf, -kInf, 1e200, -1e200});
+  CHECK(vals(chebyshev_polynomial_t(x, 3)) == std::vector<double>{kInf, -kInf, kInf, -kInf});
+  CHECK(vals(chebyshev_polynomial_t(x, 0)) == std::vector<double>{1.0, 1.0, 1.0, 1.0});
+  CHECK(vals(chebyshev_polynomial_v(x, 5)) == std::vector<double>{kInf, -kInf, kInf, -kInf});
+  CHECK(vals(chebyshev_polynomial_w(x, 4)) == std::vector<double>{kInf, kInf, kInf, kInf});
+  CHECK(vals(legendre_polynomial_p(x, 4)) == std::vector<double>{kInf, kInf, kInf, kInf});
+  CHECK(vals(legendre_polynomial_p(x, 3)) == std::vector<double>{kInf, -kInf, kInf, -kInf});
+  CHECK(vals(shifted_chebyshev_polynomial_u(x, 3)) == std::vector<double>{kInf, -kInf, kInf, -kInf});
+  // Laguerre's leading coefficient is (-1)^n / n!; Hermite's are positive.
+  const Tensor ends = doubles({kInf, -kInf});
+  CHECK(vals(laguerre_polynomial_l(ends, 3)) == std::vector<double>{-kInf, kInf});
+  CHECK(vals(laguerre_polynomial_l(ends, 2)) == std::vector<double>{kInf, kInf});
+  CHECK(vals(hermite_polynomial_h(ends, 3)) == std::vector<double>{kInf, -kInf});
+  CHECK(vals(hermite_polynomial_he(ends, 6)) == std::vector<double>{kInf, kInf});
+  // A degree tensor too: each element its own degree.
+  CHECK(vals(chebyshev_polynomial_u(ends, tensor<int64_t>({0, 7}))) == std::vector<double>{1.0, -kInf});
+}
+
 TEST_CASE("polynomial: the gradients by their identities at the known points, below and past degree 8",
           "[polynomial]") {
   for (int64_t n : {0, 1, 4, 9, 14}) {
@@ -164,11 +183,18 @@ TEST_CASE("polynomial: the gradients by their identities at the known points, be
     CHECK(grads([n](const Tensor& x) { return shifted_chebyshev_polynomial_t(x, n); }, {1.0})[0] == Approx(2 * d * d));
     // L_n'(0) = -n; H_n' = 2n H_(n-1), He_n' = n He_(n-1).
     CHECK(grads([n](const Tensor& x) { return laguerre_polynomial_l(x, n); }, {0.0})[0] == Approx(-d));
-    const double x0 = 0.37;
-    const double h_prev = n > 0 ? value(hermite_polynomial_h(at(x0), n - 1)) : 0.0;
-    CHECK(grads([n](const Tensor& x) { return hermite_polynomial_h(x, n); }, {x0})[0] == Approx(2 * d * h_prev));
-    const double he_prev = n > 0 ? value(hermite_polynomial_he(at(x0), n - 1)) : 0.0;
-    CHECK(grads([n](const Tensor& x) { return hermite_polynomial_he(x, n); }, {x0})[0] == Approx(d * he_prev));
+    // At 0, by the closed values there: H_(n-1)(0) = (-1)^(m) (2m)! / m! and He_(n-1)(0) =
+    // (-1)^m (2m - 1)!! for n - 1 = 2m, 0 for even n.
+    double h = 0.0, he = 0.0;
+    if (n % 2 == 1) {
+      const int64_t m = (n - 1) / 2;
+      h = m % 2 ? -1.0 : 1.0;
+      he = h;
+      for (int64_t k = 2 * m; k > m; --k) h *= static_cast<double>(k);
+      for (int64_t k = 2 * m - 1; k > 0; k -= 2) he *= static_cast<double>(k);
+    }
+    CHECK(grads([n](const Tensor& x) { return hermite_polynomial_h(x, n); }, {0.0})[0] == Approx(2 * d * h));
+    CHECK(grads([n](const Tensor& x) { return hermite_polynomial_he(x, n); }, {0.0})[0] == Approx(d * he));
   }
   // With a degree tensor: mixed degrees on both sides of 8 in one call, each slope its own.
   const Tensor n = tensor<int64_t>({2, 12, -1, 9});
@@ -192,6 +218,16 @@ TEST_CASE("polynomial: bad calls name the op and what is wrong", "[polynomial]")
   CHECK_THROWS_WITH(chebyshev_polynomial_t(zeros({2, 3}), zeros({4})),
                     Catch::Contains("chebyshev_polynomial_t") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_AS(laguerre_polynomial_l(Tensor(), 2), Error);
+  // A degree past int64's range is past the limit too, not wrapped around to a negative one.
+  CHECK_THROWS_WITH(legendre_polynomial_p(zeros({2}), doubles({3.0, 1e19})),
+                    Catch::Contains("legendre_polynomial_p") && Catch::Contains("2^20"));
+  // U's gradient runs a recurrence to the degree (its value does not).
+  Tensor x = doubles({0.5});
+  x.set_requires_grad(true);
+  const Tensor u = chebyshev_polynomial_u(x, int64_t{3000000});
+  CHECK(std::isfinite(value(u)));
+  CHECK_THROWS_WITH(u.sum().backward(), Catch::Contains("chebyshev_polynomial_u") && Catch::Contains("3000000") &&
+                                            Catch::Contains("gradient"));
   // Chebyshev's closed forms need no recurrence to any degree.
   CHECK(std::isfinite(value(chebyshev_polynomial_w(at(0.25), int64_t{1} << 40))));
 }
