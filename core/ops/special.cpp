@@ -157,22 +157,63 @@ std::vector<double> cot_derivative(int64_t n) {
   return p;
 }
 
-// polygamma(n >= 1) for x >= 0.5: with y = x + m, (-1)^(n+1) n! sum_(k<m) (x + k)^-(n+1) plus
-// (-1)^(n+1) y^-n [(n-1)! + n! / (2y) + sum B_2k (2k+n-1)! / (2k)! y^-2k]; m = s + 2n keeps the
-// series' first neglected term below the dtype's rounding for every n.
-Tensor polygamma_upper(int64_t n, const Tensor& x) {
-  const int64_t m = shift_for(x) + 2 * n;
-  const double sign = n % 2 == 1 ? 1.0 : -1.0;
-  Tensor terms = pow(x, -static_cast<double>(n + 1));
-  for (int64_t k = 1; k < m; ++k) terms = add(terms, pow(add(x, static_cast<double>(k)), -static_cast<double>(n + 1)));
-  const Tensor y = add(x, static_cast<double>(m));
-  std::vector<double> c = {factorial(n - 1)};
-  for (size_t k = 1; k <= bernoulli().size(); ++k) {
-    c.push_back(bernoulli()[k - 1] * factorial(static_cast<int64_t>(2 * k) + n - 1) / factorial(2 * k));
+// How many terms of the Hurwitz zeta function zeta's sum takes directly before its tail: the
+// tail's expansion at y = q + 9 >= 9, eight Bernoulli terms, is within float64's rounding for every
+// x > 1 (its terms shrink by about ((x + 2j) / (2 pi y))^2 each, and where that is not small, y^-x
+// is negligible beside q^-x).
+constexpr int kZetaShift = 9;
+
+// The Hurwitz zeta function sum_(k>=0) (q + k)^-x for x > 1 and q > 0 (other entries give unused
+// values), or, with `slope`, its derivative in x: the first `shift` terms directly, then the
+// Euler-Maclaurin tail at y = q + shift, y^(1 - x) [1 / (x - 1) + 1 / (2y) + sum_j B_2j / (2j)! x
+// (x + 1) ... (x + 2j - 2) y^-2j] (differentiated factor by factor, the rising product by the sum
+// of 1 / (x + i) over its factors). y^(1 - x) underflows only with the tail itself (y^-x would
+// first: the tail of trigamma at x = 1e200 is 1e-200); where it does, the tail is 0 (its bracket
+// may overflow).
+Tensor hurwitz_zeta_upper(const Tensor& x, const Tensor& q, int64_t shift, bool slope) {
+  const Tensor minus_x = neg(x);
+  Tensor direct;
+  for (int64_t i = 0; i < shift; ++i) {
+    const Tensor base = i == 0 ? q : add(q, static_cast<double>(i));
+    Tensor term = pow(base, minus_x);
+    if (slope) term = neg(mul(term, log(base)));
+    direct = i == 0 ? term : add(direct, term);
   }
-  const Tensor inv_y = div(1.0, y);
-  const Tensor bracket = add(horner(mul(inv_y, inv_y), c), mul(inv_y, factorial(n) / 2));
-  return mul(add(mul(terms, factorial(n)), mul(pow(y, -static_cast<double>(n)), bracket)), sign);
+  const Tensor y = add(q, static_cast<double>(shift));
+  const Tensor inv_y2 = div(1.0, mul(y, y));
+  Tensor rising = mul(x, inv_y2);  // x (x + 1) ... (x + 2j - 2) y^-2j
+  Tensor harmonic = div(1.0, x);   // 1 / x + 1 / (x + 1) + ... + 1 / (x + 2j - 2)
+  double factorial_2j = 2;
+  Tensor series = mul(rising, bernoulli()[0] / factorial_2j);
+  Tensor series_slope = slope ? mul(series, harmonic) : Tensor();
+  for (size_t j = 2; j <= bernoulli().size(); ++j) {
+    const double a = 2.0 * static_cast<double>(j) - 3, b = a + 1;
+    rising = mul(rising, mul(mul(add(x, a), add(x, b)), inv_y2));
+    factorial_2j *= (b + 1) * (b + 2);
+    const Tensor term = mul(rising, bernoulli()[j - 1] / factorial_2j);
+    series = add(series, term);
+    if (slope) {
+      harmonic = add(harmonic, add(div(1.0, add(x, a)), div(1.0, add(x, b))));
+      series_slope = add(series_slope, mul(term, harmonic));
+    }
+  }
+  const Tensor scale = pow(y, sub(1.0, x));
+  const Tensor x_minus_1 = sub(x, 1.0);
+  const Tensor bracket = add(add(div(1.0, x_minus_1), div(0.5, y)), series);
+  // d/dx (y^(1 - x) bracket) = y^(1 - x) (bracket' - log(y) bracket), bracket' = series' - 1 / (x -
+  // 1)^2.
+  const Tensor tail =
+      slope ? mul(scale, sub(sub(series_slope, div(1.0, mul(x_minus_1, x_minus_1))), mul(log(y), bracket)))
+            : mul(scale, bracket);
+  return add(direct, where(eq(scale, 0.0), 0.0, tail));
+}
+
+// polygamma(n >= 1) for x >= 0.5: (-1)^(n+1) n! zeta(n + 1, x), with m = s + 2n terms taken
+// directly (the rising products of the tail grow with n).
+Tensor polygamma_upper(int64_t n, const Tensor& x) {
+  const double sign = n % 2 == 1 ? 1.0 : -1.0;
+  const Tensor order = full_like(x, static_cast<double>(n + 1));
+  return mul(hurwitz_zeta_upper(order, x, shift_for(x) + 2 * n, false), sign * factorial(n));
 }
 
 Tensor polygamma_values(int64_t n, const Tensor& x) {
@@ -774,12 +815,88 @@ Tensor spherical_bessel_j0(const Tensor& x) {
 }
 
 namespace {
+// zeta(x, q), or with `slope` its derivative in x, with PyTorch's domain: inf at x = 1 and at the
+// poles q = 0, -1, -2, ...; NaN for x < 1 and for q < 0 with x off the integers, where (q + k)^-x
+// is not real. The slope is NaN there too, and wherever q < 0 (x is an integer there, so it has no
+// derivative in x). With `negative` (some q may be < 0), an integer x = n and a q < 0 off the
+// integers take three values at positive arguments: with K = ceil(-q) and r = 1 - (q + K) in (0,
+// 1), the terms k < K are (-1)^n (r + j)^-n for j < K, so zeta(n, q) = (-1)^n [zeta(n, r) - zeta(n,
+// 1 - q)] + zeta(n, q + K), at the same cost for any q.
+Tensor zeta_values(const Tensor& x, const Tensor& q, bool negative, bool slope) {
+  const Tensor pole = logical_or(eq(x, 1.0), logical_and(le(q, 0.0), eq(q, floor(q))));
+  const Tensor undefined = logical_or(lt(x, 1.0), logical_and(lt(q, 0.0), ne(x, floor(x))));
+  if (slope) {
+    const Tensor v = hurwitz_zeta_upper(x, q, kZetaShift, true);
+    return where(logical_or(logical_or(pole, undefined), lt(q, 0.0)), kNaN, v);
+  }
+  Tensor v;
+  if (!negative) {
+    v = hurwitz_zeta_upper(x, q, kZetaShift, false);
+  } else {
+    const Tensor below = lt(q, 0.0);
+    const Tensor lifted = add(q, ceil(neg(q)));
+    const Tensor main = hurwitz_zeta_upper(x, where(below, lifted, q), kZetaShift, false);
+    const Tensor head = sub(hurwitz_zeta_upper(x, where(below, sub(1.0, lifted), 1.0), kZetaShift, false),
+                            hurwitz_zeta_upper(x, where(below, sub(1.0, q), 1.0), kZetaShift, false));
+    const Tensor signed_head = where(ne(fmod(x, 2.0), 0.0), neg(head), head);
+    v = where(below, add(signed_head, main), main);
+  }
+  return where(lt(x, 1.0), kNaN, where(pole, kInf, where(undefined, kNaN, v)));
+}
+
+// zeta of x and q; `negative`: whether some q < 0 off the integers (read from q when not given).
+Tensor zeta_call(const char* op, const Tensor& x, const Tensor& q, std::optional<bool> negative) {
+  ops::check_defined(op, x, "x");
+  ops::check_defined(op, q, "q");
+  broadcast_shapes(x.sizes(), q.sizes(), op);
+  ops::common_device(op, {&x, &q});
+  const DType out = float_result(result_type(x, q));
+  const DType work = compute_dtype(out);
+  const Tensor xc = x.detach().to(work), qc = q.detach().to(work);
+  Tensor result;
+  bool below = false;
+  {
+    NoGradGuard no_grad;
+    if (negative) {
+      below = *negative;
+    } else if (qc.numel() > 0) {
+      const Tensor off_poles = logical_and(isfinite(qc), ne(qc, floor(qc)));
+      below = min(where(off_poles, qc, 0.0)).item<double>() < 0;
+    }
+    result = zeta_values(xc, qc, below, false).to(out);
+  }
+  if (needs_grad({&x, &q})) {
+    const Shape xs = x.sizes(), qs = q.sizes();
+    const DType xt = x.dtype(), qt = q.dtype();
+    record_function(op, {x, q}, {result}, {xc, qc}, [=](const FunctionNode::Context& ctx) {
+      // d/dx = -sum log(q + k) (q + k)^-x; d/dq = -x zeta(x + 1, q).
+      const Tensor g = ctx.grads[0].to(work);
+      const Tensor &xv = ctx.saved_at(0), &qv = ctx.saved_at(1);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, zeta_values(xv, qv, below, true)), xs).to(xt);
+      if (ctx.needs_input_grad[1]) {
+        r[1] = sum_to(mul(g, mul(neg(xv), zeta_values(add(xv, 1.0), qv, below, false))), qs).to(qt);
+      }
+      return r;
+    });
+  }
+  return result;
+}
+
 // x log1p(y), 0 where x is 0 and y is not NaN.
 Tensor xlog1py_values(const Tensor& x, const Tensor& y) {
   const Tensor product = mul(x, log1p(y));
   return where(logical_and(eq(x, 0.0), logical_not(isnan(y))), 0.0, product);
 }
 }  // namespace
+
+Tensor zeta(const Tensor& x, const Tensor& q) { return zeta_call("zeta", x, q, std::nullopt); }
+
+Tensor zeta(const Tensor& x, double q) {
+  ops::check_defined("zeta", x, "x");
+  const Tensor qt = full({}, q, TensorOptions(float_result(x.dtype()), x.device()));
+  return zeta_call("zeta", x, qt, std::isfinite(q) && q < 0 && q != std::floor(q));
+}
 
 Tensor xlog1py(const Tensor& x, const Tensor& y) {
   const char* op = "xlog1py";

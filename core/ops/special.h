@@ -61,6 +61,19 @@ Tensor sinc(const Tensor& x);
 Tensor entr(const Tensor& x);
 // x * log1p(y), 0 where x is 0 and y is not NaN (as xlogy). Broadcast; integers give float32.
 Tensor xlog1py(const Tensor& x, const Tensor& y);
+// The Hurwitz zeta function zeta(x, q) = sum_(k>=0) (q + k)^-x (Riemann's at q = 1),
+// torch.special.zeta, with PyTorch's domain: inf at x = 1 and at q = 0, -1, -2, ...; NaN for x < 1,
+// and for q < 0 unless x is an integer. At x = inf or q = inf it takes the limits (1 at q = 1, else
+// 0 or inf; PyTorch's are NaN there). Nine terms directly, then the Euler-Maclaurin tail with eight
+// Bernoulli terms, some 90 elementwise passes (polygamma's series is the same function): float64
+// values within 7.1e-16 of the true ones (relative; measured for x from 1.01 to 60 and q from 0.01
+// to 100). A q < 0 off the integers is brought to three values at positive arguments, at three
+// times the cost; to know whether there is one, a q tensor's smallest element is read to the host
+// (a device sync on CUDA; the one-q form needs none). Broadcast; integers give float32. Gradients:
+// d/dq = -x zeta(x + 1, q), and, where PyTorch has none, d/dx = -sum log(q + k) (q + k)^-x by the
+// same sum differentiated (NaN where q < 0, where x is an integer).
+Tensor zeta(const Tensor& x, const Tensor& q);
+Tensor zeta(const Tensor& x, double q);
 
 // The modified Bessel functions of the first kind, I0 (even) and I1 (odd), as torch.i0 and
 // torch.special.i0, i1 (also named modified_bessel_i0 and _i1 there). Up to |x| = 20 the power

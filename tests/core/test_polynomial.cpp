@@ -4,14 +4,15 @@
 // identities are known in closed form.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/core/pointwise_grads.h"
 
 using namespace kiln;
+using test::grads;
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -40,13 +41,6 @@ long double cheb_u_ref(long double x, int64_t n) {
   return cur;
 }
 
-// The gradient of sum(f(x)) at each of `at`.
-std::vector<double> grads(const std::function<Tensor(const Tensor&)>& f, std::vector<double> at) {
-  Tensor x = doubles(std::move(at));
-  x.set_requires_grad(true);
-  f(x).sum().backward();
-  return x.grad().to_vector_double();
-}
 }  // namespace
 
 TEST_CASE("polynomial: exact values at x = 1, -1 and 0 below and past the recurrence's degree 8", "[polynomial]") {

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "core/kiln.h"
+#include "tests/core/pointwise_grads.h"
 #include "tests/core/same_values.h"
 
 using namespace kiln;
+using test::grads;
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -26,13 +28,6 @@ Tensor doubles(std::vector<double> v) { return tensor(v); }
 
 double value(const Tensor& t) { return t.to(DType::Float64).item<double>(); }
 
-// The gradient of sum(f(x)) at each of `at`.
-std::vector<double> grads(const std::function<Tensor(const Tensor&)>& f, std::vector<double> at) {
-  Tensor x = doubles(std::move(at));
-  x.set_requires_grad(true);
-  f(x).sum().backward();
-  return x.grad().to_vector_double();
-}
 }  // namespace
 
 TEST_CASE("special: the gamma family at known constants, in float64 and float32", "[special]") {
@@ -540,4 +535,81 @@ TEST_CASE("special: the gradients of J, Y and spherical j0, by their identities,
     INFO("x = " << v);
     CHECK(grads(spherical_bessel_j0, {v})[0] == Approx((std::cos(v) - std::sin(v) / v) / v).epsilon(1e-13));
   }
+}
+
+TEST_CASE("special: zeta at known constants, next to x = 1, far out in q and with q < 0", "[special]") {
+  auto z = [](double x, double q) { return value(zeta(full({}, x, DType::Float64), full({}, q, DType::Float64))); };
+  CHECK(z(2, 1) == Approx(kPi * kPi / 6).epsilon(1e-15));
+  CHECK(z(3, 1) == Approx(kZeta3).epsilon(1e-15));
+  CHECK(z(4, 1) == Approx(std::pow(kPi, 4) / 90).epsilon(1e-15));
+  CHECK(z(1.5, 1) == Approx(2.6123753486854883433).epsilon(1e-15));  // zeta(3/2)
+  CHECK(z(2, 0.5) == Approx(kPi * kPi / 2).epsilon(1e-15));          // (2^2 - 1) zeta(2)
+  CHECK(z(2, 2) == Approx(kPi * kPi / 6 - 1).epsilon(1e-15));
+  CHECK(z(40, 1) == Approx(1 + std::pow(2.0, -40)).epsilon(1e-15));
+  // zeta(1 + e, 1) = 1 / e + Euler's gamma + O(e); zeta(2, q) = 1 / q + 1 / (2 q^2) + ... far out.
+  const double x = 1 + 1e-8;
+  CHECK(z(x, 1) == Approx(1 / (x - 1) + kEuler).epsilon(1e-14));
+  CHECK(z(2, 1e10) == Approx(1e-10 + 0.5e-20).epsilon(1e-14));
+  CHECK(z(2, 1e200) == Approx(1e-200).epsilon(1e-14));
+  // The tail is scaled by y^(1 - x), which underflows only with it: trigamma and polygamma(2, x)
+  // far out in float32, where y^-x is already 0.
+  CHECK(value(polygamma(1, full({}, 1e30, DType::Float32))) == Approx(1e-30).epsilon(1e-5));
+  CHECK(value(polygamma(2, full({}, 1e13, DType::Float32))) == Approx(-1e-26).epsilon(1e-5));
+  // q < 0 off the integers, integer x, at any distance below 0: zeta(2, -1000.5) = 2 zeta(2, 1/2)
+  // - zeta(2, 1001.5) (the terms at -1000.5 ... -0.5 are those at 0.5 ... 1000.5).
+  CHECK(z(2, -0.5) == Approx(4 + kPi * kPi / 2).epsilon(1e-15));
+  const double a = 1001.5;
+  CHECK(z(2, -1000.5) == Approx(kPi * kPi - (1 / a + 1 / (2 * a * a) + 1 / (6 * a * a * a))).epsilon(1e-14));
+  // zeta(4, 1/4) + zeta(4, 3/4) = (4^4 - 2^4) zeta(4); the far terms add 1e-27.
+  CHECK(z(4, -7e8 - 0.25) == Approx(240 * std::pow(kPi, 4) / 90).epsilon(1e-14));
+  // (the terms cancel: -0.3 - 8 + 8.4 leaves 0.12, so the relative bound is 70 times looser).
+  CHECK(z(3, -1.5) == Approx(std::pow(-1.5, -3) + std::pow(-0.5, -3) + 7 * kZeta3).epsilon(1e-13));
+  // PyTorch's domain: inf at x = 1 and at the poles of q, NaN for x < 1 and for q < 0 with x off
+  // the integers; the limits at infinite x and q.
+  CHECK(z(1, 2) == kInf);
+  CHECK(z(3, 0) == kInf);
+  CHECK(z(2.5, -2) == kInf);
+  CHECK(std::isnan(z(0.5, 1)));
+  CHECK(std::isnan(z(2.5, -0.5)));
+  CHECK(z(kInf, 1) == 1.0);
+  CHECK(z(kInf, 2) == 0.0);
+  CHECK(z(2, kInf) == 0.0);
+  CHECK(std::isnan(z(kNaN, 1)));
+  CHECK(std::isnan(z(2, kNaN)));
+  // The one-q form is the tensor form; float32 and integer inputs.
+  const Tensor xs = doubles({1.2, 2.0, 3.5, 7.0});
+  CHECK(same(zeta(xs, 0.75).to_vector_double(), zeta(xs, full({}, 0.75, DType::Float64)).to_vector_double()));
+  CHECK(same(zeta(xs, -1.25).to_vector_double(), zeta(xs, full({}, -1.25, DType::Float64)).to_vector_double()));
+  CHECK(zeta(full({2}, 2.0, DType::Float32), 1.0).dtype() == DType::Float32);
+  CHECK(value(zeta(full({}, 2.0, DType::Float32), 1.0)) == Approx(kPi * kPi / 6).epsilon(1e-6));
+  CHECK(zeta(tensor<int64_t>({2, 3}), tensor<int64_t>({1, 1})).dtype() == DType::Float32);
+  CHECK_THROWS_WITH(zeta(zeros({2, 3}), zeros({4})), Catch::Contains("zeta") && Catch::Contains("[4]"));
+}
+
+TEST_CASE("special: zeta's gradients in q and in x at known derivatives", "[special]") {
+  Tensor x = doubles({2.0, 3.0, 2.0});
+  Tensor q = doubles({1.0, 1.0, 0.5});
+  x.set_requires_grad(true);
+  q.set_requires_grad(true);
+  zeta(x, q).sum().backward();
+  const std::vector<double> gx = x.grad().to_vector_double(), gq = q.grad().to_vector_double();
+  // d/dx zeta(x, 1) is zeta'(x): zeta'(2) and zeta'(3); zeta(x, 1/2) = (2^x - 1) zeta(x), so its
+  // slope at 2 is 4 log(2) zeta(2) + 3 zeta'(2).
+  const double zeta_prime_2 = -0.93754825431584375370, zeta_prime_3 = -0.19812624288563685333;
+  CHECK(gx[0] == Approx(zeta_prime_2).epsilon(1e-14));
+  CHECK(gx[1] == Approx(zeta_prime_3).epsilon(1e-14));
+  CHECK(gx[2] == Approx(4 * std::log(2.0) * kPi * kPi / 6 + 3 * zeta_prime_2).epsilon(1e-14));
+  // d/dq zeta(x, q) = -x zeta(x + 1, q).
+  CHECK(gq[0] == Approx(-2 * kZeta3).epsilon(1e-14));
+  CHECK(gq[1] == Approx(-3 * std::pow(kPi, 4) / 90).epsilon(1e-14));
+  CHECK(gq[2] == Approx(-2 * 7 * kZeta3).epsilon(1e-14));
+  // q < 0: a slope in q, none in x (NaN: x is an integer there).
+  Tensor xn = doubles({2.0});
+  Tensor qn = doubles({-0.5});
+  xn.set_requires_grad(true);
+  qn.set_requires_grad(true);
+  zeta(xn, qn).sum().backward();
+  CHECK(std::isnan(xn.grad().item<double>()));
+  // (-8 + 7 zeta(3) cancels to 0.41: a bound 20 times looser)
+  CHECK(qn.grad().item<double>() == Approx(-2 * (std::pow(-0.5, -3) + 7 * kZeta3)).epsilon(1e-13));
 }

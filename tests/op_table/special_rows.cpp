@@ -1,13 +1,13 @@
 // Op table rows of the special family (core/ops/special.h): lgamma, digamma and polygamma on both
 // sides of 0.5 (the upper recurrence and the reflection), mvlgamma, erfinv, erfcx on both sides of
 // its series' start, ndtr, log_ndtr in both of its pieces, ndtri, logit with and without eps, sinc,
-// entr, xlog1py, and the modified Bessel functions: i0, i1, i0e and i1e on both sides of |x| = 20,
-// where their asymptotic series take over, the K ones across their three pieces, J0, J1, Y0 and Y1
-// on both sides of |x| = 25, and spherical_bessel_j0. The references are long double loops built
-// otherwise than kiln's: std::lgamma, a digamma shifted to 30, polygamma as its defining sum with
-// an Euler-Maclaurin tail, erfinv and ndtri by bisection on erf, erfc, the modified Bessel
-// functions by their integrals, J and Y by the standard library's. Inputs stay 0.1 away from the
-// poles.
+// entr, xlog1py, zeta (q > 0, q < 0 and q = 1), and the modified Bessel functions: i0, i1, i0e and
+// i1e on both sides of |x| = 20, where their asymptotic series take over, the K ones across their
+// three pieces, J0, J1, Y0 and Y1 on both sides of |x| = 25, and spherical_bessel_j0. The
+// references are long double loops built otherwise than kiln's: std::lgamma, a digamma shifted to
+// 30, zeta and polygamma as their defining sum to 2000 terms with a short Euler-Maclaurin tail,
+// erfinv and ndtri by bisection on erf, erfc, the modified Bessel functions by their integrals, J
+// and Y by the standard library's. Inputs stay 0.1 away from the poles.
 #include <cmath>
 #include <numbers>
 
@@ -29,15 +29,19 @@ Real digamma_ref(Real x) {
   return shift + std::log(x) - 1 / (2 * x) - u * (1.0L / 12 - u * (1.0L / 120 - u * (1.0L / 252 - u / 240)));
 }
 
-// polygamma(n >= 1, x > 0) = (-1)^(n+1) n! sum_k (x + k)^-(n+1): 2000 terms, then the tail's
-// integral, half its first term and the first derivative correction.
-Real polygamma_ref(int n, Real x) {
+// zeta(x > 1, q) = sum_k (q + k)^-x: 2000 terms (a q < 0 among them), then the tail's integral,
+// half its first term and the first derivative correction.
+Real zeta_ref(Real x, Real q) {
   Real sum = 0;
   constexpr int kTerms = 2000;
-  for (int k = 0; k < kTerms; ++k) sum += std::pow(x + k, -(n + 1));
-  const Real a = x + kTerms;
-  sum += std::pow(a, -n) / n + std::pow(a, -(n + 1)) / 2 + (n + 1) * std::pow(a, -(n + 2)) / 12;
-  return (n % 2 == 1 ? 1 : -1) * std::tgamma(static_cast<Real>(n + 1)) * sum;
+  for (int k = 0; k < kTerms; ++k) sum += std::pow(q + k, -x);
+  const Real a = q + kTerms;
+  return sum + std::pow(a, 1 - x) / (x - 1) + std::pow(a, -x) / 2 + x * std::pow(a, -x - 1) / 12;
+}
+
+// polygamma(n >= 1, x > 0) = (-1)^(n+1) n! zeta(n + 1, x).
+Real polygamma_ref(int n, Real x) {
+  return (n % 2 == 1 ? 1 : -1) * std::tgamma(static_cast<Real>(n + 1)) * zeta_ref(n + 1, x);
 }
 
 // The root of a decreasing-or-increasing f on [lo, hi] by bisection (f(lo) and f(hi) bracket 0).
@@ -284,6 +288,44 @@ void add_remaining_special_rows(std::vector<OpRow>& rows) {
          {"mvlgamma", "(p - 1) / 2 = 1", "got 1", "[3]"}},
         undefined_input("mvlgamma", [](const Tensor& x) { return mvlgamma(x, 2); }),
     };
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "zeta", kFloatTypes, binary_samples(7960, positive(1.1, 6.0), positive(0.5, 5.0)),
+        [](const TensorList& x) { return TensorList{zeta(x[0], x[1])}; },
+        ref([](const Values& v) { return static_cast<double>(zeta_ref(v[0], v[1])); }), {0, 1}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    r.errors = {
+        {"shapes do not broadcast",
+         [] {
+           zeta(zeros({2, 3}), zeros({4}));
+         },
+         {"zeta", "[2, 3]", "[4]"}},
+        {"undefined q", [] { zeta(zeros({2}), Tensor()); }, {"zeta", "undefined"}},
+    };
+    rows.push_back(std::move(r));
+  }
+  {
+    // q < 0 off the integers, with integer x (the only real values there): differentiable in q
+    // alone.
+    const Gen integers = [](const Shape& s, DType t, Device d, uint64_t seed) {
+      return floor(rnd_range(s, DType::Float64, Device::cpu(), seed, 2.0, 4.999)).to(t).to(d);
+    };
+    OpRow r = make_row(
+        "zeta q < 0", kFloatTypes, binary_samples(7970, integers, uniform_avoiding(-3.9, -0.1, poles(), 0.15)),
+        [](const TensorList& x) { return TensorList{zeta(x[0], x[1])}; },
+        ref([](const Values& v) { return static_cast<double>(zeta_ref(v[0], v[1])); }), {1}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    rows.push_back(std::move(r));
+  }
+  {
+    OpRow r = make_row(
+        "zeta q=1", kFloatTypes, unary_samples(7980, positive(1.1, 8.0)),
+        [](const TensorList& x) { return TensorList{zeta(x[0], 1.0)}; },
+        ref([](const Values& v) { return static_cast<double>(zeta_ref(v[0], 1)); }), {0}, same_dtype);
+    r.cuda_tolerance = cuda_float32_floor(kCudaWhyLibm);
+    r.errors = {undefined_input("zeta", [](const Tensor& x) { return zeta(x, 1.0); })};
     rows.push_back(std::move(r));
   }
   {
