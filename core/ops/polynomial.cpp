@@ -24,7 +24,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// The largest degree a recurrence runs to: 2^20 passes over the tensor already take minutes.
+// The largest degree a recurrence runs to: 2^20 passes take some 4 s on one element on a 2-core
+// CPU, and grow with the tensor.
 constexpr int64_t kMaxDegree = int64_t{1} << 20;
 // Chebyshev's recurrences run up to this degree; past it their closed forms take over.
 constexpr int64_t kChebyshevRecurrence = 8;

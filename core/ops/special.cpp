@@ -58,6 +58,42 @@ Tensor special_unary(const char* name, const Tensor& x, const ValuesFn& values, 
   return y;
 }
 
+// A function of two tensors (already in the compute dtype, off the tape): a binary special
+// function's values, or one of its partial derivatives.
+using BinaryFn = std::function<Tensor(const Tensor& x, const Tensor& y)>;
+
+// A binary special function of x and y, broadcast: float_result of their promoted dtype, computed
+// in its compute dtype, with d/dx = dx(x, y) and d/dy = dy(x, y) on the tape (each only when
+// needed).
+Tensor special_binary(const char* name, const Tensor& x, const Tensor& y, const BinaryFn& values, const BinaryFn& dx,
+                      const BinaryFn& dy) {
+  ops::check_defined(name, x, "first operand");
+  ops::check_defined(name, y, "second operand");
+  broadcast_shapes(x.sizes(), y.sizes(), name);
+  ops::common_device(name, {&x, &y});
+  const DType out = float_result(result_type(x, y));
+  const DType work = compute_dtype(out);
+  const Tensor xc = x.detach().to(work), yc = y.detach().to(work);
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = values(xc, yc).to(out);
+  }
+  if (needs_grad({&x, &y})) {
+    const Shape xs = x.sizes(), ys = y.sizes();
+    const DType xt = x.dtype(), yt = y.dtype();
+    record_function(name, {x, y}, {result}, {xc, yc}, [=](const FunctionNode::Context& ctx) {
+      const Tensor g = ctx.grads[0].to(work);
+      const Tensor &xv = ctx.saved_at(0), &yv = ctx.saved_at(1);
+      TensorList r(2);
+      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, dx(xv, yv)), xs).to(xt);
+      if (ctx.needs_input_grad[1]) r[1] = sum_to(mul(g, dy(xv, yv)), ys).to(yt);
+      return r;
+    });
+  }
+  return result;
+}
+
 // c[0] + c[1] u + c[2] u^2 + ..., by Horner's rule.
 Tensor horner(const Tensor& u, const std::vector<double>& c) {
   Tensor p = full_like(u, c.back());
@@ -159,8 +195,8 @@ std::vector<double> cot_derivative(int64_t n) {
 
 // How many terms of the Hurwitz zeta function zeta's sum takes directly before its tail: the
 // tail's expansion at y = q + 9 >= 9, eight Bernoulli terms, is within float64's rounding for every
-// x > 1 (its terms shrink by about ((x + 2j) / (2 pi y))^2 each, and where that is not small, y^-x
-// is negligible beside q^-x).
+// x > 1 (its terms shrink by about ((x + 2j) / (2 pi y))^2 each, and where that is not small, the
+// tail's y^(1 - x) is negligible beside q^-x).
 constexpr int kZetaShift = 9;
 
 // The Hurwitz zeta function sum_(k>=0) (q + k)^-x for x > 1 and q > 0 (other entries give unused
@@ -844,43 +880,16 @@ Tensor zeta_values(const Tensor& x, const Tensor& q, bool negative, bool slope) 
   return where(lt(x, 1.0), kNaN, where(pole, kInf, where(undefined, kNaN, v)));
 }
 
-// zeta of x and q; `negative`: whether some q < 0 off the integers (read from q when not given).
-Tensor zeta_call(const char* op, const Tensor& x, const Tensor& q, std::optional<bool> negative) {
-  ops::check_defined(op, x, "x");
-  ops::check_defined(op, q, "q");
-  broadcast_shapes(x.sizes(), q.sizes(), op);
-  ops::common_device(op, {&x, &q});
-  const DType out = float_result(result_type(x, q));
-  const DType work = compute_dtype(out);
-  const Tensor xc = x.detach().to(work), qc = q.detach().to(work);
-  Tensor result;
-  bool below = false;
-  {
-    NoGradGuard no_grad;
-    if (negative) {
-      below = *negative;
-    } else if (qc.numel() > 0) {
-      const Tensor off_poles = logical_and(isfinite(qc), ne(qc, floor(qc)));
-      below = min(where(off_poles, qc, 0.0)).item<double>() < 0;
-    }
-    result = zeta_values(xc, qc, below, false).to(out);
-  }
-  if (needs_grad({&x, &q})) {
-    const Shape xs = x.sizes(), qs = q.sizes();
-    const DType xt = x.dtype(), qt = q.dtype();
-    record_function(op, {x, q}, {result}, {xc, qc}, [=](const FunctionNode::Context& ctx) {
-      // d/dx = -sum log(q + k) (q + k)^-x; d/dq = -x zeta(x + 1, q).
-      const Tensor g = ctx.grads[0].to(work);
-      const Tensor &xv = ctx.saved_at(0), &qv = ctx.saved_at(1);
-      TensorList r(2);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, zeta_values(xv, qv, below, true)), xs).to(xt);
-      if (ctx.needs_input_grad[1]) {
-        r[1] = sum_to(mul(g, mul(neg(xv), zeta_values(add(xv, 1.0), qv, below, false))), qs).to(qt);
-      }
-      return r;
-    });
-  }
-  return result;
+// zeta of x and q; `negative`: whether some q < 0 off the integers.
+Tensor zeta_of(const Tensor& x, const Tensor& q, bool negative) {
+  return special_binary(
+      "zeta", x, q, [negative](const Tensor& v, const Tensor& w) { return zeta_values(v, w, negative, false); },
+      // d/dx = -sum log(q + k) (q + k)^-x
+      [negative](const Tensor& v, const Tensor& w) { return zeta_values(v, w, negative, true); },
+      // d/dq = -x zeta(x + 1, q)
+      [negative](const Tensor& v, const Tensor& w) {
+        return mul(neg(v), zeta_values(add(v, 1.0), w, negative, false));
+      });
 }
 
 // x log1p(y), 0 where x is 0 and y is not NaN.
@@ -890,41 +899,31 @@ Tensor xlog1py_values(const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
-Tensor zeta(const Tensor& x, const Tensor& q) { return zeta_call("zeta", x, q, std::nullopt); }
+Tensor zeta(const Tensor& x, const Tensor& q) {
+  ops::check_defined("zeta", x, "first operand");
+  ops::check_defined("zeta", q, "second operand");
+  bool negative = false;
+  if (q.numel() > 0 && q.is_floating_point()) {
+    NoGradGuard no_grad;
+    const Tensor qd = q.detach();
+    negative = min(where(logical_and(isfinite(qd), ne(qd, floor(qd))), qd, 0.0)).item<double>() < 0;
+  }
+  return zeta_of(x, q, negative);
+}
 
 Tensor zeta(const Tensor& x, double q) {
-  ops::check_defined("zeta", x, "x");
+  ops::check_defined("zeta", x, "first operand");
   const Tensor qt = full({}, q, TensorOptions(float_result(x.dtype()), x.device()));
-  return zeta_call("zeta", x, qt, std::isfinite(q) && q < 0 && q != std::floor(q));
+  return zeta_of(x, qt, std::isfinite(q) && q < 0 && q != std::floor(q));
 }
 
 Tensor xlog1py(const Tensor& x, const Tensor& y) {
-  const char* op = "xlog1py";
-  ops::check_defined(op, x, "first operand");
-  ops::check_defined(op, y, "second operand");
-  broadcast_shapes(x.sizes(), y.sizes(), op);
-  const DType out = float_result(result_type(x, y));
-  const DType work = compute_dtype(out);
-  const Tensor xc = x.detach().to(work), yc = y.detach().to(work);
-  Tensor result;
-  {
-    NoGradGuard no_grad;
-    result = xlog1py_values(xc, yc).to(out);
-  }
-  if (needs_grad({&x, &y})) {
-    const Shape xs = x.sizes(), ys = y.sizes();
-    const DType xt = x.dtype(), yt = y.dtype();
-    record_function(op, {x, y}, {result}, {xc, yc}, [=](const FunctionNode::Context& ctx) {
-      // d/dx = log1p(y), 0 where x is 0; d/dy = x / (1 + y).
-      const Tensor g = ctx.grads[0].to(work);
-      const Tensor &xv = ctx.saved_at(0), &yv = ctx.saved_at(1);
-      TensorList r(2);
-      if (ctx.needs_input_grad[0]) r[0] = sum_to(mul(g, xlog1py_values(ne(xv, 0.0).to(work), yv)), xs).to(xt);
-      if (ctx.needs_input_grad[1]) r[1] = sum_to(div(mul(g, xv), add(yv, 1.0)), ys).to(yt);
-      return r;
-    });
-  }
-  return result;
+  return special_binary(
+      "xlog1py", x, y, xlog1py_values,
+      // d/dx = log1p(y), 0 where x is 0
+      [](const Tensor& v, const Tensor& w) { return xlog1py_values(ne(v, 0.0).to(v.dtype()), w); },
+      // d/dy = x / (1 + y)
+      [](const Tensor& v, const Tensor& w) { return div(v, add(w, 1.0)); });
 }
 
 }  // namespace kiln
