@@ -304,11 +304,20 @@ Tensor polynomial(const char* op, Family f, bool shifted, const Tensor& x, const
   return result;
 }
 
+// One x for every degree of n: x as a 0-d tensor of n's float dtype on n's device (a float16 n
+// rounds x to float16, as PyTorch's wrapped scalars).
+Tensor polynomial_at(const char* op, Family f, bool shifted, double x, const Tensor& n) {
+  ops::check_defined(op, n, "n");
+  const Tensor xt = full({}, x, TensorOptions(ops::float_result(n.dtype()), n.device()));
+  return polynomial(op, f, shifted, xt, &n, 0);
+}
+
 }  // namespace
 
 #define KILN_POLYNOMIAL(name, family, shifted)                                                           \
   Tensor name(const Tensor& x, const Tensor& n) { return polynomial(#name, family, shifted, x, &n, 0); } \
-  Tensor name(const Tensor& x, int64_t n) { return polynomial(#name, family, shifted, x, nullptr, n); }
+  Tensor name(const Tensor& x, int64_t n) { return polynomial(#name, family, shifted, x, nullptr, n); }  \
+  Tensor name(double x, const Tensor& n) { return polynomial_at(#name, family, shifted, x, n); }
 
 KILN_POLYNOMIAL(chebyshev_polynomial_t, Family::ChebyshevT, false)
 KILN_POLYNOMIAL(chebyshev_polynomial_u, Family::ChebyshevU, false)

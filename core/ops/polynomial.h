@@ -2,7 +2,8 @@
 // their shifted forms on [0, 1], Hermite's physicists' H and probabilists' He, Laguerre's L and
 // Legendre's P, each of degree n at x.
 //
-// The degree is a tensor broadcast against x, or one int64 for every element. As in PyTorch, a
+// The degree is a tensor broadcast against x, or one int64 for every element; x is a tensor, or one
+// double for every degree of a degree tensor (of that tensor's float dtype). As in PyTorch, a
 // float degree is truncated toward zero (2.7 is 2, -0.5 is 0) and a negative one gives 0; a NaN or
 // infinite one gives NaN (PyTorch's is undefined there). The result's dtype is x's and n's promoted
 // dtype, a float one (integers give float32); values are computed in float64 for float64 and in
@@ -47,35 +48,47 @@ namespace kiln {
 // p_(k-1).
 Tensor chebyshev_polynomial_t(const Tensor& x, const Tensor& n);
 Tensor chebyshev_polynomial_t(const Tensor& x, int64_t n);
+Tensor chebyshev_polynomial_t(double x, const Tensor& n);
 Tensor chebyshev_polynomial_u(const Tensor& x, const Tensor& n);
 Tensor chebyshev_polynomial_u(const Tensor& x, int64_t n);
+Tensor chebyshev_polynomial_u(double x, const Tensor& n);
 Tensor chebyshev_polynomial_v(const Tensor& x, const Tensor& n);
 Tensor chebyshev_polynomial_v(const Tensor& x, int64_t n);
+Tensor chebyshev_polynomial_v(double x, const Tensor& n);
 Tensor chebyshev_polynomial_w(const Tensor& x, const Tensor& n);
 Tensor chebyshev_polynomial_w(const Tensor& x, int64_t n);
+Tensor chebyshev_polynomial_w(double x, const Tensor& n);
 // The same at 2x - 1: orthogonal on [0, 1].
 Tensor shifted_chebyshev_polynomial_t(const Tensor& x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_t(const Tensor& x, int64_t n);
+Tensor shifted_chebyshev_polynomial_t(double x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_u(const Tensor& x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_u(const Tensor& x, int64_t n);
+Tensor shifted_chebyshev_polynomial_u(double x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_v(const Tensor& x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_v(const Tensor& x, int64_t n);
+Tensor shifted_chebyshev_polynomial_v(double x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_w(const Tensor& x, const Tensor& n);
 Tensor shifted_chebyshev_polynomial_w(const Tensor& x, int64_t n);
+Tensor shifted_chebyshev_polynomial_w(double x, const Tensor& n);
 // Hermite's physicists' polynomials, H_(k+1) = 2x H_k - 2k H_(k-1) (H_1 = 2x), orthogonal under
 // exp(-x^2), and the probabilists' ones, He_(k+1) = x He_k - k He_(k-1) (He_1 = x), under exp(-x^2
 // / 2).
 Tensor hermite_polynomial_h(const Tensor& x, const Tensor& n);
 Tensor hermite_polynomial_h(const Tensor& x, int64_t n);
+Tensor hermite_polynomial_h(double x, const Tensor& n);
 Tensor hermite_polynomial_he(const Tensor& x, const Tensor& n);
 Tensor hermite_polynomial_he(const Tensor& x, int64_t n);
+Tensor hermite_polynomial_he(double x, const Tensor& n);
 // Laguerre's polynomials, (k + 1) L_(k+1) = (2k + 1 - x) L_k - k L_(k-1) (L_1 = 1 - x), orthogonal
 // on [0, inf) under exp(-x).
 Tensor laguerre_polynomial_l(const Tensor& x, const Tensor& n);
 Tensor laguerre_polynomial_l(const Tensor& x, int64_t n);
+Tensor laguerre_polynomial_l(double x, const Tensor& n);
 // Legendre's polynomials, (k + 1) P_(k+1) = (2k + 1) x P_k - k P_(k-1) (P_1 = x), orthogonal on
 // [-1, 1].
 Tensor legendre_polynomial_p(const Tensor& x, const Tensor& n);
 Tensor legendre_polynomial_p(const Tensor& x, int64_t n);
+Tensor legendre_polynomial_p(double x, const Tensor& n);
 
 }  // namespace kiln

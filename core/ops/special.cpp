@@ -917,6 +917,11 @@ Tensor zeta(const Tensor& x, double q) {
   return zeta_of(x, qt, std::isfinite(q) && q < 0 && q != std::floor(q));
 }
 
+Tensor zeta(double x, const Tensor& q) {
+  ops::check_defined("zeta", q, "second operand");
+  return zeta(full({}, x, TensorOptions(float_result(q.dtype()), q.device())), q);
+}
+
 Tensor xlog1py(const Tensor& x, const Tensor& y) {
   return special_binary(
       "xlog1py", x, y, xlog1py_values,

@@ -74,6 +74,8 @@ Tensor xlog1py(const Tensor& x, const Tensor& y);
 // same sum differentiated (NaN where q < 0, where x is an integer).
 Tensor zeta(const Tensor& x, const Tensor& q);
 Tensor zeta(const Tensor& x, double q);
+// One x for every q: x as a 0-d tensor of q's float dtype.
+Tensor zeta(double x, const Tensor& q);
 
 // The modified Bessel functions of the first kind, I0 (even) and I1 (odd), as torch.i0 and
 // torch.special.i0, i1 (also named modified_bessel_i0 and _i1 there). Up to |x| = 20 the power

@@ -94,6 +94,13 @@ TEST_CASE("polynomial: the degree is truncated toward 0, negative gives 0, NaN a
   CHECK(legendre_polynomial_p(tensor<int64_t>({1, 2}), 3).dtype() == DType::Float32);
   CHECK(vals(legendre_polynomial_p(tensor<int64_t>({1, 2}), 3)) == std::vector<double>{1.0, 17.0});
   CHECK(hermite_polynomial_he(full({2}, 0.5, DType::BFloat16), 2).dtype() == DType::BFloat16);
+  // One x for a degree tensor: x takes the degrees' float dtype (float32 for integer degrees).
+  const Tensor t = chebyshev_polynomial_t(0.5, tensor<int64_t>({0, 1, 2, 3, -1}));
+  CHECK(t.dtype() == DType::Float32);
+  CHECK(vals(t) == std::vector<double>{1.0, 0.5, -0.5, -1.0, 0.0});
+  CHECK(vals(laguerre_polynomial_l(2.0, doubles({0.0, 1.0, 2.0}))) == std::vector<double>{1.0, -1.0, -1.0});
+  CHECK(vals(shifted_chebyshev_polynomial_u(1.0, doubles({4.0, 9.0}))) == std::vector<double>{5.0, 10.0});
+  CHECK_THROWS_WITH(legendre_polynomial_p(0.5, Tensor()), Catch::Contains("legendre_polynomial_p"));
 }
 
 TEST_CASE("polynomial: Chebyshev's closed forms match the recurrence past degree 8, inside and outside [-1, 1]",

@@ -583,6 +583,13 @@ TEST_CASE("special: zeta at known constants, next to x = 1, far out in q and wit
   CHECK(zeta(full({2}, 2.0, DType::Float32), 1.0).dtype() == DType::Float32);
   CHECK(value(zeta(full({}, 2.0, DType::Float32), 1.0)) == Approx(kPi * kPi / 6).epsilon(1e-6));
   CHECK(zeta(tensor<int64_t>({2, 3}), tensor<int64_t>({1, 1})).dtype() == DType::Float32);
+  // One x for every q.
+  const std::vector<double> at_two = zeta(2.0, doubles({1.0, 2.0, -0.5})).to_vector_double();
+  CHECK(at_two[0] == Approx(kPi * kPi / 6).epsilon(1e-15));
+  CHECK(at_two[1] == Approx(kPi * kPi / 6 - 1).epsilon(1e-15));
+  CHECK(at_two[2] == Approx(4 + kPi * kPi / 2).epsilon(1e-15));
+  CHECK(zeta(2.0, tensor<int64_t>({1, 2})).dtype() == DType::Float32);
+  CHECK_THROWS_WITH(zeta(2.0, Tensor()), Catch::Contains("zeta") && Catch::Contains("undefined"));
   CHECK_THROWS_WITH(zeta(zeros({2, 3}), zeros({4})), Catch::Contains("zeta") && Catch::Contains("[4]"));
 }
 
